@@ -1,0 +1,106 @@
+"""Swin Transformer block: (shifted) window attention and an MLP, pre-norm residuals."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from timm.layers import DropPath, Mlp, register_notrace_module
+from torch import nn
+
+from .window import (
+    cached_window_attention_mask,
+    effective_shift,
+    pad_to_window,
+    window_attention_mask,
+    window_partition,
+    window_reverse,
+)
+from .window_attention import WindowAttention
+
+
+@register_notrace_module  # the padding and shift depend on the input size, a Python branch fx cannot trace
+class SwinBlock(nn.Module):
+    """One W-MSA (``shift=False``) or SW-MSA (``shift=True``) block.
+
+    Any map size works: the normalised map is padded bottom/right to a window multiple before the
+    cyclic shift by window // 2, attention runs per window, and the result is shifted back and
+    cropped. With ``mask_padding`` the padded tokens are masked as keys; without, they take part in
+    attention as zero vectors (torchvision's behaviour).
+
+    Args:
+        dim: channels C.
+        num_heads: attention heads.
+        window: (Wh, Ww).
+        shift: shift the windows by half a window (every second block in a stage).
+        mlp_ratio: MLP hidden size over ``dim``.
+        qkv_bias: learn q, k, v biases.
+        drop_path: stochastic depth rate of both residual branches.
+        proj_drop: dropout after the attention projection and in the MLP.
+        attn_drop: dropout on attention weights.
+        rel_pos: ``"table"`` or ``"cpb"``, see :class:`WindowAttention`.
+        mask_padding: mask padded tokens as keys.
+        fused_attn: use ``scaled_dot_product_attention``.
+    """
+
+    mask_padding: torch.jit.Final[bool]
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        window: tuple[int, int] = (7, 7),
+        shift: bool = False,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        drop_path: float = 0.0,
+        proj_drop: float = 0.0,
+        attn_drop: float = 0.0,
+        rel_pos: str = "table",
+        mask_padding: bool = True,
+        fused_attn: bool = True,
+        norm_layer: type[nn.Module] = nn.LayerNorm,
+        act_layer: type[nn.Module] = nn.GELU,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        dd = {"device": device, "dtype": dtype}
+        self.window: tuple[int, int] = (int(window[0]), int(window[1]))
+        self.shift: tuple[int, int] = (self.window[0] // 2, self.window[1] // 2) if shift else (0, 0)
+        self.mask_padding = mask_padding
+        self.norm1 = norm_layer(dim, **dd)
+        self.attn = WindowAttention(
+            dim, num_heads, self.window, qkv_bias, attn_drop, proj_drop, rel_pos=rel_pos, fused=fused_attn, **dd
+        )
+        self.drop_path1 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
+        self.norm2 = norm_layer(dim, **dd)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=proj_drop, **dd)
+        self.drop_path2 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
+
+    def _mask(
+        self, size: tuple[int, int], shift: tuple[int, int], device: torch.device, dtype: torch.dtype
+    ) -> torch.Tensor | None:
+        if torch.jit.is_scripting():
+            return window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
+        return cached_window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
+
+    def _window_attention(self, x: torch.Tensor) -> torch.Tensor:
+        """x: normalised map [B, H, W, C] -> attention output [B, H, W, C]."""
+        H, W = x.shape[1], x.shape[2]
+        pad_h, pad_w = pad_to_window((H, W), self.window)
+        x = F.pad(x, (0, 0, 0, pad_w, 0, pad_h))  # (B, Hp, Wp, C)
+        Hp, Wp = H + pad_h, W + pad_w
+        sh, sw = effective_shift((Hp, Wp), self.window, self.shift)
+        if sh > 0 or sw > 0:
+            x = torch.roll(x, shifts=(-sh, -sw), dims=(1, 2))
+        mask = self._mask((H, W), (sh, sw), x.device, self.attn.qkv.weight.dtype)
+        x = self.attn(window_partition(x, self.window), mask)  # (B, nW, N, C)
+        x = window_reverse(x, self.window, Hp, Wp)  # (B, Hp, Wp, C)
+        if sh > 0 or sw > 0:
+            x = torch.roll(x, shifts=(sh, sw), dims=(1, 2))
+        return x[:, :H, :W]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, H, W, C] -> [B, H, W, C]."""
+        x = x + self.drop_path1(self._window_attention(self.norm1(x)))
+        return x + self.drop_path2(self.mlp(self.norm2(x)))

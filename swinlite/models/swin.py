@@ -1,0 +1,312 @@
+"""Swin Transformer (Liu et al., ICCV 2021): hierarchical vision transformer with shifted windows.
+
+Layout: ``patch_embed`` -> ``layers[0..3]`` -> ``norm`` -> ``head``. Stage i is "downsample + blocks"
+(stage 0 has no downsample), so the output of ``layers[i]`` is feature level i, at stride
+patch_size * 2**i. Tokens are channels-last [B, H, W, C] inside the network; the public feature
+outputs (``forward_intermediates``, ``features_only``) are NCHW unless asked otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from timm.layers import ClassifierHead, PatchEmbed, register_notrace_function, to_2tuple
+from timm.models import checkpoint_seq
+from timm.models._features import feature_take_indices
+from torch import nn
+
+from ..layers.patch_merging import PatchMerging
+from ..layers.swin_block import SwinBlock
+
+
+@register_notrace_function  # value checks on the input's shape, not traceable
+def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int]) -> None:
+    """Raise a ValueError naming the expected input unless ``x`` is a float (B, in_chans, H, W) image batch."""
+    expected = f"a floating-point tensor of shape (B, {in_chans}, H, W) with H >= {patch_size[0]}, W >= {patch_size[1]}"
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"expected {expected}, got {type(x).__name__}")
+    if x.ndim != 4:
+        raise ValueError(f"expected {expected}, got a {x.ndim}-D tensor of shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise ValueError(f"expected {expected}, got dtype {x.dtype}")
+    if x.shape[1] != in_chans:
+        raise ValueError(f"expected {expected}, got {x.shape[1]} channels (shape {tuple(x.shape)})")
+    if x.shape[2] < patch_size[0] or x.shape[3] < patch_size[1]:
+        raise ValueError(f"expected {expected}, got an image of {x.shape[2]}x{x.shape[3]}, smaller than one patch")
+
+
+class SwinStage(nn.Module):
+    """Patch merging (except in the first stage) followed by ``depth`` blocks, alternating W-MSA and SW-MSA."""
+
+    def __init__(
+        self,
+        dim: int,
+        out_dim: int,
+        depth: int,
+        num_heads: int,
+        window: tuple[int, int],
+        downsample: bool,
+        drop_path: Sequence[float],
+        norm_layer: type[nn.Module] = nn.LayerNorm,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        **block_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.grad_checkpointing = False
+        if downsample:
+            self.downsample: nn.Module = PatchMerging(dim, out_dim, norm_layer, device=device, dtype=dtype)
+        elif dim != out_dim:
+            raise ValueError(f"a stage without downsampling keeps its width: dim {dim} != out_dim {out_dim}")
+        else:
+            self.downsample = nn.Identity()
+        self.blocks = nn.Sequential(
+            *[
+                SwinBlock(
+                    out_dim,
+                    num_heads,
+                    window,
+                    shift=i % 2 == 1,
+                    drop_path=drop_path[i],
+                    norm_layer=norm_layer,
+                    device=device,
+                    dtype=dtype,
+                    **block_kwargs,
+                )
+                for i in range(depth)
+            ]
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, H, W, C_in] -> [B, H', W', C_out] (H' = ceil(H/2) when downsampling)."""
+        x = self.downsample(x)
+        if self.grad_checkpointing and not torch.jit.is_scripting():
+            return checkpoint_seq(self.blocks, x)
+        return self.blocks(x)
+
+
+class SwinTransformer(nn.Module):
+    """Swin Transformer backbone and classifier, following timm's model interface.
+
+    Args:
+        img_size: nominal input size (for the pretrained config; any size at least one patch works).
+        patch_size: patch embedding stride and kernel.
+        in_chans: input image channels.
+        num_classes: classifier outputs; 0 for no classifier.
+        global_pool: ``"avg"`` or ``""`` (no pooling), as timm's ClassifierHead.
+        embed_dim: channels of stage 0; stage i has ``embed_dim * 2**i``.
+        depths: blocks per stage.
+        num_heads: attention heads per stage.
+        window_size: attention window, int or (Wh, Ww).
+        mlp_ratio: MLP hidden size over the block width.
+        qkv_bias: learn q, k, v biases.
+        drop_rate: dropout before the classifier.
+        proj_drop_rate: dropout after attention projections and in MLPs.
+        attn_drop_rate: dropout on attention weights.
+        drop_path_rate: stochastic depth, rising linearly from 0 over the blocks to this value.
+        rel_pos: ``"table"`` (Swin) or ``"cpb"`` (Swin-V2 continuous position bias).
+        mask_padding: mask padded tokens in windows (False reproduces torchvision at odd sizes).
+        fused_attn: use ``scaled_dot_product_attention`` (False: explicit softmax path).
+    """
+
+    def __init__(
+        self,
+        img_size: int | tuple[int, int] = 224,
+        patch_size: int = 4,
+        in_chans: int = 3,
+        num_classes: int = 1000,
+        global_pool: str = "avg",
+        embed_dim: int = 96,
+        depths: Sequence[int] = (2, 2, 6, 2),
+        num_heads: Sequence[int] = (3, 6, 12, 24),
+        window_size: int | tuple[int, int] = 7,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        drop_rate: float = 0.0,
+        proj_drop_rate: float = 0.0,
+        attn_drop_rate: float = 0.0,
+        drop_path_rate: float = 0.1,
+        rel_pos: str = "table",
+        mask_padding: bool = True,
+        fused_attn: bool = True,
+        norm_layer: type[nn.Module] = nn.LayerNorm,
+        act_layer: type[nn.Module] = nn.GELU,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if len(depths) != len(num_heads):
+            raise ValueError(f"depths {tuple(depths)} and num_heads {tuple(num_heads)} must have the same length")
+        dd = {"device": device, "dtype": dtype}
+        num_stages = len(depths)
+        dims = [int(embed_dim * 2**i) for i in range(num_stages)]
+        self.num_classes = num_classes
+        self.in_chans = in_chans
+        self.global_pool = global_pool
+        self.output_fmt = "NHWC"
+        self.patch_size: tuple[int, int] = to_2tuple(patch_size)
+        self.window_size: tuple[int, int] = to_2tuple(window_size)
+        self.num_features = self.head_hidden_size = dims[-1]
+
+        self.patch_embed = PatchEmbed(
+            img_size=img_size,
+            patch_size=patch_size,
+            in_chans=in_chans,
+            embed_dim=dims[0],
+            norm_layer=norm_layer,
+            output_fmt="NHWC",
+            strict_img_size=False,
+            dynamic_img_pad=True,
+            **dd,
+        )
+        drop_path = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
+        stages, self.feature_info = [], []
+        for i, depth in enumerate(depths):
+            first = sum(depths[:i])
+            stages.append(
+                SwinStage(
+                    dims[max(i - 1, 0)],
+                    dims[i],
+                    depth,
+                    num_heads[i],
+                    self.window_size,
+                    downsample=i > 0,
+                    drop_path=drop_path[first : first + depth],
+                    norm_layer=norm_layer,
+                    mlp_ratio=mlp_ratio,
+                    qkv_bias=qkv_bias,
+                    proj_drop=proj_drop_rate,
+                    attn_drop=attn_drop_rate,
+                    rel_pos=rel_pos,
+                    mask_padding=mask_padding,
+                    fused_attn=fused_attn,
+                    act_layer=act_layer,
+                    **dd,
+                )
+            )
+            self.feature_info.append(dict(num_chs=dims[i], reduction=self.patch_size[0] * 2**i, module=f"layers.{i}"))
+        self.layers = nn.Sequential(*stages)
+        self.norm = norm_layer(self.num_features, **dd)
+        self.head = ClassifierHead(
+            self.num_features, num_classes, pool_type=global_pool, drop_rate=drop_rate, input_fmt="NHWC", **dd
+        )
+        self.apply(_init_weights)
+
+    # --- timm model interface -------------------------------------------------------------------
+
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set[str]:
+        """Relative position bias parameters (tables or CPB MLPs) are excluded from weight decay."""
+        return {n for n, _ in self.named_parameters() if ".rel_pos." in n}
+
+    @torch.jit.ignore
+    def group_matcher(self, coarse: bool = False) -> dict[str, Any]:
+        return dict(
+            stem=r"^patch_embed",
+            blocks=r"^layers\.(\d+)"
+            if coarse
+            else [
+                (r"^layers\.(\d+)\.downsample", (0,)),
+                (r"^layers\.(\d+)\.blocks\.(\d+)", None),
+                (r"^norm", (99999,)),
+            ],
+        )
+
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        for stage in self.layers:
+            stage.grad_checkpointing = enable
+
+    @torch.jit.ignore
+    def get_classifier(self) -> nn.Module:
+        return self.head.fc
+
+    def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
+        """New classifier of ``num_classes`` outputs (0: none), on the model's device and dtype."""
+        self.num_classes = num_classes
+        ref = self.norm.weight
+        self.head.reset(num_classes, pool_type=global_pool)
+        self.head.to(device=ref.device, dtype=ref.dtype)
+        if global_pool is not None:
+            self.global_pool = global_pool
+
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: int | list[int] | None = None,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]]:
+        """Run the network and collect stage outputs.
+
+        Args:
+            x: images [B, C, H, W].
+            indices: stages to return: the last n if int, all if None, else these indices.
+            norm: apply the final norm to the last stage's output when it is returned.
+            stop_early: stop after the last requested stage.
+            output_fmt: ``"NCHW"`` or ``"NHWC"`` for the returned maps.
+            intermediates_only: return only the list of maps.
+
+        Returns:
+            List of maps, or (final features [B, H, W, C], list of maps).
+        """
+        if output_fmt not in ("NCHW", "NHWC"):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got {output_fmt!r}")
+        if not torch.jit.is_scripting():
+            check_image_input(x, self.in_chans, self.patch_size)
+        take_indices, max_index = feature_take_indices(len(self.layers), indices)
+        last = len(self.layers) - 1
+        stages = self.layers if torch.jit.is_scripting() or not stop_early else self.layers[: max_index + 1]
+        intermediates = []
+        x = self.patch_embed(x)
+        for i, stage in enumerate(stages):
+            x = stage(x)
+            if i in take_indices:
+                y = self.norm(x) if norm and i == last else x
+                intermediates.append(y.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else y)
+        if intermediates_only:
+            return intermediates
+        if len(stages) == len(self.layers):
+            x = self.norm(x)
+        return x, intermediates
+
+    def prune_intermediate_layers(
+        self, indices: int | list[int] = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> list[int]:
+        """Drop the stages after the last of ``indices`` (and the final norm / head if asked)."""
+        take_indices, max_index = feature_take_indices(len(self.layers), indices)
+        pruned_end = max_index < len(self.layers) - 1
+        self.layers = self.layers[: max_index + 1]
+        if prune_norm or pruned_end:
+            self.norm = nn.Identity()
+        if pruned_end:
+            self.num_features = self.head_hidden_size = self.feature_info[max_index]["num_chs"]
+        if prune_head or pruned_end:
+            self.reset_classifier(0, "")
+        return take_indices
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """images [B, C, H, W] -> final normalised map [B, H/32, W/32, C] (for patch 4)."""
+        if not torch.jit.is_scripting():
+            check_image_input(x, self.in_chans, self.patch_size)
+        x = self.patch_embed(x)  # (B, H/4, W/4, C)
+        x = self.layers(x)
+        return self.norm(x)
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        return self.head(x, pre_logits=True) if pre_logits else self.head(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+
+def _init_weights(module: nn.Module) -> None:
+    """Reference initialisation: truncated normal (std .02) linear weights, zero biases."""
+    if isinstance(module, nn.Linear):
+        nn.init.trunc_normal_(module.weight, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)

@@ -1,0 +1,122 @@
+"""Registered swinlite variants: ``timm.create_model("swinlite_tiny_patch4_window7_224")`` after ``import swinlite``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+
+from ..convert import convert_state_dict
+from .swin import SwinTransformer
+
+
+def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    out_indices = kwargs.pop("out_indices", tuple(range(len(kwargs.get("depths", (2, 2, 6, 2))))))
+    return build_model_with_cfg(
+        SwinTransformer,
+        variant,
+        pretrained,
+        pretrained_filter_fn=convert_state_dict,
+        feature_cfg=dict(out_indices=out_indices, feature_cls="getter"),
+        **kwargs,
+    )
+
+
+def _cfg(input_size: int = 224, pool: int = 7, **kwargs: Any) -> dict[str, Any]:
+    return {
+        "url": "",
+        "num_classes": 1000,
+        "input_size": (3, input_size, input_size),
+        "pool_size": (pool, pool),
+        "crop_pct": 0.9 if input_size == 224 else 1.0,
+        "interpolation": "bicubic",
+        "fixed_input_size": False,
+        "mean": IMAGENET_DEFAULT_MEAN,
+        "std": IMAGENET_DEFAULT_STD,
+        "first_conv": "patch_embed.proj",
+        "classifier": "head.fc",
+        "license": "mit",
+        **kwargs,
+    }
+
+
+default_cfgs = generate_default_cfgs(
+    {
+        "swinlite_tiny_patch4_window7_224": _cfg(),
+        "swinlite_small_patch4_window7_224": _cfg(),
+        "swinlite_base_patch4_window7_224": _cfg(),
+        "swinlite_large_patch4_window7_224": _cfg(),
+        "swinlite_base_patch4_window12_384": _cfg(384, 12),
+        "swinlite_large_patch4_window12_384": _cfg(384, 12),
+        # small models for CPU work on small images (demo, tests)
+        "swinlite_nano_patch2_window4_64": _cfg(64, 4, num_classes=10, crop_pct=1.0),
+        "swinlite_pico_patch2_window4_32": _cfg(32, 2, num_classes=10, crop_pct=1.0),
+    }
+)
+
+
+@register_model
+def swinlite_tiny_patch4_window7_224(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-T: 96 channels, depths 2-2-6-2, 28.3M parameters."""
+    args = dict(embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), window_size=7, drop_path_rate=0.2)
+    return _create("swinlite_tiny_patch4_window7_224", pretrained, **dict(args, **kwargs))
+
+
+@register_model
+def swinlite_small_patch4_window7_224(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-S: 96 channels, depths 2-2-18-2."""
+    args = dict(embed_dim=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24), window_size=7, drop_path_rate=0.3)
+    return _create("swinlite_small_patch4_window7_224", pretrained, **dict(args, **kwargs))
+
+
+@register_model
+def swinlite_base_patch4_window7_224(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-B: 128 channels, depths 2-2-18-2."""
+    args = dict(embed_dim=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32), window_size=7, drop_path_rate=0.5)
+    return _create("swinlite_base_patch4_window7_224", pretrained, **dict(args, **kwargs))
+
+
+@register_model
+def swinlite_large_patch4_window7_224(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-L: 192 channels, depths 2-2-18-2."""
+    args = dict(embed_dim=192, depths=(2, 2, 18, 2), num_heads=(6, 12, 24, 48), window_size=7)
+    return _create("swinlite_large_patch4_window7_224", pretrained, **dict(args, **kwargs))
+
+
+@register_model
+def swinlite_base_patch4_window12_384(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-B at 384x384 with 12x12 windows."""
+    args = dict(
+        img_size=384, embed_dim=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32), window_size=12
+    )
+    return _create("swinlite_base_patch4_window12_384", pretrained, **dict(args, **kwargs))
+
+
+@register_model
+def swinlite_large_patch4_window12_384(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-L at 384x384 with 12x12 windows."""
+    args = dict(
+        img_size=384, embed_dim=192, depths=(2, 2, 18, 2), num_heads=(6, 12, 24, 48), window_size=12
+    )
+    return _create("swinlite_large_patch4_window12_384", pretrained, **dict(args, **kwargs))
+
+
+@register_model
+def swinlite_nano_patch2_window4_64(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """A small Swin for 64x64 images on CPU: 48 channels, depths 2-2-2-2, patch 2, window 4."""
+    args = dict(
+        img_size=64, patch_size=2, embed_dim=48, depths=(2, 2, 2, 2), num_heads=(2, 4, 8, 16), window_size=4,
+        num_classes=10, drop_path_rate=0.1,
+    )
+    return _create("swinlite_nano_patch2_window4_64", pretrained, **dict(args, **kwargs))
+
+
+@register_model
+def swinlite_pico_patch2_window4_32(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """A tiny Swin for 32x32 images on CPU: 32 channels, depths 1-1-2-1, patch 2, window 4."""
+    args = dict(
+        img_size=32, patch_size=2, embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), window_size=4,
+        num_classes=10, drop_path_rate=0.0,
+    )
+    return _create("swinlite_pico_patch2_window4_32", pretrained, **dict(args, **kwargs))

@@ -115,7 +115,8 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
     unmapped = sorted(k for k in state_dict if k not in target)
     if unmapped:
         raise ValueError(
-            f"{len(unmapped)} checkpoint keys did not map onto {type(model).__name__}: " + ", ".join(unmapped[:20])
+            f"{len(unmapped)} checkpoint keys did not map onto {type(model).__name__}: "
+            + ", ".join(unmapped[:20])
             + (", ..." if len(unmapped) > 20 else "")
         )
     out = {}

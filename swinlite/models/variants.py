@@ -87,18 +87,14 @@ def swinlite_large_patch4_window7_224(pretrained: bool = False, **kwargs: Any) -
 @register_model
 def swinlite_base_patch4_window12_384(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
     """Swin-B at 384x384 with 12x12 windows."""
-    args = dict(
-        img_size=384, embed_dim=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32), window_size=12
-    )
+    args = dict(img_size=384, embed_dim=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32), window_size=12)
     return _create("swinlite_base_patch4_window12_384", pretrained, **dict(args, **kwargs))
 
 
 @register_model
 def swinlite_large_patch4_window12_384(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
     """Swin-L at 384x384 with 12x12 windows."""
-    args = dict(
-        img_size=384, embed_dim=192, depths=(2, 2, 18, 2), num_heads=(6, 12, 24, 48), window_size=12
-    )
+    args = dict(img_size=384, embed_dim=192, depths=(2, 2, 18, 2), num_heads=(6, 12, 24, 48), window_size=12)
     return _create("swinlite_large_patch4_window12_384", pretrained, **dict(args, **kwargs))
 
 
@@ -106,8 +102,14 @@ def swinlite_large_patch4_window12_384(pretrained: bool = False, **kwargs: Any) 
 def swinlite_nano_patch2_window4_64(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
     """A small Swin for 64x64 images on CPU: 48 channels, depths 2-2-2-2, patch 2, window 4."""
     args = dict(
-        img_size=64, patch_size=2, embed_dim=48, depths=(2, 2, 2, 2), num_heads=(2, 4, 8, 16), window_size=4,
-        num_classes=10, drop_path_rate=0.1,
+        img_size=64,
+        patch_size=2,
+        embed_dim=48,
+        depths=(2, 2, 2, 2),
+        num_heads=(2, 4, 8, 16),
+        window_size=4,
+        num_classes=10,
+        drop_path_rate=0.1,
     )
     return _create("swinlite_nano_patch2_window4_64", pretrained, **dict(args, **kwargs))
 
@@ -116,7 +118,13 @@ def swinlite_nano_patch2_window4_64(pretrained: bool = False, **kwargs: Any) -> 
 def swinlite_pico_patch2_window4_32(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
     """A tiny Swin for 32x32 images on CPU: 32 channels, depths 1-1-2-1, patch 2, window 4."""
     args = dict(
-        img_size=32, patch_size=2, embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), window_size=4,
-        num_classes=10, drop_path_rate=0.0,
+        img_size=32,
+        patch_size=2,
+        embed_dim=32,
+        depths=(1, 1, 2, 1),
+        num_heads=(1, 2, 4, 8),
+        window_size=4,
+        num_classes=10,
+        drop_path_rate=0.0,
     )
     return _create("swinlite_pico_patch2_window4_32", pretrained, **dict(args, **kwargs))

@@ -1,0 +1,1 @@
+"""Benchmark helpers behind scripts/benchmark.py (timings are never asserted in unit tests)."""

@@ -1,7 +1,5 @@
 """Patch merging: 2x2 neighbourhood -> one token with twice the channels (Swin's downsampling)."""
 
-from __future__ import annotations
-
 import torch
 import torch.nn.functional as F
 from torch import nn

@@ -1,7 +1,5 @@
 """Learnable relative position bias table (Swin / T5 style), for windows of any dimension."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 
 import torch

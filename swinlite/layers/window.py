@@ -5,14 +5,9 @@ bottom/right with zeros to (Hp, Wp), multiples of the window, *before* the cycli
 never wraps real tokens onto padding and the padding stays at the border of the un-shifted map.
 """
 
-from __future__ import annotations
-
 import functools
 
 import torch
-
-# Logit offset between tokens of different shift regions, as in the reference implementation.
-SHIFT_MASK_VALUE = -100.0
 
 
 def pad_to_window(size: tuple[int, int], window: tuple[int, int]) -> tuple[int, int]:
@@ -74,7 +69,7 @@ def window_attention_mask(
     """Additive attention mask for the windows of one (shifted) block.
 
     Two kinds of key are masked: keys from another shift region than the query (tokens that were not
-    neighbours before the cyclic shift; ``SHIFT_MASK_VALUE``), and, when ``mask_padding``, padded
+    neighbours before the cyclic shift; -100 as in the reference), and, when ``mask_padding``, padded
     keys (``-inf``: exactly zero weight). Every window holds at least one real token of each query's
     region (padding is thinner than a window), so no row is fully ``-inf``.
 
@@ -102,7 +97,7 @@ def window_attention_mask(
         rows = _shift_regions(padded[0], window[0], shift[0], device)
         cols = _shift_regions(padded[1], window[1], shift[1], device)
         regions = _map_to_windows(rows[:, None] * 3 + cols[None, :], window)  # (nW, N)
-        mask = mask.masked_fill(regions[:, :, None] != regions[:, None, :], SHIFT_MASK_VALUE)
+        mask = mask.masked_fill(regions[:, :, None] != regions[:, None, :], -100.0)  # the reference's value
     if has_pad:
         # position p of the shifted map holds the token at (p + shift) % padded of the padded map
         real_rows = (torch.arange(padded[0], device=device) + shift[0]) % padded[0] < size[0]

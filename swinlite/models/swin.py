@@ -6,8 +6,6 @@ patch_size * 2**i. Tokens are channels-last [B, H, W, C] inside the network; the
 outputs (``forward_intermediates``, ``features_only``) are NCHW unless asked otherwise.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from typing import Any
 
@@ -226,9 +224,10 @@ class SwinTransformer(nn.Module):
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
         """New classifier of ``num_classes`` outputs (0: none), on the model's device and dtype."""
         self.num_classes = num_classes
-        ref = self.norm.weight
-        self.head.reset(num_classes, pool_type=global_pool)
-        self.head.to(device=ref.device, dtype=ref.dtype)
+        ref = self.patch_embed.proj.weight
+        self.head.reset(
+            num_classes, pool_type=global_pool, in_features=self.num_features, device=ref.device, dtype=ref.dtype
+        )
         if global_pool is not None:
             self.global_pool = global_pool
 

@@ -1,7 +1,5 @@
 """Swin Transformer block: (shifted) window attention and an MLP, pre-norm residuals."""
 
-from __future__ import annotations
-
 import torch
 import torch.nn.functional as F
 from timm.layers import DropPath, Mlp, register_notrace_module

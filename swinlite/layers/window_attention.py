@@ -1,7 +1,5 @@
 """Multi-head self-attention inside windows, with a relative position bias (W-MSA / SW-MSA core)."""
 
-from __future__ import annotations
-
 import torch
 import torch.nn.functional as F
 from torch import nn

@@ -1,0 +1,85 @@
+"""Window geometry against naive references written here (the reference's slice-built region map)."""
+
+import pytest
+import torch
+
+from swinlite.layers.window import (
+    effective_shift,
+    pad_to_window,
+    window_attention_mask,
+    window_partition,
+    window_reverse,
+)
+
+
+def naive_windows(x: torch.Tensor, window: tuple[int, int]) -> list[torch.Tensor]:
+    """Windows of a [B, H, W, C] map by explicit slicing, row-major over windows and tokens."""
+    wh, ww = window
+    out = []
+    for i in range(0, x.shape[1], wh):
+        for j in range(0, x.shape[2], ww):
+            out.append(x[:, i : i + wh, j : j + ww].reshape(x.shape[0], wh * ww, -1))
+    return out
+
+
+@pytest.mark.parametrize("size,window", [((8, 12), (4, 4)), ((14, 7), (7, 7)), ((6, 9), (3, 3)), ((4, 8), (2, 4))])
+def test_partition_matches_slicing_and_reverses(size, window):
+    x = torch.randn(2, *size, 5)
+    windows = window_partition(x, window)
+    expected = torch.stack(naive_windows(x, window), dim=1)
+    torch.testing.assert_close(windows, expected, rtol=0, atol=0)
+    torch.testing.assert_close(window_reverse(windows, window, *size), x, rtol=0, atol=0)
+
+
+def test_pad_and_effective_shift():
+    assert pad_to_window((7, 10), (7, 7)) == (0, 4)
+    assert pad_to_window((1, 1), (4, 4)) == (3, 3)
+    # one window covers the padded map in a dimension -> no shift there (per dimension)
+    assert effective_shift((7, 14), (7, 7), (3, 3)) == (0, 3)
+    assert effective_shift((14, 14), (7, 7), (3, 3)) == (3, 3)
+    assert effective_shift((4, 4), (7, 7), (3, 3)) == (0, 0)
+
+
+def reference_shift_mask(padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int]) -> torch.Tensor:
+    """The Swin paper's construction: label 9 regions with slices, partition, compare labels."""
+    img = torch.zeros(1, *padded, 1)
+    cnt = 0
+    hs = (slice(0, -window[0]), slice(-window[0], -shift[0]), slice(-shift[0], None))
+    ws = (slice(0, -window[1]), slice(-window[1], -shift[1]), slice(-shift[1], None))
+    for h in hs:
+        for w in ws:
+            img[:, h, w, :] = cnt
+            cnt += 1
+    labels = torch.stack(naive_windows(img, window), 1)[0, :, :, 0]  # (nW, N)
+    diff = labels[:, None, :] - labels[:, :, None]
+    return torch.where(diff != 0, torch.tensor(-100.0), torch.tensor(0.0))
+
+
+@pytest.mark.parametrize("padded,window", [((14, 14), (7, 7)), ((8, 12), (4, 4)), ((12, 8), (4, 2))])
+def test_shift_mask_equals_reference(padded, window):
+    shift = (window[0] // 2, window[1] // 2)
+    mask = window_attention_mask(padded, window, shift, True, torch.device("cpu"), torch.float32)
+    torch.testing.assert_close(mask, reference_shift_mask(padded, window, shift), rtol=0, atol=0)
+
+
+def test_no_shift_no_padding_gives_no_mask():
+    assert window_attention_mask((14, 14), (7, 7), (0, 0), True, torch.device("cpu"), torch.float32) is None
+    # padding present but not masked (torchvision's behaviour)
+    assert window_attention_mask((10, 10), (7, 7), (0, 0), False, torch.device("cpu"), torch.float32) is None
+
+
+@pytest.mark.parametrize("size,window,shift", [((10, 13), (4, 4), (2, 2)), ((5, 9), (4, 4), (0, 2)), ((3, 3), (4, 4), (0, 0))])
+def test_padding_mask_marks_exactly_the_padded_keys(size, window, shift):
+    """Track each token's original coordinates through pad + roll + partition, naively."""
+    H, W = size
+    pad_h, pad_w = pad_to_window(size, window)
+    Hp, Wp = H + pad_h, W + pad_w
+    rows = torch.arange(Hp)[:, None].expand(Hp, Wp)
+    cols = torch.arange(Wp)[None, :].expand(Hp, Wp)
+    real = ((rows < H) & (cols < W)).float()[None, :, :, None]
+    real = torch.roll(real, shifts=(-shift[0], -shift[1]), dims=(1, 2))
+    real_keys = torch.stack(naive_windows(real, window), 1)[0, :, :, 0].bool()  # (nW, N)
+    mask = window_attention_mask(size, window, shift, True, torch.device("cpu"), torch.float32)
+    is_inf = torch.isinf(mask)
+    assert torch.equal(is_inf, (~real_keys)[:, None, :].expand_as(mask))
+    assert not is_inf.all(dim=-1).any(), "every query must keep at least one key"

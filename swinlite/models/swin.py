@@ -35,6 +35,26 @@ def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int
         raise ValueError(f"expected {expected}, got an image of {x.shape[2]}x{x.shape[3]}, smaller than one patch")
 
 
+def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int) -> None:
+    """Raise a ValueError naming the allowed values unless ``indices`` selects feature levels.
+
+    Args:
+        indices: None (all levels), an int n (the last n levels) or a sequence of level indices.
+        num_stages: number of feature levels.
+    """
+    if indices is None:
+        return
+    if isinstance(indices, int):
+        if not 1 <= indices <= num_stages:
+            raise ValueError(f"an int selects the last n of {num_stages} levels, n in 1..{num_stages}; got {indices}")
+        return
+    bad = [i for i in indices if not isinstance(i, int) or not 0 <= i < num_stages]
+    if bad or len(indices) == 0:
+        raise ValueError(
+            f"feature indices must be a non-empty sequence of levels in 0..{num_stages - 1}, got {tuple(indices)}"
+        )
+
+
 class SwinStage(nn.Module):
     """Patch merging (except in the first stage) followed by ``depth`` blocks, alternating W-MSA and SW-MSA."""
 
@@ -107,6 +127,10 @@ class SwinTransformer(nn.Module):
         rel_pos: ``"table"`` (Swin) or ``"cpb"`` (Swin-V2 continuous position bias).
         mask_padding: mask padded tokens in windows (False reproduces torchvision at odd sizes).
         fused_attn: use ``scaled_dot_product_attention`` (False: explicit softmax path).
+        out_norm: a LayerNorm on each feature level returned by ``forward_intermediates``
+            (``out_norms.i``, as detection backbones use); without, ``out_norms.i`` are identities.
+        frozen_stages: -1 trains everything; k >= 0 freezes the patch embedding and the first k stages
+            (with their output norms): no gradients, and eval mode kept across ``.train()``.
     """
 
     def __init__(
@@ -129,6 +153,8 @@ class SwinTransformer(nn.Module):
         rel_pos: str = "table",
         mask_padding: bool = True,
         fused_attn: bool = True,
+        out_norm: bool = False,
+        frozen_stages: int = -1,
         norm_layer: type[nn.Module] = nn.LayerNorm,
         act_layer: type[nn.Module] = nn.GELU,
         device: torch.device | str | None = None,
@@ -137,6 +163,11 @@ class SwinTransformer(nn.Module):
         super().__init__()
         if len(depths) != len(num_heads):
             raise ValueError(f"depths {tuple(depths)} and num_heads {tuple(num_heads)} must have the same length")
+        if not -1 <= frozen_stages <= len(depths):
+            raise ValueError(
+                f"frozen_stages must be in -1..{len(depths)} (-1: none, 0: patch embed, k: patch embed and the first "
+                f"k of {len(depths)} stages), got {frozen_stages}"
+            )
         dd = {"device": device, "dtype": dtype}
         num_stages = len(depths)
         dims = [int(embed_dim * 2**i) for i in range(num_stages)]
@@ -186,11 +217,32 @@ class SwinTransformer(nn.Module):
             )
             self.feature_info.append(dict(num_chs=dims[i], reduction=self.patch_size[0] * 2**i, module=f"layers.{i}"))
         self.layers = nn.Sequential(*stages)
+        self.out_norms = nn.ModuleList([norm_layer(d, **dd) if out_norm else nn.Identity() for d in dims])
         self.norm = norm_layer(self.num_features, **dd)
         self.head = ClassifierHead(
             self.num_features, num_classes, pool_type=global_pool, drop_rate=drop_rate, input_fmt="NHWC", **dd
         )
         self.apply(_init_weights)
+        self.frozen_stages = frozen_stages
+        self._freeze()
+
+    def _frozen_modules(self) -> list[nn.Module]:
+        if self.frozen_stages < 0:
+            return []
+        k = self.frozen_stages
+        return [self.patch_embed, *self.layers[:k], *self.out_norms[:k]]
+
+    def _freeze(self) -> None:
+        for module in self._frozen_modules():
+            module.eval()
+            module.requires_grad_(False)
+
+    def train(self, mode: bool = True) -> "SwinTransformer":
+        """Set training mode; frozen stages (``frozen_stages``) stay in eval mode."""
+        super().train(mode)
+        for module in self._frozen_modules():
+            module.eval()
+        return self
 
     # --- timm model interface -------------------------------------------------------------------
 
@@ -203,11 +255,12 @@ class SwinTransformer(nn.Module):
     def group_matcher(self, coarse: bool = False) -> dict[str, Any]:
         return dict(
             stem=r"^patch_embed",
-            blocks=r"^layers\.(\d+)"
+            blocks=r"^(?:layers|out_norms)\.(\d+)"
             if coarse
             else [
                 (r"^layers\.(\d+)\.downsample", (0,)),
                 (r"^layers\.(\d+)\.blocks\.(\d+)", None),
+                (r"^out_norms\.(\d+)", (99998,)),
                 (r"^norm", (99999,)),
             ],
         )
@@ -257,15 +310,16 @@ class SwinTransformer(nn.Module):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got {output_fmt!r}")
         if not torch.jit.is_scripting():
             check_image_input(x, self.in_chans, self.patch_size)
+            check_feature_indices(indices, len(self.layers))
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
         last = len(self.layers) - 1
         stages = self.layers if torch.jit.is_scripting() or not stop_early else self.layers[: max_index + 1]
         intermediates = []
         x = self.patch_embed(x)
-        for i, stage in enumerate(stages):
+        for i, (stage, out_norm) in enumerate(zip(stages, self.out_norms)):
             x = stage(x)
             if i in take_indices:
-                y = self.norm(x) if norm and i == last else x
+                y = self.norm(x) if norm and i == last else out_norm(x)
                 intermediates.append(y.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else y)
         if intermediates_only:
             return intermediates
@@ -277,9 +331,11 @@ class SwinTransformer(nn.Module):
         self, indices: int | list[int] = 1, prune_norm: bool = False, prune_head: bool = True
     ) -> list[int]:
         """Drop the stages after the last of ``indices`` (and the final norm / head if asked)."""
+        check_feature_indices(indices, len(self.layers))
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
         pruned_end = max_index < len(self.layers) - 1
         self.layers = self.layers[: max_index + 1]
+        self.out_norms = self.out_norms[: max_index + 1]
         if prune_norm or pruned_end:
             self.norm = nn.Identity()
         if pruned_end:

@@ -8,17 +8,30 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..convert import convert_state_dict
-from .swin import SwinTransformer
+from .swin import SwinTransformer, check_feature_indices
 
 
 def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
-    out_indices = kwargs.pop("out_indices", tuple(range(len(kwargs.get("depths", (2, 2, 6, 2))))))
+    """Build a variant; with ``features_only=True`` timm wraps it in a FeatureGetterNet.
+
+    Feature options: ``out_indices`` (levels in 0..num_stages-1), ``output_fmt`` ("NCHW" default or "NHWC"),
+    plus the model's own ``out_norm`` and ``frozen_stages``.
+    """
+    num_stages = len(kwargs.get("depths", (2, 2, 6, 2)))
+    out_indices = kwargs.pop("out_indices", tuple(range(num_stages)))
+    check_feature_indices(out_indices, num_stages)
+    feature_cfg = dict(out_indices=out_indices, feature_cls="getter")
+    if "output_fmt" in kwargs:
+        output_fmt = kwargs.pop("output_fmt")
+        if not kwargs.get("features_only", False) or output_fmt not in ("NCHW", "NHWC"):
+            raise ValueError(f"output_fmt ('NCHW' or 'NHWC') is an option of features_only=True, got {output_fmt!r}")
+        feature_cfg["output_fmt"] = output_fmt
     return build_model_with_cfg(
         SwinTransformer,
         variant,
         pretrained,
         pretrained_filter_fn=convert_state_dict,
-        feature_cfg=dict(out_indices=out_indices, feature_cls="getter"),
+        feature_cfg=feature_cfg,
         **kwargs,
     )
 

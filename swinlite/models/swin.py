@@ -316,7 +316,7 @@ class SwinTransformer(nn.Module):
         stages = self.layers if torch.jit.is_scripting() or not stop_early else self.layers[: max_index + 1]
         intermediates = []
         x = self.patch_embed(x)
-        for i, (stage, out_norm) in enumerate(zip(stages, self.out_norms)):
+        for i, (stage, out_norm) in enumerate(zip(stages, self.out_norms)):  # noqa: B905 (TorchScript has no strict=)
             x = stage(x)
             if i in take_indices:
                 y = self.norm(x) if norm and i == last else out_norm(x)

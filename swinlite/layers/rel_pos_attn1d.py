@@ -1,0 +1,241 @@
+"""Multi-head self-attention over sequences with relative position representations (Shaw et al., 2018).
+
+Sign conventions (both documented once here):
+
+* Shaw mode (``rel_k``/``rel_v``): the embedding row for query i and key j is
+  ``r(i, j) = clamp(j - i, -D, D) + D`` -- key minus query, so row ``D`` is "same position", rows
+  below ``D`` are keys in the past and rows above are keys in the future.
+* Bias mode (:class:`RelativePositionBias` with a 1-D window ``(D + 1,)``): the table row is
+  ``clamp(i - j, -D, D) + D`` -- query minus key, the convention of the Swin index
+  (``coords_i - coords_j``), so for ``L <= D + 1`` the bias is exactly ``RelativePositionBias()``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .rel_pos_bias import RelativePositionBias
+
+# Above this many (L * L * head_dim) elements the (L, L, d) gathered table stops paying; see "auto" below.
+_GATHER_MAX_ELEMENTS = 2**18
+
+
+def relative_distance_index(length: int, max_distance: int, device: torch.device | None = None) -> torch.Tensor:
+    """Shaw embedding rows ``r(i, j) = clamp(j - i, -D, D) + D`` for all pairs, shape (L, L), long."""
+    pos = torch.arange(length, device=device)
+    return (pos[None, :] - pos[:, None]).clamp(-max_distance, max_distance) + max_distance  # (L, L)
+
+
+def skew(rel: torch.Tensor) -> torch.Tensor:
+    """Move relative logits into place: ``out[..., i, j] = rel[..., i, j - i + L - 1]``.
+
+    The Music Transformer trick, done with views only: in the row-major (L, 2L - 1) block the
+    wanted element sits at flat position ``i * (2L - 2) + (L - 1) + j``, so dropping the first
+    L - 1 elements and reading rows of length 2L - 2 lines every row up at column j.
+
+    Args:
+        rel: logits per offset [..., L, 2L - 1], column ``c`` holding offset ``j - i = c - (L - 1)``.
+
+    Returns:
+        Logits per key [..., L, L].
+    """
+    length = rel.shape[-2]
+    if length == 1:
+        return rel
+    flat = rel.flatten(-2)[..., length - 1 : length - 1 + length * (2 * length - 2)]  # (..., L*(2L-2))
+    return flat.unflatten(-1, (length, 2 * length - 2))[..., :length]  # (..., L, L)
+
+
+def unskew(attn: torch.Tensor) -> torch.Tensor:
+    """Inverse placement of :func:`skew`: ``out[..., i, j - i + L - 1] = attn[..., i, j]``, zeros elsewhere.
+
+    Args:
+        attn: weights per key [..., L, L].
+
+    Returns:
+        Weights per offset [..., L, 2L - 1].
+    """
+    length = attn.shape[-1]
+    if length == 1:
+        return attn
+    flat = F.pad(attn, (0, length - 2)).flatten(-2)  # (..., L*(2L-2))
+    flat = F.pad(flat, (length - 1, 1))  # (..., L*(2L-1))
+    return flat.unflatten(-1, (length, 2 * length - 1))  # (..., L, 2L-1)
+
+
+class RelPosSelfAttention1d(nn.Module):
+    """Self-attention on [B, L, C] with learned relative positions, for any length up to ``max_len``.
+
+    Shaw mode (default), with ``r(i, j) = clamp(j - i, -D, D) + D`` and d = head_dim::
+
+        logits[i, j] = q_i . (k_j + rel_k[r(i, j)]) / sqrt(d)          softmax over j
+        out_i = sum_j a_ij (v_j + rel_v[r(i, j)])                      heads concatenated -> proj
+
+    Bias mode (``mode="bias"``) replaces both relative terms by one learned scalar per (offset, head),
+    added to the logits, as in T5 and Swin. Nothing loops over positions; the key term is computed
+    either by gathering an (L, L, d) embedding table (``method="gather"``) or by projecting q onto
+    the 2L - 1 offset embeddings and shifting the result into place with :func:`skew`
+    (``method="skew"``, O(L d) extra memory besides the logits). ``"auto"`` gathers for small L * L * d
+    and skews above, where the gathered table stops fitting in cache.
+
+    Args:
+        dim: channels C.
+        num_heads: attention heads; must divide ``dim``.
+        max_len: longest sequence accepted.
+        max_distance: clipping distance D; ``None`` means ``max_len - 1`` (no clipping).
+        value_rel: also add ``rel_v`` to the values (Shaw mode only).
+        mode: ``"shaw"`` or ``"bias"``.
+        method: ``"auto"``, ``"gather"`` or ``"skew"`` (Shaw mode).
+        qkv_bias: learn biases for q, k, v.
+        attn_drop: dropout on attention weights.
+        proj_drop: dropout after the output projection.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        max_len: int,
+        max_distance: int | None = None,
+        value_rel: bool = False,
+        mode: str = "shaw",
+        method: str = "auto",
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        _check_config(dim, num_heads, max_len, max_distance, value_rel, mode, method)
+        dd = {"device": device, "dtype": dtype}
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.max_len = max_len
+        self.max_distance = max_len - 1 if max_distance is None else max_distance
+        self.mode = mode
+        self.method = method
+        self.q = nn.Linear(dim, dim, bias=qkv_bias, **dd)
+        self.k = nn.Linear(dim, dim, bias=qkv_bias, **dd)
+        self.v = nn.Linear(dim, dim, bias=qkv_bias, **dd)
+        num_rows = 2 * self.max_distance + 1
+        shaw = mode == "shaw"
+        self.rel_k = nn.Embedding(num_rows, self.head_dim, **dd) if shaw else None
+        self.rel_v = nn.Embedding(num_rows, self.head_dim, **dd) if shaw and value_rel else None
+        self.rel_bias = None if shaw else RelativePositionBias((self.max_distance + 1,), num_heads, **dd)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim, **dd)
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for emb in (self.rel_k, self.rel_v):
+            if emb is not None:
+                nn.init.trunc_normal_(emb.weight, std=0.02)
+
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
+    ) -> torch.Tensor:
+        """Attend over the sequence.
+
+        Args:
+            x: tokens [B, L, C], L <= max_len.
+            key_padding_mask: bool [B, L], True at padding; those keys are never attended.
+            causal: forbid attending to later positions (j > i).
+
+        Returns:
+            Tokens [B, L, C]. A query whose keys are all masked gets a finite but meaningless output.
+        """
+        self._check_input(x, key_padding_mask)
+        B, L, C = x.shape
+        q, k, v = (proj(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        scale = self.head_dim**-0.5
+        blocked = _blocked_pairs(L, key_padding_mask, causal, x.device)  # (B or 1, 1, L, L) bool or None
+        bias = self._logit_bias(q, L) * scale if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)
+        if blocked is not None:
+            bias = bias.masked_fill(blocked, torch.finfo(bias.dtype).min)
+        if self.rel_v is None:
+            p = self.attn_drop.p if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p)
+        else:
+            attn = self.attn_drop((q @ k.transpose(-2, -1) * scale + bias).softmax(dim=-1))  # (B, H, L, L)
+            out = attn @ v + self._value_term(attn, L)  # (B, H, L, d)
+        out = out.transpose(1, 2).reshape(B, L, C)  # (B, L, H*d)
+        return self.proj_drop(self.proj(out))
+
+    def _use_gather(self, length: int) -> bool:
+        if self.method == "auto":
+            return length * length * self.head_dim <= _GATHER_MAX_ELEMENTS
+        return self.method == "gather"
+
+    def _offset_table(self, table: torch.Tensor, length: int) -> torch.Tensor:
+        """Rows of ``table`` for the offsets j - i = -(L-1) .. L-1, clipped to [-D, D]: (2L - 1, d)."""
+        offsets = torch.arange(-(length - 1), length, device=table.device)
+        return table[offsets.clamp(-self.max_distance, self.max_distance) + self.max_distance]
+
+    def _logit_bias(self, q: torch.Tensor, length: int) -> torch.Tensor:
+        """The relative key term ``q_i . rel_k[r(i, j)]`` (unscaled), shape (B, H, L, L)."""
+        if self._use_gather(length):
+            emb = self.rel_k(relative_distance_index(length, self.max_distance, q.device))  # (L, L, d)
+            return torch.einsum("bhid,ijd->bhij", q, emb)
+        return skew(q @ self._offset_table(self.rel_k.weight, length).T)  # (B, H, L, 2L-1) -> (B, H, L, L)
+
+    def _value_term(self, attn: torch.Tensor, length: int) -> torch.Tensor:
+        """The relative value term ``sum_j a_ij rel_v[r(i, j)]``, shape (B, H, L, d)."""
+        if self._use_gather(length):
+            emb = self.rel_v(relative_distance_index(length, self.max_distance, attn.device))  # (L, L, d)
+            return torch.einsum("bhij,ijd->bhid", attn, emb)
+        return unskew(attn) @ self._offset_table(self.rel_v.weight, length)  # (B, H, L, 2L-1) @ (2L-1, d)
+
+    def _scalar_bias(self, length: int) -> torch.Tensor:
+        """Bias mode: ``table[clamp(i - j, -D, D) + D, h]``, shape (H, L, L)."""
+        rows = relative_distance_index(length, self.max_distance, self.rel_bias.table.device).T  # clamp(i - j) + D
+        return self.rel_bias.table[rows].permute(2, 0, 1)  # (L, L, H) -> (H, L, L)
+
+    def _check_input(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> None:
+        dim = self.num_heads * self.head_dim
+        if x.ndim != 3 or x.shape[-1] != dim:
+            raise ValueError(f"expected x of shape (B, L, {dim}), got {tuple(x.shape)}")
+        if not 1 <= x.shape[1] <= self.max_len:
+            raise ValueError(f"sequence length L={x.shape[1]} must be in [1, max_len={self.max_len}]")
+        if key_padding_mask is None:
+            return
+        if key_padding_mask.shape != x.shape[:2]:
+            raise ValueError(
+                f"key_padding_mask must have shape (B, L) = {tuple(x.shape[:2])}, got {tuple(key_padding_mask.shape)}"
+            )
+        if key_padding_mask.dtype != torch.bool:
+            raise ValueError(f"key_padding_mask must be a bool tensor (True = padding), got {key_padding_mask.dtype}")
+
+
+def _blocked_pairs(
+    length: int, key_padding_mask: torch.Tensor | None, causal: bool, device: torch.device
+) -> torch.Tensor | None:
+    """True where query i must not see key j: (B, 1, L, L), (1, 1, L, L) or None."""
+    blocked = None
+    if causal:
+        pos = torch.arange(length, device=device)
+        blocked = (pos[None, :] > pos[:, None])[None, None]  # (1, 1, L, L)
+    if key_padding_mask is not None:
+        padded = key_padding_mask[:, None, None, :]  # (B, 1, 1, L)
+        blocked = padded if blocked is None else blocked | padded
+    return blocked
+
+
+def _check_config(
+    dim: int, num_heads: int, max_len: int, max_distance: int | None, value_rel: bool, mode: str, method: str
+) -> None:
+    if num_heads < 1 or dim % num_heads != 0:
+        raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    if max_distance is not None and max_distance < 0:
+        raise ValueError(f"max_distance must be >= 0 or None, got {max_distance}")
+    if mode not in ("shaw", "bias"):
+        raise ValueError(f"mode must be 'shaw' or 'bias', got {mode!r}")
+    if method not in ("auto", "gather", "skew"):
+        raise ValueError(f"method must be 'auto', 'gather' or 'skew', got {method!r}")
+    if value_rel and mode == "bias":
+        raise ValueError("value_rel=True needs mode='shaw': bias mode has no value embeddings")

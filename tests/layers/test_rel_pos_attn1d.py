@@ -1,0 +1,157 @@
+"""RelPosSelfAttention1d against a naive per-(i, j) loop of the Shaw et al. formulas."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from swinlite.layers import RelPosSelfAttention1d
+from swinlite.layers.rel_pos_attn1d import skew, unskew
+
+DIM, HEADS, MAX_LEN = 8, 2, 9
+
+
+def naive_attention(
+    attn: RelPosSelfAttention1d, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
+) -> torch.Tensor:
+    """The formulas of the issue, one (i, j) pair at a time, reading the module's weights."""
+    B, L, C = x.shape
+    H, d, D = attn.num_heads, C // attn.num_heads, attn.max_distance
+    q, k, v = (lin(x).view(B, L, H, d) for lin in (attn.q, attn.k, attn.v))
+    out = []
+    for i in range(L):
+        logits, values = [], []
+        for j in range(L):
+            r = min(max(j - i, -D), D) + D
+            if attn.mode == "shaw":
+                logit = (q[:, i] * (k[:, j] + attn.rel_k.weight[r])).sum(-1) / math.sqrt(d)  # (B, H)
+            else:
+                logit = (q[:, i] * k[:, j]).sum(-1) / math.sqrt(d) + attn.rel_bias.table[min(max(i - j, -D), D) + D]
+            blocked = torch.zeros(B, dtype=torch.bool) if key_padding_mask is None else key_padding_mask[:, j]
+            if causal and j > i:
+                blocked = torch.ones(B, dtype=torch.bool)
+            logits.append(logit.masked_fill(blocked[:, None], float("-inf")))
+            values.append(v[:, j] + (attn.rel_v.weight[r] if attn.rel_v is not None else 0))  # (B, H, d)
+        weights = torch.stack(logits, -1).softmax(-1)  # (B, H, L)
+        out.append((weights[..., None] * torch.stack(values, 2)).sum(2))  # (B, H, d)
+    return attn.proj(torch.stack(out, 1).reshape(B, L, C))
+
+
+def make(seed: int = 0, **kwargs) -> RelPosSelfAttention1d:
+    torch.manual_seed(seed)
+    attn = RelPosSelfAttention1d(DIM, HEADS, MAX_LEN, **kwargs).double()
+    with torch.no_grad():  # tables larger than the init so the relative terms matter in the comparison
+        for p in attn.parameters():
+            p.normal_(0, 0.5)
+    return attn
+
+
+def padding_mask(batch: int, length: int) -> torch.Tensor:
+    mask = torch.zeros(batch, length, dtype=torch.bool)
+    mask[0, length - 2 :] = True  # first sequence right-padded, second full length
+    return mask
+
+
+def test_skew_and_unskew_place_offsets():
+    L = 6
+    rel = torch.randn(3, L, 2 * L - 1)
+    out = skew(rel)
+    for i, j in itertools.product(range(L), range(L)):
+        assert torch.equal(out[:, i, j], rel[:, i, j - i + L - 1])
+    attn = torch.randn(3, L, L)
+    back = unskew(attn)
+    expected = torch.zeros(3, L, 2 * L - 1)
+    for i, j in itertools.product(range(L), range(L)):
+        expected[:, i, j - i + L - 1] = attn[:, i, j]
+    assert torch.equal(back, expected)
+
+
+@pytest.mark.parametrize("method", ["gather", "skew"])
+@pytest.mark.parametrize("max_distance", [None, 2])
+@pytest.mark.parametrize("value_rel", [False, True])
+@pytest.mark.parametrize("pad", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_shaw_matches_naive_loop(method, max_distance, value_rel, pad, causal):
+    attn = make(max_distance=max_distance, value_rel=value_rel, method=method)
+    x = torch.randn(2, 7, DIM, dtype=torch.float64)  # L = 7 < max_len: run-time length below the maximum
+    mask = padding_mask(2, 7) if pad else None
+    torch.testing.assert_close(attn(x, mask, causal), naive_attention(attn, x, mask, causal))
+
+
+@pytest.mark.parametrize("max_distance", [None, 3])
+@pytest.mark.parametrize("causal", [False, True])
+def test_bias_mode_matches_naive_loop(max_distance, causal):
+    attn = make(max_distance=max_distance, mode="bias")
+    x = torch.randn(2, MAX_LEN, DIM, dtype=torch.float64)
+    mask = padding_mask(2, MAX_LEN)
+    torch.testing.assert_close(attn(x, mask, causal), naive_attention(attn, x, mask, causal))
+
+
+def test_bias_mode_uses_relative_position_bias_convention():
+    attn = make(max_distance=4, mode="bias")
+    L = attn.max_distance + 1  # the window of the 1-D RelativePositionBias: its own forward() applies
+    torch.testing.assert_close(attn._scalar_bias(L), attn.rel_bias())
+
+
+@pytest.mark.parametrize("length", [1, 2, MAX_LEN])
+def test_all_paths_agree_at_any_length(length):
+    x = torch.randn(2, length, DIM, dtype=torch.float64)
+    outs = [make(value_rel=True, method=m)(x, causal=True) for m in ("gather", "skew", "auto")]
+    torch.testing.assert_close(outs[0], outs[1])
+    torch.testing.assert_close(outs[0], outs[2])
+
+
+@pytest.mark.parametrize("method", ["gather", "skew"])
+def test_gradients_reach_projections_and_tables(method):
+    attn = make(max_distance=3, value_rel=True, method=method)
+    params = [attn.q.weight, attn.k.weight, attn.v.weight, attn.rel_k.weight, attn.rel_v.weight]
+    assert len({p.data_ptr() for p in params[:3]}) == 3, "q, k, v must be distinct parameters"
+    x = torch.randn(2, 7, DIM, dtype=torch.float64)
+    mask = padding_mask(2, 7)
+    grads = torch.autograd.grad(attn(x, mask, causal=True).square().sum(), params)
+    expected = torch.autograd.grad(naive_attention(attn, x, mask, causal=True).square().sum(), params)
+    for g, e in zip(grads, expected, strict=True):
+        assert g.abs().sum() > 0
+        torch.testing.assert_close(g, e)
+    assert not torch.allclose(grads[0], grads[1]) and not torch.allclose(grads[1], grads[2])
+
+
+@pytest.mark.parametrize("mode", ["shaw", "bias"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_right_padding_does_not_change_real_positions(mode, causal):
+    attn = make(max_distance=3, value_rel=mode == "shaw", mode=mode)
+    x = torch.randn(2, 5, DIM, dtype=torch.float64)
+    padded = torch.cat([x, 100 * torch.randn(2, 4, DIM, dtype=torch.float64)], dim=1)  # junk in the padding
+    mask = torch.zeros(2, 9, dtype=torch.bool)
+    mask[:, 5:] = True
+    out = attn(padded, mask, causal)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out[:, :5], attn(x, causal=causal))
+
+
+def test_shapes_and_parameters():
+    attn = RelPosSelfAttention1d(16, 4, max_len=10, max_distance=3, value_rel=True)
+    assert attn.rel_k.weight.shape == (7, 4) and attn.rel_v.weight.shape == (7, 4)
+    assert RelPosSelfAttention1d(16, 4, max_len=10).rel_v is None
+    assert RelPosSelfAttention1d(16, 4, max_len=10).rel_k.weight.shape == (19, 4)
+    assert RelPosSelfAttention1d(16, 4, max_len=10, mode="bias").rel_bias.table.shape == (19, 4)
+    assert attn(torch.randn(3, 10, 16)).shape == (3, 10, 16)
+
+
+def test_bad_input_raises():
+    attn = RelPosSelfAttention1d(16, 4, max_len=10)
+    with pytest.raises(ValueError, match="max_len"):
+        attn(torch.randn(1, 11, 16))
+    with pytest.raises(ValueError, match=r"shape \(B, L\)"):
+        attn(torch.randn(2, 6, 16), torch.zeros(2, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="bool"):
+        attn(torch.randn(2, 6, 16), torch.zeros(2, 6))
+    with pytest.raises(ValueError, match=r"\(B, L, 16\)"):
+        attn(torch.randn(2, 6, 15))
+    with pytest.raises(ValueError, match="divisible"):
+        RelPosSelfAttention1d(18, 4, max_len=10)
+    with pytest.raises(ValueError, match="mode"):
+        RelPosSelfAttention1d(16, 4, max_len=10, mode="rope")
+    with pytest.raises(ValueError, match="value_rel"):
+        RelPosSelfAttention1d(16, 4, max_len=10, mode="bias", value_rel=True)

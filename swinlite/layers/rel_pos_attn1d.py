@@ -150,7 +150,8 @@ class RelPosSelfAttention1d(nn.Module):
         """
         self._check_input(x, key_padding_mask)
         B, L, C = x.shape
-        q, k, v = (proj(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        heads, d = self.num_heads, self.head_dim
+        q, k, v = (lin(x).view(B, L, heads, d).transpose(1, 2) for lin in (self.q, self.k, self.v))  # (B, H, L, d)
         scale = self.head_dim**-0.5
         blocked = _blocked_pairs(L, key_padding_mask, causal, x.device)  # (B or 1, 1, L, L) bool or None
         bias = self._logit_bias(q, L) * scale if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)

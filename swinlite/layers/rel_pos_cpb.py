@@ -32,7 +32,10 @@ def log_spaced_relative_coords(
     norm = window if pretrained_window is None else pretrained_window
     if len(norm) != len(window):
         raise ValueError(f"pretrained_window {tuple(norm)} must have as many axes as window {tuple(window)}")
-    axes = [torch.arange(-(w - 1), w, device=device, dtype=torch.float32) * 8 / max(n - 1, 1) for w, n in zip(window, norm)]
+    axes = [
+        torch.arange(-(w - 1), w, device=device, dtype=torch.float32) / max(n - 1, 1) * 8  # in [-8, 8]
+        for w, n in zip(window, norm, strict=True)
+    ]
     coords = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).flatten(0, -2)  # (rows, ndim)
     return torch.sign(coords) * torch.log2(coords.abs() + 1.0) / math.log2(8)
 

@@ -62,6 +62,8 @@ default_cfgs = generate_default_cfgs(
         "swinlite_large_patch4_window7_224": _cfg(),
         "swinlite_base_patch4_window12_384": _cfg(384, 12),
         "swinlite_large_patch4_window12_384": _cfg(384, 12),
+        # Swin-T with the Swin-V2 continuous position bias (no pretrained weights)
+        "swinlite_tiny_cpb_patch4_window7_224": _cfg(),
         # small models for CPU work on small images (demo, tests)
         "swinlite_nano_patch2_window4_64": _cfg(64, 4, num_classes=10, crop_pct=1.0),
         "swinlite_pico_patch2_window4_32": _cfg(32, 2, num_classes=10, crop_pct=1.0),
@@ -109,6 +111,15 @@ def swinlite_large_patch4_window12_384(pretrained: bool = False, **kwargs: Any) 
     """Swin-L at 384x384 with 12x12 windows."""
     args = dict(img_size=384, embed_dim=192, depths=(2, 2, 18, 2), num_heads=(6, 12, 24, 48), window_size=12)
     return _create("swinlite_large_patch4_window12_384", pretrained, **dict(args, **kwargs))
+
+
+@register_model
+def swinlite_tiny_cpb_patch4_window7_224(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-T with the Swin-V2 continuous position bias (an MLP of log-spaced offsets) instead of bias tables."""
+    args = dict(
+        embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), window_size=7, drop_path_rate=0.2, rel_pos="cpb"
+    )
+    return _create("swinlite_tiny_cpb_patch4_window7_224", pretrained, **dict(args, **kwargs))
 
 
 @register_model

@@ -1,0 +1,78 @@
+"""ContinuousPositionBias against timm's Swin-V2 attention and a naive per-pair formula, and inside swinlite models."""
+
+import itertools
+import math
+
+import pytest
+import timm
+import torch
+from timm.models.swin_transformer_v2 import WindowAttention as TimmV2WindowAttention
+
+import swinlite  # noqa: F401  (registers the models)
+from swinlite.layers import ContinuousPositionBias
+
+
+def timm_v2_bias(attn: TimmV2WindowAttention, num_heads: int) -> torch.Tensor:
+    """The bias as timm's Swin-V2 WindowAttention.forward computes it from its own buffers."""
+    n = attn.window_size[0] * attn.window_size[1]
+    table = attn.cpb_mlp(attn.relative_coords_table).view(-1, num_heads)
+    bias = table[attn.relative_position_index.view(-1)].view(n, n, -1).permute(2, 0, 1)
+    return 16 * torch.sigmoid(bias)
+
+
+@pytest.mark.parametrize(("window", "pretrained"), [((4, 4), None), ((3, 5), None), ((6, 6), (4, 4)), ((1, 3), None)])
+def test_matches_timm_swin_v2_bit_for_bit(window, pretrained):
+    heads = 3
+    torch.manual_seed(0)
+    ours = ContinuousPositionBias(window, heads, pretrained_window=pretrained)
+    ref = TimmV2WindowAttention(8 * heads, window, heads, pretrained_window_size=pretrained or (0, 0))
+    ref.cpb_mlp.load_state_dict(ours.mlp.state_dict())
+    assert torch.equal(ours(), timm_v2_bias(ref, heads))
+
+
+def test_matches_naive_per_pair_formula():
+    window, heads = (3, 4), 2
+    torch.manual_seed(0)
+    cpb = ContinuousPositionBias(window, heads)
+    coords = list(itertools.product(range(window[0]), range(window[1])))
+    bias = cpb()
+    assert bias.shape == (heads, 12, 12)
+    for (i, ci), (j, cj) in itertools.product(enumerate(coords), repeat=2):
+        t = [8 * (a - b) / (w - 1) for a, b, w in zip(ci, cj, window, strict=True)]
+        x = torch.tensor([math.copysign(math.log2(abs(v) + 1) / 3, v) for v in t])
+        expected = 16 * torch.sigmoid(cpb.mlp(x))  # (heads,)
+        torch.testing.assert_close(bias[:, i, j], expected)
+    assert ((bias > 0) & (bias < 16)).all()
+
+
+def test_gradients_reach_the_mlp_and_meta_init_works():
+    cpb = ContinuousPositionBias((4, 4), 2)
+    cpb().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in cpb.parameters())
+    meta = ContinuousPositionBias((4, 4), 2, device="meta").to_empty(device="cpu")
+    meta.init_non_persistent_buffers()
+    assert torch.equal(meta.coords, cpb.coords) and torch.equal(meta.index, cpb.index)
+
+
+def test_swin_model_with_cpb_end_to_end():
+    torch.manual_seed(0)
+    model = timm.create_model("swinlite_pico_patch2_window4_32", rel_pos="cpb")
+    attns = [b.attn for stage in model.layers for b in stage.blocks]
+    assert all(isinstance(a.rel_pos, ContinuousPositionBias) for a in attns)
+    x = torch.randn(2, 3, 40, 36)  # not a window multiple: padding and shift masks on top of the bias
+    out = model(x)
+    out.square().sum().backward()
+    assert out.shape == (2, 10) and torch.isfinite(out).all()
+    assert all(a.rel_pos.mlp[0].weight.grad.abs().sum() > 0 for a in attns)
+    assert all(".rel_pos." in n for n in model.no_weight_decay())
+    model.eval()
+    fused = model(x)
+    model_explicit = timm.create_model("swinlite_pico_patch2_window4_32", rel_pos="cpb", fused_attn=False).eval()
+    model_explicit.load_state_dict(model.state_dict())
+    torch.testing.assert_close(model_explicit(x), fused, atol=1e-5, rtol=1e-5)
+
+
+def test_registered_cpb_variant():
+    model = timm.create_model("swinlite_tiny_cpb_patch4_window7_224", num_classes=5)
+    assert isinstance(model.layers[2].blocks[0].attn.rel_pos, ContinuousPositionBias)
+    assert model(torch.randn(1, 3, 56, 56)).shape == (1, 5)

@@ -1,0 +1,56 @@
+"""RelativePositionBias gathers its table per offset; resize_rel_pos_bias_table matches timm's bicubic resize."""
+
+import itertools
+
+import pytest
+import torch
+from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
+
+from swinlite.layers import RelativePositionBias, resize_rel_pos_bias_table
+
+
+@pytest.mark.parametrize("window", [(5,), (3, 4), (2, 2, 3)])
+def test_bias_reads_the_table_row_of_each_offset(window):
+    torch.manual_seed(0)
+    heads = 3
+    rpb = RelativePositionBias(window, heads)
+    bias = rpb()
+    coords = list(itertools.product(*(range(w) for w in window)))
+    assert bias.shape == (heads, len(coords), len(coords))
+    for (i, ci), (j, cj) in itertools.product(enumerate(coords), repeat=2):
+        row = 0
+        for a, b, w in zip(ci, cj, window, strict=True):  # written out independently of relative_position_index
+            row = row * (2 * w - 1) + (a - b + w - 1)
+        assert torch.equal(bias[:, i, j], rpb.table[row])
+
+
+def test_init_and_gradients():
+    torch.manual_seed(0)
+    rpb = RelativePositionBias((12, 12), 16)
+    assert rpb.table.shape == (23 * 23, 16)
+    assert 0.018 < rpb.table.std().item() < 0.022 and abs(rpb.table.mean().item()) < 0.002
+    weights = torch.randn(16, 144, 144)
+    (rpb() * weights).sum().backward()
+    assert rpb.table.grad.abs().min() > 0, "every offset receives a gradient"
+
+
+def test_meta_device_then_init_buffers():
+    rpb = RelativePositionBias((3, 5), 2, device="meta").to_empty(device="cpu")
+    rpb.init_non_persistent_buffers()
+    assert torch.equal(rpb.index, RelativePositionBias((3, 5), 2).index)
+
+
+@pytest.mark.parametrize(("old", "new"), [((7, 7), (12, 12)), ((12, 12), (7, 7)), ((4, 4), (4, 4))])
+def test_resize_matches_timm(old, new):
+    torch.manual_seed(0)
+    table = torch.randn((2 * old[0] - 1) * (2 * old[1] - 1), 4)
+    new_rows = (2 * new[0] - 1) * (2 * new[1] - 1)
+    expected = resize_rel_pos_bias_table_simple(table, new, (new_rows, 4))
+    torch.testing.assert_close(resize_rel_pos_bias_table(table, old, new), expected, rtol=0, atol=0)
+
+
+def test_resize_keeps_a_constant_table_and_rejects_bad_shapes():
+    table = torch.full((13 * 13, 2), 0.5)
+    torch.testing.assert_close(resize_rel_pos_bias_table(table, (7, 7), (4, 6)), torch.full((7 * 11, 2), 0.5))
+    with pytest.raises(ValueError, match="does not fit window"):
+        resize_rel_pos_bias_table(torch.zeros(10, 2), (7, 7), (12, 12))

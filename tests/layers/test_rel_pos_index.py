@@ -1,0 +1,44 @@
+"""relative_position_index: one index per offset, covering the table, and Swin's literal 2-D formula."""
+
+import itertools
+
+import pytest
+import torch
+
+from swinlite.layers import relative_position_index
+
+
+@pytest.mark.parametrize("window", [(1,), (7,), (1, 1), (3, 5), (7, 7), (2, 3, 4)])
+def test_same_offset_iff_same_index_and_table_covered(window):
+    index = relative_position_index(window)
+    n = 1
+    for w in window:
+        n *= w
+    assert index.shape == (n, n) and index.dtype == torch.long
+    coords = list(itertools.product(*(range(w) for w in window)))  # row-major token order
+    index_of_offset: dict[tuple[int, ...], int] = {}
+    for (i, ci), (j, cj) in itertools.product(enumerate(coords), repeat=2):
+        offset = tuple(a - b for a, b in zip(ci, cj, strict=True))  # coords_i - coords_j
+        index_of_offset.setdefault(offset, int(index[i, j]))
+        assert index_of_offset[offset] == index[i, j], f"offset {offset} has two indices"
+    assert len(set(index_of_offset.values())) == len(index_of_offset), "two offsets share an index"
+    num_rows = 1
+    for w in window:
+        num_rows *= 2 * w - 1
+    assert sorted(index_of_offset.values()) == list(range(num_rows)), "the index must cover the whole table"
+
+
+@pytest.mark.parametrize("window", [(7, 7), (3, 5), (4, 2)])
+def test_2d_is_the_swin_formula(window):
+    wh, ww = window
+    index = relative_position_index(window)
+    for i, j in itertools.product(range(wh * ww), repeat=2):
+        dh, dw = i // ww - j // ww, i % ww - j % ww
+        assert index[i, j] == (dh + wh - 1) * (2 * ww - 1) + (dw + ww - 1)
+
+
+def test_bad_window_raises():
+    with pytest.raises(ValueError, match="positive"):
+        relative_position_index((0, 3))
+    with pytest.raises(ValueError, match="non-empty"):
+        relative_position_index(())

@@ -7,16 +7,28 @@ Supported layouts, detected from the keys:
 - ``microsoft``: the official release (``{"model": ...}``, downsample at the *end* of a stage,
   ``head.*``, persistent ``relative_position_index`` / ``attn_mask`` buffers).
 - ``torchvision``: ``swin_t/s/b`` (``features.N...``).
+- ``mmdet``: mmdet / mmpretrain ``SwinTransformer`` (``backbone.stages.i.blocks.j.attn.w_msa.*``,
+  ``ffn.layers.*``, ``patch_embed.projection``, per-level ``norm0..3``; downsample at the end of a
+  stage, in ``nn.Unfold`` channel order). Keys outside ``backbone.`` (necks, detection heads) are
+  dropped, except an mmpretrain classifier ``head.fc``.
+- ``huggingface``: transformers ``SwinModel`` / ``SwinForImageClassification`` (``swin.`` prefix,
+  separate ``query``/``key``/``value``) and ``SwinBackbone`` (``hidden_states_norms.stageN``).
+
+Per-level output norms (mmdet ``normI``, Hugging Face ``hidden_states_norms``) map to ``out_norms.I``
+(models built with ``out_norm=True``); the last level's also becomes the final ``norm``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from .layers.rel_pos_bias import resize_rel_pos_bias_table
@@ -39,6 +51,10 @@ def unwrap_checkpoint(checkpoint: Mapping[str, object]) -> StateDict:
 def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
     """Name the layout of a Swin state dict; ValueError listing sample keys when it is none we know."""
     keys = list(state_dict)
+    if any(".attn.w_msa." in k for k in keys):
+        return "mmdet"
+    if any(".attention.self.query." in k or "patch_embeddings.projection." in k for k in keys):
+        return "huggingface"
     if any(k.startswith("features.0.0.") for k in keys):
         return "torchvision"
     if any(".attn.rel_pos." in k for k in keys):
@@ -50,7 +66,8 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
         return "timm"
     sample = ", ".join(keys[:12]) + (", ..." if len(keys) > 12 else "")
     raise ValueError(
-        "unknown checkpoint layout: expected a swinlite, timm, Microsoft or torchvision Swin state dict; "
+        "unknown checkpoint layout: expected a swinlite, timm, Microsoft, torchvision, mmdet/mmpretrain or "
+        "Hugging Face Swin state dict; "
         f"got keys: {sample}"
     )
 
@@ -80,6 +97,98 @@ def _from_torchvision(key: str) -> str:
     return _from_timm(key)
 
 
+# nn.Unfold concatenates a 2x2 neighbourhood channel-major (index c * 4 + 2 * dh + dw); swinlite's
+# PatchMerging concatenates whole C-blocks in the order (dh, dw) = (0,0), (1,0), (0,1), (1,1).
+_UNFOLD_TO_BLOCKS = [0, 2, 1, 3]
+
+
+def _unfold_to_block_order(value: torch.Tensor) -> torch.Tensor:
+    """Reorder the 4C input axis (last) of a patch-merging weight from unfold order to swinlite's."""
+    lead, channels = value.shape[:-1], value.shape[-1] // 4
+    value = value.reshape(*lead, channels, 4)[..., _UNFOLD_TO_BLOCKS]  # (..., C, 4) in swinlite's block order
+    return value.transpose(-1, -2).reshape(*lead, 4 * channels)  # (..., 4 * C), block-major
+
+
+def _last_stage(keys: list[str], pattern: str) -> int:
+    return max(int(m.group(1)) for k in keys if (m := re.match(pattern, k)))
+
+
+def _with_out_norms(out: StateDict, norms: dict[int, dict[str, torch.Tensor]], last: int) -> StateDict:
+    """Per-level norms -> ``out_norms.i``; the last level's is also the final ``norm``."""
+    for level, params in norms.items():
+        for name, value in params.items():
+            out[f"out_norms.{level}.{name}"] = value
+            if level == last:
+                out[f"norm.{name}"] = value
+    return out
+
+
+def _from_mmdet(state_dict: StateDict) -> StateDict:
+    if any(k.startswith("backbone.") for k in state_dict):
+        keep = {k.removeprefix("backbone."): v for k, v in state_dict.items() if k.startswith("backbone.")}
+        keep.update({k: v for k, v in state_dict.items() if k.startswith("head.fc.")})  # mmpretrain classifier
+        state_dict = keep
+    last = _last_stage(list(state_dict), r"^stages\.(\d+)\.")
+    out, norms = {}, {}
+    for key, value in state_dict.items():
+        if m := re.match(r"^norm(\d+)\.(weight|bias)$", key):
+            norms.setdefault(int(m.group(1)), {})[m.group(2)] = value
+            continue
+        if m := re.match(r"^stages\.(\d+)\.downsample\.(.*)$", key):
+            out[f"layers.{int(m.group(1)) + 1}.downsample.{m.group(2)}"] = _unfold_to_block_order(value)
+            continue
+        key = key.replace("patch_embed.projection.", "patch_embed.proj.")
+        key = re.sub(r"^stages\.(\d+)\.blocks\.", r"layers.\1.blocks.", key)
+        key = key.replace(".attn.w_msa.relative_position_bias_table", ".attn.rel_pos.table")
+        key = key.replace(".attn.w_msa.", ".attn.")
+        key = key.replace(".ffn.layers.0.0.", ".mlp.fc1.").replace(".ffn.layers.1.", ".mlp.fc2.")
+        out[key] = value
+    return _with_out_norms(out, norms, last)
+
+
+_HF_BLOCK_RENAMES = (
+    ("layernorm_before.", "norm1."),
+    ("attention.self.relative_position_bias_table", "attn.rel_pos.table"),
+    ("attention.output.dense.", "attn.proj."),
+    ("layernorm_after.", "norm2."),
+    ("intermediate.dense.", "mlp.fc1."),
+    ("output.dense.", "mlp.fc2."),
+)
+
+
+def _from_huggingface(state_dict: StateDict) -> StateDict:
+    state_dict = {k.removeprefix("swin."): v for k, v in state_dict.items()}
+    last = _last_stage(list(state_dict), r"^encoder\.layers\.(\d+)\.")
+    out, norms = {}, {}
+    for key, value in state_dict.items():
+        if m := re.match(r"^hidden_states_norms\.stage(\d+)\.(weight|bias)$", key):
+            norms.setdefault(int(m.group(1)) - 1, {})[m.group(2)] = value
+        elif m := re.match(r"^encoder\.layers\.(\d+)\.downsample\.(.*)$", key):
+            out[f"layers.{int(m.group(1)) + 1}.downsample.{m.group(2)}"] = value
+        elif m := re.match(r"^encoder\.layers\.(\d+)\.blocks\.(\d+)\.(.*)$", key):
+            prefix, rest = f"layers.{m.group(1)}.blocks.{m.group(2)}.", m.group(3)
+            if q := re.match(r"^attention\.self\.query\.(weight|bias)$", rest):
+                parts = [state_dict[key.replace(".query.", f".{p}.")] for p in ("query", "key", "value")]
+                out[f"{prefix}attn.qkv.{q.group(1)}"] = torch.cat(parts, dim=0)  # (3 * C, ...) in q, k, v order
+            elif not re.match(r"^attention\.self\.(key|value)\.", rest):
+                for old, new in _HF_BLOCK_RENAMES:
+                    if rest.startswith(old):
+                        rest = new + rest[len(old) :]
+                        break
+                out[prefix + rest] = value
+        else:
+            key = key.replace("embeddings.patch_embeddings.projection.", "patch_embed.proj.")
+            key = key.replace("embeddings.norm.", "patch_embed.norm.")
+            key = re.sub(r"^layernorm\.", "norm.", key)
+            out[re.sub(r"^classifier\.", "head.fc.", key)] = value
+    return _with_out_norms(out, norms, last)
+
+
+_CONVERTERS: dict[str, Callable[[StateDict], StateDict]] = {
+    "mmdet": _from_mmdet,
+    "huggingface": _from_huggingface,
+}
+
 _RENAMES: dict[str, Callable[[str], str]] = {
     "swinlite": lambda k: k,
     "timm": _from_timm,
@@ -103,8 +212,12 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
         A new state dict (tensors are shared, not copied).
     """
     state_dict = unwrap_checkpoint(checkpoint)
-    rename = _RENAMES[detect_layout(state_dict)]
-    out = {rename(k): v for k, v in state_dict.items() if not k.endswith(_DROPPED)}
+    layout = detect_layout(state_dict)
+    if layout in _CONVERTERS:
+        out = _CONVERTERS[layout]({k: v for k, v in state_dict.items() if not k.endswith(_DROPPED)})
+    else:
+        rename = _RENAMES[layout]
+        out = {rename(k): v for k, v in state_dict.items() if not k.endswith(_DROPPED)}
     if model is not None:
         out = _fit_to_model(out, model)
     return out
@@ -112,6 +225,7 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
 
 def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
     target = model.state_dict()
+    state_dict = _drop_optional(state_dict, target)
     unmapped = sorted(k for k in state_dict if k not in target)
     if unmapped:
         raise ValueError(
@@ -129,8 +243,30 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
                 f"dropping classifier {key} of shape {tuple(value.shape)}: the model's is {tuple(want)}", stacklevel=2
             )
             continue
+        elif value.shape != want:
+            raise ValueError(
+                f"checkpoint does not fit {type(model).__name__}: {key} has shape {tuple(value.shape)}, "
+                f"the model expects {tuple(want)} (a checkpoint for another model size?)"
+            )
         out[key] = value
     return out
+
+
+def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) -> StateDict:
+    """Drop a classifier and per-level output norms the model does not have (warning when it loses levels)."""
+    levels = sorted({int(k.split(".")[1]) for k in state_dict if k.startswith("out_norms.")})
+    dropped_levels = sorted(
+        {int(k.split(".")[1]) for k in state_dict if k.startswith("out_norms.") and k not in target}
+    )
+    if dropped_levels and dropped_levels != levels[-1:]:  # the last level's norm is also the final norm
+        warnings.warn(
+            f"dropping per-level output norms of levels {dropped_levels}: build the model with out_norm=True "
+            "to use them",
+            stacklevel=3,
+        )
+    if any(k.startswith("head.fc.") and k not in target for k in state_dict):
+        warnings.warn("dropping the checkpoint's classifier head.fc: the model has none", stacklevel=3)
+    return {k: v for k, v in state_dict.items() if k in target or not k.startswith(("out_norms.", "head.fc."))}
 
 
 def _square_window(num_offsets: int) -> tuple[int, int]:
@@ -138,3 +274,42 @@ def _square_window(num_offsets: int) -> tuple[int, int]:
     if side * side != num_offsets or side % 2 == 0:
         raise ValueError(f"bias table of {num_offsets} rows is not (2w-1)^2 for a square window")
     return (side + 1) // 2, (side + 1) // 2
+
+
+def read_checkpoint(path: str | os.PathLike) -> StateDict:
+    """Read a checkpoint file (``.safetensors`` or a torch file, loaded with ``weights_only=True``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"checkpoint {str(path)!r} is not a file")
+    if path.suffix == ".safetensors":
+        return load_file(path)
+    return unwrap_checkpoint(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[str, object]) -> None:
+    """Load a Swin checkpoint of any supported layout into ``model``, strictly.
+
+    Only a classifier of another size and per-level output norms the checkpoint lacks (an ImageNet
+    checkpoint for a detection backbone) may stay at their initial values; both warn.
+
+    Args:
+        model: a swinlite ``SwinTransformer`` (not a ``features_only`` wrapper).
+        checkpoint: a file path or an already loaded (training) checkpoint / state dict.
+
+    Raises:
+        ValueError: the checkpoint is of an unknown layout or does not fit the model (names the keys).
+    """
+    if isinstance(checkpoint, (str, os.PathLike)):
+        checkpoint = read_checkpoint(checkpoint)
+    state_dict = convert_state_dict(checkpoint, model)
+    missing = model.load_state_dict(state_dict, strict=False).missing_keys
+    fresh = [k for k in missing if k.startswith(("out_norms.", "head.fc."))]
+    missing = [k for k in missing if k not in fresh]
+    if missing:
+        raise ValueError(
+            f"checkpoint does not fit {type(model).__name__}: {len(missing)} model keys are missing from it: "
+            + ", ".join(missing[:20])
+            + (", ..." if len(missing) > 20 else "")
+        )
+    if fresh:
+        warnings.warn(f"not in the checkpoint, left at their initial values: {', '.join(fresh)}", stacklevel=2)

@@ -31,11 +31,11 @@ def naive_block(block: SwinBlock, x: torch.Tensor, mask_padding: bool) -> torch.
     qkv = block.attn.qkv(y)  # (B, Hp, Wp, 3C)
     for b, i0, j0 in itertools.product(range(B), range(0, Hp, wh), range(0, Wp, ww)):
         pos = [(i0 + a, j0 + c) for a in range(wh) for c in range(ww)]
-        for hq, (qi, qj) in enumerate(pos):
+        for qi, qj in pos:
             for h in range(heads):
                 q = qkv[b, qi, qj, h * hd : (h + 1) * hd] * hd**-0.5
                 logits, values = [], []
-                for hk, (ki, kj) in enumerate(pos):
+                for ki, kj in pos:
                     if mask_padding and not (orig_r[ki] < H and orig_c[kj] < W):
                         continue  # padded key: not attended at all
                     k = qkv[b, ki, kj, C + h * hd : C + (h + 1) * hd]

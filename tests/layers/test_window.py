@@ -68,7 +68,9 @@ def test_no_shift_no_padding_gives_no_mask():
     assert window_attention_mask((10, 10), (7, 7), (0, 0), False, torch.device("cpu"), torch.float32) is None
 
 
-@pytest.mark.parametrize("size,window,shift", [((10, 13), (4, 4), (2, 2)), ((5, 9), (4, 4), (0, 2)), ((3, 3), (4, 4), (0, 0))])
+@pytest.mark.parametrize(
+    "size,window,shift", [((10, 13), (4, 4), (2, 2)), ((5, 9), (4, 4), (0, 2)), ((3, 3), (4, 4), (0, 0))]
+)
 def test_padding_mask_marks_exactly_the_padded_keys(size, window, shift):
     """Track each token's original coordinates through pad + roll + partition, naively."""
     H, W = size

@@ -1,0 +1,86 @@
+"""swinlite computes the same function as timm's and torchvision's Swin, given their (random) weights."""
+
+import re
+
+import pytest
+import timm
+import torch
+import torchvision
+
+import swinlite
+
+PAIRS_224 = [("swin_tiny_patch4_window7_224", "swinlite_tiny_patch4_window7_224")]
+# Window-12 models at 384 with fewer blocks per stage (same widths, heads, windows and geometry), to keep the
+# suite fast on 2 cores; the full-depth variants are built and run in test_timm_contract.py.
+PAIRS_384 = [
+    ("swin_base_patch4_window12_384", "swinlite_base_patch4_window12_384", (2, 2, 2, 2)),
+    ("swin_large_patch4_window12_384", "swinlite_large_patch4_window12_384", (1, 1, 1, 1)),
+]
+
+
+def _timm_pair(ref_name: str, name: str, **kwargs) -> tuple[torch.nn.Module, torch.nn.Module]:
+    torch.manual_seed(0)
+    ref = timm.create_model(ref_name, **kwargs).eval()
+    model = timm.create_model(name, **kwargs).eval()
+    model.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), model))
+    return ref, model
+
+
+@pytest.mark.parametrize("ref_name,name", PAIRS_224)
+def test_matches_timm_at_224(ref_name, name):
+    ref, model = _timm_pair(ref_name, name)
+    x = torch.randn(2, 3, 224, 224)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("ref_name,name,depths", PAIRS_384)
+def test_matches_timm_at_384_window12(ref_name, name, depths):
+    ref, model = _timm_pair(ref_name, name, depths=depths)
+    x = torch.randn(1, 3, 384, 384)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+
+
+def test_explicit_softmax_path_matches_fused():
+    ref, model = _timm_pair(*PAIRS_224[0])
+    explicit = timm.create_model(PAIRS_224[0][1], fused_attn=False).eval()
+    explicit.load_state_dict(model.state_dict())
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        torch.testing.assert_close(explicit(x), ref(x), rtol=0, atol=1e-4)
+
+
+def _to_microsoft_layout(timm_state: dict) -> dict:
+    """Write timm's state dict the way the official release stores it (downsample at the end of a stage)."""
+    out = {}
+    for k, v in timm_state.items():
+        k = re.sub(r"^layers\.(\d+)\.downsample", lambda m: f"layers.{int(m.group(1)) - 1}.downsample", k)
+        k = k.replace("head.fc.", "head.")
+        out[k] = v
+        if k.endswith("attn.relative_position_bias_table"):
+            out[k.replace("relative_position_bias_table", "relative_position_index")] = torch.zeros(49, 49).long()
+    return {"model": out}
+
+
+def test_matches_microsoft_layout_checkpoint():
+    ref, _ = _timm_pair(*PAIRS_224[0])
+    checkpoint = _to_microsoft_layout(ref.state_dict())
+    assert swinlite.detect_layout(checkpoint["model"]) == "microsoft"
+    model = timm.create_model(PAIRS_224[0][1]).eval()
+    model.load_state_dict(swinlite.convert_state_dict(checkpoint, model))
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("size", [(224, 224), (248, 332)])
+def test_matches_torchvision_swin_t(size):
+    """At 224 the functions agree whatever the padding rule; at 248x332 only with unmasked padding."""
+    torch.manual_seed(0)
+    ref = torchvision.models.swin_t().eval()
+    model = timm.create_model("swinlite_tiny_patch4_window7_224", mask_padding=False).eval()
+    model.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), model))
+    x = torch.randn(1, 3, *size)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)

@@ -1,0 +1,126 @@
+"""A small encoder for 1-D sequences (signals, token embeddings) built from relative-position attention blocks.
+
+There is no absolute position embedding: positions enter only through the relative terms of
+:class:`~swinlite.layers.RelPosSelfAttention1d`, so the encoder is translation-equivariant up to
+the clipping distance and accepts any length up to ``max_len``.
+
+Example::
+
+    encoder = RelPosSeqEncoder(dim=64, depth=2, num_heads=4, max_len=256, max_distance=32)
+    tokens = encoder(x, key_padding_mask=padding)  # x [B, L, 64], padding [B, L] bool -> [B, L, 64]
+"""
+
+from __future__ import annotations
+
+import torch
+from timm.layers import DropPath, Mlp
+from torch import nn
+
+from ..layers.rel_pos_attn1d import RelPosSelfAttention1d
+
+
+class RelPosEncoderBlock(nn.Module):
+    """Pre-norm transformer block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))``.
+
+    Args:
+        dim: channels C.
+        num_heads: attention heads.
+        max_len: longest sequence accepted.
+        mlp_ratio: MLP hidden size over ``dim``.
+        drop_path: stochastic depth rate of both residual branches.
+        attn_kwargs: passed to :class:`RelPosSelfAttention1d` (``max_distance``, ``value_rel``, ``mode``, ...).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        max_len: int,
+        mlp_ratio: float = 4.0,
+        drop_path: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        **attn_kwargs: object,
+    ) -> None:
+        super().__init__()
+        dd = {"device": device, "dtype": dtype}
+        self.norm1 = nn.LayerNorm(dim, **dd)
+        self.attn = RelPosSelfAttention1d(dim, num_heads, max_len, **attn_kwargs, **dd)
+        self.norm2 = nn.LayerNorm(dim, **dd)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=nn.GELU, **dd)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
+    ) -> torch.Tensor:
+        """x: [B, L, C]; key_padding_mask: bool [B, L], True at padding. Returns [B, L, C]."""
+        x = x + self.drop_path(self.attn(self.norm1(x), key_padding_mask, causal))
+        return x + self.drop_path(self.mlp(self.norm2(x)))
+
+
+class RelPosSeqEncoder(nn.Module):
+    """A stack of :class:`RelPosEncoderBlock` and a final LayerNorm, for [B, L, C] sequences.
+
+    Args:
+        dim: channels C.
+        depth: number of blocks.
+        num_heads: attention heads per block.
+        max_len: longest sequence accepted.
+        max_distance: clipping distance of the relative positions (None: ``max_len - 1``).
+        value_rel: add relative embeddings to the values too.
+        mode: ``"shaw"`` (relative key/value embeddings) or ``"bias"`` (one scalar per offset and head).
+        mlp_ratio: MLP hidden size over ``dim``.
+        drop_path_rate: stochastic depth, rising linearly from 0 over the blocks to this value.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        depth: int,
+        num_heads: int,
+        max_len: int,
+        max_distance: int | None = None,
+        value_rel: bool = False,
+        mode: str = "shaw",
+        mlp_ratio: float = 4.0,
+        drop_path_rate: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if depth < 1:
+            raise ValueError(f"depth must be >= 1, got {depth}")
+        drop_path = torch.linspace(0, drop_path_rate, depth).tolist()
+        self.blocks = nn.ModuleList(
+            RelPosEncoderBlock(
+                dim,
+                num_heads,
+                max_len,
+                mlp_ratio,
+                drop_path[i],
+                device=device,
+                dtype=dtype,
+                max_distance=max_distance,
+                value_rel=value_rel,
+                mode=mode,
+            )
+            for i in range(depth)
+        )
+        self.norm = nn.LayerNorm(dim, device=device, dtype=dtype)
+
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
+    ) -> torch.Tensor:
+        """Encode a batch of sequences.
+
+        Args:
+            x: sequences [B, L, C], L <= max_len.
+            key_padding_mask: bool [B, L], True at padding (never attended; outputs there are meaningless).
+            causal: each position sees only itself and earlier positions.
+
+        Returns:
+            Normalised tokens [B, L, C].
+        """
+        for block in self.blocks:
+            x = block(x, key_padding_mask, causal)
+        return self.norm(x)

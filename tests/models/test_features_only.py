@@ -1,0 +1,112 @@
+"""``timm.create_model(..., features_only=True)``: NCHW levels, NHWC option, per-level norms, frozen stages."""
+
+import pytest
+import timm
+import torch
+import torch.nn.functional as F
+
+import swinlite  # noqa: F401  (registers the models)
+
+PICO = "swinlite_pico_patch2_window4_32"
+NANO = "swinlite_nano_patch2_window4_64"
+
+
+def _stage_outputs_by_hooks(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """Reference: the raw NHWC output of every ``layers.i``, caught with forward hooks on a plain model."""
+    caught = []
+    handles = [stage.register_forward_hook(lambda m, i, o: caught.append(o)) for stage in model.layers]
+    model(x)
+    for h in handles:
+        h.remove()
+    return caught
+
+
+@pytest.mark.parametrize(
+    ("name", "patch", "size", "strides"), [(PICO, 4, (250, 333), [4, 8, 16, 32]), (NANO, 2, (37, 61), [2, 4, 8, 16])]
+)
+def test_nchw_levels_at_odd_sizes_match_the_stage_outputs(name, patch, size, strides):
+    torch.manual_seed(0)
+    features = timm.create_model(name, features_only=True, out_indices=(0, 1, 2, 3), patch_size=patch).eval()
+    plain = timm.create_model(name, patch_size=patch).eval()
+    plain.load_state_dict(features.model.state_dict(), strict=False)  # the wrapper dropped the classifier
+    x = torch.randn(1, 3, *size)
+    with torch.no_grad():
+        maps = features(x)
+        reference = _stage_outputs_by_hooks(plain, x)
+    assert features.feature_info.reduction() == strides
+    for level, (m, ref, ch, stride) in enumerate(
+        zip(maps, reference, features.feature_info.channels(), features.feature_info.reduction(), strict=True)
+    ):
+        assert m.shape == (1, ch, -(-size[0] // stride), -(-size[1] // stride)), level
+        assert m.is_contiguous()
+        torch.testing.assert_close(m, ref.permute(0, 3, 1, 2), rtol=0, atol=0)
+
+
+def test_detection_sized_input_with_pico():
+    features = timm.create_model(PICO, features_only=True, patch_size=4).eval()  # Swin's strides 4..32
+    with torch.no_grad():
+        maps = features(torch.randn(1, 3, 800, 1333))
+    assert [tuple(m.shape[1:]) for m in maps] == [(32, 200, 334), (64, 100, 167), (128, 50, 84), (256, 25, 42)]
+    assert all(torch.isfinite(m).all() for m in maps)
+
+
+def test_nhwc_option_and_subset_of_levels():
+    nchw = timm.create_model(PICO, features_only=True, out_indices=(1, 3)).eval()
+    nhwc = timm.create_model(PICO, features_only=True, out_indices=(1, 3), output_fmt="NHWC").eval()
+    nhwc.load_state_dict(nchw.state_dict())
+    x = torch.randn(2, 3, 45, 39)
+    with torch.no_grad():
+        for a, b in zip(nchw(x), nhwc(x), strict=True):
+            torch.testing.assert_close(b, a.permute(0, 2, 3, 1), rtol=0, atol=0)
+    assert nchw.feature_info.channels() == [64, 256]
+    assert len(nchw.model.layers) == 4  # level 3 is asked for, nothing pruned
+
+
+def test_per_level_norm_is_a_layer_norm_of_each_level():
+    plain = timm.create_model(PICO, features_only=True).eval()
+    normed = timm.create_model(PICO, features_only=True, out_norm=True).eval()
+    normed.load_state_dict(plain.state_dict(), strict=False)
+    with torch.no_grad():
+        for norm in normed.model.out_norms:
+            norm.weight.normal_()
+            norm.bias.normal_()
+    x = torch.randn(1, 3, 40, 52)
+    with torch.no_grad():
+        for level, (a, b) in enumerate(zip(plain(x), normed(x), strict=True)):
+            norm = normed.model.out_norms[level]
+            want = F.layer_norm(a.permute(0, 2, 3, 1), a.shape[1:2], norm.weight, norm.bias).permute(0, 3, 1, 2)
+            torch.testing.assert_close(b, want, rtol=1e-5, atol=1e-5)
+
+
+def test_frozen_stages_have_no_grads_and_stay_in_eval_mode():
+    model = timm.create_model(PICO, features_only=True, frozen_stages=2, drop_path_rate=0.1, out_norm=True)
+    model.train()
+    swin = model.model
+    frozen = [swin.patch_embed, swin.layers[0], swin.layers[1], swin.out_norms[0], swin.out_norms[1]]
+    assert all(not m.training for f in frozen for m in f.modules())
+    assert swin.layers[2].training and swin.layers[3].training
+    sum(m.sum() for m in model(torch.randn(2, 3, 32, 32))).backward()
+    assert all(p.grad is None and not p.requires_grad for f in frozen for p in f.parameters())
+    assert all(p.grad is not None for p in swin.layers[2].parameters())
+    model.eval().train()
+    assert not swin.layers[1].training
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(out_indices=(0, 4)), r"levels in 0\.\.3"),
+        (dict(out_indices=(-1,)), r"levels in 0\.\.3"),
+        (dict(frozen_stages=5), r"frozen_stages must be in -1\.\.4"),
+        (dict(frozen_stages=-2), r"frozen_stages must be in -1\.\.4"),
+        (dict(output_fmt="NWHC"), r"'NCHW' or 'NHWC'"),
+    ],
+)
+def test_bad_feature_options(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        timm.create_model(PICO, features_only=True, **kwargs)
+
+
+def test_output_fmt_needs_features_only():
+    with pytest.raises(ValueError, match="option of features_only=True"):
+        timm.create_model(PICO, output_fmt="NHWC")

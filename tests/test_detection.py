@@ -1,0 +1,115 @@
+"""swinlite + FPN as the backbone of torchvision's detectors, on synthetic images and boxes."""
+
+import pytest
+import timm
+import torch
+from torchvision.models.detection import FasterRCNN, MaskRCNN, RetinaNet
+from torchvision.models.detection.faster_rcnn import FastRCNNPredictor
+from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+
+from swinlite.detection import build_fpn_backbone
+
+PICO = "swinlite_pico_patch2_window4_32"
+SIZES = dict(min_size=64, max_size=96)
+# few proposals and sampled RoIs keep a CPU step short; the mask head is narrowed to the FPN width below
+FAST = dict(
+    rpn_pre_nms_top_n_train=64,
+    rpn_post_nms_top_n_train=32,
+    rpn_pre_nms_top_n_test=64,
+    rpn_post_nms_top_n_test=32,
+    box_batch_size_per_image=16,
+    **SIZES,
+)
+
+
+def _targets(masks: bool) -> list[dict[str, torch.Tensor]]:
+    """Two images' worth of boxes of different sizes (x1, y1, x2, y2 in pixels of 80x72 / 64x96 images)."""
+    boxes = [torch.tensor([[4.0, 6.0, 60.0, 50.0], [30.0, 30.0, 38.0, 41.0]]), torch.tensor([[10.0, 2.0, 30.0, 90.0]])]
+    out = []
+    for b, (h, w) in zip(boxes, [(80, 72), (64, 96)], strict=True):
+        t = {"boxes": b, "labels": torch.randint(1, 3, (len(b),))}
+        if masks:
+            m = torch.zeros(len(b), h, w, dtype=torch.uint8)
+            for k, (x1, y1, x2, y2) in enumerate(b.int().tolist()):
+                m[k, y1:y2, x1:x2] = 1
+            t["masks"] = m
+        out.append(t)
+    return out
+
+
+def test_backbone_outputs_fpn_levels():
+    backbone = build_fpn_backbone(PICO, fpn_channels=16).eval()
+    out = backbone(torch.randn(1, 3, 50, 70))
+    assert backbone.out_channels == 16
+    assert list(out) == ["0", "1", "2", "3", "pool"]
+    # pico: patch 2, so strides 2, 4, 8, 16, and the pool level halves the last
+    assert [tuple(v.shape[-2:]) for v in out.values()] == [(25, 35), (13, 18), (7, 9), (4, 5), (2, 3)]
+    assert all(v.shape[:2] == (1, 16) for v in out.values())
+
+
+@pytest.mark.parametrize("detector", [FasterRCNN, MaskRCNN])
+def test_detector_train_step_and_eval(detector):
+    torch.manual_seed(0)
+    backbone = build_fpn_backbone(PICO, fpn_channels=32, frozen_stages=1)
+    kwargs = dict(FAST, num_classes=3)
+    if detector is MaskRCNN:
+        kwargs.update(box_predictor=FastRCNNPredictor(1024, 3), num_classes=None)
+        kwargs.update(mask_head=MaskRCNNHeads(32, [32, 32], 1), mask_predictor=MaskRCNNPredictor(32, 16, 3))
+    model = detector(backbone, **kwargs)
+    images = [torch.rand(3, 80, 72), torch.rand(3, 64, 96)]
+    model.train()
+    losses = model(images, _targets(masks=detector is MaskRCNN))
+    loss = sum(losses.values())
+    assert torch.isfinite(loss)
+    loss.backward()
+    swin = backbone.body.model
+    assert all(p.grad is None for p in swin.layers[0].parameters()), "stage 0 is frozen"
+    assert not swin.layers[0].training and swin.layers[1].training
+    for stage in swin.layers[1:]:
+        grads = [p.grad for p in stage.parameters()]
+        assert all(g is not None and torch.isfinite(g).all() for g in grads)
+        assert sum(g.abs().sum() for g in grads) > 0
+    model.eval()
+    with torch.no_grad():
+        detections = model([torch.rand(3, 70, 90)])
+    assert set(detections[0]) >= {"boxes", "scores", "labels"}
+    assert detections[0]["boxes"].shape[1] == 4
+
+
+def test_retinanet_eval_forward():
+    model = RetinaNet(build_fpn_backbone(PICO, fpn_channels=16), num_classes=3, **SIZES).eval()
+    with torch.no_grad():
+        out = model([torch.rand(3, 64, 80)])
+    assert out[0]["boxes"].shape[1] == 4
+
+
+def test_checkpoint_is_loaded_and_checked(tmp_path):
+    source = timm.create_model(PICO)
+    path = tmp_path / "pico.pth"
+    torch.save({"model": source.state_dict()}, path)
+    backbone = build_fpn_backbone(PICO, out_indices=(1, 3), fpn_channels=8, checkpoint=path)
+    swin = backbone.body.model
+    torch.testing.assert_close(swin.layers[3].blocks[0].attn.qkv.weight, source.layers[3].blocks[0].attn.qkv.weight)
+    assert backbone.body.feature_info.channels() == [64, 256]
+    nano = tmp_path / "nano.pth"
+    torch.save(timm.create_model("swinlite_nano_patch2_window4_64").state_dict(), nano)
+    with pytest.raises(ValueError, match="did not map onto SwinTransformer"):
+        build_fpn_backbone(PICO, checkpoint=nano)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(out_indices=(0, 4)), r"out_indices must be levels in 0\.\.3"),
+        (dict(out_indices=()), r"out_indices must be levels in 0\.\.3"),
+        (dict(frozen_stages=5), r"frozen_stages must be in -1\.\.4"),
+    ],
+)
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        build_fpn_backbone(PICO, **kwargs)
+
+
+def test_not_a_swinlite_model():
+    with pytest.raises(ValueError, match="registered swinlite model"):
+        build_fpn_backbone("resnet18")

@@ -38,7 +38,9 @@ def double_loop_attention(attn: RelPosSelfAttention1d, x: torch.Tensor) -> torch
     """Shaw attention (key term) with relative logits shifted into place by a Python loop over (i, j)."""
     L = x.shape[1]
     q, k, v = _qkv(attn, x)  # (B, H, L, d)
-    rel = q @ attn._offset_table(attn.rel_k.weight, L).T  # (B, H, L, 2L-1), column j - i + L - 1
+    D = attn.max_distance
+    table = attn.rel_k.weight[torch.arange(-(L - 1), L).clamp(-D, D) + D]  # (2L-1, d), row j - i + L - 1
+    rel = q @ table.T  # (B, H, L, 2L-1)
     rel_logits = torch.empty_like(rel[..., :L])  # (B, H, L, L)
     for i in range(L):
         for j in range(L):

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .rel_pos_bias import RelativePositionBias
+from .rel_pos_skew import relative_logits, relative_values
 
 # Above this many (L * L * head_dim) elements the (L, L, d) gathered table stops paying; see "auto" below.
 _GATHER_MAX_ELEMENTS = 2**18
@@ -26,43 +27,6 @@ def relative_distance_index(length: int, max_distance: int, device: torch.device
     """Shaw embedding rows ``r(i, j) = clamp(j - i, -D, D) + D`` for all pairs, shape (L, L), long."""
     pos = torch.arange(length, device=device)
     return (pos[None, :] - pos[:, None]).clamp(-max_distance, max_distance) + max_distance  # (L, L)
-
-
-def skew(rel: torch.Tensor) -> torch.Tensor:
-    """Move relative logits into place: ``out[..., i, j] = rel[..., i, j - i + L - 1]``.
-
-    The Music Transformer trick, done with views only: in the row-major (L, 2L - 1) block the
-    wanted element sits at flat position ``i * (2L - 2) + (L - 1) + j``, so dropping the first
-    L - 1 elements and reading rows of length 2L - 2 lines every row up at column j.
-
-    Args:
-        rel: logits per offset [..., L, 2L - 1], column ``c`` holding offset ``j - i = c - (L - 1)``.
-
-    Returns:
-        Logits per key [..., L, L].
-    """
-    length = rel.shape[-2]
-    if length == 1:
-        return rel
-    flat = rel.flatten(-2)[..., length - 1 : length - 1 + length * (2 * length - 2)]  # (..., L*(2L-2))
-    return flat.unflatten(-1, (length, 2 * length - 2))[..., :length]  # (..., L, L)
-
-
-def unskew(attn: torch.Tensor) -> torch.Tensor:
-    """Inverse placement of :func:`skew`: ``out[..., i, j - i + L - 1] = attn[..., i, j]``, zeros elsewhere.
-
-    Args:
-        attn: weights per key [..., L, L].
-
-    Returns:
-        Weights per offset [..., L, 2L - 1].
-    """
-    length = attn.shape[-1]
-    if length == 1:
-        return attn
-    flat = F.pad(attn, (0, length - 2)).flatten(-2)  # (..., L*(2L-2))
-    flat = F.pad(flat, (length - 1, 1))  # (..., L*(2L-1))
-    return flat.unflatten(-1, (length, 2 * length - 1))  # (..., L, 2L-1)
 
 
 class RelPosSelfAttention1d(nn.Module):
@@ -76,9 +40,10 @@ class RelPosSelfAttention1d(nn.Module):
     Bias mode (``mode="bias"``) replaces both relative terms by one learned scalar per (offset, head),
     added to the logits, as in T5 and Swin. Nothing loops over positions; the key term is computed
     either by gathering an (L, L, d) embedding table (``method="gather"``) or by projecting q onto
-    the 2L - 1 offset embeddings and shifting the result into place with :func:`skew`
-    (``method="skew"``, O(L d) extra memory besides the logits). ``"auto"`` gathers for small L * L * d
-    and skews above, where the gathered table stops fitting in cache.
+    the offset embeddings and shifting the result into place, in query blocks
+    (``method="skew"``, :mod:`~swinlite.layers.rel_pos_skew`, O(L d) extra memory besides the
+    logits); the value term likewise. ``"auto"`` gathers while the (L, L, d) table is small and skews
+    above.
 
     Args:
         dim: channels C.
@@ -152,16 +117,15 @@ class RelPosSelfAttention1d(nn.Module):
         B, L, C = x.shape
         heads, d = self.num_heads, self.head_dim
         q, k, v = (lin(x).view(B, L, heads, d).transpose(1, 2) for lin in (self.q, self.k, self.v))  # (B, H, L, d)
-        scale = self.head_dim**-0.5
         blocked = _blocked_pairs(L, key_padding_mask, causal, x.device)  # (B or 1, 1, L, L) bool or None
-        bias = self._logit_bias(q, L) * scale if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)
+        bias = self._key_term(q * d**-0.5, L) if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)
         if blocked is not None:
             bias = bias.masked_fill(blocked, torch.finfo(bias.dtype).min)
         if self.rel_v is None:
             p = self.attn_drop.p if self.training else 0.0
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p)
         else:
-            attn = self.attn_drop((q @ k.transpose(-2, -1) * scale + bias).softmax(dim=-1))  # (B, H, L, L)
+            attn = self.attn_drop((q @ k.transpose(-2, -1) * d**-0.5 + bias).softmax(dim=-1))  # (B, H, L, L)
             out = attn @ v + self._value_term(attn, L)  # (B, H, L, d)
         out = out.transpose(1, 2).reshape(B, L, C)  # (B, L, H*d)
         return self.proj_drop(self.proj(out))
@@ -171,24 +135,19 @@ class RelPosSelfAttention1d(nn.Module):
             return length * length * self.head_dim <= _GATHER_MAX_ELEMENTS
         return self.method == "gather"
 
-    def _offset_table(self, table: torch.Tensor, length: int) -> torch.Tensor:
-        """Rows of ``table`` for the offsets j - i = -(L-1) .. L-1, clipped to [-D, D]: (2L - 1, d)."""
-        offsets = torch.arange(-(length - 1), length, device=table.device)
-        return table[offsets.clamp(-self.max_distance, self.max_distance) + self.max_distance]
-
-    def _logit_bias(self, q: torch.Tensor, length: int) -> torch.Tensor:
-        """The relative key term ``q_i . rel_k[r(i, j)]`` (unscaled), shape (B, H, L, L)."""
+    def _key_term(self, q: torch.Tensor, length: int) -> torch.Tensor:
+        """The relative key term ``q_i . rel_k[r(i, j)]`` for (scaled) queries q, shape (B, H, L, L)."""
         if self._use_gather(length):
             emb = self.rel_k(relative_distance_index(length, self.max_distance, q.device))  # (L, L, d)
             return torch.einsum("bhid,ijd->bhij", q, emb)
-        return skew(q @ self._offset_table(self.rel_k.weight, length).T)  # (B, H, L, 2L-1) -> (B, H, L, L)
+        return relative_logits(q, self.rel_k.weight, self.max_distance)
 
     def _value_term(self, attn: torch.Tensor, length: int) -> torch.Tensor:
         """The relative value term ``sum_j a_ij rel_v[r(i, j)]``, shape (B, H, L, d)."""
         if self._use_gather(length):
             emb = self.rel_v(relative_distance_index(length, self.max_distance, attn.device))  # (L, L, d)
             return torch.einsum("bhij,ijd->bhid", attn, emb)
-        return unskew(attn) @ self._offset_table(self.rel_v.weight, length)  # (B, H, L, 2L-1) @ (2L-1, d)
+        return relative_values(attn, self.rel_v.weight, self.max_distance)
 
     def _scalar_bias(self, length: int) -> torch.Tensor:
         """Bias mode: ``table[clamp(i - j, -D, D) + D, h]``, shape (H, L, L)."""

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from swinlite.layers import RelPosSelfAttention1d
-from swinlite.layers.rel_pos_attn1d import skew, unskew
+from swinlite.layers.rel_pos_skew import relative_logits, relative_values, skew, unskew
 
 DIM, HEADS, MAX_LEN = 8, 2, 9
 
@@ -53,18 +53,34 @@ def padding_mask(batch: int, length: int) -> torch.Tensor:
     return mask
 
 
-def test_skew_and_unskew_place_offsets():
-    L = 6
-    rel = torch.randn(3, L, 2 * L - 1)
+@pytest.mark.parametrize(("rows", "length"), [(1, 5), (2, 2), (3, 7), (6, 6)])
+def test_skew_and_unskew_place_offsets(rows, length):
+    width = length + rows - 1
+    rel = torch.randn(3, rows, width)
     out = skew(rel)
+    assert out.shape == (3, rows, length)
+    for t, j in itertools.product(range(rows), range(length)):
+        assert torch.equal(out[:, t, j], rel[:, t, j - t + rows - 1])
+    attn = torch.randn(3, rows, length)
+    expected = torch.zeros(3, rows, width)
+    for t, j in itertools.product(range(rows), range(length)):
+        expected[:, t, j - t + rows - 1] = attn[:, t, j]
+    assert torch.equal(unskew(attn), expected)
+
+
+@pytest.mark.parametrize("block", [1, 3, 7, 128])  # 3 does not divide L = 7: padded last block
+@pytest.mark.parametrize("max_distance", [1, 6, 20])
+def test_blocked_relative_terms_match_naive_loop(block, max_distance):
+    B, H, L, d, D = 2, 3, 7, 4, max_distance
+    q, attn = torch.randn(B, H, L, d, dtype=torch.float64), torch.randn(B, H, L, L, dtype=torch.float64)
+    weight = torch.randn(2 * D + 1, d, dtype=torch.float64)
+    logits, values = torch.zeros(B, H, L, L, dtype=torch.float64), torch.zeros(B, H, L, d, dtype=torch.float64)
     for i, j in itertools.product(range(L), range(L)):
-        assert torch.equal(out[:, i, j], rel[:, i, j - i + L - 1])
-    attn = torch.randn(3, L, L)
-    back = unskew(attn)
-    expected = torch.zeros(3, L, 2 * L - 1)
-    for i, j in itertools.product(range(L), range(L)):
-        expected[:, i, j - i + L - 1] = attn[:, i, j]
-    assert torch.equal(back, expected)
+        e = weight[min(max(j - i, -D), D) + D]
+        logits[:, :, i, j] = q[:, :, i] @ e
+        values[:, :, i] += attn[:, :, i, j, None] * e
+    torch.testing.assert_close(relative_logits(q, weight, D, block), logits)
+    torch.testing.assert_close(relative_values(attn, weight, D, block), values)
 
 
 @pytest.mark.parametrize("method", ["gather", "skew"])

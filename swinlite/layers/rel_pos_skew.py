@@ -1,0 +1,110 @@
+"""The skewing trick (Huang et al., Music Transformer, 2018) for relative attention terms, in query blocks.
+
+Relative logits ``q_i . e[j - i]`` are cheap to compute per *offset* (one matmul of q against the
+offset embeddings) but are wanted per *key* j. :func:`skew` moves them into place with views only;
+:func:`unskew` is its transpose, for the value term. Doing it for all L queries at once needs every
+offset -(L-1)..L-1, i.e. 2L - 1 columns per row for L useful ones; queries in blocks of T need only
+L + T - 1, so :func:`relative_logits` and :func:`relative_values` work block-wise (batched, no
+Python loop) and waste (T - 1) / L instead of (L - 1) / L of the work.
+
+Offsets here are ``j - i`` (key minus query); embedding rows are ``clamp(j - i, -D, D) + D``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def skew(rel: torch.Tensor) -> torch.Tensor:
+    """Move per-offset values of T queries into key columns: ``out[..., t, j] = rel[..., t, j - t + T - 1]``.
+
+    In the row-major (T, W) block the wanted element sits at flat position ``t * (W - 1) + T - 1 + j``,
+    so dropping the first T - 1 elements and reading rows of length W - 1 lines every row up at j.
+
+    Args:
+        rel: values per offset [..., T, W], column c of row t holding offset ``c - t - (T - 1)`` relative to t.
+
+    Returns:
+        Values per key [..., T, W - T + 1] (a view).
+    """
+    rows, width = rel.shape[-2:]
+    if rows == 1:
+        return rel
+    flat = rel.flatten(-2)[..., rows - 1 : rows - 1 + rows * (width - 1)]  # (..., T*(W-1))
+    return flat.unflatten(-1, (rows, width - 1))[..., : width - rows + 1]  # (..., T, W-T+1)
+
+
+def unskew(attn: torch.Tensor) -> torch.Tensor:
+    """Transpose of :func:`skew`: ``out[..., t, j - t + T - 1] = attn[..., t, j]``, zeros elsewhere.
+
+    Args:
+        attn: values per key [..., T, L].
+
+    Returns:
+        Values per offset [..., T, L + T - 1].
+    """
+    rows, length = attn.shape[-2:]
+    if rows == 1:
+        return attn
+    flat = F.pad(attn, (0, rows - 2)).flatten(-2)  # (..., T*(L+T-2))
+    flat = F.pad(flat, (rows - 1, 1))  # (..., T*(L+T-1))
+    return flat.unflatten(-1, (rows, length + rows - 1))  # (..., T, L+T-1)
+
+
+def _block_windows(weight: torch.Tensor, max_distance: int, length: int, block: int) -> torch.Tensor:
+    """Embeddings of the L + T - 1 offsets each query block needs, (num_blocks, L + T - 1, d).
+
+    Block b (queries bT .. bT + T - 1) needs offsets -(bT + T - 1) .. L - 1 - bT.
+    """
+    num_blocks = -(-length // block)
+    padded = num_blocks * block
+    offsets = torch.arange(-(padded - 1), length, device=weight.device)  # (Lp + L - 1,)
+    table = weight[offsets.clamp(-max_distance, max_distance) + max_distance]  # row m: offset m - (Lp - 1)
+    windows = table.unfold(0, length + block - 1, block)  # (nb, d, L+T-1), window w starts at offset wT - (Lp-1)
+    return windows.flip(0).transpose(1, 2)  # block b is window nb - 1 - b: (nb, L+T-1, d)
+
+
+def relative_logits(q: torch.Tensor, weight: torch.Tensor, max_distance: int, block: int = 128) -> torch.Tensor:
+    """``out[b, h, i, j] = q[b, h, i] . weight[clamp(j - i, -D, D) + D]``.
+
+    Args:
+        q: queries [B, H, L, d].
+        weight: relative embeddings [2D + 1, d].
+        max_distance: clipping distance D.
+        block: queries per block T.
+
+    Returns:
+        Relative logits [B, H, L, L].
+    """
+    B, H, L, d = q.shape
+    T = min(block, L)
+    nb = -(-L // T)
+    windows = _block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
+    qb = F.pad(q, (0, 0, 0, nb * T - L)).view(B, H, nb, T, d)  # (B, H, nb, T, d)
+    qb = qb.permute(2, 0, 1, 3, 4).reshape(nb, B * H * T, d)  # (nb, B*H*T, d)
+    rel = torch.bmm(qb, windows.transpose(1, 2)).view(nb, B * H, T, L + T - 1)  # per offset
+    rel = skew(rel)  # (nb, B*H, T, L) per key
+    return rel.permute(1, 0, 2, 3).reshape(B, H, nb * T, L)[:, :, :L]  # (B, H, L, L)
+
+
+def relative_values(attn: torch.Tensor, weight: torch.Tensor, max_distance: int, block: int = 128) -> torch.Tensor:
+    """``out[b, h, i] = sum_j attn[b, h, i, j] * weight[clamp(j - i, -D, D) + D]``.
+
+    Args:
+        attn: attention weights [B, H, L, L].
+        weight: relative embeddings [2D + 1, d].
+        max_distance: clipping distance D.
+        block: queries per block T.
+
+    Returns:
+        Relative value term [B, H, L, d].
+    """
+    B, H, L, _ = attn.shape
+    T = min(block, L)
+    nb = -(-L // T)
+    windows = _block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
+    ab = F.pad(attn, (0, 0, 0, nb * T - L)).view(B, H, nb, T, L)  # (B, H, nb, T, L)
+    ab = unskew(ab.permute(2, 0, 1, 3, 4))  # (nb, B, H, T, L+T-1) per offset
+    out = torch.bmm(ab.reshape(nb, B * H * T, L + T - 1), windows)  # (nb, B*H*T, d)
+    return out.view(nb, B, H, T, -1).permute(1, 2, 0, 3, 4).reshape(B, H, nb * T, -1)[:, :, :L]  # (B, H, L, d)

@@ -1,0 +1,155 @@
+"""Extract multi-scale features for a folder or a list of images (the engine of scripts/extract_features.py).
+
+Resumable: an image whose feature file exists and is whole is skipped; images that do not decode are
+listed in ``failures.txt`` and the run goes on. ``embeddings.safetensors`` is rebuilt at the end from
+every whole feature file, in input order.
+"""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from PIL import Image
+from safetensors import safe_open
+from torch.utils.data import DataLoader, Dataset
+from torchvision import transforms
+from torchvision.datasets.folder import IMG_EXTENSIONS
+from tqdm import tqdm
+
+from .features import ImageFeatures, atomic_write_bytes, is_complete_feature_file, save_embeddings, save_features
+from .models.swin import SwinTransformer
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class ExtractionSummary:
+    """Counts of one run: written now, skipped as already whole, failed to decode."""
+
+    written: int
+    skipped: int
+    failed: int
+
+
+def list_images(source: Path) -> tuple[list[Path], Path]:
+    """Images of a folder (recursive, sorted) or of a text file (one path a line; relative to the file).
+
+    Returns:
+        (image paths, the root that output names are made relative to).
+    """
+    if source.is_dir():
+        images = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix.lower() in IMG_EXTENSIONS)
+        if not images:
+            raise ValueError(f"no images ({', '.join(IMG_EXTENSIONS)}) found under {str(source)!r}")
+        return images, source
+    if source.is_file():
+        lines = [line.strip() for line in source.read_text().splitlines()]
+        images = [(source.parent / line).resolve() for line in lines if line and not line.startswith("#")]
+        if not images:
+            raise ValueError(f"the list {str(source)!r} names no images (expected one path per line)")
+        return images, Path(os.path.commonpath([p.parent for p in images]))
+    raise ValueError(f"input must be an image folder or a text file of image paths, got {str(source)!r}")
+
+
+def output_path(image: Path, root: Path, output: Path) -> Path:
+    """``output/features/<path relative to root>.safetensors`` (the extension kept, so a.jpg and a.png differ)."""
+    return output / "features" / f"{image.relative_to(root)}.safetensors"
+
+
+class _Images(Dataset):
+    def __init__(self, paths: list[Path], transform: transforms.Compose) -> None:
+        self.paths = paths
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, tuple[int, int] | str]:
+        """(index, image [3, H, W], original (H, W)) or (index, None, why it failed)."""
+        try:
+            with Image.open(self.paths[i]) as img:
+                rgb = img.convert("RGB")
+        except (OSError, ValueError, Image.DecompressionBombError) as e:
+            return i, None, f"{type(e).__name__}: {e}"
+        return i, self.transform(rgb), (rgb.height, rgb.width)
+
+
+def run_extraction(
+    model: SwinTransformer,
+    model_name: str,
+    source: Path,
+    output: Path,
+    input_size: tuple[int, int],
+    dtype: torch.dtype = torch.float32,
+    batch_size: int = 16,
+    workers: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+) -> ExtractionSummary:
+    """Write per-image feature files, ``embeddings.safetensors`` and ``failures.txt`` under ``output``.
+
+    Args:
+        model: the Swin model (eval mode is set here); its ``pretrained_cfg`` gives mean and std.
+        model_name: recorded in every file's metadata.
+        source: an image folder or a text file of image paths.
+        output: output folder.
+        input_size: (H, W) every image is resized to.
+        dtype: dtype of the stored stage maps (the pooled vectors stay fp32).
+        batch_size: images per forward pass.
+        workers: DataLoader worker processes decoding images.
+        device: where the model runs.
+        progress: show a tqdm progress bar.
+    """
+    images, root = list_images(source)
+    outputs = [output_path(p, root, output) for p in images]
+    todo = [i for i, out in enumerate(outputs) if not is_complete_feature_file(out)]
+    cfg = model.pretrained_cfg
+    transform = transforms.Compose(
+        [
+            transforms.Resize(input_size, interpolation=transforms.InterpolationMode.BICUBIC, antialias=True),
+            transforms.ToTensor(),
+            transforms.Normalize(cfg["mean"], cfg["std"]),
+        ]
+    )
+    loader = DataLoader(
+        _Images([images[i] for i in todo], transform), batch_size=batch_size, num_workers=workers, collate_fn=list
+    )
+    model = model.eval().to(device)
+    strides = tuple(info["reduction"] for info in model.feature_info)
+    failures: list[str] = []
+    bar = tqdm(total=len(todo), unit="img", disable=not progress, desc="extract")
+    for batch in loader:
+        good = [(todo[j], x, size) for j, x, size in batch if x is not None]
+        failures += [f"{images[todo[j]]}\t{why}" for j, x, why in batch if x is None]
+        if good:
+            with torch.inference_mode():
+                final, maps = model.forward_intermediates(torch.stack([x for _, x, _ in good]).to(device))
+                pooled = model.forward_head(final, pre_logits=True)
+            for b, (i, _, size) in enumerate(good):
+                features = ImageFeatures(
+                    maps={f"stage{level}": m[b].to("cpu", dtype) for level, m in enumerate(maps)},
+                    pooled=pooled[b].to("cpu", torch.float32),
+                    source=str(images[i]),
+                    original_size=size,
+                    input_size=tuple(input_size),
+                    strides=strides,
+                    model=model_name,
+                )
+                save_features(outputs[i], features)
+        bar.update(len(batch))
+    bar.close()
+    atomic_write_bytes(output / "failures.txt", "".join(f"{line}\n" for line in failures).encode())
+    _write_embeddings(images, outputs, output)
+    return ExtractionSummary(written=len(todo) - len(failures), skipped=len(images) - len(todo), failed=len(failures))
+
+
+def _write_embeddings(images: list[Path], outputs: list[Path], output: Path) -> None:
+    done = [(str(p), out) for p, out in zip(images, outputs, strict=True) if is_complete_feature_file(out)]
+    if not done:
+        return
+    vectors = []
+    for _, out in done:
+        with safe_open(out, "pt") as f:
+            vectors.append(f.get_tensor("pooled"))
+    save_embeddings(output / "embeddings.safetensors", torch.stack(vectors), [p for p, _ in done])

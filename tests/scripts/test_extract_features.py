@@ -1,0 +1,118 @@
+"""scripts/extract_features.py end to end: values, metadata, resume, failures, list input, bad input."""
+
+import numpy as np
+import pytest
+import timm
+import torch
+from PIL import Image
+from torchvision.transforms import functional as TF
+
+from swinlite.features import is_complete_feature_file, load_embeddings, load_features
+
+PICO = "swinlite_pico_patch2_window4_32"
+
+
+@pytest.fixture
+def image_folder(tmp_path):
+    """ImageFolder layout: two classes, three images of different sizes, one corrupt file."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "images"
+    for rel, (h, w) in {"cat/a.png": (40, 30), "cat/b.jpg": (25, 50), "dog/c.png": (33, 33)}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(root / rel)
+    (root / "dog" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    return root
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    torch.manual_seed(0)
+    model = timm.create_model(PICO).eval()
+    path = tmp_path / "pico.pth"
+    torch.save(model.state_dict(), path)
+    return model, path
+
+
+def _run(load_script, *argv):
+    load_script("extract_features").main([*map(str, argv), "--no-progress"])
+
+
+def test_extracts_resumes_and_lists_failures(load_script, image_folder, checkpoint, tmp_path, capsys):
+    model, ckpt = checkpoint
+    out = tmp_path / "out"
+    args = ("--model", PICO, "--checkpoint", ckpt, "--input", image_folder, "--output", out, "--size", 32, 48)
+    _run(load_script, *args, "--batch-size", 2)
+    assert "written 3, skipped (already whole) 0, failed 1" in capsys.readouterr().out
+    failures = (out / "failures.txt").read_text().splitlines()
+    assert len(failures) == 1 and failures[0].startswith(str(image_folder / "dog" / "broken.png"))
+
+    feats = load_features(out / "features" / "cat" / "b.jpg.safetensors")
+    assert (feats.source, feats.original_size, feats.input_size, feats.model) == (
+        str(image_folder / "cat" / "b.jpg"),
+        (25, 50),
+        (32, 48),
+        PICO,
+    )
+    assert feats.strides == (2, 4, 8, 16)
+    # reference: the same preprocessing by hand and the plain model's stage outputs
+    with Image.open(image_folder / "cat" / "b.jpg") as img:
+        x = TF.to_tensor(img.convert("RGB").resize((48, 32), Image.Resampling.BICUBIC))
+    x = TF.normalize(x, model.pretrained_cfg["mean"], model.pretrained_cfg["std"])[None]
+    with torch.no_grad():
+        stages, h = [], model.patch_embed(x)
+        for stage in model.layers:
+            h = stage(h)
+            stages.append(h.permute(0, 3, 1, 2)[0])
+        logits_input = model.norm(h).mean(dim=(1, 2))[0]
+    assert list(feats.maps) == ["stage0", "stage1", "stage2", "stage3"]
+    for got, want in zip(feats.maps.values(), stages, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(feats.pooled, logits_input, rtol=1e-5, atol=1e-5)
+
+    vectors, paths = load_embeddings(out / "embeddings.safetensors")
+    assert paths == [str(image_folder / p) for p in ("cat/a.png", "cat/b.jpg", "dog/c.png")]
+    torch.testing.assert_close(vectors[1], feats.pooled, rtol=0, atol=0)
+
+    # resume: a truncated file (as a kill could leave it without atomic writes) is redone, whole ones skipped
+    victim = out / "features" / "dog" / "c.png.safetensors"
+    victim.write_bytes(victim.read_bytes()[:100])
+    whole = out / "features" / "cat" / "a.png.safetensors"
+    mtime = whole.stat().st_mtime_ns
+    _run(load_script, *args)
+    assert "written 1, skipped (already whole) 2, failed 1" in capsys.readouterr().out
+    assert is_complete_feature_file(victim) and whole.stat().st_mtime_ns == mtime
+    assert load_embeddings(out / "embeddings.safetensors")[1] == paths
+
+
+def test_list_input_and_float16(load_script, image_folder, tmp_path, capsys):
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"images/cat/a.png\n\n{image_folder / 'dog' / 'c.png'}\nimages/missing.png\n")
+    out = tmp_path / "out16"
+    _run(load_script, "--model", PICO, "--input", listing, "--output", out, "--dtype", "float16")
+    assert "written 2, skipped (already whole) 0, failed 1" in capsys.readouterr().out
+    feats = load_features(out / "features" / "cat" / "a.png.safetensors")  # relative to the common folder
+    assert feats.maps["stage0"].dtype == torch.float16 and feats.pooled.dtype == torch.float32
+    assert feats.input_size == (32, 32) and feats.maps["stage0"].shape == (32, 16, 16)
+    assert "missing.png" in (out / "failures.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "resnet50"], "--model must be one of"),
+        (["--model", PICO, "--batch-size", "0"], "must be positive"),
+        (["--model", PICO, "--dtype", "int8"], "invalid choice"),
+    ],
+)
+def test_bad_arguments(load_script, tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit):
+        load_script("extract_features").main([*argv, "--input", str(tmp_path), "--output", str(tmp_path / "o")])
+    assert message in capsys.readouterr().err
+
+
+def test_bad_input_paths(load_script, tmp_path):
+    with pytest.raises(ValueError, match="image folder or a text file"):
+        _run(load_script, "--model", PICO, "--input", tmp_path / "nope", "--output", tmp_path / "o")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no images"):
+        _run(load_script, "--model", PICO, "--input", tmp_path / "empty", "--output", tmp_path / "o")

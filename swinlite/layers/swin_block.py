@@ -6,12 +6,13 @@ from timm.layers import DropPath, Mlp, register_notrace_module
 from torch import nn
 
 from .window import (
+    cached_shifted_window_index,
     cached_window_attention_mask,
     effective_shift,
+    gather_tokens,
     pad_to_window,
+    shifted_window_index,
     window_attention_mask,
-    window_partition,
-    window_reverse,
 )
 from .window_attention import WindowAttention
 
@@ -82,20 +83,28 @@ class SwinBlock(nn.Module):
             return window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
         return cached_window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
 
+    def _index(
+        self, padded: tuple[int, int], shift: tuple[int, int], device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if torch.jit.is_scripting():
+            return shifted_window_index(padded, self.window, shift, device)
+        return cached_shifted_window_index(padded, self.window, shift, device)
+
     def _window_attention(self, x: torch.Tensor) -> torch.Tensor:
         """x: normalised map [B, H, W, C] -> attention output [B, H, W, C]."""
-        H, W = x.shape[1], x.shape[2]
+        B, H, W, C = x.shape
         pad_h, pad_w = pad_to_window((H, W), self.window)
-        x = F.pad(x, (0, 0, 0, pad_w, 0, pad_h))  # (B, Hp, Wp, C)
+        if pad_h > 0 or pad_w > 0:
+            x = F.pad(x, (0, 0, 0, pad_w, 0, pad_h))  # (B, Hp, Wp, C)
         Hp, Wp = H + pad_h, W + pad_w
-        sh, sw = effective_shift((Hp, Wp), self.window, self.shift)
-        if sh > 0 or sw > 0:
-            x = torch.roll(x, shifts=(-sh, -sw), dims=(1, 2))
-        mask = self._mask((H, W), (sh, sw), x.device, self.attn.qkv.weight.dtype)
-        x = self.attn(window_partition(x, self.window), mask)  # (B, nW, N, C)
-        x = window_reverse(x, self.window, Hp, Wp)  # (B, Hp, Wp, C)
-        if sh > 0 or sw > 0:
-            x = torch.roll(x, shifts=(sh, sw), dims=(1, 2))
+        shift = effective_shift((Hp, Wp), self.window, self.shift)
+        index, inverse = self._index((Hp, Wp), shift, x.device)
+        mask = self._mask((H, W), shift, x.device, self.attn.qkv.weight.dtype)
+        # shift + partition as one gather: (B, Hp*Wp, C) -> (B, nW*N, C), window-major
+        windows = gather_tokens(x.reshape(B, Hp * Wp, C), index, inverse)
+        num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
+        x = self.attn(windows.view(B, num_windows, -1, C), mask)  # (B, nW, N, C)
+        x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index).view(B, Hp, Wp, C)  # un-partition + un-shift
         return x[:, :H, :W]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -44,6 +44,66 @@ def window_reverse(windows: torch.Tensor, window: tuple[int, int], height: int, 
     return x.permute(0, 1, 3, 2, 4, 5).reshape(B, height, width, C)
 
 
+def shifted_window_index(
+    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token order of "cyclic shift, then window partition" as one gather, and its inverse.
+
+    ``x.flatten(1, 2)[:, index]`` equals ``window_partition(torch.roll(x, (-sh, -sw), (1, 2)), window)``
+    flattened to [B, nW*N, C], for a map [B, Hp, Wp, C]; ``y[:, inverse]`` undoes it. One gather replaces
+    the roll and the 6-D permute copy of the partition (and the same twice on the way back).
+
+    Args:
+        padded: map size (Hp, Wp), multiples of the window.
+        window: (Wh, Ww).
+        shift: cyclic shift (sh, sw), already reduced by :func:`effective_shift`.
+        device: device of the indices.
+
+    Returns:
+        (index, inverse), both int64 of length Hp*Wp.
+    """
+    grid = torch.arange(padded[0] * padded[1], device=device).view(padded[0], padded[1])
+    grid = torch.roll(grid, shifts=(-shift[0], -shift[1]), dims=(0, 1))
+    index = window_partition(grid[None, :, :, None], window).flatten()  # (nW*N,)
+    inverse = torch.empty_like(index)
+    inverse[index] = torch.arange(index.numel(), device=device)
+    return index, inverse
+
+
+@functools.lru_cache(maxsize=64)
+def cached_shifted_window_index(
+    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`shifted_window_index`, built once per (size, window, shift, device) and shared; never modify."""
+    with torch.inference_mode(False), torch.no_grad():
+        return shifted_window_index(padded, window, shift, device)
+
+
+class _GatherTokens(torch.autograd.Function):
+    """``x[:, index]`` for a permutation ``index``, whose backward is the gather ``grad[:, inverse]``.
+
+    Autograd's own backward of a gather scatter-adds into zeros; for a permutation the inverse
+    gather gives the same gradient without the zero fill and the accumulation.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(inverse)
+        return x.index_select(1, index)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (inverse,) = ctx.saved_tensors
+        return grad.index_select(1, inverse), None, None
+
+
+def gather_tokens(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+    """Reorder the tokens of x [B, L, C] by the permutation ``index`` (``inverse`` is its inverse)."""
+    if torch.jit.is_scripting():
+        return x.index_select(1, index)
+    return _GatherTokens.apply(x, index, inverse)
+
+
 def _shift_regions(length: int, window: int, shift: int, device: torch.device) -> torch.Tensor:
     """Region id (0, 1, 2) of each position along one axis of the shifted map."""
     ids = torch.zeros(length, dtype=torch.long, device=device)

@@ -65,20 +65,41 @@ class WindowAttention(nn.Module):
             Tokens [B, nW, N, C].
         """
         B, nW, N, C = x.shape
-        qkv = self.qkv(x).view(B, nW, N, 3, self.num_heads, self.head_dim)
-        q, k, v = qkv.permute(3, 0, 1, 4, 2, 5).unbind(0)  # 3 x (B, nW, heads, N, hd)
-        bias = self.rel_pos()  # (heads, N, N)
-        attn_mask = bias if mask is None else bias + mask.unsqueeze(1)  # (nW or 1, heads, N, N)
-        attn_mask = attn_mask.to(q.dtype)
-        if self.fused:
-            p = self.attn_drop.p if self.training else 0.0
-            x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
+        qkv = self.qkv(x).view(B * nW, N, 3, self.num_heads, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd), views without copies
+        bias = self.rel_pos().to(q.dtype)  # (heads, N, N)
+        if mask is not None:
+            mask = mask.to(q.dtype)
+        if self.fused and not (torch.is_grad_enabled() and bias.requires_grad):
+            x = self._fused(q, k, v, bias, mask, B)
         else:
-            attn = (q * self.scale) @ k.transpose(-2, -1) + attn_mask  # (B, nW, heads, N, N)
-            attn = self.attn_drop(attn.softmax(dim=-1))
-            x = attn @ v
-        x = x.transpose(2, 3).reshape(B, nW, N, C)  # (B, nW, N, heads*hd)
+            x = self._explicit(q, k, v, bias, mask, B)
+        x = x.transpose(1, 2).reshape(B, nW, N, C)  # (B, nW, N, heads*hd)
         return self.proj_drop(self.proj(x))
+
+    def _fused(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int
+    ) -> torch.Tensor:
+        """SDPA on 4-D (B*nW, heads, N, hd) inputs, which CPU and GPU run with their flash kernels."""
+        if mask is None:
+            attn_mask = bias.unsqueeze(0)  # (1, heads, N, N), broadcast over windows
+        else:
+            nW, N = mask.shape[0], mask.shape[1]
+            # one broadcast add writes the per-window masks for the whole batch: (B*nW, heads, N, N)
+            attn_mask = (bias + mask.view(1, nW, 1, N, N).expand(B, nW, 1, N, N)).flatten(0, 1)
+        p = self.attn_drop.p if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
+
+    def _explicit(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int
+    ) -> torch.Tensor:
+        """softmax(QKᵀ/√d + bias + mask)·V written out; used when the bias needs a gradient."""
+        attn = (q * self.scale) @ k.transpose(-2, -1) + bias  # (B*nW, heads, N, N)
+        if mask is not None:
+            nW, N = mask.shape[0], mask.shape[1]
+            attn = (attn.view(B, nW, -1, N, N) + mask.unsqueeze(1)).flatten(0, 1)  # (B*nW, heads, N, N)
+        attn = self.attn_drop(attn.softmax(dim=-1))
+        return attn @ v
 
 
 def _build_rel_pos(

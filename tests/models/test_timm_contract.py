@@ -1,0 +1,248 @@
+"""timm's model contract, as timm's own tests/test_models.py checks it, for every registered swinlite variant."""
+
+import copy
+
+import pytest
+import timm
+import torch
+from timm.layers import _fx
+from timm.models import group_parameters
+
+import swinlite  # noqa: F401  (registers the variants)
+
+VARIANTS = timm.list_models("swinlite_*")
+# The slower whole-model checks (TorchScript, fx, checkpointing, bf16, head surgery) run on these; the other
+# variants are built from the same module types and differ only in widths, depths and windows.
+LIGHT = {"swinlite_tiny_patch4_window7_224", "swinlite_nano_patch2_window4_64", "swinlite_pico_patch2_window4_32"}
+
+
+def light_only(name: str) -> None:
+    if name not in LIGHT:
+        pytest.skip("whole-model check run on the light variants only (same module types)")
+
+
+def _input_size(model: torch.nn.Module) -> tuple[int, int]:
+    """A small input: 16 patches per side, so the four stages see 16, 8, 4 and 2 tokens per side."""
+    return (16 * model.patch_size[0], 16 * model.patch_size[1])
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def built(request) -> tuple[str, torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = timm.create_model(request.param).eval()
+    x = torch.randn(2 if request.param in LIGHT else 1, 3, *_input_size(model))
+    return request.param, model, x
+
+
+def test_registered_variants():
+    expected = {
+        "swinlite_tiny_patch4_window7_224",
+        "swinlite_small_patch4_window7_224",
+        "swinlite_base_patch4_window7_224",
+        "swinlite_large_patch4_window7_224",
+        "swinlite_base_patch4_window12_384",
+        "swinlite_large_patch4_window12_384",
+        "swinlite_nano_patch2_window4_64",
+        "swinlite_pico_patch2_window4_32",
+    }
+    assert expected <= set(VARIANTS)
+
+
+@pytest.mark.parametrize(
+    "name,embed_dim,depths,heads,window",
+    [
+        ("swinlite_tiny_patch4_window7_224", 96, (2, 2, 6, 2), (3, 6, 12, 24), 7),
+        ("swinlite_small_patch4_window7_224", 96, (2, 2, 18, 2), (3, 6, 12, 24), 7),
+        ("swinlite_base_patch4_window7_224", 128, (2, 2, 18, 2), (4, 8, 16, 32), 7),
+        ("swinlite_large_patch4_window7_224", 192, (2, 2, 18, 2), (6, 12, 24, 48), 7),
+        ("swinlite_base_patch4_window12_384", 128, (2, 2, 18, 2), (4, 8, 16, 32), 12),
+        ("swinlite_large_patch4_window12_384", 192, (2, 2, 18, 2), (6, 12, 24, 48), 12),
+    ],
+)
+def test_paper_architectures(name, embed_dim, depths, heads, window):
+    model = timm.create_model(name, device="meta")
+    assert model.window_size == (window, window)
+    assert [len(stage.blocks) for stage in model.layers] == list(depths)
+    assert [stage.blocks[0].attn.num_heads for stage in model.layers] == list(heads)
+    assert [info["num_chs"] for info in model.feature_info] == [embed_dim * 2**i for i in range(4)]
+
+
+def test_swin_t_parameter_count():
+    model = timm.create_model("swinlite_tiny_patch4_window7_224", device="meta")
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6, 2) == 28.29
+
+
+def test_attributes_and_pretrained_cfg(built):
+    name, model, _ = built
+    cfg = model.pretrained_cfg
+    assert model.num_classes == cfg["num_classes"]
+    assert model.in_chans == 3 and model.output_fmt == "NHWC"
+    assert model.num_features == model.head_hidden_size == model.feature_info[-1]["num_chs"]
+    assert len(model.feature_info) == len(model.layers)
+    for i, info in enumerate(model.feature_info):
+        assert info["module"] == f"layers.{i}" and info["reduction"] == model.patch_size[0] * 2**i
+        model.get_submodule(info["module"])
+    model.get_submodule(cfg["first_conv"])
+    assert model.get_classifier() is model.get_submodule(cfg["classifier"])
+    assert cfg["mean"] and cfg["std"]
+    # forward_features at the cfg input size yields pool_size (shape-only, on the meta device)
+    meta = timm.create_model(name, device="meta")
+    feats = meta.forward_features(torch.empty(1, *cfg["input_size"], device="meta"))
+    assert tuple(feats.shape[1:3]) == tuple(cfg["pool_size"])
+
+
+def test_forward_backward_every_parameter_gets_a_gradient(built):
+    _, model, x = built
+    model = copy.deepcopy(model).train()
+    out = model(x)
+    assert out.shape == (x.shape[0], model.num_classes) and torch.isfinite(out).all()
+    out.mean().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None]
+    assert not missing, f"no gradient for {missing[:5]}"
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_forward_features_head_and_intermediates(built):
+    _, model, x = built
+    with torch.no_grad():
+        feats = model.forward_features(x)
+        r = model.feature_info[-1]["reduction"]
+        assert feats.shape == (x.shape[0], x.shape[2] // r, x.shape[3] // r, model.num_features)
+        torch.testing.assert_close(model.forward_head(feats), model(x))
+        assert model.forward_head(feats, pre_logits=True).shape == (x.shape[0], model.num_features)
+        final, inter = model.forward_intermediates(x)
+        torch.testing.assert_close(final, feats)
+        assert len(inter) == len(model.layers)
+        for t, info in zip(inter, model.feature_info, strict=True):
+            r = info["reduction"]
+            assert t.shape == (x.shape[0], info["num_chs"], x.shape[2] // r, x.shape[3] // r)
+        last_two = model.forward_intermediates(x, indices=2, output_fmt="NHWC", intermediates_only=True)
+        torch.testing.assert_close(last_two[-1], inter[-1].permute(0, 2, 3, 1))
+        normed = model.forward_intermediates(x, indices=[3], norm=True, intermediates_only=True)
+        torch.testing.assert_close(normed[0], feats.permute(0, 3, 1, 2))
+        early, taken = model.forward_intermediates(x, indices=[1], stop_early=True)
+        torch.testing.assert_close(taken[0], inter[1])
+        assert early.shape[-1] == model.feature_info[1]["num_chs"]
+
+
+def test_reset_classifier(built):
+    name, model, x = built
+    light_only(name)
+    model = copy.deepcopy(model)
+    model.reset_classifier(7)
+    assert model(x).shape == (x.shape[0], 7) and model.num_classes == 7
+    model.reset_classifier(0)
+    assert model(x).shape == (x.shape[0], model.num_features)
+    model.reset_classifier(0, "")
+    unpooled = model(x)
+    assert unpooled.ndim == 4 and unpooled.shape[-1] == model.num_features
+    model.to(torch.bfloat16).reset_classifier(5, "avg")
+    assert model.get_classifier().weight.dtype == torch.bfloat16
+
+
+def test_prune_intermediate_layers(built):
+    name, model, x = built
+    light_only(name)
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        full = model.forward_intermediates(x, intermediates_only=True)
+        kept = model.prune_intermediate_layers([0, 1])
+        assert kept == [0, 1] and len(model.layers) == 2
+        pruned = model.forward_intermediates(x, indices=[0, 1], intermediates_only=True)
+        for a, b in zip(pruned, full[:2], strict=True):
+            torch.testing.assert_close(a, b)
+        assert model.num_features == model.feature_info[1]["num_chs"]
+        # the head is reset to (0, ""): the model now returns the last kept stage's unpooled map
+        torch.testing.assert_close(model(x), full[1].permute(0, 2, 3, 1))
+
+
+def test_features_only(built):
+    name, model, x = built
+    if name not in LIGHT:  # structure and shapes only, without building a second copy of the weights
+        feats = timm.create_model(name, features_only=True, out_indices=(1, 3), device="meta")
+        outs = feats(torch.empty(x.shape, device="meta"))
+        assert [o.shape[1] for o in outs] == feats.feature_info.channels()
+        assert feats.feature_info.channels() == [model.feature_info[i]["num_chs"] for i in (1, 3)]
+        return
+    feats = timm.create_model(name, features_only=True, out_indices=(1, 3))
+    missing, unexpected = feats.model.load_state_dict(model.state_dict(), strict=False)
+    assert not missing and all(k.startswith(("head.", "norm.")) for k in unexpected)
+    assert feats.feature_info.channels() == [model.feature_info[i]["num_chs"] for i in (1, 3)]
+    assert feats.feature_info.reduction() == [model.feature_info[i]["reduction"] for i in (1, 3)]
+    with torch.no_grad():
+        outs = feats.eval()(x)
+        ref = model.forward_intermediates(x, indices=[1, 3], intermediates_only=True)
+    assert [o.shape[1] for o in outs] == feats.feature_info.channels()
+    for o, r in zip(outs, ref, strict=True):
+        torch.testing.assert_close(o, r)
+
+
+def test_grad_checkpointing_same_outputs_and_grads(built):
+    name, model, x = built
+    light_only(name)
+    model = copy.deepcopy(model)
+    ref = model(x)
+    ref.sum().backward()
+    ref_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    model.set_grad_checkpointing(True)
+    out = model(x)
+    out.sum().backward()
+    torch.testing.assert_close(out, ref)
+    for p, g in zip(model.parameters(), ref_grads, strict=True):
+        torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
+
+
+def test_torchscript(built):
+    name, model, x = built
+    light_only(name)
+    scripted = torch.jit.script(copy.deepcopy(model))
+    with torch.no_grad():
+        torch.testing.assert_close(scripted(x), model(x))
+
+
+def test_fx_feature_extraction(built):
+    name, model, x = built
+    light_only(name)
+    _, eval_nodes = _fx.get_graph_node_names(model)
+    extractor = _fx.create_feature_extractor(model, return_nodes=[eval_nodes[-1]])
+    with torch.no_grad():
+        torch.testing.assert_close(list(extractor(x).values())[0], model(x))
+
+
+def test_bfloat16_after_float32_forward(built):
+    name, model, x = built
+    light_only(name)
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        ref = model(x)  # fills the float32 mask cache
+        out = model.to(torch.bfloat16)(x.to(torch.bfloat16))
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+    torch.testing.assert_close(out.float(), ref, rtol=0.1, atol=0.1)
+
+
+def test_meta_device_and_device_dtype_kwargs(built):
+    name, _, _ = built
+    meta = timm.create_model(name, device="meta")
+    assert all(p.device.type == "meta" for p in meta.parameters())
+    half = timm.create_model(name, dtype=torch.bfloat16, device="meta")
+    assert all(p.dtype == torch.bfloat16 for p in half.parameters())
+
+
+def test_unknown_kwarg_raises_type_error(built):
+    name, _, _ = built
+    with pytest.raises(TypeError):
+        timm.create_model(name, device="meta", not_an_option=1)
+
+
+def test_no_weight_decay_and_group_matcher(built):
+    _, model, _ = built
+    names = dict(model.named_parameters())
+    nwd = model.no_weight_decay()
+    assert nwd and nwd <= set(names)
+    assert {n for n in names if n.endswith("rel_pos.table")} <= nwd
+    for coarse, min_groups in ((True, 1 + len(model.layers)), (False, 1 + sum(len(s.blocks) for s in model.layers))):
+        groups = group_parameters(model, model.group_matcher(coarse))
+        grouped = [n for names_in_group in groups.values() for n in names_in_group]
+        assert sorted(grouped) == sorted(names)
+        assert len(groups) >= min_groups

@@ -1,0 +1,118 @@
+"""Crash-safe checkpoints: weights as safetensors, a resume file with everything needed to continue.
+
+Every file is written to a temporary name in the same folder, flushed, fsynced and renamed over the
+old one (``os.replace`` is atomic), so a kill at any moment leaves either the old or the new file,
+never a half-written one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, safe_open
+from safetensors.torch import save as safetensors_bytes
+
+
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write ``path`` through ``write(file)`` so that readers only ever see a complete file.
+
+    Args:
+        path: destination; its folder must exist.
+        write: fills the open binary file it is given.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    except OSError:  # some filesystems do not fsync directories
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def save_weights(path: str | Path, state_dict: Mapping[str, torch.Tensor], metadata: dict[str, Any]) -> None:
+    """Save a state dict as safetensors; ``metadata`` values are stored as JSON strings."""
+    tensors = {k: v.detach().cpu().contiguous() for k, v in state_dict.items()}
+    data = safetensors_bytes(tensors, metadata={k: json.dumps(v) for k, v in metadata.items()})
+    atomic_write(path, lambda f: f.write(data))
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The metadata ``save_weights`` stored (empty for other safetensors files)."""
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+    out = {}
+    for k, v in meta.items():
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def load_weights(path: str | Path) -> dict[str, Any]:
+    """Load a weights file: safetensors, or a torch checkpoint (``weights_only=True``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"checkpoint {path} does not exist")
+    if path.suffix == ".safetensors":
+        return load_file(str(path))
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def save_resume(path: str | Path, state: dict[str, Any]) -> None:
+    """Atomically ``torch.save`` a resume state (tensors, dicts, lists, numbers and strings only)."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    atomic_write(path, lambda f: f.write(buffer.getbuffer()))
+
+
+def load_resume(path: str | Path) -> dict[str, Any]:
+    """Load a resume file written by ``save_resume`` (``weights_only=True``: no code is unpickled)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def rng_state() -> dict[str, torch.Tensor]:
+    """Python, NumPy and torch (CPU and CUDA) generator states, as tensors."""
+    version, py_state, gauss = random.getstate()
+    kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state = {
+        "python": torch.tensor([version, *py_state], dtype=torch.int64),
+        "python_gauss": torch.tensor([float("nan") if gauss is None else gauss], dtype=torch.float64),
+        "numpy": torch.from_numpy(np_keys.astype(np.int64)),
+        "numpy_extra": torch.tensor([np_pos, np_has_gauss, np_gauss], dtype=torch.float64),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.stack(torch.cuda.get_rng_state_all())
+    return state
+
+
+def set_rng_state(state: dict[str, torch.Tensor]) -> None:
+    """Restore what ``rng_state`` returned."""
+    py = state["python"].tolist()
+    gauss = state["python_gauss"].item()
+    random.setstate((py[0], tuple(py[1:]), None if gauss != gauss else gauss))
+    pos, has_gauss, np_gauss = state["numpy_extra"].tolist()
+    np.random.set_state(("MT19937", state["numpy"].numpy().astype(np.uint32), int(pos), int(has_gauss), np_gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(list(state["cuda"]))

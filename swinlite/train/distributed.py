@@ -1,0 +1,80 @@
+"""Multi-process training under ``torchrun``: process group set-up, rank-0 logging, metric reduction."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """``"auto"``: this process's GPU when there is one, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"train.device={name} but CUDA is not available; use train.device=cpu")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", local_rank)
+    return device
+
+
+def init_distributed(device: torch.device) -> DistInfo:
+    """Join the process group ``torchrun`` describes in the environment (nccl on CUDA, gloo on CPU).
+
+    Without ``torchrun`` (no ``WORLD_SIZE``), this is a single process and nothing is initialized.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo()
+    info = DistInfo(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return info
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def all_reduce_sum(values: list[float], info: DistInfo, device: torch.device) -> list[float]:
+    """Sum a few numbers over all processes (identity when single-process)."""
+    if not info.enabled:
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def all_gather_object(obj: Any, info: DistInfo) -> list[Any]:
+    """``[obj of rank 0, obj of rank 1, ...]`` on every process (``[obj]`` when single-process)."""
+    if not info.enabled:
+        return [obj]
+    out: list[Any] = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def cleanup(info: DistInfo) -> None:
+    if info.enabled and dist.is_initialized():
+        dist.destroy_process_group()

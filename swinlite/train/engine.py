@@ -1,0 +1,150 @@
+"""One training epoch and one evaluation pass, free of argument parsing and file handling."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from .distributed import DistInfo, all_reduce_sum
+from .progress import Progress
+
+
+@dataclass
+class StepSettings:
+    """How each optimizer step is taken."""
+
+    device: torch.device
+    amp_dtype: torch.dtype | None = None  # autocast dtype; None: full precision
+    accum_steps: int = 1
+    clip_grad: float | None = None
+    log_interval: int = 50
+
+
+@dataclass
+class EvalResult:
+    loss: float
+    top1: float  # percent
+    top5: float  # percent (top-k with k = min(5, classes))
+    confusion: torch.Tensor  # [true class, predicted class] counts
+
+    @property
+    def per_class_accuracy(self) -> torch.Tensor:
+        """Percent correct for each true class (NaN where the class has no images)."""
+        return 100.0 * self.confusion.diag() / self.confusion.sum(1)
+
+
+def _autocast(settings: StepSettings) -> contextlib.AbstractContextManager:
+    if settings.amp_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(settings.device.type, dtype=settings.amp_dtype)
+
+
+def train_one_epoch(
+    model: nn.Module,
+    loader: DataLoader,
+    loss_fn: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler,
+    step: int,
+    settings: StepSettings,
+    *,
+    scaler: torch.amp.GradScaler,
+    mixup: Callable | None = None,
+    ema: nn.Module | None = None,
+    dist: DistInfo = DistInfo(),
+    desc: str = "train",
+) -> tuple[float, int, float]:
+    """Train over ``loader`` once.
+
+    Args:
+        model: the (possibly DDP-wrapped) model, in train mode on return.
+        scheduler: a timm scheduler; ``step_update(n)`` sets the lr for optimizer step ``n``.
+        step: optimizer steps taken before this epoch.
+        scaler: gradient scaler (disabled unless fp16).
+        mixup: timm ``Mixup`` (targets become soft) or None.
+        ema: timm ``ModelEmaV3`` updated after each optimizer step, or None.
+
+    Returns:
+        (mean loss over all processes' images, optimizer steps taken so far, images/s of this process)
+    """
+    model.train()
+    progress = Progress(len(loader), desc, dist.is_main, settings.log_interval)
+    loss_sum, count, start = 0.0, 0, time.perf_counter()
+    for i, (images, targets) in enumerate(loader):
+        images = images.to(settings.device, non_blocking=True)
+        targets = targets.to(settings.device, non_blocking=True)
+        if mixup is not None:
+            images, targets = mixup(images, targets)
+        last_micro = (i + 1) % settings.accum_steps == 0 or i + 1 == len(loader)
+        sync = contextlib.nullcontext() if last_micro or not dist.enabled else model.no_sync()
+        with sync:
+            with _autocast(settings):
+                loss = loss_fn(model(images), targets)
+            scaler.scale(loss / settings.accum_steps).backward()
+        if last_micro:
+            scheduler.step_update(step)
+            _optimizer_step(model, optimizer, scaler, settings.clip_grad)
+            step += 1
+            if ema is not None:
+                ema.update(_unwrap(model), step=step)
+        loss_value = loss.item()
+        loss_sum, count = loss_sum + loss_value * len(images), count + len(images)
+        progress.update(i + 1, len(images), loss_value, current_lr(optimizer))
+    progress.close()
+    rate = count / (time.perf_counter() - start)
+    loss_sum, count = all_reduce_sum([loss_sum, count], dist, settings.device)
+    return loss_sum / count, step, rate
+
+
+def current_lr(optimizer: torch.optim.Optimizer) -> float:
+    """The largest lr over parameter groups (layer decay scales the others down)."""
+    return max(group["lr"] for group in optimizer.param_groups)
+
+
+def _optimizer_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, clip_grad: float | None
+) -> None:
+    if clip_grad is not None:
+        scaler.unscale_(optimizer)
+        nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, loader: DataLoader, num_classes: int, settings: StepSettings, dist: DistInfo = DistInfo()
+) -> EvalResult:
+    """Cross-entropy, top-1/top-5 and the confusion matrix over ``loader`` (summed over processes)."""
+    model.eval()
+    k = min(5, num_classes)
+    loss_sum, top1, topk, count = 0.0, 0.0, 0.0, 0
+    confusion = torch.zeros(num_classes, num_classes, dtype=torch.float64, device=settings.device)
+    for images, targets in loader:
+        images = images.to(settings.device, non_blocking=True)
+        targets = targets.to(settings.device, non_blocking=True)
+        with _autocast(settings):
+            logits = model(images)
+        logits = logits.float()
+        loss_sum += nn.functional.cross_entropy(logits, targets, reduction="sum").item()
+        best = logits.topk(k, dim=1).indices  # [B, k]
+        top1 += (best[:, 0] == targets).sum().item()
+        topk += (best == targets[:, None]).any(1).sum().item()
+        count += len(targets)
+        confusion.index_put_((targets, best[:, 0]), torch.ones_like(targets, dtype=torch.float64), accumulate=True)
+    loss_sum, top1, topk, count = all_reduce_sum([loss_sum, top1, topk, count], dist, settings.device)
+    if dist.enabled:
+        torch.distributed.all_reduce(confusion)
+    count = max(count, 1)
+    return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion.cpu())

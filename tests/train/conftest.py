@@ -1,0 +1,11 @@
+"""Fixtures for the training tests."""
+
+from pathlib import Path
+
+import pytest
+from trainkit import make_folder
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    return make_folder(tmp_path / "data")

@@ -31,7 +31,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--amp", default="none", choices=sorted(_AMP), help="autocast dtype")
     parser.add_argument(
-        "--output-dir", help="where eval.json and confusion_matrix.png go (default: next to --checkpoint)"
+        "--output-dir", help="for eval.json and confusion_matrix.png (default: the checkpoint's folder)"
     )
     return parser.parse_args(argv)
 

@@ -14,6 +14,8 @@ from torch.utils.data import DataLoader
 from .distributed import DistInfo, all_reduce_sum
 from .progress import Progress
 
+SINGLE = DistInfo()  # a single process
+
 
 @dataclass
 class StepSettings:
@@ -57,7 +59,7 @@ def train_one_epoch(
     scaler: torch.amp.GradScaler,
     mixup: Callable | None = None,
     ema: nn.Module | None = None,
-    dist: DistInfo = DistInfo(),
+    dist: DistInfo = SINGLE,
     desc: str = "train",
 ) -> tuple[float, int, float]:
     """Train over ``loader`` once.
@@ -124,7 +126,7 @@ def _unwrap(model: nn.Module) -> nn.Module:
 
 @torch.no_grad()
 def evaluate(
-    model: nn.Module, loader: DataLoader, num_classes: int, settings: StepSettings, dist: DistInfo = DistInfo()
+    model: nn.Module, loader: DataLoader, num_classes: int, settings: StepSettings, dist: DistInfo = SINGLE
 ) -> EvalResult:
     """Cross-entropy, top-1/top-5 and the confusion matrix over ``loader`` (summed over processes)."""
     model.eval()

@@ -150,9 +150,12 @@ class RelPosSelfAttention1d(nn.Module):
         return relative_values(attn, self.rel_v.weight, self.max_distance)
 
     def _scalar_bias(self, length: int) -> torch.Tensor:
-        """Bias mode: ``table[clamp(i - j, -D, D) + D, h]``, shape (H, L, L)."""
+        """Bias mode: ``table[clamp(i - j, -D, D) + D, h]``, shape (1, H, L, L).
+
+        4-D on purpose: on CPU, ``scaled_dot_product_attention`` takes a slow path for a 3-D mask.
+        """
         rows = relative_distance_index(length, self.max_distance, self.rel_bias.table.device).T  # clamp(i - j) + D
-        return self.rel_bias.table[rows].permute(2, 0, 1)  # (L, L, H) -> (H, L, L)
+        return self.rel_bias.table.T[None, :, rows]  # (1, H, L, L)
 
     def _check_input(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> None:
         dim = self.num_heads * self.head_dim

@@ -107,7 +107,7 @@ def test_bias_mode_matches_naive_loop(max_distance, causal):
 def test_bias_mode_uses_relative_position_bias_convention():
     attn = make(max_distance=4, mode="bias")
     L = attn.max_distance + 1  # the window of the 1-D RelativePositionBias: its own forward() applies
-    torch.testing.assert_close(attn._scalar_bias(L), attn.rel_bias())
+    torch.testing.assert_close(attn._scalar_bias(L), attn.rel_bias()[None])
 
 
 @pytest.mark.parametrize("length", [1, 2, MAX_LEN])

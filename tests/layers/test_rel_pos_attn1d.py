@@ -70,17 +70,26 @@ def test_skew_and_unskew_place_offsets(rows, length):
 
 @pytest.mark.parametrize("block", [1, 3, 7, 128])  # 3 does not divide L = 7: padded last block
 @pytest.mark.parametrize("max_distance", [1, 6, 20])
-def test_blocked_relative_terms_match_naive_loop(block, max_distance):
+def test_blocked_relative_terms_and_gradients_match_naive_loop(block, max_distance):
     B, H, L, d, D = 2, 3, 7, 4, max_distance
-    q, attn = torch.randn(B, H, L, d, dtype=torch.float64), torch.randn(B, H, L, L, dtype=torch.float64)
-    weight = torch.randn(2 * D + 1, d, dtype=torch.float64)
+    inputs = [torch.randn(shape, dtype=torch.float64, requires_grad=True) for shape in ((B, H, L, d), (B, H, L, L))]
+    q, attn = inputs
+    weight = torch.randn(2 * D + 1, d, dtype=torch.float64, requires_grad=True)
     logits, values = torch.zeros(B, H, L, L, dtype=torch.float64), torch.zeros(B, H, L, d, dtype=torch.float64)
     for i, j in itertools.product(range(L), range(L)):
         e = weight[min(max(j - i, -D), D) + D]
         logits[:, :, i, j] = q[:, :, i] @ e
         values[:, :, i] += attn[:, :, i, j, None] * e
-    torch.testing.assert_close(relative_logits(q, weight, D, block), logits)
-    torch.testing.assert_close(relative_values(attn, weight, D, block), values)
+    ours = relative_logits(q, weight, D, block), relative_values(attn, weight, D, block)
+    torch.testing.assert_close(ours[0], logits)
+    torch.testing.assert_close(ours[1], values)
+    probe = [torch.randn_like(logits), torch.randn_like(values)]
+    grads = torch.autograd.grad(sum((o * p).sum() for o, p in zip(ours, probe, strict=True)), [q, attn, weight])
+    expected = torch.autograd.grad(
+        sum((o * p).sum() for o, p in zip((logits, values), probe, strict=True)), [q, attn, weight]
+    )
+    for g, e in zip(grads, expected, strict=True):
+        torch.testing.assert_close(g, e)
 
 
 @pytest.mark.parametrize("method", ["gather", "skew"])

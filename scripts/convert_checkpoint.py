@@ -1,0 +1,57 @@
+"""Convert a Swin checkpoint (swinlite, timm, Microsoft, torchvision, mmdet, Hugging Face) to swinlite safetensors.
+
+Examples:
+    python scripts/convert_checkpoint.py swin_tiny_patch4_window7_224.pth swin_t.safetensors
+    python scripts/convert_checkpoint.py swin_b_224.pth swin_b_384.safetensors --model swinlite_base_patch4_window12_384
+"""
+
+import argparse
+from pathlib import Path
+
+import timm
+
+import swinlite
+from swinlite.convert import convert_state_dict, detect_layout, read_checkpoint
+from swinlite.io import save_safetensors
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("input", type=Path, help="checkpoint to convert (.pth/.pt/.bin torch file or .safetensors)")
+    parser.add_argument("output", type=Path, help="where to write swinlite weights (.safetensors)")
+    parser.add_argument(
+        "--model",
+        help="swinlite model name to fit the weights to (resizes bias tables to its window, drops a classifier of "
+        "another size, checks every key); without it the layout is converted as is",
+    )
+    parser.add_argument("--num-classes", type=int, help="classifier size of --model (default: the checkpoint's)")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    if args.output.suffix != ".safetensors":
+        raise SystemExit(f"output must end in .safetensors, got {args.output}")
+    checkpoint = read_checkpoint(args.input)
+    layout = detect_layout(checkpoint)
+    model = None
+    if args.model:
+        kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
+        model = timm.create_model(args.model, device="meta", **kwargs)
+    state_dict = convert_state_dict(checkpoint, model)
+    if model is not None:
+        optional = ("head.fc.", "out_norms.")  # a new classifier / detection norms may start fresh
+        missing = [k for k in model.state_dict() if k not in state_dict and not k.startswith(optional)]
+        if missing:
+            raise SystemExit(
+                f"{args.input} does not fit {args.model}: {len(missing)} weights are missing, e.g. "
+                + ", ".join(missing[:10])
+            )
+    save_safetensors(
+        args.output, state_dict, {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
+    )
+    print(f"converted {len(state_dict)} tensors from the {layout} layout -> {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Checkpoint conversion: layouts, window resizing, classifier handling, timm's pretrained loading, the script."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+import torchvision
+from safetensors.torch import load_file
+from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
+
+import swinlite
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = dict(depths=(1, 1, 1, 1))  # full widths and windows, one block per stage: fast on CPU
+
+
+def test_detects_layouts():
+    assert (
+        swinlite.detect_layout(timm.create_model("swin_tiny_patch4_window7_224", device="meta").state_dict()) == "timm"
+    )
+    assert swinlite.detect_layout(torchvision.models.swin_t().state_dict()) == "torchvision"
+    model = timm.create_model("swinlite_pico_patch2_window4_32", device="meta")
+    assert swinlite.detect_layout(model.state_dict()) == "swinlite"
+
+
+def test_unknown_layout_lists_keys():
+    with pytest.raises(ValueError, match="unknown checkpoint layout.*conv1.weight"):
+        swinlite.convert_state_dict({"conv1.weight": torch.zeros(1), "fc.bias": torch.zeros(1)})
+
+
+def test_keys_that_do_not_map_are_listed():
+    model = timm.create_model("swinlite_pico_patch2_window4_32")
+    state = dict(model.state_dict(), **{"layers.9.blocks.0.extra.weight": torch.zeros(1)})
+    with pytest.raises(ValueError, match=r"did not map.*layers\.9\.blocks\.0\.extra\.weight"):
+        swinlite.convert_state_dict(state, model)
+
+
+def test_window7_checkpoint_into_window12_model():
+    """Reference: timm's window-12 Swin given the tables resized by timm's bicubic (Microsoft-style) resize."""
+    torch.manual_seed(0)
+    source = timm.create_model("swin_base_patch4_window7_224", **SMALL).state_dict()
+    resized = {
+        k: resize_rel_pos_bias_table_simple(v, (12, 12), (23 * 23, v.shape[1]))
+        if k.endswith("relative_position_bias_table")
+        else v
+        for k, v in source.items()
+    }
+    ref = timm.create_model("swin_base_patch4_window12_384", **SMALL).eval()
+    ref.load_state_dict(resized)
+    model = timm.create_model("swinlite_base_patch4_window12_384", **SMALL).eval()
+    model.load_state_dict(swinlite.convert_state_dict(source, model))
+    assert model.layers[0].blocks[0].attn.rel_pos.table.shape == (23 * 23, 4)
+    x = torch.randn(1, 3, 384, 384)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+
+
+def test_classifier_of_another_size_is_dropped_with_a_warning():
+    source = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=10).state_dict()
+    model = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=3)
+    with pytest.warns(UserWarning, match="dropping classifier head.fc.weight"):
+        converted = swinlite.convert_state_dict(source, model)
+    assert "head.fc.weight" not in converted
+    missing, unexpected = model.load_state_dict(converted, strict=False)
+    assert set(missing) == {"head.fc.weight", "head.fc.bias"} and not unexpected
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "pth"])
+def test_timm_pretrained_file_overlay(tmp_path, fmt):
+    """timm.create_model(..., pretrained=True, pretrained_cfg_overlay=dict(file=...)) converts on the fly."""
+    torch.manual_seed(0)
+    ref = torchvision.models.swin_t().eval()
+    if fmt == "pth":
+        path = tmp_path / "swin_t.pth"
+        torch.save(ref.state_dict(), path)  # raw torchvision layout
+    else:
+        path = tmp_path / "swin_t.safetensors"
+        script = ROOT / "scripts" / "convert_checkpoint.py"
+        torch.save({"model": ref.state_dict()}, tmp_path / "raw.pth")
+        subprocess.run([sys.executable, str(script), str(tmp_path / "raw.pth"), str(path)], check=True)
+        assert "layers.0.blocks.0.attn.rel_pos.table" in load_file(path)
+    model = timm.create_model(
+        "swinlite_tiny_patch4_window7_224", pretrained=True, pretrained_cfg_overlay=dict(file=str(path))
+    ).eval()
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+
+
+def _run_script(*args: str) -> subprocess.CompletedProcess:
+    script = ROOT / "scripts" / "convert_checkpoint.py"
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+
+
+def test_convert_script_fits_to_model(tmp_path):
+    torch.save({"model": timm.create_model("swinlite_pico_patch2_window4_32").state_dict()}, tmp_path / "p.pth")
+    out = tmp_path / "p3.safetensors"
+    result = _run_script(
+        str(tmp_path / "p.pth"), str(out), "--model", "swinlite_pico_patch2_window4_32", "--num-classes", "3"
+    )
+    assert result.returncode == 0, result.stderr
+    weights = load_file(out)
+    assert "head.fc.weight" not in weights and "layers.3.blocks.0.attn.rel_pos.table" in weights
+
+
+def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path):
+    source = timm.create_model("swin_base_patch4_window7_224", **SMALL)
+    torch.save(source.state_dict(), tmp_path / "b.pth")
+    out = tmp_path / "b384.safetensors"
+    result = _run_script(str(tmp_path / "b.pth"), str(out), "--model", "swinlite_base_patch4_window12_384")
+    assert result.returncode != 0 and "missing" in result.stderr and "layers.0.blocks.1" in result.stderr
+    assert not out.exists()

@@ -1,0 +1,115 @@
+"""Export a swinlite classifier or feature extractor with ``torch.export`` and to ONNX.
+
+The batch size is dynamic. Height and width are fixed at export time: the window padding, shift and
+masks are computed from the map size in Python (and cached per size), so each input size needs its
+own export.
+"""
+
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import timm
+import torch
+from torch import nn
+
+from .convert import load_checkpoint
+from .layers import window
+from .models.swin import SwinTransformer
+
+
+class FeatureExtractor(nn.Module):
+    """A Swin's NCHW feature levels as a tuple (export-friendly ``features_only``).
+
+    Args:
+        model: the Swin.
+        out_indices: levels to return.
+    """
+
+    def __init__(self, model: SwinTransformer, out_indices: Sequence[int] = (0, 1, 2, 3)) -> None:
+        super().__init__()
+        self.model = model
+        self.out_indices = list(out_indices)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """images [B, 3, H, W] -> (level maps [B, C_i, H/s_i, W/s_i], ...)."""
+        levels = self.model.forward_intermediates(x, self.out_indices, stop_early=True, intermediates_only=True)
+        return tuple(levels)
+
+
+def build_exportable(
+    model_name: str,
+    features: bool = False,
+    checkpoint: str | os.PathLike | None = None,
+    out_indices: Sequence[int] = (0, 1, 2, 3),
+    **model_kwargs: object,
+) -> nn.Module:
+    """The classifier (``features=False``) or a :class:`FeatureExtractor`, in eval mode, weights loaded."""
+    model = timm.create_model(model_name, **model_kwargs)
+    if checkpoint is not None:
+        load_checkpoint(model, checkpoint)
+    if features:
+        model = FeatureExtractor(model, out_indices)
+    return model.eval()
+
+
+@contextmanager
+def _fresh_geometry_caches() -> Iterator[None]:
+    """Clear the per-size window caches around tracing, so traced (fake) tensors never stay cached."""
+
+    def clear() -> None:
+        for value in vars(window).values():
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
+
+    clear()
+    try:
+        yield
+    finally:
+        clear()
+
+
+def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
+    """``torch.export.export`` with a dynamic batch; ``example`` [B >= 2, 3, H, W] fixes H and W."""
+    if example.ndim != 4 or example.shape[0] < 2:
+        raise ValueError(
+            f"example must be an image batch [B >= 2, C, H, W] (B=1 would fix the batch), got {tuple(example.shape)}"
+        )
+    batch = torch.export.Dim("batch", min=1, max=65536)
+    with _fresh_geometry_caches():
+        return torch.export.export(model, (example,), dynamic_shapes={"x": {0: batch}}, strict=False)
+
+
+def export_onnx(program: torch.export.ExportedProgram, path: Path, output_names: Sequence[str]) -> Path:
+    """Convert an exported program (:func:`export_program`) to ONNX at ``path``, written atomically.
+
+    The input is named ``images``; the batch stays dynamic.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.onnx.export(
+            program, f=tmp, input_names=["images"], output_names=list(output_names), external_data=False, verbose=False
+        )
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return path
+
+
+def onnx_max_abs_error(path: Path, model: nn.Module, images: torch.Tensor) -> float:
+    """Largest |ONNX Runtime - PyTorch| over all outputs for ``images``."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"images": images.numpy()})
+    with torch.no_grad():
+        want = model(images)
+    want = [want] if isinstance(want, torch.Tensor) else list(want)
+    if len(got) != len(want):
+        raise ValueError(f"the ONNX model has {len(got)} outputs, PyTorch {len(want)}")
+    return max(float(np.abs(g - w.numpy()).max()) for g, w in zip(got, want, strict=True))

@@ -1,0 +1,79 @@
+"""Pictures of a Swin: relative position bias tables as heat maps, and the feature levels of one image."""
+
+from pathlib import Path
+
+import torch
+from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas: no pyplot, no display
+from PIL import Image
+from torchvision.transforms import functional as TF
+
+from .models.swin import SwinTransformer
+
+
+def bias_tables(model: SwinTransformer) -> list[torch.Tensor]:
+    """Per stage, the learned tables as images [blocks, heads, 2*Wh-1, 2*Ww-1].
+
+    Entry (dy + Wh-1, dx + Ww-1) is the bias added when the query sits (dy, dx) below/right of the key.
+    """
+    tables = []
+    for stage in model.layers:
+        per_block = []
+        for block in stage.blocks:
+            rel_pos = block.attn.rel_pos
+            if not hasattr(rel_pos, "table"):
+                raise ValueError(f"bias tables need rel_pos='table', this model uses {type(rel_pos).__name__}")
+            wh, ww = rel_pos.window
+            per_block.append(rel_pos.table.detach().float().T.reshape(-1, 2 * wh - 1, 2 * ww - 1))  # (heads, ., .)
+        tables.append(torch.stack(per_block))
+    return tables
+
+
+def plot_bias_tables(model: SwinTransformer, output: Path) -> list[Path]:
+    """One PNG per stage, ``bias_stage{i}.png``: a grid of heat maps, blocks down, heads across."""
+    output.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, tables in enumerate(bias_tables(model)):
+        blocks, heads = tables.shape[:2]
+        fig = Figure(figsize=(1.6 * heads + 1, 1.6 * blocks + 0.6))
+        axes = fig.subplots(blocks, heads, squeeze=False)
+        vmax = float(tables.abs().max()) or 1.0
+        for b in range(blocks):
+            for h in range(heads):
+                ax = axes[b][h]
+                image = ax.imshow(tables[b, h].numpy(), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                ax.set_title(f"block {b} head {h}", fontsize=7)
+        fig.suptitle(f"stage {i}: relative position bias (row: dy, column: dx)", fontsize=9)
+        fig.colorbar(image, ax=axes, shrink=0.8)
+        paths.append(output / f"bias_stage{i}.png")
+        fig.savefig(paths[-1], dpi=100)
+    return paths
+
+
+def feature_means(model: SwinTransformer, image: Image.Image, size: tuple[int, int]) -> list[torch.Tensor]:
+    """Channel mean of every feature level [H_i, W_i] for ``image`` resized to ``size`` (H, W)."""
+    cfg = model.pretrained_cfg
+    x = TF.to_tensor(image.convert("RGB").resize((size[1], size[0]), Image.Resampling.BICUBIC))
+    x = TF.normalize(x, cfg["mean"], cfg["std"])[None]  # (1, 3, H, W)
+    with torch.no_grad():
+        levels = model.eval().forward_intermediates(x, intermediates_only=True)
+    return [level[0].mean(dim=0) for level in levels]
+
+
+def plot_feature_means(model: SwinTransformer, image: Image.Image, size: tuple[int, int], path: Path) -> Path:
+    """The image and the channel mean of each feature level side by side, as one PNG."""
+    means = feature_means(model, image, size)
+    fig = Figure(figsize=(3 * (len(means) + 1), 3.2), layout="tight")
+    axes = fig.subplots(1, len(means) + 1)
+    axes[0].imshow(image.convert("RGB"))
+    axes[0].set_title(f"input {image.height}x{image.width}", fontsize=9)
+    for ax, mean, info in zip(axes[1:], means, model.feature_info, strict=True):
+        ax.imshow(mean.numpy(), cmap="viridis")
+        ax.set_title(f"{info['module']}: stride {info['reduction']}, {info['num_chs']} ch", fontsize=9)
+    for ax in axes:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path

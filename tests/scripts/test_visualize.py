@@ -1,0 +1,52 @@
+"""scripts/visualize.py: bias heat maps and feature-level means, as PNG."""
+
+import numpy as np
+import pytest
+import timm
+import torch
+from PIL import Image
+
+from swinlite.visualize import bias_tables, feature_means
+
+PICO = "swinlite_pico_patch2_window4_32"
+
+
+def test_bias_table_images_hold_the_bias_between_offset_tokens():
+    model = timm.create_model(PICO)
+    tables = bias_tables(model)
+    assert [tuple(t.shape) for t in tables] == [(1, 1, 7, 7), (1, 2, 7, 7), (2, 4, 7, 7), (1, 8, 7, 7)]
+    rel_pos = model.layers[2].blocks[1].attn.rel_pos
+    bias = rel_pos().detach()  # (heads, N, N) over a 4x4 window, the module's own lookup
+    for q, k in [((0, 0), (3, 2)), ((3, 1), (0, 3)), ((2, 2), (2, 2))]:
+        dy, dx = q[0] - k[0], q[1] - k[1]
+        want = bias[:, q[0] * 4 + q[1], k[0] * 4 + k[1]]
+        torch.testing.assert_close(tables[2][1, :, dy + 3, dx + 3], want, rtol=0, atol=0)
+
+
+def test_feature_means_are_channel_means_of_each_level():
+    model = timm.create_model(PICO).eval()
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (30, 50, 3), dtype=np.uint8))
+    means = feature_means(model, image, (30, 50))
+    assert [tuple(m.shape) for m in means] == [(15, 25), (8, 13), (4, 7), (2, 4)]
+
+
+def test_script_writes_pngs(load_script, tmp_path):
+    image_path = tmp_path / "img.png"
+    Image.fromarray(np.random.default_rng(1).integers(0, 255, (40, 60, 3), dtype=np.uint8)).save(image_path)
+    ckpt = tmp_path / "pico.pth"
+    torch.save(timm.create_model(PICO).state_dict(), ckpt)
+    argv = ["--model", PICO, "--checkpoint", str(ckpt), "--image", str(image_path), "--output", str(tmp_path / "p")]
+    paths = load_script("visualize").main(argv)
+    assert [p.name for p in paths] == [f"bias_stage{i}.png" for i in range(4)] + ["features.png"]
+    for p in paths:
+        with Image.open(p) as png:
+            assert png.format == "PNG" and png.width > 100 and png.height > 100
+            assert np.asarray(png.convert("L")).std() > 0  # not a blank canvas
+
+
+def test_script_bad_input(load_script, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        load_script("visualize").main(["--model", PICO, "--image", str(tmp_path / "no.png"), "--output", "x"])
+    assert "is not a file" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="rel_pos='table'"):
+        bias_tables(timm.create_model(PICO, rel_pos="cpb"))

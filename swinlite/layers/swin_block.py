@@ -2,9 +2,10 @@
 
 import torch
 import torch.nn.functional as F
-from timm.layers import DropPath, Mlp, register_notrace_module
+from timm.layers import DropPath, register_notrace_module
 from torch import nn
 
+from .mlp import Mlp
 from .window import (
     cached_shifted_window_index,
     cached_window_attention_mask,

@@ -1,0 +1,81 @@
+#!/usr/bin/env python
+"""Benchmark swinlite against timm's and torchvision's Swin of the same size, side by side in one process.
+
+Times inference and a train step (cross-entropy, backward, SGD) in fp32 and under bf16 autocast,
+alternating between the models (median after warm-up), measures the peak memory of a train step and
+the machine's matmul ceiling, and prints a markdown table (ratios against timm) and writes a JSON file.
+
+Example:
+    python scripts/benchmark.py --size tiny --batch 8 --repeats 7 --json bench/cpu_tiny_b8.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from swinlite.bench.report import markdown_table, rel_pos_1d_table, write_json
+from swinlite.bench.swin import MODELS, PRECISIONS, SIZES, TASKS, BenchConfig, run_benchmark
+
+
+def _csv(allowed: tuple[str, ...]):
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(v.strip() for v in text.split(",") if v.strip())
+        bad = [v for v in values if v not in allowed]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated subset of {','.join(allowed)}, got {text!r}")
+        return values
+
+    return parse
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", choices=tuple(SIZES), default="tiny", help="model size (default: tiny)")
+    p.add_argument("--batch", type=int, default=8, help="batch size (default: 8)")
+    p.add_argument("--img-size", type=int, default=224, help="square input size (default: 224)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:i] (default: cpu)")
+    p.add_argument("--models", type=_csv(MODELS), default=MODELS, help="subset of swinlite,timm,torchvision")
+    p.add_argument("--tasks", type=_csv(TASKS), default=TASKS, help="subset of inference,train")
+    p.add_argument("--precisions", type=_csv(PRECISIONS), default=PRECISIONS, help="subset of fp32,bf16 (autocast)")
+    p.add_argument("--compile", action="store_true", help="also time torch.compile'd copies of every model")
+    p.add_argument("--warmup", type=int, default=2, help="untimed runs per model and case (default: 2)")
+    p.add_argument("--repeats", type=int, default=7, help="timed runs per model and case; median (default: 7)")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement of train steps")
+    p.add_argument("--rel-pos-1d", action="store_true", help="also run the 1-D relative attention benchmark")
+    p.add_argument("--json", default="benchmark.json", help="output JSON path (default: benchmark.json)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    try:
+        cfg = BenchConfig(
+            size=args.size,
+            batch=args.batch,
+            img_size=args.img_size,
+            device=args.device,
+            models=args.models,
+            tasks=args.tasks,
+            precisions=args.precisions,
+            compile=args.compile,
+            warmup=args.warmup,
+            repeats=args.repeats,
+            memory=not args.no_memory,
+        )
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+    result = run_benchmark(cfg, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    tables = [markdown_table(result)]
+    if args.rel_pos_1d:
+        from swinlite.bench.rel_pos_1d import rel_pos_1d_rows
+
+        print("timing 1-D relative attention", file=sys.stderr, flush=True)
+        result["rel_pos_1d"] = rel_pos_1d_rows()
+        tables.append(rel_pos_1d_table(result["rel_pos_1d"]))
+    write_json(result, args.json)
+    print("\n\n".join(tables))
+
+
+if __name__ == "__main__":
+    main()

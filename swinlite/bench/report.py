@@ -1,0 +1,73 @@
+"""Benchmark results as markdown tables and as a JSON file written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "–" if value is None else f"{value:{spec}}{suffix}"
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    """The rows of :func:`swinlite.bench.swin.run_benchmark` as a markdown table, with a header of context."""
+    cfg, machine = result["config"], result["machine"]
+    ceilings = ", ".join(f"{p} {g:.0f}" for p, g in result["matmul_gflops"].items())
+    gflop = ", ".join(f"{t} {g:.2f}" for t, g in result["gflop_per_image"].items())
+    diffs = ", ".join(f"{m} {d:.1e}" for m, d in result["max_output_difference"].items()) or "–"
+    lines = [
+        f"Swin-{cfg['size']} batch {cfg['batch']} at {cfg['img_size']}², device {cfg['device']} "
+        f"({machine['gpu'] or machine['cpu']}, {machine['threads']} threads); torch {machine['torch']}, "
+        f"timm {machine['timm']}, torchvision {machine['torchvision']}.",
+        f"Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up. Matmul ceiling (GFLOP/s): "
+        f"{ceilings}. GFLOP per image: {gflop}. Max |logit difference| from timm: {diffs}. "
+        f"Load average before/after: {_load(machine['load_average_before'])} / "
+        f"{_load(machine.get('load_average_after'))}.",
+        "",
+        "| task | precision | model | img/s | × timm | × timm fp32 | % of matmul ceiling | peak MB | memory × timm |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["rows"]:
+        model = r["model"] + (f" ({'; '.join(r['notes'])})" if r["notes"] else "")
+        lines.append(
+            f"| {r['task']} | {r['precision']} | {model} | {r['images_per_s']:.2f} | "
+            f"{_fmt(r['speed_vs_timm'], '.2f')} | {_fmt(r['speed_vs_timm_fp32'], '.2f')} | "
+            f"{_fmt(100 * r['ceiling_fraction'], '.0f', '%')} | {_fmt(r['peak_mb'], '.0f')} | "
+            f"{_fmt(r['memory_vs_timm'], '.2f')} |"
+        )
+    return "\n".join(lines)
+
+
+def rel_pos_1d_table(rows: list[dict[str, Any]]) -> str:
+    """Rows of :func:`swinlite.bench.rel_pos_1d.rel_pos_1d_rows` as a markdown table."""
+    lines = ["| formulation | L | ms | × plain | measured | note |", "|---|---:|---:|---:|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['seq_len']} | {r['ms']:.1f} | {_fmt(r['vs_plain'], '.2f')} | "
+            f"{'yes' if r['measured'] else 'no'} | {r['note']} |"
+        )
+    return "\n".join(lines)
+
+
+def _load(load: list[float] | tuple[float, ...] | None) -> str:
+    return "–" if load is None else " ".join(f"{v:.1f}" for v in load)
+
+
+def write_json(result: dict[str, Any], path: str | Path) -> None:
+    """Write ``result`` to ``path`` atomically: temp file in the same folder, fsync, then os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(result, f, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,292 @@
+"""Side-by-side benchmark of swinlite, timm and torchvision Swin models of one size, in one process.
+
+Every model gets the same weights (timm's random init, converted), the same input and the same
+step. The models of one task are timed alternately (A, B, C, A, B, C, ...) so that load from other
+processes hits them alike; each figure is the median over the repeats after a warm-up.
+
+Peak memory of a train step is the highest total of bytes held by PyTorch's allocator during one
+step (forward, loss, backward, SGD update), above what was held before it: on CUDA from
+``torch.cuda.max_memory_allocated``, on CPU by replaying the allocation and free events that the
+profiler records (``profile_memory=True``). Parameters, their gradients' previous values and the
+input are not counted; every activation, gradient and temporary tensor is, and so is the scratch
+memory kernels take from the allocator. Memory that a library takes from the system allocator
+directly (e.g. oneDNN scratchpads) is invisible to both measurements.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import timm
+import torch
+import torch.nn.functional as F
+import torchvision
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from ..convert import convert_state_dict
+from .timing import interleaved_median_seconds
+
+# size -> (swinlite model, timm model, torchvision builder)
+SIZES: dict[str, tuple[str, str, str]] = {
+    "tiny": ("swinlite_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224", "swin_t"),
+    "small": ("swinlite_small_patch4_window7_224", "swin_small_patch4_window7_224", "swin_s"),
+    "base": ("swinlite_base_patch4_window7_224", "swin_base_patch4_window7_224", "swin_b"),
+}
+MODELS = ("swinlite", "timm", "torchvision")
+TASKS = ("inference", "train")
+PRECISIONS = ("fp32", "bf16")
+
+
+@dataclass
+class BenchConfig:
+    """What to run. ``models`` is a subset of :data:`MODELS`; timm is the reference of the ratios."""
+
+    size: str = "tiny"
+    batch: int = 8
+    img_size: int = 224
+    device: str = "cpu"
+    models: tuple[str, ...] = MODELS
+    tasks: tuple[str, ...] = TASKS
+    precisions: tuple[str, ...] = PRECISIONS
+    compile: bool = False
+    warmup: int = 2
+    repeats: int = 7
+    memory: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_choices("size", (self.size,), tuple(SIZES))
+        _check_choices("models", self.models, MODELS)
+        _check_choices("tasks", self.tasks, TASKS)
+        _check_choices("precisions", self.precisions, PRECISIONS)
+        if self.batch < 1 or self.img_size < 32 or self.warmup < 0 or self.repeats < 1:
+            raise ValueError(
+                f"expected batch >= 1, img_size >= 32, warmup >= 0, repeats >= 1; got batch={self.batch}, "
+                f"img_size={self.img_size}, warmup={self.warmup}, repeats={self.repeats}"
+            )
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {self.device!r} requested but torch.cuda.is_available() is False")
+
+
+@dataclass
+class Row:
+    """One measured (task, precision, model) cell; ratios are filled in by :func:`add_ratios`."""
+
+    task: str
+    precision: str
+    model: str
+    seconds: float
+    images_per_s: float
+    ceiling_fraction: float
+    peak_mb: float | None = None
+    speed_vs_timm: float | None = None
+    speed_vs_timm_fp32: float | None = None
+    memory_vs_timm: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _check_choices(name: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+    bad = [v for v in values if v not in allowed]
+    if bad or not values:
+        raise ValueError(f"{name} must be a non-empty subset of {allowed}, got {values}")
+
+
+def build_models(cfg: BenchConfig) -> dict[str, nn.Module]:
+    """The requested models on ``cfg.device``, stochastic depth off.
+
+    swinlite gets timm's random weights (converted), so the two compute the same function;
+    torchvision keeps its own random weights (speed does not depend on their values).
+    """
+    lite_name, timm_name, tv_name = SIZES[cfg.size]
+    torch.manual_seed(cfg.seed)
+    reference = timm.create_model(timm_name, drop_path_rate=0.0, img_size=cfg.img_size)
+    models: dict[str, nn.Module] = {}
+    if "swinlite" in cfg.models:
+        lite = timm.create_model(lite_name, drop_path_rate=0.0)
+        lite.load_state_dict(convert_state_dict(reference.state_dict(), lite))
+        models["swinlite"] = lite
+    if "timm" in cfg.models:
+        models["timm"] = reference
+    if "torchvision" in cfg.models:
+        tv = getattr(torchvision.models, tv_name)()
+        for module in tv.modules():
+            if isinstance(module, torchvision.ops.StochasticDepth):
+                module.p = 0.0
+        models["torchvision"] = tv
+    return {name: model.to(cfg.device) for name, model in models.items()}
+
+
+def max_output_difference(models: dict[str, nn.Module], x: torch.Tensor) -> dict[str, float]:
+    """Largest |logit difference| of each model from timm's on ``x`` (eval, fp32): the models agree."""
+    if "timm" not in models:
+        return {}
+    with torch.no_grad():
+        outputs = {name: model.eval()(x) for name, model in models.items()}
+    return {name: (out - outputs["timm"]).abs().max().item() for name, out in outputs.items() if name != "timm"}
+
+
+def matmul_gflops(
+    device: str, dtype: torch.dtype = torch.float32, n: int = 2048, warmup: int = 2, repeats: int = 7
+) -> float:
+    """Throughput of an n x n x n matmul in GFLOP/s: the machine's practical ceiling in this run."""
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    seconds = interleaved_median_seconds([_synced(lambda: a @ b, device)], warmup, repeats)[0]
+    return 2 * n**3 / seconds / 1e9
+
+
+def step_flops(model: nn.Module, x: torch.Tensor, task: str) -> int:
+    """FLOPs (2 per multiply-add) of one forward (inference) or forward + backward (train) on ``x``."""
+    step = make_step(model, x, task, "fp32", optimizer=False)
+    with FlopCounterMode(display=False) as counter:
+        step()
+    return counter.get_total_flops()
+
+
+def make_step(
+    model: nn.Module, x: torch.Tensor, task: str, precision: str, optimizer: bool = True
+) -> Callable[[], None]:
+    """A closure that runs one inference forward or one train step (cross-entropy, backward, SGD)."""
+    device_type = x.device.type
+    autocast = precision == "bf16"
+    if task == "inference":
+        model.eval()
+
+        def infer() -> None:
+            with torch.inference_mode(), torch.autocast(device_type, torch.bfloat16, enabled=autocast):
+                model(x)
+
+        return infer
+    model.train()
+    target = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+    sgd = torch.optim.SGD(model.parameters(), lr=1e-6) if optimizer else None
+
+    def train() -> None:
+        with torch.autocast(device_type, torch.bfloat16, enabled=autocast):
+            loss = F.cross_entropy(model(x), target)
+        loss.backward()
+        if sgd is not None:
+            sgd.step()
+        model.zero_grad(set_to_none=True)
+
+    return train
+
+
+def peak_memory_bytes(step: Callable[[], None], device: str) -> int:
+    """Peak bytes held by PyTorch's allocator during ``step()`` above the level before it (module docstring)."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    total = peak = 0
+    for _, nbytes in events:  # positive: allocation, negative: free
+        total += nbytes
+        peak = max(peak, total)
+    return peak
+
+
+def _synced(fn: Callable[[], object], device: str) -> Callable[[], object]:
+    if not device.startswith("cuda"):
+        return fn
+
+    def run() -> None:
+        fn()
+        torch.cuda.synchronize()
+
+    return run
+
+
+def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Build the models, measure every (task, precision, model) and return a JSON-ready result.
+
+    Returns:
+        dict with ``config``, ``machine`` (versions, threads, load average before and after),
+        ``matmul_gflops`` (per precision), ``gflop_per_image`` (per task, counted on timm's model),
+        ``max_output_difference`` (swinlite vs timm logits) and ``rows`` (one per measurement).
+    """
+    models = build_models(cfg)
+    torch.manual_seed(cfg.seed)
+    x = torch.randn(cfg.batch, 3, cfg.img_size, cfg.img_size, device=cfg.device)
+    result: dict[str, Any] = dict(config=asdict(cfg), machine=machine_info(cfg.device))
+    result["max_output_difference"] = max_output_difference(models, x)
+    flop_model = models.get("timm", next(iter(models.values())))
+    result["gflop_per_image"] = {t: step_flops(flop_model, x, t) / cfg.batch / 1e9 for t in cfg.tasks}
+    if cfg.compile:
+        models.update({f"{name}+compile": torch.compile(model) for name, model in list(models.items())})
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    result["matmul_gflops"] = {p: matmul_gflops(cfg.device, dtypes[p]) for p in cfg.precisions}
+    rows = []
+    for task in cfg.tasks:
+        for precision in cfg.precisions:
+            log(f"timing {task} {precision}: {', '.join(models)}")
+            rows += _measure(models, x, task, precision, cfg, result)
+    add_ratios(rows)
+    result["rows"] = [asdict(r) for r in rows]
+    result["machine"]["load_average_after"] = os.getloadavg()
+    return result
+
+
+def _measure(
+    models: dict[str, nn.Module], x: torch.Tensor, task: str, precision: str, cfg: BenchConfig, result: dict
+) -> list[Row]:
+    steps = {name: _synced(make_step(model, x, task, precision), cfg.device) for name, model in models.items()}
+    notes: dict[str, list[str]] = {name: [] for name in models}
+    for name, step in steps.items():  # first call apart: it holds the compilation of compiled models
+        start = time.perf_counter()
+        step()
+        if name.endswith("+compile"):
+            notes[name].append(f"first call (compilation) {time.perf_counter() - start:.1f} s")
+    seconds = interleaved_median_seconds(list(steps.values()), cfg.warmup, cfg.repeats)
+    flops = result["gflop_per_image"][task] * 1e9
+    ceiling = result["matmul_gflops"][precision] * 1e9
+    rows = []
+    for (name, step), s in zip(steps.items(), seconds, strict=True):
+        ips = x.shape[0] / s
+        row = Row(task, precision, name, s, ips, ips * flops / ceiling, notes=notes[name])
+        if task == "train" and cfg.memory:
+            row.peak_mb = peak_memory_bytes(step, cfg.device) / 2**20
+        rows.append(row)
+    return rows
+
+
+def add_ratios(rows: list[Row]) -> None:
+    """Fill speed and memory ratios against timm's row of the same task (same precision, and fp32)."""
+    timm_rows = {(r.task, r.precision): r for r in rows if r.model == "timm"}
+    for row in rows:
+        same, fp32 = timm_rows.get((row.task, row.precision)), timm_rows.get((row.task, "fp32"))
+        if same is not None:
+            row.speed_vs_timm = row.images_per_s / same.images_per_s
+            if row.peak_mb is not None and same.peak_mb:
+                row.memory_vs_timm = row.peak_mb / same.peak_mb
+        if fp32 is not None:
+            row.speed_vs_timm_fp32 = row.images_per_s / fp32.images_per_s
+
+
+def machine_info(device: str) -> dict[str, Any]:
+    """Versions, CPU/GPU name, thread count and the load average when the run starts."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    return dict(
+        torch=torch.__version__,
+        timm=timm.__version__,
+        torchvision=torchvision.__version__,
+        cpu=cpu,
+        threads=torch.get_num_threads(),
+        gpu=torch.cuda.get_device_name(device) if device.startswith("cuda") else None,
+        load_average_before=os.getloadavg(),
+    )

@@ -101,6 +101,7 @@ def run_extraction(
         device: where the model runs.
         progress: show a tqdm progress bar.
     """
+    input_size = (int(input_size[0]), int(input_size[1]))
     images, root = list_images(source)
     outputs = [output_path(p, root, output) for p in images]
     todo = [i for i, out in enumerate(outputs) if not is_complete_feature_file(out)]
@@ -123,25 +124,26 @@ def run_extraction(
         good = [(todo[j], x, size) for j, x, size in batch if x is not None]
         failures += [f"{images[todo[j]]}\t{why}" for j, x, why in batch if x is None]
         if good:
-            with torch.inference_mode():
-                final, maps = model.forward_intermediates(torch.stack([x for _, x, _ in good]).to(device))
-                pooled = model.forward_head(final, pre_logits=True)
+            maps, pooled = _forward(model, torch.stack([x for _, x, _ in good]).to(device), dtype)
             for b, (i, _, size) in enumerate(good):
-                features = ImageFeatures(
-                    maps={f"stage{level}": m[b].to("cpu", dtype) for level, m in enumerate(maps)},
-                    pooled=pooled[b].to("cpu", torch.float32),
-                    source=str(images[i]),
-                    original_size=size,
-                    input_size=tuple(input_size),
-                    strides=strides,
-                    model=model_name,
-                )
+                features = ImageFeatures(maps[b], pooled[b], str(images[i]), size, input_size, strides, model_name)
                 save_features(outputs[i], features)
         bar.update(len(batch))
     bar.close()
     atomic_write_bytes(output / "failures.txt", "".join(f"{line}\n" for line in failures).encode())
     _write_embeddings(images, outputs, output)
     return ExtractionSummary(written=len(todo) - len(failures), skipped=len(images) - len(todo), failed=len(failures))
+
+
+def _forward(
+    model: SwinTransformer, x: torch.Tensor, dtype: torch.dtype
+) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
+    """images [B, 3, H, W] -> (per image {"stage0": [C0, H0, W0], ...} in ``dtype`` on the CPU, pooled [B, C] fp32)."""
+    with torch.inference_mode():
+        final, maps = model.forward_intermediates(x)
+        pooled = model.forward_head(final, pre_logits=True)
+    per_image = [{f"stage{level}": m[b].to("cpu", dtype) for level, m in enumerate(maps)} for b in range(x.shape[0])]
+    return per_image, pooled.to("cpu", torch.float32)
 
 
 def _write_embeddings(images: list[Path], outputs: list[Path], output: Path) -> None:

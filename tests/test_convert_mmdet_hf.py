@@ -179,3 +179,16 @@ def test_checkpoint_of_another_model_is_a_clear_error():
         load_checkpoint(timm.create_model(PICO), partial)
     with pytest.raises(ValueError, match="unknown checkpoint layout: expected a swinlite, timm"):
         convert_state_dict({"encoder.weight": torch.zeros(1)})
+
+
+def test_timm_pretrained_file_path_for_features_only(tmp_path):
+    """The timm way: pretrained=True with a local mmdet checkpoint file goes through convert_state_dict."""
+    source = _randomize(timm.create_model(PICO, out_norm=True, num_classes=0))
+    path = tmp_path / "mmdet_swin.pth"
+    torch.save({"state_dict": to_mmdet(source.state_dict())}, path)
+    features = timm.create_model(
+        PICO, features_only=True, out_norm=True, pretrained=True, pretrained_cfg_overlay=dict(file=str(path))
+    ).eval()
+    x = torch.randn(1, 3, 40, 40)
+    for got, want in zip(features(x), _features(source, x), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

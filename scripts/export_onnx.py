@@ -1,4 +1,4 @@
-"""Export a swinlite classifier or multi-scale feature extractor to ONNX (dynamic batch), and check it.
+r"""Export a swinlite classifier or multi-scale feature extractor to ONNX (dynamic batch), and check it.
 
 Examples:
     python scripts/export_onnx.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \

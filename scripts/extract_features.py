@@ -1,4 +1,4 @@
-"""Extract Swin's multi-scale features (stage0..stage3, NCHW) and pooled embeddings for many images.
+r"""Extract Swin's multi-scale features (stage0..stage3, NCHW) and pooled embeddings for many images.
 
 Example:
     python scripts/extract_features.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \

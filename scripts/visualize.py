@@ -1,4 +1,4 @@
-"""Draw a swinlite model: its relative position bias tables and the feature levels of one image (PNG).
+r"""Draw a swinlite model: its relative position bias tables and the feature levels of one image (PNG).
 
 Example:
     python scripts/visualize.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \

@@ -17,7 +17,8 @@ from torchvision import transforms
 from torchvision.datasets.folder import IMG_EXTENSIONS
 from tqdm import tqdm
 
-from .features import ImageFeatures, atomic_write_bytes, is_complete_feature_file, save_embeddings, save_features
+from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
+from .io import atomic_write_bytes
 from .models.swin import SwinTransformer
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16}

@@ -10,13 +10,14 @@ fsynced and renamed over the target, so a crash never leaves a half-written file
 import json
 import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save
+
+from .io import atomic_write_bytes
 
 METADATA_KEYS = ("source", "original_size", "input_size", "strides", "model")
 
@@ -42,26 +43,6 @@ class ImageFeatures:
     input_size: tuple[int, int]
     strides: tuple[int, ...]
     model: str
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder, fsync and rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def save_features(path: Path, features: ImageFeatures) -> None:

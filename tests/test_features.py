@@ -73,7 +73,7 @@ def test_a_failing_write_keeps_the_old_file(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("swinlite.features.os.replace", crash)
+    monkeypatch.setattr("swinlite.io.os.replace", crash)
     with pytest.raises(OSError, match="disk full"):
         save_features(path, _features())
     assert path.read_bytes() == before

@@ -6,7 +6,6 @@ own export.
 """
 
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 from torch import nn
 
 from .convert import load_checkpoint
+from .io import atomic_write_bytes
 from .layers import window
 from .models.swin import SwinTransformer
 
@@ -88,16 +88,8 @@ def export_onnx(program: torch.export.ExportedProgram, path: Path, output_names:
 
     The input is named ``images``; the batch stays dynamic.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.onnx.export(
-            program, f=tmp, input_names=["images"], output_names=list(output_names), external_data=False, verbose=False
-        )
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    onnx_program = torch.onnx.export(program, input_names=["images"], output_names=list(output_names), verbose=False)
+    atomic_write_bytes(path, onnx_program.model_proto.SerializeToString())  # one file: no external data
     return path
 
 

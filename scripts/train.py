@@ -28,7 +28,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         + "\n  ".join(valid_keys()),
     )
     parser.add_argument("--config", default=str(DEMO_CONFIG), help="YAML file of overrides (default: %(default)s)")
-    parser.add_argument("--data-dir", help="dataset root holding train/ and val/ (sets data.data_dir)")
+    parser.add_argument(
+        "--data-dir", help="your dataset root holding train/ and val/ (sets data.data_dir and data.dataset=folder)"
+    )
     parser.add_argument("--output-dir", help="where metrics, curves and checkpoints go (sets train.output_dir)")
     parser.add_argument("--resume", action="store_true", help="continue the run in the output dir from resume.pt")
     parser.add_argument("--overwrite", action="store_true", help="start over in an output dir that holds a run")
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     overrides = list(args.overrides)
     if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
+        overrides = [f"data.data_dir={args.data_dir}", "data.dataset=folder", *overrides]
     if args.output_dir:
         overrides.append(f"train.output_dir={args.output_dir}")
     try:

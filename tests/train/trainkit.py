@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from swinlite.train.config import Config, load_config
+
 REPO = Path(__file__).resolve().parents[2]
 COLORS = [(220, 40, 40), (40, 200, 60), (50, 60, 230)]
 
@@ -33,6 +35,7 @@ def tiny_overrides(data_dir: Path, out: Path, **extra: object) -> list[str]:
     values = {
         "model.name": "swinlite_pico_patch2_window4_32",
         "data.data_dir": data_dir,
+        "data.dataset": "folder",
         "data.img_size": 16,
         "data.batch_size": 8,
         "data.num_workers": 0,
@@ -47,9 +50,16 @@ def tiny_overrides(data_dir: Path, out: Path, **extra: object) -> list[str]:
     return [f"{k}={v}" for k, v in values.items()]
 
 
+def tiny_config(data_dir: Path, out: Path, **extra: object) -> Config:
+    """The config ``scripts/train.py`` builds from the same overrides (on top of configs/demo.yaml)."""
+    return load_config(REPO / "configs" / "demo.yaml", tiny_overrides(data_dir, out, **extra))
+
+
+def script_env() -> dict[str, str]:
+    return dict(os.environ, OMP_NUM_THREADS="1")  # as the in-process runs of the tests, and kind to a shared CPU
+
+
 def script(name: str, *args: str, **kwargs) -> subprocess.CompletedProcess:
     """Run ``scripts/<name>`` in a fresh interpreter; returns the completed process (text output)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / name), *args], capture_output=True, text=True, env=env, **kwargs
-    )
+    cmd = [sys.executable, str(REPO / "scripts" / name), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=script_env(), **kwargs)

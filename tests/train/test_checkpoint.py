@@ -1,0 +1,93 @@
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from swinlite.train import checkpoint
+from swinlite.train.checkpoint import (
+    atomic_write,
+    load_resume,
+    load_weights,
+    read_metadata,
+    rng_state,
+    save_resume,
+    save_weights,
+    set_rng_state,
+)
+
+
+def test_weights_round_trip_with_metadata(tmp_path: Path):
+    state = {"a.weight": torch.randn(3, 4), "b": torch.arange(5)}
+    save_weights(tmp_path / "w.safetensors", state, {"model": "m", "classes": ["x", "y"], "epoch": 3})
+    loaded = load_weights(tmp_path / "w.safetensors")
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())
+    assert read_metadata(tmp_path / "w.safetensors") == {"model": "m", "classes": ["x", "y"], "epoch": 3}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.safetensors"]  # no temp file left
+
+
+def test_rng_states_round_trip_through_weights_only_file(tmp_path: Path):
+    random.seed(1), np.random.seed(2), torch.manual_seed(3)
+    random.gauss(0, 1), np.random.normal()  # leave cached gaussians in the states
+    save_resume(tmp_path / "r.pt", {"rng": [rng_state()], "epoch": 4})
+    expected = (random.random(), random.gauss(0, 1), np.random.normal(), np.random.rand(), torch.rand(3))
+    random.seed(9), np.random.seed(9), torch.manual_seed(9)
+    saved = load_resume(tmp_path / "r.pt")  # weights_only=True
+    set_rng_state(saved["rng"][0])
+    got = (random.random(), random.gauss(0, 1), np.random.normal(), np.random.rand(), torch.rand(3))
+    assert got[:4] == expected[:4] and torch.equal(got[4], expected[4]) and saved["epoch"] == 4
+
+
+def test_crash_between_write_and_rename_keeps_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = tmp_path / "last.safetensors"
+    save_weights(path, {"w": torch.zeros(4)}, {})
+
+    def crash(*args):
+        raise OSError("simulated crash before rename")
+
+    monkeypatch.setattr(checkpoint.os, "replace", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        save_weights(path, {"w": torch.ones(4)}, {})
+    assert torch.equal(load_weights(path)["w"], torch.zeros(4))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.safetensors"]
+
+
+def test_sigkill_during_save_never_leaves_a_half_written_file(tmp_path: Path):
+    """A process killed while it writes the new "last" file leaves the previous one whole and loadable."""
+    path = tmp_path / "last.safetensors"
+    save_weights(path, {"w": torch.zeros(1000)}, {"epoch": 1})
+    code = textwrap.dedent(f"""
+        import sys, time, torch
+        from safetensors.torch import save
+        from swinlite.train.checkpoint import atomic_write
+        data = save({{"w": torch.ones(1000)}})
+        def slow(f):
+            f.write(data[: len(data) // 2]); f.flush()
+            print("half written", flush=True)
+            time.sleep(60)
+            f.write(data[len(data) // 2 :])
+        atomic_write({str(path)!r}, slow)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "half written"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert torch.equal(load_weights(path)["w"], torch.zeros(1000))
+    assert read_metadata(path) == {"epoch": 1}
+    leftovers = [p for p in tmp_path.iterdir() if p.name != "last.safetensors"]
+    assert leftovers and all(p.name.startswith(".last.safetensors.tmp") for p in leftovers)  # the kill hit mid-write
+    atomic_write(path, lambda f: f.write(b"x"))  # a later save still works
+    assert path.read_bytes() == b"x"
+
+
+def test_missing_weights_file_is_value_error(tmp_path: Path):
+    with pytest.raises(ValueError, match="does not exist"):
+        load_weights(tmp_path / "nope.safetensors")

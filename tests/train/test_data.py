@@ -1,0 +1,108 @@
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from trainkit import make_folder
+
+from swinlite.train.config import DataConfig
+from swinlite.train.data import ImageFolderDataset, build_datasets, load_rgb, scan_split
+
+
+def _save(path: Path, mode: str, fmt: str = "PNG") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rgb = Image.fromarray(np.random.default_rng(0).integers(0, 255, (12, 12, 3), dtype=np.uint8))
+    img = rgb.convert(mode) if mode != "P" else rgb.quantize(8)
+    if mode == "P":
+        img.info["transparency"] = 0
+    img.save(path, fmt, **({"transparency": 0} if mode == "P" else {}))
+
+
+@pytest.mark.parametrize(
+    ("mode", "name", "fmt"),
+    [("L", "a.png", "PNG"), ("RGBA", "a.png", "PNG"), ("P", "a.png", "PNG"), ("CMYK", "a.JPG", "JPEG"),
+     ("I;16", "a.tif", "TIFF"), ("RGB", "a.JPEG", "JPEG")],
+)  # fmt: skip
+def test_modes_become_rgb_and_upper_case_extensions_count(tmp_path: Path, mode: str, name: str, fmt: str):
+    path = tmp_path / "train" / "x" / name
+    _save(path, mode, fmt)
+    assert Image.open(path).mode == mode
+    split = scan_split(tmp_path / "train")
+    assert split.samples == [(str(path), 0)] and split.skipped == []
+    img = load_rgb(path)
+    assert img.mode == "RGB" and img.size == (12, 12)
+
+
+def test_corrupt_and_non_image_files_skipped_with_named_warning(folder: Path):
+    bad = folder / "train" / "c1" / "broken.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    note = folder / "train" / "c0" / "notes.txt"
+    note.write_text("hello")
+    with pytest.warns(UserWarning) as record:
+        train_ds, val_ds, classes, skipped = build_datasets(DataConfig(data_dir=str(folder), img_size=16))
+    messages = " ".join(str(w.message) for w in record)
+    assert str(bad) in messages and str(note) in messages
+    assert skipped == 2 and len(train_ds) == 24 and len(val_ds) == 24 and classes == ["c0", "c1", "c2"]
+    image, label = train_ds[0]
+    assert image.shape == (3, 16, 16) and label == 0
+
+
+def test_file_broken_after_scan_is_replaced_not_fatal(folder: Path):
+    split = scan_split(folder / "train")
+    Path(split.samples[0][0]).write_bytes(b"garbage")
+    dataset = ImageFolderDataset(split.samples)
+    with pytest.warns(UserWarning, match=f"skipping unreadable image {split.samples[0][0]}"):
+        img, label = dataset[0]
+    assert img.mode == "RGB" and label == split.samples[1][1]
+
+
+def test_val_uses_train_class_indices(tmp_path: Path):
+    make_folder(tmp_path, classes=3, per_class=2, splits=("train",))
+    make_folder(tmp_path, classes=2, per_class=2, splits=("val",))  # c0, c1 only
+    (tmp_path / "val" / "c1").rename(tmp_path / "val" / "c2")
+    _, val_ds, classes, _ = build_datasets(DataConfig(data_dir=str(tmp_path), verify_images=False))
+    assert sorted({label for _, label in val_ds.samples}) == [0, 2]
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("no_root", "--data-dir .* does not exist"),
+        ("no_val", "missing split folder .*val"),
+        ("no_classes", "holds no class folders"),
+        ("empty_class", "class folder .*c1 has no readable images"),
+        ("only_corrupt", "class folder .*c2 has no readable images"),
+        ("unknown_val_class", "classes the training split does not have: zebra"),
+    ],
+)
+def test_data_faults_are_clear_errors(tmp_path: Path, fault: str, message: str):
+    root = make_folder(tmp_path / "data", per_class=2)
+    if fault == "no_root":
+        root = tmp_path / "nowhere"
+    elif fault == "no_val":
+        shutil.rmtree(root / "val")
+    elif fault == "no_classes":
+        (root / "train").rename(tmp_path / "elsewhere")
+        (root / "train").mkdir()
+    elif fault == "empty_class":
+        for f in (root / "train" / "c1").iterdir():
+            f.unlink()
+    elif fault == "only_corrupt":
+        for f in (root / "train" / "c2").iterdir():
+            f.write_bytes(b"not an image")
+    elif fault == "unknown_val_class":
+        (root / "val" / "c0").rename(root / "val" / "zebra")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=message):
+            build_datasets(DataConfig(data_dir=str(root)))
+
+
+def test_transforms_follow_config(folder: Path):
+    train_ds, val_ds, _, _ = build_datasets(DataConfig(data_dir=str(folder), img_size=24, crop_pct=1.0))
+    x, _ = val_ds[0]
+    assert x.shape == (3, 24, 24) and x.dtype == torch.float32
+    assert abs(float(x.mean())) < 3  # normalized

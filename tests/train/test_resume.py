@@ -1,0 +1,54 @@
+"""A run SIGKILLed mid-epoch and resumed ends with the same weights as one that was never interrupted."""
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from trainkit import REPO, make_folder, script_env, tiny_config, tiny_overrides
+
+from swinlite.train import train
+from swinlite.train.checkpoint import load_resume, load_weights
+
+# 3 epochs of 8 steps; dropout-free pico, but drop path, random crops and flips draw from the RNGs.
+SETTINGS = {"train.epochs": 3, "data.batch_size": 4, "train.log_interval": 1, "model.drop_path_rate": 0.1}
+
+
+def _kill_mid_epoch_2(data: Path, out: Path) -> None:
+    """Start train.py, SIGKILL it once it has taken 2 steps of epoch 2 (epoch 1's resume file is saved)."""
+    args = [sys.executable, str(REPO / "scripts" / "train.py"), *tiny_overrides(data, out, **SETTINGS)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=script_env())
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("epoch 2/3 step 2/"):
+                proc.send_signal(signal.SIGKILL)
+                break
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, "".join(lines)
+
+
+def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path: Path):
+    data = make_folder(tmp_path / "data", per_class=11)  # 33 images: 8 batches of 4, one image dropped
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same thread count as the subprocess (OMP_NUM_THREADS below)
+    try:
+        reference = train(tiny_config(data, tmp_path / "ref", **SETTINGS))
+        _kill_mid_epoch_2(data, tmp_path / "run")
+        assert load_resume(tmp_path / "run" / "resume.pt")["epoch"] == 1  # killed inside epoch 2
+        resumed = train(tiny_config(data, tmp_path / "run", **SETTINGS), resume=True)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    expected, got = load_weights(reference / "last.safetensors"), load_weights(resumed / "last.safetensors")
+    assert expected.keys() == got.keys()
+    worst = max((expected[k].float() - got[k].float()).abs().max().item() for k in expected)
+    assert worst <= 1e-6
+    first_epoch = load_weights(tmp_path / "run" / "last.safetensors")  # sanity: training changed the weights
+    ref_resume, run_resume = load_resume(reference / "resume.pt"), load_resume(resumed / "resume.pt")
+    assert ref_resume["step"] == run_resume["step"] == 24
+    assert [r["train_loss"] for r in ref_resume["history"]] == [r["train_loss"] for r in run_resume["history"]]
+    assert first_epoch.keys() == expected.keys()

@@ -1,0 +1,107 @@
+"""End-to-end runs on a tiny generated folder: files written, metrics, evaluation of the result."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from trainkit import script, tiny_overrides
+
+from swinlite.train import load_config, train
+from swinlite.train.checkpoint import load_resume, load_weights, read_metadata
+from swinlite.train.metrics import COLUMNS
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One 2-epoch run of scripts/train.py (as a user would start it), shared by the tests below."""
+    from trainkit import make_folder
+
+    root = tmp_path_factory.mktemp("run")
+    data = make_folder(root / "data")
+    result = script("train.py", "--data-dir", str(data), "--output-dir", str(root / "out"), *tiny_overrides(data, root / "out"))
+    assert result.returncode == 0, result.stderr
+    (root / "stdout.txt").write_text(result.stdout)
+    return root
+
+
+def test_files_and_metrics(run_dir: Path):
+    out = run_dir / "out"
+    assert {p.name for p in out.iterdir()} >= {
+        "config.yaml", "metrics.csv", "curves.png", "best.safetensors", "last.safetensors", "resume.pt"
+    }  # fmt: skip
+    with open(out / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == COLUMNS
+    assert [int(r["epoch"]) for r in rows] == [1, 2]
+    for r in rows:
+        assert 0 <= float(r["val_top1"]) <= float(r["val_top5"]) <= 100
+        assert float(r["train_loss"]) > 0 and float(r["epoch_time"]) > 0 and float(r["lr"]) > 0
+    assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    stdout = (run_dir / "stdout.txt").read_text()
+    assert f"metrics:         {out / 'metrics.csv'}" in stdout and "epoch 2/2: train loss" in stdout
+
+
+def test_weights_and_resume_file(run_dir: Path):
+    out = run_dir / "out"
+    meta = read_metadata(out / "last.safetensors")
+    assert meta["model"] == "swinlite_pico_patch2_window4_32" and meta["classes"] == ["c0", "c1", "c2"]
+    assert meta["epoch"] == 2
+    resume = load_resume(out / "resume.pt")
+    assert resume["epoch"] == 2 and resume["step"] == 2 * 3  # 24 images / batch 8, two epochs
+    last = load_weights(out / "last.safetensors")
+    assert all(torch.equal(last[k], v) for k, v in resume["model"].items())
+    cfg = load_config(out / "config.yaml")  # the resolved config is itself a valid config file
+    assert cfg.train.epochs == 2 and cfg.data.img_size == 16
+
+
+def test_evaluate_script_on_trained_weights(run_dir: Path):
+    out, data = run_dir / "out", run_dir / "data"
+    result = script("evaluate.py", "--checkpoint", str(out / "best.safetensors"), "--data-dir", str(data),
+                    "--num-workers", "0", "--output-dir", str(run_dir / "eval"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((run_dir / "eval" / "eval.json").read_text())
+    best_top1 = max(float(r["val_top1"]) for r in csv.DictReader(open(out / "metrics.csv")))
+    assert summary["top1"] == pytest.approx(best_top1, abs=1e-3)  # same weights, same val images
+    assert len(summary["per_class_top1"]) == 3 and "per-class accuracy" in result.stdout
+    assert (run_dir / "eval" / "confusion_matrix.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_existing_run_needs_resume_or_overwrite(run_dir: Path):
+    out, data = run_dir / "out", run_dir / "data"
+    result = script("train.py", *tiny_overrides(data, out))
+    assert result.returncode == 2 and "already holds a run; pass --resume" in result.stderr
+
+
+def test_every_training_option_in_one_epoch(tmp_path: Path, folder: Path):
+    """Mixup/cutmix, label smoothing, EMA, accumulation, clipping, bf16, grad checkpointing, layer decay."""
+    extra = {
+        "train.epochs": 1, "data.mixup": 0.8, "data.cutmix": 1.0, "train.label_smoothing": 0.1,
+        "train.ema_decay": 0.9, "optim.accum_steps": 2, "optim.clip_grad": 1.0, "train.amp": "bf16",
+        "model.grad_checkpointing": True, "optim.layer_decay": 0.8, "data.auto_augment": "rand-m9-mstd0.5-inc1",
+        "data.re_prob": 0.25, "optim.lr_base_batch": 16, "train.deterministic": False,
+    }  # fmt: skip
+    out = train(load_config(None, tiny_overrides(folder, tmp_path / "out", **extra)))
+    rows = list(csv.DictReader(open(out / "metrics.csv")))
+    assert len(rows) == 1 and {"ema_val_top1", "ema_val_loss", "ema_val_top5"} <= set(rows[0])
+    resume = load_resume(out / "resume.pt")
+    assert resume["step"] == 2 and resume["ema"] is not None  # 3 micro-batches, accumulated by 2: 2 steps
+    scales = {g["lr_scale"] for g in resume["optimizer"]["param_groups"]}
+    assert len(scales) > 2  # layer decay made several lr scales
+
+
+def test_pretrained_start_and_config_errors(tmp_path: Path, folder: Path):
+    first = train(load_config(None, tiny_overrides(folder, tmp_path / "a", **{"train.epochs": 1})))
+    cfg = load_config(None, tiny_overrides(folder, tmp_path / "b", **{"train.epochs": 1, "optim.lr": 0.0,
+                                                                        "schedule.warmup_epochs": 0, "schedule.min_lr": 0,
+                                                                        "model.pretrained": first / "last.safetensors"}))  # fmt: skip
+    second = train(cfg)
+    a, b = load_weights(first / "last.safetensors"), load_weights(second / "last.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)  # lr 0: the starting weights come through unchanged
+    for override, message in [("train.amp=fp32", "train.amp must be"), ("model.name=nope", "not a timm model"),
+                              ("data.batch_size=64", "fewer than one batch"), ("data.mixup=0.5", None)]:  # fmt: skip
+        if message is None:
+            continue
+        with pytest.raises(ValueError, match=message):
+            train(load_config(None, tiny_overrides(folder, tmp_path / "c", **dict([override.split("=")]))))

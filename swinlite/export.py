@@ -72,6 +72,18 @@ def _fresh_geometry_caches() -> Iterator[None]:
         clear()
 
 
+@contextmanager
+def _without_grad(model: nn.Module) -> Iterator[None]:
+    """Trace an inference graph: parameters need no grad (fused attention kernels refuse a grad-requiring mask)."""
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    model.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)
+
+
 def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
     """``torch.export.export`` with a dynamic batch; ``example`` [B >= 2, 3, H, W] fixes H and W."""
     if example.ndim != 4 or example.shape[0] < 2:
@@ -79,7 +91,7 @@ def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.Expo
             f"example must be an image batch [B >= 2, C, H, W] (B=1 would fix the batch), got {tuple(example.shape)}"
         )
     batch = torch.export.Dim("batch", min=1, max=65536)
-    with _fresh_geometry_caches():
+    with _fresh_geometry_caches(), _without_grad(model):
         return torch.export.export(model, (example,), dynamic_shapes={"x": {0: batch}}, strict=False)
 
 

@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import torch
 from trainkit import REPO, make_folder, script_env, tiny_config, tiny_overrides
 
 from swinlite.train import train
@@ -33,16 +32,10 @@ def _kill_mid_epoch_2(data: Path, out: Path) -> None:
 
 def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path: Path):
     data = make_folder(tmp_path / "data", per_class=11)  # 33 images: 8 batches of 4, one image dropped
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the same thread count as the subprocess (OMP_NUM_THREADS below)
-    try:
-        reference = train(tiny_config(data, tmp_path / "ref", **SETTINGS))
-        _kill_mid_epoch_2(data, tmp_path / "run")
-        assert load_resume(tmp_path / "run" / "resume.pt")["epoch"] == 1  # killed inside epoch 2
-        resumed = train(tiny_config(data, tmp_path / "run", **SETTINGS), resume=True)
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(False)
+    reference = train(tiny_config(data, tmp_path / "ref", **SETTINGS))  # one thread, as the subprocess (conftest)
+    _kill_mid_epoch_2(data, tmp_path / "run")
+    assert load_resume(tmp_path / "run" / "resume.pt")["epoch"] == 1  # killed inside epoch 2
+    resumed = train(tiny_config(data, tmp_path / "run", **SETTINGS), resume=True)
     expected, got = load_weights(reference / "last.safetensors"), load_weights(resumed / "last.safetensors")
     assert expected.keys() == got.keys()
     worst = max((expected[k].float() - got[k].float()).abs().max().item() for k in expected)

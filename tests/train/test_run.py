@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainkit import script, tiny_overrides
+from trainkit import script, tiny_config, tiny_overrides
 
 from swinlite.train import load_config, train
 from swinlite.train.checkpoint import load_resume, load_weights, read_metadata
@@ -20,7 +20,9 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("run")
     data = make_folder(root / "data")
-    result = script("train.py", "--data-dir", str(data), "--output-dir", str(root / "out"), *tiny_overrides(data, root / "out"))
+    result = script(
+        "train.py", "--data-dir", str(data), "--output-dir", str(root / "out"), *tiny_overrides(data, root / "out")
+    )
     assert result.returncode == 0, result.stderr
     (root / "stdout.txt").write_text(result.stdout)
     return root
@@ -69,9 +71,11 @@ def test_evaluate_script_on_trained_weights(run_dir: Path):
 
 
 def test_existing_run_needs_resume_or_overwrite(run_dir: Path):
-    out, data = run_dir / "out", run_dir / "data"
-    result = script("train.py", *tiny_overrides(data, out))
-    assert result.returncode == 2 and "already holds a run; pass --resume" in result.stderr
+    cfg = tiny_config(run_dir / "data", run_dir / "out")
+    with pytest.raises(ValueError, match="already holds a run; pass --resume to continue it, --overwrite"):
+        train(cfg)
+    with pytest.raises(ValueError, match="nothing to resume"):
+        train(tiny_config(run_dir / "data", run_dir / "elsewhere"), resume=True)
 
 
 def test_every_training_option_in_one_epoch(tmp_path: Path, folder: Path):
@@ -82,7 +86,7 @@ def test_every_training_option_in_one_epoch(tmp_path: Path, folder: Path):
         "model.grad_checkpointing": True, "optim.layer_decay": 0.8, "data.auto_augment": "rand-m9-mstd0.5-inc1",
         "data.re_prob": 0.25, "optim.lr_base_batch": 16, "train.deterministic": False,
     }  # fmt: skip
-    out = train(load_config(None, tiny_overrides(folder, tmp_path / "out", **extra)))
+    out = train(tiny_config(folder, tmp_path / "out", **extra))
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert len(rows) == 1 and {"ema_val_top1", "ema_val_loss", "ema_val_top5"} <= set(rows[0])
     resume = load_resume(out / "resume.pt")
@@ -91,17 +95,28 @@ def test_every_training_option_in_one_epoch(tmp_path: Path, folder: Path):
     assert len(scales) > 2  # layer decay made several lr scales
 
 
-def test_pretrained_start_and_config_errors(tmp_path: Path, folder: Path):
-    first = train(load_config(None, tiny_overrides(folder, tmp_path / "a", **{"train.epochs": 1})))
-    cfg = load_config(None, tiny_overrides(folder, tmp_path / "b", **{"train.epochs": 1, "optim.lr": 0.0,
-                                                                        "schedule.warmup_epochs": 0, "schedule.min_lr": 0,
-                                                                        "model.pretrained": first / "last.safetensors"}))  # fmt: skip
-    second = train(cfg)
+def test_pretrained_weights_are_the_starting_point(tmp_path: Path, folder: Path):
+    first = train(tiny_config(folder, tmp_path / "a", **{"train.epochs": 1}))
+    frozen = {"optim.lr": 0.0, "schedule.warmup_lr": 0.0, "schedule.min_lr": 0.0}  # lr 0: weights cannot move
+    second = train(tiny_config(folder, tmp_path / "b", **frozen, **{"model.pretrained": first / "last.safetensors"}))
     a, b = load_weights(first / "last.safetensors"), load_weights(second / "last.safetensors")
-    assert all(torch.equal(a[k], b[k]) for k in a)  # lr 0: the starting weights come through unchanged
-    for override, message in [("train.amp=fp32", "train.amp must be"), ("model.name=nope", "not a timm model"),
-                              ("data.batch_size=64", "fewer than one batch"), ("data.mixup=0.5", None)]:  # fmt: skip
-        if message is None:
-            continue
-        with pytest.raises(ValueError, match=message):
-            train(load_config(None, tiny_overrides(folder, tmp_path / "c", **dict([override.split("=")]))))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("train.amp=fp32", "train.amp must be none, bf16 or fp16"),
+        ("model.name=swin_nope", "not a timm model"),
+        ("data.batch_size=64", "fewer than one batch"),
+        ("data.dataset=cifar", "data.dataset must be 'folder' or 'digits'"),
+        ("train.amp=fp16", "fp16 needs CUDA"),
+    ],
+)
+def test_unworkable_settings_fail_before_training(tmp_path: Path, folder: Path, override: str, message: str):
+    if override == "train.amp=fp16" and torch.cuda.is_available():
+        pytest.skip("fp16 works where CUDA is available")
+    key, value = override.split("=")
+    with pytest.raises(ValueError, match=message):
+        train(tiny_config(folder, tmp_path / "out", **{key: value}))
+    assert not (tmp_path / "out" / "resume.pt").exists()

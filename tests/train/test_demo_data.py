@@ -1,0 +1,44 @@
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from sklearn.datasets import load_digits
+
+from swinlite.train.config import DataConfig
+from swinlite.train.data import build_datasets
+from swinlite.train.demo_data import build_digits
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.png")):
+        h.update(str(path.relative_to(root)).encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def test_digits_folder_is_deterministic_stratified_and_rgb(tmp_path: Path):
+    a = build_digits(tmp_path / "a")
+    b = build_digits(tmp_path / "b")
+    assert _digest(a) == _digest(b)  # byte-identical builds
+    train, val, classes, skipped = build_datasets(DataConfig(data_dir=str(a), img_size=32))
+    assert (len(train), len(val), skipped) == (1437, 360, 0) and classes == [str(d) for d in range(10)]
+    per_class = np.bincount([label for _, label in val.samples])
+    assert per_class.min() >= 35 and per_class.max() <= 37  # 20% of each class
+    path, label = val.samples[0]
+    img = Image.open(path)
+    assert img.mode == "RGB" and img.size == (32, 32)
+    index = int(Path(path).stem)  # files are named by their index in load_digits()
+    assert load_digits().target[index] == label
+    assert not set(map(lambda s: Path(s[0]).name, train.samples)) & set(map(lambda s: Path(s[0]).name, val.samples))
+
+
+def test_existing_build_is_reused_and_foreign_folder_refused(tmp_path: Path):
+    root = build_digits(tmp_path / "d")
+    marker_time = (root / "train").stat().st_mtime
+    assert build_digits(root) == root and (root / "train").stat().st_mtime == marker_time
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "photo.jpg").write_bytes(b"x")
+    with pytest.raises(ValueError, match="not a digits demo folder"):
+        build_digits(tmp_path / "mine")

@@ -1,0 +1,44 @@
+"""scripts/evaluate.py's core on a checkpoint in timm's layout, checked against timm's own model."""
+
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from timm.models.swin_transformer import SwinTransformer as TimmSwin
+from trainkit import make_folder
+
+from swinlite.train.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
+
+
+def test_timm_checkpoint_matches_timm_model(tmp_path: Path):
+    data = make_folder(tmp_path / "data", classes=3, per_class=2, size=64)
+    torch.manual_seed(0)
+    reference = TimmSwin(img_size=64, patch_size=2, window_size=4, embed_dim=48, depths=(2, 2, 2, 2),
+                         num_heads=(2, 4, 8, 16), num_classes=3).eval()  # fmt: skip
+    with torch.no_grad():  # random weights give near-uniform logits; a larger head makes predictions differ
+        reference.head.fc.weight.mul_(50)
+    torch.save(reference.state_dict(), tmp_path / "timm_swin.pth")
+    setup = prepare_evaluation(tmp_path / "timm_swin.pth", data, "swinlite_nano_patch2_window4_64", num_workers=0)
+    result = run_evaluation(setup, torch.device("cpu"))
+    images, targets = map(torch.cat, zip(*setup.loader, strict=True))
+    with torch.no_grad():
+        logits = reference(images)
+    assert result.loss == pytest.approx(torch.nn.functional.cross_entropy(logits, targets).item(), abs=1e-5)
+    assert result.top1 == pytest.approx(100 * (logits.argmax(1) == targets).float().mean().item())
+    assert result.confusion.sum() == len(targets) == 6
+    assert "per-class accuracy" in format_report(result, setup.classes)
+    plot_confusion(result.confusion, setup.classes, tmp_path / "cm.png")
+    assert (tmp_path / "cm.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_mismatches_are_clear_errors(tmp_path: Path):
+    data = make_folder(tmp_path / "data", classes=3, per_class=1)
+    model = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=10)
+    torch.save(model.state_dict(), tmp_path / "ten.pth")
+    with pytest.raises(ValueError, match="classifies 10 classes but .* has 3"):
+        prepare_evaluation(tmp_path / "ten.pth", data, "swinlite_pico_patch2_window4_32")
+    with pytest.raises(ValueError, match="does not record its model; pass --model"):
+        prepare_evaluation(tmp_path / "ten.pth", data)
+    with pytest.raises(ValueError, match="--data-dir .* does not exist"):
+        prepare_evaluation(tmp_path / "ten.pth", tmp_path / "nope", "swinlite_pico_patch2_window4_32")

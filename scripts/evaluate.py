@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
-import torch
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as scripts/train.py: no spinning threads on shared CPUs
 
-from swinlite.train.distributed import resolve_device
-from swinlite.train.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
+import torch  # noqa: E402
+
+from swinlite.train.distributed import resolve_device  # noqa: E402
+from swinlite.train.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation  # noqa: E402
 
 _AMP = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 

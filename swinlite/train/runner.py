@@ -72,6 +72,9 @@ def prepare_output(cfg: Config, resume: bool, overwrite: bool, dist: DistInfo) -
             f"{out} already holds a run; pass --resume to continue it, --overwrite to replace it, "
             "or --output-dir for a new one"
         )
+    if dist.is_main and out.is_dir():
+        for stale in out.glob(".*.tmp*"):  # temp files of saves a kill interrupted; the real files are intact
+            stale.unlink()
     return out
 
 
@@ -166,7 +169,11 @@ class Trainer:
         saved = load_resume(path)
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
-        self.scheduler.load_state_dict(saved["scheduler"])
+        schedule_keys = ("t_initial", "warmup_t", "lr_min", "warmup_lr_init", "base_values")
+        if all(saved["scheduler"].get(k) == getattr(self.scheduler, k) for k in schedule_keys):
+            self.scheduler.load_state_dict(saved["scheduler"])
+        else:  # e.g. train.epochs was raised: follow the new settings, not the saved schedule
+            log(self.dist, "warning: the lr schedule changed with the settings; continuing on the new one")
         self.scaler.load_state_dict(saved["scaler"])
         if self.ema is not None and saved["ema"] is not None:
             self.ema.load_state_dict(saved["ema"])

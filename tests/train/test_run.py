@@ -2,6 +2,7 @@
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,15 @@ def test_existing_run_needs_resume_or_overwrite(run_dir: Path):
         train(tiny_config(run_dir / "data", run_dir / "elsewhere"), resume=True)
 
 
+def test_resuming_a_finished_run_only_clears_stale_temp_files(run_dir: Path):
+    out = run_dir / "out"
+    before = (out / "last.safetensors").read_bytes()
+    (out / ".last.safetensors.tmp12345").write_bytes(b"half a file")  # left by a save that was killed
+    train(tiny_config(run_dir / "data", out), resume=True)
+    assert not (out / ".last.safetensors.tmp12345").exists()
+    assert (out / "last.safetensors").read_bytes() == before and load_resume(out / "resume.pt")["epoch"] == 2
+
+
 def test_every_training_option_in_one_epoch(tmp_path: Path, folder: Path):
     """Mixup/cutmix, label smoothing, EMA, accumulation, clipping, bf16, grad checkpointing, layer decay."""
     extra = {
@@ -120,3 +130,12 @@ def test_unworkable_settings_fail_before_training(tmp_path: Path, folder: Path, 
     with pytest.raises(ValueError, match=message):
         train(tiny_config(folder, tmp_path / "out", **{key: value}))
     assert not (tmp_path / "out" / "resume.pt").exists()
+
+
+def test_resume_with_more_epochs_follows_the_new_schedule(run_dir: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    shutil.copytree(run_dir / "out", out)
+    train(tiny_config(run_dir / "data", out, **{"train.epochs": 3}), resume=True)
+    resume = load_resume(out / "resume.pt")
+    assert resume["epoch"] == 3 and [r["epoch"] for r in resume["history"]] == [1, 2, 3]
+    assert resume["scheduler"]["t_initial"] + resume["scheduler"]["warmup_t"] == 3 * 3  # 3 epochs of 3 steps

@@ -14,7 +14,7 @@ from pathlib import Path
 # On shared CPUs, spinning OpenMP threads waste the cores others (and our own loader) need; set before torch loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from swinlite.train.config import load_config, valid_keys  # noqa: E402
+from swinlite.train.config import Config, flatten, load_config, to_dict  # noqa: E402
 from swinlite.train.runner import train  # noqa: E402
 
 DEMO_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
@@ -24,8 +24,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="config keys (set any with key=value, e.g. train.epochs=12 optim.lr=5e-4):\n  "
-        + "\n  ".join(valid_keys()),
+        epilog="config keys with their built-in defaults, which --config files override\n"
+        "(set any with key=value, e.g. train.epochs=12 optim.lr=5e-4; see swinlite/train/config.py):\n  "
+        + "\n  ".join(f"{k} = {v}" for k, v in flatten(to_dict(Config())).items()),
     )
     parser.add_argument("--config", default=str(DEMO_CONFIG), help="YAML file of overrides (default: %(default)s)")
     parser.add_argument(

@@ -82,12 +82,16 @@ class SwinBlock(nn.Module):
     ) -> torch.Tensor | None:
         if torch.jit.is_scripting():
             return window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
+        if torch.compiler.is_compiling():  # traced once into the graph, where the size is fixed
+            return window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
         return cached_window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
 
     def _index(
         self, padded: tuple[int, int], shift: tuple[int, int], device: torch.device
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if torch.jit.is_scripting():
+            return shifted_window_index(padded, self.window, shift, device)
+        if torch.compiler.is_compiling():
             return shifted_window_index(padded, self.window, shift, device)
         return cached_shifted_window_index(padded, self.window, shift, device)
 
@@ -106,7 +110,9 @@ class SwinBlock(nn.Module):
         num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
         x = self.attn(windows.view(B, num_windows, -1, C), mask)  # (B, nW, N, C)
         x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index).view(B, Hp, Wp, C)  # un-partition + un-shift
-        return x[:, :H, :W]
+        if pad_h > 0 or pad_w > 0:  # a no-op slice would still cost a zero fill and a copy in backward
+            x = x[:, :H, :W]
+        return x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, H, W, C]."""

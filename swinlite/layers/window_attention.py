@@ -5,14 +5,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from .rel_pos_bias import RelativePositionBias
+from .window_sdpa import recomputed_window_attention, window_attn_mask
 
 
 class WindowAttention(nn.Module):
     """Self-attention over the tokens of each window, plus a per-head relative position bias.
 
-    The bias and the block's shift/padding mask are added to the logits as one additive mask and
-    handed to ``F.scaled_dot_product_attention``; ``fused=False`` keeps the explicit
-    softmax(QKᵀ/√d + bias + mask)·V path (same function, used by tests and for debugging).
+    The bias and the block's shift/padding mask are added to the logits as one additive mask. With
+    ``fused=True`` the attention runs in fused kernels where they exist: ``F.scaled_dot_product_attention``
+    on 4-D views of the qkv projection when no gradient flows to the bias (inference, frozen bias),
+    and, when training in fp32 on CPU, a flash forward with a backward that recomputes the
+    probabilities (:func:`recomputed_window_attention`, no (heads, N, N) map kept per window). Elsewhere,
+    and with ``fused=False``, the explicit softmax(QKᵀ/√d + bias + mask)·V path runs (same function).
 
     Args:
         dim: channels of the input tokens.
@@ -22,7 +26,7 @@ class WindowAttention(nn.Module):
         attn_drop: dropout on the attention weights.
         proj_drop: dropout after the output projection.
         rel_pos: ``"table"`` (Swin's learnable table) or ``"cpb"`` (Swin-V2 continuous position bias).
-        fused: use ``scaled_dot_product_attention``.
+        fused: use fused attention kernels where they apply (see above).
     """
 
     fused: torch.jit.Final[bool]
@@ -66,34 +70,37 @@ class WindowAttention(nn.Module):
         """
         B, nW, N, C = x.shape
         qkv = self.qkv(x).view(B * nW, N, 3, self.num_heads, self.head_dim)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd), views without copies
-        bias = self.rel_pos().to(q.dtype)  # (heads, N, N)
+        bias = self.rel_pos().to(qkv.dtype)  # (heads, N, N)
         if mask is not None:
-            mask = mask.to(q.dtype)
+            mask = mask.to(qkv.dtype)
         if self.fused and not (torch.is_grad_enabled() and bias.requires_grad):
-            x = self._fused(q, k, v, bias, mask, B)
+            x = self._fused(qkv, bias, mask, B)
+        elif self.fused and self._can_recompute(qkv):
+            x = self._recomputed(qkv, bias, mask, B)
         else:
-            x = self._explicit(q, k, v, bias, mask, B)
+            x = self._explicit(qkv, bias, mask, B)
         x = x.transpose(1, 2).reshape(B, nW, N, C)  # (B, nW, N, heads*hd)
         return self.proj_drop(self.proj(x))
 
-    def _fused(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int
-    ) -> torch.Tensor:
-        """SDPA on 4-D (B*nW, heads, N, hd) inputs, which CPU and GPU run with their flash kernels."""
-        if mask is None:
-            attn_mask = bias.unsqueeze(0)  # (1, heads, N, N), broadcast over windows
-        else:
-            nW, N = mask.shape[0], mask.shape[1]
-            # one broadcast add writes the per-window masks for the whole batch: (B*nW, heads, N, N)
-            attn_mask = (bias + mask.view(1, nW, 1, N, N).expand(B, nW, 1, N, N)).flatten(0, 1)
+    def _fused(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
+        """SDPA on 4-D (B*nW, heads, N, hd) views of qkv, which CPU and GPU run with their flash kernels."""
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd), views without copies
         p = self.attn_drop.p if self.training else 0.0
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=window_attn_mask(bias, mask, B), dropout_p=p)
 
-    def _explicit(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int
-    ) -> torch.Tensor:
-        """softmax(QKᵀ/√d + bias + mask)·V written out; used when the bias needs a gradient."""
+    def _can_recompute(self, qkv: torch.Tensor) -> bool:
+        """The CPU training kernel applies: fp32 on CPU, no attention dropout, not TorchScript."""
+        if torch.jit.is_scripting():
+            return False
+        return qkv.device.type == "cpu" and qkv.dtype == torch.float32 and not (self.training and self.attn_drop.p > 0)
+
+    @torch.jit.unused
+    def _recomputed(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
+        return recomputed_window_attention(qkv, bias, mask, B, self.scale)
+
+    def _explicit(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
+        """softmax(QKᵀ/√d + bias + mask)·V written out (autograd keeps the (heads, N, N) maps)."""
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
         attn = (q * self.scale) @ k.transpose(-2, -1) + bias  # (B*nW, heads, N, N)
         if mask is not None:
             nW, N = mask.shape[0], mask.shape[1]

@@ -1,0 +1,86 @@
+"""Fused window attention pieces: the per-window additive mask, and a CPU training kernel that keeps no N×N map.
+
+SDPA returns no gradient for an additive mask from its fused kernels on CPU, so with a learnable
+relative position bias autograd would take the unfused path and keep the (heads, N, N) probabilities
+of every window for backward. :func:`recomputed_window_attention` runs the CPU flash kernel forward
+and recomputes the probabilities in backward from the kernel's log-sum-exp instead.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def window_attn_mask(bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
+    """Relative position bias plus the block's mask, broadcastable to (batch*nW, heads, N, N).
+
+    Args:
+        bias: (heads, N, N).
+        mask: (nW, N, N) or None.
+        batch: images B in the batch; windows are batch-major (index b * nW + w).
+
+    Returns:
+        (1, heads, N, N) without a mask, else (B*nW, heads, N, N) written by one broadcast add.
+    """
+    if mask is None:
+        return bias.unsqueeze(0)
+    nW, N = mask.shape[0], mask.shape[1]
+    return (bias + mask.view(1, nW, 1, N, N).expand(batch, nW, 1, N, N)).flatten(0, 1)
+
+
+class _RecomputedWindowAttention(torch.autograd.Function):
+    """softmax(QKᵀ·scale + bias + mask)·V: flash forward, backward from the saved log-sum-exp."""
+
+    @staticmethod
+    def forward(
+        ctx, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, scale: float
+    ) -> torch.Tensor:
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
+        attn_mask = window_attn_mask(bias, mask, batch)
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, False, attn_mask=attn_mask, scale=scale
+        )  # out (B*nW, heads, N, hd) over (B*nW, N, heads, hd) memory; lse (B*nW, heads, N)
+        ctx.save_for_backward(qkv, bias, mask, out, lse)
+        ctx.batch, ctx.scale = batch, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None, None]:
+        qkv, bias, mask, out, lse = ctx.saved_tensors
+        BW, N, _, H, hd = qkv.shape
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd) views
+        q = (q * ctx.scale).reshape(BW * H, N, hd)  # pre-scaled copy: S and dK need no further scaling
+        k, v = k.reshape(BW * H, N, hd), v.reshape(BW * H, N, hd)  # (B*nW*heads, N, hd) copies
+        d_out = grad_out.reshape(BW * H, N, hd)  # (B*nW*heads, N, hd)
+        # probabilities P = exp(S - lse), S = QKᵀ·scale + bias + mask, rebuilt in place
+        p = torch.bmm(q, k.transpose(1, 2)).view(BW, H, N, N).add_(bias)
+        if mask is not None:
+            p = p.view(ctx.batch, -1, H, N, N).add_(mask.unsqueeze(1)).view(BW, H, N, N)
+        p = p.sub_(lse.unsqueeze(-1)).exp_().view(BW * H, N, N)
+        rowdot = (grad_out * out).sum(-1).reshape(BW * H, N, 1)  # Σ_d dO·O, the softmax correction
+        d_s = torch.bmm(d_out, v.transpose(1, 2)).sub_(rowdot).mul_(p)  # dS, (B*nW*heads, N, N)
+        grad_qkv = qkv.new_empty(BW, N, 3, H, hd)
+        dq, dk, dv = grad_qkv.permute(2, 0, 3, 1, 4).unbind(0)  # views to fill, (B*nW, heads, N, hd)
+        dv.copy_(torch.bmm(p.transpose(1, 2), d_out).view(BW, H, N, hd))
+        dq.copy_(torch.bmm(d_s, k).mul_(ctx.scale).view(BW, H, N, hd))
+        dk.copy_(torch.bmm(d_s.transpose(1, 2), q).view(BW, H, N, hd))
+        grad_bias = d_s.view(-1, H, N, N).sum(0)  # (heads, N, N)
+        return grad_qkv, grad_bias, None, None, None
+
+
+def recomputed_window_attention(
+    qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, scale: float
+) -> torch.Tensor:
+    """Window attention for CPU training, keeping no (heads, N, N) map per window for backward.
+
+    Args:
+        qkv: projections (B*nW, N, 3, heads, hd), float32 on CPU.
+        bias: relative position bias (heads, N, N), may require grad.
+        mask: (nW, N, N) additive mask or None (no gradient).
+        batch: B.
+        scale: logit scale, usually hd ** -0.5.
+
+    Returns:
+        (B*nW, heads, N, hd), laid out as (B*nW, N, heads, hd) in memory.
+    """
+    return _RecomputedWindowAttention.apply(qkv, bias, mask, batch, scale)

@@ -1,0 +1,58 @@
+"""Benchmark plumbing: the memory probe, ratios, tables, JSON, and one tiny end-to-end run (no timing asserted)."""
+
+import json
+
+import pytest
+import torch
+
+from swinlite.bench.report import markdown_table, write_json
+from swinlite.bench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark
+
+
+def test_peak_memory_counts_live_tensors_at_the_worst_moment():
+    def step():
+        a = torch.empty(2**20)  # 4 MiB
+        b = torch.empty(2**21)  # 8 MiB: 12 MiB live
+        del a, b
+        c = torch.empty(2**21)  # 8 MiB live
+        del c
+
+    peak = peak_memory_bytes(step, "cpu")
+    assert 12 * 2**20 <= peak < 12.1 * 2**20
+
+
+def test_ratios_are_against_timm_of_the_same_task():
+    rows = [
+        Row("train", "fp32", "timm", 1.0, 4.0, 0.5, peak_mb=100.0),
+        Row("train", "fp32", "swinlite", 0.8, 5.0, 0.6, peak_mb=80.0),
+        Row("train", "bf16", "swinlite", 0.5, 8.0, 0.1),
+    ]
+    add_ratios(rows)
+    assert rows[1].speed_vs_timm == pytest.approx(1.25) and rows[1].memory_vs_timm == pytest.approx(0.8)
+    assert rows[2].speed_vs_timm is None and rows[2].speed_vs_timm_fp32 == pytest.approx(2.0)
+
+
+def test_bad_config_is_rejected():
+    with pytest.raises(ValueError, match="models"):
+        BenchConfig(models=("swinlite", "resnet"))
+    with pytest.raises(ValueError, match="batch"):
+        BenchConfig(batch=0)
+
+
+def test_tiny_run_writes_table_and_json(tmp_path):
+    cfg = BenchConfig(batch=1, img_size=64, models=("swinlite", "timm"), precisions=("fp32",), warmup=0, repeats=1)
+    result = run_benchmark(cfg, log=lambda _: None)
+    assert [(r["task"], r["model"]) for r in result["rows"]] == [
+        ("inference", "swinlite"),
+        ("inference", "timm"),
+        ("train", "swinlite"),
+        ("train", "timm"),
+    ]
+    assert all(r["images_per_s"] > 0 for r in result["rows"])
+    assert all(r["peak_mb"] > 0 for r in result["rows"] if r["task"] == "train")
+    assert result["gflop_per_image"]["train"] > 2 * result["gflop_per_image"]["inference"] > 0
+    table = markdown_table(result)
+    assert table.count("\n| inference") == 2 and "| train | fp32 | swinlite |" in table
+    path = tmp_path / "out" / "bench.json"
+    write_json(result, path)
+    assert json.loads(path.read_text())["rows"] == result["rows"]

@@ -1,0 +1,47 @@
+"""Shift + window partition as one gather, against a naive loop over windows and tokens written here."""
+
+import pytest
+import torch
+
+from swinlite.layers.window import cached_shifted_window_index, gather_tokens, shifted_window_index
+
+CPU = torch.device("cpu")
+
+
+def naive_shifted_windows(x: torch.Tensor, window: tuple[int, int], shift: tuple[int, int]) -> torch.Tensor:
+    """[B, H, W, C] -> [B, nW*N, C]: token (a, b) of window (i, j) of the map rolled by (-sh, -sw)."""
+    B, H, W, C = x.shape
+    tokens = []
+    for i in range(H // window[0]):
+        for j in range(W // window[1]):
+            for a in range(window[0]):
+                for b in range(window[1]):
+                    tokens.append(x[:, (i * window[0] + a + shift[0]) % H, (j * window[1] + b + shift[1]) % W])
+    return torch.stack(tokens, dim=1)
+
+
+@pytest.mark.parametrize(
+    "size,window,shift", [((8, 12), (4, 4), (2, 2)), ((14, 7), (7, 7), (3, 0)), ((6, 9), (3, 3), (0, 0))]
+)
+def test_gather_matches_roll_and_partition_and_inverts(size, window, shift):
+    x = torch.randn(2, *size, 3)
+    index, inverse = shifted_window_index(size, window, shift, CPU)
+    windows = gather_tokens(x.flatten(1, 2), index, inverse)
+    torch.testing.assert_close(windows, naive_shifted_windows(x, window, shift), rtol=0, atol=0)
+    back = gather_tokens(windows, inverse, index).view_as(x)
+    torch.testing.assert_close(back, x, rtol=0, atol=0)
+
+
+def test_gather_backward_is_the_inverse_gather():
+    x = torch.randn(2, 8 * 12, 3, requires_grad=True)
+    index, inverse = shifted_window_index((8, 12), (4, 4), (2, 2), CPU)
+    grad = torch.randn(2, 8 * 12, 3)
+    gather_tokens(x, index, inverse).backward(grad)
+    expected = torch.zeros_like(x).index_add_(1, index, grad)  # autograd's rule for a gather, written out
+    torch.testing.assert_close(x.grad, expected, rtol=0, atol=0)
+
+
+def test_index_is_cached_per_geometry():
+    a = cached_shifted_window_index((8, 8), (4, 4), (2, 2), CPU)
+    assert cached_shifted_window_index((8, 8), (4, 4), (2, 2), CPU) is a
+    assert cached_shifted_window_index((8, 8), (4, 4), (0, 0), CPU) is not a

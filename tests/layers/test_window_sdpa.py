@@ -1,0 +1,79 @@
+"""Fused window attention against the softmax formula evaluated window by window in a loop written here."""
+
+import pytest
+import torch
+
+from swinlite.layers.window_attention import WindowAttention
+from swinlite.layers.window_sdpa import recomputed_window_attention, window_attn_mask
+
+B, NW, H, N, HD = 2, 3, 2, 6, 4
+
+
+def loop_attention(qkv, bias, mask, batch):
+    """softmax(q kᵀ / √d + bias + mask[w]) v, one (window, head) at a time."""
+    out = torch.empty(qkv.shape[0], H, N, HD)
+    for i in range(qkv.shape[0]):
+        for h in range(H):
+            q, k, v = qkv[i, :, 0, h], qkv[i, :, 1, h], qkv[i, :, 2, h]
+            logits = q @ k.T * HD**-0.5 + bias[h] + (0 if mask is None else mask[i % mask.shape[0]])
+            out[i, h] = logits.softmax(-1) @ v
+    return out
+
+
+def shift_and_pad_mask():
+    mask = torch.zeros(NW, N, N)
+    mask[1, :3, 3:] = mask[1, 3:, :3] = -100.0  # two shift regions in window 1
+    mask[2, :, -1] = float("-inf")  # a padded key in window 2
+    return mask
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_recomputed_attention_matches_loop_in_values_and_gradients(with_mask):
+    torch.manual_seed(0)
+    qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
+    bias = torch.randn(H, N, N, requires_grad=True)
+    mask = shift_and_pad_mask() if with_mask else None
+    grad = torch.randn(B * NW, H, N, HD)
+    out = recomputed_window_attention(qkv, bias, mask, B, HD**-0.5)
+    out.backward(grad)
+    got = (out.detach(), qkv.grad.clone(), bias.grad.clone())
+    qkv.grad = bias.grad = None
+    expected = loop_attention(qkv, bias, mask, B)
+    expected.backward(grad)
+    for a, b in zip(got, (expected.detach(), qkv.grad, bias.grad), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_window_attn_mask_repeats_the_window_masks_over_the_batch():
+    bias, mask = torch.randn(H, N, N), shift_and_pad_mask()
+    full = window_attn_mask(bias, mask, B)
+    assert full.shape == (B * NW, H, N, N)
+    for i in range(B * NW):
+        torch.testing.assert_close(full[i], bias + mask[i % NW], rtol=0, atol=0)
+    assert window_attn_mask(bias, None, B).shape == (1, H, N, N)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_fused_and_explicit_paths_agree(train):
+    torch.manual_seed(0)
+    fused = WindowAttention(H * HD, H, (2, 3), fused=True).train(train)
+    explicit = WindowAttention(H * HD, H, (2, 3), fused=False).train(train)
+    explicit.load_state_dict(fused.state_dict())
+    x, mask = torch.randn(B, NW, N, H * HD), shift_and_pad_mask()
+    outputs = []
+    for module in (fused, explicit):
+        out = module(x, mask)
+        out.square().sum().backward()
+        outputs += [out.detach(), module.rel_pos.table.grad, module.qkv.weight.grad]
+    for a, b in zip(outputs[:3], outputs[3:], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_sdpa_path_without_bias_gradient_matches_explicit():
+    torch.manual_seed(0)
+    fused, explicit = WindowAttention(H * HD, H, (2, 3), fused=True), WindowAttention(H * HD, H, (2, 3), fused=False)
+    explicit.load_state_dict(fused.state_dict())
+    x, mask = torch.randn(B, NW, N, H * HD), shift_and_pad_mask()
+    with torch.no_grad():
+        torch.testing.assert_close(fused(x, mask), explicit(x, mask), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fused(x, None), explicit(x, None), rtol=1e-5, atol=1e-5)

@@ -125,13 +125,25 @@ def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]
     return train, create_transform(is_training=False, crop_pct=cfg.crop_pct, **common)
 
 
-def build_datasets(cfg: DataConfig) -> tuple[ImageFolderDataset, ImageFolderDataset, list[str], int]:
-    """Scan ``cfg.data_dir``; returns train and val datasets, the class names and the skipped-file count."""
+def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:
+    """Check and list ``cfg.data_dir``'s train and val splits (val indexed by train's classes)."""
     root = Path(cfg.data_dir)
     if not root.is_dir():
         raise ValueError(f"--data-dir {root} does not exist: expected {root}/train/<class>/* and {root}/val/<class>/*")
     train = scan_split(root / "train", verify=cfg.verify_images)
-    val = scan_split(root / "val", classes=train.classes, verify=cfg.verify_images)
+    return train, scan_split(root / "val", classes=train.classes, verify=cfg.verify_images)
+
+
+def build_datasets(
+    cfg: DataConfig, splits: tuple[Split, Split] | None = None
+) -> tuple[ImageFolderDataset, ImageFolderDataset, list[str], int]:
+    """Train and val datasets, the class names and the skipped-file count.
+
+    Args:
+        cfg: data settings.
+        splits: the result of ``scan_data_dir(cfg)`` when already done (e.g. by rank 0); None: scan now.
+    """
+    train, val = splits or scan_data_dir(cfg)
     train_tf, val_tf = build_transforms(cfg)
     skipped = len(train.skipped) + len(val.skipped)
     return ImageFolderDataset(train.samples, train_tf), ImageFolderDataset(val.samples, val_tf), train.classes, skipped

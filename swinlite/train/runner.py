@@ -22,9 +22,17 @@ from torch import nn
 from . import builders
 from .checkpoint import atomic_write, load_resume, rng_state, save_resume, save_weights, set_rng_state
 from .config import Config, apply_overrides, config_diff, flatten, to_dict
-from .data import build_datasets, build_loaders
+from .data import Split, build_datasets, build_loaders, scan_data_dir
 from .demo_data import build_digits
-from .distributed import DistInfo, all_gather_object, barrier, cleanup, init_distributed, resolve_device
+from .distributed import (
+    DistInfo,
+    all_gather_object,
+    barrier,
+    broadcast_object,
+    cleanup,
+    init_distributed,
+    resolve_device,
+)
 from .engine import StepSettings, current_lr, evaluate, train_one_epoch
 from .metrics import plot_curves, write_csv
 
@@ -79,11 +87,19 @@ def prepare_output(cfg: Config, resume: bool, overwrite: bool, dist: DistInfo) -
 
 
 def _prepare_data(cfg: Config, dist: DistInfo) -> tuple[Any, Any, list[str], int]:
-    if cfg.data.dataset == "digits":
-        if dist.is_main:
-            build_digits(cfg.data.data_dir, size=cfg.data.img_size)
-        barrier(dist)
-    return build_datasets(cfg.data)
+    """Rank 0 builds the demo data if asked and scans the folders once; the other ranks get its result."""
+    found: tuple[Split, Split] | str | None = None
+    if dist.is_main:
+        try:
+            if cfg.data.dataset == "digits":
+                build_digits(cfg.data.data_dir, size=cfg.data.img_size)
+            found = scan_data_dir(cfg.data)
+        except ValueError as e:
+            found = str(e)
+    found = broadcast_object(found, dist)
+    if isinstance(found, str):
+        raise ValueError(found)
+    return build_datasets(cfg.data, found)
 
 
 def _weights_metadata(cfg: Config, classes: list[str], epoch: int, top1: float) -> dict[str, Any]:

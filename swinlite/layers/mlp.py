@@ -74,6 +74,8 @@ class Mlp(nn.Module):
     def _gelu_fc2(self, h: torch.Tensor) -> torch.Tensor:
         """fc2(gelu(h)) through :class:`_GeluLinear`, in the dtype autocast would give the linear."""
         device_type = h.device.type
+        if not torch.amp.is_autocast_available(device_type):  # e.g. the meta device
+            return self.fc2(self.act(h))
         dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else h.dtype
         weight, bias = self.fc2.weight.to(dtype), self.fc2.bias
         with torch.autocast(device_type, enabled=False):

@@ -6,7 +6,7 @@ alternating between the models (median after warm-up), measures the peak memory 
 the machine's matmul ceiling, and prints a markdown table (ratios against timm) and writes a JSON file.
 
 Example:
-    python scripts/benchmark.py --size tiny --batch 8 --repeats 7 --json bench/cpu_tiny_b8.json
+    python scripts/benchmark.py --size tiny --batch 8 --repeats 7 --rel-pos-1d --json benchmarks/cpu_tiny_b8.json
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=7, help="timed runs per model and case; median (default: 7)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement of train steps")
     p.add_argument("--rel-pos-1d", action="store_true", help="also run the 1-D relative attention benchmark")
-    p.add_argument("--json", default="benchmark.json", help="output JSON path (default: benchmark.json)")
+    p.add_argument("--json", default="benchmarks/benchmark.json", help="output JSON path (default: benchmarks/benchmark.json)")
     return p.parse_args(argv)
 
 

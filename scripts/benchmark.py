@@ -43,7 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=7, help="timed runs per model and case; median (default: 7)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement of train steps")
     p.add_argument("--rel-pos-1d", action="store_true", help="also run the 1-D relative attention benchmark")
-    p.add_argument("--json", default="benchmarks/benchmark.json", help="output JSON path (default: benchmarks/benchmark.json)")
+    p.add_argument(
+        "--json", default="benchmarks/benchmark.json", help="output JSON path (default: benchmarks/benchmark.json)"
+    )
     return p.parse_args(argv)
 
 

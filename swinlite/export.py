@@ -17,7 +17,6 @@ from torch import nn
 
 from .convert import load_checkpoint
 from .io import atomic_write_bytes
-from .layers import window
 from .models.swin import SwinTransformer
 
 
@@ -57,22 +56,6 @@ def build_exportable(
 
 
 @contextmanager
-def _fresh_geometry_caches() -> Iterator[None]:
-    """Clear the per-size window caches around tracing, so traced (fake) tensors never stay cached."""
-
-    def clear() -> None:
-        for value in vars(window).values():
-            if callable(getattr(value, "cache_clear", None)):
-                value.cache_clear()
-
-    clear()
-    try:
-        yield
-    finally:
-        clear()
-
-
-@contextmanager
 def _without_grad(model: nn.Module) -> Iterator[None]:
     """Trace an inference graph: parameters need no grad (fused attention kernels refuse a grad-requiring mask)."""
     flags = [(p, p.requires_grad) for p in model.parameters()]
@@ -91,7 +74,7 @@ def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.Expo
             f"example must be an image batch [B >= 2, C, H, W] (B=1 would fix the batch), got {tuple(example.shape)}"
         )
     batch = torch.export.Dim("batch", min=1, max=65536)
-    with _fresh_geometry_caches(), _without_grad(model):
+    with _without_grad(model):
         return torch.export.export(model, (example,), dynamic_shapes={"x": {0: batch}}, strict=False)
 
 

@@ -3,25 +3,30 @@
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 from safetensors.torch import save as safetensors_bytes
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, fsync it, rename it over ``path``, fsync the folder.
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
+    """Fill a temporary file beside ``path`` through ``write(file)``, fsync it, rename it over ``path``.
 
-    A kill at any moment leaves either the previous file or the complete new one under ``path``.
+    A kill at any moment leaves either the previous file or the complete new one under ``path``; a
+    kill mid-write leaves a ``.<name>.tmp*`` file beside it, which the next write does not need.
+
+    Args:
+        path: destination; its folder is created if missing.
+        write: fills the open binary file it is given.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -35,6 +40,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         pass
     finally:
         os.close(dir_fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_write`)."""
+    atomic_write(path, lambda f: f.write(data))
 
 
 def save_safetensors(

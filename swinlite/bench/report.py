@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from ..io import atomic_write_bytes
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
@@ -58,16 +58,5 @@ def _load(load: list[float] | tuple[float, ...] | None) -> str:
 
 
 def write_json(result: dict[str, Any], path: str | Path) -> None:
-    """Write ``result`` to ``path`` atomically: temp file in the same folder, fsync, then os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(result, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``result`` to ``path`` as indented JSON, atomically."""
+    atomic_write_bytes(path, json.dumps(result, indent=2).encode())

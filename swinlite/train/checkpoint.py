@@ -9,50 +9,21 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, safe_open
-from safetensors.torch import save as safetensors_bytes
 
-
-def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write ``path`` through ``write(file)`` so that readers only ever see a complete file.
-
-    Args:
-        path: destination; its folder must exist.
-        write: fills the open binary file it is given.
-    """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    except OSError:  # some filesystems do not fsync directories
-        pass
-    finally:
-        os.close(dir_fd)
+from ..io import atomic_write, save_safetensors
 
 
 def save_weights(path: str | Path, state_dict: Mapping[str, torch.Tensor], metadata: dict[str, Any]) -> None:
-    """Save a state dict as safetensors; ``metadata`` values are stored as JSON strings."""
-    tensors = {k: v.detach().cpu().contiguous() for k, v in state_dict.items()}
-    data = safetensors_bytes(tensors, metadata={k: json.dumps(v) for k, v in metadata.items()})
-    atomic_write(path, lambda f: f.write(data))
+    """Save a state dict as safetensors atomically; ``metadata`` values are stored as JSON strings."""
+    save_safetensors(path, state_dict, metadata)
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:

@@ -20,7 +20,8 @@ import torch  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 from ..convert import convert_state_dict  # noqa: E402
-from .checkpoint import atomic_write, load_weights, read_metadata  # noqa: E402
+from ..io import atomic_write  # noqa: E402
+from .checkpoint import load_weights, read_metadata  # noqa: E402
 from .config import DataConfig  # noqa: E402
 from .data import ImageFolderDataset, build_transforms, scan_split  # noqa: E402
 from .engine import EvalResult, StepSettings, evaluate  # noqa: E402

@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .checkpoint import atomic_write  # noqa: E402
+from ..io import atomic_write  # noqa: E402
 
 # The columns every run writes; EMA runs add ema_val_loss, ema_val_top1, ema_val_top5.
 COLUMNS = ["epoch", "train_loss", "val_loss", "val_top1", "val_top5", "lr", "epoch_time", "train_img_s"]

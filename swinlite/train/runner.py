@@ -19,8 +19,9 @@ import torch
 import yaml
 from torch import nn
 
+from ..io import atomic_write
 from . import builders
-from .checkpoint import atomic_write, load_resume, rng_state, save_resume, save_weights, set_rng_state
+from .checkpoint import load_resume, rng_state, save_resume, save_weights, set_rng_state
 from .config import Config, apply_overrides, config_diff, flatten, to_dict
 from .data import Split, build_datasets, build_loaders, scan_data_dir
 from .demo_data import build_digits

@@ -39,7 +39,7 @@ class SwinBlock(nn.Module):
         attn_drop: dropout on attention weights.
         rel_pos: ``"table"`` or ``"cpb"``, see :class:`WindowAttention`.
         mask_padding: mask padded tokens as keys.
-        fused_attn: use ``scaled_dot_product_attention``.
+        fused_attn: use fused attention kernels where they apply (False: the explicit softmax path).
     """
 
     mask_padding: torch.jit.Final[bool]

@@ -126,7 +126,7 @@ class SwinTransformer(nn.Module):
         drop_path_rate: stochastic depth, rising linearly from 0 over the blocks to this value.
         rel_pos: ``"table"`` (Swin) or ``"cpb"`` (Swin-V2 continuous position bias).
         mask_padding: mask padded tokens in windows (False reproduces torchvision at odd sizes).
-        fused_attn: use ``scaled_dot_product_attention`` (False: explicit softmax path).
+        fused_attn: use fused attention kernels where they apply (False: the explicit softmax path).
         out_norm: a LayerNorm on each feature level returned by ``forward_intermediates``
             (``out_norms.i``, as detection backbones use); without, ``out_norms.i`` are identities.
         frozen_stages: -1 trains everything; k >= 0 freezes the patch embedding and the first k stages

@@ -4,11 +4,20 @@ SDPA returns no gradient for an additive mask from its fused kernels on CPU, so 
 relative position bias autograd would take the unfused path and keep the (heads, N, N) probabilities
 of every window for backward. :func:`recomputed_window_attention` runs the CPU flash kernel forward
 and recomputes the probabilities in backward from the kernel's log-sum-exp instead.
+
+Denormals: the reference's mask value -100 gives weights of about exp(-100) = 4e-44, subnormal floats
+on which x86 exp and matmul kernels run tens of times slower (about 10% of a Swin-T train step). The
+training kernel masks with -inf instead (a weight below 2^-126 adds nothing to a softmax sum >= 1
+unless a masked logit exceeds every unmasked one of its row by more than ~83), and its backward
+flushes probabilities below exp(-60) to zero before they reach the matmuls.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+
+_MIN_LOG_PROB = -60.0  # log-probabilities (and mask values) at or below this count as -inf in the training kernel
 
 
 def window_attn_mask(bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
@@ -36,6 +45,8 @@ class _RecomputedWindowAttention(torch.autograd.Function):
         ctx, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, scale: float
     ) -> torch.Tensor:
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
+        if mask is not None:  # -100 -> -inf: no subnormal weights (module docstring)
+            mask = mask.masked_fill(mask <= _MIN_LOG_PROB, float("-inf"))
         attn_mask = window_attn_mask(bias, mask, batch)
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, 0.0, False, attn_mask=attn_mask, scale=scale
@@ -56,7 +67,8 @@ class _RecomputedWindowAttention(torch.autograd.Function):
         p = torch.bmm(q, k.transpose(1, 2)).view(BW, H, N, N).add_(bias)
         if mask is not None:
             p = p.view(ctx.batch, -1, H, N, N).add_(mask.unsqueeze(1)).view(BW, H, N, N)
-        p = p.sub_(lse.unsqueeze(-1)).exp_().view(BW * H, N, N)
+        p = p.sub_(lse.unsqueeze(-1))  # log-probabilities
+        p = F.threshold_(p, _MIN_LOG_PROB, float("-inf")).exp_().view(BW * H, N, N)  # no subnormals
         rowdot = (grad_out * out).sum(-1).reshape(BW * H, N, 1)  # Σ_d dO·O, the softmax correction
         d_s = torch.bmm(d_out, v.transpose(1, 2)).sub_(rowdot).mul_(p)  # dS, (B*nW*heads, N, N)
         grad_qkv = qkv.new_empty(BW, N, 3, H, hd)

@@ -77,3 +77,28 @@ def test_sdpa_path_without_bias_gradient_matches_explicit():
     with torch.no_grad():
         torch.testing.assert_close(fused(x, mask), explicit(x, mask), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(fused(x, None), explicit(x, None), rtol=1e-5, atol=1e-5)
+
+
+def test_recomputed_attention_flushing_subnormal_weights_matches_loop():
+    """Peaked logits and the -100 shift mask give weights below 2^-126, which the kernel flushes to zero
+    (x86 kernels slow down tens of times on subnormals); values and gradients still match the loop.
+
+    (The kernel masks with -inf: it departs from -100 only where a masked logit exceeds every unmasked
+    one of its row by more than ~83, which logits spread over tens, as here, do not reach.)"""
+    torch.manual_seed(0)
+    qkv = (torch.randn(B * NW, N, 3, H, HD) * 3).requires_grad_()  # logits spread over tens
+    bias = torch.randn(H, N, N, requires_grad=True)
+    mask = shift_and_pad_mask()
+    q, k = qkv.detach()[:, :, 0].transpose(1, 2), qkv.detach()[:, :, 1].transpose(1, 2)  # (B*nW, H, N, HD)
+    logits = q @ k.transpose(-2, -1) * HD**-0.5 + bias.detach() + mask.repeat(B, 1, 1)[:, None]
+    probs = logits.softmax(-1)
+    assert ((probs > 0) & (probs < torch.finfo(torch.float32).tiny)).any(), "expected subnormal weights"
+    grad = torch.randn(B * NW, H, N, HD)
+    out = recomputed_window_attention(qkv, bias, mask, B, HD**-0.5)
+    out.backward(grad)
+    got = (out.detach(), qkv.grad.clone(), bias.grad.clone())
+    qkv.grad = bias.grad = None
+    expected = loop_attention(qkv, bias, mask, B)
+    expected.backward(grad)
+    for a, b in zip(got, (expected.detach(), qkv.grad, bias.grad), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)

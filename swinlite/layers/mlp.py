@@ -24,11 +24,15 @@ class _GeluLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         h, weight = ctx.saved_tensors
-        g = F.gelu(h).flatten(0, -2)  # (tokens, hidden)
+        # one (tokens, hidden) buffer holds gelu(h), then grad @ weight, then grad_h: fresh large
+        # tensors cost page faults on CPU (glibc maps them anew each time), about 40% of this backward
+        buf = F.gelu(h).reshape(-1, h.shape[-1])  # (tokens, hidden), contiguous
         grad_2d = grad.flatten(0, -2)  # (tokens, out)
-        grad_weight = grad_2d.T @ g  # (out, hidden)
+        grad_weight = grad_2d.T @ buf  # (out, hidden)
         grad_bias = grad_2d.sum(0) if ctx.has_bias else None
-        grad_h = torch.ops.aten.gelu_backward(grad @ weight, h)  # (..., hidden)
+        torch.mm(grad_2d, weight, out=buf)  # dL/dgelu(h)
+        grad_h = buf.view(h.shape)  # (..., hidden)
+        torch.ops.aten.gelu_backward.grad_input(grad_h, h, grad_input=grad_h)  # in place: dL/dh
         return grad_h, grad_weight, grad_bias
 
 

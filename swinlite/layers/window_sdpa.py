@@ -59,9 +59,9 @@ class _RecomputedWindowAttention(torch.autograd.Function):
     def backward(ctx, grad_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None, None]:
         qkv, bias, mask, out, lse = ctx.saved_tensors
         BW, N, _, H, hd = qkv.shape
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd) views
-        q = (q * ctx.scale).reshape(BW * H, N, hd)  # pre-scaled copy: S and dK need no further scaling
-        k, v = k.reshape(BW * H, N, hd), v.reshape(BW * H, N, hd)  # (B*nW*heads, N, hd) copies
+        qkv_c = qkv.permute(2, 0, 3, 1, 4).contiguous()  # (3, B*nW, heads, N, hd): one copy for q, k, v
+        qkv_c[0].mul_(ctx.scale)  # pre-scaled q: S and dK need no further scaling
+        q, k, v = qkv_c.view(3, BW * H, N, hd).unbind(0)  # 3 x (B*nW*heads, N, hd)
         d_out = grad_out.reshape(BW * H, N, hd)  # (B*nW*heads, N, hd)
         # probabilities P = exp(S - lse), S = QKᵀ·scale + bias + mask, rebuilt in place
         p = torch.bmm(q, k.transpose(1, 2)).view(BW, H, N, N).add_(bias)
@@ -73,9 +73,10 @@ class _RecomputedWindowAttention(torch.autograd.Function):
         d_s = torch.bmm(d_out, v.transpose(1, 2)).sub_(rowdot).mul_(p)  # dS, (B*nW*heads, N, N)
         grad_qkv = qkv.new_empty(BW, N, 3, H, hd)
         dq, dk, dv = grad_qkv.permute(2, 0, 3, 1, 4).unbind(0)  # views to fill, (B*nW, heads, N, hd)
-        dv.copy_(torch.bmm(p.transpose(1, 2), d_out).view(BW, H, N, hd))
-        dq.copy_(torch.bmm(d_s, k).mul_(ctx.scale).view(BW, H, N, hd))
-        dk.copy_(torch.bmm(d_s.transpose(1, 2), q).view(BW, H, N, hd))
+        work = v  # v is no longer needed: its buffer takes each product before the copy into grad_qkv
+        dv.copy_(torch.bmm(p.transpose(1, 2), d_out, out=work).view(BW, H, N, hd))
+        dk.copy_(torch.bmm(d_s.transpose(1, 2), q, out=work).view(BW, H, N, hd))
+        torch.mul(torch.bmm(d_s, k, out=work).view(BW, H, N, hd), ctx.scale, out=dq)
         grad_bias = d_s.view(-1, H, N, N).sum(0)  # (heads, N, N)
         return grad_qkv, grad_bias, None, None, None
 

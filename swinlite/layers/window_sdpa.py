@@ -76,7 +76,7 @@ class _RecomputedWindowAttention(torch.autograd.Function):
         work = v  # v is no longer needed: its buffer takes each product before the copy into grad_qkv
         dv.copy_(torch.bmm(p.transpose(1, 2), d_out, out=work).view(BW, H, N, hd))
         dk.copy_(torch.bmm(d_s.transpose(1, 2), q, out=work).view(BW, H, N, hd))
-        torch.mul(torch.bmm(d_s, k, out=work).view(BW, H, N, hd), ctx.scale, out=dq)
+        dq.copy_(torch.bmm(d_s, k, out=work).mul_(ctx.scale).view(BW, H, N, hd))
         grad_bias = d_s.view(-1, H, N, N).sum(0)  # (heads, N, N)
         return grad_qkv, grad_bias, None, None, None
 

@@ -25,7 +25,7 @@ class _GeluLinear(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         h, weight = ctx.saved_tensors
         # one (tokens, hidden) buffer holds gelu(h), then grad @ weight, then grad_h: fresh large
-        # tensors cost page faults on CPU (glibc maps them anew each time), about 40% of this backward
+        # tensors cost page faults on CPU (glibc maps them anew each time): a third of this backward or more
         buf = F.gelu(h).reshape(-1, h.shape[-1])  # (tokens, hidden), contiguous
         grad_2d = grad.flatten(0, -2)  # (tokens, out)
         grad_weight = grad_2d.T @ buf  # (out, hidden)

@@ -11,14 +11,8 @@ from timm.models import group_parameters
 import swinlite  # noqa: F401  (registers the variants)
 
 VARIANTS = timm.list_models("swinlite_*")
-# The slower whole-model checks (TorchScript, fx, checkpointing, bf16, head surgery) run on these; the other
-# variants are built from the same module types and differ only in widths, depths and windows.
+# Batch 2 for the small variants, 1 for the big ones (their weights dominate the cost anyway).
 LIGHT = {"swinlite_tiny_patch4_window7_224", "swinlite_nano_patch2_window4_64", "swinlite_pico_patch2_window4_32"}
-
-
-def light_only(name: str) -> None:
-    if name not in LIGHT:
-        pytest.skip("whole-model check run on the light variants only (same module types)")
 
 
 def _input_size(model: torch.nn.Module) -> tuple[int, int]:
@@ -127,7 +121,6 @@ def test_forward_features_head_and_intermediates(built):
 
 def test_reset_classifier(built):
     name, model, x = built
-    light_only(name)
     model = copy.deepcopy(model)
     model.reset_classifier(7)
     assert model(x).shape == (x.shape[0], 7) and model.num_classes == 7
@@ -142,7 +135,6 @@ def test_reset_classifier(built):
 
 def test_prune_intermediate_layers(built):
     name, model, x = built
-    light_only(name)
     model = copy.deepcopy(model)
     with torch.no_grad():
         full = model.forward_intermediates(x, intermediates_only=True)
@@ -179,7 +171,6 @@ def test_features_only(built):
 
 def test_grad_checkpointing_same_outputs_and_grads(built):
     name, model, x = built
-    light_only(name)
     model = copy.deepcopy(model)
     ref = model(x)
     ref.sum().backward()
@@ -195,7 +186,6 @@ def test_grad_checkpointing_same_outputs_and_grads(built):
 
 def test_torchscript(built):
     name, model, x = built
-    light_only(name)
     scripted = torch.jit.script(copy.deepcopy(model))
     with torch.no_grad():
         torch.testing.assert_close(scripted(x), model(x))
@@ -203,7 +193,6 @@ def test_torchscript(built):
 
 def test_fx_feature_extraction(built):
     name, model, x = built
-    light_only(name)
     _, eval_nodes = _fx.get_graph_node_names(model)
     extractor = _fx.create_feature_extractor(model, return_nodes=[eval_nodes[-1]])
     with torch.no_grad():
@@ -212,7 +201,6 @@ def test_fx_feature_extraction(built):
 
 def test_bfloat16_after_float32_forward(built):
     name, model, x = built
-    light_only(name)
     model = copy.deepcopy(model)
     with torch.no_grad():
         ref = model(x)  # fills the float32 mask cache

@@ -9,12 +9,15 @@ import torchvision
 
 import swinlite
 
-PAIRS_224 = [("swin_tiny_patch4_window7_224", "swinlite_tiny_patch4_window7_224")]
-# Window-12 models at 384 with fewer blocks per stage (same widths, heads, windows and geometry), to keep the
-# suite fast on 2 cores; the full-depth variants are built and run in test_timm_contract.py.
+PAIRS_224 = [
+    ("swin_tiny_patch4_window7_224", "swinlite_tiny_patch4_window7_224"),
+    ("swin_small_patch4_window7_224", "swinlite_small_patch4_window7_224"),
+    ("swin_base_patch4_window7_224", "swinlite_base_patch4_window7_224"),
+    ("swin_large_patch4_window7_224", "swinlite_large_patch4_window7_224"),
+]
 PAIRS_384 = [
-    ("swin_base_patch4_window12_384", "swinlite_base_patch4_window12_384", (2, 2, 2, 2)),
-    ("swin_large_patch4_window12_384", "swinlite_large_patch4_window12_384", (1, 1, 1, 1)),
+    ("swin_base_patch4_window12_384", "swinlite_base_patch4_window12_384"),
+    ("swin_large_patch4_window12_384", "swinlite_large_patch4_window12_384"),
 ]
 
 
@@ -34,9 +37,9 @@ def test_matches_timm_at_224(ref_name, name):
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize("ref_name,name,depths", PAIRS_384)
-def test_matches_timm_at_384_window12(ref_name, name, depths):
-    ref, model = _timm_pair(ref_name, name, depths=depths)
+@pytest.mark.parametrize("ref_name,name", PAIRS_384)
+def test_matches_timm_at_384_window12(ref_name, name):
+    ref, model = _timm_pair(ref_name, name)
     x = torch.randn(1, 3, 384, 384)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
@@ -82,5 +85,22 @@ def test_matches_torchvision_swin_t(size):
     model = timm.create_model("swinlite_tiny_patch4_window7_224", mask_padding=False).eval()
     model.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), model))
     x = torch.randn(1, 3, *size)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "builder,name",
+    [
+        (torchvision.models.swin_s, "swinlite_small_patch4_window7_224"),
+        (torchvision.models.swin_b, "swinlite_base_patch4_window7_224"),
+    ],
+)
+def test_matches_torchvision_swin_s_and_b(builder, name):
+    torch.manual_seed(0)
+    ref = builder().eval()
+    model = timm.create_model(name).eval()
+    model.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), model))
+    x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)

@@ -27,12 +27,8 @@ def shift_and_pad_mask():
     return mask
 
 
-@pytest.mark.parametrize("with_mask", [False, True])
-def test_recomputed_attention_matches_loop_in_values_and_gradients(with_mask):
-    torch.manual_seed(0)
-    qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
-    bias = torch.randn(H, N, N, requires_grad=True)
-    mask = shift_and_pad_mask() if with_mask else None
+def assert_recomputed_matches_loop(qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None) -> None:
+    """Values and gradients (for qkv and the bias) of the recomputed kernel equal the per-window loop's."""
     grad = torch.randn(B * NW, H, N, HD)
     out = recomputed_window_attention(qkv, bias, mask, B, HD**-0.5)
     out.backward(grad)
@@ -42,6 +38,15 @@ def test_recomputed_attention_matches_loop_in_values_and_gradients(with_mask):
     expected.backward(grad)
     for a, b in zip(got, (expected.detach(), qkv.grad, bias.grad), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_recomputed_attention_matches_loop_in_values_and_gradients(with_mask):
+    torch.manual_seed(0)
+    qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
+    bias = torch.randn(H, N, N, requires_grad=True)
+    mask = shift_and_pad_mask() if with_mask else None
+    assert_recomputed_matches_loop(qkv, bias, mask)
 
 
 def test_window_attn_mask_repeats_the_window_masks_over_the_batch():
@@ -93,12 +98,4 @@ def test_recomputed_attention_flushing_subnormal_weights_matches_loop():
     logits = q @ k.transpose(-2, -1) * HD**-0.5 + bias.detach() + mask.repeat(B, 1, 1)[:, None]
     probs = logits.softmax(-1)
     assert ((probs > 0) & (probs < torch.finfo(torch.float32).tiny)).any(), "expected subnormal weights"
-    grad = torch.randn(B * NW, H, N, HD)
-    out = recomputed_window_attention(qkv, bias, mask, B, HD**-0.5)
-    out.backward(grad)
-    got = (out.detach(), qkv.grad.clone(), bias.grad.clone())
-    qkv.grad = bias.grad = None
-    expected = loop_attention(qkv, bias, mask, B)
-    expected.backward(grad)
-    for a, b in zip(got, (expected.detach(), qkv.grad, bias.grad), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert_recomputed_matches_loop(qkv, bias, mask)

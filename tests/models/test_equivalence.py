@@ -29,18 +29,10 @@ def _timm_pair(ref_name: str, name: str, **kwargs) -> tuple[torch.nn.Module, tor
     return ref, model
 
 
-@pytest.mark.parametrize("ref_name,name", PAIRS_224)
-def test_matches_timm_at_224(ref_name, name):
+@pytest.mark.parametrize("ref_name,name,size", [(*p, 224) for p in PAIRS_224] + [(*p, 384) for p in PAIRS_384])
+def test_matches_timm(ref_name, name, size):
     ref, model = _timm_pair(ref_name, name)
-    x = torch.randn(2, 3, 224, 224)
-    with torch.no_grad():
-        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
-
-
-@pytest.mark.parametrize("ref_name,name", PAIRS_384)
-def test_matches_timm_at_384_window12(ref_name, name):
-    ref, model = _timm_pair(ref_name, name)
-    x = torch.randn(1, 3, 384, 384)
+    x = torch.randn(1, 3, size, size)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 

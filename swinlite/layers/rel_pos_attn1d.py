@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .rel_pos_bias import RelativePositionBias
-from .rel_pos_skew import relative_logits, relative_values
+from .rel_pos_skew import relative_attention, relative_logits, relative_values
 
 # Above this many (L * L * head_dim) elements the (L, L, d) gathered table stops paying; see "auto" below.
 _GATHER_MAX_ELEMENTS = 2**18
@@ -118,11 +118,15 @@ class RelPosSelfAttention1d(nn.Module):
         heads, d = self.num_heads, self.head_dim
         q, k, v = (lin(x).view(B, L, heads, d).transpose(1, 2) for lin in (self.q, self.k, self.v))  # (B, H, L, d)
         blocked = _blocked_pairs(L, key_padding_mask, causal, x.device)  # (B or 1, 1, L, L) bool or None
+        p = self.attn_drop.p if self.training else 0.0
+        if self.mode == "shaw" and self.rel_v is None and not self._use_gather(L):
+            # long sequences: skewed relative logits one query block at a time, straight into SDPA
+            out = relative_attention(q * d**-0.5, k, v, self.rel_k.weight, self.max_distance, blocked, p)
+            return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, L, C)))  # (B, L, H*d)
         bias = self._key_term(q * d**-0.5, L) if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)
         if blocked is not None:
             bias = bias.masked_fill(blocked, torch.finfo(bias.dtype).min)
         if self.rel_v is None:
-            p = self.attn_drop.p if self.training else 0.0
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p)
         else:
             attn = self.attn_drop((q @ k.transpose(-2, -1) * d**-0.5 + bias).softmax(dim=-1))  # (B, H, L, L)

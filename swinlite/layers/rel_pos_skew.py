@@ -108,3 +108,50 @@ def relative_values(attn: torch.Tensor, weight: torch.Tensor, max_distance: int,
     ab = unskew(ab.permute(2, 0, 1, 3, 4))  # (nb, B, H, T, L+T-1) per offset
     out = torch.bmm(ab.reshape(nb, B * H * T, L + T - 1), windows)  # (nb, B*H*T, d)
     return out.view(nb, B, H, T, -1).permute(1, 2, 0, 3, 4).reshape(B, H, nb * T, -1)[:, :, :L]  # (B, H, L, d)
+
+
+def relative_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    weight: torch.Tensor,
+    max_distance: int,
+    blocked: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    block: int = 64,
+) -> torch.Tensor:
+    """softmax(q·kᵀ + q·weight[clamp(j - i, -D, D) + D]) · v, one block of T queries at a time.
+
+    Each block's skewed relative logits (B, H, T, L) go to ``scaled_dot_product_attention`` as its
+    mask, so the full (B, H, L, L) logits never exist: blocks of a few MB are reused by the
+    allocator, where one tensor of hundreds of MB is mapped (and page-faulted) afresh on every call.
+    The loop runs over ceil(L / T) query blocks, not over positions.
+
+    Args:
+        q: queries [B, H, L, d], already scaled by 1/√d.
+        k: keys [B, H, L, d].
+        v: values [B, H, L, d].
+        weight: relative key embeddings [2D + 1, d].
+        max_distance: clipping distance D.
+        blocked: bool, True where query i must not see key j, broadcastable to [B, 1, L, L], or None.
+        dropout_p: attention dropout.
+        block: queries per block T.
+
+    Returns:
+        Attention output [B, H, L, d].
+    """
+    L = q.shape[2]
+    T = min(block, L)
+    nb = -(-L // T)
+    windows = _block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
+    qp = F.pad(q, (0, 0, 0, nb * T - L))  # (B, H, nb*T, d); padded queries are cropped below
+    outs = []
+    for b in range(nb):
+        qb = qp[:, :, b * T : (b + 1) * T]  # (B, H, T, d)
+        rel = skew(qb @ windows[b].T)  # (B, H, T, L) per key
+        if blocked is not None:
+            rows = F.pad(blocked, (0, 0, 0, nb * T - L))[..., b * T : (b + 1) * T, :]  # (.., 1, T, L)
+            rel = rel.masked_fill(rows, torch.finfo(rel.dtype).min)
+        # SDPA scales q.kᵀ itself: q is pre-scaled, so scale=1
+        outs.append(F.scaled_dot_product_attention(qb, k, v, attn_mask=rel, dropout_p=dropout_p, scale=1.0))
+    return torch.cat(outs, dim=2)[:, :, :L]  # (B, H, L, d)

@@ -104,6 +104,20 @@ def test_shaw_matches_naive_loop(method, max_distance, value_rel, pad, causal):
     torch.testing.assert_close(attn(x, mask, causal), naive_attention(attn, x, mask, causal))
 
 
+@pytest.mark.parametrize("max_distance", [None, 5])
+@pytest.mark.parametrize(("pad", "causal"), [(False, False), (True, True)])
+def test_long_sequence_query_blocks_match_naive_loop(max_distance, pad, causal):
+    """L = 70: the key-only skew path attends in query blocks of 64, the last one padded."""
+    torch.manual_seed(0)
+    attn = RelPosSelfAttention1d(DIM, HEADS, 70, max_distance=max_distance, method="skew").double()
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.normal_(0, 0.5)
+    x = torch.randn(2, 70, DIM, dtype=torch.float64)
+    mask = padding_mask(2, 70) if pad else None
+    torch.testing.assert_close(attn(x, mask, causal), naive_attention(attn, x, mask, causal))
+
+
 @pytest.mark.parametrize("max_distance", [None, 3])
 @pytest.mark.parametrize("causal", [False, True])
 def test_bias_mode_matches_naive_loop(max_distance, causal):

@@ -122,17 +122,23 @@ class RelPosSelfAttention1d(nn.Module):
         if self.mode == "shaw" and self.rel_v is None and not self._use_gather(L):
             # long sequences: skewed relative logits one query block at a time, straight into SDPA
             out = relative_attention(q * d**-0.5, k, v, self.rel_k.weight, self.max_distance, blocked, p)
-            return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, L, C)))  # (B, L, H*d)
+        else:
+            out = self._attend_full(q, k, v, blocked, p)  # (B, H, L, d)
+        out = out.transpose(1, 2).reshape(B, L, C)  # (B, L, H*d)
+        return self.proj_drop(self.proj(out))
+
+    def _attend_full(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, blocked: torch.Tensor | None, p: float
+    ) -> torch.Tensor:
+        """Attention with the whole (B, H, L, L) relative term: short sequences, bias mode, the value term."""
+        L, d = q.shape[2], self.head_dim
         bias = self._key_term(q * d**-0.5, L) if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)
         if blocked is not None:
             bias = bias.masked_fill(blocked, torch.finfo(bias.dtype).min)
         if self.rel_v is None:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p)
-        else:
-            attn = self.attn_drop((q @ k.transpose(-2, -1) * d**-0.5 + bias).softmax(dim=-1))  # (B, H, L, L)
-            out = attn @ v + self._value_term(attn, L)  # (B, H, L, d)
-        out = out.transpose(1, 2).reshape(B, L, C)  # (B, L, H*d)
-        return self.proj_drop(self.proj(out))
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p)
+        attn = self.attn_drop((q @ k.transpose(-2, -1) * d**-0.5 + bias).softmax(dim=-1))  # (B, H, L, L)
+        return attn @ v + self._value_term(attn, L)  # (B, H, L, d)
 
     def _use_gather(self, length: int) -> bool:
         if self.method == "auto":

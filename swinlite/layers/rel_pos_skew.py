@@ -145,13 +145,14 @@ def relative_attention(
     nb = -(-L // T)
     windows = _block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
     qp = F.pad(q, (0, 0, 0, nb * T - L))  # (B, H, nb*T, d); padded queries are cropped below
+    if blocked is not None:
+        blocked = F.pad(blocked, (0, 0, 0, nb * T - L))  # (.., 1, nb*T, L)
     outs = []
     for b in range(nb):
         qb = qp[:, :, b * T : (b + 1) * T]  # (B, H, T, d)
         rel = skew(qb @ windows[b].T)  # (B, H, T, L) per key
         if blocked is not None:
-            rows = F.pad(blocked, (0, 0, 0, nb * T - L))[..., b * T : (b + 1) * T, :]  # (.., 1, T, L)
-            rel = rel.masked_fill(rows, torch.finfo(rel.dtype).min)
+            rel = rel.masked_fill(blocked[..., b * T : (b + 1) * T, :], torch.finfo(rel.dtype).min)
         # SDPA scales q.kᵀ itself: q is pre-scaled, so scale=1
         outs.append(F.scaled_dot_product_attention(qb, k, v, attn_mask=rel, dropout_p=dropout_p, scale=1.0))
     return torch.cat(outs, dim=2)[:, :, :L]  # (B, H, L, d)

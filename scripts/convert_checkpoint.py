@@ -11,7 +11,7 @@ from pathlib import Path
 import timm
 
 import swinlite
-from swinlite.convert import convert_state_dict, detect_layout, read_checkpoint
+from swinlite.convert import convert_state_dict, detect_layout, missing_weights, read_checkpoint
 from swinlite.io import save_safetensors
 
 
@@ -40,8 +40,7 @@ def main() -> None:
         model = timm.create_model(args.model, device="meta", **kwargs)
     state_dict = convert_state_dict(checkpoint, model)
     if model is not None:
-        optional = ("head.fc.", "out_norms.")  # a new classifier / detection norms may start fresh
-        missing = [k for k in model.state_dict() if k not in state_dict and not k.startswith(optional)]
+        missing, _ = missing_weights(state_dict, model)  # a new classifier / detection norms may start fresh
         if missing:
             raise SystemExit(
                 f"{args.input} does not fit {args.model}: {len(missing)} weights are missing, e.g. "

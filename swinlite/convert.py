@@ -302,14 +302,24 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     if isinstance(checkpoint, (str, os.PathLike)):
         checkpoint = read_checkpoint(checkpoint)
     state_dict = convert_state_dict(checkpoint, model)
-    missing = model.load_state_dict(state_dict, strict=False).missing_keys
-    fresh = [k for k in missing if k.startswith(("out_norms.", "head.fc."))]
-    missing = [k for k in missing if k not in fresh]
+    missing, fresh = missing_weights(state_dict, model)
     if missing:
         raise ValueError(
             f"checkpoint does not fit {type(model).__name__}: {len(missing)} model keys are missing from it: "
             + ", ".join(missing[:20])
             + (", ..." if len(missing) > 20 else "")
         )
+    model.load_state_dict(state_dict, strict=False)
     if fresh:
         warnings.warn(f"not in the checkpoint, left at their initial values: {', '.join(fresh)}", stacklevel=2)
+
+
+def missing_weights(state_dict: Mapping[str, torch.Tensor], model: nn.Module) -> tuple[list[str], list[str]]:
+    """Model weights a converted state dict lacks: (required ones, optional ones).
+
+    Optional are a classifier (``head.fc.*``, e.g. one of another size that was dropped) and the per-level
+    output norms (``out_norms.*``, absent from ImageNet checkpoints): they may start from their initial values.
+    """
+    absent = [k for k in model.state_dict() if k not in state_dict]
+    fresh = [k for k in absent if k.startswith(("out_norms.", "head.fc."))]
+    return [k for k in absent if k not in fresh], fresh

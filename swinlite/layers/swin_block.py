@@ -80,18 +80,14 @@ class SwinBlock(nn.Module):
     def _mask(
         self, size: tuple[int, int], shift: tuple[int, int], device: torch.device, dtype: torch.dtype
     ) -> torch.Tensor | None:
-        if torch.jit.is_scripting():
-            return window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
-        if torch.compiler.is_compiling():  # traced once into the graph, where the size is fixed
+        if torch.jit.is_scripting() or torch.compiler.is_compiling():  # built into the graph, at a fixed size
             return window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
         return cached_window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
 
     def _index(
         self, padded: tuple[int, int], shift: tuple[int, int], device: torch.device
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if torch.jit.is_scripting():
-            return shifted_window_index(padded, self.window, shift, device)
-        if torch.compiler.is_compiling():
+        if torch.jit.is_scripting() or torch.compiler.is_compiling():
             return shifted_window_index(padded, self.window, shift, device)
         return cached_shifted_window_index(padded, self.window, shift, device)
 

@@ -42,14 +42,22 @@ def markdown_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rel_pos_1d_table(rows: list[dict[str, Any]]) -> str:
-    """Rows of :func:`swinlite.bench.rel_pos_1d.rel_pos_1d_rows` as a markdown table."""
-    lines = ["| formulation | L | ms | × plain | measured | note |", "|---|---:|---:|---:|---|---|"]
-    for r in rows:
-        lines.append(
-            f"| {r['name']} | {r['seq_len']} | {r['ms']:.1f} | {_fmt(r['vs_plain'], '.2f')} | "
-            f"{'yes' if r['measured'] else 'no'} | {r['note']} |"
-        )
+def rel_pos_1d_table(result: dict[str, Any]) -> str:
+    """The rows of :func:`swinlite.bench.rel_pos_1d.run_rel_pos_1d` as a markdown table, with a header of context."""
+    cfg, machine = result["config"], result["machine"]
+    lines = [
+        f"1-D relative attention, L {cfg['seq_len']}, width {cfg['dim']}, {cfg['num_heads']} heads, batch "
+        f"{cfg['batch']}; forward without autograd, fp32, cpu ({machine['cpu']}, {machine['threads']} threads); "
+        f"torch {machine['torch']}.",
+        f"Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up; the double loop runs once. "
+        f"Load average before/after: {_load(machine['load_average_before'])} / "
+        f"{_load(machine.get('load_average_after'))}.",
+        "",
+        "| formulation | L | ms | × plain | note |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for r in result["rows"]:
+        lines.append(f"| {r['name']} | {r['seq_len']} | {r['ms']:.1f} | {r['vs_plain']:.2f} | {r['note']} |")
     return "\n".join(lines)
 
 

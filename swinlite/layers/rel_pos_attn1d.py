@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .rel_pos_bias import RelativePositionBias
+from .rel_pos_buffered import buffered_relative_attention
 from .rel_pos_skew import relative_attention, relative_logits, relative_values
 
 # Above this many (L * L * head_dim) elements the (L, L, d) gathered table stops paying; see "auto" below.
@@ -43,7 +44,9 @@ class RelPosSelfAttention1d(nn.Module):
     the offset embeddings and shifting the result into place, in query blocks
     (``method="skew"``, :mod:`~swinlite.layers.rel_pos_skew`, O(L d) extra memory besides the
     logits); the value term likewise. ``"auto"`` gathers while the (L, L, d) table is small and skews
-    above.
+    above. With the skew method no (B, H, L, L) tensor is built for the key term, nor, without
+    autograd (``torch.no_grad()``, ``torch.inference_mode()``), for the value term
+    (:func:`~swinlite.layers.rel_pos_buffered.buffered_relative_attention`).
 
     Args:
         dim: channels C.
@@ -119,11 +122,15 @@ class RelPosSelfAttention1d(nn.Module):
         q, k, v = (lin(x).view(B, L, heads, d).transpose(1, 2) for lin in (self.q, self.k, self.v))  # (B, H, L, d)
         blocked = _blocked_pairs(L, key_padding_mask, causal, x.device)  # (B or 1, 1, L, L) bool or None
         p = self.attn_drop.p if self.training else 0.0
-        if self.mode == "shaw" and self.rel_v is None and not self._use_gather(L):
-            # long sequences: skewed relative logits one query block at a time, straight into SDPA
-            out = relative_attention(q * d**-0.5, k, v, self.rel_k.weight, self.max_distance, blocked, p)
-        else:
+        if self.mode == "bias" or self._use_gather(L):
             out = self._attend_full(q, k, v, blocked, p)  # (B, H, L, d)
+        elif self.rel_v is None:  # skewed relative logits per query block, straight into SDPA
+            out = relative_attention(q * d**-0.5, k, v, self.rel_k.weight, self.max_distance, blocked, p)
+        elif not torch.is_grad_enabled():  # value term at inference: query blocks in reused buffers
+            rel_k, rel_v = self.rel_k.weight, self.rel_v.weight
+            out = buffered_relative_attention(q * d**-0.5, k, v, rel_k, rel_v, self.max_distance, blocked, p)
+        else:
+            out = self._attend_full(q, k, v, blocked, p)
         out = out.transpose(1, 2).reshape(B, L, C)  # (B, L, H*d)
         return self.proj_drop(self.proj(out))
 
@@ -160,12 +167,17 @@ class RelPosSelfAttention1d(nn.Module):
         return relative_values(attn, self.rel_v.weight, self.max_distance)
 
     def _scalar_bias(self, length: int) -> torch.Tensor:
-        """Bias mode: ``table[clamp(i - j, -D, D) + D, h]``, shape (1, H, L, L).
+        """Bias mode: ``table[clamp(i - j, -D, D) + D, h]``, shape (1, H, L, L), contiguous.
 
-        4-D on purpose: on CPU, ``scaled_dot_product_attention`` takes a slow path for a 3-D mask.
+        Each head's bias is a Toeplitz matrix: row i reads the per-offset column backwards from offset
+        i. It is built as sliding windows over one column per head, flipped (a single copy, no (L, L)
+        index). Contiguous and 4-D on purpose: on CPU, ``scaled_dot_product_attention`` copies a
+        strided mask and takes a slow path for a 3-D one.
         """
-        rows = relative_distance_index(length, self.max_distance, self.rel_bias.table.device).T  # clamp(i - j) + D
-        return self.rel_bias.table.T[None, :, rows]  # (1, H, L, L)
+        D = self.max_distance
+        offsets = torch.arange(length - 1, -length, -1, device=self.rel_bias.table.device)  # entry n: i - j = L-1-n
+        column = self.rel_bias.table[offsets.clamp(-D, D) + D].T.contiguous()  # (H, 2L-1)
+        return column.unfold(1, length, 1).flip(1)[None]  # [h, i, j] = column[h, L-1-i+j]: (1, H, L, L)
 
     def _check_input(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> None:
         dim = self.num_heads * self.head_dim
@@ -192,7 +204,7 @@ def _blocked_pairs(
         pos = torch.arange(length, device=device)
         blocked = (pos[None, :] > pos[:, None])[None, None]  # (1, 1, L, L)
     if key_padding_mask is not None:
-        padded = key_padding_mask[:, None, None, :]  # (B, 1, 1, L)
+        padded = key_padding_mask[:, None, None, :].expand(-1, -1, length, -1)  # (B, 1, L, L), a view
         blocked = padded if blocked is None else blocked | padded
     return blocked
 

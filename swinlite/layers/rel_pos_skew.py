@@ -52,7 +52,7 @@ def unskew(attn: torch.Tensor) -> torch.Tensor:
     return flat.unflatten(-1, (rows, length + rows - 1))  # (..., T, L+T-1)
 
 
-def _block_windows(weight: torch.Tensor, max_distance: int, length: int, block: int) -> torch.Tensor:
+def block_windows(weight: torch.Tensor, max_distance: int, length: int, block: int) -> torch.Tensor:
     """Embeddings of the L + T - 1 offsets each query block needs, (num_blocks, L + T - 1, d).
 
     Block b (queries bT .. bT + T - 1) needs offsets -(bT + T - 1) .. L - 1 - bT.
@@ -80,7 +80,7 @@ def relative_logits(q: torch.Tensor, weight: torch.Tensor, max_distance: int, bl
     B, H, L, d = q.shape
     T = min(block, L)
     nb = -(-L // T)
-    windows = _block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
+    windows = block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
     qb = F.pad(q, (0, 0, 0, nb * T - L)).view(B, H, nb, T, d)  # (B, H, nb, T, d)
     qb = qb.permute(2, 0, 1, 3, 4).reshape(nb, B * H * T, d)  # (nb, B*H*T, d)
     rel = torch.bmm(qb, windows.transpose(1, 2)).view(nb, B * H, T, L + T - 1)  # per offset
@@ -103,7 +103,7 @@ def relative_values(attn: torch.Tensor, weight: torch.Tensor, max_distance: int,
     B, H, L, _ = attn.shape
     T = min(block, L)
     nb = -(-L // T)
-    windows = _block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
+    windows = block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
     ab = F.pad(attn, (0, 0, 0, nb * T - L)).view(B, H, nb, T, L)  # (B, H, nb, T, L)
     ab = unskew(ab.permute(2, 0, 1, 3, 4))  # (nb, B, H, T, L+T-1) per offset
     out = torch.bmm(ab.reshape(nb, B * H * T, L + T - 1), windows)  # (nb, B*H*T, d)
@@ -122,10 +122,11 @@ def relative_attention(
 ) -> torch.Tensor:
     """softmax(q·kᵀ + q·weight[clamp(j - i, -D, D) + D]) · v, one block of T queries at a time.
 
-    Each block's skewed relative logits (B, H, T, L) go to ``scaled_dot_product_attention`` as its
-    mask, so the full (B, H, L, L) logits never exist: blocks of a few MB are reused by the
-    allocator, where one tensor of hundreds of MB is mapped (and page-faulted) afresh on every call.
-    The loop runs over ceil(L / T) query blocks, not over positions.
+    Each block's relative logits against the L + T - 1 offsets it needs are one matmul; their
+    skewed view (B, H, T, L) goes, uncopied, to ``scaled_dot_product_attention`` as the mask, so no
+    (B, H, L, L) tensor ever exists. Without autograd every block writes its relative logits into
+    one buffer: a fresh tensor of several MB per block would be mapped and page-faulted by the OS
+    each time. The loop runs over ceil(L / T) query blocks, not over positions.
 
     Args:
         q: queries [B, H, L, d], already scaled by 1/√d.
@@ -133,26 +134,32 @@ def relative_attention(
         v: values [B, H, L, d].
         weight: relative key embeddings [2D + 1, d].
         max_distance: clipping distance D.
-        blocked: bool, True where query i must not see key j, broadcastable to [B, 1, L, L], or None.
+        blocked: bool [B or 1, 1, L, L], True where query i must not see key j, or None.
         dropout_p: attention dropout.
         block: queries per block T.
 
     Returns:
-        Attention output [B, H, L, d].
+        Attention output [B, H, L, d], laid out as [B, L, H, d] so that heads concatenate without a copy.
     """
-    L = q.shape[2]
+    B, H, L, d = q.shape
     T = min(block, L)
     nb = -(-L // T)
-    windows = _block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
-    qp = F.pad(q, (0, 0, 0, nb * T - L))  # (B, H, nb*T, d); padded queries are cropped below
+    windows = block_windows(weight, max_distance, L, T).transpose(1, 2)  # (nb, d, L+T-1), contiguous
+    qb = F.pad(q, (0, 0, 0, nb * T - L)) if nb * T > L else q  # padded queries are cropped below
+    qb = qb.unflatten(2, (nb, T)).permute(2, 0, 1, 3, 4).contiguous()  # (nb, B, H, T, d), one copy
+    k, v = k.contiguous(), v.contiguous()  # SDPA runs faster on these than on strided views
     if blocked is not None:
-        blocked = F.pad(blocked, (0, 0, 0, nb * T - L))  # (.., 1, nb*T, L)
+        blocked = F.pad(blocked, (0, 0, 0, nb * T - L))  # (B or 1, 1, nb*T, L)
+    tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, weight))
+    buffer = None if tracked else q.new_empty(B * H * T, L + T - 1)
     outs = []
     for b in range(nb):
-        qb = qp[:, :, b * T : (b + 1) * T]  # (B, H, T, d)
-        rel = skew(qb @ windows[b].T)  # (B, H, T, L) per key
+        rel = torch.mm(qb[b].view(B * H * T, d), windows[b], out=buffer)  # (B*H*T, L+T-1) per offset
+        mask = skew(rel.view(B, H, T, L + T - 1))  # (B, H, T, L) per key, a view
         if blocked is not None:
-            rel = rel.masked_fill(blocked[..., b * T : (b + 1) * T, :], torch.finfo(rel.dtype).min)
+            rows, fill = blocked[:, :, b * T : (b + 1) * T], torch.finfo(q.dtype).min
+            mask = mask.masked_fill(rows, fill) if tracked else mask.masked_fill_(rows, fill)
         # SDPA scales q.kᵀ itself: q is pre-scaled, so scale=1
-        outs.append(F.scaled_dot_product_attention(qb, k, v, attn_mask=rel, dropout_p=dropout_p, scale=1.0))
-    return torch.cat(outs, dim=2)[:, :, :L]  # (B, H, L, d)
+        outs.append(F.scaled_dot_product_attention(qb[b], k, v, attn_mask=mask, dropout_p=dropout_p, scale=1.0))
+    out = torch.stack(outs).permute(1, 0, 3, 2, 4).reshape(B, nb * T, H, d)  # (B, nb*T, H, d)
+    return out[:, :L].transpose(1, 2)  # (B, H, L, d)

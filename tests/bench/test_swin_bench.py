@@ -1,11 +1,12 @@
-"""Benchmark plumbing: the memory probe, ratios, tables, JSON, and one tiny end-to-end run (no timing asserted)."""
+"""Benchmark plumbing: the memory probe, ratios, tables, JSON, and tiny end-to-end runs (no timing asserted)."""
 
 import json
 
 import pytest
 import torch
 
-from swinlite.bench.report import markdown_table, write_json
+from swinlite.bench.rel_pos_1d import run_rel_pos_1d
+from swinlite.bench.report import markdown_table, rel_pos_1d_table, write_json
 from swinlite.bench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark
 
 
@@ -56,3 +57,18 @@ def test_tiny_run_writes_table_and_json(tmp_path):
     path = tmp_path / "out" / "bench.json"
     write_json(result, path)
     assert json.loads(path.read_text())["rows"] == result["rows"]
+
+
+def test_rel_pos_1d_run_checks_the_loop_and_writes_a_table(tmp_path):
+    result = run_rel_pos_1d(seq_len=24, dim=16, num_heads=2, batch=1, loop_check_len=8, warmup=0, repeats=1)
+    names = [r["name"] for r in result["rows"]]
+    assert names[0].startswith("plain attention") and names[-1] == "double loop"
+    assert "auto: gather at this L" in names[1]  # 24 * 24 * 8 elements: small enough to gather
+    assert result["rows"][0]["vs_plain"] == 1.0 and all(r["ms"] > 0 for r in result["rows"])
+    assert all(r["seq_len"] == 24 for r in result["rows"])
+    table = rel_pos_1d_table(result)
+    assert table.count("\n| ") == len(result["rows"]) + 1 and "L 24, width 16, 2 heads, batch 1" in table
+    write_json(result, tmp_path / "rel.json")
+    assert json.loads((tmp_path / "rel.json").read_text())["rows"] == result["rows"]
+    with pytest.raises(ValueError, match="repeats"):
+        run_rel_pos_1d(repeats=0)

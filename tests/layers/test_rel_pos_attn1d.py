@@ -92,30 +92,59 @@ def test_blocked_relative_terms_and_gradients_match_naive_loop(block, max_distan
         torch.testing.assert_close(g, e)
 
 
+@pytest.mark.parametrize("grad", [True, False])  # without autograd the skew method runs the buffered kernel
 @pytest.mark.parametrize("method", ["gather", "skew"])
 @pytest.mark.parametrize("max_distance", [None, 2])
 @pytest.mark.parametrize("value_rel", [False, True])
 @pytest.mark.parametrize("pad", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_shaw_matches_naive_loop(method, max_distance, value_rel, pad, causal):
+def test_shaw_matches_naive_loop(grad, method, max_distance, value_rel, pad, causal):
     attn = make(max_distance=max_distance, value_rel=value_rel, method=method)
     x = torch.randn(2, 7, DIM, dtype=torch.float64)  # L = 7 < max_len: run-time length below the maximum
     mask = padding_mask(2, 7) if pad else None
-    torch.testing.assert_close(attn(x, mask, causal), naive_attention(attn, x, mask, causal))
+    with torch.set_grad_enabled(grad):
+        out = attn(x, mask, causal)
+    torch.testing.assert_close(out, naive_attention(attn, x, mask, causal))
 
 
-@pytest.mark.parametrize("max_distance", [None, 5])
-@pytest.mark.parametrize(("pad", "causal"), [(False, False), (True, True)])
-def test_long_sequence_query_blocks_match_naive_loop(max_distance, pad, causal):
-    """L = 70: the key-only skew path attends in query blocks of 64, the last one padded."""
+@pytest.mark.parametrize(
+    ("grad", "value_rel", "max_distance", "pad", "causal"),
+    [
+        (True, False, None, False, False),
+        (True, False, 5, True, True),
+        (True, False, None, True, False),
+        (False, False, None, False, False),
+        (False, True, 5, True, False),
+        (False, True, None, True, True),
+        (False, False, 5, False, True),
+    ],
+)
+def test_long_sequence_query_blocks_match_naive_loop(grad, value_rel, max_distance, pad, causal):
+    """L = 70: the skew paths work in query blocks of 64, the last one padded."""
     torch.manual_seed(0)
-    attn = RelPosSelfAttention1d(DIM, HEADS, 70, max_distance=max_distance, method="skew").double()
+    attn = RelPosSelfAttention1d(DIM, HEADS, 70, max_distance=max_distance, value_rel=value_rel, method="skew")
+    attn = attn.double()
     with torch.no_grad():
         for p in attn.parameters():
             p.normal_(0, 0.5)
     x = torch.randn(2, 70, DIM, dtype=torch.float64)
     mask = padding_mask(2, 70) if pad else None
-    torch.testing.assert_close(attn(x, mask, causal), naive_attention(attn, x, mask, causal))
+    with torch.set_grad_enabled(grad):
+        out = attn(x, mask, causal)
+    torch.testing.assert_close(out, naive_attention(attn, x, mask, causal))
+
+
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("value_rel", [False, True])
+def test_attention_dropout_reaches_both_terms(grad, value_rel):
+    """With every attention weight dropped, neither v nor rel_v reaches the output: only proj's bias is left."""
+    attn = make(value_rel=value_rel, method="skew")
+    attn.attn_drop.p = 1.0
+    x = torch.randn(2, 7, DIM, dtype=torch.float64)
+    with torch.set_grad_enabled(grad):
+        out = attn.train()(x)
+    torch.testing.assert_close(out, attn.proj.bias.expand_as(out))
+    assert not torch.allclose(attn.eval()(x), out)
 
 
 @pytest.mark.parametrize("max_distance", [None, 3])
@@ -156,17 +185,19 @@ def test_gradients_reach_projections_and_tables(method):
     assert not torch.allclose(grads[0], grads[1]) and not torch.allclose(grads[1], grads[2])
 
 
-@pytest.mark.parametrize("mode", ["shaw", "bias"])
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize(("mode", "method"), [("shaw", "gather"), ("shaw", "skew"), ("bias", "auto")])
 @pytest.mark.parametrize("causal", [False, True])
-def test_right_padding_does_not_change_real_positions(mode, causal):
-    attn = make(max_distance=3, value_rel=mode == "shaw", mode=mode)
+def test_right_padding_does_not_change_real_positions(grad, mode, method, causal):
+    attn = make(max_distance=3, value_rel=mode == "shaw", mode=mode, method=method)
     x = torch.randn(2, 5, DIM, dtype=torch.float64)
     padded = torch.cat([x, 100 * torch.randn(2, 4, DIM, dtype=torch.float64)], dim=1)  # junk in the padding
     mask = torch.zeros(2, 9, dtype=torch.bool)
     mask[:, 5:] = True
-    out = attn(padded, mask, causal)
-    assert torch.isfinite(out).all()
-    torch.testing.assert_close(out[:, :5], attn(x, causal=causal))
+    with torch.set_grad_enabled(grad):
+        out = attn(padded, mask, causal)
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out[:, :5], attn(x, causal=causal))
 
 
 def test_shapes_and_parameters():

@@ -1,0 +1,83 @@
+"""Shaw relative attention with the value term, for inference: query blocks in buffers reused across blocks.
+
+The value term needs the attention weights themselves, so it cannot go through
+``scaled_dot_product_attention`` as the key term does (:func:`~swinlite.layers.rel_pos_skew.relative_attention`).
+On CPU its cost is memory traffic more than arithmetic: every block's logits, relative logits and
+weights are tensors of several MB, and a fresh allocation of that size is mapped, page-faulted and
+zeroed by the OS on each use. Without autograd nothing has to be kept, so
+:func:`buffered_relative_attention` computes each block's logits, weights and output with ``out=``
+into a handful of buffers allocated once per call, and no (B, H, L, L) tensor exists.
+Offsets are ``j - i``; embedding rows ``clamp(j - i, -D, D) + D``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .rel_pos_skew import block_windows, skew
+
+
+@torch.no_grad()
+def buffered_relative_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    rel_k: torch.Tensor,
+    rel_v: torch.Tensor,
+    max_distance: int,
+    blocked: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    block: int = 64,
+) -> torch.Tensor:
+    """a = softmax(q·kᵀ + q·rel_k[r]); a·v + Σ_j a_ij rel_v[r]. Without autograd, T queries at a time.
+
+    Per block of T queries, for all B·H heads at once: the relative logits against the L + T - 1
+    offsets the block needs (one matmul), skewed into key columns and added to q·kᵀ; softmax in
+    place; weights times values; and the weights un-skewed back to offsets (into a buffer whose
+    off-band zeros are written once) times the offset embeddings. The loop runs over ceil(L / T)
+    query blocks, not over positions.
+
+    Args:
+        q: queries [B, H, L, d], already scaled by 1/√d.
+        k: keys [B, H, L, d].
+        v: values [B, H, L, d].
+        rel_k: relative key embeddings [2D + 1, d].
+        rel_v: relative value embeddings [2D + 1, d].
+        max_distance: clipping distance D.
+        blocked: bool [B or 1, 1, L, L], True where query i must not see key j, or None.
+        dropout_p: attention dropout.
+        block: queries per block T.
+
+    Returns:
+        Attention output [B, H, L, d], laid out as [B, L, H, d] so that heads concatenate without a copy.
+    """
+    B, H, L, d = q.shape
+    BH, T = B * H, min(block, L)
+    nb = -(-L // T)
+    W = L + T - 1  # offsets per block
+    windows_k = block_windows(rel_k, max_distance, L, T)  # (nb, W, d)
+    windows_v = block_windows(rel_v, max_distance, L, T)  # (nb, W, d)
+    # queries block-major, so each block is one contiguous (B*H*T, d) matrix; padded rows are cropped below
+    qb = F.pad(q, (0, 0, 0, nb * T - L)) if nb * T > L else q
+    qb = qb.unflatten(2, (nb, T)).permute(2, 0, 1, 3, 4).contiguous().view(nb, BH, T, d)  # one copy
+    kt = k.transpose(2, 3).reshape(BH, d, L)  # a contiguous copy: the q·kᵀ products run faster on it
+    v = v.reshape(BH, L, d)
+    if blocked is not None:
+        blocked = F.pad(blocked, (0, 0, 0, nb * T - L))  # (B or 1, 1, nb*T, L)
+    out = q.new_empty(nb, BH, T, d)
+    rel = q.new_empty(BH * T, W)  # relative logits per offset
+    logits = q.new_empty(BH, T, L)  # logits, then weights
+    offsets = q.new_zeros(BH, T, W)  # weights per offset; zero off the band
+    for b in range(nb):
+        torch.mm(qb[b].view(BH * T, d), windows_k[b].T, out=rel)
+        torch.bmm(qb[b], kt, out=logits).add_(skew(rel.view(BH, T, W)))  # (BH, T, L)
+        if blocked is not None:
+            logits.view(B, H, T, L).masked_fill_(blocked[:, :, b * T : (b + 1) * T], torch.finfo(q.dtype).min)
+        torch.softmax(logits, dim=-1, out=logits)
+        weights = F.dropout(logits, dropout_p) if dropout_p > 0 else logits
+        torch.bmm(weights, v, out=out[b])  # (BH, T, d)
+        skew(offsets).copy_(weights)
+        torch.addmm(out[b].view(BH * T, d), offsets.view(BH * T, W), windows_v[b], out=out[b].view(BH * T, d))
+    out = out.view(nb, B, H, T, d).permute(1, 0, 3, 2, 4).reshape(B, nb * T, H, d)  # one copy
+    return out[:, :L].transpose(1, 2)  # (B, H, L, d), a view of (B, L, H, d) tokens

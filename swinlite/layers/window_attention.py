@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import window_sdpa
 from .rel_pos_bias import RelativePositionBias
 from .window_sdpa import recomputed_window_attention, window_attn_mask
 
@@ -89,8 +90,8 @@ class WindowAttention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=window_attn_mask(bias, mask, B), dropout_p=p)
 
     def _can_recompute(self, qkv: torch.Tensor) -> bool:
-        """The CPU training kernel applies: fp32 on CPU, no attention dropout, not TorchScript."""
-        if torch.jit.is_scripting():
+        """The CPU training kernel applies: its torch op exists, fp32 on CPU, no attention dropout, not TorchScript."""
+        if torch.jit.is_scripting() or not window_sdpa.CPU_FLASH_WITH_LSE:
             return False
         return qkv.device.type == "cpu" and qkv.dtype == torch.float32 and not (self.training and self.attn_drop.p > 0)
 

@@ -19,6 +19,10 @@ import torch.nn.functional as F
 
 _MIN_LOG_PROB = -60.0  # log-probabilities (and mask values) at or below this count as -inf in the training kernel
 
+# The training kernel needs the log-sum-exp, which only the private CPU flash op returns; without it
+# (a torch release that renamed it) callers fall back to the explicit path, same function, slower.
+CPU_FLASH_WITH_LSE: bool = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
+
 
 def window_attn_mask(bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
     """Relative position bias plus the block's mask, broadcastable to (batch*nW, heads, N, N).

@@ -99,3 +99,18 @@ def test_recomputed_attention_flushing_subnormal_weights_matches_loop():
     probs = logits.softmax(-1)
     assert ((probs > 0) & (probs < torch.finfo(torch.float32).tiny)).any(), "expected subnormal weights"
     assert_recomputed_matches_loop(qkv, bias, mask)
+
+
+def test_training_without_the_private_cpu_flash_op_takes_the_explicit_path(monkeypatch):
+    """A torch release without ``_scaled_dot_product_flash_attention_for_cpu`` trains on the explicit path."""
+    monkeypatch.setattr("swinlite.layers.window_sdpa.CPU_FLASH_WITH_LSE", False)
+
+    def fail(*args):
+        raise AssertionError("the recomputed kernel must not run without its torch op")
+
+    monkeypatch.setattr("swinlite.layers.window_attention.recomputed_window_attention", fail)
+    torch.manual_seed(0)
+    attn = WindowAttention(H * HD, H, (2, 3), fused=True).train()
+    x, mask = torch.randn(B, NW, N, H * HD), shift_and_pad_mask()
+    attn(x, mask).square().sum().backward()
+    assert attn.rel_pos.table.grad.abs().sum() > 0

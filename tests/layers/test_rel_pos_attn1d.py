@@ -134,6 +134,23 @@ def test_long_sequence_query_blocks_match_naive_loop(grad, value_rel, max_distan
     torch.testing.assert_close(out, naive_attention(attn, x, mask, causal))
 
 
+def test_long_sequence_gradients_match_naive_loop():
+    """L = 70 under autograd: SDPA per query block (two blocks, the last padded) has the loop's gradients."""
+    torch.manual_seed(0)
+    attn = RelPosSelfAttention1d(DIM, HEADS, 70, method="skew").double()
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.normal_(0, 0.5)
+    x = torch.randn(2, 70, DIM, dtype=torch.float64)
+    mask = padding_mask(2, 70)
+    params = [attn.q.weight, attn.k.weight, attn.v.weight, attn.rel_k.weight]
+    grads = torch.autograd.grad(attn(x, mask, causal=True).square().sum(), params)
+    expected = torch.autograd.grad(naive_attention(attn, x, mask, causal=True).square().sum(), params)
+    for g, e in zip(grads, expected, strict=True):
+        assert g.abs().sum() > 0
+        torch.testing.assert_close(g, e)
+
+
 @pytest.mark.parametrize("grad", [True, False])
 @pytest.mark.parametrize("value_rel", [False, True])
 def test_attention_dropout_reaches_both_terms(grad, value_rel):

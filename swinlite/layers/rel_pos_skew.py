@@ -5,7 +5,9 @@ offset embeddings) but are wanted per *key* j. :func:`skew` moves them into plac
 :func:`unskew` is its transpose, for the value term. Doing it for all L queries at once needs every
 offset -(L-1)..L-1, i.e. 2L - 1 columns per row for L useful ones; queries in blocks of T need only
 L + T - 1, so :func:`relative_logits` and :func:`relative_values` work block-wise (batched, no
-Python loop) and waste (T - 1) / L instead of (L - 1) / L of the work.
+Python loop) and waste (T - 1) / L instead of (L - 1) / L of the work. :func:`relative_attention`
+goes further for the key term: it hands each block's skewed logits straight to SDPA, so the
+(L, L) logits are never built.
 
 Offsets here are ``j - i`` (key minus query); embedding rows are ``clamp(j - i, -D, D) + D``.
 """

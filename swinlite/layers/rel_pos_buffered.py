@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .rel_pos_skew import block_windows, skew
+from .rel_pos_skew import block_windows, merge_query_blocks, query_blocks, skew
 
 
 @torch.no_grad()
@@ -58,9 +58,7 @@ def buffered_relative_attention(
     W = L + T - 1  # offsets per block
     windows_k = block_windows(rel_k, max_distance, L, T)  # (nb, W, d)
     windows_v = block_windows(rel_v, max_distance, L, T)  # (nb, W, d)
-    # queries block-major, so each block is one contiguous (B*H*T, d) matrix; padded rows are cropped below
-    qb = F.pad(q, (0, 0, 0, nb * T - L)) if nb * T > L else q
-    qb = qb.unflatten(2, (nb, T)).permute(2, 0, 1, 3, 4).contiguous().view(nb, BH, T, d)  # one copy
+    qb = query_blocks(q, T).view(nb, BH, T, d)  # each block one contiguous (B*H*T, d) matrix
     kt = k.transpose(2, 3).reshape(BH, d, L)  # a contiguous copy: the q·kᵀ products run faster on it
     v = v.reshape(BH, L, d)
     if blocked is not None:
@@ -79,5 +77,4 @@ def buffered_relative_attention(
         torch.bmm(weights, v, out=out[b])  # (BH, T, d)
         skew(offsets).copy_(weights)
         torch.addmm(out[b].view(BH * T, d), offsets.view(BH * T, W), windows_v[b], out=out[b].view(BH * T, d))
-    out = out.view(nb, B, H, T, d).permute(1, 0, 3, 2, 4).reshape(B, nb * T, H, d)  # one copy
-    return out[:, :L].transpose(1, 2)  # (B, H, L, d), a view of (B, L, H, d) tokens
+    return merge_query_blocks(out.view(nb, B, H, T, d), L)  # (B, H, L, d)

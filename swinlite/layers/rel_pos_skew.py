@@ -67,6 +67,23 @@ def block_windows(weight: torch.Tensor, max_distance: int, length: int, block: i
     return windows.flip(0).transpose(1, 2)  # block b is window nb - 1 - b: (nb, L+T-1, d)
 
 
+def query_blocks(q: torch.Tensor, block: int) -> torch.Tensor:
+    """Queries [B, H, L, d] as contiguous blocks [nb, B, H, T, d] (one copy), the last one zero-padded."""
+    L = q.shape[2]
+    nb = -(-L // block)
+    q = F.pad(q, (0, 0, 0, nb * block - L)) if nb * block > L else q
+    return q.unflatten(2, (nb, block)).permute(2, 0, 1, 3, 4).contiguous()
+
+
+def merge_query_blocks(out: torch.Tensor, length: int) -> torch.Tensor:
+    """Inverse of :func:`query_blocks` for outputs [nb, B, H, T, d]: [B, H, L, d], laid out as [B, L, H, d].
+
+    The layout lets the heads concatenate without another copy; padded queries are dropped.
+    """
+    nb, B, H, T, d = out.shape
+    return out.permute(1, 0, 3, 2, 4).reshape(B, nb * T, H, d)[:, :length].transpose(1, 2)
+
+
 def relative_logits(q: torch.Tensor, weight: torch.Tensor, max_distance: int, block: int = 128) -> torch.Tensor:
     """``out[b, h, i, j] = q[b, h, i] . weight[clamp(j - i, -D, D) + D]``.
 
@@ -147,8 +164,7 @@ def relative_attention(
     T = min(block, L)
     nb = -(-L // T)
     windows = block_windows(weight, max_distance, L, T).transpose(1, 2)  # (nb, d, L+T-1), contiguous
-    qb = F.pad(q, (0, 0, 0, nb * T - L)) if nb * T > L else q  # padded queries are cropped below
-    qb = qb.unflatten(2, (nb, T)).permute(2, 0, 1, 3, 4).contiguous()  # (nb, B, H, T, d), one copy
+    qb = query_blocks(q, T)  # (nb, B, H, T, d)
     k, v = k.contiguous(), v.contiguous()  # SDPA runs faster on these than on strided views
     if blocked is not None:
         blocked = F.pad(blocked, (0, 0, 0, nb * T - L))  # (B or 1, 1, nb*T, L)
@@ -163,5 +179,4 @@ def relative_attention(
             mask = mask.masked_fill(rows, fill) if tracked else mask.masked_fill_(rows, fill)
         # SDPA scales q.kᵀ itself: q is pre-scaled, so scale=1
         outs.append(F.scaled_dot_product_attention(qb[b], k, v, attn_mask=mask, dropout_p=dropout_p, scale=1.0))
-    out = torch.stack(outs).permute(1, 0, 3, 2, 4).reshape(B, nb * T, H, d)  # (B, nb*T, H, d)
-    return out[:, :L].transpose(1, 2)  # (B, H, L, d)
+    return merge_query_blocks(torch.stack(outs), L)  # (B, H, L, d)

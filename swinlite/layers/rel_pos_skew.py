@@ -68,7 +68,8 @@ def block_windows(weight: torch.Tensor, max_distance: int, length: int, block: i
 
 
 def query_blocks(q: torch.Tensor, block: int) -> torch.Tensor:
-    """Queries [B, H, L, d] as contiguous blocks [nb, B, H, T, d] (one copy), the last one zero-padded."""
+    """Rows [B, H, L, d] (queries, or attention weights) as contiguous query blocks [nb, B, H, T, d] (one copy),
+    the last one zero-padded."""
     L = q.shape[2]
     nb = -(-L // block)
     q = F.pad(q, (0, 0, 0, nb * block - L)) if nb * block > L else q
@@ -76,7 +77,7 @@ def query_blocks(q: torch.Tensor, block: int) -> torch.Tensor:
 
 
 def merge_query_blocks(out: torch.Tensor, length: int) -> torch.Tensor:
-    """Inverse of :func:`query_blocks` for outputs [nb, B, H, T, d]: [B, H, L, d], laid out as [B, L, H, d].
+    """Inverse of :func:`query_blocks` for per-block results [nb, B, H, T, d]: [B, H, L, d], laid out as [B, L, H, d].
 
     The layout lets the heads concatenate without another copy; padded queries are dropped.
     """
@@ -100,11 +101,9 @@ def relative_logits(q: torch.Tensor, weight: torch.Tensor, max_distance: int, bl
     T = min(block, L)
     nb = -(-L // T)
     windows = block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
-    qb = F.pad(q, (0, 0, 0, nb * T - L)).view(B, H, nb, T, d)  # (B, H, nb, T, d)
-    qb = qb.permute(2, 0, 1, 3, 4).reshape(nb, B * H * T, d)  # (nb, B*H*T, d)
-    rel = torch.bmm(qb, windows.transpose(1, 2)).view(nb, B * H, T, L + T - 1)  # per offset
-    rel = skew(rel)  # (nb, B*H, T, L) per key
-    return rel.permute(1, 0, 2, 3).reshape(B, H, nb * T, L)[:, :, :L]  # (B, H, L, L)
+    qb = query_blocks(q, T).view(nb, B * H * T, d)
+    rel = torch.bmm(qb, windows.transpose(1, 2)).view(nb, B, H, T, L + T - 1)  # per offset
+    return merge_query_blocks(skew(rel), L)  # (B, H, L, L) per key
 
 
 def relative_values(attn: torch.Tensor, weight: torch.Tensor, max_distance: int, block: int = 128) -> torch.Tensor:
@@ -123,10 +122,9 @@ def relative_values(attn: torch.Tensor, weight: torch.Tensor, max_distance: int,
     T = min(block, L)
     nb = -(-L // T)
     windows = block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
-    ab = F.pad(attn, (0, 0, 0, nb * T - L)).view(B, H, nb, T, L)  # (B, H, nb, T, L)
-    ab = unskew(ab.permute(2, 0, 1, 3, 4))  # (nb, B, H, T, L+T-1) per offset
-    out = torch.bmm(ab.reshape(nb, B * H * T, L + T - 1), windows)  # (nb, B*H*T, d)
-    return out.view(nb, B, H, T, -1).permute(1, 2, 0, 3, 4).reshape(B, H, nb * T, -1)[:, :, :L]  # (B, H, L, d)
+    ab = unskew(query_blocks(attn, T))  # (nb, B, H, T, L+T-1) per offset
+    out = torch.bmm(ab.view(nb, B * H * T, L + T - 1), windows)  # (nb, B*H*T, d)
+    return merge_query_blocks(out.view(nb, B, H, T, -1), L)  # (B, H, L, d)
 
 
 def relative_attention(

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..layers.rel_pos_attn1d import RelPosSelfAttention1d
+from swinlite.seq import RelPosSelfAttention1d
 from .swin import machine_info
 from .timing import interleaved_median_seconds, median_seconds
 

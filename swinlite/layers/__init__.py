@@ -1,7 +1,6 @@
-"""Building blocks: relative position encodings, window geometry and attention, Swin blocks."""
+"""Swin building blocks: relative position encodings, window geometry and attention, blocks."""
 
 from .patch_merging import PatchMerging
-from .rel_pos_attn1d import RelPosSelfAttention1d
 from .rel_pos_bias import RelativePositionBias, resize_rel_pos_bias_table
 from .rel_pos_cpb import ContinuousPositionBias
 from .rel_pos_index import relative_position_index
@@ -18,7 +17,6 @@ from .window_attention import WindowAttention
 __all__ = [
     "ContinuousPositionBias",
     "PatchMerging",
-    "RelPosSelfAttention1d",
     "RelativePositionBias",
     "SwinBlock",
     "WindowAttention",

@@ -2,7 +2,6 @@
 
 from ..layers.swin_block import SwinBlock
 from . import variants
-from .seq_encoder import RelPosSeqEncoder
 from .swin import SwinStage, SwinTransformer
 
-__all__ = ["RelPosSeqEncoder", "SwinBlock", "SwinStage", "SwinTransformer", "variants"]
+__all__ = ["SwinBlock", "SwinStage", "SwinTransformer", "variants"]

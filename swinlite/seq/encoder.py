@@ -1,7 +1,7 @@
 """A small encoder for 1-D sequences (signals, token embeddings) built from relative-position attention blocks.
 
 There is no absolute position embedding: positions enter only through the relative terms of
-:class:`~swinlite.layers.RelPosSelfAttention1d`, so the encoder is translation-equivariant up to
+:class:`~swinlite.seq.RelPosSelfAttention1d`, so the encoder is translation-equivariant up to
 the clipping distance and accepts any length up to ``max_len``.
 
 Example::
@@ -16,7 +16,7 @@ import torch
 from timm.layers import DropPath, Mlp
 from torch import nn
 
-from ..layers.rel_pos_attn1d import RelPosSelfAttention1d
+from .attention import RelPosSelfAttention1d
 
 
 class RelPosEncoderBlock(nn.Module):

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .rel_pos_bias import RelativePositionBias
-from .rel_pos_buffered import buffered_relative_attention
-from .rel_pos_skew import relative_attention, relative_logits, relative_values
+from ..layers.rel_pos_bias import RelativePositionBias
+from .buffered import buffered_relative_attention
+from .skew import relative_attention, relative_logits, relative_values
 
 # Above this many (L * L * head_dim) elements the (L, L, d) gathered table stops paying; see "auto" below.
 _GATHER_MAX_ELEMENTS = 2**18
@@ -42,11 +42,11 @@ class RelPosSelfAttention1d(nn.Module):
     added to the logits, as in T5 and Swin. Nothing loops over positions; the key term is computed
     either by gathering an (L, L, d) embedding table (``method="gather"``) or by projecting q onto
     the offset embeddings and shifting the result into place, in query blocks
-    (``method="skew"``, :mod:`~swinlite.layers.rel_pos_skew`, O(L d) extra memory besides the
+    (``method="skew"``, :mod:`~swinlite.seq.skew`, O(L d) extra memory besides the
     logits); the value term likewise. ``"auto"`` gathers while the (L, L, d) table is small and skews
     above. With the skew method no (B, H, L, L) tensor is built for the key term, nor, without
     autograd (``torch.no_grad()``, ``torch.inference_mode()``), for the value term
-    (:func:`~swinlite.layers.rel_pos_buffered.buffered_relative_attention`).
+    (:func:`~swinlite.seq.buffered.buffered_relative_attention`).
 
     Args:
         dim: channels C.

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from swinlite.models.seq_encoder import RelPosSeqEncoder
+from swinlite.seq import RelPosSeqEncoder
 
 VOCAB, LENGTH, K, DIM = 8, 12, 2, 32
 

@@ -14,6 +14,8 @@ Offsets here are ``j - i`` (key minus query); embedding rows are ``clamp(j - i, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -127,6 +129,36 @@ def relative_values(attn: torch.Tensor, weight: torch.Tensor, max_distance: int,
     return merge_query_blocks(out.view(nb, B, H, T, -1), L)  # (B, H, L, d)
 
 
+def over_query_blocks(
+    q: torch.Tensor,
+    blocked: torch.Tensor | None,
+    block: int,
+    attend: Callable[[int, torch.Tensor, torch.Tensor | None, torch.Tensor], None],
+) -> torch.Tensor:
+    """The query-block loop of both 1-D kernels: ceil(L / T) iterations, not one per position.
+
+    Args:
+        q: queries [B, H, L, d].
+        blocked: bool [B or 1, 1, L, L], True where query i must not see key j, or None.
+        block: queries per block T (at most L).
+        attend: ``attend(b, q_block, blocked_rows, out_block)`` writes block b's output into ``out_block``
+            [B, H, T, d], given its queries [B, H, T, d] and mask rows [B or 1, 1, T, L] (or None).
+
+    Returns:
+        Attention output [B, H, L, d], laid out as [B, L, H, d] so that heads concatenate without a copy.
+    """
+    B, H, L, d = q.shape
+    nb = -(-L // block)
+    qb = query_blocks(q, block)  # (nb, B, H, T, d)
+    if blocked is not None:
+        blocked = F.pad(blocked, (0, 0, 0, nb * block - L))  # (B or 1, 1, nb*T, L)
+    out = q.new_empty(nb, B, H, block, d)
+    for b in range(nb):
+        rows = None if blocked is None else blocked[:, :, b * block : (b + 1) * block]
+        attend(b, qb[b], rows, out[b])
+    return merge_query_blocks(out, L)  # (B, H, L, d)
+
+
 def relative_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -143,7 +175,7 @@ def relative_attention(
     skewed view (B, H, T, L) goes, uncopied, to ``scaled_dot_product_attention`` as the mask, so no
     (B, H, L, L) tensor ever exists. Without autograd every block writes its relative logits into
     one buffer: a fresh tensor of several MB per block would be mapped and page-faulted by the OS
-    each time. The loop runs over ceil(L / T) query blocks, not over positions.
+    each time. The blocks run through :func:`over_query_blocks`.
 
     Args:
         q: queries [B, H, L, d], already scaled by 1/√d.
@@ -160,21 +192,18 @@ def relative_attention(
     """
     B, H, L, d = q.shape
     T = min(block, L)
-    nb = -(-L // T)
     windows = block_windows(weight, max_distance, L, T).transpose(1, 2)  # (nb, d, L+T-1), contiguous
-    qb = query_blocks(q, T)  # (nb, B, H, T, d)
     k, v = k.contiguous(), v.contiguous()  # SDPA runs faster on these than on strided views
-    if blocked is not None:
-        blocked = F.pad(blocked, (0, 0, 0, nb * T - L))  # (B or 1, 1, nb*T, L)
     tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, weight))
     buffer = None if tracked else q.new_empty(B * H * T, L + T - 1)
-    outs = []
-    for b in range(nb):
-        rel = torch.mm(qb[b].view(B * H * T, d), windows[b], out=buffer)  # (B*H*T, L+T-1) per offset
+    fill = torch.finfo(q.dtype).min
+
+    def attend(b: int, qb: torch.Tensor, rows: torch.Tensor | None, out: torch.Tensor) -> None:
+        rel = torch.mm(qb.view(B * H * T, d), windows[b], out=buffer)  # (B*H*T, L+T-1) per offset
         mask = skew(rel.view(B, H, T, L + T - 1))  # (B, H, T, L) per key, a view
-        if blocked is not None:
-            rows, fill = blocked[:, :, b * T : (b + 1) * T], torch.finfo(q.dtype).min
+        if rows is not None:
             mask = mask.masked_fill(rows, fill) if tracked else mask.masked_fill_(rows, fill)
         # SDPA scales q.kᵀ itself: q is pre-scaled, so scale=1
-        outs.append(F.scaled_dot_product_attention(qb[b], k, v, attn_mask=mask, dropout_p=dropout_p, scale=1.0))
-    return merge_query_blocks(torch.stack(outs), L)  # (B, H, L, d)
+        out.copy_(F.scaled_dot_product_attention(qb, k, v, attn_mask=mask, dropout_p=dropout_p, scale=1.0))
+
+    return over_query_blocks(q, blocked, T, attend)  # (B, H, L, d)

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from swinlite.layers import RelPosSelfAttention1d
-from swinlite.layers.rel_pos_skew import relative_logits, relative_values, skew, unskew
+from swinlite.seq import RelPosSelfAttention1d
+from swinlite.seq.skew import relative_logits, relative_values, skew, unskew
 
 DIM, HEADS, MAX_LEN = 8, 2, 9
 

@@ -1,7 +1,7 @@
 """Shaw relative attention with the value term, for inference: query blocks in buffers reused across blocks.
 
 The value term needs the attention weights themselves, so it cannot go through
-``scaled_dot_product_attention`` as the key term does (:func:`~swinlite.layers.rel_pos_skew.relative_attention`).
+``scaled_dot_product_attention`` as the key term does (:func:`~swinlite.seq.skew.relative_attention`).
 On CPU its cost is memory traffic more than arithmetic: every block's logits, relative logits and
 weights are tensors of several MB, and a fresh allocation of that size is mapped, page-faulted and
 zeroed by the OS on each use. Without autograd nothing has to be kept, so
@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .rel_pos_skew import block_windows, merge_query_blocks, query_blocks, skew
+from .skew import block_windows, over_query_blocks, skew
 
 
 @torch.no_grad()
@@ -35,8 +35,7 @@ def buffered_relative_attention(
     Per block of T queries, for all B·H heads at once: the relative logits against the L + T - 1
     offsets the block needs (one matmul), skewed into key columns and added to q·kᵀ; softmax in
     place; weights times values; and the weights un-skewed back to offsets (into a buffer whose
-    off-band zeros are written once) times the offset embeddings. The loop runs over ceil(L / T)
-    query blocks, not over positions.
+    off-band zeros are written once) times the offset embeddings, in :func:`~swinlite.seq.skew.over_query_blocks`.
 
     Args:
         q: queries [B, H, L, d], already scaled by 1/√d.
@@ -54,27 +53,26 @@ def buffered_relative_attention(
     """
     B, H, L, d = q.shape
     BH, T = B * H, min(block, L)
-    nb = -(-L // T)
     W = L + T - 1  # offsets per block
     windows_k = block_windows(rel_k, max_distance, L, T)  # (nb, W, d)
     windows_v = block_windows(rel_v, max_distance, L, T)  # (nb, W, d)
-    qb = query_blocks(q, T).view(nb, BH, T, d)  # each block one contiguous (B*H*T, d) matrix
     kt = k.transpose(2, 3).reshape(BH, d, L)  # a contiguous copy: the q·kᵀ products run faster on it
     v = v.reshape(BH, L, d)
-    if blocked is not None:
-        blocked = F.pad(blocked, (0, 0, 0, nb * T - L))  # (B or 1, 1, nb*T, L)
-    out = q.new_empty(nb, BH, T, d)
     rel = q.new_empty(BH * T, W)  # relative logits per offset
     logits = q.new_empty(BH, T, L)  # logits, then weights
     offsets = q.new_zeros(BH, T, W)  # weights per offset; zero off the band
-    for b in range(nb):
-        torch.mm(qb[b].view(BH * T, d), windows_k[b].T, out=rel)
-        torch.bmm(qb[b], kt, out=logits).add_(skew(rel.view(BH, T, W)))  # (BH, T, L)
-        if blocked is not None:
-            logits.view(B, H, T, L).masked_fill_(blocked[:, :, b * T : (b + 1) * T], torch.finfo(q.dtype).min)
+    fill = torch.finfo(q.dtype).min
+
+    def attend(b: int, qb: torch.Tensor, rows: torch.Tensor | None, out: torch.Tensor) -> None:
+        qb, out = qb.view(BH, T, d), out.view(BH, T, d)
+        torch.mm(qb.view(BH * T, d), windows_k[b].T, out=rel)
+        torch.bmm(qb, kt, out=logits).add_(skew(rel.view(BH, T, W)))  # (BH, T, L)
+        if rows is not None:
+            logits.view(B, H, T, L).masked_fill_(rows, fill)
         torch.softmax(logits, dim=-1, out=logits)
         weights = F.dropout(logits, dropout_p) if dropout_p > 0 else logits
-        torch.bmm(weights, v, out=out[b])  # (BH, T, d)
+        torch.bmm(weights, v, out=out)  # (BH, T, d)
         skew(offsets).copy_(weights)
-        torch.addmm(out[b].view(BH * T, d), offsets.view(BH * T, W), windows_v[b], out=out[b].view(BH * T, d))
-    return merge_query_blocks(out.view(nb, B, H, T, d), L)  # (B, H, L, d)
+        torch.addmm(out.view(BH * T, d), offsets.view(BH * T, W), windows_v[b], out=out.view(BH * T, d))
+
+    return over_query_blocks(q, blocked, T, attend)  # (B, H, L, d)

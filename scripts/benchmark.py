@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from swinlite.bench.rel_pos_1d import run_rel_pos_1d
-from swinlite.bench.report import markdown_table, rel_pos_1d_table, write_json
-from swinlite.bench.swin import MODELS, PRECISIONS, SIZES, TASKS, BenchConfig, run_benchmark
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmark code sits beside its results
+
+from swinbench.rel_pos_1d import run_rel_pos_1d  # noqa: E402
+from swinbench.report import markdown_table, rel_pos_1d_table, write_json  # noqa: E402
+from swinbench.swin import MODELS, PRECISIONS, SIZES, TASKS, BenchConfig, run_benchmark  # noqa: E402
 
 
 def _csv(allowed: tuple[str, ...]):

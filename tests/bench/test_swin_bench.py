@@ -4,10 +4,9 @@ import json
 
 import pytest
 import torch
-
-from swinlite.bench.rel_pos_1d import run_rel_pos_1d
-from swinlite.bench.report import markdown_table, rel_pos_1d_table, write_json
-from swinlite.bench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark
+from swinbench.rel_pos_1d import run_rel_pos_1d
+from swinbench.report import markdown_table, rel_pos_1d_table, write_json
+from swinbench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark
 
 
 def test_peak_memory_counts_live_tensors_at_the_worst_moment():

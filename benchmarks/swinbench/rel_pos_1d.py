@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from swinlite.seq import RelPosSelfAttention1d
+
 from .swin import machine_info
 from .timing import interleaved_median_seconds, median_seconds
 

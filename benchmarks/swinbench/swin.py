@@ -30,7 +30,8 @@ import torchvision
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..convert import convert_state_dict
+from swinlite.convert import convert_state_dict
+
 from .timing import interleaved_median_seconds
 
 # size -> (swinlite model, timm model, torchvision builder)

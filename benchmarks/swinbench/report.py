@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write_bytes
+from swinlite.io import atomic_write_bytes
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
@@ -14,7 +14,7 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
 
 
 def markdown_table(result: dict[str, Any]) -> str:
-    """The rows of :func:`swinlite.bench.swin.run_benchmark` as a markdown table, with a header of context."""
+    """The rows of :func:`swinbench.swin.run_benchmark` as a markdown table, with a header of context."""
     cfg, machine = result["config"], result["machine"]
     ceilings = ", ".join(f"{p} {g:.0f}" for p, g in result["matmul_gflops"].items())
     gflop = ", ".join(f"{t} {g:.2f}" for t, g in result["gflop_per_image"].items())
@@ -43,7 +43,7 @@ def markdown_table(result: dict[str, Any]) -> str:
 
 
 def rel_pos_1d_table(result: dict[str, Any]) -> str:
-    """The rows of :func:`swinlite.bench.rel_pos_1d.run_rel_pos_1d` as a markdown table, with a header of context."""
+    """The rows of :func:`swinbench.rel_pos_1d.run_rel_pos_1d` as a markdown table, with a header of context."""
     cfg, machine = result["config"], result["machine"]
     lines = [
         f"1-D relative attention, L {cfg['seq_len']}, width {cfg['dim']}, {cfg['num_heads']} heads, batch "

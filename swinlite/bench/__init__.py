@@ -1,1 +1,0 @@
-"""Benchmark helpers behind scripts/benchmark.py (timings are never asserted in unit tests)."""

@@ -11,20 +11,17 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import timm
+import torch
+from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas: no pyplot, no display
+from torch.utils.data import DataLoader
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import timm  # noqa: E402
-import torch  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-
-from ..convert import convert_state_dict  # noqa: E402
-from ..io import atomic_write  # noqa: E402
-from .checkpoint import load_weights, read_metadata  # noqa: E402
-from .config import DataConfig  # noqa: E402
-from .data import ImageFolderDataset, build_transforms, scan_split  # noqa: E402
-from .engine import EvalResult, StepSettings, evaluate  # noqa: E402
+from ..convert import convert_state_dict
+from ..io import atomic_write
+from .checkpoint import load_weights, read_metadata
+from .config import DataConfig
+from .data import ImageFolderDataset, build_transforms, scan_split
+from .engine import EvalResult, StepSettings, evaluate
 
 
 @dataclass
@@ -82,7 +79,8 @@ def plot_confusion(confusion: torch.Tensor, classes: list[str], path: str | Path
     """Row-normalized confusion matrix (true class down, predicted across); counts shown for <= 20 classes."""
     rows = confusion / confusion.sum(1, keepdim=True).clamp(min=1)
     size = max(4.0, min(20.0, 0.45 * len(classes) + 2))
-    fig, ax = plt.subplots(figsize=(size, size))
+    fig = Figure(figsize=(size, size))
+    ax = fig.subplots()
     ax.imshow(rows.numpy(), cmap="Blues", vmin=0, vmax=1)
     if len(classes) <= 20:
         ticks = range(len(classes))
@@ -96,7 +94,6 @@ def plot_confusion(confusion: torch.Tensor, classes: list[str], path: str | Path
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
     atomic_write(path, lambda f: f.write(buffer.getvalue()))
 
 

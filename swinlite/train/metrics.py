@@ -6,12 +6,9 @@ import csv
 import io
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas: no pyplot, no display
 
-matplotlib.use("Agg")  # files only, no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-
-from ..io import atomic_write  # noqa: E402
+from ..io import atomic_write
 
 # The columns every run writes; EMA runs add ema_val_loss, ema_val_top1, ema_val_top5.
 COLUMNS = ["epoch", "train_loss", "val_loss", "val_top1", "val_top5", "lr", "epoch_time", "train_img_s"]
@@ -32,15 +29,11 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:.6g}"
 
 
-def read_csv(path: str | Path) -> list[dict[str, float]]:
-    with open(path, newline="") as f:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
-
-
 def plot_curves(history: list[dict[str, float]], path: str | Path) -> None:
     """Loss (train and val) and val top-1/top-5 against epoch, side by side."""
     epochs = [row["epoch"] for row in history]
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+    fig = Figure(figsize=(10, 4))
+    ax_loss, ax_acc = fig.subplots(1, 2)
     ax_loss.plot(epochs, [r["train_loss"] for r in history], marker=".", label="train")
     ax_loss.plot(epochs, [r["val_loss"] for r in history], marker=".", label="val")
     ax_acc.plot(epochs, [r["val_top1"] for r in history], marker=".", label="val top-1")
@@ -55,5 +48,4 @@ def plot_curves(history: list[dict[str, float]], path: str | Path) -> None:
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
     atomic_write(path, lambda f: f.write(buffer.getvalue()))

@@ -1,0 +1,42 @@
+"""``import swinlite`` stays light: no training, plotting or 1-D stack, and no ``matplotlib.use`` anywhere."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Runs in a fresh interpreter. timm and torch import yaml and tqdm themselves, so a spy on ``import`` records
+# which swinlite module imports what, rather than looking only at sys.modules.
+PROBE = """
+import builtins, sys
+heavy = {"matplotlib", "sklearn", "yaml", "tqdm", "pandas"}
+seen, real_import = [], builtins.__import__
+
+def spy(name, globals=None, locals=None, fromlist=(), level=0):
+    importer = (globals or {}).get("__name__", "")
+    if level == 0 and name.split(".")[0] in heavy and importer.startswith("swinlite"):
+        seen.append(f"{importer} imports {name}")
+    return real_import(name, globals, locals, fromlist, level)
+
+builtins.__import__ = spy
+import swinlite
+import timm
+model = timm.create_model("swinlite_tiny_patch4_window7_224")
+print(type(model).__name__)
+print(*seen, sep="\\n")
+print(*sorted(m for m in sys.modules if m.split(".")[0] in {"matplotlib", "sklearn", "pandas"}), sep="\\n")
+print(*sorted(m for m in sys.modules if m.startswith(("swinlite.train", "swinlite.seq", "swinlite.visualize"))))
+"""
+
+
+def test_import_swinlite_loads_no_training_or_plotting_stack():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.split() == ["SwinTransformer"], result.stdout
+
+
+def test_no_module_calls_matplotlib_use():
+    offenders = [p.relative_to(REPO) for p in (REPO / "swinlite").rglob("*.py") if "matplotlib.use(" in p.read_text()]
+    assert offenders == []

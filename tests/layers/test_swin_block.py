@@ -1,58 +1,10 @@
 """SwinBlock against a naive per-window, per-query loop that removes padded keys explicitly."""
 
-import itertools
-import math
-
 import pytest
 import torch
+from reference import naive_block
 
 from swinlite.layers.swin_block import SwinBlock
-
-
-def naive_block(block: SwinBlock, x: torch.Tensor, mask_padding: bool) -> torch.Tensor:
-    B, H, W, C = x.shape
-    wh, ww = block.window
-    heads = block.attn.num_heads
-    hd = C // heads
-    table = block.attn.rel_pos.table
-    Hp, Wp = math.ceil(H / wh) * wh, math.ceil(W / ww) * ww
-    sh = wh // 2 if block.shift[0] and Hp > wh else 0
-    sw = ww // 2 if block.shift[1] and Wp > ww else 0
-    y = torch.nn.functional.pad(block.norm1(x), (0, 0, 0, Wp - W, 0, Hp - H))
-    y = torch.roll(y, (-sh, -sw), (1, 2))
-    # original coordinates and shift regions of every position of the shifted map
-    orig_r = [(r + sh) % Hp for r in range(Hp)]
-    orig_c = [(c + sw) % Wp for c in range(Wp)]
-
-    def region(p: int, size: int, w: int, s: int) -> int:
-        return 0 if p < size - w else (1 if p < size - s else 2) if s else 0
-
-    out = torch.zeros_like(y)
-    qkv = block.attn.qkv(y)  # (B, Hp, Wp, 3C)
-    for b, i0, j0 in itertools.product(range(B), range(0, Hp, wh), range(0, Wp, ww)):
-        pos = [(i0 + a, j0 + c) for a in range(wh) for c in range(ww)]
-        for qi, qj in pos:
-            for h in range(heads):
-                q = qkv[b, qi, qj, h * hd : (h + 1) * hd] * hd**-0.5
-                logits, values = [], []
-                for ki, kj in pos:
-                    if mask_padding and not (orig_r[ki] < H and orig_c[kj] < W):
-                        continue  # padded key: not attended at all
-                    k = qkv[b, ki, kj, C + h * hd : C + (h + 1) * hd]
-                    v = qkv[b, ki, kj, 2 * C + h * hd : 2 * C + (h + 1) * hd]
-                    dh, dw = (qi - i0) - (ki - i0), (qj - j0) - (kj - j0)
-                    bias = table[(dh + wh - 1) * (2 * ww - 1) + (dw + ww - 1), h]
-                    same = region(qi, Hp, wh, sh) == region(ki, Hp, wh, sh) and region(qj, Wp, ww, sw) == region(
-                        kj, Wp, ww, sw
-                    )
-                    logits.append(q @ k + bias + (0.0 if same else -100.0))
-                    values.append(v)
-                weights = torch.softmax(torch.stack(logits), 0)
-                out[b, qi, qj, h * hd : (h + 1) * hd] = weights @ torch.stack(values)
-    out = block.attn.proj(out)
-    out = torch.roll(out, (sh, sw), (1, 2))[:, :H, :W]
-    x = x + out
-    return x + block.mlp(block.norm2(x))
 
 
 @pytest.mark.parametrize("shift", [False, True])

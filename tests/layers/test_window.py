@@ -1,7 +1,8 @@
-"""Window geometry against naive references written here (the reference's slice-built region map)."""
+"""Window geometry against the naive references of tests/reference.py (the reference's slice-built region map)."""
 
 import pytest
 import torch
+from reference import naive_windows, reference_shift_mask
 
 from swinlite.layers.window import (
     effective_shift,
@@ -10,16 +11,6 @@ from swinlite.layers.window import (
     window_partition,
     window_reverse,
 )
-
-
-def naive_windows(x: torch.Tensor, window: tuple[int, int]) -> list[torch.Tensor]:
-    """Windows of a [B, H, W, C] map by explicit slicing, row-major over windows and tokens."""
-    wh, ww = window
-    out = []
-    for i in range(0, x.shape[1], wh):
-        for j in range(0, x.shape[2], ww):
-            out.append(x[:, i : i + wh, j : j + ww].reshape(x.shape[0], wh * ww, -1))
-    return out
 
 
 @pytest.mark.parametrize("size,window", [((8, 12), (4, 4)), ((14, 7), (7, 7)), ((6, 9), (3, 3)), ((4, 8), (2, 4))])
@@ -38,21 +29,6 @@ def test_pad_and_effective_shift():
     assert effective_shift((7, 14), (7, 7), (3, 3)) == (0, 3)
     assert effective_shift((14, 14), (7, 7), (3, 3)) == (3, 3)
     assert effective_shift((4, 4), (7, 7), (3, 3)) == (0, 0)
-
-
-def reference_shift_mask(padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int]) -> torch.Tensor:
-    """The Swin paper's construction: label 9 regions with slices, partition, compare labels."""
-    img = torch.zeros(1, *padded, 1)
-    cnt = 0
-    hs = (slice(0, -window[0]), slice(-window[0], -shift[0]), slice(-shift[0], None))
-    ws = (slice(0, -window[1]), slice(-window[1], -shift[1]), slice(-shift[1], None))
-    for h in hs:
-        for w in ws:
-            img[:, h, w, :] = cnt
-            cnt += 1
-    labels = torch.stack(naive_windows(img, window), 1)[0, :, :, 0]  # (nW, N)
-    diff = labels[:, None, :] - labels[:, :, None]
-    return torch.where(diff != 0, torch.tensor(-100.0), torch.tensor(0.0))
 
 
 @pytest.mark.parametrize("padded,window", [((14, 14), (7, 7)), ((8, 12), (4, 4)), ((12, 8), (4, 2))])

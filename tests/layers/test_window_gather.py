@@ -1,23 +1,12 @@
-"""Shift + window partition as one gather, against a naive loop over windows and tokens written here."""
+"""Shift + window partition as one gather, against a naive loop over windows and tokens (tests/reference.py)."""
 
 import pytest
 import torch
+from reference import naive_shifted_windows
 
 from swinlite.layers.window import cached_shifted_window_index, gather_tokens, shifted_window_index
 
 CPU = torch.device("cpu")
-
-
-def naive_shifted_windows(x: torch.Tensor, window: tuple[int, int], shift: tuple[int, int]) -> torch.Tensor:
-    """[B, H, W, C] -> [B, nW*N, C]: token (a, b) of window (i, j) of the map rolled by (-sh, -sw)."""
-    B, H, W, C = x.shape
-    tokens = []
-    for i in range(H // window[0]):
-        for j in range(W // window[1]):
-            for a in range(window[0]):
-                for b in range(window[1]):
-                    tokens.append(x[:, (i * window[0] + a + shift[0]) % H, (j * window[1] + b + shift[1]) % W])
-    return torch.stack(tokens, dim=1)
 
 
 @pytest.mark.parametrize(

@@ -1,23 +1,13 @@
-"""Fused window attention against the softmax formula evaluated window by window in a loop written here."""
+"""Fused window attention against the softmax formula evaluated window by window in the loop of tests/reference.py."""
 
 import pytest
 import torch
+from reference import loop_window_attention
 
 from swinlite.layers.window_attention import WindowAttention
 from swinlite.layers.window_sdpa import recomputed_window_attention, window_attn_mask
 
 B, NW, H, N, HD = 2, 3, 2, 6, 4
-
-
-def loop_attention(qkv, bias, mask, batch):
-    """softmax(q kᵀ / √d + bias + mask[w]) v, one (window, head) at a time."""
-    out = torch.empty(qkv.shape[0], H, N, HD)
-    for i in range(qkv.shape[0]):
-        for h in range(H):
-            q, k, v = qkv[i, :, 0, h], qkv[i, :, 1, h], qkv[i, :, 2, h]
-            logits = q @ k.T * HD**-0.5 + bias[h] + (0 if mask is None else mask[i % mask.shape[0]])
-            out[i, h] = logits.softmax(-1) @ v
-    return out
 
 
 def shift_and_pad_mask():
@@ -34,7 +24,7 @@ def assert_recomputed_matches_loop(qkv: torch.Tensor, bias: torch.Tensor, mask: 
     out.backward(grad)
     got = (out.detach(), qkv.grad.clone(), bias.grad.clone())
     qkv.grad = bias.grad = None
-    expected = loop_attention(qkv, bias, mask, B)
+    expected = loop_window_attention(qkv, bias, mask)
     expected.backward(grad)
     for a, b in zip(got, (expected.detach(), qkv.grad, bias.grad), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)

@@ -1,41 +1,15 @@
 """RelPosSelfAttention1d against a naive per-(i, j) loop of the Shaw et al. formulas."""
 
 import itertools
-import math
 
 import pytest
 import torch
+from reference import naive_rel_pos_attention_1d
 
 from swinlite.seq import RelPosSelfAttention1d
 from swinlite.seq.skew import relative_logits, relative_values, skew, unskew
 
 DIM, HEADS, MAX_LEN = 8, 2, 9
-
-
-def naive_attention(
-    attn: RelPosSelfAttention1d, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
-) -> torch.Tensor:
-    """The formulas of the issue, one (i, j) pair at a time, reading the module's weights."""
-    B, L, C = x.shape
-    H, d, D = attn.num_heads, C // attn.num_heads, attn.max_distance
-    q, k, v = (lin(x).view(B, L, H, d) for lin in (attn.q, attn.k, attn.v))
-    out = []
-    for i in range(L):
-        logits, values = [], []
-        for j in range(L):
-            r = min(max(j - i, -D), D) + D
-            if attn.mode == "shaw":
-                logit = (q[:, i] * (k[:, j] + attn.rel_k.weight[r])).sum(-1) / math.sqrt(d)  # (B, H)
-            else:
-                logit = (q[:, i] * k[:, j]).sum(-1) / math.sqrt(d) + attn.rel_bias.table[min(max(i - j, -D), D) + D]
-            blocked = torch.zeros(B, dtype=torch.bool) if key_padding_mask is None else key_padding_mask[:, j]
-            if causal and j > i:
-                blocked = torch.ones(B, dtype=torch.bool)
-            logits.append(logit.masked_fill(blocked[:, None], float("-inf")))
-            values.append(v[:, j] + (attn.rel_v.weight[r] if attn.rel_v is not None else 0))  # (B, H, d)
-        weights = torch.stack(logits, -1).softmax(-1)  # (B, H, L)
-        out.append((weights[..., None] * torch.stack(values, 2)).sum(2))  # (B, H, d)
-    return attn.proj(torch.stack(out, 1).reshape(B, L, C))
 
 
 def make(seed: int = 0, **kwargs) -> RelPosSelfAttention1d:
@@ -104,7 +78,7 @@ def test_shaw_matches_naive_loop(grad, method, max_distance, value_rel, pad, cau
     mask = padding_mask(2, 7) if pad else None
     with torch.set_grad_enabled(grad):
         out = attn(x, mask, causal)
-    torch.testing.assert_close(out, naive_attention(attn, x, mask, causal))
+    torch.testing.assert_close(out, naive_rel_pos_attention_1d(attn, x, mask, causal))
 
 
 @pytest.mark.parametrize(
@@ -131,7 +105,7 @@ def test_long_sequence_query_blocks_match_naive_loop(grad, value_rel, max_distan
     mask = padding_mask(2, 70) if pad else None
     with torch.set_grad_enabled(grad):
         out = attn(x, mask, causal)
-    torch.testing.assert_close(out, naive_attention(attn, x, mask, causal))
+    torch.testing.assert_close(out, naive_rel_pos_attention_1d(attn, x, mask, causal))
 
 
 def test_long_sequence_gradients_match_naive_loop():
@@ -145,7 +119,7 @@ def test_long_sequence_gradients_match_naive_loop():
     mask = padding_mask(2, 70)
     params = [attn.q.weight, attn.k.weight, attn.v.weight, attn.rel_k.weight]
     grads = torch.autograd.grad(attn(x, mask, causal=True).square().sum(), params)
-    expected = torch.autograd.grad(naive_attention(attn, x, mask, causal=True).square().sum(), params)
+    expected = torch.autograd.grad(naive_rel_pos_attention_1d(attn, x, mask, causal=True).square().sum(), params)
     for g, e in zip(grads, expected, strict=True):
         assert g.abs().sum() > 0
         torch.testing.assert_close(g, e)
@@ -170,7 +144,7 @@ def test_bias_mode_matches_naive_loop(max_distance, causal):
     attn = make(max_distance=max_distance, mode="bias")
     x = torch.randn(2, MAX_LEN, DIM, dtype=torch.float64)
     mask = padding_mask(2, MAX_LEN)
-    torch.testing.assert_close(attn(x, mask, causal), naive_attention(attn, x, mask, causal))
+    torch.testing.assert_close(attn(x, mask, causal), naive_rel_pos_attention_1d(attn, x, mask, causal))
 
 
 def test_bias_mode_uses_relative_position_bias_convention():
@@ -195,7 +169,7 @@ def test_gradients_reach_projections_and_tables(method):
     x = torch.randn(2, 7, DIM, dtype=torch.float64)
     mask = padding_mask(2, 7)
     grads = torch.autograd.grad(attn(x, mask, causal=True).square().sum(), params)
-    expected = torch.autograd.grad(naive_attention(attn, x, mask, causal=True).square().sum(), params)
+    expected = torch.autograd.grad(naive_rel_pos_attention_1d(attn, x, mask, causal=True).square().sum(), params)
     for g, e in zip(grads, expected, strict=True):
         assert g.abs().sum() > 0
         torch.testing.assert_close(g, e)

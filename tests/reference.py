@@ -1,0 +1,155 @@
+"""Naive-loop oracles the tests compare swinlite against: the formulas, one window, pair or token at a time.
+
+They read a module's weights but none of its code paths, so a kernel and its oracle share nothing but the math.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from swinlite.layers.swin_block import SwinBlock
+    from swinlite.seq import RelPosSelfAttention1d
+
+
+def naive_windows(x: torch.Tensor, window: tuple[int, int]) -> list[torch.Tensor]:
+    """Windows of a [B, H, W, C] map by explicit slicing, row-major over windows and tokens."""
+    wh, ww = window
+    out = []
+    for i in range(0, x.shape[1], wh):
+        for j in range(0, x.shape[2], ww):
+            out.append(x[:, i : i + wh, j : j + ww].reshape(x.shape[0], wh * ww, -1))
+    return out
+
+
+def reference_shift_mask(padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int]) -> torch.Tensor:
+    """The Swin paper's construction: label 9 regions with slices, partition, compare labels."""
+    img = torch.zeros(1, *padded, 1)
+    cnt = 0
+    hs = (slice(0, -window[0]), slice(-window[0], -shift[0]), slice(-shift[0], None))
+    ws = (slice(0, -window[1]), slice(-window[1], -shift[1]), slice(-shift[1], None))
+    for h in hs:
+        for w in ws:
+            img[:, h, w, :] = cnt
+            cnt += 1
+    labels = torch.stack(naive_windows(img, window), 1)[0, :, :, 0]  # (nW, N)
+    diff = labels[:, None, :] - labels[:, :, None]
+    return torch.where(diff != 0, torch.tensor(-100.0), torch.tensor(0.0))
+
+
+def naive_shifted_windows(x: torch.Tensor, window: tuple[int, int], shift: tuple[int, int]) -> torch.Tensor:
+    """[B, H, W, C] -> [B, nW*N, C]: token (a, b) of window (i, j) of the map rolled by (-sh, -sw)."""
+    B, H, W, C = x.shape
+    tokens = []
+    for i in range(H // window[0]):
+        for j in range(W // window[1]):
+            for a in range(window[0]):
+                for b in range(window[1]):
+                    tokens.append(x[:, (i * window[0] + a + shift[0]) % H, (j * window[1] + b + shift[1]) % W])
+    return torch.stack(tokens, dim=1)
+
+
+def loop_window_attention(
+    qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, scale: float | None = None
+) -> torch.Tensor:
+    """softmax(q kᵀ · scale + bias + mask[w]) v, one (window, head) at a time.
+
+    Args:
+        qkv: [B*nW, N, 3, H, d], windows batch-major.
+        bias: [H, N, N].
+        mask: [nW, N, N] (window w of every image gets ``mask[w]``) or None.
+        scale: logit scale; default 1/√d.
+
+    Returns:
+        [B*nW, H, N, d].
+    """
+    windows, N, _, H, d = qkv.shape
+    scale = d**-0.5 if scale is None else scale
+    out = qkv.new_empty(windows, H, N, d)
+    for i in range(windows):
+        for h in range(H):
+            q, k, v = qkv[i, :, 0, h], qkv[i, :, 1, h], qkv[i, :, 2, h]
+            logits = q @ k.T * scale + bias[h] + (0 if mask is None else mask[i % mask.shape[0]])
+            out[i, h] = logits.softmax(-1) @ v
+    return out
+
+
+def naive_block(block: SwinBlock, x: torch.Tensor, mask_padding: bool) -> torch.Tensor:
+    """A Swin block on [B, H, W, C], one window, query, head and key at a time, reading the block's weights.
+
+    Pads, rolls, labels the shift regions by coordinates (not by the library's mask) and, with
+    ``mask_padding``, drops padded keys from the softmax outright.
+    """
+    B, H, W, C = x.shape
+    wh, ww = block.window
+    heads = block.attn.num_heads
+    hd = C // heads
+    table = block.attn.rel_pos.table
+    Hp, Wp = math.ceil(H / wh) * wh, math.ceil(W / ww) * ww
+    sh = wh // 2 if block.shift[0] and Hp > wh else 0
+    sw = ww // 2 if block.shift[1] and Wp > ww else 0
+    y = torch.nn.functional.pad(block.norm1(x), (0, 0, 0, Wp - W, 0, Hp - H))
+    y = torch.roll(y, (-sh, -sw), (1, 2))
+    # original coordinates and shift regions of every position of the shifted map
+    orig_r = [(r + sh) % Hp for r in range(Hp)]
+    orig_c = [(c + sw) % Wp for c in range(Wp)]
+
+    def region(p: int, size: int, w: int, s: int) -> int:
+        return 0 if p < size - w else (1 if p < size - s else 2) if s else 0
+
+    out = torch.zeros_like(y)
+    qkv = block.attn.qkv(y)  # (B, Hp, Wp, 3C)
+    for b, i0, j0 in itertools.product(range(B), range(0, Hp, wh), range(0, Wp, ww)):
+        pos = [(i0 + a, j0 + c) for a in range(wh) for c in range(ww)]
+        for qi, qj in pos:
+            for h in range(heads):
+                q = qkv[b, qi, qj, h * hd : (h + 1) * hd] * hd**-0.5
+                logits, values = [], []
+                for ki, kj in pos:
+                    if mask_padding and not (orig_r[ki] < H and orig_c[kj] < W):
+                        continue  # padded key: not attended at all
+                    k = qkv[b, ki, kj, C + h * hd : C + (h + 1) * hd]
+                    v = qkv[b, ki, kj, 2 * C + h * hd : 2 * C + (h + 1) * hd]
+                    dh, dw = (qi - i0) - (ki - i0), (qj - j0) - (kj - j0)
+                    bias = table[(dh + wh - 1) * (2 * ww - 1) + (dw + ww - 1), h]
+                    same = region(qi, Hp, wh, sh) == region(ki, Hp, wh, sh) and region(qj, Wp, ww, sw) == region(
+                        kj, Wp, ww, sw
+                    )
+                    logits.append(q @ k + bias + (0.0 if same else -100.0))
+                    values.append(v)
+                weights = torch.softmax(torch.stack(logits), 0)
+                out[b, qi, qj, h * hd : (h + 1) * hd] = weights @ torch.stack(values)
+    out = block.attn.proj(out)
+    out = torch.roll(out, (sh, sw), (1, 2))[:, :H, :W]
+    x = x + out
+    return x + block.mlp(block.norm2(x))
+
+
+def naive_rel_pos_attention_1d(
+    attn: RelPosSelfAttention1d, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
+) -> torch.Tensor:
+    """Shaw et al. relative attention on [B, L, C], one (i, j) pair at a time, reading the module's weights."""
+    B, L, C = x.shape
+    H, d, D = attn.num_heads, C // attn.num_heads, attn.max_distance
+    q, k, v = (lin(x).view(B, L, H, d) for lin in (attn.q, attn.k, attn.v))
+    out = []
+    for i in range(L):
+        logits, values = [], []
+        for j in range(L):
+            r = min(max(j - i, -D), D) + D
+            if attn.mode == "shaw":
+                logit = (q[:, i] * (k[:, j] + attn.rel_k.weight[r])).sum(-1) / math.sqrt(d)  # (B, H)
+            else:
+                logit = (q[:, i] * k[:, j]).sum(-1) / math.sqrt(d) + attn.rel_bias.table[min(max(i - j, -D), D) + D]
+            blocked = torch.zeros(B, dtype=torch.bool) if key_padding_mask is None else key_padding_mask[:, j]
+            if causal and j > i:
+                blocked = torch.ones(B, dtype=torch.bool)
+            logits.append(logit.masked_fill(blocked[:, None], float("-inf")))
+            values.append(v[:, j] + (attn.rel_v.weight[r] if attn.rel_v is not None else 0))  # (B, H, d)
+        weights = torch.stack(logits, -1).softmax(-1)  # (B, H, L)
+        out.append((weights[..., None] * torch.stack(values, 2)).sum(2))  # (B, H, d)
+    return attn.proj(torch.stack(out, 1).reshape(B, L, C))

@@ -9,8 +9,9 @@ import torchvision
 
 import swinlite
 
+TINY = ("swin_tiny_patch4_window7_224", "swinlite_tiny_patch4_window7_224")
 PAIRS_224 = [
-    ("swin_tiny_patch4_window7_224", "swinlite_tiny_patch4_window7_224"),
+    TINY,
     ("swin_small_patch4_window7_224", "swinlite_small_patch4_window7_224"),
     ("swin_base_patch4_window7_224", "swinlite_base_patch4_window7_224"),
     ("swin_large_patch4_window7_224", "swinlite_large_patch4_window7_224"),
@@ -19,6 +20,10 @@ PAIRS_384 = [
     ("swin_base_patch4_window12_384", "swinlite_base_patch4_window12_384"),
     ("swin_large_patch4_window12_384", "swinlite_large_patch4_window12_384"),
 ]
+# Swin-T is compared at full depth; the bigger variants at this depth, with their own widths, heads and windows
+# (the same code at any depth; tests/models/test_timm_contract.py checks their full depths). Stage 4 holds one
+# window at 224 and at 384, so it has no shifted block to lose.
+REDUCED_DEPTH = (2, 2, 2, 1)
 
 
 def _timm_pair(ref_name: str, name: str, **kwargs) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -29,17 +34,30 @@ def _timm_pair(ref_name: str, name: str, **kwargs) -> tuple[torch.nn.Module, tor
     return ref, model
 
 
-@pytest.mark.parametrize("ref_name,name,size", [(*p, 224) for p in PAIRS_224] + [(*p, 384) for p in PAIRS_384])
-def test_matches_timm(ref_name, name, size):
-    ref, model = _timm_pair(ref_name, name)
+@pytest.fixture(scope="module")
+def tiny_pair() -> tuple[torch.nn.Module, torch.nn.Module]:
+    """timm's Swin-T and swinlite's with its weights, shared by the tests that only read them."""
+    return _timm_pair(*TINY)
+
+
+def test_tiny_matches_timm(tiny_pair):
+    ref, model = tiny_pair
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("ref_name,name,size", [(*p, 224) for p in PAIRS_224[1:]] + [(*p, 384) for p in PAIRS_384])
+def test_bigger_variants_match_timm_at_reduced_depth(ref_name, name, size):
+    ref, model = _timm_pair(ref_name, name, depths=REDUCED_DEPTH)
     x = torch.randn(1, 3, size, size)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 
 
-def test_explicit_softmax_path_matches_fused():
-    ref, model = _timm_pair(*PAIRS_224[0])
-    explicit = timm.create_model(PAIRS_224[0][1], fused_attn=False).eval()
+def test_explicit_softmax_path_matches_fused(tiny_pair):
+    ref, model = tiny_pair
+    explicit = timm.create_model(TINY[1], fused_attn=False).eval()
     explicit.load_state_dict(model.state_dict())
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
@@ -58,11 +76,11 @@ def _to_microsoft_layout(timm_state: dict) -> dict:
     return {"model": out}
 
 
-def test_matches_microsoft_layout_checkpoint():
-    ref, _ = _timm_pair(*PAIRS_224[0])
+def test_matches_microsoft_layout_checkpoint(tiny_pair):
+    ref, _ = tiny_pair
     checkpoint = _to_microsoft_layout(ref.state_dict())
     assert swinlite.detect_layout(checkpoint["model"]) == "microsoft"
-    model = timm.create_model(PAIRS_224[0][1]).eval()
+    model = timm.create_model(TINY[1]).eval()
     model.load_state_dict(swinlite.convert_state_dict(checkpoint, model))
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
@@ -82,16 +100,19 @@ def test_matches_torchvision_swin_t(size):
 
 
 @pytest.mark.parametrize(
-    "builder,name",
+    "name,embed_dim,heads",
     [
-        (torchvision.models.swin_s, "swinlite_small_patch4_window7_224"),
-        (torchvision.models.swin_b, "swinlite_base_patch4_window7_224"),
+        ("swinlite_small_patch4_window7_224", 96, (3, 6, 12, 24)),
+        ("swinlite_base_patch4_window7_224", 128, (4, 8, 16, 32)),
     ],
 )
-def test_matches_torchvision_swin_s_and_b(builder, name):
+def test_matches_torchvision_swin_s_and_b_at_reduced_depth(name, embed_dim, heads):
+    """torchvision's swin_s and swin_b (its own SwinTransformer class with their widths), at reduced depth."""
     torch.manual_seed(0)
-    ref = builder().eval()
-    model = timm.create_model(name).eval()
+    ref = torchvision.models.swin_transformer.SwinTransformer(
+        patch_size=[4, 4], embed_dim=embed_dim, depths=list(REDUCED_DEPTH), num_heads=list(heads), window_size=[7, 7]
+    ).eval()
+    model = timm.create_model(name, depths=REDUCED_DEPTH).eval()
     model.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), model))
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():

@@ -87,13 +87,20 @@ def test_matches_microsoft_layout_checkpoint(tiny_pair):
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize("size", [(224, 224), (248, 332)])
-def test_matches_torchvision_swin_t(size):
-    """At 224 the functions agree whatever the padding rule; at 248x332 only with unmasked padding."""
+@pytest.fixture(scope="module")
+def torchvision_tiny_pair() -> tuple[torch.nn.Module, torch.nn.Module]:
+    """torchvision's swin_t and swinlite's Swin-T (padding unmasked, as torchvision) with its weights."""
     torch.manual_seed(0)
     ref = torchvision.models.swin_t().eval()
-    model = timm.create_model("swinlite_tiny_patch4_window7_224", mask_padding=False).eval()
+    model = timm.create_model(TINY[1], mask_padding=False).eval()
     model.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), model))
+    return ref, model
+
+
+@pytest.mark.parametrize("size", [(224, 224), (248, 332)])
+def test_matches_torchvision_swin_t(torchvision_tiny_pair, size):
+    """At 224 the functions agree whatever the padding rule; at 248x332 only with unmasked padding."""
+    ref, model = torchvision_tiny_pair
     x = torch.randn(1, 3, *size)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)

@@ -15,7 +15,12 @@ VARIANTS = timm.list_models("swinlite_*")
 LIGHT = {"swinlite_tiny_patch4_window7_224", "swinlite_nano_patch2_window4_64", "swinlite_pico_patch2_window4_32"}
 # The big ones are built at reduced depth, with their widths, heads and windows: the contract runs the same code
 # at any depth, and test_paper_architectures checks their full depths (on the meta device).
-REDUCED_DEPTH = (2, 2, 2, 2)
+REDUCED_DEPTH = (2, 2, 2, 1)
+
+
+def _depth(name: str) -> dict[str, tuple[int, ...]]:
+    """Keyword arguments that build ``name`` at the depth these tests use."""
+    return {} if name in LIGHT else {"depths": REDUCED_DEPTH}
 
 
 def _input_size(model: torch.nn.Module) -> tuple[int, int]:
@@ -26,9 +31,8 @@ def _input_size(model: torch.nn.Module) -> tuple[int, int]:
 @pytest.fixture(scope="module", params=VARIANTS)
 def built(request) -> tuple[str, torch.nn.Module, torch.Tensor]:
     torch.manual_seed(0)
-    light = request.param in LIGHT
-    model = timm.create_model(request.param, **({} if light else {"depths": REDUCED_DEPTH})).eval()
-    x = torch.randn(2 if light else 1, 3, *_input_size(model))
+    model = timm.create_model(request.param, **_depth(request.param)).eval()
+    x = torch.randn(2 if request.param in LIGHT else 1, 3, *_input_size(model))
     return request.param, model, x
 
 
@@ -84,7 +88,7 @@ def test_attributes_and_pretrained_cfg(built):
     assert model.get_classifier() is model.get_submodule(cfg["classifier"])
     assert cfg["mean"] and cfg["std"]
     # forward_features at the cfg input size yields pool_size (shape-only, on the meta device)
-    meta = timm.create_model(name, device="meta")
+    meta = timm.create_model(name, device="meta", **_depth(name))
     feats = meta.forward_features(torch.empty(1, *cfg["input_size"], device="meta"))
     assert tuple(feats.shape[1:3]) == tuple(cfg["pool_size"])
 
@@ -155,7 +159,7 @@ def test_prune_intermediate_layers(built):
 def test_features_only(built):
     name, model, x = built
     if name not in LIGHT:  # structure and shapes only, without building a second copy of the weights
-        feats = timm.create_model(name, features_only=True, out_indices=(1, 3), device="meta")
+        feats = timm.create_model(name, features_only=True, out_indices=(1, 3), device="meta", **_depth(name))
         outs = feats(torch.empty(x.shape, device="meta"))
         assert [o.shape[1] for o in outs] == feats.feature_info.channels()
         assert feats.feature_info.channels() == [model.feature_info[i]["num_chs"] for i in (1, 3)]
@@ -215,16 +219,16 @@ def test_bfloat16_after_float32_forward(built):
 
 def test_meta_device_and_device_dtype_kwargs(built):
     name, _, _ = built
-    meta = timm.create_model(name, device="meta")
+    meta = timm.create_model(name, device="meta", **_depth(name))
     assert all(p.device.type == "meta" for p in meta.parameters())
-    half = timm.create_model(name, dtype=torch.bfloat16, device="meta")
+    half = timm.create_model(name, dtype=torch.bfloat16, device="meta", **_depth(name))
     assert all(p.dtype == torch.bfloat16 for p in half.parameters())
 
 
 def test_unknown_kwarg_raises_type_error(built):
     name, _, _ = built
     with pytest.raises(TypeError):
-        timm.create_model(name, device="meta", not_an_option=1)
+        timm.create_model(name, device="meta", not_an_option=1, **_depth(name))
 
 
 def test_no_weight_decay_and_group_matcher(built):

@@ -132,24 +132,27 @@ def naive_block(block: SwinBlock, x: torch.Tensor, mask_padding: bool) -> torch.
 def naive_rel_pos_attention_1d(
     attn: RelPosSelfAttention1d, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
 ) -> torch.Tensor:
-    """Shaw et al. relative attention on [B, L, C], one (i, j) pair at a time, reading the module's weights."""
+    """Shaw et al. relative attention on [B, L, C], one query at a time, reading the module's weights.
+
+    For query i and every key j: ``r = clamp(j - i, -D, D) + D``, logits ``q_i . (k_j + rel_k[r]) / sqrt(d)``
+    (bias mode: ``q_i . k_j / sqrt(d) + table[clamp(i - j, -D, D) + D]``), blocked keys at -inf, softmax over j,
+    output ``sum_j a_ij (v_j + rel_v[r])``.
+    """
     B, L, C = x.shape
     H, d, D = attn.num_heads, C // attn.num_heads, attn.max_distance
-    q, k, v = (lin(x).view(B, L, H, d) for lin in (attn.q, attn.k, attn.v))
+    q, k, v = (lin(x).view(B, L, H, d) for lin in (attn.q, attn.k, attn.v))  # (B, L, H, d)
+    keys = torch.arange(L)
     out = []
     for i in range(L):
-        logits, values = [], []
-        for j in range(L):
-            r = min(max(j - i, -D), D) + D
-            if attn.mode == "shaw":
-                logit = (q[:, i] * (k[:, j] + attn.rel_k.weight[r])).sum(-1) / math.sqrt(d)  # (B, H)
-            else:
-                logit = (q[:, i] * k[:, j]).sum(-1) / math.sqrt(d) + attn.rel_bias.table[min(max(i - j, -D), D) + D]
-            blocked = torch.zeros(B, dtype=torch.bool) if key_padding_mask is None else key_padding_mask[:, j]
-            if causal and j > i:
-                blocked = torch.ones(B, dtype=torch.bool)
-            logits.append(logit.masked_fill(blocked[:, None], float("-inf")))
-            values.append(v[:, j] + (attn.rel_v.weight[r] if attn.rel_v is not None else 0))  # (B, H, d)
-        weights = torch.stack(logits, -1).softmax(-1)  # (B, H, L)
-        out.append((weights[..., None] * torch.stack(values, 2)).sum(2))  # (B, H, d)
+        r = (keys - i).clamp(-D, D) + D  # (L,) embedding row of each key
+        if attn.mode == "shaw":
+            logits = (q[:, i, None] * (k + attn.rel_k.weight[r][:, None])).sum(-1) / math.sqrt(d)  # (B, L, H)
+        else:
+            logits = (q[:, i, None] * k).sum(-1) / math.sqrt(d) + attn.rel_bias.table[(i - keys).clamp(-D, D) + D]
+        blocked = torch.zeros(B, L, dtype=torch.bool) if key_padding_mask is None else key_padding_mask.clone()
+        if causal:
+            blocked |= keys > i
+        weights = logits.masked_fill(blocked[..., None], float("-inf")).softmax(1)  # (B, L, H)
+        values = v + (attn.rel_v.weight[r][:, None] if attn.rel_v is not None else 0)  # (B, L, H, d)
+        out.append((weights[..., None] * values).sum(1))  # (B, H, d)
     return attn.proj(torch.stack(out, 1).reshape(B, L, C))

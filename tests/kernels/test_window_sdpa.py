@@ -1,10 +1,9 @@
-"""Fused window attention against the softmax formula evaluated window by window in a loop written here."""
+"""Window attention kernels against the softmax formula evaluated window by window in a loop written here."""
 
 import pytest
 import torch
 
-from swinlite.layers.window_attention import WindowAttention
-from swinlite.layers.window_sdpa import recomputed_window_attention, window_attn_mask
+from swinlite.kernels.window_sdpa import recomputed_window_attention, sdpa_window_attention, window_attn_mask
 
 B, NW, H, N, HD = 2, 3, 2, 6, 4
 
@@ -27,10 +26,12 @@ def shift_and_pad_mask():
     return mask
 
 
-def assert_recomputed_matches_loop(qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None) -> None:
-    """Values and gradients (for qkv and the bias) of the recomputed kernel equal the per-window loop's."""
+def assert_kernel_matches_loop(
+    qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, kernel=recomputed_window_attention
+) -> None:
+    """Values and gradients (for qkv and the bias) of a kernel equal the per-window loop's."""
     grad = torch.randn(B * NW, H, N, HD)
-    out = recomputed_window_attention(qkv, bias, mask, B, HD**-0.5)
+    out = kernel(qkv, bias, mask, B, HD**-0.5)
     out.backward(grad)
     got = (out.detach(), qkv.grad.clone(), bias.grad.clone())
     qkv.grad = bias.grad = None
@@ -46,7 +47,7 @@ def test_recomputed_attention_matches_loop_in_values_and_gradients(with_mask):
     qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
     bias = torch.randn(H, N, N, requires_grad=True)
     mask = shift_and_pad_mask() if with_mask else None
-    assert_recomputed_matches_loop(qkv, bias, mask)
+    assert_kernel_matches_loop(qkv, bias, mask)
 
 
 def test_window_attn_mask_repeats_the_window_masks_over_the_batch():
@@ -58,30 +59,14 @@ def test_window_attn_mask_repeats_the_window_masks_over_the_batch():
     assert window_attn_mask(bias, None, B).shape == (1, H, N, N)
 
 
-@pytest.mark.parametrize("train", [False, True])
-def test_fused_and_explicit_paths_agree(train):
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_sdpa_with_a_trainable_bias_matches_loop_in_values_and_gradients(with_mask):
+    """The CUDA training path (bias and mask as SDPA's attn_mask); on CPU SDPA's math fallback runs it."""
     torch.manual_seed(0)
-    fused = WindowAttention(H * HD, H, (2, 3), fused=True).train(train)
-    explicit = WindowAttention(H * HD, H, (2, 3), fused=False).train(train)
-    explicit.load_state_dict(fused.state_dict())
-    x, mask = torch.randn(B, NW, N, H * HD), shift_and_pad_mask()
-    outputs = []
-    for module in (fused, explicit):
-        out = module(x, mask)
-        out.square().sum().backward()
-        outputs += [out.detach(), module.rel_pos.table.grad, module.qkv.weight.grad]
-    for a, b in zip(outputs[:3], outputs[3:], strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-
-
-def test_sdpa_path_without_bias_gradient_matches_explicit():
-    torch.manual_seed(0)
-    fused, explicit = WindowAttention(H * HD, H, (2, 3), fused=True), WindowAttention(H * HD, H, (2, 3), fused=False)
-    explicit.load_state_dict(fused.state_dict())
-    x, mask = torch.randn(B, NW, N, H * HD), shift_and_pad_mask()
-    with torch.no_grad():
-        torch.testing.assert_close(fused(x, mask), explicit(x, mask), rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(fused(x, None), explicit(x, None), rtol=1e-5, atol=1e-5)
+    qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
+    bias = torch.randn(H, N, N, requires_grad=True)
+    mask = shift_and_pad_mask() if with_mask else None
+    assert_kernel_matches_loop(qkv, bias, mask, lambda *args: sdpa_window_attention(*args, dropout_p=0.0))
 
 
 def test_recomputed_attention_flushing_subnormal_weights_matches_loop():
@@ -98,19 +83,4 @@ def test_recomputed_attention_flushing_subnormal_weights_matches_loop():
     logits = q @ k.transpose(-2, -1) * HD**-0.5 + bias.detach() + mask.repeat(B, 1, 1)[:, None]
     probs = logits.softmax(-1)
     assert ((probs > 0) & (probs < torch.finfo(torch.float32).tiny)).any(), "expected subnormal weights"
-    assert_recomputed_matches_loop(qkv, bias, mask)
-
-
-def test_training_without_the_private_cpu_flash_op_takes_the_explicit_path(monkeypatch):
-    """A torch release without ``_scaled_dot_product_flash_attention_for_cpu`` trains on the explicit path."""
-    monkeypatch.setattr("swinlite.layers.window_sdpa.CPU_FLASH_WITH_LSE", False)
-
-    def fail(*args):
-        raise AssertionError("the recomputed kernel must not run without its torch op")
-
-    monkeypatch.setattr("swinlite.layers.window_attention.recomputed_window_attention", fail)
-    torch.manual_seed(0)
-    attn = WindowAttention(H * HD, H, (2, 3), fused=True).train()
-    x, mask = torch.randn(B, NW, N, H * HD), shift_and_pad_mask()
-    attn(x, mask).square().sum().backward()
-    assert attn.rel_pos.table.grad.abs().sum() > 0
+    assert_kernel_matches_loop(qkv, bias, mask)

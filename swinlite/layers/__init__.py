@@ -4,15 +4,14 @@ from .patch_merging import PatchMerging
 from .rel_pos_bias import RelativePositionBias, resize_rel_pos_bias_table
 from .rel_pos_cpb import ContinuousPositionBias
 from .rel_pos_index import relative_position_index
-from .swin_block import SwinBlock
+from .swin_block import SwinBlock, WindowAttention
 from .window import (
-    cached_window_attention_mask,
     effective_shift,
     window_attention_mask,
+    window_geometry,
     window_partition,
     window_reverse,
 )
-from .window_attention import WindowAttention
 
 __all__ = [
     "ContinuousPositionBias",
@@ -20,11 +19,11 @@ __all__ = [
     "RelativePositionBias",
     "SwinBlock",
     "WindowAttention",
-    "cached_window_attention_mask",
     "effective_shift",
     "relative_position_index",
     "resize_rel_pos_bias_table",
     "window_attention_mask",
+    "window_geometry",
     "window_partition",
     "window_reverse",
 ]

@@ -1,21 +1,125 @@
-"""Swin Transformer block: (shifted) window attention and an MLP, pre-norm residuals."""
+"""Swin Transformer block: (shifted) window attention and an MLP, pre-norm residuals.
+
+The block's math is written out once, in paper order, in :meth:`SwinBlock._forward_reference` and
+:meth:`WindowAttention._explicit`: pad, cyclic shift, window partition, attention with the relative
+position bias and the shift/padding mask, window merge, reverse shift, crop, MLP. With ``fast=True``
+(the default) the same function runs through the kernels of :mod:`swinlite.kernels`, chosen by
+:func:`~swinlite.kernels.dispatch.select_attention_kernel` (a table of which kernel runs when).
+"""
 
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 from timm.layers import DropPath, register_notrace_module
 from torch import nn
 
+from ..kernels.dispatch import select_attention_kernel
+from ..kernels.gather import gather_tokens
+from ..kernels.window_sdpa import recomputed_window_attention, sdpa_window_attention
 from .mlp import Mlp
-from .window import (
-    cached_shifted_window_index,
-    cached_window_attention_mask,
-    effective_shift,
-    gather_tokens,
-    pad_to_window,
-    shifted_window_index,
-    window_attention_mask,
-)
-from .window_attention import WindowAttention
+from .rel_pos_bias import RelativePositionBias
+from .window import pad_to_window, window_geometry
+
+
+class WindowAttention(nn.Module):
+    """Self-attention over the tokens of each window, plus a per-head relative position bias.
+
+    softmax(QKᵀ/√d + bias + mask)·V per window and head: the bias and the block's shift/padding mask
+    are added to the logits. With ``fast=False`` the explicit formula runs; with ``fast=True`` the
+    kernel :func:`~swinlite.kernels.dispatch.select_attention_kernel` picks (same function).
+
+    Args:
+        dim: channels of the input tokens.
+        num_heads: attention heads; must divide ``dim``.
+        window: (Wh, Ww).
+        qkv_bias: learn a bias for the q, k, v projections.
+        attn_drop: dropout on the attention weights.
+        proj_drop: dropout after the output projection.
+        rel_pos: ``"table"`` (Swin's learnable table) or ``"cpb"`` (Swin-V2 continuous position bias).
+        fast: run the fast kernels (False: the explicit formula).
+    """
+
+    fast: torch.jit.Final[bool]
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        window: tuple[int, int],
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        rel_pos: str = "table",
+        fast: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if dim % num_heads != 0:
+            raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
+        dd = {"device": device, "dtype": dtype}
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim**-0.5
+        self.fast = fast
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, **dd)
+        self.rel_pos = _build_rel_pos(rel_pos, window, num_heads, **dd)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim, **dd)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Attend within windows.
+
+        Args:
+            x: window tokens [B, nW, N, C].
+            mask: additive mask [nW, N, N] (shift regions, padding) or None.
+
+        Returns:
+            Tokens [B, nW, N, C].
+        """
+        B, nW, N, C = x.shape
+        qkv = self.qkv(x).view(B * nW, N, 3, self.num_heads, self.head_dim)
+        bias = self.rel_pos().to(qkv.dtype)  # relative position bias (heads, N, N)
+        if mask is not None:
+            mask = mask.to(qkv.dtype)
+        dropout = self.training and self.attn_drop.p > 0
+        kernel = select_attention_kernel(self.fast, qkv.device.type, qkv.dtype, bias.requires_grad, dropout)
+        if kernel == "sdpa":
+            x = sdpa_window_attention(qkv, bias, mask, B, self.scale, self.attn_drop.p if dropout else 0.0)
+        elif kernel == "recomputed":
+            x = self._recomputed(qkv, bias, mask, B)
+        else:
+            x = self._explicit(qkv, bias, mask, B)
+        x = x.transpose(1, 2).reshape(B, nW, N, C)  # (B*nW, heads, N, hd) -> (B, nW, N, heads*hd)
+        return self.proj_drop(self.proj(x))
+
+    def _explicit(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
+        """softmax(QKᵀ/√d + bias + mask)·V written out: qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd)."""
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
+        attn = (q * self.scale) @ k.transpose(-2, -1)  # (B*nW, heads, N, N)
+        attn = attn + bias
+        if mask is not None:  # the same mask for window w of every image
+            nW, N = mask.shape[0], mask.shape[1]
+            attn = (attn.view(B, nW, -1, N, N) + mask.unsqueeze(1)).flatten(0, 1)  # (B*nW, heads, N, N)
+        attn = self.attn_drop(attn.softmax(dim=-1))
+        return attn @ v
+
+    @torch.jit.unused
+    def _recomputed(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
+        return recomputed_window_attention(qkv, bias, mask, B, self.scale)
+
+
+def _build_rel_pos(
+    kind: str, window: tuple[int, int], num_heads: int, device: torch.device | str | None, dtype: torch.dtype | None
+) -> nn.Module:
+    if kind == "table":
+        return RelativePositionBias(window, num_heads, device=device, dtype=dtype)
+    if kind == "cpb":
+        from .rel_pos_cpb import ContinuousPositionBias
+
+        return ContinuousPositionBias(window, num_heads, device=device, dtype=dtype)
+    raise ValueError(f"rel_pos must be 'table' or 'cpb', got {kind!r}")
 
 
 @register_notrace_module  # the padding and shift depend on the input size, a Python branch fx cannot trace
@@ -39,10 +143,12 @@ class SwinBlock(nn.Module):
         attn_drop: dropout on attention weights.
         rel_pos: ``"table"`` or ``"cpb"``, see :class:`WindowAttention`.
         mask_padding: mask padded tokens as keys.
-        fused_attn: use fused attention kernels where they apply (False: the explicit softmax path).
+        fast: run the kernels of :mod:`swinlite.kernels` (False: the reference math of
+            :meth:`_forward_reference`, the same function).
     """
 
     mask_padding: torch.jit.Final[bool]
+    fast: torch.jit.Final[bool]
 
     def __init__(
         self,
@@ -57,7 +163,7 @@ class SwinBlock(nn.Module):
         attn_drop: float = 0.0,
         rel_pos: str = "table",
         mask_padding: bool = True,
-        fused_attn: bool = True,
+        fast: bool = True,
         norm_layer: type[nn.Module] = nn.LayerNorm,
         act_layer: type[nn.Module] = nn.GELU,
         device: torch.device | str | None = None,
@@ -68,49 +174,70 @@ class SwinBlock(nn.Module):
         self.window: tuple[int, int] = (int(window[0]), int(window[1]))
         self.shift: tuple[int, int] = (self.window[0] // 2, self.window[1] // 2) if shift else (0, 0)
         self.mask_padding = mask_padding
+        self.fast = fast
         self.norm1 = norm_layer(dim, **dd)
         self.attn = WindowAttention(
-            dim, num_heads, self.window, qkv_bias, attn_drop, proj_drop, rel_pos=rel_pos, fused=fused_attn, **dd
+            dim, num_heads, self.window, qkv_bias, attn_drop, proj_drop, rel_pos=rel_pos, fast=fast, **dd
         )
         self.drop_path1 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
         self.norm2 = norm_layer(dim, **dd)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=proj_drop, **dd)
         self.drop_path2 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
 
-    def _mask(
-        self, size: tuple[int, int], shift: tuple[int, int], device: torch.device, dtype: torch.dtype
-    ) -> torch.Tensor | None:
-        if torch.jit.is_scripting() or torch.compiler.is_compiling():  # built into the graph, at a fixed size
-            return window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
-        return cached_window_attention_mask(size, self.window, shift, self.mask_padding, device, dtype)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, H, W, C] -> [B, H, W, C]."""
+        if self.fast or torch.jit.is_scripting():  # einops does not script; the fast path is the same function
+            return self._forward_fast(x)
+        return self._forward_reference(x)
 
-    def _index(
-        self, padded: tuple[int, int], shift: tuple[int, int], device: torch.device
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if torch.jit.is_scripting() or torch.compiler.is_compiling():
-            return shifted_window_index(padded, self.window, shift, device)
-        return cached_shifted_window_index(padded, self.window, shift, device)
+    @torch.jit.unused
+    def _forward_reference(self, x: torch.Tensor) -> torch.Tensor:
+        """The plain math, in paper order (timm's ``SwinTransformerBlock._attn``): what the fast path must equal."""
+        B, H, W, C = x.shape
+        wh, ww = self.window
+        shortcut = x
+        x = self.norm1(x)
+        # pad to a window multiple, bottom/right, before the shift: the shift never wraps real tokens onto padding
+        pad_h, pad_w = pad_to_window((H, W), self.window)
+        x = F.pad(x, (0, 0, 0, pad_w, 0, pad_h))  # (B, Hp, Wp, C)
+        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
+        sh, sw = geometry.shift  # no shift along a dimension that one window covers
+        # cyclic shift
+        x = torch.roll(x, shifts=(-sh, -sw), dims=(1, 2))
+        # partition windows
+        windows = rearrange(x, "b (nh wh) (nw ww) c -> b (nh nw) (wh ww) c", wh=wh, ww=ww)
+        # W-MSA / SW-MSA, shift regions masked with -100, padded keys with -inf (mask_padding)
+        windows = self.attn(windows, geometry.mask)
+        # merge windows
+        x = rearrange(windows, "b (nh nw) (wh ww) c -> b (nh wh) (nw ww) c", nh=x.shape[1] // wh, wh=wh, ww=ww)
+        # reverse cyclic shift
+        x = torch.roll(x, shifts=(sh, sw), dims=(1, 2))
+        # crop the padding
+        x = x[:, :H, :W]
+        x = shortcut + self.drop_path1(x)
+        # MLP: fc1, activation, dropout, fc2, dropout
+        mlp = self.mlp
+        y = mlp.drop2(mlp.fc2(mlp.drop1(mlp.act(mlp.fc1(self.norm2(x))))))
+        return x + self.drop_path2(y)
+
+    def _forward_fast(self, x: torch.Tensor) -> torch.Tensor:
+        """The reference math through the kernels: shift + partition as one gather, fused attention, GELU recompute."""
+        x = x + self.drop_path1(self._window_attention(self.norm1(x)))
+        return x + self.drop_path2(self.mlp(self.norm2(x)))
 
     def _window_attention(self, x: torch.Tensor) -> torch.Tensor:
         """x: normalised map [B, H, W, C] -> attention output [B, H, W, C]."""
         B, H, W, C = x.shape
-        pad_h, pad_w = pad_to_window((H, W), self.window)
-        if pad_h > 0 or pad_w > 0:
-            x = F.pad(x, (0, 0, 0, pad_w, 0, pad_h))  # (B, Hp, Wp, C)
-        Hp, Wp = H + pad_h, W + pad_w
-        shift = effective_shift((Hp, Wp), self.window, self.shift)
-        index, inverse = self._index((Hp, Wp), shift, x.device)
-        mask = self._mask((H, W), shift, x.device, self.attn.qkv.weight.dtype)
+        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
+        Hp, Wp = geometry.padded
+        if Hp > H or Wp > W:
+            x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H))  # (B, Hp, Wp, C)
         # shift + partition as one gather: (B, Hp*Wp, C) -> (B, nW*N, C), window-major
-        windows = gather_tokens(x.reshape(B, Hp * Wp, C), index, inverse)
+        windows = gather_tokens(x.reshape(B, Hp * Wp, C), geometry.index, geometry.inverse)
         num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
-        x = self.attn(windows.view(B, num_windows, -1, C), mask)  # (B, nW, N, C)
-        x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index).view(B, Hp, Wp, C)  # un-partition + un-shift
-        if pad_h > 0 or pad_w > 0:  # a no-op slice would still cost a zero fill and a copy in backward
+        x = self.attn(windows.view(B, num_windows, -1, C), geometry.mask)  # (B, nW, N, C)
+        x = gather_tokens(x.view(B, Hp * Wp, C), geometry.inverse, geometry.index)  # merge + reverse shift
+        x = x.view(B, Hp, Wp, C)
+        if Hp > H or Wp > W:  # a no-op slice would still cost a zero fill and a copy in backward
             x = x[:, :H, :W]
         return x
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [B, H, W, C] -> [B, H, W, C]."""
-        x = x + self.drop_path1(self._window_attention(self.norm1(x)))
-        return x + self.drop_path2(self.mlp(self.norm2(x)))

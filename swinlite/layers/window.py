@@ -1,4 +1,4 @@
-"""Window geometry for (shifted) window attention: partition, reverse, shifts and attention masks.
+"""Window geometry for (shifted) window attention: padding, shifts, partition, attention masks, one cache.
 
 All functions are pure. Feature maps are channels-last, (B, H, W, C). A map of size (H, W) is padded
 bottom/right with zeros to (Hp, Wp), multiples of the window, *before* the cyclic shift, so the shift
@@ -6,8 +6,11 @@ never wraps real tokens onto padding and the padding stays at the border of the 
 """
 
 import functools
+from typing import NamedTuple
 
 import torch
+
+from ..kernels.gather import shifted_window_index
 
 
 def pad_to_window(size: tuple[int, int], window: tuple[int, int]) -> tuple[int, int]:
@@ -42,66 +45,6 @@ def window_reverse(windows: torch.Tensor, window: tuple[int, int], height: int, 
     wh, ww = window
     x = windows.view(B, height // wh, width // ww, wh, ww, C)  # (B, nH, nW_, Wh, Ww, C)
     return x.permute(0, 1, 3, 2, 4, 5).reshape(B, height, width, C)
-
-
-def shifted_window_index(
-    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token order of "cyclic shift, then window partition" as one gather, and its inverse.
-
-    ``x.flatten(1, 2)[:, index]`` equals ``window_partition(torch.roll(x, (-sh, -sw), (1, 2)), window)``
-    flattened to [B, nW*N, C], for a map [B, Hp, Wp, C]; ``y[:, inverse]`` undoes it. One gather replaces
-    the roll and the 6-D permute copy of the partition (and the same twice on the way back).
-
-    Args:
-        padded: map size (Hp, Wp), multiples of the window.
-        window: (Wh, Ww).
-        shift: cyclic shift (sh, sw), already reduced by :func:`effective_shift`.
-        device: device of the indices.
-
-    Returns:
-        (index, inverse), both int64 of length Hp*Wp.
-    """
-    grid = torch.arange(padded[0] * padded[1], device=device).view(padded[0], padded[1])
-    grid = torch.roll(grid, shifts=(-shift[0], -shift[1]), dims=(0, 1))
-    index = window_partition(grid[None, :, :, None], window).flatten()  # (nW*N,)
-    inverse = torch.empty_like(index)
-    inverse[index] = torch.arange(index.numel(), device=device)
-    return index, inverse
-
-
-@functools.lru_cache(maxsize=64)
-def cached_shifted_window_index(
-    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`shifted_window_index`, built once per (size, window, shift, device) and shared; never modify."""
-    with torch.inference_mode(False), torch.no_grad():
-        return shifted_window_index(padded, window, shift, device)
-
-
-class _GatherTokens(torch.autograd.Function):
-    """``x[:, index]`` for a permutation ``index``, whose backward is the gather ``grad[:, inverse]``.
-
-    Autograd's own backward of a gather scatter-adds into zeros; for a permutation the inverse
-    gather gives the same gradient without the zero fill and the accumulation.
-    """
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(inverse)
-        return x.index_select(1, index)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        (inverse,) = ctx.saved_tensors
-        return grad.index_select(1, inverse), None, None
-
-
-def gather_tokens(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
-    """Reorder the tokens of x [B, L, C] by the permutation ``index`` (``inverse`` is its inverse)."""
-    if torch.jit.is_scripting():
-        return x.index_select(1, index)
-    return _GatherTokens.apply(x, index, inverse)
 
 
 def _shift_regions(length: int, window: int, shift: int, device: torch.device) -> torch.Tensor:
@@ -167,18 +110,51 @@ def window_attention_mask(
     return mask
 
 
-@functools.lru_cache(maxsize=64)
-def cached_window_attention_mask(
-    size: tuple[int, int],
-    window: tuple[int, int],
-    shift: tuple[int, int],
-    mask_padding: bool,
-    device: torch.device,
-    dtype: torch.dtype,
-) -> torch.Tensor | None:
-    """:func:`window_attention_mask`, built once per (size, window, shift, device, dtype) and shared.
+class WindowGeometry(NamedTuple):
+    """Everything a block needs about its windows at one map size; shared between calls, never modify.
 
-    The returned tensor is shared by every caller: never modify it in place.
+    Attributes:
+        padded: padded map size (Hp, Wp), multiples of the window.
+        shift: cyclic shift (sh, sw) after :func:`effective_shift`.
+        index: gather order of "shift, then partition" over the Hp*Wp tokens (fast path).
+        inverse: the inverse permutation (fast path).
+        mask: additive mask [nW, N, N] in float32 (:func:`window_attention_mask`), or None.
     """
-    with torch.inference_mode(False), torch.no_grad():
-        return window_attention_mask(size, window, shift, mask_padding, device, dtype)
+
+    padded: tuple[int, int]
+    shift: tuple[int, int]
+    index: torch.Tensor
+    inverse: torch.Tensor
+    mask: torch.Tensor | None
+
+
+def build_window_geometry(
+    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+) -> WindowGeometry:
+    """The :class:`WindowGeometry` of a map of un-padded ``size``, for a block with ``shift`` (before reduction)."""
+    pad_h, pad_w = pad_to_window(size, window)
+    padded = (size[0] + pad_h, size[1] + pad_w)
+    shift = effective_shift(padded, window, shift)
+    index, inverse = shifted_window_index(padded, window, shift, device)
+    mask = window_attention_mask(size, window, shift, mask_padding, device, torch.float32)
+    return WindowGeometry(padded, shift, index, inverse, mask)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_window_geometry(
+    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+) -> WindowGeometry:
+    with torch.inference_mode(False), torch.no_grad():  # plain tensors, usable inside and outside inference mode
+        return build_window_geometry(size, window, shift, mask_padding, device)
+
+
+def window_geometry(
+    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+) -> WindowGeometry:
+    """:func:`build_window_geometry`, built once per (size, window, shift, mask_padding, device) and shared.
+
+    TorchScript and ``torch.compile`` build it inside the graph instead (the graph holds one input size).
+    """
+    if torch.jit.is_scripting() or torch.compiler.is_compiling():
+        return build_window_geometry(size, window, shift, mask_padding, device)
+    return _cached_window_geometry(size, window, shift, mask_padding, device)

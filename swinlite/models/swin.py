@@ -56,7 +56,18 @@ def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int) 
 
 
 class SwinStage(nn.Module):
-    """Patch merging (except in the first stage) followed by ``depth`` blocks, alternating W-MSA and SW-MSA."""
+    """Patch merging (except in the first stage) followed by ``depth`` blocks, alternating W-MSA and SW-MSA.
+
+    Args:
+        dim: input channels.
+        out_dim: channels of the blocks (``dim`` unless downsampling).
+        depth: number of blocks.
+        num_heads: attention heads of every block.
+        window: (Wh, Ww).
+        downsample: start with a :class:`PatchMerging` (stride 2).
+        drop_path: stochastic depth rate of each block, ``depth`` values.
+        mlp_ratio, qkv_bias, proj_drop, attn_drop, rel_pos, mask_padding, fast: see :class:`SwinBlock`.
+    """
 
     def __init__(
         self,
@@ -67,10 +78,17 @@ class SwinStage(nn.Module):
         window: tuple[int, int],
         downsample: bool,
         drop_path: Sequence[float],
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        proj_drop: float = 0.0,
+        attn_drop: float = 0.0,
+        rel_pos: str = "table",
+        mask_padding: bool = True,
+        fast: bool = True,
         norm_layer: type[nn.Module] = nn.LayerNorm,
+        act_layer: type[nn.Module] = nn.GELU,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
-        **block_kwargs: Any,
     ) -> None:
         super().__init__()
         self.grad_checkpointing = False
@@ -87,11 +105,18 @@ class SwinStage(nn.Module):
                     num_heads,
                     window,
                     shift=i % 2 == 1,
+                    mlp_ratio=mlp_ratio,
+                    qkv_bias=qkv_bias,
                     drop_path=drop_path[i],
+                    proj_drop=proj_drop,
+                    attn_drop=attn_drop,
+                    rel_pos=rel_pos,
+                    mask_padding=mask_padding,
+                    fast=fast,
                     norm_layer=norm_layer,
+                    act_layer=act_layer,
                     device=device,
                     dtype=dtype,
-                    **block_kwargs,
                 )
                 for i in range(depth)
             ]
@@ -126,7 +151,8 @@ class SwinTransformer(nn.Module):
         drop_path_rate: stochastic depth, rising linearly from 0 over the blocks to this value.
         rel_pos: ``"table"`` (Swin) or ``"cpb"`` (Swin-V2 continuous position bias).
         mask_padding: mask padded tokens in windows (False reproduces torchvision at odd sizes).
-        fused_attn: use fused attention kernels where they apply (False: the explicit softmax path).
+        fast: run the kernels of ``swinlite.kernels`` (False: the reference math written out in
+            ``swinlite/layers/swin_block.py``; same function, slower, more memory).
         out_norm: a LayerNorm on each feature level returned by ``forward_intermediates``
             (``out_norms.i``, as detection backbones use); without, ``out_norms.i`` are identities.
         frozen_stages: -1 trains everything; k >= 0 freezes the patch embedding and the first k stages
@@ -152,7 +178,7 @@ class SwinTransformer(nn.Module):
         drop_path_rate: float = 0.1,
         rel_pos: str = "table",
         mask_padding: bool = True,
-        fused_attn: bool = True,
+        fast: bool = True,
         out_norm: bool = False,
         frozen_stages: int = -1,
         norm_layer: type[nn.Module] = nn.LayerNorm,
@@ -210,7 +236,7 @@ class SwinTransformer(nn.Module):
                     attn_drop=attn_drop_rate,
                     rel_pos=rel_pos,
                     mask_padding=mask_padding,
-                    fused_attn=fused_attn,
+                    fast=fast,
                     act_layer=act_layer,
                     **dd,
                 )

@@ -67,7 +67,7 @@ def test_swin_model_with_cpb_end_to_end():
     assert all(".rel_pos." in n for n in model.no_weight_decay())
     model.eval()
     fused = model(x)
-    model_explicit = timm.create_model("swinlite_pico_patch2_window4_32", rel_pos="cpb", fused_attn=False).eval()
+    model_explicit = timm.create_model("swinlite_pico_patch2_window4_32", rel_pos="cpb", fast=False).eval()
     model_explicit.load_state_dict(model.state_dict())
     torch.testing.assert_close(model_explicit(x), fused, atol=1e-5, rtol=1e-5)
 

@@ -8,6 +8,7 @@ from swinlite.layers.window import (
     effective_shift,
     pad_to_window,
     window_attention_mask,
+    window_geometry,
     window_partition,
     window_reverse,
 )
@@ -61,3 +62,14 @@ def test_padding_mask_marks_exactly_the_padded_keys(size, window, shift):
     is_inf = torch.isinf(mask)
     assert torch.equal(is_inf, (~real_keys)[:, None, :].expand_as(mask))
     assert not is_inf.all(dim=-1).any(), "every query must keep at least one key"
+
+
+def test_geometry_is_built_once_per_size_and_shift():
+    cpu = torch.device("cpu")
+    a = window_geometry((7, 9), (4, 4), (2, 2), True, cpu)
+    assert window_geometry((7, 9), (4, 4), (2, 2), True, cpu) is a
+    assert window_geometry((7, 9), (4, 4), (0, 0), True, cpu) is not a
+    assert a.padded == (8, 12) and a.shift == (2, 2)
+    torch.testing.assert_close(a.mask, window_attention_mask((7, 9), (4, 4), (2, 2), True, cpu, torch.float32))
+    torch.testing.assert_close(a.inverse[a.index], torch.arange(8 * 12), rtol=0, atol=0)
+    assert window_geometry((4, 4), (4, 4), (2, 2), True, cpu).shift == (0, 0)  # one window: no shift

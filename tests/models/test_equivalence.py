@@ -55,13 +55,15 @@ def test_bigger_variants_match_timm_at_reduced_depth(ref_name, name, size):
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 
 
-def test_explicit_softmax_path_matches_fused(tiny_pair):
-    ref, model = tiny_pair
-    explicit = timm.create_model(TINY[1], fused_attn=False).eval()
-    explicit.load_state_dict(model.state_dict())
+def test_reference_path_matches_timm():
+    """fast=False (the plain math of swin_block.py) against timm's Swin-T layout, narrower and shallower, at 224."""
+    small = dict(embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))
+    ref, model = _timm_pair(*TINY, **small)
+    reference = timm.create_model(TINY[1], fast=False, **small).eval()
+    reference.load_state_dict(model.state_dict())
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
-        torch.testing.assert_close(explicit(x), ref(x), rtol=0, atol=1e-4)
+        torch.testing.assert_close(reference(x), ref(x), rtol=0, atol=1e-4)
 
 
 def _to_microsoft_layout(timm_state: dict) -> dict:

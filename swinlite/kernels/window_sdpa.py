@@ -1,15 +1,28 @@
-"""Fused window attention pieces: the per-window additive mask, and a CPU training kernel that keeps no N×N map.
+"""Window attention through SDPA, and a CPU training kernel that keeps no (heads, N, N) map per window.
 
-SDPA returns no gradient for an additive mask from its fused kernels on CPU, so with a learnable
-relative position bias autograd would take the unfused path and keep the (heads, N, N) probabilities
-of every window for backward. :func:`recomputed_window_attention` runs the CPU flash kernel forward
-and recomputes the probabilities in backward from the kernel's log-sum-exp instead.
+Both compute softmax(QKᵀ·scale + bias + mask)·V over the windows of a block, the explicit attention of
+``WindowAttention`` in ``swinlite/layers/swin_block.py``, with the relative position bias and the
+block's shift/padding mask added to the logits as one additive mask.
 
-Denormals: the reference's mask value -100 gives weights of about exp(-100) = 4e-44, subnormal floats
-on which x86 exp and matmul kernels run tens of times slower (about 10% of a Swin-T train step). The
-training kernel masks with -inf instead (a weight below 2^-126 adds nothing to a softmax sum >= 1
-unless a masked logit exceeds every unmasked one of its row by more than ~83), and its backward
-flushes probabilities below exp(-60) to zero before they reach the matmuls.
+:func:`sdpa_window_attention` hands that mask to ``F.scaled_dot_product_attention`` (as timm does):
+flash kernels on CPU and CUDA when no gradient flows to the bias; with a gradient to the bias, CUDA's
+memory-efficient kernel and CPU's math fallback (which keeps the maps, as the explicit path does).
+
+:func:`recomputed_window_attention`, for CPU fp32 training, runs the CPU flash kernel forward and, in
+backward, rebuilds the probabilities from the kernel's log-sum-exp instead of keeping them.
+
+- Saves: the (B*nW, heads, N, N) probabilities autograd keeps per block, and time in backward (peak MB
+  and train img/s of ``python scripts/benchmark.py --size tiny --batch 8 --precisions fp32``; figures
+  in benchmarks/kernels.md). Denormals: the reference's mask value -100 gives weights of about
+  exp(-100) = 4e-44, subnormal floats on which x86 exp and matmul kernels slow down. The kernel masks
+  with -inf instead (a weight below 2^-126 adds nothing to a softmax sum >= 1 unless a masked logit
+  exceeds every unmasked one of its row by more than ~83), and its backward flushes probabilities
+  below exp(-60) to zero before they reach the matmuls.
+- Torch ops: the private ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``, the only one
+  that returns the log-sum-exp on CPU. Without it (a torch release that renamed it,
+  :data:`CPU_FLASH_WITH_LSE` False) the dispatcher picks the explicit path: same function, slower.
+- Pinned by: ``tests/kernels/test_window_sdpa.py`` (against a per-window loop, values and gradients,
+  subnormal weights included) and ``tests/layers/test_swin_block.py`` (fast block against the reference).
 """
 
 from __future__ import annotations
@@ -19,8 +32,7 @@ import torch.nn.functional as F
 
 _MIN_LOG_PROB = -60.0  # log-probabilities (and mask values) at or below this count as -inf in the training kernel
 
-# The training kernel needs the log-sum-exp, which only the private CPU flash op returns; without it
-# (a torch release that renamed it) callers fall back to the explicit path, same function, slower.
+# The training kernel needs the log-sum-exp, which only this private CPU flash op returns (module docstring).
 CPU_FLASH_WITH_LSE: bool = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
 
 
@@ -39,6 +51,27 @@ def window_attn_mask(bias: torch.Tensor, mask: torch.Tensor | None, batch: int) 
         return bias.unsqueeze(0)
     nW, N = mask.shape[0], mask.shape[1]
     return (bias + mask.view(1, nW, 1, N, N).expand(batch, nW, 1, N, N)).flatten(0, 1)
+
+
+def sdpa_window_attention(
+    qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, scale: float, dropout_p: float
+) -> torch.Tensor:
+    """Window attention by ``F.scaled_dot_product_attention``, bias and mask as its additive ``attn_mask``.
+
+    Args:
+        qkv: projections (B*nW, N, 3, heads, hd).
+        bias: relative position bias (heads, N, N), may require grad.
+        mask: (nW, N, N) additive mask or None.
+        batch: B.
+        scale: logit scale, usually hd ** -0.5.
+        dropout_p: dropout on the attention weights.
+
+    Returns:
+        (B*nW, heads, N, hd).
+    """
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd), views without copies
+    attn_mask = window_attn_mask(bias, mask, batch)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
 
 
 class _RecomputedWindowAttention(torch.autograd.Function):

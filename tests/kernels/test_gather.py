@@ -4,7 +4,7 @@ import pytest
 import torch
 from reference import naive_shifted_windows
 
-from swinlite.layers.window import cached_shifted_window_index, gather_tokens, shifted_window_index
+from swinlite.kernels.gather import gather_tokens, shifted_window_index
 
 CPU = torch.device("cpu")
 
@@ -28,9 +28,3 @@ def test_gather_backward_is_the_inverse_gather():
     gather_tokens(x, index, inverse).backward(grad)
     expected = torch.zeros_like(x).index_add_(1, index, grad)  # autograd's rule for a gather, written out
     torch.testing.assert_close(x.grad, expected, rtol=0, atol=0)
-
-
-def test_index_is_cached_per_geometry():
-    a = cached_shifted_window_index((8, 8), (4, 4), (2, 2), CPU)
-    assert cached_shifted_window_index((8, 8), (4, 4), (2, 2), CPU) is a
-    assert cached_shifted_window_index((8, 8), (4, 4), (0, 0), CPU) is not a

@@ -1,0 +1,72 @@
+"""``fc2(gelu(h))`` for the MLP, recomputing the GELU in backward instead of storing its output.
+
+Autograd would keep both h (for GELU's backward) and gelu(h) (for fc2's weight gradient), 4C channels
+each; this kernel keeps only h and recomputes the cheap GELU in backward, one extra elementwise pass.
+
+- Saves: activation memory of every MLP (the ``peak MB`` column) and, on CPU, fresh large allocations in
+  backward; measure with ``python scripts/benchmark.py --size tiny --batch 8 --precisions fp32``
+  (figures: benchmarks/kernels.md).
+- Torch ops: ``torch.ops.aten.gelu_backward.grad_input``, the out= overload of GELU's public backward
+  op, to write the gradient in place. Without autograd (no grad mode) or in TorchScript, which cannot
+  script the autograd Function, the plain ``linear(gelu(h))`` runs.
+- Pinned by: ``tests/layers/test_mlp.py`` (against timm's ``Mlp``, fp32 and bf16 autocast) and
+  ``tests/layers/test_swin_block.py`` (fast block against the reference block).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+class _GeluLinear(torch.autograd.Function):
+    """``F.linear(gelu(h), weight, bias)`` saving only ``h``: gelu(h) is recomputed in backward."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(h, weight)
+        ctx.has_bias = bias is not None
+        return F.linear(F.gelu(h), weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        h, weight = ctx.saved_tensors
+        # one (tokens, hidden) buffer holds gelu(h), then grad @ weight, then grad_h: on CPU each fresh
+        # large tensor costs page faults (glibc maps it anew each time)
+        buf = F.gelu(h).reshape(-1, h.shape[-1])  # (tokens, hidden), contiguous
+        grad_2d = grad.flatten(0, -2)  # (tokens, out)
+        grad_weight = grad_2d.T @ buf  # (out, hidden)
+        grad_bias = grad_2d.sum(0) if ctx.has_bias else None
+        torch.mm(grad_2d, weight, out=buf)  # dL/dgelu(h)
+        grad_h = buf.view(h.shape)  # (..., hidden)
+        torch.ops.aten.gelu_backward.grad_input(grad_h, h, grad_input=grad_h)  # in place: dL/dh
+        return grad_h, grad_weight, grad_bias
+
+
+def gelu_linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``F.linear(F.gelu(h), weight, bias)`` (exact GELU), keeping only ``h`` for backward.
+
+    Under autocast the linear runs in the dtype autocast would give it; gradients reach ``weight`` and
+    ``bias`` in their own dtype.
+
+    Args:
+        h: fc1 output [..., hidden].
+        weight: fc2 weight [out, hidden].
+        bias: fc2 bias [out] or None.
+
+    Returns:
+        [..., out].
+    """
+    if torch.jit.is_scripting() or not torch.is_grad_enabled():
+        return F.linear(F.gelu(h), weight, bias)
+    return _gelu_linear_autograd(h, weight, bias)
+
+
+@torch.jit.unused
+def _gelu_linear_autograd(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    device_type = h.device.type
+    if not torch.amp.is_autocast_available(device_type):  # e.g. the meta device
+        return F.linear(F.gelu(h), weight, bias)
+    dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else h.dtype
+    with torch.autocast(device_type, enabled=False):
+        return _GeluLinear.apply(h.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype))

@@ -1,6 +1,6 @@
 """Checkpoint conversion: layouts, window resizing, classifier handling, timm's pretrained loading, the script."""
 
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -69,7 +69,7 @@ def test_classifier_of_another_size_is_dropped_with_a_warning():
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "pth"])
-def test_timm_pretrained_file_overlay(tmp_path, fmt):
+def test_timm_pretrained_file_overlay(tmp_path, fmt, capsys, monkeypatch):
     """timm.create_model(..., pretrained=True, pretrained_cfg_overlay=dict(file=...)) converts on the fly."""
     torch.manual_seed(0)
     ref = torchvision.models.swin_t().eval()
@@ -78,9 +78,8 @@ def test_timm_pretrained_file_overlay(tmp_path, fmt):
         torch.save(ref.state_dict(), path)  # raw torchvision layout
     else:
         path = tmp_path / "swin_t.safetensors"
-        script = ROOT / "scripts" / "convert_checkpoint.py"
         torch.save({"model": ref.state_dict()}, tmp_path / "raw.pth")
-        subprocess.run([sys.executable, str(script), str(tmp_path / "raw.pth"), str(path)], check=True)
+        assert _run_script(capsys, monkeypatch, str(tmp_path / "raw.pth"), str(path))[0] == 0
         assert "layers.0.blocks.0.attn.rel_pos.table" in load_file(path)
     model = timm.create_model(
         "swinlite_tiny_patch4_window7_224", pretrained=True, pretrained_cfg_overlay=dict(file=str(path))
@@ -90,26 +89,38 @@ def test_timm_pretrained_file_overlay(tmp_path, fmt):
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 
 
-def _run_script(*args: str) -> subprocess.CompletedProcess:
+def _run_script(capsys, monkeypatch, *args: str) -> tuple[int, str]:
+    """``python scripts/convert_checkpoint.py ARGS`` in this process (no second torch import): (exit code, stderr)."""
     script = ROOT / "scripts" / "convert_checkpoint.py"
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
+    monkeypatch.setattr(sys, "argv", [str(script), *args])
+    code = 0
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as e:  # as the interpreter does: a message goes to stderr with exit code 1
+        code = e.code if isinstance(e.code, int) else 1
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    return code, capsys.readouterr().err
 
 
-def test_convert_script_fits_to_model(tmp_path):
+def test_convert_script_fits_to_model(tmp_path, capsys, monkeypatch):
     torch.save({"model": timm.create_model("swinlite_pico_patch2_window4_32").state_dict()}, tmp_path / "p.pth")
     out = tmp_path / "p3.safetensors"
-    result = _run_script(
-        str(tmp_path / "p.pth"), str(out), "--model", "swinlite_pico_patch2_window4_32", "--num-classes", "3"
-    )
-    assert result.returncode == 0, result.stderr
+    code, stderr = _run_script(
+        capsys, monkeypatch, str(tmp_path / "p.pth"), str(out), "--model", "swinlite_pico_patch2_window4_32",
+        "--num-classes", "3",
+    )  # fmt: skip
+    assert code == 0, stderr
     weights = load_file(out)
     assert "head.fc.weight" not in weights and "layers.3.blocks.0.attn.rel_pos.table" in weights
 
 
-def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path):
+def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path, capsys, monkeypatch):
     source = timm.create_model("swin_base_patch4_window7_224", **SMALL)
     torch.save(source.state_dict(), tmp_path / "b.pth")
     out = tmp_path / "b384.safetensors"
-    result = _run_script(str(tmp_path / "b.pth"), str(out), "--model", "swinlite_base_patch4_window12_384")
-    assert result.returncode != 0 and "missing" in result.stderr and "layers.0.blocks.1" in result.stderr
+    code, stderr = _run_script(
+        capsys, monkeypatch, str(tmp_path / "b.pth"), str(out), "--model", "swinlite_base_patch4_window12_384"
+    )
+    assert code != 0 and "missing" in stderr and "layers.0.blocks.1" in stderr
     assert not out.exists()

@@ -41,6 +41,7 @@ import timm
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
+from timm.models import get_pretrained_cfg_value
 from torch import nn
 
 from .convert import convert_state_dict, unwrap_checkpoint
@@ -195,14 +196,18 @@ def _records(path: Path, kind: str) -> bool:
     return info is not None and info.weights == kind
 
 
-def check_model_name(name: str) -> None:
-    """ValueError with a "did you mean" when ``name`` is not a timm model (pretrained tags allowed)."""
-    if timm.is_model(name):
+def check_model_name(name: str, pattern: str = "*") -> None:
+    """ValueError with a "did you mean" when ``name`` is not a timm model matching ``pattern``.
+
+    A name with a pretrained tag (``arch.tag``) must be one timm lists with weights.
+    """
+    names = timm.list_models(pattern, pretrained="." in name)
+    if name in names:
         return
-    names = timm.list_models() + timm.list_models(pretrained=True)
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(close)}?" if close else " (see timm.list_models())"
-    raise ValueError(f"unknown model {name!r}{hint}")
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else f" (see timm.list_models({pattern!r}))"
+    what = "timm model" if pattern == "*" else f"model (expected {pattern})"
+    raise ValueError(f"unknown {what} {name!r}{hint}")
 
 
 def file_sha256(path: str | os.PathLike) -> str:
@@ -253,8 +258,8 @@ def load_model(
     if info is None:
         if model is None:
             raise ValueError(
-                f"{path} does not record its model (it was not written by scripts/train.py); pass --model, "
-                "e.g. swinlite_tiny_patch4_window7_224"
+                f"{path} does not record its model; pass --model, e.g. swinlite_tiny_patch4_window7_224 "
+                "(only files written by scripts/train.py record it)"
             )
         check_model_name(model)
         if num_classes is None:
@@ -293,11 +298,10 @@ def _is_swinlite(name: str) -> bool:
 
 def _classifier_size(model: str, state: dict[str, torch.Tensor]) -> int:
     """Outputs of the file's classifier (0 when it has none), so a raw file never gets a random head."""
-    with torch.device("meta"):
-        net = timm.create_model(model)
     if _is_swinlite(model):
         state = convert_state_dict(state)  # ValueError for a layout it does not know
-    weight = state.get(f"{net.pretrained_cfg.get('classifier', 'head.fc')}.weight")
+    classifier = get_pretrained_cfg_value(model, "classifier") or "head.fc"
+    weight = state.get(f"{classifier}.weight")
     return 0 if weight is None else int(weight.shape[0])
 
 

@@ -29,6 +29,7 @@ the same way when the model name is given.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import hashlib
 import json
 import os
@@ -201,9 +202,12 @@ def check_model_name(name: str, pattern: str = "*") -> None:
 
     A name with a pretrained tag (``arch.tag``) must be one timm lists with weights.
     """
-    names = timm.list_models(pattern, pretrained="." in name)
-    if name in names:
+    tagged = "." in name
+    if fnmatch.fnmatch(name, pattern) and (
+        name in timm.list_models(name, pretrained=True) if tagged else timm.is_model(name)
+    ):
         return
+    names = timm.list_models(pattern, pretrained=tagged)
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else f" (see timm.list_models({pattern!r}))"
     what = "timm model" if pattern == "*" else f"model (expected {pattern})"
@@ -272,7 +276,8 @@ def load_model(
         _check_agrees(path, info, model, num_classes, model_kwargs)
         check_model_name(info.model)
         net = timm.create_model(info.model, **info.model_args, **model_kwargs)
-        net.pretrained_cfg = {**net.pretrained_cfg, **info.preprocessing, "label_names": info.classes}
+        preprocessing = {k: tuple(v) if isinstance(v, list) else v for k, v in info.preprocessing.items()}
+        net.pretrained_cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes}
         net.pretrained_cfg["num_classes"] = len(info.classes)
     _load_strict(net, state, path)
     return net.eval()
@@ -307,12 +312,12 @@ def _classifier_size(model: str, state: dict[str, torch.Tensor]) -> int:
 
 def _load_strict(net: nn.Module, state: dict[str, torch.Tensor], path: str | os.PathLike) -> None:
     """Every model weight from ``state``, every tensor of ``state`` into the model; ValueError naming the keys."""
-    if isinstance(net, SwinTransformer):
+    target = net.state_dict()
+    if isinstance(net, SwinTransformer) and not set(state) <= set(target):
         try:  # other layouts; bias tables resized to the model's window
             state = convert_state_dict(state, net)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
-    target = net.state_dict()
     problems = {
         "missing from the file": [k for k in target if k not in state],
         "not in the model": [k for k in state if k not in target],

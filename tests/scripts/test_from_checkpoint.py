@@ -163,41 +163,48 @@ def test_contradicting_flags_are_errors(runs, load_script, tmp_path):
         load_script("export_onnx").main(["--checkpoint", ckpt, "--num-classes", "10", "--output", str(tmp_path / "x")])
 
 
-def test_user_errors_are_one_line_and_exit_2(runs, tmp_path):
-    """Each script as a user starts it; all at once, as most wait for torch to import."""
+def _one_line_exit_2(err: str, message: str) -> None:
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+
+
+def test_user_errors_are_one_line_and_exit_2(runs, load_script, tmp_path, capsys):
+    """Each error as the scripts report it (``_cli.run`` around ``main``); two also from a fresh process."""
+    import _cli
+
     (tmp_path / "empty.safetensors").write_bytes(b"")
     (tmp_path / "empty_dir").mkdir()
     ckpt = str(runs[2] / "best.safetensors")
     cases = [
-        (["predict.py", "x.png"], "the following arguments are required: --output"),
-        (["predict.py", "--model", "swinlite_tiny_patch4_windw7_224", "--output", "p.csv", ckpt],
+        ("predict", ["x.png"], "the following arguments are required: --output"),
+        ("predict", ["--model", "swinlite_tiny_patch4_windw7_224", "--output", "p.csv", ckpt],
          "did you mean swinlite_tiny_patch4_window7_224?"),
-        (["evaluate.py", "--checkpoint", str(tmp_path / "empty.safetensors"), "--data-dir", str(tmp_path)],
+        ("evaluate", ["--checkpoint", str(tmp_path / "empty.safetensors"), "--data-dir", str(tmp_path)],
          "is empty (0 bytes)"),
-        (["evaluate.py", "--checkpoint", ckpt, "--data-dir", str(tmp_path), "--device", "cuda"],
-         "--device cuda: CUDA is not available"),
-        (["export_onnx.py", "--checkpoint", str(tmp_path / "nope.pth"), "--output", "m.onnx"], "does not exist"),
-        (["extract_features.py", "--checkpoint", ckpt, "--input", str(tmp_path / "empty_dir"), "--output", "o"],
+        ("evaluate", ["--checkpoint", ckpt, "--data-dir", str(tmp_path), "--device", "cuda:7"],
+         "--device cuda:7: CUDA is not available"),
+        ("export_onnx", ["--checkpoint", str(tmp_path / "nope.pth"), "--output", "m.onnx"], "does not exist"),
+        ("extract_features", ["--checkpoint", ckpt, "--input", str(tmp_path / "empty_dir"), "--output", "o"],
          "no images"),
-        (["visualize.py", "--output", "o"], "pass --checkpoint"),
-        (["convert_checkpoint.py", ckpt, "out.pth"], "output must end in .safetensors"),
+        ("visualize", ["--output", "o"], "pass --checkpoint"),
+        ("convert_checkpoint", [str(tmp_path / "empty.safetensors"), "out.safetensors"], "is empty (0 bytes)"),
     ]  # fmt: skip
+    for name, argv, message in cases:
+        main = load_script(name).main
+        with pytest.raises(SystemExit) as exit_info:
+            _cli.run(lambda _: main(argv))  # noqa: B023  (called at once)
+        assert exit_info.value.code == 2, (name, argv)
+        _one_line_exit_2(capsys.readouterr().err, message)
+    fresh = [cases[0], cases[2]]  # an argparse error, a broken file
     env = script_env() | {"CUDA_VISIBLE_DEVICES": ""}
     procs = [
-        subprocess.Popen(
-            [sys.executable, str(SCRIPTS / argv[0]), *argv[1:]],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-        )
-        for argv, _ in cases
-    ]
-    for proc, (argv, message) in zip(procs, cases, strict=True):
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 2 and err.count("\n") == 1 and err.startswith("error: "), (argv, err)
-        assert message in err, (argv, err)
+        subprocess.Popen([sys.executable, str(SCRIPTS / f"{name}.py"), *argv], stderr=subprocess.PIPE, text=True,
+                         stdout=subprocess.DEVNULL, env=env, cwd=tmp_path)
+        for name, argv, _ in fresh
+    ]  # fmt: skip
+    for proc, (_, _, message) in zip(procs, fresh, strict=True):
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2
+        _one_line_exit_2(err, message)
 
 
 def test_help_imports_neither_torch_nor_timm():

@@ -82,11 +82,12 @@ def main(argv: list[str] | None = None) -> float | None:
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
     if args.out_norm:
         kwargs["out_norm"] = True
+    if args.model is not None:
+        check_model_name(args.model, "swinlite_*")
     checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
     if checkpoint is None:
         import timm
 
-        check_model_name(args.model)
         print("note: no --checkpoint: exporting the model's initial weights", file=sys.stderr)
         model = timm.create_model(args.model, **kwargs).eval()
     else:

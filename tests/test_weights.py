@@ -126,3 +126,12 @@ def test_written_files_get_the_umask_mode(tmp_path):
         os.umask(old)
     assert (tmp_path / "a.safetensors").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "b.safetensors").stat().st_mode & 0o777 == 0o640
+
+
+def test_files_of_the_earlier_flat_metadata_still_load(trained, tmp_path):
+    model, _ = trained
+    flat = {"model": PICO, "classes": ["a", "b", "c"], "img_size": 16, "crop_pct": 1.0, "interpolation": "bilinear"}
+    save_safetensors(tmp_path / "old.safetensors", model.state_dict(), flat | {"mean": [0.5] * 3, "std": [0.25] * 3})
+    info = read_info(tmp_path / "old.safetensors")
+    assert info.model_args == {"num_classes": 3} and info.preprocessing == PRE and info.weights == "raw"
+    assert load_model(tmp_path / "old.safetensors").pretrained_cfg["label_names"] == ["a", "b", "c"]

@@ -231,3 +231,21 @@ def test_help_imports_neither_torch_nor_timm():
     result = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, env=script_env())
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("usage:") == len(names)
+
+
+def test_predict_with_a_timm_model_name_uses_imagenet_names(runs, load_script, tmp_path):
+    import timm
+    from timm.data import ImageNetInfo
+
+    from swinlite.weights import pretrained_model
+
+    torch.manual_seed(0)
+    torch.save(timm.create_model("swinlite_pico_patch2_window4_32", num_classes=1000).state_dict(), tmp_path / "in.pth")
+    images = str(runs[2].parent / "data2" / "val" / "c1")
+    argv = ["--model", "swinlite_pico_patch2_window4_32", "--checkpoint", str(tmp_path / "in.pth"), "--topk", "2"]
+    load_script("predict").main([*argv, "--output", str(tmp_path / "p.csv"), "--no-progress", images])
+    rows, _ = _accuracy(tmp_path / "p.csv")
+    names = set(ImageNetInfo().label_descriptions())
+    assert len(rows) == 6 and all(r["class"] in names and r["class_2"] in names for r in rows)
+    with pytest.raises(ValueError, match="pretrained weights of swinlite_pico_patch2_window4_32 could not be loaded"):
+        pretrained_model("swinlite_pico_patch2_window4_32")  # none published: one clear error, not a traceback

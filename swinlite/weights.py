@@ -275,10 +275,10 @@ def load_model(
     else:
         _check_agrees(path, info, model, num_classes, model_kwargs)
         check_model_name(info.model)
-        net = timm.create_model(info.model, **info.model_args, **model_kwargs)
+        net = timm.create_model(info.model, **(info.model_args | model_kwargs))
         preprocessing = {k: tuple(v) if isinstance(v, list) else v for k, v in info.preprocessing.items()}
-        net.pretrained_cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes}
-        net.pretrained_cfg["num_classes"] = len(info.classes)
+        cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes, "num_classes": len(info.classes)}
+        net.pretrained_cfg = net.default_cfg = cfg  # timm keeps default_cfg as an alias
     _load_strict(net, state, path)
     return net.eval()
 

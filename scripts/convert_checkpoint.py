@@ -5,18 +5,16 @@ Examples:
     python scripts/convert_checkpoint.py swin_b_224.pth swin_b_384.safetensors --model swinlite_base_patch4_window12_384
 """
 
-import argparse
+from __future__ import annotations
+
+import sys
 from pathlib import Path
 
-import timm
-
-import swinlite
-from swinlite.convert import convert_state_dict, detect_layout, missing_weights, read_checkpoint
-from swinlite.io import save_safetensors
+from _cli import Parser, run
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv: list[str] | None = None):
+    parser = Parser(__doc__)
     parser.add_argument("input", type=Path, help="checkpoint to convert (.pth/.pt/.bin torch file or .safetensors)")
     parser.add_argument("output", type=Path, help="where to write swinlite weights (.safetensors)")
     parser.add_argument(
@@ -25,24 +23,35 @@ def parse_args() -> argparse.Namespace:
         "another size, checks every key); without it the layout is converted as is",
     )
     parser.add_argument("--num-classes", type=int, help="classifier size of --model (default: the checkpoint's)")
-    return parser.parse_args()
-
-
-def main() -> None:
-    args = parse_args()
+    args = parser.parse_args(argv)
     if args.output.suffix != ".safetensors":
-        raise SystemExit(f"output must end in .safetensors, got {args.output}")
-    checkpoint = read_checkpoint(args.input)
+        parser.error(f"output must end in .safetensors, got {args.output}")
+    if args.num_classes is not None and args.model is None:
+        parser.error("--num-classes sizes the classifier of --model; pass --model too")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    import timm
+
+    import swinlite
+    from swinlite.convert import convert_state_dict, detect_layout, missing_weights
+    from swinlite.io import save_safetensors
+    from swinlite.weights import check_model_name, read_state_dict
+
+    checkpoint = read_state_dict(args.input)
     layout = detect_layout(checkpoint)
     model = None
     if args.model:
+        check_model_name(args.model, "swinlite_*")
         kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
         model = timm.create_model(args.model, device="meta", **kwargs)
     state_dict = convert_state_dict(checkpoint, model)
     if model is not None:
         missing, _ = missing_weights(state_dict, model)  # a new classifier / detection norms may start fresh
         if missing:
-            raise SystemExit(
+            raise ValueError(
                 f"{args.input} does not fit {args.model}: {len(missing)} weights are missing, e.g. "
                 + ", ".join(missing[:10])
             )
@@ -53,4 +62,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -1,64 +1,75 @@
-"""Evaluate a checkpoint on an ImageFolder split: top-1/top-5, loss, per-class accuracy and a confusion-matrix PNG.
+"""Evaluate a checkpoint on an ImageFolder split: top-1/top-k, loss, per-class accuracy and a confusion-matrix PNG.
 
-Accepts weights written by scripts/train.py (model, classes and preprocessing are read from the file) and
-swinlite, timm, official Microsoft or torchvision Swin checkpoints (pass --model for those).
+Weights written by scripts/train.py need nothing else: the model, classes and preprocessing are read
+from the file, and a flag that contradicts it is an error. swinlite, timm, official Microsoft or
+torchvision Swin checkpoints are read too: pass --model for those. Loading is strict.
+
+Examples:
+    python scripts/evaluate.py --checkpoint runs/demo/best.safetensors --data-dir data/digits
+    python scripts/evaluate.py --checkpoint runs/x/best.safetensors --ema --data-dir DIR --split test
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as scripts/train.py: no spinning threads on shared CPUs
+from _cli import Parser, run
 
-import torch  # noqa: E402
-
-from swinlite.train.distributed import resolve_device  # noqa: E402
-from swinlite.train.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation  # noqa: E402
-
-_AMP = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+AMP = ("none", "bf16", "fp16")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help=".safetensors, .pt or .pth weights file")
-    parser.add_argument("--data-dir", required=True, help="dataset root holding <split>/<class>/*")
-    parser.add_argument("--model", help="timm model name (default: the one recorded in the checkpoint)")
+def parse_args(argv: list[str] | None = None):
+    parser = Parser(__doc__)
+    parser.add_argument("--checkpoint", required=True, type=Path, help=".safetensors, .pt or .pth weights file")
+    parser.add_argument("--data-dir", required=True, type=Path, help="dataset root holding <split>/<class>/*")
+    parser.add_argument("--ema", action="store_true", help="evaluate the run's EMA weights (the file beside it)")
+    parser.add_argument("--model", help="timm model name, for files that do not record theirs")
     parser.add_argument("--split", default="val", help="sub-folder of --data-dir to evaluate (default: %(default)s)")
-    parser.add_argument("--img-size", type=int, help="input size (default: the checkpoint's, else the model's)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--num-workers", type=int, default=2)
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    parser.add_argument("--amp", default="none", choices=sorted(_AMP), help="autocast dtype")
+    parser.add_argument("--img-size", type=int, help="input size, for files that do not record theirs")
+    parser.add_argument("--batch-size", type=int, default=64, help="(default: %(default)s)")
+    parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
+    parser.add_argument("--amp", default="none", choices=AMP, help="autocast dtype (default: none)")
     parser.add_argument(
-        "--output-dir", help="for eval.json and confusion_matrix.png (default: the checkpoint's folder)"
+        "--output-dir", type=Path, help="for eval.json and confusion_matrix.png (default: the checkpoint's folder)"
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.batch_size < 1 or args.num_workers < 0 or (args.img_size is not None and args.img_size < 1):
+        parser.error("--batch-size and --img-size must be at least 1, --num-workers at least 0")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        setup = prepare_evaluation(
-            args.checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size
-        )
-        result = run_evaluation(setup, resolve_device(args.device), _AMP[args.amp])
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    out = Path(args.output_dir or Path(args.checkpoint).parent)
-    out.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    from swinlite.inference import pick_device
+    from swinlite.io import atomic_write_bytes
+    from swinlite.train.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
+    from swinlite.weights import ema_counterpart
+
+    device = pick_device(args.device)
+    if args.amp == "fp16" and device.type != "cuda":
+        raise ValueError("--amp fp16 needs CUDA; use --amp bf16 on the CPU")
+    checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
+    setup = prepare_evaluation(
+        checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size
+    )  # issue 14: --compile would wrap setup.model here
+    amp = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
+    result = run_evaluation(setup, device, amp)
+    out = args.output_dir or checkpoint.parent
+    print(f"weights: {checkpoint}")
     print(format_report(result, setup.classes))
     plot_confusion(result.confusion, setup.classes, out / "confusion_matrix.png")
-    summary = {"top1": result.top1, "top5": result.top5, "loss": result.loss, "classes": setup.classes}
-    summary["per_class_top1"] = result.per_class_accuracy.tolist()
-    (out / "eval.json").write_text(json.dumps(summary, indent=2))
+    summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{min(5, len(setup.classes))}": result.top5}
+    summary |= {"loss": result.loss, "classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
+
+    atomic_write_bytes(out / "eval.json", json.dumps(summary, indent=2).encode())
     print(f"confusion matrix: {out / 'confusion_matrix.png'}\nsummary:          {out / 'eval.json'}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -1,68 +1,112 @@
 r"""Export a swinlite classifier or multi-scale feature extractor to ONNX (dynamic batch), and check it.
 
 Examples:
+    python scripts/export_onnx.py --checkpoint runs/demo/best.safetensors --output demo.onnx
     python scripts/export_onnx.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \
         --output swin_t.onnx
     python scripts/export_onnx.py --model swinlite_tiny_patch4_window7_224 --features --size 800 1344 \
         --out-norm --output swin_t_features.onnx
 
+Weights written by scripts/train.py need no --model: the model, its classes and preprocessing come
+from the file (--ema: the run's EMA weights) and go into the ONNX model's metadata_props (keys model,
+classes, preprocessing, weights, swinlite; values JSON). Other layouts (official, timm, torchvision,
+...) need --model; without --checkpoint the model keeps its initial weights.
+
 The graph is taken with torch.export.export (non-strict) and converted with torch.onnx's dynamo
 exporter. Input "images" [batch, 3, H, W]; outputs "logits" [batch, classes] or "stage0".."stage3"
 (NCHW). The batch is dynamic; H and W are fixed to --size (the window padding and masks are
-computed per size). With --check (default) the file is run in ONNX Runtime on a batch of another
-size and compared with PyTorch.
+computed per size). The check (skip with --no-check) runs the file in ONNX Runtime on a batch of
+another size and compares it with the PyTorch model the weights were loaded into; NaN or inf fails.
 """
 
-import argparse
+from __future__ import annotations
+
+import sys
 from pathlib import Path
 
-import timm
-import torch
-
-import swinlite  # noqa: F401  (registers the models)
-from swinlite.export import build_exportable, export_onnx, export_program, onnx_max_abs_error
+from _cli import Parser, run
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--model", required=True, help="registered swinlite model, e.g. swinlite_tiny_patch4_window7_224"
-    )
-    parser.add_argument("--checkpoint", help="weights in any layout swinlite.convert_state_dict reads")
+def parse_args(argv: list[str] | None = None):
+    parser = Parser(__doc__)
+    parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
+    parser.add_argument("--model", help="swinlite model name, for files that do not record theirs (or no file)")
+    parser.add_argument("--ema", action="store_true", help="export the run's EMA weights (the file beside it)")
     parser.add_argument("--output", required=True, type=Path, help="the .onnx file to write")
     parser.add_argument("--features", action="store_true", help="export the feature levels instead of the classifier")
     parser.add_argument("--out-indices", type=int, nargs="+", default=[0, 1, 2, 3], help="levels for --features")
     parser.add_argument("--out-norm", action="store_true", help="a LayerNorm per returned level (detection style)")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="input size (default: the model's)")
-    parser.add_argument("--num-classes", type=int, help="classifier outputs (default: the model's)")
+    parser.add_argument("--num-classes", type=int, help="classifier outputs, for --model without a recording file")
     parser.add_argument("--no-check", action="store_true", help="skip the ONNX Runtime comparison")
-    parser.add_argument("--tolerance", type=float, default=1e-4, help="largest |ONNX - PyTorch| allowed by --check")
+    parser.add_argument("--tolerance", type=float, default=1e-4, help="largest |ONNX - PyTorch| allowed by the check")
     args = parser.parse_args(argv)
-    if args.model not in timm.list_models("swinlite_*"):
-        parser.error(f"--model must be one of {', '.join(timm.list_models('swinlite_*'))}; got {args.model!r}")
+    if args.checkpoint is None and args.model is None:
+        parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
+    if args.ema and args.checkpoint is None:
+        parser.error("--ema selects the EMA weights of a --checkpoint")
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {args.size}")
     return args
 
 
+def onnx_metadata(model, checkpoint: Path | None, features: bool) -> dict[str, str]:
+    """What a deployment needs besides the graph: model, classes, preprocessing, weights kind (JSON values)."""
+    import json
+
+    from timm.data import resolve_model_data_config
+
+    from swinlite import __version__
+    from swinlite.inference import class_names
+    from swinlite.weights import read_info
+
+    info = read_info(checkpoint) if checkpoint is not None else None
+    meta = {
+        "model": info.model if info else model.pretrained_cfg.get("architecture", type(model).__name__),
+        "preprocessing": resolve_model_data_config(model),
+        "weights": info.weights if info else ("none" if checkpoint is None else "raw"),
+        "swinlite": __version__,
+    }
+    if not features:
+        meta["classes"] = class_names(model)
+    return {k: json.dumps(v) for k, v in meta.items()}
+
+
 def main(argv: list[str] | None = None) -> float | None:
     args = parse_args(argv)
+    import torch
+
+    from swinlite.export import FeatureExtractor, export_onnx, export_program, onnx_max_abs_error
+    from swinlite.weights import check_model_name, ema_counterpart, load_model
+
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
     if args.out_norm:
         kwargs["out_norm"] = True
-    model = build_exportable(args.model, args.features, args.checkpoint, args.out_indices, **kwargs)
-    size = args.size or timm.get_pretrained_cfg(args.model).input_size[1:]
+    if args.model is not None:
+        check_model_name(args.model, "swinlite_*")
+    checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
+    if checkpoint is None:
+        import timm
+
+        print("note: no --checkpoint: exporting the model's initial weights", file=sys.stderr)
+        model = timm.create_model(args.model, **kwargs).eval()
+    else:
+        model = load_model(checkpoint, args.model, **kwargs)
+    size = args.size or model.pretrained_cfg["input_size"][1:]
+    metadata = onnx_metadata(model, checkpoint, args.features)
+    if args.features:
+        model = FeatureExtractor(model, args.out_indices).eval()
     names = [f"stage{i}" for i in args.out_indices] if args.features else ["logits"]
-    export_onnx(export_program(model, torch.randn(2, 3, *size)), args.output, names)
+    export_onnx(export_program(model, torch.randn(2, 3, *size)), args.output, names, metadata)
     print(f"wrote {args.output} (input images [batch, 3, {size[0]}, {size[1]}], outputs {', '.join(names)})")
     if args.no_check:
         return None
     error = onnx_max_abs_error(args.output, model, torch.randn(3, 3, *size))
     print(f"ONNX Runtime vs PyTorch at batch 3: max abs error {error:.3g}")
-    if error > args.tolerance:
-        raise SystemExit(f"max abs error {error:.3g} is above --tolerance {args.tolerance}")
+    if not error <= args.tolerance:
+        raise ValueError(f"max abs error {error:.3g} is above --tolerance {args.tolerance}")
     return error
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

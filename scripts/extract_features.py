@@ -1,69 +1,93 @@
 r"""Extract Swin's multi-scale features (stage0..stage3, NCHW) and pooled embeddings for many images.
 
-Example:
+Examples:
+    python scripts/extract_features.py --checkpoint runs/demo/best.safetensors --input images/ --output feats/
     python scripts/extract_features.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \
         --input images/ --output feats/ --size 224 224 --dtype float16 --batch-size 32
 
-Writes feats/features/<relative image path>.safetensors per image (read them with
-swinlite.features.load_features), feats/embeddings.safetensors (pooled vectors and the ordered
-paths: swinlite.features.load_embeddings) and feats/failures.txt (images that did not decode).
-Rerunning skips images whose feature file is already whole.
+Weights written by scripts/train.py need no --model (the model and its normalization come from the
+file); other layouts need --model. Writes feats/features/<relative image path>.safetensors per image
+(read them with swinlite.features.load_features), feats/embeddings.safetensors (pooled vectors and
+the ordered paths: swinlite.features.load_embeddings), feats/failures.txt (images that did not
+decode) and feats/settings.json (model, weights hash, size, dtype). Rerunning skips images whose
+feature file is already whole; a rerun with other settings into the same folder is refused.
 """
 
-import argparse
+from __future__ import annotations
+
+import sys
 from pathlib import Path
 
-import timm
-import torch
+from _cli import Parser, run
 
-import swinlite  # noqa: F401  (registers the models)
-from swinlite.convert import load_checkpoint
-from swinlite.extract import DTYPES, run_extraction
+DTYPES = ("float16", "float32")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--model", required=True, help="registered swinlite model, e.g. swinlite_tiny_patch4_window7_224"
-    )
-    parser.add_argument(
-        "--checkpoint", help="weights in any layout swinlite.convert_state_dict reads (.pth/.safetensors)"
-    )
+def parse_args(argv: list[str] | None = None):
+    parser = Parser(__doc__)
+    parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
+    parser.add_argument("--model", help="swinlite model name, for files that do not record theirs (or no file)")
     parser.add_argument(
         "--input", required=True, type=Path, help="image folder (searched recursively) or a text file of paths"
     )
     parser.add_argument("--output", required=True, type=Path, help="output folder")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="model input size (default: the model's)")
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="dtype of the stored stage maps")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="dtype of the stored stage maps")
     parser.add_argument("--batch-size", type=int, default=16, help="images per forward pass")
     parser.add_argument("--workers", type=int, default=0, help="image decoding processes")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    if args.model not in timm.list_models("swinlite_*"):
-        parser.error(f"--model must be one of {', '.join(timm.list_models('swinlite_*'))}; got {args.model!r}")
+    if args.checkpoint is None and args.model is None:
+        parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
     if args.batch_size < 1 or args.workers < 0 or (args.size and min(args.size) < 1):
         parser.error("--batch-size and --size must be positive, --workers non-negative")
     return args
 
 
+def build_model(args):
+    """(model, its name): from the checkpoint (strictly) or timm's initial weights; swinlite models only."""
+    import timm
+
+    from swinlite import SwinTransformer
+    from swinlite.weights import check_model_name, load_model, read_info
+
+    if args.model is not None:
+        check_model_name(args.model, "swinlite_*")
+    if args.checkpoint is None:
+        print("note: no --checkpoint: features of the model's random initial weights", file=sys.stderr)
+        model = timm.create_model(args.model)
+    else:
+        model = load_model(args.checkpoint, args.model)  # issue 14: --compile would wrap the model here
+    info = read_info(args.checkpoint) if args.checkpoint else None
+    name = info.model if info else args.model
+    if not isinstance(model, SwinTransformer):
+        raise ValueError(f"feature extraction needs a swinlite model (swinlite_*), got {name}")
+    return model, name
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    model = timm.create_model(args.model)
-    if args.checkpoint:
-        load_checkpoint(model, args.checkpoint)
+    import torch
+
+    from swinlite.extract import run_extraction
+    from swinlite.inference import pick_device
+
+    device = pick_device(args.device)
+    model, name = build_model(args)
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     summary = run_extraction(
         model,
-        args.model,
+        name,
         args.input,
         args.output,
         size,
-        dtype=DTYPES[args.dtype],
+        dtype={"float16": torch.float16, "float32": torch.float32}[args.dtype],
         batch_size=args.batch_size,
         workers=args.workers,
-        device=args.device,
+        device=str(device),
         progress=not args.no_progress,
+        checkpoint=args.checkpoint,
     )
     print(f"written {summary.written}, skipped (already whole) {summary.skipped}, failed {summary.failed}")
     if summary.failed:
@@ -71,4 +95,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -1,55 +1,61 @@
 r"""Draw a swinlite model: its relative position bias tables and the feature levels of one image (PNG).
 
-Example:
+Examples:
+    python scripts/visualize.py --checkpoint runs/demo/best.safetensors --image digit.png --output plots/
     python scripts/visualize.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \
         --image cat.jpg --output plots/
 
-Writes plots/bias_stage{i}.png (per stage a grid of heat maps, blocks down, heads across; entry
-(dy, dx) is the bias between tokens that far apart) and, with --image, plots/features.png (the
-image and each level's channel mean).
+Weights written by scripts/train.py need no --model; other layouts do. Writes plots/bias_stage{i}.png
+(per stage a grid of heat maps, blocks down, heads across; entry (dy, dx) is the bias between tokens
+that far apart) and, with --image, plots/features.png (the image and each level's channel mean).
 """
 
-import argparse
+from __future__ import annotations
+
+import sys
 from pathlib import Path
 
-import timm
-from PIL import Image
-
-import swinlite  # noqa: F401  (registers the models)
-from swinlite.convert import load_checkpoint
-from swinlite.visualize import plot_bias_tables, plot_feature_means
+from _cli import Parser, run
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--model", required=True, help="registered swinlite model, e.g. swinlite_tiny_patch4_window7_224"
-    )
-    parser.add_argument("--checkpoint", help="weights in any layout swinlite.convert_state_dict reads")
+def parse_args(argv: list[str] | None = None):
+    parser = Parser(__doc__)
+    parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
+    parser.add_argument("--model", help="swinlite model name, for files that do not record theirs (or no file)")
     parser.add_argument("--image", type=Path, help="an image for the feature-level plot")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="input size (default: the model's)")
     parser.add_argument("--output", required=True, type=Path, help="folder for the PNG files")
     args = parser.parse_args(argv)
-    if args.model not in timm.list_models("swinlite_*"):
-        parser.error(f"--model must be one of {', '.join(timm.list_models('swinlite_*'))}; got {args.model!r}")
+    if args.checkpoint is None and args.model is None:
+        parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
     if args.image is not None and not args.image.is_file():
         parser.error(f"--image {str(args.image)!r} is not a file")
+    if args.size and min(args.size) < 1:
+        parser.error(f"--size must be positive, got {args.size}")
     return args
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
     args = parse_args(argv)
-    model = timm.create_model(args.model)
-    if args.checkpoint:
-        load_checkpoint(model, args.checkpoint)
+    import timm
+
+    from swinlite import SwinTransformer
+    from swinlite.train.data import load_rgb
+    from swinlite.visualize import plot_bias_tables, plot_feature_means
+    from swinlite.weights import check_model_name, load_model
+
+    if args.model is not None:
+        check_model_name(args.model, "swinlite_*")
+    model = load_model(args.checkpoint, args.model) if args.checkpoint else timm.create_model(args.model)
+    if not isinstance(model, SwinTransformer):
+        raise ValueError(f"{args.checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
     paths = plot_bias_tables(model, args.output)
     if args.image is not None:
         size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
-        with Image.open(args.image) as image:
-            paths.append(plot_feature_means(model, image, size, args.output / "features.png"))
+        paths.append(plot_feature_means(model, load_rgb(args.image), size, args.output / "features.png"))
     print("wrote " + ", ".join(str(p) for p in paths))
     return paths
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -6,7 +6,7 @@ own export.
 """
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,9 +15,9 @@ import timm
 import torch
 from torch import nn
 
-from .convert import load_checkpoint
 from .io import atomic_write_bytes
 from .models.swin import SwinTransformer
+from .weights import load_model
 
 
 class FeatureExtractor(nn.Module):
@@ -40,16 +40,21 @@ class FeatureExtractor(nn.Module):
 
 
 def build_exportable(
-    model_name: str,
+    model_name: str | None,
     features: bool = False,
     checkpoint: str | os.PathLike | None = None,
     out_indices: Sequence[int] = (0, 1, 2, 3),
     **model_kwargs: object,
 ) -> nn.Module:
-    """The classifier (``features=False``) or a :class:`FeatureExtractor`, in eval mode, weights loaded."""
-    model = timm.create_model(model_name, **model_kwargs)
+    """The classifier (``features=False``) or a :class:`FeatureExtractor`, in eval mode.
+
+    With a checkpoint the model is rebuilt by :func:`swinlite.load_model` (strict; a self-describing file
+    needs no ``model_name``); without one it has timm's initial weights.
+    """
     if checkpoint is not None:
-        load_checkpoint(model, checkpoint)
+        model = load_model(checkpoint, model_name, **model_kwargs)
+    else:
+        model = timm.create_model(model_name, **model_kwargs)
     if features:
         model = FeatureExtractor(model, out_indices)
     return model.eval()
@@ -78,18 +83,32 @@ def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.Expo
         return torch.export.export(model, (example,), dynamic_shapes={"x": {0: batch}}, strict=False)
 
 
-def export_onnx(program: torch.export.ExportedProgram, path: Path, output_names: Sequence[str]) -> Path:
+def export_onnx(
+    program: torch.export.ExportedProgram,
+    path: Path,
+    output_names: Sequence[str],
+    metadata: Mapping[str, str] | None = None,
+) -> Path:
     """Convert an exported program (:func:`export_program`) to ONNX at ``path``, written atomically.
 
-    The input is named ``images``; the batch stays dynamic.
+    The input is named ``images``; the batch stays dynamic. ``metadata`` goes into the model's
+    ``metadata_props`` (ONNX Runtime: ``session.get_modelmeta().custom_metadata_map``).
     """
     onnx_program = torch.onnx.export(program, input_names=["images"], output_names=list(output_names), verbose=False)
-    atomic_write_bytes(path, onnx_program.model_proto.SerializeToString())  # one file: no external data
+    proto = onnx_program.model_proto
+    for key, value in (metadata or {}).items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    atomic_write_bytes(path, proto.SerializeToString())  # one file: no external data
     return path
 
 
 def onnx_max_abs_error(path: Path, model: nn.Module, images: torch.Tensor) -> float:
-    """Largest |ONNX Runtime - PyTorch| over all outputs for ``images``."""
+    """Largest |ONNX Runtime - PyTorch| over all outputs for ``images``.
+
+    Raises:
+        ValueError: an output of either holds NaN or inf (a comparison with NaN would pass any tolerance).
+    """
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -99,4 +118,7 @@ def onnx_max_abs_error(path: Path, model: nn.Module, images: torch.Tensor) -> fl
     want = [want] if isinstance(want, torch.Tensor) else list(want)
     if len(got) != len(want):
         raise ValueError(f"the ONNX model has {len(got)} outputs, PyTorch {len(want)}")
+    for name, outputs in (("ONNX Runtime", got), ("PyTorch", [w.numpy() for w in want])):
+        if not all(np.isfinite(o).all() for o in outputs):
+            raise ValueError(f"the {name} outputs hold NaN or inf: the model (or its weights) is broken")
     return max(float(np.abs(g - w.numpy()).max()) for g, w in zip(got, want, strict=True))

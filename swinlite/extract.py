@@ -2,15 +2,17 @@
 
 Resumable: an image whose feature file exists and is whole is skipped; images that do not decode are
 listed in ``failures.txt`` and the run goes on. ``embeddings.safetensors`` is rebuilt at the end from
-every whole feature file, in input order.
+every whole feature file, in input order. ``settings.json`` records what the features depend on (model,
+the weights file's SHA-256, input size, dtype); a rerun with other settings into the same folder is
+refused rather than mixing features, and temporary files of an interrupted run are removed.
 """
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from PIL import Image
 from safetensors import safe_open
 from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms
@@ -20,8 +22,11 @@ from tqdm import tqdm
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
 from .io import atomic_write_bytes
 from .models.swin import SwinTransformer
+from .train.data import load_rgb
+from .weights import file_sha256
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16}
+SETTINGS_FILE = "settings.json"
 
 
 @dataclass(frozen=True)
@@ -69,11 +74,39 @@ class _Images(Dataset):
     def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, tuple[int, int] | str]:
         """(index, image [3, H, W], original (H, W)) or (index, None, why it failed)."""
         try:
-            with Image.open(self.paths[i]) as img:
-                rgb = img.convert("RGB")
-        except (OSError, ValueError, Image.DecompressionBombError) as e:
+            rgb = load_rgb(self.paths[i])  # as training: EXIF orientation, 16-bit scaled
+        except Exception as e:  # PIL raises many types for files that are not images or are broken
             return i, None, f"{type(e).__name__}: {e}"
         return i, self.transform(rgb), (rgb.height, rgb.width)
+
+
+def prepare_output(output: Path, settings: dict[str, object]) -> None:
+    """Record ``settings`` in a new output folder, or check them against those of the run it holds.
+
+    Raises:
+        ValueError: the folder holds features made with other settings (or with random weights, which a
+            rerun cannot reproduce).
+    """
+    path = output / SETTINGS_FILE
+    has_features = (output / "features").is_dir() and any((output / "features").rglob("*.safetensors"))
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        changed = [f"{k}: {saved.get(k)!r} -> {v!r}" for k, v in settings.items() if saved.get(k) != v]
+        if changed:
+            raise ValueError(
+                f"{output} holds features made with other settings ({'; '.join(changed)}); "
+                "pass another --output or delete it"
+            )
+        if has_features and settings["checkpoint_sha256"] is None:
+            raise ValueError(
+                f"{output} holds features of a model with random initial weights, which a rerun cannot reproduce; "
+                "pass --checkpoint, another --output, or delete it"
+            )
+    elif has_features:
+        raise ValueError(f"{output} holds features but no {SETTINGS_FILE} to check them against; use another --output")
+    for stale in output.rglob(".*.tmp*") if output.is_dir() else ():
+        stale.unlink()  # temp files of writes an interrupted run left; the real files are intact
+    atomic_write_bytes(path, json.dumps(settings, indent=2).encode())
 
 
 def run_extraction(
@@ -87,6 +120,7 @@ def run_extraction(
     workers: int = 0,
     device: str = "cpu",
     progress: bool = True,
+    checkpoint: Path | None = None,
 ) -> ExtractionSummary:
     """Write per-image feature files, ``embeddings.safetensors`` and ``failures.txt`` under ``output``.
 
@@ -101,9 +135,17 @@ def run_extraction(
         workers: DataLoader worker processes decoding images.
         device: where the model runs.
         progress: show a tqdm progress bar.
+        checkpoint: the weights file the model was loaded from (its hash goes into ``settings.json``).
     """
     input_size = (int(input_size[0]), int(input_size[1]))
     images, root = list_images(source)
+    settings = {
+        "model": model_name,
+        "checkpoint_sha256": None if checkpoint is None else file_sha256(checkpoint),
+        "input_size": list(input_size),
+        "dtype": str(dtype).removeprefix("torch."),
+    }
+    prepare_output(output, settings)
     outputs = [output_path(p, root, output) for p in images]
     todo = [i for i, out in enumerate(outputs) if not is_complete_feature_file(out)]
     cfg = model.pretrained_cfg

@@ -1,4 +1,8 @@
-"""Crash-safe file writing: a reader only ever sees the old file or the complete new one."""
+"""Crash-safe file writing: a reader only ever sees the old file or the complete new one.
+
+Files get the mode any tool's output gets, 0666 less the umask (0644 with the usual umask 022), not
+the 0600 of the temporary file they are written as.
+"""
 
 import json
 import os
@@ -9,6 +13,12 @@ from typing import IO, Any
 
 import torch
 from safetensors.torch import save as safetensors_bytes
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it; restored at once
+    os.umask(mask)
+    return mask
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
@@ -29,6 +39,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

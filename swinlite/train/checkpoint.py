@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, safe_open
+from safetensors.torch import safe_open
 
 from ..io import atomic_write, save_safetensors
+from ..weights import read_state_dict
 
 
 def save_weights(path: str | Path, state_dict: Mapping[str, torch.Tensor], metadata: dict[str, Any]) -> None:
@@ -40,13 +41,11 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
 
 
 def load_weights(path: str | Path) -> dict[str, Any]:
-    """Load a weights file: safetensors, or a torch checkpoint (``weights_only=True``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"checkpoint {path} does not exist")
-    if path.suffix == ".safetensors":
-        return load_file(str(path))
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """Load a weights file: safetensors, or a torch checkpoint (``weights_only=True``; its state dict unwrapped).
+
+    A missing, empty (0-byte) or foreign file is a ValueError naming it (``swinlite.weights.read_state_dict``).
+    """
+    return read_state_dict(path)
 
 
 def save_resume(path: str | Path, state: dict[str, Any]) -> None:

@@ -11,8 +11,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 from timm.data import create_transform
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 from torchvision.datasets.folder import IMG_EXTENSIONS
@@ -21,9 +22,18 @@ from .config import DataConfig
 
 
 def load_rgb(path: str | Path) -> Image.Image:
-    """Open an image as RGB whatever its mode; transparent palette images go through RGBA first."""
+    """Open an image as 8-bit RGB, upright, whatever its mode.
+
+    The EXIF orientation is applied (photos from phones are stored sideways); 16-bit images (PNG
+    ``I;16``, ``I``) are scaled from 0..65535 to 0..255 rather than clipped; transparent palette images
+    go through RGBA first.
+    """
     with Image.open(path) as img:
-        if img.mode == "P" and "transparency" in img.info:
+        img = ImageOps.exif_transpose(img)
+        if img.mode.startswith("I;16") or img.mode == "I":
+            pixels = np.asarray(img, dtype=np.float64)  # (H, W) in 0..65535
+            img = Image.fromarray(np.clip(pixels / 257.0 + 0.5, 0, 255).astype(np.uint8))
+        elif img.mode == "P" and "transparency" in img.info:
             img = img.convert("RGBA")
         return img.convert("RGB")
 

@@ -1,8 +1,8 @@
 """Evaluate a checkpoint on an ImageFolder split: top-1/top-5, loss, per-class accuracy, confusion matrix.
 
 Checkpoints in any layout ``swinlite.convert_state_dict`` reads (swinlite, timm, official Microsoft,
-torchvision) are accepted; weights written by ``scripts/train.py`` also carry the model name, class
-names and preprocessing, so they need no other argument.
+torchvision) are accepted with a model name; weights written by ``scripts/train.py`` carry the model,
+class names and preprocessing (``swinlite.weights``), so they need no other argument. Loading is strict.
 """
 
 from __future__ import annotations
@@ -11,16 +11,14 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-import timm
 import torch
 from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas: no pyplot, no display
+from timm.data import create_transform, resolve_model_data_config
 from torch.utils.data import DataLoader
 
-from ..convert import convert_state_dict
 from ..io import atomic_write
-from .checkpoint import load_weights, read_metadata
-from .config import DataConfig
-from .data import ImageFolderDataset, build_transforms, scan_split
+from ..weights import load_model, read_info
+from .data import ImageFolderDataset, scan_split
 from .engine import EvalResult, StepSettings, evaluate
 
 
@@ -29,13 +27,6 @@ class EvalSetup:
     model: torch.nn.Module
     loader: DataLoader
     classes: list[str]
-
-
-def _classes_for(data_dir: Path, split: str, meta: dict) -> list[str]:
-    if "classes" in meta:
-        return list(meta["classes"])
-    source = data_dir / "train" if (data_dir / "train").is_dir() else data_dir / split
-    return scan_split(source, verify=False).classes
 
 
 def prepare_evaluation(
@@ -47,31 +38,37 @@ def prepare_evaluation(
     num_workers: int = 2,
     img_size: int | None = None,
 ) -> EvalSetup:
-    """Load the checkpoint into its model and build the split's loader; ValueError on any mismatch."""
+    """Rebuild the checkpoint's model strictly (:func:`swinlite.load_model`) and build the split's loader.
+
+    A self-describing file brings its classes and evaluation transform; for other files the classes are
+    the data folder's and the transform the model's default. ValueError on any mismatch.
+    """
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise ValueError(f"--data-dir {data_dir} does not exist")
-    meta = read_metadata(checkpoint) if str(checkpoint).endswith(".safetensors") else {}
-    name = model_name or meta.get("model")
-    if name is None:
-        raise ValueError(f"{checkpoint} does not record its model; pass --model, e.g. swinlite_tiny_patch4_window7_224")
-    raw = load_weights(checkpoint)
-    state = convert_state_dict(raw)
-    classes = _classes_for(data_dir, split, meta)
-    head = state.get("head.fc.weight")
-    if head is not None and head.shape[0] != len(classes):
-        raise ValueError(f"{checkpoint} classifies {head.shape[0]} classes but {data_dir} has {len(classes)}")
-    model = timm.create_model(name, num_classes=len(classes))
-    model.load_state_dict(convert_state_dict(raw, model), strict=head is not None)
-    pretrained = model.pretrained_cfg
-    data = DataConfig(
-        img_size=img_size or meta.get("img_size") or pretrained["input_size"][-1],
-        crop_pct=meta.get("crop_pct", pretrained.get("crop_pct", 0.875)),
-        interpolation=meta.get("interpolation", pretrained.get("interpolation", "bicubic")),
-        mean=tuple(meta.get("mean", pretrained["mean"])),
-        std=tuple(meta.get("std", pretrained["std"])),
-    )
-    dataset = ImageFolderDataset(scan_split(data_dir / split, classes).samples, build_transforms(data)[1])
+    info = read_info(checkpoint)
+    if info is None:
+        source = data_dir / "train" if (data_dir / "train").is_dir() else data_dir / split
+        classes = scan_split(source, verify=False).classes
+        model = load_model(checkpoint, model_name)
+        outputs = model.num_classes
+        if outputs == 0:
+            raise ValueError(f"{checkpoint} has no classifier (head.fc): it cannot be evaluated")
+        if outputs != len(classes):
+            raise ValueError(f"{checkpoint} classifies {outputs} classes but {data_dir} has {len(classes)}")
+    else:
+        model = load_model(checkpoint, model_name)
+        classes = info.classes
+    data_config = resolve_model_data_config(model)
+    if img_size is not None and img_size != data_config["input_size"][-1]:
+        if info is not None:
+            raise ValueError(
+                f"--img-size {img_size} contradicts {checkpoint}, evaluated at {data_config['input_size'][-1]} px; "
+                "drop --img-size"
+            )
+        data_config["input_size"] = (3, img_size, img_size)
+    transform = create_transform(**data_config, is_training=False)
+    dataset = ImageFolderDataset(scan_split(data_dir / split, classes).samples, transform)
     return EvalSetup(model, DataLoader(dataset, batch_size=batch_size, num_workers=num_workers), classes)
 
 
@@ -104,7 +101,8 @@ def run_evaluation(setup: EvalSetup, device: torch.device, amp_dtype: torch.dtyp
 
 def format_report(result: EvalResult, classes: list[str]) -> str:
     """Overall numbers, then one line per class."""
-    lines = [f"top-1 {result.top1:.2f}%  top-5 {result.top5:.2f}%  loss {result.loss:.4f}", "per-class accuracy:"]
+    k = min(5, len(classes))  # the k engine.evaluate used
+    lines = [f"top-1 {result.top1:.2f}%  top-{k} {result.top5:.2f}%  loss {result.loss:.4f}", "per-class accuracy:"]
     counts = result.confusion.sum(1)
     for name, acc, n in zip(classes, result.per_class_accuracy.tolist(), counts.tolist(), strict=True):
         lines.append(f"  {name:<20} {acc:6.2f}%  ({int(n)} images)")

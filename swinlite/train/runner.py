@@ -20,6 +20,7 @@ import yaml
 from torch import nn
 
 from ..io import atomic_write
+from ..weights import weights_metadata
 from . import builders
 from .checkpoint import load_resume, rng_state, save_resume, save_weights, set_rng_state
 from .config import Config, apply_overrides, config_diff, flatten, to_dict
@@ -104,17 +105,20 @@ def _prepare_data(cfg: Config, dist: DistInfo) -> tuple[Any, Any, list[str], int
 
 
 def _weights_metadata(cfg: Config, classes: list[str], epoch: int, top1: float) -> dict[str, Any]:
-    return {
-        "model": cfg.model.name,
-        "classes": classes,
-        "img_size": cfg.data.img_size,
-        "crop_pct": cfg.data.crop_pct,
+    """Metadata of the raw weights (schema: ``swinlite.weights``); EMA files set ``"weights": "ema"``."""
+    model_args: dict[str, Any] = {"num_classes": len(classes)}
+    if cfg.model.drop_path_rate is not None:
+        model_args["drop_path_rate"] = cfg.model.drop_path_rate
+    size = cfg.data.img_size
+    preprocessing = {
+        "input_size": [3, size, size],
         "interpolation": cfg.data.interpolation,
         "mean": list(cfg.data.mean),
         "std": list(cfg.data.std),
-        "epoch": epoch,
-        "val_top1": top1,
+        "crop_pct": cfg.data.crop_pct,
+        "crop_mode": "center",  # build_transforms' eval transform
     }
+    return weights_metadata(cfg.model.name, model_args, classes, preprocessing, "raw", epoch=epoch, val_top1=top1)
 
 
 @dataclass

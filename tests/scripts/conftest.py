@@ -1,12 +1,15 @@
 """Load the scripts under scripts/ as modules, so tests call their ``main(argv)`` in-process."""
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))  # the scripts import their shared _cli.py as `python scripts/x.py` would
+sys.path.insert(0, str(SCRIPTS.parent / "tests" / "train"))  # trainkit: tiny folders and runs
 
 
 @pytest.fixture

@@ -33,8 +33,7 @@ def test_torch_export_and_onnx_match_eager_at_another_batch(tmp_path, features):
 
 def test_script_bad_input(load_script, tmp_path, capsys):
     script = load_script("export_onnx")
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match=r"unknown model \(expected swinlite_\*\) 'swin_tiny_patch4_window7_224'"):
         script.main(["--model", "swin_tiny_patch4_window7_224", "--output", str(tmp_path / "m.onnx")])
-    assert "--model must be one of" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"\[B >= 2, C, H, W\]"):
         export_program(build_exportable(PICO), torch.randn(1, 3, 32, 32))

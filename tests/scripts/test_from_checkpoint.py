@@ -1,0 +1,251 @@
+"""Every script from a run's checkpoint alone (2- and 3-class runs), predict.py, EMA selection, user errors."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+import torch
+from trainkit import make_folder, script_env, tiny_config
+
+from swinlite.io import save_safetensors
+from swinlite.train.runner import train
+from swinlite.weights import load_model, read_info, read_state_dict
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[int, Path]:
+    """A 2-class run (learns its colours) and a 3-class one barely trained (val top-1 far from 0 and 100 %)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("runs")
+    out = {}
+    for classes, extra in ((2, {}), (3, {"optim.lr": 3e-5, "train.epochs": 1})):
+        data = make_folder(root / f"data{classes}", classes=classes, per_class=6)
+        (data / "val" / "c0" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not an image")  # skipped by the scan
+        train(tiny_config(data, root / f"run{classes}", **{"train.epochs": 2, **extra}))
+        out[classes] = root / f"run{classes}"
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(False)
+    return out
+
+
+def _val_top1(run: Path) -> float:
+    """The run's own val top-1 of best.safetensors (metrics.csv holds it rounded)."""
+    return read_info(run / "best.safetensors").extra["val_top1"]
+
+
+def _accuracy(csv_path: Path) -> tuple[list[dict[str, str]], float]:
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    return rows, 100 * sum(r["class"] == Path(r["path"]).parent.name for r in rows) / len(rows)
+
+
+def test_train_writes_self_describing_weights(runs):
+    info = read_info(runs[3] / "best.safetensors")
+    assert (info.model, info.model_args, info.classes) == ("swinlite_pico_patch2_window4_32", {"num_classes": 3},
+                                                           ["c0", "c1", "c2"])  # fmt: skip
+    assert info.preprocessing == {
+        "input_size": [3, 16, 16],
+        "interpolation": "bicubic",
+        "crop_pct": 1.0,
+        "mean": [0.485, 0.456, 0.406],
+        "std": [0.229, 0.224, 0.225],
+        "crop_mode": "center",
+    }
+    with open(runs[3] / "metrics.csv") as f:
+        best = max(float(row["val_top1"]) for row in csv.DictReader(f))
+    assert info.weights == "raw" and info.extra["val_top1"] == pytest.approx(best, abs=1e-3)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (runs[3] / "best.safetensors").stat().st_mode & 0o777 == 0o666 & ~umask  # 0644 under umask 022
+
+
+def test_predict_and_evaluate_reproduce_the_run_top1(runs, load_script, tmp_path, capsys):
+    run, data = runs[3], runs[3].parent / "data3"
+    (tmp_path / "notes.txt").write_text("not an image")
+    argv = ["--checkpoint", str(run / "best.safetensors"), "--topk", "5", "--output", str(tmp_path / "p.csv")]
+    load_script("predict").main([*argv, "--no-progress", str(data / "val"), str(tmp_path / "notes.txt")])
+    err = capsys.readouterr().err
+    assert "writing the top-3" in err and f"skipped {tmp_path / 'notes.txt'}" in err and "broken.png" in err
+    rows, top1 = _accuracy(tmp_path / "p.csv")
+    assert list(rows[0]) == ["path", "class", "prob", "class_2", "prob_2", "class_3", "prob_3"]
+    assert len(rows) == 18 and all(float(r["prob"]) >= float(r["prob_2"]) >= float(r["prob_3"]) for r in rows)
+    assert 0 < top1 < 100 and top1 == pytest.approx(_val_top1(run), abs=1e-9)  # the run's own evaluation
+
+    load_script("evaluate").main(["--checkpoint", str(run / "best.safetensors"), "--data-dir", str(data),
+                                  "--num-workers", "0", "--output-dir", str(tmp_path)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "top-3" in out and "top-5" not in out
+    assert json.loads((tmp_path / "eval.json").read_text())["top1"] == pytest.approx(top1, abs=1e-9)
+
+
+def test_ema_weights_are_read_from_the_file_or_selected(runs, load_script, tmp_path, capsys):
+    run, data = runs[3], runs[3].parent / "data3"
+    info = read_info(run / "best.safetensors")
+    state = read_state_dict(run / "best.safetensors")
+    state["head.fc.bias"] = state["head.fc.bias"] + torch.tensor([0.0, 0.0, 5.0])  # EMA weights that differ
+    meta = {"task": info.task, "model": info.model, "model_args": info.model_args, "classes": info.classes}
+    save_safetensors(
+        run / "best_ema.safetensors", state, meta | {"preprocessing": info.preprocessing, "weights": "ema"}
+    )
+    csv_path = tmp_path / "ema.csv"
+    load_script("predict").main(["--checkpoint", str(run / "best.safetensors"), "--ema", "--output", str(csv_path),
+                                 "--no-progress", str(data / "val")])  # fmt: skip
+    assert f"EMA weights: {run / 'best_ema.safetensors'}" in capsys.readouterr().err
+    rows, top1 = _accuracy(csv_path)
+    assert {r["class"] for r in rows} == {"c2"} and top1 == pytest.approx(100 / 3)
+    load_script("evaluate").main(["--checkpoint", str(run / "best_ema.safetensors"), "--data-dir", str(data),
+                                  "--num-workers", "0", "--output-dir", str(tmp_path)])  # fmt: skip
+    assert json.loads((tmp_path / "eval.json").read_text())["top1"] == pytest.approx(top1)
+    with pytest.raises(ValueError, match="no best_ema.safetensors beside it"):
+        load_script("evaluate").main(["--checkpoint", str(runs[2] / "best.safetensors"), "--ema",
+                                      "--data-dir", str(data)])  # fmt: skip
+
+
+def test_export_onnx_from_the_checkpoint_alone(runs, load_script, tmp_path):
+    import onnxruntime as ort
+
+    from swinlite.export import onnx_max_abs_error
+
+    path = tmp_path / "m.onnx"
+    error = load_script("export_onnx").main(["--checkpoint", str(runs[2] / "best.safetensors"), "--output", str(path)])
+    assert error <= 1e-4
+    props = {p.key: json.loads(p.value) for p in onnx.load(path).metadata_props}
+    assert props["classes"] == ["c0", "c1"] and props["weights"] == "raw"
+    assert props["preprocessing"]["input_size"] == [3, 16, 16] and props["preprocessing"]["crop_pct"] == 1.0
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"images": torch.randn(1, 3, 16, 16).numpy()})[0].shape == (1, 2)  # the run's classes
+    broken = load_model(runs[2] / "best.safetensors")
+    with torch.no_grad():
+        broken.head.fc.bias[0] = float("nan")
+    with pytest.raises(ValueError, match="PyTorch outputs hold NaN or inf"):  # NaN once passed `error > tol`
+        onnx_max_abs_error(path, broken, torch.randn(2, 3, 16, 16))
+
+
+def test_extract_and_visualize_from_the_checkpoint_alone(runs, load_script, tmp_path, capsys):
+    ckpt, images = str(runs[2] / "best.safetensors"), str(runs[2].parent / "data2" / "val" / "c1")
+    out = tmp_path / "feats"
+    extract = load_script("extract_features").main
+    extract(["--checkpoint", ckpt, "--input", images, "--output", str(out), "--no-progress"])
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["model"] == "swinlite_pico_patch2_window4_32" and settings["input_size"] == [16, 16]
+    assert len(settings["checkpoint_sha256"]) == 64 and settings["dtype"] == "float32"
+    (out / "features" / ".0.png.safetensors.tmp123").write_bytes(b"half")  # left by a killed run
+    extract(["--checkpoint", ckpt, "--input", images, "--output", str(out), "--no-progress"])
+    assert "written 0, skipped (already whole) 6" in capsys.readouterr().out
+    assert not list(out.rglob(".*.tmp*"))
+    for changed, what in [(["--size", "32", "32"], "input_size"), (["--dtype", "float16"], "dtype")]:
+        with pytest.raises(ValueError, match=f"holds features made with other settings \\({what}"):
+            extract(["--checkpoint", ckpt, "--input", images, "--output", str(out), *changed])
+    other = str(runs[3] / "best.safetensors")
+    with pytest.raises(ValueError, match="other settings \\(checkpoint_sha256"):
+        extract(["--checkpoint", other, "--input", images, "--output", str(out)])
+    paths = load_script("visualize").main(["--checkpoint", ckpt, "--output", str(tmp_path / "plots")])
+    assert [p.name for p in paths] == [f"bias_stage{i}.png" for i in range(4)]
+
+
+def test_contradicting_flags_are_errors(runs, load_script, tmp_path):
+    ckpt, data = str(runs[2] / "best.safetensors"), str(runs[2].parent / "data2")
+    with pytest.raises(ValueError, match="--model swinlite_nano_patch2_window4_64 contradicts"):
+        load_script("evaluate").main(
+            ["--checkpoint", ckpt, "--data-dir", data, "--model", "swinlite_nano_patch2_window4_64"]
+        )
+    with pytest.raises(ValueError, match="--img-size 32 contradicts"):
+        load_script("evaluate").main(["--checkpoint", ckpt, "--data-dir", data, "--img-size", "32"])
+    with pytest.raises(ValueError, match="--num-classes 10 contradicts"):
+        load_script("export_onnx").main(["--checkpoint", ckpt, "--num-classes", "10", "--output", str(tmp_path / "x")])
+
+
+def _one_line_exit_2(err: str, message: str) -> None:
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+
+
+def test_user_errors_are_one_line_and_exit_2(runs, load_script, tmp_path, capsys):
+    """Each error as the scripts report it (``_cli.run`` around ``main``); two also from a fresh process."""
+    import _cli
+
+    (tmp_path / "empty.safetensors").write_bytes(b"")
+    (tmp_path / "empty_dir").mkdir()
+    ckpt = str(runs[2] / "best.safetensors")
+    cases = [
+        ("predict", ["x.png"], "the following arguments are required: --output"),
+        ("predict", ["--model", "swinlite_tiny_patch4_windw7_224", "--output", "p.csv", ckpt],
+         "did you mean swinlite_tiny_patch4_window7_224?"),
+        ("evaluate", ["--checkpoint", str(tmp_path / "empty.safetensors"), "--data-dir", str(tmp_path)],
+         "is empty (0 bytes)"),
+        ("evaluate", ["--checkpoint", ckpt, "--data-dir", str(tmp_path), "--device", "cuda:7"],
+         "--device cuda:7: CUDA is not available"),
+        ("export_onnx", ["--checkpoint", str(tmp_path / "nope.pth"), "--output", "m.onnx"], "does not exist"),
+        ("extract_features", ["--checkpoint", ckpt, "--input", str(tmp_path / "empty_dir"), "--output", "o"],
+         "no images"),
+        ("visualize", ["--output", "o"], "pass --checkpoint"),
+        ("convert_checkpoint", [str(tmp_path / "empty.safetensors"), "out.safetensors"], "is empty (0 bytes)"),
+    ]  # fmt: skip
+    for name, argv, message in cases:
+        main = load_script(name).main
+        with pytest.raises(SystemExit) as exit_info:
+            _cli.run(lambda _: main(argv))  # noqa: B023  (called at once)
+        assert exit_info.value.code == 2, (name, argv)
+        _one_line_exit_2(capsys.readouterr().err, message)
+    fresh = [cases[0], cases[2]]  # an argparse error, a broken file
+    env = script_env() | {"CUDA_VISIBLE_DEVICES": ""}
+    procs = [
+        subprocess.Popen([sys.executable, str(SCRIPTS / f"{name}.py"), *argv], stderr=subprocess.PIPE, text=True,
+                         stdout=subprocess.DEVNULL, env=env, cwd=tmp_path)
+        for name, argv, _ in fresh
+    ]  # fmt: skip
+    for proc, (_, _, message) in zip(procs, fresh, strict=True):
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2
+        _one_line_exit_2(err, message)
+
+
+def test_help_imports_neither_torch_nor_timm():
+    """--help answers before the heavy imports (under 2 s): each script parses its arguments first."""
+    code = (
+        "import runpy, sys\n"
+        f"sys.path.insert(0, {str(SCRIPTS)!r})\n"
+        "for name in sys.argv[1:]:\n"
+        "    sys.argv = [name, '--help']\n"
+        "    try:\n"
+        f"        runpy.run_path({str(SCRIPTS)!r} + '/' + name, run_name='__main__')\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, name\n"
+        "    assert 'torch' not in sys.modules and 'timm' not in sys.modules, name\n"
+    )
+    names = [
+        "predict.py",
+        "evaluate.py",
+        "export_onnx.py",
+        "extract_features.py",
+        "visualize.py",
+        "convert_checkpoint.py",
+    ]
+    result = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, env=script_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("usage:") == len(names)
+
+
+def test_predict_with_a_timm_model_name_uses_imagenet_names(runs, load_script, tmp_path):
+    import timm
+    from timm.data import ImageNetInfo
+
+    from swinlite.weights import pretrained_model
+
+    torch.manual_seed(0)
+    torch.save(timm.create_model("swinlite_pico_patch2_window4_32", num_classes=1000).state_dict(), tmp_path / "in.pth")
+    images = str(runs[2].parent / "data2" / "val" / "c1")
+    argv = ["--model", "swinlite_pico_patch2_window4_32", "--checkpoint", str(tmp_path / "in.pth"), "--topk", "2"]
+    load_script("predict").main([*argv, "--output", str(tmp_path / "p.csv"), "--no-progress", images])
+    rows, _ = _accuracy(tmp_path / "p.csv")
+    names = set(ImageNetInfo().label_descriptions())
+    assert len(rows) == 6 and all(r["class"] in names and r["class_2"] in names for r in rows)
+    with pytest.raises(ValueError, match="pretrained weights of swinlite_pico_patch2_window4_32 could not be loaded"):
+        pretrained_model("swinlite_pico_patch2_window4_32")  # none published: one clear error, not a traceback

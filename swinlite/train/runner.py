@@ -408,7 +408,7 @@ def train(cfg: Config, resume: bool = False, overwrite: bool = False) -> Path:
 
 def _stall_error(dist: DistInfo, timeout: float) -> StalledRankError:
     """Name the stalled process(es) after a collective timed out on this one."""
-    stalled = stalled_ranks(dist)
+    stalled = stalled_ranks(dist, wait=min(30.0, timeout))
     waited = f"a collective waited train.dist_timeout={timeout:g} s"
     if stalled is None:
         return StalledRankError(f"rank {dist.rank}: {waited}; rank 0 names the stalled process, or is it")

@@ -72,7 +72,7 @@ def class_warnings(split: Split) -> list[str]:
     if high > 10 * low:
         return [
             f"class imbalance over 10x: '{split.classes[most]}' has {high} training images, "
-            f"'{split.classes[least]}' {low} ({high / low:.0f}x); top-1 favours the large classes, "
+            f"'{split.classes[least]}' {low} ({high / low:.1f}x); top-1 favours the large classes, "
             "look at the per-class accuracy (scripts/evaluate.py)"
         ]
     return []

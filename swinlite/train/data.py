@@ -9,9 +9,9 @@ worker that decodes it, each with a warning that names it. Every image is conver
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,9 @@ def load_rgb(path: str | Path) -> Image.Image:
         return img.convert("RGB")
 
 
+POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
+
+
 def _is_image_file(name: str) -> bool:
     return name.lower().endswith(IMG_EXTENSIONS)  # upper-case extensions (.JPG, .PNG) count too
 
@@ -52,13 +55,13 @@ def header_problem(path: str) -> str | None:
 
 
 def _check_headers(paths: list[str]) -> list[str | None]:
-    """``header_problem`` for every path; on 4+ cores, threads overlap the file reads (the cost on cold or network
-    storage); on fewer, threads only contend for the interpreter lock, so the check runs serially."""
-    threads = min(16, os.cpu_count() or 1)
-    if threads < 4 or len(paths) < 1000:
+    """``header_problem`` for every path, in forked processes on 4+ cores (the check is CPU-bound Python: threads
+    only contend for the interpreter lock; the children use PIL alone, so forking beside torch is safe)."""
+    processes = min(16, os.cpu_count() or 1)
+    if processes < 4 or len(paths) < POOL_MIN_FILES or "fork" not in multiprocessing.get_all_start_methods():
         return [header_problem(p) for p in paths]
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(header_problem, paths, chunksize=256))
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        return pool.map(header_problem, paths, chunksize=512)
 
 
 def _list_files(folder: str) -> list[str]:

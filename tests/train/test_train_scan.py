@@ -8,13 +8,19 @@ from pathlib import Path
 import pytest
 from trainkit import make_folder
 
+from swinlite.train import data
 from swinlite.train.config import DataConfig
 from swinlite.train.data import ImageFolderDataset, Split, scan_split
 from swinlite.train.preflight import class_warnings
 from swinlite.train.scan_cache import CACHE_FILE, cached_scan
 
 
-def test_broken_files_skipped_and_named_by_the_scan_or_the_loader(folder: Path):
+@pytest.mark.parametrize("processes", [1, 4])
+def test_broken_files_skipped_and_named_by_the_scan_or_the_loader(
+    folder: Path, processes: int, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(os, "cpu_count", lambda: processes)
+    monkeypatch.setattr(data, "POOL_MIN_FILES", 0)  # 4 "cores": the forked pool checks the headers
     empty = folder / "train" / "c0" / "empty.jpg"
     empty.write_bytes(b"")
     garbage = folder / "train" / "c1" / "garbage.png"

@@ -1,13 +1,16 @@
 """EMA runs write their weights and metrics; best.safetensors follows train.best_of; TensorBoard events."""
 
 import csv
+import sys
 from pathlib import Path
 
+import pytest
 import torch
 from trainkit import tiny_config
 
 from swinlite.train import train
 from swinlite.train.checkpoint import load_resume, load_weights, read_metadata
+from swinlite.train.metrics import TensorBoardLog
 
 
 def test_ema_files_metrics_and_best_of_both(tmp_path: Path, folder: Path):
@@ -35,3 +38,9 @@ def test_ema_files_metrics_and_best_of_both(tmp_path: Path, folder: Path):
 
     events = list(out.glob("events.out.tfevents.*"))
     assert events and events[0].stat().st_size > 0
+
+
+def test_tensorboard_missing_is_a_clear_error(tmp_path: Path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if the package were not installed
+    with pytest.raises(ValueError, match="train.tensorboard=true needs the tensorboard package: pip install"):
+        TensorBoardLog(tmp_path)

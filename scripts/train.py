@@ -80,15 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         overrides = [f"data.data_dir={args.data_dir}", "data.dataset=folder", *overrides]
     if args.output_dir:
         overrides.append(f"train.output_dir={args.output_dir}")
-    try:  # torch and timm load only now, after the arguments are parsed
+    try:  # the package loads only now, after the arguments are parsed; torch and timm after the config is read
         from swinlite.train.config import load_config, to_dict
-        from swinlite.train.distributed import StalledRankError
-        from swinlite.train.runner import train
 
         cfg = load_config(config, overrides)
         if args.print_config:
             print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
             return 0
+        from swinlite.train.runner import train
+
         train(cfg, resume=args.resume, overwrite=args.overwrite)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -96,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     except yaml.YAMLError as e:
         print(f"error: config file {config} is not valid YAML: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
-    except StalledRankError as e:
+    except RuntimeError as e:
+        from swinlite.train.distributed import StalledRankError
+
+        if not isinstance(e, StalledRankError):
+            raise
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

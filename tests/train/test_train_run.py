@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainkit import script, tiny_config, tiny_overrides
+from trainkit import REPO, script, tiny_config, tiny_overrides
 
 from swinlite.train import load_config, train
 from swinlite.train.checkpoint import load_resume, load_weights, read_metadata
@@ -21,9 +21,11 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("run")
     data = make_folder(root / "data")
+    demo = str(REPO / "configs" / "demo.yaml")  # --data-dir alone would fine-tune ImageNet Swin-T
     result = script(
-        "train.py", "--data-dir", str(data), "--output-dir", str(root / "out"), *tiny_overrides(data, root / "out")
-    )
+        "train.py", "--config", demo, "--data-dir", str(data), "--output-dir", str(root / "out"),
+        *tiny_overrides(data, root / "out"),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     (root / "stdout.txt").write_text(result.stdout)
     return root

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import warnings
 
@@ -33,7 +34,9 @@ def check_config(cfg: Config) -> None:
     if (cfg.data.mixup > 0 or cfg.data.cutmix > 0) and cfg.data.batch_size % 2:
         raise ValueError(f"mixup/cutmix need an even data.batch_size, got {cfg.data.batch_size}")
     if not timm.is_model(cfg.model.name):
-        raise ValueError(f"model.name {cfg.model.name!r} is not a timm model; e.g. swinlite_pico_patch2_window4_32")
+        close = difflib.get_close_matches(cfg.model.name, timm.list_models(), n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else "e.g. swinlite_pico_patch2_window4_32"
+        raise ValueError(f"model.name {cfg.model.name!r} is not a timm model; {hint}")
 
 
 def build_model(cfg: ModelConfig, num_classes: int) -> nn.Module:

@@ -34,7 +34,9 @@ class DataConfig:
     img_size: int = 224
     batch_size: int = 128  # per process
     num_workers: int = 4
-    verify_images: bool = True  # open every image once before training and skip unreadable ones
+    verify_images: bool = True  # read every image's header before training (in parallel) and skip unreadable ones
+    persistent_workers: bool = True  # keep loader workers alive between epochs (when num_workers > 0)
+    prefetch_factor: int = 2  # batches each loader worker prepares ahead
     scale: tuple[float, float] = (0.08, 1.0)  # RandomResizedCrop area range
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
     hflip: float = 0.5
@@ -79,6 +81,12 @@ class TrainConfig:
     ema_decay: float | None = None  # keep and evaluate an EMA of the weights, e.g. 0.9998
     deterministic: bool = False  # deterministic algorithms (bitwise-reproducible resume)
     log_interval: int = 50  # steps between plain progress lines when stdout is not a terminal
+    best_of: str = "both"  # best.safetensors: "raw" or "ema" weights by their val top-1, or "both": the better one
+    save_every_steps: int = 0  # also write resume.pt every N optimizer steps inside an epoch (0: at epoch ends only)
+    compile: bool = False  # torch.compile the model for training and evaluation
+    channels_last: bool = False  # channels-last memory format for the model and its input batches
+    tensorboard: bool = False  # also write TensorBoard event files beside metrics.csv (needs the tensorboard package)
+    dist_timeout: float = 1800.0  # seconds a multi-process collective waits for a stalled process before failing
 
 
 @dataclass

@@ -1,12 +1,16 @@
 """ImageFolder data (``root/train/<class>/*``, ``root/val/<class>/*``) with timm's transforms.
 
 Problems in the folders are found before training starts: a missing root or split, an empty class
-folder, a val class train does not have are ValueErrors; unreadable images are skipped with a
-warning that names them. Every image is converted to RGB (grayscale, RGBA, palette, CMYK, ...).
+folder, a val class train does not have are ValueErrors. The scan reads only each image's header; a
+file PIL cannot identify is skipped there, one whose pixel data is broken is skipped by the loader
+worker that decodes it, each with a warning that names it. Every image is converted to RGB
+(grayscale, RGBA, palette, CMYK, ...).
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +19,11 @@ import numpy as np
 import torch
 from PIL import Image, ImageOps
 from timm.data import create_transform
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
+from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from .config import DataConfig
+from .sampling import EpochSampler, sample_seed, seeded
 
 
 def load_rgb(path: str | Path) -> Image.Image:
@@ -38,18 +43,44 @@ def load_rgb(path: str | Path) -> Image.Image:
         return img.convert("RGB")
 
 
-def _is_image_file(path: Path) -> bool:
-    return path.suffix.lower() in IMG_EXTENSIONS  # upper-case extensions (.JPG, .PNG) count too
+POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
 
 
-def _readable(path: Path) -> str | None:
-    """None when PIL can decode ``path``, else the reason it cannot."""
+def _is_image_file(name: str) -> bool:
+    return name.lower().endswith(IMG_EXTENSIONS)  # upper-case extensions (.JPG, .PNG) count too
+
+
+def header_problem(path: str) -> str | None:
+    """None when PIL recognises ``path`` from its header and the image has a size, else the reason.
+
+    Reads the header only (well under a millisecond); a file whose pixel data is broken behind a good header
+    is found later, when a loader worker decodes it, and skipped there with a warning naming it.
+    """
     try:
         with Image.open(path) as img:
-            img.load()
-        return None
+            width, height = img.size
     except Exception as e:  # PIL raises many exception types for bad files
         return f"{type(e).__name__}: {e}"
+    return None if width > 0 and height > 0 else f"image size {width}x{height}"
+
+
+def _check_headers(paths: list[str]) -> list[str | None]:
+    """``header_problem`` for every path, in forked processes on 4+ cores (the check is CPU-bound Python: threads
+    only contend for the interpreter lock; the children use PIL alone, so forking beside torch is safe)."""
+    processes = min(16, os.cpu_count() or 1)
+    if processes < 4 or len(paths) < POOL_MIN_FILES or "fork" not in multiprocessing.get_all_start_methods():
+        return [header_problem(p) for p in paths]
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        return pool.map(header_problem, paths, chunksize=512)
+
+
+def _list_files(folder: str) -> list[str]:
+    """Files under ``folder`` (recursive, hidden names left out), sorted."""
+    found = []
+    for parent, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [os.path.join(parent, f) for f in files if not f.startswith(".")]
+    return sorted(found)
 
 
 @dataclass
@@ -67,7 +98,7 @@ def scan_split(split_dir: Path, classes: list[str] | None = None, verify: bool =
     Args:
         split_dir: the split folder, e.g. ``root/train``.
         classes: the class list to index against (train's, for val); None: this split's own folders.
-        verify: decode every image once and skip those that fail.
+        verify: read every image's header (``header_problem``) and skip those that fail.
     """
     if not split_dir.is_dir():
         raise ValueError(f"missing split folder {split_dir}: expected {split_dir}/<class>/<image files>")
@@ -78,18 +109,18 @@ def scan_split(split_dir: Path, classes: list[str] | None = None, verify: bool =
     unknown = sorted(set(folders) - set(classes))
     if unknown:
         raise ValueError(f"{split_dir} has classes the training split does not have: {', '.join(unknown)}")
+    listed = {name: _list_files(str(split_dir / name)) for name in folders}
+    images = [p for files in listed.values() for p in files if _is_image_file(p)]
+    problems = dict(zip(images, _check_headers(images) if verify else [None] * len(images), strict=True))
     samples, skipped = [], []
-    for name in folders:
+    for name, files in listed.items():
         label, count = classes.index(name), len(samples)
-        files = sorted(p for p in (split_dir / name).rglob("*") if p.is_file() and not p.name.startswith("."))
         for path in files:
-            reason = "not an image file extension" if not _is_image_file(path) else None
-            if reason is None and verify:
-                reason = _readable(path)
+            reason = problems.get(path, "not an image file extension")
             if reason is None:
-                samples.append((str(path), label))
+                samples.append((path, label))
             else:
-                skipped.append((str(path), reason))
+                skipped.append((path, reason))
         if len(samples) == count:
             raise ValueError(f"class folder {split_dir / name} has no readable images ({', '.join(IMG_EXTENSIONS)})")
     for path, reason in skipped:
@@ -98,24 +129,38 @@ def scan_split(split_dir: Path, classes: list[str] | None = None, verify: bool =
 
 
 class ImageFolderDataset(Dataset):
-    """(image tensor, class index) pairs; an image that fails to load is replaced by the next one, with a warning."""
+    """(image tensor, class index) pairs; an image that fails to load is replaced by the next one, with a warning.
 
-    def __init__(self, samples: list[tuple[str, int]], transform: torch.nn.Module | None = None) -> None:
+    Args:
+        samples: (path, class index) pairs.
+        transform: applied to each RGB image.
+        seed: with an ``(epoch, index)`` key (``EpochSampler``), the transform draws from generators seeded by
+            ``sample_seed(seed, epoch, index)``; with a plain index, from the caller's generators.
+    """
+
+    def __init__(self, samples: list[tuple[str, int]], transform: torch.nn.Module | None = None, seed: int = 0) -> None:
         self.samples = samples
         self.transform = transform
+        self.seed = seed
 
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+    def __getitem__(self, key: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
+        epoch, index = key if isinstance(key, tuple) else (None, key)
         for offset in range(len(self.samples)):
             path, label = self.samples[(index + offset) % len(self.samples)]
             try:
                 img = load_rgb(path)
-            except Exception as e:  # a file broken after the scan must not stop training mid-epoch
+            except Exception as e:  # a file broken behind a good header must not stop training mid-epoch
                 warnings.warn(f"skipping unreadable image {path}: {e}", stacklevel=2)
                 continue
-            return (self.transform(img) if self.transform else img), label
+            if self.transform is None:
+                return img, label
+            if epoch is None:
+                return self.transform(img), label
+            with seeded(sample_seed(self.seed, epoch, index)):
+                return self.transform(img), label
         raise RuntimeError("no image in the dataset could be read")
 
 
@@ -145,18 +190,20 @@ def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:
 
 
 def build_datasets(
-    cfg: DataConfig, splits: tuple[Split, Split] | None = None
+    cfg: DataConfig, splits: tuple[Split, Split] | None = None, seed: int = 0
 ) -> tuple[ImageFolderDataset, ImageFolderDataset, list[str], int]:
     """Train and val datasets, the class names and the skipped-file count.
 
     Args:
         cfg: data settings.
         splits: the result of ``scan_data_dir(cfg)`` when already done (e.g. by rank 0); None: scan now.
+        seed: the run's seed, from which each training image's augmentation is seeded.
     """
     train, val = splits or scan_data_dir(cfg)
     train_tf, val_tf = build_transforms(cfg)
     skipped = len(train.skipped) + len(val.skipped)
-    return ImageFolderDataset(train.samples, train_tf), ImageFolderDataset(val.samples, val_tf), train.classes, skipped
+    train_ds = ImageFolderDataset(train.samples, train_tf, seed)
+    return train_ds, ImageFolderDataset(val.samples, val_tf), train.classes, skipped
 
 
 def build_loaders(
@@ -164,15 +211,25 @@ def build_loaders(
 ) -> tuple[DataLoader, DataLoader]:
     """Train loader (shuffled per epoch via ``loader.sampler.set_epoch``, full batches) and val loader.
 
-    Each process sees its own shard; val shards do not overlap or pad, so summed metrics are exact.
+    Each process sees its own shard; val shards do not overlap or pad, so summed metrics are exact. Workers
+    persist across epochs (``cfg.persistent_workers``) and prefetch ``cfg.prefetch_factor`` batches each; the
+    loaders draw their worker seeds from their own generator, never from the training process's.
     """
     if len(train_ds) < cfg.batch_size * world:
         raise ValueError(
             f"the training split has {len(train_ds)} images, fewer than one batch "
             f"(data.batch_size={cfg.batch_size} x {world} processes)"
         )
-    sampler = DistributedSampler(train_ds, num_replicas=world, rank=rank, shuffle=True, seed=seed)
-    loader_args = dict(batch_size=cfg.batch_size, num_workers=cfg.num_workers, pin_memory=torch.cuda.is_available())
+    sampler = EpochSampler(train_ds, num_replicas=world, rank=rank, shuffle=True, seed=seed)
+    workers = cfg.num_workers > 0
+    loader_args = dict(
+        batch_size=cfg.batch_size,
+        num_workers=cfg.num_workers,
+        pin_memory=torch.cuda.is_available(),
+        persistent_workers=workers and cfg.persistent_workers,
+        prefetch_factor=cfg.prefetch_factor if workers else None,
+        generator=torch.Generator().manual_seed(seed),
+    )
     train = DataLoader(train_ds, sampler=sampler, drop_last=True, **loader_args)
     val = DataLoader(Subset(val_ds, range(rank, len(val_ds), world)), shuffle=False, **loader_args)
     return train, val

@@ -1,9 +1,16 @@
-"""Multi-process training under ``torchrun``: process group set-up, rank-0 logging, metric reduction."""
+"""Multi-process training under ``torchrun``: process group set-up, rank-0 logging, metric reduction.
+
+Every collective waits at most ``train.dist_timeout`` seconds. When one times out because a process stopped
+progressing (alive but stuck, or stopped), ``stalled_ranks`` asks every process to answer a monitored
+barrier on a separate gloo group, which names the processes that do not answer.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -37,19 +44,54 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     return device
 
 
-def init_distributed(device: torch.device) -> DistInfo:
+_watch_group: Any = None  # the gloo group ``stalled_ranks`` uses, apart from the one that timed out
+
+
+class StalledRankError(RuntimeError):
+    """A collective timed out because another process stopped progressing."""
+
+
+def init_distributed(device: torch.device, timeout: float = 1800.0) -> DistInfo:
     """Join the process group ``torchrun`` describes in the environment (nccl on CUDA, gloo on CPU).
 
     Without ``torchrun`` (no ``WORLD_SIZE``), this is a single process and nothing is initialized.
+
+    Args:
+        device: this process's device.
+        timeout: seconds any collective waits for the other processes.
     """
+    global _watch_group
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistInfo()
     info = DistInfo(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    wait = timedelta(seconds=timeout)
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", timeout=wait)
+    _watch_group = dist.new_group(backend="gloo", timeout=wait)
     return info
+
+
+def is_timeout(error: BaseException) -> bool:
+    """Whether ``error`` is a collective that waited past the process group's timeout."""
+    return isinstance(error, RuntimeError) and re.search(r"timed? ?out", str(error), re.IGNORECASE) is not None
+
+
+def stalled_ranks(info: DistInfo, wait: float = 30.0) -> list[int] | None:
+    """After a collective timed out: the ranks that do not answer a monitored barrier within ``wait`` seconds.
+
+    Empty when all answer. Rank 0 checks every other rank; another rank only learns that the barrier failed
+    (rank 0 stalled, or found a stalled rank), which is None: it cannot tell which.
+    """
+    try:
+        dist.monitored_barrier(group=_watch_group, timeout=timedelta(seconds=wait), wait_all_ranks=True)
+    except RuntimeError as e:
+        if info.rank != 0:
+            return None
+        found = re.search(r"Ranks? ([\d, ]+) failed", str(e))
+        return [int(r) for r in found.group(1).replace(",", " ").split()] if found else []
+    return []
 
 
 def barrier(info: DistInfo) -> None:
@@ -85,5 +127,7 @@ def broadcast_object(obj: Any, info: DistInfo) -> Any:
 
 
 def cleanup(info: DistInfo) -> None:
+    global _watch_group
     if info.enabled and dist.is_initialized():
         dist.destroy_process_group()
+    _watch_group = None

@@ -26,6 +26,17 @@ class StepSettings:
     accum_steps: int = 1
     clip_grad: float | None = None
     log_interval: int = 50
+    channels_last: bool = False  # batches in channels-last memory format (for a channels-last model)
+
+
+@dataclass
+class EpochPosition:
+    """How far this process is through a training epoch: the resume file keeps it for a restart mid-epoch."""
+
+    batch: int = 0  # micro-batches done in this epoch
+    step: int = 0  # optimizer steps taken in the run
+    loss_sum: float = 0.0  # summed loss over this process's images so far in this epoch
+    count: int = 0  # this process's images so far in this epoch
 
 
 @dataclass
@@ -34,6 +45,7 @@ class EvalResult:
     top1: float  # percent
     top5: float  # percent (top-k with k = min(5, classes))
     confusion: torch.Tensor  # [true class, predicted class] counts
+    k: int = 5  # the k of ``top5``: min(5, classes)
 
     @property
     def per_class_accuracy(self) -> torch.Tensor:
@@ -53,7 +65,7 @@ def train_one_epoch(
     loss_fn: nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler,
-    step: int,
+    position: EpochPosition,
     settings: StepSettings,
     *,
     scaler: torch.amp.GradScaler,
@@ -61,47 +73,56 @@ def train_one_epoch(
     ema: nn.Module | None = None,
     dist: DistInfo = SINGLE,
     desc: str = "train",
-) -> tuple[float, int, float]:
-    """Train over ``loader`` once.
+    on_step: Callable[[EpochPosition], None] | None = None,
+) -> tuple[float, float]:
+    """Train over ``loader`` once (from ``position.batch`` on, when the loader starts there).
 
     Args:
-        model: the (possibly DDP-wrapped) model, in train mode on return.
+        model: the (possibly DDP-wrapped, possibly compiled) model, in train mode on return.
         scheduler: a timm scheduler; ``step_update(n)`` sets the lr for optimizer step ``n``.
-        step: optimizer steps taken before this epoch.
+        position: where the epoch stands (updated in place): micro-batches done, steps, loss sums.
         scaler: gradient scaler (disabled unless fp16).
         mixup: timm ``Mixup`` (targets become soft) or None.
         ema: timm ``ModelEmaV3`` updated after each optimizer step, or None.
+        on_step: called with ``position`` after each optimizer step (e.g. to save a step checkpoint).
 
     Returns:
-        (mean loss over all processes' images, optimizer steps taken so far, images/s of this process)
+        (mean loss over all processes' images of the epoch, images/s of this process in this call)
     """
     model.train()
-    progress = Progress(len(loader), desc, dist.is_main, settings.log_interval)
-    loss_sum, count, start = 0.0, 0, time.perf_counter()
-    for i, (images, targets) in enumerate(loader):
+    total = position.batch + len(loader)  # micro-batches in the whole epoch
+    progress = Progress(total, desc, dist.is_main, settings.log_interval)
+    images_seen, start = 0, time.perf_counter()
+    for images, targets in loader:
         images = images.to(settings.device, non_blocking=True)
         targets = targets.to(settings.device, non_blocking=True)
+        if settings.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
         if mixup is not None:
             images, targets = mixup(images, targets)
-        last_micro = (i + 1) % settings.accum_steps == 0 or i + 1 == len(loader)
+        position.batch += 1
+        last_micro = position.batch % settings.accum_steps == 0 or position.batch == total
         sync = contextlib.nullcontext() if last_micro or not dist.enabled else model.no_sync()
         with sync:
             with _autocast(settings):
                 loss = loss_fn(model(images), targets)
             scaler.scale(loss / settings.accum_steps).backward()
         if last_micro:
-            scheduler.step_update(step)
+            scheduler.step_update(position.step)
             _optimizer_step(model, optimizer, scaler, settings.clip_grad)
-            step += 1
+            position.step += 1
             if ema is not None:
-                ema.update(_unwrap(model), step=step)
+                ema.update(_unwrap(model), step=position.step)
         loss_value = loss.item()
-        loss_sum, count = loss_sum + loss_value * len(images), count + len(images)
-        progress.update(i + 1, len(images), loss_value, current_lr(optimizer))
+        position.loss_sum, position.count = position.loss_sum + loss_value * len(images), position.count + len(images)
+        images_seen += len(images)
+        progress.update(position.batch, len(images), loss_value, current_lr(optimizer))
+        if last_micro and on_step is not None:
+            on_step(position)
     progress.close()
-    rate = count / (time.perf_counter() - start)
-    loss_sum, count = all_reduce_sum([loss_sum, count], dist, settings.device)
-    return loss_sum / count, step, rate
+    rate = images_seen / (time.perf_counter() - start)
+    loss_sum, count = all_reduce_sum([position.loss_sum, position.count], dist, settings.device)
+    return loss_sum / count, rate
 
 
 def current_lr(optimizer: torch.optim.Optimizer) -> float:
@@ -121,7 +142,14 @@ def _optimizer_step(
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    """The plain model inside ``torch.compile`` and DistributedDataParallel wrappers."""
+    while True:
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):  # torch.compile's OptimizedModule
+            model = model._orig_mod
+        else:
+            return model
 
 
 @torch.no_grad()
@@ -136,6 +164,8 @@ def evaluate(
     for images, targets in loader:
         images = images.to(settings.device, non_blocking=True)
         targets = targets.to(settings.device, non_blocking=True)
+        if settings.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
         with _autocast(settings):
             logits = model(images)
         logits = logits.float()
@@ -149,4 +179,4 @@ def evaluate(
     if dist.enabled:
         torch.distributed.all_reduce(confusion)
     count = max(count, 1)
-    return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion.cpu())
+    return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion.cpu(), k)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainkit import script, tiny_config, tiny_overrides
+from trainkit import REPO, script, tiny_config, tiny_overrides
 
 from swinlite.train import load_config, train
 from swinlite.train.checkpoint import load_resume, load_weights, read_metadata
-from swinlite.train.metrics import COLUMNS
+from swinlite.train.metrics import columns
 
 
 @pytest.fixture(scope="module")
@@ -21,9 +21,11 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("run")
     data = make_folder(root / "data")
+    demo = str(REPO / "configs" / "demo.yaml")  # --data-dir alone would fine-tune ImageNet Swin-T
     result = script(
-        "train.py", "--data-dir", str(data), "--output-dir", str(root / "out"), *tiny_overrides(data, root / "out")
-    )
+        "train.py", "--config", demo, "--data-dir", str(data), "--output-dir", str(root / "out"),
+        *tiny_overrides(data, root / "out"),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     (root / "stdout.txt").write_text(result.stdout)
     return root
@@ -36,14 +38,15 @@ def test_files_and_metrics(run_dir: Path):
     }  # fmt: skip
     with open(out / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == COLUMNS
+    assert list(rows[0]) == columns(3, ema=False)  # 3 classes: top-3
     assert [int(r["epoch"]) for r in rows] == [1, 2]
     for r in rows:
-        assert 0 <= float(r["val_top1"]) <= float(r["val_top5"]) <= 100
+        assert 0 <= float(r["val_top1"]) <= float(r["val_top3"]) <= 100
         assert float(r["train_loss"]) > 0 and float(r["epoch_time"]) > 0 and float(r["lr"]) > 0
     assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"
     stdout = (run_dir / "stdout.txt").read_text()
-    assert f"metrics:         {out / 'metrics.csv'}" in stdout and "epoch 2/2: train loss" in stdout
+    assert f"metrics:           {out / 'metrics.csv'}" in stdout and "epoch 2/2: train loss" in stdout
+    assert "top-3 " in stdout and "top-5" not in stdout  # the k used: 3 classes
 
 
 def test_weights_and_resume_file(run_dir: Path):
@@ -98,7 +101,7 @@ def test_every_training_option_in_one_epoch(tmp_path: Path, folder: Path):
     }  # fmt: skip
     out = train(tiny_config(folder, tmp_path / "out", **extra))
     rows = list(csv.DictReader(open(out / "metrics.csv")))
-    assert len(rows) == 1 and {"ema_val_top1", "ema_val_loss", "ema_val_top5"} <= set(rows[0])
+    assert len(rows) == 1 and {"val_top1_ema", "val_loss_ema", "val_top3_ema"} <= set(rows[0])
     resume = load_resume(out / "resume.pt")
     assert resume["step"] == 2 and resume["ema"] is not None  # 3 micro-batches, accumulated by 2: 2 steps
     scales = {g["lr_scale"] for g in resume["optimizer"]["param_groups"]}

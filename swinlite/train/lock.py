@@ -1,0 +1,81 @@
+"""One training run per output folder: an exclusive lock on ``<output>/.lock`` held for the whole run.
+
+The lock is a ``fcntl.flock`` on the file, so the operating system releases it when the process ends in
+any way (exit, exception, SIGKILL, crash); the file also records the holder's pid, host and start time
+for the message a refused run prints. A lock file left behind by a process that has died holds no
+lock: the next run notes it and takes over.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import time
+from pathlib import Path
+
+LOCK_FILE = ".lock"
+
+
+class OutputLock:
+    """Exclusive lock on an output folder; ``acquire`` creates the folder, ``release`` (or exit) frees it.
+
+    Args:
+        folder: the run's output folder.
+    """
+
+    def __init__(self, folder: str | Path) -> None:
+        self.path = Path(folder) / LOCK_FILE
+        self.fd: int | None = None
+        self.stale: str | None = None  # the previous holder's record, when it left the file behind
+        self.created = False  # the folder did not exist: a run that wrote nothing leaves no empty folder
+
+    def acquire(self) -> None:
+        """Take the lock; ValueError naming the holder when another live run has it, or when the folder
+        cannot be written."""
+        folder = self.path.parent
+        try:
+            self.created = not folder.exists()
+            folder.mkdir(parents=True, exist_ok=True)
+            while True:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.read(fd, 4096).decode(errors="replace").strip()
+                    os.close(fd)
+                    raise ValueError(
+                        f"output folder {folder} is in use by another training run ({holder or 'holder unknown'}); "
+                        "wait for it to finish or choose another --output-dir"
+                    ) from None
+                if os.path.exists(self.path) and os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break  # else the holder removed the file between our open and flock: take the new one
+                os.close(fd)
+            self.stale = os.read(fd, 4096).decode(errors="replace").strip() or None
+            os.ftruncate(fd, 0)
+            record = f"pid {os.getpid()} on {socket.gethostname()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}"
+            os.pwrite(fd, record.encode(), 0)
+        except PermissionError as e:
+            message = f"output folder {folder} cannot be written ({e.strerror}); choose another --output-dir"
+            raise ValueError(message) from None
+        except OSError as e:
+            raise ValueError(f"output folder {folder} cannot be used: {e}") from None
+        self.fd = fd
+
+    def release(self) -> None:
+        """Remove the lock file and free the lock (idempotent); remove the folder if it made it and it is empty."""
+        if self.fd is None:
+            return
+        self.path.unlink(missing_ok=True)  # before unlocking: a waiter that opened this file retries on the new one
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+        if self.created and not any(self.path.parent.iterdir()):
+            self.path.parent.rmdir()
+
+    def __enter__(self) -> OutputLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -1,0 +1,67 @@
+"""scripts/train.py as a user meets it: --help without torch, one error line and exit 2 for user errors,
+the default for --data-dir."""
+
+import contextlib
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from trainkit import REPO, script, script_env
+
+from swinlite.train.config import load_config
+
+
+def _main(argv: list[str]) -> int:
+    """scripts/train.py's ``main`` in this process (what ``sys.exit`` gets)."""
+    spec = importlib.util.spec_from_file_location("train_script", REPO / "scripts" / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main(argv)
+
+
+def test_help_lists_what_applies_without_importing_torch():
+    cmd = [sys.executable, "-X", "importtime", str(REPO / "scripts" / "train.py"), "--help"]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=script_env())
+    assert result.returncode == 0
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "yaml" in imported and not {"torch", "timm", "swinlite"} & imported
+    assert "with --data-dir, without --config: configs/finetune_imagefolder.yaml" in result.stdout
+    assert "model.name = swinlite_tiny_patch4_window7_224.ms_in1k" in result.stdout
+    assert "model.name = swinlite_pico_patch2_window4_32" in result.stdout  # the demo's
+
+
+def test_unknown_config_key_is_one_line_and_exit_2():
+    result = script("train.py", "optim.lrr=5e-4")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["error: unknown config key 'optim.lrr'; did you mean 'optim.lr'?"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["model.name=swinlite_tiny_patch4_windw7_224"], "did you mean 'swinlite_tiny_patch4_window7_224'?"),
+        (["--data-dir", "{data}", "--output-dir", "{out}"], "model.pretrained=true: "),
+        (["--config", "{bad_yaml}"], "is not valid YAML"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_user_errors_are_one_line(args, message, folder: Path, tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty_cache"))  # the default's ImageNet weights are absent
+    (bad_yaml := tmp_path / "bad.yaml").write_text("train: {epochs: [1,\n")
+    argv = [a.format(data=folder, out=tmp_path / "out", bad_yaml=bad_yaml) for a in args]
+    with pytest.raises(SystemExit, match="2") if args[0].startswith("--no") else contextlib.nullcontext():
+        assert _main(argv) == 2  # argparse errors exit 2 themselves
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    if args[0] == "--data-dir":  # names the weights and the ways around them
+        assert "swinlite_tiny_patch4_window7_224.ms_in1k" in lines[0] and "model.pretrained=PATH" in lines[0]
+        assert not (tmp_path / "out").exists()  # nothing written before the check
+
+
+def test_data_dir_default_is_the_documented_fine_tune_recipe():
+    cfg = load_config(REPO / "configs" / "finetune_imagefolder.yaml")
+    assert (cfg.model.name, cfg.data.img_size) == ("swinlite_tiny_patch4_window7_224.ms_in1k", 224)
+    assert str(cfg.model.pretrained).lower() == "true"

@@ -1,0 +1,70 @@
+"""One run per output folder: a second run is refused with one line; a dead holder's lock is taken over."""
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from trainkit import REPO, tiny_config, tiny_overrides
+
+from swinlite.train import train
+from swinlite.train.lock import OutputLock
+
+# Another process holding the lock through swinlite/train/lock.py, loaded by path (no torch import: starts fast).
+HOLD = """import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("lock", sys.argv[1]); lock = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lock); lock.OutputLock(sys.argv[2]).acquire(); print("held", flush=True); time.sleep(120)"""
+
+
+def _train_script():
+    """scripts/train.py as a module, to call its ``main`` in this process (its exit code is main's return)."""
+    spec = importlib.util.spec_from_file_location("train_script", REPO / "scripts" / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_second_run_refused_and_dead_holder_taken_over(tmp_path: Path, folder: Path, capsys):
+    out = tmp_path / "out"
+    lock_py = REPO / "swinlite" / "train" / "lock.py"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock_py), str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert _train_script().main(tiny_overrides(folder, out)) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: output folder {out} is in use by another training run")
+        assert f"pid {holder.pid} on " in lines[0]
+    finally:
+        holder.send_signal(signal.SIGKILL)  # a crash: the holder cannot clean up
+        holder.wait(timeout=30)
+    assert (out / ".lock").is_file()  # left behind, but nobody holds it
+    lock = OutputLock(out)
+    lock.acquire()
+    assert f"pid {holder.pid} on " in lock.stale
+    with pytest.raises(ValueError, match=f"in use by another training run \\(pid {os.getpid()} on "):
+        OutputLock(out).acquire()
+    lock.release()
+    assert not (out / ".lock").exists()
+    OutputLock(out).acquire()  # free again (released at this process's exit)
+
+
+def test_run_releases_its_lock_and_reports_a_stale_one(tmp_path: Path, folder: Path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".lock").write_text("pid 999999 on elsewhere, started 2020-01-01 00:00:00")  # its process is gone
+    train(tiny_config(folder, out, **{"train.epochs": 1}))
+    assert "was left by a run that ended without releasing it (pid 999999 on elsewhere" in capsys.readouterr().out
+    assert not (out / ".lock").exists()
+    with pytest.raises(ValueError, match="already holds a run"):  # a refused run releases the lock too
+        train(tiny_config(folder, out, **{"train.epochs": 1}))
+    assert not (out / ".lock").exists()
+
+
+def test_output_folder_that_cannot_be_written_fails_before_training(tmp_path: Path, folder: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the output folder's parent should be")
+    with pytest.raises(ValueError, match=f"output folder {blocker / 'out'} cannot be used"):
+        train(tiny_config(folder, blocker / "out"))

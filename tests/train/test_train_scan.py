@@ -1,0 +1,71 @@
+"""The ImageFolder scan: header-only checks that skip and name broken files, a cache a rerun reuses,
+and the class-balance warnings."""
+
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+from trainkit import make_folder
+
+from swinlite.train import data
+from swinlite.train.config import DataConfig
+from swinlite.train.data import ImageFolderDataset, Split, scan_split
+from swinlite.train.preflight import class_warnings
+from swinlite.train.scan_cache import CACHE_FILE, cached_scan
+
+
+@pytest.mark.parametrize("processes", [1, 4])
+def test_broken_files_skipped_and_named_by_the_scan_or_the_loader(
+    folder: Path, processes: int, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(os, "cpu_count", lambda: processes)
+    monkeypatch.setattr(data, "POOL_MIN_FILES", 0)  # 4 "cores": the forked pool checks the headers
+    empty = folder / "train" / "c0" / "empty.jpg"
+    empty.write_bytes(b"")
+    garbage = folder / "train" / "c1" / "garbage.png"
+    garbage.write_bytes(b"GIF89 certainly not a png")
+    good = (folder / "train" / "c2" / "0.png").read_bytes()
+    truncated = folder / "train" / "c2" / "truncated.png"  # a good header, the pixel data cut short
+    truncated.write_bytes(good[: len(good) // 2])
+    with pytest.warns(UserWarning) as record:
+        split = scan_split(folder / "train")
+    named = {str(w.message).split(":")[0] for w in record}
+    assert named == {f"skipping {empty}", f"skipping {garbage}"}
+    assert len(split.samples) == 25 and (str(truncated), 2) in split.samples
+    dataset = ImageFolderDataset(split.samples)
+    with pytest.warns(UserWarning, match=f"skipping unreadable image {truncated}"):
+        image, label = dataset[split.samples.index((str(truncated), 2))]
+    assert image.size == (16, 16)  # the next image stands in
+
+
+def test_scan_cached_in_the_output_folder_until_a_class_folder_changes(folder: Path, tmp_path: Path):
+    cfg = DataConfig(data_dir=str(folder))
+    out = tmp_path / "out"
+    (bad := folder / "val" / "c1" / "bad.png").write_bytes(b"nope")
+    with pytest.warns(UserWarning, match=f"skipping {bad}"):
+        first, from_cache = cached_scan(cfg, out)
+    assert not from_cache and (out / CACHE_FILE).is_file()
+    with pytest.warns(UserWarning, match=f"skipping {bad}"):  # still named on a rerun
+        again, from_cache = cached_scan(cfg, out)
+    assert from_cache and again == first
+    (folder / "train" / "c0" / "0.png").rename(folder / "train" / "c0" / "moved.png")
+    os.utime(folder / "train" / "c0", ns=(1, 1))  # the rename's new folder time may equal the old one to the ns
+    with pytest.warns(UserWarning):
+        third, from_cache = cached_scan(cfg, out)
+    assert not from_cache and (str(folder / "train" / "c0" / "moved.png"), 0) in third[0].samples
+
+
+def test_one_class_and_imbalance_warnings(tmp_path: Path):
+    make_folder(tmp_path / "one", classes=1, per_class=2, splits=("train",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one = scan_split(tmp_path / "one" / "train")
+    assert class_warnings(one) == [
+        "the training split has 1 class (c0): every prediction will be that class, so val top-1 is 100% whatever "
+        "the model learns; add a folder per class"
+    ]
+    skewed = Split([("a", 0)] * 2 + [("b", 1)] * 21 + [("c", 2)] * 5, ["cat", "dog", "eel"], [])
+    (message,) = class_warnings(skewed)
+    assert message.startswith("class imbalance over 10x: 'dog' has 21 training images, 'cat' 2 (10.5x)")
+    assert class_warnings(Split([("a", 0)] * 2 + [("b", 1)] * 20, ["cat", "dog"], [])) == []  # 10x exactly: fine

@@ -276,7 +276,7 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
                 f"the model expects {tuple(want)} (a checkpoint for another model size?)"
             )
         out[key] = value
-    missing, _ = missing_weights(out, model)
+    missing, fresh = missing_weights(out, model)
     if missing:
         raise ValueError(
             f"checkpoint does not fit {name}: {len(missing)} model weights are missing from it: " + first_keys(missing)
@@ -287,6 +287,9 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
             f"{tuple(model.window_size)}: {first_keys(resized, 4)}",
             stacklevel=3,
         )
+    fresh = [k for k in fresh if k not in state_dict]  # a classifier dropped above was already named
+    if fresh:
+        warnings.warn(f"not in the checkpoint, left at their initial values: {first_keys(fresh)}", stacklevel=3)
     _record_classifier_size(out, model)
     return out
 
@@ -364,10 +367,7 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     first_conv = model.get_parameter(_FIRST_CONV)
     if state_dict[_FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
         state_dict[_FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[_FIRST_CONV])
-    _, fresh = missing_weights(state_dict, model)
     model.load_state_dict(state_dict, strict=False)
-    if fresh:
-        warnings.warn(f"not in the checkpoint, left at their initial values: {first_keys(fresh)}", stacklevel=2)
 
 
 def missing_weights(state_dict: Mapping[str, torch.Tensor], model: nn.Module) -> tuple[list[str], list[str]]:

@@ -38,6 +38,7 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> SwinTransf
             variant,
             pretrained,
             pretrained_filter_fn=convert_state_dict,
+            pretrained_strict=False,  # convert_state_dict checks: only head.fc / out_norms may start fresh (warned)
             feature_cfg=feature_cfg,
             **kwargs,
         )

@@ -14,6 +14,7 @@ from pathlib import Path
 # On shared CPUs, spinning OpenMP threads waste the cores others (and our own loader) need; set before torch loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from swinlite.models.pretrained import WeightsUnavailableError  # noqa: E402
 from swinlite.train.config import Config, flatten, load_config, to_dict  # noqa: E402
 from swinlite.train.runner import train  # noqa: E402
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_config(args.config, overrides)
         train(cfg, resume=args.resume, overwrite=args.overwrite)
-    except ValueError as e:
+    except (ValueError, WeightsUnavailableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -259,16 +259,14 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
     unmapped = sorted(k for k in state_dict if k not in target)
     if unmapped:
         raise ValueError(f"{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
-    out, resized = {}, []
+    out, resized, dropped = {}, [], []
     for key, value in state_dict.items():
         want = target[key].shape
         if value.shape != want and key.endswith("rel_pos.table"):
             value = resize_rel_pos_bias_table(value, _square_window(value.shape[0]), _square_window(want[0]))
             resized.append(key)
         elif value.shape != want and key.startswith("head.fc."):
-            warnings.warn(
-                f"dropping classifier {key} of shape {tuple(value.shape)}: the model's is {tuple(want)}", stacklevel=3
-            )
+            dropped.append(f"{key} of shape {tuple(value.shape)} (the model's: {tuple(want)})")
             continue
         elif value.shape != want and not (key == _FIRST_CONV and _differs_in_channels_only(value.shape, want)):
             raise ValueError(
@@ -276,6 +274,8 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
                 f"the model expects {tuple(want)} (a checkpoint for another model size?)"
             )
         out[key] = value
+    if dropped:
+        warnings.warn(f"dropping classifier {', '.join(dropped)}: it starts fresh", stacklevel=3)
     missing, fresh = missing_weights(out, model)
     if missing:
         raise ValueError(

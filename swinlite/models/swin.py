@@ -36,11 +36,14 @@ def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int
         raise ValueError(f"expected {expected}, got {x.shape[1]} channels (shape {list(x.shape)})")
     if x.shape[2] < patch_size[0] or x.shape[3] < patch_size[1]:
         raise ValueError(f"expected {expected}, got an image of {x.shape[2]}x{x.shape[3]}, smaller than one patch")
+    if x.dtype == dtype:
+        return
     if torch.jit.is_scripting():
         autocast = torch.is_autocast_enabled()  # TorchScript's takes no device type
     else:
-        autocast = torch.is_autocast_enabled(x.device.type)
-    if x.dtype != dtype and not autocast:
+        device = x.device.type
+        autocast = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
+    if not autocast:
         raise ValueError(
             f"input dtype {x.dtype} differs from the model's {dtype}: convert one of them (or use autocast)"
         )
@@ -53,6 +56,11 @@ def at_least_one_image(x: torch.Tensor) -> torch.Tensor:
     The caller keeps the first ``B`` results (``out[:B]``), so an empty batch gives an empty output.
     """
     return x if x.shape[0] > 0 else x.new_zeros([1] + list(x.shape[1:]))
+
+
+def crop_to_patches(x: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor:
+    """images [B, C, H, W] -> [B, C, H - H % ph, W - W % pw], the remainder dropped as torchvision's patch conv does."""
+    return x[..., : x.shape[-2] - x.shape[-2] % patch_size[0], : x.shape[-1] - x.shape[-1] % patch_size[1]]
 
 
 def check_build_args(
@@ -176,7 +184,8 @@ class SwinTransformer(nn.Module):
         attn_drop_rate: dropout on attention weights.
         drop_path_rate: stochastic depth, rising linearly from 0 over the blocks to this value.
         rel_pos: ``"table"`` (Swin) or ``"cpb"`` (Swin-V2 continuous position bias).
-        mask_padding: mask padded tokens in windows (False reproduces torchvision at odd sizes).
+        mask_padding: pad the image to a patch multiple and mask padded tokens in windows; False reproduces
+            torchvision at any size (the remainder past the last whole patch is dropped, padded tokens attend).
         fused_attn: use fused attention kernels where they apply (False: the explicit softmax path).
         out_norm: a LayerNorm on each feature level returned by ``forward_intermediates``
             (``out_norms.i``, as detection backbones use); without, ``out_norms.i`` are identities.
@@ -243,6 +252,7 @@ class SwinTransformer(nn.Module):
         dd = {"device": device, "dtype": dtype}
         self.num_classes = num_classes
         self.in_chans = in_chans
+        self.mask_padding = mask_padding
         self.global_pool = global_pool
         self.output_fmt = "NHWC"
         self.patch_size: tuple[int, int] = patch
@@ -386,7 +396,7 @@ class SwinTransformer(nn.Module):
         stages = self.layers if torch.jit.is_scripting() or not stop_early else self.layers[: max_index + 1]
         intermediates = []
         batch = x.shape[0]
-        x = self.patch_embed(at_least_one_image(x))
+        x = self.patch_embed(self._patch_input(x))
         for i, (stage, out_norm) in enumerate(zip(stages, self.out_norms)):  # noqa: B905 (TorchScript has no strict=)
             x = stage(x)
             if i in take_indices:
@@ -415,11 +425,17 @@ class SwinTransformer(nn.Module):
             self.reset_classifier(0, "")
         return take_indices
 
+    def _patch_input(self, x: torch.Tensor) -> torch.Tensor:
+        """Images as the patch embedding takes them: at least one (an empty batch runs one blank image), and
+        without the remainder past the last whole patch when ``mask_padding=False`` (torchvision's rule)."""
+        x = at_least_one_image(x)
+        return x if self.mask_padding else crop_to_patches(x, self.patch_size)
+
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """images [B, C, H, W] -> final normalised map [B, H/32, W/32, C] (for patch 4)."""
         check_image_input(x, self.in_chans, self.patch_size, self.patch_embed.proj.weight.dtype)
         batch = x.shape[0]
-        x = self.patch_embed(at_least_one_image(x))  # (B, H/4, W/4, C)
+        x = self.patch_embed(self._patch_input(x))  # (B, H/4, W/4, C)
         x = self.layers(x)
         return self.norm(x)[:batch]
 

@@ -69,9 +69,10 @@ def test_matches_microsoft_layout_checkpoint():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize("size", [(224, 224), (248, 332)])
+@pytest.mark.parametrize("size", [(224, 224), (248, 332), (97, 131)])
 def test_matches_torchvision_swin_t(size):
-    """At 224 the functions agree whatever the padding rule; at 248x332 only with unmasked padding."""
+    """At 224 the functions agree whatever the padding rule; at 248x332 only with unmasked padding; at 97x131
+    (not a patch multiple) only when the remainder past the last whole patch is dropped, as torchvision's conv does."""
     torch.manual_seed(0)
     ref = torchvision.models.swin_t().eval()
     model = timm.create_model("swinlite_tiny_patch4_window7_224", mask_padding=False).eval()

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from timm.layers import ClassifierHead, PatchEmbed, calculate_drop_path_rates, register_notrace_function, to_2tuple
+from timm.layers import ClassifierHead, PatchEmbed, register_notrace_function, to_2tuple
 from timm.models import checkpoint_seq
 from timm.models._features import feature_take_indices
 from torch import nn
@@ -270,7 +270,7 @@ class SwinTransformer(nn.Module):
             dynamic_img_pad=True,
             **dd,
         )
-        drop_path = calculate_drop_path_rates(drop_path_rate, sum(depths))  # on the CPU: builds under any device
+        drop_path = torch.linspace(0, drop_path_rate, sum(depths), device="cpu").tolist()  # under any device context
         stages, self.feature_info = [], []
         for i, depth in enumerate(depths):
             first = sum(depths[:i])

@@ -1,13 +1,13 @@
 """An offline Hugging Face hub cache for pretrained-weight tests (nothing is downloaded).
 
-``hub_cache`` is a module's cache folder; ``offline_hub`` points huggingface_hub at it with
-``HF_HUB_OFFLINE=1`` for one test, in-process (the constants huggingface_hub read at import time
-are patched too) and for subprocesses (environment variables).
+``offline_hub`` is a module's own cache folder, with huggingface_hub pointed at it and offline
+(``HF_HUB_OFFLINE=1``) for the module: in-process (the constants huggingface_hub reads at import
+time are patched too) and for subprocesses (environment variables).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,15 +68,12 @@ class HubCache:
 
 
 @pytest.fixture(scope="module")
-def hub_cache(tmp_path_factory: pytest.TempPathFactory) -> HubCache:
-    return HubCache(tmp_path_factory.mktemp("hf_hub_cache"))
-
-
-@pytest.fixture
-def offline_hub(hub_cache: HubCache, monkeypatch: pytest.MonkeyPatch) -> HubCache:
-    """``hub_cache`` as the Hugging Face cache, offline, for one test."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache.root))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub_cache.root))
-    return hub_cache
+def offline_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubCache]:
+    """A module's own hub cache, offline, for the whole module (so that cached files and models can be shared)."""
+    cache = HubCache(tmp_path_factory.mktemp("hf_hub_cache"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("HF_HUB_CACHE", str(cache.root))
+        mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+        mp.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache.root))
+        yield cache

@@ -26,8 +26,9 @@ TIMM_ARCHS = [
     "swin_base_patch4_window12_384",
     "swin_large_patch4_window12_384",
 ]
-TINY = "swin_tiny_patch4_window7_224.ms_in1k"
-LITE_TINY = "swinlite_tiny_patch4_window7_224.ms_in1k"
+TINY = "swin_tiny_patch4_window7_224.ms_in1k"  # the full-size file
+TINY_FT = "swin_tiny_patch4_window7_224.ms_in22k_ft_in1k"  # a reduced-width file, for the loading cases
+LITE_TINY = "swinlite_tiny_patch4_window7_224.ms_in22k_ft_in1k"
 REDUCED = dict(embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))  # same tag, smaller widths
 METADATA = ("hf_hub_id", "url", "num_classes", "input_size", "mean", "std", "crop_pct", "interpolation", "license")
 
@@ -42,11 +43,11 @@ def _logits(model: torch.nn.Module, size: int, channels: int = 3) -> torch.Tenso
         return model.eval()(x)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def reduced_tiny(offline_hub):
-    """The reduced-width Swin-T file cached as timm/swin_tiny_patch4_window7_224.ms_in1k; returns timm's model."""
-    offline_hub.add_timm(TINY, **REDUCED)
-    return timm.create_model(TINY, pretrained=True, **REDUCED).eval()
+    """A reduced-width Swin-T file cached as timm/swin_tiny_patch4_window7_224.ms_in22k_ft_in1k; timm's model of it."""
+    offline_hub.add_timm(TINY_FT, **REDUCED)
+    return timm.create_model(TINY_FT, pretrained=True, **REDUCED).eval()
 
 
 def test_tags_and_metadata_are_timms():
@@ -65,7 +66,7 @@ def test_tags_and_metadata_are_timms():
 def test_full_size_tiny_in1k_gives_timms_logits(offline_hub):
     offline_hub.add_timm(TINY)
     theirs = _logits(timm.create_model(TINY, pretrained=True), 224)
-    ours = _logits(timm.create_model(LITE_TINY, pretrained=True), 224)
+    ours = _logits(timm.create_model(_lite(TINY), pretrained=True), 224)
     assert theirs.std() > 0.1  # the weights matter
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)
 
@@ -78,12 +79,12 @@ def test_reduced_width_tags_give_timms_logits(offline_hub, name):
     size = get_pretrained_cfg(name).input_size[-1]
     theirs = _logits(timm.create_model(name, pretrained=True, **REDUCED), size)
     ours = _logits(timm.create_model(_lite(name), pretrained=True, **REDUCED), size)
-    assert ours.shape == (2, get_pretrained_cfg(name).num_classes)
+    assert ours.shape == (1, get_pretrained_cfg(name).num_classes)
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)
 
 
 def test_new_classifier_and_no_classifier(reduced_tiny):
-    with pytest.warns(UserWarning, match="dropping classifier head.fc.weight"):
+    with pytest.warns(UserWarning, match="dropping classifier head.fc"):
         model = timm.create_model(LITE_TINY, pretrained=True, num_classes=5, **REDUCED).eval()
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
@@ -96,14 +97,14 @@ def test_new_classifier_and_no_classifier(reduced_tiny):
 
 @pytest.mark.parametrize("in_chans", [1, 4])
 def test_in_chans_adapts_the_first_conv_as_timm_does(reduced_tiny, in_chans):
-    theirs = timm.create_model(TINY, pretrained=True, in_chans=in_chans, **REDUCED)
+    theirs = timm.create_model(TINY_FT, pretrained=True, in_chans=in_chans, **REDUCED)
     ours = timm.create_model(LITE_TINY, pretrained=True, in_chans=in_chans, **REDUCED)
     torch.testing.assert_close(_logits(ours, 224, in_chans), _logits(theirs, 224, in_chans), rtol=0, atol=1e-5)
 
 
 def test_features_only(reduced_tiny):
     kwargs = dict(pretrained=True, features_only=True, out_indices=(1, 3), **REDUCED)
-    theirs = timm.create_model(TINY, **kwargs).eval()
+    theirs = timm.create_model(TINY_FT, **kwargs).eval()
     ours = timm.create_model(LITE_TINY, **kwargs).eval()
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
@@ -111,9 +112,9 @@ def test_features_only(reduced_tiny):
             torch.testing.assert_close(a, b.permute(0, 3, 1, 2), rtol=0, atol=1e-5)
 
 
-def test_window12_at_384_from_a_window7_tag_resizes_every_table(offline_hub):
+def test_window12_at_384_from_a_window7_tag_resizes_every_table(reduced_tiny):
     """Every bias table is resized as timm's bicubic (Microsoft-style) resize does; nothing else changes."""
-    source = offline_hub.add_timm(TINY, **REDUCED)
+    source = reduced_tiny.state_dict()
     with pytest.warns(UserWarning, match=r"resized 5 relative position bias tables to the model's window \(12, 12\)"):
         model = timm.create_model(LITE_TINY, pretrained=True, window_size=12, img_size=384, **REDUCED)
     loaded = model.state_dict()
@@ -157,7 +158,7 @@ def test_local_file_overlay_in_any_layout(reduced_tiny, tmp_path, layout):
 
 def test_official_layout_file_by_release_url(reduced_tiny, tmp_path, monkeypatch):
     """The url path: the release file (Microsoft layout) in torch's hub cache, the hub id switched off."""
-    url = get_pretrained_cfg(TINY).url
+    url = get_pretrained_cfg(TINY_FT).url
     checkpoints = tmp_path / "hub" / "checkpoints"
     checkpoints.mkdir(parents=True)
     torch.save(_to_microsoft(reduced_tiny.state_dict(), REDUCED["depths"]), checkpoints / url.rsplit("/", 1)[1])
@@ -216,7 +217,7 @@ def test_nan_or_integer_weights_are_an_error(reduced_tiny, tmp_path, bad, match)
 def test_detection_backbone_starts_from_the_pretrained_weights(reduced_tiny):
     with pytest.warns(UserWarning, match="out_norms.0.weight"):  # the per-level norms start fresh
         backbone = build_fpn_backbone(LITE_TINY, pretrained=True, out_norm=True, **REDUCED)
-    theirs = timm.create_model(TINY, pretrained=True, features_only=True, **REDUCED).eval()
+    theirs = timm.create_model(TINY_FT, pretrained=True, features_only=True, **REDUCED).eval()
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():  # fresh LayerNorms (weight 1, bias 0) on timm's stage outputs
         expected = [torch.nn.functional.layer_norm(f, f.shape[-1:]) for f in theirs(x)]  # NHWC

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         from swinlite.train.runner import train
 
         train(cfg, resume=args.resume, overwrite=args.overwrite)
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:  # FileNotFoundError: swinlite's WeightsUnavailableError
         print(f"error: {e}", file=sys.stderr)
         return 2
     except yaml.YAMLError as e:

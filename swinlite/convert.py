@@ -24,11 +24,12 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from timm.models import adapt_input_conv
 from torch import nn
 
 from .layers.rel_pos_bias import resize_rel_pos_bias_table
@@ -64,11 +65,10 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
         if any(k.startswith("layers.0.downsample.") for k in keys) or "head.weight" in state_dict:
             return "microsoft"
         return "timm"
-    sample = ", ".join(keys[:12]) + (", ..." if len(keys) > 12 else "")
     raise ValueError(
         "unknown checkpoint layout: expected a swinlite, timm, Microsoft, torchvision, mmdet/mmpretrain or "
         "Hugging Face Swin state dict; "
-        f"got keys: {sample}"
+        f"got keys: {first_keys(keys, 12)}"
     )
 
 
@@ -200,9 +200,13 @@ _RENAMES: dict[str, Callable[[str], str]] = {
 def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None = None) -> StateDict:
     """Return ``checkpoint`` in swinlite's layout, whatever Swin layout it is in.
 
-    Also usable as timm's ``pretrained_filter_fn`` (called with the model). With ``model``, bias
-    tables are resized bicubically to the model's window, a classifier of another size is dropped
-    with a warning, and keys the model does not have raise a ValueError that lists them.
+    Also timm's ``pretrained_filter_fn`` for the swinlite variants (called with the model). With
+    ``model``, nothing loads half: every model weight except a classifier and per-level output norms
+    must come from the checkpoint; bias tables are resized bicubically to the model's window (with a
+    warning naming them); a classifier of another size is dropped with a warning, one of the model's
+    size is kept (also through timm's loader, which otherwise drops it whenever ``num_classes``
+    differs from the pretrained tag's); a first conv of another channel count is passed on for
+    timm's loader to adapt (``in_chans``).
 
     Args:
         checkpoint: a state dict, or a training checkpoint holding one under ``model``/``state_dict``.
@@ -210,6 +214,10 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
 
     Returns:
         A new state dict (tensors are shared, not copied).
+
+    Raises:
+        ValueError: unknown layout, integer / NaN / infinite weights, or (with ``model``) keys the model
+            lacks, model weights the checkpoint lacks, or shapes that do not fit; the message names the keys.
     """
     state_dict = unwrap_checkpoint(checkpoint)
     layout = detect_layout(state_dict)
@@ -218,38 +226,92 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
     else:
         rename = _RENAMES[layout]
         out = {rename(k): v for k, v in state_dict.items() if not k.endswith(_DROPPED)}
+    _check_values(out)
     if model is not None:
         out = _fit_to_model(out, model)
     return out
 
 
+def first_keys(keys: Sequence[str], limit: int = 20) -> str:
+    """``"a, b, c"``, or the first ``limit`` keys and how many more, for error messages."""
+    shown = ", ".join(keys[:limit])
+    return shown + (f", ... ({len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+def _check_values(state_dict: StateDict) -> None:
+    """ValueError naming the weights that are not floating point, or hold NaN or infinite values."""
+    not_float = [f"{k} ({v.dtype})" for k, v in state_dict.items() if not v.is_floating_point()]
+    if not_float:
+        raise ValueError(
+            f"checkpoint weights must be floating point; {len(not_float)} are not: {first_keys(not_float)}"
+        )
+    not_finite = [k for k, v in state_dict.items() if not v.is_meta and not bool(torch.isfinite(v).all())]
+    if not_finite:
+        raise ValueError(
+            f"checkpoint holds NaN or infinite values in {len(not_finite)} weights: {first_keys(not_finite)}"
+        )
+
+
 def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
     target = model.state_dict()
+    name = type(model).__name__
     state_dict = _drop_optional(state_dict, target)
     unmapped = sorted(k for k in state_dict if k not in target)
     if unmapped:
-        raise ValueError(
-            f"{len(unmapped)} checkpoint keys did not map onto {type(model).__name__}: "
-            + ", ".join(unmapped[:20])
-            + (", ..." if len(unmapped) > 20 else "")
-        )
-    out = {}
+        raise ValueError(f"{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
+    out, resized, dropped = {}, [], []
     for key, value in state_dict.items():
         want = target[key].shape
         if value.shape != want and key.endswith("rel_pos.table"):
             value = resize_rel_pos_bias_table(value, _square_window(value.shape[0]), _square_window(want[0]))
+            resized.append(key)
         elif value.shape != want and key.startswith("head.fc."):
-            warnings.warn(
-                f"dropping classifier {key} of shape {tuple(value.shape)}: the model's is {tuple(want)}", stacklevel=2
-            )
+            dropped.append(f"{key} of shape {tuple(value.shape)} (the model's: {tuple(want)})")
             continue
-        elif value.shape != want:
+        elif value.shape != want and not (key == _FIRST_CONV and _differs_in_channels_only(value.shape, want)):
             raise ValueError(
-                f"checkpoint does not fit {type(model).__name__}: {key} has shape {tuple(value.shape)}, "
+                f"checkpoint does not fit {name}: {key} has shape {tuple(value.shape)}, "
                 f"the model expects {tuple(want)} (a checkpoint for another model size?)"
             )
         out[key] = value
+    if dropped:
+        warnings.warn(f"dropping classifier {', '.join(dropped)}: it starts fresh", stacklevel=3)
+    missing, fresh = missing_weights(out, model)
+    if missing:
+        raise ValueError(
+            f"checkpoint does not fit {name}: {len(missing)} model weights are missing from it: " + first_keys(missing)
+        )
+    if resized:
+        warnings.warn(
+            f"resized {len(resized)} relative position bias tables to the model's window "
+            f"{tuple(model.window_size)}: {first_keys(resized, 4)}",
+            stacklevel=3,
+        )
+    fresh = [k for k in fresh if k not in state_dict]  # a classifier dropped above was already named
+    if fresh:
+        warnings.warn(f"not in the checkpoint, left at their initial values: {first_keys(fresh)}", stacklevel=3)
+    _record_classifier_size(out, model)
     return out
+
+
+_FIRST_CONV = "patch_embed.proj.weight"
+
+
+def _differs_in_channels_only(shape: torch.Size, want: torch.Size) -> bool:
+    return len(shape) == len(want) == 4 and shape[0] == want[0] and shape[2:] == want[2:]
+
+
+def _record_classifier_size(state_dict: StateDict, model: nn.Module) -> None:
+    """Let timm's loader keep a classifier that fits the model.
+
+    timm drops the classifier whenever the model's ``num_classes`` differs from its pretrained cfg's
+    (the tag's), even when the file's classifier has the model's size (a fine-tuned file loaded with
+    ``pretrained_cfg_overlay=dict(file=...)``). The cfg then records the size of the weights loaded.
+    """
+    head = state_dict.get("head.fc.weight")
+    cfg = getattr(model, "pretrained_cfg", None)
+    if head is not None and isinstance(cfg, dict) and cfg.get("num_classes") != head.shape[0]:
+        cfg["num_classes"] = head.shape[0]
 
 
 def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) -> StateDict:
@@ -302,16 +364,10 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     if isinstance(checkpoint, (str, os.PathLike)):
         checkpoint = read_checkpoint(checkpoint)
     state_dict = convert_state_dict(checkpoint, model)
-    missing, fresh = missing_weights(state_dict, model)
-    if missing:
-        raise ValueError(
-            f"checkpoint does not fit {type(model).__name__}: {len(missing)} model keys are missing from it: "
-            + ", ".join(missing[:20])
-            + (", ..." if len(missing) > 20 else "")
-        )
+    first_conv = model.get_parameter(_FIRST_CONV)
+    if state_dict[_FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
+        state_dict[_FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[_FIRST_CONV])
     model.load_state_dict(state_dict, strict=False)
-    if fresh:
-        warnings.warn(f"not in the checkpoint, left at their initial values: {', '.join(fresh)}", stacklevel=2)
 
 
 def missing_weights(state_dict: Mapping[str, torch.Tensor], model: nn.Module) -> tuple[list[str], list[str]]:

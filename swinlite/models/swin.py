@@ -20,19 +20,78 @@ from ..layers.swin_block import SwinBlock
 
 
 @register_notrace_function  # value checks on the input's shape, not traceable
-def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int]) -> None:
-    """Raise a ValueError naming the expected input unless ``x`` is a float (B, in_chans, H, W) image batch."""
+def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int], dtype: torch.dtype) -> None:
+    """Raise a ValueError naming the expected input unless ``x`` is a (B, in_chans, H, W) batch of ``dtype``.
+
+    Under autocast the input may be of another floating dtype. TorchScript compiles this check too.
+    """
     expected = f"a floating-point tensor of shape (B, {in_chans}, H, W) with H >= {patch_size[0]}, W >= {patch_size[1]}"
-    if not isinstance(x, torch.Tensor):
+    if not torch.jit.is_scripting() and not isinstance(x, torch.Tensor):
         raise ValueError(f"expected {expected}, got {type(x).__name__}")
-    if x.ndim != 4:
-        raise ValueError(f"expected {expected}, got a {x.ndim}-D tensor of shape {tuple(x.shape)}")
+    if x.dim() != 4:
+        raise ValueError(f"expected {expected}, got a {x.dim()}-D tensor of shape {list(x.shape)}")
     if not x.is_floating_point():
         raise ValueError(f"expected {expected}, got dtype {x.dtype}")
     if x.shape[1] != in_chans:
-        raise ValueError(f"expected {expected}, got {x.shape[1]} channels (shape {tuple(x.shape)})")
+        raise ValueError(f"expected {expected}, got {x.shape[1]} channels (shape {list(x.shape)})")
     if x.shape[2] < patch_size[0] or x.shape[3] < patch_size[1]:
         raise ValueError(f"expected {expected}, got an image of {x.shape[2]}x{x.shape[3]}, smaller than one patch")
+    if x.dtype == dtype:
+        return
+    if torch.jit.is_scripting():
+        autocast = torch.is_autocast_enabled()  # TorchScript's takes no device type
+    else:
+        device = x.device.type
+        autocast = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
+    if not autocast:
+        raise ValueError(
+            f"input dtype {x.dtype} differs from the model's {dtype}: convert one of them (or use autocast)"
+        )
+
+
+@register_notrace_function  # a branch on the batch size, not traceable
+def at_least_one_image(x: torch.Tensor) -> torch.Tensor:
+    """``x``, or one blank image for an empty batch: the window kernels cannot reshape a batch of 0.
+
+    The caller keeps the first ``B`` results (``out[:B]``), so an empty batch gives an empty output.
+    """
+    return x if x.shape[0] > 0 else x.new_zeros([1] + list(x.shape[1:]))
+
+
+def crop_to_patches(x: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor:
+    """images [B, C, H, W] -> [B, C, H - H % ph, W - W % pw], the remainder dropped as torchvision's patch conv does."""
+    return x[..., : x.shape[-2] - x.shape[-2] % patch_size[0], : x.shape[-1] - x.shape[-1] % patch_size[1]]
+
+
+def check_build_args(
+    dims: Sequence[int],
+    depths: Sequence[int],
+    num_heads: Sequence[int],
+    sizes: dict[str, int],
+    rates: dict[str, float],
+) -> None:
+    """ValueError naming the argument and its allowed values, at build time instead of at the first step.
+
+    Args:
+        dims: channels per stage.
+        depths: blocks per stage.
+        num_heads: attention heads per stage.
+        sizes: integer arguments that must be positive (``num_classes`` may be 0), by name.
+        rates: probabilities in [0, 1), by name.
+    """
+    if len(depths) != len(num_heads) or len(depths) == 0:
+        raise ValueError(f"depths {tuple(depths)} and num_heads {tuple(num_heads)} must have the same, non-zero length")
+    if any(d < 1 for d in depths):
+        raise ValueError(f"depths must be at least 1 block per stage, got {tuple(depths)}")
+    for i, (dim, heads) in enumerate(zip(dims, num_heads, strict=True)):
+        if heads < 1 or dim % heads:
+            raise ValueError(f"stage {i}: {dim} channels cannot be split into num_heads={heads} heads")
+    for name, value in sizes.items():
+        if value < (0 if name == "num_classes" else 1):
+            raise ValueError(f"{name} must be {'>= 0' if name == 'num_classes' else 'positive'}, got {value}")
+    for name, rate in rates.items():
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {rate}")
 
 
 def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int) -> None:
@@ -150,7 +209,8 @@ class SwinTransformer(nn.Module):
         attn_drop_rate: dropout on attention weights.
         drop_path_rate: stochastic depth, rising linearly from 0 over the blocks to this value.
         rel_pos: ``"table"`` (Swin) or ``"cpb"`` (Swin-V2 continuous position bias).
-        mask_padding: mask padded tokens in windows (False reproduces torchvision at odd sizes).
+        mask_padding: pad the image to a patch multiple and mask padded tokens in windows; False reproduces
+            torchvision at any size (the remainder past the last whole patch is dropped, padded tokens attend).
         fast: run the kernels of ``swinlite.kernels`` (False: the reference math written out in
             ``swinlite/layers/swin_block.py``; same function, slower, more memory).
         out_norm: a LayerNorm on each feature level returned by ``forward_intermediates``
@@ -187,22 +247,42 @@ class SwinTransformer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        if len(depths) != len(num_heads):
-            raise ValueError(f"depths {tuple(depths)} and num_heads {tuple(num_heads)} must have the same length")
+        num_stages = len(depths)
+        dims = [int(embed_dim * 2**i) for i in range(num_stages)]
+        patch, window = to_2tuple(patch_size), to_2tuple(window_size)
+        check_build_args(
+            dims,
+            depths,
+            num_heads,
+            sizes=dict(
+                embed_dim=embed_dim,
+                in_chans=in_chans,
+                num_classes=num_classes,
+                patch_size=min(patch),
+                window_size=min(window),
+            ),
+            rates=dict(
+                drop_rate=drop_rate,
+                proj_drop_rate=proj_drop_rate,
+                attn_drop_rate=attn_drop_rate,
+                drop_path_rate=drop_path_rate,
+            ),
+        )
+        if not mlp_ratio > 0:
+            raise ValueError(f"mlp_ratio must be positive, got {mlp_ratio}")
         if not -1 <= frozen_stages <= len(depths):
             raise ValueError(
                 f"frozen_stages must be in -1..{len(depths)} (-1: none, 0: patch embed, k: patch embed and the first "
                 f"k of {len(depths)} stages), got {frozen_stages}"
             )
         dd = {"device": device, "dtype": dtype}
-        num_stages = len(depths)
-        dims = [int(embed_dim * 2**i) for i in range(num_stages)]
         self.num_classes = num_classes
         self.in_chans = in_chans
+        self.mask_padding = mask_padding
         self.global_pool = global_pool
         self.output_fmt = "NHWC"
-        self.patch_size: tuple[int, int] = to_2tuple(patch_size)
-        self.window_size: tuple[int, int] = to_2tuple(window_size)
+        self.patch_size: tuple[int, int] = patch
+        self.window_size: tuple[int, int] = window
         self.num_features = self.head_hidden_size = dims[-1]
 
         self.patch_embed = PatchEmbed(
@@ -216,7 +296,7 @@ class SwinTransformer(nn.Module):
             dynamic_img_pad=True,
             **dd,
         )
-        drop_path = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
+        drop_path = torch.linspace(0, drop_path_rate, sum(depths), device="cpu").tolist()  # under any device context
         stages, self.feature_info = [], []
         for i, depth in enumerate(depths):
             first = sum(depths[:i])
@@ -334,24 +414,25 @@ class SwinTransformer(nn.Module):
         """
         if output_fmt not in ("NCHW", "NHWC"):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got {output_fmt!r}")
+        check_image_input(x, self.in_chans, self.patch_size, self.patch_embed.proj.weight.dtype)
         if not torch.jit.is_scripting():
-            check_image_input(x, self.in_chans, self.patch_size)
             check_feature_indices(indices, len(self.layers))
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
         last = len(self.layers) - 1
         stages = self.layers if torch.jit.is_scripting() or not stop_early else self.layers[: max_index + 1]
         intermediates = []
-        x = self.patch_embed(x)
+        batch = x.shape[0]
+        x = self.patch_embed(self._patch_input(x))
         for i, (stage, out_norm) in enumerate(zip(stages, self.out_norms)):  # noqa: B905 (TorchScript has no strict=)
             x = stage(x)
             if i in take_indices:
                 y = self.norm(x) if norm and i == last else out_norm(x)
-                intermediates.append(y.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else y)
+                intermediates.append((y.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else y)[:batch])
         if intermediates_only:
             return intermediates
         if len(stages) == len(self.layers):
             x = self.norm(x)
-        return x, intermediates
+        return x[:batch], intermediates
 
     def prune_intermediate_layers(
         self, indices: int | list[int] = 1, prune_norm: bool = False, prune_head: bool = True
@@ -370,13 +451,19 @@ class SwinTransformer(nn.Module):
             self.reset_classifier(0, "")
         return take_indices
 
+    def _patch_input(self, x: torch.Tensor) -> torch.Tensor:
+        """Images as the patch embedding takes them: at least one (an empty batch runs one blank image), and
+        without the remainder past the last whole patch when ``mask_padding=False`` (torchvision's rule)."""
+        x = at_least_one_image(x)
+        return x if self.mask_padding else crop_to_patches(x, self.patch_size)
+
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """images [B, C, H, W] -> final normalised map [B, H/32, W/32, C] (for patch 4)."""
-        if not torch.jit.is_scripting():
-            check_image_input(x, self.in_chans, self.patch_size)
-        x = self.patch_embed(x)  # (B, H/4, W/4, C)
+        check_image_input(x, self.in_chans, self.patch_size, self.patch_embed.proj.weight.dtype)
+        batch = x.shape[0]
+        x = self.patch_embed(self._patch_input(x))  # (B, H/4, W/4, C)
         x = self.layers(x)
-        return self.norm(x)
+        return self.norm(x)[:batch]
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         return self.head(x, pre_logits=True) if pre_logits else self.head(x)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.error import URLError
 
+from huggingface_hub.errors import LocalEntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..convert import convert_state_dict
+from .pretrained import timm_tags, unavailable_error
 from .swin import SwinTransformer, check_feature_indices
 
 
@@ -16,6 +19,9 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> SwinTransf
 
     Feature options: ``out_indices`` (levels in 0..num_stages-1), ``output_fmt`` ("NCHW" default or "NHWC"),
     plus the model's own ``out_norm`` and ``frozen_stages``.
+
+    Raises:
+        WeightsUnavailableError: ``pretrained=True`` and the weights are neither cached nor downloadable.
     """
     num_stages = len(kwargs.get("depths", (2, 2, 6, 2)))
     out_indices = kwargs.pop("out_indices", tuple(range(num_stages)))
@@ -26,14 +32,18 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> SwinTransf
         if not kwargs.get("features_only", False) or output_fmt not in ("NCHW", "NHWC"):
             raise ValueError(f"output_fmt ('NCHW' or 'NHWC') is an option of features_only=True, got {output_fmt!r}")
         feature_cfg["output_fmt"] = output_fmt
-    return build_model_with_cfg(
-        SwinTransformer,
-        variant,
-        pretrained,
-        pretrained_filter_fn=convert_state_dict,
-        feature_cfg=feature_cfg,
-        **kwargs,
-    )
+    try:
+        return build_model_with_cfg(
+            SwinTransformer,
+            variant,
+            pretrained,
+            pretrained_filter_fn=convert_state_dict,
+            pretrained_strict=False,  # convert_state_dict checks: only head.fc / out_norms may start fresh (warned)
+            feature_cfg=feature_cfg,
+            **kwargs,
+        )
+    except (LocalEntryNotFoundError, URLError) as e:  # not cached, and offline or no network
+        raise unavailable_error(variant, kwargs, e) from e
 
 
 def _cfg(input_size: int = 224, pool: int = 7, **kwargs: Any) -> dict[str, Any]:
@@ -54,14 +64,19 @@ def _cfg(input_size: int = 224, pool: int = 7, **kwargs: Any) -> dict[str, Any]:
     }
 
 
+# Variants with a timm counterpart get its pretrained tags (timm's default tag first).
+_TIMM_COUNTERPARTS = (
+    "swin_tiny_patch4_window7_224",
+    "swin_small_patch4_window7_224",
+    "swin_base_patch4_window7_224",
+    "swin_large_patch4_window7_224",
+    "swin_base_patch4_window12_384",
+    "swin_large_patch4_window12_384",
+)
+
 default_cfgs = generate_default_cfgs(
     {
-        "swinlite_tiny_patch4_window7_224": _cfg(),
-        "swinlite_small_patch4_window7_224": _cfg(),
-        "swinlite_base_patch4_window7_224": _cfg(),
-        "swinlite_large_patch4_window7_224": _cfg(),
-        "swinlite_base_patch4_window12_384": _cfg(384, 12),
-        "swinlite_large_patch4_window12_384": _cfg(384, 12),
+        **{name: cfg for arch in _TIMM_COUNTERPARTS for name, cfg in timm_tags(arch).items()},
         # Swin-T with the Swin-V2 continuous position bias (no pretrained weights)
         "swinlite_tiny_cpb_patch4_window7_224": _cfg(),
         # small models for CPU work on small images (demo, tests)

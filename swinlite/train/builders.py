@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
-import warnings
+from pathlib import Path
 
 import timm
 import torch
@@ -15,8 +15,6 @@ from timm.scheduler import CosineLRScheduler
 from timm.utils import ModelEmaV3
 from torch import nn
 
-from ..convert import convert_state_dict
-from .checkpoint import load_weights
 from .config import Config, DataConfig, ModelConfig
 
 
@@ -37,17 +35,35 @@ def check_config(cfg: Config) -> None:
         close = difflib.get_close_matches(cfg.model.name, timm.list_models(), n=1, cutoff=0.6)
         hint = f"did you mean '{close[0]}'?" if close else "e.g. swinlite_pico_patch2_window4_32"
         raise ValueError(f"model.name {cfg.model.name!r} is not a timm model; {hint}")
+    source = pretrained_source(cfg.model.pretrained)
+    if source is True and not timm.models.is_model_pretrained(cfg.model.name):
+        tags = timm.list_pretrained(cfg.model.name.split(".")[0] + ".*")
+        raise ValueError(
+            f"model.pretrained=true but {cfg.model.name!r} has no pretrained weights; tags with weights: "
+            + (", ".join(tags) or "none (give a weights file instead)")
+        )
+    if isinstance(source, str) and not Path(source).is_file():
+        raise ValueError(f"model.pretrained {source!r} is not a file (true loads the weights of model.name's tag)")
+
+
+def pretrained_source(value: str | None) -> bool | str:
+    """``model.pretrained``: False (none), True (the model name's pretrained tag) or a weights file path."""
+    if value is None or value.lower() in ("false", "no", "off"):
+        return False
+    return True if value.lower() in ("true", "yes", "on") else value
 
 
 def build_model(cfg: ModelConfig, num_classes: int) -> nn.Module:
-    """``timm.create_model`` plus optional starting weights in any layout ``convert_state_dict`` reads."""
+    """``timm.create_model``, starting from the name's pretrained weights or a file in any Swin layout.
+
+    Both go through timm's loader and ``convert_state_dict``: bias tables are resized, a classifier of
+    another size starts fresh (warned), a missing backbone weight is a ValueError.
+    """
     kwargs = {} if cfg.drop_path_rate is None else {"drop_path_rate": cfg.drop_path_rate}
-    model = timm.create_model(cfg.name, num_classes=num_classes, **kwargs)
-    if cfg.pretrained:
-        state = convert_state_dict(load_weights(cfg.pretrained), model)  # resizes bias tables, drops other heads
-        missing, _ = model.load_state_dict(state, strict=False)
-        if missing:
-            warnings.warn(f"not in {cfg.pretrained}, left at init: {', '.join(missing)}", stacklevel=2)
+    source = pretrained_source(cfg.pretrained)
+    if isinstance(source, str):
+        kwargs["pretrained_cfg_overlay"] = dict(file=source)
+    model = timm.create_model(cfg.name, pretrained=source is not False, num_classes=num_classes, **kwargs)
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     return model

@@ -21,8 +21,8 @@ import yaml
 
 @dataclass
 class ModelConfig:
-    name: str = "swinlite_tiny_patch4_window7_224"  # any timm model name
-    pretrained: str | None = None  # weights file (swinlite/timm/official/torchvision layout) to start from
+    name: str = "swinlite_tiny_patch4_window7_224"  # any timm model name, with a pretrained tag if wanted (.ms_in1k)
+    pretrained: str | None = None  # true: the name's pretrained weights; or a weights file (any Swin layout)
     drop_path_rate: float | None = None  # None: the variant's default
     grad_checkpointing: bool = False
 

@@ -38,3 +38,35 @@ def test_any_size_at_least_one_patch_works(model):
         with torch.no_grad():
             out = model(torch.randn(1, 3, *size))
         assert out.shape == (1, 10) and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_empty_batch_gives_an_empty_output(model, train):
+    model.train(train)
+    try:
+        x = torch.zeros(0, 3, 33, 32)
+        assert model(x).shape == (0, 10)
+        assert model.forward_features(x).shape == (0, 3, 2, 256)
+        levels = model.forward_intermediates(x, intermediates_only=True)
+        assert [tuple(t.shape) for t in levels] == [(0, 32, 17, 16), (0, 64, 9, 8), (0, 128, 5, 4), (0, 256, 3, 2)]
+    finally:
+        model.eval()
+
+
+def test_empty_batch_features_only():
+    features = timm.create_model("swinlite_pico_patch2_window4_32", features_only=True, out_indices=(1, 3)).eval()
+    assert [tuple(t.shape) for t in features(torch.zeros(0, 3, 32, 32))] == [(0, 64, 8, 8), (0, 256, 2, 2)]
+
+
+def test_dtype_other_than_the_models_names_both(model):
+    with pytest.raises(ValueError, match=r"input dtype torch.float64 differs from the model's torch.float32"):
+        model(torch.zeros(1, 3, 32, 32, dtype=torch.float64))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast mixes dtypes on purpose
+        assert model(torch.zeros(1, 3, 32, 32, dtype=torch.bfloat16)).shape == (1, 10)
+
+
+def test_scripted_model_keeps_the_input_check(model):
+    scripted = torch.jit.script(model)
+    with pytest.raises(Exception, match=r"ValueError: expected a floating-point tensor .* got 4 channels"):
+        scripted(torch.zeros(1, 4, 32, 32))
+    assert scripted(torch.zeros(0, 3, 32, 32)).shape == (0, 10)

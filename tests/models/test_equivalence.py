@@ -99,9 +99,10 @@ def torchvision_tiny_pair() -> tuple[torch.nn.Module, torch.nn.Module]:
     return ref, model
 
 
-@pytest.mark.parametrize("size", [(224, 224), (248, 332)])
+@pytest.mark.parametrize("size", [(224, 224), (248, 332), (97, 131)])
 def test_matches_torchvision_swin_t(torchvision_tiny_pair, size):
-    """At 224 the functions agree whatever the padding rule; at 248x332 only with unmasked padding."""
+    """At 224 the functions agree whatever the padding rule; at 248x332 only with unmasked padding; at 97x131
+    (not a patch multiple) only when the remainder past the last whole patch is dropped, as torchvision's conv does."""
     ref, model = torchvision_tiny_pair
     x = torch.randn(1, 3, *size)
     with torch.no_grad():

@@ -1,0 +1,79 @@
+"""An offline Hugging Face hub cache for pretrained-weight tests (nothing is downloaded).
+
+``offline_hub`` is a module's own cache folder, with huggingface_hub pointed at it and offline
+(``HF_HUB_OFFLINE=1``) for the module: in-process (the constants huggingface_hub reads at import
+time are patched too) and for subprocesses (environment variables).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import huggingface_hub.constants
+import pytest
+import timm
+import torch
+from safetensors.torch import save_file
+
+_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def random_state_dict(model_name: str, seed: int = 0, **kwargs: Any) -> dict[str, torch.Tensor]:
+    """A timm model's state dict with random values, built on the meta device (no init cost).
+
+    Linear / conv weights and biases ~ N(0, 0.02^2), norm weights ~ 1 + N(0, 0.1^2), bias tables ~ N(0, 1):
+    outputs are of order one, so a wrongly loaded tensor shows in the logits.
+    """
+    shapes = timm.create_model(model_name, device="meta", **kwargs).state_dict()
+    generator = torch.Generator().manual_seed(seed)
+    out = {}
+    for key, value in shapes.items():
+        noise = torch.randn(value.shape, generator=generator)
+        if "norm" in key and key.endswith(".weight"):
+            out[key] = 1 + 0.1 * noise
+        elif key.endswith("relative_position_bias_table"):
+            out[key] = noise
+        else:
+            out[key] = 0.02 * noise
+    return out
+
+
+class HubCache:
+    """A folder in the Hugging Face hub cache layout: ``models--<org>--<name>/snapshots/<commit>/<file>``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def add(self, repo_id: str, state_dict: Mapping[str, torch.Tensor], filename: str = "model.safetensors") -> Path:
+        """Store ``state_dict`` as ``filename`` of hub repo ``repo_id`` (e.g. ``timm/swin_tiny_...ms_in1k``)."""
+        folder = self.root / f"models--{repo_id.replace('/', '--')}"
+        snapshot = folder / "snapshots" / _COMMIT
+        snapshot.mkdir(parents=True, exist_ok=True)
+        path = snapshot / filename
+        if filename.endswith(".safetensors"):
+            save_file({k: v.contiguous() for k, v in state_dict.items()}, path)
+        else:
+            torch.save(dict(state_dict), path)
+        (folder / "refs").mkdir(exist_ok=True)
+        (folder / "refs" / "main").write_text(_COMMIT)
+        return path
+
+    def add_timm(self, model_name: str, seed: int = 0, **kwargs: Any) -> dict[str, torch.Tensor]:
+        """Cache random weights of timm's ``model_name`` (``arch.tag``) under its hub id; returns them."""
+        state_dict = random_state_dict(model_name, seed, **kwargs)
+        self.add(timm.models.get_pretrained_cfg(model_name).hf_hub_id, state_dict)
+        return state_dict
+
+
+@pytest.fixture(scope="module")
+def offline_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubCache]:
+    """A module's own hub cache, offline, for the whole module (so that cached files and models can be shared)."""
+    cache = HubCache(tmp_path_factory.mktemp("hf_hub_cache"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("HF_HUB_CACHE", str(cache.root))
+        mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+        mp.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache.root))
+        yield cache

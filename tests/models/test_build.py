@@ -1,0 +1,47 @@
+"""Building: every variant under a default-device context; bad construction arguments fail at build time."""
+
+import pytest
+import timm
+import torch
+
+import swinlite  # noqa: F401
+
+VARIANTS = timm.list_models("swinlite_*")
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_builds_on_the_meta_device_context(name):
+    """As timm's test_models.py builds models: inside ``with torch.device("meta")``."""
+    with torch.device("meta"):
+        model = timm.create_model(name)
+    assert all(p.is_meta for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_builds_on_the_cpu_device_context(name):
+    with torch.device("cpu"):
+        model = timm.create_model(name, embed_dim=48, depths=(1, 1, 1, 1)).eval()  # every variant's heads divide 48
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 64, 64)).shape == (1, model.num_classes)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(drop_path_rate=1.0), r"drop_path_rate must be in \[0, 1\), got 1.0"),
+        (dict(drop_path_rate=-0.1), r"drop_path_rate must be in \[0, 1\)"),
+        (dict(attn_drop_rate=1.5), r"attn_drop_rate must be in \[0, 1\)"),
+        (dict(drop_rate=-1.0), r"drop_rate must be in \[0, 1\)"),
+        (dict(num_heads=(1, 2, 4, 5)), "stage 3: 256 channels cannot be split into num_heads=5 heads"),
+        (dict(depths=(1, 0, 2, 1)), "depths must be at least 1 block per stage"),
+        (dict(depths=(1, 1, 2)), "must have the same, non-zero length"),
+        (dict(mlp_ratio=0.0), "mlp_ratio must be positive"),
+        (dict(window_size=0), "window_size must be positive"),
+        (dict(patch_size=0), "patch_size must be positive"),
+        (dict(num_classes=-1), "num_classes must be >= 0"),
+        (dict(embed_dim=0), "embed_dim must be positive"),
+    ],
+)
+def test_bad_construction_arguments_fail_at_build(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        timm.create_model("swinlite_pico_patch2_window4_32", **kwargs)

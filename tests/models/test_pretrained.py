@@ -1,0 +1,225 @@
+"""Pretrained tags: swinlite_X.tag loads the same (offline, cached) file as timm's swin_X.tag and agrees with it.
+
+The hub cache (tests/conftest.py) holds random weights in timm's layout under timm's hub ids. One test
+uses a full-size Swin-T file; the others use a reduced-width file of the same tag (same loader, same
+code path) so that they take well under a second each.
+"""
+
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from safetensors.torch import save_file
+from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
+from timm.models import get_arch_pretrained_cfgs, get_pretrained_cfg
+
+import swinlite
+from swinlite.detection import build_fpn_backbone
+from swinlite.models.pretrained import WeightsUnavailableError
+
+TIMM_ARCHS = [
+    "swin_tiny_patch4_window7_224",
+    "swin_small_patch4_window7_224",
+    "swin_base_patch4_window7_224",
+    "swin_large_patch4_window7_224",
+    "swin_base_patch4_window12_384",
+    "swin_large_patch4_window12_384",
+]
+TINY = "swin_tiny_patch4_window7_224.ms_in1k"  # the full-size file
+TINY_FT = "swin_tiny_patch4_window7_224.ms_in22k_ft_in1k"  # a reduced-width file, for the loading cases
+LITE_TINY = "swinlite_tiny_patch4_window7_224.ms_in22k_ft_in1k"
+REDUCED = dict(embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))  # same tag, smaller widths
+METADATA = ("hf_hub_id", "url", "num_classes", "input_size", "mean", "std", "crop_pct", "interpolation", "license")
+
+
+def _lite(name: str) -> str:
+    return name.replace("swin_", "swinlite_", 1)
+
+
+def _logits(model: torch.nn.Module, size: int, channels: int = 3) -> torch.Tensor:
+    x = torch.randn(1, channels, size, size, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        return model.eval()(x)
+
+
+@pytest.fixture(scope="module")
+def reduced_tiny(offline_hub):
+    """A reduced-width Swin-T file cached as timm/swin_tiny_patch4_window7_224.ms_in22k_ft_in1k; timm's model of it."""
+    offline_hub.add_timm(TINY_FT, **REDUCED)
+    return timm.create_model(TINY_FT, pretrained=True, **REDUCED).eval()
+
+
+def test_tags_and_metadata_are_timms():
+    timm_names = [n for arch in TIMM_ARCHS for n in get_arch_pretrained_cfgs(arch)]
+    assert len(timm_names) == 16
+    assert sorted(timm.list_pretrained("swinlite*")) == sorted(_lite(n) for n in timm_names)
+    for name in timm_names:
+        ours, theirs = get_pretrained_cfg(_lite(name)), get_pretrained_cfg(name)
+        assert theirs.hf_hub_id == f"timm/{name}" and theirs.url.startswith("https://github.com/SwinTransformer/")
+        assert {k: getattr(ours, k) for k in METADATA} == {k: getattr(theirs, k) for k in METADATA}, name
+        assert ours.paper_ids == theirs.paper_ids
+    for arch in TIMM_ARCHS:  # the default tag (no suffix)
+        assert get_pretrained_cfg(_lite(arch)).tag == get_pretrained_cfg(arch).tag
+
+
+def test_full_size_tiny_in1k_gives_timms_logits(offline_hub):
+    offline_hub.add_timm(TINY)
+    theirs = _logits(timm.create_model(TINY, pretrained=True), 224)
+    ours = _logits(timm.create_model(_lite(TINY), pretrained=True), 224)
+    assert theirs.std() > 0.1  # the weights matter
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "name", ["swin_tiny_patch4_window7_224.ms_in22k", "swin_base_patch4_window12_384.ms_in22k_ft_in1k"]
+)
+def test_reduced_width_tags_give_timms_logits(offline_hub, name):
+    offline_hub.add_timm(name, **REDUCED)
+    size = get_pretrained_cfg(name).input_size[-1]
+    theirs = _logits(timm.create_model(name, pretrained=True, **REDUCED), size)
+    ours = _logits(timm.create_model(_lite(name), pretrained=True, **REDUCED), size)
+    assert ours.shape == (1, get_pretrained_cfg(name).num_classes)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)
+
+
+def test_new_classifier_and_no_classifier(reduced_tiny):
+    with pytest.warns(UserWarning, match="dropping classifier head.fc"):
+        model = timm.create_model(LITE_TINY, pretrained=True, num_classes=5, **REDUCED).eval()
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        torch.testing.assert_close(model.forward_features(x), reduced_tiny.forward_features(x), rtol=0, atol=1e-5)
+    pooled = timm.create_model(LITE_TINY, pretrained=True, num_classes=0, **REDUCED).eval()
+    with torch.no_grad():
+        expected = reduced_tiny.forward_head(reduced_tiny.forward_features(x), pre_logits=True)
+        torch.testing.assert_close(pooled(x), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("in_chans", [1, 4])
+def test_in_chans_adapts_the_first_conv_as_timm_does(reduced_tiny, in_chans):
+    theirs = timm.create_model(TINY_FT, pretrained=True, in_chans=in_chans, **REDUCED)
+    ours = timm.create_model(LITE_TINY, pretrained=True, in_chans=in_chans, **REDUCED)
+    torch.testing.assert_close(_logits(ours, 224, in_chans), _logits(theirs, 224, in_chans), rtol=0, atol=1e-5)
+
+
+def test_features_only(reduced_tiny):
+    kwargs = dict(pretrained=True, features_only=True, out_indices=(1, 3), **REDUCED)
+    theirs = timm.create_model(TINY_FT, **kwargs).eval()
+    ours = timm.create_model(LITE_TINY, **kwargs).eval()
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        for a, b in zip(ours(x), theirs(x), strict=True):  # timm's Swin features are NHWC
+            torch.testing.assert_close(a, b.permute(0, 3, 1, 2), rtol=0, atol=1e-5)
+
+
+def test_window12_at_384_from_a_window7_tag_resizes_every_table(reduced_tiny):
+    """Every bias table is resized as timm's bicubic (Microsoft-style) resize does; nothing else changes."""
+    source = reduced_tiny.state_dict()
+    with pytest.warns(UserWarning, match=r"resized 5 relative position bias tables to the model's window \(12, 12\)"):
+        model = timm.create_model(LITE_TINY, pretrained=True, window_size=12, img_size=384, **REDUCED)
+    loaded = model.state_dict()
+    for key, value in source.items():
+        if key.endswith("relative_position_bias_table"):
+            expected = resize_rel_pos_bias_table_simple(value, (12, 12), (23 * 23, value.shape[1]))
+            torch.testing.assert_close(loaded[key.replace("relative_position_bias_table", "rel_pos.table")], expected)
+        else:
+            torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
+
+
+def _to_microsoft(state_dict: dict[str, torch.Tensor], depths: tuple[int, ...]) -> dict[str, torch.Tensor]:
+    """timm layout -> the official release's (downsample at the end of a stage, ``head.*``, index buffers)."""
+    out = {}
+    for key, value in state_dict.items():
+        if key.startswith("layers.") and ".downsample." in key:
+            stage = int(key.split(".")[1])
+            key = key.replace(f"layers.{stage}.downsample", f"layers.{stage - 1}.downsample", 1)
+        out[key.replace("head.fc.", "head.")] = value
+    for i, depth in enumerate(depths):
+        for j in range(depth):
+            out[f"layers.{i}.blocks.{j}.attn.relative_position_index"] = torch.zeros(49, 49, dtype=torch.long)
+    return {"model": out}
+
+
+@pytest.mark.parametrize("layout", ["timm", "microsoft", "swinlite"])
+def test_local_file_overlay_in_any_layout(reduced_tiny, tmp_path, layout):
+    state_dict = reduced_tiny.state_dict()
+    path = tmp_path / "weights.pth"
+    if layout == "microsoft":
+        torch.save(_to_microsoft(state_dict, REDUCED["depths"]), path)
+    elif layout == "swinlite":
+        torch.save(swinlite.convert_state_dict(state_dict), path)
+    else:
+        torch.save(state_dict, path)
+    ours = timm.create_model(
+        "swinlite_tiny_patch4_window7_224", pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **REDUCED
+    )
+    torch.testing.assert_close(_logits(ours, 224), _logits(reduced_tiny, 224), rtol=0, atol=1e-5)
+
+
+def test_official_layout_file_by_release_url(reduced_tiny, tmp_path, monkeypatch):
+    """The url path: the release file (Microsoft layout) in torch's hub cache, the hub id switched off."""
+    url = get_pretrained_cfg(TINY_FT).url
+    checkpoints = tmp_path / "hub" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    torch.save(_to_microsoft(reduced_tiny.state_dict(), REDUCED["depths"]), checkpoints / url.rsplit("/", 1)[1])
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    ours = timm.create_model(LITE_TINY, pretrained=True, pretrained_cfg_overlay=dict(hf_hub_id=None), **REDUCED)
+    torch.testing.assert_close(_logits(ours, 224), _logits(reduced_tiny, 224), rtol=0, atol=1e-5)
+
+
+def test_offline_without_the_file_names_the_repo_the_url_and_the_local_way(offline_hub):
+    name = "swinlite_small_patch4_window7_224.ms_in1k"
+    with pytest.raises(WeightsUnavailableError) as info:
+        timm.create_model(name, pretrained=True, **REDUCED)
+    message = str(info.value)
+    assert "timm/swin_small_patch4_window7_224.ms_in1k" in message
+    assert get_pretrained_cfg(name).url in message
+    assert "pretrained_cfg_overlay=dict(file=" in message and "scripts/convert_checkpoint.py" in message
+
+
+def _save_lite(model: torch.nn.Module, path: Path, keys: list[str] | None = None) -> None:
+    state_dict = {k: v for k, v in model.state_dict().items() if keys is None or k in keys}
+    save_file({k: v.contiguous() for k, v in state_dict.items()}, path)
+
+
+@pytest.mark.parametrize("num_classes", [None, 3])
+def test_a_file_missing_backbone_weights_is_an_error(reduced_tiny, tmp_path, num_classes):
+    path = tmp_path / "partial.safetensors"
+    keys = ["patch_embed.proj.weight", "patch_embed.proj.bias", "layers.0.blocks.0.attn.rel_pos.table"]
+    _save_lite(timm.create_model("swinlite_tiny_patch4_window7_224", **REDUCED), path, keys)
+    kwargs = {} if num_classes is None else {"num_classes": num_classes}
+    with pytest.raises(ValueError, match=r"model weights are missing from it: .*layers\.0\.blocks\.0\.attn\.qkv"):
+        timm.create_model(LITE_TINY, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **kwargs, **REDUCED)
+
+
+def test_a_classifier_of_the_models_size_is_loaded(reduced_tiny, tmp_path):
+    """A 3-class fine-tuned file loaded with num_classes=3 keeps its classifier (timm alone would drop it)."""
+    trained = timm.create_model("swinlite_tiny_patch4_window7_224", num_classes=3, **REDUCED)
+    path = tmp_path / "finetuned.safetensors"
+    _save_lite(trained, path)
+    loaded = timm.create_model(
+        LITE_TINY, pretrained=True, num_classes=3, pretrained_cfg_overlay=dict(file=str(path)), **REDUCED
+    )
+    torch.testing.assert_close(_logits(loaded, 224), _logits(trained, 224), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("bad", "match"), [(float("nan"), "NaN or infinite"), (None, "floating point")])
+def test_nan_or_integer_weights_are_an_error(reduced_tiny, tmp_path, bad, match):
+    state_dict = dict(reduced_tiny.state_dict())
+    key = "layers.2.blocks.1.mlp.fc1.weight"
+    state_dict[key] = state_dict[key].clone().fill_(bad) if bad is not None else state_dict[key].long()
+    path = tmp_path / "bad.safetensors"
+    save_file({k: v.contiguous() for k, v in state_dict.items()}, path)
+    with pytest.raises(ValueError, match=match + ".*" + key.replace(".", r"\.")):
+        timm.create_model(LITE_TINY, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **REDUCED)
+
+
+def test_detection_backbone_starts_from_the_pretrained_weights(reduced_tiny):
+    with pytest.warns(UserWarning, match="out_norms.0.weight"):  # the per-level norms start fresh
+        backbone = build_fpn_backbone(LITE_TINY, pretrained=True, out_norm=True, **REDUCED)
+    theirs = timm.create_model(TINY_FT, pretrained=True, features_only=True, **REDUCED).eval()
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():  # fresh LayerNorms (weight 1, bias 0) on timm's stage outputs
+        expected = [torch.nn.functional.layer_norm(f, f.shape[-1:]) for f in theirs(x)]  # NHWC
+        for a, b in zip(backbone.eval().body(x), expected, strict=True):
+            torch.testing.assert_close(a, b.permute(0, 3, 1, 2), rtol=0, atol=1e-4)

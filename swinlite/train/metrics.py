@@ -17,9 +17,9 @@ from ..io import atomic_write  # noqa: E402
 COLUMNS = ["epoch", "train_loss", "val_loss", "val_top1", "val_top5", "lr", "epoch_time", "train_img_s"]
 
 
-def write_csv(history: list[dict[str, float]], path: str | Path) -> None:
-    """Write all epochs so far; top-k values are percentages, ``epoch_time`` seconds."""
-    columns = COLUMNS + [k for k in history[0] if k not in COLUMNS] if history else COLUMNS
+def write_csv(history: list[dict[str, float]], path: str | Path, first: list[str] = COLUMNS) -> None:
+    """Write all epochs so far, columns ``first`` then any others; top-k values are percentages, ``epoch_time`` s."""
+    columns = first + [k for k in history[0] if k not in first] if history else first
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()

@@ -122,6 +122,10 @@ def check_det_config(cfg: DetConfig) -> None:
     for key, value in positive:
         if value < 1:
             raise ValueError(f"{key} must be at least 1, got {value}")
+    if cfg.model.detector == "fcos" and cfg.model.fpn_channels % 32:
+        raise ValueError(
+            f"model.fpn_channels must be a multiple of 32 for fcos (GroupNorm), got {cfg.model.fpn_channels}"
+        )
     lo, hi = cfg.data.train_sizes
     if not 1 <= lo <= hi:
         raise ValueError(f"data.train_sizes must be [low, high] with 1 <= low <= high, got {[lo, hi]}")

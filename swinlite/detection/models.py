@@ -18,6 +18,7 @@ fcos           1-3 + P6, P7               s (FCOS reads the anchor size as the s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from torch import nn
 from torchvision.models.detection import FCOS, FasterRCNN, MaskRCNN, RetinaNet
@@ -43,8 +44,8 @@ def anchor_generator(detector: str, strides: Sequence[int], anchor_scale: float 
     return AnchorGenerator(sizes, (_RATIOS,) * len(strides))
 
 
-def _backbone(cfg: DetModelConfig) -> SwinFPNBackbone:
-    kwargs = {"out_norm": cfg.out_norm}
+def _backbone(cfg: DetModelConfig, **model_kwargs: Any) -> SwinFPNBackbone:
+    kwargs = {"out_norm": cfg.out_norm, **model_kwargs}
     if cfg.drop_path_rate is not None:
         kwargs["drop_path_rate"] = cfg.drop_path_rate
     if cfg.pretrained == "timm":
@@ -72,6 +73,7 @@ def build_detector(
     max_size: int,
     mean: Sequence[float] = (0.485, 0.456, 0.406),
     std: Sequence[float] = (0.229, 0.224, 0.225),
+    **model_kwargs: Any,
 ) -> nn.Module:
     """The detector ``cfg.detector`` names, for ``num_classes`` object classes (plus the background).
 

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 from swinlite.detection.config import DetDataConfig  # noqa: E402
 from swinlite.detection.data import CocoDetection, collate, load_split, split_paths  # noqa: E402
 from swinlite.detection.engine import predict  # noqa: E402
-from swinlite.detection.evaluation import coco_ap  # noqa: E402
+from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes  # noqa: E402
 from swinlite.detection.predictor import load_detector  # noqa: E402
 from swinlite.detection.transforms import build_eval_transform  # noqa: E402
 from swinlite.io import atomic_write_bytes  # noqa: E402
@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    ignored = ignore_empty_boxes(split.coco)
+    if ignored:
+        print(f"warning: {len(ignored)} objects with an empty box are ignored (ids {ignored[:10]})", file=sys.stderr)
     dataset = CocoDetection(split, categories, build_eval_transform())
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=collate)
     results = predict(model, loader, categories, StepSettings(device, _AMP[args.amp]))

@@ -39,6 +39,20 @@ def to_coco_results(
     return results
 
 
+def ignore_empty_boxes(coco_gt: COCO) -> list[int]:
+    """Mark ground-truth objects with a zero-area box as ``iscrowd`` so that COCOeval ignores them.
+
+    No detection can overlap an empty box, so COCOeval would count each as a miss whatever the detector does
+    (training drops them, with a warning). Returns the annotation ids marked.
+    """
+    marked = []
+    for ann in coco_gt.anns.values():
+        if not ann.get("iscrowd", 0) and (ann["bbox"][2] <= 0 or ann["bbox"][3] <= 0):
+            ann["iscrowd"] = 1
+            marked.append(ann["id"])
+    return marked
+
+
 @dataclass
 class CocoAP:
     """AP, AP50, AP75 and AP for small / medium / large objects in percent (NaN where no object has that size),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from .config import DetConfig, check_det_config
 from .data import Categories, CocoDetection, CocoSplit, categories_of, collate, load_split, split_paths
 from .demo_data import build_digit_scenes
 from .engine import predict, train_one_epoch
-from .evaluation import coco_ap
+from .evaluation import coco_ap, ignore_empty_boxes
 from .metrics import plot_curves, write_metrics
 from .models import build_detector
 from .optim import build_optimizer, build_scheduler
@@ -55,6 +56,11 @@ def load_splits(cfg: DetConfig, dist: DistInfo) -> tuple[CocoSplit, CocoSplit, C
     barrier(dist)
     train_split = load_split(*split_paths(cfg.data, "train"), verify=cfg.data.verify_images)
     val_split = load_split(*split_paths(cfg.data, "val"), verify=cfg.data.verify_images)
+    ignored = ignore_empty_boxes(val_split.coco)
+    if ignored and dist.is_main:
+        warnings.warn(
+            f"val: {len(ignored)} objects with an empty box are ignored in evaluation: ids {ignored[:10]}", stacklevel=2
+        )
     categories = categories_of(train_split)
     unknown = sorted(set(val_split.coco.cats) - set(categories.ids))
     if unknown:

@@ -81,6 +81,6 @@ def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: 
         evaluator.evaluate()
         evaluator.accumulate()
         evaluator.summarize()
-    stats = [100.0 * s if s >= 0 else math.nan for s in evaluator.stats[:6]]  # -1: no object of that size
+    stats = [float(100.0 * s) if s >= 0 else math.nan for s in evaluator.stats[:6]]  # -1: no object of that size
     summary = "\n".join(line for line in printed.getvalue().splitlines() if line.lstrip().startswith("Average"))
     return CocoAP(dict(zip(AP_NAMES, stats, strict=True)), summary)

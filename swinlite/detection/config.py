@@ -70,7 +70,7 @@ class DetScheduleConfig:
     kind: str = "step"  # "step" (lr x decay_rate at each of decay_epochs) or "cosine"
     decay_epochs: tuple[int, int] = (8, 11)
     decay_rate: float = 0.1
-    warmup_iters: int = 500  # linear warm-up, in optimizer steps
+    warmup_iters: int = 1000  # linear warm-up, in optimizer steps
     warmup_ratio: float = 0.001  # warm-up starts at lr x warmup_ratio
     min_lr: float = 0.0  # cosine floor
 

@@ -18,6 +18,7 @@ fcos           1-3 + P6, P7               s (FCOS reads the anchor size as the s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -51,16 +52,23 @@ def _backbone(cfg: DetModelConfig, **model_kwargs: Any) -> SwinFPNBackbone:
     if cfg.pretrained == "timm":
         kwargs["pretrained"] = True
     two_stage = cfg.detector in ("fasterrcnn", "maskrcnn")
+    if cfg.pretrained not in (None, "timm") and not Path(cfg.pretrained).is_file():
+        raise ValueError(f"model.pretrained: {cfg.pretrained} is neither a weights file nor 'timm'")
     min_level = (0 if two_stage else 1) if cfg.min_level is None else cfg.min_level
-    backbone = build_fpn_backbone(
-        cfg.name,
-        out_indices=tuple(range(min_level, 4)),
-        fpn_channels=cfg.fpn_channels,
-        frozen_stages=cfg.frozen_stages,
-        checkpoint=None if cfg.pretrained in (None, "timm") else cfg.pretrained,
-        extra_levels="pool" if two_stage else "p6p7",
-        **kwargs,
-    )
+    try:
+        backbone = build_fpn_backbone(
+            cfg.name,
+            out_indices=tuple(range(min_level, 4)),
+            fpn_channels=cfg.fpn_channels,
+            frozen_stages=cfg.frozen_stages,
+            checkpoint=None if cfg.pretrained in (None, "timm") else cfg.pretrained,
+            extra_levels="pool" if two_stage else "p6p7",
+            **kwargs,
+        )
+    except RuntimeError as e:  # timm: no pretrained weights for this name
+        if cfg.pretrained != "timm":
+            raise
+        raise ValueError(f"model.pretrained=timm: {e} Give a weights file instead, or model.pretrained=null") from e
     if cfg.grad_checkpointing:
         backbone.set_grad_checkpointing(True)
     return backbone

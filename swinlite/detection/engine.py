@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterable
 
@@ -11,7 +10,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ..train.distributed import DistInfo, all_gather_object, all_reduce_sum
-from ..train.engine import StepSettings, _optimizer_step, current_lr
+from ..train.engine import StepSettings, _autocast, _optimizer_step, current_lr
 from ..train.progress import Progress
 from .data import Categories
 from .evaluation import to_coco_results
@@ -23,12 +22,6 @@ def loss_column(name: str) -> str:
     """torchvision's loss names as metrics columns: ``loss_classifier`` stays, RetinaNet's ``classification``
     becomes ``loss_classification``."""
     return name if name.startswith("loss_") else f"loss_{name}"
-
-
-def _autocast(settings: StepSettings) -> contextlib.AbstractContextManager:
-    if settings.amp_dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(settings.device.type, dtype=settings.amp_dtype)
 
 
 def _to_device(images: list[torch.Tensor], targets: list[dict], device: torch.device) -> tuple[list, list]:

@@ -89,3 +89,17 @@ def test_bad_files_are_one_clear_error(coco: Path, edit, message):
 def _rewrite(root: Path, **changes) -> None:
     path = root / "annotations" / "instances_train2017.json"
     path.write_text(json.dumps(json.loads(path.read_text()) | changes))
+
+
+def test_large_scale_jitter_gives_a_test_size_square_with_boxes_and_masks_together(coco: Path):
+    split, _ = _train_split(coco)
+    with pytest.warns(UserWarning):
+        dataset = CocoDetection(split, categories_of(split), masks=True)
+    dataset.transform = build_train_transform(DetDataConfig(lsj=True, test_size=64, hflip=0.0))
+    torch.manual_seed(0)
+    for _ in range(3):
+        image, target = dataset[0]
+        assert image.shape == (3, 64, 64)
+        if len(target["boxes"]):
+            expected = masks_to_boxes(target["masks"]) + torch.tensor([0, 0, 1, 1])
+            torch.testing.assert_close(expected, target["boxes"], atol=1.0, rtol=0)

@@ -4,12 +4,13 @@ import csv
 from pathlib import Path
 
 import pytest
-from detkit import tiny_overrides
+from detkit import REPO, tiny_overrides
 
-from swinlite.detection.config import load_det_config
+from swinlite.detection.config import check_det_config, load_det_config
 from swinlite.detection.predictor import load_detector
 from swinlite.detection.runner import train_detector
 from swinlite.train.checkpoint import read_metadata
+from swinlite.train.config import flatten, to_dict
 
 AP = ["val_map", "val_map50", "val_map75", "val_map_small", "val_map_medium", "val_map_large"]
 LOSSES = {
@@ -60,3 +61,10 @@ def test_training_set_without_objects_is_an_error_before_training(coco: Path, tm
     with pytest.raises(ValueError, match="hold no usable object"):
         train_detector(load_det_config(None, overrides))
     assert not (tmp_path / "run" / "resume.pt").exists()
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs").glob("det_*.yaml")), ids=lambda p: p.name)
+def test_shipped_detection_configs_load_and_pass_the_checks(path: Path):
+    cfg = load_det_config(path)
+    check_det_config(cfg)
+    assert load_det_config(None, [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items()]) == cfg

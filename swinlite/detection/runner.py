@@ -57,7 +57,7 @@ def load_splits(cfg: DetConfig, dist: DistInfo) -> tuple[CocoSplit, CocoSplit, C
     train_split = load_split(*split_paths(cfg.data, "train"), verify=cfg.data.verify_images)
     val_split = load_split(*split_paths(cfg.data, "val"), verify=cfg.data.verify_images)
     ignored = ignore_empty_boxes(val_split.coco)
-    if ignored and dist.is_main:
+    if ignored:
         warnings.warn(
             f"val: {len(ignored)} objects with an empty box are ignored in evaluation: ids {ignored[:10]}", stacklevel=2
         )
@@ -70,12 +70,15 @@ def load_splits(cfg: DetConfig, dist: DistInfo) -> tuple[CocoSplit, CocoSplit, C
 
 def build_loaders(cfg: DetConfig, dist: DistInfo) -> tuple[DataLoader, DataLoader, CocoSplit, Categories]:
     """Train loader (shuffled per epoch via ``loader.sampler.set_epoch``) and val loader, each process a shard."""
-    train_split, val_split, categories = load_splits(cfg, dist)
-    masks = cfg.model.detector == "maskrcnn"
-    train_ds = CocoDetection(train_split, categories, build_train_transform(cfg.data), masks=masks)
+    with warnings.catch_warnings():
+        if not dist.is_main:
+            warnings.simplefilter("ignore")  # every process reads the files; rank 0 reports their problems once
+        train_split, val_split, categories = load_splits(cfg, dist)
+        masks = cfg.model.detector == "maskrcnn"
+        train_ds = CocoDetection(train_split, categories, build_train_transform(cfg.data), masks=masks)
+        val_ds = CocoDetection(val_split, categories, build_eval_transform())
     if not any(train_ds.objects):
         raise ValueError(f"the training annotations ({split_paths(cfg.data, 'train')[0]}) hold no usable object")
-    val_ds = CocoDetection(val_split, categories, build_eval_transform())
     sampler = DistributedSampler(train_ds, num_replicas=dist.world_size, rank=dist.rank, seed=cfg.train.seed)
     args = dict(batch_size=cfg.data.batch_size, num_workers=cfg.data.num_workers, collate_fn=collate)
     args["pin_memory"] = torch.cuda.is_available()

@@ -185,9 +185,10 @@ def parse_cli_overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Defaults, then the YAML file's overrides, then command-line ``key=value`` overrides."""
-    cfg = Config()
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, defaults: Any = None) -> Config:
+    """Defaults (``Config()``, or ``defaults``: any dataclass of section dataclasses), then the YAML file's
+    overrides, then command-line ``key=value`` overrides."""
+    cfg = Config() if defaults is None else defaults
     if path is not None:
         path = Path(path)
         if not path.is_file():

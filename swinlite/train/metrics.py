@@ -26,10 +26,11 @@ def topk_column(row: dict[str, float]) -> str | None:
     return next((key for key in row if re.fullmatch(r"val_top[2-5]", key)), None)
 
 
-def write_csv(history: list[dict[str, float]], path: str | Path) -> None:
-    """Write all epochs so far (columns in the order of the rows' keys); top-k values are percentages,
-    ``epoch_time`` seconds."""
-    columns = list(history[0])
+def write_csv(history: list[dict[str, float]], path: str | Path, first: list[str] | None = None) -> None:
+    """Write all epochs so far: columns ``first`` (default: the first row's keys in order), then any others;
+    top-k values are percentages, ``epoch_time`` seconds."""
+    first = list(history[0]) if first is None else first
+    columns = first + [k for k in history[0] if k not in first]
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()

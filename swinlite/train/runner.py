@@ -115,7 +115,7 @@ def _check_existing_run(out: Path, cfg: Config, resume: bool, overwrite: bool, d
     if resume:
         if not (out / RESUME_FILE).is_file():
             raise ValueError(f"--resume: {out / RESUME_FILE} does not exist; nothing to resume")
-        old = apply_overrides(Config(), flatten(yaml.safe_load((out / "config.yaml").read_text())))
+        old = apply_overrides(type(cfg)(), flatten(yaml.safe_load((out / "config.yaml").read_text())))
         for change in config_diff(old, cfg):
             log(dist, f"warning: resuming with a changed setting {change}")
     elif (out / RESUME_FILE).is_file() and not overwrite:

@@ -1,0 +1,204 @@
+"""COCO-format detection data read with pycocotools: checked on load, cleaned once, served as tv_tensors.
+
+``load_split`` reads one annotation file and checks it against its image folder before training starts:
+a missing file or folder, a file without categories, or a split left without images is a ValueError; an
+image whose file is missing (or, with ``verify``, does not decode) is skipped with a warning naming its id.
+``CocoDetection`` then serves ``(image, target)`` pairs as torchvision's detectors take them: category ids
+(which need not be contiguous) become labels 1..K (0 is the background), ``iscrowd`` objects are left out
+(COCOeval handles them in evaluation), boxes reaching outside the image are clipped and empty ones dropped,
+each with a warning naming the annotation id; images without objects stay, as negatives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from pycocotools.coco import COCO
+from torch.utils.data import Dataset
+from torchvision import tv_tensors
+
+from ..train.data import load_rgb
+from .config import DetDataConfig
+
+_MAX_LISTED = 10  # ids named in one warning
+
+
+@dataclass
+class Categories:
+    """The label <-> COCO category mapping: label ``i + 1`` is category ``ids[i]`` named ``names[i]``."""
+
+    ids: list[int]
+    names: list[str]
+
+    def label_of(self, category_id: int) -> int:
+        return self.ids.index(category_id) + 1
+
+
+@dataclass
+class CocoSplit:
+    """One annotation file, its image folder, and the images kept (those whose file exists)."""
+
+    coco: COCO
+    image_dir: Path
+    image_ids: list[int]
+    skipped: list[tuple[int, str]]  # (image id, reason)
+
+
+def split_paths(cfg: DetDataConfig, split: str) -> tuple[Path, Path]:
+    """(annotation file, image folder) of ``split`` ("train" or "val"): the config's, else the COCO 2017 layout."""
+    root = Path(cfg.data_dir)
+    ann, images = getattr(cfg, f"{split}_ann"), getattr(cfg, f"{split}_images")
+    return (
+        Path(ann) if ann else root / "annotations" / f"instances_{split}2017.json",
+        Path(images) if images else root / f"{split}2017",
+    )
+
+
+def _warn_ids(what: str, items: list[tuple[int, str]]) -> None:
+    if items:
+        listed = "; ".join(f"{i}: {reason}" for i, reason in items[:_MAX_LISTED])
+        more = f"; and {len(items) - _MAX_LISTED} more" if len(items) > _MAX_LISTED else ""
+        warnings.warn(f"{len(items)} {what}: {listed}{more}", stacklevel=3)
+
+
+def _image_problem(path: Path, verify: bool) -> str | None:
+    if not path.is_file():
+        return f"missing file {path}"
+    if verify:
+        try:
+            with Image.open(path) as img:
+                img.load()
+        except Exception as e:  # PIL raises many exception types for bad files
+            return f"unreadable {path} ({type(e).__name__}: {e})"
+    return None
+
+
+def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSplit:
+    """Read and check one COCO annotation file against its image folder.
+
+    Raises:
+        ValueError: a missing annotation file or image folder, a file that is not COCO JSON, a file without
+            categories, or no image left.
+    """
+    if not ann_file.is_file():
+        raise ValueError(f"annotation file {ann_file} does not exist (COCO format: images, annotations, categories)")
+    if not image_dir.is_dir():
+        raise ValueError(f"image folder {image_dir} does not exist (it holds the images {ann_file.name} names)")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
+            coco = COCO(str(ann_file))
+    except Exception as e:  # json errors, missing keys
+        raise ValueError(f"{ann_file} is not a COCO annotation file: {type(e).__name__}: {e}") from e
+    if not coco.cats:
+        raise ValueError(f"{ann_file} has no categories; COCO files list them under 'categories'")
+    kept, skipped = [], []
+    for image_id in sorted(coco.imgs):
+        problem = _image_problem(image_dir / coco.imgs[image_id]["file_name"], verify)
+        if problem is None:
+            kept.append(image_id)
+        else:
+            skipped.append((image_id, problem))
+    _warn_ids(f"images of {ann_file.name} skipped (image id: reason)", skipped)
+    if not kept:
+        raise ValueError(f"no image of {ann_file} was found in {image_dir}; nothing to train or evaluate on")
+    return CocoSplit(coco, image_dir, kept, skipped)
+
+
+def categories_of(split: CocoSplit) -> Categories:
+    ids = sorted(split.coco.cats)
+    return Categories(ids, [split.coco.cats[i]["name"] for i in ids])
+
+
+def _clean_annotations(split: CocoSplit, categories: Categories, image_id: int) -> tuple[list[dict], list]:
+    """Training objects of one image with boxes as xyxy clipped to the image; what was dropped or clipped."""
+    info = split.coco.imgs[image_id]
+    width, height = info["width"], info["height"]
+    kept, problems = [], []
+    for ann in split.coco.imgToAnns.get(image_id, []):
+        if ann.get("iscrowd", 0):
+            continue
+        x, y, w, h = ann["bbox"]
+        box = np.clip([x, y, x + w, y + h], 0, [width, height, width, height])
+        if ann["category_id"] not in categories.ids:
+            problems.append((ann["id"], f"unknown category id {ann['category_id']} (skipped)"))
+        elif box[2] <= box[0] or box[3] <= box[1]:
+            problems.append((ann["id"], f"empty box {ann['bbox']} in image {image_id} of {width}x{height} (skipped)"))
+        else:
+            if (x < -1 or y < -1 or x + w > width + 1 or y + h > height + 1) and w > 0 and h > 0:
+                problems.append(
+                    (ann["id"], f"box {ann['bbox']} outside image {image_id} of {width}x{height} (clipped)")
+                )
+            kept.append(dict(ann, box=box.tolist()))
+    return kept, problems
+
+
+class CocoDetection(Dataset):
+    """``(image [3, H, W] float in 0..1, target)`` pairs from a checked split.
+
+    ``target`` holds ``boxes`` [N, 4] (xyxy pixels), ``labels`` [N] (1..K), ``image_id`` and, with
+    ``masks=True``, ``masks`` [N, H, W] (uint8, from polygons or RLE).
+
+    Args:
+        split: from :func:`load_split`.
+        categories: the label mapping (the training split's).
+        transform: a ``torchvision.transforms.v2`` transform of ``(image, target)``.
+        masks: decode instance masks (Mask R-CNN).
+    """
+
+    def __init__(self, split: CocoSplit, categories: Categories, transform=None, masks: bool = False) -> None:
+        self.split, self.categories, self.transform, self.masks = split, categories, transform, masks
+        self.objects, problems = [], []
+        for image_id in split.image_ids:
+            kept, bad = _clean_annotations(split, categories, image_id)
+            self.objects.append(kept)
+            problems += bad
+        _warn_ids("annotations dropped or clipped (annotation id: reason)", problems)
+
+    def __len__(self) -> int:
+        return len(self.split.image_ids)
+
+    def _target(self, index: int, size: tuple[int, int]) -> dict[str, torch.Tensor]:
+        objects, image_id = self.objects[index], self.split.image_ids[index]
+        boxes = torch.tensor([o["box"] for o in objects], dtype=torch.float32).reshape(-1, 4)
+        target = {
+            "boxes": tv_tensors.BoundingBoxes(boxes, format="XYXY", canvas_size=size),
+            "labels": torch.tensor([self.categories.label_of(o["category_id"]) for o in objects], dtype=torch.int64),
+            "image_id": image_id,
+        }
+        if self.masks:
+            masks = [self.split.coco.annToMask(o) for o in objects]
+            stacked = np.stack(masks) if masks else np.zeros((0, *size), dtype=np.uint8)  # [N, H, W]
+            target["masks"] = tv_tensors.Mask(torch.from_numpy(stacked))
+        return target
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        for offset in range(len(self)):
+            i = (index + offset) % len(self)
+            path = self.split.image_dir / self.split.coco.imgs[self.split.image_ids[i]]["file_name"]
+            try:
+                image = load_rgb(path)
+            except Exception as e:  # a file broken after the scan must not stop training mid-epoch
+                warnings.warn(f"skipping unreadable image {path} (id {self.split.image_ids[i]}): {e}", stacklevel=2)
+                continue
+            info = self.split.coco.imgs[self.split.image_ids[i]]
+            if image.size != (info["width"], info["height"]):
+                raise ValueError(
+                    f"image {path} (id {info['id']}) is {image.size[0]}x{image.size[1]} but its annotation says "
+                    f"{info['width']}x{info['height']}"
+                )
+            image, target = tv_tensors.Image(image), self._target(i, (info["height"], info["width"]))
+            return self.transform(image, target) if self.transform else (image, target)
+        raise RuntimeError("no image in the dataset could be read")
+
+
+def collate(batch: list[tuple[torch.Tensor, dict]]) -> tuple[list[torch.Tensor], list[dict]]:
+    """Detection batches stay lists: images differ in size."""
+    images, targets = zip(*batch, strict=True)
+    return list(images), list(targets)

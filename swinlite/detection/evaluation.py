@@ -1,0 +1,86 @@
+"""COCO box (and mask) mAP with pycocotools' ``COCOeval``, on predictions gathered as COCO result dicts."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from pycocotools import mask as mask_utils
+from pycocotools.coco import COCO
+from pycocotools.cocoeval import COCOeval
+
+from .data import Categories
+
+# COCOeval.stats[0:6], in percent; the metrics.csv columns are "val_" + these (masks: "val_mask_" + these)
+AP_NAMES = ("map", "map50", "map75", "map_small", "map_medium", "map_large")
+
+
+def to_coco_results(
+    prediction: dict[str, torch.Tensor], image_id: int, categories: Categories
+) -> list[dict[str, object]]:
+    """One image's detector output as COCO result dicts: ``bbox`` xywh, ``category_id`` the COCO id, ``score``,
+    and, when the output has ``masks`` [N, 1, H, W] (probabilities), an RLE ``segmentation`` of mask > 0.5."""
+    boxes = prediction["boxes"].float().cpu()
+    xywh = torch.cat([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], dim=1).tolist()  # [N, 4]
+    results = [
+        {"image_id": image_id, "category_id": categories.ids[label - 1], "bbox": [round(v, 2) for v in box],
+         "score": round(score, 4)}
+        for box, label, score in zip(xywh, prediction["labels"].tolist(), prediction["scores"].tolist(), strict=True)
+    ]  # fmt: skip
+    if "masks" in prediction:
+        binary = (prediction["masks"][:, 0] > 0.5).cpu().numpy().astype(np.uint8)  # [N, H, W]
+        for result, rle in zip(results, mask_utils.encode(np.asfortranarray(binary.transpose(1, 2, 0))), strict=True):
+            rle["counts"] = rle["counts"].decode("ascii")
+            result["segmentation"] = rle
+    return results
+
+
+def ignore_empty_boxes(coco_gt: COCO) -> list[int]:
+    """Mark ground-truth objects with a zero-area box as ``iscrowd`` so that COCOeval ignores them.
+
+    No detection can overlap an empty box, so COCOeval would count each as a miss whatever the detector does
+    (training drops them, with a warning). Returns the annotation ids marked.
+    """
+    marked = []
+    for ann in coco_gt.anns.values():
+        if not ann.get("iscrowd", 0) and (ann["bbox"][2] <= 0 or ann["bbox"][3] <= 0):
+            ann["iscrowd"] = 1
+            marked.append(ann["id"])
+    return marked
+
+
+@dataclass
+class CocoAP:
+    """AP, AP50, AP75 and AP for small / medium / large objects in percent (NaN where no object has that size),
+    and pycocotools' own 12-line summary."""
+
+    ap: dict[str, float]
+    summary: str
+
+
+def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: str = "bbox") -> CocoAP:
+    """Evaluate ``results`` against ``coco_gt`` on ``image_ids`` as COCO does.
+
+    Args:
+        coco_gt: the ground truth, as read (``iscrowd`` objects included: COCOeval lets detections match them
+            without counting them as misses).
+        results: COCO result dicts (``to_coco_results``).
+        image_ids: the images evaluated (detections on no others).
+        iou_type: "bbox" or "segm".
+    """
+    if not results:
+        return CocoAP(dict.fromkeys(AP_NAMES, 0.0), "no detections")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):  # pycocotools prints its progress and summary
+        evaluator = COCOeval(coco_gt, coco_gt.loadRes(results), iou_type)
+        evaluator.params.imgIds = sorted(image_ids)
+        evaluator.evaluate()
+        evaluator.accumulate()
+        evaluator.summarize()
+    stats = [float(100.0 * s) if s >= 0 else math.nan for s in evaluator.stats[:6]]  # -1: no object of that size
+    summary = "\n".join(line for line in printed.getvalue().splitlines() if line.lstrip().startswith("Average"))
+    return CocoAP(dict(zip(AP_NAMES, stats, strict=True)), summary)

@@ -1,0 +1,117 @@
+"""torchvision detectors on a Swin FPN backbone, with anchors that follow the backbone's real strides.
+
+torchvision's default anchors (32-512 px on strides 4-64) assume a patch-4 backbone; a patch-2 Swin has
+strides 2-32, so every anchor here is sized from the level's stride instead:
+
+=============  =========================  ==============================================
+detector       Swin levels -> FPN         anchors per level (s: stride, a: anchor_scale)
+=============  =========================  ==============================================
+fasterrcnn     0-3 + max-pooled level     a*s, aspect ratios 0.5, 1, 2
+maskrcnn       0-3 + max-pooled level     a*s, aspect ratios 0.5, 1, 2
+retinanet      1-3 + P6, P7               a/2*s x 2^(0, 1/3, 2/3), aspect ratios 0.5, 1, 2
+fcos           1-3 + P6, P7               s (FCOS reads the anchor size as the stride)
+=============  =========================  ==============================================
+
+``model.min_level`` changes the first Swin level (e.g. 1 skips a patch-2 model's stride-2 level).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+from torchvision.models.detection import FCOS, FasterRCNN, MaskRCNN, RetinaNet
+from torchvision.models.detection.anchor_utils import AnchorGenerator
+from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+from torchvision.ops import MultiScaleRoIAlign
+
+from .backbone import SwinFPNBackbone, build_fpn_backbone
+from .config import DetModelConfig
+
+_RATIOS = (0.5, 1.0, 2.0)
+
+
+def anchor_generator(detector: str, strides: Sequence[int], anchor_scale: float = 8.0) -> AnchorGenerator:
+    """Anchors for each FPN level of the given strides (see the module table)."""
+    if detector == "fcos":
+        return AnchorGenerator(tuple((s,) for s in strides), ((1.0,),) * len(strides))
+    if detector == "retinanet":
+        sizes = tuple(tuple(round(anchor_scale / 2 * s * 2 ** (k / 3)) for k in range(3)) for s in strides)
+    else:
+        sizes = tuple((round(anchor_scale * s),) for s in strides)
+    return AnchorGenerator(sizes, (_RATIOS,) * len(strides))
+
+
+def _backbone(cfg: DetModelConfig, **model_kwargs: Any) -> SwinFPNBackbone:
+    kwargs = {"out_norm": cfg.out_norm, **model_kwargs}
+    if cfg.drop_path_rate is not None:
+        kwargs["drop_path_rate"] = cfg.drop_path_rate
+    if cfg.pretrained == "timm":
+        kwargs["pretrained"] = True
+    two_stage = cfg.detector in ("fasterrcnn", "maskrcnn")
+    if cfg.pretrained not in (None, "timm") and not Path(cfg.pretrained).is_file():
+        raise ValueError(f"model.pretrained: {cfg.pretrained} is neither a weights file nor 'timm'")
+    min_level = (0 if two_stage else 1) if cfg.min_level is None else cfg.min_level
+    try:
+        backbone = build_fpn_backbone(
+            cfg.name,
+            out_indices=tuple(range(min_level, 4)),
+            fpn_channels=cfg.fpn_channels,
+            frozen_stages=cfg.frozen_stages,
+            checkpoint=None if cfg.pretrained in (None, "timm") else cfg.pretrained,
+            extra_levels="pool" if two_stage else "p6p7",
+            **kwargs,
+        )
+    except RuntimeError as e:  # timm: no pretrained weights for this name
+        if cfg.pretrained != "timm":
+            raise
+        raise ValueError(f"model.pretrained=timm: {e} Give a weights file instead, or model.pretrained=null") from e
+    if cfg.grad_checkpointing:
+        backbone.set_grad_checkpointing(True)
+    return backbone
+
+
+def build_detector(
+    cfg: DetModelConfig,
+    num_classes: int,
+    test_size: int,
+    max_size: int,
+    mean: Sequence[float] = (0.485, 0.456, 0.406),
+    std: Sequence[float] = (0.229, 0.224, 0.225),
+    **model_kwargs: Any,
+) -> nn.Module:
+    """The detector ``cfg.detector`` names, for ``num_classes`` object classes (plus the background).
+
+    Training images arrive resized by the data transforms; evaluation images are resized by the detector to
+    short side ``test_size`` (long side at most ``max_size``) and its boxes mapped back to the input size.
+    """
+    backbone = _backbone(cfg)
+    anchors = anchor_generator(cfg.detector, backbone.strides, cfg.anchor_scale)
+    common = dict(min_size=test_size, max_size=max_size, image_mean=list(mean), image_std=list(std), _skip_resize=True)
+    if cfg.detector == "retinanet":
+        return RetinaNet(backbone, num_classes + 1, anchor_generator=anchors, score_thresh=cfg.score_thresh,
+                         detections_per_img=cfg.detections_per_img, **common)  # fmt: skip
+    if cfg.detector == "fcos":
+        return FCOS(backbone, num_classes + 1, anchor_generator=anchors, score_thresh=cfg.score_thresh,
+                    detections_per_img=cfg.detections_per_img, **common)  # fmt: skip
+    width = cfg.fpn_channels
+    names = [str(i) for i in range(len(backbone.strides) - 1)]  # the FPN levels of Swin levels, not "pool"
+    two_stage = dict(
+        box_roi_pool=MultiScaleRoIAlign(names, output_size=7, sampling_ratio=2),
+        rpn_anchor_generator=anchors,
+        rpn_batch_size_per_image=cfg.rpn_batch_size_per_image,
+        box_batch_size_per_image=cfg.box_batch_size_per_image,
+        box_head=TwoMLPHead(width * 7 * 7, cfg.box_head_dim),  # RoIAlign output: 7 x 7 per FPN channel
+        box_predictor=FastRCNNPredictor(cfg.box_head_dim, num_classes + 1),
+        box_score_thresh=cfg.score_thresh,
+        box_detections_per_img=cfg.detections_per_img,
+        **common,
+    )
+    if cfg.detector == "maskrcnn":
+        return MaskRCNN(backbone, mask_roi_pool=MultiScaleRoIAlign(names, output_size=14, sampling_ratio=2),
+                        mask_head=MaskRCNNHeads(width, [width] * 4, 1),
+                        mask_predictor=MaskRCNNPredictor(width, width, num_classes + 1), **two_stage)  # fmt: skip
+    return FasterRCNN(backbone, **two_stage)

@@ -1,0 +1,105 @@
+"""COCO loading on a 6-image file with the quirks real files have (see detkit.make_quirky_coco)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from detkit import SIZE
+from torchvision.ops import masks_to_boxes
+
+from swinlite.detection.config import DetDataConfig
+from swinlite.detection.data import CocoDetection, categories_of, load_split, split_paths
+from swinlite.detection.transforms import build_train_transform
+
+
+def _train_split(coco: Path, verify: bool = False):
+    with pytest.warns(UserWarning) as record:
+        split = load_split(*split_paths(DetDataConfig(data_dir=str(coco)), "train"), verify=verify)
+    return split, " ".join(str(w.message) for w in record)
+
+
+def test_missing_and_corrupt_images_are_skipped_with_their_ids(coco: Path):
+    split, message = _train_split(coco)
+    assert split.image_ids == [1, 2, 3, 4, 6]  # 5's file is missing
+    assert "5: missing file" in message and "05.png" in message
+    split, message = _train_split(coco, verify=True)
+    assert split.image_ids == [1, 2, 3, 4]
+    assert "6: unreadable" in message
+
+
+def test_targets_map_categories_drop_crowds_clip_boxes_keep_negatives(coco: Path):
+    split, _ = _train_split(coco)
+    categories = categories_of(split)
+    assert (categories.ids, categories.names) == ([3, 7], ["square", "bar"])
+    with pytest.warns(UserWarning, match=r"2 annotations dropped or clipped.*6: box .* \(clipped\).*7: empty box"):
+        dataset = CocoDetection(split, categories, masks=True)
+    by_id = {split.image_ids[i]: dataset[i][1] for i in range(4)}
+    assert by_id[1]["labels"].tolist() == [1, 2]  # category 3 -> label 1, category 7 -> label 2
+    torch.testing.assert_close(by_id[1]["boxes"], torch.tensor([[4.0, 4.0, 20.0, 20.0], [26.0, 8.0, 34.0, 38.0]]))
+    assert by_id[2]["labels"].tolist() == [1]  # the crowd object is not a training target
+    assert by_id[3]["boxes"].shape == (0, 4) and by_id[3]["masks"].shape == (0, SIZE, SIZE)  # the negative
+    torch.testing.assert_close(by_id[4]["boxes"], torch.tensor([[36.0, 6.0, 48.0, 30.0]]))  # clipped to 48
+    # polygon masks decoded by pycocotools cover their boxes
+    assert by_id[1]["masks"].shape == (2, SIZE, SIZE)
+    expected = torch.tensor([[4.0, 4, 19, 19], [26, 8, 33, 37]])  # masks_to_boxes gives the last pixel, not its end
+    torch.testing.assert_close(masks_to_boxes(by_id[1]["masks"]), expected)
+
+
+def test_unreadable_image_at_load_time_is_replaced_with_a_warning(coco: Path):
+    split, _ = _train_split(coco)
+    with pytest.warns(UserWarning):
+        dataset = CocoDetection(split, categories_of(split))
+    with pytest.warns(UserWarning, match=r"skipping unreadable image .*06\.png \(id 6\)"):
+        _, target = dataset[4]
+    assert target["image_id"] == 1  # the next one, wrapping around
+
+
+def test_flip_and_resize_move_boxes_and_masks_together(coco: Path):
+    split, _ = _train_split(coco)
+    with pytest.warns(UserWarning):
+        dataset = CocoDetection(split, categories_of(split), masks=True)
+    dataset.transform = build_train_transform(DetDataConfig(hflip=1.0, train_sizes=(96, 96)))
+    image, target = dataset[0]
+    assert image.shape == (3, 96, 96) and image.dtype == torch.float32
+    # flipped horizontally and scaled x2: the 4..20 square goes to 96 - 40 .. 96 - 8
+    torch.testing.assert_close(target["boxes"][0], torch.tensor([56.0, 8.0, 88.0, 40.0]))
+    torch.testing.assert_close(masks_to_boxes(target["masks"]) + torch.tensor([0, 0, 1, 1]), target["boxes"])
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda root: (root / "annotations" / "instances_train2017.json").unlink(),
+            "annotation file .* does not exist",
+        ),
+        (lambda root: (root / "train2017").rename(root / "elsewhere"), "image folder .* does not exist"),
+        (lambda root: _rewrite(root, categories=[]), "has no categories"),
+        (lambda root: _rewrite(root, images=[]), "no image of .* was found"),
+        (lambda root: (root / "annotations" / "instances_train2017.json").write_text("{"), "is not a COCO annotation"),
+    ],
+)
+def test_bad_files_are_one_clear_error(coco: Path, edit, message):
+    edit(coco)
+    with pytest.raises(ValueError, match=message):
+        load_split(*split_paths(DetDataConfig(data_dir=str(coco)), "train"))
+
+
+def _rewrite(root: Path, **changes) -> None:
+    path = root / "annotations" / "instances_train2017.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | changes))
+
+
+def test_large_scale_jitter_gives_a_test_size_square_with_boxes_and_masks_together(coco: Path):
+    split, _ = _train_split(coco)
+    with pytest.warns(UserWarning):
+        dataset = CocoDetection(split, categories_of(split), masks=True)
+    dataset.transform = build_train_transform(DetDataConfig(lsj=True, test_size=64, hflip=0.0))
+    torch.manual_seed(0)
+    for _ in range(3):
+        image, target = dataset[0]
+        assert image.shape == (3, 64, 64)
+        if len(target["boxes"]):
+            expected = masks_to_boxes(target["masks"]) + torch.tensor([0, 0, 1, 1])
+            torch.testing.assert_close(expected, target["boxes"], atol=1.0, rtol=0)

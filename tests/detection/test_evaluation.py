@@ -1,0 +1,52 @@
+"""COCO AP through pycocotools: 100 on hand-made perfect predictions, lower on shifted boxes; result format."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from swinlite.detection.config import DetDataConfig
+from swinlite.detection.data import Categories, load_split, split_paths
+from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes, to_coco_results
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
+
+
+def _gt(coco: Path):
+    split = load_split(*split_paths(DetDataConfig(data_dir=str(coco)), "val"))
+    assert ignore_empty_boxes(split.coco) == [7]  # no detection can match it: ignored, not a certain miss
+    return split
+
+
+def _predictions(split, shift: float) -> list[dict]:
+    """Every non-crowd, non-empty object as a detection with score 1, its box moved right by ``shift`` pixels."""
+    results = []
+    for ann in split.coco.anns.values():
+        x, y, w, h = ann["bbox"]
+        if not ann["iscrowd"] and w > 0 and h > 0:
+            box = [x + shift, y, w, h]
+            results.append({"image_id": ann["image_id"], "category_id": ann["category_id"], "bbox": box, "score": 1.0})
+    return results
+
+
+def test_perfect_predictions_score_100_and_shifted_ones_less(coco: Path):
+    split = _gt(coco)  # images 1-4 and 6 (5's file is missing); the crowd object is ignored, not a miss
+    perfect = coco_ap(split.coco, _predictions(split, 0.0), split.image_ids).ap
+    assert perfect["map"] == pytest.approx(100.0) and perfect["map50"] == pytest.approx(100.0)
+    assert math.isnan(perfect["map_large"])  # no object is larger than 96^2 px: COCO's -1, here NaN
+    shifted = coco_ap(split.coco, _predictions(split, 3.0), split.image_ids).ap
+    assert 0 < shifted["map"] < 90 and shifted["map75"] < shifted["map50"]
+    assert coco_ap(split.coco, [], split.image_ids).ap["map"] == 0.0
+
+
+def test_detector_output_becomes_coco_results_with_the_original_ids():
+    categories = Categories([3, 7], ["square", "bar"])
+    masks = torch.zeros(1, 1, 10, 12)
+    masks[0, 0, 2:5, 3:9] = 0.9
+    output = {"boxes": torch.tensor([[3.0, 2.0, 9.0, 5.0]]), "labels": torch.tensor([2]), "scores": torch.tensor([0.8]),
+              "masks": masks}  # fmt: skip
+    (result,) = to_coco_results(output, image_id=42, categories=categories)
+    assert result["image_id"] == 42 and result["category_id"] == 7 and result["score"] == pytest.approx(0.8)
+    assert result["bbox"] == [3.0, 2.0, 6.0, 3.0]  # xywh
+    assert result["segmentation"]["size"] == [10, 12]

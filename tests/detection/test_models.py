@@ -1,0 +1,97 @@
+"""Detectors on the Swin FPN: anchors follow the real strides, no-weight-decay groups, gradient checkpointing."""
+
+import pytest
+import torch
+from torchvision.models.detection import FasterRCNN
+
+from swinlite.detection import build_fpn_backbone
+from swinlite.detection.config import DetConfig, DetModelConfig
+from swinlite.detection.models import build_detector
+from swinlite.detection.optim import build_scheduler, weight_decay_groups
+
+PICO = "swinlite_pico_patch2_window4_32"
+TINY = dict(embed_dim=16, depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1))  # a reduced-width patch-4 model
+
+
+@pytest.mark.parametrize(
+    ("detector", "name", "strides", "sizes"),
+    [
+        ("fasterrcnn", PICO, [2, 4, 8, 16, 32], [(16,), (32,), (64,), (128,), (256,)]),
+        ("maskrcnn", "swinlite_tiny_patch4_window7_224", [4, 8, 16, 32, 64], [(32,), (64,), (128,), (256,), (512,)]),
+        (
+            "retinanet",
+            PICO,
+            [4, 8, 16, 32, 64],
+            [(16, 20, 25), (32, 40, 51), (64, 81, 102), (128, 161, 203), (256, 323, 406)],
+        ),  # fmt: skip
+        ("fcos", "swinlite_tiny_patch4_window7_224", [8, 16, 32, 64, 128], [(8,), (16,), (32,), (64,), (128,)]),
+    ],
+)
+def test_anchors_follow_backbone_strides(detector, name, strides, sizes):
+    cfg = DetModelConfig(detector=detector, name=name, fpn_channels=32, box_head_dim=16)
+    model = build_detector(cfg, num_classes=2, test_size=64, max_size=64, **(TINY if "tiny" in name else {}))
+    backbone = model.backbone
+    assert backbone.strides == strides
+    # the real strides, measured on a feature map
+    feats = backbone.eval()(torch.zeros(1, 3, 128, 128))
+    assert [128 // f.shape[-1] for f in feats.values()] == strides
+    generator = model.rpn.anchor_generator if hasattr(model, "rpn") else model.anchor_generator
+    assert generator.sizes == tuple(sizes)
+
+
+@pytest.mark.parametrize("name", [PICO, "swinlite_tiny_cpb_patch4_window7_224"])
+def test_no_weight_decay_groups_by_parameter_name(name):
+    kwargs = TINY if "tiny" in name else {}
+    backbone = build_fpn_backbone(name, fpn_channels=8, frozen_stages=0, **kwargs)
+    detector = FasterRCNN(backbone, num_classes=3, min_size=32, max_size=32)
+    groups = weight_decay_groups(detector, 0.05)
+    ids = {g["weight_decay"]: {id(p) for p in g["params"]} for g in groups}
+    rel_pos = 0
+    for param_name, p in detector.named_parameters():
+        if not p.requires_grad:
+            assert all(id(p) not in s for s in ids.values()), f"frozen {param_name} is optimized"
+            continue
+        exempt = ".rel_pos." in param_name or "norm" in param_name or param_name.endswith(".bias")
+        rel_pos += ".rel_pos." in param_name
+        assert id(p) in ids[0.0 if exempt else 0.05], param_name
+    # the point: 2-D tables / CPB weights, which a 1-D rule alone would decay, are exempt by name
+    assert rel_pos > 0 and any(".rel_pos." in n and p.ndim == 2 for n, p in detector.named_parameters())
+
+
+def test_grad_checkpointing_of_the_body_gives_the_same_gradients():
+    torch.manual_seed(0)
+    backbone = build_fpn_backbone(PICO, fpn_channels=8)
+    x = torch.randn(2, 3, 40, 56)
+
+    def grads() -> list[torch.Tensor]:
+        backbone.zero_grad()
+        sum(level.square().mean() for level in backbone(x).values()).backward()
+        return [p.grad.clone() for p in backbone.body.parameters()]
+
+    plain = grads()
+    backbone.body.set_grad_checkpointing(True)  # FeatureGetterNet itself has no such method
+    assert all(stage.grad_checkpointing for stage in backbone.body.model.layers)
+    checkpointed = grads()
+    for a, b in zip(plain, checkpointed, strict=True):
+        torch.testing.assert_close(a, b)
+    model = build_detector(DetModelConfig(name=PICO, fpn_channels=8, grad_checkpointing=True), 2, 32, 32)
+    assert all(stage.grad_checkpointing for stage in model.backbone.body.model.layers)
+
+
+@pytest.mark.parametrize("kind", ["step", "cosine"])
+def test_schedule_warms_up_in_iterations_then_decays(kind):
+    cfg = DetConfig()
+    cfg.train.epochs, cfg.schedule.kind, cfg.schedule.warmup_iters = 12, kind, 5
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=cfg.optim.lr)
+    scheduler = build_scheduler(optimizer, cfg, steps_per_epoch=10)
+
+    def lr(step: int) -> float:
+        scheduler.step_update(step)
+        return optimizer.param_groups[0]["lr"]
+
+    assert lr(0) == pytest.approx(1e-7) and lr(2) == pytest.approx(1e-7 + 2 / 5 * (1e-4 - 1e-7))
+    assert lr(5) == pytest.approx(1e-4)
+    if kind == "step":  # x0.1 from the first step of epoch 9 (step 80), again from epoch 12
+        assert (lr(79), lr(80), lr(109), lr(110)) == pytest.approx((1e-4, 1e-5, 1e-5, 1e-6))
+    else:
+        assert lr(60) < lr(30) < 1e-4 and lr(119) < 1e-6

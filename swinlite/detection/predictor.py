@@ -45,7 +45,9 @@ def draw_detections(
 ) -> torch.Tensor:
     """``image`` [3, H, W] uint8 with the boxes (and masks) scoring at least ``score_thresh`` drawn on it."""
     keep = prediction["scores"] >= score_thresh
-    if "masks" in prediction and keep.any():
+    if not keep.any():
+        return image
+    if "masks" in prediction:
         masks = prediction["masks"][keep][:, 0] > 0.5  # [N, H, W]
         image = draw_segmentation_masks(image, masks, alpha=0.4)
     labels = [

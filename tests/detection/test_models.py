@@ -1,6 +1,7 @@
 """Detectors on the Swin FPN: anchors follow the real strides, no-weight-decay groups, gradient checkpointing."""
 
 import pytest
+import timm
 import torch
 from torchvision.models.detection import FasterRCNN
 
@@ -8,6 +9,7 @@ from swinlite.detection import build_fpn_backbone
 from swinlite.detection.config import DetConfig, DetModelConfig
 from swinlite.detection.models import build_detector
 from swinlite.detection.optim import build_scheduler, weight_decay_groups
+from swinlite.train.checkpoint import save_weights
 
 PICO = "swinlite_pico_patch2_window4_32"
 TINY = dict(embed_dim=16, depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1))  # a reduced-width patch-4 model
@@ -95,3 +97,15 @@ def test_schedule_warms_up_in_iterations_then_decays(kind):
         assert (lr(79), lr(80), lr(109), lr(110)) == pytest.approx((1e-4, 1e-5, 1e-5, 1e-6))
     else:
         assert lr(60) < lr(30) < 1e-4 and lr(119) < 1e-6
+
+
+def test_backbone_starts_from_classification_weights(tmp_path):
+    """The transfer-learning path: scripts/train.py's best.safetensors as model.pretrained."""
+    source = timm.create_model(PICO)
+    save_weights(tmp_path / "best.safetensors", source.state_dict(), {"model": PICO})
+    cfg = DetModelConfig(name=PICO, fpn_channels=8, box_head_dim=16, pretrained=str(tmp_path / "best.safetensors"))
+    with pytest.warns(UserWarning, match="out_norms"):  # the per-level detection norms start fresh
+        swin = build_detector(cfg, 2, 32, 32).backbone.body.model
+    torch.testing.assert_close(swin.layers[2].blocks[1].attn.qkv.weight, source.layers[2].blocks[1].attn.qkv.weight)
+    with pytest.raises(ValueError, match="neither a weights file nor 'timm'"):
+        build_detector(DetModelConfig(name=PICO, pretrained=str(tmp_path / "nope.pth")), 2, 32, 32)

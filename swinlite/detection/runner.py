@@ -224,12 +224,12 @@ def train_detector(cfg: DetConfig, resume: bool = False, overwrite: bool = False
     check_det_config(cfg)
     device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")))
     dist = init_distributed(device)
+    lock = None
     try:
-        out = prepare_output(cfg, resume, overwrite, dist)
+        out, lock = prepare_output(cfg, resume, overwrite, dist)  # the folder stays locked for the run
         seed_everything(cfg.train.seed + dist.rank, cfg.train.deterministic)
         trainer = DetTrainer.build(cfg, dist, device, out)
         if dist.is_main:
-            out.mkdir(parents=True, exist_ok=True)
             atomic_write(out / "config.yaml", lambda f: f.write(yaml.safe_dump(to_dict(cfg), sort_keys=False).encode()))
         if resume:
             trainer.load_resume(out / RESUME_FILE)
@@ -237,6 +237,8 @@ def train_detector(cfg: DetConfig, resume: bool = False, overwrite: bool = False
         trainer.fit()
         _report(trainer, dist)
     finally:
+        if lock is not None:
+            lock.release()
         cleanup(dist)
     return out
 

@@ -69,15 +69,33 @@ def test_matches_microsoft_layout_checkpoint():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize("size", [(224, 224), (248, 332), (97, 131)])
+@pytest.mark.parametrize("size", [(224, 224), (248, 332)])
 def test_matches_torchvision_swin_t(size):
-    """At 224 the functions agree whatever the padding rule; at 248x332 only with unmasked padding; at 97x131
-    (not a patch multiple) only when the remainder past the last whole patch is dropped, as torchvision's conv does."""
+    """At 224 the functions agree whatever the padding rule; at 248x332 only with unmasked padding."""
     torch.manual_seed(0)
     ref = torchvision.models.swin_t().eval()
     model = timm.create_model("swinlite_tiny_patch4_window7_224", mask_padding=False).eval()
     model.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), model))
     x = torch.randn(1, 3, *size)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+
+
+def test_mask_padding_false_matches_torchvision_at_a_size_that_is_not_a_patch_multiple():
+    """At 97x131 torchvision's patch conv drops the remainder past the last whole patch; so does mask_padding=False."""
+    torch.manual_seed(0)
+    ref = torchvision.models.swin_transformer.SwinTransformer(
+        patch_size=[4, 4], embed_dim=32, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8], window_size=[7, 7]
+    ).eval()
+    model = timm.create_model(
+        "swinlite_tiny_patch4_window7_224",
+        mask_padding=False,
+        embed_dim=32,
+        depths=(1, 1, 2, 1),
+        num_heads=(1, 2, 4, 8),
+    ).eval()
+    model.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), model))
+    x = torch.randn(1, 3, 97, 131)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 

@@ -20,9 +20,8 @@ def test_builds_on_the_meta_device_context(name):
 @pytest.mark.parametrize("name", VARIANTS)
 def test_builds_on_the_cpu_device_context(name):
     with torch.device("cpu"):
-        model = timm.create_model(name, embed_dim=48, depths=(1, 1, 1, 1)).eval()  # every variant's heads divide 48
-    with torch.no_grad():
-        assert model(torch.randn(1, 3, 64, 64)).shape == (1, model.num_classes)
+        model = timm.create_model(name, embed_dim=48, depths=(1, 1, 1, 1))  # every variant's heads divide 48
+    assert all(p.device.type == "cpu" for p in model.parameters())
 
 
 @pytest.mark.parametrize(

@@ -48,9 +48,10 @@ def check_config(cfg: Config) -> None:
 
 def pretrained_source(value: str | None) -> bool | str:
     """``model.pretrained``: False (none), True (the model name's pretrained tag) or a weights file path."""
-    if value is None or value.lower() in ("false", "no", "off"):
+    text = str(value).lower()
+    if value is None or text in ("false", "no", "off", "none"):
         return False
-    return True if value.lower() in ("true", "yes", "on") else value
+    return True if text in ("true", "yes", "on") else str(value)
 
 
 def build_model(cfg: ModelConfig, num_classes: int) -> nn.Module:

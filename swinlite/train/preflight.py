@@ -7,6 +7,7 @@ from collections import Counter
 
 import timm
 
+from .builders import pretrained_source
 from .config import Config, ModelConfig
 from .data import Split
 
@@ -27,35 +28,26 @@ def check_training_options(cfg: Config) -> None:
         raise ValueError("data.num_workers must be 0 or more and data.prefetch_factor at least 1")
 
 
-def wants_pretrained_by_name(cfg: ModelConfig) -> bool:
-    """``model.pretrained=true``: the weights timm registers for ``model.name`` (a tag such as ``.ms_in1k``)."""
-    return cfg.pretrained is True or str(cfg.pretrained).lower() == "true"
-
-
 def check_pretrained_available(cfg: ModelConfig) -> None:
-    """ValueError before any data is read when ``model.pretrained=true`` cannot be served: timm has no weights
-    for the name, or the Hugging Face hub is offline and the file is not in the local cache."""
-    if not wants_pretrained_by_name(cfg):
+    """ValueError before any data is read when ``model.pretrained=true`` cannot be served: the Hugging Face hub
+    is offline and the file is not in the local cache (a name without weights is a config error already)."""
+    if pretrained_source(cfg.pretrained) is not True:
         return
     how = (
         "pass model.pretrained=PATH for a local weights file, model.pretrained=none to train from scratch, "
         "or --config configs/demo.yaml for the digits demo"
     )
-    try:
-        pretrained_cfg = timm.models.get_pretrained_cfg(cfg.name)
-    except RuntimeError:  # a tag the architecture does not have
-        pretrained_cfg = None
-    sources = [getattr(pretrained_cfg, key, None) for key in ("hf_hub_id", "url", "file")]
-    source = next((s for s in sources if s), None)
-    if not source:
-        raise ValueError(f"model.pretrained=true: timm has no pretrained weights for {cfg.name}; {how}")
-    if pretrained_cfg.hf_hub_id and os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+    pretrained_cfg = timm.models.get_pretrained_cfg(cfg.name)
+    source = pretrained_cfg.hf_hub_id
+    if source and os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         from huggingface_hub import try_to_load_from_cache
 
         names = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")
         if not any(isinstance(try_to_load_from_cache(source, n), str) for n in names):
             raise ValueError(
-                f"model.pretrained=true: the weights of {cfg.name} (hub repo {source}) are not in the local "
+                f"model.pretrained=true: the weights of {cfg.name} (hub repo {source}"
+                + (f", release {pretrained_cfg.url}" if pretrained_cfg.url else "")
+                + ") are not in the local "
                 f"Hugging Face cache and HF_HUB_OFFLINE is set; download them once with network access, or {how}"
             )
 

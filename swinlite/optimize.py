@@ -5,15 +5,17 @@ CPU matmul libraries (oneDNN / MKL), fuse bias and activation into the matmul, a
 depends only on weights and input size (relative position bias, shift masks, window indices). The price:
 the callable computes with the weights the model held when it was compiled, and only without autograd.
 
-Recompiles: the compiled graph is specialised to the input shape it first sees (``dynamic=False``); each new
-(batch, height, width) compiles again, and after ``torch._dynamo.config.recompile_limit`` shapes (8 by
-default) dynamo falls back to eager for further shapes. Inputs of many sizes (detection) should be padded to a
-few bucket sizes by the caller (torchvision's ``GeneralizedRCNNTransform`` already pads batches to multiples of
-32), or compiled with ``dynamic=True``, which traces once for symbolic sizes at some cost in speed. Measured
-figures: ``python scripts/benchmark.py --compile`` and ``benchmarks/cpu_tiny_b8_compile.md``.
+Recompiles: the compiled graph is specialised to the input shape (batch, height, width) it first sees; every
+new shape compiles again (as long as the first time, less the C++ kernels already built), and after
+``torch._dynamo.config.recompile_limit`` shapes (8 by default) dynamo runs further shapes eagerly. Inputs of many
+sizes (detection) should be padded by the caller to a few canvas sizes, e.g. 800×1344 and 1344×800 for
+torchvision's detection transform (which pads each batch to multiples of 32 anyway); the padded canvas is what
+the backbone then computes on. Symbolic shapes (``torch.compile(dynamic=True)``) are not offered: tracing
+swinlite's window geometry symbolically did not finish in minutes even for the smallest model.
 
-A second process with the same model, shapes and torch version reuses inductor's on-disk cache
-(``TORCHINDUCTOR_CACHE_DIR``, by default under the system temp folder) and starts much faster.
+Caches: inductor keeps the C++ kernels it builds on disk (``TORCHINDUCTOR_CACHE_DIR``), so a second process
+skips their compilation; the lowered graph itself is not cached, because the pre-packed oneDNN weights cannot be
+serialised (CPU). Measured compile and warm-start times: ``python scripts/benchmark.py --compile``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ def optimize_for_inference(
     model: nn.Module,
     example_input: torch.Tensor,
     *,
-    dynamic: bool = False,
     mode: str | None = None,
     check: bool = True,
 ) -> Callable[[torch.Tensor], Any]:
@@ -41,7 +42,6 @@ def optimize_for_inference(
         model: a module in eval mode (dropout and stochastic depth off); it is not modified.
         example_input: an input batch, e.g. images [B, 3, H, W], on the model's device. It is run once to
             compile, so the returned callable is fast from its first call at this shape.
-        dynamic: trace with symbolic sizes, so other input sizes reuse one graph instead of recompiling.
         mode: ``torch.compile`` mode, e.g. ``"max-autotune-no-cudagraphs"`` (longer compile, tuned matmuls).
         check: compare the compiled output on ``example_input`` with the eager output (fp32: |diff| <= 1e-4).
 
@@ -57,7 +57,7 @@ def optimize_for_inference(
     import torch._inductor.config  # noqa: F401  (loaded here: ``import swinlite`` stays light)
 
     with torch._inductor.config.patch(freezing=True), torch.inference_mode():
-        compiled = torch.compile(model, dynamic=dynamic, mode=mode)
+        compiled = torch.compile(model, dynamic=False, mode=mode)
         output = compiled(example_input)  # compiles now: freezing reads the weights at this call
 
     def run(x: torch.Tensor) -> Any:

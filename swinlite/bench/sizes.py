@@ -108,7 +108,7 @@ def run_sizes(cfg: SizesConfig, log: Callable[[str], None] = print) -> dict[str,
         for task in cfg.tasks:
             log(f"timing {task} at {size[0]}×{size[1]}: swinlite, timm")
             steps = {name: make_step(m.to(cfg.device), x, task, "fp32") for name, m in models.items()}
-            result["rows"] += _measure(steps, size, task, cfg)
+            result["rows"] += _measure(steps, size, task, cfg, log)
     largest = max(cfg.sizes, key=lambda s: s[0] * s[1])
     x = torch.randn(cfg.batch, 3, *largest, device=cfg.device)
     if cfg.detection:
@@ -119,7 +119,7 @@ def run_sizes(cfg: SizesConfig, log: Callable[[str], None] = print) -> dict[str,
         for task in cfg.tasks:
             log(f"timing {task} at {largest[0]}×{largest[1]}: {', '.join(backbones)}")
             steps = {name: backbone_step(m.to(cfg.device), x, task) for name, m in backbones.items()}
-            result["rows"] += _measure(steps, largest, task, cfg)
+            result["rows"] += _measure(steps, largest, task, cfg, log)
     if cfg.profile:
         log(f"profiling inference at {largest[0]}×{largest[1]}")
         result["profile"] = {
@@ -131,13 +131,16 @@ def run_sizes(cfg: SizesConfig, log: Callable[[str], None] = print) -> dict[str,
     return result
 
 
-def _measure(steps: dict[str, Callable[[], None]], size: tuple[int, int], task: str, cfg: SizesConfig) -> list[dict]:
+def _measure(
+    steps: dict[str, Callable[[], None]], size: tuple[int, int], task: str, cfg: SizesConfig, log: Callable[[str], None]
+) -> list[dict]:
     synced = [_synced(step, cfg.device) for step in steps.values()]
     seconds = interleaved_median_seconds(synced, cfg.warmup, cfg.repeats)
     rows = []
     for (name, step), s in zip(steps.items(), seconds, strict=True):
         peak = peak_memory_bytes(step, cfg.device) / 2**20 if cfg.memory else None
         rows.append(dict(size=list(size), task=task, model=name, seconds=s, images_per_s=cfg.batch / s, peak_mb=peak))
+        log(f"  {name}: {cfg.batch / s:.3f} img/s, peak {peak or 0:.0f} MB")
     return rows
 
 

@@ -33,18 +33,22 @@ def test_compile_run_has_eager_and_optimized_rows(monkeypatch):
     assert table.count("\n| inference | fp32 |") == 4 and "- timm+optimized: optimize_for_inference took" in table
 
 
-def test_sizes_run_covers_every_size_task_and_backbone():
-    cfg = SizesConfig(sizes=((32, 32), (32, 34)), batch=1, warmup=0, repeats=1)  # 34: not a patch multiple
+def test_sizes_run_covers_every_task_and_backbone():
+    cfg = SizesConfig(sizes=((32, 34),), batch=1, warmup=0, repeats=1)  # 34: not a patch multiple, timm pads
     result = run_sizes(cfg, log=lambda _: None)
-    keys = [(tuple(r["size"]), r["task"], r["model"]) for r in result["rows"]]
-    assert keys[:4] == [((32, 32), "inference", "swinlite"), ((32, 32), "inference", "timm")] + [
-        ((32, 32), "train", "swinlite"),
-        ((32, 32), "train", "timm"),
+    assert all(r["size"] == [32, 34] for r in result["rows"])
+    assert [(r["task"], r["model"]) for r in result["rows"]] == [
+        ("inference", "swinlite"),
+        ("inference", "timm"),
+        ("train", "swinlite"),
+        ("train", "timm"),
+        ("inference", "swinlite tiny FPN"),
+        ("inference", "torchvision resnet50 FPN"),
+        ("train", "swinlite tiny FPN"),
+        ("train", "torchvision resnet50 FPN"),
     ]
-    assert ((32, 34), "train", "torchvision resnet50 FPN") in keys and len(keys) == 12  # FPNs at the largest size
     assert all(r["images_per_s"] > 0 and r["peak_mb"] > 0 for r in result["rows"])
-    fpn = next(r for r in result["rows"] if r["model"] == "swinlite tiny FPN")
-    assert fpn["speed_vs_timm"] is None and result["rows"][1]["speed_vs_timm"] == 1.0
+    assert result["rows"][1]["speed_vs_timm"] == 1.0 and result["rows"][-1]["speed_vs_timm"] is None
     assert set(result["profile"]) == {"swinlite", "timm"}
     assert 0 < sum(op["share"] for op in result["profile"]["swinlite"]) <= 1 + 1e-6
     table = sizes_table(result)

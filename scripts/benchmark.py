@@ -4,11 +4,18 @@
 Times inference and a train step (cross-entropy, backward, SGD) in fp32 and under bf16 autocast,
 alternating between the models (median after warm-up), measures the peak memory of a train step and
 the machine's matmul ceiling, and prints a markdown table (ratios against timm) and writes a JSON file.
+With ``--compile`` it times fp32 inference eager and through ``swinlite.optimize_for_inference`` (inductor
+freezing, the same call for every model), with compile times and a second process's warm-cache start.
+With ``--sizes`` it times swinlite and timm at several input sizes (batch 2, inference and train step, peak
+memory), the detection backbones at the largest size, and profiles inference there.
 With ``--rel-pos-1d`` it instead times the 1-D relative attention layer (L 1024, width 512, 8 heads,
 batch 4) against plain attention and the double-loop formulation.
 
 Examples:
     python scripts/benchmark.py --size tiny --batch 8 --repeats 7 --json benchmarks/cpu_tiny_b8.json
+    python scripts/benchmark.py --compile --models swinlite,timm --json benchmarks/cpu_tiny_b8_compile.json
+    python scripts/benchmark.py --sizes --json benchmarks/cpu_sizes.json
+    python scripts/benchmark.py --sizes 224,800x1333 --device cuda --json sizes_cuda.json
     python scripts/benchmark.py --rel-pos-1d --repeats 11 --json benchmarks/cpu_rel_pos_1d.json
 """
 
@@ -20,8 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmark code sits beside its results
 
+from swinbench.compiled import compile_table, run_compile_benchmark  # noqa: E402
 from swinbench.rel_pos_1d import run_rel_pos_1d  # noqa: E402
 from swinbench.report import markdown_table, rel_pos_1d_table, write_json  # noqa: E402
+from swinbench.sizes import DEFAULT_SIZES, SizesConfig, parse_sizes, run_sizes, sizes_table  # noqa: E402
 from swinbench.swin import MODELS, PRECISIONS, SIZES, TASKS, BenchConfig, run_benchmark  # noqa: E402
 
 
@@ -36,18 +45,39 @@ def _csv(allowed: tuple[str, ...]):
     return parse
 
 
+def _sizes(text: str) -> tuple[tuple[int, int], ...]:
+    try:
+        return parse_sizes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", choices=tuple(SIZES), default="tiny", help="model size (default: tiny)")
-    p.add_argument("--batch", type=int, default=8, help="batch size (default: 8)")
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: 8; 2 with --sizes)")
     p.add_argument("--img-size", type=int, default=224, help="square input size (default: 224)")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:i] (default: cpu)")
     p.add_argument("--models", type=_csv(MODELS), default=MODELS, help="subset of swinlite,timm,torchvision")
     p.add_argument("--tasks", type=_csv(TASKS), default=TASKS, help="subset of inference,train")
     p.add_argument("--precisions", type=_csv(PRECISIONS), default=PRECISIONS, help="subset of fp32,bf16 (autocast)")
-    p.add_argument("--compile", action="store_true", help="also time torch.compile'd copies of every model")
-    p.add_argument("--warmup", type=int, default=2, help="untimed runs per model and case (default: 2)")
-    p.add_argument("--repeats", type=int, default=7, help="timed runs per model and case; median (default: 7)")
+    p.add_argument(
+        "--compile", action="store_true", help="fp32 inference, eager and through swinlite.optimize_for_inference"
+    )
+    p.add_argument("--no-warm-start", action="store_true", help="--compile: skip the second, warm-cache process")
+    p.add_argument(
+        "--sizes",
+        nargs="?",
+        const=",".join(f"{h}x{w}" for h, w in DEFAULT_SIZES),
+        type=_sizes,
+        help="time swinlite and timm at these sizes, N or HxW (default list: %(const)s)",
+    )
+    p.add_argument(
+        "--warmup", type=int, default=None, help="untimed runs per model and case (default: 2; 1 with --sizes)"
+    )
+    p.add_argument(
+        "--repeats", type=int, default=None, help="timed runs per model and case; median (default: 7; 3 with --sizes)"
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement of train steps")
     p.add_argument(
         "--rel-pos-1d", action="store_true", help="time the 1-D relative attention layer instead of the Swin models"
@@ -55,7 +85,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--json", default="benchmarks/benchmark.json", help="output JSON path (default: benchmarks/benchmark.json)"
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.compile and args.sizes:
+        p.error("--compile and --sizes are separate runs; pass one of them")
+    for name, default, sizes_default in (("batch", 8, 2), ("warmup", 2, 1), ("repeats", 7, 3)):
+        if getattr(args, name) is None:
+            setattr(args, name, sizes_default if args.sizes else default)
+    return args
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -66,6 +106,22 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as e:
             sys.exit(f"error: {e}")
         table = rel_pos_1d_table(result)
+    elif args.sizes:
+        try:
+            sizes_cfg = SizesConfig(
+                sizes=args.sizes,
+                size=args.size,
+                batch=args.batch,
+                device=args.device,
+                tasks=args.tasks,
+                memory=not args.no_memory,
+                warmup=args.warmup,
+                repeats=args.repeats,
+            )
+        except ValueError as e:
+            sys.exit(f"error: {e}")
+        result = run_sizes(sizes_cfg, log=_log)
+        table = sizes_table(result)
     else:
         try:
             cfg = BenchConfig(
@@ -76,15 +132,18 @@ def main(argv: list[str] | None = None) -> None:
                 models=args.models,
                 tasks=args.tasks,
                 precisions=args.precisions,
-                compile=args.compile,
                 warmup=args.warmup,
                 repeats=args.repeats,
                 memory=not args.no_memory,
             )
         except ValueError as e:
             sys.exit(f"error: {e}")
-        result = run_benchmark(cfg, log=lambda msg: print(msg, file=sys.stderr, flush=True))
-        table = markdown_table(result)
+        if args.compile:
+            result = run_compile_benchmark(cfg, log=_log, warm_start=not args.no_warm_start)
+            table = compile_table(result)
+        else:
+            result = run_benchmark(cfg, log=_log)
+            table = markdown_table(result)
     write_json(result, args.json)
     print(table)
 

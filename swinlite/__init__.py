@@ -1,9 +1,27 @@
 """swinlite: a readable, fast Swin Transformer backbone registered with timm."""
 
+from typing import Any
+
 from .convert import convert_state_dict, detect_layout, load_checkpoint
 from .models import SwinTransformer
 from .weights import load_model
 
 __version__ = "0.1.0"
 
-__all__ = ["SwinTransformer", "__version__", "convert_state_dict", "detect_layout", "load_checkpoint", "load_model"]
+__all__ = [
+    "SwinTransformer",
+    "__version__",
+    "convert_state_dict",
+    "detect_layout",
+    "load_checkpoint",
+    "load_model",
+    "optimize_for_inference",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "optimize_for_inference":  # loaded on first use: the compiler stack is not needed to build a model
+        from .optimize import optimize_for_inference
+
+        return optimize_for_inference
+    raise AttributeError(f"module 'swinlite' has no attribute {name!r}")

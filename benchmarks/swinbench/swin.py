@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -56,7 +55,6 @@ class BenchConfig:
     models: tuple[str, ...] = MODELS
     tasks: tuple[str, ...] = TASKS
     precisions: tuple[str, ...] = PRECISIONS
-    compile: bool = False
     warmup: int = 2
     repeats: int = 7
     memory: bool = True
@@ -226,8 +224,6 @@ def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[
     result["max_output_difference"] = max_output_difference(models, x)
     flop_model = models.get("timm", next(iter(models.values())))
     result["gflop_per_image"] = {t: step_flops(flop_model, x, t) / cfg.batch / 1e9 for t in cfg.tasks}
-    if cfg.compile:
-        models.update({f"{name}+compile": torch.compile(model) for name, model in list(models.items())})
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
     result["matmul_gflops"] = {p: matmul_gflops(cfg.device, dtypes[p]) for p in cfg.precisions}
     rows = []
@@ -245,19 +241,13 @@ def _measure(
     models: dict[str, nn.Module], x: torch.Tensor, task: str, precision: str, cfg: BenchConfig, result: dict
 ) -> list[Row]:
     steps = {name: _synced(make_step(model, x, task, precision), cfg.device) for name, model in models.items()}
-    notes: dict[str, list[str]] = {name: [] for name in models}
-    for name, step in steps.items():  # first call apart: it holds the compilation of compiled models
-        start = time.perf_counter()
-        step()
-        if name.endswith("+compile"):
-            notes[name].append(f"first call (compilation) {time.perf_counter() - start:.1f} s")
     seconds = interleaved_median_seconds(list(steps.values()), cfg.warmup, cfg.repeats)
     flops = result["gflop_per_image"][task] * 1e9
     ceiling = result["matmul_gflops"][precision] * 1e9
     rows = []
     for (name, step), s in zip(steps.items(), seconds, strict=True):
         ips = x.shape[0] / s
-        row = Row(task, precision, name, s, ips, ips * flops / ceiling, notes=notes[name])
+        row = Row(task, precision, name, s, ips, ips * flops / ceiling)
         if task == "train" and cfg.memory:
             row.peak_mb = peak_memory_bytes(step, cfg.device) / 2**20
         rows.append(row)

@@ -1,0 +1,142 @@
+"""Deployment benchmark behind ``scripts/benchmark.py --compile``: eager against optimised inference, fp32.
+
+Every requested model is timed eager and as compiled by :func:`swinlite.optimize_for_inference` (inductor
+freezing; the same call for timm and torchvision, it does not depend on the model), interleaved as in
+:mod:`swinbench.swin`. Per optimised model the result holds the time ``optimize_for_inference`` took
+(compilation plus the first call), the largest |difference| from the model's eager output, and the start of a
+second process with the compile cache warm: a freshly spawned interpreter builds the same model and calls
+``optimize_for_inference`` again, so only inductor's on-disk caches carry over.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from functools import partial
+from typing import Any
+
+import torch
+
+from swinlite.optimize import optimize_for_inference
+
+from .report import markdown_table
+from .swin import (
+    BenchConfig,
+    Row,
+    _synced,
+    add_ratios,
+    build_models,
+    machine_info,
+    make_step,
+    matmul_gflops,
+    max_output_difference,
+    step_flops,
+)
+from .timing import interleaved_median_seconds
+
+SUFFIX = "+optimized"
+
+
+def run_compile_benchmark(
+    cfg: BenchConfig, log: Callable[[str], None] = print, warm_start: bool = True
+) -> dict[str, Any]:
+    """Time fp32 inference of each model eager and optimised; return a JSON-ready result.
+
+    Args:
+        cfg: what to run; ``tasks``, ``precisions`` and ``compile`` are not read (fp32 inference only).
+        log: progress messages.
+        warm_start: also time ``optimize_for_inference`` in a fresh process with the cache warm.
+
+    Returns:
+        dict as :func:`swinbench.swin.run_benchmark` (``rows`` of task "inference", precision "fp32"),
+        plus ``compile`` = {model: {"seconds", "max_difference_from_eager", "warm_start_seconds",
+        "warm_start_process_seconds"}}.
+    """
+    models = build_models(cfg)
+    torch.manual_seed(cfg.seed)
+    x = torch.randn(cfg.batch, 3, cfg.img_size, cfg.img_size, device=cfg.device)
+    result: dict[str, Any] = dict(config=asdict(cfg), machine=machine_info(cfg.device))
+    result["max_output_difference"] = max_output_difference(models, x)
+    flop_model = models.get("timm", next(iter(models.values())))
+    result["gflop_per_image"] = {"inference": step_flops(flop_model, x, "inference") / cfg.batch / 1e9}
+    steps = {name: _synced(make_step(model, x, "inference", "fp32"), cfg.device) for name, model in models.items()}
+    result["compile"] = {}
+    for name, model in models.items():
+        log(f"optimize_for_inference({name})")
+        start = time.perf_counter()
+        optimized = optimize_for_inference(model.eval(), x, check=False)
+        info: dict[str, float | None] = dict(seconds=time.perf_counter() - start)
+        with torch.inference_mode():
+            info["max_difference_from_eager"] = (optimized(x) - model(x)).abs().max().item()
+        info["warm_start_seconds"], info["warm_start_process_seconds"] = None, None
+        if warm_start:
+            log(f"optimize_for_inference({name}) in a fresh process, cache warm")
+            info["warm_start_seconds"], info["warm_start_process_seconds"] = warm_start_seconds(cfg, name)
+        result["compile"][name] = info
+        steps[name + SUFFIX] = _synced(partial(optimized, x), cfg.device)
+    result["matmul_gflops"] = {"fp32": matmul_gflops(cfg.device)}
+    log(f"timing inference fp32: {', '.join(steps)}")
+    seconds = interleaved_median_seconds(list(steps.values()), cfg.warmup, cfg.repeats)
+    flops, ceiling = result["gflop_per_image"]["inference"] * 1e9, result["matmul_gflops"]["fp32"] * 1e9
+    rows = [
+        Row("inference", "fp32", name, s, cfg.batch / s, cfg.batch / s * flops / ceiling)
+        for name, s in zip(steps, seconds, strict=True)
+    ]
+    add_ratios(rows)
+    _add_ratio_vs_timm_optimized(rows)
+    result["rows"] = [asdict(r) for r in rows]
+    result["machine"]["load_average_after"] = os.getloadavg()
+    return result
+
+
+def _add_ratio_vs_timm_optimized(rows: list[Row]) -> None:
+    reference = next((r for r in rows if r.model == "timm" + SUFFIX), None)
+    if reference is None:
+        return
+    for row in rows:
+        row.notes.append(f"{row.images_per_s / reference.images_per_s:.2f}× timm{SUFFIX}")
+
+
+def warm_start_seconds(cfg: BenchConfig, name: str) -> tuple[float, float]:
+    """Seconds ``optimize_for_inference`` takes in a fresh spawned process, and that process's whole run.
+
+    The child builds the same model (same seed, same weights) and input, with the parent's thread count.
+    """
+    start = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        seconds = pool.apply(_optimize_in_fresh_process, (replace(cfg, models=(name,)), torch.get_num_threads()))
+    return seconds, time.perf_counter() - start
+
+
+def _optimize_in_fresh_process(cfg: BenchConfig, threads: int) -> float:
+    torch.set_num_threads(threads)
+    (model,) = build_models(cfg).values()
+    model.eval()
+    torch.manual_seed(cfg.seed)
+    x = torch.randn(cfg.batch, 3, cfg.img_size, cfg.img_size, device=cfg.device)
+    start = time.perf_counter()
+    optimize_for_inference(model, x, check=False)
+    return time.perf_counter() - start
+
+
+def compile_table(result: dict[str, Any]) -> str:
+    """The result of :func:`run_compile_benchmark` as markdown: the timing table, then one line per compilation."""
+    lines = [markdown_table(result), ""]
+    for name, info in result["compile"].items():
+        warm = info["warm_start_seconds"]
+        warm_text = (
+            "not measured"
+            if warm is None
+            else (
+                f"{warm:.1f} s in a second process with the cache warm ({info['warm_start_process_seconds']:.1f} s "
+                "including its start-up and model build)"
+            )
+        )
+        lines.append(
+            f"- {name}{SUFFIX}: optimize_for_inference took {info['seconds']:.1f} s (compile + first call), "
+            f"{warm_text}; max |difference| from eager {info['max_difference_from_eager']:.1e}."
+        )
+    return "\n".join(lines)

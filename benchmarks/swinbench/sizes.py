@@ -1,0 +1,213 @@
+"""Cost against input size behind ``scripts/benchmark.py --sizes``: swinlite and timm Swin-T, and detection backbones.
+
+At each size (H×W) swinlite and timm are built fresh for that size and timed alternately (median after warm-up),
+for inference and for a train step; the peak memory of each step is measured as in :mod:`swinbench.swin`.
+timm is given its fastest set-up at each size: ``img_size=(H, W)`` (attention masks built once) where H and W are
+patch multiples, else ``strict_img_size=False`` with a patch embedding that pads (``dynamic_img_pad=True``).
+At the largest size the swinlite Swin-T + FPN detection backbone (:func:`swinlite.detection.build_fpn_backbone`)
+is timed next to torchvision's ResNet-50 FPN backbone (all layers trainable, frozen batch norm), and the operators
+that take the time in swinlite's and timm's inference are profiled.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
+from typing import Any
+
+import timm
+import torch
+from timm.layers import PatchEmbed
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+
+from swinlite.detection import build_fpn_backbone
+
+from .swin import SIZES, _synced, machine_info, make_step, peak_memory_bytes
+from .timing import interleaved_median_seconds
+
+# (H, W): square classification sizes, a 640×480 photo, a detection input (short side 800, long side 1333)
+DEFAULT_SIZES: tuple[tuple[int, int], ...] = ((224, 224), (384, 384), (512, 512), (480, 640), (800, 1333))
+
+
+@dataclass
+class SizesConfig:
+    """What :func:`run_sizes` measures; ``size`` is the Swin size (a key of :data:`swinbench.swin.SIZES`)."""
+
+    sizes: tuple[tuple[int, int], ...] = DEFAULT_SIZES
+    size: str = "tiny"
+    batch: int = 2
+    device: str = "cpu"
+    tasks: tuple[str, ...] = ("inference", "train")
+    detection: bool = True
+    profile: bool = True
+    memory: bool = True
+    warmup: int = 1
+    repeats: int = 3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size not in SIZES:
+            raise ValueError(f"size must be one of {tuple(SIZES)}, got {self.size!r}")
+        if not self.sizes or any(h < 32 or w < 32 for h, w in self.sizes):
+            raise ValueError(f"sizes must be a non-empty list of (H, W) with H, W >= 32, got {self.sizes}")
+        if self.batch < 1 or self.warmup < 0 or self.repeats < 1:
+            raise ValueError(
+                f"expected batch >= 1, warmup >= 0, repeats >= 1; got {self.batch}, {self.warmup}, {self.repeats}"
+            )
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {self.device!r} requested but torch.cuda.is_available() is False")
+
+
+def build_timm(name: str, size: tuple[int, int], patch: int = 4) -> nn.Module:
+    """timm's Swin at ``size`` (H, W): fixed masks where H, W are patch multiples, else dynamic size and padding."""
+    if size[0] % patch == 0 and size[1] % patch == 0:
+        return timm.create_model(name, drop_path_rate=0.0, img_size=size)
+    return timm.create_model(
+        name, drop_path_rate=0.0, strict_img_size=False, embed_layer=partial(PatchEmbed, dynamic_img_pad=True)
+    )
+
+
+def backbone_step(model: nn.Module, x: torch.Tensor, task: str) -> Callable[[], None]:
+    """One inference forward, or one train step (loss: the sum of the mean of every output map, backward)."""
+    if task == "inference":
+        model.eval()
+
+        def infer() -> None:
+            with torch.inference_mode():
+                model(x)
+
+        return infer
+    model.train()
+
+    def train() -> None:
+        sum(level.mean() for level in model(x).values()).backward()
+        model.zero_grad(set_to_none=True)
+
+    return train
+
+
+def run_sizes(cfg: SizesConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Measure swinlite and timm at every size (and the detection backbones at the largest); JSON-ready result.
+
+    Returns:
+        dict with ``config``, ``machine``, ``rows`` (size, task, model, seconds, images_per_s, peak_mb,
+        speed_vs_timm, memory_vs_timm) and, with ``cfg.profile``, ``profile`` = {model: markdown table}.
+    """
+    lite_name, timm_name, _ = SIZES[cfg.size]
+    result: dict[str, Any] = dict(config=asdict(cfg), machine=machine_info(cfg.device), rows=[])
+    for size in cfg.sizes:
+        torch.manual_seed(cfg.seed)
+        models = {
+            "swinlite": timm.create_model(lite_name, drop_path_rate=0.0),
+            "timm": build_timm(timm_name, size),
+        }
+        x = torch.randn(cfg.batch, 3, *size, device=cfg.device)
+        for task in cfg.tasks:
+            log(f"timing {task} at {size[0]}×{size[1]}: swinlite, timm")
+            steps = {name: make_step(m.to(cfg.device), x, task, "fp32") for name, m in models.items()}
+            result["rows"] += _measure(steps, size, task, cfg, log)
+    largest = max(cfg.sizes, key=lambda s: s[0] * s[1])
+    x = torch.randn(cfg.batch, 3, *largest, device=cfg.device)
+    if cfg.detection:
+        backbones = {
+            f"swinlite {cfg.size} FPN": build_fpn_backbone(lite_name, drop_path_rate=0.0),
+            "torchvision resnet50 FPN": resnet_fpn_backbone(backbone_name="resnet50", weights=None, trainable_layers=5),
+        }
+        for task in cfg.tasks:
+            log(f"timing {task} at {largest[0]}×{largest[1]}: {', '.join(backbones)}")
+            steps = {name: backbone_step(m.to(cfg.device), x, task) for name, m in backbones.items()}
+            result["rows"] += _measure(steps, largest, task, cfg, log)
+    if cfg.profile:
+        log(f"profiling inference at {largest[0]}×{largest[1]}")
+        result["profile"] = {
+            "swinlite": op_profile(timm.create_model(lite_name).to(cfg.device).eval(), x),
+            "timm": op_profile(build_timm(timm_name, largest).to(cfg.device).eval(), x),
+        }
+    _add_ratios(result["rows"])
+    result["machine"]["load_average_after"] = os.getloadavg()
+    return result
+
+
+def _measure(
+    steps: dict[str, Callable[[], None]], size: tuple[int, int], task: str, cfg: SizesConfig, log: Callable[[str], None]
+) -> list[dict]:
+    synced = [_synced(step, cfg.device) for step in steps.values()]
+    seconds = interleaved_median_seconds(synced, cfg.warmup, cfg.repeats)
+    rows = []
+    for (name, step), s in zip(steps.items(), seconds, strict=True):
+        peak = peak_memory_bytes(step, cfg.device) / 2**20 if cfg.memory else None
+        rows.append(dict(size=list(size), task=task, model=name, seconds=s, images_per_s=cfg.batch / s, peak_mb=peak))
+        log(f"  {name}: {cfg.batch / s:.3f} img/s, peak {peak or 0:.0f} MB")
+    return rows
+
+
+def _add_ratios(rows: list[dict]) -> None:
+    timm_rows = {(tuple(r["size"]), r["task"]): r for r in rows if r["model"] == "timm"}
+    for row in rows:
+        ref = timm_rows.get((tuple(row["size"]), row["task"]))
+        same_family = ref is not None and row["model"] in ("swinlite", "timm")
+        row["speed_vs_timm"] = row["images_per_s"] / ref["images_per_s"] if same_family else None
+        row["memory_vs_timm"] = row["peak_mb"] / ref["peak_mb"] if same_family and ref["peak_mb"] else None
+
+
+def op_profile(model: nn.Module, x: torch.Tensor, row_limit: int = 10) -> list[dict[str, Any]]:
+    """The operators that take the most self time in one inference forward: name, share of the total, calls."""
+    activities = [ProfilerActivity.CUDA if x.is_cuda else ProfilerActivity.CPU]
+    with torch.inference_mode():
+        model(x)  # warm-up: caches, first-call allocation
+        with profile(activities=activities) as prof:
+            model(x)
+            if x.is_cuda:
+                torch.cuda.synchronize()
+    attr = "self_device_time_total" if x.is_cuda else "self_cpu_time_total"
+    events = [e for e in prof.key_averages() if getattr(e, attr) > 0]
+    total = sum(getattr(e, attr) for e in events)
+    events.sort(key=lambda e: getattr(e, attr), reverse=True)
+    return [
+        dict(op=e.key, share=getattr(e, attr) / total, ms=getattr(e, attr) / 1e3, calls=e.count)
+        for e in events[:row_limit]
+    ]
+
+
+def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
+    """``"224,800x1333"`` -> ((224, 224), (800, 1333)); a single number is a square, ``HxW`` is height × width."""
+    sizes = []
+    for item in (t.strip().lower().replace("×", "x") for t in text.split(",") if t.strip()):
+        parts = item.split("x")
+        if len(parts) not in (1, 2) or not all(p.isdigit() for p in parts):
+            raise ValueError(f"expected sizes as N or HxW separated by commas, e.g. 224,800x1333; got {text!r}")
+        h, w = int(parts[0]), int(parts[-1])
+        sizes.append((h, w))
+    return tuple(sizes)
+
+
+def sizes_table(result: dict[str, Any]) -> str:
+    """The rows of :func:`run_sizes` as a markdown table with a header of context, then the profiles."""
+    cfg, machine = result["config"], result["machine"]
+    load = " / ".join(" ".join(f"{v:.1f}" for v in machine[k]) for k in ("load_average_before", "load_average_after"))
+    lines = [
+        f"Swin-{cfg['size']} batch {cfg['batch']}, fp32, device {cfg['device']} ({machine['gpu'] or machine['cpu']}, "
+        f"{machine['threads']} threads); torch {machine['torch']}, timm {machine['timm']}, torchvision "
+        f"{machine['torchvision']}. Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up. "
+        f"Load average before/after: {load}.",
+        "",
+        "| H×W | task | model | img/s | × timm | peak MB | memory × timm |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for r in result["rows"]:
+        ratio = "–" if r["speed_vs_timm"] is None else f"{r['speed_vs_timm']:.2f}"
+        mem_ratio = "–" if r["memory_vs_timm"] is None else f"{r['memory_vs_timm']:.2f}"
+        peak = "–" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}"
+        lines.append(
+            f"| {r['size'][0]}×{r['size'][1]} | {r['task']} | {r['model']} | {r['images_per_s']:.2f} | {ratio} | "
+            f"{peak} | {mem_ratio} |"
+        )
+    for name, ops in result.get("profile", {}).items():
+        lines += ["", f"{name} inference, top operators by self time:", "", "| op | share | ms | calls |"]
+        lines += ["|---|---:|---:|---:|"]
+        lines += [f"| {o['op']} | {100 * o['share']:.1f}% | {o['ms']:.0f} | {o['calls']} |" for o in ops]
+    return "\n".join(lines)

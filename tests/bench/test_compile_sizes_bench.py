@@ -1,0 +1,65 @@
+"""--compile and --sizes plumbing on tiny inputs: rows, ratios, tables, CLI parsing (no timing asserted).
+
+The compilation itself is pinned by tests/test_optimize.py; here optimize_for_inference is replaced by the
+eager model, so these runs take seconds.
+"""
+
+import pytest
+import torch
+from swinbench import compiled
+from swinbench.sizes import SizesConfig, parse_sizes, run_sizes, sizes_table
+from swinbench.swin import BenchConfig
+
+
+def test_compile_run_has_eager_and_optimized_rows(monkeypatch):
+    calls = []
+
+    def fake_optimize(model, x, check=True):
+        calls.append(type(model).__name__)
+        return lambda inp: model(inp)
+
+    monkeypatch.setattr(compiled, "optimize_for_inference", fake_optimize)
+    cfg = BenchConfig(batch=1, img_size=64, models=("swinlite", "timm"), warmup=0, repeats=1)
+    result = compiled.run_compile_benchmark(cfg, log=lambda _: None, warm_start=False)
+    assert calls == ["SwinTransformer", "SwinTransformer"]
+    assert [r["model"] for r in result["rows"]] == ["swinlite", "timm", "swinlite+optimized", "timm+optimized"]
+    assert all(r["task"] == "inference" and r["precision"] == "fp32" for r in result["rows"])
+    rows = {r["model"]: r for r in result["rows"]}
+    assert rows["timm"]["speed_vs_timm"] == 1.0 and rows["timm+optimized"]["notes"] == ["1.00× timm+optimized"]
+    assert result["compile"]["swinlite"]["max_difference_from_eager"] == 0.0
+    assert result["compile"]["timm"]["warm_start_seconds"] is None
+    table = compiled.compile_table(result)
+    assert table.count("\n| inference | fp32 |") == 4 and "- timm+optimized: optimize_for_inference took" in table
+
+
+def test_sizes_run_covers_every_task_and_backbone():
+    cfg = SizesConfig(sizes=((32, 34),), batch=1, warmup=0, repeats=1)  # 34: not a patch multiple, timm pads
+    result = run_sizes(cfg, log=lambda _: None)
+    assert all(r["size"] == [32, 34] for r in result["rows"])
+    assert [(r["task"], r["model"]) for r in result["rows"]] == [
+        ("inference", "swinlite"),
+        ("inference", "timm"),
+        ("train", "swinlite"),
+        ("train", "timm"),
+        ("inference", "swinlite tiny FPN"),
+        ("inference", "torchvision resnet50 FPN"),
+        ("train", "swinlite tiny FPN"),
+        ("train", "torchvision resnet50 FPN"),
+    ]
+    assert all(r["images_per_s"] > 0 and r["peak_mb"] > 0 for r in result["rows"])
+    assert result["rows"][1]["speed_vs_timm"] == 1.0 and result["rows"][-1]["speed_vs_timm"] is None
+    assert set(result["profile"]) == {"swinlite", "timm"}
+    assert 0 < sum(op["share"] for op in result["profile"]["swinlite"]) <= 1 + 1e-6
+    table = sizes_table(result)
+    assert "| 32×34 | train | timm |" in table and "swinlite inference, top operators by self time:" in table
+
+
+def test_sizes_parse_and_bad_config():
+    assert parse_sizes("224, 800x1333,640×480") == ((224, 224), (800, 1333), (640, 480))
+    with pytest.raises(ValueError, match="HxW"):
+        parse_sizes("224x")
+    with pytest.raises(ValueError, match="sizes"):
+        SizesConfig(sizes=((16, 224),))
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="cuda"):
+            SizesConfig(device="cuda")

@@ -1,0 +1,44 @@
+"""optimize_for_inference: a compiled callable computing the model's function, and one clear error in train mode."""
+
+import subprocess
+import sys
+
+import pytest
+import timm
+import torch
+from torch._dynamo.utils import counters
+
+import swinlite
+
+
+def _small_model() -> torch.nn.Module:
+    # one stage of two blocks (W-MSA, then SW-MSA): small enough to compile in seconds
+    return timm.create_model("swinlite_pico_patch2_window4_32", depths=(2,), num_heads=(1,)).eval()
+
+
+def test_optimized_model_matches_eager_and_compiles_once_per_size():
+    torch._dynamo.reset()
+    counters.clear()
+    model = _small_model()
+    x = torch.randn(2, 3, 12, 10)  # 6x5 tokens: padded to 8x8 windows, shifted
+    fn = swinlite.optimize_for_inference(model, x)
+    assert callable(fn) and counters["stats"]["unique_graphs"] == 1
+    y = torch.randn_like(x)
+    with torch.inference_mode():
+        expected = model(y)
+    out = fn(y)
+    assert out.shape == (2, 10) and not out.requires_grad
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+    assert counters["stats"]["unique_graphs"] == 1  # same shape, new values: no recompile
+
+
+def test_model_in_training_mode_is_rejected():
+    with pytest.raises(ValueError, match="eval"):
+        swinlite.optimize_for_inference(_small_model().train(), torch.randn(1, 3, 8, 8))
+
+
+def test_import_stays_light():
+    modules = ("torch._inductor.compile_fx", "swinlite.optimize")
+    code = f"import sys, swinlite; print(*(m in sys.modules for m in {modules}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]

@@ -383,12 +383,19 @@ class SwinTransformer(nn.Module):
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
         """New classifier of ``num_classes`` outputs (0: none), on the model's device and dtype."""
         self.num_classes = num_classes
-        ref = self.patch_embed.proj.weight
-        self.head.reset(
-            num_classes, pool_type=global_pool, in_features=self.num_features, device=ref.device, dtype=ref.dtype
-        )
         if global_pool is not None:
             self.global_pool = global_pool
+        ref = self.patch_embed.proj.weight
+        # a new head rather than ClassifierHead.reset, whose in_features/device arguments older timm lacks
+        self.head = ClassifierHead(
+            self.num_features,
+            num_classes,
+            pool_type=self.global_pool,
+            drop_rate=self.head.drop.p,
+            input_fmt="NHWC",
+            device=ref.device,
+            dtype=ref.dtype,
+        )
 
     def forward_intermediates(
         self,

@@ -6,6 +6,7 @@ the 0600 of the temporary file they are written as.
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -65,3 +66,33 @@ def save_safetensors(
     contiguous = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     meta = {k: json.dumps(v) for k, v in (metadata or {}).items()}
     atomic_write_bytes(path, safetensors_bytes(contiguous, metadata=meta or None))
+
+
+def build_folder_once(root: str | os.PathLike, marker: str, build: Callable[[Path], str], what: str) -> Path:
+    """Build a generated folder once, atomically: a kill mid-build never leaves a partial folder at ``root``.
+
+    Args:
+        root: destination; returned as it is when it already holds ``marker`` (built before).
+        marker: name of the file that marks a finished build.
+        build: fills the temporary folder it is given and returns the text written to the marker.
+        what: what the folder is, for the error when ``root`` holds something else.
+
+    Returns:
+        ``root`` as a Path.
+    """
+    root = Path(root)
+    if (root / marker).is_file():
+        return root
+    if root.exists() and any(root.iterdir()):
+        raise ValueError(f"{root} exists and is not a {what} folder; choose another data.data_dir")
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    try:
+        (tmp / marker).write_text(build(tmp))  # the marker last: only a finished build has it
+        if root.exists():
+            root.rmdir()  # empty, checked above
+        os.replace(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return root

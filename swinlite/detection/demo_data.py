@@ -10,9 +10,6 @@ never seen in training. Layout: COCO 2017's, ``root/annotations/instances_{train
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +17,8 @@ from PIL import Image
 from pycocotools import mask as mask_utils
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
+
+from ..io import build_folder_once
 
 _MARKER = ".swinlite_digit_scenes"
 CANVAS = 64
@@ -102,24 +101,13 @@ def build_digit_scenes(root: str | Path, train_scenes: int = 1200, val_scenes: i
     Returns:
         ``root``.
     """
-    root = Path(root)
-    if (root / _MARKER).is_file():
-        return root
-    if root.exists() and any(root.iterdir()):
-        raise ValueError(f"{root} exists and is not a detection demo folder; choose another data.data_dir")
-    digits = load_digits()
-    index = np.arange(len(digits.target))
-    train_pool, val_pool = train_test_split(index, test_size=0.2, random_state=0, stratify=digits.target)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    try:
+
+    def build(tmp: Path) -> str:
+        digits = load_digits()
+        index = np.arange(len(digits.target))
+        train_pool, val_pool = train_test_split(index, test_size=0.2, random_state=0, stratify=digits.target)
         _write_split(tmp, "train", train_scenes, 0, digits, train_pool)
         _write_split(tmp, "val", val_scenes, 1, digits, val_pool)
-        (tmp / _MARKER).write_text(f"scikit-learn digits on {CANVAS}x{CANVAS} canvases, {train_scenes}/{val_scenes}\n")
-        if root.exists():
-            root.rmdir()  # empty, checked above
-        os.replace(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return root
+        return f"scikit-learn digits on {CANVAS}x{CANVAS} canvases, {train_scenes}/{val_scenes}\n"
+
+    return build_folder_once(root, _MARKER, build, "detection demo")

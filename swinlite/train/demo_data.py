@@ -6,15 +6,14 @@ inside scikit-learn. Images are upscaled to 32x32 RGB; 20% of each class goes to
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
+
+from ..io import build_folder_once
 
 _MARKER = ".swinlite_digits"
 
@@ -39,27 +38,16 @@ def build_digits(root: str | Path, size: int = 32, val_fraction: float = 0.2) ->
     Returns:
         ``root``.
     """
-    root = Path(root)
-    if (root / _MARKER).is_file():
-        return root
-    if root.exists() and any(root.iterdir()):
-        raise ValueError(f"{root} exists and is not a digits demo folder; choose another data.data_dir")
-    digits = load_digits()
-    index = np.arange(len(digits.target))
-    train_idx, val_idx = train_test_split(index, test_size=val_fraction, random_state=0, stratify=digits.target)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    try:
+
+    def build(tmp: Path) -> str:
+        digits = load_digits()
+        index = np.arange(len(digits.target))
+        train_idx, val_idx = train_test_split(index, test_size=val_fraction, random_state=0, stratify=digits.target)
         for split, ids in (("train", train_idx), ("val", val_idx)):
             for i in sorted(ids):
                 folder = tmp / split / str(digits.target[i])
                 folder.mkdir(parents=True, exist_ok=True)
                 _render(digits.images[i], size).save(folder / f"{i:04d}.png")
-        (tmp / _MARKER).write_text(f"scikit-learn digits, {size}x{size} RGB, val_fraction={val_fraction}\n")
-        if root.exists():
-            root.rmdir()  # empty, checked above
-        os.replace(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return root
+        return f"scikit-learn digits, {size}x{size} RGB, val_fraction={val_fraction}\n"
+
+    return build_folder_once(root, _MARKER, build, "digits demo")

@@ -227,6 +227,7 @@ def test_help_imports_neither_torch_nor_timm():
         "extract_features.py",
         "visualize.py",
         "convert_checkpoint.py",
+        "benchmark.py",
     ]
     result = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, env=script_env())
     assert result.returncode == 0, result.stderr

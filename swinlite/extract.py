@@ -166,16 +166,16 @@ def run_extraction(
     )
     model = model.eval().to(device)
     strides = tuple(info["reduction"] for info in model.feature_info)
-    features: nn.Module = _Features(model)
+    net: nn.Module = _Features(model).eval()
     if compile and todo:
-        features = FixedBatch(features, torch.zeros(min(batch_size, len(todo)), 3, *input_size, device=device))
+        net = FixedBatch(net, torch.zeros(min(batch_size, len(todo)), 3, *input_size, device=device))
     failures: list[str] = []
     bar = tqdm(total=len(todo), unit="img", disable=not progress, desc="extract")
     for batch in loader:
         good = [(todo[j], x, size) for j, x, size in batch if x is not None]
         failures += [f"{images[todo[j]]}\t{why}" for j, x, why in batch if x is None]
         if good:
-            maps, pooled = _forward(features, torch.stack([x for _, x, _ in good]).to(device), dtype)
+            maps, pooled = _forward(net, torch.stack([x for _, x, _ in good]).to(device), dtype)
             for b, (i, _, size) in enumerate(good):
                 features = ImageFeatures(maps[b], pooled[b], str(images[i]), size, input_size, strides, model_name)
                 save_features(outputs[i], features)
@@ -198,12 +198,10 @@ class _Features(nn.Module):
         return maps, self.model.forward_head(final, pre_logits=True)
 
 
-def _forward(
-    features: nn.Module, x: torch.Tensor, dtype: torch.dtype
-) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
+def _forward(net: nn.Module, x: torch.Tensor, dtype: torch.dtype) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
     """images [B, 3, H, W] -> (per image {"stage0": [C0, H0, W0], ...} in ``dtype`` on the CPU, pooled [B, C] fp32)."""
     with torch.inference_mode():
-        maps, pooled = features(x)
+        maps, pooled = net(x)
     per_image = [{f"stage{level}": m[b].to("cpu", dtype) for level, m in enumerate(maps)} for b in range(x.shape[0])]
     return per_image, pooled.to("cpu", torch.float32)
 

@@ -27,11 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmark code sits beside its results
 
-from swinbench.compiled import compile_table, run_compile_benchmark  # noqa: E402
-from swinbench.rel_pos_1d import run_rel_pos_1d  # noqa: E402
-from swinbench.report import markdown_table, rel_pos_1d_table, write_json  # noqa: E402
-from swinbench.sizes import DEFAULT_SIZES, SizesConfig, parse_sizes, run_sizes, sizes_table  # noqa: E402
-from swinbench.swin import MODELS, PRECISIONS, SIZES, TASKS, BenchConfig, run_benchmark  # noqa: E402
+from swinbench.choices import DEFAULT_SIZES, MODELS, PRECISIONS, SIZES, TASKS, parse_sizes  # noqa: E402
 
 
 def _csv(allowed: tuple[str, ...]):
@@ -100,6 +96,12 @@ def _log(msg: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    from swinbench.compiled import compile_table, run_compile_benchmark
+    from swinbench.rel_pos_1d import run_rel_pos_1d
+    from swinbench.report import markdown_table, rel_pos_1d_table, write_json
+    from swinbench.sizes import SizesConfig, run_sizes, sizes_table
+    from swinbench.swin import BenchConfig, run_benchmark
+
     if args.rel_pos_1d:
         try:
             result = run_rel_pos_1d(warmup=args.warmup, repeats=args.repeats)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
+from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms
 from torchvision.datasets.folder import IMG_EXTENSIONS
@@ -22,6 +23,7 @@ from tqdm import tqdm
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
 from .io import atomic_write_bytes
 from .models.swin import SwinTransformer
+from .optimize import FixedBatch
 from .train.data import load_rgb
 from .weights import file_sha256
 
@@ -121,6 +123,7 @@ def run_extraction(
     device: str = "cpu",
     progress: bool = True,
     checkpoint: Path | None = None,
+    compile: bool = False,
 ) -> ExtractionSummary:
     """Write per-image feature files, ``embeddings.safetensors`` and ``failures.txt`` under ``output``.
 
@@ -136,6 +139,8 @@ def run_extraction(
         device: where the model runs.
         progress: show a tqdm progress bar.
         checkpoint: the weights file the model was loaded from (its hash goes into ``settings.json``).
+        compile: run the model through :class:`swinlite.optimize.FixedBatch` (compiled once for ``batch_size``
+            images; smaller batches are padded to it).
     """
     input_size = (int(input_size[0]), int(input_size[1]))
     images, root = list_images(source)
@@ -161,13 +166,16 @@ def run_extraction(
     )
     model = model.eval().to(device)
     strides = tuple(info["reduction"] for info in model.feature_info)
+    net: nn.Module = _Features(model).eval()
+    if compile and todo:
+        net = FixedBatch(net, torch.zeros(min(batch_size, len(todo)), 3, *input_size, device=device))
     failures: list[str] = []
     bar = tqdm(total=len(todo), unit="img", disable=not progress, desc="extract")
     for batch in loader:
         good = [(todo[j], x, size) for j, x, size in batch if x is not None]
         failures += [f"{images[todo[j]]}\t{why}" for j, x, why in batch if x is None]
         if good:
-            maps, pooled = _forward(model, torch.stack([x for _, x, _ in good]).to(device), dtype)
+            maps, pooled = _forward(net, torch.stack([x for _, x, _ in good]).to(device), dtype)
             for b, (i, _, size) in enumerate(good):
                 features = ImageFeatures(maps[b], pooled[b], str(images[i]), size, input_size, strides, model_name)
                 save_features(outputs[i], features)
@@ -178,13 +186,22 @@ def run_extraction(
     return ExtractionSummary(written=len(todo) - len(failures), skipped=len(images) - len(todo), failed=len(failures))
 
 
-def _forward(
-    model: SwinTransformer, x: torch.Tensor, dtype: torch.dtype
-) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
+class _Features(nn.Module):
+    """images [B, 3, H, W] -> (stage maps [[B, C0, H0, W0], ...], pooled [B, C]): one module, so it can be compiled."""
+
+    def __init__(self, model: SwinTransformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        final, maps = self.model.forward_intermediates(x)
+        return maps, self.model.forward_head(final, pre_logits=True)
+
+
+def _forward(net: nn.Module, x: torch.Tensor, dtype: torch.dtype) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
     """images [B, 3, H, W] -> (per image {"stage0": [C0, H0, W0], ...} in ``dtype`` on the CPU, pooled [B, C] fp32)."""
     with torch.inference_mode():
-        final, maps = model.forward_intermediates(x)
-        pooled = model.forward_head(final, pre_logits=True)
+        maps, pooled = net(x)
     per_image = [{f"stage{level}": m[b].to("cpu", dtype) for level, m in enumerate(maps)} for b in range(x.shape[0])]
     return per_image, pooled.to("cpu", torch.float32)
 

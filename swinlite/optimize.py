@@ -16,6 +16,9 @@ swinlite's window geometry symbolically did not finish in minutes even for the s
 Caches: inductor keeps the C++ kernels it builds on disk (``TORCHINDUCTOR_CACHE_DIR``), so a second process
 skips their compilation; the lowered graph itself is not cached, because the pre-packed oneDNN weights cannot be
 serialised (CPU). Measured compile and warm-start times: ``python scripts/benchmark.py --compile``.
+
+Batches of one stream (a loader's last batch, a batch with unreadable images left out) are smaller than the
+first: :class:`FixedBatch` pads them to the compiled batch size, so one compile serves them all.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map
 
 _DEFAULT_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
 
@@ -77,3 +81,31 @@ def _check_close(model: nn.Module, x: torch.Tensor, output: Any) -> None:
         torch.testing.assert_close(output, expected, atol=tolerance, rtol=tolerance)
     except AssertionError as e:
         raise RuntimeError(f"the compiled model's output differs from eager beyond {tolerance:g}: {e}") from e
+
+
+class FixedBatch(nn.Module):
+    """``model`` through :func:`optimize_for_inference`, compiled once for the example's batch size.
+
+    A smaller batch is padded with zero images to that size and the padded rows of every output tensor are
+    dropped, so a loader's last batch (or one with unreadable images left out) costs no recompile. Each image's
+    output depends on that image alone (a model in eval mode has no batch statistics), so padding changes no result.
+
+    Args:
+        model: a module in eval mode on the device of ``example_input``; ``.to()`` another device afterwards
+            does not move the compiled weights.
+        example_input: a full batch [B, ...] of the shape every later batch has, B rows or fewer.
+    """
+
+    def __init__(self, model: nn.Module, example_input: torch.Tensor) -> None:
+        super().__init__()
+        self.model = model  # held for .eval() / .parameters(); the compiled callable has its own weights
+        self.batch_size = example_input.shape[0]
+        self._compiled = optimize_for_inference(model, example_input)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        n = x.shape[0]
+        if n > self.batch_size:
+            raise ValueError(f"a batch of {n}, but the model was compiled for batches of at most {self.batch_size}")
+        if n < self.batch_size:
+            x = torch.cat([x, x.new_zeros(self.batch_size - n, *x.shape[1:])])  # [batch_size, ...]
+        return tree_map(lambda t: t[:n] if isinstance(t, torch.Tensor) else t, self._compiled(x))

@@ -26,11 +26,9 @@ from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
 
 from swinlite.detection import build_fpn_backbone
 
+from .choices import DEFAULT_SIZES, parse_sizes  # noqa: F401  (re-exported)
 from .swin import SIZES, _synced, machine_info, make_step, peak_memory_bytes
 from .timing import interleaved_median_seconds
-
-# (H, W): square classification sizes, a 640×480 photo, a detection input (short side 800, long side 1333)
-DEFAULT_SIZES: tuple[tuple[int, int], ...] = ((224, 224), (384, 384), (512, 512), (480, 640), (800, 1333))
 
 
 @dataclass
@@ -171,18 +169,6 @@ def op_profile(model: nn.Module, x: torch.Tensor, row_limit: int = 10) -> list[d
         dict(op=e.key, share=getattr(e, attr) / total, ms=getattr(e, attr) / 1e3, calls=e.count)
         for e in events[:row_limit]
     ]
-
-
-def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
-    """``"224,800x1333"`` -> ((224, 224), (800, 1333)); a single number is a square, ``HxW`` is height × width."""
-    sizes = []
-    for item in (t.strip().lower().replace("×", "x") for t in text.split(",") if t.strip()):
-        parts = item.split("x")
-        if len(parts) not in (1, 2) or not all(p.isdigit() for p in parts):
-            raise ValueError(f"expected sizes as N or HxW separated by commas, e.g. 224,800x1333; got {text!r}")
-        h, w = int(parts[0]), int(parts[-1])
-        sizes.append((h, w))
-    return tuple(sizes)
 
 
 def sizes_table(result: dict[str, Any]) -> str:

@@ -31,17 +31,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from swinlite.convert import convert_state_dict
 
+from .choices import MODELS, PRECISIONS, SIZES, TASKS  # noqa: F401  (re-exported)
 from .timing import interleaved_median_seconds
-
-# size -> (swinlite model, timm model, torchvision builder)
-SIZES: dict[str, tuple[str, str, str]] = {
-    "tiny": ("swinlite_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224", "swin_t"),
-    "small": ("swinlite_small_patch4_window7_224", "swin_small_patch4_window7_224", "swin_s"),
-    "base": ("swinlite_base_patch4_window7_224", "swin_base_patch4_window7_224", "swin_b"),
-}
-MODELS = ("swinlite", "timm", "torchvision")
-TASKS = ("inference", "train")
-PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass

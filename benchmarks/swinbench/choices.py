@@ -1,0 +1,28 @@
+"""The benchmark's model sizes, models, tasks, precisions and input sizes: torch-free, for ``--help``."""
+
+from __future__ import annotations
+
+# size -> (swinlite model, timm model, torchvision builder)
+SIZES: dict[str, tuple[str, str, str]] = {
+    "tiny": ("swinlite_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224", "swin_t"),
+    "small": ("swinlite_small_patch4_window7_224", "swin_small_patch4_window7_224", "swin_s"),
+    "base": ("swinlite_base_patch4_window7_224", "swin_base_patch4_window7_224", "swin_b"),
+}
+MODELS = ("swinlite", "timm", "torchvision")
+TASKS = ("inference", "train")
+PRECISIONS = ("fp32", "bf16")
+
+# (H, W): square classification sizes, a 640×480 photo, a detection input (short side 800, long side 1333)
+DEFAULT_SIZES: tuple[tuple[int, int], ...] = ((224, 224), (384, 384), (512, 512), (480, 640), (800, 1333))
+
+
+def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
+    """``"224,800x1333"`` -> ((224, 224), (800, 1333)); a single number is a square, ``HxW`` is height × width."""
+    sizes = []
+    for item in (t.strip().lower().replace("×", "x") for t in text.split(",") if t.strip()):
+        parts = item.split("x")
+        if len(parts) not in (1, 2) or not all(p.isdigit() for p in parts):
+            raise ValueError(f"expected sizes as N or HxW separated by commas, e.g. 224,800x1333; got {text!r}")
+        h, w = int(parts[0]), int(parts[-1])
+        sizes.append((h, w))
+    return tuple(sizes)

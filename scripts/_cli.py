@@ -33,6 +33,16 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         fail(f"{message} (see {self.prog} --help)")
 
+    def add_compile_argument(self, note: str = "") -> None:
+        """``--compile``: run the model through ``swinlite.optimize_for_inference``, compiled once."""
+        self.add_argument(
+            "--compile",
+            action="store_true",
+            help="compile with swinlite.optimize_for_inference (inductor freezing) for batches of --batch-size; "
+            "smaller batches (the last one) are zero-padded to that size and the padded outputs dropped, so it "
+            "compiles once; outputs equal eager to 1e-4" + note,
+        )
+
 
 def run(main: Callable[[list[str] | None], object]) -> int:
     """Run a script's ``main``: the package's user errors (ValueError, missing files) print one line, exit 2.

@@ -32,13 +32,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_argument("--amp", default="none", choices=AMP, help="autocast dtype (default: none)")
-    parser.add_argument(
-        "--compile",
-        action="store_true",
-        help="compile with swinlite.optimize_for_inference (inductor freezing) for batches of --batch-size; "
-        "smaller batches (the last one) are zero-padded to that size and the padded outputs dropped, so it "
-        "compiles once; outputs equal eager to 1e-4; fp32 only (no --amp)",
-    )
+    parser.add_compile_argument("; fp32 only (no --amp)")
     parser.add_argument(
         "--output-dir", type=Path, help="for eval.json and confusion_matrix.png (default: the checkpoint's folder)"
     )

@@ -33,13 +33,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--num-workers", type=int, default=0, help="image decoding processes (default: 0)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--compile",
-        action="store_true",
-        help="compile with swinlite.optimize_for_inference (inductor freezing) for batches of --batch-size; "
-        "smaller batches (the last one) are zero-padded to that size and the padded outputs dropped, so it "
-        "compiles once; outputs equal eager to 1e-4",
-    )
+    parser.add_compile_argument()
     args = parser.parse_args(argv)
     if args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint, or --model for a timm model's pretrained weights")

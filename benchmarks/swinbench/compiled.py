@@ -29,11 +29,9 @@ from .swin import (
     _synced,
     add_ratios,
     build_models,
-    machine_info,
     make_step,
     matmul_gflops,
-    max_output_difference,
-    step_flops,
+    start_run,
 )
 from .timing import interleaved_median_seconds
 
@@ -55,13 +53,7 @@ def run_compile_benchmark(
         plus ``compile`` = {model: {"seconds", "max_difference_from_eager", "warm_start_seconds",
         "warm_start_process_seconds"}}.
     """
-    models = build_models(cfg)
-    torch.manual_seed(cfg.seed)
-    x = torch.randn(cfg.batch, 3, cfg.img_size, cfg.img_size, device=cfg.device)
-    result: dict[str, Any] = dict(config=asdict(cfg), machine=machine_info(cfg.device))
-    result["max_output_difference"] = max_output_difference(models, x)
-    flop_model = models.get("timm", next(iter(models.values())))
-    result["gflop_per_image"] = {"inference": step_flops(flop_model, x, "inference") / cfg.batch / 1e9}
+    models, x, result = start_run(cfg, ("inference",))
     steps = {name: _synced(make_step(model, x, "inference", "fp32"), cfg.device) for name, model in models.items()}
     result["compile"] = {}
     for name, model in models.items():

@@ -200,6 +200,20 @@ def _synced(fn: Callable[[], object], device: str) -> Callable[[], object]:
     return run
 
 
+def start_run(cfg: BenchConfig, tasks: tuple[str, ...]) -> tuple[dict[str, nn.Module], torch.Tensor, dict[str, Any]]:
+    """What every Swin benchmark run begins with: the models, one seeded input batch, and the result's common
+    fields (``config``, ``machine``, ``max_output_difference``, ``gflop_per_image`` for ``tasks``, counted on
+    timm's model)."""
+    models = build_models(cfg)
+    torch.manual_seed(cfg.seed)
+    x = torch.randn(cfg.batch, 3, cfg.img_size, cfg.img_size, device=cfg.device)
+    result: dict[str, Any] = dict(config=asdict(cfg), machine=machine_info(cfg.device))
+    result["max_output_difference"] = max_output_difference(models, x)
+    flop_model = models.get("timm", next(iter(models.values())))
+    result["gflop_per_image"] = {t: step_flops(flop_model, x, t) / cfg.batch / 1e9 for t in tasks}
+    return models, x, result
+
+
 def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Build the models, measure every (task, precision, model) and return a JSON-ready result.
 
@@ -208,13 +222,7 @@ def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[
         ``matmul_gflops`` (per precision), ``gflop_per_image`` (per task, counted on timm's model),
         ``max_output_difference`` (swinlite vs timm logits) and ``rows`` (one per measurement).
     """
-    models = build_models(cfg)
-    torch.manual_seed(cfg.seed)
-    x = torch.randn(cfg.batch, 3, cfg.img_size, cfg.img_size, device=cfg.device)
-    result: dict[str, Any] = dict(config=asdict(cfg), machine=machine_info(cfg.device))
-    result["max_output_difference"] = max_output_difference(models, x)
-    flop_model = models.get("timm", next(iter(models.values())))
-    result["gflop_per_image"] = {t: step_flops(flop_model, x, t) / cfg.batch / 1e9 for t in cfg.tasks}
+    models, x, result = start_run(cfg, cfg.tasks)
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
     result["matmul_gflops"] = {p: matmul_gflops(cfg.device, dtypes[p]) for p in cfg.precisions}
     rows = []

@@ -3,19 +3,8 @@
 from pathlib import Path
 
 import pytest
-import torch
+from single_thread import one_thread  # noqa: F401 (an autouse fixture)
 from trainkit import make_folder
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread, as the scripts these tests start (OMP_NUM_THREADS=1): tiny models gain nothing
-    from more, a shared CPU loses a lot, and in-process and subprocess runs stay bitwise comparable."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(False)  # runs with train.deterministic=true switch it on
 
 
 @pytest.fixture

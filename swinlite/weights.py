@@ -129,6 +129,17 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     return state
 
 
+def decode_metadata(raw: dict[str, str]) -> dict[str, Any]:
+    """safetensors metadata (strings) -> values: each JSON-decoded where it parses, else kept as the string."""
+    meta = {}
+    for key, value in raw.items():
+        try:
+            meta[key] = json.loads(value)
+        except json.JSONDecodeError:
+            meta[key] = value
+    return meta
+
+
 def read_info(path: str | os.PathLike) -> WeightsInfo | None:
     """The recorded metadata, or None for a file that does not describe its model (torch files, converted ones)."""
     path = Path(path)
@@ -140,12 +151,7 @@ def read_info(path: str | os.PathLike) -> WeightsInfo | None:
             raw = f.metadata() or {}
     except Exception as e:
         raise ValueError(f"{str(path)!r} is not a readable safetensors file: {type(e).__name__}: {e}") from None
-    meta = {}
-    for key, value in raw.items():
-        try:
-            meta[key] = json.loads(value)
-        except json.JSONDecodeError:
-            meta[key] = value
+    meta = decode_metadata(raw)
     if "model" not in meta or "classes" not in meta:
         return None
     return _parse(meta)

@@ -8,7 +8,6 @@ never a half-written one.
 from __future__ import annotations
 
 import io
-import json
 import random
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +18,7 @@ import torch
 from safetensors.torch import safe_open
 
 from ..io import atomic_write, save_safetensors
-from ..weights import read_state_dict
+from ..weights import decode_metadata, read_state_dict
 
 
 def save_weights(path: str | Path, state_dict: Mapping[str, torch.Tensor], metadata: dict[str, Any]) -> None:
@@ -30,14 +29,7 @@ def save_weights(path: str | Path, state_dict: Mapping[str, torch.Tensor], metad
 def read_metadata(path: str | Path) -> dict[str, Any]:
     """The metadata ``save_weights`` stored (empty for other safetensors files)."""
     with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
-    out = {}
-    for k, v in meta.items():
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k] = v
-    return out
+        return decode_metadata(f.metadata() or {})
 
 
 def load_weights(path: str | Path) -> dict[str, Any]:

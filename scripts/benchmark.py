@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmark code sits beside its results
 
@@ -94,6 +95,13 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _fail(message: str) -> NoReturn:
+    """One ``error:`` line and exit code 2, as every script answers a user error (scripts/_cli.py is not imported:
+    it sets an OpenMP wait policy that would change what is timed)."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     from swinbench.compiled import compile_table, run_compile_benchmark
@@ -106,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             result = run_rel_pos_1d(warmup=args.warmup, repeats=args.repeats)
         except ValueError as e:
-            sys.exit(f"error: {e}")
+            _fail(str(e))
         table = rel_pos_1d_table(result)
     elif args.sizes:
         try:
@@ -121,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
                 repeats=args.repeats,
             )
         except ValueError as e:
-            sys.exit(f"error: {e}")
+            _fail(str(e))
         result = run_sizes(sizes_cfg, log=_log)
         table = sizes_table(result)
     else:
@@ -139,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
                 memory=not args.no_memory,
             )
         except ValueError as e:
-            sys.exit(f"error: {e}")
+            _fail(str(e))
         if args.compile:
             result = run_compile_benchmark(cfg, log=_log, warm_start=not args.no_warm_start)
             table = compile_table(result)

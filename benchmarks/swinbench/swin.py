@@ -132,8 +132,16 @@ def matmul_gflops(
 
 
 def step_flops(model: nn.Module, x: torch.Tensor, task: str) -> int:
-    """FLOPs (2 per multiply-add) of one forward (inference) or forward + backward (train) on ``x``."""
-    step = make_step(model, x, task, "fp32", optimizer=False)
+    """FLOPs (2 per multiply-add) of one forward (inference) or forward + backward (train) on ``x``.
+
+    The inference forward runs with autograd on, so swinlite takes its plain path: the counter does not count
+    the in-place ``addmm_`` of its CPU row-block kernel.
+    """
+    if task == "inference":
+        model.eval()
+        step: Callable[[], object] = lambda: model(x)  # noqa: E731
+    else:
+        step = make_step(model, x, task, "fp32", optimizer=False)
     with FlopCounterMode(display=False) as counter:
         step()
     return counter.get_total_flops()

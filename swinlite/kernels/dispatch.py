@@ -14,6 +14,7 @@ the MLP. ``fast`` is fixed when the block is built; only the attention kernel de
 | CUDA train, fp32 or bf16             | gather, inverse backward | sdpa, bias + mask as attn_mask  | GELU recompute |
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode         | as in eager mode                | as in eager    |
+| CPU eval without autograd, eager     | gather                   | sdpa, one row block at a time   | row blocks     |
 
 "train" means a gradient flows to the relative position bias. ``torch.compile`` traces every kernel into
 one graph, without graph breaks (``tests/layers/test_compile_graph.py``). Kernels:
@@ -24,6 +25,9 @@ one graph, without graph breaks (``tests/layers/test_compile_graph.py``). Kernel
 - sdpa: :func:`~swinlite.kernels.window_sdpa.sdpa_window_attention`.
 - recomputed: :func:`~swinlite.kernels.window_sdpa.recomputed_window_attention` (needs the private CPU
   flash op, :data:`~swinlite.kernels.window_sdpa.CPU_FLASH_WITH_LSE`; without it: explicit).
+- row blocks: :mod:`swinlite.kernels.row_blocks`, CPU inference in blocks of a few thousand tokens through
+  reused buffers, when :func:`use_row_blocks` says so (eval, no autograd, no autocast, eager, exact GELU);
+  it overrides the "eval" row above.
 - gather: :mod:`swinlite.kernels.gather`. GELU recompute: :mod:`swinlite.kernels.gelu_linear`, for an exact
   GELU without dropout between fc1 and fc2 (``Mlp.recompute_act``; otherwise plain). Both need autograd
   only for their backward: without gradients they run their plain forward.
@@ -58,3 +62,19 @@ def select_attention_kernel(fast: bool, device_type: str, dtype: torch.dtype, bi
     if dtype == torch.float32 and not dropout and window_sdpa.CPU_FLASH_WITH_LSE:
         return "recomputed"
     return "explicit"
+
+
+def use_row_blocks(training: bool, x: torch.Tensor) -> bool:
+    """Whether a block runs :mod:`.row_blocks`: CPU eval without autograd or autocast, not traced (eager).
+
+    Args:
+        training: the block's ``training`` flag (dropout and stochastic depth must be off).
+        x: the block's input.
+    """
+    return (
+        not training
+        and x.device.type == "cpu"
+        and not torch.is_grad_enabled()
+        and not torch.is_autocast_enabled("cpu")
+        and not torch.compiler.is_compiling()
+    )

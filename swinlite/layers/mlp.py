@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from ..kernels.gelu_linear import gelu_linear
+from ..kernels.row_blocks import mlp_rows
 
 
 class Mlp(nn.Module):
@@ -37,7 +38,8 @@ class Mlp(nn.Module):
         self.drop1 = nn.Dropout(drop)
         self.fc2 = nn.Linear(hidden, dim, device=device, dtype=dtype)
         self.drop2 = nn.Dropout(drop)
-        self.recompute_act = isinstance(self.act, nn.GELU) and self.act.approximate == "none" and drop == 0.0
+        self.exact_gelu = isinstance(self.act, nn.GELU) and self.act.approximate == "none"
+        self.recompute_act = self.exact_gelu and drop == 0.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., dim] -> [..., dim]."""
@@ -45,3 +47,11 @@ class Mlp(nn.Module):
         if self.recompute_act:
             return self.drop2(gelu_linear(h, self.fc2.weight, self.fc2.bias))
         return self.drop2(self.fc2(self.drop1(self.act(h))))
+
+    @torch.jit.unused
+    def forward_row_blocks(self, x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+        """x + self(norm(x)) for CPU inference in row blocks (:func:`~swinlite.kernels.row_blocks.mlp_rows`).
+
+        Needs exact GELU (``exact_gelu``) and inactive dropout. x: [..., dim], contiguous.
+        """
+        return mlp_rows(x, norm, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias)

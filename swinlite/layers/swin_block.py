@@ -13,8 +13,9 @@ from einops import rearrange
 from timm.layers import DropPath, register_notrace_module
 from torch import nn
 
-from ..kernels.dispatch import select_attention_kernel
+from ..kernels.dispatch import select_attention_kernel, use_row_blocks
 from ..kernels.gather import gather_tokens
+from ..kernels.row_blocks import window_attention_rows
 from ..kernels.window_sdpa import recomputed_window_attention, sdpa_window_attention
 from .mlp import Mlp
 from .rel_pos_bias import RelativePositionBias
@@ -104,6 +105,14 @@ class WindowAttention(nn.Module):
             attn = (attn.view(B, nW, -1, N, N) + mask.unsqueeze(1)).flatten(0, 1)  # (B*nW, heads, N, N)
         attn = self.attn_drop(attn.softmax(dim=-1))
         return attn @ v
+
+    @torch.jit.unused
+    def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """:meth:`forward` for CPU inference, a few images' windows at a time (:mod:`swinlite.kernels.row_blocks`)."""
+        bias = self.rel_pos().to(x.dtype)  # (heads, N, N)
+        mask = None if mask is None else mask.to(x.dtype)
+        qkv, proj = self.qkv, self.proj
+        return window_attention_rows(x, qkv.weight, qkv.bias, proj.weight, proj.bias, bias, mask, self.scale)
 
     @torch.jit.unused
     def _recomputed(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
@@ -222,10 +231,19 @@ class SwinBlock(nn.Module):
 
     def _forward_fast(self, x: torch.Tensor) -> torch.Tensor:
         """The reference math through the kernels: shift + partition as one gather, fused attention, GELU recompute."""
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            if self.mlp.exact_gelu and use_row_blocks(self.training, x):  # CPU inference
+                return self._forward_row_blocks(x)
         x = x + self.drop_path1(self._window_attention(self.norm1(x)))
         return x + self.drop_path2(self.mlp(self.norm2(x)))
 
-    def _window_attention(self, x: torch.Tensor) -> torch.Tensor:
+    @torch.jit.unused
+    def _forward_row_blocks(self, x: torch.Tensor) -> torch.Tensor:
+        """The fast path for CPU inference: attention and MLP a few thousand tokens at a time (kernels.row_blocks)."""
+        x = x + self._window_attention(self.norm1(x), row_blocks=True)
+        return self.mlp.forward_row_blocks(x, self.norm2)  # x + mlp(norm2(x))
+
+    def _window_attention(self, x: torch.Tensor, row_blocks: bool = False) -> torch.Tensor:
         """x: normalised map [B, H, W, C] -> attention output [B, H, W, C]."""
         B, H, W, C = x.shape
         geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
@@ -235,7 +253,11 @@ class SwinBlock(nn.Module):
         # shift + partition as one gather: (B, Hp*Wp, C) -> (B, nW*N, C), window-major
         windows = gather_tokens(x.reshape(B, Hp * Wp, C), geometry.index, geometry.inverse)
         num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
-        x = self.attn(windows.view(B, num_windows, -1, C), geometry.mask)  # (B, nW, N, C)
+        windows = windows.view(B, num_windows, -1, C)  # (B, nW, N, C)
+        if row_blocks:
+            x = self.attn.forward_row_blocks(windows, geometry.mask)
+        else:
+            x = self.attn(windows, geometry.mask)
         x = gather_tokens(x.view(B, Hp * Wp, C), geometry.inverse, geometry.index)  # merge + reverse shift
         x = x.view(B, Hp, Wp, C)
         if Hp > H or Wp > W:  # a no-op slice would still cost a zero fill and a copy in backward

@@ -1,0 +1,79 @@
+"""CPU inference in row blocks (swinlite.kernels.row_blocks) against the block's reference path (fast=False),
+and when a block takes it (swinlite.kernels.dispatch.use_row_blocks)."""
+
+import pytest
+import torch
+
+from swinlite.kernels import row_blocks
+from swinlite.kernels.dispatch import use_row_blocks
+from swinlite.layers.swin_block import SwinBlock
+
+
+def block_pair(qkv_bias: bool, **kwargs) -> tuple[SwinBlock, SwinBlock]:
+    torch.manual_seed(0)
+    fast = SwinBlock(16, 2, (4, 4), qkv_bias=qkv_bias, **kwargs).eval()
+    reference = SwinBlock(16, 2, (4, 4), qkv_bias=qkv_bias, fast=False, **kwargs).eval()
+    reference.load_state_dict(fast.state_dict())
+    return fast, reference
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts the row-block kernels' calls, so a test knows they ran."""
+    counts = {"attention": 0, "mlp": 0}
+
+    def spy(name, fn):
+        def wrapped(*args):
+            counts[name] += 1
+            return fn(*args)
+
+        return wrapped
+
+    monkeypatch.setattr(
+        "swinlite.layers.swin_block.window_attention_rows", spy("attention", row_blocks.window_attention_rows)
+    )
+    monkeypatch.setattr("swinlite.layers.mlp.mlp_rows", spy("mlp", row_blocks.mlp_rows))
+    return counts
+
+
+@pytest.mark.parametrize("rows", [20, 200, row_blocks.ROWS])  # one image per block; 2-3 and a ragged last; all 5
+@pytest.mark.parametrize("size", [(5, 9), (8, 8)])  # padded to 8 x 12; unpadded
+@pytest.mark.parametrize("shift", [False, True])
+@pytest.mark.parametrize("mask_padding", [True, False])
+def test_row_blocks_equal_the_reference_path(monkeypatch, calls, rows, size, shift, mask_padding):
+    monkeypatch.setattr(row_blocks, "ROWS", rows)
+    fast, reference = block_pair(qkv_bias=True, shift=shift, mask_padding=mask_padding)
+    x = torch.randn(5, *size, 16)
+    with torch.inference_mode():
+        torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
+    assert calls == {"attention": 1, "mlp": 1}
+
+
+def test_row_blocks_without_biases_and_in_bf16(calls):
+    fast, reference = block_pair(qkv_bias=False, shift=True)
+    x = torch.randn(3, 7, 10, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
+        fast, reference = fast.bfloat16(), reference.bfloat16()
+        torch.testing.assert_close(fast(x.bfloat16()), reference(x.bfloat16()), rtol=2e-2, atol=2e-2)
+    assert calls == {"attention": 2, "mlp": 2}
+
+
+def test_only_cpu_inference_takes_row_blocks():
+    x = torch.zeros(1, 4, 4, 8)
+    with torch.no_grad():
+        assert use_row_blocks(False, x)
+        assert not use_row_blocks(True, x)  # training: dropout and stochastic depth may be on
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # out= ops do not autocast
+            assert not use_row_blocks(False, x)
+        assert not use_row_blocks(False, torch.zeros(1, 4, 4, 8, device="meta"))
+    assert not use_row_blocks(False, x)  # autograd on
+
+
+def test_training_and_autograd_keep_the_plain_path(calls):
+    fast, _ = block_pair(qkv_bias=True, shift=True)
+    x = torch.randn(2, 8, 8, 16)
+    fast(x)  # eval with autograd
+    with torch.no_grad():
+        fast.train()(x)
+    assert calls == {"attention": 0, "mlp": 0}

@@ -8,7 +8,7 @@ is 38 MB, above glibc's largest mmap threshold (32 MB), so every call maps fresh
 in; the ops that first write them (the bias copy of ``addmm``, GELU) spend more time faulting than
 computing. Here each row block's hidden state (2048 x 4C) stays in cache between fc1, GELU and fc2, the
 residual and fc2's bias are written into the output before fc2 accumulates onto it, and the shift mask
-is added to the bias for one image's windows, not for the whole batch.
+is added to the bias for one row block's windows, not for the whole batch.
 
 - Saves: time in CPU inference (``python scripts/benchmark.py --size tiny --batch 8 --tasks inference``;
   figures in benchmarks/kernels.md). Same ops, same order of reduction within each token: results
@@ -16,16 +16,14 @@ is added to the bias for one image's windows, not for the whole batch.
 - Torch ops: public ones only (``addmm``/``mm`` with ``out=``, ``addmm_``, ``F.scaled_dot_product_attention``,
   ``torch.ops.aten.gelu_``). Only for CPU without autograd and without autocast (out= ops do not autocast);
   :func:`~swinlite.kernels.dispatch.use_row_blocks` decides.
-- Pinned by: ``tests/kernels/test_row_blocks.py`` (against the reference block, several sizes, shifted
-  and padded, fp32 and bf16 weights).
+- Pinned by: ``tests/kernels/test_row_blocks.py`` (against the reference block: shifted and padded, row
+  blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; no biases).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-from .window_sdpa import window_attn_mask
 
 ROWS = 2048  # tokens per row block: the (ROWS, 4C) hidden state of Swin-T's first stage is 3 MB
 
@@ -58,7 +56,7 @@ def window_attention_rows(
     mask: torch.Tensor | None,
     scale: float,
 ) -> torch.Tensor:
-    """proj(attention(qkv(windows))) over the windows of a few images at a time.
+    """proj(attention(qkv(windows))), about ``ROWS`` tokens of windows at a time.
 
     Args:
         windows: window tokens [B, nW, N, C], contiguous.
@@ -73,20 +71,36 @@ def window_attention_rows(
     """
     B, nW, N, C = windows.shape
     heads = bias.shape[0]
-    images = max(1, ROWS // (nW * N))  # images per row block
-    attn_mask = window_attn_mask(bias, mask, min(images, B))  # (1 or images*nW, heads, N, N)
     x = windows.view(B * nW * N, C)
     out = torch.empty_like(x)
-    qkv_buffer = x.new_empty(min(images, B) * nW * N, qkv_weight.shape[0])
-    for first in range(0, B, images):
-        count = min(images, B - first)
-        rows = slice(first * nW * N, (first + count) * nW * N)
-        qkv = _linear_into(x[rows], qkv_weight, qkv_bias, qkv_buffer[: count * nW * N])
-        q, k, v = qkv.view(count * nW, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4).unbind(0)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask[: count * nW], scale=scale)
-        o = o.transpose(1, 2).reshape(count * nW * N, C)  # (windows, heads, N, hd) -> (tokens, C); a view on CPU flash
+    blocks = _window_blocks(B, nW, max(1, ROWS // N))
+    qkv_buffer = x.new_empty(max(count for _, count, _ in blocks) * N, qkv_weight.shape[0])  # reused
+    for first, count, offset in blocks:
+        rows = slice(first * N, (first + count) * N)
+        qkv = _linear_into(x[rows], qkv_weight, qkv_bias, qkv_buffer[: count * N])
+        q, k, v = qkv.view(count, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4).unbind(0)  # (count, heads, N, hd)
+        if mask is None:
+            attn_mask = bias.unsqueeze(0)  # (1, heads, N, N)
+        else:  # the windows' masks: a range of one image's, or every window of count // nW images
+            block_mask = mask[offset : offset + count] if offset + count <= nW else mask.repeat(count // nW, 1, 1)
+            attn_mask = bias + block_mask.unsqueeze(1)  # (count, heads, N, N)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
+        o = o.transpose(1, 2).reshape(count * N, C)  # (count, heads, N, hd) -> (tokens, C); a view on CPU flash
         _linear_into(o, proj_weight, proj_bias, out[rows])
     return out.view(B, nW, N, C)
+
+
+def _window_blocks(batch: int, num_windows: int, per_block: int) -> list[tuple[int, int, int]]:
+    """(first window, windows, first window's index within its image) of each row block of at most
+    ``per_block`` windows: whole images when an image has no more windows than that, else equal parts of one."""
+    if per_block >= num_windows:
+        images = per_block // num_windows
+        return [(b * num_windows, min(images, batch - b) * num_windows, 0) for b in range(0, batch, images)]
+    parts = -(-num_windows // per_block)
+    size = -(-num_windows // parts)
+    return [
+        (b * num_windows + w, min(size, num_windows - w), w) for b in range(batch) for w in range(0, num_windows, size)
+    ]
 
 
 def mlp_rows(

@@ -36,7 +36,7 @@ def calls(monkeypatch):
     return counts
 
 
-@pytest.mark.parametrize("rows", [20, 200, row_blocks.ROWS])  # one image per block; 2-3 and a ragged last; all 5
+@pytest.mark.parametrize("rows", [40, 200, row_blocks.ROWS])  # parts of an image; 2-3 images, ragged; all 5
 @pytest.mark.parametrize("size", [(5, 9), (8, 8)])  # padded to 8 x 12; unpadded
 @pytest.mark.parametrize("shift", [False, True])
 @pytest.mark.parametrize("mask_padding", [True, False])
@@ -77,3 +77,15 @@ def test_training_and_autograd_keep_the_plain_path(calls):
     with torch.no_grad():
         fast.train()(x)
     assert calls == {"attention": 0, "mlp": 0}
+
+
+@pytest.mark.parametrize("batch,num_windows,per_block", [(5, 6, 2), (5, 7, 3), (3, 7, 16), (4, 64, 41), (2, 1, 1)])
+def test_window_blocks_cover_every_window_once(batch, num_windows, per_block):
+    blocks = row_blocks._window_blocks(batch, num_windows, per_block)
+    covered = [w for first, count, _ in blocks for w in range(first, first + count)]
+    assert covered == list(range(batch * num_windows))
+    for first, count, offset in blocks:
+        assert count <= max(per_block, num_windows) and offset == first % num_windows
+        assert offset + count <= num_windows or (
+            offset == 0 and count % num_windows == 0
+        )  # part of one image, or whole ones

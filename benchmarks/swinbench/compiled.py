@@ -30,10 +30,9 @@ from .swin import (
     add_ratios,
     build_models,
     make_step,
-    matmul_gflops,
     start_run,
+    time_rows,
 )
-from .timing import interleaved_median_seconds
 
 SUFFIX = "+optimized"
 
@@ -69,14 +68,9 @@ def run_compile_benchmark(
             info["warm_start_seconds"], info["warm_start_process_seconds"] = warm_start_seconds(cfg, name)
         result["compile"][name] = info
         steps[name + SUFFIX] = _synced(partial(optimized, x), cfg.device)
-    result["matmul_gflops"] = {"fp32": matmul_gflops(cfg.device)}
+    result["matmul_gflops"] = {}
     log(f"timing inference fp32: {', '.join(steps)}")
-    seconds = interleaved_median_seconds(list(steps.values()), cfg.warmup, cfg.repeats)
-    flops, ceiling = result["gflop_per_image"]["inference"] * 1e9, result["matmul_gflops"]["fp32"] * 1e9
-    rows = [
-        Row("inference", "fp32", name, s, cfg.batch / s, cfg.batch / s * flops / ceiling)
-        for name, s in zip(steps, seconds, strict=True)
-    ]
+    rows = time_rows(steps, cfg.batch, "inference", "fp32", cfg, result)
     add_ratios(rows)
     _add_ratio_vs_timm_optimized(rows)
     result["rows"] = [asdict(r) for r in rows]

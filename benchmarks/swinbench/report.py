@@ -23,19 +23,22 @@ def markdown_table(result: dict[str, Any]) -> str:
         f"Swin-{cfg['size']} batch {cfg['batch']} at {cfg['img_size']}², device {cfg['device']} "
         f"({machine['gpu'] or machine['cpu']}, {machine['threads']} threads); torch {machine['torch']}, "
         f"timm {machine['timm']}, torchvision {machine['torchvision']}.",
-        f"Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up. Matmul ceiling (GFLOP/s): "
+        f"Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up; spread: the lowest and highest "
+        "ratio to timm over those rounds. Matmul ceiling (GFLOP/s, a 2048³ matmul timed in the same rounds): "
         f"{ceilings}. GFLOP per image: {gflop}. Max |logit difference| from timm: {diffs}. "
         f"Load average before/after: {_load(machine['load_average_before'])} / "
         f"{_load(machine.get('load_average_after'))}.",
         "",
-        "| task | precision | model | img/s | × timm | × timm fp32 | % of matmul ceiling | peak MB | memory × timm |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| task | precision | model | img/s | × timm | spread | × timm fp32 | % of matmul ceiling | peak MB "
+        "| memory × timm |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         model = r["model"] + (f" ({'; '.join(r['notes'])})" if r["notes"] else "")
         lines.append(
             f"| {r['task']} | {r['precision']} | {model} | {r['images_per_s']:.2f} | "
-            f"{_fmt(r['speed_vs_timm'], '.2f')} | {_fmt(r['speed_vs_timm_fp32'], '.2f')} | "
+            f"{_fmt(r['speed_vs_timm'], '.2f')} | {spread(r.get('speed_vs_timm_range'))} | "
+            f"{_fmt(r['speed_vs_timm_fp32'], '.2f')} | "
             f"{_fmt(100 * r['ceiling_fraction'], '.0f', '%')} | {_fmt(r['peak_mb'], '.0f')} | "
             f"{_fmt(r['memory_vs_timm'], '.2f')} |"
         )
@@ -59,6 +62,10 @@ def rel_pos_1d_table(result: dict[str, Any]) -> str:
     for r in result["rows"]:
         lines.append(f"| {r['name']} | {r['seq_len']} | {r['ms']:.1f} | {r['vs_plain']:.2f} | {r['note']} |")
     return "\n".join(lines)
+
+
+def spread(bounds: list[float] | tuple[float, float] | None) -> str:
+    return "–" if bounds is None else f"{bounds[0]:.2f}–{bounds[1]:.2f}"
 
 
 def _load(load: list[float] | tuple[float, ...] | None) -> str:

@@ -12,6 +12,7 @@ that take the time in swinlite's and timm's inference are profiled.
 from __future__ import annotations
 
 import os
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -27,8 +28,9 @@ from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
 from swinlite.detection import build_fpn_backbone
 
 from .choices import DEFAULT_SIZES, parse_sizes  # noqa: F401  (re-exported)
+from .report import spread
 from .swin import SIZES, _synced, machine_info, make_step, peak_memory_bytes
-from .timing import interleaved_median_seconds
+from .timing import interleaved_seconds, ratio_range
 
 
 @dataclass
@@ -134,11 +136,22 @@ def _measure(
     steps: dict[str, Callable[[], None]], size: tuple[int, int], task: str, cfg: SizesConfig, log: Callable[[str], None]
 ) -> list[dict]:
     synced = [_synced(step, cfg.device) for step in steps.values()]
-    seconds = interleaved_median_seconds(synced, cfg.warmup, cfg.repeats)
+    times = interleaved_seconds(synced, cfg.warmup, cfg.repeats)
     rows = []
-    for (name, step), s in zip(steps.items(), seconds, strict=True):
+    for (name, step), t in zip(steps.items(), times, strict=True):
         peak = peak_memory_bytes(step, cfg.device) / 2**20 if cfg.memory else None
-        rows.append(dict(size=list(size), task=task, model=name, seconds=s, images_per_s=cfg.batch / s, peak_mb=peak))
+        s = statistics.median(t)
+        rows.append(
+            dict(
+                size=list(size),
+                task=task,
+                model=name,
+                seconds=s,
+                images_per_s=cfg.batch / s,
+                peak_mb=peak,
+                round_seconds=t,
+            )
+        )
         log(f"  {name}: {cfg.batch / s:.3f} img/s, peak {peak or 0:.0f} MB")
     return rows
 
@@ -149,6 +162,9 @@ def _add_ratios(rows: list[dict]) -> None:
         ref = timm_rows.get((tuple(row["size"]), row["task"]))
         same_family = ref is not None and row["model"] in ("swinlite", "timm")
         row["speed_vs_timm"] = row["images_per_s"] / ref["images_per_s"] if same_family else None
+        row["speed_vs_timm_range"] = (
+            list(ratio_range(ref["round_seconds"], row["round_seconds"])) if same_family else None
+        )
         row["memory_vs_timm"] = row["peak_mb"] / ref["peak_mb"] if same_family and ref["peak_mb"] else None
 
 
@@ -178,11 +194,12 @@ def sizes_table(result: dict[str, Any]) -> str:
     lines = [
         f"Swin-{cfg['size']} batch {cfg['batch']}, fp32, device {cfg['device']} ({machine['gpu'] or machine['cpu']}, "
         f"{machine['threads']} threads); torch {machine['torch']}, timm {machine['timm']}, torchvision "
-        f"{machine['torchvision']}. Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up. "
+        f"{machine['torchvision']}. Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up; spread: "
+        "the lowest and highest ratio to timm over those rounds. "
         f"Load average before/after: {load}.",
         "",
-        "| H×W | task | model | img/s | × timm | peak MB | memory × timm |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| H×W | task | model | img/s | × timm | spread | peak MB | memory × timm |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         ratio = "–" if r["speed_vs_timm"] is None else f"{r['speed_vs_timm']:.2f}"
@@ -190,7 +207,7 @@ def sizes_table(result: dict[str, Any]) -> str:
         peak = "–" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}"
         lines.append(
             f"| {r['size'][0]}×{r['size'][1]} | {r['task']} | {r['model']} | {r['images_per_s']:.2f} | {ratio} | "
-            f"{peak} | {mem_ratio} |"
+            f"{spread(r.get('speed_vs_timm_range'))} | {peak} | {mem_ratio} |"
         )
     for name, ops in result.get("profile", {}).items():
         lines += ["", f"{name} inference, top operators by self time:", "", "| op | share | ms | calls |"]

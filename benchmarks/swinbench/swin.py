@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -32,7 +33,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from swinlite.convert import convert_state_dict
 
 from .choices import MODELS, PRECISIONS, SIZES, TASKS  # noqa: F401  (re-exported)
-from .timing import interleaved_median_seconds
+from .timing import interleaved_seconds, ratio_range
 
 
 @dataclass
@@ -78,6 +79,8 @@ class Row:
     peak_mb: float | None = None
     speed_vs_timm: float | None = None
     speed_vs_timm_fp32: float | None = None
+    round_seconds: list[float] = field(default_factory=list)  # every timed round, in order
+    speed_vs_timm_range: list[float] | None = None  # [min, max] of the per-round ratios
     memory_vs_timm: float | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -122,13 +125,10 @@ def max_output_difference(models: dict[str, nn.Module], x: torch.Tensor) -> dict
     return {"swinlite": diff.abs().max().item()}
 
 
-def matmul_gflops(
-    device: str, dtype: torch.dtype = torch.float32, n: int = 2048, warmup: int = 2, repeats: int = 7
-) -> float:
-    """Throughput of an n x n x n matmul in GFLOP/s: the machine's practical ceiling in this run."""
+def matmul_step(device: str, dtype: torch.dtype = torch.float32, n: int = 2048) -> tuple[Callable[[], object], int]:
+    """An n x n x n matmul to time with the models (the machine's practical ceiling, same rounds), and its FLOPs."""
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-    seconds = interleaved_median_seconds([_synced(lambda: a @ b, device)], warmup, repeats)[0]
-    return 2 * n**3 / seconds / 1e9
+    return _synced(lambda: a @ b, device), 2 * n**3
 
 
 def step_flops(model: nn.Module, x: torch.Tensor, task: str) -> int:
@@ -227,12 +227,12 @@ def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[
 
     Returns:
         dict with ``config``, ``machine`` (versions, threads, load average before and after),
-        ``matmul_gflops`` (per precision), ``gflop_per_image`` (per task, counted on timm's model),
+        ``matmul_gflops`` (per "task precision", timed in the same rounds), ``gflop_per_image`` (per task,
+        counted on timm's model),
         ``max_output_difference`` (swinlite vs timm logits) and ``rows`` (one per measurement).
     """
     models, x, result = start_run(cfg, cfg.tasks)
-    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
-    result["matmul_gflops"] = {p: matmul_gflops(cfg.device, dtypes[p]) for p in cfg.precisions}
+    result["matmul_gflops"] = {}
     rows = []
     for task in cfg.tasks:
         for precision in cfg.precisions:
@@ -248,16 +248,29 @@ def _measure(
     models: dict[str, nn.Module], x: torch.Tensor, task: str, precision: str, cfg: BenchConfig, result: dict
 ) -> list[Row]:
     steps = {name: _synced(make_step(model, x, task, precision), cfg.device) for name, model in models.items()}
-    seconds = interleaved_median_seconds(list(steps.values()), cfg.warmup, cfg.repeats)
-    flops = result["gflop_per_image"][task] * 1e9
-    ceiling = result["matmul_gflops"][precision] * 1e9
-    rows = []
-    for (name, step), s in zip(steps.items(), seconds, strict=True):
-        ips = x.shape[0] / s
-        row = Row(task, precision, name, s, ips, ips * flops / ceiling)
-        if task == "train" and cfg.memory:
+    rows = time_rows(steps, x.shape[0], task, precision, cfg, result)
+    if task == "train" and cfg.memory:
+        for row, step in zip(rows, steps.values(), strict=True):
             row.peak_mb = peak_memory_bytes(step, cfg.device) / 2**20
-        rows.append(row)
+    return rows
+
+
+def time_rows(
+    steps: dict[str, Callable[[], object]], batch: int, task: str, precision: str, cfg: BenchConfig, result: dict
+) -> list[Row]:
+    """Time ``steps`` and a matmul in interleaved rounds: one row per step, its share of the matmul ceiling.
+
+    The ceiling goes to ``result["matmul_gflops"][f"{task} {precision}"]``.
+    """
+    matmul, matmul_flops = matmul_step(cfg.device, {"fp32": torch.float32, "bf16": torch.bfloat16}[precision])
+    *times, matmul_times = interleaved_seconds([*steps.values(), matmul], cfg.warmup, cfg.repeats)
+    ceiling = matmul_flops / statistics.median(matmul_times)
+    result["matmul_gflops"][f"{task} {precision}"] = ceiling / 1e9
+    flops = result["gflop_per_image"][task] * 1e9
+    rows = []
+    for name, t in zip(steps, times, strict=True):
+        s = statistics.median(t)
+        rows.append(Row(task, precision, name, s, batch / s, batch / s * flops / ceiling, round_seconds=t))
     return rows
 
 
@@ -268,6 +281,8 @@ def add_ratios(rows: list[Row]) -> None:
         same, fp32 = timm_rows.get((row.task, row.precision)), timm_rows.get((row.task, "fp32"))
         if same is not None:
             row.speed_vs_timm = row.images_per_s / same.images_per_s
+            if row.round_seconds and same.round_seconds:
+                row.speed_vs_timm_range = list(ratio_range(same.round_seconds, row.round_seconds))
             if row.peak_mb is not None and same.peak_mb:
                 row.memory_vs_timm = row.peak_mb / same.peak_mb
         if fp32 is not None:

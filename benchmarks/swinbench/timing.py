@@ -19,8 +19,12 @@ def median_seconds(fn: Callable[[], object], warmup: int = 2, repeats: int = 5) 
     return statistics.median(times)
 
 
-def interleaved_median_seconds(fns: Sequence[Callable[[], object]], warmup: int = 2, repeats: int = 5) -> list[float]:
-    """Median wall time of each callable, timed alternately (A, B, A, B, ...) so drift hits all alike."""
+def interleaved_seconds(fns: Sequence[Callable[[], object]], warmup: int = 2, repeats: int = 5) -> list[list[float]]:
+    """Wall times of each callable in every round, timed alternately (A, B, A, B, ...) so drift hits all alike.
+
+    Returns:
+        ``times[i][r]``: seconds of ``fns[i]`` in round ``r``.
+    """
     for fn in fns:
         for _ in range(warmup):
             fn()
@@ -30,4 +34,15 @@ def interleaved_median_seconds(fns: Sequence[Callable[[], object]], warmup: int 
             start = time.perf_counter()
             fn()
             times[i].append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
+    return times
+
+
+def interleaved_median_seconds(fns: Sequence[Callable[[], object]], warmup: int = 2, repeats: int = 5) -> list[float]:
+    """Median of :func:`interleaved_seconds` for each callable."""
+    return [statistics.median(t) for t in interleaved_seconds(fns, warmup, repeats)]
+
+
+def ratio_range(reference: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
+    """Smallest and largest per-round speed ratio ``reference[r] / times[r]`` (rounds of one interleaved run)."""
+    ratios = [a / b for a, b in zip(reference, times, strict=True)]
+    return min(ratios), max(ratios)

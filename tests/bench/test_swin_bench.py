@@ -23,12 +23,13 @@ def test_peak_memory_counts_live_tensors_at_the_worst_moment():
 
 def test_ratios_are_against_timm_of_the_same_task():
     rows = [
-        Row("train", "fp32", "timm", 1.0, 4.0, 0.5, peak_mb=100.0),
-        Row("train", "fp32", "swinlite", 0.8, 5.0, 0.6, peak_mb=80.0),
+        Row("train", "fp32", "timm", 1.0, 4.0, 0.5, peak_mb=100.0, round_seconds=[1.2, 1.0, 0.9]),
+        Row("train", "fp32", "swinlite", 0.8, 5.0, 0.6, peak_mb=80.0, round_seconds=[0.8, 1.0, 0.6]),
         Row("train", "bf16", "swinlite", 0.5, 8.0, 0.1),
     ]
     add_ratios(rows)
     assert rows[1].speed_vs_timm == pytest.approx(1.25) and rows[1].memory_vs_timm == pytest.approx(0.8)
+    assert rows[1].speed_vs_timm_range == pytest.approx([1.0, 1.5])  # per round: 1.5, 1.0, 1.5
     assert rows[2].speed_vs_timm is None and rows[2].speed_vs_timm_fp32 == pytest.approx(2.0)
 
 
@@ -53,6 +54,8 @@ def test_tiny_run_writes_table_and_json(tmp_path):
     assert result["gflop_per_image"]["train"] > 2 * result["gflop_per_image"]["inference"] > 0
     table = markdown_table(result)
     assert table.count("\n| inference") == 2 and "| train | fp32 | swinlite |" in table
+    assert set(result["matmul_gflops"]) == {"inference fp32", "train fp32"}
+    assert all(len(r["round_seconds"]) == 1 for r in result["rows"]) and result["rows"][0]["speed_vs_timm_range"]
     path = tmp_path / "out" / "bench.json"
     write_json(result, path)
     assert json.loads(path.read_text())["rows"] == result["rows"]

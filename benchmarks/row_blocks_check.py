@@ -1,0 +1,54 @@
+"""swinlite's CPU inference with and without its row-block kernel, against timm, timed alternately.
+
+The row blocks are switched off by patching ``swinlite.layers.swin_block.use_row_blocks`` (the one decision,
+see swinlite/kernels/dispatch.py), so both swinlite rows run the same model. Figures: benchmarks/kernels.md.
+
+    python benchmarks/row_blocks_check.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import timm
+import torch
+
+import swinlite.layers.swin_block as swin_block
+
+sys.path.insert(0, str(Path(__file__).parent))
+from swinbench.sizes import build_timm  # noqa: E402
+
+CASES = [(8, (224, 224), 9), (2, (800, 1333), 5)]  # batch, (H, W), timed rounds
+
+
+def main() -> None:
+    use_row_blocks = swin_block.use_row_blocks
+    for batch, size, rounds in CASES:
+        lite = timm.create_model("swinlite_tiny_patch4_window7_224", img_size=size).eval()
+        reference = build_timm("swin_tiny_patch4_window7_224", size).eval()
+        x = torch.randn(batch, 3, *size)
+        cases = {
+            "row blocks": (lite, use_row_blocks),
+            "whole batch": (lite, lambda *args: False),
+            "timm": (reference, use_row_blocks),
+        }
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        with torch.inference_mode():
+            for round_ in range(rounds + 1):  # round 0 warms up
+                for name, (model, choice) in cases.items():
+                    swin_block.use_row_blocks = choice
+                    start = time.perf_counter()
+                    model(x)
+                    if round_:
+                        times[name].append(time.perf_counter() - start)
+        swin_block.use_row_blocks = use_row_blocks
+        median = {name: statistics.median(t) for name, t in times.items()}
+        cells = ", ".join(f"{n} {s * 1e3:.0f} ms ({median['timm'] / s:.2f}x timm)" for n, s in median.items())
+        print(f"batch {batch} at {size[0]}x{size[1]}, median of {rounds}: {cells}")
+
+
+if __name__ == "__main__":
+    main()

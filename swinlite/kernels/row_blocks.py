@@ -25,6 +25,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .window_sdpa import window_attn_mask
+
 ROWS = 2048  # tokens per row block: the (ROWS, 4C) hidden state of Swin-T's first stage is 3 MB
 
 
@@ -79,11 +81,9 @@ def window_attention_rows(
         rows = slice(first * N, (first + count) * N)
         qkv = _linear_into(x[rows], qkv_weight, qkv_bias, qkv_buffer[: count * N])
         q, k, v = qkv.view(count, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4).unbind(0)  # (count, heads, N, hd)
-        if mask is None:
-            attn_mask = bias.unsqueeze(0)  # (1, heads, N, N)
-        else:  # the windows' masks: a range of one image's, or every window of count // nW images
-            block_mask = mask[offset : offset + count] if offset + count <= nW else mask.repeat(count // nW, 1, 1)
-            attn_mask = bias + block_mask.unsqueeze(1)  # (count, heads, N, N)
+        # the block's windows are a range of one image's (count < nW) or all nW windows of count // nW images
+        block_mask = None if mask is None else mask[offset : offset + count]
+        attn_mask = window_attn_mask(bias, block_mask, max(1, count // nW))  # (1 or count, heads, N, N)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
         o = o.transpose(1, 2).reshape(count * N, C)  # (count, heads, N, hd) -> (tokens, C); a view on CPU flash
         _linear_into(o, proj_weight, proj_bias, out[rows])

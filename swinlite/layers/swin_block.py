@@ -108,7 +108,7 @@ class WindowAttention(nn.Module):
 
     @torch.jit.unused
     def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """:meth:`forward` for CPU inference, a few images' windows at a time (:mod:`swinlite.kernels.row_blocks`)."""
+        """:meth:`forward` for CPU inference, ~2048 tokens of windows at a time (:mod:`swinlite.kernels.row_blocks`)."""
         bias = self.rel_pos().to(x.dtype)  # (heads, N, N)
         mask = None if mask is None else mask.to(x.dtype)
         qkv, proj = self.qkv, self.proj

@@ -8,6 +8,7 @@ see swinlite/kernels/dispatch.py), so both swinlite rows run the same model. Fig
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -25,6 +26,7 @@ CASES = [(8, (224, 224), 9), (2, (800, 1333), 5)]  # batch, (H, W), timed rounds
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # no options: --help, typos exit 2
     use_row_blocks = swin_block.use_row_blocks
     for batch, size, rounds in CASES:
         lite = timm.create_model("swinlite_tiny_patch4_window7_224", img_size=size).eval()

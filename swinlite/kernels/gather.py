@@ -3,7 +3,9 @@
 The reference path (``SwinBlock`` with ``fast=False``) rolls the map, partitions it into windows and,
 after attention, merges the windows and rolls back: two copies each way. The fast path replaces each
 pair by one ``index_select`` over a precomputed permutation, and its backward by the inverse
-``index_select`` instead of autograd's zero fill + scatter-add.
+``index_select`` instead of autograd's zero fill + scatter-add. The gather runs over the rows of the
+[B*L, C] view, whole rows copied at a time: ``index_select`` along dim 1 of the [B, L, C] tensor took
+about 1.7x as long (benchmarks/kernels.md).
 
 - Saves: two copies per direction in forward and backward, and the zero fill of a scatter; measure with
   ``python scripts/benchmark.py --size tiny --batch 8 --precisions fp32`` (figures: benchmarks/kernels.md).
@@ -43,22 +45,29 @@ def shifted_window_index(
     return index, inverse
 
 
+def _take_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x[:, index]`` for x [B, L, C], as one gather of whole rows of the [B*L, C] view."""
+    B, L, C = x.shape
+    rows = (torch.arange(B, device=x.device) * L).unsqueeze(1) + index  # (B, L): row of x.reshape(B*L, C)
+    return x.reshape(B * L, C).index_select(0, rows.view(-1)).view(B, L, C)
+
+
 class _GatherTokens(torch.autograd.Function):
     """``x[:, index]`` for a permutation ``index``, whose backward is the gather ``grad[:, inverse]``."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(inverse)
-        return x.index_select(1, index)
+        return _take_tokens(x, index)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (inverse,) = ctx.saved_tensors
-        return grad.index_select(1, inverse), None, None
+        return _take_tokens(grad, inverse), None, None
 
 
 def gather_tokens(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
     """Reorder the tokens of x [B, L, C] by the permutation ``index`` (``inverse`` is its inverse)."""
     if torch.jit.is_scripting():
-        return x.index_select(1, index)
+        return _take_tokens(x, index)
     return _GatherTokens.apply(x, index, inverse)

@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ..train.distributed import DistInfo, all_gather_object, all_reduce_sum
-from ..train.engine import StepSettings, _autocast, _optimizer_step, current_lr
+from ..train.engine import StepSettings, autocast, current_lr, optimizer_step
 from ..train.progress import Progress
 from .data import Categories
 from .evaluation import to_coco_results
@@ -64,7 +64,7 @@ def train_one_epoch(
         if i == total:
             break
         images, targets = _to_device(images, targets, settings.device)
-        with _autocast(settings):
+        with autocast(settings):
             losses = model(images, targets)
         loss = sum(losses.values())
         if not torch.isfinite(loss):
@@ -73,7 +73,7 @@ def train_one_epoch(
             )
         scaler.scale(loss).backward()
         scheduler.step_update(step)
-        _optimizer_step(model, optimizer, scaler, settings.clip_grad)
+        optimizer_step(model, optimizer, scaler, settings.clip_grad)
         step += 1
         values = {"train_loss": loss.item()} | {loss_column(k): v.item() for k, v in sorted(losses.items())}
         for k, v in values.items():
@@ -95,7 +95,7 @@ def predict(
     results = []
     for images, targets in loader:
         images = [im.to(settings.device, non_blocking=True) for im in images]
-        with _autocast(settings):
+        with autocast(settings):
             outputs = model(images)
         for output, target in zip(outputs, targets, strict=True):
             results += to_coco_results(output, target["image_id"], categories)

@@ -53,7 +53,8 @@ class EvalResult:
         return 100.0 * self.confusion.diag() / self.confusion.sum(1)
 
 
-def _autocast(settings: StepSettings) -> contextlib.AbstractContextManager:
+def autocast(settings: StepSettings) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` to ``settings.amp_dtype`` on the settings' device, or a no-op without mixed precision."""
     if settings.amp_dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(settings.device.type, dtype=settings.amp_dtype)
@@ -104,12 +105,12 @@ def train_one_epoch(
         last_micro = position.batch % settings.accum_steps == 0 or position.batch == total
         sync = contextlib.nullcontext() if last_micro or not dist.enabled else model.no_sync()
         with sync:
-            with _autocast(settings):
+            with autocast(settings):
                 loss = loss_fn(model(images), targets)
             scaler.scale(loss / settings.accum_steps).backward()
         if last_micro:
             scheduler.step_update(position.step)
-            _optimizer_step(model, optimizer, scaler, settings.clip_grad)
+            optimizer_step(model, optimizer, scaler, settings.clip_grad)
             position.step += 1
             if ema is not None:
                 ema.update(_unwrap(model), step=position.step)
@@ -130,9 +131,10 @@ def current_lr(optimizer: torch.optim.Optimizer) -> float:
     return max(group["lr"] for group in optimizer.param_groups)
 
 
-def _optimizer_step(
+def optimizer_step(
     model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, clip_grad: float | None
 ) -> None:
+    """Clip the global gradient norm to ``clip_grad`` (if set, after unscaling), step, update the scaler, zero grads."""
     if clip_grad is not None:
         scaler.unscale_(optimizer)
         nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
@@ -166,7 +168,7 @@ def evaluate(
         targets = targets.to(settings.device, non_blocking=True)
         if settings.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
-        with _autocast(settings):
+        with autocast(settings):
             logits = model(images)
         logits = logits.float()
         loss_sum += nn.functional.cross_entropy(logits, targets, reduction="sum").item()

@@ -10,7 +10,7 @@ about 1.7x as long (benchmarks/kernels.md).
 - Saves: two copies per direction in forward and backward, and the zero fill of a scatter; measure with
   ``python scripts/benchmark.py --size tiny --batch 8 --precisions fp32`` (figures: benchmarks/kernels.md).
 - Torch ops: public ones only (``index_select``). TorchScript cannot script the autograd Function, so a
-  scripted model runs the plain ``index_select`` (autograd's own backward, same gradient).
+  scripted model runs the same gather with autograd's own backward (a scatter-add; same gradient).
 - Pinned by: ``tests/kernels/test_gather.py`` (against a naive loop) and
   ``tests/layers/test_swin_block.py`` (fast block against the reference block, values and gradients).
 """

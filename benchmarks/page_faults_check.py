@@ -14,7 +14,7 @@ import argparse
 import resource
 import statistics
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import timm
@@ -24,12 +24,25 @@ from swinlite.convert import convert_state_dict
 
 sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.swin import make_step  # noqa: E402
+from swinbench.timing import interleaved_seconds  # noqa: E402
 
-CASES = [("inference", 9), ("train", 5)]  # task, timed rounds (after two warm-up calls each)
+CASES = [("inference", 9), ("train", 5)]  # task, timed rounds
+WARMUP = 2  # untimed calls of each step first
 
 
 def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def counted(step: Callable[[], None], faults: list[int]) -> Callable[[], None]:
+    """``step``, appending the minor page faults of each call to ``faults``."""
+
+    def run() -> None:
+        before = minor_faults()
+        step()
+        faults.append(minor_faults() - before)
+
+    return run
 
 
 def main() -> None:
@@ -41,21 +54,12 @@ def main() -> None:
     x = torch.randn(8, 3, 224, 224)
     for task, rounds in CASES:
         steps = {"swinlite": make_step(lite, x, task, "fp32"), "timm": make_step(reference, x, task, "fp32")}
-        for step in steps.values():
-            step()
-            step()
-        seconds: dict[str, list[float]] = {name: [] for name in steps}
-        faults: dict[str, list[int]] = {name: [] for name in steps}
-        for _ in range(rounds):
-            for name, step in steps.items():
-                before, start = minor_faults(), time.perf_counter()
-                step()
-                seconds[name].append(time.perf_counter() - start)
-                faults[name].append(minor_faults() - before)
+        faults: dict[str, list[int]] = {name: [] for name in steps}  # every call's, warm-up calls first
+        seconds = interleaved_seconds([counted(step, faults[name]) for name, step in steps.items()], WARMUP, rounds)
         cells = ", ".join(
-            f"{name} {statistics.median(seconds[name]) * 1e3:.0f} ms, {statistics.median(faults[name]):.0f} faults "
-            f"({statistics.median(faults[name]) * 4 / 1024:.0f} MiB)"
-            for name in steps
+            f"{name} {statistics.median(t) * 1e3:.0f} ms, {statistics.median(faults[name][WARMUP:]):.0f} faults "
+            f"({statistics.median(faults[name][WARMUP:]) * 4 / 1024:.0f} MiB)"
+            for name, t in zip(steps, seconds, strict=True)
         )
         print(f"{task}, Swin-T batch 8 at 224x224, fp32, median of {rounds}: {cells}")
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import timm
@@ -21,8 +22,16 @@ import swinlite.layers.swin_block as swin_block
 
 sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.sizes import build_timm  # noqa: E402
+from swinbench.timing import interleaved_seconds  # noqa: E402
 
 CASES = [(8, (224, 224), 9), (2, (800, 1333), 5)]  # batch, (H, W), timed rounds
+
+
+def forward(model: torch.nn.Module, x: torch.Tensor, choice: Callable[..., bool]) -> None:
+    """One inference forward with ``choice`` as the row-block decision."""
+    swin_block.use_row_blocks = choice
+    with torch.inference_mode():
+        model(x)
 
 
 def main() -> None:
@@ -37,17 +46,12 @@ def main() -> None:
             "whole batch": (lite, lambda *args: False),
             "timm": (reference, use_row_blocks),
         }
-        times: dict[str, list[float]] = {name: [] for name in cases}
-        with torch.inference_mode():
-            for round_ in range(rounds + 1):  # round 0 warms up
-                for name, (model, choice) in cases.items():
-                    swin_block.use_row_blocks = choice
-                    start = time.perf_counter()
-                    model(x)
-                    if round_:
-                        times[name].append(time.perf_counter() - start)
-        swin_block.use_row_blocks = use_row_blocks
-        median = {name: statistics.median(t) for name, t in times.items()}
+        steps = [partial(forward, model, x, choice) for model, choice in cases.values()]
+        try:
+            times = interleaved_seconds(steps, warmup=1, repeats=rounds)
+        finally:
+            swin_block.use_row_blocks = use_row_blocks
+        median = {name: statistics.median(t) for name, t in zip(cases, times, strict=True)}
         cells = ", ".join(f"{n} {s * 1e3:.0f} ms ({median['timm'] / s:.2f}x timm)" for n, s in median.items())
         print(f"batch {batch} at {size[0]}x{size[1]}, median of {rounds}: {cells}")
 

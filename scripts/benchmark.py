@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmark code sits beside its results
 
@@ -102,6 +103,17 @@ def _fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+T = TypeVar("T")
+
+
+def _checked(build: Callable[..., T], **kwargs: Any) -> T:
+    """``build(**kwargs)``, a ValueError (a bad option value) turned into :func:`_fail`."""
+    try:
+        return build(**kwargs)
+    except ValueError as e:
+        _fail(str(e))
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     from swinbench.compiled import compile_table, run_compile_benchmark
@@ -111,43 +123,36 @@ def main(argv: list[str] | None = None) -> None:
     from swinbench.swin import BenchConfig, run_benchmark
 
     if args.rel_pos_1d:
-        try:
-            result = run_rel_pos_1d(warmup=args.warmup, repeats=args.repeats)
-        except ValueError as e:
-            _fail(str(e))
+        result = _checked(run_rel_pos_1d, warmup=args.warmup, repeats=args.repeats)
         table = rel_pos_1d_table(result)
     elif args.sizes:
-        try:
-            sizes_cfg = SizesConfig(
-                sizes=args.sizes,
-                size=args.size,
-                batch=args.batch,
-                device=args.device,
-                tasks=args.tasks,
-                memory=not args.no_memory,
-                warmup=args.warmup,
-                repeats=args.repeats,
-            )
-        except ValueError as e:
-            _fail(str(e))
+        sizes_cfg = _checked(
+            SizesConfig,
+            sizes=args.sizes,
+            size=args.size,
+            batch=args.batch,
+            device=args.device,
+            tasks=args.tasks,
+            memory=not args.no_memory,
+            warmup=args.warmup,
+            repeats=args.repeats,
+        )
         result = run_sizes(sizes_cfg, log=_log)
         table = sizes_table(result)
     else:
-        try:
-            cfg = BenchConfig(
-                size=args.size,
-                batch=args.batch,
-                img_size=args.img_size,
-                device=args.device,
-                models=args.models,
-                tasks=args.tasks,
-                precisions=args.precisions,
-                warmup=args.warmup,
-                repeats=args.repeats,
-                memory=not args.no_memory,
-            )
-        except ValueError as e:
-            _fail(str(e))
+        cfg = _checked(
+            BenchConfig,
+            size=args.size,
+            batch=args.batch,
+            img_size=args.img_size,
+            device=args.device,
+            models=args.models,
+            tasks=args.tasks,
+            precisions=args.precisions,
+            warmup=args.warmup,
+            repeats=args.repeats,
+            memory=not args.no_memory,
+        )
         if args.compile:
             result = run_compile_benchmark(cfg, log=_log, warm_start=not args.no_warm_start)
             table = compile_table(result)

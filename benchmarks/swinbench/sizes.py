@@ -27,7 +27,7 @@ from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
 
 from swinlite.detection import build_fpn_backbone
 
-from .choices import DEFAULT_SIZES, parse_sizes  # noqa: F401  (re-exported)
+from .choices import DEFAULT_SIZES
 from .report import spread
 from .swin import SIZES, _synced, machine_info, make_step, peak_memory_bytes
 from .timing import interleaved_seconds, ratio_range

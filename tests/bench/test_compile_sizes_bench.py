@@ -7,7 +7,8 @@ eager model, so these runs take seconds.
 import pytest
 import torch
 from swinbench import compiled
-from swinbench.sizes import SizesConfig, parse_sizes, run_sizes, sizes_table
+from swinbench.choices import parse_sizes
+from swinbench.sizes import SizesConfig, run_sizes, sizes_table
 from swinbench.swin import BenchConfig
 
 

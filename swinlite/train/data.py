@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageOps
 from timm.data import create_transform
+from timm.data.auto_augment import AugmentOp
 from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
@@ -177,7 +178,31 @@ def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]
         re_prob=cfg.re_prob,
         **common,
     )
+    route_posterize(train)
     return train, create_transform(is_training=False, crop_pct=cfg.crop_pct, **common)
+
+
+def posterize(img: Image.Image, bits: int, **_: object) -> Image.Image:
+    """Keep the ``bits`` most significant bits of each channel; 0 bits gives a black image.
+
+    timm's "increasing" posterize asks for 0 bits at the top magnitude (RandAugment's ``inc1`` with a magnitude
+    std reaches it about once in 2,000 calls). Pillow up to 12 returned a black image for it; Pillow 13 raises.
+    """
+    if bits >= 8:
+        return img
+    if bits <= 0:
+        return img.point([0] * 256 * len(img.getbands()))
+    return ImageOps.posterize(img, bits)
+
+
+def route_posterize(transform: object) -> None:
+    """Route every posterize op of timm's RandAugment / AutoAugment / AugMix in ``transform`` through
+    :func:`posterize`, so the policy means the same on every Pillow version the project allows."""
+    for t in getattr(transform, "transforms", []):
+        groups = getattr(t, "policy", None) or [getattr(t, "ops", [])]  # AutoAugment: sub-policies; others: ops
+        for op in (op for group in groups for op in group):
+            if isinstance(op, AugmentOp) and op.name.startswith("Posterize"):
+                op.aug_fn = posterize
 
 
 def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:

@@ -1,0 +1,46 @@
+"""The training augmentation of every shipped config survives thousands of draws on the installed Pillow."""
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from timm.data.auto_augment import posterize as timm_posterize
+
+from swinlite.train.config import load_config
+from swinlite.train.data import build_transforms, posterize
+
+CONFIGS = sorted(p for p in (Path(__file__).parents[2] / "configs").glob("*.yaml") if not p.name.startswith("det_"))
+DRAWS = 5000
+
+
+def test_zero_bit_posterize_is_a_black_image_as_pillow_12_gave():
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (8, 8, 3), dtype=np.uint8))
+    assert not np.asarray(posterize(img, 0)).any()
+    assert np.array_equal(np.asarray(posterize(img, 8)), np.asarray(img))
+    assert np.array_equal(np.asarray(posterize(img, 2)), np.asarray(img) & 0b11000000)
+
+
+def test_timm_posterize_fails_on_zero_bits_with_this_pillow_or_gives_black():
+    """Why the fix exists: timm's op hands 0 bits to Pillow, which raises from Pillow 13 on."""
+    img = Image.new("RGB", (4, 4), (200, 100, 50))
+    try:
+        out = timm_posterize(img, 0)
+    except ValueError:
+        return
+    assert not np.asarray(out).any()
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_every_config_augmentation_survives_many_draws(config: Path):
+    cfg = load_config(config, ["data.img_size=16"])  # the policy's draws do not depend on the size
+    train, _ = build_transforms(cfg.data)
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (20, 24, 3), dtype=np.uint8))
+    random.seed(0)
+    torch.manual_seed(0)
+    for _ in range(DRAWS):
+        out = train(img)
+        assert out.shape == (3, 16, 16)
+    assert torch.isfinite(out).all()

@@ -13,20 +13,32 @@ fcos           1-3 + P6, P7               s (FCOS reads the anchor size as the s
 =============  =========================  ==============================================
 
 ``model.min_level`` changes the first Swin level (e.g. 1 skips a patch-2 model's stride-2 level).
+
+Two things make every detector's output independent of batch size and order:
+
+- The RoI poolers' scales are set from the backbone's strides when the detector is built. torchvision's
+  ``MultiScaleRoIAlign`` otherwise infers them from the first batch it sees and keeps them, so a small
+  first image padded a lot could fix them one level off for the rest of the process.
+- In eval mode each image runs through the network alone (padded only to its own size multiple). In a
+  batch, an image is padded to the largest one, and Swin's windows and the detectors' anchors would see
+  that padding: the same image could give other boxes beside another image. Training batches as usual.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 from torchvision.models.detection import FCOS, FasterRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
 from torchvision.ops import MultiScaleRoIAlign
+from torchvision.ops.poolers import initLevelMapper
 
 from .backbone import SwinFPNBackbone, build_fpn_backbone
 from .config import DetModelConfig
@@ -43,6 +55,41 @@ def anchor_generator(detector: str, strides: Sequence[int], anchor_scale: float 
     else:
         sizes = tuple((round(anchor_scale * s),) for s in strides)
     return AnchorGenerator(sizes, (_RATIOS,) * len(strides))
+
+
+def roi_align(names: Sequence[str], strides: Sequence[int], output_size: int) -> MultiScaleRoIAlign:
+    """torchvision's RoIAlign over the FPN levels ``names`` of the given strides, its scales fixed from them."""
+    pool = MultiScaleRoIAlign(list(names), output_size=output_size, sampling_ratio=2)
+    pool.scales = [1.0 / s for s in strides]
+    levels = [int(math.log2(s)) for s in strides]
+    pool.map_levels = initLevelMapper(levels[0], levels[-1], pool.canonical_scale, pool.canonical_level)
+    return pool
+
+
+class OneImageAtATime(nn.Module):
+    """Eval-mode ``forward`` of a torchvision detector that runs each image alone (module docstring: why)."""
+
+    def forward(self, images: list[torch.Tensor], targets: list[dict] | None = None) -> Any:
+        if self.training:
+            return super().forward(images, targets)
+        detect = super().forward
+        return [detect([image])[0] for image in images]
+
+
+class SwinFasterRCNN(OneImageAtATime, FasterRCNN):
+    pass
+
+
+class SwinMaskRCNN(OneImageAtATime, MaskRCNN):
+    pass
+
+
+class SwinRetinaNet(OneImageAtATime, RetinaNet):
+    pass
+
+
+class SwinFCOS(OneImageAtATime, FCOS):
+    pass
 
 
 def _backbone(cfg: DetModelConfig, **model_kwargs: Any) -> SwinFPNBackbone:
@@ -88,19 +135,20 @@ def build_detector(
     Training images arrive resized by the data transforms; evaluation images are resized by the detector to
     short side ``test_size`` (long side at most ``max_size``) and its boxes mapped back to the input size.
     """
-    backbone = _backbone(cfg)
+    backbone = _backbone(cfg, **model_kwargs)
     anchors = anchor_generator(cfg.detector, backbone.strides, cfg.anchor_scale)
     common = dict(min_size=test_size, max_size=max_size, image_mean=list(mean), image_std=list(std), _skip_resize=True)
     if cfg.detector == "retinanet":
-        return RetinaNet(backbone, num_classes + 1, anchor_generator=anchors, score_thresh=cfg.score_thresh,
+        return SwinRetinaNet(backbone, num_classes + 1, anchor_generator=anchors, score_thresh=cfg.score_thresh,
                          detections_per_img=cfg.detections_per_img, **common)  # fmt: skip
     if cfg.detector == "fcos":
-        return FCOS(backbone, num_classes + 1, anchor_generator=anchors, score_thresh=cfg.score_thresh,
+        return SwinFCOS(backbone, num_classes + 1, anchor_generator=anchors, score_thresh=cfg.score_thresh,
                     detections_per_img=cfg.detections_per_img, **common)  # fmt: skip
     width = cfg.fpn_channels
     names = [str(i) for i in range(len(backbone.strides) - 1)]  # the FPN levels of Swin levels, not "pool"
+    strides = backbone.strides[: len(names)]
     two_stage = dict(
-        box_roi_pool=MultiScaleRoIAlign(names, output_size=7, sampling_ratio=2),
+        box_roi_pool=roi_align(names, strides, 7),
         rpn_anchor_generator=anchors,
         rpn_batch_size_per_image=cfg.rpn_batch_size_per_image,
         box_batch_size_per_image=cfg.box_batch_size_per_image,
@@ -111,7 +159,7 @@ def build_detector(
         **common,
     )
     if cfg.detector == "maskrcnn":
-        return MaskRCNN(backbone, mask_roi_pool=MultiScaleRoIAlign(names, output_size=14, sampling_ratio=2),
+        return SwinMaskRCNN(backbone, mask_roi_pool=roi_align(names, strides, 14),
                         mask_head=MaskRCNNHeads(width, [width] * 4, 1),
                         mask_predictor=MaskRCNNPredictor(width, width, num_classes + 1), **two_stage)  # fmt: skip
-    return FasterRCNN(backbone, **two_stage)
+    return SwinFasterRCNN(backbone, **two_stage)

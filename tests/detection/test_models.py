@@ -109,3 +109,32 @@ def test_backbone_starts_from_classification_weights(tmp_path):
     torch.testing.assert_close(swin.layers[2].blocks[1].attn.qkv.weight, source.layers[2].blocks[1].attn.qkv.weight)
     with pytest.raises(ValueError, match="neither a weights file nor 'timm'"):
         build_detector(DetModelConfig(name=PICO, pretrained=str(tmp_path / "nope.pth")), 2, 32, 32)
+
+
+@pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])
+def test_detections_do_not_depend_on_batch_size_or_order(detector):
+    """A small first image once fixed the RoI scales a level off; batch padding changed the boxes."""
+    cfg = DetModelConfig(detector=detector, name="swinlite_tiny_patch4_window7_224", fpn_channels=64,
+                         box_head_dim=16, score_thresh=0.0)  # fmt: skip
+    torch.manual_seed(0)
+    images = [torch.rand(3, h, w) for h, w in [(129, 124), (60, 90), (200, 150), (96, 96)]]
+    state = build_detector(cfg, 2, test_size=128, max_size=256, **TINY).state_dict()
+
+    def run(batches: list[list[int]]) -> dict[int, dict[str, torch.Tensor]]:
+        model = build_detector(cfg, 2, test_size=128, max_size=256, **TINY).eval()  # fresh: nothing cached
+        model.load_state_dict(state)
+        if hasattr(model, "roi_heads"):
+            assert model.roi_heads.box_roi_pool.scales == [1 / 4, 1 / 8, 1 / 16, 1 / 32]
+        outputs = {}
+        with torch.no_grad():
+            for batch in batches:
+                outputs |= dict(zip(batch, model([images[i] for i in batch]), strict=True))
+        return outputs
+
+    alone = run([[0], [1], [2], [3]])
+    for batches in ([[0, 1, 2, 3]], [[3, 2, 1, 0]], [[1, 0], [3, 2]]):
+        together = run(batches)
+        for i, expected in alone.items():
+            assert len(expected["boxes"]) > 0
+            for key, value in expected.items():
+                assert torch.equal(together[i][key], value), (batches, i, key)

@@ -111,6 +111,8 @@ def build_fpn_backbone(
         raise ValueError(f"out_indices must be levels in 0..{num_stages - 1}, got {tuple(out_indices)}")
     if checkpoint is not None:
         load_checkpoint(model, checkpoint)
+    for level in set(range(num_stages)) - set(out_indices):  # its output norm is never used: no parameter without
+        model.out_norms[level].requires_grad_(False)  # a gradient (DDP fails on those), same state dict
     body = SwinFeatureBody(model, out_indices=list(out_indices), output_fmt="NCHW")
     info = body.feature_info
     return SwinFPNBackbone(body, info.channels(), fpn_channels, info.reduction(), extra_levels)

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from trainkit import make_folder
 
-from swinlite.train import data
-from swinlite.train.config import DataConfig
-from swinlite.train.data import ImageFolderDataset, Split, scan_split
-from swinlite.train.preflight import class_warnings
-from swinlite.train.scan_cache import CACHE_FILE, cached_scan
+from swinlite.classification import data
+from swinlite.classification.config import DataConfig
+from swinlite.classification.data import ImageFolderDataset, Split, scan_split
+from swinlite.classification.scan_cache import CACHE_FILE, cached_scan
+from swinlite.classification.task import class_warnings
 
 
 @pytest.mark.parametrize("processes", [1, 4])
@@ -44,15 +44,15 @@ def test_scan_cached_in_the_output_folder_until_a_class_folder_changes(folder: P
     out = tmp_path / "out"
     (bad := folder / "val" / "c1" / "bad.png").write_bytes(b"nope")
     with pytest.warns(UserWarning, match=f"skipping {bad}"):
-        first, from_cache = cached_scan(cfg, out)
+        first, from_cache, _ = cached_scan(cfg, out)
     assert not from_cache and (out / CACHE_FILE).is_file()
     with pytest.warns(UserWarning, match=f"skipping {bad}"):  # still named on a rerun
-        again, from_cache = cached_scan(cfg, out)
+        again, from_cache, _ = cached_scan(cfg, out)
     assert from_cache and again == first
     (folder / "train" / "c0" / "0.png").rename(folder / "train" / "c0" / "moved.png")
     os.utime(folder / "train" / "c0", ns=(1, 1))  # the rename's new folder time may equal the old one to the ns
     with pytest.warns(UserWarning):
-        third, from_cache = cached_scan(cfg, out)
+        third, from_cache, _ = cached_scan(cfg, out)
     assert not from_cache and (str(folder / "train" / "c0" / "moved.png"), 0) in third[0].samples
 
 

@@ -60,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> object:
     parser.add_argument("--overwrite", action="store_true", help="start over in an output dir that holds a run")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, applied last")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)  # key=value may come before and after the options
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,8 +44,11 @@ class Bounds:
         )
 
     def describe(self, key: str) -> str:
-        low = f"{self.ge:g} <= " if self.ge is not None else f"{self.gt:g} < " if self.gt is not None else ""
-        high = f" <= {self.le:g}" if self.le is not None else f" < {self.lt:g}" if self.lt is not None else ""
+        def num(v: float) -> str:
+            return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+        low = f"{num(self.ge)} <= " if self.ge is not None else f"{num(self.gt)} < " if self.gt is not None else ""
+        high = f" <= {num(self.le)}" if self.le is not None else f" < {num(self.lt)}" if self.lt is not None else ""
         return f"{low}{key}{high}"
 
 

@@ -33,7 +33,7 @@ class DataConfig:
     persistent_workers: bool = True  # keep loader workers alive between epochs (when num_workers > 0)
     prefetch_factor: int = bounded(2, ge=1)  # batches each loader worker prepares ahead
     hflip: float = bounded(0.5, ge=0, le=1)  # horizontal flip probability
-    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
+    mean: tuple[float, float, float] = bounded((0.485, 0.456, 0.406), ge=0, le=1)  # of pixels in 0..1
     std: tuple[float, float, float] = bounded((0.229, 0.224, 0.225), gt=0)
 
 

@@ -237,12 +237,7 @@ class Trainer:
         return self.task.weights_metadata() | common | {"epoch": int(row["epoch"]), self.task.metric: row[metric]}
 
     def save(self, row: dict[str, float], best: tuple[str, float] | None, per_process: list[dict[str, Any]]) -> None:
-        """Metrics, curves, weights, then the resume file (written last: it marks the epoch done)."""
-        history = self.state.history
-        with writing(self.out / "metrics.csv"):
-            write_csv(history, self.out / "metrics.csv")
-        with writing(self.out / "curves.png"):
-            plot_curves(history, self.out / "curves.png", self.task.curves(row))
+        """Weights, metrics, curves, then the resume file (written last: it marks the epoch done)."""
         weights = {"raw": (self.model.state_dict(), self.metadata(row, "raw"))}
         save_weights(self.out / "last.safetensors", *weights["raw"])
         if self.ema is not None:
@@ -253,6 +248,10 @@ class Trainer:
                 save_weights(self.out / "best_ema.safetensors", *weights["ema"])
         if best is not None:
             save_weights(self.out / "best.safetensors", *weights[best[0]])
+        with writing(self.out / "metrics.csv"):
+            write_csv(self.state.history, self.out / "metrics.csv")
+        with writing(self.out / "curves.png"):
+            plot_curves(self.state.history, self.out / "curves.png", self.task.curves(row))
         save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
 
     def fit(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -18,6 +18,9 @@ from torch.utils.data import Dataset
 
 from .config import load_config
 from .distributed import DistInfo
+
+if TYPE_CHECKING:
+    from .loop import StepSettings
 
 
 @dataclass
@@ -37,7 +40,7 @@ class RunContext:
     device: torch.device
     dist: DistInfo
     out: Path
-    settings: Any  # swinlite.engine.loop.StepSettings: AMP dtype, channels_last, ...
+    settings: StepSettings  # device, AMP dtype, channels_last, ...
 
     def log(self, message: str) -> None:
         if self.dist.is_main:

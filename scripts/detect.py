@@ -20,12 +20,12 @@ from torchvision.datasets.folder import IMG_EXTENSIONS  # noqa: E402
 from torchvision.io import encode_png  # noqa: E402
 from torchvision.transforms.v2.functional import pil_to_tensor  # noqa: E402
 
+from swinlite.classification.data import load_rgb  # noqa: E402
 from swinlite.detection.evaluation import to_coco_results  # noqa: E402
 from swinlite.detection.predictor import draw_detections, load_detector  # noqa: E402
+from swinlite.engine.distributed import resolve_device  # noqa: E402
 from swinlite.extract import list_images  # noqa: E402
 from swinlite.io import atomic_write_bytes  # noqa: E402
-from swinlite.train.data import load_rgb  # noqa: E402
-from swinlite.train.distributed import resolve_device  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 
+    from swinlite.classification.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
     from swinlite.inference import pick_device
     from swinlite.io import atomic_write_bytes
-    from swinlite.train.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
     from swinlite.weights import ema_counterpart
 
     device = pick_device(args.device)
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"weights: {checkpoint}")
     print(format_report(result, setup.classes))
     plot_confusion(result.confusion, setup.classes, out / "confusion_matrix.png")
-    summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{min(5, len(setup.classes))}": result.top5}
+    summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{min(5, len(setup.classes))}": result.topk}
     summary |= {"loss": result.loss, "classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
 
     atomic_write_bytes(out / "eval.json", json.dumps(summary, indent=2).encode())

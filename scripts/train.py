@@ -10,15 +10,11 @@ Under ``torchrun --nproc_per_node=N`` the same command trains with DistributedDa
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
 import yaml
-
-# On shared CPUs, spinning OpenMP threads waste the cores others (and our own loader) need; set before torch loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from _cli import Parser
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 DEMO_CONFIG = CONFIGS / "demo.yaml"
@@ -41,21 +37,16 @@ def _epilog() -> str:
         "weights of the tag: fetched once, then cached)\n"
         f"{_config_lines(FOLDER_CONFIG)}\n"
         "  with --config FILE: that file's keys\n"
-        "Every other key keeps its default from swinlite/train/config.py; --print-config shows every key as it\n"
-        "will apply to your command, and exits. Options users look for: train.ema_decay=0.9998,\n"
+        "Every other key keeps its default from swinlite/classification/config.py and swinlite/engine/sections.py;\n"
+        "--print-config shows every key as it will apply to your command, and exits. Options users look for:\n"
+        "train.ema_decay=0.9998, model.kwargs.drop_path_rate=0.2, model.kwargs={window_size: 12, img_size: 384},\n"
         "train.best_of=raw|ema|both, train.save_every_steps=N, train.compile=true, train.channels_last=true,\n"
         "train.tensorboard=true, train.amp=bf16."
     )
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse also prints the usage)
-        print(f"error: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_epilog())
+def parse_args(argv: list[str] | None = None) -> object:
+    parser = Parser(__doc__, epilog=_epilog())
     parser.add_argument(
         "--config",
         help="YAML file of overrides (default: configs/finetune_imagefolder.yaml with --data-dir, "
@@ -69,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--overwrite", action="store_true", help="start over in an output dir that holds a run")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, applied last")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)  # key=value may come before and after the options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,33 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         overrides = [f"data.data_dir={args.data_dir}", "data.dataset=folder", *overrides]
     if args.output_dir:
         overrides.append(f"train.output_dir={args.output_dir}")
-    try:  # the package loads only now, after the arguments are parsed; torch and timm after the config is read
-        from swinlite.train.config import load_config, to_dict
+    from swinlite.classification import ClassificationTask  # the package loads only now, after the arguments
+    from swinlite.engine.cli import run_from_cli
 
-        cfg = load_config(config, overrides)
-        if args.print_config:
-            print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
-            return 0
-        from swinlite.train.runner import train
-
-        train(cfg, resume=args.resume, overwrite=args.overwrite)
-    except (ValueError, FileNotFoundError) as e:  # FileNotFoundError: swinlite's WeightsUnavailableError
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except yaml.YAMLError as e:
-        print(f"error: config file {config} is not valid YAML: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:
-        from swinlite.train.distributed import StalledRankError
-
-        if not isinstance(e, StalledRankError):
-            raise
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted; continue with --resume", file=sys.stderr)
-        return 130
-    return 0
+    return run_from_cli(ClassificationTask, config, overrides, args.resume, args.overwrite, args.print_config)
 
 
 if __name__ == "__main__":

@@ -8,36 +8,42 @@ anywhere else. Under ``torchrun --nproc_per_node=N`` the same command trains wit
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
-# On shared CPUs, spinning OpenMP threads waste the cores others (and our own loader) need; set before torch loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from swinlite.detection.config import DetConfig, load_det_config  # noqa: E402
-from swinlite.detection.runner import train_detector  # noqa: E402
-from swinlite.train.config import flatten, to_dict  # noqa: E402
+from _cli import Parser
 
 DEMO_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "det_demo.yaml"
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="config keys with their built-in defaults, which --config files override\n"
-        "(set any with key=value, e.g. train.epochs=24 model.detector=maskrcnn; see swinlite/detection/config.py):\n  "
-        + "\n  ".join(f"{k} = {v}" for k, v in flatten(to_dict(DetConfig())).items()),
+def _epilog() -> str:
+    """Every config key with its built-in default (the config module loads torch, which the help then needs)."""
+    from swinlite.detection.config import DetConfig
+    from swinlite.engine.config import flatten, to_dict
+
+    keys = "\n  ".join(f"{k} = {v}" for k, v in flatten(to_dict(DetConfig())).items())
+    return (
+        "config keys with their built-in defaults, which --config files override\n(set any with key=value, e.g. "
+        f"train.epochs=24 model.detector=maskrcnn; see swinlite/detection/config.py):\n  {keys}"
     )
+
+
+class _Parser(Parser):
+    def format_help(self) -> str:  # the key list is built only when the help is asked for
+        self.epilog = _epilog()
+        return super().format_help()
+
+
+def parse_args(argv: list[str] | None = None) -> object:
+    parser = _Parser(__doc__)
     parser.add_argument("--config", default=str(DEMO_CONFIG), help="YAML file of overrides (default: %(default)s)")
     parser.add_argument("--data-dir", help="a COCO 2017 layout root (sets data.data_dir and data.dataset=coco)")
     parser.add_argument("--output-dir", help="where metrics, curves and checkpoints go (sets train.output_dir)")
     parser.add_argument("--resume", action="store_true", help="continue the run in the output dir from resume.pt")
     parser.add_argument("--overwrite", action="store_true", help="start over in an output dir that holds a run")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, applied last")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)  # key=value may come before and after the options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,13 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         overrides = [f"data.data_dir={args.data_dir}", "data.dataset=coco", *overrides]
     if args.output_dir:
         overrides.append(f"train.output_dir={args.output_dir}")
-    try:
-        cfg = load_det_config(args.config, overrides)
-        train_detector(cfg, resume=args.resume, overwrite=args.overwrite)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    from swinlite.detection.task import DetectionTask  # the package loads only now, after the arguments
+    from swinlite.engine.cli import run_from_cli
+
+    return run_from_cli(DetectionTask, args.config, overrides, args.resume, args.overwrite, args.print_config)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     import timm
 
     from swinlite import SwinTransformer
-    from swinlite.train.data import load_rgb
+    from swinlite.classification.data import load_rgb
     from swinlite.visualize import plot_bias_tables, plot_feature_means
     from swinlite.weights import check_model_name, load_model
 

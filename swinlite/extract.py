@@ -20,11 +20,11 @@ from torchvision import transforms
 from torchvision.datasets.folder import IMG_EXTENSIONS
 from tqdm import tqdm
 
+from .classification.data import load_rgb
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
 from .io import atomic_write_bytes
 from .models.swin import SwinTransformer
 from .optimize import FixedBatch
-from .train.data import load_rgb
 from .weights import file_sha256
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16}

@@ -19,8 +19,8 @@ from timm.data import ImageNetInfo, create_transform, infer_imagenet_subset, res
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from .classification.data import load_rgb
 from .io import atomic_write_bytes
-from .train.data import load_rgb
 
 
 def pick_device(name: str) -> torch.device:

@@ -27,7 +27,8 @@ model = timm.create_model("swinlite_tiny_patch4_window7_224")
 print(type(model).__name__)
 print(*seen, sep="\\n")
 print(*sorted(m for m in sys.modules if m.split(".")[0] in {"matplotlib", "sklearn", "pandas"}), sep="\\n")
-print(*sorted(m for m in sys.modules if m.startswith(("swinlite.train", "swinlite.seq", "swinlite.visualize"))))
+apps = ("swinlite.engine", "swinlite.classification", "swinlite.detection", "swinlite.fpn")
+print(*sorted(m for m in sys.modules if m.startswith((*apps, "swinlite.seq", "swinlite.visualize"))))
 """
 
 

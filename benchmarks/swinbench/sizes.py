@@ -4,7 +4,7 @@ At each size (H×W) swinlite and timm are built fresh for that size and timed al
 for inference and for a train step; the peak memory of each step is measured as in :mod:`swinbench.swin`.
 timm is given its fastest set-up at each size: ``img_size=(H, W)`` (attention masks built once) where H and W are
 patch multiples, else ``strict_img_size=False`` with a patch embedding that pads (``dynamic_img_pad=True``).
-At the largest size the swinlite Swin-T + FPN detection backbone (:func:`swinlite.detection.build_fpn_backbone`)
+At the largest size the swinlite Swin-T + FPN detection backbone (:func:`swinlite.fpn.build_fpn_backbone`)
 is timed next to torchvision's ResNet-50 FPN backbone (all layers trainable, frozen batch norm), and the operators
 that take the time in swinlite's and timm's inference are profiled.
 """
@@ -25,7 +25,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
 
-from swinlite.detection import build_fpn_backbone
+from swinlite.fpn import build_fpn_backbone
 
 from .choices import DEFAULT_SIZES
 from .report import spread

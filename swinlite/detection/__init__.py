@@ -1,10 +1,10 @@
-"""Object detection on a Swin backbone.
+"""Object detection on a Swin backbone: the COCO task the run engine trains.
 
-``backbone`` (the FPN backbone, importable without extras) · ``config`` · ``data`` (COCO via pycocotools, the
-``detection`` extra) · ``transforms`` · ``models`` (torchvision detectors, anchors per stride) · ``optim`` ·
-``engine`` · ``evaluation`` (COCO mAP) · ``metrics`` · ``runner`` (a whole run) · ``predictor`` · ``demo_data``.
+``config`` · ``data`` (COCO via pycocotools, the ``detection`` extra) · ``transforms`` · ``models`` (torchvision
+detectors, anchors per stride) · ``evaluation`` (COCO mAP) · ``task`` (the engine's task, ``predict``) ·
+``predictor`` · ``demo_data``. The FPN backbone is library code, :mod:`swinlite.fpn` (re-exported here).
 """
 
-from .backbone import SwinFPNBackbone, build_fpn_backbone
+from ..fpn import SwinFPNBackbone, build_fpn_backbone
 
 __all__ = ["SwinFPNBackbone", "build_fpn_backbone"]

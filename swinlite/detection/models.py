@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,7 +39,8 @@ from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredic
 from torchvision.ops import MultiScaleRoIAlign
 from torchvision.ops.poolers import initLevelMapper
 
-from .backbone import SwinFPNBackbone, build_fpn_backbone
+from ..engine.model import pretrained_file
+from ..fpn import SwinFPNBackbone, build_fpn_backbone
 from .config import DetModelConfig
 
 _RATIOS = (0.5, 1.0, 2.0)
@@ -93,29 +93,20 @@ class SwinFCOS(OneImageAtATime, FCOS):
 
 
 def _backbone(cfg: DetModelConfig, **model_kwargs: Any) -> SwinFPNBackbone:
-    kwargs = {"out_norm": cfg.out_norm, **model_kwargs}
-    if cfg.drop_path_rate is not None:
-        kwargs["drop_path_rate"] = cfg.drop_path_rate
-    if cfg.pretrained == "timm":
-        kwargs["pretrained"] = True
+    """The Swin + FPN the detector ``cfg`` describes; ``model.kwargs`` (and ``model_kwargs``) go to the Swin, whose
+    output norms are on unless ``model.kwargs.out_norm=false``; ``model.pretrained`` as in every task."""
+    kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     two_stage = cfg.detector in ("fasterrcnn", "maskrcnn")
-    if cfg.pretrained not in (None, "timm") and not Path(cfg.pretrained).is_file():
-        raise ValueError(f"model.pretrained: {cfg.pretrained} is neither a weights file nor 'timm'")
     min_level = (0 if two_stage else 1) if cfg.min_level is None else cfg.min_level
-    try:
-        backbone = build_fpn_backbone(
-            cfg.name,
-            out_indices=tuple(range(min_level, 4)),
-            fpn_channels=cfg.fpn_channels,
-            frozen_stages=cfg.frozen_stages,
-            checkpoint=None if cfg.pretrained in (None, "timm") else cfg.pretrained,
-            extra_levels="pool" if two_stage else "p6p7",
-            **kwargs,
-        )
-    except RuntimeError as e:  # timm: no pretrained weights for this name
-        if cfg.pretrained != "timm":
-            raise
-        raise ValueError(f"model.pretrained=timm: {e} Give a weights file instead, or model.pretrained=null") from e
+    backbone = build_fpn_backbone(
+        cfg.name,
+        out_indices=tuple(range(min_level, 4)),
+        fpn_channels=cfg.fpn_channels,
+        checkpoint=pretrained_file(cfg),
+        extra_levels="pool" if two_stage else "p6p7",
+        pretrained=cfg.pretrained is True,
+        **kwargs,
+    )
     if cfg.grad_checkpointing:
         backbone.set_grad_checkpointing(True)
     return backbone

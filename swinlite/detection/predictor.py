@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
 
-from ..train.checkpoint import load_weights, read_metadata
+from ..engine.checkpoint import load_weights, read_metadata
 from .config import DetModelConfig
 from .data import Categories
 from .models import build_detector

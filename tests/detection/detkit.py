@@ -90,7 +90,7 @@ def tiny_overrides(data_dir: Path, out: Path, **extra: object) -> list[str]:
         "data.size_step": 8,
         "data.test_size": 48,
         "data.max_size": 96,
-        "schedule.warmup_iters": 2,
+        "schedule.warmup_epochs": 0.6,
         "train.output_dir": out,
         "train.epochs": 1,
         "train.device": "cpu",

@@ -5,11 +5,12 @@ import timm
 import torch
 from torchvision.models.detection import FasterRCNN
 
-from swinlite.detection import build_fpn_backbone
 from swinlite.detection.config import DetConfig, DetModelConfig
 from swinlite.detection.models import build_detector
-from swinlite.detection.optim import build_scheduler, weight_decay_groups
-from swinlite.train.checkpoint import save_weights
+from swinlite.engine.checkpoint import save_weights
+from swinlite.engine.model import check_model
+from swinlite.engine.optim import build_optimizer, build_scheduler
+from swinlite.fpn import build_fpn_backbone
 
 PICO = "swinlite_pico_patch2_window4_32"
 TINY = dict(embed_dim=16, depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1))  # a reduced-width patch-4 model
@@ -46,7 +47,9 @@ def test_no_weight_decay_groups_by_parameter_name(name):
     kwargs = TINY if "tiny" in name else {}
     backbone = build_fpn_backbone(name, fpn_channels=8, frozen_stages=0, **kwargs)
     detector = FasterRCNN(backbone, num_classes=3, min_size=32, max_size=32)
-    groups = weight_decay_groups(detector, 0.05)
+    cfg = DetConfig().optim
+    cfg.weight_decay = 0.05
+    groups = build_optimizer(detector, cfg, global_batch=1).param_groups
     ids = {g["weight_decay"]: {id(p) for p in g["params"]} for g in groups}
     rel_pos = 0
     for param_name, p in detector.named_parameters():
@@ -83,9 +86,9 @@ def test_grad_checkpointing_of_the_body_gives_the_same_gradients():
 @pytest.mark.parametrize("kind", ["step", "cosine"])
 def test_schedule_warms_up_in_iterations_then_decays(kind):
     cfg = DetConfig()
-    cfg.train.epochs, cfg.schedule.kind, cfg.schedule.warmup_iters = 12, kind, 5
+    cfg.schedule.kind, cfg.schedule.warmup_epochs = kind, 0.5  # 5 steps
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=cfg.optim.lr)
-    scheduler = build_scheduler(optimizer, cfg, steps_per_epoch=10)
+    scheduler = build_scheduler(optimizer, cfg.schedule, epochs=12, steps_per_epoch=10)
 
     def lr(step: int) -> float:
         scheduler.step_update(step)
@@ -107,8 +110,10 @@ def test_backbone_starts_from_classification_weights(tmp_path):
     with pytest.warns(UserWarning, match="out_norms"):  # the per-level detection norms start fresh
         swin = build_detector(cfg, 2, 32, 32).backbone.body.model
     torch.testing.assert_close(swin.layers[2].blocks[1].attn.qkv.weight, source.layers[2].blocks[1].attn.qkv.weight)
-    with pytest.raises(ValueError, match="neither a weights file nor 'timm'"):
-        build_detector(DetModelConfig(name=PICO, pretrained=str(tmp_path / "nope.pth")), 2, 32, 32)
+    with pytest.raises(ValueError, match="nope.pth' is not a file"):
+        check_model(DetModelConfig(name=PICO, pretrained=str(tmp_path / "nope.pth")))
+    with pytest.raises(ValueError, match="model.pretrained=timm is now model.pretrained=true"):
+        check_model(DetModelConfig(name=PICO, pretrained="timm"))
 
 
 @pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])

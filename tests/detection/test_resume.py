@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 from detkit import REPO, script_env, tiny_overrides
 
-from swinlite.detection.config import load_det_config
-from swinlite.detection.runner import train_detector
-from swinlite.train.checkpoint import load_resume, load_weights
+from swinlite.detection.task import DetectionTask
+from swinlite.engine import run
+from swinlite.engine.checkpoint import load_resume, load_weights
 
 # 2 epochs of 3 steps (5 images, batch 2); drop path, multi-scale sizes and flips draw from the RNGs
-SETTINGS = {"train.epochs": 2, "train.deterministic": True, "model.drop_path_rate": 0.1, "data.hflip": 0.5}
+SETTINGS = {"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1, "data.hflip": 0.5}
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those warnings
 def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(coco: Path, tmp_path: Path):
-    reference = train_detector(load_det_config(None, tiny_overrides(coco, tmp_path / "ref", **SETTINGS)))
+    reference = run(DetectionTask, DetectionTask.load_config(None, tiny_overrides(coco, tmp_path / "ref", **SETTINGS)))
     (tmp_path / "defaults.yaml").write_text("{}\n")  # the built-in defaults, as the reference, not the demo's
     script = REPO / "scripts" / "train_detection.py"
     args = [sys.executable, str(script), "--config", str(tmp_path / "defaults.yaml")]
@@ -35,7 +35,9 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(coco: Path, tmp_pat
         proc.wait(timeout=120)
     assert proc.returncode == -signal.SIGKILL, "".join(lines)
     assert load_resume(tmp_path / "run" / "resume.pt")["epoch"] == 1  # killed inside epoch 2
-    resumed = train_detector(load_det_config(None, tiny_overrides(coco, tmp_path / "run", **SETTINGS)), resume=True)
+    resumed = run(
+        DetectionTask, DetectionTask.load_config(None, tiny_overrides(coco, tmp_path / "run", **SETTINGS)), resume=True
+    )
     expected, got = load_weights(reference / "last.safetensors"), load_weights(resumed / "last.safetensors")
     assert expected.keys() == got.keys()
     assert max((expected[k].float() - got[k].float()).abs().max().item() for k in expected) <= 1e-6

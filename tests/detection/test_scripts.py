@@ -10,7 +10,7 @@ import torch
 from detkit import REPO, make_quirky_coco, tiny_overrides
 
 from swinlite.detection.config import DetConfig
-from swinlite.train.config import flatten, to_dict
+from swinlite.engine.config import flatten, to_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
 

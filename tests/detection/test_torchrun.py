@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from detkit import REPO, script_env, tiny_overrides
 
-from swinlite.train.checkpoint import load_resume
+from swinlite.engine.checkpoint import load_resume
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_torchrun_two_processes_with_an_unused_swin_level(coco: Path, tmp_path: Path):
     out = tmp_path / "out"
-    overrides = tiny_overrides(coco, out, **{"model.min_level": 1, "model.out_norm": True, "train.epochs": 2})
+    overrides = tiny_overrides(coco, out, **{"model.min_level": 1, "model.kwargs.out_norm": True, "train.epochs": 2})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(REPO / "scripts" / "train_detection.py"), *overrides]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, env=script_env(), timeout=300)

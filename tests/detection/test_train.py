@@ -6,11 +6,14 @@ from pathlib import Path
 import pytest
 from detkit import REPO, tiny_overrides
 
-from swinlite.detection.config import check_det_config, load_det_config
 from swinlite.detection.predictor import load_detector
-from swinlite.detection.runner import train_detector
-from swinlite.train.checkpoint import read_metadata
-from swinlite.train.config import flatten, to_dict
+from swinlite.detection.task import DetectionTask
+from swinlite.engine import run
+from swinlite.engine.checkpoint import read_metadata
+from swinlite.engine.config import flatten, to_dict
+from swinlite.engine.preflight import check_run
+
+load_det_config = DetectionTask.load_config
 
 AP = ["val_map", "val_map50", "val_map75", "val_map_small", "val_map_medium", "val_map_large"]
 LOSSES = {
@@ -27,12 +30,11 @@ def test_one_epoch_writes_every_metric_and_checkpoint(coco: Path, tmp_path: Path
     extra = {"model.detector": detector, "train.amp": "bf16" if detector == "fasterrcnn" else "none"}
     if detector == "fcos":
         extra["model.fpn_channels"] = 64  # FCOS's head has GroupNorm(32 groups), and P7 is 1x1 on these images
-    out = train_detector(load_det_config(None, tiny_overrides(coco, tmp_path / "run", **extra)))
+    out = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "run", **extra)))
     with open(out / "metrics.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    expected = ["epoch", "train_loss", *LOSSES[detector], *AP, "lr", "epoch_time"]
-    if detector == "maskrcnn":
-        expected += [f"val_mask_{k[4:]}" for k in AP]
+    masks = [f"val_mask_{k[4:]}" for k in AP] if detector == "maskrcnn" else []
+    expected = ["epoch", "train_loss", *LOSSES[detector], *AP, *masks, "lr", "epoch_time", "train_img_s"]
     assert list(rows[0]) == expected and len(rows) == 1
     assert all(0 <= float(rows[0][k]) <= 100 for k in ("val_map", "val_map50")) and float(rows[0]["train_loss"]) > 0
     for name in ("curves.png", "best.safetensors", "last.safetensors", "resume.pt", "config.yaml"):
@@ -45,10 +47,10 @@ def test_one_epoch_writes_every_metric_and_checkpoint(coco: Path, tmp_path: Path
 
 
 def test_unknown_key_and_bad_values_are_clear_errors():
-    with pytest.raises(ValueError, match="did you mean 'model.frozen_stages'"):
-        load_det_config(None, ["model.frozen_stage=1"])
+    with pytest.raises(ValueError, match="did you mean 'model.fpn_channels'"):
+        load_det_config(None, ["model.fpn_channel=16"])
     with pytest.raises(ValueError, match="model.detector must be one of fasterrcnn, maskrcnn, retinanet, fcos"):
-        train_detector(load_det_config(None, ["model.detector=yolo"]))
+        load_det_config(None, ["model.detector=yolo"])
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -59,12 +61,12 @@ def test_training_set_without_objects_is_an_error_before_training(coco: Path, tm
         '"categories": [{"id": 3, "name": "square"}, {"id": 7, "name": "bar"}]}'
     )
     with pytest.raises(ValueError, match="hold no usable object"):
-        train_detector(load_det_config(None, overrides))
+        run(DetectionTask, load_det_config(None, overrides))
     assert not (tmp_path / "run" / "resume.pt").exists()
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs").glob("det_*.yaml")), ids=lambda p: p.name)
 def test_shipped_detection_configs_load_and_pass_the_checks(path: Path):
     cfg = load_det_config(path)
-    check_det_config(cfg)
+    check_run(DetectionTask, cfg)
     assert load_det_config(None, [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items()]) == cfg

@@ -11,10 +11,9 @@ import onnx
 import pytest
 import timm
 import torch
-from trainkit import make_folder, script_env, tiny_config
+from trainkit import make_folder, script_env, tiny_config, train
 
 from swinlite.io import save_safetensors
-from swinlite.train.runner import train
 from swinlite.weights import load_model, read_info, read_state_dict, weights_metadata
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"

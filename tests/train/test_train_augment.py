@@ -9,8 +9,8 @@ import torch
 from PIL import Image
 from timm.data.auto_augment import posterize as timm_posterize
 
-from swinlite.train.config import load_config
-from swinlite.train.data import build_transforms, posterize
+from swinlite.classification import ClassificationTask
+from swinlite.classification.data import build_transforms, posterize
 
 CONFIGS = sorted(p for p in (Path(__file__).parents[2] / "configs").glob("*.yaml") if not p.name.startswith("det_"))
 DRAWS = 5000
@@ -35,7 +35,7 @@ def test_timm_posterize_fails_on_zero_bits_with_this_pillow_or_gives_black():
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
 def test_every_config_augmentation_survives_many_draws(config: Path):
-    cfg = load_config(config, ["data.img_size=16"])  # the policy's draws do not depend on the size
+    cfg = ClassificationTask.load_config(config, ["data.img_size=16"])  # the policy's draws do not depend on the size
     train, _ = build_transforms(cfg.data)
     img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (20, 24, 3), dtype=np.uint8))
     random.seed(0)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from trainkit import REPO, script, script_env
 
-from swinlite.train.config import load_config
+from swinlite.classification import ClassificationTask
 
 
 def _main(argv: list[str]) -> int:
@@ -62,6 +62,6 @@ def test_user_errors_are_one_line(args, message, folder: Path, tmp_path: Path, c
 
 
 def test_data_dir_default_is_the_documented_fine_tune_recipe():
-    cfg = load_config(REPO / "configs" / "finetune_imagefolder.yaml")
+    cfg = ClassificationTask.load_config(REPO / "configs" / "finetune_imagefolder.yaml")
     assert (cfg.model.name, cfg.data.img_size) == ("swinlite_tiny_patch4_window7_224.ms_in1k", 224)
-    assert str(cfg.model.pretrained).lower() == "true"
+    assert cfg.model.pretrained is True

@@ -3,7 +3,10 @@ from pathlib import Path
 import pytest
 from trainkit import REPO
 
-from swinlite.train.config import Config, apply_overrides, config_diff, load_config, to_dict, valid_keys
+from swinlite.classification import ClassificationTask, Config
+from swinlite.engine.config import apply_overrides, config_diff, to_dict, valid_keys
+
+load_config = ClassificationTask.load_config
 
 
 def test_defaults_and_dotted_overrides_are_typed():
@@ -67,4 +70,4 @@ def test_missing_config_file():
 def test_shipped_configs_load_and_round_trip(path: Path):
     cfg = load_config(path)
     assert apply_overrides(Config(), {f"{s}.{k}": v for s, sec in to_dict(cfg).items() for k, v in sec.items()}) == cfg
-    assert len(valid_keys()) == sum(len(sec) for sec in to_dict(cfg).values())
+    assert len(valid_keys(Config())) == sum(len(sec) for sec in to_dict(cfg).values())

@@ -8,8 +8,8 @@ import torch
 from PIL import Image
 from trainkit import make_folder
 
-from swinlite.train.config import DataConfig
-from swinlite.train.data import ImageFolderDataset, build_datasets, load_rgb, scan_split
+from swinlite.classification.config import DataConfig
+from swinlite.classification.data import ImageFolderDataset, build_datasets, load_rgb, scan_split
 
 
 def _save(path: Path, mode: str, fmt: str = "PNG") -> None:

@@ -6,9 +6,9 @@ import pytest
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from swinlite.train.config import DataConfig
-from swinlite.train.data import build_datasets
-from swinlite.train.demo_data import build_digits
+from swinlite.classification.config import DataConfig
+from swinlite.classification.data import build_datasets
+from swinlite.classification.demo_data import build_digits
 
 
 def _digest(root: Path) -> str:

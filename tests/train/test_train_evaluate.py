@@ -8,7 +8,7 @@ import torch
 from timm.models.swin_transformer import SwinTransformer as TimmSwin
 from trainkit import make_folder
 
-from swinlite.train.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
+from swinlite.classification.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
 
 
 def test_timm_checkpoint_matches_timm_model(tmp_path: Path):

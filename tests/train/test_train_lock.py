@@ -8,12 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainkit import REPO, tiny_config, tiny_overrides
+from trainkit import REPO, tiny_config, tiny_overrides, train
 
-from swinlite.train import train
-from swinlite.train.lock import OutputLock
+from swinlite.engine.lock import OutputLock
 
-# Another process holding the lock through swinlite/train/lock.py, loaded by path (no torch import: starts fast).
+# Another process holding the lock through swinlite/engine/lock.py, loaded by path (no torch import: starts fast).
 HOLD = """import importlib.util, sys, time
 spec = importlib.util.spec_from_file_location("lock", sys.argv[1]); lock = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(lock); lock.OutputLock(sys.argv[2]).acquire(); print("held", flush=True); time.sleep(120)"""
@@ -29,7 +28,7 @@ def _train_script():
 
 def test_second_run_refused_and_dead_holder_taken_over(tmp_path: Path, folder: Path, capsys):
     out = tmp_path / "out"
-    lock_py = REPO / "swinlite" / "train" / "lock.py"
+    lock_py = REPO / "swinlite" / "engine" / "lock.py"
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock_py), str(out)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"

@@ -7,8 +7,11 @@ import pytest
 import torch
 
 import swinlite
-from swinlite.train import load_config
-from swinlite.train.builders import build_model, check_config
+from swinlite.classification import ClassificationTask
+from swinlite.engine.model import create_model
+from swinlite.engine.preflight import check_run
+
+load_config = ClassificationTask.load_config
 
 REPO = Path(__file__).resolve().parents[2]
 FINETUNE = REPO / "configs" / "finetune_imagefolder.yaml"
@@ -17,10 +20,10 @@ FINETUNE = REPO / "configs" / "finetune_imagefolder.yaml"
 def test_finetune_config_starts_from_the_tags_weights(offline_hub, tmp_path: Path):
     cfg = load_config(FINETUNE, [f"data.data_dir={tmp_path}"])
     assert cfg.model.name == "swinlite_tiny_patch4_window7_224.ms_in1k" and cfg.optim.layer_decay is not None
-    check_config(cfg)
     source = offline_hub.add_timm("swin_tiny_patch4_window7_224.ms_in1k")
+    check_run(ClassificationTask, cfg)  # the weights are in the (offline) cache now
     with pytest.warns(UserWarning, match=r"dropping classifier .*head.fc.weight of shape \(1000, 768\)"):
-        model = build_model(cfg.model, num_classes=3)
+        model = create_model(cfg.model, num_classes=3)
     loaded, expected = model.state_dict(), swinlite.convert_state_dict(source)
     assert model.head.fc.out_features == 3
     assert all(torch.equal(loaded[k], v) for k, v in expected.items() if not k.startswith("head."))
@@ -35,7 +38,7 @@ def test_finetune_config_starts_from_the_tags_weights(offline_hub, tmp_path: Pat
 )
 def test_pretrained_settings_that_cannot_work_are_config_errors(tmp_path: Path, overrides, message):
     with pytest.raises(ValueError, match=message):
-        check_config(load_config(FINETUNE, [f"data.data_dir={tmp_path}", *overrides]))
+        check_run(ClassificationTask, load_config(FINETUNE, [f"data.data_dir={tmp_path}", *overrides]))
 
 
 def test_train_script_reports_unavailable_weights_in_one_line(offline_hub, folder: Path, tmp_path: Path, capsys):
@@ -44,7 +47,7 @@ def test_train_script_reports_unavailable_weights_in_one_line(offline_hub, folde
     spec.loader.exec_module(script)
     args = ["--config", str(FINETUNE), "--data-dir", str(folder), "--output-dir", str(tmp_path / "out")]
     name = "model.name=swinlite_tiny_patch4_window7_224.ms_in22k"  # not in the cache
-    assert script.main([*args, name, "model.drop_path_rate=0.0", "data.batch_size=2", "data.num_workers=0"]) == 2
+    assert script.main([*args, name, "model.kwargs.drop_path_rate=0.0", "data.batch_size=2", "data.num_workers=0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: model.pretrained=true: the weights of " + name.split("=")[1])
     assert "timm/swin_tiny_patch4_window7_224.ms_in22k" in err[0]

@@ -1,7 +1,7 @@
 import pytest
 
-from swinlite.train import progress
-from swinlite.train.progress import Progress
+from swinlite.engine import progress
+from swinlite.engine.progress import Progress
 
 
 def test_plain_lines_when_not_a_terminal(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):

@@ -5,13 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainkit import REPO, make_folder, script_env, tiny_config, tiny_overrides
+from trainkit import REPO, make_folder, script_env, tiny_config, tiny_overrides, train
 
-from swinlite.train import train
-from swinlite.train.checkpoint import load_resume, load_weights
+from swinlite.engine.checkpoint import load_resume, load_weights
 
 # 3 epochs of 8 steps; dropout-free pico, but drop path, random crops and flips draw from the RNGs.
-SETTINGS = {"train.epochs": 3, "data.batch_size": 4, "train.log_interval": 1, "model.drop_path_rate": 0.1}
+SETTINGS = {"train.epochs": 3, "data.batch_size": 4, "train.log_interval": 1, "model.kwargs.drop_path_rate": 0.1}
 
 
 def _kill_mid_epoch_2(data: Path, out: Path) -> None:

@@ -1,18 +1,21 @@
 """The ImageFolder scan: header-only checks that skip and name broken files, a cache a rerun reuses,
 and the class-balance warnings."""
 
+import gzip
+import json
 import os
+import shutil
 import warnings
 from pathlib import Path
 
 import pytest
 from trainkit import make_folder
 
-from swinlite.train import data
-from swinlite.train.config import DataConfig
-from swinlite.train.data import ImageFolderDataset, Split, scan_split
-from swinlite.train.preflight import class_warnings
-from swinlite.train.scan_cache import CACHE_FILE, cached_scan
+from swinlite.classification import data
+from swinlite.classification.config import DataConfig
+from swinlite.classification.data import ImageFolderDataset, Split, scan_split
+from swinlite.classification.scan_cache import CACHE_FILE, cached_scan
+from swinlite.classification.task import class_warnings
 
 
 @pytest.mark.parametrize("processes", [1, 4])
@@ -44,15 +47,15 @@ def test_scan_cached_in_the_output_folder_until_a_class_folder_changes(folder: P
     out = tmp_path / "out"
     (bad := folder / "val" / "c1" / "bad.png").write_bytes(b"nope")
     with pytest.warns(UserWarning, match=f"skipping {bad}"):
-        first, from_cache = cached_scan(cfg, out)
+        first, from_cache, _ = cached_scan(cfg, out)
     assert not from_cache and (out / CACHE_FILE).is_file()
     with pytest.warns(UserWarning, match=f"skipping {bad}"):  # still named on a rerun
-        again, from_cache = cached_scan(cfg, out)
+        again, from_cache, _ = cached_scan(cfg, out)
     assert from_cache and again == first
     (folder / "train" / "c0" / "0.png").rename(folder / "train" / "c0" / "moved.png")
     os.utime(folder / "train" / "c0", ns=(1, 1))  # the rename's new folder time may equal the old one to the ns
     with pytest.warns(UserWarning):
-        third, from_cache = cached_scan(cfg, out)
+        third, from_cache, _ = cached_scan(cfg, out)
     assert not from_cache and (str(folder / "train" / "c0" / "moved.png"), 0) in third[0].samples
 
 
@@ -69,3 +72,42 @@ def test_one_class_and_imbalance_warnings(tmp_path: Path):
     (message,) = class_warnings(skewed)
     assert message.startswith("class imbalance over 10x: 'dog' has 21 training images, 'cat' 2 (10.5x)")
     assert class_warnings(Split([("a", 0)] * 2 + [("b", 1)] * 20, ["cat", "dog"], [])) == []  # 10x exactly: fine
+
+
+def test_cache_notices_images_added_in_nested_folders(folder: Path, tmp_path: Path):
+    cfg, out = DataConfig(data_dir=str(folder)), tmp_path / "out"
+    nested = folder / "train" / "c1" / "more"
+    nested.mkdir()
+    shutil.copy(folder / "train" / "c1" / "0.png", nested / "a.png")
+    first, _, _ = cached_scan(cfg, out)
+    c1_time = os.stat(folder / "train" / "c1").st_mtime_ns
+    shutil.copy(folder / "train" / "c1" / "0.png", nested / "b.png")
+    assert os.stat(folder / "train" / "c1").st_mtime_ns == c1_time  # the class folder's own time is unchanged
+    again, from_cache, note = cached_scan(cfg, out)
+    assert not from_cache and "changed" in note
+    assert (str(nested / "b.png"), 1) in again[0].samples and len(again[0].samples) == len(first[0].samples) + 1
+
+
+@pytest.mark.parametrize("damage", ["not_gzip", "not_json", "wrong_shape"])
+def test_damaged_cache_is_rescanned_with_a_note(folder: Path, tmp_path: Path, damage: str):
+    cfg, out = DataConfig(data_dir=str(folder)), tmp_path / "out"
+    expected, _, _ = cached_scan(cfg, out)
+    tree = json.loads(gzip.decompress((out / CACHE_FILE).read_bytes())) | {"train": {"samples": 5}}
+    garbage = {"not_gzip": b"not gzip", "not_json": gzip.compress(b"{not json"),
+               "wrong_shape": gzip.compress(json.dumps(tree).encode())}[damage]  # fmt: skip
+    (out / CACHE_FILE).write_bytes(garbage)
+    splits, from_cache, note = cached_scan(cfg, out)
+    assert not from_cache and splits == expected and note.startswith(f"{out / CACHE_FILE} is unreadable")
+    assert cached_scan(cfg, out)[1]  # replaced by a valid cache
+
+
+def test_linked_folder_loop_counts_no_other_class_image(folder: Path):
+    (folder / "train" / "c0" / "loop").symlink_to(folder / "train", target_is_directory=True)  # c0/loop/c1/...
+    (folder / "train" / "c0" / "other").symlink_to(folder / "train" / "c2", target_is_directory=True)
+    outside = make_folder(folder.parent / "extra", classes=1, per_class=2, splits=("more",))
+    (folder / "train" / "c0" / "extra").symlink_to(outside / "more" / "c0", target_is_directory=True)
+    with pytest.warns(UserWarning, match="skipping linked folder .*c0/loop -> .*: a loop") as record:
+        split = scan_split(folder / "train")
+    assert any("c0/other" in str(w.message) for w in record)
+    labels = [label for _, label in split.samples]
+    assert labels.count(0) == 8 + 2 and labels.count(1) == labels.count(2) == 8  # c0's own 8 + the outside 2

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainkit import make_folder, tiny_config
+from trainkit import make_folder, tiny_config, train
 
-from swinlite.train import runner, train
-from swinlite.train.checkpoint import load_resume, load_weights
+from swinlite.engine import trainer
+from swinlite.engine.checkpoint import load_resume, load_weights
 
 # 2 epochs of 5 steps of 4 images; a step checkpoint every 2 steps; drop path, mixup, crops, flips and EMA all draw.
-SETTINGS = {"train.epochs": 2, "data.batch_size": 4, "train.save_every_steps": 2, "model.drop_path_rate": 0.1,
+SETTINGS = {"train.epochs": 2, "data.batch_size": 4, "train.save_every_steps": 2, "model.kwargs.drop_path_rate": 0.1,
             "data.mixup": 0.4, "train.ema_decay": 0.8}  # fmt: skip
 
 
@@ -24,8 +24,8 @@ def test_resume_from_step_checkpoint_matches_uninterrupted(tmp_path: Path, monke
         if state["batch"]:
             saves.append(shutil.copy(path, tmp_path / f"step{state['step']}.pt"))
 
-    save_resume = runner.save_resume
-    monkeypatch.setattr(runner, "save_resume", keep_copy)
+    save_resume = trainer.save_resume
+    monkeypatch.setattr(trainer, "save_resume", keep_copy)
     reference = train(tiny_config(data, tmp_path / "ref", **SETTINGS))
     assert [load_resume(p)["step"] for p in saves] == [2, 4, 6, 8]  # step 10 ends epoch 2: an epoch checkpoint
 

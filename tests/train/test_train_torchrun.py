@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trainkit import REPO, script_env, tiny_overrides
 
-from swinlite.train.checkpoint import load_resume
+from swinlite.engine.checkpoint import load_resume
 
 
 def test_torchrun_two_processes(tmp_path: Path, folder: Path):

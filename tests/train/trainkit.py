@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from swinlite.train.config import Config, load_config
+from swinlite.classification import ClassificationTask, Config
+from swinlite.engine import run
 
 REPO = Path(__file__).resolve().parents[2]
 COLORS = [(220, 40, 40), (40, 200, 60), (50, 60, 230)]
@@ -52,7 +53,12 @@ def tiny_overrides(data_dir: Path, out: Path, **extra: object) -> list[str]:
 
 def tiny_config(data_dir: Path, out: Path, **extra: object) -> Config:
     """The config ``scripts/train.py`` builds from the same overrides (on top of configs/demo.yaml)."""
-    return load_config(REPO / "configs" / "demo.yaml", tiny_overrides(data_dir, out, **extra))
+    return ClassificationTask.load_config(REPO / "configs" / "demo.yaml", tiny_overrides(data_dir, out, **extra))
+
+
+def train(cfg: Config, resume: bool = False, overwrite: bool = False) -> Path:
+    """A classification run through the engine (what scripts/train.py runs); returns the output folder."""
+    return run(ClassificationTask, cfg, resume=resume, overwrite=overwrite)
 
 
 def script_env() -> dict[str, str]:

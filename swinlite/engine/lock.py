@@ -34,6 +34,8 @@ class OutputLock:
         """Take the lock; ValueError naming the holder when another live run has it, or when the folder
         cannot be written."""
         folder = self.path.parent
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"output folder {folder} is a file; choose another --output-dir")
         try:
             self.created = not folder.exists()
             folder.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""swinlite + FPN as the backbone of torchvision's detectors, on synthetic images and boxes."""
+"""swinlite.fpn: swinlite + FPN as the backbone of torchvision's detectors, on synthetic images and boxes."""
 
 import pytest
 import timm
@@ -7,7 +7,7 @@ from torchvision.models.detection import FasterRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
 
-from swinlite.detection import build_fpn_backbone
+from swinlite.fpn import build_fpn_backbone
 
 PICO = "swinlite_pico_patch2_window4_32"
 SIZES = dict(min_size=64, max_size=96)

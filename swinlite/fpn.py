@@ -18,8 +18,8 @@ from torch import nn
 from torchvision.ops import FeaturePyramidNetwork
 from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
 
-from ..convert import load_checkpoint
-from ..models.swin import SwinTransformer
+from .convert import load_checkpoint
+from .models.swin import SwinTransformer
 
 EXTRA_LEVELS = ("pool", "p6p7")
 
@@ -66,7 +66,7 @@ class SwinFPNBackbone(nn.Module):
         return self.fpn(OrderedDict((str(i), level) for i, level in enumerate(levels)))
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:
-        """Recompute the Swin stages' activations in the backward pass (less memory, ~30% more compute)."""
+        """Recompute the Swin stages' activations in the backward pass (less memory, more compute)."""
         self.body.set_grad_checkpointing(enable)
 
 

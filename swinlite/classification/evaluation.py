@@ -16,10 +16,55 @@ from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas:
 from timm.data import create_transform, resolve_model_data_config
 from torch.utils.data import DataLoader
 
+from ..engine.distributed import DistInfo, all_reduce_sum
+from ..engine.loop import SINGLE, StepSettings, autocast
 from ..io import atomic_write
 from ..weights import load_model, read_info
 from .data import ImageFolderDataset, scan_split
-from .engine import EvalResult, StepSettings, evaluate
+
+
+@dataclass
+class EvalResult:
+    loss: float
+    top1: float  # percent
+    topk: float  # percent, top-k with k = min(5, classes)
+    confusion: torch.Tensor  # [true class, predicted class] counts
+    k: int = 5  # the k of ``topk``: min(5, classes)
+
+    @property
+    def per_class_accuracy(self) -> torch.Tensor:
+        """Percent correct for each true class (NaN where the class has no images)."""
+        return 100.0 * self.confusion.diag() / self.confusion.sum(1)
+
+
+@torch.no_grad()
+def evaluate(
+    model: torch.nn.Module, loader: DataLoader, num_classes: int, settings: StepSettings, dist: DistInfo = SINGLE
+) -> EvalResult:
+    """Cross-entropy, top-1/top-k and the confusion matrix over ``loader`` (summed over processes)."""
+    model.eval()
+    k = min(5, num_classes)
+    loss_sum, top1, topk, count = 0.0, 0.0, 0.0, 0
+    confusion = torch.zeros(num_classes, num_classes, dtype=torch.float64, device=settings.device)
+    for images, targets in loader:
+        images = images.to(settings.device, non_blocking=True)
+        targets = targets.to(settings.device, non_blocking=True)
+        if settings.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        with autocast(settings):
+            logits = model(images)
+        logits = logits.float()
+        loss_sum += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
+        best = logits.topk(k, dim=1).indices  # [B, k]
+        top1 += (best[:, 0] == targets).sum().item()
+        topk += (best == targets[:, None]).any(1).sum().item()
+        count += len(targets)
+        confusion.index_put_((targets, best[:, 0]), torch.ones_like(targets, dtype=torch.float64), accumulate=True)
+    loss_sum, top1, topk, count = all_reduce_sum([loss_sum, top1, topk, count], dist, settings.device)
+    if dist.enabled:
+        torch.distributed.all_reduce(confusion)
+    count = max(count, 1)
+    return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion.cpu(), k)
 
 
 @dataclass
@@ -101,8 +146,8 @@ def run_evaluation(setup: EvalSetup, device: torch.device, amp_dtype: torch.dtyp
 
 def format_report(result: EvalResult, classes: list[str]) -> str:
     """Overall numbers, then one line per class."""
-    k = min(5, len(classes))  # the k engine.evaluate used
-    lines = [f"top-1 {result.top1:.2f}%  top-{k} {result.top5:.2f}%  loss {result.loss:.4f}", "per-class accuracy:"]
+    k = min(5, len(classes))  # the k evaluate used
+    lines = [f"top-1 {result.top1:.2f}%  top-{k} {result.topk:.2f}%  loss {result.loss:.4f}", "per-class accuracy:"]
     counts = result.confusion.sum(1)
     for name, acc, n in zip(classes, result.per_class_accuracy.tolist(), counts.tolist(), strict=True):
         lines.append(f"  {name:<20} {acc:6.2f}%  ({int(n)} images)")

@@ -1,10 +1,10 @@
 """Training-set order and augmentation randomness that survive a restart anywhere inside an epoch.
 
 ``EpochSampler`` yields ``(epoch, index)`` keys in ``DistributedSampler``'s shuffled order and can start
-mid-epoch. ``sample_seed`` turns such a key into the seed of that image's augmentation, so an image is
-augmented the same way whichever loader worker loads it, whether workers persist across epochs, and
-whether the run was resumed: the only randomness left in the training process is its own (drop path,
-mixup), which the resume file restores.
+mid-epoch. ``SeededDataset`` turns such a key into the seed of that sample's augmentation (``sample_seed``), so
+a sample is augmented the same way whichever loader worker loads it, whether workers persist across epochs,
+and whether the run was resumed: the only randomness left in the training process is its own (drop path,
+mixup, a detector's sampling), which the resume file restores.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import DistributedSampler, get_worker_info
+from torch.utils.data import Dataset, DistributedSampler, get_worker_info
 
 
 class EpochSampler(DistributedSampler):
@@ -64,3 +64,24 @@ def seeded(seed: int) -> Iterator[None]:
             random.setstate(states[0])
             np.random.set_state(states[1])
             cpu.set_state(states[2])
+
+
+class SeededDataset(Dataset):
+    """A dataset served by ``(epoch, index)`` keys (``EpochSampler``): item ``index`` drawn with the global
+    generators seeded by ``sample_seed(seed, epoch, index)``.
+
+    Args:
+        dataset: any map-style dataset whose transforms draw from Python's, NumPy's or torch's global generators.
+        seed: the run's seed.
+    """
+
+    def __init__(self, dataset: Dataset, seed: int) -> None:
+        self.dataset, self.seed = dataset, seed
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key: tuple[int, int]) -> object:
+        epoch, index = key
+        with seeded(sample_seed(self.seed, epoch, index)):
+            return self.dataset[index]

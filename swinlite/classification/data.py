@@ -20,11 +20,10 @@ import torch
 from PIL import Image, ImageOps
 from timm.data import create_transform
 from timm.data.auto_augment import AugmentOp
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from .config import DataConfig
-from .sampling import EpochSampler, sample_seed, seeded
 
 
 def load_rgb(path: str | Path) -> Image.Image:
@@ -75,13 +74,36 @@ def _check_headers(paths: list[str]) -> list[str | None]:
         return pool.map(header_problem, paths, chunksize=512)
 
 
-def _list_files(folder: str) -> list[str]:
-    """Files under ``folder`` (recursive, hidden names left out), sorted."""
-    found = []
+def _list_files(folder: str, split_dir: str) -> list[str]:
+    """Files under class folder ``folder`` (recursive, hidden names left out), sorted.
+
+    Linked folders are followed, each real folder once; a link back into an enclosing folder (a loop) or into
+    another class folder of the split ``split_dir`` (its images are that class's) is skipped with a warning.
+    """
+    class_real, split_real = os.path.realpath(folder), os.path.realpath(split_dir)
+    found, seen = [], {class_real}
     for parent, dirs, files in os.walk(folder, followlinks=True):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        kept = []
+        for name in sorted(d for d in dirs if not d.startswith(".")):
+            path = os.path.join(parent, name)
+            real = os.path.realpath(path)
+            if real in seen:  # reached through a link already
+                continue
+            if _inside(os.path.realpath(parent), real) or (_inside(real, split_real) and not _inside(real, class_real)):
+                warnings.warn(
+                    f"skipping linked folder {path} -> {real}: a loop or another class's folder", stacklevel=4
+                )
+                continue
+            seen.add(real)
+            kept.append(name)
+        dirs[:] = kept
         found += [os.path.join(parent, f) for f in files if not f.startswith(".")]
     return sorted(found)
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether real path ``path`` is ``folder`` or lies under it."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 @dataclass
@@ -110,7 +132,7 @@ def scan_split(split_dir: Path, classes: list[str] | None = None, verify: bool =
     unknown = sorted(set(folders) - set(classes))
     if unknown:
         raise ValueError(f"{split_dir} has classes the training split does not have: {', '.join(unknown)}")
-    listed = {name: _list_files(str(split_dir / name)) for name in folders}
+    listed = {name: _list_files(str(split_dir / name), str(split_dir)) for name in folders}
     images = [p for files in listed.values() for p in files if _is_image_file(p)]
     problems = dict(zip(images, _check_headers(images) if verify else [None] * len(images), strict=True))
     samples, skipped = [], []
@@ -134,21 +156,17 @@ class ImageFolderDataset(Dataset):
 
     Args:
         samples: (path, class index) pairs.
-        transform: applied to each RGB image.
-        seed: with an ``(epoch, index)`` key (``EpochSampler``), the transform draws from generators seeded by
-            ``sample_seed(seed, epoch, index)``; with a plain index, from the caller's generators.
+        transform: applied to each RGB image (drawing from the global generators: the engine seeds each sample).
     """
 
-    def __init__(self, samples: list[tuple[str, int]], transform: torch.nn.Module | None = None, seed: int = 0) -> None:
+    def __init__(self, samples: list[tuple[str, int]], transform: torch.nn.Module | None = None) -> None:
         self.samples = samples
         self.transform = transform
-        self.seed = seed
 
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, key: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
-        epoch, index = key if isinstance(key, tuple) else (None, key)
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         for offset in range(len(self.samples)):
             path, label = self.samples[(index + offset) % len(self.samples)]
             try:
@@ -156,12 +174,7 @@ class ImageFolderDataset(Dataset):
             except Exception as e:  # a file broken behind a good header must not stop training mid-epoch
                 warnings.warn(f"skipping unreadable image {path}: {e}", stacklevel=2)
                 continue
-            if self.transform is None:
-                return img, label
-            if epoch is None:
-                return self.transform(img), label
-            with seeded(sample_seed(self.seed, epoch, index)):
-                return self.transform(img), label
+            return (img if self.transform is None else self.transform(img)), label
         raise RuntimeError("no image in the dataset could be read")
 
 
@@ -215,46 +228,15 @@ def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:
 
 
 def build_datasets(
-    cfg: DataConfig, splits: tuple[Split, Split] | None = None, seed: int = 0
+    cfg: DataConfig, splits: tuple[Split, Split] | None = None
 ) -> tuple[ImageFolderDataset, ImageFolderDataset, list[str], int]:
     """Train and val datasets, the class names and the skipped-file count.
 
     Args:
         cfg: data settings.
         splits: the result of ``scan_data_dir(cfg)`` when already done (e.g. by rank 0); None: scan now.
-        seed: the run's seed, from which each training image's augmentation is seeded.
     """
     train, val = splits or scan_data_dir(cfg)
     train_tf, val_tf = build_transforms(cfg)
     skipped = len(train.skipped) + len(val.skipped)
-    train_ds = ImageFolderDataset(train.samples, train_tf, seed)
-    return train_ds, ImageFolderDataset(val.samples, val_tf), train.classes, skipped
-
-
-def build_loaders(
-    train_ds: Dataset, val_ds: Dataset, cfg: DataConfig, seed: int, rank: int = 0, world: int = 1
-) -> tuple[DataLoader, DataLoader]:
-    """Train loader (shuffled per epoch via ``loader.sampler.set_epoch``, full batches) and val loader.
-
-    Each process sees its own shard; val shards do not overlap or pad, so summed metrics are exact. Workers
-    persist across epochs (``cfg.persistent_workers``) and prefetch ``cfg.prefetch_factor`` batches each; the
-    loaders draw their worker seeds from their own generator, never from the training process's.
-    """
-    if len(train_ds) < cfg.batch_size * world:
-        raise ValueError(
-            f"the training split has {len(train_ds)} images, fewer than one batch "
-            f"(data.batch_size={cfg.batch_size} x {world} processes)"
-        )
-    sampler = EpochSampler(train_ds, num_replicas=world, rank=rank, shuffle=True, seed=seed)
-    workers = cfg.num_workers > 0
-    loader_args = dict(
-        batch_size=cfg.batch_size,
-        num_workers=cfg.num_workers,
-        pin_memory=torch.cuda.is_available(),
-        persistent_workers=workers and cfg.persistent_workers,
-        prefetch_factor=cfg.prefetch_factor if workers else None,
-        generator=torch.Generator().manual_seed(seed),
-    )
-    train = DataLoader(train_ds, sampler=sampler, drop_last=True, **loader_args)
-    val = DataLoader(Subset(val_ds, range(rank, len(val_ds), world)), shuffle=False, **loader_args)
-    return train, val
+    return ImageFolderDataset(train.samples, train_tf), ImageFolderDataset(val.samples, val_tf), train.classes, skipped

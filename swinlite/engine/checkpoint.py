@@ -2,14 +2,16 @@
 
 Every file is written to a temporary name in the same folder, flushed, fsynced and renamed over the
 old one (``os.replace`` is atomic), so a kill at any moment leaves either the old or the new file,
-never a half-written one.
+never a half-written one. A write that fails (disk full, read-only folder) is a ValueError naming the
+file; the previous file stays as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,24 @@ from safetensors.torch import safe_open
 from ..io import atomic_write, save_safetensors
 from ..weights import decode_metadata, read_state_dict
 
+RESUME_FILE = "resume.pt"
+RESUME_KEYS = ("task", "model", "optimizer", "scheduler", "scaler", "ema", "epoch", "step", "batch", "history", "rng")
+
+
+@contextlib.contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Turn an OSError while ``path`` is written into one ValueError line naming the file."""
+    try:
+        yield
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise ValueError(f"cannot write {path}: {reason}; the files already there are left as they were") from None
+
 
 def save_weights(path: str | Path, state_dict: Mapping[str, torch.Tensor], metadata: dict[str, Any]) -> None:
     """Save a state dict as safetensors atomically; ``metadata`` values are stored as JSON strings."""
-    save_safetensors(path, state_dict, metadata)
+    with writing(path):
+        save_safetensors(path, state_dict, metadata)
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
@@ -40,16 +56,46 @@ def load_weights(path: str | Path) -> dict[str, Any]:
     return read_state_dict(path)
 
 
+def non_finite(state_dict: Mapping[str, torch.Tensor]) -> list[str]:
+    """Names of the floating-point tensors holding NaN or infinity."""
+    return [k for k, v in state_dict.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+
+
 def save_resume(path: str | Path, state: dict[str, Any]) -> None:
     """Atomically ``torch.save`` a resume state (tensors, dicts, lists, numbers and strings only)."""
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    atomic_write(path, lambda f: f.write(buffer.getbuffer()))
+    with writing(path):
+        atomic_write(path, lambda f: f.write(buffer.getbuffer()))
 
 
-def load_resume(path: str | Path) -> dict[str, Any]:
-    """Load a resume file written by ``save_resume`` (``weights_only=True``: no code is unpickled)."""
-    return torch.load(path, map_location="cpu", weights_only=True)
+def load_resume(path: str | Path, task: str | None = None) -> dict[str, Any]:
+    """Load a resume file written by ``save_resume`` (``weights_only=True``: no code is unpickled).
+
+    Args:
+        path: the file.
+        task: the task the run is (e.g. "classification"): the file must be a whole resume file of a run of it.
+            None: any file ``save_resume`` wrote.
+
+    Raises:
+        ValueError: an unreadable file (empty, truncated, a pickle of other objects), not a resume file, or
+            one of another task; the message names the file.
+    """
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # zip, pickle and weights-only refusals come in many types
+        reason = (str(e).strip().splitlines() or [""])[0][:200]
+        raise ValueError(
+            f"{path} is not a readable resume file ({type(e).__name__}: {reason}); start over with --overwrite"
+        ) from None
+    if task is None:
+        return state
+    missing = [k for k in RESUME_KEYS if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise ValueError(f"{path} is not a resume file of this version of swinlite (lacks {', '.join(missing)})")
+    if state["task"] != task:
+        raise ValueError(f"{path} holds a {state['task']} run, not a {task} run; choose its own --output-dir")
+    return state
 
 
 def rng_state() -> dict[str, torch.Tensor]:

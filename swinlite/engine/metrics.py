@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from pathlib import Path
 
 from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas: no pyplot, no display
@@ -13,24 +12,9 @@ from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas:
 from ..io import atomic_write
 
 
-def columns(k: int, ema: bool) -> list[str]:
-    """metrics.csv's columns: top-k with the k used (min(5, classes); none for 1 class); EMA runs add
-    ``val_loss_ema``, ``val_top1_ema`` and ``val_top{k}_ema``."""
-    topk = [f"val_top{k}"] if k > 1 else []
-    names = ["epoch", "train_loss", "val_loss", "val_top1", *topk, "lr", "epoch_time", "train_img_s"]
-    return names + ([f"{name}_ema" for name in ("val_loss", "val_top1", *topk)] if ema else [])
-
-
-def topk_column(row: dict[str, float]) -> str | None:
-    """The ``val_top{k}`` key of a row (k > 1), or None."""
-    return next((key for key in row if re.fullmatch(r"val_top[2-5]", key)), None)
-
-
-def write_csv(history: list[dict[str, float]], path: str | Path, first: list[str] | None = None) -> None:
-    """Write all epochs so far: columns ``first`` (default: the first row's keys in order), then any others;
-    top-k values are percentages, ``epoch_time`` seconds."""
-    first = list(history[0]) if first is None else first
-    columns = first + [k for k in history[0] if k not in first]
+def write_csv(history: list[dict[str, float]], path: str | Path) -> None:
+    """Write all epochs so far, the columns in the order of the first row's keys."""
+    columns = list(history[0])
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
@@ -43,24 +27,22 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:.6g}"
 
 
-def plot_curves(history: list[dict[str, float]], path: str | Path) -> None:
-    """Loss (train and val) and val top-1/top-k (and EMA top-1) against epoch, side by side."""
+def plot_curves(history: list[dict[str, float]], path: str | Path, metrics: dict[str, str]) -> None:
+    """Training losses (total and parts) and validation loss against epoch; ``metrics`` (column: label) beside."""
     epochs = [row["epoch"] for row in history]
     fig = Figure(figsize=(10, 4))
-    ax_loss, ax_acc = fig.subplots(1, 2)
-    ax_loss.plot(epochs, [r["train_loss"] for r in history], marker=".", label="train")
-    ax_loss.plot(epochs, [r["val_loss"] for r in history], marker=".", label="val")
-    ax_acc.plot(epochs, [r["val_top1"] for r in history], marker=".", label="val top-1")
-    topk = topk_column(history[0])
-    if topk is not None:
-        ax_acc.plot(epochs, [r[topk] for r in history], marker=".", label=f"val top-{topk[7:]}")
-    if "val_top1_ema" in history[0]:
-        ax_acc.plot(epochs, [r["val_top1_ema"] for r in history], marker=".", label="EMA val top-1")
+    ax_loss, ax_metric = fig.subplots(1, 2)
+    losses = ["train_loss", *sorted(k for k in history[0] if k.startswith("loss_")), "val_loss"]
+    for key in (k for k in losses if k in history[0]):
+        width = 1 if key.startswith("loss_") else 2
+        ax_loss.plot(epochs, [r[key] for r in history], marker=".", label=key.replace("_loss", ""), linewidth=width)
+    for key, label in metrics.items():
+        ax_metric.plot(epochs, [r[key] for r in history], marker=".", label=label)
     ax_loss.set(xlabel="epoch", ylabel="loss", title="loss")
-    ax_acc.set(xlabel="epoch", ylabel="accuracy (%)", title="validation accuracy")
-    for ax in (ax_loss, ax_acc):
+    ax_metric.set(xlabel="epoch", title="validation metrics")
+    for ax in (ax_loss, ax_metric):
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize="small")
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)

@@ -1,5 +1,5 @@
 """Two training processes (DDP over gloo) where one stops progressing: the other fails after train.dist_timeout
-with an error naming the stalled rank, instead of waiting forever."""
+with an error naming the stalled rank, instead of waiting forever; for every task."""
 
 import multiprocessing
 import os
@@ -8,32 +8,36 @@ import socket
 import time
 from pathlib import Path
 
-from trainkit import tiny_config
+import pytest
+from enginekit import DATA_FIXTURE, TASKS, tiny_config
 
-from swinlite.train import engine, train
+from swinlite.engine import loop, run
 
 
-def _rank(rank: int, port: int, data: Path, out: Path, report: Path) -> None:
+def _rank(task: str, rank: int, port: int, data: Path, out: Path, report: Path) -> None:
     """One process of the run (forked: torch is already imported); rank 1 hangs in its first optimizer step."""
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
     os.environ["MASTER_PORT"] = str(port)
     if rank == 1:
-        engine.optimizer_step = lambda *args: time.sleep(600)  # alive, not progressing
+        loop.optimizer_step = lambda *args: time.sleep(600)  # alive, not progressing
     try:
-        train(tiny_config(data, out, **{"data.batch_size": 4, "train.dist_timeout": 3}))
+        run(TASKS[task], tiny_config(task, data, out, **{"data.batch_size": 2, "train.dist_timeout": 3}))
         report.write_text("finished")
     except Exception as e:
         report.write_text(f"{type(e).__name__}: {e}")
     os._exit(0)
 
 
-def test_stalled_rank_is_named_after_the_timeout(tmp_path: Path, folder: Path):
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks them
+@pytest.mark.parametrize("task", list(TASKS))
+def test_stalled_rank_is_named_after_the_timeout(task: str, tmp_path: Path, request: pytest.FixtureRequest):
+    data = request.getfixturevalue(DATA_FIXTURE[task])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     fork = multiprocessing.get_context("fork")
     reports = [tmp_path / f"rank{r}.txt" for r in range(2)]
-    procs = [fork.Process(target=_rank, args=(r, port, folder, tmp_path / "out", reports[r])) for r in range(2)]
+    procs = [fork.Process(target=_rank, args=(task, r, port, data, tmp_path / "out", reports[r])) for r in range(2)]
     for p in procs:
         p.start()
     try:

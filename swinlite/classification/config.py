@@ -1,0 +1,41 @@
+"""Classification configuration: the shared sections, with the ImageFolder data and augmentation keys.
+
+The defaults are a generic ImageFolder recipe; ``configs/*.yaml`` (but ``det_*``) hold only the keys they change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..engine.config import bounded, choice
+from ..engine.sections import DataConfig as SharedData
+from ..engine.sections import RunConfig, TrainConfig
+
+INTERPOLATIONS = ("bilinear", "bicubic", "nearest", "lanczos", "random")
+
+
+@dataclass
+class DataConfig(SharedData):
+    data_dir: str = "data"  # holds train/<class>/* and val/<class>/*
+    dataset: str = choice("folder", "folder", "digits")  # "digits": scikit-learn's digits built into data_dir
+    img_size: int = bounded(224, ge=1)
+    scale: tuple[float, float] = bounded((0.08, 1.0), gt=0, le=1)  # RandomResizedCrop area range
+    ratio: tuple[float, float] = bounded((3 / 4, 4 / 3), gt=0)
+    color_jitter: float = bounded(0.4, ge=0)
+    auto_augment: str | None = None  # e.g. "rand-m9-mstd0.5-inc1"
+    re_prob: float = bounded(0.0, ge=0, le=1)  # random erasing probability
+    interpolation: str = choice("bicubic", *INTERPOLATIONS)
+    crop_pct: float = bounded(0.875, gt=0, le=1)  # eval: resize to img_size / crop_pct, then center crop
+    mixup: float = bounded(0.0, ge=0)  # mixup alpha (0: off)
+    cutmix: float = bounded(0.0, ge=0)  # cutmix alpha (0: off)
+
+
+@dataclass
+class ClassificationTrainConfig(TrainConfig):
+    label_smoothing: float = bounded(0.0, ge=0, lt=1)
+
+
+@dataclass
+class Config(RunConfig):
+    data: DataConfig = field(default_factory=DataConfig)
+    train: ClassificationTrainConfig = field(default_factory=ClassificationTrainConfig)

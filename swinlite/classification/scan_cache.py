@@ -1,0 +1,73 @@
+"""The ImageFolder scan, kept in the output folder (``scan.json.gz``) so a rerun or ``--resume`` does not redo it.
+
+The cache is used while it describes the same folders: the same resolved ``data_dir``, the same
+``verify_images`` setting, and the same modification time of every split folder and every folder under it,
+nested ones included (adding, removing or renaming a file changes its folder's time). Anything else rescans;
+an unreadable cache is rescanned and replaced, with a note.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..io import atomic_write
+from .config import DataConfig
+from .data import Split, scan_data_dir
+
+CACHE_FILE = "scan.json.gz"
+_VERSION = 2
+
+
+def _fingerprint(cfg: DataConfig) -> dict[str, Any]:
+    root = Path(cfg.data_dir).resolve()
+    folders, seen = {}, set()
+    for split in ("train", "val"):
+        for parent, dirs, _ in os.walk(root / split, followlinks=True):
+            real = os.path.realpath(parent)
+            dirs[:] = [] if real in seen else [d for d in dirs if not d.startswith(".")]  # a link loop: once
+            seen.add(real)
+            folders[os.path.relpath(parent, root)] = os.stat(parent).st_mtime_ns
+    return {"version": _VERSION, "data_dir": str(root), "verify_images": cfg.verify_images, "folders": folders}
+
+
+def _encode(split: Split) -> dict[str, Any]:
+    return {"samples": split.samples, "classes": split.classes, "skipped": split.skipped}
+
+
+def _decode(tree: dict[str, Any]) -> Split:
+    samples = [(path, label) for path, label in tree["samples"]]
+    return Split(samples, tree["classes"], [(path, reason) for path, reason in tree["skipped"]])
+
+
+def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, str | None]:
+    """``scan_data_dir(cfg)``, read from ``out/scan.json.gz`` when it is still valid, else scanned and saved there.
+
+    Returns:
+        (train split, val split), whether they came from the cache, and a note on the cache for the log (None
+        when there was none).
+    """
+    path = out / CACHE_FILE
+    if not (Path(cfg.data_dir) / "train").is_dir():
+        return scan_data_dir(cfg), False, None  # raises the error that names what is missing
+    fingerprint = _fingerprint(cfg)
+    note = None
+    if path.is_file():
+        try:
+            tree = json.loads(gzip.decompress(path.read_bytes()))
+            if tree["fingerprint"] == fingerprint:
+                splits = _decode(tree["train"]), _decode(tree["val"])
+                for path_, reason in splits[0].skipped + splits[1].skipped:
+                    warnings.warn(f"skipping {path_}: {reason}", stacklevel=2)
+                return splits, True, f"scan read from {path} (the class folders are unchanged)"
+            note = f"the data folders changed since {path} was written: scanned again"
+        except Exception as e:  # a damaged cache (any shape) is scanned again and replaced
+            note = f"{path} is unreadable ({type(e).__name__}): scanned again"
+    splits = scan_data_dir(cfg)
+    tree = {"fingerprint": fingerprint, "train": _encode(splits[0]), "val": _encode(splits[1])}
+    atomic_write(path, lambda f: f.write(gzip.compress(json.dumps(tree).encode(), compresslevel=1)))
+    return splits, False, note

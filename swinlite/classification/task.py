@@ -1,0 +1,165 @@
+"""Image classification as a task of the run engine: ImageFolder data, a timm classifier, cross-entropy (with
+mixup / label smoothing), top-1 / top-k evaluation; ``val_top1`` picks the best weights."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from timm.data import Mixup
+from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+from torch import nn
+
+from ..engine.distributed import broadcast_object
+from ..engine.model import create_model
+from ..engine.task import RunContext, StepOutput, Task
+from ..weights import weights_metadata
+from .config import Config
+from .data import Split, build_datasets
+from .demo_data import build_digits
+from .evaluation import evaluate
+from .scan_cache import CACHE_FILE, cached_scan
+
+
+class ClassificationTask(Task):
+    name = "classification"
+    config = Config
+    metric = "val_top1"
+    output_files = (CACHE_FILE,)
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        self.classes: list[str] = []
+        self.mixup: Mixup | None = None  # built once the classes are known
+        self.loss_fn = _loss(_mixes(self.cfg), self.cfg.train.label_smoothing)
+
+    @classmethod
+    def check_config(cls, cfg: Config) -> None:
+        if _mixes(cfg) and cfg.data.batch_size % 2:
+            raise ValueError(f"mixup/cutmix need an even data.batch_size, got {cfg.data.batch_size}")
+        if cfg.data.scale[0] > cfg.data.scale[1]:
+            raise ValueError(f"data.scale must be [low, high] with low <= high, got {list(cfg.data.scale)}")
+
+    def build_datasets(self) -> tuple[Any, Any]:
+        """Rank 0 builds the demo data if asked and scans the folders once (or reads the scan it cached in the
+        output folder); the other ranks get its result."""
+        ctx, cfg = self.ctx, self.cfg
+        found: tuple[Split, Split] | str | None = None
+        if ctx.dist.is_main:
+            try:
+                if cfg.data.dataset == "digits":
+                    build_digits(cfg.data.data_dir, size=cfg.data.img_size)
+                found, _, note = cached_scan(cfg.data, ctx.out)
+                if note:
+                    ctx.log(f"data: {note}")
+                for warning in class_warnings(found[0]):
+                    ctx.log(f"warning: {warning}")
+            except ValueError as e:
+                found = str(e)
+        found = broadcast_object(found, ctx.dist)
+        if isinstance(found, str):
+            raise ValueError(found)
+        train_ds, val_ds, self.classes, skipped = build_datasets(cfg.data, found)
+        if _mixes(cfg):
+            self.mixup = Mixup(mixup_alpha=cfg.data.mixup, cutmix_alpha=cfg.data.cutmix,
+                               label_smoothing=cfg.train.label_smoothing, num_classes=len(self.classes))  # fmt: skip
+        ctx.log(
+            f"data: {len(train_ds)} train / {len(val_ds)} val images, {len(self.classes)} classes, {skipped} skipped"
+        )
+        return train_ds, val_ds
+
+    def build_model(self) -> nn.Module:
+        return create_model(self.cfg.model, num_classes=len(self.classes))
+
+    def train_step(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> StepOutput:
+        settings = self.ctx.settings
+        images = batch[0].to(settings.device, non_blocking=True)
+        targets = batch[1].to(settings.device, non_blocking=True)
+        if settings.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        if self.mixup is not None:
+            images, targets = self.mixup(images, targets)
+        return StepOutput(self.loss_fn(model(images), targets), len(images))
+
+    def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
+        result = evaluate(model, loader, len(self.classes), self.ctx.settings, self.ctx.dist)
+        row = {"val_loss": result.loss, "val_top1": result.top1}
+        return row | ({f"val_top{result.k}": result.topk} if result.k > 1 else {})
+
+    def summary(self, row: dict[str, float]) -> str:
+        k = _topk(row)
+        text = f"val loss {row['val_loss']:.4f}, top-1 {row['val_top1']:.2f}%"
+        text += f", top-{k} {row[f'val_top{k}']:.2f}%" if k else ""
+        return text + (f", EMA top-1 {row['val_top1_ema']:.2f}%" if "val_top1_ema" in row else "")
+
+    def curves(self, row: dict[str, float]) -> dict[str, str]:
+        k = _topk(row)
+        curves = {"val_top1": "val top-1 (%)"} | ({f"val_top{k}": f"val top-{k} (%)"} if k else {})
+        return curves | ({"val_top1_ema": "EMA val top-1 (%)"} if "val_top1_ema" in row else {})
+
+    def weights_metadata(self) -> dict[str, Any]:
+        """Model, constructor arguments, classes and the eval transform (schema: ``swinlite.weights``)."""
+        data = self.cfg.data
+        preprocessing = {
+            "input_size": [3, data.img_size, data.img_size],
+            "interpolation": data.interpolation,
+            "mean": list(data.mean),
+            "std": list(data.std),
+            "crop_pct": data.crop_pct,
+            "crop_mode": "center",  # build_transforms' eval transform
+        }
+        model_args = {**self.cfg.model.kwargs, "num_classes": len(self.classes)}
+        return weights_metadata(self.cfg.model.name, model_args, self.classes, preprocessing)
+
+    def state(self) -> dict[str, Any]:
+        return {"classes": self.classes}
+
+    def check_resumed(self, state: dict[str, Any], path: Path) -> None:
+        saved = state.get("classes", [])
+        if saved != self.classes:
+            gone, new = sorted(set(saved) - set(self.classes)), sorted(set(self.classes) - set(saved))
+            changes = "; ".join(part for part in (
+                f"class folders gone: {', '.join(gone)}" if gone else "",
+                f"new class folders: {', '.join(new)}" if new else "",
+            ) if part) or "the classes are in another order"  # fmt: skip
+            raise ValueError(f"{path}: the run trained on other classes than {self.cfg.data.data_dir} now has "
+                             f"({changes}); restore them, or start over with --overwrite")  # fmt: skip
+
+
+def _topk(row: dict[str, float]) -> int | None:
+    """The k of the row's ``val_top{k}`` column (k > 1), or None."""
+    return next((int(key[7:]) for key in row if key.startswith("val_top") and key[7:].isdigit() and key[7:] != "1"),
+                None)  # fmt: skip
+
+
+def _mixes(cfg: Config) -> bool:
+    return cfg.data.mixup > 0 or cfg.data.cutmix > 0
+
+
+def _loss(mixup: bool, label_smoothing: float) -> nn.Module:
+    """Soft-target CE after mixup (which smooths labels itself), else label-smoothing or plain CE."""
+    if mixup:
+        return SoftTargetCrossEntropy()
+    if label_smoothing > 0:
+        return LabelSmoothingCrossEntropy(smoothing=label_smoothing)
+    return nn.CrossEntropyLoss()
+
+
+def class_warnings(split: Split) -> list[str]:
+    """Warnings about the training split's classes: a single class, or over 10x imbalance."""
+    if len(split.classes) == 1:
+        return [
+            f"the training split has 1 class ({split.classes[0]}): every prediction will be that class, so "
+            "val top-1 is 100% whatever the model learns; add a folder per class"
+        ]
+    counts = Counter(label for _, label in split.samples)
+    (most, high), (least, low) = counts.most_common()[0], counts.most_common()[-1]
+    if high > 10 * low:
+        return [
+            f"class imbalance over 10x: '{split.classes[most]}' has {high} training images, "
+            f"'{split.classes[least]}' {low} ({high / low:.1f}x); top-1 favours the large classes, "
+            "look at the per-class accuracy (scripts/evaluate.py)"
+        ]
+    return []

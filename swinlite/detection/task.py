@@ -1,0 +1,161 @@
+"""Object detection as a task of the run engine: COCO data, a torchvision detector on a Swin FPN, the detector's
+own losses, COCO box (and mask) mAP; ``val_map`` picks the best weights."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from ..engine.distributed import DistInfo, all_gather_object, barrier
+from ..engine.loop import SINGLE, StepSettings, autocast
+from ..engine.task import RunContext, StepOutput, Task
+from .config import DetConfig
+from .data import Categories, CocoDetection, CocoSplit, categories_of, collate, load_split, split_paths
+from .demo_data import build_digit_scenes
+from .evaluation import coco_ap, ignore_empty_boxes, to_coco_results
+from .models import build_detector
+from .transforms import build_eval_transform, build_train_transform
+
+
+def loss_column(name: str) -> str:
+    """torchvision's loss names as metrics columns: ``loss_classifier`` stays, RetinaNet's ``classification``
+    becomes ``loss_classification``."""
+    return name if name.startswith("loss_") else f"loss_{name}"
+
+
+@torch.no_grad()
+def predict(
+    model: nn.Module, loader: DataLoader, categories: Categories, settings: StepSettings, dist: DistInfo = SINGLE
+) -> list[dict[str, object]]:
+    """COCO result dicts for every image of ``loader`` (each process its shard; all processes' on return)."""
+    model.eval()
+    results = []
+    for images, targets in loader:
+        images = [im.to(settings.device, non_blocking=True) for im in images]
+        with autocast(settings):
+            outputs = model(images)
+        for output, target in zip(outputs, targets, strict=True):
+            results += to_coco_results(output, target["image_id"], categories)
+    return [r for part in all_gather_object(results, dist) for r in part]
+
+
+class DetectionTask(Task):
+    name = "detection"
+    config = DetConfig
+    metric = "val_map"
+    drop_last = False
+    reserved_kwargs = ("num_classes", "features_only", "out_indices", "output_fmt")
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        self.val_split: CocoSplit | None = None
+        self.categories: Categories | None = None
+
+    @classmethod
+    def check_config(cls, cfg: DetConfig) -> None:
+        model = cfg.model
+        if model.detector == "fcos" and model.fpn_channels % 32:
+            raise ValueError(
+                f"model.fpn_channels must be a multiple of 32 for fcos (GroupNorm), got {model.fpn_channels}"
+            )
+        if not model.name.startswith("swinlite_"):
+            raise ValueError(f"model.name must be a swinlite model (swinlite_*) for detection, got {model.name!r}")
+        if model.min_level is not None and model.min_level > 3:
+            raise ValueError(f"model.min_level must be a Swin level, 0..3, got {model.min_level}")
+        if cfg.optim.layer_decay is not None:
+            raise ValueError("optim.layer_decay is not available for detectors (no timm group_matcher); leave it unset")
+        lo, hi = cfg.data.train_sizes
+        if lo > hi:
+            raise ValueError(f"data.train_sizes must be [low, high] with low <= high, got {[lo, hi]}")
+
+    def _load_splits(self) -> tuple[CocoSplit, CocoSplit, Categories]:
+        """Rank 0 builds the demo data if asked; every rank then reads and checks both annotation files."""
+        cfg, dist = self.cfg, self.ctx.dist
+        if cfg.data.dataset == "digits" and dist.is_main:
+            build_digit_scenes(cfg.data.data_dir)
+        barrier(dist)
+        train_split = load_split(*split_paths(cfg.data, "train"), verify=cfg.data.verify_images)
+        val_split = load_split(*split_paths(cfg.data, "val"), verify=cfg.data.verify_images)
+        ignored = ignore_empty_boxes(val_split.coco)
+        if ignored:
+            warnings.warn(
+                f"val: {len(ignored)} objects with an empty box are ignored in evaluation: ids {ignored[:10]}",
+                stacklevel=2,
+            )
+        categories = categories_of(train_split)
+        unknown = sorted(set(val_split.coco.cats) - set(categories.ids))
+        if unknown:
+            raise ValueError(f"the val annotations have category ids the training annotations lack: {unknown}")
+        return train_split, val_split, categories
+
+    def build_datasets(self) -> tuple[CocoDetection, CocoDetection]:
+        cfg, dist = self.cfg, self.ctx.dist
+        with warnings.catch_warnings():
+            if not dist.is_main:
+                warnings.simplefilter("ignore")  # every process reads the files; rank 0 reports their problems once
+            train_split, self.val_split, self.categories = self._load_splits()
+            masks = cfg.model.detector == "maskrcnn"
+            train_ds = CocoDetection(train_split, self.categories, build_train_transform(cfg.data), masks=masks)
+            val_ds = CocoDetection(self.val_split, self.categories, build_eval_transform())
+        if not any(train_ds.objects):
+            raise ValueError(f"the training annotations ({split_paths(cfg.data, 'train')[0]}) hold no usable object")
+        self.ctx.log(f"data: {len(train_ds)} train / {len(self.val_split.image_ids)} val images, "
+                     f"{len(self.categories.ids)} classes: {', '.join(self.categories.names)}")  # fmt: skip
+        return train_ds, val_ds
+
+    def collate(self, batch: list[Any]) -> Any:
+        return collate(batch)
+
+    def build_model(self) -> nn.Module:
+        data = self.cfg.data
+        return build_detector(self.cfg.model, len(self.categories.ids), data.test_size, data.max_size, data.mean,
+                              data.std)  # fmt: skip
+
+    def train_step(self, model: nn.Module, batch: tuple[list, list]) -> StepOutput:
+        device = self.ctx.device
+        images = [im.to(device, non_blocking=True) for im in batch[0]]
+        targets = [{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in t.items()} for t in batch[1]]
+        losses = model(images, targets)
+        parts = {loss_column(k): v.detach() for k, v in sorted(losses.items())}
+        return StepOutput(sum(losses.values()), len(images), parts)
+
+    def evaluate(self, model: nn.Module, loader: DataLoader) -> dict[str, float]:
+        """COCO AP of ``model`` on the val split (``val_map``, ..., plus ``val_mask_*`` for masks)."""
+        results = predict(model, loader, self.categories, self.ctx.settings, self.ctx.dist)
+        coco, ids = self.val_split.coco, self.val_split.image_ids
+        row = {f"val_{k}": v for k, v in coco_ap(coco, results, ids).ap.items()}
+        if self.cfg.model.detector == "maskrcnn":
+            row |= {f"val_mask_{k}": v for k, v in coco_ap(coco, results, ids, "segm").ap.items()}
+        return row
+
+    def summary(self, row: dict[str, float]) -> str:
+        text = f"val AP {row['val_map']:.2f}, AP50 {row['val_map50']:.2f}, AP75 {row['val_map75']:.2f}"
+        text += f", mask AP {row['val_mask_map']:.2f}" if "val_mask_map" in row else ""
+        return text + (f", EMA AP {row['val_map_ema']:.2f}" if "val_map_ema" in row else "")
+
+    def curves(self, row: dict[str, float]) -> dict[str, str]:
+        names = {"val_map": "AP", "val_map50": "AP50", "val_map75": "AP75", "val_mask_map": "mask AP",
+                 "val_map_ema": "EMA AP"}  # fmt: skip
+        return {key: f"{label} (%)" for key, label in names.items() if key in row}
+
+    def weights_metadata(self) -> dict[str, Any]:
+        """What ``detect.py`` and ``evaluate_detection.py`` need to rebuild the detector from a weights file."""
+        model = dataclasses.asdict(self.cfg.model) | {"pretrained": False, "grad_checkpointing": False}
+        data = {k: getattr(self.cfg.data, k) for k in ("test_size", "max_size", "mean", "std")}
+        return {"detector": model, "data": data, "classes": self.categories.names, "category_ids": self.categories.ids}
+
+    def state(self) -> dict[str, Any]:
+        return {"category_ids": self.categories.ids, "classes": self.categories.names}
+
+    def check_resumed(self, state: dict[str, Any], path: Path) -> None:
+        if state.get("category_ids") != self.categories.ids:
+            raise ValueError(
+                f"{path}: the run trained on categories {state.get('category_ids')}, the annotations now have "
+                f"{self.categories.ids}; restore them, or start over with --overwrite"
+            )

@@ -1,0 +1,258 @@
+"""Run configuration machinery: typed dataclass sections, YAML files of overrides, ``section.key=value`` overrides.
+
+A task's config is a dataclass of section dataclasses (``swinlite.engine.sections.RunConfig`` and its
+subclasses). Its defaults are the recipe; a YAML file (``configs/*.yaml``) holds only the keys it changes, and
+the command line changes any key again, e.g. ``train.epochs=12``. Every value is converted to the field's
+declared type and checked against the field's allowed values (:func:`bounded`, :func:`choice`); an unknown key
+is a ValueError that names the closest valid key, or the key's new name when it was renamed. A mapping field
+(``model.kwargs``) takes a whole mapping (``model.kwargs={window_size: 12}``) or one entry
+(``model.kwargs.window_size=12``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_NULL = ("none", "null", "~")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Allowed numeric range of a config value (each element of a tuple value); ``None``: unbounded."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+
+    def holds(self, v: float) -> bool:
+        return (
+            not math.isnan(v)
+            and (self.ge is None or v >= self.ge)
+            and (self.gt is None or v > self.gt)
+            and (self.le is None or v <= self.le)
+            and (self.lt is None or v < self.lt)
+        )
+
+    def describe(self, key: str) -> str:
+        def num(v: float) -> str:
+            return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+        low = f"{num(self.ge)} <= " if self.ge is not None else f"{num(self.gt)} < " if self.gt is not None else ""
+        high = f" <= {num(self.le)}" if self.le is not None else f" < {num(self.lt)}" if self.lt is not None else ""
+        return f"{low}{key}{high}"
+
+
+def bounded(default: Any, **bounds: float) -> Any:
+    """A dataclass field whose value (or each element of a tuple value) must lie in ``bounds`` (ge, gt, le, lt)."""
+    return field(default=default, metadata={"bounds": Bounds(**bounds)})
+
+
+def choice(default: str | None, *choices: str) -> Any:
+    """A dataclass field whose value must be one of ``choices`` (or None, when the field is optional)."""
+    return field(default=default, metadata={"choices": choices})
+
+
+def sections(cfg: Any) -> list[str]:
+    return [s.name for s in dataclasses.fields(cfg)]
+
+
+def valid_keys(cfg: Any) -> list[str]:
+    """All dotted keys, e.g. ``["model.name", ..., "train.seed"]``."""
+    return [f"{s}.{f.name}" for s in sections(cfg) for f in dataclasses.fields(getattr(cfg, s))]
+
+
+def _unknown_key(key: str, cfg: Any) -> ValueError:
+    renamed = getattr(cfg, "renamed", {})
+    old = next((k for k in renamed if key == k or key.startswith(f"{k}.")), None)
+    if old is not None:
+        return ValueError(f"config key '{key}' is now '{renamed[old]}'")
+    close = difflib.get_close_matches(key, valid_keys(cfg), n=1, cutoff=0.5)
+    hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(valid_keys(cfg))}"
+    return ValueError(f"unknown config key '{key}'{hint}")
+
+
+def _describe(annotation: Any) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is tuple:
+        return "a list of values" if args[-1] is Ellipsis else f"a list of {len(args)} values"
+    if origin is dict:
+        return "a mapping, e.g. {window_size: 12}"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args if a is not type(None))
+    return {bool: "true or false", float: "a number", int: "an integer"}.get(annotation, "a string")
+
+
+def _parse(value: Any, annotation: Any) -> Any:
+    """Command-line strings through YAML (``5e-4``, ``[0.5, 1]``, ``{a: 1}``, ``true``); YAML values as they are."""
+    if not isinstance(value, str) or annotation is str:
+        return value
+    try:
+        return yaml.safe_load(value) if value.strip() else value
+    except yaml.YAMLError:
+        return value
+
+
+def _coerce(value: Any, annotation: Any, key: str) -> Any:
+    """Convert ``value`` (from YAML or the command line) to the declared ``annotation``."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        parsed = _parse(value, annotation)
+        if parsed is None or (isinstance(parsed, str) and parsed.lower() in _NULL):
+            if type(None) in args:
+                return None
+            if bool in args:  # model.pretrained=none: no weights
+                return False
+        options = [a for a in args if a is not type(None)]
+        if bool in options and isinstance(parsed, bool):
+            return parsed
+        for option in (a for a in options if a is not bool):
+            try:
+                return _coerce(value, option, key)
+            except ValueError:
+                continue
+        raise ValueError(f"config key '{key}': cannot use {value!r}, expected {_describe(annotation)}")
+    parsed = _parse(value, annotation)
+    ok = True
+    if origin is tuple:
+        ok = isinstance(parsed, list | tuple) and (args[-1] is Ellipsis or len(parsed) == len(args))
+        if ok:
+            types_ = [args[0]] * len(parsed) if args[-1] is Ellipsis else args
+            return tuple(_coerce(v, a, key) for v, a in zip(parsed, types_, strict=True))
+    elif origin is dict:
+        ok = isinstance(parsed, dict) and all(isinstance(k, str) for k in parsed)
+        parsed = dict(parsed) if ok else parsed
+    elif annotation is bool:
+        ok = isinstance(parsed, bool)
+    elif annotation is int:
+        ok = isinstance(parsed, int) and not isinstance(parsed, bool)
+    elif annotation is float:
+        try:
+            parsed = float(parsed)  # YAML 1.1 reads "5e-4" as a string; float() does not
+        except (TypeError, ValueError):
+            ok = False
+        ok = ok and not isinstance(value, bool)
+    else:
+        ok = not isinstance(parsed, dict | list)
+        parsed = str(parsed)
+    if not ok:
+        raise ValueError(f"config key '{key}': cannot use {value!r}, expected {_describe(annotation)}")
+    return parsed
+
+
+def copy_config(cfg: Any) -> Any:
+    """A copy whose sections (and mapping values) can be changed without touching ``cfg``."""
+    copied = {}
+    for s in sections(cfg):
+        section = getattr(cfg, s)
+        copied[s] = dataclasses.replace(
+            section,
+            **{f.name: dict(v) for f in dataclasses.fields(section) if isinstance(v := getattr(section, f.name), dict)},
+        )
+    return dataclasses.replace(cfg, **copied)
+
+
+def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
+    """Return a copy of ``cfg`` with dotted-key overrides applied (values converted to the field types)."""
+    cfg = copy_config(cfg)
+    for key, value in overrides.items():
+        section_name, _, rest = key.partition(".")
+        name, _, entry = rest.partition(".")
+        section = getattr(cfg, section_name) if section_name in sections(cfg) else None
+        if section is None or name not in {f.name for f in dataclasses.fields(section)}:
+            raise _unknown_key(key, cfg)
+        annotation = typing.get_type_hints(type(section))[name]
+        if entry:  # one entry of a mapping field
+            if typing.get_origin(annotation) is not dict:
+                raise _unknown_key(key, cfg)
+            getattr(section, name)[entry] = _parse(value, Any)
+        else:
+            setattr(section, name, _coerce(value, annotation, key))
+    return cfg
+
+
+def check_values(cfg: Any) -> None:
+    """ValueError naming the first value outside its field's bounds or choices (see :func:`bounded`, :func:`choice`)."""
+    for s in sections(cfg):
+        section = getattr(cfg, s)
+        for f in dataclasses.fields(section):
+            key, value = f"{s}.{f.name}", getattr(section, f.name)
+            choices = f.metadata.get("choices")
+            if choices is not None and value is not None and value not in choices:
+                raise ValueError(f"{key} must be one of {', '.join(choices)}, got {value!r}")
+            bounds = f.metadata.get("bounds")
+            values = value if isinstance(value, tuple) else (value,)
+            if bounds is not None and not all(v is None or bounds.holds(v) for v in values):
+                shown = list(value) if isinstance(value, tuple) else value
+                raise ValueError(f"{key}={shown} is out of range: expected {bounds.describe(key)}")
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"optim": {"lr": 1}}`` -> ``{"optim.lr": 1}``; a leaf that is not a section stays as is."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and not prefix:
+            out.update(flatten(value, f"{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def parse_cli_overrides(items: list[str]) -> dict[str, str]:
+    """``["optim.lr=5e-4", ...]`` -> ``{"optim.lr": "5e-4"}``; ValueError for an item without ``=``."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"override '{item}' is not of the form section.key=value, e.g. train.epochs=12")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A config file's mapping of sections; ValueError for a missing file, invalid YAML or another shape."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist")
+    try:
+        tree = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"config file {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(tree, dict) or not all(isinstance(v, dict) for v in tree.values()):
+        raise ValueError(f"config file {path} must hold a mapping of sections, e.g. 'train: {{epochs: 10}}'")
+    return tree
+
+
+def load_config(defaults: Any, path: str | Path | None = None, overrides: list[str] | None = None) -> Any:
+    """``defaults`` (a config dataclass), then the YAML file's overrides, then command-line ``key=value`` ones;
+    every value checked (:func:`check_values`)."""
+    cfg = defaults
+    if path is not None:
+        cfg = apply_overrides(cfg, flatten(read_yaml(path)))
+    cfg = apply_overrides(cfg, parse_cli_overrides(overrides or []))
+    check_values(cfg)
+    return cfg
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Plain nested dict (tuples as lists), ready for YAML."""
+
+    def plain(v: Any) -> Any:
+        return list(v) if isinstance(v, tuple) else v
+
+    return {s: {k: plain(v) for k, v in sec.items()} for s, sec in dataclasses.asdict(cfg).items()}
+
+
+def config_diff(old: Any, new: Any) -> list[str]:
+    """Human-readable list of keys whose values differ, e.g. ``["train.epochs: 10 -> 20"]``."""
+    a, b = flatten(to_dict(old)), flatten(to_dict(new))
+    return [f"{k}: {a[k]} -> {b[k]}" for k in a if a[k] != b[k]]

@@ -1,0 +1,62 @@
+"""The training and validation loaders of every task: resumable order, seeded samples, one shard per process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from .distributed import DistInfo
+from .sampling import EpochSampler, SeededDataset
+from .sections import DataConfig
+
+
+def build_loaders(
+    train_ds: Dataset,
+    val_ds: Dataset,
+    cfg: DataConfig,
+    seed: int,
+    dist: DistInfo,
+    collate: Callable | None = None,
+    drop_last: bool = True,
+) -> tuple[DataLoader, DataLoader]:
+    """Train loader (shuffled per epoch via ``loader.sampler.set_epoch(epoch, start)``) and val loader.
+
+    Each process sees its own shard; val shards do not overlap or pad, so summed metrics are exact. Each training
+    sample's augmentation is seeded by (seed, epoch, index) (``SeededDataset``). Workers persist across epochs
+    (``cfg.persistent_workers``) and prefetch ``cfg.prefetch_factor`` batches each; the loaders draw their worker
+    seeds from their own generator, never from the training process's.
+
+    Raises:
+        ValueError: fewer training samples than one batch per process (``drop_last``) or than processes.
+    """
+    need = cfg.batch_size * dist.world_size if drop_last else dist.world_size
+    if len(train_ds) < need:
+        raise ValueError(
+            f"the training split has {len(train_ds)} samples, fewer than "
+            + (f"one batch (data.batch_size={cfg.batch_size} x {dist.world_size} processes)" if drop_last else
+               f"{dist.world_size} processes")
+        )  # fmt: skip
+    sampler = EpochSampler(train_ds, num_replicas=dist.world_size, rank=dist.rank, shuffle=True, seed=seed)
+    workers = cfg.num_workers > 0
+    loader_args = dict(
+        batch_size=cfg.batch_size,
+        num_workers=cfg.num_workers,
+        collate_fn=collate,
+        pin_memory=torch.cuda.is_available(),
+        persistent_workers=workers and cfg.persistent_workers,
+        prefetch_factor=cfg.prefetch_factor if workers else None,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    train = DataLoader(SeededDataset(train_ds, seed), sampler=sampler, drop_last=drop_last, **loader_args)
+    val = DataLoader(Subset(val_ds, range(dist.rank, len(val_ds), dist.world_size)), shuffle=False, **loader_args)
+    return train, val
+
+
+def batches_per_epoch(loader: DataLoader, max_steps: int | None, accum_steps: int) -> int:
+    """Micro-batches of one epoch of ``loader`` (its sampler at the epoch's start), capped at ``max_steps``
+    optimizer steps of ``accum_steps`` micro-batches each."""
+    samples, size = loader.sampler.num_samples, loader.batch_size
+    batches = samples // size if loader.drop_last else -(-samples // size)
+    return batches if max_steps is None else min(batches, max_steps * accum_steps)

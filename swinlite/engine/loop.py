@@ -1,0 +1,152 @@
+"""One training epoch of any task: micro-batches, AMP, gradient accumulation, clipping, EMA, divergence check."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .distributed import DistInfo, all_reduce_sum
+from .progress import Progress
+from .task import StepOutput
+
+SINGLE = DistInfo()  # a single process
+
+
+@dataclass
+class StepSettings:
+    """How each optimizer step is taken."""
+
+    device: torch.device
+    amp_dtype: torch.dtype | None = None  # autocast dtype; None: full precision
+    accum_steps: int = 1
+    clip_grad: float | None = None
+    log_interval: int = 50
+    channels_last: bool = False  # image batches in channels-last memory format (for a channels-last model)
+
+
+@dataclass
+class EpochPosition:
+    """How far this process is through a training epoch: the resume file keeps it for a restart mid-epoch."""
+
+    batch: int = 0  # micro-batches done in this epoch
+    step: int = 0  # optimizer steps taken in the run
+    sums: dict[str, float] = field(default_factory=dict)  # summed losses over this process's samples of the epoch
+    count: int = 0  # this process's samples so far in this epoch
+
+
+class TrainingDiverged(ValueError):
+    """The loss (or a weight) became NaN or infinite: the run stops before saving anything of it."""
+
+
+def autocast(settings: StepSettings) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` to ``settings.amp_dtype`` on the settings' device, or a no-op without mixed precision."""
+    if settings.amp_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(settings.device.type, dtype=settings.amp_dtype)
+
+
+def train_one_epoch(
+    model: nn.Module,
+    loader: Iterable,
+    step_fn: Callable[[nn.Module, object], StepOutput],
+    optimizer: torch.optim.Optimizer,
+    scheduler,
+    position: EpochPosition,
+    settings: StepSettings,
+    *,
+    total: int,
+    scaler: torch.amp.GradScaler,
+    ema: nn.Module | None = None,
+    dist: DistInfo = SINGLE,
+    desc: str = "train",
+    on_step: Callable[[EpochPosition], None] | None = None,
+) -> tuple[dict[str, float], float]:
+    """Train over ``loader`` (from ``position.batch`` on, when the loader starts there) up to micro-batch ``total``.
+
+    Args:
+        model: the (possibly DDP-wrapped, possibly compiled) model, in train mode on return.
+        step_fn: the task's loss step: ``step_fn(model, batch)`` runs under autocast here.
+        scheduler: a timm scheduler; ``step_update(n)`` sets the lr for optimizer step ``n``.
+        position: where the epoch stands (updated in place): micro-batches done, steps, loss sums.
+        total: micro-batches in the whole epoch.
+        scaler: gradient scaler (disabled unless fp16).
+        ema: timm ``ModelEmaV3`` updated after each optimizer step, or None.
+        on_step: called with ``position`` after each optimizer step (e.g. to save a step checkpoint).
+
+    Returns:
+        ({"train_loss": mean, "loss_<part>": mean, ...} over all processes' samples of the epoch,
+        samples/s of this process in this call)
+
+    Raises:
+        TrainingDiverged: a micro-batch's loss is NaN or infinite.
+    """
+    model.train()
+    progress = Progress(total, desc, dist.is_main, settings.log_interval)
+    seen, start = 0, time.perf_counter()
+    for batch in loader:
+        if position.batch >= total:  # train.max_iters: the epoch ends early
+            break
+        position.batch += 1
+        last_micro = position.batch % settings.accum_steps == 0 or position.batch == total
+        sync = contextlib.nullcontext() if last_micro or not dist.enabled else model.no_sync()
+        with sync:
+            with autocast(settings):
+                out = step_fn(model, batch)
+            if not torch.isfinite(out.loss):
+                parts = ", ".join(f"{k} {float(v):.4g}" for k, v in out.parts.items())
+                where = f"training diverged in {desc} at step {position.step + 1}"
+                raise TrainingDiverged(f"{where}: the loss is {out.loss.item()}" + (f" ({parts})" if parts else ""))
+            scaler.scale(out.loss / settings.accum_steps).backward()
+        if last_micro:
+            scheduler.step_update(position.step)
+            optimizer_step(model, optimizer, scaler, settings.clip_grad)
+            position.step += 1
+            if ema is not None:
+                ema.update(unwrap(model), step=position.step)
+        values = {"train_loss": out.loss.item()} | {k: float(v) for k, v in out.parts.items()}
+        for key, value in values.items():
+            position.sums[key] = position.sums.get(key, 0.0) + value * out.size
+        position.count += out.size
+        seen += out.size
+        progress.update(position.batch, out.size, values["train_loss"], current_lr(optimizer))
+        if last_micro and on_step is not None:
+            on_step(position)
+    progress.close()
+    rate = seen / max(time.perf_counter() - start, 1e-9)
+    keys = sorted(position.sums)
+    *totals, count = all_reduce_sum([*(position.sums[k] for k in keys), position.count], dist, settings.device)
+    means = {k: v / max(count, 1) for k, v in zip(keys, totals, strict=True)}
+    return {"train_loss": means.pop("train_loss", float("nan"))} | means, rate
+
+
+def current_lr(optimizer: torch.optim.Optimizer) -> float:
+    """The largest lr over parameter groups (layer decay scales the others down)."""
+    return max(group["lr"] for group in optimizer.param_groups)
+
+
+def optimizer_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, clip_grad: float | None
+) -> None:
+    """Clip the global gradient norm to ``clip_grad`` (if set, after unscaling), step, update the scaler, zero grads."""
+    if clip_grad is not None:
+        scaler.unscale_(optimizer)
+        nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain model inside ``torch.compile`` and DistributedDataParallel wrappers."""
+    while True:
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):  # torch.compile's OptimizedModule
+            model = model._orig_mod
+        else:
+            return model

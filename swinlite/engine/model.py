@@ -1,0 +1,122 @@
+"""The ``model`` section, checked before any data is read, and the timm model it describes.
+
+``model.name`` is a timm model (with a pretrained tag if wanted); ``model.pretrained`` is ``true`` (the tag's
+weights), ``false`` or a weights file in any layout ``swinlite.convert_state_dict`` reads; ``model.kwargs``
+passes keywords to the model's constructor through ``timm.create_model`` (``window_size``, ``img_size``,
+``drop_path_rate``, ...). Pretrained weights go through timm's loader and ``convert_state_dict``, so relative
+position bias tables are resized to the configured window.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import os
+from pathlib import Path
+from typing import Any
+
+import timm
+import torch
+from torch import nn
+
+from .sections import ModelConfig
+
+_OFFLINE_HINT = (
+    "pass model.pretrained=PATH for a local weights file, model.pretrained=false to train from scratch, "
+    "or --config configs/demo.yaml for the digits demo"
+)
+
+
+def pretrained_file(cfg: ModelConfig) -> str | None:
+    """The weights file ``model.pretrained`` names, or None (``true``: the tag's weights; ``false``: none)."""
+    return cfg.pretrained if isinstance(cfg.pretrained, str) else None
+
+
+def check_model(cfg: ModelConfig, reserved: tuple[str, ...] = ("num_classes",), name: str | None = None) -> None:
+    """ValueError, before any data is read, for a model section that cannot work: an unknown model name, a
+    ``model.kwargs`` key its constructor does not take (naming the closest one) or a value it refuses, or
+    pretrained weights that cannot be had (no tag, no file, offline without them in the cache).
+
+    Args:
+        cfg: the model section.
+        reserved: keys the task sets itself, refused in ``model.kwargs``.
+        name: the model that takes ``model.kwargs`` (default ``cfg.name``).
+    """
+    name = name or cfg.name
+    if not timm.is_model(name):
+        close = difflib.get_close_matches(name, timm.list_models(), n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else "e.g. swinlite_pico_patch2_window4_32"
+        raise ValueError(f"model.name {name!r} is not a timm model; {hint}")
+    for key in cfg.kwargs:
+        if key in reserved or key == "pretrained":
+            where = "model.pretrained" if key == "pretrained" else "the task (from the data)"
+            raise ValueError(f"model.kwargs.{key}: set by {where}, not by model.kwargs")
+    _check_kwargs(name, cfg.kwargs)
+    _check_pretrained(cfg)
+
+
+def _check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
+    """Build the model on the meta device (no memory, no weights) with ``kwargs``: an unknown keyword is named
+    with the closest one of the constructor's signature, a refused value with the constructor's reason."""
+    try:
+        with torch.device("meta"):
+            timm.create_model(name, **kwargs)
+    except TypeError as e:
+        if "unexpected keyword argument" not in str(e):
+            raise ValueError(f"model.kwargs {kwargs} do not fit {name}: {e}") from None
+        with torch.device("meta"):
+            params = inspect.signature(type(timm.create_model(name)).__init__).parameters
+        valid = [p for p, v in params.items() if p != "self" and v.kind in (v.KEYWORD_ONLY, v.POSITIONAL_OR_KEYWORD)]
+        unknown = next(k for k in kwargs if f"'{k}'" in str(e))
+        close = difflib.get_close_matches(unknown, valid, n=1, cutoff=0.5)
+        hint = f"did you mean '{close[0]}'?" if close else f"valid keywords: {', '.join(valid)}"
+        raise ValueError(f"model.kwargs.{unknown}: {name} takes no such keyword; {hint}") from None
+    except (ValueError, RuntimeError, AssertionError) as e:
+        raise ValueError(f"model.kwargs {kwargs} do not fit {name}: {e}") from None
+
+
+def _check_pretrained(cfg: ModelConfig) -> None:
+    if cfg.pretrained == "timm":
+        raise ValueError("model.pretrained=timm is now model.pretrained=true (the weights of model.name's tag)")
+    path = pretrained_file(cfg)
+    if path is not None:
+        if not Path(path).is_file():
+            raise ValueError(f"model.pretrained {path!r} is not a file (true loads the weights of model.name's tag)")
+        return
+    if not cfg.pretrained:
+        return
+    if not timm.models.is_model_pretrained(cfg.name):
+        tags = timm.list_pretrained(cfg.name.split(".")[0] + ".*")
+        raise ValueError(
+            f"model.pretrained=true but {cfg.name!r} has no pretrained weights; tags with weights: "
+            + (", ".join(tags) or "none (give a weights file instead)")
+        )
+    pretrained_cfg = timm.models.get_pretrained_cfg(cfg.name)
+    source = pretrained_cfg.hf_hub_id
+    if source and os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        from huggingface_hub import try_to_load_from_cache
+
+        names = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")
+        if not any(isinstance(try_to_load_from_cache(source, n), str) for n in names):
+            raise ValueError(
+                f"model.pretrained=true: the weights of {cfg.name} (hub repo {source}"
+                + (f", release {pretrained_cfg.url}" if pretrained_cfg.url else "")
+                + ") are not in the local Hugging Face cache and HF_HUB_OFFLINE is set; download them once with "
+                f"network access, or {_OFFLINE_HINT}"
+            )
+
+
+def create_model(cfg: ModelConfig, **task_kwargs: Any) -> nn.Module:
+    """``timm.create_model(cfg.name, **cfg.kwargs, **task_kwargs)`` starting from ``cfg.pretrained``'s weights.
+
+    Both weight sources go through timm's loader and ``convert_state_dict``: bias tables are resized, a
+    classifier of another size starts fresh (warned), a missing backbone weight is a ValueError.
+    """
+    kwargs = {**cfg.kwargs, **task_kwargs}
+    path = pretrained_file(cfg)
+    if path is not None:
+        kwargs["pretrained_cfg_overlay"] = dict(file=path)
+    model = timm.create_model(cfg.name, pretrained=bool(cfg.pretrained), **kwargs)
+    if cfg.grad_checkpointing:
+        model.set_grad_checkpointing(True)
+    return model

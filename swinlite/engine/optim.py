@@ -1,0 +1,56 @@
+"""The optimizer and the lr schedule of every task (timm's), both counted in optimizer steps."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from timm.optim import create_optimizer_v2, param_groups_weight_decay
+from timm.scheduler import CosineLRScheduler, MultiStepLRScheduler
+from timm.scheduler.scheduler import Scheduler
+from torch import nn
+
+from .sections import OptimConfig, ScheduleConfig
+
+
+def no_weight_decay_names(model: nn.Module) -> set[str]:
+    """Full parameter names every module's ``no_weight_decay()`` lists (e.g. the Swin's relative position tables).
+
+    A torchvision detector has no ``no_weight_decay`` of its own; the Swin inside it (``backbone.body.model``)
+    does, with names relative to itself.
+    """
+    names = set()
+    for prefix, module in model.named_modules():
+        if hasattr(module, "no_weight_decay"):
+            names |= {f"{prefix}.{n}" if prefix else n for n in module.no_weight_decay()}
+    return names
+
+
+def build_optimizer(model: nn.Module, cfg: OptimConfig, global_batch: int) -> torch.optim.Optimizer:
+    """timm optimizer; no weight decay on norms, biases (anything 1-D) and ``no_weight_decay()`` names; layer-wise
+    lr decay through the model's ``group_matcher`` when ``layer_decay`` is set. Frozen parameters are left out.
+
+    Args:
+        global_batch: images per optimizer step over all processes (``lr`` scales with it by ``lr_base_batch``).
+    """
+    lr = cfg.lr if cfg.lr_base_batch is None else cfg.lr * global_batch / cfg.lr_base_batch
+    common = dict(opt=cfg.opt, lr=lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum)
+    if cfg.layer_decay is not None:
+        return create_optimizer_v2(model, layer_decay=cfg.layer_decay, filter_bias_and_bn=True, **common)
+    groups = param_groups_weight_decay(model, cfg.weight_decay, no_weight_decay_list=no_weight_decay_names(model))
+    return create_optimizer_v2(groups, **common)
+
+
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, epochs: int, steps_per_epoch: int
+) -> Scheduler:
+    """Linear warm-up from ``warmup_lr`` over ``warmup_epochs``, then cosine decay to ``min_lr`` or a step decay
+    by ``decay_rate`` after each of ``decay_epochs``; stepped per optimizer step (``step_update``)."""
+    total = epochs * steps_per_epoch
+    warmup = min(math.ceil(cfg.warmup_epochs * steps_per_epoch), total - 1)
+    common = dict(warmup_t=warmup, warmup_lr_init=cfg.warmup_lr, t_in_epochs=False)
+    if cfg.kind == "cosine":
+        return CosineLRScheduler(optimizer, t_initial=total - warmup, lr_min=cfg.min_lr, warmup_prefix=True, **common)
+    # timm decays once t + 1 reaches a milestone; +1 so that the first step of epoch e + 1 runs at the lower lr
+    milestones = [math.ceil(e * steps_per_epoch) + 1 for e in cfg.decay_epochs]
+    return MultiStepLRScheduler(optimizer, decay_t=milestones, decay_rate=cfg.decay_rate, warmup_prefix=False, **common)

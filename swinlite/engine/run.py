@@ -1,0 +1,158 @@
+"""``run(task, cfg)``: check everything that can be checked, lock the output folder, train, report."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from ..io import atomic_write
+from .checkpoint import RESUME_FILE, writing
+from .config import apply_overrides, check_values, config_diff, flatten, read_yaml, to_dict
+from .distributed import (
+    DistInfo,
+    StalledRankError,
+    broadcast_object,
+    cleanup,
+    init_distributed,
+    is_timeout,
+    resolve_device,
+    stalled_ranks,
+)
+from .lock import OutputLock
+from .preflight import check_run
+from .task import Task
+from .trainer import WEIGHTS_FILES, Trainer
+
+RUN_FILES = ("config.yaml", "metrics.csv", "curves.png", RESUME_FILE, *WEIGHTS_FILES)
+
+
+def log(dist: DistInfo, message: str) -> None:
+    if dist.is_main:
+        print(message, flush=True)
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+
+
+def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = False) -> Path:
+    """Run (or continue) a training run of ``task`` as ``cfg`` describes; returns the output folder.
+
+    Raises:
+        ValueError: a setting, the data or the output folder cannot work (before training starts); the run
+            diverged (``TrainingDiverged``) or its evaluation failed (``EvaluationFailed``), each after keeping
+            what was trained; a file could not be written.
+        StalledRankError: multi-process: a collective waited ``train.dist_timeout`` s for a process that stalled.
+    """
+    check_values(cfg)
+    check_run(task, cfg)
+    if resume and overwrite:
+        raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
+    device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")))
+    dist = init_distributed(device, cfg.train.dist_timeout)
+    lock, trainer = None, None
+    try:
+        out, lock = prepare_output(cfg, task, resume, overwrite, dist)
+        seed_everything(cfg.train.seed + dist.rank, cfg.train.deterministic)
+        trainer = Trainer(task, cfg, dist, device, out)
+        if dist.is_main:
+            with writing(out / "config.yaml"):
+                text = yaml.safe_dump(to_dict(cfg), sort_keys=False).encode()
+                atomic_write(out / "config.yaml", lambda f: f.write(text))
+        if resume:
+            trainer.load_resume(out / RESUME_FILE)
+            where = f"epoch {trainer.state.epoch}" + (f", step {trainer.state.step}" if trainer.state.batch else "")
+            log(dist, f"resumed from {out / RESUME_FILE} at {where}")
+        trainer.fit()
+        trainer.report()
+    except RuntimeError as e:
+        if dist.enabled and is_timeout(e):
+            raise _stall_error(dist, cfg.train.dist_timeout) from e
+        raise
+    finally:
+        if trainer is not None and trainer.tensorboard is not None:
+            trainer.tensorboard.close()
+        if lock is not None:
+            lock.release()
+        cleanup(dist)
+    return out
+
+
+def prepare_output(
+    cfg: Any, task: type[Task], resume: bool, overwrite: bool, dist: DistInfo
+) -> tuple[Path, OutputLock | None]:
+    """Lock the output folder (rank 0) and check it against ``--resume`` / ``--overwrite``: resuming warns about
+    changed settings; overwriting removes the old run's files first, so none of them outlives it.
+
+    Returns:
+        The folder, and rank 0's lock on it (None on other ranks), to release when the run ends.
+    """
+    out = Path(cfg.train.output_dir)
+    lock, problem = None, None
+    if dist.is_main:
+        lock = OutputLock(out)
+        try:
+            lock.acquire()
+            if lock.stale:
+                log(dist, f"note: {lock.path} was left by a run that ended without releasing it ({lock.stale}); "
+                          "taken over")  # fmt: skip
+            _check_existing_run(out, cfg, resume, overwrite, dist)
+            if overwrite:
+                _remove_run_files(out, task)
+            for stale in out.glob(".*.tmp*"):  # temp files of saves a kill interrupted; the real files are intact
+                stale.unlink()
+        except (ValueError, OSError) as e:
+            lock.release()
+            problem = str(e) if isinstance(e, ValueError) else f"output folder {out} cannot be used: {e}"
+    problem = broadcast_object(problem, dist)
+    if problem is not None:
+        raise ValueError(problem)
+    return out, lock
+
+
+def _check_existing_run(out: Path, cfg: Any, resume: bool, overwrite: bool, dist: DistInfo) -> None:
+    if resume:
+        if not (out / RESUME_FILE).is_file():
+            raise ValueError(f"--resume: {out / RESUME_FILE} does not exist; nothing to resume")
+        try:
+            old = apply_overrides(type(cfg)(), flatten(read_yaml(out / "config.yaml")))
+        except ValueError as e:
+            log(dist, f"warning: the settings of the run cannot be compared with {out / 'config.yaml'}: {e}")
+            return
+        for change in config_diff(old, cfg):
+            log(dist, f"warning: resuming with a changed setting {change}")
+    elif (out / RESUME_FILE).is_file() and not overwrite:
+        raise ValueError(
+            f"{out} already holds a run; pass --resume to continue it, --overwrite to replace it, "
+            "or --output-dir for a new one"
+        )
+
+
+def _remove_run_files(out: Path, task: type[Task]) -> None:
+    """--overwrite: the files a run writes (and the task's, e.g. its data scan), before anything else happens."""
+    for path in [*(out / name for name in (*RUN_FILES, *task.output_files)), *out.glob("events.out.tfevents.*")]:
+        path.unlink(missing_ok=True)
+
+
+def _stall_error(dist: DistInfo, timeout: float) -> StalledRankError:
+    """Name the stalled process(es) after a collective timed out on this one."""
+    stalled = stalled_ranks(dist, wait=min(30.0, timeout))
+    waited = f"a collective waited train.dist_timeout={timeout:g} s"
+    if stalled is None:
+        return StalledRankError(f"rank {dist.rank}: {waited}; rank 0 names the stalled process, or is it")
+    if not stalled:
+        return StalledRankError(f"rank {dist.rank}: {waited}, yet every process answers now; see the other ranks")
+    names = ", ".join(str(r) for r in stalled)
+    return StalledRankError(f"rank {names} stopped progressing ({waited} for it on rank {dist.rank}); stopping")

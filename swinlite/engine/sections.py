@@ -1,0 +1,97 @@
+"""The config sections every task shares: the same key means the same thing in every task.
+
+A task's config subclasses :class:`RunConfig` and may subclass a section to add its own keys (the
+classification data section adds the ImageFolder augmentation, the detection model section the detector).
+A task may change a shared key's default (detection trains 12 epochs), never its meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .config import bounded, choice
+
+AMP = ("none", "bf16", "fp16")
+
+
+@dataclass
+class ModelConfig:
+    name: str = "swinlite_tiny_patch4_window7_224"  # timm model name, with a pretrained tag if wanted (.ms_in1k)
+    pretrained: bool | str = False  # true: the name's pretrained tag's weights; false; or a weights file (any layout)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # timm.create_model keywords, e.g. {window_size: 12}
+    grad_checkpointing: bool = False  # recompute activations in the backward pass (less memory)
+
+
+@dataclass
+class DataConfig:
+    data_dir: str = "data"
+    dataset: str = "folder"  # the task's layout, or "digits": its generated demo, built into data_dir if absent
+    batch_size: int = bounded(128, ge=1)  # per process
+    num_workers: int = bounded(4, ge=0)
+    verify_images: bool = True  # check every image before training and skip unreadable ones
+    persistent_workers: bool = True  # keep loader workers alive between epochs (when num_workers > 0)
+    prefetch_factor: int = bounded(2, ge=1)  # batches each loader worker prepares ahead
+    hflip: float = bounded(0.5, ge=0, le=1)  # horizontal flip probability
+    mean: tuple[float, float, float] = bounded((0.485, 0.456, 0.406), ge=0, le=1)  # of pixels in 0..1
+    std: tuple[float, float, float] = bounded((0.229, 0.224, 0.225), gt=0)
+
+
+@dataclass
+class OptimConfig:
+    opt: str = "adamw"  # any timm optimizer name
+    lr: float = bounded(1e-3, ge=0)
+    lr_base_batch: int | None = bounded(None, ge=1)  # lr is given per this many images (global); None: no scaling
+    weight_decay: float = bounded(0.05, ge=0)  # not applied to norms, biases and relative position tables / CPB
+    momentum: float = bounded(0.9, ge=0, lt=1)
+    layer_decay: float | None = bounded(None, gt=0, le=1)  # layer-wise lr decay (fine-tuning), e.g. 0.9
+    clip_grad: float | None = bounded(None, gt=0)  # max global gradient norm
+    accum_steps: int = bounded(1, ge=1)  # micro-batches per optimizer step
+
+
+@dataclass
+class ScheduleConfig:
+    kind: str = choice("cosine", "cosine", "step")  # cosine decay to min_lr, or lr x decay_rate at each decay_epochs
+    warmup_epochs: float = bounded(0.0, ge=0)  # linear warm-up from warmup_lr (fractions allowed), per optimizer step
+    warmup_lr: float = bounded(1e-6, ge=0)
+    min_lr: float = bounded(1e-5, ge=0)  # cosine floor
+    decay_epochs: tuple[float, ...] = bounded((), ge=0)  # step: epochs after which the lr is multiplied ...
+    decay_rate: float = bounded(0.1, gt=0, le=1)  # ... by this
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = bounded(30, ge=1)
+    output_dir: str = "runs/train"
+    seed: int = bounded(0, ge=0, lt=2**32)
+    device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", ...
+    amp: str = choice("none", *AMP)  # fp16: CUDA only
+    deterministic: bool = False  # deterministic algorithms (bitwise-reproducible resume)
+    log_interval: int = bounded(50, ge=1)  # steps between plain progress lines when stdout is not a terminal
+    max_iters: int | None = bounded(None, ge=1)  # at most this many optimizer steps per epoch (quick trials)
+    ema_decay: float | None = bounded(None, ge=0, lt=1)  # keep and evaluate an EMA of the weights, e.g. 0.9998
+    best_of: str = choice("both", "raw", "ema", "both")  # best.safetensors: raw or EMA weights by the task's metric
+    save_every_steps: int = bounded(0, ge=0)  # also write resume.pt every N optimizer steps (0: epoch ends only)
+    compile: bool = False  # torch.compile the model for training and evaluation
+    channels_last: bool = False  # channels-last memory format for the model (and image batches)
+    tensorboard: bool = False  # also write TensorBoard event files beside metrics.csv (needs tensorboard)
+    dist_timeout: float = bounded(1800.0, gt=0)  # seconds a collective waits for a stalled process before failing
+
+
+@dataclass
+class RunConfig:
+    """The five sections; a task's config subclasses this with its own section types and defaults."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    renamed: ClassVar[dict[str, str]] = {  # old key -> where it went (one vocabulary for every task)
+        "model.drop_path_rate": "model.kwargs.drop_path_rate",
+        "model.out_norm": "model.kwargs.out_norm",
+        "model.frozen_stages": "model.kwargs.frozen_stages",
+        "schedule.warmup_iters": "schedule.warmup_epochs (in epochs, fractions allowed)",
+        "schedule.warmup_ratio": "schedule.warmup_lr (the absolute lr the warm-up starts from)",
+    }

@@ -1,0 +1,128 @@
+"""What a task gives the run engine: its data, its model, its loss step, its evaluation, its "best" metric.
+
+Everything else of a run (output folder and lock, resume, RNG, AMP, accumulation, clipping, EMA, DDP,
+progress, metrics, weights files) is the engine's. A new task is one file, ``swinlite/<task>/task.py``,
+with a subclass of :class:`Task` and a config (a :class:`~swinlite.engine.sections.RunConfig` subclass).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from .config import load_config
+from .distributed import DistInfo
+
+if TYPE_CHECKING:
+    from .loop import StepSettings
+
+
+@dataclass
+class StepOutput:
+    """One micro-batch's training loss (a scalar to minimise), its named parts for the metrics, and its size."""
+
+    loss: torch.Tensor
+    size: int  # samples in the micro-batch: the loss is averaged over epochs by it
+    parts: dict[str, torch.Tensor | float] = field(default_factory=dict)  # e.g. {"loss_classifier": ...}
+
+
+@dataclass
+class RunContext:
+    """What a task may use of the run: its config, where it runs, its output folder, rank-0 logging."""
+
+    cfg: Any
+    device: torch.device
+    dist: DistInfo
+    out: Path
+    settings: StepSettings  # device, AMP dtype, channels_last, ...
+
+    def log(self, message: str) -> None:
+        if self.dist.is_main:
+            print(message, flush=True)
+
+
+class Task(abc.ABC):
+    """A training task. Subclasses set the class attributes and implement the abstract methods.
+
+    Attributes:
+        name: written into the weights metadata (``task``) and the resume file, e.g. ``"classification"``.
+        config: the task's config dataclass (its defaults are the task's recipe).
+        metric: the ``evaluate`` key that picks ``best.safetensors`` (higher is better), e.g. ``"val_top1"``.
+        drop_last: whether the training loader drops the last incomplete batch.
+        reserved_kwargs: ``model.kwargs`` keys the task sets itself (e.g. ``num_classes``).
+        output_files: files the task keeps in the output folder (``--overwrite`` removes them with the engine's).
+    """
+
+    name: ClassVar[str]
+    config: ClassVar[type]
+    metric: ClassVar[str]
+    drop_last: ClassVar[bool] = True
+    reserved_kwargs: ClassVar[tuple[str, ...]] = ("num_classes",)
+    output_files: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+
+    @classmethod
+    def load_config(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> Any:
+        """The task's defaults, then the YAML file's overrides, then ``key=value`` overrides, checked."""
+        return load_config(cls.config(), path, overrides)
+
+    @classmethod
+    def check_config(cls, cfg: Any) -> None:
+        """ValueError for a task setting that cannot work; runs before any data is read."""
+        return None
+
+    @classmethod
+    def model_name(cls, cfg: Any) -> str:
+        """The timm model whose constructor takes ``model.kwargs`` (checked before any data is read)."""
+        return cfg.model.name
+
+    @abc.abstractmethod
+    def build_datasets(self) -> tuple[Dataset, Dataset]:
+        """Check the data and return (train, val) datasets; ``train[i]`` draws its augmentation from the global
+        generators, which the engine seeds per sample (so that resuming anywhere gives the same samples)."""
+
+    def collate(self, batch: list[Any]) -> Any:
+        """Batches of the datasets' samples (default: torch's stacking)."""
+        return torch.utils.data.default_collate(batch)
+
+    @abc.abstractmethod
+    def build_model(self) -> nn.Module:
+        """The model to train (on the CPU; the engine moves and wraps it); pretrained weights loaded."""
+
+    @abc.abstractmethod
+    def train_step(self, model: nn.Module, batch: Any) -> StepOutput:
+        """Move a batch to the device, run the model, return the loss (the engine runs it under autocast)."""
+
+    @abc.abstractmethod
+    def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
+        """``val_*`` metrics of ``model`` over this process's shard, combined over all processes."""
+
+    @abc.abstractmethod
+    def summary(self, row: dict[str, float]) -> str:
+        """The epoch line's metrics part, e.g. ``"val loss 0.1, top-1 97.50%"`` (EMA columns end in ``_ema``)."""
+
+    def curves(self, row: dict[str, float]) -> dict[str, str]:
+        """Columns drawn on the metric panel of ``curves.png``, with their labels."""
+        return {self.metric: self.metric}
+
+    @abc.abstractmethod
+    def weights_metadata(self) -> dict[str, Any]:
+        """What rebuilds the model from a weights file (model name and arguments, classes, preprocessing, ...);
+        the engine adds ``format``, ``task``, ``weights``, ``swinlite``, ``epoch`` and the metric."""
+
+    def state(self) -> dict[str, Any]:
+        """What the resume file keeps of the task (e.g. its classes), checked by :meth:`check_resumed`."""
+        return {}
+
+    def check_resumed(self, state: dict[str, Any], path: Path) -> None:
+        """ValueError when the resumed run's task state no longer fits the data (e.g. a class folder went away)."""
+        return None

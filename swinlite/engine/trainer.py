@@ -1,0 +1,293 @@
+"""One run of a task: the pieces built from its config, the epochs, best-of raw/EMA, the files, resuming.
+
+Files in the output folder (written by rank 0, each atomically): ``config.yaml`` (resolved config),
+``metrics.csv``, ``curves.png``, ``last.safetensors``, ``best.safetensors`` (best of the task's metric, of the
+weights ``train.best_of`` names), ``resume.pt`` (everything ``--resume`` needs; every ``train.save_every_steps``
+steps too), with ``train.ema_decay`` ``ema.safetensors`` and ``best_ema.safetensors``, with
+``train.tensorboard`` the event files, and the task's own (``Task.output_files``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from timm.utils import ModelEmaV3
+from torch import nn
+
+from .. import __version__
+from ..weights import FORMAT
+from .checkpoint import (
+    RESUME_FILE,
+    load_resume,
+    non_finite,
+    rng_state,
+    save_resume,
+    save_weights,
+    set_rng_state,
+    writing,
+)
+from .distributed import DistInfo, all_gather_object, barrier, is_timeout
+from .loaders import batches_per_epoch, build_loaders
+from .loop import EpochPosition, StepSettings, TrainingDiverged, current_lr, train_one_epoch
+from .metrics import TensorBoardLog, plot_curves, write_csv
+from .optim import build_optimizer, build_scheduler
+from .task import RunContext, Task
+
+AMP = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+WEIGHTS_FILES = ("last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
+ADVICE = "try a lower optim.lr, or optim.clip_grad"
+
+
+class EvaluationFailed(ValueError):
+    """Evaluation raised after an epoch was trained; the trained epoch is in resume.pt."""
+
+
+@dataclass
+class RunState:
+    """What changes from epoch to epoch and goes into the resume file."""
+
+    epoch: int = 0  # epoch in progress (0-based), or the next one to run
+    step: int = 0  # optimizer steps taken
+    batch: int = 0  # micro-batches of ``epoch`` done (non-zero after a step checkpoint inside the epoch)
+    sums: dict[str, float] = field(default_factory=dict)  # this process's summed training losses so far in ``epoch``
+    count: int = 0  # this process's training samples so far in ``epoch``
+    best: float = -math.inf  # the task's metric of best.safetensors
+    best_ema: float = -math.inf  # the task's metric of best_ema.safetensors
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+class Trainer:
+    """The pieces of one run of ``task`` as ``cfg`` describes it; ``fit`` runs the epochs."""
+
+    def __init__(self, task: type[Task], cfg: Any, dist: DistInfo, device: torch.device, out: Path) -> None:
+        amp = AMP[cfg.train.amp]
+        if amp is torch.float16 and device.type != "cuda":
+            raise ValueError("train.amp=fp16 needs CUDA; use train.amp=bf16 on CPU")
+        self.cfg, self.dist, self.out, self.state = cfg, dist, out, RunState()
+        self.settings = StepSettings(
+            device, amp, cfg.optim.accum_steps, cfg.optim.clip_grad, cfg.train.log_interval, cfg.train.channels_last
+        )
+        self.task = task(RunContext(cfg, device, dist, out, self.settings))
+        train_ds, val_ds = self.task.build_datasets()
+        self.loaders = build_loaders(
+            train_ds, val_ds, cfg.data, cfg.train.seed, dist, self.task.collate, self.task.drop_last
+        )
+        self.batches = batches_per_epoch(self.loaders[0], cfg.train.max_iters, cfg.optim.accum_steps)
+        model = self.task.build_model().to(device)
+        self.model = model.to(memory_format=torch.channels_last) if cfg.train.channels_last else model
+        self.train_model = nn.parallel.DistributedDataParallel(self.model) if dist.enabled else self.model
+        if cfg.train.compile:
+            self.train_model = torch.compile(self.train_model)
+        global_batch = cfg.data.batch_size * dist.world_size * cfg.optim.accum_steps
+        self.optimizer = build_optimizer(self.model, cfg.optim, global_batch)
+        steps_per_epoch = -(-self.batches // cfg.optim.accum_steps)
+        self.scheduler = build_scheduler(self.optimizer, cfg.schedule, cfg.train.epochs, steps_per_epoch)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=amp is torch.float16)
+        self.ema = None if cfg.train.ema_decay is None else ModelEmaV3(self.model, decay=cfg.train.ema_decay)
+        self.tensorboard = TensorBoardLog(out) if cfg.train.tensorboard and dist.is_main else None
+
+    def log(self, message: str) -> None:
+        self.task.ctx.log(message)
+
+    def resume_state(self, per_process: list[dict[str, Any]]) -> dict[str, Any]:
+        """What ``--resume`` needs; ``per_process`` holds every process's RNG state and loss sums."""
+        return {
+            "task": self.task.name,
+            "task_state": self.task.state(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "ema": None if self.ema is None else self.ema.state_dict(),
+            "epoch": self.state.epoch,
+            "step": self.state.step,
+            "batch": self.state.batch,
+            "best": self.state.best,
+            "best_ema": self.state.best_ema,
+            "history": self.state.history,
+            "rng": [p["rng"] for p in per_process],  # one per process
+            "partial": [p["partial"] for p in per_process],  # (loss sums, samples) of the epoch in progress
+        }
+
+    def load_resume(self, path: Path) -> None:
+        """Continue from ``path``; ValueError naming it when it does not fit this run (another task, model, data)."""
+        saved = load_resume(path, self.task.name)
+        self.task.check_resumed(saved.get("task_state", {}), path)
+        try:
+            self.model.load_state_dict(saved["model"])
+            self.optimizer.load_state_dict(saved["optimizer"])
+            if self.ema is not None and saved["ema"] is not None:
+                self.ema.load_state_dict(saved["ema"])
+        except (RuntimeError, ValueError, KeyError) as e:
+            reason = str(e).strip().splitlines()[0][:300]
+            raise ValueError(
+                f"{path} does not fit this run's model or optimizer ({reason}); resume with the run's own "
+                "settings, or start over with --overwrite"
+            ) from None
+        if saved["scheduler"] != self.scheduler.state_dict():  # e.g. train.epochs was raised
+            self.log("warning: the lr schedule changed with the settings; continuing on the new one")
+        self.scaler.load_state_dict(saved["scaler"])
+        saved_world, batch = len(saved["rng"]), saved["batch"]
+        if saved_world != self.dist.world_size:
+            self.log(f"warning: saved with {saved_world} processes, resuming with {self.dist.world_size}")
+            if batch:
+                self.log("warning: the step checkpoint's epoch restarts from its beginning")
+                batch = 0
+        sums, count = saved["partial"][self.dist.rank] if batch else ({}, 0)
+        self.state = RunState(
+            saved["epoch"], saved["step"], batch, dict(sums), count, saved["best"], saved["best_ema"], saved["history"]
+        )
+        if self.tensorboard is not None:  # drop the events a killed run wrote after this point
+            self.tensorboard.close()
+            self.tensorboard = TensorBoardLog(self.out, purge_step=self.state.step)
+        set_rng_state(saved["rng"][self.dist.rank % saved_world])  # last: the exact state saved
+
+    def save_position(self) -> None:
+        """Write resume.pt at the current position inside the epoch (every process's RNG state and loss sums)."""
+        state = self.state
+        per_process = all_gather_object({"rng": rng_state(), "partial": (dict(state.sums), state.count)}, self.dist)
+        if self.dist.is_main:
+            save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
+
+    def _on_step(self, position: EpochPosition) -> None:
+        """After each optimizer step: TensorBoard, and a step checkpoint every ``train.save_every_steps`` steps."""
+        state = self.state
+        state.step, state.batch, state.sums, state.count = position.step, position.batch, position.sums, position.count
+        if self.tensorboard is not None and position.step % self.cfg.train.log_interval == 0:
+            loss = position.sums["train_loss"] / max(position.count, 1)
+            self.tensorboard.step(position.step, loss, current_lr(self.optimizer))
+        every = self.cfg.train.save_every_steps
+        if every and position.step % every == 0 and position.batch < self.batches:  # the epoch's end saves anyway
+            self.save_position()
+
+    def run_epoch(self) -> dict[str, float]:
+        """Train (from the step checkpoint's position, if any) and evaluate one epoch; return its metrics row."""
+        state, start = self.state, time.perf_counter()
+        train_loader, val_loader = self.loaders
+        train_loader.sampler.set_epoch(state.epoch, start=state.batch * self.cfg.data.batch_size)
+        position = EpochPosition(state.batch, state.step, dict(state.sums), state.count)
+        desc = f"epoch {state.epoch + 1}/{self.cfg.train.epochs}"
+        try:
+            losses, rate = train_one_epoch(
+                self.train_model, train_loader, self.task.train_step, self.optimizer, self.scheduler, position,
+                self.settings, total=self.batches, scaler=self.scaler, ema=self.ema, dist=self.dist, desc=desc,
+                on_step=self._on_step,
+            )  # fmt: skip
+        except TrainingDiverged as e:
+            raise TrainingDiverged(f"{e}; {self.out} keeps the files of the last good epoch ({ADVICE})") from None
+        state.step, state.batch, state.sums, state.count = position.step, position.batch, position.sums, position.count
+        row = {"epoch": state.epoch + 1, **losses, **self.evaluate(desc)}
+        row |= {"lr": current_lr(self.optimizer), "epoch_time": time.perf_counter() - start}
+        row |= {"train_img_s": rate * self.dist.world_size}
+        if self.ema is not None:
+            row |= {f"{k}_ema": v for k, v in self.task.evaluate(self.ema.module, val_loader).items()}
+        return row
+
+    def evaluate(self, desc: str) -> dict[str, float]:
+        """The task's evaluation of the trained weights; when it fails, the trained epoch is saved first."""
+        try:
+            return self.task.evaluate(self.train_model, self.loaders[1])
+        except Exception as e:
+            if self.dist.enabled and is_timeout(e):
+                raise
+            self.save_position()
+            reason = (str(e).strip().splitlines() or [""])[0]
+            raise EvaluationFailed(
+                f"evaluation after training {desc} failed ({type(e).__name__}: {reason}); the trained epoch is saved "
+                f"in {self.out / RESUME_FILE}: fix the cause and --resume to evaluate it"
+            ) from e
+
+    def _best_candidate(self, row: dict[str, float]) -> tuple[str, float] | None:
+        """The weights best.safetensors should now hold, by ``train.best_of``, or None when it stays.
+
+        ``raw``: the trained weights by their metric; ``ema``: the EMA weights by theirs; ``both``: whichever of
+        the two scores higher (raw on a tie). The file changes when that score beats its own.
+        """
+        metric = self.task.metric
+        best_of = self.cfg.train.best_of if self.ema is not None else "raw"
+        candidates = []
+        if best_of in ("raw", "both"):
+            candidates.append(("raw", row[metric]))
+        if best_of in ("ema", "both"):
+            candidates.append(("ema", row[f"{metric}_ema"]))
+        kind, score = max(candidates, key=lambda c: c[1])  # max keeps the first (raw) on a tie
+        return (kind, score) if score > self.state.best else None
+
+    def _check_finite(self, epoch: int) -> None:
+        """TrainingDiverged before anything of an epoch whose weights hold NaN or infinity is saved."""
+        models = [("weights", self.model)] + ([("EMA weights", self.ema.module)] if self.ema is not None else [])
+        for what, model in models:
+            bad = non_finite(model.state_dict())
+            if bad:
+                raise TrainingDiverged(
+                    f"training diverged in epoch {epoch}: the {what} hold NaN or infinity ({', '.join(bad[:3])}"
+                    f"{', ...' if len(bad) > 3 else ''}); {self.out} keeps the files of the last good epoch "
+                    f"({ADVICE})"
+                )
+
+    def metadata(self, row: dict[str, float], kind: str) -> dict[str, Any]:
+        """The weights files' metadata: the task's, plus the keys every task's files carry."""
+        metric = self.task.metric if kind == "raw" else f"{self.task.metric}_ema"
+        common = {"format": FORMAT, "task": self.task.name, "weights": kind, "swinlite": __version__}
+        return self.task.weights_metadata() | common | {"epoch": int(row["epoch"]), self.task.metric: row[metric]}
+
+    def save(self, row: dict[str, float], best: tuple[str, float] | None, per_process: list[dict[str, Any]]) -> None:
+        """Weights, metrics, curves, then the resume file (written last: it marks the epoch done)."""
+        weights = {"raw": (self.model.state_dict(), self.metadata(row, "raw"))}
+        save_weights(self.out / "last.safetensors", *weights["raw"])
+        if self.ema is not None:
+            weights["ema"] = (self.ema.module.state_dict(), self.metadata(row, "ema"))
+            save_weights(self.out / "ema.safetensors", *weights["ema"])
+            if row[f"{self.task.metric}_ema"] > self.state.best_ema:
+                self.state.best_ema = row[f"{self.task.metric}_ema"]
+                save_weights(self.out / "best_ema.safetensors", *weights["ema"])
+        if best is not None:
+            save_weights(self.out / "best.safetensors", *weights[best[0]])
+        with writing(self.out / "metrics.csv"):
+            write_csv(self.state.history, self.out / "metrics.csv")
+        with writing(self.out / "curves.png"):
+            plot_curves(self.state.history, self.out / "curves.png", self.task.curves(row))
+        save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
+
+    def fit(self) -> None:
+        state = self.state
+        while state.epoch < self.cfg.train.epochs:
+            row = self.run_epoch()
+            self._check_finite(int(row["epoch"]))
+            state.history.append(row)
+            state.epoch += 1
+            state.batch, state.sums, state.count = 0, {}, 0
+            best = self._best_candidate(row)
+            if best is not None:
+                state.best = best[1]
+            per_process = all_gather_object({"rng": rng_state(), "partial": ({}, 0)}, self.dist)
+            if self.dist.is_main:
+                self.save(row, best, per_process)
+                if self.tensorboard is not None:
+                    self.tensorboard.epoch(row)
+            self.log(
+                f"epoch {int(row['epoch'])}/{self.cfg.train.epochs}: train loss {row['train_loss']:.4f}, "
+                f"{self.task.summary(row)}, lr {row['lr']:.2e}, {row['epoch_time']:.1f} s "
+                f"({row['train_img_s']:.1f} img/s)"
+            )
+            barrier(self.dist)
+
+    def report(self) -> None:
+        """The best score and where every file is."""
+        metric, history = self.task.metric, self.state.history
+        best = self.state.best
+        epoch = next((r["epoch"] for r in history if best in (r[metric], r.get(f"{metric}_ema"))), None)
+        if epoch is not None:
+            self.log(f"done: best {metric} {best:.2f} at epoch {int(epoch)}")
+        files = [("metrics.csv", "metrics"), ("curves.png", "curves"), ("best.safetensors", "best weights")]
+        files += [("last.safetensors", "last weights")]
+        if self.ema is not None:
+            files += [("best_ema.safetensors", "best EMA weights"), ("ema.safetensors", "last EMA weights")]
+        files += [(RESUME_FILE, "resume file"), ("config.yaml", "resolved config")]
+        for name, what in files:
+            self.log(f"  {what + ':':<18} {self.out / name}")

@@ -1,0 +1,101 @@
+"""What detection gains from the run engine: EMA and best-of raw/EMA by val_map, gradient accumulation, step
+checkpoints resumed bit-equal mid-epoch, train.compile (the distributed timeout: tests/engine/test_stall.py)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from detkit import tiny_overrides
+from torch._dynamo.eval_frame import DisableContext, OptimizedModule
+
+from swinlite.detection.task import DetectionTask
+from swinlite.engine import run, trainer
+from swinlite.engine.checkpoint import load_resume, load_weights, read_metadata
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
+
+
+def _run(coco: Path, out: Path, resume: bool = False, **extra: object) -> Path:
+    return run(DetectionTask, DetectionTask.load_config(None, tiny_overrides(coco, out, **extra)), resume=resume)
+
+
+def _equal(a: Path, b: Path) -> bool:
+    x, y = load_weights(a), load_weights(b)
+    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
+def test_ema_weights_and_best_of_ema_by_val_map(coco: Path, tmp_path: Path):
+    out = _run(coco, tmp_path / "run", **{"train.ema_decay": 0.5, "train.best_of": "ema"})
+    ema, last = read_metadata(out / "ema.safetensors"), read_metadata(out / "last.safetensors")
+    assert (ema["task"], ema["weights"], last["weights"]) == ("detection", "ema", "raw")
+    assert _equal(out / "best.safetensors", out / "ema.safetensors")  # best_of=ema: the EMA weights
+    assert not _equal(out / "best.safetensors", out / "last.safetensors")
+    resume = load_resume(out / "resume.pt")
+    saved_ema = {k.removeprefix("module."): v for k, v in resume["ema"].items()}
+    assert all(torch.equal(v, saved_ema[k]) for k, v in load_weights(out / "ema.safetensors").items())
+    row = resume["history"][0]
+    assert read_metadata(out / "best.safetensors")["val_map"] == row["val_map_ema"] == resume["best"]
+    assert {"val_map_ema", "val_map50_ema", "val_map_large_ema"} <= set(row)
+
+
+def test_gradient_accumulation_steps_every_accum_micro_batches(coco: Path, tmp_path: Path):
+    settings = {"data.batch_size": 1, "optim.accum_steps": 2, "train.epochs": 2}
+    out = _run(coco, tmp_path / "run", **settings)
+    resume = load_resume(out / "resume.pt")
+    assert resume["step"] == 2 * 3  # 5 images of batch 1: 5 micro-batches, 3 optimizer steps per epoch
+    assert resume["scheduler"]["decay_t"] == [8 * 3 + 1, 11 * 3 + 1]  # decay_epochs 8, 11 counted in those steps
+
+
+# 2 epochs of 3 steps (5 images, batch 2); drop path, sizes, flips, RPN sampling and EMA all draw.
+STEPS = {"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1, "data.hflip": 0.5,
+         "train.save_every_steps": 1, "train.ema_decay": 0.8}  # fmt: skip
+
+
+def test_resume_from_step_checkpoint_matches_uninterrupted(coco: Path, tmp_path: Path, monkeypatch):
+    saves = []
+
+    def keep_copy(path, state):  # the step checkpoints a kill could have left behind
+        save_resume(path, state)
+        if state["batch"]:
+            saves.append(shutil.copy(path, tmp_path / f"step{state['step']}.pt"))
+
+    save_resume = trainer.save_resume
+    monkeypatch.setattr(trainer, "save_resume", keep_copy)
+    reference = _run(coco, tmp_path / "ref", **STEPS)
+    assert [load_resume(p)["step"] for p in saves] == [1, 2, 4, 5]  # steps 3 and 6 end an epoch
+    mid_epoch_2 = load_resume(saves[3])  # step 5: batch 2 of epoch 2
+    assert (mid_epoch_2["epoch"], mid_epoch_2["batch"], len(mid_epoch_2["history"])) == (1, 2, 1)
+    run_dir = tmp_path / "run"  # the folder as a run killed after step 5 leaves it
+    run_dir.mkdir()
+    shutil.copy(reference / "config.yaml", run_dir / "config.yaml")
+    shutil.copy(saves[3], run_dir / "resume.pt")
+    resumed = _run(coco, run_dir, resume=True, **STEPS, **{"data.num_workers": 2})  # seeded per image: any workers
+    for name in ("last.safetensors", "ema.safetensors"):
+        assert _equal(reference / name, resumed / name), name
+    ref_state, run_state = load_resume(reference / "resume.pt"), load_resume(resumed / "resume.pt")
+    assert ref_state["step"] == run_state["step"] == 6
+    assert ref_state["history"][1]["train_loss"] == run_state["history"][1]["train_loss"]  # the epoch's loss, whole
+    at_step_1, last = load_resume(saves[0])["model"], load_weights(reference / "last.safetensors")
+    assert not all(torch.equal(at_step_1[k], last[k]) for k in last)  # sanity: training moved the weights
+
+
+def test_compile_wraps_the_detector_and_writes_plain_weights(coco: Path, tmp_path: Path, monkeypatch):
+    """train.compile: the engine trains and evaluates through torch.compile's wrapper and saves the plain model.
+
+    The wrapper is torch's own OptimizedModule with dynamo disabled: tracing a torchvision detector takes minutes
+    on a CPU, and what is checked here is the engine's handling of the wrapper, not dynamo.
+    """
+    compiled = []
+
+    def compile_(model, **kwargs):
+        compiled.append(model)
+        return OptimizedModule(model, DisableContext())
+
+    settings = {"train.deterministic": True, "train.ema_decay": 0.5}
+    reference = _run(coco, tmp_path / "eager", **settings)
+    monkeypatch.setattr(torch, "compile", compile_)
+    out = _run(coco, tmp_path / "compiled", **{"train.compile": True}, **settings)
+    assert len(compiled) == 1 and type(compiled[0]).__name__ == "SwinFasterRCNN"
+    for name in ("last.safetensors", "ema.safetensors"):  # the plain keys, and the same training
+        assert _equal(reference / name, out / name), name

@@ -1,0 +1,103 @@
+"""One config vocabulary: the shared sections mean the same in every task, every numeric value is range-checked by
+one mechanism (field metadata), model.pretrained is a boolean or a file, renamed keys say where they went."""
+
+import dataclasses
+import typing
+
+import pytest
+import yaml
+from enginekit import TASKS
+
+from swinlite.engine.config import to_dict
+from swinlite.engine.sections import RunConfig
+
+SHARED = {s.name: s.type for s in dataclasses.fields(RunConfig)}
+
+
+def _numeric(annotation) -> bool:
+    args = [a for a in typing.get_args(annotation) if a is not type(None) and a is not Ellipsis]
+    return annotation in (int, float) or any(a in (int, float) for a in args)
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_shared_keys_have_the_same_fields_and_every_number_a_range(task: str):
+    cfg = TASKS[task].config()
+    for section in dataclasses.fields(cfg):
+        fields = {f.name: f for f in dataclasses.fields(getattr(cfg, section.name))}
+        shared = {f.name: f for f in dataclasses.fields(getattr(RunConfig(), section.name))}
+        assert set(shared) <= set(fields), (task, section.name)  # a task adds keys, never drops a shared one
+        for name, f in fields.items():
+            hints = typing.get_type_hints(type(getattr(cfg, section.name)))
+            if name in shared:
+                assert hints[name] == typing.get_type_hints(type(getattr(RunConfig(), section.name)))[name], name
+            if _numeric(hints[name]):
+                assert "bounds" in f.metadata, f"{section.name}.{name} has no allowed range"
+
+
+@pytest.mark.parametrize(
+    ("task", "override", "message"),
+    [
+        (
+            "classification",
+            "train.ema_decay=1.5",
+            r"train.ema_decay=1.5 is out of range: expected 0 <= train.ema_decay < 1",
+        ),
+        ("classification", "train.label_smoothing=1.5", r"expected 0 <= train.label_smoothing < 1"),
+        ("classification", "train.max_iters=0", r"train.max_iters=0 is out of range: expected 1 <= train.max_iters"),
+        ("classification", "data.crop_pct=0", r"expected 0 < data.crop_pct <= 1"),
+        (
+            "classification",
+            "data.scale=[0,1]",
+            r"data.scale=\[0.0, 1.0\] is out of range: expected 0 < data.scale <= 1",
+        ),
+        ("classification", "optim.lr=-1", r"expected 0 <= optim.lr"),
+        ("classification", "train.seed=-1", r"expected 0 <= train.seed < 4294967296"),
+        ("classification", "data.interpolation=cubic", r"data.interpolation must be one of bilinear, bicubic"),
+        ("detection", "data.max_size=0", r"data.max_size=0 is out of range: expected 1 <= data.max_size"),
+        ("detection", "train.max_iters=0", r"expected 1 <= train.max_iters"),
+        ("detection", "train.ema_decay=1.5", r"expected 0 <= train.ema_decay < 1"),
+        ("detection", "data.train_sizes=[0,8]", r"expected 1 <= data.train_sizes"),
+        ("detection", "model.score_thresh=2", r"expected 0 <= model.score_thresh <= 1"),
+        ("detection", "schedule.decay_rate=0", r"expected 0 < schedule.decay_rate <= 1"),
+        ("detection", "schedule.kind=linear", r"schedule.kind must be one of cosine, step, got 'linear'"),
+    ],
+)
+def test_values_out_of_range_are_errors_naming_the_range(task: str, override: str, message: str):
+    with pytest.raises(ValueError, match=message):
+        TASKS[task].load_config(None, [override])
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_pretrained_is_a_boolean_or_a_file_and_stays_one_in_config_yaml(task: str):
+    load = TASKS[task].load_config
+    for value, expected in (("true", True), ("True", True), ("false", False), ("none", False), ("w.pth", "w.pth")):
+        cfg = load(None, [f"model.pretrained={value}"])
+        assert cfg.model.pretrained == expected and type(cfg.model.pretrained) is type(expected)
+        text = yaml.safe_dump(to_dict(cfg), sort_keys=False)  # what config.yaml holds
+        assert yaml.safe_load(text)["model"]["pretrained"] == expected
+        assert load(None, [f"model.pretrained={yaml.safe_load(text)['model']['pretrained']}"]) == cfg
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.drop_path_rate=0.1", "config key 'model.drop_path_rate' is now 'model.kwargs.drop_path_rate'"),
+        ("schedule.warmup_iters=10", "config key 'schedule.warmup_iters' is now 'schedule.warmup_epochs"),
+        ("model.out_norm=false", "config key 'model.out_norm' is now 'model.kwargs.out_norm'"),
+        ("optim.lrr=1", "unknown config key 'optim.lrr'; did you mean 'optim.lr'?"),
+        ("model.name.x=1", "unknown config key 'model.name.x'"),
+    ],
+)
+@pytest.mark.parametrize("task", list(TASKS))
+def test_renamed_and_unknown_keys(task: str, override: str, message: str):
+    with pytest.raises(ValueError, match=message.replace("?", r"\?")):
+        TASKS[task].load_config(None, [override])
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_model_kwargs_whole_or_one_entry(task: str):
+    cfg = TASKS[task].load_config(None, ["model.kwargs={window_size: 12, img_size: 384}", "model.kwargs.rel_pos=cpb"])
+    assert cfg.model.kwargs == {"window_size": 12, "img_size": 384, "rel_pos": "cpb"}
+    assert TASKS[task].config().model.kwargs == {}  # the defaults were not mutated
+    with pytest.raises(ValueError, match="model.kwargs': cannot use '12', expected a mapping"):
+        TASKS[task].load_config(None, ["model.kwargs=12"])

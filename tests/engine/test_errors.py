@@ -1,0 +1,164 @@
+"""Bad input and faults in both training scripts: exit code 2, exactly one ``error:`` line, no traceback, nothing
+already written lost (issue 19 items 6 to 8, the engine's cases)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib.util
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from enginekit import SCRIPT, TASKS, overrides
+from trainkit import REPO
+
+from swinlite.engine import checkpoint, lock
+from swinlite.engine.checkpoint import RESUME_KEYS
+
+
+def _main(task: str, argv: list[str]) -> int:
+    """The task's training script's ``main`` in this process (what ``sys.exit`` gets)."""
+    spec = importlib.util.spec_from_file_location(f"script_{task}", REPO / "scripts" / SCRIPT[task])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main(argv)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> dict[str, Path]:
+    """A finished 1-epoch run of each task (folder of data, output folder), copied by the tests that change it."""
+    from detkit import make_quirky_coco
+    from trainkit import make_folder
+
+    root = tmp_path_factory.mktemp("runs")
+    data = {"classification": make_folder(root / "images"), "detection": make_quirky_coco(root / "coco")}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for task in TASKS:
+            with (
+                pytest.warns(UserWarning) if task == "detection" else contextlib.nullcontext()
+            ):  # the COCO file's quirks
+                assert _main(task, ["--config", str(_defaults(root, task)),
+                                    *overrides(task, data[task], root / task, **{"train.epochs": 1})]) == 0  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    return {"root": root, **{f"{t}_data": d for t, d in data.items()}, **{t: root / t for t in TASKS}}
+
+
+def _defaults(root: Path, task: str) -> Path:
+    """The config file both scripts get: the demo recipe for classification, the built-in defaults for detection."""
+    if task == "classification":
+        return REPO / "configs" / "demo.yaml"
+    (root / "defaults.yaml").write_text("{}\n")
+    return root / "defaults.yaml"
+
+
+def _truncate(out: Path) -> None:
+    data = (out / "resume.pt").read_bytes()
+    (out / "resume.pt").write_bytes(data[: len(data) // 2])
+
+
+def _pickle_payload(out: Path) -> None:
+    class Payload:  # unpickling it would run code; weights_only refuses it
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    torch.save({"epoch": Payload()}, out / "resume.pt")
+
+
+def _other_task(task: str) -> Callable[[Path], None]:
+    def write(out: Path) -> None:
+        other = "detection" if task == "classification" else "classification"
+        torch.save(dict.fromkeys(RESUME_KEYS, 0) | {"task": other}, out / "resume.pt")
+
+    return write
+
+
+def _remove_class(out: Path) -> None:
+    data = Path(yaml.safe_load((out / "config.yaml").read_text())["data"]["data_dir"])
+    shutil.rmtree(data / "train" / "c2")
+    shutil.rmtree(data / "val" / "c2")
+
+
+def _disk_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint, "save_safetensors", full)
+
+
+def _read_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = lock.os.open
+
+    def refuse(path, flags, *args):
+        if str(path).endswith(".lock"):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real(path, flags, *args)
+
+    monkeypatch.setattr(lock.os, "open", refuse)
+
+
+# (id, tasks, extra arguments, how the existing run is damaged (None: a new output folder), patch, message)
+CASES = [
+    ("ema_decay", TASKS, ["train.ema_decay=1.5"], None, None, "train.ema_decay=1.5 is out of range"),
+    ("label_smoothing", ["classification"], ["train.label_smoothing=1.5"], None, None, "train.label_smoothing=1.5"),
+    ("max_iters", TASKS, ["train.max_iters=0"], None, None, "expected 1 <= train.max_iters"),
+    ("max_size", ["detection"], ["data.max_size=0"], None, None, "expected 1 <= data.max_size"),
+    ("crop_pct", ["classification"], ["data.crop_pct=0"], None, None, "expected 0 < data.crop_pct <= 1"),
+    ("device", TASKS, ["train.device=gpu0"], None, None, "train.device='gpu0' is not a device; use auto, cpu, cuda"),
+    ("kwargs_typo", TASKS, ["model.kwargs.windw_size=2"], None, None, "did you mean 'window_size'?"),
+    ("pretrained_timm", TASKS, ["model.pretrained=timm"], None, None, "pretrained=timm is now model.pretrained=true"),
+    ("output_is_file", TASKS, ["--output-dir", "{file}"], None, None, "is a file; choose another --output-dir"),
+    ("resume_and_overwrite", TASKS, ["--resume", "--overwrite"], "keep", None, "pass one"),
+    ("truncated_resume", TASKS, ["--resume"], _truncate, None, "resume.pt is not a readable resume file"),
+    ("empty_resume", TASKS, ["--resume"], lambda out: (out / "resume.pt").write_bytes(b""), None,
+     "resume.pt is not a readable resume file"),
+    ("pickle_resume", TASKS, ["--resume"], _pickle_payload, None, "resume.pt is not a readable resume file"),
+    ("other_task_resume", TASKS, ["--resume"], "other_task", None, "run; choose its own --output-dir"),
+    ("class_removed", ["classification"], ["--resume"], _remove_class, None, "class folders gone: c2"),
+    ("disk_full", TASKS, ["--resume", "train.epochs=2"], "keep", _disk_full, "last.safetensors: No space left"),
+    ("read_only", TASKS, [], None, _read_only, "Read-only file system"),
+]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+    ("task", "args", "damage", "patch", "message"),
+    [pytest.param(t, a, d, p, m, id=f"{t}-{i}") for i, tasks, a, d, p, m in CASES for t in tasks],
+)
+def test_one_error_line_exit_2_nothing_lost(
+    task, args, damage, patch, message, finished, tmp_path, capsys, monkeypatch
+):
+    root = finished["root"]
+    data = finished[f"{task}_data"]
+    if damage is not None:  # a copy of the finished run (and of its data, which a case may change)
+        data = shutil.copytree(data, tmp_path / "data")
+        out = shutil.copytree(finished[task], tmp_path / "out")
+        (out / "config.yaml").write_text((out / "config.yaml").read_text().replace(str(finished[f"{task}_data"]),
+                                                                                      str(data)))  # fmt: skip
+        (_other_task(task) if damage == "other_task" else (lambda o: None) if damage == "keep" else damage)(out)
+    else:
+        out = tmp_path / "out"
+    before = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else {}
+    (tmp_path / "file").write_text("a file")
+    argv = ["--config", str(_defaults(root, task)), *overrides(task, data, out)]
+    argv += [a.format(file=tmp_path / "file") for a in args]
+    if patch is not None:
+        patch(monkeypatch)
+    code = _main(task, argv)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
+    assert "Traceback" not in err
+    rewritten = ("config.yaml", "scan.json.gz")  # a run's start writes its settings, a scan its (valid) cache
+    after = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else {}
+    assert {k: v for k, v in after.items() if k in before and k not in rewritten} == {
+        k: v for k, v in before.items() if k not in rewritten
+    }  # every file of the run is still there as it was

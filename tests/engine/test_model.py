@@ -1,0 +1,66 @@
+"""model.kwargs: any keyword of the model's constructor, checked before any data is read, in every task; a window-7
+tag fine-tuned with 12x12 windows at 384 loads the tag's weights with its bias tables resized."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from enginekit import TASKS, tiny_config
+from timm.layers import resize_rel_pos_bias_table_simple
+
+from swinlite.detection.models import build_detector
+from swinlite.engine import run
+from swinlite.engine.model import create_model
+from swinlite.engine.preflight import check_run
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ("model.kwargs.windw_size=2", "model.kwargs.windw_size: swinlite_pico_patch2_window4_32 takes no such keyword; "
+                                      "did you mean 'window_size'?"),
+        ("model.kwargs.num_heads=[1,2,3,5]", "model.kwargs {'num_heads': [1, 2, 3, 5]} do not fit"),
+        ("model.kwargs.num_classes=3", "model.kwargs.num_classes: set by the task"),
+        ("model.kwargs.pretrained=true", "model.kwargs.pretrained: set by model.pretrained"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("task", list(TASKS))
+def test_kwargs_checked_against_the_model_before_any_data_is_read(task: str, kwargs: str, message: str, tmp_path):
+    cfg = tiny_config(task, tmp_path / "no_data_here", tmp_path / "out", **dict([kwargs.split("=")]))
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("?", r"\?")):
+        run(TASKS[task], cfg)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_kwargs_reach_the_model_in_every_task(task: str, tmp_path: Path):
+    cfg = tiny_config(task, tmp_path, tmp_path, **{"model.kwargs": "{window_size: 2, mlp_ratio: 2.0}"})
+    check_run(TASKS[task], cfg)
+    if task == "classification":
+        state = create_model(cfg.model, num_classes=3).state_dict()
+    else:
+        swin = build_detector(cfg.model, 2, 48, 96).backbone.body.model
+        assert isinstance(swin.out_norms[1], torch.nn.LayerNorm)  # the detection default out_norm=true stays
+        state = swin.state_dict()
+    assert state["layers.0.blocks.0.attn.rel_pos.table"].shape[0] == 3 * 3  # 2x2 windows: 3x3 offsets
+    assert state["layers.0.blocks.0.mlp.fc1.weight"].shape[0] == 2 * 32  # mlp_ratio 2 of pico's 32 channels
+
+
+def test_window_7_tag_fine_tuned_with_12x12_windows_at_384(offline_hub, tmp_path: Path):
+    cfg = tiny_config("classification", tmp_path, tmp_path, **{
+        "model.name": "swinlite_tiny_patch4_window7_224.ms_in1k", "model.pretrained": "true",
+        "model.kwargs": "{window_size: 12, img_size: 384}"})  # fmt: skip
+    source = offline_hub.add_timm("swin_tiny_patch4_window7_224.ms_in1k")
+    check_run(TASKS["classification"], cfg)
+    with pytest.warns(UserWarning):  # the classifier of 1000 classes starts fresh; the tables are resized
+        model = create_model(cfg.model, num_classes=3)
+    state = model.state_dict()
+    tables = [k for k in state if k.endswith("rel_pos.table")]
+    assert len(tables) == 12 and all(state[k].shape[0] == 23 * 23 for k in tables)
+    for key in tables:  # timm's own resize of the tag's 13x13 table
+        timm_key = key.replace("attn.rel_pos.table", "attn.relative_position_bias_table")
+        heads = source[timm_key].shape[1]
+        expected = resize_rel_pos_bias_table_simple(source[timm_key], (12, 12), (23 * 23, heads))
+        torch.testing.assert_close(state[key], expected)
+    qkv = "layers.2.blocks.3.attn.qkv.weight"
+    assert torch.equal(state[qkv], source[qkv]) and model.head.fc.out_features == 3

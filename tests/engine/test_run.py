@@ -1,0 +1,97 @@
+"""The engine's run of any task: gradient accumulation, a failed evaluation that keeps the trained epoch, a
+diverged run that keeps the last good files, --overwrite that removes the old run first."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from enginekit import DATA_FIXTURE, SCRIPT, TASKS, overrides, tiny_config
+from trainkit import REPO
+
+from swinlite.engine import run
+from swinlite.engine.checkpoint import load_resume, load_weights, non_finite
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks
+
+
+def _main(task: str, argv: list[str]) -> int:
+    spec = importlib.util.spec_from_file_location(f"script_{task}", REPO / "scripts" / SCRIPT[task])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main(argv)
+
+
+def _equal(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_accumulated_micro_batches_step_like_the_whole_batch(folder: Path, tmp_path: Path):
+    """Batches of 4 against micro-batches of 2 accumulated by 2: the same images, steps and gradients (SGD)."""
+    sgd = {"optim.opt": "momentum", "optim.momentum": 0.0, "train.epochs": 1, "train.deterministic": True}
+    whole = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "a", **sgd,
+                                                    **{"data.batch_size": 4}))  # fmt: skip
+    split = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "b", **sgd,
+                                                    **{"data.batch_size": 2, "optim.accum_steps": 2}))  # fmt: skip
+    plain = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "c", **sgd,
+                                                    **{"data.batch_size": 2}))  # fmt: skip
+    a, b, c = (load_weights(out / "last.safetensors") for out in (whole, split, plain))
+    assert load_resume(whole / "resume.pt")["step"] == load_resume(split / "resume.pt")["step"] == 6
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-6)
+    assert not all(torch.allclose(c[k], a[k], rtol=1e-5, atol=1e-6) for k in a)  # without accumulation: other steps
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_failed_evaluation_keeps_the_trained_epoch(task: str, tmp_path: Path, request, monkeypatch):
+    data = request.getfixturevalue(DATA_FIXTURE[task])
+    settings = {"train.epochs": 2, "train.deterministic": True}
+    reference = run(TASKS[task], tiny_config(task, data, tmp_path / "ref", **settings))
+    evaluate = TASKS[task].evaluate
+
+    def fails(self, model, loader):
+        raise KeyError("area")  # as pycocotools on val annotations without "area"
+
+    monkeypatch.setattr(TASKS[task], "evaluate", fails)
+    message = r"evaluation after training epoch 1/2 failed \(KeyError: 'area'\); the trained epoch is saved in "
+    with pytest.raises(ValueError, match=message + r".*resume.pt: fix the cause and --resume"):
+        run(TASKS[task], tiny_config(task, data, tmp_path / "run", **settings))
+    saved = load_resume(tmp_path / "run" / "resume.pt")
+    assert (saved["epoch"], saved["history"]) == (0, []) and saved["batch"] > 0  # epoch 1 trained, not evaluated
+    monkeypatch.setattr(TASKS[task], "evaluate", evaluate)
+    resumed = run(TASKS[task], tiny_config(task, data, tmp_path / "run", **settings), resume=True)
+    assert _equal(load_weights(reference / "last.safetensors"), load_weights(resumed / "last.safetensors"))
+    ref, got = load_resume(reference / "resume.pt"), load_resume(resumed / "resume.pt")
+    assert [r["train_loss"] for r in ref["history"]] == [r["train_loss"] for r in got["history"]]
+    assert ref["history"][0][TASKS[task].metric] == got["history"][0][TASKS[task].metric]
+
+
+def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path: Path, capsys):
+    out = tmp_path / "out"
+    assert _main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+    good = {name: (out / name).read_bytes() for name in ("last.safetensors", "best.safetensors", "resume.pt")}
+    capsys.readouterr()
+    argv = ["--resume", *overrides("classification", folder, out, **{"train.epochs": 3, "optim.lr": 1e12})]
+    assert _main("classification", argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: training diverged in epoch 2/3 at step ")
+    assert f"{out} keeps the files of the last good epoch" in lines[0]
+    assert {name: (out / name).read_bytes() for name in good} == good
+    assert non_finite(load_weights(out / "last.safetensors")) == []
+    fresh = tmp_path / "fresh"
+    assert _main("classification", overrides("classification", folder, fresh, **{"optim.lr": 1e12})) == 2
+    assert not list(fresh.glob("*.safetensors")) and not (fresh / "resume.pt").exists()
+
+
+def test_overwrite_removes_the_old_run_before_anything_else(folder: Path, tmp_path: Path, capsys):
+    out = tmp_path / "out"
+    first = {"train.epochs": 1, "train.ema_decay": 0.5, "train.tensorboard": True}
+    assert _main("classification", overrides("classification", folder, out, **first)) == 0
+    assert {"ema.safetensors", "best_ema.safetensors", "scan.json.gz"} <= {p.name for p in out.iterdir()}
+    (out / "notes.txt").write_text("the user's own file")
+    broken = overrides("classification", tmp_path / "no_data", out, **{"train.epochs": 1})
+    assert _main("classification", ["--overwrite", *broken]) == 2  # killed before its first epoch, in effect
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    capsys.readouterr()
+    assert _main("classification", ["--resume", *broken]) == 2
+    assert "nothing to resume" in capsys.readouterr().err

@@ -23,8 +23,8 @@ from swinlite.detection.engine import predict  # noqa: E402
 from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes  # noqa: E402
 from swinlite.detection.predictor import load_detector  # noqa: E402
 from swinlite.detection.transforms import build_eval_transform  # noqa: E402
+from swinlite.device import resolve_device  # noqa: E402
 from swinlite.io import atomic_write_bytes  # noqa: E402
-from swinlite.train.distributed import resolve_device  # noqa: E402
 from swinlite.train.engine import StepSettings  # noqa: E402
 
 _AMP = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -9,8 +9,8 @@ import torch
 from safetensors.torch import save_file
 
 import swinlite
-from swinlite.io import save_safetensors
-from swinlite.weights import ema_counterpart, load_model, read_info, read_state_dict, weights_metadata
+from swinlite.io import read_state_dict, save_safetensors
+from swinlite.weights import ema_counterpart, load_model, read_info, weights_metadata
 
 PICO = "swinlite_pico_patch2_window4_32"
 PRE = {"input_size": [3, 16, 16], "interpolation": "bilinear", "mean": [0.5] * 3, "std": [0.25] * 3}

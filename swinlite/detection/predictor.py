@@ -10,7 +10,8 @@ import torch
 from torch import nn
 from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
 
-from ..train.checkpoint import load_weights, read_metadata
+from ..io import read_metadata
+from ..io import read_state_dict as load_weights
 from .config import DetModelConfig
 from .data import Categories
 from .models import build_detector

@@ -15,29 +15,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import safe_open
 
-from ..io import atomic_write, save_safetensors
-from ..weights import decode_metadata, read_state_dict
+from ..io import atomic_write, read_metadata, save_safetensors  # noqa: F401  (read_metadata: the library's, kept here)
+from ..io import read_state_dict as load_weights  # noqa: F401  (the library's checkpoint reader, under its old name)
 
 
 def save_weights(path: str | Path, state_dict: Mapping[str, torch.Tensor], metadata: dict[str, Any]) -> None:
     """Save a state dict as safetensors atomically; ``metadata`` values are stored as JSON strings."""
     save_safetensors(path, state_dict, metadata)
-
-
-def read_metadata(path: str | Path) -> dict[str, Any]:
-    """The metadata ``save_weights`` stored (empty for other safetensors files)."""
-    with safe_open(str(path), framework="pt") as f:
-        return decode_metadata(f.metadata() or {})
-
-
-def load_weights(path: str | Path) -> dict[str, Any]:
-    """Load a weights file: safetensors, or a torch checkpoint (``weights_only=True``; its state dict unwrapped).
-
-    A missing, empty (0-byte) or foreign file is a ValueError naming it (``swinlite.weights.read_state_dict``).
-    """
-    return read_state_dict(path)
 
 
 def save_resume(path: str | Path, state: dict[str, Any]) -> None:

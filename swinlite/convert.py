@@ -251,6 +251,15 @@ def check_weight_values(
         )
 
 
+def shape_mismatch(key: str, shape: Sequence[int], want: Sequence[int]) -> str:
+    """``key (file shape) vs (model shape)``, or for a bias table with another number of heads, that."""
+    if key.endswith("rel_pos.table") and len(shape) == len(want) == 2 and shape[1] != want[1]:
+        return (
+            f"{key} holds {shape[1]} attention heads, the model has {want[1]} (num_heads differs from the checkpoint's)"
+        )
+    return f"{key} {tuple(shape)} vs {tuple(want)}"
+
+
 def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
     target = model.state_dict()
     name = type(model).__name__
@@ -262,10 +271,7 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
     for key, value in state_dict.items():
         want = target[key].shape
         if value.shape != want and key.endswith("rel_pos.table") and value.shape[1:] != want[1:]:
-            raise ValueError(
-                f"checkpoint does not fit {name}: {key} holds {value.shape[1]} attention heads, the model has "
-                f"{want[1]} (num_heads differs from the checkpoint's)"
-            )
+            raise ValueError(f"checkpoint does not fit {name}: {shape_mismatch(key, value.shape, want)}")
         if value.shape != want and key.endswith("rel_pos.table"):
             value = resize_rel_pos_bias_table(value, _square_window(value.shape[0]), _square_window(want[0]))
             resized.append(key)

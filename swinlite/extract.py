@@ -59,8 +59,12 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
 
 
 def output_path(image: Path, root: Path, output: Path) -> Path:
-    """``output/features/<path relative to root>.safetensors`` (the extension kept, so a.jpg and a.png differ)."""
-    return output / "features" / f"{image.relative_to(root)}.safetensors"
+    """``output/features/<path relative to root>.safetensors`` (the extension kept, so a.jpg and a.png differ).
+
+    Bytes of a name that are not UTF-8 are written as ``\\xNN`` (:func:`swinlite.io.printable_path`): safetensors
+    and most tools read UTF-8 paths only.
+    """
+    return output / "features" / f"{printable_path(image.relative_to(root))}.safetensors"
 
 
 def record_settings(output: Path, settings: dict[str, object]) -> None:
@@ -154,7 +158,7 @@ def run_extraction(
     bar = tqdm(total=len(todo), unit="img", disable=not progress, desc="extract")
     for batch in loader:
         good = [item for item in batch if item.image is not None]
-        failures += [f"{printable_path(images[todo[item.index]])}\t{item.error}" for item in batch if item.error]
+        failures += [printable_path(f"{images[todo[item.index]]}\t{item.error}") for item in batch if item.error]
         if good:
             maps, pooled = _forward(net, torch.stack([item.image for item in good]).to(device), dtype)
             for b, item in enumerate(good):

@@ -20,9 +20,19 @@ HUB_FILES = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.
 TIMEOUT = 3.0  # seconds the reachability check waits
 
 
-def cached_weights(repo_id: str) -> Path | None:
-    """The weights file of hub repo ``repo_id`` in the local Hugging Face cache, or None."""
-    for filename in HUB_FILES:
+def hub_repo(name: str) -> str | None:
+    """The Hugging Face hub repo timm loads ``name``'s pretrained weights from (None: a file, a URL, or none)."""
+    arch, tag = split_model_name_tag(name)
+    cfg = resolve_pretrained_cfg(arch, pretrained_cfg=tag or None)
+    if cfg is None or not cfg.hf_hub_id or cfg.file:
+        return None
+    return cfg.hf_hub_id.split("@")[0]
+
+
+def cached_weights(name: str) -> Path | None:
+    """The file of ``name``'s pretrained weights in the local Hugging Face cache, or None."""
+    repo_id = hub_repo(name)
+    for filename in HUB_FILES if repo_id else ():
         found = try_to_load_from_cache(repo_id, filename)
         if isinstance(found, str):
             return Path(found)
@@ -60,12 +70,10 @@ def pretrained_kwargs(name: str, hint: str = "") -> dict[str, Any]:
         ValueError: one line naming the hub repo and how to proceed, when the weights are neither cached nor
             downloadable.
     """
-    arch, tag = split_model_name_tag(name)
-    cfg = resolve_pretrained_cfg(arch, pretrained_cfg=tag or None)
-    if cfg is None or not cfg.hf_hub_id or cfg.file:
+    repo_id = hub_repo(name)
+    if repo_id is None:
         return {}
-    repo_id = cfg.hf_hub_id.split("@")[0]
-    cached = cached_weights(repo_id)
+    cached = cached_weights(name)
     offline = constants.HF_HUB_OFFLINE
     why = "HF_HUB_OFFLINE is set" if offline else hub_unreachable()
     if why is None or (offline and cached is not None):

@@ -23,8 +23,8 @@ import torch
 from timm.models import adapt_input_conv, get_pretrained_cfg_value
 from torch import nn
 
-from .convert import check_weight_values, convert_state_dict, first_keys
-from .hub import pretrained_kwargs
+from .convert import check_weight_values, convert_state_dict, first_keys, shape_mismatch
+from .hub import cached_weights, pretrained_kwargs
 from .io import read_state_dict
 from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
 from .models.swin import SwinTransformer
@@ -107,12 +107,11 @@ def pretrained_model(name: str, hint: str = "") -> nn.Module:
     try:
         model = timm.create_model(name, pretrained=True, **kwargs)
     except Exception as e:  # hub, network and file errors come in many types
-        source = kwargs.get("pretrained_cfg_overlay", {}).get("file")
-        where = f" from {source}" if source else ""
+        cached = cached_weights(name)
+        where = f" from {cached} (damaged or truncated? delete it to download it again)" if cached else ""
         raise ValueError(
-            f"the pretrained weights of {name} could not be loaded{where} (none published, or a damaged download? "
-            f"delete the file to fetch it again): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            + (f"; {hint}" if hint else "")
+            f"the pretrained weights of {name} could not be loaded{where}: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else 'no detail'}" + (f"; {hint}" if hint else "")
         ) from None
     return model.eval()
 
@@ -152,7 +151,7 @@ def load_model(
             try:
                 num_classes = _classifier_size(model, state)
             except ValueError as e:
-                raise ValueError(f"{path}: {e}") from None
+                raise _naming(path, e) from None
         net = _create(path, model, num_classes=num_classes, **model_kwargs)
     else:
         _check_agrees(path, info, model, num_classes, model_kwargs)
@@ -224,12 +223,12 @@ def load_strict(
         try:  # other layouts; bias tables resized to the model's window
             state = convert_state_dict(state, net)
         except ValueError as e:
-            raise ValueError(f"{source}: {e}") from None
+            raise _naming(source, e) from None
     problems = {
         "missing from the file": [k for k in target if k not in state and not k.startswith(may_start_fresh)],
         "not in the model": [k for k in state if k not in target],
         "shape (file vs model)": [
-            f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}"
+            shape_mismatch(k, state[k].shape, v.shape)
             for k, v in target.items()
             if k in state and state[k].shape != v.shape
         ],
@@ -239,6 +238,12 @@ def load_strict(
         raise ValueError(f"{source} does not fit {type(net).__name__} exactly; " + "; ".join(parts))
     check_weight_values(state, str(source), target)
     net.load_state_dict(state, strict=not may_start_fresh)
+
+
+def _naming(source: str | os.PathLike, error: ValueError) -> ValueError:
+    """A conversion error (whose subject is "checkpoint") with the file named instead."""
+    text = str(error)
+    return ValueError(f"{source}{text[len('checkpoint') :]}" if text.startswith("checkpoint ") else f"{source}: {text}")
 
 
 def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[str, object]) -> None:
@@ -260,7 +265,7 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     try:
         state_dict = convert_state_dict(checkpoint, model)
     except ValueError as e:
-        raise ValueError(f"{source}: {e}" if source != "checkpoint" else str(e)) from None
+        raise (e if source == "checkpoint" else _naming(source, e)) from None
     first_conv = model.get_parameter(_FIRST_CONV)
     if state_dict[_FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
         state_dict[_FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[_FIRST_CONV])

@@ -5,12 +5,14 @@ Examples:
     python scripts/predict.py --checkpoint runs/x/best.safetensors --ema --topk 3 --output p.csv a.jpg photos/
     python scripts/predict.py --model swinlite_tiny_patch4_window7_224.ms_in1k --output p.csv photos/
 
-PATH arguments are images or folders (searched recursively); any format PIL reads. Files that are not
-images or do not decode are skipped and named on stderr. The CSV has the columns path, class, prob, then
-class_2, prob_2, ... up to --topk. Preprocessing is the run's evaluation transform, recorded in the
-checkpoint, so predictions on the run's val folder score its val top-1. With --model alone the timm
-model's pretrained weights are used (ImageNet class names from timm's ImageNetInfo); --model with
---checkpoint reads a file of another layout (official, timm, torchvision, ...).
+PATH arguments are images or folders; a folder gives its image files (.jpg .jpeg .png .ppm .bmp .pgm
+.tif .tiff .webp, any case; searched recursively), a file named explicitly is read whatever its extension.
+Files that do not decode are skipped and named on stderr. The CSV (UTF-8) has the columns path, class,
+prob, then class_2, prob_2, ... up to --topk; bytes of a file name that are not UTF-8 are written as \xNN.
+--output must not be one of the inputs (the checkpoint, an image). Preprocessing is the run's evaluation
+transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1. With
+--model alone the timm model's pretrained weights are used (ImageNet class names from timm's
+ImageNetInfo); --model with --checkpoint reads a file of another layout (official, timm, torchvision, ...).
 """
 
 from __future__ import annotations

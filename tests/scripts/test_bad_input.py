@@ -240,3 +240,17 @@ def test_missing_optional_packages_name_the_extra(f, tmp_path):
     assert "predict exit" not in result.stdout and len(_rows(tmp_path / "p.csv")) == 4, result.stderr
     assert "evaluate exit 2" in result.stdout and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.count("error:") == 1 and 'pip install -e ".[train]"' in result.stderr, result.stderr
+
+
+def test_the_optional_packages_are_pyprojects_extras():
+    """``_cli.OPTIONAL`` names, for each package of an extra, that extra (so the hint installs what is missing)."""
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((SCRIPTS.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    import_names = {"scikit-learn": "sklearn", "PyYAML": "yaml"}
+    listed = {}
+    for extra in ("train", "detection", "export"):
+        for requirement in extras[extra]:
+            name = requirement.split(">")[0].split("=")[0].split("[")[0]
+            if name != "swinlite":
+                listed[import_names.get(name, name)] = extra
+    assert _cli.OPTIONAL == listed

@@ -23,10 +23,9 @@ from tqdm import tqdm
 
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
 from .images import ImageFiles, is_image_file, list_images
-from .io import atomic_write_bytes, printable_path
+from .io import atomic_write_bytes, file_sha256, printable_path
 from .models.swin import SwinTransformer
 from .optimize import FixedBatch
-from .weights import file_sha256
 
 SETTINGS_FILE = "settings.json"
 OUTPUT_FILES = (SETTINGS_FILE, "embeddings.safetensors", "failures.txt")  # besides features/<image>.safetensors

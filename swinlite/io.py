@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -103,6 +104,15 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
         except json.JSONDecodeError:
             meta[key] = value
     return meta
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes, as hex (read in 1 MiB chunks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def printable_path(path: str | os.PathLike) -> str:

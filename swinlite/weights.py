@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import hashlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,7 +33,6 @@ __all__ = [
     "WeightsInfo",
     "check_model_name",
     "ema_counterpart",
-    "file_sha256",
     "load_checkpoint",
     "load_model",
     "load_strict",
@@ -86,14 +84,6 @@ def check_model_name(name: str, pattern: str = "*") -> None:
     raise ValueError(f"unknown {what} {name!r}{hint}")
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def pretrained_model(name: str, hint: str = "") -> nn.Module:
     """timm's model ``name`` with its published pretrained weights (from the Hugging Face cache or the hub), in eval
     mode; whether the hub can be reached is asked once, quickly (:func:`swinlite.hub.pretrained_kwargs`).
@@ -121,7 +111,7 @@ def load_model(
 ) -> nn.Module:
     """Rebuild the model a weights file holds and load every weight strictly; returns it in eval mode.
 
-    For a self-describing file (see the module docstring) the file alone decides the model: ``model``
+    For a self-describing file (see :mod:`swinlite.metadata`) the file alone decides the model: ``model``
     and ``num_classes`` may be given but must agree with it. For other files (any layout
     :func:`swinlite.convert_state_dict` reads, or a plain state dict of any timm model) ``model`` is
     required and ``num_classes`` defaults to the file's classifier (0, no classifier, when it has none).

@@ -1,7 +1,7 @@
 """swinlite.hub: whether timm's pretrained weights can be had is known in seconds, with no retries.
 
-The hub endpoint is pointed at a closed local port (nothing is ever downloaded); the cache is a test folder
-in the Hugging Face layout (``tests/conftest.py``'s ``HubCache``).
+The hub endpoint is pointed at a closed local port (nothing is ever downloaded); the cache is the module's
+folder in the Hugging Face layout (``tests/conftest.py``'s ``offline_hub``), with ``HF_HUB_OFFLINE`` unset.
 """
 
 import time
@@ -10,34 +10,33 @@ import huggingface_hub.constants
 import pytest
 import timm
 import torch
-from conftest import HubCache
 
 from swinlite.hub import cached_weights, hub_unreachable, pretrained_kwargs
 
+ABSENT = "swinlite_small_patch4_window7_224.ms_in1k"  # never cached here
 TAG = "swinlite_tiny_patch4_window7_224.ms_in22k_ft_in1k"
 TIMM_TAG = "swin_tiny_patch4_window7_224.ms_in22k_ft_in1k"
 REDUCED = dict(embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))
 
 
 @pytest.fixture
-def no_network(tmp_path, monkeypatch) -> HubCache:
-    """HF_HUB_OFFLINE unset, the endpoint unreachable (a closed port: refused at once), an empty cache."""
-    cache = HubCache(tmp_path / "hub")
+def no_network(offline_hub, monkeypatch):
+    """The module's hub cache, HF_HUB_OFFLINE unset, the endpoint unreachable (a closed port: refused at once)."""
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache.root))
-    return cache
+    return offline_hub
 
 
 def test_unreachable_hub_and_nothing_cached_is_one_line_at_once(no_network):
     start = time.monotonic()
     assert "http://127.0.0.1:9 did not answer" in hub_unreachable()
     with pytest.raises(ValueError) as info:
-        pretrained_kwargs(TAG, hint="or pass --checkpoint FILE")
+        pretrained_kwargs(ABSENT, hint="or pass --checkpoint FILE")
     assert time.monotonic() - start < 10  # huggingface_hub's retries took about a minute
     message = str(info.value)
-    assert "\n" not in message and f"hub repo timm/{TIMM_TAG}" in message and "HF_HUB_OFFLINE=1" in message
+    assert "\n" not in message and "hub repo timm/swin_small_patch4_window7_224.ms_in1k" in message
+    assert "HF_HUB_OFFLINE=1" in message
     assert message.endswith("; or pass --checkpoint FILE")
 
 

@@ -6,7 +6,8 @@ One set of rules for every reader (training, evaluation, prediction, feature ext
   ``ImageFolder`` list;
 - :func:`load_rgb` decodes it as 8-bit RGB, upright (EXIF orientation), with high-bit-depth and float
   pixels scaled, not clipped (see its docstring for the rules);
-- :func:`list_images` expands folders (recursively, sorted, hidden names left out) to their image files.
+- :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
+  names left out, links followed but never in a loop).
 """
 
 from __future__ import annotations
@@ -69,6 +70,26 @@ def load_rgb(path: str | os.PathLike) -> Image.Image:
         return img.convert("RGB")
 
 
+def list_files(folder: str | os.PathLike) -> list[Path]:
+    """Files under ``folder``, sorted, hidden names (``.*``) left out.
+
+    Linked folders are followed once; a link to ``folder`` itself or to a folder above it (a loop, which would
+    list the folder's siblings too) is not followed.
+    """
+    root = os.path.realpath(folder)
+    files, seen = [], {root}
+    for parent, dirs, names in os.walk(folder, followlinks=True):
+        keep = []
+        for d in sorted(dirs):
+            real = os.path.realpath(os.path.join(parent, d))
+            if not d.startswith(".") and real not in seen and os.path.commonpath([real, root]) != real:
+                seen.add(real)
+                keep.append(d)
+        dirs[:] = keep
+        files += [Path(parent, n) for n in names if not n.startswith(".")]
+    return sorted(files)
+
+
 def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """Files as given, and the image files under the folders given (recursive, sorted, hidden names left out).
 
@@ -80,7 +101,7 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
     found: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
-            images = [p for p in _walk(path) if is_image_file(p)]
+            images = [p for p in list_files(path) if is_image_file(p)]
             if not images:
                 raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) under {str(path)!r}")
             found += images
@@ -89,21 +110,6 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
         else:
             raise ValueError(f"{str(path)!r} does not exist (expected an image file or a folder of images)")
     return found
-
-
-def _walk(folder: Path) -> list[Path]:
-    """Files under ``folder`` (hidden names left out), sorted; linked folders are followed once, never in a loop."""
-    files, seen = [], {os.path.realpath(folder)}
-    for parent, dirs, names in os.walk(folder, followlinks=True):
-        keep = []
-        for d in sorted(dirs):
-            real = os.path.realpath(os.path.join(parent, d))
-            if not d.startswith(".") and real not in seen:
-                seen.add(real)
-                keep.append(d)
-        dirs[:] = keep
-        files += [Path(parent, n) for n in names if not n.startswith(".")]
-    return sorted(files)
 
 
 class ImageItem(NamedTuple):

@@ -40,6 +40,9 @@ def test_one_lister_one_set_of_extensions(tmp_path: Path):
         (tmp_path / "f" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "f" / rel).write_bytes(b"")
     os.symlink(tmp_path / "f", tmp_path / "f" / "sub" / "loop")  # a link back up: listed once, never in a loop
+    os.symlink(tmp_path, tmp_path / "f" / "up")  # a link above the folder: its siblings are not listed
+    (tmp_path / "sibling").mkdir()
+    (tmp_path / "sibling" / "s.png").write_bytes(b"")
     (tmp_path / "explicit.txt").write_text("named on purpose")
     found = list_images([tmp_path / "f", tmp_path / "explicit.txt"])
     root = tmp_path / "f"

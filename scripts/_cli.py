@@ -1,7 +1,14 @@
 """Command-line plumbing shared by the scripts: a user error is one ``error: ...`` line and exit code 2.
 
 It imports nothing heavy, so every script answers ``--help`` before torch and timm load; each script
-parses its arguments first and imports the package afterwards.
+parses its arguments first and imports the package afterwards. A script is::
+
+    def main(argv: list[str] | None = None) -> ...:
+        args = Parser(__doc__) ... .parse_args(argv)
+        ...  # imports of swinlite, torch, ... here
+
+    if __name__ == "__main__":
+        sys.exit(run(main))
 """
 
 from __future__ import annotations
@@ -12,15 +19,26 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-# On shared CPUs, spinning OpenMP threads waste the cores others (and our own loader) need; set before torch loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OSError covers missing files, folders that are files, permissions, a full disk: nothing a traceback explains better.
+USER_ERRORS = (ValueError, OSError)
 
-USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+# Optional dependencies (pyproject.toml's [project.optional-dependencies]) by import name -> the extra that has them.
+OPTIONAL = {
+    "yaml": "train",
+    "tqdm": "train",
+    "matplotlib": "train",
+    "sklearn": "train",
+    "tensorboard": "train",
+    "pycocotools": "detection",
+    "onnx": "export",
+    "onnxscript": "export",
+    "onnxruntime": "export",
+}
 
 
 def fail(message: str) -> NoReturn:
-    """Print ``error: message`` on stderr and exit with code 2."""
-    print(f"error: {message}", file=sys.stderr)
+    """Print ``error: message`` (one line) on stderr and exit with code 2."""
+    print("error: " + " ".join(message.split("\n")), file=sys.stderr)
     sys.exit(2)
 
 
@@ -44,13 +62,34 @@ class Parser(argparse.ArgumentParser):
         )
 
 
-def run(main: Callable[[list[str] | None], object]) -> int:
-    """Run a script's ``main``: the package's user errors (ValueError, missing files) print one line, exit 2.
+def missing_extra(error: ModuleNotFoundError) -> str | None:
+    """The one-line message for an optional dependency that is not installed, or None for any other module."""
+    package = (error.name or "").split(".")[0]
+    extra = OPTIONAL.get(package)
+    if extra is None:
+        return None
+    return f'this script needs the optional package {package!r}: pip install -e ".[{extra}]" (or pip install {package})'
+
+
+def run(main: Callable[[list[str] | None], object], passive_threads: bool = True) -> int:
+    """Run a script's ``main``: user errors (ValueError, OSError, a missing optional package) print one line, exit 2.
 
     Set ``SWINLITE_TRACEBACK=1`` to see the traceback instead.
+
+    Args:
+        main: the script's ``main(argv)``.
+        passive_threads: idle OpenMP threads sleep instead of spinning (set before torch loads): on shared CPUs
+            spinning threads waste the cores others (and the data loader) need. Off for timing runs.
     """
+    if passive_threads:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         main(None)
+    except ModuleNotFoundError as e:
+        message = missing_extra(e)
+        if message is None or os.environ.get("SWINLITE_TRACEBACK"):
+            raise
+        fail(message)
     except USER_ERRORS as e:
         if os.environ.get("SWINLITE_TRACEBACK"):
             raise

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+
+from _cli import Parser, run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmark code sits beside its results
 
@@ -51,7 +51,7 @@ def _sizes(text: str) -> tuple[tuple[int, int], ...]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(__doc__)
     p.add_argument("--size", choices=tuple(SIZES), default="tiny", help="model size (default: tiny)")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: 8; 2 with --sizes)")
     p.add_argument("--img-size", type=int, default=224, help="square input size (default: 224)")
@@ -96,25 +96,8 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _fail(message: str) -> NoReturn:
-    """One ``error:`` line and exit code 2, as every script answers a user error (scripts/_cli.py is not imported:
-    it sets an OpenMP wait policy that would change what is timed)."""
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-T = TypeVar("T")
-
-
-def _checked(build: Callable[..., T], **kwargs: Any) -> T:
-    """``build(**kwargs)``, a ValueError (a bad option value) turned into :func:`_fail`."""
-    try:
-        return build(**kwargs)
-    except ValueError as e:
-        _fail(str(e))
-
-
 def main(argv: list[str] | None = None) -> None:
+    """Runs under ``_cli.run``: a bad option value (a ValueError of the config builds) is the one-line error."""
     args = parse_args(argv)
     from swinbench.compiled import compile_table, run_compile_benchmark
     from swinbench.rel_pos_1d import run_rel_pos_1d
@@ -122,12 +105,14 @@ def main(argv: list[str] | None = None) -> None:
     from swinbench.sizes import SizesConfig, run_sizes, sizes_table
     from swinbench.swin import BenchConfig, run_benchmark
 
+    from swinlite.io import check_output
+
+    check_output(args.json, option="--json")  # before the run: a path that cannot be written would lose it
     if args.rel_pos_1d:
-        result = _checked(run_rel_pos_1d, warmup=args.warmup, repeats=args.repeats)
+        result = run_rel_pos_1d(warmup=args.warmup, repeats=args.repeats)
         table = rel_pos_1d_table(result)
     elif args.sizes:
-        sizes_cfg = _checked(
-            SizesConfig,
+        sizes_cfg = SizesConfig(
             sizes=args.sizes,
             size=args.size,
             batch=args.batch,
@@ -140,8 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         result = run_sizes(sizes_cfg, log=_log)
         table = sizes_table(result)
     else:
-        cfg = _checked(
-            BenchConfig,
+        cfg = BenchConfig(
             size=args.size,
             batch=args.batch,
             img_size=args.img_size,
@@ -164,4 +148,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main, passive_threads=False))  # no OMP_WAIT_POLICY change: it would change what is timed

@@ -36,25 +36,22 @@ def main(argv: list[str] | None = None) -> None:
     import timm
 
     import swinlite
-    from swinlite.convert import convert_state_dict, detect_layout, missing_weights
-    from swinlite.io import save_safetensors
-    from swinlite.weights import check_model_name, read_state_dict
+    from swinlite.convert import convert_state_dict, detect_layout
+    from swinlite.io import check_output, read_state_dict, save_safetensors
+    from swinlite.weights import check_model_name
 
-    checkpoint = read_state_dict(args.input)
-    layout = detect_layout(checkpoint)
+    check_output(args.output, [args.input], option="output")
     model = None
     if args.model:
         check_model_name(args.model, "swinlite_*")
         kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
         model = timm.create_model(args.model, device="meta", **kwargs)
-    state_dict = convert_state_dict(checkpoint, model)
-    if model is not None:
-        missing, _ = missing_weights(state_dict, model)  # a new classifier / detection norms may start fresh
-        if missing:
-            raise ValueError(
-                f"{args.input} does not fit {args.model}: {len(missing)} weights are missing, e.g. "
-                + ", ".join(missing[:10])
-            )
+    checkpoint = read_state_dict(args.input)
+    try:  # with --model: every model weight but a new classifier / detection norms must come from the file
+        layout = detect_layout(checkpoint)
+        state_dict = convert_state_dict(checkpoint, model)
+    except ValueError as e:
+        raise ValueError(f"{args.input}: {e}") from None
     save_safetensors(
         args.output, state_dict, {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
     )

@@ -16,15 +16,14 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as scripts/train.py: no spinning threads on shared CPUs
 
 import torch  # noqa: E402
-from torchvision.datasets.folder import IMG_EXTENSIONS  # noqa: E402
 from torchvision.io import encode_png  # noqa: E402
 from torchvision.transforms.v2.functional import pil_to_tensor  # noqa: E402
 
-from swinlite.classification.data import load_rgb  # noqa: E402
 from swinlite.detection.evaluation import to_coco_results  # noqa: E402
 from swinlite.detection.predictor import draw_detections, load_detector  # noqa: E402
-from swinlite.engine.distributed import resolve_device  # noqa: E402
-from swinlite.extract import list_images  # noqa: E402
+from swinlite.device import resolve_device  # noqa: E402
+from swinlite.images import list_images as collect_images  # noqa: E402
+from swinlite.images import load_rgb  # noqa: E402
 from swinlite.io import atomic_write_bytes  # noqa: E402
 
 
@@ -36,19 +35,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--score-thresh", type=float, default=0.5, help="lowest score kept (default: %(default)s)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     return parser.parse_args(argv)
-
-
-def collect_images(inputs: list[str]) -> list[Path]:
-    """Image files as given, folders expanded (recursive, sorted); ValueError for a path that is neither."""
-    images: list[Path] = []
-    for item in map(Path, inputs):
-        if item.is_file() and item.suffix.lower() in IMG_EXTENSIONS:
-            images.append(item)
-        elif item.is_dir():
-            images += list_images(item)[0]
-        else:
-            raise ValueError(f"--input {item} is neither an image file ({', '.join(IMG_EXTENSIONS)}) nor a folder")
-    return images
 
 
 @torch.no_grad()

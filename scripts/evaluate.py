@@ -12,6 +12,7 @@ Examples:
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -49,14 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from swinlite.classification.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
-    from swinlite.inference import pick_device
-    from swinlite.io import atomic_write_bytes
+    from swinlite.device import resolve_device
+    from swinlite.io import atomic_write_bytes, check_output
     from swinlite.weights import ema_counterpart
 
-    device = pick_device(args.device)
+    device = resolve_device(args.device)
     if args.amp == "fp16" and device.type != "cuda":
         raise ValueError("--amp fp16 needs CUDA; use --amp bf16 on the CPU")
     checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
+    out = args.output_dir or checkpoint.parent
+    option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
+    inputs = [args.checkpoint, checkpoint, args.data_dir / args.split]
+    check_output(out, inputs, option=option, folder=True, names=["eval.json", "confusion_matrix.png"])
     setup = prepare_evaluation(
         checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size
     )
@@ -69,16 +74,26 @@ def main(argv: list[str] | None = None) -> int:
         setup = replace(setup, model=FixedBatch(setup.model.eval().to(device), images.to(device)))
     amp = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
     result = run_evaluation(setup, device, amp)
-    out = args.output_dir or checkpoint.parent
+    k = min(5, len(setup.classes))  # the k of the engine's top-k
+    summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{k}": result.topk, "loss": result.loss}
+    summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
+    atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(summary), indent=2, allow_nan=False).encode())
     print(f"weights: {checkpoint}")
     print(format_report(result, setup.classes))
     plot_confusion(result.confusion, setup.classes, out / "confusion_matrix.png")
-    summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{min(5, len(setup.classes))}": result.topk}
-    summary |= {"loss": result.loss, "classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
-
-    atomic_write_bytes(out / "eval.json", json.dumps(summary, indent=2).encode())
     print(f"confusion matrix: {out / 'confusion_matrix.png'}\nsummary:          {out / 'eval.json'}")
     return 0
+
+
+def _finite_or_null(value):
+    """NaN and infinities (a loss that overflowed) as null: JSON has no NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_null(v) for v in value]
+    return value
 
 
 if __name__ == "__main__":

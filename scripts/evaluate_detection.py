@@ -23,7 +23,7 @@ from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes  # noqa: E
 from swinlite.detection.predictor import load_detector  # noqa: E402
 from swinlite.detection.task import predict  # noqa: E402
 from swinlite.detection.transforms import build_eval_transform  # noqa: E402
-from swinlite.engine.distributed import resolve_device  # noqa: E402
+from swinlite.device import resolve_device  # noqa: E402
 from swinlite.engine.loop import StepSettings  # noqa: E402
 from swinlite.io import atomic_write_bytes  # noqa: E402
 

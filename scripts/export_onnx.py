@@ -50,54 +50,26 @@ def parse_args(argv: list[str] | None = None):
     return args
 
 
-def onnx_metadata(model, checkpoint: Path | None, features: bool) -> dict[str, str]:
-    """What a deployment needs besides the graph: model, classes, preprocessing, weights kind (JSON values)."""
-    import json
-
-    from timm.data import resolve_model_data_config
-
-    from swinlite import __version__
-    from swinlite.inference import class_names
-    from swinlite.weights import read_info
-
-    info = read_info(checkpoint) if checkpoint is not None else None
-    meta = {
-        "model": info.model if info else model.pretrained_cfg.get("architecture", type(model).__name__),
-        "preprocessing": resolve_model_data_config(model),
-        "weights": info.weights if info else ("none" if checkpoint is None else "raw"),
-        "swinlite": __version__,
-    }
-    if not features:
-        meta["classes"] = class_names(model)
-    return {k: json.dumps(v) for k, v in meta.items()}
-
-
 def main(argv: list[str] | None = None) -> float | None:
     args = parse_args(argv)
     import torch
 
-    from swinlite.export import FeatureExtractor, export_onnx, export_program, onnx_max_abs_error
-    from swinlite.weights import check_model_name, ema_counterpart, load_model
+    from swinlite.export import build_exportable, export_metadata, export_onnx, export_program, onnx_max_abs_error
+    from swinlite.io import check_output
+    from swinlite.weights import ema_counterpart
 
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
     if args.out_norm:
         kwargs["out_norm"] = True
-    if args.model is not None:
-        check_model_name(args.model, "swinlite_*")
     checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
+    check_output(args.output, [args.checkpoint, checkpoint])
     if checkpoint is None:
-        import timm
-
         print("note: no --checkpoint: exporting the model's initial weights", file=sys.stderr)
-        model = timm.create_model(args.model, **kwargs).eval()
-    else:
-        model = load_model(checkpoint, args.model, **kwargs)
-    size = args.size or model.pretrained_cfg["input_size"][1:]
-    metadata = onnx_metadata(model, checkpoint, args.features)
-    if args.features:
-        model = FeatureExtractor(model, args.out_indices).eval()
+    model = build_exportable(args.model, args.features, checkpoint, args.out_indices, **kwargs)
+    size = args.size or (model.model if args.features else model).pretrained_cfg["input_size"][1:]
     names = [f"stage{i}" for i in args.out_indices] if args.features else ["logits"]
-    export_onnx(export_program(model, torch.randn(2, 3, *size)), args.output, names, metadata)
+    program = export_program(model, torch.randn(2, 3, *size))
+    export_onnx(program, args.output, names, export_metadata(model, checkpoint))
     print(f"wrote {args.output} (input images [batch, 3, {size[0]}, {size[1]}], outputs {', '.join(names)})")
     if args.no_check:
         return None

@@ -51,10 +51,8 @@ def build_model(args):
     import timm
 
     from swinlite import SwinTransformer
-    from swinlite.weights import check_model_name, load_model, read_info
+    from swinlite.weights import load_model, read_info
 
-    if args.model is not None:
-        check_model_name(args.model, "swinlite_*")
     if args.checkpoint is None:
         print("note: no --checkpoint: features of the model's random initial weights", file=sys.stderr)
         model = timm.create_model(args.model)
@@ -71,10 +69,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
-    from swinlite.extract import run_extraction
-    from swinlite.inference import pick_device
+    from swinlite.device import resolve_device
+    from swinlite.extract import OUTPUT_FILES, read_sources, run_extraction
+    from swinlite.io import check_output
+    from swinlite.weights import check_model_name
 
-    device = pick_device(args.device)
+    device = resolve_device(args.device)
+    if args.model is not None:
+        check_model_name(args.model, "swinlite_*")
+    images, _ = read_sources(args.input)
+    listing = args.input if args.input.is_file() else None
+    check_output(args.output, [args.checkpoint, listing, *images], folder=True, names=OUTPUT_FILES)
     model, name = build_model(args)
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     summary = run_extraction(

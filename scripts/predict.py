@@ -5,12 +5,14 @@ Examples:
     python scripts/predict.py --checkpoint runs/x/best.safetensors --ema --topk 3 --output p.csv a.jpg photos/
     python scripts/predict.py --model swinlite_tiny_patch4_window7_224.ms_in1k --output p.csv photos/
 
-PATH arguments are images or folders (searched recursively); any format PIL reads. Files that are not
-images or do not decode are skipped and named on stderr. The CSV has the columns path, class, prob, then
-class_2, prob_2, ... up to --topk. Preprocessing is the run's evaluation transform, recorded in the
-checkpoint, so predictions on the run's val folder score its val top-1. With --model alone the timm
-model's pretrained weights are used (ImageNet class names from timm's ImageNetInfo); --model with
---checkpoint reads a file of another layout (official, timm, torchvision, ...).
+PATH arguments are images or folders; a folder gives its image files (.jpg .jpeg .png .ppm .bmp .pgm
+.tif .tiff .webp, any case; searched recursively), a file named explicitly is read whatever its extension.
+Files that do not decode are skipped and named on stderr. The CSV (UTF-8) has the columns path, class,
+prob, then class_2, prob_2, ... up to --topk; bytes of a file name that are not UTF-8 are written as \xNN.
+--output must not be one of the inputs (the checkpoint, an image). Preprocessing is the run's evaluation
+transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1. With
+--model alone the timm model's pretrained weights are used (ImageNet class names from timm's
+ImageNetInfo); --model with --checkpoint reads a file of another layout (official, timm, torchvision, ...).
 """
 
 from __future__ import annotations
@@ -44,16 +46,15 @@ def parse_args(argv: list[str] | None = None):
     return args
 
 
-def build_model(args):
-    """The model from the checkpoint (or timm's pretrained weights), in eval mode."""
-    from swinlite.weights import ema_counterpart, load_model, pretrained_model
+def build_model(args, weights: Path | None):
+    """The model from ``weights`` (the checkpoint or its EMA counterpart) or timm's pretrained weights, in eval mode."""
+    from swinlite.weights import load_model, pretrained_model
 
-    if args.checkpoint is None:
-        return pretrained_model(args.model)
-    checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
-    if checkpoint != args.checkpoint:
-        print(f"EMA weights: {checkpoint}", file=sys.stderr)
-    return load_model(checkpoint, args.model)
+    if weights is None:
+        return pretrained_model(args.model, hint="or pass a local weights file: --model NAME --checkpoint FILE")
+    if weights != args.checkpoint:
+        print(f"EMA weights: {weights}", file=sys.stderr)
+    return load_model(weights, args.model)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,10 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from swinlite import inference
+    from swinlite.device import resolve_device
+    from swinlite.images import ImageFiles, list_images
+    from swinlite.io import check_output, printable_path
+    from swinlite.weights import ema_counterpart
 
-    device = inference.pick_device(args.device)
-    files = inference.collect_images(args.paths)
-    model = build_model(args)
+    device = resolve_device(args.device)
+    files = list_images(args.paths)
+    weights = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
+    check_output(args.output, [args.checkpoint, weights, *files])
+    model = build_model(args, weights)
     classes = inference.class_names(model)
     topk = min(args.topk, len(classes))
     if topk < args.topk:
@@ -73,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             f"note: --topk {args.topk} but the model has {len(classes)} classes: writing the top-{topk}",
             file=sys.stderr,
         )
-    dataset = inference.ImageFiles(files, inference.eval_transform(model))
+    dataset = ImageFiles(files, inference.eval_transform(model))
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=list)
     if args.compile:
         import torch
@@ -89,11 +96,11 @@ def main(argv: list[str] | None = None) -> int:
             (predictions if isinstance(result, inference.Prediction) else skipped).append(result)
             bar.update(done - bar.n)
     for why in skipped:
-        print(f"skipped {why}", file=sys.stderr)
+        print(f"skipped {printable_path(why)}", file=sys.stderr)
     if not predictions:
         raise ValueError(f"none of the {len(files)} files is a readable image")
     inference.write_csv(predictions, classes, topk, args.output)
-    print(f"{len(predictions)} images labelled (top-{topk}), {len(skipped)} skipped -> {args.output}")
+    print(f"{len(predictions)} images labelled (top-{topk}), {len(skipped)} skipped -> {printable_path(args.output)}")
     return 0
 
 

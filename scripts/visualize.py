@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     import timm
 
     from swinlite import SwinTransformer
-    from swinlite.classification.data import load_rgb
+    from swinlite.images import load_rgb
+    from swinlite.io import check_output
     from swinlite.visualize import plot_bias_tables, plot_feature_means
     from swinlite.weights import check_model_name, load_model
 
@@ -49,10 +50,13 @@ def main(argv: list[str] | None = None) -> list[Path]:
     model = load_model(args.checkpoint, args.model) if args.checkpoint else timm.create_model(args.model)
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"{args.checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
+    names = [f"bias_stage{i}.png" for i in range(len(model.layers))] + ["features.png"]
+    check_output(args.output, [args.checkpoint, args.image], folder=True, names=names)
+    image = load_rgb(args.image) if args.image is not None else None  # an unreadable image fails before any plot
     paths = plot_bias_tables(model, args.output)
-    if args.image is not None:
+    if image is not None:
         size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
-        paths.append(plot_feature_means(model, load_rgb(args.image), size, args.output / "features.png"))
+        paths.append(plot_feature_means(model, image, size, args.output / "features.png"))
     print("wrote " + ", ".join(str(p) for p in paths))
     return paths
 

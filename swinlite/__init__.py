@@ -2,9 +2,9 @@
 
 from typing import Any
 
-from .convert import convert_state_dict, detect_layout, load_checkpoint
+from .convert import convert_state_dict, detect_layout
 from .models import SwinTransformer
-from .weights import load_model
+from .weights import load_checkpoint, load_model
 
 __version__ = "0.1.0"
 

@@ -21,32 +21,18 @@ Per-level output norms (mmdet ``normI``, Hugging Face ``hidden_states_norms``) m
 from __future__ import annotations
 
 import math
-import os
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
-from timm.models import adapt_input_conv
 from torch import nn
 
+from .io import StateDict, unwrap_checkpoint
 from .layers.rel_pos_bias import resize_rel_pos_bias_table
-
-StateDict = dict[str, torch.Tensor]
 
 # Buffers some layouts save that swinlite rebuilds itself.
 _DROPPED = ("relative_position_index", "attn_mask")
-
-
-def unwrap_checkpoint(checkpoint: Mapping[str, object]) -> StateDict:
-    """Take the state dict out of a training checkpoint (``{"model": ...}``, ``{"state_dict": ...}``)."""
-    for key in ("model", "state_dict", "model_ema", "module"):
-        inner = checkpoint.get(key)
-        if isinstance(inner, Mapping) and any(isinstance(v, torch.Tensor) for v in inner.values()):
-            return dict(inner)
-    return {k: v for k, v in checkpoint.items() if isinstance(v, torch.Tensor)}
 
 
 def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
@@ -226,7 +212,7 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
     else:
         rename = _RENAMES[layout]
         out = {rename(k): v for k, v in state_dict.items() if not k.endswith(_DROPPED)}
-    _check_values(out)
+    check_weight_values(out)
     if model is not None:
         out = _fit_to_model(out, model)
     return out
@@ -238,18 +224,40 @@ def first_keys(keys: Sequence[str], limit: int = 20) -> str:
     return shown + (f", ... ({len(keys) - limit} more)" if len(keys) > limit else "")
 
 
-def _check_values(state_dict: StateDict) -> None:
-    """ValueError naming the weights that are not floating point, or hold NaN or infinite values."""
-    not_float = [f"{k} ({v.dtype})" for k, v in state_dict.items() if not v.is_floating_point()]
+def check_weight_values(
+    state_dict: Mapping[str, torch.Tensor], source: str = "checkpoint", model: Mapping[str, torch.Tensor] | None = None
+) -> None:
+    """ValueError naming ``source`` and the first weights that are not floating point, or hold NaN or inf.
+
+    With ``model`` (a state dict to load into), only weights whose model tensor is floating must be floating
+    (integer buffers such as BatchNorm's ``num_batches_tracked`` stay integer).
+    """
+    not_float = [
+        f"{k} ({v.dtype})"
+        for k, v in state_dict.items()
+        if not v.is_floating_point() and (model is None or k not in model or model[k].is_floating_point())
+    ]
     if not_float:
         raise ValueError(
-            f"checkpoint weights must be floating point; {len(not_float)} are not: {first_keys(not_float)}"
+            f"{source} holds {len(not_float)} weights that are not floating point: {first_keys(not_float)}"
         )
-    not_finite = [k for k, v in state_dict.items() if not v.is_meta and not bool(torch.isfinite(v).all())]
+    not_finite = [
+        k for k, v in state_dict.items() if v.is_floating_point() and not v.is_meta and not bool(v.isfinite().all())
+    ]
     if not_finite:
         raise ValueError(
-            f"checkpoint holds NaN or infinite values in {len(not_finite)} weights: {first_keys(not_finite)}"
+            f"{source} holds NaN or infinite values in {len(not_finite)} weights (a diverged run?): "
+            + first_keys(not_finite)
         )
+
+
+def shape_mismatch(key: str, shape: Sequence[int], want: Sequence[int]) -> str:
+    """``key (file shape) vs (model shape)``, or for a bias table with another number of heads, that."""
+    if key.endswith("rel_pos.table") and len(shape) == len(want) == 2 and shape[1] != want[1]:
+        return (
+            f"{key} holds {shape[1]} attention heads, the model has {want[1]} (num_heads differs from the checkpoint's)"
+        )
+    return f"{key} {tuple(shape)} vs {tuple(want)}"
 
 
 def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
@@ -262,6 +270,8 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
     out, resized, dropped = {}, [], []
     for key, value in state_dict.items():
         want = target[key].shape
+        if value.shape != want and key.endswith("rel_pos.table") and value.shape[1:] != want[1:]:
+            raise ValueError(f"checkpoint does not fit {name}: {shape_mismatch(key, value.shape, want)}")
         if value.shape != want and key.endswith("rel_pos.table"):
             value = resize_rel_pos_bias_table(value, _square_window(value.shape[0]), _square_window(want[0]))
             resized.append(key)
@@ -336,38 +346,6 @@ def _square_window(num_offsets: int) -> tuple[int, int]:
     if side * side != num_offsets or side % 2 == 0:
         raise ValueError(f"bias table of {num_offsets} rows is not (2w-1)^2 for a square window")
     return (side + 1) // 2, (side + 1) // 2
-
-
-def read_checkpoint(path: str | os.PathLike) -> StateDict:
-    """Read a checkpoint file (``.safetensors`` or a torch file, loaded with ``weights_only=True``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"checkpoint {str(path)!r} is not a file")
-    if path.suffix == ".safetensors":
-        return load_file(path)
-    return unwrap_checkpoint(torch.load(path, map_location="cpu", weights_only=True))
-
-
-def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[str, object]) -> None:
-    """Load a Swin checkpoint of any supported layout into ``model``, strictly.
-
-    Only a classifier of another size and per-level output norms the checkpoint lacks (an ImageNet
-    checkpoint for a detection backbone) may stay at their initial values; both warn.
-
-    Args:
-        model: a swinlite ``SwinTransformer`` (not a ``features_only`` wrapper).
-        checkpoint: a file path or an already loaded (training) checkpoint / state dict.
-
-    Raises:
-        ValueError: the checkpoint is of an unknown layout or does not fit the model (names the keys).
-    """
-    if isinstance(checkpoint, (str, os.PathLike)):
-        checkpoint = read_checkpoint(checkpoint)
-    state_dict = convert_state_dict(checkpoint, model)
-    first_conv = model.get_parameter(_FIRST_CONV)
-    if state_dict[_FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
-        state_dict[_FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[_FIRST_CONV])
-    model.load_state_dict(state_dict, strict=False)
 
 
 def missing_weights(state_dict: Mapping[str, torch.Tensor], model: nn.Module) -> tuple[list[str], list[str]]:

@@ -5,6 +5,9 @@ masks are computed from the map size in Python (and cached per size), so each in
 own export.
 """
 
+from __future__ import annotations
+
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -13,11 +16,13 @@ from pathlib import Path
 import numpy as np
 import timm
 import torch
+from timm.data import resolve_model_data_config
 from torch import nn
 
+from .inference import class_names
 from .io import atomic_write_bytes
 from .models.swin import SwinTransformer
-from .weights import load_model
+from .weights import check_model_name, load_model, read_info
 
 
 class FeatureExtractor(nn.Module):
@@ -50,14 +55,40 @@ def build_exportable(
 
     With a checkpoint the model is rebuilt by :func:`swinlite.load_model` (strict; a self-describing file
     needs no ``model_name``); without one it has timm's initial weights.
+
+    Raises:
+        ValueError: ``model_name`` is not a swinlite model; neither a name nor a checkpoint; the checkpoint
+            does not load.
     """
+    if model_name is not None:
+        check_model_name(model_name, "swinlite_*")
     if checkpoint is not None:
         model = load_model(checkpoint, model_name, **model_kwargs)
-    else:
+    elif model_name is not None:
         model = timm.create_model(model_name, **model_kwargs)
+    else:
+        raise ValueError("give a model name, a checkpoint, or both")
     if features:
         model = FeatureExtractor(model, out_indices)
     return model.eval()
+
+
+def export_metadata(model: nn.Module, checkpoint: str | os.PathLike | None) -> dict[str, str]:
+    """What a deployment needs besides the graph, as JSON strings: model, preprocessing, weights kind, swinlite
+    version, and the class names of a classifier (not of a :class:`FeatureExtractor`)."""
+    from . import __version__
+
+    base = model.model if isinstance(model, FeatureExtractor) else model
+    info = read_info(checkpoint) if checkpoint is not None else None
+    meta = {
+        "model": info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__),
+        "preprocessing": resolve_model_data_config(base),
+        "weights": info.weights if info else ("none" if checkpoint is None else "raw"),
+        "swinlite": __version__,
+    }
+    if not isinstance(model, FeatureExtractor):
+        meta["classes"] = class_names(base)
+    return {k: json.dumps(v) for k, v in meta.items()}
 
 
 @contextmanager

@@ -7,6 +7,8 @@ the weights file's SHA-256, input size, dtype); a rerun with other settings into
 refused rather than mixing features, and temporary files of an interrupted run are removed.
 """
 
+from __future__ import annotations
+
 import json
 import os
 from dataclasses import dataclass
@@ -15,20 +17,18 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 from torchvision import transforms
-from torchvision.datasets.folder import IMG_EXTENSIONS
 from tqdm import tqdm
 
-from .classification.data import load_rgb
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
-from .io import atomic_write_bytes
+from .images import ImageFiles, is_image_file, list_images
+from .io import atomic_write_bytes, file_sha256, printable_path
 from .models.swin import SwinTransformer
 from .optimize import FixedBatch
-from .weights import file_sha256
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16}
 SETTINGS_FILE = "settings.json"
+OUTPUT_FILES = (SETTINGS_FILE, "embeddings.safetensors", "failures.txt")  # besides features/<image>.safetensors
 
 
 @dataclass(frozen=True)
@@ -40,19 +40,16 @@ class ExtractionSummary:
     failed: int
 
 
-def list_images(source: Path) -> tuple[list[Path], Path]:
-    """Images of a folder (recursive, sorted) or of a text file (one path a line; relative to the file).
+def read_sources(source: Path) -> tuple[list[Path], Path]:
+    """Images of a folder (:func:`swinlite.images.list_images`) or of a text file (one path a line; relative to it).
 
     Returns:
         (image paths, the root that output names are made relative to).
     """
     if source.is_dir():
-        images = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix.lower() in IMG_EXTENSIONS)
-        if not images:
-            raise ValueError(f"no images ({', '.join(IMG_EXTENSIONS)}) found under {str(source)!r}")
-        return images, source
-    if source.is_file():
-        lines = [line.strip() for line in source.read_text().splitlines()]
+        return list_images([source]), source
+    if source.is_file() and not is_image_file(source):
+        lines = [line.strip() for line in source.read_text(errors="surrogateescape").splitlines()]
         images = [(source.parent / line).resolve() for line in lines if line and not line.startswith("#")]
         if not images:
             raise ValueError(f"the list {str(source)!r} names no images (expected one path per line)")
@@ -61,28 +58,15 @@ def list_images(source: Path) -> tuple[list[Path], Path]:
 
 
 def output_path(image: Path, root: Path, output: Path) -> Path:
-    """``output/features/<path relative to root>.safetensors`` (the extension kept, so a.jpg and a.png differ)."""
-    return output / "features" / f"{image.relative_to(root)}.safetensors"
+    """``output/features/<path relative to root>.safetensors`` (the extension kept, so a.jpg and a.png differ).
+
+    Bytes of a name that are not UTF-8 are written as ``\\xNN`` (:func:`swinlite.io.printable_path`): safetensors
+    and most tools read UTF-8 paths only.
+    """
+    return output / "features" / f"{printable_path(image.relative_to(root))}.safetensors"
 
 
-class _Images(Dataset):
-    def __init__(self, paths: list[Path], transform: transforms.Compose) -> None:
-        self.paths = paths
-        self.transform = transform
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, tuple[int, int] | str]:
-        """(index, image [3, H, W], original (H, W)) or (index, None, why it failed)."""
-        try:
-            rgb = load_rgb(self.paths[i])  # as training: EXIF orientation, 16-bit scaled
-        except Exception as e:  # PIL raises many types for files that are not images or are broken
-            return i, None, f"{type(e).__name__}: {e}"
-        return i, self.transform(rgb), (rgb.height, rgb.width)
-
-
-def prepare_output(output: Path, settings: dict[str, object]) -> None:
+def record_settings(output: Path, settings: dict[str, object]) -> None:
     """Record ``settings`` in a new output folder, or check them against those of the run it holds.
 
     Raises:
@@ -143,14 +127,14 @@ def run_extraction(
             images; smaller batches are padded to it).
     """
     input_size = (int(input_size[0]), int(input_size[1]))
-    images, root = list_images(source)
+    images, root = read_sources(source)
     settings = {
         "model": model_name,
         "checkpoint_sha256": None if checkpoint is None else file_sha256(checkpoint),
         "input_size": list(input_size),
         "dtype": str(dtype).removeprefix("torch."),
     }
-    prepare_output(output, settings)
+    record_settings(output, settings)
     outputs = [output_path(p, root, output) for p in images]
     todo = [i for i, out in enumerate(outputs) if not is_complete_feature_file(out)]
     cfg = model.pretrained_cfg
@@ -162,7 +146,7 @@ def run_extraction(
         ]
     )
     loader = DataLoader(
-        _Images([images[i] for i in todo], transform), batch_size=batch_size, num_workers=workers, collate_fn=list
+        ImageFiles([images[i] for i in todo], transform), batch_size=batch_size, num_workers=workers, collate_fn=list
     )
     model = model.eval().to(device)
     strides = tuple(info["reduction"] for info in model.feature_info)
@@ -172,12 +156,13 @@ def run_extraction(
     failures: list[str] = []
     bar = tqdm(total=len(todo), unit="img", disable=not progress, desc="extract")
     for batch in loader:
-        good = [(todo[j], x, size) for j, x, size in batch if x is not None]
-        failures += [f"{images[todo[j]]}\t{why}" for j, x, why in batch if x is None]
+        good = [item for item in batch if item.image is not None]
+        failures += [printable_path(f"{images[todo[item.index]]}\t{item.error}") for item in batch if item.error]
         if good:
-            maps, pooled = _forward(net, torch.stack([x for _, x, _ in good]).to(device), dtype)
-            for b, (i, _, size) in enumerate(good):
-                features = ImageFeatures(maps[b], pooled[b], str(images[i]), size, input_size, strides, model_name)
+            maps, pooled = _forward(net, torch.stack([item.image for item in good]).to(device), dtype)
+            for b, item in enumerate(good):
+                i = todo[item.index]
+                features = ImageFeatures(maps[b], pooled[b], str(images[i]), item.size, input_size, strides, model_name)
                 save_features(outputs[i], features)
         bar.update(len(batch))
     bar.close()

@@ -18,8 +18,8 @@ from torch import nn
 from torchvision.ops import FeaturePyramidNetwork
 from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
 
-from .convert import load_checkpoint
 from .models.swin import SwinTransformer
+from .weights import load_checkpoint
 
 EXTRA_LEVELS = ("pool", "p6p7")
 

@@ -1,181 +1,45 @@
-"""Self-describing weights: what a weights file records about its model, and the strict rebuild from it.
+"""Weights into models: the strict rebuild of a model from its weights file, loading into a given model, and
+timm's published weights.
 
-Every weights file ``scripts/train.py`` writes is a safetensors file whose metadata (each value a JSON
-string) holds:
-
-=================  ==========================================================================================
-key                value
-=================  ==========================================================================================
-``format``         1 (this schema's version)
-``task``           ``"classification"``
-``model``          timm model name, e.g. ``"swinlite_tiny_patch4_window7_224"``
-``model_args``     constructor arguments that differ from the variant's defaults, e.g. ``{"num_classes": 2}``
-``classes``        class names in output order
-``preprocessing``  timm data config of the evaluation transform: ``input_size`` [3, H, W], ``interpolation``,
-                   ``mean``, ``std``, ``crop_pct``, ``crop_mode``;
-                   ``timm.data.create_transform(**preprocessing)`` is the run's val transform
-``weights``        ``"raw"`` (the trained weights) or ``"ema"`` (their exponential moving average)
-``swinlite``       the swinlite version that wrote the file
-``epoch``          epochs done when written
-``val_top1``       the run's val top-1 (%) of these weights at that epoch
-=================  ==========================================================================================
-
-:func:`load_model` rebuilds exactly that model from the file alone, strictly: every weight of the
-model comes from the file and every tensor of the file goes into the model, or it is a ValueError.
-Files in other layouts (official Microsoft, timm, torchvision, ... see :mod:`swinlite.convert`) load
-the same way when the model name is given.
+A self-describing file (see :mod:`swinlite.metadata`) rebuilds exactly its model from the file alone;
+files in other layouts (official Microsoft, timm, torchvision, ... see :mod:`swinlite.convert`) load the
+same way when the model name is given. Loading is strict (:func:`load_strict`): every weight of the model
+comes from the file, every tensor of the file goes into the model, every floating weight is finite, or it
+is a ValueError naming the file and the keys.
 """
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
-import hashlib
-import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import timm
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file
-from timm.models import get_pretrained_cfg_value
+from timm.models import adapt_input_conv, get_pretrained_cfg_value
 from torch import nn
 
-from .convert import convert_state_dict, unwrap_checkpoint
+from .convert import check_weight_values, convert_state_dict, first_keys, shape_mismatch
+from .hub import cached_weights, pretrained_kwargs
+from .io import read_state_dict
+from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
 from .models.swin import SwinTransformer
 
-FORMAT = 1
-KINDS = ("raw", "ema")
-PREPROCESSING_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
-
-
-@dataclass(frozen=True)
-class WeightsInfo:
-    """The metadata of a self-describing weights file (see the module docstring)."""
-
-    model: str
-    model_args: dict[str, Any]
-    classes: list[str]
-    preprocessing: dict[str, Any]
-    weights: str = "raw"
-    task: str = "classification"
-    extra: dict[str, Any] = field(default_factory=dict)  # epoch, val_top1, swinlite version, ...
-
-
-def weights_metadata(
-    model: str,
-    model_args: Mapping[str, Any],
-    classes: list[str],
-    preprocessing: Mapping[str, Any],
-    weights: str = "raw",
-    **extra: Any,
-) -> dict[str, Any]:
-    """The metadata dict to save beside the tensors (``swinlite.io.save_safetensors`` JSON-encodes each value)."""
-    from . import __version__
-
-    if weights not in KINDS:
-        raise ValueError(f"weights must be one of {KINDS}, got {weights!r}")
-    missing = [k for k in PREPROCESSING_KEYS if k not in preprocessing]
-    if missing:
-        raise ValueError(f"preprocessing lacks {', '.join(missing)}")
-    return {
-        "format": FORMAT,
-        "task": "classification",
-        "model": model,
-        "model_args": dict(model_args),
-        "classes": list(classes),
-        "preprocessing": {k: preprocessing[k] for k in PREPROCESSING_KEYS},
-        "weights": weights,
-        "swinlite": __version__,
-        **extra,
-    }
-
-
-def _is_safetensors(path: Path) -> bool:
-    """safetensors files start with an 8-byte header length, then the JSON header."""
-    with path.open("rb") as f:
-        head = f.read(9)
-    return len(head) == 9 and head[8:9] == b"{"
-
-
-def _check_file(path: Path) -> None:
-    if not path.exists():
-        raise ValueError(f"checkpoint {str(path)!r} does not exist")
-    if not path.is_file():
-        raise ValueError(f"checkpoint {str(path)!r} is not a file")
-    if path.stat().st_size == 0:
-        raise ValueError(f"checkpoint {str(path)!r} is empty (0 bytes)")
-
-
-def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """The tensors of a safetensors or torch (``weights_only=True``) file; ValueError naming the file otherwise."""
-    path = Path(path)
-    _check_file(path)
-    try:
-        if _is_safetensors(path):
-            state = load_file(path)
-        else:
-            state = unwrap_checkpoint(torch.load(path, map_location="cpu", weights_only=True))
-    except Exception as e:  # safetensors, pickle and zip readers raise many types for a file that is not theirs
-        raise ValueError(
-            f"{str(path)!r} is not a weights file (expected safetensors or a torch checkpoint): {type(e).__name__}: {e}"
-        ) from None
-    if not state:
-        raise ValueError(f"{str(path)!r} holds no tensors")
-    return state
-
-
-def decode_metadata(raw: dict[str, str]) -> dict[str, Any]:
-    """safetensors metadata (strings) -> values: each JSON-decoded where it parses, else kept as the string."""
-    meta = {}
-    for key, value in raw.items():
-        try:
-            meta[key] = json.loads(value)
-        except json.JSONDecodeError:
-            meta[key] = value
-    return meta
-
-
-def read_info(path: str | os.PathLike) -> WeightsInfo | None:
-    """The recorded metadata, or None for a file that does not describe its model (torch files, converted ones)."""
-    path = Path(path)
-    _check_file(path)
-    if not _is_safetensors(path):
-        return None
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            raw = f.metadata() or {}
-    except Exception as e:
-        raise ValueError(f"{str(path)!r} is not a readable safetensors file: {type(e).__name__}: {e}") from None
-    meta = decode_metadata(raw)
-    if "model" not in meta or "classes" not in meta:
-        return None
-    return _parse(meta)
-
-
-def _parse(meta: dict[str, Any]) -> WeightsInfo:
-    known = {"format", "task", "model", "model_args", "classes", "preprocessing", "weights"}
-    classes = list(meta["classes"])
-    if "preprocessing" in meta:
-        preprocessing = dict(meta["preprocessing"])
-    else:  # files written before format 1: flat keys
-        size = meta.get("img_size", 224)
-        flat = ("crop_pct", "interpolation", "mean", "std")
-        preprocessing = {"input_size": [3, size, size], "crop_mode": "center"} | {k: meta[k] for k in flat if k in meta}
-        known |= {"img_size", *flat}
-    return WeightsInfo(
-        model=meta["model"],
-        model_args=dict(meta.get("model_args", {"num_classes": len(classes)})),
-        classes=classes,
-        preprocessing=preprocessing,
-        weights=meta.get("weights", "raw"),
-        task=meta.get("task", "classification"),
-        extra={k: v for k, v in meta.items() if k not in known},
-    )
+__all__ = [
+    "KINDS",
+    "WeightsInfo",
+    "check_model_name",
+    "ema_counterpart",
+    "load_checkpoint",
+    "load_model",
+    "load_strict",
+    "pretrained_model",
+    "read_info",
+    "weights_metadata",
+]
 
 
 def ema_counterpart(path: str | os.PathLike) -> Path:
@@ -220,23 +84,24 @@ def check_model_name(name: str, pattern: str = "*") -> None:
     raise ValueError(f"unknown {what} {name!r}{hint}")
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+def pretrained_model(name: str, hint: str = "") -> nn.Module:
+    """timm's model ``name`` with its published pretrained weights (from the Hugging Face cache or the hub), in eval
+    mode; whether the hub can be reached is asked once, quickly (:func:`swinlite.hub.pretrained_kwargs`).
 
-
-def pretrained_model(name: str) -> nn.Module:
-    """timm's model ``name`` with its published pretrained weights (from the Hugging Face cache or the hub)."""
+    Args:
+        name: a timm model name, with a pretrained tag or not.
+        hint: how the caller's user gets weights otherwise (e.g. the script's options), appended to errors.
+    """
     check_model_name(name)
+    kwargs = pretrained_kwargs(name, hint)
     try:
-        model = timm.create_model(name, pretrained=True)
-    except Exception as e:  # hub, network and missing-weights errors come in many types
+        model = timm.create_model(name, pretrained=True, **kwargs)
+    except Exception as e:  # hub, network and file errors come in many types
+        cached = cached_weights(name)
+        where = f" from {cached} (damaged or truncated? delete it to download it again)" if cached else ""
         raise ValueError(
-            f"the pretrained weights of {name} could not be loaded (offline, or none published?): "
-            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            f"the pretrained weights of {name} could not be loaded{where}: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else 'no detail'}" + (f"; {hint}" if hint else "")
         ) from None
     return model.eval()
 
@@ -246,7 +111,7 @@ def load_model(
 ) -> nn.Module:
     """Rebuild the model a weights file holds and load every weight strictly; returns it in eval mode.
 
-    For a self-describing file (see the module docstring) the file alone decides the model: ``model``
+    For a self-describing file (see :mod:`swinlite.metadata`) the file alone decides the model: ``model``
     and ``num_classes`` may be given but must agree with it. For other files (any layout
     :func:`swinlite.convert_state_dict` reads, or a plain state dict of any timm model) ``model`` is
     required and ``num_classes`` defaults to the file's classifier (0, no classifier, when it has none).
@@ -276,17 +141,28 @@ def load_model(
             try:
                 num_classes = _classifier_size(model, state)
             except ValueError as e:
-                raise ValueError(f"{path}: {e}") from None
-        net = timm.create_model(model, num_classes=num_classes, **model_kwargs)
+                raise _naming(path, e) from None
+        net = _create(path, model, num_classes=num_classes, **model_kwargs)
     else:
         _check_agrees(path, info, model, num_classes, model_kwargs)
-        check_model_name(info.model)
-        net = timm.create_model(info.model, **(info.model_args | model_kwargs))
+        try:
+            check_model_name(info.model)
+        except ValueError as e:
+            raise ValueError(f"{path} records {e}") from None
+        net = _create(path, info.model, **(info.model_args | model_kwargs))
         preprocessing = {k: tuple(v) if isinstance(v, list) else v for k, v in info.preprocessing.items()}
         cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes, "num_classes": len(info.classes)}
         net.pretrained_cfg = net.default_cfg = cfg  # timm keeps default_cfg as an alias
-    _load_strict(net, state, path)
+    load_strict(net, state, path)
     return net.eval()
+
+
+def _create(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Module:
+    """``timm.create_model``; constructor arguments it rejects are a ValueError naming the file."""
+    try:
+        return timm.create_model(name, **kwargs)
+    except (TypeError, ValueError, AssertionError, RuntimeError) as e:  # timm models reject arguments in many ways
+        raise ValueError(f"{path}: {name} cannot be built with {kwargs}: {type(e).__name__}: {e}") from None
 
 
 def _check_agrees(
@@ -316,28 +192,74 @@ def _classifier_size(model: str, state: dict[str, torch.Tensor]) -> int:
     return 0 if weight is None else int(weight.shape[0])
 
 
-def _load_strict(net: nn.Module, state: dict[str, torch.Tensor], path: str | os.PathLike) -> None:
-    """Every model weight from ``state``, every tensor of ``state`` into the model; ValueError naming the keys."""
+def load_strict(
+    net: nn.Module, state: Mapping[str, torch.Tensor], source: str | os.PathLike, may_start_fresh: tuple[str, ...] = ()
+) -> None:
+    """Load ``state`` into ``net``: every model weight from it, every tensor of it into the model, floating weights
+    floating and finite. A swinlite model takes any layout :func:`swinlite.convert_state_dict` reads.
+
+    Args:
+        net: the model.
+        state: the weights.
+        source: where they come from (the file), for the messages.
+        may_start_fresh: prefixes of model weights that may be absent from ``state`` (kept as they are).
+
+    Raises:
+        ValueError: naming ``source`` and the keys that are missing, surplus, of another shape, not floating
+            point or not finite.
+    """
     target = net.state_dict()
     if isinstance(net, SwinTransformer) and not set(state) <= set(target):
         try:  # other layouts; bias tables resized to the model's window
             state = convert_state_dict(state, net)
         except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
+            raise _naming(source, e) from None
     problems = {
-        "missing from the file": [k for k in target if k not in state],
+        "missing from the file": [k for k in target if k not in state and not k.startswith(may_start_fresh)],
         "not in the model": [k for k in state if k not in target],
         "shape (file vs model)": [
-            f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}"
+            shape_mismatch(k, state[k].shape, v.shape)
             for k, v in target.items()
             if k in state and state[k].shape != v.shape
         ],
     }
     if any(problems.values()):
-        parts = [
-            f"{what}: {', '.join(keys[:8])}{', ...' if len(keys) > 8 else ''}"
-            for what, keys in problems.items()
-            if keys
-        ]
-        raise ValueError(f"{path} does not fit {type(net).__name__} exactly; " + "; ".join(parts))
-    net.load_state_dict(state, strict=True)
+        parts = [f"{what}: {first_keys(keys, 8)}" for what, keys in problems.items() if keys]
+        raise ValueError(f"{source} does not fit {type(net).__name__} exactly; " + "; ".join(parts))
+    check_weight_values(state, str(source), target)
+    net.load_state_dict(state, strict=not may_start_fresh)
+
+
+def _naming(source: str | os.PathLike, error: ValueError) -> ValueError:
+    """A conversion error (whose subject is "checkpoint") with the file named instead."""
+    text = str(error)
+    return ValueError(f"{source}{text[len('checkpoint') :]}" if text.startswith("checkpoint ") else f"{source}: {text}")
+
+
+def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[str, object]) -> None:
+    """Load a Swin checkpoint of any supported layout into ``model``, strictly.
+
+    Only a classifier of another size and per-level output norms the checkpoint lacks (an ImageNet
+    checkpoint for a detection backbone) may stay at their initial values; both warn.
+
+    Args:
+        model: a swinlite ``SwinTransformer`` (not a ``features_only`` wrapper).
+        checkpoint: a file path or an already loaded (training) checkpoint / state dict.
+
+    Raises:
+        ValueError: the checkpoint is unreadable, of an unknown layout or does not fit the model (names the keys).
+    """
+    source = str(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else "checkpoint"
+    if isinstance(checkpoint, (str, os.PathLike)):
+        checkpoint = read_state_dict(checkpoint)
+    try:
+        state_dict = convert_state_dict(checkpoint, model)
+    except ValueError as e:
+        raise (e if source == "checkpoint" else _naming(source, e)) from None
+    first_conv = model.get_parameter(_FIRST_CONV)
+    if state_dict[_FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
+        state_dict[_FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[_FIRST_CONV])
+    load_strict(model, state_dict, source, may_start_fresh=("head.fc.", "out_norms."))
+
+
+_FIRST_CONV = "patch_embed.proj.weight"

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 
 import swinlite  # noqa: F401  (registers the models)
-from swinlite.convert import convert_state_dict, detect_layout, load_checkpoint
+from swinlite.convert import convert_state_dict, detect_layout
+from swinlite.weights import load_checkpoint
 
 PICO = "swinlite_pico_patch2_window4_32"
 

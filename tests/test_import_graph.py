@@ -6,12 +6,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "swinlite"
 APPLICATIONS = ("swinlite.engine", "swinlite.classification", "swinlite.detection", "swinlite.segmentation")
-# Library -> application edges that exist until the library's own image loader (swinlite/io.py) replaces
-# swinlite.classification.data.load_rgb; the library engineer removes them, the coordinator empties this list.
-KNOWN = {
-    ("swinlite.extract", "swinlite.classification.data"),
-    ("swinlite.inference", "swinlite.classification.data"),
-}
 
 
 def _module(path: Path) -> str:
@@ -53,7 +47,4 @@ def test_the_library_imports_no_application():
         if _is_application(module):
             continue
         edges |= {(module, name) for name in imports(path) if _is_application(name)}
-    stray = {(a, b) for a, b in edges if not any(a == k[0] and b.startswith(k[1]) for k in KNOWN)}
-    assert stray == set(), "library modules import applications: " + ", ".join(f"{a} -> {b}" for a, b in sorted(stray))
-    gone = {k for k in KNOWN if not any(a == k[0] and b.startswith(k[1]) for a, b in edges)}
-    assert gone == set(), f"these known edges are gone: drop them from KNOWN: {sorted(gone)}"
+    assert edges == set(), "library modules import applications: " + ", ".join(f"{a} -> {b}" for a, b in sorted(edges))

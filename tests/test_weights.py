@@ -1,5 +1,6 @@
 """Self-describing weights (swinlite.weights): the metadata round trip, the strict rebuild, clear file errors."""
 
+import json
 import os
 from pathlib import Path
 
@@ -9,8 +10,8 @@ import torch
 from safetensors.torch import save_file
 
 import swinlite
-from swinlite.io import save_safetensors
-from swinlite.weights import ema_counterpart, load_model, read_info, read_state_dict, weights_metadata
+from swinlite.io import read_state_dict, save_safetensors
+from swinlite.weights import ema_counterpart, load_model, pretrained_model, read_info, weights_metadata
 
 PICO = "swinlite_pico_patch2_window4_32"
 PRE = {"input_size": [3, 16, 16], "interpolation": "bilinear", "mean": [0.5] * 3, "std": [0.25] * 3}
@@ -135,3 +136,85 @@ def test_files_of_the_earlier_flat_metadata_still_load(trained, tmp_path):
     info = read_info(tmp_path / "old.safetensors")
     assert info.model_args == {"num_classes": 3} and info.preprocessing == PRE and info.weights == "raw"
     assert load_model(tmp_path / "old.safetensors").pretrained_cfg["label_names"] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("key", "bad", "message"),
+    [
+        ("layers.2.blocks.0.mlp.fc1.weight", float("nan"), "holds NaN or infinite values in 1 weights"),
+        ("norm.bias", float("inf"), "holds NaN or infinite values in 1 weights"),
+        ("head.fc.weight", "int64", "holds 1 weights that are not floating point"),
+    ],
+)
+def test_nan_infinite_or_integer_weights_are_refused_naming_the_file_and_key(trained, tmp_path, key, bad, message):
+    """Such files once loaded: evaluate reported chance top-1 and predict wrote ``nan``."""
+    model, path = trained
+    state = dict(model.state_dict())
+    state[key] = state[key].long() if bad == "int64" else torch.full_like(state[key], bad)
+    save_safetensors(tmp_path / "bad.safetensors", state, {k: v for k, v in read_info(path).__dict__.items()
+                                                             if k != "extra"})  # fmt: skip
+    torch.save(state, tmp_path / "bad.pth")
+    for name, model_name in (("bad.safetensors", None), ("bad.pth", PICO)):
+        with pytest.raises(ValueError, match=f"{name} {message}.*{key}"):
+            load_model(tmp_path / name, model_name)
+
+
+META = {"model": PICO, "model_args": {"num_classes": 3}, "classes": ["cat", "dog", "eel"], "preprocessing": PRE}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"classes": ["cat", "dog"]}, "names 2 classes for a classifier of 3 outputs"),
+        ({"classes": "cat,dog,eel"}, "classes must be a JSON list of names, got the string 'cat,dog,eel'"),
+        ({"classes": [1, 2, 3]}, "classes must be a non-empty JSON list of strings"),
+        ({"classes": ["cat", "cat", "eel"]}, "classes name cat more than once"),
+        ({"model_args": [3]}, "model_args must be a JSON object"),
+        ({"preprocessing": PRE | {"crop_pct": 0}}, "preprocessing crop_pct must be a number in \\(0, 1\\]"),
+        ({"preprocessing": PRE | {"crop_pct": 1.5}}, "preprocessing crop_pct must be"),
+        ({"preprocessing": PRE | {"input_size": [3, 0, 16]}}, "preprocessing input_size must be"),
+        ({"preprocessing": PRE | {"std": [0.2, 0.0, 0.2]}}, "preprocessing std must be positive"),
+        ({"weights": "best"}, "weights must be one of raw, ema"),
+        ({"format": 2}, "metadata format 2 is not 1"),
+    ],
+)
+def test_metadata_of_the_wrong_type_or_range_is_an_error_naming_the_file(trained, tmp_path, change, message):
+    """Values a file could hold that once loaded as a silently different model (or preprocessing)."""
+    model, _ = trained
+    path = tmp_path / "lying.safetensors"
+    meta = {k: v if isinstance(v, str) and k == "classes" else json.dumps(v) for k, v in (META | change).items()}
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path, meta)
+    with pytest.raises(ValueError, match=f"lying.safetensors: .*{message}"):
+        load_model(path)
+    with pytest.raises(ValueError, match=message):
+        weights_metadata(**{k: v for k, v in (META | change).items() if k != "format"}, format=change.get("format", 1))
+
+
+def test_a_detection_checkpoint_says_which_script_reads_it(tmp_path):
+    meta = {"task": "detection", "classes": ["a"], "category_ids": [1], "detector": {"kind": "faster_rcnn"}}
+    save_safetensors(tmp_path / "det.safetensors", {"backbone.body.x": torch.zeros(1)}, meta)
+    with pytest.raises(
+        ValueError, match="det.safetensors is a detection checkpoint, not a classifier's; use scripts/d"
+    ):
+        load_model(tmp_path / "det.safetensors", PICO)  # once: "pass --model", then a 112-key mismatch
+
+
+def test_other_num_heads_than_the_file_is_one_error_naming_them(trained, tmp_path):
+    model, _ = trained
+    torch.save(model.state_dict(), tmp_path / "pico.pth")
+    heads = {"num_heads": (2, 2, 4, 8)}
+    with pytest.raises(
+        ValueError,
+        match="pico.pth does not fit .*layers.0.blocks.0.attn.rel_pos.table holds 1 attention heads, the model has 2",
+    ):
+        load_model(tmp_path / "pico.pth", PICO, **heads)
+    with pytest.raises(ValueError, match="num_heads differs from the checkpoint's"):  # once a RuntimeError from torch
+        timm.create_model(PICO, pretrained=True, pretrained_cfg_overlay=dict(file=str(tmp_path / "pico.pth")), **heads)
+
+
+def test_a_truncated_file_in_the_hub_cache_is_named(offline_hub):
+    tag = "swinlite_tiny_patch4_window7_224.ms_in1k"
+    path = offline_hub.add("timm/swin_tiny_patch4_window7_224.ms_in1k", {"w": torch.zeros(1000)})
+    path.write_bytes(path.read_bytes()[:100])  # an interrupted download
+    with pytest.raises(ValueError, match=f"could not be loaded from {path} \\(damaged or truncated"):
+        pretrained_model(tag)

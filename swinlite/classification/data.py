@@ -15,39 +15,18 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from PIL import Image, ImageOps
 from timm.data import create_transform
 from timm.data.auto_augment import AugmentOp
 from torch.utils.data import Dataset
-from torchvision.datasets.folder import IMG_EXTENSIONS
 
+from ..images import IMAGE_EXTENSIONS as IMG_EXTENSIONS
+from ..images import is_image_file as _is_image_file
+from ..images import load_rgb
 from .config import DataConfig
 
-
-def load_rgb(path: str | Path) -> Image.Image:
-    """Open an image as 8-bit RGB, upright, whatever its mode.
-
-    The EXIF orientation is applied (photos from phones are stored sideways); 16-bit images (PNG
-    ``I;16``, ``I``) are scaled from 0..65535 to 0..255 rather than clipped; transparent palette images
-    go through RGBA first.
-    """
-    with Image.open(path) as img:
-        img = ImageOps.exif_transpose(img)
-        if img.mode.startswith("I;16") or img.mode == "I":
-            pixels = np.asarray(img, dtype=np.float64)  # (H, W) in 0..65535
-            img = Image.fromarray(np.clip(pixels / 257.0 + 0.5, 0, 255).astype(np.uint8))
-        elif img.mode == "P" and "transparency" in img.info:
-            img = img.convert("RGBA")
-        return img.convert("RGB")
-
-
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
-
-
-def _is_image_file(name: str) -> bool:
-    return name.lower().endswith(IMG_EXTENSIONS)  # upper-case extensions (.JPG, .PNG) count too
 
 
 def header_problem(path: str) -> str | None:

@@ -24,7 +24,7 @@ from pycocotools.coco import COCO
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
-from ..classification.data import load_rgb
+from ..images import load_rgb
 from .config import DetDataConfig
 
 _MAX_LISTED = 10  # ids named in one warning

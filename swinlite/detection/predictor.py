@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
 
-from ..engine.checkpoint import load_weights, read_metadata
+from ..io import read_metadata, read_state_dict
 from .config import DetModelConfig
 from .data import Categories
 from .models import build_detector
@@ -36,7 +36,7 @@ def load_detector(path: str | Path, device: torch.device | str = "cpu") -> tuple
     categories = Categories(meta["category_ids"], meta["classes"])
     data = meta["data"]
     model = build_detector(cfg, len(categories.ids), data["test_size"], data["max_size"], data["mean"], data["std"])
-    model.load_state_dict(load_weights(path))
+    model.load_state_dict(read_state_dict(path))
     return model.to(device).eval(), categories, meta
 
 

@@ -17,10 +17,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import safe_open
 
 from ..io import atomic_write, save_safetensors
-from ..weights import decode_metadata, read_state_dict
 
 RESUME_FILE = "resume.pt"
 RESUME_KEYS = ("task", "model", "optimizer", "scheduler", "scaler", "ema", "epoch", "step", "batch", "history", "rng")
@@ -40,20 +38,6 @@ def save_weights(path: str | Path, state_dict: Mapping[str, torch.Tensor], metad
     """Save a state dict as safetensors atomically; ``metadata`` values are stored as JSON strings."""
     with writing(path):
         save_safetensors(path, state_dict, metadata)
-
-
-def read_metadata(path: str | Path) -> dict[str, Any]:
-    """The metadata ``save_weights`` stored (empty for other safetensors files)."""
-    with safe_open(str(path), framework="pt") as f:
-        return decode_metadata(f.metadata() or {})
-
-
-def load_weights(path: str | Path) -> dict[str, Any]:
-    """Load a weights file: safetensors, or a torch checkpoint (``weights_only=True``; its state dict unwrapped).
-
-    A missing, empty (0-byte) or foreign file is a ValueError naming it (``swinlite.weights.read_state_dict``).
-    """
-    return read_state_dict(path)
 
 
 def non_finite(state_dict: Mapping[str, torch.Tensor]) -> list[str]:

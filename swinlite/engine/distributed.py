@@ -16,6 +16,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..device import resolve_device  # noqa: F401  (the library's device resolver, kept importable from here)
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -30,18 +32,6 @@ class DistInfo:
     @property
     def enabled(self) -> bool:
         return self.world_size > 1
-
-
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """``"auto"``: this process's GPU when there is one, else the CPU."""
-    if name == "auto":
-        return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"train.device={name} but CUDA is not available; use train.device=cpu")
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", local_rank)
-    return device
 
 
 _watch_group: Any = None  # the gloo group ``stalled_ranks`` uses, apart from the one that timed out

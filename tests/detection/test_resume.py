@@ -10,7 +10,8 @@ from detkit import REPO, script_env, tiny_overrides
 
 from swinlite.detection.task import DetectionTask
 from swinlite.engine import run
-from swinlite.engine.checkpoint import load_resume, load_weights
+from swinlite.engine.checkpoint import load_resume
+from swinlite.io import read_state_dict
 
 # 2 epochs of 3 steps (5 images, batch 2); drop path, multi-scale sizes and flips draw from the RNGs
 SETTINGS = {"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1, "data.hflip": 0.5}
@@ -38,7 +39,7 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(coco: Path, tmp_pat
     resumed = run(
         DetectionTask, DetectionTask.load_config(None, tiny_overrides(coco, tmp_path / "run", **SETTINGS)), resume=True
     )
-    expected, got = load_weights(reference / "last.safetensors"), load_weights(resumed / "last.safetensors")
+    expected, got = read_state_dict(reference / "last.safetensors"), read_state_dict(resumed / "last.safetensors")
     assert expected.keys() == got.keys()
     assert max((expected[k].float() - got[k].float()).abs().max().item() for k in expected) <= 1e-6
     ref_state, run_state = load_resume(reference / "resume.pt"), load_resume(resumed / "resume.pt")

@@ -9,9 +9,9 @@ from detkit import REPO, tiny_overrides
 from swinlite.detection.predictor import load_detector
 from swinlite.detection.task import DetectionTask
 from swinlite.engine import run
-from swinlite.engine.checkpoint import read_metadata
 from swinlite.engine.config import flatten, to_dict
 from swinlite.engine.preflight import check_run
+from swinlite.io import read_metadata
 
 load_det_config = DetectionTask.load_config
 

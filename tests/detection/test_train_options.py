@@ -11,7 +11,8 @@ from torch._dynamo.eval_frame import DisableContext, OptimizedModule
 
 from swinlite.detection.task import DetectionTask
 from swinlite.engine import run, trainer
-from swinlite.engine.checkpoint import load_resume, load_weights, read_metadata
+from swinlite.engine.checkpoint import load_resume
+from swinlite.io import read_metadata, read_state_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
 
@@ -21,7 +22,7 @@ def _run(coco: Path, out: Path, resume: bool = False, **extra: object) -> Path:
 
 
 def _equal(a: Path, b: Path) -> bool:
-    x, y = load_weights(a), load_weights(b)
+    x, y = read_state_dict(a), read_state_dict(b)
     return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
 
 
@@ -33,7 +34,7 @@ def test_ema_weights_and_best_of_ema_by_val_map(coco: Path, tmp_path: Path):
     assert not _equal(out / "best.safetensors", out / "last.safetensors")
     resume = load_resume(out / "resume.pt")
     saved_ema = {k.removeprefix("module."): v for k, v in resume["ema"].items()}
-    assert all(torch.equal(v, saved_ema[k]) for k, v in load_weights(out / "ema.safetensors").items())
+    assert all(torch.equal(v, saved_ema[k]) for k, v in read_state_dict(out / "ema.safetensors").items())
     row = resume["history"][0]
     assert read_metadata(out / "best.safetensors")["val_map"] == row["val_map_ema"] == resume["best"]
     assert {"val_map_ema", "val_map50_ema", "val_map_large_ema"} <= set(row)
@@ -76,7 +77,7 @@ def test_resume_from_step_checkpoint_matches_uninterrupted(coco: Path, tmp_path:
     ref_state, run_state = load_resume(reference / "resume.pt"), load_resume(resumed / "resume.pt")
     assert ref_state["step"] == run_state["step"] == 6
     assert ref_state["history"][1]["train_loss"] == run_state["history"][1]["train_loss"]  # the epoch's loss, whole
-    at_step_1, last = load_resume(saves[0])["model"], load_weights(reference / "last.safetensors")
+    at_step_1, last = load_resume(saves[0])["model"], read_state_dict(reference / "last.safetensors")
     assert not all(torch.equal(at_step_1[k], last[k]) for k in last)  # sanity: training moved the weights
 
 

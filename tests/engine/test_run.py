@@ -10,7 +10,8 @@ from enginekit import DATA_FIXTURE, SCRIPT, TASKS, overrides, tiny_config
 from trainkit import REPO
 
 from swinlite.engine import run
-from swinlite.engine.checkpoint import load_resume, load_weights, non_finite
+from swinlite.engine.checkpoint import load_resume, non_finite
+from swinlite.io import read_state_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks
 
@@ -35,7 +36,7 @@ def test_accumulated_micro_batches_step_like_the_whole_batch(folder: Path, tmp_p
                                                     **{"data.batch_size": 2, "optim.accum_steps": 2}))  # fmt: skip
     plain = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "c", **sgd,
                                                     **{"data.batch_size": 2}))  # fmt: skip
-    a, b, c = (load_weights(out / "last.safetensors") for out in (whole, split, plain))
+    a, b, c = (read_state_dict(out / "last.safetensors") for out in (whole, split, plain))
     assert load_resume(whole / "resume.pt")["step"] == load_resume(split / "resume.pt")["step"] == 6
     for key in a:
         torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-6)
@@ -60,7 +61,7 @@ def test_failed_evaluation_keeps_the_trained_epoch(task: str, tmp_path: Path, re
     assert (saved["epoch"], saved["history"]) == (0, []) and saved["batch"] > 0  # epoch 1 trained, not evaluated
     monkeypatch.setattr(TASKS[task], "evaluate", evaluate)
     resumed = run(TASKS[task], tiny_config(task, data, tmp_path / "run", **settings), resume=True)
-    assert _equal(load_weights(reference / "last.safetensors"), load_weights(resumed / "last.safetensors"))
+    assert _equal(read_state_dict(reference / "last.safetensors"), read_state_dict(resumed / "last.safetensors"))
     ref, got = load_resume(reference / "resume.pt"), load_resume(resumed / "resume.pt")
     assert [r["train_loss"] for r in ref["history"]] == [r["train_loss"] for r in got["history"]]
     assert ref["history"][0][TASKS[task].metric] == got["history"][0][TASKS[task].metric]
@@ -77,7 +78,7 @@ def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path
     assert len(lines) == 1 and lines[0].startswith("error: training diverged in epoch 2/3 at step ")
     assert f"{out} keeps the files of the last good epoch" in lines[0]
     assert {name: (out / name).read_bytes() for name in good} == good
-    assert non_finite(load_weights(out / "last.safetensors")) == []
+    assert non_finite(read_state_dict(out / "last.safetensors")) == []
     fresh = tmp_path / "fresh"
     assert _main("classification", overrides("classification", folder, fresh, **{"optim.lr": 1e12})) == 2
     assert not list(fresh.glob("*.safetensors")) and not (fresh / "resume.pt").exists()

@@ -115,5 +115,5 @@ def test_bad_input_paths(load_script, tmp_path):
     with pytest.raises(ValueError, match="image folder or a text file"):
         _run(load_script, "--model", PICO, "--input", tmp_path / "nope", "--output", tmp_path / "o")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match="no images"):
+    with pytest.raises(ValueError, match="no image files"):
         _run(load_script, "--model", PICO, "--input", tmp_path / "empty", "--output", tmp_path / "o")

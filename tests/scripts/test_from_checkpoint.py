@@ -13,8 +13,8 @@ import timm
 import torch
 from trainkit import make_folder, script_env, tiny_config, train
 
-from swinlite.io import save_safetensors
-from swinlite.weights import load_model, read_info, read_state_dict, weights_metadata
+from swinlite.io import read_state_dict, save_safetensors
+from swinlite.weights import load_model, read_info, weights_metadata
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
@@ -208,7 +208,7 @@ def test_user_errors_are_one_line_and_exit_2(runs, load_script, tmp_path, capsys
          "--device cuda:7: CUDA is not available"),
         ("export_onnx", ["--checkpoint", str(tmp_path / "nope.pth"), "--output", "m.onnx"], "does not exist"),
         ("extract_features", ["--checkpoint", ckpt, "--input", str(tmp_path / "empty_dir"), "--output", "o"],
-         "no images"),
+         "no image files"),
         ("visualize", ["--output", "o"], "pass --checkpoint"),
         ("convert_checkpoint", [str(tmp_path / "empty.safetensors"), "out.safetensors"], "is empty (0 bytes)"),
     ]  # fmt: skip

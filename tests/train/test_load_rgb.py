@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from swinlite.classification.data import load_rgb
+from swinlite.images import load_rgb
 
 
 def test_16_bit_png_is_scaled_not_clipped(tmp_path: Path):

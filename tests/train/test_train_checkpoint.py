@@ -10,22 +10,14 @@ import pytest
 import torch
 
 import swinlite.io
-from swinlite.engine.checkpoint import (
-    load_resume,
-    load_weights,
-    read_metadata,
-    rng_state,
-    save_resume,
-    save_weights,
-    set_rng_state,
-)
-from swinlite.io import atomic_write
+from swinlite.engine.checkpoint import load_resume, rng_state, save_resume, save_weights, set_rng_state
+from swinlite.io import atomic_write, read_metadata, read_state_dict
 
 
 def test_weights_round_trip_with_metadata(tmp_path: Path):
     state = {"a.weight": torch.randn(3, 4), "b": torch.arange(5)}
     save_weights(tmp_path / "w.safetensors", state, {"model": "m", "classes": ["x", "y"], "epoch": 3})
-    loaded = load_weights(tmp_path / "w.safetensors")
+    loaded = read_state_dict(tmp_path / "w.safetensors")
     assert all(torch.equal(loaded[k], v) for k, v in state.items())
     assert read_metadata(tmp_path / "w.safetensors") == {"model": "m", "classes": ["x", "y"], "epoch": 3}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.safetensors"]  # no temp file left
@@ -53,7 +45,7 @@ def test_crash_between_write_and_rename_keeps_old_file(tmp_path: Path, monkeypat
     monkeypatch.setattr(swinlite.io.os, "replace", crash)
     with pytest.raises(ValueError, match=f"cannot write {path}: simulated crash .* left as they were"):
         save_weights(path, {"w": torch.ones(4)}, {})
-    assert torch.equal(load_weights(path)["w"], torch.zeros(4))
+    assert torch.equal(read_state_dict(path)["w"], torch.zeros(4))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.safetensors"]
 
 
@@ -84,7 +76,7 @@ def test_sigkill_during_save_never_leaves_a_half_written_file(tmp_path: Path):
     finally:
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    assert torch.equal(load_weights(path)["w"], torch.zeros(1000))
+    assert torch.equal(read_state_dict(path)["w"], torch.zeros(1000))
     assert read_metadata(path) == {"epoch": 1}
     leftovers = [p for p in tmp_path.iterdir() if p.name != "last.safetensors"]
     assert leftovers and all(p.name.startswith(".last.safetensors.tmp") for p in leftovers)  # the kill hit mid-write
@@ -94,4 +86,4 @@ def test_sigkill_during_save_never_leaves_a_half_written_file(tmp_path: Path):
 
 def test_missing_weights_file_is_value_error(tmp_path: Path):
     with pytest.raises(ValueError, match="does not exist"):
-        load_weights(tmp_path / "nope.safetensors")
+        read_state_dict(tmp_path / "nope.safetensors")

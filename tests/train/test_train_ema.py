@@ -8,8 +8,9 @@ import pytest
 import torch
 from trainkit import tiny_config, train
 
-from swinlite.engine.checkpoint import load_resume, load_weights, read_metadata
+from swinlite.engine.checkpoint import load_resume
 from swinlite.engine.metrics import TensorBoardLog
+from swinlite.io import read_metadata, read_state_dict
 
 
 def test_ema_files_metrics_and_best_of_both(tmp_path: Path, folder: Path):
@@ -18,7 +19,7 @@ def test_ema_files_metrics_and_best_of_both(tmp_path: Path, folder: Path):
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert list(rows[0])[-3:] == ["val_loss_ema", "val_top1_ema", "val_top3_ema"]  # 3 classes: top-3
     resume = load_resume(out / "resume.pt")
-    ema = load_weights(out / "ema.safetensors")
+    ema = read_state_dict(out / "ema.safetensors")
     saved_ema = {k.removeprefix("module."): v for k, v in resume["ema"].items()}
     assert all(torch.equal(ema[k], saved_ema[k]) for k in ema)  # the EMA weights, not the trained ones
     assert not all(torch.equal(ema[k], resume["model"][k]) for k in ema)

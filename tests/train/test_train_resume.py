@@ -7,7 +7,8 @@ from pathlib import Path
 
 from trainkit import REPO, make_folder, script_env, tiny_config, tiny_overrides, train
 
-from swinlite.engine.checkpoint import load_resume, load_weights
+from swinlite.engine.checkpoint import load_resume
+from swinlite.io import read_state_dict
 
 # 3 epochs of 8 steps; dropout-free pico, but drop path, random crops and flips draw from the RNGs.
 SETTINGS = {"train.epochs": 3, "data.batch_size": 4, "train.log_interval": 1, "model.kwargs.drop_path_rate": 0.1}
@@ -35,11 +36,11 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tmp_path: Path):
     _kill_mid_epoch_2(data, tmp_path / "run")
     assert load_resume(tmp_path / "run" / "resume.pt")["epoch"] == 1  # killed inside epoch 2
     resumed = train(tiny_config(data, tmp_path / "run", **SETTINGS), resume=True)
-    expected, got = load_weights(reference / "last.safetensors"), load_weights(resumed / "last.safetensors")
+    expected, got = read_state_dict(reference / "last.safetensors"), read_state_dict(resumed / "last.safetensors")
     assert expected.keys() == got.keys()
     worst = max((expected[k].float() - got[k].float()).abs().max().item() for k in expected)
     assert worst <= 1e-6
-    first_epoch = load_weights(tmp_path / "run" / "last.safetensors")  # sanity: training changed the weights
+    first_epoch = read_state_dict(tmp_path / "run" / "last.safetensors")  # sanity: training changed the weights
     ref_resume, run_resume = load_resume(reference / "resume.pt"), load_resume(resumed / "resume.pt")
     assert ref_resume["step"] == run_resume["step"] == 24
     assert [r["train_loss"] for r in ref_resume["history"]] == [r["train_loss"] for r in run_resume["history"]]

@@ -10,7 +10,8 @@ import torch
 from trainkit import REPO, script, tiny_config, tiny_overrides, train
 
 from swinlite.classification import ClassificationTask
-from swinlite.engine.checkpoint import load_resume, load_weights, read_metadata
+from swinlite.engine.checkpoint import load_resume
+from swinlite.io import read_metadata, read_state_dict
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def test_weights_and_resume_file(run_dir: Path):
     assert meta["epoch"] == 2
     resume = load_resume(out / "resume.pt")
     assert resume["epoch"] == 2 and resume["step"] == 2 * 3  # 24 images / batch 8, two epochs
-    last = load_weights(out / "last.safetensors")
+    last = read_state_dict(out / "last.safetensors")
     assert all(torch.equal(last[k], v) for k, v in resume["model"].items())
     cfg = ClassificationTask.load_config(out / "config.yaml")  # the resolved config is itself a valid config file
     assert cfg.train.epochs == 2 and cfg.data.img_size == 16
@@ -112,7 +113,7 @@ def test_pretrained_weights_are_the_starting_point(tmp_path: Path, folder: Path)
     first = train(tiny_config(folder, tmp_path / "a", **{"train.epochs": 1}))
     frozen = {"optim.lr": 0.0, "schedule.warmup_lr": 0.0, "schedule.min_lr": 0.0}  # lr 0: weights cannot move
     second = train(tiny_config(folder, tmp_path / "b", **frozen, **{"model.pretrained": first / "last.safetensors"}))
-    a, b = load_weights(first / "last.safetensors"), load_weights(second / "last.safetensors")
+    a, b = read_state_dict(first / "last.safetensors"), read_state_dict(second / "last.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 

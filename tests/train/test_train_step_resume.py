@@ -8,7 +8,8 @@ import torch
 from trainkit import make_folder, tiny_config, train
 
 from swinlite.engine import trainer
-from swinlite.engine.checkpoint import load_resume, load_weights
+from swinlite.engine.checkpoint import load_resume
+from swinlite.io import read_state_dict
 
 # 2 epochs of 5 steps of 4 images; a step checkpoint every 2 steps; drop path, mixup, crops, flips and EMA all draw.
 SETTINGS = {"train.epochs": 2, "data.batch_size": 4, "train.save_every_steps": 2, "model.kwargs.drop_path_rate": 0.1,
@@ -39,11 +40,11 @@ def test_resume_from_step_checkpoint_matches_uninterrupted(tmp_path: Path, monke
     resumed = train(tiny_config(data, run, **SETTINGS, **workers), resume=True)
 
     for name in ("last.safetensors", "ema.safetensors"):
-        expected, got = load_weights(reference / name), load_weights(resumed / name)
+        expected, got = read_state_dict(reference / name), read_state_dict(resumed / name)
         assert expected.keys() == got.keys()
         assert all(torch.equal(expected[k], got[k]) for k in expected), name
     ref_state, run_state = load_resume(reference / "resume.pt"), load_resume(resumed / "resume.pt")
     assert ref_state["step"] == run_state["step"] == 10
     assert ref_state["history"][1]["train_loss"] == run_state["history"][1]["train_loss"]  # the epoch's loss, whole
-    at_step_2, last = load_resume(saves[0])["model"], load_weights(reference / "last.safetensors")
+    at_step_2, last = load_resume(saves[0])["model"], read_state_dict(reference / "last.safetensors")
     assert not all(torch.equal(at_step_2[k], last[k]) for k in last)  # sanity: training moved the weights

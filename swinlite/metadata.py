@@ -1,0 +1,193 @@
+"""What a self-describing weights file records about its model, checked where it is written and where it is read.
+
+Every classification weights file ``scripts/train.py`` writes is a safetensors file whose metadata (each
+value a JSON string) holds:
+
+=================  ==========================================================================================
+key                value
+=================  ==========================================================================================
+``format``         1 (this schema's version)
+``task``           ``"classification"``
+``model``          timm model name, e.g. ``"swinlite_tiny_patch4_window7_224"``
+``model_args``     constructor arguments that differ from the variant's defaults, e.g. ``{"num_classes": 2}``
+``classes``        class names (strings) in output order, as many as the classifier has outputs
+``preprocessing``  timm data config of the evaluation transform: ``input_size`` [3, H, W], ``interpolation``,
+                   ``mean``, ``std``, ``crop_pct`` (in (0, 1]), ``crop_mode``;
+                   ``timm.data.create_transform(**preprocessing)`` is the run's val transform
+``weights``        ``"raw"`` (the trained weights) or ``"ema"`` (their exponential moving average)
+``swinlite``       the swinlite version that wrote the file
+``epoch``          epochs done when written
+``val_top1``       the run's val top-1 (%) of these weights at that epoch
+=================  ==========================================================================================
+
+A value of the wrong type or range is a ValueError naming the file and the key, when written
+(:func:`weights_metadata`) and when read (:func:`read_info`): a file never loads as a silently different model.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .io import read_metadata
+
+FORMAT = 1
+KINDS = ("raw", "ema")
+PREPROCESSING_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
+INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "box", "hamming", "lanczos")
+CROP_MODES = ("center", "squash", "border")
+SCRIPTS = {"detection": "scripts/detect.py or scripts/evaluate_detection.py"}
+
+
+@dataclass(frozen=True)
+class WeightsInfo:
+    """The metadata of a self-describing weights file (see the module docstring)."""
+
+    model: str
+    model_args: dict[str, Any]
+    classes: list[str]
+    preprocessing: dict[str, Any]
+    weights: str = "raw"
+    task: str = "classification"
+    extra: dict[str, Any] = field(default_factory=dict)  # epoch, val_top1, swinlite version, ...
+
+
+def weights_metadata(
+    model: str,
+    model_args: Mapping[str, Any],
+    classes: list[str],
+    preprocessing: Mapping[str, Any],
+    weights: str = "raw",
+    **extra: Any,
+) -> dict[str, Any]:
+    """The metadata dict to save beside the tensors (``swinlite.io.save_safetensors`` JSON-encodes each value).
+
+    Raises:
+        ValueError: a value :func:`read_info` would refuse.
+    """
+    from . import __version__
+
+    missing = [k for k in PREPROCESSING_KEYS if k not in preprocessing]
+    if missing:
+        raise ValueError(f"preprocessing lacks {', '.join(missing)}")
+    meta = {
+        "format": FORMAT,
+        "task": "classification",
+        "model": model,
+        "model_args": dict(model_args) if isinstance(model_args, Mapping) else model_args,
+        "classes": classes if isinstance(classes, str) else list(classes),
+        "preprocessing": {k: preprocessing[k] for k in PREPROCESSING_KEYS},
+        "weights": weights,
+        "swinlite": __version__,
+        **extra,
+    }
+    parse_info(meta, "weights metadata")
+    return meta
+
+
+def read_info(path: str | os.PathLike) -> WeightsInfo | None:
+    """The recorded metadata, or None for a file that does not describe its model (torch files, converted ones).
+
+    Raises:
+        ValueError: an unreadable file; a file of another task (a detector); metadata of the wrong type or
+            range (names the file and the key).
+    """
+    meta = read_metadata(path)
+    task = meta.get("task", "classification")
+    if task != "classification":
+        use = SCRIPTS.get(task, "the scripts of that task") if isinstance(task, str) else "another script"
+        raise ValueError(f"{path} is a {task} checkpoint, not a classifier's; use {use}")
+    if "model" not in meta and "classes" not in meta:
+        return None
+    return parse_info(meta, str(path))
+
+
+def parse_info(meta: Mapping[str, Any], source: str) -> WeightsInfo:
+    """Decoded metadata -> :class:`WeightsInfo`, every value checked; ValueError naming ``source`` and the key."""
+    known = {"format", "task", "model", "model_args", "classes", "preprocessing", "weights"}
+    if meta.get("format", FORMAT) != FORMAT:
+        raise ValueError(f"{source}: metadata format {meta['format']!r} is not {FORMAT} (a newer swinlite wrote it?)")
+    for key in ("model", "classes"):
+        if key not in meta:
+            raise ValueError(f"{source}: metadata lacks {key!r} (it has {', '.join(sorted(meta))})")
+    model = meta["model"]
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"{source}: metadata model must be a timm model name, got {model!r}")
+    classes = _class_names(meta["classes"], source)
+    if "preprocessing" in meta:
+        preprocessing = meta["preprocessing"]
+    else:  # files written before format 1: flat keys
+        size = meta.get("img_size", 224)
+        flat = ("crop_pct", "interpolation", "mean", "std")
+        preprocessing = {"input_size": [3, size, size], "crop_mode": "center"} | {k: meta[k] for k in flat if k in meta}
+        known |= {"img_size", *flat}
+    model_args = meta.get("model_args", {"num_classes": len(classes)})
+    if not isinstance(model_args, dict):
+        raise ValueError(f"{source}: metadata model_args must be a JSON object, got {model_args!r}")
+    outputs = model_args.get("num_classes", len(classes))
+    if outputs != len(classes):
+        raise ValueError(f"{source}: metadata names {len(classes)} classes for a classifier of {outputs} outputs")
+    weights = meta.get("weights", "raw")
+    if weights not in KINDS:
+        raise ValueError(f"{source}: metadata weights must be one of {', '.join(KINDS)}, got {weights!r}")
+    return WeightsInfo(
+        model=model,
+        model_args=dict(model_args),
+        classes=classes,
+        preprocessing=check_preprocessing(preprocessing, source),
+        weights=weights,
+        task="classification",
+        extra={k: v for k, v in meta.items() if k not in known},
+    )
+
+
+def _class_names(value: Any, source: str) -> list[str]:
+    if isinstance(value, str):
+        raise ValueError(f"{source}: metadata classes must be a JSON list of names, got the string {value[:60]!r}")
+    if not isinstance(value, list) or not value or not all(isinstance(c, str) for c in value):
+        raise ValueError(f"{source}: metadata classes must be a non-empty JSON list of strings, got {value!r:.80}")
+    duplicates = sorted({c for c in value if value.count(c) > 1})
+    if duplicates:
+        raise ValueError(f"{source}: metadata classes name {', '.join(duplicates)} more than once")
+    return list(value)
+
+
+def check_preprocessing(preprocessing: Any, source: str) -> dict[str, Any]:
+    """A timm data config, checked: ``input_size`` [3, H, W] > 0, 3 means, 3 stds > 0, ``crop_pct`` in (0, 1], ..."""
+    if not isinstance(preprocessing, dict):
+        raise ValueError(f"{source}: metadata preprocessing must be a JSON object, got {preprocessing!r:.80}")
+    pre = dict(preprocessing)
+
+    def bad(key: str, expected: str) -> ValueError:
+        return ValueError(f"{source}: preprocessing {key} must be {expected}, got {pre.get(key)!r}")
+
+    size = pre.get("input_size")
+    if not (isinstance(size, list | tuple) and len(size) == 3 and all(_is_int(v) and v > 0 for v in size)):
+        raise bad("input_size", "[channels, height, width] of positive integers")
+    for key in ("mean", "std"):
+        values = pre.get(key)
+        if key not in pre:
+            continue
+        if not (isinstance(values, list | tuple) and len(values) == size[0] and all(map(_is_finite, values))):
+            raise bad(key, f"{size[0]} finite numbers")
+        if key == "std" and min(values) <= 0:
+            raise bad(key, "positive")
+    crop = pre.get("crop_pct", 1.0)
+    if not (_is_finite(crop) and 0 < crop <= 1):
+        raise bad("crop_pct", "a number in (0, 1] (the fraction of the resized image the center crop keeps)")
+    if pre.get("interpolation", "bicubic") not in INTERPOLATIONS:
+        raise bad("interpolation", f"one of {', '.join(INTERPOLATIONS)}")
+    if pre.get("crop_mode", "center") not in CROP_MODES:
+        raise bad("crop_mode", f"one of {', '.join(CROP_MODES)}")
+    return pre
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,256 @@
+"""Bad input to the inference scripts: one ``error:`` line and exit 2, nothing lost; or, where the input is odd but
+valid, a correct result. Each script runs in-process through ``_cli.run``, as ``python scripts/x.py`` runs it."""
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import _cli
+import numpy as np
+import pytest
+import timm
+import torch
+from PIL import Image
+from safetensors.torch import save_file
+from trainkit import script_env
+
+from swinlite.weights import weights_metadata
+
+PICO = "swinlite_pico_patch2_window4_32"
+PRE = {"input_size": [3, 16, 16], "interpolation": "bicubic", "mean": [0.5] * 3, "std": [0.25] * 3}
+PRE |= {"crop_pct": 1.0, "crop_mode": "center"}
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+def _save(path: Path, state: dict[str, torch.Tensor], meta: dict[str, object], raw: dict[str, str] = {}) -> Path:  # noqa: B006
+    """A safetensors file whose metadata holds ``meta`` JSON-encoded, and ``raw`` strings as they are."""
+    save_file({k: v.contiguous() for k, v in state.items()}, path, {k: json.dumps(v) for k, v in meta.items()} | raw)
+    return path
+
+
+@pytest.fixture(scope="module")
+def f(tmp_path_factory) -> SimpleNamespace:
+    """A 2-class pico checkpoint (self-describing), a val folder of 16 px images, and broken variants of both."""
+    root = tmp_path_factory.mktemp("bad_input")
+    torch.manual_seed(0)
+    state = timm.create_model(PICO, num_classes=2).state_dict()
+    meta = weights_metadata(PICO, {"num_classes": 2}, ["a", "b"], PRE)
+    rng = np.random.default_rng(0)
+    for name in ("a", "b"):
+        (root / "data" / "val" / name).mkdir(parents=True)
+        for i in range(2):
+            Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(
+                root / "data" / "val" / name / f"{i}.png"
+            )
+    ns = SimpleNamespace(root=root, data=root / "data", images=root / "data" / "val", meta=meta, state=state)
+    ns.ckpt = _save(root / "best.safetensors", state, meta)
+    whole = ns.ckpt.read_bytes()
+    (root / "truncated.safetensors").write_bytes(whole[: len(whole) // 2])
+    torch.save(state, root / "raw.pth")
+    (root / "truncated.pth").write_bytes((root / "raw.pth").read_bytes()[:3000])
+    nan = dict(state) | {
+        "layers.1.blocks.0.mlp.fc1.weight": torch.full_like(state["layers.1.blocks.0.mlp.fc1.weight"], torch.nan)
+    }
+    _save(root / "nan.safetensors", nan, meta)
+    ints = dict(state) | {"head.fc.weight": state["head.fc.weight"].long()}
+    _save(root / "int64.safetensors", ints, meta)
+    _save(root / "classes_3.safetensors", state, meta | {"classes": ["a", "b", "c"], "model_args": {"num_classes": 3}})
+    _save(root / "classes_len.safetensors", state, meta | {"classes": ["a", "b", "c"]})
+    _save(
+        root / "classes_str.safetensors", state, {k: v for k, v in meta.items() if k != "classes"}, {"classes": "a,b"}
+    )
+    _save(root / "classes_int.safetensors", state, meta | {"classes": [0, 1]})
+    _save(root / "crop0.safetensors", state, meta | {"preprocessing": PRE | {"crop_pct": 0}})
+    _save(root / "unknown_model.safetensors", state, meta | {"model": "swinlite_pico_patch2_windw4_32"})
+    _save(root / "bad_args.safetensors", state, meta | {"model_args": {"num_classes": 2, "windw_size": 4}})
+    detection = {"task": "detection", "classes": ["a"], "category_ids": [1], "detector": {"kind": "faster_rcnn"}}
+    _save(root / "detector.safetensors", {"backbone.body.x": torch.zeros(1)}, detection)
+    (root / "a_file").write_text("not a folder")
+    Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(root / "bias_stage0.png")
+    os.symlink(ns.ckpt, root / "link.safetensors")
+    return ns
+
+
+def _run(load_script, capsys, name: str, argv: list[str]) -> tuple[int, str]:
+    main = load_script(name).main
+    with pytest.raises(SystemExit) as exit_info:
+        _cli.run(lambda _: main(argv))
+    return exit_info.value.code, capsys.readouterr().err
+
+
+# (script, arguments with {r}: the fixture's folder, {ckpt}, {data}, {images}; words the error line must hold)
+CASES = {
+    "predict_output_is_the_checkpoint": ("predict", "--checkpoint {ckpt} --output {ckpt} {images}", "would replace"),
+    "predict_output_is_a_link_to_it": (
+        "predict", "--checkpoint {ckpt} --output {r}/link.safetensors {images}", "would replace the input"),
+    "predict_output_replaces_an_image": ("predict", "--checkpoint {ckpt} --output {images}/a/0.png {images}", "0.png"),
+    "predict_output_is_a_folder": ("predict", "--checkpoint {ckpt} --output {r} {images}", "is a folder"),
+    "predict_output_under_a_file": ("predict", "--checkpoint {ckpt} --output {r}/a_file/p.csv {images}", "is a file"),
+    "export_output_is_the_checkpoint": ("export_onnx", "--checkpoint {ckpt} --output {ckpt}", "would replace"),
+    "convert_output_is_the_input": ("convert_checkpoint", "{ckpt} {ckpt}", "would replace the input"),
+    "extract_output_is_a_file": ("extract_features", "--checkpoint {ckpt} --input {images} --output {r}/a_file",
+                                 "is a file; expected a folder"),
+    "visualize_output_is_a_file": ("visualize", "--checkpoint {ckpt} --output {r}/a_file", "expected a folder"),
+    "visualize_writes_over_its_image": ("visualize", "--checkpoint {ckpt} --image {r}/bias_stage0.png --output {r}",
+                                        "would replace the input"),
+    "evaluate_output_dir_is_a_file": ("evaluate", "--checkpoint {ckpt} --data-dir {data} --output-dir {r}/a_file",
+                                      "is a file; expected a folder"),
+    "evaluate_output_dir_in_the_data": ("evaluate", "--checkpoint {ckpt} --data-dir {data} --output-dir {images}/a",
+                                        "inside the input folder"),
+    "predict_device_gpu0": ("predict", "--checkpoint {ckpt} --device gpu0 --output {r}/p.csv {images}",
+                            "'gpu0' is not a device; valid here: auto, cpu"),
+    "evaluate_device_gpu0": ("evaluate", "--checkpoint {ckpt} --data-dir {data} --device gpu0", "valid here"),
+    "extract_device_gpu0": ("extract_features", "--checkpoint {ckpt} --input {images} --output {r}/o --device gpu0",
+                            "valid here"),
+    "truncated_safetensors": ("predict", "--checkpoint {r}/truncated.safetensors --output {r}/p.csv {images}",
+                              "truncated.safetensors' is a damaged (truncated?) safetensors file"),
+    "truncated_torch_file": ("export_onnx", f"--model {PICO} --checkpoint {{r}}/truncated.pth --output {{r}}/m.onnx",
+                             "truncated.pth' is not a weights file"),
+    "nan_weights": ("predict", "--checkpoint {r}/nan.safetensors --output {r}/p.csv {images}",
+                    "nan.safetensors holds NaN or infinite values in 1 weights (a diverged run?): layers.1.blocks.0"),
+    "int64_weights": ("evaluate", "--checkpoint {r}/int64.safetensors --data-dir {data} --num-workers 0",
+                      "not floating point: head.fc.weight (torch.int64)"),
+    "classes_of_another_run": ("evaluate", "--checkpoint {r}/classes_3.safetensors --data-dir {data}",
+                               "classes_3.safetensors does not fit"),
+    "classes_of_wrong_length": ("predict", "--checkpoint {r}/classes_len.safetensors --output {r}/p.csv {images}",
+                                "names 3 classes for a classifier of 2 outputs"),
+    "classes_not_json": ("predict", "--checkpoint {r}/classes_str.safetensors --output {r}/p.csv {images}",
+                         "classes must be a JSON list of names, got the string 'a,b'"),
+    "classes_not_strings": ("export_onnx", "--checkpoint {r}/classes_int.safetensors --output {r}/m.onnx",
+                            "classes must be a non-empty JSON list of strings"),
+    "crop_pct_0": ("predict", "--checkpoint {r}/crop0.safetensors --output {r}/p.csv {images}",
+                   "crop0.safetensors: preprocessing crop_pct must be a number in (0, 1]"),
+    "unknown_model_in_metadata": ("visualize", "--checkpoint {r}/unknown_model.safetensors --output {r}/plots",
+                                  "unknown_model.safetensors records unknown timm model"),
+    "bad_model_args_in_metadata": ("extract_features", "--checkpoint {r}/bad_args.safetensors --input {images} "
+                                   "--output {r}/o2", f"bad_args.safetensors: {PICO} cannot be built"),
+    "detection_checkpoint_to_predict": ("predict", "--checkpoint {r}/detector.safetensors --output {r}/p.csv {images}",
+                                        "is a detection checkpoint, not a classifier's; use scripts/detect.py"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_one_error_line_and_exit_2(f, load_script, capsys, case):
+    name, argv, message = CASES[case]
+    before = {p: p.read_bytes() for p in f.root.rglob("*") if p.is_file() and not p.is_symlink()}
+    words = {"r": f.root, "ckpt": f.ckpt, "data": f.data, "images": f.images}
+    code, err = _run(load_script, capsys, name, argv.format(**words).split())
+    assert code == 2 and err.count("error:") == 1 and "Traceback" not in err and message in err, err
+    after = {p: p.read_bytes() for p in f.root.rglob("*") if p.is_file() and not p.is_symlink()}
+    assert after == before  # nothing written, nothing replaced
+
+
+def test_pretrained_weights_behind_an_unreachable_hub_fail_fast(load_script, capsys, monkeypatch, tmp_path):
+    """No HF_HUB_OFFLINE, no network, nothing cached: one line naming the repo and the script's way, in seconds
+    (huggingface_hub's retries took about a minute)."""
+    import time
+
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_cache"))
+    start = time.monotonic()
+    argv = ["--model", "swinlite_tiny_patch4_window7_224", "--output", str(tmp_path / "p.csv"), str(tmp_path)]
+    Image.new("RGB", (8, 8)).save(tmp_path / "x.png")
+    code, err = _run(load_script, capsys, "predict", argv)
+    assert time.monotonic() - start < 20
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    assert (
+        "timm/swin_tiny_patch4_window7_224.ms_in1k" in err and "--checkpoint FILE" in err and "HF_HUB_OFFLINE=1" in err
+    )
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8") as fh:  # valid UTF-8 for any reader
+        return list(csv.DictReader(fh))
+
+
+def test_non_utf8_file_names_are_written_escaped(f, load_script, tmp_path, capsys):
+    """A file name that is not UTF-8 once failed the CSV write after every prediction was computed."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    odd = os.fsdecode(b"caf\xe9.png")  # Latin-1 bytes: not UTF-8
+    Image.fromarray(np.full((16, 16, 3), 120, np.uint8)).save(folder / odd)
+    Image.fromarray(np.full((16, 16, 3), 30, np.uint8)).save(folder / "plain.png")
+    (folder / os.fsdecode(b"broken\xff.png")).write_bytes(b"not an image")
+    load_script("predict").main(["--checkpoint", str(f.ckpt), "--output", str(tmp_path / "p.csv"), "--no-progress",
+                                 str(folder)])  # fmt: skip
+    rows = _rows(tmp_path / "p.csv")
+    assert [r["path"] for r in rows] == [str(folder / "caf\\xe9.png"), str(folder / "plain.png")]
+    assert "broken\\xff.png" in capsys.readouterr().err
+    out = tmp_path / "feats"
+    load_script("extract_features").main(["--checkpoint", str(f.ckpt), "--input", str(folder), "--output", str(out),
+                                          "--no-progress"])  # fmt: skip
+    assert (out / "failures.txt").read_text(encoding="utf-8").startswith(str(folder / "broken\\xff.png"))
+    assert (out / "features" / "caf\\xe9.png.safetensors").is_file()  # a UTF-8 name, as safetensors needs
+
+
+def test_images_of_1x4000_and_4000x1(f, load_script, tmp_path):
+    for name, shape in (("wide.png", (1, 4000, 3)), ("tall.png", (4000, 1, 3))):
+        Image.fromarray(np.random.default_rng(0).integers(0, 255, shape, dtype=np.uint8)).save(tmp_path / name)
+    load_script("predict").main(["--checkpoint", str(f.ckpt), "--output", str(tmp_path / "p.csv"), "--no-progress",
+                                 str(tmp_path / "wide.png"), str(tmp_path / "tall.png")])  # fmt: skip
+    rows = _rows(tmp_path / "p.csv")
+    assert [Path(r["path"]).name for r in rows] == ["wide.png", "tall.png"]
+    assert all(math.isfinite(float(r["prob"])) for r in rows)
+    load_script("extract_features").main(["--checkpoint", str(f.ckpt), "--input", str(tmp_path), "--output",
+                                          str(tmp_path / "feats"), "--no-progress"])  # fmt: skip
+    assert (tmp_path / "feats" / "features" / "wide.png.safetensors").is_file()
+    paths = load_script("visualize").main(["--checkpoint", str(f.ckpt), "--image", str(tmp_path / "tall.png"),
+                                           "--output", str(tmp_path / "plots")])  # fmt: skip
+    assert paths[-1].name == "features.png"
+
+
+def test_eval_json_is_valid_json_when_the_loss_overflows(f, load_script, tmp_path):
+    """Finite weights whose logits overflow to inf: the loss is NaN, which eval.json once held as a bare NaN."""
+    state = dict(f.state) | {"head.fc.weight": torch.full_like(f.state["head.fc.weight"], 3e38)}
+    ckpt = _save(tmp_path / "huge.safetensors", state, f.meta)
+    load_script("evaluate").main(["--checkpoint", str(ckpt), "--data-dir", str(f.data), "--num-workers", "0"])
+    summary = json.loads((tmp_path / "eval.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert summary["loss"] is None and summary["top1"] == 50.0
+
+
+def test_missing_optional_packages_name_the_extra(f, tmp_path):
+    """After ``pip install -e .`` (no extras): predict.py needs none of them; evaluate.py says which extra it needs."""
+    runs = {
+        "predict": ["--checkpoint", str(f.ckpt), "--output", str(tmp_path / "p.csv"), "--no-progress", str(f.images)],
+        "evaluate": ["--checkpoint", str(f.ckpt), "--data-dir", str(f.data), "--num-workers", "0"],
+    }
+    code = (
+        "import json, runpy, sys\n"
+        "sys.modules['sklearn'] = sys.modules['matplotlib'] = None  # as if not installed\n"
+        f"sys.path.insert(0, {str(SCRIPTS)!r})\n"
+        "import _cli\n"
+        "for name, argv in json.loads(sys.argv[1]).items():\n"
+        f"    main = runpy.run_path({str(SCRIPTS)!r} + f'/{{name}}.py')['main']\n"
+        "    try:\n"
+        "        _cli.run(lambda _: main(argv))\n"
+        "    except SystemExit as e:\n"
+        "        print(name, 'exit', e.code)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(runs)], capture_output=True, text=True, env=script_env()
+    )
+    assert "predict exit" not in result.stdout and len(_rows(tmp_path / "p.csv")) == 4, result.stderr
+    assert "evaluate exit 2" in result.stdout and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.count("error:") == 1 and 'pip install -e ".[train]"' in result.stderr, result.stderr
+
+
+def test_the_optional_packages_are_pyprojects_extras():
+    """``_cli.OPTIONAL`` names, for each package of an extra, that extra (so the hint installs what is missing)."""
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((SCRIPTS.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    import_names = {"scikit-learn": "sklearn", "PyYAML": "yaml"}
+    listed = {}
+    for extra in ("train", "detection", "export"):
+        for requirement in extras[extra]:
+            name = requirement.split(">")[0].split("=")[0].split("[")[0]
+            if name != "swinlite":
+                listed[import_names.get(name, name)] = extra
+    assert _cli.OPTIONAL == listed

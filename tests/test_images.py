@@ -1,0 +1,67 @@
+"""swinlite.images: the one image lister (one set of extensions), the one decoder, the one image-files dataset."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torchvision.transforms import functional as TF
+
+from swinlite.images import IMAGE_EXTENSIONS, ImageFiles, list_images, load_rgb
+
+
+def _float_tiff(path: Path, pixels: np.ndarray) -> Path:
+    Image.fromarray(pixels.astype(np.float32)).save(path)
+    with Image.open(path) as img:
+        assert img.mode == "F"  # really stored as 32-bit float
+    return path
+
+
+def test_float_image_in_0_1_is_scaled_not_read_as_black(tmp_path: Path):
+    pixels = np.linspace(0, 1, 12 * 10).reshape(12, 10)
+    rgb = np.asarray(load_rgb(_float_tiff(tmp_path / "f.tif", pixels)))
+    assert rgb.shape == (12, 10, 3) and rgb.dtype == np.uint8 and (rgb[..., 0] == rgb[..., 2]).all()
+    np.testing.assert_array_equal(rgb[..., 0], np.round(pixels.astype(np.float32) * 255))  # Pillow's RGB: all 0 or 1
+
+
+def test_float_image_in_0_255_is_kept_and_other_ranges_are_named(tmp_path: Path):
+    pixels = np.linspace(0, 255, 8 * 8).reshape(8, 8)
+    rgb = np.asarray(load_rgb(_float_tiff(tmp_path / "g.tif", pixels)))
+    np.testing.assert_array_equal(rgb[..., 1], np.round(pixels.astype(np.float32)))
+    for name, bad in [("neg.tif", pixels - 1), ("big.tif", pixels * 2), ("nan.tif", np.full((4, 4), np.nan))]:
+        with pytest.raises(ValueError, match=f"{name}: float image"):
+            load_rgb(_float_tiff(tmp_path / name, bad))
+
+
+def test_one_lister_one_set_of_extensions(tmp_path: Path):
+    for rel in ["a.JPG", "b.png", "notes.txt", ".hidden.png", "sub/c.webp", "sub/d.TIFF", ".cache/e.png"]:
+        (tmp_path / "f" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "f" / rel).write_bytes(b"")
+    os.symlink(tmp_path / "f", tmp_path / "f" / "sub" / "loop")  # a link back up: listed once, never in a loop
+    os.symlink(tmp_path, tmp_path / "f" / "up")  # a link above the folder: its siblings are not listed
+    (tmp_path / "sibling").mkdir()
+    (tmp_path / "sibling" / "s.png").write_bytes(b"")
+    (tmp_path / "explicit.txt").write_text("named on purpose")
+    found = list_images([tmp_path / "f", tmp_path / "explicit.txt"])
+    root = tmp_path / "f"
+    assert found == [root / "a.JPG", root / "b.png", root / "sub" / "c.webp", root / "sub" / "d.TIFF",
+                     tmp_path / "explicit.txt"]  # fmt: skip
+    assert {".jpg", ".png", ".tif", ".tiff", ".webp", ".bmp"} <= set(IMAGE_EXTENSIONS)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no image files .* under '.*empty'"):
+        list_images([tmp_path / "empty"])
+    with pytest.raises(ValueError, match="'.*nope.png' does not exist"):
+        list_images([tmp_path / "nope.png"])
+
+
+def test_image_files_give_the_image_or_why_not(tmp_path: Path):
+    pixels = np.random.default_rng(0).integers(0, 255, (6, 9, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "ok.png")
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    dataset = ImageFiles([tmp_path / "ok.png", tmp_path / "bad.png"], TF.to_tensor)
+    ok, bad = dataset[0], dataset[1]
+    assert ok.index == 0 and ok.size == (6, 9) and ok.error is None
+    torch.testing.assert_close(ok.image, torch.from_numpy(pixels).permute(2, 0, 1).float() / 255)
+    assert bad.index == 1 and bad.image is None and bad.size is None and "UnidentifiedImageError" in bad.error

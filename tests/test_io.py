@@ -1,0 +1,70 @@
+"""swinlite.io: the one weights reader, the one output check every writer makes, escaped file names."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from swinlite.io import check_output, printable_path, read_metadata, read_state_dict
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch) -> Path:
+    """ckpt.pth, images/a.png, a_file, link -> ckpt.pth, hard -> ckpt.pth (hard link); cwd = tmp_path."""
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "a.png").write_bytes(b"png")
+    (tmp_path / "ckpt.pth").write_bytes(b"weights")
+    (tmp_path / "a_file").write_text("x")
+    os.symlink(tmp_path / "ckpt.pth", tmp_path / "link")
+    os.link(tmp_path / "ckpt.pth", tmp_path / "hard")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("output", "kwargs", "message"),
+    [
+        ("ckpt.pth", {}, "writing .*ckpt.pth would replace the input ckpt.pth"),
+        ("images/../ckpt.pth", {}, "would replace the input"),  # relative parts resolved
+        ("link", {}, "would replace the input"),  # a symlink to the input
+        ("hard", {}, "would replace the input"),  # a hard link to the input
+        ("images", {}, "--output images is a folder; expected a file name"),
+        ("a_file/out.csv", {}, "a_file is a file, not a folder"),
+        ("a_file", {"folder": True}, "--output a_file is a file; expected a folder"),
+        (".", {"folder": True, "names": ["ckpt.pth"]}, "would replace the input ckpt.pth"),
+        ("images/plots", {"folder": True}, "lies inside the input folder images"),
+        ("images/new.png", {}, "lies inside the input folder images"),
+    ],
+)
+def test_an_output_that_would_replace_an_input_or_cannot_be_written_is_refused(tree, output, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        check_output(output, ["ckpt.pth", "images", None], **kwargs)
+
+
+def test_outputs_beside_the_inputs_are_fine(tree):
+    check_output("out.csv", ["ckpt.pth", "images/a.png"])
+    check_output("new/deeper/out.csv", ["ckpt.pth"])  # folders that do not exist yet
+    check_output("images/p.csv", ["images/a.png"])  # inside an image folder whose files are the inputs
+    check_output("plots", ["ckpt.pth"], folder=True, names=["bias_stage0.png"])
+
+
+def test_weights_files_that_are_broken_are_named(tmp_path: Path):
+    save_file({"w": torch.ones(3)}, tmp_path / "w.safetensors", {"classes": '["a"]', "note": "plain text"})
+    data = (tmp_path / "w.safetensors").read_bytes()
+    (tmp_path / "cut.safetensors").write_bytes(data[:-5])
+    torch.save([torch.ones(1)], tmp_path / "list.pth")
+    torch.save({"model": {"w": torch.zeros(2)}, "epoch": 3}, tmp_path / "train.pth")
+    assert read_metadata(tmp_path / "w.safetensors") == {"classes": ["a"], "note": "plain text"}
+    assert read_metadata(tmp_path / "train.pth") == {}
+    assert list(read_state_dict(tmp_path / "train.pth")) == ["w"]  # a training checkpoint's state dict
+    with pytest.raises(ValueError, match="cut.safetensors' is a damaged \\(truncated\\?\\) safetensors file"):
+        read_state_dict(tmp_path / "cut.safetensors")
+    with pytest.raises(ValueError, match="list.pth' is not a weights file .*holds a list, not a state dict"):
+        read_state_dict(tmp_path / "list.pth")
+
+
+def test_printable_path_escapes_bytes_that_are_not_utf8():
+    assert printable_path(os.fsdecode(b"/x/caf\xe9.png")) == "/x/caf\\xe9.png"
+    assert printable_path("/x/café.png") == "/x/café.png"

@@ -75,8 +75,8 @@ def test_flip_and_resize_move_boxes_and_masks_together(coco: Path):
             "annotation file .* does not exist",
         ),
         (lambda root: (root / "train2017").rename(root / "elsewhere"), "image folder .* does not exist"),
-        (lambda root: _rewrite(root, categories=[]), "has no categories"),
-        (lambda root: _rewrite(root, images=[]), "no image of .* was found"),
+        (lambda root: _rewrite(root, categories=[], annotations=[]), "has no categories"),
+        (lambda root: _rewrite(root, images=[], annotations=[]), "no image of .* was found"),
         (lambda root: (root / "annotations" / "instances_train2017.json").write_text("{"), "is not a COCO annotation"),
     ],
 )

@@ -132,9 +132,18 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
-def rewrite_checkpoint(source: Path, target: Path, **metadata: Any) -> Path:
-    """A copy of the safetensors file ``source`` with metadata keys replaced (each value stored as JSON)."""
+def rewrite_checkpoint(source: Path, target: Path, edit: Callable[[dict], object] = dict, **metadata: Any) -> Path:
+    """A copy of the safetensors file ``source`` with metadata keys replaced (each value stored as JSON) and its
+    tensors (a dict) changed in place by ``edit``."""
     with safe_open(str(source), framework="pt") as f:
         meta = f.metadata() | {k: json.dumps(v) for k, v in metadata.items()}
-        save_file({k: f.get_tensor(k) for k in f.keys()}, str(target), metadata=meta)
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    edit(tensors)
+    save_file(tensors, str(target), metadata=meta)
     return target
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """The JSON-decoded metadata of a safetensors file."""
+    with safe_open(str(path), framework="pt") as f:
+        return {k: json.loads(v) for k, v in f.metadata().items()}

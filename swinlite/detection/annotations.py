@@ -153,10 +153,10 @@ def segmentation_problem(segmentation: Any, height: int, width: int) -> str | No
             return f"polygon {str(polygon)[:40]} is not a list of numbers"
         if len(xy) < 6 or len(xy) % 2:
             return f"polygon of {len(xy)} numbers (x, y pairs of at least 3 points)"
-        if not np.isfinite(xy).all():
-            return f"polygon with a non-finite coordinate {str(polygon)[:60]}"
-        xs, ys = xy[0::2], xy[1::2]
-        if xs.min() < -width or xs.max() > 2 * width or ys.min() < -height or ys.max() > 2 * height:
+        points = xy.reshape(-1, 2)  # [N, 2] x, y
+        if not ((points >= (-width, -height)) & (points <= (2 * width, 2 * height))).all():  # False for NaN too
+            if not np.isfinite(xy).all():
+                return f"polygon with a non-finite coordinate {str(polygon)[:60]}"
             return f"polygon reaching far outside the {width}x{height} image"
     return None
 

@@ -96,7 +96,7 @@ def _check_annotations(path: Path, annotations: list[dict], image_ids: set[int],
             bad.append(f"{where}: bbox {box!r} is not [x, y, width, height] (four numbers)")
         if ann.setdefault("iscrowd", 0) not in (0, 1):
             bad.append(f"{where}: iscrowd {ann['iscrowd']!r} is not 0 or 1")
-        area = ann.get("area")
+        area = ann.pop("area", None) if ann.get("area") is None else ann["area"]  # null or absent: computed
         if area is not None and not (_is_number(area) and area >= 0):  # NaN fails >= too
             bad.append(f"{where}: area {area!r} is not a number >= 0 (leave it out to have it computed)")
     _problems(path, "annotations that do not fit the file or COCO's format", bad)

@@ -94,6 +94,7 @@ def test_missing_area_and_iscrowd_get_cocos_defaults(coco: Path):
             ann.pop("area")
             if not ann["iscrowd"]:
                 ann.pop("iscrowd")
+        _ann(data, 1)["area"] = None  # null is absent too
         _ann(data, 2)["segmentation"] = []  # box-only records as converters write them
         _ann(data, 5).pop("segmentation")
 

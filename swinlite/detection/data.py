@@ -136,13 +136,13 @@ def check_categories(categories: Categories, split: CocoSplit) -> None:
         )
 
 
-def _clean_annotations(split: CocoSplit, categories: Categories, image_id: int) -> tuple[list[dict], list]:
+def _clean_annotations(split: CocoSplit, image_id: int) -> tuple[list[dict], list]:
     """Training objects of one image with boxes as xyxy clipped to the image; what was dropped or clipped."""
     info = split.coco.imgs[image_id]
     width, height = info["width"], info["height"]
     kept, problems = [], []
     for ann in split.coco.imgToAnns.get(image_id, []):
-        if ann.get("iscrowd", 0):
+        if ann["iscrowd"]:
             continue
         x, y, w, h = ann["bbox"]
         box = np.clip([x, y, x + w, y + h], 0, [width, height, width, height])
@@ -179,7 +179,7 @@ class CocoDetection(Dataset):
         self.split, self.categories, self.transform, self.masks = split, categories, transform, masks
         self.objects, problems = [], []
         for image_id in split.image_ids:
-            kept, bad = _clean_annotations(split, categories, image_id)
+            kept, bad = _clean_annotations(split, image_id)
             self.objects.append(kept)
             problems += bad
         _warn_ids("annotations dropped or clipped (annotation id: reason)", problems)

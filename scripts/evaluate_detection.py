@@ -23,7 +23,9 @@ OUTPUTS = ("eval.json", "detections.json")
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     parser.add_argument("--checkpoint", required=True, type=Path, help="best.safetensors or last.safetensors")
-    parser.add_argument("--data-dir", type=Path, help="COCO 2017 layout root: annotations/instances_<split>2017.json")
+    parser.add_argument(
+        "--data-dir", type=Path, help="COCO 2017 layout: annotations/instances_<split>2017.json, <split>2017/"
+    )
     parser.add_argument("--split", default="val", choices=("train", "val"), help="(default: %(default)s)")
     parser.add_argument("--ann", type=Path, help="annotation file (instead of the --data-dir layout)")
     parser.add_argument("--images", type=Path, help="image folder (instead of the --data-dir layout)")
@@ -31,7 +33,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_argument("--amp", default="none", choices=AMP, help="autocast dtype (default: none)")
-    parser.add_argument("--output-dir", type=Path, help="for eval.json and detections.json (default: beside it)")
+    parser.add_argument("--output-dir", type=Path, help="for eval.json and detections.json (default: the checkpoint's)")
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.ann and args.images):
         parser.error("give --data-dir, or both --ann and --images")

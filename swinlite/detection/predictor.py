@@ -88,9 +88,12 @@ def load_detector(path: str | Path, device: torch.device | str = "cpu") -> tuple
     except Exception as e:  # metadata values of any type reach timm and torchvision
         raise ValueError(f"{path}: its metadata does not describe a detector: {type(e).__name__}: {e}") from None
     state = load_weights(path)
-    bad = [k for k, v in state.items() if not v.is_floating_point() or not bool(torch.isfinite(v).all())]
-    if bad:
-        raise ValueError(f"{path}: {len(bad)} weights are not finite floating-point numbers: {first_keys(bad, 5)}")
+    not_float = [f"{k} ({v.dtype})" for k, v in state.items() if not v.is_floating_point()]
+    if not_float:
+        raise ValueError(f"{path} holds {len(not_float)} weights that are not floating point: {first_keys(not_float)}")
+    not_finite = [k for k, v in state.items() if not bool(v.isfinite().all())]
+    if not_finite:
+        raise ValueError(f"{path} holds NaN or infinite values in {len(not_finite)} weights: {first_keys(not_finite)}")
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
@@ -130,7 +133,7 @@ def check_output_folder(folder: Path, outputs: Iterable[str], inputs: Iterable[P
     for name in outputs:
         for source in inputs:
             if (folder / name).resolve() == source.resolve():
-                raise ValueError(f"--output-dir {folder}: writing {name} there would replace the input {source}")
+                raise ValueError(f"--output-dir {folder}: writing {folder / name} would replace the input {source}")
 
 
 def draw_detections(

@@ -95,8 +95,8 @@ E, D = "evaluate_detection", "detect"
 CASES = {  # test id: (script, setup, argv, message in the error line)
     "E-gpu0": (E, _nothing, lambda s: _evaluate(s, "--device", "gpu0"), "--device 'gpu0' is not a device"),
     "D-gpu0": (D, _nothing, lambda s: _detect(s, "--device", "gpu0"), "--device 'gpu0' is not a device"),
-    "E-output-dir-is-a-file": (E, lambda s: s.out.write_text(""), _evaluate, "out is a file, not a folder"),
-    "D-output-dir-is-a-file": (D, lambda s: s.out.write_text(""), _detect, "out is a file, not a folder"),
+    "E-output-dir-is-a-file": (E, lambda s: s.out.write_text(""), _evaluate, "out is a file"),
+    "D-output-dir-is-a-file": (D, lambda s: s.out.write_text(""), _detect, "out is a file"),
     "E-truncated-checkpoint": (E, _truncate, _evaluate, "cut.safetensors is not a detection checkpoint"),
     "D-truncated-checkpoint": (D, _truncate, _detect, "cut.safetensors is not a detection checkpoint"),
     "E-classification-checkpoint": (
@@ -152,7 +152,7 @@ CASES = {  # test id: (script, setup, argv, message in the error line)
         D,
         _checkpoint(_nan_weight),
         _detect,
-        "1 weights are not finite floating-point numbers: backbone.",
+        "holds NaN or infinite values in 1 weights: backbone.",
     ),
     "E-annotation-without-bbox": (
         E,
@@ -212,7 +212,7 @@ CASES = {  # test id: (script, setup, argv, message in the error line)
             _evaluate(s)[:2]
             + ["--ann", s.tmp / "detections.json", "--images", s.coco / "val2017", "--output-dir", s.tmp]
         ),
-        "writing detections.json there would replace the input",
+        "detections.json would replace the input",
     ),
 }
 

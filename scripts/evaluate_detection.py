@@ -1,87 +1,124 @@
 """COCO mAP of a detection checkpoint of scripts/train_detection.py on COCO-format data.
 
 Prints pycocotools' summary (box AP, and mask AP for Mask R-CNN) and writes OUT/eval.json (the AP values in
-percent) and OUT/detections.json (the COCO results), beside the checkpoint unless --output-dir.
+percent; null for an object size the data has none of) and OUT/detections.json (the COCO results), beside the
+checkpoint unless --output-dir. The data's categories must be the checkpoint's (the same ids and names; it may
+list fewer). Mask R-CNN on data without a segmentation on every object gives box AP only, with a note.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
-import os
+import math
 import sys
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as scripts/train.py: no spinning threads on shared CPUs
+from _cli import Parser, run
 
-import torch  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-
-from swinlite.detection.config import DetDataConfig  # noqa: E402
-from swinlite.detection.data import CocoDetection, collate, load_split, split_paths  # noqa: E402
-from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes  # noqa: E402
-from swinlite.detection.predictor import load_detector  # noqa: E402
-from swinlite.detection.task import predict  # noqa: E402
-from swinlite.detection.transforms import build_eval_transform  # noqa: E402
-from swinlite.device import resolve_device  # noqa: E402
-from swinlite.engine.loop import StepSettings  # noqa: E402
-from swinlite.io import atomic_write_bytes  # noqa: E402
-
-_AMP = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+AMP = ("none", "bf16", "fp16")
+OUTPUTS = ("eval.json", "detections.json")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="best.safetensors or last.safetensors of a detection run")
+def parse_args(argv: list[str] | None = None):
+    parser = Parser(__doc__)
+    parser.add_argument("--checkpoint", required=True, type=Path, help="best.safetensors or last.safetensors")
     parser.add_argument(
-        "--data-dir", help="COCO 2017 layout root: annotations/instances_<split>2017.json, <split>2017/"
+        "--data-dir", type=Path, help="COCO 2017 layout: annotations/instances_<split>2017.json, <split>2017/"
     )
-    parser.add_argument("--split", default="val", help="train or val (default: %(default)s)")
-    parser.add_argument("--ann", help="annotation file (instead of the --data-dir layout)")
-    parser.add_argument("--images", help="image folder (instead of the --data-dir layout)")
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--num-workers", type=int, default=2)
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    parser.add_argument("--amp", default="none", choices=sorted(_AMP), help="autocast dtype")
-    parser.add_argument("--output-dir", help="for eval.json and detections.json (default: the checkpoint's folder)")
-    return parser.parse_args(argv)
+    parser.add_argument("--split", default="val", choices=("train", "val"), help="(default: %(default)s)")
+    parser.add_argument("--ann", type=Path, help="annotation file (instead of the --data-dir layout)")
+    parser.add_argument("--images", type=Path, help="image folder (instead of the --data-dir layout)")
+    parser.add_argument("--batch-size", type=int, default=4, help="(default: %(default)s)")
+    parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
+    parser.add_argument("--amp", default="none", choices=AMP, help="autocast dtype (default: none)")
+    parser.add_argument("--output-dir", type=Path, help="for eval.json and detections.json (default: the checkpoint's)")
+    args = parser.parse_args(argv)
+    if not args.data_dir and not (args.ann and args.images):
+        parser.error("give --data-dir, or both --ann and --images")
+    if args.batch_size < 1 or args.num_workers < 0:
+        parser.error("--batch-size must be at least 1, --num-workers at least 0")
+    return args
+
+
+def _resizable(split, model):
+    """``split`` without the images the detector cannot resize (a warning names them); ValueError if none is left."""
+    from swinlite.detection.predictor import unprocessable
+
+    problems = {i: unprocessable(model, info["height"], info["width"]) for i, info in split.coco.imgs.items()}
+    thin = [(i, problems[i]) for i in split.image_ids if problems[i]]
+    for image_id, problem in thin[:10]:
+        print(f"warning: image {image_id} left out: {problem}", file=sys.stderr)
+    if len(thin) == len(split.image_ids):
+        raise ValueError(f"the detector can resize no image of {split.ann_file}")
+    return dataclasses.replace(split, image_ids=[i for i in split.image_ids if not problems[i]])
+
+
+def _json(value) -> bytes:
+    """Strict JSON: NaN (COCO's "no object of that size") as null."""
+
+    def clean(v):
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        return None if isinstance(v, float) and math.isnan(v) else v
+
+    return json.dumps(clean(value), indent=1, allow_nan=False).encode()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.split not in ("train", "val"):
-        print(f"error: --split must be train or val, got {args.split!r}", file=sys.stderr)
-        return 2
+    sys.stdout.reconfigure(errors="backslashreplace")  # paths that are not UTF-8 print, never fail after the work
+    import torch
+    from torch.utils.data import DataLoader
+
+    from swinlite.detection.config import DetDataConfig
+    from swinlite.detection.data import CocoDetection, collate, load_split, split_paths
+    from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes, unmasked_objects
+    from swinlite.detection.predictor import load_detector
+    from swinlite.detection.task import predict
+    from swinlite.detection.transforms import build_eval_transform
+    from swinlite.device import resolve_device
+    from swinlite.engine.loop import StepSettings
+    from swinlite.io import atomic_write_bytes, check_output
+
+    device = resolve_device(args.device)
+    if args.amp == "fp16" and device.type != "cuda":
+        raise ValueError("--amp fp16 needs CUDA; use --amp bf16 on the CPU")
     data = DetDataConfig(
-        data_dir=args.data_dir or ".", **{f"{args.split}_ann": args.ann, f"{args.split}_images": args.images}
+        data_dir=str(args.data_dir or "."), **{f"{args.split}_ann": args.ann, f"{args.split}_images": args.images}
     )
-    try:
-        if not args.data_dir and not (args.ann and args.images):
-            raise ValueError("give --data-dir, or both --ann and --images")
-        device = resolve_device(args.device)
-        model, categories, meta = load_detector(args.checkpoint, device)
-        split = load_split(*split_paths(data, args.split))
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    ann_file, image_dir = split_paths(data, args.split)
+    out = args.output_dir or args.checkpoint.parent
+    option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
+    check_output(out, [args.checkpoint, ann_file, image_dir], option=option, folder=True, names=OUTPUTS)
+    model, categories, meta = load_detector(args.checkpoint, device)
+    split = _resizable(load_split(ann_file, image_dir), model)
     ignored = ignore_empty_boxes(split.coco)
     if ignored:
         print(f"warning: {len(ignored)} objects with an empty box are ignored (ids {ignored[:10]})", file=sys.stderr)
-    dataset = CocoDetection(split, categories, build_eval_transform())
+    dataset = CocoDetection(split, categories, build_eval_transform())  # checks the categories
+    iou_types = ["bbox"]
+    if meta["detector"].get("detector") == "maskrcnn":
+        unmasked = unmasked_objects(split.coco, split.image_ids)
+        if unmasked:
+            print(f"note: box AP only: {len(unmasked)} objects have no segmentation (ids {unmasked[:10]})",
+                  file=sys.stderr)  # fmt: skip
+        else:
+            iou_types.append("segm")
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=collate)
-    results = predict(model, loader, categories, StepSettings(device, _AMP[args.amp]))
+    amp = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
+    results = predict(model, loader, categories, StepSettings(device, amp))
     report = {"checkpoint": str(args.checkpoint), "images": len(split.image_ids)}
-    iou_types = ["bbox", "segm"] if meta["detector"]["detector"] == "maskrcnn" else ["bbox"]
     for iou_type in iou_types:
         ap = coco_ap(split.coco, results, split.image_ids, iou_type)
         print(f"{iou_type} ({len(split.image_ids)} images):\n{ap.summary}")
         report[iou_type] = ap.ap
-    out = Path(args.output_dir) if args.output_dir else Path(args.checkpoint).parent
-    atomic_write_bytes(out / "eval.json", json.dumps(report, indent=1).encode())
+    atomic_write_bytes(out / "eval.json", _json(report))
     atomic_write_bytes(out / "detections.json", json.dumps(results).encode())
     print(f"wrote {out / 'eval.json'} and {out / 'detections.json'}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -15,7 +15,7 @@ from torch import nn
 from ..engine.distributed import broadcast_object
 from ..engine.model import create_model
 from ..engine.task import RunContext, StepOutput, Task
-from ..weights import weights_metadata
+from ..metadata import weights_metadata
 from .config import Config
 from .data import Split, build_datasets
 from .demo_data import build_digits

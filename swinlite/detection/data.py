@@ -1,18 +1,18 @@
-"""COCO-format detection data read with pycocotools: checked on load, cleaned once, served as tv_tensors.
+"""COCO-format detection data: checked on load, cleaned once, served as tv_tensors.
 
-``load_split`` reads one annotation file and checks it against its image folder before training starts:
-a missing file or folder, a file without categories, or a split left without images is a ValueError; an
-image whose file is missing (or, with ``verify``, does not decode) is skipped with a warning naming its id.
-``CocoDetection`` then serves ``(image, target)`` pairs as torchvision's detectors take them: category ids
-(which need not be contiguous) become labels 1..K (0 is the background), ``iscrowd`` objects are left out
+``load_split`` reads one annotation file (checked record by record first, see :mod:`.annotations`) and checks it
+against its image folder before training starts: a missing file or folder, a file that does not fit COCO's
+format, a file without categories, or a split left without images is a ValueError; an image whose file is
+missing (or, with ``verify``, does not decode) and an annotation with a non-finite box or an invalid mask are
+skipped with a warning naming their ids. ``CocoDetection`` then serves ``(image, target)`` pairs as
+torchvision's detectors take them: category ids (which need not be contiguous) become labels 1..K (0 is the
+background; a file with categories the label mapping lacks is a ValueError), ``iscrowd`` objects are left out
 (COCOeval handles them in evaluation), boxes reaching outside the image are clipped and empty ones dropped,
 each with a warning naming the annotation id; images without objects stay, as negatives.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
 from ..images import load_rgb
+from .annotations import read_coco
 from .config import DetDataConfig
 
 _MAX_LISTED = 10  # ids named in one warning
@@ -36,6 +37,7 @@ class Categories:
 
     ids: list[int]
     names: list[str]
+    source: str = "the label mapping"  # where the mapping comes from, for messages
 
     def label_of(self, category_id: int) -> int:
         return self.ids.index(category_id) + 1
@@ -49,6 +51,7 @@ class CocoSplit:
     image_dir: Path
     image_ids: list[int]
     skipped: list[tuple[int, str]]  # (image id, reason)
+    ann_file: Path
 
 
 def split_paths(cfg: DetDataConfig, split: str) -> tuple[Path, Path]:
@@ -84,18 +87,15 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSpl
     """Read and check one COCO annotation file against its image folder.
 
     Raises:
-        ValueError: a missing annotation file or image folder, a file that is not COCO JSON, a file without
-            categories, or no image left.
+        ValueError: a missing annotation file or image folder, a file that does not fit COCO's format, a file
+            without categories, or no image left.
     """
     if not ann_file.is_file():
         raise ValueError(f"annotation file {ann_file} does not exist (COCO format: images, annotations, categories)")
     if not image_dir.is_dir():
         raise ValueError(f"image folder {image_dir} does not exist (it holds the images {ann_file.name} names)")
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
-            coco = COCO(str(ann_file))
-    except Exception as e:  # json errors, missing keys
-        raise ValueError(f"{ann_file} is not a COCO annotation file: {type(e).__name__}: {e}") from e
+    coco, dropped = read_coco(ann_file)
+    _warn_ids(f"annotations of {ann_file.name} dropped (annotation id: reason)", dropped)
     if not coco.cats:
         raise ValueError(f"{ann_file} has no categories; COCO files list them under 'categories'")
     kept, skipped = [], []
@@ -108,27 +108,45 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSpl
     _warn_ids(f"images of {ann_file.name} skipped (image id: reason)", skipped)
     if not kept:
         raise ValueError(f"no image of {ann_file} was found in {image_dir}; nothing to train or evaluate on")
-    return CocoSplit(coco, image_dir, kept, skipped)
+    return CocoSplit(coco, image_dir, kept, skipped, ann_file)
 
 
 def categories_of(split: CocoSplit) -> Categories:
     ids = sorted(split.coco.cats)
-    return Categories(ids, [split.coco.cats[i]["name"] for i in ids])
+    return Categories(ids, [split.coco.cats[i]["name"] for i in ids], f"the annotations {split.ann_file}")
 
 
-def _clean_annotations(split: CocoSplit, categories: Categories, image_id: int) -> tuple[list[dict], list]:
+def check_categories(categories: Categories, split: CocoSplit) -> None:
+    """ValueError unless every category of ``split`` is one of ``categories``, under the same name.
+
+    A detector knows the categories it was trained on; data with others would be scored (or trained) against
+    labels that mean something else. Data with fewer categories is fine (COCOeval scores those it lists).
+    """
+    known = dict(zip(categories.ids, categories.names, strict=True))
+    others = [
+        f"{i} {cat['name']!r}" + (f" (there {known[i]!r})" if i in known else "")
+        for i, cat in sorted(split.coco.cats.items())
+        if known.get(i) != cat["name"]
+    ]
+    if others:
+        mine = ", ".join(f"{i} {n!r}" for i, n in zip(categories.ids, categories.names, strict=True))
+        raise ValueError(
+            f"{split.ann_file} has categories (id name) that {categories.source} lacks: {', '.join(others[:10])}; "
+            f"it has {mine[:300]}"
+        )
+
+
+def _clean_annotations(split: CocoSplit, image_id: int) -> tuple[list[dict], list]:
     """Training objects of one image with boxes as xyxy clipped to the image; what was dropped or clipped."""
     info = split.coco.imgs[image_id]
     width, height = info["width"], info["height"]
     kept, problems = [], []
     for ann in split.coco.imgToAnns.get(image_id, []):
-        if ann.get("iscrowd", 0):
+        if ann["iscrowd"]:
             continue
         x, y, w, h = ann["bbox"]
         box = np.clip([x, y, x + w, y + h], 0, [width, height, width, height])
-        if ann["category_id"] not in categories.ids:
-            problems.append((ann["id"], f"unknown category id {ann['category_id']} (skipped)"))
-        elif box[2] <= box[0] or box[3] <= box[1]:
+        if box[2] <= box[0] or box[3] <= box[1]:
             problems.append((ann["id"], f"empty box {ann['bbox']} in image {image_id} of {width}x{height} (skipped)"))
         else:
             if (x < -1 or y < -1 or x + w > width + 1 or y + h > height + 1) and w > 0 and h > 0:
@@ -147,19 +165,30 @@ class CocoDetection(Dataset):
 
     Args:
         split: from :func:`load_split`.
-        categories: the label mapping (the training split's).
+        categories: the label mapping (the training split's, or the checkpoint's).
         transform: a ``torchvision.transforms.v2`` transform of ``(image, target)``.
-        masks: decode instance masks (Mask R-CNN).
+        masks: decode instance masks (Mask R-CNN); every object must have a segmentation.
+
+    Raises:
+        ValueError: ``split`` has categories ``categories`` lacks (:func:`check_categories`), or with ``masks``,
+            objects without a segmentation.
     """
 
     def __init__(self, split: CocoSplit, categories: Categories, transform=None, masks: bool = False) -> None:
+        check_categories(categories, split)
         self.split, self.categories, self.transform, self.masks = split, categories, transform, masks
         self.objects, problems = [], []
         for image_id in split.image_ids:
-            kept, bad = _clean_annotations(split, categories, image_id)
+            kept, bad = _clean_annotations(split, image_id)
             self.objects.append(kept)
             problems += bad
         _warn_ids("annotations dropped or clipped (annotation id: reason)", problems)
+        bare = [o["id"] for objects in self.objects for o in objects if "segmentation" not in o]
+        if masks and bare:
+            raise ValueError(
+                f"Mask R-CNN trains on instance masks, but {len(bare)} objects of {split.ann_file} have no "
+                f"segmentation (annotation ids {bare[:10]}); add masks or train a box detector"
+            )
 
     def __len__(self) -> int:
         return len(self.split.image_ids)

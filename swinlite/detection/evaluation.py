@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,12 @@ def ignore_empty_boxes(coco_gt: COCO) -> list[int]:
     return marked
 
 
+def unmasked_objects(coco_gt: COCO, image_ids: list[int]) -> list[int]:
+    """Ids of the ground-truth objects of ``image_ids`` without a segmentation: mask AP needs one on every object
+    (COCOeval compares masks, crowd regions included)."""
+    return [ann["id"] for i in image_ids for ann in coco_gt.imgToAnns.get(i, []) if "segmentation" not in ann]
+
+
 @dataclass
 class CocoAP:
     """AP, AP50, AP75 and AP for small / medium / large objects in percent (NaN where no object has that size),
@@ -70,8 +77,14 @@ def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: 
             without counting them as misses).
         results: COCO result dicts (``to_coco_results``).
         image_ids: the images evaluated (detections on no others).
-        iou_type: "bbox" or "segm".
+        iou_type: "bbox" or "segm"; "segm" on ground truth with objects that lack a segmentation gives NaN
+            with a warning (``unmasked_objects``), so that a training run keeps its epoch.
     """
+    unmasked = unmasked_objects(coco_gt, image_ids) if iou_type == "segm" else []
+    if unmasked:
+        note = f"mask AP not computed: {len(unmasked)} objects have no segmentation (annotation ids {unmasked[:10]})"
+        warnings.warn(note, stacklevel=2)
+        return CocoAP(dict.fromkeys(AP_NAMES, math.nan), note)
     if not results:
         return CocoAP(dict.fromkeys(AP_NAMES, 0.0), "no detections")
     printed = io.StringIO()

@@ -1,8 +1,13 @@
-"""Detection checkpoints written by ``scripts/train_detection.py``: rebuild the detector, run it, draw its output."""
+"""Detection checkpoints written by ``scripts/train_detection.py``: rebuild the detector, run it, draw its output.
+
+Also the check ``detect.py`` and ``evaluate_detection.py`` make before any work: images the detector cannot
+resize.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +15,51 @@ import torch
 from torch import nn
 from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
 
+from ..engine.config import check_values
 from ..io import read_metadata, read_state_dict
-from .config import DetModelConfig
+from ..weights import load_strict
+from .config import DetConfig, DetModelConfig
 from .data import Categories
 from .models import build_detector
+
+
+def _is_numbers(value: Any, count: int) -> bool:
+    return isinstance(value, list) and len(value) == count and all(type(v) in (int, float) for v in value)
+
+
+def _metadata_problems(meta: dict[str, Any]) -> list[str]:
+    """What is wrong with the metadata ``train_detection.py`` writes (see ``runner.weights_metadata``)."""
+    problems = []
+    names, ids, data = meta.get("classes"), meta.get("category_ids"), meta.get("data")
+    if not isinstance(meta.get("detector"), dict):
+        problems.append(f"'detector' is {str(meta.get('detector'))[:40]}, not the model settings")
+    if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+        problems.append(f"'classes' is {str(names)[:60]}, not a list of names")
+    if not (isinstance(ids, list) and all(type(i) is int for i in ids) and len(set(ids)) == len(ids)):
+        problems.append(f"'category_ids' is {str(ids)[:60]}, not a list of distinct integers")
+    elif isinstance(names, list) and len(ids) != len(names):
+        problems.append(f"{len(ids)} category_ids for {len(names)} classes")
+    sizes = isinstance(data, dict) and all(type(data.get(k)) is int and data[k] >= 1 for k in ("test_size", "max_size"))
+    if not (sizes and _is_numbers(data.get("mean"), 3) and _is_numbers(data.get("std"), 3)):
+        problems.append(f"'data' is {str(data)[:80]}, not test_size, max_size, mean and std")
+    return problems
+
+
+def _read_metadata(path: Path) -> dict[str, Any]:
+    try:
+        meta = read_metadata(path)
+    except Exception as e:  # safetensors raises its own error types for files that are not, or no longer, its own
+        raise ValueError(
+            f"{path} is not a detection checkpoint of scripts/train_detection.py (a safetensors file with its "
+            f"metadata): {type(e).__name__}: {e}"
+        ) from None
+    if meta.get("task") != "detection":
+        task = f"its metadata says task {meta['task']!r}" if "task" in meta else "no detector metadata"
+        raise ValueError(f"{path} is not a detection checkpoint of scripts/train_detection.py ({task})")
+    problems = _metadata_problems(meta)
+    if problems:
+        raise ValueError(f"{path}: its detection metadata is wrong: {'; '.join(problems)}")
+    return meta
 
 
 def load_detector(path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, Categories, dict[str, Any]]:
@@ -23,21 +69,43 @@ def load_detector(path: str | Path, device: torch.device | str = "cpu") -> tuple
         (detector, its categories, the file's metadata)
 
     Raises:
-        ValueError: a missing file, or one without the detection metadata ``train_detection.py`` writes.
+        ValueError: a missing, truncated or foreign file, metadata that is wrong or does not describe a detector
+            (unknown detector, classes and category ids of other lengths, ...), or weights that are not finite
+            floats or do not fit the detector the metadata describes; each naming the file.
     """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} does not exist")
-    meta = read_metadata(path) if path.suffix == ".safetensors" else {}
-    if meta.get("task") != "detection":
-        raise ValueError(f"{path} is not a detection checkpoint of scripts/train_detection.py (no detector metadata)")
+    meta = _read_metadata(path)
+    categories = Categories(meta["category_ids"], meta["classes"], f"checkpoint {path}")
     known = {f.name for f in dataclasses.fields(DetModelConfig)}
-    cfg = DetModelConfig(**{k: v for k, v in meta["detector"].items() if k in known})
-    categories = Categories(meta["category_ids"], meta["classes"])
     data = meta["data"]
-    model = build_detector(cfg, len(categories.ids), data["test_size"], data["max_size"], data["mean"], data["std"])
-    model.load_state_dict(read_state_dict(path))
+    try:
+        cfg = DetModelConfig(**{k: v for k, v in meta["detector"].items() if k in known})
+        check_values(DetConfig(model=cfg))
+        model = build_detector(cfg, len(categories.ids), data["test_size"], data["max_size"], data["mean"], data["std"])
+    except Exception as e:  # metadata values of any type reach timm and torchvision
+        raise ValueError(f"{path}: its metadata does not describe a detector: {type(e).__name__}: {e}") from None
+    load_strict(model, read_state_dict(path), path)
     return model.to(device).eval(), categories, meta
+
+
+def unprocessable(model: nn.Module, height: int, width: int) -> str | None:
+    """Why the detector cannot run on a ``height`` x ``width`` image, or None.
+
+    In eval mode the detector resizes an image as torchvision's ``_resize_image_and_masks`` does: by
+    ``min(test size / short side, max size / long side)``, each side rounded down. A very thin image (say 1 x 4000)
+    would become 0 pixels wide, which the resize refuses.
+    """
+    transform = model.transform
+    scale = min(transform.min_size[-1] / min(height, width), transform.max_size / max(height, width))
+    new_height, new_width = math.floor(height * scale), math.floor(width * scale)
+    if min(new_height, new_width) >= 1:
+        return None
+    return (
+        f"a {width}x{height} image would be resized to {new_width}x{new_height} (test size "
+        f"{transform.min_size[-1]}, max size {transform.max_size}): too thin"
+    )
 
 
 def draw_detections(

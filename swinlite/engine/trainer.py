@@ -20,7 +20,7 @@ from timm.utils import ModelEmaV3
 from torch import nn
 
 from .. import __version__
-from ..weights import FORMAT
+from ..metadata import FORMAT
 from .checkpoint import (
     RESUME_FILE,
     load_resume,

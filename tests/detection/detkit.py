@@ -1,17 +1,25 @@
-"""Helpers for the detection tests: a 6-image COCO file with the quirks real files have, tiny run settings."""
+"""Helpers for the detection tests: a 6-image COCO file with the quirks real files have, tiny run settings,
+the scripts as modules, checkpoints with edited metadata."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts"
 SIZE = 48  # image side
 CATEGORIES = [{"id": 3, "name": "square"}, {"id": 7, "name": "bar"}]  # non-contiguous ids
 
@@ -103,3 +111,39 @@ def tiny_overrides(data_dir: Path, out: Path, **extra: object) -> list[str]:
 def script_env() -> dict[str, str]:
     """The environment for a script subprocess: this checkout first on the path, one thread."""
     return os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), *sys.path]), "OMP_NUM_THREADS": "1"}
+
+
+def edit_coco(root: Path, split: str, edit: Callable[[dict], object]) -> Path:
+    """Apply ``edit`` to the parsed ``instances_<split>2017.json`` of ``root`` in place; returns the file."""
+    path = root / "annotations" / f"instances_{split}2017.json"
+    coco = json.loads(path.read_text())
+    edit(coco)
+    path.write_text(json.dumps(coco))
+    return path
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` as a module (its ``main`` callable in-process), with ``scripts/`` on the path for _cli."""
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
+    spec = importlib.util.spec_from_file_location(f"script_{name}", SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def rewrite_checkpoint(source: Path, target: Path, edit: Callable[[dict], object] = dict, **metadata: Any) -> Path:
+    """A copy of the safetensors file ``source`` with metadata keys replaced (each value stored as JSON) and its
+    tensors (a dict) changed in place by ``edit``."""
+    with safe_open(str(source), framework="pt") as f:
+        meta = f.metadata() | {k: json.dumps(v) for k, v in metadata.items()}
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    edit(tensors)
+    save_file(tensors, str(target), metadata=meta)
+    return target
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """The JSON-decoded metadata of a safetensors file."""
+    with safe_open(str(path), framework="pt") as f:
+        return {k: json.loads(v) for k, v in f.metadata().items()}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from detkit import SIZE
+from detkit import SIZE, edit_coco
 from torchvision.ops import masks_to_boxes
 
 from swinlite.detection.config import DetDataConfig
@@ -75,8 +75,8 @@ def test_flip_and_resize_move_boxes_and_masks_together(coco: Path):
             "annotation file .* does not exist",
         ),
         (lambda root: (root / "train2017").rename(root / "elsewhere"), "image folder .* does not exist"),
-        (lambda root: _rewrite(root, categories=[]), "has no categories"),
-        (lambda root: _rewrite(root, images=[]), "no image of .* was found"),
+        (lambda root: _rewrite(root, categories=[], annotations=[]), "has no categories"),
+        (lambda root: _rewrite(root, images=[], annotations=[]), "no image of .* was found"),
         (lambda root: (root / "annotations" / "instances_train2017.json").write_text("{"), "is not a COCO annotation"),
     ],
 )
@@ -103,3 +103,40 @@ def test_large_scale_jitter_gives_a_test_size_square_with_boxes_and_masks_togeth
         if len(target["boxes"]):
             expected = masks_to_boxes(target["masks"]) + torch.tensor([0, 0, 1, 1])
             torch.testing.assert_close(expected, target["boxes"], atol=1.0, rtol=0)
+
+
+def _val_split(coco: Path):
+    with pytest.warns(UserWarning):
+        return load_split(*split_paths(DetDataConfig(data_dir=str(coco)), "val"))
+
+
+def test_data_must_use_the_label_mappings_categories_by_id_and_name(coco: Path):
+    """Silently wrong before: val (or evaluation) data whose category 7 is a cat was scored as the model's bar."""
+    train, _ = _train_split(coco)
+    categories = categories_of(train)
+    edit_coco(coco, "val", lambda d: d["categories"][1].update(name="cat"))
+    message = (
+        r"instances_val2017.json has categories \(id name\) that the annotations .*instances_train2017.json lacks: "
+        r"7 'cat' \(there 'bar'\); it has 3 'square', 7 'bar'"
+    )
+    with pytest.raises(ValueError, match=message):
+        CocoDetection(_val_split(coco), categories)
+
+    def only_squares(data: dict) -> None:  # fewer categories is fine: a subset of the classes
+        data["categories"] = data["categories"][:1]
+        data["annotations"] = [a for a in data["annotations"] if a["category_id"] == 3]
+
+    edit_coco(coco, "val", only_squares)
+    with pytest.warns(UserWarning):
+        assert len(CocoDetection(_val_split(coco), categories)) == 5
+
+
+def test_mask_rcnn_data_needs_a_segmentation_on_every_object(coco: Path):
+    """A KeyError in a loader worker before, after the model was built."""
+    edit_coco(coco, "train", lambda d: d["annotations"][1].pop("segmentation"))
+    split, _ = _train_split(coco)
+    message = r"1 objects of .* have no segmentation \(annotation ids \[2\]\)"
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match=message):
+        CocoDetection(split, categories_of(split), masks=True)
+    with pytest.warns(UserWarning):
+        assert CocoDetection(split, categories_of(split))[0][1]["labels"].tolist() == [1, 2]  # boxes are enough

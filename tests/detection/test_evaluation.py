@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from detkit import edit_coco
 
 from swinlite.detection.config import DetDataConfig
 from swinlite.detection.data import Categories, load_split, split_paths
-from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes, to_coco_results
+from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes, to_coco_results, unmasked_objects
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
 
@@ -50,3 +51,28 @@ def test_detector_output_becomes_coco_results_with_the_original_ids():
     assert result["image_id"] == 42 and result["category_id"] == 7 and result["score"] == pytest.approx(0.8)
     assert result["bbox"] == [3.0, 2.0, 6.0, 3.0]  # xywh
     assert result["segmentation"]["size"] == [10, 12]
+
+
+def test_missing_area_and_iscrowd_score_as_the_complete_file(coco: Path):
+    """A KeyError in COCOeval before (after a whole training epoch)."""
+    complete = _gt(coco)
+    expected = coco_ap(complete.coco, _predictions(complete, 3.0), complete.image_ids).ap
+
+    def strip(data: dict) -> None:
+        for ann in data["annotations"]:
+            del ann["area"]
+            if not ann["iscrowd"]:
+                del ann["iscrowd"]
+
+    edit_coco(coco, "val", strip)
+    bare = _gt(coco)
+    assert coco_ap(bare.coco, _predictions(bare, 3.0), bare.image_ids).ap == pytest.approx(expected, nan_ok=True)
+
+
+def test_mask_ap_on_objects_without_a_segmentation_is_nan_with_a_note(coco: Path):
+    edit_coco(coco, "val", lambda d: [ann.pop("segmentation") for ann in d["annotations"][:3]])
+    split = _gt(coco)
+    assert unmasked_objects(split.coco, split.image_ids) == [1, 2, 3]
+    with pytest.warns(UserWarning, match=r"mask AP not computed: 3 objects have no segmentation"):
+        ap = coco_ap(split.coco, _predictions(split, 0.0), split.image_ids, "segm")
+    assert all(math.isnan(v) for v in ap.ap.values()) and ap.summary.startswith("mask AP not computed")

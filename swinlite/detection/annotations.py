@@ -1,0 +1,202 @@
+"""COCO annotation files read from JSON and checked before pycocotools sees them.
+
+pycocotools trusts its input: a duplicate id silently replaces an object, an annotation of an image the file
+does not list is silently never used, a missing ``area`` or ``iscrowd`` is a KeyError in the middle of
+evaluation, and one NaN polygon coordinate makes its rasterizer allocate gigabytes. :func:`read_coco`
+therefore checks every record first:
+
+- the file's structure (``images``, ``annotations`` and ``categories`` lists of objects, integer ids, each id
+  once, every annotation's image and category listed, ``bbox`` four numbers, ``file_name``, ``width``,
+  ``height`` and ``name`` present): a ValueError naming the file and the records;
+- an annotation whose box is not finite, or whose segmentation is not a valid mask of its image (polygons of
+  finite numbers, at least 3 points each, within one image size of the image; an RLE of the image's size
+  whose counts cover it exactly), is dropped as a whole and returned with the reason, for a warning;
+- ``iscrowd`` defaults to 0 and ``area`` to the mask's area (the box's without a mask), as in COCO's files;
+  an empty or null ``segmentation`` means none (box-only data).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pycocotools import mask as mask_utils
+from pycocotools.coco import COCO
+
+_SHOWN = 5  # offending records named in one error
+
+
+def _problems(path: Path, what: str, items: list[str]) -> None:
+    """ValueError listing the first few ``items`` when there are any."""
+    if items:
+        more = f"; and {len(items) - _SHOWN} more" if len(items) > _SHOWN else ""
+        raise ValueError(f"{path}: {len(items)} {what}: {'; '.join(items[:_SHOWN])}{more}")
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int  # bool is an int subclass but never an id or a size
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) in (int, float)
+
+
+def _records(path: Path, data: Any, key: str) -> list[dict]:
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise ValueError(f"{path} is not a COCO annotation file: it needs lists images, annotations, categories")
+    bad = [f"{key}[{i}] is {type(r).__name__}" for i, r in enumerate(data[key]) if not isinstance(r, dict)]
+    _problems(path, f"{key} records are not objects", bad)
+    return data[key]
+
+
+def _check_ids(path: Path, records: list[dict], what: str) -> None:
+    """Every record has an integer ``id``, each id once."""
+    bad = [f"{what} {i}: id {r.get('id')!r}" for i, r in enumerate(records) if not _is_int(r.get("id"))]
+    _problems(path, f"{what}s without an integer 'id' (by position)", bad)
+    seen: dict[int, int] = {}
+    for r in records:
+        seen[r["id"]] = seen.get(r["id"], 0) + 1
+    _problems(path, f"{what} ids listed more than once", [f"{i} ({n} times)" for i, n in seen.items() if n > 1])
+
+
+def _check_images(path: Path, images: list[dict]) -> None:
+    _check_ids(path, images, "image")
+    bad = []
+    for image in images:
+        if not isinstance(image.get("file_name"), str) or not image["file_name"]:
+            bad.append(f"image {image['id']}: file_name {image.get('file_name')!r}")
+        for key in ("width", "height"):
+            if not _is_int(image.get(key)) or image[key] < 1:
+                bad.append(f"image {image['id']}: {key} {image.get(key)!r}")
+    _problems(path, "images without a file_name or a positive integer width and height", bad)
+
+
+def _check_categories(path: Path, categories: list[dict]) -> None:
+    _check_ids(path, categories, "category")
+    bad = [f"category {c['id']}: name {c.get('name')!r}" for c in categories if not isinstance(c.get("name"), str)]
+    _problems(path, "categories without a name", bad)
+
+
+def _check_annotations(path: Path, annotations: list[dict], image_ids: set[int], category_ids: set[int]) -> None:
+    """Structure only: references, the box's type, iscrowd and area; the values are judged by ``_drop_reason``."""
+    _check_ids(path, annotations, "annotation")
+    bad = []
+    for ann in annotations:
+        where = f"annotation {ann['id']}"
+        for key, ids, what in (("image_id", image_ids, "an image"), ("category_id", category_ids, "a category")):
+            if not _is_int(ann.get(key)) or ann[key] not in ids:
+                bad.append(f"{where}: {key} {ann.get(key)!r} is not {what} of the file")
+        box = ann.get("bbox")
+        if not isinstance(box, list) or len(box) != 4 or not all(map(_is_number, box)):
+            bad.append(f"{where}: bbox {box!r} is not [x, y, width, height] (four numbers)")
+        if ann.setdefault("iscrowd", 0) not in (0, 1):
+            bad.append(f"{where}: iscrowd {ann['iscrowd']!r} is not 0 or 1")
+        area = ann.pop("area", None) if ann.get("area") is None else ann["area"]  # null or absent: computed
+        if area is not None and not (_is_number(area) and area >= 0):  # NaN fails >= too
+            bad.append(f"{where}: area {area!r} is not a number >= 0 (leave it out to have it computed)")
+    _problems(path, "annotations that do not fit the file or COCO's format", bad)
+
+
+def rle_counts(text: str) -> list[int] | None:
+    """The run lengths of a compressed COCO RLE string (pycocotools' ``rleFrString``), None if it is malformed."""
+    counts: list[int] = []
+    i = 0
+    while i < len(text):
+        value, shift, more = 0, 0, True
+        while more:
+            c = ord(text[i]) - 48 if i < len(text) else -1
+            if not 0 <= c < 64:
+                return None
+            value |= (c & 0x1F) << shift
+            more = bool(c & 0x20)
+            i, shift = i + 1, shift + 5
+            if not more and c & 0x10:
+                value |= -1 << shift  # sign extension
+        counts.append(value + (counts[-2] if len(counts) > 2 else 0))  # runs after the third are deltas
+    return counts
+
+
+def _rle_problem(rle: dict, height: int, width: int) -> str | None:
+    if rle.get("size") != [height, width]:
+        return f"RLE size {rle.get('size')!r} is not the image's [height, width] [{height}, {width}]"
+    counts = rle.get("counts")
+    if isinstance(counts, str):
+        counts = rle_counts(counts)
+    elif not (isinstance(counts, list) and all(map(_is_int, counts))):
+        counts = None
+    if counts is None:
+        return "RLE counts are neither a list of integers nor a compressed RLE string"
+    if any(c < 0 for c in counts) or sum(counts) != height * width:
+        return f"RLE counts cover {sum(counts)} pixels with runs >= 0, not the image's {height * width}"
+    return None
+
+
+def segmentation_problem(segmentation: Any, height: int, width: int) -> str | None:
+    """Why ``segmentation`` is not a valid mask of a ``height`` x ``width`` image, or None if it is.
+
+    Polygons must be lists of finite numbers, x, y pairs of at least 3 points, within one image size of the
+    image (pycocotools rasterizes a NaN or a huge coordinate with gigabytes of memory); an RLE must have the
+    image's size and runs that cover it exactly (pycocotools decodes shorter ones into uninitialized memory).
+    """
+    if isinstance(segmentation, dict):
+        return _rle_problem(segmentation, height, width)
+    if not isinstance(segmentation, list):
+        return f"segmentation is {type(segmentation).__name__}, not polygons or an RLE"
+    for polygon in segmentation:
+        xy = np.asarray(polygon) if isinstance(polygon, list) else np.empty(0, dtype=object)
+        if xy.ndim != 1 or xy.dtype.kind not in "iuf":
+            return f"polygon {str(polygon)[:40]} is not a list of numbers"
+        if len(xy) < 6 or len(xy) % 2:
+            return f"polygon of {len(xy)} numbers (x, y pairs of at least 3 points)"
+        points = xy.reshape(-1, 2)  # [N, 2] x, y
+        if not ((points >= (-width, -height)) & (points <= (2 * width, 2 * height))).all():  # False for NaN too
+            if not np.isfinite(xy).all():
+                return f"polygon with a non-finite coordinate {str(polygon)[:60]}"
+            return f"polygon reaching far outside the {width}x{height} image"
+    return None
+
+
+def _drop_reason(ann: dict, image: dict) -> str | None:
+    if not all(math.isfinite(v) for v in ann["bbox"]):
+        return f"box {ann['bbox']} is not finite"
+    if ann.get("segmentation") in ([], None):
+        ann.pop("segmentation", None)  # converters write [] for box-only data
+        return None
+    problem = segmentation_problem(ann["segmentation"], image["height"], image["width"])
+    return None if problem is None else f"segmentation: {problem}"
+
+
+def read_coco(path: Path) -> tuple[COCO, list[tuple[int, str]]]:
+    """Read, check and index a COCO annotation file.
+
+    Returns:
+        (pycocotools' index of the checked file, the annotations dropped as (annotation id, reason))
+
+    Raises:
+        ValueError: a file that is not JSON or does not fit COCO's format, naming it and the records.
+    """
+    try:
+        data = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"{path} is not a COCO annotation file: {type(e).__name__}: {e}") from None
+    images, annotations, categories = (_records(path, data, k) for k in ("images", "annotations", "categories"))
+    _check_images(path, images)
+    _check_categories(path, categories)
+    by_id = {image["id"]: image for image in images}
+    _check_annotations(path, annotations, set(by_id), {c["id"] for c in categories})
+    dropped = [(a["id"], reason) for a in annotations if (reason := _drop_reason(a, by_id[a["image_id"]]))]
+    gone = {i for i, _ in dropped}
+    coco = COCO()
+    coco.dataset = {**data, "annotations": [a for a in annotations if a["id"] not in gone]}
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
+        coco.createIndex()
+    for ann in coco.anns.values():
+        if "area" not in ann:  # COCO's area is the mask's
+            _, _, w, h = ann["bbox"]
+            ann["area"] = float(mask_utils.area(coco.annToRLE(ann))) if "segmentation" in ann else max(w, 0) * max(h, 0)
+    return coco, dropped

@@ -1,0 +1,337 @@
+"""scripts/detect.py and scripts/evaluate_detection.py on bad input: one ``error:`` line and exit 2 (nothing
+written), or a correct result; --help before torch loads. Run in-process through the scripts' ``run(main)``."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from detkit import SCRIPTS, edit_coco, load_script, read_metadata, rewrite_checkpoint, script_env
+from PIL import Image
+from torchvision.models.detection.transform import GeneralizedRCNNTransform
+
+from swinlite.detection.predictor import unprocessable
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
+
+
+def _run(name: str, argv: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``python scripts/<name>.py ARGV``, in this process."""
+    module = load_script(name)
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *map(str, argv)])
+    try:
+        code = module.run(module.main)
+    except SystemExit as e:
+        code = e.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def setup(trained, tmp_path: Path) -> SimpleNamespace:
+    """A copy of the trained run's data, its checkpoint, and an output folder, in this test's folder."""
+    coco, run = trained
+    shutil.copytree(coco, tmp_path / "coco")
+    return SimpleNamespace(coco=tmp_path / "coco", ckpt=run / "best.safetensors", out=tmp_path / "out", tmp=tmp_path)
+
+
+def _evaluate(s: SimpleNamespace, *extra: object) -> list[object]:
+    return ["--checkpoint", s.ckpt, "--data-dir", s.coco, "--output-dir", s.out, "--num-workers", "0", *extra]
+
+
+def _detect(s: SimpleNamespace, *extra: object) -> list[object]:
+    return ["--checkpoint", s.ckpt, "--input", s.coco / "val2017", "--output-dir", s.out, *extra]
+
+
+def _checkpoint(edit: Callable[[dict], object] = dict, **metadata) -> Callable[[SimpleNamespace], None]:
+    """A setup step: the checkpoint replaced by a copy with edited tensors / metadata."""
+
+    def change(s: SimpleNamespace) -> None:
+        s.ckpt = rewrite_checkpoint(s.ckpt, s.tmp / "edited.safetensors", edit, **metadata)
+
+    return change
+
+
+def _truncate(s: SimpleNamespace) -> None:
+    data = s.ckpt.read_bytes()
+    (s.tmp / "cut.safetensors").write_bytes(data[: len(data) // 2])
+    s.ckpt = s.tmp / "cut.safetensors"
+
+
+def _detector(**changes) -> Callable[[SimpleNamespace], None]:
+    def change(s: SimpleNamespace) -> None:
+        _checkpoint(detector=read_metadata(s.ckpt)["detector"] | changes)(s)
+
+    return change
+
+
+def _val(edit: Callable[[dict], object]) -> Callable[[SimpleNamespace], None]:
+    return lambda s: edit_coco(s.coco, "val", edit)
+
+
+def _thin_images(s: SimpleNamespace) -> None:
+    """Every val image 4000 x 1 (its file and its record)."""
+    for path in (s.coco / "val2017").glob("*.png"):
+        Image.fromarray(np.zeros((1, 4000, 3), np.uint8)).save(path)
+    edit_coco(s.coco, "val", lambda d: [image.update(width=4000, height=1) for image in d["images"]])
+
+
+def _nothing(s: SimpleNamespace) -> None:
+    pass
+
+
+def _nan_weight(tensors: dict) -> None:
+    tensors[next(iter(tensors))][0] = float("nan")
+
+
+E, D = "evaluate_detection", "detect"
+CASES = {  # test id: (script, setup, argv, message in the error line)
+    "E-gpu0": (E, _nothing, lambda s: _evaluate(s, "--device", "gpu0"), "--device 'gpu0' is not a device"),
+    "D-gpu0": (D, _nothing, lambda s: _detect(s, "--device", "gpu0"), "--device 'gpu0' is not a device"),
+    "E-output-dir-is-a-file": (E, lambda s: s.out.write_text(""), _evaluate, "out is a file"),
+    "D-output-dir-is-a-file": (D, lambda s: s.out.write_text(""), _detect, "out is a file"),
+    "E-truncated-checkpoint": (E, _truncate, _evaluate, "cut.safetensors is not a detection checkpoint"),
+    "D-truncated-checkpoint": (D, _truncate, _detect, "cut.safetensors is not a detection checkpoint"),
+    "E-classification-checkpoint": (
+        E,
+        _checkpoint(task="classification"),
+        _evaluate,
+        "(its metadata says task 'classification')",
+    ),
+    "E-metadata-says-retinanet": (
+        E,
+        _detector(detector="retinanet"),
+        _evaluate,
+        "does not fit SwinRetinaNet exactly",
+    ),
+    "D-unknown-detector": (
+        D,
+        _detector(detector="yolo"),
+        _detect,
+        "does not describe a detector: ValueError: model.detector must be",
+    ),
+    "D-non-integer-fpn-channels": (
+        D,
+        _detector(fpn_channels="wide"),
+        _detect,
+        "does not describe a detector: TypeError",
+    ),
+    "D-more-class-names-than-ids": (
+        D,
+        _checkpoint(classes=["square", "bar", "cat"]),
+        _detect,
+        "2 category_ids for 3 classes",
+    ),
+    "D-classes-not-json": (
+        D,
+        _checkpoint(classes="square,bar"),
+        _detect,
+        "'classes' is square,bar, not a list of names",
+    ),
+    "D-non-string-class-names": (D, _checkpoint(classes=[1, 2]), _detect, "'classes' is [1, 2], not a list of names"),
+    "D-three-classes-for-two-class-weights": (
+        D,
+        _checkpoint(classes=["a", "b", "c"], category_ids=[3, 7, 9]),
+        _detect,
+        "does not fit SwinMaskRCNN exactly; shape (file vs model): roi_heads.box_predictor.cls_score",
+    ),
+    "D-data-metadata-incomplete": (
+        D,
+        _checkpoint(data={"test_size": 48}),
+        _detect,
+        "not test_size, max_size, mean and std",
+    ),
+    "D-nan-weight": (
+        D,
+        _checkpoint(_nan_weight),
+        _detect,
+        "holds NaN or infinite values in 1 weights (a diverged run?): backbone.",
+    ),
+    "E-annotation-without-bbox": (
+        E,
+        _val(lambda d: d["annotations"][0].pop("bbox")),
+        _evaluate,
+        "annotation 1: bbox None is not [x, y, width",
+    ),
+    "E-box-of-strings": (
+        E,
+        _val(lambda d: d["annotations"][0].update(bbox=["1", 2, 3, 4])),
+        _evaluate,
+        "bbox ['1', 2, 3, 4] is not",
+    ),
+    "E-box-null": (
+        E,
+        _val(lambda d: d["annotations"][0].update(bbox=None)),
+        _evaluate,
+        "annotation 1: bbox None is not",
+    ),
+    "E-image-without-file-name": (
+        E,
+        _val(lambda d: d["images"][0].pop("file_name")),
+        _evaluate,
+        "image 1: file_name None",
+    ),
+    "E-image-without-width": (E, _val(lambda d: d["images"][0].pop("width")), _evaluate, "image 1: width None"),
+    "E-category-without-name": (E, _val(lambda d: d["categories"][0].pop("name")), _evaluate, "category 3: name None"),
+    "E-image-id-a-string": (E, _val(lambda d: d["images"][2].update(id="3")), _evaluate, "image 2: id '3'"),
+    "E-annotations-not-utf8": (
+        E,
+        lambda s: (s.coco / "annotations" / "instances_val2017.json").write_bytes(b"\xff{"),
+        _evaluate,
+        "not a COCO",
+    ),
+    "E-every-image-4000x1": (E, _thin_images, _evaluate, "the detector can resize no image of"),
+    "D-every-image-4000x1": (D, _thin_images, _detect, "none of the 5 images could be used"),
+    "D-input-missing": (
+        D,
+        _nothing,
+        lambda s: _detect(s)[:3] + [s.tmp / "nowhere"] + _detect(s)[4:],
+        "does not exist (expected an image file or a folder of images)",
+    ),
+    "E-no-data": (E, _nothing, lambda s: _evaluate(s)[:2], "give --data-dir, or both --ann and --images"),
+    "E-unknown-split": (
+        E,
+        _nothing,
+        lambda s: _evaluate(s, "--split", "test"),
+        "argument --split: invalid choice: 'test'",
+    ),
+    "E-batch-size-0": (E, _nothing, lambda s: _evaluate(s, "--batch-size", "0"), "--batch-size must be at least 1"),
+    "E-fp16-on-cpu": (E, _nothing, lambda s: _evaluate(s, "--amp", "fp16"), "--amp fp16 needs CUDA"),
+    "D-score-thresh-2": (D, _nothing, lambda s: _detect(s, "--score-thresh", "2"), "--score-thresh must be in 0..1"),
+    "E-output-replaces-annotation-file": (
+        E,
+        lambda s: shutil.copy(s.coco / "annotations" / "instances_val2017.json", s.tmp / "detections.json"),
+        lambda s: (
+            _evaluate(s)[:2]
+            + ["--ann", s.tmp / "detections.json", "--images", s.coco / "val2017", "--output-dir", s.tmp]
+        ),
+        "detections.json would replace the input",
+    ),
+}
+
+
+@pytest.mark.parametrize(("script", "prepare", "argv", "message"), list(CASES.values()), ids=list(CASES))
+def test_bad_input_is_one_error_line_and_exit_2(setup, script, prepare, argv, message, monkeypatch, capsys):
+    prepare(setup)
+    before = sorted(setup.tmp.rglob("*"))
+    code, _, err = _run(script, argv(setup), monkeypatch, capsys)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and message in errors[0], err
+    assert "Traceback" not in err
+    assert sorted(setup.tmp.rglob("*")) == before  # nothing written
+
+
+def test_evaluating_on_data_with_other_categories_is_an_error_naming_them(setup, monkeypatch, capsys):
+    """AP 0.08 and exit 0 before: the checkpoint's square and bar were scored against a cat and a dog."""
+
+    def cats_and_dogs(data: dict) -> None:
+        data["categories"] = [{"id": 3, "name": "cat"}, {"id": 8, "name": "dog"}]
+        for ann in data["annotations"]:
+            ann["category_id"] = 3 if ann["category_id"] == 3 else 8
+
+    edit_coco(setup.coco, "val", cats_and_dogs)
+    code, _, err = _run(E, _evaluate(setup), monkeypatch, capsys)
+    assert code == 2 and not setup.out.exists()
+    assert err.strip().splitlines()[-1] == (
+        f"error: {setup.coco / 'annotations' / 'instances_val2017.json'} has categories (id name) that checkpoint "
+        f"{setup.ckpt} lacks: 3 'cat' (there 'square'), 8 'dog'; it has 3 'square', 7 'bar'"
+    )
+
+
+def test_mask_rcnn_on_box_only_data_gives_box_ap_with_a_note(setup, monkeypatch, capsys):
+    """A KeyError in COCOeval before."""
+    edit_coco(setup.coco, "val", lambda d: [ann.pop("segmentation") for ann in d["annotations"]])
+    code, out, err = _run(E, _evaluate(setup), monkeypatch, capsys)
+    assert code == 0, err
+    assert "note: box AP only: 7 objects have no segmentation" in err and "segm (" not in out
+    report = json.loads((setup.out / "eval.json").read_text())
+    assert "bbox" in report and "segm" not in report
+
+
+def test_evaluation_leaves_out_an_image_too_thin_for_the_detector(setup, monkeypatch, capsys):
+    """A RuntimeError traceback from the resize before (a 4000 x 1 image becomes 96 x 0)."""
+    Image.fromarray(np.zeros((1, 4000, 3), np.uint8)).save(setup.coco / "val2017" / "03.png")  # the negative image
+    edit_coco(setup.coco, "val", lambda d: d["images"][2].update(width=4000, height=1))
+    code, _, err = _run(E, _evaluate(setup), monkeypatch, capsys)
+    assert code == 0, err
+    assert "warning: image 3 left out: a 4000x1 image would be resized to 96x0" in err
+    assert json.loads((setup.out / "eval.json").read_text())["images"] == 4
+
+
+def test_detect_with_every_input_unreadable_fails_and_writes_nothing(setup, monkeypatch, capsys):
+    """Exit 0 with "0 detections on 0 images" before."""
+    folder = setup.tmp / "broken"
+    folder.mkdir()
+    for name in ("a.png", "b.jpg"):
+        (folder / name).write_bytes(b"not an image")
+    argv = ["--checkpoint", setup.ckpt, "--input", folder, "--output-dir", setup.out]
+    code, _, err = _run(D, argv, monkeypatch, capsys)
+    assert code == 2 and not setup.out.exists()
+    assert err.count("warning: skipped") == 2 and err.strip().splitlines()[-1] == (
+        "error: none of the 2 images could be used (each is named above); nothing written"
+    )
+
+
+def test_detect_with_its_output_inside_the_input_folder_is_refused_before_any_work(setup, monkeypatch, capsys):
+    """Before, a second run found the first run's drawings (OUT/images/*.png) among its inputs."""
+    folder = setup.coco / "val2017"
+    before = sorted(folder.rglob("*"))
+    argv = ["--checkpoint", setup.ckpt, "--input", folder, "--output-dir", folder / "det", "--score-thresh", "0.3"]
+    code, _, err = _run(D, argv, monkeypatch, capsys)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "lies inside the input folder" in errors[0], err
+    assert sorted(folder.rglob("*")) == before  # nothing written
+
+
+def test_detect_keeps_file_names_that_are_not_utf8(setup, monkeypatch, capsys):
+    """Printing the output folder's name raised UnicodeEncodeError after all the work, with a strict stdout."""
+    folder, out = setup.tmp / "pictures", setup.tmp / os.fsdecode(b"out\xff")
+    folder.mkdir()
+    name = os.fsdecode(b"caf\xe9.png")  # Latin-1, not UTF-8
+    try:
+        shutil.copy(setup.coco / "val2017" / "01.png", folder / name)
+    except (OSError, UnicodeEncodeError):
+        pytest.skip("this file system takes UTF-8 names only")
+    argv = ["--checkpoint", setup.ckpt, "--input", folder, "--output-dir", out, "--score-thresh", "0"]
+    code, printed, err = _run(D, argv, monkeypatch, capsys)
+    assert code == 0, err
+    results = json.loads((out / "detections.json").read_text())
+    assert {os.fsencode(r["image"]) for r in results} == {os.fsencode(folder / name)}  # the exact bytes back
+    assert "out\\udcff" in printed  # shown escaped
+    assert [os.fsencode(p.name) for p in (out / "images").iterdir()] == [b"00000_caf\xe9.png"]
+
+
+def test_unprocessable_is_what_torchvisions_resize_refuses():
+    transform = GeneralizedRCNNTransform(48, 96, [0.5] * 3, [0.2] * 3)
+    for height, width in [(1, 4000), (1, 96), (1, 192), (1, 193), (2, 193), (41, 4000), (42, 4000), (3, 3), (500, 7)]:
+        try:
+            transform.resize(torch.zeros(3, height, width), None)
+            refused = False
+        except RuntimeError:
+            refused = True
+        assert (unprocessable(SimpleNamespace(transform=transform), height, width) is not None) == refused
+
+
+def test_help_is_quick_and_imports_neither_torch_nor_timm():
+    """--help took about 5 s (torch, torchvision and pycocotools loaded first); argparse errors printed usage."""
+    code = (
+        "import runpy, sys\n"
+        f"sys.path.insert(0, {str(SCRIPTS)!r})\n"
+        "for name in ('detect.py', 'evaluate_detection.py'):\n"
+        "    sys.argv = [name, '--help']\n"
+        "    try:\n"
+        f"        runpy.run_path({str(SCRIPTS)!r} + '/' + name, run_name='__main__')\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, name\n"
+        "    assert 'torch' not in sys.modules and 'timm' not in sys.modules, name\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=script_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("usage:") == 2 and "--score-thresh" in result.stdout and "--split" in result.stdout

@@ -381,7 +381,7 @@ class SwinTransformer(nn.Module):
         return self.head.fc
 
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
-        """New classifier of ``num_classes`` outputs (0: none), on the model's device and dtype."""
+        """New classifier of ``num_classes`` outputs (0: none) on the model's device and dtype, in its training mode."""
         self.num_classes = num_classes
         if global_pool is not None:
             self.global_pool = global_pool
@@ -395,7 +395,7 @@ class SwinTransformer(nn.Module):
             input_fmt="NHWC",
             device=ref.device,
             dtype=ref.dtype,
-        )
+        ).train(self.training)
 
     def forward_intermediates(
         self,

@@ -498,7 +498,7 @@ class SwinBlock(nn.Module):
         self.attn = WindowAttention(dim, num_heads, self.window, qkv_bias, attn_drop, proj_drop, rel_pos, **dd)
         self.drop_path1 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
         self.norm2 = norm_layer(dim, **dd)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=proj_drop, **dd)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=proj_drop, **dd)  # timm's: fc1, act, fc2
         self.drop_path2 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -652,6 +652,9 @@ class SwinStage(nn.Module):
 
 class SwinTransformer(nn.Module):
     """Swin Transformer backbone and classifier, following timm's model interface.
+
+    This class builds the reference model; ``timm.create_model("swinlite_...")`` builds it and, unless
+    ``fast=False``, accelerates it (:func:`swinlite.fast.accelerate`).
 
     Args:
         img_size: nominal input size (for the pretrained config; any size at least one patch works).

@@ -1,7 +1,7 @@
 """swinlite's CPU inference with and without its row-block kernel, against timm, timed alternately.
 
-The row blocks are switched off by patching ``swinlite.layers.swin_block.use_row_blocks`` (the one decision,
-see swinlite/kernels/dispatch.py), so both swinlite rows run the same model. Figures: benchmarks/kernels.md.
+The row blocks are switched off by patching ``swinlite.fast.blocks.use_row_blocks`` (the one decision, in the
+table of swinlite/fast/blocks.py), so both swinlite rows run the same model. Figures: benchmarks/kernels.md.
 
     python benchmarks/row_blocks_check.py
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import timm
 import torch
 
-import swinlite.layers.swin_block as swin_block
+import swinlite.fast.blocks as fast_blocks
 
 sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.sizes import build_timm  # noqa: E402
@@ -29,14 +29,14 @@ CASES = [(8, (224, 224), 9), (2, (800, 1333), 5)]  # batch, (H, W), timed rounds
 
 def forward(model: torch.nn.Module, x: torch.Tensor, choice: Callable[..., bool]) -> None:
     """One inference forward with ``choice`` as the row-block decision."""
-    swin_block.use_row_blocks = choice
+    fast_blocks.use_row_blocks = choice
     with torch.inference_mode():
         model(x)
 
 
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # no options: --help, typos exit 2
-    use_row_blocks = swin_block.use_row_blocks
+    use_row_blocks = fast_blocks.use_row_blocks
     for batch, size, rounds in CASES:
         lite = timm.create_model("swinlite_tiny_patch4_window7_224", img_size=size).eval()
         reference = build_timm("swin_tiny_patch4_window7_224", size).eval()
@@ -50,7 +50,7 @@ def main() -> None:
         try:
             times = interleaved_seconds(steps, warmup=1, repeats=rounds)
         finally:
-            swin_block.use_row_blocks = use_row_blocks
+            fast_blocks.use_row_blocks = use_row_blocks
         median = {name: statistics.median(t) for name, t in zip(cases, times, strict=True)}
         cells = ", ".join(f"{n} {s * 1e3:.0f} ms ({median['timm'] / s:.2f}x timm)" for n, s in median.items())
         print(f"batch {batch} at {size[0]}x{size[1]}, median of {rounds}: {cells}")

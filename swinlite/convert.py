@@ -26,10 +26,10 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .io import StateDict, unwrap_checkpoint
-from .layers.rel_pos_bias import resize_rel_pos_bias_table
 
 # Buffers some layouts save that swinlite rebuilds itself.
 _DROPPED = ("relative_position_index", "attn_mask")
@@ -339,6 +339,34 @@ def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) ->
     if any(k.startswith("head.fc.") and k not in target for k in state_dict):
         warnings.warn("dropping the checkpoint's classifier head.fc: the model has none", stacklevel=3)
     return {k: v for k, v in state_dict.items() if k in target or not k.startswith(("out_norms.", "head.fc."))}
+
+
+def resize_rel_pos_bias_table(
+    table: torch.Tensor, old_window: Sequence[int], new_window: Sequence[int]
+) -> torch.Tensor:
+    """Resize a 2-D Swin bias table bicubically in its (2Wh - 1, 2Ww - 1) offset grid.
+
+    Args:
+        table: bias table, shape ((2Wh - 1) * (2Ww - 1), heads).
+        old_window: window the table was learned for, (Wh, Ww).
+        new_window: window to resize to.
+
+    Returns:
+        Table of shape ((2Wh' - 1) * (2Ww' - 1), heads), same dtype as ``table``.
+    """
+    old_h, old_w = (2 * int(w) - 1 for w in old_window)
+    new_h, new_w = (2 * int(w) - 1 for w in new_window)
+    if table.ndim != 2 or table.shape[0] != old_h * old_w:
+        raise ValueError(
+            f"table of shape {tuple(table.shape)} does not fit window {tuple(old_window)}: "
+            f"expected ({old_h * old_w}, heads)"
+        )
+    if (old_h, old_w) == (new_h, new_w):
+        return table
+    num_heads = table.shape[1]
+    grid = table.T.reshape(1, num_heads, old_h, old_w).float()  # (1, heads, 2Wh-1, 2Ww-1)
+    grid = F.interpolate(grid, size=(new_h, new_w), mode="bicubic", align_corners=False)
+    return grid.reshape(num_heads, new_h * new_w).T.contiguous().to(table.dtype)  # (rows, heads)
 
 
 def _square_window(num_offsets: int) -> tuple[int, int]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from swinlite.layers.swin_block import SwinBlock
+    from swinlite.models.swin import SwinBlock
     from swinlite.seq import RelPosSelfAttention1d
 
 
@@ -51,6 +51,14 @@ def naive_shifted_windows(x: torch.Tensor, window: tuple[int, int], shift: tuple
                 for b in range(window[1]):
                     tokens.append(x[:, (i * window[0] + a + shift[0]) % H, (j * window[1] + b + shift[1]) % W])
     return torch.stack(tokens, dim=1)
+
+
+def hand_written_mask(num_windows: int, n: int) -> torch.Tensor:
+    """A (nW >= 3, N >= 4, N) additive mask written by hand: two shift regions in window 1, a padded key in window 2."""
+    mask = torch.zeros(num_windows, n, n)
+    mask[1, :3, 3:] = mask[1, 3:, :3] = -100.0  # two shift regions in window 1
+    mask[2, :, -1] = float("-inf")  # a padded key in window 2
+    return mask
 
 
 def loop_window_attention(

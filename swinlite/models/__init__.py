@@ -1,7 +1,29 @@
-"""Swin models; importing this registers the ``swinlite_*`` variants with timm."""
+"""Swin models; importing this registers the ``swinlite_*`` variants with timm.
 
-from ..layers.swin_block import SwinBlock
+:mod:`.swin` is the reference model, in paper order; :mod:`.variants` registers the variants and applies the
+fast path (:mod:`swinlite.fast`); the relative position encodings (:mod:`.swin`) are shared with :mod:`swinlite.seq`.
+"""
+
 from . import variants
-from .swin import SwinStage, SwinTransformer
+from .swin import (
+    ContinuousPositionBias,
+    PatchMerging,
+    RelativePositionBias,
+    SwinBlock,
+    SwinStage,
+    SwinTransformer,
+    WindowAttention,
+    relative_position_index,
+)
 
-__all__ = ["SwinBlock", "SwinStage", "SwinTransformer", "variants"]
+__all__ = [
+    "ContinuousPositionBias",
+    "PatchMerging",
+    "RelativePositionBias",
+    "SwinBlock",
+    "SwinStage",
+    "SwinTransformer",
+    "WindowAttention",
+    "relative_position_index",
+    "variants",
+]

@@ -1,117 +1,580 @@
 """Swin Transformer (Liu et al., ICCV 2021): hierarchical vision transformer with shifted windows.
 
+The reference model, in paper order, top to bottom: window geometry (padding, shift, the shift/padding mask),
+relative position bias (Swin's table, Swin-V2's continuous position bias), window attention, the block, patch
+merging, the stage, the model. Nothing here is a kernel: ``timm.create_model(name, fast=False)`` runs this
+file as written. With ``fast=True`` (the default) the variant builder (:mod:`swinlite.models.variants`) hands
+the built model to :func:`swinlite.fast.accelerate`, which swaps the block, attention and MLP modules for
+subclasses that run the same function through kernels, with the same parameters and ``state_dict``.
+
 Layout: ``patch_embed`` -> ``layers[0..3]`` -> ``norm`` -> ``head``. Stage i is "downsample + blocks"
 (stage 0 has no downsample), so the output of ``layers[i]`` is feature level i, at stride
 patch_size * 2**i. Tokens are channels-last [B, H, W, C] inside the network; the public feature
-outputs (``forward_intermediates``, ``features_only``) are NCHW unless asked otherwise.
+outputs (``forward_intermediates``, ``features_only``) are NCHW unless asked otherwise. Shapes use B batch,
+H x W map, Hp x Wp padded map, Wh x Ww window, nW windows per image, N = Wh*Ww tokens per window, C channels.
 """
 
+import functools
+import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
-from timm.layers import ClassifierHead, PatchEmbed, register_notrace_function, to_2tuple
+import torch.nn.functional as F
+from timm.layers import ClassifierHead, DropPath, Mlp, PatchEmbed, register_notrace_module, to_2tuple
 from timm.models import checkpoint_seq
 from timm.models._features import feature_take_indices
 from torch import nn
 
-from ..layers.patch_merging import PatchMerging
-from ..layers.swin_block import SwinBlock
+from .checks import at_least_one_image, check_build_args, check_feature_indices, check_image_input, crop_to_patches
+
+# --- window geometry -------------------------------------------------------------------------------------------
+# A map of size (H, W) is padded bottom/right with zeros to (Hp, Wp), multiples of the window, *before* the
+# cyclic shift, so the shift never wraps real tokens onto padding and the padding stays at the border of the
+# un-shifted map. All functions are pure; window_geometry caches what depends only on the size.
 
 
-@register_notrace_function  # value checks on the input's shape, not traceable
-def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int], dtype: torch.dtype) -> None:
-    """Raise a ValueError naming the expected input unless ``x`` is a (B, in_chans, H, W) batch of ``dtype``.
-
-    Under autocast the input may be of another floating dtype. TorchScript compiles this check too.
-    """
-    expected = f"a floating-point tensor of shape (B, {in_chans}, H, W) with H >= {patch_size[0]}, W >= {patch_size[1]}"
-    if not torch.jit.is_scripting() and not isinstance(x, torch.Tensor):
-        raise ValueError(f"expected {expected}, got {type(x).__name__}")
-    if x.dim() != 4:
-        raise ValueError(f"expected {expected}, got a {x.dim()}-D tensor of shape {list(x.shape)}")
-    if not x.is_floating_point():
-        raise ValueError(f"expected {expected}, got dtype {x.dtype}")
-    if x.shape[1] != in_chans:
-        raise ValueError(f"expected {expected}, got {x.shape[1]} channels (shape {list(x.shape)})")
-    if x.shape[2] < patch_size[0] or x.shape[3] < patch_size[1]:
-        raise ValueError(f"expected {expected}, got an image of {x.shape[2]}x{x.shape[3]}, smaller than one patch")
-    if x.dtype == dtype:
-        return
-    if torch.jit.is_scripting():
-        autocast = torch.is_autocast_enabled()  # TorchScript's takes no device type
-    else:
-        device = x.device.type
-        autocast = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
-    if not autocast:
-        raise ValueError(
-            f"input dtype {x.dtype} differs from the model's {dtype}: convert one of them (or use autocast)"
-        )
+def pad_to_window(size: tuple[int, int], window: tuple[int, int]) -> tuple[int, int]:
+    """Zero padding (bottom, right) that makes ``size`` a multiple of ``window``."""
+    return (-size[0]) % window[0], (-size[1]) % window[1]
 
 
-@register_notrace_function  # a branch on the batch size, not traceable
-def at_least_one_image(x: torch.Tensor) -> torch.Tensor:
-    """``x``, or one blank image for an empty batch: the window kernels cannot reshape a batch of 0.
-
-    The caller keeps the first ``B`` results (``out[:B]``), so an empty batch gives an empty output.
-    """
-    return x if x.shape[0] > 0 else x.new_zeros([1] + list(x.shape[1:]))
+def effective_shift(padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int]) -> tuple[int, int]:
+    """Per dimension, no shift where one window already covers the whole padded map."""
+    return (shift[0] if padded[0] > window[0] else 0, shift[1] if padded[1] > window[1] else 0)
 
 
-def crop_to_patches(x: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor:
-    """images [B, C, H, W] -> [B, C, H - H % ph, W - W % pw], the remainder dropped as torchvision's patch conv does."""
-    return x[..., : x.shape[-2] - x.shape[-2] % patch_size[0], : x.shape[-1] - x.shape[-1] % patch_size[1]]
+def window_partition(x: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
+    """Split a map [B, Hp, Wp, C] (multiples of the window) into windows [B, nW, Wh*Ww, C], both row-major."""
+    B, H, W, C = x.shape
+    wh, ww = window
+    x = x.view(B, H // wh, wh, W // ww, ww, C)  # b (nh wh) (nw ww) c -> b nh wh nw ww c
+    return x.permute(0, 1, 3, 2, 4, 5).reshape(B, (H // wh) * (W // ww), wh * ww, C)  # b (nh nw) (wh ww) c
 
 
-def check_build_args(
-    dims: Sequence[int],
-    depths: Sequence[int],
-    num_heads: Sequence[int],
-    sizes: dict[str, int],
-    rates: dict[str, float],
-) -> None:
-    """ValueError naming the argument and its allowed values, at build time instead of at the first step.
-
-    Args:
-        dims: channels per stage.
-        depths: blocks per stage.
-        num_heads: attention heads per stage.
-        sizes: integer arguments that must be positive (``num_classes`` may be 0), by name.
-        rates: probabilities in [0, 1), by name.
-    """
-    if len(depths) != len(num_heads) or len(depths) == 0:
-        raise ValueError(f"depths {tuple(depths)} and num_heads {tuple(num_heads)} must have the same, non-zero length")
-    if any(d < 1 for d in depths):
-        raise ValueError(f"depths must be at least 1 block per stage, got {tuple(depths)}")
-    for i, (dim, heads) in enumerate(zip(dims, num_heads, strict=True)):
-        if heads < 1 or dim % heads:
-            raise ValueError(f"stage {i}: {dim} channels cannot be split into num_heads={heads} heads")
-    for name, value in sizes.items():
-        if value < (0 if name == "num_classes" else 1):
-            raise ValueError(f"{name} must be {'>= 0' if name == 'num_classes' else 'positive'}, got {value}")
-    for name, rate in rates.items():
-        if not 0.0 <= rate < 1.0:
-            raise ValueError(f"{name} must be in [0, 1), got {rate}")
+def window_reverse(windows: torch.Tensor, window: tuple[int, int], height: int, width: int) -> torch.Tensor:
+    """Merge windows [B, nW, Wh*Ww, C] back into a map [B, height, width, C]: the inverse of window_partition."""
+    B, _, _, C = windows.shape
+    wh, ww = window
+    x = windows.view(B, height // wh, width // ww, wh, ww, C)  # b (nh nw) (wh ww) c -> b nh nw wh ww c
+    return x.permute(0, 1, 3, 2, 4, 5).reshape(B, height, width, C)  # b (nh wh) (nw ww) c
 
 
-def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int) -> None:
-    """Raise a ValueError naming the allowed values unless ``indices`` selects feature levels.
+def _shift_regions(length: int, window: int, shift: int, device: torch.device) -> torch.Tensor:
+    """Region id (0, 1, 2) of each position along one axis of the shifted map."""
+    ids = torch.zeros(length, dtype=torch.long, device=device)
+    if shift > 0:
+        ids[length - window : length - shift] = 1
+        ids[length - shift :] = 2
+    return ids
+
+
+def _map_to_windows(m: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
+    """[Hp, Wp] -> [nW, Wh*Ww], the token layout of :func:`window_partition`."""
+    return window_partition(m[None, :, :, None], window)[0, :, :, 0]
+
+
+def window_attention_mask(
+    size: tuple[int, int],
+    window: tuple[int, int],
+    shift: tuple[int, int],
+    mask_padding: bool,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> torch.Tensor | None:
+    """Additive attention mask for the windows of one (shifted) block.
+
+    Two kinds of key are masked: keys from another shift region than the query (tokens that were not
+    neighbours before the cyclic shift; -100 as in the reference), and, when ``mask_padding``, padded
+    keys (``-inf``: exactly zero weight). Every window holds at least one real token of each query's
+    region (padding is thinner than a window), so no row is fully ``-inf``.
 
     Args:
-        indices: None (all levels), an int n (the last n levels) or a sequence of level indices.
-        num_stages: number of feature levels.
+        size: un-padded map size (H, W).
+        window: (Wh, Ww).
+        shift: cyclic shift (sh, sw) applied to the padded map, already reduced by :func:`effective_shift`.
+        mask_padding: mask the padded keys.
+        device: device of the mask.
+        dtype: dtype of the mask.
+
+    Returns:
+        Mask [nW, N, N] to add to the logits, or None when nothing is masked.
     """
-    if indices is None:
-        return
-    if isinstance(indices, int):
-        if not 1 <= indices <= num_stages:
-            raise ValueError(f"an int selects the last n of {num_stages} levels, n in 1..{num_stages}; got {indices}")
-        return
-    bad = [i for i in indices if not isinstance(i, int) or not 0 <= i < num_stages]
-    if bad or len(indices) == 0:
-        raise ValueError(
-            f"feature indices must be a non-empty sequence of levels in 0..{num_stages - 1}, got {tuple(indices)}"
+    pad_h, pad_w = pad_to_window(size, window)
+    padded = (size[0] + pad_h, size[1] + pad_w)
+    has_shift = shift[0] > 0 or shift[1] > 0
+    has_pad = mask_padding and (pad_h > 0 or pad_w > 0)
+    if not has_shift and not has_pad:
+        return None
+    num_windows = (padded[0] // window[0]) * (padded[1] // window[1])
+    n = window[0] * window[1]
+    mask = torch.zeros(num_windows, n, n, dtype=dtype, device=device)
+    if has_shift:
+        rows = _shift_regions(padded[0], window[0], shift[0], device)
+        cols = _shift_regions(padded[1], window[1], shift[1], device)
+        regions = _map_to_windows(rows[:, None] * 3 + cols[None, :], window)  # (nW, N)
+        mask = mask.masked_fill(regions[:, :, None] != regions[:, None, :], -100.0)  # the reference's value
+    if has_pad:
+        # position p of the shifted map holds the token at (p + shift) % padded of the padded map
+        real_rows = (torch.arange(padded[0], device=device) + shift[0]) % padded[0] < size[0]
+        real_cols = (torch.arange(padded[1], device=device) + shift[1]) % padded[1] < size[1]
+        is_pad = _map_to_windows(~(real_rows[:, None] & real_cols[None, :]), window)  # (nW, N)
+        mask = mask.masked_fill(is_pad[:, None, :], float("-inf"))
+    return mask
+
+
+class WindowGeometry(NamedTuple):
+    """What a block needs about its windows at one map size; shared between calls, never modify.
+
+    Attributes:
+        padded: padded map size (Hp, Wp), multiples of the window.
+        shift: cyclic shift (sh, sw) after :func:`effective_shift`.
+        mask: additive mask [nW, N, N] in float32 (:func:`window_attention_mask`), or None.
+    """
+
+    padded: tuple[int, int]
+    shift: tuple[int, int]
+    mask: torch.Tensor | None
+
+
+def build_window_geometry(
+    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+) -> WindowGeometry:
+    """The :class:`WindowGeometry` of a map of un-padded ``size``, for a block with ``shift`` (before reduction)."""
+    pad_h, pad_w = pad_to_window(size, window)
+    padded = (size[0] + pad_h, size[1] + pad_w)
+    shift = effective_shift(padded, window, shift)
+    mask = window_attention_mask(size, window, shift, mask_padding, device, torch.float32)
+    return WindowGeometry(padded, shift, mask)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_window_geometry(
+    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+) -> WindowGeometry:
+    with torch.inference_mode(False), torch.no_grad():  # plain tensors, usable inside and outside inference mode
+        return build_window_geometry(size, window, shift, mask_padding, device)
+
+
+def window_geometry(
+    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+) -> WindowGeometry:
+    """:func:`build_window_geometry`, built once per (size, window, shift, mask_padding, device) and shared.
+
+    TorchScript and ``torch.compile`` build it inside the graph instead (the graph holds one input size).
+    """
+    if torch.jit.is_scripting() or torch.compiler.is_compiling():
+        return build_window_geometry(size, window, shift, mask_padding, device)
+    return _cached_window_geometry(size, window, shift, mask_padding, device)
+
+
+# --- relative position bias ------------------------------------------------------------------------------------
+# One bias per (query, key) offset and head, added to the attention logits. Written for windows of any dimension:
+# swinlite.seq uses the same index and table for 1-D sequences.
+
+
+def relative_position_index(window: Sequence[int], device: torch.device | None = None) -> torch.Tensor:
+    """Index of every pair's coordinate offset into a table of prod(2w - 1) rows.
+
+    Tokens are numbered in row-major order over the window. For the pair (i, j) the offset is
+    ``d = coords_i - coords_j`` (note the sign: query minus key), shifted per axis to ``d + w - 1``
+    in ``[0, 2w - 2]`` and read as a mixed-radix number with radices ``2w - 1``. For a 2-D window
+    (Wh, Ww) this is exactly the Swin formula ``(dh + Wh - 1) * (2Ww - 1) + (dw + Ww - 1)``.
+    Two pairs get the same index if and only if they have the same offset.
+
+    Args:
+        window: window size per axis, e.g. ``(7,)``, ``(7, 7)`` or ``(2, 7, 7)``.
+        device: where to build the index.
+
+    Returns:
+        Long tensor of shape (N, N) with N = prod(window).
+    """
+    if len(window) == 0 or any(int(w) < 1 for w in window):
+        raise ValueError(f"window must be a non-empty sequence of positive ints, got {tuple(window)}")
+    axes = [torch.arange(int(w), device=device) for w in window]
+    coords = torch.stack(torch.meshgrid(*axes, indexing="ij")).flatten(1)  # (D, N)
+    offsets = coords[:, :, None] - coords[:, None, :]  # (D, N, N)
+    index = torch.zeros_like(offsets[0])
+    for axis, w in enumerate(window):
+        index = index * (2 * int(w) - 1) + offsets[axis] + int(w) - 1  # mixed radix, first axis most significant
+    return index
+
+
+class RelativePositionBias(nn.Module):
+    """One learnable scalar per (relative offset, head), gathered into a (heads, N, N) bias.
+
+    The table has prod(2w - 1) rows, one per offset ``coords_i - coords_j`` (query minus key), and
+    ``num_heads`` columns, as in Swin. It works for 1-D windows (sequences) as well as 2-D and 3-D.
+
+    Args:
+        window: window size per axis.
+        num_heads: number of attention heads.
+    """
+
+    def __init__(
+        self,
+        window: Sequence[int],
+        num_heads: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.window = tuple(int(w) for w in window)
+        self.num_heads = num_heads
+        self.num_tokens = math.prod(self.window)
+        num_offsets = math.prod(2 * w - 1 for w in self.window)
+        self.table = nn.Parameter(torch.empty(num_offsets, num_heads, device=device, dtype=dtype))
+        self.register_buffer(
+            "index", torch.empty(self.num_tokens, self.num_tokens, dtype=torch.long, device=device), persistent=False
         )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.table, std=0.02)
+        self.init_non_persistent_buffers()
+
+    def init_non_persistent_buffers(self) -> None:
+        """Fill the index buffer; call after ``to_empty()`` when the model was built on the meta device."""
+        with torch.no_grad():
+            self.index.copy_(relative_position_index(self.window, device=self.index.device))
+
+    def forward(self) -> torch.Tensor:
+        """Returns the bias, shape (heads, N, N)."""
+        bias = self.table[self.index.view(-1)]  # (N*N, heads)
+        return bias.view(self.num_tokens, self.num_tokens, self.num_heads).permute(2, 0, 1)  # (heads, N, N)
+
+
+def log_spaced_relative_coords(
+    window: Sequence[int], pretrained_window: Sequence[int] | None = None, device: torch.device | None = None
+) -> torch.Tensor:
+    """Every offset of the window, normalised to [-8, 8] per axis and log-spaced, one row per table row.
+
+    Rows are ordered like the rows of :func:`relative_position_index` (first axis most significant),
+    and hold ``sign(t) * log2(1 + |t|) / log2(8)`` with ``t = 8 * d / (w - 1)`` for the offset
+    ``d = coords_i - coords_j`` on each axis (``w`` from ``pretrained_window`` when given, so a model
+    fine-tuned at a larger window sees the same coordinates for the same offsets).
+
+    Args:
+        window: window size per axis.
+        pretrained_window: window the bias was trained at, or None for ``window``.
+        device: where to build the coordinates.
+
+    Returns:
+        Float32 tensor of shape (prod(2w - 1), len(window)).
+    """
+    norm = window if pretrained_window is None else pretrained_window
+    if len(norm) != len(window):
+        raise ValueError(f"pretrained_window {tuple(norm)} must have as many axes as window {tuple(window)}")
+    axes = [
+        torch.arange(-(w - 1), w, device=device, dtype=torch.float32) / max(n - 1, 1) * 8  # in [-8, 8]
+        for w, n in zip(window, norm, strict=True)
+    ]
+    coords = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).flatten(0, -2)  # (rows, ndim)
+    return torch.sign(coords) * torch.log2(coords.abs() + 1.0) / math.log2(8)
+
+
+class ContinuousPositionBias(nn.Module):
+    """Swin-V2 relative position bias: ``16 * sigmoid(MLP(log-spaced offset))`` per head, as (heads, N, N).
+
+    A drop-in for :class:`RelativePositionBias` (same ``forward()`` contract, same offset order and
+    sign convention ``coords_i - coords_j``). The MLP is Linear(ndim, 512) -> ReLU -> Linear(512,
+    heads, no bias), with ndim = len(window) (2 for Swin). Because the bias is a function of the
+    coordinates rather than a table, it extends to other window sizes without resizing.
+
+    Args:
+        window: window size per axis.
+        num_heads: number of attention heads.
+        pretrained_window: window the MLP was trained at (Swin-V2 transfer), or None.
+        hidden: width of the MLP.
+    """
+
+    def __init__(
+        self,
+        window: Sequence[int],
+        num_heads: int,
+        pretrained_window: Sequence[int] | None = None,
+        hidden: int = 512,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.window = tuple(int(w) for w in window)
+        self.pretrained_window = None if pretrained_window is None else tuple(int(w) for w in pretrained_window)
+        self.num_heads = num_heads
+        self.num_tokens = math.prod(self.window)
+        num_offsets = math.prod(2 * w - 1 for w in self.window)
+        dd = {"device": device, "dtype": dtype}
+        self.mlp = nn.Sequential(
+            nn.Linear(len(self.window), hidden, **dd),
+            nn.ReLU(inplace=True),
+            nn.Linear(hidden, num_heads, bias=False, **dd),
+        )
+        self.register_buffer("coords", torch.empty(num_offsets, len(self.window), **dd), persistent=False)
+        self.register_buffer(
+            "index", torch.empty(self.num_tokens, self.num_tokens, dtype=torch.long, device=device), persistent=False
+        )
+        self.init_non_persistent_buffers()
+
+    def init_non_persistent_buffers(self) -> None:
+        """Fill the coordinate and index buffers; call after ``to_empty()`` when built on the meta device."""
+        with torch.no_grad():
+            device = self.index.device
+            self.coords.copy_(log_spaced_relative_coords(self.window, self.pretrained_window, device))
+            self.index.copy_(relative_position_index(self.window, device=device))
+
+    def forward(self) -> torch.Tensor:
+        """Returns the bias, shape (heads, N, N), values in (0, 16)."""
+        table = self.mlp(self.coords)  # (rows, heads)
+        bias = table[self.index.view(-1)].view(self.num_tokens, self.num_tokens, self.num_heads)  # (N, N, heads)
+        return 16 * torch.sigmoid(bias.permute(2, 0, 1))  # (heads, N, N)
+
+
+REL_POS = {"table": RelativePositionBias, "cpb": ContinuousPositionBias}  # the ``rel_pos`` argument of the model
+
+
+# --- window attention ------------------------------------------------------------------------------------------
+
+
+def window_attn_mask(bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
+    """Relative position bias plus the block's mask: the additive term of the logits, (1 or B*nW, heads, N, N).
+
+    Args:
+        bias: (heads, N, N).
+        mask: (nW, N, N) or None.
+        batch: images B in the batch; windows are batch-major (index b * nW + w).
+
+    Returns:
+        (1, heads, N, N) without a mask, else (B*nW, heads, N, N) written by one broadcast add.
+    """
+    if mask is None:
+        return bias.unsqueeze(0)
+    nW, N = mask.shape[0], mask.shape[1]
+    return (bias + mask.view(1, nW, 1, N, N).expand(batch, nW, 1, N, N)).flatten(0, 1)
+
+
+def window_attention(
+    qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, scale: float, dropout_p: float
+) -> torch.Tensor:
+    """softmax(QKᵀ·scale + bias + mask)·V per window and head, written out.
+
+    Args:
+        qkv: projections (B*nW, N, 3, heads, hd).
+        bias: relative position bias (heads, N, N).
+        mask: additive shift/padding mask (nW, N, N) or None; window w of every image gets ``mask[w]``.
+        batch: B.
+        scale: logit scale, hd ** -0.5.
+        dropout_p: dropout on the attention weights.
+
+    Returns:
+        (B*nW, heads, N, hd).
+    """
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
+    attn = (q * scale) @ k.transpose(-2, -1)  # (B*nW, heads, N, N)
+    attn = attn + window_attn_mask(bias, mask, batch)
+    attn = attn.softmax(dim=-1)
+    if dropout_p > 0.0:
+        attn = F.dropout(attn, dropout_p)
+    return attn @ v
+
+
+class WindowAttention(nn.Module):
+    """Self-attention over the tokens of each window, plus a per-head relative position bias.
+
+    softmax(QKᵀ/√d + bias + mask)·V per window and head (:func:`window_attention`): the bias and the block's
+    shift/padding mask are added to the logits.
+
+    Args:
+        dim: channels of the input tokens.
+        num_heads: attention heads; must divide ``dim``.
+        window: (Wh, Ww).
+        qkv_bias: learn a bias for the q, k, v projections.
+        attn_drop: dropout on the attention weights.
+        proj_drop: dropout after the output projection.
+        rel_pos: ``"table"`` (Swin's learnable table) or ``"cpb"`` (Swin-V2 continuous position bias).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        window: tuple[int, int],
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        rel_pos: str = "table",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if dim % num_heads != 0:
+            raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
+        if rel_pos not in REL_POS:
+            raise ValueError(f"rel_pos must be 'table' or 'cpb', got {rel_pos!r}")
+        dd = {"device": device, "dtype": dtype}
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim**-0.5
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, **dd)
+        self.rel_pos = REL_POS[rel_pos](window, num_heads, **dd)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim, **dd)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Attend within windows.
+
+        Args:
+            x: window tokens [B, nW, N, C].
+            mask: additive mask [nW, N, N] (shift regions, padding) or None.
+
+        Returns:
+            Tokens [B, nW, N, C].
+        """
+        B, nW, N, C = x.shape
+        qkv = self.qkv(x).view(B * nW, N, 3, self.num_heads, self.head_dim)  # (B*nW, N, 3, heads, hd)
+        bias = self.rel_pos().to(qkv.dtype)  # relative position bias (heads, N, N)
+        mask = None if mask is None else mask.to(qkv.dtype)
+        x = self.attend(qkv, bias, mask, B)  # (B*nW, heads, N, hd)
+        x = x.transpose(1, 2).reshape(B, nW, N, C)  # (B*nW, N, heads, hd) -> (B, nW, N, heads*hd)
+        return self.proj_drop(self.proj(x))
+
+    def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
+        """:func:`window_attention` with this layer's scale and dropout (the fast path swaps its kernels in here)."""
+        return window_attention(qkv, bias, mask, batch, self.scale, self.attn_drop.p if self.training else 0.0)
+
+
+# --- Swin block ------------------------------------------------------------------------------------------------
+
+
+@register_notrace_module  # the padding and shift depend on the input size, a Python branch fx cannot trace
+class SwinBlock(nn.Module):
+    """One W-MSA (``shift=False``) or SW-MSA (``shift=True``) block: ``x + attn(norm1(x))``, ``x + mlp(norm2(x))``.
+
+    Any map size works: the normalised map is padded bottom/right to a window multiple before the
+    cyclic shift by window // 2, attention runs per window, and the result is shifted back and
+    cropped. With ``mask_padding`` the padded tokens are masked as keys; without, they take part in
+    attention as zero vectors (torchvision's behaviour).
+
+    Args:
+        dim: channels C.
+        num_heads: attention heads.
+        window: (Wh, Ww).
+        shift: shift the windows by half a window (every second block in a stage).
+        mlp_ratio: MLP hidden size over ``dim``.
+        qkv_bias: learn q, k, v biases.
+        drop_path: stochastic depth rate of both residual branches.
+        proj_drop: dropout after the attention projection and in the MLP.
+        attn_drop: dropout on attention weights.
+        rel_pos: ``"table"`` or ``"cpb"``, see :class:`WindowAttention`.
+        mask_padding: mask padded tokens as keys.
+    """
+
+    mask_padding: torch.jit.Final[bool]
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        window: tuple[int, int] = (7, 7),
+        shift: bool = False,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        drop_path: float = 0.0,
+        proj_drop: float = 0.0,
+        attn_drop: float = 0.0,
+        rel_pos: str = "table",
+        mask_padding: bool = True,
+        norm_layer: type[nn.Module] = nn.LayerNorm,
+        act_layer: type[nn.Module] = nn.GELU,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        dd = {"device": device, "dtype": dtype}
+        self.window: tuple[int, int] = (int(window[0]), int(window[1]))
+        self.shift: tuple[int, int] = (self.window[0] // 2, self.window[1] // 2) if shift else (0, 0)
+        self.mask_padding = mask_padding
+        self.norm1 = norm_layer(dim, **dd)
+        self.attn = WindowAttention(dim, num_heads, self.window, qkv_bias, attn_drop, proj_drop, rel_pos, **dd)
+        self.drop_path1 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
+        self.norm2 = norm_layer(dim, **dd)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=proj_drop, **dd)  # timm's: fc1, act, fc2
+        self.drop_path2 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, H, W, C] -> [B, H, W, C]."""
+        x = x + self.drop_path1(self._attn(self.norm1(x)))
+        x = x + self.drop_path2(self.mlp(self.norm2(x)))
+        return x
+
+    def _attn(self, x: torch.Tensor) -> torch.Tensor:
+        """(Shifted) window attention on the normalised map x [B, H, W, C] -> [B, H, W, C] (timm's ``_attn``)."""
+        B, H, W, C = x.shape
+        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
+        Hp, Wp = geometry.padded
+        sh, sw = geometry.shift  # no shift along a dimension that one window covers
+
+        # pad for resolution not divisible by window size; bottom/right, before the shift, which then never
+        # wraps real tokens onto padding
+        x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H))  # (B, Hp, Wp, C)
+
+        # cyclic shift
+        x = torch.roll(x, shifts=(-sh, -sw), dims=(1, 2))
+
+        # partition windows
+        windows = window_partition(x, self.window)  # (B, nW, Wh*Ww, C)
+
+        # W-MSA/SW-MSA: keys of another shift region masked with -100, padded keys with -inf (mask_padding)
+        windows = self.attn(windows, geometry.mask)
+
+        # merge windows
+        x = window_reverse(windows, self.window, Hp, Wp)  # (B, Hp, Wp, C)
+
+        # reverse cyclic shift
+        x = torch.roll(x, shifts=(sh, sw), dims=(1, 2))
+
+        # crop the padding
+        return x[:, :H, :W]
+
+
+# --- patch merging ---------------------------------------------------------------------------------------------
+
+
+class PatchMerging(nn.Module):
+    """Concatenate each 2x2 neighbourhood, LayerNorm(4C), project to ``out_dim`` (2C by default).
+
+    The concatenation order is the reference's: x[0::2, 0::2], x[1::2, 0::2], x[0::2, 1::2],
+    x[1::2, 1::2]. Odd heights/widths are zero-padded bottom/right first.
+
+    Args:
+        dim: input channels C.
+        out_dim: output channels, ``2 * dim`` when None.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        out_dim: int | None = None,
+        norm_layer: type[nn.Module] = nn.LayerNorm,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.out_dim = out_dim or 2 * dim
+        self.norm = norm_layer(4 * dim, device=device, dtype=dtype)
+        self.reduction = nn.Linear(4 * dim, self.out_dim, bias=False, device=device, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, H, W, C] -> [B, ceil(H/2), ceil(W/2), out_dim]."""
+        B, H, W, C = x.shape
+        x = F.pad(x, (0, 0, 0, W % 2, 0, H % 2))
+        H, W = x.shape[1], x.shape[2]
+        # (B, H/2, dh, W/2, dw, C) -> (B, H/2, W/2, dw, dh, C): dh varies fastest, the reference order
+        x = x.reshape(B, H // 2, 2, W // 2, 2, C).permute(0, 1, 3, 4, 2, 5).flatten(3)  # (B, H/2, W/2, 4C)
+        return self.reduction(self.norm(x))
+
+
+# --- stage and model -------------------------------------------------------------------------------------------
 
 
 class SwinStage(nn.Module):
@@ -125,7 +588,7 @@ class SwinStage(nn.Module):
         window: (Wh, Ww).
         downsample: start with a :class:`PatchMerging` (stride 2).
         drop_path: stochastic depth rate of each block, ``depth`` values.
-        mlp_ratio, qkv_bias, proj_drop, attn_drop, rel_pos, mask_padding, fast: see :class:`SwinBlock`.
+        mlp_ratio, qkv_bias, proj_drop, attn_drop, rel_pos, mask_padding: see :class:`SwinBlock`.
     """
 
     def __init__(
@@ -143,7 +606,6 @@ class SwinStage(nn.Module):
         attn_drop: float = 0.0,
         rel_pos: str = "table",
         mask_padding: bool = True,
-        fast: bool = True,
         norm_layer: type[nn.Module] = nn.LayerNorm,
         act_layer: type[nn.Module] = nn.GELU,
         device: torch.device | str | None = None,
@@ -171,7 +633,6 @@ class SwinStage(nn.Module):
                     attn_drop=attn_drop,
                     rel_pos=rel_pos,
                     mask_padding=mask_padding,
-                    fast=fast,
                     norm_layer=norm_layer,
                     act_layer=act_layer,
                     device=device,
@@ -192,6 +653,9 @@ class SwinStage(nn.Module):
 class SwinTransformer(nn.Module):
     """Swin Transformer backbone and classifier, following timm's model interface.
 
+    This class builds the reference model; ``timm.create_model("swinlite_...")`` builds it and, unless
+    ``fast=False``, accelerates it (:func:`swinlite.fast.accelerate`).
+
     Args:
         img_size: nominal input size (for the pretrained config; any size at least one patch works).
         patch_size: patch embedding stride and kernel.
@@ -211,8 +675,6 @@ class SwinTransformer(nn.Module):
         rel_pos: ``"table"`` (Swin) or ``"cpb"`` (Swin-V2 continuous position bias).
         mask_padding: pad the image to a patch multiple and mask padded tokens in windows; False reproduces
             torchvision at any size (the remainder past the last whole patch is dropped, padded tokens attend).
-        fast: run the kernels of ``swinlite.kernels`` (False: the reference math written out in
-            ``swinlite/layers/swin_block.py``; same function, slower, more memory).
         out_norm: a LayerNorm on each feature level returned by ``forward_intermediates``
             (``out_norms.i``, as detection backbones use); without, ``out_norms.i`` are identities.
         frozen_stages: -1 trains everything; k >= 0 freezes the patch embedding and the first k stages
@@ -238,7 +700,6 @@ class SwinTransformer(nn.Module):
         drop_path_rate: float = 0.1,
         rel_pos: str = "table",
         mask_padding: bool = True,
-        fast: bool = True,
         out_norm: bool = False,
         frozen_stages: int = -1,
         norm_layer: type[nn.Module] = nn.LayerNorm,
@@ -316,7 +777,6 @@ class SwinTransformer(nn.Module):
                     attn_drop=attn_drop_rate,
                     rel_pos=rel_pos,
                     mask_padding=mask_padding,
-                    fast=fast,
                     act_layer=act_layer,
                     **dd,
                 )
@@ -381,7 +841,7 @@ class SwinTransformer(nn.Module):
         return self.head.fc
 
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
-        """New classifier of ``num_classes`` outputs (0: none), on the model's device and dtype."""
+        """New classifier of ``num_classes`` outputs (0: none) on the model's device and dtype, in its training mode."""
         self.num_classes = num_classes
         if global_pool is not None:
             self.global_pool = global_pool
@@ -395,7 +855,7 @@ class SwinTransformer(nn.Module):
             input_fmt="NHWC",
             device=ref.device,
             dtype=ref.dtype,
-        )
+        ).train(self.training)
 
     def forward_intermediates(
         self,

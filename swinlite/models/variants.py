@@ -1,4 +1,9 @@
-"""Registered swinlite variants: ``timm.create_model("swinlite_tiny_patch4_window7_224")`` after ``import swinlite``."""
+"""Registered swinlite variants: ``timm.create_model("swinlite_tiny_patch4_window7_224")`` after ``import swinlite``.
+
+Every variant takes ``fast`` (default True): the model of :mod:`swinlite.models.swin` is built as written, then,
+with ``fast=True``, handed to :func:`swinlite.fast.accelerate`, which swaps its block, attention and MLP modules
+for their fast subclasses (same ``state_dict``). This builder is the one place the choice is applied.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +15,15 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..convert import convert_state_dict
+from ..fast import accelerate
+from .checks import check_feature_indices
 from .pretrained import timm_tags, unavailable_error
-from .swin import SwinTransformer, check_feature_indices
+from .swin import SwinTransformer
 
 
-def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
-    """Build a variant; with ``features_only=True`` timm wraps it in a FeatureGetterNet.
+def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs: Any) -> SwinTransformer:
+    """Build a variant, accelerated unless ``fast=False``; with ``features_only=True`` timm wraps it in a
+    FeatureGetterNet (accelerated as well).
 
     Feature options: ``out_indices`` (levels in 0..num_stages-1), ``output_fmt`` ("NCHW" default or "NHWC"),
     plus the model's own ``out_norm`` and ``frozen_stages``.
@@ -33,7 +41,7 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> SwinTransf
             raise ValueError(f"output_fmt ('NCHW' or 'NHWC') is an option of features_only=True, got {output_fmt!r}")
         feature_cfg["output_fmt"] = output_fmt
     try:
-        return build_model_with_cfg(
+        model = build_model_with_cfg(
             SwinTransformer,
             variant,
             pretrained,
@@ -44,6 +52,7 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> SwinTransf
         )
     except (LocalEntryNotFoundError, URLError) as e:  # not cached, and offline or no network
         raise unavailable_error(variant, kwargs, e) from e
+    return accelerate(model) if fast else model
 
 
 def _cfg(input_size: int = 224, pool: int = 7, **kwargs: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers.rel_pos_bias import RelativePositionBias
+from ..models.swin import RelativePositionBias
 from .buffered import buffered_relative_attention
 from .skew import relative_attention, relative_logits, relative_values
 

@@ -56,7 +56,8 @@ def test_bigger_variants_match_timm_at_reduced_depth(ref_name, name, size):
 
 
 def test_reference_path_matches_timm():
-    """fast=False (the plain math of swin_block.py) against timm's Swin-T layout, narrower and shallower, at 224."""
+    """fast=False (the reference model, swinlite/models/swin.py as written) against timm's Swin-T layout, narrower
+    and shallower, at 224."""
     small = dict(embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))
     ref, model = _timm_pair(*TINY, **small)
     reference = timm.create_model(TINY[1], fast=False, **small).eval()

@@ -141,6 +141,17 @@ def test_reset_classifier(built):
     assert model.get_classifier().weight.dtype == torch.bfloat16
 
 
+@pytest.mark.parametrize("train", [False, True])
+def test_reset_classifier_keeps_training_mode_device_and_dtype(built, train):
+    """As timm's test_models.py checks: the new head takes the model's mode (an eval model stays all eval)."""
+    name, _, _ = built
+    model = timm.create_model(name, device="meta", dtype=torch.float64, **_depth(name)).train(train)
+    model.reset_classifier(0)
+    model.reset_classifier(5)
+    assert [n for n, m in model.named_modules() if m.training != train] == []
+    assert all(p.device.type == "meta" and p.dtype == torch.float64 for p in model.get_classifier().parameters())
+
+
 def test_prune_intermediate_layers(built):
     name, model, x = built
     model = copy.deepcopy(model)

@@ -6,7 +6,8 @@ import pytest
 import torch
 from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
 
-from swinlite.layers import RelativePositionBias, resize_rel_pos_bias_table
+from swinlite.convert import resize_rel_pos_bias_table
+from swinlite.models.swin import RelativePositionBias
 
 
 @pytest.mark.parametrize("window", [(5,), (3, 4), (2, 2, 3)])

@@ -1,20 +1,20 @@
-"""CPU inference in row blocks (swinlite.kernels.row_blocks) against the block's reference path (fast=False),
-and when a block takes it (swinlite.kernels.dispatch.use_row_blocks)."""
+"""CPU inference in row blocks (swinlite.fast.row_blocks) against the reference block (fast=False),
+and when a block takes it (swinlite.fast.blocks.use_row_blocks)."""
+
+import copy
 
 import pytest
 import torch
 
-from swinlite.kernels import row_blocks
-from swinlite.kernels.dispatch import use_row_blocks
-from swinlite.layers.swin_block import SwinBlock
+from swinlite.fast import accelerate, row_blocks
+from swinlite.fast.blocks import use_row_blocks
+from swinlite.models.swin import SwinBlock
 
 
 def block_pair(qkv_bias: bool, **kwargs) -> tuple[SwinBlock, SwinBlock]:
     torch.manual_seed(0)
-    fast = SwinBlock(16, 2, (4, 4), qkv_bias=qkv_bias, **kwargs).eval()
-    reference = SwinBlock(16, 2, (4, 4), qkv_bias=qkv_bias, fast=False, **kwargs).eval()
-    reference.load_state_dict(fast.state_dict())
-    return fast, reference
+    reference = SwinBlock(16, 2, (4, 4), qkv_bias=qkv_bias, **kwargs).eval()
+    return accelerate(copy.deepcopy(reference)), reference
 
 
 @pytest.fixture
@@ -29,10 +29,9 @@ def calls(monkeypatch):
 
         return wrapped
 
-    monkeypatch.setattr(
-        "swinlite.layers.swin_block.window_attention_rows", spy("attention", row_blocks.window_attention_rows)
-    )
-    monkeypatch.setattr("swinlite.layers.mlp.mlp_rows", spy("mlp", row_blocks.mlp_rows))
+    attention = spy("attention", row_blocks.window_attention_rows)
+    monkeypatch.setattr("swinlite.fast.blocks.window_attention_rows", attention)
+    monkeypatch.setattr("swinlite.fast.blocks.mlp_rows", spy("mlp", row_blocks.mlp_rows))
     return counts
 
 

@@ -1,15 +1,19 @@
 """Window attention through SDPA, and a CPU training kernel that keeps no (heads, N, N) map per window.
 
-Both compute softmax(QKᵀ·scale + bias + mask)·V over the windows of a block, the explicit attention of
-``WindowAttention`` in ``swinlite/layers/swin_block.py``, with the relative position bias and the
-block's shift/padding mask added to the logits as one additive mask.
+Both compute softmax(QKᵀ·scale + bias + mask)·V over the windows of a block, the explicit attention
+:func:`swinlite.models.swin.window_attention`, with the relative position bias and the block's shift/padding
+mask added to the logits as one additive mask (:func:`~swinlite.models.swin.window_attn_mask`).
 
 :func:`sdpa_window_attention` hands that mask to ``F.scaled_dot_product_attention`` (as timm does):
 flash kernels on CPU and CUDA when no gradient flows to the bias; with a gradient to the bias, CUDA's
 memory-efficient kernel and CPU's math fallback (which keeps the maps, as the explicit path does).
 
 :func:`recomputed_window_attention`, for CPU fp32 training, runs the CPU flash kernel forward and, in
-backward, rebuilds the probabilities from the kernel's log-sum-exp instead of keeping them.
+backward, rebuilds the probabilities from the kernel's log-sum-exp instead of keeping them. Its backward is
+written out by hand (the softmax gradient from the rebuilt probabilities): autograd of the explicit formula
+would keep the (B*nW, heads, N, N) maps this kernel exists not to keep, and PyTorch's own CPU flash backward
+takes no gradient for an additive mask, which the relative position bias needs. It is the one place besides
+``window_attention`` where the attention math is written, and is pinned to it by the tests below.
 
 - Saves: the (B*nW, heads, N, N) probabilities autograd keeps per block, and time in backward (peak MB
   and train img/s of ``python scripts/benchmark.py --size tiny --batch 8 --precisions fp32``; figures
@@ -20,9 +24,9 @@ backward, rebuilds the probabilities from the kernel's log-sum-exp instead of ke
   below exp(-60) to zero before they reach the matmuls.
 - Torch ops: the private ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``, the only one
   that returns the log-sum-exp on CPU. Without it (a torch release that renamed it,
-  :data:`CPU_FLASH_WITH_LSE` False) the dispatcher picks the explicit path: same function, slower.
-- Pinned by: ``tests/kernels/test_window_sdpa.py`` (against a per-window loop, values and gradients,
-  subnormal weights included) and ``tests/layers/test_swin_block.py`` (fast block against the reference).
+  :data:`CPU_FLASH_WITH_LSE` False) ``select_attention_kernel`` picks the explicit path: same function, slower.
+- Pinned by: ``tests/fast/test_window_sdpa.py`` (against a per-window loop, values and gradients,
+  subnormal weights included) and ``tests/fast/test_fast_block.py`` (fast block against the reference).
 """
 
 from __future__ import annotations
@@ -30,27 +34,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..models.swin import window_attn_mask
+
 _MIN_LOG_PROB = -60.0  # log-probabilities (and mask values) at or below this count as -inf in the training kernel
 
 # The training kernel needs the log-sum-exp, which only this private CPU flash op returns (module docstring).
 CPU_FLASH_WITH_LSE: bool = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
-
-
-def window_attn_mask(bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
-    """Relative position bias plus the block's mask, broadcastable to (batch*nW, heads, N, N).
-
-    Args:
-        bias: (heads, N, N).
-        mask: (nW, N, N) or None.
-        batch: images B in the batch; windows are batch-major (index b * nW + w).
-
-    Returns:
-        (1, heads, N, N) without a mask, else (B*nW, heads, N, N) written by one broadcast add.
-    """
-    if mask is None:
-        return bias.unsqueeze(0)
-    nW, N = mask.shape[0], mask.shape[1]
-    return (bias + mask.view(1, nW, 1, N, N).expand(batch, nW, 1, N, N)).flatten(0, 1)
 
 
 def sdpa_window_attention(

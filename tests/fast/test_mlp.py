@@ -1,15 +1,16 @@
-"""swinlite's MLP (GELU recomputed in backward) against timm's Mlp with the same weights."""
+"""FastMlp (GELU recomputed in backward) against timm's Mlp, the class it accelerates, with the same weights."""
 
 import pytest
 import torch
 from timm.layers import Mlp as TimmMlp
 
-from swinlite.layers.mlp import Mlp
+from swinlite.fast import FastMlp, accelerate
 
 
-def pair(drop: float = 0.0) -> tuple[Mlp, TimmMlp]:
+def pair(drop: float = 0.0) -> tuple[FastMlp, TimmMlp]:
     torch.manual_seed(0)
-    ours, ref = Mlp(8, 32, drop=drop), TimmMlp(8, 32, drop=drop)
+    ours, ref = accelerate(TimmMlp(8, 32, drop=drop)), TimmMlp(8, 32, drop=drop)
+    assert isinstance(ours, FastMlp)
     ours.load_state_dict(ref.state_dict())  # same keys: fc1.*, fc2.*
     return ours, ref
 
@@ -54,4 +55,4 @@ def test_bf16_autocast_matches_timm_and_keeps_fp32_gradients():
 
 @pytest.mark.parametrize("drop,act", [(0.1, torch.nn.GELU), (0.0, torch.nn.ReLU)])
 def test_other_settings_take_the_plain_path(drop, act):
-    assert not Mlp(8, 32, act_layer=act, drop=drop).recompute_act
+    assert not accelerate(TimmMlp(8, 32, act_layer=act, drop=drop)).recompute_act

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from swinlite.layers import relative_position_index
+from swinlite.models.swin import relative_position_index
 
 
 @pytest.mark.parametrize("window", [(1,), (7,), (1, 1), (3, 5), (7, 7), (2, 3, 4)])

@@ -2,18 +2,15 @@
 
 import pytest
 import torch
-from reference import loop_window_attention
+from reference import hand_written_mask, loop_window_attention
 
-from swinlite.kernels.window_sdpa import recomputed_window_attention, sdpa_window_attention, window_attn_mask
+from swinlite.fast.window_sdpa import recomputed_window_attention, sdpa_window_attention
 
 B, NW, H, N, HD = 2, 3, 2, 6, 4
 
 
-def shift_and_pad_mask():
-    mask = torch.zeros(NW, N, N)
-    mask[1, :3, 3:] = mask[1, 3:, :3] = -100.0  # two shift regions in window 1
-    mask[2, :, -1] = float("-inf")  # a padded key in window 2
-    return mask
+def shift_and_pad_mask() -> torch.Tensor:
+    return hand_written_mask(NW, N)
 
 
 def assert_kernel_matches_loop(
@@ -38,15 +35,6 @@ def test_recomputed_attention_matches_loop_in_values_and_gradients(with_mask):
     bias = torch.randn(H, N, N, requires_grad=True)
     mask = shift_and_pad_mask() if with_mask else None
     assert_kernel_matches_loop(qkv, bias, mask)
-
-
-def test_window_attn_mask_repeats_the_window_masks_over_the_batch():
-    bias, mask = torch.randn(H, N, N), shift_and_pad_mask()
-    full = window_attn_mask(bias, mask, B)
-    assert full.shape == (B * NW, H, N, N)
-    for i in range(B * NW):
-        torch.testing.assert_close(full[i], bias + mask[i % NW], rtol=0, atol=0)
-    assert window_attn_mask(bias, None, B).shape == (1, H, N, N)
 
 
 @pytest.mark.parametrize("with_mask", [False, True])

@@ -1,6 +1,6 @@
 import torch
 
-from swinlite.layers.patch_merging import PatchMerging
+from swinlite.models.swin import PatchMerging
 
 
 def test_reference_concat_order_and_odd_padding():

@@ -4,7 +4,7 @@ a time, through buffers reused from one row block to the next.
 Without autograd nothing has to be kept for backward, so the (tokens, 3C) projections, the (tokens, 4C)
 MLP hidden state and the (B*nW, heads, N, N) bias + mask need not exist for the whole batch at once. The
 plain eager path allocates each of them whole: at Swin-T's first stage, batch 8, the hidden state alone
-is 38 MB, above glibc's largest mmap threshold (32 MB), so every call maps fresh pages and faults them
+is larger than glibc's largest mmap threshold (32 MB), so every call maps fresh pages and faults them
 in; the ops that first write them (the bias copy of ``addmm``, GELU) spend more time faulting than
 computing. Here each row block's hidden state (2048 x 4C) stays in cache between fc1, GELU and fc2, the
 residual and fc2's bias are written into the output before fc2 accumulates onto it, and the shift mask
@@ -15,8 +15,8 @@ is added to the bias for one row block's windows, not for the whole batch.
   equal the plain path's to float rounding of the matmuls.
 - Torch ops: public ones only (``addmm``/``mm`` with ``out=``, ``addmm_``, ``F.scaled_dot_product_attention``,
   ``torch.ops.aten.gelu_``). Only for CPU without autograd and without autocast (out= ops do not autocast);
-  :func:`~swinlite.kernels.dispatch.use_row_blocks` decides.
-- Pinned by: ``tests/kernels/test_row_blocks.py`` (against the reference block: shifted and padded, row
+  :func:`~swinlite.fast.blocks.use_row_blocks` decides.
+- Pinned by: ``tests/fast/test_row_blocks.py`` (against the reference block: shifted and padded, row
   blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; no biases).
 """
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .window_sdpa import window_attn_mask
+from ..models.swin import window_attn_mask
 
 ROWS = 2048  # tokens per row block: the (ROWS, 4C) hidden state of Swin-T's first stage is 3 MB
 

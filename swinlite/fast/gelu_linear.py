@@ -9,8 +9,8 @@ each; this kernel keeps only h and recomputes the cheap GELU in backward, one ex
 - Torch ops: ``torch.ops.aten.gelu_backward.grad_input``, the out= overload of GELU's public backward
   op, to write the gradient in place. Without autograd (no grad mode) or in TorchScript, which cannot
   script the autograd Function, the plain ``linear(gelu(h))`` runs.
-- Pinned by: ``tests/layers/test_mlp.py`` (against timm's ``Mlp``, fp32 and bf16 autocast) and
-  ``tests/layers/test_swin_block.py`` (fast block against the reference block).
+- Pinned by: ``tests/fast/test_mlp.py`` (``FastMlp`` against timm's ``Mlp``, fp32 and bf16 autocast) and
+  ``tests/fast/test_fast_block.py`` (fast block against the reference block).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""torch.compile traces a whole swinlite model into one graph, in eval and in training (dynamo only, no codegen)."""
+"""torch.compile traces a whole swinlite model, fast or reference, into one graph, in eval and in training (dynamo
+only, no codegen)."""
 
 import warnings
 
@@ -9,10 +10,11 @@ import torch
 import swinlite  # noqa: F401  (registers the models)
 
 
+@pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("train", [False, True])
-def test_no_graph_breaks(train):
+def test_no_graph_breaks(train, fast):
     torch._dynamo.reset()
-    model = timm.create_model("swinlite_pico_patch2_window4_32").train(train)
+    model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).train(train)
     x = torch.randn(2, 3, 36, 28)  # padded windows and shifts at every stage
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -4,7 +4,7 @@ import pytest
 import torch
 from reference import naive_shifted_windows
 
-from swinlite.kernels.gather import gather_tokens, shifted_window_index
+from swinlite.fast.blocks import gather_tokens, shifted_window_index, window_index
 
 CPU = torch.device("cpu")
 
@@ -28,3 +28,9 @@ def test_gather_backward_is_the_inverse_gather():
     gather_tokens(x, index, inverse).backward(grad)
     expected = torch.zeros_like(x).index_add_(1, index, grad)  # autograd's rule for a gather, written out
     torch.testing.assert_close(x.grad, expected, rtol=0, atol=0)
+
+
+def test_window_index_is_built_once_and_is_a_permutation():
+    index, inverse = window_index((8, 12), (4, 4), (2, 2), CPU)
+    assert window_index((8, 12), (4, 4), (2, 2), CPU)[0] is index
+    torch.testing.assert_close(inverse[index], torch.arange(8 * 12), rtol=0, atol=0)

@@ -9,7 +9,7 @@ import torch
 from timm.models.swin_transformer_v2 import WindowAttention as TimmV2WindowAttention
 
 import swinlite  # noqa: F401  (registers the models)
-from swinlite.layers import ContinuousPositionBias
+from swinlite.models.swin import ContinuousPositionBias
 
 
 def timm_v2_bias(attn: TimmV2WindowAttention, num_heads: int) -> torch.Tensor:

@@ -1,0 +1,277 @@
+"""The fast Swin modules, the shift + partition gather they use, and the table of which kernel runs when.
+
+:class:`FastSwinBlock`, :class:`FastWindowAttention` and :class:`FastMlp` subclass the reference modules of
+:mod:`swinlite.models.swin` (and timm's ``Mlp``) without adding parameters or buffers: the same ``state_dict``,
+the same function, other kernels. :func:`swinlite.fast.accelerate` swaps them in. Only the attention kernel and
+the row blocks depend on the call (gradient to the bias, device, dtype, dropout, grad mode); the two functions
+below decide, by this table:
+
+| situation                            | shift + partition        | attention                       | MLP            |
+|--------------------------------------|--------------------------|---------------------------------|----------------|
+| reference (``fast=False``), always   | roll + partition         | explicit                        | plain          |
+| eval, ``no_grad``, or a frozen bias  | gather                   | sdpa (flash, CPU and CUDA)      | plain          |
+| CPU fp32 train                       | gather, inverse backward | recomputed                      | GELU recompute |
+| CPU fp32 train, attention dropout    | gather, inverse backward | explicit                        | GELU recompute |
+| CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
+| CUDA train, fp32 or bf16             | gather, inverse backward | sdpa, bias + mask as attn_mask  | GELU recompute |
+| TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
+| ``torch.compile``                    | as in eager mode         | as in eager mode                | as in eager    |
+| CPU eval without autograd, eager     | gather                   | sdpa, one row block at a time   | row blocks     |
+
+"train" means a gradient flows to the relative position bias. ``torch.compile`` traces every kernel into
+one graph, without graph breaks (``tests/models/test_compile_graph.py``). Kernels:
+
+- explicit: :func:`swinlite.models.swin.window_attention`, the reference formula; the fast path runs it where
+  no fused kernel fits (SDPA's CPU math fallback, which a trainable bias needs, runs slower than it in bf16).
+- sdpa: :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
+- recomputed: :func:`~swinlite.fast.window_sdpa.recomputed_window_attention` (needs the private CPU
+  flash op, :data:`~swinlite.fast.window_sdpa.CPU_FLASH_WITH_LSE`; without it: explicit).
+- row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of a few thousand tokens through
+  reused buffers, when :func:`use_row_blocks` says so (eval, no autograd, no autocast, eager, exact GELU);
+  it overrides the "eval" row above.
+- gather: :func:`gather_tokens` below. GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU
+  without dropout or norm between fc1 and fc2 (``FastMlp.recompute_act``; otherwise plain). Both need autograd
+  only for their backward: without gradients they run their plain forward. TorchScript cannot script
+  autograd Functions, so it runs their plain forward with autograd's backward.
+
+Why each choice holds, with the measurements: ``benchmarks/kernels.md``.
+"""
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from timm.layers import Mlp, register_notrace_module
+from torch import nn
+
+from ..models.swin import SwinBlock, WindowAttention, window_attention, window_geometry
+from . import window_sdpa
+from .gelu_linear import gelu_linear
+from .row_blocks import mlp_rows, window_attention_rows
+
+# --- the decisions (the table above) ---------------------------------------------------------------------------
+
+
+def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: bool, dropout: bool) -> str:
+    """Name of the window attention kernel for one call of a fast block (module docstring: the table).
+
+    Args:
+        device_type: device of the projections, e.g. ``"cpu"``, ``"cuda"``.
+        dtype: dtype of the projections (autocast already applied).
+        bias_grad: a gradient flows to the relative position bias.
+        dropout: attention dropout is active (training with ``attn_drop > 0``).
+
+    Returns:
+        ``"explicit"``, ``"sdpa"`` or ``"recomputed"``.
+    """
+    if not bias_grad or device_type != "cpu":
+        return "sdpa"
+    if torch.jit.is_scripting():
+        return "explicit"
+    if dtype == torch.float32 and not dropout and window_sdpa.CPU_FLASH_WITH_LSE:
+        return "recomputed"
+    return "explicit"
+
+
+def use_row_blocks(training: bool, x: torch.Tensor) -> bool:
+    """Whether a block runs :mod:`.row_blocks`: CPU eval without autograd or autocast, not traced (eager).
+
+    Args:
+        training: the block's ``training`` flag (dropout and stochastic depth must be off).
+        x: the block's input.
+    """
+    return (
+        not training
+        and x.device.type == "cpu"
+        and not torch.is_grad_enabled()
+        and not torch.is_autocast_enabled("cpu")
+        and not torch.compiler.is_compiling()
+    )
+
+
+# --- cyclic shift + window partition as one token gather -------------------------------------------------------
+# The reference rolls the map, partitions it into windows and, after attention, merges the windows and rolls
+# back: two copies each way. One index_select over a precomputed permutation replaces each pair, and its backward
+# is the inverse index_select instead of autograd's zero fill + scatter-add. The gather copies whole rows of the
+# [B*L, C] view rather than gathering along dim 1 of [B, L, C], which is slower (benchmarks/kernels.md).
+# Pinned by tests/fast/test_gather.py (against a naive loop) and tests/fast/test_fast_block.py.
+
+
+def shifted_window_index(
+    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token order of "cyclic shift, then window partition" as one gather, and its inverse.
+
+    ``x.flatten(1, 2)[:, index]`` equals the windows of ``torch.roll(x, (-sh, -sw), (1, 2))``, window-major
+    and row-major inside each window, flattened to [B, nW*N, C], for a map [B, Hp, Wp, C];
+    ``y[:, inverse]`` undoes it.
+
+    Args:
+        padded: map size (Hp, Wp), multiples of the window.
+        window: (Wh, Ww).
+        shift: cyclic shift (sh, sw), already reduced by ``effective_shift``.
+        device: device of the indices.
+
+    Returns:
+        (index, inverse), both int64 of length Hp*Wp.
+    """
+    grid = torch.arange(padded[0] * padded[1], device=device).view(padded[0], padded[1])
+    grid = torch.roll(grid, shifts=(-shift[0], -shift[1]), dims=(0, 1))
+    nh, nw = padded[0] // window[0], padded[1] // window[1]
+    index = grid.view(nh, window[0], nw, window[1]).permute(0, 2, 1, 3).flatten()  # (nW*N,), window-major
+    inverse = torch.empty_like(index)
+    inverse[index] = torch.arange(index.numel(), device=device)
+    return index, inverse
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_shifted_window_index(
+    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.inference_mode(False), torch.no_grad():  # plain tensors, usable inside and outside inference mode
+        return shifted_window_index(padded, window, shift, device)
+
+
+def window_index(
+    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`shifted_window_index`, built once per (padded, window, shift, device) and shared; TorchScript and
+    ``torch.compile`` build it inside the graph (as ``window_geometry`` does)."""
+    if torch.jit.is_scripting() or torch.compiler.is_compiling():
+        return shifted_window_index(padded, window, shift, device)
+    return _cached_shifted_window_index(padded, window, shift, device)
+
+
+def _take_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x[:, index]`` for x [B, L, C], as one gather of whole rows of the [B*L, C] view."""
+    B, L, C = x.shape
+    rows = (torch.arange(B, device=x.device) * L).unsqueeze(1) + index  # (B, L): row of x.reshape(B*L, C)
+    return x.reshape(B * L, C).index_select(0, rows.view(-1)).view(B, L, C)
+
+
+class _GatherTokens(torch.autograd.Function):
+    """``x[:, index]`` for a permutation ``index``, whose backward is the gather ``grad[:, inverse]``."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(inverse)
+        return _take_tokens(x, index)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (inverse,) = ctx.saved_tensors
+        return _take_tokens(grad, inverse), None, None
+
+
+def gather_tokens(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+    """Reorder the tokens of x [B, L, C] by the permutation ``index`` (``inverse`` is its inverse).
+
+    TorchScript cannot script the autograd Function: a scripted model runs the same gather with autograd's own
+    backward (a scatter-add; same gradient).
+    """
+    if torch.jit.is_scripting():
+        return _take_tokens(x, index)
+    return _GatherTokens.apply(x, index, inverse)
+
+
+# --- the fast modules ------------------------------------------------------------------------------------------
+
+
+class FastMlp(Mlp):
+    """timm's ``Mlp`` whose fc2(gelu(h)) recomputes the GELU in backward instead of storing it.
+
+    With exact GELU, no norm and no dropout between the layers (``recompute_act``), fc2(gelu(h)) runs in
+    :func:`~swinlite.fast.gelu_linear.gelu_linear`; outputs and gradients are those of the plain composition,
+    which runs in every other case.
+    """
+
+    exact_gelu: bool
+    recompute_act: bool
+
+    def init_fast(self) -> None:
+        """Construction-time decisions, made by :func:`swinlite.fast.accelerate` after the class swap."""
+        self.exact_gelu = (
+            isinstance(self.act, nn.GELU)
+            and self.act.approximate == "none"
+            and isinstance(self.norm, nn.Identity)
+            and isinstance(self.fc1, nn.Linear)
+        )
+        self.recompute_act = self.exact_gelu and self.drop1.p == 0.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [..., dim] -> [..., dim]."""
+        h = self.fc1(x)  # (..., hidden)
+        if self.recompute_act:
+            return self.drop2(gelu_linear(h, self.fc2.weight, self.fc2.bias))
+        return self.drop2(self.fc2(self.norm(self.drop1(self.act(h)))))
+
+    @torch.jit.unused
+    def forward_row_blocks(self, x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+        """x + self(norm(x)) for CPU inference in row blocks (:func:`~swinlite.fast.row_blocks.mlp_rows`).
+
+        Needs exact GELU (``exact_gelu``) and inactive dropout. x: [..., dim], contiguous.
+        """
+        return mlp_rows(x, norm, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias)
+
+
+class FastWindowAttention(WindowAttention):
+    """:class:`~swinlite.models.swin.WindowAttention` through the kernel :func:`select_attention_kernel` picks."""
+
+    def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
+        """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as ``WindowAttention.attend``."""
+        dropout_p = self.attn_drop.p if self.training else 0.0
+        kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)
+        if kernel == "sdpa":
+            return window_sdpa.sdpa_window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
+        if kernel == "recomputed":
+            return self._recomputed(qkv, bias, mask, batch)
+        return window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
+
+    @torch.jit.unused
+    def _recomputed(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
+        return window_sdpa.recomputed_window_attention(qkv, bias, mask, B, self.scale)
+
+    @torch.jit.unused
+    def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """:meth:`forward` for CPU inference, ~2048 tokens of windows at a time (:mod:`swinlite.fast.row_blocks`)."""
+        bias = self.rel_pos().to(x.dtype)  # (heads, N, N)
+        mask = None if mask is None else mask.to(x.dtype)
+        qkv, proj = self.qkv, self.proj
+        return window_attention_rows(x, qkv.weight, qkv.bias, proj.weight, proj.bias, bias, mask, self.scale)
+
+
+@register_notrace_module  # as SwinBlock: the padding and shift depend on the input size
+class FastSwinBlock(SwinBlock):
+    """:class:`~swinlite.models.swin.SwinBlock` with shift + partition as one gather, and row blocks for CPU
+    inference; its ``attn`` and ``mlp`` are :class:`FastWindowAttention` and :class:`FastMlp`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, H, W, C] -> [B, H, W, C]."""
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            if self.mlp.exact_gelu and use_row_blocks(self.training, x):  # CPU inference
+                x = x + self._attn(self.norm1(x), row_blocks=True)
+                return self.mlp.forward_row_blocks(x, self.norm2)  # x + mlp(norm2(x))
+        x = x + self.drop_path1(self._attn(self.norm1(x)))
+        return x + self.drop_path2(self.mlp(self.norm2(x)))
+
+    def _attn(self, x: torch.Tensor, row_blocks: bool = False) -> torch.Tensor:
+        """``SwinBlock._attn``: x normalised map [B, H, W, C] -> attention output [B, H, W, C]."""
+        B, H, W, C = x.shape
+        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
+        Hp, Wp = geometry.padded
+        index, inverse = window_index(geometry.padded, self.window, geometry.shift, x.device)
+        if Hp > H or Wp > W:
+            x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H))  # (B, Hp, Wp, C)
+        # cyclic shift + partition windows, as one gather: (B, Hp*Wp, C) -> (B, nW*N, C), window-major
+        windows = gather_tokens(x.reshape(B, Hp * Wp, C), index, inverse)
+        num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
+        windows = windows.view(B, num_windows, -1, C)  # (B, nW, N, C)
+        if row_blocks:
+            x = self.attn.forward_row_blocks(windows, geometry.mask)
+        else:
+            x = self.attn(windows, geometry.mask)
+        x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index)  # merge windows + reverse cyclic shift
+        x = x.view(B, Hp, Wp, C)
+        if Hp > H or Wp > W:  # a no-op slice would still cost a zero fill and a copy in backward
+            x = x[:, :H, :W]
+        return x

@@ -1,0 +1,105 @@
+"""Argument and input handling around the Swin model, apart from its math (:mod:`swinlite.models.swin`).
+
+Build-time checks raise a ValueError naming the argument and its allowed values; input checks do the same for
+images; the empty-batch and patch-remainder rules say what the model runs on.
+"""
+
+from collections.abc import Sequence
+
+import torch
+from timm.layers import register_notrace_function
+
+
+@register_notrace_function  # value checks on the input's shape, not traceable
+def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int], dtype: torch.dtype) -> None:
+    """Raise a ValueError naming the expected input unless ``x`` is a (B, in_chans, H, W) batch of ``dtype``.
+
+    Under autocast the input may be of another floating dtype. TorchScript compiles this check too.
+    """
+    expected = f"a floating-point tensor of shape (B, {in_chans}, H, W) with H >= {patch_size[0]}, W >= {patch_size[1]}"
+    if not torch.jit.is_scripting() and not isinstance(x, torch.Tensor):
+        raise ValueError(f"expected {expected}, got {type(x).__name__}")
+    if x.dim() != 4:
+        raise ValueError(f"expected {expected}, got a {x.dim()}-D tensor of shape {list(x.shape)}")
+    if not x.is_floating_point():
+        raise ValueError(f"expected {expected}, got dtype {x.dtype}")
+    if x.shape[1] != in_chans:
+        raise ValueError(f"expected {expected}, got {x.shape[1]} channels (shape {list(x.shape)})")
+    if x.shape[2] < patch_size[0] or x.shape[3] < patch_size[1]:
+        raise ValueError(f"expected {expected}, got an image of {x.shape[2]}x{x.shape[3]}, smaller than one patch")
+    if x.dtype == dtype:
+        return
+    if torch.jit.is_scripting():
+        autocast = torch.is_autocast_enabled()  # TorchScript's takes no device type
+    else:
+        device = x.device.type
+        autocast = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
+    if not autocast:
+        raise ValueError(
+            f"input dtype {x.dtype} differs from the model's {dtype}: convert one of them (or use autocast)"
+        )
+
+
+@register_notrace_function  # a branch on the batch size, not traceable
+def at_least_one_image(x: torch.Tensor) -> torch.Tensor:
+    """``x``, or one blank image for an empty batch: the window kernels cannot reshape a batch of 0.
+
+    The caller keeps the first ``B`` results (``out[:B]``), so an empty batch gives an empty output.
+    """
+    return x if x.shape[0] > 0 else x.new_zeros([1] + list(x.shape[1:]))
+
+
+def crop_to_patches(x: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor:
+    """images [B, C, H, W] -> [B, C, H - H % ph, W - W % pw], the remainder dropped as torchvision's patch conv does."""
+    return x[..., : x.shape[-2] - x.shape[-2] % patch_size[0], : x.shape[-1] - x.shape[-1] % patch_size[1]]
+
+
+def check_build_args(
+    dims: Sequence[int],
+    depths: Sequence[int],
+    num_heads: Sequence[int],
+    sizes: dict[str, int],
+    rates: dict[str, float],
+) -> None:
+    """ValueError naming the argument and its allowed values, at build time instead of at the first step.
+
+    Args:
+        dims: channels per stage.
+        depths: blocks per stage.
+        num_heads: attention heads per stage.
+        sizes: integer arguments that must be positive (``num_classes`` may be 0), by name.
+        rates: probabilities in [0, 1), by name.
+    """
+    if len(depths) != len(num_heads) or len(depths) == 0:
+        raise ValueError(f"depths {tuple(depths)} and num_heads {tuple(num_heads)} must have the same, non-zero length")
+    if any(d < 1 for d in depths):
+        raise ValueError(f"depths must be at least 1 block per stage, got {tuple(depths)}")
+    for i, (dim, heads) in enumerate(zip(dims, num_heads, strict=True)):
+        if heads < 1 or dim % heads:
+            raise ValueError(f"stage {i}: {dim} channels cannot be split into num_heads={heads} heads")
+    for name, value in sizes.items():
+        if value < (0 if name == "num_classes" else 1):
+            raise ValueError(f"{name} must be {'>= 0' if name == 'num_classes' else 'positive'}, got {value}")
+    for name, rate in rates.items():
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {rate}")
+
+
+def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int) -> None:
+    """Raise a ValueError naming the allowed values unless ``indices`` selects feature levels.
+
+    Args:
+        indices: None (all levels), an int n (the last n levels) or a sequence of level indices.
+        num_stages: number of feature levels.
+    """
+    if indices is None:
+        return
+    if isinstance(indices, int):
+        if not 1 <= indices <= num_stages:
+            raise ValueError(f"an int selects the last n of {num_stages} levels, n in 1..{num_stages}; got {indices}")
+        return
+    bad = [i for i in indices if not isinstance(i, int) or not 0 <= i < num_stages]
+    if bad or len(indices) == 0:
+        raise ValueError(
+            f"feature indices must be a non-empty sequence of levels in 0..{num_stages - 1}, got {tuple(indices)}"
+        )

@@ -1,0 +1,70 @@
+"""The dispatch table of swinlite.fast.blocks, row by row, and what a block runs in each situation."""
+
+import pytest
+import torch
+
+from swinlite.fast import FastWindowAttention, accelerate
+from swinlite.fast import blocks as dispatch
+from swinlite.fast.blocks import select_attention_kernel
+from swinlite.models import swin
+from swinlite.models.swin import WindowAttention
+
+F32, BF16 = torch.float32, torch.bfloat16
+
+
+@pytest.mark.parametrize(
+    "device,dtype,bias_grad,dropout,expected",
+    [
+        ("cpu", F32, False, False, "sdpa"),  # eval / no_grad / frozen bias
+        ("cuda", BF16, False, False, "sdpa"),
+        ("cpu", F32, True, False, "recomputed"),  # CPU fp32 train
+        ("cpu", F32, True, True, "explicit"),  # ... with attention dropout
+        ("cpu", BF16, True, False, "explicit"),  # CPU bf16 train
+        ("cuda", F32, True, False, "sdpa"),  # CUDA train: bias + mask as SDPA's attn_mask
+        ("cuda", BF16, True, True, "sdpa"),
+    ],
+)
+def test_dispatch_table(device, dtype, bias_grad, dropout, expected):
+    assert select_attention_kernel(device, dtype, bias_grad, dropout) == expected
+
+
+@pytest.mark.parametrize("device,grad", [("cpu", True), ("cpu", False), ("meta", True)])
+def test_fast_false_is_the_reference_everywhere(monkeypatch, device, grad):
+    """fast=False (the first row): the reference layer makes no kernel choice; it runs the explicit formula
+    whatever the device or grad mode (the meta device stands in for a non-CPU one)."""
+    calls = []
+    explicit = swin.window_attention
+    monkeypatch.setattr(swin, "window_attention", lambda *args: calls.append("explicit") or explicit(*args))
+    monkeypatch.setattr(dispatch, "select_attention_kernel", lambda *args: calls.append("dispatch") or "sdpa")
+    attn = WindowAttention(8, 2, (2, 3), device=device)
+    with torch.set_grad_enabled(grad):
+        attn(torch.randn(2, 3, 6, 8, device=device))
+    assert calls == ["explicit"]
+
+
+def test_without_the_private_cpu_flash_op_cpu_training_is_explicit(monkeypatch):
+    monkeypatch.setattr(dispatch.window_sdpa, "CPU_FLASH_WITH_LSE", False)
+    assert select_attention_kernel("cpu", F32, True, False) == "explicit"
+
+
+def test_torchscript_runs_sdpa_or_explicit():
+    scripted = torch.jit.script(select_attention_kernel)
+    assert scripted("cpu", F32, False, False) == "sdpa"
+    assert scripted("cpu", F32, True, False) == "explicit"  # no autograd Functions in TorchScript
+
+
+@pytest.mark.parametrize("grad,expected", [(False, "sdpa"), (True, "recomputed")])
+def test_window_attention_runs_the_selected_kernel(monkeypatch, grad, expected):
+    """The fast layer asks the dispatcher with its own state (grad mode, device, dtype) and runs its answer."""
+    calls = []
+
+    def spy(*args):
+        calls.append(select_attention_kernel(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(dispatch, "select_attention_kernel", spy)
+    attn = accelerate(WindowAttention(8, 2, (2, 3)))
+    assert isinstance(attn, FastWindowAttention)
+    with torch.set_grad_enabled(grad):
+        attn(torch.randn(2, 3, 6, 8))
+    assert calls == [expected]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -27,3 +28,11 @@ def tiny_config(task: str, data: Path, out: Path, **extra: object) -> Any:
     """The config the task's script builds from ``overrides`` (classification: on top of configs/demo.yaml)."""
     path = trainkit.REPO / "configs" / "demo.yaml" if task == "classification" else None
     return TASKS[task].load_config(path, overrides(task, data, out, **extra))
+
+
+def script_main(task: str, argv: list[str]) -> int:
+    """The task's training script run in this process as from the command line; returns its exit code."""
+    spec = importlib.util.spec_from_file_location(f"script_{task}", trainkit.REPO / "scripts" / SCRIPT[task])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main(argv)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib.util
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -13,19 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from enginekit import SCRIPT, TASKS, overrides
+from enginekit import TASKS, overrides, script_main
 from trainkit import REPO
 
 from swinlite.engine import checkpoint, lock
 from swinlite.engine.checkpoint import RESUME_KEYS
-
-
-def _main(task: str, argv: list[str]) -> int:
-    """The task's training script's ``main`` in this process (what ``sys.exit`` gets)."""
-    spec = importlib.util.spec_from_file_location(f"script_{task}", REPO / "scripts" / SCRIPT[task])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(argv)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +34,7 @@ def finished(tmp_path_factory) -> dict[str, Path]:
             with (
                 pytest.warns(UserWarning) if task == "detection" else contextlib.nullcontext()
             ):  # the COCO file's quirks
-                assert _main(task, ["--config", str(_defaults(root, task)),
+                assert script_main(task, ["--config", str(_defaults(root, task)),
                                     *overrides(task, data[task], root / task, **{"train.epochs": 1})]) == 0  # fmt: skip
     finally:
         torch.set_num_threads(threads)
@@ -151,7 +142,7 @@ def test_one_error_line_exit_2_nothing_lost(
     argv += [a.format(file=tmp_path / "file") for a in args]
     if patch is not None:
         patch(monkeypatch)
-    code = _main(task, argv)
+    code = script_main(task, argv)
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2, err

@@ -47,9 +47,8 @@ def test_unknown_config_key_is_one_line_and_exit_2():
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     ],
 )
-def test_user_errors_are_one_line(args, message, folder: Path, tmp_path: Path, capsys, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty_cache"))  # the default's ImageNet weights are absent
+def test_user_errors_are_one_line(args, message, folder: Path, tmp_path: Path, capsys, no_network):
+    # no_network: the default's ImageNet weights are not in the (empty) cache and the hub does not answer
     (bad_yaml := tmp_path / "bad.yaml").write_text("train: {epochs: [1,\n")
     argv = [a.format(data=folder, out=tmp_path / "out", bad_yaml=bad_yaml) for a in args]
     with pytest.raises(SystemExit, match="2") if args[0].startswith("--no") else contextlib.nullcontext():

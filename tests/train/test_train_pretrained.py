@@ -49,5 +49,5 @@ def test_train_script_reports_unavailable_weights_in_one_line(offline_hub, folde
     name = "model.name=swinlite_tiny_patch4_window7_224.ms_in22k"  # not in the cache
     assert script.main([*args, name, "model.kwargs.drop_path_rate=0.0", "data.batch_size=2", "data.num_workers=0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: model.pretrained=true: the weights of " + name.split("=")[1])
+    assert len(err) == 1 and err[0].startswith("error: model.pretrained=true: the pretrained weights of " + name[11:])
     assert "timm/swin_tiny_patch4_window7_224.ms_in22k" in err[0]

@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 from torchvision.transforms import functional as TF
 
-from swinlite.images import IMAGE_EXTENSIONS, ImageFiles, list_images, load_rgb
+from swinlite.images import IMAGE_EXTENSIONS, ImageFiles, list_files, list_images, load_rgb
 
 
 def _float_tiff(path: Path, pixels: np.ndarray) -> Path:
@@ -44,7 +44,13 @@ def test_one_lister_one_set_of_extensions(tmp_path: Path):
     (tmp_path / "sibling").mkdir()
     (tmp_path / "sibling" / "s.png").write_bytes(b"")
     (tmp_path / "explicit.txt").write_text("named on purpose")
-    found = list_images([tmp_path / "f", tmp_path / "explicit.txt"])
+    with pytest.warns(UserWarning) as record:
+        found = list_images([tmp_path / "f", tmp_path / "explicit.txt"])
+    assert sorted(str(w.message).split(" -> ")[0] for w in record) == [
+        f"skipping linked folder {tmp_path / 'f' / 'sub' / 'loop'}",
+        f"skipping linked folder {tmp_path / 'f' / 'up'}",
+    ]  # each link named, as a loop
+    assert all(str(w.message).endswith(": a loop back to an enclosing folder") for w in record)
     root = tmp_path / "f"
     assert found == [root / "a.JPG", root / "b.png", root / "sub" / "c.webp", root / "sub" / "d.TIFF",
                      tmp_path / "explicit.txt"]  # fmt: skip
@@ -65,3 +71,22 @@ def test_image_files_give_the_image_or_why_not(tmp_path: Path):
     assert ok.index == 0 and ok.size == (6, 9) and ok.error is None
     torch.testing.assert_close(ok.image, torch.from_numpy(pixels).permute(2, 0, 1).float() / 255)
     assert bad.index == 1 and bad.image is None and bad.size is None and "UnidentifiedImageError" in bad.error
+
+
+def test_a_link_into_another_folder_the_caller_lists_is_skipped_and_named(tmp_path: Path):
+    """A link from one listed folder into another counted the other's files twice (once under the link)."""
+    for rel in ["a/1.png", "b/2.png", "b/deep/3.png", "outside/4.png"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    os.symlink(tmp_path / "b" / "deep", tmp_path / "a" / "to_b")  # into b: b's files
+    os.symlink(tmp_path / "outside", tmp_path / "a" / "more")  # elsewhere: followed once
+    os.symlink(tmp_path / "outside", tmp_path / "a" / "again")  # the same folder again: listed once
+    with pytest.warns(UserWarning, match=f"skipping linked folder {tmp_path / 'a' / 'to_b'} -> .*listed apart"):
+        found = list_images([tmp_path / "a", tmp_path / "b"])
+    assert found == [tmp_path / "a" / "1.png", tmp_path / "a" / "again" / "4.png", tmp_path / "b" / "2.png",
+                     tmp_path / "b" / "deep" / "3.png"]  # fmt: skip
+    assert list_files(tmp_path / "a") == [
+        tmp_path / "a" / "1.png",
+        tmp_path / "a" / "again" / "4.png",
+        tmp_path / "a" / "to_b" / "3.png",
+    ]  # fmt: skip  (nothing listed apart)

@@ -9,8 +9,6 @@ list fewer). Mask R-CNN on data without a segmentation on every object gives box
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import sys
 from pathlib import Path
 
@@ -55,17 +53,6 @@ def _resizable(split, model):
     return dataclasses.replace(split, image_ids=[i for i in split.image_ids if not problems[i]])
 
 
-def _json(value) -> bytes:
-    """Strict JSON: NaN (COCO's "no object of that size") as null."""
-
-    def clean(v):
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        return None if isinstance(v, float) and math.isnan(v) else v
-
-    return json.dumps(clean(value), indent=1, allow_nan=False).encode()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sys.stdout.reconfigure(errors="backslashreplace")  # paths that are not UTF-8 print, never fail after the work
@@ -80,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.transforms import build_eval_transform
     from swinlite.device import resolve_device
     from swinlite.engine.loop import StepSettings
-    from swinlite.io import atomic_write_bytes, check_output
+    from swinlite.io import atomic_write_bytes, check_output, json_bytes
 
     device = resolve_device(args.device)
     if args.amp == "fp16" and device.type != "cuda":
@@ -114,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         ap = coco_ap(split.coco, results, split.image_ids, iou_type)
         print(f"{iou_type} ({len(split.image_ids)} images):\n{ap.summary}")
         report[iou_type] = ap.ap
-    atomic_write_bytes(out / "eval.json", _json(report))
-    atomic_write_bytes(out / "detections.json", json.dumps(results).encode())
+    atomic_write_bytes(out / "eval.json", json_bytes(report, indent=1))  # COCO's NaN "no object of that size": null
+    atomic_write_bytes(out / "detections.json", json_bytes(results))
     print(f"wrote {out / 'eval.json'} and {out / 'detections.json'}")
     return 0
 

@@ -1,4 +1,4 @@
-"""Command-line plumbing shared by the scripts: a user error is one ``error: ...`` line and exit code 2.
+"""Command-line plumbing of every script: a user error is one ``error: ...`` line and exit code 2.
 
 It imports nothing heavy, so every script answers ``--help`` before torch and timm load; each script
 parses its arguments first and imports the package afterwards. A script is::
@@ -9,6 +9,9 @@ parses its arguments first and imports the package afterwards. A script is::
 
     if __name__ == "__main__":
         sys.exit(run(main))
+
+:func:`run` is the one place that decides what a user sees of an error: user errors (:data:`USER_ERRORS`) and
+missing optional packages as one line.
 """
 
 from __future__ import annotations
@@ -71,20 +74,22 @@ def missing_extra(error: ModuleNotFoundError) -> str | None:
     return f'this script needs the optional package {package!r}: pip install -e ".[{extra}]" (or pip install {package})'
 
 
-def run(main: Callable[[list[str] | None], object], passive_threads: bool = True) -> int:
-    """Run a script's ``main``: user errors (ValueError, OSError, a missing optional package) print one line, exit 2.
+def run(main: Callable[[list[str] | None], object], argv: list[str] | None = None, passive_threads: bool = True) -> int:
+    """Run a script's ``main``: user errors (:data:`USER_ERRORS`, a missing optional package) print one line and exit
+    with code 2; returns ``main``'s exit code (0 when it returns none).
 
     Set ``SWINLITE_TRACEBACK=1`` to see the traceback instead.
 
     Args:
         main: the script's ``main(argv)``.
+        argv: its arguments (None: the command line's).
         passive_threads: idle OpenMP threads sleep instead of spinning (set before torch loads): on shared CPUs
             spinning threads waste the cores others (and the data loader) need. Off for timing runs.
     """
     if passive_threads:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
-        main(None)
+        code = main(argv)
     except ModuleNotFoundError as e:
         message = missing_extra(e)
         if message is None or os.environ.get("SWINLITE_TRACEBACK"):
@@ -97,4 +102,4 @@ def run(main: Callable[[list[str] | None], object], passive_threads: bool = True
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    return 0
+    return code if isinstance(code, int) else 0

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from _cli import Parser
+from _cli import Parser, run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 DEMO_CONFIG = CONFIGS / "demo.yaml"
@@ -78,4 +78,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

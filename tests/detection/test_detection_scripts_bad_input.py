@@ -13,8 +13,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from detkit import SCRIPTS, edit_coco, load_script, read_metadata, rewrite_checkpoint, script_env
+from detkit import edit_coco, read_metadata, rewrite_checkpoint, script_env
 from PIL import Image
+from scriptkit import SCRIPTS, run_script
 from torchvision.models.detection.transform import GeneralizedRCNNTransform
 
 from swinlite.detection.predictor import unprocessable
@@ -24,12 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's qui
 
 def _run(name: str, argv: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``python scripts/<name>.py ARGV``, in this process."""
-    module = load_script(name)
-    monkeypatch.setattr(sys, "argv", [f"{name}.py", *map(str, argv)])
-    try:
-        code = module.run(module.main)
-    except SystemExit as e:
-        code = e.code
+    code = run_script(name, argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import detkit
 import trainkit
+from scriptkit import run_script
 
 from swinlite.classification import ClassificationTask
 from swinlite.detection.task import DetectionTask
@@ -30,9 +30,6 @@ def tiny_config(task: str, data: Path, out: Path, **extra: object) -> Any:
     return TASKS[task].load_config(path, overrides(task, data, out, **extra))
 
 
-def script_main(task: str, argv: list[str]) -> int:
+def script_main(task: str, argv: list[object]) -> int:
     """The task's training script run in this process as from the command line; returns its exit code."""
-    spec = importlib.util.spec_from_file_location(f"script_{task}", trainkit.REPO / "scripts" / SCRIPT[task])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(argv)
+    return run_script(SCRIPT[task].removesuffix(".py"), argv)

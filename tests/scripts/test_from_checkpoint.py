@@ -11,12 +11,11 @@ import onnx
 import pytest
 import timm
 import torch
+from scriptkit import SCRIPTS
 from trainkit import make_folder, script_env, tiny_config, train
 
 from swinlite.io import read_state_dict, save_safetensors
 from swinlite.weights import load_model, read_info, weights_metadata
-
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +214,7 @@ def test_user_errors_are_one_line_and_exit_2(runs, load_script, tmp_path, capsys
     for name, argv, message in cases:
         main = load_script(name).main
         with pytest.raises(SystemExit) as exit_info:
-            _cli.run(lambda _: main(argv))  # noqa: B023  (called at once)
+            _cli.run(main, argv)
         assert exit_info.value.code == 2, (name, argv)
         _one_line_exit_2(capsys.readouterr().err, message)
     fresh = [cases[0], cases[2]]  # an argparse error, a broken file

@@ -37,6 +37,7 @@ OPTIONAL = {
     "onnxscript": "export",
     "onnxruntime": "export",
 }
+PIP_NAMES = {"sklearn": "scikit-learn", "yaml": "PyYAML"}  # pip's name where it is not the import name
 
 
 def fail(message: str) -> NoReturn:
@@ -71,7 +72,8 @@ def missing_extra(error: ModuleNotFoundError) -> str | None:
     extra = OPTIONAL.get(package)
     if extra is None:
         return None
-    return f'this script needs the optional package {package!r}: pip install -e ".[{extra}]" (or pip install {package})'
+    install = f'pip install -e ".[{extra}]" (or pip install {PIP_NAMES.get(package, package)})'
+    return f"this script needs the optional package {package!r}: {install}"
 
 
 def run(main: Callable[[list[str] | None], object], argv: list[str] | None = None, passive_threads: bool = True) -> int:

@@ -10,16 +10,19 @@ parses its arguments first and imports the package afterwards. A script is::
     if __name__ == "__main__":
         sys.exit(run(main))
 
-:func:`run` is the one place that decides what a user sees of an error: user errors (:data:`USER_ERRORS`) and
-missing optional packages as one line.
+:func:`run` is the one place that decides what a user sees: user errors (:data:`USER_ERRORS`) and missing
+optional packages as one line, Python warnings as ``warning: ...`` lines, paths that are not UTF-8 printed
+with escapes.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 # OSError covers missing files, folders that are files, permissions, a full disk: nothing a traceback explains better.
@@ -37,6 +40,7 @@ OPTIONAL = {
     "onnxscript": "export",
     "onnxruntime": "export",
 }
+
 PIP_NAMES = {"sklearn": "scikit-learn", "yaml": "PyYAML"}  # pip's name where it is not the import name
 
 
@@ -76,6 +80,28 @@ def missing_extra(error: ModuleNotFoundError) -> str | None:
     return f"this script needs the optional package {package!r}: {install}"
 
 
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    """A Python warning as one ``warning: ...`` line (no file, line number or source line)."""
+    return "warning: " + " ".join(str(message).split()) + "\n"
+
+
+@contextlib.contextmanager
+def script_output() -> Iterator[None]:
+    """While a script runs: stdout writes file names that are not UTF-8 with escapes (it never fails printing after
+    the work is done), and a warning prints as one ``warning: ...`` line; both as before afterwards."""
+    stdout = sys.stdout
+    errors = stdout.errors if hasattr(stdout, "reconfigure") else None  # a TextIOWrapper, as the console's
+    if errors is not None:
+        stdout.reconfigure(errors="backslashreplace")
+    formatwarning, warnings.formatwarning = warnings.formatwarning, _warning_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = formatwarning
+        if errors is not None:
+            stdout.reconfigure(errors=errors)
+
+
 def run(main: Callable[[list[str] | None], object], argv: list[str] | None = None, passive_threads: bool = True) -> int:
     """Run a script's ``main``: user errors (:data:`USER_ERRORS`, a missing optional package) print one line and exit
     with code 2; returns ``main``'s exit code (0 when it returns none).
@@ -90,18 +116,19 @@ def run(main: Callable[[list[str] | None], object], argv: list[str] | None = Non
     """
     if passive_threads:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        code = main(argv)
-    except ModuleNotFoundError as e:
-        message = missing_extra(e)
-        if message is None or os.environ.get("SWINLITE_TRACEBACK"):
-            raise
-        fail(message)
-    except USER_ERRORS as e:
-        if os.environ.get("SWINLITE_TRACEBACK"):
-            raise
-        fail(str(e))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    with script_output():
+        try:
+            code = main(argv)
+        except ModuleNotFoundError as e:
+            message = missing_extra(e)
+            if message is None or os.environ.get("SWINLITE_TRACEBACK"):
+                raise
+            fail(message)
+        except USER_ERRORS as e:
+            if os.environ.get("SWINLITE_TRACEBACK"):
+                raise
+            fail(str(e))
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
     return code if isinstance(code, int) else 0

@@ -34,7 +34,6 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    sys.stdout.reconfigure(errors="backslashreplace")  # paths that are not UTF-8 print, never fail after the work
     import torch
     from torchvision.io import encode_png
     from torchvision.transforms.v2.functional import pil_to_tensor

@@ -55,7 +55,6 @@ def _resizable(split, model):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    sys.stdout.reconfigure(errors="backslashreplace")  # paths that are not UTF-8 print, never fail after the work
     import torch
     from torch.utils.data import DataLoader
 

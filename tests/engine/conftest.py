@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(TESTS / "train"), str(TESTS / "detection"), str(TESTS.parent / "scripts")]
+sys.path[:0] = [str(TESTS / "classification"), str(TESTS / "detection")]  # trainkit, detkit
 
 from detkit import make_quirky_coco  # noqa: E402
 from single_thread import one_thread  # noqa: E402, F401 (an autouse fixture)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from scriptkit import load_script as _load_script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))  # trainkit: tiny folders and runs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "classification"))  # trainkit: tiny folders, runs
 
 
 @pytest.fixture

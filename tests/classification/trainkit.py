@@ -1,4 +1,4 @@
-"""Helpers for the training tests: tiny generated ImageFolders, run settings, script runner."""
+"""Helpers for the classification tests: tiny generated ImageFolders, run settings, script runner."""
 
 from __future__ import annotations
 

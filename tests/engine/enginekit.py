@@ -15,7 +15,7 @@ from swinlite.engine import Task
 
 TASKS: dict[str, type[Task]] = {"classification": ClassificationTask, "detection": DetectionTask}
 DATA_FIXTURE = {"classification": "folder", "detection": "coco"}  # conftest fixtures of each task's tiny data
-SCRIPT = {"classification": "train.py", "detection": "train_detection.py"}
+SCRIPT = {"classification": "train", "detection": "train_detection"}  # scripts/<name>.py
 
 
 def overrides(task: str, data: Path, out: Path, **extra: object) -> list[str]:
@@ -30,6 +30,15 @@ def tiny_config(task: str, data: Path, out: Path, **extra: object) -> Any:
     return TASKS[task].load_config(path, overrides(task, data, out, **extra))
 
 
+def script_config(task: str, folder: Path) -> Path:
+    """The ``--config`` that gives the task's script ``tiny_config``'s settings with ``overrides``: the demo recipe for
+    classification, the built-in defaults for detection (an empty file written into ``folder``)."""
+    if task == "classification":
+        return trainkit.REPO / "configs" / "demo.yaml"
+    (folder / "defaults.yaml").write_text("{}\n")
+    return folder / "defaults.yaml"
+
+
 def script_main(task: str, argv: list[object]) -> int:
     """The task's training script run in this process as from the command line; returns its exit code."""
-    return run_script(SCRIPT[task].removesuffix(".py"), argv)
+    return run_script(SCRIPT[task], argv)

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from enginekit import TASKS, overrides, script_main
-from trainkit import REPO
+from enginekit import TASKS, overrides, script_config, script_main
 
 from swinlite.engine import checkpoint, lock
 from swinlite.engine.checkpoint import RESUME_KEYS
@@ -34,20 +33,12 @@ def finished(tmp_path_factory) -> dict[str, Path]:
             with (
                 pytest.warns(UserWarning) if task == "detection" else contextlib.nullcontext()
             ):  # the COCO file's quirks
-                assert script_main(task, ["--config", str(_defaults(root, task)),
+                assert script_main(task, ["--config", str(script_config(task, root)),
                                     *overrides(task, data[task], root / task, **{"train.epochs": 1})]) == 0  # fmt: skip
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
     return {"root": root, **{f"{t}_data": d for t, d in data.items()}, **{t: root / t for t in TASKS}}
-
-
-def _defaults(root: Path, task: str) -> Path:
-    """The config file both scripts get: the demo recipe for classification, the built-in defaults for detection."""
-    if task == "classification":
-        return REPO / "configs" / "demo.yaml"
-    (root / "defaults.yaml").write_text("{}\n")
-    return root / "defaults.yaml"
 
 
 def _truncate(out: Path) -> None:
@@ -139,7 +130,7 @@ def test_one_error_line_exit_2_nothing_lost(
         out = tmp_path / "out"
     before = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else {}
     (tmp_path / "file").write_text("a file")
-    argv = ["--config", str(_defaults(root, task)), *overrides(task, data, out)]
+    argv = ["--config", str(script_config(task, root)), *overrides(task, data, out)]
     argv += [a.format(file=tmp_path / "file") for a in args]
     if patch is not None:
         patch(monkeypatch)

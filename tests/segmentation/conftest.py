@@ -1,0 +1,30 @@
+"""Fixtures for the segmentation tests."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from segkit import load_script, make_seg_folder, tiny_overrides
+from single_thread import one_thread  # noqa: F401 (an autouse fixture)
+
+
+@pytest.fixture
+def seg_folder(tmp_path: Path) -> Path:
+    return make_seg_folder(tmp_path / "seg")
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory) -> tuple[Path, Path]:
+    """(data root, run folder) of one epoch trained through scripts/train_segmentation.py (once per session;
+    tests copy what they change)."""
+    root = tmp_path_factory.mktemp("seg")
+    data = make_seg_folder(root / "data")
+    (root / "defaults.yaml").write_text("{}\n")
+    argv = ["--config", str(root / "defaults.yaml"), *tiny_overrides(data, root / "run", **{"train.epochs": 2})]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a session fixture runs before
+    try:
+        assert load_script("train_segmentation").main(argv) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return data, root / "run"

@@ -1,7 +1,7 @@
 """Train UperNet on a swinlite backbone for semantic segmentation (label maps), scored by mIoU.
 
-  python scripts/train_segmentation.py                  the embedded demo (configs/seg_demo.yaml: scikit-learn
-                                                        digits on 64x64 canvases, built into data/seg_digits)
+  python scripts/train_segmentation.py                  the embedded demo (configs/seg_demo.yaml: shapes on
+                                                        64x64 canvases, built into data/seg_shapes)
   python scripts/train_segmentation.py --data-dir DIR   ADE20K at DIR with mmsegmentation's Swin-T UperNet 160k
                                                         recipe (configs/seg_ade20k_upernet_swin_tiny.yaml)
   python scripts/train_segmentation.py --config FILE [...]
@@ -36,7 +36,7 @@ def _config_lines(path: Path) -> str:
 def _epilog() -> str:
     return (
         "which settings apply (key=value arguments are applied last, on top of them):\n"
-        f"  without --data-dir and --config: {DEMO_CONFIG.relative_to(CONFIGS.parent)} (the digits demo)\n"
+        f"  without --data-dir and --config: {DEMO_CONFIG.relative_to(CONFIGS.parent)} (the shapes demo)\n"
         f"{_config_lines(DEMO_CONFIG)}\n"
         f"  with --data-dir, without --config: {ADE20K_CONFIG.relative_to(CONFIGS.parent)} (needs the ImageNet "
         "weights of the tag: fetched once, then cached)\n"

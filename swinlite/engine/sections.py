@@ -27,7 +27,7 @@ class ModelConfig:
 @dataclass
 class DataConfig:
     data_dir: str = "data"
-    dataset: str = "folder"  # the task's layout, or "digits": its generated demo, built into data_dir if absent
+    dataset: str = "folder"  # the task's layout, or its generated demo ("digits", "shapes"), built into data_dir
     batch_size: int = bounded(128, ge=1)  # per process
     num_workers: int = bounded(4, ge=0)
     verify_images: bool = True  # check every image before training and skip unreadable ones

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..engine.config import bounded, choice
 from ..engine.sections import SCHEDULES, DataConfig, ModelConfig, OptimConfig, RunConfig, ScheduleConfig, TrainConfig
 
-DATASETS = ("ade20k", "folder", "digits")
+DATASETS = ("ade20k", "folder", "shapes")
 TEST_MODES = ("whole", "slide")
 
 
@@ -31,14 +31,14 @@ class SegModelConfig(ModelConfig):
 @dataclass
 class SegDataConfig(DataConfig):
     data_dir: str = "data/ade20k"  # images/{training,validation}/*, annotations/{training,validation}/*.png
-    dataset: str = choice("ade20k", *DATASETS)  # ade20k: its 150 classes; folder: data.classes; digits: the demo
+    dataset: str = choice("ade20k", *DATASETS)  # ade20k: its 150 classes; folder: data.classes; shapes: the demo
     batch_size: int = bounded(2, ge=1)  # images per process (x 8 processes = the recipe's 16)
     verify_images: bool = False  # also decode every image once before training (masks always are)
     train_images: str | None = None  # None: <data_dir>/images/training
     train_masks: str | None = None  # None: <data_dir>/annotations/training (same file names, any image suffix)
     val_images: str | None = None  # None: <data_dir>/images/validation
     val_masks: str | None = None  # None: <data_dir>/annotations/validation
-    classes: tuple[str, ...] = ()  # folder: the class of each label value 0, 1, ...; ade20k and digits: their own
+    classes: tuple[str, ...] = ()  # folder: the class of each label value 0, 1, ...; ade20k and shapes: their own
     ignore_index: int = bounded(255, ge=0, le=65535)  # label value left out of the loss and the metrics
     reduce_zero_label: bool = False  # folder: label 0 -> ignore_index, the others - 1 (ade20k: always)
     img_scale: tuple[int, int] = bounded((2048, 512), ge=1)  # (long, short) side limits of the test resize ...

@@ -36,7 +36,7 @@ from .config import SegDataConfig
 MASK_MODES = ("P", "L", "1", "I;16", "I;16L", "I;16B", "I")  # label maps: one integer per pixel
 DEFAULT_FOLDERS = {"train": ("images/training", "annotations/training"),
                    "val": ("images/validation", "annotations/validation")}  # fmt: skip
-DIGITS_CLASSES = ("background", *(str(d) for d in range(10)))  # the demo's (swinlite.segmentation.demo_data)
+SHAPES_CLASSES = ("background", "circle", "square", "triangle", "cross")  # the demo's (.demo_data)
 _LISTED = 10  # files named in one warning
 
 
@@ -52,7 +52,7 @@ class Labels:
 
 
 def labels_of(cfg: SegDataConfig) -> Labels:
-    """The label meaning of ``cfg.dataset``: ADE20K's 150 classes (zero label reduced), the demo's 11, or
+    """The label meaning of ``cfg.dataset``: ADE20K's 150 classes (zero label reduced), the demo's 5, or
     ``data.classes``. ValueError when ``data.classes`` is missing for a folder or given for the others."""
     if cfg.dataset == "folder":
         if len(cfg.classes) < 2:
@@ -65,7 +65,7 @@ def labels_of(cfg: SegDataConfig) -> Labels:
     else:
         if cfg.classes:
             raise ValueError(f"data.classes is for data.dataset=folder; {cfg.dataset} has its own classes")
-        classes, reduce = (ADE20K_CLASSES, True) if cfg.dataset == "ade20k" else (DIGITS_CLASSES, False)
+        classes, reduce = (ADE20K_CLASSES, True) if cfg.dataset == "ade20k" else (SHAPES_CLASSES, False)
     if cfg.ignore_index < len(classes):
         raise ValueError(f"data.ignore_index={cfg.ignore_index} is a class label (0..{len(classes) - 1})")
     palette = ADE20K_PALETTE if cfg.dataset == "ade20k" else tuple(color_map(len(classes)))

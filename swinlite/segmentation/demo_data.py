@@ -1,81 +1,82 @@
-"""The embedded segmentation demo: scikit-learn's handwritten digits drawn on larger canvases, with a label per pixel.
+"""The embedded segmentation demo: filled shapes drawn on small canvases, with a label per pixel.
 
-Built deterministically (same files on every machine) with no download: the 8x8 digits ship inside scikit-learn.
-Each 64x64 canvas holds 1 to 3 non-overlapping digits of 14-30 px in colour on a noisy background; a pixel where a
-digit's stroke covers at least 30 % is labelled with that digit (label ``d + 1``), every other pixel ``background``
-(label 0): 11 classes, no ignored pixel. Digits of the val canvases are never seen in training. Layout: ADE20K's,
+Built deterministically (same files on every machine) with no download. Each 64x64 canvas holds 1 to 3 shapes
+(circle, square, triangle, cross; 12-28 px across, turned by a random angle, later ones in front) in random bright
+colours on a dark noisy background; each pixel is labelled with the shape drawn on it, or ``background``: 5 classes,
+no ignored pixel. The colour says nothing about the class: the model has to see the outline. Layout: ADE20K's,
 ``root/images/{training,validation}/*.png`` and ``root/annotations/{training,validation}/*.png`` (palette PNGs).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
+from PIL import Image, ImageDraw
 
 from ..io import build_folder_once
 from .classes import color_map
-from .data import DIGITS_CLASSES
+from .data import SHAPES_CLASSES
 
-_MARKER = ".swinlite_seg_digits"
+_MARKER = ".swinlite_shapes"
 CANVAS = 64
-SIZES = (14, 30)  # digit side range in pixels
-STROKE = 0.3  # a pixel belongs to a digit where its stroke covers this much
+RADII = (6, 14)  # circumradius range in pixels
 
 
-def _digit_patch(pixels: np.ndarray, side: int) -> np.ndarray:
-    """``pixels`` [8, 8] with values 0..16 -> intensity [side, side] in 0..1."""
-    gray = Image.fromarray((pixels * (255.0 / 16.0)).round().astype(np.uint8), mode="L")
-    return np.asarray(gray.resize((side, side), Image.Resampling.BICUBIC), dtype=np.float32) / 255.0
+def _outline(kind: str, x: float, y: float, radius: float, angle: float) -> list[tuple[float, float]]:
+    """Polygon vertices of a square, triangle or cross of ``radius`` around (x, y), turned by ``angle``."""
+    if kind == "cross":  # a plus sign: arms a third of the span wide
+        a, b = radius / 3, radius
+        local = [(a, b), (a, a), (b, a), (b, -a), (a, -a), (a, -b), (-a, -b), (-a, -a), (-b, -a), (-b, a), (-a, a),
+                 (-a, b)]  # fmt: skip
+    else:
+        corners = 4 if kind == "square" else 3
+        local = [(radius * math.cos(2 * math.pi * k / corners), radius * math.sin(2 * math.pi * k / corners))
+                 for k in range(corners)]  # fmt: skip
+    cos, sin = math.cos(angle), math.sin(angle)
+    return [(x + u * cos - v * sin, y + u * sin + v * cos) for u, v in local]
 
 
-def _place(rng: np.random.Generator, sides: list[int]) -> list[tuple[int, int, int]]:
-    """(side, x, y) of squares of ``sides`` that do not overlap (a square that finds no place in 20 tries is left
-    out)."""
-    placed: list[tuple[int, int, int]] = []
-    for side in sides:
-        for _ in range(20):
-            x, y = (int(v) for v in rng.integers(0, CANVAS - side + 1, size=2))
-            if all(x + side <= px or px + ps <= x or y + side <= py or py + ps <= y for ps, px, py in placed):
-                placed.append((side, x, y))
-                break
-    return placed
-
-
-def _scene(rng: np.random.Generator, digits, pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _scene(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """One canvas [64, 64, 3] uint8 and its labels [64, 64] uint8."""
-    sides = [int(s) for s in rng.integers(SIZES[0], SIZES[1] + 1, size=rng.integers(1, 4))]
     background = rng.uniform(0, 0.35, size=3)
-    canvas = np.clip(background + rng.normal(0, 0.06, size=(CANVAS, CANVAS, 3)), 0, 1)  # [H, W, 3]
-    labels = np.zeros((CANVAS, CANVAS), dtype=np.uint8)
-    for side, x, y in _place(rng, sides):
-        index = int(rng.choice(pool))
-        patch = _digit_patch(digits.images[index], side)  # [side, side]
-        color = rng.uniform(0.6, 1.0, size=3)
-        region = canvas[y : y + side, x : x + side]
-        canvas[y : y + side, x : x + side] = region * (1 - patch[..., None]) + color * patch[..., None]
-        labels[y : y + side, x : x + side][patch >= STROKE] = int(digits.target[index]) + 1
-    return (canvas * 255).round().astype(np.uint8), labels
+    base = np.clip(background + rng.normal(0, 0.05, size=(CANVAS, CANVAS, 3)), 0, 1)  # [H, W, 3]
+    canvas = Image.fromarray((base * 255).round().astype(np.uint8))
+    labels = Image.new("L", (CANVAS, CANVAS), 0)
+    draw_canvas, draw_labels = ImageDraw.Draw(canvas), ImageDraw.Draw(labels)
+    for _ in range(rng.integers(1, 4)):
+        label = int(rng.integers(1, len(SHAPES_CLASSES)))
+        radius = float(rng.uniform(*RADII))
+        x, y = (float(v) for v in rng.uniform(radius / 2, CANVAS - radius / 2, size=2))
+        color = tuple(int(c) for c in rng.integers(110, 256, size=3))
+        if SHAPES_CLASSES[label] == "circle":
+            box = (x - radius, y - radius, x + radius, y + radius)
+            draw_canvas.ellipse(box, fill=color)
+            draw_labels.ellipse(box, fill=label)
+        else:
+            outline = _outline(SHAPES_CLASSES[label], x, y, radius, float(rng.uniform(0, 2 * math.pi)))
+            draw_canvas.polygon(outline, fill=color)
+            draw_labels.polygon(outline, fill=label)
+    pixels = np.asarray(canvas, dtype=np.float64) + rng.normal(0, 8, size=(CANVAS, CANVAS, 3))
+    return np.clip(pixels, 0, 255).round().astype(np.uint8), np.asarray(labels)
 
 
-def _write_split(root: Path, split: str, scenes: int, seed: int, digits, pool: np.ndarray) -> None:
+def _write_split(root: Path, split: str, scenes: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     images, masks = root / "images" / split, root / "annotations" / split
     images.mkdir(parents=True)
     masks.mkdir(parents=True)
-    palette = [v for colour in color_map(len(DIGITS_CLASSES)) for v in colour]
+    palette = [v for colour in color_map(len(SHAPES_CLASSES)) for v in colour]
     for n in range(scenes):
-        pixels, labels = _scene(rng, digits, pool)
+        pixels, labels = _scene(rng)
         Image.fromarray(pixels).save(images / f"{n:05d}.png")
         mask = Image.fromarray(labels, mode="P")
         mask.putpalette(palette)
         mask.save(masks / f"{n:05d}.png")
 
 
-def build_digit_scenes(root: str | Path, train_scenes: int = 1000, val_scenes: int = 200) -> Path:
+def build_shape_scenes(root: str | Path, train_scenes: int = 1000, val_scenes: int = 200) -> Path:
     """Write the demo dataset under ``root`` unless a finished copy is already there (built under a temporary
     name and renamed into place: an interrupted build leaves nothing behind).
 
@@ -84,11 +85,8 @@ def build_digit_scenes(root: str | Path, train_scenes: int = 1000, val_scenes: i
     """
 
     def build(tmp: Path) -> str:
-        digits = load_digits()
-        index = np.arange(len(digits.target))
-        train_pool, val_pool = train_test_split(index, test_size=0.2, random_state=0, stratify=digits.target)
-        _write_split(tmp, "training", train_scenes, 0, digits, train_pool)
-        _write_split(tmp, "validation", val_scenes, 1, digits, val_pool)
-        return f"scikit-learn digits on {CANVAS}x{CANVAS} canvases with label maps, {train_scenes}/{val_scenes}\n"
+        _write_split(tmp, "training", train_scenes, 0)
+        _write_split(tmp, "validation", val_scenes, 1)
+        return f"shapes on {CANVAS}x{CANVAS} canvases with label maps, {train_scenes}/{val_scenes}\n"
 
     return build_folder_once(root, _MARKER, build, "segmentation demo")

@@ -17,7 +17,7 @@ from ..engine.distributed import broadcast_object
 from ..engine.task import RunContext, StepOutput, Task
 from .config import SegConfig
 from .data import Labels, SegmentationDataset, Split, collate, labels_of, scan_split, split_folders, warn_skipped
-from .demo_data import build_digit_scenes
+from .demo_data import build_shape_scenes
 from .evaluation import scores
 from .inference import TestSettings, confusion_of
 from .models import build_upernet
@@ -69,8 +69,8 @@ class SegmentationTask(Task):
         found: tuple[Split, Split] | str | None = None
         if ctx.dist.is_main:
             try:
-                if cfg.data.dataset == "digits":
-                    build_digit_scenes(cfg.data.data_dir)
+                if cfg.data.dataset == "shapes":
+                    build_shape_scenes(cfg.data.data_dir)
                 workers = max(cfg.data.num_workers, 1)
                 found = tuple(
                     scan_split(*split_folders(cfg.data, split), self.labels, cfg.data.verify_images, workers)

@@ -43,10 +43,9 @@ def make_seg_folder(root: Path, count: int = 6, seed: int = 0) -> Path:
         for n in range(count):
             image, labels = scene(rng)
             Image.fromarray(image).save(root / "images" / split / f"{n:02d}.png")
-            mask = Image.fromarray(labels, mode="L")
-            if mode == "P":
-                mask = mask.convert("P")
-                mask.putpalette([v for colour in COLORS for v in colour])
+            mask = Image.fromarray(labels, mode=mode)
+            if mode == "P":  # all 256 entries: with fewer, PIL renumbers the values past them (255) when saving
+                mask.putpalette([v for colour in COLORS for v in colour] + [255] * (3 * (256 - len(COLORS))))
             mask.save(root / "annotations" / split / f"{n:02d}.png")
     return root
 

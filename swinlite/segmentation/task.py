@@ -5,6 +5,7 @@ weights."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,9 @@ class SegmentationTask(Task):
             raise ValueError(f"data.ratio_range must be [low, high] with low <= high, got {[low, high]}")
         if not cfg.data.test_ratios:
             raise ValueError("data.test_ratios needs at least one ratio, e.g. [1.0]")
+        if cfg.data.batch_size < 2 and int(os.environ.get("WORLD_SIZE", "1")) < 2:
+            raise ValueError("data.batch_size=1: the heads' BatchNorm needs at least 2 images per step (under torchrun "
+                             "on GPUs, SyncBatchNorm pools every process's)")  # fmt: skip
         labels_of(cfg.data)
 
     def _scan(self) -> tuple[Split, Split]:

@@ -1,4 +1,4 @@
-"""Bad input and faults in both training scripts: exit code 2, exactly one ``error:`` line, no traceback, nothing
+"""Bad input and faults in every training script: exit code 2, exactly one ``error:`` line, no traceback, nothing
 already written lost (issue 19 items 6 to 8, the engine's cases)."""
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ def _main(task: str, argv: list[str]) -> int:
 def finished(tmp_path_factory) -> dict[str, Path]:
     """A finished 1-epoch run of each task (folder of data, output folder), copied by the tests that change it."""
     from detkit import make_quirky_coco
+    from segkit import make_seg_folder
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("runs")
-    data = {"classification": make_folder(root / "images"), "detection": make_quirky_coco(root / "coco")}
+    data = {"classification": make_folder(root / "images"), "detection": make_quirky_coco(root / "coco"),
+            "segmentation": make_seg_folder(root / "seg")}  # fmt: skip
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -52,7 +54,7 @@ def finished(tmp_path_factory) -> dict[str, Path]:
 
 
 def _defaults(root: Path, task: str) -> Path:
-    """The config file both scripts get: the demo recipe for classification, the built-in defaults for detection."""
+    """The config file the scripts get: the demo recipe for classification, the built-in defaults for the others."""
     if task == "classification":
         return REPO / "configs" / "demo.yaml"
     (root / "defaults.yaml").write_text("{}\n")

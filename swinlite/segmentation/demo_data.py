@@ -1,10 +1,11 @@
 """The embedded segmentation demo: filled shapes drawn on small canvases, with a label per pixel.
 
 Built deterministically (same files on every machine) with no download. Each 64x64 canvas holds 1 to 3 shapes
-(circle, square, triangle, cross; 12-28 px across, turned by a random angle, later ones in front) in random bright
-colours on a dark noisy background; each pixel is labelled with the shape drawn on it, or ``background``: 5 classes,
-no ignored pixel. The colour says nothing about the class: the model has to see the outline. Layout: ADE20K's,
-``root/images/{training,validation}/*.png`` and ``root/annotations/{training,validation}/*.png`` (palette PNGs).
+(circle, square, triangle, cross; 14-30 px across, upright but tilted by up to 15 degrees, later ones in front) in
+random bright colours on a dark noisy background; each pixel is labelled with the shape drawn on it, or
+``background``: 5 classes, no ignored pixel. The colour says nothing about the class: the model has to see the
+outline. Layout: ADE20K's, ``root/images/{training,validation}/*.png`` and ``root/annotations/{training,
+validation}/*.png`` (palette PNGs).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from .data import SHAPES_CLASSES
 
 _MARKER = ".swinlite_shapes"
 CANVAS = 64
-RADII = (6, 14)  # circumradius range in pixels
+RADII = (7, 15)  # circumradius range in pixels
+TILT = math.pi / 12  # largest turn of a shape (either way) from upright
 
 
 def _outline(kind: str, x: float, y: float, radius: float, angle: float) -> list[tuple[float, float]]:
@@ -30,10 +32,10 @@ def _outline(kind: str, x: float, y: float, radius: float, angle: float) -> list
         a, b = radius / 3, radius
         local = [(a, b), (a, a), (b, a), (b, -a), (a, -a), (a, -b), (-a, -b), (-a, -a), (-b, -a), (-b, a), (-a, a),
                  (-a, b)]  # fmt: skip
-    else:
-        corners = 4 if kind == "square" else 3
-        local = [(radius * math.cos(2 * math.pi * k / corners), radius * math.sin(2 * math.pi * k / corners))
-                 for k in range(corners)]  # fmt: skip
+    else:  # a regular polygon: a triangle with a corner up, a square with level sides
+        corners, phase = (4, math.pi / 4) if kind == "square" else (3, 0.0)
+        turns = [phase + 2 * math.pi * k / corners for k in range(corners)]
+        local = [(radius * math.sin(t), -radius * math.cos(t)) for t in turns]
     cos, sin = math.cos(angle), math.sin(angle)
     return [(x + u * cos - v * sin, y + u * sin + v * cos) for u, v in local]
 
@@ -55,7 +57,7 @@ def _scene(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
             draw_canvas.ellipse(box, fill=color)
             draw_labels.ellipse(box, fill=label)
         else:
-            outline = _outline(SHAPES_CLASSES[label], x, y, radius, float(rng.uniform(0, 2 * math.pi)))
+            outline = _outline(SHAPES_CLASSES[label], x, y, radius, float(rng.uniform(-TILT, TILT)))
             draw_canvas.polygon(outline, fill=color)
             draw_labels.polygon(outline, fill=label)
     pixels = np.asarray(canvas, dtype=np.float64) + rng.normal(0, 8, size=(CANVAS, CANVAS, 3))

@@ -21,7 +21,7 @@ from .transforms import rescaled_size
 
 
 @dataclass(frozen=True)
-class TestSettings:
+class InferenceSettings:
     """How an image is predicted (the ``data.test_*`` keys; recorded in checkpoints as ``preprocessing``)."""
 
     img_scale: tuple[int, int] = (2048, 512)  # (long, short) side limits
@@ -32,7 +32,7 @@ class TestSettings:
     flip: bool = False  # also the mirrored image
 
     @classmethod
-    def of(cls, cfg: SegDataConfig) -> TestSettings:
+    def of(cls, cfg: SegDataConfig) -> InferenceSettings:
         return cls(cfg.img_scale, cfg.test_mode, cfg.crop_size, cfg.test_stride, cfg.test_ratios, cfg.test_flip)
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def slide_logits(model: nn.Module, images: torch.Tensor, crop: Sequence[int], st
 
 
 @torch.no_grad()
-def predict_scores(model: nn.Module, images: torch.Tensor, test: TestSettings) -> torch.Tensor:
+def predict_scores(model: nn.Module, images: torch.Tensor, test: InferenceSettings) -> torch.Tensor:
     """Per-class scores [B, K, H, W] of normalised ``images`` [B, 3, H, W] at their own size: logits for one view,
     the mean softmax over several (scales x flips). ``argmax(1)`` is the prediction."""
     height, width = images.shape[2:]
@@ -87,7 +87,7 @@ def predict_scores(model: nn.Module, images: torch.Tensor, test: TestSettings) -
 def confusion_of(
     model: nn.Module,
     loader: Iterable,
-    test: TestSettings,
+    test: InferenceSettings,
     num_classes: int,
     ignore_index: int,
     settings: StepSettings,

@@ -5,7 +5,7 @@ A checkpoint's metadata (beside the engine's ``format``, ``task``, ``weights``, 
 ``val_miou``) holds ``segmenter`` (the model section: backbone name and keywords, head settings), ``classes``,
 ``palette`` (one RGB colour per class), ``ignore_index``, ``reduce_zero_label`` (how the masks' values map to
 classes) and ``preprocessing``: ``mean``, ``std`` and the test settings (``img_scale``, ``mode``, ``crop_size``,
-``stride``, ``ratios``, ``flip``; see :class:`~.inference.TestSettings`).
+``stride``, ``ratios``, ``flip``; see :class:`~.inference.InferenceSettings`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..io import read_metadata, read_state_dict
 from ..weights import load_strict
 from .config import SegConfig, SegModelConfig
 from .data import Labels
-from .inference import TestSettings
+from .inference import InferenceSettings
 from .models import UperNet, build_upernet
 
 WRITER = "scripts/train_segmentation.py"
@@ -39,7 +39,7 @@ class SegInfo:
     labels: Labels
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
-    test: TestSettings
+    test: InferenceSettings
     metadata: dict[str, Any]
 
 
@@ -77,10 +77,10 @@ def _problems(meta: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _test_settings(pre: dict[str, Any]) -> TestSettings:
-    fields = {f.name for f in dataclasses.fields(TestSettings)}
+def _test_settings(pre: dict[str, Any]) -> InferenceSettings:
+    fields = {f.name for f in dataclasses.fields(InferenceSettings)}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in pre.items() if k in fields}
-    test = TestSettings(**values)
+    test = InferenceSettings(**values)
     test.check()
     return test
 

@@ -20,7 +20,7 @@ from .config import SegConfig
 from .data import Labels, SegmentationDataset, Split, collate, labels_of, scan_split, split_folders, warn_skipped
 from .demo_data import build_shape_scenes
 from .evaluation import scores
-from .inference import TestSettings, confusion_of
+from .inference import InferenceSettings, confusion_of
 from .models import build_upernet
 from .transforms import build_eval_transform, build_train_transform
 
@@ -45,7 +45,7 @@ class SegmentationTask(Task):
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         self.labels: Labels = labels_of(self.cfg.data)
-        self.test = TestSettings.of(self.cfg.data)
+        self.test = InferenceSettings.of(self.cfg.data)
 
     @classmethod
     def check_config(cls, cfg: SegConfig) -> None:

@@ -69,3 +69,10 @@ def test_help_imports_neither_torch_nor_timm():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=script_env())
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("usage:") == 3 and "data.test_mode=slide" in result.stdout and "--alpha" in result.stdout
+
+
+def test_a_segmentation_checkpoint_points_classifier_tools_to_the_segmentation_scripts(trained):
+    from swinlite.metadata import read_info
+
+    with pytest.raises(ValueError, match="is a segmentation checkpoint, not a classifier's; use scripts/segment.py"):
+        read_info(trained[1] / "best.safetensors")

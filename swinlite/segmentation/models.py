@@ -185,15 +185,23 @@ def build_upernet(cfg: SegModelConfig, num_classes: int, **model_kwargs: Any) ->
 
 
 def _load_upernet(model: UperNet, state: dict[str, torch.Tensor], source: str) -> None:
-    """A whole UperNet checkpoint into ``model``; classifiers of another shape, and an auxiliary head the model
-    or the file lacks, are left out (warned)."""
-    target = model.state_dict()
-    fresh = [k for k in CLASSIFIERS if k in target and (k not in state or state[k].shape != target[k].shape)]
-    dropped = [
-        k for k in state if k.startswith("auxiliary_head.") and not any(t.startswith("auxiliary_head.") for t in target)
-    ]
-    state = {k: v for k, v in state.items() if k not in fresh and k not in dropped}
-    if fresh:
-        warnings.warn(f"{source}: {', '.join(fresh)} start fresh (another number of classes)", stacklevel=3)
-    missing_aux = "auxiliary_head." if not any(k.startswith("auxiliary_head.") for k in state) else None
-    load_strict(model, state, source, may_start_fresh=tuple(fresh) + ((missing_aux,) if missing_aux else ()))
+    """A whole UperNet checkpoint into ``model``, strictly but for what cannot fit, each warned: classifiers of
+    another class count start fresh; an auxiliary head only the file has is left out, one only the model has
+    starts fresh."""
+    target, notes, fresh = model.state_dict(), [], []
+    in_file = any(k.startswith("auxiliary_head.") for k in state)
+    if in_file and model.auxiliary_head is None:
+        state = {k: v for k, v in state.items() if not k.startswith("auxiliary_head.")}
+        notes.append("its auxiliary head is left out (model.aux_weight=0)")
+    elif model.auxiliary_head is not None and not in_file:
+        fresh.append("auxiliary_head.")
+        notes.append("the auxiliary head starts fresh (the file has none)")
+    other = [k for k in CLASSIFIERS if k in state and k in target and state[k].shape != target[k].shape]
+    if other:
+        notes.append(f"the classifiers start fresh ({len(state[other[0]])} classes in the file, {model.num_classes} "
+                     "here)")  # fmt: skip
+        state = {k: v for k, v in state.items() if k not in other}
+        fresh += other
+    if notes:
+        warnings.warn(f"{source}: {'; '.join(notes)}", stacklevel=3)
+    load_strict(model, state, source, may_start_fresh=tuple(fresh))

@@ -137,6 +137,11 @@ def test_pretrained_backbone_file_or_whole_upernet_file(tmp_path):
         same = build_upernet(SegModelConfig(name=PICO, pretrained=str(tmp_path / "seg.safetensors"), **HEAD), 3)
     pairs = zip(same.state_dict().values(), trained.state_dict().values(), strict=True)
     assert all(torch.equal(a, b) for a, b in pairs)
-    with pytest.warns(UserWarning, match="classifier.weight, .*start fresh"):  # 7 classes: the classifiers start fresh
+    with pytest.warns(UserWarning, match=r"the classifiers start fresh \(3 classes in the file, 7 here\)"):
         other = build_upernet(SegModelConfig(name=PICO, pretrained=str(tmp_path / "seg.safetensors"), **HEAD), 7)
     assert torch.equal(other.decode_head.fpn_bottleneck[0].weight, trained.decode_head.fpn_bottleneck[0].weight)
+    with pytest.warns(UserWarning, match=r"its auxiliary head is left out \(model.aux_weight=0\)"):
+        plain = build_upernet(SegModelConfig(name=PICO, pretrained=str(tmp_path / "seg.safetensors"), aux_weight=0.0,
+                                             **HEAD), 3)  # fmt: skip
+    assert plain.auxiliary_head is None and torch.equal(plain.decode_head.classifier.weight,
+                                                        trained.decode_head.classifier.weight)  # fmt: skip

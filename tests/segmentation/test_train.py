@@ -15,7 +15,7 @@ from swinlite.segmentation.predictor import load_segmenter
 from swinlite.segmentation.task import SegmentationTask, seg_loss
 
 COLUMNS = ["epoch", "train_loss", "loss_aux", "loss_decode", "val_miou", "val_macc", "val_aacc", "lr", "epoch_time",
-           "train_img_s"]  # fmt: skip
+           "train_img_s", "val_miou_ema", "val_macc_ema", "val_aacc_ema"]  # fmt: skip
 
 
 def test_epochs_write_every_metric_and_a_self_describing_checkpoint(trained):
@@ -24,16 +24,17 @@ def test_epochs_write_every_metric_and_a_self_describing_checkpoint(trained):
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == COLUMNS and len(rows) == 2
     for row in rows:
-        assert all(0 <= float(row[k]) <= 100 for k in ("val_miou", "val_macc", "val_aacc"))
+        assert all(0 <= float(row[k]) <= 100 for k in COLUMNS if k.startswith("val_"))
         total = float(row["loss_decode"]) + 0.4 * float(row["loss_aux"])
         assert float(row["train_loss"]) == pytest.approx(total, rel=1e-4)
-    for name in ("curves.png", "best.safetensors", "last.safetensors", "resume.pt", "config.yaml"):
+    names = ("curves.png", "best.safetensors", "last.safetensors", "ema.safetensors", "best_ema.safetensors")
+    for name in (*names, "resume.pt", "config.yaml"):
         assert (out / name).is_file(), name
     meta = read_metadata(out / "best.safetensors")
     assert meta["task"] == "segmentation" and meta["classes"] == list(CLASSES) and len(meta["palette"]) == 3
     assert (meta["ignore_index"], meta["reduce_zero_label"]) == (255, False)
     assert meta["preprocessing"]["img_scale"] == [64, 32] and meta["preprocessing"]["mode"] == "whole"
-    best = max(rows, key=lambda r: float(r["val_miou"]))  # max keeps the first of equal scores, as best-of does
+    best = max(rows, key=lambda r: float(r["val_miou"]))  # train.best_of=raw; max keeps the first of equal scores
     assert meta["epoch"] == int(best["epoch"]) and meta["val_miou"] == pytest.approx(float(best["val_miou"]), 1e-5)
     model, info = load_segmenter(out / "best.safetensors")  # rebuilt from the metadata alone
     assert not model.training and info.labels.classes == CLASSES and model.num_classes == 3

@@ -75,11 +75,12 @@ class SegmentationTask(Task):
             try:
                 if cfg.data.dataset == "shapes":
                     build_shape_scenes(cfg.data.data_dir)
-                workers = max(cfg.data.num_workers, 1)
-                found = tuple(
-                    scan_split(*split_folders(cfg.data, split), self.labels, cfg.data.verify_images, workers)
-                    for split in ("train", "val")
-                )
+                workers, splits = max(cfg.data.num_workers, 1), []
+                for split in ("train", "val"):
+                    images, masks = split_folders(cfg.data, split)
+                    ctx.log(f"data: reading every mask of {masks} once ({workers} threads)")
+                    splits.append(scan_split(images, masks, self.labels, cfg.data.verify_images, workers))
+                found = tuple(splits)
             except ValueError as e:
                 found = str(e)
         found = broadcast_object(found, ctx.dist)

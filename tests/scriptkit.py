@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "scripts"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))  # the scripts import their shared _cli.py as `python scripts/x.py` would
 
@@ -27,3 +29,9 @@ def run_script(name: str, argv: list[object]) -> int:
         return module.run(module.main, [str(a) for a in argv])
     except SystemExit as e:  # a user error (the runner's or argparse's) exits 2 at once
         return e.code
+
+
+def script_env() -> dict[str, str]:
+    """The environment for a script subprocess: this checkout first on the path, one thread (as the in-process
+    runs of the tests, and kind to a shared CPU)."""
+    return os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), *sys.path]), "OMP_NUM_THREADS": "1"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .model import check_model
+from .optim import check_betas
 from .task import Task
 
 
@@ -12,5 +13,6 @@ def check_run(task: type[Task], cfg) -> None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     if cfg.schedule.kind == "step" and not cfg.schedule.decay_epochs:
         raise ValueError("schedule.kind=step needs schedule.decay_epochs, e.g. schedule.decay_epochs=[8,11]")
+    check_betas(cfg.optim)
     task.check_config(cfg)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from scriptkit import run_script
-from trainkit import REPO, script, script_env
+from scriptkit import run_script, script_env
+from trainkit import REPO, script
 
 from swinlite.classification import ClassificationTask
 

@@ -4,8 +4,6 @@ the scripts as modules, checkpoints with edited metadata."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -104,11 +102,6 @@ def tiny_overrides(data_dir: Path, out: Path, **extra: object) -> list[str]:
     }
     values.update(extra)
     return [f"{k}={v}" for k, v in values.items()]
-
-
-def script_env() -> dict[str, str]:
-    """The environment for a script subprocess: this checkout first on the path, one thread."""
-    return os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), *sys.path]), "OMP_NUM_THREADS": "1"}
 
 
 def edit_coco(root: Path, split: str, edit: Callable[[dict], object]) -> Path:

@@ -1,4 +1,4 @@
-"""Tiny runs of every task for the engine tests: one settings builder per task, the same engine under both."""
+"""Tiny runs of every task for the engine tests: one settings builder per task, the same engine under all."""
 
 from __future__ import annotations
 
@@ -6,22 +6,28 @@ from pathlib import Path
 from typing import Any
 
 import detkit
+import segkit
 import trainkit
 from scriptkit import run_script
 
 from swinlite.classification import ClassificationTask
 from swinlite.detection.task import DetectionTask
 from swinlite.engine import Task
+from swinlite.segmentation.task import SegmentationTask
 
-TASKS: dict[str, type[Task]] = {"classification": ClassificationTask, "detection": DetectionTask}
-DATA_FIXTURE = {"classification": "folder", "detection": "coco"}  # conftest fixtures of each task's tiny data
-SCRIPT = {"classification": "train", "detection": "train_detection"}  # scripts/<name>.py
+TASKS: dict[str, type[Task]] = {
+    "classification": ClassificationTask,
+    "detection": DetectionTask,
+    "segmentation": SegmentationTask,
+}
+DATA_FIXTURE = {"classification": "folder", "detection": "coco", "segmentation": "seg_folder"}  # conftest fixtures
+SCRIPT = {"classification": "train", "detection": "train_detection", "segmentation": "train_segmentation"}
+KITS = {"classification": trainkit, "detection": detkit, "segmentation": segkit}
 
 
 def overrides(task: str, data: Path, out: Path, **extra: object) -> list[str]:
-    """``key=value`` settings of a run of a few seconds (see trainkit / detkit)."""
-    kit = trainkit if task == "classification" else detkit
-    return kit.tiny_overrides(data, out, **extra)
+    """``key=value`` settings of a run of a few seconds (see trainkit / detkit / segkit)."""
+    return KITS[task].tiny_overrides(data, out, **extra)
 
 
 def tiny_config(task: str, data: Path, out: Path, **extra: object) -> Any:
@@ -32,7 +38,7 @@ def tiny_config(task: str, data: Path, out: Path, **extra: object) -> Any:
 
 def script_config(task: str, folder: Path) -> Path:
     """The ``--config`` that gives the task's script ``tiny_config``'s settings with ``overrides``: the demo recipe for
-    classification, the built-in defaults for detection (an empty file written into ``folder``)."""
+    classification, the built-in defaults for the other tasks (an empty file written into ``folder``)."""
     if task == "classification":
         return trainkit.REPO / "configs" / "demo.yaml"
     (folder / "defaults.yaml").write_text("{}\n")

@@ -1,4 +1,4 @@
-"""Bad input and faults in both training scripts: exit code 2, exactly one ``error:`` line, no traceback, nothing
+"""Bad input and faults in every training script: exit code 2, exactly one ``error:`` line, no traceback, nothing
 already written lost (issue 19 items 6 to 8, the engine's cases)."""
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from swinlite.engine.checkpoint import RESUME_KEYS
 def finished(tmp_path_factory) -> dict[str, Path]:
     """A finished 1-epoch run of each task (folder of data, output folder), copied by the tests that change it."""
     from detkit import make_quirky_coco
+    from segkit import make_seg_folder
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("runs")
-    data = {"classification": make_folder(root / "images"), "detection": make_quirky_coco(root / "coco")}
+    data = {"classification": make_folder(root / "images"), "detection": make_quirky_coco(root / "coco"),
+            "segmentation": make_seg_folder(root / "seg")}  # fmt: skip
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

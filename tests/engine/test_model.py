@@ -14,6 +14,7 @@ from swinlite.detection.models import build_detector
 from swinlite.engine import run
 from swinlite.engine.model import create_model
 from swinlite.engine.preflight import check_run
+from swinlite.segmentation.models import build_upernet
 
 
 @pytest.mark.parametrize(
@@ -41,8 +42,11 @@ def test_kwargs_reach_the_model_in_every_task(task: str, tmp_path: Path):
     if task == "classification":
         state = create_model(cfg.model, num_classes=3).state_dict()
     else:
-        swin = build_detector(cfg.model, 2, 48, 96).backbone.body.model
-        assert isinstance(swin.out_norms[1], torch.nn.LayerNorm)  # the detection default out_norm=true stays
+        if task == "detection":
+            swin = build_detector(cfg.model, 2, 48, 96).backbone.body.model
+        else:
+            swin = build_upernet(cfg.model, 3).backbone.model
+        assert isinstance(swin.out_norms[1], torch.nn.LayerNorm)  # the dense tasks' default out_norm=true stays
         state = swin.state_dict()
     assert state["layers.0.blocks.0.attn.rel_pos.table"].shape[0] == 3 * 3  # 2x2 windows: 3x3 offsets
     assert state["layers.0.blocks.0.mlp.fc1.weight"].shape[0] == 2 * 32  # mlp_ratio 2 of pico's 32 channels

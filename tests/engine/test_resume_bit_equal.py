@@ -11,8 +11,9 @@ import pytest
 import torch
 from detkit import make_quirky_coco
 from enginekit import SCRIPT, TASKS, overrides, script_config, tiny_config
-from scriptkit import SCRIPTS
-from trainkit import make_folder, script_env
+from scriptkit import SCRIPTS, script_env
+from segkit import make_seg_folder
+from trainkit import make_folder
 
 from swinlite.engine import run, trainer
 from swinlite.engine.checkpoint import load_resume
@@ -25,12 +26,15 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file'
 DATA = {
     "classification": lambda root, per_class: make_folder(root / "data", per_class=per_class),
     "detection": lambda root, per_class: make_quirky_coco(root / "coco"),  # 5 usable images
+    "segmentation": lambda root, per_class: make_seg_folder(root / "seg"),  # 6 training images
 }
 SIGKILL = {  # settings, images per class, the log line after which the run is killed, the steps of the whole run
     "classification": ({"train.epochs": 3, "data.batch_size": 4, "model.kwargs.drop_path_rate": 0.1,
                         "train.log_interval": 1}, 11, "epoch 2/3 step 2/", 24),  # 33 images: 8 batches, one dropped
     "detection": ({"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1,
                    "data.hflip": 0.5}, 0, "epoch 2/2 step 1/", 6),  # 3 batches of 2 per epoch
+    "segmentation": ({"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1,
+                      "data.hflip": 0.5}, 0, "epoch 2/2 step 1/", 6),  # 3 batches of 2 per epoch
 }  # fmt: skip
 STEPS = {  # settings, images per class, the step checkpoints saved, the 4th's (epoch, batch, epochs done), steps
     "classification": ({"train.epochs": 2, "data.batch_size": 4, "train.save_every_steps": 2, "data.mixup": 0.4,
@@ -39,6 +43,9 @@ STEPS = {  # settings, images per class, the step checkpoints saved, the 4th's (
     "detection": ({"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1,
                    "data.hflip": 0.5, "train.save_every_steps": 1, "train.ema_decay": 0.8},
                   0, [1, 2, 4, 5], (1, 2, 1), 6),  # steps 3 and 6 end an epoch
+    "segmentation": ({"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1,
+                      "data.hflip": 0.5, "train.save_every_steps": 1, "train.ema_decay": 0.8},
+                     0, [1, 2, 4, 5], (1, 2, 1), 6),  # steps 3 and 6 end an epoch
 }  # fmt: skip
 
 

@@ -11,8 +11,8 @@ import onnx
 import pytest
 import timm
 import torch
-from scriptkit import SCRIPTS
-from trainkit import make_folder, script_env, tiny_config, train
+from scriptkit import SCRIPTS, script_env
+from trainkit import make_folder, tiny_config, train
 
 from swinlite.io import read_state_dict, save_safetensors
 from swinlite.weights import load_model, read_info, weights_metadata

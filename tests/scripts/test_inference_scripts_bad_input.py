@@ -17,8 +17,7 @@ import timm
 import torch
 from PIL import Image
 from safetensors.torch import save_file
-from scriptkit import SCRIPTS
-from trainkit import script_env
+from scriptkit import SCRIPTS, script_env
 
 from swinlite.weights import weights_metadata
 

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scriptkit import SCRIPTS
-from trainkit import REPO, make_folder, script_env, tiny_overrides
+from scriptkit import SCRIPTS, script_env
+from trainkit import REPO, make_folder, tiny_overrides
 
 # A fresh interpreter where the packages named in argv[1] are not installed (None in sys.modules: `import` raises
 # ModuleNotFoundError, importlib.util.find_spec says None), running each script of argv[2] as

@@ -15,12 +15,11 @@ data.train_images, data.train_masks, data.val_images, data.val_masks point anywh
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import yaml
-from _cli import Parser
+from _cli import Parser, run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 DEMO_CONFIG = CONFIGS / "seg_demo.yaml"
@@ -74,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
         overrides = [f"data.data_dir={args.data_dir}", "data.dataset=ade20k", *overrides]
     if args.output_dir:
         overrides.append(f"train.output_dir={args.output_dir}")
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: as _cli.run, idle threads sleep
     from swinlite.engine.cli import run_from_cli  # the package loads only now, after the arguments
     from swinlite.segmentation.task import SegmentationTask
 
@@ -82,4 +80,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +14,7 @@ import pytest
 from PIL import Image
 from safetensors import safe_open
 from safetensors.torch import save_file
-from scriptkit import load_script
+from scriptkit import run_script
 from segkit import make_seg_folder, tiny_overrides
 
 from swinlite.segmentation.data import labels_of, scan_split, split_folders
@@ -24,13 +23,7 @@ from swinlite.segmentation.task import SegmentationTask
 
 def _run(name: str, argv: list[object], monkeypatch, capsys) -> tuple[int, str]:
     """(exit code, stderr) of ``python scripts/<name>.py ARGV``, in this process."""
-    module = load_script(name)
-    monkeypatch.setattr(sys, "argv", [f"{name}.py", *map(str, argv)])
-    try:
-        code = module.main() if name == "train_segmentation" else module.run(module.main)
-    except SystemExit as e:
-        code = e.code
-    return code, capsys.readouterr().err
+    return run_script(name, argv), capsys.readouterr().err
 
 
 def _mask(s: SimpleNamespace, split: str = "training", n: int = 0) -> Path:

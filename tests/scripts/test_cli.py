@@ -48,5 +48,5 @@ for name in sys.argv[1:]:
 """
     result = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert len(names) == 10 and result.stdout.count("usage:") == len(names)
+    assert len(names) == 13 and result.stdout.count("usage:") == len(names)
     assert "--score-thresh" in result.stdout and "--split" in result.stdout  # detect.py's, evaluate_detection.py's

@@ -23,6 +23,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import NoReturn
 
 # OSError covers missing files, folders that are files, permissions, a full disk: nothing a traceback explains better.
@@ -132,3 +133,53 @@ def run(main: Callable[[list[str] | None], object], argv: list[str] | None = Non
             print("interrupted", file=sys.stderr)
             return 130
     return code if isinstance(code, int) else 0
+
+
+def add_train_arguments(parser: Parser, config_help: str, data_help: str) -> None:
+    """The options every training script takes: ``--config``, ``--data-dir``, ``--output-dir``, ``--resume``,
+    ``--overwrite``, ``--print-config`` and ``key=value`` overrides (parse with ``parse_intermixed_args``)."""
+    parser.add_argument("--config", help=config_help)
+    parser.add_argument("--data-dir", help=data_help)
+    parser.add_argument("--output-dir", help="where metrics, curves and checkpoints go (sets train.output_dir)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in the output dir from resume.pt")
+    parser.add_argument("--overwrite", action="store_true", help="start over in an output dir that holds a run")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, applied last")
+
+
+def train_overrides(args: argparse.Namespace, dataset: str) -> list[str]:
+    """The ``key=value`` overrides the options of :func:`add_train_arguments` stand for, the user's last:
+    ``--data-dir`` sets ``data.data_dir`` and ``data.dataset=dataset``, ``--output-dir`` sets ``train.output_dir``."""
+    overrides = list(args.overrides)
+    if args.data_dir:
+        overrides = [f"data.data_dir={args.data_dir}", f"data.dataset={dataset}", *overrides]
+    if args.output_dir:
+        overrides.append(f"train.output_dir={args.output_dir}")
+    return overrides
+
+
+def config_file_lines(path: Path) -> str:
+    """A config file's keys as indented ``section.key = value`` lines, for a help text (PyYAML only: no torch)."""
+    import yaml  # an optional package: imported under run(), which names the extra when it is missing
+
+    tree = yaml.safe_load(path.read_text()) if path.is_file() else {}
+    lines = [f"{section}.{key} = {value}" for section, keys in (tree or {}).items() for key, value in keys.items()]
+    return "\n".join(f"      {line}" for line in lines) or "      (file missing)"
+
+
+def configs_epilog(demo: tuple[Path, str], data: Path, defaults: str, options: str) -> str:
+    """The help epilog of a training script whose config depends on ``--data-dir``: which file applies when, with
+    its keys; ``demo`` is (file, what it trains), ``defaults`` says where every other key's default lives."""
+    root = demo[0].parents[1]
+    return (
+        "which settings apply (key=value arguments are applied last, on top of them):\n"
+        f"  without --data-dir and --config: {demo[0].relative_to(root)} ({demo[1]})\n"
+        f"{config_file_lines(demo[0])}\n"
+        f"  with --data-dir, without --config: {data.relative_to(root)} (needs the ImageNet weights of the tag: "
+        "fetched once, then cached)\n"
+        f"{config_file_lines(data)}\n"
+        "  with --config FILE: that file's keys\n"
+        f"Every other key keeps its default from {defaults};\n"
+        "--print-config shows every key as it will apply to your command, and exits. Options users look for:\n"
+        + options
+    )

@@ -67,7 +67,6 @@ def _finite_or_null(value):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    sys.stdout.reconfigure(errors="backslashreplace")  # paths that are not UTF-8 print, never fail after the work
     from dataclasses import replace
 
     import torch

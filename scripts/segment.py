@@ -57,7 +57,6 @@ def _classes_csv(classes, palette) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    sys.stdout.reconfigure(errors="backslashreplace")  # paths that are not UTF-8 print, never fail after the work
     from dataclasses import replace
 
     import torch

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, run
+from _cli import Parser, add_train_arguments, run, train_overrides
 
 DEMO_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "det_demo.yaml"
 
@@ -36,27 +36,22 @@ class _Parser(Parser):
 
 def parse_args(argv: list[str] | None = None) -> object:
     parser = _Parser(__doc__)
-    parser.add_argument("--config", default=str(DEMO_CONFIG), help="YAML file of overrides (default: %(default)s)")
-    parser.add_argument("--data-dir", help="a COCO 2017 layout root (sets data.data_dir and data.dataset=coco)")
-    parser.add_argument("--output-dir", help="where metrics, curves and checkpoints go (sets train.output_dir)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in the output dir from resume.pt")
-    parser.add_argument("--overwrite", action="store_true", help="start over in an output dir that holds a run")
-    parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, applied last")
+    add_train_arguments(
+        parser,
+        f"YAML file of overrides (default: {DEMO_CONFIG.relative_to(DEMO_CONFIG.parents[1])})",
+        "a COCO 2017 layout root (sets data.data_dir and data.dataset=coco)",
+    )
     return parser.parse_intermixed_args(argv)  # key=value may come before and after the options
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    overrides = list(args.overrides)
-    if args.data_dir:
-        overrides = [f"data.data_dir={args.data_dir}", "data.dataset=coco", *overrides]
-    if args.output_dir:
-        overrides.append(f"train.output_dir={args.output_dir}")
     from swinlite.detection.task import DetectionTask  # the package loads only now, after the arguments
     from swinlite.engine.cli import run_from_cli
 
-    return run_from_cli(DetectionTask, args.config, overrides, args.resume, args.overwrite, args.print_config)
+    overrides = train_overrides(args, "coco")
+    config = args.config or DEMO_CONFIG
+    return run_from_cli(DetectionTask, config, overrides, args.resume, args.overwrite, args.print_config)
 
 
 if __name__ == "__main__":

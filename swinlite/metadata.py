@@ -174,7 +174,7 @@ def check_preprocessing(preprocessing: Any, source: str) -> dict[str, Any]:
         values = pre.get(key)
         if key not in pre:
             continue
-        if not (isinstance(values, list | tuple) and len(values) == size[0] and all(map(_is_finite, values))):
+        if not finite_numbers(values, size[0]):
             raise bad(key, f"{size[0]} finite numbers")
         if key == "std" and min(values) <= 0:
             raise bad(key, "positive")
@@ -194,3 +194,8 @@ def _is_int(value: Any) -> bool:
 
 def _is_finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def finite_numbers(value: Any, count: int) -> bool:
+    """Whether a metadata value is a list (or tuple) of ``count`` finite numbers (no bools, NaN or infinities)."""
+    return isinstance(value, list | tuple) and len(value) == count and all(map(_is_finite, value))

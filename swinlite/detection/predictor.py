@@ -16,15 +16,12 @@ from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
 
 from ..engine.config import check_values
 from ..io import read_metadata, read_state_dict
+from ..metadata import finite_numbers
 from ..weights import load_strict
 from .config import DetConfig, DetModelConfig
 from .data import Categories
 from .models import build_detector
 from .transforms import resize_problem
-
-
-def _is_numbers(value: Any, count: int) -> bool:
-    return isinstance(value, list) and len(value) == count and all(type(v) in (int, float) for v in value)
 
 
 def _metadata_problems(meta: dict[str, Any]) -> list[str]:
@@ -40,7 +37,7 @@ def _metadata_problems(meta: dict[str, Any]) -> list[str]:
     elif isinstance(names, list) and len(ids) != len(names):
         problems.append(f"{len(ids)} category_ids for {len(names)} classes")
     sizes = isinstance(data, dict) and all(type(data.get(k)) is int and data[k] >= 1 for k in ("test_size", "max_size"))
-    if not (sizes and _is_numbers(data.get("mean"), 3) and _is_numbers(data.get("std"), 3)):
+    if not (sizes and finite_numbers(data.get("mean"), 3) and finite_numbers(data.get("std"), 3)):
         problems.append(f"'data' is {str(data)[:80]}, not test_size, max_size, mean and std")
     return problems
 

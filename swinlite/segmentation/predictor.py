@@ -11,7 +11,6 @@ classes) and ``preprocessing``: ``mean``, ``std`` and the test settings (``img_s
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from torchvision.utils import draw_segmentation_masks
 
 from ..engine.config import check_values
 from ..io import read_metadata, read_state_dict
+from ..metadata import finite_numbers
 from ..weights import load_strict
 from .config import SegConfig, SegModelConfig
 from .data import Labels
@@ -41,14 +41,6 @@ class SegInfo:
     std: tuple[float, float, float]
     test: InferenceSettings
     metadata: dict[str, Any]
-
-
-def _numbers(value: Any, count: int) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) == count
-        and all(type(v) in (int, float) and math.isfinite(v) for v in value)
-    )
 
 
 def _problems(meta: dict[str, Any]) -> list[str]:
@@ -71,7 +63,7 @@ def _problems(meta: dict[str, Any]) -> list[str]:
         problems.append(f"'ignore_index' is {ignore!r}, not an integer from the class count to 65535")
     if type(meta.get("reduce_zero_label")) is not bool:
         problems.append(f"'reduce_zero_label' is {meta.get('reduce_zero_label')!r}, not true or false")
-    if not (isinstance(pre, dict) and _numbers(pre.get("mean"), 3) and _numbers(pre.get("std"), 3)
+    if not (isinstance(pre, dict) and finite_numbers(pre.get("mean"), 3) and finite_numbers(pre.get("std"), 3)
             and min(pre["std"]) > 0):  # fmt: skip
         problems.append(f"'preprocessing' is {str(pre)[:80]}, not mean, std (> 0) and the test settings")
     return problems

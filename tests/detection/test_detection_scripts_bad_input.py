@@ -142,6 +142,12 @@ CASES = {  # test id: (script, setup, argv, message in the error line)
         _detect,
         "not test_size, max_size, mean and std",
     ),
+    "D-data-metadata-nan-mean": (
+        D,
+        _checkpoint(data={"test_size": 48, "max_size": 64, "mean": [float("nan"), 0.5, 0.5], "std": [0.2] * 3}),
+        _detect,
+        "not test_size, max_size, mean and std",
+    ),
     "D-nan-weight": (
         D,
         _checkpoint(_nan_weight),

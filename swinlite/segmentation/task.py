@@ -19,7 +19,7 @@ from ..engine.task import RunContext, StepOutput, Task
 from .config import SegConfig
 from .data import Labels, SegmentationDataset, Split, collate, labels_of, scan_split, split_folders, warn_skipped
 from .demo_data import build_shape_scenes
-from .evaluation import scores
+from .evaluation import per_class_table, scores
 from .inference import InferenceSettings, confusion_of
 from .models import build_upernet
 from .transforms import build_eval_transform, build_train_transform
@@ -130,10 +130,12 @@ class SegmentationTask(Task):
         return StepOutput(loss, len(images), parts)
 
     def evaluate(self, model: nn.Module, loader: DataLoader) -> dict[str, float]:
-        """mIoU, mAcc and aAcc (%) of ``model`` over the val split, as the test settings predict."""
+        """mIoU, mAcc and aAcc (%) of ``model`` over the val split, as the test settings predict; the per-class IoU
+        and accuracy go to the log as a table (``scripts/evaluate_segmentation.py`` also writes them as a CSV)."""
         counts = confusion_of(model, loader, self.test, len(self.labels.classes), self.labels.ignore_index,
                               self.ctx.settings, self.ctx.dist)  # fmt: skip
         result = scores(counts)
+        self.ctx.log(f"val per class (%):\n{per_class_table(result, self.labels.classes)}")
         return {"val_miou": result.miou, "val_macc": result.macc, "val_aacc": result.aacc}
 
     def summary(self, row: dict[str, float]) -> str:

@@ -1,5 +1,7 @@
 """Fixtures for the segmentation tests."""
 
+import contextlib
+import io
 from pathlib import Path
 
 import pytest
@@ -20,15 +22,19 @@ SETTINGS = {"train.epochs": 2, "train.ema_decay": 0.5, "train.best_of": "raw"}
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory) -> tuple[Path, Path]:
     """(data root, run folder) of two epochs (with an EMA of the weights) trained through
-    scripts/train_segmentation.py, once per session; tests copy what they change."""
+    scripts/train_segmentation.py, once per session (its output in the run folder's sibling stdout.txt); tests copy
+    what they change."""
     root = tmp_path_factory.mktemp("seg")
     data = make_seg_folder(root / "data")
     (root / "defaults.yaml").write_text("{}\n")
     argv = ["--config", str(root / "defaults.yaml"), *tiny_overrides(data, root / "run", **SETTINGS)]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the autouse one_thread fixture, which a session fixture runs before
+    log = io.StringIO()
     try:
-        assert load_script("train_segmentation").main(argv) == 0
+        with contextlib.redirect_stdout(log):
+            assert load_script("train_segmentation").main(argv) == 0
     finally:
         torch.set_num_threads(threads)
+    (root / "stdout.txt").write_text(log.getvalue())
     return data, root / "run"

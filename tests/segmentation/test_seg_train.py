@@ -37,6 +37,8 @@ def test_epochs_write_every_metric_and_a_self_describing_checkpoint(trained):
     assert meta["preprocessing"]["img_scale"] == [64, 32] and meta["preprocessing"]["mode"] == "whole"
     best = max(rows, key=lambda r: float(r["val_miou"]))  # train.best_of=raw; max keeps the first of equal scores
     assert meta["epoch"] == int(best["epoch"]) and meta["val_miou"] == pytest.approx(float(best["val_miou"]), 1e-5)
+    log = (out.parent / "stdout.txt").read_text()  # per-class table of each evaluation (raw and EMA weights)
+    assert log.count("val per class (%):") == 4 and all(f"\n{c} " in log for c in CLASSES)
     model, info = load_segmenter(out / "best.safetensors")  # rebuilt from the metadata alone
     assert not model.training and info.labels.classes == CLASSES and model.num_classes == 3
 

@@ -42,6 +42,10 @@ class ClassificationTask(Task):
         if cfg.data.scale[0] > cfg.data.scale[1]:
             raise ValueError(f"data.scale must be [low, high] with low <= high, got {list(cfg.data.scale)}")
 
+    @classmethod
+    def inputs(cls, cfg: Config) -> list[Path]:
+        return [Path(cfg.data.data_dir) / "train", Path(cfg.data.data_dir) / "val"]
+
     def build_datasets(self) -> tuple[Any, Any]:
         """Rank 0 builds the demo data if asked and scans the folders once (or reads the scan it cached in the
         output folder); the other ranks get its result."""

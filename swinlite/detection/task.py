@@ -83,6 +83,10 @@ class DetectionTask(Task):
         if lo > hi:
             raise ValueError(f"data.train_sizes must be [low, high] with low <= high, got {[lo, hi]}")
 
+    @classmethod
+    def inputs(cls, cfg: DetConfig) -> list[Path]:
+        return [*split_paths(cfg.data, "train"), *split_paths(cfg.data, "val")]
+
     def _load_splits(self) -> tuple[CocoSplit, CocoSplit, Categories]:
         """Rank 0 builds the demo data if asked; every rank then reads and checks both annotation files."""
         cfg, dist = self.cfg, self.ctx.dist

@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from ..device import resolve_device
-from ..io import atomic_write
+from ..io import atomic_write, check_output
 from .checkpoint import RESUME_FILE, writing
 from .config import apply_overrides, check_values, config_diff, flatten, read_yaml, to_dict
 from .distributed import (
@@ -59,6 +59,9 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
     check_values(cfg)
     device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")
     check_run(task, cfg)
+    inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
+    names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data folder
+    check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
     if resume and overwrite:
         raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
     dist = init_distributed(device, cfg.train.dist_timeout)

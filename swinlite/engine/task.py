@@ -81,6 +81,11 @@ class Task(abc.ABC):
         return None
 
     @classmethod
+    def inputs(cls, cfg: Any) -> list[Path]:
+        """The files and folders the run reads (no output may lie inside or replace one); default ``data.data_dir``."""
+        return [Path(cfg.data.data_dir)]
+
+    @classmethod
     def model_name(cls, cfg: Any) -> str:
         """The timm model whose constructor takes ``model.kwargs`` (checked before any data is read)."""
         return cfg.model.name

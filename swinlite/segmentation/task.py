@@ -67,6 +67,10 @@ class SegmentationTask(Task):
                              "on GPUs, SyncBatchNorm pools every process's)")  # fmt: skip
         labels_of(cfg.data)
 
+    @classmethod
+    def inputs(cls, cfg: SegConfig) -> list[Path]:
+        return [*split_folders(cfg.data, "train"), *split_folders(cfg.data, "val")]
+
     def _scan(self) -> tuple[Split, Split]:
         """Rank 0 builds the demo data if asked and checks both splits; the other ranks get its result."""
         ctx, cfg = self.ctx, self.cfg

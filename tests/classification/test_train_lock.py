@@ -57,5 +57,5 @@ def test_run_releases_its_lock_and_reports_a_stale_one(tmp_path: Path, folder: P
 def test_output_folder_that_cannot_be_written_fails_before_training(tmp_path: Path, folder: Path):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the output folder's parent should be")
-    with pytest.raises(ValueError, match=f"output folder {blocker / 'out'} cannot be used"):
+    with pytest.raises(ValueError, match=f"--output-dir {blocker / 'out'}: {blocker} is a file, not a folder"):
         train(tiny_config(folder, blocker / "out"))

@@ -64,6 +64,9 @@ def _other_task(task: str) -> Callable[[Path], None]:
     return write
 
 
+INSIDE = {"classification": "train/c0", "detection": "train2017", "segmentation": "images/training"}  # a data folder
+
+
 def _remove_class(out: Path) -> None:
     data = Path(yaml.safe_load((out / "config.yaml").read_text())["data"]["data_dir"])
     shutil.rmtree(data / "train" / "c2")
@@ -99,7 +102,11 @@ CASES = [
     ("device_absent", TASKS, ["train.device=cuda:99"], None, None, "train.device cuda:99: "),
     ("kwargs_typo", TASKS, ["model.kwargs.windw_size=2"], None, None, "did you mean 'window_size'?"),
     ("pretrained_timm", TASKS, ["model.pretrained=timm"], None, None, "pretrained=timm is now model.pretrained=true"),
-    ("output_is_file", TASKS, ["--output-dir", "{file}"], None, None, "is a file; choose another --output-dir"),
+    ("output_is_file", TASKS, ["--output-dir", "{file}"], None, None, "is a file; expected a folder"),
+    ("output_in_the_data", TASKS, ["--output-dir", "{data}/{inside}/run"], "keep", None,
+     "lies inside the input folder"),  # its curves.png was read as a training image by the next run
+    ("output_replaces_pretrained", TASKS, ["--overwrite", "model.pretrained={out}/best.safetensors"], "keep", None,
+     "would replace the input"),  # --overwrite deleted the weights it was to start from
     ("resume_and_overwrite", TASKS, ["--resume", "--overwrite"], "keep", None, "pass one"),
     ("truncated_resume", TASKS, ["--resume"], _truncate, None, "resume.pt is not a readable resume file"),
     ("empty_resume", TASKS, ["--resume"], lambda out: (out / "resume.pt").write_bytes(b""), None,
@@ -133,7 +140,7 @@ def test_one_error_line_exit_2_nothing_lost(
     before = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else {}
     (tmp_path / "file").write_text("a file")
     argv = ["--config", str(script_config(task, root)), *overrides(task, data, out)]
-    argv += [a.format(file=tmp_path / "file") for a in args]
+    argv += [a.format(file=tmp_path / "file", data=data, inside=INSIDE[task], out=out) for a in args]
     if patch is not None:
         patch(monkeypatch)
     code = script_main(task, argv)

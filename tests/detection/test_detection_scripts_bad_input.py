@@ -202,6 +202,12 @@ CASES = {  # test id: (script, setup, argv, message in the error line)
         lambda s: _evaluate(s, "--split", "test"),
         "argument --split: invalid choice: 'test'",
     ),
+    "D-unknown-option": (
+        D,
+        _nothing,
+        lambda s: _detect(s, "--bogus"),
+        "unrecognized arguments: --bogus",
+    ),
     "E-batch-size-0": (E, _nothing, lambda s: _evaluate(s, "--batch-size", "0"), "--batch-size must be at least 1"),
     "E-fp16-on-cpu": (E, _nothing, lambda s: _evaluate(s, "--amp", "fp16"), "--amp fp16 needs CUDA"),
     "D-score-thresh-2": (D, _nothing, lambda s: _detect(s, "--score-thresh", "2"), "--score-thresh must be in 0..1"),

@@ -56,14 +56,31 @@ def test_unknown_key_and_bad_values_are_clear_errors():
         load_det_config(None, ["model.detector=yolo"])
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
-def test_training_set_without_objects_is_an_error_before_training(coco: Path, tmp_path: Path):
-    overrides = tiny_overrides(coco, tmp_path / "run", **{"data.train_ann": coco / "empty.json"})
+def _no_object(coco: Path) -> dict[str, object]:
     (coco / "empty.json").write_text(
         '{"images": [{"id": 1, "file_name": "01.png", "width": 48, "height": 48}], "annotations": [], '
         '"categories": [{"id": 3, "name": "square"}, {"id": 7, "name": "bar"}]}'
     )
-    with pytest.raises(ValueError, match="hold no usable object"):
+    return {"data.train_ann": coco / "empty.json"}
+
+
+def _val_category_training_lacks(coco: Path) -> dict[str, object]:
+    edit_coco(coco, "val", lambda d: d["categories"].append({"id": 9, "name": "cat"}))  # scored as no class
+    return {}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+    ("prepare", "message"),
+    [
+        (_no_object, "hold no usable object"),
+        (_val_category_training_lacks, r"the val annotations have category ids the training annotations lack: \[9\]"),
+    ],
+    ids=["training-set-without-objects", "val-category-training-lacks"],
+)
+def test_data_that_cannot_train_is_an_error_before_training(coco: Path, tmp_path: Path, prepare, message):
+    overrides = tiny_overrides(coco, tmp_path / "run", **prepare(coco))
+    with pytest.raises(ValueError, match=message):
         run(DetectionTask, load_det_config(None, overrides))
     assert not (tmp_path / "run" / "resume.pt").exists()
 

@@ -14,13 +14,18 @@ from swinlite.io import check_output, json_bytes, printable_path, read_metadata,
 
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch) -> Path:
-    """ckpt.pth, images/a.png, a_file, link -> ckpt.pth, hard -> ckpt.pth (hard link); cwd = tmp_path."""
+    """ckpt.pth, images/a.png, a_file, link -> ckpt.pth, hard -> ckpt.pth (hard link), locked/ (read-only);
+    cwd = tmp_path."""
     (tmp_path / "images").mkdir()
     (tmp_path / "images" / "a.png").write_bytes(b"png")
     (tmp_path / "ckpt.pth").write_bytes(b"weights")
     (tmp_path / "a_file").write_text("x")
     os.symlink(tmp_path / "ckpt.pth", tmp_path / "link")
     os.link(tmp_path / "ckpt.pth", tmp_path / "hard")
+    (locked := tmp_path / "locked").mkdir(mode=0o555)
+    access = os.access
+    if os.geteuid() == 0:  # root may write anywhere: os.access answers for locked/ as for any other user
+        monkeypatch.setattr(os, "access", lambda p, m: access(p, m) and not (Path(p) == locked and m & os.W_OK))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -38,6 +43,8 @@ def tree(tmp_path: Path, monkeypatch) -> Path:
         (".", {"folder": True, "names": ["ckpt.pth"]}, "would replace the input ckpt.pth"),
         ("images/plots", {"folder": True}, "lies inside the input folder images"),
         ("images/new.png", {}, "lies inside the input folder images"),
+        ("locked/out.csv", {}, "--output locked/out.csv: no permission to write in .*locked$"),
+        ("locked/sub", {"folder": True}, "no permission to write in .*locked$"),
     ],
 )
 def test_an_output_that_would_replace_an_input_or_cannot_be_written_is_refused(tree, output, kwargs, message):

@@ -217,7 +217,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     """Fill a temporary file beside ``path`` through ``write(file)``, fsync it, rename it over ``path``.
 
     A kill at any moment leaves either the previous file or the complete new one under ``path``; a
-    kill mid-write leaves a ``.<name>.tmp*`` file beside it, which the next write does not need.
+    kill mid-write leaves a ``.<name>.tmp*`` file beside it, which the next write does not need. A failed write
+    (a full disk) removes the temporary file and raises an OSError that names ``path``.
 
     Args:
         path: destination; its folder is created if missing.
@@ -233,8 +234,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno is not None and e.filename is None:  # a full disk names no file
+            raise OSError(e.errno, e.strerror, str(path)) from e
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

@@ -1,5 +1,7 @@
 """Feature files: round trip, whole-file detection, embeddings, bad input."""
 
+import errno
+
 import pytest
 import torch
 
@@ -71,10 +73,10 @@ def test_a_failing_write_keeps_the_old_file(tmp_path, monkeypatch):
     before = path.read_bytes()
 
     def crash(*args, **kwargs):
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a full disk raises it: no file named
 
-    monkeypatch.setattr("swinlite.io.os.replace", crash)
-    with pytest.raises(OSError, match="disk full"):
+    monkeypatch.setattr("swinlite.io.os.fsync", crash)
+    with pytest.raises(OSError, match=f"No space left on device: '{path}'"):  # the error line names the file
         save_features(path, _features())
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["a.safetensors"]

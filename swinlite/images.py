@@ -8,108 +8,24 @@ One set of rules for every reader (training, evaluation, prediction, feature ext
   pixels scaled, not clipped (see its docstring for the rules);
 - :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
   names left out, links followed but never in a loop).
+
+These rules live in :mod:`swinlite.files` (no torch: the ONNX predictor reads images through them too) and are
+re-exported here; :class:`ImageFiles` is the Dataset over them.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
 import torch
-from PIL import Image, ImageOps
+from PIL import Image
 from torch.utils.data import Dataset
-from torchvision.datasets.folder import IMG_EXTENSIONS
 
-IMAGE_EXTENSIONS: tuple[str, ...] = IMG_EXTENSIONS
+from .files import IMAGE_EXTENSIONS, is_image_file, list_files, list_images, load_rgb
 
-
-def is_image_file(path: str | os.PathLike) -> bool:
-    """Whether ``path`` has an image extension (``.JPG`` and ``.png`` alike)."""
-    return str(path).lower().endswith(IMAGE_EXTENSIONS)
-
-
-def _float_to_uint8(pixels: np.ndarray, path: str | os.PathLike) -> np.ndarray:
-    """Float pixels (H, W) -> uint8: 0..1 is scaled to 0..255, 0..255 is kept; any other range is an error."""
-    if not np.isfinite(pixels).all():
-        raise ValueError(f"{path}: float image holds NaN or infinite pixels")
-    low, high = float(pixels.min()), float(pixels.max())
-    if low < 0 or high > 255:
-        raise ValueError(
-            f"{path}: float image with pixels in [{low:g}, {high:g}]; expected 0..1 or 0..255 (convert it to 8 bits)"
-        )
-    scale = 255.0 if high <= 1.0 else 1.0
-    return np.clip(pixels * scale + 0.5, 0, 255).astype(np.uint8)
-
-
-def load_rgb(path: str | os.PathLike) -> Image.Image:
-    """Open an image as 8-bit RGB, upright, whatever its mode.
-
-    - The EXIF orientation is applied (photos from phones are stored sideways).
-    - 16- and 32-bit integer images (PNG ``I;16``, ``I``) are scaled from 0..65535 to 0..255, not clipped.
-    - Float images (``F``, e.g. a 32-bit float TIFF) are scaled by their range: pixels all within 0..1 are
-      multiplied by 255; pixels within 0..255 (with some above 1) are kept; negative pixels, pixels above 255,
-      NaN or infinity are a ValueError naming the file (no range can be assumed for them). An image in
-      0..255 whose every pixel is at most 1 is read as a 0..1 image: the two cannot be told apart.
-    - Transparent palette images go through RGBA first; alpha is dropped.
-
-    Raises:
-        ValueError: float pixels outside the ranges above. PIL's own errors for files that are not images.
-    """
-    with Image.open(path) as img:
-        img = ImageOps.exif_transpose(img)
-        if img.mode.startswith("I;16") or img.mode == "I":
-            pixels = np.asarray(img, dtype=np.float64)  # (H, W) in 0..65535
-            img = Image.fromarray(np.clip(pixels / 257.0 + 0.5, 0, 255).astype(np.uint8))
-        elif img.mode == "F":
-            img = Image.fromarray(_float_to_uint8(np.asarray(img, dtype=np.float64), path))  # (H, W) uint8
-        elif img.mode == "P" and "transparency" in img.info:
-            img = img.convert("RGBA")
-        return img.convert("RGB")
-
-
-def list_files(folder: str | os.PathLike) -> list[Path]:
-    """Files under ``folder``, sorted, hidden names (``.*``) left out.
-
-    Linked folders are followed once; a link to ``folder`` itself or to a folder above it (a loop, which would
-    list the folder's siblings too) is not followed.
-    """
-    root = os.path.realpath(folder)
-    files, seen = [], {root}
-    for parent, dirs, names in os.walk(folder, followlinks=True):
-        keep = []
-        for d in sorted(dirs):
-            real = os.path.realpath(os.path.join(parent, d))
-            if not d.startswith(".") and real not in seen and os.path.commonpath([real, root]) != real:
-                seen.add(real)
-                keep.append(d)
-        dirs[:] = keep
-        files += [Path(parent, n) for n in names if not n.startswith(".")]
-    return sorted(files)
-
-
-def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Files as given, and the image files under the folders given (recursive, sorted, hidden names left out).
-
-    A file named explicitly is kept whatever its extension: the reader says so if it does not decode.
-
-    Raises:
-        ValueError: a path that does not exist, or a folder without image files.
-    """
-    found: list[Path] = []
-    for path in map(Path, paths):
-        if path.is_dir():
-            images = [p for p in list_files(path) if is_image_file(p)]
-            if not images:
-                raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) under {str(path)!r}")
-            found += images
-        elif path.is_file():
-            found.append(path)
-        else:
-            raise ValueError(f"{str(path)!r} does not exist (expected an image file or a folder of images)")
-    return found
+__all__ = ["IMAGE_EXTENSIONS", "ImageFiles", "ImageItem", "is_image_file", "list_files", "list_images", "load_rgb"]
 
 
 class ImageItem(NamedTuple):

@@ -285,8 +285,7 @@ def detector_settings(model: OnnxModel) -> DetectorSettings:
 def resize_problem(settings: DetectorSettings, height: int, width: int) -> str | None:
     """Why the detector's resize (torchvision's: scale ``min(test / short side, max / long side)``, each side
     rounded down) would leave nothing of an image, or None."""
-    scale = min(settings.test_size / min(height, width), settings.max_size / max(height, width))
-    new_height, new_width = math.floor(height * scale), math.floor(width * scale)
+    new_height, new_width = resized_size(settings, height, width)
     if min(new_height, new_width) >= 1:
         return None
     return (
@@ -295,24 +294,51 @@ def resize_problem(settings: DetectorSettings, height: int, width: int) -> str |
     )
 
 
-def to_array(image: Image.Image) -> np.ndarray:
-    """An RGB image as the detector takes it: float32 [3, H, W] in 0..1."""
-    return np.asarray(image, dtype=np.uint8).astype(np.float32).transpose(2, 0, 1) / np.float32(255)
+def resized_size(settings: DetectorSettings, height: int, width: int) -> tuple[int, int]:
+    """The size the detector resizes an image to (torchvision's eval resize; see :func:`resize_problem`)."""
+    scale = min(settings.test_size / min(height, width), settings.max_size / max(height, width))
+    return math.floor(height * scale), math.floor(width * scale)
 
 
-def detect(model: OnnxModel, image: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One image [3, H, W] (0..1) -> boxes [N, 4] (x1, y1, x2, y2 in its pixels), scores [N], labels [N] (1-based).
+def _linear_weights(size: int, new_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Source indices and weights of linear interpolation with half-pixel centers, no antialiasing (float32)."""
+    scale = np.float32(size) / np.float32(new_size)
+    source = np.float64(scale) * (np.arange(new_size) + 0.5) - 0.5  # rounded once to float32, as torch's fused op
+    source = np.maximum(source.astype(np.float32), np.float32(0))
+    first = source.astype(np.int64)
+    weight = np.clip(source - first.astype(np.float32), 0, 1).astype(np.float32)
+    return first, np.minimum(first + 1, size - 1), np.float32(1) - weight, weight
+
+
+def bilinear_resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """image [C, H, W] float32 -> [C, h, w]: ``torch.nn.functional.interpolate(mode="bilinear",
+    align_corners=False)`` on CPU: the same weights, sums within float32 rounding."""
+    r0, r1, wr0, wr1 = _linear_weights(image.shape[1], size[0])
+    c0, c1, wc0, wc1 = _linear_weights(image.shape[2], size[1])
+    top, bottom = image[:, r0], image[:, r1]  # [C, h, W]
+    top = wc0 * top[:, :, c0] + wc1 * top[:, :, c1]  # [C, h, w]
+    bottom = wc0 * bottom[:, :, c0] + wc1 * bottom[:, :, c1]
+    return wr0[:, None] * top + wr1[:, None] * bottom
+
+
+def detect(
+    model: OnnxModel, settings: DetectorSettings, image: Image.Image
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One RGB image -> boxes [N, 4] (x1, y1, x2, y2 in its pixels), scores [N], labels [N] (1-based class index).
+
+    The image is scaled to 0..1 and resized as the detector resizes it (:func:`resized_size`, bilinear), which the
+    graph takes with the size it had.
 
     Raises:
-        ValueError: an image of another channel count or of a size outside the graph's range.
+        ValueError: an image the resize leaves nothing of, or resizes outside the graph's range.
     """
-    if image.ndim != 3:
-        raise ValueError(f"expected one image [C, H, W], got shape {image.shape}")
-    check_channels(model, image.shape[0])
-    problem = size_problem(model, *image.shape[1:])
+    size = resized_size(settings, image.height, image.width)
+    problem = resize_problem(settings, image.height, image.width) or size_problem(model, *size)
     if problem:
-        raise ValueError(problem)
-    boxes, scores, labels = model.session.run(None, {model.input_name: np.ascontiguousarray(image, np.float32)})
+        raise ValueError(f"resized to {size[0]}x{size[1]} (HxW): {problem}")
+    pixels = np.asarray(image, dtype=np.uint8).astype(np.float32).transpose(2, 0, 1) / np.float32(255)  # [3, H, W]
+    feeds = {"image": bilinear_resize(pixels, size), "original_size": np.array([image.height, image.width])}
+    boxes, scores, labels = model.session.run(None, feeds)
     return boxes, scores, labels
 
 

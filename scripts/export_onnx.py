@@ -66,6 +66,8 @@ def parse_args(argv: list[str] | None = None):
         parser.error(f"--size must be positive, got {args.size}")
     if args.min_size is not None and not 1 <= args.min_size <= args.max_size:
         parser.error(f"--min-size must be in 1..--max-size ({args.max_size}), got {args.min_size}")
+    if args.fpn and args.checkpoint is None:
+        parser.error("--fpn exports the FPN backbone of a detection --checkpoint")
     if args.features and args.fpn:
         parser.error("--features and --fpn are two different exports: pick one")
     return args
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> float | None:
         print("note: no --checkpoint: exporting the model's initial weights", file=sys.stderr)
     is_detector = checkpoint is not None and read_metadata(checkpoint).get("task") == "detection"
     if args.fpn and not is_detector:
-        raise ValueError(f"--fpn exports the FPN backbone of a detection checkpoint; {checkpoint} is not one")
+        raise ValueError(f"--fpn exports the FPN backbone of a detection checkpoint; {checkpoint} is a classifier's")
     if is_detector and not args.fpn:
         from swinlite.detection.export import export_detector
 

@@ -208,21 +208,20 @@ def preprocess(image: Image.Image, preprocessing: dict[str, Any]) -> np.ndarray:
     interpolation = preprocessing.get("interpolation", "bilinear")
     mode = preprocessing.get("crop_mode") or "center"
     scale = (math.floor(height / crop_pct), math.floor(width / crop_pct))
-    mean = np.asarray(preprocessing.get("mean", (0.485, 0.456, 0.406)), dtype=np.float32)
-    std = np.asarray(preprocessing.get("std", (0.229, 0.224, 0.225)), dtype=np.float32)
+    mean, std = preprocessing.get("mean", (0.485, 0.456, 0.406)), preprocessing.get("std", (0.229, 0.224, 0.225))
     fill = (0, 0, 0)
     if mode == "squash":
         image = _resize(image, scale, interpolation)
     elif mode == "border":
         image = _resize(image, _keep_ratio((image.height, image.width), scale, 1.0), interpolation)
-        fill = tuple(round(255 * float(m)) for m in mean)
+        fill = tuple(round(255 * m) for m in mean)
     elif scale[0] == scale[1]:
         image = _resize(image, _resized((image.height, image.width), scale[0]), interpolation)
     else:
         image = _resize(image, _keep_ratio((image.height, image.width), scale, 0.0), interpolation)
     image = _center_crop(image, (height, width), fill)
     pixels = np.asarray(image, dtype=np.uint8).astype(np.float32) / np.float32(255)  # [H, W, 3]
-    return ((pixels - mean) / std).transpose(2, 0, 1)  # [3, H, W]
+    return ((pixels - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)).transpose(2, 0, 1)  # [3, H, W]
 
 
 def classify(model: OnnxModel, images: np.ndarray) -> np.ndarray:

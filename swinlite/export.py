@@ -110,7 +110,13 @@ def build_exportable(
 
 
 def default_size_range(model: nn.Module) -> tuple[int, int]:
-    """(smallest, largest) height and width of an export by default: one patch to :data:`MAX_SIZE`."""
+    """(smallest, largest) height and width of an export by default, up to :data:`MAX_SIZE`: from one patch for a
+    classifier; for feature maps, one more pixel than the coarsest output's stride, so that no output map is a single
+    cell (a trace would choose another memory layout for a 1 x n map; :func:`check_assumptions` would refuse it)."""
+    if isinstance(model, FPNFeatures):
+        return model.backbone.strides[-1] + 1, MAX_SIZE
+    if isinstance(model, FeatureExtractor):
+        return model.model.feature_info[max(model.out_indices)]["reduction"] + 1, MAX_SIZE
     return max(swin_of(model).patch_size), MAX_SIZE
 
 

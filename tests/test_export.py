@@ -13,6 +13,7 @@ from swinlite.export import (
     FeatureExtractor,
     FPNFeatures,
     build_exportable,
+    default_size_range,
     export_onnx,
     export_program,
     onnx_max_abs_error,
@@ -60,20 +61,28 @@ def test_exported_program_takes_every_size_and_refuses_outside_the_range():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("output", ["features", "fpn"])
-def test_feature_levels_and_fpn_maps_equal_eager(tmp_path, output):
+def test_every_feature_level_equals_eager(tmp_path):
     torch.manual_seed(0)
-    if output == "features":
-        model = FeatureExtractor(build_exportable(PICO, out_norm=True).eval(), (0, 1, 2, 3)).eval()
-    else:
-        backbone = build_fpn_backbone(PICO, out_indices=(1, 2, 3), fpn_channels=16, extra_levels="p6p7")
-        model = FPNFeatures(backbone).eval()
-    program = export_program(model, torch.randn(2, 3, 40, 56), (2, 512))
-    with torch.no_grad():
-        levels = len(model(torch.randn(1, 3, 32, 32)))
-    path = export_onnx(program, tmp_path / "m.onnx", [f"out{i}" for i in range(levels)])
-    for size in [(97, 131), (250, 333), (7, 3)]:
-        assert onnx_max_abs_error(path, model, torch.randn(1, 3, *size)) <= 1e-4  # every level
+    model = FeatureExtractor(build_exportable(PICO, out_norm=True), (0, 1, 2, 3)).eval()
+    assert default_size_range(model) == (17, 2048)  # every level at least 2 x 2
+    with pytest.raises(ValueError, match=r"assumes Ne\(.*, 1\), which fails at s\w+=2"):
+        export_program(model, torch.randn(2, 3, 40, 56), (2, 512))  # one patch: a 1 x 1 level
+    program = export_program(model, torch.randn(2, 3, 40, 56), (17, 512))
+    path = export_onnx(program, tmp_path / "m.onnx", [f"stage{i}" for i in range(4)])
+    for size in [(97, 131), (250, 333), (17, 512)]:
+        assert onnx_max_abs_error(path, model, torch.randn(1, 3, *size)) <= 1e-4  # the largest over the levels
+
+
+def test_fpn_maps_equal_eager():
+    torch.manual_seed(0)
+    backbone = build_fpn_backbone(PICO, out_indices=(1, 2, 3), fpn_channels=16, extra_levels="p6p7")
+    model = FPNFeatures(backbone).eval()
+    program = export_program(model, torch.randn(2, 3, 80, 96), (65, 512))  # strides up to 64 (p7)
+    for size in [(97, 131), (65, 70)]:
+        x = torch.randn(1, 3, *size)
+        with torch.no_grad():
+            for got, want in zip(program.module()(x), model(x), strict=True):
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_dynamic_int8_quantizes_the_linear_layers_and_keeps_the_metadata(onnx_classifier, classifier, tmp_path):

@@ -4,24 +4,22 @@ export for every size is tested in tests/test_export.py."""
 import pytest
 import torch
 
-from swinlite.export import build_exportable, export_onnx, export_program, onnx_max_abs_error
+from swinlite.export import build_exportable, export_program
 
 PICO = "swinlite_pico_patch2_window4_32"
 
 
-@pytest.mark.slow
-def test_fixed_size_export_matches_eager_at_another_batch(tmp_path):
+def test_fixed_size_export_matches_eager_at_another_batch():
     torch.manual_seed(0)
     model = build_exportable(PICO)
     size = (36, 44)  # not a window multiple: padding and masks are in the graph
     program = export_program(model, torch.randn(2, 3, *size), fixed_size=True)
-    x = torch.randn(3, 3, *size)
-    with torch.no_grad():
-        torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)
-    path = export_onnx(program, tmp_path / "model.onnx", ["logits"])
-    assert onnx_max_abs_error(path, model, x) <= 1e-4
-    assert onnx_max_abs_error(path, model, torch.randn(1, 3, *size)) <= 1e-4
-    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
+    for batch in (1, 3):
+        x = torch.randn(batch, 3, *size)
+        with torch.no_grad():
+            torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(Exception, match="36"):  # the size is fixed
+        program.module()(torch.randn(1, 3, 40, 44))
 
 
 def test_script_bad_input(load_script, tmp_path, capsys):

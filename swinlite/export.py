@@ -194,13 +194,13 @@ def export_program(
         raise ValueError(
             f"example must be an image batch [B >= 2, C, H, W] (B=1 would fix the batch), got {tuple(example.shape)}"
         )
-    low, high = size_range or default_size_range(model)
-    if not 1 <= low <= high:
-        raise ValueError(f"the size range must be 1 <= min <= max, got {low}..{high}")
-    if not fixed_size and not all(low <= s <= high for s in example.shape[2:]):
-        raise ValueError(f"the example's size {tuple(example.shape[2:])} must lie in the range {low}..{high}")
     dims = {0: torch.export.Dim("batch", min=1, max=MAX_BATCH)}
     if not fixed_size:
+        low, high = size_range or default_size_range(model)
+        if not 1 <= low <= high:
+            raise ValueError(f"the size range must be 1 <= min <= max, got {low}..{high}")
+        if not all(low <= s <= high for s in example.shape[2:]):
+            raise ValueError(f"the example's size {tuple(example.shape[2:])} must lie in the range {low}..{high}")
         dims |= {2: torch.export.Dim("height", min=low, max=high), 3: torch.export.Dim("width", min=low, max=high)}
     with _inference_graph(model), symbolic_sizes():
         program = torch.export.export(

@@ -104,3 +104,16 @@ def test_bad_export_arguments():
         export_program(model, torch.randn(2, 3, 32, 32), (2, 16))
     with pytest.raises(ValueError, match="1 <= min <= max"):
         export_program(model, torch.randn(2, 3, 32, 32), (40, 16))
+
+
+def test_swin_t_geometry_in_one_graph():
+    """Swin-T's patch 4 and window 7 (narrow and one block per stage): the issue's sizes at which the last stages
+    are one window (no shift) and at which they are several, from one exported program."""
+    torch.manual_seed(0)
+    narrow = dict(embed_dim=8, depths=(1, 2, 1, 2), num_heads=(1, 1, 1, 1))
+    model = build_exportable("swinlite_tiny_patch4_window7_224", **narrow)
+    program = export_program(model, torch.randn(2, 3, 224, 224), (4, 400))
+    for h, w in [(224, 224), (97, 131), (250, 333), (4, 9)]:
+        x = torch.randn(1, 3, h, w)
+        with torch.no_grad():
+            torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)

@@ -97,3 +97,15 @@ def test_export_script_quantizes_and_checks(onnx_classifier, load_script, tmp_pa
     meta = {p.key: json.loads(p.value) for p in onnx.load(out).metadata_props}
     assert meta["quantization"] == "dynamic" and meta["input_sizes"] == {"height": [2, 96], "width": [2, 96]}
     assert [p.name for p in tmp_path.iterdir()] == ["int8.onnx"]  # no fp32 file left beside it
+
+
+@pytest.mark.parametrize("which", ["not_onnx", "classifier"])
+def test_detect_onnx_bad_file_is_one_line(onnx_classifier, tmp_path, which):
+    path = tmp_path / "junk.onnx" if which == "not_onnx" else onnx_classifier[1]
+    (tmp_path / "junk.onnx").write_bytes(b"nothing like onnx")
+    images = write_images(tmp_path / "images", SIZES[:1])
+    result = run_without_torch("detect.py", "--onnx", str(path), "--input", str(images), "--output-dir",
+                               str(tmp_path / "out"))  # fmt: skip
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    expected = "is not an ONNX model" if which == "not_onnx" else "is a classification model; export a detection"
+    assert expected in result.stderr and not (tmp_path / "out").exists()

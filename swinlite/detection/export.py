@@ -136,11 +136,10 @@ def export_program(
     return program
 
 
-def export_detector(
-    checkpoint: Path, output: Path, max_size: int, quantize: str | None = None, check: bool = True
-) -> float | None:
-    """Export a Faster R-CNN checkpoint to ``output`` (``scripts/export_onnx.py``), check it, return the largest
-    box difference (px) between ONNX Runtime and PyTorch on random images, or None without ``check``."""
+def export_detector(checkpoint: Path, output: Path, quantize: str | None = None, check: bool = True) -> float | None:
+    """Export a Faster R-CNN checkpoint to ``output`` (``scripts/export_onnx.py``) for every resized image size from
+    one pixel more than the pool level's stride to the detector's ``max_size``; check it; return the largest box
+    difference (px) between ONNX Runtime and PyTorch on random images, or None without ``check``."""
     detector, categories, meta = load_detector(checkpoint)
     data = meta["data"]
     size_range = (detector.backbone.strides[-1] + 1, data["max_size"])

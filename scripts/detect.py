@@ -15,7 +15,6 @@ drawings. An image whose resized size lies outside the sizes the file serves is 
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -41,7 +40,6 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    sys.stdout.reconfigure(errors="backslashreplace")  # paths that are not UTF-8 print, never fail after the work
     if args.onnx is not None:
         return detect_onnx(args)
     import torch
@@ -89,7 +87,7 @@ def finish(out: Path, results: list[dict], skipped: list[str], count: int) -> in
         print(f"warning: skipped {line}", file=sys.stderr)
     if len(skipped) == count:
         raise ValueError(f"none of the {count} images could be used (each is named above); nothing written")
-    files.atomic_write_bytes(out / "detections.json", json.dumps(results, indent=1).encode())
+    files.atomic_write_bytes(out / "detections.json", files.json_bytes(results, indent=1))
     print(f"{len(results)} detections on {count - len(skipped)} images: {out / 'detections.json'}, {out / 'images'}")
     return 0
 

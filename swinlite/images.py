@@ -7,7 +7,7 @@ One set of rules for every reader (training, evaluation, prediction, feature ext
 - :func:`load_rgb` decodes it as 8-bit RGB, upright (EXIF orientation), with high-bit-depth and float
   pixels scaled, not clipped (see its docstring for the rules);
 - :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
-  names left out, links followed but never in a loop).
+  names left out, linked folders followed once, never in a loop nor into another folder the caller lists).
 
 These rules live in :mod:`swinlite.files` (no torch: the ONNX predictor reads images through them too) and are
 re-exported here; :class:`ImageFiles` is the Dataset over them.

@@ -5,11 +5,12 @@
   a weights file is a ValueError naming it.
 - :func:`check_output` is the one check every writer makes before it starts: no output replaces an input,
   and the output can be written where it is asked for.
+- :func:`json_bytes` is the one JSON writer of the files users read: strict JSON, NaN as null.
 - :func:`atomic_write` and its helpers: a reader only ever sees the old file or the complete new one.
   Files get the mode any tool's output gets, 0666 less the umask (0644 with the usual umask 022), not the
   0600 of the temporary file they are written as.
 
-The last two (with :func:`printable_path`) live in :mod:`swinlite.files`, which imports no torch, and are
+The last three (with :func:`printable_path`) live in :mod:`swinlite.files`, which imports no torch, and are
 re-exported here.
 """
 
@@ -29,7 +30,13 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 
-from .files import atomic_write, atomic_write_bytes, check_output, printable_path  # noqa: F401 (re-exported)
+from .files import (  # noqa: F401 (re-exported)
+    atomic_write,
+    atomic_write_bytes,
+    check_output,
+    json_bytes,
+    printable_path,
+)
 
 StateDict = dict[str, torch.Tensor]
 

@@ -3,7 +3,6 @@ interpreter where importing torch (or torchvision, timm) fails."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +11,11 @@ import numpy as np
 import timm
 import torch
 from PIL import Image
+from scriptkit import REPO, script_env
 
 from swinlite.io import save_safetensors
 from swinlite.metadata import weights_metadata
 
-REPO = Path(__file__).resolve().parents[1]
 PICO = "swinlite_pico_patch2_window4_32"
 CLASSES = ["cat", "dog", "éclair"]
 PREPROCESSING = {"input_size": [3, 32, 32], "interpolation": "bicubic", "mean": [0.5, 0.4, 0.3],
@@ -56,13 +55,5 @@ def write_images(folder: Path, sizes: list[tuple[int, int]], seed: int = 0) -> P
 
 def run_without_torch(script: str, *args: str) -> subprocess.CompletedProcess:
     """``scripts/<script> args`` in a fresh interpreter in which importing torch, torchvision or timm fails."""
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), *sys.path]), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-c", NO_TORCH, str(REPO / "scripts" / script), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env)
-
-
-def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
-    """``scripts/<script> args`` in a fresh interpreter (torch allowed)."""
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), *sys.path]), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True,
-                          env=env)  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, env=script_env())

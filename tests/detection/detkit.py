@@ -1,22 +1,21 @@
 """Helpers for the detection tests: a 6-image COCO file with the quirks real files have, tiny run settings,
-the scripts as modules, checkpoints with edited metadata."""
+checkpoints with edited metadata, a detector trained through scripts/train_detection.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pytest
+import torch
 from PIL import Image
 from pycocotools import mask as mask_utils
 from safetensors import safe_open
 from safetensors.torch import save_file
+from scriptkit import run_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
@@ -108,11 +107,6 @@ def tiny_overrides(data_dir: Path, out: Path, **extra: object) -> list[str]:
     return [f"{k}={v}" for k, v in values.items()]
 
 
-def script_env() -> dict[str, str]:
-    """The environment for a script subprocess: this checkout first on the path, one thread."""
-    return os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), *sys.path]), "OMP_NUM_THREADS": "1"}
-
-
 def edit_coco(root: Path, split: str, edit: Callable[[dict], object]) -> Path:
     """Apply ``edit`` to the parsed ``instances_<split>2017.json`` of ``root`` in place; returns the file."""
     path = root / "annotations" / f"instances_{split}2017.json"
@@ -120,16 +114,6 @@ def edit_coco(root: Path, split: str, edit: Callable[[dict], object]) -> Path:
     edit(coco)
     path.write_text(json.dumps(coco))
     return path
-
-
-def load_script(name: str) -> ModuleType:
-    """``scripts/<name>.py`` as a module (its ``main`` callable in-process), with ``scripts/`` on the path for _cli."""
-    if str(SCRIPTS) not in sys.path:
-        sys.path.insert(0, str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location(f"script_{name}", SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def rewrite_checkpoint(source: Path, target: Path, edit: Callable[[dict], object] = dict, **metadata: Any) -> Path:
@@ -147,3 +131,19 @@ def read_metadata(path: Path) -> dict[str, Any]:
     """The JSON-decoded metadata of a safetensors file."""
     with safe_open(str(path), framework="pt") as f:
         return {k: json.loads(v) for k, v in f.metadata().items()}
+
+
+def train(root: Path, **overrides: object) -> tuple[Path, Path]:
+    """(data root, run folder) of a tiny detector trained under ``root`` through scripts/train_detection.py."""
+    coco = make_quirky_coco(root / "coco")
+    (root / "defaults.yaml").write_text("{}\n")
+    argv = ["--config", str(root / "defaults.yaml"), "--data-dir", str(coco), "--output-dir", str(root / "run")]
+    argv += tiny_overrides(coco, root / "run", **overrides)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a session fixture runs before
+    try:
+        with pytest.warns(UserWarning):  # the file's quirks; test_data checks those
+            assert run_script("train_detection", argv) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return coco, root / "run"

@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from detkit import load_script, make_quirky_coco, tiny_overrides
+from detkit import train
 from onnxkit import run_without_torch
 from PIL import Image
 from pycocotools.coco import COCO
+from scriptkit import load_script
 
 from swinlite import onnx_predict
 from swinlite.detection.config import DetModelConfig
@@ -27,12 +28,7 @@ pytestmark = pytest.mark.slow
 def exported(tmp_path_factory) -> tuple[Path, Path, Path]:
     """(COCO root, checkpoint, ONNX file): two epochs of a tiny Faster R-CNN, exported by scripts/export_onnx.py."""
     root = tmp_path_factory.mktemp("det_onnx")
-    coco = make_quirky_coco(root / "coco")
-    (root / "defaults.yaml").write_text("{}\n")
-    argv = ["--config", str(root / "defaults.yaml"), "--data-dir", str(coco), "--output-dir", str(root / "run")]
-    argv += tiny_overrides(coco, root / "run", **{"train.epochs": 2, "model.score_thresh": 0.01})
-    with pytest.warns(UserWarning):  # the file's quirks; test_data checks those
-        assert load_script("train_detection").main(argv) == 0
+    coco, _ = train(root, **{"train.epochs": 2, "model.score_thresh": 0.01})
     checkpoint = root / "run" / "best.safetensors"
     assert load_script("export_onnx").main(["--checkpoint", str(checkpoint), "--output", str(root / "d.onnx")]) < 1e-3
     return coco, checkpoint, root / "d.onnx"

@@ -7,7 +7,8 @@ import re
 
 import onnx
 import pytest
-from onnxkit import CLASSES, PREPROCESSING, run_script, run_without_torch, write_images
+from onnxkit import CLASSES, PREPROCESSING, run_without_torch, write_images
+from scriptkit import run_script
 
 SIZES = [(32, 32), (45, 31), (200, 120), (17, 90)]
 
@@ -25,9 +26,8 @@ def test_predict_onnx_writes_the_pytorch_csv_without_torch(onnx_classifier, tmp_
                             str(images))  # fmt: skip
     assert got.returncode == 0, got.stderr
     assert "skipped" in got.stderr and "broken.png" in got.stderr
-    want = run_script("predict.py", "--checkpoint", str(checkpoint), "--topk", "2", "--no-progress", "--output",
-                      str(tmp_path / "t.csv"), str(images))  # fmt: skip
-    assert want.returncode == 0, want.stderr
+    want = ["--checkpoint", checkpoint, "--topk", "2", "--no-progress", "--output", tmp_path / "t.csv", images]
+    assert run_script("predict", want) == 0
     onnx_rows, torch_rows = _rows(tmp_path / "o.csv"), _rows(tmp_path / "t.csv")
     assert len(onnx_rows) == len(SIZES) + 1 and onnx_rows[0] == ["path", "class", "prob", "class_2", "prob_2"]
     for a, b in zip(onnx_rows[1:], torch_rows[1:], strict=True):

@@ -2,6 +2,7 @@
 scripts/export_onnx.py) and scripts/detect.py --onnx: PyTorch's detections, without torch."""
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -46,20 +47,45 @@ def _images(coco: Path) -> list[Image.Image]:
     return images
 
 
+def _difference(got: tuple[np.ndarray, ...], want: dict[str, torch.Tensor]) -> tuple[float, float]:
+    """(largest box difference in px, largest score difference) after pairing each ONNX Runtime detection, best
+    first, with the closest unpaired PyTorch detection of its label (scores equal to float rounding may swap two
+    detections' order); infinite when the two keep different counts or labels."""
+    boxes, scores, labels = got
+    free = list(range(len(want["boxes"])))
+    if len(boxes) != len(free):
+        return math.inf, math.inf
+    box_diff = score_diff = 0.0
+    for box, score, label in zip(boxes, scores, labels, strict=True):
+        same = [j for j in free if want["labels"][j] == label]
+        if not same:
+            return math.inf, math.inf
+        j = min(same, key=lambda j: float((want["boxes"][j] - torch.from_numpy(box)).abs().max()))
+        free.remove(j)
+        box_diff = max(box_diff, float((want["boxes"][j] - torch.from_numpy(box)).abs().max()))
+        score_diff = max(score_diff, abs(float(want["scores"][j]) - float(score)))
+    return box_diff, score_diff
+
+
 def test_onnx_runtime_detections_equal_pytorch(exported):
+    """Each image's detections equal eager PyTorch's at one or two threads. Which proposals pass the RPN's top-k can
+    hang on scores 1e-7 apart, which float rounding orders either way: eager PyTorch at one thread and at two
+    disagree on some images (then on a few detections); ONNX Runtime must then equal one of the two."""
     coco, checkpoint, path = exported
     detector, _, _ = load_detector(checkpoint)
     model = onnx_predict.open_model(path)
     settings = onnx_predict.detector_settings(model)
     counted = 0
     for image in _images(coco):
-        boxes, scores, labels = onnx_predict.detect(model, settings, image)
-        with torch.no_grad():
-            want = detector([torch.from_numpy(np.array(image)).permute(2, 0, 1).float() / 255])[0]
-        np.testing.assert_array_equal(labels, want["labels"].numpy())
-        np.testing.assert_allclose(boxes, want["boxes"].numpy(), rtol=0, atol=1e-3)  # pixels
-        np.testing.assert_allclose(scores, want["scores"].numpy(), rtol=0, atol=1e-4)
-        counted += len(boxes)
+        got = onnx_predict.detect(model, settings, image)
+        pixels = torch.from_numpy(np.array(image)).permute(2, 0, 1).float() / 255
+        differences = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)  # the autouse one_thread fixture restores it
+            with torch.no_grad():
+                differences.append(_difference(got, detector([pixels])[0]))
+        assert any(box <= 1e-3 and score <= 1e-4 for box, score in differences), differences  # pixels, scores
+        counted += len(got[0])
     assert counted > 0
 
 

@@ -12,7 +12,7 @@ from detkit import train
 from onnxkit import run_without_torch
 from PIL import Image
 from pycocotools.coco import COCO
-from scriptkit import load_script
+from scriptkit import load_script, run_script
 
 from swinlite import onnx_predict
 from swinlite.detection.config import DetModelConfig
@@ -135,3 +135,12 @@ def test_export_refuses_what_it_cannot_serve(exported):
     cfg = DetModelConfig(name="swinlite_pico_patch2_window4_32", detector="retinanet", fpn_channels=16)
     with pytest.raises(ValueError, match="only Faster R-CNN detectors export to ONNX, got SwinRetinaNet"):
         export_program(build_detector(cfg, 2, 48, 96).eval(), example, (33, 96))
+
+
+def test_export_script_refuses_other_detectors_in_one_line(trained, tmp_path, capsys):
+    _, run = trained  # Mask R-CNN
+    output = tmp_path / "maskrcnn.onnx"
+    assert run_script("export_onnx", ["--checkpoint", run / "best.safetensors", "--output", output]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: only Faster R-CNN detectors export to ONNX, got SwinMaskRCNN")
+    assert error.count("\n") == 1 and not output.exists()

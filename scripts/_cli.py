@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
+import importlib.util
 import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import NoReturn
 
 # OSError covers missing files, folders that are files, permissions, a full disk: nothing a traceback explains better.
@@ -69,6 +72,21 @@ class Parser(argparse.ArgumentParser):
             "smaller batches (the last one) are zero-padded to that size and the padded outputs dropped, so it "
             "compiles once; outputs equal eager to 1e-4" + note,
         )
+
+
+def import_without_torch(name: str) -> ModuleType:
+    """``swinlite.<name>`` for a module that imports no torch (``files``, ``predictions``, ``onnx_predict``),
+    without running ``swinlite/__init__.py``, which loads torch and timm: the ONNX Runtime paths of the scripts.
+
+    Unless swinlite is already imported, the package is registered bare (found, not executed); the rest of swinlite
+    cannot be imported in that process afterwards.
+    """
+    if "swinlite" not in sys.modules:
+        spec = importlib.util.find_spec("swinlite")
+        if spec is None:
+            raise ModuleNotFoundError("No module named 'swinlite'", name="swinlite")
+        sys.modules["swinlite"] = importlib.util.module_from_spec(spec)  # its __path__, no code run
+    return importlib.import_module(f"swinlite.{name}")
 
 
 def missing_extra(error: ModuleNotFoundError) -> str | None:

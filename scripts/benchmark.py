@@ -17,6 +17,7 @@ Examples:
     python scripts/benchmark.py --sizes --json benchmarks/cpu_sizes.json
     python scripts/benchmark.py --sizes 224,800x1333 --device cuda --json sizes_cuda.json
     python scripts/benchmark.py --rel-pos-1d --repeats 11 --json benchmarks/cpu_rel_pos_1d.json
+    python scripts/benchmark.py --deploy --warmup 1 --repeats 7 --json benchmarks/cpu_deploy.json
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--rel-pos-1d", action="store_true", help="time the 1-D relative attention layer instead of the Swin models"
     )
     p.add_argument(
+        "--deploy",
+        action="store_true",
+        help="Swin-T inference served every way: eager, optimize_for_inference, ONNX Runtime on the any-size file "
+        "(fp32, INT8) and on fixed-size exports, timm's Swin-T in ONNX Runtime (benchmarks/swinbench/deploy.py)",
+    )
+    p.add_argument(
         "--json", default="benchmarks/benchmark.json", help="output JSON path (default: benchmarks/benchmark.json)"
     )
     args = p.parse_args(argv)
@@ -108,7 +115,12 @@ def main(argv: list[str] | None = None) -> None:
     from swinlite.io import check_output
 
     check_output(args.json, option="--json")  # before the run: a path that cannot be written would lose it
-    if args.rel_pos_1d:
+    if args.deploy:
+        from swinbench.deploy import deploy_table, run_deploy_benchmark
+
+        result = run_deploy_benchmark(warmup=args.warmup, repeats=args.repeats, log=_log)
+        table = deploy_table(result)
+    elif args.rel_pos_1d:
         result = run_rel_pos_1d(warmup=args.warmup, repeats=args.repeats)
         table = rel_pos_1d_table(result)
     elif args.sizes:

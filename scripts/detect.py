@@ -7,6 +7,10 @@ read as input next time). Unreadable images, and images too thin for the detecto
 skipped; if no image is left that is an error. A path that is not UTF-8 is kept exactly in detections.json
 (the JSON string decodes to Python's surrogate-escaped file name: os.fsencode gives back its bytes) and printed
 with escapes.
+
+--onnx FILE runs a detector exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch
+is not imported), with the categories and sizes recorded in the file, and writes the same detections.json and
+drawings. An image whose resized size lies outside the sizes the file serves is an error before any work.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ OUTPUTS = ("detections.json", "images")
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("--checkpoint", required=True, type=Path, help="best.safetensors or last.safetensors")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", type=Path, help="best.safetensors or last.safetensors")
+    source.add_argument("--onnx", type=Path, help="a detector exported by scripts/export_onnx.py (ONNX Runtime)")
     parser.add_argument("--input", required=True, nargs="+", type=Path, help="image files and/or folders (recursive)")
     parser.add_argument("--output-dir", required=True, type=Path, help="for detections.json and images/")
     parser.add_argument("--score-thresh", type=float, default=0.5, help="lowest score kept (default: %(default)s)")
@@ -34,15 +40,17 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.onnx is not None:
+        return detect_onnx(args)
     import torch
     from torchvision.io import encode_png
     from torchvision.transforms.v2.functional import pil_to_tensor
 
-    from swinlite.detection.evaluation import to_coco_results
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import resolve_device
     from swinlite.images import list_images, load_rgb
-    from swinlite.io import atomic_write_bytes, check_output, json_bytes
+    from swinlite.io import atomic_write_bytes, check_output
+    from swinlite.predictions import detection_entries
 
     out = args.output_dir
     device = resolve_device(args.device)
@@ -62,21 +70,75 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with torch.no_grad():
             prediction = {k: v.cpu() for k, v in model([pixels.to(device).float() / 255])[0].items()}
-        for result in to_coco_results(prediction, index, categories):
-            if result["score"] >= args.score_thresh:
-                name = categories.names[categories.ids.index(result["category_id"])]
-                results.append({"image": str(path), "category_id": result["category_id"], "category": name,
-                                "bbox": result["bbox"], "score": result["score"]})  # fmt: skip
+        boxes, labels, scores = prediction["boxes"].float().numpy(), prediction["labels"], prediction["scores"]
+        results += detection_entries(path, boxes, labels.tolist(), scores.tolist(), categories.ids,
+                                     categories.names, args.score_thresh)  # fmt: skip
         drawn = draw_detections(pixels, prediction, categories, args.score_thresh)
         atomic_write_bytes(out / "images" / f"{index:05d}_{path.stem}.png", encode_png(drawn).numpy().tobytes())
+    return finish(out, results, skipped, len(images))
+
+
+def finish(out: Path, results: list[dict], skipped: list[str], count: int) -> int:
+    """Name the skipped images, write detections.json, print the summary (both paths)."""
+    from _cli import import_without_torch
+
+    files = import_without_torch("files")
     for line in skipped:
         print(f"warning: skipped {line}", file=sys.stderr)
-    if len(skipped) == len(images):
-        raise ValueError(f"none of the {len(images)} images could be used (each is named above); nothing written")
-    atomic_write_bytes(out / "detections.json", json_bytes(results, indent=1))
-    done = len(images) - len(skipped)
-    print(f"{len(results)} detections on {done} images: {out / 'detections.json'}, {out / 'images'}")
+    if len(skipped) == count:
+        raise ValueError(f"none of the {count} images could be used (each is named above); nothing written")
+    files.atomic_write_bytes(out / "detections.json", files.json_bytes(results, indent=1))
+    print(f"{len(results)} detections on {count - len(skipped)} images: {out / 'detections.json'}, {out / 'images'}")
     return 0
+
+
+def detect_onnx(args) -> int:
+    """The --onnx path: ONNX Runtime, NumPy and Pillow; torch is never imported."""
+    import io
+
+    from _cli import import_without_torch
+    from PIL import Image
+
+    files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
+    detection_entries = import_without_torch("predictions").detection_entries
+    out = args.output_dir
+    files.check_output(out, [args.onnx, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
+    images = files.list_images(args.input)
+    model = onnx_predict.open_model(args.onnx)
+    settings = onnx_predict.detector_settings(model)
+    for path in images:  # sizes from the headers first: an image the file cannot take is an error before any work
+        try:
+            with Image.open(path) as header:
+                width, height = header.size
+        except Exception:  # unreadable: named and skipped below
+            continue
+        if onnx_predict.resize_problem(settings, height, width):  # too thin: skipped below, as without --onnx
+            continue
+        size = onnx_predict.resized_size(settings, height, width)
+        problem = onnx_predict.size_problem(model, *size)
+        if problem:
+            raise ValueError(f"{path}: resized to {size[0]}x{size[1]} (HxW): {problem}")
+    results, skipped = [], []
+    for index, path in enumerate(images):
+        try:
+            image = files.load_rgb(path)
+        except Exception as e:  # PIL raises many exception types for bad files
+            skipped.append(f"{path}: unreadable ({type(e).__name__}: {e})")
+            continue
+        problem = onnx_predict.resize_problem(settings, image.height, image.width)
+        if problem:
+            skipped.append(f"{path}: {problem}")
+            continue
+        boxes, scores, labels = onnx_predict.detect(model, settings, image)
+        results += detection_entries(path, boxes, labels.tolist(), scores.tolist(), settings.category_ids,
+                                     settings.names, args.score_thresh)  # fmt: skip
+        keep = scores >= args.score_thresh
+        kept = zip(labels[keep].tolist(), scores[keep].tolist(), strict=True)
+        texts = [f"{settings.names[label - 1]} {score:.2f}" for label, score in kept]
+        png = io.BytesIO()
+        onnx_predict.draw_boxes(image, boxes[keep], texts).save(png, format="PNG")
+        files.atomic_write_bytes(out / "images" / f"{index:05d}_{path.stem}.png", png.getvalue())
+    return finish(out, results, skipped, len(images))
 
 
 if __name__ == "__main__":

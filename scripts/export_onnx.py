@@ -1,22 +1,34 @@
-r"""Export a swinlite classifier or multi-scale feature extractor to ONNX (dynamic batch), and check it.
+r"""Export a swinlite classifier, feature extractor, FPN backbone or whole detector to one ONNX file for every input
+size of a range, and check it against PyTorch in ONNX Runtime.
 
 Examples:
     python scripts/export_onnx.py --checkpoint runs/demo/best.safetensors --output demo.onnx
+    python scripts/export_onnx.py --checkpoint runs/demo/best.safetensors --output demo_int8.onnx --quantize dynamic
     python scripts/export_onnx.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \
         --output swin_t.onnx
-    python scripts/export_onnx.py --model swinlite_tiny_patch4_window7_224 --features --size 800 1344 \
-        --out-norm --output swin_t_features.onnx
+    python scripts/export_onnx.py --model swinlite_tiny_patch4_window7_224 --features --out-norm \
+        --output swin_t_features.onnx
+    python scripts/export_onnx.py --checkpoint runs/det_demo/best.safetensors --output det_demo.onnx
 
-Weights written by scripts/train.py need no --model: the model, its classes and preprocessing come
-from the file (--ema: the run's EMA weights) and go into the ONNX model's metadata_props (keys model,
-classes, preprocessing, weights, swinlite; values JSON). Other layouts (official, timm, torchvision,
-...) need --model; without --checkpoint the model keeps its initial weights.
+Input "images" [batch, 3, H, W] with a dynamic batch and H, W anywhere in --min-size..--max-size (default: one
+patch to 2048; --fixed-size exports the --size only, one file per size as before). The window padding, shifts and
+masks are computed in the graph from the input's size, and the export is refused if the traced graph assumes
+anything that fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx with an
+error naming the range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW); with --fpn (a
+detection checkpoint) the FPN maps "fpn0".."fpn<n>". A detection checkpoint alone exports the whole Faster R-CNN
+(one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's rule; h and w from one pixel more
+than its coarsest stride to its max size, --min-size/--max-size do not apply) and "original_size" [2] (int64),
+outputs "boxes" [N, 4] (x1, y1, x2, y2 in the original image), "scores" [N], "labels" [N] (1-based class index);
+scripts/detect.py --onnx runs it (docs/deployment.md).
 
-The graph is taken with torch.export.export (non-strict) and converted with torch.onnx's dynamo
-exporter. Input "images" [batch, 3, H, W]; outputs "logits" [batch, classes] or "stage0".."stage3"
-(NCHW). The batch is dynamic; H and W are fixed to --size (the window padding and masks are
-computed per size). The check (skip with --no-check) runs the file in ONNX Runtime on a batch of
-another size and compares it with the PyTorch model the weights were loaded into; NaN or inf fails.
+Weights written by scripts/train.py or scripts/train_detection.py need no --model: the model, its classes and
+preprocessing (for a detector: category ids and names, test and max size, mean, std) come from the file (--ema:
+the run's EMA weights) and go into the ONNX model's metadata_props (JSON values, with "task" and "input_sizes").
+Other layouts need --model. The graph is taken with torch.export (non-strict) and converted by torch.onnx's dynamo
+exporter. The check (skip with --no-check) runs the file in ONNX Runtime at three sizes of the range (the model's
+size, a larger one with other remainders, the smallest) and compares it with PyTorch; NaN or inf fails.
+--quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of the linear layers instead (checked for
+finite outputs; its accuracy: docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -26,17 +38,24 @@ from pathlib import Path
 
 from _cli import Parser, run
 
+QUANTIZATIONS = ("dynamic",)
+
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
+    parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train*.py, or any layout)")
     parser.add_argument("--model", help="swinlite model name, for files that do not record theirs (or no file)")
     parser.add_argument("--ema", action="store_true", help="export the run's EMA weights (the file beside it)")
     parser.add_argument("--output", required=True, type=Path, help="the .onnx file to write")
     parser.add_argument("--features", action="store_true", help="export the feature levels instead of the classifier")
+    parser.add_argument("--fpn", action="store_true", help="export a detection checkpoint's FPN backbone alone")
     parser.add_argument("--out-indices", type=int, nargs="+", default=[0, 1, 2, 3], help="levels for --features")
     parser.add_argument("--out-norm", action="store_true", help="a LayerNorm per returned level (detection style)")
-    parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="input size (default: the model's)")
+    parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="example size (default: the model's)")
+    parser.add_argument("--min-size", type=int, help="smallest height and width served (default: one patch)")
+    parser.add_argument("--max-size", type=int, default=2048, help="largest height and width served (default: 2048)")
+    parser.add_argument("--fixed-size", action="store_true", help="serve --size only (one file per size)")
+    parser.add_argument("--quantize", choices=QUANTIZATIONS, help="dynamic: INT8 linear layers (ONNX Runtime)")
     parser.add_argument("--num-classes", type=int, help="classifier outputs, for --model without a recording file")
     parser.add_argument("--no-check", action="store_true", help="skip the ONNX Runtime comparison")
     parser.add_argument("--tolerance", type=float, default=1e-4, help="largest |ONNX - PyTorch| allowed by the check")
@@ -47,37 +66,95 @@ def parse_args(argv: list[str] | None = None):
         parser.error("--ema selects the EMA weights of a --checkpoint")
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {args.size}")
+    if args.min_size is not None and not 1 <= args.min_size <= args.max_size:
+        parser.error(f"--min-size must be in 1..--max-size ({args.max_size}), got {args.min_size}")
+    if args.fpn and args.checkpoint is None:
+        parser.error("--fpn exports the FPN backbone of a detection --checkpoint")
+    if args.features and args.fpn:
+        parser.error("--features and --fpn are two different exports: pick one")
     return args
 
 
 def main(argv: list[str] | None = None) -> float | None:
     args = parse_args(argv)
-    import torch
-
-    from swinlite.export import build_exportable, export_metadata, export_onnx, export_program, onnx_max_abs_error
-    from swinlite.io import check_output
+    from swinlite.io import check_output, read_metadata
     from swinlite.weights import ema_counterpart
 
-    kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
-    if args.out_norm:
-        kwargs["out_norm"] = True
     checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
     check_output(args.output, [args.checkpoint, checkpoint])
     if checkpoint is None:
         print("note: no --checkpoint: exporting the model's initial weights", file=sys.stderr)
-    model = build_exportable(args.model, args.features, checkpoint, args.out_indices, **kwargs)
-    size = args.size or (model.model if args.features else model).pretrained_cfg["input_size"][1:]
-    names = [f"stage{i}" for i in args.out_indices] if args.features else ["logits"]
-    program = export_program(model, torch.randn(2, 3, *size))
-    export_onnx(program, args.output, names, export_metadata(model, checkpoint))
-    print(f"wrote {args.output} (input images [batch, 3, {size[0]}, {size[1]}], outputs {', '.join(names)})")
-    if args.no_check:
-        return None
-    error = onnx_max_abs_error(args.output, model, torch.randn(3, 3, *size))
-    print(f"ONNX Runtime vs PyTorch at batch 3: max abs error {error:.3g}")
-    if not error <= args.tolerance:
-        raise ValueError(f"max abs error {error:.3g} is above --tolerance {args.tolerance}")
-    return error
+    is_detector = checkpoint is not None and read_metadata(checkpoint).get("task") == "detection"
+    if args.fpn and not is_detector:
+        raise ValueError(f"--fpn exports the FPN backbone of a detection checkpoint; {checkpoint} is a classifier's")
+    if is_detector and not args.fpn:
+        from swinlite.detection.export import export_detector
+
+        return export_detector(checkpoint, args.output, args.quantize, not args.no_check)
+    return export_backbone(args, checkpoint)
+
+
+def export_backbone(args, checkpoint: Path | None) -> float | None:
+    """The classifier, feature extractor or FPN backbone: export, convert, quantize, check."""
+    import torch
+
+    from swinlite import export
+
+    model = build(args, checkpoint)
+    nominal = tuple(args.size or export.swin_of(model).pretrained_cfg["input_size"][1:])
+    size_range = (args.min_size or export.default_size_range(model)[0], args.max_size)
+    program = export.export_program(model, torch.randn(2, 3, *nominal), size_range, args.fixed_size)
+    names = output_names(args, model)
+    served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)
+    metadata = export.export_metadata(model, checkpoint, served)
+    fp32 = args.output.with_name(args.output.stem + ".fp32.tmp.onnx") if args.quantize else args.output
+    try:
+        export.export_onnx(program, fp32, names, metadata)
+        if args.quantize:
+            export.quantize_dynamic(fp32, args.output)
+    finally:
+        if args.quantize:
+            fp32.unlink(missing_ok=True)
+    what = f"H={nominal[0]}, W={nominal[1]}" if args.fixed_size else f"H and W in {size_range[0]}..{size_range[1]}"
+    print(f"wrote {args.output} (input images [batch, 3, H, W], {what}; outputs {', '.join(names)})")
+    return None if args.no_check else check(args, model, nominal, size_range)
+
+
+def build(args, checkpoint: Path | None):
+    """The module to export, in eval mode."""
+    from swinlite.export import FPNFeatures, build_exportable
+
+    if args.fpn:
+        from swinlite.detection.predictor import load_detector
+
+        return FPNFeatures(load_detector(checkpoint)[0].backbone).eval()
+    kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
+    if args.out_norm:
+        kwargs["out_norm"] = True
+    return build_exportable(args.model, args.features, checkpoint, args.out_indices, **kwargs)
+
+
+def output_names(args, model) -> list[str]:
+    if args.fpn:
+        return [f"fpn{i}" for i in range(len(model.backbone.strides))]
+    return [f"stage{i}" for i in args.out_indices] if args.features else ["logits"]
+
+
+def check(args, model, nominal: tuple[int, int], size_range: tuple[int, int]) -> float:
+    """ONNX Runtime against PyTorch at the check sizes; the largest difference (INT8: only finite outputs)."""
+    import torch
+
+    from swinlite.export import check_sizes, onnx_max_abs_error
+
+    sizes = [nominal] if args.fixed_size else check_sizes(nominal, size_range)
+    errors = []
+    for batch, size in zip((3, 1, 2), sizes, strict=False):
+        error = onnx_max_abs_error(args.output, model, torch.randn(batch, 3, *size))
+        print(f"ONNX Runtime vs PyTorch at batch {batch}, {size[0]}x{size[1]}: max abs error {error:.3g}")
+        errors.append(error)
+    if not args.quantize and not max(errors) <= args.tolerance:
+        raise ValueError(f"max abs error {max(errors):.3g} is above --tolerance {args.tolerance}")
+    return max(errors)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Examples:
     python scripts/predict.py --checkpoint runs/demo/best.safetensors --output preds.csv data/digits/val
     python scripts/predict.py --checkpoint runs/x/best.safetensors --ema --topk 3 --output p.csv a.jpg photos/
     python scripts/predict.py --model swinlite_tiny_patch4_window7_224.ms_in1k --output p.csv photos/
+    python scripts/predict.py --onnx demo.onnx --output preds.csv data/digits/val   # ONNX Runtime, no torch
 
 PATH arguments are images or folders; a folder gives its image files (.jpg .jpeg .png .ppm .bmp .pgm
 .tif .tiff .webp, any case; searched recursively), a file named explicitly is read whatever its extension.
@@ -13,6 +14,13 @@ prob, then class_2, prob_2, ... up to --topk; bytes of a file name that are not 
 transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1. With
 --model alone the timm model's pretrained weights are used (ImageNet class names from timm's
 ImageNetInfo); --model with --checkpoint reads a file of another layout (official, timm, torchvision, ...).
+
+--onnx FILE runs a file of scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is not
+imported): the classes and preprocessing come from the file's metadata, the preprocessing is timm's evaluation
+transform in NumPy/Pillow, and the CSV is the one the PyTorch path writes. An ONNX file without swinlite metadata
+needs --classes (a text file, one name per line, in output order) and --preprocessing (timm's data config as JSON,
+e.g. '{"input_size": [3, 224, 224], "interpolation": "bicubic", "crop_pct": 0.9, "mean": [0.485, 0.456, 0.406],
+"std": [0.229, 0.224, 0.225]}'); either flag also overrides the file's.
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
     parser.add_argument("--model", help="timm model name: pretrained weights alone, or the model of a raw --checkpoint")
     parser.add_argument("--ema", action="store_true", help="use the run's EMA weights (the file beside --checkpoint)")
+    parser.add_argument("--onnx", type=Path, help="an exported .onnx file, run in ONNX Runtime (no torch)")
+    parser.add_argument("--classes", type=Path, help="--onnx: class names, one per line (default: the file's)")
+    parser.add_argument("--preprocessing", help="--onnx: timm data config as JSON (default: the file's)")
     parser.add_argument("--output", required=True, type=Path, help="CSV file to write")
     parser.add_argument("--topk", type=int, default=1, help="classes per image (default: 1; at most the classes)")
     parser.add_argument("--batch-size", type=int, default=32, help="images per forward pass (default: 32)")
@@ -37,8 +48,15 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_compile_argument()
     args = parser.parse_args(argv)
-    if args.checkpoint is None and args.model is None:
-        parser.error("pass --checkpoint, or --model for a timm model's pretrained weights")
+    if args.onnx is not None:
+        given = [f for f, v in (("--checkpoint", args.checkpoint), ("--model", args.model), ("--ema", args.ema),
+                                ("--compile", args.compile)) if v]  # fmt: skip
+        if given:
+            parser.error(f"--onnx runs the exported file alone: {', '.join(given)} do not apply")
+    elif args.classes is not None or args.preprocessing is not None:
+        parser.error("--classes and --preprocessing describe an --onnx file")
+    elif args.checkpoint is None and args.model is None:
+        parser.error("pass --checkpoint, --onnx, or --model for a timm model's pretrained weights")
     if args.ema and args.checkpoint is None:
         parser.error("--ema selects the EMA weights of a --checkpoint")
     if args.topk < 1 or args.batch_size < 1 or args.num_workers < 0:
@@ -59,13 +77,15 @@ def build_model(args, weights: Path | None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.onnx is not None:
+        return predict_onnx(args)
     from torch.utils.data import DataLoader
     from tqdm import tqdm
 
     from swinlite import inference
     from swinlite.device import resolve_device
     from swinlite.images import ImageFiles, list_images
-    from swinlite.io import check_output, printable_path
+    from swinlite.io import check_output
     from swinlite.weights import ema_counterpart
 
     device = resolve_device(args.device)
@@ -74,12 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     check_output(args.output, [args.checkpoint, weights, *files])
     model = build_model(args, weights)
     classes = inference.class_names(model)
-    topk = min(args.topk, len(classes))
-    if topk < args.topk:
-        print(
-            f"note: --topk {args.topk} but the model has {len(classes)} classes: writing the top-{topk}",
-            file=sys.stderr,
-        )
+    topk = clamp_topk(args.topk, classes)
     dataset = ImageFiles(files, inference.eval_transform(model))
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=list)
     if args.compile:
@@ -95,13 +110,63 @@ def main(argv: list[str] | None = None) -> int:
         for done, result in inference.predict(model, loader, topk, device):
             (predictions if isinstance(result, inference.Prediction) else skipped).append(result)
             bar.update(done - bar.n)
+    return finish(predictions, skipped, classes, topk, args.output, len(files))
+
+
+def clamp_topk(topk: int, classes: list[str]) -> int:
+    """``topk``, at most the number of classes (with a note when less)."""
+    if topk > len(classes):
+        print(f"note: --topk {topk} but the model has {len(classes)} classes: writing the top-{len(classes)}",
+              file=sys.stderr)  # fmt: skip
+    return min(topk, len(classes))
+
+
+def finish(predictions: list, skipped: list[str], classes: list[str], topk: int, output: Path, count: int) -> int:
+    """Name the skipped files, write the CSV (swinlite.predictions, torch-free), print the summary."""
+    from _cli import import_without_torch
+
+    files, written = import_without_torch("files"), import_without_torch("predictions")
     for why in skipped:
-        print(f"skipped {printable_path(why)}", file=sys.stderr)
+        print(f"skipped {files.printable_path(why)}", file=sys.stderr)
     if not predictions:
-        raise ValueError(f"none of the {len(files)} files is a readable image")
-    inference.write_csv(predictions, classes, topk, args.output)
-    print(f"{len(predictions)} images labelled (top-{topk}), {len(skipped)} skipped -> {printable_path(args.output)}")
+        raise ValueError(f"none of the {count} files is a readable image")
+    written.write_csv(predictions, classes, topk, output)
+    print(f"{len(predictions)} images labelled (top-{topk}), {len(skipped)} skipped -> {files.printable_path(output)}")
     return 0
+
+
+def predict_onnx(args) -> int:
+    """The --onnx path: ONNX Runtime, NumPy and Pillow; torch is never imported."""
+    import json
+
+    import numpy as np
+    from _cli import import_without_torch
+
+    files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
+    Prediction = import_without_torch("predictions").Prediction
+    paths = files.list_images(args.paths)
+    files.check_output(args.output, [args.onnx, args.classes, *paths])
+    classes = None if args.classes is None else [n for n in args.classes.read_text().splitlines() if n.strip()]
+    try:
+        preprocessing = None if args.preprocessing is None else json.loads(args.preprocessing)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--preprocessing must be a JSON object (timm's data config): {e}") from None
+    model = onnx_predict.open_model(args.onnx)
+    classes, preprocessing = onnx_predict.classifier_settings(model, classes, preprocessing)
+    topk = clamp_topk(args.topk, classes)
+    predictions, skipped = [], []
+    for start in range(0, len(paths), args.batch_size):
+        batch, good = [], []
+        for path in paths[start : start + args.batch_size]:
+            try:
+                batch.append(onnx_predict.preprocess(files.load_rgb(path), preprocessing))
+                good.append(path)
+            except Exception as e:  # PIL raises many types for files that are not images or are broken
+                skipped.append(f"{path}: {type(e).__name__}: {e}")
+        if good:
+            indices, probs = onnx_predict.top_k(onnx_predict.classify(model, np.stack(batch)), topk)
+            predictions += [Prediction(p, i, q) for p, i, q in zip(good, indices.tolist(), probs.tolist(), strict=True)]
+    return finish(predictions, skipped, classes, topk, args.output, len(paths))
 
 
 if __name__ == "__main__":

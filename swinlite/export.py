@@ -1,13 +1,24 @@
-"""Export a swinlite classifier or feature extractor with ``torch.export`` and to ONNX.
+"""Export a swinlite classifier, feature extractor or FPN backbone with ``torch.export`` and to ONNX: one file for
+every input size of a declared range.
 
-The batch size is dynamic. Height and width are fixed at export time: the window padding, shift and
-masks are computed from the map size in Python (and cached per size), so each input size needs its
-own export.
+The graph is taken with a symbolic batch, height and width. The window padding, the per-dimension "no shift where
+one window covers the padded map" rule, the partition order and the shift/padding masks are computed inside the
+graph from the input's size (:mod:`swinlite.models.swin` builds its geometry from symbolic sizes while
+:func:`~swinlite.models.swin.exporting`), so one file serves every H x W in ``[min, max]`` (default: one patch to
+2048, :func:`default_size_range`) and computes there what eager PyTorch computes.
+
+Why the graph holds at every size of the range: ``torch.export`` records each assumption its trace makes about a
+symbolic size as a runtime assertion (ONNX drops those). :func:`check_assumptions` evaluates every one of them at
+every size of the range and refuses the export if one fails anywhere, so no size of the range runs a branch traced
+for another size. Outside the range the file promises nothing: its metadata (``input_sizes``) names the range, and
+the ONNX predictor (:mod:`swinlite.onnx_predict`) refuses such an image with an error naming it.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,13 +27,19 @@ from pathlib import Path
 import numpy as np
 import timm
 import torch
+import torch.fx.experimental._config as fx_config
 from timm.data import resolve_model_data_config
 from torch import nn
 
+from .fpn import SwinFPNBackbone
 from .inference import class_names
 from .io import atomic_write_bytes
 from .models.swin import SwinTransformer
 from .weights import check_model_name, load_model, read_info
+
+MAX_SIZE = 2048  # default largest height and width of an exported graph
+MAX_BATCH = 65536
+QUANTIZATIONS = ("dynamic",)
 
 
 class FeatureExtractor(nn.Module):
@@ -42,6 +59,25 @@ class FeatureExtractor(nn.Module):
         """images [B, 3, H, W] -> (level maps [B, C_i, H/s_i, W/s_i], ...)."""
         levels = self.model.forward_intermediates(x, self.out_indices, stop_early=True, intermediates_only=True)
         return tuple(levels)
+
+
+class FPNFeatures(nn.Module):
+    """The maps of a :class:`~swinlite.fpn.SwinFPNBackbone` as a tuple, in its order ("0", "1", ..., extra levels)."""
+
+    def __init__(self, backbone: SwinFPNBackbone) -> None:
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """images [B, 3, H, W] -> (FPN maps [B, F, H/s_i, W/s_i], ...)."""
+        return tuple(self.backbone(x).values())
+
+
+def swin_of(model: nn.Module) -> SwinTransformer:
+    """The Swin inside an exportable module (the model itself, a :class:`FeatureExtractor`, an :class:`FPNFeatures`)."""
+    if isinstance(model, FPNFeatures):
+        return model.backbone.body.model
+    return model.model if isinstance(model, FeatureExtractor) else model
 
 
 def build_exportable(
@@ -73,45 +109,140 @@ def build_exportable(
     return model.eval()
 
 
-def export_metadata(model: nn.Module, checkpoint: str | os.PathLike | None) -> dict[str, str]:
-    """What a deployment needs besides the graph, as JSON strings: model, preprocessing, weights kind, swinlite
-    version, and the class names of a classifier (not of a :class:`FeatureExtractor`)."""
+def default_size_range(model: nn.Module) -> tuple[int, int]:
+    """(smallest, largest) height and width of an export by default, up to :data:`MAX_SIZE`: from one patch for a
+    classifier; for feature maps, one more pixel than the coarsest output's stride, so that no output map is a single
+    cell (a trace would choose another memory layout for a 1 x n map; :func:`check_assumptions` would refuse it)."""
+    if isinstance(model, FPNFeatures):
+        return model.backbone.strides[-1] + 1, MAX_SIZE
+    if isinstance(model, FeatureExtractor):
+        return model.model.feature_info[max(model.out_indices)]["reduction"] + 1, MAX_SIZE
+    return max(swin_of(model).patch_size), MAX_SIZE
+
+
+def export_metadata(
+    model: nn.Module, checkpoint: str | os.PathLike | None, sizes: tuple[tuple[int, int], tuple[int, int]]
+) -> dict[str, str]:
+    """What a deployment needs besides the graph, as JSON strings: task (``classification``, ``features``,
+    ``fpn``), model, preprocessing, the input sizes the graph serves, weights kind, swinlite version, and the class
+    names of a classifier.
+
+    Args:
+        model: the exported module.
+        checkpoint: the weights file it was loaded from, or None.
+        sizes: ((min height, max height), (min width, max width)) the graph serves.
+    """
     from . import __version__
 
-    base = model.model if isinstance(model, FeatureExtractor) else model
+    base = swin_of(model)
     info = read_info(checkpoint) if checkpoint is not None else None
+    task = "fpn" if isinstance(model, FPNFeatures) else "features" if isinstance(model, FeatureExtractor) else None
     meta = {
+        "task": task or "classification",
         "model": info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__),
         "preprocessing": resolve_model_data_config(base),
+        "input_sizes": {"height": list(sizes[0]), "width": list(sizes[1])},
         "weights": info.weights if info else ("none" if checkpoint is None else "raw"),
         "swinlite": __version__,
     }
-    if not isinstance(model, FeatureExtractor):
+    if task is None:
         meta["classes"] = class_names(base)
     return {k: json.dumps(v) for k, v in meta.items()}
 
 
 @contextmanager
-def _without_grad(model: nn.Module) -> Iterator[None]:
-    """Trace an inference graph: parameters need no grad (fused attention kernels refuse a grad-requiring mask)."""
+def _inference_graph(model: nn.Module) -> Iterator[None]:
+    """Trace an inference graph: eval mode is the caller's; no gradients, parameters need no grad."""
     flags = [(p, p.requires_grad) for p in model.parameters()]
     model.requires_grad_(False)
     try:
-        yield
+        with torch.no_grad():
+            yield
     finally:
         for p, flag in flags:
             p.requires_grad_(flag)
 
 
-def export_program(model: nn.Module, example: torch.Tensor) -> torch.export.ExportedProgram:
-    """``torch.export.export`` with a dynamic batch; ``example`` [B >= 2, 3, H, W] fixes H and W."""
+@contextmanager
+def symbolic_sizes() -> Iterator[None]:
+    """Trace with sizes that may be 1 treated like any other size (``backed_size_oblivious``): without it, a layout
+    decision for a map of one window (contiguity, strides) would pin the trace to the example's sizes. Both the
+    export and the ONNX conversion (which traces the program again) run under it."""
+    with fx_config.patch(backed_size_oblivious=True):
+        yield
+
+
+def export_program(
+    model: nn.Module,
+    example: torch.Tensor,
+    size_range: tuple[int, int] | None = None,
+    fixed_size: bool = False,
+) -> torch.export.ExportedProgram:
+    """``torch.export.export`` with a symbolic batch and, unless ``fixed_size``, symbolic height and width.
+
+    Args:
+        model: in eval mode; fast modules run their reference path under export (same function).
+        example: images [B >= 2, C, H, W] to trace with (B = 1 would fix the batch); H and W in the range.
+        size_range: (min, max) of the height and of the width; default :func:`default_size_range`.
+        fixed_size: fix H and W to the example's (one file per size; the batch stays dynamic).
+
+    Raises:
+        ValueError: an example of the wrong shape or outside the range; an empty range; a graph that assumes
+            something that does not hold at some size of the range (:func:`check_assumptions`).
+    """
     if example.ndim != 4 or example.shape[0] < 2:
         raise ValueError(
             f"example must be an image batch [B >= 2, C, H, W] (B=1 would fix the batch), got {tuple(example.shape)}"
         )
-    batch = torch.export.Dim("batch", min=1, max=65536)
-    with _without_grad(model):
-        return torch.export.export(model, (example,), dynamic_shapes={"x": {0: batch}}, strict=False)
+    dims = {0: torch.export.Dim("batch", min=1, max=MAX_BATCH)}
+    if not fixed_size:
+        low, high = size_range or default_size_range(model)
+        if not 1 <= low <= high:
+            raise ValueError(f"the size range must be 1 <= min <= max, got {low}..{high}")
+        if not all(low <= s <= high for s in example.shape[2:]):
+            raise ValueError(f"the example's size {tuple(example.shape[2:])} must lie in the range {low}..{high}")
+        dims |= {2: torch.export.Dim("height", min=low, max=high), 3: torch.export.Dim("width", min=low, max=high)}
+    with _inference_graph(model), symbolic_sizes():
+        program = torch.export.export(
+            model, (example,), dynamic_shapes=(dims,), strict=False, prefer_deferred_runtime_asserts_over_guards=True
+        )
+    check_assumptions(program)
+    return program
+
+
+def check_assumptions(program: torch.export.ExportedProgram, max_checks: int = 20_000_000) -> None:
+    """Evaluate every runtime assertion of ``program`` on its input sizes at every point of their ranges.
+
+    An assertion is an assumption the trace made about the sizes (e.g. that the cropped map keeps its size); ONNX
+    drops them. One that fails at some size would mean a graph traced for other sizes: refused. Assertions on
+    data-dependent counts (boxes kept by a detector's NMS, ...) hold no size assumption and are left to the tests.
+
+    Raises:
+        ValueError: an assertion fails at some size of the range, or spans too many sizes to check.
+    """
+    from torch.utils._sympy.printers import PythonPrinter
+    from torch.utils._sympy.symbol import SymT, symbol_is_type
+
+    ranges = program.range_constraints
+    for node in program.graph.nodes:
+        if node.target is not torch.ops.aten._assert_scalar.default:
+            continue
+        condition = node.args[0].meta["val"]
+        expr = condition.node.expr if isinstance(condition, torch.SymBool) else condition
+        symbols = sorted(getattr(expr, "free_symbols", ()), key=str)
+        if any(symbol_is_type(s, (SymT.UNBACKED_INT, SymT.UNBACKED_FLOAT)) for s in symbols):
+            continue
+        values = [range(int(ranges[s].lower), int(ranges[s].upper) + 1) for s in symbols]
+        if math.prod(len(v) for v in values) > max_checks:
+            raise ValueError(f"the exported graph assumes {expr} over too many sizes to check; narrow the range")
+        holds = eval(f"lambda {', '.join(map(str, symbols)) or '_=0'}: {PythonPrinter().doprint(expr)}")
+        for point in itertools.product(*values):
+            if not holds(*point):
+                sizes = ", ".join(f"{s}={v}" for s, v in zip(symbols, point, strict=True))
+                raise ValueError(
+                    f"the exported graph assumes {expr}, which fails at {sizes}: it would compute another function "
+                    "there; narrow the size range"
+                )
 
 
 def export_onnx(
@@ -119,19 +250,47 @@ def export_onnx(
     path: Path,
     output_names: Sequence[str],
     metadata: Mapping[str, str] | None = None,
+    input_names: Sequence[str] = ("images",),
 ) -> Path:
-    """Convert an exported program (:func:`export_program`) to ONNX at ``path``, written atomically.
+    """Convert an exported program (:func:`export_program`) to ONNX at ``path``, written atomically as one file.
 
-    The input is named ``images``; the batch stays dynamic. ``metadata`` goes into the model's
-    ``metadata_props`` (ONNX Runtime: ``session.get_modelmeta().custom_metadata_map``).
+    Symbolic sizes stay symbolic. ``metadata`` goes into the model's ``metadata_props`` (ONNX Runtime:
+    ``session.get_modelmeta().custom_metadata_map``).
     """
-    onnx_program = torch.onnx.export(program, input_names=["images"], output_names=list(output_names), verbose=False)
+    with symbolic_sizes():
+        onnx_program = torch.onnx.export(
+            program, input_names=list(input_names), output_names=list(output_names), verbose=False
+        )
     proto = onnx_program.model_proto
     for key, value in (metadata or {}).items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
     atomic_write_bytes(path, proto.SerializeToString())  # one file: no external data
     return path
+
+
+def quantize_dynamic(source: Path, target: Path) -> Path:
+    """ONNX Runtime's dynamic INT8 quantization of the linear layers (MatMul with a weight: int8 weights, activations
+    quantized per call) of ``source``, written atomically to ``target`` with the same metadata plus
+    ``"quantization": "dynamic"``."""
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization import quantize_dynamic as ort_quantize_dynamic
+
+    with tempfile.TemporaryDirectory(dir=Path(target).parent) as folder:
+        tmp = Path(folder) / "int8.onnx"
+        ort_quantize_dynamic(source, tmp, op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8)
+        proto = onnx.load(tmp)
+    metadata = {p.key: p.value for p in onnx.load(source, load_external_data=False).metadata_props}
+    metadata["quantization"] = json.dumps("dynamic")
+    del proto.metadata_props[:]
+    for key, value in metadata.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    atomic_write_bytes(target, proto.SerializeToString())
+    return target
 
 
 def onnx_max_abs_error(path: Path, model: nn.Module, images: torch.Tensor) -> float:
@@ -143,7 +302,7 @@ def onnx_max_abs_error(path: Path, model: nn.Module, images: torch.Tensor) -> fl
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    got = session.run(None, {"images": images.numpy()})
+    got = session.run(None, {session.get_inputs()[0].name: images.numpy()})
     with torch.no_grad():
         want = model(images)
     want = [want] if isinstance(want, torch.Tensor) else list(want)
@@ -153,3 +312,12 @@ def onnx_max_abs_error(path: Path, model: nn.Module, images: torch.Tensor) -> fl
         if not all(np.isfinite(o).all() for o in outputs):
             raise ValueError(f"the {name} outputs hold NaN or inf: the model (or its weights) is broken")
     return max(float(np.abs(g - w.numpy()).max()) for g, w in zip(got, want, strict=True))
+
+
+def check_sizes(nominal: tuple[int, int], size_range: tuple[int, int]) -> list[tuple[int, int]]:
+    """Sizes at which to compare a dynamic export with PyTorch: the nominal size, a larger one of other remainders
+    modulo every window and patch (e.g. 224x224 -> 250x339), and the smallest of the range; all inside it."""
+    low, high = size_range
+    h, w = nominal
+    sizes = [(h, w), (h * 9 // 8 + 1, w * 3 // 2 + 3), (low, low)]
+    return list(dict.fromkeys((min(max(a, low), high), min(max(b, low), high)) for a, b in sizes))

@@ -8,12 +8,7 @@ top-1.
 
 from __future__ import annotations
 
-import csv
-import io
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from timm.data import ImageNetInfo, create_transform, infer_imagenet_subset, resolve_model_data_config
@@ -21,7 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from .images import ImageItem
-from .io import atomic_write_bytes, printable_path
+from .predictions import Prediction, write_csv  # noqa: F401 (re-exported: the torch-free half)
 
 
 def eval_transform(model: nn.Module) -> torch.nn.Module:
@@ -39,15 +34,6 @@ def class_names(model: nn.Module) -> list[str]:
         info = ImageNetInfo(subset)
         return [info.index_to_description(i) for i in range(model.num_classes)]
     return [str(i) for i in range(model.num_classes)]
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """Top-k of one image: class indices and probabilities, best first."""
-
-    path: Path
-    indices: list[int]
-    probs: list[float]
 
 
 def predict(
@@ -75,23 +61,3 @@ def predict(
         for item in batch:
             done += 1
             yield done, results[item.index]
-
-
-def write_csv(predictions: list[Prediction], classes: list[str], topk: int, path: str | os.PathLike) -> None:
-    """Columns ``path, class, prob`` then ``class_2, prob_2, ...`` up to ``topk``; UTF-8, written atomically.
-
-    A file name that is not valid UTF-8 is written with its odd bytes as ``\\xNN`` escapes
-    (:func:`swinlite.io.printable_path`): the CSV stays valid UTF-8 for every reader.
-    """
-    header = ["path", "class", "prob"]
-    for k in range(2, topk + 1):
-        header += [f"class_{k}", f"prob_{k}"]
-    text = io.StringIO()
-    writer = csv.writer(text)
-    writer.writerow(header)
-    for p in predictions:
-        row: list[object] = [printable_path(p.path)]
-        for index, prob in zip(p.indices, p.probs, strict=True):
-            row += [classes[index], f"{prob:.6f}"]
-        writer.writerow(row)
-    atomic_write_bytes(path, text.getvalue().encode())

@@ -9,24 +9,34 @@
 - :func:`atomic_write` and its helpers: a reader only ever sees the old file or the complete new one.
   Files get the mode any tool's output gets, 0666 less the umask (0644 with the usual umask 022), not the
   0600 of the temporary file they are written as.
+
+The last three (with :func:`printable_path`) live in :mod:`swinlite.files`, which imports no torch, and are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
+
+from .files import (  # noqa: F401 (re-exported)
+    atomic_write,
+    atomic_write_bytes,
+    check_output,
+    json_bytes,
+    printable_path,
+)
 
 StateDict = dict[str, torch.Tensor]
 
@@ -108,6 +118,11 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else "no detail"
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     """The SHA-256 of a file's bytes, as hex (read in 1 MiB chunks)."""
     digest = hashlib.sha256()
@@ -115,142 +130,6 @@ def file_sha256(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def printable_path(path: str | os.PathLike) -> str:
-    """``path`` as text any UTF-8 writer takes: bytes of a file name that are not UTF-8 become ``\\xNN`` escapes."""
-    return os.fsencode(path).decode("utf-8", errors="backslashreplace")
-
-
-def json_bytes(value: Any, indent: int | None = None) -> bytes:
-    """``value`` as strict JSON (RFC 8259 has no NaN or infinity), UTF-8: non-finite floats become null.
-
-    For the JSON files users read with any tool (``eval.json``, ``detections.json``, extraction settings);
-    Python's ``json.dumps`` would write ``NaN``, which strict parsers refuse.
-    """
-    return json.dumps(_finite_or_null(value), indent=indent, allow_nan=False).encode()
-
-
-def _finite_or_null(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite_or_null(v) for v in value]
-    return value
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else "no detail"
-
-
-def _same(a: Path, b: Path) -> bool:
-    """Whether two resolved paths are one file: equal, or hard links to the same inode."""
-    if a == b:
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist
-        return False
-
-
-def check_output(
-    path: str | os.PathLike,
-    inputs: Iterable[str | os.PathLike | None] = (),
-    *,
-    option: str = "--output",
-    folder: bool = False,
-    names: Iterable[str] = (),
-) -> None:
-    """Check, before any work, that writing ``path`` can succeed and destroys no input.
-
-    Paths are compared after resolving symlinks and relative parts (and hard links by inode).
-
-    Args:
-        path: the file (``folder=False``) or the folder (``folder=True``) the caller writes.
-        inputs: the files and folders the caller reads (None entries are skipped). A folder counts as read
-            whole: an output inside it would be read back as input on the next run.
-        option: how the user named ``path``, for the message.
-        folder: ``path`` is a folder.
-        names: for a folder, the names of the files written in it.
-
-    Raises:
-        ValueError: one line naming ``option``: an output would replace an input or lie inside an input
-            folder; ``path`` is a folder where a file is expected or a file where a folder is expected; the
-            nearest existing folder above it is a file or cannot be written.
-    """
-    given = Path(path)
-    out = given.resolve()
-    if folder and out.exists() and not out.is_dir():
-        raise ValueError(f"{option} {given} is a file; expected a folder")
-    if not folder and out.is_dir():
-        raise ValueError(f"{option} {given} is a folder; expected a file name")
-    written = [out / name for name in names] if folder else [out]
-    for source in (Path(p) for p in inputs if p is not None):
-        real = source.resolve()
-        for target in written + ([out] if folder else []):
-            if _same(target, real) and not real.is_dir():
-                raise ValueError(f"{option} {given}: writing {target} would replace the input {source}")
-            if real.is_dir() and target.is_relative_to(real):
-                raise ValueError(
-                    f"{option} {given} lies inside the input folder {source}: what it writes would be read as input; "
-                    "choose an output outside it"
-                )
-    existing = out if folder and out.exists() else out.parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ValueError(f"{option} {given}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"{option} {given}: no permission to write in {existing}")
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)  # the only way to read it is to set it; restored at once
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
-    """Fill a temporary file beside ``path`` through ``write(file)``, fsync it, rename it over ``path``.
-
-    A kill at any moment leaves either the previous file or the complete new one under ``path``; a
-    kill mid-write leaves a ``.<name>.tmp*`` file beside it, which the next write does not need. A failed write
-    (a full disk) removes the temporary file and raises an OSError that names ``path``.
-
-    Args:
-        path: destination; its folder is created if missing.
-        write: fills the open binary file it is given.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException as e:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError) and e.errno is not None and e.filename is None:  # a full disk names no file
-            raise OSError(e.errno, e.strerror, str(path)) from e
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    except OSError:  # some filesystems cannot fsync a folder
-        pass
-    finally:
-        os.close(dir_fd)
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (see :func:`atomic_write`)."""
-    atomic_write(path, lambda f: f.write(data))
 
 
 def save_safetensors(

@@ -32,8 +32,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .io import read_metadata
-
 FORMAT = 1
 KINDS = ("raw", "ema")
 PREPROCESSING_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
@@ -98,6 +96,8 @@ def read_info(path: str | os.PathLike) -> WeightsInfo | None:
         ValueError: an unreadable file; a file of another task (a detector); metadata of the wrong type or
             range (names the file and the key).
     """
+    from .io import read_metadata  # here: the checks below import no torch (the ONNX predictor uses them)
+
     meta = read_metadata(path)
     task = meta.get("task", "classification")
     if task != "classification":

@@ -87,3 +87,19 @@ def no_network(offline_hub: HubCache, monkeypatch: pytest.MonkeyPatch) -> HubCac
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
     return offline_hub
+
+
+@pytest.fixture(scope="session")
+def onnx_classifier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(checkpoint, ONNX file) of a pico classifier (onnxkit.write_classifier), exported once per session for every
+    height and width in 2..512; the tests that read it never change it."""
+    from onnxkit import write_classifier
+
+    from swinlite.export import build_exportable, export_metadata, export_onnx, export_program
+
+    folder = tmp_path_factory.mktemp("onnx_classifier")
+    checkpoint = write_classifier(folder / "best.safetensors")
+    model = build_exportable(None, checkpoint=checkpoint)
+    program = export_program(model, torch.randn(2, 3, 40, 56), (2, 512))
+    metadata = export_metadata(model, checkpoint, ((2, 512), (2, 512)))
+    return checkpoint, export_onnx(program, folder / "model.onnx", ["logits"], metadata)

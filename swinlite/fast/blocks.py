@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from timm.layers import Mlp, register_notrace_module
 from torch import nn
 
-from ..models.swin import SwinBlock, WindowAttention, window_attention, window_geometry
+from ..models.swin import SwinBlock, WindowAttention, exporting, window_attention, window_geometry
 from . import window_sdpa
 from .gelu_linear import gelu_linear
 from .row_blocks import mlp_rows, window_attention_rows
@@ -219,6 +219,9 @@ class FastWindowAttention(WindowAttention):
 
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
         """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as ``WindowAttention.attend``."""
+        if not torch.jit.is_scripting():  # (a block TorchScript skips)
+            if exporting():  # an exported graph runs the reference formula (ONNX has no fused kernel to gain from)
+                return super().attend(qkv, bias, mask, batch)
         dropout_p = self.attn_drop.p if self.training else 0.0
         kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)
         if kernel == "sdpa":
@@ -256,6 +259,9 @@ class FastSwinBlock(SwinBlock):
 
     def _attn(self, x: torch.Tensor, row_blocks: bool = False) -> torch.Tensor:
         """``SwinBlock._attn``: x normalised map [B, H, W, C] -> attention output [B, H, W, C]."""
+        if not torch.jit.is_scripting():  # (a block TorchScript skips)
+            if exporting():  # symbolic sizes: the reference builds the geometry in the graph
+                return super()._attn(x)
         B, H, W, C = x.shape
         geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
         Hp, Wp = geometry.padded

@@ -7,6 +7,7 @@ images; the empty-batch and patch-remainder rules say what the model runs on.
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from timm.layers import register_notrace_function
 
 
@@ -52,6 +53,15 @@ def at_least_one_image(x: torch.Tensor) -> torch.Tensor:
 def crop_to_patches(x: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor:
     """images [B, C, H, W] -> [B, C, H - H % ph, W - W % pw], the remainder dropped as torchvision's patch conv does."""
     return x[..., : x.shape[-2] - x.shape[-2] % patch_size[0], : x.shape[-1] - x.shape[-1] % patch_size[1]]
+
+
+def pad_to_patches(x: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor:
+    """images [B, C, H, W] -> [B, C, ph * ceil(H / ph), pw * ceil(W / pw)], zero-padded bottom/right as the patch
+    embedding's own padding (``dynamic_img_pad``) does, in a form whose size stays a simple expression in an exported
+    graph with symbolic H and W."""
+    height = (x.shape[-2] + patch_size[0] - 1) // patch_size[0] * patch_size[0]
+    width = (x.shape[-1] + patch_size[1] - 1) // patch_size[1] * patch_size[1]
+    return F.pad(x, (0, width - x.shape[-1], 0, height - x.shape[-2]))
 
 
 def check_build_args(

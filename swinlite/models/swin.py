@@ -25,23 +25,75 @@ from timm.layers import ClassifierHead, DropPath, Mlp, PatchEmbed, register_notr
 from timm.models import checkpoint_seq
 from timm.models._features import feature_take_indices
 from torch import nn
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from .checks import at_least_one_image, check_build_args, check_feature_indices, check_image_input, crop_to_patches
+from .checks import (
+    at_least_one_image,
+    check_build_args,
+    check_feature_indices,
+    check_image_input,
+    crop_to_patches,
+    pad_to_patches,
+)
 
 # --- window geometry -------------------------------------------------------------------------------------------
 # A map of size (H, W) is padded bottom/right with zeros to (Hp, Wp), multiples of the window, *before* the
 # cyclic shift, so the shift never wraps real tokens onto padding and the padding stays at the border of the
 # un-shifted map. All functions are pure; window_geometry caches what depends only on the size.
+# The same functions build the geometry inside an exported graph, where H and W are symbolic (torch.export with
+# dynamic sizes, see `exporting`): every size-dependent choice is arithmetic on the sizes (torch.sym_ite, comparisons
+# with aranges), never a Python branch on a size, so one graph serves every size.
+
+
+def exporting() -> bool:
+    """True while ``torch.export`` traces the model: sizes may be symbolic, nothing size-dependent is cached."""
+    if not torch.jit.is_scripting():  # TorchScript compiles no code under this condition
+        return torch.compiler.is_exporting()
+    return False
+
+
+def padded_size(size: tuple[int, int], window: tuple[int, int]) -> tuple[int, int]:
+    """``size`` rounded up to a multiple of ``window`` per dimension: the map after its bottom/right zero padding."""
+    return (size[0] + window[0] - 1) // window[0] * window[0], (size[1] + window[1] - 1) // window[1] * window[1]
 
 
 def pad_to_window(size: tuple[int, int], window: tuple[int, int]) -> tuple[int, int]:
     """Zero padding (bottom, right) that makes ``size`` a multiple of ``window``."""
-    return (-size[0]) % window[0], (-size[1]) % window[1]
+    padded = padded_size(size, window)
+    return padded[0] - size[0], padded[1] - size[1]
 
 
 def effective_shift(padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int]) -> tuple[int, int]:
     """Per dimension, no shift where one window already covers the whole padded map."""
+    if exporting():  # symbolic sizes: the choice stays in the graph
+        return _symbolic_shift(padded, window, shift)
     return (shift[0] if padded[0] > window[0] else 0, shift[1] if padded[1] > window[1] else 0)
+
+
+@torch.jit.unused
+def _symbolic_shift(padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int]) -> tuple[int, int]:
+    """:func:`effective_shift` for symbolic sizes: ``torch.sym_ite(c, a, b)`` is ``a if c else b`` in the graph."""
+    return torch.sym_ite(padded[0] > window[0], shift[0], 0), torch.sym_ite(padded[1] > window[1], shift[1], 0)
+
+
+def cyclic_shift(x: torch.Tensor, shift: tuple[int, int], inverse: bool = False) -> torch.Tensor:
+    """Roll a map [B, Hp, Wp, ...] by ``shift`` (sh, sw) up and left, or down and right with ``inverse``.
+
+    ``torch.roll(x, (-sh, -sw), (1, 2))`` (``(sh, sw)`` with ``inverse``); an exported graph takes the same roll as
+    slices and a concatenation, which ONNX accepts for a shift computed from the input size.
+    """
+    if exporting():
+        return _sliced_roll(x, shift, inverse)
+    return torch.roll(x, (shift[0], shift[1]) if inverse else (-shift[0], -shift[1]), (1, 2))
+
+
+@torch.jit.unused
+def _sliced_roll(x: torch.Tensor, shift: tuple[int, int], inverse: bool) -> torch.Tensor:
+    """:func:`cyclic_shift` as slices and a concatenation per dimension."""
+    for dim, s in ((1, shift[0]), (2, shift[1])):
+        split = x.shape[dim] - s if inverse else s  # the part from ``split`` on comes first
+        x = torch.cat([x.narrow(dim, split, x.shape[dim] - split), x.narrow(dim, 0, split)], dim)
+    return x
 
 
 def window_partition(x: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
@@ -49,7 +101,8 @@ def window_partition(x: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
     B, H, W, C = x.shape
     wh, ww = window
     x = x.view(B, H // wh, wh, W // ww, ww, C)  # b (nh wh) (nw ww) c -> b nh wh nw ww c
-    return x.permute(0, 1, 3, 2, 4, 5).reshape(B, (H // wh) * (W // ww), wh * ww, C)  # b (nh nw) (wh ww) c
+    x = x.permute(0, 1, 3, 2, 4, 5).clone(memory_format=torch.contiguous_format)  # the copy reshape makes, stated
+    return x.view(B, (H // wh) * (W // ww), wh * ww, C)  # b (nh nw) (wh ww) c
 
 
 def window_reverse(windows: torch.Tensor, window: tuple[int, int], height: int, width: int) -> torch.Tensor:
@@ -57,21 +110,43 @@ def window_reverse(windows: torch.Tensor, window: tuple[int, int], height: int, 
     B, _, _, C = windows.shape
     wh, ww = window
     x = windows.view(B, height // wh, width // ww, wh, ww, C)  # b (nh nw) (wh ww) c -> b nh nw wh ww c
-    return x.permute(0, 1, 3, 2, 4, 5).reshape(B, height, width, C)  # b (nh wh) (nw ww) c
+    x = x.permute(0, 1, 3, 2, 4, 5).clone(memory_format=torch.contiguous_format)  # the copy reshape makes, stated
+    return x.view(B, height, width, C)  # b (nh wh) (nw ww) c
 
 
 def _shift_regions(length: int, window: int, shift: int, device: torch.device) -> torch.Tensor:
-    """Region id (0, 1, 2) of each position along one axis of the shifted map."""
-    ids = torch.zeros(length, dtype=torch.long, device=device)
-    if shift > 0:
-        ids[length - window : length - shift] = 1
-        ids[length - shift :] = 2
-    return ids
+    """Region id (0, 1, 2) of each position along one axis of the shifted map: 1 from ``length - window`` on,
+    2 from ``length - shift`` on (none without a shift: the last window is then one region, as every other)."""
+    position = torch.arange(length, device=device)
+    return (position >= length - window).long() + (position >= length - shift).long()
 
 
-def _map_to_windows(m: torch.Tensor, window: tuple[int, int]) -> torch.Tensor:
-    """[Hp, Wp] -> [nW, Wh*Ww], the token layout of :func:`window_partition`."""
-    return window_partition(m[None, :, :, None], window)[0, :, :, 0]
+def _is_real(size: int, padded: int, shift: int, device: torch.device) -> torch.Tensor:
+    """Per position along one axis of the shifted map: does it hold a real token (not padding)?"""
+    source = cyclic_shift(torch.arange(padded, device=device).view(1, padded, 1), (shift, 0))  # token moved there
+    return source.view(padded) < size
+
+
+def _window_layout(
+    rows: torch.Tensor, cols: torch.Tensor, window: tuple[int, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Values per row [Hp] and per column [Wp] -> views [nh, 1, Wh, 1] and [1, nw, 1, Ww] that broadcast to the
+    map [nh, nw, Wh, Ww] in the token order of :func:`window_partition` (``.view(nW, N)``)."""
+    rows = rows.view(-1, window[0])[:, None, :, None]
+    cols = cols.view(-1, window[1])[None, :, None, :]
+    return rows, cols
+
+
+def _maybe_nonzero(value: int) -> bool:
+    """``value != 0``, or True for a symbolic value not known to be 0 (in an exported graph: build the mask)."""
+    if exporting():
+        return not _known_zero(value)
+    return value != 0
+
+
+@torch.jit.unused
+def _known_zero(value: int) -> bool:
+    return statically_known_true(value == 0)
 
 
 def window_attention_mask(
@@ -98,27 +173,30 @@ def window_attention_mask(
         dtype: dtype of the mask.
 
     Returns:
-        Mask [nW, N, N] to add to the logits, or None when nothing is masked.
+        Mask [nW, N, N] to add to the logits, or None when nothing is masked (in an exported graph: when that
+        holds at every size).
     """
-    pad_h, pad_w = pad_to_window(size, window)
-    padded = (size[0] + pad_h, size[1] + pad_w)
-    has_shift = shift[0] > 0 or shift[1] > 0
-    has_pad = mask_padding and (pad_h > 0 or pad_w > 0)
+    padded = padded_size(size, window)
+    has_shift = _maybe_nonzero(shift[0]) or _maybe_nonzero(shift[1])
+    has_pad = mask_padding and (_maybe_nonzero(padded[0] - size[0]) or _maybe_nonzero(padded[1] - size[1]))
     if not has_shift and not has_pad:
         return None
     num_windows = (padded[0] // window[0]) * (padded[1] // window[1])
     n = window[0] * window[1]
     mask = torch.zeros(num_windows, n, n, dtype=dtype, device=device)
     if has_shift:
-        rows = _shift_regions(padded[0], window[0], shift[0], device)
-        cols = _shift_regions(padded[1], window[1], shift[1], device)
-        regions = _map_to_windows(rows[:, None] * 3 + cols[None, :], window)  # (nW, N)
+        rows, cols = _window_layout(
+            _shift_regions(padded[0], window[0], shift[0], device),
+            _shift_regions(padded[1], window[1], shift[1], device),
+            window,
+        )
+        regions = (rows * 3 + cols).view(num_windows, n)  # (nW, N)
         mask = mask.masked_fill(regions[:, :, None] != regions[:, None, :], -100.0)  # the reference's value
     if has_pad:
-        # position p of the shifted map holds the token at (p + shift) % padded of the padded map
-        real_rows = (torch.arange(padded[0], device=device) + shift[0]) % padded[0] < size[0]
-        real_cols = (torch.arange(padded[1], device=device) + shift[1]) % padded[1] < size[1]
-        is_pad = _map_to_windows(~(real_rows[:, None] & real_cols[None, :]), window)  # (nW, N)
+        real_rows, real_cols = _window_layout(
+            _is_real(size[0], padded[0], shift[0], device), _is_real(size[1], padded[1], shift[1], device), window
+        )
+        is_pad = ~(real_rows & real_cols).view(num_windows, n)  # (nW, N)
         mask = mask.masked_fill(is_pad[:, None, :], float("-inf"))
     return mask
 
@@ -141,8 +219,7 @@ def build_window_geometry(
     size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
 ) -> WindowGeometry:
     """The :class:`WindowGeometry` of a map of un-padded ``size``, for a block with ``shift`` (before reduction)."""
-    pad_h, pad_w = pad_to_window(size, window)
-    padded = (size[0] + pad_h, size[1] + pad_w)
+    padded = padded_size(size, window)
     shift = effective_shift(padded, window, shift)
     mask = window_attention_mask(size, window, shift, mask_padding, device, torch.float32)
     return WindowGeometry(padded, shift, mask)
@@ -161,9 +238,10 @@ def window_geometry(
 ) -> WindowGeometry:
     """:func:`build_window_geometry`, built once per (size, window, shift, mask_padding, device) and shared.
 
-    TorchScript and ``torch.compile`` build it inside the graph instead (the graph holds one input size).
+    TorchScript, ``torch.compile`` and ``torch.export`` build it inside the graph instead (``torch.export`` with
+    symbolic sizes: one graph for every size).
     """
-    if torch.jit.is_scripting() or torch.compiler.is_compiling():
+    if torch.jit.is_scripting() or torch.compiler.is_compiling():  # exporting() implies is_compiling()
         return build_window_geometry(size, window, shift, mask_padding, device)
     return _cached_window_geometry(size, window, shift, mask_padding, device)
 
@@ -519,7 +597,7 @@ class SwinBlock(nn.Module):
         x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H))  # (B, Hp, Wp, C)
 
         # cyclic shift
-        x = torch.roll(x, shifts=(-sh, -sw), dims=(1, 2))
+        x = cyclic_shift(x, (sh, sw))
 
         # partition windows
         windows = window_partition(x, self.window)  # (B, nW, Wh*Ww, C)
@@ -531,7 +609,7 @@ class SwinBlock(nn.Module):
         x = window_reverse(windows, self.window, Hp, Wp)  # (B, Hp, Wp, C)
 
         # reverse cyclic shift
-        x = torch.roll(x, shifts=(sh, sw), dims=(1, 2))
+        x = cyclic_shift(x, (sh, sw), inverse=True)
 
         # crop the padding
         return x[:, :H, :W]
@@ -567,10 +645,10 @@ class PatchMerging(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, ceil(H/2), ceil(W/2), out_dim]."""
         B, H, W, C = x.shape
-        x = F.pad(x, (0, 0, 0, W % 2, 0, H % 2))
-        H, W = x.shape[1], x.shape[2]
-        # (B, H/2, dh, W/2, dw, C) -> (B, H/2, W/2, dw, dh, C): dh varies fastest, the reference order
-        x = x.reshape(B, H // 2, 2, W // 2, 2, C).permute(0, 1, 3, 4, 2, 5).flatten(3)  # (B, H/2, W/2, 4C)
+        h, w = (H + 1) // 2, (W + 1) // 2
+        x = F.pad(x, (0, 0, 0, 2 * w - W, 0, 2 * h - H))  # (B, 2h, 2w, C)
+        # (B, h, dh, w, dw, C) -> (B, h, w, dw, dh, C): dh varies fastest, the reference order
+        x = x.reshape(B, h, 2, w, 2, C).permute(0, 1, 3, 4, 2, 5).flatten(3)  # (B, h, w, 4C)
         return self.reduction(self.norm(x))
 
 
@@ -922,7 +1000,7 @@ class SwinTransformer(nn.Module):
         """Images as the patch embedding takes them: at least one (an empty batch runs one blank image), and
         without the remainder past the last whole patch when ``mask_padding=False`` (torchvision's rule)."""
         x = at_least_one_image(x)
-        return x if self.mask_padding else crop_to_patches(x, self.patch_size)
+        return pad_to_patches(x, self.patch_size) if self.mask_padding else crop_to_patches(x, self.patch_size)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """images [B, C, H, W] -> final normalised map [B, H/32, W/32, C] (for patch 4)."""

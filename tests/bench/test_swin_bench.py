@@ -74,3 +74,17 @@ def test_rel_pos_1d_run_checks_the_loop_and_writes_a_table(tmp_path):
     assert json.loads((tmp_path / "rel.json").read_text())["rows"] == result["rows"]
     with pytest.raises(ValueError, match="repeats"):
         run_rel_pos_1d(repeats=0)
+
+
+def test_deploy_table_has_every_row_and_check():
+    from swinbench.deploy import deploy_table
+
+    machine = {"cpu": "cpu", "threads": 2, "torch": "t", "timm": "m", "load_average_before": [1.0, 1.0, 1.0]}
+    row = {"case": "224x224 b1", "variant": "ORT INT8", "ms": 12.34, "vs_ort_fp32": 1.61,
+           "vs_ort_fp32_range": [1.5, 1.7], "max_diff": 0.02}  # fmt: skip
+    result = {"config": {"model": "swinlite_tiny", "warmup": 1, "repeats": 7}, "machine": machine,
+              "file_mb": {"any": 110.0, "int8": 29.0}, "rows": [row],
+              "checks": [{"size": "97x131", "logits": 2e-6, "features": 3e-6}]}  # fmt: skip
+    table = deploy_table(result)
+    assert "| 224x224 b1 | ORT INT8 | 12.3 | 1.61 | 1.50–1.70 | 2.0e-02 |" in table
+    assert "| 97x131 | 2.0e-06 | 3.0e-06 |" in table and "INT8 29 MB" in table

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import swinlite.files
 import swinlite.io
 from swinlite.engine.checkpoint import load_resume, rng_state, save_resume, save_weights, set_rng_state
 from swinlite.io import atomic_write, read_metadata, read_state_dict
@@ -56,8 +57,8 @@ def test_sigkill_during_save_never_leaves_a_half_written_file(tmp_path: Path):
     code = textwrap.dedent(f"""
         import importlib.util, time, torch
         from safetensors.torch import save
-        # load swinlite/io.py alone: importing the swinlite package (timm) would triple this test's time
-        spec = importlib.util.spec_from_file_location("swinlite_io", {swinlite.io.__file__!r})
+        # load swinlite/files.py alone: importing the swinlite package (timm) would triple this test's time
+        spec = importlib.util.spec_from_file_location("swinlite_files", {swinlite.files.__file__!r})
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         atomic_write = module.atomic_write

@@ -1,5 +1,5 @@
 """Helpers for the detection tests: a 6-image COCO file with the quirks real files have, tiny run settings,
-the scripts as modules, checkpoints with edited metadata."""
+checkpoints with edited metadata, a detector trained through scripts/train_detection.py."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
+import torch
 from PIL import Image
 from pycocotools import mask as mask_utils
 from safetensors import safe_open
 from safetensors.torch import save_file
+from scriptkit import run_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
@@ -128,3 +131,19 @@ def read_metadata(path: Path) -> dict[str, Any]:
     """The JSON-decoded metadata of a safetensors file."""
     with safe_open(str(path), framework="pt") as f:
         return {k: json.loads(v) for k, v in f.metadata().items()}
+
+
+def train(root: Path, **overrides: object) -> tuple[Path, Path]:
+    """(data root, run folder) of a tiny detector trained under ``root`` through scripts/train_detection.py."""
+    coco = make_quirky_coco(root / "coco")
+    (root / "defaults.yaml").write_text("{}\n")
+    argv = ["--config", str(root / "defaults.yaml"), "--data-dir", str(coco), "--output-dir", str(root / "run")]
+    argv += tiny_overrides(coco, root / "run", **overrides)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a session fixture runs before
+    try:
+        with pytest.warns(UserWarning):  # the file's quirks; test_data checks those
+            assert run_script("train_detection", argv) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return coco, root / "run"

@@ -1,0 +1,186 @@
+"""A trained Faster R-CNN of ``scripts/train_detection.py`` as one ONNX file for every image size: normalization,
+padding, backbone, RPN, RoI heads, NMS and the boxes mapped back to the image, all in the graph.
+
+The graph takes the image already resized by the detector's rule (short side ``test_size``, long side at most
+``max_size``: :func:`resize`, torchvision's ``_resize_image_and_masks``), plus the size it had before, and returns
+its boxes in that original size. The resize stays out of the graph because its output size is a rounded product
+of floats: a graph computing it would make every later size data-dependent (torch.export cannot take the RPN's
+top-k then). :mod:`swinlite.onnx_predict` does the same resize in NumPy.
+
+While exporting, :func:`traceable_detector` swaps two torchvision functions for versions without branches on the
+number of boxes, which a trace cannot take; both compute what torchvision computes:
+
+- ``batched_nms``: torchvision's coordinate trick (offset each class's boxes apart, one NMS) on every input. Eager
+  torchvision runs one NMS per class above 4000 box coordinates (the RPN's proposals): the kept boxes are the same
+  unless two boxes' IoU lies within float32 rounding of the threshold after the offset.
+- ``_multiscale_roi_align``: counts the RoIs with ``rois.shape[0]`` instead of ``len(rois)``.
+
+Only two-stage detectors without masks are exported (``fasterrcnn``); RetinaNet and FCOS take a top-k of a
+data-dependent count that torch.export cannot trace, Mask R-CNN pastes masks of data-dependent sizes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torchvision
+from torch import nn
+from torchvision.ops import boxes as box_ops
+from torchvision.ops import poolers
+
+from .. import export
+from ..models.checks import pad_to_patches
+from .models import SwinFasterRCNN
+from .predictor import load_detector
+
+INPUTS = ("image", "original_size")
+OUTPUTS = ("boxes", "scores", "labels")
+
+
+class DetectorGraph(nn.Module):
+    """One resized image -> its detections in the original image: the eval forward of a torchvision two-stage
+    detector (``GeneralizedRCNN.forward``) without the resize.
+
+    Args:
+        detector: a torchvision Faster R-CNN in eval mode.
+    """
+
+    def __init__(self, detector: nn.Module) -> None:
+        super().__init__()
+        self.detector = detector
+
+    def forward(self, image: torch.Tensor, original_size: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """image [3, h, w] (0..1, resized by :func:`resize`), original_size int64 [2] (H, W before the resize)
+        -> boxes [N, 4] (x1, y1, x2, y2 in the original image), scores [N], labels [N] (1-based class index)."""
+        d = self.detector
+        divisible = d.transform.size_divisible  # batch_images' zero padding, in integers (no float ceil to trace)
+        images = pad_to_patches(d.transform.normalize(image)[None], (divisible, divisible))  # [1, 3, h', w']
+        images = torchvision.models.detection.image_list.ImageList(images, [tuple(image.shape[-2:])])
+        features = d.backbone(images.tensors)
+        proposals, _ = d.rpn(images, features)
+        (detection,), _ = d.roi_heads(features, proposals, images.image_sizes)
+        # torchvision's resize_boxes: ratios original / resized in float32
+        ratios = original_size.to(torch.float32) / torch.tensor(image.shape[-2:], dtype=torch.float32)
+        boxes = detection["boxes"] * ratios.flip(0).repeat(2)  # (x, y, x, y) * (rw, rh, rw, rh)
+        return boxes, detection["scores"], detection["labels"]
+
+
+def resize(image: torch.Tensor, test_size: int, max_size: int) -> torch.Tensor:
+    """image [3, H, W] resized as the detector's eval transform resizes it (torchvision ``_resize_image_and_masks``:
+    scale ``min(test_size / short side, max_size / long side)``, each side rounded down, bilinear)."""
+    h, w = image.shape[-2:]
+    scale = min(test_size / min(h, w), max_size / max(h, w))
+    size = (int(h * scale), int(w * scale))  # floor, as interpolate's recompute_scale_factor
+    return F.interpolate(image[None], size=size, mode="bilinear", align_corners=False)[0]
+
+
+def _batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, iou: float) -> torch.Tensor:
+    """torchvision's ``batched_nms`` by its coordinate trick, on any number of boxes (none: the offset is 1)."""
+    largest = torch.cat([boxes.new_zeros(1), boxes.flatten()]).max()  # boxes are clipped to the image: >= 0
+    offsets = idxs.to(boxes) * (largest + 1)
+    return box_ops.nms(boxes + offsets[:, None], scores, iou)
+
+
+def _multiscale_roi_align(x_filtered, boxes, output_size, sampling_ratio, scales, mapper) -> torch.Tensor:
+    """torchvision's ``_multiscale_roi_align`` (several levels), the RoIs counted by their shape."""
+    rois = poolers._convert_to_roi_format(boxes)
+    levels = mapper(boxes)
+    result = rois.new_zeros((rois.shape[0], x_filtered[0].shape[1], *output_size))
+    for level, (feature, scale) in enumerate(zip(x_filtered, scales, strict=True)):
+        index = torch.where(levels == level)[0]
+        pooled = torchvision.ops.roi_align(feature, rois[index], output_size, scale, sampling_ratio)
+        result = result.index_put((index,), pooled)
+    return result
+
+
+@contextmanager
+def traceable_detector() -> Iterator[None]:
+    """torchvision's detection functions swapped for their traceable versions (module docstring), while exporting."""
+    with (
+        mock.patch.object(box_ops, "batched_nms", _batched_nms),
+        mock.patch.object(poolers, "_multiscale_roi_align", _multiscale_roi_align),
+    ):
+        yield
+
+
+def export_program(
+    detector: nn.Module, example: torch.Tensor, size_range: tuple[int, int]
+) -> torch.export.ExportedProgram:
+    """``torch.export`` of :class:`DetectorGraph` with a symbolic image size in ``size_range`` (resized images).
+
+    Raises:
+        ValueError: not a Faster R-CNN; a graph that assumes something that fails at some size of the range.
+    """
+    if type(detector) is not SwinFasterRCNN:
+        raise ValueError(f"only Faster R-CNN detectors export to ONNX, got {type(detector).__name__}")
+    graph = DetectorGraph(detector).eval()
+    height = torch.export.Dim("height", min=size_range[0], max=size_range[1])
+    width = torch.export.Dim("width", min=size_range[0], max=size_range[1])
+    original = torch.tensor(example.shape[-2:])
+    with export._inference_graph(graph), export.symbolic_sizes(), traceable_detector():
+        program = torch.export.export(
+            graph,
+            (example, original),
+            dynamic_shapes=({1: height, 2: width}, None),
+            strict=False,
+            prefer_deferred_runtime_asserts_over_guards=True,
+        )
+    export.check_assumptions(program)
+    return program
+
+
+def export_detector(checkpoint: Path, output: Path, quantize: str | None = None, check: bool = True) -> float | None:
+    """Export a Faster R-CNN checkpoint to ``output`` (``scripts/export_onnx.py``) for every resized image size from
+    one pixel more than the pool level's stride to the detector's ``max_size``; check it; return the largest box
+    difference (px) between ONNX Runtime and PyTorch on random images, or None without ``check``."""
+    detector, categories, meta = load_detector(checkpoint)
+    data = meta["data"]
+    size_range = (detector.backbone.strides[-1] + 1, data["max_size"])
+    example = resize(torch.rand(3, data["test_size"], data["test_size"] * 5 // 4), data["test_size"], data["max_size"])
+    program = export_program(detector, example, size_range)
+    metadata = {
+        "task": "detection",
+        "model": meta["detector"].get("name"),
+        "category_ids": categories.ids,
+        "classes": categories.names,
+        "data": {k: data[k] for k in ("test_size", "max_size", "mean", "std")},
+        "input_sizes": {"height": list(size_range), "width": list(size_range)},
+        "weights": meta.get("weights", "raw"),
+        "swinlite": meta.get("swinlite"),
+    }
+    with traceable_detector():
+        export.export_onnx(program, output, OUTPUTS, {k: json.dumps(v) for k, v in metadata.items()}, INPUTS)
+    if quantize:
+        export.quantize_dynamic(output, output)
+    print(f"wrote {output} (inputs image [3, h, w] resized, original_size [2]; outputs {', '.join(OUTPUTS)})")
+    return box_difference(output, detector, data) if check else None
+
+
+def box_difference(path: Path, detector: nn.Module, data: dict) -> float:
+    """Largest |ONNX Runtime - PyTorch| box coordinate (px) over a few random resized images of other shapes, when
+    both keep the same detections (same count, labels; else a ValueError)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    generator = torch.Generator().manual_seed(0)
+    graph = DetectorGraph(detector).eval()
+    largest = 0.0
+    for height, width in ((data["test_size"], data["test_size"]), (data["test_size"] * 3 // 4 + 5, data["max_size"])):
+        image = resize(torch.rand(3, height, width, generator=generator), data["test_size"], data["max_size"])
+        original = torch.tensor([height, width])
+        with torch.no_grad():
+            want = [t.numpy() for t in graph(image, original)]
+        got = session.run(None, {"image": image.numpy(), "original_size": original.numpy()})
+        if got[0].shape != want[0].shape or not np.array_equal(got[2], want[2]):
+            raise ValueError(f"ONNX Runtime keeps {len(got[0])} detections at {height}x{width}, PyTorch {len(want[0])}")
+        if len(got[0]):
+            largest = max(largest, float(np.abs(got[0] - want[0]).max()))
+    print(f"ONNX Runtime vs PyTorch on random images: same detections, boxes within {largest:.3g} px")
+    return largest

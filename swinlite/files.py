@@ -1,0 +1,274 @@
+"""File helpers that import no torch: which files are images and how one is decoded, the output check every
+writer makes, crash-safe writing.
+
+They are the one implementation for the whole package (:mod:`swinlite.images` and :mod:`swinlite.io` re-export
+them) and the torch-free deployment path (:mod:`swinlite.onnx_predict`) reads and writes through them too, so an
+image reads the same and an output is checked the same with or without torch.
+
+- an image file is one whose extension (any case) is in :data:`IMAGE_EXTENSIONS`, torchvision's
+  ``ImageFolder`` list (``tests/test_images.py`` keeps the two equal);
+- :func:`load_rgb` decodes it as 8-bit RGB, upright (EXIF orientation), with high-bit-depth and float
+  pixels scaled, not clipped (see its docstring for the rules);
+- :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
+  names left out, linked folders followed once, never in a loop nor into another folder the caller lists);
+- :func:`json_bytes`: the one JSON writer of the files users read: strict JSON, NaN as null;
+- :func:`check_output`: no output replaces an input, and the output can be written where it is asked for;
+- :func:`atomic_write`: a reader only ever sees the old file or the complete new one. Files get the mode any
+  tool's output gets, 0666 less the umask (0644 with the usual umask 022), not the 0600 of the temporary file
+  they are written as.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+from PIL import Image, ImageOps
+
+IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+def is_image_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` has an image extension (``.JPG`` and ``.png`` alike)."""
+    return str(path).lower().endswith(IMAGE_EXTENSIONS)
+
+
+def _float_to_uint8(pixels: np.ndarray, path: str | os.PathLike) -> np.ndarray:
+    """Float pixels (H, W) -> uint8: 0..1 is scaled to 0..255, 0..255 is kept; any other range is an error."""
+    if not np.isfinite(pixels).all():
+        raise ValueError(f"{path}: float image holds NaN or infinite pixels")
+    low, high = float(pixels.min()), float(pixels.max())
+    if low < 0 or high > 255:
+        raise ValueError(
+            f"{path}: float image with pixels in [{low:g}, {high:g}]; expected 0..1 or 0..255 (convert it to 8 bits)"
+        )
+    scale = 255.0 if high <= 1.0 else 1.0
+    return np.clip(pixels * scale + 0.5, 0, 255).astype(np.uint8)
+
+
+def load_rgb(path: str | os.PathLike) -> Image.Image:
+    """Open an image as 8-bit RGB, upright, whatever its mode.
+
+    - The EXIF orientation is applied (photos from phones are stored sideways).
+    - 16- and 32-bit integer images (PNG ``I;16``, ``I``) are scaled from 0..65535 to 0..255, not clipped.
+    - Float images (``F``, e.g. a 32-bit float TIFF) are scaled by their range: pixels all within 0..1 are
+      multiplied by 255; pixels within 0..255 (with some above 1) are kept; negative pixels, pixels above 255,
+      NaN or infinity are a ValueError naming the file (no range can be assumed for them). An image in
+      0..255 whose every pixel is at most 1 is read as a 0..1 image: the two cannot be told apart.
+    - Transparent palette images go through RGBA first; alpha is dropped.
+
+    Raises:
+        ValueError: float pixels outside the ranges above. PIL's own errors for files that are not images.
+    """
+    with Image.open(path) as img:
+        img = ImageOps.exif_transpose(img)
+        if img.mode.startswith("I;16") or img.mode == "I":
+            pixels = np.asarray(img, dtype=np.float64)  # (H, W) in 0..65535
+            img = Image.fromarray(np.clip(pixels / 257.0 + 0.5, 0, 255).astype(np.uint8))
+        elif img.mode == "F":
+            img = Image.fromarray(_float_to_uint8(np.asarray(img, dtype=np.float64), path))  # (H, W) uint8
+        elif img.mode == "P" and "transparency" in img.info:
+            img = img.convert("RGBA")
+        return img.convert("RGB")
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether real path ``path`` is ``folder`` or lies under it."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] = ()) -> list[Path]:
+    """Files under ``folder`` (recursive), sorted, hidden names (``.*``) left out.
+
+    Linked folders are followed, each real folder once. Two kinds of link are skipped, with a warning naming
+    the link and its target: a link back to a folder that encloses it (``folder`` itself or above it: a loop,
+    which would also list the folder's siblings), and a link into one of ``others``, folders the caller lists
+    apart (e.g. the other class folders of a split: their files are theirs, not this folder's).
+
+    Args:
+        folder: the folder to list.
+        others: the folders the caller lists besides ``folder``.
+    """
+    root = os.path.realpath(folder)
+    apart = [real for real in map(os.path.realpath, others) if not _inside(root, real)]  # not folder's own parents
+    files, seen = [], {root}
+    for parent, dirs, names in os.walk(folder, followlinks=True):
+        parent_real = os.path.realpath(parent)
+        keep = []
+        for name in sorted(d for d in dirs if not d.startswith(".")):
+            path = os.path.join(parent, name)
+            real = os.path.realpath(path)
+            other = next((o for o in apart if _inside(real, o) and not _inside(real, root)), None)
+            if _inside(parent_real, real) or _inside(root, real) or other is not None:
+                why = f"the folder {other}, listed apart" if other else "a loop back to an enclosing folder"
+                warnings.warn(f"skipping linked folder {path} -> {real}: {why}", stacklevel=2)
+            elif real not in seen:  # a folder reached through another link already is listed once
+                seen.add(real)
+                keep.append(name)
+        dirs[:] = keep
+        files += [Path(parent, n) for n in names if not n.startswith(".")]
+    return sorted(files)
+
+
+def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Files as given, and the image files under the folders given (:func:`list_files`: recursive, sorted, hidden
+    names left out, a linked folder that loops or leads into another folder given skipped with a warning).
+
+    A file named explicitly is kept whatever its extension: the reader says so if it does not decode.
+
+    Raises:
+        ValueError: a path that does not exist, or a folder without image files.
+    """
+    paths = [Path(p) for p in paths]
+    folders = [p for p in paths if p.is_dir()]
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            others = [f for f in folders if f != path]
+            images = [p for p in list_files(path, others) if is_image_file(p)]
+            if not images:
+                raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) under {str(path)!r}")
+            found += images
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise ValueError(f"{str(path)!r} does not exist (expected an image file or a folder of images)")
+    return found
+
+
+def printable_path(path: str | os.PathLike) -> str:
+    """``path`` as text any UTF-8 writer takes: bytes of a file name that are not UTF-8 become ``\\xNN`` escapes."""
+    return os.fsencode(path).decode("utf-8", errors="backslashreplace")
+
+
+def json_bytes(value: Any, indent: int | None = None) -> bytes:
+    """``value`` as strict JSON (RFC 8259 has no NaN or infinity), UTF-8: non-finite floats become null.
+
+    For the JSON files users read with any tool (``eval.json``, ``detections.json``, extraction settings);
+    Python's ``json.dumps`` would write ``NaN``, which strict parsers refuse.
+    """
+    return json.dumps(_finite_or_null(value), indent=indent, allow_nan=False).encode()
+
+
+def _finite_or_null(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_null(v) for v in value]
+    return value
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two resolved paths are one file: equal, or hard links to the same inode."""
+    if a == b:
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def check_output(
+    path: str | os.PathLike,
+    inputs: Iterable[str | os.PathLike | None] = (),
+    *,
+    option: str = "--output",
+    folder: bool = False,
+    names: Iterable[str] = (),
+) -> None:
+    """Check, before any work, that writing ``path`` can succeed and destroys no input.
+
+    Paths are compared after resolving symlinks and relative parts (and hard links by inode).
+
+    Args:
+        path: the file (``folder=False``) or the folder (``folder=True``) the caller writes.
+        inputs: the files and folders the caller reads (None entries are skipped). A folder counts as read
+            whole: an output inside it would be read back as input on the next run.
+        option: how the user named ``path``, for the message.
+        folder: ``path`` is a folder.
+        names: for a folder, the names of the files written in it.
+
+    Raises:
+        ValueError: one line naming ``option``: an output would replace an input or lie inside an input
+            folder; ``path`` is a folder where a file is expected or a file where a folder is expected; the
+            nearest existing folder above it is a file or cannot be written.
+    """
+    given = Path(path)
+    out = given.resolve()
+    if folder and out.exists() and not out.is_dir():
+        raise ValueError(f"{option} {given} is a file; expected a folder")
+    if not folder and out.is_dir():
+        raise ValueError(f"{option} {given} is a folder; expected a file name")
+    written = [out / name for name in names] if folder else [out]
+    for source in (Path(p) for p in inputs if p is not None):
+        real = source.resolve()
+        for target in written + ([out] if folder else []):
+            if _same(target, real) and not real.is_dir():
+                raise ValueError(f"{option} {given}: writing {target} would replace the input {source}")
+            if real.is_dir() and target.is_relative_to(real):
+                raise ValueError(
+                    f"{option} {given} lies inside the input folder {source}: what it writes would be read as input; "
+                    "choose an output outside it"
+                )
+    existing = out if folder and out.exists() else out.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"{option} {given}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {given}: no permission to write in {existing}")
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it; restored at once
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
+    """Fill a temporary file beside ``path`` through ``write(file)``, fsync it, rename it over ``path``.
+
+    A kill at any moment leaves either the previous file or the complete new one under ``path``; a
+    kill mid-write leaves a ``.<name>.tmp*`` file beside it, which the next write does not need. A failed write
+    (a full disk) removes the temporary file and raises an OSError that names ``path``.
+
+    Args:
+        path: destination; its folder is created if missing.
+        write: fills the open binary file it is given.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException as e:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno is not None and e.filename is None:  # a full disk names no file
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    except OSError:  # some filesystems cannot fsync a folder
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_write`)."""
+    atomic_write(path, lambda f: f.write(data))

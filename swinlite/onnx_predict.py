@@ -1,0 +1,352 @@
+"""Run an exported swinlite ONNX file with ONNX Runtime, NumPy and Pillow only: no torch anywhere on this path.
+
+``scripts/predict.py --onnx`` and ``scripts/detect.py --onnx`` use it. It reads what it needs from the file's
+metadata (written by :mod:`swinlite.export`; values are JSON): ``task``, ``classes``, ``preprocessing`` (timm's
+data config) and ``input_sizes`` for a classifier, ``category_ids``, ``classes`` and ``input_sizes`` for a
+detector. :func:`preprocess` is timm's evaluation transform (resize, center crop, normalize) in NumPy and Pillow,
+equal to it to the last bit (``tests/test_onnx_predict.py`` checks it against timm for every crop mode).
+
+This module, :mod:`swinlite.files` and :mod:`swinlite.metadata` import no torch, but ``import swinlite.x`` runs
+``swinlite/__init__.py``, which does: the scripts load them through ``_cli.import_without_torch``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from .metadata import check_preprocessing
+
+INTERPOLATIONS = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "box": Image.Resampling.BOX,
+    "hamming": Image.Resampling.HAMMING,
+    "lanczos": Image.Resampling.LANCZOS,
+}
+DEFAULT_CROP_PCT = 0.875  # timm's, when a config has none
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """An ONNX Runtime session and what the file says about its model.
+
+    Attributes:
+        path: the file.
+        session: the ONNX Runtime session (CPU).
+        metadata: the file's ``metadata_props``, each value JSON-decoded where it parses.
+        input_name: the graph's (first) input.
+        channels: image channels the input takes, or None when the graph leaves them open.
+        sizes: ((min H, max H), (min W, max W)) the graph serves (``input_sizes``), or None when not recorded.
+    """
+
+    path: Path
+    session: Any
+    metadata: dict[str, Any]
+    input_name: str
+    channels: int | None
+    sizes: tuple[tuple[int, int], tuple[int, int]] | None
+
+    @property
+    def task(self) -> str | None:
+        return self.metadata.get("task")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _decode(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def open_model(path: str | os.PathLike) -> OnnxModel:
+    """Load ``path`` into an ONNX Runtime CPU session and read its metadata.
+
+    Raises:
+        ValueError: a missing file, a file that is not ONNX or is truncated, recorded input sizes that are not
+            ``{"height": [min, max], "width": [min, max]}``; each naming the file.
+    """
+    import onnxruntime as ort
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"ONNX file {path} does not exist")
+    try:
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as e:  # ONNX Runtime raises its own types for files that are not (whole) ONNX models
+        raise ValueError(f"{path} is not an ONNX model, or is truncated: {_first_line(e)}") from None
+    metadata = {k: _decode(v) for k, v in session.get_modelmeta().custom_metadata_map.items()}
+    graph_input = session.get_inputs()[0]
+    shape = graph_input.shape
+    channels = shape[-3] if len(shape) >= 3 and isinstance(shape[-3], int) else None
+    return OnnxModel(path, session, metadata, graph_input.name, channels, _input_sizes(metadata, path))
+
+
+def _input_sizes(metadata: dict[str, Any], path: Path) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    sizes = metadata.get("input_sizes")
+    if sizes is None:
+        return None
+    try:
+        (h0, h1), (w0, w1) = sizes["height"], sizes["width"]
+        if all(isinstance(v, int) for v in (h0, h1, w0, w1)) and 1 <= h0 <= h1 and 1 <= w0 <= w1:
+            return (h0, h1), (w0, w1)
+    except (TypeError, KeyError, ValueError):
+        pass
+    raise ValueError(f"{path}: metadata input_sizes must be {{'height': [min, max], 'width': [min, max]}}, got {sizes}")
+
+
+def size_problem(model: OnnxModel, height: int, width: int) -> str | None:
+    """Why the graph cannot take an image of ``height`` x ``width``, naming the range it serves; None if it can."""
+    if model.sizes is None:
+        return None
+    (h0, h1), (w0, w1) = model.sizes
+    if h0 <= height <= h1 and w0 <= width <= w1:
+        return None
+    return (
+        f"{height}x{width} (HxW) is outside the sizes {model.path.name} was exported for: height {h0}..{h1}, width "
+        f"{w0}..{w1} (export again with scripts/export_onnx.py --min-size/--max-size)"
+    )
+
+
+def check_channels(model: OnnxModel, channels: int = 3) -> None:
+    """ValueError unless the graph takes images of ``channels`` channels (the predictors feed RGB)."""
+    if model.channels is not None and model.channels != channels:
+        raise ValueError(f"{model.path} takes {model.channels}-channel images; the predictor feeds {channels} (RGB)")
+
+
+# --- classification ---------------------------------------------------------------------------------------------
+
+
+def classifier_settings(
+    model: OnnxModel, classes: list[str] | None = None, preprocessing: dict[str, Any] | None = None
+) -> tuple[list[str], dict[str, Any]]:
+    """The class names and preprocessing of a classifier: the file's metadata, or the given ones where it has none.
+
+    Raises:
+        ValueError: the file is not a classifier's; names or preprocessing neither recorded nor given (naming
+            which, and the flags); invalid values; a class count that differs from the graph's outputs.
+    """
+    if model.task not in (None, "classification"):
+        raise ValueError(f"{model.path} is a {model.task} model, not a classifier")
+    classes = classes if classes is not None else model.metadata.get("classes")
+    preprocessing = preprocessing if preprocessing is not None else model.metadata.get("preprocessing")
+    missing = [flag for flag, v in (("--classes", classes), ("--preprocessing", preprocessing)) if v is None]
+    if missing:
+        raise ValueError(
+            f"{model.path} has no swinlite metadata for its {' and '.join(f[2:] for f in missing)}: pass "
+            f"{' and '.join(missing)} (see --help)"
+        )
+    if not (isinstance(classes, list) and classes and all(isinstance(c, str) for c in classes)):
+        raise ValueError(f"{model.path}: class names must be a non-empty list of strings, got {str(classes)[:80]}")
+    preprocessing = check_preprocessing(preprocessing, str(model.path))
+    outputs = model.session.get_outputs()[0].shape[-1]
+    if isinstance(outputs, int) and outputs != len(classes):
+        raise ValueError(f"{model.path} has {outputs} outputs but {len(classes)} class names")
+    check_channels(model, preprocessing["input_size"][0])
+    problem = size_problem(model, *preprocessing["input_size"][1:])
+    if problem:
+        raise ValueError(f"the preprocessing's input size: {problem}")
+    return classes, preprocessing
+
+
+def _resized(size: tuple[int, int], target: int) -> tuple[int, int]:
+    """(H, W) with the shorter side ``target`` and the other scaled: torchvision's ``Resize(int)`` rule."""
+    h, w = size
+    short, long = (w, h) if w <= h else (h, w)
+    new_long = int(target * long / short)
+    return (new_long, target) if w <= h else (target, new_long)
+
+
+def _keep_ratio(size: tuple[int, int], target: tuple[int, int], longest: float) -> tuple[int, int]:
+    """(H, W) scaled by one ratio to ``target``: timm's ``ResizeKeepRatio`` rule (no random scale or aspect)."""
+    ratios = (size[0] / target[0], size[1] / target[1])
+    ratio = max(ratios) * longest + min(ratios) * (1.0 - longest)
+    return round(size[0] / ratio), round(size[1] / ratio)
+
+
+def _center_crop(image: Image.Image, size: tuple[int, int], fill: tuple[int, ...] = (0, 0, 0)) -> Image.Image:
+    """torchvision's ``center_crop`` (timm's ``center_crop_or_pad``): pad with ``fill`` if smaller, then crop."""
+    h, w = size
+    if w > image.width or h > image.height:
+        left, top = max(w - image.width, 0) // 2, max(h - image.height, 0) // 2
+        canvas = Image.new("RGB", (max(w, image.width), max(h, image.height)), fill)
+        canvas.paste(image, (left, top))
+        image = canvas
+        if image.size == (w, h):
+            return image
+    top, left = int(round((image.height - h) / 2.0)), int(round((image.width - w) / 2.0))
+    return image.crop((left, top, left + w, top + h))
+
+
+def _resize(image: Image.Image, size: tuple[int, int], interpolation: str) -> Image.Image:
+    if (image.height, image.width) == tuple(size):
+        return image
+    return image.resize((size[1], size[0]), INTERPOLATIONS[interpolation])
+
+
+def preprocess(image: Image.Image, preprocessing: dict[str, Any]) -> np.ndarray:
+    """timm's evaluation transform (``create_transform(**preprocessing)``) of an RGB image, as float32 [3, H, W].
+
+    Resize (``crop_mode`` "center": shorter side to size / crop_pct; "squash": both sides; "border": longer
+    side, then padded with the mean colour), center crop to ``input_size``, scale to 0..1, normalize.
+    """
+    _, height, width = preprocessing["input_size"]
+    crop_pct = preprocessing.get("crop_pct") or DEFAULT_CROP_PCT
+    interpolation = preprocessing.get("interpolation", "bilinear")
+    mode = preprocessing.get("crop_mode") or "center"
+    scale = (math.floor(height / crop_pct), math.floor(width / crop_pct))
+    mean, std = preprocessing.get("mean", (0.485, 0.456, 0.406)), preprocessing.get("std", (0.229, 0.224, 0.225))
+    fill = (0, 0, 0)
+    if mode == "squash":
+        image = _resize(image, scale, interpolation)
+    elif mode == "border":
+        image = _resize(image, _keep_ratio((image.height, image.width), scale, 1.0), interpolation)
+        fill = tuple(round(255 * m) for m in mean)
+    elif scale[0] == scale[1]:
+        image = _resize(image, _resized((image.height, image.width), scale[0]), interpolation)
+    else:
+        image = _resize(image, _keep_ratio((image.height, image.width), scale, 0.0), interpolation)
+    image = _center_crop(image, (height, width), fill)
+    pixels = np.asarray(image, dtype=np.uint8).astype(np.float32) / np.float32(255)  # [H, W, 3]
+    return ((pixels - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)).transpose(2, 0, 1)  # [3, H, W]
+
+
+def classify(model: OnnxModel, images: np.ndarray) -> np.ndarray:
+    """Class probabilities [B, classes] (softmax in float32) of preprocessed images [B, C, H, W].
+
+    Raises:
+        ValueError: images of another channel count or size than the graph serves.
+    """
+    if images.ndim != 4:
+        raise ValueError(f"expected images [B, C, H, W], got shape {images.shape}")
+    check_channels(model, images.shape[1])
+    problem = size_problem(model, *images.shape[2:])
+    if problem:
+        raise ValueError(problem)
+    (logits,) = model.session.run(None, {model.input_name: np.ascontiguousarray(images, dtype=np.float32)})
+    logits = logits.astype(np.float32)
+    exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def top_k(probs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, probabilities) [B, k] of the k largest, best first; ties to the lower index, as ``torch.topk``."""
+    order = np.argsort(-probs, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(probs, order, axis=1)
+
+
+# --- detection --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DetectorSettings:
+    """What a detector file records: COCO category ids and names (index ``label - 1``), and its resize sizes."""
+
+    category_ids: list[int]
+    names: list[str]
+    test_size: int
+    max_size: int
+
+
+def detector_settings(model: OnnxModel) -> DetectorSettings:
+    """The detector's categories and sizes from the file's metadata.
+
+    Raises:
+        ValueError: not a detector's file (naming its task, or the keys it lacks).
+    """
+    meta = model.metadata
+    if model.task != "detection":
+        what = f"a {model.task} model" if model.task else "a file without swinlite detector metadata"
+        raise ValueError(f"{model.path} is {what}; export a detection checkpoint with scripts/export_onnx.py")
+    missing = [k for k in ("category_ids", "classes", "data") if k not in meta]
+    ids, names, data = meta.get("category_ids"), meta.get("classes"), meta.get("data")
+    if missing or not isinstance(data, dict) or not isinstance(ids, list) or not isinstance(names, list):
+        raise ValueError(f"{model.path}: its detector metadata lacks or mangles {', '.join(missing) or 'data'}")
+    if len(ids) != len(names):
+        raise ValueError(f"{model.path}: {len(ids)} category ids for {len(names)} class names")
+    check_channels(model)
+    return DetectorSettings(list(ids), list(names), int(data["test_size"]), int(data["max_size"]))
+
+
+def resize_problem(settings: DetectorSettings, height: int, width: int) -> str | None:
+    """Why the detector's resize (torchvision's: scale ``min(test / short side, max / long side)``, each side
+    rounded down) would leave nothing of an image, or None."""
+    new_height, new_width = resized_size(settings, height, width)
+    if min(new_height, new_width) >= 1:
+        return None
+    return (
+        f"a {width}x{height} image would be resized to {new_width}x{new_height} (test size {settings.test_size}, "
+        f"max size {settings.max_size}): too thin"
+    )
+
+
+def resized_size(settings: DetectorSettings, height: int, width: int) -> tuple[int, int]:
+    """The size the detector resizes an image to (torchvision's eval resize; see :func:`resize_problem`)."""
+    scale = min(settings.test_size / min(height, width), settings.max_size / max(height, width))
+    return math.floor(height * scale), math.floor(width * scale)
+
+
+def _linear_weights(size: int, new_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Source indices and weights of linear interpolation with half-pixel centers, no antialiasing (float32)."""
+    scale = np.float32(size) / np.float32(new_size)
+    source = np.float64(scale) * (np.arange(new_size) + 0.5) - 0.5  # rounded once to float32, as torch's fused op
+    source = np.maximum(source.astype(np.float32), np.float32(0))
+    first = source.astype(np.int64)
+    weight = np.clip(source - first.astype(np.float32), 0, 1).astype(np.float32)
+    return first, np.minimum(first + 1, size - 1), np.float32(1) - weight, weight
+
+
+def bilinear_resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """image [C, H, W] float32 -> [C, h, w]: ``torch.nn.functional.interpolate(mode="bilinear",
+    align_corners=False)`` on CPU: the same weights, sums within float32 rounding."""
+    r0, r1, wr0, wr1 = _linear_weights(image.shape[1], size[0])
+    c0, c1, wc0, wc1 = _linear_weights(image.shape[2], size[1])
+    top, bottom = image[:, r0], image[:, r1]  # [C, h, W]
+    top = wc0 * top[:, :, c0] + wc1 * top[:, :, c1]  # [C, h, w]
+    bottom = wc0 * bottom[:, :, c0] + wc1 * bottom[:, :, c1]
+    return wr0[:, None] * top + wr1[:, None] * bottom
+
+
+def detect(
+    model: OnnxModel, settings: DetectorSettings, image: Image.Image
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One RGB image -> boxes [N, 4] (x1, y1, x2, y2 in its pixels), scores [N], labels [N] (1-based class index).
+
+    The image is scaled to 0..1 and resized as the detector resizes it (:func:`resized_size`, bilinear), which the
+    graph takes with the size it had.
+
+    Raises:
+        ValueError: an image the resize leaves nothing of, or resizes outside the graph's range.
+    """
+    size = resized_size(settings, image.height, image.width)
+    problem = resize_problem(settings, image.height, image.width) or size_problem(model, *size)
+    if problem:
+        raise ValueError(f"resized to {size[0]}x{size[1]} (HxW): {problem}")
+    pixels = np.asarray(image, dtype=np.uint8).astype(np.float32).transpose(2, 0, 1) / np.float32(255)  # [3, H, W]
+    feeds = {"image": bilinear_resize(pixels, size), "original_size": np.array([image.height, image.width])}
+    boxes, scores, labels = model.session.run(None, feeds)
+    return boxes, scores, labels
+
+
+def draw_boxes(image: Image.Image, boxes: np.ndarray, texts: list[str]) -> Image.Image:
+    """A copy of ``image`` with ``boxes`` [N, 4] in red, 2 px, each with its text: torchvision's
+    ``draw_bounding_boxes(image, boxes, texts, colors="red", width=2)``, pixel for pixel."""
+    image = image.copy()
+    draw, font = ImageDraw.Draw(image), ImageFont.load_default()
+    for box, text in zip(boxes.astype(np.int64).tolist(), texts, strict=True):
+        draw.rectangle(box, width=2, outline=(255, 0, 0))
+        draw.text((box[0] + 3, box[1] + 3), text, fill=(255, 0, 0), font=font)  # margin: width + 1
+    return image

@@ -1,0 +1,111 @@
+"""scripts/predict.py --onnx and scripts/export_onnx.py: the torch-free path writes the PyTorch path's CSV, bad input
+is one line and exit code 2, the export script's own check and INT8 option."""
+
+import csv
+import json
+import re
+
+import onnx
+import pytest
+from onnxkit import CLASSES, PREPROCESSING, run_without_torch, write_images
+from scriptkit import run_script
+
+SIZES = [(32, 32), (45, 31), (200, 120), (17, 90)]
+
+
+def _rows(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+def test_predict_onnx_writes_the_pytorch_csv_without_torch(onnx_classifier, tmp_path):
+    checkpoint, model = onnx_classifier
+    images = write_images(tmp_path / "images", SIZES)
+    (images / "broken.png").write_bytes(b"not a png")
+    got = run_without_torch("predict.py", "--onnx", str(model), "--topk", "2", "--output", str(tmp_path / "o.csv"),
+                            str(images))  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert "skipped" in got.stderr and "broken.png" in got.stderr
+    want = ["--checkpoint", checkpoint, "--topk", "2", "--no-progress", "--output", tmp_path / "t.csv", images]
+    assert run_script("predict", want) == 0
+    onnx_rows, torch_rows = _rows(tmp_path / "o.csv"), _rows(tmp_path / "t.csv")
+    assert len(onnx_rows) == len(SIZES) + 1 and onnx_rows[0] == ["path", "class", "prob", "class_2", "prob_2"]
+    for a, b in zip(onnx_rows[1:], torch_rows[1:], strict=True):
+        assert a[0] == b[0] and a[1] == b[1] and a[3] == b[3]  # same files, same top-2 classes
+        assert abs(float(a[2]) - float(b[2])) <= 2e-6 and abs(float(a[4]) - float(b[4])) <= 2e-6
+
+
+def _strip_metadata(source, target):
+    proto = onnx.load(source)
+    del proto.metadata_props[:]
+    onnx.save(proto, target)
+    return target
+
+
+BIG = json.dumps(PREPROCESSING | {"input_size": [3, 600, 600]})
+GRAY = json.dumps(PREPROCESSING | {"input_size": [1, 32, 32], "mean": [0.5], "std": [0.2]})
+# case: (arguments after --onnx, with {m} the exported file and {r} the test's folder; the error line)
+CASES = {
+    "not_onnx": (["{r}/junk.onnx"], "is not an ONNX model, or is truncated"),
+    "truncated": (["{r}/half.onnx"], "is not an ONNX model, or is truncated"),
+    "no_metadata": (["{r}/bare.onnx"], "no swinlite metadata for its classes and preprocessing: pass --classes and "),
+    "no_metadata_given_classes": (["{r}/bare.onnx", "--classes", "{r}/classes.txt"], "for its preprocessing: pass "),
+    "outside_the_range": (["{m}", "--preprocessing", BIG], r"600x600 \(HxW\) is outside the sizes model.onnx was "),
+    "wrong_channels": (["{m}", "--preprocessing", GRAY], "takes 3-channel images; the predictor feeds 1"),
+    "bad_json": (["{m}", "--preprocessing", "{input_size"], "--preprocessing must be a JSON object"),
+    "with_checkpoint": (["{m}", "--checkpoint", "{m}"], "--onnx runs the exported file alone: --checkpoint"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_predict_onnx_bad_input_is_one_line(onnx_classifier, tmp_path, case):
+    model = str(onnx_classifier[1])
+    (tmp_path / "junk.onnx").write_bytes(b"\x89PNG not onnx at all" * 10)
+    (tmp_path / "half.onnx").write_bytes(onnx_classifier[1].read_bytes()[:5000])
+    _strip_metadata(onnx_classifier[1], tmp_path / "bare.onnx")
+    (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n")
+    images = write_images(tmp_path / "images", SIZES[:1])
+    args, error = CASES[case]
+    args = [a.replace("{m}", model).replace("{r}", str(tmp_path)) for a in args]
+    result = run_without_torch("predict.py", "--onnx", *args, "--output", str(tmp_path / "o.csv"), str(images))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert re.search(error, lines[0]), lines[0]
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_predict_onnx_of_a_bare_file_with_both_flags(onnx_classifier, tmp_path):
+    bare = _strip_metadata(onnx_classifier[1], tmp_path / "bare.onnx")
+    (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n")
+    images = write_images(tmp_path / "images", SIZES[:2])
+    flags = ["--classes", str(tmp_path / "classes.txt"), "--preprocessing", json.dumps(PREPROCESSING)]
+    result = run_without_torch("predict.py", "--onnx", str(bare), *flags, "--output", str(tmp_path / "b.csv"),
+                               str(images))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert _rows(tmp_path / "b.csv")[1][1] in CLASSES
+
+
+@pytest.mark.slow
+def test_export_script_quantizes_and_checks(onnx_classifier, load_script, tmp_path, capsys):
+    checkpoint, _ = onnx_classifier
+    out = tmp_path / "int8.onnx"
+    load_script("export_onnx").main(["--checkpoint", str(checkpoint), "--output", str(out), "--quantize", "dynamic",
+                                     "--max-size", "96"])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "H and W in 2..96" in printed and printed.count("ONNX Runtime vs PyTorch at batch") == 3
+    meta = {p.key: json.loads(p.value) for p in onnx.load(out).metadata_props}
+    assert meta["quantization"] == "dynamic" and meta["input_sizes"] == {"height": [2, 96], "width": [2, 96]}
+    assert [p.name for p in tmp_path.iterdir()] == ["int8.onnx"]  # no fp32 file left beside it
+
+
+@pytest.mark.parametrize("which", ["not_onnx", "classifier"])
+def test_detect_onnx_bad_file_is_one_line(onnx_classifier, tmp_path, which):
+    path = tmp_path / "junk.onnx" if which == "not_onnx" else onnx_classifier[1]
+    (tmp_path / "junk.onnx").write_bytes(b"nothing like onnx")
+    images = write_images(tmp_path / "images", SIZES[:1])
+    result = run_without_torch("detect.py", "--onnx", str(path), "--input", str(images), "--output-dir",
+                               str(tmp_path / "out"))  # fmt: skip
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    expected = "is not an ONNX model" if which == "not_onnx" else "is a classification model; export a detection"
+    assert expected in result.stderr and not (tmp_path / "out").exists()

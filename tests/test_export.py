@@ -1,0 +1,119 @@
+"""One exported graph for every input size (swinlite.export): torch.export with a symbolic batch, height and width,
+and the ONNX file made from it in ONNX Runtime, against eager PyTorch (whose reference path tests/models pins to
+timm, torchvision and naive loops)."""
+
+import json
+
+import onnx
+import pytest
+import torch
+from onnxkit import PICO
+
+from swinlite.export import (
+    FeatureExtractor,
+    FPNFeatures,
+    build_exportable,
+    default_size_range,
+    export_onnx,
+    export_program,
+    onnx_max_abs_error,
+    quantize_dynamic,
+)
+from swinlite.fpn import build_fpn_backbone
+
+# (batch, H, W): one patch; one window at every stage (no shift anywhere); not patch multiples; the issue's sizes
+# that a patch-2 model takes on a CPU in a test
+SIZES = [(1, 2, 2), (2, 3, 5), (1, 8, 8), (3, 36, 44), (1, 97, 131), (1, 224, 224), (1, 250, 333)]
+
+
+@pytest.fixture(scope="module")
+def classifier(onnx_classifier):
+    """The PyTorch model the ONNX file was exported from (fast modules, as the export saw them)."""
+    return build_exportable(None, checkpoint=onnx_classifier[0])
+
+
+@pytest.mark.parametrize("batch,height,width", SIZES)
+def test_one_file_equals_eager_at_every_size(onnx_classifier, classifier, batch, height, width):
+    x = torch.randn(batch, 3, height, width, generator=torch.Generator().manual_seed(height))
+    assert onnx_max_abs_error(onnx_classifier[1], classifier, x) <= 1e-4
+
+
+def test_metadata_names_the_sizes_and_the_classes(onnx_classifier):
+    _, path = onnx_classifier
+    meta = {p.key: json.loads(p.value) for p in onnx.load(path).metadata_props}
+    assert meta["input_sizes"] == {"height": [2, 512], "width": [2, 512]}
+    assert meta["task"] == "classification" and meta["classes"] == ["cat", "dog", "éclair"]
+    graph_input = onnx.load(path).graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param != "" for d in graph_input] == [True, False, True, True]  # batch, 3, H, W
+
+
+def test_exported_program_takes_every_size_and_refuses_outside_the_range():
+    torch.manual_seed(0)
+    model = build_exportable(PICO, fast=False)
+    program = export_program(model, torch.randn(2, 3, 20, 24), (2, 64))
+    for h, w in [(2, 64), (9, 17), (64, 33), (40, 56)]:  # shifts on and off per dimension and stage
+        x = torch.randn(2, 3, h, w)
+        with torch.no_grad():
+            torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(Exception, match="<= 64"):  # torch.export's own input check names the range
+        program.module()(torch.randn(1, 3, 65, 8))
+    assert type(model(torch.randn(1, 3, 20, 24))) is torch.Tensor  # no traced tensor left in a cache
+
+
+@pytest.mark.slow
+def test_every_feature_level_equals_eager(tmp_path):
+    torch.manual_seed(0)
+    model = FeatureExtractor(build_exportable(PICO, out_norm=True), (0, 1, 2, 3)).eval()
+    assert default_size_range(model) == (17, 2048)  # every level at least 2 x 2
+    with pytest.raises(ValueError, match=r"assumes Ne\(.*, 1\), which fails at s\w+=2"):
+        export_program(model, torch.randn(2, 3, 40, 56), (2, 512))  # one patch: a 1 x 1 level
+    program = export_program(model, torch.randn(2, 3, 40, 56), (17, 512))
+    path = export_onnx(program, tmp_path / "m.onnx", [f"stage{i}" for i in range(4)])
+    for size in [(97, 131), (250, 333), (17, 512)]:
+        assert onnx_max_abs_error(path, model, torch.randn(1, 3, *size)) <= 1e-4  # the largest over the levels
+
+
+def test_fpn_maps_equal_eager():
+    torch.manual_seed(0)
+    backbone = build_fpn_backbone(PICO, out_indices=(1, 2, 3), fpn_channels=16, extra_levels="p6p7")
+    model = FPNFeatures(backbone).eval()
+    program = export_program(model, torch.randn(2, 3, 80, 96), (65, 512))  # strides up to 64 (p7)
+    for size in [(97, 131), (65, 70)]:
+        x = torch.randn(1, 3, *size)
+        with torch.no_grad():
+            for got, want in zip(program.module()(x), model(x), strict=True):
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_dynamic_int8_quantizes_the_linear_layers_and_keeps_the_metadata(onnx_classifier, classifier, tmp_path):
+    int8 = quantize_dynamic(onnx_classifier[1], tmp_path / "int8.onnx")
+    proto = onnx.load(int8)
+    ops = {node.op_type for node in proto.graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
+    meta = {p.key: json.loads(p.value) for p in proto.metadata_props}
+    assert meta["quantization"] == "dynamic" and meta["classes"] == ["cat", "dog", "éclair"]
+    error = onnx_max_abs_error(int8, classifier, torch.randn(2, 3, 37, 53))
+    assert 0 < error < 0.5  # quantized: close, not equal
+
+
+def test_bad_export_arguments():
+    model = build_exportable(PICO)
+    with pytest.raises(ValueError, match=r"\[B >= 2, C, H, W\]"):
+        export_program(model, torch.randn(1, 3, 32, 32))
+    with pytest.raises(ValueError, match="must lie in the range 2..16"):
+        export_program(model, torch.randn(2, 3, 32, 32), (2, 16))
+    with pytest.raises(ValueError, match="1 <= min <= max"):
+        export_program(model, torch.randn(2, 3, 32, 32), (40, 16))
+
+
+def test_swin_t_geometry_in_one_graph():
+    """Swin-T's patch 4 and window 7 (narrow and one block per stage): the issue's sizes at which the last stages
+    are one window (no shift) and at which they are several, from one exported program."""
+    torch.manual_seed(0)
+    narrow = dict(embed_dim=8, depths=(1, 2, 1, 2), num_heads=(1, 1, 1, 1))
+    model = build_exportable("swinlite_tiny_patch4_window7_224", **narrow)
+    program = export_program(model, torch.randn(2, 3, 224, 224), (4, 400))
+    for h, w in [(224, 224), (97, 131), (250, 333), (4, 9)]:
+        x = torch.randn(1, 3, h, w)
+        with torch.no_grad():
+            torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)

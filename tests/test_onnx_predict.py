@@ -1,0 +1,87 @@
+"""swinlite.onnx_predict against what the PyTorch path uses: timm's eval transform, torch's bilinear interpolate,
+torchvision's box drawing, torch.topk; and its checks of a file and an input."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from timm.data import create_transform
+from torchvision.utils import draw_bounding_boxes
+
+from swinlite import onnx_predict
+
+
+def _image(height: int, width: int, seed: int = 0) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+
+
+CONFIGS = [
+    {"input_size": (3, 224, 224), "interpolation": "bicubic", "crop_pct": 0.9, "crop_mode": "center"},
+    {"input_size": (3, 32, 32), "interpolation": "bilinear", "crop_pct": 1.0},
+    {"input_size": (3, 48, 64), "interpolation": "bicubic", "crop_pct": 0.875, "crop_mode": "center"},
+    {"input_size": (3, 40, 40), "interpolation": "lanczos", "crop_pct": 0.8, "crop_mode": "squash"},
+    {"input_size": (3, 36, 50), "interpolation": "nearest", "crop_pct": 0.95, "crop_mode": "border"},
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c['input_size'][1]}x{c['input_size'][2]}")
+@pytest.mark.parametrize("size", [(333, 250), (31, 97), (224, 224), (20, 20)])
+def test_preprocess_equals_timms_eval_transform(config, size):
+    config = config | {"mean": (0.5, 0.4, 0.3), "std": (0.2, 0.25, 0.3)}
+    image = _image(*size)
+    want = create_transform(**config, is_training=False)(image).numpy()
+    got = onnx_predict.preprocess(image, config)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("size,new", [((300, 170), (113, 64)), ((37, 123), (64, 212)), ((64, 80), (64, 80))])
+def test_bilinear_resize_equals_torch(size, new):
+    image = np.random.default_rng(0).random((3, *size), dtype=np.float32)
+    want = F.interpolate(torch.from_numpy(image)[None], size=new, mode="bilinear", align_corners=False)[0].numpy()
+    np.testing.assert_allclose(onnx_predict.bilinear_resize(image, new), want, rtol=0, atol=3e-7)
+
+
+def test_draw_boxes_equals_torchvision():
+    image = _image(60, 80)
+    boxes = np.array([[3.7, 5.2, 40.9, 30.0], [10.0, 20.5, 79.0, 59.0]], dtype=np.float32)
+    texts = ["cat 0.93", "éclair 0.51"]
+    want = draw_bounding_boxes(torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1), torch.from_numpy(boxes),
+                               texts, colors="red", width=2)  # fmt: skip
+    got = np.asarray(onnx_predict.draw_boxes(image, boxes, texts))
+    np.testing.assert_array_equal(got, want.permute(1, 2, 0).numpy())
+
+
+def test_top_k_equals_torch_topk_with_ties():
+    probs = np.array([[0.1, 0.4, 0.4, 0.1], [0.25, 0.25, 0.25, 0.25]], dtype=np.float32)
+    indices, values = onnx_predict.top_k(probs, 3)
+    want = torch.from_numpy(probs).topk(3, dim=1)
+    np.testing.assert_array_equal(values, want.values.numpy())
+    assert set(map(tuple, indices.tolist())) <= {(1, 2, 0), (1, 2, 3), (0, 1, 2)}  # tied values: any order torch has
+    assert indices.tolist()[0][:2] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "content,error",
+    [(b"", "not an ONNX model, or is truncated"), (b"\x08\x07garbage" * 9, "not an ONNX model, or is truncated")],
+    ids=["empty", "not_onnx"],
+)
+def test_open_model_refuses_a_file_that_is_not_onnx(tmp_path, content, error):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=error):
+        onnx_predict.open_model(path)
+    with pytest.raises(ValueError, match="does not exist"):
+        onnx_predict.open_model(tmp_path / "missing.onnx")
+
+
+def test_inputs_outside_the_file_are_refused(onnx_classifier):
+    model = onnx_predict.open_model(onnx_classifier[1])
+    assert onnx_predict.size_problem(model, 512, 2) is None
+    assert "height 2..512, width 2..512" in onnx_predict.size_problem(model, 513, 40)
+    with pytest.raises(ValueError, match="outside the sizes model.onnx was exported for"):
+        onnx_predict.classify(model, np.zeros((1, 3, 600, 32), np.float32))
+    with pytest.raises(ValueError, match="takes 3-channel images; the predictor feeds 1"):
+        onnx_predict.classify(model, np.zeros((1, 1, 32, 32), np.float32))

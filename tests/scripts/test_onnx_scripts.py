@@ -86,19 +86,6 @@ def test_predict_onnx_of_a_bare_file_with_both_flags(onnx_classifier, tmp_path):
     assert _rows(tmp_path / "b.csv")[1][1] in CLASSES
 
 
-@pytest.mark.slow
-def test_export_script_quantizes_and_checks(onnx_classifier, load_script, tmp_path, capsys):
-    checkpoint, _ = onnx_classifier
-    out = tmp_path / "int8.onnx"
-    load_script("export_onnx").main(["--checkpoint", str(checkpoint), "--output", str(out), "--quantize", "dynamic",
-                                     "--max-size", "96"])  # fmt: skip
-    printed = capsys.readouterr().out
-    assert "H and W in 2..96" in printed and printed.count("ONNX Runtime vs PyTorch at batch") == 3
-    meta = {p.key: json.loads(p.value) for p in onnx.load(out).metadata_props}
-    assert meta["quantization"] == "dynamic" and meta["input_sizes"] == {"height": [2, 96], "width": [2, 96]}
-    assert [p.name for p in tmp_path.iterdir()] == ["int8.onnx"]  # no fp32 file left beside it
-
-
 @pytest.mark.parametrize("which", ["not_onnx", "classifier"])
 def test_detect_onnx_bad_file_is_one_line(onnx_classifier, tmp_path, which):
     path = tmp_path / "junk.onnx" if which == "not_onnx" else onnx_classifier[1]

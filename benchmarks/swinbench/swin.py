@@ -102,7 +102,7 @@ def build_models(cfg: BenchConfig) -> dict[str, nn.Module]:
     reference = timm.create_model(timm_name, drop_path_rate=0.0, img_size=cfg.img_size)
     models: dict[str, nn.Module] = {}
     if "swinlite" in cfg.models:
-        lite = timm.create_model(lite_name, drop_path_rate=0.0)
+        lite = timm.create_model(lite_name, drop_path_rate=0.0, img_size=cfg.img_size)  # V2: timm's stage windows
         lite.load_state_dict(convert_state_dict(reference.state_dict(), lite))
         models["swinlite"] = lite
     if "timm" in cfg.models:

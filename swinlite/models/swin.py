@@ -446,6 +446,12 @@ class WindowAttention(nn.Module):
         return window_attention(qkv, bias, mask, batch, self.scale, self.attn_drop.p if self.training else 0.0)
 
 
+def cosine_eps(dtype: torch.dtype) -> float:
+    """The floor of |q| and |k| in cosine attention: 1e-12 as the reference's ``F.normalize``; in float16, where
+    1e-12 is 0 and a zero vector (the key of a padded token) would give 0/0 = NaN, its smallest normal 2**-14."""
+    return 2.0**-14 if dtype == torch.float16 else 1e-12
+
+
 def cosine_window_attention(
     qkv: torch.Tensor,
     bias: torch.Tensor,
@@ -468,7 +474,8 @@ def cosine_window_attention(
         (B*nW, heads, N, hd).
     """
     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
-    attn = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)  # cosine similarity (B*nW, heads, N, N)
+    eps = cosine_eps(q.dtype)
+    attn = F.normalize(q, dim=-1, eps=eps) @ F.normalize(k, dim=-1, eps=eps).transpose(-2, -1)  # (B*nW, heads, N, N)
     attn = attn * torch.clamp(logit_scale, max=math.log(100.0)).exp()  # τ per head, at most 100
     attn = attn + window_attn_mask(bias, mask, batch)
     attn = attn.softmax(dim=-1)

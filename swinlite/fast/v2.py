@@ -71,7 +71,7 @@ def sdpa_cosine_window_attention(
     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd), views without copies
     tau = torch.clamp(logit_scale, max=math.log(100.0)).exp().to(q.dtype)  # (heads, 1, 1)
     eps = cosine_eps(q.dtype)
-    q = q * (tau / q.norm(dim=-1, keepdim=True).clamp_min(eps))  # q·τ/|q|, as F.normalize
+    q = q * (tau / torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps))  # q·τ/|q|, as F.normalize
     k = F.normalize(k, dim=-1, eps=eps)
     attn_mask = window_attn_mask(bias, mask, batch)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=1.0)

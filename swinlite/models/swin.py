@@ -687,7 +687,7 @@ class SwinV2Block(SwinBlock):
             dim, num_heads, window, shift, mlp_ratio, qkv_bias, drop_path, proj_drop, attn_drop,
             mask_padding=mask_padding, norm_layer=norm_layer, act_layer=act_layer, **dd,
         )  # fmt: skip
-        self.attn = WindowAttentionV2(
+        self.attn = WindowAttentionV2(  # in place of SwinBlock's attention
             dim, num_heads, self.window, qkv_bias, attn_drop, proj_drop, pretrained_window, **dd
         )
         for norm in (self.norm1, self.norm2):

@@ -8,22 +8,28 @@ from . import variants
 from .swin import (
     ContinuousPositionBias,
     PatchMerging,
+    PatchMergingV2,
     RelativePositionBias,
     SwinBlock,
     SwinStage,
     SwinTransformer,
+    SwinV2Block,
     WindowAttention,
+    WindowAttentionV2,
     relative_position_index,
 )
 
 __all__ = [
     "ContinuousPositionBias",
     "PatchMerging",
+    "PatchMergingV2",
     "RelativePositionBias",
     "SwinBlock",
     "SwinStage",
     "SwinTransformer",
+    "SwinV2Block",
     "WindowAttention",
+    "WindowAttentionV2",
     "relative_position_index",
     "variants",
 ]

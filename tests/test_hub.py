@@ -2,12 +2,11 @@
 timm.create_model(pretrained=True) of the swinlite variants).
 
 The hub endpoint is pointed at a closed local port (nothing is ever downloaded); the cache is the module's
-folder in the Hugging Face layout (``tests/conftest.py``'s ``offline_hub``), with ``HF_HUB_OFFLINE`` unset.
+folder in the Hugging Face layout (``tests/conftest.py``'s ``no_network``), with ``HF_HUB_OFFLINE`` unset.
 """
 
 import time
 
-import huggingface_hub.constants
 import pytest
 import timm
 import torch
@@ -22,15 +21,6 @@ V2_ABSENT = "swinlite_v2_small_window8_256.ms_in1k"
 V2_TAG = "swinlite_v2_tiny_window8_256.ms_in1k"
 V2_TIMM_TAG = "swinv2_tiny_window8_256.ms_in1k"
 REDUCED = dict(embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))
-
-
-@pytest.fixture
-def no_network(offline_hub, monkeypatch):
-    """The module's hub cache, HF_HUB_OFFLINE unset, the endpoint unreachable (a closed port: refused at once)."""
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
-    return offline_hub
 
 
 def test_unreachable_hub_and_nothing_cached_is_one_line_at_once(no_network):

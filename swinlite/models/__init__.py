@@ -6,6 +6,7 @@ fast path (:mod:`swinlite.fast`); the relative position encodings (:mod:`.swin`)
 
 from . import variants
 from .swin import (
+    BlockOptions,
     ContinuousPositionBias,
     PatchMerging,
     PatchMergingV2,
@@ -20,6 +21,7 @@ from .swin import (
 )
 
 __all__ = [
+    "BlockOptions",
     "ContinuousPositionBias",
     "PatchMerging",
     "PatchMergingV2",

@@ -17,6 +17,7 @@ outputs (``forward_intermediates``, ``features_only``) are NCHW unless asked oth
 H x W map, Hp x Wp padded map, Wh x Ww window, nW windows per image, N = Wh*Ww tokens per window, C channels.
 """
 
+import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -560,13 +561,37 @@ class WindowAttentionV2(nn.Module):
 # --- Swin block ------------------------------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class BlockOptions:
+    """What every block of a model shares, whatever its type: the model builds one and its stages pass it down.
+
+    Attributes:
+        mlp_ratio: MLP hidden size over the block width.
+        qkv_bias: learn q, k, v biases (V2: q and v).
+        proj_drop: dropout after the attention projection and in the MLP.
+        attn_drop: dropout on attention weights.
+        mask_padding: mask padded tokens as keys; without, they take part in attention as zero vectors
+            (torchvision's behaviour).
+        norm_layer: the blocks' norm.
+        act_layer: the MLP's activation.
+    """
+
+    mlp_ratio: float = 4.0
+    qkv_bias: bool = True
+    proj_drop: float = 0.0
+    attn_drop: float = 0.0
+    mask_padding: bool = True
+    norm_layer: type[nn.Module] = nn.LayerNorm
+    act_layer: type[nn.Module] = nn.GELU
+
+
 @register_notrace_module  # the padding and shift depend on the input size, a Python branch fx cannot trace
 class SwinBlock(nn.Module):
     """One W-MSA (``shift=False``) or SW-MSA (``shift=True``) block: ``x + attn(norm1(x))``, ``x + mlp(norm2(x))``.
 
     Any map size works: the normalised map is padded bottom/right to a window multiple before the
     cyclic shift by window // 2, attention runs per window, and the result is shifted back and
-    cropped. With ``mask_padding`` the padded tokens are masked as keys; without, they take part in
+    cropped. With ``options.mask_padding`` the padded tokens are masked as keys; without, they take part in
     attention as zero vectors (torchvision's behaviour).
 
     Args:
@@ -574,13 +599,9 @@ class SwinBlock(nn.Module):
         num_heads: attention heads.
         window: (Wh, Ww).
         shift: shift the windows by half a window (every second block in a stage).
-        mlp_ratio: MLP hidden size over ``dim``.
-        qkv_bias: learn q, k, v biases.
         drop_path: stochastic depth rate of both residual branches.
-        proj_drop: dropout after the attention projection and in the MLP.
-        attn_drop: dropout on attention weights.
         rel_pos: ``"table"`` or ``"cpb"``, see :class:`WindowAttention`.
-        mask_padding: mask padded tokens as keys.
+        options: MLP ratio, biases, dropouts, padding mask, norm and activation (:class:`BlockOptions`).
     """
 
     mask_padding: torch.jit.Final[bool]
@@ -591,28 +612,24 @@ class SwinBlock(nn.Module):
         num_heads: int,
         window: tuple[int, int] = (7, 7),
         shift: bool = False,
-        mlp_ratio: float = 4.0,
-        qkv_bias: bool = True,
         drop_path: float = 0.0,
-        proj_drop: float = 0.0,
-        attn_drop: float = 0.0,
         rel_pos: str = "table",
-        mask_padding: bool = True,
-        norm_layer: type[nn.Module] = nn.LayerNorm,
-        act_layer: type[nn.Module] = nn.GELU,
+        options: BlockOptions = BlockOptions(),
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         dd = {"device": device, "dtype": dtype}
+        o = options
         self.window: tuple[int, int] = (int(window[0]), int(window[1]))
         self.shift: tuple[int, int] = (self.window[0] // 2, self.window[1] // 2) if shift else (0, 0)
-        self.mask_padding = mask_padding
-        self.norm1 = norm_layer(dim, **dd)
-        self.attn = WindowAttention(dim, num_heads, self.window, qkv_bias, attn_drop, proj_drop, rel_pos, **dd)
+        self.mask_padding = o.mask_padding
+        self.norm1 = o.norm_layer(dim, **dd)
+        self.attn = WindowAttention(dim, num_heads, self.window, o.qkv_bias, o.attn_drop, o.proj_drop, rel_pos, **dd)
         self.drop_path1 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
-        self.norm2 = norm_layer(dim, **dd)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=proj_drop, **dd)  # timm's: fc1, act, fc2
+        self.norm2 = o.norm_layer(dim, **dd)
+        hidden = int(dim * o.mlp_ratio)
+        self.mlp = Mlp(dim, hidden, act_layer=o.act_layer, drop=o.proj_drop, **dd)  # timm's: fc1, act, fc2
         self.drop_path2 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -670,25 +687,17 @@ class SwinV2Block(SwinBlock):
         num_heads: int,
         window: tuple[int, int] = (8, 8),
         shift: bool = False,
-        mlp_ratio: float = 4.0,
-        qkv_bias: bool = True,
         drop_path: float = 0.0,
-        proj_drop: float = 0.0,
-        attn_drop: float = 0.0,
         pretrained_window: tuple[int, int] | None = None,
-        mask_padding: bool = True,
-        norm_layer: type[nn.Module] = nn.LayerNorm,
-        act_layer: type[nn.Module] = nn.GELU,
+        options: BlockOptions = BlockOptions(),
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         dd = {"device": device, "dtype": dtype}
-        super().__init__(
-            dim, num_heads, window, shift, mlp_ratio, qkv_bias, drop_path, proj_drop, attn_drop,
-            mask_padding=mask_padding, norm_layer=norm_layer, act_layer=act_layer, **dd,
-        )  # fmt: skip
+        super().__init__(dim, num_heads, window, shift, drop_path, options=options, **dd)
+        o = options
         self.attn = WindowAttentionV2(  # in place of SwinBlock's attention
-            dim, num_heads, self.window, qkv_bias, attn_drop, proj_drop, pretrained_window, **dd
+            dim, num_heads, self.window, o.qkv_bias, o.attn_drop, o.proj_drop, pretrained_window, **dd
         )
         for norm in (self.norm1, self.norm2):
             nn.init.zeros_(norm.weight)
@@ -786,11 +795,11 @@ class SwinStage(nn.Module):
         window: (Wh, Ww).
         downsample: start with a patch merging (stride 2).
         drop_path: stochastic depth rate of each block, ``depth`` values.
-        mlp_ratio, qkv_bias, proj_drop, attn_drop, rel_pos, mask_padding: see :class:`SwinBlock` (``rel_pos``:
-            V1 blocks only).
         block: ``"v1"`` (:class:`SwinBlock`, :class:`PatchMerging`) or ``"v2"`` (:class:`SwinV2Block`,
             :class:`PatchMergingV2`), see :data:`BLOCK_TYPES`.
+        rel_pos: V1 blocks: ``"table"`` or ``"cpb"``, see :class:`WindowAttention`.
         pretrained_window: V2 blocks: the window their position bias was pre-trained at, or None.
+        options: what every block shares (:class:`BlockOptions`); its ``norm_layer`` is the patch merging's too.
     """
 
     def __init__(
@@ -802,16 +811,10 @@ class SwinStage(nn.Module):
         window: tuple[int, int],
         downsample: bool,
         drop_path: Sequence[float],
-        mlp_ratio: float = 4.0,
-        qkv_bias: bool = True,
-        proj_drop: float = 0.0,
-        attn_drop: float = 0.0,
-        rel_pos: str = "table",
-        mask_padding: bool = True,
-        norm_layer: type[nn.Module] = nn.LayerNorm,
-        act_layer: type[nn.Module] = nn.GELU,
         block: str = "v1",
+        rel_pos: str = "table",
         pretrained_window: tuple[int, int] | None = None,
+        options: BlockOptions = BlockOptions(),
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -821,7 +824,7 @@ class SwinStage(nn.Module):
             raise ValueError(f"block must be one of {', '.join(BLOCK_TYPES)}, got {block!r}")
         block_cls, merging_cls = BLOCK_TYPES[block]
         if downsample:
-            self.downsample: nn.Module = merging_cls(dim, out_dim, norm_layer, device=device, dtype=dtype)
+            self.downsample: nn.Module = merging_cls(dim, out_dim, options.norm_layer, device=device, dtype=dtype)
         elif dim != out_dim:
             raise ValueError(f"a stage without downsampling keeps its width: dim {dim} != out_dim {out_dim}")
         else:
@@ -835,15 +838,9 @@ class SwinStage(nn.Module):
                     num_heads,
                     window,
                     shift=i % 2 == 1,
-                    mlp_ratio=mlp_ratio,
-                    qkv_bias=qkv_bias,
                     drop_path=drop_path[i],
-                    proj_drop=proj_drop,
-                    attn_drop=attn_drop,
-                    mask_padding=mask_padding,
                     **position,
-                    norm_layer=norm_layer,
-                    act_layer=act_layer,
+                    options=options,
                     device=device,
                     dtype=dtype,
                 )
@@ -996,6 +993,15 @@ class SwinTransformer(nn.Module):
         )
         drop_path = torch.linspace(0, drop_path_rate, sum(depths), device="cpu").tolist()  # under any device context
         windows = stage_windows(block, self.window_size, self.patch_embed.grid_size, num_stages)
+        options = BlockOptions(
+            mlp_ratio=mlp_ratio,
+            qkv_bias=qkv_bias,
+            proj_drop=proj_drop_rate,
+            attn_drop=attn_drop_rate,
+            mask_padding=mask_padding,
+            norm_layer=norm_layer,
+            act_layer=act_layer,
+        )
         stages, self.feature_info = [], []
         for i, depth in enumerate(depths):
             first = sum(depths[:i])
@@ -1008,16 +1014,10 @@ class SwinTransformer(nn.Module):
                     windows[i],
                     downsample=i > 0,
                     drop_path=drop_path[first : first + depth],
-                    norm_layer=norm_layer,
-                    mlp_ratio=mlp_ratio,
-                    qkv_bias=qkv_bias,
-                    proj_drop=proj_drop_rate,
-                    attn_drop=attn_drop_rate,
-                    rel_pos=rel_pos,
-                    mask_padding=mask_padding,
-                    act_layer=act_layer,
                     block=block,
+                    rel_pos=rel_pos,
                     pretrained_window=pretrained_windows[i],
+                    options=options,
                     **dd,
                 )
             )

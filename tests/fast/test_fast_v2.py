@@ -9,13 +9,14 @@ import torch
 
 import swinlite  # noqa: F401  (registers the models)
 from swinlite.fast import FastSwinV2Block, FastWindowAttentionV2, accelerate
-from swinlite.models.swin import SwinV2Block
+from swinlite.models.swin import BlockOptions, SwinV2Block
 
 
 def block_pair(shift: bool, mask_padding: bool) -> tuple[SwinV2Block, SwinV2Block]:
     """(fast, reference) V2 blocks with every weight random (the post-norms start at zero otherwise)."""
     torch.manual_seed(0)
-    reference = SwinV2Block(8, 2, (4, 4), shift=shift, mask_padding=mask_padding, pretrained_window=(3, 3))
+    options = BlockOptions(mask_padding=mask_padding)
+    reference = SwinV2Block(8, 2, (4, 4), shift=shift, pretrained_window=(3, 3), options=options)
     with torch.no_grad():
         for name, p in reference.named_parameters():
             p.copy_(torch.randn_like(p) * 0.3 + ("norm" in name and name.endswith("weight")))

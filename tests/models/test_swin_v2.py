@@ -7,13 +7,14 @@ import pytest
 import torch
 from reference import naive_v2_block
 
-from swinlite.models.swin import PatchMergingV2, SwinTransformer, SwinV2Block, stage_windows
+from swinlite.models.swin import BlockOptions, PatchMergingV2, SwinTransformer, SwinV2Block, stage_windows
 
 
 def _random_v2_block(window, shift, mask_padding, pretrained_window=None) -> SwinV2Block:
     """A float64 V2 block with every weight random: post-norms away from their zero init, biases, a clamped head."""
     torch.manual_seed(0)
-    block = SwinV2Block(12, 3, window, shift=shift, mask_padding=mask_padding, pretrained_window=pretrained_window)
+    options = BlockOptions(mask_padding=mask_padding)
+    block = SwinV2Block(12, 3, window, shift=shift, pretrained_window=pretrained_window, options=options)
     block = block.double()
     with torch.no_grad():
         for name, p in block.named_parameters():

@@ -109,7 +109,8 @@ def test_another_window_or_image_size_loads_every_weight_as_is(window16, kwargs)
 
 def to_microsoft_v2(state_dict: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
     """timm's V2 layout -> the official release's: downsample at the end of a stage, ``head.*``, the persistent
-    ``relative_position_index`` / ``relative_coords_table`` buffers, ``{"model": ...}``."""
+    ``relative_position_index`` / ``relative_coords_table`` / shifted blocks' ``attn_mask`` buffers,
+    ``{"model": ...}``."""
     out = {}
     for key, value in state_dict.items():
         key = re.sub(r"^layers\.(\d+)\.downsample", lambda m: f"layers.{int(m.group(1)) - 1}.downsample", key)
@@ -118,6 +119,8 @@ def to_microsoft_v2(state_dict: dict[str, torch.Tensor]) -> dict[str, dict[str, 
             prefix = key.removesuffix("logit_scale")
             out[prefix + "relative_position_index"] = torch.zeros(64, 64, dtype=torch.long)
             out[prefix + "relative_coords_table"] = torch.zeros(1, 15, 15, 2)
+            if int(key.split(".")[3]) % 2 == 1:  # layers.i.blocks.j: odd j shift
+                out[prefix.removesuffix("attn.") + "attn_mask"] = torch.zeros(4, 64, 64)
     return {"model": out}
 
 

@@ -13,6 +13,7 @@ batch 4) against plain attention and the double-loop formulation.
 
 Examples:
     python scripts/benchmark.py --size tiny --batch 8 --repeats 7 --json benchmarks/cpu_tiny_b8.json
+    python scripts/benchmark.py --size v2_tiny --batch 8 --precisions fp32 --json benchmarks/cpu_v2_tiny_b8_fp32.json
     python scripts/benchmark.py --compile --models swinlite,timm --json benchmarks/cpu_tiny_b8_compile.json
     python scripts/benchmark.py --sizes --json benchmarks/cpu_sizes.json
     python scripts/benchmark.py --sizes 224,800x1333 --device cuda --json sizes_cuda.json
@@ -30,7 +31,7 @@ from _cli import Parser, run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmark code sits beside its results
 
-from swinbench.choices import DEFAULT_SIZES, MODELS, PRECISIONS, SIZES, TASKS, parse_sizes  # noqa: E402
+from swinbench.choices import DEFAULT_SIZES, IMG_SIZES, MODELS, PRECISIONS, SIZES, TASKS, parse_sizes  # noqa: E402
 
 
 def _csv(allowed: tuple[str, ...]):
@@ -53,9 +54,13 @@ def _sizes(text: str) -> tuple[tuple[int, int], ...]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = Parser(__doc__)
-    p.add_argument("--size", choices=tuple(SIZES), default="tiny", help="model size (default: tiny)")
+    p.add_argument(
+        "--size", choices=tuple(SIZES), default="tiny", help="model size; v2_tiny: Swin-V2-T, window 8 (default: tiny)"
+    )
     p.add_argument("--batch", type=int, default=None, help="batch size (default: 8; 2 with --sizes)")
-    p.add_argument("--img-size", type=int, default=224, help="square input size (default: 224)")
+    p.add_argument(
+        "--img-size", type=int, default=None, help="square input size (default: 224; 256 for v2_tiny, its size)"
+    )
     p.add_argument("--device", default="cpu", help="cpu or cuda[:i] (default: cpu)")
     p.add_argument("--models", type=_csv(MODELS), default=MODELS, help="subset of swinlite,timm,torchvision")
     p.add_argument("--tasks", type=_csv(TASKS), default=TASKS, help="subset of inference,train")
@@ -93,6 +98,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.compile and args.sizes:
         p.error("--compile and --sizes are separate runs; pass one of them")
+    if args.img_size is None:
+        args.img_size = IMG_SIZES[args.size]
     for name, default, sizes_default in (("batch", 8, 2), ("warmup", 2, 1), ("repeats", 7, 3)):
         if getattr(args, name) is None:
             setattr(args, name, sizes_default if args.sizes else default)

@@ -3,10 +3,12 @@
 Supported layouts, detected from the keys:
 
 - ``swinlite``: this package's own (returned as is).
-- ``timm``: timm's ``swin_transformer`` (downsample at the start of a stage, ``head.fc.*``).
-- ``microsoft``: the official release (``{"model": ...}``, downsample at the *end* of a stage,
-  ``head.*``, persistent ``relative_position_index`` / ``attn_mask`` buffers).
-- ``torchvision``: ``swin_t/s/b`` (``features.N...``).
+- ``timm``: timm's ``swin_transformer`` and ``swin_transformer_v2`` (downsample at the start of a stage,
+  ``head.fc.*``; V2's ``attn.cpb_mlp`` is swinlite's ``attn.rel_pos.mlp``).
+- ``microsoft``: the official release, V1 and V2 (``{"model": ...}``, downsample at the *end* of a stage,
+  ``head.*``, persistent ``relative_position_index`` / ``relative_coords_table`` / ``attn_mask`` buffers).
+- ``torchvision``: ``swin_t/s/b`` and ``swin_v2_t/s/b`` (``features.N...``; V2's ``qkv.bias`` becomes
+  ``q_bias`` and ``v_bias``: torchvision zeroes its key part in every forward).
 - ``mmdet``: mmdet / mmpretrain ``SwinTransformer`` (``backbone.stages.i.blocks.j.attn.w_msa.*``,
   ``ffn.layers.*``, ``patch_embed.projection``, per-level ``norm0..3``; downsample at the end of a
   stage, in ``nn.Unfold`` channel order). Keys outside ``backbone.`` (necks, detection heads) are
@@ -32,7 +34,7 @@ from torch import nn
 from .io import StateDict, unwrap_checkpoint
 
 # Buffers some layouts save that swinlite rebuilds itself.
-_DROPPED = ("relative_position_index", "attn_mask")
+_DROPPED = ("relative_position_index", "relative_coords_table", "attn_mask")
 
 
 def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
@@ -46,7 +48,9 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
         return "torchvision"
     if any(".attn.rel_pos." in k for k in keys):
         return "swinlite"
-    if any(k.startswith("layers.") and k.endswith("relative_position_bias_table") for k in keys):
+    if any(
+        k.startswith("layers.") and (k.endswith("relative_position_bias_table") or ".attn.cpb_mlp." in k) for k in keys
+    ):
         # the official release downsamples at the end of stage 0; timm has no layers.0.downsample
         if any(k.startswith("layers.0.downsample.") for k in keys) or "head.weight" in state_dict:
             return "microsoft"
@@ -59,7 +63,9 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
 
 
 def _from_timm(key: str) -> str:
-    return key.replace("attn.relative_position_bias_table", "attn.rel_pos.table")
+    return key.replace("attn.relative_position_bias_table", "attn.rel_pos.table").replace(
+        "attn.cpb_mlp.", "attn.rel_pos.mlp."
+    )
 
 
 def _from_microsoft(key: str) -> str:
@@ -81,6 +87,17 @@ def _from_torchvision(key: str) -> str:
             key = f"layers.{index // 2}.downsample.{rest}"
     key = re.sub(r"^head\.(weight|bias)$", r"head.fc.\1", key)
     return _from_timm(key)
+
+
+def _from_torchvision_state(state_dict: StateDict) -> StateDict:
+    """torchvision's V1 or V2 state dict renamed; a V2 block's ``qkv.bias`` split into ``q_bias`` and ``v_bias``."""
+    out = {_from_torchvision(k): v for k, v in state_dict.items()}
+    for key in [k for k in out if k.endswith(".attn.qkv.bias")]:
+        prefix = key.removesuffix("qkv.bias")
+        if prefix + "logit_scale" in out:  # a V2 block: torchvision zeroes the key bias in every forward
+            q, _, v = out.pop(key).chunk(3)
+            out[prefix + "q_bias"], out[prefix + "v_bias"] = q, v
+    return out
 
 
 # nn.Unfold concatenates a 2x2 neighbourhood channel-major (index c * 4 + 2 * dh + dw); swinlite's
@@ -173,13 +190,13 @@ def _from_huggingface(state_dict: StateDict) -> StateDict:
 _CONVERTERS: dict[str, Callable[[StateDict], StateDict]] = {
     "mmdet": _from_mmdet,
     "huggingface": _from_huggingface,
+    "torchvision": _from_torchvision_state,
 }
 
 _RENAMES: dict[str, Callable[[str], str]] = {
     "swinlite": lambda k: k,
     "timm": _from_timm,
     "microsoft": _from_microsoft,
-    "torchvision": _from_torchvision,
 }
 
 

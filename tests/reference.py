@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from swinlite.models.swin import SwinBlock
+    from swinlite.models.swin import SwinBlock, SwinV2Block
     from swinlite.seq import RelPosSelfAttention1d
 
 
@@ -135,6 +135,67 @@ def naive_block(block: SwinBlock, x: torch.Tensor, mask_padding: bool) -> torch.
     out = torch.roll(out, (sh, sw), (1, 2))[:, :H, :W]
     x = x + out
     return x + block.mlp(block.norm2(x))
+
+
+def naive_v2_block(block: SwinV2Block, x: torch.Tensor, mask_padding: bool) -> torch.Tensor:
+    """A Swin-V2 block on [B, H, W, C], one window, query and head at a time, reading the block's weights.
+
+    Written from the paper's formulas: the continuous position bias ``16 * sigmoid(MLP(log-spaced offset))`` with
+    the offset normalised per axis by (pretrained window - 1), scaled cosine attention with τ = exp(min(logit
+    scale, log 100)), q and v biases (none for k), res-post-norm (``x + norm1(attn(x))``, ``x + norm2(mlp(x))``).
+    Pads, rolls, labels the shift regions by coordinates and drops padded keys (``mask_padding``) as
+    :func:`naive_block` does.
+    """
+    B, H, W, C = x.shape
+    attn = block.attn
+    wh, ww = block.window
+    pwh, pww = attn.rel_pos.pretrained_window or block.window
+    heads = attn.num_heads
+    hd = C // heads
+    Hp, Wp = math.ceil(H / wh) * wh, math.ceil(W / ww) * ww
+    sh = wh // 2 if block.shift[0] and Hp > wh else 0
+    sw = ww // 2 if block.shift[1] and Wp > ww else 0
+    y = torch.roll(torch.nn.functional.pad(x, (0, 0, 0, Wp - W, 0, Hp - H)), (-sh, -sw), (1, 2))
+    orig_r = [(r + sh) % Hp for r in range(Hp)]
+    orig_c = [(c + sw) % Wp for c in range(Wp)]
+
+    def region(p: int, size: int, w: int, s: int) -> int:
+        return 0 if p < size - w else (1 if p < size - s else 2) if s else 0
+
+    def log_spaced(d: int, pretrained: int) -> float:  # in float32, as the reference computes the coordinates
+        t = torch.tensor(float(d)) / max(pretrained - 1, 1) * 8
+        return float(torch.sign(t) * torch.log2(t.abs() + 1) / math.log2(8))
+
+    def cpb(dh: int, dw: int) -> torch.Tensor:  # (heads,)
+        coords = torch.tensor([log_spaced(dh, pwh), log_spaced(dw, pww)], dtype=x.dtype)
+        return 16 * torch.sigmoid(attn.rel_pos.mlp(coords))
+
+    bias = {(dh, dw): cpb(dh, dw) for dh in range(1 - wh, wh) for dw in range(1 - ww, ww)}
+    zeros = torch.zeros(C, dtype=x.dtype)
+    q_w, k_w, v_w = attn.qkv.weight.split(C)
+    q_b, v_b = (attn.q_bias, attn.v_bias) if attn.q_bias is not None else (zeros, zeros)
+    q_all, k_all, v_all = y @ q_w.T + q_b, y @ k_w.T, y @ v_w.T + v_b  # (B, Hp, Wp, C): no key bias
+    tau = torch.minimum(attn.logit_scale.flatten(), torch.tensor(math.log(100.0), dtype=x.dtype)).exp()
+    out = torch.zeros(B, Hp, Wp, C, dtype=x.dtype)
+    for b, i0, j0 in itertools.product(range(B), range(0, Hp, wh), range(0, Wp, ww)):
+        pos = [(i0 + a, j0 + c) for a in range(wh) for c in range(ww)]
+        keys = [(i, j) for i, j in pos if not mask_padding or (orig_r[i] < H and orig_c[j] < W)]
+        k = torch.stack([k_all[b, i, j] for i, j in keys])  # (keys, C)
+        v = torch.stack([v_all[b, i, j] for i, j in keys])
+        for qi, qj in pos:
+            offsets = torch.stack([bias[qi - ki, qj - kj] for ki, kj in keys])  # (keys, heads)
+            regions = [(region(i, Hp, wh, sh), region(j, Wp, ww, sw)) for i, j in [(qi, qj), *keys]]
+            shifted = torch.tensor([0.0 if r == regions[0] else -100.0 for r in regions[1:]], dtype=x.dtype)
+            for h in range(heads):
+                cut = slice(h * hd, (h + 1) * hd)
+                qh, kh = q_all[b, qi, qj, cut], k[:, cut]
+                cosine = (kh @ qh) / (kh.norm(dim=1).clamp_min(1e-12) * qh.norm().clamp_min(1e-12))  # (keys,)
+                logits = tau[h] * cosine + offsets[:, h] + shifted
+                out[b, qi, qj, cut] = torch.softmax(logits, 0) @ v[:, cut]
+    out = attn.proj(out)
+    out = torch.roll(out, (sh, sw), (1, 2))[:, :H, :W]
+    x = x + block.norm1(out)
+    return x + block.norm2(block.mlp(x))
 
 
 def naive_rel_pos_attention_1d(

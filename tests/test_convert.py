@@ -26,6 +26,15 @@ def test_detects_layouts():
     assert swinlite.detect_layout(model.state_dict()) == "swinlite"
 
 
+def test_detects_v2_layouts():
+    """Swin-V2: timm's swinv2_*, torchvision's swin_v2_*, swinlite's own (the official release: test_pretrained_v2)."""
+    assert swinlite.detect_layout(timm.create_model("swinv2_tiny_window8_256", device="meta").state_dict()) == "timm"
+    with torch.device("meta"):
+        assert swinlite.detect_layout(torchvision.models.swin_v2_t().state_dict()) == "torchvision"
+    model = timm.create_model("swinlite_v2_pico_patch2_window4_32", device="meta")
+    assert swinlite.detect_layout(model.state_dict()) == "swinlite"
+
+
 def test_unknown_layout_lists_keys():
     with pytest.raises(ValueError, match="unknown checkpoint layout.*conv1.weight"):
         swinlite.convert_state_dict({"conv1.weight": torch.zeros(1), "fc.bias": torch.zeros(1)})

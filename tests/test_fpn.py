@@ -37,8 +37,9 @@ def _targets(masks: bool) -> list[dict[str, torch.Tensor]]:
     return out
 
 
-def test_backbone_outputs_fpn_levels():
-    backbone = build_fpn_backbone(PICO, fpn_channels=16).eval()
+@pytest.mark.parametrize("name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
+def test_backbone_outputs_fpn_levels(name):
+    backbone = build_fpn_backbone(name, fpn_channels=16).eval()
     out = backbone(torch.randn(1, 3, 50, 70))
     assert backbone.out_channels == 16
     assert list(out) == ["0", "1", "2", "3", "pool"]

@@ -1,4 +1,5 @@
-"""swinlite.hub: whether timm's pretrained weights can be had is known in seconds, with no retries.
+"""swinlite.hub: whether timm's pretrained weights can be had is known in seconds, with no retries (also inside
+timm.create_model(pretrained=True) of the swinlite variants).
 
 The hub endpoint is pointed at a closed local port (nothing is ever downloaded); the cache is the module's
 folder in the Hugging Face layout (``tests/conftest.py``'s ``no_network``), with ``HF_HUB_OFFLINE`` unset.
@@ -11,10 +12,14 @@ import timm
 import torch
 
 from swinlite.hub import cached_weights, hub_unreachable, pretrained_kwargs
+from swinlite.models.pretrained import WeightsUnavailableError
 
 ABSENT = "swinlite_small_patch4_window7_224.ms_in1k"  # never cached here
 TAG = "swinlite_tiny_patch4_window7_224.ms_in22k_ft_in1k"
 TIMM_TAG = "swin_tiny_patch4_window7_224.ms_in22k_ft_in1k"
+V2_ABSENT = "swinlite_v2_small_window8_256.ms_in1k"
+V2_TAG = "swinlite_v2_tiny_window8_256.ms_in1k"
+V2_TIMM_TAG = "swinv2_tiny_window8_256.ms_in1k"
 REDUCED = dict(embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))
 
 
@@ -46,3 +51,29 @@ def test_unreachable_hub_with_cached_weights_loads_them_without_retrying(no_netw
 
 def test_models_without_hub_weights_need_no_check(no_network):
     assert pretrained_kwargs("swinlite_pico_patch2_window4_32") == {}  # no published weights: timm says so itself
+
+
+@pytest.mark.parametrize(
+    ("name", "repo"),
+    [(ABSENT, "timm/swin_small_patch4_window7_224.ms_in1k"), (V2_ABSENT, "timm/swinv2_small_window8_256.ms_in1k")],
+)
+def test_create_model_without_network_fails_at_once_naming_the_repo(no_network, name, repo):
+    """timm.create_model(pretrained=True) itself asks the hub once (swinlite.models.variants._create)."""
+    start = time.monotonic()
+    with pytest.raises(WeightsUnavailableError) as info:
+        timm.create_model(name, pretrained=True, **REDUCED)
+    assert time.monotonic() - start < 10
+    message = str(info.value)
+    assert "\n" not in message and f"hub repo {repo}" in message and "did not answer" in message
+
+
+def test_create_model_without_network_loads_the_cached_weights_at_once(no_network):
+    state = no_network.add_timm(V2_TIMM_TAG, **REDUCED)
+    start = time.monotonic()
+    model = timm.create_model(V2_TAG, pretrained=True, **REDUCED)
+    assert time.monotonic() - start < 10
+    reference = timm.create_model(V2_TIMM_TAG, **REDUCED)
+    reference.load_state_dict(state)  # timm's own model of the cached file
+    x = torch.randn(1, 3, 256, 256)
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(x), reference.eval()(x), rtol=0, atol=1e-5)

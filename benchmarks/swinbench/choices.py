@@ -7,7 +7,10 @@ SIZES: dict[str, tuple[str, str, str]] = {
     "tiny": ("swinlite_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224", "swin_t"),
     "small": ("swinlite_small_patch4_window7_224", "swin_small_patch4_window7_224", "swin_s"),
     "base": ("swinlite_base_patch4_window7_224", "swin_base_patch4_window7_224", "swin_b"),
+    "v2_tiny": ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256", "swin_v2_t"),
 }
+# square input size of each size's models when --img-size is not given
+IMG_SIZES: dict[str, int] = {"tiny": 224, "small": 224, "base": 224, "v2_tiny": 256}
 MODELS = ("swinlite", "timm", "torchvision")
 TASKS = ("inference", "train")
 PRECISIONS = ("fp32", "bf16")

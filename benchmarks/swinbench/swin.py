@@ -100,9 +100,13 @@ def build_models(cfg: BenchConfig) -> dict[str, nn.Module]:
     lite_name, timm_name, tv_name = SIZES[cfg.size]
     torch.manual_seed(cfg.seed)
     reference = timm.create_model(timm_name, drop_path_rate=0.0, img_size=cfg.img_size)
+    with torch.no_grad():  # Swin-V2's post-norms start at zero: its blocks would not reach the logits compared
+        for name, p in reference.named_parameters():
+            if name.endswith(("norm1.weight", "norm2.weight")) and not p.any():
+                p.fill_(1.0)
     models: dict[str, nn.Module] = {}
     if "swinlite" in cfg.models:
-        lite = timm.create_model(lite_name, drop_path_rate=0.0)
+        lite = timm.create_model(lite_name, drop_path_rate=0.0, img_size=cfg.img_size)  # V2: timm's stage windows
         lite.load_state_dict(convert_state_dict(reference.state_dict(), lite))
         models["swinlite"] = lite
     if "timm" in cfg.models:

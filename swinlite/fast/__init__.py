@@ -14,14 +14,17 @@ its fallback, and the test that pins it to the reference (``tests/fast/``).
 from timm.layers import Mlp
 from torch import nn
 
-from ..models.swin import SwinBlock, WindowAttention
+from ..models.swin import SwinBlock, SwinV2Block, WindowAttention, WindowAttentionV2
 from .blocks import FastMlp, FastSwinBlock, FastWindowAttention, select_attention_kernel, use_row_blocks
+from .v2 import FastSwinV2Block, FastWindowAttentionV2
 
 # reference class -> fast subclass; matched by exact class, so subclasses of these stay on the reference path
 FAST_MODULES: dict[type[nn.Module], type[nn.Module]] = {
     SwinBlock: FastSwinBlock,
     WindowAttention: FastWindowAttention,
     Mlp: FastMlp,
+    SwinV2Block: FastSwinV2Block,  # Swin-V2: swinlite/fast/v2.py
+    WindowAttentionV2: FastWindowAttentionV2,
 }
 
 
@@ -48,7 +51,9 @@ __all__ = [
     "FAST_MODULES",
     "FastMlp",
     "FastSwinBlock",
+    "FastSwinV2Block",
     "FastWindowAttention",
+    "FastWindowAttentionV2",
     "accelerate",
     "select_attention_kernel",
     "use_row_blocks",

@@ -6,24 +6,32 @@ fast path (:mod:`swinlite.fast`); the relative position encodings (:mod:`.swin`)
 
 from . import variants
 from .swin import (
+    BlockOptions,
     ContinuousPositionBias,
     PatchMerging,
+    PatchMergingV2,
     RelativePositionBias,
     SwinBlock,
     SwinStage,
     SwinTransformer,
+    SwinV2Block,
     WindowAttention,
+    WindowAttentionV2,
     relative_position_index,
 )
 
 __all__ = [
+    "BlockOptions",
     "ContinuousPositionBias",
     "PatchMerging",
+    "PatchMergingV2",
     "RelativePositionBias",
     "SwinBlock",
     "SwinStage",
     "SwinTransformer",
+    "SwinV2Block",
     "WindowAttention",
+    "WindowAttentionV2",
     "relative_position_index",
     "variants",
 ]

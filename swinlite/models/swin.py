@@ -1,8 +1,11 @@
-"""Swin Transformer (Liu et al., ICCV 2021): hierarchical vision transformer with shifted windows.
+"""Swin Transformer (Liu et al., ICCV 2021): hierarchical vision transformer with shifted windows; and Swin-V2.
 
 The reference model, in paper order, top to bottom: window geometry (padding, shift, the shift/padding mask),
 relative position bias (Swin's table, Swin-V2's continuous position bias), window attention, the block, patch
-merging, the stage, the model. Nothing here is a kernel: ``timm.create_model(name, fast=False)`` runs this
+merging, the stage, the model. Swin-V2 (Liu et al., CVPR 2022) is a block type beside each V1 piece: scaled
+cosine attention (:class:`WindowAttentionV2`), res-post-norm (:class:`SwinV2Block`), patch merging that
+normalises after the reduction (:class:`PatchMergingV2`); the model's ``block`` argument chooses
+(:data:`BLOCK_TYPES`). Nothing here is a kernel: ``timm.create_model(name, fast=False)`` runs this
 file as written. With ``fast=True`` (the default) the variant builder (:mod:`swinlite.models.variants`) hands
 the built model to :func:`swinlite.fast.accelerate`, which swaps the block, attention and MLP modules for
 subclasses that run the same function through kernels, with the same parameters and ``state_dict``.
@@ -14,6 +17,7 @@ outputs (``forward_intermediates``, ``features_only``) are NCHW unless asked oth
 H x W map, Hp x Wp padded map, Wh x Ww window, nW windows per image, N = Wh*Ww tokens per window, C channels.
 """
 
+import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -521,7 +525,142 @@ class WindowAttention(nn.Module):
         return window_attention(qkv, bias, mask, batch, self.scale, self.attn_drop.p if self.training else 0.0)
 
 
+def cosine_eps(dtype: torch.dtype) -> float:
+    """The floor of |q| and |k| in cosine attention: 1e-12 as the reference's ``F.normalize``; in float16, where
+    1e-12 is 0 and a zero vector (the key of a padded token) would give 0/0 = NaN, its smallest normal 2**-14."""
+    return 2.0**-14 if dtype == torch.float16 else 1e-12
+
+
+def cosine_window_attention(
+    qkv: torch.Tensor,
+    bias: torch.Tensor,
+    mask: torch.Tensor | None,
+    batch: int,
+    logit_scale: torch.Tensor,
+    dropout_p: float,
+) -> torch.Tensor:
+    """Swin-V2's scaled cosine attention, softmax(cos(Q, K)·τ + bias + mask)·V per window and head, written out.
+
+    Args:
+        qkv: projections (B*nW, N, 3, heads, hd).
+        bias: continuous position bias (heads, N, N).
+        mask: additive shift/padding mask (nW, N, N) or None; window w of every image gets ``mask[w]``.
+        batch: B.
+        logit_scale: learned log τ per head (heads, 1, 1); τ = exp(min(logit_scale, log 100)).
+        dropout_p: dropout on the attention weights.
+
+    Returns:
+        (B*nW, heads, N, hd).
+    """
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
+    eps = cosine_eps(q.dtype)
+    attn = F.normalize(q, dim=-1, eps=eps) @ F.normalize(k, dim=-1, eps=eps).transpose(-2, -1)  # (B*nW, heads, N, N)
+    attn = attn * torch.clamp(logit_scale, max=math.log(100.0)).exp()  # τ per head, at most 100
+    attn = attn + window_attn_mask(bias, mask, batch)
+    attn = attn.softmax(dim=-1)
+    if dropout_p > 0.0:
+        attn = F.dropout(attn, dropout_p)
+    return attn @ v
+
+
+class WindowAttentionV2(nn.Module):
+    """Swin-V2 window attention: scaled cosine attention plus the continuous position bias.
+
+    softmax(cos(Q, K)·τ + 16·sigmoid(CPB) + mask)·V per window and head (:func:`cosine_window_attention`), with a
+    learned τ per head (initially 10, at most 100) instead of 1/√d, and :class:`ContinuousPositionBias` instead
+    of a table. Queries and values have learned biases, keys none (as the reference: ``q_bias``, ``v_bias``).
+    The same ``forward`` contract as :class:`WindowAttention`.
+
+    Args:
+        dim: channels of the input tokens.
+        num_heads: attention heads; must divide ``dim``.
+        window: (Wh, Ww).
+        qkv_bias: learn the q and v biases.
+        attn_drop: dropout on the attention weights.
+        proj_drop: dropout after the output projection.
+        pretrained_window: window the position bias was pre-trained at (its coordinates are normalised by it),
+            or None for ``window``.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        window: tuple[int, int],
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        pretrained_window: tuple[int, int] | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if dim % num_heads != 0:
+            raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
+        dd = {"device": device, "dtype": dtype}
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False, **dd)
+        self.q_bias = nn.Parameter(torch.zeros(dim, **dd)) if qkv_bias else None
+        self.v_bias = nn.Parameter(torch.zeros(dim, **dd)) if qkv_bias else None
+        self.logit_scale = nn.Parameter(torch.full((num_heads, 1, 1), math.log(10.0), **dd))  # log τ
+        self.rel_pos = ContinuousPositionBias(window, num_heads, pretrained_window, **dd)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim, **dd)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Attend within windows.
+
+        Args:
+            x: window tokens [B, nW, N, C].
+            mask: additive mask [nW, N, N] (shift regions, padding) or None.
+
+        Returns:
+            Tokens [B, nW, N, C].
+        """
+        B, nW, N, C = x.shape
+        qkv_bias: torch.Tensor | None = None
+        if self.q_bias is not None and self.v_bias is not None:
+            qkv_bias = torch.cat((self.q_bias, torch.zeros_like(self.q_bias), self.v_bias))  # no key bias
+        qkv = F.linear(x, self.qkv.weight, qkv_bias).view(B * nW, N, 3, self.num_heads, self.head_dim)
+        bias = self.rel_pos().to(qkv.dtype)  # continuous position bias (heads, N, N)
+        mask = None if mask is None else mask.to(qkv.dtype)
+        x = self.attend(qkv, bias, mask, B)  # (B*nW, heads, N, hd)
+        x = x.transpose(1, 2).reshape(B, nW, N, C)  # (B*nW, N, heads, hd) -> (B, nW, N, heads*hd)
+        return self.proj_drop(self.proj(x))
+
+    def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
+        """:func:`cosine_window_attention` with this layer's scale and dropout (a fast path swaps its kernels in)."""
+        dropout_p = self.attn_drop.p if self.training else 0.0
+        return cosine_window_attention(qkv, bias, mask, batch, self.logit_scale, dropout_p)
+
+
 # --- Swin block ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockOptions:
+    """What every block of a model shares, whatever its type: the model builds one and its stages pass it down.
+
+    Attributes:
+        mlp_ratio: MLP hidden size over the block width.
+        qkv_bias: learn q, k, v biases (V2: q and v).
+        proj_drop: dropout after the attention projection and in the MLP.
+        attn_drop: dropout on attention weights.
+        mask_padding: mask padded tokens as keys; without, they take part in attention as zero vectors
+            (torchvision's behaviour).
+        norm_layer: the blocks' norm.
+        act_layer: the MLP's activation.
+    """
+
+    mlp_ratio: float = 4.0
+    qkv_bias: bool = True
+    proj_drop: float = 0.0
+    attn_drop: float = 0.0
+    mask_padding: bool = True
+    norm_layer: type[nn.Module] = nn.LayerNorm
+    act_layer: type[nn.Module] = nn.GELU
 
 
 @register_notrace_module  # the padding and shift depend on the input size, a Python branch fx cannot trace
@@ -530,7 +669,7 @@ class SwinBlock(nn.Module):
 
     Any map size works: the normalised map is padded bottom/right to a window multiple before the
     cyclic shift by window // 2, attention runs per window, and the result is shifted back and
-    cropped. With ``mask_padding`` the padded tokens are masked as keys; without, they take part in
+    cropped. With ``options.mask_padding`` the padded tokens are masked as keys; without, they take part in
     attention as zero vectors (torchvision's behaviour).
 
     Args:
@@ -538,13 +677,9 @@ class SwinBlock(nn.Module):
         num_heads: attention heads.
         window: (Wh, Ww).
         shift: shift the windows by half a window (every second block in a stage).
-        mlp_ratio: MLP hidden size over ``dim``.
-        qkv_bias: learn q, k, v biases.
         drop_path: stochastic depth rate of both residual branches.
-        proj_drop: dropout after the attention projection and in the MLP.
-        attn_drop: dropout on attention weights.
         rel_pos: ``"table"`` or ``"cpb"``, see :class:`WindowAttention`.
-        mask_padding: mask padded tokens as keys.
+        options: MLP ratio, biases, dropouts, padding mask, norm and activation (:class:`BlockOptions`).
     """
 
     mask_padding: torch.jit.Final[bool]
@@ -555,28 +690,24 @@ class SwinBlock(nn.Module):
         num_heads: int,
         window: tuple[int, int] = (7, 7),
         shift: bool = False,
-        mlp_ratio: float = 4.0,
-        qkv_bias: bool = True,
         drop_path: float = 0.0,
-        proj_drop: float = 0.0,
-        attn_drop: float = 0.0,
         rel_pos: str = "table",
-        mask_padding: bool = True,
-        norm_layer: type[nn.Module] = nn.LayerNorm,
-        act_layer: type[nn.Module] = nn.GELU,
+        options: BlockOptions = BlockOptions(),
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         dd = {"device": device, "dtype": dtype}
+        o = options
         self.window: tuple[int, int] = (int(window[0]), int(window[1]))
         self.shift: tuple[int, int] = (self.window[0] // 2, self.window[1] // 2) if shift else (0, 0)
-        self.mask_padding = mask_padding
-        self.norm1 = norm_layer(dim, **dd)
-        self.attn = WindowAttention(dim, num_heads, self.window, qkv_bias, attn_drop, proj_drop, rel_pos, **dd)
+        self.mask_padding = o.mask_padding
+        self.norm1 = o.norm_layer(dim, **dd)
+        self.attn = WindowAttention(dim, num_heads, self.window, o.qkv_bias, o.attn_drop, o.proj_drop, rel_pos, **dd)
         self.drop_path1 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
-        self.norm2 = norm_layer(dim, **dd)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=proj_drop, **dd)  # timm's: fc1, act, fc2
+        self.norm2 = o.norm_layer(dim, **dd)
+        hidden = int(dim * o.mlp_ratio)
+        self.mlp = Mlp(dim, hidden, act_layer=o.act_layer, drop=o.proj_drop, **dd)  # timm's: fc1, act, fc2
         self.drop_path2 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -615,6 +746,48 @@ class SwinBlock(nn.Module):
         return x[:, :H, :W]
 
 
+@register_notrace_module  # as SwinBlock: the padding and shift depend on the input size
+class SwinV2Block(SwinBlock):
+    """Swin-V2 block, res-post-norm: ``x + norm1(attn(x))``, ``x + norm2(mlp(x))``, with :class:`WindowAttentionV2`.
+
+    The windows are :class:`SwinBlock`'s (``_attn``: pad before the cyclic shift, padded keys masked with
+    ``mask_padding``); the LayerNorms move from before each branch to after it, inside the residual, and start at
+    zero (weight and bias, as the reference initialises them), so that each block starts as the identity.
+
+    Args:
+        pretrained_window: window the position bias was pre-trained at, or None (see :class:`WindowAttentionV2`).
+        The others: see :class:`SwinBlock`.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        window: tuple[int, int] = (8, 8),
+        shift: bool = False,
+        drop_path: float = 0.0,
+        pretrained_window: tuple[int, int] | None = None,
+        options: BlockOptions = BlockOptions(),
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        dd = {"device": device, "dtype": dtype}
+        super().__init__(dim, num_heads, window, shift, drop_path, options=options, **dd)
+        o = options
+        self.attn = WindowAttentionV2(  # in place of SwinBlock's attention
+            dim, num_heads, self.window, o.qkv_bias, o.attn_drop, o.proj_drop, pretrained_window, **dd
+        )
+        for norm in (self.norm1, self.norm2):
+            nn.init.zeros_(norm.weight)
+            nn.init.zeros_(norm.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, H, W, C] -> [B, H, W, C]."""
+        x = x + self.drop_path1(self.norm1(self._attn(x)))  # res-post-norm: the norm ends the branch
+        x = x + self.drop_path2(self.norm2(self.mlp(x)))
+        return x
+
+
 # --- patch merging ---------------------------------------------------------------------------------------------
 
 
@@ -644,12 +817,46 @@ class PatchMerging(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, ceil(H/2), ceil(W/2), out_dim]."""
+        return self.reduction(self.norm(self._merge(x)))
+
+    def _merge(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, H, W, C] -> each 2x2 neighbourhood concatenated, [B, ceil(H/2), ceil(W/2), 4C]."""
         B, H, W, C = x.shape
         h, w = (H + 1) // 2, (W + 1) // 2
         x = F.pad(x, (0, 0, 0, 2 * w - W, 0, 2 * h - H))  # (B, 2h, 2w, C)
         # (B, h, dh, w, dw, C) -> (B, h, w, dw, dh, C): dh varies fastest, the reference order
-        x = x.reshape(B, h, 2, w, 2, C).permute(0, 1, 3, 4, 2, 5).flatten(3)  # (B, h, w, 4C)
-        return self.reduction(self.norm(x))
+        return x.reshape(B, h, 2, w, 2, C).permute(0, 1, 3, 4, 2, 5).flatten(3)  # (B, h, w, 4C)
+
+
+class PatchMergingV2(PatchMerging):
+    """Swin-V2 patch merging: the same concatenation, projected first, then LayerNorm(``out_dim``).
+
+    Args:
+        dim: input channels C.
+        out_dim: output channels, ``2 * dim`` when None.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        out_dim: int | None = None,
+        norm_layer: type[nn.Module] = nn.LayerNorm,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(dim, out_dim, norm_layer, device, dtype)
+        self.norm = norm_layer(self.out_dim, device=device, dtype=dtype)  # after the reduction
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, H, W, C] -> [B, ceil(H/2), ceil(W/2), out_dim]."""
+        return self.norm(self.reduction(self._merge(x)))
+
+
+# block type -> (block, patch merging): the ``block`` argument of the stage and the model
+BLOCK_TYPES: dict[str, tuple[type[SwinBlock], type[PatchMerging]]] = {
+    "v1": (SwinBlock, PatchMerging),
+    "v2": (SwinV2Block, PatchMergingV2),
+}
 
 
 # --- stage and model -------------------------------------------------------------------------------------------
@@ -664,9 +871,13 @@ class SwinStage(nn.Module):
         depth: number of blocks.
         num_heads: attention heads of every block.
         window: (Wh, Ww).
-        downsample: start with a :class:`PatchMerging` (stride 2).
+        downsample: start with a patch merging (stride 2).
         drop_path: stochastic depth rate of each block, ``depth`` values.
-        mlp_ratio, qkv_bias, proj_drop, attn_drop, rel_pos, mask_padding: see :class:`SwinBlock`.
+        block: ``"v1"`` (:class:`SwinBlock`, :class:`PatchMerging`) or ``"v2"`` (:class:`SwinV2Block`,
+            :class:`PatchMergingV2`), see :data:`BLOCK_TYPES`.
+        rel_pos: V1 blocks: ``"table"`` or ``"cpb"``, see :class:`WindowAttention`.
+        pretrained_window: V2 blocks: the window their position bias was pre-trained at, or None.
+        options: what every block shares (:class:`BlockOptions`); its ``norm_layer`` is the patch merging's too.
     """
 
     def __init__(
@@ -678,41 +889,36 @@ class SwinStage(nn.Module):
         window: tuple[int, int],
         downsample: bool,
         drop_path: Sequence[float],
-        mlp_ratio: float = 4.0,
-        qkv_bias: bool = True,
-        proj_drop: float = 0.0,
-        attn_drop: float = 0.0,
+        block: str = "v1",
         rel_pos: str = "table",
-        mask_padding: bool = True,
-        norm_layer: type[nn.Module] = nn.LayerNorm,
-        act_layer: type[nn.Module] = nn.GELU,
+        pretrained_window: tuple[int, int] | None = None,
+        options: BlockOptions = BlockOptions(),
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         self.grad_checkpointing = False
+        if block not in BLOCK_TYPES:
+            raise ValueError(f"block must be one of {', '.join(BLOCK_TYPES)}, got {block!r}")
+        block_cls, merging_cls = BLOCK_TYPES[block]
         if downsample:
-            self.downsample: nn.Module = PatchMerging(dim, out_dim, norm_layer, device=device, dtype=dtype)
+            self.downsample: nn.Module = merging_cls(dim, out_dim, options.norm_layer, device=device, dtype=dtype)
         elif dim != out_dim:
             raise ValueError(f"a stage without downsampling keeps its width: dim {dim} != out_dim {out_dim}")
         else:
             self.downsample = nn.Identity()
+        # the one argument the two block types do not share: V1's bias kind, V2's pre-training window
+        position = dict(rel_pos=rel_pos) if block == "v1" else dict(pretrained_window=pretrained_window)
         self.blocks = nn.Sequential(
             *[
-                SwinBlock(
+                block_cls(
                     out_dim,
                     num_heads,
                     window,
                     shift=i % 2 == 1,
-                    mlp_ratio=mlp_ratio,
-                    qkv_bias=qkv_bias,
                     drop_path=drop_path[i],
-                    proj_drop=proj_drop,
-                    attn_drop=attn_drop,
-                    rel_pos=rel_pos,
-                    mask_padding=mask_padding,
-                    norm_layer=norm_layer,
-                    act_layer=act_layer,
+                    **position,
+                    options=options,
                     device=device,
                     dtype=dtype,
                 )
@@ -726,6 +932,26 @@ class SwinStage(nn.Module):
         if self.grad_checkpointing and not torch.jit.is_scripting():
             return checkpoint_seq(self.blocks, x)
         return self.blocks(x)
+
+
+def stage_windows(block: str, window: tuple[int, int], grid: tuple[int, int], num_stages: int) -> list[tuple[int, int]]:
+    """The window of each stage's blocks.
+
+    V1 blocks: the model's window in every stage (a smaller map is padded to it, the padding masked). V2 blocks:
+    as in timm's and the Microsoft release's Swin-V2, no larger than the stage's map at the model's nominal input
+    size: the continuous position bias is a function of the window (its coordinates are normalised by it), and
+    the released weights were trained with these windows (e.g. 8x8 in the last stage of a window-16 model at 256).
+
+    Args:
+        block: ``"v1"`` or ``"v2"``.
+        window: the model's window (Wh, Ww).
+        grid: patches per side at the nominal input size; stage i's map is ceil(grid / 2**i).
+        num_stages: number of stages.
+    """
+    if block != "v2":
+        return [window] * num_stages
+    maps = [(-(-grid[0] // 2**i), -(-grid[1] // 2**i)) for i in range(num_stages)]  # ceil division
+    return [(min(window[0], h), min(window[1], w)) for h, w in maps]
 
 
 class SwinTransformer(nn.Module):
@@ -750,13 +976,18 @@ class SwinTransformer(nn.Module):
         proj_drop_rate: dropout after attention projections and in MLPs.
         attn_drop_rate: dropout on attention weights.
         drop_path_rate: stochastic depth, rising linearly from 0 over the blocks to this value.
-        rel_pos: ``"table"`` (Swin) or ``"cpb"`` (Swin-V2 continuous position bias).
+        rel_pos: V1 blocks' relative position bias: ``"table"`` (Swin) or ``"cpb"`` (Swin-V2 continuous position
+            bias); V2 blocks always use the continuous position bias.
         mask_padding: pad the image to a patch multiple and mask padded tokens in windows; False reproduces
             torchvision at any size (the remainder past the last whole patch is dropped, padded tokens attend).
         out_norm: a LayerNorm on each feature level returned by ``forward_intermediates``
             (``out_norms.i``, as detection backbones use); without, ``out_norms.i`` are identities.
         frozen_stages: -1 trains everything; k >= 0 freezes the patch embedding and the first k stages
             (with their output norms): no gradients, and eval mode kept across ``.train()``.
+        block: ``"v1"`` (Swin) or ``"v2"`` (Swin-V2: scaled cosine attention, continuous position bias,
+            res-post-norm, patch merging that normalises after the reduction; windows by :func:`stage_windows`).
+        pretrained_window_sizes: V2 only: per stage, the window its position bias was pre-trained at (int or
+            (Wh, Ww); 0 or None: the stage's own window), as timm's argument of this name.
     """
 
     def __init__(
@@ -782,11 +1013,14 @@ class SwinTransformer(nn.Module):
         frozen_stages: int = -1,
         norm_layer: type[nn.Module] = nn.LayerNorm,
         act_layer: type[nn.Module] = nn.GELU,
+        block: str = "v1",
+        pretrained_window_sizes: Sequence[int | tuple[int, int] | None] | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         num_stages = len(depths)
+        pretrained_windows = _pretrained_windows(block, rel_pos, pretrained_window_sizes, num_stages)
         dims = [int(embed_dim * 2**i) for i in range(num_stages)]
         patch, window = to_2tuple(patch_size), to_2tuple(window_size)
         check_build_args(
@@ -836,6 +1070,16 @@ class SwinTransformer(nn.Module):
             **dd,
         )
         drop_path = torch.linspace(0, drop_path_rate, sum(depths), device="cpu").tolist()  # under any device context
+        windows = stage_windows(block, self.window_size, self.patch_embed.grid_size, num_stages)
+        options = BlockOptions(
+            mlp_ratio=mlp_ratio,
+            qkv_bias=qkv_bias,
+            proj_drop=proj_drop_rate,
+            attn_drop=attn_drop_rate,
+            mask_padding=mask_padding,
+            norm_layer=norm_layer,
+            act_layer=act_layer,
+        )
         stages, self.feature_info = [], []
         for i, depth in enumerate(depths):
             first = sum(depths[:i])
@@ -845,17 +1089,13 @@ class SwinTransformer(nn.Module):
                     dims[i],
                     depth,
                     num_heads[i],
-                    self.window_size,
+                    windows[i],
                     downsample=i > 0,
                     drop_path=drop_path[first : first + depth],
-                    norm_layer=norm_layer,
-                    mlp_ratio=mlp_ratio,
-                    qkv_bias=qkv_bias,
-                    proj_drop=proj_drop_rate,
-                    attn_drop=attn_drop_rate,
+                    block=block,
                     rel_pos=rel_pos,
-                    mask_padding=mask_padding,
-                    act_layer=act_layer,
+                    pretrained_window=pretrained_windows[i],
+                    options=options,
                     **dd,
                 )
             )
@@ -892,8 +1132,9 @@ class SwinTransformer(nn.Module):
 
     @torch.jit.ignore
     def no_weight_decay(self) -> set[str]:
-        """Relative position bias parameters (tables or CPB MLPs) are excluded from weight decay."""
-        return {n for n, _ in self.named_parameters() if ".rel_pos." in n}
+        """Relative position bias parameters (tables or CPB MLPs) and V2's logit scales are excluded from weight
+        decay."""
+        return {n for n, _ in self.named_parameters() if ".rel_pos." in n or n.endswith(".attn.logit_scale")}
 
     @torch.jit.ignore
     def group_matcher(self, coarse: bool = False) -> dict[str, Any]:
@@ -1015,6 +1256,28 @@ class SwinTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
+
+
+def _pretrained_windows(
+    block: str, rel_pos: str, sizes: Sequence[int | tuple[int, int] | None] | None, num_stages: int
+) -> list[tuple[int, int] | None]:
+    """Each stage's pre-training window from ``pretrained_window_sizes`` (None: the stage's own), checked."""
+    if block not in BLOCK_TYPES:
+        raise ValueError(f"block must be one of {', '.join(BLOCK_TYPES)}, got {block!r}")
+    if block != "v2":
+        if sizes is not None:
+            raise ValueError("pretrained_window_sizes is an option of V2 blocks (block='v2')")
+        return [None] * num_stages
+    if rel_pos != "table":
+        raise ValueError(f"rel_pos is an option of V1 blocks (V2 blocks always use the CPB), got {rel_pos!r}")
+    if sizes is None:
+        return [None] * num_stages
+    if len(sizes) != num_stages:
+        raise ValueError(f"pretrained_window_sizes needs one entry per stage ({num_stages}), got {tuple(sizes)}")
+    windows = [to_2tuple(w or 0) for w in sizes]
+    if any(h < 0 or w < 0 for h, w in windows):
+        raise ValueError(f"pretrained_window_sizes must be >= 0 (0: the stage's window), got {tuple(sizes)}")
+    return [None if w == (0, 0) else (int(w[0]), int(w[1])) for w in windows]
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -1,5 +1,8 @@
 """Registered swinlite variants: ``timm.create_model("swinlite_tiny_patch4_window7_224")`` after ``import swinlite``.
 
+Swin (V1) and Swin-V2 (``swinlite_v2_*``, ``block="v2"``), one function per architecture; the pretrained tags of
+those with a timm counterpart are timm's (:mod:`swinlite.models.pretrained`).
+
 Every variant takes ``fast`` (default True): the model of :mod:`swinlite.models.swin` is built as written, then,
 with ``fast=True``, handed to :func:`swinlite.fast.accelerate`, which swaps its block, attention and MLP modules
 for their fast subclasses (same ``state_dict``). This builder is the one place the choice is applied.
@@ -17,7 +20,7 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 from ..convert import convert_state_dict
 from ..fast import accelerate
 from .checks import check_feature_indices
-from .pretrained import timm_tags, unavailable_error
+from .pretrained import hub_kwargs, timm_tags, unavailable_error
 from .swin import SwinTransformer
 
 
@@ -40,6 +43,8 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
         if not kwargs.get("features_only", False) or output_fmt not in ("NCHW", "NHWC"):
             raise ValueError(f"output_fmt ('NCHW' or 'NHWC') is an option of features_only=True, got {output_fmt!r}")
         feature_cfg["output_fmt"] = output_fmt
+    if pretrained:
+        kwargs.update(hub_kwargs(variant, kwargs))  # one quick reachability check, or the cached file
     try:
         model = build_model_with_cfg(
             SwinTransformer,
@@ -81,6 +86,19 @@ _TIMM_COUNTERPARTS = (
     "swin_large_patch4_window7_224",
     "swin_base_patch4_window12_384",
     "swin_large_patch4_window12_384",
+    # Swin-V2 (Microsoft's weights): swinv2_X -> swinlite_v2_X
+    "swinv2_tiny_window8_256",
+    "swinv2_tiny_window16_256",
+    "swinv2_small_window8_256",
+    "swinv2_small_window16_256",
+    "swinv2_base_window8_256",
+    "swinv2_base_window16_256",
+    "swinv2_base_window12_192",
+    "swinv2_base_window12to16_192to256",
+    "swinv2_base_window12to24_192to384",
+    "swinv2_large_window12_192",
+    "swinv2_large_window12to16_192to256",
+    "swinv2_large_window12to24_192to384",
 )
 
 default_cfgs = generate_default_cfgs(
@@ -91,6 +109,8 @@ default_cfgs = generate_default_cfgs(
         # small models for CPU work on small images (demo, tests)
         "swinlite_nano_patch2_window4_64": _cfg(64, 4, num_classes=10, crop_pct=1.0),
         "swinlite_pico_patch2_window4_32": _cfg(32, 2, num_classes=10, crop_pct=1.0),
+        "swinlite_v2_nano_patch2_window4_64": _cfg(64, 4, num_classes=10, crop_pct=1.0),
+        "swinlite_v2_pico_patch2_window4_32": _cfg(32, 2, num_classes=10, crop_pct=1.0),
     }
 )
 
@@ -176,3 +196,111 @@ def swinlite_pico_patch2_window4_32(pretrained: bool = False, **kwargs: Any) -> 
         drop_path_rate=0.0,
     )
     return _create("swinlite_pico_patch2_window4_32", pretrained, **dict(args, **kwargs))
+
+
+# --- Swin-V2 ---------------------------------------------------------------------------------------------------
+# Widths and depths of the V1 sizes; windows no larger than each stage's map at img_size (swin.stage_windows);
+# the 12toN tags were pre-trained at 192 with 12x12 windows (6x6 in the last stage): their position bias
+# coordinates are normalised by those windows (pretrained_window_sizes).
+
+_V2_T = dict(block="v2", embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), drop_path_rate=0.2)
+_V2_S = dict(block="v2", embed_dim=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24), drop_path_rate=0.3)
+_V2_B = dict(block="v2", embed_dim=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32))
+_V2_L = dict(block="v2", embed_dim=192, depths=(2, 2, 18, 2), num_heads=(6, 12, 24, 48))
+_FROM_192 = dict(pretrained_window_sizes=(12, 12, 12, 6))
+
+
+def _create_v2(variant: str, pretrained: bool, kwargs: dict[str, Any], **args: Any) -> SwinTransformer:
+    return _create(variant, pretrained, **dict(args, **kwargs))
+
+
+@register_model
+def swinlite_v2_tiny_window8_256(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-T at 256x256, 8x8 windows."""
+    return _create_v2("swinlite_v2_tiny_window8_256", pretrained, kwargs, img_size=256, window_size=8, **_V2_T)
+
+
+@register_model
+def swinlite_v2_tiny_window16_256(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-T at 256x256, 16x16 windows."""
+    return _create_v2("swinlite_v2_tiny_window16_256", pretrained, kwargs, img_size=256, window_size=16, **_V2_T)
+
+
+@register_model
+def swinlite_v2_small_window8_256(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-S at 256x256, 8x8 windows."""
+    return _create_v2("swinlite_v2_small_window8_256", pretrained, kwargs, img_size=256, window_size=8, **_V2_S)
+
+
+@register_model
+def swinlite_v2_small_window16_256(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-S at 256x256, 16x16 windows."""
+    return _create_v2("swinlite_v2_small_window16_256", pretrained, kwargs, img_size=256, window_size=16, **_V2_S)
+
+
+@register_model
+def swinlite_v2_base_window8_256(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-B at 256x256, 8x8 windows."""
+    return _create_v2("swinlite_v2_base_window8_256", pretrained, kwargs, img_size=256, window_size=8, **_V2_B)
+
+
+@register_model
+def swinlite_v2_base_window16_256(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-B at 256x256, 16x16 windows."""
+    return _create_v2("swinlite_v2_base_window16_256", pretrained, kwargs, img_size=256, window_size=16, **_V2_B)
+
+
+@register_model
+def swinlite_v2_base_window12_192(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-B at 192x192, 12x12 windows (ImageNet-22k pre-training)."""
+    return _create_v2("swinlite_v2_base_window12_192", pretrained, kwargs, img_size=192, window_size=12, **_V2_B)
+
+
+@register_model
+def swinlite_v2_base_window12to16_192to256(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-B at 256x256, 16x16 windows, fine-tuned from 192x192 with 12x12 windows."""
+    args = dict(img_size=256, window_size=16, **_FROM_192, **_V2_B)
+    return _create_v2("swinlite_v2_base_window12to16_192to256", pretrained, kwargs, **args)
+
+
+@register_model
+def swinlite_v2_base_window12to24_192to384(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-B at 384x384, 24x24 windows, fine-tuned from 192x192 with 12x12 windows."""
+    args = dict(img_size=384, window_size=24, **_FROM_192, **_V2_B)
+    return _create_v2("swinlite_v2_base_window12to24_192to384", pretrained, kwargs, **args)
+
+
+@register_model
+def swinlite_v2_large_window12_192(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-L at 192x192, 12x12 windows (ImageNet-22k pre-training)."""
+    return _create_v2("swinlite_v2_large_window12_192", pretrained, kwargs, img_size=192, window_size=12, **_V2_L)
+
+
+@register_model
+def swinlite_v2_large_window12to16_192to256(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-L at 256x256, 16x16 windows, fine-tuned from 192x192 with 12x12 windows."""
+    args = dict(img_size=256, window_size=16, **_FROM_192, **_V2_L)
+    return _create_v2("swinlite_v2_large_window12to16_192to256", pretrained, kwargs, **args)
+
+
+@register_model
+def swinlite_v2_large_window12to24_192to384(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2-L at 384x384, 24x24 windows, fine-tuned from 192x192 with 12x12 windows."""
+    args = dict(img_size=384, window_size=24, **_FROM_192, **_V2_L)
+    return _create_v2("swinlite_v2_large_window12to24_192to384", pretrained, kwargs, **args)
+
+
+@register_model
+def swinlite_v2_nano_patch2_window4_64(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2 of swinlite_nano_patch2_window4_64's size, for CPU work on 64x64 images."""
+    args = dict(img_size=64, patch_size=2, embed_dim=48, depths=(2, 2, 2, 2), num_heads=(2, 4, 8, 16))
+    args.update(block="v2", window_size=4, num_classes=10, drop_path_rate=0.1)
+    return _create_v2("swinlite_v2_nano_patch2_window4_64", pretrained, kwargs, **args)
+
+
+@register_model
+def swinlite_v2_pico_patch2_window4_32(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
+    """Swin-V2 of swinlite_pico_patch2_window4_32's size, for the tests (the last stage's window is 2x2)."""
+    args = dict(img_size=32, patch_size=2, embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))
+    args.update(block="v2", window_size=4, num_classes=10, drop_path_rate=0.0)
+    return _create_v2("swinlite_v2_pico_patch2_window4_32", pretrained, kwargs, **args)

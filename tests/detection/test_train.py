@@ -15,6 +15,7 @@ from swinlite.engine.config import flatten, to_dict
 from swinlite.engine.preflight import check_run
 from swinlite.hub import hub_repo
 from swinlite.io import read_metadata
+from swinlite.models import SwinV2Block
 
 load_det_config = DetectionTask.load_config
 
@@ -47,6 +48,19 @@ def test_one_epoch_writes_every_metric_and_checkpoint(coco: Path, tmp_path: Path
     assert meta["detector"]["detector"] == detector and meta["epoch"] == 1
     model, categories, _ = load_detector(out / "best.safetensors")  # rebuilt from the metadata alone
     assert categories.names == ["square", "bar"] and not model.training
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_config_line_makes_the_backbone_swin_v2(coco: Path, tmp_path: Path):
+    """model.name of a Swin-V2 variant: one Faster R-CNN epoch through the engine, and the checkpoint rebuilds it."""
+    overrides = tiny_overrides(coco, tmp_path / "run", **{"model.name": "swinlite_v2_pico_patch2_window4_32"})
+    out = run(DetectionTask, load_det_config(None, overrides))
+    with open(out / "metrics.csv", newline="") as f:
+        row = next(csv.DictReader(f))
+    assert float(row["train_loss"]) > 0 and 0 <= float(row["val_map"]) <= 100
+    model, _, _ = load_detector(out / "best.safetensors")
+    blocks = [m for m in model.modules() if isinstance(m, SwinV2Block)]  # the fast subclass included
+    assert len(blocks) == 5  # pico depths 1-1-2-1
 
 
 def test_unknown_key_and_bad_values_are_clear_errors():

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from swinlite.fast import accelerate
-from swinlite.models.swin import SwinBlock
+from swinlite.models.swin import BlockOptions, SwinBlock
 
 
 def block_pair(shift: bool, mask_padding: bool, rel_pos: str) -> tuple[SwinBlock, SwinBlock]:
     torch.manual_seed(0)
-    reference = SwinBlock(8, 2, (4, 4), shift=shift, mask_padding=mask_padding, rel_pos=rel_pos)
+    reference = SwinBlock(8, 2, (4, 4), shift=shift, rel_pos=rel_pos, options=BlockOptions(mask_padding=mask_padding))
     return accelerate(copy.deepcopy(reference)), reference
 
 

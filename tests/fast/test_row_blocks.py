@@ -8,12 +8,13 @@ import torch
 
 from swinlite.fast import accelerate, row_blocks
 from swinlite.fast.blocks import use_row_blocks
-from swinlite.models.swin import SwinBlock
+from swinlite.models.swin import BlockOptions, SwinBlock
 
 
-def block_pair(qkv_bias: bool, **kwargs) -> tuple[SwinBlock, SwinBlock]:
+def block_pair(qkv_bias: bool, shift: bool, mask_padding: bool = True) -> tuple[SwinBlock, SwinBlock]:
     torch.manual_seed(0)
-    reference = SwinBlock(16, 2, (4, 4), qkv_bias=qkv_bias, **kwargs).eval()
+    options = BlockOptions(qkv_bias=qkv_bias, mask_padding=mask_padding)
+    reference = SwinBlock(16, 2, (4, 4), shift=shift, options=options).eval()
     return accelerate(copy.deepcopy(reference)), reference
 
 

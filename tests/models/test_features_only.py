@@ -22,7 +22,12 @@ def _stage_outputs_by_hooks(model: torch.nn.Module, x: torch.Tensor) -> list[tor
 
 
 @pytest.mark.parametrize(
-    ("name", "patch", "size", "strides"), [(PICO, 4, (250, 333), [4, 8, 16, 32]), (NANO, 2, (37, 61), [2, 4, 8, 16])]
+    ("name", "patch", "size", "strides"),
+    [
+        (PICO, 4, (250, 333), [4, 8, 16, 32]),
+        (NANO, 2, (37, 61), [2, 4, 8, 16]),
+        ("swinlite_v2_nano_patch2_window4_64", 4, (250, 333), [4, 8, 16, 32]),  # Swin-V2
+    ],
 )
 def test_nchw_levels_at_odd_sizes_match_the_stage_outputs(name, patch, size, strides):
     torch.manual_seed(0)

@@ -16,7 +16,7 @@ from timm.models import get_arch_pretrained_cfgs, get_pretrained_cfg
 
 import swinlite
 from swinlite.detection import build_fpn_backbone
-from swinlite.models.pretrained import WeightsUnavailableError
+from swinlite.models.pretrained import WeightsUnavailableError, lite_name
 
 TIMM_ARCHS = [
     "swin_tiny_patch4_window7_224",
@@ -26,6 +26,7 @@ TIMM_ARCHS = [
     "swin_base_patch4_window12_384",
     "swin_large_patch4_window12_384",
 ]
+TIMM_V2_ARCHS = sorted({n.split(".")[0] for n in timm.list_pretrained("swinv2_*", exclude_filters="swinv2_cr_*")})
 TINY = "swin_tiny_patch4_window7_224.ms_in1k"  # the full-size file
 TINY_FT = "swin_tiny_patch4_window7_224.ms_in22k_ft_in1k"  # a reduced-width file, for the loading cases
 LITE_TINY = "swinlite_tiny_patch4_window7_224.ms_in22k_ft_in1k"
@@ -34,7 +35,8 @@ METADATA = ("hf_hub_id", "url", "num_classes", "input_size", "mean", "std", "cro
 
 
 def _lite(name: str) -> str:
-    return name.replace("swin_", "swinlite_", 1)
+    arch, _, tag = name.partition(".")
+    return lite_name(arch) + (f".{tag}" if tag else "")
 
 
 def _logits(model: torch.nn.Module, size: int, channels: int = 3) -> torch.Tensor:
@@ -51,15 +53,19 @@ def reduced_tiny(offline_hub):
 
 
 def test_tags_and_metadata_are_timms():
-    timm_names = [n for arch in TIMM_ARCHS for n in get_arch_pretrained_cfgs(arch)]
-    assert len(timm_names) == 16
+    """Swin's 16 tags and Swin-V2's 12, by one naming rule (swin_X -> swinlite_X, swinv2_X -> swinlite_v2_X)."""
+    timm_names = [n for arch in TIMM_ARCHS + TIMM_V2_ARCHS for n in get_arch_pretrained_cfgs(arch)]
+    assert len(timm_names) == 16 + 12 and len(TIMM_V2_ARCHS) == 12
     assert sorted(timm.list_pretrained("swinlite*")) == sorted(_lite(n) for n in timm_names)
+    assert _lite("swinv2_base_window12to16_192to256.ms_in22k_ft_in1k") == (
+        "swinlite_v2_base_window12to16_192to256.ms_in22k_ft_in1k"
+    )
     for name in timm_names:
         ours, theirs = get_pretrained_cfg(_lite(name)), get_pretrained_cfg(name)
         assert theirs.hf_hub_id == f"timm/{name}" and theirs.url.startswith("https://github.com/SwinTransformer/")
         assert {k: getattr(ours, k) for k in METADATA} == {k: getattr(theirs, k) for k in METADATA}, name
-        assert ours.paper_ids == theirs.paper_ids
-    for arch in TIMM_ARCHS:  # the default tag (no suffix)
+        assert ours.paper_ids == theirs.paper_ids and ours.fixed_input_size is False
+    for arch in TIMM_ARCHS + TIMM_V2_ARCHS:  # the default tag (no suffix)
         assert get_pretrained_cfg(_lite(arch)).tag == get_pretrained_cfg(arch).tag
 
 

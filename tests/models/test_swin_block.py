@@ -6,7 +6,7 @@ import torch
 from reference import naive_block
 
 from swinlite.fast import accelerate
-from swinlite.models.swin import SwinBlock
+from swinlite.models.swin import BlockOptions, SwinBlock
 
 
 @pytest.mark.parametrize("shift", [False, True])
@@ -14,7 +14,7 @@ from swinlite.models.swin import SwinBlock
 @pytest.mark.parametrize("fast", [True, False])
 def test_block_equals_naive_loop_at_padded_size(shift, mask_padding, fast):
     torch.manual_seed(0)
-    block = SwinBlock(8, 2, (4, 4), shift=shift, mask_padding=mask_padding).eval()
+    block = SwinBlock(8, 2, (4, 4), shift=shift, options=BlockOptions(mask_padding=mask_padding)).eval()
     if fast:
         accelerate(block)
     x = torch.randn(1, 6, 9, 8)  # pads to 8 x 12: partly padded windows, shifted in both dimensions

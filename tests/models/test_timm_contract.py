@@ -9,18 +9,37 @@ from timm.layers import _fx
 from timm.models import group_parameters
 
 import swinlite  # noqa: F401  (registers the variants)
+from swinlite.models.pretrained import lite_name
+from swinlite.models.swin import SwinV2Block
 
 VARIANTS = timm.list_models("swinlite_*")
+# Every variant goes through the tests on the meta device; these also run forward and backward. The Swin-V2 variants
+# share one code path and differ in widths and windows: the pico one and a window-16 one (a clipped last-stage
+# window) stand for the others (checked against timm's by metadata below; the pretrained windows of the 12toN ones
+# against timm's logits in test_pretrained_v2.py).
+RUN = [v for v in VARIANTS if not v.startswith("swinlite_v2_")] + [
+    "swinlite_v2_pico_patch2_window4_32",
+    "swinlite_v2_tiny_window16_256",
+]
 # Batch 2 for the small variants, 1 for the big ones (their weights dominate the cost anyway).
-LIGHT = {"swinlite_tiny_patch4_window7_224", "swinlite_nano_patch2_window4_64", "swinlite_pico_patch2_window4_32"}
+LIGHT = {
+    "swinlite_tiny_patch4_window7_224",
+    "swinlite_nano_patch2_window4_64",
+    "swinlite_pico_patch2_window4_32",
+    "swinlite_v2_pico_patch2_window4_32",
+}
 # The big ones are built at reduced depth, with their widths, heads and windows: the contract runs the same code
 # at any depth, and test_paper_architectures checks their full depths (on the meta device).
 REDUCED_DEPTH = (2, 2, 2, 1)
 
 
-def _depth(name: str) -> dict[str, tuple[int, ...]]:
-    """Keyword arguments that build ``name`` at the depth these tests use."""
-    return {} if name in LIGHT else {"depths": REDUCED_DEPTH}
+# The Swin-V2 window-16 variant runs at reduced width too: its windows are what it adds.
+REDUCED_WIDTH = {"swinlite_v2_tiny_window16_256": dict(embed_dim=32, num_heads=(1, 2, 4, 8))}
+
+
+def _depth(name: str) -> dict[str, object]:
+    """Keyword arguments that build ``name`` at the depth (and width) these tests use."""
+    return {} if name in LIGHT else {"depths": REDUCED_DEPTH, **REDUCED_WIDTH.get(name, {})}
 
 
 def _input_size(model: torch.nn.Module) -> tuple[int, int]:
@@ -28,7 +47,7 @@ def _input_size(model: torch.nn.Module) -> tuple[int, int]:
     return (16 * model.patch_size[0], 16 * model.patch_size[1])
 
 
-@pytest.fixture(scope="module", params=VARIANTS)
+@pytest.fixture(scope="module", params=RUN)
 def built(request) -> tuple[str, torch.nn.Module, torch.Tensor]:
     torch.manual_seed(0)
     model = timm.create_model(request.param, **_depth(request.param)).eval()
@@ -46,8 +65,13 @@ def test_registered_variants():
         "swinlite_large_patch4_window12_384",
         "swinlite_nano_patch2_window4_64",
         "swinlite_pico_patch2_window4_32",
+        "swinlite_v2_nano_patch2_window4_64",
+        "swinlite_v2_pico_patch2_window4_32",
     }
     assert expected <= set(VARIANTS)
+    assert {lite_name(n.split(".")[0]) for n in timm.list_pretrained("swinv2_*", exclude_filters="swinv2_cr_*")} <= set(
+        VARIANTS
+    )
 
 
 @pytest.mark.parametrize(
@@ -69,13 +93,32 @@ def test_paper_architectures(name, embed_dim, depths, heads, window):
     assert [info["num_chs"] for info in model.feature_info] == [embed_dim * 2**i for i in range(4)]
 
 
+@pytest.mark.parametrize("name", [v for v in VARIANTS if v.startswith("swinlite_v2_") and "pico" not in v])
+def test_v2_architectures_are_timms(name):
+    """Every Swin-V2 variant with a timm counterpart has its structure: widths, depths, heads, per-stage windows
+    and pretrained windows, parameter count (on the meta device)."""
+    ours = timm.create_model(name, device="meta")
+    assert all(isinstance(b, SwinV2Block) for stage in ours.layers for b in stage.blocks)
+    if "nano" in name:
+        return
+    theirs = timm.create_model(name.replace("swinlite_v2_", "swinv2_"), device="meta")
+    for a, b in zip(ours.layers, theirs.layers, strict=True):
+        assert len(a.blocks) == len(b.blocks) and a.blocks[0].attn.num_heads == b.blocks[0].attn.num_heads
+        assert a.blocks[0].window == tuple(b.blocks[0].window_size)
+        pretrained = b.blocks[0].attn.pretrained_window_size
+        assert a.blocks[0].attn.rel_pos.pretrained_window == (None if pretrained == (0, 0) else pretrained)
+    assert ours.feature_info == theirs.feature_info
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+
+
 def test_swin_t_parameter_count():
     model = timm.create_model("swinlite_tiny_patch4_window7_224", device="meta")
     assert round(sum(p.numel() for p in model.parameters()) / 1e6, 2) == 28.29
 
 
-def test_attributes_and_pretrained_cfg(built):
-    name, model, _ = built
+@pytest.mark.parametrize("name", VARIANTS)
+def test_attributes_and_pretrained_cfg(name):
+    model = timm.create_model(name, device="meta", **_depth(name))
     cfg = model.pretrained_cfg
     assert model.num_classes == cfg["num_classes"]
     assert model.in_chans == 3 and model.output_fmt == "NHWC"
@@ -88,8 +131,7 @@ def test_attributes_and_pretrained_cfg(built):
     assert model.get_classifier() is model.get_submodule(cfg["classifier"])
     assert cfg["mean"] and cfg["std"]
     # forward_features at the cfg input size yields pool_size (shape-only, on the meta device)
-    meta = timm.create_model(name, device="meta", **_depth(name))
-    feats = meta.forward_features(torch.empty(1, *cfg["input_size"], device="meta"))
+    feats = model.forward_features(torch.empty(1, *cfg["input_size"], device="meta"))
     assert tuple(feats.shape[1:3]) == tuple(cfg["pool_size"])
 
 
@@ -142,9 +184,9 @@ def test_reset_classifier(built):
 
 
 @pytest.mark.parametrize("train", [False, True])
-def test_reset_classifier_keeps_training_mode_device_and_dtype(built, train):
+@pytest.mark.parametrize("name", VARIANTS)
+def test_reset_classifier_keeps_training_mode_device_and_dtype(name, train):
     """As timm's test_models.py checks: the new head takes the model's mode (an eval model stays all eval)."""
-    name, _, _ = built
     model = timm.create_model(name, device="meta", dtype=torch.float64, **_depth(name)).train(train)
     model.reset_classifier(0)
     model.reset_classifier(5)
@@ -228,16 +270,16 @@ def test_bfloat16_after_float32_forward(built):
     torch.testing.assert_close(out.float(), ref, rtol=0.1, atol=0.1)
 
 
-def test_meta_device_and_device_dtype_kwargs(built):
-    name, _, _ = built
+@pytest.mark.parametrize("name", VARIANTS)
+def test_meta_device_and_device_dtype_kwargs(name):
     meta = timm.create_model(name, device="meta", **_depth(name))
     assert all(p.device.type == "meta" for p in meta.parameters())
     half = timm.create_model(name, dtype=torch.bfloat16, device="meta", **_depth(name))
     assert all(p.dtype == torch.bfloat16 for p in half.parameters())
 
 
-def test_unknown_kwarg_raises_type_error(built):
-    name, _, _ = built
+@pytest.mark.parametrize("name", VARIANTS)
+def test_unknown_kwarg_raises_type_error(name):
     with pytest.raises(TypeError):
         timm.create_model(name, device="meta", not_an_option=1, **_depth(name))
 
@@ -247,7 +289,7 @@ def test_no_weight_decay_and_group_matcher(built):
     names = dict(model.named_parameters())
     nwd = model.no_weight_decay()
     assert nwd and nwd <= set(names)
-    assert {n for n in names if n.endswith("rel_pos.table")} <= nwd
+    assert {n for n in names if n.endswith(("rel_pos.table", "logit_scale")) or ".rel_pos.mlp." in n} <= nwd
     for coarse, min_groups in ((True, 1 + len(model.layers)), (False, 1 + sum(len(s.blocks) for s in model.layers))):
         groups = group_parameters(model, model.group_matcher(coarse))
         grouped = [n for names_in_group in groups.values() for n in names_in_group]

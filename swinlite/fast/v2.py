@@ -1,0 +1,110 @@
+"""The fast Swin-V2 modules: the windows by one token gather, the cosine attention through SDPA where it fits.
+
+:class:`FastSwinV2Block` and :class:`FastWindowAttentionV2` subclass :class:`~swinlite.models.swin.SwinV2Block`
+and :class:`~swinlite.models.swin.WindowAttentionV2` without adding parameters or buffers (the MLP inside is
+:class:`~swinlite.fast.blocks.FastMlp`, swapped like V1's). The table of what runs (a V2 column beside the table
+of :mod:`swinlite.fast.blocks`):
+
+| situation                           | shift + partition        | cosine attention           | MLP            |
+|-------------------------------------|--------------------------|----------------------------|----------------|
+| reference (``fast=False``), always  | roll + partition         | explicit                   | plain          |
+| eval, ``no_grad``, or a frozen bias | gather                   | sdpa of (q̂·τ, k̂, v)       | plain          |
+| CPU train                           | gather, inverse backward | explicit                   | GELU recompute |
+| CUDA train                          | gather, inverse backward | sdpa of (q̂·τ, k̂, v)       | GELU recompute |
+
+- sdpa: :func:`sdpa_cosine_window_attention`: scaled cosine attention is dot-product attention of the
+  normalised queries times τ and the normalised keys at scale 1, with the bias and the mask as SDPA's additive
+  mask (the reference's values: -100 for other shift regions, -inf for padding), as V1's
+  :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
+- Not the recomputed CPU training kernel (:func:`~swinlite.fast.window_sdpa.recomputed_window_attention`): it
+  turns the -100 of the shift mask into -inf, negligible for V1's logits (its docstring says when), but V2's
+  logits span ±τ (up to ±100) plus a bias in (0, 16): a key of another shift region can keep weight in the
+  reference.
+- Saves: the roll and partition copies each way (gather), and in eval the (heads, N, N) maps (flash kernel);
+  ``python scripts/benchmark.py --size v2_tiny`` (figures: ``benchmarks/cpu_v2_tiny_b8_fp32.md``).
+- Torch ops: ``F.scaled_dot_product_attention`` (flash on CPU and CUDA when no gradient flows to the mask; CUDA's
+  memory-efficient kernel when one does); the gather of :mod:`swinlite.fast.blocks`.
+- Pinned by: ``tests/fast/test_fast_v2.py`` (fast block against the reference block, values and gradients).
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from timm.layers import register_notrace_module
+
+from ..models.swin import (
+    SwinV2Block,
+    WindowAttentionV2,
+    cosine_eps,
+    cosine_window_attention,
+    window_attn_mask,
+    window_geometry,
+)
+from .blocks import gather_tokens, select_attention_kernel, window_index
+
+
+def sdpa_cosine_window_attention(
+    qkv: torch.Tensor,
+    bias: torch.Tensor,
+    mask: torch.Tensor | None,
+    batch: int,
+    logit_scale: torch.Tensor,
+    dropout_p: float,
+) -> torch.Tensor:
+    """:func:`~swinlite.models.swin.cosine_window_attention` by ``F.scaled_dot_product_attention``.
+
+    cos(q, k)·τ is the dot product of q·τ/|q| and k/|k|, so SDPA at scale 1 runs it, with the bias and the mask as
+    its additive mask (:func:`~swinlite.models.swin.window_attn_mask`, the reference's values).
+
+    Args:
+        qkv: projections (B*nW, N, 3, heads, hd).
+        bias: continuous position bias (heads, N, N).
+        mask: (nW, N, N) additive mask or None.
+        batch: B.
+        logit_scale: log τ per head (heads, 1, 1), clamped at log(100) here.
+        dropout_p: dropout on the attention weights.
+
+    Returns:
+        (B*nW, heads, N, hd).
+    """
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd), views without copies
+    tau = torch.clamp(logit_scale, max=math.log(100.0)).exp().to(q.dtype)  # (heads, 1, 1)
+    eps = cosine_eps(q.dtype)
+    q = q * (tau / torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps))  # q·τ/|q|, as F.normalize
+    k = F.normalize(k, dim=-1, eps=eps)
+    attn_mask = window_attn_mask(bias, mask, batch)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=1.0)
+
+
+class FastWindowAttentionV2(WindowAttentionV2):
+    """:class:`~swinlite.models.swin.WindowAttentionV2` through SDPA where it fits (module docstring: the table)."""
+
+    def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
+        """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as ``WindowAttentionV2.attend``."""
+        dropout_p = self.attn_drop.p if self.training else 0.0
+        if select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0) == "sdpa":
+            return sdpa_cosine_window_attention(qkv, bias, mask, batch, self.logit_scale, dropout_p)
+        return cosine_window_attention(qkv, bias, mask, batch, self.logit_scale, dropout_p)
+
+
+@register_notrace_module  # as SwinV2Block: the padding and shift depend on the input size
+class FastSwinV2Block(SwinV2Block):
+    """:class:`~swinlite.models.swin.SwinV2Block` with shift + partition (and back) as one gather each way."""
+
+    def _attn(self, x: torch.Tensor) -> torch.Tensor:
+        """``SwinBlock._attn``: x map [B, H, W, C] -> attention output [B, H, W, C]."""
+        B, H, W, C = x.shape
+        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
+        Hp, Wp = geometry.padded
+        index, inverse = window_index(geometry.padded, self.window, geometry.shift, x.device)
+        if Hp > H or Wp > W:
+            x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H))  # (B, Hp, Wp, C)
+        # cyclic shift + partition windows, as one gather: (B, Hp*Wp, C) -> (B, nW*N, C), window-major
+        windows = gather_tokens(x.reshape(B, Hp * Wp, C), index, inverse)
+        num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
+        x = self.attn(windows.view(B, num_windows, -1, C), geometry.mask)  # (B, nW, N, C)
+        x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index).view(B, Hp, Wp, C)  # merge + reverse shift
+        if Hp > H or Wp > W:
+            x = x[:, :H, :W]
+        return x

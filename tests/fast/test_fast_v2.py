@@ -1,0 +1,68 @@
+"""The accelerated Swin-V2 block (swinlite/fast/v2.py) against the reference block it was built from, values and
+gradients, and a V2 model's fast and reference paths."""
+
+import copy
+
+import pytest
+import timm
+import torch
+
+import swinlite  # noqa: F401  (registers the models)
+from swinlite.fast import FastSwinV2Block, FastWindowAttentionV2, accelerate
+from swinlite.models.swin import BlockOptions, SwinV2Block
+
+
+def block_pair(shift: bool, mask_padding: bool) -> tuple[SwinV2Block, SwinV2Block]:
+    """(fast, reference) V2 blocks with every weight random (the post-norms start at zero otherwise)."""
+    torch.manual_seed(0)
+    options = BlockOptions(mask_padding=mask_padding)
+    reference = SwinV2Block(8, 2, (4, 4), shift=shift, pretrained_window=(3, 3), options=options)
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            p.copy_(torch.randn_like(p) * 0.3 + ("norm" in name and name.endswith("weight")))
+        reference.attn.logit_scale.copy_(torch.tensor([5.0, 1.0]).view(2, 1, 1))  # head 0 clamped: τ = 100
+    fast = accelerate(copy.deepcopy(reference))
+    assert type(fast) is FastSwinV2Block and type(fast.attn) is FastWindowAttentionV2
+    return fast, reference
+
+
+def values_and_gradients(block: SwinV2Block, x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor]:
+    block.zero_grad(set_to_none=True)
+    x = x.clone().requires_grad_()
+    out = block(x)
+    out.backward(grad)
+    return [out.detach(), x.grad, *(p.grad for p in block.parameters())]
+
+
+@pytest.mark.parametrize("size", [(5, 9), (8, 8)])  # odd sizes padded to 8 x 12; no padding
+@pytest.mark.parametrize(("shift", "mask_padding"), [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize("train", [True, False])
+def test_fast_v2_block_equals_reference_block(size, shift, mask_padding, train):
+    """Gather and explicit or SDPA cosine attention against the plain math, forward and backward (input and every
+    parameter); in eval also without autograd (SDPA's flash kernel)."""
+    fast, reference = (b.train(train) for b in block_pair(shift, mask_padding))
+    x, grad = torch.randn(2, *size, 8), torch.randn(2, *size, 8)
+    for a, b in zip(values_and_gradients(fast, x, grad), values_and_gradients(reference, x, grad), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    if not train:
+        with torch.no_grad():
+            torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
+
+
+def test_v2_model_fast_and_reference_paths_agree_in_training():
+    torch.manual_seed(0)
+    fast = timm.create_model("swinlite_v2_pico_patch2_window4_32").train()
+    with torch.no_grad():  # away from the zero post-norms of the initialisation
+        for p in fast.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    reference = timm.create_model("swinlite_v2_pico_patch2_window4_32", fast=False).train()
+    reference.load_state_dict(fast.state_dict())
+    assert FastSwinV2Block in {type(m) for m in fast.modules()} and SwinV2Block in {
+        type(m) for m in reference.modules()
+    }
+    x = torch.randn(2, 3, 36, 44)
+    for model in (fast, reference):
+        torch.manual_seed(1)
+        torch.nn.functional.cross_entropy(model(x), torch.tensor([1, 2])).backward()
+    for (name, a), b in zip(fast.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")

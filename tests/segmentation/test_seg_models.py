@@ -96,8 +96,9 @@ def test_foreign_checkpoints_give_the_reference_logits(huggingface, layout: str)
         torch.testing.assert_close(ours, reference, rtol=1e-4, atol=1e-5 * float(reference.abs().max()))
 
 
-def test_logits_at_the_input_size_and_the_auxiliary_head_in_training_only():
-    model = build_upernet(SegModelConfig(name=PICO, **HEAD), 3)
+@pytest.mark.parametrize("name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
+def test_logits_at_the_input_size_and_the_auxiliary_head_in_training_only(name):
+    model = build_upernet(SegModelConfig(name=name, **HEAD), 3)
     x = torch.randn(2, 3, 37, 45)  # no patch or window multiple
     out = model.train()(x)
     assert out.logits.shape == out.aux_logits.shape == (2, 3, 37, 45)

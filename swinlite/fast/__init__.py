@@ -15,7 +15,7 @@ from timm.layers import Mlp
 from torch import nn
 
 from ..models.swin import SwinBlock, WindowAttention
-from .blocks import FastMlp, FastSwinBlock, FastWindowAttention, select_attention_kernel, use_row_blocks
+from .blocks import FastMlp, FastSwinBlock, FastWindowAttention, row_blocks_for, select_attention_kernel
 
 # reference class -> fast subclass; matched by exact class, so subclasses of these stay on the reference path
 FAST_MODULES: dict[type[nn.Module], type[nn.Module]] = {
@@ -50,6 +50,6 @@ __all__ = [
     "FastSwinBlock",
     "FastWindowAttention",
     "accelerate",
+    "row_blocks_for",
     "select_attention_kernel",
-    "use_row_blocks",
 ]

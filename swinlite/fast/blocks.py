@@ -38,6 +38,7 @@ Why each choice holds, with the measurements: ``benchmarks/kernels.md``.
 """
 
 import functools
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -45,11 +46,14 @@ from timm.layers import Mlp, register_notrace_module
 from torch import nn
 
 from ..models.swin import SwinBlock, WindowAttention, window_attention, window_geometry
-from . import window_sdpa
+from . import measured, window_flex, window_sdpa
 from .gelu_linear import gelu_linear
-from .row_blocks import mlp_rows, window_attention_rows
+from .row_blocks import RowBlocks, mlp_rows, window_attention_rows
 
 # --- the decisions (the table above) ---------------------------------------------------------------------------
+
+CUDA_CANDIDATES = ("explicit", "sdpa", "flex")  # the kernels "fastest" times (flex: without attention dropout)
+ROWS_PER_THREAD = 1024  # tokens per thread in a row block (benchmarks/kernels.md: row block sizes)
 
 
 def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: bool, dropout: bool) -> str:
@@ -62,31 +66,36 @@ def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: boo
         dropout: attention dropout is active (training with ``attn_drop > 0``).
 
     Returns:
-        ``"explicit"``, ``"sdpa"`` or ``"recomputed"``.
+        ``"explicit"``, ``"sdpa"``, ``"recomputed"``, or ``"fastest"``: the fastest of :data:`CUDA_CANDIDATES`
+        for the call's shapes, timed once (:mod:`swinlite.fast.measured`).
     """
+    if device_type == "cuda":
+        return "sdpa" if torch.jit.is_scripting() else "fastest"
     if not bias_grad or device_type != "cpu":
         return "sdpa"
     if torch.jit.is_scripting():
         return "explicit"
-    if dtype == torch.float32 and not dropout and window_sdpa.CPU_FLASH_WITH_LSE:
+    if dtype in (torch.float32, torch.bfloat16) and not dropout and window_sdpa.CPU_FLASH_WITH_LSE:
         return "recomputed"
     return "explicit"
 
 
-def use_row_blocks(training: bool, x: torch.Tensor) -> bool:
-    """Whether a block runs :mod:`.row_blocks`: CPU eval without autograd or autocast, not traced (eager).
+def row_blocks_for(training: bool, x: torch.Tensor) -> RowBlocks | None:
+    """How a block runs :mod:`.row_blocks`, or None: CPU eval without autograd, not traced (eager).
+
+    The row blocks hold :data:`ROWS_PER_THREAD` tokens per thread: each op of a row block is one parallel
+    region of all threads, which waits for its slowest thread, so a thread's share of a region stays the same
+    at any thread count. Under CPU autocast they compute in autocast's dtype.
 
     Args:
         training: the block's ``training`` flag (dropout and stochastic depth must be off).
         x: the block's input.
     """
-    return (
-        not training
-        and x.device.type == "cpu"
-        and not torch.is_grad_enabled()
-        and not torch.is_autocast_enabled("cpu")
-        and not torch.compiler.is_compiling()
-    )
+    if training or x.device.type != "cpu" or torch.is_grad_enabled() or torch.compiler.is_compiling():
+        return None
+    autocast = torch.is_autocast_enabled("cpu") and x.dtype != torch.float64  # autocast leaves float64 alone
+    dtype = torch.get_autocast_dtype("cpu") if autocast else x.dtype
+    return RowBlocks(ROWS_PER_THREAD * max(1, torch.get_num_threads()), dtype)
 
 
 # --- cyclic shift + window partition as one token gather -------------------------------------------------------
@@ -206,12 +215,12 @@ class FastMlp(Mlp):
         return self.drop2(self.fc2(self.norm(self.drop1(self.act(h)))))
 
     @torch.jit.unused
-    def forward_row_blocks(self, x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+    def forward_row_blocks(self, x: torch.Tensor, norm: nn.Module, plan: RowBlocks) -> torch.Tensor:
         """x + self(norm(x)) for CPU inference in row blocks (:func:`~swinlite.fast.row_blocks.mlp_rows`).
 
         Needs exact GELU (``exact_gelu``) and inactive dropout. x: [..., dim], contiguous.
         """
-        return mlp_rows(x, norm, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias)
+        return mlp_rows(x, norm, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias, plan)
 
 
 class FastWindowAttention(WindowAttention):
@@ -221,10 +230,25 @@ class FastWindowAttention(WindowAttention):
         """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as ``WindowAttention.attend``."""
         dropout_p = self.attn_drop.p if self.training else 0.0
         kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)
+        if kernel == "fastest":
+            kernel = self._fastest(qkv, bias, mask, batch, dropout_p)
+        return self._run(kernel, qkv, bias, mask, batch, dropout_p)
+
+    def _run(
+        self,
+        kernel: str,
+        qkv: torch.Tensor,
+        bias: torch.Tensor,
+        mask: torch.Tensor | None,
+        batch: int,
+        dropout_p: float,
+    ) -> torch.Tensor:
         if kernel == "sdpa":
             return window_sdpa.sdpa_window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
         if kernel == "recomputed":
             return self._recomputed(qkv, bias, mask, batch)
+        if kernel == "flex":
+            return self._flex(qkv, bias, mask, batch)
         return window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
 
     @torch.jit.unused
@@ -232,12 +256,38 @@ class FastWindowAttention(WindowAttention):
         return window_sdpa.recomputed_window_attention(qkv, bias, mask, B, self.scale)
 
     @torch.jit.unused
-    def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """:meth:`forward` for CPU inference, ~2048 tokens of windows at a time (:mod:`swinlite.fast.row_blocks`)."""
-        bias = self.rel_pos().to(x.dtype)  # (heads, N, N)
-        mask = None if mask is None else mask.to(x.dtype)
+    def _flex(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
+        return window_flex.flex_window_attention(qkv, bias, mask, B, self.scale)
+
+    @torch.jit.unused
+    def _fastest(
+        self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, dropout_p: float
+    ) -> str:
+        """The fastest of :data:`CUDA_CANDIDATES` for this call's shapes, forward (and backward where a gradient
+        flows), timed on copies of the inputs the first time (:func:`swinlite.fast.measured.fastest`)."""
+        train = torch.is_grad_enabled() and (qkv.requires_grad or bias.requires_grad)
+        names = [n for n in CUDA_CANDIDATES if n != "flex" or (window_flex.FLEX_AVAILABLE and dropout_p == 0.0)]
+        key = ("window attention", qkv.device, qkv.dtype, tuple(qkv.shape), mask is not None, train, dropout_p > 0)
+
+        def trial(name: str) -> Callable[[], None]:
+            q, b = qkv.detach().requires_grad_(train), bias.detach().requires_grad_(train)
+
+            def run() -> None:
+                with torch.set_grad_enabled(train):
+                    out = self._run(name, q, b, mask, batch, dropout_p)
+                if train:
+                    out.sum().backward()
+
+            return run
+
+        return measured.fastest(key, {n: trial(n) for n in names}, qkv.device, default="sdpa")
+
+    @torch.jit.unused
+    def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks) -> torch.Tensor:
+        """:meth:`forward` for CPU inference, a row block of windows at a time (:mod:`swinlite.fast.row_blocks`)."""
+        bias = self.rel_pos()  # (heads, N, N)
         qkv, proj = self.qkv, self.proj
-        return window_attention_rows(x, qkv.weight, qkv.bias, proj.weight, proj.bias, bias, mask, self.scale)
+        return window_attention_rows(x, qkv.weight, qkv.bias, proj.weight, proj.bias, bias, mask, self.scale, plan)
 
 
 @register_notrace_module  # as SwinBlock: the padding and shift depend on the input size
@@ -248,13 +298,14 @@ class FastSwinBlock(SwinBlock):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, H, W, C]."""
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            if self.mlp.exact_gelu and use_row_blocks(self.training, x):  # CPU inference
-                x = x + self._attn(self.norm1(x), row_blocks=True)
-                return self.mlp.forward_row_blocks(x, self.norm2)  # x + mlp(norm2(x))
+            plan = row_blocks_for(self.training, x) if self.mlp.exact_gelu else None
+            if plan is not None:  # CPU inference
+                x = x + self._attn(self.norm1(x), plan)
+                return self.mlp.forward_row_blocks(x, self.norm2, plan)  # x + mlp(norm2(x))
         x = x + self.drop_path1(self._attn(self.norm1(x)))
         return x + self.drop_path2(self.mlp(self.norm2(x)))
 
-    def _attn(self, x: torch.Tensor, row_blocks: bool = False) -> torch.Tensor:
+    def _attn(self, x: torch.Tensor, plan: RowBlocks | None = None) -> torch.Tensor:
         """``SwinBlock._attn``: x normalised map [B, H, W, C] -> attention output [B, H, W, C]."""
         B, H, W, C = x.shape
         geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
@@ -266,8 +317,8 @@ class FastSwinBlock(SwinBlock):
         windows = gather_tokens(x.reshape(B, Hp * Wp, C), index, inverse)
         num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
         windows = windows.view(B, num_windows, -1, C)  # (B, nW, N, C)
-        if row_blocks:
-            x = self.attn.forward_row_blocks(windows, geometry.mask)
+        if plan is not None:
+            x = self.attn.forward_row_blocks(windows, geometry.mask, plan)
         else:
             x = self.attn(windows, geometry.mask)
         x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index)  # merge windows + reverse cyclic shift

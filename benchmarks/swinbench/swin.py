@@ -83,6 +83,7 @@ class Row:
     speed_vs_timm_range: list[float] | None = None  # [min, max] of the per-round ratios
     memory_vs_timm: float | None = None
     notes: list[str] = field(default_factory=list)
+    condition: str | None = None  # --contended: what else ran (swinbench.contended.CONDITIONS)
 
 
 def _check_choices(name: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> None:
@@ -275,10 +276,11 @@ def time_rows(
 
 
 def add_ratios(rows: list[Row]) -> None:
-    """Fill speed and memory ratios against timm's row of the same task (same precision, and fp32)."""
-    timm_rows = {(r.task, r.precision): r for r in rows if r.model == "timm"}
+    """Fill speed and memory ratios against timm's row of the same task and condition (same precision, and fp32)."""
+    timm_rows = {(r.task, r.precision, r.condition): r for r in rows if r.model == "timm"}
     for row in rows:
-        same, fp32 = timm_rows.get((row.task, row.precision)), timm_rows.get((row.task, "fp32"))
+        same = timm_rows.get((row.task, row.precision, row.condition))
+        fp32 = timm_rows.get((row.task, "fp32", row.condition))
         if same is not None:
             row.speed_vs_timm = row.images_per_s / same.images_per_s
             if row.round_seconds and same.round_seconds:
@@ -290,16 +292,26 @@ def add_ratios(rows: list[Row]) -> None:
 
 
 def machine_info(device: str) -> dict[str, Any]:
-    """Versions, CPU/GPU name, thread count and the load average when the run starts."""
+    """Versions, CPU/GPU name, the CPU's bf16 units, thread count and the load average when the run starts."""
     cpu = platform.processor() or platform.machine()
+    flags: set[str] = set()
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+        for line in f:
+            if line.startswith("model name") and cpu == (platform.processor() or platform.machine()):
+                cpu = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
     return dict(
         torch=torch.__version__,
         timm=timm.__version__,
         torchvision=torchvision.__version__,
         cpu=cpu,
+        cpu_bf16=[name for flag, name in BF16_FLAGS.items() if flag in flags] if flags else None,
         threads=torch.get_num_threads(),
         gpu=torch.cuda.get_device_name(device) if device.startswith("cuda") else None,
         load_average_before=os.getloadavg(),
     )
+
+
+# /proc/cpuinfo flag -> the bf16 unit it names
+BF16_FLAGS = {"avx512_bf16": "AVX-512 BF16", "amx_bf16": "AMX-BF16", "avx_ne_convert": "AVX-NE-CONVERT"}

@@ -39,7 +39,7 @@ from torch.utils.data import DataLoader
 from swinlite.images import ImageFiles
 from swinlite.inference import predict
 
-from .swin import BenchConfig, Row, add_ratios, make_step, matmul_step, start_run
+from .swin import BenchConfig, Row, add_ratios, finish_run, make_step, matmul_step, start_run
 from .timing import shuffled_seconds, spin
 
 CONDITIONS = ("quiet", "busy core", "loader")
@@ -78,7 +78,7 @@ def run_contended(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[
                 rows += _rows(times, matmul_flops, cfg.batch, task, precision, result)
     add_ratios(rows)
     result["rows"] = [asdict(r) for r in rows]
-    result["machine"]["load_average_after"] = os.getloadavg()
+    finish_run(result)
     return result
 
 

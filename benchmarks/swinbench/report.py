@@ -34,6 +34,8 @@ def markdown_table(result: dict[str, Any]) -> str:
     ]
     if conditions:
         lines.append("Conditions: " + "; ".join(f"{name}: {what}" for name, what in conditions.items()) + ".")
+    if result.get("kernel_choices"):
+        lines.append("Kernels chosen by measurement: " + "; ".join(result["kernel_choices"]) + ".")
     column = "| condition " if conditions else ""
     lines += [
         "",

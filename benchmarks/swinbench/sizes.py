@@ -11,7 +11,6 @@ that take the time in swinlite's and timm's inference are profiled.
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -29,7 +28,7 @@ from swinlite.fpn import build_fpn_backbone
 
 from .choices import DEFAULT_SIZES
 from .report import spread
-from .swin import SIZES, _synced, machine_info, make_step, peak_memory_bytes
+from .swin import SIZES, _synced, finish_run, machine_info, make_step, peak_memory_bytes
 from .timing import interleaved_seconds, ratio_range
 
 
@@ -128,7 +127,7 @@ def run_sizes(cfg: SizesConfig, log: Callable[[str], None] = print) -> dict[str,
             "timm": op_profile(build_timm(timm_name, largest).to(cfg.device).eval(), x),
         }
     _add_ratios(result["rows"])
-    result["machine"]["load_average_after"] = os.getloadavg()
+    finish_run(result)
     return result
 
 
@@ -196,7 +195,8 @@ def sizes_table(result: dict[str, Any]) -> str:
         f"{machine['threads']} threads); torch {machine['torch']}, timm {machine['timm']}, torchvision "
         f"{machine['torchvision']}. Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up; spread: "
         "the lowest and highest ratio to timm over those rounds. "
-        f"Load average before/after: {load}.",
+        f"Load average before/after: {load}."
+        + ("".join(f" Kernel chosen by measurement: {c}." for c in result.get("kernel_choices", []))),
         "",
         "| H×W | task | model | img/s | × timm | spread | peak MB | memory × timm |",
         "|---|---|---|---:|---:|---:|---:|---:|",

@@ -31,6 +31,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from swinlite.convert import convert_state_dict
+from swinlite.fast import measured
 
 from .choices import MODELS, PRECISIONS, SIZES, TASKS  # noqa: F401  (re-exported)
 from .timing import interleaved_seconds, ratio_range
@@ -241,8 +242,15 @@ def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[
             rows += _measure(models, x, task, precision, cfg, result)
     add_ratios(rows)
     result["rows"] = [asdict(r) for r in rows]
-    result["machine"]["load_average_after"] = os.getloadavg()
+    finish_run(result)
     return result
+
+
+def finish_run(result: dict[str, Any]) -> None:
+    """What every run ends with: the load average now, and the kernels the fast path chose by measurement (CUDA:
+    the attention kernel per shape, :mod:`swinlite.fast.measured`), as "key: kernel"."""
+    result["machine"]["load_average_after"] = os.getloadavg()
+    result["kernel_choices"] = [f"{', '.join(map(str, key))}: {name}" for key, name in measured.CHOICES.items()]
 
 
 def _measure(

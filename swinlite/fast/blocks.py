@@ -53,7 +53,8 @@ from .row_blocks import RowBlocks, mlp_rows, window_attention_rows
 # --- the decisions (the table above) ---------------------------------------------------------------------------
 
 CUDA_CANDIDATES = ("explicit", "sdpa", "flex")  # the kernels "fastest" times (flex: without attention dropout)
-ROWS_PER_THREAD = 1024  # tokens per thread in a row block (benchmarks/kernels.md: row block sizes)
+ROWS_PER_THREAD = 4096  # tokens per thread in a row block (benchmarks/kernels.md: row block sizes)
+ROW_BLOCK_BYTES = 16 * 2**20  # the largest row-block buffer
 
 
 def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: bool, dropout: bool) -> str:
@@ -80,22 +81,26 @@ def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: boo
     return "explicit"
 
 
-def row_blocks_for(training: bool, x: torch.Tensor) -> RowBlocks | None:
+def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | None:
     """How a block runs :mod:`.row_blocks`, or None: CPU eval without autograd, not traced (eager).
 
-    The row blocks hold :data:`ROWS_PER_THREAD` tokens per thread: each op of a row block is one parallel
-    region of all threads, which waits for its slowest thread, so a thread's share of a region stays the same
-    at any thread count. Under CPU autocast they compute in autocast's dtype.
+    Every op of a row block is one parallel region of all threads, and a region ends when its slowest thread does:
+    on a shared CPU a thread that lost its core for a scheduler slice holds up every region it is part of. So a
+    row block gives each thread :data:`ROWS_PER_THREAD` tokens (fewer, larger regions, at any thread count), up to
+    :data:`ROW_BLOCK_BYTES` for its widest buffer (which then stays under glibc's mmap threshold and is reused
+    without page faults). Under CPU autocast the row blocks compute in autocast's dtype.
 
     Args:
         training: the block's ``training`` flag (dropout and stochastic depth must be off).
         x: the block's input.
+        width: channels of the block's widest row-block buffer (the MLP's hidden layer).
     """
     if training or x.device.type != "cpu" or torch.is_grad_enabled() or torch.compiler.is_compiling():
         return None
     autocast = torch.is_autocast_enabled("cpu") and x.dtype != torch.float64  # autocast leaves float64 alone
     dtype = torch.get_autocast_dtype("cpu") if autocast else x.dtype
-    return RowBlocks(ROWS_PER_THREAD * max(1, torch.get_num_threads()), dtype)
+    rows = min(ROWS_PER_THREAD * max(1, torch.get_num_threads()), ROW_BLOCK_BYTES // (width * dtype.itemsize))
+    return RowBlocks(max(rows, 1), dtype)
 
 
 # --- cyclic shift + window partition as one token gather -------------------------------------------------------
@@ -298,7 +303,7 @@ class FastSwinBlock(SwinBlock):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, H, W, C]."""
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            plan = row_blocks_for(self.training, x) if self.mlp.exact_gelu else None
+            plan = row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.mlp.exact_gelu else None
             if plan is not None:  # CPU inference
                 x = x + self._attn(self.norm1(x), plan)
                 return self.mlp.forward_row_blocks(x, self.norm2, plan)  # x + mlp(norm2(x))

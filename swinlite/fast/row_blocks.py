@@ -10,9 +10,10 @@ computing. Here each row block's hidden state stays in cache between fc1, GELU a
 fc2's bias are written into the output before fc2 accumulates onto it, and the bias + shift mask is added
 once per call, for the windows of one row block, which every row block then reads.
 
-Under CPU autocast the matmuls and the attention run in autocast's dtype (bf16) as they would under autocast:
-each row block's normalised tokens are converted into a reused buffer, the residual stream stays in the
-input's dtype (fp32), and the attention output is in the autocast dtype, as the reference's ``proj`` gives it.
+Under CPU autocast the matmuls, GELU and the attention run in autocast's dtype (bf16), as they would under
+autocast. In a Swin model that is the dtype of the residual stream already (autocast's patch-embedding convolution
+gives bf16, and LayerNorm keeps its input's dtype); a block fed fp32 keeps its residual stream in fp32, each row
+block's normalised tokens converted into a reused buffer, and returns fp32 as the reference block under autocast does.
 
 How many tokens a row block holds is the caller's choice (:class:`RowBlocks`, decided with the rest of the
 table in :func:`swinlite.fast.blocks.row_blocks_for`): every op of a row block is one parallel region of all

@@ -61,29 +61,34 @@ def test_row_blocks_without_biases_and_in_bf16(calls):
 
 
 @pytest.mark.parametrize("rows", [20, 2048])
-def test_row_blocks_under_bf16_autocast_equal_the_reference_path(monkeypatch, calls, rows):
-    """Under CPU autocast the row blocks compute in bf16 as autocast would: the residual stream stays fp32."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])  # a block fed fp32; in a model, bf16
+def test_row_blocks_under_bf16_autocast_equal_the_reference_path(monkeypatch, calls, rows, dtype):
+    """Under CPU autocast the row blocks compute in bf16 as autocast would; the residual stream keeps its dtype."""
     monkeypatch.setattr(blocks, "ROWS_PER_THREAD", rows)
     fast, reference = block_pair(qkv_bias=True, shift=True)
-    x = torch.randn(3, 7, 10, 16)
+    x = torch.randn(3, 7, 10, 16, dtype=dtype)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         got, expected = fast(x), reference(x)
-    assert got.dtype == expected.dtype == torch.float32
+    assert got.dtype == expected.dtype == dtype
     torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
     assert calls == {"attention": 1, "mlp": 1}
 
 
 def test_only_cpu_inference_takes_row_blocks(monkeypatch):
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    monkeypatch.setattr(blocks, "ROWS_PER_THREAD", 100)
+    monkeypatch.setattr(blocks, "ROW_BLOCK_BYTES", 64000)
     x = torch.zeros(1, 4, 4, 8)
     with torch.no_grad():
-        assert row_blocks_for(False, x) == RowBlocks(3 * blocks.ROWS_PER_THREAD, torch.float32)  # per thread
-        assert row_blocks_for(True, x) is None  # training: dropout and stochastic depth may be on
+        assert row_blocks_for(False, x, 32) == RowBlocks(300, torch.float32)  # tokens per thread
+        assert row_blocks_for(False, x, 64).rows == 250  # the widest buffer (64 channels) within 64000 bytes
+        assert row_blocks_for(True, x, 32) is None  # training: dropout and stochastic depth may be on
         with torch.autocast("cpu", dtype=torch.bfloat16):  # the matmuls in autocast's dtype
-            assert row_blocks_for(False, x).dtype == torch.bfloat16
-            assert row_blocks_for(False, x.double()).dtype == torch.float64  # autocast leaves float64 alone
-        assert row_blocks_for(False, torch.zeros(1, 4, 4, 8, device="meta")) is None
-    assert row_blocks_for(False, x) is None  # autograd on
+            assert row_blocks_for(False, x, 64) == RowBlocks(300, torch.bfloat16)
+            assert row_blocks_for(False, x, 128).rows == 250
+            assert row_blocks_for(False, x.double(), 32).dtype == torch.float64  # autocast leaves float64 alone
+        assert row_blocks_for(False, torch.zeros(1, 4, 4, 8, device="meta"), 32) is None
+    assert row_blocks_for(False, x, 32) is None  # autograd on
 
 
 def test_training_and_autograd_keep_the_plain_path(calls):

@@ -91,6 +91,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement of train steps")
     p.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile one step of each model and case: top operators by self time",
+    )
+    p.add_argument(
         "--rel-pos-1d", action="store_true", help="time the 1-D relative attention layer instead of the Swin models"
     )
     p.add_argument(
@@ -159,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
             warmup=args.warmup,
             repeats=args.repeats,
             memory=not args.no_memory,
+            profile=args.profile,
         )
         if args.compile:
             result = run_compile_benchmark(cfg, log=_log, warm_start=not args.no_warm_start)

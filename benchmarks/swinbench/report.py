@@ -53,7 +53,25 @@ def markdown_table(result: dict[str, Any]) -> str:
             f"{_fmt(100 * r['ceiling_fraction'], '.0f', '%')} | {_fmt(r['peak_mb'], '.0f')} | "
             f"{_fmt(r['memory_vs_timm'], '.2f')} |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + profile_tables(result.get("profile", {})))
+
+
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "mkl::_mkl_linear")
+
+
+def profile_tables(profiles: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Markdown lines: per profiled step, its top operators by self time, and the share of the matmuls among them."""
+    lines = []
+    for name, ops in profiles.items():
+        matmul = sum(o["share"] for o in ops if o["op"] in MATMUL_OPS)
+        lines += [
+            "",
+            f"{name}, top operators by self time: (the matmuls among them: {100 * matmul:.0f}% of the total)",
+            "",
+        ]
+        lines += ["| op | share | ms | calls |", "|---|---:|---:|---:|"]
+        lines += [f"| {o['op']} | {100 * o['share']:.1f}% | {o['ms']:.1f} | {o['calls']} |" for o in ops]
+    return lines
 
 
 def cpu_description(machine: dict[str, Any]) -> str:

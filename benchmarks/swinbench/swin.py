@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 import torchvision
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from swinlite.convert import convert_state_dict
@@ -51,6 +52,7 @@ class BenchConfig:
     warmup: int = 2
     repeats: int = 7
     memory: bool = True
+    profile: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -187,8 +189,6 @@ def peak_memory_bytes(step: Callable[[], None], device: str) -> int:
         step()
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - base
-    from torch.profiler import ProfilerActivity, profile
-
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
@@ -197,6 +197,25 @@ def peak_memory_bytes(step: Callable[[], None], device: str) -> int:
         total += nbytes
         peak = max(peak, total)
     return peak
+
+
+def step_profile(step: Callable[[], object], cuda: bool, row_limit: int = 12) -> list[dict[str, Any]]:
+    """The operators that take the most self time in one call of ``step`` (after a warm-up call): name, share of the
+    total, ms, calls."""
+    activities = [ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]
+    step()  # warm-up: caches, first-call allocation
+    with profile(activities=activities) as prof:
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+    attr = "self_device_time_total" if cuda else "self_cpu_time_total"
+    events = [e for e in prof.key_averages() if getattr(e, attr) > 0]
+    total = sum(getattr(e, attr) for e in events)
+    events.sort(key=lambda e: getattr(e, attr), reverse=True)
+    return [
+        dict(op=e.key, share=getattr(e, attr) / total, ms=getattr(e, attr) / 1e3, calls=e.count)
+        for e in events[:row_limit]
+    ]
 
 
 def _synced(fn: Callable[[], object], device: str) -> Callable[[], object]:
@@ -261,6 +280,9 @@ def _measure(
     if task == "train" and cfg.memory:
         for row, step in zip(rows, steps.values(), strict=True):
             row.peak_mb = peak_memory_bytes(step, cfg.device) / 2**20
+    if cfg.profile:
+        for name, step in steps.items():
+            result.setdefault("profile", {})[f"{task} {precision} {name}"] = step_profile(step, x.is_cuda)
     return rows
 
 

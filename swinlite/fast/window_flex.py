@@ -55,7 +55,9 @@ def window_score_mod(attn_bias: torch.Tensor, num_windows: int) -> Callable:
 
 @functools.cache
 def _compiled_flex() -> Callable:
-    return torch.compile(flex_attention, dynamic=False)
+    # dynamo's automatic dynamic shapes: after the first shape, one more compile covers the other stages' shapes,
+    # where compiling per shape would pass its recompile limit (8) within one model and fall back to eager flex
+    return torch.compile(flex_attention)
 
 
 def flex_window_attention(

@@ -76,7 +76,7 @@ def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: boo
         return "sdpa"
     if torch.jit.is_scripting():
         return "explicit"
-    if dtype in (torch.float32, torch.bfloat16) and not dropout and window_sdpa.CPU_FLASH_WITH_LSE:
+    if dtype == torch.float32 and not dropout and window_sdpa.CPU_FLASH_WITH_LSE:
         return "recomputed"
     return "explicit"
 

@@ -89,23 +89,21 @@ class _RecomputedWindowAttention(torch.autograd.Function):
         qkv_c[0].mul_(ctx.scale)  # pre-scaled q: S and dK need no further scaling
         q, k, v = qkv_c.view(3, BW * H, N, hd).unbind(0)  # 3 x (B*nW*heads, N, hd)
         d_out = grad_out.reshape(BW * H, N, hd)  # (B*nW*heads, N, hd)
-        # probabilities P = exp(S - lse), S = QKᵀ·scale + bias + mask, rebuilt in place; the softmax side in
-        # float32 whatever the matmul dtype (.float() is a no-op in float32), as the flash forward computes it
-        p = torch.bmm(q, k.transpose(1, 2)).float().view(BW, H, N, N).add_(bias)
+        # probabilities P = exp(S - lse), S = QKᵀ·scale + bias + mask, rebuilt in place
+        p = torch.bmm(q, k.transpose(1, 2)).view(BW, H, N, N).add_(bias)
         if mask is not None:
             p = p.view(ctx.batch, -1, H, N, N).add_(mask.unsqueeze(1)).view(BW, H, N, N)
         p = p.sub_(lse.unsqueeze(-1))  # log-probabilities
         p = F.threshold_(p, _MIN_LOG_PROB, float("-inf")).exp_().view(BW * H, N, N)  # no subnormals
-        rowdot = (grad_out.float() * out.float()).sum(-1).reshape(BW * H, N, 1)  # Σ_d dO·O, the softmax correction
-        d_s = torch.bmm(d_out, v.transpose(1, 2)).float().sub_(rowdot).mul_(p)  # dS, (B*nW*heads, N, N)
-        grad_bias = d_s.view(-1, H, N, N).sum(0).to(bias.dtype)  # (heads, N, N)
-        p, d_s = p.to(qkv.dtype), d_s.to(qkv.dtype)  # for the matmuls
+        rowdot = (grad_out * out).sum(-1).reshape(BW * H, N, 1)  # Σ_d dO·O, the softmax correction
+        d_s = torch.bmm(d_out, v.transpose(1, 2)).sub_(rowdot).mul_(p)  # dS, (B*nW*heads, N, N)
         grad_qkv = qkv.new_empty(BW, N, 3, H, hd)
         dq, dk, dv = grad_qkv.permute(2, 0, 3, 1, 4).unbind(0)  # views to fill, (B*nW, heads, N, hd)
         work = v  # v is no longer needed: its buffer takes each product before the copy into grad_qkv
         dv.copy_(torch.bmm(p.transpose(1, 2), d_out, out=work).view(BW, H, N, hd))
         dk.copy_(torch.bmm(d_s.transpose(1, 2), q, out=work).view(BW, H, N, hd))
         dq.copy_(torch.bmm(d_s, k, out=work).mul_(ctx.scale).view(BW, H, N, hd))
+        grad_bias = d_s.view(-1, H, N, N).sum(0)  # (heads, N, N)
         return grad_qkv, grad_bias, None, None, None
 
 

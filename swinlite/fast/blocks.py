@@ -45,10 +45,11 @@ import torch.nn.functional as F
 from timm.layers import Mlp, register_notrace_module
 from torch import nn
 
-from ..models.swin import SwinBlock, WindowAttention, window_attention, window_geometry
+from ..models.swin import SwinBlock, WindowAttention, window_geometry
 from . import measured, window_flex, window_sdpa
 from .gelu_linear import gelu_linear
 from .row_blocks import RowBlocks, mlp_rows, window_attention_rows
+from .window_explicit import explicit_window_attention
 
 # --- the decisions (the table above) ---------------------------------------------------------------------------
 
@@ -254,7 +255,7 @@ class FastWindowAttention(WindowAttention):
             return self._recomputed(qkv, bias, mask, batch)
         if kernel == "flex":
             return self._flex(qkv, bias, mask, batch)
-        return window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
+        return explicit_window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
 
     @torch.jit.unused
     def _recomputed(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:

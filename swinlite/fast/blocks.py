@@ -3,17 +3,17 @@
 :class:`FastSwinBlock`, :class:`FastWindowAttention` and :class:`FastMlp` subclass the reference modules of
 :mod:`swinlite.models.swin` (and timm's ``Mlp``) without adding parameters or buffers: the same ``state_dict``,
 the same function, other kernels. :func:`swinlite.fast.accelerate` swaps them in. Only the attention kernel and
-the row blocks depend on the call (gradient to the bias, device, dtype, dropout, grad mode); the two functions
-below decide, by this table:
+the row blocks depend on the call (gradient to the bias, device, dtype, dropout, grad mode, threads); the two
+functions below decide, by this table:
 
 | situation                            | shift + partition        | attention                       | MLP            |
 |--------------------------------------|--------------------------|---------------------------------|----------------|
-| reference (``fast=False``), always   | roll + partition         | explicit                        | plain          |
-| eval, ``no_grad``, or a frozen bias  | gather                   | sdpa (flash, CPU and CUDA)      | plain          |
+| reference (``fast=False``), always   | roll + partition         | reference explicit              | plain          |
+| CPU eval, ``no_grad``, a frozen bias | gather                   | sdpa (flash)                    | plain          |
 | CPU fp32 train                       | gather, inverse backward | recomputed                      | GELU recompute |
 | CPU fp32 train, attention dropout    | gather, inverse backward | explicit                        | GELU recompute |
 | CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
-| CUDA train, fp32 or bf16             | gather, inverse backward | sdpa, bias + mask as attn_mask  | GELU recompute |
+| CUDA, eval or train, fp32 or bf16    | gather, inverse backward | fastest: explicit, sdpa or flex | GELU recompute |
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode         | as in eager mode                | as in eager    |
 | CPU eval without autograd, eager     | gather                   | sdpa, one row block at a time   | row blocks     |
@@ -21,14 +21,21 @@ below decide, by this table:
 "train" means a gradient flows to the relative position bias. ``torch.compile`` traces every kernel into
 one graph, without graph breaks (``tests/models/test_compile_graph.py``). Kernels:
 
-- explicit: :func:`swinlite.models.swin.window_attention`, the reference formula; the fast path runs it where
-  no fused kernel fits (SDPA's CPU math fallback, which a trainable bias needs, runs slower than it in bf16).
+- reference explicit: :func:`swinlite.models.swin.window_attention`, the formula as written.
+- explicit: :func:`~swinlite.fast.window_explicit.explicit_window_attention`, the same formula with the bias + mask
+  broadcast over the images; the fast path runs it where no fused kernel fits (SDPA's CPU math fallback, which a
+  trainable bias needs, runs slower than it in bf16; the recomputed kernel too, in bf16).
 - sdpa: :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
 - recomputed: :func:`~swinlite.fast.window_sdpa.recomputed_window_attention` (needs the private CPU
   flash op, :data:`~swinlite.fast.window_sdpa.CPU_FLASH_WITH_LSE`; without it: explicit).
-- row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of a few thousand tokens through
-  reused buffers, when :func:`use_row_blocks` says so (eval, no autograd, no autocast, eager, exact GELU);
-  it overrides the "eval" row above.
+- flex: :func:`~swinlite.fast.window_flex.flex_window_attention` (FlexAttention, bias and mask as a score modifier;
+  no attention dropout).
+- fastest: the fastest of :data:`CUDA_CANDIDATES` for the call's shapes, dtype and gradient, timed on the first
+  eager call of each (:mod:`swinlite.fast.measured`); where nothing can be timed and nothing was (tracing, CUDA
+  graph capture), sdpa.
+- row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of rows through reused buffers, fp32 or
+  under autocast, when :func:`row_blocks_for` says so (eval, no autograd, eager, exact GELU), with
+  :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
 - gather: :func:`gather_tokens` below. GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU
   without dropout or norm between fc1 and fc2 (``FastMlp.recompute_act``; otherwise plain). Both need autograd
   only for their backward: without gradients they run their plain forward. TorchScript cannot script

@@ -13,7 +13,7 @@ functions below decide, by this table:
 | CPU fp32 train                       | gather, inverse backward | recomputed                      | GELU recompute |
 | CPU fp32 train, attention dropout    | gather, inverse backward | explicit                        | GELU recompute |
 | CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
-| CUDA, eval or train, fp32 or bf16    | gather, inverse backward | fastest: explicit, sdpa or flex | GELU recompute |
+| CUDA, fp32 or bf16                   | gather, inverse backward | fastest: explicit, sdpa or flex | as on the CPU  |
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode         | as in eager mode                | as in eager    |
 | CPU eval without autograd, eager     | gather                   | sdpa, one row block at a time   | row blocks     |

@@ -150,7 +150,9 @@ def busy_core() -> Iterator[Callable[[bool], None]]:
     ready = context.Event()
     process = context.Process(target=spin, args=(ready,), daemon=True)
     process.start()
-    ready.wait()
+    while not ready.wait(timeout=1.0):  # a child that cannot start (e.g. a main module without a __main__ guard)
+        if not process.is_alive():
+            raise RuntimeError(f"the busy-core process exited with code {process.exitcode} before it started")
     os.kill(process.pid, signal.SIGSTOP)
     state = {"active": False}
 

@@ -1,4 +1,4 @@
-"""Command-line plumbing shared by the scripts: a user error is one ``error: ...`` line and exit code 2.
+"""Command-line plumbing of every script: a user error is one ``error: ...`` line and exit code 2.
 
 It imports nothing heavy, so every script answers ``--help`` before torch and timm load; each script
 parses its arguments first and imports the package afterwards. A script is::
@@ -9,14 +9,20 @@ parses its arguments first and imports the package afterwards. A script is::
 
     if __name__ == "__main__":
         sys.exit(run(main))
+
+:func:`run` is the one place that decides what a user sees: user errors (:data:`USER_ERRORS`) and missing
+optional packages as one line, Python warnings as ``warning: ...`` lines, paths that are not UTF-8 printed
+with escapes.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 # OSError covers missing files, folders that are files, permissions, a full disk: nothing a traceback explains better.
@@ -34,6 +40,8 @@ OPTIONAL = {
     "onnxscript": "export",
     "onnxruntime": "export",
 }
+
+PIP_NAMES = {"sklearn": "scikit-learn", "yaml": "PyYAML"}  # pip's name where it is not the import name
 
 
 def fail(message: str) -> NoReturn:
@@ -68,33 +76,59 @@ def missing_extra(error: ModuleNotFoundError) -> str | None:
     extra = OPTIONAL.get(package)
     if extra is None:
         return None
-    return f'this script needs the optional package {package!r}: pip install -e ".[{extra}]" (or pip install {package})'
+    install = f'pip install -e ".[{extra}]" (or pip install {PIP_NAMES.get(package, package)})'
+    return f"this script needs the optional package {package!r}: {install}"
 
 
-def run(main: Callable[[list[str] | None], object], passive_threads: bool = True) -> int:
-    """Run a script's ``main``: user errors (ValueError, OSError, a missing optional package) print one line, exit 2.
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    """A Python warning as one ``warning: ...`` line (no file, line number or source line)."""
+    return "warning: " + " ".join(str(message).split()) + "\n"
+
+
+@contextlib.contextmanager
+def script_output() -> Iterator[None]:
+    """While a script runs: stdout writes file names that are not UTF-8 with escapes (it never fails printing after
+    the work is done), and a warning prints as one ``warning: ...`` line; both as before afterwards."""
+    stdout = sys.stdout
+    errors = stdout.errors if hasattr(stdout, "reconfigure") else None  # a TextIOWrapper, as the console's
+    if errors is not None:
+        stdout.reconfigure(errors="backslashreplace")
+    formatwarning, warnings.formatwarning = warnings.formatwarning, _warning_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = formatwarning
+        if errors is not None:
+            stdout.reconfigure(errors=errors)
+
+
+def run(main: Callable[[list[str] | None], object], argv: list[str] | None = None, passive_threads: bool = True) -> int:
+    """Run a script's ``main``: user errors (:data:`USER_ERRORS`, a missing optional package) print one line and exit
+    with code 2; returns ``main``'s exit code (0 when it returns none).
 
     Set ``SWINLITE_TRACEBACK=1`` to see the traceback instead.
 
     Args:
         main: the script's ``main(argv)``.
+        argv: its arguments (None: the command line's).
         passive_threads: idle OpenMP threads sleep instead of spinning (set before torch loads): on shared CPUs
             spinning threads waste the cores others (and the data loader) need. Off for timing runs.
     """
     if passive_threads:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        main(None)
-    except ModuleNotFoundError as e:
-        message = missing_extra(e)
-        if message is None or os.environ.get("SWINLITE_TRACEBACK"):
-            raise
-        fail(message)
-    except USER_ERRORS as e:
-        if os.environ.get("SWINLITE_TRACEBACK"):
-            raise
-        fail(str(e))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    return 0
+    with script_output():
+        try:
+            code = main(argv)
+        except ModuleNotFoundError as e:
+            message = missing_extra(e)
+            if message is None or os.environ.get("SWINLITE_TRACEBACK"):
+                raise
+            fail(message)
+        except USER_ERRORS as e:
+            if os.environ.get("SWINLITE_TRACEBACK"):
+                raise
+            fail(str(e))
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+    return code if isinstance(code, int) else 0

@@ -11,7 +11,6 @@ with escapes.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -35,7 +34,6 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    sys.stdout.reconfigure(errors="backslashreplace")  # paths that are not UTF-8 print, never fail after the work
     import torch
     from torchvision.io import encode_png
     from torchvision.transforms.v2.functional import pil_to_tensor
@@ -44,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import resolve_device
     from swinlite.images import list_images, load_rgb
-    from swinlite.io import atomic_write_bytes, check_output
+    from swinlite.io import atomic_write_bytes, check_output, json_bytes
 
     out = args.output_dir
     device = resolve_device(args.device)
@@ -75,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: skipped {line}", file=sys.stderr)
     if len(skipped) == len(images):
         raise ValueError(f"none of the {len(images)} images could be used (each is named above); nothing written")
-    atomic_write_bytes(out / "detections.json", json.dumps(results, indent=1).encode())
+    atomic_write_bytes(out / "detections.json", json_bytes(results, indent=1))
     done = len(images) - len(skipped)
     print(f"{len(results)} detections on {done} images: {out / 'detections.json'}, {out / 'images'}")
     return 0

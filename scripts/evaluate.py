@@ -11,8 +11,6 @@ Examples:
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from pathlib import Path
 
@@ -51,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.classification.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
     from swinlite.device import resolve_device
-    from swinlite.io import atomic_write_bytes, check_output
+    from swinlite.io import atomic_write_bytes, check_output, json_bytes
     from swinlite.weights import ema_counterpart
 
     device = resolve_device(args.device)
@@ -77,23 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     k = min(5, len(setup.classes))  # the k of the engine's top-k
     summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{k}": result.topk, "loss": result.loss}
     summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
-    atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(summary), indent=2, allow_nan=False).encode())
+    atomic_write_bytes(out / "eval.json", json_bytes(summary, indent=2))  # a NaN loss as null
     print(f"weights: {checkpoint}")
     print(format_report(result, setup.classes))
     plot_confusion(result.confusion, setup.classes, out / "confusion_matrix.png")
     print(f"confusion matrix: {out / 'confusion_matrix.png'}\nsummary:          {out / 'eval.json'}")
     return 0
-
-
-def _finite_or_null(value):
-    """NaN and infinities (a loss that overflowed) as null: JSON has no NaN."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite_or_null(v) for v in value]
-    return value
 
 
 if __name__ == "__main__":

@@ -8,9 +8,6 @@ list fewer). Mask R-CNN on data without a segmentation on every object gives box
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
 import sys
 from pathlib import Path
 
@@ -42,45 +39,20 @@ def parse_args(argv: list[str] | None = None):
     return args
 
 
-def _resizable(split, model):
-    """``split`` without the images the detector cannot resize (a warning names them); ValueError if none is left."""
-    from swinlite.detection.predictor import unprocessable
-
-    problems = {i: unprocessable(model, info["height"], info["width"]) for i, info in split.coco.imgs.items()}
-    thin = [(i, problems[i]) for i in split.image_ids if problems[i]]
-    for image_id, problem in thin[:10]:
-        print(f"warning: image {image_id} left out: {problem}", file=sys.stderr)
-    if len(thin) == len(split.image_ids):
-        raise ValueError(f"the detector can resize no image of {split.ann_file}")
-    return dataclasses.replace(split, image_ids=[i for i in split.image_ids if not problems[i]])
-
-
-def _json(value) -> bytes:
-    """Strict JSON: NaN (COCO's "no object of that size") as null."""
-
-    def clean(v):
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        return None if isinstance(v, float) and math.isnan(v) else v
-
-    return json.dumps(clean(value), indent=1, allow_nan=False).encode()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    sys.stdout.reconfigure(errors="backslashreplace")  # paths that are not UTF-8 print, never fail after the work
     import torch
     from torch.utils.data import DataLoader
 
     from swinlite.detection.config import DetDataConfig
-    from swinlite.detection.data import CocoDetection, collate, load_split, split_paths
+    from swinlite.detection.data import CocoDetection, collate, load_split, split_paths, without_thin_images
     from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes, unmasked_objects
     from swinlite.detection.predictor import load_detector
     from swinlite.detection.task import predict
     from swinlite.detection.transforms import build_eval_transform
     from swinlite.device import resolve_device
     from swinlite.engine.loop import StepSettings
-    from swinlite.io import atomic_write_bytes, check_output
+    from swinlite.io import atomic_write_bytes, check_output, json_bytes
 
     device = resolve_device(args.device)
     if args.amp == "fp16" and device.type != "cuda":
@@ -93,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     check_output(out, [args.checkpoint, ann_file, image_dir], option=option, folder=True, names=OUTPUTS)
     model, categories, meta = load_detector(args.checkpoint, device)
-    split = _resizable(load_split(ann_file, image_dir), model)
+    transform = model.transform  # the images it cannot resize are left out, with a warning naming them
+    split = without_thin_images(load_split(ann_file, image_dir), transform.min_size[-1], transform.max_size)
     ignored = ignore_empty_boxes(split.coco)
     if ignored:
         print(f"warning: {len(ignored)} objects with an empty box are ignored (ids {ignored[:10]})", file=sys.stderr)
@@ -114,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         ap = coco_ap(split.coco, results, split.image_ids, iou_type)
         print(f"{iou_type} ({len(split.image_ids)} images):\n{ap.summary}")
         report[iou_type] = ap.ap
-    atomic_write_bytes(out / "eval.json", _json(report))
-    atomic_write_bytes(out / "detections.json", json.dumps(results).encode())
+    atomic_write_bytes(out / "eval.json", json_bytes(report, indent=1))  # COCO's NaN "no object of that size": null
+    atomic_write_bytes(out / "detections.json", json_bytes(results))
     print(f"wrote {out / 'eval.json'} and {out / 'detections.json'}")
     return 0
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import yaml
-from _cli import Parser
+from _cli import Parser, run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 DEMO_CONFIG = CONFIGS / "demo.yaml"
@@ -23,6 +22,8 @@ FOLDER_CONFIG = CONFIGS / "finetune_imagefolder.yaml"
 
 def _config_lines(path: Path) -> str:
     """A config file's keys as ``section.key = value`` lines (read with PyYAML only: --help loads no torch)."""
+    import yaml  # an optional package: imported under the runner, which names the extra when it is missing
+
     tree = yaml.safe_load(path.read_text()) if path.is_file() else {}
     lines = [f"{section}.{key} = {value}" for section, keys in (tree or {}).items() for key, value in keys.items()]
     return "\n".join(f"      {line}" for line in lines) or "      (file missing)"
@@ -78,4 +79,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

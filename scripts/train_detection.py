@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser
+from _cli import Parser, run
 
 DEMO_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "det_demo.yaml"
 
@@ -60,4 +60,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
 from .images import ImageFiles, is_image_file, list_images
-from .io import atomic_write_bytes, file_sha256, printable_path
+from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path
 from .models.swin import SwinTransformer
 from .optimize import FixedBatch
 
@@ -92,7 +92,7 @@ def record_settings(output: Path, settings: dict[str, object]) -> None:
         raise ValueError(f"{output} holds features but no {SETTINGS_FILE} to check them against; use another --output")
     for stale in output.rglob(".*.tmp*") if output.is_dir() else ():
         stale.unlink()  # temp files of writes an interrupted run left; the real files are intact
-    atomic_write_bytes(path, json.dumps(settings, indent=2).encode())
+    atomic_write_bytes(path, json_bytes(settings, indent=2))
 
 
 def run_extraction(

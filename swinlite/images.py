@@ -7,12 +7,13 @@ One set of rules for every reader (training, evaluation, prediction, feature ext
 - :func:`load_rgb` decodes it as 8-bit RGB, upright (EXIF orientation), with high-bit-depth and float
   pixels scaled, not clipped (see its docstring for the rules);
 - :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
-  names left out, links followed but never in a loop).
+  names left out, linked folders followed once, never in a loop nor into another folder the caller lists).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -70,38 +71,60 @@ def load_rgb(path: str | os.PathLike) -> Image.Image:
         return img.convert("RGB")
 
 
-def list_files(folder: str | os.PathLike) -> list[Path]:
-    """Files under ``folder``, sorted, hidden names (``.*``) left out.
+def _inside(path: str, folder: str) -> bool:
+    """Whether real path ``path`` is ``folder`` or lies under it."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
-    Linked folders are followed once; a link to ``folder`` itself or to a folder above it (a loop, which would
-    list the folder's siblings too) is not followed.
+
+def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] = ()) -> list[Path]:
+    """Files under ``folder`` (recursive), sorted, hidden names (``.*``) left out.
+
+    Linked folders are followed, each real folder once. Two kinds of link are skipped, with a warning naming
+    the link and its target: a link back to a folder that encloses it (``folder`` itself or above it: a loop,
+    which would also list the folder's siblings), and a link into one of ``others``, folders the caller lists
+    apart (e.g. the other class folders of a split: their files are theirs, not this folder's).
+
+    Args:
+        folder: the folder to list.
+        others: the folders the caller lists besides ``folder``.
     """
     root = os.path.realpath(folder)
+    apart = [real for real in map(os.path.realpath, others) if not _inside(root, real)]  # not folder's own parents
     files, seen = [], {root}
     for parent, dirs, names in os.walk(folder, followlinks=True):
+        parent_real = os.path.realpath(parent)
         keep = []
-        for d in sorted(dirs):
-            real = os.path.realpath(os.path.join(parent, d))
-            if not d.startswith(".") and real not in seen and os.path.commonpath([real, root]) != real:
+        for name in sorted(d for d in dirs if not d.startswith(".")):
+            path = os.path.join(parent, name)
+            real = os.path.realpath(path)
+            other = next((o for o in apart if _inside(real, o) and not _inside(real, root)), None)
+            if _inside(parent_real, real) or _inside(root, real) or other is not None:
+                why = f"the folder {other}, listed apart" if other else "a loop back to an enclosing folder"
+                warnings.warn(f"skipping linked folder {path} -> {real}: {why}", stacklevel=2)
+            elif real not in seen:  # a folder reached through another link already is listed once
                 seen.add(real)
-                keep.append(d)
+                keep.append(name)
         dirs[:] = keep
         files += [Path(parent, n) for n in names if not n.startswith(".")]
     return sorted(files)
 
 
 def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Files as given, and the image files under the folders given (recursive, sorted, hidden names left out).
+    """Files as given, and the image files under the folders given (:func:`list_files`: recursive, sorted, hidden
+    names left out, a linked folder that loops or leads into another folder given skipped with a warning).
 
     A file named explicitly is kept whatever its extension: the reader says so if it does not decode.
 
     Raises:
         ValueError: a path that does not exist, or a folder without image files.
     """
+    paths = [Path(p) for p in paths]
+    folders = [p for p in paths if p.is_dir()]
     found: list[Path] = []
-    for path in map(Path, paths):
+    for path in paths:
         if path.is_dir():
-            images = [p for p in list_files(path) if is_image_file(p)]
+            others = [f for f in folders if f != path]
+            images = [p for p in list_files(path, others) if is_image_file(p)]
             if not images:
                 raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) under {str(path)!r}")
             found += images

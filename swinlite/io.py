@@ -5,6 +5,7 @@
   a weights file is a ValueError naming it.
 - :func:`check_output` is the one check every writer makes before it starts: no output replaces an input,
   and the output can be written where it is asked for.
+- :func:`json_bytes` is the one JSON writer of the files users read: strict JSON, NaN as null.
 - :func:`atomic_write` and its helpers: a reader only ever sees the old file or the complete new one.
   Files get the mode any tool's output gets, 0666 less the umask (0644 with the usual umask 022), not the
   0600 of the temporary file they are written as.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -118,6 +120,25 @@ def file_sha256(path: str | os.PathLike) -> str:
 def printable_path(path: str | os.PathLike) -> str:
     """``path`` as text any UTF-8 writer takes: bytes of a file name that are not UTF-8 become ``\\xNN`` escapes."""
     return os.fsencode(path).decode("utf-8", errors="backslashreplace")
+
+
+def json_bytes(value: Any, indent: int | None = None) -> bytes:
+    """``value`` as strict JSON (RFC 8259 has no NaN or infinity), UTF-8: non-finite floats become null.
+
+    For the JSON files users read with any tool (``eval.json``, ``detections.json``, extraction settings);
+    Python's ``json.dumps`` would write ``NaN``, which strict parsers refuse.
+    """
+    return json.dumps(_finite_or_null(value), indent=indent, allow_nan=False).encode()
+
+
+def _finite_or_null(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_null(v) for v in value]
+    return value
 
 
 def _first_line(error: BaseException) -> str:

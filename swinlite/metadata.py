@@ -39,7 +39,10 @@ KINDS = ("raw", "ema")
 PREPROCESSING_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "box", "hamming", "lanczos")
 CROP_MODES = ("center", "squash", "border")
-SCRIPTS = {"detection": "scripts/detect.py or scripts/evaluate_detection.py"}
+SCRIPTS = {
+    "detection": "scripts/detect.py or scripts/evaluate_detection.py",
+    "segmentation": "scripts/segment.py or scripts/evaluate_segmentation.py",
+}
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 ``offline_hub`` is a module's own cache folder, with huggingface_hub pointed at it and offline
 (``HF_HUB_OFFLINE=1``) for the module: in-process (the constants huggingface_hub reads at import
-time are patched too) and for subprocesses (environment variables).
+time are patched too) and for subprocesses (environment variables). ``no_network`` is the same cache
+with ``HF_HUB_OFFLINE`` unset and the hub endpoint unreachable, for one test.
 """
 
 from __future__ import annotations
@@ -77,3 +78,12 @@ def offline_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubCache]:
         mp.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
         mp.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache.root))
         yield cache
+
+
+@pytest.fixture
+def no_network(offline_hub: HubCache, monkeypatch: pytest.MonkeyPatch) -> HubCache:
+    """The module's hub cache, HF_HUB_OFFLINE unset, the endpoint unreachable (a closed port: refused at once)."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
+    return offline_hub

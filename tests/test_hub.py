@@ -1,12 +1,11 @@
 """swinlite.hub: whether timm's pretrained weights can be had is known in seconds, with no retries.
 
 The hub endpoint is pointed at a closed local port (nothing is ever downloaded); the cache is the module's
-folder in the Hugging Face layout (``tests/conftest.py``'s ``offline_hub``), with ``HF_HUB_OFFLINE`` unset.
+folder in the Hugging Face layout (``tests/conftest.py``'s ``no_network``), with ``HF_HUB_OFFLINE`` unset.
 """
 
 import time
 
-import huggingface_hub.constants
 import pytest
 import timm
 import torch
@@ -17,15 +16,6 @@ ABSENT = "swinlite_small_patch4_window7_224.ms_in1k"  # never cached here
 TAG = "swinlite_tiny_patch4_window7_224.ms_in22k_ft_in1k"
 TIMM_TAG = "swin_tiny_patch4_window7_224.ms_in22k_ft_in1k"
 REDUCED = dict(embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))
-
-
-@pytest.fixture
-def no_network(offline_hub, monkeypatch):
-    """The module's hub cache, HF_HUB_OFFLINE unset, the endpoint unreachable (a closed port: refused at once)."""
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
-    return offline_hub
 
 
 def test_unreachable_hub_and_nothing_cached_is_one_line_at_once(no_network):

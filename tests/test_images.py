@@ -1,4 +1,5 @@
-"""swinlite.images: the one image lister (one set of extensions), the one decoder, the one image-files dataset."""
+"""swinlite.images: the one image lister (one set of extensions), the one decoder (16-bit, EXIF, float), the one
+image-files dataset."""
 
 import os
 from pathlib import Path
@@ -9,7 +10,7 @@ import torch
 from PIL import Image
 from torchvision.transforms import functional as TF
 
-from swinlite.images import IMAGE_EXTENSIONS, ImageFiles, list_images, load_rgb
+from swinlite.images import IMAGE_EXTENSIONS, ImageFiles, list_files, list_images, load_rgb
 
 
 def _float_tiff(path: Path, pixels: np.ndarray) -> Path:
@@ -17,6 +18,32 @@ def _float_tiff(path: Path, pixels: np.ndarray) -> Path:
     with Image.open(path) as img:
         assert img.mode == "F"  # really stored as 32-bit float
     return path
+
+
+def test_16_bit_png_is_scaled_not_clipped(tmp_path: Path):
+    gray = np.linspace(0, 65535, 32 * 32).reshape(32, 32).astype(np.uint16)
+    Image.fromarray(gray).save(tmp_path / "g16.png")
+    with Image.open(tmp_path / "g16.png") as img:
+        assert img.mode.startswith("I")  # really stored as 16 bits
+    rgb = np.asarray(load_rgb(tmp_path / "g16.png"))
+    assert rgb.shape == (32, 32, 3) and rgb.dtype == np.uint8
+    want = np.round(gray / 257.0)  # 65535 -> 255, linear
+    assert np.abs(rgb[..., 0] - want).max() <= 1 and (rgb[..., 0] == rgb[..., 2]).all()
+    assert (rgb == 255).mean() < 0.01  # the plain conversion made 99.6 % of pixels white
+
+
+def test_exif_orientation_is_applied(tmp_path: Path):
+    stored = np.zeros((20, 40, 3), np.uint8)  # landscape as stored: left half red, right half blue
+    stored[:, :20] = (255, 0, 0)
+    stored[:, 20:] = (0, 0, 255)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: the camera was turned; show rotated 90 degrees clockwise
+    Image.fromarray(stored).save(tmp_path / "photo.jpg", exif=exif, quality=95)
+    shown = np.asarray(load_rgb(tmp_path / "photo.jpg")).astype(int)
+    want = np.rot90(stored, k=-1).astype(int)  # clockwise: red ends up on top
+    assert shown.shape == want.shape == (40, 20, 3)
+    error = np.abs(shown - want)
+    assert error[:14].max() < 40 and error[26:].max() < 40  # JPEG noise near the colour edge (row 20) left out
 
 
 def test_float_image_in_0_1_is_scaled_not_read_as_black(tmp_path: Path):
@@ -44,7 +71,13 @@ def test_one_lister_one_set_of_extensions(tmp_path: Path):
     (tmp_path / "sibling").mkdir()
     (tmp_path / "sibling" / "s.png").write_bytes(b"")
     (tmp_path / "explicit.txt").write_text("named on purpose")
-    found = list_images([tmp_path / "f", tmp_path / "explicit.txt"])
+    with pytest.warns(UserWarning) as record:
+        found = list_images([tmp_path / "f", tmp_path / "explicit.txt"])
+    assert sorted(str(w.message).split(" -> ")[0] for w in record) == [
+        f"skipping linked folder {tmp_path / 'f' / 'sub' / 'loop'}",
+        f"skipping linked folder {tmp_path / 'f' / 'up'}",
+    ]  # each link named, as a loop
+    assert all(str(w.message).endswith(": a loop back to an enclosing folder") for w in record)
     root = tmp_path / "f"
     assert found == [root / "a.JPG", root / "b.png", root / "sub" / "c.webp", root / "sub" / "d.TIFF",
                      tmp_path / "explicit.txt"]  # fmt: skip
@@ -65,3 +98,22 @@ def test_image_files_give_the_image_or_why_not(tmp_path: Path):
     assert ok.index == 0 and ok.size == (6, 9) and ok.error is None
     torch.testing.assert_close(ok.image, torch.from_numpy(pixels).permute(2, 0, 1).float() / 255)
     assert bad.index == 1 and bad.image is None and bad.size is None and "UnidentifiedImageError" in bad.error
+
+
+def test_a_link_into_another_folder_the_caller_lists_is_skipped_and_named(tmp_path: Path):
+    """A link from one listed folder into another counted the other's files twice (once under the link)."""
+    for rel in ["a/1.png", "b/2.png", "b/deep/3.png", "outside/4.png"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    os.symlink(tmp_path / "b" / "deep", tmp_path / "a" / "to_b")  # into b: b's files
+    os.symlink(tmp_path / "outside", tmp_path / "a" / "more")  # elsewhere: followed once
+    os.symlink(tmp_path / "outside", tmp_path / "a" / "again")  # the same folder again: listed once
+    with pytest.warns(UserWarning, match=f"skipping linked folder {tmp_path / 'a' / 'to_b'} -> .*listed apart"):
+        found = list_images([tmp_path / "a", tmp_path / "b"])
+    assert found == [tmp_path / "a" / "1.png", tmp_path / "a" / "again" / "4.png", tmp_path / "b" / "2.png",
+                     tmp_path / "b" / "deep" / "3.png"]  # fmt: skip
+    assert list_files(tmp_path / "a") == [
+        tmp_path / "a" / "1.png",
+        tmp_path / "a" / "again" / "4.png",
+        tmp_path / "a" / "to_b" / "3.png",
+    ]  # fmt: skip  (nothing listed apart)

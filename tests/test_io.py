@@ -1,5 +1,7 @@
-"""swinlite.io: the one weights reader, the one output check every writer makes, escaped file names."""
+"""swinlite.io: the one weights reader, the one output check every writer makes, escaped file names, strict JSON."""
 
+import json
+import math
 import os
 from pathlib import Path
 
@@ -7,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from swinlite.io import check_output, printable_path, read_metadata, read_state_dict
+from swinlite.io import check_output, json_bytes, printable_path, read_metadata, read_state_dict
 
 
 @pytest.fixture
@@ -68,3 +70,14 @@ def test_weights_files_that_are_broken_are_named(tmp_path: Path):
 def test_printable_path_escapes_bytes_that_are_not_utf8():
     assert printable_path(os.fsdecode(b"/x/caf\xe9.png")) == "/x/caf\\xe9.png"
     assert printable_path("/x/café.png") == "/x/café.png"
+
+
+def test_json_bytes_is_strict_json_with_non_finite_numbers_as_null():
+    value = {"ap": {"small": math.nan, "large": 41.5}, "loss": math.inf, "rows": [(-math.inf, 1), "NaN"], "n": 3}
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not strict JSON: {constant}")
+
+    parsed = json.loads(json_bytes(value, indent=1), parse_constant=refuse)
+    assert parsed == {"ap": {"small": None, "large": 41.5}, "loss": None, "rows": [[None, 1], "NaN"], "n": 3}
+    assert json_bytes([0.5]) == b"[0.5]"

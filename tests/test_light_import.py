@@ -27,7 +27,7 @@ model = timm.create_model("swinlite_tiny_patch4_window7_224")
 print(type(model).__name__)
 print(*seen, sep="\\n")
 print(*sorted(m for m in sys.modules if m.split(".")[0] in {"matplotlib", "sklearn", "pandas"}), sep="\\n")
-apps = ("swinlite.engine", "swinlite.classification", "swinlite.detection", "swinlite.fpn")
+apps = ("swinlite.engine", "swinlite.classification", "swinlite.detection", "swinlite.segmentation", "swinlite.fpn")
 print(*sorted(m for m in sys.modules if m.startswith((*apps, "swinlite.seq", "swinlite.visualize"))))
 """
 

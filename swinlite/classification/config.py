@@ -1,6 +1,7 @@
 """Classification configuration: the shared sections, with the ImageFolder data and augmentation keys.
 
-The defaults are a generic ImageFolder recipe; ``configs/*.yaml`` (but ``det_*``) hold only the keys they change.
+The defaults are a generic ImageFolder recipe; ``configs/*.yaml`` (but ``det_*`` and ``seg_*``) hold only the keys
+they change.
 """
 
 from __future__ import annotations

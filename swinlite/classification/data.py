@@ -21,9 +21,7 @@ from timm.data import create_transform
 from timm.data.auto_augment import AugmentOp
 from torch.utils.data import Dataset
 
-from ..images import IMAGE_EXTENSIONS as IMG_EXTENSIONS
-from ..images import is_image_file as _is_image_file
-from ..images import load_rgb
+from ..images import IMAGE_EXTENSIONS, is_image_file, list_files, load_rgb
 from .config import DataConfig
 
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
@@ -53,38 +51,6 @@ def _check_headers(paths: list[str]) -> list[str | None]:
         return pool.map(header_problem, paths, chunksize=512)
 
 
-def _list_files(folder: str, split_dir: str) -> list[str]:
-    """Files under class folder ``folder`` (recursive, hidden names left out), sorted.
-
-    Linked folders are followed, each real folder once; a link back into an enclosing folder (a loop) or into
-    another class folder of the split ``split_dir`` (its images are that class's) is skipped with a warning.
-    """
-    class_real, split_real = os.path.realpath(folder), os.path.realpath(split_dir)
-    found, seen = [], {class_real}
-    for parent, dirs, files in os.walk(folder, followlinks=True):
-        kept = []
-        for name in sorted(d for d in dirs if not d.startswith(".")):
-            path = os.path.join(parent, name)
-            real = os.path.realpath(path)
-            if real in seen:  # reached through a link already
-                continue
-            if _inside(os.path.realpath(parent), real) or (_inside(real, split_real) and not _inside(real, class_real)):
-                warnings.warn(
-                    f"skipping linked folder {path} -> {real}: a loop or another class's folder", stacklevel=4
-                )
-                continue
-            seen.add(real)
-            kept.append(name)
-        dirs[:] = kept
-        found += [os.path.join(parent, f) for f in files if not f.startswith(".")]
-    return sorted(found)
-
-
-def _inside(path: str, folder: str) -> bool:
-    """Whether real path ``path`` is ``folder`` or lies under it."""
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
 @dataclass
 class Split:
     """A scanned split: ``samples`` of (path, class index) and what was skipped, with reasons."""
@@ -111,8 +77,11 @@ def scan_split(split_dir: Path, classes: list[str] | None = None, verify: bool =
     unknown = sorted(set(folders) - set(classes))
     if unknown:
         raise ValueError(f"{split_dir} has classes the training split does not have: {', '.join(unknown)}")
-    listed = {name: _list_files(str(split_dir / name), str(split_dir)) for name in folders}
-    images = [p for files in listed.values() for p in files if _is_image_file(p)]
+    listed = {  # a linked folder that loops, or leads into another class's folder, is skipped with a warning
+        name: [str(p) for p in list_files(split_dir / name, [split_dir / o for o in folders if o != name])]
+        for name in folders
+    }
+    images = [p for files in listed.values() for p in files if is_image_file(p)]
     problems = dict(zip(images, _check_headers(images) if verify else [None] * len(images), strict=True))
     samples, skipped = [], []
     for name, files in listed.items():
@@ -124,7 +93,7 @@ def scan_split(split_dir: Path, classes: list[str] | None = None, verify: bool =
             else:
                 skipped.append((path, reason))
         if len(samples) == count:
-            raise ValueError(f"class folder {split_dir / name} has no readable images ({', '.join(IMG_EXTENSIONS)})")
+            raise ValueError(f"class folder {split_dir / name} has no readable images ({', '.join(IMAGE_EXTENSIONS)})")
     for path, reason in skipped:
         warnings.warn(f"skipping {path}: {reason}", stacklevel=2)
     return Split(samples, classes, skipped)

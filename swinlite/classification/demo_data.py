@@ -10,8 +10,6 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 from ..io import build_folder_once
 
@@ -40,6 +38,9 @@ def build_digits(root: str | Path, size: int = 32, val_fraction: float = 0.2) ->
     """
 
     def build(tmp: Path) -> str:
+        from sklearn.datasets import load_digits  # scikit-learn: needed by the demos only, and only to build them
+        from sklearn.model_selection import train_test_split
+
         digits = load_digits()
         index = np.arange(len(digits.target))
         train_idx, val_idx = train_test_split(index, test_size=val_fraction, random_state=0, stratify=digits.target)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..engine.config import bounded, choice
-from ..engine.sections import DataConfig, ModelConfig, OptimConfig, RunConfig, ScheduleConfig, TrainConfig
+from ..engine.sections import SCHEDULES, DataConfig, ModelConfig, OptimConfig, RunConfig, ScheduleConfig, TrainConfig
 
 DETECTORS = ("fasterrcnn", "maskrcnn", "retinanet", "fcos")
 
@@ -54,7 +54,7 @@ class DetOptimConfig(OptimConfig):
 
 @dataclass
 class DetScheduleConfig(ScheduleConfig):
-    kind: str = choice("step", "cosine", "step")
+    kind: str = choice("step", *SCHEDULES)
     warmup_epochs: float = bounded(0.14, ge=0)  # about 1,000 steps of 16 COCO images
     warmup_lr: float = bounded(1e-7, ge=0)
     min_lr: float = bounded(0.0, ge=0)

@@ -13,6 +13,7 @@ each with a warning naming the annotation id; images without objects stay, as ne
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from torchvision import tv_tensors
 from ..images import load_rgb
 from .annotations import read_coco
 from .config import DetDataConfig
+from .transforms import resize_problem
 
 _MAX_LISTED = 10  # ids named in one warning
 
@@ -109,6 +111,27 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSpl
     if not kept:
         raise ValueError(f"no image of {ann_file} was found in {image_dir}; nothing to train or evaluate on")
     return CocoSplit(coco, image_dir, kept, skipped, ann_file)
+
+
+def without_thin_images(split: CocoSplit, short: float, long: float) -> CocoSplit:
+    """``split`` without the images too thin to resize toward a ``short`` short side with the long side at most
+    ``long`` (:func:`.transforms.resize_problem`), named in one warning.
+
+    Raises:
+        ValueError: no image is left.
+    """
+    thin = []
+    for image_id in split.image_ids:
+        info = split.coco.imgs[image_id]
+        problem = resize_problem(info["height"], info["width"], short, long)
+        if problem:
+            thin.append((image_id, problem))
+    _warn_ids(f"images of {split.ann_file.name} left out (image id: reason)", thin)
+    if len(thin) == len(split.image_ids):
+        raise ValueError(f"the detector can resize no image of {split.ann_file}: {thin[0][1]}")
+    left_out = {i for i, _ in thin}
+    kept = [i for i in split.image_ids if i not in left_out]
+    return dataclasses.replace(split, image_ids=kept, skipped=split.skipped + thin)
 
 
 def categories_of(split: CocoSplit) -> Categories:

@@ -15,8 +15,6 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 from pycocotools import mask as mask_utils
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 from ..io import build_folder_once
 
@@ -103,6 +101,9 @@ def build_digit_scenes(root: str | Path, train_scenes: int = 1200, val_scenes: i
     """
 
     def build(tmp: Path) -> str:
+        from sklearn.datasets import load_digits  # scikit-learn: needed by the demos only, and only to build them
+        from sklearn.model_selection import train_test_split
+
         digits = load_digits()
         index = np.arange(len(digits.target))
         train_pool, val_pool = train_test_split(index, test_size=0.2, random_state=0, stratify=digits.target)

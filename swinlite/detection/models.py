@@ -39,7 +39,7 @@ from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredic
 from torchvision.ops import MultiScaleRoIAlign
 from torchvision.ops.poolers import initLevelMapper
 
-from ..engine.model import pretrained_file
+from ..engine.model import pretrained_file, weights_kwargs
 from ..fpn import SwinFPNBackbone, build_fpn_backbone
 from .config import DetModelConfig
 
@@ -98,13 +98,14 @@ def _backbone(cfg: DetModelConfig, **model_kwargs: Any) -> SwinFPNBackbone:
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     two_stage = cfg.detector in ("fasterrcnn", "maskrcnn")
     min_level = (0 if two_stage else 1) if cfg.min_level is None else cfg.min_level
+    path = pretrained_file(cfg)  # a file loads strictly into the whole Swin; the tag's weights as in every task
+    weights = {"checkpoint": path} if path is not None else weights_kwargs(cfg)
     backbone = build_fpn_backbone(
         cfg.name,
         out_indices=tuple(range(min_level, 4)),
         fpn_channels=cfg.fpn_channels,
-        checkpoint=pretrained_file(cfg),
         extra_levels="pool" if two_stage else "p6p7",
-        pretrained=cfg.pretrained is True,
+        **weights,
         **kwargs,
     )
     if cfg.grad_checkpointing:

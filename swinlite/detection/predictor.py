@@ -7,7 +7,6 @@ resize.
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from ..weights import load_strict
 from .config import DetConfig, DetModelConfig
 from .data import Categories
 from .models import build_detector
+from .transforms import resize_problem
 
 
 def _is_numbers(value: Any, count: int) -> bool:
@@ -91,21 +91,9 @@ def load_detector(path: str | Path, device: torch.device | str = "cpu") -> tuple
 
 
 def unprocessable(model: nn.Module, height: int, width: int) -> str | None:
-    """Why the detector cannot run on a ``height`` x ``width`` image, or None.
-
-    In eval mode the detector resizes an image as torchvision's ``_resize_image_and_masks`` does: by
-    ``min(test size / short side, max size / long side)``, each side rounded down. A very thin image (say 1 x 4000)
-    would become 0 pixels wide, which the resize refuses.
-    """
-    transform = model.transform
-    scale = min(transform.min_size[-1] / min(height, width), transform.max_size / max(height, width))
-    new_height, new_width = math.floor(height * scale), math.floor(width * scale)
-    if min(new_height, new_width) >= 1:
-        return None
-    return (
-        f"a {width}x{height} image would be resized to {new_width}x{new_height} (test size "
-        f"{transform.min_size[-1]}, max size {transform.max_size}): too thin"
-    )
+    """Why the detector cannot run on a ``height`` x ``width`` image, or None: in eval mode it resizes to its test
+    size with the long side at most its max size (:func:`.transforms.resize_problem`)."""
+    return resize_problem(height, width, model.transform.min_size[-1], model.transform.max_size)
 
 
 def draw_detections(

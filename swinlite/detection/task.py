@@ -16,11 +16,20 @@ from ..engine.distributed import DistInfo, all_gather_object, barrier
 from ..engine.loop import SINGLE, StepSettings, autocast
 from ..engine.task import RunContext, StepOutput, Task
 from .config import DetConfig
-from .data import Categories, CocoDetection, CocoSplit, categories_of, collate, load_split, split_paths
+from .data import (
+    Categories,
+    CocoDetection,
+    CocoSplit,
+    categories_of,
+    collate,
+    load_split,
+    split_paths,
+    without_thin_images,
+)
 from .demo_data import build_digit_scenes
 from .evaluation import coco_ap, ignore_empty_boxes, to_coco_results
 from .models import build_detector
-from .transforms import build_eval_transform, build_train_transform
+from .transforms import build_eval_transform, build_train_transform, smallest_train_resize
 
 
 def loss_column(name: str) -> str:
@@ -82,6 +91,9 @@ class DetectionTask(Task):
         barrier(dist)
         train_split = load_split(*split_paths(cfg.data, "train"), verify=cfg.data.verify_images)
         val_split = load_split(*split_paths(cfg.data, "val"), verify=cfg.data.verify_images)
+        # images too thin for the train transform's smallest resize, or for the detector's in evaluation, left out
+        train_split = without_thin_images(train_split, *smallest_train_resize(cfg.data))
+        val_split = without_thin_images(val_split, cfg.data.test_size, cfg.data.max_size)
         ignored = ignore_empty_boxes(val_split.coco)
         if ignored:
             warnings.warn(

@@ -2,15 +2,44 @@
 
 Training resizes here (multi-scale short side, or large-scale jitter), so the detector is built with
 ``_skip_resize=True`` and only resizes in evaluation, to ``data.test_size`` (mapping boxes back to the
-original image, as COCO evaluation needs).
+original image, as COCO evaluation needs). Every one of these resizes follows one rule
+(:func:`resize_problem`), under which a very thin image has no size to become.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torchvision.transforms import v2
 
 from .config import DetDataConfig
+
+LSJ_SCALES = (0.1, 2.0)  # large-scale jitter: the scales of the test_size square drawn from
+
+
+def resize_problem(height: int, width: int, short: float, long: float) -> str | None:
+    """Why a ``height`` x ``width`` image cannot be resized toward a ``short`` short side with its long side at most
+    ``long``, or None.
+
+    torchvision's resizes (``RandomShortestSize``, ``ScaleJitter``, the detectors' own in evaluation) scale by
+    ``min(short / short side, long / long side)`` and round each side down; a very thin image (say 1 x 4000) would
+    become 0 pixels thin, which they refuse.
+    """
+    scale = min(short / min(height, width), long / max(height, width))
+    new_height, new_width = math.floor(height * scale), math.floor(width * scale)
+    if min(new_height, new_width) >= 1:
+        return None
+    to = f"short side {short:g}, long side at most {long:g}" if math.isfinite(short) else f"long side {long:g}"
+    return f"a {width}x{height} image would be resized to {new_width}x{new_height} ({to}): too thin"
+
+
+def smallest_train_resize(cfg: DetDataConfig) -> tuple[float, float]:
+    """(short, long) of the smallest resize the train transform draws: an image that survives it survives every
+    draw (:func:`resize_problem`)."""
+    if cfg.lsj:  # ScaleJitter: scale * test_size / long side
+        return math.inf, LSJ_SCALES[0] * cfg.test_size
+    return train_sizes(cfg)[0], cfg.max_size
 
 
 def train_sizes(cfg: DetDataConfig) -> list[int]:
@@ -23,7 +52,7 @@ def build_train_transform(cfg: DetDataConfig) -> v2.Transform:
     """Flip, then multi-scale resize (or large-scale jitter of a ``test_size`` square); drop boxes left empty."""
     if cfg.lsj:
         side = (cfg.test_size, cfg.test_size)
-        resize = [v2.ScaleJitter(side, scale_range=(0.1, 2.0)), v2.RandomCrop(side, pad_if_needed=True)]
+        resize = [v2.ScaleJitter(side, scale_range=LSJ_SCALES), v2.RandomCrop(side, pad_if_needed=True)]
     else:
         resize = [v2.RandomShortestSize(train_sizes(cfg), max_size=cfg.max_size)]
     return v2.Compose(

@@ -1,9 +1,11 @@
-"""The training scripts' body after their arguments are parsed: load the config, run, and answer every user
-error with one ``error: ...`` line (exit code 2), a stalled process with one line (exit code 1)."""
+"""The training scripts' body after their arguments are parsed: load the config, print it or run it.
+
+User errors propagate to the script's runner (``scripts/_cli.py``, the one that turns them into one ``error: ...``
+line and exit code 2); a stalled process is one line and exit code 1, an interrupt a hint to ``--resume``.
+"""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -13,13 +15,6 @@ from .config import to_dict
 from .distributed import StalledRankError
 from .run import run
 from .task import Task
-
-USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
-
-
-def _error(message: str, code: int) -> int:
-    print("error: " + " ".join(message.split()), file=sys.stderr)  # one line, whatever the message holds
-    return code
 
 
 def run_from_cli(
@@ -32,21 +27,18 @@ def run_from_cli(
 ) -> int:
     """Train ``task`` from a config file and ``key=value`` overrides; returns the exit code.
 
-    ``FileNotFoundError`` covers swinlite's ``WeightsUnavailableError``. Set ``SWINLITE_TRACEBACK=1`` to see the
-    traceback of a user error instead of its line.
+    Raises:
+        ValueError, OSError: a user error (a setting, the data, the output folder), for the script's runner.
     """
+    cfg = task.load_config(config, overrides)
+    if print_config:
+        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
+        return 0
     try:
-        cfg = task.load_config(config, overrides)
-        if print_config:
-            print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
-            return 0
         run(task, cfg, resume=resume, overwrite=overwrite)
-    except USER_ERRORS as e:
-        if os.environ.get("SWINLITE_TRACEBACK"):
-            raise
-        return _error(str(e), 2)
     except StalledRankError as e:
-        return _error(str(e), 1)
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted; continue with --resume", file=sys.stderr)
         return 130

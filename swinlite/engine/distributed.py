@@ -16,8 +16,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..device import resolve_device  # noqa: F401  (the library's device resolver, kept importable from here)
-
 
 @dataclass(frozen=True)
 class DistInfo:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +18,11 @@ import timm
 import torch
 from torch import nn
 
+from ..hub import pretrained_kwargs
 from .sections import ModelConfig
 
 _OFFLINE_HINT = (
-    "pass model.pretrained=PATH for a local weights file, model.pretrained=false to train from scratch, "
-    "or --config configs/demo.yaml for the digits demo"
+    "or pass model.pretrained=PATH for a local weights file (any layout), model.pretrained=false to train from scratch"
 )
 
 
@@ -91,19 +90,26 @@ def _check_pretrained(cfg: ModelConfig) -> None:
             f"model.pretrained=true but {cfg.name!r} has no pretrained weights; tags with weights: "
             + (", ".join(tags) or "none (give a weights file instead)")
         )
-    pretrained_cfg = timm.models.get_pretrained_cfg(cfg.name)
-    source = pretrained_cfg.hf_hub_id
-    if source and os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
-        from huggingface_hub import try_to_load_from_cache
+    weights_kwargs(cfg)
 
-        names = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")
-        if not any(isinstance(try_to_load_from_cache(source, n), str) for n in names):
-            raise ValueError(
-                f"model.pretrained=true: the weights of {cfg.name} (hub repo {source}"
-                + (f", release {pretrained_cfg.url}" if pretrained_cfg.url else "")
-                + ") are not in the local Hugging Face cache and HF_HUB_OFFLINE is set; download them once with "
-                f"network access, or {_OFFLINE_HINT}"
-            )
+
+def weights_kwargs(cfg: ModelConfig) -> dict[str, Any]:
+    """Keywords of ``timm.create_model`` that load ``model.pretrained``'s weights: ``pretrained`` and, for a file or
+    for hub weights read from the local cache while the hub does not answer, ``pretrained_cfg_overlay``.
+
+    Raises:
+        ValueError: ``true`` with weights neither cached nor downloadable (one quick check of the hub, no retries:
+            :func:`swinlite.hub.pretrained_kwargs`), naming the hub repo and this config's ways around.
+    """
+    path = pretrained_file(cfg)
+    if path is not None:
+        return {"pretrained": True, "pretrained_cfg_overlay": {"file": path}}
+    if not cfg.pretrained:
+        return {"pretrained": False}
+    try:
+        return {"pretrained": True, **pretrained_kwargs(cfg.name, hint=_OFFLINE_HINT)}
+    except ValueError as e:
+        raise ValueError(f"model.pretrained=true: {e}") from None
 
 
 def create_model(cfg: ModelConfig, **task_kwargs: Any) -> nn.Module:
@@ -112,11 +118,7 @@ def create_model(cfg: ModelConfig, **task_kwargs: Any) -> nn.Module:
     Both weight sources go through timm's loader and ``convert_state_dict``: bias tables are resized, a
     classifier of another size starts fresh (warned), a missing backbone weight is a ValueError.
     """
-    kwargs = {**cfg.kwargs, **task_kwargs}
-    path = pretrained_file(cfg)
-    if path is not None:
-        kwargs["pretrained_cfg_overlay"] = dict(file=path)
-    model = timm.create_model(cfg.name, pretrained=bool(cfg.pretrained), **kwargs)
+    model = timm.create_model(cfg.name, **cfg.kwargs, **task_kwargs, **weights_kwargs(cfg))
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     return model

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import torch
-from timm.optim import create_optimizer_v2, param_groups_weight_decay
-from timm.scheduler import CosineLRScheduler, MultiStepLRScheduler
+from timm.optim import create_optimizer_v2, get_optimizer_info, param_groups_weight_decay
+from timm.scheduler import CosineLRScheduler, MultiStepLRScheduler, PolyLRScheduler
 from timm.scheduler.scheduler import Scheduler
 from torch import nn
 
@@ -29,28 +29,50 @@ def no_weight_decay_names(model: nn.Module) -> set[str]:
 def build_optimizer(model: nn.Module, cfg: OptimConfig, global_batch: int) -> torch.optim.Optimizer:
     """timm optimizer; no weight decay on norms, biases (anything 1-D) and ``no_weight_decay()`` names; layer-wise
     lr decay through the model's ``group_matcher`` when ``layer_decay`` is set. Frozen parameters are left out.
+    ``betas`` go to an optimizer that takes them (:func:`check_betas`), which otherwise keeps its own.
 
     Args:
         global_batch: images per optimizer step over all processes (``lr`` scales with it by ``lr_base_batch``).
     """
     lr = cfg.lr if cfg.lr_base_batch is None else cfg.lr * global_batch / cfg.lr_base_batch
     common = dict(opt=cfg.opt, lr=lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum)
+    if cfg.betas is not None:
+        common["betas"] = tuple(cfg.betas)
     if cfg.layer_decay is not None:
         return create_optimizer_v2(model, layer_decay=cfg.layer_decay, filter_bias_and_bn=True, **common)
     groups = param_groups_weight_decay(model, cfg.weight_decay, no_weight_decay_list=no_weight_decay_names(model))
     return create_optimizer_v2(groups, **common)
 
 
+def check_betas(cfg: OptimConfig) -> None:
+    """ValueError for ``optim.betas`` the optimizer does not take: none at all (SGD), or another count."""
+    if cfg.betas is None:
+        return
+    try:
+        info = get_optimizer_info(cfg.opt)
+    except ValueError:
+        return  # an unknown optimizer name is timm's error when the optimizer is built
+    if not info.has_betas:
+        raise ValueError(f"optim.betas: optim.opt={cfg.opt} takes no betas; leave optim.betas unset")
+    if len(cfg.betas) != info.num_betas:
+        raise ValueError(f"optim.betas: {cfg.opt} takes {info.num_betas} betas, got {list(cfg.betas)}")
+
+
 def build_scheduler(
     optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, epochs: int, steps_per_epoch: int
 ) -> Scheduler:
-    """Linear warm-up from ``warmup_lr`` over ``warmup_epochs``, then cosine decay to ``min_lr`` or a step decay
-    by ``decay_rate`` after each of ``decay_epochs``; stepped per optimizer step (``step_update``)."""
+    """Linear warm-up from ``warmup_lr`` over ``warmup_epochs``, then cosine decay to ``min_lr``, a step decay by
+    ``decay_rate`` after each of ``decay_epochs``, or a polynomial decay of ``power`` to ``min_lr`` at the last step
+    (mmsegmentation's "poly"); stepped per optimizer step (``step_update``)."""
     total = epochs * steps_per_epoch
     warmup = min(math.ceil(cfg.warmup_epochs * steps_per_epoch), total - 1)
     common = dict(warmup_t=warmup, warmup_lr_init=cfg.warmup_lr, t_in_epochs=False)
     if cfg.kind == "cosine":
         return CosineLRScheduler(optimizer, t_initial=total - warmup, lr_min=cfg.min_lr, warmup_prefix=True, **common)
+    if cfg.kind == "poly":
+        return PolyLRScheduler(
+            optimizer, t_initial=total - warmup, power=cfg.power, lr_min=cfg.min_lr, warmup_prefix=True, **common
+        )
     # timm decays once t + 1 reaches a milestone; +1 so that the first step of epoch e + 1 runs at the lower lr
     milestones = [math.ceil(e * steps_per_epoch) + 1 for e in cfg.decay_epochs]
     return MultiStepLRScheduler(optimizer, decay_t=milestones, decay_rate=cfg.decay_rate, warmup_prefix=False, **common)

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import torch
-
 from .model import check_model
+from .optim import check_betas
 from .task import Task
-
-
-def check_device(name: str) -> None:
-    """ValueError for a ``train.device`` torch cannot parse (e.g. ``gpu0``), naming the valid forms."""
-    if name == "auto":
-        return
-    try:
-        torch.device(name)
-    except (RuntimeError, ValueError):
-        raise ValueError(
-            f"train.device={name!r} is not a device; use auto, cpu, cuda or cuda:N (e.g. cuda:1)"
-        ) from None
 
 
 def check_run(task: type[Task], cfg) -> None:
     """ValueError for settings that cannot work together, then the task's own checks and the model section's."""
-    check_device(cfg.train.device)
     if cfg.train.best_of == "ema" and cfg.train.ema_decay is None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     if cfg.schedule.kind == "step" and not cfg.schedule.decay_epochs:
         raise ValueError("schedule.kind=step needs schedule.decay_epochs, e.g. schedule.decay_epochs=[8,11]")
+    check_betas(cfg.optim)
     task.check_config(cfg)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))

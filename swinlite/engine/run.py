@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import yaml
 
+from ..device import resolve_device
 from ..io import atomic_write
 from .checkpoint import RESUME_FILE, writing
 from .config import apply_overrides, check_values, config_diff, flatten, read_yaml, to_dict
@@ -21,7 +22,6 @@ from .distributed import (
     cleanup,
     init_distributed,
     is_timeout,
-    resolve_device,
     stalled_ranks,
 )
 from .lock import OutputLock
@@ -57,10 +57,10 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
         StalledRankError: multi-process: a collective waited ``train.dist_timeout`` s for a process that stalled.
     """
     check_values(cfg)
+    device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")
     check_run(task, cfg)
     if resume and overwrite:
         raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
-    device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")))
     dist = init_distributed(device, cfg.train.dist_timeout)
     lock, trainer = None, None
     try:

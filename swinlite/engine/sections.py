@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from .config import bounded, choice
 
 AMP = ("none", "bf16", "fp16")
+SCHEDULES = ("cosine", "step", "poly")
 
 
 @dataclass
@@ -26,7 +27,7 @@ class ModelConfig:
 @dataclass
 class DataConfig:
     data_dir: str = "data"
-    dataset: str = "folder"  # the task's layout, or "digits": its generated demo, built into data_dir if absent
+    dataset: str = "folder"  # the task's layout, or its generated demo ("digits", "shapes"), built into data_dir
     batch_size: int = bounded(128, ge=1)  # per process
     num_workers: int = bounded(4, ge=0)
     verify_images: bool = True  # check every image before training and skip unreadable ones
@@ -44,6 +45,7 @@ class OptimConfig:
     lr_base_batch: int | None = bounded(None, ge=1)  # lr is given per this many images (global); None: no scaling
     weight_decay: float = bounded(0.05, ge=0)  # not applied to norms, biases and relative position tables / CPB
     momentum: float = bounded(0.9, ge=0, lt=1)
+    betas: tuple[float, ...] | None = bounded(None, ge=0, lt=1)  # Adam-family betas, e.g. [0.9, 0.999]; None: its own
     layer_decay: float | None = bounded(None, gt=0, le=1)  # layer-wise lr decay (fine-tuning), e.g. 0.9
     clip_grad: float | None = bounded(None, gt=0)  # max global gradient norm
     accum_steps: int = bounded(1, ge=1)  # micro-batches per optimizer step
@@ -51,10 +53,11 @@ class OptimConfig:
 
 @dataclass
 class ScheduleConfig:
-    kind: str = choice("cosine", "cosine", "step")  # cosine decay to min_lr, or lr x decay_rate at each decay_epochs
+    kind: str = choice("cosine", *SCHEDULES)  # cosine or poly decay to min_lr; step: lr x decay_rate
     warmup_epochs: float = bounded(0.0, ge=0)  # linear warm-up from warmup_lr (fractions allowed), per optimizer step
     warmup_lr: float = bounded(1e-6, ge=0)
-    min_lr: float = bounded(1e-5, ge=0)  # cosine floor
+    min_lr: float = bounded(1e-5, ge=0)  # cosine and poly floor
+    power: float = bounded(1.0, gt=0)  # poly: min_lr + (lr - min_lr) * (1 - t / T) ** power, t steps after warm-up
     decay_epochs: tuple[float, ...] = bounded((), ge=0)  # step: epochs after which the lr is multiplied ...
     decay_rate: float = bounded(0.1, gt=0, le=1)  # ... by this
 

@@ -1,14 +1,12 @@
 """Fixtures for the detection tests."""
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from detkit import REPO, load_script, make_quirky_coco, tiny_overrides
+from detkit import make_quirky_coco, tiny_overrides
+from scriptkit import run_script
 from single_thread import one_thread  # noqa: F401 (an autouse fixture)
-
-sys.path.insert(0, str(REPO / "scripts"))  # the scripts import their shared _cli.py as `python scripts/x.py` would
 
 
 @pytest.fixture
@@ -29,7 +27,7 @@ def trained(tmp_path_factory) -> tuple[Path, Path]:
     torch.set_num_threads(1)  # as the autouse one_thread fixture, which a session fixture runs before
     try:
         with pytest.warns(UserWarning):  # the file's quirks; test_data checks those
-            assert load_script("train_detection").main(argv) == 0
+            assert run_script("train_detection", argv) == 0
     finally:
         torch.set_num_threads(threads)
     return coco, root / "run"

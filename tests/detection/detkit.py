@@ -3,13 +3,9 @@ the scripts as modules, checkpoints with edited metadata."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -108,11 +104,6 @@ def tiny_overrides(data_dir: Path, out: Path, **extra: object) -> list[str]:
     return [f"{k}={v}" for k, v in values.items()]
 
 
-def script_env() -> dict[str, str]:
-    """The environment for a script subprocess: this checkout first on the path, one thread."""
-    return os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), *sys.path]), "OMP_NUM_THREADS": "1"}
-
-
 def edit_coco(root: Path, split: str, edit: Callable[[dict], object]) -> Path:
     """Apply ``edit`` to the parsed ``instances_<split>2017.json`` of ``root`` in place; returns the file."""
     path = root / "annotations" / f"instances_{split}2017.json"
@@ -120,16 +111,6 @@ def edit_coco(root: Path, split: str, edit: Callable[[dict], object]) -> Path:
     edit(coco)
     path.write_text(json.dumps(coco))
     return path
-
-
-def load_script(name: str) -> ModuleType:
-    """``scripts/<name>.py`` as a module (its ``main`` callable in-process), with ``scripts/`` on the path for _cli."""
-    if str(SCRIPTS) not in sys.path:
-        sys.path.insert(0, str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location(f"script_{name}", SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def rewrite_checkpoint(source: Path, target: Path, edit: Callable[[dict], object] = dict, **metadata: Any) -> Path:

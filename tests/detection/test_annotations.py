@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from detkit import SIZE, edit_coco, script_env
+from detkit import SIZE, edit_coco
 from pycocotools import mask as mask_utils
+from scriptkit import script_env
 
 from swinlite.detection.annotations import read_coco, rle_counts, segmentation_problem
 from swinlite.detection.data import load_split

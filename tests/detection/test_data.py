@@ -6,11 +6,12 @@ from pathlib import Path
 import pytest
 import torch
 from detkit import SIZE, edit_coco
+from torchvision import tv_tensors
 from torchvision.ops import masks_to_boxes
 
 from swinlite.detection.config import DetDataConfig
 from swinlite.detection.data import CocoDetection, categories_of, load_split, split_paths
-from swinlite.detection.transforms import build_train_transform
+from swinlite.detection.transforms import build_train_transform, resize_problem, smallest_train_resize
 
 
 def _train_split(coco: Path, verify: bool = False):
@@ -140,3 +141,22 @@ def test_mask_rcnn_data_needs_a_segmentation_on_every_object(coco: Path):
         CocoDetection(split, categories_of(split), masks=True)
     with pytest.warns(UserWarning):
         assert CocoDetection(split, categories_of(split))[0][1]["labels"].tolist() == [1, 2]  # boxes are enough
+
+
+@pytest.mark.parametrize("lsj", [False, True])
+def test_the_resize_rule_is_what_the_train_transforms_refuse_at_their_smallest_draw(lsj: bool):
+    """A 1 x 4000 training image crashed the train transform's resize in a loader worker."""
+    cfg = DetDataConfig(train_sizes=(40, 56), size_step=8, test_size=48, max_size=96, lsj=lsj)
+    short, long = smallest_train_resize(cfg)
+    resize = build_train_transform(cfg).transforms[1]  # RandomShortestSize, or ScaleJitter
+    if lsj:
+        resize.scale_range = (0.1, 0.1)  # its smallest draw
+    else:
+        resize.min_size = [40]
+    for height, width in [(1, 4000), (1, 96), (1, 97), (2, 193), (3, 100), (9, 96), (10, 96), (4, 4), (500, 7)]:
+        try:
+            resize(tv_tensors.Image(torch.zeros(3, height, width, dtype=torch.uint8)))
+            refused = False
+        except RuntimeError:
+            refused = True
+        assert (resize_problem(height, width, short, long) is not None) == refused, (height, width)

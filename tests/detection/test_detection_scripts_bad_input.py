@@ -4,8 +4,6 @@ written), or a correct result; --help before torch loads. Run in-process through
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,8 +11,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from detkit import SCRIPTS, edit_coco, load_script, read_metadata, rewrite_checkpoint, script_env
+from detkit import edit_coco, read_metadata, rewrite_checkpoint
 from PIL import Image
+from scriptkit import run_script
 from torchvision.models.detection.transform import GeneralizedRCNNTransform
 
 from swinlite.detection.predictor import unprocessable
@@ -22,14 +21,9 @@ from swinlite.detection.predictor import unprocessable
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
 
 
-def _run(name: str, argv: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
+def _run(name: str, argv: list[str], capsys) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``python scripts/<name>.py ARGV``, in this process."""
-    module = load_script(name)
-    monkeypatch.setattr(sys, "argv", [f"{name}.py", *map(str, argv)])
-    try:
-        code = module.run(module.main)
-    except SystemExit as e:
-        code = e.code
+    code = run_script(name, argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -218,17 +212,17 @@ CASES = {  # test id: (script, setup, argv, message in the error line)
 
 
 @pytest.mark.parametrize(("script", "prepare", "argv", "message"), list(CASES.values()), ids=list(CASES))
-def test_bad_input_is_one_error_line_and_exit_2(setup, script, prepare, argv, message, monkeypatch, capsys):
+def test_bad_input_is_one_error_line_and_exit_2(setup, script, prepare, argv, message, capsys):
     prepare(setup)
     before = sorted(setup.tmp.rglob("*"))
-    code, _, err = _run(script, argv(setup), monkeypatch, capsys)
+    code, _, err = _run(script, argv(setup), capsys)
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert code == 2 and len(errors) == 1 and message in errors[0], err
     assert "Traceback" not in err
     assert sorted(setup.tmp.rglob("*")) == before  # nothing written
 
 
-def test_evaluating_on_data_with_other_categories_is_an_error_naming_them(setup, monkeypatch, capsys):
+def test_evaluating_on_data_with_other_categories_is_an_error_naming_them(setup, capsys):
     """AP 0.08 and exit 0 before: the checkpoint's square and bar were scored against a cat and a dog."""
 
     def cats_and_dogs(data: dict) -> None:
@@ -237,7 +231,7 @@ def test_evaluating_on_data_with_other_categories_is_an_error_naming_them(setup,
             ann["category_id"] = 3 if ann["category_id"] == 3 else 8
 
     edit_coco(setup.coco, "val", cats_and_dogs)
-    code, _, err = _run(E, _evaluate(setup), monkeypatch, capsys)
+    code, _, err = _run(E, _evaluate(setup), capsys)
     assert code == 2 and not setup.out.exists()
     assert err.strip().splitlines()[-1] == (
         f"error: {setup.coco / 'annotations' / 'instances_val2017.json'} has categories (id name) that checkpoint "
@@ -245,52 +239,53 @@ def test_evaluating_on_data_with_other_categories_is_an_error_naming_them(setup,
     )
 
 
-def test_mask_rcnn_on_box_only_data_gives_box_ap_with_a_note(setup, monkeypatch, capsys):
+def test_mask_rcnn_on_box_only_data_gives_box_ap_with_a_note(setup, capsys):
     """A KeyError in COCOeval before."""
     edit_coco(setup.coco, "val", lambda d: [ann.pop("segmentation") for ann in d["annotations"]])
-    code, out, err = _run(E, _evaluate(setup), monkeypatch, capsys)
+    code, out, err = _run(E, _evaluate(setup), capsys)
     assert code == 0, err
     assert "note: box AP only: 7 objects have no segmentation" in err and "segm (" not in out
     report = json.loads((setup.out / "eval.json").read_text())
     assert "bbox" in report and "segm" not in report
 
 
-def test_evaluation_leaves_out_an_image_too_thin_for_the_detector(setup, monkeypatch, capsys):
+def test_evaluation_leaves_out_an_image_too_thin_for_the_detector(setup, capsys):
     """A RuntimeError traceback from the resize before (a 4000 x 1 image becomes 96 x 0)."""
     Image.fromarray(np.zeros((1, 4000, 3), np.uint8)).save(setup.coco / "val2017" / "03.png")  # the negative image
     edit_coco(setup.coco, "val", lambda d: d["images"][2].update(width=4000, height=1))
-    code, _, err = _run(E, _evaluate(setup), monkeypatch, capsys)
+    left_out = r"1 images of instances_val2017.json left out \(image id: reason\): 3: a 4000x1 image would be resized"
+    with pytest.warns(UserWarning, match=left_out + " to 96x0"):
+        code, _, err = _run(E, _evaluate(setup), capsys)
     assert code == 0, err
-    assert "warning: image 3 left out: a 4000x1 image would be resized to 96x0" in err
     assert json.loads((setup.out / "eval.json").read_text())["images"] == 4
 
 
-def test_detect_with_every_input_unreadable_fails_and_writes_nothing(setup, monkeypatch, capsys):
+def test_detect_with_every_input_unreadable_fails_and_writes_nothing(setup, capsys):
     """Exit 0 with "0 detections on 0 images" before."""
     folder = setup.tmp / "broken"
     folder.mkdir()
     for name in ("a.png", "b.jpg"):
         (folder / name).write_bytes(b"not an image")
     argv = ["--checkpoint", setup.ckpt, "--input", folder, "--output-dir", setup.out]
-    code, _, err = _run(D, argv, monkeypatch, capsys)
+    code, _, err = _run(D, argv, capsys)
     assert code == 2 and not setup.out.exists()
     assert err.count("warning: skipped") == 2 and err.strip().splitlines()[-1] == (
         "error: none of the 2 images could be used (each is named above); nothing written"
     )
 
 
-def test_detect_with_its_output_inside_the_input_folder_is_refused_before_any_work(setup, monkeypatch, capsys):
+def test_detect_with_its_output_inside_the_input_folder_is_refused_before_any_work(setup, capsys):
     """Before, a second run found the first run's drawings (OUT/images/*.png) among its inputs."""
     folder = setup.coco / "val2017"
     before = sorted(folder.rglob("*"))
     argv = ["--checkpoint", setup.ckpt, "--input", folder, "--output-dir", folder / "det", "--score-thresh", "0.3"]
-    code, _, err = _run(D, argv, monkeypatch, capsys)
+    code, _, err = _run(D, argv, capsys)
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert code == 2 and len(errors) == 1 and "lies inside the input folder" in errors[0], err
     assert sorted(folder.rglob("*")) == before  # nothing written
 
 
-def test_detect_keeps_file_names_that_are_not_utf8(setup, monkeypatch, capsys):
+def test_detect_keeps_file_names_that_are_not_utf8(setup, capsys):
     """Printing the output folder's name raised UnicodeEncodeError after all the work, with a strict stdout."""
     folder, out = setup.tmp / "pictures", setup.tmp / os.fsdecode(b"out\xff")
     folder.mkdir()
@@ -300,7 +295,7 @@ def test_detect_keeps_file_names_that_are_not_utf8(setup, monkeypatch, capsys):
     except (OSError, UnicodeEncodeError):
         pytest.skip("this file system takes UTF-8 names only")
     argv = ["--checkpoint", setup.ckpt, "--input", folder, "--output-dir", out, "--score-thresh", "0"]
-    code, printed, err = _run(D, argv, monkeypatch, capsys)
+    code, printed, err = _run(D, argv, capsys)
     assert code == 0, err
     results = json.loads((out / "detections.json").read_text())
     assert {os.fsencode(r["image"]) for r in results} == {os.fsencode(folder / name)}  # the exact bytes back
@@ -317,21 +312,3 @@ def test_unprocessable_is_what_torchvisions_resize_refuses():
         except RuntimeError:
             refused = True
         assert (unprocessable(SimpleNamespace(transform=transform), height, width) is not None) == refused
-
-
-def test_help_is_quick_and_imports_neither_torch_nor_timm():
-    """--help took about 5 s (torch, torchvision and pycocotools loaded first); argparse errors printed usage."""
-    code = (
-        "import runpy, sys\n"
-        f"sys.path.insert(0, {str(SCRIPTS)!r})\n"
-        "for name in ('detect.py', 'evaluate_detection.py'):\n"
-        "    sys.argv = [name, '--help']\n"
-        "    try:\n"
-        f"        runpy.run_path({str(SCRIPTS)!r} + '/' + name, run_name='__main__')\n"
-        "    except SystemExit as e:\n"
-        "        assert e.code == 0, name\n"
-        "    assert 'torch' not in sys.modules and 'timm' not in sys.modules, name\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=script_env())
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.count("usage:") == 2 and "--score-thresh" in result.stdout and "--split" in result.stdout

@@ -1,10 +1,10 @@
-"""scripts/train_detection.py, evaluate_detection.py and detect.py, run in-process through their ``main``."""
+"""scripts/train_detection.py, evaluate_detection.py and detect.py, run in-process as from the command line."""
 
 import json
 from pathlib import Path
 
 import pytest
-from detkit import load_script
+from scriptkit import run_script
 
 from swinlite.detection.config import DetConfig
 from swinlite.engine.config import flatten, to_dict
@@ -12,25 +12,19 @@ from swinlite.engine.config import flatten, to_dict
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
 
 
-def _script(name: str):
-    return load_script(name)
-
-
 def _no_constants(name: str):
     raise AssertionError(f"{name} is not JSON")
 
 
 def test_help_lists_every_config_key(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        _script("train_detection").main(["--help"])
-    assert exit_info.value.code == 0
+    assert run_script("train_detection", ["--help"]) == 0
     text = capsys.readouterr().out
     assert all(key in text for key in flatten(to_dict(DetConfig())))
 
 
 def test_missing_data_is_one_clear_error(tmp_path: Path, capsys):
     argv = ["--data-dir", str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "run")]
-    assert _script("train_detection").main(argv) == 2
+    assert run_script("train_detection", argv) == 2
     assert capsys.readouterr().err.strip() == (
         f"error: annotation file {tmp_path / 'nowhere/annotations/instances_train2017.json'} does not exist "
         "(COCO format: images, annotations, categories)"
@@ -40,7 +34,7 @@ def test_missing_data_is_one_clear_error(tmp_path: Path, capsys):
 def test_evaluate_detection_writes_box_and_mask_ap(trained, tmp_path: Path, capsys):
     coco, run = trained
     argv = ["--checkpoint", str(run / "best.safetensors"), "--data-dir", str(coco), "--output-dir", str(tmp_path)]
-    assert _script("evaluate_detection").main(argv + ["--num-workers", "0"]) == 0
+    assert run_script("evaluate_detection", argv + ["--num-workers", "0"]) == 0
     report = json.loads((tmp_path / "eval.json").read_text(), parse_constant=_no_constants)  # strict JSON
     assert report["images"] == 5 and set(report) >= {"bbox", "segm"}
     assert set(report["bbox"]) == {"map", "map50", "map75", "map_small", "map_medium", "map_large"}
@@ -53,7 +47,7 @@ def test_detect_writes_coco_results_and_drawn_images(trained, tmp_path: Path):
     coco, run = trained
     inputs = [str(coco / "val2017"), str(coco / "train2017" / "01.png")]  # a folder (with a corrupt file) and a file
     argv = ["--checkpoint", str(run / "last.safetensors"), "--input", *inputs, "--output-dir", str(tmp_path)]
-    assert _script("detect").main(argv + ["--score-thresh", "0.0"]) == 0
+    assert run_script("detect", argv + ["--score-thresh", "0.0"]) == 0
     results = json.loads((tmp_path / "detections.json").read_text())
     assert results, "an untrained detector still scores every class well above 0"
     assert set(results[0]) == {"image", "category_id", "category", "bbox", "score"}

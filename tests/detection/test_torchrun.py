@@ -5,7 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from detkit import REPO, script_env, tiny_overrides
+from detkit import REPO, tiny_overrides
+from scriptkit import script_env
 
 from swinlite.engine.checkpoint import load_resume
 

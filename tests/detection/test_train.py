@@ -4,13 +4,16 @@ import csv
 from pathlib import Path
 
 import pytest
-from detkit import REPO, tiny_overrides
+import torch
+from detkit import REPO, edit_coco, tiny_overrides
+from PIL import Image
 
 from swinlite.detection.predictor import load_detector
 from swinlite.detection.task import DetectionTask
 from swinlite.engine import run
 from swinlite.engine.config import flatten, to_dict
 from swinlite.engine.preflight import check_run
+from swinlite.hub import hub_repo
 from swinlite.io import read_metadata
 
 load_det_config = DetectionTask.load_config
@@ -65,8 +68,28 @@ def test_training_set_without_objects_is_an_error_before_training(coco: Path, tm
     assert not (tmp_path / "run" / "resume.pt").exists()
 
 
+def test_images_too_thin_to_resize_are_left_out_of_training_and_evaluation_with_a_warning(coco: Path, tmp_path: Path):
+    """A 1 x 400 image crashed the train transform (in a loader worker) or the detector's resize in evaluation."""
+    Image.new("RGB", (400, 1)).save(coco / "train2017" / "03.png")  # the negative image, in both splits
+    Image.new("RGB", (1, 400)).save(coco / "val2017" / "03.png")
+    for split, size in (("train", (400, 1)), ("val", (1, 400))):
+        edit_coco(coco, split, lambda d, size=size: d["images"][2].update(width=size[0], height=size[1]))
+    with pytest.warns(UserWarning) as record:
+        out = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "run")))
+    left_out = sorted(str(w.message) for w in record if "left out" in str(w.message))
+    assert left_out == [
+        "1 images of instances_train2017.json left out (image id: reason): 3: a 400x1 image would be resized to 96x0 "
+        "(short side 40, long side at most 96): too thin",
+        "1 images of instances_val2017.json left out (image id: reason): 3: a 1x400 image would be resized to 0x96 "
+        "(short side 48, long side at most 96): too thin",
+    ]
+    assert (out / "best.safetensors").is_file()
+
+
 @pytest.mark.parametrize("path", sorted((REPO / "configs").glob("det_*.yaml")), ids=lambda p: p.name)
-def test_shipped_detection_configs_load_and_pass_the_checks(path: Path):
+def test_shipped_detection_configs_load_and_pass_the_checks(path: Path, offline_hub):
     cfg = load_det_config(path)
+    if cfg.model.pretrained is True:  # the tag's weights in the (offline) cache: what the preflight looks for
+        offline_hub.add(hub_repo(cfg.model.name), {"placeholder": torch.zeros(1)})
     check_run(DetectionTask, cfg)
     assert load_det_config(None, [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items()]) == cfg

@@ -1,7 +1,7 @@
-"""What detection gains from the run engine: EMA and best-of raw/EMA by val_map, gradient accumulation, step
-checkpoints resumed bit-equal mid-epoch, train.compile (the distributed timeout: tests/engine/test_stall.py)."""
+"""What detection gains from the run engine: EMA and best-of raw/EMA by val_map, gradient accumulation,
+train.compile (step checkpoints resumed bit-equal mid-epoch: tests/engine/test_resume_bit_equal.py; the distributed
+timeout: tests/engine/test_stall.py)."""
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -10,7 +10,7 @@ from detkit import tiny_overrides
 from torch._dynamo.eval_frame import DisableContext, OptimizedModule
 
 from swinlite.detection.task import DetectionTask
-from swinlite.engine import run, trainer
+from swinlite.engine import run
 from swinlite.engine.checkpoint import load_resume
 from swinlite.io import read_metadata, read_state_dict
 
@@ -46,39 +46,6 @@ def test_gradient_accumulation_steps_every_accum_micro_batches(coco: Path, tmp_p
     resume = load_resume(out / "resume.pt")
     assert resume["step"] == 2 * 3  # 5 images of batch 1: 5 micro-batches, 3 optimizer steps per epoch
     assert resume["scheduler"]["decay_t"] == [8 * 3 + 1, 11 * 3 + 1]  # decay_epochs 8, 11 counted in those steps
-
-
-# 2 epochs of 3 steps (5 images, batch 2); drop path, sizes, flips, RPN sampling and EMA all draw.
-STEPS = {"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1, "data.hflip": 0.5,
-         "train.save_every_steps": 1, "train.ema_decay": 0.8}  # fmt: skip
-
-
-def test_resume_from_step_checkpoint_matches_uninterrupted(coco: Path, tmp_path: Path, monkeypatch):
-    saves = []
-
-    def keep_copy(path, state):  # the step checkpoints a kill could have left behind
-        save_resume(path, state)
-        if state["batch"]:
-            saves.append(shutil.copy(path, tmp_path / f"step{state['step']}.pt"))
-
-    save_resume = trainer.save_resume
-    monkeypatch.setattr(trainer, "save_resume", keep_copy)
-    reference = _run(coco, tmp_path / "ref", **STEPS)
-    assert [load_resume(p)["step"] for p in saves] == [1, 2, 4, 5]  # steps 3 and 6 end an epoch
-    mid_epoch_2 = load_resume(saves[3])  # step 5: batch 2 of epoch 2
-    assert (mid_epoch_2["epoch"], mid_epoch_2["batch"], len(mid_epoch_2["history"])) == (1, 2, 1)
-    run_dir = tmp_path / "run"  # the folder as a run killed after step 5 leaves it
-    run_dir.mkdir()
-    shutil.copy(reference / "config.yaml", run_dir / "config.yaml")
-    shutil.copy(saves[3], run_dir / "resume.pt")
-    resumed = _run(coco, run_dir, resume=True, **STEPS, **{"data.num_workers": 2})  # seeded per image: any workers
-    for name in ("last.safetensors", "ema.safetensors"):
-        assert _equal(reference / name, resumed / name), name
-    ref_state, run_state = load_resume(reference / "resume.pt"), load_resume(resumed / "resume.pt")
-    assert ref_state["step"] == run_state["step"] == 6
-    assert ref_state["history"][1]["train_loss"] == run_state["history"][1]["train_loss"]  # the epoch's loss, whole
-    at_step_1, last = load_resume(saves[0])["model"], read_state_dict(reference / "last.safetensors")
-    assert not all(torch.equal(at_step_1[k], last[k]) for k in last)  # sanity: training moved the weights
 
 
 def test_compile_wraps_the_detector_and_writes_plain_weights(coco: Path, tmp_path: Path, monkeypatch):

@@ -59,7 +59,7 @@ def test_shared_keys_have_the_same_fields_and_every_number_a_range(task: str):
         ("detection", "data.train_sizes=[0,8]", r"expected 1 <= data.train_sizes"),
         ("detection", "model.score_thresh=2", r"expected 0 <= model.score_thresh <= 1"),
         ("detection", "schedule.decay_rate=0", r"expected 0 < schedule.decay_rate <= 1"),
-        ("detection", "schedule.kind=linear", r"schedule.kind must be one of cosine, step, got 'linear'"),
+        ("detection", "schedule.kind=linear", r"schedule.kind must be one of cosine, step, poly, got 'linear'"),
     ],
 )
 def test_values_out_of_range_are_errors_naming_the_range(task: str, override: str, message: str):

@@ -1,11 +1,10 @@
-"""Bad input and faults in both training scripts: exit code 2, exactly one ``error:`` line, no traceback, nothing
+"""Bad input and faults in every training script: exit code 2, exactly one ``error:`` line, no traceback, nothing
 already written lost (issue 19 items 6 to 8, the engine's cases)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import importlib.util
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -13,29 +12,22 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from enginekit import SCRIPT, TASKS, overrides
-from trainkit import REPO
+from enginekit import TASKS, overrides, script_config, script_main
 
 from swinlite.engine import checkpoint, lock
 from swinlite.engine.checkpoint import RESUME_KEYS
-
-
-def _main(task: str, argv: list[str]) -> int:
-    """The task's training script's ``main`` in this process (what ``sys.exit`` gets)."""
-    spec = importlib.util.spec_from_file_location(f"script_{task}", REPO / "scripts" / SCRIPT[task])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(argv)
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> dict[str, Path]:
     """A finished 1-epoch run of each task (folder of data, output folder), copied by the tests that change it."""
     from detkit import make_quirky_coco
+    from segkit import make_seg_folder
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("runs")
-    data = {"classification": make_folder(root / "images"), "detection": make_quirky_coco(root / "coco")}
+    data = {"classification": make_folder(root / "images"), "detection": make_quirky_coco(root / "coco"),
+            "segmentation": make_seg_folder(root / "seg")}  # fmt: skip
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -43,20 +35,12 @@ def finished(tmp_path_factory) -> dict[str, Path]:
             with (
                 pytest.warns(UserWarning) if task == "detection" else contextlib.nullcontext()
             ):  # the COCO file's quirks
-                assert _main(task, ["--config", str(_defaults(root, task)),
+                assert script_main(task, ["--config", str(script_config(task, root)),
                                     *overrides(task, data[task], root / task, **{"train.epochs": 1})]) == 0  # fmt: skip
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
     return {"root": root, **{f"{t}_data": d for t, d in data.items()}, **{t: root / t for t in TASKS}}
-
-
-def _defaults(root: Path, task: str) -> Path:
-    """The config file both scripts get: the demo recipe for classification, the built-in defaults for detection."""
-    if task == "classification":
-        return REPO / "configs" / "demo.yaml"
-    (root / "defaults.yaml").write_text("{}\n")
-    return root / "defaults.yaml"
 
 
 def _truncate(out: Path) -> None:
@@ -111,7 +95,8 @@ CASES = [
     ("max_iters", TASKS, ["train.max_iters=0"], None, None, "expected 1 <= train.max_iters"),
     ("max_size", ["detection"], ["data.max_size=0"], None, None, "expected 1 <= data.max_size"),
     ("crop_pct", ["classification"], ["data.crop_pct=0"], None, None, "expected 0 < data.crop_pct <= 1"),
-    ("device", TASKS, ["train.device=gpu0"], None, None, "train.device='gpu0' is not a device; use auto, cpu, cuda"),
+    ("device", TASKS, ["train.device=gpu0"], None, None, "train.device 'gpu0' is not a device; valid here: auto, cpu"),
+    ("device_absent", TASKS, ["train.device=cuda:99"], None, None, "train.device cuda:99: "),
     ("kwargs_typo", TASKS, ["model.kwargs.windw_size=2"], None, None, "did you mean 'window_size'?"),
     ("pretrained_timm", TASKS, ["model.pretrained=timm"], None, None, "pretrained=timm is now model.pretrained=true"),
     ("output_is_file", TASKS, ["--output-dir", "{file}"], None, None, "is a file; choose another --output-dir"),
@@ -147,11 +132,11 @@ def test_one_error_line_exit_2_nothing_lost(
         out = tmp_path / "out"
     before = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else {}
     (tmp_path / "file").write_text("a file")
-    argv = ["--config", str(_defaults(root, task)), *overrides(task, data, out)]
+    argv = ["--config", str(script_config(task, root)), *overrides(task, data, out)]
     argv += [a.format(file=tmp_path / "file") for a in args]
     if patch is not None:
         patch(monkeypatch)
-    code = _main(task, argv)
+    code = script_main(task, argv)
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2, err

@@ -1,17 +1,20 @@
 """model.kwargs: any keyword of the model's constructor, checked before any data is read, in every task; a window-7
-tag fine-tuned with 12x12 windows at 384 loads the tag's weights with its bias tables resized."""
+tag fine-tuned with 12x12 windows at 384 loads the tag's weights with its bias tables resized; pretrained weights
+that cannot be had are one line at once."""
 
+import time
 from pathlib import Path
 
 import pytest
 import torch
-from enginekit import TASKS, tiny_config
+from enginekit import TASKS, overrides, script_config, script_main, tiny_config
 from timm.layers import resize_rel_pos_bias_table_simple
 
 from swinlite.detection.models import build_detector
 from swinlite.engine import run
 from swinlite.engine.model import create_model
 from swinlite.engine.preflight import check_run
+from swinlite.segmentation.models import build_upernet
 
 
 @pytest.mark.parametrize(
@@ -39,8 +42,11 @@ def test_kwargs_reach_the_model_in_every_task(task: str, tmp_path: Path):
     if task == "classification":
         state = create_model(cfg.model, num_classes=3).state_dict()
     else:
-        swin = build_detector(cfg.model, 2, 48, 96).backbone.body.model
-        assert isinstance(swin.out_norms[1], torch.nn.LayerNorm)  # the detection default out_norm=true stays
+        if task == "detection":
+            swin = build_detector(cfg.model, 2, 48, 96).backbone.body.model
+        else:
+            swin = build_upernet(cfg.model, 3).backbone.model
+        assert isinstance(swin.out_norms[1], torch.nn.LayerNorm)  # the dense tasks' default out_norm=true stays
         state = swin.state_dict()
     assert state["layers.0.blocks.0.attn.rel_pos.table"].shape[0] == 3 * 3  # 2x2 windows: 3x3 offsets
     assert state["layers.0.blocks.0.mlp.fc1.weight"].shape[0] == 2 * 32  # mlp_ratio 2 of pico's 32 channels
@@ -64,3 +70,19 @@ def test_window_7_tag_fine_tuned_with_12x12_windows_at_384(offline_hub, tmp_path
         torch.testing.assert_close(state[key], expected)
     qkv = "layers.2.blocks.3.attn.qkv.weight"
     assert torch.equal(state[qkv], source[qkv]) and model.head.fc.out_features == 3
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_unreachable_hub_is_one_line_naming_the_scripts_options_before_any_data(task, no_network, tmp_path, capsys):
+    """Without HF_HUB_OFFLINE and without network, ~20 retry lines over about a minute came before a message."""
+    name = "swinlite_tiny_patch4_window7_224.ms_in22k"  # not in the module's cache
+    argv = overrides(task, tmp_path / "no_data_here", tmp_path / "out", **{"model.name": name})
+    start = time.monotonic()
+    assert script_main(task, ["--config", str(script_config(task, tmp_path)), *argv, "model.pretrained=true"]) == 2
+    assert time.monotonic() - start < 30  # one quick reachability check, no retries
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: model.pretrained=true: the pretrained weights of {name}")
+    assert "hub repo timm/swin_tiny_patch4_window7_224.ms_in22k" in lines[0]
+    assert "127.0.0.1:9 did not answer" in lines[0]
+    assert "model.pretrained=PATH" in lines[0] and "model.pretrained=false" in lines[0]
+    assert not (tmp_path / "out").exists()

@@ -1,26 +1,17 @@
 """The engine's run of any task: gradient accumulation, a failed evaluation that keeps the trained epoch, a
 diverged run that keeps the last good files, --overwrite that removes the old run first."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
-from enginekit import DATA_FIXTURE, SCRIPT, TASKS, overrides, tiny_config
-from trainkit import REPO
+from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
 
 from swinlite.engine import run
 from swinlite.engine.checkpoint import load_resume, non_finite
 from swinlite.io import read_state_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks
-
-
-def _main(task: str, argv: list[str]) -> int:
-    spec = importlib.util.spec_from_file_location(f"script_{task}", REPO / "scripts" / SCRIPT[task])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(argv)
 
 
 def _equal(a: dict, b: dict) -> bool:
@@ -69,30 +60,30 @@ def test_failed_evaluation_keeps_the_trained_epoch(task: str, tmp_path: Path, re
 
 def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path: Path, capsys):
     out = tmp_path / "out"
-    assert _main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
     good = {name: (out / name).read_bytes() for name in ("last.safetensors", "best.safetensors", "resume.pt")}
     capsys.readouterr()
     argv = ["--resume", *overrides("classification", folder, out, **{"train.epochs": 3, "optim.lr": 1e12})]
-    assert _main("classification", argv) == 2
+    assert script_main("classification", argv) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: training diverged in epoch 2/3 at step ")
     assert f"{out} keeps the files of the last good epoch" in lines[0]
     assert {name: (out / name).read_bytes() for name in good} == good
     assert non_finite(read_state_dict(out / "last.safetensors")) == []
     fresh = tmp_path / "fresh"
-    assert _main("classification", overrides("classification", folder, fresh, **{"optim.lr": 1e12})) == 2
+    assert script_main("classification", overrides("classification", folder, fresh, **{"optim.lr": 1e12})) == 2
     assert not list(fresh.glob("*.safetensors")) and not (fresh / "resume.pt").exists()
 
 
 def test_overwrite_removes_the_old_run_before_anything_else(folder: Path, tmp_path: Path, capsys):
     out = tmp_path / "out"
     first = {"train.epochs": 1, "train.ema_decay": 0.5, "train.tensorboard": True}
-    assert _main("classification", overrides("classification", folder, out, **first)) == 0
+    assert script_main("classification", overrides("classification", folder, out, **first)) == 0
     assert {"ema.safetensors", "best_ema.safetensors", "scan.json.gz"} <= {p.name for p in out.iterdir()}
     (out / "notes.txt").write_text("the user's own file")
     broken = overrides("classification", tmp_path / "no_data", out, **{"train.epochs": 1})
-    assert _main("classification", ["--overwrite", *broken]) == 2  # killed before its first epoch, in effect
+    assert script_main("classification", ["--overwrite", *broken]) == 2  # killed before its first epoch, in effect
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     capsys.readouterr()
-    assert _main("classification", ["--resume", *broken]) == 2
+    assert script_main("classification", ["--resume", *broken]) == 2
     assert "nothing to resume" in capsys.readouterr().err

@@ -17,14 +17,13 @@ import timm
 import torch
 from PIL import Image
 from safetensors.torch import save_file
-from trainkit import script_env
+from scriptkit import SCRIPTS, script_env
 
 from swinlite.weights import weights_metadata
 
 PICO = "swinlite_pico_patch2_window4_32"
 PRE = {"input_size": [3, 16, 16], "interpolation": "bicubic", "mean": [0.5] * 3, "std": [0.25] * 3}
 PRE |= {"crop_pct": 1.0, "crop_mode": "center"}
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 def _save(path: Path, state: dict[str, torch.Tensor], meta: dict[str, object], raw: dict[str, str] = {}) -> Path:  # noqa: B006
@@ -79,7 +78,7 @@ def f(tmp_path_factory) -> SimpleNamespace:
 def _run(load_script, capsys, name: str, argv: list[str]) -> tuple[int, str]:
     main = load_script(name).main
     with pytest.raises(SystemExit) as exit_info:
-        _cli.run(lambda _: main(argv))
+        _cli.run(main, argv)
     return exit_info.value.code, capsys.readouterr().err
 
 
@@ -230,7 +229,7 @@ def test_missing_optional_packages_name_the_extra(f, tmp_path):
         "for name, argv in json.loads(sys.argv[1]).items():\n"
         f"    main = runpy.run_path({str(SCRIPTS)!r} + f'/{{name}}.py')['main']\n"
         "    try:\n"
-        "        _cli.run(lambda _: main(argv))\n"
+        "        _cli.run(main, argv)\n"
         "    except SystemExit as e:\n"
         "        print(name, 'exit', e.code)\n"
     )

@@ -1,6 +1,5 @@
 """One run per output folder: a second run is refused with one line; a dead holder's lock is taken over."""
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -8,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scriptkit import run_script
 from trainkit import REPO, tiny_config, tiny_overrides, train
 
 from swinlite.engine.lock import OutputLock
@@ -18,21 +18,13 @@ spec = importlib.util.spec_from_file_location("lock", sys.argv[1]); lock = impor
 spec.loader.exec_module(lock); lock.OutputLock(sys.argv[2]).acquire(); print("held", flush=True); time.sleep(120)"""
 
 
-def _train_script():
-    """scripts/train.py as a module, to call its ``main`` in this process (its exit code is main's return)."""
-    spec = importlib.util.spec_from_file_location("train_script", REPO / "scripts" / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_second_run_refused_and_dead_holder_taken_over(tmp_path: Path, folder: Path, capsys):
     out = tmp_path / "out"
     lock_py = REPO / "swinlite" / "engine" / "lock.py"
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock_py), str(out)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
-        assert _train_script().main(tiny_overrides(folder, out)) == 2
+        assert run_script("train", tiny_overrides(folder, out)) == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: output folder {out} is in use by another training run")
         assert f"pid {holder.pid} on " in lines[0]

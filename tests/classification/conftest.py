@@ -1,13 +1,10 @@
-"""Fixtures for the training tests."""
+"""Fixtures for the classification tests."""
 
-import sys
 from pathlib import Path
 
 import pytest
 from single_thread import one_thread  # noqa: F401 (an autouse fixture)
-from trainkit import REPO, make_folder
-
-sys.path.insert(0, str(REPO / "scripts"))  # the scripts import their shared _cli.py as `python scripts/x.py` would
+from trainkit import make_folder
 
 
 @pytest.fixture

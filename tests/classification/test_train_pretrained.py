@@ -1,10 +1,10 @@
 """Training from pretrained weights by name: model.pretrained=true with a tagged model.name (offline hub cache)."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
+from scriptkit import run_script
 
 import swinlite
 from swinlite.classification import ClassificationTask
@@ -42,12 +42,9 @@ def test_pretrained_settings_that_cannot_work_are_config_errors(tmp_path: Path, 
 
 
 def test_train_script_reports_unavailable_weights_in_one_line(offline_hub, folder: Path, tmp_path: Path, capsys):
-    spec = importlib.util.spec_from_file_location("train_script", REPO / "scripts" / "train.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     args = ["--config", str(FINETUNE), "--data-dir", str(folder), "--output-dir", str(tmp_path / "out")]
     name = "model.name=swinlite_tiny_patch4_window7_224.ms_in22k"  # not in the cache
-    assert script.main([*args, name, "model.kwargs.drop_path_rate=0.0", "data.batch_size=2", "data.num_workers=0"]) == 2
+    assert run_script("train", [*args, name, "model.kwargs.drop_path_rate=0.0", "data.batch_size=2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: model.pretrained=true: the weights of " + name.split("=")[1])
+    assert len(err) == 1 and err[0].startswith("error: model.pretrained=true: the pretrained weights of " + name[11:])
     assert "timm/swin_tiny_patch4_window7_224.ms_in22k" in err[0]

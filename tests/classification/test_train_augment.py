@@ -12,7 +12,9 @@ from timm.data.auto_augment import posterize as timm_posterize
 from swinlite.classification import ClassificationTask
 from swinlite.classification.data import build_transforms, posterize
 
-CONFIGS = sorted(p for p in (Path(__file__).parents[2] / "configs").glob("*.yaml") if not p.name.startswith("det_"))
+CONFIGS = sorted(
+    p for p in (Path(__file__).parents[2] / "configs").glob("*.yaml") if not p.name.startswith(("det_", "seg_"))
+)  # det_*, seg_*: tests/detection, tests/segmentation
 DRAWS = 5000
 
 

@@ -64,9 +64,9 @@ def test_missing_config_file():
 
 @pytest.mark.parametrize(
     "path",
-    [p for p in sorted((REPO / "configs").glob("*.yaml")) if not p.name.startswith("det_")],
+    [p for p in sorted((REPO / "configs").glob("*.yaml")) if not p.name.startswith(("det_", "seg_"))],
     ids=lambda p: p.name,
-)  # det_*: tests/detection
+)  # det_*, seg_*: tests/detection, tests/segmentation
 def test_shipped_configs_load_and_round_trip(path: Path):
     cfg = load_config(path)
     assert apply_overrides(Config(), {f"{s}.{k}": v for s, sec in to_dict(cfg).items() for k, v in sec.items()}) == cfg

@@ -1,14 +1,14 @@
-"""Helpers for the training tests: tiny generated ImageFolders, run settings, script runner."""
+"""Helpers for the classification tests: tiny generated ImageFolders, run settings, script runner."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from scriptkit import script_env
 
 from swinlite.classification import ClassificationTask, Config
 from swinlite.engine import run
@@ -59,10 +59,6 @@ def tiny_config(data_dir: Path, out: Path, **extra: object) -> Config:
 def train(cfg: Config, resume: bool = False, overwrite: bool = False) -> Path:
     """A classification run through the engine (what scripts/train.py runs); returns the output folder."""
     return run(ClassificationTask, cfg, resume=resume, overwrite=overwrite)
-
-
-def script_env() -> dict[str, str]:
-    return dict(os.environ, OMP_NUM_THREADS="1")  # as the in-process runs of the tests, and kind to a shared CPU
 
 
 def script(name: str, *args: str, **kwargs) -> subprocess.CompletedProcess:

@@ -5,7 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainkit import REPO, script_env, tiny_overrides
+from scriptkit import script_env
+from trainkit import REPO, tiny_overrides
 
 from swinlite.engine.checkpoint import load_resume
 

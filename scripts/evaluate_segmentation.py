@@ -1,0 +1,122 @@
+"""mIoU, mAcc, aAcc and per-class IoU of a segmentation checkpoint of scripts/train_segmentation.py on label maps.
+
+Prints the per-class table and writes OUT/eval.json (mIoU, mAcc, aAcc and each class's IoU and accuracy in percent,
+null where a class is absent) and OUT/per_class_iou.csv, beside the checkpoint unless --output-dir. The data:
+--data-dir in ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split validation or training), or
+--images and --masks folders. Masks are read as the checkpoint's run read them (classes, ignore_index,
+reduce_zero_label); images and masks that do not pair up are named and left out, label values outside the classes
+are an error. The counts are summed over the whole split, as mmsegmentation does. Prediction follows the
+checkpoint's test settings unless --mode, --ratios or --flip.
+
+Examples:
+    python scripts/evaluate_segmentation.py --checkpoint runs/seg_demo/best.safetensors --data-dir data/seg_shapes
+    python scripts/evaluate_segmentation.py --checkpoint best.safetensors --data-dir /data/ade20k \\
+        --ratios 0.5 0.75 1.0 1.25 1.5 1.75 --flip          # multi-scale + flip
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from _cli import Parser, run
+
+AMP = ("none", "bf16", "fp16")
+OUTPUTS = ("eval.json", "per_class_iou.csv")
+SPLITS = {"validation": "val", "training": "train"}
+
+
+def parse_args(argv: list[str] | None = None):
+    parser = Parser(__doc__)
+    parser.add_argument("--checkpoint", required=True, type=Path, help="best.safetensors or last.safetensors")
+    parser.add_argument("--data-dir", type=Path, help="ADE20K layout: images/<split>/, annotations/<split>/")
+    parser.add_argument("--split", default="validation", choices=tuple(SPLITS), help="(default: %(default)s)")
+    parser.add_argument("--images", type=Path, help="image folder (instead of the --data-dir layout)")
+    parser.add_argument("--masks", type=Path, help="mask folder, the images' names (instead of the layout)")
+    parser.add_argument(
+        "--mode", choices=("whole", "slide"), help="whole image or sliding windows (default: the run's)"
+    )
+    parser.add_argument(
+        "--ratios", type=float, nargs="+", help="scales of the test size, averaged (default: the run's)"
+    )
+    parser.add_argument("--flip", action="store_true", help="also the mirrored image, averaged")
+    parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
+    parser.add_argument("--amp", default="none", choices=AMP, help="autocast dtype (default: none)")
+    parser.add_argument(
+        "--output-dir", type=Path, help="for eval.json and per_class_iou.csv (default: the checkpoint's)"
+    )
+    args = parser.parse_args(argv)
+    if not args.data_dir and not (args.images and args.masks):
+        parser.error("give --data-dir, or both --images and --masks")
+    if args.num_workers < 0 or (args.ratios and min(args.ratios) <= 0):
+        parser.error("--num-workers must be at least 0 and --ratios positive")
+    return args
+
+
+def _finite_or_null(value):
+    """NaN (a class absent from the split) as null: JSON has no NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sys.stdout.reconfigure(errors="backslashreplace")  # paths that are not UTF-8 print, never fail after the work
+    from dataclasses import replace
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    from swinlite.device import resolve_device
+    from swinlite.engine.loop import StepSettings
+    from swinlite.io import atomic_write_bytes, check_output
+    from swinlite.segmentation.config import SegDataConfig
+    from swinlite.segmentation.data import SegmentationDataset, collate, scan_split, split_folders
+    from swinlite.segmentation.evaluation import per_class_csv, per_class_table, scores
+    from swinlite.segmentation.inference import confusion_of
+    from swinlite.segmentation.predictor import load_segmenter
+    from swinlite.segmentation.transforms import build_eval_transform
+
+    device = resolve_device(args.device)
+    if args.amp == "fp16" and device.type != "cuda":
+        raise ValueError("--amp fp16 needs CUDA; use --amp bf16 on the CPU")
+    layout = split_folders(SegDataConfig(data_dir=str(args.data_dir or ".")), SPLITS[args.split])
+    images, masks = args.images or layout[0], args.masks or layout[1]
+    out = args.output_dir or args.checkpoint.parent
+    option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
+    check_output(out, [args.checkpoint, images, masks], option=option, folder=True, names=OUTPUTS)
+    model, info = load_segmenter(args.checkpoint, device)
+    test = replace(info.test, mode=args.mode or info.test.mode, ratios=tuple(args.ratios or info.test.ratios),
+                   flip=args.flip or info.test.flip)  # fmt: skip
+    split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
+    for path, reason in split.skipped[:10]:
+        print(f"warning: left out {path}: {reason}", file=sys.stderr)
+    if len(split.skipped) > 10:
+        print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
+    dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std))
+    loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)
+    amp = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
+    classes = info.labels.classes
+    result = scores(
+        confusion_of(model, loader, test, len(classes), info.labels.ignore_index, StepSettings(device, amp))
+    )
+    print(f"{args.checkpoint} on {len(split.pairs)} images of {images} ({test.mode}, ratios {list(test.ratios)}"
+          f"{', flip' if test.flip else ''}):\n{per_class_table(result, classes)}")  # fmt: skip
+    per_class = {c: {"iou": i, "acc": a} for c, i, a in zip(classes, result.iou, result.acc, strict=True)}
+    report = {"checkpoint": str(args.checkpoint), "images": len(split.pairs), "test": test.to_dict(),
+              "miou": result.miou, "macc": result.macc, "aacc": result.aacc, "per_class": per_class}  # fmt: skip
+    atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(report), indent=1, allow_nan=False).encode())
+    atomic_write_bytes(out / "per_class_iou.csv", per_class_csv(result, classes))
+    print(f"mIoU {result.miou:.2f}, mAcc {result.macc:.2f}, aAcc {result.aacc:.2f}; wrote {out / 'eval.json'} and "
+          f"{out / 'per_class_iou.csv'}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))

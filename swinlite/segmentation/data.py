@@ -1,0 +1,269 @@
+"""Label-map data: image files and mask files of the same names, checked once before training, served as tv_tensors.
+
+Layout (ADE20K's, for every dataset; ``data.train_images`` ... point anywhere else)::
+
+    <data_dir>/images/training/<name>.jpg       <data_dir>/annotations/training/<name>.png
+    <data_dir>/images/validation/<name>.jpg     <data_dir>/annotations/validation/<name>.png
+
+A mask is a PNG (or any image file) of the same relative name as its image, palette (``P``) or grayscale (``L``,
+16-bit ``I;16``), whose pixel values are the labels. ``scan_split`` reads every mask once before anything trains:
+
+- an image without a mask, an unreadable image or mask, and a mask whose size differs from its (upright) image's
+  are skipped, each named in one warning line; a split left without pairs is an error;
+- a mask of another mode (RGB colour masks) and label values that are neither a class nor ``ignore_index`` are
+  errors (one line naming the values and a file): they mean the classes or the ignore index are set wrong.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import Dataset
+from torchvision import tv_tensors
+from torchvision.transforms.v2.functional import pil_to_tensor
+
+from ..images import is_image_file, list_files, load_rgb
+from .classes import ADE20K_CLASSES, ADE20K_PALETTE, color_map
+from .config import SegDataConfig
+
+MASK_MODES = ("P", "L", "1", "I;16", "I;16L", "I;16B", "I")  # label maps: one integer per pixel
+DEFAULT_FOLDERS = {"train": ("images/training", "annotations/training"),
+                   "val": ("images/validation", "annotations/validation")}  # fmt: skip
+SHAPES_CLASSES = ("background", "circle", "square", "triangle", "cross")  # the demo's (.demo_data)
+_LISTED = 10  # files named in one warning
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What the label values mean: class ``i`` is ``classes[i]`` drawn in ``palette[i]``; ``ignore_index`` is no
+    class; with ``reduce_zero_label`` a file's 0 becomes ``ignore_index`` and every other value ``v`` is ``v - 1``."""
+
+    classes: tuple[str, ...]
+    palette: tuple[tuple[int, int, int], ...]
+    ignore_index: int = 255
+    reduce_zero_label: bool = False
+
+
+def labels_of(cfg: SegDataConfig) -> Labels:
+    """The label meaning of ``cfg.dataset``: ADE20K's 150 classes (zero label reduced), the demo's 5, or
+    ``data.classes``. ValueError when ``data.classes`` is missing for a folder or given for the others."""
+    if cfg.dataset == "folder":
+        if len(cfg.classes) < 2:
+            raise ValueError("data.dataset=folder needs data.classes, the name of each label value, e.g. "
+                             "data.classes=[background,road,car]")  # fmt: skip
+        duplicates = sorted({c for c in cfg.classes if cfg.classes.count(c) > 1})
+        if duplicates:
+            raise ValueError(f"data.classes names {', '.join(duplicates)} more than once")
+        classes, reduce = tuple(cfg.classes), cfg.reduce_zero_label
+    else:
+        if cfg.classes:
+            raise ValueError(f"data.classes is for data.dataset=folder; {cfg.dataset} has its own classes")
+        classes, reduce = (ADE20K_CLASSES, True) if cfg.dataset == "ade20k" else (SHAPES_CLASSES, False)
+    if cfg.ignore_index < len(classes):
+        raise ValueError(f"data.ignore_index={cfg.ignore_index} is a class label (0..{len(classes) - 1})")
+    palette = ADE20K_PALETTE if cfg.dataset == "ade20k" else tuple(color_map(len(classes)))
+    return Labels(classes, palette, cfg.ignore_index, reduce)
+
+
+def split_folders(cfg: SegDataConfig, split: str) -> tuple[Path, Path]:
+    """(image folder, mask folder) of ``split`` ("train" or "val"): the config's, else the ADE20K layout's."""
+    images, masks = getattr(cfg, f"{split}_images"), getattr(cfg, f"{split}_masks")
+    default_images, default_masks = DEFAULT_FOLDERS[split]
+    root = Path(cfg.data_dir)
+    return Path(images) if images else root / default_images, Path(masks) if masks else root / default_masks
+
+
+@dataclass(frozen=True)
+class Pair:
+    image: Path
+    mask: Path
+
+
+@dataclass
+class Split:
+    """The pairs kept, those skipped (path, reason), and how many pixels carry a class."""
+
+    pairs: list[Pair]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    labelled: int = 0
+
+
+def find_pairs(image_dir: Path, mask_dir: Path) -> tuple[list[Pair], list[tuple[str, str]]]:
+    """Images with the mask of the same relative name (without suffix); images without one, as skipped.
+
+    Raises:
+        ValueError: a missing folder, a folder without images, or two masks for one name.
+    """
+    for folder, what in ((image_dir, "image"), (mask_dir, "mask")):
+        if not folder.is_dir():
+            raise ValueError(f"{what} folder {folder} does not exist (the layout: images/<split>/*.jpg with "
+                             "annotations/<split>/*.png of the same names)")  # fmt: skip
+    masks: dict[Path, Path] = {}
+    for path in (p for p in list_files(mask_dir) if is_image_file(p)):
+        key = path.relative_to(mask_dir).with_suffix("")
+        if key in masks:
+            raise ValueError(f"two masks for one name in {mask_dir}: {masks[key]} and {path}")
+        masks[key] = path
+    images = [p for p in list_files(image_dir) if is_image_file(p)]
+    if not images:
+        raise ValueError(f"no image files under {image_dir}")
+    pairs, missing = [], []
+    for image in images:
+        mask = masks.get(image.relative_to(image_dir).with_suffix(""))
+        if mask is None:
+            missing.append((str(image), f"no mask {image.relative_to(image_dir).with_suffix('.png')} in {mask_dir}"))
+        else:
+            pairs.append(Pair(image, mask))
+    return pairs, missing
+
+
+class MaskModeError(ValueError):
+    """A mask file that is an image of another kind (colour), not a label map."""
+
+
+def open_mask(path: Path) -> np.ndarray:
+    """The label values of a mask file as stored, [H, W] (uint8, uint16 or int32).
+
+    Raises:
+        MaskModeError: a colour (or other non-label) image.
+    """
+    with Image.open(path) as mask:
+        if mask.mode not in MASK_MODES:
+            raise MaskModeError(
+                f"mask {path} is a {mask.mode} image; a mask is a palette (P) or grayscale (L, I;16) image whose pixel "
+                "values are the labels (convert colour-coded masks to label values first)"
+            )
+        return np.asarray(mask).astype(np.uint8) if mask.mode == "1" else np.asarray(mask)
+
+
+def read_labels(path: Path, labels: Labels) -> np.ndarray:
+    """The labels a model trains on: [H, W] int64, the file's values with the zero label reduced if asked."""
+    values = open_mask(path).astype(np.int64)
+    if not labels.reduce_zero_label:
+        return values
+    out = values - 1
+    out[(values == 0) | (values == labels.ignore_index)] = labels.ignore_index
+    return out
+
+
+def upright_size(path: Path, decode: bool) -> tuple[int, int]:
+    """(height, width) of an image as ``load_rgb`` gives it (EXIF orientation applied); read from the header
+    unless ``decode``."""
+    if decode:
+        width, height = load_rgb(path).size
+        return height, width
+    with Image.open(path) as image:
+        width, height = image.size
+        turned = image.getexif().get(0x0112, 1) in (5, 6, 7, 8)  # EXIF orientations that swap the sides
+    return (width, height) if turned else (height, width)
+
+
+@dataclass
+class _Check:
+    problem: str | None = None  # why the pair is skipped
+    unknown: tuple[int, ...] = ()  # label values (as stored) that are neither a class nor ignore_index
+    labelled: int = 0  # pixels of a class
+
+
+def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
+    try:
+        size = upright_size(pair.image, verify)
+    except Exception as e:  # PIL raises many types for a broken file
+        return _Check(f"unreadable image ({type(e).__name__}: {e})")
+    try:
+        values = open_mask(pair.mask)
+    except MaskModeError:
+        raise
+    except Exception as e:
+        return _Check(f"unreadable mask {pair.mask} ({type(e).__name__}: {e})")
+    if values.shape != size:
+        return _Check(f"mask {pair.mask} is {values.shape[1]}x{values.shape[0]}, the image {size[1]}x{size[0]}")
+    if values.dtype.kind == "u":  # 8 and 16 bits: a bincount is much faster than a sort
+        counts = np.bincount(values.ravel())
+        present = np.flatnonzero(counts)
+        counts = counts[present]
+    else:
+        present, counts = np.unique(values, return_counts=True)
+    ignore = labels.ignore_index
+    mapped = present
+    if labels.reduce_zero_label:
+        mapped = np.where((present == 0) | (present == ignore), ignore, present - 1)
+    is_class = (mapped >= 0) & (mapped < len(labels.classes))
+    unknown = present[~is_class & (mapped != ignore)]
+    return _Check(None, tuple(int(v) for v in unknown), int(counts[is_class].sum()))
+
+
+def warn_skipped(what: str, items: list[tuple[str, str]]) -> None:
+    """One warning naming ``items`` (path, reason), the first ten of them."""
+    if items:
+        listed = "; ".join(f"{path}: {reason}" for path, reason in items[:_LISTED])
+        more = f"; and {len(items) - _LISTED} more" if len(items) > _LISTED else ""
+        warnings.warn(f"{len(items)} {what} skipped: {listed}{more}", stacklevel=3)
+
+
+def scan_split(image_dir: Path, mask_dir: Path, labels: Labels, verify: bool = False, workers: int = 1) -> Split:
+    """Pair and check one split: every mask decoded once (``workers`` threads), every image's size read.
+
+    Raises:
+        ValueError: see the module docstring; each names a folder or a file.
+    """
+    pairs, skipped = find_pairs(image_dir, mask_dir)
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        checks = list(pool.map(lambda p: _check_pair(p, labels, verify), pairs))
+    unknown = sorted({v for c in checks for v in c.unknown})
+    if unknown:
+        first = next(p.mask for p, c in zip(pairs, checks, strict=True) if c.unknown)
+        reduced = " (as stored: 0 and ignore_index are ignored, v is class v - 1)" if labels.reduce_zero_label else ""
+        raise ValueError(
+            f"{sum(bool(c.unknown) for c in checks)} masks of {mask_dir} hold label values {unknown[:_LISTED]}"
+            f"{reduced} that are neither one of the {len(labels.classes)} classes nor ignore_index "
+            f"{labels.ignore_index}, e.g. {first}; check data.classes, data.ignore_index and data.reduce_zero_label"
+        )
+    kept = [p for p, c in zip(pairs, checks, strict=True) if c.problem is None]
+    skipped += [(str(p.image), c.problem) for p, c in zip(pairs, checks, strict=True) if c.problem is not None]
+    if not kept:
+        raise ValueError(f"no image of {image_dir} has a usable mask in {mask_dir} ({len(skipped)} skipped, "
+                         f"e.g. {skipped[0][0]}: {skipped[0][1]})")  # fmt: skip
+    return Split(kept, skipped, sum(c.labelled for c in checks))
+
+
+class SegmentationDataset(Dataset):
+    """``(image, mask)`` pairs of a checked split through a ``torchvision.transforms.v2`` transform.
+
+    Before the transform: ``tv_tensors.Image`` [3, H, W] uint8 and ``tv_tensors.Mask`` [H, W] int64 (the labels of
+    :func:`read_labels`). A pair that became unreadable after the scan is skipped with a warning (the next one is
+    served), so that it does not stop a long run.
+    """
+
+    def __init__(self, pairs: list[Pair], labels: Labels, transform: Callable | None = None) -> None:
+        self.pairs, self.labels, self.transform = pairs, labels, transform
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        for offset in range(len(self)):
+            pair = self.pairs[(index + offset) % len(self)]
+            try:
+                image = tv_tensors.Image(pil_to_tensor(load_rgb(pair.image)))
+                mask = tv_tensors.Mask(torch.from_numpy(read_labels(pair.mask, self.labels)))
+            except Exception as e:  # a file broken after the scan must not stop training mid-epoch
+                warnings.warn(f"skipping unreadable pair {pair.image}, {pair.mask}: {e}", stacklevel=2)
+                continue
+            return self.transform(image, mask) if self.transform else (image, mask)
+        raise RuntimeError("no image of the dataset could be read")
+
+
+def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor | list, torch.Tensor | list]:
+    """Stacked images and masks when all have one size (training crops), else lists (whole evaluation images)."""
+    images, masks = zip(*batch, strict=True)
+    if len({tuple(im.shape) for im in images}) == 1 and len({tuple(m.shape) for m in masks}) == 1:
+        return torch.stack(images), torch.stack(masks)
+    return list(images), list(masks)

@@ -1,0 +1,113 @@
+"""Test-time prediction as mmsegmentation's ``EncoderDecoder`` does it: the image rescaled to ``img_scale`` (keeping
+its aspect ratio), the whole image or sliding windows through the model, the logits resized back to the image's own
+size; optionally several scales and the mirrored image, their softmax averaged (mmsegmentation's ``aug_test``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..engine.distributed import DistInfo, all_reduce_sum
+from ..engine.loop import SINGLE, StepSettings, autocast
+from .config import TEST_MODES, SegDataConfig
+from .evaluation import confusion
+from .transforms import rescaled_size
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    """How an image is predicted (the ``data.test_*`` keys; recorded in checkpoints as ``preprocessing``)."""
+
+    img_scale: tuple[int, int] = (2048, 512)  # (long, short) side limits
+    mode: str = "whole"  # or "slide"
+    crop_size: tuple[int, int] = (512, 512)  # slide: window (height, width)
+    stride: tuple[int, int] = (341, 341)  # slide: step (height, width)
+    ratios: tuple[float, ...] = (1.0,)  # of img_scale, averaged
+    flip: bool = False  # also the mirrored image
+
+    @classmethod
+    def of(cls, cfg: SegDataConfig) -> InferenceSettings:
+        return cls(cfg.img_scale, cfg.test_mode, cfg.crop_size, cfg.test_stride, cfg.test_ratios, cfg.test_flip)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def check(self) -> None:
+        if self.mode not in TEST_MODES:
+            raise ValueError(f"test mode must be one of {', '.join(TEST_MODES)}, got {self.mode!r}")
+        if min(*self.img_scale, *self.crop_size, *self.stride) < 1 or min(self.ratios) <= 0:
+            raise ValueError(f"test sizes, strides and ratios must be positive, got {self.to_dict()}")
+
+
+def slide_logits(model: nn.Module, images: torch.Tensor, crop: Sequence[int], stride: Sequence[int]) -> torch.Tensor:
+    """Logits [B, K, H, W] of windows of ``crop`` every ``stride`` pixels (the last ones flush with the border),
+    averaged where they overlap; a side shorter than the window is one window of its own size."""
+    height, width = images.shape[2:]
+    rows = max(height - crop[0] + stride[0] - 1, 0) // stride[0] + 1
+    cols = max(width - crop[1] + stride[1] - 1, 0) // stride[1] + 1
+    total, count = None, images.new_zeros((1, 1, height, width))
+    for r in range(rows):
+        for c in range(cols):
+            bottom, right = min(r * stride[0] + crop[0], height), min(c * stride[1] + crop[1], width)
+            top, left = max(bottom - crop[0], 0), max(right - crop[1], 0)
+            logits = model(images[:, :, top:bottom, left:right]).logits.float()  # [B, K, h, w]
+            if total is None:
+                total = images.new_zeros((images.shape[0], logits.shape[1], height, width), dtype=torch.float32)
+            total[:, :, top:bottom, left:right] += logits
+            count[:, :, top:bottom, left:right] += 1
+    return total / count
+
+
+@torch.no_grad()
+def predict_scores(model: nn.Module, images: torch.Tensor, test: InferenceSettings) -> torch.Tensor:
+    """Per-class scores [B, K, H, W] of normalised ``images`` [B, 3, H, W] at their own size: logits for one view,
+    the mean softmax over several (scales x flips). ``argmax(1)`` is the prediction."""
+    height, width = images.shape[2:]
+    views = [(r, flip) for r in test.ratios for flip in ((False, True) if test.flip else (False,))]
+    total = None
+    for ratio, flip in views:
+        size = rescaled_size(height, width, [int(side * ratio) for side in test.img_scale])
+        x = images if size == (height, width) else F.interpolate(images, size, mode="bilinear", antialias=True)
+        x = x.flip(-1) if flip else x
+        logits = slide_logits(model, x, test.crop_size, test.stride) if test.mode == "slide" else model(x).logits
+        logits = logits.float().flip(-1) if flip else logits.float()
+        logits = F.interpolate(logits, (height, width), mode="bilinear", align_corners=False)
+        score = logits.softmax(1) if len(views) > 1 else logits
+        total = score if total is None else total + score
+    return total / len(views)
+
+
+@torch.no_grad()
+def confusion_of(
+    model: nn.Module,
+    loader: Iterable,
+    test: InferenceSettings,
+    num_classes: int,
+    ignore_index: int,
+    settings: StepSettings,
+    dist: DistInfo = SINGLE,
+) -> torch.Tensor:
+    """Summed confusion counts [K, K] over every (image, mask) of ``loader`` (this process's shard; all processes'
+    on return). Batches are stacked tensors or lists of images of different sizes (``data.collate``)."""
+    model.eval()
+    counts = torch.zeros(num_classes, num_classes, dtype=torch.int64)
+    for images, masks in loader:
+        if isinstance(images, torch.Tensor):  # one size: the whole batch at once
+            groups = [(images, masks)]
+        else:
+            groups = [(image[None], mask[None]) for image, mask in zip(images, masks, strict=True)]
+        for x, y in groups:
+            x = x.to(settings.device, non_blocking=True)
+            if settings.channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            with autocast(settings):
+                pred = predict_scores(model, x, test).argmax(1).cpu()
+            counts += confusion(pred, y, num_classes, ignore_index)
+    summed = all_reduce_sum(counts.flatten().double().tolist(), dist, settings.device)
+    return torch.tensor(summed, dtype=torch.float64).round().long().reshape(num_classes, num_classes)

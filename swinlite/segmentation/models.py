@@ -1,0 +1,207 @@
+"""UperNet (Xiao et al., ECCV 2018) on a swinlite backbone, as mmsegmentation's ``UPerHead`` + ``FCNHead`` build it.
+
+::
+
+    images [B, 3, H, W] ── Swin (features_only, out_norm) ──> levels 0..3 [B, C_i, H/s_i, W/s_i]
+    level 3 ── pyramid pooling (1, 2, 3, 6 cells) ── concat ── 3x3 ──┐ top
+    levels 0..2 ── 1x1 lateral ── + upsampled level above ── 3x3 ────┤ (FPN, top-down)
+    all four, upsampled to level 0 ── concat ── 3x3 fusion ── dropout ── 1x1 classifier ── upsample ── [B, K, H, W]
+    level 2 ── 3x3 ── dropout ── 1x1 classifier ── upsample (auxiliary head, training only)
+
+Every convolution but the classifiers is conv (no bias) + BatchNorm + ReLU (torchvision's ``Conv2dNormActivation``);
+upsampling is bilinear with ``align_corners=False``. Module names follow mmsegmentation's and Hugging Face's
+(``decode_head.psp_modules``, ``lateral_convs``, ``fpn_convs``, ``fpn_bottleneck``, ``auxiliary_head.convs``), so
+their checkpoints map onto this model by renaming (``swinlite.segmentation.convert``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import timm
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchvision.ops.misc import Conv2dNormActivation
+
+from ..engine.model import pretrained_file
+from ..fpn import SwinFeatureBody
+from ..io import read_state_dict
+from ..weights import load_checkpoint, load_strict
+from .config import SegModelConfig
+from .convert import CLASSIFIERS, convert_upernet
+
+AUX_LEVEL = 2  # the auxiliary head's level: stage 3 of 4, mmsegmentation's in_index=2
+
+
+def conv_bn_relu(in_channels: int, out_channels: int, kernel_size: int) -> Conv2dNormActivation:
+    return Conv2dNormActivation(in_channels, out_channels, kernel_size, norm_layer=nn.BatchNorm2d)
+
+
+def upsample(x: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    return F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=False)
+
+
+class UperNetHead(nn.Module):
+    """Pyramid pooling on the last level, a top-down FPN over all levels, their fusion, per-pixel class logits.
+
+    Args:
+        in_channels: channels of each level, finest first.
+        num_classes: outputs per pixel.
+        channels: width of every convolution.
+        pool_scales: grid sides of the pyramid pooling.
+        dropout: Dropout2d probability before the classifier.
+    """
+
+    def __init__(
+        self,
+        in_channels: Sequence[int],
+        num_classes: int,
+        channels: int = 512,
+        pool_scales: Sequence[int] = (1, 2, 3, 6),
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        top = in_channels[-1]
+        self.psp_modules = nn.ModuleList(
+            nn.Sequential(nn.AdaptiveAvgPool2d(scale), conv_bn_relu(top, channels, 1)) for scale in pool_scales
+        )
+        self.bottleneck = conv_bn_relu(top + len(pool_scales) * channels, channels, 3)
+        self.lateral_convs = nn.ModuleList(conv_bn_relu(c, channels, 1) for c in in_channels[:-1])
+        self.fpn_convs = nn.ModuleList(conv_bn_relu(channels, channels, 3) for _ in in_channels[:-1])
+        self.fpn_bottleneck = conv_bn_relu(len(in_channels) * channels, channels, 3)
+        self.dropout = nn.Dropout2d(dropout)
+        self.classifier = nn.Conv2d(channels, num_classes, 1)
+
+    def pyramid_pooling(self, x: torch.Tensor) -> torch.Tensor:
+        """Last level [B, C, h, w] -> [B, channels, h, w]: itself and its pooled grids, upsampled, fused."""
+        pooled = [upsample(pool(x), x.shape[2:]) for pool in self.psp_modules]
+        return self.bottleneck(torch.cat([x, *pooled], dim=1))
+
+    def forward(self, levels: Sequence[torch.Tensor]) -> torch.Tensor:
+        """levels [B, C_i, H_i, W_i] -> logits [B, num_classes, H_0, W_0]."""
+        laterals = [conv(level) for conv, level in zip(self.lateral_convs, levels, strict=False)]
+        laterals.append(self.pyramid_pooling(levels[-1]))
+        for i in range(len(laterals) - 1, 0, -1):  # top-down: each level gets the coarser one added
+            laterals[i - 1] = laterals[i - 1] + upsample(laterals[i], laterals[i - 1].shape[2:])
+        outs = [conv(lateral) for conv, lateral in zip(self.fpn_convs, laterals, strict=False)] + [laterals[-1]]
+        fused = torch.cat([outs[0], *(upsample(out, outs[0].shape[2:]) for out in outs[1:])], dim=1)
+        return self.classifier(self.dropout(self.fpn_bottleneck(fused)))
+
+
+class FCNHead(nn.Module):
+    """The auxiliary head: ``num_convs`` 3x3 convolutions on one level, per-pixel class logits."""
+
+    def __init__(
+        self, in_channels: int, num_classes: int, channels: int = 256, num_convs: int = 1, dropout: float = 0.1
+    ) -> None:
+        super().__init__()
+        widths = [in_channels] + [channels] * num_convs
+        self.convs = nn.Sequential(*(conv_bn_relu(a, b, 3) for a, b in zip(widths, widths[1:], strict=False)))
+        self.dropout = nn.Dropout2d(dropout)
+        self.classifier = nn.Conv2d(widths[-1], num_classes, 1)
+
+    def forward(self, level: torch.Tensor) -> torch.Tensor:
+        """level [B, C, h, w] -> logits [B, num_classes, h, w]."""
+        return self.classifier(self.dropout(self.convs(level)))
+
+
+class SegOutput(NamedTuple):
+    logits: torch.Tensor  # [B, K, H, W], at the input size
+    aux_logits: torch.Tensor | None  # [B, K, H, W] in training mode with an auxiliary head, else None
+
+
+class UperNet(nn.Module):
+    """A features-only backbone, the UperNet head and an optional auxiliary head.
+
+    Args:
+        backbone: images -> list of NCHW levels, finest first, with timm's ``feature_info``.
+        num_classes: classes per pixel.
+        channels, pool_scales, dropout: of the UperNet head.
+        aux_channels: width of the auxiliary head on level :data:`AUX_LEVEL`; 0: none.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        num_classes: int,
+        channels: int = 512,
+        pool_scales: Sequence[int] = (1, 2, 3, 6),
+        aux_channels: int = 256,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        in_channels = backbone.feature_info.channels()
+        self.backbone = backbone
+        self.decode_head = UperNetHead(in_channels, num_classes, channels, pool_scales, dropout)
+        self.auxiliary_head = (
+            FCNHead(in_channels[AUX_LEVEL], num_classes, aux_channels, 1, dropout) if aux_channels else None
+        )
+        self.num_classes = num_classes
+
+    def forward(self, images: torch.Tensor) -> SegOutput:
+        """images [B, 3, H, W] (normalised) -> :class:`SegOutput` with logits at [H, W]."""
+        levels = self.backbone(images)
+        logits = upsample(self.decode_head(levels), images.shape[2:])
+        aux = None
+        if self.training and self.auxiliary_head is not None:
+            aux = upsample(self.auxiliary_head(levels[AUX_LEVEL]), images.shape[2:])
+        return SegOutput(logits, aux)
+
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """Recompute the backbone's stage activations in the backward pass."""
+        self.backbone.set_grad_checkpointing(enable)
+
+
+def build_upernet(cfg: SegModelConfig, num_classes: int, **model_kwargs: Any) -> UperNet:
+    """The UperNet ``cfg`` describes on ``cfg.name``, its weights from ``cfg.pretrained``.
+
+    The backbone is ``timm.create_model(cfg.name, **cfg.kwargs)`` with ``out_norm=True`` unless
+    ``model.kwargs.out_norm=false``, all four levels through its ``forward_intermediates``.
+    ``model.pretrained``: ``true`` loads the tag's weights through timm; a file is either a backbone checkpoint
+    (any layout swinlite reads; the heads start fresh) or an UperNet checkpoint (swinlite's, mmsegmentation's or
+    Hugging Face's; everything loads, a classifier of another class count starts fresh with a warning).
+
+    Raises:
+        ValueError: weights that do not fit (naming the file and the keys).
+    """
+    kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
+    swin = timm.create_model(cfg.name, pretrained=cfg.pretrained is True, **kwargs)
+    path = pretrained_file(cfg)
+    state = read_state_dict(path) if path is not None else None
+    upernet_state = convert_upernet(state) if state is not None else None
+    if state is not None and upernet_state is None:
+        load_checkpoint(swin, state)  # a backbone checkpoint, before the unused final norm and classifier go
+    body = SwinFeatureBody(swin, out_indices=list(range(len(swin.feature_info))), output_fmt="NCHW")
+    aux = cfg.aux_channels if cfg.aux_weight > 0 else 0
+    model = UperNet(body, num_classes, cfg.head_channels, cfg.pool_scales, aux, cfg.dropout)
+    if upernet_state is not None:
+        _load_upernet(model, upernet_state, path)
+    if cfg.grad_checkpointing:
+        model.set_grad_checkpointing(True)
+    return model
+
+
+def _load_upernet(model: UperNet, state: dict[str, torch.Tensor], source: str) -> None:
+    """A whole UperNet checkpoint into ``model``, strictly but for what cannot fit, each warned: classifiers of
+    another class count start fresh; an auxiliary head only the file has is left out, one only the model has
+    starts fresh."""
+    target, notes, fresh = model.state_dict(), [], []
+    in_file = any(k.startswith("auxiliary_head.") for k in state)
+    if in_file and model.auxiliary_head is None:
+        state = {k: v for k, v in state.items() if not k.startswith("auxiliary_head.")}
+        notes.append("its auxiliary head is left out (model.aux_weight=0)")
+    elif model.auxiliary_head is not None and not in_file:
+        fresh.append("auxiliary_head.")
+        notes.append("the auxiliary head starts fresh (the file has none)")
+    other = [k for k in CLASSIFIERS if k in state and k in target and state[k].shape != target[k].shape]
+    if other:
+        notes.append(f"the classifiers start fresh ({len(state[other[0]])} classes in the file, {model.num_classes} "
+                     "here)")  # fmt: skip
+        state = {k: v for k, v in state.items() if k not in other}
+        fresh += other
+    if notes:
+        warnings.warn(f"{source}: {'; '.join(notes)}", stacklevel=3)
+    load_strict(model, state, source, may_start_fresh=tuple(fresh))

@@ -1,0 +1,164 @@
+"""Semantic segmentation as a task of the run engine: label-map data (ADE20K's layout), UperNet on a swinlite
+backbone, per-pixel cross-entropy (+ the auxiliary head's), mIoU over the val split; ``val_miou`` picks the best
+weights."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader
+
+from ..engine.distributed import broadcast_object
+from ..engine.task import RunContext, StepOutput, Task
+from .config import SegConfig
+from .data import Labels, SegmentationDataset, Split, collate, labels_of, scan_split, split_folders, warn_skipped
+from .demo_data import build_shape_scenes
+from .evaluation import scores
+from .inference import InferenceSettings, confusion_of
+from .models import build_upernet
+from .transforms import build_eval_transform, build_train_transform
+
+
+def seg_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int) -> torch.Tensor:
+    """Per-pixel cross-entropy averaged over all pixels, ignored ones counting zero: mmsegmentation's default
+    (``avg_non_ignore=False``), the loss its published results trained with; a crop of ignored pixels only gives 0.
+
+    Args:
+        logits: [B, K, H, W].
+        target: [B, H, W] labels in 0..K-1 or ``ignore_index``.
+    """
+    return F.cross_entropy(logits.float(), target, ignore_index=ignore_index, reduction="sum") / target.numel()
+
+
+class SegmentationTask(Task):
+    name = "segmentation"
+    config = SegConfig
+    metric = "val_miou"
+    reserved_kwargs = ("num_classes", "features_only", "out_indices", "output_fmt")
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        self.labels: Labels = labels_of(self.cfg.data)
+        self.test = InferenceSettings.of(self.cfg.data)
+
+    @classmethod
+    def check_config(cls, cfg: SegConfig) -> None:
+        if not cfg.model.name.startswith("swinlite_"):
+            raise ValueError(
+                f"model.name must be a swinlite model (swinlite_*) for segmentation, got {cfg.model.name!r}"
+            )
+        if cfg.optim.layer_decay is not None:
+            raise ValueError(
+                "optim.layer_decay is not available for segmentation (no timm group_matcher); leave it unset"
+            )
+        low, high = cfg.data.ratio_range
+        if low > high:
+            raise ValueError(f"data.ratio_range must be [low, high] with low <= high, got {[low, high]}")
+        if not cfg.data.test_ratios:
+            raise ValueError("data.test_ratios needs at least one ratio, e.g. [1.0]")
+        if cfg.data.batch_size < 2 and int(os.environ.get("WORLD_SIZE", "1")) < 2:
+            raise ValueError("data.batch_size=1: the heads' BatchNorm needs at least 2 images per step (under torchrun "
+                             "on GPUs, SyncBatchNorm pools every process's)")  # fmt: skip
+        labels_of(cfg.data)
+
+    def _scan(self) -> tuple[Split, Split]:
+        """Rank 0 builds the demo data if asked and checks both splits; the other ranks get its result."""
+        ctx, cfg = self.ctx, self.cfg
+        found: tuple[Split, Split] | str | None = None
+        if ctx.dist.is_main:
+            try:
+                if cfg.data.dataset == "shapes":
+                    build_shape_scenes(cfg.data.data_dir)
+                workers, splits = max(cfg.data.num_workers, 1), []
+                for split in ("train", "val"):
+                    images, masks = split_folders(cfg.data, split)
+                    ctx.log(f"data: reading every mask of {masks} once ({workers} threads)")
+                    splits.append(scan_split(images, masks, self.labels, cfg.data.verify_images, workers))
+                found = tuple(splits)
+            except ValueError as e:
+                found = str(e)
+        found = broadcast_object(found, ctx.dist)
+        if isinstance(found, str):
+            raise ValueError(found)
+        return found
+
+    def build_datasets(self) -> tuple[SegmentationDataset, SegmentationDataset]:
+        data = self.cfg.data
+        train, val = self._scan()
+        for split, name in ((train, "train"), (val, "val")):
+            if self.ctx.dist.is_main:
+                warn_skipped(f"{name} images", split.skipped)
+            if split.labelled == 0:
+                masks = split_folders(data, name)[1]
+                raise ValueError(f"the {name} masks ({masks}) hold no pixel of a class, only ignore_index "
+                                 f"{data.ignore_index}")  # fmt: skip
+        classes = self.labels.classes
+        shown = f": {', '.join(classes)}" if len(classes) <= 20 else ""
+        self.ctx.log(f"data: {len(train.pairs)} train / {len(val.pairs)} val images, {len(classes)} classes{shown}")
+        train_ds = SegmentationDataset(train.pairs, self.labels, build_train_transform(data, self.labels.ignore_index))
+        val_ds = SegmentationDataset(val.pairs, self.labels, build_eval_transform(data.mean, data.std))
+        return train_ds, val_ds
+
+    def collate(self, batch: list[Any]) -> Any:
+        return collate(batch)
+
+    def build_model(self) -> nn.Module:
+        model = build_upernet(self.cfg.model, len(self.labels.classes))
+        if self.ctx.dist.enabled and self.ctx.device.type == "cuda":  # BatchNorm over all processes' images
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        return model
+
+    def train_step(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> StepOutput:
+        settings, ignore = self.ctx.settings, self.labels.ignore_index
+        images = batch[0].to(settings.device, non_blocking=True)
+        masks = batch[1].to(settings.device, non_blocking=True)
+        if settings.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        out = model(images)
+        loss = decode = seg_loss(out.logits, masks, ignore)
+        parts = {"loss_decode": decode.detach()}
+        if out.aux_logits is not None:
+            aux = seg_loss(out.aux_logits, masks, ignore)
+            loss = decode + self.cfg.model.aux_weight * aux
+            parts["loss_aux"] = aux.detach()
+        return StepOutput(loss, len(images), parts)
+
+    def evaluate(self, model: nn.Module, loader: DataLoader) -> dict[str, float]:
+        """mIoU, mAcc and aAcc (%) of ``model`` over the val split, as the test settings predict."""
+        counts = confusion_of(model, loader, self.test, len(self.labels.classes), self.labels.ignore_index,
+                              self.ctx.settings, self.ctx.dist)  # fmt: skip
+        result = scores(counts)
+        return {"val_miou": result.miou, "val_macc": result.macc, "val_aacc": result.aacc}
+
+    def summary(self, row: dict[str, float]) -> str:
+        text = f"val mIoU {row['val_miou']:.2f}, mAcc {row['val_macc']:.2f}, aAcc {row['val_aacc']:.2f}"
+        return text + (f", EMA mIoU {row['val_miou_ema']:.2f}" if "val_miou_ema" in row else "")
+
+    def curves(self, row: dict[str, float]) -> dict[str, str]:
+        names = {"val_miou": "mIoU", "val_macc": "mAcc", "val_aacc": "aAcc", "val_miou_ema": "EMA mIoU"}
+        return {key: f"{label} (%)" for key, label in names.items() if key in row}
+
+    def weights_metadata(self) -> dict[str, Any]:
+        """What ``segment.py`` and ``evaluate_segmentation.py`` need (see ``swinlite.segmentation.predictor``)."""
+        data, labels = self.cfg.data, self.labels
+        model = dataclasses.asdict(self.cfg.model) | {"pretrained": False, "grad_checkpointing": False}
+        preprocessing = {"mean": list(data.mean), "std": list(data.std), **self.test.to_dict()}
+        return {"segmenter": model, "classes": list(labels.classes), "palette": [list(c) for c in labels.palette],
+                "ignore_index": labels.ignore_index, "reduce_zero_label": labels.reduce_zero_label,
+                "preprocessing": preprocessing}  # fmt: skip
+
+    def state(self) -> dict[str, Any]:
+        return {"classes": list(self.labels.classes)}
+
+    def check_resumed(self, state: dict[str, Any], path: Path) -> None:
+        if state.get("classes") != list(self.labels.classes):
+            raise ValueError(
+                f"{path}: the run trained on classes {str(state.get('classes'))[:200]}, the settings now give "
+                f"{str(list(self.labels.classes))[:200]}; restore them, or start over with --overwrite"
+            )

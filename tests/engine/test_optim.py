@@ -1,0 +1,49 @@
+"""The shared optimizer and schedule: ``schedule.kind=poly`` (mmsegmentation's poly with a linear warm-up) and
+``optim.betas``, for every task."""
+
+import pytest
+import torch
+from enginekit import TASKS
+
+from swinlite.engine.optim import build_optimizer, build_scheduler
+from swinlite.engine.preflight import check_run
+
+
+def _lrs(cfg, epochs: int, steps_per_epoch: int) -> list[float]:
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=cfg.optim.lr)
+    scheduler = build_scheduler(optimizer, cfg.schedule, epochs=epochs, steps_per_epoch=steps_per_epoch)
+    lrs = []
+    for step in range(epochs * steps_per_epoch):
+        scheduler.step_update(step)
+        lrs.append(optimizer.param_groups[0]["lr"])
+    return lrs
+
+
+@pytest.mark.parametrize("power", [1.0, 0.9])
+@pytest.mark.parametrize("task", list(TASKS))
+def test_poly_schedule_is_linear_warmup_then_polynomial_decay(task: str, power: float):
+    """10 epochs of 20 steps, warm-up 1.5 epochs (30 steps) from 0: the closed form step by step."""
+    overrides = ["schedule.kind=poly", "schedule.warmup_epochs=1.5", "schedule.warmup_lr=0", "schedule.min_lr=1e-6",
+                 f"schedule.power={power}", "optim.lr=6e-5"]  # fmt: skip
+    cfg = TASKS[task].load_config(None, overrides)
+    base, floor, warmup, total = 6e-5, 1e-6, 30, 200
+    expected = [
+        base * t / warmup if t < warmup else floor + (base - floor) * (1 - (t - warmup) / (total - warmup)) ** power
+        for t in range(total)
+    ]
+    assert _lrs(cfg, 10, 20) == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_betas_reach_the_optimizer_or_are_refused_before_the_run(task: str):
+    model = torch.nn.Linear(2, 2)
+    cfg = TASKS[task].load_config(None, ["optim.opt=adamw", "optim.betas=[0.8, 0.95]"])
+    assert build_optimizer(model, cfg.optim, global_batch=1).param_groups[0]["betas"] == (0.8, 0.95)
+    default = TASKS[task].load_config(None, ["optim.opt=adamw"])
+    assert build_optimizer(model, default.optim, global_batch=1).param_groups[0]["betas"] == (0.9, 0.999)
+    with pytest.raises(ValueError, match="optim.betas: optim.opt=momentum takes no betas"):
+        check_run(TASKS[task], TASKS[task].load_config(None, ["optim.opt=momentum", "optim.betas=[0.9, 0.99]"]))
+    with pytest.raises(ValueError, match=r"optim.betas: adan takes 3 betas, got \[0.9, 0.99\]"):
+        check_run(TASKS[task], TASKS[task].load_config(None, ["optim.opt=adan", "optim.betas=[0.9, 0.99]"]))
+    with pytest.raises(ValueError, match="expected 0 <= optim.betas < 1"):
+        TASKS[task].load_config(None, ["optim.betas=[0.9, 1.0]"])

@@ -1,0 +1,37 @@
+"""The scripts under ``scripts/`` in this process: loaded as modules, or run as from the command line."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "scripts"
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))  # the scripts import their shared _cli.py as `python scripts/x.py` would
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` as a module: its ``main(argv)`` runs without the command-line runner."""
+    spec = importlib.util.spec_from_file_location(f"script_{name}", SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_script(name: str, argv: list[object]) -> int:
+    """``python scripts/<name>.py ARGV`` in this process, through its runner (``_cli.run``); returns the exit code."""
+    module = load_script(name)
+    try:
+        return module.run(module.main, [str(a) for a in argv])
+    except SystemExit as e:  # a user error (the runner's or argparse's) exits 2 at once
+        return e.code
+
+
+def script_env() -> dict[str, str]:
+    """The environment for a script subprocess: this checkout first on the path, one thread (as the in-process
+    runs of the tests, and kind to a shared CPU)."""
+    return os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), *sys.path]), "OMP_NUM_THREADS": "1"}

@@ -1,0 +1,34 @@
+"""Fixtures for the segmentation tests."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from scriptkit import load_script
+from segkit import make_seg_folder, tiny_overrides
+from single_thread import one_thread  # noqa: F401 (an autouse fixture)
+
+
+@pytest.fixture
+def seg_folder(tmp_path: Path) -> Path:
+    return make_seg_folder(tmp_path / "seg")
+
+
+SETTINGS = {"train.epochs": 2, "train.ema_decay": 0.5, "train.best_of": "raw"}
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory) -> tuple[Path, Path]:
+    """(data root, run folder) of two epochs (with an EMA of the weights) trained through
+    scripts/train_segmentation.py, once per session; tests copy what they change."""
+    root = tmp_path_factory.mktemp("seg")
+    data = make_seg_folder(root / "data")
+    (root / "defaults.yaml").write_text("{}\n")
+    argv = ["--config", str(root / "defaults.yaml"), *tiny_overrides(data, root / "run", **SETTINGS)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a session fixture runs before
+    try:
+        assert load_script("train_segmentation").main(argv) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return data, root / "run"

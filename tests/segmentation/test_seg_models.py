@@ -1,0 +1,147 @@
+"""UperNet on swinlite: shapes at any size, the auxiliary head in training only, weights from elsewhere.
+
+The reference for the heads is Hugging Face's ``UperNetForSemanticSegmentation`` (a port of mmsegmentation's
+UPerHead and FCNHead) with a Swin backbone, built offline with random weights; mmsegmentation's layout is written
+from it by renaming, as its checkpoints name the same modules.
+"""
+
+import re
+import warnings
+
+import pytest
+import timm
+import torch
+from test_convert_mmdet_hf import to_mmdet
+
+from swinlite.io import read_state_dict, save_safetensors
+from swinlite.segmentation.config import SegModelConfig
+from swinlite.segmentation.convert import convert_upernet, upernet_layout
+from swinlite.segmentation.models import build_upernet
+from swinlite.weights import load_strict
+
+PICO = "swinlite_pico_patch2_window4_32"
+HEAD = dict(head_channels=16, aux_channels=8, pool_scales=(1, 2, 3, 6))
+
+
+def _randomized(model: torch.nn.Module) -> torch.nn.Module:
+    """Every parameter and BatchNorm statistic away from its initial value, so that a misplaced one shows."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if tensor.is_floating_point():
+                noise = torch.randn(tensor.shape, generator=generator)
+                tensor.copy_(noise.abs() + 0.5 if "running_var" in name else 1 + 0.2 * noise if "norm" in name
+                             and name.endswith("weight") else 0.3 * noise)  # fmt: skip
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def huggingface(tmp_path_factory):
+    """(transformers' UperNet with a pico-sized Swin backbone and random weights, its weights file): the file as
+    ``save_pretrained`` writes it, the layout of the hub's checkpoints (transformers 5 renames some modules in
+    memory and back on saving)."""
+    transformers = pytest.importorskip("transformers")
+    swin = transformers.SwinConfig(
+        image_size=64, patch_size=2, embed_dim=32, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8], window_size=4,
+        drop_path_rate=0.0, out_features=["stage1", "stage2", "stage3", "stage4"],
+    )  # fmt: skip
+    config = transformers.UperNetConfig(backbone_config=swin, hidden_size=16, auxiliary_channels=8, num_labels=5,
+                                        pool_scales=[1, 2, 3, 6], use_auxiliary_head=True)  # fmt: skip
+    model = _randomized(transformers.UperNetForSemanticSegmentation(config))
+    folder = tmp_path_factory.mktemp("hf")
+    model.save_pretrained(folder)
+    return model, next(folder.glob("*.safetensors"))
+
+
+def _reference(hf, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's logits [B, K, H, W] and its auxiliary head's, at level 2's size."""
+    with torch.no_grad():
+        features = hf.backbone(x).feature_maps
+        return hf(pixel_values=x).logits, hf.auxiliary_head(features)
+
+
+def _ours(state: dict[str, torch.Tensor], x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    model = build_upernet(SegModelConfig(name=PICO, **HEAD), 5)
+    load_strict(model, state, "converted")
+    model.eval()
+    with torch.no_grad():
+        return model(x).logits, model.auxiliary_head(model.backbone(x)[2])
+
+
+def _to_mmseg(ours: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """swinlite's layout -> mmsegmentation's: the Swin as mmseg's (mmdet's) backbone, ConvModules' conv / bn."""
+    swin = {k.removeprefix("backbone.model."): v for k, v in ours.items() if k.startswith("backbone.model.")}
+    heads = {}
+    for key, value in ours.items():
+        if key.startswith(("decode_head.", "auxiliary_head.")):
+            key = re.sub(r"\.classifier\.", ".conv_seg.", key)
+            key = re.sub(r"\.0\.(weight)$", r".conv.\1", key) if value.ndim == 4 and "conv_seg" not in key else key
+            heads[re.sub(r"\.1\.(weight|bias|running_mean|running_var|num_batches_tracked)$", r".bn.\1", key)] = value
+    return to_mmdet(swin) | heads
+
+
+@pytest.mark.parametrize("layout", ["huggingface", "mmseg"])
+def test_foreign_checkpoints_give_the_reference_logits(huggingface, layout: str):
+    x = torch.randn(2, 3, 64, 64)  # every stage a window multiple: Hugging Face's Swin pads nothing
+    model, path = huggingface
+    want, want_aux = _reference(model, x)
+    state = read_state_dict(path)
+    if layout == "mmseg":
+        state = _to_mmseg(convert_upernet(state))
+        assert any(k.startswith("backbone.stages.") for k in state) and "decode_head.conv_seg.weight" in state
+    assert upernet_layout(state) == layout
+    got, got_aux = _ours(convert_upernet({"state_dict": state}), x)
+    assert got.shape == (2, 5, 64, 64)
+    for ours, reference in ((got, want), (got_aux, want_aux)):  # float32 sums of terms up to a few hundred
+        torch.testing.assert_close(ours, reference, rtol=1e-4, atol=1e-5 * float(reference.abs().max()))
+
+
+def test_logits_at_the_input_size_and_the_auxiliary_head_in_training_only():
+    model = build_upernet(SegModelConfig(name=PICO, **HEAD), 3)
+    x = torch.randn(2, 3, 37, 45)  # no patch or window multiple
+    out = model.train()(x)
+    assert out.logits.shape == out.aux_logits.shape == (2, 3, 37, 45)
+    assert model.eval()(x).aux_logits is None
+    without = build_upernet(SegModelConfig(name=PICO, aux_weight=0.0, **HEAD), 3)
+    assert without.auxiliary_head is None and without.train()(x).aux_logits is None
+
+
+def test_grad_checkpointing_gives_the_same_gradients():
+    torch.manual_seed(0)
+    model = build_upernet(SegModelConfig(name=PICO, **HEAD), 3).eval()  # eval: dropout and BN statistics fixed
+    x = torch.randn(2, 3, 32, 32)
+
+    def grads() -> list[torch.Tensor]:
+        model.zero_grad()
+        model(x).logits.square().mean().backward()
+        return [p.grad.clone() for p in model.parameters() if p.grad is not None]  # the auxiliary head: none
+
+    plain = grads()
+    model.set_grad_checkpointing(True)
+    assert all(stage.grad_checkpointing for stage in model.backbone.model.layers)
+    for a, b in zip(plain, grads(), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_pretrained_backbone_file_or_whole_upernet_file(tmp_path):
+    classifier = timm.create_model(PICO)  # a classification checkpoint: the backbone loads, the heads start fresh
+    save_safetensors(tmp_path / "cls.safetensors", classifier.state_dict())
+    with pytest.warns(UserWarning, match="out_norms"):
+        model = build_upernet(SegModelConfig(name=PICO, pretrained=str(tmp_path / "cls.safetensors"), **HEAD), 3)
+    block = "layers.2.blocks.1.attn.qkv.weight"
+    assert torch.equal(model.backbone.model.get_parameter(block), classifier.get_parameter(block))
+    trained = _randomized(build_upernet(SegModelConfig(name=PICO, **HEAD), 3))
+    save_safetensors(tmp_path / "seg.safetensors", trained.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same classes: everything loads, nothing to say
+        same = build_upernet(SegModelConfig(name=PICO, pretrained=str(tmp_path / "seg.safetensors"), **HEAD), 3)
+    pairs = zip(same.state_dict().values(), trained.state_dict().values(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+    with pytest.warns(UserWarning, match=r"the classifiers start fresh \(3 classes in the file, 7 here\)"):
+        other = build_upernet(SegModelConfig(name=PICO, pretrained=str(tmp_path / "seg.safetensors"), **HEAD), 7)
+    assert torch.equal(other.decode_head.fpn_bottleneck[0].weight, trained.decode_head.fpn_bottleneck[0].weight)
+    with pytest.warns(UserWarning, match=r"its auxiliary head is left out \(model.aux_weight=0\)"):
+        plain = build_upernet(SegModelConfig(name=PICO, pretrained=str(tmp_path / "seg.safetensors"), aux_weight=0.0,
+                                             **HEAD), 3)  # fmt: skip
+    assert plain.auxiliary_head is None and torch.equal(plain.decode_head.classifier.weight,
+                                                        trained.decode_head.classifier.weight)  # fmt: skip

@@ -1,0 +1,79 @@
+"""scripts/evaluate_segmentation.py and segment.py from the checkpoint alone, run in-process through their ``main``;
+--help before torch loads."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from scriptkit import SCRIPTS, load_script, script_env
+from segkit import CLASSES, COLORS
+
+from swinlite.io import read_metadata
+
+
+def test_evaluate_scores_the_split_as_the_run_did(trained, tmp_path: Path, capsys):
+    data, run = trained
+    argv = ["--checkpoint", str(run / "best.safetensors"), "--data-dir", str(data), "--output-dir", str(tmp_path)]
+    assert load_script("evaluate_segmentation").main([*argv, "--num-workers", "0"]) == 0
+    report = json.loads((tmp_path / "eval.json").read_text())
+    meta = read_metadata(run / "best.safetensors")
+    assert abs(report["miou"] - meta["val_miou"]) < 1e-6  # the same weights, data and settings as the run's
+    assert list(report["per_class"]) == list(CLASSES) and report["images"] == 6
+    printed = capsys.readouterr().out
+    assert all(name in printed for name in CLASSES) and f"mIoU {report['miou']:.2f}" in printed
+    with open(tmp_path / "per_class_iou.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["class"] for r in rows] == list(CLASSES)
+    assert np.nanmean([float(r["iou"] or "nan") for r in rows]) == pytest.approx(report["miou"], abs=1e-4)
+    argv += ["--mode", "slide", "--ratios", "1.0", "1.5", "--flip"]  # the options run and are recorded
+    assert load_script("evaluate_segmentation").main([*argv, "--num-workers", "0"]) == 0
+    report = json.loads((tmp_path / "eval.json").read_text())
+    assert report["test"]["mode"] == "slide" and report["test"]["ratios"] == [1.0, 1.5] and report["test"]["flip"]
+
+
+def test_segment_writes_palette_label_maps_and_overlays(trained, tmp_path: Path):
+    data, run = trained
+    (tmp_path / "in").mkdir()
+    Image.open(data / "images" / "validation" / "00.png").save(tmp_path / "in" / "a.png")
+    (tmp_path / "in" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    argv = ["--checkpoint", str(run / "last.safetensors"), "--input", str(tmp_path / "in"), "--output-dir",
+            str(tmp_path / "out")]  # fmt: skip
+    assert load_script("segment").main(argv) == 0
+    with Image.open(tmp_path / "out" / "labels" / "00000_a.png") as labels:  # index 1, broken.png, is skipped
+        assert labels.mode == "P" and labels.size == (48, 40)
+        assert set(np.unique(np.asarray(labels))) <= {0, 1, 2}
+        assert labels.getpalette()[:9] == [v for c in read_metadata(run / "last.safetensors")["palette"] for v in c]
+    with Image.open(tmp_path / "out" / "overlays" / "00000_a.png") as overlay:
+        assert overlay.mode == "RGB" and overlay.size == (48, 40)
+    with open(tmp_path / "out" / "classes.csv", newline="") as f:
+        assert [r["class"] for r in csv.DictReader(f)] == list(CLASSES)
+    assert len(COLORS) == len(CLASSES)
+
+
+def test_help_imports_neither_torch_nor_timm():
+    code = (
+        "import runpy, sys\n"
+        f"sys.path.insert(0, {str(SCRIPTS)!r})\n"
+        "for name in ('train_segmentation.py', 'evaluate_segmentation.py', 'segment.py'):\n"
+        "    sys.argv = [name, '--help']\n"
+        "    try:\n"
+        f"        runpy.run_path({str(SCRIPTS)!r} + '/' + name, run_name='__main__')\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, name\n"
+        "    assert 'torch' not in sys.modules and 'timm' not in sys.modules, name\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=script_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("usage:") == 3 and "data.test_mode=slide" in result.stdout and "--alpha" in result.stdout
+
+
+def test_a_segmentation_checkpoint_points_classifier_tools_to_the_segmentation_scripts(trained):
+    from swinlite.metadata import read_info
+
+    with pytest.raises(ValueError, match="is a segmentation checkpoint, not a classifier's; use scripts/segment.py"):
+        read_info(trained[1] / "best.safetensors")

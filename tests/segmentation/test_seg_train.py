@@ -1,0 +1,60 @@
+"""One train + eval epoch through scripts/train_segmentation.py; metrics, checkpoints and the model rebuilt from its
+file alone; the shipped configs."""
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+from segkit import CLASSES, REPO
+
+from swinlite.engine.config import flatten, to_dict
+from swinlite.engine.preflight import check_run
+from swinlite.hub import hub_repo
+from swinlite.io import read_metadata
+from swinlite.segmentation.predictor import load_segmenter
+from swinlite.segmentation.task import SegmentationTask, seg_loss
+
+COLUMNS = ["epoch", "train_loss", "loss_aux", "loss_decode", "val_miou", "val_macc", "val_aacc", "lr", "epoch_time",
+           "train_img_s", "val_miou_ema", "val_macc_ema", "val_aacc_ema"]  # fmt: skip
+
+
+def test_epochs_write_every_metric_and_a_self_describing_checkpoint(trained):
+    _, out = trained
+    with open(out / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == COLUMNS and len(rows) == 2
+    for row in rows:
+        assert all(0 <= float(row[k]) <= 100 for k in COLUMNS if k.startswith("val_"))
+        total = float(row["loss_decode"]) + 0.4 * float(row["loss_aux"])
+        assert float(row["train_loss"]) == pytest.approx(total, rel=1e-4)
+    names = ("curves.png", "best.safetensors", "last.safetensors", "ema.safetensors", "best_ema.safetensors")
+    for name in (*names, "resume.pt", "config.yaml"):
+        assert (out / name).is_file(), name
+    meta = read_metadata(out / "best.safetensors")
+    assert meta["task"] == "segmentation" and meta["classes"] == list(CLASSES) and len(meta["palette"]) == 3
+    assert (meta["ignore_index"], meta["reduce_zero_label"]) == (255, False)
+    assert meta["preprocessing"]["img_scale"] == [64, 32] and meta["preprocessing"]["mode"] == "whole"
+    best = max(rows, key=lambda r: float(r["val_miou"]))  # train.best_of=raw; max keeps the first of equal scores
+    assert meta["epoch"] == int(best["epoch"]) and meta["val_miou"] == pytest.approx(float(best["val_miou"]), 1e-5)
+    model, info = load_segmenter(out / "best.safetensors")  # rebuilt from the metadata alone
+    assert not model.training and info.labels.classes == CLASSES and model.num_classes == 3
+
+
+def test_loss_averages_over_every_pixel_ignored_ones_counting_zero():
+    logits = torch.randn(2, 3, 4, 5)
+    target = torch.randint(0, 3, (2, 4, 5))
+    target[0, 0] = 255
+    per_pixel = torch.nn.functional.cross_entropy(logits, target.clamp(max=2), reduction="none")  # [2, 4, 5]
+    expected = per_pixel.masked_fill(target == 255, 0).sum() / target.numel()
+    torch.testing.assert_close(seg_loss(logits, target, 255), expected)
+    assert seg_loss(logits, torch.full_like(target, 255), 255) == 0  # all ignored: zero, not NaN
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs").glob("seg_*.yaml")), ids=lambda p: p.name)
+def test_shipped_segmentation_configs_load_and_pass_the_checks(path: Path, offline_hub):
+    cfg = SegmentationTask.load_config(path)
+    if cfg.model.pretrained is True:  # the tag's weights in the (offline) cache: what the preflight looks for
+        offline_hub.add(hub_repo(cfg.model.name), {"placeholder": torch.zeros(1)})
+    check_run(SegmentationTask, cfg)
+    assert SegmentationTask.load_config(None, [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items()]) == cfg

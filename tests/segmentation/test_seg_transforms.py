@@ -1,0 +1,105 @@
+"""The training transforms keep image and mask aligned (a mask drawn from the image itself still matches it after
+every geometric step), rescale as mmcv does, crop with cat_max_ratio, pad the mask with ignore_index."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from segkit import COLORS, scene
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+
+from swinlite.segmentation.config import SegDataConfig
+from swinlite.segmentation.transforms import (
+    CatMaxRandomCrop,
+    RandomRescale,
+    build_train_transform,
+    photometric_distortion,
+    rescaled_size,
+)
+
+IGNORE = 255
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def _sample(seed: int, size=(40, 48)) -> tuple[tv_tensors.Image, tv_tensors.Mask]:
+    image, labels = scene(np.random.default_rng(seed), size)
+    return tv_tensors.Image(torch.from_numpy(image).permute(2, 0, 1)), tv_tensors.Mask(torch.from_numpy(labels).long())
+
+
+def _misaligned(image: torch.Tensor, mask: torch.Tensor, block: int = 1) -> tuple[int, int]:
+    """(pixels checked, pixels whose colour is not their label's): checked are the labelled pixels inside a
+    ``block`` x ``block`` square of one label (a block of 5 keeps away from edges, where resizing blends colours)."""
+    pixels = (image * torch.tensor(STD)[:, None, None] + torch.tensor(MEAN)[:, None, None]) * 255  # [3, H, W]
+    colours = torch.tensor(COLORS, dtype=torch.float32)  # [K, 3]
+    nearest = (pixels.permute(1, 2, 0)[..., None, :] - colours).norm(dim=-1).argmin(-1)  # [H, W]
+    m = F.pad(mask[None, None].float(), [block // 2] * 4, value=-1)  # outside the crop: no label
+    flat = F.max_pool2d(m, block, 1) == -F.max_pool2d(-m, block, 1)  # the block around holds one label
+    checked = flat[0, 0] & (mask != IGNORE)
+    return int(checked.sum()), int((nearest[checked] != mask[checked]).sum())
+
+
+@pytest.mark.parametrize(
+    ("img_scale", "ratio_range", "block"),
+    [((48, 40), (1.0, 1.0), 1), ((96, 48), (0.5, 2.0), 5)],
+    ids=["crop-flip-pad-exact", "rescaled"],  # without resizing every pixel is checked; with it, away from edges
+)
+def test_mask_follows_every_geometric_step(img_scale, ratio_range, block):
+    cfg = SegDataConfig(img_scale=img_scale, ratio_range=ratio_range, crop_size=(32, 32), hflip=0.5, photometric=False)
+    transform = build_train_transform(cfg, IGNORE)
+    for seed in range(24):
+        torch.manual_seed(seed)
+        image, mask = transform(*_sample(seed))
+        assert image.shape == (3, 32, 32) and mask.shape == (32, 32) and mask.dtype == torch.int64
+        checked, wrong = _misaligned(image, mask, block)
+        assert checked > 100 and wrong == 0, (seed, checked, wrong)
+        padded = (image == 0).all(0)  # the padding (0 after normalisation; no image colour normalises to 0)
+        assert (mask[padded] == IGNORE).all()
+    flipped_image_only = v2.functional.horizontal_flip(image)  # the check sees a misalignment
+    assert _misaligned(flipped_image_only, mask)[1] > 0
+
+
+def test_photometric_distortion_changes_the_image_never_the_mask():
+    image, mask = _sample(0)
+    changed = 0
+    for seed in range(8):
+        torch.manual_seed(seed)
+        out_image, out_mask = photometric_distortion()(image, mask)
+        assert torch.equal(out_mask, mask)
+        changed += not torch.equal(out_image, image)
+    assert changed >= 6  # each of 4 steps runs with probability 0.5: almost every draw changes something
+
+
+@pytest.mark.parametrize(
+    ("size", "scale", "expected"),
+    [
+        ((512, 683), (2048, 512), (512, 683)),  # landscape: the short side reaches 512
+        ((300, 200), (2048, 512), (768, 512)),  # portrait: the same limits in the other orientation
+        ((100, 1000), (2048, 512), (205, 2048)),  # very wide: the long side limits
+        ((512, 683), (1024, 256), (256, 342)),  # ratio 0.5 of (2048, 512); 341.5 rounds up
+    ],
+)
+def test_rescale_follows_mmcv(size, scale, expected):
+    assert rescaled_size(*size, scale) == expected
+    image = tv_tensors.Image(torch.zeros(3, *size, dtype=torch.uint8))
+    mask = tv_tensors.Mask(torch.zeros(size, dtype=torch.int64))
+    out_image, out_mask = RandomRescale(scale, (1.0, 1.0))(image, mask)
+    assert out_image.shape[1:] == out_mask.shape == expected
+
+
+def test_crop_redraws_until_no_class_covers_more_than_cat_max_ratio():
+    labels = torch.zeros(48, 48, dtype=torch.int64)
+    labels[:, 32:] = 1  # a third of class 1: 40 % of the 24x24 crops hold both classes in balance
+    mask, image = tv_tensors.Mask(labels), tv_tensors.Image(torch.zeros(3, 48, 48, dtype=torch.uint8))
+
+    def share_of_largest(crop_mask: torch.Tensor) -> float:
+        counts = torch.bincount(crop_mask.flatten(), minlength=2)
+        return float(counts.max() / counts.sum())
+
+    torch.manual_seed(0)
+    plain = [share_of_largest(CatMaxRandomCrop((24, 24))(image, mask)[1]) for _ in range(24)]
+    balanced = [share_of_largest(CatMaxRandomCrop((24, 24), 0.75, IGNORE)(image, mask)[1]) for _ in range(24)]
+    assert all(share < 0.75 for share in balanced) and sum(share < 0.75 for share in plain) < 16
+    # a side shorter than the crop: all of it
+    small = CatMaxRandomCrop((32, 32), 0.75)(tv_tensors.Image(image[:, :20]), tv_tensors.Mask(mask[:20]))
+    assert small[0].shape == (3, 20, 32) and small[1].shape == (20, 32)

@@ -1,0 +1,143 @@
+"""The three segmentation scripts on bad input: exit code 2, one ``error:`` line, no traceback, nothing written.
+Pairs that do not fit (a missing mask, a mask of another size) are skipped and named instead."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from PIL import Image
+from safetensors import safe_open
+from safetensors.torch import save_file
+from scriptkit import run_script
+from segkit import make_seg_folder, tiny_overrides
+
+from swinlite.segmentation.data import labels_of, scan_split, split_folders
+from swinlite.segmentation.task import SegmentationTask
+
+
+def _run(name: str, argv: list[object], monkeypatch, capsys) -> tuple[int, str]:
+    """(exit code, stderr) of ``python scripts/<name>.py ARGV``, in this process."""
+    return run_script(name, argv), capsys.readouterr().err
+
+
+def _mask(s: SimpleNamespace, split: str = "training", n: int = 0) -> Path:
+    return s.data / "annotations" / split / f"{n:02d}.png"
+
+
+def _rgb_mask(s: SimpleNamespace) -> None:
+    Image.open(_mask(s)).convert("RGB").save(_mask(s))
+
+
+def _no_masks(s: SimpleNamespace) -> None:
+    for path in (s.data / "annotations" / "training").iterdir():
+        path.unlink()
+
+
+def _all_ignored(s: SimpleNamespace) -> None:
+    for path in (s.data / "annotations" / "validation").iterdir():
+        Image.fromarray(np.full((40, 48), 255, dtype=np.uint8), mode="L").save(path)
+
+
+def _label_seven(s: SimpleNamespace) -> None:
+    Image.fromarray(np.full((40, 48), 7, dtype=np.uint8), mode="L").save(_mask(s, "validation"))
+
+
+def _metadata(**changes: object) -> Callable[[SimpleNamespace], None]:
+    def change(s: SimpleNamespace) -> None:
+        with safe_open(str(s.ckpt), framework="pt") as f:
+            meta = f.metadata() | {k: json.dumps(v) for k, v in changes.items()}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        s.ckpt = s.tmp / "edited.safetensors"
+        save_file(tensors, str(s.ckpt), metadata=meta)
+
+    return change
+
+
+def _truncated(s: SimpleNamespace) -> None:
+    (s.tmp / "cut.safetensors").write_bytes(s.ckpt.read_bytes()[:1000])
+    s.ckpt = s.tmp / "cut.safetensors"
+
+
+def _broken_images(s: SimpleNamespace) -> None:
+    (s.tmp / "broken").mkdir()
+    (s.tmp / "broken" / "x.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+
+
+TRAIN, EVAL, SEGMENT = "train_segmentation", "evaluate_segmentation", "segment"
+# (id, script, damage, extra arguments ({data}, {out}, {tmp}), message)
+CASES = [
+    ("no_data", TRAIN, None, ["data.data_dir={tmp}/nowhere"], "images/training does not exist"),
+    ("no_classes", TRAIN, None, ["data.classes=[]"], "data.dataset=folder needs data.classes"),
+    ("classes_of_ade20k", TRAIN, None, ["data.dataset=ade20k"], "data.classes is for data.dataset=folder"),
+    ("ignore_is_a_class", TRAIN, None, ["data.ignore_index=2"], "data.ignore_index=2 is a class label"),
+    ("rgb_mask", TRAIN, _rgb_mask, [], "is a RGB image; a mask is a palette (P) or grayscale"),
+    ("unknown_labels", TRAIN, None, ["data.classes=[background,red]"], "hold label values [2] that are neither"),
+    ("no_masks", TRAIN, _no_masks, [], "has a usable mask"),
+    ("val_all_ignored", TRAIN, _all_ignored, [], "hold no pixel of a class, only ignore_index 255"),
+    ("ratio_range", TRAIN, None, ["data.ratio_range=[2,1]"], "data.ratio_range must be [low, high]"),
+    ("batch_of_one", TRAIN, None, ["data.batch_size=1"], "the heads' BatchNorm needs at least 2 images"),
+    ("not_swinlite", TRAIN, None, ["model.name=resnet18"], "must be a swinlite model"),
+    ("missing_checkpoint", EVAL, None, ["--checkpoint", "{tmp}/none.safetensors"], "none.safetensors does not exist"),
+    ("truncated_checkpoint", EVAL, _truncated, [], "damaged (truncated?) safetensors file"),
+    ("other_task", EVAL, _metadata(task="classification"), [], "is not a segmentation checkpoint"),
+    ("bad_palette", EVAL, _metadata(palette=[[1, 2]]), [], "'palette' is [[1, 2]], not one [r, g, b]"),
+    ("bad_test_mode", EVAL, _metadata(preprocessing={"mean": [0.5] * 3, "std": [0.2] * 3, "mode": "tiles"}), [],
+     "test mode must be one of whole, slide"),
+    ("output_in_input", EVAL, None, ["--output-dir", "{data}/images/validation/out"], "lies inside the input folder"),
+    ("eval_unknown_labels", EVAL, _label_seven, [], "hold label values [7] that are neither"),
+    ("segment_output_in_input", SEGMENT, None, ["--output-dir", "{data}/out"], "lies inside the input folder"),
+    ("segment_nothing_readable", SEGMENT, _broken_images, ["--input", "{tmp}/broken"], "none of the 1 images"),
+    ("segment_missing_input", SEGMENT, None, ["--input", "{tmp}/nowhere"], "nowhere' does not exist"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def setup(trained, tmp_path: Path) -> SimpleNamespace:
+    """A copy of the trained run's data, its checkpoint, an output folder in this test's folder."""
+    data, run = trained
+    return SimpleNamespace(data=shutil.copytree(data, tmp_path / "data"), ckpt=run / "best.safetensors",
+                           out=tmp_path / "out", tmp=tmp_path)  # fmt: skip
+
+
+def _argv(script: str, s: SimpleNamespace) -> list[object]:
+    if script == TRAIN:
+        (s.tmp / "defaults.yaml").write_text("{}\n")
+        return ["--config", s.tmp / "defaults.yaml", *tiny_overrides(s.data, s.out)]
+    if script == EVAL:
+        return ["--checkpoint", s.ckpt, "--data-dir", s.data, "--output-dir", s.out, "--num-workers", "0"]
+    return ["--checkpoint", s.ckpt, "--input", s.data, "--output-dir", s.out]
+
+
+@pytest.mark.parametrize(("script", "damage", "extra", "message"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
+def test_one_error_line_exit_2_nothing_written(script, damage, extra, message, setup, monkeypatch, capsys):
+    if damage is not None:
+        damage(setup)
+    argv = _argv(script, setup) + [a.format(data=setup.data, out=setup.out, tmp=setup.tmp) for a in extra]
+    code, err = _run(script, argv, monkeypatch, capsys)
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == 2 and len(errors) == 1 and message in errors[0], err
+    assert err.rstrip().splitlines()[-1] == errors[0] and "Traceback" not in err
+    assert not setup.out.exists() or not any(setup.out.rglob("*.safetensors")) and not any(setup.out.rglob("*.png"))
+
+
+def test_pairs_that_do_not_fit_are_skipped_and_named(tmp_path: Path):
+    data = make_seg_folder(tmp_path / "data")
+    _mask(SimpleNamespace(data=data), n=1).unlink()  # an image without its mask
+    Image.fromarray(np.zeros((20, 20), dtype=np.uint8)).save(_mask(SimpleNamespace(data=data), n=2))  # another size
+    (data / "annotations" / "training" / "extra.png").write_bytes(_mask(SimpleNamespace(data=data), n=3).read_bytes())
+    cfg = SegmentationTask.load_config(None, tiny_overrides(data, tmp_path / "run"))
+    split = scan_split(*split_folders(cfg.data, "train"), labels_of(cfg.data))
+    assert [p.image.name for p in split.pairs] == ["00.png", "03.png", "04.png", "05.png"]
+    reasons = dict(split.skipped)
+    assert reasons[str(data / "images" / "training" / "01.png")].startswith("no mask 01.png in ")
+    assert reasons[str(data / "images" / "training" / "02.png")].endswith("is 20x20, the image 48x40")
+    from swinlite.engine import run
+
+    with pytest.warns(UserWarning, match=r"2 train images skipped: .*01.png: no mask .*02.png: mask .* is 20x20"):
+        run(SegmentationTask, cfg)

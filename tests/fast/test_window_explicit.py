@@ -1,9 +1,11 @@
 """The explicit window attention of the fast path (swinlite.fast.window_explicit) against the per-window loop of
 tests/reference.py, values and gradients, and in TorchScript."""
 
+from functools import partial
+
 import pytest
 import torch
-from reference import hand_written_mask, loop_window_attention
+from reference import assert_attention_matches_loop, hand_written_mask
 
 from swinlite.fast.window_explicit import explicit_window_attention
 
@@ -17,15 +19,8 @@ def test_explicit_attention_matches_loop_in_values_and_gradients(with_mask, dtyp
     qkv = torch.randn(B * NW, N, 3, H, HD, dtype=dtype, requires_grad=True)
     bias = torch.randn(H, N, N, dtype=dtype, requires_grad=True)
     mask = hand_written_mask(NW, N).to(dtype) if with_mask else None  # -100 between regions, -inf on a padded key
-    grad = torch.randn(B * NW, H, N, HD, dtype=dtype)
-    out = explicit_window_attention(qkv, bias, mask, B, HD**-0.5, 0.0)
-    out.backward(grad)
-    got = (out.detach(), qkv.grad.clone(), bias.grad.clone())
-    qkv.grad = bias.grad = None
-    expected = loop_window_attention(qkv, bias, mask)
-    expected.backward(grad)
-    for a, b in zip(got, (expected.detach(), qkv.grad, bias.grad), strict=True):
-        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+    kernel = partial(explicit_window_attention, batch=B, scale=HD**-0.5, dropout_p=0.0)
+    assert_attention_matches_loop(kernel, qkv, bias, mask, tol)
 
 
 def test_scripted_explicit_attention_matches_eager():

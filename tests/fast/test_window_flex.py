@@ -6,10 +6,11 @@ and differentiated by autograd, flex's own dense backward) runs on CPU once that
 tests do. The compiled kernel the GPU runs differentiates the same modifier."""
 
 import copy
+from functools import partial
 
 import pytest
 import torch
-from reference import hand_written_mask, loop_window_attention
+from reference import assert_attention_matches_loop, hand_written_mask
 
 from swinlite.fast import accelerate, blocks, window_flex
 from swinlite.models.swin import SwinBlock
@@ -33,15 +34,8 @@ def test_flex_matches_loop_in_values_and_gradients(flex_on_cpu, with_mask):
     qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
     bias = torch.randn(H, N, N, requires_grad=True)
     mask = hand_written_mask(NW, N) if with_mask else None  # -100 between shift regions, -inf on a padded key
-    grad = torch.randn(B * NW, H, N, HD)
-    out = window_flex.flex_window_attention(qkv, bias, mask, B, HD**-0.5)
-    out.backward(grad)
-    got = (out.detach(), qkv.grad.clone(), bias.grad.clone())
-    qkv.grad = bias.grad = None
-    expected = loop_window_attention(qkv, bias, mask)
-    expected.backward(grad)
-    for a, b in zip(got, (expected.detach(), qkv.grad, bias.grad), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    kernel = partial(window_flex.flex_window_attention, batch=B, scale=HD**-0.5)
+    assert_attention_matches_loop(kernel, qkv, bias, mask)
 
 
 @pytest.mark.parametrize("shift", [False, True])

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from swinlite.io import atomic_write_bytes
+from swinlite.io import atomic_write_bytes, json_bytes
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
@@ -110,5 +109,5 @@ def _load(load: list[float] | tuple[float, ...] | None) -> str:
 
 
 def write_json(result: dict[str, Any], path: str | Path) -> None:
-    """Write ``result`` to ``path`` as indented JSON, atomically."""
-    atomic_write_bytes(path, json.dumps(result, indent=2).encode())
+    """Write ``result`` to ``path`` as indented strict JSON (a non-finite figure as null), atomically."""
+    atomic_write_bytes(path, json_bytes(result, indent=2))

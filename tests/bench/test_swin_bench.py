@@ -66,6 +66,16 @@ def test_tiny_run_writes_table_and_json(tmp_path):
     assert json.loads(path.read_text())["rows"] == result["rows"]
 
 
+def test_json_is_strict_with_a_figure_that_is_not_finite(tmp_path):
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not strict JSON: {constant}")
+
+    write_json({"rows": [{"img_per_s": float("nan"), "ratio": float("inf")}]}, tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text(), parse_constant=refuse) == {
+        "rows": [{"img_per_s": None, "ratio": None}]
+    }
+
+
 def test_rel_pos_1d_run_checks_the_loop_and_writes_a_table(tmp_path):
     result = run_rel_pos_1d(seq_len=24, dim=16, num_heads=2, batch=1, loop_check_len=8, warmup=0, repeats=1)
     names = [r["name"] for r in result["rows"]]

@@ -61,7 +61,7 @@ from .window_explicit import explicit_window_attention
 # --- the decisions (the table above) ---------------------------------------------------------------------------
 
 CUDA_CANDIDATES = ("explicit", "sdpa", "flex")  # the kernels "fastest" times (flex: without attention dropout)
-ROWS_PER_THREAD = 4096  # tokens per thread in a row block (benchmarks/kernels.md: row block sizes)
+ROWS_PER_THREAD = 4096  # tokens per thread in a row block (benchmarks/kernels.md: "Row block sizes")
 ROW_BLOCK_BYTES = 16 * 2**20  # the largest row-block buffer
 
 

@@ -11,8 +11,8 @@ materialised scores, which is how the CPU tests run it.
 
 - Saves: on CUDA, the (B*nW, heads, N, N) attention mask SDPA is handed and the kernel SDPA picks for 49-token
   windows with a mask; whether it wins is measured per shape on the GPU by
-  :func:`swinlite.fast.measured.fastest_kernel` (the ``fastest`` row of the table in :mod:`swinlite.fast.blocks`),
-  not assumed. Figures: benchmarks/kernels.md.
+  :func:`swinlite.fast.measured.fastest` (the ``fastest`` row of the table in :mod:`swinlite.fast.blocks`),
+  not assumed; not yet measured on a GPU (benchmarks/kernels.md).
 - Torch ops: ``torch.nn.attention.flex_attention.flex_attention`` (torch >= 2.5); without it
   (:data:`FLEX_AVAILABLE` False) the table never names this kernel. No attention dropout.
 - Pinned by: ``tests/fast/test_window_flex.py`` (against the per-window loop of ``tests/reference.py``, values and

@@ -11,7 +11,7 @@
 # Each run writes <name>.md (table) and <name>.json into $OUT only when it finishes (a run cut short leaves the
 # committed files as they were); progress and errors go to <name>.log in a temporary folder named at the start.
 # Refuses to start on a busy machine (1-minute load average at or above MAX_LOAD, default 1.5). BUDGET_S (default
-# 1500) bounds the whole: a run that would start later than that is skipped, and said so.
+# 1500) bounds the whole: a run whose time limit would end past it is skipped, and said so.
 #   bash benchmarks/cpu_run.sh                  # OUT=benchmarks
 #   OUT=/tmp/cpu BUDGET_S=780 bash benchmarks/cpu_run.sh
 set -uo pipefail
@@ -34,13 +34,13 @@ echo "$(date -u +%FT%TZ) start, load $(cut -d' ' -f1-3 /proc/loadavg), logs in $
 run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang cannot eat the others' time
     local name=$1 limit=$2
     shift 2
-    if ((SECONDS + 60 > BUDGET_S)); then
-        echo "$name: skipped, $SECONDS s of the $BUDGET_S s budget spent"
+    if ((SECONDS + limit > BUDGET_S)); then
+        echo "$name: skipped, its $limit s limit would pass the budget ($SECONDS of $BUDGET_S s spent)"
         return
     fi
     local start=$SECONDS
     if timeout "$limit" "$PYTHON" scripts/benchmark.py --size tiny --models swinlite,timm "$@" \
-        --json "$LOGS/$name.json" > "$LOGS/$name.md" 2> "$LOGS/$name.log"; then
+        --json "$LOGS/$name.json" > "$LOGS/$name.md" 2> "$LOGS/$name.log" && [[ -s $LOGS/$name.json ]]; then
         mv "$LOGS/$name.json" "$LOGS/$name.md" "$OUT/"
         echo "$name: $((SECONDS - start)) s, load after $(cut -d' ' -f1-3 /proc/loadavg)"
     else

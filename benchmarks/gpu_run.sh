@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# One prepared GPU benchmark run, about 5 minutes on an H200: Swin-T batch 64 inference and train step
-# (fp32, bf16 autocast) against timm and torchvision, the cost against input size, and the compiled inference path.
-# Writes <name>.md (table), <name>.json and <name>.log (progress, errors) per run into $OUT.
+# One prepared GPU benchmark run, about 8-11 minutes on an H200 (the first call of each attention shape times the
+# candidate kernels, compiling FlexAttention's: swinlite/fast/measured.py). Against the targets of issue 24:
+#   cuda_tiny_b64          Swin-T batch 64 at 224², inference and train step, fp32 and bf16 autocast, peak memory,
+#                          against timm; the table's header lists the attention kernel chosen per shape
+#   cuda_tiny_b1           the same at batch 1 (swinlite, timm)
+#   cuda_sizes             224² and 800×1344 at batch 2, fp32 (swinlite, timm, detection backbones)
+#   cuda_tiny_b64_compile  optimize_for_inference (inductor freezing, CUDA graphs) against timm compiled the same way
+# Writes <name>.md (table), <name>.json and <name>.log (progress, errors) per run into $OUT, and gpu.txt (GPU, versions).
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh
 # Needs torch with CUDA, torchvision and timm; without timm it installs the wheels carried in .whl/ (no network).
 set -uo pipefail
@@ -23,6 +28,7 @@ run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang canno
     echo "$name: $((SECONDS - start)) s"
 }
 
-run cuda_tiny_b64 75 --batch 64 --warmup 3 --repeats 11
-run cuda_sizes 75 --sizes 224,512,800x1333 --batch 2 --warmup 2 --repeats 7
+run cuda_tiny_b64 300 --batch 64 --models swinlite,timm --warmup 3 --repeats 11
+run cuda_tiny_b1 60 --batch 1 --models swinlite,timm --warmup 3 --repeats 11
+run cuda_sizes 90 --sizes 224,800x1344 --batch 2 --warmup 2 --repeats 7
 run cuda_tiny_b64_compile 210 --compile --models swinlite,timm --batch 64 --warmup 3 --repeats 11

@@ -8,6 +8,8 @@ With ``--compile`` it times fp32 inference eager and through ``swinlite.optimize
 freezing, the same call for every model), with compile times and a second process's warm-cache start.
 With ``--sizes`` it times swinlite and timm at several input sizes (batch 2, inference and train step, peak
 memory), the detection backbones at the largest size, and profiles inference there.
+With ``--contended`` it times swinlite and timm (CPU) quiet, while a second process keeps one core busy, and
+(inference) fed by a 2-worker image-decoding DataLoader as scripts/predict.py is, every round in a random order.
 With ``--rel-pos-1d`` it instead times the 1-D relative attention layer (L 1024, width 512, 8 heads,
 batch 4) against plain attention and the double-loop formulation.
 
@@ -15,6 +17,7 @@ Examples:
     python scripts/benchmark.py --size tiny --batch 8 --repeats 7 --json benchmarks/cpu_tiny_b8.json
     python scripts/benchmark.py --size v2_tiny --batch 8 --precisions fp32 --json benchmarks/cpu_v2_tiny_b8_fp32.json
     python scripts/benchmark.py --compile --models swinlite,timm --json benchmarks/cpu_tiny_b8_compile.json
+    python scripts/benchmark.py --contended --models swinlite,timm --precisions fp32 --json contended.json
     python scripts/benchmark.py --sizes --json benchmarks/cpu_sizes.json
     python scripts/benchmark.py --sizes 224,800x1333 --device cuda --json sizes_cuda.json
     python scripts/benchmark.py --rel-pos-1d --repeats 11 --json benchmarks/cpu_rel_pos_1d.json
@@ -70,6 +73,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-warm-start", action="store_true", help="--compile: skip the second, warm-cache process")
     p.add_argument(
+        "--contended",
+        action="store_true",
+        help="CPU: also time with one core kept busy by a second process and (inference) fed by a 2-worker "
+        "image-decoding DataLoader; rounds in random order",
+    )
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, one per core)")
+    p.add_argument(
         "--sizes",
         nargs="?",
         const=",".join(f"{h}x{w}" for h, w in DEFAULT_SIZES),
@@ -80,9 +90,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--warmup", type=int, default=None, help="untimed runs per model and case (default: 2; 1 with --sizes)"
     )
     p.add_argument(
-        "--repeats", type=int, default=None, help="timed runs per model and case; median (default: 7; 3 with --sizes)"
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed runs per model and case; median (default: 7; 3 with --sizes, 15 with --contended)",
     )
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement of train steps")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile one step of each model and case: top operators by self time",
+    )
     p.add_argument(
         "--rel-pos-1d", action="store_true", help="time the 1-D relative attention layer instead of the Swin models"
     )
@@ -96,13 +114,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--json", default="benchmarks/benchmark.json", help="output JSON path (default: benchmarks/benchmark.json)"
     )
     args = p.parse_args(argv)
-    if args.compile and args.sizes:
-        p.error("--compile and --sizes are separate runs; pass one of them")
+    runs = [name for name in ("compile", "sizes", "contended", "rel_pos_1d", "deploy") if getattr(args, name)]
+    if len(runs) > 1:
+        p.error(f"--{' and --'.join(r.replace('_', '-') for r in runs)} are separate runs; pass one of them")
+    if args.threads is not None and args.threads < 1:
+        p.error(f"--threads must be at least 1, got {args.threads}")
     if args.img_size is None:
         args.img_size = IMG_SIZES[args.size]
-    for name, default, sizes_default in (("batch", 8, 2), ("warmup", 2, 1), ("repeats", 7, 3)):
+    defaults = dict(batch=2, warmup=1, repeats=3) if args.sizes else dict(batch=8, warmup=2, repeats=7)
+    if args.contended:
+        defaults["repeats"] = 15
+    for name, value in defaults.items():
         if getattr(args, name) is None:
-            setattr(args, name, sizes_default if args.sizes else default)
+            setattr(args, name, value)
     return args
 
 
@@ -113,7 +137,9 @@ def _log(msg: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Runs under ``_cli.run``: a bad option value (a ValueError of the config builds) is the one-line error."""
     args = parse_args(argv)
+    import torch
     from swinbench.compiled import compile_table, run_compile_benchmark
+    from swinbench.contended import run_contended
     from swinbench.rel_pos_1d import run_rel_pos_1d
     from swinbench.report import markdown_table, rel_pos_1d_table, write_json
     from swinbench.sizes import SizesConfig, run_sizes, sizes_table
@@ -122,6 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     from swinlite.io import check_output
 
     check_output(args.json, option="--json")  # before the run: a path that cannot be written would lose it
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     if args.deploy:
         from swinbench.deploy import deploy_table, run_deploy_benchmark
 
@@ -155,10 +183,14 @@ def main(argv: list[str] | None = None) -> None:
             warmup=args.warmup,
             repeats=args.repeats,
             memory=not args.no_memory,
+            profile=args.profile,
         )
         if args.compile:
             result = run_compile_benchmark(cfg, log=_log, warm_start=not args.no_warm_start)
             table = compile_table(result)
+        elif args.contended:
+            result = run_contended(cfg, log=_log)
+            table = markdown_table(result)
         else:
             result = run_benchmark(cfg, log=_log)
             table = markdown_table(result)

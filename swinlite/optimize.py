@@ -19,6 +19,12 @@ serialised (CPU). Measured compile and warm-start times: ``python scripts/benchm
 
 Batches of one stream (a loader's last batch, a batch with unreadable images left out) are smaller than the
 first: :class:`FixedBatch` pads them to the compiled batch size, so one compile serves them all.
+
+On CUDA the default mode is ``"reduce-overhead"``: the compiled graph is replayed as a CUDA graph, one launch per
+call instead of one per kernel. The model first runs eagerly on the example, which both gives the output the check
+compares with and times the attention kernels the dispatch table leaves to measurement on CUDA
+(:mod:`swinlite.fast.measured`), so the compiled graph holds the kernels measured fastest. A CUDA graph writes its
+outputs into memory it reuses on the next call: the returned callable hands back copies.
 """
 
 from __future__ import annotations
@@ -46,7 +52,8 @@ def optimize_for_inference(
         model: a module in eval mode (dropout and stochastic depth off); it is not modified.
         example_input: an input batch, e.g. images [B, 3, H, W], on the model's device. It is run once to
             compile, so the returned callable is fast from its first call at this shape.
-        mode: ``torch.compile`` mode, e.g. ``"max-autotune-no-cudagraphs"`` (longer compile, tuned matmuls).
+        mode: ``torch.compile`` mode, e.g. ``"max-autotune-no-cudagraphs"`` (longer compile, tuned matmuls); default
+            :func:`compile_mode`: CUDA graphs on CUDA.
         check: compare the compiled output on ``example_input`` with the eager output (fp32: |diff| <= 1e-4).
 
     Returns:
@@ -60,23 +67,41 @@ def optimize_for_inference(
         raise ValueError("optimize_for_inference expects a model in eval mode; call model.eval() first")
     import torch._inductor.config  # noqa: F401  (loaded here: ``import swinlite`` stays light)
 
+    mode = compile_mode(example_input.device.type, mode)
+    graphs = uses_cuda_graphs(example_input.device.type, mode)
+    with torch.inference_mode():
+        expected = model(example_input) if check or graphs else None  # eager first: kernel timings, the reference
     with torch._inductor.config.patch(freezing=True), torch.inference_mode():
         compiled = torch.compile(model, dynamic=False, mode=mode)
         output = compiled(example_input)  # compiles now: freezing reads the weights at this call
 
     def run(x: torch.Tensor) -> Any:
         with torch._inductor.config.patch(freezing=True), torch.inference_mode():  # a recompile freezes too
-            return compiled(x)
+            if not graphs:
+                return compiled(x)
+            torch.compiler.cudagraph_mark_step_begin()
+            return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, compiled(x))
 
     if check:
-        _check_close(model, example_input, output)
+        _check_close(expected, output, example_input.dtype)
     return run
 
 
-def _check_close(model: nn.Module, x: torch.Tensor, output: Any) -> None:
-    with torch.inference_mode():
-        expected = model(x)
-    tolerance = _DEFAULT_TOLERANCE.get(x.dtype, 1e-2)
+def compile_mode(device_type: str, mode: str | None) -> str | None:
+    """The ``torch.compile`` mode: the caller's, else CUDA graphs (``"reduce-overhead"``) on CUDA, inductor's default
+    elsewhere."""
+    if mode is None and device_type == "cuda":
+        return "reduce-overhead"
+    return mode
+
+
+def uses_cuda_graphs(device_type: str, mode: str | None) -> bool:
+    """Whether inductor replays the compiled graph as a CUDA graph (its ``reduce-overhead`` and ``max-autotune``)."""
+    return device_type == "cuda" and mode in ("reduce-overhead", "max-autotune")
+
+
+def _check_close(expected: Any, output: Any, dtype: torch.dtype) -> None:
+    tolerance = _DEFAULT_TOLERANCE.get(dtype, 1e-2)
     try:
         torch.testing.assert_close(output, expected, atol=tolerance, rtol=tolerance)
     except AssertionError as e:

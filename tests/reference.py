@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -84,6 +85,31 @@ def loop_window_attention(
             logits = q @ k.T * scale + bias[h] + (0 if mask is None else mask[i % mask.shape[0]])
             out[i, h] = logits.softmax(-1) @ v
     return out
+
+
+def assert_attention_matches_loop(
+    kernel: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor],
+    qkv: torch.Tensor,
+    bias: torch.Tensor,
+    mask: torch.Tensor | None,
+    tol: float = 1e-5,
+) -> None:
+    """``kernel(qkv, bias, mask)`` equals :func:`loop_window_attention` in value and in the gradients to qkv and bias.
+
+    Args:
+        kernel: a window attention at the default scale, [B*nW, N, 3, H, d] -> [B*nW, H, N, d].
+        qkv, bias: leaves that require grad; mask: [nW, N, N] or None.
+        tol: rtol and atol of the comparison.
+    """
+    out = kernel(qkv, bias, mask)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    got = (out.detach(), qkv.grad.clone(), bias.grad.clone())
+    qkv.grad = bias.grad = None
+    expected = loop_window_attention(qkv, bias, mask)
+    expected.backward(grad)
+    for a, b in zip(got, (expected.detach(), qkv.grad, bias.grad), strict=True):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
 
 
 def naive_block(block: SwinBlock, x: torch.Tensor, mask_padding: bool) -> torch.Tensor:

@@ -42,3 +42,19 @@ def test_import_stays_light():
     code = f"import sys, swinlite; print(*(m in sys.modules for m in {modules}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+@pytest.mark.parametrize(
+    "device,mode,expected,graphs",
+    [
+        ("cuda", None, "reduce-overhead", True),  # CUDA graphs by default on CUDA
+        ("cuda", "max-autotune-no-cudagraphs", "max-autotune-no-cudagraphs", False),
+        ("cpu", None, None, False),
+        ("cpu", "reduce-overhead", "reduce-overhead", False),  # no CUDA graph on the CPU whatever the mode
+    ],
+)
+def test_cuda_compiles_to_cuda_graphs_by_default(device, mode, expected, graphs):
+    from swinlite.optimize import compile_mode, uses_cuda_graphs
+
+    assert compile_mode(device, mode) == expected
+    assert uses_cuda_graphs(device, compile_mode(device, mode)) is graphs

@@ -11,7 +11,6 @@ second process with the compile cache warm: a freshly spawned interpreter builds
 from __future__ import annotations
 
 import multiprocessing
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -29,6 +28,7 @@ from .swin import (
     _synced,
     add_ratios,
     build_models,
+    finish_run,
     make_step,
     start_run,
     time_rows,
@@ -74,7 +74,7 @@ def run_compile_benchmark(
     add_ratios(rows)
     _add_ratio_vs_timm_optimized(rows)
     result["rows"] = [asdict(r) for r in rows]
-    result["machine"]["load_average_after"] = os.getloadavg()
+    finish_run(result)
     return result
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from swinlite.io import atomic_write_bytes
+from swinlite.io import atomic_write_bytes, json_bytes
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
@@ -14,35 +13,72 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
 
 
 def markdown_table(result: dict[str, Any]) -> str:
-    """The rows of :func:`swinbench.swin.run_benchmark` as a markdown table, with a header of context."""
+    """The rows of :func:`swinbench.swin.run_benchmark` (or ``run_contended``, with a condition column) as a markdown
+    table, with a header of context."""
     cfg, machine = result["config"], result["machine"]
     ceilings = ", ".join(f"{p} {g:.0f}" for p, g in result["matmul_gflops"].items())
     gflop = ", ".join(f"{t} {g:.2f}" for t, g in result["gflop_per_image"].items())
     diffs = ", ".join(f"{m} {d:.1e}" for m, d in result["max_output_difference"].items()) or "–"
+    conditions = result.get("conditions")
+    order = "in a random order per round" if conditions else "interleaved"
     lines = [
         f"Swin-{cfg['size']} batch {cfg['batch']} at {cfg['img_size']}², device {cfg['device']} "
-        f"({machine['gpu'] or machine['cpu']}, {machine['threads']} threads); torch {machine['torch']}, "
+        f"({machine['gpu'] or cpu_description(machine)}, {machine['threads']} threads); torch {machine['torch']}, "
         f"timm {machine['timm']}, torchvision {machine['torchvision']}.",
-        f"Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up; spread: the lowest and highest "
+        f"Median of {cfg['repeats']} runs {order} after {cfg['warmup']} warm-up; spread: the lowest and highest "
         "ratio to timm over those rounds. Matmul ceiling (GFLOP/s, a 2048³ matmul timed in the same rounds): "
         f"{ceilings}. GFLOP per image: {gflop}. Max |logit difference| from timm: {diffs}. "
         f"Load average before/after: {_load(machine['load_average_before'])} / "
         f"{_load(machine.get('load_average_after'))}.",
+    ]
+    if conditions:
+        lines.append("Conditions: " + "; ".join(f"{name}: {what}" for name, what in conditions.items()) + ".")
+    if result.get("kernel_choices"):
+        lines.append("Kernels chosen by measurement: " + "; ".join(result["kernel_choices"]) + ".")
+    column = "| condition " if conditions else ""
+    lines += [
         "",
-        "| task | precision | model | img/s | × timm | spread | × timm fp32 | % of matmul ceiling | peak MB "
+        f"| task | precision {column}| model | img/s | × timm | spread | × timm fp32 | % of matmul ceiling | peak MB "
         "| memory × timm |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|" + ("---|" if conditions else "") + "---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         model = r["model"] + (f" ({'; '.join(r['notes'])})" if r["notes"] else "")
+        condition = f" {r.get('condition')} |" if conditions else ""
         lines.append(
-            f"| {r['task']} | {r['precision']} | {model} | {r['images_per_s']:.2f} | "
+            f"| {r['task']} | {r['precision']} |{condition} {model} | {r['images_per_s']:.2f} | "
             f"{_fmt(r['speed_vs_timm'], '.2f')} | {spread(r.get('speed_vs_timm_range'))} | "
             f"{_fmt(r['speed_vs_timm_fp32'], '.2f')} | "
             f"{_fmt(100 * r['ceiling_fraction'], '.0f', '%')} | {_fmt(r['peak_mb'], '.0f')} | "
             f"{_fmt(r['memory_vs_timm'], '.2f')} |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + profile_tables(result.get("profile", {})))
+
+
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "mkl::_mkl_linear")
+
+
+def profile_tables(profiles: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Markdown lines: per profiled step, its top operators by self time, and the share of the matmuls among them."""
+    lines = []
+    for name, ops in profiles.items():
+        matmul = sum(o["share"] for o in ops if o["op"] in MATMUL_OPS)
+        lines += [
+            "",
+            f"{name}, top operators by self time: (the matmuls among them: {100 * matmul:.0f}% of the total)",
+            "",
+        ]
+        lines += ["| op | share | ms | calls |", "|---|---:|---:|---:|"]
+        lines += [f"| {o['op']} | {100 * o['share']:.1f}% | {o['ms']:.1f} | {o['calls']} |" for o in ops]
+    return lines
+
+
+def cpu_description(machine: dict[str, Any]) -> str:
+    """The CPU's name with its bf16 support (``cpu_bf16`` of :func:`swinbench.swin.machine_info`, where recorded)."""
+    bf16 = machine.get("cpu_bf16")
+    if bf16 is None:
+        return machine["cpu"]
+    return f"{machine['cpu']}, bf16: {', '.join(bf16) if bf16 else 'none (no AVX-512 BF16, AMX or AVX-NE-CONVERT)'}"
 
 
 def rel_pos_1d_table(result: dict[str, Any]) -> str:
@@ -73,5 +109,5 @@ def _load(load: list[float] | tuple[float, ...] | None) -> str:
 
 
 def write_json(result: dict[str, Any], path: str | Path) -> None:
-    """Write ``result`` to ``path`` as indented JSON, atomically."""
-    atomic_write_bytes(path, json.dumps(result, indent=2).encode())
+    """Write ``result`` to ``path`` as indented strict JSON (a non-finite figure as null), atomically."""
+    atomic_write_bytes(path, json_bytes(result, indent=2))

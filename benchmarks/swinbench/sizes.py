@@ -11,7 +11,6 @@ that take the time in swinlite's and timm's inference are profiled.
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -22,14 +21,13 @@ import timm
 import torch
 from timm.layers import PatchEmbed
 from torch import nn
-from torch.profiler import ProfilerActivity, profile
 from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
 
 from swinlite.fpn import build_fpn_backbone
 
 from .choices import DEFAULT_SIZES
-from .report import spread
-from .swin import SIZES, _synced, machine_info, make_step, peak_memory_bytes
+from .report import profile_tables, spread
+from .swin import SIZES, _synced, finish_run, machine_info, make_step, peak_memory_bytes, step_profile
 from .timing import interleaved_seconds, ratio_range
 
 
@@ -128,7 +126,7 @@ def run_sizes(cfg: SizesConfig, log: Callable[[str], None] = print) -> dict[str,
             "timm": op_profile(build_timm(timm_name, largest).to(cfg.device).eval(), x),
         }
     _add_ratios(result["rows"])
-    result["machine"]["load_average_after"] = os.getloadavg()
+    finish_run(result)
     return result
 
 
@@ -170,21 +168,13 @@ def _add_ratios(rows: list[dict]) -> None:
 
 def op_profile(model: nn.Module, x: torch.Tensor, row_limit: int = 10) -> list[dict[str, Any]]:
     """The operators that take the most self time in one inference forward: name, share of the total, calls."""
-    activities = [ProfilerActivity.CUDA if x.is_cuda else ProfilerActivity.CPU]
-    with torch.inference_mode():
-        model(x)  # warm-up: caches, first-call allocation
-        with profile(activities=activities) as prof:
+    model.eval()
+
+    def forward() -> None:
+        with torch.inference_mode():
             model(x)
-            if x.is_cuda:
-                torch.cuda.synchronize()
-    attr = "self_device_time_total" if x.is_cuda else "self_cpu_time_total"
-    events = [e for e in prof.key_averages() if getattr(e, attr) > 0]
-    total = sum(getattr(e, attr) for e in events)
-    events.sort(key=lambda e: getattr(e, attr), reverse=True)
-    return [
-        dict(op=e.key, share=getattr(e, attr) / total, ms=getattr(e, attr) / 1e3, calls=e.count)
-        for e in events[:row_limit]
-    ]
+
+    return step_profile(forward, x.is_cuda, row_limit)
 
 
 def sizes_table(result: dict[str, Any]) -> str:
@@ -196,7 +186,8 @@ def sizes_table(result: dict[str, Any]) -> str:
         f"{machine['threads']} threads); torch {machine['torch']}, timm {machine['timm']}, torchvision "
         f"{machine['torchvision']}. Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up; spread: "
         "the lowest and highest ratio to timm over those rounds. "
-        f"Load average before/after: {load}.",
+        f"Load average before/after: {load}."
+        + ("".join(f" Kernel chosen by measurement: {c}." for c in result.get("kernel_choices", []))),
         "",
         "| H×W | task | model | img/s | × timm | spread | peak MB | memory × timm |",
         "|---|---|---|---:|---:|---:|---:|---:|",
@@ -209,8 +200,5 @@ def sizes_table(result: dict[str, Any]) -> str:
             f"| {r['size'][0]}×{r['size'][1]} | {r['task']} | {r['model']} | {r['images_per_s']:.2f} | {ratio} | "
             f"{spread(r.get('speed_vs_timm_range'))} | {peak} | {mem_ratio} |"
         )
-    for name, ops in result.get("profile", {}).items():
-        lines += ["", f"{name} inference, top operators by self time:", "", "| op | share | ms | calls |"]
-        lines += ["|---|---:|---:|---:|"]
-        lines += [f"| {o['op']} | {100 * o['share']:.1f}% | {o['ms']:.0f} | {o['calls']} |" for o in ops]
+    lines += profile_tables({f"{name} inference": ops for name, ops in result.get("profile", {}).items()})
     return "\n".join(lines)

@@ -28,9 +28,11 @@ import torch
 import torch.nn.functional as F
 import torchvision
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from swinlite.convert import convert_state_dict
+from swinlite.fast import measured
 
 from .choices import MODELS, PRECISIONS, SIZES, TASKS  # noqa: F401  (re-exported)
 from .timing import interleaved_seconds, ratio_range
@@ -50,6 +52,7 @@ class BenchConfig:
     warmup: int = 2
     repeats: int = 7
     memory: bool = True
+    profile: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -83,6 +86,7 @@ class Row:
     speed_vs_timm_range: list[float] | None = None  # [min, max] of the per-round ratios
     memory_vs_timm: float | None = None
     notes: list[str] = field(default_factory=list)
+    condition: str | None = None  # --contended: what else ran (swinbench.contended.CONDITIONS)
 
 
 def _check_choices(name: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> None:
@@ -189,8 +193,6 @@ def peak_memory_bytes(step: Callable[[], None], device: str) -> int:
         step()
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - base
-    from torch.profiler import ProfilerActivity, profile
-
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
@@ -199,6 +201,25 @@ def peak_memory_bytes(step: Callable[[], None], device: str) -> int:
         total += nbytes
         peak = max(peak, total)
     return peak
+
+
+def step_profile(step: Callable[[], object], cuda: bool, row_limit: int = 12) -> list[dict[str, Any]]:
+    """The operators that take the most self time in one call of ``step`` (after a warm-up call): name, share of the
+    total, ms, calls."""
+    activities = [ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]
+    step()  # warm-up: caches, first-call allocation
+    with profile(activities=activities) as prof:
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+    attr = "self_device_time_total" if cuda else "self_cpu_time_total"
+    events = [e for e in prof.key_averages() if getattr(e, attr) > 0]
+    total = sum(getattr(e, attr) for e in events)
+    events.sort(key=lambda e: getattr(e, attr), reverse=True)
+    return [
+        dict(op=e.key, share=getattr(e, attr) / total, ms=getattr(e, attr) / 1e3, calls=e.count)
+        for e in events[:row_limit]
+    ]
 
 
 def _synced(fn: Callable[[], object], device: str) -> Callable[[], object]:
@@ -244,8 +265,15 @@ def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[
             rows += _measure(models, x, task, precision, cfg, result)
     add_ratios(rows)
     result["rows"] = [asdict(r) for r in rows]
-    result["machine"]["load_average_after"] = os.getloadavg()
+    finish_run(result)
     return result
+
+
+def finish_run(result: dict[str, Any]) -> None:
+    """What every run ends with: the load average now, and the kernels the fast path chose by measurement (CUDA:
+    the attention kernel per shape, :mod:`swinlite.fast.measured`), as "key: kernel"."""
+    result["machine"]["load_average_after"] = os.getloadavg()
+    result["kernel_choices"] = [f"{', '.join(map(str, key))}: {name}" for key, name in measured.CHOICES.items()]
 
 
 def _measure(
@@ -256,6 +284,9 @@ def _measure(
     if task == "train" and cfg.memory:
         for row, step in zip(rows, steps.values(), strict=True):
             row.peak_mb = peak_memory_bytes(step, cfg.device) / 2**20
+    if cfg.profile:
+        for name, step in steps.items():
+            result.setdefault("profile", {})[f"{task} {precision} {name}"] = step_profile(step, x.is_cuda)
     return rows
 
 
@@ -279,10 +310,11 @@ def time_rows(
 
 
 def add_ratios(rows: list[Row]) -> None:
-    """Fill speed and memory ratios against timm's row of the same task (same precision, and fp32)."""
-    timm_rows = {(r.task, r.precision): r for r in rows if r.model == "timm"}
+    """Fill speed and memory ratios against timm's row of the same task and condition (same precision, and fp32)."""
+    timm_rows = {(r.task, r.precision, r.condition): r for r in rows if r.model == "timm"}
     for row in rows:
-        same, fp32 = timm_rows.get((row.task, row.precision)), timm_rows.get((row.task, "fp32"))
+        same = timm_rows.get((row.task, row.precision, row.condition))
+        fp32 = timm_rows.get((row.task, "fp32", row.condition))
         if same is not None:
             row.speed_vs_timm = row.images_per_s / same.images_per_s
             if row.round_seconds and same.round_seconds:
@@ -294,16 +326,26 @@ def add_ratios(rows: list[Row]) -> None:
 
 
 def machine_info(device: str) -> dict[str, Any]:
-    """Versions, CPU/GPU name, thread count and the load average when the run starts."""
+    """Versions, CPU/GPU name, the CPU's bf16 units, thread count and the load average when the run starts."""
     cpu = platform.processor() or platform.machine()
+    flags: set[str] = set()
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+        for line in f:
+            if line.startswith("model name") and cpu == (platform.processor() or platform.machine()):
+                cpu = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
     return dict(
         torch=torch.__version__,
         timm=timm.__version__,
         torchvision=torchvision.__version__,
         cpu=cpu,
+        cpu_bf16=[name for flag, name in BF16_FLAGS.items() if flag in flags] if flags else None,
         threads=torch.get_num_threads(),
         gpu=torch.cuda.get_device_name(device) if device.startswith("cuda") else None,
         load_average_before=os.getloadavg(),
     )
+
+
+# /proc/cpuinfo flag -> the bf16 unit it names
+BF16_FLAGS = {"avx512_bf16": "AVX-512 BF16", "amx_bf16": "AMX-BF16", "avx_ne_convert": "AVX-NE-CONVERT"}

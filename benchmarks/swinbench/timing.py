@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+K = TypeVar("K")
 
 
 def median_seconds(fn: Callable[[], object], warmup: int = 2, repeats: int = 5) -> float:
@@ -46,3 +50,45 @@ def ratio_range(reference: Sequence[float], times: Sequence[float]) -> tuple[flo
     """Smallest and largest per-round speed ratio ``reference[r] / times[r]`` (rounds of one interleaved run)."""
     ratios = [a / b for a, b in zip(reference, times, strict=True)]
     return min(ratios), max(ratios)
+
+
+def shuffled_seconds(
+    fns: Mapping[K, Callable[[], object]],
+    before: Callable[[K], None],
+    warmup: int = 2,
+    repeats: int = 5,
+    seed: int = 0,
+) -> dict[K, list[float]]:
+    """Wall times of each callable in every round, the callables of a round in a fresh random order.
+
+    Args:
+        fns: key -> callable.
+        before: called with a callable's key just before it runs (untimed), e.g. to set up its condition.
+        warmup: untimed runs of each callable first.
+        repeats: timed rounds.
+        seed: seed of the orders.
+
+    Returns:
+        ``times[key][r]``: seconds of ``fns[key]`` in round ``r``.
+    """
+    rng = random.Random(seed)
+    keys = list(fns)
+    for key in keys:
+        before(key)
+        for _ in range(warmup):
+            fns[key]()
+    times: dict[K, list[float]] = {key: [] for key in keys}
+    for _ in range(repeats):
+        for key in rng.sample(keys, len(keys)):
+            before(key)
+            start = time.perf_counter()
+            fns[key]()
+            times[key].append(time.perf_counter() - start)
+    return times
+
+
+def spin(ready) -> None:
+    """Keep one core busy forever (a pure Python loop): the second process of ``--contended``; sets ``ready``."""
+    ready.set()
+    while True:
+        pass

@@ -15,7 +15,7 @@ from timm.layers import Mlp
 from torch import nn
 
 from ..models.swin import SwinBlock, SwinV2Block, WindowAttention, WindowAttentionV2
-from .blocks import FastMlp, FastSwinBlock, FastWindowAttention, select_attention_kernel, use_row_blocks
+from .blocks import FastMlp, FastSwinBlock, FastWindowAttention, row_blocks_for, select_attention_kernel
 from .v2 import FastSwinV2Block, FastWindowAttentionV2
 
 # reference class -> fast subclass; matched by exact class, so subclasses of these stay on the reference path
@@ -55,6 +55,6 @@ __all__ = [
     "FastWindowAttention",
     "FastWindowAttentionV2",
     "accelerate",
+    "row_blocks_for",
     "select_attention_kernel",
-    "use_row_blocks",
 ]

@@ -3,17 +3,17 @@
 :class:`FastSwinBlock`, :class:`FastWindowAttention` and :class:`FastMlp` subclass the reference modules of
 :mod:`swinlite.models.swin` (and timm's ``Mlp``) without adding parameters or buffers: the same ``state_dict``,
 the same function, other kernels. :func:`swinlite.fast.accelerate` swaps them in. Only the attention kernel and
-the row blocks depend on the call (gradient to the bias, device, dtype, dropout, grad mode); the two functions
-below decide, by this table:
+the row blocks depend on the call (gradient to the bias, device, dtype, dropout, grad mode, threads); the two
+functions below decide, by this table:
 
 | situation                            | shift + partition        | attention                       | MLP            |
 |--------------------------------------|--------------------------|---------------------------------|----------------|
-| reference (``fast=False``), always   | roll + partition         | explicit                        | plain          |
-| eval, ``no_grad``, or a frozen bias  | gather                   | sdpa (flash, CPU and CUDA)      | plain          |
+| reference (``fast=False``), always   | roll + partition         | reference explicit              | plain          |
+| CPU eval, ``no_grad``, a frozen bias | gather                   | sdpa (flash)                    | plain          |
 | CPU fp32 train                       | gather, inverse backward | recomputed                      | GELU recompute |
 | CPU fp32 train, attention dropout    | gather, inverse backward | explicit                        | GELU recompute |
 | CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
-| CUDA train, fp32 or bf16             | gather, inverse backward | sdpa, bias + mask as attn_mask  | GELU recompute |
+| CUDA, fp32 or bf16                   | gather, inverse backward | fastest: explicit, sdpa or flex | as on the CPU  |
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode         | as in eager mode                | as in eager    |
 | CPU eval without autograd, eager     | gather                   | sdpa, one row block at a time   | row blocks     |
@@ -21,14 +21,21 @@ below decide, by this table:
 "train" means a gradient flows to the relative position bias. ``torch.compile`` traces every kernel into
 one graph, without graph breaks (``tests/models/test_compile_graph.py``). Kernels:
 
-- explicit: :func:`swinlite.models.swin.window_attention`, the reference formula; the fast path runs it where
-  no fused kernel fits (SDPA's CPU math fallback, which a trainable bias needs, runs slower than it in bf16).
+- reference explicit: :func:`swinlite.models.swin.window_attention`, the formula as written.
+- explicit: :func:`~swinlite.fast.window_explicit.explicit_window_attention`, the same formula with the bias + mask
+  broadcast over the images; the fast path runs it where no fused kernel fits (SDPA's CPU math fallback, which a
+  trainable bias needs, runs slower than it in bf16; the recomputed kernel too, in bf16).
 - sdpa: :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
 - recomputed: :func:`~swinlite.fast.window_sdpa.recomputed_window_attention` (needs the private CPU
   flash op, :data:`~swinlite.fast.window_sdpa.CPU_FLASH_WITH_LSE`; without it: explicit).
-- row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of a few thousand tokens through
-  reused buffers, when :func:`use_row_blocks` says so (eval, no autograd, no autocast, eager, exact GELU);
-  it overrides the "eval" row above.
+- flex: :func:`~swinlite.fast.window_flex.flex_window_attention` (FlexAttention, bias and mask as a score modifier;
+  no attention dropout).
+- fastest: the fastest of :data:`CUDA_CANDIDATES` for the call's shapes, dtype and gradient, timed on the first
+  eager call of each (:mod:`swinlite.fast.measured`); where nothing can be timed and nothing was (tracing, CUDA
+  graph capture), sdpa.
+- row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of rows through reused buffers, fp32 or
+  under autocast, when :func:`row_blocks_for` says so (eval, no autograd, eager, exact GELU), with
+  :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
 - gather: :func:`gather_tokens` below. GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU
   without dropout or norm between fc1 and fc2 (``FastMlp.recompute_act``; otherwise plain). Both need autograd
   only for their backward: without gradients they run their plain forward. TorchScript cannot script
@@ -38,18 +45,24 @@ Why each choice holds, with the measurements: ``benchmarks/kernels.md``.
 """
 
 import functools
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from timm.layers import Mlp, register_notrace_module
 from torch import nn
 
-from ..models.swin import SwinBlock, WindowAttention, exporting, window_attention, window_geometry
-from . import window_sdpa
+from ..models.swin import SwinBlock, WindowAttention, exporting, window_geometry
+from . import measured, window_flex, window_sdpa
 from .gelu_linear import gelu_linear
-from .row_blocks import mlp_rows, window_attention_rows
+from .row_blocks import RowBlocks, mlp_rows, window_attention_rows
+from .window_explicit import explicit_window_attention
 
 # --- the decisions (the table above) ---------------------------------------------------------------------------
+
+CUDA_CANDIDATES = ("explicit", "sdpa", "flex")  # the kernels "fastest" times (flex: without attention dropout)
+ROWS_PER_THREAD = 4096  # tokens per thread in a row block (benchmarks/kernels.md: "Row block sizes")
+ROW_BLOCK_BYTES = 16 * 2**20  # the largest row-block buffer
 
 
 def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: bool, dropout: bool) -> str:
@@ -62,8 +75,11 @@ def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: boo
         dropout: attention dropout is active (training with ``attn_drop > 0``).
 
     Returns:
-        ``"explicit"``, ``"sdpa"`` or ``"recomputed"``.
+        ``"explicit"``, ``"sdpa"``, ``"recomputed"``, or ``"fastest"``: the fastest of :data:`CUDA_CANDIDATES`
+        for the call's shapes, timed once (:mod:`swinlite.fast.measured`).
     """
+    if device_type == "cuda":
+        return "sdpa" if torch.jit.is_scripting() else "fastest"
     if not bias_grad or device_type != "cpu":
         return "sdpa"
     if torch.jit.is_scripting():
@@ -73,20 +89,26 @@ def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: boo
     return "explicit"
 
 
-def use_row_blocks(training: bool, x: torch.Tensor) -> bool:
-    """Whether a block runs :mod:`.row_blocks`: CPU eval without autograd or autocast, not traced (eager).
+def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | None:
+    """How a block runs :mod:`.row_blocks`, or None: CPU eval without autograd, not traced (eager).
+
+    Every op of a row block is one parallel region of all threads, and a region ends when its slowest thread does:
+    on a shared CPU a thread that lost its core for a scheduler slice holds up every region it is part of. So a
+    row block gives each thread :data:`ROWS_PER_THREAD` tokens (fewer, larger regions, at any thread count), up to
+    :data:`ROW_BLOCK_BYTES` for its widest buffer (which then stays under glibc's mmap threshold and is reused
+    without page faults). Under CPU autocast the row blocks compute in autocast's dtype.
 
     Args:
         training: the block's ``training`` flag (dropout and stochastic depth must be off).
         x: the block's input.
+        width: channels of the block's widest row-block buffer (the MLP's hidden layer).
     """
-    return (
-        not training
-        and x.device.type == "cpu"
-        and not torch.is_grad_enabled()
-        and not torch.is_autocast_enabled("cpu")
-        and not torch.compiler.is_compiling()
-    )
+    if training or x.device.type != "cpu" or torch.is_grad_enabled() or torch.compiler.is_compiling():
+        return None
+    autocast = torch.is_autocast_enabled("cpu") and x.dtype != torch.float64  # autocast leaves float64 alone
+    dtype = torch.get_autocast_dtype("cpu") if autocast else x.dtype
+    rows = min(ROWS_PER_THREAD * max(1, torch.get_num_threads()), ROW_BLOCK_BYTES // (width * dtype.itemsize))
+    return RowBlocks(max(rows, 1), dtype)
 
 
 # --- cyclic shift + window partition as one token gather -------------------------------------------------------
@@ -206,12 +228,12 @@ class FastMlp(Mlp):
         return self.drop2(self.fc2(self.norm(self.drop1(self.act(h)))))
 
     @torch.jit.unused
-    def forward_row_blocks(self, x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+    def forward_row_blocks(self, x: torch.Tensor, norm: nn.Module, plan: RowBlocks) -> torch.Tensor:
         """x + self(norm(x)) for CPU inference in row blocks (:func:`~swinlite.fast.row_blocks.mlp_rows`).
 
         Needs exact GELU (``exact_gelu``) and inactive dropout. x: [..., dim], contiguous.
         """
-        return mlp_rows(x, norm, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias)
+        return mlp_rows(x, norm, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias, plan)
 
 
 class FastWindowAttention(WindowAttention):
@@ -224,23 +246,64 @@ class FastWindowAttention(WindowAttention):
                 return super().attend(qkv, bias, mask, batch)
         dropout_p = self.attn_drop.p if self.training else 0.0
         kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)
+        if kernel == "fastest":
+            kernel = self._fastest(qkv, bias, mask, batch, dropout_p)
+        return self._run(kernel, qkv, bias, mask, batch, dropout_p)
+
+    def _run(
+        self,
+        kernel: str,
+        qkv: torch.Tensor,
+        bias: torch.Tensor,
+        mask: torch.Tensor | None,
+        batch: int,
+        dropout_p: float,
+    ) -> torch.Tensor:
         if kernel == "sdpa":
             return window_sdpa.sdpa_window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
         if kernel == "recomputed":
             return self._recomputed(qkv, bias, mask, batch)
-        return window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
+        if kernel == "flex":
+            return self._flex(qkv, bias, mask, batch)
+        return explicit_window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
 
     @torch.jit.unused
     def _recomputed(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
         return window_sdpa.recomputed_window_attention(qkv, bias, mask, B, self.scale)
 
     @torch.jit.unused
-    def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """:meth:`forward` for CPU inference, ~2048 tokens of windows at a time (:mod:`swinlite.fast.row_blocks`)."""
-        bias = self.rel_pos().to(x.dtype)  # (heads, N, N)
-        mask = None if mask is None else mask.to(x.dtype)
+    def _flex(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
+        return window_flex.flex_window_attention(qkv, bias, mask, B, self.scale)
+
+    @torch.jit.unused
+    def _fastest(
+        self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, dropout_p: float
+    ) -> str:
+        """The fastest of :data:`CUDA_CANDIDATES` for this call's shapes, forward (and backward where a gradient
+        flows), timed on copies of the inputs the first time (:func:`swinlite.fast.measured.fastest`)."""
+        train = torch.is_grad_enabled() and (qkv.requires_grad or bias.requires_grad)
+        names = [n for n in CUDA_CANDIDATES if n != "flex" or (window_flex.FLEX_AVAILABLE and dropout_p == 0.0)]
+        key = ("window attention", qkv.device, qkv.dtype, tuple(qkv.shape), mask is not None, train, dropout_p > 0)
+
+        def trial(name: str) -> Callable[[], None]:
+            q, b = qkv.detach().requires_grad_(train), bias.detach().requires_grad_(train)
+
+            def run() -> None:
+                with torch.set_grad_enabled(train):
+                    out = self._run(name, q, b, mask, batch, dropout_p)
+                if train:
+                    out.sum().backward()
+
+            return run
+
+        return measured.fastest(key, {n: trial(n) for n in names}, qkv.device, default="sdpa")
+
+    @torch.jit.unused
+    def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks) -> torch.Tensor:
+        """:meth:`forward` for CPU inference, a row block of windows at a time (:mod:`swinlite.fast.row_blocks`)."""
+        bias = self.rel_pos()  # (heads, N, N)
         qkv, proj = self.qkv, self.proj
-        return window_attention_rows(x, qkv.weight, qkv.bias, proj.weight, proj.bias, bias, mask, self.scale)
+        return window_attention_rows(x, qkv.weight, qkv.bias, proj.weight, proj.bias, bias, mask, self.scale, plan)
 
 
 @register_notrace_module  # as SwinBlock: the padding and shift depend on the input size
@@ -251,13 +314,14 @@ class FastSwinBlock(SwinBlock):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, H, W, C]."""
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            if self.mlp.exact_gelu and use_row_blocks(self.training, x):  # CPU inference
-                x = x + self._attn(self.norm1(x), row_blocks=True)
-                return self.mlp.forward_row_blocks(x, self.norm2)  # x + mlp(norm2(x))
+            plan = row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.mlp.exact_gelu else None
+            if plan is not None:  # CPU inference
+                x = x + self._attn(self.norm1(x), plan)
+                return self.mlp.forward_row_blocks(x, self.norm2, plan)  # x + mlp(norm2(x))
         x = x + self.drop_path1(self._attn(self.norm1(x)))
         return x + self.drop_path2(self.mlp(self.norm2(x)))
 
-    def _attn(self, x: torch.Tensor, row_blocks: bool = False) -> torch.Tensor:
+    def _attn(self, x: torch.Tensor, plan: RowBlocks | None = None) -> torch.Tensor:
         """``SwinBlock._attn``: x normalised map [B, H, W, C] -> attention output [B, H, W, C]."""
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
             if exporting():  # symbolic sizes: the reference builds the geometry in the graph
@@ -272,8 +336,8 @@ class FastSwinBlock(SwinBlock):
         windows = gather_tokens(x.reshape(B, Hp * Wp, C), index, inverse)
         num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
         windows = windows.view(B, num_windows, -1, C)  # (B, nW, N, C)
-        if row_blocks:
-            x = self.attn.forward_row_blocks(windows, geometry.mask)
+        if plan is not None:
+            x = self.attn.forward_row_blocks(windows, geometry.mask, plan)
         else:
             x = self.attn(windows, geometry.mask)
         x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index)  # merge windows + reverse cyclic shift

@@ -6,28 +6,47 @@ MLP hidden state and the (B*nW, heads, N, N) bias + mask need not exist for the 
 plain eager path allocates each of them whole: at Swin-T's first stage, batch 8, the hidden state alone
 is larger than glibc's largest mmap threshold (32 MB), so every call maps fresh pages and faults them
 in; the ops that first write them (the bias copy of ``addmm``, GELU) spend more time faulting than
-computing. Here each row block's hidden state (2048 x 4C) stays in cache between fc1, GELU and fc2, the
-residual and fc2's bias are written into the output before fc2 accumulates onto it, and the shift mask
-is added to the bias for one row block's windows, not for the whole batch.
+computing. Here each row block's hidden state stays in cache between fc1, GELU and fc2, the residual and
+fc2's bias are written into the output before fc2 accumulates onto it, and the bias + shift mask is added
+once per call, for the windows of one row block, which every row block then reads.
 
-- Saves: time in CPU inference (``python scripts/benchmark.py --size tiny --batch 8 --tasks inference``;
-  figures in benchmarks/kernels.md). Same ops, same order of reduction within each token: results
-  equal the plain path's to float rounding of the matmuls.
+Under CPU autocast the matmuls, GELU and the attention run in autocast's dtype (bf16), as they would under
+autocast. In a Swin model that is the dtype of the residual stream already (autocast's patch-embedding convolution
+gives bf16, and LayerNorm keeps its input's dtype); a block fed fp32 keeps its residual stream in fp32, each row
+block's normalised tokens converted into a reused buffer, and returns fp32 as the reference block under autocast does.
+
+How many tokens a row block holds is the caller's choice (:class:`RowBlocks`, decided with the rest of the
+table in :func:`swinlite.fast.blocks.row_blocks_for`): every op of a row block is one parallel region of all
+threads, and each region waits for its slowest thread, so the blocks grow with the thread count.
+
+- Saves: time in CPU inference, fp32 and bf16 autocast (``python scripts/benchmark.py --size tiny --batch 8
+  --tasks inference``; figures in benchmarks/kernels.md). Same ops, same order of reduction within each token:
+  results equal the plain path's to float rounding of the matmuls.
 - Torch ops: public ones only (``addmm``/``mm`` with ``out=``, ``addmm_``, ``F.scaled_dot_product_attention``,
-  ``torch.ops.aten.gelu_``). Only for CPU without autograd and without autocast (out= ops do not autocast);
-  :func:`~swinlite.fast.blocks.use_row_blocks` decides.
+  ``torch.ops.aten.gelu_``). Only for CPU without autograd (out= ops have no autograd and do not autocast:
+  the dtype is passed in); :func:`~swinlite.fast.blocks.row_blocks_for` decides.
 - Pinned by: ``tests/fast/test_row_blocks.py`` (against the reference block: shifted and padded, row
-  blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; no biases).
+  blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; bf16 autocast; no biases).
 """
 
-from __future__ import annotations
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
 from ..models.swin import window_attn_mask
 
-ROWS = 2048  # tokens per row block: the (ROWS, 4C) hidden state of Swin-T's first stage is 3 MB
+
+class RowBlocks(NamedTuple):
+    """How a block runs in row blocks.
+
+    Attributes:
+        rows: tokens per row block (whole windows for the attention).
+        dtype: dtype of the matmuls and the attention: autocast's, or the input's without autocast.
+    """
+
+    rows: int
+    dtype: torch.dtype
 
 
 def _linear_into(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> torch.Tensor:
@@ -48,6 +67,15 @@ def _add_linear_into(
     out.addmm_(x, weight.t())
 
 
+def _cast(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    return None if t is None else t.to(dtype)
+
+
+def _in_dtype(x: torch.Tensor, buffer: torch.Tensor | None) -> torch.Tensor:
+    """x itself, or x converted into (the first rows of) ``buffer`` when the dtypes differ."""
+    return x if buffer is None else buffer[: x.shape[0]].copy_(x)
+
+
 def window_attention_rows(
     windows: torch.Tensor,
     qkv_weight: torch.Tensor,
@@ -57,8 +85,9 @@ def window_attention_rows(
     bias: torch.Tensor,
     mask: torch.Tensor | None,
     scale: float,
+    plan: RowBlocks,
 ) -> torch.Tensor:
-    """proj(attention(qkv(windows))), about ``ROWS`` tokens of windows at a time.
+    """proj(attention(qkv(windows))), about ``plan.rows`` tokens of windows at a time.
 
     Args:
         windows: window tokens [B, nW, N, C], contiguous.
@@ -67,24 +96,33 @@ def window_attention_rows(
         bias: relative position bias [heads, N, N].
         mask: additive shift/padding mask [nW, N, N] or None.
         scale: logit scale.
+        plan: tokens per row block and the dtype of the computation.
 
     Returns:
-        [B, nW, N, C].
+        [B, nW, N, C] in ``plan.dtype``.
     """
     B, nW, N, C = windows.shape
-    heads = bias.shape[0]
+    heads, dtype = bias.shape[0], plan.dtype
+    qkv_weight, qkv_bias, proj_weight, proj_bias = (
+        _cast(t, dtype) for t in (qkv_weight, qkv_bias, proj_weight, proj_bias)
+    )
     x = windows.view(B * nW * N, C)
-    out = torch.empty_like(x)
-    blocks = _window_blocks(B, nW, max(1, ROWS // N))
-    qkv_buffer = x.new_empty(max(count for _, count, _ in blocks) * N, qkv_weight.shape[0])  # reused
+    out = x.new_empty(x.shape, dtype=dtype)
+    per_block = max(1, plan.rows // N)
+    blocks = _window_blocks(B, nW, per_block)
+    largest = max(count for _, count, _ in blocks)
+    qkv_buffer = x.new_empty(largest * N, qkv_weight.shape[0], dtype=dtype)  # reused
+    in_buffer = None if x.dtype == dtype else x.new_empty(largest * N, C, dtype=dtype)
+    # bias + mask for the windows of the largest row block (whole images, or part of one image); every row
+    # block reads a slice of it: windows [offset, offset + count) of the image(s)
+    images = largest // nW if largest >= nW else 1
+    attn_mask = window_attn_mask(bias.to(dtype), _cast(mask, dtype), images)  # (1 or images*nW, heads, N, N)
     for first, count, offset in blocks:
         rows = slice(first * N, (first + count) * N)
-        qkv = _linear_into(x[rows], qkv_weight, qkv_bias, qkv_buffer[: count * N])
+        qkv = _linear_into(_in_dtype(x[rows], in_buffer), qkv_weight, qkv_bias, qkv_buffer[: count * N])
         q, k, v = qkv.view(count, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4).unbind(0)  # (count, heads, N, hd)
-        # the block's windows are a range of one image's (count < nW) or all nW windows of count // nW images
-        block_mask = None if mask is None else mask[offset : offset + count]
-        attn_mask = window_attn_mask(bias, block_mask, max(1, count // nW))  # (1 or count, heads, N, N)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
+        block_mask = attn_mask if mask is None else attn_mask[offset : offset + count]
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=block_mask, scale=scale)
         o = o.transpose(1, 2).reshape(count * N, C)  # (count, heads, N, hd) -> (tokens, C); a view on CPU flash
         _linear_into(o, proj_weight, proj_bias, out[rows])
     return out.view(B, nW, N, C)
@@ -94,7 +132,7 @@ def _window_blocks(batch: int, num_windows: int, per_block: int) -> list[tuple[i
     """(first window, windows, first window's index within its image) of each row block of at most
     ``per_block`` windows: whole images when an image has no more windows than that, else equal parts of one."""
     if per_block >= num_windows:
-        images = per_block // num_windows
+        images = min(per_block // num_windows, batch)
         return [(b * num_windows, min(images, batch - b) * num_windows, 0) for b in range(0, batch, images)]
     parts = -(-num_windows // per_block)
     size = -(-num_windows // parts)
@@ -110,25 +148,36 @@ def mlp_rows(
     fc1_bias: torch.Tensor | None,
     fc2_weight: torch.Tensor,
     fc2_bias: torch.Tensor | None,
+    plan: RowBlocks,
 ) -> torch.Tensor:
-    """x + fc2(gelu(fc1(norm(x)))) (exact GELU), ``ROWS`` tokens at a time.
+    """x + fc2(gelu(fc1(norm(x)))) (exact GELU), ``plan.rows`` tokens at a time.
 
     Args:
-        x: tokens [..., C], contiguous.
+        x: tokens [..., C], contiguous; the residual stream, in its own dtype.
         norm: the pre-norm (a LayerNorm over C).
         fc1_weight, fc1_bias: [hidden, C] and [hidden] or None.
         fc2_weight, fc2_bias: [C, hidden] and [C] or None.
+        plan: tokens per row block and the dtype of the matmuls and GELU.
 
     Returns:
-        [..., C].
+        [..., C] in x's dtype.
     """
+    dtype = plan.dtype
+    fc1_weight, fc1_bias, fc2_weight, fc2_bias = (_cast(t, dtype) for t in (fc1_weight, fc1_bias, fc2_weight, fc2_bias))
     tokens = x.reshape(-1, x.shape[-1])  # (T, C)
     out = torch.empty_like(tokens)
-    hidden = tokens.new_empty(min(ROWS, tokens.shape[0]), fc1_weight.shape[0])  # (ROWS, hidden), reused
-    for start in range(0, tokens.shape[0], ROWS):
-        rows = slice(start, start + ROWS)
+    size = min(plan.rows, tokens.shape[0])
+    hidden = tokens.new_empty(size, fc1_weight.shape[0], dtype=dtype)  # (rows, hidden), reused
+    cast = tokens.dtype != dtype
+    in_buffer = tokens.new_empty(size, tokens.shape[1], dtype=dtype) if cast else None
+    out_buffer = tokens.new_empty(size, tokens.shape[1], dtype=dtype) if cast else None
+    for start in range(0, tokens.shape[0], size):
+        rows = slice(start, start + size)
         residual = tokens[rows]
-        h = _linear_into(norm(residual), fc1_weight, fc1_bias, hidden[: residual.shape[0]])
+        h = _linear_into(_in_dtype(norm(residual), in_buffer), fc1_weight, fc1_bias, hidden[: residual.shape[0]])
         torch.ops.aten.gelu_(h)
-        _add_linear_into(residual, h, fc2_weight, fc2_bias, out[rows])
+        if out_buffer is None:
+            _add_linear_into(residual, h, fc2_weight, fc2_bias, out[rows])
+        else:  # fc2's output rounded to the matmul dtype, as autocast's linear gives it, then added
+            torch.add(residual, _linear_into(h, fc2_weight, fc2_bias, out_buffer[: h.shape[0]]), out=out[rows])
     return out.view(x.shape)

@@ -41,7 +41,9 @@ def test_bad_config_is_rejected():
 
 
 def test_tiny_run_writes_table_and_json(tmp_path):
-    cfg = BenchConfig(batch=1, img_size=64, models=("swinlite", "timm"), precisions=("fp32",), warmup=0, repeats=1)
+    cfg = BenchConfig(
+        batch=1, img_size=64, models=("swinlite", "timm"), precisions=("fp32",), warmup=0, repeats=1, profile=True
+    )
     result = run_benchmark(cfg, log=lambda _: None)
     assert [(r["task"], r["model"]) for r in result["rows"]] == [
         ("inference", "swinlite"),
@@ -55,10 +57,23 @@ def test_tiny_run_writes_table_and_json(tmp_path):
     table = markdown_table(result)
     assert table.count("\n| inference") == 2 and "| train | fp32 | swinlite |" in table
     assert set(result["matmul_gflops"]) == {"inference fp32", "train fp32"}
+    assert set(result["profile"]) == {f"{t} fp32 {m}" for t in ("inference", "train") for m in ("swinlite", "timm")}
+    assert "train fp32 swinlite, top operators by self time: (the matmuls among them:" in table
+    assert all(0 < sum(op["share"] for op in ops) <= 1 + 1e-6 for ops in result["profile"].values())
     assert all(len(r["round_seconds"]) == 1 for r in result["rows"]) and result["rows"][0]["speed_vs_timm_range"]
     path = tmp_path / "out" / "bench.json"
     write_json(result, path)
     assert json.loads(path.read_text())["rows"] == result["rows"]
+
+
+def test_json_is_strict_with_a_figure_that_is_not_finite(tmp_path):
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not strict JSON: {constant}")
+
+    write_json({"rows": [{"img_per_s": float("nan"), "ratio": float("inf")}]}, tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text(), parse_constant=refuse) == {
+        "rows": [{"img_per_s": None, "ratio": None}]
+    }
 
 
 def test_rel_pos_1d_run_checks_the_loop_and_writes_a_table(tmp_path):

@@ -37,3 +37,15 @@ def test_fast_path_equals_reference_path(size, shift, mask_padding, rel_pos, tra
     if not train:
         with torch.no_grad():
             torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shift", [False, True])
+def test_fast_path_under_bf16_autocast_equals_reference_path(shift):
+    """CPU bf16 training (explicit attention with the broadcast mask, GELU recompute) against the reference block
+    under the same autocast, values and gradients, to bf16 rounding."""
+    fast, reference = (b.train() for b in block_pair(shift, mask_padding=True, rel_pos="table"))
+    x, grad = torch.randn(2, 5, 9, 8), torch.randn(2, 5, 9, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        results = [values_and_gradients(block, x, grad) for block in (fast, reference)]
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)

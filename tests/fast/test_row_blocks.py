@@ -1,13 +1,14 @@
 """CPU inference in row blocks (swinlite.fast.row_blocks) against the reference block (fast=False),
-and when a block takes it (swinlite.fast.blocks.use_row_blocks)."""
+and when a block takes it (swinlite.fast.blocks.row_blocks_for)."""
 
 import copy
 
 import pytest
 import torch
 
-from swinlite.fast import accelerate, row_blocks
-from swinlite.fast.blocks import use_row_blocks
+from swinlite.fast import accelerate, blocks, row_blocks
+from swinlite.fast.blocks import row_blocks_for
+from swinlite.fast.row_blocks import RowBlocks
 from swinlite.models.swin import BlockOptions, SwinBlock
 
 
@@ -36,12 +37,13 @@ def calls(monkeypatch):
     return counts
 
 
-@pytest.mark.parametrize("rows", [40, 200, row_blocks.ROWS])  # parts of an image; 2-3 images, ragged; all 5
+@pytest.mark.parametrize("rows", [20, 100, 2048])  # parts of an image; 2-3 images, ragged; all 5 (per thread: 2)
 @pytest.mark.parametrize("size", [(5, 9), (8, 8)])  # padded to 8 x 12; unpadded
 @pytest.mark.parametrize("shift", [False, True])
 @pytest.mark.parametrize("mask_padding", [True, False])
 def test_row_blocks_equal_the_reference_path(monkeypatch, calls, rows, size, shift, mask_padding):
-    monkeypatch.setattr(row_blocks, "ROWS", rows)
+    monkeypatch.setattr(blocks, "ROWS_PER_THREAD", rows)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     fast, reference = block_pair(qkv_bias=True, shift=shift, mask_padding=mask_padding)
     x = torch.randn(5, *size, 16)
     with torch.inference_mode():
@@ -59,15 +61,35 @@ def test_row_blocks_without_biases_and_in_bf16(calls):
     assert calls == {"attention": 2, "mlp": 2}
 
 
-def test_only_cpu_inference_takes_row_blocks():
+@pytest.mark.parametrize("rows", [20, 2048])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])  # a block fed fp32; in a model, bf16
+def test_row_blocks_under_bf16_autocast_equal_the_reference_path(monkeypatch, calls, rows, dtype):
+    """Under CPU autocast the row blocks compute in bf16 as autocast would; the residual stream keeps its dtype."""
+    monkeypatch.setattr(blocks, "ROWS_PER_THREAD", rows)
+    fast, reference = block_pair(qkv_bias=True, shift=True)
+    x = torch.randn(3, 7, 10, 16, dtype=dtype)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        got, expected = fast(x), reference(x)
+    assert got.dtype == expected.dtype == dtype
+    torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
+    assert calls == {"attention": 1, "mlp": 1}
+
+
+def test_only_cpu_inference_takes_row_blocks(monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    monkeypatch.setattr(blocks, "ROWS_PER_THREAD", 100)
+    monkeypatch.setattr(blocks, "ROW_BLOCK_BYTES", 64000)
     x = torch.zeros(1, 4, 4, 8)
     with torch.no_grad():
-        assert use_row_blocks(False, x)
-        assert not use_row_blocks(True, x)  # training: dropout and stochastic depth may be on
-        with torch.autocast("cpu", dtype=torch.bfloat16):  # out= ops do not autocast
-            assert not use_row_blocks(False, x)
-        assert not use_row_blocks(False, torch.zeros(1, 4, 4, 8, device="meta"))
-    assert not use_row_blocks(False, x)  # autograd on
+        assert row_blocks_for(False, x, 32) == RowBlocks(300, torch.float32)  # tokens per thread
+        assert row_blocks_for(False, x, 64).rows == 250  # the widest buffer (64 channels) within 64000 bytes
+        assert row_blocks_for(True, x, 32) is None  # training: dropout and stochastic depth may be on
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # the matmuls in autocast's dtype
+            assert row_blocks_for(False, x, 64) == RowBlocks(300, torch.bfloat16)
+            assert row_blocks_for(False, x, 128).rows == 250
+            assert row_blocks_for(False, x.double(), 32).dtype == torch.float64  # autocast leaves float64 alone
+        assert row_blocks_for(False, torch.zeros(1, 4, 4, 8, device="meta"), 32) is None
+    assert row_blocks_for(False, x, 32) is None  # autograd on
 
 
 def test_training_and_autograd_keep_the_plain_path(calls):

@@ -1,31 +1,19 @@
 """Window attention kernels against the softmax formula evaluated window by window in the loop of tests/reference.py."""
 
+from functools import partial
+
 import pytest
 import torch
-from reference import hand_written_mask, loop_window_attention
+from reference import assert_attention_matches_loop, hand_written_mask
 
 from swinlite.fast.window_sdpa import recomputed_window_attention, sdpa_window_attention
 
 B, NW, H, N, HD = 2, 3, 2, 6, 4
+RECOMPUTED = partial(recomputed_window_attention, batch=B, scale=HD**-0.5)
 
 
 def shift_and_pad_mask() -> torch.Tensor:
     return hand_written_mask(NW, N)
-
-
-def assert_kernel_matches_loop(
-    qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, kernel=recomputed_window_attention
-) -> None:
-    """Values and gradients (for qkv and the bias) of a kernel equal the per-window loop's."""
-    grad = torch.randn(B * NW, H, N, HD)
-    out = kernel(qkv, bias, mask, B, HD**-0.5)
-    out.backward(grad)
-    got = (out.detach(), qkv.grad.clone(), bias.grad.clone())
-    qkv.grad = bias.grad = None
-    expected = loop_window_attention(qkv, bias, mask)
-    expected.backward(grad)
-    for a, b in zip(got, (expected.detach(), qkv.grad, bias.grad), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("with_mask", [False, True])
@@ -34,7 +22,7 @@ def test_recomputed_attention_matches_loop_in_values_and_gradients(with_mask):
     qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
     bias = torch.randn(H, N, N, requires_grad=True)
     mask = shift_and_pad_mask() if with_mask else None
-    assert_kernel_matches_loop(qkv, bias, mask)
+    assert_attention_matches_loop(RECOMPUTED, qkv, bias, mask)
 
 
 @pytest.mark.parametrize("with_mask", [False, True])
@@ -44,7 +32,9 @@ def test_sdpa_with_a_trainable_bias_matches_loop_in_values_and_gradients(with_ma
     qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
     bias = torch.randn(H, N, N, requires_grad=True)
     mask = shift_and_pad_mask() if with_mask else None
-    assert_kernel_matches_loop(qkv, bias, mask, lambda *args: sdpa_window_attention(*args, dropout_p=0.0))
+    assert_attention_matches_loop(
+        partial(sdpa_window_attention, batch=B, scale=HD**-0.5, dropout_p=0.0), qkv, bias, mask
+    )
 
 
 def test_recomputed_attention_flushing_subnormal_weights_matches_loop():
@@ -61,4 +51,4 @@ def test_recomputed_attention_flushing_subnormal_weights_matches_loop():
     logits = q @ k.transpose(-2, -1) * HD**-0.5 + bias.detach() + mask.repeat(B, 1, 1)[:, None]
     probs = logits.softmax(-1)
     assert ((probs > 0) & (probs < torch.finfo(torch.float32).tiny)).any(), "expected subnormal weights"
-    assert_kernel_matches_loop(qkv, bias, mask)
+    assert_attention_matches_loop(RECOMPUTED, qkv, bias, mask)

@@ -1,9 +1,11 @@
 """The reference window attention (the explicit formula) and the additive term it shares with the fast kernels,
 against the softmax formula evaluated window by window in the loop of tests/reference.py."""
 
+from functools import partial
+
 import pytest
 import torch
-from reference import hand_written_mask, loop_window_attention
+from reference import assert_attention_matches_loop, hand_written_mask
 
 from swinlite.models.swin import window_attention, window_attn_mask
 
@@ -25,12 +27,4 @@ def test_explicit_attention_matches_loop_in_values_and_gradients(with_mask):
     qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
     bias = torch.randn(H, N, N, requires_grad=True)
     mask = hand_written_mask(NW, N) if with_mask else None
-    grad = torch.randn(B * NW, H, N, HD)
-    out = window_attention(qkv, bias, mask, B, HD**-0.5, 0.0)
-    out.backward(grad)
-    got = (out.detach(), qkv.grad.clone(), bias.grad.clone())
-    qkv.grad = bias.grad = None
-    expected = loop_window_attention(qkv, bias, mask)
-    expected.backward(grad)
-    for a, b in zip(got, (expected.detach(), qkv.grad, bias.grad), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert_attention_matches_loop(partial(window_attention, batch=B, scale=HD**-0.5, dropout_p=0.0), qkv, bias, mask)

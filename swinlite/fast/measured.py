@@ -1,0 +1,77 @@
+"""Kernel choice by measurement: the first eager call of a shape times each candidate kernel, every later call of
+that shape runs the fastest.
+
+Where one kernel is not fastest at every shape and dtype of one device (CUDA window attention: explicit softmax,
+SDPA or FlexAttention, for 49-token windows with a bias and a mask), the table in :mod:`swinlite.fast.blocks` names
+``"fastest"`` and the layer asks :func:`fastest` here, as ``torch.backends.cudnn.benchmark`` does for convolutions.
+The choice is made on the machine that runs the model, so it holds on every GPU without a table of GPUs.
+
+What is timed is what runs: the forward, plus its backward where a gradient flows; each candidate once to warm up
+(compilation, caches), then the median of a few runs, synchronising the device around each. A candidate that
+raises (a kernel that does not support the shape or dtype) is left out. Where nothing can be timed (inside
+``torch.compile`` tracing, CUDA graph capture, TorchScript) the choice made earlier for the same key is reused,
+else the caller's default.
+
+Pinned by: ``tests/fast/test_measured.py`` (the fastest of candidates that take known times is chosen, once per key).
+"""
+
+import statistics
+import time
+from collections.abc import Callable, Hashable, Mapping
+
+import torch
+
+CHOICES: dict[Hashable, str] = {}  # key -> the fastest candidate's name, for every key measured in this process
+
+
+def can_measure(device: torch.device) -> bool:
+    """Whether a kernel can be timed here: eager, and not while a CUDA graph is being captured."""
+    if torch.compiler.is_compiling():
+        return False
+    return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+
+
+def fastest(
+    key: Hashable, candidates: Mapping[str, Callable[[], object]], device: torch.device, default: str, repeats: int = 3
+) -> str:
+    """Name of the fastest of ``candidates`` for ``key``, timed on the first call for that key.
+
+    Args:
+        key: what the timing depends on (device, dtype, shapes, whether a gradient flows, ...).
+        candidates: name -> a callable running that kernel once on inputs of the key's shapes.
+        device: the device the candidates run on (synchronised around each run).
+        default: the name to use where nothing can be timed and ``key`` was not timed before.
+        repeats: timed runs per candidate after one warm-up run; the median counts.
+    """
+    choice = CHOICES.get(key)
+    if choice is not None:
+        return choice
+    if not can_measure(device):
+        return default
+    seconds = {}
+    for name, run in candidates.items():
+        try:
+            seconds[name] = _median_seconds(run, device, repeats)
+        except (RuntimeError, NotImplementedError, ValueError):  # the kernel does not take this shape or dtype
+            continue
+    if not seconds:
+        return default
+    CHOICES[key] = min(seconds, key=seconds.__getitem__)
+    return CHOICES[key]
+
+
+def _median_seconds(run: Callable[[], object], device: torch.device, repeats: int) -> float:
+    run()  # warm-up: compilation, caches, allocator
+    times = []
+    for _ in range(repeats):
+        _synchronize(device)
+        start = time.perf_counter()
+        run()
+        _synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

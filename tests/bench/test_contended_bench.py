@@ -1,0 +1,81 @@
+"""--contended plumbing on tiny inputs: the busy process, the photo loader, random round orders, rows per condition,
+the table (no timing asserted)."""
+
+import os
+import time
+from dataclasses import asdict
+
+import pytest
+import timm
+import torch
+from swinbench import contended
+from swinbench.report import markdown_table
+from swinbench.swin import BenchConfig, machine_info
+from swinbench.timing import shuffled_seconds
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        utime, stime = f.read().rsplit(")", 1)[1].split()[11:13]
+    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads a process's CPU time from /proc")
+def test_busy_core_spins_only_when_set(monkeypatch):
+    pids = []
+    real_kill = os.kill
+    monkeypatch.setattr(contended.os, "kill", lambda pid, sig: pids.append(pid) or real_kill(pid, sig))
+    with contended.busy_core() as set_busy:
+        pid = pids[0]
+        start = cpu_seconds(pid)
+        time.sleep(0.3)
+        assert cpu_seconds(pid) - start < 0.05  # paused
+        set_busy(True)
+        time.sleep(0.3)
+        assert cpu_seconds(pid) - start > 0.05  # spinning
+        set_busy(False)
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
+
+
+def test_rounds_run_every_key_in_a_fresh_order():
+    order = []
+    fns = {k: (lambda k=k: order.append(k)) for k in "abcd"}
+    seen = []
+    times = shuffled_seconds(fns, seen.append, warmup=1, repeats=6, seed=1)
+    assert all(len(t) == 6 for t in times.values())
+    rounds = [order[4 + 4 * r : 8 + 4 * r] for r in range(6)]  # after the warm-up, in key order
+    assert all(sorted(r) == list("abcd") for r in rounds) and len({tuple(r) for r in rounds}) > 1
+    assert seen[4:] == order[4:]  # each key's condition set just before it runs
+
+
+def small_start(cfg: BenchConfig, tasks: tuple[str, ...]):
+    """start_run with two pico models (the plumbing does not care which Swin it times)."""
+    torch.manual_seed(0)
+    models = {name: timm.create_model("swinlite_pico_patch2_window4_32") for name in cfg.models}
+    result = dict(config=asdict(cfg), machine=machine_info("cpu"), max_output_difference={})
+    result["gflop_per_image"] = {task: 0.01 for task in tasks}
+    return models, torch.randn(cfg.batch, 3, cfg.img_size, cfg.img_size), result
+
+
+def test_tiny_contended_run_has_rows_per_condition(monkeypatch):
+    monkeypatch.setattr(contended, "PHOTO_SIZE", (40, 60))
+    monkeypatch.setattr(contended, "LOADER_BATCHES", 1)
+    monkeypatch.setattr(contended, "start_run", small_start)
+    cfg = BenchConfig(batch=1, img_size=32, models=("swinlite", "timm"), precisions=("fp32",), warmup=0, repeats=1)
+    result = contended.run_contended(cfg, log=lambda _: None)
+    cells = [(r["task"], r["condition"], r["model"]) for r in result["rows"]]
+    assert cells == [
+        (task, condition, model)
+        for task in ("inference", "train")
+        for condition in contended.CONDITIONS
+        if task == "inference" or condition != "loader"  # the loader feeds inference only
+        for model in ("swinlite", "timm")
+    ]
+    assert all(r["images_per_s"] > 0 and r["speed_vs_timm"] > 0 for r in result["rows"])
+    assert set(result["matmul_gflops"]) == {
+        f"{t} fp32 {c}" for t in ("inference", "train") for c in ("quiet", "busy core")
+    }
+    table = markdown_table(result)
+    assert "| inference | fp32 | loader | swinlite |" in table and "Conditions: quiet:" in table
+    with pytest.raises(ValueError, match="shared CPU"):
+        contended.run_contended(BenchConfig(models=("timm",)))

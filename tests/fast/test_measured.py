@@ -1,0 +1,65 @@
+"""Kernel choice by measurement (swinlite.fast.measured): the fastest candidate, timed once per key; the CUDA row of
+the dispatch table ("fastest") runs it inside a fast attention layer, here on CPU."""
+
+import time
+
+import pytest
+import torch
+
+from swinlite.fast import accelerate, blocks, measured
+from swinlite.models.swin import WindowAttention
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def fresh_choices(monkeypatch):
+    monkeypatch.setattr(measured, "CHOICES", {})
+
+
+def sleeper(seconds: float, calls: list[str], name: str):
+    def run() -> None:
+        calls.append(name)
+        time.sleep(seconds)
+
+    return run
+
+
+def test_the_fastest_candidate_is_chosen_once_per_key():
+    calls = []
+    candidates = {"slow": sleeper(0.02, calls, "slow"), "fast": sleeper(0.0, calls, "fast")}
+    assert measured.fastest("k", candidates, CPU, default="slow", repeats=2) == "fast"
+    assert calls.count("slow") == calls.count("fast") == 3  # one warm-up, two timed
+    assert measured.fastest("k", candidates, CPU, default="slow") == "fast"
+    assert len(calls) == 6  # the second call reads the choice
+    candidates = {"slow": sleeper(0.0, calls, "slow"), "fast": sleeper(0.02, calls, "fast")}
+    assert measured.fastest("other", candidates, CPU, default="fast", repeats=1) == "slow"
+
+
+def test_a_failing_candidate_is_left_out_and_nothing_is_timed_while_tracing(monkeypatch):
+    def unsupported() -> None:
+        raise RuntimeError("no kernel for this shape")
+
+    candidates = {"broken": unsupported, "works": lambda: None}
+    assert measured.fastest("k", candidates, CPU, default="broken") == "works"
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    assert measured.fastest("k", candidates, CPU, default="broken") == "works"  # measured before: reused
+    assert measured.fastest("new", candidates, CPU, default="broken") == "broken"  # not measured: the default
+    assert "new" not in measured.CHOICES
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_fastest_row_runs_the_measured_kernel_and_computes_the_reference(monkeypatch, grad):
+    """The layer times explicit and SDPA attention (flex left out: no CPU backward), runs the winner, and
+    computes what the reference layer computes."""
+    monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "fastest")
+    monkeypatch.setattr(blocks, "CUDA_CANDIDATES", ("explicit", "sdpa"))
+    torch.manual_seed(0)
+    reference = WindowAttention(8, 2, (2, 3))
+    fast = accelerate(WindowAttention(8, 2, (2, 3)))
+    fast.load_state_dict(reference.state_dict())
+    x = torch.randn(2, 3, 6, 8)
+    with torch.set_grad_enabled(grad):
+        torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
+    ((key, choice),) = measured.CHOICES.items()
+    assert choice in ("explicit", "sdpa") and key[-2] == grad  # timed with its backward when training

@@ -1,6 +1,6 @@
 """swinlite's CPU inference with and without its row-block kernel, against timm, timed alternately.
 
-The row blocks are switched off by patching ``swinlite.fast.blocks.use_row_blocks`` (the one decision, in the
+The row blocks are switched off by patching ``swinlite.fast.blocks.row_blocks_for`` (the one decision, in the
 table of swinlite/fast/blocks.py), so both swinlite rows run the same model. Figures: benchmarks/kernels.md.
 
     python benchmarks/row_blocks_check.py
@@ -27,30 +27,30 @@ from swinbench.timing import interleaved_seconds  # noqa: E402
 CASES = [(8, (224, 224), 9), (2, (800, 1333), 5)]  # batch, (H, W), timed rounds
 
 
-def forward(model: torch.nn.Module, x: torch.Tensor, choice: Callable[..., bool]) -> None:
+def forward(model: torch.nn.Module, x: torch.Tensor, choice: Callable[..., object]) -> None:
     """One inference forward with ``choice`` as the row-block decision."""
-    fast_blocks.use_row_blocks = choice
+    fast_blocks.row_blocks_for = choice
     with torch.inference_mode():
         model(x)
 
 
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # no options: --help, typos exit 2
-    use_row_blocks = fast_blocks.use_row_blocks
+    row_blocks_for = fast_blocks.row_blocks_for
     for batch, size, rounds in CASES:
         lite = timm.create_model("swinlite_tiny_patch4_window7_224", img_size=size).eval()
         reference = build_timm("swin_tiny_patch4_window7_224", size).eval()
         x = torch.randn(batch, 3, *size)
         cases = {
-            "row blocks": (lite, use_row_blocks),
-            "whole batch": (lite, lambda *args: False),
-            "timm": (reference, use_row_blocks),
+            "row blocks": (lite, row_blocks_for),
+            "whole batch": (lite, lambda *args: None),
+            "timm": (reference, row_blocks_for),
         }
         steps = [partial(forward, model, x, choice) for model, choice in cases.values()]
         try:
             times = interleaved_seconds(steps, warmup=1, repeats=rounds)
         finally:
-            fast_blocks.use_row_blocks = use_row_blocks
+            fast_blocks.row_blocks_for = row_blocks_for
         median = {name: statistics.median(t) for name, t in zip(cases, times, strict=True)}
         cells = ", ".join(f"{n} {s * 1e3:.0f} ms ({median['timm'] / s:.2f}x timm)" for n, s in median.items())
         print(f"batch {batch} at {size[0]}x{size[1]}, median of {rounds}: {cells}")

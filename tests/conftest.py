@@ -91,15 +91,15 @@ def no_network(offline_hub: HubCache, monkeypatch: pytest.MonkeyPatch) -> HubCac
 
 @pytest.fixture(scope="session")
 def onnx_classifier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(checkpoint, ONNX file) of a pico classifier (onnxkit.write_classifier), exported once per session for every
-    height and width in 2..512; the tests that read it never change it."""
+    """(checkpoint, ONNX file) of a pico classifier (onnxkit.write_classifier), exported once per session by
+    scripts/export_onnx.py for every height and width in 2..512 (its check against eager passing at three sizes);
+    the tests that read it never change it."""
     from onnxkit import write_classifier
-
-    from swinlite.export import build_exportable, export_metadata, export_onnx, export_program
+    from scriptkit import load_script
 
     folder = tmp_path_factory.mktemp("onnx_classifier")
     checkpoint = write_classifier(folder / "best.safetensors")
-    model = build_exportable(None, checkpoint=checkpoint)
-    program = export_program(model, torch.randn(2, 3, 40, 56), (2, 512))
-    metadata = export_metadata(model, checkpoint, ((2, 512), (2, 512)))
-    return checkpoint, export_onnx(program, folder / "model.onnx", ["logits"], metadata)
+    path = folder / "model.onnx"
+    argv = ["--checkpoint", str(checkpoint), "--output", str(path), "--max-size", "512"]
+    assert load_script("export_onnx").main(argv) <= 1e-4
+    return checkpoint, path

@@ -29,7 +29,7 @@ def _rank(task: str, rank: int, port: int, data: Path, out: Path, report: Path) 
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks them
-@pytest.mark.parametrize("task", list(TASKS))
+@pytest.mark.parametrize("task", ["detection"])  # the engine's, the same for every task (6 s each to run)
 def test_stalled_rank_is_named_after_the_timeout(task: str, tmp_path: Path, request: pytest.FixtureRequest):
     data = request.getfixturevalue(DATA_FIXTURE[task])
     with socket.socket() as s:
@@ -42,7 +42,8 @@ def test_stalled_rank_is_named_after_the_timeout(task: str, tmp_path: Path, requ
         p.start()
     try:
         procs[0].join(timeout=120)
-        assert procs[0].exitcode == 0 and procs[1].is_alive()  # rank 0 gave up; rank 1 still hangs
+        ended = [r.read_text() if r.exists() else "" for r in reports]
+        assert procs[0].exitcode == 0 and procs[1].is_alive(), ended  # rank 0 gave up; rank 1 still hangs
     finally:
         for p in procs:
             if p.is_alive():

@@ -133,23 +133,23 @@ def test_ema_weights_are_read_from_the_file_or_selected(runs, load_script, tmp_p
 
 
 def test_export_onnx_from_the_checkpoint_alone_quantized(runs, load_script, tmp_path, capsys):
-    """The script's --quantize path (fp32 export, dynamic INT8, check, the fp32 file removed) from the checkpoint
-    alone; the fp32 file's equality with eager is tests/test_export.py's (the same export functions)."""
+    """The script's --fixed-size and --quantize paths (fp32 export at one size, dynamic INT8, check, the fp32 file
+    removed) from the checkpoint alone; its any-size fp32 path exports the session's onnx_classifier (conftest.py)."""
     import onnxruntime as ort
 
     from swinlite.export import onnx_max_abs_error
 
     path = tmp_path / "m.onnx"
     argv = ["--checkpoint", str(runs[2] / "best.safetensors"), "--output", str(path), "--quantize", "dynamic"]
-    error = load_script("export_onnx").main([*argv, "--max-size", "96"])
+    error = load_script("export_onnx").main([*argv, "--fixed-size", "--size", "16", "16"])
     printed = capsys.readouterr().out
-    assert "H and W in 2..96" in printed and printed.count("ONNX Runtime vs PyTorch at batch") == 3
+    assert "H=16, W=16" in printed and printed.count("ONNX Runtime vs PyTorch at batch") == 1
     assert 0 < error < 0.5  # INT8: close, not equal
     assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # no fp32 file left beside it
     props = {p.key: json.loads(p.value) for p in onnx.load(path).metadata_props}
     assert props["classes"] == ["c0", "c1"] and props["weights"] == "raw" and props["quantization"] == "dynamic"
     assert props["preprocessing"]["input_size"] == [3, 16, 16] and props["preprocessing"]["crop_pct"] == 1.0
-    assert props["input_sizes"] == {"height": [2, 96], "width": [2, 96]}
+    assert props["input_sizes"] == {"height": [16, 16], "width": [16, 16]}
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert session.run(None, {"images": torch.randn(1, 3, 16, 16).numpy()})[0].shape == (1, 2)  # the run's classes
     broken = load_model(runs[2] / "best.safetensors")

@@ -108,3 +108,14 @@ def test_swin_t_geometry_in_one_graph_and_nothing_outside_its_range():
     with pytest.raises(Exception, match="<= 400"):  # torch.export's own input check names the range
         program.module()(torch.randn(1, 3, 401, 8))
     assert type(model(torch.randn(1, 3, 20, 24))) is torch.Tensor  # no traced tensor left in a cache
+
+
+def test_swin_v2_geometry_in_one_graph():
+    """The V2 fast block defers to the reference's in-graph window geometry while exporting, as V1's does."""
+    torch.manual_seed(0)
+    model = build_exportable("swinlite_v2_pico_patch2_window4_32")
+    program = export_program(model, torch.randn(2, 3, 40, 56), (17, 64))
+    for b, h, w in [(1, 17, 21), (2, 64, 33)]:  # one window in the last stages, several in the first ones
+        x = torch.randn(b, 3, h, w)
+        with torch.no_grad():
+            torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)

@@ -38,6 +38,7 @@ from ..models.swin import (
     WindowAttentionV2,
     cosine_eps,
     cosine_window_attention,
+    exporting,
     window_attn_mask,
     window_geometry,
 )
@@ -94,6 +95,9 @@ class FastSwinV2Block(SwinV2Block):
 
     def _attn(self, x: torch.Tensor) -> torch.Tensor:
         """``SwinBlock._attn``: x map [B, H, W, C] -> attention output [B, H, W, C]."""
+        if not torch.jit.is_scripting():  # (a block TorchScript skips)
+            if exporting():  # symbolic sizes: the reference builds the geometry in the graph
+                return super()._attn(x)
         B, H, W, C = x.shape
         geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
         Hp, Wp = geometry.padded

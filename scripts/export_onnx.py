@@ -27,8 +27,8 @@ the run's EMA weights) and go into the ONNX model's metadata_props (JSON values,
 Other layouts need --model. The graph is taken with torch.export (non-strict) and converted by torch.onnx's dynamo
 exporter. The check (skip with --no-check) runs the file in ONNX Runtime at three sizes of the range (the model's
 size, a larger one with other remainders, the smallest) and compares it with PyTorch; NaN or inf fails.
---quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of the linear layers instead (checked for
-finite outputs; its accuracy: docs/deployment.md).
+--quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the linear layers and the
+attention products) instead (checked for finite outputs; its accuracy: docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--min-size", type=int, help="smallest height and width served (default: one patch)")
     parser.add_argument("--max-size", type=int, default=2048, help="largest height and width served (default: 2048)")
     parser.add_argument("--fixed-size", action="store_true", help="serve --size only (one file per size)")
-    parser.add_argument("--quantize", choices=QUANTIZATIONS, help="dynamic: INT8 linear layers (ONNX Runtime)")
+    parser.add_argument("--quantize", choices=QUANTIZATIONS, help="dynamic: every MatMul in INT8 (ONNX Runtime)")
     parser.add_argument("--num-classes", type=int, help="classifier outputs, for --model without a recording file")
     parser.add_argument("--no-check", action="store_true", help="skip the ONNX Runtime comparison")
     parser.add_argument("--tolerance", type=float, default=1e-4, help="largest |ONNX - PyTorch| allowed by the check")

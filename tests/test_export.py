@@ -72,11 +72,13 @@ def test_fpn_maps_equal_eager():
                 torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_dynamic_int8_quantizes_the_linear_layers_and_keeps_the_metadata(onnx_classifier, classifier, tmp_path):
+def test_dynamic_int8_quantizes_every_matmul_and_keeps_the_metadata(onnx_classifier, classifier, tmp_path):
+    matmuls = sum(node.op_type in ("MatMul", "Gemm") for node in onnx.load(onnx_classifier[1]).graph.node)
     int8 = quantize_dynamic(onnx_classifier[1], tmp_path / "int8.onnx")
     proto = onnx.load(int8)
-    ops = {node.op_type for node in proto.graph.node}
-    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
+    ops = [node.op_type for node in proto.graph.node]
+    # the linear layers, the head (a Gemm) and the attention products (two activations) alike: no fp32 MatMul left
+    assert "MatMul" not in ops and ops.count("MatMulInteger") == matmuls > 0 and "DynamicQuantizeLinear" in ops
     meta = {p.key: json.loads(p.value) for p in proto.metadata_props}
     assert meta["quantization"] == "dynamic" and meta["classes"] == ["cat", "dog", "éclair"]
     error = onnx_max_abs_error(int8, classifier, torch.randn(2, 3, 37, 53))

@@ -8,12 +8,15 @@ Variants, per case (batch, H, W):
 - ``ORT fp32``: ONNX Runtime on the one any-size file of :mod:`swinlite.export`;
 - ``ORT fp32 fixed``: ONNX Runtime on an export of the same model fixed to the case's size (224² only: the target
   compares the two there);
-- ``ORT INT8``: ONNX Runtime on the any-size file after dynamic INT8 quantization of its linear layers;
+- ``ORT INT8``: ONNX Runtime on the any-size file after dynamic INT8 quantization of its MatMuls;
 - ``timm ORT fixed``: timm's Swin-T (the same weights) exported at the case's fixed batch and size, in ONNX
   Runtime.
 
 Each case times its variants interleaved (a round runs each once) after warm-up: the medians, and the spread of each
-speed ratio over the rounds. ONNX Runtime gets as many threads as torch. The result also holds each variant's largest
+speed ratio over the rounds. ONNX Runtime gets as many threads as torch, and its sessions do not spin-wait after a
+run (``session.intra_op.allow_spinning`` 0): with spinning on, the threads of the session timed just before keep the
+cores busy while the next one runs (on 2 cores, ONNX Runtime fp32 at 224² batch 1 took 69 ms alone, 92–100 ms
+interleaved with a second session; 76–79 ms either way without spinning). The result also holds each variant's largest
 |logit difference| from eager and the check of the any-size file against eager at the issue's sizes (logits and
 every feature level of a features export).
 """
@@ -56,6 +59,8 @@ def _session(path: Path):
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()
+    # no spin-waiting after a run: six sessions' threads spinning would take the cores from the one being timed
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 

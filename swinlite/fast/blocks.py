@@ -16,6 +16,7 @@ functions below decide, by this table:
 | CUDA, fp32 or bf16                   | gather, inverse backward | fastest: explicit, sdpa or flex | as on the CPU  |
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode         | as in eager mode                | as in eager    |
+| ``torch.export`` (symbolic sizes)    | gather, index in graph   | reference explicit              | plain          |
 | CPU eval without autograd, eager     | gather                   | sdpa, one row block at a time   | row blocks     |
 
 "train" means a gradient flows to the relative position bias. ``torch.compile`` traces every kernel into
@@ -36,7 +37,7 @@ one graph, without graph breaks (``tests/models/test_compile_graph.py``). Kernel
 - row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of rows through reused buffers, fp32 or
   under autocast, when :func:`row_blocks_for` says so (eval, no autograd, eager, exact GELU), with
   :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
-- gather: :func:`gather_tokens` below. GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU
+- gather: :func:`gather_tokens` below; index in graph: :func:`exported_shifted_window_attention`. GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU
   without dropout or norm between fc1 and fc2 (``FastMlp.recompute_act``; otherwise plain). Both need autograd
   only for their backward: without gradients they run their plain forward. TorchScript cannot script
   autograd Functions, so it runs their plain forward with autograd's backward.
@@ -52,7 +53,15 @@ import torch.nn.functional as F
 from timm.layers import Mlp, register_notrace_module
 from torch import nn
 
-from ..models.swin import SwinBlock, WindowAttention, exporting, window_geometry
+from ..models.swin import (
+    SwinBlock,
+    WindowAttention,
+    cyclic_shift,
+    exporting,
+    window_geometry,
+    window_partition,
+    window_reverse,
+)
 from . import measured, window_flex, window_sdpa
 from .gelu_linear import gelu_linear
 from .row_blocks import RowBlocks, mlp_rows, window_attention_rows
@@ -196,6 +205,58 @@ def gather_tokens(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -
     return _GatherTokens.apply(x, index, inverse)
 
 
+def exported_window_index(
+    size: tuple[int, int],
+    padded: tuple[int, int],
+    window: tuple[int, int],
+    shift: tuple[int, int],
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`shifted_window_index` for a graph with symbolic sizes, and the way back to the un-padded map.
+
+    The reference's roll, partition, merge and crop applied to a map of token numbers: [Hp, Wp] integers, not
+    [B, Hp, Wp, C] activations, built in the graph from the sizes.
+
+    Args:
+        size: un-padded map size (H, W).
+        padded: (Hp, Wp), multiples of the window.
+        window: (Wh, Ww).
+        shift: cyclic shift (sh, sw), already reduced by ``effective_shift``.
+        device: device of the indices.
+
+    Returns:
+        (index, back): ``index`` [Hp*Wp] as :func:`shifted_window_index`'s, and ``back`` [H, W]: for each token of
+        the un-padded map, its position among the windows (merge windows, reverse shift and crop).
+    """
+    (H, W), (Hp, Wp) = size, padded
+    tokens = torch.arange(Hp * Wp, device=device)
+    index = window_partition(cyclic_shift(tokens.view(1, Hp, Wp, 1), shift), window).reshape(-1)
+    merged = window_reverse(tokens.view(1, -1, window[0] * window[1], 1), window, Hp, Wp)  # (1, Hp, Wp, 1)
+    back = cyclic_shift(merged, shift, inverse=True)[0, :H, :W, 0]
+    return index, back.clone(memory_format=torch.contiguous_format)  # the copy a reshape would make, stated
+
+
+@torch.jit.unused
+def exported_shifted_window_attention(block: SwinBlock, x: torch.Tensor) -> torch.Tensor:
+    """``block._attn(x)`` for a graph with symbolic sizes (``torch.export``): pad, one gather into the windows,
+    the block's attention, one gather back to the un-padded map. The reference rolls with slices and
+    concatenations, partitions, merges, rolls back and crops: six copies each way in ONNX Runtime instead of one
+    or two. Exact copies, so the same function; pinned by tests/fast/test_gather.py and the export tests.
+
+    x: normalised map [B, H, W, C] -> attention output [B, H, W, C].
+    """
+    B, H, W, C = x.shape
+    geometry = window_geometry((H, W), block.window, block.shift, block.mask_padding, x.device)
+    Hp, Wp = geometry.padded
+    index, back = exported_window_index((H, W), geometry.padded, block.window, geometry.shift, x.device)
+    x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H)).reshape(B, Hp * Wp, C)
+    num_windows = (Hp // block.window[0]) * (Wp // block.window[1])
+    windows = x.index_select(1, index).view(B, num_windows, -1, C)  # (B, nW, N, C)
+    out = block.attn(windows, geometry.mask)  # (B, nW, N, C)
+    out = out.reshape(B, Hp * Wp, C).index_select(1, back.view(-1))  # (B, H*W, C)
+    return out.view(B, back.shape[0], back.shape[1], C)  # (B, H, W, C): sizes as the reference's crop gives them
+
+
 # --- the fast modules ------------------------------------------------------------------------------------------
 
 
@@ -324,8 +385,8 @@ class FastSwinBlock(SwinBlock):
     def _attn(self, x: torch.Tensor, plan: RowBlocks | None = None) -> torch.Tensor:
         """``SwinBlock._attn``: x normalised map [B, H, W, C] -> attention output [B, H, W, C]."""
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
-            if exporting():  # symbolic sizes: the reference builds the geometry in the graph
-                return super()._attn(x)
+            if exporting():  # symbolic sizes: the geometry and the gathers are built in the graph
+                return exported_shifted_window_attention(self, x)
         B, H, W, C = x.shape
         geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
         Hp, Wp = geometry.padded

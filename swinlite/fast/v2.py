@@ -42,7 +42,7 @@ from ..models.swin import (
     window_attn_mask,
     window_geometry,
 )
-from .blocks import gather_tokens, select_attention_kernel, window_index
+from .blocks import exported_shifted_window_attention, gather_tokens, select_attention_kernel, window_index
 
 
 def sdpa_cosine_window_attention(
@@ -96,8 +96,8 @@ class FastSwinV2Block(SwinV2Block):
     def _attn(self, x: torch.Tensor) -> torch.Tensor:
         """``SwinBlock._attn``: x map [B, H, W, C] -> attention output [B, H, W, C]."""
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
-            if exporting():  # symbolic sizes: the reference builds the geometry in the graph
-                return super()._attn(x)
+            if exporting():  # symbolic sizes: the geometry and the gathers are built in the graph
+                return exported_shifted_window_attention(self, x)
         B, H, W, C = x.shape
         geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
         Hp, Wp = geometry.padded

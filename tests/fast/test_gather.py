@@ -4,7 +4,7 @@ import pytest
 import torch
 from reference import naive_shifted_windows
 
-from swinlite.fast.blocks import gather_tokens, shifted_window_index, window_index
+from swinlite.fast.blocks import exported_window_index, gather_tokens, shifted_window_index, window_index
 
 CPU = torch.device("cpu")
 
@@ -34,3 +34,20 @@ def test_window_index_is_built_once_and_is_a_permutation():
     index, inverse = window_index((8, 12), (4, 4), (2, 2), CPU)
     assert window_index((8, 12), (4, 4), (2, 2), CPU)[0] is index
     torch.testing.assert_close(inverse[index], torch.arange(8 * 12), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "size,window,shift",
+    [((5, 10), (4, 4), (2, 2)), ((14, 7), (7, 7), (3, 0)), ((6, 9), (3, 3), (0, 0)), ((3, 2), (3, 2), (1, 1))],
+)
+def test_exported_index_pads_gathers_and_comes_back_to_the_unpadded_map(size, window, shift):
+    """The index an exported graph computes from its sizes: windows of the padded, rolled map (naive loop), and
+    from the windows back to the un-padded map, un-rolled."""
+    padded = tuple(-(-s // w) * w for s, w in zip(size, window, strict=True))
+    x = torch.randn(2, *size, 3)
+    x_padded = torch.zeros(2, *padded, 3)
+    x_padded[:, : size[0], : size[1]] = x
+    index, back = exported_window_index(size, padded, window, shift, CPU)
+    windows = x_padded.flatten(1, 2)[:, index]
+    torch.testing.assert_close(windows, naive_shifted_windows(x_padded, window, shift), rtol=0, atol=0)
+    torch.testing.assert_close(windows[:, back.flatten()].view_as(x), x, rtol=0, atol=0)

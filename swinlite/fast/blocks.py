@@ -37,10 +37,11 @@ one graph, without graph breaks (``tests/models/test_compile_graph.py``). Kernel
 - row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of rows through reused buffers, fp32 or
   under autocast, when :func:`row_blocks_for` says so (eval, no autograd, eager, exact GELU), with
   :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
-- gather: :func:`gather_tokens` below; index in graph: :func:`exported_shifted_window_attention`. GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU
-  without dropout or norm between fc1 and fc2 (``FastMlp.recompute_act``; otherwise plain). Both need autograd
-  only for their backward: without gradients they run their plain forward. TorchScript cannot script
-  autograd Functions, so it runs their plain forward with autograd's backward.
+- gather: :func:`gather_tokens` below; index in graph: :func:`exported_shifted_window_attention`.
+- GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without dropout or norm between fc1 and
+  fc2 (``FastMlp.recompute_act``; otherwise plain). The gather and the recompute need autograd only for their
+  backward: without gradients they run their plain forward. TorchScript cannot script autograd Functions, so it
+  runs their plain forward with autograd's backward.
 
 Why each choice holds, with the measurements: ``benchmarks/kernels.md``.
 """

@@ -97,7 +97,6 @@ def detect_onnx(args) -> int:
     import io
 
     from _cli import import_without_torch
-    from PIL import Image
 
     files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
     detection_entries = import_without_torch("predictions").detection_entries
@@ -108,8 +107,7 @@ def detect_onnx(args) -> int:
     settings = onnx_predict.detector_settings(model)
     for path in images:  # sizes from the headers first: an image the file cannot take is an error before any work
         try:
-            with Image.open(path) as header:
-                width, height = header.size
+            height, width = files.upright_size(path)  # as load_rgb turns it (EXIF orientation)
         except Exception:  # unreadable: named and skipped below
             continue
         if onnx_predict.resize_problem(settings, height, width):  # too thin: skipped below, as without --onnx

@@ -79,6 +79,18 @@ def load_rgb(path: str | os.PathLike) -> Image.Image:
         return img.convert("RGB")
 
 
+def upright_size(path: str | os.PathLike) -> tuple[int, int]:
+    """(height, width) of an image as :func:`load_rgb` gives it (EXIF orientation applied), from its header.
+
+    Raises:
+        PIL's errors for files that are not images.
+    """
+    with Image.open(path) as image:
+        width, height = image.size
+        turned = image.getexif().get(0x0112, 1) in (5, 6, 7, 8)  # EXIF orientations that swap the sides
+    return (width, height) if turned else (height, width)
+
+
 def _inside(path: str, folder: str) -> bool:
     """Whether real path ``path`` is ``folder`` or lies under it."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)

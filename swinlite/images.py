@@ -5,7 +5,8 @@ One set of rules for every reader (training, evaluation, prediction, feature ext
 - an image file is one whose extension (any case) is in :data:`IMAGE_EXTENSIONS`, torchvision's
   ``ImageFolder`` list;
 - :func:`load_rgb` decodes it as 8-bit RGB, upright (EXIF orientation), with high-bit-depth and float
-  pixels scaled, not clipped (see its docstring for the rules);
+  pixels scaled, not clipped (see its docstring for the rules); :func:`upright_size` reads that size from the
+  header;
 - :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
   names left out, linked folders followed once, never in a loop nor into another folder the caller lists).
 
@@ -23,9 +24,18 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
-from .files import IMAGE_EXTENSIONS, is_image_file, list_files, list_images, load_rgb
+from .files import IMAGE_EXTENSIONS, is_image_file, list_files, list_images, load_rgb, upright_size
 
-__all__ = ["IMAGE_EXTENSIONS", "ImageFiles", "ImageItem", "is_image_file", "list_files", "list_images", "load_rgb"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "ImageFiles",
+    "ImageItem",
+    "is_image_file",
+    "list_files",
+    "list_images",
+    "load_rgb",
+    "upright_size",
+]
 
 
 class ImageItem(NamedTuple):

@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 from torchvision.transforms import functional as TF
 
-from swinlite.images import IMAGE_EXTENSIONS, ImageFiles, list_files, list_images, load_rgb
+from swinlite.images import IMAGE_EXTENSIONS, ImageFiles, list_files, list_images, load_rgb, upright_size
 
 
 def _float_tiff(path: Path, pixels: np.ndarray) -> Path:
@@ -42,6 +42,7 @@ def test_exif_orientation_is_applied(tmp_path: Path):
     shown = np.asarray(load_rgb(tmp_path / "photo.jpg")).astype(int)
     want = np.rot90(stored, k=-1).astype(int)  # clockwise: red ends up on top
     assert shown.shape == want.shape == (40, 20, 3)
+    assert upright_size(tmp_path / "photo.jpg") == (40, 20)  # the header's size, turned as load_rgb turns it
     error = np.abs(shown - want)
     assert error[:14].max() < 40 and error[26:].max() < 40  # JPEG noise near the colour edge (row 20) left out
 

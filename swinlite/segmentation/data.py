@@ -29,7 +29,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
-from ..images import is_image_file, list_files, load_rgb
+from ..images import is_image_file, list_files, load_rgb, upright_size
 from .classes import ADE20K_CLASSES, ADE20K_PALETTE, color_map
 from .config import SegDataConfig
 
@@ -153,16 +153,12 @@ def read_labels(path: Path, labels: Labels) -> np.ndarray:
     return out
 
 
-def upright_size(path: Path, decode: bool) -> tuple[int, int]:
-    """(height, width) of an image as ``load_rgb`` gives it (EXIF orientation applied); read from the header
-    unless ``decode``."""
+def _upright_size(path: Path, decode: bool) -> tuple[int, int]:
+    """(height, width) of an image as ``load_rgb`` gives it: decoded if ``decode``, else from the header."""
     if decode:
         width, height = load_rgb(path).size
         return height, width
-    with Image.open(path) as image:
-        width, height = image.size
-        turned = image.getexif().get(0x0112, 1) in (5, 6, 7, 8)  # EXIF orientations that swap the sides
-    return (width, height) if turned else (height, width)
+    return upright_size(path)
 
 
 @dataclass
@@ -174,7 +170,7 @@ class _Check:
 
 def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
     try:
-        size = upright_size(pair.image, verify)
+        size = _upright_size(pair.image, verify)
     except Exception as e:  # PIL raises many types for a broken file
         return _Check(f"unreadable image ({type(e).__name__}: {e})")
     try:

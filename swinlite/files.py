@@ -79,6 +79,23 @@ def load_rgb(path: str | os.PathLike) -> Image.Image:
         return img.convert("RGB")
 
 
+MAX_RESIZED_PIXELS = 2**28  # the most pixels an evaluation resize may make of one image (768 MiB as 8-bit RGB)
+
+
+def elongation_problem(height: int, width: int, shorter: int) -> str | None:
+    """Why an image is refused by an evaluation resize that brings its shorter side to ``shorter`` pixels (timm's
+    centre-crop transform), or None: the longer side grows by the same factor, so a 1x40000 image resized to 256
+    would take 256 x 10240000 pixels (7 GiB); more than :data:`MAX_RESIZED_PIXELS` is refused."""
+    short, long = min(height, width), max(height, width)
+    pixels = shorter * (long * shorter // max(short, 1))
+    if short > 0 and pixels <= MAX_RESIZED_PIXELS:
+        return None
+    return (
+        f"a {width}x{height} image is too elongated: resizing its shorter side to {shorter} for the centre crop "
+        f"would make {pixels} pixels (at most {MAX_RESIZED_PIXELS})"
+    )
+
+
 def upright_size(path: str | os.PathLike) -> tuple[int, int]:
     """(height, width) of an image as :func:`load_rgb` gives it (EXIF orientation applied), from its header.
 

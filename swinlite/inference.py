@@ -8,20 +8,46 @@ top-1.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import math
+from collections.abc import Callable, Iterator
 
 import torch
-from timm.data import ImageNetInfo, create_transform, infer_imagenet_subset, resolve_model_data_config
+from PIL import Image
+from timm.data import (
+    DEFAULT_CROP_PCT,
+    ImageNetInfo,
+    create_transform,
+    infer_imagenet_subset,
+    resolve_model_data_config,
+)
 from torch import nn
 from torch.utils.data import DataLoader
+from torchvision import transforms
 
+from .files import elongation_problem
 from .images import ImageItem
 from .predictions import Prediction, write_csv  # noqa: F401 (re-exported: the torch-free half)
 
 
-def eval_transform(model: nn.Module) -> torch.nn.Module:
-    """The model's evaluation transform (resize, center crop, normalize) from its ``pretrained_cfg``."""
-    return create_transform(**resolve_model_data_config(model), is_training=False)
+def eval_transform(model: nn.Module) -> Callable[[Image.Image], torch.Tensor]:
+    """The model's evaluation transform (resize, center crop, normalize) from its ``pretrained_cfg``; in timm's
+    "center" crop mode an image too elongated to resize is a ValueError (:func:`swinlite.files.elongation_problem`),
+    which :class:`~swinlite.images.ImageFiles` reports as the reason to skip it."""
+    config = resolve_model_data_config(model)
+    transform = create_transform(**config, is_training=False)
+    if (config.get("crop_mode") or "center") != "center":
+        return transform
+    crop_pct = config.get("crop_pct") or DEFAULT_CROP_PCT
+    shorter = max(math.floor(size / crop_pct) for size in config["input_size"][1:])  # timm's scale size
+    return transforms.Compose([functools.partial(_refuse_elongated, shorter=shorter), transform])  # picklable
+
+
+def _refuse_elongated(image: Image.Image, shorter: int) -> Image.Image:
+    problem = elongation_problem(image.height, image.width, shorter)
+    if problem is not None:
+        raise ValueError(problem)
+    return image
 
 
 def class_names(model: nn.Module) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from .files import elongation_problem
 from .metadata import check_preprocessing
 
 INTERPOLATIONS = {
@@ -202,6 +203,9 @@ def preprocess(image: Image.Image, preprocessing: dict[str, Any]) -> np.ndarray:
 
     Resize (``crop_mode`` "center": shorter side to size / crop_pct; "squash": both sides; "border": longer
     side, then padded with the mean colour), center crop to ``input_size``, scale to 0..1, normalize.
+
+    Raises:
+        ValueError: "center" mode and an image too elongated to resize (:func:`swinlite.files.elongation_problem`).
     """
     _, height, width = preprocessing["input_size"]
     crop_pct = preprocessing.get("crop_pct") or DEFAULT_CROP_PCT
@@ -215,6 +219,8 @@ def preprocess(image: Image.Image, preprocessing: dict[str, Any]) -> np.ndarray:
     elif mode == "border":
         image = _resize(image, _keep_ratio((image.height, image.width), scale, 1.0), interpolation)
         fill = tuple(round(255 * m) for m in mean)
+    elif (problem := elongation_problem(image.height, image.width, max(scale))) is not None:
+        raise ValueError(problem)
     elif scale[0] == scale[1]:
         image = _resize(image, _resized((image.height, image.width), scale[0]), interpolation)
     else:

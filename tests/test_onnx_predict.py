@@ -37,6 +37,15 @@ def test_preprocess_equals_timms_eval_transform(config, size):
     np.testing.assert_array_equal(got, want)
 
 
+def test_an_image_the_centre_crop_resize_would_blow_up_is_refused():
+    """1x1200000 resized to a shorter side of 256 would take 256x307200000 pixels; in "squash" mode it is fine."""
+    config = {"input_size": (3, 224, 224), "interpolation": "bilinear", "crop_pct": 0.875}
+    needle = Image.new("RGB", (1_200_000, 1))
+    with pytest.raises(ValueError, match=r"a 1200000x1 image is too elongated: resizing its shorter side to 256"):
+        onnx_predict.preprocess(needle, config)
+    assert onnx_predict.preprocess(needle, config | {"crop_mode": "squash"}).shape == (3, 224, 224)
+
+
 @pytest.mark.parametrize("size,new", [((300, 170), (113, 64)), ((37, 123), (64, 212)), ((64, 80), (64, 80))])
 def test_bilinear_resize_equals_torch(size, new):
     image = np.random.default_rng(0).random((3, *size), dtype=np.float32)

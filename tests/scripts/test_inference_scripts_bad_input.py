@@ -190,13 +190,16 @@ def test_non_utf8_file_names_are_written_escaped(f, load_script, tmp_path, capsy
     assert (out / "features" / "caf\\xe9.png.safetensors").is_file()  # a UTF-8 name, as safetensors needs
 
 
-def test_images_of_1x4000_and_4000x1(f, load_script, tmp_path):
-    for name, shape in (("wide.png", (1, 4000, 3)), ("tall.png", (4000, 1, 3))):
+def test_images_of_1x4000_and_4000x1(f, load_script, tmp_path, capsys):
+    """Predicted; an image whose centre-crop resize would exceed the pixel budget (1x1200000: over 300 M pixels
+    once its shorter side is 16 or more) is skipped, named with the reason, instead of taking all the memory."""
+    for name, shape in (("wide.png", (1, 4000, 3)), ("tall.png", (4000, 1, 3)), ("needle.png", (1, 1_200_000, 3))):
         Image.fromarray(np.random.default_rng(0).integers(0, 255, shape, dtype=np.uint8)).save(tmp_path / name)
     load_script("predict").main(["--checkpoint", str(f.ckpt), "--output", str(tmp_path / "p.csv"), "--no-progress",
-                                 str(tmp_path / "wide.png"), str(tmp_path / "tall.png")])  # fmt: skip
+                                 *(str(tmp_path / n) for n in ("wide.png", "tall.png", "needle.png"))])  # fmt: skip
     rows = _rows(tmp_path / "p.csv")
     assert [Path(r["path"]).name for r in rows] == ["wide.png", "tall.png"]
+    assert "needle.png: ValueError: a 1200000x1 image is too elongated" in capsys.readouterr().err
     assert all(math.isfinite(float(r["prob"])) for r in rows)
     load_script("extract_features").main(["--checkpoint", str(f.ckpt), "--input", str(tmp_path), "--output",
                                           str(tmp_path / "feats"), "--no-progress"])  # fmt: skip

@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch.utils.weak import WeakIdKeyDictionary
 
 from ..models.swin import window_attn_mask
 
@@ -67,8 +68,21 @@ def _add_linear_into(
     out.addmm_(x, weight.t())
 
 
+_CASTS: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> ((version, data pointer, dtype), its copy)
+
+
 def _cast(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    return None if t is None else t.to(dtype)
+    """``t`` in ``dtype``: a weight's copy is kept while the weight is unchanged (same version counter and storage),
+    so autocast inference converts each weight once, not once per call (autocast's own cache lasts one region)."""
+    if t is None or t.dtype == dtype:
+        return t
+    key = (t._version, t.data_ptr(), dtype)
+    entry = _CASTS.get(t)
+    if entry is None or entry[0] != key:
+        with torch.inference_mode(False):  # a plain tensor, usable in and out of inference mode
+            entry = (key, t.detach().to(dtype))
+        _CASTS[t] = entry
+    return entry[1]
 
 
 def _in_dtype(x: torch.Tensor, buffer: torch.Tensor | None) -> torch.Tensor:

@@ -75,6 +75,29 @@ def test_row_blocks_under_bf16_autocast_equal_the_reference_path(monkeypatch, ca
     assert calls == {"attention": 1, "mlp": 1}
 
 
+def test_autocast_weight_copies_are_kept_while_the_weights_are_unchanged(calls):
+    """Each weight is converted to bf16 once, not per call; a weight changed in place, or replaced, is converted
+    again: the next call uses the new weights (as the reference does)."""
+    fast, reference = block_pair(qkv_bias=True, shift=True)
+    x = torch.randn(2, 8, 8, 16)
+
+    def run() -> None:
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            got, expected = fast(x), reference(x)
+        torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
+
+    run()
+    first = row_blocks._cast(fast.mlp.fc1.weight, torch.bfloat16)
+    run()
+    assert row_blocks._cast(fast.mlp.fc1.weight, torch.bfloat16) is first  # kept across calls
+    with torch.no_grad():
+        for block in (fast, reference):
+            block.mlp.fc1.weight.mul_(-3.0)  # in place: the version counter moves
+            block.attn.qkv.weight.data = block.attn.qkv.weight.data.flip(0)  # another storage
+    run()
+    assert calls == {"attention": 3, "mlp": 3}
+
+
 def test_only_cpu_inference_takes_row_blocks(monkeypatch):
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
     monkeypatch.setattr(blocks, "ROWS_PER_THREAD", 100)

@@ -20,8 +20,10 @@ table in :func:`swinlite.fast.blocks.row_blocks_for`): every op of a row block i
 threads, and each region waits for its slowest thread, so the blocks grow with the thread count.
 
 - Saves: time in CPU inference, fp32 and bf16 autocast (``python scripts/benchmark.py --size tiny --batch 8
-  --tasks inference``; figures in benchmarks/kernels.md). Same ops, same order of reduction within each token:
-  results equal the plain path's to float rounding of the matmuls.
+  --tasks inference``; figures in benchmarks/kernels.md); under autocast, each weight's converted copy is kept while
+  the weight is unchanged (:func:`_cast`; benchmarks/cpu_bf16_weight_copies.md), at half the fp32 weights'
+  memory. Same ops, same order of reduction within each token: results equal the plain path's to float rounding
+  of the matmuls.
 - Torch ops: public ones only (``addmm``/``mm`` with ``out=``, ``addmm_``, ``F.scaled_dot_product_attention``,
   ``torch.ops.aten.gelu_``). Only for CPU without autograd (out= ops have no autograd and do not autocast:
   the dtype is passed in); :func:`~swinlite.fast.blocks.row_blocks_for` decides.

@@ -9,7 +9,6 @@ table of swinlite/fast/blocks.py), so both swinlite rows run the same model. Fig
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -22,7 +21,7 @@ import swinlite.fast.blocks as fast_blocks
 
 sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.sizes import build_timm  # noqa: E402
-from swinbench.timing import interleaved_seconds  # noqa: E402
+from swinbench.timing import interleaved_line  # noqa: E402
 
 CASES = [(8, (224, 224), 9), (2, (800, 1333), 5)]  # batch, (H, W), timed rounds
 
@@ -46,14 +45,11 @@ def main() -> None:
             "whole batch": (lite, lambda *args: None),
             "timm": (reference, row_blocks_for),
         }
-        steps = [partial(forward, model, x, choice) for model, choice in cases.values()]
         try:
-            times = interleaved_seconds(steps, warmup=1, repeats=rounds)
+            line = interleaved_line({n: partial(forward, m, x, c) for n, (m, c) in cases.items()}, 1, rounds, "timm")
         finally:
             fast_blocks.row_blocks_for = row_blocks_for
-        median = {name: statistics.median(t) for name, t in zip(cases, times, strict=True)}
-        cells = ", ".join(f"{n} {s * 1e3:.0f} ms ({median['timm'] / s:.2f}x timm)" for n, s in median.items())
-        print(f"batch {batch} at {size[0]}x{size[1]}, median of {rounds}: {cells}")
+        print(f"batch {batch} at {size[0]}x{size[1]}, median of {rounds}: {line}")
 
 
 if __name__ == "__main__":

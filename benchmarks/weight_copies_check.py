@@ -10,7 +10,6 @@ convert weights), so both swinlite rows run the same model. Figures: benchmarks/
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -22,7 +21,7 @@ import torch
 import swinlite.fast.row_blocks as row_blocks
 
 sys.path.insert(0, str(Path(__file__).parent))
-from swinbench.timing import interleaved_seconds  # noqa: E402
+from swinbench.timing import interleaved_line  # noqa: E402
 
 CASES = [(1, 25), (8, 9)]  # batch, timed rounds (224², bf16 autocast)
 
@@ -48,14 +47,11 @@ def main() -> None:
     for batch, rounds in CASES:
         x = torch.randn(batch, 3, 224, 224)
         cases = {"kept copies": (lite, kept), "per call": (lite, per_call), "timm": (reference, kept)}
-        steps = [partial(forward, model, x, cast) for model, cast in cases.values()]
         try:
-            times = interleaved_seconds(steps, warmup=2, repeats=rounds)
+            line = interleaved_line({n: partial(forward, m, x, c) for n, (m, c) in cases.items()}, 2, rounds, "timm")
         finally:
             row_blocks._cast = kept
-        median = {name: statistics.median(t) for name, t in zip(cases, times, strict=True)}
-        cells = ", ".join(f"{n} {s * 1e3:.0f} ms ({median['timm'] / s:.2f}x timm)" for n, s in median.items())
-        print(f"batch {batch} at 224x224, bf16 autocast, median of {rounds}: {cells}")
+        print(f"batch {batch} at 224x224, bf16 autocast, median of {rounds}: {line}")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,13 @@ def interleaved_median_seconds(fns: Sequence[Callable[[], object]], warmup: int 
     return [statistics.median(t) for t in interleaved_seconds(fns, warmup, repeats)]
 
 
+def interleaved_line(steps: Mapping[str, Callable[[], object]], warmup: int, repeats: int, reference: str) -> str:
+    """The :func:`interleaved_median_seconds` of named callables as one line, "name 12 ms (1.20x timm), ...": each
+    as a speed ratio to the one named ``reference``."""
+    median = dict(zip(steps, interleaved_median_seconds(list(steps.values()), warmup, repeats), strict=True))
+    return ", ".join(f"{n} {s * 1e3:.0f} ms ({median[reference] / s:.2f}x {reference})" for n, s in median.items())
+
+
 def ratio_range(reference: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
     """Smallest and largest per-round speed ratio ``reference[r] / times[r]`` (rounds of one interleaved run)."""
     ratios = [a / b for a, b in zip(reference, times, strict=True)]

@@ -8,7 +8,7 @@ functions below decide, by this table:
 
 | situation                            | shift + partition        | attention                       | MLP            |
 |--------------------------------------|--------------------------|---------------------------------|----------------|
-| reference (``fast=False``), always   | roll + partition         | reference explicit              | plain          |
+| reference (``fast=False``), always   | roll + partition         | explicit                        | plain          |
 | CPU eval, ``no_grad``, a frozen bias | gather                   | sdpa (flash)                    | plain          |
 | CPU fp32 train                       | gather, inverse backward | recomputed                      | GELU recompute |
 | CPU fp32 train, attention dropout    | gather, inverse backward | explicit                        | GELU recompute |
@@ -16,16 +16,15 @@ functions below decide, by this table:
 | CUDA, fp32 or bf16                   | gather, inverse backward | fastest: explicit, sdpa or flex | as on the CPU  |
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode         | as in eager mode                | as in eager    |
-| ``torch.export`` (symbolic sizes)    | gather, index in graph   | reference explicit              | plain          |
+| ``torch.export`` (symbolic sizes)    | gather, index in graph   | explicit                        | plain          |
 | CPU eval without autograd, eager     | gather                   | sdpa, one row block at a time   | row blocks     |
 
 "train" means a gradient flows to the relative position bias. ``torch.compile`` traces every kernel into
 one graph, without graph breaks (``tests/models/test_compile_graph.py``). Kernels:
 
-- reference explicit: :func:`swinlite.models.swin.window_attention`, the formula as written.
-- explicit: :func:`~swinlite.fast.window_explicit.explicit_window_attention`, the same formula with the bias + mask
-  broadcast over the images; the fast path runs it where no fused kernel fits (SDPA's CPU math fallback, which a
-  trainable bias needs, runs slower than it in bf16; the recomputed kernel too, in bf16).
+- explicit: :func:`swinlite.models.swin.window_attention`, the reference's formula as written; the fast path runs
+  it where no fused kernel fits (SDPA's CPU math fallback, which a trainable bias needs, runs slower than it in
+  bf16; the recomputed kernel too, in bf16).
 - sdpa: :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
 - recomputed: :func:`~swinlite.fast.window_sdpa.recomputed_window_attention` (needs the private CPU
   flash op, :data:`~swinlite.fast.window_sdpa.CPU_FLASH_WITH_LSE`; without it: explicit).
@@ -59,6 +58,7 @@ from ..models.swin import (
     WindowAttention,
     cyclic_shift,
     exporting,
+    window_attention,
     window_geometry,
     window_partition,
     window_reverse,
@@ -66,7 +66,6 @@ from ..models.swin import (
 from . import measured, window_flex, window_sdpa
 from .gelu_linear import gelu_linear
 from .row_blocks import RowBlocks, mlp_rows, window_attention_rows
-from .window_explicit import explicit_window_attention
 
 # --- the decisions (the table above) ---------------------------------------------------------------------------
 
@@ -327,7 +326,7 @@ class FastWindowAttention(WindowAttention):
             return self._recomputed(qkv, bias, mask, batch)
         if kernel == "flex":
             return self._flex(qkv, bias, mask, batch)
-        return explicit_window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
+        return window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
 
     @torch.jit.unused
     def _recomputed(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:

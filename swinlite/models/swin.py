@@ -434,6 +434,20 @@ def window_attn_mask(bias: torch.Tensor, mask: torch.Tensor | None, batch: int) 
     return (bias + mask.view(1, nW, 1, N, N).expand(batch, nW, 1, N, N)).flatten(0, 1)
 
 
+def add_window_attn_mask(attn: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
+    """Logits attn (B*nW, heads, N, N) plus the relative position bias and the block's mask.
+
+    The (nW, heads, N, N) sum bias + mask is built for one image's windows and added to the logits viewed per image
+    (as timm adds its mask): the same values as adding :func:`window_attn_mask`, without a batch-sized tensor written
+    from two broadcast operands (a slow pattern for the CPU's elementwise kernels); the bias gradient is the same sum
+    over images and windows.
+    """
+    if mask is None:
+        return attn + bias.unsqueeze(0)
+    windows, heads, n, _ = attn.shape
+    return (attn.view(batch, -1, heads, n, n) + (bias + mask.unsqueeze(1))).view(windows, heads, n, n)
+
+
 def window_attention(
     qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, scale: float, dropout_p: float
 ) -> torch.Tensor:
@@ -452,7 +466,7 @@ def window_attention(
     """
     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
     attn = (q * scale) @ k.transpose(-2, -1)  # (B*nW, heads, N, N)
-    attn = attn + window_attn_mask(bias, mask, batch)
+    attn = add_window_attn_mask(attn, bias, mask, batch)
     attn = attn.softmax(dim=-1)
     if dropout_p > 0.0:
         attn = F.dropout(attn, dropout_p)
@@ -556,7 +570,7 @@ def cosine_window_attention(
     eps = cosine_eps(q.dtype)
     attn = F.normalize(q, dim=-1, eps=eps) @ F.normalize(k, dim=-1, eps=eps).transpose(-2, -1)  # (B*nW, heads, N, N)
     attn = attn * torch.clamp(logit_scale, max=math.log(100.0)).exp()  # τ per head, at most 100
-    attn = attn + window_attn_mask(bias, mask, batch)
+    attn = add_window_attn_mask(attn, bias, mask, batch)
     attn = attn.softmax(dim=-1)
     if dropout_p > 0.0:
         attn = F.dropout(attn, dropout_p)

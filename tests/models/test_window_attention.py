@@ -22,9 +22,19 @@ def test_window_attn_mask_repeats_the_window_masks_over_the_batch():
 
 
 @pytest.mark.parametrize("with_mask", [False, True])
-def test_explicit_attention_matches_loop_in_values_and_gradients(with_mask):
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+def test_explicit_attention_matches_loop_in_values_and_gradients(with_mask, dtype, tol):
+    """The reference formula, which the fast path also runs where no fused kernel fits (CPU bf16 training)."""
     torch.manual_seed(0)
-    qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
-    bias = torch.randn(H, N, N, requires_grad=True)
-    mask = hand_written_mask(NW, N) if with_mask else None
-    assert_attention_matches_loop(partial(window_attention, batch=B, scale=HD**-0.5, dropout_p=0.0), qkv, bias, mask)
+    qkv = torch.randn(B * NW, N, 3, H, HD, dtype=dtype, requires_grad=True)
+    bias = torch.randn(H, N, N, dtype=dtype, requires_grad=True)
+    mask = hand_written_mask(NW, N).to(dtype) if with_mask else None  # -100 between regions, -inf on a padded key
+    kernel = partial(window_attention, batch=B, scale=HD**-0.5, dropout_p=0.0)
+    assert_attention_matches_loop(kernel, qkv, bias, mask, tol)
+
+
+def test_scripted_explicit_attention_matches_eager():
+    torch.manual_seed(0)
+    qkv, bias, mask = torch.randn(B * NW, N, 3, H, HD), torch.randn(H, N, N), hand_written_mask(NW, N)
+    scripted = torch.jit.script(window_attention)
+    torch.testing.assert_close(scripted(qkv, bias, mask, B, 0.5, 0.0), window_attention(qkv, bias, mask, B, 0.5, 0.0))

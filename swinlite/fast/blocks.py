@@ -10,7 +10,7 @@ functions below decide, by this table:
 |--------------------------------------|--------------------------|---------------------------------|----------------|
 | reference (``fast=False``), always   | roll + partition         | explicit                        | plain          |
 | CPU eval, ``no_grad``, a frozen bias | gather                   | sdpa (flash)                    | plain          |
-| CPU fp32 train                       | gather, inverse backward | recomputed                      | GELU recompute |
+| CPU fp32 train                       | gather, inverse backward | recomputed (AVX2: explicit)     | GELU recompute |
 | CPU fp32 train, attention dropout    | gather, inverse backward | explicit                        | GELU recompute |
 | CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
 | CUDA, fp32 or bf16                   | gather, inverse backward | fastest: explicit, sdpa or flex | as on the CPU  |
@@ -24,7 +24,9 @@ one graph, without graph breaks (``tests/models/test_compile_graph.py``). Kernel
 
 - explicit: :func:`swinlite.models.swin.window_attention`, the reference's formula as written; the fast path runs
   it where no fused kernel fits (SDPA's CPU math fallback, which a trainable bias needs, runs slower than it in
-  bf16; the recomputed kernel too, in bf16).
+  bf16; the recomputed kernel too, in bf16), and for fp32 training on CPUs whose widest vector unit PyTorch uses
+  is AVX2 (:data:`RECOMPUTED_ON_THIS_CPU`): there the recomputed kernel's CPU flash forward is the slower one.
+  A fixed rule rather than a timing, so that a resumed run picks what the interrupted one picked.
 - sdpa: :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
 - recomputed: :func:`~swinlite.fast.window_sdpa.recomputed_window_attention` (needs the private CPU
   flash op, :data:`~swinlite.fast.window_sdpa.CPU_FLASH_WITH_LSE`; without it: explicit).
@@ -70,6 +72,9 @@ from .row_blocks import RowBlocks, mlp_rows, window_attention_rows
 # --- the decisions (the table above) ---------------------------------------------------------------------------
 
 CUDA_CANDIDATES = ("explicit", "sdpa", "flex")  # the kernels "fastest" times (flex: without attention dropout)
+# fp32 training through the recomputed kernel: faster on a Xeon with AVX-512 and less memory, slower by 4-13 % of
+# a Swin-T train step on an AMD EPYC where PyTorch vectorises with AVX2 (benchmarks/kernels.md)
+RECOMPUTED_ON_THIS_CPU: bool = torch.backends.cpu.get_cpu_capability() != "AVX2"
 ROWS_PER_THREAD = 4096  # tokens per thread in a row block (benchmarks/kernels.md: "Row block sizes")
 ROW_BLOCK_BYTES = 16 * 2**20  # the largest row-block buffer
 
@@ -93,7 +98,7 @@ def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: boo
         return "sdpa"
     if torch.jit.is_scripting():
         return "explicit"
-    if dtype == torch.float32 and not dropout and window_sdpa.CPU_FLASH_WITH_LSE:
+    if dtype == torch.float32 and not dropout and window_sdpa.CPU_FLASH_WITH_LSE and RECOMPUTED_ON_THIS_CPU:
         return "recomputed"
     return "explicit"
 

@@ -12,6 +12,13 @@ from swinlite.models.swin import WindowAttention
 F32, BF16 = torch.float32, torch.bfloat16
 
 
+@pytest.fixture(autouse=True)
+def cpu_with_avx512(monkeypatch):
+    """The table's rows as on a CPU where the recomputed kernel is chosen for fp32 training (AVX-512); the AVX2
+    row has its own test."""
+    monkeypatch.setattr(dispatch, "RECOMPUTED_ON_THIS_CPU", True)
+
+
 @pytest.mark.parametrize(
     "device,dtype,bias_grad,dropout,expected",
     [
@@ -41,6 +48,15 @@ def test_fast_false_is_the_reference_everywhere(monkeypatch, device, grad):
     with torch.set_grad_enabled(grad):
         attn(torch.randn(2, 3, 6, 8, device=device))
     assert calls == ["explicit"]
+
+
+def test_cpu_fp32_training_is_explicit_where_pytorch_vectorises_with_avx2(monkeypatch):
+    """benchmarks/kernels.md: on an AMD EPYC without AVX-512 the recomputed kernel's train step is the slower one."""
+    monkeypatch.undo()  # this machine's own value first
+    assert dispatch.RECOMPUTED_ON_THIS_CPU is (torch.backends.cpu.get_cpu_capability() != "AVX2")
+    monkeypatch.setattr(dispatch, "RECOMPUTED_ON_THIS_CPU", False)
+    assert dispatch.select_attention_kernel("cpu", F32, True, False) == "explicit"
+    assert dispatch.select_attention_kernel("cpu", F32, False, False) == "sdpa"  # inference is unchanged
 
 
 def test_without_the_private_cpu_flash_op_cpu_training_is_explicit(monkeypatch):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -21,14 +20,13 @@ import swinlite.fast.blocks as fast_blocks
 
 sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.sizes import build_timm  # noqa: E402
-from swinbench.timing import interleaved_line  # noqa: E402
+from swinbench.timing import line_with_setting  # noqa: E402
 
 CASES = [(8, (224, 224), 9), (2, (800, 1333), 5)]  # batch, (H, W), timed rounds
 
 
-def forward(model: torch.nn.Module, x: torch.Tensor, choice: Callable[..., object]) -> None:
-    """One inference forward with ``choice`` as the row-block decision."""
-    fast_blocks.row_blocks_for = choice
+def forward(model: torch.nn.Module, x: torch.Tensor) -> None:
+    """One inference forward."""
     with torch.inference_mode():
         model(x)
 
@@ -41,14 +39,11 @@ def main() -> None:
         reference = build_timm("swin_tiny_patch4_window7_224", size).eval()
         x = torch.randn(batch, 3, *size)
         cases = {
-            "row blocks": (lite, row_blocks_for),
-            "whole batch": (lite, lambda *args: None),
-            "timm": (reference, row_blocks_for),
+            "row blocks": (partial(forward, lite, x), row_blocks_for),
+            "whole batch": (partial(forward, lite, x), lambda *args: None),
+            "timm": (partial(forward, reference, x), row_blocks_for),
         }
-        try:
-            line = interleaved_line({n: partial(forward, m, x, c) for n, (m, c) in cases.items()}, 1, rounds, "timm")
-        finally:
-            fast_blocks.row_blocks_for = row_blocks_for
+        line = line_with_setting(fast_blocks, "row_blocks_for", cases, 1, rounds, "timm")
         print(f"batch {batch} at {size[0]}x{size[1]}, median of {rounds}: {line}")
 
 

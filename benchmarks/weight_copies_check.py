@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import torch
 import swinlite.fast.row_blocks as row_blocks
 
 sys.path.insert(0, str(Path(__file__).parent))
-from swinbench.timing import interleaved_line  # noqa: E402
+from swinbench.timing import line_with_setting  # noqa: E402
 
 CASES = [(1, 25), (8, 9)]  # batch, timed rounds (224², bf16 autocast)
 
@@ -31,9 +30,8 @@ def per_call(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
     return None if t is None else t.to(dtype)
 
 
-def forward(model: torch.nn.Module, x: torch.Tensor, cast: Callable[..., object]) -> None:
-    """One bf16-autocast inference forward with ``cast`` as the row blocks' weight conversion."""
-    row_blocks._cast = cast
+def forward(model: torch.nn.Module, x: torch.Tensor) -> None:
+    """One bf16-autocast inference forward."""
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         model(x)
 
@@ -46,11 +44,9 @@ def main() -> None:
     reference = timm.create_model("swin_tiny_patch4_window7_224").eval()
     for batch, rounds in CASES:
         x = torch.randn(batch, 3, 224, 224)
-        cases = {"kept copies": (lite, kept), "per call": (lite, per_call), "timm": (reference, kept)}
-        try:
-            line = interleaved_line({n: partial(forward, m, x, c) for n, (m, c) in cases.items()}, 2, rounds, "timm")
-        finally:
-            row_blocks._cast = kept
+        lite_step, timm_step = partial(forward, lite, x), partial(forward, reference, x)
+        cases = {"kept copies": (lite_step, kept), "per call": (lite_step, per_call), "timm": (timm_step, kept)}
+        line = line_with_setting(row_blocks, "_cast", cases, 2, rounds, "timm")
         print(f"batch {batch} at 224x224, bf16 autocast, median of {rounds}: {line}")
 
 

@@ -53,6 +53,32 @@ def interleaved_line(steps: Mapping[str, Callable[[], object]], warmup: int, rep
     return ", ".join(f"{n} {s * 1e3:.0f} ms ({median[reference] / s:.2f}x {reference})" for n, s in median.items())
 
 
+def line_with_setting(
+    target: object,
+    name: str,
+    steps: Mapping[str, tuple[Callable[[], object], object]],
+    warmup: int,
+    repeats: int,
+    reference: str,
+) -> str:
+    """:func:`interleaved_line` of named steps, each run with ``target.<name>`` set to its own value: an A/B check of
+    one setting of the code on the same model. ``steps``: name -> (step, value). The original value is restored."""
+    original = getattr(target, name)
+
+    def with_value(step: Callable[[], object], value: object) -> Callable[[], None]:
+        def run() -> None:
+            setattr(target, name, value)
+            step()
+
+        return run
+
+    try:
+        runs = {n: with_value(step, value) for n, (step, value) in steps.items()}
+        return interleaved_line(runs, warmup, repeats, reference)
+    finally:
+        setattr(target, name, original)
+
+
 def ratio_range(reference: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
     """Smallest and largest per-round speed ratio ``reference[r] / times[r]`` (rounds of one interleaved run)."""
     ratios = [a / b for a, b in zip(reference, times, strict=True)]

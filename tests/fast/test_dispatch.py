@@ -13,9 +13,9 @@ F32, BF16 = torch.float32, torch.bfloat16
 
 
 @pytest.fixture(autouse=True)
-def cpu_with_avx512(monkeypatch):
-    """The table's rows as on a CPU where the recomputed kernel is chosen for fp32 training (AVX-512); the AVX2
-    row has its own test."""
+def recomputed_kernel_cpu(monkeypatch):
+    """The table's rows as on a CPU where fp32 training takes the recomputed kernel (every capability but AVX2, e.g.
+    the AVX-512 Xeon measured); the AVX2 row has its own test."""
     monkeypatch.setattr(dispatch, "RECOMPUTED_ON_THIS_CPU", True)
 
 

@@ -1,4 +1,5 @@
-"""An offline Hugging Face hub cache for pretrained-weight tests (nothing is downloaded).
+"""An offline Hugging Face hub cache for pretrained-weight tests (nothing is downloaded), the session-wide ONNX
+classifier, and the grouping of tests for the two pytest-xdist workers (``-n 2`` in pyproject.toml).
 
 ``offline_hub`` is a module's own cache folder, with huggingface_hub pointed at it and offline
 (``HF_HUB_OFFLINE=1``) for the module: in-process (the constants huggingface_hub reads at import
@@ -8,6 +9,7 @@ with ``HF_HUB_OFFLINE`` unset and the hub endpoint unreachable, for one test.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -103,3 +105,32 @@ def onnx_classifier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
     argv = ["--checkpoint", str(checkpoint), "--output", str(path), "--max-size", "512"]
     assert load_script("export_onnx").main(argv) <= 1e-4
     return checkpoint, path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One intra-op thread per pytest-xdist worker (and the scripts it starts): two workers share two cores instead
+    of four threads spinning on them."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
+        os.environ["OMP_NUM_THREADS"] = "1"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """One ``xdist_group`` per set of test files joined by a session fixture of this suite (``--dist loadgroup``):
+    a worker runs a whole file, so no module fixture is built twice, and every file that uses a session fixture
+    (a trained model, an exported file) runs on the worker that built it."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    for item in items:
+        for name in item.fixturenames:
+            for fixture in item._fixtureinfo.name2fixturedefs.get(name, ()):
+                if fixture.scope == "session" and fixture.baseid.startswith("tests"):
+                    parent[root(f"{fixture.baseid}::{name}")] = root(item.nodeid.split("::")[0])
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(root(item.nodeid.split("::")[0])))

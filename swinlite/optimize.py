@@ -20,6 +20,12 @@ serialised (CPU). Measured compile and warm-start times: ``python scripts/benchm
 Batches of one stream (a loader's last batch, a batch with unreadable images left out) are smaller than the
 first: :class:`FixedBatch` pads them to the compiled batch size, so one compile serves them all.
 
+Compiled is not always faster: on a 2-core AMD EPYC with AVX2 only, swinlite's compiled Swin-T ran at 0.89x its
+eager speed (inductor's pre-packed matmuls against the eager row blocks; ``benchmarks/cpu_amd_tiny_b8_compile.md``),
+while on an AVX-512 Xeon it ran 1.06x. So the compiled graph and the eager model are both timed on the example,
+in turn (:func:`swinlite.fast.measured.fastest_now`), and the faster serves every call; the eager one runs a copy of
+the model made then, so either way the callable computes with the weights of the call. ``fn.path`` says which.
+
 On CUDA the default mode is ``"reduce-overhead"``: the compiled graph is replayed as a CUDA graph, one launch per
 call instead of one per kernel. The model first runs eagerly on the example, which both gives the output the check
 compares with and times the attention kernels the dispatch table leaves to measurement on CUDA
@@ -29,12 +35,15 @@ outputs into memory it reuses on the next call: the returned callable hands back
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils._pytree import tree_map
+
+from .fast.measured import fastest_now
 
 _DEFAULT_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
 
@@ -45,8 +54,9 @@ def optimize_for_inference(
     *,
     mode: str | None = None,
     check: bool = True,
-) -> Callable[[torch.Tensor], Any]:
-    """Compile ``model`` for inference with inductor freezing, warm it up on ``example_input`` and return it.
+) -> Optimized:
+    """Compile ``model`` for inference with inductor freezing, warm it up on ``example_input``, and return the faster
+    of the compiled graph and the eager model on that input (timed in turn, median of three after a warm-up).
 
     Args:
         model: a module in eval mode (dropout and stochastic depth off); it is not modified.
@@ -57,7 +67,8 @@ def optimize_for_inference(
         check: compare the compiled output on ``example_input`` with the eager output (fp32: |diff| <= 1e-4).
 
     Returns:
-        ``fn(x)`` computing ``model(x)`` under ``torch.inference_mode``, with the weights as they are now.
+        ``fn(x)`` computing ``model(x)`` under ``torch.inference_mode``, with the weights as they are now;
+        ``fn.path`` is ``"compiled"`` or ``"eager"``, the one that was faster.
 
     Raises:
         ValueError: ``model`` is in training mode.
@@ -84,7 +95,30 @@ def optimize_for_inference(
 
     if check:
         _check_close(expected, output, example_input.dtype)
+
+    candidates = {"compiled": lambda: run(example_input), "eager": lambda: _eager(model)(example_input)}
+    if fastest_now(candidates, example_input.device) == "eager":
+        return Optimized(_eager(copy.deepcopy(model)), "eager")  # the weights as they are now, as compiled holds them
+    return Optimized(run, "compiled")
+
+
+def _eager(model: nn.Module) -> Callable[[torch.Tensor], Any]:
+    @torch.inference_mode()
+    def run(x: torch.Tensor) -> Any:
+        return model(x)
+
     return run
+
+
+class Optimized:
+    """What :func:`optimize_for_inference` returns: ``fn(x)`` runs the model; ``path`` is ``"compiled"`` or
+    ``"eager"``, whichever ran the example faster."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], Any], path: str) -> None:
+        self._fn, self.path = fn, path
+
+    def __call__(self, x: torch.Tensor) -> Any:
+        return self._fn(x)
 
 
 def compile_mode(device_type: str, mode: str | None) -> str | None:

@@ -1,7 +1,10 @@
-"""optimize_for_inference: a compiled callable computing the model's function, and one clear error in train mode."""
+"""optimize_for_inference: a compiled callable computing the model's function (or the eager model, where that ran the
+example faster), and one clear error in train mode."""
 
+import copy
 import subprocess
 import sys
+import time
 
 import pytest
 import timm
@@ -30,6 +33,35 @@ def test_optimized_model_matches_eager_and_compiles_once_per_size():
     assert out.shape == (2, 10) and not out.requires_grad
     torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
     assert counters["stats"]["unique_graphs"] == 1  # same shape, new values: no recompile
+    assert fn.path in ("compiled", "eager")
+
+
+def _slow(fn):
+    def run(*args):
+        time.sleep(0.05)
+        return fn(*args)
+
+    return run
+
+
+@pytest.mark.parametrize("slower", ["compiled", "eager"])
+def test_the_faster_path_serves_with_the_weights_of_the_call(monkeypatch, slower):
+    """The compiled graph and the eager model are timed on the example and the faster serves; either way a later
+    change to the model's weights does not reach the callable. (torch.compile is replaced by a copy of the model,
+    made slow or left as is: what is tested is the choice, not inductor.)"""
+    model = _small_model()
+    compiled = copy.deepcopy(model)
+    monkeypatch.setattr(torch, "compile", lambda m, **kwargs: _slow(compiled) if slower == "compiled" else compiled)
+    if slower == "eager":
+        model.register_forward_pre_hook(lambda module, args: time.sleep(0.05))
+    x = torch.randn(2, 3, 12, 10)
+    with torch.inference_mode():
+        expected = model(x)
+    fn = swinlite.optimize_for_inference(model, x)
+    assert fn.path == ("eager" if slower == "compiled" else "compiled")
+    with torch.no_grad():
+        model.head.fc.weight.mul_(2.0)  # the compiled graph froze the old weights; the eager path runs a copy of them
+    torch.testing.assert_close(fn(x), expected)
 
 
 def test_model_in_training_mode_is_rejected():

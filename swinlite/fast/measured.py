@@ -7,7 +7,8 @@ SDPA or FlexAttention, for 49-token windows with a bias and a mask), the table i
 The choice is made on the machine that runs the model, so it holds on every GPU without a table of GPUs.
 
 What is timed is what runs: the forward, plus its backward where a gradient flows; each candidate once to warm up
-(compilation, caches), then the median of a few runs, synchronising the device around each. A candidate that
+(compilation, caches), then the median of a few rounds that run every candidate in turn, synchronising the device
+around each (:func:`fastest_now`, which :func:`swinlite.optimize_for_inference` uses too). A candidate that
 raises (a kernel that does not support the shape or dtype) is left out. Where nothing can be timed (inside
 ``torch.compile`` tracing, CUDA graph capture, TorchScript) the choice made earlier for the same key is reused,
 else the caller's default.
@@ -48,28 +49,34 @@ def fastest(
         return choice
     if not can_measure(device):
         return default
-    seconds = {}
+    choice = fastest_now(candidates, device, repeats)
+    if choice is None:
+        return default
+    CHOICES[key] = choice
+    return choice
+
+
+def fastest_now(candidates: Mapping[str, Callable[[], object]], device: torch.device, repeats: int = 3) -> str | None:
+    """Name of the fastest of ``candidates``, timed now: each run once to warm up (compilation, caches, allocator),
+    then ``repeats`` rounds with every candidate once per round, in turn (a machine that slows down or speeds up
+    meanwhile does so for all); the median counts. None when every candidate raises (the kernel does not take the
+    shape or dtype)."""
+    runs = {}
     for name, run in candidates.items():
         try:
-            seconds[name] = _median_seconds(run, device, repeats)
-        except (RuntimeError, NotImplementedError, ValueError):  # the kernel does not take this shape or dtype
+            run()
+        except (RuntimeError, NotImplementedError, ValueError):
             continue
-    if not seconds:
-        return default
-    CHOICES[key] = min(seconds, key=seconds.__getitem__)
-    return CHOICES[key]
-
-
-def _median_seconds(run: Callable[[], object], device: torch.device, repeats: int) -> float:
-    run()  # warm-up: compilation, caches, allocator
-    times = []
+        runs[name] = run
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
-        _synchronize(device)
-        start = time.perf_counter()
-        run()
-        _synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, run in runs.items():
+            _synchronize(device)
+            start = time.perf_counter()
+            run()
+            _synchronize(device)
+            times[name].append(time.perf_counter() - start)
+    return min(times, key=lambda name: statistics.median(times[name])) if times else None
 
 
 def _synchronize(device: torch.device) -> None:

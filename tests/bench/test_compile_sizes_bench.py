@@ -11,13 +11,15 @@ from swinbench.choices import parse_sizes
 from swinbench.sizes import SizesConfig, run_sizes, sizes_table
 from swinbench.swin import BenchConfig
 
+from swinlite.optimize import Optimized
+
 
 def test_compile_run_has_eager_and_optimized_rows(monkeypatch):
     calls = []
 
     def fake_optimize(model, x, check=True):
         calls.append(type(model).__name__)
-        return lambda inp: model(inp)
+        return Optimized(lambda inp: model(inp), "eager")
 
     monkeypatch.setattr(compiled, "optimize_for_inference", fake_optimize)
     cfg = BenchConfig(batch=1, img_size=64, models=("swinlite", "timm"), warmup=0, repeats=1)
@@ -31,6 +33,7 @@ def test_compile_run_has_eager_and_optimized_rows(monkeypatch):
     assert result["compile"]["timm"]["warm_start_seconds"] is None
     table = compiled.compile_table(result)
     assert table.count("\n| inference | fp32 |") == 4 and "- timm+optimized: optimize_for_inference took" in table
+    assert table.count("serving: eager (the faster)") == 2
 
 
 def test_sizes_run_covers_every_task_and_backbone():

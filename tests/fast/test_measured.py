@@ -36,6 +36,13 @@ def test_the_fastest_candidate_is_chosen_once_per_key():
     assert measured.fastest("other", candidates, CPU, default="fast", repeats=1) == "slow"
 
 
+def test_candidates_are_timed_in_turn():
+    calls = []
+    candidates = {"a": sleeper(0.0, calls, "a"), "b": sleeper(0.01, calls, "b")}
+    assert measured.fastest_now(candidates, CPU, repeats=3) == "a"
+    assert calls == ["a", "b"] * 4  # a warm-up round, then three timed rounds of every candidate
+
+
 def test_a_failing_candidate_is_left_out_and_nothing_is_timed_while_tracing(monkeypatch):
     def unsupported() -> None:
         raise RuntimeError("no kernel for this shape")

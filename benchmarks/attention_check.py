@@ -56,9 +56,9 @@ def main() -> None:
     lite = timm.create_model("swinlite_tiny_patch4_window7_224", drop_path_rate=0.0)
     reference = timm.create_model("swin_tiny_patch4_window7_224", drop_path_rate=0.0)
     threads = torch.get_num_threads()
+    explicit = types.SimpleNamespace(scaled_dot_product_attention=explicit_attention)
     for batch in (BATCH, 1):
         x = torch.randn(batch, 3, 224, 224)
-        explicit = types.SimpleNamespace(scaled_dot_product_attention=explicit_attention)
         cases = {"sdpa": (partial(inference, lite.eval(), x), F), "explicit": (partial(inference, lite, x), explicit)}
         cases["timm"] = (partial(inference, reference.eval(), x), F)
         line = line_with_setting(row_blocks, "F", cases, 2, INFERENCE_ROUNDS, "timm")

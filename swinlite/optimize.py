@@ -97,7 +97,8 @@ def optimize_for_inference(
     if check:
         _check_close(expected, output, example_input.dtype)
 
-    candidates = {"compiled": lambda: run(example_input), "eager": lambda: _eager(model)(example_input)}
+    eager = _eager(model)
+    candidates = {"compiled": lambda: run(example_input), "eager": lambda: eager(example_input)}
     if fastest_now(candidates, example_input.device) == "eager":
         return Optimized(_eager(copy.deepcopy(model)), "eager")  # the weights as they are now, as compiled holds them
     return Optimized(run, "compiled")

@@ -124,7 +124,7 @@ def compile_table(result: dict[str, Any]) -> str:
         )
         lines.append(
             f"- {name}{SUFFIX}: optimize_for_inference took {info['seconds']:.1f} s (compile, first call, and timing "
-            f"the compiled graph against eager), {warm_text}; serving: {info.get('path', 'compiled')} (the faster); "
+            f"the compiled graph against eager), {warm_text}; serving: {info['path']} (the faster); "
             f"max |difference| from eager {info['max_difference_from_eager']:.1e}."
         )
     return "\n".join(lines)

@@ -58,12 +58,12 @@ from torch import nn
 from ..models.swin import (
     SwinBlock,
     WindowAttention,
-    cyclic_shift,
     exporting,
+    non_negative_remainder,
     window_attention,
     window_geometry,
-    window_partition,
-    window_reverse,
+    window_order,
+    window_position,
 )
 from . import measured, window_flex, window_sdpa
 from .gelu_linear import gelu_linear
@@ -151,13 +151,33 @@ def shifted_window_index(
     Returns:
         (index, inverse), both int64 of length Hp*Wp.
     """
-    grid = torch.arange(padded[0] * padded[1], device=device).view(padded[0], padded[1])
-    grid = torch.roll(grid, shifts=(-shift[0], -shift[1]), dims=(0, 1))
-    nh, nw = padded[0] // window[0], padded[1] // window[1]
-    index = grid.view(nh, window[0], nw, window[1]).permute(0, 2, 1, 3).flatten()  # (nW*N,), window-major
-    inverse = torch.empty_like(index)
-    inverse[index] = torch.arange(index.numel(), device=device)
-    return index, inverse
+    return _shifted_window_tokens(padded, window, shift, device), _window_position_of_map(
+        padded, padded, window, shift, device
+    ).flatten()
+
+
+def _shifted_window_tokens(
+    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
+) -> torch.Tensor:
+    """[Hp*Wp]: the token of the map [Hp, Wp] at each position of the windows after the cyclic shift."""
+    rows, cols = window_order(padded, window, device)  # of the shifted map; it holds the token from (+sh, +sw)
+    return non_negative_remainder(rows + shift[0], padded[0]) * padded[1] + non_negative_remainder(
+        cols + shift[1], padded[1]
+    )
+
+
+def _window_position_of_map(
+    size: tuple[int, int],
+    padded: tuple[int, int],
+    window: tuple[int, int],
+    shift: tuple[int, int],
+    device: torch.device,
+) -> torch.Tensor:
+    """[H, W]: where each token of the map's top-left ``size`` lies among the windows after the cyclic shift (the
+    token at (h, w) moves to ((h - sh) mod Hp, (w - sw) mod Wp))."""
+    rows = non_negative_remainder(torch.arange(size[0], device=device) - shift[0] + padded[0], padded[0])  # shift < Hp
+    cols = non_negative_remainder(torch.arange(size[1], device=device) - shift[1] + padded[1], padded[1])
+    return window_position(rows[:, None], cols[None, :], padded, window)
 
 
 @functools.lru_cache(maxsize=64)
@@ -219,8 +239,9 @@ def exported_window_index(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`shifted_window_index` for a graph with symbolic sizes, and the way back to the un-padded map.
 
-    The reference's roll, partition, merge and crop applied to a map of token numbers: [Hp, Wp] integers, not
-    [B, Hp, Wp, C] activations, built in the graph from the sizes.
+    Integer arithmetic on aranges of the sizes (:func:`~swinlite.models.swin.window_order`), built in the graph:
+    the reference's roll, partition, merge and crop, without a tensor of activations or a view of more than two
+    symbolic sizes.
 
     Args:
         size: un-padded map size (H, W).
@@ -233,12 +254,8 @@ def exported_window_index(
         (index, back): ``index`` [Hp*Wp] as :func:`shifted_window_index`'s, and ``back`` [H, W]: for each token of
         the un-padded map, its position among the windows (merge windows, reverse shift and crop).
     """
-    (H, W), (Hp, Wp) = size, padded
-    tokens = torch.arange(Hp * Wp, device=device)
-    index = window_partition(cyclic_shift(tokens.view(1, Hp, Wp, 1), shift), window).reshape(-1)
-    merged = window_reverse(tokens.view(1, -1, window[0] * window[1], 1), window, Hp, Wp)  # (1, Hp, Wp, 1)
-    back = cyclic_shift(merged, shift, inverse=True)[0, :H, :W, 0]
-    return index, back.clone(memory_format=torch.contiguous_format)  # the copy a reshape would make, stated
+    index = _shifted_window_tokens(padded, window, shift, device)
+    return index, _window_position_of_map(size, padded, window, shift, device)
 
 
 @torch.jit.unused

@@ -118,27 +118,37 @@ def window_reverse(windows: torch.Tensor, window: tuple[int, int], height: int, 
     return x.view(B, height, width, C)  # b (nh wh) (nw ww) c
 
 
-def _shift_regions(length: int, window: int, shift: int, device: torch.device) -> torch.Tensor:
-    """Region id (0, 1, 2) of each position along one axis of the shifted map: 1 from ``length - window`` on,
-    2 from ``length - shift`` on (none without a shift: the last window is then one region, as every other)."""
-    position = torch.arange(length, device=device)
-    return (position >= length - window).long() + (position >= length - shift).long()
+def non_negative_remainder(x: torch.Tensor, divisor: int) -> torch.Tensor:
+    """``x % divisor`` for x >= 0 and a divisor that may be symbolic, written as ``x - x // divisor * divisor``:
+    ONNX conversion takes a symbolic divisor there, not in ``aten.remainder``."""
+    return x - x // divisor * divisor
 
 
-def _is_real(size: int, padded: int, shift: int, device: torch.device) -> torch.Tensor:
-    """Per position along one axis of the shifted map: does it hold a real token (not padding)?"""
-    source = cyclic_shift(torch.arange(padded, device=device).view(1, padded, 1), (shift, 0))  # token moved there
-    return source.view(padded) < size
-
-
-def _window_layout(
-    rows: torch.Tensor, cols: torch.Tensor, window: tuple[int, int]
+def window_order(
+    padded: tuple[int, int], window: tuple[int, int], device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Values per row [Hp] and per column [Wp] -> views [nh, 1, Wh, 1] and [1, nw, 1, Ww] that broadcast to the
-    map [nh, nw, Wh, Ww] in the token order of :func:`window_partition` (``.view(nW, N)``)."""
-    rows = rows.view(-1, window[0])[:, None, :, None]
-    cols = cols.view(-1, window[1])[None, :, None, :]
+    """Row and column in the map [Hp, Wp] of every token in the order of :func:`window_partition` (window-major, then
+    row-major inside each window): two int64 [Hp*Wp].
+
+    Arithmetic on one arange, so that a graph with symbolic sizes traces a few 1-D ops instead of the views of a
+    6-D partition (torch.export reasons symbolically about every size and stride of those)."""
+    n = window[0] * window[1]
+    position = torch.arange(padded[0] * padded[1], device=device)
+    win, inner = position // n, position % n
+    per_row = padded[1] // window[1]  # windows per row of windows
+    rows = win // per_row * window[0] + inner // window[1]
+    cols = non_negative_remainder(win, per_row) * window[1] + inner % window[1]
     return rows, cols
+
+
+def window_position(
+    rows: torch.Tensor, cols: torch.Tensor, padded: tuple[int, int], window: tuple[int, int]
+) -> torch.Tensor:
+    """Position in the order of :func:`window_order` of the tokens at ``rows`` and ``cols`` of the map [Hp, Wp]
+    (broadcast against each other): its inverse."""
+    n = window[0] * window[1]
+    per_row = padded[1] // window[1]
+    return (rows // window[0] * per_row * n + rows % window[0] * window[1]) + (cols // window[1] * n + cols % window[1])
 
 
 def _maybe_nonzero(value: int) -> bool:
@@ -188,20 +198,20 @@ def window_attention_mask(
     num_windows = (padded[0] // window[0]) * (padded[1] // window[1])
     n = window[0] * window[1]
     mask = torch.zeros(num_windows, n, n, dtype=dtype, device=device)
+    rows, cols = window_order(padded, window, device)  # of the shifted map, in window order
     if has_shift:
-        rows, cols = _window_layout(
-            _shift_regions(padded[0], window[0], shift[0], device),
-            _shift_regions(padded[1], window[1], shift[1], device),
-            window,
-        )
-        regions = (rows * 3 + cols).view(num_windows, n)  # (nW, N)
+        # regions along each axis: 1 from ``length - window`` on, 2 from ``length - shift`` on (none without a
+        # shift: the last window is then one region, as every other)
+        row_region = (rows >= padded[0] - window[0]).long() + (rows >= padded[0] - shift[0]).long()
+        col_region = (cols >= padded[1] - window[1]).long() + (cols >= padded[1] - shift[1]).long()
+        regions = (row_region * 3 + col_region).view(num_windows, n)  # (nW, N)
         mask = mask.masked_fill(regions[:, :, None] != regions[:, None, :], -100.0)  # the reference's value
     if has_pad:
-        real_rows, real_cols = _window_layout(
-            _is_real(size[0], padded[0], shift[0], device), _is_real(size[1], padded[1], shift[1], device), window
+        # the token at (row, col) of the shifted map came from ((row + sh) % Hp, (col + sw) % Wp)
+        is_real = (non_negative_remainder(rows + shift[0], padded[0]) < size[0]) & (
+            non_negative_remainder(cols + shift[1], padded[1]) < size[1]
         )
-        is_pad = ~(real_rows & real_cols).view(num_windows, n)  # (nW, N)
-        mask = mask.masked_fill(is_pad[:, None, :], float("-inf"))
+        mask = mask.masked_fill(~is_real.view(num_windows, 1, n), float("-inf"))
     return mask
 
 
@@ -445,7 +455,7 @@ def add_window_attn_mask(attn: torch.Tensor, bias: torch.Tensor, mask: torch.Ten
     if mask is None:
         return attn + bias.unsqueeze(0)
     windows, heads, n, _ = attn.shape
-    return (attn.view(batch, -1, heads, n, n) + (bias + mask.unsqueeze(1))).view(windows, heads, n, n)
+    return (attn.view(batch, mask.shape[0], heads, n, n) + (bias + mask.unsqueeze(1))).view(windows, heads, n, n)
 
 
 def window_attention(

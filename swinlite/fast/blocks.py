@@ -63,7 +63,6 @@ from ..models.swin import (
     window_attention,
     window_geometry,
     window_order,
-    window_position,
 )
 from . import measured, window_flex, window_sdpa
 from .gelu_linear import gelu_linear
@@ -151,33 +150,12 @@ def shifted_window_index(
     Returns:
         (index, inverse), both int64 of length Hp*Wp.
     """
-    return _shifted_window_tokens(padded, window, shift, device), _window_position_of_map(
-        padded, padded, window, shift, device
-    ).flatten()
-
-
-def _shifted_window_tokens(
-    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
-) -> torch.Tensor:
-    """[Hp*Wp]: the token of the map [Hp, Wp] at each position of the windows after the cyclic shift."""
+    Hp, Wp = padded
     rows, cols = window_order(padded, window, device)  # of the shifted map; it holds the token from (+sh, +sw)
-    return non_negative_remainder(rows + shift[0], padded[0]) * padded[1] + non_negative_remainder(
-        cols + shift[1], padded[1]
-    )
-
-
-def _window_position_of_map(
-    size: tuple[int, int],
-    padded: tuple[int, int],
-    window: tuple[int, int],
-    shift: tuple[int, int],
-    device: torch.device,
-) -> torch.Tensor:
-    """[H, W]: where each token of the map's top-left ``size`` lies among the windows after the cyclic shift (the
-    token at (h, w) moves to ((h - sh) mod Hp, (w - sw) mod Wp))."""
-    rows = non_negative_remainder(torch.arange(size[0], device=device) - shift[0] + padded[0], padded[0])  # shift < Hp
-    cols = non_negative_remainder(torch.arange(size[1], device=device) - shift[1] + padded[1], padded[1])
-    return window_position(rows[:, None], cols[None, :], padded, window)
+    index = non_negative_remainder(rows + shift[0], Hp) * Wp + non_negative_remainder(cols + shift[1], Wp)
+    inverse = torch.empty_like(index)
+    inverse[index] = torch.arange(index.numel(), device=device)
+    return index, inverse
 
 
 @functools.lru_cache(maxsize=64)
@@ -239,9 +217,10 @@ def exported_window_index(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`shifted_window_index` for a graph with symbolic sizes, and the way back to the un-padded map.
 
-    Integer arithmetic on aranges of the sizes (:func:`~swinlite.models.swin.window_order`), built in the graph:
-    the reference's roll, partition, merge and crop, without a tensor of activations or a view of more than two
-    symbolic sizes.
+    Built in the graph from the sizes: the index by integer arithmetic on one arange
+    (:func:`~swinlite.models.swin.window_order`), the way back by scattering positions through it and cropping;
+    the reference's roll, partition, merge and crop without a tensor of activations or a view of more than two
+    symbolic sizes (cheap for torch.export to reason about).
 
     Args:
         size: un-padded map size (H, W).
@@ -254,8 +233,9 @@ def exported_window_index(
         (index, back): ``index`` [Hp*Wp] as :func:`shifted_window_index`'s, and ``back`` [H, W]: for each token of
         the un-padded map, its position among the windows (merge windows, reverse shift and crop).
     """
-    index = _shifted_window_tokens(padded, window, shift, device)
-    return index, _window_position_of_map(size, padded, window, shift, device)
+    index, inverse = shifted_window_index(padded, window, shift, device)
+    back = inverse.view(padded[0], padded[1])[: size[0], : size[1]]
+    return index, back.clone(memory_format=torch.contiguous_format)  # the copy a reshape would make, stated
 
 
 @torch.jit.unused

@@ -141,16 +141,6 @@ def window_order(
     return rows, cols
 
 
-def window_position(
-    rows: torch.Tensor, cols: torch.Tensor, padded: tuple[int, int], window: tuple[int, int]
-) -> torch.Tensor:
-    """Position in the order of :func:`window_order` of the tokens at ``rows`` and ``cols`` of the map [Hp, Wp]
-    (broadcast against each other): its inverse."""
-    n = window[0] * window[1]
-    per_row = padded[1] // window[1]
-    return (rows // window[0] * per_row * n + rows % window[0] * window[1]) + (cols // window[1] * n + cols % window[1])
-
-
 def _maybe_nonzero(value: int) -> bool:
     """``value != 0``, or True for a symbolic value not known to be 0 (in an exported graph: build the mask)."""
     if exporting():

@@ -153,8 +153,7 @@ def shifted_window_index(
     Hp, Wp = padded
     rows, cols = window_order(padded, window, device)  # of the shifted map; it holds the token from (+sh, +sw)
     index = non_negative_remainder(rows + shift[0], Hp) * Wp + non_negative_remainder(cols + shift[1], Wp)
-    inverse = torch.empty_like(index)
-    inverse[index] = torch.arange(index.numel(), device=device)
+    inverse = torch.empty_like(index).scatter_(0, index, torch.arange(index.numel(), device=device))
     return index, inverse
 
 

@@ -20,18 +20,20 @@ from pathlib import Path
 import timm
 import torch
 
-from swinlite.fast.blocks import ROW_BLOCK_BYTES, ROWS_PER_THREAD
+from swinlite.fast.blocks import row_blocks_for
 
 sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.swin import matmul_step  # noqa: E402
 from swinbench.timing import interleaved_seconds  # noqa: E402
 
-Linear = tuple[int, int, int, int]  # (rows M, in K, out N, times)
+Linear = tuple[int, int, int, int, int]  # (rows M, in K, out N, times, rows per row block in the model)
 
 
 def swin_t_matmuls(batch: int, size: int) -> tuple[list[Linear], list[tuple[int, int, int, int]]]:
-    """The linear layers (M, K, N, times) and attention products (windows x heads, N tokens, head dim, times) of one
-    inference forward of swinlite's Swin-T at ``size``² (a multiple of 32 times the window: no padding)."""
+    """The linear layers (M, K, N, times, row block) and attention products (windows x heads, N tokens, head dim,
+    times) of one inference forward of swinlite's Swin-T at ``size``² (a multiple of 32 times the window: no
+    padding). A block's linears take the row blocks :func:`~swinlite.fast.blocks.row_blocks_for` gives the model
+    (its widest buffer: the MLP's hidden layer); patch merging and the head run whole (M rows)."""
     model = timm.create_model("swinlite_tiny_patch4_window7_224", img_size=size)
     linears: list[Linear] = []
     attention = []
@@ -40,35 +42,37 @@ def swin_t_matmuls(batch: int, size: int) -> tuple[list[Linear], list[tuple[int,
         if i > 0:  # patch merging: 4C -> 2C on a quarter of the tokens
             side //= 2
             width = model.feature_info[i - 1]["num_chs"]
-            linears.append((batch * side * side, 4 * width, 2 * width, 1))
+            merged = batch * side * side
+            linears.append((merged, 4 * width, 2 * width, 1, merged))
         width, depth = model.feature_info[i]["num_chs"], len(stage.blocks)
         tokens = batch * side * side
         heads = stage.blocks[0].attn.num_heads
         window = stage.blocks[0].window
         n = window[0] * window[1]
-        linears += [(tokens, width, 3 * width, depth), (tokens, width, width, depth)]
-        linears += [(tokens, width, 4 * width, depth), (tokens, 4 * width, width, depth)]
+        with torch.no_grad():  # the rule of CPU inference
+            rows = row_blocks_for(False, torch.empty(0), 4 * width).rows
+        linears += [(tokens, width, 3 * width, depth, rows), (tokens, width, width, depth, rows)]
+        linears += [(tokens, width, 4 * width, depth, rows), (tokens, 4 * width, width, depth, rows)]
         attention.append((tokens // n * heads, n, width // heads, depth))
-    linears.append((batch, model.num_features, model.num_classes, 1))
+    linears.append((batch, model.num_features, model.num_classes, 1, batch))
     return linears, attention
 
 
 def flops(linears: list[Linear], attention: list[tuple[int, int, int, int]]) -> int:
     """Multiply-adds x 2 of the linears and of both attention products (q·kᵀ and attention·v)."""
-    total = sum(2 * m * k * n * times for m, k, n, times in linears)
+    total = sum(2 * m * k * n * times for m, k, n, times, _ in linears)
     return total + sum(2 * 2 * b * n * n * d * times for b, n, d, times in attention)
 
 
 def all_matmuls(
     linears: list[Linear], attention: list[tuple[int, int, int, int]], row_blocks: bool
 ) -> Callable[[], None]:
-    """One call runs every matmul of a forward: whole-batch ``addmm`` into fresh outputs, or ``addmm`` in row blocks
-    (:data:`ROWS_PER_THREAD` per thread, up to :data:`ROW_BLOCK_BYTES` of the widest row) into a reused output."""
-    rows = ROWS_PER_THREAD * torch.get_num_threads()
+    """One call runs every matmul of a forward: whole-batch ``addmm`` into fresh outputs, or ``addmm`` in each linear's
+    row blocks into a reused output."""
     cases = []
-    for m, k, n, times in linears:
+    for m, k, n, times, rows in linears:
         x, weight, bias = torch.randn(m, k), torch.randn(n, k), torch.randn(n)
-        block = max(1, min(rows, m, ROW_BLOCK_BYTES // (4 * max(k, n))))
+        block = min(rows, m)
         cases.append((x, weight, bias, torch.empty(block, n), block, times))
     products = []
     for b, n, d, times in attention:

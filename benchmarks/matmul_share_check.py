@@ -102,6 +102,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
+    if args.batch < 1 or args.rounds < 1:
+        parser.error(f"--batch and --rounds must be at least 1, got {args.batch} and {args.rounds}")
+    if args.size < 224 or args.size % 224:
+        parser.error(f"--size must be a multiple of 224 (32 x the window of 7: no padding), got {args.size}")
     linears, attention = swin_t_matmuls(args.batch, args.size)
     ceiling, ceiling_flops = matmul_step("cpu")
     work = flops(linears, attention)

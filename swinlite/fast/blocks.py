@@ -58,6 +58,7 @@ from torch import nn
 from ..models.swin import (
     SwinBlock,
     WindowAttention,
+    cache_op_serves,
     exporting,
     non_negative_remainder,
     window_attention,
@@ -168,11 +169,28 @@ def _cached_shifted_window_index(
 def window_index(
     padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`shifted_window_index`, built once per (padded, window, shift, device) and shared; TorchScript and
-    ``torch.compile`` build it inside the graph (as ``window_geometry`` does)."""
+    """:func:`shifted_window_index`, built once per (padded, window, shift, device) and shared; TorchScript builds it
+    inside the graph, and so does ``torch.compile`` except where
+    :func:`~swinlite.models.swin.cache_op_serves` (as for ``window_geometry``'s mask: computed in the graph, the
+    index arithmetic would run inside every gather)."""
+    if not torch.jit.is_scripting():  # (a block TorchScript skips)
+        if torch.compiler.is_compiling() and not exporting() and cache_op_serves(padded, device):
+            pair = torch.ops.swinlite.shifted_window_index(padded, window, shift, device)  # (2, Hp*Wp)
+            return pair[0], pair[1]
     if torch.jit.is_scripting() or torch.compiler.is_compiling():
         return shifted_window_index(padded, window, shift, device)
     return _cached_shifted_window_index(padded, window, shift, device)
+
+
+@torch.library.custom_op("swinlite::shifted_window_index", mutates_args=())
+def _window_index_op(padded: list[int], window: list[int], shift: list[int], device: torch.device) -> torch.Tensor:
+    """The cached (index, inverse) of :func:`shifted_window_index`, stacked: int64 [2, Hp*Wp] (a new tensor)."""
+    return torch.stack(_cached_shifted_window_index(tuple(padded), tuple(window), tuple(shift), device))
+
+
+@_window_index_op.register_fake
+def _(padded: list[int], window: list[int], shift: list[int], device: torch.device) -> torch.Tensor:
+    return torch.empty(2, padded[0] * padded[1], dtype=torch.int64, device=device)
 
 
 def _take_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

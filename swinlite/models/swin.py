@@ -153,6 +153,16 @@ def _known_zero(value: int) -> bool:
     return statically_known_true(value == 0)
 
 
+def mask_kinds(
+    size: tuple[int, int], padded: tuple[int, int], shift: tuple[int, int], mask_padding: bool
+) -> tuple[bool, bool]:
+    """Whether the mask of :func:`window_attention_mask` separates shift regions, and whether it masks padded keys
+    (``shift`` already reduced by :func:`effective_shift`): without either, a block has no mask."""
+    has_shift = _maybe_nonzero(shift[0]) or _maybe_nonzero(shift[1])
+    has_pad = mask_padding and (_maybe_nonzero(padded[0] - size[0]) or _maybe_nonzero(padded[1] - size[1]))
+    return has_shift, has_pad
+
+
 def window_attention_mask(
     size: tuple[int, int],
     window: tuple[int, int],
@@ -181,8 +191,7 @@ def window_attention_mask(
         holds at every size).
     """
     padded = padded_size(size, window)
-    has_shift = _maybe_nonzero(shift[0]) or _maybe_nonzero(shift[1])
-    has_pad = mask_padding and (_maybe_nonzero(padded[0] - size[0]) or _maybe_nonzero(padded[1] - size[1]))
+    has_shift, has_pad = mask_kinds(size, padded, shift, mask_padding)
     if not has_shift and not has_pad:
         return None
     num_windows = (padded[0] // window[0]) * (padded[1] // window[1])
@@ -242,12 +251,63 @@ def window_geometry(
 ) -> WindowGeometry:
     """:func:`build_window_geometry`, built once per (size, window, shift, mask_padding, device) and shared.
 
-    TorchScript, ``torch.compile`` and ``torch.export`` build it inside the graph instead (``torch.export`` with
-    symbolic sizes: one graph for every size).
+    TorchScript and ``torch.export`` build it inside the graph instead (``torch.export`` with symbolic sizes: one
+    graph for every size); so does ``torch.compile``, except for the mask where :func:`cache_op_serves` says so.
     """
-    if torch.jit.is_scripting() or torch.compiler.is_compiling():  # exporting() implies is_compiling()
+    if torch.jit.is_scripting() or exporting():
         return build_window_geometry(size, window, shift, mask_padding, device)
+    if torch.compiler.is_compiling():
+        return _compiled_window_geometry(size, window, shift, mask_padding, device)
     return _cached_window_geometry(size, window, shift, mask_padding, device)
+
+
+# --- the cache inside torch.compile ----------------------------------------------------------------------------
+# A mask built in a compiled graph is a function of an arange, which inductor fuses into the kernels that read it:
+# the softmax (or the SDPA mask) recomputes the regions of every key for every image and head on every call, and
+# freezing does not fold it (it folds what derives from weights, not tensors built from constructors). So on the
+# CPU, at static sizes, the compiled graph calls an op that returns a copy of the cached mask instead (a copy: the
+# graph owns its outputs). Not on CUDA: a CUDA graph replays the copy from the cache's memory, which an eviction
+# could free. Measured: benchmarks/cpu_amd_tiny_b8_compile_4.md.
+
+
+@torch.jit.unused
+def cache_op_serves(sizes: Sequence[int], device: torch.device) -> bool:
+    """Whether ``torch.compile`` takes a geometry tensor from the cache through an op (CPU, sizes not symbolic)
+    rather than building it in the graph."""
+    return device.type == "cpu" and not any(isinstance(s, torch.SymInt) for s in sizes)
+
+
+@torch.jit.unused
+def _compiled_window_geometry(
+    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+) -> WindowGeometry:
+    """:func:`window_geometry` while ``torch.compile`` traces: the mask through ``swinlite::window_mask`` where
+    :func:`cache_op_serves`, else built in the graph."""
+    if not cache_op_serves(size, device):
+        return build_window_geometry(size, window, shift, mask_padding, device)
+    padded = padded_size(size, window)
+    reduced = effective_shift(padded, window, shift)
+    has_shift, has_pad = mask_kinds(size, padded, reduced, mask_padding)
+    mask = torch.ops.swinlite.window_mask(size, window, shift, mask_padding, device) if has_shift or has_pad else None
+    return WindowGeometry(padded, reduced, mask)
+
+
+@torch.library.custom_op("swinlite::window_mask", mutates_args=())
+def _window_mask_op(
+    size: list[int], window: list[int], shift: list[int], mask_padding: bool, device: torch.device
+) -> torch.Tensor:
+    """A copy of the cached mask of :func:`window_geometry` (never None here: the caller checked)."""
+    mask = _cached_window_geometry(tuple(size), tuple(window), tuple(shift), mask_padding, device).mask
+    if mask is None:
+        raise ValueError(f"no window mask at size {size}, window {window}, shift {shift}: nothing to return")
+    return mask.clone()
+
+
+@_window_mask_op.register_fake
+def _(size: list[int], window: list[int], shift: list[int], mask_padding: bool, device: torch.device) -> torch.Tensor:
+    padded = padded_size((size[0], size[1]), (window[0], window[1]))
+    n = window[0] * window[1]
+    return torch.empty((padded[0] // window[0]) * (padded[1] // window[1]), n, n, device=device)  # (nW, N, N)
 
 
 # --- relative position bias ------------------------------------------------------------------------------------

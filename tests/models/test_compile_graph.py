@@ -8,6 +8,7 @@ import timm
 import torch
 
 import swinlite  # noqa: F401  (registers the models)
+from swinlite.models.swin import SwinBlock, window_geometry
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -21,3 +22,49 @@ def test_no_graph_breaks(train, fast):
         explanation = torch._dynamo.explain(model)(x)
     assert explanation.graph_break_count == 0, [str(r.reason) for r in explanation.break_reasons]
     assert explanation.graph_count == 1
+
+
+def _blocks_with_a_mask(model: torch.nn.Module, x: torch.Tensor) -> int:
+    """Blocks whose window geometry at their input size has a mask, counted on an eager run."""
+    sizes = []
+    hooks = [b.register_forward_pre_hook(lambda b, a: sizes.append((b, a[0].shape[1:3]))) for b in _blocks(model)]
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    cpu = torch.device("cpu")
+    return sum(window_geometry(tuple(s), b.window, b.shift, b.mask_padding, cpu).mask is not None for b, s in sizes)
+
+
+def _blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    return [m for m in model.modules() if isinstance(m, SwinBlock)]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_compiled_graph_takes_masks_and_indices_from_the_cache(fast):
+    """On the CPU at static sizes the graph calls the cache's ops instead of building each mask (and each gather
+    index) from an arange, which inductor would recompute inside the kernels reading them on every call."""
+    torch._dynamo.reset()
+    model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).eval()
+    x = torch.randn(2, 3, 36, 28)  # padded windows and shifts at every stage
+    graphs = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        graphs.append(gm)
+        return gm.forward
+
+    with torch.no_grad():
+        out = torch.compile(model, backend=backend, dynamic=False)(x)
+        expected = model(x)
+    torch.testing.assert_close(out, expected)
+    (graph,) = graphs
+    targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+    assert targets.count("swinlite.window_mask") == _blocks_with_a_mask(model, x) > 0
+    assert targets.count("swinlite.shifted_window_index") == (len(_blocks(model)) if fast else 0)
+    assert not [t for t in targets if "masked_fill" in t]  # no mask built in the graph
+
+
+def test_cache_ops_agree_with_their_fake_kernels():
+    cpu = torch.device("cpu")
+    torch.library.opcheck(torch.ops.swinlite.window_mask.default, ([7, 9], [4, 4], [2, 2], True, cpu))
+    torch.library.opcheck(torch.ops.swinlite.shifted_window_index.default, ([8, 12], [4, 4], [2, 2], cpu))

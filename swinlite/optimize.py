@@ -2,7 +2,8 @@
 
 Freezing folds the weights into the compiled graph as constants, so inductor can pre-pack them for the
 CPU matmul libraries (oneDNN / MKL), fuse bias and activation into the matmul, and constant-fold what
-depends only on weights and input size (relative position bias, shift masks, window indices). The price:
+depends only on weights (the relative position bias); the shift masks and window indices, which depend only on the
+input size, come from swinlite's cache (``swinlite.models.swin``: "the cache inside torch.compile"). The price:
 the callable computes with the weights the model held when it was compiled, and only without autograd.
 
 Recompiles: the compiled graph is specialised to the input shape (batch, height, width) it first sees; every
@@ -20,12 +21,11 @@ serialised (CPU). Measured compile and warm-start times: ``python scripts/benchm
 Batches of one stream (a loader's last batch, a batch with unreadable images left out) are smaller than the
 first: :class:`FixedBatch` pads them to the compiled batch size, so one compile serves them all.
 
-Compiled is not always faster: on a 2-core AMD EPYC with AVX2 only, swinlite's compiled Swin-T ran at 0.89-0.90x its
-eager speed in the benchmark's interleaved rounds and level with it run alone (inductor's pre-packed matmuls against
-the eager row blocks; ``benchmarks/cpu_amd_tiny_b8_compile*.md``), while on an AVX-512 Xeon it ran 1.06x. So the
-compiled graph and the eager model are both timed on the example, in turn
-(:func:`swinlite.fast.measured.fastest_now`), and the faster serves every call; the eager one runs a copy of the model
-made then, so either way the callable computes with the weights of the call. ``fn.path`` says which.
+Compiled is not always faster: on an AVX2-only AMD EPYC the compiled Swin-T runs level with the eager row blocks,
+ahead of them on an AVX-512 Xeon (docs/performance.md, "Compiled inference"). So the compiled graph and the eager model
+are both timed on the example, in turn (:func:`swinlite.fast.measured.fastest_now`), and the faster serves every call;
+the eager one runs a copy of the model made then, so either way the callable computes with the weights of the call.
+``fn.path`` says which.
 
 On CUDA the default mode is ``"reduce-overhead"``: the compiled graph is replayed as a CUDA graph, one launch per
 call instead of one per kernel. The model first runs eagerly on the example, which both gives the output the check

@@ -15,12 +15,13 @@ functions below decide, by this table:
 | CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
 | CUDA, fp32 or bf16                   | gather, inverse backward | fastest: explicit, sdpa or flex | as on the CPU  |
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
-| ``torch.compile``                    | as in eager mode         | as in eager mode                | as in eager    |
+| ``torch.compile``                    | as in eager mode (*)     | as in eager mode                | as in eager    |
 | ``torch.export`` (symbolic sizes)    | gather, index in graph   | explicit                        | plain          |
 | CPU eval without autograd, eager     | gather                   | sdpa, one row block at a time   | row blocks     |
 
 "train" means a gradient flows to the relative position bias. ``torch.compile`` traces every kernel into
-one graph, without graph breaks (``tests/models/test_compile_graph.py``). Kernels:
+one graph, without graph breaks (``tests/models/test_compile_graph.py``); (*) on the CPU at static sizes the graph
+takes the gather index and the mask from the cache through an op (:func:`window_index`). Kernels:
 
 - explicit: :func:`swinlite.models.swin.window_attention`, the reference's formula as written; the fast path runs
   it where no fused kernel fits (SDPA's CPU math fallback, which a trainable bias needs, runs slower than it in

@@ -25,7 +25,7 @@ import math
 import os
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -80,6 +80,12 @@ def load_rgb(path: str | os.PathLike) -> Image.Image:
 
 
 MAX_RESIZED_PIXELS = 2**28  # the most pixels an evaluation resize may make of one image (768 MiB as 8-bit RGB)
+
+
+def center_crop_scale(crop: Sequence[int], crop_pct: float) -> int:
+    """The shorter side timm's "center" evaluation transform resizes an image to before cropping ``crop`` (height,
+    width) from it, where the two agree (the larger otherwise): ``floor(size / crop_pct)``."""
+    return max(math.floor(size / crop_pct) for size in crop)
 
 
 def elongation_problem(height: int, width: int, shorter: int) -> str | None:

@@ -9,7 +9,6 @@ top-1.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Iterator
 
 import torch
@@ -25,7 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from .files import elongation_problem
+from .files import center_crop_scale, elongation_problem
 from .images import ImageItem
 from .predictions import Prediction, write_csv  # noqa: F401 (re-exported: the torch-free half)
 
@@ -36,11 +35,18 @@ def eval_transform(model: nn.Module) -> Callable[[Image.Image], torch.Tensor]:
     which :class:`~swinlite.images.ImageFiles` reports as the reason to skip it."""
     config = resolve_model_data_config(model)
     transform = create_transform(**config, is_training=False)
-    if (config.get("crop_mode") or "center") != "center":
+    shorter = eval_resize_shorter(config)
+    if shorter is None:
         return transform
-    crop_pct = config.get("crop_pct") or DEFAULT_CROP_PCT
-    shorter = max(math.floor(size / crop_pct) for size in config["input_size"][1:])  # timm's scale size
     return transforms.Compose([functools.partial(_refuse_elongated, shorter=shorter), transform])  # picklable
+
+
+def eval_resize_shorter(config: dict) -> int | None:
+    """The shorter side timm's evaluation transform for a data ``config`` (``resolve_model_data_config``) resizes
+    images to, in its "center" crop mode; None in the other modes (which keep no aspect ratio to blow up)."""
+    if (config.get("crop_mode") or "center") != "center":
+        return None
+    return center_crop_scale(config["input_size"][1:], config.get("crop_pct") or DEFAULT_CROP_PCT)
 
 
 def _refuse_elongated(image: Image.Image, shorter: int) -> Image.Image:

@@ -3,12 +3,14 @@
 Problems in the folders are found before training starts: a missing root or split, an empty class
 folder, a val class train does not have are ValueErrors. The scan reads only each image's header; a
 file PIL cannot identify is skipped there, one whose pixel data is broken is skipped by the loader
-worker that decodes it, each with a warning that names it. Every image is converted to RGB
+worker that decodes it, each with a warning that names it; so is a val image too elongated for the centre crop's
+resize (a 1x40000 image resized to a shorter side of 256 would take 7 GiB). Every image is converted to RGB
 (grayscale, RGBA, palette, CMYK, ...).
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import warnings
@@ -21,34 +23,42 @@ from timm.data import create_transform
 from timm.data.auto_augment import AugmentOp
 from torch.utils.data import Dataset
 
+from ..files import center_crop_scale, elongation_problem
 from ..images import IMAGE_EXTENSIONS, is_image_file, list_files, load_rgb
 from .config import DataConfig
 
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
 
 
-def header_problem(path: str) -> str | None:
+def header_problem(path: str, shorter: int | None = None) -> str | None:
     """None when PIL recognises ``path`` from its header and the image has a size, else the reason.
 
     Reads the header only (well under a millisecond); a file whose pixel data is broken behind a good header
     is found later, when a loader worker decodes it, and skipped there with a warning naming it.
+
+    Args:
+        path: the image file.
+        shorter: the shorter side an evaluation resize brings the image to (:func:`val_resize_shorter`), or None:
+            an image too elongated for it (:func:`swinlite.files.elongation_problem`) is a problem too.
     """
     try:
         with Image.open(path) as img:
             width, height = img.size
     except Exception as e:  # PIL raises many exception types for bad files
         return f"{type(e).__name__}: {e}"
-    return None if width > 0 and height > 0 else f"image size {width}x{height}"
+    if width <= 0 or height <= 0:
+        return f"image size {width}x{height}"
+    return None if shorter is None else elongation_problem(height, width, shorter)
 
 
-def _check_headers(paths: list[str]) -> list[str | None]:
+def _check_headers(paths: list[str], shorter: int | None) -> list[str | None]:
     """``header_problem`` for every path, in forked processes on 4+ cores (the check is CPU-bound Python: threads
     only contend for the interpreter lock; the children use PIL alone, so forking beside torch is safe)."""
     processes = min(16, os.cpu_count() or 1)
     if processes < 4 or len(paths) < POOL_MIN_FILES or "fork" not in multiprocessing.get_all_start_methods():
-        return [header_problem(p) for p in paths]
+        return [header_problem(p, shorter) for p in paths]
     with multiprocessing.get_context("fork").Pool(processes) as pool:
-        return pool.map(header_problem, paths, chunksize=512)
+        return pool.map(functools.partial(header_problem, shorter=shorter), paths, chunksize=512)
 
 
 @dataclass
@@ -60,13 +70,17 @@ class Split:
     skipped: list[tuple[str, str]]
 
 
-def scan_split(split_dir: Path, classes: list[str] | None = None, verify: bool = True) -> Split:
+def scan_split(
+    split_dir: Path, classes: list[str] | None = None, verify: bool = True, shorter: int | None = None
+) -> Split:
     """List ``split_dir/<class>/**/<image>``; ValueError for anything that would fail training later.
 
     Args:
         split_dir: the split folder, e.g. ``root/train``.
         classes: the class list to index against (train's, for val); None: this split's own folders.
         verify: read every image's header (``header_problem``) and skip those that fail.
+        shorter: for a split evaluated by a centre crop, the shorter side its resize makes: with ``verify``, an
+            image too elongated for it is skipped too (the resize would take gigabytes).
     """
     if not split_dir.is_dir():
         raise ValueError(f"missing split folder {split_dir}: expected {split_dir}/<class>/<image files>")
@@ -82,7 +96,7 @@ def scan_split(split_dir: Path, classes: list[str] | None = None, verify: bool =
         for name in folders
     }
     images = [p for files in listed.values() for p in files if is_image_file(p)]
-    problems = dict(zip(images, _check_headers(images) if verify else [None] * len(images), strict=True))
+    problems = dict(zip(images, _check_headers(images, shorter) if verify else [None] * len(images), strict=True))
     samples, skipped = [], []
     for name, files in listed.items():
         label, count = classes.index(name), len(samples)
@@ -172,7 +186,12 @@ def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:
     if not root.is_dir():
         raise ValueError(f"--data-dir {root} does not exist: expected {root}/train/<class>/* and {root}/val/<class>/*")
     train = scan_split(root / "train", verify=cfg.verify_images)
-    return train, scan_split(root / "val", classes=train.classes, verify=cfg.verify_images)
+    return train, scan_split(root / "val", train.classes, cfg.verify_images, val_resize_shorter(cfg))
+
+
+def val_resize_shorter(cfg: DataConfig) -> int:
+    """The shorter side the val transform of :func:`build_transforms` resizes images to (timm's centre crop)."""
+    return center_crop_scale((cfg.img_size, cfg.img_size), cfg.crop_pct)
 
 
 def build_datasets(

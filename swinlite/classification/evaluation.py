@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader
 
 from ..engine.distributed import DistInfo, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
+from ..inference import eval_resize_shorter
 from ..io import atomic_write
 from ..weights import load_model, read_info
 from .data import ImageFolderDataset, scan_split
@@ -113,7 +114,8 @@ def prepare_evaluation(
             )
         data_config["input_size"] = (3, img_size, img_size)
     transform = create_transform(**data_config, is_training=False)
-    dataset = ImageFolderDataset(scan_split(data_dir / split, classes).samples, transform)
+    samples = scan_split(data_dir / split, classes, shorter=eval_resize_shorter(data_config)).samples
+    dataset = ImageFolderDataset(samples, transform)
     return EvalSetup(model, DataLoader(dataset, batch_size=batch_size, num_workers=num_workers), classes)
 
 

@@ -1,8 +1,8 @@
 """The ImageFolder scan, kept in the output folder (``scan.json.gz``) so a rerun or ``--resume`` does not redo it.
 
 The cache is used while it describes the same folders: the same resolved ``data_dir``, the same
-``verify_images`` setting, and the same modification time of every split folder and every folder under it,
-nested ones included (adding, removing or renaming a file changes its folder's time). Anything else rescans;
+``verify_images`` setting and val resize, and the same modification time of every split folder and every folder
+under it, nested ones included (adding, removing or renaming a file changes its folder's time). Anything else rescans;
 an unreadable cache is rescanned and replaced, with a note.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 from ..io import atomic_write
 from .config import DataConfig
-from .data import Split, scan_data_dir
+from .data import Split, scan_data_dir, val_resize_shorter
 
 CACHE_FILE = "scan.json.gz"
-_VERSION = 2
+_VERSION = 3
 
 
 def _fingerprint(cfg: DataConfig) -> dict[str, Any]:
@@ -32,7 +32,13 @@ def _fingerprint(cfg: DataConfig) -> dict[str, Any]:
             dirs[:] = [] if real in seen else [d for d in dirs if not d.startswith(".")]  # a link loop: once
             seen.add(real)
             folders[os.path.relpath(parent, root)] = os.stat(parent).st_mtime_ns
-    return {"version": _VERSION, "data_dir": str(root), "verify_images": cfg.verify_images, "folders": folders}
+    return {
+        "version": _VERSION,
+        "data_dir": str(root),
+        "verify_images": cfg.verify_images,
+        "val_resize": val_resize_shorter(cfg),  # which val images are too elongated to keep
+        "folders": folders,
+    }
 
 
 def _encode(split: Split) -> dict[str, Any]:

@@ -9,7 +9,9 @@ import shutil
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 from trainkit import make_folder
 
 from swinlite.classification import data
@@ -113,3 +115,19 @@ def test_linked_folder_loop_counts_no_other_class_image(folder: Path):
     assert any("c0/other" in str(w.message) and "listed apart" in str(w.message) for w in record)
     labels = [label for _, label in split.samples]
     assert labels.count(0) == 8 + 2 and labels.count(1) == labels.count(2) == 8  # c0's own 8 + the outside 2
+
+
+def test_val_image_too_elongated_for_the_centre_crop_is_skipped_and_named(folder: Path, tmp_path: Path):
+    """Its resize to the centre crop's scale would take gigabytes: the scan skips it in val (where that resize runs),
+    names it, and keeps it in train (whose random-resized crop keeps the output size); the cache keys on the resize."""
+    needle = np.zeros((1, 1_200_000, 3), dtype=np.uint8)  # 1 x 1.2 M: at a shorter side of 256, 307 M pixels
+    for split in ("train", "val"):
+        Image.fromarray(needle).save(folder / split / "c1" / "needle.png")
+    cfg, out = DataConfig(data_dir=str(folder)), tmp_path / "out"
+    with pytest.warns(UserWarning) as record:
+        (train, val), _, _ = cached_scan(cfg, out)
+    (message,) = [str(w.message) for w in record]
+    assert message.startswith(f"skipping {folder / 'val' / 'c1' / 'needle.png'}: a 1200000x1 image is too elongated")
+    assert (str(folder / "train" / "c1" / "needle.png"), 1) in train.samples
+    assert [path for path, _ in val.skipped] == [str(folder / "val" / "c1" / "needle.png")]
+    assert not cached_scan(DataConfig(data_dir=str(folder), img_size=4, crop_pct=1.0), out)[1]  # another resize

@@ -5,6 +5,8 @@ import csv
 import json
 import math
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -207,6 +209,17 @@ def test_images_of_1x4000_and_4000x1(f, load_script, tmp_path, capsys):
     paths = load_script("visualize").main(["--checkpoint", str(f.ckpt), "--image", str(tmp_path / "tall.png"),
                                            "--output", str(tmp_path / "plots")])  # fmt: skip
     assert paths[-1].name == "features.png"
+
+
+def test_evaluate_skips_and_names_a_val_image_too_elongated_for_its_resize(f, load_script, tmp_path, capsys):
+    """Found by the scan before any image is decoded, instead of a resize taking all the memory in a worker."""
+    shutil.copytree(f.data, tmp_path / "data")
+    needle = tmp_path / "data" / "val" / "a" / "needle.png"
+    Image.fromarray(np.zeros((1, 1_200_000, 3), dtype=np.uint8)).save(needle)
+    with pytest.warns(UserWarning, match=f"skipping {re.escape(str(needle))}: a 1200000x1 image is too elongated"):
+        load_script("evaluate").main(["--checkpoint", str(f.ckpt), "--data-dir", str(tmp_path / "data"),
+                                      "--num-workers", "0", "--output-dir", str(tmp_path / "ev")])  # fmt: skip
+    assert re.search(r"^  a +[\d.]+%  \(2 images\)$", capsys.readouterr().out, re.MULTILINE)  # the needle left out
 
 
 def test_eval_json_is_valid_json_when_the_loss_overflows(f, load_script, tmp_path):

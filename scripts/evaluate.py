@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     k = min(5, len(setup.classes))  # the k of the engine's top-k
     summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{k}": result.topk, "loss": result.loss}
     summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
+    summary |= {"images": len(setup.loader.dataset), "skipped": [{"path": p, "reason": r} for p, r in setup.skipped]}
     atomic_write_bytes(out / "eval.json", json_bytes(summary, indent=2))  # a NaN loss as null
     print(f"weights: {checkpoint}")
     print(format_report(result, setup.classes))

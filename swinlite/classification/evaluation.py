@@ -73,6 +73,7 @@ class EvalSetup:
     model: torch.nn.Module
     loader: DataLoader
     classes: list[str]
+    skipped: list[tuple[str, str]]  # (path, reason) of each file the scan left out
 
 
 def prepare_evaluation(
@@ -114,9 +115,10 @@ def prepare_evaluation(
             )
         data_config["input_size"] = (3, img_size, img_size)
     transform = create_transform(**data_config, is_training=False)
-    samples = scan_split(data_dir / split, classes, shorter=eval_resize_shorter(data_config)).samples
-    dataset = ImageFolderDataset(samples, transform)
-    return EvalSetup(model, DataLoader(dataset, batch_size=batch_size, num_workers=num_workers), classes)
+    scanned = scan_split(data_dir / split, classes, shorter=eval_resize_shorter(data_config))
+    dataset = ImageFolderDataset(scanned.samples, transform)
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
+    return EvalSetup(model, loader, classes, scanned.skipped)
 
 
 def plot_confusion(confusion: torch.Tensor, classes: list[str], path: str | Path) -> None:

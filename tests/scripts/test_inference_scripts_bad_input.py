@@ -220,6 +220,8 @@ def test_evaluate_skips_and_names_a_val_image_too_elongated_for_its_resize(f, lo
         load_script("evaluate").main(["--checkpoint", str(f.ckpt), "--data-dir", str(tmp_path / "data"),
                                       "--num-workers", "0", "--output-dir", str(tmp_path / "ev")])  # fmt: skip
     assert re.search(r"^  a +[\d.]+%  \(2 images\)$", capsys.readouterr().out, re.MULTILINE)  # the needle left out
+    summary = json.loads((tmp_path / "ev" / "eval.json").read_text())
+    assert summary["images"] == 4 and [s["path"] for s in summary["skipped"]] == [str(needle)]
 
 
 def test_eval_json_is_valid_json_when_the_loss_overflows(f, load_script, tmp_path):

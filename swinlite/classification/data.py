@@ -38,8 +38,8 @@ def header_problem(path: str, shorter: int | None = None) -> str | None:
 
     Args:
         path: the image file.
-        shorter: the shorter side an evaluation resize brings the image to (:func:`val_resize_shorter`), or None:
-            an image too elongated for it (:func:`swinlite.files.elongation_problem`) is a problem too.
+        shorter: the shorter side an evaluation resize brings the image to (:func:`val_resize_shorter`): an image
+            too elongated for it (:func:`swinlite.files.elongation_problem`) is a problem too; None: no such check.
     """
     try:
         with Image.open(path) as img:

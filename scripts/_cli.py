@@ -31,6 +31,7 @@ from typing import NoReturn
 
 # OSError covers missing files, folders that are files, permissions, a full disk: nothing a traceback explains better.
 USER_ERRORS = (ValueError, OSError)
+AMP = ("none", "bf16", "fp16")  # the keys of swinlite.device.AUTOCAST_DTYPES, for --help without torch
 
 # Optional dependencies (pyproject.toml's [project.optional-dependencies]) by import name -> the extra that has them.
 OPTIONAL = {
@@ -62,6 +63,12 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         fail(f"{message} (see {self.prog} --help)")
+
+    def add_amp_argument(self) -> None:
+        """``--amp``: the autocast dtype, one of ``swinlite.device.AUTOCAST_DTYPES`` (named here without torch)."""
+        self.add_argument(
+            "--amp", default="none", choices=AMP, help="autocast dtype, fp16 on CUDA only (default: none)"
+        )
 
     def add_compile_argument(self, note: str = "") -> None:
         """``--compile``: run the model through ``swinlite.optimize_for_inference``, compiled once."""

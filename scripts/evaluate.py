@@ -16,8 +16,6 @@ from pathlib import Path
 
 from _cli import Parser, run
 
-AMP = ("none", "bf16", "fp16")
-
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
@@ -30,7 +28,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--batch-size", type=int, default=64, help="(default: %(default)s)")
     parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
-    parser.add_argument("--amp", default="none", choices=AMP, help="autocast dtype (default: none)")
+    parser.add_amp_argument()
     parser.add_compile_argument("; fp32 only (no --amp)")
     parser.add_argument(
         "--output-dir", type=Path, help="for eval.json and confusion_matrix.png (default: the checkpoint's folder)"
@@ -45,16 +43,14 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    import torch
 
     from swinlite.classification.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
-    from swinlite.device import resolve_device
+    from swinlite.device import autocast_dtype, resolve_device
     from swinlite.io import atomic_write_bytes, check_output, json_bytes
     from swinlite.weights import ema_counterpart
 
     device = resolve_device(args.device)
-    if args.amp == "fp16" and device.type != "cuda":
-        raise ValueError("--amp fp16 needs CUDA; use --amp bf16 on the CPU")
+    amp = autocast_dtype(args.amp, device)
     checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
     out = args.output_dir or checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
@@ -70,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
 
         images, _ = next(iter(setup.loader))  # the first batch: its shape is every batch's but the last
         setup = replace(setup, model=FixedBatch(setup.model.eval().to(device), images.to(device)))
-    amp = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
     result = run_evaluation(setup, device, amp)
     k = min(5, len(setup.classes))  # the k of the engine's top-k
     summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{k}": result.topk, "loss": result.loss}

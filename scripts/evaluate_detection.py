@@ -13,7 +13,6 @@ from pathlib import Path
 
 from _cli import Parser, run
 
-AMP = ("none", "bf16", "fp16")
 OUTPUTS = ("eval.json", "detections.json")
 
 
@@ -29,7 +28,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--batch-size", type=int, default=4, help="(default: %(default)s)")
     parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
-    parser.add_argument("--amp", default="none", choices=AMP, help="autocast dtype (default: none)")
+    parser.add_amp_argument()
     parser.add_argument("--output-dir", type=Path, help="for eval.json and detections.json (default: the checkpoint's)")
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.ann and args.images):
@@ -41,7 +40,6 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    import torch
     from torch.utils.data import DataLoader
 
     from swinlite.detection.config import DetDataConfig
@@ -50,13 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.predictor import load_detector
     from swinlite.detection.task import predict
     from swinlite.detection.transforms import build_eval_transform
-    from swinlite.device import resolve_device
+    from swinlite.device import autocast_dtype, resolve_device
     from swinlite.engine.loop import StepSettings
     from swinlite.io import atomic_write_bytes, check_output, json_bytes
 
     device = resolve_device(args.device)
-    if args.amp == "fp16" and device.type != "cuda":
-        raise ValueError("--amp fp16 needs CUDA; use --amp bf16 on the CPU")
+    amp = autocast_dtype(args.amp, device)
     data = DetDataConfig(
         data_dir=str(args.data_dir or "."), **{f"{args.split}_ann": args.ann, f"{args.split}_images": args.images}
     )
@@ -80,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             iou_types.append("segm")
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=collate)
-    amp = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
     results = predict(model, loader, categories, StepSettings(device, amp))
     report = {"checkpoint": str(args.checkpoint), "images": len(split.image_ids)}
     for iou_type in iou_types:

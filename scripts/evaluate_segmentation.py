@@ -23,7 +23,6 @@ from pathlib import Path
 
 from _cli import Parser, run
 
-AMP = ("none", "bf16", "fp16")
 OUTPUTS = ("eval.json", "per_class_iou.csv")
 SPLITS = {"validation": "val", "training": "train"}
 
@@ -44,7 +43,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--flip", action="store_true", help="also the mirrored image, averaged")
     parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
-    parser.add_argument("--amp", default="none", choices=AMP, help="autocast dtype (default: none)")
+    parser.add_amp_argument()
     parser.add_argument(
         "--output-dir", type=Path, help="for eval.json and per_class_iou.csv (default: the checkpoint's)"
     )
@@ -69,10 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from dataclasses import replace
 
-    import torch
     from torch.utils.data import DataLoader
 
-    from swinlite.device import resolve_device
+    from swinlite.device import autocast_dtype, resolve_device
     from swinlite.engine.loop import StepSettings
     from swinlite.io import atomic_write_bytes, check_output
     from swinlite.segmentation.config import SegDataConfig
@@ -83,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.segmentation.transforms import build_eval_transform
 
     device = resolve_device(args.device)
-    if args.amp == "fp16" and device.type != "cuda":
-        raise ValueError("--amp fp16 needs CUDA; use --amp bf16 on the CPU")
+    amp = autocast_dtype(args.amp, device)
     layout = split_folders(SegDataConfig(data_dir=str(args.data_dir or ".")), SPLITS[args.split])
     images, masks = args.images or layout[0], args.masks or layout[1]
     out = args.output_dir or args.checkpoint.parent
@@ -100,7 +97,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
     dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std))
     loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)
-    amp = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
     classes = info.labels.classes
     result = scores(
         confusion_of(model, loader, test, len(classes), info.labels.ignore_index, StepSettings(device, amp))

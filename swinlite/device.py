@@ -1,8 +1,11 @@
-"""The device a model runs on, from what a user typed (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``)."""
+"""The device a model runs on, from what a user typed (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``), and the
+autocast dtype it runs in (``none``, ``bf16``, ``fp16``)."""
 
 from __future__ import annotations
 
 import torch
+
+AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def available_devices() -> list[str]:
@@ -47,3 +50,22 @@ def resolve_device(name: str, local_rank: int = 0, option: str = "--device") -> 
         return device
     what = "CUDA" if device.type == "cuda" else device.type
     raise ValueError(f"{option} {name}: {what} is not available here; valid here: {valid}")
+
+
+def autocast_dtype(name: str, device: torch.device, option: str = "--amp") -> torch.dtype | None:
+    """The autocast dtype ``name`` stands for on ``device``: None for ``"none"`` (no autocast), else bf16 or fp16.
+
+    Args:
+        name: a key of :data:`AUTOCAST_DTYPES`.
+        device: the device the model runs on.
+        option: how the user gave ``name`` (``--amp``, ``train.amp``), for the error message.
+
+    Raises:
+        ValueError: fp16 off CUDA (CPU autocast computes in bf16; fp16 would need a gradient scaler and CUDA's
+            kernels), or a name that is not a key of :data:`AUTOCAST_DTYPES`.
+    """
+    if name not in AUTOCAST_DTYPES:
+        raise ValueError(f"{option} {name!r} is not an autocast dtype; valid: {', '.join(AUTOCAST_DTYPES)}")
+    if name == "fp16" and device.type != "cuda":
+        raise ValueError(f"{option} fp16 needs CUDA; use {option} bf16 on {device.type}")
+    return AUTOCAST_DTYPES[name]

@@ -1,9 +1,9 @@
-"""swinlite.device.resolve_device: the one device resolver of the scripts and the run engine."""
+"""swinlite.device: the one device resolver and the one autocast-dtype rule of the scripts and the run engine."""
 
 import pytest
 import torch
 
-from swinlite.device import available_devices, resolve_device
+from swinlite.device import autocast_dtype, available_devices, resolve_device
 
 
 def test_auto_and_explicit_devices():
@@ -31,3 +31,12 @@ def test_a_device_this_machine_lacks_is_one_line_naming_the_valid_ones(name, mes
 def test_the_option_is_named_as_the_user_gave_it():
     with pytest.raises(ValueError, match="train.device 'gpu0' is not a device"):
         resolve_device("gpu0", option="train.device")
+
+
+def test_autocast_names_map_to_dtypes_and_fp16_off_cuda_is_refused_naming_the_option():
+    cpu = torch.device("cpu")
+    assert [autocast_dtype(n, cpu) for n in ("none", "bf16")] == [None, torch.bfloat16]
+    with pytest.raises(ValueError, match="^--amp fp16 needs CUDA; use --amp bf16 on cpu$"):
+        autocast_dtype("fp16", cpu)
+    with pytest.raises(ValueError, match="^train.amp 'fp32' is not an autocast dtype; valid: none, bf16, fp16$"):
+        autocast_dtype("fp32", cpu, option="train.amp")

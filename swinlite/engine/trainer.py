@@ -20,6 +20,7 @@ from timm.utils import ModelEmaV3
 from torch import nn
 
 from .. import __version__
+from ..device import autocast_dtype
 from ..metadata import FORMAT
 from .checkpoint import (
     RESUME_FILE,
@@ -38,7 +39,6 @@ from .metrics import TensorBoardLog, plot_curves, write_csv
 from .optim import build_optimizer, build_scheduler
 from .task import RunContext, Task
 
-AMP = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 WEIGHTS_FILES = ("last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
 ADVICE = "try a lower optim.lr, or optim.clip_grad"
 
@@ -65,9 +65,7 @@ class Trainer:
     """The pieces of one run of ``task`` as ``cfg`` describes it; ``fit`` runs the epochs."""
 
     def __init__(self, task: type[Task], cfg: Any, dist: DistInfo, device: torch.device, out: Path) -> None:
-        amp = AMP[cfg.train.amp]
-        if amp is torch.float16 and device.type != "cuda":
-            raise ValueError("train.amp=fp16 needs CUDA; use train.amp=bf16 on CPU")
+        amp = autocast_dtype(cfg.train.amp, device, option="train.amp")
         self.cfg, self.dist, self.out, self.state = cfg, dist, out, RunState()
         self.settings = StepSettings(
             device, amp, cfg.optim.accum_steps, cfg.optim.clip_grad, cfg.train.log_interval, cfg.train.channels_last

@@ -50,3 +50,12 @@ for name in sys.argv[1:]:
     assert result.returncode == 0, result.stderr
     assert len(names) == 13 and result.stdout.count("usage:") == len(names)
     assert "--score-thresh" in result.stdout and "--split" in result.stdout  # detect.py's, evaluate_detection.py's
+
+
+def test_the_scripts_offer_the_autocast_names_of_the_library():
+    """_cli names them without importing torch (--help stays light); they must be the library's."""
+    import _cli  # on the path: scriptkit puts scripts/ there
+
+    from swinlite.device import AUTOCAST_DTYPES
+
+    assert _cli.AMP == tuple(AUTOCAST_DTYPES)

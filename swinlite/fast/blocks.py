@@ -387,8 +387,39 @@ class FastWindowAttention(WindowAttention):
         return window_attention_rows(x, qkv.weight, qkv.bias, proj.weight, proj.bias, bias, mask, self.scale, plan)
 
 
+class GatheredWindowsBlock(SwinBlock):
+    """``SwinBlock._attn`` with shift + partition (and merge + reverse shift) as one token gather each way: the frame
+    the fast V1 and V2 blocks share (:class:`FastSwinBlock`, :class:`~swinlite.fast.v2.FastSwinV2Block`). A block
+    runs its attention on the windows through :meth:`_attend_windows`."""
+
+    def _attn(self, x: torch.Tensor, plan: RowBlocks | None = None) -> torch.Tensor:
+        """x normalised map [B, H, W, C] -> attention output [B, H, W, C]; ``plan``: row blocks (V1, CPU inference)."""
+        if not torch.jit.is_scripting():  # (a block TorchScript skips)
+            if exporting():  # symbolic sizes: the geometry and the gathers are built in the graph
+                return exported_shifted_window_attention(self, x)
+        B, H, W, C = x.shape
+        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
+        Hp, Wp = geometry.padded
+        index, inverse = window_index(geometry.padded, self.window, geometry.shift, x.device)
+        if Hp > H or Wp > W:
+            x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H))  # (B, Hp, Wp, C)
+        # cyclic shift + partition windows, as one gather: (B, Hp*Wp, C) -> (B, nW*N, C), window-major
+        windows = gather_tokens(x.reshape(B, Hp * Wp, C), index, inverse)
+        num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
+        x = self._attend_windows(windows.view(B, num_windows, -1, C), geometry.mask, plan)  # (B, nW, N, C)
+        x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index)  # merge windows + reverse cyclic shift
+        x = x.view(B, Hp, Wp, C)
+        if Hp > H or Wp > W:  # a no-op slice would still cost a zero fill and a copy in backward
+            x = x[:, :H, :W]
+        return x
+
+    def _attend_windows(self, windows: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks | None) -> torch.Tensor:
+        """The block's attention on its windows [B, nW, N, C] -> [B, nW, N, C]; V2 has no row blocks (``plan`` None)."""
+        return self.attn(windows, mask)
+
+
 @register_notrace_module  # as SwinBlock: the padding and shift depend on the input size
-class FastSwinBlock(SwinBlock):
+class FastSwinBlock(GatheredWindowsBlock):
     """:class:`~swinlite.models.swin.SwinBlock` with shift + partition as one gather, and row blocks for CPU
     inference; its ``attn`` and ``mlp`` are :class:`FastWindowAttention` and :class:`FastMlp`."""
 
@@ -402,27 +433,8 @@ class FastSwinBlock(SwinBlock):
         x = x + self.drop_path1(self._attn(self.norm1(x)))
         return x + self.drop_path2(self.mlp(self.norm2(x)))
 
-    def _attn(self, x: torch.Tensor, plan: RowBlocks | None = None) -> torch.Tensor:
-        """``SwinBlock._attn``: x normalised map [B, H, W, C] -> attention output [B, H, W, C]."""
-        if not torch.jit.is_scripting():  # (a block TorchScript skips)
-            if exporting():  # symbolic sizes: the geometry and the gathers are built in the graph
-                return exported_shifted_window_attention(self, x)
-        B, H, W, C = x.shape
-        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
-        Hp, Wp = geometry.padded
-        index, inverse = window_index(geometry.padded, self.window, geometry.shift, x.device)
-        if Hp > H or Wp > W:
-            x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H))  # (B, Hp, Wp, C)
-        # cyclic shift + partition windows, as one gather: (B, Hp*Wp, C) -> (B, nW*N, C), window-major
-        windows = gather_tokens(x.reshape(B, Hp * Wp, C), index, inverse)
-        num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
-        windows = windows.view(B, num_windows, -1, C)  # (B, nW, N, C)
+    def _attend_windows(self, windows: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks | None) -> torch.Tensor:
+        """Through row blocks when ``plan`` says (CPU inference), else the attention module."""
         if plan is not None:
-            x = self.attn.forward_row_blocks(windows, geometry.mask, plan)
-        else:
-            x = self.attn(windows, geometry.mask)
-        x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index)  # merge windows + reverse cyclic shift
-        x = x.view(B, Hp, Wp, C)
-        if Hp > H or Wp > W:  # a no-op slice would still cost a zero fill and a copy in backward
-            x = x[:, :H, :W]
-        return x
+            return self.attn.forward_row_blocks(windows, mask, plan)
+        return self.attn(windows, mask)

@@ -38,11 +38,9 @@ from ..models.swin import (
     WindowAttentionV2,
     cosine_eps,
     cosine_window_attention,
-    exporting,
     window_attn_mask,
-    window_geometry,
 )
-from .blocks import exported_shifted_window_attention, gather_tokens, select_attention_kernel, window_index
+from .blocks import GatheredWindowsBlock, select_attention_kernel
 
 
 def sdpa_cosine_window_attention(
@@ -90,25 +88,6 @@ class FastWindowAttentionV2(WindowAttentionV2):
 
 
 @register_notrace_module  # as SwinV2Block: the padding and shift depend on the input size
-class FastSwinV2Block(SwinV2Block):
-    """:class:`~swinlite.models.swin.SwinV2Block` with shift + partition (and back) as one gather each way."""
-
-    def _attn(self, x: torch.Tensor) -> torch.Tensor:
-        """``SwinBlock._attn``: x map [B, H, W, C] -> attention output [B, H, W, C]."""
-        if not torch.jit.is_scripting():  # (a block TorchScript skips)
-            if exporting():  # symbolic sizes: the geometry and the gathers are built in the graph
-                return exported_shifted_window_attention(self, x)
-        B, H, W, C = x.shape
-        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
-        Hp, Wp = geometry.padded
-        index, inverse = window_index(geometry.padded, self.window, geometry.shift, x.device)
-        if Hp > H or Wp > W:
-            x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H))  # (B, Hp, Wp, C)
-        # cyclic shift + partition windows, as one gather: (B, Hp*Wp, C) -> (B, nW*N, C), window-major
-        windows = gather_tokens(x.reshape(B, Hp * Wp, C), index, inverse)
-        num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
-        x = self.attn(windows.view(B, num_windows, -1, C), geometry.mask)  # (B, nW, N, C)
-        x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index).view(B, Hp, Wp, C)  # merge + reverse shift
-        if Hp > H or Wp > W:
-            x = x[:, :H, :W]
-        return x
+class FastSwinV2Block(SwinV2Block, GatheredWindowsBlock):
+    """:class:`~swinlite.models.swin.SwinV2Block` with shift + partition (and back) as one gather each way
+    (:class:`~swinlite.fast.blocks.GatheredWindowsBlock`'s ``_attn``; V2's res-post-norm ``forward``)."""

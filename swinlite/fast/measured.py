@@ -9,9 +9,9 @@ The choice is made on the machine that runs the model, so it holds on every GPU 
 What is timed is what runs: the forward, plus its backward where a gradient flows; each candidate once to warm up
 (compilation, caches), then the median of a few rounds that run every candidate in turn, synchronising the device
 around each (:func:`fastest_now`, which :func:`swinlite.optimize_for_inference` uses too). A candidate that
-raises (a kernel that does not support the shape or dtype) is left out. Where nothing can be timed (inside
-``torch.compile`` tracing, CUDA graph capture, TorchScript) the choice made earlier for the same key is reused,
-else the caller's default.
+raises (a kernel that does not support the shape or dtype), in its warm-up or later, is left out. Where nothing can
+be timed (inside ``torch.compile`` tracing, CUDA graph capture, TorchScript) the choice made earlier for the same key
+is reused, else the caller's default.
 
 Pinned by: ``tests/fast/test_measured.py`` (the fastest of candidates that take known times is chosen, once per key).
 """
@@ -59,24 +59,31 @@ def fastest(
 def fastest_now(candidates: Mapping[str, Callable[[], object]], device: torch.device, repeats: int = 3) -> str | None:
     """Name of the fastest of ``candidates``, timed now: each run once to warm up (compilation, caches, allocator),
     then ``repeats`` rounds with every candidate once per round, in turn (a machine that slows down or speeds up
-    meanwhile does so for all); the median counts. None when every candidate raises (the kernel does not take the
-    shape or dtype)."""
-    runs = {}
-    for name, run in candidates.items():
-        try:
-            run()
-        except (RuntimeError, NotImplementedError, ValueError):
-            continue
-        runs[name] = run
+    meanwhile does so for all); the median counts. A candidate that raises, in its warm-up or a timed round (a kernel
+    that does not take the shape or dtype, memory another candidate holds), is left out; None when every one does."""
+    runs = {name: run for name, run in candidates.items() if _runs(run, device) is not None}
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            _synchronize(device)
-            start = time.perf_counter()
-            run()
-            _synchronize(device)
-            times[name].append(time.perf_counter() - start)
+            if name in times:
+                elapsed = _runs(run, device)
+                if elapsed is None:
+                    del times[name]
+                else:
+                    times[name].append(elapsed)
     return min(times, key=lambda name: statistics.median(times[name])) if times else None
+
+
+def _runs(run: Callable[[], object], device: torch.device) -> float | None:
+    """Seconds one run of ``run`` took, the device synchronised around it; None when it raised."""
+    _synchronize(device)
+    start = time.perf_counter()
+    try:
+        run()
+        _synchronize(device)
+    except (RuntimeError, NotImplementedError, ValueError):  # torch.OutOfMemoryError is a RuntimeError
+        return None
+    return time.perf_counter() - start
 
 
 def _synchronize(device: torch.device) -> None:

@@ -55,6 +55,22 @@ def test_a_failing_candidate_is_left_out_and_nothing_is_timed_while_tracing(monk
     assert "new" not in measured.CHOICES
 
 
+def test_a_candidate_that_fails_after_its_warm_up_is_left_out():
+    """E.g. out of memory in a timed round, with another candidate's memory still held."""
+    calls = []
+
+    def fails_second_time() -> None:
+        calls.append("flaky")
+        if len(calls) > 1:
+            raise torch.OutOfMemoryError("out of memory")
+        time.sleep(0.0)
+
+    candidates = {"flaky": fails_second_time, "slow": sleeper(0.01, [], "slow")}
+    assert measured.fastest_now(candidates, CPU, repeats=3) == "slow"
+    assert calls == ["flaky", "flaky"]  # warm-up, then the first timed round; no further rounds
+    assert measured.fastest_now({"flaky": fails_second_time}, CPU) is None
+
+
 @pytest.mark.parametrize("grad", [False, True])
 def test_fastest_row_runs_the_measured_kernel_and_computes_the_reference(monkeypatch, grad):
     """The layer times explicit and SDPA attention (flex left out: no CPU backward), runs the winner, and

@@ -61,12 +61,12 @@ def fastest_now(candidates: Mapping[str, Callable[[], object]], device: torch.de
     then ``repeats`` rounds with every candidate once per round, in turn (a machine that slows down or speeds up
     meanwhile does so for all); the median counts. A candidate that raises, in its warm-up or a timed round (a kernel
     that does not take the shape or dtype, memory another candidate holds), is left out; None when every one does."""
-    runs = {name: run for name, run in candidates.items() if _runs(run, device) is not None}
+    runs = {name: run for name, run in candidates.items() if _time_once(run, device) is not None}
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
             if name in times:
-                elapsed = _runs(run, device)
+                elapsed = _time_once(run, device)
                 if elapsed is None:
                     del times[name]
                 else:
@@ -74,7 +74,7 @@ def fastest_now(candidates: Mapping[str, Callable[[], object]], device: torch.de
     return min(times, key=lambda name: statistics.median(times[name])) if times else None
 
 
-def _runs(run: Callable[[], object], device: torch.device) -> float | None:
+def _time_once(run: Callable[[], object], device: torch.device) -> float | None:
     """Seconds one run of ``run`` took, the device synchronised around it; None when it raised."""
     _synchronize(device)
     start = time.perf_counter()

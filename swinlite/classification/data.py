@@ -119,11 +119,17 @@ class ImageFolderDataset(Dataset):
     Args:
         samples: (path, class index) pairs.
         transform: applied to each RGB image (drawing from the global generators: the engine seeds each sample).
+        shorter: the shorter side ``transform`` resizes to (an evaluation transform, :func:`val_resize_shorter`): an
+            image too elongated for it is replaced too (the scan skips those before, unless ``data.verify_images``
+            is false: no header was read then); None: no such check (random-resized crops keep the output size).
     """
 
-    def __init__(self, samples: list[tuple[str, int]], transform: torch.nn.Module | None = None) -> None:
+    def __init__(
+        self, samples: list[tuple[str, int]], transform: torch.nn.Module | None = None, shorter: int | None = None
+    ) -> None:
         self.samples = samples
         self.transform = transform
+        self.shorter = shorter
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -135,6 +141,10 @@ class ImageFolderDataset(Dataset):
                 img = load_rgb(path)
             except Exception as e:  # a file broken behind a good header must not stop training mid-epoch
                 warnings.warn(f"skipping unreadable image {path}: {e}", stacklevel=2)
+                continue
+            problem = None if self.shorter is None else elongation_problem(img.height, img.width, self.shorter)
+            if problem:  # its resize would take gigabytes
+                warnings.warn(f"skipping {path}: {problem}", stacklevel=2)
                 continue
             return (img if self.transform is None else self.transform(img)), label
         raise RuntimeError("no image in the dataset could be read")
@@ -206,4 +216,5 @@ def build_datasets(
     train, val = splits or scan_data_dir(cfg)
     train_tf, val_tf = build_transforms(cfg)
     skipped = len(train.skipped) + len(val.skipped)
-    return ImageFolderDataset(train.samples, train_tf), ImageFolderDataset(val.samples, val_tf), train.classes, skipped
+    val_set = ImageFolderDataset(val.samples, val_tf, val_resize_shorter(cfg))
+    return ImageFolderDataset(train.samples, train_tf), val_set, train.classes, skipped

@@ -170,17 +170,27 @@ def _cached_shifted_window_index(
 def window_index(
     padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`shifted_window_index`, built once per (padded, window, shift, device) and shared; TorchScript builds it
-    inside the graph, and so does ``torch.compile`` except where
-    :func:`~swinlite.models.swin.cache_op_serves` (as for ``window_geometry``'s mask: computed in the graph, the
+    """:func:`shifted_window_index`, built once per (padded, window, shift, device) and shared, as
+    :func:`~swinlite.models.swin.window_geometry` is: TorchScript and ``torch.export`` build it inside the graph; so
+    does ``torch.compile``, except where :func:`~swinlite.models.swin.cache_op_serves` (computed in the graph, the
     index arithmetic would run inside every gather)."""
-    if not torch.jit.is_scripting():  # (a block TorchScript skips)
-        if torch.compiler.is_compiling() and not exporting() and cache_op_serves(padded, device):
-            pair = torch.ops.swinlite.shifted_window_index(padded, window, shift, device)  # (2, Hp*Wp)
-            return pair[0], pair[1]
-    if torch.jit.is_scripting() or torch.compiler.is_compiling():
+    if torch.jit.is_scripting() or exporting():
         return shifted_window_index(padded, window, shift, device)
+    if torch.compiler.is_compiling():
+        return _compiled_window_index(padded, window, shift, device)
     return _cached_shifted_window_index(padded, window, shift, device)
+
+
+@torch.jit.unused
+def _compiled_window_index(
+    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`window_index` while ``torch.compile`` traces: through ``swinlite::shifted_window_index`` where
+    :func:`~swinlite.models.swin.cache_op_serves`, else built in the graph."""
+    if not cache_op_serves(padded, device):
+        return shifted_window_index(padded, window, shift, device)
+    pair = torch.ops.swinlite.shifted_window_index(padded, window, shift, device)  # (2, Hp*Wp)
+    return pair[0], pair[1]
 
 
 @torch.library.custom_op("swinlite::shifted_window_index", mutates_args=())

@@ -64,8 +64,12 @@ def autocast_dtype(name: str, device: torch.device, option: str = "--amp") -> to
         ValueError: fp16 off CUDA (CPU autocast computes in bf16; fp16 would need a gradient scaler and CUDA's
             kernels), or a name that is not a key of :data:`AUTOCAST_DTYPES`.
     """
+
+    def setting(value: str) -> str:  # as the user writes it: "--amp bf16", "train.amp=bf16"
+        return f"{option} {value}" if option.startswith("-") else f"{option}={value}"
+
     if name not in AUTOCAST_DTYPES:
-        raise ValueError(f"{option} {name!r} is not an autocast dtype; valid: {', '.join(AUTOCAST_DTYPES)}")
+        raise ValueError(f"{setting(name)} is not an autocast dtype; valid: {', '.join(AUTOCAST_DTYPES)}")
     if name == "fp16" and device.type != "cuda":
-        raise ValueError(f"{option} fp16 needs CUDA; use {option} bf16 on {device.type}")
+        raise ValueError(f"{setting('fp16')} needs CUDA; use {setting('bf16')} on {device.type}")
     return AUTOCAST_DTYPES[name]

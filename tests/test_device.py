@@ -38,5 +38,7 @@ def test_autocast_names_map_to_dtypes_and_fp16_off_cuda_is_refused_naming_the_op
     assert [autocast_dtype(n, cpu) for n in ("none", "bf16")] == [None, torch.bfloat16]
     with pytest.raises(ValueError, match="^--amp fp16 needs CUDA; use --amp bf16 on cpu$"):
         autocast_dtype("fp16", cpu)
-    with pytest.raises(ValueError, match="^train.amp 'fp32' is not an autocast dtype; valid: none, bf16, fp16$"):
-        autocast_dtype("fp32", cpu, option="train.amp")
+    with pytest.raises(ValueError, match="^train.amp=fp16 needs CUDA; use train.amp=bf16 on cpu$"):
+        autocast_dtype("fp16", cpu, option="train.amp")
+    with pytest.raises(ValueError, match="^--amp fp32 is not an autocast dtype; valid: none, bf16, fp16$"):
+        autocast_dtype("fp32", cpu)

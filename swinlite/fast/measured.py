@@ -64,13 +64,12 @@ def fastest_now(candidates: Mapping[str, Callable[[], object]], device: torch.de
     runs = {name: run for name, run in candidates.items() if _time_once(run, device) is not None}
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
-        for name, run in runs.items():
-            if name in times:
-                elapsed = _time_once(run, device)
-                if elapsed is None:
-                    del times[name]
-                else:
-                    times[name].append(elapsed)
+        for name in list(times):
+            elapsed = _time_once(runs[name], device)
+            if elapsed is None:
+                del times[name]
+            else:
+                times[name].append(elapsed)
     return min(times, key=lambda name: statistics.median(times[name])) if times else None
 
 

@@ -1,19 +1,19 @@
-"""swinlite's CPU fp32 attention kernels, each against the other candidate on the same model and against timm,
-timed alternately: the train step with the recomputed kernel and with the explicit one, and inference (row blocks)
-with SDPA's flash kernel and with the explicit softmax.
+"""swinlite's CPU attention kernels, each against the other candidate on the same model and against timm,
+timed alternately: the fp32 train step with the recomputed kernel and with the explicit one, and inference (row
+blocks), fp32 and under bf16 autocast, with SDPA's flash kernel and with the explicit softmax.
 
 Training switches by patching ``swinlite.fast.blocks.RECOMPUTED_ON_THIS_CPU`` (the rule of the dispatch table in
-swinlite/fast/blocks.py); inference by handing ``swinlite.fast.row_blocks`` an ``F`` whose
-``scaled_dot_product_attention`` is the explicit formula written into reused tensors. Figures: benchmarks/kernels.md.
+swinlite/fast/blocks.py); inference by patching ``swinlite.fast.row_blocks.FLASH_DTYPES`` (the dtypes whose row
+blocks run the flash kernel). Figures: benchmarks/kernels.md.
 
-    python benchmarks/attention_check.py
+    python benchmarks/attention_check.py                  # fp32 and bf16 inference, fp32 train step
+    python benchmarks/attention_check.py --no-train       # inference only
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import types
 from functools import partial
 from pathlib import Path
 
@@ -27,7 +27,8 @@ import swinlite.fast.row_blocks as row_blocks
 sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.timing import line_with_setting  # noqa: E402
 
-BATCH, TRAIN_ROUNDS, INFERENCE_ROUNDS = 8, 9, 11  # 224², fp32
+BATCH, TRAIN_ROUNDS, INFERENCE_ROUNDS = 8, 9, 11  # 224²
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}  # inference: autocast dtype
 
 
 def train_step(model: torch.nn.Module, x: torch.Tensor) -> None:
@@ -37,32 +38,35 @@ def train_step(model: torch.nn.Module, x: torch.Tensor) -> None:
 
 
 @torch.inference_mode()
-def inference(model: torch.nn.Module, x: torch.Tensor) -> None:
-    model(x)
-
-
-def explicit_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor, scale: float
-) -> torch.Tensor:
-    """softmax(q kᵀ · scale + attn_mask) v, the logits scaled and masked in place: (windows, heads, N, hd)."""
-    logits = torch.matmul(q, k.transpose(-2, -1))  # (windows, heads, N, N)
-    return torch.matmul(logits.mul_(scale).add_(attn_mask).softmax(-1), v)
+def inference(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype | None) -> None:
+    with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+        model(x)
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # no options: --help, typos exit 2
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--no-train", action="store_true", help="time inference only")
+    args = parser.parse_args()
     rule = fast_blocks.RECOMPUTED_ON_THIS_CPU
     torch.manual_seed(0)
     lite = timm.create_model("swinlite_tiny_patch4_window7_224", drop_path_rate=0.0)
     reference = timm.create_model("swin_tiny_patch4_window7_224", drop_path_rate=0.0)
     threads = torch.get_num_threads()
-    explicit = types.SimpleNamespace(scaled_dot_product_attention=explicit_attention)
-    for batch in (BATCH, 1):
-        x = torch.randn(batch, 3, 224, 224)
-        cases = {"sdpa": (partial(inference, lite.eval(), x), F), "explicit": (partial(inference, lite, x), explicit)}
-        cases["timm"] = (partial(inference, reference.eval(), x), F)
-        line = line_with_setting(row_blocks, "F", cases, 2, INFERENCE_ROUNDS, "timm")
-        print(f"inference, batch {batch} at 224x224, fp32, {threads} threads, median of {INFERENCE_ROUNDS}: {line}")
+    every, none = tuple(d or torch.float32 for d in PRECISIONS.values()), ()
+    for precision, dtype in PRECISIONS.items():
+        for batch in (BATCH, 1):
+            x = torch.randn(batch, 3, 224, 224)
+            run_lite, run_timm = (
+                partial(inference, lite.eval(), x, dtype),
+                partial(inference, reference.eval(), x, dtype),
+            )
+            cases = {"sdpa": (run_lite, every), "explicit": (run_lite, none), "timm": (run_timm, every)}
+            line = line_with_setting(row_blocks, "FLASH_DTYPES", cases, 2, INFERENCE_ROUNDS, "timm")
+            setting = f"batch {batch} at 224x224, {precision}, {threads} threads, median of {INFERENCE_ROUNDS}"
+            print(f"inference, {setting}: {line}")
+    print(f"row blocks run the flash kernel in: {', '.join(str(d) for d in row_blocks.FLASH_DTYPES)}")
+    if args.no_train:
+        return
     x = torch.randn(BATCH, 3, 224, 224)
     lite_step, timm_step = partial(train_step, lite.train(), x), partial(train_step, reference.train(), x)
     cases = {"recomputed": (lite_step, True), "explicit": (lite_step, False), "timm": (timm_step, rule)}

@@ -17,7 +17,7 @@ functions below decide, by this table:
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode (*)     | as in eager mode                | as in eager    |
 | ``torch.export`` (symbolic sizes)    | gather, index in graph   | explicit                        | plain          |
-| CPU eval without autograd, eager     | gather                   | sdpa, one row block at a time   | row blocks     |
+| CPU eval without autograd, eager     | gather                   | row blocks: fp32 sdpa, bf16 (*) | row blocks     |
 
 "train" means a gradient flows to the relative position bias. ``torch.compile`` traces every kernel into
 one graph, without graph breaks (``tests/models/test_compile_graph.py``); (*) on the CPU at static sizes the graph
@@ -38,7 +38,9 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   graph capture), sdpa.
 - row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of rows through reused buffers, fp32 or
   under autocast, when :func:`row_blocks_for` says so (eval, no autograd, eager, exact GELU), with
-  :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
+  :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above. (*) Its attention is SDPA's
+  flash kernel in fp32 and the explicit softmax (in fp32, as the reference's under autocast) in bf16, where the
+  flash kernel is the slower one.
 - gather: :func:`gather_tokens` below; index in graph: :func:`exported_shifted_window_attention`.
 - GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without dropout or norm between fc1 and
   fc2 (``FastMlp.recompute_act``; otherwise plain). The gather and the recompute need autograd only for their

@@ -14,6 +14,8 @@ Under CPU autocast the matmuls, GELU and the attention run in autocast's dtype (
 autocast. In a Swin model that is the dtype of the residual stream already (autocast's patch-embedding convolution
 gives bf16, and LayerNorm keeps its input's dtype); a block fed fp32 keeps its residual stream in fp32, each row
 block's normalised tokens converted into a reused buffer, and returns fp32 as the reference block under autocast does.
+The attention is SDPA's flash kernel in fp32 and the explicit formula in bf16, its bias + mask and softmax in fp32 as
+the reference's under autocast: in bf16 the CPU flash kernel is the slower one (benchmarks/kernels.md).
 
 How many tokens a row block holds is the caller's choice (:class:`RowBlocks`, decided with the rest of the
 table in :func:`swinlite.fast.blocks.row_blocks_for`): every op of a row block is one parallel region of all
@@ -24,9 +26,10 @@ threads, and each region waits for its slowest thread, so the blocks grow with t
   the weight is unchanged (:func:`_cast`; benchmarks/cpu_bf16_weight_copies.md), at half the fp32 weights'
   memory. Same ops, same order of reduction within each token: results equal the plain path's to float rounding
   of the matmuls.
-- Torch ops: public ones only (``addmm``/``mm`` with ``out=``, ``addmm_``, ``F.scaled_dot_product_attention``,
-  ``torch.ops.aten.gelu_``). Only for CPU without autograd (out= ops have no autograd and do not autocast:
-  the dtype is passed in); :func:`~swinlite.fast.blocks.row_blocks_for` decides.
+- Torch ops: public ones only (``addmm``/``mm`` with ``out=``, ``addmm_``, ``F.scaled_dot_product_attention``
+  in fp32, ``matmul`` and ``softmax`` in bf16, ``torch.ops.aten.gelu_``). Only for CPU without autograd (out= ops
+  have no autograd and do not autocast: the dtype is passed in); :func:`~swinlite.fast.blocks.row_blocks_for`
+  decides.
 - Pinned by: ``tests/fast/test_row_blocks.py`` (against the reference block: shifted and padded, row
   blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; bf16 autocast; no biases).
 """
@@ -38,6 +41,10 @@ import torch.nn.functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ..models.swin import window_attn_mask
+
+# dtypes whose row-block attention runs SDPA's CPU flash kernel; others run the explicit softmax, faster in bf16
+# (benchmarks/kernels.md: "CPU bf16 inference")
+FLASH_DTYPES: tuple[torch.dtype, ...] = (torch.float32,)
 
 
 class RowBlocks(NamedTuple):
@@ -132,16 +139,32 @@ def window_attention_rows(
     # bias + mask for the windows of the largest row block (whole images, or part of one image); every row
     # block reads a slice of it: windows [offset, offset + count) of the image(s)
     images = largest // nW if largest >= nW else 1
-    attn_mask = window_attn_mask(bias.to(dtype), _cast(mask, dtype), images)  # (1 or images*nW, heads, N, N)
+    flash = dtype in FLASH_DTYPES
+    mask_dtype = dtype if flash else torch.float32  # the explicit softmax adds bias + mask in fp32, as the reference
+    attn_mask = window_attn_mask(bias.to(mask_dtype), _cast(mask, mask_dtype), images)  # (1 or images*nW, heads, N, N)
     for first, count, offset in blocks:
         rows = slice(first * N, (first + count) * N)
         qkv = _linear_into(_in_dtype(x[rows], in_buffer), qkv_weight, qkv_bias, qkv_buffer[: count * N])
         q, k, v = qkv.view(count, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4).unbind(0)  # (count, heads, N, hd)
         block_mask = attn_mask if mask is None else attn_mask[offset : offset + count]
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=block_mask, scale=scale)
-        o = o.transpose(1, 2).reshape(count * N, C)  # (count, heads, N, hd) -> (tokens, C); a view on CPU flash
+        if flash:
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=block_mask, scale=scale)
+        else:
+            o = _explicit_attention(q, k, v, block_mask, scale)
+        o = o.transpose(1, 2).reshape(count * N, C)  # (count, heads, N, hd) -> (tokens, C); a view after flash
         _linear_into(o, proj_weight, proj_bias, out[rows])
     return out.view(B, nW, N, C)
+
+
+def _explicit_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """softmax(q·scale·kᵀ + attn_mask)·v as the reference :func:`~swinlite.models.swin.window_attention` computes it
+    under autocast: logits in q's dtype, the fp32 bias + mask added in fp32, softmax in fp32, its probabilities
+    rounded to q's dtype for the product with v. q, k, v (windows, heads, N, hd); attn_mask fp32, broadcast to
+    (windows, heads, N, N). Returns (windows, heads, N, hd) in q's dtype."""
+    logits = torch.matmul(q * scale, k.transpose(-2, -1)).float().add_(attn_mask)  # (windows, heads, N, N), fp32
+    return torch.matmul(logits.softmax(-1).to(q.dtype), v)
 
 
 def _window_blocks(batch: int, num_windows: int, per_block: int) -> list[tuple[int, int, int]]:

@@ -1,4 +1,5 @@
-"""``import swinlite`` stays light: no training, plotting or 1-D stack, and no ``matplotlib.use`` anywhere."""
+"""``import swinlite`` stays light: no training, plotting or 1-D stack, no compiler, and no ``matplotlib.use``
+anywhere."""
 
 import os
 import subprocess
@@ -28,7 +29,8 @@ print(type(model).__name__)
 print(*seen, sep="\\n")
 print(*sorted(m for m in sys.modules if m.split(".")[0] in {"matplotlib", "sklearn", "pandas"}), sep="\\n")
 apps = ("swinlite.engine", "swinlite.classification", "swinlite.detection", "swinlite.segmentation", "swinlite.fpn")
-print(*sorted(m for m in sys.modules if m.startswith((*apps, "swinlite.seq", "swinlite.visualize"))))
+compiler = ("swinlite.optimize", "torch._inductor.compile_fx")  # optimize_for_inference imports them when called
+print(*sorted(m for m in sys.modules if m.startswith((*apps, "swinlite.seq", "swinlite.visualize", *compiler))))
 """
 
 

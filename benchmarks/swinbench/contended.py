@@ -40,7 +40,7 @@ from swinlite.images import ImageFiles
 from swinlite.inference import predict
 
 from .swin import BenchConfig, Row, add_ratios, finish_run, make_step, matmul_step, start_run
-from .timing import shuffled_seconds, spin
+from .timing import FaultCounted, shuffled_seconds, spin
 
 CONDITIONS = ("quiet", "busy core", "loader")
 LOADER_BATCHES = 4  # batches per loader round: one pass over the generated photos
@@ -71,11 +71,15 @@ def run_contended(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[
             for precision in cfg.precisions:
                 log(f"timing {task} {precision}: {', '.join(models)} in {', '.join(CONDITIONS)}, random order")
                 matmul, matmul_flops = matmul_step("cpu", {"fp32": torch.float32, "bf16": torch.bfloat16}[precision])
-                steps = _steps(models, x, task, precision, loader, matmul)
+                steps = {
+                    key: FaultCounted(step) for key, step in _steps(models, x, task, precision, loader, matmul).items()
+                }
                 times = shuffled_seconds(
                     steps, lambda key: set_busy(key[0] == "busy core"), cfg.warmup, cfg.repeats, cfg.seed
                 )
-                rows += _rows(times, matmul_flops, cfg.batch, task, precision, result)
+                faults = {key: step.median(cfg.repeats, LOADER_BATCHES if key[0] == "loader" else 1)
+                          for key, step in steps.items()}  # fmt: skip
+                rows += _rows(times, faults, matmul_flops, cfg.batch, task, precision, result)
     add_ratios(rows)
     result["rows"] = [asdict(r) for r in rows]
     finish_run(result)
@@ -104,6 +108,7 @@ def _steps(
 
 def _rows(
     times: dict[tuple[str, str], list[float]],
+    faults: dict[tuple[str, str], float | None],
     matmul_flops: int,
     batch: int,
     task: str,
@@ -132,6 +137,7 @@ def _rows(
                     batch / s * flops / ceiling,
                     round_seconds=per_batch,
                     condition=condition,
+                    faults_per_call=faults[(cond, name)],
                 )
             )
     return rows

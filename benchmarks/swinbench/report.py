@@ -33,14 +33,19 @@ def markdown_table(result: dict[str, Any]) -> str:
     ]
     if conditions:
         lines.append("Conditions: " + "; ".join(f"{name}: {what}" for name, what in conditions.items()) + ".")
+    if any(r.get("faults_per_call") is not None for r in result["rows"]):
+        lines.append(
+            "Page faults per call: the process's minor page faults during one timed call (median), memory the "
+            "allocator mapped afresh and the call touched first; they cost time and depend on the allocator's state."
+        )
     if result.get("kernel_choices"):
         lines.append("Kernels chosen by measurement: " + "; ".join(result["kernel_choices"]) + ".")
     column = "| condition " if conditions else ""
     lines += [
         "",
         f"| task | precision {column}| model | img/s | × timm | spread | × timm fp32 | % of matmul ceiling | peak MB "
-        "| memory × timm |",
-        "|---|---|" + ("---|" if conditions else "") + "---|---:|---:|---:|---:|---:|---:|---:|",
+        "| memory × timm | page faults per call |",
+        "|---|---|" + ("---|" if conditions else "") + "---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         model = r["model"] + (f" ({'; '.join(r['notes'])})" if r["notes"] else "")
@@ -50,7 +55,7 @@ def markdown_table(result: dict[str, Any]) -> str:
             f"{_fmt(r['speed_vs_timm'], '.2f')} | {spread(r.get('speed_vs_timm_range'))} | "
             f"{_fmt(r['speed_vs_timm_fp32'], '.2f')} | "
             f"{_fmt(100 * r['ceiling_fraction'], '.0f', '%')} | {_fmt(r['peak_mb'], '.0f')} | "
-            f"{_fmt(r['memory_vs_timm'], '.2f')} |"
+            f"{_fmt(r['memory_vs_timm'], '.2f')} | {_fmt(r.get('faults_per_call'), '.0f')} |"
         )
     return "\n".join(lines + profile_tables(result.get("profile", {})))
 

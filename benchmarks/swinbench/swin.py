@@ -35,7 +35,7 @@ from swinlite.convert import convert_state_dict
 from swinlite.fast import measured
 
 from .choices import MODELS, PRECISIONS, SIZES, TASKS  # noqa: F401  (re-exported)
-from .timing import interleaved_seconds, ratio_range
+from .timing import FaultCounted, interleaved_seconds, ratio_range
 
 
 @dataclass
@@ -87,6 +87,7 @@ class Row:
     memory_vs_timm: float | None = None
     notes: list[str] = field(default_factory=list)
     condition: str | None = None  # --contended: what else ran (swinbench.contended.CONDITIONS)
+    faults_per_call: float | None = None  # median minor page faults of one timed call (timing.FaultCounted)
 
 
 def _check_choices(name: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> None:
@@ -298,14 +299,16 @@ def time_rows(
     The ceiling goes to ``result["matmul_gflops"][f"{task} {precision}"]``.
     """
     matmul, matmul_flops = matmul_step(cfg.device, {"fp32": torch.float32, "bf16": torch.bfloat16}[precision])
-    *times, matmul_times = interleaved_seconds([*steps.values(), matmul], cfg.warmup, cfg.repeats)
+    counted = {name: FaultCounted(step) for name, step in steps.items()}
+    *times, matmul_times = interleaved_seconds([*counted.values(), matmul], cfg.warmup, cfg.repeats)
     ceiling = matmul_flops / statistics.median(matmul_times)
     result["matmul_gflops"][f"{task} {precision}"] = ceiling / 1e9
     flops = result["gflop_per_image"][task] * 1e9
     rows = []
     for name, t in zip(steps, times, strict=True):
         s = statistics.median(t)
-        rows.append(Row(task, precision, name, s, batch / s, batch / s * flops / ceiling, round_seconds=t))
+        fraction, faults = batch / s * flops / ceiling, counted[name].median(cfg.repeats)
+        rows.append(Row(task, precision, name, s, batch / s, fraction, round_seconds=t, faults_per_call=faults))
     return rows
 
 

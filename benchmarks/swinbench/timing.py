@@ -8,7 +8,41 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None
+
 K = TypeVar("K")
+
+
+def minor_faults() -> int | None:
+    """Minor page faults of this process so far (pages mapped in on first touch); None where unknown."""
+    return None if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+class FaultCounted:
+    """``fn`` as a callable that records the minor page faults of each of its calls (``faults``).
+
+    On a CPU a buffer freshly mapped by the allocator is faulted in page by page, which can cost a model more time
+    than the ops that first write it (docs/performance.md, "Page faults"); how many a model takes per call depends
+    on the allocator's state, so the tables print it beside the time.
+    """
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        self.fn = fn
+        self.faults: list[int] = []
+
+    def __call__(self) -> None:
+        before = minor_faults()
+        self.fn()
+        if before is not None:
+            self.faults.append(minor_faults() - before)
+
+    def median(self, last: int, per: int = 1) -> float | None:
+        """Median faults of the ``last`` calls (the timed rounds), divided by ``per``; None where not counted."""
+        counts = self.faults[-last:]
+        return statistics.median(counts) / per if counts else None
 
 
 def median_seconds(fn: Callable[[], object], warmup: int = 2, repeats: int = 5) -> float:

@@ -7,6 +7,7 @@ import torch
 from swinbench.rel_pos_1d import run_rel_pos_1d
 from swinbench.report import markdown_table, rel_pos_1d_table, write_json
 from swinbench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark
+from swinbench.timing import FaultCounted
 
 
 def test_peak_memory_counts_live_tensors_at_the_worst_moment():
@@ -19,6 +20,18 @@ def test_peak_memory_counts_live_tensors_at_the_worst_moment():
 
     peak = peak_memory_bytes(step, "cpu")
     assert 12 * 2**20 <= peak < 12.1 * 2**20
+
+
+def test_page_faults_of_each_call_are_counted():
+    sizes = iter([2**26, 0])  # 64 MiB, above glibc's largest mmap threshold: mapped afresh, faulted in when written
+
+    def touch() -> None:
+        bytearray(next(sizes))  # zero-filled: every page written
+
+    counted = FaultCounted(touch)
+    counted(), counted()
+    assert counted.faults[0] >= 16 > counted.faults[1]  # 2 MiB pages (transparent huge pages) at the least
+    assert counted.median(1) == counted.faults[1] and counted.median(2, per=2) == sum(counted.faults) / 4
 
 
 def test_ratios_are_against_timm_of_the_same_task():
@@ -54,8 +67,10 @@ def test_tiny_run_writes_table_and_json(tmp_path):
     assert all(r["images_per_s"] > 0 for r in result["rows"])
     assert all(r["peak_mb"] > 0 for r in result["rows"] if r["task"] == "train")
     assert result["gflop_per_image"]["train"] > 2 * result["gflop_per_image"]["inference"] > 0
+    assert all(r["faults_per_call"] >= 0 for r in result["rows"])
     table = markdown_table(result)
     assert table.count("\n| inference") == 2 and "| train | fp32 | swinlite |" in table
+    assert "| memory × timm | page faults per call |" in table and "Page faults per call: the process's" in table
     assert set(result["matmul_gflops"]) == {"inference fp32", "train fp32"}
     assert set(result["profile"]) == {f"{t} fp32 {m}" for t in ("inference", "train") for m in ("swinlite", "timm")}
     assert "train fp32 swinlite, top operators by self time: (the matmuls among them:" in table

@@ -6,7 +6,7 @@ import pytest
 import torch
 from swinbench.rel_pos_1d import run_rel_pos_1d
 from swinbench.report import markdown_table, rel_pos_1d_table, write_json
-from swinbench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark
+from swinbench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark, start_run
 from swinbench.timing import FaultCounted
 
 
@@ -79,6 +79,16 @@ def test_tiny_run_writes_table_and_json(tmp_path):
     path = tmp_path / "out" / "bench.json"
     write_json(result, path)
     assert json.loads(path.read_text())["rows"] == result["rows"]
+
+
+def test_flops_are_counted_on_timms_model_when_only_swinlite_runs():
+    """Where swinlite's fast path runs a private CPU attention kernel the FLOP counter does not see (on every CPU
+    but AVX2 ones), counting on swinlite would undercount."""
+    counts = []
+    for models in (("swinlite",), ("timm",)):
+        cfg = BenchConfig(batch=1, img_size=64, models=models, precisions=("fp32",), warmup=0, repeats=1, memory=False)
+        counts.append(start_run(cfg, ("inference", "train"))[2]["gflop_per_image"])
+    assert counts[0] == counts[1]
 
 
 def test_json_is_strict_with_a_figure_that_is_not_finite(tmp_path):

@@ -134,3 +134,19 @@ def test_window_blocks_cover_every_window_once(batch, num_windows, per_block):
         assert offset + count <= num_windows or (
             offset == 0 and count % num_windows == 0
         )  # part of one image, or whole ones
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_row_blocks_attend_through_flash_in_fp32_and_the_explicit_softmax_in_bf16(monkeypatch, dtype):
+    """benchmarks/kernels.md: SDPA's CPU flash kernel is the faster one in fp32 and the slower one in bf16."""
+    used = []
+    sdpa = row_blocks.F.scaled_dot_product_attention
+    monkeypatch.setattr(
+        row_blocks.F, "scaled_dot_product_attention", lambda *a, **k: used.append("flash") or sdpa(*a, **k)
+    )
+    explicit = row_blocks._explicit_attention
+    monkeypatch.setattr(row_blocks, "_explicit_attention", lambda *a: used.append("explicit") or explicit(*a))
+    fast, _ = block_pair(qkv_bias=True, shift=True)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+        fast(torch.randn(2, 8, 8, 16))
+    assert set(used) == {"flash" if dtype == torch.float32 else "explicit"}

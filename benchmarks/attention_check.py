@@ -3,11 +3,13 @@ timed alternately: the fp32 train step with the recomputed kernel and with the e
 blocks), fp32 and under bf16 autocast, with SDPA's flash kernel and with the explicit softmax.
 
 Training switches by patching ``swinlite.fast.blocks.RECOMPUTED_ON_THIS_CPU`` (the rule of the dispatch table in
-swinlite/fast/blocks.py); inference by patching ``swinlite.fast.row_blocks.FLASH_DTYPES`` (the dtypes whose row
-blocks run the flash kernel). Figures: benchmarks/kernels.md.
+swinlite/fast/blocks.py); inference by patching ``swinlite.fast.blocks.CPU_FLASH_DTYPES`` (the dtypes in which CPU
+inference runs the flash kernel). Figures: benchmarks/kernels.md.
 
     python benchmarks/attention_check.py                  # fp32 and bf16 inference, fp32 train step
     python benchmarks/attention_check.py --no-train       # inference only
+    python benchmarks/attention_check.py --whole-batch    # bf16 inference off the row blocks: Swin-V2-T, and
+                                                          # Swin-T with frozen weights in grad mode
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import torch
 import torch.nn.functional as F
 
 import swinlite.fast.blocks as fast_blocks
-import swinlite.fast.row_blocks as row_blocks
 
 sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.timing import line_with_setting  # noqa: E402
@@ -43,15 +44,45 @@ def inference(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype | None
         model(x)
 
 
+def frozen_forward(model: torch.nn.Module, x: torch.Tensor) -> None:
+    """A bf16 forward in grad mode of a model whose weights need no gradient: the whole-batch path, no row blocks."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(x)
+
+
+def whole_batch(threads: int) -> None:
+    """bf16 inference where the row blocks do not run, with the flash kernel and with the explicit softmax."""
+    torch.manual_seed(0)
+    v1 = ("swinlite_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224", 224, False)
+    pairs = {
+        "Swin-V2-T at 256x256, no_grad": ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256", 256, True),
+        "Swin-T at 224x224, frozen weights, grad mode": v1,
+    }
+    for setting, (lite_name, timm_name, size, no_grad) in pairs.items():
+        lite, reference = (timm.create_model(n).eval().requires_grad_(False) for n in (lite_name, timm_name))
+        x = torch.randn(BATCH, 3, size, size)
+        run_lite, run_timm = partial(frozen_forward, lite, x), partial(frozen_forward, reference, x)
+        if no_grad:
+            run_lite, run_timm = torch.no_grad()(run_lite), torch.no_grad()(run_timm)
+        flash, explicit = (torch.float32, torch.bfloat16), (torch.float32,)
+        cases = {"sdpa": (run_lite, flash), "explicit": (run_lite, explicit), "timm": (run_timm, explicit)}
+        line = line_with_setting(fast_blocks, "CPU_FLASH_DTYPES", cases, 2, INFERENCE_ROUNDS, "timm")
+        print(f"{setting}, batch {BATCH}, bf16, {threads} threads, median of {INFERENCE_ROUNDS}: {line}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-train", action="store_true", help="time inference only")
+    parser.add_argument("--whole-batch", action="store_true", help="only bf16 inference off the row blocks")
     args = parser.parse_args()
+    threads = torch.get_num_threads()
+    if args.whole_batch:
+        whole_batch(threads)
+        return
     rule = fast_blocks.RECOMPUTED_ON_THIS_CPU
     torch.manual_seed(0)
     lite = timm.create_model("swinlite_tiny_patch4_window7_224", drop_path_rate=0.0)
     reference = timm.create_model("swin_tiny_patch4_window7_224", drop_path_rate=0.0)
-    threads = torch.get_num_threads()
     every, none = tuple(d or torch.float32 for d in PRECISIONS.values()), ()
     for precision, dtype in PRECISIONS.items():
         for batch in (BATCH, 1):
@@ -61,10 +92,10 @@ def main() -> None:
                 partial(inference, reference.eval(), x, dtype),
             )
             cases = {"sdpa": (run_lite, every), "explicit": (run_lite, none), "timm": (run_timm, every)}
-            line = line_with_setting(row_blocks, "FLASH_DTYPES", cases, 2, INFERENCE_ROUNDS, "timm")
+            line = line_with_setting(fast_blocks, "CPU_FLASH_DTYPES", cases, 2, INFERENCE_ROUNDS, "timm")
             setting = f"batch {batch} at 224x224, {precision}, {threads} threads, median of {INFERENCE_ROUNDS}"
             print(f"inference, {setting}: {line}")
-    print(f"row blocks run the flash kernel in: {', '.join(str(d) for d in row_blocks.FLASH_DTYPES)}")
+    print(f"CPU inference runs the flash kernel in: {', '.join(str(d) for d in fast_blocks.CPU_FLASH_DTYPES)}")
     if args.no_train:
         return
     x = torch.randn(BATCH, 3, 224, 224)

@@ -9,7 +9,7 @@ functions below decide, by this table:
 | situation                            | shift + partition        | attention                       | MLP            |
 |--------------------------------------|--------------------------|---------------------------------|----------------|
 | reference (``fast=False``), always   | roll + partition         | explicit                        | plain          |
-| CPU eval, ``no_grad``, a frozen bias | gather                   | sdpa (flash)                    | plain          |
+| CPU eval, ``no_grad``, a frozen bias | gather                   | fp32: sdpa (flash); bf16: expl. | plain          |
 | CPU fp32 train                       | gather, inverse backward | recomputed (AVX2: explicit)     | GELU recompute |
 | CPU fp32 train, attention dropout    | gather, inverse backward | explicit                        | GELU recompute |
 | CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
@@ -17,7 +17,7 @@ functions below decide, by this table:
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode (*)     | as in eager mode                | as in eager    |
 | ``torch.export`` (symbolic sizes)    | gather, index in graph   | explicit                        | plain          |
-| CPU eval without autograd, eager     | gather                   | row blocks: fp32 sdpa, bf16 (*) | row blocks     |
+| CPU eval without autograd, eager     | gather                   | as CPU eval, one row block each | row blocks     |
 
 "train" means a gradient flows to the relative position bias. ``torch.compile`` traces every kernel into
 one graph, without graph breaks (``tests/models/test_compile_graph.py``); (*) on the CPU at static sizes the graph
@@ -25,9 +25,10 @@ takes the gather index and the mask from the cache through an op (:func:`window_
 
 - explicit: :func:`swinlite.models.swin.window_attention`, the reference's formula as written; the fast path runs
   it where no fused kernel fits (SDPA's CPU math fallback, which a trainable bias needs, runs slower than it in
-  bf16; the recomputed kernel too, in bf16), and for fp32 training on CPUs whose widest vector unit PyTorch uses
+  bf16; the recomputed kernel too, in bf16), for CPU inference in a dtype not in :data:`CPU_FLASH_DTYPES` (bf16:
+  there the CPU flash kernel is the slower one), and for fp32 training on CPUs whose widest vector unit PyTorch uses
   is AVX2 (:data:`RECOMPUTED_ON_THIS_CPU`): there the recomputed kernel's CPU flash forward is the slower one.
-  A fixed rule rather than a timing, so that a resumed run picks what the interrupted one picked.
+  Fixed rules rather than a timing, so that a resumed run picks what the interrupted one picked.
 - sdpa: :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
 - recomputed: :func:`~swinlite.fast.window_sdpa.recomputed_window_attention` (needs the private CPU
   flash op, :data:`~swinlite.fast.window_sdpa.CPU_FLASH_WITH_LSE`; without it: explicit).
@@ -38,9 +39,7 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   graph capture), sdpa.
 - row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of rows through reused buffers, fp32 or
   under autocast, when :func:`row_blocks_for` says so (eval, no autograd, eager, exact GELU), with
-  :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above. (*) Its attention is SDPA's
-  flash kernel in fp32 and the explicit softmax (in fp32, as the reference's under autocast) in bf16, where the
-  flash kernel is the slower one.
+  :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
 - gather: :func:`gather_tokens` below; index in graph: :func:`exported_shifted_window_attention`.
 - GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without dropout or norm between fc1 and
   fc2 (``FastMlp.recompute_act``; otherwise plain). The gather and the recompute need autograd only for their
@@ -80,6 +79,9 @@ CUDA_CANDIDATES = ("explicit", "sdpa", "flex")  # the kernels "fastest" times (f
 RECOMPUTED_ON_THIS_CPU: bool = torch.backends.cpu.get_cpu_capability() != "AVX2"
 ROWS_PER_THREAD = 4096  # tokens per thread in a row block (benchmarks/kernels.md: "Row block sizes")
 ROW_BLOCK_BYTES = 16 * 2**20  # the largest row-block buffer
+# dtypes in which CPU inference attends through SDPA's flash kernel; in others (bf16) the explicit softmax is the
+# faster one (benchmarks/kernels.md: "CPU bf16 inference")
+CPU_FLASH_DTYPES: tuple[torch.dtype, ...] = (torch.float32,)
 
 
 def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: bool, dropout: bool) -> str:
@@ -97,13 +99,23 @@ def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: boo
     """
     if device_type == "cuda":
         return "sdpa" if torch.jit.is_scripting() else "fastest"
-    if not bias_grad or device_type != "cpu":
+    if device_type != "cpu":
+        return "sdpa"
+    if not bias_grad:
+        if not torch.jit.is_scripting():  # (a branch TorchScript skips: its table row runs sdpa)
+            if not cpu_flash(dtype):
+                return "explicit"
         return "sdpa"
     if torch.jit.is_scripting():
         return "explicit"
     if dtype == torch.float32 and not dropout and window_sdpa.CPU_FLASH_WITH_LSE and RECOMPUTED_ON_THIS_CPU:
         return "recomputed"
     return "explicit"
+
+
+def cpu_flash(dtype: torch.dtype) -> bool:
+    """Whether CPU inference in ``dtype`` attends through SDPA's flash kernel (:data:`CPU_FLASH_DTYPES`)."""
+    return dtype in CPU_FLASH_DTYPES
 
 
 def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | None:
@@ -125,7 +137,7 @@ def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | N
     autocast = torch.is_autocast_enabled("cpu") and x.dtype != torch.float64  # autocast leaves float64 alone
     dtype = torch.get_autocast_dtype("cpu") if autocast else x.dtype
     rows = min(ROWS_PER_THREAD * max(1, torch.get_num_threads()), ROW_BLOCK_BYTES // (width * dtype.itemsize))
-    return RowBlocks(max(rows, 1), dtype)
+    return RowBlocks(max(rows, 1), dtype, cpu_flash(dtype))
 
 
 # --- cyclic shift + window partition as one token gather -------------------------------------------------------

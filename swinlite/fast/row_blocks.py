@@ -14,8 +14,9 @@ Under CPU autocast the matmuls, GELU and the attention run in autocast's dtype (
 autocast. In a Swin model that is the dtype of the residual stream already (autocast's patch-embedding convolution
 gives bf16, and LayerNorm keeps its input's dtype); a block fed fp32 keeps its residual stream in fp32, each row
 block's normalised tokens converted into a reused buffer, and returns fp32 as the reference block under autocast does.
-The attention is SDPA's flash kernel in fp32 and the explicit formula in bf16, its bias + mask and softmax in fp32 as
-the reference's under autocast: in bf16 the CPU flash kernel is the slower one (benchmarks/kernels.md).
+The attention is SDPA's flash kernel or the explicit formula, as the plan says (in bf16 the CPU flash kernel is the
+slower one: :data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`); the explicit formula adds bias + mask and takes the
+softmax in fp32, as the reference does under autocast.
 
 How many tokens a row block holds is the caller's choice (:class:`RowBlocks`, decided with the rest of the
 table in :func:`swinlite.fast.blocks.row_blocks_for`): every op of a row block is one parallel region of all
@@ -42,10 +43,6 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ..models.swin import window_attn_mask
 
-# dtypes whose row-block attention runs SDPA's CPU flash kernel; others run the explicit softmax, faster in bf16
-# (benchmarks/kernels.md: "CPU bf16 inference")
-FLASH_DTYPES: tuple[torch.dtype, ...] = (torch.float32,)
-
 
 class RowBlocks(NamedTuple):
     """How a block runs in row blocks.
@@ -53,10 +50,12 @@ class RowBlocks(NamedTuple):
     Attributes:
         rows: tokens per row block (whole windows for the attention).
         dtype: dtype of the matmuls and the attention: autocast's, or the input's without autocast.
+        flash: attention by SDPA's CPU flash kernel, else by the explicit softmax (:func:`_explicit_attention`).
     """
 
     rows: int
     dtype: torch.dtype
+    flash: bool = True
 
 
 def _linear_into(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> torch.Tensor:
@@ -139,7 +138,7 @@ def window_attention_rows(
     # bias + mask for the windows of the largest row block (whole images, or part of one image); every row
     # block reads a slice of it: windows [offset, offset + count) of the image(s)
     images = largest // nW if largest >= nW else 1
-    flash = dtype in FLASH_DTYPES
+    flash = plan.flash
     mask_dtype = dtype if flash else torch.float32  # the explicit softmax adds bias + mask in fp32, as the reference
     attn_mask = window_attn_mask(bias.to(mask_dtype), _cast(mask, mask_dtype), images)  # (1 or images*nW, heads, N, N)
     for first, count, offset in blocks:

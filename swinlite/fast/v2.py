@@ -8,9 +8,11 @@ of :mod:`swinlite.fast.blocks`):
 | situation                           | shift + partition        | cosine attention           | MLP            |
 |-------------------------------------|--------------------------|----------------------------|----------------|
 | reference (``fast=False``), always  | roll + partition         | explicit                   | plain          |
-| eval, ``no_grad``, or a frozen bias | gather                   | sdpa of (q̂·τ, k̂, v)       | plain          |
+| eval, ``no_grad``, or a frozen bias | gather                   | sdpa of (q̂·τ, k̂, v) (*)   | plain          |
 | CPU train                           | gather, inverse backward | explicit                   | GELU recompute |
 | CUDA train                          | gather, inverse backward | sdpa of (q̂·τ, k̂, v)       | GELU recompute |
+
+(*) On the CPU in bf16: explicit, as V1's (:data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`).
 
 - sdpa: :func:`sdpa_cosine_window_attention`: scaled cosine attention is dot-product attention of the
   normalised queries times τ and the normalised keys at scale 1, with the bias and the mask as SDPA's additive

@@ -23,10 +23,10 @@ def test_peak_memory_counts_live_tensors_at_the_worst_moment():
 
 
 def test_page_faults_of_each_call_are_counted():
-    sizes = iter([2**26, 0])  # 64 MiB, above glibc's largest mmap threshold: mapped afresh, faulted in when written
+    sizes = iter([2**24, 0])  # 64 MiB of fp32, above glibc's largest mmap threshold: mapped afresh
 
     def touch() -> None:
-        bytearray(next(sizes))  # zero-filled: every page written
+        torch.ones(next(sizes))  # every page written, so faulted in
 
     counted = FaultCounted(touch)
     counted(), counted()

@@ -23,6 +23,8 @@ def recomputed_kernel_cpu(monkeypatch):
     "device,dtype,bias_grad,dropout,expected",
     [
         ("cpu", F32, False, False, "sdpa"),  # eval / no_grad / frozen bias
+        ("cpu", BF16, False, False, "explicit"),  # ... in bf16, where the CPU flash kernel is the slower one
+        ("meta", BF16, False, False, "sdpa"),  # (a rule of the CPU only)
         ("cpu", F32, True, False, "recomputed"),  # CPU fp32 train
         ("cpu", F32, True, True, "explicit"),  # ... with attention dropout
         ("cpu", BF16, True, False, "explicit"),  # CPU bf16 train

@@ -104,11 +104,11 @@ def test_only_cpu_inference_takes_row_blocks(monkeypatch):
     monkeypatch.setattr(blocks, "ROW_BLOCK_BYTES", 64000)
     x = torch.zeros(1, 4, 4, 8)
     with torch.no_grad():
-        assert row_blocks_for(False, x, 32) == RowBlocks(300, torch.float32)  # tokens per thread
+        assert row_blocks_for(False, x, 32) == RowBlocks(300, torch.float32, flash=True)  # tokens per thread
         assert row_blocks_for(False, x, 64).rows == 250  # the widest buffer (64 channels) within 64000 bytes
         assert row_blocks_for(True, x, 32) is None  # training: dropout and stochastic depth may be on
         with torch.autocast("cpu", dtype=torch.bfloat16):  # the matmuls in autocast's dtype
-            assert row_blocks_for(False, x, 64) == RowBlocks(300, torch.bfloat16)
+            assert row_blocks_for(False, x, 64) == RowBlocks(300, torch.bfloat16, flash=False)
             assert row_blocks_for(False, x, 128).rows == 250
             assert row_blocks_for(False, x.double(), 32).dtype == torch.float64  # autocast leaves float64 alone
         assert row_blocks_for(False, torch.zeros(1, 4, 4, 8, device="meta"), 32) is None

@@ -68,3 +68,20 @@ def test_cache_ops_agree_with_their_fake_kernels():
     cpu = torch.device("cpu")
     torch.library.opcheck(torch.ops.swinlite.window_mask.default, ([7, 9], [4, 4], [2, 2], True, cpu))
     torch.library.opcheck(torch.ops.swinlite.shifted_window_index.default, ([8, 12], [4, 4], [2, 2], cpu))
+
+
+def test_compiled_bf16_inference_attends_through_sdpa():
+    """Eager CPU bf16 inference runs the explicit softmax (the faster one there); compiled, SDPA stays (the faster one
+    in a compiled graph: benchmarks/kernels.md, "CPU bf16 inference")."""
+    torch._dynamo.reset()
+    model = timm.create_model("swinlite_pico_patch2_window4_32").eval().bfloat16()
+    graphs = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        graphs.append(gm)
+        return gm.forward
+
+    with torch.no_grad():
+        torch.compile(model, backend=backend, dynamic=False)(torch.randn(2, 3, 32, 32, dtype=torch.bfloat16))
+    targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert sum("scaled_dot_product_attention" in t for t in targets) == len(_blocks(model))

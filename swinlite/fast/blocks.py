@@ -15,7 +15,7 @@ functions below decide, by this table:
 | CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
 | CUDA, fp32 or bf16                   | gather, inverse backward | fastest: explicit, sdpa or flex | as on the CPU  |
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
-| ``torch.compile``                    | as in eager mode (*)     | as in eager; CPU eval: sdpa     | as in eager    |
+| ``torch.compile``                    | as in eager mode (*)     | as in eager mode                | as in eager    |
 | ``torch.export`` (symbolic sizes)    | gather, index in graph   | explicit                        | plain          |
 | CPU eval without autograd, eager     | gather                   | as CPU eval, one row block each | row blocks     |
 
@@ -25,10 +25,10 @@ takes the gather index and the mask from the cache through an op (:func:`window_
 
 - explicit: :func:`swinlite.models.swin.window_attention`, the reference's formula as written; the fast path runs
   it where no fused kernel fits (SDPA's CPU math fallback, which a trainable bias needs, runs slower than it in
-  bf16; the recomputed kernel too, in bf16), for eager CPU inference in a dtype not in :data:`CPU_FLASH_DTYPES`
-  (bf16: there the CPU flash kernel is the slower one; compiled, it is the faster one), and for fp32 training on
-  CPUs whose widest vector unit PyTorch uses is AVX2 (:data:`RECOMPUTED_ON_THIS_CPU`): there the recomputed kernel's
-  CPU flash forward is the slower one.
+  bf16; the recomputed kernel too, in bf16), for CPU inference in a dtype not in :data:`CPU_FLASH_DTYPES` (bf16:
+  there the CPU flash kernel is the slower one, eager and compiled), and for fp32 training on CPUs whose widest
+  vector unit PyTorch uses is AVX2 (:data:`RECOMPUTED_ON_THIS_CPU`): there the recomputed kernel's CPU flash forward
+  is the slower one.
   Fixed rules rather than a timing, so that a resumed run picks what the interrupted one picked.
 - sdpa: :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
 - recomputed: :func:`~swinlite.fast.window_sdpa.recomputed_window_attention` (needs the private CPU
@@ -104,7 +104,7 @@ def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: boo
         return "sdpa"
     if not bias_grad:
         if not torch.jit.is_scripting():  # (a branch TorchScript skips: its table row runs sdpa)
-            if not cpu_flash(dtype) and not torch.compiler.is_compiling():  # compiled, sdpa is the faster one
+            if not cpu_flash(dtype):
                 return "explicit"
         return "sdpa"
     if torch.jit.is_scripting():

@@ -70,11 +70,12 @@ def test_cache_ops_agree_with_their_fake_kernels():
     torch.library.opcheck(torch.ops.swinlite.shifted_window_index.default, ([8, 12], [4, 4], [2, 2], cpu))
 
 
-def test_compiled_bf16_inference_attends_through_sdpa():
-    """Eager CPU bf16 inference runs the explicit softmax (the faster one there); compiled, SDPA stays (the faster one
-    in a compiled graph: benchmarks/kernels.md, "CPU bf16 inference")."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_cpu_inference_attends_as_eager(dtype):
+    """CPU inference attends through SDPA's flash kernel in fp32 and the explicit softmax in bf16, compiled as in eager
+    mode (the faster one in each: benchmarks/kernels.md, "CPU bf16 inference")."""
     torch._dynamo.reset()
-    model = timm.create_model("swinlite_pico_patch2_window4_32").eval().bfloat16()
+    model = timm.create_model("swinlite_pico_patch2_window4_32").eval().to(dtype)
     graphs = []
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
@@ -82,6 +83,7 @@ def test_compiled_bf16_inference_attends_through_sdpa():
         return gm.forward
 
     with torch.no_grad():
-        torch.compile(model, backend=backend, dynamic=False)(torch.randn(2, 3, 32, 32, dtype=torch.bfloat16))
+        torch.compile(model, backend=backend, dynamic=False)(torch.randn(2, 3, 32, 32, dtype=dtype))
     targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
-    assert sum("scaled_dot_product_attention" in t for t in targets) == len(_blocks(model))
+    flash = sum("scaled_dot_product_attention" in t for t in targets)
+    assert flash == (len(_blocks(model)) if dtype == torch.float32 else 0)

@@ -16,7 +16,7 @@ gives bf16, and LayerNorm keeps its input's dtype); a block fed fp32 keeps its r
 block's normalised tokens converted into a reused buffer, and returns fp32 as the reference block under autocast does.
 The attention is SDPA's flash kernel or the explicit formula, as the plan says (in bf16 the CPU flash kernel is the
 slower one: :data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`); the explicit formula adds bias + mask and takes the
-softmax in fp32, as the reference does under autocast.
+softmax in fp32, as timm's Swin does under autocast.
 
 How many tokens a row block holds is the caller's choice (:class:`RowBlocks`, decided with the rest of the
 table in :func:`swinlite.fast.blocks.row_blocks_for`): every op of a row block is one parallel region of all
@@ -139,7 +139,7 @@ def window_attention_rows(
     # block reads a slice of it: windows [offset, offset + count) of the image(s)
     images = largest // nW if largest >= nW else 1
     flash = plan.flash
-    mask_dtype = dtype if flash else torch.float32  # the explicit softmax adds bias + mask in fp32, as the reference
+    mask_dtype = dtype if flash else torch.float32  # _explicit_attention adds bias + mask in fp32
     attn_mask = window_attn_mask(bias.to(mask_dtype), _cast(mask, mask_dtype), images)  # (1 or images*nW, heads, N, N)
     for first, count, offset in blocks:
         rows = slice(first * N, (first + count) * N)
@@ -158,10 +158,11 @@ def window_attention_rows(
 def _explicit_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor, scale: float
 ) -> torch.Tensor:
-    """softmax(q·scale·kᵀ + attn_mask)·v as the reference :func:`~swinlite.models.swin.window_attention` computes it
-    under autocast: logits in q's dtype, the fp32 bias + mask added in fp32, softmax in fp32, its probabilities
-    rounded to q's dtype for the product with v. q, k, v (windows, heads, N, hd); attn_mask fp32, broadcast to
-    (windows, heads, N, N). Returns (windows, heads, N, hd) in q's dtype."""
+    """softmax(q·scale·kᵀ + attn_mask)·v, :func:`~swinlite.models.swin.window_attention`'s formula as timm's Swin runs
+    it under autocast: logits in q's dtype, the fp32 bias + mask added in fp32, softmax in fp32, its probabilities
+    rounded to q's dtype for the product with v. (The reference casts bias and mask to q's dtype and takes the
+    softmax in it; in bf16 the fp32 softmax is the faster one and the closer to fp32.) q, k, v (windows, heads, N,
+    hd); attn_mask fp32, broadcast to (windows, heads, N, N). Returns (windows, heads, N, hd) in q's dtype."""
     logits = torch.matmul(q * scale, k.transpose(-2, -1)).float().add_(attn_mask)  # (windows, heads, N, N), fp32
     return torch.matmul(logits.softmax(-1).to(q.dtype), v)
 

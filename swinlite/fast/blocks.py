@@ -291,7 +291,7 @@ def exported_shifted_window_attention(block: SwinBlock, x: torch.Tensor) -> torc
     x: normalised map [B, H, W, C] -> attention output [B, H, W, C].
     """
     B, H, W, C = x.shape
-    geometry = window_geometry((H, W), block.window, block.shift, block.mask_padding, x.device)
+    geometry = window_geometry((H, W), block.window, block.shift, block.mask_padding, x.device, x.dtype)
     Hp, Wp = geometry.padded
     index, back = exported_window_index((H, W), geometry.padded, block.window, geometry.shift, x.device)
     x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H)).reshape(B, Hp * Wp, C)
@@ -423,7 +423,7 @@ class GatheredWindowsBlock(SwinBlock):
             if exporting():  # symbolic sizes: the geometry and the gathers are built in the graph
                 return exported_shifted_window_attention(self, x)
         B, H, W, C = x.shape
-        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
+        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device, x.dtype)
         Hp, Wp = geometry.padded
         index, inverse = window_index(geometry.padded, self.window, geometry.shift, x.device)
         if Hp > H or Wp > W:

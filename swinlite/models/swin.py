@@ -229,36 +229,54 @@ class WindowGeometry(NamedTuple):
 
 
 def build_window_geometry(
-    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+    size: tuple[int, int],
+    window: tuple[int, int],
+    shift: tuple[int, int],
+    mask_padding: bool,
+    device: torch.device,
+    dtype: torch.dtype = torch.float32,
 ) -> WindowGeometry:
-    """The :class:`WindowGeometry` of a map of un-padded ``size``, for a block with ``shift`` (before reduction)."""
+    """The :class:`WindowGeometry` of a map of un-padded ``size``, for a block with ``shift`` (before reduction); the
+    mask in ``dtype``."""
     padded = padded_size(size, window)
     shift = effective_shift(padded, window, shift)
-    mask = window_attention_mask(size, window, shift, mask_padding, device, torch.float32)
+    mask = window_attention_mask(size, window, shift, mask_padding, device, dtype)
     return WindowGeometry(padded, shift, mask)
 
 
 @functools.lru_cache(maxsize=64)
 def _cached_window_geometry(
-    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+    size: tuple[int, int],
+    window: tuple[int, int],
+    shift: tuple[int, int],
+    mask_padding: bool,
+    device: torch.device,
+    dtype: torch.dtype = torch.float32,
 ) -> WindowGeometry:
     with torch.inference_mode(False), torch.no_grad():  # plain tensors, usable inside and outside inference mode
-        return build_window_geometry(size, window, shift, mask_padding, device)
+        return build_window_geometry(size, window, shift, mask_padding, device, dtype)
 
 
 def window_geometry(
-    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+    size: tuple[int, int],
+    window: tuple[int, int],
+    shift: tuple[int, int],
+    mask_padding: bool,
+    device: torch.device,
+    dtype: torch.dtype = torch.float32,
 ) -> WindowGeometry:
-    """:func:`build_window_geometry`, built once per (size, window, shift, mask_padding, device) and shared.
+    """:func:`build_window_geometry`, built once per (size, window, shift, mask_padding, device, dtype) and shared.
 
+    ``dtype``: of the mask, the attention's (a block passes its input's): a mask in another dtype would be converted
+    on every call, inside the softmax kernel of a compiled graph.
     TorchScript and ``torch.export`` build it inside the graph instead (``torch.export`` with symbolic sizes: one
     graph for every size); so does ``torch.compile``, except for the mask where :func:`cache_op_serves` says so.
     """
     if torch.jit.is_scripting() or exporting():
-        return build_window_geometry(size, window, shift, mask_padding, device)
+        return build_window_geometry(size, window, shift, mask_padding, device, dtype)
     if torch.compiler.is_compiling():
-        return _compiled_window_geometry(size, window, shift, mask_padding, device)
-    return _cached_window_geometry(size, window, shift, mask_padding, device)
+        return _compiled_window_geometry(size, window, shift, mask_padding, device, dtype)
+    return _cached_window_geometry(size, window, shift, mask_padding, device, dtype)
 
 
 # --- the cache inside torch.compile ----------------------------------------------------------------------------
@@ -279,35 +297,45 @@ def cache_op_serves(sizes: Sequence[int], device: torch.device) -> bool:
 
 @torch.jit.unused
 def _compiled_window_geometry(
-    size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], mask_padding: bool, device: torch.device
+    size: tuple[int, int],
+    window: tuple[int, int],
+    shift: tuple[int, int],
+    mask_padding: bool,
+    device: torch.device,
+    dtype: torch.dtype,
 ) -> WindowGeometry:
     """:func:`window_geometry` while ``torch.compile`` traces: the mask through ``swinlite::window_mask`` where
     :func:`cache_op_serves`, else built in the graph."""
     if not cache_op_serves(size, device):
-        return build_window_geometry(size, window, shift, mask_padding, device)
+        return build_window_geometry(size, window, shift, mask_padding, device, dtype)
     padded = padded_size(size, window)
     reduced = effective_shift(padded, window, shift)
     has_shift, has_pad = mask_kinds(size, padded, reduced, mask_padding)
-    mask = torch.ops.swinlite.window_mask(size, window, shift, mask_padding, device) if has_shift or has_pad else None
-    return WindowGeometry(padded, reduced, mask)
+    if not (has_shift or has_pad):
+        return WindowGeometry(padded, reduced, None)
+    return WindowGeometry(
+        padded, reduced, torch.ops.swinlite.window_mask(size, window, shift, mask_padding, device, dtype)
+    )
 
 
 @torch.library.custom_op("swinlite::window_mask", mutates_args=())
 def _window_mask_op(
-    size: list[int], window: list[int], shift: list[int], mask_padding: bool, device: torch.device
+    size: list[int], window: list[int], shift: list[int], mask_padding: bool, device: torch.device, dtype: torch.dtype
 ) -> torch.Tensor:
     """A copy of the cached mask of :func:`window_geometry` (never None here: the caller checked)."""
-    mask = _cached_window_geometry(tuple(size), tuple(window), tuple(shift), mask_padding, device).mask
+    mask = _cached_window_geometry(tuple(size), tuple(window), tuple(shift), mask_padding, device, dtype).mask
     if mask is None:
         raise ValueError(f"no window mask at size {size}, window {window}, shift {shift}: nothing to return")
     return mask.clone()
 
 
 @_window_mask_op.register_fake
-def _(size: list[int], window: list[int], shift: list[int], mask_padding: bool, device: torch.device) -> torch.Tensor:
+def _(
+    size: list[int], window: list[int], shift: list[int], mask_padding: bool, device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
     padded = padded_size((size[0], size[1]), (window[0], window[1]))
     n = window[0] * window[1]
-    return torch.empty((padded[0] // window[0]) * (padded[1] // window[1]), n, n, device=device)  # (nW, N, N)
+    return torch.empty((padded[0] // window[0]) * (padded[1] // window[1]), n, n, device=device, dtype=dtype)
 
 
 # --- relative position bias ------------------------------------------------------------------------------------
@@ -793,7 +821,7 @@ class SwinBlock(nn.Module):
     def _attn(self, x: torch.Tensor) -> torch.Tensor:
         """(Shifted) window attention on the normalised map x [B, H, W, C] -> [B, H, W, C] (timm's ``_attn``)."""
         B, H, W, C = x.shape
-        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device)
+        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device, x.dtype)
         Hp, Wp = geometry.padded
         sh, sw = geometry.shift  # no shift along a dimension that one window covers
 

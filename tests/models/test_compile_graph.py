@@ -66,14 +66,15 @@ def test_compiled_graph_takes_masks_and_indices_from_the_cache(fast):
 
 def test_cache_ops_agree_with_their_fake_kernels():
     cpu = torch.device("cpu")
-    torch.library.opcheck(torch.ops.swinlite.window_mask.default, ([7, 9], [4, 4], [2, 2], True, cpu))
+    for dtype in (torch.float32, torch.bfloat16):
+        torch.library.opcheck(torch.ops.swinlite.window_mask.default, ([7, 9], [4, 4], [2, 2], True, cpu, dtype))
     torch.library.opcheck(torch.ops.swinlite.shifted_window_index.default, ([8, 12], [4, 4], [2, 2], cpu))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_compiled_cpu_inference_attends_as_eager(dtype):
     """CPU inference attends through SDPA's flash kernel in fp32 and the explicit softmax in bf16, compiled as in eager
-    mode (the faster one in each: benchmarks/kernels.md, "CPU bf16 inference")."""
+    mode (the faster one in each: benchmarks/kernels.md, "CPU bf16 inference"), with the cached mask in its dtype."""
     torch._dynamo.reset()
     model = timm.create_model("swinlite_pico_patch2_window4_32").eval().to(dtype)
     graphs = []
@@ -84,6 +85,8 @@ def test_compiled_cpu_inference_attends_as_eager(dtype):
 
     with torch.no_grad():
         torch.compile(model, backend=backend, dynamic=False)(torch.randn(2, 3, 32, 32, dtype=dtype))
-    targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
-    flash = sum("scaled_dot_product_attention" in t for t in targets)
+    calls = [n for n in graphs[0].graph.nodes if n.op == "call_function"]
+    flash = sum("scaled_dot_product_attention" in str(n.target) for n in calls)
     assert flash == (len(_blocks(model)) if dtype == torch.float32 else 0)
+    masks = [n.meta["example_value"].dtype for n in calls if str(n.target) == "swinlite.window_mask"]
+    assert masks and set(masks) == {dtype}  # the cache's mask in the attention's dtype: no conversion per call

@@ -242,7 +242,10 @@ def start_run(cfg: BenchConfig, tasks: tuple[str, ...]) -> tuple[dict[str, nn.Mo
     result["max_output_difference"] = max_output_difference(models, x)
     # timm's model, built for the count where the run has none: swinlite's fast path runs private CPU kernels whose
     # FLOPs the counter does not see (its flash attention, wherever the CPU is not AVX2)
-    flop_model = models.get("timm") or timm.create_model(SIZES[cfg.size][1], img_size=cfg.img_size).to(cfg.device)
+    if "timm" in models:
+        flop_model = models["timm"]
+    else:
+        flop_model = timm.create_model(SIZES[cfg.size][1], img_size=cfg.img_size).to(cfg.device)
     result["gflop_per_image"] = {t: step_flops(flop_model, x, t) / cfg.batch / 1e9 for t in tasks}
     return models, x, result
 

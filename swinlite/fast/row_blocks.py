@@ -55,7 +55,7 @@ class RowBlocks(NamedTuple):
 
     rows: int
     dtype: torch.dtype
-    flash: bool = True
+    flash: bool
 
 
 def _linear_into(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> torch.Tensor:
@@ -138,15 +138,14 @@ def window_attention_rows(
     # bias + mask for the windows of the largest row block (whole images, or part of one image); every row
     # block reads a slice of it: windows [offset, offset + count) of the image(s)
     images = largest // nW if largest >= nW else 1
-    flash = plan.flash
-    mask_dtype = dtype if flash else torch.float32  # _explicit_attention adds bias + mask in fp32
+    mask_dtype = dtype if plan.flash else torch.float32  # _explicit_attention adds bias + mask in fp32
     attn_mask = window_attn_mask(bias.to(mask_dtype), _cast(mask, mask_dtype), images)  # (1 or images*nW, heads, N, N)
     for first, count, offset in blocks:
         rows = slice(first * N, (first + count) * N)
         qkv = _linear_into(_in_dtype(x[rows], in_buffer), qkv_weight, qkv_bias, qkv_buffer[: count * N])
         q, k, v = qkv.view(count, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4).unbind(0)  # (count, heads, N, hd)
         block_mask = attn_mask if mask is None else attn_mask[offset : offset + count]
-        if flash:
+        if plan.flash:
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=block_mask, scale=scale)
         else:
             o = _explicit_attention(q, k, v, block_mask, scale)

@@ -1,6 +1,7 @@
 """Benchmark plumbing: the memory probe, ratios, tables, JSON, and tiny end-to-end runs (no timing asserted)."""
 
 import json
+import mmap
 
 import pytest
 import torch
@@ -23,10 +24,13 @@ def test_peak_memory_counts_live_tensors_at_the_worst_moment():
 
 
 def test_page_faults_of_each_call_are_counted():
-    sizes = iter([2**24, 0])  # 64 MiB of fp32, above glibc's largest mmap threshold: mapped afresh
+    sizes = iter([2**26, 0])  # 64 MiB, then nothing
 
     def touch() -> None:
-        torch.ones(next(sizes))  # every page written, so faulted in
+        size = next(sizes)
+        if size:  # an anonymous mapping of its own: fresh pages whatever the allocator holds (malloc may reuse some)
+            with mmap.mmap(-1, size) as pages:
+                torch.frombuffer(pages, dtype=torch.uint8)[::4096].fill_(1)  # a byte of every page: faulted in
 
     counted = FaultCounted(touch)
     counted(), counted()

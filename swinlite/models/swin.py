@@ -411,7 +411,7 @@ class RelativePositionBias(nn.Module):
     def forward(self) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N)."""
         bias = self.table[self.index.view(-1)]  # (N*N, heads)
-        return bias.view(self.num_tokens, self.num_tokens, self.num_heads).permute(2, 0, 1)  # (heads, N, N)
+        return bias.view(self.num_tokens, self.num_tokens, self.num_heads).permute(2, 0, 1).contiguous()  # (heads, N, N)
 
 
 def log_spaced_relative_coords(
@@ -496,7 +496,7 @@ class ContinuousPositionBias(nn.Module):
         """Returns the bias, shape (heads, N, N), values in (0, 16)."""
         table = self.mlp(self.coords)  # (rows, heads)
         bias = table[self.index.view(-1)].view(self.num_tokens, self.num_tokens, self.num_heads)  # (N, N, heads)
-        return 16 * torch.sigmoid(bias.permute(2, 0, 1))  # (heads, N, N)
+        return (16 * torch.sigmoid(bias)).permute(2, 0, 1).contiguous()  # (heads, N, N)
 
 
 REL_POS = {"table": RelativePositionBias, "cpb": ContinuousPositionBias}  # the ``rel_pos`` argument of the model

@@ -3,7 +3,7 @@ view of the gathered table has, on the same Swin-T weights and against timm, tim
 
 The layout reaches every kernel that adds the bias to the logits. In a graph compiled with inductor's freezing the
 bias is a constant and keeps its layout; with the heads innermost, the fused bias + softmax kernels read it at a
-stride and inductor emits them as scalar loops. Figures: benchmarks/kernels.md, "The bias's layout".
+stride and inductor emits them as scalar loops. Figures: benchmarks/kernels.md, "The relative position bias's layout".
 
     python benchmarks/bias_layout_check.py                        # compiled and eager inference, train steps
     python benchmarks/bias_layout_check.py --modes compiled-bf16

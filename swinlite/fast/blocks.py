@@ -80,6 +80,7 @@ CUDA_CANDIDATES = ("explicit", "sdpa", "flex")  # the kernels "fastest" times (f
 RECOMPUTED_ON_THIS_CPU: bool = torch.backends.cpu.get_cpu_capability() != "AVX2"
 ROWS_PER_THREAD = 4096  # tokens per thread in a row block (benchmarks/kernels.md: "Row block sizes")
 ROW_BLOCK_BYTES = 16 * 2**20  # the largest row-block buffer
+ATTENTION_MAP_BYTES_PER_THREAD = 2 * 2**20  # per thread, a row block's (windows, heads, N, N) attention maps in fp32
 # dtypes in which CPU inference attends through SDPA's flash kernel; in others (bf16) the explicit softmax is the
 # faster one (benchmarks/kernels.md: "CPU bf16 inference")
 CPU_FLASH_DTYPES: tuple[torch.dtype, ...] = (torch.float32,)
@@ -126,7 +127,10 @@ def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | N
     on a shared CPU a thread that lost its core for a scheduler slice holds up every region it is part of. So a
     row block gives each thread :data:`ROWS_PER_THREAD` tokens (fewer, larger regions, at any thread count), up to
     :data:`ROW_BLOCK_BYTES` for its widest buffer (which then stays under glibc's mmap threshold and is reused
-    without page faults). Under CPU autocast the row blocks compute in autocast's dtype.
+    without page faults), and the attention's row blocks hold at most :data:`ATTENTION_MAP_BYTES_PER_THREAD` of
+    (windows, heads, N, N) maps per thread: with many heads, the maps of 4096 tokens are the larger buffers, freshly
+    mapped and faulted in by every row block (benchmarks/kernels.md: "Row block sizes"). Under CPU autocast the row
+    blocks compute in autocast's dtype.
 
     Args:
         training: the block's ``training`` flag (dropout and stochastic depth must be off).
@@ -137,8 +141,9 @@ def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | N
         return None
     autocast = torch.is_autocast_enabled("cpu") and x.dtype != torch.float64  # autocast leaves float64 alone
     dtype = torch.get_autocast_dtype("cpu") if autocast else x.dtype
-    rows = min(ROWS_PER_THREAD * max(1, torch.get_num_threads()), ROW_BLOCK_BYTES // (width * dtype.itemsize))
-    return RowBlocks(max(rows, 1), dtype, cpu_flash(dtype))
+    threads = max(1, torch.get_num_threads())
+    rows = min(ROWS_PER_THREAD * threads, ROW_BLOCK_BYTES // (width * dtype.itemsize))
+    return RowBlocks(max(rows, 1), dtype, cpu_flash(dtype), ATTENTION_MAP_BYTES_PER_THREAD * threads)
 
 
 # --- cyclic shift + window partition as one token gather -------------------------------------------------------

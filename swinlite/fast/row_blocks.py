@@ -51,11 +51,14 @@ class RowBlocks(NamedTuple):
         rows: tokens per row block (whole windows for the attention).
         dtype: dtype of the matmuls and the attention: autocast's, or the input's without autocast.
         flash: attention by SDPA's CPU flash kernel, else by the explicit softmax (:func:`_explicit_attention`).
+        map_bytes: the attention's row blocks hold fewer windows where their (windows, heads, N, N) maps, counted
+            in fp32, would take more than this.
     """
 
     rows: int
     dtype: torch.dtype
     flash: bool
+    map_bytes: int
 
 
 def _linear_into(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> torch.Tensor:
@@ -130,7 +133,7 @@ def window_attention_rows(
     )
     x = windows.view(B * nW * N, C)
     out = x.new_empty(x.shape, dtype=dtype)
-    per_block = max(1, plan.rows // N)
+    per_block = max(1, min(plan.rows // N, plan.map_bytes // (heads * N * N * torch.float32.itemsize)))  # windows
     blocks = _window_blocks(B, nW, per_block)
     largest = max(count for _, count, _ in blocks)
     qkv_buffer = x.new_empty(largest * N, qkv_weight.shape[0], dtype=dtype)  # reused

@@ -411,7 +411,9 @@ class RelativePositionBias(nn.Module):
     def forward(self) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N)."""
         bias = self.table[self.index.view(-1)]  # (N*N, heads)
-        return bias.view(self.num_tokens, self.num_tokens, self.num_heads).permute(2, 0, 1).contiguous()  # (heads, N, N)
+        return (
+            bias.view(self.num_tokens, self.num_tokens, self.num_heads).permute(2, 0, 1).contiguous()
+        )  # (heads, N, N)
 
 
 def log_spaced_relative_coords(

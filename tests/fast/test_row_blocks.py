@@ -51,6 +51,28 @@ def test_row_blocks_equal_the_reference_path(monkeypatch, calls, rows, size, shi
     assert calls == {"attention": 1, "mlp": 1}
 
 
+@pytest.mark.parametrize("flash", [True, False])
+def test_attention_row_blocks_are_bounded_by_the_maps_bytes(monkeypatch, calls, flash):
+    """Windows of 2 heads x 16 x 16 fp32 logits (2 KiB each): 2 threads x 2.5 KiB hold 2 windows per row block of
+    the attention, fewer than the tokens per thread allow; the result is the reference block's."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(blocks, "ATTENTION_MAP_BYTES_PER_THREAD", 2560)
+    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", (torch.float32,) if flash else ())
+    per_block = []
+
+    def spy(batch: int, num_windows: int, windows: int) -> list[tuple[int, int, int]]:
+        per_block.append(windows)
+        return window_blocks(batch, num_windows, windows)
+
+    window_blocks = row_blocks._window_blocks
+    monkeypatch.setattr(row_blocks, "_window_blocks", spy)
+    fast, reference = block_pair(qkv_bias=True, shift=True)
+    x = torch.randn(2, 8, 12, 16)  # 6 windows per image
+    with torch.inference_mode():
+        torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
+    assert per_block == [2] and calls == {"attention": 1, "mlp": 1}
+
+
 def test_row_blocks_without_biases_and_in_bf16(calls):
     fast, reference = block_pair(qkv_bias=False, shift=True)
     x = torch.randn(3, 7, 10, 16)
@@ -102,13 +124,15 @@ def test_only_cpu_inference_takes_row_blocks(monkeypatch):
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
     monkeypatch.setattr(blocks, "ROWS_PER_THREAD", 100)
     monkeypatch.setattr(blocks, "ROW_BLOCK_BYTES", 64000)
+    monkeypatch.setattr(blocks, "ATTENTION_MAP_BYTES_PER_THREAD", 5000)
     x = torch.zeros(1, 4, 4, 8)
     with torch.no_grad():
-        assert row_blocks_for(False, x, 32) == RowBlocks(300, torch.float32, flash=True)  # tokens per thread
+        expected = RowBlocks(300, torch.float32, flash=True, map_bytes=15000)  # tokens and map bytes per thread
+        assert row_blocks_for(False, x, 32) == expected
         assert row_blocks_for(False, x, 64).rows == 250  # the widest buffer (64 channels) within 64000 bytes
         assert row_blocks_for(True, x, 32) is None  # training: dropout and stochastic depth may be on
         with torch.autocast("cpu", dtype=torch.bfloat16):  # the matmuls in autocast's dtype
-            assert row_blocks_for(False, x, 64) == RowBlocks(300, torch.bfloat16, flash=False)
+            assert row_blocks_for(False, x, 64) == expected._replace(dtype=torch.bfloat16, flash=False)
             assert row_blocks_for(False, x, 128).rows == 250
             assert row_blocks_for(False, x.double(), 32).dtype == torch.float64  # autocast leaves float64 alone
         assert row_blocks_for(False, torch.zeros(1, 4, 4, 8, device="meta"), 32) is None

@@ -18,7 +18,7 @@ def test_bias_reads_the_table_row_of_each_offset(window):
     bias = rpb()
     coords = list(itertools.product(*(range(w) for w in window)))
     assert bias.shape == (heads, len(coords), len(coords))
-    assert bias.is_contiguous(), "heads outermost in memory: a compiled graph's bias + softmax kernels read it vectorised"
+    assert bias.is_contiguous(), "heads outermost: compiled bias + softmax kernels read it vectorised"
     for (i, ci), (j, cj) in itertools.product(enumerate(coords), repeat=2):
         row = 0
         for a, b, w in zip(ci, cj, window, strict=True):  # written out independently of relative_position_index

@@ -37,7 +37,7 @@ def test_matches_naive_per_pair_formula():
     coords = list(itertools.product(range(window[0]), range(window[1])))
     bias = cpb()
     assert bias.shape == (heads, 12, 12)
-    assert bias.is_contiguous(), "heads outermost in memory: a compiled graph's bias + softmax kernels read it vectorised"
+    assert bias.is_contiguous(), "heads outermost: compiled bias + softmax kernels read it vectorised"
     for (i, ci), (j, cj) in itertools.product(enumerate(coords), repeat=2):
         t = [8 * (a - b) / (w - 1) for a, b, w in zip(ci, cj, window, strict=True)]
         x = torch.tensor([math.copysign(math.log2(abs(v) + 1) / 3, v) for v in t])

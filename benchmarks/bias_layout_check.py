@@ -7,6 +7,7 @@ stride and inductor emits them as scalar loops. Figures: benchmarks/kernels.md, 
 
     python benchmarks/bias_layout_check.py                        # compiled and eager inference, train steps
     python benchmarks/bias_layout_check.py --modes compiled-bf16
+    python benchmarks/bias_layout_check.py --model v2 --modes compiled-bf16,eager-bf16   # Swin-V2-T at 256²
 """
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ import torch._inductor.config
 import torch.nn.functional as F
 from torch import nn
 
-from swinlite.models.swin import RelativePositionBias
+from swinlite.models.swin import ContinuousPositionBias, RelativePositionBias
 
 BATCH, ROUNDS = 8, 11
+PAIRS = {  # --model: swinlite's, timm's, input size
+    "v1": ("swinlite_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224", 224),
+    "v2": ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256", 256),
+}
 MODES = ("compiled-bf16", "compiled-fp32", "eager-bf16", "eager-fp32", "train-bf16", "train-fp32")
 
 
@@ -38,13 +43,23 @@ class StridedBias(RelativePositionBias):
         return bias.view(self.num_tokens, self.num_tokens, self.num_heads).permute(2, 0, 1)
 
 
+class StridedCpb(ContinuousPositionBias):
+    """Swin-V2's bias, 16·sigmoid of the gathered table, as a permuted view: (heads, N, N) over (N, N, heads)."""
+
+    def forward(self) -> torch.Tensor:
+        table = self.mlp(self.coords)  # (rows, heads)
+        bias = table[self.index.view(-1)].view(self.num_tokens, self.num_tokens, self.num_heads)
+        return 16 * torch.sigmoid(bias.permute(2, 0, 1))
+
+
 def strided_copy(model: nn.Module) -> nn.Module:
     """A copy of ``model`` whose relative position biases keep the strided layout (a per-instance class swap, so a
     compiled graph of either model traces its own)."""
     strided = copy.deepcopy(model)
+    strided_class = {RelativePositionBias: StridedBias, ContinuousPositionBias: StridedCpb}
     for module in strided.modules():
-        if type(module) is RelativePositionBias:
-            module.__class__ = StridedBias
+        if type(module) in strided_class:
+            module.__class__ = strided_class[type(module)]
     return strided
 
 
@@ -103,16 +118,14 @@ def shuffled_rounds(steps: dict[str, Callable[[], None]], rounds: int) -> dict[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
-    modes = parser.parse_args().modes.split(",")
+    parser.add_argument("--model", choices=tuple(PAIRS), default="v1", help="Swin-T (v1) or Swin-V2-T (v2)")
+    args = parser.parse_args()
+    lite_name, timm_name, size = PAIRS[args.model]
     torch.manual_seed(0)
-    lite = timm.create_model("swinlite_tiny_patch4_window7_224", drop_path_rate=0.0)
-    models = {
-        "contiguous": lite,
-        "strided": strided_copy(lite),
-        "timm": timm.create_model("swin_tiny_patch4_window7_224"),
-    }
-    x = torch.randn(BATCH, 3, 224, 224)
-    for mode in modes:
+    lite = timm.create_model(lite_name, drop_path_rate=0.0)
+    models = {"contiguous": lite, "strided": strided_copy(lite), "timm": timm.create_model(timm_name)}
+    x = torch.randn(BATCH, 3, size, size)
+    for mode in args.modes.split(","):
         kind, precision = mode.split("-")
         bf16 = precision == "bf16"
         build = {"compiled": compiled_step, "eager": eager_step, "train": train_step}[kind]
@@ -122,7 +135,8 @@ def main() -> None:
         ms = {name: 1e3 * s for name, s in shuffled_rounds(steps, ROUNDS).items()}
         figures = ", ".join(f"{name} {t:.0f} ms ({ms['timm'] / t:.2f}x timm)" for name, t in ms.items())
         print(
-            f"{mode}, Swin-T batch {BATCH} at 224x224, {torch.get_num_threads()} threads, median of {ROUNDS}: "
+            f"{mode}, {lite_name} batch {BATCH} at {size}x{size}, {torch.get_num_threads()} threads, "
+            f"median of {ROUNDS}: "
             f"{figures}; contiguous {ms['strided'] / ms['contiguous']:.2f}x strided",
             flush=True,
         )

@@ -409,11 +409,10 @@ class RelativePositionBias(nn.Module):
             self.index.copy_(relative_position_index(self.window, device=self.index.device))
 
     def forward(self) -> torch.Tensor:
-        """Returns the bias, shape (heads, N, N)."""
-        bias = self.table[self.index.view(-1)]  # (N*N, heads)
-        return (
-            bias.view(self.num_tokens, self.num_tokens, self.num_heads).permute(2, 0, 1).contiguous()
-        )  # (heads, N, N)
+        """Returns the bias, shape (heads, N, N), contiguous: the kernels that add it to the logits read it along
+        the keys (a compiled graph keeps it as a constant in this layout; benchmarks/kernels.md)."""
+        bias = self.table[self.index.view(-1)].view(self.num_tokens, self.num_tokens, self.num_heads)  # (N, N, heads)
+        return bias.permute(2, 0, 1).contiguous()  # (heads, N, N)
 
 
 def log_spaced_relative_coords(
@@ -495,7 +494,7 @@ class ContinuousPositionBias(nn.Module):
             self.index.copy_(relative_position_index(self.window, device=device))
 
     def forward(self) -> torch.Tensor:
-        """Returns the bias, shape (heads, N, N), values in (0, 16)."""
+        """Returns the bias, shape (heads, N, N), contiguous as :class:`RelativePositionBias`'s, values in (0, 16)."""
         table = self.mlp(self.coords)  # (rows, heads)
         bias = table[self.index.view(-1)].view(self.num_tokens, self.num_tokens, self.num_heads)  # (N, N, heads)
         return (16 * torch.sigmoid(bias)).permute(2, 0, 1).contiguous()  # (heads, N, N)

@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import argparse
 import copy
-import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import timm
 import torch
 import torch._inductor.config
-import torch.nn.functional as F
 from torch import nn
 
 from swinlite.models.swin import ContinuousPositionBias, RelativePositionBias
+
+sys.path.insert(0, str(Path(__file__).parent))
+from swinbench.swin import make_step  # noqa: E402
+from swinbench.timing import shuffled_seconds  # noqa: E402
 
 BATCH, ROUNDS = 8, 11
 PAIRS = {  # --model: swinlite's, timm's, input size
@@ -78,61 +82,28 @@ def compiled_step(model: nn.Module, x: torch.Tensor, bf16: bool) -> Callable[[],
     return step
 
 
-def eager_step(model: nn.Module, x: torch.Tensor, bf16: bool) -> Callable[[], None]:
-    """Inference in eager mode (swinlite's row blocks), under bf16 autocast or in fp32."""
-
-    @torch.inference_mode()
-    def step() -> None:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            model(x)
-
-    return step
-
-
-def train_step(model: nn.Module, x: torch.Tensor, bf16: bool) -> Callable[[], None]:
-    """One forward + cross-entropy + backward, under bf16 autocast or in fp32."""
-    target = torch.zeros(x.shape[0], dtype=torch.long)
-
-    def step() -> None:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = F.cross_entropy(model(x), target)
-        loss.backward()
-        model.zero_grad(set_to_none=True)
-
-    return step
-
-
-def shuffled_rounds(steps: dict[str, Callable[[], None]], rounds: int) -> dict[str, float]:
-    """Median seconds of each step over ``rounds`` rounds, each round in a random order."""
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    names = list(steps)
-    for _ in range(rounds):
-        random.shuffle(names)
-        for name in names:
-            start = time.perf_counter()
-            steps[name]()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--model", choices=tuple(PAIRS), default="v1", help="Swin-T (v1) or Swin-V2-T (v2)")
     args = parser.parse_args()
+    modes = args.modes.split(",")
+    if unknown := [m for m in modes if m not in MODES]:
+        parser.error(f"unknown --modes {', '.join(unknown)}; expected some of {', '.join(MODES)}")
     lite_name, timm_name, size = PAIRS[args.model]
     torch.manual_seed(0)
     lite = timm.create_model(lite_name, drop_path_rate=0.0)
     models = {"contiguous": lite, "strided": strided_copy(lite), "timm": timm.create_model(timm_name)}
     x = torch.randn(BATCH, 3, size, size)
-    for mode in args.modes.split(","):
+    for mode in modes:
         kind, precision = mode.split("-")
-        bf16 = precision == "bf16"
-        build = {"compiled": compiled_step, "eager": eager_step, "train": train_step}[kind]
-        steps = {name: build(model.train(kind == "train"), x, bf16) for name, model in models.items()}
-        for step in steps.values():  # warm-up
-            step()
-        ms = {name: 1e3 * s for name, s in shuffled_rounds(steps, ROUNDS).items()}
+        if kind == "compiled":
+            steps = {name: compiled_step(model.eval(), x, precision == "bf16") for name, model in models.items()}
+        else:  # eager inference (swinlite's row blocks) or a train step without an optimizer
+            task = "inference" if kind == "eager" else "train"
+            steps = {name: make_step(model, x, task, precision, optimizer=False) for name, model in models.items()}
+        times = shuffled_seconds(steps, lambda name: None, warmup=1, repeats=ROUNDS)
+        ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
         figures = ", ".join(f"{name} {t:.0f} ms ({ms['timm'] / t:.2f}x timm)" for name, t in ms.items())
         print(
             f"{mode}, {lite_name} batch {BATCH} at {size}x{size}, {torch.get_num_threads()} threads, "

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import partial
 from pathlib import Path
 
 import timm
@@ -23,17 +22,12 @@ import swinlite.fast.blocks as fast_blocks
 
 sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.sizes import build_timm  # noqa: E402
+from swinbench.swin import make_step  # noqa: E402
 from swinbench.timing import line_with_setting  # noqa: E402
 
 CASES = [(8, (224, 224), 9), (2, (800, 1333), 5)]  # batch, (H, W), timed rounds
 MAP_MIB_PER_THREAD = (1.0, 2.0, 4.0, None)  # --map-bytes: the values timed (None: unbounded)
 MAP_ROUNDS = 15
-
-
-def forward(model: torch.nn.Module, x: torch.Tensor, bf16: bool = False) -> None:
-    """One inference forward, in fp32 or under bf16 autocast."""
-    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        model(x)
 
 
 def map_bytes() -> None:
@@ -42,17 +36,14 @@ def map_bytes() -> None:
     reference = timm.create_model("swin_tiny_patch4_window7_224").eval()
     x = torch.randn(8, 3, 224, 224)
     rule = fast_blocks.ATTENTION_MAP_BYTES_PER_THREAD
-    for bf16 in (True, False):
+    for precision in ("bf16", "fp32"):
+        run_lite = make_step(lite, x, "inference", precision)
         cases = {
-            "unbounded" if mib is None else f"{mib:g} MiB": (
-                partial(forward, lite, x, bf16),
-                2**62 if mib is None else int(mib * 2**20),
-            )
+            "unbounded" if mib is None else f"{mib:g} MiB": (run_lite, 2**62 if mib is None else int(mib * 2**20))
             for mib in MAP_MIB_PER_THREAD
         }
-        cases["timm"] = (partial(forward, reference, x, bf16), rule)
+        cases["timm"] = (make_step(reference, x, "inference", precision), rule)
         line = line_with_setting(fast_blocks, "ATTENTION_MAP_BYTES_PER_THREAD", cases, 1, MAP_ROUNDS, "timm")
-        precision = "bf16" if bf16 else "fp32"
         print(f"{precision}, batch 8 at 224x224, {torch.get_num_threads()} threads, median of {MAP_ROUNDS}: {line}")
     print(f"the rule: {rule / 2**20:g} MiB of maps per thread")
 
@@ -68,10 +59,11 @@ def main() -> None:
         lite = timm.create_model("swinlite_tiny_patch4_window7_224", img_size=size).eval()
         reference = build_timm("swin_tiny_patch4_window7_224", size).eval()
         x = torch.randn(batch, 3, *size)
+        run_lite = make_step(lite, x, "inference", "fp32")
         cases = {
-            "row blocks": (partial(forward, lite, x), row_blocks_for),
-            "whole batch": (partial(forward, lite, x), lambda *args: None),
-            "timm": (partial(forward, reference, x), row_blocks_for),
+            "row blocks": (run_lite, row_blocks_for),
+            "whole batch": (run_lite, lambda *args: None),
+            "timm": (make_step(reference, x, "inference", "fp32"), row_blocks_for),
         }
         line = line_with_setting(fast_blocks, "row_blocks_for", cases, 1, rounds, "timm")
         print(f"batch {batch} at {size[0]}x{size[1]}, median of {rounds}: {line}")

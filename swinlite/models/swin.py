@@ -562,7 +562,43 @@ def window_attention(
     return attn @ v
 
 
-class WindowAttention(nn.Module):
+class WindowAttentionFrame(nn.Module):
+    """What both window attentions do around their formula: project to q, k, v, attend with the position bias and
+    the block's mask in the projections' dtype, merge the heads and project out. :class:`WindowAttention` and
+    :class:`WindowAttentionV2` supply :meth:`project_qkv` and :meth:`attend`, and the modules ``rel_pos``, ``proj``
+    and ``proj_drop``."""
+
+    num_heads: int
+    head_dim: int
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Attend within windows.
+
+        Args:
+            x: window tokens [B, nW, N, C].
+            mask: additive mask [nW, N, N] (shift regions, padding) or None.
+
+        Returns:
+            Tokens [B, nW, N, C].
+        """
+        B, nW, N, C = x.shape
+        qkv = self.project_qkv(x).view(B * nW, N, 3, self.num_heads, self.head_dim)  # (B*nW, N, 3, heads, hd)
+        bias = self.rel_pos().to(qkv.dtype)  # position bias (heads, N, N)
+        mask = None if mask is None else mask.to(qkv.dtype)
+        x = self.attend(qkv, bias, mask, B)  # (B*nW, heads, N, hd)
+        x = x.transpose(1, 2).reshape(B, nW, N, C)  # (B*nW, N, heads, hd) -> (B, nW, N, heads*hd)
+        return self.proj_drop(self.proj(x))
+
+    def project_qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """Window tokens [..., C] -> q, k, v [..., 3C]."""
+        raise NotImplementedError
+
+    def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
+        """qkv (B*nW, N, 3, heads, hd), bias (heads, N, N), mask (nW, N, N) or None -> (B*nW, heads, N, hd)."""
+        raise NotImplementedError
+
+
+class WindowAttention(WindowAttentionFrame):
     """Self-attention over the tokens of each window, plus a per-head relative position bias.
 
     softmax(QKᵀ/√d + bias + mask)·V per window and head (:func:`window_attention`): the bias and the block's
@@ -605,23 +641,9 @@ class WindowAttention(nn.Module):
         self.proj = nn.Linear(dim, dim, **dd)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Attend within windows.
-
-        Args:
-            x: window tokens [B, nW, N, C].
-            mask: additive mask [nW, N, N] (shift regions, padding) or None.
-
-        Returns:
-            Tokens [B, nW, N, C].
-        """
-        B, nW, N, C = x.shape
-        qkv = self.qkv(x).view(B * nW, N, 3, self.num_heads, self.head_dim)  # (B*nW, N, 3, heads, hd)
-        bias = self.rel_pos().to(qkv.dtype)  # relative position bias (heads, N, N)
-        mask = None if mask is None else mask.to(qkv.dtype)
-        x = self.attend(qkv, bias, mask, B)  # (B*nW, heads, N, hd)
-        x = x.transpose(1, 2).reshape(B, nW, N, C)  # (B*nW, N, heads, hd) -> (B, nW, N, heads*hd)
-        return self.proj_drop(self.proj(x))
+    def project_qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """Window tokens [..., C] -> q, k, v [..., 3C]."""
+        return self.qkv(x)
 
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
         """:func:`window_attention` with this layer's scale and dropout (the fast path swaps its kernels in here)."""
@@ -666,13 +688,13 @@ def cosine_window_attention(
     return attn @ v
 
 
-class WindowAttentionV2(nn.Module):
+class WindowAttentionV2(WindowAttentionFrame):
     """Swin-V2 window attention: scaled cosine attention plus the continuous position bias.
 
     softmax(cos(Q, K)·τ + 16·sigmoid(CPB) + mask)·V per window and head (:func:`cosine_window_attention`), with a
     learned τ per head (initially 10, at most 100) instead of 1/√d, and :class:`ContinuousPositionBias` instead
     of a table. Queries and values have learned biases, keys none (as the reference: ``q_bias``, ``v_bias``).
-    The same ``forward`` contract as :class:`WindowAttention`.
+    The forward of :class:`WindowAttentionFrame`, as :class:`WindowAttention`'s.
 
     Args:
         dim: channels of the input tokens.
@@ -712,26 +734,12 @@ class WindowAttentionV2(nn.Module):
         self.proj = nn.Linear(dim, dim, **dd)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Attend within windows.
-
-        Args:
-            x: window tokens [B, nW, N, C].
-            mask: additive mask [nW, N, N] (shift regions, padding) or None.
-
-        Returns:
-            Tokens [B, nW, N, C].
-        """
-        B, nW, N, C = x.shape
+    def project_qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """Window tokens [..., C] -> q, k, v [..., 3C], with the q and v biases and no key bias."""
         qkv_bias: torch.Tensor | None = None
         if self.q_bias is not None and self.v_bias is not None:
             qkv_bias = torch.cat((self.q_bias, torch.zeros_like(self.q_bias), self.v_bias))  # no key bias
-        qkv = F.linear(x, self.qkv.weight, qkv_bias).view(B * nW, N, 3, self.num_heads, self.head_dim)
-        bias = self.rel_pos().to(qkv.dtype)  # continuous position bias (heads, N, N)
-        mask = None if mask is None else mask.to(qkv.dtype)
-        x = self.attend(qkv, bias, mask, B)  # (B*nW, heads, N, hd)
-        x = x.transpose(1, 2).reshape(B, nW, N, C)  # (B*nW, N, heads, hd) -> (B, nW, N, heads*hd)
-        return self.proj_drop(self.proj(x))
+        return F.linear(x, self.qkv.weight, qkv_bias)
 
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
         """:func:`cosine_window_attention` with this layer's scale and dropout (a fast path swaps its kernels in)."""

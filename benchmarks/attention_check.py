@@ -21,27 +21,15 @@ from pathlib import Path
 
 import timm
 import torch
-import torch.nn.functional as F
 
 import swinlite.fast.blocks as fast_blocks
 
 sys.path.insert(0, str(Path(__file__).parent))
+from swinbench.swin import make_step  # noqa: E402
 from swinbench.timing import line_with_setting  # noqa: E402
 
 BATCH, TRAIN_ROUNDS, INFERENCE_ROUNDS = 8, 9, 11  # 224²
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}  # inference: autocast dtype
-
-
-def train_step(model: torch.nn.Module, x: torch.Tensor) -> None:
-    """One forward + cross-entropy + backward."""
-    F.cross_entropy(model(x), torch.zeros(x.shape[0], dtype=torch.long)).backward()
-    model.zero_grad(set_to_none=True)
-
-
-@torch.inference_mode()
-def inference(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype | None) -> None:
-    with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
-        model(x)
+PRECISIONS = ("fp32", "bf16")  # inference: bf16 under autocast
 
 
 def frozen_forward(model: torch.nn.Module, x: torch.Tensor) -> None:
@@ -83,14 +71,11 @@ def main() -> None:
     torch.manual_seed(0)
     lite = timm.create_model("swinlite_tiny_patch4_window7_224", drop_path_rate=0.0)
     reference = timm.create_model("swin_tiny_patch4_window7_224", drop_path_rate=0.0)
-    every, none = tuple(d or torch.float32 for d in PRECISIONS.values()), ()
-    for precision, dtype in PRECISIONS.items():
+    every, none = (torch.float32, torch.bfloat16), ()
+    for precision in PRECISIONS:
         for batch in (BATCH, 1):
             x = torch.randn(batch, 3, 224, 224)
-            run_lite, run_timm = (
-                partial(inference, lite.eval(), x, dtype),
-                partial(inference, reference.eval(), x, dtype),
-            )
+            run_lite, run_timm = (make_step(m, x, "inference", precision) for m in (lite, reference))
             cases = {"sdpa": (run_lite, every), "explicit": (run_lite, none), "timm": (run_timm, every)}
             line = line_with_setting(fast_blocks, "CPU_FLASH_DTYPES", cases, 2, INFERENCE_ROUNDS, "timm")
             setting = f"batch {batch} at 224x224, {precision}, {threads} threads, median of {INFERENCE_ROUNDS}"
@@ -99,7 +84,7 @@ def main() -> None:
     if args.no_train:
         return
     x = torch.randn(BATCH, 3, 224, 224)
-    lite_step, timm_step = partial(train_step, lite.train(), x), partial(train_step, reference.train(), x)
+    lite_step, timm_step = (make_step(m, x, "train", "fp32", optimizer=False) for m in (lite, reference))
     cases = {"recomputed": (lite_step, True), "explicit": (lite_step, False), "timm": (timm_step, rule)}
     line = line_with_setting(fast_blocks, "RECOMPUTED_ON_THIS_CPU", cases, 1, TRAIN_ROUNDS, "timm")
     print(f"train step, batch {BATCH} at 224x224, fp32, {threads} threads, median of {TRAIN_ROUNDS}: {line}")

@@ -15,7 +15,7 @@ from timm.layers import Mlp
 from torch import nn
 
 from ..models.swin import SwinBlock, SwinV2Block, WindowAttention, WindowAttentionV2
-from .blocks import FastMlp, FastSwinBlock, FastWindowAttention, row_blocks_for, select_attention_kernel
+from .blocks import FastLinear, FastMlp, FastSwinBlock, FastWindowAttention, row_blocks_for, select_attention_kernel
 from .v2 import FastSwinV2Block, FastWindowAttentionV2
 
 # reference class -> fast subclass; matched by exact class, so subclasses of these stay on the reference path
@@ -25,6 +25,7 @@ FAST_MODULES: dict[type[nn.Module], type[nn.Module]] = {
     Mlp: FastMlp,
     SwinV2Block: FastSwinV2Block,  # Swin-V2: swinlite/fast/v2.py
     WindowAttentionV2: FastWindowAttentionV2,
+    nn.Linear: FastLinear,  # fp32 CPU inference through oneDNN where this CPU's BLAS is the slower
 }
 
 
@@ -49,6 +50,7 @@ def accelerate(model: nn.Module) -> nn.Module:
 
 __all__ = [
     "FAST_MODULES",
+    "FastLinear",
     "FastMlp",
     "FastSwinBlock",
     "FastSwinV2Block",

@@ -1,10 +1,11 @@
 """The fast Swin modules, the shift + partition gather they use, and the table of which kernel runs when.
 
-:class:`FastSwinBlock`, :class:`FastWindowAttention` and :class:`FastMlp` subclass the reference modules of
-:mod:`swinlite.models.swin` (and timm's ``Mlp``) without adding parameters or buffers: the same ``state_dict``,
-the same function, other kernels. :func:`swinlite.fast.accelerate` swaps them in. Only the attention kernel and
-the row blocks depend on the call (gradient to the bias, device, dtype, dropout, grad mode, threads); the two
-functions below decide, by this table:
+:class:`FastSwinBlock`, :class:`FastWindowAttention`, :class:`FastMlp` and :class:`FastLinear` subclass the reference
+modules of :mod:`swinlite.models.swin` (and timm's ``Mlp``, torch's ``nn.Linear``) without adding parameters or
+buffers: the same ``state_dict``, the same function, other kernels. :func:`swinlite.fast.accelerate` swaps them in.
+Only the attention kernel, the row blocks and the linears' library depend on the call (gradient to the bias,
+device, dtype, dropout, grad mode, threads): :func:`select_attention_kernel`, :func:`row_blocks_for` and
+:func:`onednn_serves` decide, by this table and the list of kernels after it:
 
 | situation                            | shift + partition        | attention                       | MLP            |
 |--------------------------------------|--------------------------|---------------------------------|----------------|
@@ -42,6 +43,10 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   under autocast, when :func:`row_blocks_for` says so (eval, no autograd, eager, exact GELU), with
   :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
 - gather: :func:`gather_tokens` below; index in graph: :func:`exported_shifted_window_attention`.
+- linear layers (every ``nn.Linear`` of the model is a :class:`FastLinear`, its MLP's and attention's too): in fp32
+  on the CPU without autograd, eager, compiled or in the row blocks (there with GELU and the residual add fused),
+  through oneDNN (:func:`~swinlite.fast.row_blocks.onednn_linear`) where :data:`ONEDNN_FP32_ON_THIS_CPU` (AMD CPUs,
+  where PyTorch's BLAS is the slower); everywhere else ``F.linear``.
 - GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without dropout or norm between fc1 and
   fc2 (``FastMlp.recompute_act``; otherwise plain). The gather and the recompute need autograd only for their
   backward: without gradients they run their plain forward. TorchScript cannot script autograd Functions, so it
@@ -51,6 +56,7 @@ Why each choice holds, with the measurements: ``benchmarks/kernels.md``.
 """
 
 import functools
+import platform
 from collections.abc import Callable
 
 import torch
@@ -70,7 +76,7 @@ from ..models.swin import (
 )
 from . import measured, window_flex, window_sdpa
 from .gelu_linear import gelu_linear
-from .row_blocks import RowBlocks, mlp_rows, window_attention_rows
+from .row_blocks import ONEDNN_LINEAR, RowBlocks, mlp_rows, onednn_linear, window_attention_rows
 
 # --- the decisions (the table above) ---------------------------------------------------------------------------
 
@@ -84,6 +90,26 @@ ATTENTION_MAP_BYTES_PER_THREAD = 2 * 2**20  # per thread, a row block's (windows
 # dtypes in which CPU inference attends through SDPA's flash kernel; in others (bf16) the explicit softmax is the
 # faster one (benchmarks/kernels.md: "CPU bf16 inference")
 CPU_FLASH_DTYPES: tuple[torch.dtype, ...] = (torch.float32,)
+
+
+@functools.cache
+def cpu_vendor() -> str:
+    """The x86 vendor string, e.g. ``"AuthenticAMD"``, ``"GenuineIntel"``; ``""`` where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    processor = platform.processor()  # Windows: "AMD64 Family 25 Model 97 Stepping 2, AuthenticAMD"
+    return processor.rsplit(",", 1)[-1].strip() if "," in processor else ""
+
+
+# fp32 CPU linears without autograd through oneDNN rather than PyTorch's BLAS (MKL), which picks its code paths by
+# CPU vendor: on an AMD EPYC with AVX-512 oneDNN ran Swin-T's linears faster (benchmarks/kernels.md, "fp32 linear
+# layers through oneDNN"); Intel CPUs keep MKL, Intel's library (not measured against oneDNN)
+ONEDNN_FP32_ON_THIS_CPU: bool = ONEDNN_LINEAR and cpu_vendor() == "AuthenticAMD"
 
 
 def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: bool, dropout: bool) -> str:
@@ -143,7 +169,8 @@ def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | N
     dtype = torch.get_autocast_dtype("cpu") if autocast else x.dtype
     threads = max(1, torch.get_num_threads())
     rows = min(ROWS_PER_THREAD * threads, ROW_BLOCK_BYTES // (width * dtype.itemsize))
-    return RowBlocks(max(rows, 1), dtype, cpu_flash(dtype), ATTENTION_MAP_BYTES_PER_THREAD * threads)
+    onednn = dtype == x.dtype == torch.float32 and ONEDNN_FP32_ON_THIS_CPU
+    return RowBlocks(max(rows, 1), dtype, cpu_flash(dtype), ATTENTION_MAP_BYTES_PER_THREAD * threads, onednn)
 
 
 # --- cyclic shift + window partition as one token gather -------------------------------------------------------
@@ -308,6 +335,32 @@ def exported_shifted_window_attention(block: SwinBlock, x: torch.Tensor) -> torc
 
 
 # --- the fast modules ------------------------------------------------------------------------------------------
+
+
+def onednn_serves(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether :class:`FastLinear` runs :func:`~swinlite.fast.row_blocks.onednn_linear`: fp32 on a CPU of the rule
+    (:data:`ONEDNN_FP32_ON_THIS_CPU`), no autocast, no gradient to compute (the op has no autograd formula), not
+    exported."""
+    if not ONEDNN_FP32_ON_THIS_CPU or x.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
+        return False
+    if x.dtype != torch.float32 or weight.dtype != torch.float32:
+        return False
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
+        return False
+    return not exporting()
+
+
+@register_notrace_module  # timm's FX feature extraction keeps it one node, as an nn.Linear
+class FastLinear(nn.Linear):
+    """``nn.Linear`` through oneDNN where :func:`onednn_serves` says (fp32 CPU inference, eager or compiled, on a
+    CPU of :data:`ONEDNN_FP32_ON_THIS_CPU`), else ``F.linear``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [..., in] -> [..., out]."""
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            if onednn_serves(x, self.weight, self.bias):
+                return onednn_linear(x, self.weight, self.bias)
+        return F.linear(x, self.weight, self.bias)
 
 
 class FastMlp(Mlp):

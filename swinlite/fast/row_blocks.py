@@ -27,10 +27,12 @@ threads, and each region waits for its slowest thread, so the blocks grow with t
   the weight is unchanged (:func:`_cast`; benchmarks/cpu_bf16_weight_copies.md), at half the fp32 weights'
   memory. Same ops, same order of reduction within each token: results equal the plain path's to float rounding
   of the matmuls.
-- Torch ops: public ones only (``addmm``/``mm`` with ``out=``, ``addmm_``, ``F.scaled_dot_product_attention``
-  in fp32, ``matmul`` and ``softmax`` in bf16, ``torch.ops.aten.gelu_``). Only for CPU without autograd (out= ops
-  have no autograd and do not autocast: the dtype is passed in); :func:`~swinlite.fast.blocks.row_blocks_for`
-  decides.
+- Torch ops: ``addmm``/``mm`` with ``out=``, ``addmm_``, ``F.scaled_dot_product_attention`` in fp32, ``matmul``
+  and ``softmax`` in bf16, ``torch.ops.aten.gelu_``; in fp32 where ``plan.onednn`` (CPUs whose BLAS is the slower,
+  :data:`~swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU`), the linears by oneDNN's ``mkldnn::_linear_pointwise``
+  instead (:func:`onednn_linear`, GELU and the residual add fused; the op inductor emits for CPU linears, private
+  to PyTorch). Only for CPU without autograd (out= ops have no autograd and do not autocast: the dtype is passed
+  in); :func:`~swinlite.fast.blocks.row_blocks_for` decides.
 - Pinned by: ``tests/fast/test_row_blocks.py`` (against the reference block: shifted and padded, row
   blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; bf16 autocast; no biases).
 """
@@ -43,6 +45,9 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ..models.swin import window_attn_mask
 
+# oneDNN's linear op, which inductor emits for CPU linears, with fused post-ops; where PyTorch is built with oneDNN
+ONEDNN_LINEAR: bool = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
 
 class RowBlocks(NamedTuple):
     """How a block runs in row blocks.
@@ -53,12 +58,15 @@ class RowBlocks(NamedTuple):
         flash: attention by SDPA's CPU flash kernel, else by the explicit softmax (:func:`_explicit_attention`).
         map_bytes: the attention's row blocks hold fewer windows where their (windows, heads, N, N) maps, counted
             in fp32, would take more than this.
+        onednn: fp32 linear layers through oneDNN (:func:`~swinlite.fast.linear.onednn_linear`, GELU and the
+            residual add fused), else through ``addmm`` into reused buffers.
     """
 
     rows: int
     dtype: torch.dtype
     flash: bool
     map_bytes: int
+    onednn: bool
 
 
 def _linear_into(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> torch.Tensor:
@@ -66,6 +74,35 @@ def _linear_into(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     if bias is None:
         return torch.mm(x, weight.t(), out=out)
     return torch.addmm(bias, x, weight.t(), out=out)
+
+
+def onednn_linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    gelu: bool = False,
+    residual: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """x @ weightᵀ + bias through oneDNN (fp32, no autograd), then an exact GELU (``gelu``) or ``+ residual``, fused
+    into the matmul: ``mkldnn::_linear_pointwise``, where :data:`~swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU` says.
+
+    Args:
+        x: [..., in], on the CPU.
+        weight, bias: [out, in] and [out] or None.
+        gelu: apply the exact (erf) GELU.
+        residual: [..., out] to add, or None; not with ``gelu``.
+
+    Returns:
+        [..., out], a new tensor.
+    """
+    rows = x.reshape(-1, x.shape[-1])  # (T, in): inductor's linear patterns expect 2-D operands
+    if residual is not None:
+        y = torch.ops.mkldnn._linear_pointwise.binary(rows, residual.reshape(-1, weight.shape[0]), weight, bias, "add")
+    elif gelu:
+        y = torch.ops.mkldnn._linear_pointwise(rows, weight, bias, "gelu", [], "none")  # "none": erf, not tanh
+    else:
+        y = torch.ops.mkldnn._linear_pointwise(rows, weight, bias, "none", [], "")
+    return y.view(*x.shape[:-1], weight.shape[0])  # (..., out)
 
 
 def _add_linear_into(
@@ -136,7 +173,7 @@ def window_attention_rows(
     per_block = max(1, min(plan.rows // N, plan.map_bytes // (heads * N * N * torch.float32.itemsize)))  # windows
     blocks = _window_blocks(B, nW, per_block)
     largest = max(count for _, count, _ in blocks)
-    qkv_buffer = x.new_empty(largest * N, qkv_weight.shape[0], dtype=dtype)  # reused
+    qkv_buffer = None if plan.onednn else x.new_empty(largest * N, qkv_weight.shape[0], dtype=dtype)  # reused
     in_buffer = None if x.dtype == dtype else x.new_empty(largest * N, C, dtype=dtype)
     # bias + mask for the windows of the largest row block (whole images, or part of one image); every row
     # block reads a slice of it: windows [offset, offset + count) of the image(s)
@@ -145,7 +182,10 @@ def window_attention_rows(
     attn_mask = window_attn_mask(bias.to(mask_dtype), _cast(mask, mask_dtype), images)  # (1 or images*nW, heads, N, N)
     for first, count, offset in blocks:
         rows = slice(first * N, (first + count) * N)
-        qkv = _linear_into(_in_dtype(x[rows], in_buffer), qkv_weight, qkv_bias, qkv_buffer[: count * N])
+        if qkv_buffer is None:
+            qkv = onednn_linear(x[rows], qkv_weight, qkv_bias)  # (tokens, 3C)
+        else:
+            qkv = _linear_into(_in_dtype(x[rows], in_buffer), qkv_weight, qkv_bias, qkv_buffer[: count * N])
         q, k, v = qkv.view(count, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4).unbind(0)  # (count, heads, N, hd)
         block_mask = attn_mask if mask is None else attn_mask[offset : offset + count]
         if plan.flash:
@@ -153,7 +193,10 @@ def window_attention_rows(
         else:
             o = _explicit_attention(q, k, v, block_mask, scale)
         o = o.transpose(1, 2).reshape(count * N, C)  # (count, heads, N, hd) -> (tokens, C); a view after flash
-        _linear_into(o, proj_weight, proj_bias, out[rows])
+        if plan.onednn:
+            out[rows] = onednn_linear(o, proj_weight, proj_bias)
+        else:
+            _linear_into(o, proj_weight, proj_bias, out[rows])
     return out.view(B, nW, N, C)
 
 
@@ -208,6 +251,12 @@ def mlp_rows(
     tokens = x.reshape(-1, x.shape[-1])  # (T, C)
     out = torch.empty_like(tokens)
     size = min(plan.rows, tokens.shape[0])
+    if plan.onednn:  # fp32 through oneDNN, GELU and the residual add fused into the matmuls
+        for start in range(0, tokens.shape[0], size):
+            residual = tokens[start : start + size]
+            h = onednn_linear(norm(residual), fc1_weight, fc1_bias, gelu=True)  # (rows, hidden)
+            out[start : start + size] = onednn_linear(h, fc2_weight, fc2_bias, residual=residual)
+        return out.view(x.shape)
     hidden = tokens.new_empty(size, fc1_weight.shape[0], dtype=dtype)  # (rows, hidden), reused
     cast = tokens.dtype != dtype
     in_buffer = tokens.new_empty(size, tokens.shape[1], dtype=dtype) if cast else None

@@ -42,7 +42,8 @@ from ..models.swin import (
     cosine_window_attention,
     window_attn_mask,
 )
-from .blocks import GatheredWindowsBlock, select_attention_kernel
+from .blocks import GatheredWindowsBlock, onednn_serves, select_attention_kernel
+from .row_blocks import onednn_linear
 
 
 def sdpa_cosine_window_attention(
@@ -79,7 +80,17 @@ def sdpa_cosine_window_attention(
 
 
 class FastWindowAttentionV2(WindowAttentionV2):
-    """:class:`~swinlite.models.swin.WindowAttentionV2` through SDPA where it fits (module docstring: the table)."""
+    """:class:`~swinlite.models.swin.WindowAttentionV2` through SDPA where it fits (module docstring: the table), its
+    q, k, v projection through oneDNN where :func:`~swinlite.fast.blocks.onednn_serves` says, as a
+    :class:`~swinlite.fast.blocks.FastLinear`'s (V2 adds its own bias to that projection)."""
+
+    def project_qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """Window tokens [..., C] -> q, k, v [..., 3C], as ``WindowAttentionV2.project_qkv``."""
+        weight, bias = self.qkv.weight, self.merged_qkv_bias()
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            if onednn_serves(x, weight, bias):
+                return onednn_linear(x, weight, bias)
+        return F.linear(x, weight, bias)
 
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
         """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as ``WindowAttentionV2.attend``."""

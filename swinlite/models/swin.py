@@ -736,10 +736,13 @@ class WindowAttentionV2(WindowAttentionFrame):
 
     def project_qkv(self, x: torch.Tensor) -> torch.Tensor:
         """Window tokens [..., C] -> q, k, v [..., 3C], with the q and v biases and no key bias."""
-        qkv_bias: torch.Tensor | None = None
+        return F.linear(x, self.qkv.weight, self.merged_qkv_bias())
+
+    def merged_qkv_bias(self) -> torch.Tensor | None:
+        """The q, k, v projection's bias [3C]: the q bias, zeros (no key bias), the v bias; or None."""
         if self.q_bias is not None and self.v_bias is not None:
-            qkv_bias = torch.cat((self.q_bias, torch.zeros_like(self.q_bias), self.v_bias))  # no key bias
-        return F.linear(x, self.qkv.weight, qkv_bias)
+            return torch.cat((self.q_bias, torch.zeros_like(self.q_bias), self.v_bias))
+        return None
 
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
         """:func:`cosine_window_attention` with this layer's scale and dropout (a fast path swaps its kernels in)."""

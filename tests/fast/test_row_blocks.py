@@ -41,12 +41,15 @@ def calls(monkeypatch):
 @pytest.mark.parametrize("size", [(5, 9), (8, 8)])  # padded to 8 x 12; unpadded
 @pytest.mark.parametrize("shift", [False, True])
 @pytest.mark.parametrize("mask_padding", [True, False])
-def test_row_blocks_equal_the_reference_path(monkeypatch, calls, rows, size, shift, mask_padding):
+@pytest.mark.parametrize("onednn", [False, True] if row_blocks.ONEDNN_LINEAR else [False])  # linears: addmm, oneDNN
+def test_row_blocks_equal_the_reference_path(monkeypatch, calls, rows, size, shift, mask_padding, onednn):
+    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", onednn)
     monkeypatch.setattr(blocks, "ROWS_PER_THREAD", rows)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     fast, reference = block_pair(qkv_bias=True, shift=shift, mask_padding=mask_padding)
     x = torch.randn(5, *size, 16)
     with torch.inference_mode():
+        assert row_blocks_for(False, x, 64).onednn == onednn
         torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
     assert calls == {"attention": 1, "mlp": 1}
 
@@ -121,20 +124,24 @@ def test_autocast_weight_copies_are_kept_while_the_weights_are_unchanged(calls):
 
 
 def test_only_cpu_inference_takes_row_blocks(monkeypatch):
+    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
     monkeypatch.setattr(blocks, "ROWS_PER_THREAD", 100)
     monkeypatch.setattr(blocks, "ROW_BLOCK_BYTES", 64000)
     monkeypatch.setattr(blocks, "ATTENTION_MAP_BYTES_PER_THREAD", 5000)
     x = torch.zeros(1, 4, 4, 8)
     with torch.no_grad():
-        expected = RowBlocks(300, torch.float32, flash=True, map_bytes=15000)  # tokens and map bytes per thread
+        expected = RowBlocks(300, torch.float32, flash=True, map_bytes=15000, onednn=True)  # tokens, bytes per thread
         assert row_blocks_for(False, x, 32) == expected
         assert row_blocks_for(False, x, 64).rows == 250  # the widest buffer (64 channels) within 64000 bytes
         assert row_blocks_for(True, x, 32) is None  # training: dropout and stochastic depth may be on
         with torch.autocast("cpu", dtype=torch.bfloat16):  # the matmuls in autocast's dtype
-            assert row_blocks_for(False, x, 64) == expected._replace(dtype=torch.bfloat16, flash=False)
+            assert row_blocks_for(False, x, 64) == expected._replace(dtype=torch.bfloat16, flash=False, onednn=False)
             assert row_blocks_for(False, x, 128).rows == 250
-            assert row_blocks_for(False, x.double(), 32).dtype == torch.float64  # autocast leaves float64 alone
+            plan = row_blocks_for(False, x.double(), 32)
+            assert plan.dtype == torch.float64 and not plan.onednn  # autocast leaves float64 alone
+        monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)  # this CPU's BLAS is the faster
+        assert row_blocks_for(False, x, 32) == expected._replace(onednn=False)
         assert row_blocks_for(False, torch.zeros(1, 4, 4, 8, device="meta"), 32) is None
     assert row_blocks_for(False, x, 32) is None  # autograd on
 

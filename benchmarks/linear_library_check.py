@@ -1,0 +1,127 @@
+"""fp32 linear layers through PyTorch's BLAS (MKL on x86) and through oneDNN, on Swin-T's shapes and in the model,
+against timm, timed alternately.
+
+The model rows switch by patching ``swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU`` (the rule of the dispatch table
+in swinlite/fast/blocks.py), so both swinlite rows run the same weights; compiled, one model copy per setting is
+compiled with inductor's freezing (the rule is read while tracing). Figures: benchmarks/kernels.md, "fp32 linear
+layers through oneDNN".
+
+    python benchmarks/linear_library_check.py                    # shapes, eager and compiled inference
+    python benchmarks/linear_library_check.py --modes shapes,eager
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import timm
+import torch
+import torch._inductor.config
+
+import swinlite.fast.blocks as fast_blocks
+from swinlite.fast.row_blocks import ONEDNN_LINEAR, onednn_linear
+
+sys.path.insert(0, str(Path(__file__).parent))
+from swinbench.swin import make_step  # noqa: E402
+from swinbench.timing import line_with_setting, shuffled_seconds  # noqa: E402
+
+BATCH, ROUNDS, SHAPE_ROUNDS = 8, 11, 15
+MODES = ("shapes", "eager", "compiled")
+TOKENS = (3136, 784, 196, 49)  # per image at 224², stages 1-4
+WIDTHS = (96, 192, 384, 768)
+
+
+def swin_t_shapes(batch: int) -> list[tuple[int, int, int]]:
+    """(rows, in, out) of Swin-T's linear layers per stage (qkv, proj, fc1, fc2) at ``batch`` images of 224²."""
+    return [
+        (batch * tokens, k, n)
+        for tokens, c in zip(TOKENS, WIDTHS, strict=True)
+        for k, n in ((c, 3 * c), (c, c), (c, 4 * c), (4 * c, c))
+    ]
+
+
+def shapes() -> None:
+    """Each shape by ``torch.addmm`` (BLAS) and by :func:`onednn_linear`, a new output each call, in random order."""
+    total = {"blas": 0.0, "onednn": 0.0}
+    for m, k, n in swin_t_shapes(BATCH):
+        x, weight, bias = torch.randn(m, k), torch.randn(n, k), torch.randn(n)
+        steps = {"blas": partial(torch.addmm, bias, x, weight.t()), "onednn": partial(onednn_linear, x, weight, bias)}
+        times = shuffled_seconds(steps, lambda name: None, warmup=2, repeats=SHAPE_ROUNDS)
+        median = {name: statistics.median(t) for name, t in times.items()}
+        rates = ", ".join(f"{name} {2 * m * k * n / s / 1e9:.0f}" for name, s in median.items())
+        print(f"  {m} x {k} -> {n}: GFLOP/s {rates}", flush=True)
+        for name, s in median.items():
+            total[name] += s
+    print(
+        f"Swin-T's linears at batch {BATCH}, fp32, {torch.get_num_threads()} threads, median of {SHAPE_ROUNDS}: "
+        f"BLAS {total['blas'] * 1e3:.0f} ms, oneDNN {total['onednn'] * 1e3:.0f} ms "
+        f"({total['blas'] / total['onednn']:.2f}x)"
+    )
+
+
+def compiled_step(name: str, model: torch.nn.Module, x: torch.Tensor, onednn: bool) -> Callable[[], object]:
+    """Inference through ``torch.compile`` with freezing, compiled by the first call (made here, under the rule)."""
+    compiled = torch.compile(model, dynamic=False)
+
+    def step() -> object:
+        fast_blocks.ONEDNN_FP32_ON_THIS_CPU = onednn
+        with torch._inductor.config.patch(freezing=True), torch.inference_mode():
+            return compiled(x)
+
+    start = time.perf_counter()
+    step()
+    print(f"  compiled {name} in {time.perf_counter() - start:.0f} s", flush=True)
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    modes = parser.parse_args().modes.split(",")
+    if unknown := [m for m in modes if m not in MODES]:
+        parser.error(f"unknown --modes {', '.join(unknown)}; expected some of {', '.join(MODES)}")
+    if not ONEDNN_LINEAR:
+        sys.exit("error: this PyTorch has no oneDNN linear op (torch.ops.mkldnn._linear_pointwise)")
+    threads, rule = torch.get_num_threads(), fast_blocks.ONEDNN_FP32_ON_THIS_CPU
+    if "shapes" in modes:
+        shapes()
+    torch.manual_seed(0)
+    lite = timm.create_model("swinlite_tiny_patch4_window7_224").eval()
+    reference = timm.create_model("swin_tiny_patch4_window7_224").eval()
+    x = torch.randn(BATCH, 3, 224, 224)
+    setting = f"Swin-T batch {BATCH} at 224x224, fp32, {threads} threads, median of {ROUNDS}"
+    if "eager" in modes:
+        run_lite = make_step(lite, x, "inference", "fp32")
+        cases = {"BLAS": (run_lite, False), "oneDNN": (run_lite, True)}
+        cases["timm"] = (make_step(reference, x, "inference", "fp32"), rule)
+        line = line_with_setting(fast_blocks, "ONEDNN_FP32_ON_THIS_CPU", cases, 1, ROUNDS, "timm")
+        print(f"eager inference, {setting}: {line}", flush=True)
+    if "compiled" in modes:
+        try:
+            steps = {"BLAS": compiled_step("BLAS", copy.deepcopy(lite), x, False)}
+            steps["oneDNN"] = compiled_step("oneDNN", copy.deepcopy(lite), x, True)
+            steps["timm"] = compiled_step("timm", reference, x, rule)
+            with torch.inference_mode():
+                expected = lite(x)
+            difference = max((steps[n]() - expected).abs().max().item() for n in ("BLAS", "oneDNN"))
+            times = shuffled_seconds(steps, lambda name: None, warmup=1, repeats=ROUNDS)
+        finally:
+            fast_blocks.ONEDNN_FP32_ON_THIS_CPU = rule
+        ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
+        line = ", ".join(f"{name} {t:.0f} ms ({ms['timm'] / t:.2f}x timm)" for name, t in ms.items())
+        print(f"compiled inference (freezing), {setting}: {line}; max |logit - eager| {difference:.1e}")
+    print(
+        f"this CPU ({fast_blocks.cpu_vendor() or 'vendor unknown'}) runs fp32 linears through: "
+        f"{'oneDNN' if rule else 'its BLAS'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -60,7 +60,15 @@ def markdown_table(result: dict[str, Any]) -> str:
     return "\n".join(lines + profile_tables(result.get("profile", {})))
 
 
-MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "mkl::_mkl_linear")
+MATMUL_OPS = (
+    "aten::mm",
+    "aten::addmm",
+    "aten::addmm_",
+    "aten::bmm",
+    "aten::baddbmm",
+    "mkl::_mkl_linear",
+    "mkldnn::_linear_pointwise",
+)
 
 
 def profile_tables(profiles: dict[str, list[dict[str, Any]]]) -> list[str]:

@@ -6,7 +6,7 @@ in swinlite/fast/blocks.py), so both swinlite rows run the same weights; compile
 compiled with inductor's freezing (the rule is read while tracing). Figures: benchmarks/kernels.md, "fp32 linear
 layers through oneDNN".
 
-    python benchmarks/linear_library_check.py                    # shapes, eager and compiled inference
+    python benchmarks/linear_library_check.py                    # shapes, eager and compiled inference, train step
     python benchmarks/linear_library_check.py --modes shapes,eager
 """
 
@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.swin import make_step  # noqa: E402
 from swinbench.timing import line_with_setting, shuffled_seconds  # noqa: E402
 
-BATCH, ROUNDS, SHAPE_ROUNDS = 8, 11, 15
-MODES = ("shapes", "eager", "compiled")
+BATCH, ROUNDS, SHAPE_ROUNDS, TRAIN_ROUNDS = 8, 11, 15, 7
+MODES = ("shapes", "eager", "compiled", "train")
 TOKENS = (3136, 784, 196, 49)  # per image at 224², stages 1-4
 WIDTHS = (96, 192, 384, 768)
 
@@ -117,6 +117,13 @@ def main() -> None:
         ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
         line = ", ".join(f"{name} {t:.0f} ms ({ms['timm'] / t:.2f}x timm)" for name, t in ms.items())
         print(f"compiled inference (freezing), {setting}: {line}; max |logit - eager| {difference:.1e}")
+    if "train" in modes:
+        train = timm.create_model("swinlite_tiny_patch4_window7_224", drop_path_rate=0.0)
+        run_lite = make_step(train, x, "train", "fp32", optimizer=False)
+        cases = {"BLAS": (run_lite, False), "oneDNN": (run_lite, True)}
+        cases["timm"] = (make_step(reference, x, "train", "fp32", optimizer=False), rule)
+        line = line_with_setting(fast_blocks, "ONEDNN_FP32_ON_THIS_CPU", cases, 1, TRAIN_ROUNDS, "timm")
+        print(f"train step, Swin-T batch {BATCH} at 224x224, fp32, {threads} threads, median of {TRAIN_ROUNDS}: {line}")
     print(
         f"this CPU ({fast_blocks.cpu_vendor() or 'vendor unknown'}) runs fp32 linears through: "
         f"{'oneDNN' if rule else 'its BLAS'}"

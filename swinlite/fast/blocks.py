@@ -44,9 +44,10 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
 - gather: :func:`gather_tokens` below; index in graph: :func:`exported_shifted_window_attention`.
 - linear layers (every ``nn.Linear`` of the model is a :class:`FastLinear`, its MLP's and attention's too): in fp32
-  on the CPU without autograd, eager, compiled or in the row blocks (there with GELU and the residual add fused),
-  through oneDNN (:func:`~swinlite.fast.row_blocks.onednn_linear`) where :data:`ONEDNN_FP32_ON_THIS_CPU` (AMD CPUs,
-  where PyTorch's BLAS is the slower); everywhere else ``F.linear``.
+  on the CPU, eager, compiled or in the row blocks (there with GELU and the residual add fused), through oneDNN
+  (:func:`~swinlite.fast.row_blocks.onednn_linear`; with autograd :mod:`swinlite.fast.linear_grad`, and the GELU
+  recompute's fc2 too) where :data:`ONEDNN_FP32_ON_THIS_CPU` (AMD CPUs, where PyTorch's BLAS is the slower);
+  everywhere else ``F.linear``.
 - GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without dropout or norm between fc1 and
   fc2 (``FastMlp.recompute_act``; otherwise plain). The gather and the recompute need autograd only for their
   backward: without gradients they run their plain forward. TorchScript cannot script autograd Functions, so it
@@ -76,6 +77,7 @@ from ..models.swin import (
 )
 from . import measured, window_flex, window_sdpa
 from .gelu_linear import gelu_linear
+from .linear_grad import onednn_linear_with_grad
 from .row_blocks import ONEDNN_LINEAR, RowBlocks, mlp_rows, onednn_linear, window_attention_rows
 
 # --- the decisions (the table above) ---------------------------------------------------------------------------
@@ -106,7 +108,7 @@ def cpu_vendor() -> str:
     return processor.rsplit(",", 1)[-1].strip() if "," in processor else ""
 
 
-# fp32 CPU linears without autograd through oneDNN rather than PyTorch's BLAS (MKL), which picks its code paths by
+# fp32 CPU linears through oneDNN rather than PyTorch's BLAS (MKL), which picks its code paths by
 # CPU vendor: on an AMD EPYC with AVX-512 oneDNN ran Swin-T's linears faster (benchmarks/kernels.md, "fp32 linear
 # layers through oneDNN"); Intel CPUs keep MKL, Intel's library (not measured against oneDNN)
 ONEDNN_FP32_ON_THIS_CPU: bool = ONEDNN_LINEAR and cpu_vendor() == "AuthenticAMD"
@@ -337,29 +339,34 @@ def exported_shifted_window_attention(block: SwinBlock, x: torch.Tensor) -> torc
 # --- the fast modules ------------------------------------------------------------------------------------------
 
 
-def onednn_serves(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
-    """Whether :class:`FastLinear` runs :func:`~swinlite.fast.row_blocks.onednn_linear`: fp32 on a CPU of the rule
-    (:data:`ONEDNN_FP32_ON_THIS_CPU`), no autocast, no gradient to compute (the op has no autograd formula), not
-    exported."""
+def onednn_serves(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether a linear layer runs through oneDNN: fp32 on a CPU of the rule (:data:`ONEDNN_FP32_ON_THIS_CPU`), no
+    autocast, not exported."""
     if not ONEDNN_FP32_ON_THIS_CPU or x.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
         return False
-    if x.dtype != torch.float32 or weight.dtype != torch.float32:
-        return False
+    return x.dtype == weight.dtype == torch.float32 and not exporting()
+
+
+def fast_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` through oneDNN: :func:`~swinlite.fast.row_blocks.onednn_linear` without
+    autograd, :func:`~swinlite.fast.linear_grad.onednn_linear_with_grad` where a gradient flows. Call where
+    :func:`onednn_serves` says."""
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
-        return False
-    return not exporting()
+        return onednn_linear_with_grad(x, weight, bias)
+    return onednn_linear(x, weight, bias)
 
 
 @register_notrace_module  # timm's FX feature extraction keeps it one node, as an nn.Linear
 class FastLinear(nn.Linear):
-    """``nn.Linear`` through oneDNN where :func:`onednn_serves` says (fp32 CPU inference, eager or compiled, on a
-    CPU of :data:`ONEDNN_FP32_ON_THIS_CPU`), else ``F.linear``."""
+    """``nn.Linear`` through oneDNN where :func:`onednn_serves` says (fp32 on a CPU of
+    :data:`ONEDNN_FP32_ON_THIS_CPU`, eager or compiled, inference or training: :func:`fast_linear`), else
+    ``F.linear``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., in] -> [..., out]."""
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            if onednn_serves(x, self.weight, self.bias):
-                return onednn_linear(x, self.weight, self.bias)
+            if onednn_serves(x, self.weight):
+                return fast_linear(x, self.weight, self.bias)
         return F.linear(x, self.weight, self.bias)
 
 
@@ -388,7 +395,10 @@ class FastMlp(Mlp):
         """x: [..., dim] -> [..., dim]."""
         h = self.fc1(x)  # (..., hidden)
         if self.recompute_act:
-            return self.drop2(gelu_linear(h, self.fc2.weight, self.fc2.bias))
+            onednn = False
+            if not torch.jit.is_scripting():  # TorchScript skips this branch
+                onednn = onednn_serves(h, self.fc2.weight)
+            return self.drop2(gelu_linear(h, self.fc2.weight, self.fc2.bias, onednn))
         return self.drop2(self.fc2(self.norm(self.drop1(self.act(h)))))
 
     @torch.jit.unused

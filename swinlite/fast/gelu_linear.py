@@ -8,7 +8,9 @@ each; this kernel keeps only h and recomputes the cheap GELU in backward, one ex
   (figures: benchmarks/kernels.md).
 - Torch ops: ``torch.ops.aten.gelu_backward.grad_input``, the out= overload of GELU's public backward
   op, to write the gradient in place. Without autograd (no grad mode) or in TorchScript, which cannot
-  script the autograd Function, the plain ``linear(gelu(h))`` runs.
+  script the autograd Function, the plain ``linear(gelu(h))`` runs. With ``onednn`` (fp32 on the CPUs of
+  :data:`~swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU`) the forward and the gradient to gelu(h) run through oneDNN,
+  as :mod:`swinlite.fast.linear_grad`'s linears.
 - Pinned by: ``tests/fast/test_mlp.py`` (``FastMlp`` against timm's ``Mlp``, fp32 and bf16 autocast) and
   ``tests/fast/test_fast_block.py`` (fast block against the reference block).
 """
@@ -18,18 +20,21 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .linear_grad import onednn_input_grad
+from .row_blocks import onednn_linear
+
 
 class _GeluLinear(torch.autograd.Function):
     """``F.linear(gelu(h), weight, bias)`` saving only ``h``: gelu(h) is recomputed in backward."""
 
     @staticmethod
-    def forward(ctx, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def forward(ctx, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, onednn: bool) -> torch.Tensor:
         ctx.save_for_backward(h, weight)
-        ctx.has_bias = bias is not None
-        return F.linear(F.gelu(h), weight, bias)
+        ctx.has_bias, ctx.onednn = bias is not None, onednn
+        return (onednn_linear if onednn else F.linear)(F.gelu(h), weight, bias)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, None]:
         h, weight = ctx.saved_tensors
         # one (tokens, hidden) buffer holds gelu(h), then grad @ weight, then grad_h: on CPU each fresh
         # large tensor costs page faults (glibc maps it anew each time)
@@ -37,13 +42,16 @@ class _GeluLinear(torch.autograd.Function):
         grad_2d = grad.flatten(0, -2)  # (tokens, out)
         grad_weight = grad_2d.T @ buf  # (out, hidden)
         grad_bias = grad_2d.sum(0) if ctx.has_bias else None
-        torch.mm(grad_2d, weight, out=buf)  # dL/dgelu(h)
+        if ctx.onednn:  # oneDNN writes a new tensor
+            buf = onednn_input_grad(grad_2d, weight)  # dL/dgelu(h)
+        else:
+            torch.mm(grad_2d, weight, out=buf)  # dL/dgelu(h)
         grad_h = buf.view(h.shape)  # (..., hidden)
         torch.ops.aten.gelu_backward.grad_input(grad_h, h, grad_input=grad_h)  # in place: dL/dh
-        return grad_h, grad_weight, grad_bias
+        return grad_h, grad_weight, grad_bias, None
 
 
-def gelu_linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def gelu_linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, onednn: bool = False) -> torch.Tensor:
     """``F.linear(F.gelu(h), weight, bias)`` (exact GELU), keeping only ``h`` for backward.
 
     Under autocast the linear runs in the dtype autocast would give it; gradients reach ``weight`` and
@@ -53,20 +61,26 @@ def gelu_linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         h: fc1 output [..., hidden].
         weight: fc2 weight [out, hidden].
         bias: fc2 bias [out] or None.
+        onednn: the linear and its input gradient through oneDNN (fp32 on the CPU, where
+            :func:`~swinlite.fast.blocks.onednn_serves` says).
 
     Returns:
         [..., out].
     """
     if torch.jit.is_scripting() or not torch.is_grad_enabled():
         return F.linear(F.gelu(h), weight, bias)
-    return _gelu_linear_autograd(h, weight, bias)
+    return _gelu_linear_autograd(h, weight, bias, onednn)
 
 
 @torch.jit.unused
-def _gelu_linear_autograd(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def _gelu_linear_autograd(
+    h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, onednn: bool
+) -> torch.Tensor:
     device_type = h.device.type
     if not torch.amp.is_autocast_available(device_type):  # e.g. the meta device
         return F.linear(F.gelu(h), weight, bias)
     dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else h.dtype
+    rows = h.reshape(-1, h.shape[-1]).to(dtype)  # (T, hidden): the Function's output is then no view of its own
     with torch.autocast(device_type, enabled=False):
-        return _GeluLinear.apply(h.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype))
+        y = _GeluLinear.apply(rows, weight.to(dtype), None if bias is None else bias.to(dtype), onednn)  # (T, out)
+    return y.view(*h.shape[:-1], weight.shape[0])  # (..., out)

@@ -102,7 +102,7 @@ def onednn_linear(
         y = torch.ops.mkldnn._linear_pointwise(rows, weight, bias, "gelu", [], "none")  # "none": erf, not tanh
     else:
         y = torch.ops.mkldnn._linear_pointwise(rows, weight, bias, "none", [], "")
-    return y.view(*x.shape[:-1], weight.shape[0])  # (..., out)
+    return y if x.dim() == 2 else y.view(*x.shape[:-1], weight.shape[0])  # (..., out)
 
 
 def _add_linear_into(

@@ -42,8 +42,7 @@ from ..models.swin import (
     cosine_window_attention,
     window_attn_mask,
 )
-from .blocks import GatheredWindowsBlock, onednn_serves, select_attention_kernel
-from .row_blocks import onednn_linear
+from .blocks import GatheredWindowsBlock, fast_linear, onednn_serves, select_attention_kernel
 
 
 def sdpa_cosine_window_attention(
@@ -88,8 +87,8 @@ class FastWindowAttentionV2(WindowAttentionV2):
         """Window tokens [..., C] -> q, k, v [..., 3C], as ``WindowAttentionV2.project_qkv``."""
         weight, bias = self.qkv.weight, self.merged_qkv_bias()
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            if onednn_serves(x, weight, bias):
-                return onednn_linear(x, weight, bias)
+            if onednn_serves(x, weight):
+                return fast_linear(x, weight, bias)
         return F.linear(x, weight, bias)
 
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:

@@ -1,13 +1,14 @@
-"""fp32 linear layers through oneDNN (swinlite.fast.row_blocks.onednn_linear) against F.linear and the plain
-composition, and when FastLinear (swinlite.fast.blocks) takes that path."""
+"""fp32 linear layers through oneDNN (swinlite.fast.row_blocks.onednn_linear; with autograd:
+swinlite.fast.linear_grad) against F.linear and the plain composition, and when the fast modules take that path."""
 
 import pytest
 import timm
 import torch
 import torch.nn.functional as F
 
-from swinlite.fast import FastLinear, accelerate, blocks, row_blocks, v2
+from swinlite.fast import FastLinear, accelerate, blocks, gelu_linear, linear_grad, row_blocks
 from swinlite.fast.blocks import onednn_serves
+from swinlite.fast.linear_grad import onednn_linear_with_grad
 from swinlite.fast.row_blocks import ONEDNN_LINEAR, onednn_linear
 
 pytestmark = pytest.mark.skipif(not ONEDNN_LINEAR, reason="PyTorch built without oneDNN")
@@ -26,10 +27,27 @@ def test_onednn_linear_and_its_fused_gelu_and_residual(with_bias):
     torch.testing.assert_close(got, residual + expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("frozen", [False, True])  # frozen: no gradient to the weight and bias
+def test_onednn_linear_with_grad_against_f_linear(with_bias, frozen):
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 7, 24, requires_grad=True)
+    weight = torch.randn(40, 24, requires_grad=not frozen)
+    bias = torch.randn(40, requires_grad=not frozen) if with_bias else None
+    grad = torch.randn(2, 5, 7, 40)
+    params = [t for t in (x, weight, bias) if t is not None and t.requires_grad]
+    expected = F.linear(x, weight, bias)
+    expected_grads = torch.autograd.grad(expected, params, grad)
+    got = onednn_linear_with_grad(x, weight, bias)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    for g, e in zip(torch.autograd.grad(got, params, grad), expected_grads, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+
+
 @pytest.fixture
 def onednn_calls(monkeypatch):
-    """Forces the rule on and records which module called oneDNN: FastLinear (blocks), V2's q, k, v projection (v2)
-    or the row blocks (row_blocks)."""
+    """Forces the rule on and records which code called oneDNN: FastLinear without autograd (blocks) and with it
+    (linear_grad), the row blocks (row_blocks), the GELU recompute (gelu_linear)."""
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
     calls = []
 
@@ -40,12 +58,12 @@ def onednn_calls(monkeypatch):
 
         return wrapped
 
-    for module in (blocks, v2, row_blocks):
+    for module in (blocks, row_blocks, linear_grad, gelu_linear):
         monkeypatch.setattr(module, "onednn_linear", spy(module.__name__.rsplit(".", 1)[-1]))
     return calls
 
 
-def test_fast_linear_runs_onednn_only_without_autograd_in_fp32(onednn_calls):
+def test_fast_linear_runs_onednn_in_fp32_only(onednn_calls):
     torch.manual_seed(0)
     layer = accelerate(torch.nn.Linear(24, 40))
     assert type(layer) is FastLinear
@@ -53,42 +71,49 @@ def test_fast_linear_runs_onednn_only_without_autograd_in_fp32(onednn_calls):
     expected = F.linear(x, layer.weight, layer.bias)
     with torch.inference_mode():
         torch.testing.assert_close(layer(x), expected, rtol=1e-5, atol=1e-5)
-    with torch.no_grad():
-        torch.testing.assert_close(layer(x), expected, rtol=1e-5, atol=1e-5)
-    assert onednn_calls == ["blocks", "blocks"]
-    layer(x).sum().backward()  # autograd: F.linear, which has a backward
-    assert layer.weight.grad is not None
+    assert onednn_calls == ["blocks"]
+    layer(x).sum().backward()  # autograd: forward and input gradient by oneDNN (linear_grad)
+    torch.testing.assert_close(layer.weight.grad, x.sum(0).expand(40, 24), rtol=1e-5, atol=1e-5)
+    assert onednn_calls == ["blocks", "linear_grad"]
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert layer(x).dtype == torch.bfloat16  # autocast's bf16 linear, not oneDNN in fp32
         assert layer.double()(x.double()).dtype == torch.float64
-    assert onednn_calls == ["blocks", "blocks"]
+    assert onednn_calls == ["blocks", "linear_grad"]
 
 
 def test_the_rule_decides(monkeypatch):
     x, weight = torch.randn(3, 24), torch.randn(40, 24)
-    with torch.no_grad():
-        monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
-        assert onednn_serves(x, weight, None)
-        assert not onednn_serves(x.to("meta"), weight.to("meta"), None)
-        monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)
-        assert not onednn_serves(x, weight, None)
+    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
+    assert onednn_serves(x, weight)
+    assert not onednn_serves(x.to("meta"), weight.to("meta"))
+    assert not onednn_serves(x.double(), weight.double())
+    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)
+    assert not onednn_serves(x, weight)
 
 
 @pytest.mark.parametrize(
     "name,callers",
     [
         ("swinlite_pico_patch2_window4_32", {"blocks", "row_blocks"}),  # merging and head; the blocks' row blocks
-        ("swinlite_v2_pico_patch2_window4_32", {"blocks", "v2"}),  # FastLinear in the blocks too; q, k, v
+        ("swinlite_v2_pico_patch2_window4_32", {"blocks"}),  # every linear, V2's q, k, v projection with its bias
     ],
 )
 def test_models_with_the_rule_on_equal_the_reference(onednn_calls, name, callers):
-    """Every linear of a fast model (V2's q, k, v projection with its composed bias too) through oneDNN, against the
-    reference model (fast=False) on the same weights; whole-batch V2 and V1's row blocks alike."""
+    """Every linear of a fast model through oneDNN, against the reference model (fast=False) on the same weights:
+    inference (whole-batch V2, V1's row blocks), then the outputs and every gradient of a train step."""
     torch.manual_seed(0)
-    reference = timm.create_model(name, fast=False).eval()
-    fast = timm.create_model(name).eval()
+    reference = timm.create_model(name, fast=False, drop_path_rate=0.0).eval()
+    fast = timm.create_model(name, drop_path_rate=0.0).eval()
     fast.load_state_dict(reference.state_dict())
     x = torch.randn(2, 3, 36, 28)  # padded windows
     with torch.inference_mode():
         torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
     assert set(onednn_calls) == callers
+    onednn_calls.clear()
+    outputs = [model.train()(x) for model in (fast, reference)]
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-5)
+    for out in outputs:
+        out.square().sum().backward()
+    for (n, p), q in zip(fast.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=n)
+    assert set(onednn_calls) == {"linear_grad", "gelu_linear"}  # FastLinear; fc2 with the GELU recomputed

@@ -16,18 +16,17 @@ import argparse
 import copy
 import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import timm
 import torch
-import torch._inductor.config
 from torch import nn
 
 from swinlite.models.swin import ContinuousPositionBias, RelativePositionBias
 
 sys.path.insert(0, str(Path(__file__).parent))
+from swinbench.choices import parse_modes  # noqa: E402
+from swinbench.compiled import frozen_compiled_step  # noqa: E402
 from swinbench.swin import make_step  # noqa: E402
 from swinbench.timing import shuffled_seconds  # noqa: E402
 
@@ -67,29 +66,15 @@ def strided_copy(model: nn.Module) -> nn.Module:
     return strided
 
 
-def compiled_step(model: nn.Module, x: torch.Tensor, bf16: bool) -> Callable[[], None]:
-    """Inference through ``torch.compile`` with freezing, compiled by the first call (made here)."""
-    compiled = torch.compile(model, dynamic=False)
-
-    def step() -> None:
-        with torch._inductor.config.patch(freezing=True), torch.inference_mode():
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                compiled(x)
-
-    start = time.perf_counter()
-    step()
-    print(f"  compiled {type(model).__name__} in {time.perf_counter() - start:.0f} s", flush=True)
-    return step
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--model", choices=tuple(PAIRS), default="v1", help="Swin-T (v1) or Swin-V2-T (v2)")
     args = parser.parse_args()
-    modes = args.modes.split(",")
-    if unknown := [m for m in modes if m not in MODES]:
-        parser.error(f"unknown --modes {', '.join(unknown)}; expected some of {', '.join(MODES)}")
+    try:
+        modes = parse_modes(args.modes, MODES)
+    except ValueError as e:
+        parser.error(str(e))
     lite_name, timm_name, size = PAIRS[args.model]
     torch.manual_seed(0)
     lite = timm.create_model(lite_name, drop_path_rate=0.0)
@@ -98,7 +83,10 @@ def main() -> None:
     for mode in modes:
         kind, precision = mode.split("-")
         if kind == "compiled":
-            steps = {name: compiled_step(model.eval(), x, precision == "bf16") for name, model in models.items()}
+            steps = {
+                name: frozen_compiled_step(name, model.eval(), x, bf16=precision == "bf16")
+                for name, model in models.items()
+            }
         else:  # eager inference (swinlite's row blocks) or a train step without an optimizer
             task = "inference" if kind == "eager" else "train"
             steps = {name: make_step(model, x, task, precision, optimizer=False) for name, model in models.items()}

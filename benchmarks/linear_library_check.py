@@ -16,19 +16,19 @@ import argparse
 import copy
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import timm
 import torch
-import torch._inductor.config
 
 import swinlite.fast.blocks as fast_blocks
 from swinlite.fast.row_blocks import ONEDNN_LINEAR, onednn_linear
 
 sys.path.insert(0, str(Path(__file__).parent))
+from swinbench.choices import parse_modes  # noqa: E402
+from swinbench.compiled import frozen_compiled_step  # noqa: E402
 from swinbench.swin import make_step  # noqa: E402
 from swinbench.timing import line_with_setting, shuffled_seconds  # noqa: E402
 
@@ -67,26 +67,17 @@ def shapes() -> None:
 
 
 def compiled_step(name: str, model: torch.nn.Module, x: torch.Tensor, onednn: bool) -> Callable[[], object]:
-    """Inference through ``torch.compile`` with freezing, compiled by the first call (made here, under the rule)."""
-    compiled = torch.compile(model, dynamic=False)
-
-    def step() -> object:
-        fast_blocks.ONEDNN_FP32_ON_THIS_CPU = onednn
-        with torch._inductor.config.patch(freezing=True), torch.inference_mode():
-            return compiled(x)
-
-    start = time.perf_counter()
-    step()
-    print(f"  compiled {name} in {time.perf_counter() - start:.0f} s", flush=True)
-    return step
+    """Compiled inference (freezing) whose every call, the compiling first one too, runs under the rule ``onednn``."""
+    return frozen_compiled_step(name, model, x, before=partial(setattr, fast_blocks, "ONEDNN_FP32_ON_THIS_CPU", onednn))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
-    modes = parser.parse_args().modes.split(",")
-    if unknown := [m for m in modes if m not in MODES]:
-        parser.error(f"unknown --modes {', '.join(unknown)}; expected some of {', '.join(MODES)}")
+    try:
+        modes = parse_modes(parser.parse_args().modes, MODES)
+    except ValueError as e:
+        parser.error(str(e))
     if not ONEDNN_LINEAR:
         sys.exit("error: this PyTorch has no oneDNN linear op (torch.ops.mkldnn._linear_pointwise)")
     threads, rule = torch.get_num_threads(), fast_blocks.ONEDNN_FP32_ON_THIS_CPU

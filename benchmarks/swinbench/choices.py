@@ -29,3 +29,11 @@ def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
         h, w = int(parts[0]), int(parts[-1])
         sizes.append((h, w))
     return tuple(sizes)
+
+
+def parse_modes(text: str, modes: tuple[str, ...]) -> list[str]:
+    """``"a,b"`` -> ["a", "b"], each one of ``modes`` (a check script's ``--modes``)."""
+    chosen = text.split(",")
+    if unknown := [m for m in chosen if m not in modes]:
+        raise ValueError(f"unknown --modes {', '.join(unknown)}; expected some of {', '.join(modes)}")
+    return chosen

@@ -128,3 +128,26 @@ def compile_table(result: dict[str, Any]) -> str:
             f"max |difference| from eager {info['max_difference_from_eager']:.1e}."
         )
     return "\n".join(lines)
+
+
+def frozen_compiled_step(
+    name: str, model: torch.nn.Module, x: torch.Tensor, bf16: bool = False, before: Callable[[], None] | None = None
+) -> Callable[[], object]:
+    """Inference of ``model`` on ``x`` through ``torch.compile`` with inductor's freezing (under bf16 autocast with
+    ``bf16``), compiled by a first call made here; ``before`` runs ahead of every call (e.g. to set a rule the
+    trace reads). A check script's compiled arm; prints the compile time."""
+    import torch._inductor.config  # noqa: F401  (inductor's config, loaded only where a graph is compiled)
+
+    compiled = torch.compile(model, dynamic=False)
+
+    def step() -> object:
+        if before is not None:
+            before()
+        with torch._inductor.config.patch(freezing=True), torch.inference_mode():
+            with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
+                return compiled(x)
+
+    start = time.perf_counter()
+    step()
+    print(f"  compiled {name} in {time.perf_counter() - start:.0f} s", flush=True)
+    return step

@@ -348,12 +348,15 @@ def onednn_serves(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 
 def fast_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` through oneDNN: :func:`~swinlite.fast.row_blocks.onednn_linear` without
-    autograd, :func:`~swinlite.fast.linear_grad.onednn_linear_with_grad` where a gradient flows. Call where
-    :func:`onednn_serves` says."""
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
-        return onednn_linear_with_grad(x, weight, bias)
-    return onednn_linear(x, weight, bias)
+    """``F.linear(x, weight, bias)``, through oneDNN where :func:`onednn_serves` says:
+    :func:`~swinlite.fast.row_blocks.onednn_linear` without autograd,
+    :func:`~swinlite.fast.linear_grad.onednn_linear_with_grad` where a gradient flows."""
+    if not torch.jit.is_scripting():  # TorchScript skips this branch
+        if onednn_serves(x, weight):
+            if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
+                return onednn_linear_with_grad(x, weight, bias)
+            return onednn_linear(x, weight, bias)
+    return F.linear(x, weight, bias)
 
 
 @register_notrace_module  # timm's FX feature extraction keeps it one node, as an nn.Linear
@@ -364,10 +367,7 @@ class FastLinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., in] -> [..., out]."""
-        if not torch.jit.is_scripting():  # TorchScript skips this branch
-            if onednn_serves(x, self.weight):
-                return fast_linear(x, self.weight, self.bias)
-        return F.linear(x, self.weight, self.bias)
+        return fast_linear(x, self.weight, self.bias)
 
 
 class FastMlp(Mlp):

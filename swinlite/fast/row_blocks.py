@@ -58,7 +58,7 @@ class RowBlocks(NamedTuple):
         flash: attention by SDPA's CPU flash kernel, else by the explicit softmax (:func:`_explicit_attention`).
         map_bytes: the attention's row blocks hold fewer windows where their (windows, heads, N, N) maps, counted
             in fp32, would take more than this.
-        onednn: fp32 linear layers through oneDNN (:func:`~swinlite.fast.linear.onednn_linear`, GELU and the
+        onednn: fp32 linear layers through oneDNN (:func:`onednn_linear`, GELU and the
             residual add fused), else through ``addmm`` into reused buffers.
     """
 

@@ -42,7 +42,7 @@ from ..models.swin import (
     cosine_window_attention,
     window_attn_mask,
 )
-from .blocks import GatheredWindowsBlock, fast_linear, onednn_serves, select_attention_kernel
+from .blocks import GatheredWindowsBlock, fast_linear, select_attention_kernel
 
 
 def sdpa_cosine_window_attention(
@@ -85,11 +85,7 @@ class FastWindowAttentionV2(WindowAttentionV2):
 
     def project_qkv(self, x: torch.Tensor) -> torch.Tensor:
         """Window tokens [..., C] -> q, k, v [..., 3C], as ``WindowAttentionV2.project_qkv``."""
-        weight, bias = self.qkv.weight, self.merged_qkv_bias()
-        if not torch.jit.is_scripting():  # TorchScript skips this branch
-            if onednn_serves(x, weight):
-                return fast_linear(x, weight, bias)
-        return F.linear(x, weight, bias)
+        return fast_linear(x, self.qkv.weight, self.merged_qkv_bias())
 
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
         """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as ``WindowAttentionV2.attend``."""

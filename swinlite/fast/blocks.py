@@ -47,7 +47,8 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   on the CPU, eager, compiled or in the row blocks (there with GELU and the residual add fused), through oneDNN
   (:func:`~swinlite.fast.row_blocks.onednn_linear`; with autograd :mod:`swinlite.fast.linear_grad`, and the GELU
   recompute's fc2 too) where :data:`ONEDNN_FP32_ON_THIS_CPU` (AMD CPUs, where PyTorch's BLAS is the slower);
-  everywhere else ``F.linear``.
+  in bf16 (autocast or bf16 weights) in the row blocks through oneDNN too, packed weights, wherever oneDNN
+  computes bf16 (:data:`ONEDNN_BF16`); everywhere else ``F.linear``.
 - GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without dropout or norm between fc1 and
   fc2 (``FastMlp.recompute_act``; otherwise plain). The gather and the recompute need autograd only for their
   backward: without gradients they run their plain forward. TorchScript cannot script autograd Functions, so it
@@ -112,6 +113,11 @@ def cpu_vendor() -> str:
 # CPU vendor: on an AMD EPYC with AVX-512 oneDNN ran Swin-T's linears faster (benchmarks/kernels.md, "fp32 linear
 # layers through oneDNN"); Intel CPUs keep MKL, Intel's library (not measured against oneDNN)
 ONEDNN_FP32_ON_THIS_CPU: bool = ONEDNN_LINEAR and cpu_vendor() == "AuthenticAMD"
+# bf16 CPU linears of the row blocks through oneDNN's linear op, weights packed in its layout and GELU fused, rather
+# than ``addmm``: where oneDNN computes in bf16 (AVX-512 or AMX), which also serves PyTorch's bf16 ``addmm``, but
+# through a bias copied into the output and the weight reordered on every call (benchmarks/kernels.md, "bf16 linear
+# layers of the row blocks")
+ONEDNN_BF16: bool = ONEDNN_LINEAR and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: bool, dropout: bool) -> str:
@@ -171,7 +177,8 @@ def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | N
     dtype = torch.get_autocast_dtype("cpu") if autocast else x.dtype
     threads = max(1, torch.get_num_threads())
     rows = min(ROWS_PER_THREAD * threads, ROW_BLOCK_BYTES // (width * dtype.itemsize))
-    onednn = dtype == x.dtype == torch.float32 and ONEDNN_FP32_ON_THIS_CPU
+    fp32 = dtype == x.dtype == torch.float32
+    onednn = (fp32 and ONEDNN_FP32_ON_THIS_CPU) or (dtype == torch.bfloat16 and ONEDNN_BF16)
     return RowBlocks(max(rows, 1), dtype, cpu_flash(dtype), ATTENTION_MAP_BYTES_PER_THREAD * threads, onednn)
 
 

@@ -28,11 +28,13 @@ threads, and each region waits for its slowest thread, so the blocks grow with t
   memory. Same ops, same order of reduction within each token: results equal the plain path's to float rounding
   of the matmuls.
 - Torch ops: ``addmm``/``mm`` with ``out=``, ``addmm_``, ``F.scaled_dot_product_attention`` in fp32, ``matmul``
-  and ``softmax`` in bf16, ``torch.ops.aten.gelu_``; in fp32 where ``plan.onednn`` (CPUs whose BLAS is the slower,
-  :data:`~swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU`), the linears by oneDNN's ``mkldnn::_linear_pointwise``
-  instead (:func:`onednn_linear`, GELU and the residual add fused; the op inductor emits for CPU linears, private
-  to PyTorch). Only for CPU without autograd (out= ops have no autograd and do not autocast: the dtype is passed
-  in); :func:`~swinlite.fast.blocks.row_blocks_for` decides.
+  and ``softmax`` in bf16, ``torch.ops.aten.gelu_``; where ``plan.onednn`` the linears by oneDNN's
+  ``mkldnn::_linear_pointwise`` instead (:func:`onednn_linear`, GELU and the residual add fused; the op inductor
+  emits for CPU linears, private to PyTorch): in fp32 on CPUs whose BLAS is the slower
+  (:data:`~swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU`), in bf16 wherever oneDNN computes bf16
+  (:data:`~swinlite.fast.blocks.ONEDNN_BF16`; converted weights kept in its packed layout,
+  ``mkldnn::_reorder_linear_weight``). Only for CPU without autograd (out= ops have no autograd and do not
+  autocast: the dtype is passed in); :func:`~swinlite.fast.blocks.row_blocks_for` decides.
 - Pinned by: ``tests/fast/test_row_blocks.py`` (against the reference block: shifted and padded, row
   blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; bf16 autocast; no biases).
 """
@@ -58,8 +60,8 @@ class RowBlocks(NamedTuple):
         flash: attention by SDPA's CPU flash kernel, else by the explicit softmax (:func:`_explicit_attention`).
         map_bytes: the attention's row blocks hold fewer windows where their (windows, heads, N, N) maps, counted
             in fp32, would take more than this.
-        onednn: fp32 linear layers through oneDNN (:func:`onednn_linear`, GELU and the
-            residual add fused), else through ``addmm`` into reused buffers.
+        onednn: linear layers through oneDNN (:func:`onednn_linear`, GELU and the residual add fused; in fp32 or
+            bf16), else through ``addmm`` into reused buffers.
     """
 
     rows: int
@@ -83,12 +85,13 @@ def onednn_linear(
     gelu: bool = False,
     residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """x @ weightᵀ + bias through oneDNN (fp32, no autograd), then an exact GELU (``gelu``) or ``+ residual``, fused
-    into the matmul: ``mkldnn::_linear_pointwise``, where :data:`~swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU` says.
+    """x @ weightᵀ + bias through oneDNN (no autograd), then an exact GELU (``gelu``) or ``+ residual``, fused
+    into the matmul: ``mkldnn::_linear_pointwise``, in fp32 where :data:`~swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU`
+    says, in bf16 where :data:`~swinlite.fast.blocks.ONEDNN_BF16` does.
 
     Args:
         x: [..., in], on the CPU.
-        weight, bias: [out, in] and [out] or None.
+        weight, bias: [out, in] (plain or packed by ``mkldnn::_reorder_linear_weight``) and [out] or None.
         gelu: apply the exact (erf) GELU.
         residual: [..., out] to add, or None; not with ``gelu``.
 
@@ -116,19 +119,24 @@ def _add_linear_into(
     out.addmm_(x, weight.t())
 
 
-_CASTS: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> ((version, data pointer, dtype), its copy)
+_CASTS: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> ((version, data pointer, dtype, pack), its copy)
 
 
-def _cast(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+def _cast(t: torch.Tensor | None, dtype: torch.dtype, pack: bool = False) -> torch.Tensor | None:
     """``t`` in ``dtype``: a weight's copy is kept while the weight is unchanged (same version counter and storage),
-    so autocast inference converts each weight once, not once per call (autocast's own cache lasts one region)."""
+    so autocast inference converts each weight once, not once per call (autocast's own cache lasts one region).
+    With ``pack``, a converted matrix is kept in oneDNN's blocked layout for :func:`onednn_linear` (in place of the
+    plain copy: no more memory; the linears then skip reordering the weight on every call)."""
     if t is None or t.dtype == dtype:
         return t
-    key = (t._version, t.data_ptr(), dtype)
+    key = (t._version, t.data_ptr(), dtype, pack)
     entry = _CASTS.get(t)
     if entry is None or entry[0] != key:
         with torch.inference_mode(False):  # a plain tensor, usable in and out of inference mode
-            entry = (key, t.detach().to(dtype))
+            copy = t.detach().to(dtype)
+            if pack and copy.dim() == 2:
+                copy = torch.ops.mkldnn._reorder_linear_weight(copy)  # (out, in), oneDNN's layout
+            entry = (key, copy)
         _CASTS[t] = entry
     return entry[1]
 
@@ -166,7 +174,7 @@ def window_attention_rows(
     B, nW, N, C = windows.shape
     heads, dtype = bias.shape[0], plan.dtype
     qkv_weight, qkv_bias, proj_weight, proj_bias = (
-        _cast(t, dtype) for t in (qkv_weight, qkv_bias, proj_weight, proj_bias)
+        _cast(t, dtype, plan.onednn) for t in (qkv_weight, qkv_bias, proj_weight, proj_bias)
     )
     x = windows.view(B * nW * N, C)
     out = x.new_empty(x.shape, dtype=dtype)
@@ -183,7 +191,7 @@ def window_attention_rows(
     for first, count, offset in blocks:
         rows = slice(first * N, (first + count) * N)
         if qkv_buffer is None:
-            qkv = onednn_linear(x[rows], qkv_weight, qkv_bias)  # (tokens, 3C)
+            qkv = onednn_linear(_in_dtype(x[rows], in_buffer), qkv_weight, qkv_bias)  # (tokens, 3C)
         else:
             qkv = _linear_into(_in_dtype(x[rows], in_buffer), qkv_weight, qkv_bias, qkv_buffer[: count * N])
         q, k, v = qkv.view(count, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4).unbind(0)  # (count, heads, N, hd)
@@ -247,19 +255,24 @@ def mlp_rows(
         [..., C] in x's dtype.
     """
     dtype = plan.dtype
-    fc1_weight, fc1_bias, fc2_weight, fc2_bias = (_cast(t, dtype) for t in (fc1_weight, fc1_bias, fc2_weight, fc2_bias))
+    fc1_weight, fc1_bias, fc2_weight, fc2_bias = (
+        _cast(t, dtype, plan.onednn) for t in (fc1_weight, fc1_bias, fc2_weight, fc2_bias)
+    )
     tokens = x.reshape(-1, x.shape[-1])  # (T, C)
     out = torch.empty_like(tokens)
     size = min(plan.rows, tokens.shape[0])
-    if plan.onednn:  # fp32 through oneDNN, GELU and the residual add fused into the matmuls
-        for start in range(0, tokens.shape[0], size):
-            residual = tokens[start : start + size]
-            h = onednn_linear(norm(residual), fc1_weight, fc1_bias, gelu=True)  # (rows, hidden)
-            out[start : start + size] = onednn_linear(h, fc2_weight, fc2_bias, residual=residual)
-        return out.view(x.shape)
-    hidden = tokens.new_empty(size, fc1_weight.shape[0], dtype=dtype)  # (rows, hidden), reused
     cast = tokens.dtype != dtype
     in_buffer = tokens.new_empty(size, tokens.shape[1], dtype=dtype) if cast else None
+    if plan.onednn:  # GELU fused into fc1; the residual add into fc2 where the residual is in the matmul dtype
+        for start in range(0, tokens.shape[0], size):
+            residual = tokens[start : start + size]
+            h = onednn_linear(_in_dtype(norm(residual), in_buffer), fc1_weight, fc1_bias, gelu=True)  # (rows, hidden)
+            if cast:  # fc2's output rounded to the matmul dtype, as autocast's linear gives it, then added
+                torch.add(residual, onednn_linear(h, fc2_weight, fc2_bias), out=out[start : start + size])
+            else:
+                out[start : start + size] = onednn_linear(h, fc2_weight, fc2_bias, residual=residual)
+        return out.view(x.shape)
+    hidden = tokens.new_empty(size, fc1_weight.shape[0], dtype=dtype)  # (rows, hidden), reused
     out_buffer = tokens.new_empty(size, tokens.shape[1], dtype=dtype) if cast else None
     for start in range(0, tokens.shape[0], size):
         rows = slice(start, start + size)

@@ -86,23 +86,32 @@ def test_row_blocks_without_biases_and_in_bf16(calls):
     assert calls == {"attention": 2, "mlp": 2}
 
 
+# linears: addmm, or oneDNN with packed weights (where this CPU computes bf16 in oneDNN)
+BF16_LINEARS = [False, True] if blocks.ONEDNN_BF16 else [False]
+
+
 @pytest.mark.parametrize("rows", [20, 2048])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])  # a block fed fp32; in a model, bf16
-def test_row_blocks_under_bf16_autocast_equal_the_reference_path(monkeypatch, calls, rows, dtype):
+@pytest.mark.parametrize("onednn", BF16_LINEARS)
+def test_row_blocks_under_bf16_autocast_equal_the_reference_path(monkeypatch, calls, rows, dtype, onednn):
     """Under CPU autocast the row blocks compute in bf16 as autocast would; the residual stream keeps its dtype."""
     monkeypatch.setattr(blocks, "ROWS_PER_THREAD", rows)
+    monkeypatch.setattr(blocks, "ONEDNN_BF16", onednn)
     fast, reference = block_pair(qkv_bias=True, shift=True)
     x = torch.randn(3, 7, 10, 16, dtype=dtype)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert row_blocks_for(False, x, 64).onednn == onednn
         got, expected = fast(x), reference(x)
     assert got.dtype == expected.dtype == dtype
     torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
     assert calls == {"attention": 1, "mlp": 1}
 
 
-def test_autocast_weight_copies_are_kept_while_the_weights_are_unchanged(calls):
-    """Each weight is converted to bf16 once, not per call; a weight changed in place, or replaced, is converted
-    again: the next call uses the new weights (as the reference does)."""
+@pytest.mark.parametrize("onednn", BF16_LINEARS)
+def test_autocast_weight_copies_are_kept_while_the_weights_are_unchanged(monkeypatch, calls, onednn):
+    """Each weight is converted to bf16 once, not per call (for oneDNN, in its packed layout); a weight changed in
+    place, or replaced, is converted again: the next call uses the new weights (as the reference does)."""
+    monkeypatch.setattr(blocks, "ONEDNN_BF16", onednn)
     fast, reference = block_pair(qkv_bias=True, shift=True)
     x = torch.randn(2, 8, 8, 16)
 
@@ -112,9 +121,10 @@ def test_autocast_weight_copies_are_kept_while_the_weights_are_unchanged(calls):
         torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
 
     run()
-    first = row_blocks._cast(fast.mlp.fc1.weight, torch.bfloat16)
+    first = row_blocks._cast(fast.mlp.fc1.weight, torch.bfloat16, onednn)
+    assert first.is_mkldnn == onednn and first.shape == fast.mlp.fc1.weight.shape
     run()
-    assert row_blocks._cast(fast.mlp.fc1.weight, torch.bfloat16) is first  # kept across calls
+    assert row_blocks._cast(fast.mlp.fc1.weight, torch.bfloat16, onednn) is first  # kept across calls
     with torch.no_grad():
         for block in (fast, reference):
             block.mlp.fc1.weight.mul_(-3.0)  # in place: the version counter moves
@@ -125,6 +135,7 @@ def test_autocast_weight_copies_are_kept_while_the_weights_are_unchanged(calls):
 
 def test_only_cpu_inference_takes_row_blocks(monkeypatch):
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
+    monkeypatch.setattr(blocks, "ONEDNN_BF16", False)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
     monkeypatch.setattr(blocks, "ROWS_PER_THREAD", 100)
     monkeypatch.setattr(blocks, "ROW_BLOCK_BYTES", 64000)
@@ -140,6 +151,8 @@ def test_only_cpu_inference_takes_row_blocks(monkeypatch):
             assert row_blocks_for(False, x, 128).rows == 250
             plan = row_blocks_for(False, x.double(), 32)
             assert plan.dtype == torch.float64 and not plan.onednn  # autocast leaves float64 alone
+            monkeypatch.setattr(blocks, "ONEDNN_BF16", True)  # this CPU computes bf16 in oneDNN
+            assert row_blocks_for(False, x, 64).onednn and not row_blocks_for(False, x.double(), 32).onednn
         monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)  # this CPU's BLAS is the faster
         assert row_blocks_for(False, x, 32) == expected._replace(onednn=False)
         assert row_blocks_for(False, torch.zeros(1, 4, 4, 8, device="meta"), 32) is None

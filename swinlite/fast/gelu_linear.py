@@ -42,8 +42,8 @@ class _GeluLinear(torch.autograd.Function):
         grad_2d = grad.flatten(0, -2)  # (tokens, out)
         grad_weight = grad_2d.T @ buf  # (out, hidden)
         grad_bias = grad_2d.sum(0) if ctx.has_bias else None
-        if ctx.onednn:  # oneDNN writes a new tensor
-            buf = onednn_input_grad(grad_2d, weight)  # dL/dgelu(h)
+        if ctx.onednn:  # oneDNN writes a new tensor (the BLAS into buf, on few rows)
+            buf = onednn_input_grad(grad_2d, weight, out=buf)  # dL/dgelu(h)
         else:
             torch.mm(grad_2d, weight, out=buf)  # dL/dgelu(h)
         grad_h = buf.view(h.shape)  # (..., hidden)

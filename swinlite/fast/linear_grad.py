@@ -4,8 +4,10 @@
 The inference side is :func:`~swinlite.fast.row_blocks.onednn_linear`, oneDNN's linear op, which has no autograd
 formula. Here a Function runs the forward and the input gradient (grad @ W) through that op and the weight gradient
 (gradᵀ @ x) through PyTorch's BLAS: oneDNN's op takes its operands contiguous, and the transposes there would be
-copies of whole activations. :func:`~swinlite.fast.gelu_linear.gelu_linear` (the MLP's fc2 with its GELU
-recomputed) runs its forward and input gradient through the same op.
+copies of whole activations. The input gradient needs Wᵀ, a copy of the weight: on few rows (batch 1 at the late
+stages) it runs through the BLAS instead (:data:`ONEDNN_INPUT_GRAD_ROWS`).
+:func:`~swinlite.fast.gelu_linear.gelu_linear` (the MLP's fc2 with its GELU recomputed) runs its forward and input
+gradient through the same op.
 
 - Saves: time in the fp32 CPU train step (``python benchmarks/linear_library_check.py --modes train``; figures:
   benchmarks/kernels.md, "fp32 linear layers through oneDNN").
@@ -19,10 +21,18 @@ import torch
 
 from .row_blocks import onednn_linear
 
+# the input gradient through oneDNN from this many rows: it takes Wᵀ contiguous, a copy of the weight per call, which
+# on fewer rows costs more than oneDNN gains over the BLAS, which reads Wᵀ in place (benchmarks/kernels.md, "fp32
+# linear layers through oneDNN": the train step at batch 1)
+ONEDNN_INPUT_GRAD_ROWS = 1024
 
-def onednn_input_grad(grad: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """grad @ weight through oneDNN: grad [..., out], weight [out, in] -> [..., in]."""
-    return onednn_linear(grad, weight.t().contiguous(), None)  # a linear whose weight is Wᵀ (in, out): a small copy
+
+def onednn_input_grad(grad: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """grad @ weight: grad [T, out_features], weight [out_features, in] -> [T, in]; through oneDNN (a new tensor) from
+    :data:`ONEDNN_INPUT_GRAD_ROWS` rows, else through the BLAS (into ``out`` where given)."""
+    if grad.shape[0] < ONEDNN_INPUT_GRAD_ROWS:
+        return torch.mm(grad, weight, out=out)
+    return onednn_linear(grad, weight.t().contiguous(), None)  # a linear whose weight is Wᵀ (in, out)
 
 
 class _OneDnnLinear(torch.autograd.Function):

@@ -29,7 +29,9 @@ def test_onednn_linear_and_its_fused_gelu_and_residual(with_bias):
 
 @pytest.mark.parametrize("with_bias", [True, False])
 @pytest.mark.parametrize("frozen", [False, True])  # frozen: no gradient to the weight and bias
-def test_onednn_linear_with_grad_against_f_linear(with_bias, frozen):
+@pytest.mark.parametrize("input_grad_rows", [0, 1024])  # the input gradient by oneDNN; by the BLAS (70 rows)
+def test_onednn_linear_with_grad_against_f_linear(monkeypatch, with_bias, frozen, input_grad_rows):
+    monkeypatch.setattr(linear_grad, "ONEDNN_INPUT_GRAD_ROWS", input_grad_rows)
     torch.manual_seed(0)
     x = torch.randn(2, 5, 7, 24, requires_grad=True)
     weight = torch.randn(40, 24, requires_grad=not frozen)
@@ -46,9 +48,11 @@ def test_onednn_linear_with_grad_against_f_linear(with_bias, frozen):
 
 @pytest.fixture
 def onednn_calls(monkeypatch):
-    """Forces the rule on and records which code called oneDNN: FastLinear without autograd (blocks) and with it
-    (linear_grad), the row blocks (row_blocks), the GELU recompute (gelu_linear)."""
+    """Forces the rule on (input gradients through oneDNN at any size) and records which code called oneDNN:
+    FastLinear without autograd (blocks) and with it (linear_grad), the row blocks (row_blocks), the GELU recompute
+    (gelu_linear)."""
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
+    monkeypatch.setattr(linear_grad, "ONEDNN_INPUT_GRAD_ROWS", 0)
     calls = []
 
     def spy(caller):

@@ -1,13 +1,17 @@
-"""fp32 linear layers through PyTorch's BLAS (MKL on x86) and through oneDNN, on Swin-T's shapes and in the model,
-against timm, timed alternately.
+"""Linear layers through PyTorch's BLAS (MKL on x86; ``addmm``) and through oneDNN, on Swin-T's shapes and in the
+model, against timm, timed alternately.
 
-The model rows switch by patching ``swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU`` (the rule of the dispatch table
-in swinlite/fast/blocks.py), so both swinlite rows run the same weights; compiled, one model copy per setting is
-compiled with inductor's freezing (the rule is read while tracing). Figures: benchmarks/kernels.md, "fp32 linear
-layers through oneDNN".
+The model rows switch by patching a rule of the dispatch table (swinlite/fast/blocks.py, linear_grad.py), so the
+swinlite rows run the same weights: ``ONEDNN_FP32_ON_THIS_CPU`` (fp32 modes; compiled, one model copy per setting is
+compiled with inductor's freezing, the rule being read while tracing), ``ONEDNN_INPUT_GRAD_ROWS`` (``input-grad``: the
+fp32 train step's input gradients by oneDNN at any size, or by the BLAS below that many rows) and ``ONEDNN_BF16``
+(``bf16``: row blocks under bf16 autocast, one model copy per setting, as the converted weights are kept per
+weight in one form). Figures: benchmarks/kernels.md, "fp32 linear layers through oneDNN" and "bf16 linear layers of
+the row blocks".
 
     python benchmarks/linear_library_check.py                    # shapes, eager and compiled inference, train step
     python benchmarks/linear_library_check.py --modes shapes,eager
+    python benchmarks/linear_library_check.py --modes input-grad,bf16 --batch 1
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import timm
 import torch
 
 import swinlite.fast.blocks as fast_blocks
+from swinlite.fast import linear_grad
 from swinlite.fast.row_blocks import ONEDNN_LINEAR, onednn_linear
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -32,8 +37,8 @@ from swinbench.compiled import frozen_compiled_step  # noqa: E402
 from swinbench.swin import make_step  # noqa: E402
 from swinbench.timing import line_with_setting, shuffled_seconds  # noqa: E402
 
-BATCH, ROUNDS, SHAPE_ROUNDS, TRAIN_ROUNDS = 8, 11, 15, 7
-MODES = ("shapes", "eager", "compiled", "train")
+ROUNDS, SHAPE_ROUNDS, TRAIN_ROUNDS = 11, 15, 7
+MODES = ("shapes", "eager", "compiled", "train", "input-grad", "bf16")
 TOKENS = (3136, 784, 196, 49)  # per image at 224², stages 1-4
 WIDTHS = (96, 192, 384, 768)
 
@@ -47,10 +52,10 @@ def swin_t_shapes(batch: int) -> list[tuple[int, int, int]]:
     ]
 
 
-def shapes() -> None:
+def shapes(batch: int) -> None:
     """Each shape by ``torch.addmm`` (BLAS) and by :func:`onednn_linear`, a new output each call, in random order."""
     total = {"blas": 0.0, "onednn": 0.0}
-    for m, k, n in swin_t_shapes(BATCH):
+    for m, k, n in swin_t_shapes(batch):
         x, weight, bias = torch.randn(m, k), torch.randn(n, k), torch.randn(n)
         steps = {"blas": partial(torch.addmm, bias, x, weight.t()), "onednn": partial(onednn_linear, x, weight, bias)}
         times = shuffled_seconds(steps, lambda name: None, warmup=2, repeats=SHAPE_ROUNDS)
@@ -60,7 +65,7 @@ def shapes() -> None:
         for name, s in median.items():
             total[name] += s
     print(
-        f"Swin-T's linears at batch {BATCH}, fp32, {torch.get_num_threads()} threads, median of {SHAPE_ROUNDS}: "
+        f"Swin-T's linears at batch {batch}, fp32, {torch.get_num_threads()} threads, median of {SHAPE_ROUNDS}: "
         f"BLAS {total['blas'] * 1e3:.0f} ms, oneDNN {total['onednn'] * 1e3:.0f} ms "
         f"({total['blas'] / total['onednn']:.2f}x)"
     )
@@ -73,21 +78,24 @@ def compiled_step(name: str, model: torch.nn.Module, x: torch.Tensor, onednn: bo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--modes", default=",".join(MODES[:4]), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--batch", type=int, default=8, help="images per batch (default: 8)")
+    args = parser.parse_args()
     try:
-        modes = parse_modes(parser.parse_args().modes, MODES)
+        modes = parse_modes(args.modes, MODES)
     except ValueError as e:
         parser.error(str(e))
+    batch = args.batch
     if not ONEDNN_LINEAR:
         sys.exit("error: this PyTorch has no oneDNN linear op (torch.ops.mkldnn._linear_pointwise)")
     threads, rule = torch.get_num_threads(), fast_blocks.ONEDNN_FP32_ON_THIS_CPU
     if "shapes" in modes:
-        shapes()
+        shapes(batch)
     torch.manual_seed(0)
     lite = timm.create_model("swinlite_tiny_patch4_window7_224").eval()
     reference = timm.create_model("swin_tiny_patch4_window7_224").eval()
-    x = torch.randn(BATCH, 3, 224, 224)
-    setting = f"Swin-T batch {BATCH} at 224x224, fp32, {threads} threads, median of {ROUNDS}"
+    x = torch.randn(batch, 3, 224, 224)
+    setting = f"Swin-T batch {batch} at 224x224, fp32, {threads} threads, median of {ROUNDS}"
     if "eager" in modes:
         run_lite = make_step(lite, x, "inference", "fp32")
         cases = {"BLAS": (run_lite, False), "oneDNN": (run_lite, True)}
@@ -108,16 +116,31 @@ def main() -> None:
         ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
         line = ", ".join(f"{name} {t:.0f} ms ({ms['timm'] / t:.2f}x timm)" for name, t in ms.items())
         print(f"compiled inference (freezing), {setting}: {line}; max |logit - eager| {difference:.1e}")
-    if "train" in modes:
+    if "train" in modes or "input-grad" in modes:
         train = timm.create_model("swinlite_tiny_patch4_window7_224", drop_path_rate=0.0)
         run_lite = make_step(train, x, "train", "fp32", optimizer=False)
-        cases = {"BLAS": (run_lite, False), "oneDNN": (run_lite, True)}
-        cases["timm"] = (make_step(reference, x, "train", "fp32", optimizer=False), rule)
+        run_timm = make_step(reference, x, "train", "fp32", optimizer=False)
+        train_setting = f"Swin-T batch {batch} at 224x224, fp32, {threads} threads, median of {TRAIN_ROUNDS}"
+    if "train" in modes:
+        cases = {"BLAS": (run_lite, False), "oneDNN": (run_lite, True), "timm": (run_timm, rule)}
         line = line_with_setting(fast_blocks, "ONEDNN_FP32_ON_THIS_CPU", cases, 1, TRAIN_ROUNDS, "timm")
-        print(f"train step, Swin-T batch {BATCH} at 224x224, fp32, {threads} threads, median of {TRAIN_ROUNDS}: {line}")
+        print(f"train step, {train_setting}: {line}", flush=True)
+    if "input-grad" in modes:  # under this CPU's rule; the input gradients' library by their rows
+        rows = linear_grad.ONEDNN_INPUT_GRAD_ROWS
+        cases = {f"BLAS below {rows} rows": (run_lite, rows), "oneDNN at any size": (run_lite, 0)}
+        cases["timm"] = (run_timm, rows)
+        line = line_with_setting(linear_grad, "ONEDNN_INPUT_GRAD_ROWS", cases, 1, TRAIN_ROUNDS, "timm")
+        print(f"train step, input gradients, {train_setting}: {line}", flush=True)
+    if "bf16" in modes:
+        cases = {"addmm": (make_step(copy.deepcopy(lite), x, "inference", "bf16"), False)}
+        cases["oneDNN"] = (make_step(lite, x, "inference", "bf16"), True)
+        cases["timm"] = (make_step(reference, x, "inference", "bf16"), fast_blocks.ONEDNN_BF16)
+        line = line_with_setting(fast_blocks, "ONEDNN_BF16", cases, 1, ROUNDS, "timm")
+        print(f"eager inference (row blocks), {setting.replace('fp32', 'bf16 autocast')}: {line}", flush=True)
     print(
         f"this CPU ({fast_blocks.cpu_vendor() or 'vendor unknown'}) runs fp32 linears through: "
-        f"{'oneDNN' if rule else 'its BLAS'}"
+        f"{'oneDNN' if rule else 'its BLAS'}; bf16 row blocks through: "
+        f"{'oneDNN' if fast_blocks.ONEDNN_BF16 else 'addmm'}"
     )
 
 

@@ -177,10 +177,11 @@ def window_attention_rows(
         _cast(t, dtype, plan.onednn) for t in (qkv_weight, qkv_bias, proj_weight, proj_bias)
     )
     x = windows.view(B * nW * N, C)
-    out = x.new_empty(x.shape, dtype=dtype)
     per_block = max(1, min(plan.rows // N, plan.map_bytes // (heads * N * N * torch.float32.itemsize)))  # windows
     blocks = _window_blocks(B, nW, per_block)
     largest = max(count for _, count, _ in blocks)
+    whole = plan.onednn and len(blocks) == 1  # one row block: oneDNN's new output is the result, not copied
+    out = x.new_empty(0 if whole else x.shape[0], C, dtype=dtype)
     qkv_buffer = None if plan.onednn else x.new_empty(largest * N, qkv_weight.shape[0], dtype=dtype)  # reused
     in_buffer = None if x.dtype == dtype else x.new_empty(largest * N, C, dtype=dtype)
     # bias + mask for the windows of the largest row block (whole images, or part of one image); every row
@@ -201,6 +202,8 @@ def window_attention_rows(
         else:
             o = _explicit_attention(q, k, v, block_mask, scale)
         o = o.transpose(1, 2).reshape(count * N, C)  # (count, heads, N, hd) -> (tokens, C); a view after flash
+        if whole:
+            return onednn_linear(o, proj_weight, proj_bias).view(B, nW, N, C)
         if plan.onednn:
             out[rows] = onednn_linear(o, proj_weight, proj_bias)
         else:
@@ -259,19 +262,24 @@ def mlp_rows(
         _cast(t, dtype, plan.onednn) for t in (fc1_weight, fc1_bias, fc2_weight, fc2_bias)
     )
     tokens = x.reshape(-1, x.shape[-1])  # (T, C)
-    out = torch.empty_like(tokens)
     size = min(plan.rows, tokens.shape[0])
     cast = tokens.dtype != dtype
     in_buffer = tokens.new_empty(size, tokens.shape[1], dtype=dtype) if cast else None
     if plan.onednn:  # GELU fused into fc1; the residual add into fc2 where the residual is in the matmul dtype
-        for start in range(0, tokens.shape[0], size):
-            residual = tokens[start : start + size]
+
+        def block(residual: torch.Tensor) -> torch.Tensor:  # (rows, C) -> residual + MLP, a new tensor
             h = onednn_linear(_in_dtype(norm(residual), in_buffer), fc1_weight, fc1_bias, gelu=True)  # (rows, hidden)
             if cast:  # fc2's output rounded to the matmul dtype, as autocast's linear gives it, then added
-                torch.add(residual, onednn_linear(h, fc2_weight, fc2_bias), out=out[start : start + size])
-            else:
-                out[start : start + size] = onednn_linear(h, fc2_weight, fc2_bias, residual=residual)
+                return torch.add(residual, onednn_linear(h, fc2_weight, fc2_bias))
+            return onednn_linear(h, fc2_weight, fc2_bias, residual=residual)
+
+        if size == tokens.shape[0]:  # one row block: its new output is the result, not copied
+            return block(tokens).view(x.shape)
+        out = torch.empty_like(tokens)
+        for start in range(0, tokens.shape[0], size):
+            out[start : start + size] = block(tokens[start : start + size])
         return out.view(x.shape)
+    out = torch.empty_like(tokens)
     hidden = tokens.new_empty(size, fc1_weight.shape[0], dtype=dtype)  # (rows, hidden), reused
     out_buffer = tokens.new_empty(size, tokens.shape[1], dtype=dtype) if cast else None
     for start in range(0, tokens.shape[0], size):

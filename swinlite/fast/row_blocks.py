@@ -195,12 +195,13 @@ def window_attention_rows(
             qkv = onednn_linear(_in_dtype(x[rows], in_buffer), qkv_weight, qkv_bias)  # (tokens, 3C)
         else:
             qkv = _linear_into(_in_dtype(x[rows], in_buffer), qkv_weight, qkv_bias, qkv_buffer[: count * N])
-        q, k, v = qkv.view(count, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4).unbind(0)  # (count, heads, N, hd)
+        heads_qkv = qkv.view(count, N, 3, heads, C // heads).permute(2, 0, 3, 1, 4)  # (3, count, heads, N, hd), a view
         block_mask = attn_mask if mask is None else attn_mask[offset : offset + count]
         if plan.flash:
+            q, k, v = heads_qkv.unbind(0)
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=block_mask, scale=scale)
         else:
-            o = _explicit_attention(q, k, v, block_mask, scale)
+            o = _explicit_attention(heads_qkv, block_mask, scale)
         o = o.transpose(1, 2).reshape(count * N, C)  # (count, heads, N, hd) -> (tokens, C); a view after flash
         if whole:
             return onednn_linear(o, proj_weight, proj_bias).view(B, nW, N, C)
@@ -211,15 +212,18 @@ def window_attention_rows(
     return out.view(B, nW, N, C)
 
 
-def _explicit_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor, scale: float
-) -> torch.Tensor:
+def _explicit_attention(qkv: torch.Tensor, attn_mask: torch.Tensor, scale: float) -> torch.Tensor:
     """softmax(q·scale·kᵀ + attn_mask)·v, :func:`~swinlite.models.swin.window_attention`'s formula as timm's Swin runs
     it under autocast: logits in q's dtype, the fp32 bias + mask added in fp32, softmax in fp32, its probabilities
     rounded to q's dtype for the product with v. (The reference casts bias and mask to q's dtype and takes the
-    softmax in it; in bf16 the fp32 softmax is the faster one and the closer to fp32.) q, k, v (windows, heads, N,
-    hd); attn_mask fp32, broadcast to (windows, heads, N, N). Returns (windows, heads, N, hd) in q's dtype."""
-    logits = torch.matmul(q * scale, k.transpose(-2, -1)).float().add_(attn_mask)  # (windows, heads, N, N), fp32
+    softmax in it; in bf16 the fp32 softmax is the faster one and the closer to fp32.) qkv (3, windows, heads, N, hd),
+    any strides; attn_mask fp32, broadcast to (windows, heads, N, N). Returns (windows, heads, N, hd) in qkv's dtype.
+
+    q, k and v are copied once, contiguous: as views of the projection their heads cannot be folded into one batch
+    dimension, and ``matmul`` would copy q·scale, kᵀ and v each (benchmarks/kernels.md, "bf16 linear layers of the
+    row blocks")."""
+    q, k, v = qkv.clone(memory_format=torch.contiguous_format).unbind(0)  # 3 x (windows, heads, N, hd), a copy
+    logits = torch.matmul(q.mul_(scale), k.transpose(-2, -1)).float().add_(attn_mask)  # (windows, heads, N, N), fp32
     return torch.matmul(logits.softmax(-1).to(q.dtype), v)
 
 

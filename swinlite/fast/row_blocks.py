@@ -181,7 +181,7 @@ def window_attention_rows(
     blocks = _window_blocks(B, nW, per_block)
     largest = max(count for _, count, _ in blocks)
     whole = plan.onednn and len(blocks) == 1  # one row block: oneDNN's new output is the result, not copied
-    out = x.new_empty(0 if whole else x.shape[0], C, dtype=dtype)
+    out = None if whole else x.new_empty(x.shape, dtype=dtype)
     qkv_buffer = None if plan.onednn else x.new_empty(largest * N, qkv_weight.shape[0], dtype=dtype)  # reused
     in_buffer = None if x.dtype == dtype else x.new_empty(largest * N, C, dtype=dtype)
     # bias + mask for the windows of the largest row block (whole images, or part of one image); every row

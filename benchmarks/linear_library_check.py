@@ -85,6 +85,8 @@ def main() -> None:
         modes = parse_modes(args.modes, MODES)
     except ValueError as e:
         parser.error(str(e))
+    if args.batch < 1:
+        parser.error(f"--batch must be at least 1, got {args.batch}")
     batch = args.batch
     if not ONEDNN_LINEAR:
         sys.exit("error: this PyTorch has no oneDNN linear op (torch.ops.mkldnn._linear_pointwise)")

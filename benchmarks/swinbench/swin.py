@@ -135,9 +135,12 @@ def max_output_difference(models: dict[str, nn.Module], x: torch.Tensor) -> dict
 
 
 def matmul_step(device: str, dtype: torch.dtype = torch.float32, n: int = 2048) -> tuple[Callable[[], object], int]:
-    """An n x n x n matmul to time with the models (the machine's practical ceiling, same rounds), and its FLOPs."""
+    """An n x n x n matmul to time with the models (the machine's practical ceiling, same rounds), and its FLOPs.
+    It writes into one output kept across calls: a fresh output of 8-16 MB is mapped and faulted in on every call
+    wherever the allocator's thresholds are below its size, which is not the matmul's speed."""
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-    return _synced(lambda: a @ b, device), 2 * n**3
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    return _synced(lambda: torch.matmul(a, b, out=out), device), 2 * n**3
 
 
 def step_flops(model: nn.Module, x: torch.Tensor, task: str) -> int:

@@ -4,10 +4,11 @@ Issue 24 asks for fp32 inference at 85 % of the machine's matmul ceiling (a 2048
 of the bf16 one. This times exactly the matmuls of one Swin-T inference forward (every linear layer, the patch
 merging and head, and the windows' two attention products), alone, interleaved with the 2048³ ceiling of the same
 dtype, in two forms: each linear as one whole-batch ``addmm`` into a fresh output (the plain eager path, timm's under
-autocast in bf16) and in row blocks as swinlite's row blocks take them (fp32: ``addmm`` into a reused output; bf16:
-oneDNN's linear with the weight in its packed layout, where :data:`~swinlite.fast.blocks.ONEDNN_BF16`). Their share
-of the ceiling bounds what a whole model built on these matmuls can reach. Figures: docs/performance.md ("CPU
-without AVX-512", "CPU with AVX-512 BF16").
+autocast in bf16) and in row blocks as swinlite's row blocks take them on this CPU (``addmm`` into a reused output,
+or oneDNN's linear where the row blocks' plan says: fp32 on AMD, bf16 where oneDNN computes it, with the weight in
+its packed layout). Their share of the ceiling bounds what a whole model built on these matmuls can reach; the
+model's own forward, timed in the same rounds, shows how much time everything else takes. Figures:
+docs/performance.md ("CPU without AVX-512", "CPU with AVX-512 BF16").
 
     python benchmarks/matmul_share_check.py --batch 8
     python benchmarks/matmul_share_check.py --batch 8 --precision bf16

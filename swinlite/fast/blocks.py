@@ -409,12 +409,16 @@ class FastMlp(Mlp):
         return self.drop2(self.fc2(self.norm(self.drop1(self.act(h)))))
 
     @torch.jit.unused
-    def forward_row_blocks(self, x: torch.Tensor, norm: nn.Module, plan: RowBlocks) -> torch.Tensor:
-        """x + self(norm(x)) for CPU inference in row blocks (:func:`~swinlite.fast.row_blocks.mlp_rows`).
+    def forward_row_blocks(
+        self, x: torch.Tensor, norm: nn.Module, plan: RowBlocks, post_norm: bool = False
+    ) -> torch.Tensor:
+        """x + self(norm(x)), or with ``post_norm`` x + norm(self(x)) (Swin-V2), for CPU inference in row blocks
+        (:func:`~swinlite.fast.row_blocks.mlp_rows`).
 
         Needs exact GELU (``exact_gelu``) and inactive dropout. x: [..., dim], contiguous.
         """
-        return mlp_rows(x, norm, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias, plan)
+        weights = (self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias)
+        return mlp_rows(x, norm, *weights, plan, post_norm=post_norm)
 
 
 class FastWindowAttention(WindowAttention):

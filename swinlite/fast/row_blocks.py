@@ -36,7 +36,8 @@ threads, and each region waits for its slowest thread, so the blocks grow with t
   ``mkldnn::_reorder_linear_weight``). Only for CPU without autograd (out= ops have no autograd and do not
   autocast: the dtype is passed in); :func:`~swinlite.fast.blocks.row_blocks_for` decides.
 - Pinned by: ``tests/fast/test_row_blocks.py`` (against the reference block: shifted and padded, row
-  blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; bf16 autocast; no biases).
+  blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; bf16 autocast; no biases; the
+  Swin-V2 block's MLP, post-norm).
 """
 
 from typing import NamedTuple
@@ -248,15 +249,18 @@ def mlp_rows(
     fc2_weight: torch.Tensor,
     fc2_bias: torch.Tensor | None,
     plan: RowBlocks,
+    post_norm: bool = False,
 ) -> torch.Tensor:
-    """x + fc2(gelu(fc1(norm(x)))) (exact GELU), ``plan.rows`` tokens at a time.
+    """x + fc2(gelu(fc1(norm(x)))) (exact GELU), or with ``post_norm`` x + norm(fc2(gelu(fc1(x)))) (Swin-V2's
+    res-post-norm), ``plan.rows`` tokens at a time.
 
     Args:
         x: tokens [..., C], contiguous; the residual stream, in its own dtype.
-        norm: the pre-norm (a LayerNorm over C).
+        norm: the pre-norm, or with ``post_norm`` the norm after fc2 (a LayerNorm over C; it keeps its input's dtype).
         fc1_weight, fc1_bias: [hidden, C] and [hidden] or None.
         fc2_weight, fc2_bias: [C, hidden] and [C] or None.
         plan: tokens per row block and the dtype of the matmuls and GELU.
+        post_norm: normalise fc2's output instead of x.
 
     Returns:
         [..., C] in x's dtype.
@@ -272,7 +276,10 @@ def mlp_rows(
     if plan.onednn:  # GELU fused into fc1; the residual add into fc2 where the residual is in the matmul dtype
 
         def block(residual: torch.Tensor) -> torch.Tensor:  # (rows, C) -> residual + MLP, a new tensor
-            h = onednn_linear(_in_dtype(norm(residual), in_buffer), fc1_weight, fc1_bias, gelu=True)  # (rows, hidden)
+            branch_in = residual if post_norm else norm(residual)
+            h = onednn_linear(_in_dtype(branch_in, in_buffer), fc1_weight, fc1_bias, gelu=True)  # (rows, hidden)
+            if post_norm:  # the norm ends the branch (fc2's output in the matmul dtype, as autocast gives it)
+                return torch.add(residual, norm(onednn_linear(h, fc2_weight, fc2_bias)))
             if cast:  # fc2's output rounded to the matmul dtype, as autocast's linear gives it, then added
                 return torch.add(residual, onednn_linear(h, fc2_weight, fc2_bias))
             return onednn_linear(h, fc2_weight, fc2_bias, residual=residual)
@@ -285,14 +292,17 @@ def mlp_rows(
         return out.view(x.shape)
     out = torch.empty_like(tokens)
     hidden = tokens.new_empty(size, fc1_weight.shape[0], dtype=dtype)  # (rows, hidden), reused
-    out_buffer = tokens.new_empty(size, tokens.shape[1], dtype=dtype) if cast else None
+    out_buffer = tokens.new_empty(size, tokens.shape[1], dtype=dtype) if cast or post_norm else None
     for start in range(0, tokens.shape[0], size):
         rows = slice(start, start + size)
         residual = tokens[rows]
-        h = _linear_into(_in_dtype(norm(residual), in_buffer), fc1_weight, fc1_bias, hidden[: residual.shape[0]])
+        branch_in = residual if post_norm else norm(residual)
+        h = _linear_into(_in_dtype(branch_in, in_buffer), fc1_weight, fc1_bias, hidden[: residual.shape[0]])
         torch.ops.aten.gelu_(h)
         if out_buffer is None:
             _add_linear_into(residual, h, fc2_weight, fc2_bias, out[rows])
-        else:  # fc2's output rounded to the matmul dtype, as autocast's linear gives it, then added
-            torch.add(residual, _linear_into(h, fc2_weight, fc2_bias, out_buffer[: h.shape[0]]), out=out[rows])
+            continue
+        # fc2's output in the matmul dtype (as autocast's linear gives it), normalised with post_norm, then added
+        branch = _linear_into(h, fc2_weight, fc2_bias, out_buffer[: h.shape[0]])
+        torch.add(residual, norm(branch) if post_norm else branch, out=out[rows])
     return out.view(x.shape)

@@ -9,10 +9,16 @@ of :mod:`swinlite.fast.blocks`):
 |-------------------------------------|--------------------------|----------------------------|----------------|
 | reference (``fast=False``), always  | roll + partition         | explicit                   | plain          |
 | eval, ``no_grad``, or a frozen bias | gather                   | sdpa of (q̂·τ, k̂, v) (*)   | plain          |
+| CPU eval without autograd, eager    | gather                   | as CPU eval                | row blocks     |
 | CPU train                           | gather, inverse backward | explicit                   | GELU recompute |
 | CUDA train                          | gather, inverse backward | sdpa of (q̂·τ, k̂, v)       | GELU recompute |
 
 (*) On the CPU in bf16: explicit, as V1's (:data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`).
+
+- row blocks: V1's MLP row blocks (:func:`~swinlite.fast.row_blocks.mlp_rows`) with the norm after fc2
+  (``post_norm``), where :func:`~swinlite.fast.blocks.row_blocks_for` says (eval, no autograd, eager, exact GELU):
+  the hidden layer never exists for the whole batch, and on oneDNN's CPUs GELU is fused into fc1 and bf16 weights
+  are kept packed. The attention has no row blocks (its cosine form is not in them).
 
 - sdpa: :func:`sdpa_cosine_window_attention`: scaled cosine attention is dot-product attention of the
   normalised queries times τ and the normalised keys at scale 1, with the bias and the mask as SDPA's additive
@@ -26,7 +32,8 @@ of :mod:`swinlite.fast.blocks`):
   ``python scripts/benchmark.py --size v2_tiny`` (figures: ``benchmarks/cpu_v2_tiny_b8_fp32.md``).
 - Torch ops: ``F.scaled_dot_product_attention`` (flash on CPU and CUDA when no gradient flows to the mask; CUDA's
   memory-efficient kernel when one does); the gather of :mod:`swinlite.fast.blocks`.
-- Pinned by: ``tests/fast/test_fast_v2.py`` (fast block against the reference block, values and gradients).
+- Pinned by: ``tests/fast/test_fast_v2.py`` (fast block against the reference block, values and gradients),
+  ``tests/fast/test_row_blocks.py`` (the MLP row blocks, fp32 and bf16 autocast).
 """
 
 import math
@@ -42,7 +49,7 @@ from ..models.swin import (
     cosine_window_attention,
     window_attn_mask,
 )
-from .blocks import GatheredWindowsBlock, fast_linear, select_attention_kernel
+from .blocks import GatheredWindowsBlock, fast_linear, row_blocks_for, select_attention_kernel
 
 
 def sdpa_cosine_window_attention(
@@ -98,4 +105,15 @@ class FastWindowAttentionV2(WindowAttentionV2):
 @register_notrace_module  # as SwinV2Block: the padding and shift depend on the input size
 class FastSwinV2Block(SwinV2Block, GatheredWindowsBlock):
     """:class:`~swinlite.models.swin.SwinV2Block` with shift + partition (and back) as one gather each way
-    (:class:`~swinlite.fast.blocks.GatheredWindowsBlock`'s ``_attn``; V2's res-post-norm ``forward``)."""
+    (:class:`~swinlite.fast.blocks.GatheredWindowsBlock`'s ``_attn``), and its MLP in row blocks for CPU
+    inference."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, H, W, C] -> [B, H, W, C], res-post-norm as ``SwinV2Block.forward``."""
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            plan = row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.mlp.exact_gelu else None
+            if plan is not None:  # CPU inference: x + norm2(mlp(x)) in row blocks
+                x = x + self.norm1(self._attn(x))
+                return self.mlp.forward_row_blocks(x, self.norm2, plan, post_norm=True)
+        x = x + self.drop_path1(self.norm1(self._attn(x)))  # res-post-norm: the norm ends the branch
+        return x + self.drop_path2(self.norm2(self.mlp(x)))

@@ -99,12 +99,13 @@ def test_the_rule_decides(monkeypatch):
     "name,callers",
     [
         ("swinlite_pico_patch2_window4_32", {"blocks", "row_blocks"}),  # merging and head; the blocks' row blocks
-        ("swinlite_v2_pico_patch2_window4_32", {"blocks"}),  # every linear, V2's q, k, v projection with its bias
+        # V2's q, k, v projection with its bias, merging and head; the MLPs' row blocks
+        ("swinlite_v2_pico_patch2_window4_32", {"blocks", "row_blocks"}),
     ],
 )
 def test_models_with_the_rule_on_equal_the_reference(onednn_calls, name, callers):
     """Every linear of a fast model through oneDNN, against the reference model (fast=False) on the same weights:
-    inference (whole-batch V2, V1's row blocks), then the outputs and every gradient of a train step."""
+    inference (row blocks: V1's blocks, V2's MLPs), then the outputs and every gradient of a train step."""
     torch.manual_seed(0)
     reference = timm.create_model(name, fast=False, drop_path_rate=0.0).eval()
     fast = timm.create_model(name, drop_path_rate=0.0).eval()

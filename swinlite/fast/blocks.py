@@ -518,7 +518,8 @@ class GatheredWindowsBlock(SwinBlock):
         return x
 
     def _attend_windows(self, windows: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks | None) -> torch.Tensor:
-        """The block's attention on its windows [B, nW, N, C] -> [B, nW, N, C]; V2 has no row blocks (``plan`` None)."""
+        """The block's attention on its windows [B, nW, N, C] -> [B, nW, N, C]; V2's attention has no row blocks
+        (``plan`` None)."""
         return self.attn(windows, mask)
 
 

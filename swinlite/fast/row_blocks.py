@@ -36,8 +36,8 @@ threads, and each region waits for its slowest thread, so the blocks grow with t
   ``mkldnn::_reorder_linear_weight``). Only for CPU without autograd (out= ops have no autograd and do not
   autocast: the dtype is passed in); :func:`~swinlite.fast.blocks.row_blocks_for` decides.
 - Pinned by: ``tests/fast/test_row_blocks.py`` (against the reference block: shifted and padded, row
-  blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; bf16 autocast; no biases; the
-  Swin-V2 block's MLP, post-norm).
+  blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; bf16 autocast; no biases) and
+  ``tests/fast/test_fast_v2.py`` (the Swin-V2 block's MLP, post-norm).
 """
 
 from typing import NamedTuple

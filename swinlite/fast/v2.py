@@ -32,8 +32,8 @@ of :mod:`swinlite.fast.blocks`):
   ``python scripts/benchmark.py --size v2_tiny`` (figures: ``benchmarks/cpu_v2_tiny_b8_fp32.md``).
 - Torch ops: ``F.scaled_dot_product_attention`` (flash on CPU and CUDA when no gradient flows to the mask; CUDA's
   memory-efficient kernel when one does); the gather of :mod:`swinlite.fast.blocks`.
-- Pinned by: ``tests/fast/test_fast_v2.py`` (fast block against the reference block, values and gradients),
-  ``tests/fast/test_row_blocks.py`` (the MLP row blocks, fp32 and bf16 autocast).
+- Pinned by: ``tests/fast/test_fast_v2.py`` (fast block against the reference block, values and gradients; the
+  MLP row blocks, fp32 and bf16 autocast, either library).
 """
 
 import math

@@ -8,7 +8,7 @@ import timm
 import torch
 
 import swinlite  # noqa: F401  (registers the models)
-from swinlite.fast import FastSwinV2Block, FastWindowAttentionV2, accelerate, blocks
+from swinlite.fast import FastSwinV2Block, FastWindowAttentionV2, accelerate, blocks, row_blocks
 from swinlite.models.swin import BlockOptions, SwinV2Block
 
 
@@ -39,7 +39,7 @@ def values_and_gradients(block: SwinV2Block, x: torch.Tensor, grad: torch.Tensor
 @pytest.mark.parametrize("train", [True, False])
 def test_fast_v2_block_equals_reference_block(monkeypatch, size, shift, mask_padding, train):
     """Gather and explicit or SDPA cosine attention against the plain math, forward and backward (input and every
-    parameter); in eval also without autograd (SDPA's flash kernel). The linears take the reference's library (the
+    parameter); in eval also without autograd (SDPA's flash kernel, the MLP in row blocks). The linears take the reference's library (the
     BLAS): τ = 100 would magnify the float rounding of another library's matmuls (oneDNN's, pinned by
     tests/fast/test_linear.py) past this test's 1e-5."""
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)
@@ -50,6 +50,42 @@ def test_fast_v2_block_equals_reference_block(monkeypatch, size, shift, mask_pad
     if not train:
         with torch.no_grad():
             torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
+
+
+# linears of CPU inference: addmm, or oneDNN (fp32: where PyTorch has it; bf16: where this CPU computes bf16 in it)
+FP32_LINEARS = [False, True] if row_blocks.ONEDNN_LINEAR else [False]
+BF16_LINEARS = [False, True] if blocks.ONEDNN_BF16 else [False]
+
+
+@pytest.mark.parametrize("rows", [20, 2048])  # ragged parts of the tokens; all of them
+@pytest.mark.parametrize(
+    ("dtype", "autocast", "onednn"),
+    [(torch.float32, False, o) for o in FP32_LINEARS]
+    + [(dtype, True, o) for dtype in (torch.float32, torch.bfloat16) for o in BF16_LINEARS],
+)
+def test_mlp_row_blocks_equal_the_reference_block(monkeypatch, rows, dtype, autocast, onednn):
+    """CPU inference runs x + norm2(mlp(x)) in row blocks (the norm after fc2), fp32 with either library and under
+    bf16 autocast, fed fp32 or bf16; the attention keeps its path."""
+    monkeypatch.setattr(blocks, "ROWS_PER_THREAD", rows)
+    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", onednn)
+    monkeypatch.setattr(blocks, "ONEDNN_BF16", onednn)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    called = []
+
+    def spy(*args, **kwargs):
+        called.append(kwargs)
+        return row_blocks.mlp_rows(*args, **kwargs)
+
+    monkeypatch.setattr(blocks, "mlp_rows", spy)
+    fast, reference = (b.eval() for b in block_pair(shift=True, mask_padding=True))
+    x = torch.randn(3, 7, 10, 8, dtype=dtype)  # padded to 8 x 12
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        assert blocks.row_blocks_for(False, x, 32).onednn == onednn
+        got, expected = fast(x), reference(x)
+    assert got.dtype == expected.dtype == dtype
+    tolerance = 2e-2 if autocast else 1e-5
+    torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)
+    assert called == [{"post_norm": True}]
 
 
 def test_v2_model_fast_and_reference_paths_agree_in_training():

@@ -9,7 +9,7 @@ import torch
 from swinlite.fast import accelerate, blocks, row_blocks
 from swinlite.fast.blocks import row_blocks_for
 from swinlite.fast.row_blocks import RowBlocks
-from swinlite.models.swin import BlockOptions, SwinBlock, SwinV2Block
+from swinlite.models.swin import BlockOptions, SwinBlock
 
 
 def block_pair(qkv_bias: bool, shift: bool, mask_padding: bool = True) -> tuple[SwinBlock, SwinBlock]:
@@ -131,42 +131,6 @@ def test_autocast_weight_copies_are_kept_while_the_weights_are_unchanged(monkeyp
             block.attn.qkv.weight.data = block.attn.qkv.weight.data.flip(0)  # another storage
     run()
     assert calls == {"attention": 3, "mlp": 3}
-
-
-def v2_block_pair() -> tuple[SwinV2Block, SwinV2Block]:
-    """(fast, reference) shifted V2 blocks, every weight random (the post-norms start at zero otherwise)."""
-    torch.manual_seed(0)
-    reference = SwinV2Block(16, 2, (4, 4), shift=True, pretrained_window=(3, 3), options=BlockOptions()).eval()
-    with torch.no_grad():
-        for name, p in reference.named_parameters():
-            p.copy_(torch.randn_like(p) * 0.3 + ("norm" in name and name.endswith("weight")))
-    return accelerate(copy.deepcopy(reference)), reference
-
-
-FP32_LINEARS = [False, True] if row_blocks.ONEDNN_LINEAR else [False]
-
-
-@pytest.mark.parametrize("rows", [20, 2048])  # ragged parts of the tokens; all of them
-@pytest.mark.parametrize(
-    ("dtype", "autocast", "onednn"),
-    [(torch.float32, False, o) for o in FP32_LINEARS]
-    + [(dtype, True, o) for dtype in (torch.float32, torch.bfloat16) for o in BF16_LINEARS],
-)
-def test_v2_mlp_row_blocks_equal_the_reference_path(monkeypatch, calls, rows, dtype, autocast, onednn):
-    """Swin-V2's MLP, x + norm2(mlp(x)), in row blocks (the norm after fc2), fp32 and under bf16 autocast."""
-    monkeypatch.setattr(blocks, "ROWS_PER_THREAD", rows)
-    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", onednn)
-    monkeypatch.setattr(blocks, "ONEDNN_BF16", onednn)
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    fast, reference = v2_block_pair()
-    x = torch.randn(3, 7, 10, 16, dtype=dtype)  # padded to 8 x 12
-    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        assert row_blocks_for(False, x, 64).onednn == onednn
-        got, expected = fast(x), reference(x)
-    assert got.dtype == expected.dtype == dtype
-    tolerance = 2e-2 if autocast else 1e-5
-    torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)
-    assert calls == {"attention": 0, "mlp": 1}
 
 
 def test_only_cpu_inference_takes_row_blocks(monkeypatch):

@@ -497,7 +497,7 @@ class GatheredWindowsBlock(SwinBlock):
     runs its attention on the windows through :meth:`_attend_windows`."""
 
     def _attn(self, x: torch.Tensor, plan: RowBlocks | None = None) -> torch.Tensor:
-        """x normalised map [B, H, W, C] -> attention output [B, H, W, C]; ``plan``: row blocks (V1, CPU inference)."""
+        """x normalised map [B, H, W, C] -> attention output [B, H, W, C]; ``plan``: row blocks (CPU inference)."""
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
             if exporting():  # symbolic sizes: the geometry and the gathers are built in the graph
                 return exported_shifted_window_attention(self, x)
@@ -518,8 +518,10 @@ class GatheredWindowsBlock(SwinBlock):
         return x
 
     def _attend_windows(self, windows: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks | None) -> torch.Tensor:
-        """The block's attention on its windows [B, nW, N, C] -> [B, nW, N, C]; V2's attention has no row blocks
-        (``plan`` None)."""
+        """The block's attention on its windows [B, nW, N, C] -> [B, nW, N, C]: through row blocks when ``plan``
+        says (CPU inference), else the attention module."""
+        if plan is not None:
+            return self.attn.forward_row_blocks(windows, mask, plan)
         return self.attn(windows, mask)
 
 
@@ -537,9 +539,3 @@ class FastSwinBlock(GatheredWindowsBlock):
                 return self.mlp.forward_row_blocks(x, self.norm2, plan)  # x + mlp(norm2(x))
         x = x + self.drop_path1(self._attn(self.norm1(x)))
         return x + self.drop_path2(self.mlp(self.norm2(x)))
-
-    def _attend_windows(self, windows: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks | None) -> torch.Tensor:
-        """Through row blocks when ``plan`` says (CPU inference), else the attention module."""
-        if plan is not None:
-            return self.attn.forward_row_blocks(windows, mask, plan)
-        return self.attn(windows, mask)

@@ -37,7 +37,7 @@ threads, and each region waits for its slowest thread, so the blocks grow with t
   autocast: the dtype is passed in); :func:`~swinlite.fast.blocks.row_blocks_for` decides.
 - Pinned by: ``tests/fast/test_row_blocks.py`` (against the reference block: shifted and padded, row
   blocks of part of an image, of whole images and ragged; fp32 and bf16 weights; bf16 autocast; no biases) and
-  ``tests/fast/test_fast_v2.py`` (the Swin-V2 block's MLP, post-norm).
+  ``tests/fast/test_fast_v2.py`` (the Swin-V2 block: cosine attention, post-norm MLP).
 """
 
 from typing import NamedTuple
@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ..models.swin import window_attn_mask
+from ..models.swin import cosine_eps, window_attn_mask
 
 # oneDNN's linear op, which inductor emits for CPU linears, with fused post-ops; where PyTorch is built with oneDNN
 ONEDNN_LINEAR: bool = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
@@ -157,8 +157,10 @@ def window_attention_rows(
     mask: torch.Tensor | None,
     scale: float,
     plan: RowBlocks,
+    tau: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """proj(attention(qkv(windows))), about ``plan.rows`` tokens of windows at a time.
+    """proj(attention(qkv(windows))), about ``plan.rows`` tokens of windows at a time: dot-product attention, or
+    with ``tau`` Swin-V2's scaled cosine attention.
 
     Args:
         windows: window tokens [B, nW, N, C], contiguous.
@@ -166,8 +168,10 @@ def window_attention_rows(
         proj_weight, proj_bias: the output projection, [C, C] and [C] or None.
         bias: relative position bias [heads, N, N].
         mask: additive shift/padding mask [nW, N, N] or None.
-        scale: logit scale.
+        scale: logit scale; not used with ``tau``.
         plan: tokens per row block and the dtype of the computation.
+        tau: τ per head [heads, 1, 1] in fp32 (already clamped and exponentiated) for cosine attention,
+            cos(q, k)·τ for q·scale·kᵀ (Swin-V2, :func:`~swinlite.models.swin.cosine_window_attention`), or None.
 
     Returns:
         [B, nW, N, C] in ``plan.dtype``.
@@ -200,9 +204,11 @@ def window_attention_rows(
         block_mask = attn_mask if mask is None else attn_mask[offset : offset + count]
         if plan.flash:
             q, k, v = heads_qkv.unbind(0)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=block_mask, scale=scale)
+            if tau is not None:  # cos(q, k)·τ as the dot product of q·τ/|q| and k/|k|, at scale 1
+                q, k = _unit(q) * tau.to(dtype), _unit(k)  # new tensors
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=block_mask, scale=1.0 if tau is not None else scale)
         else:
-            o = _explicit_attention(heads_qkv, block_mask, scale)
+            o = _explicit_attention(heads_qkv, block_mask, scale, tau)
         o = o.transpose(1, 2).reshape(count * N, C)  # (count, heads, N, hd) -> (tokens, C); a view after flash
         if whole:
             return onednn_linear(o, proj_weight, proj_bias).view(B, nW, N, C)
@@ -213,19 +219,33 @@ def window_attention_rows(
     return out.view(B, nW, N, C)
 
 
-def _explicit_attention(qkv: torch.Tensor, attn_mask: torch.Tensor, scale: float) -> torch.Tensor:
+def _explicit_attention(
+    qkv: torch.Tensor, attn_mask: torch.Tensor, scale: float, tau: torch.Tensor | None = None
+) -> torch.Tensor:
     """softmax(q·scale·kᵀ + attn_mask)·v, :func:`~swinlite.models.swin.window_attention`'s formula as timm's Swin runs
     it under autocast: logits in q's dtype, the fp32 bias + mask added in fp32, softmax in fp32, its probabilities
     rounded to q's dtype for the product with v. (The reference casts bias and mask to q's dtype and takes the
     softmax in it; in bf16 the fp32 softmax is the faster one and the closer to fp32.) qkv (3, windows, heads, N, hd),
-    any strides; attn_mask fp32, broadcast to (windows, heads, N, N). Returns (windows, heads, N, hd) in qkv's dtype.
+    any strides; attn_mask fp32, broadcast to (windows, heads, N, N); with ``tau`` (fp32, (heads, 1, 1)) Swin-V2's
+    cosine attention, cos(q, k)·τ for q·scale·kᵀ. Returns (windows, heads, N, hd) in qkv's dtype.
 
     q, k and v are copied once, contiguous: as views of the projection their heads cannot be folded into one batch
     dimension, and ``matmul`` would copy q·scale, kᵀ and v each (benchmarks/kernels.md, "bf16 linear layers of the
     row blocks")."""
     q, k, v = qkv.clone(memory_format=torch.contiguous_format).unbind(0)  # 3 x (windows, heads, N, hd), a copy
-    logits = torch.matmul(q.mul_(scale), k.transpose(-2, -1)).float().add_(attn_mask)  # (windows, heads, N, N), fp32
+    if tau is None:
+        logits = torch.matmul(q.mul_(scale), k.transpose(-2, -1)).float().add_(attn_mask)  # (windows, heads, N, N)
+    else:  # cos(q, k) in q's dtype, times τ in fp32 (as the reference: logits up to ±100 would round coarsely)
+        cos = torch.matmul(_unit(q, inplace=True), _unit(k, inplace=True).transpose(-2, -1))  # (windows, heads, N, N)
+        logits = torch.addcmul(attn_mask, cos.float(), tau)
     return torch.matmul(logits.softmax(-1).to(q.dtype), v)
+
+
+def _unit(t: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+    """t / |t| over the last dim, the norm floored at :func:`~swinlite.models.swin.cosine_eps` as ``F.normalize``;
+    ``inplace``: t is overwritten."""
+    norm = torch.linalg.vector_norm(t, dim=-1, keepdim=True).clamp_min_(cosine_eps(t.dtype))
+    return t.div_(norm) if inplace else t / norm
 
 
 def _window_blocks(batch: int, num_windows: int, per_block: int) -> list[tuple[int, int, int]]:

@@ -9,16 +9,18 @@ of :mod:`swinlite.fast.blocks`):
 |-------------------------------------|--------------------------|----------------------------|----------------|
 | reference (``fast=False``), always  | roll + partition         | explicit                   | plain          |
 | eval, ``no_grad``, or a frozen bias | gather                   | sdpa of (q̂·τ, k̂, v) (*)   | plain          |
-| CPU eval without autograd, eager    | gather                   | as CPU eval                | row blocks     |
+| CPU eval without autograd, eager    | gather                   | row blocks                 | row blocks     |
 | CPU train                           | gather, inverse backward | explicit                   | GELU recompute |
 | CUDA train                          | gather, inverse backward | sdpa of (q̂·τ, k̂, v)       | GELU recompute |
 
 (*) On the CPU in bf16: explicit, as V1's (:data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`).
 
-- row blocks: V1's MLP row blocks (:func:`~swinlite.fast.row_blocks.mlp_rows`) with the norm after fc2
-  (``post_norm``), where :func:`~swinlite.fast.blocks.row_blocks_for` says (eval, no autograd, eager, exact GELU):
-  the hidden layer never exists for the whole batch, and on oneDNN's CPUs GELU is fused into fc1 and bf16 weights
-  are kept packed. The attention has no row blocks (its cosine form is not in them).
+- row blocks: V1's row blocks, where :func:`~swinlite.fast.blocks.row_blocks_for` says (eval, no autograd, eager,
+  exact GELU): the attention (:func:`~swinlite.fast.row_blocks.window_attention_rows` with ``tau``: cos(q, k)·τ,
+  flash on (q̂·τ, k̂, v) in fp32, explicit in bf16 with τ applied to the fp32 logits as the reference does) and the
+  MLP with the norm after fc2 (:func:`~swinlite.fast.row_blocks.mlp_rows`, ``post_norm``). The (tokens, 3C)
+  projections, the maps and the hidden layer never exist for the whole batch, and on oneDNN's CPUs GELU is fused
+  into fc1 and bf16 weights are kept packed.
 
 - sdpa: :func:`sdpa_cosine_window_attention`: scaled cosine attention is dot-product attention of the
   normalised queries times τ and the normalised keys at scale 1, with the bias and the mask as SDPA's additive
@@ -33,7 +35,7 @@ of :mod:`swinlite.fast.blocks`):
 - Torch ops: ``F.scaled_dot_product_attention`` (flash on CPU and CUDA when no gradient flows to the mask; CUDA's
   memory-efficient kernel when one does); the gather of :mod:`swinlite.fast.blocks`.
 - Pinned by: ``tests/fast/test_fast_v2.py`` (fast block against the reference block, values and gradients; the
-  MLP row blocks, fp32 and bf16 autocast, either library).
+  row blocks, fp32 and bf16 autocast, either library).
 """
 
 import math
@@ -50,6 +52,7 @@ from ..models.swin import (
     window_attn_mask,
 )
 from .blocks import GatheredWindowsBlock, fast_linear, row_blocks_for, select_attention_kernel
+from .row_blocks import RowBlocks, window_attention_rows
 
 
 def sdpa_cosine_window_attention(
@@ -101,19 +104,29 @@ class FastWindowAttentionV2(WindowAttentionV2):
             return sdpa_cosine_window_attention(qkv, bias, mask, batch, self.logit_scale, dropout_p)
         return cosine_window_attention(qkv, bias, mask, batch, self.logit_scale, dropout_p)
 
+    @torch.jit.unused
+    def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks) -> torch.Tensor:
+        """:meth:`forward` for CPU inference, a row block of windows at a time (:mod:`swinlite.fast.row_blocks`)."""
+        bias = self.rel_pos()  # (heads, N, N)
+        tau = torch.clamp(self.logit_scale, max=math.log(100.0)).exp()  # (heads, 1, 1)
+        qkv_bias = self.merged_qkv_bias()  # a new tensor per call: converted here, not kept by the row blocks' cache
+        qkv_bias = None if qkv_bias is None else qkv_bias.to(plan.dtype)
+        qkv, proj = self.qkv, self.proj
+        return window_attention_rows(x, qkv.weight, qkv_bias, proj.weight, proj.bias, bias, mask, 1.0, plan, tau=tau)
+
 
 @register_notrace_module  # as SwinV2Block: the padding and shift depend on the input size
 class FastSwinV2Block(SwinV2Block, GatheredWindowsBlock):
     """:class:`~swinlite.models.swin.SwinV2Block` with shift + partition (and back) as one gather each way
-    (:class:`~swinlite.fast.blocks.GatheredWindowsBlock`'s ``_attn``), and its MLP in row blocks for CPU
-    inference."""
+    (:class:`~swinlite.fast.blocks.GatheredWindowsBlock`'s ``_attn``), and its attention and MLP in row blocks for
+    CPU inference."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, H, W, C], res-post-norm as ``SwinV2Block.forward``."""
         if not torch.jit.is_scripting():  # TorchScript skips this branch
             plan = row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.mlp.exact_gelu else None
-            if plan is not None:  # CPU inference: x + norm2(mlp(x)) in row blocks
-                x = x + self.norm1(self._attn(x))
+            if plan is not None:  # CPU inference: attention and x + norm2(mlp(x)) in row blocks
+                x = x + self.norm1(self._attn(x, plan))
                 return self.mlp.forward_row_blocks(x, self.norm2, plan, post_norm=True)
         x = x + self.drop_path1(self.norm1(self._attn(x)))  # res-post-norm: the norm ends the branch
         return x + self.drop_path2(self.norm2(self.mlp(x)))

@@ -10,9 +10,12 @@ each; this kernel keeps only h and recomputes the cheap GELU in backward, one ex
   op, to write the gradient in place. Without autograd (no grad mode) or in TorchScript, which cannot
   script the autograd Function, the plain ``linear(gelu(h))`` runs. With ``onednn`` (fp32 on the CPUs of
   :data:`~swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU`) the forward and the gradient to gelu(h) run through oneDNN,
-  as :mod:`swinlite.fast.linear_grad`'s linears.
-- Pinned by: ``tests/fast/test_mlp.py`` (``FastMlp`` against timm's ``Mlp``, fp32 and bf16 autocast) and
-  ``tests/fast/test_fast_block.py`` (fast block against the reference block).
+  as :mod:`swinlite.fast.linear_grad`'s linears, and so does the plain linear without autograd (the path a compiled
+  inference graph traces: ``swinlite.optimize_for_inference``'s fc2 as its other linears, 5 % faster on the AMD
+  EPYC, benchmarks/kernels.md).
+- Pinned by: ``tests/fast/test_mlp.py`` (``FastMlp`` against timm's ``Mlp``, fp32 and bf16 autocast),
+  ``tests/fast/test_linear.py`` (through oneDNN, with and without autograd) and ``tests/fast/test_fast_block.py``
+  (fast block against the reference block).
 """
 
 from __future__ import annotations
@@ -67,8 +70,10 @@ def gelu_linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     Returns:
         [..., out].
     """
-    if torch.jit.is_scripting() or not torch.is_grad_enabled():
+    if torch.jit.is_scripting():
         return F.linear(F.gelu(h), weight, bias)
+    if not torch.is_grad_enabled():  # no autograd (e.g. a compiled inference graph): nothing to recompute
+        return (onednn_linear if onednn else F.linear)(F.gelu(h), weight, bias)
     return _gelu_linear_autograd(h, weight, bias, onednn)
 
 

@@ -1,12 +1,15 @@
 """fp32 linear layers through oneDNN (swinlite.fast.row_blocks.onednn_linear; with autograd:
 swinlite.fast.linear_grad) against F.linear and the plain composition, and when the fast modules take that path."""
 
+import copy
+
 import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from timm.layers import Mlp
 
-from swinlite.fast import FastLinear, accelerate, blocks, gelu_linear, linear_grad, row_blocks
+from swinlite.fast import FastLinear, FastMlp, accelerate, blocks, gelu_linear, linear_grad, row_blocks
 from swinlite.fast.blocks import onednn_serves
 from swinlite.fast.linear_grad import onednn_linear_with_grad
 from swinlite.fast.row_blocks import ONEDNN_LINEAR, onednn_linear
@@ -85,6 +88,19 @@ def test_fast_linear_runs_onednn_in_fp32_only(onednn_calls):
     assert onednn_calls == ["blocks", "linear_grad"]
 
 
+def test_mlp_without_autograd_runs_both_layers_through_onednn(onednn_calls):
+    """Off the row blocks without autograd (a compiled inference graph traces this path), fc2(gelu(h)) too goes
+    through oneDNN, not ``F.linear``: the same output as timm's Mlp."""
+    torch.manual_seed(0)
+    reference = Mlp(24, 96)
+    mlp = accelerate(copy.deepcopy(reference))
+    assert type(mlp) is FastMlp and mlp.recompute_act
+    x = torch.randn(2, 5, 24)
+    with torch.inference_mode():
+        torch.testing.assert_close(mlp(x), reference(x), rtol=1e-5, atol=1e-5)
+    assert onednn_calls == ["blocks", "gelu_linear"]  # fc1 (FastLinear), then fc2 with its GELU input
+
+
 def test_the_rule_decides(monkeypatch):
     x, weight = torch.randn(3, 24), torch.randn(40, 24)
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
@@ -99,13 +115,12 @@ def test_the_rule_decides(monkeypatch):
     "name,callers",
     [
         ("swinlite_pico_patch2_window4_32", {"blocks", "row_blocks"}),  # merging and head; the blocks' row blocks
-        # V2's q, k, v projection with its bias, merging and head; the MLPs' row blocks
-        ("swinlite_v2_pico_patch2_window4_32", {"blocks", "row_blocks"}),
+        ("swinlite_v2_pico_patch2_window4_32", {"blocks", "row_blocks"}),  # the same; V2's q, k, v bias composed
     ],
 )
 def test_models_with_the_rule_on_equal_the_reference(onednn_calls, name, callers):
     """Every linear of a fast model through oneDNN, against the reference model (fast=False) on the same weights:
-    inference (row blocks: V1's blocks, V2's MLPs), then the outputs and every gradient of a train step."""
+    inference (the blocks in row blocks), then the outputs and every gradient of a train step."""
     torch.manual_seed(0)
     reference = timm.create_model(name, fast=False, drop_path_rate=0.0).eval()
     fast = timm.create_model(name, drop_path_rate=0.0).eval()

@@ -205,7 +205,8 @@ def window_attention_rows(
         if plan.flash:
             q, k, v = heads_qkv.unbind(0)
             if tau is not None:  # cos(q, k)·τ as the dot product of q·τ/|q| and k/|k|, at scale 1
-                q, k = _unit(q) * tau.to(dtype), _unit(k)  # new tensors
+                eps = cosine_eps(dtype)
+                q, k = F.normalize(q, dim=-1, eps=eps) * tau.to(dtype), F.normalize(k, dim=-1, eps=eps)  # new
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=block_mask, scale=1.0 if tau is not None else scale)
         else:
             o = _explicit_attention(heads_qkv, block_mask, scale, tau)
@@ -236,16 +237,12 @@ def _explicit_attention(
     if tau is None:
         logits = torch.matmul(q.mul_(scale), k.transpose(-2, -1)).float().add_(attn_mask)  # (windows, heads, N, N)
     else:  # cos(q, k) in q's dtype, times τ in fp32 (as the reference: logits up to ±100 would round coarsely)
-        cos = torch.matmul(_unit(q, inplace=True), _unit(k, inplace=True).transpose(-2, -1))  # (windows, heads, N, N)
+        eps = cosine_eps(q.dtype)
+        F.normalize(q, dim=-1, eps=eps, out=q)  # in place: q/|q|
+        F.normalize(k, dim=-1, eps=eps, out=k)
+        cos = torch.matmul(q, k.transpose(-2, -1))  # (windows, heads, N, N)
         logits = torch.addcmul(attn_mask, cos.float(), tau)
     return torch.matmul(logits.softmax(-1).to(q.dtype), v)
-
-
-def _unit(t: torch.Tensor, inplace: bool = False) -> torch.Tensor:
-    """t / |t| over the last dim, the norm floored at :func:`~swinlite.models.swin.cosine_eps` as ``F.normalize``;
-    ``inplace``: t is overwritten."""
-    norm = torch.linalg.vector_norm(t, dim=-1, keepdim=True).clamp_min_(cosine_eps(t.dtype))
-    return t.div_(norm) if inplace else t / norm
 
 
 def _window_blocks(batch: int, num_windows: int, per_block: int) -> list[tuple[int, int, int]]:

@@ -38,8 +38,6 @@ of :mod:`swinlite.fast.blocks`):
   row blocks, fp32 and bf16 autocast, either library).
 """
 
-import math
-
 import torch
 import torch.nn.functional as F
 from timm.layers import register_notrace_module
@@ -48,6 +46,7 @@ from ..models.swin import (
     SwinV2Block,
     WindowAttentionV2,
     cosine_eps,
+    cosine_tau,
     cosine_window_attention,
     window_attn_mask,
 )
@@ -80,7 +79,7 @@ def sdpa_cosine_window_attention(
         (B*nW, heads, N, hd).
     """
     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd), views without copies
-    tau = torch.clamp(logit_scale, max=math.log(100.0)).exp().to(q.dtype)  # (heads, 1, 1)
+    tau = cosine_tau(logit_scale).to(q.dtype)  # (heads, 1, 1)
     eps = cosine_eps(q.dtype)
     q = q * (tau / torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps))  # q·τ/|q|, as F.normalize
     k = F.normalize(k, dim=-1, eps=eps)
@@ -108,7 +107,7 @@ class FastWindowAttentionV2(WindowAttentionV2):
     def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks) -> torch.Tensor:
         """:meth:`forward` for CPU inference, a row block of windows at a time (:mod:`swinlite.fast.row_blocks`)."""
         bias = self.rel_pos()  # (heads, N, N)
-        tau = torch.clamp(self.logit_scale, max=math.log(100.0)).exp()  # (heads, 1, 1)
+        tau = cosine_tau(self.logit_scale)  # (heads, 1, 1)
         qkv_bias = self.merged_qkv_bias()  # a new tensor per call: converted here, not kept by the row blocks' cache
         qkv_bias = None if qkv_bias is None else qkv_bias.to(plan.dtype)
         qkv, proj = self.qkv, self.proj

@@ -656,6 +656,11 @@ def cosine_eps(dtype: torch.dtype) -> float:
     return 2.0**-14 if dtype == torch.float16 else 1e-12
 
 
+def cosine_tau(logit_scale: torch.Tensor) -> torch.Tensor:
+    """τ of cosine attention from its learned log τ (heads, 1, 1): exp(min(logit_scale, log 100)), at most 100."""
+    return torch.clamp(logit_scale, max=math.log(100.0)).exp()
+
+
 def cosine_window_attention(
     qkv: torch.Tensor,
     bias: torch.Tensor,
@@ -680,7 +685,7 @@ def cosine_window_attention(
     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
     eps = cosine_eps(q.dtype)
     attn = F.normalize(q, dim=-1, eps=eps) @ F.normalize(k, dim=-1, eps=eps).transpose(-2, -1)  # (B*nW, heads, N, N)
-    attn = attn * torch.clamp(logit_scale, max=math.log(100.0)).exp()  # τ per head, at most 100
+    attn = attn * cosine_tau(logit_scale)  # τ per head, at most 100
     attn = add_window_attn_mask(attn, bias, mask, batch)
     attn = attn.softmax(dim=-1)
     if dropout_p > 0.0:

@@ -517,6 +517,12 @@ class GatheredWindowsBlock(SwinBlock):
             x = x[:, :H, :W]
         return x
 
+    @torch.jit.unused
+    def _row_blocks(self, x: torch.Tensor) -> RowBlocks | None:
+        """How this block runs in row blocks for its input ``x`` (:func:`row_blocks_for`; the MLP's need exact GELU),
+        or None."""
+        return row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.mlp.exact_gelu else None
+
     def _attend_windows(self, windows: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks | None) -> torch.Tensor:
         """The block's attention on its windows [B, nW, N, C] -> [B, nW, N, C]: through row blocks when ``plan``
         says (CPU inference), else the attention module."""
@@ -533,7 +539,7 @@ class FastSwinBlock(GatheredWindowsBlock):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, H, W, C]."""
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            plan = row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.mlp.exact_gelu else None
+            plan = self._row_blocks(x)
             if plan is not None:  # CPU inference
                 x = x + self._attn(self.norm1(x), plan)
                 return self.mlp.forward_row_blocks(x, self.norm2, plan)  # x + mlp(norm2(x))

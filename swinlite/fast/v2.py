@@ -50,7 +50,7 @@ from ..models.swin import (
     cosine_window_attention,
     window_attn_mask,
 )
-from .blocks import GatheredWindowsBlock, fast_linear, row_blocks_for, select_attention_kernel
+from .blocks import GatheredWindowsBlock, fast_linear, select_attention_kernel
 from .row_blocks import RowBlocks, window_attention_rows
 
 
@@ -123,7 +123,7 @@ class FastSwinV2Block(SwinV2Block, GatheredWindowsBlock):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, H, W, C], res-post-norm as ``SwinV2Block.forward``."""
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            plan = row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.mlp.exact_gelu else None
+            plan = self._row_blocks(x)
             if plan is not None:  # CPU inference: attention and x + norm2(mlp(x)) in row blocks
                 x = x + self.norm1(self._attn(x, plan))
                 return self.mlp.forward_row_blocks(x, self.norm2, plan, post_norm=True)

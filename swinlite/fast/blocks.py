@@ -14,7 +14,7 @@ device, dtype, dropout, grad mode, threads): :func:`select_attention_kernel`, :f
 | CPU fp32 train                       | gather, inverse backward | recomputed (AVX2: explicit)     | GELU recompute |
 | CPU fp32 train, attention dropout    | gather, inverse backward | explicit                        | GELU recompute |
 | CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
-| CUDA, fp32 or bf16                   | gather, inverse backward | fastest: explicit, sdpa or flex | as on the CPU  |
+| CUDA, fp32 or bf16                   | gather, inverse backward | fastest of ``CUDA_CANDIDATES``  | as on the CPU  |
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode (*)     | as in eager mode                | as in eager    |
 | ``torch.export`` (symbolic sizes)    | gather, index in graph   | explicit                        | plain          |
@@ -36,6 +36,8 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   flash op, :data:`~swinlite.fast.window_sdpa.CPU_FLASH_WITH_LSE`; without it: explicit).
 - flex: :func:`~swinlite.fast.window_flex.flex_window_attention` (FlexAttention, bias and mask as a score modifier;
   no attention dropout).
+- triton: :func:`~swinlite.fast.window_triton.triton_window_attention` (one Triton kernel each way, a window and a head
+  per program; no attention dropout).
 - fastest: the fastest of :data:`CUDA_CANDIDATES` for the call's shapes, dtype and gradient, timed on the first
   eager call of each (:mod:`swinlite.fast.measured`); where nothing can be timed and nothing was (tracing, CUDA
   graph capture), sdpa.
@@ -76,14 +78,15 @@ from ..models.swin import (
     window_geometry,
     window_order,
 )
-from . import measured, window_flex, window_sdpa
+from . import measured, window_flex, window_sdpa, window_triton
 from .gelu_linear import gelu_linear
 from .linear_grad import onednn_linear_with_grad
 from .row_blocks import ONEDNN_LINEAR, RowBlocks, mlp_rows, onednn_linear, window_attention_rows
 
 # --- the decisions (the table above) ---------------------------------------------------------------------------
 
-CUDA_CANDIDATES = ("explicit", "sdpa", "flex")  # the kernels "fastest" times (flex: without attention dropout)
+# the kernels "fastest" times (flex and triton without attention dropout)
+CUDA_CANDIDATES = ("explicit", "sdpa", "flex", "triton")
 # fp32 training through the recomputed kernel: faster on a Xeon with AVX-512 and less memory, slower by 4-13 % of
 # a Swin-T train step on an AMD EPYC where PyTorch vectorises with AVX2 (benchmarks/kernels.md)
 RECOMPUTED_ON_THIS_CPU: bool = torch.backends.cpu.get_cpu_capability() != "AVX2"
@@ -450,6 +453,8 @@ class FastWindowAttention(WindowAttention):
             return self._recomputed(qkv, bias, mask, batch)
         if kernel == "flex":
             return self._flex(qkv, bias, mask, batch)
+        if kernel == "triton":
+            return self._triton(qkv, bias, mask, batch)
         return window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
 
     @torch.jit.unused
@@ -461,13 +466,18 @@ class FastWindowAttention(WindowAttention):
         return window_flex.flex_window_attention(qkv, bias, mask, B, self.scale)
 
     @torch.jit.unused
+    def _triton(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, B: int) -> torch.Tensor:
+        return window_triton.triton_window_attention(qkv, bias, mask, B, self.scale)
+
+    @torch.jit.unused
     def _fastest(
         self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, dropout_p: float
     ) -> str:
         """The fastest of :data:`CUDA_CANDIDATES` for this call's shapes, forward (and backward where a gradient
         flows), timed on copies of the inputs the first time (:func:`swinlite.fast.measured.fastest`)."""
         train = torch.is_grad_enabled() and (qkv.requires_grad or bias.requires_grad)
-        names = [n for n in CUDA_CANDIDATES if n != "flex" or (window_flex.FLEX_AVAILABLE and dropout_p == 0.0)]
+        available = {"flex": window_flex.FLEX_AVAILABLE, "triton": window_triton.TRITON_AVAILABLE}
+        names = [n for n in CUDA_CANDIDATES if n not in available or (available[n] and dropout_p == 0.0)]
         key = ("window attention", qkv.device, qkv.dtype, tuple(qkv.shape), mask is not None, train, dropout_p > 0)
 
         def trial(name: str) -> Callable[[], None]:

@@ -1,0 +1,150 @@
+"""The Triton window attention (swinlite.fast.window_triton, a CUDA candidate) against the per-window loop of
+tests/reference.py and, inside a fast block, against the reference block: values and gradients, on CPU through
+Triton's interpreter.
+
+Triton decides when a kernel is defined (at import) whether it compiles for a GPU or interprets with NumPy, so the
+interpreted tests run in a fresh process started with ``TRITON_INTERPRET=1`` by the first test; in this process
+they are skipped. The interpreter's ``tl.dot`` is wrong in bf16 (it reads the bits as another type), so the
+reduced-precision path is tested in fp16, which takes the same code."""
+
+import copy
+import os
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import pytest
+import torch
+from reference import assert_attention_matches_loop, hand_written_mask, loop_window_attention
+
+from swinlite.fast import accelerate, blocks, window_triton
+from swinlite.models.swin import SwinBlock
+
+triton = pytest.importorskip("triton")
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+interpreted = pytest.mark.skipif(not INTERPRETED, reason="runs in the interpreter's process (the first test)")
+B, NW, H, N, HD = 2, 3, 2, 6, 4  # 6 tokens padded to 16, heads of 4 channels padded to 16
+
+
+def test_the_kernels_in_triton_s_interpreter():
+    if INTERPRETED:
+        pytest.skip("this is the interpreter's process")
+    root = Path(__file__).parents[2]
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", __file__, "-k", "interpreted"]
+    result = subprocess.run(
+        command, cwd=root, env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "7 passed" in result.stdout, result.stdout[-2000:]  # they ran, none skipped
+
+
+@interpreted
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_interpreted_kernel_matches_loop_in_values_and_gradients(with_mask):
+    torch.manual_seed(0)
+    qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
+    bias = torch.randn(H, N, N, requires_grad=True)
+    mask = hand_written_mask(NW, N) if with_mask else None  # -100 between shift regions, -inf on a padded key
+    kernel = partial(window_triton.triton_window_attention, batch=B, scale=HD**-0.5)
+    assert_attention_matches_loop(kernel, qkv, bias, mask)
+
+
+@interpreted
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_interpreted_kernel_in_fp16_is_the_loop_to_fp16_rounding(with_mask):
+    """fp16 q, k, v (bias fp32, mask fp16, as a block under autocast hands them): the fp32 loop on the same values,
+    within fp16 rounding of the probabilities and outputs; the gradients too."""
+    torch.manual_seed(0)
+    qkv = torch.randn(B * NW, N, 3, H, HD).half().requires_grad_()
+    bias = torch.randn(H, N, N, requires_grad=True)
+    mask = hand_written_mask(NW, N).half() if with_mask else None
+    out = window_triton.triton_window_attention(qkv, bias, mask, B, HD**-0.5)
+    assert out.dtype == torch.float16 and out.shape == (B * NW, H, N, HD)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    qkv32 = qkv.detach().float().requires_grad_()
+    bias32 = bias.detach().clone().requires_grad_()
+    expected = loop_window_attention(qkv32, bias32, None if mask is None else mask.float())
+    expected.backward(grad.float())
+    for got, want in ((out, expected), (qkv.grad, qkv32.grad), (bias.grad, bias32.grad)):
+        torch.testing.assert_close(got.float(), want.detach(), rtol=1e-2, atol=1e-2)
+
+
+@interpreted
+def test_interpreted_kernel_takes_a_non_contiguous_projection():
+    """qkv as the attention hands it may be any view; the result and gradients are those of its contiguous copy."""
+    torch.manual_seed(0)
+    wide = torch.randn(B * NW, N, 3, H, 2 * HD)
+    qkv = wide[..., :HD].requires_grad_()  # heads at a stride of 2*HD
+    bias = torch.randn(H, N, N, requires_grad=True)
+    kernel = partial(window_triton.triton_window_attention, batch=B, scale=HD**-0.5)
+    assert_attention_matches_loop(kernel, qkv, bias, hand_written_mask(NW, N))
+
+
+@interpreted
+@pytest.mark.parametrize("shift", [False, True])
+def test_interpreted_block_through_triton_equals_the_reference_block(monkeypatch, shift):
+    """The Triton kernel as the table's choice for a block (shifted, padded 5x9 -> 8x12), values and gradients."""
+    monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "triton")
+    torch.manual_seed(0)
+    reference = SwinBlock(8, 2, (4, 4), shift=shift)
+    fast = accelerate(copy.deepcopy(reference))
+    x, grad = torch.randn(2, 5, 9, 8), torch.randn(2, 5, 9, 8)
+    results = []
+    for block in (fast, reference):
+        xi = x.clone().requires_grad_()
+        out = block(xi)
+        out.backward(grad)
+        results.append([out.detach(), xi.grad, *(p.grad for p in block.parameters())])
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+FP32_POINTERS = {"bias", "lse", "grad_bias"}  # fp32 whatever the projections' dtype (the bias is the parameters')
+DATA_POINTERS = {"qkv", "mask", "out", "grad_out", "grad_qkv"}  # in the projections' dtype
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("kernel", ["_forward_kernel", "_backward_kernel"])
+def test_kernels_build_for_an_h200_without_one(kernel, dtype):
+    """Triton's compiler takes each kernel down to an sm_90 cubin here (no GPU needed): what the interpreter does not
+    check (types in ``tl.dot``, layouts) builds; 7x7 windows of 32-channel heads with a mask, within an H200's 227 KiB
+    of shared memory per block."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = getattr(window_triton, kernel)
+    qkv = torch.empty(1, 49, 3, 1, 32, dtype=torch.float32 if dtype == "fp32" else torch.bfloat16)
+    sizes = window_triton._sizes(qkv)
+    constexprs = {"HAS_MASK": True, "WINDOWS": window_triton.WINDOWS_PER_PROGRAM, **sizes}
+    constexprs = {name: constexprs[name] for name in fn.arg_names if name in constexprs}
+
+    def arg_type(name: str) -> str:
+        if name in constexprs:
+            return "constexpr"
+        if name in FP32_POINTERS:
+            return "*fp32"
+        if name in DATA_POINTERS:
+            return f"*{dtype}"
+        return "fp32" if name == "scale" else "i32"
+
+    signature = {name: arg_type(name) for name in fn.arg_names}
+    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": sizes["num_warps"]})
+    assert compiled.asm["cubin"] and compiled.metadata.shared <= 227 * 1024
+
+
+def test_shapes_the_kernel_does_not_take_leave_it_out_of_the_timing():
+    """Windows over MAX_TOKENS tokens, and a bias gradient under deterministic algorithms, raise NotImplementedError,
+    which measured.fastest takes as "not a candidate"; before any kernel runs."""
+    n = window_triton.MAX_TOKENS + 1
+    with pytest.raises(NotImplementedError, match="at most"):
+        window_triton.triton_window_attention(torch.zeros(1, n, 3, 1, 16), torch.zeros(1, n, n), None, 1, 0.25)
+    bias = torch.zeros(1, N, N, requires_grad=True)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(NotImplementedError, match="deterministic"):
+            window_triton.triton_window_attention(torch.zeros(1, N, 3, 1, HD), bias, None, 1, 0.25)
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -39,8 +39,9 @@ takes the gather index and the mask from the cache through an op (:func:`window_
 - triton: :func:`~swinlite.fast.window_triton.triton_window_attention` (one Triton kernel each way, a window and a head
   per program; no attention dropout).
 - fastest: the fastest of :data:`CUDA_CANDIDATES` for the call's shapes, dtype and gradient, timed on the first
-  eager call of each (:mod:`swinlite.fast.measured`); where nothing can be timed and nothing was (tracing, CUDA
-  graph capture), sdpa.
+  eager call of each (:mod:`swinlite.fast.measured`), among those whose output there is the explicit formula's to
+  :data:`CANDIDATE_TOLERANCE` (a candidate that is not is left out, with a warning); where nothing can be timed and
+  nothing was (tracing, CUDA graph capture), sdpa.
 - row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of rows through reused buffers, fp32 or
   under autocast, when :func:`row_blocks_for` says so (eval, no autograd, eager, exact GELU), with
   :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
@@ -61,6 +62,7 @@ Why each choice holds, with the measurements: ``benchmarks/kernels.md``.
 
 import functools
 import platform
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -87,6 +89,10 @@ from .row_blocks import ONEDNN_LINEAR, RowBlocks, mlp_rows, onednn_linear, windo
 
 # the kernels "fastest" times (flex and triton without attention dropout)
 CUDA_CANDIDATES = ("explicit", "sdpa", "flex", "triton")
+# the relative (Frobenius) distance from the explicit formula in fp32 beyond which "fastest" refuses a candidate's
+# output, by the dtype of the call: rounding (bf16, fp16; TF32 where a user allows it) stays well below these, a
+# wrong kernel (a bias or mask missed, another window's values) lands far above
+CANDIDATE_TOLERANCE: dict[torch.dtype, float] = {torch.bfloat16: 5e-2, torch.float16: 5e-2, torch.float32: 2e-3}
 # fp32 training through the recomputed kernel: faster on a Xeon with AVX-512 and less memory, slower by 4-13 % of
 # a Swin-T train step on an AMD EPYC where PyTorch vectorises with AVX2 (benchmarks/kernels.md)
 RECOMPUTED_ON_THIS_CPU: bool = torch.backends.cpu.get_cpu_capability() != "AVX2"
@@ -474,18 +480,39 @@ class FastWindowAttention(WindowAttention):
         self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, dropout_p: float
     ) -> str:
         """The fastest of :data:`CUDA_CANDIDATES` for this call's shapes, forward (and backward where a gradient
-        flows), timed on copies of the inputs the first time (:func:`swinlite.fast.measured.fastest`)."""
+        flows), timed on copies of the inputs the first time (:func:`swinlite.fast.measured.fastest`). Without
+        dropout a candidate whose first output is farther from the explicit formula (in fp32) than
+        :data:`CANDIDATE_TOLERANCE` allows is left out, with a warning: a kernel wrong on one GPU is not chosen for
+        being fast."""
         train = torch.is_grad_enabled() and (qkv.requires_grad or bias.requires_grad)
         available = {"flex": window_flex.FLEX_AVAILABLE, "triton": window_triton.TRITON_AVAILABLE}
         names = [n for n in CUDA_CANDIDATES if n not in available or (available[n] and dropout_p == 0.0)]
         key = ("window attention", qkv.device, qkv.dtype, tuple(qkv.shape), mask is not None, train, dropout_p > 0)
+        expected: list[torch.Tensor] = []  # the explicit formula in fp32, computed at the first check
+
+        def check(name: str, out: torch.Tensor) -> None:
+            if not expected:
+                with torch.no_grad():
+                    fp32 = [t.detach().float() if t is not None else None for t in (qkv, bias, mask)]
+                    expected.append(window_attention(*fp32, batch, self.scale, 0.0))
+            error = ((out.detach().float() - expected[0]).norm() / expected[0].norm()).item()
+            if not error <= CANDIDATE_TOLERANCE.get(qkv.dtype, CANDIDATE_TOLERANCE[torch.float32]):  # NaN too
+                where = f"{qkv.device} ({qkv.dtype}, qkv {tuple(qkv.shape)})"
+                message = f"swinlite: {name} window attention is {error:.1e} off the explicit formula on {where}"
+                warnings.warn(f"{message}; not used", stacklevel=2)
+                raise RuntimeError(f"{name} window attention gives other values here")
 
         def trial(name: str) -> Callable[[], None]:
             q, b = qkv.detach().requires_grad_(train), bias.detach().requires_grad_(train)
+            checked = dropout_p > 0.0  # random outputs: nothing to compare
 
             def run() -> None:
+                nonlocal checked
                 with torch.set_grad_enabled(train):
                     out = self._run(name, q, b, mask, batch, dropout_p)
+                if not checked:
+                    check(name, out)
+                    checked = True
                 if train:
                     out.sum().backward()
 

@@ -85,3 +85,32 @@ def test_fastest_row_runs_the_measured_kernel_and_computes_the_reference(monkeyp
         torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
     ((key, choice),) = measured.CHOICES.items()
     assert choice in ("explicit", "sdpa") and key[-2] == grad  # timed with its backward when training
+
+
+def test_a_fast_candidate_with_other_values_is_not_chosen(monkeypatch):
+    """A kernel that is fast but wrong on this device (here SDPA made to drop the bias) is left out with a warning
+    naming it, and the layer still computes the reference's values."""
+    monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "fastest")
+    monkeypatch.setattr(blocks, "CUDA_CANDIDATES", ("explicit", "sdpa"))
+    sdpa = blocks.window_sdpa.sdpa_window_attention
+    monkeypatch.setattr(
+        blocks.window_sdpa, "sdpa_window_attention", lambda qkv, bias, *a: sdpa(qkv, torch.zeros_like(bias), *a)
+    )
+    explicit = blocks.window_attention
+
+    def slow_explicit(*args):
+        time.sleep(0.02)  # the wrong kernel would win on time
+        return explicit(*args)
+
+    monkeypatch.setattr(blocks, "window_attention", slow_explicit)
+    torch.manual_seed(0)
+    reference = WindowAttention(8, 2, (2, 3))
+    with torch.no_grad():
+        reference.rel_pos.table.normal_()  # a bias that matters
+    fast = accelerate(WindowAttention(8, 2, (2, 3)))
+    fast.load_state_dict(reference.state_dict())
+    x = torch.randn(2, 3, 6, 8)
+    with pytest.warns(UserWarning, match="sdpa window attention is .* off the explicit formula"):
+        out = fast(x)
+    torch.testing.assert_close(out, reference(x), rtol=1e-5, atol=1e-5)
+    assert list(measured.CHOICES.values()) == ["explicit"]

@@ -481,26 +481,31 @@ class FastWindowAttention(WindowAttention):
     ) -> str:
         """The fastest of :data:`CUDA_CANDIDATES` for this call's shapes, forward (and backward where a gradient
         flows), timed on copies of the inputs the first time (:func:`swinlite.fast.measured.fastest`). Without
-        dropout a candidate whose first output is farther from the explicit formula (in fp32) than
-        :data:`CANDIDATE_TOLERANCE` allows is left out, with a warning: a kernel wrong on one GPU is not chosen for
-        being fast."""
+        dropout a candidate whose first output (or gradient to qkv or the bias) is farther from the explicit
+        formula's in fp32 than :data:`CANDIDATE_TOLERANCE` allows is left out, with a warning: a kernel wrong on one
+        GPU is not chosen for being fast."""
         train = torch.is_grad_enabled() and (qkv.requires_grad or bias.requires_grad)
         available = {"flex": window_flex.FLEX_AVAILABLE, "triton": window_triton.TRITON_AVAILABLE}
         names = [n for n in CUDA_CANDIDATES if n not in available or (available[n] and dropout_p == 0.0)]
         key = ("window attention", qkv.device, qkv.dtype, tuple(qkv.shape), mask is not None, train, dropout_p > 0)
-        expected: list[torch.Tensor] = []  # the explicit formula in fp32, computed at the first check
+        expected: dict[str, torch.Tensor] = {}  # the explicit formula's output and gradients in fp32, at first use
 
-        def check(name: str, out: torch.Tensor) -> None:
+        def check(name: str, got: dict[str, torch.Tensor]) -> None:
             if not expected:
-                with torch.no_grad():
-                    fp32 = [t.detach().float() if t is not None else None for t in (qkv, bias, mask)]
-                    expected.append(window_attention(*fp32, batch, self.scale, 0.0))
-            error = ((out.detach().float() - expected[0]).norm() / expected[0].norm()).item()
-            if not error <= CANDIDATE_TOLERANCE.get(qkv.dtype, CANDIDATE_TOLERANCE[torch.float32]):  # NaN too
-                where = f"{qkv.device} ({qkv.dtype}, qkv {tuple(qkv.shape)})"
-                message = f"swinlite: {name} window attention is {error:.1e} off the explicit formula on {where}"
-                warnings.warn(f"{message}; not used", stacklevel=2)
-                raise RuntimeError(f"{name} window attention gives other values here")
+                q, b = qkv.detach().float().requires_grad_(train), bias.detach().float().requires_grad_(train)
+                with torch.set_grad_enabled(train):
+                    out = window_attention(q, b, None if mask is None else mask.float(), batch, self.scale, 0.0)
+                if train:
+                    out.sum().backward()
+                expected.update(out=out.detach(), qkv=q.grad, bias=b.grad)
+            tolerance = CANDIDATE_TOLERANCE.get(qkv.dtype, CANDIDATE_TOLERANCE[torch.float32])
+            for what, value in got.items():
+                error = ((value.float() - expected[what]).norm() / expected[what].norm()).item()
+                if not error <= tolerance:  # NaN too
+                    where = f"{qkv.device} ({qkv.dtype}, qkv {tuple(qkv.shape)})"
+                    message = f"swinlite: {name} window attention's {what} is {error:.1e} off the explicit formula's"
+                    warnings.warn(f"{message} on {where}; not used", stacklevel=2)
+                    raise RuntimeError(f"{name} window attention gives other values here")
 
         def trial(name: str) -> Callable[[], None]:
             q, b = qkv.detach().requires_grad_(train), bias.detach().requires_grad_(train)
@@ -510,11 +515,11 @@ class FastWindowAttention(WindowAttention):
                 nonlocal checked
                 with torch.set_grad_enabled(train):
                     out = self._run(name, q, b, mask, batch, dropout_p)
-                if not checked:
-                    check(name, out)
-                    checked = True
                 if train:
                     out.sum().backward()
+                if not checked:  # the first run: its gradients are not yet summed with another's
+                    check(name, {"out": out.detach(), **({"qkv": q.grad, "bias": b.grad} if train else {})})
+                    checked = True
 
             return run
 

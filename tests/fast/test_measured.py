@@ -87,15 +87,31 @@ def test_fastest_row_runs_the_measured_kernel_and_computes_the_reference(monkeyp
     assert choice in ("explicit", "sdpa") and key[-2] == grad  # timed with its backward when training
 
 
-def test_a_fast_candidate_with_other_values_is_not_chosen(monkeypatch):
-    """A kernel that is fast but wrong on this device (here SDPA made to drop the bias) is left out with a warning
-    naming it, and the layer still computes the reference's values."""
+class _DoubledGradient(torch.autograd.Function):
+    """The identity whose backward doubles the gradient: a kernel right forward and wrong backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return 2 * grad
+
+
+@pytest.mark.parametrize("wrong", ["out", "qkv"])
+def test_a_fast_candidate_with_other_values_is_not_chosen(monkeypatch, wrong):
+    """A kernel that is fast but wrong on this device (here SDPA made to drop the bias, or to double its gradient) is
+    left out with a warning naming it and what is off, and the layer still computes the reference's values and
+    gradients."""
     monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "fastest")
     monkeypatch.setattr(blocks, "CUDA_CANDIDATES", ("explicit", "sdpa"))
     sdpa = blocks.window_sdpa.sdpa_window_attention
-    monkeypatch.setattr(
-        blocks.window_sdpa, "sdpa_window_attention", lambda qkv, bias, *a: sdpa(qkv, torch.zeros_like(bias), *a)
-    )
+    if wrong == "out":
+        broken = lambda qkv, bias, *a: sdpa(qkv, torch.zeros_like(bias), *a)  # noqa: E731
+    else:
+        broken = lambda *a: _DoubledGradient.apply(sdpa(*a))  # noqa: E731
+    monkeypatch.setattr(blocks.window_sdpa, "sdpa_window_attention", broken)
     explicit = blocks.window_attention
 
     def slow_explicit(*args):
@@ -110,7 +126,11 @@ def test_a_fast_candidate_with_other_values_is_not_chosen(monkeypatch):
     fast = accelerate(WindowAttention(8, 2, (2, 3)))
     fast.load_state_dict(reference.state_dict())
     x = torch.randn(2, 3, 6, 8)
-    with pytest.warns(UserWarning, match="sdpa window attention is .* off the explicit formula"):
+    with pytest.warns(UserWarning, match=f"sdpa window attention's {wrong} is .* off the explicit formula's"):
         out = fast(x)
     torch.testing.assert_close(out, reference(x), rtol=1e-5, atol=1e-5)
+    out.sum().backward()
+    reference(x).sum().backward()
+    for a, b in zip(fast.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
     assert list(measured.CHOICES.values()) == ["explicit"]

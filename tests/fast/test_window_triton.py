@@ -36,7 +36,7 @@ def test_the_kernels_in_triton_s_interpreter():
         command, cwd=root, env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "7 passed" in result.stdout, result.stdout[-2000:]  # they ran, none skipped
+    assert "8 passed" in result.stdout, result.stdout[-2000:]  # they ran, none skipped
 
 
 @interpreted
@@ -99,6 +99,25 @@ def test_interpreted_block_through_triton_equals_the_reference_block(monkeypatch
         results.append([out.detach(), xi.grad, *(p.grad for p in block.parameters())])
     for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@interpreted
+def test_interpreted_kernel_passes_the_dispatch_s_check(monkeypatch, recwarn):
+    """Through the "fastest" row, timed against the explicit formula: its output and gradients pass the comparison
+    with the explicit formula (no warning, and it ran in every round: a candidate that fails it runs once)."""
+    from swinlite.fast import measured
+    from swinlite.models.swin import WindowAttention
+
+    monkeypatch.setattr(measured, "CHOICES", {})
+    monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "fastest")
+    monkeypatch.setattr(blocks, "CUDA_CANDIDATES", ("explicit", "triton"))
+    calls = []
+    kernel = window_triton.triton_window_attention
+    monkeypatch.setattr(window_triton, "triton_window_attention", lambda *a: calls.append(1) or kernel(*a))
+    torch.manual_seed(0)
+    layer = accelerate(WindowAttention(8, 2, (2, 3)))
+    layer(torch.randn(2, 3, 6, 8)).sum().backward()
+    assert len(calls) >= 4 and not [w for w in recwarn if "off the explicit formula" in str(w.message)]
 
 
 FP32_POINTERS = {"bias", "lse", "grad_bias"}  # fp32 whatever the projections' dtype (the bias is the parameters')

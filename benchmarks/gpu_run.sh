@@ -6,6 +6,8 @@
 #   cuda_tiny_b1           the same at batch 1 (swinlite, timm)
 #   cuda_sizes             224² and 800×1344 at batch 2, fp32 (swinlite, timm, detection backbones)
 #   cuda_tiny_b64_compile  optimize_for_inference (inductor freezing, CUDA graphs) against timm compiled the same way
+# First cuda_checks.log: the Triton window attention compiled for this GPU against the per-window loop (pytest, if
+# installed; the dispatch also refuses any candidate whose output or gradients are off the explicit formula's).
 # Writes <name>.md (table), <name>.json and <name>.log (progress, errors) per run into $OUT, and gpu.txt (GPU, versions).
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh
 # Needs torch with CUDA, torchvision and timm; without timm it installs the wheels carried in .whl/ (no network).
@@ -27,6 +29,13 @@ run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang canno
         > "$OUT/$name.md" 2> "$OUT/$name.log" || echo "$name: exit $? (see $OUT/$name.log)" | tee -a "$OUT/failed.txt"
     echo "$name: $((SECONDS - start)) s"
 }
+
+if python -c "import pytest" 2>/dev/null; then
+    timeout 120 python -m pytest -q -o addopts="" -p no:cacheprovider tests/fast/test_window_triton.py -k cuda \
+        > "$OUT/cuda_checks.log" 2>&1 || echo "cuda_checks: exit $? (see $OUT/cuda_checks.log)" | tee -a "$OUT/failed.txt"
+else
+    echo "pytest is not installed: kernel checks skipped" > "$OUT/cuda_checks.log"
+fi
 
 run cuda_tiny_b64 300 --batch 64 --models swinlite,timm --warmup 3 --repeats 11
 run cuda_tiny_b1 60 --batch 1 --models swinlite,timm --warmup 3 --repeats 11

@@ -27,6 +27,29 @@ interpreted = pytest.mark.skipif(not INTERPRETED, reason="runs in the interprete
 B, NW, H, N, HD = 2, 3, 2, 6, 4  # 6 tokens padded to 16, heads of 4 channels padded to 16
 
 
+def values_and_gradients(out: torch.Tensor, qkv: torch.Tensor, bias: torch.Tensor) -> list[torch.Tensor]:
+    """The kernel's output and, after a backward of :func:`upstream`, its gradients to qkv and the bias."""
+    out.backward(upstream(out))
+    return [out.detach(), qkv.grad, bias.grad]
+
+
+def loop_in_fp32(
+    out: torch.Tensor, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None
+) -> list[torch.Tensor]:
+    """What :func:`values_and_gradients` should give: the per-window loop in fp32 on the same (rounded) values."""
+    qkv32 = qkv.detach().float().requires_grad_()
+    bias32 = bias.detach().float().requires_grad_()
+    expected = loop_window_attention(qkv32, bias32, None if mask is None else mask.float())
+    expected.backward(upstream(out).float())
+    return [expected.detach(), qkv32.grad, bias32.grad]
+
+
+def upstream(out: torch.Tensor) -> torch.Tensor:
+    """The same random gradient for an output's shape, dtype and device every time."""
+    generator = torch.Generator().manual_seed(1)
+    return torch.randn(out.shape, generator=generator).to(out.device, out.dtype)
+
+
 def test_the_kernels_in_triton_s_interpreter():
     if INTERPRETED:
         pytest.skip("this is the interpreter's process")
@@ -61,14 +84,8 @@ def test_interpreted_kernel_in_fp16_is_the_loop_to_fp16_rounding(with_mask):
     mask = hand_written_mask(NW, N).half() if with_mask else None
     out = window_triton.triton_window_attention(qkv, bias, mask, B, HD**-0.5)
     assert out.dtype == torch.float16 and out.shape == (B * NW, H, N, HD)
-    grad = torch.randn_like(out)
-    out.backward(grad)
-    qkv32 = qkv.detach().float().requires_grad_()
-    bias32 = bias.detach().clone().requires_grad_()
-    expected = loop_window_attention(qkv32, bias32, None if mask is None else mask.float())
-    expected.backward(grad.float())
-    for got, want in ((out, expected), (qkv.grad, qkv32.grad), (bias.grad, bias32.grad)):
-        torch.testing.assert_close(got.float(), want.detach(), rtol=1e-2, atol=1e-2)
+    for got, want in zip(values_and_gradients(out, qkv, bias), loop_in_fp32(out, qkv, bias, mask), strict=True):
+        torch.testing.assert_close(got.float(), want, rtol=1e-2, atol=1e-2)
 
 
 @interpreted
@@ -165,15 +182,9 @@ def test_compiled_kernel_on_cuda_matches_loop(dtype, with_mask):
     bias = torch.randn(3, 49, 49, device="cuda", requires_grad=True)
     mask = hand_written_mask(32, 49).cuda().to(dtype) if with_mask else None
     out = window_triton.triton_window_attention(qkv, bias, mask, 2, 32**-0.5)
-    grad = torch.randn_like(out)
-    out.backward(grad)
-    qkv32 = qkv.detach().float().requires_grad_()
-    bias32 = bias.detach().clone().requires_grad_()
-    expected = loop_window_attention(qkv32, bias32, None if mask is None else mask.float())
-    expected.backward(grad.float())
-    for got, want in ((out, expected), (qkv.grad, qkv32.grad), (bias.grad, bias32.grad)):
+    for got, want in zip(values_and_gradients(out, qkv, bias), loop_in_fp32(out, qkv, bias, mask), strict=True):
         if dtype == torch.float32:
-            torch.testing.assert_close(got, want.detach(), rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
         else:  # bf16 storage rounds each value by up to 2**-8 of itself: compare the whole tensor
             assert (got.float() - want).norm() / want.norm() < 1e-2
 

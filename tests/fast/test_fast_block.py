@@ -4,6 +4,7 @@ import copy
 
 import pytest
 import torch
+from blockkit import values_and_gradients
 
 from swinlite.fast import accelerate
 from swinlite.models.swin import BlockOptions, SwinBlock
@@ -13,13 +14,6 @@ def block_pair(shift: bool, mask_padding: bool, rel_pos: str) -> tuple[SwinBlock
     torch.manual_seed(0)
     reference = SwinBlock(8, 2, (4, 4), shift=shift, rel_pos=rel_pos, options=BlockOptions(mask_padding=mask_padding))
     return accelerate(copy.deepcopy(reference)), reference
-
-
-def values_and_gradients(block: SwinBlock, x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor]:
-    x = x.clone().requires_grad_()
-    out = block(x)
-    out.backward(grad)
-    return [out.detach(), x.grad, *(p.grad for p in block.parameters())]
 
 
 @pytest.mark.parametrize("size", [(5, 9), (8, 8)])  # odd sizes padded to 8 x 12; no padding

@@ -6,6 +6,7 @@ import copy
 import pytest
 import timm
 import torch
+from blockkit import values_and_gradients
 
 import swinlite  # noqa: F401  (registers the models)
 from swinlite.fast import FastSwinV2Block, FastWindowAttentionV2, accelerate, blocks, row_blocks, v2
@@ -24,14 +25,6 @@ def block_pair(shift: bool, mask_padding: bool) -> tuple[SwinV2Block, SwinV2Bloc
     fast = accelerate(copy.deepcopy(reference))
     assert type(fast) is FastSwinV2Block and type(fast.attn) is FastWindowAttentionV2
     return fast, reference
-
-
-def values_and_gradients(block: SwinV2Block, x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor]:
-    block.zero_grad(set_to_none=True)
-    x = x.clone().requires_grad_()
-    out = block(x)
-    out.backward(grad)
-    return [out.detach(), x.grad, *(p.grad for p in block.parameters())]
 
 
 @pytest.mark.parametrize("size", [(5, 9), (8, 8)])  # odd sizes padded to 8 x 12; no padding

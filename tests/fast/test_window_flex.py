@@ -5,15 +5,14 @@ Flex's public entry refuses a backward on CPU; its uncompiled path (scores mater
 and differentiated by autograd, flex's own dense backward) runs on CPU once that device check is lifted, which these
 tests do. The compiled kernel the GPU runs differentiates the same modifier."""
 
-import copy
 from functools import partial
 
 import pytest
 import torch
+from blockkit import assert_fast_block_matches_reference
 from reference import assert_attention_matches_loop, hand_written_mask
 
-from swinlite.fast import accelerate, blocks, window_flex
-from swinlite.models.swin import SwinBlock
+from swinlite.fast import blocks, window_flex
 
 flex_module = pytest.importorskip("torch.nn.attention.flex_attention")
 B, NW, H, N, HD = 2, 3, 2, 6, 4
@@ -42,15 +41,4 @@ def test_flex_matches_loop_in_values_and_gradients(flex_on_cpu, with_mask):
 def test_block_through_flex_equals_the_reference_block(monkeypatch, flex_on_cpu, shift):
     """The flex kernel as the table's choice for a block (shifted, padded 5x9 -> 8x12), values and gradients."""
     monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "flex")
-    torch.manual_seed(0)
-    reference = SwinBlock(8, 2, (4, 4), shift=shift)
-    fast = accelerate(copy.deepcopy(reference))
-    x, grad = torch.randn(2, 5, 9, 8), torch.randn(2, 5, 9, 8)
-    results = []
-    for block in (fast, reference):
-        xi = x.clone().requires_grad_()
-        out = block(xi)
-        out.backward(grad)
-        results.append([out.detach(), xi.grad, *(p.grad for p in block.parameters())])
-    for a, b in zip(*results, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert_fast_block_matches_reference(shift)

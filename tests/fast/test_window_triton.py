@@ -7,7 +7,6 @@ interpreted tests run in a fresh process started with ``TRITON_INTERPRET=1`` by 
 they are skipped. The interpreter's ``tl.dot`` is wrong in bf16 (it reads the bits as another type), so the
 reduced-precision path is tested in fp16, which takes the same code."""
 
-import copy
 import os
 import subprocess
 import sys
@@ -16,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from blockkit import assert_fast_block_matches_reference
 from reference import assert_attention_matches_loop, hand_written_mask, loop_window_attention
 
 from swinlite.fast import accelerate, blocks, window_triton
-from swinlite.models.swin import SwinBlock
 
 triton = pytest.importorskip("triton")
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
@@ -27,7 +26,7 @@ interpreted = pytest.mark.skipif(not INTERPRETED, reason="runs in the interprete
 B, NW, H, N, HD = 2, 3, 2, 6, 4  # 6 tokens padded to 16, heads of 4 channels padded to 16
 
 
-def values_and_gradients(out: torch.Tensor, qkv: torch.Tensor, bias: torch.Tensor) -> list[torch.Tensor]:
+def kernel_values_and_gradients(out: torch.Tensor, qkv: torch.Tensor, bias: torch.Tensor) -> list[torch.Tensor]:
     """The kernel's output and, after a backward of :func:`upstream`, its gradients to qkv and the bias."""
     out.backward(upstream(out))
     return [out.detach(), qkv.grad, bias.grad]
@@ -36,7 +35,7 @@ def values_and_gradients(out: torch.Tensor, qkv: torch.Tensor, bias: torch.Tenso
 def loop_in_fp32(
     out: torch.Tensor, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None
 ) -> list[torch.Tensor]:
-    """What :func:`values_and_gradients` should give: the per-window loop in fp32 on the same (rounded) values."""
+    """What :func:`kernel_values_and_gradients` should give: the per-window loop in fp32 on the same values."""
     qkv32 = qkv.detach().float().requires_grad_()
     bias32 = bias.detach().float().requires_grad_()
     expected = loop_window_attention(qkv32, bias32, None if mask is None else mask.float())
@@ -84,7 +83,7 @@ def test_interpreted_kernel_in_fp16_is_the_loop_to_fp16_rounding(with_mask):
     mask = hand_written_mask(NW, N).half() if with_mask else None
     out = window_triton.triton_window_attention(qkv, bias, mask, B, HD**-0.5)
     assert out.dtype == torch.float16 and out.shape == (B * NW, H, N, HD)
-    for got, want in zip(values_and_gradients(out, qkv, bias), loop_in_fp32(out, qkv, bias, mask), strict=True):
+    for got, want in zip(kernel_values_and_gradients(out, qkv, bias), loop_in_fp32(out, qkv, bias, mask), strict=True):
         torch.testing.assert_close(got.float(), want, rtol=1e-2, atol=1e-2)
 
 
@@ -104,18 +103,7 @@ def test_interpreted_kernel_takes_a_non_contiguous_projection():
 def test_interpreted_block_through_triton_equals_the_reference_block(monkeypatch, shift):
     """The Triton kernel as the table's choice for a block (shifted, padded 5x9 -> 8x12), values and gradients."""
     monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "triton")
-    torch.manual_seed(0)
-    reference = SwinBlock(8, 2, (4, 4), shift=shift)
-    fast = accelerate(copy.deepcopy(reference))
-    x, grad = torch.randn(2, 5, 9, 8), torch.randn(2, 5, 9, 8)
-    results = []
-    for block in (fast, reference):
-        xi = x.clone().requires_grad_()
-        out = block(xi)
-        out.backward(grad)
-        results.append([out.detach(), xi.grad, *(p.grad for p in block.parameters())])
-    for a, b in zip(*results, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert_fast_block_matches_reference(shift)
 
 
 @interpreted
@@ -182,7 +170,7 @@ def test_compiled_kernel_on_cuda_matches_loop(dtype, with_mask):
     bias = torch.randn(3, 49, 49, device="cuda", requires_grad=True)
     mask = hand_written_mask(32, 49).cuda().to(dtype) if with_mask else None
     out = window_triton.triton_window_attention(qkv, bias, mask, 2, 32**-0.5)
-    for got, want in zip(values_and_gradients(out, qkv, bias), loop_in_fp32(out, qkv, bias, mask), strict=True):
+    for got, want in zip(kernel_values_and_gradients(out, qkv, bias), loop_in_fp32(out, qkv, bias, mask), strict=True):
         if dtype == torch.float32:
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
         else:  # bf16 storage rounds each value by up to 2**-8 of itself: compare the whole tensor

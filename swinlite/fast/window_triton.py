@@ -20,7 +20,8 @@ gradient to the bias over them in registers before one atomic add per program.
 - Pinned by: ``tests/fast/test_window_triton.py``, on CPU through Triton's interpreter (``TRITON_INTERPRET=1``):
   against the per-window loop of ``tests/reference.py``, values and gradients of qkv and the bias, with and without a
   shift/padding mask, in fp32 and fp16 (the interpreter's ``tl.dot`` cannot take bf16; bf16 runs the same code), and
-  a shifted, padded block through it against the reference block; and each kernel compiled to an sm_90 cubin.
+  a shifted, padded block through it against the reference block, and the op under ``torch.compile(fullgraph=True)``;
+  and each kernel compiled to an sm_90 cubin.
 """
 
 import torch

@@ -58,7 +58,7 @@ def test_the_kernels_in_triton_s_interpreter():
         command, cwd=root, env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "8 passed" in result.stdout, result.stdout[-2000:]  # they ran, none skipped
+    assert "9 passed" in result.stdout, result.stdout[-2000:]  # they ran, none skipped
 
 
 @interpreted
@@ -85,6 +85,17 @@ def test_interpreted_kernel_in_fp16_is_the_loop_to_fp16_rounding(with_mask):
     assert out.dtype == torch.float16 and out.shape == (B * NW, H, N, HD)
     for got, want in zip(kernel_values_and_gradients(out, qkv, bias), loop_in_fp32(out, qkv, bias, mask), strict=True):
         torch.testing.assert_close(got.float(), want, rtol=1e-2, atol=1e-2)
+
+
+@interpreted
+def test_interpreted_kernel_compiles_into_one_graph():
+    """As the custom op it is, torch.compile (fullgraph, inductor) takes it, forward and backward: the loop's values
+    and gradients."""
+    torch.manual_seed(0)
+    qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
+    bias = torch.randn(H, N, N, requires_grad=True)
+    kernel = torch.compile(partial(window_triton.triton_window_attention, batch=B, scale=HD**-0.5), fullgraph=True)
+    assert_attention_matches_loop(kernel, qkv, bias, hand_written_mask(NW, N))
 
 
 @interpreted

@@ -9,10 +9,13 @@
 # First cuda_checks.log: the Triton window attention compiled for this GPU against the per-window loop (pytest, if
 # installed; the dispatch also refuses any candidate whose output or gradients are off the explicit formula's).
 # Writes <name>.md (table), <name>.json and <name>.log (progress, errors) per run into $OUT, and gpu.txt (GPU, versions).
-#   OUT=/tmp/gpu bash benchmarks/gpu_run.sh
+#   OUT=/tmp/gpu bash benchmarks/gpu_run.sh                        # everything, in this order
+#   OUT=/tmp/gpu bash benchmarks/gpu_run.sh cuda_checks cuda_tiny_b64  # only those (e.g. to split the run in two)
 # Needs torch with CUDA, torchvision and timm; without timm it installs the wheels carried in .whl/ (no network).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+ONLY=" $* "  # the names to run; all when none is given
+wanted() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }
 OUT=${OUT:-benchmarks/gpu}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -22,6 +25,7 @@ python -c "import torch, timm, torchvision; print(torch.__version__, timm.__vers
     >> "$OUT/gpu.txt"
 
 run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang cannot eat the others' time
+    wanted "$1" || return 0
     local name=$1 limit=$2
     shift 2
     local start=$SECONDS
@@ -30,13 +34,17 @@ run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang canno
     echo "$name: $((SECONDS - start)) s"
 }
 
-if python -c "import pytest" 2>/dev/null; then
+checks() {  # the Triton kernels as this GPU compiles them, against the per-window loop (pytest, if installed)
+    wanted cuda_checks || return 0
+    if ! python -c "import pytest" 2>/dev/null; then
+        echo "pytest is not installed: kernel checks skipped" > "$OUT/cuda_checks.log"
+        return 0
+    fi
     timeout 120 python -m pytest -q -o addopts="" -p no:cacheprovider tests/fast/test_window_triton.py -k cuda \
         > "$OUT/cuda_checks.log" 2>&1 || echo "cuda_checks: exit $? (see $OUT/cuda_checks.log)" | tee -a "$OUT/failed.txt"
-else
-    echo "pytest is not installed: kernel checks skipped" > "$OUT/cuda_checks.log"
-fi
+}
 
+checks
 run cuda_tiny_b64 300 --batch 64 --models swinlite,timm --warmup 3 --repeats 11
 run cuda_tiny_b1 60 --batch 1 --models swinlite,timm --warmup 3 --repeats 11
 run cuda_sizes 90 --sizes 224,800x1344 --batch 2 --warmup 2 --repeats 7

@@ -494,7 +494,7 @@ class FastWindowAttention(WindowAttention):
         def check(name: str, got: dict[str, torch.Tensor]) -> None:
             if not expected:
                 q, b = qkv.detach().float().requires_grad_(train), bias.detach().float().requires_grad_(train)
-                with torch.set_grad_enabled(train):
+                with torch.set_grad_enabled(train), torch.autocast(qkv.device.type, enabled=False):  # fp32 throughout
                     out = window_attention(q, b, None if mask is None else mask.float(), batch, self.scale, 0.0)
                 if train:
                     out.sum().backward()

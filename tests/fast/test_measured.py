@@ -134,3 +134,21 @@ def test_a_fast_candidate_with_other_values_is_not_chosen(monkeypatch, wrong):
     for a, b in zip(fast.parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
     assert list(measured.CHOICES.values()) == ["explicit"]
+
+
+def test_candidates_are_compared_with_the_formula_in_fp32_under_autocast(monkeypatch):
+    """Under bf16 autocast the candidates run in bf16, the formula they are compared with in fp32 (autocast off)."""
+    monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "fastest")
+    monkeypatch.setattr(blocks, "CUDA_CANDIDATES", ("explicit", "sdpa"))
+    explicit, calls = blocks.window_attention, []
+
+    def spy(qkv, *args):
+        calls.append((qkv.dtype, torch.is_autocast_enabled("cpu")))
+        return explicit(qkv, *args)
+
+    monkeypatch.setattr(blocks, "window_attention", spy)
+    layer = accelerate(WindowAttention(8, 2, (2, 3)))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(torch.randn(2, 3, 6, 8))
+    assert (torch.float32, False) in calls and (torch.bfloat16, True) in calls  # the check; the explicit candidate
+    assert (torch.float32, True) not in calls

@@ -63,7 +63,7 @@ Why each choice holds, with the measurements: ``benchmarks/kernels.md``.
 import functools
 import platform
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -190,6 +190,72 @@ def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | N
     fp32 = dtype == x.dtype == torch.float32
     onednn = (fp32 and ONEDNN_FP32_ON_THIS_CPU) or (dtype == torch.bfloat16 and ONEDNN_BF16)
     return RowBlocks(max(rows, 1), dtype, cpu_flash(dtype), ATTENTION_MAP_BYTES_PER_THREAD * threads, onednn)
+
+
+def fastest_attention(
+    kind: str,
+    names: Sequence[str],
+    run: Callable[[str, torch.Tensor, torch.Tensor], torch.Tensor],
+    formula: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    qkv: torch.Tensor,
+    bias: torch.Tensor,
+    masked: bool,
+    dropout_p: float,
+) -> str:
+    """The fastest of the kernels ``names`` for this call's shapes, forward (and backward where a gradient flows),
+    timed on copies of the inputs the first time (:func:`swinlite.fast.measured.fastest`). Without dropout a
+    candidate whose first output (or gradient to qkv or the bias) is farther from the explicit formula's in fp32 than
+    :data:`CANDIDATE_TOLERANCE` allows is left out, with a warning: a kernel wrong on one GPU is not chosen for being
+    fast.
+
+    Args:
+        kind: what the kernels compute, e.g. ``"window attention"``; part of the choice's key and of the warning.
+        names: the candidates.
+        run: ``run(name, qkv, bias)``, the candidate's output for the call's mask, batch and dropout; it must not
+            reach a parameter's gradient other than through qkv and bias.
+        formula: ``formula(qkv, bias)``, the explicit formula's output; called on fp32 copies with autocast off.
+        qkv, bias: the call's projections (B*nW, N, 3, heads, hd) and bias (heads, N, N).
+        masked: the call has a shift/padding mask.
+        dropout_p: attention dropout (the outputs are then random: not compared).
+    """
+    train = torch.is_grad_enabled() and (qkv.requires_grad or bias.requires_grad)
+    key = (kind, qkv.device, qkv.dtype, tuple(qkv.shape), masked, train, dropout_p > 0)
+    expected: dict[str, torch.Tensor] = {}  # the explicit formula's output and gradients in fp32, at first use
+
+    def check(name: str, got: dict[str, torch.Tensor]) -> None:
+        if not expected:
+            q, b = qkv.detach().float().requires_grad_(train), bias.detach().float().requires_grad_(train)
+            with torch.set_grad_enabled(train), torch.autocast(qkv.device.type, enabled=False):  # fp32 throughout
+                out = formula(q, b)
+            if train:
+                out.sum().backward()
+            expected.update(out=out.detach(), qkv=q.grad, bias=b.grad)
+        tolerance = CANDIDATE_TOLERANCE.get(qkv.dtype, CANDIDATE_TOLERANCE[torch.float32])
+        for what, value in got.items():
+            error = ((value.float() - expected[what]).norm() / expected[what].norm()).item()
+            if not error <= tolerance:  # NaN too
+                where = f"{qkv.device} ({qkv.dtype}, qkv {tuple(qkv.shape)})"
+                message = f"swinlite: {name} {kind}'s {what} is {error:.1e} off the explicit formula's on {where}"
+                warnings.warn(f"{message}; not used", stacklevel=3)
+                raise RuntimeError(f"{name} {kind} gives other values here")
+
+    def trial(name: str) -> Callable[[], None]:
+        q, b = qkv.detach().requires_grad_(train), bias.detach().requires_grad_(train)
+        checked = dropout_p > 0.0  # random outputs: nothing to compare
+
+        def once() -> None:
+            nonlocal checked
+            with torch.set_grad_enabled(train):
+                out = run(name, q, b)
+            if train:
+                out.sum().backward()
+            if not checked:  # the first run: its gradients are not yet summed with another's
+                check(name, {"out": out.detach(), **({"qkv": q.grad, "bias": b.grad} if train else {})})
+                checked = True
+
+        return once
+
+    return measured.fastest(key, {n: trial(n) for n in names}, qkv.device, default="sdpa")
 
 
 # --- cyclic shift + window partition as one token gather -------------------------------------------------------
@@ -480,51 +546,19 @@ class FastWindowAttention(WindowAttention):
     def _fastest(
         self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, dropout_p: float
     ) -> str:
-        """The fastest of :data:`CUDA_CANDIDATES` for this call's shapes, forward (and backward where a gradient
-        flows), timed on copies of the inputs the first time (:func:`swinlite.fast.measured.fastest`). Without
-        dropout a candidate whose first output (or gradient to qkv or the bias) is farther from the explicit
-        formula's in fp32 than :data:`CANDIDATE_TOLERANCE` allows is left out, with a warning: a kernel wrong on one
-        GPU is not chosen for being fast."""
-        train = torch.is_grad_enabled() and (qkv.requires_grad or bias.requires_grad)
+        """The fastest of :data:`CUDA_CANDIDATES` that serve this call (:func:`fastest_attention`)."""
         available = {"flex": window_flex.FLEX_AVAILABLE, "triton": window_triton.TRITON_AVAILABLE}
         names = [n for n in CUDA_CANDIDATES if n not in available or (available[n] and dropout_p == 0.0)]
-        key = ("window attention", qkv.device, qkv.dtype, tuple(qkv.shape), mask is not None, train, dropout_p > 0)
-        expected: dict[str, torch.Tensor] = {}  # the explicit formula's output and gradients in fp32, at first use
-
-        def check(name: str, got: dict[str, torch.Tensor]) -> None:
-            if not expected:
-                q, b = qkv.detach().float().requires_grad_(train), bias.detach().float().requires_grad_(train)
-                with torch.set_grad_enabled(train), torch.autocast(qkv.device.type, enabled=False):  # fp32 throughout
-                    out = window_attention(q, b, None if mask is None else mask.float(), batch, self.scale, 0.0)
-                if train:
-                    out.sum().backward()
-                expected.update(out=out.detach(), qkv=q.grad, bias=b.grad)
-            tolerance = CANDIDATE_TOLERANCE.get(qkv.dtype, CANDIDATE_TOLERANCE[torch.float32])
-            for what, value in got.items():
-                error = ((value.float() - expected[what]).norm() / expected[what].norm()).item()
-                if not error <= tolerance:  # NaN too
-                    where = f"{qkv.device} ({qkv.dtype}, qkv {tuple(qkv.shape)})"
-                    message = f"swinlite: {name} window attention's {what} is {error:.1e} off the explicit formula's"
-                    warnings.warn(f"{message} on {where}; not used", stacklevel=2)
-                    raise RuntimeError(f"{name} window attention gives other values here")
-
-        def trial(name: str) -> Callable[[], None]:
-            q, b = qkv.detach().requires_grad_(train), bias.detach().requires_grad_(train)
-            checked = dropout_p > 0.0  # random outputs: nothing to compare
-
-            def run() -> None:
-                nonlocal checked
-                with torch.set_grad_enabled(train):
-                    out = self._run(name, q, b, mask, batch, dropout_p)
-                if train:
-                    out.sum().backward()
-                if not checked:  # the first run: its gradients are not yet summed with another's
-                    check(name, {"out": out.detach(), **({"qkv": q.grad, "bias": b.grad} if train else {})})
-                    checked = True
-
-            return run
-
-        return measured.fastest(key, {n: trial(n) for n in names}, qkv.device, default="sdpa")
+        return fastest_attention(
+            "window attention",
+            names,
+            lambda name, q, b: self._run(name, q, b, mask, batch, dropout_p),
+            lambda q, b: window_attention(q, b, None if mask is None else mask.float(), batch, self.scale, 0.0),
+            qkv,
+            bias,
+            mask is not None,
+            dropout_p,
+        )
 
     @torch.jit.unused
     def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks) -> torch.Tensor:

@@ -8,12 +8,16 @@ of :mod:`swinlite.fast.blocks`):
 | situation                           | shift + partition        | cosine attention           | MLP            |
 |-------------------------------------|--------------------------|----------------------------|----------------|
 | reference (``fast=False``), always  | roll + partition         | explicit                   | plain          |
-| eval, ``no_grad``, or a frozen bias | gather                   | sdpa of (q̂·τ, k̂, v) (*)   | plain          |
+| CPU eval, ``no_grad``, frozen bias  | gather                   | sdpa of (q̂·τ, k̂, v) (*)   | plain          |
 | CPU eval without autograd, eager    | gather                   | row blocks                 | row blocks     |
 | CPU train                           | gather, inverse backward | explicit                   | GELU recompute |
-| CUDA train                          | gather, inverse backward | sdpa of (q̂·τ, k̂, v)       | GELU recompute |
+| CUDA, eval or train                 | gather (inverse backward)| fastest: explicit or sdpa  | as on the CPU  |
 
 (*) On the CPU in bf16: explicit, as V1's (:data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`).
+
+- fastest: the faster of :data:`CUDA_CANDIDATES` for the call's shapes, dtype and gradient, timed on the first eager
+  call of each and checked against the explicit formula, as V1's (:func:`~swinlite.fast.blocks.fastest_attention`);
+  sdpa where nothing can be timed (tracing, CUDA graph capture) and nothing was.
 
 - row blocks: V1's row blocks, where :func:`~swinlite.fast.blocks.row_blocks_for` says (eval, no autograd, eager,
   exact GELU): the attention (:func:`~swinlite.fast.row_blocks.window_attention_rows` with ``tau``: cos(q, k)·τ,
@@ -35,7 +39,7 @@ of :mod:`swinlite.fast.blocks`):
 - Torch ops: ``F.scaled_dot_product_attention`` (flash on CPU and CUDA when no gradient flows to the mask; CUDA's
   memory-efficient kernel when one does); the gather of :mod:`swinlite.fast.blocks`.
 - Pinned by: ``tests/fast/test_fast_v2.py`` (fast block against the reference block, values and gradients; the
-  row blocks, fp32 and bf16 autocast, either library).
+  row blocks, fp32 and bf16 autocast, either library) and ``tests/fast/test_measured.py`` (the "fastest" row).
 """
 
 import torch
@@ -50,8 +54,10 @@ from ..models.swin import (
     cosine_window_attention,
     window_attn_mask,
 )
-from .blocks import GatheredWindowsBlock, fast_linear, select_attention_kernel
+from .blocks import GatheredWindowsBlock, fast_linear, fastest_attention, select_attention_kernel
 from .row_blocks import RowBlocks, window_attention_rows
+
+CUDA_CANDIDATES = ("explicit", "sdpa")  # the cosine attention kernels "fastest" times on CUDA
 
 
 def sdpa_cosine_window_attention(
@@ -99,9 +105,42 @@ class FastWindowAttentionV2(WindowAttentionV2):
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
         """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as ``WindowAttentionV2.attend``."""
         dropout_p = self.attn_drop.p if self.training else 0.0
-        if select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0) == "sdpa":
-            return sdpa_cosine_window_attention(qkv, bias, mask, batch, self.logit_scale, dropout_p)
-        return cosine_window_attention(qkv, bias, mask, batch, self.logit_scale, dropout_p)
+        kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)
+        if kernel == "fastest":
+            kernel = self._fastest(qkv, bias, mask, batch, dropout_p)
+        return self._run(kernel, qkv, bias, mask, batch, self.logit_scale, dropout_p)
+
+    def _run(
+        self,
+        kernel: str,
+        qkv: torch.Tensor,
+        bias: torch.Tensor,
+        mask: torch.Tensor | None,
+        batch: int,
+        logit_scale: torch.Tensor,
+        dropout_p: float,
+    ) -> torch.Tensor:
+        if kernel == "sdpa":
+            return sdpa_cosine_window_attention(qkv, bias, mask, batch, logit_scale, dropout_p)
+        return cosine_window_attention(qkv, bias, mask, batch, logit_scale, dropout_p)  # also for V1's "recomputed"
+
+    @torch.jit.unused
+    def _fastest(
+        self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, dropout_p: float
+    ) -> str:
+        """The faster of :data:`CUDA_CANDIDATES` for this call (:func:`~swinlite.fast.blocks.fastest_attention`)."""
+        logit_scale = self.logit_scale.detach()  # the timing runs backward: not into the parameter's gradient
+        mask32 = None if mask is None else mask.float()
+        return fastest_attention(
+            "cosine window attention",
+            CUDA_CANDIDATES,
+            lambda name, q, b: self._run(name, q, b, mask, batch, logit_scale, dropout_p),
+            lambda q, b: cosine_window_attention(q, b, mask32, batch, logit_scale.float(), 0.0),
+            qkv,
+            bias,
+            mask is not None,
+            dropout_p,
+        )
 
     @torch.jit.unused
     def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks) -> torch.Tensor:

@@ -6,8 +6,8 @@ import time
 import pytest
 import torch
 
-from swinlite.fast import accelerate, blocks, measured
-from swinlite.models.swin import WindowAttention
+from swinlite.fast import accelerate, blocks, measured, v2
+from swinlite.models.swin import WindowAttention, WindowAttentionV2
 
 CPU = torch.device("cpu")
 
@@ -152,3 +152,26 @@ def test_candidates_are_compared_with_the_formula_in_fp32_under_autocast(monkeyp
         layer(torch.randn(2, 3, 6, 8))
     assert (torch.float32, False) in calls and (torch.bfloat16, True) in calls  # the check; the explicit candidate
     assert (torch.float32, True) not in calls
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_swin_v2_fastest_row_times_its_two_kernels_and_computes_the_reference(monkeypatch, grad):
+    """Swin-V2's cosine attention on the "fastest" row: explicit or SDPA of (q·τ/|q|, k/|k|, v), timed, the
+    reference's values and gradients; the timing's backward adds nothing to the parameters' gradients (τ's
+    included)."""
+    monkeypatch.setattr(v2, "select_attention_kernel", lambda *args: "fastest")
+    torch.manual_seed(0)
+    reference = WindowAttentionV2(8, 2, (2, 3))
+    fast = accelerate(WindowAttentionV2(8, 2, (2, 3)))
+    fast.load_state_dict(reference.state_dict())
+    x = torch.randn(2, 3, 6, 8)
+    with torch.set_grad_enabled(grad):
+        out, expected = fast(x), reference(x)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    ((key, choice),) = measured.CHOICES.items()
+    assert key[0] == "cosine window attention" and choice in v2.CUDA_CANDIDATES and key[-2] == grad
+    if grad:
+        out.sum().backward()
+        expected.sum().backward()
+        for a, b in zip(fast.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)

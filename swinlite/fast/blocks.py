@@ -196,10 +196,10 @@ def fastest_attention(
     kind: str,
     names: Sequence[str],
     run: Callable[[str, torch.Tensor, torch.Tensor], torch.Tensor],
-    formula: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    formula: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor],
     qkv: torch.Tensor,
     bias: torch.Tensor,
-    masked: bool,
+    mask: torch.Tensor | None,
     dropout_p: float,
 ) -> str:
     """The fastest of the kernels ``names`` for this call's shapes, forward (and backward where a gradient flows),
@@ -213,20 +213,20 @@ def fastest_attention(
         names: the candidates.
         run: ``run(name, qkv, bias)``, the candidate's output for the call's mask, batch and dropout; it must not
             reach a parameter's gradient other than through qkv and bias.
-        formula: ``formula(qkv, bias)``, the explicit formula's output; called on fp32 copies with autocast off.
-        qkv, bias: the call's projections (B*nW, N, 3, heads, hd) and bias (heads, N, N).
-        masked: the call has a shift/padding mask.
+        formula: ``formula(qkv, bias, mask)``, the explicit formula's output; called on fp32 copies with autocast off.
+        qkv, bias, mask: the call's projections (B*nW, N, 3, heads, hd), bias (heads, N, N) and shift/padding mask
+            (nW, N, N) or None.
         dropout_p: attention dropout (the outputs are then random: not compared).
     """
     train = torch.is_grad_enabled() and (qkv.requires_grad or bias.requires_grad)
-    key = (kind, qkv.device, qkv.dtype, tuple(qkv.shape), masked, train, dropout_p > 0)
+    key = (kind, qkv.device, qkv.dtype, tuple(qkv.shape), mask is not None, train, dropout_p > 0)
     expected: dict[str, torch.Tensor] = {}  # the explicit formula's output and gradients in fp32, at first use
 
     def check(name: str, got: dict[str, torch.Tensor]) -> None:
         if not expected:
             q, b = qkv.detach().float().requires_grad_(train), bias.detach().float().requires_grad_(train)
             with torch.set_grad_enabled(train), torch.autocast(qkv.device.type, enabled=False):  # fp32 throughout
-                out = formula(q, b)
+                out = formula(q, b, None if mask is None else mask.float())
             if train:
                 out.sum().backward()
             expected.update(out=out.detach(), qkv=q.grad, bias=b.grad)
@@ -240,11 +240,13 @@ def fastest_attention(
                 raise RuntimeError(f"{name} {kind} gives other values here")
 
     def trial(name: str) -> Callable[[], None]:
-        q, b = qkv.detach().requires_grad_(train), bias.detach().requires_grad_(train)
+        q = b = None  # leaves copied from the call's inputs when first timed (not at every call: most read the choice)
         checked = dropout_p > 0.0  # random outputs: nothing to compare
 
         def once() -> None:
-            nonlocal checked
+            nonlocal q, b, checked
+            if q is None:
+                q, b = qkv.detach().requires_grad_(train), bias.detach().requires_grad_(train)
             with torch.set_grad_enabled(train):
                 out = run(name, q, b)
             if train:
@@ -553,10 +555,10 @@ class FastWindowAttention(WindowAttention):
             "window attention",
             names,
             lambda name, q, b: self._run(name, q, b, mask, batch, dropout_p),
-            lambda q, b: window_attention(q, b, None if mask is None else mask.float(), batch, self.scale, 0.0),
+            lambda q, b, m: window_attention(q, b, m, batch, self.scale, 0.0),
             qkv,
             bias,
-            mask is not None,
+            mask,
             dropout_p,
         )
 

@@ -130,15 +130,14 @@ class FastWindowAttentionV2(WindowAttentionV2):
     ) -> str:
         """The faster of :data:`CUDA_CANDIDATES` for this call (:func:`~swinlite.fast.blocks.fastest_attention`)."""
         logit_scale = self.logit_scale.detach()  # the timing runs backward: not into the parameter's gradient
-        mask32 = None if mask is None else mask.float()
         return fastest_attention(
             "cosine window attention",
             CUDA_CANDIDATES,
             lambda name, q, b: self._run(name, q, b, mask, batch, logit_scale, dropout_p),
-            lambda q, b: cosine_window_attention(q, b, mask32, batch, logit_scale.float(), 0.0),
+            lambda q, b, m: cosine_window_attention(q, b, m, batch, logit_scale.float(), 0.0),
             qkv,
             bias,
-            mask is not None,
+            mask,
             dropout_p,
         )
 

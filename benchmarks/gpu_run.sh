@@ -14,6 +14,10 @@
 # Needs torch with CUDA, torchvision and timm; without timm it installs the wheels carried in .whl/ (no network).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+PARTS="cuda_checks cuda_tiny_b64 cuda_tiny_b1 cuda_sizes cuda_tiny_b64_compile"
+for name in "$@"; do
+    [[ " $PARTS " == *" $name "* ]] || { echo "gpu_run.sh: no part named '$name'; the parts: $PARTS" >&2; exit 2; }
+done
 ONLY=" $* "  # the names to run; all when none is given
 wanted() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }
 OUT=${OUT:-benchmarks/gpu}

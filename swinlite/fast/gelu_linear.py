@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..models.checks import autocast_available
 from .linear_grad import onednn_input_grad
 from .row_blocks import onednn_linear
 
@@ -82,7 +83,7 @@ def _gelu_linear_autograd(
     h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, onednn: bool
 ) -> torch.Tensor:
     device_type = h.device.type
-    if not torch.amp.is_autocast_available(device_type):  # e.g. the meta device
+    if not autocast_available(device_type):  # e.g. the meta device
         return F.linear(F.gelu(h), weight, bias)
     dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else h.dtype
     rows = h.reshape(-1, h.shape[-1]).to(dtype)  # (T, hidden): the Function's output is then no view of its own

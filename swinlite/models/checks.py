@@ -11,6 +11,14 @@ import torch.nn.functional as F
 from timm.layers import register_notrace_function
 
 
+def autocast_available(device_type: str) -> bool:
+    """Whether ``device_type`` has autocast (the meta device has none, and asking it for autocast's state fails).
+
+    Under ``torch.compile`` the answer is True without asking: the devices compiled for have autocast, and dynamo
+    before torch 2.14 cannot trace ``torch.amp.is_autocast_available`` (a graph break)."""
+    return torch.compiler.is_compiling() or torch.amp.is_autocast_available(device_type)
+
+
 @register_notrace_function  # value checks on the input's shape, not traceable
 def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int], dtype: torch.dtype) -> None:
     """Raise a ValueError naming the expected input unless ``x`` is a (B, in_chans, H, W) batch of ``dtype``.
@@ -34,7 +42,7 @@ def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int
         autocast = torch.is_autocast_enabled()  # TorchScript's takes no device type
     else:
         device = x.device.type
-        autocast = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
+        autocast = autocast_available(device) and torch.is_autocast_enabled(device)
     if not autocast:
         raise ValueError(
             f"input dtype {x.dtype} differs from the model's {dtype}: convert one of them (or use autocast)"

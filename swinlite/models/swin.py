@@ -50,9 +50,13 @@ from .checks import (
 
 
 def exporting() -> bool:
-    """True while ``torch.export`` traces the model: sizes may be symbolic, nothing size-dependent is cached."""
+    """True while ``torch.export`` traces the model: sizes may be symbolic, nothing size-dependent is cached.
+
+    Reads the flag ``torch.export`` sets rather than calling ``torch.compiler.is_exporting()``: before torch 2.14,
+    dynamo replaced that call by ``True`` under ``torch.compile`` too (pytorch/pytorch#176347), which sent compiled
+    models down the symbolic path (a graph break per block, no cached geometry)."""
     if not torch.jit.is_scripting():  # TorchScript compiles no code under this condition
-        return torch.compiler.is_exporting()
+        return torch.compiler._is_exporting_flag
     return False
 
 

@@ -8,7 +8,7 @@ import timm
 import torch
 
 import swinlite  # noqa: F401  (registers the models)
-from swinlite.models.swin import SwinBlock, window_geometry
+from swinlite.models.swin import SwinBlock, exporting, window_geometry
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -22,6 +22,37 @@ def test_no_graph_breaks(train, fast):
         explanation = torch._dynamo.explain(model)(x)
     assert explanation.graph_break_count == 0, [str(r.reason) for r in explanation.break_reasons]
     assert explanation.graph_count == 1
+
+
+def test_export_is_told_by_the_flag_torch_export_sets(monkeypatch):
+    """Before torch 2.14 dynamo answered ``torch.compiler.is_exporting()`` with True under ``torch.compile`` too
+    (pytorch/pytorch#176347): compiled models took the symbolic path of an export, a graph break per block on torch
+    2.11. ``exporting()`` reads the flag ``torch.export`` sets instead (True inside an export: tests/test_export.py)."""
+    monkeypatch.setattr(torch.compiler, "is_exporting", lambda: True)
+    assert not exporting()
+    monkeypatch.setattr(torch.compiler, "_is_exporting_flag", True)
+    assert exporting()
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_compiled_training_does_not_ask_whether_autocast_exists(monkeypatch, fast):
+    """Dynamo before torch 2.14 cannot trace ``torch.amp.is_autocast_available`` (a graph break in every MLP of a
+    training step on torch 2.11): made to fail here, a compiled training step still traces into one graph and
+    computes eager's values."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).train()
+    x = torch.randn(2, 3, 36, 28)
+    torch.manual_seed(1)
+    expected = model(x)
+
+    def not_traceable(device_type: str) -> bool:
+        raise AssertionError("torch.amp.is_autocast_available called under torch.compile")
+
+    compiled = torch.compile(model, backend="eager", fullgraph=True, dynamic=False)
+    monkeypatch.setattr(torch.amp, "is_autocast_available", not_traceable)
+    torch.manual_seed(1)
+    torch.testing.assert_close(compiled(x), expected)
 
 
 def _blocks_with_a_mask(model: torch.nn.Module, x: torch.Tensor) -> int:

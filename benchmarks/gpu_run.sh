@@ -11,7 +11,8 @@
 # Writes <name>.md (table), <name>.json and <name>.log (progress, errors) per run into $OUT, and gpu.txt (GPU, versions).
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh                        # everything, in this order
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh cuda_checks cuda_tiny_b64  # only those (e.g. to split the run in two)
-# Needs torch with CUDA, torchvision and timm; without timm it installs the wheels carried in .whl/ (no network).
+# Needs torch >= 2.11 with CUDA, torchvision and timm >= 1.0.31 (pyproject.toml); with an older timm or none it
+# installs the timm wheel carried in .whl/ (no network there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PARTS="cuda_checks cuda_tiny_b64 cuda_tiny_b1 cuda_sizes cuda_tiny_b64_compile"
@@ -23,7 +24,8 @@ wanted() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }
 OUT=${OUT:-benchmarks/gpu}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-python -c "import timm" 2>/dev/null || pip install -q --no-index --find-links .whl timm
+python -c "import sys, timm; sys.exit(tuple(map(int, timm.__version__.split('.')[:3])) < (1, 0, 31))" 2>/dev/null ||
+    pip install -q --no-index --find-links .whl "timm>=1.0.31"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt"
 python -c "import torch, timm, torchvision; print(torch.__version__, timm.__version__, torchvision.__version__)" \
     >> "$OUT/gpu.txt"

@@ -12,7 +12,8 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh                        # everything, in this order
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh cuda_checks cuda_tiny_b64  # only those (e.g. to split the run in two)
 # Needs torch >= 2.11 with CUDA, torchvision and timm >= 1.0.31 (pyproject.toml); with an older timm or none it
-# installs the timm wheel carried in .whl/ (no network there).
+# installs the timm wheel carried in .whl/ (no network there; fetch it here with
+# `python3 -m pip download --no-deps -d .whl timm==1.0.31` and carry .whl).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PARTS="cuda_checks cuda_tiny_b64 cuda_tiny_b1 cuda_sizes cuda_tiny_b64_compile"

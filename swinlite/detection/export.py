@@ -7,13 +7,15 @@ its boxes in that original size. The resize stays out of the graph because its o
 of floats: a graph computing it would make every later size data-dependent (torch.export cannot take the RPN's
 top-k then). :mod:`swinlite.onnx_predict` does the same resize in NumPy.
 
-While exporting, :func:`traceable_detector` swaps two torchvision functions for versions without branches on the
+While exporting, :func:`traceable_detector` swaps three torchvision functions for versions without branches on the
 number of boxes, which a trace cannot take; both compute what torchvision computes:
 
 - ``batched_nms``: torchvision's coordinate trick (offset each class's boxes apart, one NMS) on every input. Eager
   torchvision runs one NMS per class above 4000 box coordinates (the RPN's proposals): the kept boxes are the same
   unless two boxes' IoU lies within float32 rounding of the threshold after the offset.
 - ``_multiscale_roi_align``: counts the RoIs with ``rois.shape[0]`` instead of ``len(rois)``.
+- ``BoxCoder.decode``: without its ``if box_sum > 0`` around two reshapes (torch 2.11's export cannot decide it for
+  the data-dependent number of proposals that NMS keeps; 2.14's can); the same boxes, (N, classes, 4).
 
 Only two-stage detectors without masks are exported (``fasterrcnn``); RetinaNet and FCOS take a top-k of a
 data-dependent count that torch.export cannot trace, Mask R-CNN pastes masks of data-dependent sizes.
@@ -32,6 +34,7 @@ import torch
 import torch.nn.functional as F
 import torchvision
 from torch import nn
+from torchvision.models.detection._utils import BoxCoder
 from torchvision.ops import boxes as box_ops
 from torchvision.ops import poolers
 
@@ -100,12 +103,20 @@ def _multiscale_roi_align(x_filtered, boxes, output_size, sampling_ratio, scales
     return result
 
 
+def _decode(self: BoxCoder, rel_codes: torch.Tensor, boxes: list[torch.Tensor]) -> torch.Tensor:
+    """torchvision's ``BoxCoder.decode`` without a branch on the number of boxes: rel_codes (N, 4k) for the N boxes
+    of all images -> (N, k, 4)."""
+    concat_boxes = torch.cat(boxes, dim=0)  # (N, 4)
+    return self.decode_single(rel_codes, concat_boxes).unflatten(1, (rel_codes.shape[1] // 4, 4))
+
+
 @contextmanager
 def traceable_detector() -> Iterator[None]:
     """torchvision's detection functions swapped for their traceable versions (module docstring), while exporting."""
     with (
         mock.patch.object(box_ops, "batched_nms", _batched_nms),
         mock.patch.object(poolers, "_multiscale_roi_align", _multiscale_roi_align),
+        mock.patch.object(BoxCoder, "decode", _decode),
     ):
         yield
 

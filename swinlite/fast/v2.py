@@ -12,6 +12,7 @@ of :mod:`swinlite.fast.blocks`):
 | CPU eval without autograd, eager    | gather                   | row blocks                 | row blocks     |
 | CPU train                           | gather, inverse backward | explicit                   | GELU recompute |
 | CUDA, eval or train                 | gather (inverse backward)| fastest: explicit or sdpa  | as on the CPU  |
+| ``torch.export`` (symbolic sizes)   | gather, index in graph   | explicit                   | plain          |
 
 (*) On the CPU in bf16: explicit, as V1's (:data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`).
 
@@ -39,7 +40,8 @@ of :mod:`swinlite.fast.blocks`):
 - Torch ops: ``F.scaled_dot_product_attention`` (flash on CPU and CUDA when no gradient flows to the mask; CUDA's
   memory-efficient kernel when one does); the gather of :mod:`swinlite.fast.blocks`.
 - Pinned by: ``tests/fast/test_fast_v2.py`` (fast block against the reference block, values and gradients; the
-  row blocks, fp32 and bf16 autocast, either library) and ``tests/fast/test_measured.py`` (the "fastest" row).
+  row blocks, fp32 and bf16 autocast, either library), ``tests/fast/test_measured.py`` (the "fastest" row) and
+  ``tests/test_export.py`` (the export row).
 """
 
 import torch
@@ -52,6 +54,7 @@ from ..models.swin import (
     cosine_eps,
     cosine_tau,
     cosine_window_attention,
+    exporting,
     window_attn_mask,
 )
 from .blocks import GatheredWindowsBlock, fast_linear, fastest_attention, select_attention_kernel
@@ -104,6 +107,9 @@ class FastWindowAttentionV2(WindowAttentionV2):
 
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
         """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as ``WindowAttentionV2.attend``."""
+        if not torch.jit.is_scripting():  # (a block TorchScript skips)
+            if exporting():  # an exported graph runs the reference formula, as V1's (no fused kernel in ONNX)
+                return super().attend(qkv, bias, mask, batch)
         dropout_p = self.attn_drop.p if self.training else 0.0
         kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)
         if kernel == "fastest":

@@ -12,11 +12,12 @@ from onnxkit import run_without_torch
 from PIL import Image
 from pycocotools.coco import COCO
 from scriptkit import load_script, run_script
+from torchvision.models.detection._utils import BoxCoder
 
 from swinlite import onnx_predict
 from swinlite.detection.config import DetModelConfig
 from swinlite.detection.evaluation import coco_ap
-from swinlite.detection.export import export_program, resize
+from swinlite.detection.export import export_program, resize, traceable_detector
 from swinlite.detection.models import build_detector
 from swinlite.detection.predictor import load_detector
 from swinlite.files import list_images, load_rgb
@@ -32,6 +33,23 @@ def exported(tmp_path_factory) -> tuple[Path, Path, Path]:
     checkpoint = root / "run" / "best.safetensors"
     assert load_script("export_onnx").main(["--checkpoint", str(checkpoint), "--output", str(root / "d.onnx")]) < 1e-3
     return coco, checkpoint, root / "d.onnx"
+
+
+@pytest.mark.parametrize("classes", [1, 3])  # the RPN's deltas, the box head's per class
+def test_traceable_box_decoding_is_torchvisions(classes):
+    """The export's BoxCoder.decode (no branch on the number of boxes) against torchvision's, two images' boxes."""
+    generator = torch.Generator().manual_seed(0)
+    corners = torch.rand(7, 2, 2, generator=generator).sort(dim=1).values * 50  # (7, 2 corners, xy), x1 <= x2
+    boxes = [b.flatten(1) for b in corners.split([4, 3])]  # (4, 4) and (3, 4): x1, y1, x2, y2
+    deltas = torch.randn(7, 4 * classes, generator=generator)
+    coder = BoxCoder(weights=(10.0, 10.0, 5.0, 5.0))
+    torchvision_decode = BoxCoder.decode
+    expected = coder.decode(deltas, boxes)  # (7, classes, 4)
+    with traceable_detector():
+        assert BoxCoder.decode is not torchvision_decode  # the export's, in place while exporting
+        got = coder.decode(deltas, boxes)
+    assert got.shape == (7, classes, 4)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
 def _images(coco: Path) -> list[Image.Image]:

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from . import versions  # noqa: F401  (first: an older torch or timm is refused before anything registers with them)
 from .convert import convert_state_dict, detect_layout
 from .models import SwinTransformer
 from .weights import load_checkpoint, load_model

@@ -8,7 +8,7 @@ of floats: a graph computing it would make every later size data-dependent (torc
 top-k then). :mod:`swinlite.onnx_predict` does the same resize in NumPy.
 
 While exporting, :func:`traceable_detector` swaps three torchvision functions for versions without branches on the
-number of boxes, which a trace cannot take; both compute what torchvision computes:
+number of boxes, which a trace cannot take; each computes what torchvision computes:
 
 - ``batched_nms``: torchvision's coordinate trick (offset each class's boxes apart, one NMS) on every input. Eager
   torchvision runs one NMS per class above 4000 box coordinates (the RPN's proposals): the kept boxes are the same

@@ -499,19 +499,26 @@ class FastMlp(Mlp):
         return mlp_rows(x, norm, *weights, plan, post_norm=post_norm)
 
 
-class FastWindowAttention(WindowAttention):
-    """:class:`~swinlite.models.swin.WindowAttention` through the kernel :func:`select_attention_kernel` picks."""
+class DispatchedAttention:
+    """The ``attend`` of the fast window attentions, V1's (:class:`FastWindowAttention`) and Swin-V2's
+    (:class:`~swinlite.fast.v2.FastWindowAttentionV2`): while exporting the reference's (its class comes after this
+    one in the bases; ONNX has no fused kernel to gain from), else the subclass's ``_run`` of the kernel
+    :func:`select_attention_kernel` picks, ``"fastest"`` resolved by its ``_fastest``."""
 
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
-        """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as ``WindowAttention.attend``."""
+        """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as the reference class's ``attend``."""
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
-            if exporting():  # an exported graph runs the reference formula (ONNX has no fused kernel to gain from)
+            if exporting():
                 return super().attend(qkv, bias, mask, batch)
         dropout_p = self.attn_drop.p if self.training else 0.0
         kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)
         if kernel == "fastest":
             kernel = self._fastest(qkv, bias, mask, batch, dropout_p)
         return self._run(kernel, qkv, bias, mask, batch, dropout_p)
+
+
+class FastWindowAttention(DispatchedAttention, WindowAttention):
+    """:class:`~swinlite.models.swin.WindowAttention` through the kernel :func:`select_attention_kernel` picks."""
 
     def _run(
         self,

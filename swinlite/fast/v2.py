@@ -54,10 +54,9 @@ from ..models.swin import (
     cosine_eps,
     cosine_tau,
     cosine_window_attention,
-    exporting,
     window_attn_mask,
 )
-from .blocks import GatheredWindowsBlock, fast_linear, fastest_attention, select_attention_kernel
+from .blocks import DispatchedAttention, GatheredWindowsBlock, fast_linear, fastest_attention
 from .row_blocks import RowBlocks, window_attention_rows
 
 CUDA_CANDIDATES = ("explicit", "sdpa")  # the cosine attention kernels "fastest" times on CUDA
@@ -96,7 +95,7 @@ def sdpa_cosine_window_attention(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=1.0)
 
 
-class FastWindowAttentionV2(WindowAttentionV2):
+class FastWindowAttentionV2(DispatchedAttention, WindowAttentionV2):
     """:class:`~swinlite.models.swin.WindowAttentionV2` through SDPA where it fits (module docstring: the table), its
     q, k, v projection through oneDNN where :func:`~swinlite.fast.blocks.onednn_serves` says, as a
     :class:`~swinlite.fast.blocks.FastLinear`'s (V2 adds its own bias to that projection)."""
@@ -105,17 +104,6 @@ class FastWindowAttentionV2(WindowAttentionV2):
         """Window tokens [..., C] -> q, k, v [..., 3C], as ``WindowAttentionV2.project_qkv``."""
         return fast_linear(x, self.qkv.weight, self.merged_qkv_bias())
 
-    def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
-        """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as ``WindowAttentionV2.attend``."""
-        if not torch.jit.is_scripting():  # (a block TorchScript skips)
-            if exporting():  # an exported graph runs the reference formula, as V1's (no fused kernel in ONNX)
-                return super().attend(qkv, bias, mask, batch)
-        dropout_p = self.attn_drop.p if self.training else 0.0
-        kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)
-        if kernel == "fastest":
-            kernel = self._fastest(qkv, bias, mask, batch, dropout_p)
-        return self._run(kernel, qkv, bias, mask, batch, self.logit_scale, dropout_p)
-
     def _run(
         self,
         kernel: str,
@@ -123,9 +111,12 @@ class FastWindowAttentionV2(WindowAttentionV2):
         bias: torch.Tensor,
         mask: torch.Tensor | None,
         batch: int,
-        logit_scale: torch.Tensor,
         dropout_p: float,
+        logit_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """The cosine attention by ``kernel``, with the module's log τ or ``logit_scale`` (the timing's detached)."""
+        if logit_scale is None:
+            logit_scale = self.logit_scale
         if kernel == "sdpa":
             return sdpa_cosine_window_attention(qkv, bias, mask, batch, logit_scale, dropout_p)
         return cosine_window_attention(qkv, bias, mask, batch, logit_scale, dropout_p)  # also for V1's "recomputed"
@@ -139,7 +130,7 @@ class FastWindowAttentionV2(WindowAttentionV2):
         return fastest_attention(
             "cosine window attention",
             CUDA_CANDIDATES,
-            lambda name, q, b: self._run(name, q, b, mask, batch, logit_scale, dropout_p),
+            lambda name, q, b: self._run(name, q, b, mask, batch, dropout_p, logit_scale),
             lambda q, b, m: cosine_window_attention(q, b, m, batch, logit_scale.float(), 0.0),
             qkv,
             bias,

@@ -159,7 +159,7 @@ def test_swin_v2_fastest_row_times_its_two_kernels_and_computes_the_reference(mo
     """Swin-V2's cosine attention on the "fastest" row: explicit or SDPA of (q·τ/|q|, k/|k|, v), timed, the
     reference's values and gradients; the timing's backward adds nothing to the parameters' gradients (τ's
     included)."""
-    monkeypatch.setattr(v2, "select_attention_kernel", lambda *args: "fastest")
+    monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "fastest")  # V1 and V2 dispatch there
     torch.manual_seed(0)
     reference = WindowAttentionV2(8, 2, (2, 3))
     fast = accelerate(WindowAttentionV2(8, 2, (2, 3)))

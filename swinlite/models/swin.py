@@ -786,6 +786,9 @@ class BlockOptions:
     act_layer: type[nn.Module] = nn.GELU
 
 
+DEFAULT_OPTIONS = BlockOptions()  # the blocks' and stages' default (frozen: one instance serves them all)
+
+
 @register_notrace_module  # the padding and shift depend on the input size, a Python branch fx cannot trace
 class SwinBlock(nn.Module):
     """One W-MSA (``shift=False``) or SW-MSA (``shift=True``) block: ``x + attn(norm1(x))``, ``x + mlp(norm2(x))``.
@@ -815,7 +818,7 @@ class SwinBlock(nn.Module):
         shift: bool = False,
         drop_path: float = 0.0,
         rel_pos: str = "table",
-        options: BlockOptions = BlockOptions(),
+        options: BlockOptions = DEFAULT_OPTIONS,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -890,7 +893,7 @@ class SwinV2Block(SwinBlock):
         shift: bool = False,
         drop_path: float = 0.0,
         pretrained_window: tuple[int, int] | None = None,
-        options: BlockOptions = BlockOptions(),
+        options: BlockOptions = DEFAULT_OPTIONS,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -1015,7 +1018,7 @@ class SwinStage(nn.Module):
         block: str = "v1",
         rel_pos: str = "table",
         pretrained_window: tuple[int, int] | None = None,
-        options: BlockOptions = BlockOptions(),
+        options: BlockOptions = DEFAULT_OPTIONS,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:

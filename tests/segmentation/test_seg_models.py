@@ -46,6 +46,7 @@ def huggingface(tmp_path_factory):
         drop_path_rate=0.0, out_features=["stage1", "stage2", "stage3", "stage4"],
     )  # fmt: skip
     config = transformers.UperNetConfig(backbone_config=swin, hidden_size=16, auxiliary_channels=8, num_labels=5,
+                                        auxiliary_in_channels=128,  # level 2's channels (transformers 4.40 assumed 384)
                                         pool_scales=[1, 2, 3, 6], use_auxiliary_head=True)  # fmt: skip
     model = _randomized(transformers.UperNetForSemanticSegmentation(config))
     folder = tmp_path_factory.mktemp("hf")

@@ -1,5 +1,6 @@
-"""A trained Faster R-CNN of ``scripts/train_detection.py`` as one ONNX file for every image size: normalization,
-padding, backbone, RPN, RoI heads, NMS and the boxes mapped back to the image, all in the graph.
+"""A trained Faster R-CNN, RetinaNet or FCOS of ``scripts/train_detection.py`` as one ONNX file for every image size:
+normalization, padding, backbone, heads (RPN and RoI heads, or the dense head with its anchors), NMS and the boxes
+mapped back to the image, all in the graph.
 
 The graph takes the image already resized by the detector's rule (short side ``test_size``, long side at most
 ``max_size``: :func:`resize`, torchvision's ``_resize_image_and_masks``), plus the size it had before, and returns
@@ -17,8 +18,8 @@ number of boxes, which a trace cannot take; each computes what torchvision compu
 - ``BoxCoder.decode``: without its ``if box_sum > 0`` around two reshapes (torch 2.11's export cannot decide it for
   the data-dependent number of proposals that NMS keeps; 2.14's can); the same boxes, (N, classes, 4).
 
-Only two-stage detectors without masks are exported (``fasterrcnn``); RetinaNet and FCOS take a top-k of a
-data-dependent count that torch.export cannot trace, Mask R-CNN pastes masks of data-dependent sizes.
+RetinaNet's and FCOS's post-processing (a top-k of the scores above the threshold, per level) traces as torchvision
+wrote it. Mask R-CNN is not exported: it pastes masks of data-dependent sizes.
 """
 
 from __future__ import annotations
@@ -35,24 +36,26 @@ import torch.nn.functional as F
 import torchvision
 from torch import nn
 from torchvision.models.detection._utils import BoxCoder
+from torchvision.models.detection.image_list import ImageList
 from torchvision.ops import boxes as box_ops
 from torchvision.ops import poolers
 
 from .. import export
 from ..models.checks import pad_to_patches
-from .models import SwinFasterRCNN
+from .models import SwinFasterRCNN, SwinFCOS, SwinRetinaNet
 from .predictor import load_detector
 
 INPUTS = ("image", "original_size")
 OUTPUTS = ("boxes", "scores", "labels")
+EXPORTED = (SwinFasterRCNN, SwinRetinaNet, SwinFCOS)  # the detectors the graph serves
 
 
 class DetectorGraph(nn.Module):
-    """One resized image -> its detections in the original image: the eval forward of a torchvision two-stage
-    detector (``GeneralizedRCNN.forward``) without the resize.
+    """One resized image -> its detections in the original image: the eval forward of a torchvision detector
+    (``GeneralizedRCNN.forward``, ``RetinaNet.forward``, ``FCOS.forward``) without the resize.
 
     Args:
-        detector: a torchvision Faster R-CNN in eval mode.
+        detector: a Faster R-CNN, RetinaNet or FCOS (:data:`EXPORTED`) in eval mode.
     """
 
     def __init__(self, detector: nn.Module) -> None:
@@ -65,14 +68,35 @@ class DetectorGraph(nn.Module):
         d = self.detector
         divisible = d.transform.size_divisible  # batch_images' zero padding, in integers (no float ceil to trace)
         images = pad_to_patches(d.transform.normalize(image)[None], (divisible, divisible))  # [1, 3, h', w']
-        images = torchvision.models.detection.image_list.ImageList(images, [tuple(image.shape[-2:])])
+        images = ImageList(images, [tuple(image.shape[-2:])])
         features = d.backbone(images.tensors)
-        proposals, _ = d.rpn(images, features)
-        (detection,), _ = d.roi_heads(features, proposals, images.image_sizes)
+        heads = _two_stage if isinstance(d, SwinFasterRCNN) else _one_stage
+        detection = heads(d, images, features)
         # torchvision's resize_boxes: ratios original / resized in float32
         ratios = original_size.to(torch.float32) / torch.tensor(image.shape[-2:], dtype=torch.float32)
         boxes = detection["boxes"] * ratios.flip(0).repeat(2)  # (x, y, x, y) * (rw, rh, rw, rh)
         return boxes, detection["scores"], detection["labels"]
+
+
+def _two_stage(d: nn.Module, images: ImageList, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Faster R-CNN's detections of one image: proposals by the RPN, then the RoI heads."""
+    proposals, _ = d.rpn(images, features)
+    (detection,), _ = d.roi_heads(features, proposals, images.image_sizes)
+    return detection
+
+
+def _one_stage(d: nn.Module, images: ImageList, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """RetinaNet's or FCOS's detections of one image, as their eval forward: the head's outputs and the anchors
+    split per level (RetinaNet has A anchors per cell, FCOS one), then the detector's post-processing."""
+    maps = list(features.values())
+    outputs = d.head(maps)
+    anchors = d.anchor_generator(images, maps)
+    cells = [m.shape[-2] * m.shape[-1] for m in maps]  # per level
+    per_cell = outputs["cls_logits"].shape[1] // sum(cells)  # anchors per cell
+    sizes = [c * per_cell for c in cells]
+    split = {name: list(output.split(sizes, dim=1)) for name, output in outputs.items()}
+    (detection,) = d.postprocess_detections(split, [list(a.split(sizes)) for a in anchors], images.image_sizes)
+    return detection
 
 
 def resize(image: torch.Tensor, test_size: int, max_size: int) -> torch.Tensor:
@@ -127,10 +151,10 @@ def export_program(
     """``torch.export`` of :class:`DetectorGraph` with a symbolic image size in ``size_range`` (resized images).
 
     Raises:
-        ValueError: not a Faster R-CNN; a graph that assumes something that fails at some size of the range.
+        ValueError: not one of :data:`EXPORTED`; a graph that assumes something that fails at some size of the range.
     """
-    if type(detector) is not SwinFasterRCNN:
-        raise ValueError(f"only Faster R-CNN detectors export to ONNX, got {type(detector).__name__}")
+    if type(detector) not in EXPORTED:
+        raise ValueError(f"only Faster R-CNN, RetinaNet and FCOS export to ONNX, got {type(detector).__name__}")
     graph = DetectorGraph(detector).eval()
     height = torch.export.Dim("height", min=size_range[0], max=size_range[1])
     width = torch.export.Dim("width", min=size_range[0], max=size_range[1])
@@ -148,9 +172,10 @@ def export_program(
 
 
 def export_detector(checkpoint: Path, output: Path, quantize: str | None = None, check: bool = True) -> float | None:
-    """Export a Faster R-CNN checkpoint to ``output`` (``scripts/export_onnx.py``) for every resized image size from
-    one pixel more than the pool level's stride to the detector's ``max_size``; check it; return the largest box
-    difference (px) between ONNX Runtime and PyTorch on random images, or None without ``check``."""
+    """Export a detection checkpoint (:data:`EXPORTED`) to ``output`` (``scripts/export_onnx.py``) for every resized
+    image size from one pixel more than the coarsest level's stride (the pool level, or P7) to the detector's
+    ``max_size``; check it; return the largest box difference (px) between ONNX Runtime and PyTorch on random images,
+    or None without ``check``."""
     detector, categories, meta = load_detector(checkpoint)
     data = meta["data"]
     size_range = (detector.backbone.strides[-1] + 1, data["max_size"])

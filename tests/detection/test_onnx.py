@@ -1,10 +1,12 @@
 """A trained Faster R-CNN as one ONNX file for every image size (swinlite.detection.export through
-scripts/export_onnx.py) and scripts/detect.py --onnx: PyTorch's detections, without torch."""
+scripts/export_onnx.py) and scripts/detect.py --onnx: PyTorch's detections, without torch. RetinaNet and FCOS export
+the same way."""
 
 import json
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 import torch
 from detkit import train
@@ -14,15 +16,16 @@ from pycocotools.coco import COCO
 from scriptkit import load_script, run_script
 from torchvision.models.detection._utils import BoxCoder
 
-from swinlite import onnx_predict
+from swinlite import export, onnx_predict
 from swinlite.detection.config import DetModelConfig
 from swinlite.detection.evaluation import coco_ap
-from swinlite.detection.export import export_program, resize, traceable_detector
+from swinlite.detection.export import INPUTS, OUTPUTS, export_program, resize, traceable_detector
 from swinlite.detection.models import build_detector
 from swinlite.detection.predictor import load_detector
 from swinlite.files import list_images, load_rgb
 
 pytestmark = pytest.mark.slow
+PICO = "swinlite_pico_patch2_window4_32"
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +153,8 @@ def test_export_refuses_what_it_cannot_serve(exported):
     example = resize(torch.rand(3, 48, 60), 48, 96)
     with pytest.raises(ValueError, match=r"fails at s\w+=1: it would compute another function there"):
         export_program(detector, example, (1, 96))  # a map of one cell at the coarsest level: traced otherwise
-    cfg = DetModelConfig(name="swinlite_pico_patch2_window4_32", detector="retinanet", fpn_channels=16)
-    with pytest.raises(ValueError, match="only Faster R-CNN detectors export to ONNX, got SwinRetinaNet"):
+    cfg = DetModelConfig(name=PICO, detector="maskrcnn", fpn_channels=16)
+    with pytest.raises(ValueError, match="only Faster R-CNN, RetinaNet and FCOS export to ONNX, got SwinMaskRCNN"):
         export_program(build_detector(cfg, 2, 48, 96).eval(), example, (33, 96))
 
 
@@ -160,5 +163,37 @@ def test_export_script_refuses_other_detectors_in_one_line(trained, tmp_path, ca
     output = tmp_path / "maskrcnn.onnx"
     assert run_script("export_onnx", ["--checkpoint", run / "best.safetensors", "--output", output]) == 2
     error = capsys.readouterr().err
-    assert error.startswith("error: only Faster R-CNN detectors export to ONNX, got SwinMaskRCNN")
+    assert error.startswith("error: only Faster R-CNN, RetinaNet and FCOS export to ONNX, got SwinMaskRCNN")
     assert error.count("\n") == 1 and not output.exists()
+
+
+@pytest.mark.parametrize("kind", ["retinanet", "fcos"])
+def test_one_stage_detectors_in_onnx_runtime_equal_pytorch(kind, tmp_path):
+    """RetinaNet and FCOS export as Faster R-CNN does: ONNX Runtime's detections are the detector's own (its eager
+    forward, torchvision's resize included) on images of five sizes, with a threshold that keeps three in the first
+    image and other counts in the others (the post-processing's per-level top-k and NMS take data-dependent counts)."""
+    torch.manual_seed(0)
+    detector = build_detector(DetModelConfig(name=PICO, detector=kind, fpn_channels=32), 2, 96, 128).eval()
+    with torch.no_grad():
+        for parameter in detector.head.parameters():
+            parameter.normal_(0, 0.05)  # distinct scores: the head's prior initialisation gives every anchor the same
+    generator = torch.Generator().manual_seed(0)
+    sizes = ((48, 60), (100, 90), (40, 70), (130, 70), (64, 64))
+    images = [torch.rand(3, h, w, generator=generator) for h, w in sizes]
+    detector.score_thresh = 0.0
+    with torch.no_grad():
+        scores = detector([images[0]])[0]["scores"]
+        detector.score_thresh = float(scores[2] + scores[3]) / 2
+        want = [detector([image])[0] for image in images]
+    size_range = (detector.backbone.strides[-1] + 1, 128)  # P7's stride + 1 .. max_size
+    program = export_program(detector, resize(torch.rand(3, 96, 120), 96, 128), size_range)
+    with traceable_detector():
+        path = export.export_onnx(program, tmp_path / f"{kind}.onnx", OUTPUTS, None, INPUTS)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    counts = []
+    for image, expected in zip(images, want, strict=True):
+        inputs = {"image": resize(image, 96, 128).numpy(), "original_size": np.array(image.shape[-2:])}
+        matched, total = _matched(session.run(None, inputs), expected)
+        assert matched == total == len(expected["boxes"]), (image.shape, matched, total)
+        counts.append(total)
+    assert counts[0] == 3 and len(set(counts)) > 1, counts

@@ -25,7 +25,7 @@ wrote it. Mask R-CNN is not exported: it pastes masks of data-dependent sizes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
@@ -151,10 +151,18 @@ def export_program(
     """``torch.export`` of :class:`DetectorGraph` with a symbolic image size in ``size_range`` (resized images).
 
     Raises:
-        ValueError: not one of :data:`EXPORTED`; a graph that assumes something that fails at some size of the range.
+        ValueError: not one of :data:`EXPORTED`; an example no larger than the coarsest level's stride; a graph that
+            assumes something that fails at some size of the range.
     """
+    name, stride = type(detector).__name__, detector.backbone.strides[-1]
     if type(detector) not in EXPORTED:
-        raise ValueError(f"only Faster R-CNN, RetinaNet and FCOS export to ONNX, got {type(detector).__name__}")
+        raise ValueError(f"only Faster R-CNN, RetinaNet and FCOS export to ONNX, got {name}")
+    if min(example.shape[-2:]) <= stride:  # a map of one cell there: the trace cannot serve both
+        h, w = example.shape[-2:]
+        raise ValueError(
+            f"{name} exports for resized images larger than its coarsest FPN level's stride ({stride} px), "
+            f"the example is {h}x{w}: export a detector whose data.test_size is above {stride}"
+        )
     graph = DetectorGraph(detector).eval()
     height = torch.export.Dim("height", min=size_range[0], max=size_range[1])
     width = torch.export.Dim("width", min=size_range[0], max=size_range[1])
@@ -199,24 +207,52 @@ def export_detector(checkpoint: Path, output: Path, quantize: str | None = None,
     return box_difference(output, detector, data) if check else None
 
 
+def twins(got: Sequence[np.ndarray], want: Sequence[np.ndarray], px: float = 1e-2) -> tuple[int, float]:
+    """(How many of ``want``'s detections have a twin in ``got``, the largest box difference of a twin in px).
+
+    ``got`` and ``want`` are (boxes [N, 4], scores [N], labels [N]). A twin has the same label, a score within 1e-4
+    and a box within ``px``; each detection is the twin of one at most. Near-equal scores may order two runtimes'
+    detections differently (boxes clipped at the border tie; so may the last ones kept), so they are paired, not
+    compared in order."""
+    boxes, scores, labels = got
+    free = list(range(len(boxes)))
+    count, largest = 0, 0.0
+    for box, score, label in zip(*want, strict=True):
+        for j in free:
+            difference = float(np.abs(boxes[j] - box).max())
+            if labels[j] == label and difference <= px and abs(float(scores[j]) - float(score)) <= 1e-4:
+                free.remove(j)
+                count, largest = count + 1, max(largest, difference)
+                break
+    return count, largest
+
+
 def box_difference(path: Path, detector: nn.Module, data: dict) -> float:
-    """Largest |ONNX Runtime - PyTorch| box coordinate (px) over a few random resized images of other shapes, when
-    both keep the same detections (same count, labels; else a ValueError)."""
+    """Largest |ONNX Runtime - PyTorch| box coordinate (px) of the detections both keep (:func:`twins`) on a few
+    random resized images of other shapes.
+
+    Raises:
+        ValueError: on an image, more than 3 % of the detections lack a twin.
+    """
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     generator = torch.Generator().manual_seed(0)
     graph = DetectorGraph(detector).eval()
-    largest = 0.0
+    largest, matched, total = 0.0, 0, 0
     for height, width in ((data["test_size"], data["test_size"]), (data["test_size"] * 3 // 4 + 5, data["max_size"])):
         image = resize(torch.rand(3, height, width, generator=generator), data["test_size"], data["max_size"])
         original = torch.tensor([height, width])
         with torch.no_grad():
             want = [t.numpy() for t in graph(image, original)]
         got = session.run(None, {"image": image.numpy(), "original_size": original.numpy()})
-        if got[0].shape != want[0].shape or not np.array_equal(got[2], want[2]):
-            raise ValueError(f"ONNX Runtime keeps {len(got[0])} detections at {height}x{width}, PyTorch {len(want[0])}")
-        if len(got[0]):
-            largest = max(largest, float(np.abs(got[0] - want[0]).max()))
-    print(f"ONNX Runtime vs PyTorch on random images: same detections, boxes within {largest:.3g} px")
+        count, difference = twins(got, want)
+        size = max(len(got[0]), len(want[0]))
+        if count < 0.97 * size:
+            raise ValueError(f"ONNX Runtime and PyTorch agree on {count} of {size} detections at {height}x{width}")
+        largest, matched, total = max(largest, difference), matched + count, total + size
+    print(
+        f"ONNX Runtime vs PyTorch on random images: {matched} of {total} detections agree (label, score), "
+        f"boxes within {largest:.3g} px"
+    )
     return largest

@@ -19,7 +19,7 @@ from torchvision.models.detection._utils import BoxCoder
 from swinlite import export, onnx_predict
 from swinlite.detection.config import DetModelConfig
 from swinlite.detection.evaluation import coco_ap
-from swinlite.detection.export import INPUTS, OUTPUTS, export_program, resize, traceable_detector
+from swinlite.detection.export import INPUTS, OUTPUTS, export_program, resize, traceable_detector, twins
 from swinlite.detection.models import build_detector
 from swinlite.detection.predictor import load_detector
 from swinlite.files import list_images, load_rgb
@@ -68,20 +68,9 @@ def _images(coco: Path) -> list[Image.Image]:
 
 
 def _matched(got: tuple[np.ndarray, ...], want: dict[str, torch.Tensor]) -> tuple[int, int]:
-    """(ONNX Runtime's detections with a PyTorch twin, the larger of the two counts). A twin has the same label, a box
-    within 1e-3 px and a score within 1e-4; each PyTorch detection is the twin of one at most (scores equal to
-    float rounding may swap two detections' order)."""
-    boxes, scores, labels = got
-    free = list(range(len(want["boxes"])))
-    matched = 0
-    for box, score, label in zip(boxes, scores, labels, strict=True):
-        for j in free:
-            close = float((want["boxes"][j] - torch.from_numpy(box)).abs().max()) <= 1e-3
-            if want["labels"][j] == label and close and abs(float(want["scores"][j]) - float(score)) <= 1e-4:
-                free.remove(j)
-                matched += 1
-                break
-    return matched, max(len(boxes), len(want["boxes"]))
+    """(ONNX Runtime's detections with a PyTorch twin within 1e-3 px (:func:`twins`), the larger of the two counts)."""
+    matched, _ = twins(got, [want[k].numpy() for k in ("boxes", "scores", "labels")], px=1e-3)
+    return matched, max(len(got[0]), len(want["boxes"]))
 
 
 def test_onnx_runtime_detections_equal_pytorch(exported):
@@ -153,6 +142,9 @@ def test_export_refuses_what_it_cannot_serve(exported):
     example = resize(torch.rand(3, 48, 60), 48, 96)
     with pytest.raises(ValueError, match=r"fails at s\w+=1: it would compute another function there"):
         export_program(detector, example, (1, 96))  # a map of one cell at the coarsest level: traced otherwise
+    retinanet = build_detector(DetModelConfig(name=PICO, detector="retinanet", fpn_channels=16), 2, 48, 96).eval()
+    with pytest.raises(ValueError, match=r"coarsest FPN level.s stride \(64 px\), the example is 48x60"):
+        export_program(retinanet, example, (65, 96))  # P7's stride: test_size 48 leaves it one cell
     cfg = DetModelConfig(name=PICO, detector="maskrcnn", fpn_channels=16)
     with pytest.raises(ValueError, match="only Faster R-CNN, RetinaNet and FCOS export to ONNX, got SwinMaskRCNN"):
         export_program(build_detector(cfg, 2, 48, 96).eval(), example, (33, 96))
@@ -197,3 +189,13 @@ def test_one_stage_detectors_in_onnx_runtime_equal_pytorch(kind, tmp_path):
         assert matched == total == len(expected["boxes"]), (image.shape, matched, total)
         counts.append(total)
     assert counts[0] == 3 and len(set(counts)) > 1, counts
+
+
+def test_twins_pair_detections_in_any_order():
+    """Two runtimes' detections are paired by label, score and box, whatever their order."""
+    boxes = np.array([[0.0, 0.0, 10.0, 10.0], [5.0, 5.0, 20.0, 20.0]], np.float32)
+    want = (boxes, np.array([0.9, 0.9], np.float32), np.array([1, 2]))
+    got = (boxes[::-1] + np.array([[0.5], [0.0]], np.float32), want[1], want[2][::-1])  # swapped, label 2's box moved
+    assert twins(got, want, px=1e-3) == (1, 0.0)
+    assert twins(got, want, px=1.0) == (2, 0.5)
+    assert twins((got[0], got[1], np.array([2, 2])), want, px=1.0) == (1, 0.5)  # label 1 has no twin

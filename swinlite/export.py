@@ -217,13 +217,16 @@ def check_assumptions(program: torch.export.ExportedProgram, max_checks: int = 2
     An assertion is an assumption the trace made about the sizes (e.g. that the cropped map keeps its size); ONNX
     drops them. One that fails at some size would mean a graph traced for other sizes: refused. Assertions on
     data-dependent counts (boxes kept by a detector's NMS, ...) hold no size assumption and are left to the tests.
+    Adaptive pooling of a map whose size varies, to more than one bin, is refused too: the ONNX exporter writes the
+    traced size's bins, which fail or compute other values at other sizes (PSP pooling to 2, 3 or 6 bins, as UperNet's).
 
     Raises:
-        ValueError: an assertion fails at some size of the range, or spans too many sizes to check.
+        ValueError: an assertion fails at some size of the range, or spans too many sizes to check; such a pooling.
     """
     from torch.utils._sympy.printers import PythonPrinter
     from torch.utils._sympy.symbol import SymT, symbol_is_type
 
+    _check_adaptive_pools(program)
     ranges = program.range_constraints
     for node in program.graph.nodes:
         if node.target is not torch.ops.aten._assert_scalar.default:
@@ -244,6 +247,23 @@ def check_assumptions(program: torch.export.ExportedProgram, max_checks: int = 2
                     f"the exported graph assumes {expr}, which fails at {sizes}: it would compute another function "
                     "there; narrow the size range"
                 )
+
+
+def _check_adaptive_pools(program: torch.export.ExportedProgram) -> None:
+    """Refuse adaptive pooling to more than one bin along a dimension whose size is symbolic (see
+    :func:`check_assumptions`)."""
+    pools = [getattr(torch.ops.aten, f"adaptive_{kind}_pool{d}d").default for kind in ("avg", "max") for d in (1, 2, 3)]
+    for node in program.graph.nodes:
+        if node.target not in pools:
+            continue
+        bins = tuple(node.args[1])
+        pooled = node.args[0].meta["val"].shape[-len(bins) :]
+        if any(b != 1 and isinstance(size, torch.SymInt) for b, size in zip(bins, pooled, strict=True)):
+            shape = "x".join(map(str, bins))
+            raise ValueError(
+                f"the graph pools a map of varying size to {shape} bins ({node.target}), which ONNX computes for the "
+                "traced size only: pool to 1 bin, or export one size (fixed_size=True, --fixed-size)"
+            )
 
 
 def export_onnx(

@@ -8,6 +8,7 @@ import onnx
 import pytest
 import torch
 from onnxkit import PICO
+from torch import nn
 
 from swinlite.export import (
     FeatureExtractor,
@@ -93,6 +94,17 @@ def test_bad_export_arguments():
         export_program(model, torch.randn(2, 3, 32, 32), (2, 16))
     with pytest.raises(ValueError, match="1 <= min <= max"):
         export_program(model, torch.randn(2, 3, 32, 32), (40, 16))
+
+
+@pytest.mark.parametrize("pool", [nn.AdaptiveAvgPool2d(3), nn.AdaptiveMaxPool2d((1, 2)), nn.AdaptiveAvgPool1d(6)])
+def test_adaptive_pooling_to_several_bins_is_refused_at_varying_sizes(pool):
+    """ONNX would hold the traced size's bins (measured: ONNX Runtime fails, or gives other values, at other sizes)."""
+    head = nn.Sequential(nn.Flatten(2), pool) if isinstance(pool, nn.AdaptiveAvgPool1d) else pool  # [B, C, H*W]
+    example = torch.randn(2, 3, 16, 20)
+    with pytest.raises(ValueError, match=r"pools a map of varying size to \d+(x\d+)? bins"):
+        export_program(head.eval(), example, (7, 40))
+    export_program(head.eval(), example, fixed_size=True)  # one size: its bins are right
+    export_program(nn.AdaptiveAvgPool2d(1).eval(), example, (7, 40))  # a global pool serves every size
 
 
 def test_swin_t_geometry_in_one_graph_and_nothing_outside_its_range():

@@ -16,10 +16,10 @@ masks are computed in the graph from the input's size, and the export is refused
 anything that fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx with an
 error naming the range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW); with --fpn (a
 detection checkpoint) the FPN maps "fpn0".."fpn<n>". A detection checkpoint alone exports the whole detector
-(Faster R-CNN, RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's rule; h and w from one pixel more
-than its coarsest stride to its max size, --min-size/--max-size do not apply) and "original_size" [2] (int64),
-outputs "boxes" [N, 4] (x1, y1, x2, y2 in the original image), "scores" [N], "labels" [N] (1-based class index);
-scripts/detect.py --onnx runs it (docs/deployment.md).
+(Faster R-CNN, RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's
+rule; h and w from one pixel more than its coarsest stride to its max size, --min-size/--max-size do not apply) and
+"original_size" [2] (int64), outputs "boxes" [N, 4] (x1, y1, x2, y2 in the original image), "scores" [N], "labels"
+[N] (1-based class index); scripts/detect.py --onnx runs it (docs/deployment.md).
 
 Weights written by scripts/train.py or scripts/train_detection.py need no --model: the model, its classes and
 preprocessing (for a detector: category ids and names, test and max size, mean, std) come from the file (--ema:

@@ -154,9 +154,10 @@ def export_program(
         ValueError: not one of :data:`EXPORTED`; an example no larger than the coarsest level's stride; a graph that
             assumes something that fails at some size of the range.
     """
-    name, stride = type(detector).__name__, detector.backbone.strides[-1]
+    name = type(detector).__name__
     if type(detector) not in EXPORTED:
         raise ValueError(f"only Faster R-CNN, RetinaNet and FCOS export to ONNX, got {name}")
+    stride = detector.backbone.strides[-1]
     if min(example.shape[-2:]) <= stride:  # a map of one cell there: the trace cannot serve both
         h, w = example.shape[-2:]
         raise ValueError(

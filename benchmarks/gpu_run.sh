@@ -25,7 +25,7 @@ wanted() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }
 OUT=${OUT:-benchmarks/gpu}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-python -c "import sys, timm; sys.exit(tuple(map(int, timm.__version__.split('.')[:3])) < (1, 0, 31))" 2>/dev/null ||
+python -c "import swinlite" 2>/dev/null ||  # swinlite/versions.py refuses a missing or older timm
     pip install -q --no-index --find-links .whl "timm>=1.0.31"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt"
 python -c "import torch, timm, torchvision; print(torch.__version__, timm.__version__, torchvision.__version__)" \

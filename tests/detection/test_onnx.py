@@ -10,7 +10,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from detkit import train
-from onnxkit import run_without_torch
+from onnxkit import PICO, run_without_torch
 from PIL import Image
 from pycocotools.coco import COCO
 from scriptkit import load_script, run_script
@@ -25,7 +25,6 @@ from swinlite.detection.predictor import load_detector
 from swinlite.files import list_images, load_rgb
 
 pytestmark = pytest.mark.slow
-PICO = "swinlite_pico_patch2_window4_32"
 
 
 @pytest.fixture(scope="module")

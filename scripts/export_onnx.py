@@ -53,7 +53,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--out-norm", action="store_true", help="a LayerNorm per returned level (detection style)")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="example size (default: the model's)")
     parser.add_argument("--min-size", type=int, help="smallest height and width served (default: one patch)")
-    parser.add_argument("--max-size", type=int, default=2048, help="largest height and width served (default: 2048)")
+    parser.add_argument(
+        "--max-size", type=int, help="largest height and width served (default: 2048, or a segmenter's test size)"
+    )
     parser.add_argument("--fixed-size", action="store_true", help="serve --size only (one file per size)")
     parser.add_argument("--quantize", choices=QUANTIZATIONS, help="dynamic: every MatMul in INT8 (ONNX Runtime)")
     parser.add_argument("--num-classes", type=int, help="classifier outputs, for --model without a recording file")
@@ -66,7 +68,7 @@ def parse_args(argv: list[str] | None = None):
         parser.error("--ema selects the EMA weights of a --checkpoint")
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {args.size}")
-    if args.min_size is not None and not 1 <= args.min_size <= args.max_size:
+    if args.min_size is not None and not 1 <= args.min_size <= (args.max_size or args.min_size):
         parser.error(f"--min-size must be in 1..--max-size ({args.max_size}), got {args.min_size}")
     if args.fpn and args.checkpoint is None:
         parser.error("--fpn exports the FPN backbone of a detection --checkpoint")
@@ -84,13 +86,19 @@ def main(argv: list[str] | None = None) -> float | None:
     check_output(args.output, [args.checkpoint, checkpoint])
     if checkpoint is None:
         print("note: no --checkpoint: exporting the model's initial weights", file=sys.stderr)
-    is_detector = checkpoint is not None and read_metadata(checkpoint).get("task") == "detection"
-    if args.fpn and not is_detector:
-        raise ValueError(f"--fpn exports the FPN backbone of a detection checkpoint; {checkpoint} is a classifier's")
-    if is_detector and not args.fpn:
+    task = read_metadata(checkpoint).get("task") if checkpoint is not None else None
+    if args.fpn and task != "detection":
+        what = f"a {task} checkpoint" if task else "not one"
+        raise ValueError(f"--fpn exports the FPN backbone of a detection checkpoint; {checkpoint} is {what}")
+    if task == "detection" and not args.fpn:
         from swinlite.detection.export import export_detector
 
         return export_detector(checkpoint, args.output, args.quantize, not args.no_check)
+    if task == "segmentation":
+        from swinlite.segmentation.export import export_segmenter
+
+        sizes = (args.min_size, args.max_size)
+        return export_segmenter(checkpoint, args.output, sizes, args.quantize, not args.no_check, args.tolerance)
     return export_backbone(args, checkpoint)
 
 
@@ -102,19 +110,12 @@ def export_backbone(args, checkpoint: Path | None) -> float | None:
 
     model = build(args, checkpoint)
     nominal = tuple(args.size or export.swin_of(model).pretrained_cfg["input_size"][1:])
-    size_range = (args.min_size or export.default_size_range(model)[0], args.max_size)
+    size_range = (args.min_size or export.default_size_range(model)[0], args.max_size or export.MAX_SIZE)
     program = export.export_program(model, torch.randn(2, 3, *nominal), size_range, args.fixed_size)
     names = output_names(args, model)
     served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)
     metadata = export.export_metadata(model, checkpoint, served)
-    fp32 = args.output.with_name(args.output.stem + ".fp32.tmp.onnx") if args.quantize else args.output
-    try:
-        export.export_onnx(program, fp32, names, metadata)
-        if args.quantize:
-            export.quantize_dynamic(fp32, args.output)
-    finally:
-        if args.quantize:
-            fp32.unlink(missing_ok=True)
+    export.write_onnx(program, args.output, names, metadata, args.quantize)
     what = f"H={nominal[0]}, W={nominal[1]}" if args.fixed_size else f"H and W in {size_range[0]}..{size_range[1]}"
     print(f"wrote {args.output} (input images [batch, 3, H, W], {what}; outputs {', '.join(names)})")
     return None if args.no_check else check(args, model, nominal, size_range)
@@ -142,19 +143,10 @@ def output_names(args, model) -> list[str]:
 
 def check(args, model, nominal: tuple[int, int], size_range: tuple[int, int]) -> float:
     """ONNX Runtime against PyTorch at the check sizes; the largest difference (INT8: only finite outputs)."""
-    import torch
-
-    from swinlite.export import check_sizes, onnx_max_abs_error
+    from swinlite.export import check_onnx, check_sizes
 
     sizes = [nominal] if args.fixed_size else check_sizes(nominal, size_range)
-    errors = []
-    for batch, size in zip((3, 1, 2), sizes, strict=False):
-        error = onnx_max_abs_error(args.output, model, torch.randn(batch, 3, *size))
-        print(f"ONNX Runtime vs PyTorch at batch {batch}, {size[0]}x{size[1]}: max abs error {error:.3g}")
-        errors.append(error)
-    if not args.quantize and not max(errors) <= args.tolerance:
-        raise ValueError(f"max abs error {max(errors):.3g} is above --tolerance {args.tolerance}")
-    return max(errors)
+    return check_onnx(args.output, model, sizes, args.quantize is not None, args.tolerance)
 
 
 if __name__ == "__main__":

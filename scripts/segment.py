@@ -8,9 +8,14 @@ normalisation and test settings (--mode, --ratios, --flip change the latter). OU
 (its PNGs would be read as input next time). Unreadable images are named and skipped; if none is left that is an
 error.
 
-Example:
+--onnx FILE runs a segmenter exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
+not imported), with the classes, palette and test settings recorded in the file, and writes the same files. An image
+whose rescaled views (or windows) lie outside the sizes the file serves is an error before any work.
+
+Examples:
     python scripts/segment.py --checkpoint runs/seg_demo/best.safetensors \\
         --input data/seg_shapes/images/validation --output-dir seg/
+    python scripts/segment.py --onnx seg_demo.onnx --input data/seg_shapes/images/validation --output-dir seg_onnx/
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ OUTPUTS = ("labels", "overlays", "classes.csv")
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("--checkpoint", required=True, type=Path, help="best.safetensors or last.safetensors")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", type=Path, help="best.safetensors or last.safetensors")
+    source.add_argument("--onnx", type=Path, help="a segmenter exported by scripts/export_onnx.py (ONNX Runtime)")
     parser.add_argument("--input", required=True, nargs="+", type=Path, help="image files and/or folders (recursive)")
     parser.add_argument("--output-dir", required=True, type=Path, help="for labels/, overlays/ and classes.csv")
     parser.add_argument(
@@ -57,6 +64,8 @@ def _classes_csv(classes, palette) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.onnx is not None:
+        return segment_onnx(args)
     from dataclasses import replace
 
     import torch
@@ -64,10 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     from torchvision.transforms.v2.functional import pil_to_tensor
 
     from swinlite.device import resolve_device
+    from swinlite.files import label_image
     from swinlite.images import list_images, load_rgb
-    from swinlite.io import atomic_write, atomic_write_bytes, check_output
+    from swinlite.io import check_output
     from swinlite.segmentation.inference import predict_scores
-    from swinlite.segmentation.predictor import label_image, load_segmenter, overlay
+    from swinlite.segmentation.predictor import load_segmenter, overlay
     from swinlite.segmentation.transforms import build_eval_transform
 
     out = args.output_dir
@@ -87,17 +97,64 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with torch.no_grad():
             labels = predict_scores(model, normalize(pixels)[None].to(device), test).argmax(1)[0].cpu()  # [H, W]
-        name = f"{index:05d}_{path.stem}.png"
         drawn = Image.fromarray(overlay(pixels, labels, palette, args.alpha).permute(1, 2, 0).numpy())
-        for folder, picture in (("labels", label_image(labels.numpy(), palette)), ("overlays", drawn)):
-            atomic_write(out / folder / name, lambda f, p=picture: p.save(f, format="PNG"))
+        _write(out, f"{index:05d}_{path.stem}.png", label_image(labels.numpy(), palette), drawn)
+    return finish(out, skipped, len(images), info.labels.classes, palette)
+
+
+def _write(out: Path, name: str, labels, drawn) -> None:
+    """One image's label map and overlay (PIL images) as PNGs, each written atomically (both paths)."""
+    from _cli import import_without_torch
+
+    files = import_without_torch("files")
+    for folder, picture in (("labels", labels), ("overlays", drawn)):
+        files.atomic_write(out / folder / name, lambda f, p=picture: p.save(f, format="PNG"))
+
+
+def finish(out: Path, skipped: list[str], count: int, classes, palette) -> int:
+    """Name the skipped images, write classes.csv, print the summary (both paths)."""
+    from _cli import import_without_torch
+
+    files = import_without_torch("files")
     for line in skipped:
         print(f"warning: skipped {line}", file=sys.stderr)
-    if len(skipped) == len(images):
-        raise ValueError(f"none of the {len(images)} images could be used (each is named above); nothing written")
-    atomic_write_bytes(out / "classes.csv", _classes_csv(info.labels.classes, palette))
-    print(f"{len(images) - len(skipped)} images segmented: {out / 'labels'}, {out / 'overlays'}, {out / 'classes.csv'}")
+    if len(skipped) == count:
+        raise ValueError(f"none of the {count} images could be used (each is named above); nothing written")
+    files.atomic_write_bytes(out / "classes.csv", _classes_csv(classes, palette))
+    print(f"{count - len(skipped)} images segmented: {out / 'labels'}, {out / 'overlays'}, {out / 'classes.csv'}")
     return 0
+
+
+def segment_onnx(args) -> int:
+    """The --onnx path: ONNX Runtime, NumPy and Pillow; torch is never imported."""
+    from _cli import import_without_torch
+
+    files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
+    out = args.output_dir
+    files.check_output(out, [args.onnx, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
+    images = files.list_images(args.input)
+    model = onnx_predict.open_model(args.onnx)
+    settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip)
+    for path in images:  # sizes from the headers first: an image the file cannot take is an error before any work
+        try:
+            height, width = files.upright_size(path)  # as load_rgb turns it (EXIF orientation)
+        except Exception:  # unreadable: named and skipped below
+            continue
+        for size in onnx_predict.segment_sizes(settings, height, width):
+            problem = onnx_predict.size_problem(model, *size)
+            if problem:
+                raise ValueError(f"{path}: rescaled by the test settings, {problem}")
+    skipped = []
+    for index, path in enumerate(images):
+        try:
+            image = files.load_rgb(path)
+        except Exception as e:  # PIL raises many exception types for bad files
+            skipped.append(f"{path}: unreadable ({type(e).__name__}: {e})")
+            continue
+        labels = onnx_predict.segment_scores(model, settings, image).argmax(0)  # [H, W]
+        drawn = onnx_predict.draw_labels(image, labels, settings.palette, args.alpha)
+        _write(out, f"{index:05d}_{path.stem}.png", files.label_image(labels, settings.palette), drawn)
+    return finish(out, skipped, len(images), settings.classes, settings.palette)
 
 
 if __name__ == "__main__":

@@ -163,6 +163,52 @@ def _inference_graph(model: nn.Module) -> Iterator[None]:
             p.requires_grad_(flag)
 
 
+class BinAverage2d(nn.Module):
+    """``nn.AdaptiveAvgPool2d(output_size)`` as products with two averaging matrices built from the input's size,
+    which a trace keeps symbolic (the ONNX exporter writes adaptive pooling for the traced size only). Bin ``i`` of
+    ``k`` along a side of ``n`` averages positions ``floor(i n / k)`` to ``ceil((i + 1) n / k) - 1``, as PyTorch's."""
+
+    def __init__(self, output_size: int | tuple[int, int]) -> None:
+        super().__init__()
+        self.output_size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., H, W] -> [..., bins_h, bins_w]."""
+        rows = _bin_means(x.shape[-2], self.output_size[0], x)  # [bins_h, H]
+        cols = _bin_means(x.shape[-1], self.output_size[1], x)  # [bins_w, W]
+        return rows @ x @ cols.T
+
+
+def _bin_means(size: int | torch.SymInt, bins: int, like: torch.Tensor) -> torch.Tensor:
+    """[bins, size]: row i holds 1 / (its bin's length) over bin i's positions, 0 elsewhere."""
+    index = torch.arange(bins, device=like.device)
+    start, end = index * size // bins, ((index + 1) * size + bins - 1) // bins  # [bins]
+    position = torch.arange(size, device=like.device)
+    inside = (position >= start[:, None]) & (position < end[:, None])  # [bins, size]
+    return inside.to(like.dtype) / (end - start)[:, None].to(like.dtype)
+
+
+@contextmanager
+def traceable_pooling(model: nn.Module) -> Iterator[None]:
+    """Trace every ``nn.AdaptiveAvgPool2d`` of ``model`` to more than one bin (not the model itself) as a
+    :class:`BinAverage2d`, so a graph of symbolic sizes computes its bins at every size (UperNet's pyramid pooling);
+    the modules are put back on exit."""
+    swapped = []
+    for parent in model.modules():
+        for child_name, child in parent.named_children():
+            size = child.output_size if isinstance(child, nn.AdaptiveAvgPool2d) else None
+            sizes = (size, size) if isinstance(size, int) else tuple(size or ())
+            if sizes and None not in sizes and sizes != (1, 1):
+                swapped.append((parent, child_name, child))
+    try:
+        for parent, child_name, child in swapped:
+            setattr(parent, child_name, BinAverage2d(child.output_size))
+        yield
+    finally:
+        for parent, child_name, child in swapped:
+            setattr(parent, child_name, child)
+
+
 @contextmanager
 def symbolic_sizes() -> Iterator[None]:
     """Trace with sizes that may be 1 treated like any other size (``backed_size_oblivious``): without it, a layout
@@ -203,7 +249,7 @@ def export_program(
         if not all(low <= s <= high for s in example.shape[2:]):
             raise ValueError(f"the example's size {tuple(example.shape[2:])} must lie in the range {low}..{high}")
         dims |= {2: torch.export.Dim("height", min=low, max=high), 3: torch.export.Dim("width", min=low, max=high)}
-    with _inference_graph(model), symbolic_sizes():
+    with _inference_graph(model), symbolic_sizes(), traceable_pooling(model):
         program = torch.export.export(
             model, (example,), dynamic_shapes=(dims,), strict=False, prefer_deferred_runtime_asserts_over_guards=True
         )
@@ -218,7 +264,9 @@ def check_assumptions(program: torch.export.ExportedProgram, max_checks: int = 2
     drops them. One that fails at some size would mean a graph traced for other sizes: refused. Assertions on
     data-dependent counts (boxes kept by a detector's NMS, ...) hold no size assumption and are left to the tests.
     Adaptive pooling of a map whose size varies, to more than one bin, is refused too: the ONNX exporter writes the
-    traced size's bins, which fail or compute other values at other sizes (PSP pooling to 2, 3 or 6 bins, as UperNet's).
+    traced size's bins, which fail or compute other values at other sizes. (:func:`export_program` traces
+    ``nn.AdaptiveAvgPool2d`` modules as :class:`BinAverage2d`, which holds at every size: UperNet's pyramid pooling;
+    what is left to refuse is max pooling, 1-D and 3-D pooling and functional calls.)
 
     Raises:
         ValueError: an assertion fails at some size of the range, or spans too many sizes to check; such a pooling.
@@ -342,6 +390,47 @@ def onnx_max_abs_error(path: Path, model: nn.Module, images: torch.Tensor) -> fl
         if not all(np.isfinite(o).all() for o in outputs):
             raise ValueError(f"the {name} outputs hold NaN or inf: the model (or its weights) is broken")
     return max(float(np.abs(g - w.numpy()).max()) for g, w in zip(got, want, strict=True))
+
+
+def write_onnx(
+    program: torch.export.ExportedProgram,
+    path: Path,
+    output_names: Sequence[str],
+    metadata: Mapping[str, str],
+    quantize: str | None = None,
+) -> Path:
+    """:func:`export_onnx` to ``path``; with ``quantize="dynamic"`` its :func:`quantize_dynamic` there instead (the
+    fp32 file goes to a temporary name beside it, removed whatever happens)."""
+    if quantize not in (None, *QUANTIZATIONS):
+        raise ValueError(f"quantize must be one of {', '.join(QUANTIZATIONS)} or None, got {quantize!r}")
+    fp32 = path.with_name(path.stem + ".fp32.tmp.onnx") if quantize else path
+    try:
+        export_onnx(program, fp32, output_names, metadata)
+        if quantize:
+            quantize_dynamic(fp32, path)
+    finally:
+        if quantize:
+            fp32.unlink(missing_ok=True)
+    return path
+
+
+def check_onnx(
+    path: Path, model: nn.Module, sizes: Sequence[tuple[int, int]], quantized: bool = False, tolerance: float = 1e-4
+) -> float:
+    """Compare ONNX Runtime with PyTorch on random images at each of ``sizes`` (batches 3, 1, 2), printing each
+    difference; return the largest.
+
+    Raises:
+        ValueError: NaN or inf in either; unless ``quantized``, a difference above ``tolerance``.
+    """
+    errors = []
+    for batch, size in zip((3, 1, 2), sizes, strict=False):
+        error = onnx_max_abs_error(path, model, torch.randn(batch, 3, *size))
+        print(f"ONNX Runtime vs PyTorch at batch {batch}, {size[0]}x{size[1]}: max abs error {error:.3g}")
+        errors.append(error)
+    if not quantized and not max(errors) <= tolerance:
+        raise ValueError(f"max abs error {max(errors):.3g} is above --tolerance {tolerance}")
+    return max(errors)
 
 
 def check_sizes(nominal: tuple[int, int], size_range: tuple[int, int]) -> list[tuple[int, int]]:

@@ -11,6 +11,7 @@ image reads the same and an output is checked the same with or without torch.
   pixels scaled, not clipped (see its docstring for the rules);
 - :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
   names left out, linked folders followed once, never in a loop nor into another folder the caller lists);
+- :func:`label_image`: a segmentation label map as a palette (or 16-bit) PNG image;
 - :func:`json_bytes`: the one JSON writer of the files users read: strict JSON, NaN as null;
 - :func:`check_output`: no output replaces an input, and the output can be written where it is asked for;
 - :func:`atomic_write`: a reader only ever sees the old file or the complete new one. Files get the mode any
@@ -181,6 +182,16 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
 def printable_path(path: str | os.PathLike) -> str:
     """``path`` as text any UTF-8 writer takes: bytes of a file name that are not UTF-8 become ``\\xNN`` escapes."""
     return os.fsencode(path).decode("utf-8", errors="backslashreplace")
+
+
+def label_image(labels: np.ndarray, palette: Sequence[Sequence[int]]) -> Image.Image:
+    """A label map [H, W] as a PNG-ready image: palette mode (the file's values are the labels, its colours the
+    classes') for up to 256 classes, 16-bit grayscale beyond."""
+    if len(palette) > 256:
+        return Image.fromarray(labels.astype(np.uint16))
+    image = Image.fromarray(labels.astype(np.uint8), mode="P")
+    image.putpalette([v for colour in palette for v in colour])
+    return image
 
 
 def json_bytes(value: Any, indent: int | None = None) -> bytes:

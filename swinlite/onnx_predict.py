@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from .files import elongation_problem
 from .metadata import check_preprocessing
+from .seg_views import slide_windows, test_views
 
 INTERPOLATIONS = {
     "nearest": Image.Resampling.NEAREST,
@@ -225,9 +227,13 @@ def preprocess(image: Image.Image, preprocessing: dict[str, Any]) -> np.ndarray:
         image = _resize(image, _resized((image.height, image.width), scale[0]), interpolation)
     else:
         image = _resize(image, _keep_ratio((image.height, image.width), scale, 0.0), interpolation)
-    image = _center_crop(image, (height, width), fill)
+    return normalize(_center_crop(image, (height, width), fill), mean, std)
+
+
+def normalize(image: Image.Image, mean: Sequence[float], std: Sequence[float]) -> np.ndarray:
+    """An RGB image as float32 [3, H, W]: scaled to 0..1, then ``(x - mean) / std`` per channel."""
     pixels = np.asarray(image, dtype=np.uint8).astype(np.float32) / np.float32(255)  # [H, W, 3]
-    return ((pixels - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)).transpose(2, 0, 1)  # [3, H, W]
+    return ((pixels - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)).transpose(2, 0, 1)
 
 
 def classify(model: OnnxModel, images: np.ndarray) -> np.ndarray:
@@ -356,3 +362,150 @@ def draw_boxes(image: Image.Image, boxes: np.ndarray, texts: list[str]) -> Image
         draw.rectangle(box, width=2, outline=(255, 0, 0))
         draw.text((box[0] + 3, box[1] + 3), text, fill=(255, 0, 0), font=font)  # margin: width + 1
     return image
+
+
+# --- segmentation -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SegmenterSettings:
+    """What a segmenter file records: class names, one RGB colour per class, normalisation, and the test settings
+    (see :class:`swinlite.segmentation.inference.InferenceSettings`)."""
+
+    classes: list[str]
+    palette: list[tuple[int, int, int]]
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    img_scale: tuple[int, int]
+    mode: str
+    crop_size: tuple[int, int]
+    stride: tuple[int, int]
+    ratios: tuple[float, ...]
+    flip: bool
+
+
+def segmenter_settings(
+    model: OnnxModel, mode: str | None = None, ratios: Sequence[float] | None = None, flip: bool = False
+) -> SegmenterSettings:
+    """The segmenter's classes, palette and test settings from the file's metadata; ``mode``, ``ratios`` and
+    ``flip`` change the latter (``scripts/segment.py --mode/--ratios/--flip``).
+
+    Raises:
+        ValueError: not a segmenter's file (naming its task), or metadata that lacks or mangles a key.
+    """
+    meta = model.metadata
+    if model.task != "segmentation":
+        what = f"a {model.task} model" if model.task else "a file without swinlite segmenter metadata"
+        raise ValueError(f"{model.path} is {what}; export a segmentation checkpoint with scripts/export_onnx.py")
+    try:
+        pre = meta["preprocessing"]
+        settings = SegmenterSettings(
+            [str(c) for c in meta["classes"]], [tuple(map(int, c)) for c in meta["palette"]],
+            tuple(map(float, pre["mean"])), tuple(map(float, pre["std"])), tuple(map(int, pre["img_scale"])),
+            mode or str(pre["mode"]), tuple(map(int, pre["crop_size"])), tuple(map(int, pre["stride"])),
+            tuple(map(float, ratios or pre["ratios"])), flip or bool(pre["flip"]),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{model.path}: its segmenter metadata lacks or mangles {e}") from None
+    outputs, count = model.session.get_outputs()[0].shape[1], len(settings.classes)
+    if len(settings.palette) != count or (isinstance(outputs, int) and outputs != count):
+        raise ValueError(f"{model.path}: {len(settings.classes)} classes, {len(settings.palette)} colours, "
+                         f"{outputs} outputs")  # fmt: skip
+    check_channels(model)
+    return settings
+
+
+def segment_sizes(settings: SegmenterSettings, height: int, width: int) -> list[tuple[int, int]]:
+    """The sizes the graph is fed for a ``height`` x ``width`` image: each view's, or in slide mode each window's."""
+    sizes = []
+    for size, _ in test_views(height, width, settings.img_scale, settings.ratios, False):
+        if settings.mode == "slide":
+            sizes += [(b - t, r - left) for t, b, left, r in slide_windows(*size, settings.crop_size, settings.stride)]
+        else:
+            sizes.append(size)
+    return list(dict.fromkeys(sizes))
+
+
+def _antialias_weights(size: int, new_size: int) -> np.ndarray:
+    """[new_size, size] float32: torch's bilinear ``antialias=True`` weights on CPU (a triangle filter stretched by
+    the scale when shrinking, each row normalised to sum 1: PIL's rule), with torch's float32 roundings."""
+    f32 = np.float32
+    scale = f32(size) / f32(new_size)
+    support, invscale = (scale, f32(1 / np.float64(scale))) if scale >= 1 else (f32(1), f32(1))
+    weights = np.zeros((new_size, size), dtype=f32)
+    for i in range(new_size):
+        center = f32(np.float64(scale) * (i + 0.5))
+        first = max(int(np.float64(center - support) + 0.5), 0)
+        last = min(int(np.float64(center + support) + 0.5), size)
+        offsets = (np.arange(first, last).astype(f32) - center).astype(np.float64) + 0.5
+        distance = np.abs((offsets * np.float64(invscale)).astype(f32))
+        taps = np.where(distance < 1, f32(1) - distance, f32(0))
+        total = np.cumsum(taps, dtype=f32)[-1] if len(taps) else f32(0)
+        weights[i, first:last] = taps / total if total != 0 else taps
+    return weights
+
+
+def antialiased_resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """image [C, H, W] float32 -> [C, h, w]: ``torch.nn.functional.interpolate(mode="bilinear", antialias=True)``
+    (the same weights, sums within float32 rounding)."""
+    rows = _antialias_weights(image.shape[1], size[0])  # [h, H]
+    cols = _antialias_weights(image.shape[2], size[1])  # [w, W]
+    return rows @ (image @ cols.T)
+
+
+def _logits(model: OnnxModel, image: np.ndarray) -> np.ndarray:
+    """One normalised image [3, h, w] through the graph -> logits [K, h, w]."""
+    (logits,) = model.session.run(None, {model.input_name: np.ascontiguousarray(image[None], dtype=np.float32)})
+    return logits[0].astype(np.float32)
+
+
+def _slide_logits(model: OnnxModel, image: np.ndarray, settings: SegmenterSettings) -> np.ndarray:
+    """Logits [K, h, w] of the sliding windows (:func:`swinlite.seg_views.slide_windows`), averaged where they
+    overlap."""
+    height, width = image.shape[1:]
+    total, count = None, np.zeros((1, height, width), dtype=np.float32)
+    for top, bottom, left, right in slide_windows(height, width, settings.crop_size, settings.stride):
+        logits = _logits(model, image[:, top:bottom, left:right])
+        if total is None:
+            total = np.zeros((logits.shape[0], height, width), dtype=np.float32)
+        total[:, top:bottom, left:right] += logits
+        count[:, top:bottom, left:right] += 1
+    return total / count
+
+
+def segment_scores(model: OnnxModel, settings: SegmenterSettings, image: Image.Image) -> np.ndarray:
+    """Per-class scores [K, H, W] of an RGB image at its own size, as
+    :func:`swinlite.segmentation.inference.predict_scores` computes them: logits for one view, the mean softmax over
+    several. ``argmax(0)`` is the label map.
+
+    Raises:
+        ValueError: an image whose views or windows lie outside the sizes the graph serves.
+    """
+    for size in segment_sizes(settings, image.height, image.width):
+        problem = size_problem(model, *size)
+        if problem:
+            raise ValueError(f"rescaled by the test settings, {problem}")
+    pixels = normalize(image, settings.mean, settings.std)  # [3, H, W]
+    height, width = pixels.shape[1:]
+    views = test_views(height, width, settings.img_scale, settings.ratios, settings.flip)
+    total = None
+    for size, flip in views:
+        x = pixels if size == (height, width) else antialiased_resize(pixels, size)
+        x = x[:, :, ::-1] if flip else x
+        logits = _slide_logits(model, x, settings) if settings.mode == "slide" else _logits(model, x)
+        logits = np.ascontiguousarray(logits[:, :, ::-1] if flip else logits)
+        logits = bilinear_resize(logits, (height, width))
+        if len(views) > 1:
+            exp = np.exp(logits - logits.max(axis=0, keepdims=True))
+            logits = exp / exp.sum(axis=0, keepdims=True)
+        total = logits if total is None else total + logits
+    return total / np.float32(len(views))
+
+
+def draw_labels(image: Image.Image, labels: np.ndarray, palette: Sequence[Sequence[int]], alpha: float) -> Image.Image:
+    """``image`` with each pixel's class colour blended in at ``alpha``: torchvision's ``draw_segmentation_masks``
+    with one mask per class present, pixel for pixel."""
+    pixels = np.asarray(image, dtype=np.uint8).astype(np.float32)  # [H, W, 3]
+    colours = np.asarray(palette, dtype=np.uint8)[labels].astype(np.float32)
+    blended = pixels * np.float32(1 - alpha) + colours * np.float32(alpha)
+    return Image.fromarray(blended.astype(np.uint8))

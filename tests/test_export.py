@@ -7,6 +7,7 @@ import json
 import onnx
 import pytest
 import torch
+import torch.nn.functional as F
 from onnxkit import PICO
 from torch import nn
 
@@ -96,7 +97,12 @@ def test_bad_export_arguments():
         export_program(model, torch.randn(2, 3, 32, 32), (40, 16))
 
 
-@pytest.mark.parametrize("pool", [nn.AdaptiveAvgPool2d(3), nn.AdaptiveMaxPool2d((1, 2)), nn.AdaptiveAvgPool1d(6)])
+class _FunctionalPool(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.adaptive_avg_pool2d(x, 3)
+
+
+@pytest.mark.parametrize("pool", [_FunctionalPool(), nn.AdaptiveMaxPool2d((1, 2)), nn.AdaptiveAvgPool1d(6)])
 def test_adaptive_pooling_to_several_bins_is_refused_at_varying_sizes(pool):
     """ONNX would hold the traced size's bins (measured: ONNX Runtime fails, or gives other values, at other sizes)."""
     head = nn.Sequential(nn.Flatten(2), pool) if isinstance(pool, nn.AdaptiveAvgPool1d) else pool  # [B, C, H*W]
@@ -105,6 +111,19 @@ def test_adaptive_pooling_to_several_bins_is_refused_at_varying_sizes(pool):
         export_program(head.eval(), example, (7, 40))
     export_program(head.eval(), example, fixed_size=True)  # one size: its bins are right
     export_program(nn.AdaptiveAvgPool2d(1).eval(), example, (7, 40))  # a global pool serves every size
+
+
+@pytest.mark.parametrize("bins", [(2, 3), (6, 6)])
+def test_adaptive_average_pooling_modules_export_for_every_size(bins, tmp_path):
+    """nn.AdaptiveAvgPool2d modules (UperNet's pyramid pooling) trace as BinAverage2d: ONNX Runtime equals PyTorch's
+    own pooling at sizes other than the traced one, including maps smaller than the bins; the module is put back."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, stride=4), nn.AdaptiveAvgPool2d(bins)).eval()
+    program = export_program(model, torch.randn(2, 3, 64, 80), (7, 200))
+    assert type(model[1]) is nn.AdaptiveAvgPool2d
+    path = export_onnx(program, tmp_path / "pool.onnx", ["pooled"])
+    for size in [(7, 9), (31, 200), (64, 80), (150, 41)]:
+        assert onnx_max_abs_error(path, model, torch.randn(2, 3, *size)) < 1e-5
 
 
 def test_swin_t_geometry_in_one_graph_and_nothing_outside_its_range():

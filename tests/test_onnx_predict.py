@@ -53,6 +53,28 @@ def test_bilinear_resize_equals_torch(size, new):
     np.testing.assert_allclose(onnx_predict.bilinear_resize(image, new), want, rtol=0, atol=3e-7)
 
 
+@pytest.mark.parametrize(
+    "size,new", [((300, 170), (113, 64)), ((512, 683), (384, 512)), ((37, 40), (64, 77)), ((9, 200), (20, 3))]
+)
+def test_antialiased_resize_equals_torch(size, new):
+    """Shrinking (the filter stretched), enlarging, both at once; 512 -> 384 rounds its centres in float32."""
+    image = np.random.default_rng(0).standard_normal((3, *size), dtype=np.float32)
+    want = F.interpolate(torch.from_numpy(image)[None], size=new, mode="bilinear", antialias=True)[0].numpy()
+    np.testing.assert_allclose(onnx_predict.antialiased_resize(image, new), want, rtol=0, atol=1e-6)
+
+
+def test_draw_labels_equals_torchvision_masks():
+    from swinlite.segmentation.predictor import overlay
+
+    image = _image(30, 41)
+    labels = np.random.default_rng(1).integers(0, 3, (30, 41))
+    labels[:, :10] = 0  # a class over a whole region, and class 3 of the palette absent
+    palette = [(250, 10, 10), (10, 250, 10), (10, 10, 250), (1, 2, 3)]
+    want = overlay(torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1), torch.from_numpy(labels), palette, 0.3)
+    got = np.asarray(onnx_predict.draw_labels(image, labels, palette, 0.3))
+    np.testing.assert_array_equal(got, want.permute(1, 2, 0).numpy())
+
+
 def test_draw_boxes_equals_torchvision():
     image = _image(60, 80)
     boxes = np.array([[3.7, 5.2, 40.9, 30.0], [10.0, 20.5, 79.0, 59.0]], dtype=np.float32)

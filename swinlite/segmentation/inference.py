@@ -15,9 +15,9 @@ from torch import nn
 
 from ..engine.distributed import DistInfo, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
+from ..seg_views import slide_windows, test_views
 from .config import TEST_MODES, SegDataConfig
 from .evaluation import confusion
-from .transforms import rescaled_size
 
 
 @dataclass(frozen=True)
@@ -49,18 +49,13 @@ def slide_logits(model: nn.Module, images: torch.Tensor, crop: Sequence[int], st
     """Logits [B, K, H, W] of windows of ``crop`` every ``stride`` pixels (the last ones flush with the border),
     averaged where they overlap; a side shorter than the window is one window of its own size."""
     height, width = images.shape[2:]
-    rows = max(height - crop[0] + stride[0] - 1, 0) // stride[0] + 1
-    cols = max(width - crop[1] + stride[1] - 1, 0) // stride[1] + 1
     total, count = None, images.new_zeros((1, 1, height, width))
-    for r in range(rows):
-        for c in range(cols):
-            bottom, right = min(r * stride[0] + crop[0], height), min(c * stride[1] + crop[1], width)
-            top, left = max(bottom - crop[0], 0), max(right - crop[1], 0)
-            logits = model(images[:, :, top:bottom, left:right]).logits.float()  # [B, K, h, w]
-            if total is None:
-                total = images.new_zeros((images.shape[0], logits.shape[1], height, width), dtype=torch.float32)
-            total[:, :, top:bottom, left:right] += logits
-            count[:, :, top:bottom, left:right] += 1
+    for top, bottom, left, right in slide_windows(height, width, crop, stride):
+        logits = model(images[:, :, top:bottom, left:right]).logits.float()  # [B, K, h, w]
+        if total is None:
+            total = images.new_zeros((images.shape[0], logits.shape[1], height, width), dtype=torch.float32)
+        total[:, :, top:bottom, left:right] += logits
+        count[:, :, top:bottom, left:right] += 1
     return total / count
 
 
@@ -69,10 +64,9 @@ def predict_scores(model: nn.Module, images: torch.Tensor, test: InferenceSettin
     """Per-class scores [B, K, H, W] of normalised ``images`` [B, 3, H, W] at their own size: logits for one view,
     the mean softmax over several (scales x flips). ``argmax(1)`` is the prediction."""
     height, width = images.shape[2:]
-    views = [(r, flip) for r in test.ratios for flip in ((False, True) if test.flip else (False,))]
+    views = test_views(height, width, test.img_scale, test.ratios, test.flip)
     total = None
-    for ratio, flip in views:
-        size = rescaled_size(height, width, [int(side * ratio) for side in test.img_scale])
+    for size, flip in views:
         x = images if size == (height, width) else F.interpolate(images, size, mode="bilinear", antialias=True)
         x = x.flip(-1) if flip else x
         logits = slide_logits(model, x, test.crop_size, test.stride) if test.mode == "slide" else model(x).logits

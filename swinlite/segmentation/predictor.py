@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from PIL import Image
 from torchvision.utils import draw_segmentation_masks
 
 from ..engine.config import check_values
@@ -126,16 +124,6 @@ def load_segmenter(path: str | Path, device: torch.device | str = "cpu") -> tupl
         raise ValueError(f"{path}: its metadata does not describe a segmenter: {type(e).__name__}: {e}") from None
     load_strict(model, read_state_dict(path), path)
     return model.to(device).eval(), info
-
-
-def label_image(labels: np.ndarray, palette: tuple[tuple[int, int, int], ...]) -> Image.Image:
-    """A label map [H, W] as a PNG-ready image: palette mode (the file's values are the labels, its colours the
-    classes') for up to 256 classes, 16-bit grayscale beyond."""
-    if len(palette) > 256:
-        return Image.fromarray(labels.astype(np.uint16))
-    image = Image.fromarray(labels.astype(np.uint8), mode="P")
-    image.putpalette([v for colour in palette for v in colour])
-    return image
 
 
 def overlay(image: torch.Tensor, labels: torch.Tensor, palette: tuple[tuple[int, int, int], ...], alpha: float = 0.5):

@@ -27,14 +27,8 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
+from ..seg_views import rescaled_size
 from .config import SegDataConfig
-
-
-def rescaled_size(height: int, width: int, scale: Sequence[float]) -> tuple[int, int]:
-    """The size of an image rescaled, keeping its aspect ratio, as large as fits ``scale`` (long side, short side)
-    in either orientation: mmcv's ``rescale_size`` (sides rounded to the nearest pixel)."""
-    factor = min(max(scale) / max(height, width), min(scale) / min(height, width))
-    return int(height * factor + 0.5), int(width * factor + 0.5)
 
 
 class RandomRescale(v2.Transform):

@@ -9,13 +9,13 @@ from segkit import COLORS, scene
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
+from swinlite.seg_views import rescaled_size
 from swinlite.segmentation.config import SegDataConfig
 from swinlite.segmentation.transforms import (
     CatMaxRandomCrop,
     RandomRescale,
     build_train_transform,
     photometric_distortion,
-    rescaled_size,
 )
 
 IGNORE = 255

@@ -1,0 +1,45 @@
+"""The views a segmenter predicts an image from, as sizes and pixel ranges: no torch, so that PyTorch prediction
+(:mod:`swinlite.segmentation.inference`) and ONNX Runtime prediction (:mod:`swinlite.onnx_predict`) share one
+definition of them.
+
+- :func:`rescaled_size`: mmcv's ``rescale_size`` (keep the aspect ratio, fit (long, short) side limits);
+- :func:`test_views`: one rescaled size per test ratio, each also mirrored with ``flip`` (mmsegmentation's
+  ``aug_test``);
+- :func:`slide_windows`: the windows of sliding-window prediction (mmsegmentation's ``slide_inference``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def rescaled_size(height: int, width: int, scale: Sequence[float]) -> tuple[int, int]:
+    """The size of an image rescaled, keeping its aspect ratio, as large as fits ``scale`` (long side, short side)
+    in either orientation: mmcv's ``rescale_size`` (sides rounded to the nearest pixel)."""
+    factor = min(max(scale) / max(height, width), min(scale) / min(height, width))
+    return int(height * factor + 0.5), int(width * factor + 0.5)
+
+
+def test_views(
+    height: int, width: int, img_scale: Sequence[int], ratios: Sequence[float], flip: bool
+) -> list[tuple[tuple[int, int], bool]]:
+    """(rescaled size, mirrored) of each view of a ``height`` x ``width`` image: ``img_scale`` times each ratio,
+    each unmirrored, then mirrored with ``flip``."""
+    flips = (False, True) if flip else (False,)
+    return [(rescaled_size(height, width, [int(side * r) for side in img_scale]), f) for r in ratios for f in flips]
+
+
+def slide_windows(
+    height: int, width: int, crop: Sequence[int], stride: Sequence[int]
+) -> list[tuple[int, int, int, int]]:
+    """(top, bottom, left, right) of the windows of ``crop`` every ``stride`` pixels over a ``height`` x ``width``
+    image, row by row, the last ones flush with the border; a side shorter than the window is one window of its own
+    size."""
+    rows = max(height - crop[0] + stride[0] - 1, 0) // stride[0] + 1
+    cols = max(width - crop[1] + stride[1] - 1, 0) // stride[1] + 1
+    windows = []
+    for r in range(rows):
+        for c in range(cols):
+            bottom, right = min(r * stride[0] + crop[0], height), min(c * stride[1] + crop[1], width)
+            windows.append((max(bottom - crop[0], 0), bottom, max(right - crop[1], 0), right))
+    return windows

@@ -1,0 +1,116 @@
+"""A trained UperNet as one ONNX file for every image size (swinlite.segmentation.export through
+scripts/export_onnx.py) and scripts/segment.py --onnx: PyTorch's scores and label maps, without torch."""
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnxkit import run_without_torch
+from PIL import Image
+from scriptkit import load_script
+from segkit import make_seg_folder, tiny_overrides
+from torchvision.transforms.v2.functional import pil_to_tensor
+
+from swinlite import onnx_predict
+from swinlite.files import list_images, load_rgb
+from swinlite.segmentation.inference import predict_scores
+from swinlite.segmentation.predictor import load_segmenter
+from swinlite.segmentation.transforms import build_eval_transform
+
+pytestmark = pytest.mark.slow
+
+VIEWS = {  # scripts/segment.py's --mode, --ratios, --flip
+    "whole": {},
+    "slide": {"mode": "slide"},
+    "scales_and_flips": {"ratios": (0.75, 1.5), "flip": True},
+}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """(data root, checkpoint, ONNX file): one epoch with the full pyramid pooling (1, 2, 3 and 6 bins, on maps of
+    2 to 4 cells), exported by scripts/export_onnx.py."""
+    root = tmp_path_factory.mktemp("seg_onnx")
+    data = make_seg_folder(root / "data")
+    (root / "defaults.yaml").write_text("{}\n")
+    argv = [
+        "--config",
+        str(root / "defaults.yaml"),
+        *tiny_overrides(data, root / "run", **{"model.pool_scales": "[1,2,3,6]"}),
+    ]
+    assert load_script("train_segmentation").main(argv) == 0
+    checkpoint, path = root / "run" / "best.safetensors", root / "seg.onnx"
+    assert load_script("export_onnx").main(["--checkpoint", str(checkpoint), "--output", str(path)]) <= 1e-4
+    return data, checkpoint, path
+
+
+def test_the_file_records_what_segment_needs(exported):
+    _, checkpoint, path = exported
+    meta = {p.key: json.loads(p.value) for p in onnx.load(path, load_external_data=False).metadata_props}
+    _, info = load_segmenter(checkpoint)
+    assert meta["task"] == "segmentation" and meta["classes"] == list(info.labels.classes)
+    assert meta["palette"] == [list(c) for c in info.labels.palette]
+    assert meta["preprocessing"] == info.metadata["preprocessing"]
+    assert meta["input_sizes"] == {"height": [17, 2048], "width": [17, 2048]}  # pico: coarsest stride 16
+
+
+@pytest.mark.parametrize("views", VIEWS.values(), ids=VIEWS.keys())
+def test_onnx_scores_equal_pytorch(exported, views):
+    """ONNX Runtime with NumPy's rescaling, windows, flips and softmax against predict_scores, image by image."""
+    data, checkpoint, path = exported
+    model, info = load_segmenter(checkpoint)
+    test = dataclasses.replace(info.test, **views)
+    session = onnx_predict.open_model(path)
+    settings = onnx_predict.segmenter_settings(
+        session, views.get("mode"), views.get("ratios"), views.get("flip", False)
+    )
+    normalize = build_eval_transform(info.mean, info.std)
+    for image_path in list_images([data / "images" / "validation"])[:3]:
+        image = load_rgb(image_path)
+        pixels = normalize(pil_to_tensor(image))[None]
+        want = predict_scores(model, pixels, test)[0].numpy()
+        got = onnx_predict.segment_scores(session, settings, image)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+
+
+def test_segment_onnx_writes_what_the_checkpoint_writes(exported, tmp_path):
+    """scripts/segment.py --onnx in a process where torch cannot be imported: the same label maps, overlays and
+    classes.csv as --checkpoint, byte for byte in pixels."""
+    data, checkpoint, path = exported
+    common = ["--input", str(data / "images" / "validation"), "--flip"]
+    assert (
+        load_script("segment").main(["--checkpoint", str(checkpoint), *common, "--output-dir", str(tmp_path / "pt")])
+        == 0
+    )
+    result = run_without_torch("segment.py", "--onnx", str(path), *common, "--output-dir", str(tmp_path / "onnx"))
+    assert result.returncode == 0, result.stderr
+    written = sorted(p.relative_to(tmp_path / "pt") for p in (tmp_path / "pt").rglob("*.png"))
+    assert len(written) == 12 and written == sorted(
+        p.relative_to(tmp_path / "onnx") for p in (tmp_path / "onnx").rglob("*.png")
+    )
+    for name in written:
+        with Image.open(tmp_path / "pt" / name) as want, Image.open(tmp_path / "onnx" / name) as got:
+            assert got.mode == want.mode and got.getpalette() == want.getpalette()
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert (tmp_path / "onnx" / "classes.csv").read_bytes() == (tmp_path / "pt" / "classes.csv").read_bytes()
+
+
+def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):
+    data, _, path = exported
+    folder = tmp_path / "in"
+    shutil.copytree(data / "images" / "validation", folder)
+    result = run_without_torch("segment.py", "--onnx", str(path), "--input", str(folder), "--ratios", "0.2",
+                               "--output-dir", str(tmp_path / "out"))  # fmt: skip
+    assert result.returncode == 2
+    assert "rescaled by the test settings, 6x7 (HxW) is outside the sizes seg.onnx was exported for" in result.stderr
+    assert not (tmp_path / "out").exists()  # refused before any work
+    model = onnx.load(path)
+    next(p for p in model.metadata_props if p.key == "task").value = json.dumps("classification")
+    onnx.save(model, tmp_path / "classifier.onnx")
+    result = run_without_torch("segment.py", "--onnx", str(tmp_path / "classifier.onnx"), "--input", str(folder),
+                               "--output-dir", str(tmp_path / "out"))  # fmt: skip
+    assert result.returncode == 2 and "is a classification model; export a segmentation checkpoint" in result.stderr

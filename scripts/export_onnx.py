@@ -1,5 +1,5 @@
-r"""Export a swinlite classifier, feature extractor, FPN backbone or whole detector to one ONNX file for every input
-size of a range, and check it against PyTorch in ONNX Runtime.
+r"""Export a swinlite classifier, feature extractor, FPN backbone, whole detector or segmenter to one ONNX file for
+every input size of a range, and check it against PyTorch in ONNX Runtime.
 
 Examples:
     python scripts/export_onnx.py --checkpoint runs/demo/best.safetensors --output demo.onnx
@@ -9,6 +9,7 @@ Examples:
     python scripts/export_onnx.py --model swinlite_tiny_patch4_window7_224 --features --out-norm \
         --output swin_t_features.onnx
     python scripts/export_onnx.py --checkpoint runs/det_demo/best.safetensors --output det_demo.onnx
+    python scripts/export_onnx.py --checkpoint runs/seg_demo/best.safetensors --output seg_demo.onnx
 
 Input "images" [batch, 3, H, W] with a dynamic batch and H, W anywhere in --min-size..--max-size (default: one
 patch to 2048; --fixed-size exports the --size only, one file per size as before). The window padding, shifts and
@@ -19,14 +20,18 @@ detection checkpoint) the FPN maps "fpn0".."fpn<n>". A detection checkpoint alon
 (Faster R-CNN, RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's
 rule; h and w from one pixel more than its coarsest stride to its max size, --min-size/--max-size do not apply) and
 "original_size" [2] (int64), outputs "boxes" [N, 4] (x1, y1, x2, y2 in the original image), "scores" [N], "labels"
-[N] (1-based class index); scripts/detect.py --onnx runs it (docs/deployment.md).
+[N] (1-based class index); scripts/detect.py --onnx runs it (docs/deployment.md). A segmentation checkpoint exports
+its UperNet: input "images" [batch, 3, H, W] normalised (H and W from one pixel more than the coarsest stride to
+--max-size, by default 2048 or its test settings' longest side if larger), output "logits" [batch, classes, H, W];
+scripts/segment.py --onnx runs it with the checkpoint's classes, palette and test settings (rescale, windows, flips).
 
-Weights written by scripts/train.py or scripts/train_detection.py need no --model: the model, its classes and
-preprocessing (for a detector: category ids and names, test and max size, mean, std) come from the file (--ema:
-the run's EMA weights) and go into the ONNX model's metadata_props (JSON values, with "task" and "input_sizes").
-Other layouts need --model. The graph is taken with torch.export (non-strict) and converted by torch.onnx's dynamo
-exporter. The check (skip with --no-check) runs the file in ONNX Runtime at three sizes of the range (the model's
-size, a larger one with other remainders, the smallest) and compares it with PyTorch; NaN or inf fails.
+Weights written by scripts/train.py, train_detection.py or train_segmentation.py need no --model: the model, its
+classes and preprocessing (for a detector: category ids and names, test and max size, mean, std; for a segmenter:
+its palette, mean, std and test settings) come from the file (--ema: the run's EMA weights) and go into the ONNX
+model's metadata_props (JSON values, with "task" and "input_sizes"). Other layouts need --model. The graph is taken
+with torch.export (non-strict) and converted by torch.onnx's dynamo exporter. The check (skip with --no-check) runs
+the file in ONNX Runtime at three sizes of the range (the model's size, a larger one with other remainders, the
+smallest) and compares it with PyTorch; NaN or inf fails.
 --quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the linear layers and the
 attention products) instead (checked for finite outputs; its accuracy: docs/deployment.md).
 """
@@ -90,6 +95,9 @@ def main(argv: list[str] | None = None) -> float | None:
     if args.fpn and task != "detection":
         what = f"a {task} checkpoint" if task else "not one"
         raise ValueError(f"--fpn exports the FPN backbone of a detection checkpoint; {checkpoint} is {what}")
+    whole = {"detection": "detector", "segmentation": "segmenter"}.get(task) if not args.fpn else None
+    if whole is not None:
+        _refuse_backbone_flags(args, task, whole)
     if task == "detection" and not args.fpn:
         from swinlite.detection.export import export_detector
 
@@ -100,6 +108,17 @@ def main(argv: list[str] | None = None) -> float | None:
         sizes = (args.min_size, args.max_size)
         return export_segmenter(checkpoint, args.output, sizes, args.quantize, not args.no_check, args.tolerance)
     return export_backbone(args, checkpoint)
+
+
+def _refuse_backbone_flags(args, task: str, whole: str) -> None:
+    """ValueError naming the given options that only a backbone export takes (a detector's sizes follow its resize)."""
+    given = {"--model": args.model, "--features": args.features, "--out-norm": args.out_norm, "--size": args.size,
+             "--fixed-size": args.fixed_size, "--num-classes": args.num_classes is not None}  # fmt: skip
+    if task == "detection":
+        given |= {"--min-size": args.min_size is not None, "--max-size": args.max_size is not None}
+    flags = [flag for flag, value in given.items() if value]
+    if flags:
+        raise ValueError(f"{', '.join(flags)}: not for a {task} checkpoint, which exports its whole {whole}")
 
 
 def export_backbone(args, checkpoint: Path | None) -> float | None:

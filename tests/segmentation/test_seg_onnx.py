@@ -100,7 +100,10 @@ def test_segment_onnx_writes_what_the_checkpoint_writes(exported, tmp_path):
 
 
 def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):
-    data, _, path = exported
+    data, checkpoint, path = exported
+    argv = ["--checkpoint", str(checkpoint), "--output", str(tmp_path / "x.onnx"), "--fixed-size", "--size", "32", "32"]
+    with pytest.raises(ValueError, match="--size, --fixed-size: not for a segmentation checkpoint, which exports its"):
+        load_script("export_onnx").main(argv)
     folder = tmp_path / "in"
     shutil.copytree(data / "images" / "validation", folder)
     result = run_without_torch("segment.py", "--onnx", str(path), "--input", str(folder), "--ratios", "0.2",

@@ -127,14 +127,18 @@ def detect_onnx(args) -> int:
         if problem:
             skipped.append(f"{path}: {problem}")
             continue
-        boxes, scores, labels = onnx_predict.detect(model, settings, image)
+        boxes, scores, labels, masks = onnx_predict.detect(model, settings, image)
         results += detection_entries(path, boxes, labels.tolist(), scores.tolist(), settings.category_ids,
                                      settings.names, args.score_thresh)  # fmt: skip
         keep = scores >= args.score_thresh
         kept = zip(labels[keep].tolist(), scores[keep].tolist(), strict=True)
         texts = [f"{settings.names[label - 1]} {score:.2f}" for label, score in kept]
+        drawn = image
+        if masks is not None and keep.any():  # as draw_detections: masks above 0.5, alpha 0.4, then the boxes
+            pasted = onnx_predict.paste_masks(masks[keep], boxes[keep], image.height, image.width) > 0.5
+            drawn = onnx_predict.draw_masks(image, pasted, alpha=0.4)
         png = io.BytesIO()
-        onnx_predict.draw_boxes(image, boxes[keep], texts).save(png, format="PNG")
+        onnx_predict.draw_boxes(drawn, boxes[keep], texts).save(png, format="PNG")
         files.atomic_write_bytes(out / "images" / f"{index:05d}_{path.stem}.png", png.getvalue())
     return finish(out, results, skipped, len(images))
 

@@ -11,19 +11,20 @@ Examples:
     python scripts/export_onnx.py --checkpoint runs/det_demo/best.safetensors --output det_demo.onnx
     python scripts/export_onnx.py --checkpoint runs/seg_demo/best.safetensors --output seg_demo.onnx
 
-Input "images" [batch, 3, H, W] with a dynamic batch and H, W anywhere in --min-size..--max-size (default: one
-patch to 2048; --fixed-size exports the --size only, one file per size as before). The window padding, shifts and
-masks are computed in the graph from the input's size, and the export is refused if the traced graph assumes
-anything that fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx with an
-error naming the range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW); with --fpn (a
-detection checkpoint) the FPN maps "fpn0".."fpn<n>". A detection checkpoint alone exports the whole detector
-(Faster R-CNN, RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's
-rule; h and w from one pixel more than its coarsest stride to its max size, --min-size/--max-size do not apply) and
-"original_size" [2] (int64), outputs "boxes" [N, 4] (x1, y1, x2, y2 in the original image), "scores" [N], "labels"
-[N] (1-based class index); scripts/detect.py --onnx runs it (docs/deployment.md). A segmentation checkpoint exports
-its UperNet: input "images" [batch, 3, H, W] normalised (H and W from one pixel more than the coarsest stride to
---max-size, by default 2048 or its test settings' longest side if larger), output "logits" [batch, classes, H, W];
-scripts/segment.py --onnx runs it with the checkpoint's classes, palette and test settings (rescale, windows, flips).
+Input "images" [batch, 3, H, W] with a dynamic batch and H, W anywhere in --min-size..--max-size (default: one patch
+to 2048; --fixed-size exports the --size only, one file per size as before). The window padding, shifts and masks
+are computed in the graph from the input's size, and the export is refused if the traced graph assumes anything that
+fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx with an error naming the
+range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW); with --fpn (a detection checkpoint)
+the FPN maps "fpn0".."fpn<n>". A detection checkpoint alone exports the whole detector (Faster R-CNN, Mask R-CNN,
+RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's rule; h and w from
+one pixel more than its coarsest stride to its max size, --min-size/--max-size do not apply) and "original_size" [2]
+(int64), outputs "boxes" [N, 4] (x1, y1, x2, y2 in the original image), "scores" [N], "labels" [N] (1-based class
+index) and for Mask R-CNN "masks" [N, 1, 28, 28] (within each box); scripts/detect.py --onnx runs it
+(docs/deployment.md). A segmentation checkpoint exports its UperNet: input "images" [batch, 3, H, W] normalised (H
+and W from one pixel more than the coarsest stride to --max-size, by default 2048 or its test settings' longest side
+if larger), output "logits" [batch, classes, H, W]; scripts/segment.py --onnx runs it with the checkpoint's classes,
+palette and test settings (rescale, windows, flips).
 
 Weights written by scripts/train.py, train_detection.py or train_segmentation.py need no --model: the model, its
 classes and preprocessing (for a detector: category ids and names, test and max size, mean, std; for a segmenter:

@@ -1,13 +1,18 @@
 """Run an exported swinlite ONNX file with ONNX Runtime, NumPy and Pillow only: no torch anywhere on this path.
 
-``scripts/predict.py --onnx`` and ``scripts/detect.py --onnx`` use it. It reads what it needs from the file's
-metadata (written by :mod:`swinlite.export`; values are JSON): ``task``, ``classes``, ``preprocessing`` (timm's
-data config) and ``input_sizes`` for a classifier, ``category_ids``, ``classes`` and ``input_sizes`` for a
-detector. :func:`preprocess` is timm's evaluation transform (resize, center crop, normalize) in NumPy and Pillow,
-equal to it to the last bit (``tests/test_onnx_predict.py`` checks it against timm for every crop mode).
+``scripts/predict.py --onnx``, ``detect.py --onnx`` and ``segment.py --onnx`` use it. It reads what it needs from
+the file's metadata (written by :mod:`swinlite.export`; values are JSON): ``task``, ``classes``, ``preprocessing``
+(timm's data config) and ``input_sizes`` for a classifier; ``category_ids``, ``classes`` and ``input_sizes`` for a
+detector; ``classes``, ``palette``, ``preprocessing`` (mean, std, test settings) and ``input_sizes`` for a
+segmenter. What each task does around its graph is PyTorch's, in NumPy, to the last bit or within float32 rounding
+(``tests/test_onnx_predict.py`` and the tasks' ONNX tests check each against torch, torchvision or timm): timm's
+evaluation transform (:func:`preprocess`), the detector's resize (:func:`bilinear_resize`), Mask R-CNN's mask
+pasting (:func:`paste_masks`), the segmenter's antialiased rescale (:func:`antialiased_resize`), its windows, flips
+and averaging (:func:`segment_scores`), and torchvision's drawings (:func:`draw_boxes`, :func:`draw_masks`).
 
-This module, :mod:`swinlite.files` and :mod:`swinlite.metadata` import no torch, but ``import swinlite.x`` runs
-``swinlite/__init__.py``, which does: the scripts load them through ``_cli.import_without_torch``.
+This module, :mod:`swinlite.files`, :mod:`swinlite.metadata` and :mod:`swinlite.seg_views` import no torch, but
+``import swinlite.x`` runs ``swinlite/__init__.py``, which does: the scripts load them through
+``_cli.import_without_torch``.
 """
 
 from __future__ import annotations
@@ -334,8 +339,10 @@ def bilinear_resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 def detect(
     model: OnnxModel, settings: DetectorSettings, image: Image.Image
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One RGB image -> boxes [N, 4] (x1, y1, x2, y2 in its pixels), scores [N], labels [N] (1-based class index).
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """One RGB image -> boxes [N, 4] (x1, y1, x2, y2 in its pixels), scores [N], labels [N] (1-based class index),
+    and for Mask R-CNN masks [N, 1, M, M] (probabilities within each box; :func:`paste_masks` puts them in the
+    image), else None.
 
     The image is scaled to 0..1 and resized as the detector resizes it (:func:`resized_size`, bilinear), which the
     graph takes with the size it had.
@@ -349,8 +356,25 @@ def detect(
         raise ValueError(f"resized to {size[0]}x{size[1]} (HxW): {problem}")
     pixels = np.asarray(image, dtype=np.uint8).astype(np.float32).transpose(2, 0, 1) / np.float32(255)  # [3, H, W]
     feeds = {"image": bilinear_resize(pixels, size), "original_size": np.array([image.height, image.width])}
-    boxes, scores, labels = model.session.run(None, feeds)
-    return boxes, scores, labels
+    boxes, scores, labels, *masks = model.session.run(None, feeds)
+    return boxes, scores, labels, masks[0] if masks else None
+
+
+def paste_masks(masks: np.ndarray, boxes: np.ndarray, height: int, width: int) -> np.ndarray:
+    """masks [N, 1, M, M] (probabilities within their boxes), boxes [N, 4] (x1, y1, x2, y2) -> [N, H, W] float32
+    probabilities in a ``height`` x ``width`` image: torchvision's ``paste_masks_in_image`` (each mask padded by one
+    cell, its box grown to match and cut to whole pixels, the mask resized bilinearly into it)."""
+    size = masks.shape[-1]
+    padded = np.pad(masks[:, 0], ((0, 0), (1, 1), (1, 1)))  # [N, M + 2, M + 2]
+    half = (boxes[:, 2:] - boxes[:, :2]) * np.float32(0.5) * np.float32((size + 2) / size)  # (w/2, h/2), grown
+    centre = (boxes[:, 2:] + boxes[:, :2]) * np.float32(0.5)
+    grown = np.concatenate([centre - half, centre + half], axis=1).astype(np.int64)  # toward zero, as torch's
+    pasted = np.zeros((len(masks), height, width), dtype=np.float32)
+    for k, (mask, (left, top, right, bottom)) in enumerate(zip(padded, grown.tolist(), strict=True)):
+        resized = bilinear_resize(mask[None], (max(bottom - top + 1, 1), max(right - left + 1, 1)))[0]
+        x0, x1, y0, y1 = max(left, 0), min(right + 1, width), max(top, 0), min(bottom + 1, height)
+        pasted[k, y0:y1, x0:x1] = resized[y0 - top : y1 - top, x0 - left : x1 - left]
+    return pasted
 
 
 def draw_boxes(image: Image.Image, boxes: np.ndarray, texts: list[str]) -> Image.Image:
@@ -503,9 +527,21 @@ def segment_scores(model: OnnxModel, settings: SegmenterSettings, image: Image.I
 
 
 def draw_labels(image: Image.Image, labels: np.ndarray, palette: Sequence[Sequence[int]], alpha: float) -> Image.Image:
-    """``image`` with each pixel's class colour blended in at ``alpha``: torchvision's ``draw_segmentation_masks``
-    with one mask per class present, pixel for pixel."""
-    pixels = np.asarray(image, dtype=np.uint8).astype(np.float32)  # [H, W, 3]
-    colours = np.asarray(palette, dtype=np.uint8)[labels].astype(np.float32)
-    blended = pixels * np.float32(1 - alpha) + colours * np.float32(alpha)
+    """``image`` with each pixel's class colour blended in at ``alpha``: one mask per class present, as
+    :func:`swinlite.segmentation.predictor.overlay` draws them."""
+    present = np.unique(labels)
+    return draw_masks(image, labels[None] == present[:, None, None], alpha, np.asarray(palette)[present])
+
+
+def draw_masks(image: Image.Image, masks: np.ndarray, alpha: float, colours: np.ndarray | None = None) -> Image.Image:
+    """``image`` with each of ``masks`` [N, H, W] (bool) painted in its colour at ``alpha``, black where two overlap:
+    torchvision's ``draw_segmentation_masks``, pixel for pixel; ``colours`` [N, 3], by default torchvision's."""
+    if colours is None:
+        colours = (np.arange(len(masks))[:, None] * np.array([2**25 - 1, 2**15 - 1, 2**21 - 1])) % 255
+    pixels = np.asarray(image, dtype=np.uint8)  # [H, W, 3]
+    painted = pixels.copy()
+    for mask, colour in zip(masks, np.asarray(colours, dtype=np.uint8), strict=True):
+        painted[mask] = colour
+    painted[masks.sum(axis=0) > 1] = 0
+    blended = pixels.astype(np.float32) * np.float32(1 - alpha) + painted.astype(np.float32) * np.float32(alpha)
     return Image.fromarray(blended.astype(np.uint8))

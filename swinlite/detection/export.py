@@ -1,6 +1,6 @@
-"""A trained Faster R-CNN, RetinaNet or FCOS of ``scripts/train_detection.py`` as one ONNX file for every image size:
-normalization, padding, backbone, heads (RPN and RoI heads, or the dense head with its anchors), NMS and the boxes
-mapped back to the image, all in the graph.
+"""A trained Faster R-CNN, Mask R-CNN, RetinaNet or FCOS of ``scripts/train_detection.py`` as one ONNX file for every
+image size: normalization, padding, backbone, heads (RPN and RoI heads, or the dense head with its anchors), NMS and
+the boxes mapped back to the image, all in the graph.
 
 The graph takes the image already resized by the detector's rule (short side ``test_size``, long side at most
 ``max_size``: :func:`resize`, torchvision's ``_resize_image_and_masks``), plus the size it had before, and returns
@@ -19,7 +19,9 @@ number of boxes, which a trace cannot take; each computes what torchvision compu
   the data-dependent number of proposals that NMS keeps; 2.14's can); the same boxes, (N, classes, 4).
 
 RetinaNet's and FCOS's post-processing (a top-k of the scores above the threshold, per level) traces as torchvision
-wrote it. Mask R-CNN is not exported: it pastes masks of data-dependent sizes.
+wrote it. Mask R-CNN's masks leave the graph as they leave its mask head, [N, 1, 28, 28] probabilities within each
+box: pasting them into the image makes one map of a data-dependent size per detection, which
+:func:`swinlite.onnx_predict.paste_masks` does in NumPy as torchvision's ``paste_masks_in_image`` does.
 """
 
 from __future__ import annotations
@@ -42,12 +44,12 @@ from torchvision.ops import poolers
 
 from .. import export
 from ..models.checks import pad_to_patches
-from .models import SwinFasterRCNN, SwinFCOS, SwinRetinaNet
+from .models import SwinFasterRCNN, SwinFCOS, SwinMaskRCNN, SwinRetinaNet
 from .predictor import load_detector
 
 INPUTS = ("image", "original_size")
 OUTPUTS = ("boxes", "scores", "labels")
-EXPORTED = (SwinFasterRCNN, SwinRetinaNet, SwinFCOS)  # the detectors the graph serves
+EXPORTED = (SwinFasterRCNN, SwinMaskRCNN, SwinRetinaNet, SwinFCOS)  # the detectors the graph serves
 
 
 class DetectorGraph(nn.Module):
@@ -55,7 +57,7 @@ class DetectorGraph(nn.Module):
     (``GeneralizedRCNN.forward``, ``RetinaNet.forward``, ``FCOS.forward``) without the resize.
 
     Args:
-        detector: a Faster R-CNN, RetinaNet or FCOS (:data:`EXPORTED`) in eval mode.
+        detector: a Faster R-CNN, Mask R-CNN, RetinaNet or FCOS (:data:`EXPORTED`) in eval mode.
     """
 
     def __init__(self, detector: nn.Module) -> None:
@@ -64,18 +66,20 @@ class DetectorGraph(nn.Module):
 
     def forward(self, image: torch.Tensor, original_size: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """image [3, h, w] (0..1, resized by :func:`resize`), original_size int64 [2] (H, W before the resize)
-        -> boxes [N, 4] (x1, y1, x2, y2 in the original image), scores [N], labels [N] (1-based class index)."""
+        -> boxes [N, 4] (x1, y1, x2, y2 in the original image), scores [N], labels [N] (1-based class index), and
+        for Mask R-CNN masks [N, 1, M, M] (probabilities within each box, before pasting)."""
         d = self.detector
         divisible = d.transform.size_divisible  # batch_images' zero padding, in integers (no float ceil to trace)
         images = pad_to_patches(d.transform.normalize(image)[None], (divisible, divisible))  # [1, 3, h', w']
         images = ImageList(images, [tuple(image.shape[-2:])])
         features = d.backbone(images.tensors)
-        heads = _two_stage if isinstance(d, SwinFasterRCNN) else _one_stage
+        heads = _two_stage if isinstance(d, (SwinFasterRCNN, SwinMaskRCNN)) else _one_stage
         detection = heads(d, images, features)
         # torchvision's resize_boxes: ratios original / resized in float32
         ratios = original_size.to(torch.float32) / torch.tensor(image.shape[-2:], dtype=torch.float32)
         boxes = detection["boxes"] * ratios.flip(0).repeat(2)  # (x, y, x, y) * (rw, rh, rw, rh)
-        return boxes, detection["scores"], detection["labels"]
+        masks = (detection["masks"],) if "masks" in detection else ()  # [N, 1, M, M] probabilities, in the box
+        return boxes, detection["scores"], detection["labels"], *masks
 
 
 def _two_stage(d: nn.Module, images: ImageList, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -145,6 +149,11 @@ def traceable_detector() -> Iterator[None]:
         yield
 
 
+def outputs_of(detector: nn.Module) -> tuple[str, ...]:
+    """The graph's output names: :data:`OUTPUTS`, and ``masks`` for Mask R-CNN."""
+    return OUTPUTS + (("masks",) if isinstance(detector, SwinMaskRCNN) else ())
+
+
 def export_program(
     detector: nn.Module, example: torch.Tensor, size_range: tuple[int, int]
 ) -> torch.export.ExportedProgram:
@@ -156,7 +165,7 @@ def export_program(
     """
     name = type(detector).__name__
     if type(detector) not in EXPORTED:
-        raise ValueError(f"only Faster R-CNN, RetinaNet and FCOS export to ONNX, got {name}")
+        raise ValueError(f"only Faster R-CNN, Mask R-CNN, RetinaNet and FCOS export to ONNX, got {name}")
     stride = detector.backbone.strides[-1]
     if min(example.shape[-2:]) <= stride:  # a map of one cell there: the trace cannot serve both
         h, w = example.shape[-2:]
@@ -200,60 +209,70 @@ def export_detector(checkpoint: Path, output: Path, quantize: str | None = None,
         "weights": meta.get("weights", "raw"),
         "swinlite": meta.get("swinlite"),
     }
+    outputs = outputs_of(detector)
     with traceable_detector():
-        export.export_onnx(program, output, OUTPUTS, {k: json.dumps(v) for k, v in metadata.items()}, INPUTS)
+        export.export_onnx(program, output, outputs, {k: json.dumps(v) for k, v in metadata.items()}, INPUTS)
     if quantize:
         export.quantize_dynamic(output, output)
-    print(f"wrote {output} (inputs image [3, h, w] resized, original_size [2]; outputs {', '.join(OUTPUTS)})")
+    print(f"wrote {output} (inputs image [3, h, w] resized, original_size [2]; outputs {', '.join(outputs)})")
     return box_difference(output, detector, data) if check else None
 
 
-def twins(got: Sequence[np.ndarray], want: Sequence[np.ndarray], px: float = 1e-2) -> tuple[int, float]:
-    """(How many of ``want``'s detections have a twin in ``got``, the largest box difference of a twin in px).
+def twins(
+    got: Sequence[np.ndarray], want: Sequence[np.ndarray], px: float = 1e-2
+) -> tuple[list[tuple[int, int]], float]:
+    """(Pairs (index in ``got``, index in ``want``) of twin detections, the largest box difference of a twin in px).
 
-    ``got`` and ``want`` are (boxes [N, 4], scores [N], labels [N]). A twin has the same label, a score within 1e-4
-    and a box within ``px``; each detection is the twin of one at most. Near-equal scores may order two runtimes'
-    detections differently (boxes clipped at the border tie; so may the last ones kept), so they are paired, not
-    compared in order."""
-    boxes, scores, labels = got
+    ``got`` and ``want`` start with boxes [N, 4], scores [N], labels [N]. A twin has the same label, a score within
+    1e-4 and a box within ``px``; each detection is the twin of one at most. Near-equal scores may order two
+    runtimes' detections differently (boxes clipped at the border tie; so may the last ones kept), so they are
+    paired, not compared in order."""
+    boxes, scores, labels = got[:3]
     free = list(range(len(boxes)))
-    count, largest = 0, 0.0
-    for box, score, label in zip(*want, strict=True):
+    pairs, largest = [], 0.0
+    for i, (box, score, label) in enumerate(zip(*want[:3], strict=True)):
         for j in free:
             difference = float(np.abs(boxes[j] - box).max())
             if labels[j] == label and difference <= px and abs(float(scores[j]) - float(score)) <= 1e-4:
                 free.remove(j)
-                count, largest = count + 1, max(largest, difference)
+                pairs.append((j, i))
+                largest = max(largest, difference)
                 break
-    return count, largest
+    return pairs, largest
 
 
 def box_difference(path: Path, detector: nn.Module, data: dict) -> float:
     """Largest |ONNX Runtime - PyTorch| box coordinate (px) of the detections both keep (:func:`twins`) on a few
-    random resized images of other shapes.
+    random resized images of other shapes; Mask R-CNN's masks of those twins are compared too.
 
     Raises:
-        ValueError: on an image, more than 3 % of the detections lack a twin.
+        ValueError: on an image, more than 3 % of the detections lack a twin, or a twin's mask differs by more than
+            1e-3.
     """
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     generator = torch.Generator().manual_seed(0)
     graph = DetectorGraph(detector).eval()
-    largest, matched, total = 0.0, 0, 0
+    largest, masks, matched, total = 0.0, 0.0, 0, 0
     for height, width in ((data["test_size"], data["test_size"]), (data["test_size"] * 3 // 4 + 5, data["max_size"])):
         image = resize(torch.rand(3, height, width, generator=generator), data["test_size"], data["max_size"])
         original = torch.tensor([height, width])
         with torch.no_grad():
             want = [t.numpy() for t in graph(image, original)]
         got = session.run(None, {"image": image.numpy(), "original_size": original.numpy()})
-        count, difference = twins(got, want)
+        pairs, difference = twins(got, want)
         size = max(len(got[0]), len(want[0]))
-        if count < 0.97 * size:
-            raise ValueError(f"ONNX Runtime and PyTorch agree on {count} of {size} detections at {height}x{width}")
-        largest, matched, total = max(largest, difference), matched + count, total + size
+        if len(pairs) < 0.97 * size:
+            raise ValueError(f"ONNX Runtime and PyTorch agree on {len(pairs)} of {size} detections at {height}x{width}")
+        if len(want) > 3:  # Mask R-CNN
+            masks = max([masks] + [float(np.abs(got[3][j] - want[3][i]).max()) for j, i in pairs])
+            if masks > 1e-3:
+                raise ValueError(f"ONNX Runtime's and PyTorch's masks differ by {masks:.3g} at {height}x{width}")
+        largest, matched, total = max(largest, difference), matched + len(pairs), total + size
+    mask_note = f", masks within {masks:.3g}" if isinstance(detector, SwinMaskRCNN) else ""
     print(
         f"ONNX Runtime vs PyTorch on random images: {matched} of {total} detections agree (label, score), "
-        f"boxes within {largest:.3g} px"
+        f"boxes within {largest:.3g} px{mask_note}"
     )
     return largest

@@ -1,6 +1,6 @@
 """A trained Faster R-CNN as one ONNX file for every image size (swinlite.detection.export through
-scripts/export_onnx.py) and scripts/detect.py --onnx: PyTorch's detections, without torch. RetinaNet and FCOS export
-the same way."""
+scripts/export_onnx.py) and scripts/detect.py --onnx: PyTorch's detections, without torch. Mask R-CNN (with its masks),
+RetinaNet and FCOS export the same way."""
 
 import json
 from pathlib import Path
@@ -13,7 +13,7 @@ from detkit import train
 from onnxkit import PICO, run_without_torch
 from PIL import Image
 from pycocotools.coco import COCO
-from scriptkit import load_script, run_script
+from scriptkit import load_script
 from torchvision.models.detection._utils import BoxCoder
 
 from swinlite import export, onnx_predict
@@ -68,8 +68,8 @@ def _images(coco: Path) -> list[Image.Image]:
 
 def _matched(got: tuple[np.ndarray, ...], want: dict[str, torch.Tensor]) -> tuple[int, int]:
     """(ONNX Runtime's detections with a PyTorch twin within 1e-3 px (:func:`twins`), the larger of the two counts)."""
-    matched, _ = twins(got, [want[k].numpy() for k in ("boxes", "scores", "labels")], px=1e-3)
-    return matched, max(len(got[0]), len(want["boxes"]))
+    pairs, _ = twins(got, [want[k].numpy() for k in ("boxes", "scores", "labels")], px=1e-3)
+    return len(pairs), max(len(got[0]), len(want["boxes"]))
 
 
 def test_onnx_runtime_detections_equal_pytorch(exported):
@@ -144,18 +144,56 @@ def test_export_refuses_what_it_cannot_serve(exported):
     retinanet = build_detector(DetModelConfig(name=PICO, detector="retinanet", fpn_channels=16), 2, 48, 96).eval()
     with pytest.raises(ValueError, match=r"coarsest FPN level.s stride \(64 px\), the example is 48x60"):
         export_program(retinanet, example, (65, 96))  # P7's stride: test_size 48 leaves it one cell
-    cfg = DetModelConfig(name=PICO, detector="maskrcnn", fpn_channels=16)
-    with pytest.raises(ValueError, match="only Faster R-CNN, RetinaNet and FCOS export to ONNX, got SwinMaskRCNN"):
-        export_program(build_detector(cfg, 2, 48, 96).eval(), example, (33, 96))
+    with pytest.raises(ValueError, match="only Faster R-CNN, Mask R-CNN, RetinaNet and FCOS export to ONNX, got Id"):
+        export_program(torch.nn.Identity(), example, (33, 96))
 
 
-def test_export_script_refuses_other_detectors_in_one_line(trained, tmp_path, capsys):
-    _, run = trained  # Mask R-CNN
-    output = tmp_path / "maskrcnn.onnx"
-    assert run_script("export_onnx", ["--checkpoint", run / "best.safetensors", "--output", output]) == 2
-    error = capsys.readouterr().err
-    assert error.startswith("error: only Faster R-CNN, RetinaNet and FCOS export to ONNX, got SwinMaskRCNN")
-    assert error.count("\n") == 1 and not output.exists()
+def test_mask_rcnn_in_onnx_runtime_draws_what_pytorch_draws(trained, tmp_path):
+    """A trained Mask R-CNN through scripts/export_onnx.py (its check compares the twins' masks) and detect.py --onnx
+    without torch: the detections of --checkpoint, and drawings whose masks torchvision pasted and painted."""
+    coco, run = trained
+    path = tmp_path / "maskrcnn.onnx"
+    assert (
+        load_script("export_onnx").main(["--checkpoint", str(run / "best.safetensors"), "--output", str(path)]) < 1e-3
+    )
+    assert [o.name for o in ort.InferenceSession(str(path)).get_outputs()] == [*OUTPUTS, "masks"]
+    common = ["--input", str(coco / "val2017"), "--score-thresh", "0.05"]
+    result = run_without_torch("detect.py", "--onnx", str(path), *common, "--output-dir", str(tmp_path / "onnx"))
+    assert result.returncode == 0, result.stderr
+    assert load_script("detect").main(["--checkpoint", str(run / "best.safetensors"), *common, "--output-dir",
+                                       str(tmp_path / "pt")]) == 0  # fmt: skip
+    got, want = (json.loads((tmp_path / d / "detections.json").read_text()) for d in ("onnx", "pt"))
+    assert [(e["image"], e["category"]) for e in got] == [(e["image"], e["category"]) for e in want] and got
+    drawn = sorted(p.name for p in (tmp_path / "pt" / "images").iterdir())
+    for name in drawn:
+        a, b = (np.asarray(Image.open(tmp_path / d / "images" / name)) for d in ("onnx", "pt"))
+        assert (a != b).any(axis=-1).mean() < 0.01  # but for an edge rounded the other way
+
+
+@pytest.mark.parametrize("size", [28, 14])
+def test_paste_masks_equals_torchvision(size):
+    """Masks pasted into their boxes, boxes inside, across and beyond the border, of one pixel and of the image."""
+    from torchvision.models.detection.roi_heads import paste_masks_in_image
+
+    generator = torch.Generator().manual_seed(0)
+    masks = torch.rand(6, 1, size, size, generator=generator)
+    boxes = torch.tensor([[3.2, 4.9, 20.7, 31.1], [0.0, 0.0, 40.0, 30.0], [35.5, 25.2, 40.0, 30.0],
+                          [10.0, 10.0, 10.4, 10.6], [-3.0, 2.0, 12.0, 44.0], [0.0, 0.0, 39.9, 29.9]])  # fmt: skip
+    want = paste_masks_in_image(masks, boxes, (30, 40))[:, 0].numpy()
+    got = onnx_predict.paste_masks(masks.numpy(), boxes.numpy(), 30, 40)
+    np.testing.assert_allclose(got, want, rtol=0, atol=3e-7)
+
+
+def test_draw_masks_equals_torchvision():
+    from torchvision.utils import draw_segmentation_masks
+
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8))
+    masks = np.zeros((3, 30, 40), dtype=bool)
+    masks[0, 2:20, 3:30], masks[1, 10:28, 20:39], masks[2, 0:5, 0:5] = True, True, True  # 0 and 1 overlap
+    want = draw_segmentation_masks(torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1),
+                                   torch.from_numpy(masks), alpha=0.4)  # fmt: skip
+    got = np.asarray(onnx_predict.draw_masks(image, masks, alpha=0.4))
+    np.testing.assert_array_equal(got, want.permute(1, 2, 0).numpy())
 
 
 @pytest.mark.parametrize("kind", ["retinanet", "fcos"])
@@ -195,6 +233,6 @@ def test_twins_pair_detections_in_any_order():
     boxes = np.array([[0.0, 0.0, 10.0, 10.0], [5.0, 5.0, 20.0, 20.0]], np.float32)
     want = (boxes, np.array([0.9, 0.9], np.float32), np.array([1, 2]))
     got = (boxes[::-1] + np.array([[0.5], [0.0]], np.float32), want[1], want[2][::-1])  # swapped, label 2's box moved
-    assert twins(got, want, px=1e-3) == (1, 0.0)
-    assert twins(got, want, px=1.0) == (2, 0.5)
-    assert twins((got[0], got[1], np.array([2, 2])), want, px=1.0) == (1, 0.5)  # label 1 has no twin
+    assert twins(got, want, px=1e-3) == ([(1, 0)], 0.0)  # (index in got, index in want)
+    assert twins(got, want, px=1.0) == ([(1, 0), (0, 1)], 0.5)
+    assert twins((got[0], got[1], np.array([2, 2])), want, px=1.0) == ([(0, 1)], 0.5)  # label 1 has no twin

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import resolve_device
-    from swinlite.images import list_images, load_rgb
+    from swinlite.files import decoded, list_images
     from swinlite.io import atomic_write_bytes, check_output
     from swinlite.predictions import detection_entries
 
@@ -58,12 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     images = list_images(args.input)
     model, categories, _ = load_detector(args.checkpoint, device)
     results, skipped = [], []
-    for index, path in enumerate(images):
-        try:
-            pixels = pil_to_tensor(load_rgb(path))  # [3, H, W] uint8
-        except Exception as e:  # PIL raises many exception types for bad files
-            skipped.append(f"{path}: unreadable ({type(e).__name__}: {e})")
-            continue
+    for index, path, image in decoded(images, skipped):
+        pixels = pil_to_tensor(image)  # [3, H, W] uint8
         problem = unprocessable(model, *pixels.shape[1:])
         if problem:
             skipped.append(f"{path}: {problem}")
@@ -105,11 +101,7 @@ def detect_onnx(args) -> int:
     images = files.list_images(args.input)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.detector_settings(model)
-    for path in images:  # sizes from the headers first: an image the file cannot take is an error before any work
-        try:
-            height, width = files.upright_size(path)  # as load_rgb turns it (EXIF orientation)
-        except Exception:  # unreadable: named and skipped below
-            continue
+    for path, height, width in files.header_sizes(images):  # first: an image the file cannot take is an error
         if onnx_predict.resize_problem(settings, height, width):  # too thin: skipped below, as without --onnx
             continue
         size = onnx_predict.resized_size(settings, height, width)
@@ -117,12 +109,7 @@ def detect_onnx(args) -> int:
         if problem:
             raise ValueError(f"{path}: resized to {size[0]}x{size[1]} (HxW): {problem}")
     results, skipped = [], []
-    for index, path in enumerate(images):
-        try:
-            image = files.load_rgb(path)
-        except Exception as e:  # PIL raises many exception types for bad files
-            skipped.append(f"{path}: unreadable ({type(e).__name__}: {e})")
-            continue
+    for index, path, image in files.decoded(images, skipped):
         problem = onnx_predict.resize_problem(settings, image.height, image.width)
         if problem:
             skipped.append(f"{path}: {problem}")

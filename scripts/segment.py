@@ -73,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from torchvision.transforms.v2.functional import pil_to_tensor
 
     from swinlite.device import resolve_device
-    from swinlite.files import label_image
-    from swinlite.images import list_images, load_rgb
+    from swinlite.files import decoded, label_image, list_images
     from swinlite.io import check_output
     from swinlite.segmentation.inference import predict_scores
     from swinlite.segmentation.predictor import load_segmenter, overlay
@@ -89,12 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                    flip=args.flip or info.test.flip)  # fmt: skip
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
     skipped = []
-    for index, path in enumerate(images):
-        try:
-            pixels = pil_to_tensor(load_rgb(path))  # [3, H, W] uint8
-        except Exception as e:  # PIL raises many exception types for bad files
-            skipped.append(f"{path}: unreadable ({type(e).__name__}: {e})")
-            continue
+    for index, path, image in decoded(images, skipped):
+        pixels = pil_to_tensor(image)  # [3, H, W] uint8
         with torch.no_grad():
             labels = predict_scores(model, normalize(pixels)[None].to(device), test).argmax(1)[0].cpu()  # [H, W]
         drawn = Image.fromarray(overlay(pixels, labels, palette, args.alpha).permute(1, 2, 0).numpy())
@@ -135,22 +130,13 @@ def segment_onnx(args) -> int:
     images = files.list_images(args.input)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip)
-    for path in images:  # sizes from the headers first: an image the file cannot take is an error before any work
-        try:
-            height, width = files.upright_size(path)  # as load_rgb turns it (EXIF orientation)
-        except Exception:  # unreadable: named and skipped below
-            continue
+    for path, height, width in files.header_sizes(images):  # first: an image the file cannot take is an error
         for size in onnx_predict.segment_sizes(settings, height, width):
             problem = onnx_predict.size_problem(model, *size)
             if problem:
                 raise ValueError(f"{path}: rescaled by the test settings, {problem}")
     skipped = []
-    for index, path in enumerate(images):
-        try:
-            image = files.load_rgb(path)
-        except Exception as e:  # PIL raises many exception types for bad files
-            skipped.append(f"{path}: unreadable ({type(e).__name__}: {e})")
-            continue
+    for index, path, image in files.decoded(images, skipped):
         labels = onnx_predict.segment_scores(model, settings, image).argmax(0)  # [H, W]
         drawn = onnx_predict.draw_labels(image, labels, settings.palette, args.alpha)
         _write(out, f"{index:05d}_{path.stem}.png", files.label_image(labels, settings.palette), drawn)

@@ -11,6 +11,8 @@ image reads the same and an output is checked the same with or without torch.
   pixels scaled, not clipped (see its docstring for the rules);
 - :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
   names left out, linked folders followed once, never in a loop nor into another folder the caller lists);
+- :func:`decoded` and :func:`header_sizes`: each image of a list decoded (or its size read), those that fail named
+  for the scripts to skip;
 - :func:`label_image`: a segmentation label map as a palette (or 16-bit) PNG image;
 - :func:`json_bytes`: the one JSON writer of the files users read: strict JSON, NaN as null;
 - :func:`check_output`: no output replaces an input, and the output can be written where it is asked for;
@@ -26,7 +28,7 @@ import math
 import os
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -113,6 +115,29 @@ def upright_size(path: str | os.PathLike) -> tuple[int, int]:
         width, height = image.size
         turned = image.getexif().get(0x0112, 1) in (5, 6, 7, 8)  # EXIF orientations that swap the sides
     return (width, height) if turned else (height, width)
+
+
+def decoded(paths: Sequence[Path], skipped: list[str]) -> Iterator[tuple[int, Path, Image.Image]]:
+    """(index in ``paths``, path, image) of each of ``paths`` that :func:`load_rgb` decodes; each that it does not
+    is added to ``skipped`` as ``"<path>: unreadable (<error>)"`` (the scripts name those and go on)."""
+    for index, path in enumerate(paths):
+        try:
+            image = load_rgb(path)
+        except Exception as e:  # PIL raises many exception types for bad files
+            skipped.append(f"{path}: unreadable ({type(e).__name__}: {e})")
+            continue
+        yield index, path, image
+
+
+def header_sizes(paths: Sequence[Path]) -> Iterator[tuple[Path, int, int]]:
+    """(path, height, width) of each of ``paths`` whose header reads (:func:`upright_size`); the others are left to
+    :func:`decoded` to name."""
+    for path in paths:
+        try:
+            height, width = upright_size(path)
+        except Exception:  # unreadable: named when decoded
+            continue
+        yield path, height, width
 
 
 def _inside(path: str, folder: str) -> bool:

@@ -43,13 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.onnx is not None:
         return detect_onnx(args)
     import torch
-    from torchvision.io import encode_png
+    from PIL import Image
     from torchvision.transforms.v2.functional import pil_to_tensor
 
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import resolve_device
-    from swinlite.files import decoded, list_images
-    from swinlite.io import atomic_write_bytes, check_output
+    from swinlite.files import atomic_write_png, decoded, list_images
+    from swinlite.io import check_output
     from swinlite.predictions import detection_entries
 
     out = args.output_dir
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         boxes, labels, scores = prediction["boxes"].float().numpy(), prediction["labels"], prediction["scores"]
         results += detection_entries(path, boxes, labels.tolist(), scores.tolist(), categories.ids,
                                      categories.names, args.score_thresh)  # fmt: skip
-        drawn = draw_detections(pixels, prediction, categories, args.score_thresh)
-        atomic_write_bytes(out / "images" / f"{index:05d}_{path.stem}.png", encode_png(drawn).numpy().tobytes())
+        drawn = draw_detections(pixels, prediction, categories, args.score_thresh).permute(1, 2, 0)  # [H, W, 3]
+        atomic_write_png(out / "images" / f"{index:05d}_{path.stem}.png", Image.fromarray(drawn.numpy()))
     return finish(out, results, skipped, len(images))
 
 
@@ -90,8 +90,6 @@ def finish(out: Path, results: list[dict], skipped: list[str], count: int) -> in
 
 def detect_onnx(args) -> int:
     """The --onnx path: ONNX Runtime, NumPy and Pillow; torch is never imported."""
-    import io
-
     from _cli import import_without_torch
 
     files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
@@ -124,9 +122,8 @@ def detect_onnx(args) -> int:
         if masks is not None and keep.any():  # as draw_detections: masks above 0.5, alpha 0.4, then the boxes
             pasted = onnx_predict.paste_masks(masks[keep], boxes[keep], image.height, image.width) > 0.5
             drawn = onnx_predict.draw_masks(image, pasted, alpha=0.4)
-        png = io.BytesIO()
-        onnx_predict.draw_boxes(drawn, boxes[keep], texts).save(png, format="PNG")
-        files.atomic_write_bytes(out / "images" / f"{index:05d}_{path.stem}.png", png.getvalue())
+        drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)
+        files.atomic_write_png(out / "images" / f"{index:05d}_{path.stem}.png", drawn)
     return finish(out, results, skipped, len(images))
 
 

@@ -102,8 +102,8 @@ def _write(out: Path, name: str, labels, drawn) -> None:
     from _cli import import_without_torch
 
     files = import_without_torch("files")
-    for folder, picture in (("labels", labels), ("overlays", drawn)):
-        files.atomic_write(out / folder / name, lambda f, p=picture: p.save(f, format="PNG"))
+    files.atomic_write_png(out / "labels" / name, labels)
+    files.atomic_write_png(out / "overlays" / name, drawn)
 
 
 def finish(out: Path, skipped: list[str], count: int, classes, palette) -> int:

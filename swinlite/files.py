@@ -16,9 +16,9 @@ image reads the same and an output is checked the same with or without torch.
 - :func:`label_image`: a segmentation label map as a palette (or 16-bit) PNG image;
 - :func:`json_bytes`: the one JSON writer of the files users read: strict JSON, NaN as null;
 - :func:`check_output`: no output replaces an input, and the output can be written where it is asked for;
-- :func:`atomic_write`: a reader only ever sees the old file or the complete new one. Files get the mode any
-  tool's output gets, 0666 less the umask (0644 with the usual umask 022), not the 0600 of the temporary file
-  they are written as.
+- :func:`atomic_write` (:func:`atomic_write_bytes`, :func:`atomic_write_png`): a reader only ever sees the old file or
+  the complete new one. Files get the mode any tool's output gets, 0666 less the umask (0644 with the usual umask
+  022), not the 0600 of the temporary file they are written as.
 """
 
 from __future__ import annotations
@@ -343,3 +343,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_write`)."""
     atomic_write(path, lambda f: f.write(data))
+
+
+def atomic_write_png(path: str | os.PathLike, image: Image.Image) -> None:
+    """Write ``image`` to ``path`` as a PNG, atomically (see :func:`atomic_write`)."""
+    atomic_write(path, lambda f: image.save(f, format="PNG"))

@@ -398,14 +398,16 @@ def write_onnx(
     output_names: Sequence[str],
     metadata: Mapping[str, str],
     quantize: str | None = None,
+    input_names: Sequence[str] = ("images",),
 ) -> Path:
     """:func:`export_onnx` to ``path``; with ``quantize="dynamic"`` its :func:`quantize_dynamic` there instead (the
-    fp32 file goes to a temporary name beside it, removed whatever happens)."""
+    fp32 file goes to a temporary name beside it, removed whatever happens: a crash leaves no fp32 file under the
+    INT8 name)."""
     if quantize not in (None, *QUANTIZATIONS):
         raise ValueError(f"quantize must be one of {', '.join(QUANTIZATIONS)} or None, got {quantize!r}")
     fp32 = path.with_name(path.stem + ".fp32.tmp.onnx") if quantize else path
     try:
-        export_onnx(program, fp32, output_names, metadata)
+        export_onnx(program, fp32, output_names, metadata, input_names)
         if quantize:
             quantize_dynamic(fp32, path)
     finally:

@@ -19,7 +19,15 @@ from torchvision.models.detection._utils import BoxCoder
 from swinlite import export, onnx_predict
 from swinlite.detection.config import DetModelConfig
 from swinlite.detection.evaluation import coco_ap
-from swinlite.detection.export import INPUTS, OUTPUTS, export_program, resize, traceable_detector, twins
+from swinlite.detection.export import (
+    INPUTS,
+    OUTPUTS,
+    box_difference,
+    export_program,
+    resize,
+    traceable_detector,
+    twins,
+)
 from swinlite.detection.models import build_detector
 from swinlite.detection.predictor import load_detector
 from swinlite.files import list_images, load_rgb
@@ -168,6 +176,11 @@ def test_mask_rcnn_in_onnx_runtime_draws_what_pytorch_draws(trained, tmp_path):
     for name in drawn:
         a, b = (np.asarray(Image.open(tmp_path / d / "images" / name)) for d in ("onnx", "pt"))
         assert (a != b).any(axis=-1).mean() < 0.01  # but for an edge rounded the other way
+    detector, _, meta = load_detector(run / "best.safetensors")
+    int8 = export.quantize_dynamic(path, tmp_path / "int8.onnx")  # export_onnx.py --quantize: the same step
+    with pytest.raises(ValueError, match="ONNX Runtime and PyTorch agree on"):
+        box_difference(int8, detector, meta["data"])  # INT8 keeps other detections: the fp32 check must not apply
+    assert np.isnan(box_difference(int8, detector, meta["data"], quantized=True))  # finite outputs only
 
 
 @pytest.mark.parametrize("size", [28, 14])

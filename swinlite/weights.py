@@ -24,7 +24,7 @@ from torch import nn
 
 from .convert import check_weight_values, convert_state_dict, first_keys, shape_mismatch
 from .hub import cached_weights, pretrained_kwargs
-from .io import read_state_dict
+from .io import read_metadata, read_state_dict
 from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
 from .models.swin import SwinTransformer
 
@@ -46,8 +46,7 @@ def ema_counterpart(path: str | os.PathLike) -> Path:
     """The EMA weights of the same run and point as ``path``: the file itself when it holds EMA weights, else
     ``<stem>_ema.safetensors`` beside it (``ema.safetensors`` for ``last.safetensors``)."""
     path = Path(path)
-    info = read_info(path)
-    if info is not None and info.weights == "ema":
+    if read_metadata(path).get("weights") == "ema":  # the engine's key, in every task's checkpoints
         return path
     names = [f"{path.stem}_ema.safetensors"] + (["ema.safetensors"] if path.stem == "last" else [])
     for name in names:
@@ -61,10 +60,9 @@ def ema_counterpart(path: str | os.PathLike) -> Path:
 
 def _records(path: Path, kind: str) -> bool:
     try:
-        info = read_info(path)
+        return read_metadata(path).get("weights") == kind
     except ValueError:
         return False
-    return info is not None and info.weights == kind
 
 
 def check_model_name(name: str, pattern: str = "*") -> None:

@@ -77,3 +77,13 @@ def test_a_segmentation_checkpoint_points_classifier_tools_to_the_segmentation_s
 
     with pytest.raises(ValueError, match="is a segmentation checkpoint, not a classifier's; use scripts/segment.py"):
         read_info(trained[1] / "best.safetensors")
+
+
+def test_ema_selects_the_runs_ema_file_for_a_segmentation_checkpoint(trained):
+    """--ema (export_onnx.py, ...) finds a segmentation run's EMA weights by the engine's own metadata key."""
+    from swinlite.weights import ema_counterpart
+
+    run = trained[1]
+    assert ema_counterpart(run / "best.safetensors") == run / "best_ema.safetensors"
+    assert ema_counterpart(run / "last.safetensors") == run / "ema.safetensors"
+    assert ema_counterpart(run / "ema.safetensors") == run / "ema.safetensors"  # already the EMA weights

@@ -31,8 +31,10 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--input", required=True, nargs="+", type=Path, help="image files and/or folders (recursive)")
     parser.add_argument("--output-dir", required=True, type=Path, help="for detections.json and images/")
     parser.add_argument("--score-thresh", type=float, default=0.5, help="lowest score kept (default: %(default)s)")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
+    parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
     args = parser.parse_args(argv)
+    if args.onnx is not None and args.device is not None:
+        parser.error("--onnx runs the exported file in ONNX Runtime on the CPU: --device does not apply")
     if not 0 <= args.score_thresh <= 1:
         parser.error(f"--score-thresh must be in 0..1, got {args.score_thresh}")
     return args
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.predictions import detection_entries
 
     out = args.output_dir
-    device = resolve_device(args.device)
+    device = resolve_device(args.device or "auto")
     check_output(out, [args.checkpoint, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
     images = list_images(args.input)
     model, categories, _ = load_detector(args.checkpoint, device)

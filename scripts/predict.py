@@ -44,13 +44,13 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--topk", type=int, default=1, help="classes per image (default: 1; at most the classes)")
     parser.add_argument("--batch-size", type=int, default=32, help="images per forward pass (default: 32)")
     parser.add_argument("--num-workers", type=int, default=0, help="image decoding processes (default: 0)")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
+    parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_compile_argument()
     args = parser.parse_args(argv)
     if args.onnx is not None:
         given = [f for f, v in (("--checkpoint", args.checkpoint), ("--model", args.model), ("--ema", args.ema),
-                                ("--compile", args.compile)) if v]  # fmt: skip
+                                ("--compile", args.compile), ("--device", args.device)) if v]  # fmt: skip
         if given:
             parser.error(f"--onnx runs the exported file alone: {', '.join(given)} do not apply")
     elif args.classes is not None or args.preprocessing is not None:
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.io import check_output
     from swinlite.weights import ema_counterpart
 
-    device = resolve_device(args.device)
+    device = resolve_device(args.device or "auto")
     files = list_images(args.paths)
     weights = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
     check_output(args.output, [args.checkpoint, weights, *files])

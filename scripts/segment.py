@@ -47,8 +47,10 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--alpha", type=float, default=0.5, help="opacity of the overlay colours (default: %(default)s)"
     )
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
+    parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
     args = parser.parse_args(argv)
+    if args.onnx is not None and args.device is not None:
+        parser.error("--onnx runs the exported file in ONNX Runtime on the CPU: --device does not apply")
     if not 0 <= args.alpha <= 1 or (args.ratios and min(args.ratios) <= 0):
         parser.error("--alpha must be in 0..1 and --ratios positive")
     return args
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.segmentation.transforms import build_eval_transform
 
     out = args.output_dir
-    device = resolve_device(args.device)
+    device = resolve_device(args.device or "auto")
     check_output(out, [args.checkpoint, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
     images = list_images(args.input)
     model, info = load_segmenter(args.checkpoint, device)

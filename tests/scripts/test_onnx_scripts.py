@@ -54,6 +54,7 @@ CASES = {
     "wrong_channels": (["{m}", "--preprocessing", GRAY], "takes 3-channel images; the predictor feeds 1"),
     "bad_json": (["{m}", "--preprocessing", "{input_size"], "--preprocessing must be a JSON object"),
     "with_checkpoint": (["{m}", "--checkpoint", "{m}"], "--onnx runs the exported file alone: --checkpoint"),
+    "with_device": (["{m}", "--device", "cuda"], "--onnx runs the exported file alone: --device"),
 }
 
 
@@ -96,3 +97,13 @@ def test_detect_onnx_bad_file_is_one_line(onnx_classifier, tmp_path, which):
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     expected = "is not an ONNX model" if which == "not_onnx" else "is a classification model; export a detection"
     assert expected in result.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("script", ["detect.py", "segment.py"])
+def test_device_does_not_apply_to_onnx(onnx_classifier, tmp_path, script):
+    """ONNX Runtime runs on the CPU here: a --device would be ignored, so it is refused before anything is read."""
+    images = write_images(tmp_path / "images", SIZES[:1])
+    result = run_without_torch(script, "--onnx", str(onnx_classifier[1]), "--device", "cuda", "--input", str(images),
+                               "--output-dir", str(tmp_path / "out"))  # fmt: skip
+    assert result.returncode == 2 and "--device does not apply" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()

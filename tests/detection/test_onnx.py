@@ -9,6 +9,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+import torchvision
 from detkit import train
 from onnxkit import PICO, run_without_torch
 from PIL import Image
@@ -237,8 +238,38 @@ def test_one_stage_detectors_in_onnx_runtime_equal_pytorch(kind, tmp_path):
         inputs = {"image": resize(image, 96, 128).numpy(), "original_size": np.array(image.shape[-2:])}
         matched, total = _matched(session.run(None, inputs), expected)
         assert matched == total == len(expected["boxes"]), (image.shape, matched, total)
+        with torch.no_grad():  # the program itself, in PyTorch: no assumption on how many boxes NMS keeps
+            program_boxes = program.module()(*(torch.from_numpy(v) for v in inputs.values()))
+        assert _matched(tuple(t.numpy() for t in program_boxes), expected) == (total, total)
         counts.append(total)
     assert counts[0] == 3 and len(set(counts)) > 1, counts
+
+
+def test_exported_nms_keeps_any_number_of_boxes():
+    """An exported program's NMS assumes nothing about how many boxes it keeps (torchvision's fake assumed at least
+    two, and the program raised on an image with one detection); outside the export, torchvision's fake is back."""
+
+    class Keep(torch.nn.Module):
+        def forward(self, boxes: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            return torchvision.ops.nms(boxes, scores, 0.5)
+
+    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 10.0, 10.0], [20.0, 20.0, 30.0, 30.0]])
+    scores = torch.tensor([0.9, 0.8, 0.7])
+    count = torch.export.Dim("count", min=1, max=100)
+
+    def program() -> torch.export.ExportedProgram:
+        return torch.export.export(Keep(), (boxes, scores), dynamic_shapes=({0: count}, {0: count}))
+
+    def assumptions(p: torch.export.ExportedProgram) -> list[str]:
+        return sorted(str(n.args[0].meta["val"]) for n in p.graph.nodes if "assert_scalar" in str(n.target))
+
+    before = assumptions(program())
+    with traceable_detector():
+        traced = program()
+    for n in (1, 2, 3):  # keeps 1, 1, 2
+        want = torchvision.ops.nms(boxes[:n], scores[:n], 0.5)
+        torch.testing.assert_close(traced.module()(boxes[:n], scores[:n]), want)
+    assert assumptions(program()) == before
 
 
 def test_twins_pair_detections_in_any_order():

@@ -18,8 +18,7 @@ number of boxes, which a trace cannot take; each computes what torchvision compu
 - ``BoxCoder.decode``: without its ``if box_sum > 0`` around two reshapes (torch 2.11's export cannot decide it for
   the data-dependent number of proposals that NMS keeps; 2.14's can); the same boxes, (N, classes, 4).
 
-and the fake (shape-only) ``torchvision::nms`` for one whose kept count starts at 0 (:func:`_fake_nms`; torchvision's
-starts at 2, which the program would assert).
+and the count of kept boxes in torchvision's fake (shape-only) ``nms`` starts at 0, not 2 (:func:`_dynamic_size`).
 
 RetinaNet's and FCOS's post-processing (a top-k of the scores above the threshold, per level) traces as torchvision
 wrote it. Mask R-CNN's masks leave the graph as they leave its mask head, [N, 1, 28, 28] probabilities within each
@@ -40,6 +39,7 @@ import torch
 import torch.nn.functional as F
 import torchvision
 from torch import nn
+from torch._library.fake_impl import FakeImplCtx
 from torchvision.models.detection._utils import BoxCoder
 from torchvision.models.detection.image_list import ImageList
 from torchvision.ops import boxes as box_ops
@@ -141,30 +141,24 @@ def _decode(self: BoxCoder, rel_codes: torch.Tensor, boxes: list[torch.Tensor]) 
     return self.decode_single(rel_codes, concat_boxes).unflatten(1, (rel_codes.shape[1] // 4, 4))
 
 
-def _fake_nms(dets: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
-    """The kept indices of ``torchvision::nms`` while tracing: a count from 0 up. torchvision's own fake sizes them
-    with the deprecated ``create_unbacked_symint()``, whose minimum is 2, and the exported program then asserts that
-    NMS keeps at least two boxes (ONNX drops the assertion; the program's ``module()`` raised on an image with 0 or
-    1 detections)."""
-    return dets.new_empty(torch.library.get_ctx().new_dynamic_size(), dtype=torch.long)
+def _dynamic_size(self: FakeImplCtx, *, min: int = 0, max: int | None = None) -> torch.SymInt:
+    """``FakeImplCtx.create_unbacked_symint`` as its successor ``new_dynamic_size``: a count from 0 up.
+    torchvision's fake ``nms`` sizes its kept indices with the deprecated one, whose minimum is 2, and the exported
+    program then asserted that NMS keeps at least two boxes (ONNX drops the assertion; the program's ``module()``
+    raised on an image with 0 or 1 detections)."""
+    return self.new_dynamic_size(min=min, max=max)
 
 
 @contextmanager
 def traceable_detector() -> Iterator[None]:
-    """torchvision's detection functions swapped for their traceable versions (module docstring), and the fake
-    ``nms`` for :func:`_fake_nms`, while exporting; torchvision's put back on exit."""
-    from torchvision import _meta_registrations
-
-    torch.library.register_fake("torchvision::nms", _fake_nms, allow_override=True)
-    try:
-        with (
-            mock.patch.object(box_ops, "batched_nms", _batched_nms),
-            mock.patch.object(poolers, "_multiscale_roi_align", _multiscale_roi_align),
-            mock.patch.object(BoxCoder, "decode", _decode),
-        ):
-            yield
-    finally:
-        torch.library.register_fake("torchvision::nms", _meta_registrations.meta_nms, allow_override=True)
+    """torchvision's detection functions swapped for their traceable versions (module docstring), while exporting."""
+    with (
+        mock.patch.object(box_ops, "batched_nms", _batched_nms),
+        mock.patch.object(poolers, "_multiscale_roi_align", _multiscale_roi_align),
+        mock.patch.object(BoxCoder, "decode", _decode),
+        mock.patch.object(FakeImplCtx, "create_unbacked_symint", _dynamic_size),
+    ):
+        yield
 
 
 def outputs_of(detector: nn.Module) -> tuple[str, ...]:

@@ -238,9 +238,6 @@ def test_one_stage_detectors_in_onnx_runtime_equal_pytorch(kind, tmp_path):
         inputs = {"image": resize(image, 96, 128).numpy(), "original_size": np.array(image.shape[-2:])}
         matched, total = _matched(session.run(None, inputs), expected)
         assert matched == total == len(expected["boxes"]), (image.shape, matched, total)
-        with torch.no_grad():  # the program itself, in PyTorch: no assumption on how many boxes NMS keeps
-            program_boxes = program.module()(*(torch.from_numpy(v) for v in inputs.values()))
-        assert _matched(tuple(t.numpy() for t in program_boxes), expected) == (total, total)
         counts.append(total)
     assert counts[0] == 3 and len(set(counts)) > 1, counts
 

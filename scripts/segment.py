@@ -133,10 +133,9 @@ def segment_onnx(args) -> int:
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip)
     for path, height, width in files.header_sizes(images):  # first: an image the file cannot take is an error
-        for size in onnx_predict.segment_sizes(settings, height, width):
-            problem = onnx_predict.size_problem(model, *size)
-            if problem:
-                raise ValueError(f"{path}: rescaled by the test settings, {problem}")
+        problem = onnx_predict.segment_problem(model, settings, height, width)
+        if problem:
+            raise ValueError(f"{path}: {problem}")
     skipped = []
     for index, path, image in files.decoded(images, skipped):
         labels = onnx_predict.segment_scores(model, settings, image).argmax(0)  # [H, W]

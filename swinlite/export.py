@@ -30,6 +30,7 @@ import torch
 import torch.fx.experimental._config as fx_config
 from timm.data import resolve_model_data_config
 from torch import nn
+from torch.nn.modules.utils import _pair
 
 from .fpn import SwinFPNBackbone
 from .inference import class_names
@@ -170,7 +171,7 @@ class BinAverage2d(nn.Module):
 
     def __init__(self, output_size: int | tuple[int, int]) -> None:
         super().__init__()
-        self.output_size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+        self.output_size = _pair(output_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., H, W] -> [..., bins_h, bins_w]."""
@@ -196,9 +197,8 @@ def traceable_pooling(model: nn.Module) -> Iterator[None]:
     swapped = []
     for parent in model.modules():
         for child_name, child in parent.named_children():
-            size = child.output_size if isinstance(child, nn.AdaptiveAvgPool2d) else None
-            sizes = (size, size) if isinstance(size, int) else tuple(size or ())
-            if sizes and None not in sizes and sizes != (1, 1):
+            bins = _pair(child.output_size) if isinstance(child, nn.AdaptiveAvgPool2d) else (1, 1)
+            if None not in bins and bins != (1, 1):  # None keeps that side's size: left to the refusal
                 swapped.append((parent, child_name, child))
     try:
         for parent, child_name, child in swapped:

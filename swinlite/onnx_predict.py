@@ -30,7 +30,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from .files import elongation_problem
 from .metadata import check_preprocessing
-from .seg_views import slide_windows, test_views
+from .seg_views import TEST_MODES, slide_windows, test_views
 
 INTERPOLATIONS = {
     "nearest": Image.Resampling.NEAREST,
@@ -431,6 +431,8 @@ def segmenter_settings(
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{model.path}: its segmenter metadata lacks or mangles {e}") from None
+    if settings.mode not in TEST_MODES:
+        raise ValueError(f"{model.path}: test mode must be one of {', '.join(TEST_MODES)}, got {settings.mode!r}")
     outputs, count = model.session.get_outputs()[0].shape[1], len(settings.classes)
     if len(settings.palette) != count or (isinstance(outputs, int) and outputs != count):
         raise ValueError(f"{model.path}: {len(settings.classes)} classes, {len(settings.palette)} colours, "
@@ -448,6 +450,15 @@ def segment_sizes(settings: SegmenterSettings, height: int, width: int) -> list[
         else:
             sizes.append(size)
     return list(dict.fromkeys(sizes))
+
+
+def segment_problem(model: OnnxModel, settings: SegmenterSettings, height: int, width: int) -> str | None:
+    """Why the graph cannot serve every view (or window) of a ``height`` x ``width`` image, or None."""
+    for size in segment_sizes(settings, height, width):
+        problem = size_problem(model, *size)
+        if problem:
+            return f"rescaled by the test settings, {problem}"
+    return None
 
 
 def _antialias_weights(size: int, new_size: int) -> np.ndarray:
@@ -505,10 +516,9 @@ def segment_scores(model: OnnxModel, settings: SegmenterSettings, image: Image.I
     Raises:
         ValueError: an image whose views or windows lie outside the sizes the graph serves.
     """
-    for size in segment_sizes(settings, image.height, image.width):
-        problem = size_problem(model, *size)
-        if problem:
-            raise ValueError(f"rescaled by the test settings, {problem}")
+    problem = segment_problem(model, settings, image.height, image.width)
+    if problem:
+        raise ValueError(problem)
     pixels = normalize(image, settings.mean, settings.std)  # [3, H, W]
     height, width = pixels.shape[1:]
     views = test_views(height, width, settings.img_scale, settings.ratios, settings.flip)

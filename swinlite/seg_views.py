@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+TEST_MODES = ("whole", "slide")  # the whole image at once, or sliding windows of the crop size
+
 
 def rescaled_size(height: int, width: int, scale: Sequence[float]) -> tuple[int, int]:
     """The size of an image rescaled, keeping its aspect ratio, as large as fits ``scale`` (long side, short side)

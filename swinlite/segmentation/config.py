@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from ..engine.config import bounded, choice
 from ..engine.sections import SCHEDULES, DataConfig, ModelConfig, OptimConfig, RunConfig, ScheduleConfig, TrainConfig
+from ..seg_views import TEST_MODES
 
 DATASETS = ("ade20k", "folder", "shapes")
-TEST_MODES = ("whole", "slide")
 
 
 @dataclass

@@ -4,9 +4,10 @@ normalised images [B, 3, H, W] -> per-pixel class logits [B, K, H, W] at the sam
 The graph is the model's eval forward (backbone, UperNet head, the upsampling to the input's size), taken by
 :func:`swinlite.export.export_program` with a symbolic batch, height and width; its pyramid pooling traces as
 :class:`~swinlite.export.BinAverage2d`, whose bins follow the size. What the test settings do around the model
-(rescale the image, sliding windows, flips, scales averaged, logits back to the image's size, the label choice) stays
-outside the graph, as in :func:`swinlite.segmentation.inference.predict_scores`; :func:`swinlite.onnx_predict.segment`
-does the same in NumPy, reading the settings, classes and palette from the file's metadata.
+(rescale the image, sliding windows, flips, scales averaged, logits back to the image's size, the label choice)
+stays outside the graph, as in :func:`swinlite.segmentation.inference.predict_scores`;
+:func:`swinlite.onnx_predict.segment_scores` does the same in NumPy, reading the settings, classes and palette from
+the file's metadata.
 """
 
 from __future__ import annotations

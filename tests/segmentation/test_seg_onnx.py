@@ -117,3 +117,9 @@ def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):
     result = run_without_torch("segment.py", "--onnx", str(tmp_path / "classifier.onnx"), "--input", str(folder),
                                "--output-dir", str(tmp_path / "out"))  # fmt: skip
     assert result.returncode == 2 and "is a classification model; export a segmentation checkpoint" in result.stderr
+    pre = json.loads(next(p for p in model.metadata_props if p.key == "preprocessing").value)
+    next(p for p in model.metadata_props if p.key == "preprocessing").value = json.dumps(pre | {"mode": "sliding"})
+    next(p for p in model.metadata_props if p.key == "task").value = json.dumps("segmentation")
+    onnx.save(model, tmp_path / "mangled.onnx")
+    with pytest.raises(ValueError, match="test mode must be one of whole, slide, got 'sliding'"):
+        onnx_predict.segmenter_settings(onnx_predict.open_model(tmp_path / "mangled.onnx"))

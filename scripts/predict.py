@@ -156,13 +156,9 @@ def predict_onnx(args) -> int:
     topk = clamp_topk(args.topk, classes)
     predictions, skipped = [], []
     for start in range(0, len(paths), args.batch_size):
-        batch, good = [], []
-        for path in paths[start : start + args.batch_size]:
-            try:
-                batch.append(onnx_predict.preprocess(files.load_rgb(path), preprocessing))
-                good.append(path)
-            except Exception as e:  # PIL raises many types for files that are not images or are broken
-                skipped.append(f"{path}: {type(e).__name__}: {e}")
+        decoded = list(files.decoded(paths[start : start + args.batch_size], skipped))
+        good = [path for _, path, _ in decoded]
+        batch = [onnx_predict.preprocess(image, preprocessing) for _, _, image in decoded]
         if good:
             indices, probs = onnx_predict.top_k(onnx_predict.classify(model, np.stack(batch)), topk)
             predictions += [Prediction(p, i, q) for p, i, q in zip(good, indices.tolist(), probs.tolist(), strict=True)]

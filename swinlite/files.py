@@ -124,9 +124,14 @@ def decoded(paths: Sequence[Path], skipped: list[str]) -> Iterator[tuple[int, Pa
         try:
             image = load_rgb(path)
         except Exception as e:  # PIL raises many exception types for bad files
-            skipped.append(f"{path}: unreadable ({type(e).__name__}: {e})")
+            skipped.append(f"{path}: {unreadable(e)}")
             continue
         yield index, path, image
+
+
+def unreadable(error: Exception) -> str:
+    """Why an image file was skipped, in the words every script uses: ``"unreadable (<type>: <message>)"``."""
+    return f"unreadable ({type(error).__name__}: {error})"
 
 
 def header_sizes(paths: Sequence[Path]) -> Iterator[tuple[Path, int, int]]:

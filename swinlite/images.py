@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
-from .files import IMAGE_EXTENSIONS, is_image_file, list_files, list_images, load_rgb, upright_size
+from .files import IMAGE_EXTENSIONS, is_image_file, list_files, list_images, load_rgb, unreadable, upright_size
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -70,4 +70,4 @@ class ImageFiles(Dataset):
             rgb = load_rgb(self.paths[i])
             return ImageItem(i, self.transform(rgb), (rgb.height, rgb.width), None)
         except Exception as e:  # PIL raises many types for files that are not images or are broken
-            return ImageItem(i, None, None, f"{type(e).__name__}: {e}")
+            return ImageItem(i, None, None, unreadable(e))

@@ -18,16 +18,18 @@ def _rows(path):
         return list(csv.reader(f))
 
 
-def test_predict_onnx_writes_the_pytorch_csv_without_torch(onnx_classifier, tmp_path):
+def test_predict_onnx_writes_the_pytorch_csv_without_torch(onnx_classifier, tmp_path, capsys):
     checkpoint, model = onnx_classifier
     images = write_images(tmp_path / "images", SIZES)
     (images / "broken.png").write_bytes(b"not a png")
     got = run_without_torch("predict.py", "--onnx", str(model), "--topk", "2", "--output", str(tmp_path / "o.csv"),
                             str(images))  # fmt: skip
     assert got.returncode == 0, got.stderr
-    assert "skipped" in got.stderr and "broken.png" in got.stderr
+    skipped = [line for line in got.stderr.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 1 and f"{images / 'broken.png'}: unreadable (UnidentifiedImageError" in skipped[0]
     want = ["--checkpoint", checkpoint, "--topk", "2", "--no-progress", "--output", tmp_path / "t.csv", images]
     assert run_script("predict", want) == 0
+    assert skipped[0] in capsys.readouterr().err.splitlines()  # the same words with and without --onnx
     onnx_rows, torch_rows = _rows(tmp_path / "o.csv"), _rows(tmp_path / "t.csv")
     assert len(onnx_rows) == len(SIZES) + 1 and onnx_rows[0] == ["path", "class", "prob", "class_2", "prob_2"]
     for a, b in zip(onnx_rows[1:], torch_rows[1:], strict=True):

@@ -3,7 +3,8 @@
 Prints pycocotools' summary (box AP, and mask AP for Mask R-CNN) and writes OUT/eval.json (the AP values in
 percent; null for an object size the data has none of) and OUT/detections.json (the COCO results), beside the
 checkpoint unless --output-dir. The data's categories must be the checkpoint's (the same ids and names; it may
-list fewer). Mask R-CNN on data without a segmentation on every object gives box AP only, with a note.
+list fewer). Mask R-CNN on data without a segmentation on every object gives box AP only, with a note. An image
+that is missing, does not decode or is not the size its annotation says is left out of the AP and named.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ignored = ignore_empty_boxes(split.coco)
     if ignored:
         print(f"warning: {len(ignored)} objects with an empty box are ignored (ids {ignored[:10]})", file=sys.stderr)
-    dataset = CocoDetection(split, categories, build_eval_transform())  # checks the categories
+    dataset = CocoDetection(split, categories, build_eval_transform(), evaluation=True)  # checks the categories
     iou_types = ["bbox"]
     if meta["detector"].get("detector") == "maskrcnn":
         unmasked = unmasked_objects(split.coco, split.image_ids)
@@ -77,11 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             iou_types.append("segm")
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=collate)
-    results = predict(model, loader, categories, StepSettings(device, amp))
-    report = {"checkpoint": str(args.checkpoint), "images": len(split.image_ids)}
+    results, left_out = predict(model, loader, categories, StepSettings(device, amp))  # left out: named as read
+    image_ids = [i for i in split.image_ids if i not in set(left_out)]
+    report = {"checkpoint": str(args.checkpoint), "images": len(image_ids)}
     for iou_type in iou_types:
-        ap = coco_ap(split.coco, results, split.image_ids, iou_type)
-        print(f"{iou_type} ({len(split.image_ids)} images):\n{ap.summary}")
+        ap = coco_ap(split.coco, results, image_ids, iou_type)
+        print(f"{iou_type} ({len(image_ids)} images):\n{ap.summary}")
         report[iou_type] = ap.ap
     atomic_write_bytes(out / "eval.json", json_bytes(report, indent=1))  # COCO's NaN "no object of that size": null
     atomic_write_bytes(out / "detections.json", json_bytes(results))

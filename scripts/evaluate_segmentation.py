@@ -95,16 +95,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: left out {path}: {reason}", file=sys.stderr)
     if len(split.skipped) > 10:
         print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
-    dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std))
+    dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std), True)
     loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)
     classes = info.labels.classes
-    result = scores(
-        confusion_of(model, loader, test, len(classes), info.labels.ignore_index, StepSettings(device, amp))
+    counts, evaluated = confusion_of(  # a pair unreadable now is left out, named as it is read
+        model, loader, test, len(classes), info.labels.ignore_index, StepSettings(device, amp)
     )
-    print(f"{args.checkpoint} on {len(split.pairs)} images of {images} ({test.mode}, ratios {list(test.ratios)}"
+    result = scores(counts)
+    print(f"{args.checkpoint} on {evaluated} images of {images} ({test.mode}, ratios {list(test.ratios)}"
           f"{', flip' if test.flip else ''}):\n{per_class_table(result, classes)}")  # fmt: skip
     per_class = {c: {"iou": i, "acc": a} for c, i, a in zip(classes, result.iou, result.acc, strict=True)}
-    report = {"checkpoint": str(args.checkpoint), "images": len(split.pairs), "test": test.to_dict(),
+    report = {"checkpoint": str(args.checkpoint), "images": evaluated, "test": test.to_dict(),
               "miou": result.miou, "macc": result.macc, "aacc": result.aacc, "per_class": per_class}  # fmt: skip
     atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(report), indent=1, allow_nan=False).encode())
     atomic_write_bytes(out / "per_class_iou.csv", per_class_csv(result, classes))

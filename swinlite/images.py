@@ -34,6 +34,7 @@ __all__ = [
     "list_files",
     "list_images",
     "load_rgb",
+    "unreadable",
     "upright_size",
 ]
 

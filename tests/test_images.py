@@ -45,6 +45,19 @@ def test_exif_orientation_is_applied(tmp_path: Path):
     assert upright_size(tmp_path / "photo.jpg") == (40, 20)  # the header's size, turned as load_rgb turns it
     error = np.abs(shown - want)
     assert error[:14].max() < 40 and error[26:].max() < 40  # JPEG noise near the colour edge (row 20) left out
+    Image.fromarray(stored).save(tmp_path / "photo.png", exif=exif)  # PNG: an eXIf chunk
+    assert upright_size(tmp_path / "photo.png") == load_rgb(tmp_path / "photo.png").size[::-1] == (40, 20)
+
+
+def test_upright_size_reads_the_header_and_with_decode_the_whole_file(tmp_path: Path):
+    """A file whose pixel data is cut off: its header's size, or with ``decode`` load_rgb's error (a PNG's EXIF is
+    looked for in the header: PIL's getexif would decode the pixels)."""
+    Image.fromarray(np.zeros((30, 50, 3), np.uint8) + 90).save(tmp_path / "full.png")
+    data = (tmp_path / "full.png").read_bytes()
+    (tmp_path / "cut.png").write_bytes(data[: len(data) // 2])
+    assert upright_size(tmp_path / "cut.png") == (30, 50) == upright_size(tmp_path / "full.png", decode=True)
+    with pytest.raises(OSError, match="truncated"):
+        upright_size(tmp_path / "cut.png", decode=True)
 
 
 def test_float_image_in_0_1_is_scaled_not_read_as_black(tmp_path: Path):

@@ -3,8 +3,9 @@
 ``load_split`` reads one annotation file (checked record by record first, see :mod:`.annotations`) and checks it
 against its image folder before training starts: a missing file or folder, a file that does not fit COCO's
 format, a file without categories, or a split left without images is a ValueError; an image whose file is
-missing (or, with ``verify``, does not decode) and an annotation with a non-finite box or an invalid mask are
-skipped with a warning naming their ids. ``CocoDetection`` then serves ``(image, target)`` pairs as
+missing, whose header (with ``verify``, whole file) does not decode or whose size (EXIF orientation applied) is not
+the annotation's, and an annotation with a non-finite box or an invalid mask, are skipped with a warning naming
+their ids. ``CocoDetection`` then serves ``(image, target)`` pairs as
 torchvision's detectors take them: category ids (which need not be contiguous) become labels 1..K (0 is the
 background; a file with categories the label mapping lacks is a ValueError), ``iscrowd`` objects are left out
 (COCOeval handles them in evaluation), boxes reaching outside the image are clipped and empty ones dropped,
@@ -25,7 +26,7 @@ from pycocotools.coco import COCO
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
-from ..images import load_rgb
+from ..images import load_rgb, unreadable, upright_size
 from .annotations import read_coco
 from .config import DetDataConfig
 from .transforms import resize_problem
@@ -73,16 +74,26 @@ def _warn_ids(what: str, items: list[tuple[int, str]]) -> None:
         warnings.warn(f"{len(items)} {what}: {listed}{more}", stacklevel=3)
 
 
-def _image_problem(path: Path, verify: bool) -> str | None:
+def _image_problem(path: Path, info: dict, verify: bool) -> str | None:
+    """Why the image ``info`` describes cannot be used, or None: a missing file, a header (with ``verify``, the
+    whole file) that does not decode, or a size other than the annotation's."""
     if not path.is_file():
         return f"missing file {path}"
-    if verify:
-        try:
-            with Image.open(path) as img:
-                img.load()
-        except Exception as e:  # PIL raises many exception types for bad files
-            return f"unreadable {path} ({type(e).__name__}: {e})"
-    return None
+    try:
+        height, width = upright_size(path, decode=verify)
+    except Exception as e:  # PIL raises many exception types for bad files
+        return f"{path}: {unreadable(e)}"
+    return _size_problem(path, (height, width), info)
+
+
+def _size_problem(path: Path, size: tuple[int, int], info: dict) -> str | None:
+    """Why an image of (height, width) ``size`` does not fit its annotation ``info``, or None."""
+    if size == (info["height"], info["width"]):
+        return None
+    with Image.open(path) as image:
+        turned = image.size != (size[1], size[0])
+    why = " after its EXIF orientation (boxes are read on the upright image, as load_rgb gives it)" if turned else ""
+    return f"{path} is {size[1]}x{size[0]}{why} but its annotation says {info['width']}x{info['height']}"
 
 
 def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSplit:
@@ -102,7 +113,8 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSpl
         raise ValueError(f"{ann_file} has no categories; COCO files list them under 'categories'")
     kept, skipped = [], []
     for image_id in sorted(coco.imgs):
-        problem = _image_problem(image_dir / coco.imgs[image_id]["file_name"], verify)
+        info = coco.imgs[image_id]
+        problem = _image_problem(image_dir / info["file_name"], info, verify)
         if problem is None:
             kept.append(image_id)
         else:
@@ -191,15 +203,25 @@ class CocoDetection(Dataset):
         categories: the label mapping (the training split's, or the checkpoint's).
         transform: a ``torchvision.transforms.v2`` transform of ``(image, target)``.
         masks: decode instance masks (Mask R-CNN); every object must have a segmentation.
+        evaluation: an image that became unreadable after :func:`load_split` gives ``(None, {"image_id": id})``
+            (the evaluation leaves it out) instead of the next image (what training serves).
 
     Raises:
         ValueError: ``split`` has categories ``categories`` lacks (:func:`check_categories`), or with ``masks``,
             objects without a segmentation.
     """
 
-    def __init__(self, split: CocoSplit, categories: Categories, transform=None, masks: bool = False) -> None:
+    def __init__(
+        self,
+        split: CocoSplit,
+        categories: Categories,
+        transform=None,
+        masks: bool = False,
+        evaluation: bool = False,
+    ) -> None:
         check_categories(categories, split)
         self.split, self.categories, self.transform, self.masks = split, categories, transform, masks
+        self.evaluation = evaluation
         self.objects, problems = [], []
         for image_id in split.image_ids:
             kept, bad = _clean_annotations(split, image_id)
@@ -230,24 +252,32 @@ class CocoDetection(Dataset):
             target["masks"] = tv_tensors.Mask(torch.from_numpy(stacked))
         return target
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        for offset in range(len(self)):
-            i = (index + offset) % len(self)
-            path = self.split.image_dir / self.split.coco.imgs[self.split.image_ids[i]]["file_name"]
-            try:
-                image = load_rgb(path)
-            except Exception as e:  # a file broken after the scan must not stop training mid-epoch
-                warnings.warn(f"skipping unreadable image {path} (id {self.split.image_ids[i]}): {e}", stacklevel=2)
-                continue
-            info = self.split.coco.imgs[self.split.image_ids[i]]
-            if image.size != (info["width"], info["height"]):
-                raise ValueError(
-                    f"image {path} (id {info['id']}) is {image.size[0]}x{image.size[1]} but its annotation says "
-                    f"{info['width']}x{info['height']}"
-                )
-            image, target = tv_tensors.Image(image), self._target(i, (info["height"], info["width"]))
-            return self.transform(image, target) if self.transform else (image, target)
+    def __getitem__(self, index: int) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        if self.evaluation:  # an evaluation scores the images it was given: an unreadable one is left out
+            return self._item(index)
+        for offset in range(len(self)):  # in training, the next image: a broken file must not stop a long run
+            image, target = self._item((index + offset) % len(self))
+            if image is not None:
+                return image, target
         raise RuntimeError("no image in the dataset could be read")
+
+    def _item(self, index: int) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        """(image, target) of image ``index``; (None, {"image_id": ...}) with a warning when its file became
+        unreadable, or changed size, after :func:`load_split` checked it."""
+        image_id = self.split.image_ids[index]
+        info = self.split.coco.imgs[image_id]
+        path = self.split.image_dir / info["file_name"]
+        try:
+            image = load_rgb(path)
+            problem = _size_problem(path, (image.height, image.width), info)
+        except Exception as e:  # PIL raises many exception types for bad files
+            problem = f"{path}: {unreadable(e)}"
+        if problem is not None:
+            done = "left out of the evaluation" if self.evaluation else "skipped"
+            warnings.warn(f"image id {image_id} {done}: {problem}", stacklevel=3)
+            return None, {"image_id": image_id}
+        image, target = tv_tensors.Image(image), self._target(index, (info["height"], info["width"]))
+        return self.transform(image, target) if self.transform else (image, target)
 
 
 def collate(batch: list[tuple[torch.Tensor, dict]]) -> tuple[list[torch.Tensor], list[dict]]:

@@ -41,17 +41,24 @@ def loss_column(name: str) -> str:
 @torch.no_grad()
 def predict(
     model: nn.Module, loader: DataLoader, categories: Categories, settings: StepSettings, dist: DistInfo = SINGLE
-) -> list[dict[str, object]]:
-    """COCO result dicts for every image of ``loader`` (each process its shard; all processes' on return)."""
+) -> tuple[list[dict[str, object]], list[int]]:
+    """(COCO result dicts, ids of the images left out) for the images of ``loader`` (each process its shard; all
+    processes' on return). An image is left out when it is None (an evaluation ``CocoDetection`` that could not
+    read it)."""
     model.eval()
-    results = []
-    for images, targets in loader:
-        images = [im.to(settings.device, non_blocking=True) for im in images]
+    results, left_out = [], []
+    for batch_images, targets in loader:
+        left_out += [t["image_id"] for im, t in zip(batch_images, targets, strict=True) if im is None]
+        read = [(im, t) for im, t in zip(batch_images, targets, strict=True) if im is not None]
+        if not read:
+            continue
+        images = [im.to(settings.device, non_blocking=True) for im, _ in read]
         with autocast(settings):
             outputs = model(images)
-        for output, target in zip(outputs, targets, strict=True):
+        for output, (_, target) in zip(outputs, read, strict=True):
             results += to_coco_results(output, target["image_id"], categories)
-    return [r for part in all_gather_object(results, dist) for r in part]
+    parts = all_gather_object((results, left_out), dist)
+    return [r for part, _ in parts for r in part], sorted(i for _, ids in parts for i in ids)
 
 
 class DetectionTask(Task):
@@ -118,7 +125,7 @@ class DetectionTask(Task):
             train_split, self.val_split, self.categories = self._load_splits()
             masks = cfg.model.detector == "maskrcnn"
             train_ds = CocoDetection(train_split, self.categories, build_train_transform(cfg.data), masks=masks)
-            val_ds = CocoDetection(self.val_split, self.categories, build_eval_transform())
+            val_ds = CocoDetection(self.val_split, self.categories, build_eval_transform(), evaluation=True)
         if not any(train_ds.objects):
             raise ValueError(f"the training annotations ({split_paths(cfg.data, 'train')[0]}) hold no usable object")
         self.ctx.log(f"data: {len(train_ds)} train / {len(self.val_split.image_ids)} val images, "
@@ -143,8 +150,8 @@ class DetectionTask(Task):
 
     def evaluate(self, model: nn.Module, loader: DataLoader) -> dict[str, float]:
         """COCO AP of ``model`` on the val split (``val_map``, ..., plus ``val_mask_*`` for masks)."""
-        results = predict(model, loader, self.categories, self.ctx.settings, self.ctx.dist)
-        coco, ids = self.val_split.coco, self.val_split.image_ids
+        results, left_out = predict(model, loader, self.categories, self.ctx.settings, self.ctx.dist)
+        coco, ids = self.val_split.coco, [i for i in self.val_split.image_ids if i not in set(left_out)]
         row = {f"val_{k}": v for k, v in coco_ap(coco, results, ids).ap.items()}
         if self.cfg.model.detector == "maskrcnn":
             row |= {f"val_mask_{k}": v for k, v in coco_ap(coco, results, ids, "segm").ap.items()}

@@ -29,7 +29,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
-from ..images import is_image_file, list_files, load_rgb, upright_size
+from ..images import is_image_file, list_files, load_rgb, unreadable, upright_size
 from .classes import ADE20K_CLASSES, ADE20K_PALETTE, color_map
 from .config import SegDataConfig
 
@@ -153,14 +153,6 @@ def read_labels(path: Path, labels: Labels) -> np.ndarray:
     return out
 
 
-def _upright_size(path: Path, decode: bool) -> tuple[int, int]:
-    """(height, width) of an image as ``load_rgb`` gives it: decoded if ``decode``, else from the header."""
-    if decode:
-        width, height = load_rgb(path).size
-        return height, width
-    return upright_size(path)
-
-
 @dataclass
 class _Check:
     problem: str | None = None  # why the pair is skipped
@@ -170,7 +162,7 @@ class _Check:
 
 def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
     try:
-        size = _upright_size(pair.image, verify)
+        size = upright_size(pair.image, verify)
     except Exception as e:  # PIL raises many types for a broken file
         return _Check(f"unreadable image ({type(e).__name__}: {e})")
     try:
@@ -234,31 +226,51 @@ class SegmentationDataset(Dataset):
     """``(image, mask)`` pairs of a checked split through a ``torchvision.transforms.v2`` transform.
 
     Before the transform: ``tv_tensors.Image`` [3, H, W] uint8 and ``tv_tensors.Mask`` [H, W] int64 (the labels of
-    :func:`read_labels`). A pair that became unreadable after the scan is skipped with a warning (the next one is
-    served), so that it does not stop a long run.
+    :func:`read_labels`). A pair that became unreadable after the scan is named in a warning and, in training, the
+    next one served (a broken file must not stop a long run); with ``evaluation`` the item is None instead
+    (:func:`collate` drops it: an evaluation scores the pairs it was given).
     """
 
-    def __init__(self, pairs: list[Pair], labels: Labels, transform: Callable | None = None) -> None:
-        self.pairs, self.labels, self.transform = pairs, labels, transform
+    def __init__(
+        self, pairs: list[Pair], labels: Labels, transform: Callable | None = None, evaluation: bool = False
+    ) -> None:
+        self.pairs, self.labels, self.transform, self.evaluation = pairs, labels, transform, evaluation
 
     def __len__(self) -> int:
         return len(self.pairs)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        if self.evaluation:
+            return self._item(index)
         for offset in range(len(self)):
-            pair = self.pairs[(index + offset) % len(self)]
-            try:
-                image = tv_tensors.Image(pil_to_tensor(load_rgb(pair.image)))
-                mask = tv_tensors.Mask(torch.from_numpy(read_labels(pair.mask, self.labels)))
-            except Exception as e:  # a file broken after the scan must not stop training mid-epoch
-                warnings.warn(f"skipping unreadable pair {pair.image}, {pair.mask}: {e}", stacklevel=2)
-                continue
-            return self.transform(image, mask) if self.transform else (image, mask)
+            item = self._item((index + offset) % len(self))
+            if item is not None:
+                return item
         raise RuntimeError("no image of the dataset could be read")
+
+    def _item(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        pair = self.pairs[index]
+        try:
+            image = tv_tensors.Image(pil_to_tensor(load_rgb(pair.image)))
+            mask = tv_tensors.Mask(torch.from_numpy(read_labels(pair.mask, self.labels)))
+            problem = None
+            if image.shape[-2:] != mask.shape:  # a file replaced after the scan
+                problem = f"the image is {image.shape[-1]}x{image.shape[-2]}, the mask {mask.shape[1]}x{mask.shape[0]}"
+        except Exception as e:  # PIL raises many exception types for bad files
+            problem = unreadable(e)
+        if problem is not None:
+            done = "left out of the evaluation" if self.evaluation else "skipped"
+            warnings.warn(f"pair {pair.image}, {pair.mask} {done}: {problem}", stacklevel=3)
+            return None
+        return self.transform(image, mask) if self.transform else (image, mask)
 
 
 def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor | list, torch.Tensor | list]:
-    """Stacked images and masks when all have one size (training crops), else lists (whole evaluation images)."""
+    """Stacked images and masks when all have one size (training crops), else lists (whole evaluation images);
+    the pairs an evaluation could not read (None) are left out."""
+    batch = [item for item in batch if item is not None]
+    if not batch:
+        return [], []
     images, masks = zip(*batch, strict=True)
     if len({tuple(im.shape) for im in images}) == 1 and len({tuple(m.shape) for m in masks}) == 1:
         return torch.stack(images), torch.stack(masks)

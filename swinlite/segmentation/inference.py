@@ -86,12 +86,15 @@ def confusion_of(
     ignore_index: int,
     settings: StepSettings,
     dist: DistInfo = SINGLE,
-) -> torch.Tensor:
-    """Summed confusion counts [K, K] over every (image, mask) of ``loader`` (this process's shard; all processes'
-    on return). Batches are stacked tensors or lists of images of different sizes (``data.collate``)."""
+) -> tuple[torch.Tensor, int]:
+    """(summed confusion counts [K, K], images counted) over every (image, mask) of ``loader`` (this process's
+    shard; all processes' on return). Batches are stacked tensors or lists of images of different sizes
+    (``data.collate``, which leaves out the pairs an evaluation could not read)."""
     model.eval()
     counts = torch.zeros(num_classes, num_classes, dtype=torch.int64)
+    images_counted = 0
     for images, masks in loader:
+        images_counted += len(images)
         if isinstance(images, torch.Tensor):  # one size: the whole batch at once
             groups = [(images, masks)]
         else:
@@ -103,5 +106,6 @@ def confusion_of(
             with autocast(settings):
                 pred = predict_scores(model, x, test).argmax(1).cpu()
             counts += confusion(pred, y, num_classes, ignore_index)
-    summed = all_reduce_sum(counts.flatten().double().tolist(), dist, settings.device)
-    return torch.tensor(summed, dtype=torch.float64).round().long().reshape(num_classes, num_classes)
+    summed = all_reduce_sum([*counts.flatten().double().tolist(), float(images_counted)], dist, settings.device)
+    total = torch.tensor(summed, dtype=torch.float64).round().long()
+    return total[:-1].reshape(num_classes, num_classes), int(total[-1])

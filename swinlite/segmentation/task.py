@@ -106,7 +106,7 @@ class SegmentationTask(Task):
         shown = f": {', '.join(classes)}" if len(classes) <= 20 else ""
         self.ctx.log(f"data: {len(train.pairs)} train / {len(val.pairs)} val images, {len(classes)} classes{shown}")
         train_ds = SegmentationDataset(train.pairs, self.labels, build_train_transform(data, self.labels.ignore_index))
-        val_ds = SegmentationDataset(val.pairs, self.labels, build_eval_transform(data.mean, data.std))
+        val_ds = SegmentationDataset(val.pairs, self.labels, build_eval_transform(data.mean, data.std), True)
         return train_ds, val_ds
 
     def collate(self, batch: list[Any]) -> Any:
@@ -136,8 +136,8 @@ class SegmentationTask(Task):
     def evaluate(self, model: nn.Module, loader: DataLoader) -> dict[str, float]:
         """mIoU, mAcc and aAcc (%) of ``model`` over the val split, as the test settings predict; the per-class IoU
         and accuracy go to the log as a table (``scripts/evaluate_segmentation.py`` also writes them as a CSV)."""
-        counts = confusion_of(model, loader, self.test, len(self.labels.classes), self.labels.ignore_index,
-                              self.ctx.settings, self.ctx.dist)  # fmt: skip
+        counts, _ = confusion_of(model, loader, self.test, len(self.labels.classes), self.labels.ignore_index,
+                                 self.ctx.settings, self.ctx.dist)  # fmt: skip
         result = scores(counts)
         self.ctx.log(f"val per class (%):\n{per_class_table(result, self.labels.classes)}")
         return {"val_miou": result.miou, "val_macc": result.macc, "val_aacc": result.aacc}

@@ -51,7 +51,8 @@ def make_quirky_coco(root: Path) -> Path:
 
     Image 1: two objects (polygon masks). 2: one object and an ``iscrowd`` one (RLE mask). 3: no object
     (a negative). 4: a box reaching outside the image (clipped, annotation 6) and a zero-area box (dropped,
-    annotation 7). 5: its file is missing. 6: its file is corrupt.
+    annotation 7). 5: its file is missing. 6: its file is cut off (a broken download: the header reads, the pixels
+    do not).
     """
     rng = np.random.default_rng(0)
     annotations = [
@@ -71,10 +72,9 @@ def make_quirky_coco(root: Path) -> Path:
             path = folder / info["file_name"]
             if info["id"] == 5:
                 continue  # missing
-            if info["id"] == 6:
-                path.write_bytes(b"\x89PNG\r\n\x1a\nnot really a png")
-                continue
             _image(rng, [a["bbox"] for a in annotations if a["image_id"] == info["id"]]).save(path)
+            if info["id"] == 6:
+                path.write_bytes(path.read_bytes()[:100])
         (root / "annotations").mkdir(exist_ok=True)
         coco = {"images": images, "annotations": annotations, "categories": CATEGORIES}
         (root / "annotations" / f"instances_{split}2017.json").write_text(json.dumps(coco))

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from detkit import SIZE, edit_coco
+from PIL import Image
 from torchvision import tv_tensors
 from torchvision.ops import masks_to_boxes
 
@@ -20,13 +21,25 @@ def _train_split(coco: Path, verify: bool = False):
     return split, " ".join(str(w.message) for w in record)
 
 
-def test_missing_and_corrupt_images_are_skipped_with_their_ids(coco: Path):
+def test_missing_unreadable_and_wrongly_sized_images_are_skipped_with_their_ids(coco: Path):
     split, message = _train_split(coco)
-    assert split.image_ids == [1, 2, 3, 4, 6]  # 5's file is missing
+    assert split.image_ids == [1, 2, 3, 4, 6]  # 5's file is missing; 6's header reads
     assert "5: missing file" in message and "05.png" in message
-    split, message = _train_split(coco, verify=True)
-    assert split.image_ids == [1, 2, 3, 4]
-    assert "6: unreadable" in message
+    folder = coco / "train2017"
+    (folder / "03.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really a png")  # not even its header reads
+    Image.new("RGB", (SIZE - 8, SIZE)).save(folder / "02.png")  # 40x48, annotated 48x48
+    exif = Image.Exif()
+    exif[0x0112] = 6  # turned 90 degrees: 48x40 as stored and annotated, 40x48 upright (as load_rgb reads it)
+    Image.new("RGB", (SIZE, SIZE - 8)).save(folder / "04.png", exif=exif)
+    edit_coco(coco, "train", lambda c: c["images"][3].update(width=SIZE, height=SIZE - 8))
+    split, message = _train_split(coco)
+    assert split.image_ids == [1, 6]
+    assert "3: " in message and "03.png: unreadable (" in message
+    assert "2: " in message and "02.png is 40x48 but its annotation says 48x48" in message
+    assert "04.png is 40x48 after its EXIF orientation" in message and "its annotation says 48x40" in message
+    split, message = _train_split(coco, verify=True)  # every file decoded
+    assert split.image_ids == [1]
+    assert "6: " in message and "06.png: unreadable (OSError: image file is truncated" in message
 
 
 def test_targets_map_categories_drop_crowds_clip_boxes_keep_negatives(coco: Path):
@@ -47,13 +60,16 @@ def test_targets_map_categories_drop_crowds_clip_boxes_keep_negatives(coco: Path
     torch.testing.assert_close(masks_to_boxes(by_id[1]["masks"]), expected)
 
 
-def test_unreadable_image_at_load_time_is_replaced_with_a_warning(coco: Path):
-    split, _ = _train_split(coco)
+def test_an_image_broken_after_the_scan_is_replaced_in_training_and_left_out_in_evaluation(coco: Path):
+    split, _ = _train_split(coco)  # image 6 (index 4) passes the scan: its header reads
     with pytest.warns(UserWarning):
-        dataset = CocoDetection(split, categories_of(split))
-    with pytest.warns(UserWarning, match=r"skipping unreadable image .*06\.png \(id 6\)"):
-        _, target = dataset[4]
+        training = CocoDetection(split, categories_of(split))
+        evaluation = CocoDetection(split, categories_of(split), evaluation=True)
+    with pytest.warns(UserWarning, match=r"image id 6 skipped: .*06\.png: unreadable \(OSError"):
+        _, target = training[4]
     assert target["image_id"] == 1  # the next one, wrapping around
+    with pytest.warns(UserWarning, match=r"image id 6 left out of the evaluation: .*06\.png: unreadable"):
+        assert evaluation[4] == (None, {"image_id": 6})  # scoring another image in its place would be wrong
 
 
 def test_flip_and_resize_move_boxes_and_masks_together(coco: Path):

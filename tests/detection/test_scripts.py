@@ -1,9 +1,11 @@
 """scripts/train_detection.py, evaluate_detection.py and detect.py, run in-process as from the command line."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from detkit import edit_coco
 from scriptkit import run_script
 
 from swinlite.detection.config import DetConfig
@@ -36,11 +38,34 @@ def test_evaluate_detection_writes_box_and_mask_ap(trained, tmp_path: Path, caps
     argv = ["--checkpoint", str(run / "best.safetensors"), "--data-dir", str(coco), "--output-dir", str(tmp_path)]
     assert run_script("evaluate_detection", argv + ["--num-workers", "0"]) == 0
     report = json.loads((tmp_path / "eval.json").read_text(), parse_constant=_no_constants)  # strict JSON
-    assert report["images"] == 5 and set(report) >= {"bbox", "segm"}
+    assert report["images"] == 4 and set(report) >= {"bbox", "segm"}  # 05.png missing, 06.png does not decode
     assert set(report["bbox"]) == {"map", "map50", "map75", "map_small", "map_medium", "map_large"}
     assert report["bbox"]["map_large"] is None  # no object that large: COCO's -1, NaN in Python, null here
     assert "Average Precision" in capsys.readouterr().out
     assert isinstance(json.loads((tmp_path / "detections.json").read_text()), list)
+
+
+def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tmp_path: Path):
+    """A val image whose header reads but whose pixels do not: the AP and detections of the images that do, as if
+    the file listed only those (not the next image's detections in its place)."""
+    coco, run = trained
+    data = shutil.copytree(coco, tmp_path / "coco")
+    path = data / "val2017" / "02.png"
+    path.write_bytes(path.read_bytes()[:100])  # as 06.png
+    argv = ["--checkpoint", str(run / "best.safetensors"), "--data-dir", str(data), "--num-workers", "0"]
+    with pytest.warns(UserWarning, match=r"image id 2 left out of the evaluation: .*02\.png: unreadable"):
+        assert run_script("evaluate_detection", [*argv, "--output-dir", str(tmp_path / "broken")]) == 0
+
+    def unlist(c: dict) -> None:
+        c.update(images=[i for i in c["images"] if i["id"] != 2])
+        c.update(annotations=[a for a in c["annotations"] if a["image_id"] != 2])
+
+    edit_coco(data, "val", unlist)
+    assert run_script("evaluate_detection", [*argv, "--output-dir", str(tmp_path / "unlisted")]) == 0
+    for name in ("eval.json", "detections.json"):
+        broken, unlisted = (json.loads((tmp_path / d / name).read_text()) for d in ("broken", "unlisted"))
+        assert broken == unlisted, name
+    assert json.loads((tmp_path / "broken" / "eval.json").read_text())["images"] == 3  # 05.png missing too
 
 
 def test_detect_writes_coco_results_and_drawn_images(trained, tmp_path: Path):

@@ -107,7 +107,7 @@ def test_images_too_thin_to_resize_are_left_out_of_training_and_evaluation_with_
         edit_coco(coco, split, lambda d, size=size: d["images"][2].update(width=size[0], height=size[1]))
     with pytest.warns(UserWarning) as record:
         out = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "run")))
-    left_out = sorted(str(w.message) for w in record if "left out" in str(w.message))
+    left_out = sorted(str(w.message) for w in record if "left out (image id" in str(w.message))
     assert left_out == [
         "1 images of instances_train2017.json left out (image id: reason): 3: a 400x1 image would be resized to 96x0 "
         "(short side 40, long side at most 96): too thin",

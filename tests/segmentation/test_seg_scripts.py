@@ -3,6 +3,7 @@
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,28 @@ def test_evaluate_scores_the_split_as_the_run_did(trained, tmp_path: Path, capsy
     assert load_script("evaluate_segmentation").main([*argv, "--num-workers", "0"]) == 0
     report = json.loads((tmp_path / "eval.json").read_text())
     assert report["test"]["mode"] == "slide" and report["test"]["ratios"] == [1.0, 1.5] and report["test"]["flip"]
+
+
+def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tmp_path: Path):
+    """A val image whose header reads (the scan passes) but whose pixels do not: the scores of the other pairs, as
+    if the folder held only those (not the next pair counted twice in its place)."""
+    data, run = trained
+    argv = ["--checkpoint", str(run / "best.safetensors"), "--num-workers", "0"]
+    for folder in ("broken", "without"):
+        shutil.copytree(data, tmp_path / folder)
+    path = tmp_path / "broken" / "images" / "validation" / "02.png"
+    path.write_bytes(path.read_bytes()[:100])
+    for pair in ("images", "annotations"):
+        (tmp_path / "without" / pair / "validation" / "02.png").unlink()
+
+    def evaluate(folder: str) -> dict:
+        out = ["--data-dir", str(tmp_path / folder), "--output-dir", str(tmp_path / f"{folder}_eval")]
+        assert load_script("evaluate_segmentation").main([*argv, *out]) == 0
+        return json.loads((tmp_path / f"{folder}_eval" / "eval.json").read_text())
+
+    with pytest.warns(UserWarning, match=r"pair .*02\.png, .*02\.png left out of the evaluation: unreadable"):
+        broken = evaluate("broken")
+    assert broken == evaluate("without") and broken["images"] == 5
 
 
 def test_segment_writes_palette_label_maps_and_overlays(trained, tmp_path: Path):

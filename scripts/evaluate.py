@@ -64,13 +64,16 @@ def main(argv: list[str] | None = None) -> int:
 
         from swinlite.optimize import FixedBatch
 
-        images, _ = next(iter(setup.loader))  # the first batch: its shape is every batch's but the last
-        setup = replace(setup, model=FixedBatch(setup.model.eval().to(device), images.to(device)))
+        first = next((batch[0] for batch in setup.loader if batch is not None), None)  # None: no image read
+        if first is None:
+            raise ValueError(f"no image of {args.data_dir / args.split} could be read")
+        example = first.new_zeros(args.batch_size, *first.shape[1:])  # a full batch: the eval transform's size
+        setup = replace(setup, model=FixedBatch(setup.model.eval().to(device), example.to(device)))
     result = run_evaluation(setup, device, amp)
     k = min(5, len(setup.classes))  # the k of the engine's top-k
     summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{k}": result.topk, "loss": result.loss}
     summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
-    summary |= {"images": len(setup.loader.dataset), "skipped": [{"path": p, "reason": r} for p, r in setup.skipped]}
+    summary |= {"images": int(result.confusion.sum()), "skipped": [{"path": p, "reason": r} for p, r in setup.skipped]}
     atomic_write_bytes(out / "eval.json", json_bytes(summary, indent=2))  # a NaN loss as null
     print(f"weights: {checkpoint}")
     print(format_report(result, setup.classes))

@@ -51,8 +51,8 @@ class ImageItem(NamedTuple):
 class ImageFiles(Dataset):
     """Images of a list of files through ``transform``, each as an :class:`ImageItem`.
 
-    A file that does not decode gives an item with the reason instead of an exception, so a loader with
-    ``collate_fn=list`` carries on and the caller reports it.
+    A file that does not decode, or that the transform refuses with a ValueError, gives an item with the reason
+    instead of an exception, so a loader with ``collate_fn=list`` carries on and the caller reports it.
 
     Args:
         paths: the files.
@@ -69,6 +69,9 @@ class ImageFiles(Dataset):
     def __getitem__(self, i: int) -> ImageItem:
         try:
             rgb = load_rgb(self.paths[i])
-            return ImageItem(i, self.transform(rgb), (rgb.height, rgb.width), None)
         except Exception as e:  # PIL raises many types for files that are not images or are broken
             return ImageItem(i, None, None, unreadable(e))
+        try:
+            return ImageItem(i, self.transform(rgb), (rgb.height, rgb.width), None)
+        except ValueError as e:  # the transform refuses it (inference.eval_transform: too elongated to resize)
+            return ImageItem(i, None, None, str(e))

@@ -2,10 +2,10 @@
 
 Problems in the folders are found before training starts: a missing root or split, an empty class
 folder, a val class train does not have are ValueErrors. The scan reads only each image's header; a
-file PIL cannot identify is skipped there, one whose pixel data is broken is skipped by the loader
-worker that decodes it, each with a warning that names it; so is a val image too elongated for the centre crop's
-resize (a 1x40000 image resized to a shorter side of 256 would take 7 GiB). Every image is converted to RGB
-(grayscale, RGBA, palette, CMYK, ...).
+file PIL cannot identify is skipped there, one whose pixel data is broken is named by the loader worker that
+decodes it (training serves the next image, an evaluation leaves it out); so is a val image too elongated for the
+centre crop's resize (a 1x40000 image resized to a shorter side of 256 would take 7 GiB). Every image is converted
+to RGB (grayscale, RGBA, palette, CMYK, ...).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import torch
 from PIL import Image, ImageOps
 from timm.data import create_transform
 from timm.data.auto_augment import AugmentOp
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, default_collate
 
 from ..files import center_crop_scale, elongation_problem
-from ..images import IMAGE_EXTENSIONS, is_image_file, list_files, load_rgb
+from ..images import IMAGE_EXTENSIONS, is_image_file, list_files, load_rgb, unreadable
 from .config import DataConfig
 
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
@@ -114,40 +114,62 @@ def scan_split(
 
 
 class ImageFolderDataset(Dataset):
-    """(image tensor, class index) pairs; an image that fails to load is replaced by the next one, with a warning.
+    """(image tensor, class index) pairs; an image that fails to load is named in a warning and, in training,
+    replaced by the next one (a broken file must not stop a long run); with ``evaluation`` the item is None
+    instead (:func:`collate` drops it: an evaluation scores the images it was given).
 
     Args:
         samples: (path, class index) pairs.
         transform: applied to each RGB image (drawing from the global generators: the engine seeds each sample).
         shorter: the shorter side ``transform`` resizes to (an evaluation transform, :func:`val_resize_shorter`): an
-            image too elongated for it is replaced too (the scan skips those before, unless ``data.verify_images``
-            is false: no header was read then); None: no such check (random-resized crops keep the output size).
+            image too elongated for it is treated as unreadable (the scan skips those before, unless
+            ``data.verify_images`` is false: no header was read then); None: no such check (random-resized crops
+            keep the output size).
+        evaluation: None for an image that fails, instead of the next one.
     """
 
     def __init__(
-        self, samples: list[tuple[str, int]], transform: torch.nn.Module | None = None, shorter: int | None = None
+        self,
+        samples: list[tuple[str, int]],
+        transform: torch.nn.Module | None = None,
+        shorter: int | None = None,
+        evaluation: bool = False,
     ) -> None:
         self.samples = samples
         self.transform = transform
         self.shorter = shorter
+        self.evaluation = evaluation
 
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int] | None:
+        if self.evaluation:
+            return self._item(index)
         for offset in range(len(self.samples)):
-            path, label = self.samples[(index + offset) % len(self.samples)]
-            try:
-                img = load_rgb(path)
-            except Exception as e:  # a file broken behind a good header must not stop training mid-epoch
-                warnings.warn(f"skipping unreadable image {path}: {e}", stacklevel=2)
-                continue
-            problem = None if self.shorter is None else elongation_problem(img.height, img.width, self.shorter)
-            if problem:  # its resize would take gigabytes
-                warnings.warn(f"skipping {path}: {problem}", stacklevel=2)
-                continue
-            return (img if self.transform is None else self.transform(img)), label
+            item = self._item((index + offset) % len(self.samples))
+            if item is not None:
+                return item
         raise RuntimeError("no image in the dataset could be read")
+
+    def _item(self, index: int) -> tuple[torch.Tensor, int] | None:
+        path, label = self.samples[index]
+        try:  # a file broken behind a good header is found here
+            img = load_rgb(path)
+            problem = None if self.shorter is None else elongation_problem(img.height, img.width, self.shorter)
+        except Exception as e:  # PIL raises many exception types for bad files
+            problem = unreadable(e)
+        if problem:  # an elongated image's resize would take gigabytes
+            done = "left out of the evaluation" if self.evaluation else "skipped"
+            warnings.warn(f"{path} {done}: {problem}", stacklevel=3)
+            return None
+        return (img if self.transform is None else self.transform(img)), label
+
+
+def collate(batch: list[tuple[torch.Tensor, int] | None]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """torch's default collate of the items read (an evaluation's unreadable ones are None); None when none was."""
+    read = [item for item in batch if item is not None]
+    return default_collate(read) if read else None
 
 
 def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -216,5 +238,5 @@ def build_datasets(
     train, val = splits or scan_data_dir(cfg)
     train_tf, val_tf = build_transforms(cfg)
     skipped = len(train.skipped) + len(val.skipped)
-    val_set = ImageFolderDataset(val.samples, val_tf, val_resize_shorter(cfg))
+    val_set = ImageFolderDataset(val.samples, val_tf, val_resize_shorter(cfg), evaluation=True)
     return ImageFolderDataset(train.samples, train_tf), val_set, train.classes, skipped

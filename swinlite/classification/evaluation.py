@@ -21,7 +21,7 @@ from ..engine.loop import SINGLE, StepSettings, autocast
 from ..inference import eval_resize_shorter
 from ..io import atomic_write
 from ..weights import load_model, read_info
-from .data import ImageFolderDataset, scan_split
+from .data import ImageFolderDataset, collate, scan_split
 
 
 @dataclass
@@ -47,7 +47,10 @@ def evaluate(
     k = min(5, num_classes)
     loss_sum, top1, topk, count = 0.0, 0.0, 0.0, 0
     confusion = torch.zeros(num_classes, num_classes, dtype=torch.float64, device=settings.device)
-    for images, targets in loader:
+    for batch in loader:
+        if batch is None:  # no image of the batch could be read (data.collate)
+            continue
+        images, targets = batch
         images = images.to(settings.device, non_blocking=True)
         targets = targets.to(settings.device, non_blocking=True)
         if settings.channels_last:
@@ -116,8 +119,8 @@ def prepare_evaluation(
         data_config["input_size"] = (3, img_size, img_size)
     transform = create_transform(**data_config, is_training=False)
     scanned = scan_split(data_dir / split, classes, shorter=eval_resize_shorter(data_config))
-    dataset = ImageFolderDataset(scanned.samples, transform)
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
+    dataset = ImageFolderDataset(scanned.samples, transform, evaluation=True)
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate)
     return EvalSetup(model, loader, classes, scanned.skipped)
 
 

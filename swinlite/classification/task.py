@@ -17,7 +17,7 @@ from ..engine.model import create_model
 from ..engine.task import RunContext, StepOutput, Task
 from ..metadata import weights_metadata
 from .config import Config
-from .data import Split, build_datasets
+from .data import Split, build_datasets, collate
 from .demo_data import build_digits
 from .evaluation import evaluate
 from .scan_cache import CACHE_FILE, cached_scan
@@ -76,6 +76,9 @@ class ClassificationTask(Task):
 
     def build_model(self) -> nn.Module:
         return create_model(self.cfg.model, num_classes=len(self.classes))
+
+    def collate(self, batch: list[Any]) -> Any:
+        return collate(batch)
 
     def train_step(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> StepOutput:
         settings = self.ctx.settings

@@ -9,7 +9,7 @@ from PIL import Image
 from trainkit import make_folder
 
 from swinlite.classification.config import DataConfig
-from swinlite.classification.data import ImageFolderDataset, build_datasets, load_rgb, scan_split
+from swinlite.classification.data import ImageFolderDataset, build_datasets, collate, load_rgb, scan_split
 
 
 def _save(path: Path, mode: str, fmt: str = "PNG") -> None:
@@ -54,7 +54,7 @@ def test_file_broken_after_scan_is_replaced_not_fatal(folder: Path):
     split = scan_split(folder / "train")
     Path(split.samples[0][0]).write_bytes(b"garbage")
     dataset = ImageFolderDataset(split.samples)
-    with pytest.warns(UserWarning, match=f"skipping unreadable image {split.samples[0][0]}"):
+    with pytest.warns(UserWarning, match=f"{split.samples[0][0]} skipped: unreadable"):
         img, label = dataset[0]
     assert img.mode == "RGB" and label == split.samples[1][1]
 
@@ -67,20 +67,21 @@ def test_val_uses_train_class_indices(tmp_path: Path):
     assert sorted({label for _, label in val_ds.samples}) == [0, 2]
 
 
-def test_without_verify_images_an_elongated_val_image_is_skipped_and_named_when_loaded(tmp_path: Path):
+def test_without_verify_images_an_elongated_val_image_is_left_out_and_named_when_loaded(tmp_path: Path):
     """data.verify_images=false reads no header before training, so the scan cannot skip an image too elongated for
     the centre crop's resize: the val set refuses it when it loads it, before the resize (a warning naming it; the
-    next image takes its place, as for a file broken behind its header)."""
+    evaluation leaves it out, as a file broken behind its header; training would serve the next image)."""
     make_folder(tmp_path, classes=2, per_class=2)
     needle = tmp_path / "val" / "c0" / "needle.png"
     Image.fromarray(np.zeros((1, 1_200_000, 3), dtype=np.uint8)).save(needle)
     _, val_ds, _, skipped = build_datasets(DataConfig(data_dir=str(tmp_path), verify_images=False, img_size=32))
     index = [path for path, _ in val_ds.samples].index(str(needle))
     assert skipped == 0  # no header read
-    with pytest.warns(UserWarning, match=r"skipping .*needle\.png: a 1200000x1 image is too elongated"):
-        image, label = val_ds[index]
-    following, following_label = val_ds[(index + 1) % len(val_ds)]
-    assert image.shape == (3, 32, 32) and torch.equal(image, following) and label == following_label
+    with pytest.warns(UserWarning, match=r"needle\.png left out of the evaluation: a 1200000x1 image is too elong"):
+        assert val_ds[index] is None
+    images, labels = collate([val_ds[index - 1], None, val_ds[(index + 1) % len(val_ds)]])
+    assert images.shape == (2, 3, 32, 32) and labels.shape == (2,)  # the batch without it
+    assert collate([None, None]) is None
 
 
 @pytest.mark.parametrize(

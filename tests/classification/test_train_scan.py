@@ -40,7 +40,7 @@ def test_broken_files_skipped_and_named_by_the_scan_or_the_loader(
     assert named == {f"skipping {empty}", f"skipping {garbage}"}
     assert len(split.samples) == 25 and (str(truncated), 2) in split.samples
     dataset = ImageFolderDataset(split.samples)
-    with pytest.warns(UserWarning, match=f"skipping unreadable image {truncated}"):
+    with pytest.warns(UserWarning, match=f"{truncated} skipped: unreadable"):
         image, label = dataset[split.samples.index((str(truncated), 2))]
     assert image.size == (16, 16)  # the next image stands in
 

@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,29 @@ def test_predict_and_evaluate_reproduce_the_run_top1(runs, load_script, tmp_path
     out = capsys.readouterr().out
     assert "top-3" in out and "top-5" not in out
     assert json.loads((tmp_path / "eval.json").read_text())["top1"] == pytest.approx(top1, abs=1e-9)
+
+
+def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(runs, load_script, tmp_path):
+    """A val image whose header reads (the scan passes) but whose pixels do not: the scores of the others, as if
+    the folder held only those (not the next image counted twice in its place)."""
+    for folder in ("broken", "without"):
+        shutil.copytree(runs[3].parent / "data3", tmp_path / folder)
+    victim = sorted((tmp_path / "broken" / "val" / "c1").glob("*.png"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    (tmp_path / "without" / victim.relative_to(tmp_path / "broken")).unlink()
+
+    def evaluate(folder: str) -> dict:
+        argv = ["--checkpoint", str(runs[3] / "best.safetensors"), "--data-dir", str(tmp_path / folder),
+                "--num-workers", "0", "--output-dir", str(tmp_path / f"{folder}_eval")]  # fmt: skip
+        assert load_script("evaluate").main(argv) == 0
+        return json.loads((tmp_path / f"{folder}_eval" / "eval.json").read_text())
+
+    with pytest.warns(UserWarning, match=f"{victim} left out of the evaluation: unreadable"):
+        broken = evaluate("broken")
+    without = evaluate("without")
+    for report, folder in ((broken, "broken"), (without, "without")):  # the scan's skips: broken.png in each
+        report["skipped"] = [str(Path(s["path"]).relative_to(tmp_path / folder)) for s in report["skipped"]]
+    assert broken == without and broken["images"] == 17 and broken["skipped"] == ["val/c0/broken.png"]
 
 
 def test_predict_compiled_writes_the_eager_csv(runs, load_script, tmp_path):

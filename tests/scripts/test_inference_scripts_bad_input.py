@@ -201,7 +201,7 @@ def test_images_of_1x4000_and_4000x1(f, load_script, tmp_path, capsys):
                                  *(str(tmp_path / n) for n in ("wide.png", "tall.png", "needle.png"))])  # fmt: skip
     rows = _rows(tmp_path / "p.csv")
     assert [Path(r["path"]).name for r in rows] == ["wide.png", "tall.png"]
-    assert "needle.png: ValueError: a 1200000x1 image is too elongated" in capsys.readouterr().err
+    assert "needle.png: a 1200000x1 image is too elongated" in capsys.readouterr().err
     assert all(math.isfinite(float(r["prob"])) for r in rows)
     load_script("extract_features").main(["--checkpoint", str(f.ckpt), "--input", str(tmp_path), "--output",
                                           str(tmp_path / "feats"), "--no-progress"])  # fmt: skip

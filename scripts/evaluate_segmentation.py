@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.segmentation.config import SegDataConfig
     from swinlite.segmentation.data import SegmentationDataset, collate, scan_split, split_folders
     from swinlite.segmentation.evaluation import per_class_csv, per_class_table, scores
-    from swinlite.segmentation.inference import confusion_of
+    from swinlite.segmentation.inference import confusion_of, patch_side
     from swinlite.segmentation.predictor import load_segmenter
     from swinlite.segmentation.transforms import build_eval_transform
 
@@ -98,8 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std), True)
     loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)
     classes = info.labels.classes
-    counts, evaluated = confusion_of(  # a pair unreadable now is left out, named as it is read
-        model, loader, test, len(classes), info.labels.ignore_index, StepSettings(device, amp)
+    counts, evaluated = confusion_of(  # a pair unreadable now, or too thin for the backbone, is left out and named
+        model,
+        loader,
+        test,
+        len(classes),
+        info.labels.ignore_index,
+        StepSettings(device, amp),
+        min_side=patch_side(model),
     )
     result = scores(counts)
     print(f"{args.checkpoint} on {evaluated} images of {images} ({test.mode}, ratios {list(test.ratios)}"

@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.device import resolve_device
     from swinlite.files import decoded, label_image, list_images
     from swinlite.io import check_output
-    from swinlite.segmentation.inference import predict_scores
+    from swinlite.seg_views import thin_problem
+    from swinlite.segmentation.inference import patch_side, predict_scores
     from swinlite.segmentation.predictor import load_segmenter, overlay
     from swinlite.segmentation.transforms import build_eval_transform
 
@@ -91,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
     skipped = []
     for index, path, image in decoded(images, skipped):
+        problem = thin_problem(image.height, image.width, test.img_scale, test.ratios, patch_side(model))
+        if problem:
+            skipped.append(f"{path}: {problem}")
+            continue
         pixels = pil_to_tensor(image)  # [3, H, W] uint8
         with torch.no_grad():
             labels = predict_scores(model, normalize(pixels)[None].to(device), test).argmax(1)[0].cpu()  # [H, W]

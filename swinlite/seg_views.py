@@ -5,6 +5,7 @@ definition of them.
 - :func:`rescaled_size`: mmcv's ``rescale_size`` (keep the aspect ratio, fit (long, short) side limits);
 - :func:`test_views`: one rescaled size per test ratio, each also mirrored with ``flip`` (mmsegmentation's
   ``aug_test``);
+- :func:`thin_problem`: an image with a view thinner than the backbone's patch (predicted by no model);
 - :func:`slide_windows`: the windows of sliding-window prediction (mmsegmentation's ``slide_inference``).
 """
 
@@ -17,9 +18,10 @@ TEST_MODES = ("whole", "slide")  # the whole image at once, or sliding windows o
 
 def rescaled_size(height: int, width: int, scale: Sequence[float]) -> tuple[int, int]:
     """The size of an image rescaled, keeping its aspect ratio, as large as fits ``scale`` (long side, short side)
-    in either orientation: mmcv's ``rescale_size`` (sides rounded to the nearest pixel)."""
+    in either orientation: mmcv's ``rescale_size`` (sides rounded to the nearest pixel), but never below one pixel
+    (mmcv's rounds a 3x2000 image to 0x256 at (256, 64), and its resize fails)."""
     factor = min(max(scale) / max(height, width), min(scale) / min(height, width))
-    return int(height * factor + 0.5), int(width * factor + 0.5)
+    return max(int(height * factor + 0.5), 1), max(int(width * factor + 0.5), 1)
 
 
 def test_views(
@@ -29,6 +31,19 @@ def test_views(
     each unmirrored, then mirrored with ``flip``."""
     flips = (False, True) if flip else (False,)
     return [(rescaled_size(height, width, [int(side * r) for side in img_scale]), f) for r in ratios for f in flips]
+
+
+def thin_problem(
+    height: int, width: int, img_scale: Sequence[int], ratios: Sequence[float], min_side: int
+) -> str | None:
+    """Why a ``height`` x ``width`` image has a view (:func:`test_views`) thinner than ``min_side`` pixels (the
+    backbone's patch: no thinner input is defined), or None."""
+    for ratio in ratios:
+        h, w = rescaled_size(height, width, [int(side * ratio) for side in img_scale])
+        if min(h, w) < min_side:
+            return (f"a {width}x{height} image would be rescaled to {w}x{h} (ratio {ratio}), thinner than the "
+                    f"backbone's {min_side}-pixel patch: too thin")  # fmt: skip
+    return None
 
 
 def slide_windows(

@@ -5,6 +5,7 @@ size; optionally several scales and the mirrored image, their softmax averaged (
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from torch import nn
 
 from ..engine.distributed import DistInfo, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
-from ..seg_views import slide_windows, test_views
+from ..seg_views import slide_windows, test_views, thin_problem
 from .config import TEST_MODES, SegDataConfig
 from .evaluation import confusion
 
@@ -77,6 +78,11 @@ def predict_scores(model: nn.Module, images: torch.Tensor, test: InferenceSettin
     return total / len(views)
 
 
+def patch_side(model: nn.Module) -> int:
+    """The thinnest input side a segmenter takes: its backbone's patch (the stride of its first level)."""
+    return model.backbone.feature_info.reduction()[0]
+
+
 @torch.no_grad()
 def confusion_of(
     model: nn.Module,
@@ -86,20 +92,26 @@ def confusion_of(
     ignore_index: int,
     settings: StepSettings,
     dist: DistInfo = SINGLE,
+    min_side: int = 1,
 ) -> tuple[torch.Tensor, int]:
     """(summed confusion counts [K, K], images counted) over every (image, mask) of ``loader`` (this process's
     shard; all processes' on return). Batches are stacked tensors or lists of images of different sizes
-    (``data.collate``, which leaves out the pairs an evaluation could not read)."""
+    (``data.collate``, which leaves out the pairs an evaluation could not read). An image with a view thinner than
+    ``min_side`` (the backbone's patch: :func:`~swinlite.seg_views.thin_problem`) is left out with a warning."""
     model.eval()
     counts = torch.zeros(num_classes, num_classes, dtype=torch.int64)
     images_counted = 0
     for images, masks in loader:
-        images_counted += len(images)
         if isinstance(images, torch.Tensor):  # one size: the whole batch at once
             groups = [(images, masks)]
         else:
             groups = [(image[None], mask[None]) for image, mask in zip(images, masks, strict=True)]
         for x, y in groups:
+            problem = thin_problem(*x.shape[2:], test.img_scale, test.ratios, min_side)
+            if problem:
+                warnings.warn(f"{len(x)} image(s) left out of the evaluation: {problem}", stacklevel=2)
+                continue
+            images_counted += len(x)
             x = x.to(settings.device, non_blocking=True)
             if settings.channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)

@@ -20,7 +20,7 @@ from .config import SegConfig
 from .data import Labels, SegmentationDataset, Split, collate, labels_of, scan_split, split_folders, warn_skipped
 from .demo_data import build_shape_scenes
 from .evaluation import per_class_table, scores
-from .inference import InferenceSettings, confusion_of
+from .inference import InferenceSettings, confusion_of, patch_side
 from .models import build_upernet
 from .transforms import build_eval_transform, build_train_transform
 
@@ -46,6 +46,7 @@ class SegmentationTask(Task):
         super().__init__(ctx)
         self.labels: Labels = labels_of(self.cfg.data)
         self.test = InferenceSettings.of(self.cfg.data)
+        self.min_side = 1  # the backbone's patch, once build_model has built it
 
     @classmethod
     def check_config(cls, cfg: SegConfig) -> None:
@@ -114,6 +115,7 @@ class SegmentationTask(Task):
 
     def build_model(self) -> nn.Module:
         model = build_upernet(self.cfg.model, len(self.labels.classes))
+        self.min_side = patch_side(model)  # a val image with a thinner view is left out of the scores
         if self.ctx.dist.enabled and self.ctx.device.type == "cuda":  # BatchNorm over all processes' images
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         return model
@@ -137,7 +139,7 @@ class SegmentationTask(Task):
         """mIoU, mAcc and aAcc (%) of ``model`` over the val split, as the test settings predict; the per-class IoU
         and accuracy go to the log as a table (``scripts/evaluate_segmentation.py`` also writes them as a CSV)."""
         counts, _ = confusion_of(model, loader, self.test, len(self.labels.classes), self.labels.ignore_index,
-                                 self.ctx.settings, self.ctx.dist)  # fmt: skip
+                                 self.ctx.settings, self.ctx.dist, self.min_side)  # fmt: skip
         result = scores(counts)
         self.ctx.log(f"val per class (%):\n{per_class_table(result, self.labels.classes)}")
         return {"val_miou": result.miou, "val_macc": result.macc, "val_aacc": result.aacc}

@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from swinlite.segmentation.inference import InferenceSettings, predict_scores, slide_logits
+from swinlite.engine.loop import StepSettings
+from swinlite.segmentation.inference import InferenceSettings, confusion_of, predict_scores, slide_logits
 from swinlite.segmentation.models import SegOutput
 
 
@@ -57,3 +58,15 @@ def test_the_test_size_follows_img_scale_in_either_orientation():
         predict_scores(model, torch.randn(1, 3, 200, 300), slide)
     assert model.seen[0] == (768, 512)  # the short side to 512
     assert model.seen[1:] == [(512, 512), (512, 512)]  # 512 x 768 by two 512 windows, 256 apart (stride 341)
+
+
+def test_an_image_with_a_view_thinner_than_the_patch_is_left_out_of_the_scores():
+    """A 60x1 image rescaled by the test settings stays 1 pixel high: the backbone takes no input thinner than its
+    patch, so the evaluation leaves it out (named by its size) instead of failing."""
+    model, settings = Pointwise(), StepSettings(torch.device("cpu"))
+    images = [torch.randn(3, 1, 60), torch.randn(3, 20, 30)]
+    masks = [torch.zeros(1, 60, dtype=torch.int64), torch.ones(20, 30, dtype=torch.int64)]
+    test = InferenceSettings(img_scale=(60, 20))
+    with pytest.warns(UserWarning, match=r"1 image\(s\) left out of the evaluation: a 60x1 image would be rescaled"):
+        counts, counted = confusion_of(model, [(images, masks)], test, 4, 255, settings, min_side=2)
+    assert counted == 1 and counts.sum() == 20 * 30 and model.seen == [(20, 30)]

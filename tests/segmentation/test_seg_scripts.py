@@ -59,14 +59,19 @@ def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tm
     assert broken == evaluate("without") and broken["images"] == 5
 
 
-def test_segment_writes_palette_label_maps_and_overlays(trained, tmp_path: Path):
+def test_segment_writes_palette_label_maps_and_overlays(trained, tmp_path: Path, capsys):
     data, run = trained
     (tmp_path / "in").mkdir()
     Image.open(data / "images" / "validation" / "00.png").save(tmp_path / "in" / "a.png")
     (tmp_path / "in" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    Image.new("RGB", (600, 1)).save(tmp_path / "in" / "thin.png")  # a traceback before, after 2 files written
+    Image.new("RGB", (600, 20)).save(tmp_path / "in" / "thin20.png")  # rescaled to 64x2: predicted
     argv = ["--checkpoint", str(run / "last.safetensors"), "--input", str(tmp_path / "in"), "--output-dir",
             str(tmp_path / "out")]  # fmt: skip
     assert load_script("segment").main(argv) == 0
+    assert "thin.png: a 600x1 image would be rescaled to 64x1 (ratio 1.0), thinner than the backbone's 2-pixel " \
+           "patch: too thin" in capsys.readouterr().err  # fmt: skip
+    assert sorted(p.name for p in (tmp_path / "out" / "labels").iterdir()) == ["00000_a.png", "00003_thin20.png"]
     with Image.open(tmp_path / "out" / "labels" / "00000_a.png") as labels:  # index 1, broken.png, is skipped
         assert labels.mode == "P" and labels.size == (48, 40)
         assert set(np.unique(np.asarray(labels))) <= {0, 1, 2}

@@ -77,6 +77,8 @@ def test_photometric_distortion_changes_the_image_never_the_mask():
         ((300, 200), (2048, 512), (768, 512)),  # portrait: the same limits in the other orientation
         ((100, 1000), (2048, 512), (205, 2048)),  # very wide: the long side limits
         ((512, 683), (1024, 256), (256, 342)),  # ratio 0.5 of (2048, 512); 341.5 rounds up
+        ((3, 2000), (256, 64), (1, 256)),  # 0.384 rounds to 1, not mmcv's 0: a thin image is still one pixel high
+        ((300, 2), (64, 16), (64, 1)),
     ],
 )
 def test_rescale_follows_mmcv(size, scale, expected):

@@ -32,6 +32,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--output-dir", required=True, type=Path, help="for detections.json and images/")
     parser.add_argument("--score-thresh", type=float, default=0.5, help="lowest score kept (default: %(default)s)")
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the outputs of an earlier run in --output-dir"
+    )
     args = parser.parse_args(argv)
     if args.onnx is not None and args.device is not None:
         parser.error("--onnx runs the exported file in ONNX Runtime on the CPU: --device does not apply")
@@ -50,15 +53,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import resolve_device
-    from swinlite.files import atomic_write_png, decoded, list_images
+    from swinlite.files import atomic_write_png, decoded, earlier_outputs, list_images, remove_outputs
     from swinlite.io import check_output
     from swinlite.predictions import detection_entries
 
     out = args.output_dir
     device = resolve_device(args.device or "auto")
     check_output(out, [args.checkpoint, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
+    earlier = earlier_outputs(out, OUTPUTS, args.overwrite)
     images = list_images(args.input)
     model, categories, _ = load_detector(args.checkpoint, device)
+    remove_outputs(earlier)
     results, skipped = [], []
     for index, path, image in decoded(images, skipped):
         pixels = pil_to_tensor(image)  # [3, H, W] uint8
@@ -98,6 +103,7 @@ def detect_onnx(args) -> int:
     detection_entries = import_without_torch("predictions").detection_entries
     out = args.output_dir
     files.check_output(out, [args.onnx, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
+    earlier = files.earlier_outputs(out, OUTPUTS, args.overwrite)
     images = files.list_images(args.input)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.detector_settings(model)
@@ -108,6 +114,7 @@ def detect_onnx(args) -> int:
         problem = onnx_predict.size_problem(model, *size)
         if problem:
             raise ValueError(f"{path}: resized to {size[0]}x{size[1]} (HxW): {problem}")
+    files.remove_outputs(earlier)
     results, skipped = [], []
     for index, path, image in files.decoded(images, skipped):
         problem = onnx_predict.resize_problem(settings, image.height, image.width)

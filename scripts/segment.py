@@ -48,6 +48,9 @@ def parse_args(argv: list[str] | None = None):
         "--alpha", type=float, default=0.5, help="opacity of the overlay colours (default: %(default)s)"
     )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the outputs of an earlier run in --output-dir"
+    )
     args = parser.parse_args(argv)
     if args.onnx is not None and args.device is not None:
         parser.error("--onnx runs the exported file in ONNX Runtime on the CPU: --device does not apply")
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     from torchvision.transforms.v2.functional import pil_to_tensor
 
     from swinlite.device import resolve_device
-    from swinlite.files import decoded, label_image, list_images
+    from swinlite.files import decoded, earlier_outputs, label_image, list_images, remove_outputs
     from swinlite.io import check_output
     from swinlite.seg_views import thin_problem
     from swinlite.segmentation.inference import patch_side, predict_scores
@@ -85,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir
     device = resolve_device(args.device or "auto")
     check_output(out, [args.checkpoint, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
+    earlier = earlier_outputs(out, OUTPUTS, args.overwrite)
     images = list_images(args.input)
     model, info = load_segmenter(args.checkpoint, device)
+    remove_outputs(earlier)
     test = replace(info.test, mode=args.mode or info.test.mode, ratios=tuple(args.ratios or info.test.ratios),
                    flip=args.flip or info.test.flip)  # fmt: skip
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
@@ -134,6 +139,7 @@ def segment_onnx(args) -> int:
     files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
     out = args.output_dir
     files.check_output(out, [args.onnx, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
+    earlier = files.earlier_outputs(out, OUTPUTS, args.overwrite)
     images = files.list_images(args.input)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip)
@@ -141,6 +147,7 @@ def segment_onnx(args) -> int:
         problem = onnx_predict.segment_problem(model, settings, height, width)
         if problem:
             raise ValueError(f"{path}: {problem}")
+    files.remove_outputs(earlier)
     skipped = []
     for index, path, image in files.decoded(images, skipped):
         labels = onnx_predict.segment_scores(model, settings, image).argmax(0)  # [H, W]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -308,6 +309,37 @@ def check_output(
         raise ValueError(f"{option} {given}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"{option} {given}: no permission to write in {existing}")
+
+
+def earlier_outputs(
+    folder: str | os.PathLike, names: Iterable[str], overwrite: bool, option: str = "--output-dir"
+) -> list[Path]:
+    """The outputs among ``names`` that an earlier run left in ``folder`` (files, and folders holding anything).
+
+    A run that only added its own files to them would leave a mix of two runs (the earlier run's drawings of images
+    this one was not given, beside its own): they are refused, or with ``overwrite`` returned for the caller to
+    remove (:func:`remove_outputs`) once its own checks have passed.
+
+    Raises:
+        ValueError: ``folder`` holds some and not ``overwrite``.
+    """
+    paths = [Path(folder) / name for name in names]
+    found = [p for p in paths if p.is_file() or p.is_dir() and any(p.iterdir())]
+    if found and not overwrite:
+        raise ValueError(
+            f"{option} {folder} holds an earlier run's {', '.join(p.name for p in found)}: pass --overwrite to "
+            "replace them, or choose another folder"
+        )
+    return found
+
+
+def remove_outputs(paths: Iterable[Path]) -> None:
+    """Remove the files and folders ``paths`` (an earlier run's outputs: :func:`earlier_outputs`)."""
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _umask() -> int:

@@ -286,6 +286,22 @@ def test_detect_with_every_input_unreadable_fails_and_writes_nothing(setup, caps
     )
 
 
+def test_detect_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, capsys):
+    """Before, a second run over fewer images left the first run's drawings beside its own (a mixed folder)."""
+    assert _run(D, _detect(setup), capsys)[0] == 0
+    before = sorted(p.name for p in (setup.out / "images").iterdir())
+    one = ["--checkpoint", setup.ckpt, "--input", setup.coco / "val2017" / "01.png", "--output-dir", setup.out]
+    code, _, err = _run(D, one, capsys)
+    assert code == 2 and err.strip() == (
+        f"error: --output-dir {setup.out} holds an earlier run's detections.json, images: pass --overwrite to "
+        "replace them, or choose another folder"
+    )
+    assert sorted(p.name for p in (setup.out / "images").iterdir()) == before and len(before) > 1  # untouched
+    assert _run(D, [*one, "--overwrite"], capsys)[0] == 0
+    assert [p.name for p in (setup.out / "images").iterdir()] == ["00000_01.png"]
+    assert {e["image"] for e in json.loads((setup.out / "detections.json").read_text())} <= {str(one[3])}
+
+
 def test_detect_with_its_output_inside_the_input_folder_is_refused_before_any_work(setup, capsys):
     """Before, a second run found the first run's drawings (OUT/images/*.png) among its inputs."""
     folder = setup.coco / "val2017"

@@ -114,6 +114,8 @@ def test_detect_onnx_without_torch_writes_the_pytorch_results(exported, tmp_path
     result = run_without_torch("detect.py", "--onnx", str(path), *common, "--output-dir", str(tmp_path / "onnx"))
     assert result.returncode == 0, result.stderr
     assert "06.png: unreadable" in result.stderr  # skipped and named, as without --onnx
+    again = run_without_torch("detect.py", "--onnx", str(path), *common, "--output-dir", str(tmp_path / "onnx"))
+    assert again.returncode == 2 and "holds an earlier run's detections.json, images: pass --overwrite" in again.stderr
     pytorch = ["--checkpoint", str(checkpoint), *common, "--output-dir", str(tmp_path / "pt")]
     assert load_script("detect").main(pytorch) == 0
     got, want = (json.loads((tmp_path / d / "detections.json").read_text()) for d in ("onnx", "pt"))

@@ -126,6 +126,23 @@ def test_one_error_line_exit_2_nothing_written(script, damage, extra, message, s
     assert not setup.out.exists() or not any(setup.out.rglob("*.safetensors")) and not any(setup.out.rglob("*.png"))
 
 
+def test_segment_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, monkeypatch, capsys):
+    """Before, a second run over fewer images left the first run's label maps beside its own (a mixed folder)."""
+    images = setup.data / "images" / "validation"
+    argv = ["--checkpoint", setup.ckpt, "--output-dir", setup.out, "--input"]
+    assert _run("segment", [*argv, images], monkeypatch, capsys)[0] == 0
+    before = sorted(p.name for p in (setup.out / "labels").iterdir())
+    code, err = _run("segment", [*argv, images / "01.png"], monkeypatch, capsys)
+    assert code == 2 and err.strip() == (
+        f"error: --output-dir {setup.out} holds an earlier run's labels, overlays, classes.csv: pass --overwrite to "
+        "replace them, or choose another folder"
+    )
+    assert sorted(p.name for p in (setup.out / "labels").iterdir()) == before and len(before) == 6  # untouched
+    assert _run("segment", [*argv, images / "01.png", "--overwrite"], monkeypatch, capsys)[0] == 0
+    for folder in ("labels", "overlays"):
+        assert [p.name for p in (setup.out / folder).iterdir()] == ["00000_01.png"]
+
+
 def test_pairs_that_do_not_fit_are_skipped_and_named(tmp_path: Path):
     data = make_seg_folder(tmp_path / "data")
     _mask(SimpleNamespace(data=data), n=1).unlink()  # an image without its mask

@@ -76,9 +76,10 @@ class DetectionTask(Task):
     @classmethod
     def check_config(cls, cfg: DetConfig) -> None:
         model = cfg.model
-        if model.detector == "fcos" and model.fpn_channels % 32:
-            raise ValueError(
-                f"model.fpn_channels must be a multiple of 32 for fcos (GroupNorm), got {model.fpn_channels}"
+        if model.detector == "fcos" and (model.fpn_channels % 32 or model.fpn_channels < 64):
+            raise ValueError(  # torchvision's FCOS head: GroupNorm(32, C), which refuses one value per group
+                f"model.fpn_channels must be a multiple of 32 and at least 64 for fcos (its head's GroupNorm has 32 "
+                f"groups: with 32 channels a 1x1 map of the coarsest level fails), got {model.fpn_channels}"
             )
         if not model.name.startswith("swinlite_"):
             raise ValueError(f"model.name must be a swinlite model (swinlite_*) for detection, got {model.name!r}")

@@ -68,6 +68,9 @@ def test_unknown_key_and_bad_values_are_clear_errors():
         load_det_config(None, ["model.fpn_channel=16"])
     with pytest.raises(ValueError, match="model.detector must be one of fasterrcnn, maskrcnn, retinanet, fcos"):
         load_det_config(None, ["model.detector=yolo"])
+    for channels in (32, 80):  # 32: GroupNorm(32 groups) of a 1x1 map failed in evaluation, after training
+        with pytest.raises(ValueError, match=f"multiple of 32 and at least 64 for fcos .*got {channels}"):
+            DetectionTask.check_config(load_det_config(None, ["model.detector=fcos", f"model.fpn_channels={channels}"]))
 
 
 def _no_object(coco: Path) -> dict[str, object]:

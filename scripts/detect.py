@@ -2,7 +2,9 @@
 
 Writes OUT/detections.json (COCO results with the image path and the category name added: one entry per box
 scoring at least --score-thresh, box as [x, y, width, height] in pixels) and OUT/images/<n>_<name>.png with the
-boxes (and, for Mask R-CNN, the masks) drawn. OUT may not lie inside an input folder (its drawings would be
+same boxes (and, for Mask R-CNN, masks) drawn. The detector itself keeps at most model.detections_per_img boxes an
+image (default 100) scoring at least model.score_thresh (default 0.05), the settings it was evaluated with: a lower
+--score-thresh finds no more. OUT may not lie inside an input folder (its drawings would be
 read as input next time). Unreadable images, and images too thin for the detector's resize, are named and
 skipped; if no image is left that is an error. A path that is not UTF-8 is kept exactly in detections.json
 (the JSON string decodes to Python's surrogate-escaped file name: os.fsencode gives back its bytes) and printed
@@ -100,7 +102,7 @@ def detect_onnx(args) -> int:
     from _cli import import_without_torch
 
     files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
-    detection_entries = import_without_torch("predictions").detection_entries
+    predictions = import_without_torch("predictions")
     out = args.output_dir
     files.check_output(out, [args.onnx, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
     earlier = files.earlier_outputs(out, OUTPUTS, args.overwrite)
@@ -122,13 +124,12 @@ def detect_onnx(args) -> int:
             skipped.append(f"{path}: {problem}")
             continue
         boxes, scores, labels, masks = onnx_predict.detect(model, settings, image)
-        results += detection_entries(path, boxes, labels.tolist(), scores.tolist(), settings.category_ids,
-                                     settings.names, args.score_thresh)  # fmt: skip
-        keep = scores >= args.score_thresh
-        kept = zip(labels[keep].tolist(), scores[keep].tolist(), strict=True)
-        texts = [f"{settings.names[label - 1]} {score:.2f}" for label, score in kept]
+        results += predictions.detection_entries(path, boxes, labels.tolist(), scores.tolist(),
+                                                 settings.category_ids, settings.names, args.score_thresh)  # fmt: skip
+        keep = [i for i, kept in enumerate(predictions.kept_scores(scores.tolist(), args.score_thresh)) if kept]
+        texts = [f"{settings.names[labels[i] - 1]} {scores[i]:.2f}" for i in keep]
         drawn = image
-        if masks is not None and keep.any():  # as draw_detections: masks above 0.5, alpha 0.4, then the boxes
+        if masks is not None and keep:  # as draw_detections: masks above 0.5, alpha 0.4, then the boxes
             pasted = onnx_predict.paste_masks(masks[keep], boxes[keep], image.height, image.width) > 0.5
             drawn = onnx_predict.draw_masks(image, pasted, alpha=0.4)
         drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)

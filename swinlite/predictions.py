@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,12 @@ def write_csv(predictions: list[Prediction], classes: list[str], topk: int, path
     atomic_write_bytes(path, text.getvalue().encode())
 
 
+def kept_scores(scores: Iterable[float], score_thresh: float) -> list[bool]:
+    """Whether each score reaches ``score_thresh`` as written (rounded to 4 decimals): the one rule for what
+    ``detections.json`` lists and what the drawings show."""
+    return [round(float(score), 4) >= score_thresh for score in scores]
+
+
 def detection_entries(
     path: str | os.PathLike,
     boxes: np.ndarray,
@@ -64,12 +71,12 @@ def detection_entries(
         scores: score per detection.
         category_ids: COCO category id per class.
         names: class name per class.
-        score_thresh: lowest score written (compared after rounding, as COCO results are written).
+        score_thresh: lowest score written (:func:`kept_scores`).
     """
     xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], axis=1).tolist()  # in float32, as torch
     entries = []
-    for box, label, score in zip(xywh, labels, scores, strict=True):
-        if round(score, 4) >= score_thresh:
+    for box, label, score, kept in zip(xywh, labels, scores, kept_scores(scores, score_thresh), strict=True):
+        if kept:
             entry = {"image": str(path), "category_id": category_ids[label - 1], "category": names[label - 1]}
             entries.append(entry | {"bbox": [round(v, 2) for v in box], "score": round(score, 4)})
     return entries

@@ -17,6 +17,7 @@ from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
 from ..engine.config import check_values
 from ..io import read_metadata, read_state_dict
 from ..metadata import finite_numbers
+from ..predictions import kept_scores
 from ..weights import load_strict
 from .config import DetConfig, DetModelConfig
 from .data import Categories
@@ -97,7 +98,7 @@ def draw_detections(
     image: torch.Tensor, prediction: dict[str, torch.Tensor], categories: Categories, score_thresh: float
 ) -> torch.Tensor:
     """``image`` [3, H, W] uint8 with the boxes (and masks) scoring at least ``score_thresh`` drawn on it."""
-    keep = prediction["scores"] >= score_thresh
+    keep = torch.tensor(kept_scores(prediction["scores"].tolist(), score_thresh), dtype=torch.bool)
     if not keep.any():
         return image
     if "masks" in prediction:

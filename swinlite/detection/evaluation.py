@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
-from pycocotools.cocoeval import COCOeval
+from pycocotools.cocoeval import COCOeval, Params
 
 from .data import Categories
 
@@ -85,8 +85,8 @@ def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: 
         note = f"mask AP not computed: {len(unmasked)} objects have no segmentation (annotation ids {unmasked[:10]})"
         warnings.warn(note, stacklevel=2)
         return CocoAP(dict.fromkeys(AP_NAMES, math.nan), note)
-    if not results:
-        return CocoAP(dict.fromkeys(AP_NAMES, 0.0), "no detections")
+    if not results:  # pycocotools cannot load no results: every object is missed
+        return CocoAP(_all_missed(coco_gt, image_ids, iou_type), "no detections")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):  # pycocotools prints its progress and summary
         evaluator = COCOeval(coco_gt, coco_gt.loadRes(results), iou_type)
@@ -97,3 +97,15 @@ def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: 
     stats = [float(100.0 * s) if s >= 0 else math.nan for s in evaluator.stats[:6]]  # -1: no object of that size
     summary = "\n".join(line for line in printed.getvalue().splitlines() if line.lstrip().startswith("Average"))
     return CocoAP(dict(zip(AP_NAMES, stats, strict=True)), summary)
+
+
+def _all_missed(coco_gt: COCO, image_ids: list[int], iou_type: str) -> dict[str, float]:
+    """COCOeval's APs when nothing was detected: 0 where ``image_ids`` hold an object of that size (COCOeval's area
+    ranges, ``iscrowd`` objects not counted), NaN where they hold none, as COCOeval gives them."""
+    areas = [a["area"] for i in image_ids for a in coco_gt.imgToAnns.get(i, []) if not a.get("iscrowd", 0)]
+    ranges = Params(iou_type).areaRng  # all, small, medium, large
+    per_name = [ranges[0]] * 3 + ranges[1:]  # AP, AP50, AP75 over all sizes, then by size
+    return {
+        name: 0.0 if any(low <= area <= high for area in areas) else math.nan
+        for name, (low, high) in zip(AP_NAMES, per_name, strict=True)
+    }

@@ -41,6 +41,20 @@ def test_perfect_predictions_score_100_and_shifted_ones_less(coco: Path):
     assert coco_ap(split.coco, [], split.image_ids).ap["map"] == 0.0
 
 
+@pytest.mark.parametrize("iou_type", ["bbox", "segm"])
+def test_no_detection_scores_as_cocoeval_scores_detections_that_match_nothing(coco: Path, iou_type):
+    """0 where an object of that size was missed, NaN where the images hold none (it was 0 for every size)."""
+    split = _gt(coco)
+    missed = coco_ap(split.coco, [], split.image_ids, iou_type).ap
+    stray = {"image_id": 3, "category_id": 3, "bbox": [1.0, 1.0, 4.0, 4.0], "score": 0.5}  # the negative image
+    if iou_type == "segm":
+        stray["segmentation"] = [[1.0, 1.0, 5.0, 1.0, 5.0, 5.0, 1.0, 5.0]]
+    want = coco_ap(split.coco, [stray], split.image_ids, iou_type).ap  # COCOeval itself: a false positive only
+    assert missed.keys() == want.keys() and missed["map"] == 0.0 and math.isnan(missed["map_large"])
+    assert all(missed[k] == want[k] or math.isnan(missed[k]) and math.isnan(want[k]) for k in want), (missed, want)
+    assert math.isnan(coco_ap(split.coco, [], [3], iou_type).ap["map"])  # the negative image alone: no object
+
+
 def test_detector_output_becomes_coco_results_with_the_original_ids():
     categories = Categories([3, 7], ["square", "bar"])
     masks = torch.zeros(1, 1, 10, 12)

@@ -29,6 +29,7 @@ box: pasting them into the image makes one map of a data-dependent size per dete
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -289,6 +290,13 @@ def box_difference(path: Path, detector: nn.Module, data: dict, quantized: bool 
     if quantized:
         print(f"INT8 on random images: {matched} detections (PyTorch fp32: {total}), outputs finite")
         return float("nan")
+    if total == 0:  # a trained detector may find nothing in noise: then nothing was compared
+        warnings.warn(
+            "the export check compared no boxes: neither runtime detected anything on random images; compare the "
+            "file on real images (scripts/detect.py --onnx against --checkpoint)",
+            stacklevel=2,
+        )
+        return largest
     mask_note = f", masks within {masks:.3g}" if isinstance(detector, SwinMaskRCNN) else ""
     print(
         f"ONNX Runtime vs PyTorch on random images: {matched} of {total} detections agree (label, score), "

@@ -271,6 +271,23 @@ def test_exported_nms_keeps_any_number_of_boxes():
     assert assumptions(program()) == before
 
 
+def test_an_export_check_that_compared_no_box_says_so(monkeypatch):
+    """A detector that finds nothing in the check's random images (the demo's, trained for minutes): the check
+    printed "0 of 0 detections agree" as if it had passed."""
+    import swinlite.detection.export as det_export
+
+    empty = (np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64))
+
+    class Nothing(torch.nn.Module):  # both runtimes: no detection
+        def forward(self, image, original_size):
+            return tuple(torch.from_numpy(a) for a in empty)
+
+    monkeypatch.setattr(det_export, "DetectorGraph", lambda detector: Nothing())
+    monkeypatch.setattr(ort, "InferenceSession", lambda *args, **kwargs: type("S", (), {"run": lambda *a: empty})())
+    with pytest.warns(UserWarning, match="the export check compared no boxes: .* compare the file on real images"):
+        assert box_difference(Path("d.onnx"), torch.nn.Identity(), {"test_size": 48, "max_size": 96}) == 0.0
+
+
 def test_twins_pair_detections_in_any_order():
     """Two runtimes' detections are paired by label, score and box, whatever their order."""
     boxes = np.array([[0.0, 0.0, 10.0, 10.0], [5.0, 5.0, 20.0, 20.0]], np.float32)

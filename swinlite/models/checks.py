@@ -107,7 +107,8 @@ def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int) 
     """Raise a ValueError naming the allowed values unless ``indices`` selects feature levels.
 
     Args:
-        indices: None (all levels), an int n (the last n levels) or a sequence of level indices.
+        indices: None (all levels), an int n (the last n levels) or a sequence of level indices, negative ones
+            counted from the last (timm's rule: -1 is the last level).
         num_stages: number of feature levels.
     """
     if indices is None:
@@ -116,8 +117,9 @@ def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int) 
         if not 1 <= indices <= num_stages:
             raise ValueError(f"an int selects the last n of {num_stages} levels, n in 1..{num_stages}; got {indices}")
         return
-    bad = [i for i in indices if not isinstance(i, int) or not 0 <= i < num_stages]
+    bad = [i for i in indices if not isinstance(i, int) or not -num_stages <= i < num_stages]
     if bad or len(indices) == 0:
         raise ValueError(
-            f"feature indices must be a non-empty sequence of levels in 0..{num_stages - 1}, got {tuple(indices)}"
+            f"feature indices must be a non-empty sequence of levels in 0..{num_stages - 1} (or -{num_stages}..-1 "
+            f"from the last), got {tuple(indices)}"
         )

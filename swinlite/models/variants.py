@@ -28,8 +28,8 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
     """Build a variant, accelerated unless ``fast=False``; with ``features_only=True`` timm wraps it in a
     FeatureGetterNet (accelerated as well).
 
-    Feature options: ``out_indices`` (levels in 0..num_stages-1), ``output_fmt`` ("NCHW" default or "NHWC"),
-    plus the model's own ``out_norm`` and ``frozen_stages``.
+    Feature options: ``out_indices`` (levels in 0..num_stages-1, or negative from the last), ``output_fmt``
+    ("NCHW" default or "NHWC"), plus the model's own ``out_norm`` and ``frozen_stages``.
 
     Raises:
         WeightsUnavailableError: ``pretrained=True`` and the weights are neither cached nor downloadable.

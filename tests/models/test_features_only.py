@@ -65,6 +65,15 @@ def test_nhwc_option_and_subset_of_levels():
             torch.testing.assert_close(b, a.permute(0, 2, 3, 1), rtol=0, atol=0)
     assert nchw.feature_info.channels() == [64, 256]
     assert len(nchw.model.layers) == 4  # level 3 is asked for, nothing pruned
+    counted_back = timm.create_model(PICO, features_only=True, out_indices=(-3, -1)).eval()  # timm's rule
+    counted_back.load_state_dict(nchw.state_dict())
+    assert counted_back.feature_info.channels() == [64, 256]
+    with torch.no_grad():
+        for a, b in zip(nchw(x), counted_back(x), strict=True):
+            torch.testing.assert_close(b, a, rtol=0, atol=0)
+        whole = timm.create_model(PICO).eval()
+        last = whole.forward_intermediates(x, indices=[-1], intermediates_only=True)
+        torch.testing.assert_close(last, whole.forward_intermediates(x, indices=[3], intermediates_only=True))
 
 
 def test_per_level_norm_is_a_layer_norm_of_each_level():
@@ -101,7 +110,7 @@ def test_frozen_stages_have_no_grads_and_stay_in_eval_mode():
     ("kwargs", "message"),
     [
         (dict(out_indices=(0, 4)), r"levels in 0\.\.3"),
-        (dict(out_indices=(-1,)), r"levels in 0\.\.3"),
+        (dict(out_indices=(-5,)), r"levels in 0\.\.3 \(or -4\.\.-1 from the last\)"),
         (dict(frozen_stages=5), r"frozen_stages must be in -1\.\.4"),
         (dict(frozen_stages=-2), r"frozen_stages must be in -1\.\.4"),
         (dict(output_fmt="NWHC"), r"'NCHW' or 'NHWC'"),

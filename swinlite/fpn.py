@@ -13,22 +13,15 @@ from typing import Any
 
 import timm
 import torch
-from timm.models._features import FeatureGetterNet
 from torch import nn
 from torchvision.ops import FeaturePyramidNetwork
 from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
 
 from .models.swin import SwinTransformer
+from .models.variants import SwinFeatureBody
 from .weights import load_checkpoint
 
 EXTRA_LEVELS = ("pool", "p6p7")
-
-
-class SwinFeatureBody(FeatureGetterNet):
-    """timm's feature getter around a Swin, with gradient checkpointing forwarded to the Swin."""
-
-    def set_grad_checkpointing(self, enable: bool = True) -> None:
-        self.model.set_grad_checkpointing(enable)
 
 
 class SwinFPNBackbone(nn.Module):

@@ -16,6 +16,7 @@ from urllib.error import URLError
 from huggingface_hub.errors import LocalEntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models._features import FeatureGetterNet
 
 from ..convert import convert_state_dict
 from ..fast import accelerate
@@ -24,9 +25,17 @@ from .pretrained import hub_kwargs, timm_tags, unavailable_error
 from .swin import SwinTransformer
 
 
+class SwinFeatureBody(FeatureGetterNet):
+    """timm's feature getter around a Swin (``features_only=True``), with gradient checkpointing forwarded to the
+    Swin (timm's FeatureListNet has ``set_grad_checkpointing``; its getter does not)."""
+
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        self.model.set_grad_checkpointing(enable)
+
+
 def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs: Any) -> SwinTransformer:
     """Build a variant, accelerated unless ``fast=False``; with ``features_only=True`` timm wraps it in a
-    FeatureGetterNet (accelerated as well).
+    :class:`SwinFeatureBody` (accelerated as well).
 
     Feature options: ``out_indices`` (levels in 0..num_stages-1, or negative from the last), ``output_fmt``
     ("NCHW" default or "NHWC"), plus the model's own ``out_norm`` and ``frozen_stages``.
@@ -37,7 +46,7 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
     num_stages = len(kwargs.get("depths", (2, 2, 6, 2)))
     out_indices = kwargs.pop("out_indices", tuple(range(num_stages)))
     check_feature_indices(out_indices, num_stages)
-    feature_cfg = dict(out_indices=out_indices, feature_cls="getter")
+    feature_cfg = dict(out_indices=out_indices, feature_cls=SwinFeatureBody)
     if "output_fmt" in kwargs:
         output_fmt = kwargs.pop("output_fmt")
         if not kwargs.get("features_only", False) or output_fmt not in ("NCHW", "NHWC"):

@@ -27,8 +27,8 @@ from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation
 
 from ..engine.model import pretrained_file
-from ..fpn import SwinFeatureBody
 from ..io import read_state_dict
+from ..models.variants import SwinFeatureBody
 from ..weights import load_checkpoint, load_strict
 from .config import SegModelConfig
 from .convert import CLASSIFIERS, convert_upernet

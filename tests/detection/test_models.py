@@ -74,7 +74,7 @@ def test_grad_checkpointing_of_the_body_gives_the_same_gradients():
         return [p.grad.clone() for p in backbone.body.parameters()]
 
     plain = grads()
-    backbone.body.set_grad_checkpointing(True)  # FeatureGetterNet itself has no such method
+    backbone.body.set_grad_checkpointing(True)
     assert all(stage.grad_checkpointing for stage in backbone.body.model.layers)
     checkpointed = grads()
     for a, b in zip(plain, checkpointed, strict=True):

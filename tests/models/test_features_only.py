@@ -124,3 +124,20 @@ def test_bad_feature_options(kwargs, message):
 def test_output_fmt_needs_features_only():
     with pytest.raises(ValueError, match="option of features_only=True"):
         timm.create_model(PICO, output_fmt="NHWC")
+
+
+def test_grad_checkpointing_of_a_features_only_model_gives_the_same_gradients():
+    """timm's feature getter has no set_grad_checkpointing (its FeatureListNet has): ours forwards it to the Swin."""
+    model = timm.create_model(PICO, features_only=True, out_indices=(1, 3))
+    x = torch.randn(2, 3, 32, 32)
+
+    def grads() -> list[torch.Tensor]:
+        model.zero_grad()
+        sum(level.square().mean() for level in model(x)).backward()
+        return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    plain = grads()
+    model.set_grad_checkpointing(True)
+    assert all(stage.grad_checkpointing for stage in model.model.layers)
+    for a, b in zip(plain, grads(), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)

@@ -71,13 +71,18 @@ class Split:
 
 
 def scan_split(
-    split_dir: Path, classes: list[str] | None = None, verify: bool = True, shorter: int | None = None
+    split_dir: Path,
+    classes: list[str] | None = None,
+    verify: bool = True,
+    shorter: int | None = None,
+    classes_of: str = "the training split",
 ) -> Split:
     """List ``split_dir/<class>/**/<image>``; ValueError for anything that would fail training later.
 
     Args:
         split_dir: the split folder, e.g. ``root/train``.
         classes: the class list to index against (train's, for val); None: this split's own folders.
+        classes_of: where ``classes`` come from, for the message naming a class folder they lack.
         verify: read every image's header (``header_problem``) and skip those that fail.
         shorter: for a split evaluated by a centre crop, the shorter side its resize makes: with ``verify``, an
             image too elongated for it is skipped too (the resize would take gigabytes).
@@ -90,7 +95,7 @@ def scan_split(
     classes = folders if classes is None else classes
     unknown = sorted(set(folders) - set(classes))
     if unknown:
-        raise ValueError(f"{split_dir} has classes the training split does not have: {', '.join(unknown)}")
+        raise ValueError(f"{split_dir} has classes {classes_of} does not have: {', '.join(unknown)}")
     listed = {  # a linked folder that loops, or leads into another class's folder, is skipped with a warning
         name: [str(p) for p in list_files(split_dir / name, [split_dir / o for o in folders if o != name])]
         for name in folders

@@ -62,6 +62,7 @@ def f(tmp_path_factory) -> SimpleNamespace:
     _save(root / "int64.safetensors", ints, meta)
     _save(root / "classes_3.safetensors", state, meta | {"classes": ["a", "b", "c"], "model_args": {"num_classes": 3}})
     _save(root / "classes_len.safetensors", state, meta | {"classes": ["a", "b", "c"]})
+    _save(root / "classes_ac.safetensors", state, meta | {"classes": ["a", "c"]})
     _save(
         root / "classes_str.safetensors", state, {k: v for k, v in meta.items() if k != "classes"}, {"classes": "a,b"}
     )
@@ -118,6 +119,8 @@ CASES = {
                       "not floating point: head.fc.weight (torch.int64)"),
     "classes_of_another_run": ("evaluate", "--checkpoint {r}/classes_3.safetensors --data-dir {data}",
                                "classes_3.safetensors does not fit"),
+    "val_class_the_checkpoint_lacks": ("evaluate", "--checkpoint {r}/classes_ac.safetensors --data-dir {data}",
+                                       "classes_ac.safetensors does not have: b"),
     "classes_of_wrong_length": ("predict", "--checkpoint {r}/classes_len.safetensors --output {r}/p.csv {images}",
                                 "names 3 classes for a classifier of 2 outputs"),
     "classes_not_json": ("predict", "--checkpoint {r}/classes_str.safetensors --output {r}/p.csv {images}",

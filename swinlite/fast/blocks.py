@@ -47,11 +47,13 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
 - gather: :func:`gather_tokens` below; index in graph: :func:`exported_shifted_window_attention`.
 - linear layers (every ``nn.Linear`` of the model is a :class:`FastLinear`, its MLP's and attention's too): in fp32
-  on the CPU, eager, compiled or in the row blocks (there with GELU and the residual add fused), through oneDNN
+  on the CPU, eager, in the row blocks (there with GELU and the residual add fused) or compiled into a frozen graph
+  (:func:`compiling_frozen`: ``swinlite.optimize_for_inference``), through oneDNN
   (:func:`~swinlite.fast.row_blocks.onednn_linear`; with autograd :mod:`swinlite.fast.linear_grad`, and the GELU
   recompute's fc2 too) where :data:`ONEDNN_FP32_ON_THIS_CPU` (AMD CPUs, where PyTorch's BLAS is the slower);
   in bf16 (autocast or bf16 weights) in the row blocks through oneDNN too, packed weights, wherever oneDNN
-  computes bf16 (:data:`ONEDNN_BF16`); everywhere else ``F.linear``.
+  computes bf16 (:data:`ONEDNN_BF16`); everywhere else ``F.linear``, in any other compiled graph too (inductor
+  picks the kernels: it lowers oneDNN's linear op only with the weight a constant of a frozen graph).
 - GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without dropout or norm between fc1 and
   fc2 (``FastMlp.recompute_act``; otherwise plain). The gather and the recompute need autograd only for their
   backward: without gradients they run their plain forward. TorchScript cannot script autograd Functions, so it
@@ -426,10 +428,22 @@ def exported_shifted_window_attention(block: SwinBlock, x: torch.Tensor) -> torc
 
 def onednn_serves(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether a linear layer runs through oneDNN: fp32 on a CPU of the rule (:data:`ONEDNN_FP32_ON_THIS_CPU`), no
-    autocast, not exported."""
+    autocast, not exported, and under ``torch.compile`` only into a frozen graph (:func:`compiling_frozen`)."""
     if not ONEDNN_FP32_ON_THIS_CPU or x.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
         return False
+    if torch.compiler.is_compiling() and not compiling_frozen():
+        return False
     return x.dtype == weight.dtype == torch.float32 and not exporting()
+
+
+def compiling_frozen() -> bool:
+    """Whether the graph ``torch.compile`` traces is one inductor freezes: ``torch._inductor.config.freezing`` (as
+    ``swinlite.optimize_for_inference`` sets it) without autograd. Inductor lowers oneDNN's linear op
+    (``mkldnn::_linear_pointwise``) only with its weight a constant of such a graph; in another it raises, so there
+    the linears are ``F.linear`` and inductor picks their kernels."""
+    from torch._inductor import config  # imported here, as swinlite.optimize does (loaded by torch.compile)
+
+    return config.freezing and not torch.is_grad_enabled()
 
 
 def fast_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -447,8 +461,8 @@ def fast_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 @register_notrace_module  # timm's FX feature extraction keeps it one node, as an nn.Linear
 class FastLinear(nn.Linear):
     """``nn.Linear`` through oneDNN where :func:`onednn_serves` says (fp32 on a CPU of
-    :data:`ONEDNN_FP32_ON_THIS_CPU`, eager or compiled, inference or training: :func:`fast_linear`), else
-    ``F.linear``."""
+    :data:`ONEDNN_FP32_ON_THIS_CPU`, eager inference or training, or compiled into a frozen graph:
+    :func:`fast_linear`), else ``F.linear``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., in] -> [..., out]."""

@@ -10,8 +10,8 @@ each; this kernel keeps only h and recomputes the cheap GELU in backward, one ex
   op, to write the gradient in place. Without autograd (no grad mode) or in TorchScript, which cannot
   script the autograd Function, the plain ``linear(gelu(h))`` runs. With ``onednn`` (fp32 on the CPUs of
   :data:`~swinlite.fast.blocks.ONEDNN_FP32_ON_THIS_CPU`) the forward and the gradient to gelu(h) run through oneDNN,
-  as :mod:`swinlite.fast.linear_grad`'s linears, and so does the plain linear without autograd (the path a compiled
-  inference graph traces: ``swinlite.optimize_for_inference``'s fc2 as its other linears, 5 % faster on the AMD
+  as :mod:`swinlite.fast.linear_grad`'s linears, and so does the plain linear without autograd (the path a frozen
+  compiled graph traces: ``swinlite.optimize_for_inference``'s fc2 as its other linears, 5 % faster on the AMD
   EPYC, benchmarks/kernels.md).
 - Pinned by: ``tests/fast/test_mlp.py`` (``FastMlp`` against timm's ``Mlp``, fp32 and bf16 autocast),
   ``tests/fast/test_linear.py`` (through oneDNN, with and without autograd) and ``tests/fast/test_fast_block.py``

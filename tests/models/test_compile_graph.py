@@ -1,5 +1,5 @@
 """torch.compile traces a whole swinlite model, fast or reference, into one graph, in eval and in training (dynamo
-only, no codegen)."""
+only, no codegen), and inductor compiles it where the fp32 linears take oneDNN in eager mode."""
 
 import warnings
 
@@ -8,6 +8,8 @@ import timm
 import torch
 
 import swinlite  # noqa: F401  (registers the models)
+from swinlite.fast import blocks
+from swinlite.fast.row_blocks import ONEDNN_LINEAR
 from swinlite.models.swin import SwinBlock, exporting, window_geometry
 
 
@@ -121,3 +123,57 @@ def test_compiled_cpu_inference_attends_as_eager(dtype):
     assert flash == (len(_blocks(model)) if dtype == torch.float32 else 0)
     masks = [n.meta["example_value"].dtype for n in calls if str(n.target) == "swinlite.window_mask"]
     assert masks and set(masks) == {dtype}  # the cache's mask in the attention's dtype: no conversion per call
+
+
+def _one_stage() -> torch.nn.Module:
+    # one stage of two blocks (W-MSA, then SW-MSA): compiled by inductor in seconds
+    torch.manual_seed(0)
+    return timm.create_model("swinlite_pico_patch2_window4_32", depths=(2,), num_heads=(1,))
+
+
+@pytest.mark.skipif(not ONEDNN_LINEAR, reason="PyTorch built without oneDNN")
+@pytest.mark.parametrize("train", [False, True])
+def test_inductor_compiles_the_onednn_linears_as_eager_computes_them(monkeypatch, train):
+    """Where the fp32 linears take oneDNN in eager mode (AMD CPUs: the rule forced on here, on any CPU), inductor
+    without freezing cannot lower oneDNN's linear op (its weight is a graph input, not a constant): the compiled graph
+    takes ``F.linear`` instead and computes eager's output, and in training eager's gradients."""
+    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
+    torch._dynamo.reset()
+    model = _one_stage().train(train)
+    x = torch.randn(2, 3, 12, 10)  # 6x5 tokens: padded to 8x8 windows, shifted
+    compiled = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False)
+    with torch.set_grad_enabled(train):
+        out = compiled(x)
+        if train:
+            out.square().sum().backward()
+            got = {name: p.grad for name, p in model.named_parameters()}
+            model.zero_grad()
+        expected = model(x)
+        if train:
+            expected.square().sum().backward()
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    if train:
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(got[name], p.grad, atol=1e-5, rtol=1e-5, msg=name)
+
+
+@pytest.mark.skipif(not ONEDNN_LINEAR, reason="PyTorch built without oneDNN")
+@pytest.mark.parametrize("frozen", [False, True])
+def test_only_a_frozen_graph_takes_onednn_linears(monkeypatch, frozen):
+    """The graph ``optimize_for_inference`` compiles (inductor's freezing, no autograd) keeps oneDNN's linear op, whose
+    weight freezing makes a constant (benchmarks/kernels.md, "`optimize_for_inference` on CPU"); any other compiled
+    graph has none."""
+    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
+    torch._dynamo.reset()
+    model = _one_stage().eval()
+    graphs = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        graphs.append(gm)
+        return gm.forward
+
+    with torch._inductor.config.patch(freezing=frozen), torch.inference_mode():
+        torch.compile(model, backend=backend, dynamic=False)(torch.randn(2, 3, 12, 10))
+    targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
+    linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert targets.count("mkldnn._linear_pointwise") == (linears if frozen else 0)

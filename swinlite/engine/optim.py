@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from timm.optim import create_optimizer_v2, get_optimizer_info, param_groups_weight_decay
@@ -66,6 +67,12 @@ def build_scheduler(
     (mmsegmentation's "poly"); stepped per optimizer step (``step_update``)."""
     total = epochs * steps_per_epoch
     warmup = min(math.ceil(cfg.warmup_epochs * steps_per_epoch), total - 1)
+    if warmup < cfg.warmup_epochs * steps_per_epoch:
+        warnings.warn(
+            f"schedule.warmup_epochs {cfg.warmup_epochs} is not shorter than the run ({epochs} epochs of "
+            f"{steps_per_epoch} steps): the warm-up is cut to {warmup} steps and the run ends near the peak lr",
+            stacklevel=2,
+        )
     common = dict(warmup_t=warmup, warmup_lr_init=cfg.warmup_lr, t_in_epochs=False)
     if cfg.kind == "cosine":
         return CosineLRScheduler(optimizer, t_initial=total - warmup, lr_min=cfg.min_lr, warmup_prefix=True, **common)

@@ -47,3 +47,12 @@ def test_betas_reach_the_optimizer_or_are_refused_before_the_run(task: str):
         check_run(TASKS[task], TASKS[task].load_config(None, ["optim.opt=adan", "optim.betas=[0.9, 0.99]"]))
     with pytest.raises(ValueError, match="expected 0 <= optim.betas < 1"):
         TASKS[task].load_config(None, ["optim.betas=[0.9, 1.0]"])
+
+
+def test_a_warmup_as_long_as_the_run_is_cut_with_a_warning():
+    """The demo's 2 warm-up epochs with train.epochs=1: cut to total - 1 steps silently before."""
+    cfg = TASKS["classification"].load_config(None, ["schedule.warmup_epochs=2", "schedule.warmup_lr=0"])
+    with pytest.warns(UserWarning, match=r"warmup_epochs 2.0 is not shorter than the run \(1 epochs of 10 steps\): "
+                                         r"the warm-up is cut to 9 steps"):  # fmt: skip
+        lrs = _lrs(cfg, 1, 10)
+    assert lrs[-1] == pytest.approx(cfg.optim.lr, rel=1e-6) and lrs[0] == 0.0  # it ends at the peak

@@ -36,7 +36,7 @@ class Bounds:
 
     def holds(self, v: float) -> bool:
         return (
-            not math.isnan(v)
+            math.isfinite(v)
             and (self.ge is None or v >= self.ge)
             and (self.gt is None or v > self.gt)
             and (self.le is None or v <= self.le)
@@ -89,7 +89,7 @@ def _describe(annotation: Any) -> str:
         return "a mapping, e.g. {window_size: 12}"
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_describe(a) for a in args if a is not type(None))
-    return {bool: "true or false", float: "a number", int: "an integer"}.get(annotation, "a string")
+    return {bool: "true or false", float: "a finite number", int: "an integer"}.get(annotation, "a string")
 
 
 def _parse(value: Any, annotation: Any) -> Any:
@@ -136,11 +136,12 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
     elif annotation is int:
         ok = isinstance(parsed, int) and not isinstance(parsed, bool)
     elif annotation is float:
+        ok = not isinstance(parsed, bool)  # true, yes, on: from YAML or the command line alike
         try:
             parsed = float(parsed)  # YAML 1.1 reads "5e-4" as a string; float() does not
         except (TypeError, ValueError):
             ok = False
-        ok = ok and not isinstance(value, bool)
+        ok = ok and math.isfinite(parsed)
     else:
         ok = not isinstance(parsed, dict | list)
         parsed = str(parsed)

@@ -2,13 +2,14 @@
 one mechanism (field metadata), model.pretrained is a boolean or a file, renamed keys say where they went."""
 
 import dataclasses
+import math
 import typing
 
 import pytest
 import yaml
 from enginekit import TASKS
 
-from swinlite.engine.config import to_dict
+from swinlite.engine.config import check_values, to_dict
 from swinlite.engine.sections import RunConfig
 
 SHARED = {s.name: s.type for s in dataclasses.fields(RunConfig)}
@@ -65,6 +66,33 @@ def test_shared_keys_have_the_same_fields_and_every_number_a_range(task: str):
 def test_values_out_of_range_are_errors_naming_the_range(task: str, override: str, message: str):
     with pytest.raises(ValueError, match=message):
         TASKS[task].load_config(None, [override])
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("optim.lr", "true", "expected a finite number"),  # the command line trained at lr 1.0
+        ("data.hflip", "yes", "expected a finite number"),
+        ("optim.clip_grad", "on", "expected a finite number"),  # float | None
+        ("optim.lr", "inf", "expected a finite number"),  # passed the range check
+        ("optim.lr", ".inf", "expected a finite number"),
+        ("schedule.decay_epochs", "[8, .nan]", "expected a finite number"),
+        ("train.epochs", "true", "expected an integer"),
+    ],
+)
+def test_command_line_and_yaml_refuse_the_same_values(key: str, value: str, message: str, tmp_path):
+    section, name = key.split(".")
+    (path := tmp_path / "c.yaml").write_text(f"{section}:\n  {name}: {value}\n")
+    for config, overrides in ((None, [f"{key}={value}"]), (path, [])):
+        with pytest.raises(ValueError, match=rf"config key '{key}': cannot use .*, {message}"):
+            TASKS["classification"].load_config(config, overrides)
+
+
+def test_the_range_check_refuses_non_finite_numbers_set_in_code():
+    cfg = TASKS["classification"].config()
+    cfg.optim.lr = math.inf
+    with pytest.raises(ValueError, match=r"optim.lr=inf is out of range: expected 0 <= optim.lr"):
+        check_values(cfg)
 
 
 @pytest.mark.parametrize("task", list(TASKS))

@@ -38,6 +38,7 @@ __all__ = [
     "load_strict",
     "pretrained_model",
     "read_info",
+    "state_dict_mismatch",
     "weights_metadata",
 ]
 
@@ -190,6 +191,31 @@ def _classifier_size(model: str, state: dict[str, torch.Tensor]) -> int:
     return 0 if weight is None else int(weight.shape[0])
 
 
+def state_dict_mismatch(
+    target: Mapping[str, torch.Tensor],
+    state: Mapping[str, torch.Tensor],
+    may_start_fresh: tuple[str, ...] = (),
+    limit: int = 8,
+) -> str | None:
+    """What keeps ``state`` (a file's) from loading exactly into a model whose state dict is ``target``, naming the
+    first ``limit`` keys of each kind (missing, surplus, of another shape); None when it fits.
+
+    Args:
+        may_start_fresh: prefixes of model weights that may be absent from ``state``.
+    """
+    problems = {
+        "missing from the file": [k for k in target if k not in state and not k.startswith(may_start_fresh)],
+        "not in the model": [k for k in state if k not in target],
+        "shape (file vs model)": [
+            shape_mismatch(k, state[k].shape, v.shape)
+            for k, v in target.items()
+            if k in state and state[k].shape != v.shape
+        ],
+    }
+    parts = [f"{what}: {first_keys(keys, limit)}" for what, keys in problems.items() if keys]
+    return "; ".join(parts) or None
+
+
 def load_strict(
     net: nn.Module, state: Mapping[str, torch.Tensor], source: str | os.PathLike, may_start_fresh: tuple[str, ...] = ()
 ) -> None:
@@ -212,18 +238,9 @@ def load_strict(
             state = convert_state_dict(state, net)
         except ValueError as e:
             raise _naming(source, e) from None
-    problems = {
-        "missing from the file": [k for k in target if k not in state and not k.startswith(may_start_fresh)],
-        "not in the model": [k for k in state if k not in target],
-        "shape (file vs model)": [
-            shape_mismatch(k, state[k].shape, v.shape)
-            for k, v in target.items()
-            if k in state and state[k].shape != v.shape
-        ],
-    }
-    if any(problems.values()):
-        parts = [f"{what}: {first_keys(keys, 8)}" for what, keys in problems.items() if keys]
-        raise ValueError(f"{source} does not fit {type(net).__name__} exactly; " + "; ".join(parts))
+    mismatch = state_dict_mismatch(target, state, may_start_fresh)
+    if mismatch is not None:
+        raise ValueError(f"{source} does not fit {type(net).__name__} exactly; {mismatch}")
     check_weight_values(state, str(source), target)
     net.load_state_dict(state, strict=not may_start_fresh)
 

@@ -70,14 +70,12 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
         out, lock = prepare_output(cfg, task, resume, overwrite, dist)
         seed_everything(cfg.train.seed + dist.rank, cfg.train.deterministic)
         trainer = Trainer(task, cfg, dist, device, out)
-        if dist.is_main:
-            with writing(out / "config.yaml"):
-                text = yaml.safe_dump(to_dict(cfg), sort_keys=False).encode()
-                atomic_write(out / "config.yaml", lambda f: f.write(text))
         if resume:
             trainer.load_resume(out / RESUME_FILE)
             where = f"epoch {trainer.state.epoch}" + (f", step {trainer.state.step}" if trainer.state.batch else "")
             log(dist, f"resumed from {out / RESUME_FILE} at {where}")
+        if dist.is_main:  # only now: a resume that fails keeps the settings the run trained with
+            write_config(out / "config.yaml", cfg)
         trainer.fit()
         trainer.report()
     except RuntimeError as e:
@@ -91,6 +89,13 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
             lock.release()
         cleanup(dist)
     return out
+
+
+def write_config(path: Path, cfg: Any) -> None:
+    """The resolved config as YAML, atomically (itself a valid ``--config`` file)."""
+    with writing(path):
+        text = yaml.safe_dump(to_dict(cfg), sort_keys=False).encode()
+        atomic_write(path, lambda f: f.write(text))
 
 
 def prepare_output(

@@ -22,6 +22,7 @@ from torch import nn
 from .. import __version__
 from ..device import autocast_dtype
 from ..metadata import FORMAT
+from ..weights import state_dict_mismatch
 from .checkpoint import (
     RESUME_FILE,
     load_resume,
@@ -45,6 +46,13 @@ ADVICE = "try a lower optim.lr, or optim.clip_grad"
 
 class EvaluationFailed(ValueError):
     """Evaluation raised after an epoch was trained; the trained epoch is in resume.pt."""
+
+
+def _misfit(path: Path, what: str, reason: str) -> ValueError:
+    return ValueError(
+        f"{path} does not fit this run's {what} ({reason}); resume with the run's own settings, or start over with "
+        "--overwrite"
+    )
 
 
 @dataclass
@@ -116,17 +124,16 @@ class Trainer:
         """Continue from ``path``; ValueError naming it when it does not fit this run (another task, model, data)."""
         saved = load_resume(path, self.task.name)
         self.task.check_resumed(saved.get("task_state", {}), path)
+        mismatch = state_dict_mismatch(self.model.state_dict(), saved["model"], limit=3)
+        if mismatch is not None:  # torch's own message names no key on its first line
+            raise _misfit(path, "model", mismatch)
         try:
             self.model.load_state_dict(saved["model"])
             self.optimizer.load_state_dict(saved["optimizer"])
             if self.ema is not None and saved["ema"] is not None:
                 self.ema.load_state_dict(saved["ema"])
         except (RuntimeError, ValueError, KeyError) as e:
-            reason = str(e).strip().splitlines()[0][:300]
-            raise ValueError(
-                f"{path} does not fit this run's model or optimizer ({reason}); resume with the run's own "
-                "settings, or start over with --overwrite"
-            ) from None
+            raise _misfit(path, "model or optimizer", str(e).strip().splitlines()[0][:300]) from None
         if saved["scheduler"] != self.scheduler.state_dict():  # e.g. train.epochs was raised
             self.log("warning: the lr schedule changed with the settings; continuing on the new one")
         self.scaler.load_state_dict(saved["scaler"])

@@ -114,6 +114,8 @@ CASES = [
     ("pickle_resume", TASKS, ["--resume"], _pickle_payload, None, "resume.pt is not a readable resume file"),
     ("other_task_resume", TASKS, ["--resume"], "other_task", None, "run; choose its own --output-dir"),
     ("class_removed", ["classification"], ["--resume"], _remove_class, None, "class folders gone: c2"),
+    ("resume_other_model", TASKS, ["--resume", "model.name=swinlite_v2_pico_patch2_window4_32"], "keep", None,
+     "resume.pt does not fit this run's model (missing from the file: "),  # named no key
     ("disk_full", TASKS, ["--resume", "train.epochs=2"], "keep", _disk_full, "last.safetensors: No space left"),
     ("read_only", TASKS, [], None, _read_only, "Read-only file system"),
 ]  # fmt: skip
@@ -149,7 +151,8 @@ def test_one_error_line_exit_2_nothing_lost(
     assert code == 2, err
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
     assert "Traceback" not in err
-    rewritten = ("config.yaml", "scan.json.gz")  # a run's start writes its settings, a scan its (valid) cache
+    # a scan writes its (valid) cache; a run writes its settings once it trains (a failed --resume keeps the run's)
+    rewritten = ("scan.json.gz",) + (("config.yaml",) if patch is _disk_full else ())
     after = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else {}
     assert {k: v for k, v in after.items() if k in before and k not in rewritten} == {
         k: v for k, v in before.items() if k not in rewritten

@@ -1,7 +1,8 @@
 """The training scripts' body after their arguments are parsed: load the config, print it or run it.
 
 User errors propagate to the script's runner (``scripts/_cli.py``, the one that turns them into one ``error: ...``
-line and exit code 2); a stalled process is one line and exit code 1, an interrupt a hint to ``--resume``.
+line and exit code 2); a stalled process is one line and exit code 1, an interrupt a hint to ``--resume``
+(when there is something to resume).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from .checkpoint import RESUME_FILE
 from .config import to_dict
 from .distributed import StalledRankError
 from .run import run
@@ -40,6 +42,16 @@ def run_from_cli(
         print("error: " + " ".join(str(e).split()), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted; continue with --resume", file=sys.stderr)
+        print(interrupted(Path(cfg.train.output_dir)), file=sys.stderr)
         return 130
     return 0
+
+
+def interrupted(out: Path) -> str:
+    """What an interrupted run leaves: the resume file to continue from, or nothing to resume yet."""
+    if (out / RESUME_FILE).is_file():
+        return f"interrupted; continue from {out / RESUME_FILE} with --resume"
+    return (
+        f"interrupted before the first save; nothing to resume ({RESUME_FILE} is written after each epoch, and every "
+        "train.save_every_steps steps)"
+    )

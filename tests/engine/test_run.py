@@ -87,3 +87,28 @@ def test_overwrite_removes_the_old_run_before_anything_else(folder: Path, tmp_pa
     capsys.readouterr()
     assert script_main("classification", ["--resume", *broken]) == 2
     assert "nothing to resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("at_step", "told"),
+    [(1, "interrupted before the first save; nothing to resume ("), (4, "interrupted; continue from {out}/resume.pt")],
+)
+def test_interrupt_points_to_the_resume_file_only_when_there_is_one(
+    at_step, told, folder, tmp_path, capsys, monkeypatch
+):
+    """Ctrl-C in a fresh run's first epoch said "continue with --resume", which then found nothing to resume."""
+    task, steps = TASKS["classification"], []
+    train_step = task.train_step
+
+    def interrupted(self, model, batch):
+        steps.append(1)
+        if len(steps) == at_step:  # 3 steps an epoch
+            raise KeyboardInterrupt
+        return train_step(self, model, batch)
+
+    monkeypatch.setattr(task, "train_step", interrupted)
+    out = tmp_path / "out"
+    assert script_main("classification", overrides("classification", folder, out)) == 130
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(told.format(out=out)), lines
+    assert (out / "resume.pt").is_file() == (at_step > 3)

@@ -12,7 +12,10 @@ from ..engine.config import bounded, choice
 from ..engine.sections import DataConfig as SharedData
 from ..engine.sections import RunConfig, TrainConfig
 
-INTERPOLATIONS = ("bilinear", "bicubic", "nearest", "lanczos", "random")
+# what timm's train and eval transforms both take and a weights file records (swinlite.metadata.INTERPOLATIONS):
+# not "random" (the train transform's only)
+INTERPOLATIONS = ("bilinear", "bicubic", "nearest", "lanczos")
+AFFINE_INTERPOLATIONS = ("bilinear", "bicubic", "nearest")  # what the rotations and shears of auto_augment take
 
 
 @dataclass

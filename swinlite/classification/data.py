@@ -25,7 +25,7 @@ from torch.utils.data import Dataset, default_collate
 
 from ..files import center_crop_scale, elongation_problem
 from ..images import IMAGE_EXTENSIONS, is_image_file, list_files, load_rgb, unreadable
-from .config import DataConfig
+from .config import AFFINE_INTERPOLATIONS, DataConfig
 
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
 
@@ -192,6 +192,16 @@ def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]
     )
     route_posterize(train)
     return train, create_transform(is_training=False, crop_pct=cfg.crop_pct, **common)
+
+
+def check_augment(cfg: DataConfig) -> None:
+    """ValueError, before any data is read, for a ``data.interpolation`` that ``data.auto_augment``'s rotations and
+    shears do not take (PIL refuses it in the first one drawn)."""
+    if cfg.auto_augment and cfg.interpolation not in AFFINE_INTERPOLATIONS:
+        raise ValueError(
+            f"data.interpolation={cfg.interpolation} does not go with data.auto_augment (its rotations and shears "
+            f"take {', '.join(AFFINE_INTERPOLATIONS)}); choose one of those, or data.auto_augment=none"
+        )
 
 
 def posterize(img: Image.Image, bits: int, **_: object) -> Image.Image:

@@ -17,7 +17,7 @@ from ..engine.model import create_model
 from ..engine.task import RunContext, StepOutput, Task
 from ..metadata import weights_metadata
 from .config import Config
-from .data import Split, build_datasets, collate
+from .data import Split, build_datasets, check_augment, collate
 from .demo_data import build_digits
 from .evaluation import evaluate
 from .scan_cache import CACHE_FILE, cached_scan
@@ -41,6 +41,7 @@ class ClassificationTask(Task):
             raise ValueError(f"mixup/cutmix need an even data.batch_size, got {cfg.data.batch_size}")
         if cfg.data.scale[0] > cfg.data.scale[1]:
             raise ValueError(f"data.scale must be [low, high] with low <= high, got {list(cfg.data.scale)}")
+        check_augment(cfg.data)
 
     @classmethod
     def inputs(cls, cfg: Config) -> list[Path]:

@@ -10,7 +10,9 @@ from PIL import Image
 from timm.data.auto_augment import posterize as timm_posterize
 
 from swinlite.classification import ClassificationTask
+from swinlite.classification.config import INTERPOLATIONS
 from swinlite.classification.data import build_transforms, posterize
+from swinlite.metadata import check_preprocessing
 
 CONFIGS = sorted(
     p for p in (Path(__file__).parents[2] / "configs").glob("*.yaml") if not p.name.startswith(("det_", "seg_"))
@@ -46,3 +48,22 @@ def test_every_config_augmentation_survives_many_draws(config: Path):
         out = train(img)
         assert out.shape == (3, 16, 16)
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("auto_augment", ["none", "rand-m9-mstd0.5-inc1"])
+@pytest.mark.parametrize("interpolation", INTERPOLATIONS)
+def test_every_interpolation_the_config_takes_transforms_and_goes_into_a_weights_file(interpolation, auto_augment):
+    """data.interpolation=random passed the config check, then timm's eval transform raised KeyError; lanczos with
+    RandAugment, PIL's refusal in the first rotation drawn."""
+    cfg = ClassificationTask.load_config(None, ["data.img_size=16", f"data.auto_augment={auto_augment}",
+                                                f"data.interpolation={interpolation}"])  # fmt: skip
+    if interpolation == "lanczos" and auto_augment != "none":
+        with pytest.raises(ValueError, match="data.interpolation=lanczos does not go with data.auto_augment"):
+            ClassificationTask.check_config(cfg)
+        return
+    ClassificationTask.check_config(cfg)
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (20, 24, 3), dtype=np.uint8))
+    random.seed(0)
+    for transform in build_transforms(cfg.data):
+        assert all(transform(img).shape == (3, 16, 16) for _ in range(50))
+    assert check_preprocessing({"input_size": [3, 16, 16], "interpolation": interpolation}, "best.safetensors")

@@ -54,6 +54,7 @@ def test_shared_keys_have_the_same_fields_and_every_number_a_range(task: str):
         ("classification", "optim.lr=-1", r"expected 0 <= optim.lr"),
         ("classification", "train.seed=-1", r"expected 0 <= train.seed < 4294967296"),
         ("classification", "data.interpolation=cubic", r"data.interpolation must be one of bilinear, bicubic"),
+        ("classification", "data.interpolation=random", r"must be one of bilinear, bicubic, nearest, lanczos, got"),
         ("detection", "data.max_size=0", r"data.max_size=0 is out of range: expected 1 <= data.max_size"),
         ("detection", "train.max_iters=0", r"expected 1 <= train.max_iters"),
         ("detection", "train.ema_decay=1.5", r"expected 0 <= train.ema_decay < 1"),

@@ -195,9 +195,20 @@ def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]
 
 
 def check_augment(cfg: DataConfig) -> None:
-    """ValueError, before any data is read, for a ``data.interpolation`` that ``data.auto_augment``'s rotations and
-    shears do not take (PIL refuses it in the first one drawn)."""
-    if cfg.auto_augment and cfg.interpolation not in AFFINE_INTERPOLATIONS:
+    """ValueError, before any data is read, for a ``data.auto_augment`` timm's parser refuses (its assertion came
+    after the data scan), or a ``data.interpolation`` its rotations and shears do not take (PIL refuses it in the
+    first one drawn)."""
+    if not cfg.auto_augment:
+        return
+    try:
+        create_transform(cfg.img_size, is_training=True, auto_augment=cfg.auto_augment)
+    except (AssertionError, ValueError) as e:  # timm asserts on a name or section it does not know
+        reason = f" ({e})" if str(e) else ""
+        raise ValueError(
+            f"data.auto_augment={cfg.auto_augment} is not a policy timm knows{reason}; e.g. rand-m9-mstd0.5-inc1 "
+            "(RandAugment), augmix-m5 (AugMix), original (AutoAugment), or none"
+        ) from None
+    if cfg.interpolation not in AFFINE_INTERPOLATIONS:
         raise ValueError(
             f"data.interpolation={cfg.interpolation} does not go with data.auto_augment (its rotations and shears "
             f"take {', '.join(AFFINE_INTERPOLATIONS)}); choose one of those, or data.auto_augment=none"

@@ -36,18 +36,22 @@ def test_unknown_config_key_is_one_line_and_exit_2():
         (["--data-dir", "{data}", "--output-dir", "{out}"], "model.pretrained=true: "),
         (["--config", "{bad_yaml}"], "is not valid YAML"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--data-dir", "{missing}", "--output-dir", "{out}", "data.auto_augment=bogus"],
+         "data.auto_augment=bogus is not a policy timm knows (Unknown AA policy bogus); e.g. rand-m9-mstd0.5-inc1"),
+        (["--data-dir", "{missing}", "--output-dir", "{out}", "data.auto_augment=rand-q9"],
+         "data.auto_augment=rand-q9 is not a policy timm knows (Unknown RandAugment config section)"),
     ],
-)
+)  # fmt: skip
 def test_user_errors_are_one_line(args, message, folder: Path, tmp_path: Path, capsys, no_network):
     # no_network: the default's ImageNet weights are not in the (empty) cache and the hub does not answer
     (bad_yaml := tmp_path / "bad.yaml").write_text("train: {epochs: [1,\n")
-    argv = [a.format(data=folder, out=tmp_path / "out", bad_yaml=bad_yaml) for a in args]
+    argv = [a.format(data=folder, missing=tmp_path / "no_data", out=tmp_path / "out", bad_yaml=bad_yaml) for a in args]
     assert run_script("train", argv) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
-    if args[0] == "--data-dir":  # names the weights and the ways around them
+    if "pretrained" in message:  # names the weights and the ways around them
         assert "swinlite_tiny_patch4_window7_224.ms_in1k" in lines[0] and "model.pretrained=PATH" in lines[0]
-        assert not (tmp_path / "out").exists()  # nothing written before the check
+    assert not (tmp_path / "out").exists()  # nothing written before the check (nor any data read: there is none)
 
 
 def test_data_dir_default_is_the_documented_fine_tune_recipe():

@@ -66,7 +66,7 @@ class DetectionTask(Task):
     config = DetConfig
     metric = "val_map"
     drop_last = False
-    reserved_kwargs = ("num_classes", "features_only", "out_indices", "output_fmt")
+    reserved_kwargs = ("num_classes", "in_chans", "features_only", "out_indices", "output_fmt")
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)

@@ -21,6 +21,7 @@ from torch import nn
 from ..hub import pretrained_kwargs
 from .sections import ModelConfig
 
+_SET_BY = {"pretrained": "model.pretrained", "in_chans": "the task (its loaders give RGB images: 3 channels)"}
 _OFFLINE_HINT = (
     "or pass model.pretrained=PATH for a local weights file (any layout), model.pretrained=false to train from scratch"
 )
@@ -31,7 +32,9 @@ def pretrained_file(cfg: ModelConfig) -> str | None:
     return cfg.pretrained if isinstance(cfg.pretrained, str) else None
 
 
-def check_model(cfg: ModelConfig, reserved: tuple[str, ...] = ("num_classes",), name: str | None = None) -> None:
+def check_model(
+    cfg: ModelConfig, reserved: tuple[str, ...] = ("num_classes", "in_chans"), name: str | None = None
+) -> None:
     """ValueError, before any data is read, for a model section that cannot work: an unknown model name, a
     ``model.kwargs`` key its constructor does not take (naming the closest one) or a value it refuses, or
     pretrained weights that cannot be had (no tag, no file, offline without them in the cache).
@@ -48,7 +51,7 @@ def check_model(cfg: ModelConfig, reserved: tuple[str, ...] = ("num_classes",), 
         raise ValueError(f"model.name {name!r} is not a timm model; {hint}")
     for key in cfg.kwargs:
         if key in reserved or key == "pretrained":
-            where = "model.pretrained" if key == "pretrained" else "the task (from the data)"
+            where = _SET_BY.get(key, "the task (from the data)")
             raise ValueError(f"model.kwargs.{key}: set by {where}, not by model.kwargs")
     _check_kwargs(name, cfg.kwargs)
     _check_pretrained(cfg)

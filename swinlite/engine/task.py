@@ -55,7 +55,8 @@ class Task(abc.ABC):
         config: the task's config dataclass (its defaults are the task's recipe).
         metric: the ``evaluate`` key that picks ``best.safetensors`` (higher is better), e.g. ``"val_top1"``.
         drop_last: whether the training loader drops the last incomplete batch.
-        reserved_kwargs: ``model.kwargs`` keys the task sets itself (e.g. ``num_classes``).
+        reserved_kwargs: ``model.kwargs`` keys the task sets itself (e.g. ``num_classes``; ``in_chans``: its loaders
+            give RGB images).
         output_files: files the task keeps in the output folder (``--overwrite`` removes them with the engine's).
     """
 
@@ -63,7 +64,7 @@ class Task(abc.ABC):
     config: ClassVar[type]
     metric: ClassVar[str]
     drop_last: ClassVar[bool] = True
-    reserved_kwargs: ClassVar[tuple[str, ...]] = ("num_classes",)
+    reserved_kwargs: ClassVar[tuple[str, ...]] = ("num_classes", "in_chans")
     output_files: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: RunContext) -> None:

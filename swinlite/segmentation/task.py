@@ -40,7 +40,7 @@ class SegmentationTask(Task):
     name = "segmentation"
     config = SegConfig
     metric = "val_miou"
-    reserved_kwargs = ("num_classes", "features_only", "out_indices", "output_fmt")
+    reserved_kwargs = ("num_classes", "in_chans", "features_only", "out_indices", "output_fmt")
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)

@@ -1,9 +1,14 @@
 """Train a torchvision detector (Faster/Mask R-CNN, RetinaNet, FCOS) on a swinlite backbone from COCO-format data.
 
-Run with no arguments for the embedded demo (scikit-learn digits on 64x64 canvases, built into data/det_digits,
-results in runs/det_demo). ``--data-dir DIR`` takes the COCO 2017 layout: DIR/annotations/instances_{train,val}2017.json
-with images in DIR/{train,val}2017/; data.train_ann, data.train_images, data.val_ann and data.val_images point
-anywhere else. Under ``torchrun --nproc_per_node=N`` the same command trains with DistributedDataParallel.
+  python scripts/train_detection.py                  the embedded demo (configs/det_demo.yaml: scikit-learn digits
+                                                     on 64x64 canvases, built into data/det_digits)
+  python scripts/train_detection.py --data-dir DIR   Faster R-CNN on ImageNet Swin-T, mmdetection's 1x recipe
+                                                     (configs/det_coco_fasterrcnn_swin_tiny_1x.yaml)
+  python scripts/train_detection.py --config FILE [...]
+
+``--data-dir DIR`` takes the COCO 2017 layout: DIR/annotations/instances_{train,val}2017.json with images in
+DIR/{train,val}2017/; data.train_ann, data.train_images, data.val_ann and data.val_images point anywhere else.
+Under ``torchrun --nproc_per_node=N`` the same command trains with DistributedDataParallel.
 """
 
 from __future__ import annotations
@@ -11,21 +16,27 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, add_train_arguments, run, train_overrides
+from _cli import Parser, add_train_arguments, configs_epilog, run, train_overrides
 
-DEMO_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "det_demo.yaml"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+DEMO_CONFIG = CONFIGS / "det_demo.yaml"
+COCO_CONFIG = CONFIGS / "det_coco_fasterrcnn_swin_tiny_1x.yaml"
 
 
 def _epilog() -> str:
-    """Every config key with its built-in default (the config module loads torch, which the help then needs)."""
+    """Which config file applies, then every config key with its built-in default (the config module loads torch,
+    which the help then needs)."""
     from swinlite.detection.config import DetConfig
     from swinlite.engine.config import flatten, to_dict
 
     keys = "\n  ".join(f"{k} = {v}" for k, v in flatten(to_dict(DetConfig())).items())
-    return (
-        "config keys with their built-in defaults, which --config files override\n(set any with key=value, e.g. "
-        f"train.epochs=24 model.detector=maskrcnn; see swinlite/detection/config.py):\n  {keys}"
+    files = configs_epilog(
+        (DEMO_CONFIG, "the digits demo"),
+        COCO_CONFIG,
+        "swinlite/detection/config.py (mmdetection's Swin-T 1x recipe) and swinlite/engine/sections.py",
+        "model.detector=maskrcnn, train.epochs=24, train.ema_decay=0.9998, train.save_every_steps=N.",
     )
+    return f"{files}\n\nconfig keys with their built-in defaults (set any with key=value):\n  {keys}"
 
 
 class _Parser(Parser):
@@ -38,7 +49,8 @@ def parse_args(argv: list[str] | None = None) -> object:
     parser = _Parser(__doc__)
     add_train_arguments(
         parser,
-        f"YAML file of overrides (default: {DEMO_CONFIG.relative_to(DEMO_CONFIG.parents[1])})",
+        "YAML file of overrides (default: configs/det_coco_fasterrcnn_swin_tiny_1x.yaml with --data-dir, "
+        "else configs/det_demo.yaml)",
         "a COCO 2017 layout root (sets data.data_dir and data.dataset=coco)",
     )
     return parser.parse_intermixed_args(argv)  # key=value may come before and after the options
@@ -50,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.engine.cli import run_from_cli
 
     overrides = train_overrides(args, "coco")
-    config = args.config or DEMO_CONFIG
+    config = args.config or (COCO_CONFIG if args.data_dir else DEMO_CONFIG)
     return run_from_cli(DetectionTask, config, overrides, args.resume, args.overwrite, args.print_config)
 
 

@@ -5,11 +5,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from detkit import edit_coco
 from scriptkit import run_script
 
 from swinlite.detection.config import DetConfig
 from swinlite.engine.config import flatten, to_dict
+from swinlite.hub import hub_repo
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
 
@@ -18,13 +20,17 @@ def _no_constants(name: str):
     raise AssertionError(f"{name} is not JSON")
 
 
-def test_help_lists_every_config_key(capsys):
+def test_help_lists_every_config_key_and_which_file_applies(capsys):
     assert run_script("train_detection", ["--help"]) == 0
     text = capsys.readouterr().out
     assert all(key in text for key in flatten(to_dict(DetConfig())))
+    assert "with --data-dir, without --config: configs/det_coco_fasterrcnn_swin_tiny_1x.yaml" in text
+    assert "without --data-dir and --config: configs/det_demo.yaml" in text
 
 
-def test_missing_data_is_one_clear_error(tmp_path: Path, capsys):
+def test_missing_data_is_one_clear_error(tmp_path: Path, capsys, offline_hub):
+    # --data-dir's recipe starts from the ImageNet weights of swinlite_tiny's tag: in the (offline) cache here
+    offline_hub.add(hub_repo("swinlite_tiny_patch4_window7_224.ms_in1k"), {"placeholder": torch.zeros(1)})
     argv = ["--data-dir", str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "run")]
     assert run_script("train_detection", argv) == 2
     assert capsys.readouterr().err.strip() == (

@@ -7,7 +7,8 @@ import typing
 
 import pytest
 import yaml
-from enginekit import TASKS
+from enginekit import TASKS, script_main
+from trainkit import REPO
 
 from swinlite.engine.config import check_values, to_dict
 from swinlite.engine.sections import RunConfig
@@ -130,3 +131,25 @@ def test_model_kwargs_whole_or_one_entry(task: str):
     assert TASKS[task].config().model.kwargs == {}  # the defaults were not mutated
     with pytest.raises(ValueError, match="model.kwargs': cannot use '12', expected a mapping"):
         TASKS[task].load_config(None, ["model.kwargs=12"])
+
+
+REAL_DATA = {  # the config each script takes with --data-dir and without --config, and the dataset it sets
+    "classification": ("finetune_imagefolder.yaml", "folder"),
+    "detection": ("det_coco_fasterrcnn_swin_tiny_1x.yaml", "coco"),
+    "segmentation": ("seg_ade20k_upernet_swin_tiny.yaml", "ade20k"),
+}
+DEMO = {"classification": "demo.yaml", "detection": "det_demo.yaml", "segmentation": "seg_demo.yaml"}
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_data_dir_without_config_takes_the_real_data_recipe(task: str, tmp_path, capsys):
+    """train_detection.py --data-dir /data/coco trained the digits demo's pico detector at 64 px on the CPU."""
+    name, dataset = REAL_DATA[task]
+    printed = {}
+    for args, config in ((["--data-dir", tmp_path], name), ([], DEMO[task])):
+        assert script_main(task, ["--print-config", *args]) == 0
+        printed[config] = yaml.safe_load(capsys.readouterr().out)
+    real = TASKS[task].load_config(REPO / "configs" / name, [f"data.data_dir={tmp_path}", f"data.dataset={dataset}"])
+    assert printed[name] == to_dict(real)
+    assert printed[DEMO[task]] == to_dict(TASKS[task].load_config(REPO / "configs" / DEMO[task]))
+    assert printed[name]["model"]["name"] != printed[DEMO[task]]["model"]["name"]

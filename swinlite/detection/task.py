@@ -129,6 +129,9 @@ class DetectionTask(Task):
             val_ds = CocoDetection(self.val_split, self.categories, build_eval_transform(), evaluation=True)
         if not any(train_ds.objects):
             raise ValueError(f"the training annotations ({split_paths(cfg.data, 'train')[0]}) hold no usable object")
+        if not any(val_ds.objects):  # COCOeval's AP of no object is NaN: no epoch could be scored
+            raise ValueError(f"the val annotations ({split_paths(cfg.data, 'val')[0]}) hold no object to score on the "
+                             "images kept, only iscrowd or empty ones; the AP would be NaN")  # fmt: skip
         self.ctx.log(f"data: {len(train_ds)} train / {len(self.val_split.image_ids)} val images, "
                      f"{len(self.categories.ids)} classes: {', '.join(self.categories.names)}")  # fmt: skip
         return train_ds, val_ds

@@ -280,7 +280,15 @@ class Trainer:
                 f"{self.task.summary(row)}, lr {row['lr']:.2e}, {row['epoch_time']:.1f} s "
                 f"({row['train_img_s']:.1f} img/s)"
             )
+            self._warn_unscored(row)
             barrier(self.dist)
+
+    def _warn_unscored(self, row: dict[str, float]) -> None:
+        """A metric that is NaN picks no best weights (NaN beats nothing): say so, rather than log 'nan' silently."""
+        nan = [key for key in (self.task.metric, f"{self.task.metric}_ema") if math.isnan(row.get(key, 0.0))]
+        if nan:
+            self.log(f"warning: {' and '.join(nan)} of epoch {int(row['epoch'])} is NaN (did the evaluation score "
+                     "nothing?); the best weights files do not change by it")  # fmt: skip
 
     def report(self) -> None:
         """The best score and where every file is."""
@@ -295,4 +303,5 @@ class Trainer:
             files += [("best_ema.safetensors", "best EMA weights"), ("ema.safetensors", "last EMA weights")]
         files += [(RESUME_FILE, "resume file"), ("config.yaml", "resolved config")]
         for name, what in files:
-            self.log(f"  {what + ':':<18} {self.out / name}")
+            if (self.out / name).is_file():  # no best weights when no epoch scored a number
+                self.log(f"  {what + ':':<18} {self.out / name}")

@@ -81,6 +81,16 @@ def _no_object(coco: Path) -> dict[str, object]:
     return {"data.train_ann": coco / "empty.json"}
 
 
+def _val_without_objects(coco: Path) -> dict[str, object]:
+    edit_coco(coco, "val", lambda d: d.update(annotations=[]))
+    return {}
+
+
+def _val_only_crowds(coco: Path) -> dict[str, object]:
+    edit_coco(coco, "val", lambda d: [a.update(iscrowd=1) for a in d["annotations"]])
+    return {}
+
+
 def _val_category_training_lacks(coco: Path) -> dict[str, object]:
     edit_coco(coco, "val", lambda d: d["categories"].append({"id": 9, "name": "cat"}))  # scored as no class
     return {}
@@ -91,9 +101,11 @@ def _val_category_training_lacks(coco: Path) -> dict[str, object]:
     ("prepare", "message"),
     [
         (_no_object, "hold no usable object"),
+        (_val_without_objects, r"the val annotations \(.*instances_val2017.json\) hold no object to score"),
+        (_val_only_crowds, r"hold no object to score on the images kept, only iscrowd or empty ones; the AP would be"),
         (_val_category_training_lacks, r"the val annotations have category ids the training annotations lack: \[9\]"),
     ],
-    ids=["training-set-without-objects", "val-category-training-lacks"],
+    ids=["training-set-without-objects", "val-set-without-objects", "val-set-of-crowds", "val-category-training-lacks"],
 )
 def test_data_that_cannot_train_is_an_error_before_training(coco: Path, tmp_path: Path, prepare, message):
     overrides = tiny_overrides(coco, tmp_path / "run", **prepare(coco))

@@ -1,6 +1,7 @@
 """The engine's run of any task: gradient accumulation, a failed evaluation that keeps the trained epoch, a
 diverged run that keeps the last good files, --overwrite that removes the old run first."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,17 @@ def test_interrupt_points_to_the_resume_file_only_when_there_is_one(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(told.format(out=out)), lines
     assert (out / "resume.pt").is_file() == (at_step > 3)
+
+
+def test_a_metric_that_is_nan_is_a_warning_and_no_best_file_is_listed(folder, tmp_path, capsys, monkeypatch):
+    """A detection val file without an object to score logged 'val AP nan' every epoch, wrote no best.safetensors,
+    and the closing summary listed it."""
+    task = TASKS["classification"]
+    monkeypatch.setattr(task, "evaluate", lambda self, model, loader: {"val_loss": 1.0, "val_top1": math.nan})
+    out = tmp_path / "out"
+    assert script_main("classification", overrides("classification", folder, out)) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("warning: val_top1 of epoch ") == 2 and "is NaN (did the evaluation score nothing?)" in printed
+    assert not (out / "best.safetensors").exists() and (out / "last.safetensors").is_file()
+    listed = [Path(line.split(":", 1)[1].strip()) for line in printed.splitlines() if line.startswith("  ")]
+    assert listed and all(path.is_file() for path in listed), listed

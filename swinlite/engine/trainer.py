@@ -49,6 +49,7 @@ class EvaluationFailed(ValueError):
 
 
 def _misfit(path: Path, what: str, reason: str) -> ValueError:
+    """The error of a resume file whose ``what`` (model, optimizer) does not load into this run's."""
     return ValueError(
         f"{path} does not fit this run's {what} ({reason}); resume with the run's own settings, or start over with "
         "--overwrite"

@@ -7,11 +7,12 @@ Examples:
 
 Weights written by scripts/train.py need no --model (the model and its normalization come from the
 file); other layouts need --model. Each image is resized whole to --size (bicubic, the aspect ratio not kept, no
-crop: the maps cover the whole image), not by the classifier's resize and centre crop. Writes feats/features/<relative image path>.safetensors per image
-(read them with swinlite.features.load_features), feats/embeddings.safetensors (pooled vectors and
-the ordered paths: swinlite.features.load_embeddings), feats/failures.txt (images that did not
-decode) and feats/settings.json (model, weights hash, size, dtype). Rerunning skips images whose
-feature file is already whole; a rerun with other settings into the same folder is refused.
+crop: the maps cover the whole image), not by the classifier's resize and centre crop. Writes
+feats/features/<relative image path>.safetensors per image (read them with swinlite.features.load_features),
+feats/embeddings.safetensors (pooled vectors and the ordered paths: swinlite.features.load_embeddings),
+feats/failures.txt (images that did not decode) and feats/settings.json (model, weights hash, size, dtype).
+Rerunning skips images whose feature file is already whole; a rerun with other settings into the same folder is
+refused.
 """
 
 from __future__ import annotations

@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: left out {path}: {reason}", file=sys.stderr)
     if len(split.skipped) > 10:
         print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
-    dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std), True)
+    transform = build_eval_transform(info.mean, info.std)
+    dataset = SegmentationDataset(split.pairs, info.labels, transform, evaluation=True)
     loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)
     classes = info.labels.classes
     counts, evaluated = confusion_of(  # a pair unreadable now, or too thin for the backbone, is left out and named

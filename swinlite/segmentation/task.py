@@ -107,7 +107,8 @@ class SegmentationTask(Task):
         shown = f": {', '.join(classes)}" if len(classes) <= 20 else ""
         self.ctx.log(f"data: {len(train.pairs)} train / {len(val.pairs)} val images, {len(classes)} classes{shown}")
         train_ds = SegmentationDataset(train.pairs, self.labels, build_train_transform(data, self.labels.ignore_index))
-        val_ds = SegmentationDataset(val.pairs, self.labels, build_eval_transform(data.mean, data.std), True)
+        val_transform = build_eval_transform(data.mean, data.std)
+        val_ds = SegmentationDataset(val.pairs, self.labels, val_transform, evaluation=True)
         return train_ds, val_ds
 
     def collate(self, batch: list[Any]) -> Any:

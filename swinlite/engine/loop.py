@@ -101,7 +101,7 @@ def train_one_epoch(
                 parts = ", ".join(f"{k} {float(v):.4g}" for k, v in out.parts.items())
                 where = f"training diverged in {desc} at step {position.step + 1}"
                 raise TrainingDiverged(f"{where}: the loss is {out.loss.item()}" + (f" ({parts})" if parts else ""))
-            scaler.scale(out.loss / settings.accum_steps).backward()
+            scaler.scale(out.loss / _group_size(position.batch, total, settings.accum_steps)).backward()
         if last_micro:
             scheduler.step_update(position.step)
             optimizer_step(model, optimizer, scaler, settings.clip_grad)
@@ -150,3 +150,11 @@ def unwrap(model: nn.Module) -> nn.Module:
             model = model._orig_mod
         else:
             return model
+
+
+def _group_size(batch: int, total: int, accum_steps: int) -> int:
+    """How many micro-batches the optimizer step of micro-batch ``batch`` (1-based, of ``total``) averages: the
+    last step of an epoch whose batches ``accum_steps`` does not divide averages the remainder (timm's
+    ``last_accum_steps``), so that it is not scaled down."""
+    remainder = total % accum_steps
+    return remainder if remainder and batch > total - remainder else accum_steps

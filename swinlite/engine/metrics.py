@@ -12,14 +12,20 @@ from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas:
 from ..io import atomic_write
 
 
+def _columns(history: list[dict[str, float]]) -> list[str]:
+    """Every key of the rows, in the order they first appear (a run resumed with EMA on or off gains or loses
+    the ``*_ema`` columns)."""
+    return list(dict.fromkeys(key for row in history for key in row))
+
+
 def write_csv(history: list[dict[str, float]], path: str | Path) -> None:
-    """Write all epochs so far, the columns in the order of the first row's keys."""
-    columns = list(history[0])
+    """Write all epochs so far, one column per key of any row (empty where a row lacks it)."""
+    columns = _columns(history)
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in history:
-        writer.writerow({k: _fmt(row[k]) for k in columns})
+        writer.writerow({k: _fmt(row[k]) for k in columns if k in row})
     atomic_write(path, lambda f: f.write(text.getvalue().encode()))
 
 
@@ -29,15 +35,20 @@ def _fmt(value: float) -> str:
 
 def plot_curves(history: list[dict[str, float]], path: str | Path, metrics: dict[str, str]) -> None:
     """Training losses (total and parts) and validation loss against epoch; ``metrics`` (column: label) beside."""
-    epochs = [row["epoch"] for row in history]
     fig = Figure(figsize=(10, 4))
     ax_loss, ax_metric = fig.subplots(1, 2)
-    losses = ["train_loss", *sorted(k for k in history[0] if k.startswith("loss_")), "val_loss"]
-    for key in (k for k in losses if k in history[0]):
+    columns = _columns(history)
+    losses = ["train_loss", *sorted(k for k in columns if k.startswith("loss_")), "val_loss"]
+
+    def curve(key: str) -> tuple[list[float], list[float]]:  # (epochs, values) of the rows that hold ``key``
+        rows = [r for r in history if key in r]
+        return [r["epoch"] for r in rows], [r[key] for r in rows]
+
+    for key in (k for k in losses if k in columns):
         width = 1 if key.startswith("loss_") else 2
-        ax_loss.plot(epochs, [r[key] for r in history], marker=".", label=key.replace("_loss", ""), linewidth=width)
+        ax_loss.plot(*curve(key), marker=".", label=key.replace("_loss", ""), linewidth=width)
     for key, label in metrics.items():
-        ax_metric.plot(epochs, [r[key] for r in history], marker=".", label=label)
+        ax_metric.plot(*curve(key), marker=".", label=label)
     ax_loss.set(xlabel="epoch", ylabel="loss", title="loss")
     ax_metric.set(xlabel="epoch", title="validation metrics")
     for ax in (ax_loss, ax_metric):

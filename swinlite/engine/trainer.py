@@ -92,8 +92,8 @@ class Trainer:
             self.train_model = torch.compile(self.train_model)
         global_batch = cfg.data.batch_size * dist.world_size * cfg.optim.accum_steps
         self.optimizer = build_optimizer(self.model, cfg.optim, global_batch)
-        steps_per_epoch = -(-self.batches // cfg.optim.accum_steps)
-        self.scheduler = build_scheduler(self.optimizer, cfg.schedule, cfg.train.epochs, steps_per_epoch)
+        self.steps_per_epoch = -(-self.batches // cfg.optim.accum_steps)  # optimizer steps
+        self.scheduler = build_scheduler(self.optimizer, cfg.schedule, cfg.train.epochs, self.steps_per_epoch)
         self.scaler = torch.amp.GradScaler(device.type, enabled=amp is torch.float16)
         self.ema = None if cfg.train.ema_decay is None else ModelEmaV3(self.model, decay=cfg.train.ema_decay)
         self.tensorboard = TensorBoardLog(out) if cfg.train.tensorboard and dist.is_main else None
@@ -145,8 +145,11 @@ class Trainer:
                 self.log("warning: the step checkpoint's epoch restarts from its beginning")
                 batch = 0
         sums, count = saved["partial"][self.dist.rank] if batch else ({}, 0)
+        # at an epoch's start, the step this run's schedule counts there (another world size or max_iters counts
+        # other steps per epoch: the saved step would put the lr elsewhere, past the schedule's end when larger)
+        step = saved["step"] if batch else saved["epoch"] * self.steps_per_epoch
         self.state = RunState(
-            saved["epoch"], saved["step"], batch, dict(sums), count, saved["best"], saved["best_ema"], saved["history"]
+            saved["epoch"], step, batch, dict(sums), count, saved["best"], saved["best_ema"], saved["history"]
         )
         if self.tensorboard is not None:  # drop the events a killed run wrote after this point
             self.tensorboard.close()
@@ -169,6 +172,7 @@ class Trainer:
             self.tensorboard.step(position.step, loss, current_lr(self.optimizer))
         every = self.cfg.train.save_every_steps
         if every and position.step % every == 0 and position.batch < self.batches:  # the epoch's end saves anyway
+            self._check_finite(self.state.epoch + 1)  # a step checkpoint of NaN weights could never be resumed
             self.save_position()
 
     def run_epoch(self) -> dict[str, float]:
@@ -295,9 +299,9 @@ class Trainer:
         """The best score and where every file is."""
         metric, history = self.task.metric, self.state.history
         best = self.state.best
-        epoch = next((r["epoch"] for r in history if best in (r[metric], r.get(f"{metric}_ema"))), None)
-        if epoch is not None:
-            self.log(f"done: best {metric} {best:.2f} at epoch {int(epoch)}")
+        found = next(((r["epoch"], k) for r in history for k in (metric, f"{metric}_ema") if r.get(k) == best), None)
+        if found is not None:  # the EMA weights' score is named as theirs
+            self.log(f"done: best {found[1]} {best:.2f} at epoch {int(found[0])}")
         files = [("metrics.csv", "metrics"), ("curves.png", "curves"), ("best.safetensors", "best weights")]
         files += [("last.safetensors", "last weights")]
         if self.ema is not None:

@@ -59,18 +59,21 @@ def test_failed_evaluation_keeps_the_trained_epoch(task: str, tmp_path: Path, re
     assert ref["history"][0][TASKS[task].metric] == got["history"][0][TASKS[task].metric]
 
 
-def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path: Path, capsys):
+@pytest.mark.parametrize("every", [0, 1])  # 1: a step checkpoint after each step (it saved NaN weights before)
+def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path: Path, capsys, every: int):
     out = tmp_path / "out"
     assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
     good = {name: (out / name).read_bytes() for name in ("last.safetensors", "best.safetensors", "resume.pt")}
     capsys.readouterr()
-    argv = ["--resume", *overrides("classification", folder, out, **{"train.epochs": 3, "optim.lr": 1e12})]
-    assert script_main("classification", argv) == 2
+    settings = {"train.epochs": 3, "optim.lr": 1e4, "schedule.warmup_epochs": 0, "train.save_every_steps": every}
+    assert script_main("classification", ["--resume", *overrides("classification", folder, out, **settings)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: training diverged in epoch 2/3 at step ")
+    assert len(lines) == 1 and lines[0].startswith("error: training diverged in epoch 2")
     assert f"{out} keeps the files of the last good epoch" in lines[0]
-    assert {name: (out / name).read_bytes() for name in good} == good
+    kept = ("last.safetensors", "best.safetensors") if every else good  # step checkpoints replace resume.pt
+    assert {name: (out / name).read_bytes() for name in kept} == {name: good[name] for name in kept}
     assert non_finite(read_state_dict(out / "last.safetensors")) == []
+    assert non_finite(load_resume(out / "resume.pt")["model"]) == []  # never NaN weights to resume from
     fresh = tmp_path / "fresh"
     assert script_main("classification", overrides("classification", folder, fresh, **{"optim.lr": 1e12})) == 2
     assert not list(fresh.glob("*.safetensors")) and not (fresh / "resume.pt").exists()
@@ -127,3 +130,21 @@ def test_a_metric_that_is_nan_is_a_warning_and_no_best_file_is_listed(folder, tm
     assert not (out / "best.safetensors").exists() and (out / "last.safetensors").is_file()
     listed = [Path(line.split(":", 1)[1].strip()) for line in printed.splitlines() if line.startswith("  ")]
     assert listed and all(path.is_file() for path in listed), listed
+
+
+def test_a_resume_with_other_settings_continues_on_them(folder: Path, tmp_path: Path):
+    """EMA turned off on --resume: metrics.csv and curves.png crashed on the first row's EMA columns (every later
+    --resume too); fewer steps per epoch (train.max_iters, or another number of processes): the saved step put the
+    lr past the schedule's end."""
+    out = tmp_path / "run"
+    first = {"train.epochs": 1, "train.ema_decay": 0.5}
+    run(TASKS["classification"], tiny_config("classification", folder, out, **first))
+    assert load_resume(out / "resume.pt")["step"] == 3  # 24 images in batches of 8
+    settings = {"train.epochs": 2, "train.max_iters": 2}  # no EMA; 2 steps an epoch
+    run(TASKS["classification"], tiny_config("classification", folder, out, **settings), resume=True)
+    saved = load_resume(out / "resume.pt")
+    assert saved["step"] == 2 * 2  # epoch 2 counted as this run's schedule counts it: from step 2, not 3
+    rows = (out / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert "val_top1_ema" in header and rows[2].split(",")[header.index("val_top1_ema")] == ""
+    assert (out / "curves.png").stat().st_size > 0

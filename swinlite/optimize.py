@@ -83,6 +83,10 @@ def optimize_for_inference(
         raise ValueError("optimize_for_inference expects a model in eval mode; call model.eval() first")
     import torch._inductor.config  # noqa: F401  (loaded here: ``import swinlite`` stays light)
 
+    # a copy: the callable keeps the weights of this moment (inductor's frozen graph still reads the live tensors
+    # it does not fold, so a later in-place change to the caller's model reached part of it)
+    model = copy.deepcopy(model)
+
     mode = compile_mode(example_input.device.type, mode)
     graphs = uses_cuda_graphs(example_input.device.type, mode)
     with torch.inference_mode():
@@ -104,7 +108,7 @@ def optimize_for_inference(
     eager = _eager(model)
     candidates = {"compiled": lambda: run(example_input), "eager": lambda: eager(example_input)}
     if fastest_now(candidates, example_input.device, repeats=CHOICE_ROUNDS) == "eager":
-        return Optimized(_eager(copy.deepcopy(model)), "eager")  # the weights as they are now, as compiled holds them
+        return Optimized(eager, "eager")
     return Optimized(run, "compiled")
 
 

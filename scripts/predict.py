@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device or "auto")
     files = list_images(args.paths)
     weights = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
-    check_output(args.output, [args.checkpoint, weights, *files])
+    check_output(args.output, [args.checkpoint, weights, *args.paths, *files])  # folders too: not inside them
     model = build_model(args, weights)
     classes = inference.class_names(model)
     topk = clamp_topk(args.topk, classes)
@@ -145,7 +145,7 @@ def predict_onnx(args) -> int:
     files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
     Prediction = import_without_torch("predictions").Prediction
     paths = files.list_images(args.paths)
-    files.check_output(args.output, [args.onnx, args.classes, *paths])
+    files.check_output(args.output, [args.onnx, args.classes, *args.paths, *paths])
     classes = None if args.classes is None else [n for n in args.classes.read_text().splitlines() if n.strip()]
     try:
         preprocessing = None if args.preprocessing is None else json.loads(args.preprocessing)

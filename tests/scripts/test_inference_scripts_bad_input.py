@@ -91,6 +91,8 @@ CASES = {
     "predict_output_is_a_link_to_it": (
         "predict", "--checkpoint {ckpt} --output {r}/link.safetensors {images}", "would replace the input"),
     "predict_output_replaces_an_image": ("predict", "--checkpoint {ckpt} --output {images}/a/0.png {images}", "0.png"),
+    "predict_output_in_the_image_folder": ("predict", "--checkpoint {ckpt} --output {images}/p.csv {images}",
+                                           "lies inside the input folder"),
     "predict_output_is_a_folder": ("predict", "--checkpoint {ckpt} --output {r} {images}", "is a folder"),
     "predict_output_under_a_file": ("predict", "--checkpoint {ckpt} --output {r}/a_file/p.csv {images}", "is a file"),
     "export_output_is_the_checkpoint": ("export_onnx", "--checkpoint {ckpt} --output {ckpt}", "would replace"),
@@ -160,7 +162,7 @@ def test_pretrained_weights_behind_an_unreachable_hub_fail_fast(load_script, cap
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_cache"))
     start = time.monotonic()
-    argv = ["--model", "swinlite_tiny_patch4_window7_224", "--output", str(tmp_path / "p.csv"), str(tmp_path)]
+    argv = ["--model", "swinlite_tiny_patch4_window7_224", "--output", str(tmp_path / "p.csv"), str(tmp_path / "x.png")]
     Image.new("RGB", (8, 8)).save(tmp_path / "x.png")
     code, err = _run(load_script, capsys, "predict", argv)
     assert time.monotonic() - start < 20

@@ -74,8 +74,11 @@ def parse_args(argv: list[str] | None = None):
         parser.error("--ema selects the EMA weights of a --checkpoint")
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {args.size}")
-    if args.min_size is not None and not 1 <= args.min_size <= (args.max_size or args.min_size):
-        parser.error(f"--min-size must be in 1..--max-size ({args.max_size or 'its default'}), got {args.min_size}")
+    if args.min_size is not None and not 1 <= args.min_size < (args.max_size or args.min_size + 1):
+        parser.error(
+            f"--min-size must be in 1..--max-size ({args.max_size or 'its default'}) and below it, got "
+            f"{args.min_size} (one size: --fixed-size --size H W)"
+        )
     if args.fpn and args.checkpoint is None:
         parser.error("--fpn exports the FPN backbone of a detection --checkpoint")
     if args.features and args.fpn:

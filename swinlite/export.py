@@ -138,10 +138,13 @@ def export_metadata(
     base = swin_of(model)
     info = read_info(checkpoint) if checkpoint is not None else None
     task = "fpn" if isinstance(model, FPNFeatures) else "features" if isinstance(model, FeatureExtractor) else None
+    preprocessing = resolve_model_data_config(base)
+    if sizes[0][0] == sizes[0][1] and sizes[1][0] == sizes[1][1]:  # one size (--fixed-size): the one to feed it
+        preprocessing["input_size"] = (preprocessing["input_size"][0], sizes[0][0], sizes[1][0])
     meta = {
         "task": task or "classification",
         "model": info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__),
-        "preprocessing": resolve_model_data_config(base),
+        "preprocessing": preprocessing,
         "input_sizes": {"height": list(sizes[0]), "width": list(sizes[1])},
         "weights": info.weights if info else ("none" if checkpoint is None else "raw"),
         "swinlite": __version__,

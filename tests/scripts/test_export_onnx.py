@@ -1,10 +1,12 @@
 """torch.export and ONNX at one fixed size (--fixed-size: the batch stays dynamic), and the script's bad input. The
 export for every size is tested in tests/test_export.py."""
 
+import json
+
 import pytest
 import torch
 
-from swinlite.export import build_exportable, export_program
+from swinlite.export import build_exportable, export_metadata, export_program
 
 PICO = "swinlite_pico_patch2_window4_32"
 
@@ -34,3 +36,12 @@ def test_script_bad_input(load_script, tmp_path, capsys):
     with pytest.raises(SystemExit):
         script.main(["--model", PICO, "--fpn", "--output", str(tmp_path / "m.onnx")])
     assert "--fpn exports the FPN backbone of a detection --checkpoint" in capsys.readouterr().err
+
+
+def test_a_fixed_size_file_asks_for_its_size():
+    """--fixed-size --size 48 40: the metadata's preprocessing feeds 48x40, the size the graph takes (it said the
+    model's 32x32, which predict.py --onnx then refused as outside the file's sizes)."""
+    model = build_exportable(PICO)
+    fixed = json.loads(export_metadata(model, None, ((48, 48), (40, 40)))["preprocessing"])
+    ranged = json.loads(export_metadata(model, None, ((2, 2048), (2, 2048)))["preprocessing"])
+    assert fixed["input_size"] == [3, 48, 40] and ranged["input_size"] == [3, 32, 32]

@@ -100,13 +100,17 @@ def open_model(path: str | os.PathLike) -> OnnxModel:
     graph_input = session.get_inputs()[0]
     shape = graph_input.shape
     channels = shape[-3] if len(shape) >= 3 and isinstance(shape[-3], int) else None
-    return OnnxModel(path, session, metadata, graph_input.name, channels, _input_sizes(metadata, path))
+    return OnnxModel(path, session, metadata, graph_input.name, channels, _input_sizes(metadata, path, shape))
 
 
-def _input_sizes(metadata: dict[str, Any], path: Path) -> tuple[tuple[int, int], tuple[int, int]] | None:
+def _input_sizes(
+    metadata: dict[str, Any], path: Path, shape: list[int | str | None]
+) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The recorded sizes; without them a graph's static height and width (a file from another exporter), or None."""
     sizes = metadata.get("input_sizes")
     if sizes is None:
-        return None
+        static = len(shape) >= 2 and all(isinstance(side, int) for side in shape[-2:])
+        return ((shape[-2],) * 2, (shape[-1],) * 2) if static else None
     try:
         (h0, h1), (w0, w1) = sizes["height"], sizes["width"]
         if all(isinstance(v, int) for v in (h0, h1, w0, w1)) and 1 <= h0 <= h1 and 1 <= w0 <= w1:

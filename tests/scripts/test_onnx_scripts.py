@@ -52,6 +52,10 @@ CASES = {
     "truncated": (["{r}/half.onnx"], "is not an ONNX model, or is truncated"),
     "no_metadata": (["{r}/bare.onnx"], "no swinlite metadata for its classes and preprocessing: pass --classes and "),
     "no_metadata_given_classes": (["{r}/bare.onnx", "--classes", "{r}/classes.txt"], "for its preprocessing: pass "),
+    "no_metadata_static_size": (
+        ["{r}/static.onnx", "--classes", "{r}/classes.txt", "--preprocessing", BIG],
+        r"600x600 \(HxW\) is outside the sizes static.onnx .*height 16\.\.16",
+    ),
     "outside_the_range": (["{m}", "--preprocessing", BIG], r"600x600 \(HxW\) is outside the sizes model.onnx was "),
     "wrong_channels": (["{m}", "--preprocessing", GRAY], "takes 3-channel images; the predictor feeds 1"),
     "bad_json": (["{m}", "--preprocessing", "{input_size"], "--preprocessing must be a JSON object"),
@@ -66,6 +70,10 @@ def test_predict_onnx_bad_input_is_one_line(onnx_classifier, tmp_path, case):
     (tmp_path / "junk.onnx").write_bytes(b"\x89PNG not onnx at all" * 10)
     (tmp_path / "half.onnx").write_bytes(onnx_classifier[1].read_bytes()[:5000])
     _strip_metadata(onnx_classifier[1], tmp_path / "bare.onnx")
+    static = onnx.load(tmp_path / "bare.onnx")  # as another exporter's fixed-size file: 16x16, no swinlite metadata
+    for dim in static.graph.input[0].type.tensor_type.shape.dim[2:]:
+        dim.dim_value = 16
+    onnx.save(static, tmp_path / "static.onnx")
     (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n")
     images = write_images(tmp_path / "images", SIZES[:1])
     args, error = CASES[case]

@@ -32,7 +32,7 @@ its palette, mean, std and test settings) come from the file (--ema: the run's E
 model's metadata_props (JSON values, with "task" and "input_sizes"). Other layouts need --model. The graph is taken
 with torch.export (non-strict) and converted by torch.onnx's dynamo exporter. The check (skip with --no-check) runs
 the file in ONNX Runtime at three sizes of the range (the model's size, a larger one with other remainders, the
-smallest) and compares it with PyTorch; NaN or inf fails.
+smallest) and compares it with PyTorch; NaN or inf fails, and a file that fails its check is removed.
 --quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the linear layers and the
 attention products) instead (checked for finite outputs; its accuracy: docs/deployment.md).
 """
@@ -102,6 +102,23 @@ def main(argv: list[str] | None = None) -> float | None:
     whole = {"detection": "detector", "segmentation": "segmenter"}.get(task) if not args.fpn else None
     if whole is not None:
         _refuse_backbone_flags(args, task, whole)
+    written_before = _identity(args.output)
+    try:
+        return export(args, checkpoint, task)
+    except ValueError as e:  # a file this run wrote and its check refused is not left under --output
+        if args.output.is_file() and _identity(args.output) != written_before:
+            args.output.unlink()
+            raise ValueError(f"{e}; {args.output} (unverified) was removed") from None
+        raise
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(inode, modification time) of ``path``, or None: a file written since is another (atomic writes rename)."""
+    return (path.stat().st_ino, path.stat().st_mtime_ns) if path.is_file() else None
+
+
+def export(args, checkpoint: Path | None, task: str | None) -> float | None:
+    """The export ``task``'s checkpoint asks for (a detector, a segmenter, else the backbone), checked."""
     if task == "detection" and not args.fpn:
         from swinlite.detection.export import export_detector
 

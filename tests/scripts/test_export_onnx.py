@@ -45,3 +45,17 @@ def test_a_fixed_size_file_asks_for_its_size():
     fixed = json.loads(export_metadata(model, None, ((48, 48), (40, 40)))["preprocessing"])
     ranged = json.loads(export_metadata(model, None, ((2, 2048), (2, 2048)))["preprocessing"])
     assert fixed["input_size"] == [3, 48, 40] and ranged["input_size"] == [3, 32, 32]
+
+
+def test_a_file_that_fails_its_check_is_removed(load_script, tmp_path):
+    """--tolerance 0 (ONNX Runtime differs from PyTorch by ~1e-7): the file that failed its check stayed at --output
+    before, as if exported; a refusal before anything is written leaves an earlier file alone."""
+    script, output = load_script("export_onnx"), tmp_path / "m.onnx"
+    argv = ["--model", PICO, "--fixed-size", "--output", str(output)]
+    with pytest.raises(ValueError, match=r"is above --tolerance 0\.0; .*m\.onnx \(unverified\) was removed"):
+        script.main([*argv, "--tolerance", "0"])
+    assert not output.exists()
+    output.write_bytes(b"an earlier export")
+    with pytest.raises(ValueError, match="unknown model"):
+        script.main(["--model", "swinlite_nope", "--output", str(output)])
+    assert output.read_bytes() == b"an earlier export"

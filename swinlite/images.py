@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import torch
 from PIL import Image
@@ -34,6 +34,7 @@ __all__ = [
     "list_files",
     "list_images",
     "load_rgb",
+    "readable_item",
     "unreadable",
     "upright_size",
 ]
@@ -75,3 +76,23 @@ class ImageFiles(Dataset):
             return ImageItem(i, self.transform(rgb), (rgb.height, rgb.width), None)
         except ValueError as e:  # the transform refuses it (inference.eval_transform: too elongated to resize)
             return ImageItem(i, None, None, str(e))
+
+
+Item = TypeVar("Item")
+
+
+def readable_item(read: Callable[[int], Item | None], index: int, count: int, evaluation: bool) -> Item | None:
+    """Item ``index`` of a dataset of ``count`` through ``read``, which gives None (having named why in a warning)
+    for a file it cannot use: in an evaluation that None, for the caller to leave the item out (an evaluation
+    scores the items it was given); in training the next item that reads (a broken file must not stop a long run).
+
+    Raises:
+        RuntimeError: in training, no item of the dataset reads.
+    """
+    if evaluation:
+        return read(index)
+    for offset in range(count):
+        item = read((index + offset) % count)
+        if item is not None:
+            return item
+    raise RuntimeError("no image of the dataset could be read")

@@ -24,7 +24,7 @@ from timm.data.auto_augment import AugmentOp
 from torch.utils.data import Dataset, default_collate
 
 from ..files import center_crop_scale, elongation_problem
-from ..images import IMAGE_EXTENSIONS, is_image_file, list_files, load_rgb, unreadable
+from ..images import IMAGE_EXTENSIONS, is_image_file, list_files, load_rgb, readable_item, unreadable
 from .config import AFFINE_INTERPOLATIONS, DataConfig
 
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
@@ -149,13 +149,7 @@ class ImageFolderDataset(Dataset):
         return len(self.samples)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int] | None:
-        if self.evaluation:
-            return self._item(index)
-        for offset in range(len(self.samples)):
-            item = self._item((index + offset) % len(self.samples))
-            if item is not None:
-                return item
-        raise RuntimeError("no image in the dataset could be read")
+        return readable_item(self._item, index, len(self.samples), self.evaluation)
 
     def _item(self, index: int) -> tuple[torch.Tensor, int] | None:
         path, label = self.samples[index]

@@ -26,7 +26,7 @@ from pycocotools.coco import COCO
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
-from ..images import load_rgb, unreadable, upright_size
+from ..images import load_rgb, readable_item, unreadable, upright_size
 from .annotations import read_coco
 from .config import DetDataConfig
 from .transforms import resize_problem
@@ -253,17 +253,12 @@ class CocoDetection(Dataset):
         return target
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
-        if self.evaluation:  # an evaluation scores the images it was given: an unreadable one is left out
-            return self._item(index)
-        for offset in range(len(self)):  # in training, the next image: a broken file must not stop a long run
-            image, target = self._item((index + offset) % len(self))
-            if image is not None:
-                return image, target
-        raise RuntimeError("no image in the dataset could be read")
+        item = readable_item(self._item, index, len(self), self.evaluation)
+        return (None, {"image_id": self.split.image_ids[index]}) if item is None else item  # left out, by id
 
-    def _item(self, index: int) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
-        """(image, target) of image ``index``; (None, {"image_id": ...}) with a warning when its file became
-        unreadable, or changed size, after :func:`load_split` checked it."""
+    def _item(self, index: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+        """(image, target) of image ``index``; None with a warning when its file became unreadable, or changed
+        size, after :func:`load_split` checked it."""
         image_id = self.split.image_ids[index]
         info = self.split.coco.imgs[image_id]
         path = self.split.image_dir / info["file_name"]
@@ -275,7 +270,7 @@ class CocoDetection(Dataset):
         if problem is not None:
             done = "left out of the evaluation" if self.evaluation else "skipped"
             warnings.warn(f"image id {image_id} {done}: {problem}", stacklevel=3)
-            return None, {"image_id": image_id}
+            return None
         image, target = tv_tensors.Image(image), self._target(index, (info["height"], info["width"]))
         return self.transform(image, target) if self.transform else (image, target)
 

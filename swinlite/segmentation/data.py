@@ -29,7 +29,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
-from ..images import is_image_file, list_files, load_rgb, unreadable, upright_size
+from ..images import is_image_file, list_files, load_rgb, readable_item, unreadable, upright_size
 from .classes import ADE20K_CLASSES, ADE20K_PALETTE, color_map
 from .config import SegDataConfig
 
@@ -240,13 +240,7 @@ class SegmentationDataset(Dataset):
         return len(self.pairs)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        if self.evaluation:
-            return self._item(index)
-        for offset in range(len(self)):
-            item = self._item((index + offset) % len(self))
-            if item is not None:
-                return item
-        raise RuntimeError("no image of the dataset could be read")
+        return readable_item(self._item, index, len(self), self.evaluation)
 
     def _item(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         pair = self.pairs[index]

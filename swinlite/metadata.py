@@ -140,7 +140,7 @@ def parse_info(meta: Mapping[str, Any], source: str) -> WeightsInfo:
         model=model,
         model_args=dict(model_args),
         classes=classes,
-        preprocessing=check_preprocessing(preprocessing, source),
+        preprocessing=check_preprocessing(preprocessing, f"{source}: preprocessing"),
         weights=weights,
         task="classification",
         extra={k: v for k, v in meta.items() if k not in known},
@@ -158,14 +158,20 @@ def _class_names(value: Any, source: str) -> list[str]:
     return list(value)
 
 
-def check_preprocessing(preprocessing: Any, source: str) -> dict[str, Any]:
-    """A timm data config, checked: ``input_size`` [3, H, W] > 0, 3 means, 3 stds > 0, ``crop_pct`` in (0, 1], ..."""
+def check_preprocessing(preprocessing: Any, name: str) -> dict[str, Any]:
+    """A timm data config, checked: ``input_size`` [3, H, W] > 0, 3 means, 3 stds > 0, ``crop_pct`` in (0, 1], ...
+
+    Args:
+        preprocessing: the decoded config.
+        name: what the messages call it, naming where it came from (``"best.safetensors: preprocessing"``, or a
+            flag: ``"--preprocessing"``), so that a bad value given on the command line does not blame a file.
+    """
     if not isinstance(preprocessing, dict):
-        raise ValueError(f"{source}: metadata preprocessing must be a JSON object, got {preprocessing!r:.80}")
+        raise ValueError(f"{name} must be a JSON object (timm's data config), got {preprocessing!r:.80}")
     pre = dict(preprocessing)
 
     def bad(key: str, expected: str) -> ValueError:
-        return ValueError(f"{source}: preprocessing {key} must be {expected}, got {pre.get(key)!r}")
+        return ValueError(f"{name} {key} must be {expected}, got {pre.get(key)!r}")
 
     size = pre.get("input_size")
     if not (isinstance(size, list | tuple) and len(size) == 3 and all(_is_int(v) and v > 0 for v in size)):

@@ -149,11 +149,13 @@ def classifier_settings(
 
     Raises:
         ValueError: the file is not a classifier's; names or preprocessing neither recorded nor given (naming
-            which, and the flags); invalid values; a class count that differs from the graph's outputs.
+            which, and the flags); invalid values (naming the flag when given, else the file); a class count that
+            differs from the graph's outputs.
     """
     if model.task not in (None, "classification"):
         raise ValueError(f"{model.path} is a {model.task} model, not a classifier")
     classes = classes if classes is not None else model.metadata.get("classes")
+    name = "--preprocessing" if preprocessing is not None else f"{model.path}: metadata preprocessing"
     preprocessing = preprocessing if preprocessing is not None else model.metadata.get("preprocessing")
     missing = [flag for flag, v in (("--classes", classes), ("--preprocessing", preprocessing)) if v is None]
     if missing:
@@ -163,14 +165,14 @@ def classifier_settings(
         )
     if not (isinstance(classes, list) and classes and all(isinstance(c, str) for c in classes)):
         raise ValueError(f"{model.path}: class names must be a non-empty list of strings, got {str(classes)[:80]}")
-    preprocessing = check_preprocessing(preprocessing, str(model.path))
+    preprocessing = check_preprocessing(preprocessing, name)
     outputs = model.session.get_outputs()[0].shape[-1]
     if isinstance(outputs, int) and outputs != len(classes):
         raise ValueError(f"{model.path} has {outputs} outputs but {len(classes)} class names")
     check_channels(model, preprocessing["input_size"][0])
     problem = size_problem(model, *preprocessing["input_size"][1:])
     if problem:
-        raise ValueError(f"the preprocessing's input size: {problem}")
+        raise ValueError(f"{name} input_size: {problem}")
     return classes, preprocessing
 
 

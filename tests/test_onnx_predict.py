@@ -1,6 +1,8 @@
 """swinlite.onnx_predict against what the PyTorch path uses: timm's eval transform, torch's bilinear interpolate,
 torchvision's box drawing, torch.topk; and its checks of a file and an input."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -116,3 +118,26 @@ def test_inputs_outside_the_file_are_refused(onnx_classifier):
         onnx_predict.classify(model, np.zeros((1, 3, 600, 32), np.float32))
     with pytest.raises(ValueError, match="takes 3-channel images; the predictor feeds 1"):
         onnx_predict.classify(model, np.zeros((1, 1, 32, 32), np.float32))
+
+
+BAD_CROP = {"input_size": [3, 32, 32], "crop_pct": 2}
+
+
+@pytest.mark.parametrize(
+    "flag,metadata,error",
+    [
+        (BAD_CROP, None, r"^--preprocessing crop_pct must be a number in \(0, 1\]"),
+        ([3, 32, 32], None, r"^--preprocessing must be a JSON object \(timm's data config\), got \[3, 32, 32\]"),
+        ({"input_size": [3, 600, 32]}, None, r"^--preprocessing input_size: 600x32 \(HxW\) is outside the sizes"),
+        (None, BAD_CROP, r"model\.onnx: metadata preprocessing crop_pct must be a number in \(0, 1\]"),
+    ],
+    ids=["flag_crop_pct", "flag_not_an_object", "flag_input_size", "file_crop_pct"],
+)
+def test_bad_preprocessing_names_where_it_came_from(onnx_classifier, flag, metadata, error):
+    """predict.py --onnx --preprocessing with a bad value: the error blamed the file ("model.onnx: metadata
+    preprocessing must be ...") though its metadata was fine; now it names the flag, and the file only for its own."""
+    model = onnx_predict.open_model(onnx_classifier[1])
+    if metadata is not None:
+        model = dataclasses.replace(model, metadata=model.metadata | {"preprocessing": metadata})
+    with pytest.raises(ValueError, match=error):
+        onnx_predict.classifier_settings(model, preprocessing=flag)

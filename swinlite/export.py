@@ -118,7 +118,14 @@ def default_size_range(model: nn.Module) -> tuple[int, int]:
         return model.backbone.strides[-1] + 1, MAX_SIZE
     if isinstance(model, FeatureExtractor):
         return model.model.feature_info[max(model.out_indices)]["reduction"] + 1, MAX_SIZE
-    return max(swin_of(model).patch_size), MAX_SIZE
+    return smallest_input(model), MAX_SIZE
+
+
+def smallest_input(model: nn.Module) -> int:
+    """The smallest height and width ``model`` takes: one patch of its Swin (1 without one). The eager model refuses
+    a smaller image, but the trace records no assertion for that check (:func:`symbolic_sizes` takes every size as
+    at least 2), so :func:`check_assumptions` cannot refuse such a range: :func:`export_program` does."""
+    return max((max(m.patch_size) for m in model.modules() if isinstance(m, SwinTransformer)), default=1)
 
 
 def export_metadata(
@@ -237,8 +244,9 @@ def export_program(
         fixed_size: fix H and W to the example's (one file per size; the batch stays dynamic).
 
     Raises:
-        ValueError: an example of the wrong shape or outside the range; an empty range; a graph that assumes
-            something that does not hold at some size of the range (:func:`check_assumptions`).
+        ValueError: an example of the wrong shape or outside the range; an empty range, or one that starts below
+            one patch (:func:`smallest_input`); a graph that assumes something that does not hold at some size of
+            the range (:func:`check_assumptions`).
     """
     if example.ndim != 4 or example.shape[0] < 2:
         raise ValueError(
@@ -249,6 +257,11 @@ def export_program(
         low, high = size_range or default_size_range(model)
         if not 1 <= low <= high:
             raise ValueError(f"the size range must be 1 <= min <= max, got {low}..{high}")
+        if low < smallest_input(model):
+            raise ValueError(
+                f"the size range starts at {low}, below one patch: the model takes images from {smallest_input(model)} "
+                "pixels a side (--min-size)"
+            )
         if not all(low <= s <= high for s in example.shape[2:]):
             raise ValueError(f"the example's size {tuple(example.shape[2:])} must lie in the range {low}..{high}")
         dims |= {2: torch.export.Dim("height", min=low, max=high), 3: torch.export.Dim("width", min=low, max=high)}

@@ -95,6 +95,9 @@ def test_bad_export_arguments():
         export_program(model, torch.randn(2, 3, 32, 32), (2, 16))
     with pytest.raises(ValueError, match="1 <= min <= max"):
         export_program(model, torch.randn(2, 3, 32, 32), (40, 16))
+    # below one patch: the eager model refuses such an image, but the trace asserted nothing and the export went on
+    with pytest.raises(ValueError, match="starts at 1, below one patch: the model takes images from 2 pixels"):
+        export_program(model, torch.randn(2, 3, 32, 32), (1, 64))
 
 
 class _FunctionalPool(nn.Module):

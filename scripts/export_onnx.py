@@ -31,10 +31,10 @@ classes and preprocessing (for a detector: category ids and names, test and max 
 its palette, mean, std and test settings) come from the file (--ema: the run's EMA weights) and go into the ONNX
 model's metadata_props (JSON values, with "task" and "input_sizes"). Other layouts need --model. The graph is taken
 with torch.export (non-strict) and converted by torch.onnx's dynamo exporter. The check (skip with --no-check) runs
-the file in ONNX Runtime at three sizes of the range (the model's size, a larger one with other remainders, the
-smallest) and compares it with PyTorch; NaN or inf fails, and a file that fails its check is removed.
---quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the linear layers and the
-attention products) instead (checked for finite outputs; its accuracy: docs/deployment.md).
+the file in ONNX Runtime at three sizes of the range (--size, else the model's size brought into the range; a larger
+one with other remainders; the smallest) and compares it with PyTorch; NaN or inf fails, and a file that fails its
+check is removed. --quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the linear
+layers and the attention products) instead (checked for finite outputs; its accuracy: docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ def export_backbone(args, checkpoint: Path | None) -> float | None:
     from swinlite import export
 
     model = build(args, checkpoint)
-    nominal = tuple(args.size or export.swin_of(model).pretrained_cfg["input_size"][1:])
     size_range = (args.min_size or export.default_size_range(model)[0], args.max_size or export.MAX_SIZE)
+    nominal = example_size(args, export.swin_of(model).pretrained_cfg["input_size"][1:], size_range)
     program = export.export_program(model, torch.randn(2, 3, *nominal), size_range, args.fixed_size)
     names = output_names(args, model)
     served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)
@@ -159,6 +159,21 @@ def export_backbone(args, checkpoint: Path | None) -> float | None:
     what = f"H={nominal[0]}, W={nominal[1]}" if args.fixed_size else f"H and W in {size_range[0]}..{size_range[1]}"
     print(f"wrote {args.output} (input images [batch, 3, H, W], {what}; outputs {', '.join(names)})")
     return None if args.no_check else check(args, model, nominal, size_range)
+
+
+def example_size(args, model_size: tuple[int, int], size_range: tuple[int, int]) -> tuple[int, int]:
+    """The size to trace and check at: --size, else the model's input size, brought into a range that does not hold
+    it (--min-size 64 --max-size 96 for a 224 model was refused: the example must lie in the range).
+
+    Raises:
+        ValueError: a --size outside the range of a ranged export.
+    """
+    low, high = size_range
+    if args.size and not args.fixed_size and not all(low <= side <= high for side in args.size):
+        raise ValueError(f"--size {args.size[0]} {args.size[1]} must lie in the range served, {low}..{high}")
+    if args.size or args.fixed_size:
+        return tuple(args.size or model_size)
+    return tuple(min(max(side, low), high) for side in model_size)
 
 
 def build(args, checkpoint: Path | None):

@@ -146,8 +146,10 @@ def export_metadata(
     info = read_info(checkpoint) if checkpoint is not None else None
     task = "fpn" if isinstance(model, FPNFeatures) else "features" if isinstance(model, FeatureExtractor) else None
     preprocessing = resolve_model_data_config(base)
-    if sizes[0][0] == sizes[0][1] and sizes[1][0] == sizes[1][1]:  # one size (--fixed-size): the one to feed it
-        preprocessing["input_size"] = (preprocessing["input_size"][0], sizes[0][0], sizes[1][0])
+    # the size to feed it: the model's, brought within the sizes served (a fixed size, a range that does not hold it)
+    channels, *size = preprocessing["input_size"]
+    served = [min(max(side, low), high) for side, (low, high) in zip(size, sizes, strict=True)]
+    preprocessing["input_size"] = (channels, *served)
     meta = {
         "task": task or "classification",
         "model": info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__),

@@ -3,6 +3,7 @@ export for every size is tested in tests/test_export.py."""
 
 import json
 
+import onnx
 import pytest
 import torch
 
@@ -44,7 +45,25 @@ def test_a_fixed_size_file_asks_for_its_size():
     model = build_exportable(PICO)
     fixed = json.loads(export_metadata(model, None, ((48, 48), (40, 40)))["preprocessing"])
     ranged = json.loads(export_metadata(model, None, ((2, 2048), (2, 2048)))["preprocessing"])
+    narrow = json.loads(export_metadata(model, None, ((40, 48), (2, 24)))["preprocessing"])  # the nearest served
     assert fixed["input_size"] == [3, 48, 40] and ranged["input_size"] == [3, 32, 32]
+    assert narrow["input_size"] == [3, 40, 24]
+
+
+@pytest.mark.slow
+def test_a_range_that_does_not_hold_the_models_size(load_script, tmp_path, capsys):
+    """--min-size 40 --max-size 48 for a 32x32 model was refused ("the example's size (32, 32) must lie in the range
+    40..48"): the example is now the model's size brought into the range, checked there, and the size the metadata
+    asks predict.py --onnx to feed (it asked for 32x32, outside the file's sizes); a --size outside it is named."""
+    script, output = load_script("export_onnx"), tmp_path / "m.onnx"
+    argv = ["--model", PICO, "--min-size", "40", "--max-size", "48", "--output", str(output)]
+    with pytest.raises(ValueError, match=r"--size 32 32 must lie in the range served, 40\.\.48"):
+        script.main([*argv, "--size", "32", "32"])
+    assert script.main(argv) <= 1e-4
+    assert "at batch 3, 40x40" in capsys.readouterr().out
+    meta = {p.key: json.loads(p.value) for p in onnx.load(output).metadata_props}
+    assert meta["input_sizes"] == {"height": [40, 48], "width": [40, 48]}
+    assert meta["preprocessing"]["input_size"] == [3, 40, 40]
 
 
 def test_a_file_that_fails_its_check_is_removed(load_script, tmp_path):

@@ -6,7 +6,7 @@ Examples:
     python scripts/export_onnx.py --checkpoint runs/demo/best.safetensors --output demo_int8.onnx --quantize dynamic
     python scripts/export_onnx.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \
         --output swin_t.onnx
-    python scripts/export_onnx.py --model swinlite_tiny_patch4_window7_224 --features --out-norm \
+    python scripts/export_onnx.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth --features \
         --output swin_t_features.onnx
     python scripts/export_onnx.py --checkpoint runs/det_demo/best.safetensors --output det_demo.onnx
     python scripts/export_onnx.py --checkpoint runs/seg_demo/best.safetensors --output seg_demo.onnx
@@ -15,16 +15,17 @@ Input "images" [batch, 3, H, W] with a dynamic batch and H, W anywhere in --min-
 to 2048; --fixed-size exports the --size only, one file per size as before). The window padding, shifts and masks
 are computed in the graph from the input's size, and the export is refused if the traced graph assumes anything that
 fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx with an error naming the
-range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW); with --fpn (a detection checkpoint)
-the FPN maps "fpn0".."fpn<n>". A detection checkpoint alone exports the whole detector (Faster R-CNN, Mask R-CNN,
-RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's rule; h and w from
-one pixel more than its coarsest stride to its max size, --min-size/--max-size do not apply) and "original_size" [2]
-(int64), outputs "boxes" [N, 4] (x1, y1, x2, y2 in the original image), "scores" [N], "labels" [N] (1-based class
-index) and for Mask R-CNN "masks" [N, 1, 28, 28] (within each box); scripts/detect.py --onnx runs it
-(docs/deployment.md). A segmentation checkpoint exports its UperNet: input "images" [batch, 3, H, W] normalised (H
-and W from one pixel more than the coarsest stride to --max-size, by default 2048 or its test settings' longest side
-if larger), output "logits" [batch, classes, H, W]; scripts/segment.py --onnx runs it with the checkpoint's classes,
-palette and test settings (rescale, windows, flips).
+range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW; --out-norm: through the per-level norms
+of weights that hold them, a detection or segmentation backbone's; an ImageNet checkpoint has none); with --fpn (a
+detection checkpoint) the FPN maps "fpn0".."fpn<n>". A detection checkpoint alone exports the whole detector (Faster
+R-CNN, Mask R-CNN, RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's
+rule; h and w from one pixel more than its coarsest stride to its max size, --min-size/--max-size do not apply) and
+"original_size" [2] (int64), outputs "boxes" [N, 4] (x1, y1, x2, y2 in the original image), "scores" [N], "labels"
+[N] (1-based class index) and for Mask R-CNN "masks" [N, 1, 28, 28] (within each box); scripts/detect.py --onnx runs
+it (docs/deployment.md). A segmentation checkpoint exports its UperNet: input "images" [batch, 3, H, W] normalised
+(H and W from one pixel more than the coarsest stride to --max-size, by default 2048 or its test settings' longest
+side if larger), output "logits" [batch, classes, H, W]; scripts/segment.py --onnx runs it with the checkpoint's
+classes, palette and test settings (rescale, windows, flips).
 
 Weights written by scripts/train.py, train_detection.py or train_segmentation.py need no --model: the model, its
 classes and preprocessing (for a detector: category ids and names, test and max size, mean, std; for a segmenter:
@@ -56,7 +57,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--features", action="store_true", help="export the feature levels instead of the classifier")
     parser.add_argument("--fpn", action="store_true", help="export a detection checkpoint's FPN backbone alone")
     parser.add_argument("--out-indices", type=int, nargs="+", default=[0, 1, 2, 3], help="levels for --features")
-    parser.add_argument("--out-norm", action="store_true", help="a LayerNorm per returned level (detection style)")
+    parser.add_argument("--out-norm", action="store_true", help="per-level LayerNorms (detection style)")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="example size (default: the model's)")
     parser.add_argument("--min-size", type=int, help="smallest height and width served (default: one patch)")
     parser.add_argument(
@@ -187,7 +188,16 @@ def build(args, checkpoint: Path | None):
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
     if args.out_norm:
         kwargs["out_norm"] = True
-    return build_exportable(args.model, args.features, checkpoint, args.out_indices, **kwargs)
+    try:
+        return build_exportable(args.model, args.features, checkpoint, args.out_indices, **kwargs)
+    except ValueError as e:  # fresh norms would export other features than the file's: refused by the strict load
+        if args.out_norm and "out_norms." in str(e):
+            raise ValueError(
+                f"--out-norm adds a LayerNorm per level, and {checkpoint} holds none (an ImageNet classifier's "
+                "weights): export its levels without --out-norm (timm's features_only), or weights that hold them "
+                "(a detection or segmentation backbone's)"
+            ) from None
+        raise
 
 
 def output_names(args, model) -> list[str]:

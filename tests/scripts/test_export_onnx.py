@@ -6,6 +6,7 @@ import json
 import onnx
 import pytest
 import torch
+from onnxkit import write_classifier
 
 from swinlite.export import build_exportable, export_metadata, export_program
 
@@ -37,6 +38,10 @@ def test_script_bad_input(load_script, tmp_path, capsys):
     with pytest.raises(SystemExit):
         script.main(["--model", PICO, "--fpn", "--output", str(tmp_path / "m.onnx")])
     assert "--fpn exports the FPN backbone of a detection --checkpoint" in capsys.readouterr().err
+    # an ImageNet classifier's weights have no per-level norms to export (the key list of the strict load before)
+    checkpoint = write_classifier(tmp_path / "classifier.safetensors")
+    with pytest.raises(ValueError, match=r"--out-norm adds a LayerNorm per level, and .*classifier.safetensors holds"):
+        script.main(["--checkpoint", str(checkpoint), "--features", "--out-norm", "--output", str(tmp_path / "m.onnx")])
 
 
 def test_a_fixed_size_file_asks_for_its_size():

@@ -80,6 +80,8 @@ def parse_args(argv: list[str] | None = None):
             f"--min-size must be in 1..--max-size ({args.max_size or 'its default'}) and below it, got "
             f"{args.min_size} (one size: --fixed-size --size H W)"
         )
+    if args.fixed_size and (args.min_size is not None or args.max_size is not None):
+        parser.error("--fixed-size serves --size only: --min-size and --max-size set a range, drop them or it")
     if args.fpn and args.checkpoint is None:
         parser.error("--fpn exports the FPN backbone of a detection --checkpoint")
     if args.features and args.fpn:

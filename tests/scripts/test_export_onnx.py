@@ -35,6 +35,9 @@ def test_script_bad_input(load_script, tmp_path, capsys):
             script.main(["--model", PICO, "--output", str(tmp_path / "m.onnx"), "--min-size", str(low), "--max-size",
                          "64"])  # fmt: skip
         assert f"--min-size must be in 1..--max-size (64) and below it, got {low}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the range was ignored without a word
+        script.main(["--model", PICO, "--fixed-size", "--max-size", "64", "--output", str(tmp_path / "m.onnx")])
+    assert "--fixed-size serves --size only: --min-size and --max-size set a range" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         script.main(["--model", PICO, "--fpn", "--output", str(tmp_path / "m.onnx")])
     assert "--fpn exports the FPN backbone of a detection --checkpoint" in capsys.readouterr().err

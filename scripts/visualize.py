@@ -7,7 +7,8 @@ Examples:
 
 Weights written by scripts/train.py need no --model; other layouts do. Writes plots/bias_stage{i}.png
 (per stage a grid of heat maps, blocks down, heads across; entry (dy, dx) is the bias between tokens
-that far apart) and, with --image, plots/features.png (the image and each level's channel mean).
+that far apart: Swin's learned table, or Swin-V2's continuous position bias 16*sigmoid(MLP(dy, dx)))
+and, with --image, plots/features.png (the image and each level's channel mean).
 """
 
 from __future__ import annotations

@@ -1,50 +1,60 @@
-"""Pictures of a Swin: relative position bias tables as heat maps, and the feature levels of one image."""
+"""Pictures of a Swin: relative position bias as heat maps, and the feature levels of one image."""
 
 from pathlib import Path
 
 import torch
 from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas: no pyplot, no display
 from PIL import Image
+from torch import nn
 from torchvision.transforms import functional as TF
 
-from .models.swin import SwinTransformer
+from .models.swin import ContinuousPositionBias, SwinTransformer
+
+
+def offset_grid(rel_pos: nn.Module) -> torch.Tensor:
+    """A bias module's bias by offset, as images [heads, 2*Wh-1, 2*Ww-1].
+
+    Read from the module's own (heads, N, N) bias, so Swin's learned table and Swin-V2's continuous position bias
+    (16·sigmoid(MLP(offset)), in (0, 16)) come out alike: entry (dy + Wh-1, dx + Ww-1) is the bias added when the
+    query sits (dy, dx) below/right of the key.
+    """
+    with torch.no_grad():
+        bias = rel_pos().float()  # (heads, N, N)
+    wh, ww = rel_pos.window
+    grid = bias.new_empty(bias.shape[0], (2 * wh - 1) * (2 * ww - 1))  # (heads, offsets)
+    grid[:, rel_pos.index.flatten()] = bias.flatten(1)  # every offset occurs in the window; its pairs share one value
+    return grid.view(-1, 2 * wh - 1, 2 * ww - 1)
 
 
 def bias_tables(model: SwinTransformer) -> list[torch.Tensor]:
-    """Per stage, the learned tables as images [blocks, heads, 2*Wh-1, 2*Ww-1].
-
-    Entry (dy + Wh-1, dx + Ww-1) is the bias added when the query sits (dy, dx) below/right of the key.
-    """
-    tables = []
-    for stage in model.layers:
-        per_block = []
-        for block in stage.blocks:
-            rel_pos = block.attn.rel_pos
-            if not hasattr(rel_pos, "table"):
-                raise ValueError(f"bias tables need rel_pos='table', this model uses {type(rel_pos).__name__}")
-            wh, ww = rel_pos.window
-            per_block.append(rel_pos.table.detach().float().T.reshape(-1, 2 * wh - 1, 2 * ww - 1))  # (heads, ., .)
-        tables.append(torch.stack(per_block))
-    return tables
+    """Per stage, every block's :func:`offset_grid` [blocks, heads, 2*Wh-1, 2*Ww-1]."""
+    return [torch.stack([offset_grid(block.attn.rel_pos) for block in stage.blocks]) for stage in model.layers]
 
 
 def plot_bias_tables(model: SwinTransformer, output: Path) -> list[Path]:
-    """One PNG per stage, ``bias_stage{i}.png``: a grid of heat maps, blocks down, heads across."""
+    """One PNG per stage, ``bias_stage{i}.png``: a grid of heat maps, blocks down, heads across.
+
+    Swin's table is signed (colours centred on 0); Swin-V2's continuous bias is in (0, 16) (colours from its least
+    to its largest value in the stage).
+    """
     output.mkdir(parents=True, exist_ok=True)
     paths = []
-    for i, tables in enumerate(bias_tables(model)):
+    for i, (stage, tables) in enumerate(zip(model.layers, bias_tables(model), strict=True)):
+        continuous = isinstance(stage.blocks[0].attn.rel_pos, ContinuousPositionBias)
         blocks, heads = tables.shape[:2]
         fig = Figure(figsize=(1.6 * heads + 1, 1.6 * blocks + 0.6))
         axes = fig.subplots(blocks, heads, squeeze=False)
         vmax = float(tables.abs().max()) or 1.0
+        colours = dict(cmap="viridis") if continuous else dict(cmap="RdBu_r", vmin=-vmax, vmax=vmax)
         for b in range(blocks):
             for h in range(heads):
                 ax = axes[b][h]
-                image = ax.imshow(tables[b, h].numpy(), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+                image = ax.imshow(tables[b, h].numpy(), **colours)
                 ax.set_xticks([])
                 ax.set_yticks([])
                 ax.set_title(f"block {b} head {h}", fontsize=7)
-        fig.suptitle(f"stage {i}: relative position bias (row: dy, column: dx)", fontsize=9)
+        what = "continuous position bias 16·sigmoid(MLP)" if continuous else "relative position bias"
+        fig.suptitle(f"stage {i}: {what} (row: dy, column: dx)", fontsize=9)
         fig.colorbar(image, ax=axes, shrink=0.8)
         paths.append(output / f"bias_stage{i}.png")
         fig.savefig(paths[-1], dpi=100)

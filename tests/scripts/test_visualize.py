@@ -9,12 +9,22 @@ from PIL import Image
 from swinlite.visualize import bias_tables, feature_means
 
 PICO = "swinlite_pico_patch2_window4_32"
+V2_PICO = "swinlite_v2_pico_patch2_window4_32"
+STAGE_SHAPES = [(1, 1, 7, 7), (1, 2, 7, 7), (2, 4, 7, 7), (1, 8, 7, 7)]  # (blocks, heads, 2*4-1, 2*4-1)
 
 
-def test_bias_table_images_hold_the_bias_between_offset_tokens():
-    model = timm.create_model(PICO)
+@pytest.mark.parametrize(
+    "name, kwargs, shapes",
+    [
+        (PICO, {}, STAGE_SHAPES),  # Swin's learned table
+        (PICO, {"rel_pos": "cpb"}, STAGE_SHAPES),  # V1 blocks with Swin-V2's continuous position bias
+        (V2_PICO, {}, [*STAGE_SHAPES[:3], (1, 8, 3, 3)]),  # Swin-V2 (last stage: a 2x2 window, its whole map)
+    ],
+)
+def test_bias_table_images_hold_the_bias_between_offset_tokens(name, kwargs, shapes):
+    model = timm.create_model(name, **kwargs)
     tables = bias_tables(model)
-    assert [tuple(t.shape) for t in tables] == [(1, 1, 7, 7), (1, 2, 7, 7), (2, 4, 7, 7), (1, 8, 7, 7)]
+    assert [tuple(t.shape) for t in tables] == shapes
     rel_pos = model.layers[2].blocks[1].attn.rel_pos
     bias = rel_pos().detach()  # (heads, N, N) over a 4x4 window, the module's own lookup
     for q, k in [((0, 0), (3, 2)), ((3, 1), (0, 3)), ((2, 2), (2, 2))]:
@@ -48,5 +58,11 @@ def test_script_bad_input(load_script, tmp_path, capsys):
     with pytest.raises(SystemExit):
         load_script("visualize").main(["--model", PICO, "--image", str(tmp_path / "no.png"), "--output", "x"])
     assert "is not a file" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="rel_pos='table'"):
-        bias_tables(timm.create_model(PICO, rel_pos="cpb"))
+
+
+def test_script_draws_swin_v2(load_script, tmp_path):
+    """Swin-V2's continuous position bias, drawn as V1's table (refused once: "bias tables need rel_pos='table'")."""
+    paths = load_script("visualize").main(["--model", V2_PICO, "--output", str(tmp_path / "p")])
+    assert [p.name for p in paths] == [f"bias_stage{i}.png" for i in range(4)]
+    with Image.open(paths[0]) as png:
+        assert png.format == "PNG" and np.asarray(png.convert("L")).std() > 0

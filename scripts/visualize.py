@@ -8,7 +8,8 @@ Examples:
 Weights written by scripts/train.py need no --model; other layouts do. Writes plots/bias_stage{i}.png
 (per stage a grid of heat maps, blocks down, heads across; entry (dy, dx) is the bias between tokens
 that far apart: Swin's learned table, or Swin-V2's continuous position bias 16*sigmoid(MLP(dy, dx)))
-and, with --image, plots/features.png (the image and each level's channel mean).
+and, with --image, plots/features.png (the image and each level's channel mean). Every picture is
+drawn before the first file is written, and each file is written whole (a temporary file renamed).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     from swinlite import SwinTransformer
     from swinlite.images import load_rgb
     from swinlite.io import check_output
-    from swinlite.visualize import plot_bias_tables, plot_feature_means
+    from swinlite.visualize import bias_pngs, features_png, write_pngs
     from swinlite.weights import check_model_name, load_model
 
     if args.model is not None:
@@ -53,11 +54,12 @@ def main(argv: list[str] | None = None) -> list[Path]:
         raise ValueError(f"{args.checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
     names = [f"bias_stage{i}.png" for i in range(len(model.layers))] + ["features.png"]
     check_output(args.output, [args.checkpoint, args.image], folder=True, names=names)
-    image = load_rgb(args.image) if args.image is not None else None  # an unreadable image fails before any plot
-    paths = plot_bias_tables(model, args.output)
+    image = load_rgb(args.image) if args.image is not None else None
+    pngs = bias_pngs(model)  # every picture drawn before the first file is written: a failure leaves nothing
     if image is not None:
         size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
-        paths.append(plot_feature_means(model, image, size, args.output / "features.png"))
+        pngs["features.png"] = features_png(model, image, size)
+    paths = write_pngs(pngs, args.output)
     print("wrote " + ", ".join(str(p) for p in paths))
     return paths
 

@@ -1,5 +1,12 @@
-"""Pictures of a Swin: relative position bias as heat maps, and the feature levels of one image."""
+"""Pictures of a Swin: relative position bias as heat maps, and the feature levels of one image.
 
+Every picture is drawn into PNG bytes first and the files are written last (:func:`write_pngs`), so a model or an
+image the drawing refuses leaves nothing behind, and a kill mid-write never leaves a truncated PNG under its name.
+"""
+
+import contextlib
+import io
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -8,6 +15,7 @@ from PIL import Image
 from torch import nn
 from torchvision.transforms import functional as TF
 
+from .files import atomic_write_bytes
 from .models.swin import ContinuousPositionBias, SwinTransformer
 
 
@@ -31,34 +39,44 @@ def bias_tables(model: SwinTransformer) -> list[torch.Tensor]:
     return [torch.stack([offset_grid(block.attn.rel_pos) for block in stage.blocks]) for stage in model.layers]
 
 
-def plot_bias_tables(model: SwinTransformer, output: Path) -> list[Path]:
-    """One PNG per stage, ``bias_stage{i}.png``: a grid of heat maps, blocks down, heads across.
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG bytes (written by :func:`write_pngs` once every picture is drawn)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    return buffer.getvalue()
+
+
+def bias_figure(tables: torch.Tensor, stage: int, continuous: bool) -> Figure:
+    """A grid of heat maps of one stage's ``tables`` [blocks, heads, ., .], blocks down, heads across.
 
     Swin's table is signed (colours centred on 0); Swin-V2's continuous bias is in (0, 16) (colours from its least
     to its largest value in the stage).
     """
-    output.mkdir(parents=True, exist_ok=True)
-    paths = []
+    blocks, heads = tables.shape[:2]
+    fig = Figure(figsize=(1.6 * heads + 1, 1.6 * blocks + 0.6))
+    axes = fig.subplots(blocks, heads, squeeze=False)
+    vmax = float(tables.abs().max()) or 1.0
+    colours = dict(cmap="viridis") if continuous else dict(cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+    for b in range(blocks):
+        for h in range(heads):
+            ax = axes[b][h]
+            image = ax.imshow(tables[b, h].numpy(), **colours)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(f"block {b} head {h}", fontsize=7)
+    what = "continuous position bias 16·sigmoid(MLP)" if continuous else "relative position bias"
+    fig.suptitle(f"stage {stage}: {what} (row: dy, column: dx)", fontsize=9)
+    fig.colorbar(image, ax=axes, shrink=0.8)
+    return fig
+
+
+def bias_pngs(model: SwinTransformer) -> dict[str, bytes]:
+    """``bias_stage{i}.png`` for each stage: its :func:`bias_figure`, as PNG bytes."""
+    pngs = {}
     for i, (stage, tables) in enumerate(zip(model.layers, bias_tables(model), strict=True)):
         continuous = isinstance(stage.blocks[0].attn.rel_pos, ContinuousPositionBias)
-        blocks, heads = tables.shape[:2]
-        fig = Figure(figsize=(1.6 * heads + 1, 1.6 * blocks + 0.6))
-        axes = fig.subplots(blocks, heads, squeeze=False)
-        vmax = float(tables.abs().max()) or 1.0
-        colours = dict(cmap="viridis") if continuous else dict(cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-        for b in range(blocks):
-            for h in range(heads):
-                ax = axes[b][h]
-                image = ax.imshow(tables[b, h].numpy(), **colours)
-                ax.set_xticks([])
-                ax.set_yticks([])
-                ax.set_title(f"block {b} head {h}", fontsize=7)
-        what = "continuous position bias 16·sigmoid(MLP)" if continuous else "relative position bias"
-        fig.suptitle(f"stage {i}: {what} (row: dy, column: dx)", fontsize=9)
-        fig.colorbar(image, ax=axes, shrink=0.8)
-        paths.append(output / f"bias_stage{i}.png")
-        fig.savefig(paths[-1], dpi=100)
-    return paths
+        pngs[f"bias_stage{i}.png"] = png_bytes(bias_figure(tables, i, continuous))
+    return pngs
 
 
 def feature_means(model: SwinTransformer, image: Image.Image, size: tuple[int, int]) -> list[torch.Tensor]:
@@ -71,8 +89,8 @@ def feature_means(model: SwinTransformer, image: Image.Image, size: tuple[int, i
     return [level[0].mean(dim=0) for level in levels]
 
 
-def plot_feature_means(model: SwinTransformer, image: Image.Image, size: tuple[int, int], path: Path) -> Path:
-    """The image and the channel mean of each feature level side by side, as one PNG."""
+def features_png(model: SwinTransformer, image: Image.Image, size: tuple[int, int]) -> bytes:
+    """The image and the channel mean of each feature level side by side, as PNG bytes."""
     means = feature_means(model, image, size)
     fig = Figure(figsize=(3 * (len(means) + 1), 3.2), layout="tight")
     axes = fig.subplots(1, len(means) + 1)
@@ -84,6 +102,27 @@ def plot_feature_means(model: SwinTransformer, image: Image.Image, size: tuple[i
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    return path
+    return png_bytes(fig)
+
+
+def write_pngs(pngs: Mapping[str, bytes], folder: Path) -> list[Path]:
+    """Write each PNG (name -> bytes) into ``folder`` atomically; returns their paths.
+
+    A write that fails (a full disk) leaves none of this call's files and no folder it created, so a failed run
+    does not look like one that drew nothing.
+    """
+    created = [p for p in (folder, *folder.parents) if not p.exists()]  # the deepest first
+    paths: list[Path] = []
+    try:
+        for name, data in pngs.items():
+            paths.append(folder / name)
+            atomic_write_bytes(paths[-1], data)
+    except BaseException:
+        if created:
+            for path in paths:
+                path.unlink(missing_ok=True)
+            for path in created:
+                with contextlib.suppress(OSError):  # something else wrote into it: it stays
+                    path.rmdir()
+        raise
+    return paths

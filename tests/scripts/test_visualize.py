@@ -1,5 +1,10 @@
 """scripts/visualize.py: bias heat maps and feature-level means, as PNG."""
 
+import contextlib
+import errno
+import io
+from pathlib import Path
+
 import numpy as np
 import pytest
 import timm
@@ -66,3 +71,58 @@ def test_script_draws_swin_v2(load_script, tmp_path):
     assert [p.name for p in paths] == [f"bias_stage{i}.png" for i in range(4)]
     with Image.open(paths[0]) as png:
         assert png.format == "PNG" and np.asarray(png.convert("L")).std() > 0
+
+
+def _killed_in_the_second_picture(monkeypatch):
+    """Figure.savefig writes half of its second PNG and is killed there."""
+    from matplotlib.figure import Figure
+
+    calls, savefig = [], Figure.savefig
+
+    def half_then_killed(fig, target, **kwargs):
+        calls.append(target)
+        if len(calls) < 2:
+            return savefig(fig, target, **kwargs)
+        whole = io.BytesIO()
+        savefig(fig, whole, **kwargs)
+        with open(target, "wb") if isinstance(target, (str, Path)) else contextlib.nullcontext(target) as f:
+            f.write(whole.getvalue()[:500])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", half_then_killed)
+    return KeyboardInterrupt
+
+
+def _disk_full_at_the_second_file(monkeypatch):
+    import swinlite.visualize
+
+    calls, write = [], swinlite.visualize.atomic_write_bytes
+
+    def full(path, data):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        write(path, data)
+
+    monkeypatch.setattr(swinlite.visualize, "atomic_write_bytes", full)
+    return OSError
+
+
+FAILURES = {
+    "image_below_one_patch": lambda monkeypatch: ValueError,  # with --size 1 1: refused after the bias was drawn
+    "killed_mid_drawing": _killed_in_the_second_picture,
+    "disk_full": _disk_full_at_the_second_file,
+}
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_a_failed_run_leaves_no_folder_and_no_partial_png(load_script, tmp_path, monkeypatch, failure):
+    """Once it left the folders it made, with the PNGs drawn so far and a truncated one under its name."""
+    image = tmp_path / "img.png"
+    Image.new("RGB", (24, 16), (200, 30, 30)).save(image)
+    size = ["--size", "1", "1"] if failure == "image_below_one_patch" else []
+    error = FAILURES[failure](monkeypatch)
+    with pytest.raises(error):
+        load_script("visualize").main(["--model", PICO, "--image", str(image), "--output", str(tmp_path / "o" / "p"),
+                                       *size])  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["img.png"]

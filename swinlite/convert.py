@@ -18,6 +18,9 @@ Supported layouts, detected from the keys:
 
 Per-level output norms (mmdet ``normI``, Hugging Face ``hidden_states_norms``) map to ``out_norms.I``
 (models built with ``out_norm=True``); the last level's also becomes the final ``norm``.
+
+Any layout may come as saved from a ``DistributedDataParallel`` / ``DataParallel`` wrapper, every key behind
+``module.`` (:func:`without_wrapper_prefix`).
 """
 
 from __future__ import annotations
@@ -35,11 +38,26 @@ from .io import StateDict, unwrap_checkpoint
 
 # Buffers some layouts save that swinlite rebuilds itself.
 _DROPPED = ("relative_position_index", "relative_coords_table", "attn_mask")
+WRAPPER_PREFIX = "module."  # before every key of a state dict saved from a (Distributed)DataParallel wrapper
+
+
+def without_wrapper_prefix(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
+    """``state_dict`` without the ``module.`` a ``DistributedDataParallel`` / ``DataParallel`` wrapper puts before
+    every key (a training script of another code base that saved the wrapper, not ``model.module``).
+
+    Only a prefix every key has is removed: a state dict where some keys lack it is no wrapper's, and stays as it
+    is (for the key checks to name).
+    """
+    if state_dict and all(k.startswith(WRAPPER_PREFIX) for k in state_dict):
+        return {k.removeprefix(WRAPPER_PREFIX): v for k, v in state_dict.items()}
+    return dict(state_dict)
 
 
 def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
-    """Name the layout of a Swin state dict; ValueError listing sample keys when it is none we know."""
-    keys = list(state_dict)
+    """Name the layout of a Swin state dict (behind a wrapper's ``module.`` too); ValueError listing sample keys
+    when it is none we know."""
+    unwrapped = without_wrapper_prefix(state_dict)
+    keys = list(unwrapped)
     if any(".attn.w_msa." in k for k in keys):
         return "mmdet"
     if any(".attention.self.query." in k or "patch_embeddings.projection." in k for k in keys):
@@ -52,13 +70,14 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
         k.startswith("layers.") and (k.endswith("relative_position_bias_table") or ".attn.cpb_mlp." in k) for k in keys
     ):
         # the official release downsamples at the end of stage 0; timm has no layers.0.downsample
-        if any(k.startswith("layers.0.downsample.") for k in keys) or "head.weight" in state_dict:
+        if any(k.startswith("layers.0.downsample.") for k in keys) or "head.weight" in unwrapped:
             return "microsoft"
         return "timm"
+    removed = f" (behind {WRAPPER_PREFIX!r}, removed)" if keys != list(state_dict) else ""
     raise ValueError(
         "unknown checkpoint layout: expected a swinlite, timm, Microsoft, torchvision, mmdet/mmpretrain or "
         "Hugging Face Swin state dict; "
-        f"got keys: {first_keys(keys, 12)}"
+        f"got keys{removed}: {first_keys(keys, 12)}"
     )
 
 
@@ -212,7 +231,8 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
     timm's loader to adapt (``in_chans``).
 
     Args:
-        checkpoint: a state dict, or a training checkpoint holding one under ``model``/``state_dict``.
+        checkpoint: a state dict, or a training checkpoint holding one under ``model``/``state_dict``; its keys may
+            carry a wrapper's ``module.`` (:func:`without_wrapper_prefix`).
         model: the swinlite model the result will be loaded into.
 
     Returns:
@@ -224,6 +244,7 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
     """
     state_dict = unwrap_checkpoint(checkpoint)
     layout = detect_layout(state_dict)
+    state_dict = without_wrapper_prefix(state_dict)
     if layout in _CONVERTERS:
         out = _CONVERTERS[layout]({k: v for k, v in state_dict.items() if not k.endswith(_DROPPED)})
     else:

@@ -2,18 +2,17 @@
 
 import runpy
 import sys
-from pathlib import Path
 
 import pytest
 import timm
 import torch
 import torchvision
 from safetensors.torch import load_file
+from scriptkit import SCRIPTS  # importing it puts scripts/ on sys.path, where the scripts find _cli
 from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
 
 import swinlite
 
-ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(depths=(1, 1, 1, 1))  # full widths and windows, one block per stage: fast on CPU
 
 
@@ -100,7 +99,7 @@ def test_timm_pretrained_file_overlay(tmp_path, fmt, capsys, monkeypatch):
 
 def _run_script(capsys, monkeypatch, *args: str) -> tuple[int, str]:
     """``python scripts/convert_checkpoint.py ARGS`` in this process (no second torch import): (exit code, stderr)."""
-    script = ROOT / "scripts" / "convert_checkpoint.py"
+    script = SCRIPTS / "convert_checkpoint.py"
     monkeypatch.setattr(sys, "argv", [str(script), *args])
     code = 0
     try:
@@ -133,3 +132,40 @@ def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path, capsys, 
     )
     assert code != 0 and "missing" in stderr and "layers.0.blocks.1" in stderr
     assert not out.exists()
+
+
+PICO = "swinlite_pico_patch2_window4_32"
+
+
+def _timm_pico() -> torch.nn.Module:
+    """timm's Swin at swinlite pico's sizes (img 64: no window clamped to a smaller last map)."""
+    return timm.create_model("swin_tiny_patch4_window7_224", patch_size=2, embed_dim=32, depths=(1, 1, 2, 1),
+                             num_heads=(1, 2, 4, 8), window_size=4, img_size=64, num_classes=10)  # fmt: skip
+
+
+@pytest.mark.parametrize("layout, flags", [("swinlite", []), ("timm", ["--model", PICO])])
+def test_convert_script_reads_a_ddp_checkpoint(tmp_path, capsys, monkeypatch, layout, flags):
+    """Every key behind DistributedDataParallel's ``module.``: swinlite's layout was copied with the prefix (a file
+    nothing loads), timm's an unknown layout."""
+    torch.manual_seed(0)
+    source = timm.create_model(PICO) if layout == "swinlite" else _timm_pico()
+    torch.save({"model": {f"module.{k}": v for k, v in source.state_dict().items()}}, tmp_path / "ddp.pth")
+    out = tmp_path / "out.safetensors"
+    code, stderr = _run_script(capsys, monkeypatch, str(tmp_path / "ddp.pth"), str(out), *flags)
+    assert code == 0, stderr
+    model = timm.create_model(PICO)
+    model.load_state_dict(load_file(out))  # strict: every key, none left over
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(x), source.eval()(x), rtol=0, atol=1e-5)
+
+
+def test_a_wrapper_prefix_is_removed_only_from_every_key():
+    """Keys partly behind ``module.`` are no wrapper's: they stay, and do not map (never a half-loaded model); a
+    prefixed state dict of no Swin layout is named as such."""
+    model = timm.create_model(PICO, device="meta")
+    state = {f"module.{k}" if k.startswith("layers.0.") else k: v for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=r"did not map onto SwinTransformer: module\.layers\.0\."):
+        swinlite.convert_state_dict(state, model)
+    with pytest.raises(ValueError, match=r"unknown checkpoint layout.*got keys \(behind 'module\.', removed\): fc\.w"):
+        swinlite.convert_state_dict({"module.fc.weight": torch.zeros(1)})

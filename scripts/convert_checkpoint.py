@@ -3,14 +3,23 @@
 Examples:
     python scripts/convert_checkpoint.py swin_tiny_patch4_window7_224.pth swin_t.safetensors
     python scripts/convert_checkpoint.py swin_b_224.pth swin_b_384.safetensors --model swinlite_base_patch4_window12_384
+
+Keys saved behind a DistributedDataParallel / DataParallel wrapper's "module." are read without it. A file
+written by swinlite's training keeps its metadata (model, classes, preprocessing, task), so predict.py,
+export_onnx.py and the other scripts read the output as they read the input; a classifier's weights are
+checked against the model it records, which --model and --num-classes must not contradict.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from _cli import Parser, run
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def parse_args(argv: list[str] | None = None):
@@ -33,29 +42,71 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    import timm
-
     import swinlite
     from swinlite.convert import convert_state_dict, detect_layout
-    from swinlite.io import check_output, read_state_dict, save_safetensors
-    from swinlite.weights import check_model_name
+    from swinlite.io import check_output, read_metadata, read_state_dict, save_safetensors
 
     check_output(args.output, [args.input], option="output")
-    model = None
-    if args.model:
-        check_model_name(args.model, "swinlite_*")
-        kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
-        model = timm.create_model(args.model, device="meta", **kwargs)
+    recorded = described_model(read_metadata(args.input))
+    model = fitting_model(args, recorded)
     checkpoint = read_state_dict(args.input)
-    try:  # with --model: every model weight but a new classifier / detection norms must come from the file
+    try:  # with a model: every model weight but a new classifier / detection norms must come from the file
         layout = detect_layout(checkpoint)
         state_dict = convert_state_dict(checkpoint, model)
     except ValueError as e:
         raise ValueError(f"{args.input}: {e}") from None
-    save_safetensors(
-        args.output, state_dict, {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
-    )
-    print(f"converted {len(state_dict)} tensors from the {layout} layout -> {args.output}")
+    metadata = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
+    save_safetensors(args.output, state_dict, metadata)
+    kept = f", its metadata kept ({recorded.get('model') or recorded['task']})" if recorded else ""
+    print(f"converted {len(state_dict)} tensors from the {layout} layout -> {args.output}{kept}")
+
+
+def described_model(metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` (a file's) if it describes its model as the scripts read it, else {} (a torch file's, another code
+    base's such as Hugging Face's {"format": "pt"}): a classifier's model or classes (swinlite.metadata.read_info),
+    or another task's (the detection and segmentation loaders). The output keeps it, for predict.py, export_onnx.py
+    and the other scripts to read."""
+    task = metadata.get("task", "classification")
+    return metadata if task != "classification" or "model" in metadata or "classes" in metadata else {}
+
+
+def fitting_model(args, recorded: dict[str, Any]) -> nn.Module | None:
+    """The model the weights are fitted to, on the meta device: the classifier ``recorded`` describes (its metadata
+    kept in the output describes that model only, so --model and --num-classes must agree with it), else --model's,
+    else None (the layout converted as it is).
+
+    Raises:
+        ValueError: metadata predict.py would refuse, a flag that contradicts it, a model that cannot be built.
+    """
+    import timm
+
+    from swinlite.metadata import parse_info
+    from swinlite.weights import check_model_name
+
+    if recorded and recorded.get("task", "classification") == "classification":
+        info = parse_info(recorded, str(args.input))
+        if args.model is not None and args.model.split(".")[0] != info.model.split(".")[0]:
+            raise ValueError(
+                f"--model {args.model} contradicts {args.input}, which records a {info.model} (its classes and "
+                "preprocessing describe that model); drop --model"
+            )
+        if args.num_classes is not None and args.num_classes != len(info.classes):
+            raise ValueError(f"--num-classes {args.num_classes} contradicts {args.input}, which has "
+                             f"{len(info.classes)} classes; drop --num-classes")  # fmt: skip
+        name, kwargs = info.model, info.model_args
+    elif args.model is not None:
+        name, kwargs = args.model, ({} if args.num_classes is None else {"num_classes": args.num_classes})
+    else:
+        return None
+    where = f"{args.input} records {name}" if recorded else f"--model {name}"
+    try:
+        check_model_name(name, "swinlite_*")
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    try:
+        return timm.create_model(name, device="meta", **kwargs)
+    except (TypeError, ValueError, AssertionError, RuntimeError) as e:  # timm models reject arguments in many ways
+        raise ValueError(f"{where} cannot be built with {kwargs}: {type(e).__name__}: {e}") from None
 
 
 if __name__ == "__main__":

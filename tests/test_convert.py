@@ -2,6 +2,7 @@
 
 import runpy
 import sys
+from pathlib import Path
 
 import pytest
 import timm
@@ -12,6 +13,8 @@ from scriptkit import SCRIPTS  # importing it puts scripts/ on sys.path, where t
 from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
 
 import swinlite
+from swinlite.io import read_metadata, save_safetensors
+from swinlite.weights import load_model, weights_metadata
 
 SMALL = dict(depths=(1, 1, 1, 1))  # full widths and windows, one block per stage: fast on CPU
 
@@ -135,6 +138,55 @@ def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path, capsys, 
 
 
 PICO = "swinlite_pico_patch2_window4_32"
+PRE = {"input_size": [3, 16, 16], "interpolation": "bicubic", "mean": [0.5] * 3, "std": [0.25] * 3,
+       "crop_pct": 1.0, "crop_mode": "center"}  # fmt: skip
+# (input metadata, flags): a trained 2-class classifier's, with and without a --model that agrees; a detector's
+TRAINED = {
+    "classifier": (weights_metadata(PICO, {"num_classes": 2}, ["a", "b"], PRE), []),
+    "classifier_model_given": (weights_metadata(PICO, {"num_classes": 2}, ["a", "b"], PRE), ["--model", PICO]),
+    "detector": ({"format": 1, "task": "detection", "classes": ["a"], "category_ids": [1],
+                  "detector": {"kind": "faster_rcnn"}, "swinlite": "0.0.1"}, []),
+}  # fmt: skip
+
+
+def _trained(path: Path, meta: dict[str, object]) -> Path:
+    state = timm.create_model(PICO, num_classes=2).state_dict()
+    if meta["task"] == "detection":
+        state = {f"backbone.body.{k}": v for k, v in state.items() if not k.startswith("head.")}
+    save_safetensors(path, state, meta)
+    return path
+
+
+@pytest.mark.parametrize("case", TRAINED)
+def test_convert_script_keeps_a_trained_files_metadata(tmp_path, capsys, monkeypatch, case):
+    """It once wrote only source, layout and version: predict.py and export_onnx.py asked for --model (and took a
+    detector for a backbone); with --model the 2-class classifier was dropped for the variant's 10 classes."""
+    meta, flags = TRAINED[case]
+    source, out = _trained(tmp_path / "best.safetensors", meta), tmp_path / "out.safetensors"
+    code, stderr = _run_script(capsys, monkeypatch, str(source), str(out), *flags)
+    assert code == 0, stderr
+    kept = read_metadata(out)
+    assert kept.pop("source") == str(source) and kept.pop("layout") == "swinlite"
+    assert kept == read_metadata(source) | {"swinlite": swinlite.__version__}
+    want = load_file(source)
+    assert load_file(out).keys() == want.keys() and all(torch.equal(v, want[k]) for k, v in load_file(out).items())
+    if meta["task"] == "classification":
+        assert load_model(out).pretrained_cfg["label_names"] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--model", "swinlite_nano_patch2_window4_64"], "--model swinlite_nano_patch2_window4_64 contradicts"),
+        (["--model", PICO, "--num-classes", "3"], "--num-classes 3 contradicts"),
+    ],
+)
+def test_convert_script_refuses_flags_that_contradict_the_recorded_model(tmp_path, capsys, monkeypatch, flags,
+                                                                         message):  # fmt: skip
+    """The kept metadata (classes, preprocessing) would describe another model than the weights."""
+    source, out = _trained(tmp_path / "best.safetensors", TRAINED["classifier"][0]), tmp_path / "out.safetensors"
+    code, stderr = _run_script(capsys, monkeypatch, str(source), str(out), *flags)
+    assert code == 2 and message in stderr and not out.exists(), stderr
 
 
 def _timm_pico() -> torch.nn.Module:

@@ -19,8 +19,8 @@ Supported layouts, detected from the keys:
 Per-level output norms (mmdet ``normI``, Hugging Face ``hidden_states_norms``) map to ``out_norms.I``
 (models built with ``out_norm=True``); the last level's also becomes the final ``norm``.
 
-Any layout may come as saved from a ``DistributedDataParallel`` / ``DataParallel`` wrapper, every key behind
-``module.`` (:func:`without_wrapper_prefix`).
+Any layout may come as saved from a ``DistributedDataParallel`` / ``DataParallel`` or ``torch.compile`` wrapper,
+every key behind ``module.`` or ``_orig_mod.`` (:func:`without_wrapper_prefix`).
 """
 
 from __future__ import annotations
@@ -38,19 +38,24 @@ from .io import StateDict, unwrap_checkpoint
 
 # Buffers some layouts save that swinlite rebuilds itself.
 _DROPPED = ("relative_position_index", "relative_coords_table", "attn_mask")
-WRAPPER_PREFIX = "module."  # before every key of a state dict saved from a (Distributed)DataParallel wrapper
+# before every key of a state dict saved from a wrapper: (Distributed)DataParallel's, torch.compile's
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
 def without_wrapper_prefix(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
-    """``state_dict`` without the ``module.`` a ``DistributedDataParallel`` / ``DataParallel`` wrapper puts before
-    every key (a training script of another code base that saved the wrapper, not ``model.module``).
+    """``state_dict`` without the ``module.`` a ``DistributedDataParallel`` / ``DataParallel`` wrapper, or the
+    ``_orig_mod.`` a ``torch.compile`` wrapper, puts before every key (a training script of another code base that
+    saved the wrapper, not the model; both nest, in either order).
 
     Only a prefix every key has is removed: a state dict where some keys lack it is no wrapper's, and stays as it
     is (for the key checks to name).
     """
-    if state_dict and all(k.startswith(WRAPPER_PREFIX) for k in state_dict):
-        return {k.removeprefix(WRAPPER_PREFIX): v for k, v in state_dict.items()}
-    return dict(state_dict)
+    unwrapped = dict(state_dict)
+    while unwrapped and (
+        prefix := next((p for p in WRAPPER_PREFIXES if all(k.startswith(p) for k in unwrapped)), None)
+    ):
+        unwrapped = {k.removeprefix(prefix): v for k, v in unwrapped.items()}
+    return unwrapped
 
 
 def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
@@ -73,7 +78,7 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
         if any(k.startswith("layers.0.downsample.") for k in keys) or "head.weight" in unwrapped:
             return "microsoft"
         return "timm"
-    removed = f" (behind {WRAPPER_PREFIX!r}, removed)" if keys != list(state_dict) else ""
+    removed = " (behind a wrapper's prefix, removed)" if keys != list(state_dict) else ""
     raise ValueError(
         "unknown checkpoint layout: expected a swinlite, timm, Microsoft, torchvision, mmdet/mmpretrain or "
         "Hugging Face Swin state dict; "
@@ -232,7 +237,7 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
 
     Args:
         checkpoint: a state dict, or a training checkpoint holding one under ``model``/``state_dict``; its keys may
-            carry a wrapper's ``module.`` (:func:`without_wrapper_prefix`).
+            carry a wrapper's ``module.`` / ``_orig_mod.`` (:func:`without_wrapper_prefix`).
         model: the swinlite model the result will be loaded into.
 
     Returns:

@@ -4,7 +4,8 @@ Prints pycocotools' summary (box AP, and mask AP for Mask R-CNN) and writes OUT/
 percent; null for an object size the data has none of) and OUT/detections.json (the COCO results), beside the
 checkpoint unless --output-dir. The data's categories must be the checkpoint's (the same ids and names; it may
 list fewer). Mask R-CNN on data without a segmentation on every object gives box AP only, with a note. An image
-that is missing, does not decode or is not the size its annotation says is left out of the AP and named.
+that is missing, does not decode or is not the size its annotation says is left out of the AP and named. Data
+without an object to score (none, or only iscrowd or empty ones) is an error: its AP would be NaN.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.detection.config import DetDataConfig
     from swinlite.detection.data import CocoDetection, collate, load_split, split_paths, without_thin_images
-    from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes, unmasked_objects
+    from swinlite.detection.evaluation import check_scorable, coco_ap, ignore_empty_boxes, unmasked_objects
     from swinlite.detection.predictor import load_detector
     from swinlite.detection.task import predict
     from swinlite.detection.transforms import build_eval_transform
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if ignored:
         print(f"warning: {len(ignored)} objects with an empty box are ignored (ids {ignored[:10]})", file=sys.stderr)
     dataset = CocoDetection(split, categories, build_eval_transform(), evaluation=True)  # checks the categories
+    check_scorable(dataset, args.split)
     iou_types = ["bbox"]
     if meta["detector"].get("detector") == "maskrcnn":
         unmasked = unmasked_objects(split.coco, split.image_ids)

@@ -14,7 +14,7 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval, Params
 
-from .data import Categories
+from .data import Categories, CocoDetection
 
 # COCOeval.stats[0:6], in percent; the metrics.csv columns are "val_" + these (masks: "val_mask_" + these)
 AP_NAMES = ("map", "map50", "map75", "map_small", "map_medium", "map_large")
@@ -52,6 +52,16 @@ def ignore_empty_boxes(coco_gt: COCO) -> list[int]:
             ann["iscrowd"] = 1
             marked.append(ann["id"])
     return marked
+
+
+def check_scorable(dataset: CocoDetection, split: str) -> None:
+    """ValueError when no image of ``dataset`` holds an object to score: COCOeval's AP over none is NaN, which would
+    read as a result (a training run could pick no best weights by it)."""
+    if not any(dataset.objects):
+        raise ValueError(
+            f"the {split} annotations ({dataset.split.ann_file}) hold no object to score on the images kept, only "
+            "iscrowd or empty ones; the AP would be NaN"
+        )
 
 
 def unmasked_objects(coco_gt: COCO, image_ids: list[int]) -> list[int]:

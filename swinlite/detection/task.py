@@ -27,7 +27,7 @@ from .data import (
     without_thin_images,
 )
 from .demo_data import build_digit_scenes
-from .evaluation import coco_ap, ignore_empty_boxes, to_coco_results
+from .evaluation import check_scorable, coco_ap, ignore_empty_boxes, to_coco_results
 from .models import build_detector
 from .transforms import build_eval_transform, build_train_transform, smallest_train_resize
 
@@ -129,9 +129,7 @@ class DetectionTask(Task):
             val_ds = CocoDetection(self.val_split, self.categories, build_eval_transform(), evaluation=True)
         if not any(train_ds.objects):
             raise ValueError(f"the training annotations ({split_paths(cfg.data, 'train')[0]}) hold no usable object")
-        if not any(val_ds.objects):  # COCOeval's AP of no object is NaN: no epoch could be scored
-            raise ValueError(f"the val annotations ({split_paths(cfg.data, 'val')[0]}) hold no object to score on the "
-                             "images kept, only iscrowd or empty ones; the AP would be NaN")  # fmt: skip
+        check_scorable(val_ds, "val")
         self.ctx.log(f"data: {len(train_ds)} train / {len(self.val_split.image_ids)} val images, "
                      f"{len(self.categories.ids)} classes: {', '.join(self.categories.names)}")  # fmt: skip
         return train_ds, val_ds

@@ -84,3 +84,20 @@ def test_detect_writes_coco_results_and_drawn_images(trained, tmp_path: Path):
     assert set(results[0]) == {"image", "category_id", "category", "bbox", "score"}
     assert {(r["category_id"], r["category"]) for r in results} <= {(3, "square"), (7, "bar")}
     assert len(list((tmp_path / "images").glob("*.png"))) == 5  # 4 readable val images + the file; 06.png skipped
+
+
+@pytest.mark.parametrize(
+    "unscorable",
+    [lambda d: d.update(annotations=[]), lambda d: [a.update(iscrowd=1) for a in d["annotations"]]],
+    ids=["no-objects", "only-crowds"],
+)
+def test_evaluate_detection_on_data_with_nothing_to_score_is_one_error(trained, tmp_path: Path, capsys, unscorable):
+    """It printed COCOeval's NaN summary and wrote an eval.json of nulls, as if that were a result."""
+    coco, run = trained
+    data = shutil.copytree(coco, tmp_path / "coco")
+    edit_coco(data, "val", unscorable)
+    argv = ["--checkpoint", str(run / "best.safetensors"), "--data-dir", str(data), "--output-dir", str(tmp_path)]
+    assert run_script("evaluate_detection", [*argv, "--num-workers", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: the val annotations (") and "hold no object to score" in err
+    assert not (tmp_path / "eval.json").exists()

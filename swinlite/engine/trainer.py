@@ -56,6 +56,17 @@ def _misfit(path: Path, what: str, reason: str) -> ValueError:
     )
 
 
+def best_candidate(scores: dict[str, float], best: float) -> tuple[str, float] | None:
+    """(weights, score) of the highest of ``scores`` (e.g. ``{"raw": 71.5, "ema": 72.0}``) when it beats ``best``,
+    else None; the first listed wins a tie. A NaN (an evaluation that scored nothing) never wins: not over the
+    other weights' number, not over an earlier epoch's."""
+    scored = [(kind, score) for kind, score in scores.items() if not math.isnan(score)]
+    if not scored:
+        return None
+    kind, score = max(scored, key=lambda c: c[1])  # max keeps the first on a tie
+    return (kind, score) if score > best else None
+
+
 @dataclass
 class RunState:
     """What changes from epoch to epoch and goes into the resume file."""
@@ -216,17 +227,16 @@ class Trainer:
         """The weights best.safetensors should now hold, by ``train.best_of``, or None when it stays.
 
         ``raw``: the trained weights by their metric; ``ema``: the EMA weights by theirs; ``both``: whichever of
-        the two scores higher (raw on a tie). The file changes when that score beats its own.
+        the two scores higher (raw on a tie).
         """
         metric = self.task.metric
         best_of = self.cfg.train.best_of if self.ema is not None else "raw"
-        candidates = []
+        scores = {}
         if best_of in ("raw", "both"):
-            candidates.append(("raw", row[metric]))
+            scores["raw"] = row[metric]
         if best_of in ("ema", "both"):
-            candidates.append(("ema", row[f"{metric}_ema"]))
-        kind, score = max(candidates, key=lambda c: c[1])  # max keeps the first (raw) on a tie
-        return (kind, score) if score > self.state.best else None
+            scores["ema"] = row[f"{metric}_ema"]
+        return best_candidate(scores, self.state.best)
 
     def _check_finite(self, epoch: int) -> None:
         """TrainingDiverged before anything of an epoch whose weights hold NaN or infinity is saved."""
@@ -293,7 +303,7 @@ class Trainer:
         nan = [key for key in (self.task.metric, f"{self.task.metric}_ema") if math.isnan(row.get(key, 0.0))]
         if nan:
             self.log(f"warning: {' and '.join(nan)} of epoch {int(row['epoch'])} is NaN (did the evaluation score "
-                     "nothing?); the best weights files do not change by it")  # fmt: skip
+                     "nothing?); a NaN score never picks best weights")  # fmt: skip
 
     def report(self) -> None:
         """The best score and where every file is."""

@@ -10,7 +10,7 @@ from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
 
 from swinlite.engine import run
 from swinlite.engine.checkpoint import load_resume, non_finite
-from swinlite.io import read_state_dict
+from swinlite.io import read_metadata, read_state_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks
 
@@ -130,6 +130,21 @@ def test_a_metric_that_is_nan_is_a_warning_and_no_best_file_is_listed(folder, tm
     assert not (out / "best.safetensors").exists() and (out / "last.safetensors").is_file()
     listed = [Path(line.split(":", 1)[1].strip()) for line in printed.splitlines() if line.startswith("  ")]
     assert listed and all(path.is_file() for path in listed), listed
+
+
+def test_best_of_both_never_picks_a_nan(folder: Path, tmp_path: Path, monkeypatch):
+    """train.best_of=both with the raw weights' metric NaN ignored the EMA weights' number: no best.safetensors."""
+    task, calls = TASKS["classification"], []
+
+    def evaluate(self, model, loader):  # the raw weights first, then the EMA weights
+        calls.append("ema" if len(calls) % 2 else "raw")
+        return {"val_loss": 1.0, "val_top1": math.nan if calls[-1] == "raw" else 50.0}
+
+    monkeypatch.setattr(task, "evaluate", evaluate)
+    settings = {"train.epochs": 1, "train.ema_decay": 0.5, "train.best_of": "both"}
+    out = run(task, tiny_config("classification", folder, tmp_path / "out", **settings))
+    meta = read_metadata(out / "best.safetensors")
+    assert (meta["weights"], meta["val_top1"]) == ("ema", 50.0)
 
 
 def test_a_resume_with_other_settings_continues_on_them(folder: Path, tmp_path: Path):

@@ -73,7 +73,7 @@ def train_one_epoch(
         step_fn: the task's loss step: ``step_fn(model, batch)`` runs under autocast here.
         scheduler: a timm scheduler; ``step_update(n)`` sets the lr for optimizer step ``n``.
         position: where the epoch stands (updated in place): micro-batches done, steps, loss sums.
-        total: micro-batches in the whole epoch.
+        total: micro-batches in the whole epoch (the progress display shows its optimizer steps: ``epoch_steps``).
         scaler: gradient scaler (disabled unless fp16).
         ema: timm ``ModelEmaV3`` updated after each optimizer step, or None.
         on_step: called with ``position`` after each optimizer step (e.g. to save a step checkpoint).
@@ -86,22 +86,24 @@ def train_one_epoch(
         TrainingDiverged: a micro-batch's loss is NaN or infinite.
     """
     model.train()
-    progress = Progress(total, desc, dist.is_main, settings.log_interval)
-    seen, start = 0, time.perf_counter()
+    accum = settings.accum_steps
+    steps = epoch_steps(total, accum)
+    progress = Progress(steps, desc, dist.is_main, settings.log_interval, done=epoch_steps(position.batch, accum))
+    seen, start, step_images, step_loss = 0, time.perf_counter(), 0, 0.0
     for batch in loader:
         if position.batch >= total:  # train.max_iters: the epoch ends early
             break
         position.batch += 1
-        last_micro = position.batch % settings.accum_steps == 0 or position.batch == total
+        last_micro = position.batch % accum == 0 or position.batch == total
         sync = contextlib.nullcontext() if last_micro or not dist.enabled else model.no_sync()
         with sync:
             with autocast(settings):
                 out = step_fn(model, batch)
             if not torch.isfinite(out.loss):
                 parts = ", ".join(f"{k} {float(v):.4g}" for k, v in out.parts.items())
-                where = f"training diverged in {desc} at step {position.step + 1}"
+                where = f"training diverged in {desc} at step {epoch_steps(position.batch, accum)}/{steps}"
                 raise TrainingDiverged(f"{where}: the loss is {out.loss.item()}" + (f" ({parts})" if parts else ""))
-            scaler.scale(out.loss / _group_size(position.batch, total, settings.accum_steps)).backward()
+            scaler.scale(out.loss / _group_size(position.batch, total, accum)).backward()
         if last_micro:
             scheduler.step_update(position.step)
             optimizer_step(model, optimizer, scaler, settings.clip_grad)
@@ -113,9 +115,13 @@ def train_one_epoch(
             position.sums[key] = position.sums.get(key, 0.0) + value * out.size
         position.count += out.size
         seen += out.size
-        progress.update(position.batch, out.size, values["train_loss"], current_lr(optimizer))
-        if last_micro and on_step is not None:
-            on_step(position)
+        step_images, step_loss = step_images + out.size, step_loss + values["train_loss"] * out.size
+        if last_micro:  # the display counts optimizer steps, as the schedule and the checkpoints do
+            progress.update(epoch_steps(position.batch, accum), step_images, step_loss / max(step_images, 1),
+                            current_lr(optimizer))  # fmt: skip
+            step_images, step_loss = 0, 0.0
+            if on_step is not None:
+                on_step(position)
     progress.close()
     rate = seen / max(time.perf_counter() - start, 1e-9)
     keys = sorted(position.sums)
@@ -150,6 +156,12 @@ def unwrap(model: nn.Module) -> nn.Module:
             model = model._orig_mod
         else:
             return model
+
+
+def epoch_steps(batches: int, accum_steps: int) -> int:
+    """Optimizer steps of an epoch that ``batches`` micro-batches take (the last one begun counts): what the
+    progress display, the resume note and the divergence message number as "step k/n" of an epoch."""
+    return -(-batches // accum_steps)
 
 
 def _group_size(batch: int, total: int, accum_steps: int) -> int:

@@ -9,24 +9,26 @@ from tqdm import tqdm
 
 
 class Progress:
-    """Shows loss, learning rate and images/s for one epoch.
+    """Shows loss, learning rate and images/s for one epoch, by optimizer steps.
 
     Args:
-        total: steps in the epoch.
+        total: optimizer steps in the epoch.
         desc: prefix, e.g. ``"epoch 3/30"``.
         enabled: False on non-zero ranks (prints nothing).
         log_interval: steps between plain lines when stdout is not a terminal.
+        done: steps of the epoch already taken (a run resumed from a step checkpoint).
     """
 
-    def __init__(self, total: int, desc: str, enabled: bool = True, log_interval: int = 50) -> None:
+    def __init__(self, total: int, desc: str, enabled: bool = True, log_interval: int = 50, done: int = 0) -> None:
         self.total, self.desc, self.enabled = total, desc, enabled
         self.log_interval = max(1, log_interval)
-        self.bar = tqdm(total=total, desc=desc, dynamic_ncols=True, leave=False) if enabled and _tty() else None
+        show = enabled and _tty()
+        self.bar = tqdm(total=total, initial=done, desc=desc, dynamic_ncols=True, leave=False) if show else None
         self.start = time.perf_counter()
         self.images = 0
 
     def update(self, step: int, images: int, loss: float, lr: float) -> None:
-        """Record ``images`` more images after step ``step`` (1-based within the epoch)."""
+        """Record the ``images`` of optimizer step ``step`` (1-based within the epoch), its mean ``loss``."""
         self.images += images
         if not self.enabled:
             return

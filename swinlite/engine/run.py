@@ -72,8 +72,7 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
         trainer = Trainer(task, cfg, dist, device, out)
         if resume:
             trainer.load_resume(out / RESUME_FILE)
-            where = f"epoch {trainer.state.epoch}" + (f", step {trainer.state.step}" if trainer.state.batch else "")
-            log(dist, f"resumed from {out / RESUME_FILE} at {where}")
+            log(dist, f"resumed from {out / RESUME_FILE} {trainer.position_note()}")
         if dist.is_main:  # only now: a resume that fails keeps the settings the run trained with
             write_config(out / "config.yaml", cfg)
         trainer.fit()

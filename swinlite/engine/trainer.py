@@ -35,7 +35,7 @@ from .checkpoint import (
 )
 from .distributed import DistInfo, all_gather_object, barrier, is_timeout
 from .loaders import batches_per_epoch, build_loaders
-from .loop import EpochPosition, StepSettings, TrainingDiverged, current_lr, train_one_epoch
+from .loop import EpochPosition, StepSettings, TrainingDiverged, current_lr, epoch_steps, train_one_epoch
 from .metrics import TensorBoardLog, plot_curves, write_csv
 from .optim import build_optimizer, build_scheduler
 from .task import RunContext, Task
@@ -103,7 +103,7 @@ class Trainer:
             self.train_model = torch.compile(self.train_model)
         global_batch = cfg.data.batch_size * dist.world_size * cfg.optim.accum_steps
         self.optimizer = build_optimizer(self.model, cfg.optim, global_batch)
-        self.steps_per_epoch = -(-self.batches // cfg.optim.accum_steps)  # optimizer steps
+        self.steps_per_epoch = epoch_steps(self.batches, cfg.optim.accum_steps)
         self.scheduler = build_scheduler(self.optimizer, cfg.schedule, cfg.train.epochs, self.steps_per_epoch)
         self.scaler = torch.amp.GradScaler(device.type, enabled=amp is torch.float16)
         self.ema = None if cfg.train.ema_decay is None else ModelEmaV3(self.model, decay=cfg.train.ema_decay)
@@ -166,6 +166,16 @@ class Trainer:
             self.tensorboard.close()
             self.tensorboard = TensorBoardLog(self.out, purge_step=self.state.step)
         set_rng_state(saved["rng"][self.dist.rank % saved_world])  # last: the exact state saved
+
+    def position_note(self) -> str:
+        """Where a resumed run goes on, numbered as the log numbers epochs and steps (``epoch 2/30 step 4/8``)."""
+        state, epochs = self.state, self.cfg.train.epochs
+        if state.epoch >= epochs:
+            return f"after its last epoch ({epochs}); nothing to train (raise train.epochs to train on)"
+        if not state.batch:
+            return f"at the start of epoch {state.epoch + 1}/{epochs}"
+        done = epoch_steps(state.batch, self.cfg.optim.accum_steps)
+        return f"in epoch {state.epoch + 1}/{epochs}, after step {done}/{self.steps_per_epoch}"
 
     def save_position(self) -> None:
         """Write resume.pt at the current position inside the epoch (every process's RNG state and loss sums)."""

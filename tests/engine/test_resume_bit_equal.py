@@ -82,7 +82,7 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(task: str, tmp_path
 
 
 @pytest.mark.parametrize("task", list(TASKS))
-def test_resume_from_step_checkpoint_matches_uninterrupted(task: str, tmp_path: Path, monkeypatch):
+def test_resume_from_step_checkpoint_matches_uninterrupted(task: str, tmp_path: Path, monkeypatch, capsys):
     settings, per_class, saved, position, steps = STEPS[task]
     data = DATA[task](tmp_path, per_class)
     saves = []
@@ -104,6 +104,10 @@ def test_resume_from_step_checkpoint_matches_uninterrupted(task: str, tmp_path: 
     shutil.copy(saves[3], out / "resume.pt")
     workers = {"data.num_workers": 2}  # resumed with loader workers: each sample's augmentation is seeded by itself
     resumed = run(TASKS[task], tiny_config(task, data, out, **settings, **workers), resume=True)
+    epoch, batch, _ = position  # numbered as the log numbers them ("epoch 1" and the global step 8 before)
+    assert f"resumed from {out / 'resume.pt'} in epoch {epoch + 1}/2, after step {batch}/{steps // 2}\n" in (
+        capsys.readouterr().out
+    )
     for name in ("last.safetensors", "ema.safetensors"):
         expected, got = read_state_dict(reference / name), read_state_dict(resumed / name)
         assert expected.keys() == got.keys() and all(torch.equal(expected[k], got[k]) for k in expected), name

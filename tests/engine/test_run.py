@@ -147,7 +147,7 @@ def test_best_of_both_never_picks_a_nan(folder: Path, tmp_path: Path, monkeypatc
     assert (meta["weights"], meta["val_top1"]) == ("ema", 50.0)
 
 
-def test_a_resume_with_other_settings_continues_on_them(folder: Path, tmp_path: Path):
+def test_a_resume_with_other_settings_continues_on_them(folder: Path, tmp_path: Path, capsys):
     """EMA turned off on --resume: metrics.csv and curves.png crashed on the first row's EMA columns (every later
     --resume too); fewer steps per epoch (train.max_iters, or another number of processes): the saved step put the
     lr past the schedule's end."""
@@ -157,6 +157,7 @@ def test_a_resume_with_other_settings_continues_on_them(folder: Path, tmp_path: 
     assert load_resume(out / "resume.pt")["step"] == 3  # 24 images in batches of 8
     settings = {"train.epochs": 2, "train.max_iters": 2}  # no EMA; 2 steps an epoch
     run(TASKS["classification"], tiny_config("classification", folder, out, **settings), resume=True)
+    assert f"resumed from {out / 'resume.pt'} at the start of epoch 2/2\n" in capsys.readouterr().out  # was "epoch 1"
     saved = load_resume(out / "resume.pt")
     assert saved["step"] == 2 * 2  # epoch 2 counted as this run's schedule counts it: from step 2, not 3
     rows = (out / "metrics.csv").read_text().splitlines()

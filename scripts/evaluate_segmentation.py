@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.segmentation.config import SegDataConfig
     from swinlite.segmentation.data import SegmentationDataset, collate, scan_split, split_folders
     from swinlite.segmentation.evaluation import per_class_csv, per_class_table, scores
-    from swinlite.segmentation.inference import confusion_of, patch_side
+    from swinlite.segmentation.inference import confusion_of, thin_check
     from swinlite.segmentation.predictor import load_segmenter
     from swinlite.segmentation.transforms import build_eval_transform
 
@@ -95,18 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: left out {path}: {reason}", file=sys.stderr)
     if len(split.skipped) > 10:
         print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
-    transform = build_eval_transform(info.mean, info.std)
-    dataset = SegmentationDataset(split.pairs, info.labels, transform, evaluation=True)
+    transform, too_thin = build_eval_transform(info.mean, info.std), thin_check(model, test)
+    dataset = SegmentationDataset(split.pairs, info.labels, transform, evaluation=True, too_thin=too_thin)
     loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)
     classes = info.labels.classes
     counts, evaluated = confusion_of(  # a pair unreadable now, or too thin for the backbone, is left out and named
-        model,
-        loader,
-        test,
-        len(classes),
-        info.labels.ignore_index,
-        StepSettings(device, amp),
-        min_side=patch_side(model),
+        model, loader, test, len(classes), info.labels.ignore_index, StepSettings(device, amp)
     )
     result = scores(counts)
     print(f"{args.checkpoint} on {evaluated} images of {images} ({test.mode}, ratios {list(test.ratios)}"

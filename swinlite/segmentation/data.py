@@ -229,12 +229,23 @@ class SegmentationDataset(Dataset):
     :func:`read_labels`). A pair that became unreadable after the scan is named in a warning and, in training, the
     next one served (a broken file must not stop a long run); with ``evaluation`` the item is None instead
     (:func:`collate` drops it: an evaluation scores the pairs it was given).
+
+    Args:
+        too_thin: ``(height, width) -> why`` an evaluation cannot predict an image of that size, or None
+            (:func:`swinlite.segmentation.inference.thin_check`: a test view thinner than the backbone's patch); such
+            a pair is named and left out as an unreadable one. None: no such check (set once the model is built).
     """
 
     def __init__(
-        self, pairs: list[Pair], labels: Labels, transform: Callable | None = None, evaluation: bool = False
+        self,
+        pairs: list[Pair],
+        labels: Labels,
+        transform: Callable | None = None,
+        evaluation: bool = False,
+        too_thin: Callable[[int, int], str | None] | None = None,
     ) -> None:
         self.pairs, self.labels, self.transform, self.evaluation = pairs, labels, transform, evaluation
+        self.too_thin = too_thin
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -247,7 +258,7 @@ class SegmentationDataset(Dataset):
         try:
             image = tv_tensors.Image(pil_to_tensor(load_rgb(pair.image)))
             mask = tv_tensors.Mask(torch.from_numpy(read_labels(pair.mask, self.labels)))
-            problem = None
+            problem = None if self.too_thin is None else self.too_thin(*image.shape[-2:])
             if image.shape[-2:] != mask.shape:  # a file replaced after the scan
                 problem = f"the image is {image.shape[-1]}x{image.shape[-2]}, the mask {mask.shape[1]}x{mask.shape[0]}"
         except Exception as e:  # PIL raises many exception types for bad files

@@ -5,8 +5,8 @@ size; optionally several scales and the mirrored image, their softmax averaged (
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -83,6 +83,13 @@ def patch_side(model: nn.Module) -> int:
     return model.backbone.feature_info.reduction()[0]
 
 
+def thin_check(model: nn.Module, test: InferenceSettings) -> Callable[[int, int], str | None]:
+    """``(height, width) -> why`` ``test`` cannot predict an image of that size with ``model``, or None: a view
+    thinner than its backbone's patch (:func:`~swinlite.seg_views.thin_problem`); an evaluation dataset's
+    ``too_thin``, which leaves such an image out by name."""
+    return functools.partial(thin_problem, img_scale=test.img_scale, ratios=test.ratios, min_side=patch_side(model))
+
+
 @torch.no_grad()
 def confusion_of(
     model: nn.Module,
@@ -92,12 +99,11 @@ def confusion_of(
     ignore_index: int,
     settings: StepSettings,
     dist: DistInfo = SINGLE,
-    min_side: int = 1,
 ) -> tuple[torch.Tensor, int]:
     """(summed confusion counts [K, K], images counted) over every (image, mask) of ``loader`` (this process's
     shard; all processes' on return). Batches are stacked tensors or lists of images of different sizes
-    (``data.collate``, which leaves out the pairs an evaluation could not read). An image with a view thinner than
-    ``min_side`` (the backbone's patch: :func:`~swinlite.seg_views.thin_problem`) is left out with a warning."""
+    (``data.collate``, which leaves out the pairs an evaluation could not read, or predict: the dataset's
+    ``too_thin``, :func:`thin_check`)."""
     model.eval()
     counts = torch.zeros(num_classes, num_classes, dtype=torch.int64)
     images_counted = 0
@@ -107,10 +113,6 @@ def confusion_of(
         else:
             groups = [(image[None], mask[None]) for image, mask in zip(images, masks, strict=True)]
         for x, y in groups:
-            problem = thin_problem(*x.shape[2:], test.img_scale, test.ratios, min_side)
-            if problem:
-                warnings.warn(f"{len(x)} image(s) left out of the evaluation: {problem}", stacklevel=2)
-                continue
             images_counted += len(x)
             x = x.to(settings.device, non_blocking=True)
             if settings.channels_last:

@@ -20,7 +20,7 @@ from .config import SegConfig
 from .data import Labels, SegmentationDataset, Split, collate, labels_of, scan_split, split_folders, warn_skipped
 from .demo_data import build_shape_scenes
 from .evaluation import per_class_table, scores
-from .inference import InferenceSettings, confusion_of, patch_side
+from .inference import InferenceSettings, confusion_of, thin_check
 from .models import build_upernet
 from .transforms import build_eval_transform, build_train_transform
 
@@ -46,7 +46,7 @@ class SegmentationTask(Task):
         super().__init__(ctx)
         self.labels: Labels = labels_of(self.cfg.data)
         self.test = InferenceSettings.of(self.cfg.data)
-        self.min_side = 1  # the backbone's patch, once build_model has built it
+        self.val_ds: SegmentationDataset | None = None  # its check of thin images comes with the model
 
     @classmethod
     def check_config(cls, cfg: SegConfig) -> None:
@@ -108,15 +108,15 @@ class SegmentationTask(Task):
         self.ctx.log(f"data: {len(train.pairs)} train / {len(val.pairs)} val images, {len(classes)} classes{shown}")
         train_ds = SegmentationDataset(train.pairs, self.labels, build_train_transform(data, self.labels.ignore_index))
         val_transform = build_eval_transform(data.mean, data.std)
-        val_ds = SegmentationDataset(val.pairs, self.labels, val_transform, evaluation=True)
-        return train_ds, val_ds
+        self.val_ds = SegmentationDataset(val.pairs, self.labels, val_transform, evaluation=True)
+        return train_ds, self.val_ds
 
     def collate(self, batch: list[Any]) -> Any:
         return collate(batch)
 
     def build_model(self) -> nn.Module:
         model = build_upernet(self.cfg.model, len(self.labels.classes))
-        self.min_side = patch_side(model)  # a val image with a thinner view is left out of the scores
+        self.val_ds.too_thin = thin_check(model, self.test)  # a val image with a view thinner than the patch: left out
         if self.ctx.dist.enabled and self.ctx.device.type == "cuda":  # BatchNorm over all processes' images
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         return model
@@ -140,7 +140,7 @@ class SegmentationTask(Task):
         """mIoU, mAcc and aAcc (%) of ``model`` over the val split, as the test settings predict; the per-class IoU
         and accuracy go to the log as a table (``scripts/evaluate_segmentation.py`` also writes them as a CSV)."""
         counts, _ = confusion_of(model, loader, self.test, len(self.labels.classes), self.labels.ignore_index,
-                                 self.ctx.settings, self.ctx.dist, self.min_side)  # fmt: skip
+                                 self.ctx.settings, self.ctx.dist)  # fmt: skip
         result = scores(counts)
         self.ctx.log(f"val per class (%):\n{per_class_table(result, self.labels.classes)}")
         return {"val_miou": result.miou, "val_macc": result.macc, "val_aacc": result.aacc}

@@ -2,13 +2,27 @@
 mirrored image averaged, everything back at the image's own size. A per-pixel model (a 1x1 convolution) gives the
 same scores whole or by windows, and mirrored or not: the windows' bookkeeping is all that is tested."""
 
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 import torch
+from PIL import Image
 from torch import nn
+from torch.utils.data import DataLoader
 
 from swinlite.engine.loop import StepSettings
-from swinlite.segmentation.inference import InferenceSettings, confusion_of, predict_scores, slide_logits
+from swinlite.segmentation.data import Labels, Pair, SegmentationDataset, collate
+from swinlite.segmentation.inference import (
+    InferenceSettings,
+    confusion_of,
+    predict_scores,
+    slide_logits,
+    thin_check,
+)
 from swinlite.segmentation.models import SegOutput
+from swinlite.segmentation.transforms import build_eval_transform
 
 
 class Pointwise(nn.Module):
@@ -60,13 +74,21 @@ def test_the_test_size_follows_img_scale_in_either_orientation():
     assert model.seen[1:] == [(512, 512), (512, 512)]  # 512 x 768 by two 512 windows, 256 apart (stride 341)
 
 
-def test_an_image_with_a_view_thinner_than_the_patch_is_left_out_of_the_scores():
+def test_an_image_with_a_view_thinner_than_the_patch_is_left_out_of_the_scores(tmp_path: Path):
     """A 60x1 image rescaled by the test settings stays 1 pixel high: the backbone takes no input thinner than its
-    patch, so the evaluation leaves it out (named by its size) instead of failing."""
+    patch, so the evaluation leaves it out instead of failing, named by its path (the warning gave its size only)."""
     model, settings = Pointwise(), StepSettings(torch.device("cpu"))
-    images = [torch.randn(3, 1, 60), torch.randn(3, 20, 30)]
-    masks = [torch.zeros(1, 60, dtype=torch.int64), torch.ones(20, 30, dtype=torch.int64)]
+    model.backbone = SimpleNamespace(feature_info=SimpleNamespace(reduction=lambda: [2, 4]))  # a 2-pixel patch
+    pairs = []
+    for name, size, label in (("thin", (60, 1), 0), ("wide", (30, 20), 1)):  # (width, height)
+        Image.new("RGB", size).save(tmp_path / f"{name}.png")
+        Image.new("L", size, label).save(tmp_path / f"{name}_mask.png")
+        pairs.append(Pair(tmp_path / f"{name}.png", tmp_path / f"{name}_mask.png"))
     test = InferenceSettings(img_scale=(60, 20))
-    with pytest.warns(UserWarning, match=r"1 image\(s\) left out of the evaluation: a 60x1 image would be rescaled"):
-        counts, counted = confusion_of(model, [(images, masks)], test, 4, 255, settings, min_side=2)
+    normalize, labels = build_eval_transform((0.5,) * 3, (0.5,) * 3), Labels(tuple("abcd"), ((0, 0, 0),) * 4)
+    dataset = SegmentationDataset(pairs, labels, normalize, evaluation=True, too_thin=thin_check(model, test))
+    loader = DataLoader(dataset, batch_size=2, collate_fn=collate)
+    thin = f"pair {pairs[0].image}, {pairs[0].mask} left out of the evaluation: a 60x1 image would be rescaled"
+    with pytest.warns(UserWarning, match=re.escape(thin)):
+        counts, counted = confusion_of(model, loader, test, 4, 255, settings)
     assert counted == 1 and counts.sum() == 20 * 30 and model.seen == [(20, 30)]

@@ -79,15 +79,20 @@ def test_onnx_scores_equal_pytorch(exported, views):
 
 def test_segment_onnx_writes_what_the_checkpoint_writes(exported, tmp_path):
     """scripts/segment.py --onnx in a process where torch cannot be imported: the same label maps, overlays and
-    classes.csv as --checkpoint, byte for byte in pixels."""
+    classes.csv as --checkpoint, byte for byte in pixels; an image too thin for any export is skipped and named (it
+    stopped the run, with advice to export again with --min-size, which no segmenter export takes)."""
     data, checkpoint, path = exported
-    common = ["--input", str(data / "images" / "validation"), "--flip"]
+    folder = shutil.copytree(data / "images" / "validation", tmp_path / "in")
+    Image.new("RGB", (600, 1)).save(folder / "thin.png")  # rescaled to 64x1: thinner than the patch and the file
+    common = ["--input", str(folder), "--flip"]
     assert (
         load_script("segment").main(["--checkpoint", str(checkpoint), *common, "--output-dir", str(tmp_path / "pt")])
         == 0
     )
     result = run_without_torch("segment.py", "--onnx", str(path), *common, "--output-dir", str(tmp_path / "onnx"))
     assert result.returncode == 0, result.stderr
+    assert f"warning: skipped {folder / 'thin.png'}: a 600x1 image would be rescaled to 64x1, thinner than seg.onnx " \
+           "takes (height from 17, width from 17; no segmenter export takes less): too thin" in result.stderr
     written = sorted(p.relative_to(tmp_path / "pt") for p in (tmp_path / "pt").rglob("*.png"))
     assert len(written) == 12 and written == sorted(
         p.relative_to(tmp_path / "onnx") for p in (tmp_path / "onnx").rglob("*.png")
@@ -106,10 +111,10 @@ def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):
         load_script("export_onnx").main(argv)
     folder = tmp_path / "in"
     shutil.copytree(data / "images" / "validation", folder)
-    result = run_without_torch("segment.py", "--onnx", str(path), "--input", str(folder), "--ratios", "0.2",
+    result = run_without_torch("segment.py", "--onnx", str(path), "--input", str(folder), "--ratios", "64",
                                "--output-dir", str(tmp_path / "out"))  # fmt: skip
     assert result.returncode == 2
-    assert "rescaled by the test settings, 6x7 (HxW) is outside the sizes seg.onnx was exported for" in result.stderr
+    assert "rescaled by the test settings, 2048x2458 (HxW) is outside the sizes seg.onnx was exported" in result.stderr
     assert not (tmp_path / "out").exists()  # refused before any work
     model = onnx.load(path)
     next(p for p in model.metadata_props if p.key == "task").value = json.dumps("classification")

@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader
 
 from ..engine.distributed import DistInfo, all_gather_object, barrier
 from ..engine.loop import SINGLE, StepSettings, autocast
+from ..engine.rank_warnings import SharedWarnings
 from ..engine.task import RunContext, StepOutput, Task
 from .config import DetConfig
 from .data import (
@@ -119,14 +120,11 @@ class DetectionTask(Task):
         return train_split, val_split, categories
 
     def build_datasets(self) -> tuple[CocoDetection, CocoDetection]:
-        cfg, dist = self.cfg, self.ctx.dist
-        with warnings.catch_warnings():
-            if not dist.is_main:
-                warnings.simplefilter("ignore")  # every process reads the files; rank 0 reports their problems once
-            train_split, self.val_split, self.categories = self._load_splits()
-            masks = cfg.model.detector == "maskrcnn"
-            train_ds = CocoDetection(train_split, self.categories, build_train_transform(cfg.data), masks=masks)
-            val_ds = CocoDetection(self.val_split, self.categories, build_eval_transform(), evaluation=True)
+        cfg = self.cfg  # every process reads the files; the engine shows their warnings once (SharedWarnings)
+        train_split, self.val_split, self.categories = self._load_splits()
+        masks = cfg.model.detector == "maskrcnn"
+        train_ds = CocoDetection(train_split, self.categories, build_train_transform(cfg.data), masks=masks)
+        val_ds = CocoDetection(self.val_split, self.categories, build_eval_transform(), evaluation=True)
         if not any(train_ds.objects):
             raise ValueError(f"the training annotations ({split_paths(cfg.data, 'train')[0]}) hold no usable object")
         check_scorable(val_ds, "val")
@@ -154,9 +152,11 @@ class DetectionTask(Task):
         """COCO AP of ``model`` on the val split (``val_map``, ..., plus ``val_mask_*`` for masks)."""
         results, left_out = predict(model, loader, self.categories, self.ctx.settings, self.ctx.dist)
         coco, ids = self.val_split.coco, [i for i in self.val_split.image_ids if i not in set(left_out)]
-        row = {f"val_{k}": v for k, v in coco_ap(coco, results, ids).ap.items()}
-        if self.cfg.model.detector == "maskrcnn":
-            row |= {f"val_mask_{k}": v for k, v in coco_ap(coco, results, ids, "segm").ap.items()}
+        with SharedWarnings(self.ctx.dist) as shared:  # every process scores all processes' results alike
+            row = {f"val_{k}": v for k, v in coco_ap(coco, results, ids).ap.items()}
+            if self.cfg.model.detector == "maskrcnn":
+                row |= {f"val_mask_{k}": v for k, v in coco_ap(coco, results, ids, "segm").ap.items()}
+        shared.settle()
         return row
 
     def summary(self, row: dict[str, float]) -> str:

@@ -13,7 +13,8 @@ identically for every task:
 - the loaders: a resumable sampler and per-sample seeded augmentation, one shard per process (``loaders``,
   ``sampling``);
 - the steps: AMP, gradient accumulation, clipping, EMA, the divergence check (``loop``), DDP with the
-  collective timeout and the stalled-rank error (``distributed``), ``torch.compile``, channels-last;
+  collective timeout and the stalled-rank error (``distributed``), each warning
+  once (``rank_warnings``), ``torch.compile``, channels-last;
 - the files: ``metrics.csv``, ``curves.png``, TensorBoard (``metrics``); ``last`` / ``best`` / EMA weights with
   one metadata schema carrying ``task`` and ``resume.pt`` at epoch and step granularity, bit-equal on resume
   (``checkpoint``, ``trainer``); a failed evaluation keeps the trained epoch;

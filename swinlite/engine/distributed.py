@@ -1,4 +1,4 @@
-"""Multi-process training under ``torchrun``: process group set-up, rank-0 logging, metric reduction.
+"""Multi-process training under ``torchrun``: process group set-up, metric reduction (warnings: ``rank_warnings``).
 
 Every collective waits at most ``train.dist_timeout`` seconds. When one times out because a process stopped
 progressing (alive but stuck, or stopped), ``stalled_ranks`` asks every process to answer a monitored
@@ -39,6 +39,15 @@ class StalledRankError(RuntimeError):
     """A collective timed out because another process stopped progressing."""
 
 
+def launched() -> DistInfo:
+    """This process's place as ``torchrun`` sets it in the environment (a single process without it), known before
+    the process group is joined."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo()
+    return DistInfo(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+
+
 def init_distributed(device: torch.device, timeout: float = 1800.0) -> DistInfo:
     """Join the process group ``torchrun`` describes in the environment (nccl on CUDA, gloo on CPU).
 
@@ -49,10 +58,9 @@ def init_distributed(device: torch.device, timeout: float = 1800.0) -> DistInfo:
         timeout: seconds any collective waits for the other processes.
     """
     global _watch_group
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return DistInfo()
-    info = DistInfo(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+    info = launched()
+    if not info.enabled:
+        return info
     if device.type == "cuda":
         torch.cuda.set_device(device)
     wait = timedelta(seconds=timeout)

@@ -22,10 +22,12 @@ from .distributed import (
     cleanup,
     init_distributed,
     is_timeout,
+    launched,
     stalled_ranks,
 )
 from .lock import OutputLock
 from .preflight import check_run
+from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
 from .trainer import WEIGHTS_FILES, Trainer
 
@@ -57,11 +59,13 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
         StalledRankError: multi-process: a collective waited ``train.dist_timeout`` s for a process that stalled.
     """
     check_values(cfg)
-    device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")
-    check_run(task, cfg)
-    inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
-    names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data folder
-    check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
+    shared = SharedWarnings(launched())  # every process checks the same settings, reads the same files, builds the
+    with shared:  # same model: their warnings are shown once (a process's own ones by it)
+        device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")
+        check_run(task, cfg)
+        inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
+        names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
+        check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
     if resume and overwrite:
         raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
     dist = init_distributed(device, cfg.train.dist_timeout)
@@ -69,13 +73,17 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
     try:
         out, lock = prepare_output(cfg, task, resume, overwrite, dist)
         seed_everything(cfg.train.seed + dist.rank, cfg.train.deterministic)
-        trainer = Trainer(task, cfg, dist, device, out)
+        with shared:
+            trainer = Trainer(task, cfg, dist, device, out)
+            if resume:
+                trainer.load_resume(out / RESUME_FILE)
+        shared.settle()
         if resume:
-            trainer.load_resume(out / RESUME_FILE)
             log(dist, f"resumed from {out / RESUME_FILE} {trainer.position_note()}")
         if dist.is_main:  # only now: a resume that fails keeps the settings the run trained with
             write_config(out / "config.yaml", cfg)
-        trainer.fit()
+        with rank_prefixed(dist):  # from here on a process's warnings are its own (an image of its shard)
+            trainer.fit()
         trainer.report()
     except RuntimeError as e:
         if dist.enabled and is_timeout(e):

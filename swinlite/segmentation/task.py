@@ -97,8 +97,7 @@ class SegmentationTask(Task):
         data = self.cfg.data
         train, val = self._scan()
         for split, name in ((train, "train"), (val, "val")):
-            if self.ctx.dist.is_main:
-                warn_skipped(f"{name} images", split.skipped)
+            warn_skipped(f"{name} images", split.skipped)  # rank 0's scan: the engine shows it once (SharedWarnings)
             if split.labelled == 0:
                 masks = split_folders(data, name)[1]
                 raise ValueError(f"the {name} masks ({masks}) hold no pixel of a class, only ignore_index "

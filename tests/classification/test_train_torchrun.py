@@ -13,11 +13,14 @@ from swinlite.engine.checkpoint import load_resume
 
 def test_torchrun_two_processes(tmp_path: Path, folder: Path):
     out = tmp_path / "out"
+    settings = {"data.batch_size": 4, "schedule.warmup_epochs": 3}  # longer than the run: a warning on every rank
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(REPO / "scripts" / "train.py"), *tiny_overrides(folder, out, **{"data.batch_size": 4})]  # fmt: skip
+           str(REPO / "scripts" / "train.py"), *tiny_overrides(folder, out, **settings)]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, env=script_env(), timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("epoch 2/2: train loss") == 1  # only rank 0 logs
+    assert result.stderr.count("warning: schedule.warmup_epochs 3.0 is not shorter than the run") == 1  # was twice
+    assert result.stderr.count("Cosine annealing scheduler will have no effect") == 1  # timm's, logged: was twice
     resume = load_resume(out / "resume.pt")
     assert len(resume["rng"]) == 2  # one RNG state per process
     assert not torch_equal(resume["rng"][0]["torch"], resume["rng"][1]["torch"])  # ranks draw different augmentations

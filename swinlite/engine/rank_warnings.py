@@ -20,7 +20,7 @@ from .distributed import DistInfo, broadcast_object
 
 
 class SharedWarnings:
-    """Inside ``with`` (re-entrant, any number of times): rank 0 shows its warnings, Python's and those logged
+    """Inside ``with`` (entered as often as needed): rank 0 shows its warnings, Python's and those logged
     through ``logging``'s last-resort handler (timm's), as they come; every other process keeps its own back.
     :meth:`settle`, a collective, then shows on each other process what rank 0 did not have. When the work inside
     raises, the process shows what it kept back at once (there is no rank 0 to compare with).
@@ -28,7 +28,8 @@ class SharedWarnings:
     Not for work done in loader workers: a worker would keep its warnings in its own memory.
 
     Args:
-        info: this process's place; the ranks need not have joined the process group before :meth:`settle`.
+        info: this process's place (:func:`~swinlite.engine.distributed.launched` before the process group is joined;
+            it must be by :meth:`settle`).
     """
 
     def __init__(self, info: DistInfo) -> None:

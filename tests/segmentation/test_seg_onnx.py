@@ -91,8 +91,8 @@ def test_segment_onnx_writes_what_the_checkpoint_writes(exported, tmp_path):
     )
     result = run_without_torch("segment.py", "--onnx", str(path), *common, "--output-dir", str(tmp_path / "onnx"))
     assert result.returncode == 0, result.stderr
-    assert f"warning: skipped {folder / 'thin.png'}: a 600x1 image would be rescaled to 64x1, thinner than seg.onnx " \
-           "takes (height from 17, width from 17; no segmenter export takes less): too thin" in result.stderr
+    thin = "a 600x1 image would be rescaled to 64x1, thinner than seg.onnx takes (height from 17, width from 17; no"
+    assert f"warning: skipped {folder / 'thin.png'}: {thin} segmenter export takes less): too thin" in result.stderr
     written = sorted(p.relative_to(tmp_path / "pt") for p in (tmp_path / "pt").rglob("*.png"))
     assert len(written) == 12 and written == sorted(
         p.relative_to(tmp_path / "onnx") for p in (tmp_path / "onnx").rglob("*.png")

@@ -65,7 +65,7 @@ def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path
     assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
     good = {name: (out / name).read_bytes() for name in ("last.safetensors", "best.safetensors", "resume.pt")}
     capsys.readouterr()
-    settings = {"train.epochs": 3, "optim.lr": 1e4, "schedule.warmup_epochs": 0, "train.save_every_steps": every}
+    settings = {"train.epochs": 3, "optim.lr": 1e12, "schedule.warmup_epochs": 0, "train.save_every_steps": every}
     assert script_main("classification", ["--resume", *overrides("classification", folder, out, **settings)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: training diverged in epoch 2")

@@ -127,9 +127,10 @@ def size_problem(model: OnnxModel, height: int, width: int) -> str | None:
     (h0, h1), (w0, w1) = model.sizes
     if h0 <= height <= h1 and w0 <= width <= w1:
         return None
+    flag = "--max-size" if height > h1 or width > w1 else "--min-size"
     return (
         f"{height}x{width} (HxW) is outside the sizes {model.path.name} was exported for: height {h0}..{h1}, width "
-        f"{w0}..{w1} (export again with scripts/export_onnx.py --min-size/--max-size)"
+        f"{w0}..{w1} (export again with scripts/export_onnx.py {flag})"
     )
 
 

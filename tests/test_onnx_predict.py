@@ -114,6 +114,8 @@ def test_inputs_outside_the_file_are_refused(onnx_classifier):
     model = onnx_predict.open_model(onnx_classifier[1])
     assert onnx_predict.size_problem(model, 512, 2) is None
     assert "height 2..512, width 2..512" in onnx_predict.size_problem(model, 513, 40)
+    assert onnx_predict.size_problem(model, 513, 40).endswith("export_onnx.py --max-size)")  # the flag that helps
+    assert onnx_predict.size_problem(model, 40, 1).endswith("export_onnx.py --min-size)")
     with pytest.raises(ValueError, match="outside the sizes model.onnx was exported for"):
         onnx_predict.classify(model, np.zeros((1, 3, 600, 32), np.float32))
     with pytest.raises(ValueError, match="takes 3-channel images; the predictor feeds 1"):

@@ -52,7 +52,8 @@ def parse_args(argv: list[str] | None = None):
         given = [f for f, v in (("--checkpoint", args.checkpoint), ("--model", args.model), ("--ema", args.ema),
                                 ("--compile", args.compile), ("--device", args.device)) if v]  # fmt: skip
         if given:
-            parser.error(f"--onnx runs the exported file alone: {', '.join(given)} do not apply")
+            verb = "does" if len(given) == 1 else "do"
+            parser.error(f"--onnx runs the exported file alone: {', '.join(given)} {verb} not apply")
     elif args.classes is not None or args.preprocessing is not None:
         parser.error("--classes and --preprocessing describe an --onnx file")
     elif args.checkpoint is None and args.model is None:

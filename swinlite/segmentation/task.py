@@ -83,7 +83,7 @@ class SegmentationTask(Task):
                 workers, splits = max(cfg.data.num_workers, 1), []
                 for split in ("train", "val"):
                     images, masks = split_folders(cfg.data, split)
-                    ctx.log(f"data: reading every mask of {masks} once ({workers} threads)")
+                    ctx.log(f"data: reading every mask of {masks} once ({workers} thread{'s' if workers > 1 else ''})")
                     splits.append(scan_split(images, masks, self.labels, cfg.data.verify_images, workers))
                 found = tuple(splits)
             except ValueError as e:

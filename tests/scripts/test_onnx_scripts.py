@@ -60,7 +60,7 @@ CASES = {
     "wrong_channels": (["{m}", "--preprocessing", GRAY], "takes 3-channel images; the predictor feeds 1"),
     "bad_json": (["{m}", "--preprocessing", "{input_size"], "--preprocessing must be a JSON object"),
     "with_checkpoint": (["{m}", "--checkpoint", "{m}"], "--onnx runs the exported file alone: --checkpoint"),
-    "with_device": (["{m}", "--device", "cuda"], "--onnx runs the exported file alone: --device"),
+    "with_device": (["{m}", "--device", "cuda"], "--onnx runs the exported file alone: --device does not apply"),
 }
 
 

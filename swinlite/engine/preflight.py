@@ -8,13 +8,11 @@ from .task import Task
 
 
 def check_run(task: type[Task], cfg) -> None:
-    """ValueError for settings that cannot work together, then the task's own checks, its data's existence and the
-    model section's (last: it may look for pretrained weights)."""
+    """ValueError for settings that cannot work together, then the task's own checks and the model section's."""
     if cfg.train.best_of == "ema" and cfg.train.ema_decay is None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     if cfg.schedule.kind == "step" and not cfg.schedule.decay_epochs:
         raise ValueError("schedule.kind=step needs schedule.decay_epochs, e.g. schedule.decay_epochs=[8,11]")
     check_betas(cfg.optim)
     task.check_config(cfg)
-    task.check_inputs(cfg)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))

@@ -2,9 +2,11 @@
 export for every size is tested in tests/test_export.py."""
 
 import json
+import warnings
 
 import onnx
 import pytest
+import timm
 import torch
 from onnxkit import write_classifier
 
@@ -45,6 +47,15 @@ def test_script_bad_input(load_script, tmp_path, capsys):
     checkpoint = write_classifier(tmp_path / "classifier.safetensors")
     with pytest.raises(ValueError, match=r"--out-norm adds a LayerNorm per level, and .*classifier.safetensors holds"):
         script.main(["--checkpoint", str(checkpoint), "--features", "--out-norm", "--output", str(tmp_path / "m.onnx")])
+    # timm's layout (converted on load): the refusal came after a warning that the norms were left at initial values
+    timm_pico = timm.create_model("swin_tiny_patch4_window7_224", embed_dim=32, depths=(1, 1, 2, 1),
+                                  num_heads=(1, 2, 4, 8), img_size=32, patch_size=2, window_size=4)  # fmt: skip
+    torch.save(timm_pico.state_dict(), tmp_path / "timm.pth")
+    with warnings.catch_warnings(record=True) as shown, pytest.raises(ValueError, match="--out-norm adds a LayerNorm"):
+        warnings.simplefilter("always")
+        script.main(["--model", PICO, "--checkpoint", str(tmp_path / "timm.pth"), "--features", "--out-norm",
+                     "--output", str(tmp_path / "m.onnx")])  # fmt: skip
+    assert not [str(w.message) for w in shown if "out_norms" in str(w.message)]
 
 
 def test_a_fixed_size_file_asks_for_its_size():

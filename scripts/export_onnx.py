@@ -17,7 +17,8 @@ are computed in the graph from the input's size, and the export is refused if th
 fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx with an error naming the
 range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW; --out-norm: through the per-level norms
 of weights that hold them, a detection or segmentation backbone's; an ImageNet checkpoint has none); with --fpn (a
-detection checkpoint) the FPN maps "fpn0".."fpn<n>". A detection checkpoint alone exports the whole detector (Faster
+detection checkpoint) the FPN maps "fpn0".."fpn<n>" (input normalized by the detector's mean and std, which the
+metadata's preprocessing records). A detection checkpoint alone exports the whole detector (Faster
 R-CNN, Mask R-CNN, RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's
 rule; h and w from one pixel more than its coarsest stride to its max size, --min-size/--max-size do not apply) and
 "original_size" [2] (int64), outputs "boxes" [N, 4] (x1, y1, x2, y2 in the original image), "scores" [N], "labels"

@@ -34,7 +34,7 @@ from torch.nn.modules.utils import _pair
 
 from .fpn import SwinFPNBackbone
 from .inference import class_names
-from .io import atomic_write_bytes
+from .io import atomic_write_bytes, read_metadata
 from .models.swin import SwinTransformer
 from .weights import check_model_name, load_model, read_info
 
@@ -143,19 +143,26 @@ def export_metadata(
     from . import __version__
 
     base = swin_of(model)
-    info = read_info(checkpoint) if checkpoint is not None else None
     task = "fpn" if isinstance(model, FPNFeatures) else "features" if isinstance(model, FeatureExtractor) else None
     preprocessing = resolve_model_data_config(base)
+    if task == "fpn":  # a detector's file (read_info refuses it): its backbone, normalized by the detector's mean/std
+        recorded = read_metadata(checkpoint)
+        name, weights = recorded["detector"]["name"], recorded.get("weights", "raw")
+        preprocessing |= {k: recorded["data"][k] for k in ("mean", "std")}
+    else:
+        info = read_info(checkpoint) if checkpoint is not None else None
+        name = info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__)
+        weights = info.weights if info else ("none" if checkpoint is None else "raw")
     # the size to feed it: the model's, brought within the sizes served (a fixed size, a range that does not hold it)
     channels, *size = preprocessing["input_size"]
     served = [min(max(side, low), high) for side, (low, high) in zip(size, sizes, strict=True)]
     preprocessing["input_size"] = (channels, *served)
     meta = {
         "task": task or "classification",
-        "model": info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__),
+        "model": name,
         "preprocessing": preprocessing,
         "input_sizes": {"height": list(sizes[0]), "width": list(sizes[1])},
-        "weights": info.weights if info else ("none" if checkpoint is None else "raw"),
+        "weights": weights,
         "swinlite": __version__,
     }
     if task is None:

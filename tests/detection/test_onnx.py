@@ -146,6 +146,22 @@ def test_images_outside_the_files_sizes_are_an_error_before_any_work(exported, t
     assert "height 33..96" in result.stderr and not (tmp_path / "out").exists()
 
 
+def test_export_onnx_fpn_exports_the_detectors_backbone(exported, tmp_path):
+    """export_onnx.py --fpn on a detection checkpoint: the FPN maps, checked against PyTorch (it was refused: the
+    metadata was read as a classifier's), recorded as task fpn with the detector's backbone and normalization.
+    --fixed-size: a third of the time of a range (test_export.py::test_fpn_maps_equal_eager exports one)."""
+    _, checkpoint, _ = exported
+    path = tmp_path / "fpn.onnx"
+    argv = ["--checkpoint", str(checkpoint), "--fpn", "--fixed-size", "--size", "64", "64", "--output", str(path)]
+    assert load_script("export_onnx").main(argv) < 1e-4
+    detector, _, meta = load_detector(checkpoint)
+    outputs = [o.name for o in ort.InferenceSession(str(path)).get_outputs()]
+    assert outputs == [f"fpn{i}" for i in range(len(detector.backbone.strides))]
+    recorded = onnx_predict.open_model(path).metadata
+    assert (recorded["task"], recorded["model"], recorded["weights"]) == ("fpn", PICO, "raw")
+    assert [recorded["preprocessing"][k] for k in ("mean", "std")] == [meta["data"]["mean"], meta["data"]["std"]]
+
+
 def test_export_refuses_what_it_cannot_serve(exported):
     _, checkpoint, _ = exported
     detector, _, _ = load_detector(checkpoint)

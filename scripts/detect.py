@@ -12,7 +12,8 @@ with escapes.
 
 --onnx FILE runs a detector exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch
 is not imported), with the categories and sizes recorded in the file, and writes the same detections.json and
-drawings. An image whose resized size lies outside the sizes the file serves is an error before any work.
+drawings. An image resized thinner than the file serves (one pixel above the coarsest stride: no export serves
+less) is named and skipped, where --checkpoint detects on it; one resized larger is an error before any work.
 """
 
 from __future__ import annotations
@@ -109,8 +110,8 @@ def detect_onnx(args) -> int:
     images = files.list_images(args.input)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.detector_settings(model)
-    for path, height, width in files.header_sizes(images):  # first: an image the file cannot take is an error
-        if onnx_predict.resize_problem(settings, height, width):  # too thin: skipped below, as without --onnx
+    for path, height, width in files.header_sizes(images):  # first: an image larger than the file takes is an error
+        if onnx_predict.too_thin(model, settings, height, width):  # skipped below, as a thin one without --onnx
             continue
         size = onnx_predict.resized_size(settings, height, width)
         problem = onnx_predict.size_problem(model, *size)
@@ -119,7 +120,7 @@ def detect_onnx(args) -> int:
     files.remove_outputs(earlier)
     results, skipped = [], []
     for index, path, image in files.decoded(images, skipped):
-        problem = onnx_predict.resize_problem(settings, image.height, image.width)
+        problem = onnx_predict.too_thin(model, settings, image.height, image.width)
         if problem:
             skipped.append(f"{path}: {problem}")
             continue

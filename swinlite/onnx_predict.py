@@ -317,6 +317,23 @@ def resize_problem(settings: DetectorSettings, height: int, width: int) -> str |
     )
 
 
+def too_thin(model: OnnxModel, settings: DetectorSettings, height: int, width: int) -> str | None:
+    """Why :func:`detect` cannot take a ``height`` x ``width`` image that is to be skipped, not refused, or None: the
+    resize leaves nothing of it (:func:`resize_problem`), or a side thinner than the file's smallest size (no
+    detector export takes less: it starts one pixel above the coarsest stride)."""
+    problem = resize_problem(settings, height, width)
+    if problem or model.sizes is None:
+        return problem
+    (low_h, _), (low_w, _) = model.sizes
+    new_height, new_width = resized_size(settings, height, width)
+    if new_height >= low_h and new_width >= low_w:
+        return None
+    return (
+        f"a {width}x{height} image would be resized to {new_width}x{new_height}, thinner than {model.path.name} "
+        f"takes (height from {low_h}, width from {low_w}; no detector export takes less): too thin"
+    )
+
+
 def resized_size(settings: DetectorSettings, height: int, width: int) -> tuple[int, int]:
     """The size the detector resizes an image to (torchvision's eval resize; see :func:`resize_problem`)."""
     scale = min(settings.test_size / min(height, width), settings.max_size / max(height, width))
@@ -355,10 +372,11 @@ def detect(
     graph takes with the size it had.
 
     Raises:
-        ValueError: an image the resize leaves nothing of, or resizes outside the graph's range.
+        ValueError: an image the resize leaves nothing of, or resizes outside the graph's range (:func:`too_thin`
+            says which of those to skip).
     """
     size = resized_size(settings, image.height, image.width)
-    problem = resize_problem(settings, image.height, image.width) or size_problem(model, *size)
+    problem = too_thin(model, settings, image.height, image.width) or size_problem(model, *size)
     if problem:
         raise ValueError(f"resized to {size[0]}x{size[1]} (HxW): {problem}")
     pixels = np.asarray(image, dtype=np.uint8).astype(np.float32).transpose(2, 0, 1) / np.float32(255)  # [3, H, W]

@@ -125,9 +125,10 @@ class RelPosSelfAttention1d(nn.Module):
         if self.mode == "bias" or self._use_gather(L):
             out = self._attend_full(q, k, v, blocked, p)  # (B, H, L, d)
         elif self.rel_v is None:  # skewed relative logits per query block, straight into SDPA
-            out = relative_attention(q * d**-0.5, k, v, self.rel_k.weight, self.max_distance, blocked, p)
+            rel_k = _compute_dtype(self.rel_k.weight, q)
+            out = relative_attention(q * d**-0.5, k, v, rel_k, self.max_distance, blocked, p)
         elif not torch.is_grad_enabled():  # value term at inference: query blocks in reused buffers
-            rel_k, rel_v = self.rel_k.weight, self.rel_v.weight
+            rel_k, rel_v = (_compute_dtype(emb.weight, q) for emb in (self.rel_k, self.rel_v))
             out = buffered_relative_attention(q * d**-0.5, k, v, rel_k, rel_v, self.max_distance, blocked, p)
         else:
             out = self._attend_full(q, k, v, blocked, p)
@@ -193,6 +194,16 @@ class RelPosSelfAttention1d(nn.Module):
             )
         if key_padding_mask.dtype != torch.bool:
             raise ValueError(f"key_padding_mask must be a bool tensor (True = padding), got {key_padding_mask.dtype}")
+
+
+def _compute_dtype(table: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """An embedding table in the queries' dtype, for the kernels that write with ``out=``.
+
+    Autocast does not cast the operands of an ``out=`` matmul, so under autocast an fp32 table would
+    meet bf16/fp16 queries there; the cast is the one autocast applies to the other paths' matmuls
+    (and a no-op without autocast, where q has the parameters' dtype).
+    """
+    return table.to(q.dtype)
 
 
 def _blocked_pairs(

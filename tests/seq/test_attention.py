@@ -108,6 +108,22 @@ def test_long_sequence_query_blocks_match_naive_loop(grad, value_rel, max_distan
     torch.testing.assert_close(out, naive_rel_pos_attention_1d(attn, x, mask, causal))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("value_rel", [False, True])
+def test_long_sequence_inference_under_autocast_matches_autograd_path(dtype, value_rel):
+    """fp32 tables meet bf16/fp16 queries in the ``out=`` matmuls of the inference kernels (skew path, L = 70)."""
+    torch.manual_seed(0)
+    attn = RelPosSelfAttention1d(DIM, HEADS, 70, value_rel=value_rel, method="skew")
+    x = torch.randn(2, 70, DIM)
+    mask = padding_mask(2, 70)
+    with torch.autocast("cpu", dtype=dtype):
+        expected = attn(x, mask, causal=True)  # autograd: SDPA or the full (L, L) terms, cast by autocast
+        with torch.inference_mode():
+            out = attn(x, mask, causal=True)
+    assert out.dtype == expected.dtype == dtype
+    torch.testing.assert_close(out, expected.detach(), atol=2e-2, rtol=2e-2)
+
+
 def test_long_sequence_gradients_match_naive_loop():
     """L = 70 under autograd: SDPA per query block (two blocks, the last padded) has the loop's gradients."""
     torch.manual_seed(0)

@@ -14,7 +14,9 @@ Supported layouts, detected from the keys:
   stage, in ``nn.Unfold`` channel order). Keys outside ``backbone.`` (necks, detection heads) are
   dropped, except an mmpretrain classifier ``head.fc``.
 - ``huggingface``: transformers ``SwinModel`` / ``SwinForImageClassification`` (``swin.`` prefix,
-  separate ``query``/``key``/``value``) and ``SwinBackbone`` (``hidden_states_norms.stageN``).
+  separate ``query``/``key``/``value``) and ``SwinBackbone`` (``hidden_states_norms.stageN``), as saved
+  by transformers 4 or held in memory by transformers 5 (``attention.q_proj``/``k_proj``/``v_proj``/``o_proj``,
+  ``mlp.fc1``/``fc2``: the renames of its own ``conversion_mapping``).
 
 Per-level output norms (mmdet ``normI``, Hugging Face ``hidden_states_norms``) map to ``out_norms.I``
 (models built with ``out_norm=True``); the last level's also becomes the final ``norm``.
@@ -25,6 +27,7 @@ every key behind ``module.`` or ``_orig_mod.`` (:func:`without_wrapper_prefix`).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import warnings
@@ -65,7 +68,7 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
     keys = list(unwrapped)
     if any(".attn.w_msa." in k for k in keys):
         return "mmdet"
-    if any(".attention.self.query." in k or "patch_embeddings.projection." in k for k in keys):
+    if any(re.search(r"\.attention\.(self\.query|q_proj)\.|patch_embeddings\.projection\.", k) for k in keys):
         return "huggingface"
     if any(k.startswith("features.0.0.") for k in keys):
         return "torchvision"
@@ -183,8 +186,29 @@ _HF_BLOCK_RENAMES = (
 )
 
 
+# transformers 5 renames a Swin block's modules (its conversion_mapping, applied on loading a 4.x file); back to 4.x
+_HF5_BLOCK_RENAMES = (
+    ("attention.q_proj.", "attention.self.query."),
+    ("attention.k_proj.", "attention.self.key."),
+    ("attention.v_proj.", "attention.self.value."),
+    ("attention.relative_position_bias.relative_position_bias_table", "attention.self.relative_position_bias_table"),
+    ("attention.o_proj.", "attention.output.dense."),
+    ("mlp.fc1.", "intermediate.dense."),
+    ("mlp.fc2.", "output.dense."),
+)
+
+
+def _hf4_key(key: str) -> str:
+    """A Hugging Face key in the transformers 4.x layout (a 4.x key is returned as is)."""
+    if m := re.match(r"^(.*encoder\.layers\.\d+\.blocks\.\d+\.)(.*)$", key):
+        for new, old in _HF5_BLOCK_RENAMES:
+            if m.group(2).startswith(new):
+                return m.group(1) + old + m.group(2)[len(new) :]
+    return key
+
+
 def _from_huggingface(state_dict: StateDict) -> StateDict:
-    state_dict = {k.removeprefix("swin."): v for k, v in state_dict.items()}
+    state_dict = {_hf4_key(k.removeprefix("swin.")): v for k, v in state_dict.items()}
     last = _last_stage(list(state_dict), r"^encoder\.layers\.(\d+)\.")
     out, norms = {}, {}
     for key, value in state_dict.items():
@@ -244,7 +268,8 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
         A new state dict (tensors are shared, not copied).
 
     Raises:
-        ValueError: unknown layout, integer / NaN / infinite weights, or (with ``model``) keys the model
+        ValueError: unknown layout, integer / NaN / infinite weights, keys no swinlite model has (without
+            ``model``: a converted layout's keys the rules did not map), or (with ``model``) keys the model
             lacks, model weights the checkpoint lacks, or shapes that do not fit; the message names the keys.
     """
     state_dict = unwrap_checkpoint(checkpoint)
@@ -258,7 +283,36 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
     check_weight_values(out)
     if model is not None:
         out = _fit_to_model(out, model)
+    elif layout != "swinlite":  # swinlite's own files (a detector's too) pass as they are
+        _check_swinlite_keys(out, layout)
     return out
+
+
+def _check_swinlite_keys(state_dict: Mapping[str, torch.Tensor], layout: str) -> None:
+    """ValueError naming the keys that are no swinlite model's (a variant of ``layout`` the rules above do not know):
+    a conversion without a model to fit must not pass them on to fail, or be skipped, only when loaded."""
+    unknown = [k for k in state_dict if _key_pattern(k) not in _swinlite_key_patterns()]
+    if unknown:
+        raise ValueError(
+            f"{len(unknown)} keys of the {layout} layout did not convert to swinlite's (a variant of that layout the "
+            f"converter does not know): {first_keys(unknown)}"
+        )
+
+
+def _key_pattern(key: str) -> str:
+    return re.sub(r"(?<=\.)\d+(?=\.)", "N", key)
+
+
+@functools.cache
+def _swinlite_key_patterns() -> frozenset[str]:
+    """Every key any swinlite model can have, its indices as ``N``: those of tiny V1, V1-cpb and V2 models with
+    per-level output norms and a classifier, built on the meta device."""
+    from .models.swin import SwinTransformer
+
+    tiny = dict(img_size=8, patch_size=2, embed_dim=4, depths=(1, 1), num_heads=(1, 1), window_size=2, num_classes=2)
+    variants = (dict(block="v1"), dict(block="v1", rel_pos="cpb"), dict(block="v2"))
+    models = (SwinTransformer(**tiny, **v, out_norm=True, device="meta") for v in variants)
+    return frozenset(_key_pattern(k) for m in models for k in m.state_dict())
 
 
 def first_keys(keys: Sequence[str], limit: int = 20) -> str:

@@ -49,6 +49,18 @@ def test_keys_that_do_not_map_are_listed():
         swinlite.convert_state_dict(state, model)
 
 
+def test_keys_that_do_not_convert_are_an_error_without_a_model(tmp_path, capsys, monkeypatch):
+    """Without a model to fit, a key of a layout variant the rules do not know fails at conversion, writing nothing."""
+    state = timm.create_model("swin_tiny_patch4_window7_224", device="meta", **SMALL).state_dict()
+    state = {k.replace(".attn.proj.", ".attn.o_proj."): torch.zeros(v.shape) for k, v in state.items()}
+    with pytest.raises(ValueError, match=r"8 keys of the timm layout did not convert.*blocks\.0\.attn\.o_proj"):
+        swinlite.convert_state_dict(state)
+    torch.save(state, tmp_path / "t.pth")
+    out = tmp_path / "t.safetensors"
+    code, stderr = _run_script(capsys, monkeypatch, str(tmp_path / "t.pth"), str(out))
+    assert code != 0 and "did not convert" in stderr and not out.exists()
+
+
 def test_window7_checkpoint_into_window12_model():
     """Reference: timm's window-12 Swin given the tables resized by timm's bicubic (Microsoft-style) resize."""
     torch.manual_seed(0)

@@ -49,7 +49,20 @@ def to_mmdet(sd: dict[str, torch.Tensor], prefix: str = "backbone.") -> dict[str
     return out
 
 
-def to_huggingface(sd: dict[str, torch.Tensor], prefix: str = "swin.") -> dict[str, torch.Tensor]:
+# transformers 5's names of a block's modules (its conversion_mapping for "swin"), in memory and in what it saves
+HF5_BLOCK_NAMES = {
+    "attention.self.query.": "attention.q_proj.",
+    "attention.self.key.": "attention.k_proj.",
+    "attention.self.value.": "attention.v_proj.",
+    "attention.self.relative_position_bias_table": "attention.relative_position_bias.relative_position_bias_table",
+    "attention.output.dense.": "attention.o_proj.",
+    "intermediate.dense.": "mlp.fc1.",
+    "output.dense.": "mlp.fc2.",
+}
+
+
+def to_huggingface(sd: dict[str, torch.Tensor], prefix: str = "swin.", version: int = 4) -> dict[str, torch.Tensor]:
+    """``sd`` in the layout of transformers ``version`` (4 or 5)."""
     out = {}
     block_names = {
         "norm1.": "layernorm_before.",
@@ -59,6 +72,8 @@ def to_huggingface(sd: dict[str, torch.Tensor], prefix: str = "swin.") -> dict[s
         "mlp.fc1.": "intermediate.dense.",
         "mlp.fc2.": "output.dense.",
     }
+    if version == 5:
+        block_names = {ours: HF5_BLOCK_NAMES.get(theirs, theirs) for ours, theirs in block_names.items()}
     for key, value in sd.items():
         if key.startswith("head.fc."):
             out[key.replace("head.fc.", "classifier.")] = value
@@ -70,7 +85,8 @@ def to_huggingface(sd: dict[str, torch.Tensor], prefix: str = "swin.") -> dict[s
             block, rest = f"encoder.layers.{m.group(1)}.blocks.{m.group(2)}.", m.group(3)
             if rest.startswith("attn.qkv."):
                 for name, part in zip(("query", "key", "value"), value.chunk(3, dim=0), strict=True):
-                    out[f"{prefix}{block}attention.self.{name}.{rest.split('.')[-1]}"] = part
+                    name = f"attention.self.{name}." if version == 4 else HF5_BLOCK_NAMES[f"attention.self.{name}."]
+                    out[f"{prefix}{block}{name}{rest.split('.')[-1]}"] = part
                 continue
             for ours, theirs in block_names.items():
                 rest = rest.replace(ours, theirs)
@@ -132,14 +148,17 @@ def test_mmpretrain_classifier():
     torch.testing.assert_close(target(x), source(x), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("version", [4, 5], ids=["transformers4", "transformers5"])
 @pytest.mark.parametrize("prefix", ["swin.", ""], ids=["SwinForImageClassification", "SwinModel"])
-def test_huggingface_classifier_and_model(prefix):
+def test_huggingface_classifier_and_model(prefix, version):
     source = _randomize(timm.create_model(PICO))
-    sd = to_huggingface(source.state_dict(), prefix)
+    sd = to_huggingface(source.state_dict(), prefix, version)
     if not prefix:  # SwinModel has no classifier
         sd = {k: v for k, v in sd.items() if not k.startswith("classifier.")}
     assert detect_layout(sd) == "huggingface"
-    assert "encoder.layers.0.blocks.0.attention.self.query.weight".join([prefix, ""]) in sd
+    query = "attention.self.query" if version == 4 else "attention.q_proj"
+    assert f"{prefix}encoder.layers.0.blocks.0.{query}.weight" in sd
+    assert convert_state_dict(sd).keys() == {k for k in source.state_dict() if prefix or not k.startswith("head.")}
     target = timm.create_model(PICO).eval()
     if prefix:
         load_checkpoint(target, sd)

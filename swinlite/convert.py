@@ -254,7 +254,8 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
     Also timm's ``pretrained_filter_fn`` for the swinlite variants (called with the model). With
     ``model``, nothing loads half: every model weight except a classifier and per-level output norms
     must come from the checkpoint; bias tables are resized bicubically to the model's window (with a
-    warning naming them); a classifier of another size is dropped with a warning, one of the model's
+    warning naming them); a classifier of another size (its weight or its bias) is dropped whole with a
+    warning, one of the model's
     size is kept (also through timm's loader, which otherwise drops it whenever ``num_classes``
     differs from the pretrained tag's); a first conv of another channel count is passed on for
     timm's loader to adapt (``in_chans``).
@@ -365,6 +366,7 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
     if unmapped:
         raise ValueError(f"{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
     out, resized, dropped = {}, [], []
+    head_fits = _classifier_fits(state_dict, target)
     for key, value in state_dict.items():
         want = target[key].shape
         if value.shape != want and key.endswith("rel_pos.table") and value.shape[1:] != want[1:]:
@@ -372,7 +374,7 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
         if value.shape != want and key.endswith("rel_pos.table"):
             value = resize_rel_pos_bias_table(value, _square_window(value.shape[0]), _square_window(want[0]))
             resized.append(key)
-        elif value.shape != want and key.startswith("head.fc."):
+        elif key.startswith("head.fc.") and not head_fits:
             dropped.append(f"{key} of shape {tuple(value.shape)} (the model's: {tuple(want)})")
             continue
         elif value.shape != want and not (key == _FIRST_CONV and _differs_in_channels_only(value.shape, want)):
@@ -402,6 +404,14 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
 
 
 _FIRST_CONV = "patch_embed.proj.weight"
+
+
+def _classifier_fits(state_dict: StateDict, target: Mapping[str, torch.Tensor]) -> bool:
+    """Whether the checkpoint's classifier loads whole: every model ``head.fc`` weight there, each of the model's
+    shape. Else it is dropped whole: a fitting weight beside a fresh bias (or the reverse) is no classifier."""
+    head = {k: v for k, v in state_dict.items() if k.startswith("head.fc.")}
+    want = {k: v for k, v in target.items() if k.startswith("head.fc.")}
+    return head.keys() == want.keys() and all(v.shape == want[k].shape for k, v in head.items())
 
 
 def _differs_in_channels_only(shape: torch.Size, want: torch.Size) -> bool:

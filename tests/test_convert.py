@@ -81,12 +81,17 @@ def test_window7_checkpoint_into_window12_model():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 
 
-def test_classifier_of_another_size_is_dropped_with_a_warning():
+@pytest.mark.parametrize("misfit", ["both", "head.fc.weight", "head.fc.bias"])
+def test_classifier_of_another_size_is_dropped_whole_with_a_warning(misfit):
+    """A file's classifier whose weight fits but bias does not (or the reverse) is no classifier: none of it loads."""
     source = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=10).state_dict()
     model = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=3)
-    with pytest.warns(UserWarning, match="dropping classifier head.fc"):
+    if misfit != "both":
+        fitting = {k: v for k, v in model.state_dict().items() if k.startswith("head.fc.") and k != misfit}
+        source = dict(source, **fitting)
+    with pytest.warns(UserWarning, match=r"dropping classifier head\.fc\.(weight|bias) .*, head\.fc\.(weight|bias) "):
         converted = swinlite.convert_state_dict(source, model)
-    assert "head.fc.weight" not in converted
+    assert "head.fc.weight" not in converted and "head.fc.bias" not in converted
     missing, unexpected = model.load_state_dict(converted, strict=False)
     assert set(missing) == {"head.fc.weight", "head.fc.bias"} and not unexpected
 

@@ -147,7 +147,7 @@ def segment_onnx(args) -> int:
     settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip)
     thin = {}
     for path, height, width in files.header_sizes(images):  # first: an image the file cannot take is an error
-        thin[path] = _too_thin_for(model, onnx_predict.segment_sizes(settings, height, width), height, width)
+        thin[path] = onnx_predict.segment_too_thin(model, settings, height, width)
         problem = None if thin[path] else onnx_predict.segment_problem(model, settings, height, width)
         if problem:
             raise ValueError(f"{path}: {problem}")
@@ -161,20 +161,6 @@ def segment_onnx(args) -> int:
         drawn = onnx_predict.draw_labels(image, labels, settings.palette, args.alpha)
         _write(out, f"{index:05d}_{path.stem}.png", files.label_image(labels, settings.palette), drawn)
     return finish(out, skipped, len(images), settings.classes, settings.palette)
-
-
-def _too_thin_for(model, sizes: list[tuple[int, int]], height: int, width: int) -> str | None:
-    """Why the ONNX file cannot segment a ``height`` x ``width`` image whose views (or windows) are ``sizes``, one
-    being thinner than the file serves, or None. Skipped, not an error: no export serves it (a segmenter's starts one
-    pixel above its coarsest stride), as --checkpoint skips an image with a view thinner than the patch."""
-    if model.sizes is None:
-        return None
-    (low_h, _), (low_w, _) = model.sizes
-    small = next(((h, w) for h, w in sizes if h < low_h or w < low_w), None)
-    if small is None:
-        return None
-    return (f"a {width}x{height} image would be rescaled to {small[1]}x{small[0]}, thinner than {model.path.name} "
-            f"takes (height from {low_h}, width from {low_w}; no segmenter export takes less): too thin")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -322,15 +322,25 @@ def too_thin(model: OnnxModel, settings: DetectorSettings, height: int, width: i
     resize leaves nothing of it (:func:`resize_problem`), or a side thinner than the file's smallest size (no
     detector export takes less: it starts one pixel above the coarsest stride)."""
     problem = resize_problem(settings, height, width)
-    if problem or model.sizes is None:
+    if problem:
         return problem
+    return _thin_problem(model, [resized_size(settings, height, width)], height, width, "resized", "detector")
+
+
+def _thin_problem(
+    model: OnnxModel, sizes: list[tuple[int, int]], height: int, width: int, change: str, kind: str
+) -> str | None:
+    """Why a ``height`` x ``width`` image fed to the graph at ``sizes`` (H, W) is to be skipped: one of them thinner
+    than the file's smallest size, which no ``kind`` export lowers; None if none is (or the file records no sizes)."""
+    if model.sizes is None:
+        return None
     (low_h, _), (low_w, _) = model.sizes
-    new_height, new_width = resized_size(settings, height, width)
-    if new_height >= low_h and new_width >= low_w:
+    small = next(((h, w) for h, w in sizes if h < low_h or w < low_w), None)
+    if small is None:
         return None
     return (
-        f"a {width}x{height} image would be resized to {new_width}x{new_height}, thinner than {model.path.name} "
-        f"takes (height from {low_h}, width from {low_w}; no detector export takes less): too thin"
+        f"a {width}x{height} image would be {change} to {small[1]}x{small[0]}, thinner than {model.path.name} "
+        f"takes (height from {low_h}, width from {low_w}; no {kind} export takes less): too thin"
     )
 
 
@@ -475,6 +485,13 @@ def segment_sizes(settings: SegmenterSettings, height: int, width: int) -> list[
         else:
             sizes.append(size)
     return list(dict.fromkeys(sizes))
+
+
+def segment_too_thin(model: OnnxModel, settings: SegmenterSettings, height: int, width: int) -> str | None:
+    """Why a ``height`` x ``width`` image is to be skipped, not refused, or None: a view (or window) thinner than the
+    file takes (no segmenter export takes less: it starts one pixel above the coarsest stride), as the PyTorch path
+    skips an image with a view thinner than the patch."""
+    return _thin_problem(model, segment_sizes(settings, height, width), height, width, "rescaled", "segmenter")
 
 
 def segment_problem(model: OnnxModel, settings: SegmenterSettings, height: int, width: int) -> str | None:

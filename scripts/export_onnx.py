@@ -42,7 +42,6 @@ layers and the attention products) instead (checked for finite outputs; its accu
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 
 from _cli import Parser, run
@@ -192,24 +191,16 @@ def build(args, checkpoint: Path | None):
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
     if args.out_norm:
         kwargs["out_norm"] = True
-    held = []  # the load's warnings, shown after it: the --out-norm refusal comes without its note on the fresh norms
-    show = warnings.showwarning  # swapped, not by catch_warnings: that would show "once" warnings again
-    warnings.showwarning = lambda *shown, **named: held.append((shown, named))
-    try:
+    try:  # a refused load shows none of its notes (swinlite.weights.load_strict): the refusal is one line
         return build_exportable(args.model, args.features, checkpoint, args.out_indices, **kwargs)
     except ValueError as e:  # fresh norms would export other features than the file's: refused by the strict load
         if args.out_norm and "out_norms." in str(e):
-            held.clear()
             raise ValueError(
                 f"--out-norm adds a LayerNorm per level, and {checkpoint} holds none (an ImageNet classifier's "
                 "weights): export its levels without --out-norm (timm's features_only), or weights that hold them "
                 "(a detection or segmentation backbone's)"
             ) from None
         raise
-    finally:
-        warnings.showwarning = show
-        for shown, named in held:
-            show(*shown, **named)
 
 
 def output_names(args, model) -> list[str]:

@@ -10,10 +10,12 @@ is a ValueError naming the file and the keys.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fnmatch
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -233,16 +235,32 @@ def load_strict(
             point or not finite.
     """
     target = net.state_dict()
-    if isinstance(net, SwinTransformer) and not set(state) <= set(target):
-        try:  # other layouts; bias tables resized to the model's window
-            state = convert_state_dict(state, net)
-        except ValueError as e:
-            raise _naming(source, e) from None
-    mismatch = state_dict_mismatch(target, state, may_start_fresh)
-    if mismatch is not None:
-        raise ValueError(f"{source} does not fit {type(net).__name__} exactly; {mismatch}")
-    check_weight_values(state, str(source), target)
+    with _shown_if_it_loads():  # the conversion's notes (weights left fresh, ...) do not precede a refusal
+        if isinstance(net, SwinTransformer) and not set(state) <= set(target):
+            try:  # other layouts; bias tables resized to the model's window
+                state = convert_state_dict(state, net)
+            except ValueError as e:
+                raise _naming(source, e) from None
+        mismatch = state_dict_mismatch(target, state, may_start_fresh)
+        if mismatch is not None:
+            raise ValueError(f"{source} does not fit {type(net).__name__} exactly; {mismatch}")
+        check_weight_values(state, str(source), target)
     net.load_state_dict(state, strict=not may_start_fresh)
+
+
+@contextlib.contextmanager
+def _shown_if_it_loads() -> Iterator[None]:
+    """Inside, Python's warnings are kept back; shown when the block ends normally, dropped when it raises (a note
+    that a weight is left at its initial value, before the strict check refuses the file, contradicted the error)."""
+    held: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    show = warnings.showwarning  # swapped, not by catch_warnings: that would show "once" warnings again
+    warnings.showwarning = lambda *shown, **named: held.append((shown, named))
+    try:
+        yield
+    finally:
+        warnings.showwarning = show
+    for shown, named in held:
+        show(*shown, **named)
 
 
 def _naming(source: str | os.PathLike, error: ValueError) -> ValueError:

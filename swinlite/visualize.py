@@ -108,8 +108,9 @@ def features_png(model: SwinTransformer, image: Image.Image, size: tuple[int, in
 def write_pngs(pngs: Mapping[str, bytes], folder: Path) -> list[Path]:
     """Write each PNG (name -> bytes) into ``folder`` atomically; returns their paths.
 
-    A write that fails (a full disk) leaves none of this call's files and no folder it created, so a failed run
-    does not look like one that drew nothing.
+    A write that fails (a full disk) into a folder this call created removes the files written and the folders, so a
+    failed run does not look like one that drew something; into a folder that was there, the files written so far
+    stay (each whole: they may have replaced an earlier run's, which removing them would not bring back).
     """
     created = [p for p in (folder, *folder.parents) if not p.exists()]  # the deepest first
     paths: list[Path] = []

@@ -78,35 +78,25 @@ def fitting_model(args, recorded: dict[str, Any]) -> nn.Module | None:
     Raises:
         ValueError: metadata predict.py would refuse, a flag that contradicts it, a model that cannot be built.
     """
-    import timm
+    import torch
 
     from swinlite.metadata import parse_info
-    from swinlite.weights import check_model_name
+    from swinlite.weights import check_agrees, check_model_name, create_for_file
 
     if recorded and recorded.get("task", "classification") == "classification":
         info = parse_info(recorded, str(args.input))
-        if args.model is not None and args.model.split(".")[0] != info.model.split(".")[0]:
-            raise ValueError(
-                f"--model {args.model} contradicts {args.input}, which records a {info.model} (its classes and "
-                "preprocessing describe that model); drop --model"
-            )
-        if args.num_classes is not None and args.num_classes != len(info.classes):
-            raise ValueError(f"--num-classes {args.num_classes} contradicts {args.input}, which has "
-                             f"{len(info.classes)} classes; drop --num-classes")  # fmt: skip
+        check_agrees(args.input, info, args.model, args.num_classes, {})  # the kept metadata describes its model
         name, kwargs = info.model, info.model_args
     elif args.model is not None:
         name, kwargs = args.model, ({} if args.num_classes is None else {"num_classes": args.num_classes})
     else:
         return None
-    where = f"{args.input} records {name}" if recorded else f"--model {name}"
     try:
         check_model_name(name, "swinlite_*")
     except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
-    try:
-        return timm.create_model(name, device="meta", **kwargs)
-    except (TypeError, ValueError, AssertionError, RuntimeError) as e:  # timm models reject arguments in many ways
-        raise ValueError(f"{where} cannot be built with {kwargs}: {type(e).__name__}: {e}") from None
+        raise ValueError(f"{args.input} records {name}: {e}" if recorded else f"--model {name}: {e}") from None
+    with torch.device("meta"):
+        return create_for_file(args.input, name, **kwargs)
 
 
 if __name__ == "__main__":

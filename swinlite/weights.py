@@ -143,14 +143,14 @@ def load_model(
                 num_classes = _classifier_size(model, state)
             except ValueError as e:
                 raise _naming(path, e) from None
-        net = _create(path, model, num_classes=num_classes, **model_kwargs)
+        net = create_for_file(path, model, num_classes=num_classes, **model_kwargs)
     else:
-        _check_agrees(path, info, model, num_classes, model_kwargs)
+        check_agrees(path, info, model, num_classes, model_kwargs)
         try:
             check_model_name(info.model)
         except ValueError as e:
             raise ValueError(f"{path} records {e}") from None
-        net = _create(path, info.model, **(info.model_args | model_kwargs))
+        net = create_for_file(path, info.model, **(info.model_args | model_kwargs))
         preprocessing = {k: tuple(v) if isinstance(v, list) else v for k, v in info.preprocessing.items()}
         cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes, "num_classes": len(info.classes)}
         net.pretrained_cfg = net.default_cfg = cfg  # timm keeps default_cfg as an alias
@@ -158,7 +158,7 @@ def load_model(
     return net.eval()
 
 
-def _create(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Module:
+def create_for_file(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Module:
     """``timm.create_model``; constructor arguments it rejects are a ValueError naming the file."""
     try:
         return timm.create_model(name, **kwargs)
@@ -166,7 +166,7 @@ def _create(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Module:
         raise ValueError(f"{path}: {name} cannot be built with {kwargs}: {type(e).__name__}: {e}") from None
 
 
-def _check_agrees(
+def check_agrees(
     path: str | os.PathLike, info: WeightsInfo, model: str | None, num_classes: int | None, kwargs: dict
 ) -> None:
     """A flag that contradicts the file is an error, never a silently different model."""

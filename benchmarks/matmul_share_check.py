@@ -131,6 +131,11 @@ def main() -> None:
         parser.error(f"--batch and --rounds must be at least 1, got {args.batch} and {args.rounds}")
     if args.size < 224 or args.size % 224:
         parser.error(f"--size must be a multiple of 224 (32 x the window of 7: no padding), got {args.size}")
+    if args.precision == "bf16" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        parser.error(  # emulated: a 2048³ ceiling matmul took a minute (0.3 GFLOP/s), and the shares read 4850 %
+            "--precision bf16 needs a CPU that computes bf16 (AVX-512 BF16 or AMX); this one emulates it, so its "
+            "ceiling means nothing"
+        )
     dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
     linears, attention = swin_t_matmuls(args.batch, args.size, dtype)
     ceiling, ceiling_flops = matmul_step("cpu", dtype)

@@ -61,6 +61,16 @@ def test_keys_that_do_not_convert_are_an_error_without_a_model(tmp_path, capsys,
     assert code != 0 and "did not convert" in stderr and not out.exists()
 
 
+def test_timm_checkpoint_path_converts(tmp_path):
+    """timm.create_model(..., checkpoint_path=...) loads with a plain load_state_dict: a timm-layout file converts."""
+    narrow = dict(SMALL, embed_dim=16, num_heads=(1, 1, 1, 1), num_classes=5)
+    ref = timm.create_model("swin_tiny_patch4_window7_224", **narrow).eval()
+    torch.save({"state_dict": ref.state_dict()}, tmp_path / "timm.pth")
+    model = timm.create_model("swinlite_tiny_patch4_window7_224", checkpoint_path=str(tmp_path / "timm.pth"), **narrow)
+    x = torch.randn(1, 3, 224, 224)
+    torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-4)
+
+
 def test_window7_checkpoint_into_window12_model():
     """Reference: timm's window-12 Swin given the tables resized by timm's bicubic (Microsoft-style) resize."""
     torch.manual_seed(0)

@@ -8,6 +8,9 @@
 #   cpu_tiny_b8_compile         optimize_for_inference against timm compiled the same way (inductor freezing), fp32
 #   cpu_tiny_b8_1thread         batch 8, fp32 and bf16, one torch thread each
 #   cpu_tiny_b1                 batch 1, fp32 and bf16, 2 threads
+# bf16 only where the CPU computes it (oneDNN's bf16 check: AVX-512 BF16 or AMX); elsewhere (AVX2) every run is fp32
+# only, as bf16 there is emulated, a minute per matmul. SCALE (default 1) multiplies each run's time limit: 2 on a CPU
+# with a quarter of the Xeon's matmul speed (an AVX2 EPYC: `SCALE=2 BUDGET_S=3000`).
 # Each run writes <name>.md (table) and <name>.json into $OUT only when it finishes (a run cut short leaves the
 # committed files as they were); progress and errors go to <name>.log in a temporary folder named at the start.
 # Refuses to start on a busy machine (1-minute load average at or above MAX_LOAD, default 1.5). BUDGET_S (default
@@ -20,6 +23,7 @@ OUT=${OUT:-benchmarks}
 PYTHON=${PYTHON:-python}
 MAX_LOAD=${MAX_LOAD:-1.5}
 BUDGET_S=${BUDGET_S:-1500}
+SCALE=${SCALE:-1}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 LOGS=$(mktemp -d -t cpu_run.XXXXXX)
 mkdir -p "$OUT"
@@ -32,7 +36,7 @@ fi
 echo "$(date -u +%FT%TZ) start, load $(cut -d' ' -f1-3 /proc/loadavg), logs in $LOGS"
 
 run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang cannot eat the others' time
-    local name=$1 limit=$2
+    local name=$1 limit=$(($2 * SCALE))
     shift 2
     if ((SECONDS + limit > BUDGET_S)); then
         echo "$name: skipped, its $limit s limit would pass the budget ($SECONDS of $BUDGET_S s spent)"
@@ -48,7 +52,9 @@ run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang canno
     fi
 }
 
-BOTH=(--precisions fp32,bf16 --tasks inference,train)
+PRECISIONS=$("$PYTHON" -c 'import torch; print("fp32,bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32")')
+echo "precisions: $PRECISIONS"
+BOTH=(--precisions "$PRECISIONS" --tasks inference,train)
 run cpu_tiny_b8_contended_1 330 --contended --batch 8 --threads 2 "${BOTH[@]}" --warmup 1 --repeats 5
 run cpu_tiny_b8_quiet 200 --batch 8 --threads 2 "${BOTH[@]}" --warmup 1 --repeats 5 --profile
 run cpu_tiny_b8_compile 300 --compile --batch 8 --threads 2 --warmup 1 --repeats 5 --no-warm-start

@@ -50,7 +50,8 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   on the CPU, eager, in the row blocks (there with GELU and the residual add fused) or compiled into a frozen graph
   (:func:`compiling_frozen`: ``swinlite.optimize_for_inference``), through oneDNN
   (:func:`~swinlite.fast.row_blocks.onednn_linear`; with autograd :mod:`swinlite.fast.linear_grad`, and the GELU
-  recompute's fc2 too) where :data:`ONEDNN_FP32_ON_THIS_CPU` (AMD CPUs, where PyTorch's BLAS is the slower);
+  recompute's fc2 too) where :data:`ONEDNN_FP32_ON_THIS_CPU` (AMD CPUs with AVX-512, where PyTorch's BLAS is the
+  slower);
   in bf16 (autocast or bf16 weights) in the row blocks through oneDNN too, packed weights, wherever oneDNN
   computes bf16 (:data:`ONEDNN_BF16`); everywhere else ``F.linear``, in any other compiled graph too (inductor
   picks the kernels: it lowers oneDNN's linear op only with the weight a constant of a frozen graph).
@@ -122,9 +123,12 @@ def cpu_vendor() -> str:
 
 
 # fp32 CPU linears through oneDNN rather than PyTorch's BLAS (MKL), which picks its code paths by
-# CPU vendor: on an AMD EPYC with AVX-512 oneDNN ran Swin-T's linears faster (benchmarks/kernels.md, "fp32 linear
-# layers through oneDNN"); Intel CPUs keep MKL, Intel's library (not measured against oneDNN)
-ONEDNN_FP32_ON_THIS_CPU: bool = ONEDNN_LINEAR and cpu_vendor() == "AuthenticAMD"
+# CPU vendor: on an AMD EPYC with AVX-512 oneDNN ran Swin-T's linears faster, on one where PyTorch vectorises with
+# AVX2 the slower (benchmarks/kernels.md, "fp32 linear layers through oneDNN"); Intel CPUs keep MKL, Intel's library
+# (not measured against oneDNN)
+ONEDNN_FP32_ON_THIS_CPU: bool = (
+    ONEDNN_LINEAR and cpu_vendor() == "AuthenticAMD" and torch.backends.cpu.get_cpu_capability() == "AVX512"
+)
 # bf16 CPU linears of the row blocks through oneDNN's linear op, weights packed in its layout and GELU fused, rather
 # than ``addmm``: where oneDNN computes in bf16 (AVX-512 or AMX), which also serves PyTorch's bf16 ``addmm``, but
 # through a bias copied into the output and the weight reordered on every call (benchmarks/kernels.md, "bf16 linear

@@ -32,6 +32,7 @@ import math
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -87,6 +88,27 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
         "Hugging Face Swin state dict; "
         f"got keys{removed}: {first_keys(keys, 12)}"
     )
+
+
+def convert_when_loaded(model: nn.Module, state_dict: dict[str, torch.Tensor], prefix: str, *_: Any) -> None:
+    """A ``load_state_dict`` pre-hook of :class:`~swinlite.models.swin.SwinTransformer`: a state dict of another
+    layout (timm's, Microsoft's, ...) is converted in place before it is loaded.
+
+    ``timm.create_model(name, checkpoint_path=...)`` loads the file with a plain ``model.load_state_dict``, which
+    timm's own Swin passes with its own files; other routes convert with :func:`convert_state_dict`. Keys are converted
+    only (no fitting): ``load_state_dict`` still checks them, and the shapes, strictly. A state dict of no known layout
+    is left for it to report; as a submodule (``prefix``) the model is loaded by its parent's rules.
+    """
+    if prefix:
+        return
+    try:
+        foreign = detect_layout(state_dict) != "swinlite"
+    except ValueError:
+        return
+    if foreign:
+        converted = convert_state_dict(state_dict)
+        state_dict.clear()
+        state_dict.update(converted)
 
 
 def _from_timm(key: str) -> str:

@@ -31,6 +31,7 @@ from timm.models._features import feature_take_indices
 from torch import nn
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from ..convert import convert_when_loaded
 from .checks import (
     at_least_one_image,
     check_build_args,
@@ -1145,6 +1146,7 @@ class SwinTransformer(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        self.register_load_state_dict_pre_hook(convert_when_loaded)  # a timm, Microsoft, ... state dict loads too
         num_stages = len(depths)
         pretrained_windows = _pretrained_windows(block, rel_pos, pretrained_window_sizes, num_stages)
         dims = [int(embed_dim * 2**i) for i in range(num_stages)]

@@ -13,14 +13,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.error import URLError
 
-import torch
 from huggingface_hub.errors import LocalEntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import FeatureGetterNet
-from torch import nn
 
-from ..convert import convert_state_dict, detect_layout
+from ..convert import convert_state_dict
 from ..fast import accelerate
 from .checks import check_feature_indices
 from .pretrained import hub_kwargs, timm_tags, unavailable_error
@@ -68,30 +66,7 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
         )
     except (LocalEntryNotFoundError, URLError) as e:  # not cached, and offline or no network
         raise unavailable_error(variant, kwargs, e) from e
-    model = accelerate(model) if fast else model
-    if isinstance(model, SwinTransformer):  # not the features_only wrapper, whose keys have a prefix
-        model.register_load_state_dict_pre_hook(_load_any_layout)
-    return model
-
-
-def _load_any_layout(model: nn.Module, state_dict: dict[str, torch.Tensor], prefix: str, *_: Any) -> None:
-    """Convert a state dict of another layout (timm's, Microsoft's, ...) in place when it is loaded into the model.
-
-    ``timm.create_model(name, checkpoint_path=...)`` loads the file with a plain ``model.load_state_dict``, which
-    timm's own Swin passes with its own files; other routes convert with :func:`convert_state_dict`. Keys are converted
-    only (no fitting): ``load_state_dict`` still checks them, and the shapes, strictly. A state dict of no known layout
-    is left for it to report; as a submodule (``prefix``) the model is loaded by its parent's rules.
-    """
-    if prefix:
-        return
-    try:
-        foreign = detect_layout(state_dict) != "swinlite"
-    except ValueError:
-        return
-    if foreign:
-        converted = convert_state_dict(state_dict)
-        state_dict.clear()
-        state_dict.update(converted)
+    return accelerate(model) if fast else model
 
 
 def _cfg(input_size: int = 224, pool: int = 7, **kwargs: Any) -> dict[str, Any]:

@@ -24,6 +24,10 @@ PYTHON=${PYTHON:-python}
 MAX_LOAD=${MAX_LOAD:-1.5}
 BUDGET_S=${BUDGET_S:-1500}
 SCALE=${SCALE:-1}
+if ! [[ $SCALE =~ ^[1-9][0-9]*$ ]]; then  # bash arithmetic reads a word as 0, and `timeout 0` never times out
+    echo "error: SCALE must be a positive whole number (the factor of every run's time limit), got '$SCALE'" >&2
+    exit 2
+fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 LOGS=$(mktemp -d -t cpu_run.XXXXXX)
 mkdir -p "$OUT"

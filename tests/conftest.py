@@ -10,7 +10,7 @@ with ``HF_HUB_OFFLINE`` unset and the hub endpoint unreachable, for one test.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,22 @@ def no_network(offline_hub: HubCache, monkeypatch: pytest.MonkeyPatch) -> HubCac
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
     return offline_hub
+
+
+@pytest.fixture
+def stub_inputs() -> Callable[[Any, Any], None]:
+    """``stub_inputs(task, cfg)`` creates the files and folders the run reads (``task.inputs(cfg)``), empty: the
+    preflight finds them (its existence checks pass) and reading them fails."""
+
+    def stub(task: Any, cfg: Any) -> None:
+        for path in task.inputs(cfg):
+            if path.suffix:  # an annotation file
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+
+    return stub
 
 
 @pytest.fixture(scope="session")

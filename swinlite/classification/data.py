@@ -232,11 +232,16 @@ def route_posterize(transform: object) -> None:
                 op.aug_fn = posterize
 
 
+def check_data_dir(root: Path) -> None:
+    """ValueError naming the ImageFolder layout when ``root`` is no folder."""
+    if not root.is_dir():
+        raise ValueError(f"--data-dir {root} does not exist: expected {root}/train/<class>/* and {root}/val/<class>/*")
+
+
 def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:
     """Check and list ``cfg.data_dir``'s train and val splits (val indexed by train's classes)."""
     root = Path(cfg.data_dir)
-    if not root.is_dir():
-        raise ValueError(f"--data-dir {root} does not exist: expected {root}/train/<class>/* and {root}/val/<class>/*")
+    check_data_dir(root)
     train = scan_split(root / "train", verify=cfg.verify_images)
     return train, scan_split(root / "val", train.classes, cfg.verify_images, val_resize_shorter(cfg))
 

@@ -17,7 +17,7 @@ from ..engine.model import create_model
 from ..engine.task import RunContext, StepOutput, Task
 from ..metadata import weights_metadata
 from .config import Config
-from .data import Split, build_datasets, check_augment, collate
+from .data import Split, build_datasets, check_augment, check_data_dir, collate
 from .demo_data import build_digits
 from .evaluation import evaluate
 from .scan_cache import CACHE_FILE, cached_scan
@@ -42,6 +42,11 @@ class ClassificationTask(Task):
         if cfg.data.scale[0] > cfg.data.scale[1]:
             raise ValueError(f"data.scale must be [low, high] with low <= high, got {list(cfg.data.scale)}")
         check_augment(cfg.data)
+
+    @classmethod
+    def check_inputs(cls, cfg: Config) -> None:
+        if cfg.data.dataset == "folder":  # the digits demo is written on first use
+            check_data_dir(Path(cfg.data.data_dir))
 
     @classmethod
     def inputs(cls, cfg: Config) -> list[Path]:

@@ -96,6 +96,14 @@ def _size_problem(path: Path, size: tuple[int, int], info: dict) -> str | None:
     return f"{path} is {size[1]}x{size[0]}{why} but its annotation says {info['width']}x{info['height']}"
 
 
+def check_split_paths(ann_file: Path, image_dir: Path) -> None:
+    """ValueError naming a missing annotation file or image folder."""
+    if not ann_file.is_file():
+        raise ValueError(f"annotation file {ann_file} does not exist (COCO format: images, annotations, categories)")
+    if not image_dir.is_dir():
+        raise ValueError(f"image folder {image_dir} does not exist (it holds the images {ann_file.name} names)")
+
+
 def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSplit:
     """Read and check one COCO annotation file against its image folder.
 
@@ -103,10 +111,7 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSpl
         ValueError: a missing annotation file or image folder, a file that does not fit COCO's format, a file
             without categories, or no image left.
     """
-    if not ann_file.is_file():
-        raise ValueError(f"annotation file {ann_file} does not exist (COCO format: images, annotations, categories)")
-    if not image_dir.is_dir():
-        raise ValueError(f"image folder {image_dir} does not exist (it holds the images {ann_file.name} names)")
+    check_split_paths(ann_file, image_dir)
     coco, dropped = read_coco(ann_file)
     _warn_ids(f"annotations of {ann_file.name} dropped (annotation id: reason)", dropped)
     if not coco.cats:

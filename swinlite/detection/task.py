@@ -22,6 +22,7 @@ from .data import (
     CocoDetection,
     CocoSplit,
     categories_of,
+    check_split_paths,
     collate,
     load_split,
     split_paths,
@@ -91,6 +92,12 @@ class DetectionTask(Task):
         lo, hi = cfg.data.train_sizes
         if lo > hi:
             raise ValueError(f"data.train_sizes must be [low, high] with low <= high, got {[lo, hi]}")
+
+    @classmethod
+    def check_inputs(cls, cfg: DetConfig) -> None:
+        if cfg.data.dataset == "coco":  # the digits demo is written on first use
+            for split in ("train", "val"):
+                check_split_paths(*split_paths(cfg.data, split))
 
     @classmethod
     def inputs(cls, cfg: DetConfig) -> list[Path]:

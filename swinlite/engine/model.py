@@ -35,9 +35,9 @@ def pretrained_file(cfg: ModelConfig) -> str | None:
 def check_model(
     cfg: ModelConfig, reserved: tuple[str, ...] = ("num_classes", "in_chans"), name: str | None = None
 ) -> None:
-    """ValueError, before any data is read, for a model section that cannot work: an unknown model name, a
-    ``model.kwargs`` key its constructor does not take (naming the closest one) or a value it refuses, or
-    pretrained weights that cannot be had (no tag, no file, offline without them in the cache).
+    """ValueError, before any data is read, for a model section that cannot work: an unknown model name, or a
+    ``model.kwargs`` key its constructor does not take (naming the closest one) or a value it refuses. Whether the
+    pretrained weights can be had is :func:`check_pretrained`'s.
 
     Args:
         cfg: the model section.
@@ -54,7 +54,6 @@ def check_model(
             where = _SET_BY.get(key, "the task (from the data)")
             raise ValueError(f"model.kwargs.{key}: set by {where}, not by model.kwargs")
     _check_kwargs(name, cfg.kwargs)
-    _check_pretrained(cfg)
 
 
 def _check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
@@ -77,7 +76,9 @@ def _check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
         raise ValueError(f"model.kwargs {kwargs} do not fit {name}: {e}") from None
 
 
-def _check_pretrained(cfg: ModelConfig) -> None:
+def check_pretrained(cfg: ModelConfig) -> None:
+    """ValueError for pretrained weights that cannot be had: no tag, no file, or offline without them in the cache
+    (may ask the hub, once and quickly, whether it answers)."""
     if cfg.pretrained == "timm":
         raise ValueError("model.pretrained=timm is now model.pretrained=true (the weights of model.name's tag)")
     path = pretrained_file(cfg)

@@ -82,6 +82,13 @@ class Task(abc.ABC):
         return None
 
     @classmethod
+    def check_inputs(cls, cfg: Any) -> None:
+        """ValueError naming a data file or folder the run reads that does not exist, in the task's words (checked
+        before the model, so a mistyped ``--data-dir`` is named before pretrained weights are fetched); default:
+        none (the data is checked when read)."""
+        return None
+
+    @classmethod
     def inputs(cls, cfg: Any) -> list[Path]:
         """The files and folders the run reads (no output may lie inside or replace one); default ``data.data_dir``."""
         return [Path(cfg.data.data_dir)]

@@ -95,16 +95,21 @@ class Split:
     labelled: int = 0
 
 
+def check_split_folders(image_dir: Path, mask_dir: Path) -> None:
+    """ValueError naming a missing image or mask folder and the layout."""
+    for folder, what in ((image_dir, "image"), (mask_dir, "mask")):
+        if not folder.is_dir():
+            raise ValueError(f"{what} folder {folder} does not exist (the layout: images/<split>/*.jpg with "
+                             "annotations/<split>/*.png of the same names)")  # fmt: skip
+
+
 def find_pairs(image_dir: Path, mask_dir: Path) -> tuple[list[Pair], list[tuple[str, str]]]:
     """Images with the mask of the same relative name (without suffix); images without one, as skipped.
 
     Raises:
         ValueError: a missing folder, a folder without images, or two masks for one name.
     """
-    for folder, what in ((image_dir, "image"), (mask_dir, "mask")):
-        if not folder.is_dir():
-            raise ValueError(f"{what} folder {folder} does not exist (the layout: images/<split>/*.jpg with "
-                             "annotations/<split>/*.png of the same names)")  # fmt: skip
+    check_split_folders(image_dir, mask_dir)
     masks: dict[Path, Path] = {}
     for path in (p for p in list_files(mask_dir) if is_image_file(p)):
         key = path.relative_to(mask_dir).with_suffix("")

@@ -17,7 +17,17 @@ from torch.utils.data import DataLoader
 from ..engine.distributed import broadcast_object
 from ..engine.task import RunContext, StepOutput, Task
 from .config import SegConfig
-from .data import Labels, SegmentationDataset, Split, collate, labels_of, scan_split, split_folders, warn_skipped
+from .data import (
+    Labels,
+    SegmentationDataset,
+    Split,
+    check_split_folders,
+    collate,
+    labels_of,
+    scan_split,
+    split_folders,
+    warn_skipped,
+)
 from .demo_data import build_shape_scenes
 from .evaluation import per_class_table, scores
 from .inference import InferenceSettings, confusion_of, thin_check
@@ -67,6 +77,12 @@ class SegmentationTask(Task):
             raise ValueError("data.batch_size=1: the heads' BatchNorm needs at least 2 images per step (under torchrun "
                              "on GPUs, SyncBatchNorm pools every process's)")  # fmt: skip
         labels_of(cfg.data)
+
+    @classmethod
+    def check_inputs(cls, cfg: SegConfig) -> None:
+        if cfg.data.dataset != "shapes":  # the demo is written on first use
+            for split in ("train", "val"):
+                check_split_folders(*split_folders(cfg.data, split))
 
     @classmethod
     def inputs(cls, cfg: SegConfig) -> list[Path]:

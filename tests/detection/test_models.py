@@ -8,7 +8,7 @@ from torchvision.models.detection import FasterRCNN
 from swinlite.detection.config import DetConfig, DetModelConfig
 from swinlite.detection.models import build_detector
 from swinlite.engine.checkpoint import save_weights
-from swinlite.engine.model import check_model
+from swinlite.engine.model import check_pretrained
 from swinlite.engine.optim import build_optimizer, build_scheduler
 from swinlite.fpn import build_fpn_backbone
 
@@ -111,9 +111,9 @@ def test_backbone_starts_from_classification_weights(tmp_path):
         swin = build_detector(cfg, 2, 32, 32).backbone.body.model
     torch.testing.assert_close(swin.layers[2].blocks[1].attn.qkv.weight, source.layers[2].blocks[1].attn.qkv.weight)
     with pytest.raises(ValueError, match="nope.pth' is not a file"):
-        check_model(DetModelConfig(name=PICO, pretrained=str(tmp_path / "nope.pth")))
+        check_pretrained(DetModelConfig(name=PICO, pretrained=str(tmp_path / "nope.pth")))
     with pytest.raises(ValueError, match="model.pretrained=timm is now model.pretrained=true"):
-        check_model(DetModelConfig(name=PICO, pretrained="timm"))
+        check_pretrained(DetModelConfig(name=PICO, pretrained="timm"))
 
 
 @pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])

@@ -133,8 +133,12 @@ def test_images_too_thin_to_resize_are_left_out_of_training_and_evaluation_with_
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs").glob("det_*.yaml")), ids=lambda p: p.name)
-def test_shipped_detection_configs_load_and_pass_the_checks(path: Path, offline_hub):
+def test_shipped_detection_configs_load_and_pass_the_checks(
+    path: Path, offline_hub, stub_inputs, tmp_path, monkeypatch
+):
     cfg = load_det_config(path)
+    monkeypatch.chdir(tmp_path)  # the config's data paths, relative to the repository's root, stubbed here
+    stub_inputs(DetectionTask, cfg)
     if cfg.model.pretrained is True:  # the tag's weights in the (offline) cache: what the preflight looks for
         offline_hub.add(hub_repo(cfg.model.name), {"placeholder": torch.zeros(1)})
     check_run(DetectionTask, cfg)

@@ -101,6 +101,8 @@ CASES = [
     ("device", TASKS, ["train.device=gpu0"], None, None, "train.device 'gpu0' is not a device; valid here: auto, cpu"),
     ("device_absent", TASKS, ["train.device=cuda:99"], None, None, "train.device cuda:99: "),
     ("kwargs_typo", TASKS, ["model.kwargs.windw_size=2"], None, None, "did you mean 'window_size'?"),
+    ("data_before_weights", TASKS, ["data.data_dir={file}.nowhere", "model.pretrained={file}.none"], None, None,
+     "file.nowhere"),  # a mistyped --data-dir was named after the weights (fetched first when online)
     ("pretrained_timm", TASKS, ["model.pretrained=timm"], None, None, "pretrained=timm is now model.pretrained=true"),
     ("output_is_file", TASKS, ["--output-dir", "{file}"], None, None, "is a file; expected a folder"),
     ("output_in_the_data", TASKS, ["--output-dir", "{data}/{inside}/run"], "keep", None,

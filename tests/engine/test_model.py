@@ -38,8 +38,9 @@ def test_kwargs_checked_against_the_model_before_any_data_is_read(task: str, kwa
 
 
 @pytest.mark.parametrize("task", list(TASKS))
-def test_kwargs_reach_the_model_in_every_task(task: str, tmp_path: Path):
-    cfg = tiny_config(task, tmp_path, tmp_path, **{"model.kwargs": "{window_size: 2, mlp_ratio: 2.0}"})
+def test_kwargs_reach_the_model_in_every_task(task: str, tmp_path: Path, stub_inputs):
+    cfg = tiny_config(task, tmp_path / "data", tmp_path, **{"model.kwargs": "{window_size: 2, mlp_ratio: 2.0}"})
+    stub_inputs(TASKS[task], cfg)
     check_run(TASKS[task], cfg)
     if task == "classification":
         state = create_model(cfg.model, num_classes=3).state_dict()
@@ -75,10 +76,14 @@ def test_window_7_tag_fine_tuned_with_12x12_windows_at_384(offline_hub, tmp_path
 
 
 @pytest.mark.parametrize("task", list(TASKS))
-def test_unreachable_hub_is_one_line_naming_the_scripts_options_before_any_data(task, no_network, tmp_path, capsys):
-    """Without HF_HUB_OFFLINE and without network, ~20 retry lines over about a minute came before a message."""
+def test_unreachable_hub_is_one_line_naming_the_scripts_options_before_any_data(
+    task, no_network, tmp_path, capsys, stub_inputs
+):
+    """Without HF_HUB_OFFLINE and without network, ~20 retry lines over about a minute came before a message. The
+    data's files exist (checked first), empty: the weights' error comes before any is read."""
     name = "swinlite_tiny_patch4_window7_224.ms_in22k"  # not in the module's cache
-    argv = overrides(task, tmp_path / "no_data_here", tmp_path / "out", **{"model.name": name})
+    argv = overrides(task, tmp_path / "data", tmp_path / "out", **{"model.name": name})
+    stub_inputs(TASKS[task], tiny_config(task, tmp_path / "data", tmp_path / "out", **{"model.name": name}))
     start = time.monotonic()
     assert script_main(task, ["--config", str(script_config(task, tmp_path)), *argv, "model.pretrained=true"]) == 2
     assert time.monotonic() - start < 30  # one quick reachability check, no retries

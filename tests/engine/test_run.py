@@ -85,7 +85,12 @@ def test_overwrite_removes_the_old_run_before_anything_else(folder: Path, tmp_pa
     assert script_main("classification", overrides("classification", folder, out, **first)) == 0
     assert {"ema.safetensors", "best_ema.safetensors", "scan.json.gz"} <= {p.name for p in out.iterdir()}
     (out / "notes.txt").write_text("the user's own file")
-    broken = overrides("classification", tmp_path / "no_data", out, **{"train.epochs": 1})
+    kept = sorted(p.name for p in out.iterdir())
+    mistyped = overrides("classification", tmp_path / "no_data", out, **{"train.epochs": 1})
+    assert script_main("classification", ["--overwrite", *mistyped]) == 2  # a missing data folder: refused first
+    assert sorted(p.name for p in out.iterdir()) == kept
+    (tmp_path / "empty").mkdir()
+    broken = overrides("classification", tmp_path / "empty", out, **{"train.epochs": 1})
     assert script_main("classification", ["--overwrite", *broken]) == 2  # killed before its first epoch, in effect
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     capsys.readouterr()

@@ -192,7 +192,7 @@ def window_attention_rows(
     # bias + mask for the windows of the largest row block (whole images, or part of one image); every row
     # block reads a slice of it: windows [offset, offset + count) of the image(s)
     images = largest // nW if largest >= nW else 1
-    mask_dtype = dtype if plan.flash else torch.float32  # _explicit_attention adds bias + mask in fp32
+    mask_dtype = dtype if plan.flash else torch.promote_types(dtype, torch.float32)  # as _explicit_attention adds
     attn_mask = window_attn_mask(bias.to(mask_dtype), _cast(mask, mask_dtype), images)  # (1 or images*nW, heads, N, N)
     for first, count, offset in blocks:
         rows = slice(first * N, (first + count) * N)
@@ -225,23 +225,25 @@ def _explicit_attention(
 ) -> torch.Tensor:
     """softmax(q·scale·kᵀ + attn_mask)·v, :func:`~swinlite.models.swin.window_attention`'s formula as timm's Swin runs
     it under autocast: logits in q's dtype, the fp32 bias + mask added in fp32, softmax in fp32, its probabilities
-    rounded to q's dtype for the product with v. (The reference casts bias and mask to q's dtype and takes the
-    softmax in it; in bf16 the fp32 softmax is the faster one and the closer to fp32.) qkv (3, windows, heads, N, hd),
-    any strides; attn_mask fp32, broadcast to (windows, heads, N, N); with ``tau`` (fp32, (heads, 1, 1)) Swin-V2's
-    cosine attention, cos(q, k)·τ for q·scale·kᵀ. Returns (windows, heads, N, hd) in qkv's dtype.
+    rounded to q's dtype for the product with v; in float64, float64 throughout. (The reference casts bias and mask
+    to q's dtype and takes the softmax in it; in bf16 the fp32 softmax is the faster one and the closer to fp32.)
+    qkv (3, windows, heads, N, hd), any strides; attn_mask fp32 (float64 for float64 qkv), broadcast to (windows,
+    heads, N, N); with ``tau`` (fp32, (heads, 1, 1)) Swin-V2's cosine attention, cos(q, k)·τ for q·scale·kᵀ.
+    Returns (windows, heads, N, hd) in qkv's dtype.
 
     q, k and v are copied once, contiguous: as views of the projection their heads cannot be folded into one batch
     dimension, and ``matmul`` would copy q·scale, kᵀ and v each (benchmarks/kernels.md, "bf16 linear layers of the
     row blocks")."""
     q, k, v = qkv.clone(memory_format=torch.contiguous_format).unbind(0)  # 3 x (windows, heads, N, hd), a copy
+    wide = torch.promote_types(q.dtype, torch.float32)  # of the logits and the softmax
     if tau is None:
-        logits = torch.matmul(q.mul_(scale), k.transpose(-2, -1)).float().add_(attn_mask)  # (windows, heads, N, N)
+        logits = torch.matmul(q.mul_(scale), k.transpose(-2, -1)).to(wide).add_(attn_mask)  # (windows, heads, N, N)
     else:  # cos(q, k) in q's dtype, times τ in fp32 (as the reference: logits up to ±100 would round coarsely)
         eps = cosine_eps(q.dtype)
         F.normalize(q, dim=-1, eps=eps, out=q)  # in place: q/|q|
         F.normalize(k, dim=-1, eps=eps, out=k)
         cos = torch.matmul(q, k.transpose(-2, -1))  # (windows, heads, N, N)
-        logits = torch.addcmul(attn_mask, cos.float(), tau)
+        logits = torch.addcmul(attn_mask, cos.to(wide), tau.to(wide))
     return torch.matmul(logits.softmax(-1).to(q.dtype), v)
 
 

@@ -86,6 +86,16 @@ def test_row_blocks_without_biases_and_in_bf16(calls):
     assert calls == {"attention": 2, "mlp": 2}
 
 
+def test_row_blocks_in_float64_compute_in_float64(calls):
+    """A float64 block's explicit softmax took the logits, bias + mask and softmax in fp32 (the bf16 recipe): 1e-9
+    off the reference in a model, where float64 agrees to 1e-15."""
+    fast, reference = (block.double() for block in block_pair(qkv_bias=True, shift=True))
+    x = torch.randn(2, 7, 10, 16, dtype=torch.float64)
+    with torch.inference_mode():
+        torch.testing.assert_close(fast(x), reference(x), rtol=0, atol=1e-13)
+    assert calls == {"attention": 1, "mlp": 1}
+
+
 # linears: addmm, or oneDNN with packed weights (where this CPU computes bf16 in oneDNN)
 BF16_LINEARS = [False, True] if blocks.ONEDNN_BF16 else [False]
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import timm
 import torch
+from pico import PICO
 from PIL import Image
 from scriptkit import REPO, script_env
 
 from swinlite.io import save_safetensors
 from swinlite.metadata import weights_metadata
 
-PICO = "swinlite_pico_patch2_window4_32"
 CLASSES = ["cat", "dog", "éclair"]
 PREPROCESSING = {"input_size": [3, 32, 32], "interpolation": "bicubic", "mean": [0.5, 0.4, 0.3],
                  "std": [0.2, 0.25, 0.3], "crop_pct": 0.875, "crop_mode": "center"}  # fmt: skip

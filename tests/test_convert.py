@@ -8,6 +8,7 @@ import pytest
 import timm
 import torch
 import torchvision
+from pico import PICO
 from safetensors.torch import load_file
 from scriptkit import SCRIPTS  # importing it puts scripts/ on sys.path, where the scripts find _cli
 from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
@@ -164,7 +165,6 @@ def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path, capsys, 
     assert not out.exists()
 
 
-PICO = "swinlite_pico_patch2_window4_32"
 PRE = {"input_size": [3, 16, 16], "interpolation": "bicubic", "mean": [0.5] * 3, "std": [0.25] * 3,
        "crop_pct": 1.0, "crop_mode": "center"}  # fmt: skip
 # (input metadata, flags): a trained 2-class classifier's, with and without a --model that agrees; a detector's

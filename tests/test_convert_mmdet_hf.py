@@ -11,12 +11,11 @@ import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from pico import PICO
 
 import swinlite  # noqa: F401  (registers the models)
 from swinlite.convert import convert_state_dict, detect_layout
 from swinlite.weights import load_checkpoint
-
-PICO = "swinlite_pico_patch2_window4_32"
 
 
 def _unfold_permutation(channels: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ import onnx
 import pytest
 import torch
 import torch.nn.functional as F
-from onnxkit import PICO
+from pico import PICO
 from torch import nn
 
 from swinlite.export import (

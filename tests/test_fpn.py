@@ -3,13 +3,13 @@
 import pytest
 import timm
 import torch
+from pico import PICO
 from torchvision.models.detection import FasterRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
 
 from swinlite.fpn import build_fpn_backbone
 
-PICO = "swinlite_pico_patch2_window4_32"
 SIZES = dict(min_size=64, max_size=96)
 # few proposals and sampled RoIs keep a CPU step short; the mask head is narrowed to the FPN width below
 FAST = dict(

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import timm
 import torch
+from pico import PICO
 from safetensors.torch import save_file
 
 import swinlite
 from swinlite.io import read_state_dict, save_safetensors
 from swinlite.weights import ema_counterpart, load_model, pretrained_model, read_info, weights_metadata
 
-PICO = "swinlite_pico_patch2_window4_32"
 PRE = {"input_size": [3, 16, 16], "interpolation": "bilinear", "mean": [0.5] * 3, "std": [0.25] * 3}
 PRE |= {"crop_pct": 1.0, "crop_mode": "center"}
 

@@ -3,6 +3,7 @@
 import pytest
 import timm
 import torch
+from pico import PICO
 from torchvision.models.detection import FasterRCNN
 
 from swinlite.detection.config import DetConfig, DetModelConfig
@@ -12,7 +13,6 @@ from swinlite.engine.model import check_pretrained
 from swinlite.engine.optim import build_optimizer, build_scheduler
 from swinlite.fpn import build_fpn_backbone
 
-PICO = "swinlite_pico_patch2_window4_32"
 TINY = dict(embed_dim=16, depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1))  # a reduced-width patch-4 model
 
 

@@ -11,7 +11,8 @@ import onnxruntime as ort
 import pytest
 import torch
 import torchvision
-from onnxkit import PICO, run_without_torch
+from onnxkit import run_without_torch
+from pico import PICO
 from PIL import Image
 from pycocotools.coco import COCO
 from scriptkit import load_script

@@ -6,12 +6,11 @@ import copy
 import pytest
 import timm
 import torch
+from pico import PICO
 
 import swinlite  # noqa: F401  (registers the models)
 from swinlite.fast import FAST_MODULES, FastSwinBlock, FastWindowAttention, accelerate
 from swinlite.models.swin import SwinBlock
-
-PICO = "swinlite_pico_patch2_window4_32"
 
 
 def classes(model: torch.nn.Module) -> set[type]:

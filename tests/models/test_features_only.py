@@ -4,10 +4,10 @@ import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from pico import PICO
 
 import swinlite  # noqa: F401  (registers the models)
 
-PICO = "swinlite_pico_patch2_window4_32"
 NANO = "swinlite_nano_patch2_window4_64"
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import timm
 import torch
+from pico import PICO
 
 import swinlite
 from swinlite.fast import accelerate
 from swinlite.models.swin import SwinBlock
 
 PACKAGE = Path(swinlite.__file__).parent
-PICO = "swinlite_pico_patch2_window4_32"
 
 
 def test_reference_file_imports_no_kernel():

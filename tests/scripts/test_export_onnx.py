@@ -8,10 +8,9 @@ import pytest
 import timm
 import torch
 from onnxkit import write_classifier
+from pico import PICO
 
 from swinlite.export import build_exportable, check_sizes, export_metadata, export_program
-
-PICO = "swinlite_pico_patch2_window4_32"
 
 
 def test_fixed_size_export_matches_eager_at_another_batch():

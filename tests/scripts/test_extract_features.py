@@ -4,12 +4,11 @@ import numpy as np
 import pytest
 import timm
 import torch
+from pico import PICO
 from PIL import Image
 from torchvision.transforms import functional as TF
 
 from swinlite.features import is_complete_feature_file, load_embeddings, load_features
-
-PICO = "swinlite_pico_patch2_window4_32"
 
 
 @pytest.fixture

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import timm
 import torch
+from pico import PICO
 from PIL import Image
 from safetensors.torch import save_file
 from scriptkit import SCRIPTS, script_env
 
 from swinlite.weights import weights_metadata
 
-PICO = "swinlite_pico_patch2_window4_32"
 PRE = {"input_size": [3, 16, 16], "interpolation": "bicubic", "mean": [0.5] * 3, "std": [0.25] * 3}
 PRE |= {"crop_pct": 1.0, "crop_mode": "center"}
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import timm
 import torch
+from pico import PICO
 from PIL import Image
 
 from swinlite.visualize import bias_tables, feature_means
 
-PICO = "swinlite_pico_patch2_window4_32"
 V2_PICO = "swinlite_v2_pico_patch2_window4_32"
 STAGE_SHAPES = [(1, 1, 7, 7), (1, 2, 7, 7), (2, 4, 7, 7), (1, 8, 7, 7)]  # (blocks, heads, 2*4-1, 2*4-1)
 

@@ -11,6 +11,7 @@ import warnings
 import pytest
 import timm
 import torch
+from pico import PICO
 from test_convert_mmdet_hf import to_mmdet
 
 from swinlite.io import read_state_dict, save_safetensors
@@ -19,7 +20,6 @@ from swinlite.segmentation.convert import convert_upernet, upernet_layout
 from swinlite.segmentation.models import build_upernet
 from swinlite.weights import load_strict
 
-PICO = "swinlite_pico_patch2_window4_32"
 HEAD = dict(head_channels=16, aux_channels=8, pool_scales=(1, 2, 3, 6))
 
 

@@ -85,7 +85,10 @@ def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: 
     Args:
         coco_gt: the ground truth, as read (``iscrowd`` objects included: COCOeval lets detections match them
             without counting them as misses).
-        results: COCO result dicts (``to_coco_results``).
+        results: COCO result dicts (``to_coco_results``), left as they are: pycocotools' ``loadRes`` adds fields to
+            the dicts it gets, so it gets copies; for "segm" without their ``bbox``, whose area pycocotools would
+            take for the detection's (a mask's is smaller: AP by object size would count a detection as larger
+            than it is, as detectron2 notes and avoids alike).
         image_ids: the images evaluated (detections on no others).
         iou_type: "bbox" or "segm"; "segm" on ground truth with objects that lack a segmentation gives NaN
             with a warning (``unmasked_objects``), so that a training run keeps its epoch.
@@ -99,7 +102,7 @@ def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: 
         return CocoAP(_all_missed(coco_gt, image_ids, iou_type), "no detections")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):  # pycocotools prints its progress and summary
-        evaluator = COCOeval(coco_gt, coco_gt.loadRes(results), iou_type)
+        evaluator = COCOeval(coco_gt, coco_gt.loadRes(_copies(coco_gt, results, iou_type)), iou_type)
         evaluator.params.imgIds = sorted(image_ids)
         evaluator.evaluate()
         evaluator.accumulate()
@@ -107,6 +110,15 @@ def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: 
     stats = [float(100.0 * s) if s >= 0 else math.nan for s in evaluator.stats[:6]]  # -1: no object of that size
     summary = "\n".join(line for line in printed.getvalue().splitlines() if line.lstrip().startswith("Average"))
     return CocoAP(dict(zip(AP_NAMES, stats, strict=True)), summary)
+
+
+def _copies(coco_gt: COCO, results: list[dict], iou_type: str) -> list[dict]:
+    """What ``loadRes`` may change: copies of the results, for "segm" with the segmentation as RLE (polygons
+    converted, as COCO converts the ground truth's) and without the box."""
+    if iou_type == "bbox":
+        return [{k: v for k, v in result.items() if k != "segmentation"} for result in results]
+    return [{k: v for k, v in result.items() if k != "bbox"} | {"segmentation": coco_gt.annToRLE(result)}
+            for result in results]  # fmt: skip
 
 
 def _all_missed(coco_gt: COCO, image_ids: list[int], iou_type: str) -> dict[str, float]:

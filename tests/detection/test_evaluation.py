@@ -1,8 +1,12 @@
 """COCO AP through pycocotools: 100 on hand-made perfect predictions, lower on shifted boxes; result format."""
 
+import contextlib
+import copy
+import io
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from detkit import edit_coco
@@ -90,3 +94,34 @@ def test_mask_ap_on_objects_without_a_segmentation_is_nan_with_a_note(coco: Path
     with pytest.warns(UserWarning, match=r"mask AP not computed: 3 objects have no segmentation"):
         ap = coco_ap(split.coco, _predictions(split, 0.0), split.image_ids, "segm")
     assert all(math.isnan(v) for v in ap.ap.values()) and ap.summary.startswith("mask AP not computed")
+
+
+def test_mask_ap_by_size_takes_the_masks_area_and_the_results_stay_as_they_were():
+    """pycocotools took a mask detection's box area when the result also had a box (its loadRes takes the box branch):
+    a thin L-shaped false positive, a mask of 99 px in a 50x50 box, was left out of AP_small as a "medium" detection,
+    and AP_small read 100 instead of 50. loadRes also added id, area and iscrowd to the caller's dicts (which
+    evaluate_detection.py then wrote to detections.json)."""
+    from pycocotools import mask as mask_utils
+    from pycocotools.coco import COCO
+
+    def rle(mask: np.ndarray) -> dict:
+        encoded = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
+        return {"size": encoded["size"], "counts": encoded["counts"].decode("ascii")}
+
+    square, ell = np.zeros((100, 100), bool), np.zeros((100, 100), bool)
+    square[10:30, 10:30] = True  # the object: 400 px, small
+    ell[50:100, 50], ell[99, 50:100] = True, True  # 99 px in a 50x50 box
+    gt = COCO()
+    gt.dataset = {"images": [{"id": 1, "width": 100, "height": 100}], "categories": [{"id": 1, "name": "thing"}],
+                  "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 10, 20, 20], "area": 400,
+                                   "iscrowd": 0, "segmentation": rle(square)}]}  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt.createIndex()
+    one = {"image_id": 1, "category_id": 1}
+    results = [one | {"bbox": [50, 50, 50, 50], "score": 0.95, "segmentation": rle(ell)},
+               one | {"bbox": [10, 10, 20, 20], "score": 0.9, "segmentation": rle(square)}]  # fmt: skip
+    before = copy.deepcopy(results)
+    masks = coco_ap(gt, results, [1], "segm").ap
+    assert masks["map_small"] == pytest.approx(50.0) and masks["map"] == pytest.approx(50.0)
+    assert coco_ap(gt, results, [1]).ap["map_small"] == pytest.approx(100.0)  # boxes: the L's box is medium
+    assert results == before

@@ -88,7 +88,7 @@ def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: 
         results: COCO result dicts (``to_coco_results``), left as they are: pycocotools' ``loadRes`` adds fields to
             the dicts it gets, so it gets copies; for "segm" without their ``bbox``, whose area pycocotools would
             take for the detection's (a mask's is smaller: AP by object size would count a detection as larger
-            than it is, as detectron2 notes and avoids alike).
+            than it is; detectron2 drops the box for the same reason).
         image_ids: the images evaluated (detections on no others).
         iou_type: "bbox" or "segm"; "segm" on ground truth with objects that lack a segmentation gives NaN
             with a warning (``unmasked_objects``), so that a training run keeps its epoch.

@@ -4,7 +4,8 @@ Freezing folds the weights into the compiled graph as constants, so inductor can
 CPU matmul libraries (oneDNN / MKL), fuse bias and activation into the matmul, and constant-fold what
 depends only on weights (the relative position bias); the shift masks and window indices, which depend only on the
 input size, come from swinlite's cache (``swinlite.models.swin``: "the cache inside torch.compile"). The price:
-the callable computes with the weights the model held when it was compiled, and only without autograd.
+the callable computes with the weights the model held when it was compiled, and only without autograd. A float64
+model on the CPU compiles without freezing (oneDNN's weight packing takes no float64 weights).
 
 Recompiles: the compiled graph is specialised to the input shape (batch, height, width) it first sees; every
 new shape compiles again (as long as the first time, less the C++ kernels already built), and after
@@ -91,12 +92,13 @@ def optimize_for_inference(
     graphs = uses_cuda_graphs(example_input.device.type, mode)
     with torch.inference_mode():
         expected = model(example_input) if check or graphs else None  # eager first: kernel timings, the reference
-    with torch._inductor.config.patch(freezing=True), torch.inference_mode():
+    settings = _freezing(example_input)
+    with torch._inductor.config.patch(settings), torch.inference_mode():
         compiled = torch.compile(model, dynamic=False, mode=mode)
         output = compiled(example_input)  # compiles now: freezing reads the weights at this call
 
     def run(x: torch.Tensor) -> Any:
-        with torch._inductor.config.patch(freezing=True), torch.inference_mode():  # a recompile freezes too
+        with torch._inductor.config.patch(settings), torch.inference_mode():  # a recompile freezes too
             if not graphs:
                 return compiled(x)
             torch.compiler.cudagraph_mark_step_begin()
@@ -110,6 +112,13 @@ def optimize_for_inference(
     if fastest_now(candidates, example_input.device, repeats=CHOICE_ROUNDS) == "eager":
         return Optimized(eager, "eager")
     return Optimized(run, "compiled")
+
+
+def _freezing(example_input: torch.Tensor) -> dict[str, bool]:
+    """Inductor's settings: freezing, but for float64 on the CPU. There inductor's freezing packs weights for oneDNN,
+    which takes float, bfloat16 and half only ("itensor_view_from_dense expects float/bfloat16/half/int8/fp8 tensor
+    input"), and once a process has frozen a graph the packing applies whatever ``cpp.weight_prepack`` says."""
+    return {"freezing": not (example_input.device.type == "cpu" and example_input.dtype == torch.float64)}
 
 
 def _eager(model: nn.Module) -> Callable[[torch.Tensor], Any]:

@@ -40,6 +40,19 @@ def test_optimized_model_matches_eager_and_compiles_once_per_size(monkeypatch):
     torch.testing.assert_close(fn(y), expected, atol=1e-4, rtol=1e-4)
 
 
+def test_a_float64_model_compiles_on_the_cpu(monkeypatch):
+    """Inductor's oneDNN weight packing takes no float64 weights: freezing a float64 model failed inside inductor,
+    whatever ``cpp.weight_prepack`` said once the process had frozen a float32 graph (as here first)."""
+    monkeypatch.setattr("swinlite.optimize.fastest_now", lambda candidates, *args, **kwargs: "compiled")
+    with torch._inductor.config.patch(freezing=True), torch.inference_mode():
+        torch.compile(torch.nn.Conv2d(3, 4, 2).eval())(torch.randn(1, 3, 8, 8))
+    model = _small_model().double()
+    x = torch.randn(2, 3, 12, 10, dtype=torch.float64)
+    fn = swinlite.optimize_for_inference(model, x)
+    with torch.inference_mode():
+        torch.testing.assert_close(fn(x), model(x), atol=1e-12, rtol=1e-12)
+
+
 def _slow(fn):
     def run(*args):
         time.sleep(0.05)

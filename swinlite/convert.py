@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from timm.layers import resample_patch_embed
 from torch import nn
 
 from .io import StateDict, unwrap_checkpoint
@@ -393,9 +394,14 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
         want = target[key].shape
         if value.shape != want and key.endswith("rel_pos.table") and value.shape[1:] != want[1:]:
             raise ValueError(f"checkpoint does not fit {name}: {shape_mismatch(key, value.shape, want)}")
-        if value.shape != want and key.endswith("rel_pos.table"):
-            value = resize_rel_pos_bias_table(value, _square_window(value.shape[0]), _square_window(want[0]))
+        if value.shape != want and key.endswith("rel_pos.table"):  # the model's window may be rectangular
+            window = model.get_submodule(key.removesuffix(".table")).window
+            value = resize_rel_pos_bias_table(value, _square_window(value.shape[0]), window)
             resized.append(key)
+        elif key == _FIRST_CONV and len(value.shape) == 4 and value.shape[2:] != want[2:]:
+            old, patch = tuple(value.shape[2:]), tuple(want[2:])  # resampled as timm does (FlexiViT's pseudo-inverse)
+            value = resample_patch_embed(value, list(patch), interpolation="bicubic", antialias=True)
+            warnings.warn(f"resampled {key} from {old} patches to the model's {patch}", stacklevel=3)
         elif key.startswith("head.fc.") and not head_fits:
             dropped.append(f"{key} of shape {tuple(value.shape)} (the model's: {tuple(want)})")
             continue
@@ -499,9 +505,14 @@ def resize_rel_pos_bias_table(
 
 
 def _square_window(num_offsets: int) -> tuple[int, int]:
+    """The square window a checkpoint's bias table of ``num_offsets`` rows was learned for (a checkpoint does not
+    record its window; the released ones are square)."""
     side = math.isqrt(num_offsets)
     if side * side != num_offsets or side % 2 == 0:
-        raise ValueError(f"bias table of {num_offsets} rows is not (2w-1)^2 for a square window")
+        raise ValueError(
+            f"the checkpoint's bias table of {num_offsets} rows is not (2w-1)^2: not a square window's, which is the "
+            "only kind resized (give the model the checkpoint's window)"
+        )
     return (side + 1) // 2, (side + 1) // 2
 
 

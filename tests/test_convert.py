@@ -9,7 +9,7 @@ import timm
 import torch
 import torchvision
 from pico import PICO
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from scriptkit import SCRIPTS  # importing it puts scripts/ on sys.path, where the scripts find _cli
 from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
 
@@ -72,22 +72,52 @@ def test_timm_checkpoint_path_converts(tmp_path):
     torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-4)
 
 
-def test_window7_checkpoint_into_window12_model():
-    """Reference: timm's window-12 Swin given the tables resized by timm's bicubic (Microsoft-style) resize."""
+@pytest.mark.parametrize(
+    ("source", "target", "kwargs", "window", "size"),
+    [
+        ("swin_base_patch4_window7_224", "swin_base_patch4_window12_384", SMALL, (12, 12), (384, 384)),
+        # a rectangular window (it was refused: "not (2w-1)^2"), shifted blocks, every stage a whole number of windows
+        ("swin_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224",
+         dict(depths=(2, 2, 2, 2), window_size=(7, 12), img_size=(224, 384)), (7, 12), (224, 384)),
+    ],
+    ids=["window12", "window7x12"],
+)  # fmt: skip
+def test_window7_checkpoint_into_another_window(source, target, kwargs, window, size):
+    """Reference: timm's Swin of the target window given the tables resized by timm's bicubic (Microsoft-style)
+    resize."""
     torch.manual_seed(0)
-    source = timm.create_model("swin_base_patch4_window7_224", **SMALL).state_dict()
+    weights = timm.create_model(source, **{k: v for k, v in kwargs.items() if k == "depths"}).state_dict()
+    offsets = (2 * window[0] - 1) * (2 * window[1] - 1)
     resized = {
-        k: resize_rel_pos_bias_table_simple(v, (12, 12), (23 * 23, v.shape[1]))
+        k: resize_rel_pos_bias_table_simple(v, window, (offsets, v.shape[1]))
         if k.endswith("relative_position_bias_table")
         else v
-        for k, v in source.items()
+        for k, v in weights.items()
     }
-    ref = timm.create_model("swin_base_patch4_window12_384", **SMALL).eval()
+    ref = timm.create_model(target, **kwargs).eval()
     ref.load_state_dict(resized)
-    model = timm.create_model("swinlite_base_patch4_window12_384", **SMALL).eval()
-    model.load_state_dict(swinlite.convert_state_dict(source, model))
-    assert model.layers[0].blocks[0].attn.rel_pos.table.shape == (23 * 23, 4)
-    x = torch.randn(1, 3, 384, 384)
+    model = timm.create_model(target.replace("swin_", "swinlite_"), **kwargs).eval()
+    model.load_state_dict(swinlite.convert_state_dict(weights, model))
+    assert model.layers[0].blocks[0].attn.rel_pos.table.shape[0] == offsets
+    x = torch.randn(1, 3, *size)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+
+
+def test_patch4_checkpoint_into_a_patch2_model(tmp_path):
+    """The patch embedding is resampled as timm resamples it (it was refused: "another model size?"). Reference: timm's
+    Swin given the same file through its own loader."""
+    torch.manual_seed(0)
+    kwargs = dict(depths=(2, 2, 2, 2), patch_size=2, img_size=112)  # stages of 56, 28, 14, 7 tokens: whole windows
+    path = tmp_path / "patch4.safetensors"
+    save_file(timm.create_model("swin_tiny_patch4_window7_224", depths=(2, 2, 2, 2)).state_dict(), str(path))
+    file = dict(pretrained=True, pretrained_cfg_overlay=dict(file=str(path)))
+    ref = timm.create_model("swin_tiny_patch4_window7_224", **kwargs, **file).eval()
+    with pytest.warns(
+        UserWarning, match=r"resampled patch_embed.proj.weight from \(4, 4\) patches to the model's \(2, 2\)"
+    ):
+        model = timm.create_model("swinlite_tiny_patch4_window7_224", **kwargs, **file).eval()
+    x = torch.randn(1, 3, 112, 112)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 

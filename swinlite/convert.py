@@ -398,7 +398,7 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
             window = model.get_submodule(key.removesuffix(".table")).window
             value = resize_rel_pos_bias_table(value, _square_window(value.shape[0]), window)
             resized.append(key)
-        elif key == _FIRST_CONV and len(value.shape) == 4 and value.shape[2:] != want[2:]:
+        elif key == _FIRST_CONV and value.shape[0] == want[0] and value.shape[2:] != want[2:]:  # another patch size
             old, patch = tuple(value.shape[2:]), tuple(want[2:])  # resampled as timm does (FlexiViT's pseudo-inverse)
             value = resample_patch_embed(value, list(patch), interpolation="bicubic", antialias=True)
             warnings.warn(f"resampled {key} from {old} patches to the model's {patch}", stacklevel=3)

@@ -98,7 +98,7 @@ def optimize_for_inference(
         output = compiled(example_input)  # compiles now: freezing reads the weights at this call
 
     def run(x: torch.Tensor) -> Any:
-        with torch._inductor.config.patch(settings), torch.inference_mode():  # a recompile freezes too
+        with torch._inductor.config.patch(settings), torch.inference_mode():  # a recompile gets the same settings
             if not graphs:
                 return compiled(x)
             torch.compiler.cudagraph_mark_step_begin()

@@ -120,6 +120,9 @@ def test_patch4_checkpoint_into_a_patch2_model(tmp_path):
     x = torch.randn(1, 3, 112, 112)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+    base = timm.create_model("swin_base_patch4_window7_224", depths=(2, 2, 2, 2)).state_dict()  # 128 channels
+    with pytest.raises(ValueError, match=r"proj.weight has shape \(128, 3, 4, 4\), the model expects \(96, 3, 2, 2\)"):
+        swinlite.convert_state_dict(base, model)  # another width is another model, whatever its patches
 
 
 @pytest.mark.parametrize("misfit", ["both", "head.fc.weight", "head.fc.bias"])

@@ -84,8 +84,8 @@ class Task(abc.ABC):
     @classmethod
     def check_inputs(cls, cfg: Any) -> None:
         """ValueError naming a data file or folder the run reads that does not exist, in the task's words (checked
-        before the model, so a mistyped ``--data-dir`` is named before pretrained weights are fetched); default:
-        none (the data is checked when read)."""
+        before the pretrained weights are looked for, so a mistyped ``--data-dir`` is named before they are
+        fetched); default: none (the data is checked when read)."""
         return None
 
     @classmethod

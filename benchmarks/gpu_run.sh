@@ -2,7 +2,8 @@
 # One prepared GPU benchmark run, about 8-11 minutes on an H200 (the first call of each attention shape times the
 # candidate kernels, compiling FlexAttention's: swinlite/fast/measured.py). Against the targets of issue 24:
 #   cuda_tiny_b64          Swin-T batch 64 at 224², inference and train step, fp32 and bf16 autocast, peak memory,
-#                          against timm; the table's header lists the attention kernel chosen per shape
+#                          against timm; the table's header lists the attention kernel chosen per shape, and the
+#                          table ends with each case's top CUDA kernels by self time (one profiled step)
 #   cuda_tiny_b1           the same at batch 1 (swinlite, timm)
 #   cuda_sizes             224² and 800×1344 at batch 2, fp32 (swinlite, timm, detection backbones)
 #   cuda_tiny_b64_compile  optimize_for_inference (inductor freezing, CUDA graphs) against timm compiled the same way
@@ -52,7 +53,7 @@ checks() {  # the Triton kernels as this GPU compiles them, against the per-wind
 }
 
 checks
-run cuda_tiny_b64 300 --batch 64 --models swinlite,timm --warmup 3 --repeats 11
+run cuda_tiny_b64 300 --batch 64 --models swinlite,timm --warmup 3 --repeats 11 --profile
 run cuda_tiny_b1 60 --batch 1 --models swinlite,timm --warmup 3 --repeats 11
 run cuda_sizes 90 --sizes 224,800x1344 --batch 2 --warmup 2 --repeats 7
 run cuda_tiny_b64_compile 210 --compile --models swinlite,timm --batch 64 --warmup 3 --repeats 11

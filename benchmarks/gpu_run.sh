@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# One prepared GPU benchmark run, about 8-11 minutes on an H200 (the first call of each attention shape times the
-# candidate kernels, compiling FlexAttention's: swinlite/fast/measured.py). Against the targets of issue 24:
+# One prepared GPU benchmark run against the targets of issue 24, bounded by BUDGET_S seconds (default 540: one
+# command of a 10-minute limit). Parts, in this order:
+#   cuda_checks            the Triton window attention compiled for this GPU against the per-window loop (pytest, if
+#                          installed; the dispatch also refuses any candidate whose output or gradients are off the
+#                          explicit formula's)
 #   cuda_tiny_b64          Swin-T batch 64 at 224², inference and train step, fp32 and bf16 autocast, peak memory,
 #                          against timm; the table's header lists the attention kernel chosen per shape, and the
 #                          table ends with each case's top CUDA kernels by self time (one profiled step)
 #   cuda_tiny_b1           the same at batch 1 (swinlite, timm)
 #   cuda_sizes             224² and 800×1344 at batch 2, fp32 (swinlite, timm, detection backbones)
 #   cuda_tiny_b64_compile  optimize_for_inference (inductor freezing, CUDA graphs) against timm compiled the same way
-# First cuda_checks.log: the Triton window attention compiled for this GPU against the per-window loop (pytest, if
-# installed; the dispatch also refuses any candidate whose output or gradients are off the explicit formula's).
-# Writes <name>.md (table), <name>.json and <name>.log (progress, errors) per run into $OUT, and gpu.txt (GPU, versions).
-#   OUT=/tmp/gpu bash benchmarks/gpu_run.sh                        # everything, in this order
-#   OUT=/tmp/gpu bash benchmarks/gpu_run.sh cuda_checks cuda_tiny_b64  # only those (e.g. to split the run in two)
+# The first call of each attention shape times the candidate kernels, compiling FlexAttention's and Triton's
+# (swinlite/fast/measured.py): most of a part's time. Each part runs under its own limit, cut to what is left of
+# BUDGET_S; a part with less than a minute left is skipped (skipped.txt), one that fails or runs out of time is named
+# in failed.txt. Writes <name>.md (table), <name>.json and <name>.log (progress, errors) per part into $OUT, and
+# gpu.txt (GPU, versions). With PACK=<file.tgz> the folder is also packed into that one file after each part, so a
+# run stopped midway still hands back what it finished, in one file:
+#   OUT=/tmp/gpu bash benchmarks/gpu_run.sh                                  # everything, in this order
+#   OUT=/tmp/gpu PACK=/tmp/gpu.tgz bash benchmarks/gpu_run.sh cuda_checks cuda_tiny_b64   # only those, packed
 # Needs torch >= 2.11 with CUDA, torchvision and timm >= 1.0.31 (pyproject.toml); with an older timm or none it
 # installs the timm wheel carried in .whl/ (no network there; fetch it here with
 # `python3 -m pip download --no-deps -d .whl timm==1.0.31` and carry .whl).
@@ -24,36 +30,59 @@ done
 ONLY=" $* "  # the names to run; all when none is given
 wanted() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }
 OUT=${OUT:-benchmarks/gpu}
+BUDGET_S=${BUDGET_S:-540}
+PACK=${PACK:-}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+
+pack() {  # the results so far into $PACK, replaced whole (a stopped run leaves the previous pack, never half of one)
+    [ -z "$PACK" ] || { tar czf "$PACK.part" -C "$OUT" . && mv "$PACK.part" "$PACK"; }
+}
+
+limit_for() {  # limit_for NAME SECONDS: the part's limit cut to the budget left; empty (and skipped.txt) under 60 s
+    local left=$((BUDGET_S - SECONDS))
+    if [ "$left" -lt 60 ]; then
+        echo "$1: skipped, ${left} s of BUDGET_S=$BUDGET_S left" | tee -a "$OUT/skipped.txt" >&2
+        return 1
+    fi
+    echo $(($2 < left ? $2 : left))
+}
+
 python -c "import swinlite" 2>/dev/null ||  # swinlite/versions.py refuses a missing or older timm
     pip install -q --no-index --find-links .whl "timm>=1.0.31"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt"
 python -c "import torch, timm, torchvision; print(torch.__version__, timm.__version__, torchvision.__version__)" \
     >> "$OUT/gpu.txt"
+pack
 
 run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang cannot eat the others' time
     wanted "$1" || return 0
-    local name=$1 limit=$2
+    local name=$1 limit
+    limit=$(limit_for "$1" "$2") || return 0
     shift 2
     local start=$SECONDS
-    timeout "$limit" python scripts/benchmark.py --device cuda "$@" --json "$OUT/$name.json" \
+    timeout -k 10 "$limit" python scripts/benchmark.py --device cuda "$@" --json "$OUT/$name.json" \
         > "$OUT/$name.md" 2> "$OUT/$name.log" || echo "$name: exit $? (see $OUT/$name.log)" | tee -a "$OUT/failed.txt"
     echo "$name: $((SECONDS - start)) s"
+    pack
 }
 
 checks() {  # the Triton kernels as this GPU compiles them, against the per-window loop (pytest, if installed)
     wanted cuda_checks || return 0
+    local limit
+    limit=$(limit_for cuda_checks 120) || return 0
     if ! python -c "import pytest" 2>/dev/null; then
         echo "pytest is not installed: kernel checks skipped" > "$OUT/cuda_checks.log"
         return 0
     fi
-    timeout 120 python -m pytest -q -o addopts="" -p no:cacheprovider tests/fast/test_window_triton.py -k cuda \
-        > "$OUT/cuda_checks.log" 2>&1 || echo "cuda_checks: exit $? (see $OUT/cuda_checks.log)" | tee -a "$OUT/failed.txt"
+    timeout -k 10 "$limit" python -m pytest -q -o addopts="" -p no:cacheprovider tests/fast/test_window_triton.py \
+        -k cuda > "$OUT/cuda_checks.log" 2>&1 || echo "cuda_checks: exit $? (see $OUT/cuda_checks.log)" | tee -a "$OUT/failed.txt"
+    pack
 }
 
 checks
 run cuda_tiny_b64 300 --batch 64 --models swinlite,timm --warmup 3 --repeats 11 --profile
 run cuda_tiny_b1 60 --batch 1 --models swinlite,timm --warmup 3 --repeats 11
 run cuda_sizes 90 --sizes 224,800x1344 --batch 2 --warmup 2 --repeats 7
-run cuda_tiny_b64_compile 210 --compile --models swinlite,timm --batch 64 --warmup 3 --repeats 11
+run cuda_tiny_b64_compile 210 --compile --no-warm-start --models swinlite,timm --batch 64 --warmup 3 --repeats 11
+pack  # skipped.txt too

@@ -1115,6 +1115,9 @@ class SwinTransformer(nn.Module):
             res-post-norm, patch merging that normalises after the reduction; windows by :func:`stage_windows`).
         pretrained_window_sizes: V2 only: per stage, the window its position bias was pre-trained at (int or
             (Wh, Ww); 0 or None: the stage's own window), as timm's argument of this name.
+        dynamic_img_size, strict_img_size: timm's switches between a fixed input size and any size, accepted so that
+            code written for timm's Swin builds: swinlite always takes any size, so ``dynamic_img_size=False`` or
+            ``strict_img_size=True`` (a fixed size) is a ValueError rather than silently ignored.
     """
 
     def __init__(
@@ -1142,10 +1145,17 @@ class SwinTransformer(nn.Module):
         act_layer: type[nn.Module] = nn.GELU,
         block: str = "v1",
         pretrained_window_sizes: Sequence[int | tuple[int, int] | None] | None = None,
+        dynamic_img_size: bool = True,
+        strict_img_size: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        if not dynamic_img_size or strict_img_size:
+            raise ValueError(
+                "swinlite models take any input size (the padding is masked): a fixed size is not an option, got "
+                f"dynamic_img_size={dynamic_img_size}, strict_img_size={strict_img_size} (expected True, False)"
+            )
         self.register_load_state_dict_pre_hook(convert_when_loaded)  # a timm, Microsoft, ... state dict loads too
         num_stages = len(depths)
         pretrained_windows = _pretrained_windows(block, rel_pos, pretrained_window_sizes, num_stages)

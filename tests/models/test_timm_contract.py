@@ -284,6 +284,26 @@ def test_unknown_kwarg_raises_type_error(name):
         timm.create_model(name, device="meta", not_an_option=1, **_depth(name))
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(dynamic_img_size=True),
+        dict(strict_img_size=False),
+        dict(dynamic_img_size=False),
+        dict(strict_img_size=True),
+    ],
+)
+def test_timm_input_size_switches(options):
+    """timm's any-size switches build (the model takes any size anyway); asking for a fixed size is refused."""
+    name = "swinlite_pico_patch2_window4_32"
+    if options.get("dynamic_img_size", True) and not options.get("strict_img_size", False):
+        with torch.no_grad():
+            assert timm.create_model(name, **options).eval()(torch.randn(1, 3, 20, 36)).shape == (1, 10)
+    else:
+        with pytest.raises(ValueError, match="any input size"):
+            timm.create_model(name, device="meta", **options)
+
+
 def test_no_weight_decay_and_group_matcher(built):
     _, model, _ = built
     names = dict(model.named_parameters())

@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -85,8 +87,7 @@ def read_state_dict(path: str | os.PathLike) -> StateDict:
     except Exception as e:  # safetensors, pickle and zip readers raise many types for a file that is not theirs
         what = "a damaged (truncated?) safetensors file" if safetensors else "not a weights file"
         raise ValueError(
-            f"{str(path)!r} is {what} (expected safetensors or a torch checkpoint): "
-            f"{type(e).__name__}: {_first_line(e)}"
+            f"{str(path)!r} is {what} (expected safetensors or a torch checkpoint): {load_refusal(e)}"
         ) from None
     if not state:
         raise ValueError(f"{str(path)!r} holds no tensors")
@@ -121,6 +122,17 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else "no detail"
+
+
+def load_refusal(error: BaseException) -> str:
+    """Why a file did not load, in one line; for a pickle ``torch.load(..., weights_only=True)`` refused, what it
+    holds instead of torch's message, whose first lines advise loading with ``weights_only=False`` (which runs
+    any code the file carries) and hold terminal escape codes."""
+    if not isinstance(error, pickle.UnpicklingError):
+        return f"{type(error).__name__}: {_first_line(error)}"
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
+    held = f"it pickles {found.group(1)}" if found else "it is not a pickle of tensors"
+    return f"{held}, and only tensors and plain containers are read (torch.load with weights_only=True)"
 
 
 def file_sha256(path: str | os.PathLike) -> str:

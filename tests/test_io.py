@@ -1,5 +1,6 @@
 """swinlite.io: the one weights reader, the one output check every writer makes, escaped file names, strict JSON."""
 
+import argparse
 import json
 import math
 import os
@@ -9,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from swinlite.engine.checkpoint import load_resume
 from swinlite.io import check_output, json_bytes, printable_path, read_metadata, read_state_dict
 
 
@@ -72,6 +74,27 @@ def test_weights_files_that_are_broken_are_named(tmp_path: Path):
         read_state_dict(tmp_path / "cut.safetensors")
     with pytest.raises(ValueError, match="list.pth' is not a weights file .*holds a list, not a state dict"):
         read_state_dict(tmp_path / "list.pth")
+
+
+@pytest.mark.parametrize(
+    "payload, held",
+    [
+        ({"model": {"w": torch.ones(1)}, "args": argparse.Namespace(lr=0.1)}, "it pickles argparse.Namespace"),
+        (None, "it is not a pickle of tensors"),  # a text file
+    ],
+)
+def test_a_pickle_weights_only_refuses_is_named_without_torchs_advice(tmp_path: Path, payload, held):
+    """torch's refusal advises weights_only=False (running the file's code) and holds escape codes: the error
+    says what the file holds instead, for weights and resume files alike."""
+    path = tmp_path / "ckpt.pth"
+    if payload is None:
+        path.write_text("model:\n  name: pico\n")  # a run's config.yaml
+    else:
+        torch.save(payload, path)
+    for read, what in ((read_state_dict, "is not a weights file"), (load_resume, "is not a readable resume file")):
+        with pytest.raises(ValueError, match=f"ckpt.pth'? {what} .*{held}, and only tensors") as error:
+            read(path)
+        assert "weights_only` set to `False" not in str(error.value) and "\x1b" not in str(error.value)
 
 
 def test_printable_path_escapes_bytes_that_are_not_utf8():

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..io import atomic_write, save_safetensors
+from ..io import atomic_write, load_refusal, save_safetensors
 
 RESUME_FILE = "resume.pt"
 RESUME_KEYS = ("task", "model", "optimizer", "scheduler", "scaler", "ema", "epoch", "step", "batch", "history", "rng")
@@ -68,9 +68,8 @@ def load_resume(path: str | Path, task: str | None = None) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # zip, pickle and weights-only refusals come in many types
-        reason = (str(e).strip().splitlines() or [""])[0][:200]
         raise ValueError(
-            f"{path} is not a readable resume file ({type(e).__name__}: {reason}); start over with --overwrite"
+            f"{path} is not a readable resume file ({load_refusal(e)}); start over with --overwrite"
         ) from None
     if task is None:
         return state

@@ -44,7 +44,13 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    from swinlite.classification.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
+    from swinlite.classification.evaluation import (
+        EVALUATION_FILES,
+        format_report,
+        plot_confusion,
+        prepare_evaluation,
+        run_evaluation,
+    )
     from swinlite.device import autocast_dtype, resolve_device
     from swinlite.io import atomic_write_bytes, check_output, json_bytes
     from swinlite.weights import ema_counterpart
@@ -55,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir or checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     inputs = [args.checkpoint, checkpoint, args.data_dir / args.split]
-    check_output(out, inputs, option=option, folder=True, names=["eval.json", "confusion_matrix.png"])
+    check_output(out, inputs, option=option, folder=True, names=EVALUATION_FILES)
     setup = prepare_evaluation(
         checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size
     )

@@ -15,8 +15,6 @@ from pathlib import Path
 
 from _cli import Parser, run
 
-OUTPUTS = ("eval.json", "detections.json")
-
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
@@ -46,7 +44,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.detection.config import DetDataConfig
     from swinlite.detection.data import CocoDetection, collate, load_split, split_paths, without_thin_images
-    from swinlite.detection.evaluation import check_scorable, coco_ap, ignore_empty_boxes, unmasked_objects
+    from swinlite.detection.evaluation import (
+        EVALUATION_FILES,
+        check_scorable,
+        coco_ap,
+        ignore_empty_boxes,
+        unmasked_objects,
+    )
     from swinlite.detection.predictor import load_detector
     from swinlite.detection.task import predict
     from swinlite.detection.transforms import build_eval_transform
@@ -62,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ann_file, image_dir = split_paths(data, args.split)
     out = args.output_dir or args.checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
-    check_output(out, [args.checkpoint, ann_file, image_dir], option=option, folder=True, names=OUTPUTS)
+    check_output(out, [args.checkpoint, ann_file, image_dir], option=option, folder=True, names=EVALUATION_FILES)
     model, categories, meta = load_detector(args.checkpoint, device)
     transform = model.transform  # the images it cannot resize are left out, with a warning naming them
     split = without_thin_images(load_split(ann_file, image_dir), transform.min_size[-1], transform.max_size)

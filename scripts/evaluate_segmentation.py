@@ -23,7 +23,6 @@ from pathlib import Path
 
 from _cli import Parser, run
 
-OUTPUTS = ("eval.json", "per_class_iou.csv")
 SPLITS = {"validation": "val", "training": "train"}
 
 
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.io import atomic_write_bytes, check_output
     from swinlite.segmentation.config import SegDataConfig
     from swinlite.segmentation.data import SegmentationDataset, collate, scan_split, split_folders
-    from swinlite.segmentation.evaluation import per_class_csv, per_class_table, scores
+    from swinlite.segmentation.evaluation import EVALUATION_FILES, per_class_csv, per_class_table, scores
     from swinlite.segmentation.inference import confusion_of, thin_check
     from swinlite.segmentation.predictor import load_segmenter
     from swinlite.segmentation.transforms import build_eval_transform
@@ -86,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     images, masks = args.images or layout[0], args.masks or layout[1]
     out = args.output_dir or args.checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
-    check_output(out, [args.checkpoint, images, masks], option=option, folder=True, names=OUTPUTS)
+    check_output(out, [args.checkpoint, images, masks], option=option, folder=True, names=EVALUATION_FILES)
     model, info = load_segmenter(args.checkpoint, device)
     test = replace(info.test, mode=args.mode or info.test.mode, ratios=tuple(args.ratios or info.test.ratios),
                    flip=args.flip or info.test.flip)  # fmt: skip

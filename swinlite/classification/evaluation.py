@@ -23,6 +23,9 @@ from ..io import atomic_write
 from ..weights import load_model, read_info
 from .data import ImageFolderDataset, collate, scan_split
 
+# what scripts/evaluate.py writes, beside the checkpoint unless --output-dir
+EVALUATION_FILES = ("eval.json", "confusion_matrix.png")
+
 
 @dataclass
 class EvalResult:

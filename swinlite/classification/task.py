@@ -19,7 +19,7 @@ from ..metadata import weights_metadata
 from .config import Config
 from .data import Split, build_datasets, check_augment, check_data_dir, collate
 from .demo_data import build_digits
-from .evaluation import evaluate
+from .evaluation import EVALUATION_FILES, evaluate
 from .scan_cache import CACHE_FILE, cached_scan
 
 
@@ -28,6 +28,7 @@ class ClassificationTask(Task):
     config = Config
     metric = "val_top1"
     output_files = (CACHE_FILE,)
+    evaluation_files = EVALUATION_FILES
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)

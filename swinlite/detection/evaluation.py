@@ -16,6 +16,9 @@ from pycocotools.cocoeval import COCOeval, Params
 
 from .data import Categories, CocoDetection
 
+# what scripts/evaluate_detection.py writes, beside the checkpoint unless --output-dir
+EVALUATION_FILES = ("eval.json", "detections.json")
+
 # COCOeval.stats[0:6], in percent; the metrics.csv columns are "val_" + these (masks: "val_mask_" + these)
 AP_NAMES = ("map", "map50", "map75", "map_small", "map_medium", "map_large")
 

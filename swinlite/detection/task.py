@@ -29,7 +29,7 @@ from .data import (
     without_thin_images,
 )
 from .demo_data import build_digit_scenes
-from .evaluation import check_scorable, coco_ap, ignore_empty_boxes, to_coco_results
+from .evaluation import EVALUATION_FILES, check_scorable, coco_ap, ignore_empty_boxes, to_coco_results
 from .models import build_detector
 from .transforms import build_eval_transform, build_train_transform, smallest_train_resize
 
@@ -69,6 +69,7 @@ class DetectionTask(Task):
     metric = "val_map"
     drop_last = False
     reserved_kwargs = ("num_classes", "in_chans", "features_only", "out_indices", "output_fmt")
+    evaluation_files = EVALUATION_FILES
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)

@@ -156,8 +156,10 @@ def _check_existing_run(out: Path, cfg: Any, resume: bool, overwrite: bool, dist
 
 
 def _remove_run_files(out: Path, task: type[Task]) -> None:
-    """--overwrite: the files a run writes (and the task's, e.g. its data scan), before anything else happens."""
-    for path in [*(out / name for name in (*RUN_FILES, *task.output_files)), *out.glob("events.out.tfevents.*")]:
+    """--overwrite: the files a run writes (and the task's, e.g. its data scan, and its evaluate script's results of
+    the old weights), before anything else happens."""
+    names = (*RUN_FILES, *task.output_files, *task.evaluation_files)
+    for path in [*(out / name for name in names), *out.glob("events.out.tfevents.*")]:
         path.unlink(missing_ok=True)
 
 

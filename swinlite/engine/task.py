@@ -58,6 +58,8 @@ class Task(abc.ABC):
         reserved_kwargs: ``model.kwargs`` keys the task sets itself (e.g. ``num_classes``; ``in_chans``: its loaders
             give RGB images).
         output_files: files the task keeps in the output folder (``--overwrite`` removes them with the engine's).
+        evaluation_files: what the task's evaluate script writes beside the checkpoint by default: they describe
+            the replaced run's weights, so ``--overwrite`` removes them too.
     """
 
     name: ClassVar[str]
@@ -66,6 +68,7 @@ class Task(abc.ABC):
     drop_last: ClassVar[bool] = True
     reserved_kwargs: ClassVar[tuple[str, ...]] = ("num_classes", "in_chans")
     output_files: ClassVar[tuple[str, ...]] = ()
+    evaluation_files: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
+# what scripts/evaluate_segmentation.py writes, beside the checkpoint unless --output-dir
+EVALUATION_FILES = ("eval.json", "per_class_iou.csv")
+
 
 def confusion(pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int) -> torch.Tensor:
     """Counts [K, K] (row: label, column: prediction) of the pixels whose label is not ``ignore_index``.

@@ -29,7 +29,7 @@ from .data import (
     warn_skipped,
 )
 from .demo_data import build_shape_scenes
-from .evaluation import per_class_table, scores
+from .evaluation import EVALUATION_FILES, per_class_table, scores
 from .inference import InferenceSettings, confusion_of, thin_check
 from .models import build_upernet
 from .transforms import build_eval_transform, build_train_transform
@@ -51,6 +51,7 @@ class SegmentationTask(Task):
     config = SegConfig
     metric = "val_miou"
     reserved_kwargs = ("num_classes", "in_chans", "features_only", "out_indices", "output_fmt")
+    evaluation_files = EVALUATION_FILES
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)

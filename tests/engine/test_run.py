@@ -85,6 +85,8 @@ def test_overwrite_removes_the_old_run_before_anything_else(folder: Path, tmp_pa
     assert script_main("classification", overrides("classification", folder, out, **first)) == 0
     assert {"ema.safetensors", "best_ema.safetensors", "scan.json.gz"} <= {p.name for p in out.iterdir()}
     (out / "notes.txt").write_text("the user's own file")
+    for name in ("eval.json", "confusion_matrix.png"):  # scripts/evaluate.py's results of the old weights
+        (out / name).write_text("an evaluation of the replaced run")
     kept = sorted(p.name for p in out.iterdir())
     mistyped = overrides("classification", tmp_path / "no_data", out, **{"train.epochs": 1})
     assert script_main("classification", ["--overwrite", *mistyped]) == 2  # a missing data folder: refused first

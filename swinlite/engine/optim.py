@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import warnings
+from collections.abc import Iterator
 
 import torch
 from timm.optim import create_optimizer_v2, get_optimizer_info, param_groups_weight_decay
@@ -67,7 +70,8 @@ def build_scheduler(
     (mmsegmentation's "poly"); stepped per optimizer step (``step_update``)."""
     total = epochs * steps_per_epoch
     warmup = min(math.ceil(cfg.warmup_epochs * steps_per_epoch), total - 1)
-    if warmup < cfg.warmup_epochs * steps_per_epoch:
+    cut = warmup < cfg.warmup_epochs * steps_per_epoch
+    if cut:
         warnings.warn(
             f"schedule.warmup_epochs {cfg.warmup_epochs} is not shorter than the run ({epochs} epochs of "
             f"{steps_per_epoch} steps): the warm-up is cut to {warmup} steps and the run ends near the peak lr",
@@ -75,7 +79,10 @@ def build_scheduler(
         )
     common = dict(warmup_t=warmup, warmup_lr_init=cfg.warmup_lr, t_in_epochs=False)
     if cfg.kind == "cosine":
-        return CosineLRScheduler(optimizer, t_initial=total - warmup, lr_min=cfg.min_lr, warmup_prefix=True, **common)
+        with _without_timm_note(cut):  # timm's raw line that a one-step cosine has no effect: the warning says it
+            return CosineLRScheduler(
+                optimizer, t_initial=total - warmup, lr_min=cfg.min_lr, warmup_prefix=True, **common
+            )
     if cfg.kind == "poly":
         return PolyLRScheduler(
             optimizer, t_initial=total - warmup, power=cfg.power, lr_min=cfg.min_lr, warmup_prefix=True, **common
@@ -83,3 +90,19 @@ def build_scheduler(
     # timm decays once t + 1 reaches a milestone; +1 so that the first step of epoch e + 1 runs at the lower lr
     milestones = [math.ceil(e * steps_per_epoch) + 1 for e in cfg.decay_epochs]
     return MultiStepLRScheduler(optimizer, decay_t=milestones, decay_rate=cfg.decay_rate, warmup_prefix=False, **common)
+
+
+@contextlib.contextmanager
+def _without_timm_note(quiet: bool) -> Iterator[None]:
+    """With ``quiet``, drop what timm's cosine scheduler logs while it is built (its note that a cosine of one step
+    changes nothing, an unprefixed line beside swinlite's own warning of the cut warm-up)."""
+    logger = logging.getLogger(CosineLRScheduler.__module__)
+
+    def drop(record: logging.LogRecord) -> bool:
+        return not quiet
+
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)

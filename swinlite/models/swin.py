@@ -1337,24 +1337,26 @@ class SwinTransformer(nn.Module):
             List of maps, or (final features [B, H, W, C], list of maps).
         """
         if output_fmt not in ("NCHW", "NHWC"):
-            raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got {output_fmt!r}")
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got '{output_fmt}'")
         check_image_input(x, self.in_chans, self.patch_size, self.patch_embed.proj.weight.dtype)
         if not torch.jit.is_scripting():
             check_feature_indices(indices, len(self.layers))
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
         last = len(self.layers) - 1
-        stages = self.layers if torch.jit.is_scripting() or not stop_early else self.layers[: max_index + 1]
+        num_run = max_index + 1 if stop_early else len(self.layers)
         intermediates = []
         batch = x.shape[0]
         x = self.patch_embed(self._patch_input(x))
-        for i, (stage, out_norm) in enumerate(zip(stages, self.out_norms)):  # noqa: B905 (TorchScript has no strict=)
-            x = stage(x)
-            if i in take_indices:
-                y = self.norm(x) if norm and i == last else out_norm(x)
-                intermediates.append((y.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else y)[:batch])
+        # TorchScript unrolls a loop over modules: zip the module lists themselves (no slice), no break
+        for i, (stage, out_norm) in enumerate(zip(self.layers, self.out_norms)):  # noqa: B905 (TorchScript has no strict=)
+            if i < num_run:
+                x = stage(x)
+                if i in take_indices:
+                    y = self.norm(x) if norm and i == last else out_norm(x)
+                    intermediates.append((y.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else y)[:batch])
         if intermediates_only:
             return intermediates
-        if len(stages) == len(self.layers):
+        if num_run == len(self.layers):
             x = self.norm(x)
         return x[:batch], intermediates
 

@@ -8,7 +8,7 @@ import torch
 from timm.layers import _fx
 from timm.models import group_parameters
 
-import swinlite  # noqa: F401  (registers the variants)
+import swinlite
 from swinlite.models.pretrained import lite_name
 from swinlite.models.swin import SwinV2Block
 
@@ -250,6 +250,44 @@ def test_torchscript(built):
     scripted = torch.jit.script(copy.deepcopy(model))
     with torch.no_grad():
         torch.testing.assert_close(scripted(x), model(x))
+
+
+# timm's Swin built as the pico models (64x64 images: every stage's map a whole number of 4x4 windows, no window
+# clipped), the reference for the features of a scripted features_only model.
+PICO_IN_TIMM = {
+    "swinlite_pico_patch2_window4_32": "swin_tiny_patch4_window7_224",
+    "swinlite_v2_pico_patch2_window4_32": "swinv2_tiny_window8_256",
+}
+PICO_ARGS = dict(embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), patch_size=2, window_size=4, img_size=64)
+
+
+@pytest.mark.parametrize("name", PICO_IN_TIMM)
+@pytest.mark.parametrize(
+    ("size", "options"),
+    [
+        pytest.param((64, 64), {}, id="64x64"),
+        pytest.param((36, 44), dict(out_indices=(1, 3), output_fmt="NHWC", out_norm=True), id="36x44-subset-nhwc-norm"),
+    ],
+)
+def test_torchscript_features_only(name, size, options):
+    """A scripted features_only model gives the eager one's maps and, at window multiples (timm pads after the
+    shift, swinlite before), timm's Swin's."""
+    torch.manual_seed(0)
+    ref = timm.create_model(PICO_IN_TIMM[name], num_classes=10, **PICO_ARGS).eval()
+    plain = timm.create_model(name, img_size=64)
+    plain.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), plain))
+    model = timm.create_model(name, features_only=True, img_size=64, **options).eval()
+    model.model.load_state_dict(plain.state_dict(), strict=False)  # the wrapper dropped the head and final norm
+    scripted = torch.jit.script(model)
+    x = torch.randn(1, 3, *size)
+    with torch.no_grad():
+        maps = scripted(x)
+        eager = model(x)
+        reference = ref.forward_intermediates(x, intermediates_only=True) if not options else eager  # NCHW, 4 levels
+    assert len(maps) == len(model.feature_info.channels())
+    for m, e, r in zip(maps, eager, reference, strict=True):
+        torch.testing.assert_close(m, e)
+        torch.testing.assert_close(m, r, rtol=0, atol=1e-5)
 
 
 def test_fx_feature_extraction(built):

@@ -97,7 +97,8 @@ def convert_when_loaded(model: nn.Module, state_dict: dict[str, torch.Tensor], p
 
     ``timm.create_model(name, checkpoint_path=...)`` loads the file with a plain ``model.load_state_dict``, which
     timm's own Swin passes with its own files; other routes convert with :func:`convert_state_dict`. Keys are converted
-    only (no fitting): ``load_state_dict`` still checks them, and the shapes, strictly. A state dict of no known layout
+    with no fitting but the exact one of :func:`embed_shrunk_tables` (timm's own Swin of the same ``img_size`` takes
+    these files): ``load_state_dict`` still checks them, and the shapes, strictly. A state dict of no known layout
     is left for it to report; as a submodule (``prefix``) the model is loaded by its parent's rules.
     """
     if prefix:
@@ -107,7 +108,7 @@ def convert_when_loaded(model: nn.Module, state_dict: dict[str, torch.Tensor], p
     except ValueError:
         return
     if foreign:
-        converted = convert_state_dict(state_dict)
+        converted = embed_shrunk_tables(convert_state_dict(state_dict), model)
         state_dict.clear()
         state_dict.update(converted)
 
@@ -276,12 +277,12 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
 
     Also timm's ``pretrained_filter_fn`` for the swinlite variants (called with the model). With
     ``model``, nothing loads half: every model weight except a classifier and per-level output norms
-    must come from the checkpoint; bias tables are resized bicubically to the model's window (with a
-    warning naming them); a classifier of another size (its weight or its bias) is dropped whole with a
-    warning, one of the model's
-    size is kept (also through timm's loader, which otherwise drops it whenever ``num_classes``
-    differs from the pretrained tag's); a first conv of another channel count is passed on for
-    timm's loader to adapt (``in_chans``).
+    must come from the checkpoint; a bias table of a window shrunk to a smaller stage map is embedded
+    (:func:`embed_shrunk_tables`), exactly, other bias tables of another size are resized bicubically to the
+    model's window (with a warning naming them); a classifier of another size (its weight or its bias) is
+    dropped whole with a warning, one of the model's size is kept (also through timm's loader, which otherwise
+    drops it whenever ``num_classes`` differs from the pretrained tag's); a first conv of another channel count
+    is passed on for timm's loader to adapt (``in_chans``).
 
     Args:
         checkpoint: a state dict, or a training checkpoint holding one under ``model``/``state_dict``; its keys may
@@ -388,6 +389,7 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
     unmapped = sorted(k for k in state_dict if k not in target)
     if unmapped:
         raise ValueError(f"{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
+    state_dict = embed_shrunk_tables(state_dict, model)
     out, resized, dropped = {}, [], []
     head_fits = _classifier_fits(state_dict, target)
     for key, value in state_dict.items():
@@ -474,6 +476,66 @@ def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) ->
     if any(k.startswith("head.fc.") and k not in target for k in state_dict):
         warnings.warn("dropping the checkpoint's classifier head.fc: the model has none", stacklevel=3)
     return {k: v for k, v in state_dict.items() if k in target or not k.startswith(("out_norms.", "head.fc."))}
+
+
+def embed_shrunk_tables(state_dict: StateDict, model: nn.Module) -> StateDict:
+    """``state_dict`` with each bias table learned for a window shrunk to its stage's map embedded in a table of the
+    model's window (:func:`embed_rel_pos_bias_table`); other keys as they are.
+
+    timm (and the Microsoft release) shrink a stage's window to the stage's map where that map, at the model's
+    nominal input size, is smaller than the window: the last stage of a window-7 model at ``img_size`` 192 has a
+    6x6 map, a 6x6 window, an 11x11 table. swinlite keeps the model's window and masks the padding, so at that size
+    its attention uses the same 11x11 offsets: with the embedded table the stage computes what timm's does,
+    with a resized one it would not. The table's window is the one timm gives that stage of a model of this ``img_size``
+    (:func:`~swinlite.models.swin.shrunk_windows`); a table of another size is left to the callers' rules.
+    """
+    from .models.swin import shrunk_windows  # the model module imports this one
+
+    target = model.state_dict()
+    window = tuple(model.window_size)
+    shrunk = shrunk_windows(window, tuple(model.patch_embed.grid_size), len(model.layers))
+    out = dict(state_dict)
+    for key, value in state_dict.items():
+        m = re.match(r"^layers\.(\d+)\.blocks\.\d+\.attn\.rel_pos\.table$", key)
+        if m is None or key not in target or shrunk[int(m.group(1))] == window:
+            continue
+        stage_window, want = shrunk[int(m.group(1))], target[key].shape
+        if value.ndim == 2 and value.shape == (_num_offsets(stage_window), want[1]) and want[0] == _num_offsets(window):
+            out[key] = embed_rel_pos_bias_table(value, stage_window, window)
+    return out
+
+
+def _num_offsets(window: Sequence[int]) -> int:
+    return math.prod(2 * int(w) - 1 for w in window)
+
+
+def embed_rel_pos_bias_table(table: torch.Tensor, old_window: Sequence[int], new_window: Sequence[int]) -> torch.Tensor:
+    """A 2-D Swin bias table of a window no larger than ``new_window``, centred in the larger table, zeros elsewhere.
+
+    Every offset of the old window keeps its bias (exact wherever only those are used); the new offsets have none.
+
+    Args:
+        table: bias table, shape ((2Wh - 1) * (2Ww - 1), heads).
+        old_window: window the table was learned for, (Wh, Ww).
+        new_window: the larger window, (Wh', Ww'), Wh' >= Wh and Ww' >= Ww.
+
+    Returns:
+        Table of shape ((2Wh' - 1) * (2Ww' - 1), heads), same dtype as ``table``.
+    """
+    old_h, old_w = (2 * int(w) - 1 for w in old_window)
+    new_h, new_w = (2 * int(w) - 1 for w in new_window)
+    if table.ndim != 2 or table.shape[0] != old_h * old_w:
+        raise ValueError(
+            f"table of shape {tuple(table.shape)} does not fit window {tuple(old_window)}: "
+            f"expected ({old_h * old_w}, heads)"
+        )
+    if new_h < old_h or new_w < old_w:
+        raise ValueError(f"window {tuple(new_window)} is smaller than the table's {tuple(old_window)}: resize it")
+    num_heads = table.shape[1]
+    grid = table.T.reshape(num_heads, old_h, old_w)  # (heads, 2Wh-1, 2Ww-1)
+    pad_h, pad_w = (new_h - old_h) // 2, (new_w - old_w) // 2
+    grid = F.pad(grid, (pad_w, pad_w, pad_h, pad_h))  # (heads, 2Wh'-1, 2Ww'-1), offset (0, 0) still central
+    return grid.reshape(num_heads, new_h * new_w).T.contiguous()  # (rows, heads)
 
 
 def resize_rel_pos_bias_table(

@@ -2,6 +2,7 @@
 
 import runpy
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torchvision
 from pico import PICO
 from safetensors.torch import load_file, save_file
 from scriptkit import SCRIPTS  # importing it puts scripts/ on sys.path, where the scripts find _cli
+from timm.layers import to_2tuple
 from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
 
 import swinlite
@@ -102,6 +104,31 @@ def test_window7_checkpoint_into_another_window(source, target, kwargs, window, 
     x = torch.randn(1, 3, *size)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("route", ["convert_state_dict", "load_state_dict"])
+@pytest.mark.parametrize(
+    ("img_size", "window"),
+    [(112, 7), (192, 12), ((112, 224), 7)],
+    ids=["112", "192-window12", "112x224"],
+)
+def test_checkpoint_with_windows_shrunk_to_small_maps(img_size, window, route):
+    """timm shrinks a window to a smaller stage map at its img_size (the last stage's 7 -> 4 at 112, 12 -> 6 at 192,
+    7 -> (4, 7) at 112x224); swinlite pads that map to its window and masks the padding, so the table embedded
+    centred is the same function. It was resized bicubically (logits off by 1e-3) or, by load_state_dict, refused.
+    Reference: timm's Swin of that img_size, whose other stages are whole windows (timm does not mask padding);
+    depth 2 in the last stage: its shifted block is unshifted in both."""
+    torch.manual_seed(0)
+    kwargs = dict(embed_dim=32, depths=(1, 1, 1, 2), num_heads=(1, 2, 4, 8), window_size=window, img_size=img_size)
+    ref = timm.create_model("swin_tiny_patch4_window7_224", **kwargs).eval()
+    weights = ref.state_dict()
+    model = timm.create_model("swinlite_tiny_patch4_window7_224", **kwargs).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # exact: nothing resized, nothing to warn about
+        model.load_state_dict(swinlite.convert_state_dict(weights, model) if route == "convert_state_dict" else weights)
+    x = torch.randn(2, 3, *to_2tuple(img_size))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-5)
 
 
 def test_patch4_checkpoint_into_a_patch2_model(tmp_path):

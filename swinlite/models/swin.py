@@ -1061,24 +1061,37 @@ class SwinStage(nn.Module):
         return self.blocks(x)
 
 
-def stage_windows(block: str, window: tuple[int, int], grid: tuple[int, int], num_stages: int) -> list[tuple[int, int]]:
-    """The window of each stage's blocks.
-
-    V1 blocks: the model's window in every stage (a smaller map is padded to it, the padding masked). V2 blocks:
-    as in timm's and the Microsoft release's Swin-V2, no larger than the stage's map at the model's nominal input
-    size: the continuous position bias is a function of the window (its coordinates are normalised by it), and
-    the released weights were trained with these windows (e.g. 8x8 in the last stage of a window-16 model at 256).
+def shrunk_windows(window: tuple[int, int], grid: tuple[int, int], num_stages: int) -> list[tuple[int, int]]:
+    """Per stage, ``window`` no larger than the stage's map at the nominal input size: the windows of timm's Swin
+    (V1 and V2) and of the Microsoft release on square maps.
 
     Args:
-        block: ``"v1"`` or ``"v2"``.
         window: the model's window (Wh, Ww).
         grid: patches per side at the nominal input size; stage i's map is ceil(grid / 2**i).
         num_stages: number of stages.
     """
-    if block != "v2":
-        return [window] * num_stages
     maps = [(-(-grid[0] // 2**i), -(-grid[1] // 2**i)) for i in range(num_stages)]  # ceil division
     return [(min(window[0], h), min(window[1], w)) for h, w in maps]
+
+
+def stage_windows(block: str, window: tuple[int, int], grid: tuple[int, int], num_stages: int) -> list[tuple[int, int]]:
+    """The window of each stage's blocks.
+
+    V1 blocks: the model's window in every stage (a smaller map is padded to it, the padding masked; a table
+    learned for a window shrunk to that map loads exactly, :func:`swinlite.convert.embed_shrunk_tables`). V2
+    blocks: as in timm's and the Microsoft release's Swin-V2, :func:`shrunk_windows`: the continuous position bias
+    is a function of the window (its coordinates are normalised by it), and the released weights were trained
+    with these windows (e.g. 8x8 in the last stage of a window-16 model at 256).
+
+    Args:
+        block: ``"v1"`` or ``"v2"``.
+        window: the model's window (Wh, Ww).
+        grid: patches per side at the nominal input size.
+        num_stages: number of stages.
+    """
+    if block != "v2":
+        return [window] * num_stages
+    return shrunk_windows(window, grid, num_stages)
 
 
 class SwinTransformer(nn.Module):

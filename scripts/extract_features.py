@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.model is not None:
         check_model_name(args.model, "swinlite_*")
     images, _ = read_sources(args.input)
-    listing = args.input if args.input.is_file() else None
-    check_output(args.output, [args.checkpoint, listing, *images], folder=True, names=OUTPUT_FILES)
+    # the folder (or list) too: features written inside the folder would be read back as images of another class
+    check_output(args.output, [args.checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
     model, name = build_model(args)
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     summary = run_extraction(

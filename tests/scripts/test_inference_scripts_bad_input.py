@@ -101,6 +101,8 @@ CASES = {
                                  "is a file; expected a folder"),
     "extract_output_in_the_image_folder": ("extract_features", "--checkpoint {ckpt} --input {images} --output "
                                            "{images}/feats", "lies inside the input folder"),
+    "extract_size_below_one_patch": ("extract_features", "--checkpoint {ckpt} --input {images} --output {r}/o "
+                                     "--size 1 1", f"--size 1 1 is smaller than one patch of {PICO}: expected H >= 2"),
     "visualize_output_is_a_file": ("visualize", "--checkpoint {ckpt} --output {r}/a_file", "expected a folder"),
     "visualize_writes_over_its_image": ("visualize", "--checkpoint {ckpt} --image {r}/bias_stage0.png --output {r}",
                                         "would replace the input"),

@@ -11,8 +11,8 @@ crop: the maps cover the whole image), not by the classifier's resize and centre
 feats/features/<relative image path>.safetensors per image (read them with swinlite.features.load_features),
 feats/embeddings.safetensors (pooled vectors and the ordered paths: swinlite.features.load_embeddings),
 feats/failures.txt (images that did not decode) and feats/settings.json (model, weights hash, size, dtype).
-Rerunning skips images whose feature file is already whole; a rerun with other settings into the same folder is
-refused.
+Rerunning skips images whose feature file is already whole; a rerun with other settings into a folder that holds
+features is refused. --output may not lie inside the --input folder, and --size must be at least one patch.
 """
 
 from __future__ import annotations
@@ -67,6 +67,18 @@ def build_model(args):
     return model, name
 
 
+def check_size(size: tuple[int, int], patch: tuple[int, int], name: str) -> None:
+    """Refuse a --size below one patch before anything is written: every image would fail, blamed on the image.
+
+    Raises:
+        ValueError: naming --size and the smallest size the model takes.
+    """
+    if size[0] < patch[0] or size[1] < patch[1]:
+        raise ValueError(
+            f"--size {size[0]} {size[1]} is smaller than one patch of {name}: expected H >= {patch[0]}, W >= {patch[1]}"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
@@ -80,10 +92,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.model is not None:
         check_model_name(args.model, "swinlite_*")
     images, _ = read_sources(args.input)
-    listing = args.input if args.input.is_file() else None
-    check_output(args.output, [args.checkpoint, listing, *images], folder=True, names=OUTPUT_FILES)
+    # the folder (or list) too: features written inside the folder would be read back as images of another class
+    check_output(args.output, [args.checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
     model, name = build_model(args)
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
+    check_size(size, model.patch_size, name)
     summary = run_extraction(
         model,
         name,

@@ -69,13 +69,21 @@ def output_path(image: Path, root: Path, output: Path) -> Path:
 def record_settings(output: Path, settings: dict[str, object]) -> None:
     """Record ``settings`` in a new output folder, or check them against those of the run it holds.
 
+    A settings file beside no features (a run that failed or was stopped before its first image) guards nothing and
+    is replaced: refusing it would block the corrected rerun. Checked here rather than writing the file after the
+    first features, as a kill between the two writes would leave the same folder.
+
     Raises:
         ValueError: the folder holds features made with other settings (or with random weights, which a
             rerun cannot reproduce).
     """
     path = output / SETTINGS_FILE
     has_features = (output / "features").is_dir() and any((output / "features").rglob("*.safetensors"))
-    if path.is_file():
+    if has_features:
+        if not path.is_file():
+            raise ValueError(
+                f"{output} holds features but no {SETTINGS_FILE} to check them against; use another --output"
+            )
         saved = json.loads(path.read_text())
         changed = [f"{k}: {saved.get(k)!r} -> {v!r}" for k, v in settings.items() if saved.get(k) != v]
         if changed:
@@ -83,13 +91,11 @@ def record_settings(output: Path, settings: dict[str, object]) -> None:
                 f"{output} holds features made with other settings ({'; '.join(changed)}); "
                 "pass another --output or delete it"
             )
-        if has_features and settings["checkpoint_sha256"] is None:
+        if settings["checkpoint_sha256"] is None:
             raise ValueError(
                 f"{output} holds features of a model with random initial weights, which a rerun cannot reproduce; "
                 "pass --checkpoint, another --output, or delete it"
             )
-    elif has_features:
-        raise ValueError(f"{output} holds features but no {SETTINGS_FILE} to check them against; use another --output")
     for stale in output.rglob(".*.tmp*") if output.is_dir() else ():
         stale.unlink()  # temp files of writes an interrupted run left; the real files are intact
     atomic_write_bytes(path, json_bytes(settings, indent=2))

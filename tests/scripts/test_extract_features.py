@@ -1,5 +1,7 @@
 """scripts/extract_features.py end to end: values, metadata, resume, failures, list input, bad input."""
 
+import json
+
 import numpy as np
 import pytest
 import timm
@@ -93,6 +95,18 @@ def test_list_input_and_float16(load_script, image_folder, tmp_path, capsys):
     assert feats.maps["stage0"].dtype == torch.float16 and feats.pooled.dtype == torch.float32
     assert feats.input_size == (32, 32) and feats.maps["stage0"].shape == (32, 16, 16)
     assert "missing.png" in (out / "failures.txt").read_text()
+
+
+def test_settings_beside_no_features_do_not_block_the_rerun(load_script, image_folder, tmp_path, capsys):
+    """A run that failed before its first features (a --size below one patch once did, after writing settings.json)
+    left its settings, and the corrected rerun was refused as made with other settings."""
+    out = tmp_path / "out"
+    out.mkdir()
+    failed = {"model": PICO, "checkpoint_sha256": None, "input_size": [1, 1], "dtype": "float32"}
+    (out / "settings.json").write_text(json.dumps(failed))
+    _run(load_script, "--model", PICO, "--input", image_folder, "--output", out)
+    assert "written 3, skipped (already whole) 0, failed 1" in capsys.readouterr().out
+    assert json.loads((out / "settings.json").read_text())["input_size"] == [32, 32]
 
 
 @pytest.mark.parametrize(

@@ -99,6 +99,10 @@ CASES = {
     "convert_output_is_the_input": ("convert_checkpoint", "{ckpt} {ckpt}", "would replace the input"),
     "extract_output_is_a_file": ("extract_features", "--checkpoint {ckpt} --input {images} --output {r}/a_file",
                                  "is a file; expected a folder"),
+    "extract_output_in_the_image_folder": ("extract_features", "--checkpoint {ckpt} --input {images} --output "
+                                           "{images}/feats", "lies inside the input folder"),
+    "extract_size_below_one_patch": ("extract_features", "--checkpoint {ckpt} --input {images} --output {r}/o "
+                                     "--size 1 1", f"--size 1 1 is smaller than one patch of {PICO}: expected H >= 2"),
     "visualize_output_is_a_file": ("visualize", "--checkpoint {ckpt} --output {r}/a_file", "expected a folder"),
     "visualize_writes_over_its_image": ("visualize", "--checkpoint {ckpt} --image {r}/bias_stage0.png --output {r}",
                                         "would replace the input"),
@@ -200,18 +204,20 @@ def test_non_utf8_file_names_are_written_escaped(f, load_script, tmp_path, capsy
 def test_images_of_1x4000_and_4000x1(f, load_script, tmp_path, capsys):
     """Predicted; an image whose centre-crop resize would exceed the pixel budget (1x1200000: over 300 M pixels
     once its shorter side is 16 or more) is skipped, named with the reason, instead of taking all the memory."""
+    folder = tmp_path / "images"
+    folder.mkdir()
     for name, shape in (("wide.png", (1, 4000, 3)), ("tall.png", (4000, 1, 3)), ("needle.png", (1, 1_200_000, 3))):
-        Image.fromarray(np.random.default_rng(0).integers(0, 255, shape, dtype=np.uint8)).save(tmp_path / name)
+        Image.fromarray(np.random.default_rng(0).integers(0, 255, shape, dtype=np.uint8)).save(folder / name)
     load_script("predict").main(["--checkpoint", str(f.ckpt), "--output", str(tmp_path / "p.csv"), "--no-progress",
-                                 *(str(tmp_path / n) for n in ("wide.png", "tall.png", "needle.png"))])  # fmt: skip
+                                 *(str(folder / n) for n in ("wide.png", "tall.png", "needle.png"))])  # fmt: skip
     rows = _rows(tmp_path / "p.csv")
     assert [Path(r["path"]).name for r in rows] == ["wide.png", "tall.png"]
     assert "needle.png: a 1200000x1 image is too elongated" in capsys.readouterr().err
     assert all(math.isfinite(float(r["prob"])) for r in rows)
-    load_script("extract_features").main(["--checkpoint", str(f.ckpt), "--input", str(tmp_path), "--output",
+    load_script("extract_features").main(["--checkpoint", str(f.ckpt), "--input", str(folder), "--output",
                                           str(tmp_path / "feats"), "--no-progress"])  # fmt: skip
     assert (tmp_path / "feats" / "features" / "wide.png.safetensors").is_file()
-    paths = load_script("visualize").main(["--checkpoint", str(f.ckpt), "--image", str(tmp_path / "tall.png"),
+    paths = load_script("visualize").main(["--checkpoint", str(f.ckpt), "--image", str(folder / "tall.png"),
                                            "--output", str(tmp_path / "plots")])  # fmt: skip
     assert paths[-1].name == "features.png"
 

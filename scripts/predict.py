@@ -128,7 +128,7 @@ def finish(predictions: list, skipped: list[str], classes: list[str], topk: int,
 
     files, written = import_without_torch("files"), import_without_torch("predictions")
     for why in skipped:
-        print(f"skipped {files.printable_path(why)}", file=sys.stderr)
+        print(f"warning: skipped {files.printable_path(why)}", file=sys.stderr)
     if not predictions:
         raise ValueError(f"none of the {count} files is a readable image")
     written.write_csv(predictions, classes, topk, output)

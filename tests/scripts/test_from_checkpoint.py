@@ -73,7 +73,7 @@ def test_predict_and_evaluate_reproduce_the_run_top1(runs, load_script, tmp_path
     argv = ["--checkpoint", str(run / "best.safetensors"), "--topk", "5", "--output", str(tmp_path / "p.csv")]
     load_script("predict").main([*argv, "--no-progress", str(data / "val"), str(tmp_path / "notes.txt")])
     err = capsys.readouterr().err
-    assert "writing the top-3" in err and f"skipped {tmp_path / 'notes.txt'}" in err and "broken.png" in err
+    assert "writing the top-3" in err and f"warning: skipped {tmp_path / 'notes.txt'}" in err and "broken.png" in err
     rows, top1 = _accuracy(tmp_path / "p.csv")
     assert list(rows[0]) == ["path", "class", "prob", "class_2", "prob_2", "class_3", "prob_3"]
     assert len(rows) == 18 and all(float(r["prob"]) >= float(r["prob_2"]) >= float(r["prob_3"]) for r in rows)

@@ -25,7 +25,7 @@ def test_predict_onnx_writes_the_pytorch_csv_without_torch(onnx_classifier, tmp_
     got = run_without_torch("predict.py", "--onnx", str(model), "--topk", "2", "--output", str(tmp_path / "o.csv"),
                             str(images))  # fmt: skip
     assert got.returncode == 0, got.stderr
-    skipped = [line for line in got.stderr.splitlines() if line.startswith("skipped ")]
+    skipped = [line for line in got.stderr.splitlines() if line.startswith("warning: skipped ")]  # as detect.py
     assert len(skipped) == 1 and f"{images / 'broken.png'}: unreadable (UnidentifiedImageError" in skipped[0]
     want = ["--checkpoint", checkpoint, "--topk", "2", "--no-progress", "--output", tmp_path / "t.csv", images]
     assert run_script("predict", want) == 0

@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     model, info = load_segmenter(args.checkpoint, device)
     test = replace(info.test, mode=args.mode or info.test.mode, ratios=tuple(args.ratios or info.test.ratios),
                    flip=args.flip or info.test.flip)  # fmt: skip
+    test.check()  # before the data is read: slide mode with a stride that would leave gaps
     split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
     for path, reason in split.skipped[:10]:
         print(f"warning: left out {path}: {reason}", file=sys.stderr)

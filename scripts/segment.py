@@ -93,9 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     earlier = earlier_outputs(out, OUTPUTS, args.overwrite)
     images = list_images(args.input)
     model, info = load_segmenter(args.checkpoint, device)
-    remove_outputs(earlier)
     test = replace(info.test, mode=args.mode or info.test.mode, ratios=tuple(args.ratios or info.test.ratios),
                    flip=args.flip or info.test.flip)  # fmt: skip
+    test.check()  # before anything is removed: slide mode with a stride that would leave gaps
+    remove_outputs(earlier)
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
     skipped = []
     for index, path, image in decoded(images, skipped):

@@ -30,7 +30,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from .files import elongation_problem
 from .metadata import check_preprocessing
-from .seg_views import TEST_MODES, slide_windows, test_views
+from .seg_views import TEST_MODES, slide_windows, stride_problem, test_views
 
 INTERPOLATIONS = {
     "nearest": Image.Resampling.NEAREST,
@@ -468,6 +468,9 @@ def segmenter_settings(
         raise ValueError(f"{model.path}: its segmenter metadata lacks or mangles {e}") from None
     if settings.mode not in TEST_MODES:
         raise ValueError(f"{model.path}: test mode must be one of {', '.join(TEST_MODES)}, got {settings.mode!r}")
+    problem = stride_problem(settings.crop_size, settings.stride) if settings.mode == "slide" else None
+    if problem:  # a file of a run before data.test_stride was checked
+        raise ValueError(f"{model.path}: slide mode: {problem} (predict in mode whole, or train and export again)")
     outputs, count = model.session.get_outputs()[0].shape[1], len(settings.classes)
     if len(settings.palette) != count or (isinstance(outputs, int) and outputs != count):
         raise ValueError(f"{model.path}: {len(settings.classes)} classes, {len(settings.palette)} colours, "

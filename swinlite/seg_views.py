@@ -6,7 +6,8 @@ definition of them.
 - :func:`test_views`: one rescaled size per test ratio, each also mirrored with ``flip`` (mmsegmentation's
   ``aug_test``);
 - :func:`thin_problem`: an image with a view thinner than the backbone's patch (predicted by no model);
-- :func:`slide_windows`: the windows of sliding-window prediction (mmsegmentation's ``slide_inference``).
+- :func:`slide_windows`: the windows of sliding-window prediction (mmsegmentation's ``slide_inference``), every
+  ``stride`` pixels: :func:`default_stride` unless set, at most the window (:func:`stride_problem`).
 """
 
 from __future__ import annotations
@@ -46,12 +47,37 @@ def thin_problem(
     return None
 
 
+def default_stride(crop: Sequence[int]) -> tuple[int, int]:
+    """The window step when none is set: 2/3 of the window, rounded (mmsegmentation's 341 for its 512 crops), so that
+    a changed crop size keeps windows that overlap."""
+    return max(round(2 * crop[0] / 3), 1), max(round(2 * crop[1] / 3), 1)
+
+
+def stride_problem(
+    crop: Sequence[int], stride: Sequence[int], crop_name: str = "crop_size", stride_name: str = "stride"
+) -> str | None:
+    """Why windows of ``crop`` every ``stride`` pixels would leave pixels between them unpredicted, or None: a step
+    longer than the window in either dimension."""
+    if stride[0] <= crop[0] and stride[1] <= crop[1]:
+        return None
+    return (f"{stride_name} {list(stride)} is longer than {crop_name} {list(crop)}: the pixels between the sliding "
+            f"windows would get no prediction; expected {stride_name} <= {crop_name} in each dimension "
+            f"(height, width), e.g. {list(default_stride(crop))}")  # fmt: skip
+
+
 def slide_windows(
     height: int, width: int, crop: Sequence[int], stride: Sequence[int]
 ) -> list[tuple[int, int, int, int]]:
     """(top, bottom, left, right) of the windows of ``crop`` every ``stride`` pixels over a ``height`` x ``width``
     image, row by row, the last ones flush with the border; a side shorter than the window is one window of its own
-    size."""
+    size.
+
+    Raises:
+        ValueError: a stride longer than the window (:func:`stride_problem`), which would leave gaps.
+    """
+    problem = stride_problem(crop, stride)
+    if problem:
+        raise ValueError(problem)
     rows = max(height - crop[0] + stride[0] - 1, 0) // stride[0] + 1
     cols = max(width - crop[1] + stride[1] - 1, 0) // stride[1] + 1
     windows = []

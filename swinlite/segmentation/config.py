@@ -47,7 +47,8 @@ class SegDataConfig(DataConfig):
     cat_max_ratio: float = bounded(0.75, gt=0, le=1)  # a crop where one class covers more is redrawn (10 tries)
     photometric: bool = True  # brightness, contrast, saturation and hue jitter, each with probability 0.5
     test_mode: str = choice("whole", *TEST_MODES)  # whole image, or sliding crop_size windows
-    test_stride: tuple[int, int] = bounded((341, 341), ge=1)  # slide: window step (height, width)
+    test_stride: tuple[int, int] | None = bounded(None, ge=1)  # slide: window step (height, width), at most
+    # the crop; None: 2/3 of crop_size, rounded (341 for 512, mmsegmentation's)
     test_ratios: tuple[float, ...] = bounded((1.0,), gt=0)  # img_scale ratios averaged (multi-scale), e.g. [0.5, 1]
     test_flip: bool = False  # also the mirrored image (softmax averaged)
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from ..engine.distributed import DistInfo, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
-from ..seg_views import slide_windows, test_views, thin_problem
+from ..seg_views import default_stride, slide_windows, stride_problem, test_views, thin_problem
 from .config import TEST_MODES, SegDataConfig
 from .evaluation import confusion
 
@@ -28,22 +28,28 @@ class InferenceSettings:
     img_scale: tuple[int, int] = (2048, 512)  # (long, short) side limits
     mode: str = "whole"  # or "slide"
     crop_size: tuple[int, int] = (512, 512)  # slide: window (height, width)
-    stride: tuple[int, int] = (341, 341)  # slide: step (height, width)
+    stride: tuple[int, int] = (341, 341)  # slide: step (height, width), at most crop_size
     ratios: tuple[float, ...] = (1.0,)  # of img_scale, averaged
     flip: bool = False  # also the mirrored image
 
     @classmethod
     def of(cls, cfg: SegDataConfig) -> InferenceSettings:
-        return cls(cfg.img_scale, cfg.test_mode, cfg.crop_size, cfg.test_stride, cfg.test_ratios, cfg.test_flip)
+        stride = cfg.test_stride or default_stride(cfg.crop_size)
+        return cls(cfg.img_scale, cfg.test_mode, cfg.crop_size, stride, cfg.test_ratios, cfg.test_flip)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     def check(self) -> None:
+        """ValueError for settings that predict no image, or leave pixels between the windows unpredicted; the
+        latter only in slide mode, so that a checkpoint recording such a stride still predicts images whole."""
         if self.mode not in TEST_MODES:
             raise ValueError(f"test mode must be one of {', '.join(TEST_MODES)}, got {self.mode!r}")
         if min(*self.img_scale, *self.crop_size, *self.stride) < 1 or min(self.ratios) <= 0:
             raise ValueError(f"test sizes, strides and ratios must be positive, got {self.to_dict()}")
+        problem = stride_problem(self.crop_size, self.stride) if self.mode == "slide" else None
+        if problem:  # a checkpoint of a run before data.test_stride was checked
+            raise ValueError(f"slide mode: {problem} (predict in mode whole, or train again)")
 
 
 def slide_logits(model: nn.Module, images: torch.Tensor, crop: Sequence[int], stride: Sequence[int]) -> torch.Tensor:

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 
 from ..engine.distributed import broadcast_object
 from ..engine.task import RunContext, StepOutput, Task
+from ..seg_views import stride_problem
 from .config import SegConfig
 from .data import (
     Labels,
@@ -72,6 +73,10 @@ class SegmentationTask(Task):
         low, high = cfg.data.ratio_range
         if low > high:
             raise ValueError(f"data.ratio_range must be [low, high] with low <= high, got {[low, high]}")
+        stride = cfg.data.test_stride  # None: 2/3 of the crop, which always fits
+        problem = stride and stride_problem(cfg.data.crop_size, stride, "data.crop_size", "data.test_stride")
+        if problem:
+            raise ValueError(f"{problem} (unset: 2/3 of data.crop_size)")
         if not cfg.data.test_ratios:
             raise ValueError("data.test_ratios needs at least one ratio, e.g. [1.0]")
         if cfg.data.batch_size < 2 and int(os.environ.get("WORLD_SIZE", "1")) < 2:

@@ -13,6 +13,8 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from swinlite.engine.loop import StepSettings
+from swinlite.seg_views import slide_windows
+from swinlite.segmentation.config import SegDataConfig
 from swinlite.segmentation.data import Labels, Pair, SegmentationDataset, collate
 from swinlite.segmentation.inference import (
     InferenceSettings,
@@ -49,6 +51,23 @@ def test_slide_covers_every_pixel_and_averages_the_overlaps(size, windows):
         got = slide_logits(model, x, (16, 16), (11, 11))
         torch.testing.assert_close(got, model.conv(x))
     assert len(model.seen) == windows and set(model.seen) == {(min(16, size[0]), 16)}
+
+
+@pytest.mark.parametrize(
+    ("size", "stride"),
+    [((64, 256), None), ((64, 200), (43, 43)), ((200, 64), (64, 1)), ((40, 30), None), ((100, 48), (50, 20))],
+)
+def test_every_pixel_gets_a_window_and_the_default_stride_follows_the_crop(size, stride):
+    """The windows of 64 x 64 crops counted over each pixel with a plain loop: none is left out, for a side longer or
+    shorter than the crop. Unset, the stride is 2/3 of the crop (43; ADE20K's 341 for 512 as before): a fixed 341
+    left columns 64-191 of a 64 x 256 image to no window, labelled 0 (class 0) without a word."""
+    test = InferenceSettings.of(SegDataConfig(crop_size=(64, 64), test_stride=stride, test_mode="slide"))
+    assert test.stride == (stride or (43, 43)) and InferenceSettings.of(SegDataConfig()).stride == (341, 341)
+    count = torch.zeros(size, dtype=torch.int64)
+    for top, bottom, left, right in slide_windows(*size, test.crop_size, test.stride):
+        assert (bottom - top, right - left) == (min(64, size[0]), min(64, size[1]))  # a whole window, inside
+        count[top:bottom, left:right] += 1
+    assert count.min() > 0, f"no window over {(count == 0).nonzero()[:3].tolist()} ..."
 
 
 def test_scales_and_flips_are_averaged_at_the_images_size():

@@ -128,3 +128,9 @@ def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):
     onnx.save(model, tmp_path / "mangled.onnx")
     with pytest.raises(ValueError, match="test mode must be one of whole, slide, got 'sliding'"):
         onnx_predict.segmenter_settings(onnx_predict.open_model(tmp_path / "mangled.onnx"))
+    gaps = pre | {"crop_size": [32, 32], "stride": [341, 341]}  # a run's before data.test_stride was checked
+    next(p for p in model.metadata_props if p.key == "preprocessing").value = json.dumps(gaps)
+    onnx.save(model, tmp_path / "gaps.onnx")
+    onnx_predict.segmenter_settings(onnx_predict.open_model(tmp_path / "gaps.onnx"), mode="whole")  # whole: usable
+    with pytest.raises(ValueError, match=r"slide mode: stride \[341, 341\] is longer than crop_size \[32, 32\]"):
+        onnx_predict.segmenter_settings(onnx_predict.open_model(tmp_path / "gaps.onnx"), mode="slide")

@@ -83,6 +83,9 @@ CASES = [
     ("ratio_range", TRAIN, None, ["data.ratio_range=[2,1]"], "data.ratio_range must be [low, high]"),
     ("batch_of_one", TRAIN, None, ["data.batch_size=1"], "the heads' BatchNorm needs at least 2 images"),
     ("not_swinlite", TRAIN, None, ["model.name=resnet18"], "must be a swinlite model"),
+    ("stride_longer_than_crop", TRAIN, None, ["data.test_stride=[21,33]"],  # crop 32: a gap between windows
+     "data.test_stride [21, 33] is longer than data.crop_size [32, 32]: the pixels between the sliding windows would "
+     "get no prediction; expected data.test_stride <= data.crop_size in each dimension (height, width), e.g. [21, 21]"),
     ("missing_checkpoint", EVAL, None, ["--checkpoint", "{tmp}/none.safetensors"], "none.safetensors does not exist"),
     ("truncated_checkpoint", EVAL, _truncated, [], "damaged (truncated?) safetensors file"),
     ("other_task", EVAL, _metadata(task="classification"), [], "is not a segmentation checkpoint"),
@@ -94,6 +97,9 @@ CASES = [
     ("segment_output_in_input", SEGMENT, None, ["--output-dir", "{data}/out"], "lies inside the input folder"),
     ("segment_nothing_readable", SEGMENT, _broken_images, ["--input", "{tmp}/broken"], "none of the 1 images"),
     ("segment_missing_input", SEGMENT, None, ["--input", "{tmp}/nowhere"], "nowhere' does not exist"),
+    ("segment_slide_with_gaps", SEGMENT,  # a run's before data.test_stride was checked: 341 with crops of 32
+     _metadata(preprocessing={"mean": [0.5] * 3, "std": [0.2] * 3, "crop_size": [32, 32], "stride": [341, 341]}),
+     ["--mode", "slide"], "slide mode: stride [341, 341] is longer than crop_size [32, 32]"),
 ]  # fmt: skip
 
 

@@ -506,7 +506,7 @@ def embed_shrunk_tables(state_dict: StateDict, model: nn.Module) -> StateDict:
 
 
 def _num_offsets(window: Sequence[int]) -> int:
-    return math.prod(2 * int(w) - 1 for w in window)
+    return math.prod(_grid_size(window))
 
 
 def embed_rel_pos_bias_table(table: torch.Tensor, old_window: Sequence[int], new_window: Sequence[int]) -> torch.Tensor:
@@ -522,20 +522,13 @@ def embed_rel_pos_bias_table(table: torch.Tensor, old_window: Sequence[int], new
     Returns:
         Table of shape ((2Wh' - 1) * (2Ww' - 1), heads), same dtype as ``table``.
     """
-    old_h, old_w = (2 * int(w) - 1 for w in old_window)
-    new_h, new_w = (2 * int(w) - 1 for w in new_window)
-    if table.ndim != 2 or table.shape[0] != old_h * old_w:
-        raise ValueError(
-            f"table of shape {tuple(table.shape)} does not fit window {tuple(old_window)}: "
-            f"expected ({old_h * old_w}, heads)"
-        )
+    grid = _offset_grid(table, old_window)  # (heads, 2Wh-1, 2Ww-1)
+    (old_h, old_w), (new_h, new_w) = grid.shape[1:], _grid_size(new_window)
     if new_h < old_h or new_w < old_w:
         raise ValueError(f"window {tuple(new_window)} is smaller than the table's {tuple(old_window)}: resize it")
-    num_heads = table.shape[1]
-    grid = table.T.reshape(num_heads, old_h, old_w)  # (heads, 2Wh-1, 2Ww-1)
     pad_h, pad_w = (new_h - old_h) // 2, (new_w - old_w) // 2
     grid = F.pad(grid, (pad_w, pad_w, pad_h, pad_h))  # (heads, 2Wh'-1, 2Ww'-1), offset (0, 0) still central
-    return grid.reshape(num_heads, new_h * new_w).T.contiguous()  # (rows, heads)
+    return grid.flatten(1).T.contiguous()  # (rows, heads)
 
 
 def resize_rel_pos_bias_table(
@@ -551,19 +544,28 @@ def resize_rel_pos_bias_table(
     Returns:
         Table of shape ((2Wh' - 1) * (2Ww' - 1), heads), same dtype as ``table``.
     """
-    old_h, old_w = (2 * int(w) - 1 for w in old_window)
-    new_h, new_w = (2 * int(w) - 1 for w in new_window)
-    if table.ndim != 2 or table.shape[0] != old_h * old_w:
-        raise ValueError(
-            f"table of shape {tuple(table.shape)} does not fit window {tuple(old_window)}: "
-            f"expected ({old_h * old_w}, heads)"
-        )
-    if (old_h, old_w) == (new_h, new_w):
+    grid = _offset_grid(table, old_window)  # (heads, 2Wh-1, 2Ww-1)
+    size = _grid_size(new_window)
+    if tuple(grid.shape[1:]) == size:
         return table
-    num_heads = table.shape[1]
-    grid = table.T.reshape(1, num_heads, old_h, old_w).float()  # (1, heads, 2Wh-1, 2Ww-1)
-    grid = F.interpolate(grid, size=(new_h, new_w), mode="bicubic", align_corners=False)
-    return grid.reshape(num_heads, new_h * new_w).T.contiguous().to(table.dtype)  # (rows, heads)
+    grid = F.interpolate(grid[None].float(), size=size, mode="bicubic", align_corners=False)[0]
+    return grid.flatten(1).T.contiguous().to(table.dtype)  # (rows, heads)
+
+
+def _grid_size(window: Sequence[int]) -> tuple[int, int]:
+    """(2Wh - 1, 2Ww - 1): the relative offsets of a (Wh, Ww) window."""
+    return 2 * int(window[0]) - 1, 2 * int(window[1]) - 1
+
+
+def _offset_grid(table: torch.Tensor, window: Sequence[int]) -> torch.Tensor:
+    """A bias table ((2Wh - 1) * (2Ww - 1), heads) as its offset grid (heads, 2Wh - 1, 2Ww - 1); ValueError when
+    its shape does not fit ``window``."""
+    h, w = _grid_size(window)
+    if table.ndim != 2 or table.shape[0] != h * w:
+        raise ValueError(
+            f"table of shape {tuple(table.shape)} does not fit window {tuple(window)}: expected ({h * w}, heads)"
+        )
+    return table.T.reshape(table.shape[1], h, w)
 
 
 def _square_window(num_offsets: int) -> tuple[int, int]:

@@ -20,7 +20,7 @@ def test_torchrun_two_processes(tmp_path: Path, folder: Path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("epoch 2/2: train loss") == 1  # only rank 0 logs
     assert result.stderr.count("warning: schedule.warmup_epochs 3.0 is not shorter than the run") == 1  # was twice
-    assert result.stderr.count("Cosine annealing scheduler will have no effect") == 1  # timm's, logged: was twice
+    assert "Cosine annealing scheduler will have no effect" not in result.stderr  # timm's note: the warning says it
     resume = load_resume(out / "resume.pt")
     assert len(resume["rng"]) == 2  # one RNG state per process
     assert not torch_equal(resume["rng"][0]["torch"], resume["rng"][1]["torch"])  # ranks draw different augmentations

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         run_evaluation,
     )
     from swinlite.device import autocast_dtype, resolve_device
+    from swinlite.images import left_out_report
     from swinlite.io import atomic_write_bytes, check_output, json_bytes
     from swinlite.weights import ema_counterpart
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
         from swinlite.optimize import FixedBatch
 
-        first = next((batch[0] for batch in setup.loader if batch is not None), None)  # None: no image read
+        first = next((batch[0] for batch in setup.loader if batch[0] is not None), None)  # None: no image read
         if first is None:
             raise ValueError(f"no image of {args.data_dir / args.split} could be read")
         example = first.new_zeros(args.batch_size, *first.shape[1:])  # a full batch: the eval transform's size
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     k = min(5, len(setup.classes))  # the k of the engine's top-k
     summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{k}": result.topk, "loss": result.loss}
     summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
-    summary |= {"images": int(result.confusion.sum()), "skipped": [{"path": p, "reason": r} for p, r in setup.skipped]}
+    summary |= {"images": int(result.confusion.sum())} | left_out_report(setup.skipped, result.left_out)
     atomic_write_bytes(out / "eval.json", json_bytes(summary, indent=2))  # a NaN loss as null
     print(f"weights: {checkpoint}")
     print(format_report(result, setup.classes))

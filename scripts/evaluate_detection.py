@@ -52,10 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         unmasked_objects,
     )
     from swinlite.detection.predictor import load_detector
-    from swinlite.detection.task import predict
+    from swinlite.detection.task import predict, scored_ids
     from swinlite.detection.transforms import build_eval_transform
     from swinlite.device import autocast_dtype, resolve_device
     from swinlite.engine.loop import StepSettings
+    from swinlite.images import left_out_report
     from swinlite.io import atomic_write_bytes, check_output, json_bytes
 
     device = resolve_device(args.device)
@@ -85,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             iou_types.append("segm")
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=collate)
     results, left_out = predict(model, loader, categories, StepSettings(device, amp))  # left out: named as read
-    image_ids = [i for i in split.image_ids if i not in set(left_out)]
-    report = {"checkpoint": str(args.checkpoint), "images": len(image_ids)}
+    image_ids = scored_ids(split, left_out)
+    scan = [(image_dir / split.coco.imgs[i]["file_name"], reason) for i, reason in split.skipped]
+    report = {"checkpoint": str(args.checkpoint), "images": len(image_ids)} | left_out_report(scan, left_out)
     for iou_type in iou_types:
         ap = coco_ap(split.coco, results, image_ids, iou_type)
         print(f"{iou_type} ({len(image_ids)} images):\n{ap.summary}")

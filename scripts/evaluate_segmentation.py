@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.device import autocast_dtype, resolve_device
     from swinlite.engine.loop import StepSettings
+    from swinlite.images import left_out_report
     from swinlite.io import atomic_write_bytes, check_output
     from swinlite.segmentation.config import SegDataConfig
     from swinlite.segmentation.data import SegmentationDataset, collate, scan_split, split_folders
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     dataset = SegmentationDataset(split.pairs, info.labels, transform, evaluation=True, too_thin=too_thin)
     loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)
     classes = info.labels.classes
-    counts, evaluated = confusion_of(  # a pair unreadable now, or too thin for the backbone, is left out and named
+    counts, evaluated, left_out = confusion_of(  # a pair unreadable now, or too thin for the backbone: left out
         model, loader, test, len(classes), info.labels.ignore_index, StepSettings(device, amp)
     )
     result = scores(counts)
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     per_class = {c: {"iou": i, "acc": a} for c, i, a in zip(classes, result.iou, result.acc, strict=True)}
     report = {"checkpoint": str(args.checkpoint), "images": evaluated, "test": test.to_dict(),
               "miou": result.miou, "macc": result.macc, "aacc": result.aacc, "per_class": per_class}  # fmt: skip
+    report |= left_out_report(split.skipped, left_out)
     atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(report), indent=1, allow_nan=False).encode())
     atomic_write_bytes(out / "per_class_iou.csv", per_class_csv(result, classes))
     print(f"mIoU {result.miou:.2f}, mAcc {result.macc:.2f}, aAcc {result.aacc:.2f}; wrote {out / 'eval.json'} and "

@@ -30,11 +30,14 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "ImageFiles",
     "ImageItem",
+    "LeftOut",
     "is_image_file",
+    "left_out_report",
     "list_files",
     "list_images",
     "load_rgb",
     "readable_item",
+    "split_left_out",
     "unreadable",
     "upright_size",
 ]
@@ -81,10 +84,21 @@ class ImageFiles(Dataset):
 Item = TypeVar("Item")
 
 
-def readable_item(read: Callable[[int], Item | None], index: int, count: int, evaluation: bool) -> Item | None:
-    """Item ``index`` of a dataset of ``count`` through ``read``, which gives None (having named why in a warning)
-    for a file it cannot use: in an evaluation that None, for the caller to leave the item out (an evaluation
-    scores the items it was given); in training the next item that reads (a broken file must not stop a long run).
+class LeftOut(NamedTuple):
+    """A dataset item an evaluation leaves out (a file broken behind a good header, an image too thin for the
+    model): a small record in place of the item, so the loader's batches carry it back to the main process (from
+    worker processes too) and the evaluation's report names it, not only a worker's warning."""
+
+    index: int  # in the dataset
+    path: str
+    reason: str
+
+
+def readable_item(read: Callable[[int], Item | LeftOut], index: int, count: int, evaluation: bool) -> Item | LeftOut:
+    """Item ``index`` of a dataset of ``count`` through ``read``, which gives a :class:`LeftOut` (having named why
+    in a warning) for a file it cannot use: in an evaluation that record, for the collate to set apart
+    (:func:`split_left_out`: an evaluation scores the items it was given); in training the next item that reads (a
+    broken file must not stop a long run).
 
     Raises:
         RuntimeError: in training, no item of the dataset reads.
@@ -93,6 +107,19 @@ def readable_item(read: Callable[[int], Item | None], index: int, count: int, ev
         return read(index)
     for offset in range(count):
         item = read((index + offset) % count)
-        if item is not None:
+        if not isinstance(item, LeftOut):
             return item
     raise RuntimeError("no image of the dataset could be read")
+
+
+def split_left_out(batch: list[Item | LeftOut]) -> tuple[list[Item], list[LeftOut]]:
+    """(the items read, the records of those left out) of a batch of :func:`readable_item` results: the tasks'
+    collates batch the first and pass the second along."""
+    return [i for i in batch if not isinstance(i, LeftOut)], [i for i in batch if isinstance(i, LeftOut)]
+
+
+def left_out_report(skipped: list[tuple[str | Path, str]], left_out: list[LeftOut]) -> dict[str, list]:
+    """``eval.json``'s ``skipped``, one layout for the three tasks' scripts: every file the evaluation left out, the
+    scan's (``skipped``: path, reason) then the loader's (``left_out``), each as ``{"path", "reason"}``."""
+    both = [*skipped, *((item.path, item.reason) for item in sorted(set(left_out)))]  # set: a padded shard
+    return {"skipped": [{"path": str(path), "reason": reason} for path, reason in both]}

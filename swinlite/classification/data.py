@@ -24,7 +24,16 @@ from timm.data.auto_augment import AugmentOp
 from torch.utils.data import Dataset, default_collate
 
 from ..files import center_crop_scale, elongation_problem
-from ..images import IMAGE_EXTENSIONS, is_image_file, list_files, load_rgb, readable_item, unreadable
+from ..images import (
+    IMAGE_EXTENSIONS,
+    LeftOut,
+    is_image_file,
+    list_files,
+    load_rgb,
+    readable_item,
+    split_left_out,
+    unreadable,
+)
 from .config import AFFINE_INTERPOLATIONS, DataConfig
 
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
@@ -120,8 +129,9 @@ def scan_split(
 
 class ImageFolderDataset(Dataset):
     """(image tensor, class index) pairs; an image that fails to load is named in a warning and, in training,
-    replaced by the next one (a broken file must not stop a long run); with ``evaluation`` the item is None
-    instead (:func:`collate` drops it: an evaluation scores the images it was given).
+    replaced by the next one (a broken file must not stop a long run); with ``evaluation`` the item is a
+    :class:`~swinlite.images.LeftOut` record instead (:func:`collate` sets it apart: an evaluation scores the images
+    it was given and names the others).
 
     Args:
         samples: (path, class index) pairs.
@@ -130,7 +140,7 @@ class ImageFolderDataset(Dataset):
             image too elongated for it is treated as unreadable (the scan skips those before, unless
             ``data.verify_images`` is false: no header was read then); None: no such check (random-resized crops
             keep the output size).
-        evaluation: None for an image that fails, instead of the next one.
+        evaluation: a LeftOut for an image that fails, instead of the next one.
     """
 
     def __init__(
@@ -148,10 +158,10 @@ class ImageFolderDataset(Dataset):
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int] | None:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int] | LeftOut:
         return readable_item(self._item, index, len(self.samples), self.evaluation)
 
-    def _item(self, index: int) -> tuple[torch.Tensor, int] | None:
+    def _item(self, index: int) -> tuple[torch.Tensor, int] | LeftOut:
         path, label = self.samples[index]
         try:  # a file broken behind a good header is found here
             img = load_rgb(path)
@@ -161,14 +171,17 @@ class ImageFolderDataset(Dataset):
         if problem:  # an elongated image's resize would take gigabytes
             done = "left out of the evaluation" if self.evaluation else "skipped"
             warnings.warn(f"{path} {done}: {problem}", stacklevel=3)
-            return None
+            return LeftOut(index, str(path), problem)
         return (img if self.transform is None else self.transform(img)), label
 
 
-def collate(batch: list[tuple[torch.Tensor, int] | None]) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """torch's default collate of the items read (an evaluation's unreadable ones are None); None when none was."""
-    read = [item for item in batch if item is not None]
-    return default_collate(read) if read else None
+def collate(
+    batch: list[tuple[torch.Tensor, int] | LeftOut],
+) -> tuple[torch.Tensor | None, torch.Tensor | None, list[LeftOut]]:
+    """(images, targets, left out): torch's default collate of the items read (None, None when none was) and the
+    records of an evaluation's unreadable ones."""
+    read, left_out = split_left_out(batch)
+    return (*default_collate(read), left_out) if read else (None, None, left_out)
 
 
 def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]:

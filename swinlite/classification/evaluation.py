@@ -8,7 +8,7 @@ class names and preprocessing (``swinlite.weights``), so they need no other argu
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -16,8 +16,9 @@ from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas:
 from timm.data import create_transform, resolve_model_data_config
 from torch.utils.data import DataLoader
 
-from ..engine.distributed import DistInfo, all_reduce_sum
+from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
+from ..images import LeftOut
 from ..inference import eval_resize_shorter
 from ..io import atomic_write
 from ..weights import load_model, read_info
@@ -34,6 +35,7 @@ class EvalResult:
     topk: float  # percent, top-k with k = min(5, classes)
     confusion: torch.Tensor  # [true class, predicted class] counts
     k: int = 5  # the k of ``topk``: min(5, classes)
+    left_out: list[LeftOut] = field(default_factory=list)  # the images the loader could not read, not scored
 
     @property
     def per_class_accuracy(self) -> torch.Tensor:
@@ -45,15 +47,17 @@ class EvalResult:
 def evaluate(
     model: torch.nn.Module, loader: DataLoader, num_classes: int, settings: StepSettings, dist: DistInfo = SINGLE
 ) -> EvalResult:
-    """Cross-entropy, top-1/top-k and the confusion matrix over ``loader`` (summed over processes)."""
+    """Cross-entropy, top-1/top-k and the confusion matrix over ``loader`` (summed over processes), and the images
+    it left out (all processes')."""
     model.eval()
     k = min(5, num_classes)
     loss_sum, top1, topk, count = 0.0, 0.0, 0.0, 0
     confusion = torch.zeros(num_classes, num_classes, dtype=torch.float64, device=settings.device)
-    for batch in loader:
-        if batch is None:  # no image of the batch could be read (data.collate)
+    left_out: list[LeftOut] = []
+    for images, targets, left in loader:
+        left_out += left
+        if images is None:  # no image of the batch could be read (data.collate)
             continue
-        images, targets = batch
         images = images.to(settings.device, non_blocking=True)
         targets = targets.to(settings.device, non_blocking=True)
         if settings.channels_last:
@@ -70,8 +74,9 @@ def evaluate(
     loss_sum, top1, topk, count = all_reduce_sum([loss_sum, top1, topk, count], dist, settings.device)
     if dist.enabled:
         torch.distributed.all_reduce(confusion)
+    left_out = [item for part in all_gather_object(left_out, dist) for item in part]
     count = max(count, 1)
-    return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion.cpu(), k)
+    return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion.cpu(), k, left_out)
 
 
 @dataclass

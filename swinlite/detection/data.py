@@ -26,7 +26,7 @@ from pycocotools.coco import COCO
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
-from ..images import load_rgb, readable_item, unreadable, upright_size
+from ..images import LeftOut, load_rgb, readable_item, split_left_out, unreadable, upright_size
 from .annotations import read_coco
 from .config import DetDataConfig
 from .transforms import resize_problem
@@ -257,13 +257,12 @@ class CocoDetection(Dataset):
             target["masks"] = tv_tensors.Mask(torch.from_numpy(stacked))
         return target
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
-        item = readable_item(self._item, index, len(self), self.evaluation)
-        return (None, {"image_id": self.split.image_ids[index]}) if item is None else item  # left out, by id
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | LeftOut:
+        return readable_item(self._item, index, len(self), self.evaluation)
 
-    def _item(self, index: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
-        """(image, target) of image ``index``; None with a warning when its file became unreadable, or changed
-        size, after :func:`load_split` checked it."""
+    def _item(self, index: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | LeftOut:
+        """(image, target) of image ``index``; a :class:`~swinlite.images.LeftOut` with a warning when its file
+        became unreadable, or changed size, after :func:`load_split` checked it."""
         image_id = self.split.image_ids[index]
         info = self.split.coco.imgs[image_id]
         path = self.split.image_dir / info["file_name"]
@@ -275,12 +274,13 @@ class CocoDetection(Dataset):
         if problem is not None:
             done = "left out of the evaluation" if self.evaluation else "skipped"
             warnings.warn(f"image id {image_id} {done}: {problem}", stacklevel=3)
-            return None
+            return LeftOut(index, str(path), problem)
         image, target = tv_tensors.Image(image), self._target(index, (info["height"], info["width"]))
         return self.transform(image, target) if self.transform else (image, target)
 
 
-def collate(batch: list[tuple[torch.Tensor, dict]]) -> tuple[list[torch.Tensor], list[dict]]:
-    """Detection batches stay lists: images differ in size."""
-    images, targets = zip(*batch, strict=True)
-    return list(images), list(targets)
+def collate(batch: list[tuple[torch.Tensor, dict] | LeftOut]) -> tuple[list[torch.Tensor], list[dict], list[LeftOut]]:
+    """(images, targets, left out): detection batches stay lists (images differ in size); then the records of the
+    images an evaluation could not read."""
+    read, left_out = split_left_out(batch)
+    return [image for image, _ in read], [target for _, target in read], left_out

@@ -16,6 +16,7 @@ from ..engine.distributed import DistInfo, all_gather_object, barrier
 from ..engine.loop import SINGLE, StepSettings, autocast
 from ..engine.rank_warnings import SharedWarnings
 from ..engine.task import RunContext, StepOutput, Task
+from ..images import LeftOut
 from .config import DetConfig
 from .data import (
     Categories,
@@ -43,24 +44,29 @@ def loss_column(name: str) -> str:
 @torch.no_grad()
 def predict(
     model: nn.Module, loader: DataLoader, categories: Categories, settings: StepSettings, dist: DistInfo = SINGLE
-) -> tuple[list[dict[str, object]], list[int]]:
-    """(COCO result dicts, ids of the images left out) for the images of ``loader`` (each process its shard; all
-    processes' on return). An image is left out when it is None (an evaluation ``CocoDetection`` that could not
-    read it)."""
+) -> tuple[list[dict[str, object]], list[LeftOut]]:
+    """(COCO result dicts, the images left out) for the images of ``loader`` (each process its shard; all
+    processes' on return). Batches are (images, targets, left out) (``data.collate``: the records of the images an
+    evaluation ``CocoDetection`` could not read)."""
     model.eval()
     results, left_out = [], []
-    for batch_images, targets in loader:
-        left_out += [t["image_id"] for im, t in zip(batch_images, targets, strict=True) if im is None]
-        read = [(im, t) for im, t in zip(batch_images, targets, strict=True) if im is not None]
-        if not read:
+    for batch_images, targets, left in loader:
+        left_out += left
+        if not batch_images:
             continue
-        images = [im.to(settings.device, non_blocking=True) for im, _ in read]
+        images = [im.to(settings.device, non_blocking=True) for im in batch_images]
         with autocast(settings):
             outputs = model(images)
-        for output, (_, target) in zip(outputs, read, strict=True):
+        for output, target in zip(outputs, targets, strict=True):
             results += to_coco_results(output, target["image_id"], categories)
     parts = all_gather_object((results, left_out), dist)
-    return [r for part, _ in parts for r in part], sorted(i for _, ids in parts for i in ids)
+    return [r for part, _ in parts for r in part], [item for _, items in parts for item in items]
+
+
+def scored_ids(split: CocoSplit, left_out: list[LeftOut]) -> list[int]:
+    """The image ids of ``split`` an evaluation over its ``CocoDetection`` scored: all but those left out."""
+    gone = {split.image_ids[item.index] for item in left_out}
+    return [i for i in split.image_ids if i not in gone]
 
 
 class DetectionTask(Task):
@@ -159,7 +165,7 @@ class DetectionTask(Task):
     def evaluate(self, model: nn.Module, loader: DataLoader) -> dict[str, float]:
         """COCO AP of ``model`` on the val split (``val_map``, ..., plus ``val_mask_*`` for masks)."""
         results, left_out = predict(model, loader, self.categories, self.ctx.settings, self.ctx.dist)
-        coco, ids = self.val_split.coco, [i for i in self.val_split.image_ids if i not in set(left_out)]
+        coco, ids = self.val_split.coco, scored_ids(self.val_split, left_out)
         with SharedWarnings(self.ctx.dist) as shared:  # every process scores all processes' results alike
             row = {f"val_{k}": v for k, v in coco_ap(coco, results, ids).ap.items()}
             if self.cfg.model.detector == "maskrcnn":

@@ -29,7 +29,16 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
-from ..images import is_image_file, list_files, load_rgb, readable_item, unreadable, upright_size
+from ..images import (
+    LeftOut,
+    is_image_file,
+    list_files,
+    load_rgb,
+    readable_item,
+    split_left_out,
+    unreadable,
+    upright_size,
+)
 from .classes import ADE20K_CLASSES, ADE20K_PALETTE, color_map
 from .config import SegDataConfig
 
@@ -232,8 +241,9 @@ class SegmentationDataset(Dataset):
 
     Before the transform: ``tv_tensors.Image`` [3, H, W] uint8 and ``tv_tensors.Mask`` [H, W] int64 (the labels of
     :func:`read_labels`). A pair that became unreadable after the scan is named in a warning and, in training, the
-    next one served (a broken file must not stop a long run); with ``evaluation`` the item is None instead
-    (:func:`collate` drops it: an evaluation scores the pairs it was given).
+    next one served (a broken file must not stop a long run); with ``evaluation`` the item is a
+    :class:`~swinlite.images.LeftOut` record of the image instead (:func:`collate` sets it apart: an evaluation
+    scores the pairs it was given and names the others).
 
     Args:
         too_thin: ``(height, width) -> why`` an evaluation cannot predict an image of that size, or None
@@ -255,10 +265,10 @@ class SegmentationDataset(Dataset):
     def __len__(self) -> int:
         return len(self.pairs)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | LeftOut:
         return readable_item(self._item, index, len(self), self.evaluation)
 
-    def _item(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def _item(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | LeftOut:
         pair = self.pairs[index]
         try:
             image = tv_tensors.Image(pil_to_tensor(load_rgb(pair.image)))
@@ -271,17 +281,19 @@ class SegmentationDataset(Dataset):
         if problem is not None:
             done = "left out of the evaluation" if self.evaluation else "skipped"
             warnings.warn(f"pair {pair.image}, {pair.mask} {done}: {problem}", stacklevel=3)
-            return None
+            return LeftOut(index, str(pair.image), problem)
         return self.transform(image, mask) if self.transform else (image, mask)
 
 
-def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor | list, torch.Tensor | list]:
-    """Stacked images and masks when all have one size (training crops), else lists (whole evaluation images);
-    the pairs an evaluation could not read (None) are left out."""
-    batch = [item for item in batch if item is not None]
-    if not batch:
-        return [], []
-    images, masks = zip(*batch, strict=True)
+def collate(
+    batch: list[tuple[torch.Tensor, torch.Tensor] | LeftOut],
+) -> tuple[torch.Tensor | list, torch.Tensor | list, list[LeftOut]]:
+    """(images, masks, left out): stacked images and masks when all have one size (training crops), else lists
+    (whole evaluation images); then the records of the pairs an evaluation could not read."""
+    read, left_out = split_left_out(batch)
+    if not read:
+        return [], [], left_out
+    images, masks = zip(*read, strict=True)
     if len({tuple(im.shape) for im in images}) == 1 and len({tuple(m.shape) for m in masks}) == 1:
-        return torch.stack(images), torch.stack(masks)
-    return list(images), list(masks)
+        return torch.stack(images), torch.stack(masks), left_out
+    return list(images), list(masks), left_out

@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..engine.distributed import DistInfo, all_reduce_sum
+from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
+from ..images import LeftOut
 from ..seg_views import default_stride, slide_windows, stride_problem, test_views, thin_problem
 from .config import TEST_MODES, SegDataConfig
 from .evaluation import confusion
@@ -105,15 +106,16 @@ def confusion_of(
     ignore_index: int,
     settings: StepSettings,
     dist: DistInfo = SINGLE,
-) -> tuple[torch.Tensor, int]:
-    """(summed confusion counts [K, K], images counted) over every (image, mask) of ``loader`` (this process's
-    shard; all processes' on return). Batches are stacked tensors or lists of images of different sizes
-    (``data.collate``, which leaves out the pairs an evaluation could not read, or predict: the dataset's
-    ``too_thin``, :func:`thin_check`)."""
+) -> tuple[torch.Tensor, int, list[LeftOut]]:
+    """(summed confusion counts [K, K], images counted, images left out) over every (image, mask) of ``loader``
+    (this process's shard; all processes' on return). Batches are (images, masks, left out): stacked tensors or
+    lists of images of different sizes, then the records of the pairs an evaluation could not read, or predict
+    (``data.collate``; the dataset's ``too_thin``, :func:`thin_check`)."""
     model.eval()
     counts = torch.zeros(num_classes, num_classes, dtype=torch.int64)
-    images_counted = 0
-    for images, masks in loader:
+    images_counted, left_out = 0, []
+    for images, masks, left in loader:
+        left_out += left
         if isinstance(images, torch.Tensor):  # one size: the whole batch at once
             groups = [(images, masks)]
         else:
@@ -128,4 +130,5 @@ def confusion_of(
             counts += confusion(pred, y, num_classes, ignore_index)
     summed = all_reduce_sum([*counts.flatten().double().tolist(), float(images_counted)], dist, settings.device)
     total = torch.tensor(summed, dtype=torch.float64).round().long()
-    return total[:-1].reshape(num_classes, num_classes), int(total[-1])
+    left_out = [item for part in all_gather_object(left_out, dist) for item in part]
+    return total[:-1].reshape(num_classes, num_classes), int(total[-1]), left_out

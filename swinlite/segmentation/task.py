@@ -160,7 +160,7 @@ class SegmentationTask(Task):
     def evaluate(self, model: nn.Module, loader: DataLoader) -> dict[str, float]:
         """mIoU, mAcc and aAcc (%) of ``model`` over the val split, as the test settings predict; the per-class IoU
         and accuracy go to the log as a table (``scripts/evaluate_segmentation.py`` also writes them as a CSV)."""
-        counts, _ = confusion_of(model, loader, self.test, len(self.labels.classes), self.labels.ignore_index,
+        counts, _, _ = confusion_of(model, loader, self.test, len(self.labels.classes), self.labels.ignore_index,
                                  self.ctx.settings, self.ctx.dist)  # fmt: skip
         result = scores(counts)
         self.ctx.log(f"val per class (%):\n{per_class_table(result, self.labels.classes)}")

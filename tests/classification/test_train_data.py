@@ -10,6 +10,7 @@ from trainkit import make_folder
 
 from swinlite.classification.config import DataConfig
 from swinlite.classification.data import ImageFolderDataset, build_datasets, collate, load_rgb, scan_split
+from swinlite.images import LeftOut
 
 
 def _save(path: Path, mode: str, fmt: str = "PNG") -> None:
@@ -78,10 +79,11 @@ def test_without_verify_images_an_elongated_val_image_is_left_out_and_named_when
     index = [path for path, _ in val_ds.samples].index(str(needle))
     assert skipped == 0  # no header read
     with pytest.warns(UserWarning, match=r"needle\.png left out of the evaluation: a 1200000x1 image is too elong"):
-        assert val_ds[index] is None
-    images, labels = collate([val_ds[index - 1], None, val_ds[(index + 1) % len(val_ds)]])
-    assert images.shape == (2, 3, 32, 32) and labels.shape == (2,)  # the batch without it
-    assert collate([None, None]) is None
+        left = val_ds[index]
+    assert isinstance(left, LeftOut) and (left.index, left.path) == (index, str(needle))
+    images, labels, left_out = collate([val_ds[index - 1], left, val_ds[(index + 1) % len(val_ds)]])
+    assert images.shape == (2, 3, 32, 32) and labels.shape == (2,) and left_out == [left]  # the batch without it
+    assert collate([left, left]) == (None, None, [left, left])
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ def test_timm_checkpoint_matches_timm_model(tmp_path: Path):
     torch.save(reference.state_dict(), tmp_path / "timm_swin.pth")
     setup = prepare_evaluation(tmp_path / "timm_swin.pth", data, "swinlite_nano_patch2_window4_64", num_workers=0)
     result = run_evaluation(setup, torch.device("cpu"))
-    images, targets = map(torch.cat, zip(*setup.loader, strict=True))
+    images, targets = (torch.cat(part) for part in list(zip(*setup.loader, strict=True))[:2])  # then left out
     with torch.no_grad():
         logits = reference(images)
     assert result.loss == pytest.approx(torch.nn.functional.cross_entropy(logits, targets).item(), abs=1e-5)

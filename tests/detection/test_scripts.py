@@ -55,7 +55,8 @@ def test_evaluate_detection_writes_box_and_mask_ap(trained, tmp_path: Path, caps
 
 def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tmp_path: Path):
     """A val image whose header reads but whose pixels do not: the AP and detections of the images that do, as if
-    the file listed only those (not the next image's detections in its place)."""
+    the file listed only those (not the next image's detections in its place); eval.json's ``skipped`` names it
+    after the scan's skips."""
     coco, run = trained
     data = shutil.copytree(coco, tmp_path / "coco")
     path = data / "val2017" / "02.png"
@@ -70,10 +71,14 @@ def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tm
 
     edit_coco(data, "val", unlist)
     assert run_script("evaluate_detection", [*argv, "--output-dir", str(tmp_path / "unlisted")]) == 0
-    for name in ("eval.json", "detections.json"):
-        broken, unlisted = (json.loads((tmp_path / d / name).read_text()) for d in ("broken", "unlisted"))
-        assert broken == unlisted, name
-    assert json.loads((tmp_path / "broken" / "eval.json").read_text())["images"] == 3  # 05.png missing too
+    broken, unlisted = (json.loads((tmp_path / d / "eval.json").read_text()) for d in ("broken", "unlisted"))
+    names = [Path(s["path"]).name for s in broken["skipped"]]
+    assert names == ["05.png", "02.png", "06.png"]  # the scan's (missing), then those that did not decode
+    assert "unreadable" in broken["skipped"][1]["reason"] and broken["skipped"][1]["path"] == str(path)
+    assert unlisted["skipped"] == [s for s in broken["skipped"] if s["path"] != str(path)]
+    assert {**broken, "skipped": None} == {**unlisted, "skipped": None} and broken["images"] == 3
+    detections = [(tmp_path / d / "detections.json").read_text() for d in ("broken", "unlisted")]
+    assert detections[0] == detections[1]
 
 
 def test_detect_writes_coco_results_and_drawn_images(trained, tmp_path: Path):

@@ -88,25 +88,33 @@ def test_predict_and_evaluate_reproduce_the_run_top1(runs, load_script, tmp_path
 
 def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(runs, load_script, tmp_path):
     """A val image whose header reads (the scan passes) but whose pixels do not: the scores of the others, as if
-    the folder held only those (not the next image counted twice in its place)."""
+    the folder held only those (not the next image counted twice in its place), and eval.json's ``skipped`` names it
+    after the scan's skips, with loader workers too (their warnings never reach the main process)."""
     for folder in ("broken", "without"):
         shutil.copytree(runs[3].parent / "data3", tmp_path / folder)
     victim = sorted((tmp_path / "broken" / "val" / "c1").glob("*.png"))[0]
     victim.write_bytes(victim.read_bytes()[:100])
     (tmp_path / "without" / victim.relative_to(tmp_path / "broken")).unlink()
 
-    def evaluate(folder: str) -> dict:
+    def evaluate(folder: str, workers: int = 0) -> dict:
         argv = ["--checkpoint", str(runs[3] / "best.safetensors"), "--data-dir", str(tmp_path / folder),
-                "--num-workers", "0", "--output-dir", str(tmp_path / f"{folder}_eval")]  # fmt: skip
+                "--num-workers", str(workers), "--output-dir", str(tmp_path / f"{folder}_{workers}")]  # fmt: skip
         assert load_script("evaluate").main(argv) == 0
-        return json.loads((tmp_path / f"{folder}_eval" / "eval.json").read_text())
+        report = json.loads((tmp_path / f"{folder}_{workers}" / "eval.json").read_text())
+        root = tmp_path / folder  # paths relative to it, in the reasons too
+        report["skipped"] = [(str(Path(s["path"]).relative_to(root)), s["reason"].replace(f"{root}/", ""))
+                             for s in report["skipped"]]  # fmt: skip
+        return report
 
     with pytest.warns(UserWarning, match=f"{victim} left out of the evaluation: unreadable"):
         broken = evaluate("broken")
     without = evaluate("without")
-    for report, folder in ((broken, "broken"), (without, "without")):  # the scan's skips: broken.png in each
-        report["skipped"] = [str(Path(s["path"]).relative_to(tmp_path / folder)) for s in report["skipped"]]
-    assert broken == without and broken["images"] == 17 and broken["skipped"] == ["val/c0/broken.png"]
+    assert [path for path, _ in without["skipped"]] == ["val/c0/broken.png"]  # the scan's skip, in each
+    assert broken["skipped"][0] == without["skipped"][0] and len(broken["skipped"]) == 2
+    path, reason = broken["skipped"][1]
+    assert path == str(victim.relative_to(tmp_path / "broken")) and reason.startswith("unreadable")
+    assert {**broken, "skipped": None} == {**without, "skipped": None} and broken["images"] == 17
+    assert evaluate("broken", workers=2) == broken
 
 
 def test_predict_compiled_writes_the_eager_csv(runs, load_script, tmp_path):

@@ -109,5 +109,6 @@ def test_an_image_with_a_view_thinner_than_the_patch_is_left_out_of_the_scores(t
     loader = DataLoader(dataset, batch_size=2, collate_fn=collate)
     thin = f"pair {pairs[0].image}, {pairs[0].mask} left out of the evaluation: a 60x1 image would be rescaled"
     with pytest.warns(UserWarning, match=re.escape(thin)):
-        counts, counted = confusion_of(model, loader, test, 4, 255, settings)
+        counts, counted, left_out = confusion_of(model, loader, test, 4, 255, settings)
     assert counted == 1 and counts.sum() == 20 * 30 and model.seen == [(20, 30)]
+    assert [(item.index, item.path) for item in left_out] == [(0, str(pairs[0].image))]

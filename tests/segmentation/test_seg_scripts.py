@@ -39,7 +39,8 @@ def test_evaluate_scores_the_split_as_the_run_did(trained, tmp_path: Path, capsy
 
 def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tmp_path: Path):
     """A val image whose header reads (the scan passes) but whose pixels do not: the scores of the other pairs, as
-    if the folder held only those (not the next pair counted twice in its place)."""
+    if the folder held only those (not the next pair counted twice in its place); eval.json's ``skipped`` names
+    it."""
     data, run = trained
     argv = ["--checkpoint", str(run / "best.safetensors"), "--num-workers", "0"]
     for folder in ("broken", "without"):
@@ -56,7 +57,10 @@ def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tm
 
     with pytest.warns(UserWarning, match=r"pair .*02\.png, .*02\.png left out of the evaluation: unreadable"):
         broken = evaluate("broken")
-    assert broken == evaluate("without") and broken["images"] == 5
+    without = evaluate("without")
+    assert without["skipped"] == [] and [s["path"] for s in broken["skipped"]] == [str(path)]
+    assert broken["skipped"][0]["reason"].startswith("unreadable")
+    assert {**broken, "skipped": None} == {**without, "skipped": None} and broken["images"] == 5
 
 
 def test_segment_writes_palette_label_maps_and_overlays(trained, tmp_path: Path, capsys):

@@ -70,33 +70,36 @@ def build_scheduler(
     (mmsegmentation's "poly"); stepped per optimizer step (``step_update``)."""
     total = epochs * steps_per_epoch
     warmup = min(math.ceil(cfg.warmup_epochs * steps_per_epoch), total - 1)
-    cut = warmup < cfg.warmup_epochs * steps_per_epoch
-    if cut:
+    run = f"the run ({epochs} epochs of {steps_per_epoch} steps)"
+    if warmup < cfg.warmup_epochs * steps_per_epoch:
         warnings.warn(
-            f"schedule.warmup_epochs {cfg.warmup_epochs} is not shorter than the run ({epochs} epochs of "
-            f"{steps_per_epoch} steps): the warm-up is cut to {warmup} steps and the run ends near the peak lr",
+            f"schedule.warmup_epochs {cfg.warmup_epochs} is not shorter than {run}: the warm-up is cut to {warmup} "
+            "steps and the run ends near the peak lr",
+            stacklevel=2,
+        )
+    elif warmup == total - 1 > 0 and cfg.kind != "step":
+        warnings.warn(
+            f"schedule.warmup_epochs {cfg.warmup_epochs} leaves one step of {run} after the warm-up: the lr does not "
+            "decay and the run ends near the peak lr",
             stacklevel=2,
         )
     common = dict(warmup_t=warmup, warmup_lr_init=cfg.warmup_lr, t_in_epochs=False)
-    if cfg.kind == "cosine":
-        with _without_timm_note(cut):  # timm's raw line that a one-step cosine has no effect: the warning says it
-            return CosineLRScheduler(
-                optimizer, t_initial=total - warmup, lr_min=cfg.min_lr, warmup_prefix=True, **common
-            )
-    if cfg.kind == "poly":
-        return PolyLRScheduler(
-            optimizer, t_initial=total - warmup, power=cfg.power, lr_min=cfg.min_lr, warmup_prefix=True, **common
-        )
+    decay = dict(t_initial=total - warmup, lr_min=cfg.min_lr, warmup_prefix=True, **common)
+    if cfg.kind in ("cosine", "poly"):
+        kind = CosineLRScheduler if cfg.kind == "cosine" else PolyLRScheduler
+        power = {} if cfg.kind == "cosine" else {"power": cfg.power}
+        with _without_timm_note(kind, quiet=total - warmup == 1):  # the warnings above say it, or a 1-step run
+            return kind(optimizer, **decay, **power)
     # timm decays once t + 1 reaches a milestone; +1 so that the first step of epoch e + 1 runs at the lower lr
     milestones = [math.ceil(e * steps_per_epoch) + 1 for e in cfg.decay_epochs]
     return MultiStepLRScheduler(optimizer, decay_t=milestones, decay_rate=cfg.decay_rate, warmup_prefix=False, **common)
 
 
 @contextlib.contextmanager
-def _without_timm_note(quiet: bool) -> Iterator[None]:
-    """With ``quiet``, drop what timm's cosine scheduler logs while it is built (its note that a cosine of one step
-    changes nothing, an unprefixed line beside swinlite's own warning of the cut warm-up)."""
-    logger = logging.getLogger(CosineLRScheduler.__module__)
+def _without_timm_note(kind: type[Scheduler], quiet: bool) -> Iterator[None]:
+    """With ``quiet``, drop what timm's scheduler ``kind`` logs while it is built: its unprefixed note that a cosine
+    (timm's poly says the same) of one step changes nothing, which swinlite's own warning says in its words."""
+    logger = logging.getLogger(kind.__module__)
 
     def drop(record: logging.LogRecord) -> bool:
         return not quiet

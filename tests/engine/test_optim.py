@@ -49,12 +49,21 @@ def test_betas_reach_the_optimizer_or_are_refused_before_the_run(task: str):
         TASKS[task].load_config(None, ["optim.betas=[0.9, 1.0]"])
 
 
-def test_a_warmup_as_long_as_the_run_is_cut_with_a_warning(caplog):
-    """The demo's 2 warm-up epochs with train.epochs=1: cut to total - 1 steps silently before. The warning is the
-    only line: timm's unprefixed note that the remaining one-step cosine has no effect is not logged."""
-    cfg = TASKS["classification"].load_config(None, ["schedule.warmup_epochs=2", "schedule.warmup_lr=0"])
-    with pytest.warns(UserWarning, match=r"warmup_epochs 2.0 is not shorter than the run \(1 epochs of 10 steps\): "
-                                         r"the warm-up is cut to 9 steps"):  # fmt: skip
+@pytest.mark.parametrize("kind", ["cosine", "poly"])
+@pytest.mark.parametrize(
+    ("warmup", "said"),
+    [
+        (2, r"warmup_epochs 2.0 is not shorter than the run \(1 epochs of 10 steps\): the warm-up is cut to 9 steps"),
+        (0.9, r"warmup_epochs 0.9 leaves one step of the run \(1 epochs of 10 steps\) after the warm-up"),
+    ],
+)
+def test_a_warmup_that_leaves_one_step_is_one_warning(kind, warmup, said, caplog):
+    """The demo's 2 warm-up epochs with train.epochs=1: cut to total - 1 steps silently before. A warm-up that fits
+    but leaves one step (a small folder dataset) was not warned about. The warning is the only line: timm's
+    unprefixed note that the remaining one-step cosine (poly's says the same) has no effect is not logged."""
+    settings = [f"schedule.kind={kind}", f"schedule.warmup_epochs={warmup}", "schedule.warmup_lr=0"]
+    cfg = TASKS["classification"].load_config(None, settings)
+    with pytest.warns(UserWarning, match=said):
         lrs = _lrs(cfg, 1, 10)
     assert [r.getMessage() for r in caplog.records if r.name.startswith("timm")] == []
     assert lrs[-1] == pytest.approx(cfg.optim.lr, rel=1e-6) and lrs[0] == 0.0  # it ends at the peak

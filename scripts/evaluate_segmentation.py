@@ -65,7 +65,6 @@ def _finite_or_null(value):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from dataclasses import replace
 
     from torch.utils.data import DataLoader
 
@@ -88,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     check_output(out, [args.checkpoint, images, masks], option=option, folder=True, names=EVALUATION_FILES)
     model, info = load_segmenter(args.checkpoint, device)
-    test = replace(info.test, mode=args.mode or info.test.mode, ratios=tuple(args.ratios or info.test.ratios),
-                   flip=args.flip or info.test.flip)  # fmt: skip
-    test.check()  # before the data is read: slide mode with a stride that would leave gaps
+    test = info.test.overridden(args.mode, args.ratios, args.flip)  # checked before the data is read
     split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
     for path, reason in split.skipped[:10]:
         print(f"warning: left out {path}: {reason}", file=sys.stderr)

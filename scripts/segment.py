@@ -73,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.onnx is not None:
         return segment_onnx(args)
-    from dataclasses import replace
 
     import torch
     from PIL import Image
@@ -93,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     earlier = earlier_outputs(out, OUTPUTS, args.overwrite)
     images = list_images(args.input)
     model, info = load_segmenter(args.checkpoint, device)
-    test = replace(info.test, mode=args.mode or info.test.mode, ratios=tuple(args.ratios or info.test.ratios),
-                   flip=args.flip or info.test.flip)  # fmt: skip
-    test.check()  # before anything is removed: slide mode with a stride that would leave gaps
+    test = info.test.overridden(args.mode, args.ratios, args.flip)  # checked before anything is removed
     remove_outputs(earlier)
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
     skipped = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -40,6 +40,13 @@ class InferenceSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def overridden(self, mode: str | None, ratios: Sequence[float] | None, flip: bool) -> InferenceSettings:
+        """These settings with a script's ``--mode``, ``--ratios`` and ``--flip`` where given, checked (:meth:`check`:
+        slide mode with a stride that would leave gaps is refused before any data is read or output removed)."""
+        test = replace(self, mode=mode or self.mode, ratios=tuple(ratios or self.ratios), flip=flip or self.flip)
+        test.check()
+        return test
 
     def check(self) -> None:
         """ValueError for settings that predict no image, or leave pixels between the windows unpredicted; the

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=collate)
     results, left_out = predict(model, loader, categories, StepSettings(device, amp))  # left out: named as read
     image_ids = scored_ids(split, left_out)
-    scan = [(image_dir / split.coco.imgs[i]["file_name"], reason) for i, reason in split.skipped]
+    scan = [(split.image_path(i), reason) for i, reason in split.skipped]
     report = {"checkpoint": str(args.checkpoint), "images": len(image_ids)} | left_out_report(scan, left_out)
     for iou_type in iou_types:
         ap = coco_ap(split.coco, results, image_ids, iou_type)

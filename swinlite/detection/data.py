@@ -56,6 +56,10 @@ class CocoSplit:
     skipped: list[tuple[int, str]]  # (image id, reason)
     ann_file: Path
 
+    def image_path(self, image_id: int) -> Path:
+        """The file of image ``image_id`` (its ``file_name`` in the image folder)."""
+        return self.image_dir / self.coco.imgs[image_id]["file_name"]
+
 
 def split_paths(cfg: DetDataConfig, split: str) -> tuple[Path, Path]:
     """(annotation file, image folder) of ``split`` ("train" or "val"): the config's, else the COCO 2017 layout."""
@@ -265,7 +269,7 @@ class CocoDetection(Dataset):
         became unreadable, or changed size, after :func:`load_split` checked it."""
         image_id = self.split.image_ids[index]
         info = self.split.coco.imgs[image_id]
-        path = self.split.image_dir / info["file_name"]
+        path = self.split.image_path(image_id)
         try:
             image = load_rgb(path)
             problem = _size_problem(path, (image.height, image.width), info)

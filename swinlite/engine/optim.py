@@ -71,13 +71,14 @@ def build_scheduler(
     total = epochs * steps_per_epoch
     warmup = min(math.ceil(cfg.warmup_epochs * steps_per_epoch), total - 1)
     run = f"the run ({epochs} epochs of {steps_per_epoch} steps)"
+    one_left = total - warmup == 1  # one step after the warm-up: a cosine or poly decay changes nothing
     if warmup < cfg.warmup_epochs * steps_per_epoch:
         warnings.warn(
             f"schedule.warmup_epochs {cfg.warmup_epochs} is not shorter than {run}: the warm-up is cut to {warmup} "
             "steps and the run ends near the peak lr",
             stacklevel=2,
         )
-    elif warmup == total - 1 > 0 and cfg.kind != "step":
+    elif one_left and warmup > 0 and cfg.kind != "step":
         warnings.warn(
             f"schedule.warmup_epochs {cfg.warmup_epochs} leaves one step of {run} after the warm-up: the lr does not "
             "decay and the run ends near the peak lr",
@@ -88,7 +89,7 @@ def build_scheduler(
     if cfg.kind in ("cosine", "poly"):
         kind = CosineLRScheduler if cfg.kind == "cosine" else PolyLRScheduler
         power = {} if cfg.kind == "cosine" else {"power": cfg.power}
-        with _without_timm_note(kind, quiet=total - warmup == 1):  # the warnings above say it, or a 1-step run
+        with _without_timm_note(kind) if one_left else contextlib.nullcontext():  # the warnings above say it
             return kind(optimizer, **decay, **power)
     # timm decays once t + 1 reaches a milestone; +1 so that the first step of epoch e + 1 runs at the lower lr
     milestones = [math.ceil(e * steps_per_epoch) + 1 for e in cfg.decay_epochs]
@@ -96,13 +97,13 @@ def build_scheduler(
 
 
 @contextlib.contextmanager
-def _without_timm_note(kind: type[Scheduler], quiet: bool) -> Iterator[None]:
-    """With ``quiet``, drop what timm's scheduler ``kind`` logs while it is built: its unprefixed note that a cosine
-    (timm's poly says the same) of one step changes nothing, which swinlite's own warning says in its words."""
+def _without_timm_note(kind: type[Scheduler]) -> Iterator[None]:
+    """Drop what timm's scheduler ``kind`` logs while it is built: its unprefixed note that a cosine (timm's poly says
+    the same) of one step changes nothing, which swinlite's own warning says in its words."""
     logger = logging.getLogger(kind.__module__)
 
     def drop(record: logging.LogRecord) -> bool:
-        return not quiet
+        return False
 
     logger.addFilter(drop)
     try:

@@ -33,10 +33,11 @@ OUT=${OUT:-benchmarks/gpu}
 BUDGET_S=${BUDGET_S:-540}
 PACK=${PACK:-}
 mkdir -p "$OUT"
+rm -f "$OUT/failed.txt" "$OUT/skipped.txt"  # this run's lists only, in an $OUT used before
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 
 pack() {  # the results so far into $PACK, replaced whole (a stopped run leaves the previous pack, never half of one)
-    [ -z "$PACK" ] || { tar czf "$PACK.part" -C "$OUT" . && mv "$PACK.part" "$PACK"; }
+    [ -z "$PACK" ] || { tar czf "$PACK.part" --exclude="$(basename "$PACK")*" -C "$OUT" . && mv "$PACK.part" "$PACK"; }
 }
 
 limit_for() {  # limit_for NAME SECONDS: the part's limit cut to the budget left; empty (and skipped.txt) under 60 s
@@ -49,7 +50,7 @@ limit_for() {  # limit_for NAME SECONDS: the part's limit cut to the budget left
 }
 
 python -c "import swinlite" 2>/dev/null ||  # swinlite/versions.py refuses a missing or older timm
-    pip install -q --no-index --find-links .whl "timm>=1.0.31"
+    python -m pip install -q --no-deps --no-index --find-links .whl "timm>=1.0.31"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt"
 python -c "import torch, timm, torchvision; print(torch.__version__, timm.__version__, torchvision.__version__)" \
     >> "$OUT/gpu.txt"

@@ -416,8 +416,8 @@ class RelativePositionBias(nn.Module):
     def forward(self) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous: the kernels that add it to the logits read it along
         the keys (a compiled graph keeps it as a constant in this layout; benchmarks/kernels.md)."""
-        bias = self.table[self.index.view(-1)].view(self.num_tokens, self.num_tokens, self.num_heads)  # (N, N, heads)
-        return bias.permute(2, 0, 1).contiguous()  # (heads, N, N)
+        # one gather of the table's columns: (heads, N*N), contiguous
+        return self.table.t()[:, self.index.view(-1)].view(self.num_heads, self.num_tokens, self.num_tokens)
 
 
 def log_spaced_relative_coords(
@@ -500,9 +500,9 @@ class ContinuousPositionBias(nn.Module):
 
     def forward(self) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous as :class:`RelativePositionBias`'s, values in (0, 16)."""
-        table = self.mlp(self.coords)  # (rows, heads)
-        bias = table[self.index.view(-1)].view(self.num_tokens, self.num_tokens, self.num_heads)  # (N, N, heads)
-        return (16 * torch.sigmoid(bias)).permute(2, 0, 1).contiguous()  # (heads, N, N)
+        table = 16 * torch.sigmoid(self.mlp(self.coords))  # (rows, heads): per row, before the gather repeats rows
+        # one gather of the table's columns: (heads, N*N), contiguous
+        return table.t()[:, self.index.view(-1)].view(self.num_heads, self.num_tokens, self.num_tokens)
 
 
 REL_POS = {"table": RelativePositionBias, "cpb": ContinuousPositionBias}  # the ``rel_pos`` argument of the model

@@ -5,9 +5,10 @@ import copy
 import pytest
 import torch
 from blockkit import values_and_gradients
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from swinlite.fast import accelerate
-from swinlite.models.swin import BlockOptions, SwinBlock
+from swinlite.fast import accelerate, blocks
+from swinlite.models.swin import BlockOptions, SwinBlock, window_geometry
 
 
 def block_pair(shift: bool, mask_padding: bool, rel_pos: str) -> tuple[SwinBlock, SwinBlock]:
@@ -43,3 +44,53 @@ def test_fast_path_under_bf16_autocast_equals_reference_path(shift):
         results = [values_and_gradients(block, x, grad) for block in (fast, reference)]
     for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
+
+
+class _Ops(TorchDispatchMode):
+    """The aten ops that run, by name, views left out (on a GPU each is a kernel launch)."""
+
+    VIEWS = {"view", "_unsafe_view", "expand", "t", "unsqueeze", "permute", "transpose", "unbind", "slice", "select"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name not in self.VIEWS:
+            self.ops.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("rel_pos", ["table", "cpb"])
+def test_an_eager_block_launches_no_index_arithmetic_and_one_bias_gather(rel_pos):
+    """What a GPU launches for a block at batch 2, counted on the meta device (no CPU row blocks there): after the first
+    call of a size, each gather of the windows is one index_select (the batch's rows cached, no arange, mul and add per
+    call), and the position bias one gather of the table in (heads, N, N) order (no permute copy after it)."""
+    fast, _ = block_pair(shift=True, mask_padding=True, rel_pos=rel_pos)
+    fast = fast.to("meta")
+    x = torch.empty(2, 5, 9, 8, device="meta")
+    fast(x)
+    with _Ops() as counted:
+        fast(x)
+    assert "arange" not in counted.ops
+    assert counted.ops.count("index_select") == 2
+    with _Ops() as bias:
+        fast.attn.rel_pos()
+    assert bias.ops.count("index") == 1 and bias.ops[-1] == "index" and "clone" not in bias.ops
+
+
+def test_under_autocast_a_block_takes_its_mask_in_the_attention_dtype(monkeypatch):
+    """Under autocast the projections are bf16 while the residual stream x is fp32: the block's cached mask is taken in
+    bf16, not converted on every call."""
+    fast, _ = block_pair(shift=True, mask_padding=True, rel_pos="table")
+    asked = []
+
+    def recording(*args):
+        asked.append(args[-1])
+        return window_geometry(*args)
+
+    monkeypatch.setattr(blocks, "window_geometry", recording)
+    with torch.autocast("cpu", torch.bfloat16):
+        fast.train()(torch.randn(2, 5, 9, 8)).sum().backward()
+    assert asked == [torch.bfloat16]

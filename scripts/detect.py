@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     images = list_images(args.input)
     model, categories, _ = load_detector(args.checkpoint, device)
     remove_outputs(earlier)
-    results, skipped = [], []
+    results, skipped, best = [], [], 0.0
     for index, path, image in decoded(images, skipped):
         pixels = pil_to_tensor(image)  # [3, H, W] uint8
         problem = unprocessable(model, *pixels.shape[1:])
@@ -79,13 +79,15 @@ def main(argv: list[str] | None = None) -> int:
         boxes, labels, scores = prediction["boxes"].float().numpy(), prediction["labels"], prediction["scores"]
         results += detection_entries(path, boxes, labels.tolist(), scores.tolist(), categories.ids,
                                      categories.names, args.score_thresh)  # fmt: skip
+        best = max([best, *scores.tolist()])
         drawn = draw_detections(pixels, prediction, categories, args.score_thresh).permute(1, 2, 0)  # [H, W, 3]
         atomic_write_png(out / "images" / f"{index:05d}_{path.stem}.png", Image.fromarray(drawn.numpy()))
-    return finish(out, results, skipped, len(images))
+    return finish(out, results, skipped, len(images), best, args.score_thresh)
 
 
-def finish(out: Path, results: list[dict], skipped: list[str], count: int) -> int:
-    """Name the skipped images, write detections.json, print the summary (both paths)."""
+def finish(out: Path, results: list[dict], skipped: list[str], count: int, best: float, score_thresh: float) -> int:
+    """Name the skipped images, write detections.json, print the summary (both paths); with no detection kept, the
+    best score the model gave (``best``, 0 for none) against ``--score-thresh``."""
     from _cli import import_without_torch
 
     files = import_without_torch("files")
@@ -95,6 +97,9 @@ def finish(out: Path, results: list[dict], skipped: list[str], count: int) -> in
         raise ValueError(f"none of the {count} images could be used (each is named above); nothing written")
     files.atomic_write_bytes(out / "detections.json", files.json_bytes(results, indent=1))
     print(f"{len(results)} detections on {count - len(skipped)} images: {out / 'detections.json'}, {out / 'images'}")
+    if not results:
+        print(f"note: no detection scored --score-thresh {score_thresh} or more; the best scored {best:.4f}",
+              file=sys.stderr)  # fmt: skip
     return 0
 
 
@@ -118,7 +123,7 @@ def detect_onnx(args) -> int:
         if problem:
             raise ValueError(f"{path}: resized to {size[0]}x{size[1]} (HxW): {problem}")
     files.remove_outputs(earlier)
-    results, skipped = [], []
+    results, skipped, best = [], [], 0.0
     for index, path, image in files.decoded(images, skipped):
         problem = onnx_predict.too_thin(model, settings, image.height, image.width)
         if problem:
@@ -127,6 +132,7 @@ def detect_onnx(args) -> int:
         boxes, scores, labels, masks = onnx_predict.detect(model, settings, image)
         results += predictions.detection_entries(path, boxes, labels.tolist(), scores.tolist(),
                                                  settings.category_ids, settings.names, args.score_thresh)  # fmt: skip
+        best = max([best, *scores.tolist()])
         keep = [i for i, kept in enumerate(predictions.kept_scores(scores.tolist(), args.score_thresh)) if kept]
         texts = [f"{settings.names[labels[i] - 1]} {scores[i]:.2f}" for i in keep]
         drawn = image
@@ -135,7 +141,7 @@ def detect_onnx(args) -> int:
             drawn = onnx_predict.draw_masks(image, pasted, alpha=0.4)
         drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)
         files.atomic_write_png(out / "images" / f"{index:05d}_{path.stem}.png", drawn)
-    return finish(out, results, skipped, len(images))
+    return finish(out, results, skipped, len(images), best, args.score_thresh)
 
 
 if __name__ == "__main__":

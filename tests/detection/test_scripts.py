@@ -81,7 +81,7 @@ def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tm
     assert detections[0] == detections[1]
 
 
-def test_detect_writes_coco_results_and_drawn_images(trained, tmp_path: Path):
+def test_detect_writes_coco_results_and_drawn_images(trained, tmp_path: Path, capsys):
     coco, run = trained
     inputs = [str(coco / "val2017"), str(coco / "train2017" / "01.png")]  # a folder (with a corrupt file) and a file
     argv = ["--checkpoint", str(run / "last.safetensors"), "--input", *inputs, "--output-dir", str(tmp_path)]
@@ -91,6 +91,11 @@ def test_detect_writes_coco_results_and_drawn_images(trained, tmp_path: Path):
     assert set(results[0]) == {"image", "category_id", "category", "bbox", "score"}
     assert {(r["category_id"], r["category"]) for r in results} <= {(3, "square"), (7, "bar")}
     assert len(list((tmp_path / "images").glob("*.png"))) == 5  # 4 readable val images + the file; 06.png skipped
+    best = max(r["score"] for r in results)
+    assert run_script("detect", argv + ["--score-thresh", "1.0", "--overwrite"]) == 0
+    assert json.loads((tmp_path / "detections.json").read_text()) == []
+    note = f"note: no detection scored --score-thresh 1.0 or more; the best scored {best:.4f}"
+    assert note in capsys.readouterr().err  # not a bare "0 detections"
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from torch.utils.data import DataLoader
 from ..engine.distributed import broadcast_object
 from ..engine.task import RunContext, StepOutput, Task
 from ..seg_views import stride_problem
-from .config import SegConfig
+from .config import SegConfig, SegDataConfig
 from .data import (
     Labels,
     SegmentationDataset,
@@ -47,6 +48,23 @@ def seg_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int) -> t
     return F.cross_entropy(logits.float(), target, ignore_index=ignore_index, reduction="sum") / target.numel()
 
 
+def _warn_if_every_crop_is_padded(data: SegDataConfig) -> None:
+    """Warn when no training image, rescaled (:class:`~swinlite.segmentation.transforms.RandomRescale`: at most
+    data.img_scale x the top ratio, long and short side), covers data.crop_size: then every crop is partly padding,
+    which the loss ignores and the step computes all the same."""
+    ratio = data.ratio_range[1]
+    long_side, short_side = (int(side * ratio) for side in sorted(data.img_scale, reverse=True))
+    crop = sorted(data.crop_size, reverse=True)
+    if crop[0] > long_side or crop[1] > short_side:
+        warnings.warn(
+            f"data.crop_size {list(data.crop_size)} is larger than every rescaled training image (at most "
+            f"{long_side}x{short_side}, long x short side: data.img_scale {list(data.img_scale)} x {ratio}, the top "
+            "of data.ratio_range): every crop is partly padding, which the loss ignores; lower data.crop_size or "
+            "raise data.img_scale",
+            stacklevel=3,
+        )
+
+
 class SegmentationTask(Task):
     name = "segmentation"
     config = SegConfig
@@ -73,6 +91,7 @@ class SegmentationTask(Task):
         low, high = cfg.data.ratio_range
         if low > high:
             raise ValueError(f"data.ratio_range must be [low, high] with low <= high, got {[low, high]}")
+        _warn_if_every_crop_is_padded(cfg.data)
         stride = cfg.data.test_stride  # None: 2/3 of the crop, which always fits
         problem = stride and stride_problem(cfg.data.crop_size, stride, "data.crop_size", "data.test_stride")
         if problem:

@@ -2,6 +2,7 @@
 file alone; the shipped configs."""
 
 import csv
+import warnings
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,26 @@ def test_shipped_segmentation_configs_load_and_pass_the_checks(
         offline_hub.add(hub_repo(cfg.model.name), {"placeholder": torch.zeros(1)})
     check_run(SegmentationTask, cfg)
     assert SegmentationTask.load_config(None, [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items()]) == cfg
+
+
+@pytest.mark.parametrize(
+    "crop,img_scale,ratios,expected",
+    [
+        ([512, 512], [2048, 512], [0.5, 2.0], None),  # the ADE20K recipe
+        ([64, 64], [256, 64], [0.75, 1.5], None),  # configs/seg_demo.yaml
+        ([512, 512], [2048, 512], [0.5, 0.75], "at most 1536x384"),  # no rescaled short side reaches 512
+        ([64, 400], [256, 64], [0.75, 1.5], "at most 384x96"),  # no long side reaches 400
+    ],
+)
+def test_a_crop_larger_than_every_rescaled_image_is_one_warning(crop, img_scale, ratios, expected):
+    """Every crop would be partly padding (ignored by the loss, computed all the same): said before training."""
+    overrides = [f"data.crop_size={crop}", f"data.img_scale={img_scale}", f"data.ratio_range={ratios}"]
+    cfg = SegmentationTask.load_config(None, [o.replace(" ", "") for o in overrides])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SegmentationTask.check_config(cfg)
+    messages = [str(w.message) for w in caught]
+    if expected is None:
+        assert messages == []
+    else:
+        assert len(messages) == 1 and expected in messages[0] and "every crop is partly padding" in messages[0]

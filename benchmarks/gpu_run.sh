@@ -7,7 +7,8 @@
 #   cuda_tiny_b64          Swin-T batch 64 at 224², inference and train step, fp32 and bf16 autocast, peak memory,
 #                          against timm; the table's header lists the attention kernel chosen per shape, and the
 #                          table ends with each case's top CUDA kernels by self time (one profiled step)
-#   cuda_tiny_b1           the same at batch 1 (swinlite, timm)
+#   cuda_tiny_b1           the same at batch 1 (swinlite, timm), profiled: each case's kernel launches and the share
+#                          of its wall time the GPU is busy (launch-bound where low)
 #   cuda_sizes             224² and 800×1344 at batch 2, fp32 (swinlite, timm, detection backbones)
 #   cuda_tiny_b64_compile  optimize_for_inference (inductor freezing, CUDA graphs) against timm compiled the same way
 # The first call of each attention shape times the candidate kernels, compiling FlexAttention's and Triton's
@@ -83,7 +84,7 @@ checks() {  # the Triton kernels as this GPU compiles them, against the per-wind
 
 checks
 run cuda_tiny_b64 300 --batch 64 --models swinlite,timm --warmup 3 --repeats 11 --profile
-run cuda_tiny_b1 60 --batch 1 --models swinlite,timm --warmup 3 --repeats 11
+run cuda_tiny_b1 90 --batch 1 --models swinlite,timm --warmup 3 --repeats 11 --profile
 run cuda_sizes 90 --sizes 224,800x1344 --batch 2 --warmup 2 --repeats 7
 run cuda_tiny_b64_compile 210 --compile --no-warm-start --models swinlite,timm --batch 64 --warmup 3 --repeats 11
 pack  # skipped.txt too

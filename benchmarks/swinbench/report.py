@@ -71,14 +71,19 @@ MATMUL_OPS = (
 )
 
 
-def profile_tables(profiles: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Markdown lines: per profiled step, its top operators by self time, and the share of the matmuls among them."""
+def profile_tables(profiles: dict[str, dict[str, Any]]) -> list[str]:
+    """Markdown lines: per profiled step (:func:`swinbench.swin.step_profile`), its top operators by self time, the
+    share of the matmuls among them, how many ran, and their self time against the step's wall time."""
     lines = []
-    for name, ops in profiles.items():
+    for name, profiled in profiles.items():
+        ops = profiled["ops"]
         matmul = sum(o["share"] for o in ops if o["op"] in MATMUL_OPS)
+        busy = 100 * profiled["self_ms"] / profiled["wall_ms"]
         lines += [
             "",
-            f"{name}, top operators by self time: (the matmuls among them: {100 * matmul:.0f}% of the total)",
+            f"{name}, top operators by self time: (the matmuls among them: {100 * matmul:.0f}% of the total; "
+            f"{profiled['calls']} ran, {profiled['self_ms']:.1f} ms of self time in all, {busy:.0f}% of one "
+            f"unprofiled step's {profiled['wall_ms']:.1f} ms wall time)",
             "",
         ]
         lines += ["| op | share | ms | calls |", "|---|---:|---:|---:|"]

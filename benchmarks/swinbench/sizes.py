@@ -166,8 +166,9 @@ def _add_ratios(rows: list[dict]) -> None:
         row["memory_vs_timm"] = row["peak_mb"] / ref["peak_mb"] if same_family and ref["peak_mb"] else None
 
 
-def op_profile(model: nn.Module, x: torch.Tensor, row_limit: int = 10) -> list[dict[str, Any]]:
-    """The operators that take the most self time in one inference forward: name, share of the total, calls."""
+def op_profile(model: nn.Module, x: torch.Tensor, row_limit: int = 10) -> dict[str, Any]:
+    """One inference forward profiled (:func:`swinbench.swin.step_profile`): the operators that take the most self
+    time, how many ran, their self time against the wall time."""
     model.eval()
 
     def forward() -> None:

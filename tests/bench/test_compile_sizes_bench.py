@@ -53,7 +53,9 @@ def test_sizes_run_covers_every_task_and_backbone():
     assert all(r["images_per_s"] > 0 and r["peak_mb"] > 0 for r in result["rows"])
     assert result["rows"][1]["speed_vs_timm"] == 1.0 and result["rows"][-1]["speed_vs_timm"] is None
     assert set(result["profile"]) == {"swinlite", "timm"}
-    assert 0 < sum(op["share"] for op in result["profile"]["swinlite"]) <= 1 + 1e-6
+    profiled = result["profile"]["swinlite"]
+    assert 0 < sum(op["share"] for op in profiled["ops"]) <= 1 + 1e-6
+    assert profiled["calls"] >= len(profiled["ops"]) and 0 < profiled["self_ms"] and 0 < profiled["wall_ms"]
     table = sizes_table(result)
     assert "| 32×34 | train | timm |" in table and "swinlite inference, top operators by self time:" in table
 

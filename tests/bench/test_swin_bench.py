@@ -78,7 +78,10 @@ def test_tiny_run_writes_table_and_json(tmp_path):
     assert set(result["matmul_gflops"]) == {"inference fp32", "train fp32"}
     assert set(result["profile"]) == {f"{t} fp32 {m}" for t in ("inference", "train") for m in ("swinlite", "timm")}
     assert "train fp32 swinlite, top operators by self time: (the matmuls among them:" in table
-    assert all(0 < sum(op["share"] for op in ops) <= 1 + 1e-6 for ops in result["profile"].values())
+    assert "ms of self time in all, " in table and "unprofiled step" in table
+    for p in result["profile"].values():
+        assert 0 < sum(op["share"] for op in p["ops"]) <= 1 + 1e-6
+        assert p["calls"] >= len(p["ops"]) and p["self_ms"] > 0 and p["wall_ms"] > 0
     assert all(len(r["round_seconds"]) == 1 for r in result["rows"]) and result["rows"][0]["speed_vs_timm_range"]
     path = tmp_path / "out" / "bench.json"
     write_json(result, path)

@@ -9,6 +9,8 @@
 #                          table ends with each case's top CUDA kernels by self time (one profiled step)
 #   cuda_tiny_b1           the same at batch 1 (swinlite, timm), profiled: each case's kernel launches and the share
 #                          of its wall time the GPU is busy (launch-bound where low)
+#   cuda_variants          the train step with and without the GELU recompute and the gather's own backward, batch 1
+#                          and 64, fp32 and bf16, against timm (benchmarks/cuda_variants_check.py)
 #   cuda_sizes             224² and 800×1344 at batch 2, fp32 (swinlite, timm, detection backbones)
 #   cuda_tiny_b64_compile  optimize_for_inference (inductor freezing, CUDA graphs) against timm compiled the same way
 # The first call of each attention shape times the candidate kernels, compiling FlexAttention's and Triton's
@@ -24,7 +26,7 @@
 # `python3 -m pip download --no-deps -d .whl timm==1.0.31` and carry .whl).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PARTS="cuda_checks cuda_tiny_b64 cuda_tiny_b1 cuda_sizes cuda_tiny_b64_compile"
+PARTS="cuda_checks cuda_tiny_b64 cuda_tiny_b1 cuda_variants cuda_sizes cuda_tiny_b64_compile"
 for name in "$@"; do
     [[ " $PARTS " == *" $name "* ]] || { echo "gpu_run.sh: no part named '$name'; the parts: $PARTS" >&2; exit 2; }
 done
@@ -63,8 +65,10 @@ run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang canno
     limit=$(limit_for "$1" "$2") || return 0
     shift 2
     local start=$SECONDS
-    timeout -k 10 "$limit" python scripts/benchmark.py --device cuda "$@" --json "$OUT/$name.json" \
-        > "$OUT/$name.md" 2> "$OUT/$name.log" || echo "$name: exit $? (see $OUT/$name.log)" | tee -a "$OUT/failed.txt"
+    local command=(python scripts/benchmark.py --device cuda "$@" --json "$OUT/$name.json")
+    [[ "${1:-}" == benchmarks/*.py ]] && command=(python "$@")  # a check script: its own arguments
+    timeout -k 10 "$limit" "${command[@]}" > "$OUT/$name.md" 2> "$OUT/$name.log" ||
+        echo "$name: exit $? (see $OUT/$name.log)" | tee -a "$OUT/failed.txt"
     echo "$name: $((SECONDS - start)) s"
     pack
 }
@@ -85,6 +89,7 @@ checks() {  # the Triton kernels as this GPU compiles them, against the per-wind
 checks
 run cuda_tiny_b64 300 --batch 64 --models swinlite,timm --warmup 3 --repeats 11 --profile
 run cuda_tiny_b1 90 --batch 1 --models swinlite,timm --warmup 3 --repeats 11 --profile
+run cuda_variants 120 benchmarks/cuda_variants_check.py --batches 1,64
 run cuda_sizes 90 --sizes 224,800x1344 --batch 2 --warmup 2 --repeats 7
 run cuda_tiny_b64_compile 210 --compile --no-warm-start --models swinlite,timm --batch 64 --warmup 3 --repeats 11
 pack  # skipped.txt too

@@ -522,7 +522,7 @@ def embed_rel_pos_bias_table(table: torch.Tensor, old_window: Sequence[int], new
     Returns:
         Table of shape ((2Wh' - 1) * (2Ww' - 1), heads), same dtype as ``table``.
     """
-    grid = _offset_grid(table, old_window)  # (heads, 2Wh-1, 2Ww-1)
+    grid = offset_grid(table, old_window)  # (heads, 2Wh-1, 2Ww-1)
     (old_h, old_w), (new_h, new_w) = grid.shape[1:], _grid_size(new_window)
     if new_h < old_h or new_w < old_w:
         raise ValueError(f"window {tuple(new_window)} is smaller than the table's {tuple(old_window)}: resize it")
@@ -544,7 +544,7 @@ def resize_rel_pos_bias_table(
     Returns:
         Table of shape ((2Wh' - 1) * (2Ww' - 1), heads), same dtype as ``table``.
     """
-    grid = _offset_grid(table, old_window)  # (heads, 2Wh-1, 2Ww-1)
+    grid = offset_grid(table, old_window)  # (heads, 2Wh-1, 2Ww-1)
     size = _grid_size(new_window)
     if tuple(grid.shape[1:]) == size:
         return table
@@ -557,7 +557,7 @@ def _grid_size(window: Sequence[int]) -> tuple[int, int]:
     return 2 * int(window[0]) - 1, 2 * int(window[1]) - 1
 
 
-def _offset_grid(table: torch.Tensor, window: Sequence[int]) -> torch.Tensor:
+def offset_grid(table: torch.Tensor, window: Sequence[int]) -> torch.Tensor:
     """A bias table ((2Wh - 1) * (2Ww - 1), heads) as its offset grid (heads, 2Wh - 1, 2Ww - 1); ValueError when
     its shape does not fit ``window``."""
     h, w = _grid_size(window)

@@ -413,6 +413,13 @@ class RelativePositionBias(nn.Module):
         with torch.no_grad():
             self.index.copy_(relative_position_index(self.window, device=self.index.device))
 
+    def set_window(self, window: Sequence[int], table: torch.Tensor) -> None:
+        """Take a new window and its table ((prod(2w - 1), heads)), in place (``SwinTransformer.set_input_size``)."""
+        self.window = tuple(int(w) for w in window)
+        self.num_tokens = math.prod(self.window)
+        self.table = nn.Parameter(table.detach().clone(), requires_grad=self.table.requires_grad)
+        self.register_buffer("index", relative_position_index(self.window, device=table.device), persistent=False)
+
     def forward(self) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous: the kernels that add it to the logits read it along
         the keys (a compiled graph keeps it as a constant in this layout; benchmarks/kernels.md)."""
@@ -498,6 +505,16 @@ class ContinuousPositionBias(nn.Module):
             device = self.index.device
             self.coords.copy_(log_spaced_relative_coords(self.window, self.pretrained_window, device))
             self.index.copy_(relative_position_index(self.window, device=device))
+
+    def set_window(self, window: Sequence[int]) -> None:
+        """Take a new window, in place (``SwinTransformer.set_input_size``): the MLP is a function of the offsets, so
+        only the coordinates and the index change (normalised by ``pretrained_window``, else by the new window)."""
+        self.window = tuple(int(w) for w in window)
+        self.num_tokens = math.prod(self.window)
+        device, dtype = self.coords.device, self.coords.dtype
+        coords = log_spaced_relative_coords(self.window, self.pretrained_window, device).to(dtype)
+        self.register_buffer("coords", coords, persistent=False)
+        self.register_buffer("index", relative_position_index(self.window, device=device), persistent=False)
 
     def forward(self) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous as :class:`RelativePositionBias`'s, values in (0, 16)."""
@@ -1261,6 +1278,9 @@ class SwinTransformer(nn.Module):
         self.apply(_init_weights)
         self.frozen_stages = frozen_stages
         self._freeze()
+        # what set_input_size scales with the patch grid (timm's reference windows and grid)
+        self._ref_window_sizes = tuple([window] * num_stages)
+        self._ref_grid_size = tuple(self.patch_embed.grid_size)
 
     def _frozen_modules(self) -> list[nn.Module]:
         if self.frozen_stages < 0:
@@ -1306,6 +1326,90 @@ class SwinTransformer(nn.Module):
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         for stage in self.layers:
             stage.grad_checkpointing = enable
+
+    @torch.jit.ignore
+    def set_input_size(
+        self,
+        img_size: int | tuple[int, int] | None = None,
+        patch_size: int | tuple[int, int] | None = None,
+        window_size: int | tuple[int, int] | Sequence[int | tuple[int, int]] | None = None,
+        window_ratio: int | Sequence[int] | None = None,
+        always_partition: bool | None = None,
+    ) -> None:
+        """timm's ``set_input_size``: a new nominal input size and window, in place, so that the model computes what
+        timm's Swin (V1 or V2) computes after the same call with the same weights.
+
+        With ``img_size`` alone every stage's window scales with the patch grid (the window-to-grid ratio of the
+        size the model was built at, or of the last explicit window, is kept); ``window_size`` (an int, (h, w), or one
+        per stage) or ``window_ratio`` (the patch grid over the window) set it; a call at the current size changes
+        nothing. V1 bias tables are resized with timm's ``resize_rel_pos_bias_table`` to the window timm gives each
+        stage (shrunk to a smaller map), then embedded in a table of swinlite's window, which masks padding where
+        timm shrinks (:func:`swinlite.convert.embed_rel_pos_bias_table`: exact). Swin-V2's continuous bias is a
+        function of the window: its coordinates are rebuilt. Any input size still works; only the windows and the
+        recorded size change.
+
+        Raises:
+            ValueError, before anything changes: a window specification timm refuses; a new ``patch_size`` (build
+            the model with ``patch_size=`` instead); ``always_partition=True`` (timm's padded tokens then take part
+            in attention, swinlite masks them); windows that differ between stages (swinlite keeps one window).
+        """
+        from timm.layers import resize_rel_pos_bias_table
+        from timm.models._input import update_model_input_size
+        from timm.models.swin_transformer import calc_stage_window_sizes, resolve_window_args
+
+        from ..convert import embed_rel_pos_bias_table, offset_grid
+
+        num_stages = len(self.layers)
+        try:
+            window_size, window_ratio = resolve_window_args(window_size, window_ratio, num_stages)
+        except AssertionError as e:  # timm asserts its window specification
+            raise ValueError(f"set_input_size: {e}") from None
+        if patch_size is not None and to_2tuple(patch_size) != self.patch_size:
+            raise ValueError(
+                f"set_input_size cannot change the patch size ({self.patch_size} to {to_2tuple(patch_size)}): "
+                "build the model with patch_size= instead"
+            )
+        if always_partition:
+            raise ValueError(
+                "always_partition=True is not available: timm then lets padded tokens take part in attention, swinlite "
+                "masks them (leave it unset or False)"
+            )
+        size = tuple(self.patch_embed.img_size if img_size is None else to_2tuple(img_size))
+        if len(size) != 2 or not all(isinstance(s, int) and s >= p for s, p in zip(size, self.patch_size, strict=True)):
+            raise ValueError(f"img_size must be (H, W), each at least the patch {self.patch_size}, got {img_size}")
+        grid = (size[0] // self.patch_size[0], size[1] // self.patch_size[1])
+        windows = calc_stage_window_sizes(
+            grid, self._ref_window_sizes, self._ref_grid_size, window_size=window_size, window_ratio=window_ratio
+        )
+        if len(set(windows)) != 1:
+            raise ValueError(f"swinlite keeps one window for every stage, got {[tuple(w) for w in windows]}")
+        window = tuple(windows[0])
+        old_grid, old_window = tuple(self.patch_embed.grid_size), self.window_size
+        v2 = isinstance(self.layers[0].blocks[0], SwinV2Block)
+        timm_old = shrunk_windows(old_window, old_grid, num_stages)  # the windows timm's model has had ...
+        timm_new = shrunk_windows(window, grid, num_stages)  # ... and gets
+        block_windows = stage_windows("v2" if v2 else "v1", window, grid, num_stages)
+        self.patch_embed.set_input_size(img_size=size)
+        if window_size is not None or window_ratio is not None:  # an explicit window: the new reference
+            self._ref_window_sizes, self._ref_grid_size = tuple(windows), grid
+        self.window_size = window
+        for stage, stage_window, before, after in zip(self.layers, block_windows, timm_old, timm_new, strict=True):
+            for j, block in enumerate(stage.blocks):
+                rel_pos = block.attn.rel_pos
+                if isinstance(rel_pos, RelativePositionBias):
+                    table = offset_grid(rel_pos.table.detach(), rel_pos.window)  # (heads, 2Wh-1, 2Ww-1)
+                    rows, cols = 2 * before[0] - 1, 2 * before[1] - 1  # timm's table: the centre
+                    top, left = (table.shape[1] - rows) // 2, (table.shape[2] - cols) // 2
+                    table = table[:, top : top + rows, left : left + cols].flatten(1).T  # (rows, heads)
+                    if after != before:
+                        new_shape = ((2 * after[0] - 1) * (2 * after[1] - 1), table.shape[1])
+                        table = resize_rel_pos_bias_table(table, after, new_shape, old_window_size=before)
+                    rel_pos.set_window(stage_window, embed_rel_pos_bias_table(table, after, stage_window))
+                else:
+                    rel_pos.set_window(stage_window)
+                block.window = stage_window
+                block.shift = (stage_window[0] // 2, stage_window[1] // 2) if j % 2 else (0, 0)
+        update_model_input_size(self, size, window_size=windows)
 
     @torch.jit.ignore
     def get_classifier(self) -> nn.Module:

@@ -5,7 +5,7 @@ import copy
 import pytest
 import timm
 import torch
-from timm.layers import _fx
+from timm.layers import _fx, to_2tuple
 from timm.models import group_parameters
 
 import swinlite
@@ -353,3 +353,59 @@ def test_no_weight_decay_and_group_matcher(built):
         grouped = [n for names_in_group in groups.values() for n in names_in_group]
         assert sorted(grouped) == sorted(names)
         assert len(groups) >= min_groups
+
+
+TINY = "swinlite_tiny_patch4_window7_224"
+_SET_SIZE_MODEL = dict(img_size=64, embed_dim=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), window_size=4)
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        dict(img_size=96),  # windows scale with the grid: 6, the last stage's 3x3 map shrinks it in timm
+        dict(img_size=(64, 96)),  # (4, 6)
+        dict(img_size=128, window_size=8),  # an explicit window
+        dict(window_ratio=4),  # the grid over the window
+        dict(img_size=64),  # the current size: nothing changes
+    ],
+    ids=["img_size", "rectangular", "window_size", "window_ratio", "no-op"],
+)
+def test_set_input_size_computes_what_timms_swin_computes_after_the_same_call(v2, call):
+    """timm's set_input_size on both models (same weights): the same windows, tables resized by timm's function and
+    embedded where timm shrinks a window, V2's coordinates rebuilt; logits in eval and train mode, fast path."""
+    v1_names = (TINY, "swin_tiny_patch4_window7_224")
+    names = ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256") if v2 else v1_names
+    torch.manual_seed(0)
+    reference = timm.create_model(names[1], drop_path_rate=0.0, **_SET_SIZE_MODEL)
+    model = timm.create_model(names[0], drop_path_rate=0.0, **_SET_SIZE_MODEL)
+    model.load_state_dict(reference.state_dict())
+    model.set_input_size(**call)
+    reference.set_input_size(**call)
+    size = to_2tuple(call.get("img_size", 64))
+    assert model.patch_embed.img_size == reference.patch_embed.img_size == size
+    x = torch.randn(1, 3, *size)
+    for train in (False, True):
+        with torch.no_grad():
+            torch.testing.assert_close(model.train(train)(x), reference.train(train)(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (dict(window_size=(4, 4, 4)), "Expected 4 stage window sizes"),
+        (dict(window_ratio=0), "Window ratios must be positive"),
+        (dict(window_size=[4, 4, 6, 2]), "one window for every stage"),
+        (dict(img_size=2), r"img_size must be \(H, W\), each at least the patch"),
+        (dict(patch_size=2), "cannot change the patch size"),
+        (dict(always_partition=True), "always_partition=True is not available"),
+    ],
+)
+def test_set_input_size_refuses_a_bad_call_before_changing_anything(call, match):
+    model = timm.create_model(TINY, **_SET_SIZE_MODEL)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=match):
+        model.set_input_size(**call)
+    assert model.window_size == (4, 4) and model.patch_embed.img_size == (64, 64)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before) and before.keys() == after.keys()

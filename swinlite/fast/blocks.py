@@ -45,7 +45,10 @@ takes the gather index and the mask from the cache through an op (:func:`window_
 - row blocks: :mod:`swinlite.fast.row_blocks`, CPU inference in blocks of rows through reused buffers, fp32 or
   under autocast, when :func:`row_blocks_for` says so (eval, no autograd, eager, exact GELU), with
   :data:`ROWS_PER_THREAD` tokens per thread; it overrides the "CPU eval" row above.
-- gather: :func:`gather_tokens` below; index in graph: :func:`exported_shifted_window_attention`.
+- gather: :func:`gather_tokens` below; index in graph: :func:`exported_shifted_window_attention`. Wherever the
+  gather runs (not in the exported graph, nor in TorchScript), a block with masked padding attends in its window cut
+  to a map side smaller than it (:meth:`GatheredWindowsBlock._attention_window`): the same attention, without the
+  padded tokens.
 - linear layers (every ``nn.Linear`` of the model is a :class:`FastLinear`, its MLP's and attention's too): in fp32
   on the CPU, eager, in the row blocks (there with GELU and the residual add fused) or compiled into a frozen graph
   (:func:`compiling_frozen`: ``swinlite.optimize_for_inference``), through oneDNN
@@ -615,9 +618,11 @@ class FastWindowAttention(DispatchedAttention, WindowAttention):
         )
 
     @torch.jit.unused
-    def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks) -> torch.Tensor:
+    def forward_row_blocks(
+        self, x: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks, window: tuple[int, int] | None = None
+    ) -> torch.Tensor:
         """:meth:`forward` for CPU inference, a row block of windows at a time (:mod:`swinlite.fast.row_blocks`)."""
-        bias = self.rel_pos()  # (heads, N, N)
+        bias = self.rel_pos(window)  # (heads, N, N)
         qkv, proj = self.qkv, self.proj
         return window_attention_rows(x, qkv.weight, qkv.bias, proj.weight, proj.bias, bias, mask, self.scale, plan)
 
@@ -644,18 +649,21 @@ class GatheredWindowsBlock(SwinBlock):
                 return exported_shifted_window_attention(self, x)
         B, H, W, C = x.shape
         dtype = x.dtype  # the mask's: the attention's, under autocast its dtype (the row blocks take it in x's)
+        window = self.window
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
             if plan is None:
                 dtype = autocast_dtype(x)
-        geometry = window_geometry((H, W), self.window, self.shift, self.mask_padding, x.device, dtype)
+            window = self._attention_window(H, W)
+        geometry = window_geometry((H, W), window, self.shift, self.mask_padding, x.device, dtype)
         Hp, Wp = geometry.padded
-        index, inverse = window_index(geometry.padded, self.window, geometry.shift, x.device, B)
+        index, inverse = window_index(geometry.padded, window, geometry.shift, x.device, B)
         if Hp > H or Wp > W:
             x = F.pad(x, (0, 0, 0, Wp - W, 0, Hp - H))  # (B, Hp, Wp, C)
         # cyclic shift + partition windows, as one gather: (B, Hp*Wp, C) -> (B, nW*N, C), window-major
         windows = gather_tokens(x.reshape(B, Hp * Wp, C), index, inverse)
-        num_windows = (Hp // self.window[0]) * (Wp // self.window[1])
-        x = self._attend_windows(windows.view(B, num_windows, -1, C), geometry.mask, plan)  # (B, nW, N, C)
+        num_windows = (Hp // window[0]) * (Wp // window[1])
+        cut = None if window == self.window else window
+        x = self._attend_windows(windows.view(B, num_windows, -1, C), geometry.mask, plan, cut)  # (B, nW, N, C)
         x = gather_tokens(x.view(B, Hp * Wp, C), inverse, index)  # merge windows + reverse cyclic shift
         x = x.view(B, Hp, Wp, C)
         if Hp > H or Wp > W:  # a no-op slice would still cost a zero fill and a copy in backward
@@ -668,12 +676,29 @@ class GatheredWindowsBlock(SwinBlock):
         or None."""
         return row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.mlp.exact_gelu else None
 
-    def _attend_windows(self, windows: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks | None) -> torch.Tensor:
+    @torch.jit.unused
+    def _attention_window(self, height: int, width: int) -> tuple[int, int]:
+        """The window the block attends in on a ``height`` x ``width`` map: its own, cut to the map along a side the
+        map does not fill where padding is masked. The same attention (a masked padded key gets zero weight, and one
+        window covering a side takes no shift along it), without the padded tokens' projections and logits: at 64²
+        a window-7 Swin-T's third and fourth stages had 49-token windows over 4x4 and 2x2 maps."""
+        if not self.mask_padding:  # padded tokens take part in attention: the window decides what they are
+            return self.window
+        return min(self.window[0], height), min(self.window[1], width)
+
+    def _attend_windows(
+        self,
+        windows: torch.Tensor,
+        mask: torch.Tensor | None,
+        plan: RowBlocks | None,
+        window: tuple[int, int] | None = None,
+    ) -> torch.Tensor:
         """The block's attention on its windows [B, nW, N, C] -> [B, nW, N, C]: through row blocks when ``plan``
-        says (CPU inference), else the attention module."""
+        says (CPU inference), else the attention module; ``window``: the windows' size where cut
+        (:meth:`_attention_window`), else None."""
         if plan is not None:
-            return self.attn.forward_row_blocks(windows, mask, plan)
-        return self.attn(windows, mask)
+            return self.attn.forward_row_blocks(windows, mask, plan, window)
+        return self.attn(windows, mask, window)
 
 
 @register_notrace_module  # as SwinBlock: the padding and shift depend on the input size

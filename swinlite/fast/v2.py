@@ -139,9 +139,11 @@ class FastWindowAttentionV2(DispatchedAttention, WindowAttentionV2):
         )
 
     @torch.jit.unused
-    def forward_row_blocks(self, x: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks) -> torch.Tensor:
+    def forward_row_blocks(
+        self, x: torch.Tensor, mask: torch.Tensor | None, plan: RowBlocks, window: tuple[int, int] | None = None
+    ) -> torch.Tensor:
         """:meth:`forward` for CPU inference, a row block of windows at a time (:mod:`swinlite.fast.row_blocks`)."""
-        bias = self.rel_pos()  # (heads, N, N)
+        bias = self.rel_pos(window)  # (heads, N, N)
         tau = cosine_tau(self.logit_scale)  # (heads, 1, 1)
         qkv_bias = self.merged_qkv_bias()  # a new tensor per call: converted here, not kept by the row blocks' cache
         qkv_bias = None if qkv_bias is None else qkv_bias.to(plan.dtype)

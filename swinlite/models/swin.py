@@ -375,6 +375,23 @@ def relative_position_index(window: Sequence[int], device: torch.device | None =
     return index
 
 
+def sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device | None = None) -> torch.Tensor:
+    """:func:`relative_position_index` of a smaller 2-D window ``sub`` (Wh' <= Wh, Ww' <= Ww), into the offset table
+    of ``window``: every pair's offset keeps its row of the larger table. Long (N', N'), N' = Wh' * Ww'."""
+    index = relative_position_index(sub, device=device)  # rows of sub's own table
+    width = 2 * sub[1] - 1
+    rows, cols = index // width, index % width  # offset + sub - 1 per axis
+    return (rows + window[0] - sub[0]) * (2 * window[1] - 1) + cols + window[1] - sub[1]
+
+
+@torch.jit.unused
+@functools.lru_cache(maxsize=64)
+def cached_sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device) -> torch.Tensor:
+    """:func:`sub_window_index`, flattened, built once per (window, sub, device) and shared."""
+    with torch.inference_mode(False), torch.no_grad():  # a plain tensor, usable inside and outside inference mode
+        return sub_window_index(window, sub, device).view(-1)
+
+
 class RelativePositionBias(nn.Module):
     """One learnable scalar per (relative offset, head), gathered into a (heads, N, N) bias.
 
@@ -420,12 +437,16 @@ class RelativePositionBias(nn.Module):
         self.table = nn.Parameter(table.detach().clone(), requires_grad=self.table.requires_grad)
         self.register_buffer("index", relative_position_index(self.window, device=table.device), persistent=False)
 
-    def forward(self) -> torch.Tensor:
+    def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous: the kernels that add it to the logits read it along
-        the keys (a compiled graph keeps it as a constant in this layout; benchmarks/kernels.md)."""
+        the keys (a compiled graph keeps it as a constant in this layout; benchmarks/kernels.md). With ``window``, a
+        smaller 2-D window's (its offsets' rows of this table, :func:`sub_window_index`)."""
+        index, tokens = self.index.view(-1), self.num_tokens
+        if window is not None:
+            index, tokens = cached_sub_window_index(self.window, window, index.device), window[0] * window[1]
         # one gather of the table's columns, (heads, N*N) contiguous: index_select, 3-5x faster than indexing on CPU
-        bias = self.table.t().index_select(1, self.index.view(-1))
-        return bias.view(self.num_heads, self.num_tokens, self.num_tokens)
+        bias = self.table.t().index_select(1, index)
+        return bias.view(self.num_heads, tokens, tokens)
 
 
 def log_spaced_relative_coords(
@@ -516,11 +537,15 @@ class ContinuousPositionBias(nn.Module):
         self.register_buffer("coords", coords, persistent=False)
         self.register_buffer("index", relative_position_index(self.window, device=device), persistent=False)
 
-    def forward(self) -> torch.Tensor:
-        """Returns the bias, shape (heads, N, N), contiguous as :class:`RelativePositionBias`'s, values in (0, 16)."""
+    def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
+        """Returns the bias, shape (heads, N, N), contiguous as :class:`RelativePositionBias`'s, values in (0, 16);
+        with ``window``, a smaller 2-D window's (the same offsets' values)."""
+        index, tokens = self.index.view(-1), self.num_tokens
+        if window is not None:
+            index, tokens = cached_sub_window_index(self.window, window, index.device), window[0] * window[1]
         table = 16 * torch.sigmoid(self.mlp(self.coords))  # (rows, heads): per row, before the gather repeats rows
-        bias = table.t().index_select(1, self.index.view(-1))  # one gather of its columns: (heads, N*N), contiguous
-        return bias.view(self.num_heads, self.num_tokens, self.num_tokens)
+        bias = table.t().index_select(1, index)  # one gather of its columns: (heads, N*N), contiguous
+        return bias.view(self.num_heads, tokens, tokens)
 
 
 REL_POS = {"table": RelativePositionBias, "cpb": ContinuousPositionBias}  # the ``rel_pos`` argument of the model
@@ -594,19 +619,22 @@ class WindowAttentionFrame(nn.Module):
     num_heads: int
     head_dim: int
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, window: tuple[int, int] | None = None
+    ) -> torch.Tensor:
         """Attend within windows.
 
         Args:
             x: window tokens [B, nW, N, C].
             mask: additive mask [nW, N, N] (shift regions, padding) or None.
+            window: the windows' (Wh, Ww) where smaller than the layer's (a map smaller than the window), else None.
 
         Returns:
             Tokens [B, nW, N, C].
         """
         B, nW, N, C = x.shape
         qkv = self.project_qkv(x).view(B * nW, N, 3, self.num_heads, self.head_dim)  # (B*nW, N, 3, heads, hd)
-        bias = self.rel_pos().to(qkv.dtype)  # position bias (heads, N, N)
+        bias = self.rel_pos(window).to(qkv.dtype)  # position bias (heads, N, N)
         mask = None if mask is None else mask.to(qkv.dtype)
         x = self.attend(qkv, bias, mask, B)  # (B*nW, heads, N, hd)
         x = x.transpose(1, 2).reshape(B, nW, N, C)  # (B*nW, N, heads, hd) -> (B, nW, N, heads*hd)

@@ -17,7 +17,7 @@ def block_pair(shift: bool, mask_padding: bool, rel_pos: str) -> tuple[SwinBlock
     return accelerate(copy.deepcopy(reference)), reference
 
 
-@pytest.mark.parametrize("size", [(5, 9), (8, 8)])  # odd sizes padded to 8 x 12; no padding
+@pytest.mark.parametrize("size", [(5, 9), (8, 8), (3, 9), (2, 3)])  # padded to 8 x 12; none; maps under the window
 @pytest.mark.parametrize("shift", [False, True])
 @pytest.mark.parametrize("mask_padding", [True, False])
 @pytest.mark.parametrize("rel_pos", ["table", "cpb"])
@@ -94,3 +94,14 @@ def test_under_autocast_a_block_takes_its_mask_in_the_attention_dtype(monkeypatc
     with torch.autocast("cpu", torch.bfloat16):
         fast.train()(torch.randn(2, 5, 9, 8)).sum().backward()
     assert asked == [torch.bfloat16]
+
+
+@pytest.mark.parametrize("mask_padding", [True, False])
+def test_a_map_smaller_than_the_window_is_attended_in_a_window_cut_to_it(mask_padding):
+    """With masked padding, a 2x3 map under a 4x4 window is one 2x3 window (6 tokens, not 16 with 10 of them padding:
+    the same attention, the reference path's values above); with attended padding the window stays."""
+    fast, _ = block_pair(shift=True, mask_padding=mask_padding, rel_pos="table")
+    tokens = []
+    fast.attn.register_forward_pre_hook(lambda module, args: tokens.append(args[0].shape[2]))
+    fast.train()(torch.randn(2, 2, 3, 8)).sum().backward()
+    assert tokens == [6 if mask_padding else 16]

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from swinlite.models.swin import relative_position_index
+from swinlite.models.swin import relative_position_index, sub_window_index
 
 
 @pytest.mark.parametrize("window", [(1,), (7,), (1, 1), (3, 5), (7, 7), (2, 3, 4)])
@@ -42,3 +42,12 @@ def test_bad_window_raises():
         relative_position_index((0, 3))
     with pytest.raises(ValueError, match="non-empty"):
         relative_position_index(())
+
+
+@pytest.mark.parametrize("window,sub", [((7, 7), (4, 4)), ((7, 7), (2, 7)), ((4, 6), (3, 1)), ((5, 5), (5, 5))])
+def test_a_smaller_windows_index_is_the_larger_ones_restricted_to_its_tokens(window, sub):
+    """Token (r, c) of the smaller window is token (r, c) of the larger one: their pairs have the same offsets, so the
+    same rows of the larger table."""
+    full = relative_position_index(window)
+    tokens = torch.tensor([r * window[1] + c for r in range(sub[0]) for c in range(sub[1])])
+    torch.testing.assert_close(sub_window_index(window, sub), full[tokens][:, tokens], rtol=0, atol=0)

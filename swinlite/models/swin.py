@@ -25,13 +25,21 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
-from timm.layers import ClassifierHead, DropPath, Mlp, PatchEmbed, register_notrace_module, to_2tuple
+from timm.layers import (
+    ClassifierHead,
+    DropPath,
+    Mlp,
+    PatchEmbed,
+    register_notrace_module,
+    resize_rel_pos_bias_table,
+    to_2tuple,
+)
 from timm.models import checkpoint_seq
 from timm.models._features import feature_take_indices
 from torch import nn
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..convert import convert_when_loaded
+from ..convert import convert_when_loaded, embed_rel_pos_bias_table, offset_grid
 from .checks import (
     at_least_one_image,
     check_build_args,
@@ -1140,6 +1148,41 @@ def stage_windows(block: str, window: tuple[int, int], grid: tuple[int, int], nu
     return shrunk_windows(window, grid, num_stages)
 
 
+def table_resized_as_timm(
+    table: torch.Tensor,
+    window: tuple[int, int],
+    before: tuple[int, int],
+    after: tuple[int, int],
+    new_window: tuple[int, int],
+) -> torch.Tensor:
+    """A V1 bias table of ``window``, changed as timm's Swin changes the stage's table in ``set_input_size``, for
+    swinlite's ``new_window``.
+
+    timm's table is the centre of swinlite's: the offsets of timm's window ``before`` (``window`` shrunk to the
+    stage's map, :func:`shrunk_windows`). It is resized by timm's ``resize_rel_pos_bias_table`` to timm's new window
+    ``after`` (``new_window`` shrunk to the new map) and embedded in a table of ``new_window``: the offsets it lacks
+    meet only masked padding at that size.
+
+    Args:
+        table: bias table ((2Wh - 1) * (2Ww - 1), heads) of ``window``.
+        window: the table's window.
+        before: timm's window of the stage before the call.
+        after: timm's window of the stage after it.
+        new_window: swinlite's window of the stage after it.
+
+    Returns:
+        Table ((2Wh' - 1) * (2Ww' - 1), heads) of ``new_window``, detached.
+    """
+    grid = offset_grid(table.detach(), window)  # (heads, 2Wh-1, 2Ww-1)
+    rows, cols = 2 * before[0] - 1, 2 * before[1] - 1
+    top, left = (grid.shape[1] - rows) // 2, (grid.shape[2] - cols) // 2
+    table = grid[:, top : top + rows, left : left + cols].flatten(1).T  # (rows * cols, heads): timm's table
+    if after != before:
+        new_shape = ((2 * after[0] - 1) * (2 * after[1] - 1), table.shape[1])
+        table = resize_rel_pos_bias_table(table, after, new_shape, old_window_size=before)
+    return embed_rel_pos_bias_table(table, after, new_window)
+
+
 class SwinTransformer(nn.Module):
     """Swin Transformer backbone and classifier, following timm's model interface.
 
@@ -1364,80 +1407,87 @@ class SwinTransformer(nn.Module):
         window_ratio: int | Sequence[int] | None = None,
         always_partition: bool | None = None,
     ) -> None:
-        """timm's ``set_input_size``: a new nominal input size and window, in place, so that the model computes what
-        timm's Swin (V1 or V2) computes after the same call with the same weights.
+        """timm's ``set_input_size``: a new nominal input size, patch and window, in place, so that the model computes
+        what timm's Swin (V1 or V2) computes after the same call with the same weights.
 
-        With ``img_size`` alone every stage's window scales with the patch grid (the window-to-grid ratio of the
-        size the model was built at, or of the last explicit window, is kept); ``window_size`` (an int, (h, w), or one
-        per stage) or ``window_ratio`` (the patch grid over the window) set it; a call at the current size changes
-        nothing. V1 bias tables are resized with timm's ``resize_rel_pos_bias_table`` to the window timm gives each
-        stage (shrunk to a smaller map), then embedded in a table of swinlite's window, which masks padding where
-        timm shrinks (:func:`swinlite.convert.embed_rel_pos_bias_table`: exact). Swin-V2's continuous bias is a
-        function of the window: its coordinates are rebuilt. Any input size still works; only the windows and the
-        recorded size change.
+        With ``img_size`` (or ``patch_size``) alone every stage's window scales with the patch grid (the
+        window-to-grid ratio of the size the model was built at, or of the last explicit window, is kept);
+        ``window_size`` (an int, (h, w), or one per stage) or ``window_ratio`` (the patch grid over the window) set it;
+        a call at the current size changes nothing. A new ``patch_size`` resamples the patch projection with timm's
+        ``resample_patch_embed`` (through its ``PatchEmbed.set_input_size``). V1 bias tables are resized with timm's
+        ``resize_rel_pos_bias_table`` to the window timm gives each stage (shrunk to a smaller map), then embedded in
+        a table of swinlite's window, which masks padding where timm shrinks
+        (:func:`swinlite.convert.embed_rel_pos_bias_table`: exact). Swin-V2's continuous bias is a function of the
+        window: its coordinates are rebuilt. Any input size still works; the windows and the recorded size change
+        (recorded for ``timm.models.get_model_args`` as the ``img_size``, ``patch_size`` and one ``window_size`` a
+        rebuilt model takes). The logits are timm's wherever each stage's map is a multiple of its window or smaller
+        than it (elsewhere timm's padded tokens attend, see docs/models.md).
+
+        ``always_partition``: None or False is timm's default, a window shrunk to a smaller map (swinlite: the
+        padding masked, the same attention); True is refused.
 
         Raises:
-            ValueError, before anything changes: a window specification timm refuses; a new ``patch_size`` (build
-            the model with ``patch_size=`` instead); ``always_partition=True`` (timm's padded tokens then take part
-            in attention, swinlite masks them); windows that differ between stages (swinlite keeps one window).
+            ValueError, before anything changes: a window specification timm refuses; a patch size that is not
+            positive, or an ``img_size`` smaller than one patch; ``always_partition=True`` (timm's padded tokens then
+            take part in attention, swinlite masks them); windows that differ between stages (swinlite keeps one
+            window).
         """
-        from timm.layers import resize_rel_pos_bias_table
         from timm.models._input import update_model_input_size
         from timm.models.swin_transformer import calc_stage_window_sizes, resolve_window_args
-
-        from ..convert import embed_rel_pos_bias_table, offset_grid
 
         num_stages = len(self.layers)
         try:
             window_size, window_ratio = resolve_window_args(window_size, window_ratio, num_stages)
         except AssertionError as e:  # timm asserts its window specification
             raise ValueError(f"set_input_size: {e}") from None
-        if patch_size is not None and to_2tuple(patch_size) != self.patch_size:
-            raise ValueError(
-                f"set_input_size cannot change the patch size ({self.patch_size} to {to_2tuple(patch_size)}): "
-                "build the model with patch_size= instead"
-            )
         if always_partition:
             raise ValueError(
                 "always_partition=True is not available: timm then lets padded tokens take part in attention, swinlite "
                 "masks them (leave it unset or False)"
             )
+        patch = self.patch_size if patch_size is None else tuple(to_2tuple(patch_size))
+        if len(patch) != 2 or not all(isinstance(p, int) and p > 0 for p in patch):
+            raise ValueError(f"patch_size must be a positive int or (h, w), got {patch_size}")
         size = tuple(self.patch_embed.img_size if img_size is None else to_2tuple(img_size))
-        if len(size) != 2 or not all(isinstance(s, int) and s >= p for s, p in zip(size, self.patch_size, strict=True)):
-            raise ValueError(f"img_size must be (H, W), each at least the patch {self.patch_size}, got {img_size}")
-        grid = (size[0] // self.patch_size[0], size[1] // self.patch_size[1])
+        if len(size) != 2 or not all(isinstance(s, int) and s >= p for s, p in zip(size, patch, strict=True)):
+            raise ValueError(f"img_size must be (H, W), each at least the patch {patch}, got {img_size}")
+        grid = (size[0] // patch[0], size[1] // patch[1])
         windows = calc_stage_window_sizes(
             grid, self._ref_window_sizes, self._ref_grid_size, window_size=window_size, window_ratio=window_ratio
         )
         if len(set(windows)) != 1:
             raise ValueError(f"swinlite keeps one window for every stage, got {[tuple(w) for w in windows]}")
-        window = tuple(windows[0])
-        old_grid, old_window = tuple(self.patch_embed.grid_size), self.window_size
-        v2 = isinstance(self.layers[0].blocks[0], SwinV2Block)
-        timm_old = shrunk_windows(old_window, old_grid, num_stages)  # the windows timm's model has had ...
-        timm_new = shrunk_windows(window, grid, num_stages)  # ... and gets
-        block_windows = stage_windows("v2" if v2 else "v1", window, grid, num_stages)
-        self.patch_embed.set_input_size(img_size=size)
+        old_grid = tuple(self.patch_embed.grid_size)
+        self.patch_embed.set_input_size(img_size=size, patch_size=patch)
+        self.patch_size = patch
+        for i, info in enumerate(self.feature_info):
+            info["reduction"] = patch[0] * 2**i
         if window_size is not None or window_ratio is not None:  # an explicit window: the new reference
             self._ref_window_sizes, self._ref_grid_size = tuple(windows), grid
+        self._set_windows(tuple(windows[0]), grid, old_grid)
+        update_model_input_size(
+            self, size, patch_size=None if patch_size is None else patch, window_size=self.window_size
+        )
+
+    def _set_windows(self, window: tuple[int, int], grid: tuple[int, int], old_grid: tuple[int, int]) -> None:
+        """Give every block ``window`` (V2: shrunk to its map at ``grid``); a V1 table changes as timm's table of the
+        stage does from its window at ``old_grid`` to the new one, and stays as it is where neither changes."""
+        num_stages = len(self.layers)
+        v2 = isinstance(self.layers[0].blocks[0], SwinV2Block)
+        timm_old = shrunk_windows(self.window_size, old_grid, num_stages)  # the windows timm's model has had ...
+        timm_new = shrunk_windows(window, grid, num_stages)  # ... and gets
+        block_windows = stage_windows("v2" if v2 else "v1", window, grid, num_stages)
         self.window_size = window
         for stage, stage_window, before, after in zip(self.layers, block_windows, timm_old, timm_new, strict=True):
             for j, block in enumerate(stage.blocks):
                 rel_pos = block.attn.rel_pos
-                if isinstance(rel_pos, RelativePositionBias):
-                    table = offset_grid(rel_pos.table.detach(), rel_pos.window)  # (heads, 2Wh-1, 2Ww-1)
-                    rows, cols = 2 * before[0] - 1, 2 * before[1] - 1  # timm's table: the centre
-                    top, left = (table.shape[1] - rows) // 2, (table.shape[2] - cols) // 2
-                    table = table[:, top : top + rows, left : left + cols].flatten(1).T  # (rows, heads)
-                    if after != before:
-                        new_shape = ((2 * after[0] - 1) * (2 * after[1] - 1), table.shape[1])
-                        table = resize_rel_pos_bias_table(table, after, new_shape, old_window_size=before)
-                    rel_pos.set_window(stage_window, embed_rel_pos_bias_table(table, after, stage_window))
-                else:
+                if not isinstance(rel_pos, RelativePositionBias):
                     rel_pos.set_window(stage_window)
+                elif after != before or stage_window != rel_pos.window:
+                    table = table_resized_as_timm(rel_pos.table, rel_pos.window, before, after, stage_window)
+                    rel_pos.set_window(stage_window, table)
                 block.window = stage_window
                 block.shift = (stage_window[0] // 2, stage_window[1] // 2) if j % 2 else (0, 0)
-        update_model_input_size(self, size, window_size=windows)
 
     @torch.jit.ignore
     def get_classifier(self) -> nn.Module:

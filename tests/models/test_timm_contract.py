@@ -368,12 +368,15 @@ _SET_SIZE_MODEL = dict(img_size=64, embed_dim=16, depths=(1, 1, 2, 1), num_heads
         dict(img_size=128, window_size=8),  # an explicit window
         dict(window_ratio=4),  # the grid over the window
         dict(img_size=64),  # the current size: nothing changes
+        dict(patch_size=2),  # the projection resampled by timm; the 32x32 grid scales the windows to 8
+        dict(img_size=96, patch_size=(8, 4)),  # a 12x24 grid, (3, 6) windows
     ],
-    ids=["img_size", "rectangular", "window_size", "window_ratio", "no-op"],
+    ids=["img_size", "rectangular", "window_size", "window_ratio", "no-op", "patch_size", "rectangular-patch"],
 )
 def test_set_input_size_computes_what_timms_swin_computes_after_the_same_call(v2, call):
     """timm's set_input_size on both models (same weights): the same windows, tables resized by timm's function and
-    embedded where timm shrinks a window, V2's coordinates rebuilt; logits in eval and train mode, fast path."""
+    embedded where timm shrinks a window, V2's coordinates rebuilt, the patch projection resampled by timm's function;
+    logits in eval and train mode, a gradient, the stage maps, fast path."""
     v1_names = (TINY, "swin_tiny_patch4_window7_224")
     names = ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256") if v2 else v1_names
     torch.manual_seed(0)
@@ -384,10 +387,51 @@ def test_set_input_size_computes_what_timms_swin_computes_after_the_same_call(v2
     reference.set_input_size(**call)
     size = to_2tuple(call.get("img_size", 64))
     assert model.patch_embed.img_size == reference.patch_embed.img_size == size
+    assert model.patch_size == reference.patch_embed.patch_size and model.feature_info == reference.feature_info
     x = torch.randn(1, 3, *size)
-    for train in (False, True):
-        with torch.no_grad():
-            torch.testing.assert_close(model.train(train)(x), reference.train(train)(x), rtol=1e-5, atol=1e-5)
+    for train in (False, True):  # train: with the gradient (the fast path's training kernels)
+        with torch.set_grad_enabled(train):
+            out, expected = model.train(train)(x), reference.train(train)(x)
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    grads = model.patch_embed.proj.weight.grad, reference.patch_embed.proj.weight.grad  # through every block
+    torch.testing.assert_close(*grads, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        maps = model.eval().forward_intermediates(x, intermediates_only=True)
+        expected = reference.eval().forward_intermediates(x, intermediates_only=True)
+    for ours, theirs in zip(maps, expected, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("block", ["v1", "v2"])
+def test_set_input_size_at_the_current_size_changes_nothing(block):
+    """A model of swinlite's own initialisation (the last stage's table full, where timm's window would shrink to
+    its 2x2 map): a call at the current size leaves every tensor as it was, so a larger input computes as before."""
+    torch.manual_seed(0)
+    model = timm.create_model(TINY, block=block, **_SET_SIZE_MODEL).eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    for call in (dict(img_size=64), dict(), dict(window_size=4, patch_size=4, always_partition=False)):
+        model.set_input_size(**call)
+        after = model.state_dict()
+        assert after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in before), call
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
+@pytest.mark.parametrize("call", [dict(img_size=96), dict(img_size=(64, 96), patch_size=2)], ids=["size", "patch"])
+def test_set_input_size_is_recorded_so_that_timm_rebuilds_the_model(v2, call):
+    """timm records the resize in the model's arguments (timm.models.get_model_args, which push_to_hf_hub saves and
+    create_model rebuilds from): the rebuilt model takes the state dict as it is and computes the same logits."""
+    name = "swinlite_v2_tiny_window8_256" if v2 else TINY
+    torch.manual_seed(0)
+    model = timm.create_model(name, **_SET_SIZE_MODEL).eval()
+    model.set_input_size(**call)
+    rebuilt = timm.create_model(name, **timm.models.get_model_args(model)).eval()
+    rebuilt.load_state_dict(model.state_dict())
+    assert rebuilt.state_dict().keys() == model.state_dict().keys()
+    x = torch.randn(1, 3, *to_2tuple(call["img_size"]))
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(x), model(x))
 
 
 @pytest.mark.parametrize(
@@ -395,9 +439,12 @@ def test_set_input_size_computes_what_timms_swin_computes_after_the_same_call(v2
     [
         (dict(window_size=(4, 4, 4)), "Expected 4 stage window sizes"),
         (dict(window_ratio=0), "Window ratios must be positive"),
+        (dict(window_size=(4, 0)), "Window sizes must be positive"),
         (dict(window_size=[4, 4, 6, 2]), "one window for every stage"),
         (dict(img_size=2), r"img_size must be \(H, W\), each at least the patch"),
-        (dict(patch_size=2), "cannot change the patch size"),
+        (dict(img_size=64, patch_size=128), r"img_size must be \(H, W\), each at least the patch \(128, 128\)"),
+        (dict(patch_size=0), r"patch_size must be a positive int or \(h, w\)"),
+        (dict(patch_size=(2, 2, 2)), r"patch_size must be a positive int or \(h, w\)"),
         (dict(always_partition=True), "always_partition=True is not available"),
     ],
 )
@@ -406,6 +453,6 @@ def test_set_input_size_refuses_a_bad_call_before_changing_anything(call, match)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     with pytest.raises(ValueError, match=match):
         model.set_input_size(**call)
-    assert model.window_size == (4, 4) and model.patch_embed.img_size == (64, 64)
+    assert model.window_size == (4, 4) and model.patch_embed.img_size == (64, 64) and model.patch_size == (4, 4)
     after = model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before) and before.keys() == after.keys()

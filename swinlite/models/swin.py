@@ -393,9 +393,16 @@ def sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torc
 
 
 @torch.jit.unused
+def flat_sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device) -> torch.Tensor:
+    """:func:`sub_window_index`, flattened: built once per (window, sub, device) and shared in eager mode, in the graph
+    under ``torch.compile`` (whose sizes may be symbolic), as :func:`window_geometry` does."""
+    if torch.compiler.is_compiling():
+        return sub_window_index(window, sub, device).view(-1)
+    return _cached_sub_window_index(window, sub, device)
+
+
 @functools.lru_cache(maxsize=64)
-def cached_sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device) -> torch.Tensor:
-    """:func:`sub_window_index`, flattened, built once per (window, sub, device) and shared."""
+def _cached_sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device) -> torch.Tensor:
     with torch.inference_mode(False), torch.no_grad():  # a plain tensor, usable inside and outside inference mode
         return sub_window_index(window, sub, device).view(-1)
 
@@ -451,7 +458,7 @@ class RelativePositionBias(nn.Module):
         smaller 2-D window's (its offsets' rows of this table, :func:`sub_window_index`)."""
         index, tokens = self.index.view(-1), self.num_tokens
         if window is not None:
-            index, tokens = cached_sub_window_index(self.window, window, index.device), window[0] * window[1]
+            index, tokens = flat_sub_window_index(self.window, window, index.device), window[0] * window[1]
         # one gather of the table's columns, (heads, N*N) contiguous: index_select, 3-5x faster than indexing on CPU
         bias = self.table.t().index_select(1, index)
         return bias.view(self.num_heads, tokens, tokens)
@@ -550,7 +557,7 @@ class ContinuousPositionBias(nn.Module):
         with ``window``, a smaller 2-D window's (the same offsets' values)."""
         index, tokens = self.index.view(-1), self.num_tokens
         if window is not None:
-            index, tokens = cached_sub_window_index(self.window, window, index.device), window[0] * window[1]
+            index, tokens = flat_sub_window_index(self.window, window, index.device), window[0] * window[1]
         table = 16 * torch.sigmoid(self.mlp(self.coords))  # (rows, heads): per row, before the gather repeats rows
         bias = table.t().index_select(1, index)  # one gather of its columns: (heads, N*N), contiguous
         return bias.view(self.num_heads, tokens, tokens)

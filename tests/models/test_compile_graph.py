@@ -26,6 +26,19 @@ def test_no_graph_breaks(train, fast):
     assert explanation.graph_count == 1
 
 
+def test_symbolic_sizes_build_the_cut_windows_bias_index_in_the_graph():
+    """Under ``torch.compile(dynamic=True)`` a window cut to a small map has symbolic sides: its bias index is built
+    in the graph, not read from the eager cache (which dynamo would trace through with a warning)."""
+    torch._dynamo.reset()
+    model = _one_stage().eval()
+    compiled = torch.compile(model, backend="eager", dynamic=True)
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.randn(2, 3, 6, 4)  # a 3x2 map under 4x4 windows
+        torch.testing.assert_close(compiled(x), model(x))
+    assert not [str(w.message) for w in caught if "lru_cache" in str(w.message)]
+
+
 def test_export_is_told_by_the_flag_torch_export_sets(monkeypatch):
     """Before torch 2.14 dynamo answered ``torch.compiler.is_exporting()`` with True under ``torch.compile`` too
     (pytorch/pytorch#176347): compiled models took the symbolic path of an export, a graph break per block on torch

@@ -76,7 +76,7 @@ import torch.nn.functional as F
 from timm.layers import Mlp, register_notrace_module
 from torch import nn
 
-from ..models.checks import autocast_dtype
+from ..models.checks import autocast_available
 from ..models.swin import (
     SwinBlock,
     WindowAttention,
@@ -193,7 +193,8 @@ def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | N
     """
     if training or x.device.type != "cpu" or torch.is_grad_enabled() or torch.compiler.is_compiling():
         return None
-    dtype = autocast_dtype(x)
+    autocast = torch.is_autocast_enabled("cpu") and x.dtype != torch.float64  # autocast leaves float64 alone
+    dtype = torch.get_autocast_dtype("cpu") if autocast else x.dtype
     threads = max(1, torch.get_num_threads())
     rows = min(ROWS_PER_THREAD * threads, ROW_BLOCK_BYTES // (width * dtype.itemsize))
     fp32 = dtype == x.dtype == torch.float32
@@ -624,6 +625,16 @@ class FastWindowAttention(DispatchedAttention, WindowAttention):
         bias = self.rel_pos(window)  # (heads, N, N)
         qkv, proj = self.qkv, self.proj
         return window_attention_rows(x, qkv.weight, qkv.bias, proj.weight, proj.bias, bias, mask, self.scale, plan)
+
+
+@torch.jit.unused
+def autocast_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype a linear layer computes in for input ``x``: autocast's where it is on for x's device (it leaves
+    float64 alone), else x's. A block's mask in this dtype is not converted again on every call."""
+    device = x.device.type
+    if x.dtype != torch.float64 and autocast_available(device) and torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return x.dtype
 
 
 class GatheredWindowsBlock(SwinBlock):

@@ -19,16 +19,6 @@ def autocast_available(device_type: str) -> bool:
     return torch.compiler.is_compiling() or torch.amp.is_autocast_available(device_type)
 
 
-@torch.jit.unused
-def autocast_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype a linear layer computes in for input ``x``: autocast's where it is on for x's device (it leaves
-    float64 alone), else x's. A block's mask taken in this dtype is not converted again on every call."""
-    device = x.device.type
-    if x.dtype != torch.float64 and autocast_available(device) and torch.is_autocast_enabled(device):
-        return torch.get_autocast_dtype(device)
-    return x.dtype
-
-
 @register_notrace_function  # value checks on the input's shape, not traceable
 def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int], dtype: torch.dtype) -> None:
     """Raise a ValueError naming the expected input unless ``x`` is a (B, in_chans, H, W) batch of ``dtype``.

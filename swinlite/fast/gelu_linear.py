@@ -58,8 +58,8 @@ class _GeluLinear(torch.autograd.Function):
 def gelu_linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, onednn: bool = False) -> torch.Tensor:
     """``F.linear(F.gelu(h), weight, bias)`` (exact GELU), keeping only ``h`` for backward.
 
-    Under autocast the linear runs in the dtype autocast would give it; gradients reach ``weight`` and
-    ``bias`` in their own dtype.
+    Under autocast the linear runs in the dtype autocast would give it (float64 stays float64); gradients reach
+    ``weight`` and ``bias`` in their own dtype.
 
     Args:
         h: fc1 output [..., hidden].
@@ -85,7 +85,8 @@ def _gelu_linear_autograd(
     device_type = h.device.type
     if not autocast_available(device_type):  # e.g. the meta device
         return F.linear(F.gelu(h), weight, bias)
-    dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else h.dtype
+    autocast = torch.is_autocast_enabled(device_type) and h.dtype != torch.float64  # autocast leaves float64 alone
+    dtype = torch.get_autocast_dtype(device_type) if autocast else h.dtype
     rows = h.reshape(-1, h.shape[-1]).to(dtype)  # (T, hidden): the Function's output is then no view of its own
     with torch.autocast(device_type, enabled=False):
         y = _GeluLinear.apply(rows, weight.to(dtype), None if bias is None else bias.to(dtype), onednn)  # (T, out)

@@ -53,6 +53,17 @@ def test_bf16_autocast_matches_timm_and_keeps_fp32_gradients():
     assert all(p.grad.dtype == torch.float32 for p in ours.parameters())
 
 
+def test_float64_under_autocast_stays_float64_as_timms():
+    """Autocast leaves float64 alone: a float64 MLP under bf16 autocast computes in float64, as timm's (it ran its
+    fc2 in bf16, 2e-2 off)."""
+    ours, ref = (m.double() for m in pair())
+    x = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
+    with torch.autocast("cpu", torch.bfloat16):
+        out, expected = ours(x), ref(x)
+    assert out.dtype == expected.dtype == torch.float64
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("drop,act", [(0.1, torch.nn.GELU), (0.0, torch.nn.ReLU)])
 def test_other_settings_take_the_plain_path(drop, act):
     assert not accelerate(TimmMlp(8, 32, act_layer=act, drop=drop)).recompute_act

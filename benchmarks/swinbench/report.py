@@ -77,7 +77,7 @@ def profile_tables(profiles: dict[str, dict[str, Any]]) -> list[str]:
     lines = []
     for name, profiled in profiles.items():
         ops = profiled["ops"]
-        matmul = sum(o["share"] for o in ops if o["op"] in MATMUL_OPS)
+        matmul = sum(o["share"] for o in ops if is_matmul(o["op"]))
         busy = 100 * profiled["self_ms"] / profiled["wall_ms"]
         lines += [
             "",
@@ -87,8 +87,19 @@ def profile_tables(profiles: dict[str, dict[str, Any]]) -> list[str]:
             "",
         ]
         lines += ["| op | share | ms | calls |", "|---|---:|---:|---:|"]
-        lines += [f"| {o['op']} | {100 * o['share']:.1f}% | {o['ms']:.1f} | {o['calls']} |" for o in ops]
+        lines += [f"| {_short(o['op'])} | {100 * o['share']:.1f}% | {o['ms']:.1f} | {o['calls']} |" for o in ops]
     return lines
+
+
+def is_matmul(op: str) -> bool:
+    """Whether a profiled operator (CPU) or kernel (CUDA: cuBLAS's and CUTLASS's, named ``...gemm...``) is a matmul;
+    attention kernels (SDPA's, ``fmha_...``) are not counted."""
+    return op in MATMUL_OPS or "gemm" in op.lower()
+
+
+def _short(op: str, chars: int = 100) -> str:
+    """A kernel's name cut to its first ``chars`` characters: a templated CUDA kernel's runs to hundreds."""
+    return op if len(op) <= chars else f"{op[:chars]}…"
 
 
 def cpu_description(machine: dict[str, Any]) -> str:

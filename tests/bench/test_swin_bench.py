@@ -6,7 +6,7 @@ import mmap
 import pytest
 import torch
 from swinbench.rel_pos_1d import run_rel_pos_1d
-from swinbench.report import markdown_table, rel_pos_1d_table, write_json
+from swinbench.report import markdown_table, profile_tables, rel_pos_1d_table, write_json
 from swinbench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark, start_run
 from swinbench.timing import FaultCounted
 
@@ -86,6 +86,24 @@ def test_tiny_run_writes_table_and_json(tmp_path):
     path = tmp_path / "out" / "bench.json"
     write_json(result, path)
     assert json.loads(path.read_text())["rows"] == result["rows"]
+
+
+def test_cuda_profiles_count_the_gemm_kernels_as_matmuls_and_shorten_template_names():
+    """On CUDA the profile lists kernels, not operators: cuBLAS's and CUTLASS's GEMMs are the matmuls (an H200 table
+    said 0 % with three GEMMs on top), and a templated kernel's name (600 characters) is cut to its start."""
+    copy = "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<" + "x" * 600 + ">(int)"
+    ops = [
+        dict(op="sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_execute_kernel__5x_cublas", share=0.5),
+        dict(op="cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8", share=0.2),
+        dict(op="fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)", share=0.2),
+        dict(op=copy, share=0.1),
+    ]
+    for op in ops:
+        op.update(ms=1.0, calls=3)
+    lines = profile_tables({"inference": dict(ops=ops, calls=12, self_ms=4.0, wall_ms=8.0)})
+    assert "(the matmuls among them: 70% of the total; 12 ran, 4.0 ms of self time in all, 50% of" in lines[1]
+    assert lines[-1] == f"| {copy[:100]}… | 10.0% | 1.0 | 3 |"
+    assert lines[-4].startswith(f"| {ops[0]['op']} | 50.0% |")  # 87 characters: kept whole
 
 
 def test_flops_are_counted_on_timms_model_when_only_swinlite_runs():

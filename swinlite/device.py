@@ -1,7 +1,10 @@
 """The device a model runs on, from what a user typed (``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``), and the
-autocast dtype it runs in (``none``, ``bf16``, ``fp16``)."""
+autocast dtype it runs in (``none``, ``bf16``, ``fp16``); the compiler loaded without torch's note about CUDA where
+there is no GPU."""
 
 from __future__ import annotations
+
+import logging
 
 import torch
 
@@ -73,3 +76,21 @@ def autocast_dtype(name: str, device: torch.device, option: str = "--amp") -> to
     if name == "fp16" and device.type != "cuda":
         raise ValueError(f"{setting('fp16')} needs CUDA; use {setting('bf16')} on {device.type}")
     return AUTOCAST_DTYPES[name]
+
+
+class _NoCudaRuntimeNote(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("No CUDA runtime is found")
+
+
+def load_compiler_quietly() -> None:
+    """Import ``torch.utils.cpp_extension``, which ``torch.compile``'s C++ builds load, without the line it logs at
+    import on a machine with a CUDA toolkit and no GPU: "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'"
+    is a warning about CUDA in the middle of a compile for the CPU. Call before the first ``torch.compile``."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    note = _NoCudaRuntimeNote()
+    logger.addFilter(note)
+    try:
+        import torch.utils.cpp_extension  # noqa: F401
+    finally:
+        logger.removeFilter(note)

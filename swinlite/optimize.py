@@ -45,6 +45,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
+from .device import load_compiler_quietly
 from .fast.measured import fastest_now
 
 _DEFAULT_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
@@ -83,6 +84,8 @@ def optimize_for_inference(
     if model.training:
         raise ValueError("optimize_for_inference expects a model in eval mode; call model.eval() first")
     import torch._inductor.config  # noqa: F401  (loaded here: ``import swinlite`` stays light)
+
+    load_compiler_quietly()
 
     # a copy: the callable keeps the weights of this moment (inductor's frozen graph still reads the live tensors
     # it does not fold, so a later in-place change to the caller's model reached part of it)

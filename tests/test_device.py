@@ -1,8 +1,15 @@
-"""swinlite.device: the one device resolver and the one autocast-dtype rule of the scripts and the run engine."""
+"""swinlite.device: the one device resolver and the one autocast-dtype rule of the scripts and the run engine, and
+the compiler loaded without a note about CUDA on a machine without a GPU."""
+
+import os
+import subprocess
+import sys
 
 import pytest
+import timm
 import torch
 
+import swinlite
 from swinlite.device import autocast_dtype, available_devices, resolve_device
 
 
@@ -42,3 +49,29 @@ def test_autocast_names_map_to_dtypes_and_fp16_off_cuda_is_refused_naming_the_op
         autocast_dtype("fp16", cpu, option="train.amp")
     with pytest.raises(ValueError, match="^--amp fp32 is not an autocast dtype; valid: none, bf16, fp16$"):
         autocast_dtype("fp32", cpu)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="torch logs the note only where no GPU is found")
+@pytest.mark.parametrize("quiet", [False, True])
+def test_compiling_on_a_machine_without_a_gpu_logs_no_cuda_note(quiet, tmp_path):
+    """With a CUDA toolkit (CUDA_HOME) and no GPU, importing torch.utils.cpp_extension, as every torch.compile does,
+    logs "No CUDA runtime is found"; swinlite's compiles (optimize_for_inference, train.compile) load it quietly."""
+    code = "import swinlite.device as d; d.load_compiler_quietly(); " if quiet else ""
+    code += "import torch.utils.cpp_extension as c; assert c.CUDA_HOME"
+    env = {**os.environ, "CUDA_HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert ("No CUDA runtime is found" in result.stderr) != quiet, result.stderr
+
+
+def test_optimize_for_inference_loads_the_compiler_quietly(monkeypatch):
+    class Loaded(Exception):
+        pass
+
+    def load() -> None:
+        raise Loaded
+
+    monkeypatch.setattr("swinlite.optimize.load_compiler_quietly", load)
+    model = timm.create_model("swinlite_pico_patch2_window4_32", depths=(1,), num_heads=(1,)).eval()
+    with pytest.raises(Loaded):
+        swinlite.optimize_for_inference(model, torch.randn(1, 3, 8, 8))

@@ -20,7 +20,7 @@ from timm.utils import ModelEmaV3
 from torch import nn
 
 from .. import __version__
-from ..device import autocast_dtype
+from ..device import autocast_dtype, load_compiler_quietly
 from ..metadata import FORMAT
 from ..weights import state_dict_mismatch
 from .checkpoint import (
@@ -100,6 +100,7 @@ class Trainer:
         self.model = model.to(memory_format=torch.channels_last) if cfg.train.channels_last else model
         self.train_model = nn.parallel.DistributedDataParallel(self.model) if dist.enabled else self.model
         if cfg.train.compile:
+            load_compiler_quietly()
             self.train_model = torch.compile(self.train_model)
         global_batch = cfg.data.batch_size * dist.world_size * cfg.optim.accum_steps
         self.optimizer = build_optimizer(self.model, cfg.optim, global_batch)

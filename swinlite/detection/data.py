@@ -71,7 +71,7 @@ def split_paths(cfg: DetDataConfig, split: str) -> tuple[Path, Path]:
     )
 
 
-def _warn_ids(what: str, items: list[tuple[int, str]]) -> None:
+def _warn_ids(what: str, items: list[tuple[int | str, str]]) -> None:
     if items:
         listed = "; ".join(f"{i}: {reason}" for i, reason in items[:_MAX_LISTED])
         more = f"; and {len(items) - _MAX_LISTED} more" if len(items) > _MAX_LISTED else ""
@@ -80,13 +80,14 @@ def _warn_ids(what: str, items: list[tuple[int, str]]) -> None:
 
 def _image_problem(path: Path, info: dict, verify: bool) -> str | None:
     """Why the image ``info`` describes cannot be used, or None: a missing file, a header (with ``verify``, the
-    whole file) that does not decode, or a size other than the annotation's."""
+    whole file) that does not decode, or a size other than the annotation's. The reason does not name the file: the
+    caller does (the warning, eval.json's ``path``)."""
     if not path.is_file():
-        return f"missing file {path}"
+        return "missing file"
     try:
         height, width = upright_size(path, decode=verify)
     except Exception as e:  # PIL raises many exception types for bad files
-        return f"{path}: {unreadable(e)}"
+        return unreadable(e)
     return _size_problem(path, (height, width), info)
 
 
@@ -97,7 +98,7 @@ def _size_problem(path: Path, size: tuple[int, int], info: dict) -> str | None:
     with Image.open(path) as image:
         turned = image.size != (size[1], size[0])
     why = " after its EXIF orientation (boxes are read on the upright image, as load_rgb gives it)" if turned else ""
-    return f"{path} is {size[1]}x{size[0]}{why} but its annotation says {info['width']}x{info['height']}"
+    return f"the file is {size[1]}x{size[0]}{why} but its annotation says {info['width']}x{info['height']}"
 
 
 def check_split_paths(ann_file: Path, image_dir: Path) -> None:
@@ -128,7 +129,8 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSpl
             kept.append(image_id)
         else:
             skipped.append((image_id, problem))
-    _warn_ids(f"images of {ann_file.name} skipped (image id: reason)", skipped)
+    named = [(f"{i} ({image_dir / coco.imgs[i]['file_name']})", reason) for i, reason in skipped]
+    _warn_ids(f"images of {ann_file.name} skipped (image id (file): reason)", named)
     if not kept:
         raise ValueError(f"no image of {ann_file} was found in {image_dir}; nothing to train or evaluate on")
     return CocoSplit(coco, image_dir, kept, skipped, ann_file)
@@ -274,10 +276,10 @@ class CocoDetection(Dataset):
             image = load_rgb(path)
             problem = _size_problem(path, (image.height, image.width), info)
         except Exception as e:  # PIL raises many exception types for bad files
-            problem = f"{path}: {unreadable(e)}"
+            problem = unreadable(e)
         if problem is not None:
             done = "left out of the evaluation" if self.evaluation else "skipped"
-            warnings.warn(f"image id {image_id} {done}: {problem}", stacklevel=3)
+            warnings.warn(f"image id {image_id} ({path}) {done}: {problem}", stacklevel=3)
             return LeftOut(index, str(path), problem)
         image, target = tv_tensors.Image(image), self._target(index, (info["height"], info["width"]))
         return self.transform(image, target) if self.transform else (image, target)

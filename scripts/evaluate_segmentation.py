@@ -6,7 +6,7 @@ null where a class is absent) and OUT/per_class_iou.csv, beside the checkpoint u
 --images and --masks folders. Masks are read as the checkpoint's run read them (classes, ignore_index,
 reduce_zero_label); images and masks that do not pair up are named and left out, label values outside the classes
 are an error. The counts are summed over the whole split, as mmsegmentation does. Prediction follows the
-checkpoint's test settings unless --mode, --ratios or --flip.
+checkpoint's test settings unless --mode, --ratios, --flip or --stride.
 
 Examples:
     python scripts/evaluate_segmentation.py --checkpoint runs/seg_demo/best.safetensors --data-dir data/seg_shapes
@@ -40,6 +40,10 @@ def parse_args(argv: list[str] | None = None):
         "--ratios", type=float, nargs="+", help="scales of the test size, averaged (default: the run's)"
     )
     parser.add_argument("--flip", action="store_true", help="also the mirrored image, averaged")
+    parser.add_argument(
+        "--stride", type=int, nargs=2, metavar=("H", "W"),
+        help="slide mode: the windows' step, at most the crop size (default: the run's)",
+    )  # fmt: skip
     parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_amp_argument()
@@ -49,8 +53,8 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.images and args.masks):
         parser.error("give --data-dir, or both --images and --masks")
-    if args.num_workers < 0 or (args.ratios and min(args.ratios) <= 0):
-        parser.error("--num-workers must be at least 0 and --ratios positive")
+    if args.num_workers < 0 or (args.ratios and min(args.ratios) <= 0) or (args.stride and min(args.stride) < 1):
+        parser.error("--num-workers must be at least 0, --ratios and --stride positive")
     return args
 
 
@@ -87,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     check_output(out, [args.checkpoint, images, masks], option=option, folder=True, names=EVALUATION_FILES)
     model, info = load_segmenter(args.checkpoint, device)
-    test = info.test.overridden(args.mode, args.ratios, args.flip)  # checked before the data is read
+    test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before the data is read
     split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
     for path, reason in split.skipped[:10]:
         print(f"warning: left out {path}: {reason}", file=sys.stderr)

@@ -4,9 +4,9 @@ For each image (files and folders, recursive) writes OUT/labels/<n>_<name>.png, 
 image's own size as a palette PNG (its pixel values are the class indices, its colours the classes'; 16-bit
 grayscale beyond 256 classes), and OUT/overlays/<n>_<name>.png, the image with each class painted over it at
 --alpha; OUT/classes.csv lists index, class and colour. Everything comes from the checkpoint: classes, palette,
-normalisation and test settings (--mode, --ratios, --flip change the latter). OUT may not lie inside an input folder
-(its PNGs would be read as input next time). Unreadable images are named and skipped; if none is left that is an
-error.
+normalisation and test settings (--mode, --ratios, --flip, --stride change the latter). OUT may not lie inside an
+input folder (its PNGs would be read as input next time). Unreadable images are named and skipped; if none is left
+that is an error.
 
 --onnx FILE runs a segmenter exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the classes, palette and test settings recorded in the file, and writes the same files. An image
@@ -47,6 +47,10 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument("--flip", action="store_true", help="also the mirrored image, averaged")
     parser.add_argument(
+        "--stride", type=int, nargs=2, metavar=("H", "W"),
+        help="slide mode: the windows' step, at most the crop size (default: the run's)",
+    )  # fmt: skip
+    parser.add_argument(
         "--alpha", type=float, default=0.5, help="opacity of the overlay colours (default: %(default)s)"
     )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
@@ -56,8 +60,8 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if args.onnx is not None and args.device is not None:
         parser.error("--onnx runs the exported file in ONNX Runtime on the CPU: --device does not apply")
-    if not 0 <= args.alpha <= 1 or (args.ratios and min(args.ratios) <= 0):
-        parser.error("--alpha must be in 0..1 and --ratios positive")
+    if not 0 <= args.alpha <= 1 or (args.ratios and min(args.ratios) <= 0) or (args.stride and min(args.stride) < 1):
+        parser.error("--alpha must be in 0..1, --ratios and --stride positive")
     return args
 
 
@@ -92,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     earlier = earlier_outputs(out, OUTPUTS, args.overwrite)
     images = list_images(args.input)
     model, info = load_segmenter(args.checkpoint, device)
-    test = info.test.overridden(args.mode, args.ratios, args.flip)  # checked before anything is removed
+    test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before anything is removed
     remove_outputs(earlier)
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
     skipped = []
@@ -142,7 +146,7 @@ def segment_onnx(args) -> int:
     earlier = files.earlier_outputs(out, OUTPUTS, args.overwrite)
     images = files.list_images(args.input)
     model = onnx_predict.open_model(args.onnx)
-    settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip)
+    settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip, args.stride)
     thin = {}
     for path, height, width in files.header_sizes(images):  # first: an image the file cannot take is an error
         thin[path] = onnx_predict.segment_too_thin(model, settings, height, width)

@@ -444,10 +444,14 @@ class SegmenterSettings:
 
 
 def segmenter_settings(
-    model: OnnxModel, mode: str | None = None, ratios: Sequence[float] | None = None, flip: bool = False
+    model: OnnxModel,
+    mode: str | None = None,
+    ratios: Sequence[float] | None = None,
+    flip: bool = False,
+    stride: Sequence[int] | None = None,
 ) -> SegmenterSettings:
-    """The segmenter's classes, palette and test settings from the file's metadata; ``mode``, ``ratios`` and
-    ``flip`` change the latter (``scripts/segment.py --mode/--ratios/--flip``).
+    """The segmenter's classes, palette and test settings from the file's metadata; ``mode``, ``ratios``, ``flip``
+    and ``stride`` change the latter (``scripts/segment.py --mode/--ratios/--flip/--stride``).
 
     Raises:
         ValueError: not a segmenter's file (naming its task), or metadata that lacks or mangles a key.
@@ -461,7 +465,7 @@ def segmenter_settings(
         settings = SegmenterSettings(
             [str(c) for c in meta["classes"]], [tuple(map(int, c)) for c in meta["palette"]],
             tuple(map(float, pre["mean"])), tuple(map(float, pre["std"])), tuple(map(int, pre["img_scale"])),
-            mode or str(pre["mode"]), tuple(map(int, pre["crop_size"])), tuple(map(int, pre["stride"])),
+            mode or str(pre["mode"]), tuple(map(int, pre["crop_size"])), tuple(map(int, stride or pre["stride"])),
             tuple(map(float, ratios or pre["ratios"])), flip or bool(pre["flip"]),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as e:
@@ -470,7 +474,7 @@ def segmenter_settings(
         raise ValueError(f"{model.path}: test mode must be one of {', '.join(TEST_MODES)}, got {settings.mode!r}")
     problem = stride_problem(settings.crop_size, settings.stride) if settings.mode == "slide" else None
     if problem:  # a file of a run before data.test_stride was checked
-        raise ValueError(f"{model.path}: slide mode: {problem} (predict in mode whole, or train and export again)")
+        raise ValueError(f"{model.path}: slide mode: {problem} (or predict in mode whole; --stride H W, --mode whole)")
     outputs, count = model.session.get_outputs()[0].shape[1], len(settings.classes)
     if len(settings.palette) != count or (isinstance(outputs, int) and outputs != count):
         raise ValueError(f"{model.path}: {len(settings.classes)} classes, {len(settings.palette)} colours, "

@@ -41,10 +41,23 @@ class InferenceSettings:
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
-    def overridden(self, mode: str | None, ratios: Sequence[float] | None, flip: bool) -> InferenceSettings:
-        """These settings with a script's ``--mode``, ``--ratios`` and ``--flip`` where given, checked (:meth:`check`:
-        slide mode with a stride that would leave gaps is refused before any data is read or output removed)."""
-        test = replace(self, mode=mode or self.mode, ratios=tuple(ratios or self.ratios), flip=flip or self.flip)
+    def overridden(
+        self,
+        mode: str | None,
+        ratios: Sequence[float] | None,
+        flip: bool,
+        stride: Sequence[int] | None = None,
+    ) -> InferenceSettings:
+        """These settings with a script's ``--mode``, ``--ratios``, ``--flip`` and ``--stride`` where given, checked
+        (:meth:`check`: slide mode with a stride that would leave gaps is refused before any data is read or output
+        removed)."""
+        test = replace(
+            self,
+            mode=mode or self.mode,
+            ratios=tuple(ratios or self.ratios),
+            flip=flip or self.flip,
+            stride=tuple(stride or self.stride),
+        )
         test.check()
         return test
 
@@ -57,7 +70,7 @@ class InferenceSettings:
             raise ValueError(f"test sizes, strides and ratios must be positive, got {self.to_dict()}")
         problem = stride_problem(self.crop_size, self.stride) if self.mode == "slide" else None
         if problem:  # a checkpoint of a run before data.test_stride was checked
-            raise ValueError(f"slide mode: {problem} (predict in mode whole, or train again)")
+            raise ValueError(f"slide mode: {problem} (or predict in mode whole; scripts: --stride H W, --mode whole)")
 
 
 def slide_logits(model: nn.Module, images: torch.Tensor, crop: Sequence[int], stride: Sequence[int]) -> torch.Tensor:

@@ -134,3 +134,6 @@ def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):
     onnx_predict.segmenter_settings(onnx_predict.open_model(tmp_path / "gaps.onnx"), mode="whole")  # whole: usable
     with pytest.raises(ValueError, match=r"slide mode: stride \[341, 341\] is longer than crop_size \[32, 32\]"):
         onnx_predict.segmenter_settings(onnx_predict.open_model(tmp_path / "gaps.onnx"), mode="slide")
+    gaps = onnx_predict.open_model(tmp_path / "gaps.onnx")
+    repaired = onnx_predict.segmenter_settings(gaps, "slide", stride=[16, 20])
+    assert (repaired.mode, repaired.crop_size, repaired.stride) == ("slide", (32, 32), (16, 20))  # segment.py --stride

@@ -17,6 +17,7 @@ from safetensors.torch import save_file
 from scriptkit import run_script
 from segkit import make_seg_folder, tiny_overrides
 
+from swinlite.files import list_images
 from swinlite.segmentation.data import labels_of, scan_split, split_folders
 from swinlite.segmentation.task import SegmentationTask
 
@@ -130,6 +131,20 @@ def test_one_error_line_exit_2_nothing_written(script, damage, extra, message, s
     assert code == 2 and len(errors) == 1 and message in errors[0], err
     assert err.rstrip().splitlines()[-1] == errors[0] and "Traceback" not in err
     assert not setup.out.exists() or not any(setup.out.rglob("*.safetensors")) and not any(setup.out.rglob("*.png"))
+
+
+def test_stride_repairs_a_checkpoint_whose_slide_windows_leave_gaps(setup, monkeypatch, capsys):
+    """A run's before data.test_stride was checked (341 with crops of 32): --mode slide refused above, --stride H W
+    within the crop predicts (segment.py and evaluate_segmentation.py), a --stride longer than it is refused too."""
+    pre = {"mean": [0.5] * 3, "std": [0.2] * 3, "img_scale": [48, 40], "crop_size": [32, 32], "stride": [341, 341]}
+    _metadata(preprocessing=pre)(setup)
+    argv = [*_argv(SEGMENT, setup), "--mode", "slide"]
+    assert _run(SEGMENT, [*argv, "--stride", "16", "21"], monkeypatch, capsys)[0] == 0
+    assert len(list((setup.out / "labels").iterdir())) == len(list_images([setup.data]))
+    code, err = _run(SEGMENT, [*argv, "--stride", "16", "33", "--overwrite"], monkeypatch, capsys)
+    assert code == 2 and "slide mode: stride [16, 33] is longer than crop_size [32, 32]" in err
+    eval_argv = [*_argv(EVAL, setup), "--mode", "slide", "--stride", "32", "32"]
+    assert _run(EVAL, eval_argv, monkeypatch, capsys)[0] == 0 and (setup.out / "eval.json").is_file()
 
 
 def test_segment_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, monkeypatch, capsys):

@@ -57,7 +57,9 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   slower);
   in bf16 (autocast or bf16 weights) in the row blocks through oneDNN too, packed weights, wherever oneDNN
   computes bf16 (:data:`ONEDNN_BF16`); everywhere else ``F.linear``, in any other compiled graph too (inductor
-  picks the kernels: it lowers oneDNN's linear op only with the weight a constant of a frozen graph).
+  picks the kernels: it lowers oneDNN's linear op only with the weight a constant of a frozen graph). Eager inference
+  under autocast (CPU or GPU, no autograd) takes the weights from copies kept in autocast's dtype
+  (:func:`~swinlite.fast.row_blocks.autocast_weights`): converted once, not in every autocast region.
 - GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without dropout or norm between fc1 and
   fc2 (``FastMlp.recompute_act``; otherwise plain). The gather and the recompute need autograd only for their
   backward: without gradients they run their plain forward. TorchScript cannot script autograd Functions, so it
@@ -90,7 +92,14 @@ from ..models.swin import (
 from . import measured, window_flex, window_sdpa, window_triton
 from .gelu_linear import gelu_linear
 from .linear_grad import onednn_linear_with_grad
-from .row_blocks import ONEDNN_LINEAR, RowBlocks, mlp_rows, onednn_linear, window_attention_rows
+from .row_blocks import (
+    ONEDNN_LINEAR,
+    RowBlocks,
+    autocast_weights,
+    mlp_rows,
+    onednn_linear,
+    window_attention_rows,
+)
 
 # --- the decisions (the table above) ---------------------------------------------------------------------------
 
@@ -489,6 +498,7 @@ def fast_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
             if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
                 return onednn_linear_with_grad(x, weight, bias)
             return onednn_linear(x, weight, bias)
+        weight, bias = autocast_weights(x, weight, bias)  # inference under autocast: converted once, not per call
     return F.linear(x, weight, bias)
 
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from ..models.checks import autocast_available
 from .linear_grad import onednn_input_grad
-from .row_blocks import onednn_linear
+from .row_blocks import autocast_weights, onednn_linear
 
 
 class _GeluLinear(torch.autograd.Function):
@@ -74,7 +74,9 @@ def gelu_linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     if torch.jit.is_scripting():
         return F.linear(F.gelu(h), weight, bias)
     if not torch.is_grad_enabled():  # no autograd (e.g. a compiled inference graph): nothing to recompute
-        return (onednn_linear if onednn else F.linear)(F.gelu(h), weight, bias)
+        if onednn:
+            return onednn_linear(F.gelu(h), weight, bias)
+        return F.linear(F.gelu(h), *autocast_weights(h, weight, bias))
     return _gelu_linear_autograd(h, weight, bias, onednn)
 
 

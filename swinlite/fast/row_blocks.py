@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ..models.swin import cosine_eps, window_attn_mask
+from ..models.swin import cosine_eps, exporting, window_attn_mask
 
 # oneDNN's linear op, which inductor emits for CPU linears, with fused post-ops; where PyTorch is built with oneDNN
 ONEDNN_LINEAR: bool = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
@@ -140,6 +140,27 @@ def _cast(t: torch.Tensor | None, dtype: torch.dtype, pack: bool = False) -> tor
             entry = (key, copy)
         _CASTS[t] = entry
     return entry[1]
+
+
+def autocast_weights(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) of a linear layer on ``x``: where inference runs under autocast on the CPU or a GPU (no
+    autograd, eager), the kept copies in autocast's dtype (:func:`_cast`), else the tensors themselves.
+
+    Autocast converts fp32 weights in every autocast region, so an inference loop (one region per batch) converted
+    each weight and bias on every call: one kernel each, about a hundred for Swin-T, which at batch 1 on a GPU are
+    launches the step waits on. The copies cost half the fp32 weights' memory while the model lives and are made
+    again after a weight changes (an optimizer step between two validations). The values are autocast's own."""
+    device = x.device.type
+    if device not in ("cpu", "cuda") or torch.is_grad_enabled() or not torch.is_autocast_enabled(device):
+        return weight, bias
+    if weight.dtype != torch.float32 or x.dtype == torch.float64 or torch.compiler.is_compiling() or exporting():
+        return weight, bias
+    dtype = torch.get_autocast_dtype(device)
+    # a module's parameters only: a tensor made per call (Swin-V2's merged qkv bias) would be a new key every call
+    weight, bias = (_cast(t, dtype) if isinstance(t, torch.nn.Parameter) else t for t in (weight, bias))
+    return weight, bias
 
 
 def _in_dtype(x: torch.Tensor, buffer: torch.Tensor | None) -> torch.Tensor:

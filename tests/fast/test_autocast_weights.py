@@ -1,0 +1,51 @@
+"""Inference under autocast converts each weight once, not once per call (swinlite.fast.row_blocks.autocast_weights):
+the fast linears and the MLP's fc2 against nn.Linear and timm's Mlp, the conversions counted in the profile."""
+
+import pytest
+import torch
+from timm.layers import Mlp
+from torch.profiler import ProfilerActivity, profile
+
+from swinlite.fast import accelerate
+
+
+def _conversions(module: torch.nn.Module, x: torch.Tensor) -> int:
+    """How many dtype conversions (aten::_to_copy) one call of ``module`` runs in an autocast region of its own, as
+    an inference loop calls it (autocast's own cache of converted weights lasts one region)."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof, torch.autocast("cpu", torch.bfloat16):
+        module(x)
+    return sum(e.count for e in prof.key_averages() if e.key == "aten::_to_copy")
+
+
+@pytest.mark.parametrize("kind", ["linear", "mlp"])
+def test_inference_under_autocast_converts_the_weights_once(kind):
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(8, 16) if kind == "linear" else Mlp(8, 32)
+    ours = accelerate(ref.__class__(8, 16) if kind == "linear" else Mlp(8, 32))
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        with torch.autocast("cpu", torch.bfloat16):
+            torch.testing.assert_close(ours(x), ref(x), rtol=0, atol=0)
+        assert _conversions(ours, x) == 1  # x alone
+        assert _conversions(ref, x) == 1 + 2 * (1 if kind == "linear" else 2)  # and every weight and bias
+    with torch.no_grad():
+        for p in ours.parameters():
+            p.mul_(-1)  # a kept copy of the old weight must not serve
+        for p in ref.parameters():
+            p.mul_(-1)
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        torch.testing.assert_close(ours(x), ref(x), rtol=0, atol=0)
+
+
+def test_with_autograd_the_weights_get_their_gradients_in_fp32():
+    torch.manual_seed(0)
+    ref, ours = torch.nn.Linear(8, 16), accelerate(torch.nn.Linear(8, 16))
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(4, 8)
+    for module in (ref, ours):
+        with torch.autocast("cpu", torch.bfloat16):
+            module(x).float().square().sum().backward()
+    assert ours.weight.grad.dtype == torch.float32
+    torch.testing.assert_close(ours.weight.grad, ref.weight.grad, rtol=0, atol=0)
+    torch.testing.assert_close(ours.bias.grad, ref.bias.grad, rtol=0, atol=0)

@@ -157,6 +157,8 @@ def autocast_weights(
         return weight, bias
     if weight.dtype != torch.float32 or x.dtype == torch.float64 or torch.compiler.is_compiling() or exporting():
         return weight, bias
+    if device == "cuda" and torch.cuda.is_current_stream_capturing():  # a copy made now would be filled on replay
+        return weight, bias
     dtype = torch.get_autocast_dtype(device)
     # a module's parameters only: a tensor made per call (Swin-V2's merged qkv bias) would be a new key every call
     weight, bias = (_cast(t, dtype) if isinstance(t, torch.nn.Parameter) else t for t in (weight, bias))

@@ -69,6 +69,8 @@ def pad_to_patches(x: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor
     graph with symbolic H and W."""
     height = (x.shape[-2] + patch_size[0] - 1) // patch_size[0] * patch_size[0]
     width = (x.shape[-1] + patch_size[1] - 1) // patch_size[1] * patch_size[1]
+    if isinstance(height, int) and height == x.shape[-2] and width == x.shape[-1]:  # not symbolic, whole patches
+        return x  # F.pad by nothing copies the images
     return F.pad(x, (0, width - x.shape[-1], 0, height - x.shape[-2]))
 
 

@@ -1011,7 +1011,8 @@ class PatchMerging(nn.Module):
         """x: [B, H, W, C] -> each 2x2 neighbourhood concatenated, [B, ceil(H/2), ceil(W/2), 4C]."""
         B, H, W, C = x.shape
         h, w = (H + 1) // 2, (W + 1) // 2
-        x = F.pad(x, (0, 0, 0, 2 * w - W, 0, 2 * h - H))  # (B, 2h, 2w, C)
+        if not isinstance(H, int) or 2 * h > H or 2 * w > W:  # symbolic sizes (export) or odd: F.pad by 0 copies
+            x = F.pad(x, (0, 0, 0, 2 * w - W, 0, 2 * h - H))  # (B, 2h, 2w, C)
         # (B, h, dh, w, dw, C) -> (B, h, w, dw, dh, C): dh varies fastest, the reference order
         return x.reshape(B, h, 2, w, 2, C).permute(0, 1, 3, 4, 2, 5).flatten(3)  # (B, h, w, 4C)
 
@@ -1312,8 +1313,7 @@ class SwinTransformer(nn.Module):
             embed_dim=dims[0],
             norm_layer=norm_layer,
             output_fmt="NHWC",
-            strict_img_size=False,
-            dynamic_img_pad=True,
+            strict_img_size=False,  # forward_features pads (or crops) the images to whole patches first
             **dd,
         )
         drop_path = torch.linspace(0, drop_path_rate, sum(depths), device="cpu").tolist()  # under any device context

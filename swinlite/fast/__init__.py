@@ -14,9 +14,9 @@ its fallback, and the test that pins it to the reference (``tests/fast/``).
 from timm.layers import Mlp
 from torch import nn
 
-from ..models.swin import SwinBlock, SwinV2Block, WindowAttention, WindowAttentionV2
+from ..models.swin import ContinuousPositionBias, SwinBlock, SwinV2Block, WindowAttention, WindowAttentionV2
 from .blocks import FastLinear, FastMlp, FastSwinBlock, FastWindowAttention, row_blocks_for, select_attention_kernel
-from .v2 import FastSwinV2Block, FastWindowAttentionV2
+from .v2 import FastContinuousPositionBias, FastSwinV2Block, FastWindowAttentionV2
 
 # reference class -> fast subclass; matched by exact class, so subclasses of these stay on the reference path
 FAST_MODULES: dict[type[nn.Module], type[nn.Module]] = {
@@ -26,6 +26,7 @@ FAST_MODULES: dict[type[nn.Module], type[nn.Module]] = {
     SwinV2Block: FastSwinV2Block,  # Swin-V2: swinlite/fast/v2.py
     WindowAttentionV2: FastWindowAttentionV2,
     nn.Linear: FastLinear,  # fp32 CPU inference through oneDNN where this CPU's BLAS is the slower
+    ContinuousPositionBias: FastContinuousPositionBias,  # its MLP's table kept between inference calls
 }
 
 
@@ -50,6 +51,7 @@ def accelerate(model: nn.Module) -> nn.Module:
 
 __all__ = [
     "FAST_MODULES",
+    "FastContinuousPositionBias",
     "FastLinear",
     "FastMlp",
     "FastSwinBlock",

@@ -47,19 +47,59 @@ of :mod:`swinlite.fast.blocks`):
 import torch
 import torch.nn.functional as F
 from timm.layers import register_notrace_module
+from torch.utils.weak import WeakIdKeyDictionary
 
 from ..models.swin import (
+    ContinuousPositionBias,
     SwinV2Block,
     WindowAttentionV2,
     cosine_eps,
     cosine_tau,
     cosine_window_attention,
+    exporting,
     window_attn_mask,
 )
 from .blocks import DispatchedAttention, GatheredWindowsBlock, fast_linear, fastest_attention
 from .row_blocks import RowBlocks, window_attention_rows
 
 CUDA_CANDIDATES = ("explicit", "sdpa")  # the cosine attention kernels "fastest" times on CUDA
+
+_TABLES: WeakIdKeyDictionary = WeakIdKeyDictionary()  # bias module -> (key, its offset table)
+
+
+class FastContinuousPositionBias(ContinuousPositionBias):
+    """:class:`~swinlite.models.swin.ContinuousPositionBias` whose offset table (the MLP of every offset) is kept
+    between calls where no gradient can reach it (:func:`kept_offset_table`): inference runs the MLP once, not in
+    every block call (two linears, ReLU, sigmoid and a scale: five kernels a block, which at batch 1 on a GPU are
+    launches the step waits on). The gather of the table into the window's (heads, N, N) bias runs per call, as
+    before (the table is (2W - 1)² rows, the bias N² per head: for large windows, tens of MB a block)."""
+
+    def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            table = kept_offset_table(self)
+            if table is not None:
+                return self.gather(table, window)
+        return self.gather(self.offset_table(), window)
+
+
+@torch.jit.unused
+def kept_offset_table(bias: ContinuousPositionBias) -> torch.Tensor | None:
+    """``bias.offset_table()``, computed once while its weights, coordinates and the autocast dtype stay as they
+    are; None where it must be computed per call (autograd, tracing, export, a CUDA graph being captured)."""
+    if torch.is_grad_enabled() or torch.compiler.is_compiling() or exporting():
+        return None
+    device = bias.coords.device.type
+    if device == "cuda" and torch.cuda.is_current_stream_capturing():  # a table made now would be filled on replay
+        return None
+    autocast = device in ("cpu", "cuda") and torch.is_autocast_enabled(device)
+    tensors = (*bias.mlp.parameters(), bias.coords)
+    key = (torch.get_autocast_dtype(device) if autocast else None, *((t._version, t.data_ptr()) for t in tensors))
+    entry = _TABLES.get(bias)
+    if entry is None or entry[0] != key:
+        with torch.inference_mode(False), torch.no_grad():  # a plain tensor, usable in and out of inference mode
+            entry = (key, bias.offset_table())
+        _TABLES[bias] = entry
+    return entry[1]
 
 
 def sdpa_cosine_window_attention(

@@ -555,10 +555,18 @@ class ContinuousPositionBias(nn.Module):
     def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous as :class:`RelativePositionBias`'s, values in (0, 16);
         with ``window``, a smaller 2-D window's (the same offsets' values)."""
+        return self.gather(self.offset_table(), window)
+
+    def offset_table(self) -> torch.Tensor:
+        """The bias of every offset, (rows, heads), values in (0, 16): the MLP once per row, before the gather
+        repeats rows."""
+        return 16 * torch.sigmoid(self.mlp(self.coords))
+
+    def gather(self, table: torch.Tensor, window: tuple[int, int] | None = None) -> torch.Tensor:
+        """The (heads, N, N) bias of ``table`` (:meth:`offset_table`), of the layer's window or a smaller ``window``."""
         index, tokens = self.index.view(-1), self.num_tokens
         if window is not None:
             index, tokens = flat_sub_window_index(self.window, window, index.device), window[0] * window[1]
-        table = 16 * torch.sigmoid(self.mlp(self.coords))  # (rows, heads): per row, before the gather repeats rows
         bias = table.t().index_select(1, index)  # one gather of its columns: (heads, N*N), contiguous
         return bias.view(self.num_heads, tokens, tokens)
 

@@ -10,7 +10,7 @@ from blockkit import values_and_gradients
 
 import swinlite  # noqa: F401  (registers the models)
 from swinlite.fast import FastSwinV2Block, FastWindowAttentionV2, accelerate, blocks, row_blocks, v2
-from swinlite.models.swin import BlockOptions, SwinV2Block
+from swinlite.models.swin import BlockOptions, ContinuousPositionBias, SwinV2Block
 
 
 def block_pair(shift: bool, mask_padding: bool) -> tuple[SwinV2Block, SwinV2Block]:
@@ -111,3 +111,36 @@ def test_v2_model_fast_and_reference_paths_agree_in_training():
         torch.nn.functional.cross_entropy(model(x), torch.tensor([1, 2])).backward()
     for (name, a), b in zip(fast.named_parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def _mlp_runs(cpb: torch.nn.Module, **window) -> int:
+    """How many times one call of ``cpb`` runs its MLP's first layer."""
+    calls = []
+    handle = cpb.mlp[0].register_forward_hook(lambda *args: calls.append(1))
+    try:
+        cpb(**window)
+    finally:
+        handle.remove()
+    return len(calls)
+
+
+def test_inference_keeps_the_continuous_bias_table_between_calls():
+    """Without autograd the MLP of every offset runs once, not in every block call (at batch 1 on a GPU, five kernels
+    a block), for the layer's window and a cut one alike; a changed weight, autocast and autograd make it run again."""
+    torch.manual_seed(0)
+    ref = ContinuousPositionBias((4, 4), 3, pretrained_window=(3, 3))
+    fast = accelerate(copy.deepcopy(ref))
+    assert type(fast) is not type(ref)
+    with torch.no_grad():
+        assert _mlp_runs(fast) == 1 and _mlp_runs(fast) == 0 and _mlp_runs(fast, window=(2, 3)) == 0
+        assert not v2.kept_offset_table(fast).requires_grad  # kept without an autograd graph
+        torch.testing.assert_close(fast(), ref(), rtol=0, atol=0)
+        torch.testing.assert_close(fast(window=(2, 3)), ref(window=(2, 3)), rtol=0, atol=0)
+        for module in (fast, ref):
+            module.mlp[2].weight.mul_(2)  # an in-place change (an optimizer step, load_state_dict)
+        assert _mlp_runs(fast) == 1
+        torch.testing.assert_close(fast(), ref(), rtol=0, atol=0)
+        with torch.autocast("cpu", torch.bfloat16):
+            assert _mlp_runs(fast) == 1  # another dtype: another table
+            torch.testing.assert_close(fast(), ref(), rtol=0, atol=0)
+    assert _mlp_runs(fast) == 1 and fast().requires_grad  # autograd: computed, gradients reach the MLP

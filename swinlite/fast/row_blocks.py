@@ -40,6 +40,7 @@ threads, and each region waits for its slowest thread, so the blocks grow with t
   ``tests/fast/test_fast_v2.py`` (the Swin-V2 block: cosine attention, post-norm MLP).
 """
 
+from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -120,26 +121,58 @@ def _add_linear_into(
     out.addmm_(x, weight.t())
 
 
-_CASTS: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> ((version, data pointer, dtype, pack), its copy)
+class Kept:
+    """Values computed from tensors, each kept for its owner while those tensors are unchanged (same version counter
+    and storage: an optimizer step, ``load_state_dict`` or ``.to()`` makes it again) and the caller's ``extra`` (a
+    dtype, a layout) is the same; one value per owner, held no longer than the owner lives."""
+
+    def __init__(self) -> None:
+        self._entries: WeakIdKeyDictionary = WeakIdKeyDictionary()  # owner -> (key, value)
+
+    def get(
+        self,
+        owner: object,
+        tensors: Sequence[torch.Tensor],
+        extra: Hashable,
+        compute: Callable[[], torch.Tensor],
+    ) -> torch.Tensor:
+        key = (extra, *((t._version, t.data_ptr()) for t in tensors))
+        entry = self._entries.get(owner)
+        if entry is None or entry[0] != key:
+            # a plain tensor without an autograd graph, usable in and out of inference mode (inference_mode(False)
+            # alone turns gradients back on)
+            with torch.inference_mode(False), torch.no_grad():
+                entry = (key, compute())
+            self._entries[owner] = entry
+        return entry[1]
+
+
+def keeps_values(device: torch.device) -> bool:
+    """Whether a call may use (and make) :class:`Kept` values: eager, without autograd, not exporting and not while a
+    CUDA graph is captured (a value made then would be filled only on replay)."""
+    if torch.is_grad_enabled() or torch.compiler.is_compiling() or exporting():
+        return False
+    return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+
+
+_CASTS = Kept()  # tensor -> its copy in another dtype (and layout)
 
 
 def _cast(t: torch.Tensor | None, dtype: torch.dtype, pack: bool = False) -> torch.Tensor | None:
-    """``t`` in ``dtype``: a weight's copy is kept while the weight is unchanged (same version counter and storage),
-    so autocast inference converts each weight once, not once per call (autocast's own cache lasts one region).
-    With ``pack``, a converted matrix is kept in oneDNN's blocked layout for :func:`onednn_linear` (in place of the
-    plain copy: no more memory; the linears then skip reordering the weight on every call)."""
+    """``t`` in ``dtype``: a weight's copy is kept while the weight is unchanged (:class:`Kept`), so autocast
+    inference converts each weight once, not once per call (autocast's own cache lasts one region). With ``pack``,
+    a converted matrix is kept in oneDNN's blocked layout for :func:`onednn_linear` (in place of the plain copy: no
+    more memory; the linears then skip reordering the weight on every call)."""
     if t is None or t.dtype == dtype:
         return t
-    key = (t._version, t.data_ptr(), dtype, pack)
-    entry = _CASTS.get(t)
-    if entry is None or entry[0] != key:
-        with torch.inference_mode(False):  # a plain tensor, usable in and out of inference mode
-            copy = t.detach().to(dtype)
-            if pack and copy.dim() == 2:
-                copy = torch.ops.mkldnn._reorder_linear_weight(copy)  # (out, in), oneDNN's layout
-            entry = (key, copy)
-        _CASTS[t] = entry
-    return entry[1]
+
+    def convert() -> torch.Tensor:
+        copy = t.detach().to(dtype)
+        if pack and copy.dim() == 2:
+            copy = torch.ops.mkldnn._reorder_linear_weight(copy)  # (out, in), oneDNN's layout
+        return copy
+
+    return _CASTS.get(t, (t,), (dtype, pack), convert)
 
 
 def autocast_weights(
@@ -155,9 +188,7 @@ def autocast_weights(
     device = x.device.type
     if device not in ("cpu", "cuda") or torch.is_grad_enabled() or not torch.is_autocast_enabled(device):
         return weight, bias
-    if weight.dtype != torch.float32 or x.dtype == torch.float64 or torch.compiler.is_compiling() or exporting():
-        return weight, bias
-    if device == "cuda" and torch.cuda.is_current_stream_capturing():  # a copy made now would be filled on replay
+    if weight.dtype != torch.float32 or x.dtype == torch.float64 or not keeps_values(x.device):
         return weight, bias
     dtype = torch.get_autocast_dtype(device)
     # a module's parameters only: a tensor made per call (Swin-V2's merged qkv bias) would be a new key every call

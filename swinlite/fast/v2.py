@@ -47,7 +47,6 @@ of :mod:`swinlite.fast.blocks`):
 import torch
 import torch.nn.functional as F
 from timm.layers import register_notrace_module
-from torch.utils.weak import WeakIdKeyDictionary
 
 from ..models.swin import (
     ContinuousPositionBias,
@@ -56,15 +55,14 @@ from ..models.swin import (
     cosine_eps,
     cosine_tau,
     cosine_window_attention,
-    exporting,
     window_attn_mask,
 )
-from .blocks import DispatchedAttention, GatheredWindowsBlock, fast_linear, fastest_attention
-from .row_blocks import RowBlocks, window_attention_rows
+from .blocks import DispatchedAttention, GatheredWindowsBlock, autocast_dtype, fast_linear, fastest_attention
+from .row_blocks import Kept, RowBlocks, keeps_values, window_attention_rows
 
 CUDA_CANDIDATES = ("explicit", "sdpa")  # the cosine attention kernels "fastest" times on CUDA
 
-_TABLES: WeakIdKeyDictionary = WeakIdKeyDictionary()  # bias module -> (key, its offset table)
+_TABLES = Kept()  # continuous position bias -> its offset table
 
 
 class FastContinuousPositionBias(ContinuousPositionBias):
@@ -85,21 +83,32 @@ class FastContinuousPositionBias(ContinuousPositionBias):
 @torch.jit.unused
 def kept_offset_table(bias: ContinuousPositionBias) -> torch.Tensor | None:
     """``bias.offset_table()``, computed once while its weights, coordinates and the autocast dtype stay as they
-    are; None where it must be computed per call (autograd, tracing, export, a CUDA graph being captured)."""
-    if torch.is_grad_enabled() or torch.compiler.is_compiling() or exporting():
+    are (:class:`~swinlite.fast.row_blocks.Kept`); None where it is computed per call (autograd, tracing, export, a
+    CUDA graph being captured: :func:`~swinlite.fast.row_blocks.keeps_values`)."""
+    if not keeps_values(bias.coords.device):
         return None
     device = bias.coords.device.type
-    if device == "cuda" and torch.cuda.is_current_stream_capturing():  # a table made now would be filled on replay
-        return None
     autocast = device in ("cpu", "cuda") and torch.is_autocast_enabled(device)
-    tensors = (*bias.mlp.parameters(), bias.coords)
-    key = (torch.get_autocast_dtype(device) if autocast else None, *((t._version, t.data_ptr()) for t in tensors))
-    entry = _TABLES.get(bias)
-    if entry is None or entry[0] != key:
-        with torch.inference_mode(False), torch.no_grad():  # a plain tensor, usable in and out of inference mode
-            entry = (key, bias.offset_table())
-        _TABLES[bias] = entry
-    return entry[1]
+    dtype = torch.get_autocast_dtype(device) if autocast else None
+    return _TABLES.get(bias, (*bias.mlp.parameters(), bias.coords), dtype, bias.offset_table)
+
+
+_QKV_BIASES = Kept()  # V2 window attention -> its merged q, k, v bias
+
+
+@torch.jit.unused
+def kept_qkv_bias(attn: WindowAttentionV2, dtype: torch.dtype) -> torch.Tensor | None:
+    """``attn.merged_qkv_bias()`` in ``dtype`` (the projection's), kept while the q and v biases are unchanged
+    (:class:`~swinlite.fast.row_blocks.Kept`): inference concatenates them once, not in every call (zeros, a
+    concatenation and under autocast a conversion per block: launches at batch 1 on a GPU). Call where
+    :func:`~swinlite.fast.row_blocks.keeps_values`."""
+    if attn.q_bias is None or attn.v_bias is None:
+        return None
+
+    def merged() -> torch.Tensor:
+        return attn.merged_qkv_bias().to(dtype)
+
+    return _QKV_BIASES.get(attn, (attn.q_bias, attn.v_bias), dtype, merged)
 
 
 def sdpa_cosine_window_attention(
@@ -142,6 +151,9 @@ class FastWindowAttentionV2(DispatchedAttention, WindowAttentionV2):
 
     def project_qkv(self, x: torch.Tensor) -> torch.Tensor:
         """Window tokens [..., C] -> q, k, v [..., 3C], as ``WindowAttentionV2.project_qkv``."""
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            if keeps_values(x.device):
+                return fast_linear(x, self.qkv.weight, kept_qkv_bias(self, autocast_dtype(x)))
         return fast_linear(x, self.qkv.weight, self.merged_qkv_bias())
 
     def _run(
@@ -185,8 +197,7 @@ class FastWindowAttentionV2(DispatchedAttention, WindowAttentionV2):
         """:meth:`forward` for CPU inference, a row block of windows at a time (:mod:`swinlite.fast.row_blocks`)."""
         bias = self.rel_pos(window)  # (heads, N, N)
         tau = cosine_tau(self.logit_scale)  # (heads, 1, 1)
-        qkv_bias = self.merged_qkv_bias()  # a new tensor per call: converted here, not kept by the row blocks' cache
-        qkv_bias = None if qkv_bias is None else qkv_bias.to(plan.dtype)
+        qkv_bias = kept_qkv_bias(self, plan.dtype)
         qkv, proj = self.qkv, self.proj
         return window_attention_rows(x, qkv.weight, qkv_bias, proj.weight, proj.bias, bias, mask, 1.0, plan, tau=tau)
 

@@ -1,12 +1,14 @@
 """The accelerated Swin-V2 block (swinlite/fast/v2.py) against the reference block it was built from, values and
 gradients, and a V2 model's fast and reference paths."""
 
+import contextlib
 import copy
 
 import pytest
 import timm
 import torch
 from blockkit import values_and_gradients
+from torch.profiler import ProfilerActivity, profile
 
 import swinlite  # noqa: F401  (registers the models)
 from swinlite.fast import FastSwinV2Block, FastWindowAttentionV2, accelerate, blocks, row_blocks, v2
@@ -144,3 +146,27 @@ def test_inference_keeps_the_continuous_bias_table_between_calls():
             assert _mlp_runs(fast) == 1  # another dtype: another table
             torch.testing.assert_close(fast(), ref(), rtol=0, atol=0)
     assert _mlp_runs(fast) == 1 and fast().requires_grad  # autograd: computed, gradients reach the MLP
+
+
+@pytest.mark.parametrize("rows", [False, True])  # the whole batch (a GPU's path), the CPU's row blocks
+@pytest.mark.parametrize("autocast", [False, True])
+def test_inference_keeps_the_merged_qkv_bias_between_calls(monkeypatch, rows, autocast):
+    """Without autograd the q, zero and v biases are concatenated (and converted) once, not in every call; the
+    block's output stays the reference's, and a changed q bias is taken."""
+    if not rows:
+        monkeypatch.setattr(blocks, "row_blocks_for", lambda *args, **kwargs: None)
+    fast, reference = block_pair(shift=True, mask_padding=True)
+    fast.eval(), reference.eval()
+    x = torch.randn(2, 5, 9, 8)
+    context = (lambda: torch.autocast("cpu", torch.bfloat16)) if autocast else contextlib.nullcontext
+    with torch.no_grad():
+        for _ in range(2):
+            with context():
+                fast(x)
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    got = fast(x)
+                expected = reference(x)
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+            assert not [e for e in prof.key_averages() if e.key == "aten::cat"]  # merged before the timed call
+            for block in (fast, reference):
+                block.attn.q_bias.add_(0.5)  # an in-place change: the next step's bias is a new one

@@ -40,14 +40,13 @@ threads, and each region waits for its slowest thread, so the blocks grow with t
   ``tests/fast/test_fast_v2.py`` (the Swin-V2 block: cosine attention, post-norm MLP).
 """
 
-from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch.utils.weak import WeakIdKeyDictionary
 
-from ..models.swin import cosine_eps, exporting, window_attn_mask
+from ..models.swin import cosine_eps, window_attn_mask
+from .kept import Kept, keeps_values
 
 # oneDNN's linear op, which inductor emits for CPU linears, with fused post-ops; where PyTorch is built with oneDNN
 ONEDNN_LINEAR: bool = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
@@ -121,40 +120,6 @@ def _add_linear_into(
     out.addmm_(x, weight.t())
 
 
-class Kept:
-    """Values computed from tensors, each kept for its owner while those tensors are unchanged (same version counter
-    and storage: an optimizer step, ``load_state_dict`` or ``.to()`` makes it again) and the caller's ``extra`` (a
-    dtype, a layout) is the same; one value per owner, held no longer than the owner lives."""
-
-    def __init__(self) -> None:
-        self._entries: WeakIdKeyDictionary = WeakIdKeyDictionary()  # owner -> (key, value)
-
-    def get(
-        self,
-        owner: object,
-        tensors: Sequence[torch.Tensor],
-        extra: Hashable,
-        compute: Callable[[], torch.Tensor],
-    ) -> torch.Tensor:
-        key = (extra, *((t._version, t.data_ptr()) for t in tensors))
-        entry = self._entries.get(owner)
-        if entry is None or entry[0] != key:
-            # a plain tensor without an autograd graph, usable in and out of inference mode (inference_mode(False)
-            # alone turns gradients back on)
-            with torch.inference_mode(False), torch.no_grad():
-                entry = (key, compute())
-            self._entries[owner] = entry
-        return entry[1]
-
-
-def keeps_values(device: torch.device) -> bool:
-    """Whether a call may use (and make) :class:`Kept` values: eager, without autograd, not exporting and not while a
-    CUDA graph is captured (a value made then would be filled only on replay)."""
-    if torch.is_grad_enabled() or torch.compiler.is_compiling() or exporting():
-        return False
-    return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
-
-
 _CASTS = Kept()  # tensor -> its copy in another dtype (and layout)
 
 
@@ -191,7 +156,7 @@ def autocast_weights(
     if weight.dtype != torch.float32 or x.dtype == torch.float64 or not keeps_values(x.device):
         return weight, bias
     dtype = torch.get_autocast_dtype(device)
-    # a module's parameters only: a tensor made per call (Swin-V2's merged qkv bias) would be a new key every call
+    # a module's parameters only: a tensor made per call would be a new key every call
     weight, bias = (_cast(t, dtype) if isinstance(t, torch.nn.Parameter) else t for t in (weight, bias))
     return weight, bias
 

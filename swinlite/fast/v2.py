@@ -58,7 +58,8 @@ from ..models.swin import (
     window_attn_mask,
 )
 from .blocks import DispatchedAttention, GatheredWindowsBlock, autocast_dtype, fast_linear, fastest_attention
-from .row_blocks import Kept, RowBlocks, keeps_values, window_attention_rows
+from .kept import Kept, keeps_values
+from .row_blocks import RowBlocks, window_attention_rows
 
 CUDA_CANDIDATES = ("explicit", "sdpa")  # the cosine attention kernels "fastest" times on CUDA
 
@@ -83,8 +84,8 @@ class FastContinuousPositionBias(ContinuousPositionBias):
 @torch.jit.unused
 def kept_offset_table(bias: ContinuousPositionBias) -> torch.Tensor | None:
     """``bias.offset_table()``, computed once while its weights, coordinates and the autocast dtype stay as they
-    are (:class:`~swinlite.fast.row_blocks.Kept`); None where it is computed per call (autograd, tracing, export, a
-    CUDA graph being captured: :func:`~swinlite.fast.row_blocks.keeps_values`)."""
+    are (:class:`~swinlite.fast.kept.Kept`); None where it is computed per call (autograd, tracing, export, a
+    CUDA graph being captured: :func:`~swinlite.fast.kept.keeps_values`)."""
     if not keeps_values(bias.coords.device):
         return None
     device = bias.coords.device.type
@@ -99,9 +100,9 @@ _QKV_BIASES = Kept()  # V2 window attention -> its merged q, k, v bias
 @torch.jit.unused
 def kept_qkv_bias(attn: WindowAttentionV2, dtype: torch.dtype) -> torch.Tensor | None:
     """``attn.merged_qkv_bias()`` in ``dtype`` (the projection's), kept while the q and v biases are unchanged
-    (:class:`~swinlite.fast.row_blocks.Kept`): inference concatenates them once, not in every call (zeros, a
+    (:class:`~swinlite.fast.kept.Kept`): inference concatenates them once, not in every call (zeros, a
     concatenation and under autocast a conversion per block: launches at batch 1 on a GPU). Call where
-    :func:`~swinlite.fast.row_blocks.keeps_values`."""
+    :func:`~swinlite.fast.kept.keeps_values`."""
     if attn.q_bias is None or attn.v_bias is None:
         return None
 

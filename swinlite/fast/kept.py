@@ -1,0 +1,52 @@
+"""Values the fast path computes from a model's tensors once, not in every inference call: weight copies in another
+dtype (:func:`~swinlite.fast.row_blocks.autocast_weights`), Swin-V2's position-bias table and merged q, k, v bias
+(:mod:`swinlite.fast.v2`). Each is made again when a tensor it comes from changes.
+
+- Saves: per call, the kernels that make them again (at batch 1 on a GPU, launches the step waits on; counts in
+  docs/performance.md, GPU section).
+- Pinned by: ``tests/fast/test_autocast_weights.py`` and ``tests/fast/test_fast_v2.py`` (kept values equal the
+  ones made per call, and are made again after an in-place change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
+
+from ..models.swin import exporting
+
+
+class Kept:
+    """Values computed from tensors, each kept for its owner while those tensors are unchanged (same version counter
+    and storage: an optimizer step, ``load_state_dict`` or ``.to()`` makes it again) and the caller's ``extra`` (a
+    dtype, a layout) is the same; one value per owner, held no longer than the owner lives."""
+
+    def __init__(self) -> None:
+        self._entries: WeakIdKeyDictionary = WeakIdKeyDictionary()  # owner -> (key, value)
+
+    def get(
+        self,
+        owner: object,
+        tensors: Sequence[torch.Tensor],
+        extra: Hashable,
+        compute: Callable[[], torch.Tensor],
+    ) -> torch.Tensor:
+        key = (extra, *((t._version, t.data_ptr()) for t in tensors))
+        entry = self._entries.get(owner)
+        if entry is None or entry[0] != key:
+            # a plain tensor without an autograd graph, usable in and out of inference mode (inference_mode(False)
+            # alone turns gradients back on)
+            with torch.inference_mode(False), torch.no_grad():
+                entry = (key, compute())
+            self._entries[owner] = entry
+        return entry[1]
+
+
+def keeps_values(device: torch.device) -> bool:
+    """Whether a call may use (and make) :class:`Kept` values: eager, without autograd, not exporting and not while a
+    CUDA graph is captured (a value made then would be filled only on replay)."""
+    if torch.is_grad_enabled() or torch.compiler.is_compiling() or exporting():
+        return False
+    return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())

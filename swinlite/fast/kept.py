@@ -20,8 +20,11 @@ from ..models.swin import exporting
 
 class Kept:
     """Values computed from tensors, each kept for its owner while those tensors are unchanged (same version counter
-    and storage: an optimizer step, ``load_state_dict`` or ``.to()`` makes it again) and the caller's ``extra`` (a
-    dtype, a layout) is the same; one value per owner, held no longer than the owner lives."""
+    and storage: an optimizer step, ``load_state_dict``, timm's EMA update or ``.to()`` makes it again) and the
+    caller's ``extra`` (a dtype, a layout) is the same; one value per owner, held no longer than the owner lives.
+
+    Not seen: a change made in place through ``.data`` (``p.data.copy_(w)``), which PyTorch does not count in the
+    parameter's version; change weights through the parameter under ``torch.no_grad()`` (or ``load_state_dict``)."""
 
     def __init__(self) -> None:
         self._entries: WeakIdKeyDictionary = WeakIdKeyDictionary()  # owner -> (key, value)

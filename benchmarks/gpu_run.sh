@@ -13,6 +13,8 @@
 #                          and 64, fp32 and bf16, against timm (benchmarks/cuda_variants_check.py)
 #   cuda_sizes             224² and 800×1344 at batch 2, fp32 (swinlite, timm, detection backbones)
 #   cuda_tiny_b64_compile  optimize_for_inference (inductor freezing, CUDA graphs) against timm compiled the same way
+#   cuda_v2_tiny_b1        Swin-V2-T at batch 1, profiled as cuda_tiny_b1 (the V2 bias table and merged q, k, v bias
+#                          kept between inference calls: fewer launches)
 # The first call of each attention shape times the candidate kernels, compiling FlexAttention's and Triton's
 # (swinlite/fast/measured.py): most of a part's time. Each part runs under its own limit, cut to what is left of
 # BUDGET_S; a part with less than a minute left is skipped (skipped.txt), one that fails or runs out of time is named
@@ -26,7 +28,7 @@
 # `python3 -m pip download --no-deps -d .whl timm==1.0.31` and carry .whl).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PARTS="cuda_checks cuda_tiny_b64 cuda_tiny_b1 cuda_variants cuda_sizes cuda_tiny_b64_compile"
+PARTS="cuda_checks cuda_tiny_b64 cuda_tiny_b1 cuda_variants cuda_sizes cuda_tiny_b64_compile cuda_v2_tiny_b1"
 for name in "$@"; do
     [[ " $PARTS " == *" $name "* ]] || { echo "gpu_run.sh: no part named '$name'; the parts: $PARTS" >&2; exit 2; }
 done
@@ -92,4 +94,5 @@ run cuda_tiny_b1 90 --batch 1 --models swinlite,timm --warmup 3 --repeats 11 --p
 run cuda_variants 120 benchmarks/cuda_variants_check.py --batches 1,64
 run cuda_sizes 90 --sizes 224,800x1344 --batch 2 --warmup 2 --repeats 7
 run cuda_tiny_b64_compile 210 --compile --no-warm-start --models swinlite,timm --batch 64 --warmup 3 --repeats 11
+run cuda_v2_tiny_b1 90 --size v2_tiny --batch 1 --models swinlite,timm --warmup 3 --repeats 11 --profile
 pack  # skipped.txt too

@@ -24,7 +24,9 @@ class Kept:
     caller's ``extra`` (a dtype, a layout) is the same; one value per owner, held no longer than the owner lives.
 
     Not seen: a change made in place through ``.data`` (``p.data.copy_(w)``), which PyTorch does not count in the
-    parameter's version; change weights through the parameter under ``torch.no_grad()`` (or ``load_state_dict``)."""
+    parameter's version; change weights through the parameter under ``torch.no_grad()`` (or ``load_state_dict``).
+    Tensors made in ``torch.inference_mode()`` (a model built there) have no version counter: their values are
+    computed in every call, as without the keeper."""
 
     def __init__(self) -> None:
         self._entries: WeakIdKeyDictionary = WeakIdKeyDictionary()  # owner -> (key, value)
@@ -36,6 +38,8 @@ class Kept:
         extra: Hashable,
         compute: Callable[[], torch.Tensor],
     ) -> torch.Tensor:
+        if any(t.is_inference() for t in tensors):  # made in inference mode: no version counter, so computed per call
+            return compute()
         key = (extra, *((t._version, t.data_ptr()) for t in tensors))
         entry = self._entries.get(owner)
         if entry is None or entry[0] != key:

@@ -1,8 +1,12 @@
 """Inference under autocast converts each weight once, not once per call (swinlite.fast.row_blocks.autocast_weights):
 the fast linears and the MLP's fc2 against nn.Linear and timm's Mlp, the conversions counted in the profile."""
 
+import contextlib
+
 import pytest
+import timm
 import torch
+from pico import PICO
 from timm.layers import Mlp
 from torch.profiler import ProfilerActivity, profile
 
@@ -49,3 +53,20 @@ def test_with_autograd_the_weights_get_their_gradients_in_fp32():
     assert ours.weight.grad.dtype == torch.float32
     torch.testing.assert_close(ours.weight.grad, ref.weight.grad, rtol=0, atol=0)
     torch.testing.assert_close(ours.bias.grad, ref.bias.grad, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
+def test_a_model_built_in_inference_mode_runs_computing_per_call(name):
+    """Its weights are inference tensors, which have no version counter to key a kept value by: the keeper computes
+    per call (it raised "Inference tensors do not track version counter")."""
+    torch.manual_seed(0)
+    plain = timm.create_model(name).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.inference_mode():
+        built = timm.create_model(name).eval()
+        built.load_state_dict(plain.state_dict())
+        for context in (contextlib.nullcontext, lambda: torch.autocast("cpu", torch.bfloat16)):
+            with context():
+                got, again, expected = built(x), built(x), plain(x)
+            torch.testing.assert_close(got, expected, rtol=0, atol=0)
+            torch.testing.assert_close(again, expected, rtol=0, atol=0)

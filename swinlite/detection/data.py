@@ -129,11 +129,12 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSpl
             kept.append(image_id)
         else:
             skipped.append((image_id, problem))
-    named = [(f"{i} ({image_dir / coco.imgs[i]['file_name']})", reason) for i, reason in skipped]
+    split = CocoSplit(coco, image_dir, kept, skipped, ann_file)
+    named = [(f"{i} ({split.image_path(i)})", reason) for i, reason in skipped]
     _warn_ids(f"images of {ann_file.name} skipped (image id (file): reason)", named)
     if not kept:
         raise ValueError(f"no image of {ann_file} was found in {image_dir}; nothing to train or evaluate on")
-    return CocoSplit(coco, image_dir, kept, skipped, ann_file)
+    return split
 
 
 def without_thin_images(split: CocoSplit, short: float, long: float) -> CocoSplit:

@@ -151,7 +151,7 @@ def autocast_weights(
     launches the step waits on. The copies cost half the fp32 weights' memory while the model lives and are made
     again after a weight changes (an optimizer step between two validations). The values are autocast's own."""
     device = x.device.type
-    if device not in ("cpu", "cuda") or torch.is_grad_enabled() or not torch.is_autocast_enabled(device):
+    if device not in ("cpu", "cuda") or not torch.is_autocast_enabled(device):
         return weight, bias
     if weight.dtype != torch.float32 or x.dtype == torch.float64 or not keeps_values(x.device):
         return weight, bias

@@ -75,22 +75,16 @@ class FastContinuousPositionBias(ContinuousPositionBias):
 
     def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            table = kept_offset_table(self)
-            if table is not None:
-                return self.gather(table, window)
+            if keeps_values(self.coords.device):
+                return self.gather(kept_offset_table(self), window)
         return self.gather(self.offset_table(), window)
 
 
 @torch.jit.unused
-def kept_offset_table(bias: ContinuousPositionBias) -> torch.Tensor | None:
-    """``bias.offset_table()``, computed once while its weights, coordinates and the autocast dtype stay as they
-    are (:class:`~swinlite.fast.kept.Kept`); None where it is computed per call (autograd, tracing, export, a
-    CUDA graph being captured: :func:`~swinlite.fast.kept.keeps_values`)."""
-    if not keeps_values(bias.coords.device):
-        return None
-    device = bias.coords.device.type
-    autocast = device in ("cpu", "cuda") and torch.is_autocast_enabled(device)
-    dtype = torch.get_autocast_dtype(device) if autocast else None
+def kept_offset_table(bias: ContinuousPositionBias) -> torch.Tensor:
+    """``bias.offset_table()``, computed once while its weights, coordinates and the dtype its MLP computes in stay
+    as they are (:class:`~swinlite.fast.kept.Kept`). Call where :func:`~swinlite.fast.kept.keeps_values`."""
+    dtype = autocast_dtype(bias.coords)  # the MLP's linears compute in autocast's dtype, where it is on
     return _TABLES.get(bias, (*bias.mlp.parameters(), bias.coords), dtype, bias.offset_table)
 
 

@@ -69,15 +69,16 @@ _TABLES = Kept()  # continuous position bias -> its offset table
 class FastContinuousPositionBias(ContinuousPositionBias):
     """:class:`~swinlite.models.swin.ContinuousPositionBias` whose offset table (the MLP of every offset) is kept
     between calls where no gradient can reach it (:func:`kept_offset_table`): inference runs the MLP once, not in
-    every block call (two linears, ReLU, sigmoid and a scale: five kernels a block, which at batch 1 on a GPU are
-    launches the step waits on). The gather of the table into the window's (heads, N, N) bias runs per call, as
-    before (the table is (2W - 1)² rows, the bias N² per head: for large windows, tens of MB a block)."""
+    every block call (two linears and a ReLU: three kernels a block, which at batch 1 on a GPU are launches the step
+    waits on). The gather of the table into the window's (heads, N, N) bias and its sigmoid run per call, as in the
+    reference (the table is (2W - 1)² rows, the bias N² per head: for large windows, tens of MB a block; and the
+    sigmoid's place in that layout keeps the bias bit for bit the reference's)."""
 
     def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         if not torch.jit.is_scripting():  # TorchScript skips this branch
             if keeps_values(self.coords.device):
-                return self.gather(kept_offset_table(self), window)
-        return self.gather(self.offset_table(), window)
+                return self.bias(kept_offset_table(self), window)
+        return self.bias(self.offset_table(), window)
 
 
 @torch.jit.unused

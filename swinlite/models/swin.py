@@ -555,20 +555,23 @@ class ContinuousPositionBias(nn.Module):
     def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous as :class:`RelativePositionBias`'s, values in (0, 16);
         with ``window``, a smaller 2-D window's (the same offsets' values)."""
-        return self.gather(self.offset_table(), window)
+        return self.bias(self.offset_table(), window)
 
     def offset_table(self) -> torch.Tensor:
-        """The bias of every offset, (rows, heads), values in (0, 16): the MLP once per row, before the gather
-        repeats rows."""
-        return 16 * torch.sigmoid(self.mlp(self.coords))
+        """The MLP of every offset, (rows, heads): the bias's logits, once per row, before :meth:`bias` repeats rows."""
+        return self.mlp(self.coords)
 
-    def gather(self, table: torch.Tensor, window: tuple[int, int] | None = None) -> torch.Tensor:
-        """The (heads, N, N) bias of ``table`` (:meth:`offset_table`), of the layer's window or a smaller ``window``."""
+    def bias(self, table: torch.Tensor, window: tuple[int, int] | None = None) -> torch.Tensor:
+        """The (heads, N, N) bias of ``table`` (:meth:`offset_table`), of the layer's window or a smaller ``window``.
+
+        The sigmoid runs after the gather, on the (heads, N*N) layout, as in timm: an elementwise op's last bit can
+        depend on the element's place in the tensor (a vector's tail on AVX-512 CPUs), so only timm's order gives its
+        bias bit for bit on every CPU."""
         index, tokens = self.index.view(-1), self.num_tokens
         if window is not None:
             index, tokens = flat_sub_window_index(self.window, window, index.device), window[0] * window[1]
-        bias = table.t().index_select(1, index)  # one gather of its columns: (heads, N*N), contiguous
-        return bias.view(self.num_heads, tokens, tokens)
+        logits = table.t().index_select(1, index)  # one gather of its columns: (heads, N*N), contiguous
+        return (16 * torch.sigmoid(logits)).view(self.num_heads, tokens, tokens)
 
 
 REL_POS = {"table": RelativePositionBias, "cpb": ContinuousPositionBias}  # the ``rel_pos`` argument of the model

@@ -13,10 +13,11 @@ from swinlite.models.swin import ContinuousPositionBias
 
 
 def timm_v2_bias(attn: TimmV2WindowAttention, num_heads: int) -> torch.Tensor:
-    """The bias as timm's Swin-V2 WindowAttention.forward computes it from its own buffers."""
+    """The bias as timm's Swin-V2 WindowAttention.forward computes it from its own buffers, op for op (the sigmoid on
+    the contiguous (heads, N, N) layout: on AVX-512 CPUs its last bit depends on an element's place)."""
     n = attn.window_size[0] * attn.window_size[1]
     table = attn.cpb_mlp(attn.relative_coords_table).view(-1, num_heads)
-    bias = table[attn.relative_position_index.view(-1)].view(n, n, -1).permute(2, 0, 1)
+    bias = table[attn.relative_position_index.view(-1)].view(n, n, -1).permute(2, 0, 1).contiguous()
     return 16 * torch.sigmoid(bias)
 
 

@@ -153,29 +153,24 @@ def _one_stage() -> torch.nn.Module:
 
 
 @pytest.mark.skipif(not ONEDNN_LINEAR, reason="PyTorch built without oneDNN")
-@pytest.mark.parametrize("train", [False, True])
-def test_inductor_compiles_the_onednn_linears_as_eager_computes_them(monkeypatch, train):
+def test_inductor_compiles_the_onednn_linears_as_eager_computes_them(monkeypatch):
     """Where the fp32 linears take oneDNN in eager mode (AMD CPUs: the rule forced on here, on any CPU), inductor
-    without freezing cannot lower oneDNN's linear op (its weight is a graph input, not a constant): the compiled graph
-    takes ``F.linear`` instead and computes eager's output, and in training eager's gradients."""
+    without freezing cannot lower oneDNN's linear op (its weight is a graph input, not a constant): the compiled
+    training graph takes ``F.linear`` instead and computes eager's output and gradients. (An inference graph is the
+    same forward without autograd: test_only_a_frozen_graph_takes_onednn_linears checks that it holds no oneDNN op.)"""
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
     torch._dynamo.reset()
-    model = _one_stage().train(train)
+    model = _one_stage().train()
     x = torch.randn(2, 3, 12, 10)  # 6x5 tokens: padded to 8x8 windows, shifted
-    compiled = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False)
-    with torch.set_grad_enabled(train):
-        out = compiled(x)
-        if train:
-            out.square().sum().backward()
-            got = {name: p.grad for name, p in model.named_parameters()}
-            model.zero_grad()
-        expected = model(x)
-        if train:
-            expected.square().sum().backward()
+    out = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False)(x)
+    out.square().sum().backward()
+    got = {name: p.grad for name, p in model.named_parameters()}
+    model.zero_grad()
+    expected = model(x)
+    expected.square().sum().backward()
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
-    if train:
-        for name, p in model.named_parameters():
-            torch.testing.assert_close(got[name], p.grad, atol=1e-5, rtol=1e-5, msg=name)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(got[name], p.grad, atol=1e-5, rtol=1e-5, msg=name)
 
 
 @pytest.mark.skipif(not ONEDNN_LINEAR, reason="PyTorch built without oneDNN")

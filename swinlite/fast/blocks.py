@@ -10,7 +10,7 @@ device, dtype, dropout, grad mode, threads): :func:`select_attention_kernel`, :f
 | situation                            | shift + partition        | attention                       | MLP            |
 |--------------------------------------|--------------------------|---------------------------------|----------------|
 | reference (``fast=False``), always   | roll + partition         | explicit                        | plain          |
-| CPU eval, ``no_grad``, a frozen bias | gather                   | fp32: sdpa (flash); bf16: expl. | plain          |
+| CPU eval, ``no_grad``, a frozen bias | gather                   | sdpa (flash); bf16: expl. (**)  | plain          |
 | CPU fp32 train                       | gather, inverse backward | recomputed (AVX2: explicit)     | GELU recompute |
 | CPU fp32 train, attention dropout    | gather, inverse backward | explicit                        | GELU recompute |
 | CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
@@ -20,16 +20,17 @@ device, dtype, dropout, grad mode, threads): :func:`select_attention_kernel`, :f
 | ``torch.export`` (symbolic sizes)    | gather, index in graph   | explicit                        | plain          |
 | CPU eval without autograd, eager     | gather                   | as CPU eval, one row block each | row blocks     |
 
+(**) bf16 attends through SDPA's flash kernel too on CPUs with AMX (:data:`CPU_FLASH_DTYPES`).
 "train" means a gradient flows to the relative position bias. ``torch.compile`` traces every kernel into
 one graph, without graph breaks (``tests/models/test_compile_graph.py``); (*) on the CPU at static sizes the graph
 takes the gather index and the mask from the cache through an op (:func:`window_index`). Kernels:
 
 - explicit: :func:`swinlite.models.swin.window_attention`, the reference's formula as written; the fast path runs
   it where no fused kernel fits (SDPA's CPU math fallback, which a trainable bias needs, runs slower than it in
-  bf16; the recomputed kernel too, in bf16), for CPU inference in a dtype not in :data:`CPU_FLASH_DTYPES` (bf16:
-  there the CPU flash kernel is the slower one, eager and compiled), and for fp32 training on CPUs whose widest
-  vector unit PyTorch uses is AVX2 (:data:`RECOMPUTED_ON_THIS_CPU`): there the recomputed kernel's CPU flash forward
-  is the slower one.
+  bf16; the recomputed kernel too, in bf16), for CPU inference in a dtype not in :data:`CPU_FLASH_DTYPES` (bf16
+  where the CPU has no AMX: there the CPU flash kernel is the slower one, eager and compiled), and for fp32 training
+  on CPUs whose widest vector unit PyTorch uses is AVX2 (:data:`RECOMPUTED_ON_THIS_CPU`): there the recomputed
+  kernel's CPU flash forward is the slower one.
   Fixed rules rather than a timing, so that a resumed run picks what the interrupted one picked.
 - sdpa: :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
 - recomputed: :func:`~swinlite.fast.window_sdpa.recomputed_window_attention` (needs the private CPU
@@ -116,9 +117,11 @@ RECOMPUTED_ON_THIS_CPU: bool = torch.backends.cpu.get_cpu_capability() != "AVX2"
 ROWS_PER_THREAD = 4096  # tokens per thread in a row block (benchmarks/kernels.md: "Row block sizes")
 ROW_BLOCK_BYTES = 16 * 2**20  # the largest row-block buffer
 ATTENTION_MAP_BYTES_PER_THREAD = 2 * 2**20  # per thread, a row block's (windows, heads, N, N) attention maps in fp32
-# dtypes in which CPU inference attends through SDPA's flash kernel; in others (bf16) the explicit softmax is the
-# faster one (benchmarks/kernels.md: "CPU bf16 inference")
-CPU_FLASH_DTYPES: tuple[torch.dtype, ...] = (torch.float32,)
+CPU_AMX: bool = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()  # Intel's matrix tiles (Sapphire Rapids+)
+# dtypes in which CPU inference attends through SDPA's flash kernel: fp32, and bf16 on CPUs with AMX tiles, where the
+# kernel's bf16 matmuls run on them; elsewhere in bf16 the explicit softmax is the faster one (benchmarks/kernels.md:
+# "CPU bf16 inference", "CPU bf16 inference on AMX")
+CPU_FLASH_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16) if CPU_AMX else (torch.float32,)
 
 
 @functools.cache

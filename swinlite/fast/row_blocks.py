@@ -15,8 +15,8 @@ autocast. In a Swin model that is the dtype of the residual stream already (auto
 gives bf16, and LayerNorm keeps its input's dtype); a block fed fp32 keeps its residual stream in fp32, each row
 block's normalised tokens converted into a reused buffer, and returns fp32 as the reference block under autocast does.
 The attention is SDPA's flash kernel or the explicit formula, as the plan says (in bf16 the CPU flash kernel is the
-slower one: :data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`); the explicit formula adds bias + mask and takes the
-softmax in fp32, as timm's Swin does under autocast.
+slower one except on CPUs with AMX: :data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`); the explicit formula adds
+bias + mask and takes the softmax in fp32, as timm's Swin does under autocast.
 
 How many tokens a row block holds is the caller's choice (:class:`RowBlocks`, decided with the rest of the
 table in :func:`swinlite.fast.blocks.row_blocks_for`): every op of a row block is one parallel region of all

@@ -14,7 +14,7 @@ of :mod:`swinlite.fast.blocks`):
 | CUDA, eval or train                 | gather (inverse backward)| fastest: explicit or sdpa  | as on the CPU  |
 | ``torch.export`` (symbolic sizes)   | gather, index in graph   | explicit                   | plain          |
 
-(*) On the CPU in bf16: explicit, as V1's (:data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`).
+(*) On the CPU in bf16: explicit, as V1's, except on CPUs with AMX (:data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`).
 
 - fastest: the faster of :data:`CUDA_CANDIDATES` for the call's shapes, dtype and gradient, timed on the first eager
   call of each and checked against the explicit formula, as V1's (:func:`~swinlite.fast.blocks.fastest_attention`);

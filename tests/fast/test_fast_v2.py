@@ -153,9 +153,11 @@ def test_inference_keeps_the_continuous_bias_table_between_calls():
 def test_inference_keeps_the_merged_qkv_bias_between_calls(monkeypatch, rows, autocast):
     """Without autograd the q, zero and v biases are concatenated (and converted) once, not in every call; the
     block's output stays the reference's, and a changed q bias is taken. The linears take the reference's library
-    (oneDNN's bf16 rounds otherwise: test_row_blocks_equal_the_reference_block bounds it)."""
+    and bf16 the reference's explicit formula (oneDNN's bf16 and the flash kernel of CPUs with AMX round otherwise:
+    test_row_blocks_equal_the_reference_block bounds them)."""
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)
     monkeypatch.setattr(blocks, "ONEDNN_BF16", False)
+    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", (torch.float32,))
     if not rows:
         monkeypatch.setattr(blocks, "row_blocks_for", lambda *args, **kwargs: None)
     fast, reference = block_pair(shift=True, mask_padding=True)

@@ -127,8 +127,9 @@ def test_cache_ops_agree_with_their_fake_kernels():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_compiled_cpu_inference_attends_as_eager(dtype):
-    """CPU inference attends through SDPA's flash kernel in fp32 and the explicit softmax in bf16, compiled as in eager
-    mode (the faster one in each: benchmarks/kernels.md, "CPU bf16 inference"), with the cached mask in its dtype."""
+    """CPU inference attends through SDPA's flash kernel in fp32 and the explicit softmax in bf16 (the flash kernel on
+    CPUs with AMX), compiled as in eager mode (the faster one in each: benchmarks/kernels.md, "CPU bf16 inference"),
+    with the cached mask in its dtype."""
     torch._dynamo.reset()
     model = timm.create_model("swinlite_pico_patch2_window4_32").eval().to(dtype)
     graphs = []
@@ -141,7 +142,7 @@ def test_compiled_cpu_inference_attends_as_eager(dtype):
         torch.compile(model, backend=backend, dynamic=False)(torch.randn(2, 3, 36, 28, dtype=dtype))  # masks
     calls = [n for n in graphs[0].graph.nodes if n.op == "call_function"]
     flash = sum("scaled_dot_product_attention" in str(n.target) for n in calls)
-    assert flash == (len(_blocks(model)) if dtype == torch.float32 else 0)
+    assert flash == (len(_blocks(model)) if dtype in blocks.CPU_FLASH_DTYPES else 0)
     masks = [n.meta["example_value"].dtype for n in calls if str(n.target) == "swinlite.window_mask"]
     assert masks and set(masks) == {dtype}  # the cache's mask in the attention's dtype: no conversion per call
 

@@ -54,18 +54,20 @@ BF16_LINEARS = [False, True] if blocks.ONEDNN_BF16 else [False]
 
 @pytest.mark.parametrize("rows", [20, 2048])  # ragged parts of the tokens; all of them
 @pytest.mark.parametrize(
-    ("dtype", "autocast", "onednn"),
-    [(torch.float32, False, o) for o in FP32_LINEARS]
-    + [(dtype, True, o) for dtype in (torch.float32, torch.bfloat16) for o in BF16_LINEARS],
+    ("dtype", "autocast", "onednn", "amx"),
+    [(torch.float32, False, o, False) for o in FP32_LINEARS]
+    + [(d, True, o, amx) for d in (torch.float32, torch.bfloat16) for o in BF16_LINEARS for amx in (False, True)],
 )
-def test_row_blocks_equal_the_reference_block(monkeypatch, rows, dtype, autocast, onednn):
+def test_row_blocks_equal_the_reference_block(monkeypatch, rows, dtype, autocast, onednn, amx):
     """CPU inference runs the cosine attention (q·τ/|q| against k/|k|, τ = 100 in one head) and x + norm2(mlp(x))
     (the norm after fc2) in row blocks, fp32 with either library and under bf16 autocast, fed fp32 or bf16. In fp32
     the output is the reference's; under autocast its distance from the reference's fp32 output is no more than the
-    reference's own under autocast (bf16 logits of cos·τ up to ±100 round by up to 0.25 either way)."""
+    reference's own under autocast (bf16 logits of cos·τ up to ±100 round by up to 0.25 either way), by the explicit
+    formula or, as on CPUs with AMX (the rule forced either way), SDPA's flash kernel in bf16."""
     monkeypatch.setattr(blocks, "ROWS_PER_THREAD", rows)
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", onednn)
     monkeypatch.setattr(blocks, "ONEDNN_BF16", onednn)
+    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", (torch.float32, torch.bfloat16) if amx else (torch.float32,))
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     called = []
 

@@ -79,7 +79,6 @@ import torch.nn.functional as F
 from timm.layers import Mlp, register_notrace_module
 from torch import nn
 
-from ..models.checks import autocast_available
 from ..models.swin import (
     SwinBlock,
     WindowAttention,
@@ -97,6 +96,7 @@ from .row_blocks import (
     ONEDNN_LINEAR,
     RowBlocks,
     autocast_weights,
+    compute_dtype,
     mlp_rows,
     onednn_linear,
     window_attention_rows,
@@ -205,8 +205,7 @@ def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | N
     """
     if training or x.device.type != "cpu" or torch.is_grad_enabled() or torch.compiler.is_compiling():
         return None
-    autocast = torch.is_autocast_enabled("cpu") and x.dtype != torch.float64  # autocast leaves float64 alone
-    dtype = torch.get_autocast_dtype("cpu") if autocast else x.dtype
+    dtype = compute_dtype(x)
     threads = max(1, torch.get_num_threads())
     rows = min(ROWS_PER_THREAD * threads, ROW_BLOCK_BYTES // (width * dtype.itemsize))
     fp32 = dtype == x.dtype == torch.float32
@@ -640,16 +639,6 @@ class FastWindowAttention(DispatchedAttention, WindowAttention):
         return window_attention_rows(x, qkv.weight, qkv.bias, proj.weight, proj.bias, bias, mask, self.scale, plan)
 
 
-@torch.jit.unused
-def autocast_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype a linear layer computes in for input ``x``: autocast's where it is on for x's device (it leaves
-    float64 alone), else x's. A block's mask in this dtype is not converted again on every call."""
-    device = x.device.type
-    if x.dtype != torch.float64 and autocast_available(device) and torch.is_autocast_enabled(device):
-        return torch.get_autocast_dtype(device)
-    return x.dtype
-
-
 class GatheredWindowsBlock(SwinBlock):
     """``SwinBlock._attn`` with shift + partition (and merge + reverse shift) as one token gather each way: the frame
     the fast V1 and V2 blocks share (:class:`FastSwinBlock`, :class:`~swinlite.fast.v2.FastSwinV2Block`). A block
@@ -664,8 +653,8 @@ class GatheredWindowsBlock(SwinBlock):
         dtype = x.dtype  # the mask's: the attention's, under autocast its dtype (the row blocks take it in x's)
         window = self.window
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
-            if plan is None:
-                dtype = autocast_dtype(x)
+            if plan is None:  # the mask in the attention's dtype is not converted again on every call
+                dtype = compute_dtype(x)
             window = self._attention_window(H, W)
         geometry = window_geometry((H, W), window, self.shift, self.mask_padding, x.device, dtype)
         Hp, Wp = geometry.padded

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from ..models.checks import autocast_available
 from .linear_grad import onednn_input_grad
-from .row_blocks import autocast_weights, onednn_linear
+from .row_blocks import autocast_weights, compute_dtype, onednn_linear
 
 
 class _GeluLinear(torch.autograd.Function):
@@ -87,8 +87,7 @@ def _gelu_linear_autograd(
     device_type = h.device.type
     if not autocast_available(device_type):  # e.g. the meta device
         return F.linear(F.gelu(h), weight, bias)
-    autocast = torch.is_autocast_enabled(device_type) and h.dtype != torch.float64  # autocast leaves float64 alone
-    dtype = torch.get_autocast_dtype(device_type) if autocast else h.dtype
+    dtype = compute_dtype(h)
     rows = h.reshape(-1, h.shape[-1]).to(dtype)  # (T, hidden): the Function's output is then no view of its own
     with torch.autocast(device_type, enabled=False):
         y = _GeluLinear.apply(rows, weight.to(dtype), None if bias is None else bias.to(dtype), onednn)  # (T, out)

@@ -45,6 +45,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from ..models.checks import autocast_available
 from ..models.swin import cosine_eps, window_attn_mask
 from .kept import Kept, keeps_values
 
@@ -140,6 +141,22 @@ def _cast(t: torch.Tensor | None, dtype: torch.dtype, pack: bool = False) -> tor
     return _CASTS.get(t, (t,), (dtype, pack), convert)
 
 
+def autocast_applies(x: torch.Tensor) -> bool:
+    """Whether autocast converts the operands of a linear layer on ``x``: it is on for x's device, and x is not
+    float64 (which autocast leaves alone). The CPU and CUDA have autocast; another device is asked
+    (:func:`~swinlite.models.checks.autocast_available`: the meta device has none)."""
+    device = x.device.type
+    if x.dtype == torch.float64 or not (device in ("cpu", "cuda") or autocast_available(device)):
+        return False
+    return torch.is_autocast_enabled(device)
+
+
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype a linear layer computes in for input ``x``: autocast's where it applies (:func:`autocast_applies`),
+    else x's."""
+    return torch.get_autocast_dtype(x.device.type) if autocast_applies(x) else x.dtype
+
+
 def autocast_weights(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -150,12 +167,11 @@ def autocast_weights(
     each weight and bias on every call: one kernel each, about a hundred for Swin-T, which at batch 1 on a GPU are
     launches the step waits on. The copies cost half the fp32 weights' memory while the model lives and are made
     again after a weight changes (an optimizer step between two validations). The values are autocast's own."""
-    device = x.device.type
-    if device not in ("cpu", "cuda") or not torch.is_autocast_enabled(device):
+    if x.device.type not in ("cpu", "cuda") or weight.dtype != torch.float32:
         return weight, bias
-    if weight.dtype != torch.float32 or x.dtype == torch.float64 or not keeps_values(x.device):
+    if not autocast_applies(x) or not keeps_values(x.device):
         return weight, bias
-    dtype = torch.get_autocast_dtype(device)
+    dtype = compute_dtype(x)
     # a module's parameters only: a tensor made per call would be a new key every call
     weight, bias = (_cast(t, dtype) if isinstance(t, torch.nn.Parameter) else t for t in (weight, bias))
     return weight, bias

@@ -57,9 +57,9 @@ from ..models.swin import (
     cosine_window_attention,
     window_attn_mask,
 )
-from .blocks import DispatchedAttention, GatheredWindowsBlock, autocast_dtype, fast_linear, fastest_attention
+from .blocks import DispatchedAttention, GatheredWindowsBlock, fast_linear, fastest_attention
 from .kept import Kept, keeps_values
-from .row_blocks import RowBlocks, window_attention_rows
+from .row_blocks import RowBlocks, compute_dtype, window_attention_rows
 
 CUDA_CANDIDATES = ("explicit", "sdpa")  # the cosine attention kernels "fastest" times on CUDA
 
@@ -85,7 +85,7 @@ class FastContinuousPositionBias(ContinuousPositionBias):
 def kept_offset_table(bias: ContinuousPositionBias) -> torch.Tensor:
     """``bias.offset_table()``, computed once while its weights, coordinates and the dtype its MLP computes in stay
     as they are (:class:`~swinlite.fast.kept.Kept`). Call where :func:`~swinlite.fast.kept.keeps_values`."""
-    dtype = autocast_dtype(bias.coords)  # the MLP's linears compute in autocast's dtype, where it is on
+    dtype = compute_dtype(bias.coords)  # the MLP's linears compute in autocast's dtype, where it is on
     return _TABLES.get(bias, (*bias.mlp.parameters(), bias.coords), dtype, bias.offset_table)
 
 
@@ -149,7 +149,7 @@ class FastWindowAttentionV2(DispatchedAttention, WindowAttentionV2):
         """Window tokens [..., C] -> q, k, v [..., 3C], as ``WindowAttentionV2.project_qkv``."""
         if not torch.jit.is_scripting():  # TorchScript skips this branch
             if keeps_values(x.device):
-                return fast_linear(x, self.qkv.weight, kept_qkv_bias(self, autocast_dtype(x)))
+                return fast_linear(x, self.qkv.weight, kept_qkv_bias(self, compute_dtype(x)))
         return fast_linear(x, self.qkv.weight, self.merged_qkv_bias())
 
     def _run(

@@ -50,7 +50,7 @@ def whole_batch(threads: int) -> None:
         lite, reference = (timm.create_model(n).eval().requires_grad_(False) for n in (lite_name, timm_name))
         x = torch.randn(BATCH, 3, size, size)
         run_lite, run_timm = partial(frozen_forward, lite, x), partial(frozen_forward, reference, x)
-        flash, explicit = (torch.float32, torch.bfloat16), (torch.float32,)
+        flash, explicit = fast_blocks.cpu_flash_dtypes(True), fast_blocks.cpu_flash_dtypes(False)
         cases = {"sdpa": (run_lite, flash), "explicit": (run_lite, explicit), "timm": (run_timm, explicit)}
         line = line_with_setting(fast_blocks, "CPU_FLASH_DTYPES", cases, 2, INFERENCE_ROUNDS, "timm")
         setting += f", frozen weights, grad mode, batch {BATCH}, bf16, {threads} threads, median of {INFERENCE_ROUNDS}"

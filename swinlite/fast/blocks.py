@@ -118,10 +118,16 @@ ROWS_PER_THREAD = 4096  # tokens per thread in a row block (benchmarks/kernels.m
 ROW_BLOCK_BYTES = 16 * 2**20  # the largest row-block buffer
 ATTENTION_MAP_BYTES_PER_THREAD = 2 * 2**20  # per thread, a row block's (windows, heads, N, N) attention maps in fp32
 CPU_AMX: bool = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()  # Intel's matrix tiles (Sapphire Rapids+)
-# dtypes in which CPU inference attends through SDPA's flash kernel: fp32, and bf16 on CPUs with AMX tiles, where the
-# kernel's bf16 matmuls run on them; elsewhere in bf16 the explicit softmax is the faster one (benchmarks/kernels.md:
-# "CPU bf16 inference", "CPU bf16 inference on AMX")
-CPU_FLASH_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16) if CPU_AMX else (torch.float32,)
+
+
+def cpu_flash_dtypes(amx: bool) -> tuple[torch.dtype, ...]:
+    """The dtypes in which CPU inference attends through SDPA's flash kernel, on a CPU with AMX tiles or without:
+    fp32, and bf16 where the kernel's bf16 matmuls run on the tiles; elsewhere in bf16 the explicit softmax is the
+    faster one (benchmarks/kernels.md: "CPU bf16 inference", "CPU bf16 inference on AMX")."""
+    return (torch.float32, torch.bfloat16) if amx else (torch.float32,)
+
+
+CPU_FLASH_DTYPES: tuple[torch.dtype, ...] = cpu_flash_dtypes(CPU_AMX)  # this CPU's (tests patch it)
 
 
 @functools.cache

@@ -67,7 +67,7 @@ def test_row_blocks_equal_the_reference_block(monkeypatch, rows, dtype, autocast
     monkeypatch.setattr(blocks, "ROWS_PER_THREAD", rows)
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", onednn)
     monkeypatch.setattr(blocks, "ONEDNN_BF16", onednn)
-    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", (torch.float32, torch.bfloat16) if amx else (torch.float32,))
+    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", blocks.cpu_flash_dtypes(amx))
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     called = []
 

@@ -196,7 +196,7 @@ def test_row_blocks_attend_through_flash_in_fp32_and_the_explicit_softmax_in_bf1
     """benchmarks/kernels.md: SDPA's CPU flash kernel is the faster one in fp32 and the slower one in bf16, except on
     CPUs with AMX ("CPU bf16 inference on AMX"), where it serves bf16 too (the rule forced here; the kernel runs on any
     CPU). In bf16 either route is on average no farther from the fp32 block than the reference block under autocast."""
-    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", (torch.float32, torch.bfloat16) if amx else (torch.float32,))
+    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", blocks.cpu_flash_dtypes(amx))
     used = []
     sdpa = row_blocks.F.scaled_dot_product_attention
     monkeypatch.setattr(

@@ -8,6 +8,8 @@
 #   cpu_tiny_b8_compile         optimize_for_inference against timm compiled the same way (inductor freezing), fp32
 #   cpu_tiny_b8_1thread         batch 8, fp32 and bf16, one torch thread each
 #   cpu_tiny_b1                 batch 1, fp32 and bf16, 2 threads
+#   cpu_tiny_b8_compile_train   the train step through torch.compile (train.compile: true), fp32 and bf16; last,
+#                               about 5 minutes: run when the budget allows (BUDGET_S=2400)
 # bf16 only where the CPU computes it (oneDNN's bf16 check: AVX-512 BF16 or AMX); elsewhere (AVX2) every run is fp32
 # only, as bf16 there is emulated, a minute per matmul. SCALE (default 1) multiplies each run's time limit: 2 on a CPU
 # with a quarter of the Xeon's matmul speed (an AVX2 EPYC: `SCALE=2 BUDGET_S=3000`).
@@ -66,4 +68,5 @@ run cpu_tiny_b8_1thread 240 --batch 8 --threads 1 "${BOTH[@]}" --warmup 1 --repe
 run cpu_tiny_b1 120 --batch 1 --threads 2 "${BOTH[@]}" --warmup 2 --repeats 9 --no-memory
 run cpu_tiny_b8_contended_2 330 --contended --batch 8 --threads 2 "${BOTH[@]}" --warmup 1 --repeats 5
 run cpu_tiny_b8_contended_3 330 --contended --batch 8 --threads 2 "${BOTH[@]}" --warmup 1 --repeats 5
+run cpu_tiny_b8_compile_train 480 --compile-train --batch 8 --threads 2 --precisions "$PRECISIONS" --warmup 1 --repeats 5
 echo "$(date -u +%FT%TZ) end, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -5,7 +5,8 @@ Times inference and a train step (cross-entropy, backward, SGD) in fp32 and unde
 alternating between the models (median after warm-up), measures the peak memory of a train step and
 the machine's matmul ceiling, and prints a markdown table (ratios against timm) and writes a JSON file.
 With ``--compile`` it times fp32 inference eager and through ``swinlite.optimize_for_inference`` (inductor
-freezing, the same call for every model), with compile times and a second process's warm-cache start.
+freezing, the same call for every model), with compile times and a second process's warm-cache start; with
+``--compile-train`` the train step through ``torch.compile`` (what ``train.compile: true`` runs), each precision.
 With ``--sizes`` it times swinlite and timm at several input sizes (batch 2, inference and train step, peak
 memory), the detection backbones at the largest size, and profiles inference there.
 With ``--contended`` it times swinlite and timm (CPU) quiet, while a second process keeps one core busy, and
@@ -17,6 +18,7 @@ Examples:
     python scripts/benchmark.py --size tiny --batch 8 --repeats 7 --json benchmarks/cpu_tiny_b8.json
     python scripts/benchmark.py --size v2_tiny --batch 8 --precisions fp32 --json benchmarks/cpu_v2_tiny_b8_fp32.json
     python scripts/benchmark.py --compile --models swinlite,timm --json benchmarks/cpu_tiny_b8_compile.json
+    python scripts/benchmark.py --compile-train --models swinlite,timm --json benchmarks/cpu_tiny_b8_compile_train.json
     python scripts/benchmark.py --contended --models swinlite,timm --precisions fp32 --json contended.json
     python scripts/benchmark.py --sizes --json benchmarks/cpu_sizes.json
     python scripts/benchmark.py --sizes 224,800x1333 --device cuda --json sizes_cuda.json
@@ -71,6 +73,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--compile", action="store_true", help="fp32 inference, eager and through swinlite.optimize_for_inference"
     )
+    p.add_argument(
+        "--compile-train",
+        action="store_true",
+        help="the train step through torch.compile (what train.compile: true runs), each of --precisions",
+    )
     p.add_argument("--no-warm-start", action="store_true", help="--compile: skip the second, warm-cache process")
     p.add_argument(
         "--contended",
@@ -114,7 +121,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--json", default="benchmarks/benchmark.json", help="output JSON path (default: benchmarks/benchmark.json)"
     )
     args = p.parse_args(argv)
-    runs = [name for name in ("compile", "sizes", "contended", "rel_pos_1d", "deploy") if getattr(args, name)]
+    runs = [n for n in ("compile", "compile_train", "sizes", "contended", "rel_pos_1d", "deploy") if getattr(args, n)]
     if len(runs) > 1:
         p.error(f"--{' and --'.join(r.replace('_', '-') for r in runs)} are separate runs; pass one of them")
     if args.threads is not None and args.threads < 1:
@@ -138,7 +145,12 @@ def main(argv: list[str] | None = None) -> None:
     """Runs under ``_cli.run``: a bad option value (a ValueError of the config builds) is the one-line error."""
     args = parse_args(argv)
     import torch
-    from swinbench.compiled import compile_table, run_compile_benchmark
+    from swinbench.compiled import (
+        compile_table,
+        compiled_train_table,
+        run_compile_benchmark,
+        run_compiled_train_benchmark,
+    )
     from swinbench.contended import run_contended
     from swinbench.rel_pos_1d import run_rel_pos_1d
     from swinbench.report import markdown_table, rel_pos_1d_table, write_json
@@ -188,6 +200,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.compile:
             result = run_compile_benchmark(cfg, log=_log, warm_start=not args.no_warm_start)
             table = compile_table(result)
+        elif args.compile_train:
+            result = run_compiled_train_benchmark(cfg, log=_log)
+            table = compiled_train_table(result)
         elif args.contended:
             result = run_contended(cfg, log=_log)
             table = markdown_table(result)

@@ -1,4 +1,5 @@
-"""Deployment benchmark behind ``scripts/benchmark.py --compile``: eager against optimised inference, fp32.
+"""The compiled benchmarks: ``scripts/benchmark.py --compile``, eager against optimised inference (fp32), and
+``--compile-train``, the train step through ``torch.compile`` (:func:`run_compiled_train_benchmark`).
 
 Every requested model is timed eager and as compiled by :func:`swinlite.optimize_for_inference` (inductor
 freezing; the same call for timm and torchvision, it does not depend on the model), interleaved as in
@@ -27,6 +28,7 @@ from .swin import (
     BenchConfig,
     Row,
     _synced,
+    add_peak_memory,
     add_ratios,
     build_models,
     finish_run,
@@ -128,6 +130,51 @@ def compile_table(result: dict[str, Any]) -> str:
             f"max |difference| from eager {info['max_difference_from_eager']:.1e}."
         )
     return "\n".join(lines)
+
+
+def run_compiled_train_benchmark(
+    cfg: BenchConfig,
+    log: Callable[[str], None] = print,
+    compile_model: Callable[[torch.nn.Module], torch.nn.Module] = torch.compile,
+) -> dict[str, Any]:
+    """Time the train step (cross-entropy, backward, SGD) of each model through ``torch.compile`` in inductor's default
+    mode, what the run engine's ``train.compile: true`` does, in each of ``cfg.precisions``; return a JSON-ready result.
+
+    Args:
+        cfg: what to run; ``tasks`` and ``profile`` are not read (the train step only).
+        log: progress messages.
+        compile_model: the compiler, ``torch.compile`` (the tests pass the identity).
+
+    Returns:
+        dict as :func:`swinbench.swin.run_benchmark` (``rows`` of task "train"), plus ``compile`` = {"model
+        precision": seconds of the first step, compilation included}.
+    """
+    models, x, result = start_run(cfg, ("train",))
+    compiled = {name: compile_model(model) for name, model in models.items()}
+    result["matmul_gflops"], result["compile"] = {}, {}
+    rows: list[Row] = []
+    for precision in cfg.precisions:
+        steps = {name: _synced(make_step(m, x, "train", precision), cfg.device) for name, m in compiled.items()}
+        for name, step in steps.items():
+            log(f"compiling the {precision} train step of {name}")
+            start = time.perf_counter()
+            step()
+            result["compile"][f"{name} {precision}"] = time.perf_counter() - start
+        log(f"timing the compiled train step, {precision}: {', '.join(steps)}")
+        precision_rows = time_rows(steps, cfg.batch, "train", precision, cfg, result)
+        if cfg.memory:
+            add_peak_memory(precision_rows, steps, cfg.device)
+        rows += precision_rows
+    add_ratios(rows)
+    result["rows"] = [asdict(r) for r in rows]
+    finish_run(result)
+    return result
+
+
+def compiled_train_table(result: dict[str, Any]) -> str:
+    """The result of :func:`run_compiled_train_benchmark` as markdown: the timing table, then the compile times."""
+    times = ", ".join(f"{key} {seconds:.0f} s" for key, seconds in result["compile"].items())
+    return f"{markdown_table(result)}\n\nFirst step through torch.compile (compilation included): {times}."
 
 
 def frozen_compiled_step(

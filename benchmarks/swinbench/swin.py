@@ -294,12 +294,17 @@ def _measure(
     steps = {name: _synced(make_step(model, x, task, precision), cfg.device) for name, model in models.items()}
     rows = time_rows(steps, x.shape[0], task, precision, cfg, result)
     if task == "train" and cfg.memory:
-        for row, step in zip(rows, steps.values(), strict=True):
-            row.peak_mb = peak_memory_bytes(step, cfg.device) / 2**20
+        add_peak_memory(rows, steps, cfg.device)
     if cfg.profile:
         for name, step in steps.items():
             result.setdefault("profile", {})[f"{task} {precision} {name}"] = step_profile(step, x.is_cuda)
     return rows
+
+
+def add_peak_memory(rows: list[Row], steps: dict[str, Callable[[], object]], device: str) -> None:
+    """Fill each row's ``peak_mb`` with one call of its step (:func:`peak_memory_bytes`)."""
+    for row, step in zip(rows, steps.values(), strict=True):
+        row.peak_mb = peak_memory_bytes(step, device) / 2**20
 
 
 def time_rows(

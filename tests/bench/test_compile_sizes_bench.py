@@ -1,8 +1,14 @@
-"""--compile and --sizes plumbing on tiny inputs: rows, ratios, tables, CLI parsing (no timing asserted).
+"""--compile, --compile-train and --sizes plumbing on tiny inputs: rows, ratios, tables, CLI parsing (no timing
+asserted).
 
-The compilation itself is pinned by tests/test_optimize.py; here optimize_for_inference is replaced by the
-eager model, so these runs take seconds.
+The compilation itself is pinned by tests/test_optimize.py (and torch.compile's train step by
+tests/models/test_compile_graph.py); here optimize_for_inference and torch.compile are replaced by the eager model,
+so these runs take seconds.
 """
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -34,6 +40,33 @@ def test_compile_run_has_eager_and_optimized_rows(monkeypatch):
     table = compiled.compile_table(result)
     assert table.count("\n| inference | fp32 |") == 4 and "- timm+optimized: optimize_for_inference took" in table
     assert table.count("serving: eager (the faster)") == 2
+
+
+def test_compiled_train_run_times_the_compiled_models(monkeypatch):
+    compiled_models = []
+
+    def fake_compile(model):
+        compiled_models.append(type(model).__name__)
+        return model
+
+    cfg = BenchConfig(batch=1, img_size=64, models=("swinlite", "timm"), precisions=("fp32",), warmup=0, repeats=1)
+    result = compiled.run_compiled_train_benchmark(cfg, log=lambda _: None, compile_model=fake_compile)
+    assert compiled_models == ["SwinTransformer", "SwinTransformer"]
+    assert [(r["task"], r["precision"], r["model"]) for r in result["rows"]] == [
+        ("train", "fp32", "swinlite"),
+        ("train", "fp32", "timm"),
+    ]
+    rows = {r["model"]: r for r in result["rows"]}
+    assert rows["timm"]["speed_vs_timm"] == 1.0 and rows["swinlite"]["peak_mb"] > 0
+    assert set(result["compile"]) == {"swinlite fp32", "timm fp32"}
+    table = compiled.compiled_train_table(result)
+    assert table.count("\n| train | fp32 |") == 2 and "First step through torch.compile" in table
+
+
+def test_benchmark_refuses_two_runs_at_once():
+    script = Path(__file__).resolve().parents[2] / "scripts" / "benchmark.py"
+    done = subprocess.run([sys.executable, script, "--compile", "--compile-train"], capture_output=True, text=True)
+    assert done.returncode == 2 and "--compile and --compile-train are separate runs" in done.stderr
 
 
 def test_sizes_run_covers_every_task_and_backbone():

@@ -15,6 +15,8 @@
 #   cuda_tiny_b64_compile  optimize_for_inference (inductor freezing, CUDA graphs) against timm compiled the same way
 #   cuda_v2_tiny_b1        Swin-V2-T at batch 1, profiled as cuda_tiny_b1 (the V2 bias table and merged q, k, v bias
 #                          kept between inference calls: fewer launches)
+#   cuda_tiny_b64_compile_train  the train step through torch.compile (train.compile: true), batch 64, fp32 and
+#                          bf16, against timm compiled the same way; last: past the default budget, run it by name
 # The first call of each attention shape times the candidate kernels, compiling FlexAttention's and Triton's
 # (swinlite/fast/measured.py): most of a part's time. Each part runs under its own limit, cut to what is left of
 # BUDGET_S; a part with less than a minute left is skipped (skipped.txt), one that fails or runs out of time is named
@@ -29,6 +31,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PARTS="cuda_checks cuda_tiny_b64 cuda_tiny_b1 cuda_variants cuda_sizes cuda_tiny_b64_compile cuda_v2_tiny_b1"
+PARTS+=" cuda_tiny_b64_compile_train"
 for name in "$@"; do
     [[ " $PARTS " == *" $name "* ]] || { echo "gpu_run.sh: no part named '$name'; the parts: $PARTS" >&2; exit 2; }
 done
@@ -95,4 +98,5 @@ run cuda_variants 120 benchmarks/cuda_variants_check.py --batches 1,64
 run cuda_sizes 90 --sizes 224,800x1344 --batch 2 --warmup 2 --repeats 7
 run cuda_tiny_b64_compile 210 --compile --no-warm-start --models swinlite,timm --batch 64 --warmup 3 --repeats 11
 run cuda_v2_tiny_b1 90 --size v2_tiny --batch 1 --models swinlite,timm --warmup 3 --repeats 11 --profile
+run cuda_tiny_b64_compile_train 300 --compile-train --models swinlite,timm --batch 64 --warmup 3 --repeats 11
 pack  # skipped.txt too

@@ -1,7 +1,7 @@
 """The compiled benchmarks: ``scripts/benchmark.py --compile``, eager against optimised inference (fp32), and
 ``--compile-train``, the train step through ``torch.compile`` (:func:`run_compiled_train_benchmark`).
 
-Every requested model is timed eager and as compiled by :func:`swinlite.optimize_for_inference` (inductor
+``--compile``: every requested model is timed eager and as compiled by :func:`swinlite.optimize_for_inference` (inductor
 freezing; the same call for timm and torchvision, it does not depend on the model), interleaved as in
 :mod:`swinbench.swin`. Per optimised model the result holds the time ``optimize_for_inference`` took
 (compilation, the first call, and timing the compiled graph against eager), which of the two serves, the largest

@@ -42,7 +42,7 @@ def test_compile_run_has_eager_and_optimized_rows(monkeypatch):
     assert table.count("serving: eager (the faster)") == 2
 
 
-def test_compiled_train_run_times_the_compiled_models(monkeypatch):
+def test_compiled_train_run_times_the_compiled_models():
     compiled_models = []
 
     def fake_compile(model):

@@ -1,13 +1,13 @@
 """The compiled benchmarks: ``scripts/benchmark.py --compile``, eager against optimised inference (fp32), and
 ``--compile-train``, the train step through ``torch.compile`` (:func:`run_compiled_train_benchmark`).
 
-``--compile``: every requested model is timed eager and as compiled by :func:`swinlite.optimize_for_inference` (inductor
-freezing; the same call for timm and torchvision, it does not depend on the model), interleaved as in
+``--compile``: every requested model is timed eager and as compiled by :func:`swinlite.optimize_for_inference`
+(inductor freezing; the same call for timm and torchvision, it does not depend on the model), interleaved as in
 :mod:`swinbench.swin`. Per optimised model the result holds the time ``optimize_for_inference`` took
 (compilation, the first call, and timing the compiled graph against eager), which of the two serves, the largest
-|difference| from the model's eager output, and the start of a
-second process with the compile cache warm: a freshly spawned interpreter builds the same model and calls
-``optimize_for_inference`` again, so only inductor's on-disk caches carry over.
+|difference| from the model's eager output, and the start of a second process with the compile cache warm: a
+freshly spawned interpreter builds the same model and calls ``optimize_for_inference`` again, so only inductor's
+on-disk caches carry over.
 """
 
 from __future__ import annotations

@@ -2,12 +2,14 @@
 the fast linears and the MLP's fc2 against nn.Linear and timm's Mlp, the conversions counted in the profile."""
 
 import contextlib
+import copy
 
 import pytest
 import timm
 import torch
 from pico import PICO
 from timm.layers import Mlp
+from timm.utils import ModelEmaV3
 from torch.profiler import ProfilerActivity, profile
 
 from swinlite.fast import accelerate
@@ -40,6 +42,26 @@ def test_inference_under_autocast_converts_the_weights_once(kind):
             p.mul_(-1)
     with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
         torch.testing.assert_close(ours(x), ref(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
+def test_an_ema_update_between_validations_is_seen(name):
+    """The run engine validates timm's ModelEmaV3 copy under autocast after updating it in place: the kept copies
+    in autocast's dtype (and V2's kept tables) must follow the update, giving what a fresh copy of the EMA model
+    (nothing kept yet) gives."""
+    torch.manual_seed(0)
+    model = timm.create_model(name).eval()
+    ema = ModelEmaV3(model, decay=0.5)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        before = ema.module(x)  # keeps the copies of the EMA weights
+        for p in model.parameters():
+            p.mul_(-1)
+    ema.update(model)
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        after, fresh = ema.module(x), copy.deepcopy(ema.module)(x)
+    assert not torch.equal(after, before)
+    torch.testing.assert_close(after, fresh, rtol=0, atol=0)
 
 
 def test_with_autograd_the_weights_get_their_gradients_in_fp32():

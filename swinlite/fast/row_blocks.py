@@ -171,7 +171,7 @@ def autocast_weights(
         return weight, bias
     if not autocast_applies(x) or not keeps_values(x.device):
         return weight, bias
-    dtype = compute_dtype(x)
+    dtype = torch.get_autocast_dtype(x.device.type)  # autocast applies (checked above)
     # a module's parameters only: a tensor made per call would be a new key every call
     weight, bias = (_cast(t, dtype) if isinstance(t, torch.nn.Parameter) else t for t in (weight, bias))
     return weight, bias

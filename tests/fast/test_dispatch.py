@@ -18,7 +18,7 @@ def recomputed_kernel_cpu(monkeypatch):
     the AVX-512 Xeon measured) and bf16 inference the explicit softmax (no AMX); the AVX2 row and the AMX one have
     their own tests."""
     monkeypatch.setattr(dispatch, "RECOMPUTED_ON_THIS_CPU", True)
-    monkeypatch.setattr(dispatch, "CPU_FLASH_DTYPES", (F32,))
+    monkeypatch.setattr(dispatch, "CPU_FLASH_DTYPES", dispatch.cpu_flash_dtypes(amx=False))
 
 
 @pytest.mark.parametrize(

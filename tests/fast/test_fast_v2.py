@@ -159,7 +159,7 @@ def test_inference_keeps_the_merged_qkv_bias_between_calls(monkeypatch, rows, au
     test_row_blocks_equal_the_reference_block bounds them)."""
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)
     monkeypatch.setattr(blocks, "ONEDNN_BF16", False)
-    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", (torch.float32,))
+    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", blocks.cpu_flash_dtypes(amx=False))
     if not rows:
         monkeypatch.setattr(blocks, "row_blocks_for", lambda *args, **kwargs: None)
     fast, reference = block_pair(shift=True, mask_padding=True)

@@ -144,7 +144,7 @@ def test_autocast_weight_copies_are_kept_while_the_weights_are_unchanged(monkeyp
 
 
 def test_only_cpu_inference_takes_row_blocks(monkeypatch):
-    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", (torch.float32,))  # bf16: the explicit softmax (no AMX)
+    monkeypatch.setattr(blocks, "CPU_FLASH_DTYPES", blocks.cpu_flash_dtypes(amx=False))  # bf16: the explicit softmax
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
     monkeypatch.setattr(blocks, "ONEDNN_BF16", False)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         EVALUATION_FILES,
         check_scorable,
         coco_ap,
-        ignore_empty_boxes,
+        scoring_ground_truth,
         unmasked_objects,
     )
     from swinlite.detection.predictor import load_detector
@@ -71,14 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     model, categories, meta = load_detector(args.checkpoint, device)
     transform = model.transform  # the images it cannot resize are left out, with a warning naming them
     split = without_thin_images(load_split(ann_file, image_dir), transform.min_size[-1], transform.max_size)
-    ignored = ignore_empty_boxes(split.coco)
-    if ignored:
-        print(f"warning: {len(ignored)} objects with an empty box are ignored (ids {ignored[:10]})", file=sys.stderr)
     dataset = CocoDetection(split, categories, build_eval_transform(), evaluation=True)  # checks the categories
     check_scorable(dataset, args.split)
+    truth = scoring_ground_truth(dataset)  # the boxes clipped to their images, as training sees them
     iou_types = ["bbox"]
     if meta["detector"].get("detector") == "maskrcnn":
-        unmasked = unmasked_objects(split.coco, split.image_ids)
+        unmasked = unmasked_objects(truth, split.image_ids)
         if unmasked:
             print(f"note: box AP only: {len(unmasked)} objects have no segmentation (ids {unmasked[:10]})",
                   file=sys.stderr)  # fmt: skip
@@ -90,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     scan = [(split.image_path(i), reason) for i, reason in split.skipped]
     report = {"checkpoint": str(args.checkpoint), "images": len(image_ids)} | left_out_report(scan, left_out)
     for iou_type in iou_types:
-        ap = coco_ap(split.coco, results, image_ids, iou_type)
+        ap = coco_ap(truth, results, image_ids, iou_type)
         print(f"{iou_type} ({len(image_ids)} images):\n{ap.summary}")
         report[iou_type] = ap.ap
     atomic_write_bytes(out / "eval.json", json_bytes(report, indent=1))  # COCO's NaN "no object of that size": null

@@ -183,6 +183,16 @@ def check_categories(categories: Categories, split: CocoSplit) -> None:
         )
 
 
+def clip_box(bbox: list[float], width: int, height: int) -> list[float] | None:
+    """A COCO box (x, y, w, h) as xyxy clipped to its ``width`` x ``height`` image; None when no area is left.
+
+    The one rule for what training learns and evaluation scores (:func:`~.evaluation.clip_ground_truth`).
+    """
+    x, y, w, h = bbox
+    box = np.clip([x, y, x + w, y + h], 0, [width, height, width, height])
+    return None if box[2] <= box[0] or box[3] <= box[1] else box.tolist()
+
+
 def _clean_annotations(split: CocoSplit, image_id: int) -> tuple[list[dict], list]:
     """Training objects of one image with boxes as xyxy clipped to the image; what was dropped or clipped."""
     info = split.coco.imgs[image_id]
@@ -192,15 +202,15 @@ def _clean_annotations(split: CocoSplit, image_id: int) -> tuple[list[dict], lis
         if ann["iscrowd"]:
             continue
         x, y, w, h = ann["bbox"]
-        box = np.clip([x, y, x + w, y + h], 0, [width, height, width, height])
-        if box[2] <= box[0] or box[3] <= box[1]:
+        box = clip_box(ann["bbox"], width, height)
+        if box is None:
             problems.append((ann["id"], f"empty box {ann['bbox']} in image {image_id} of {width}x{height} (skipped)"))
         else:
             if (x < -1 or y < -1 or x + w > width + 1 or y + h > height + 1) and w > 0 and h > 0:
                 problems.append(
                     (ann["id"], f"box {ann['bbox']} outside image {image_id} of {width}x{height} (clipped)")
                 )
-            kept.append(dict(ann, box=box.tolist()))
+            kept.append(dict(ann, box=box))
     return kept, problems
 
 

@@ -43,18 +43,31 @@ def to_coco_results(
     return results
 
 
-def ignore_empty_boxes(coco_gt: COCO) -> list[int]:
-    """Mark ground-truth objects with a zero-area box as ``iscrowd`` so that COCOeval ignores them.
+def scoring_ground_truth(dataset: CocoDetection) -> COCO:
+    """The ground truth COCOeval scores ``dataset``'s images against: the objects the detector trains on (each box
+    clipped to its image, objects with no box area inside it left out, as :class:`~.data.CocoDetection` keeps them,
+    with a warning) and the split's ``iscrowd`` regions as they are (detections on them count neither way).
 
-    No detection can overlap an empty box, so COCOeval would count each as a miss whatever the detector does
-    (training drops them, with a warning). Returns the annotation ids marked.
+    The file's own boxes would count an object outside its image as a miss whatever the detector does, and a box
+    reaching outside it as unmatched by a detection of its visible part.
     """
-    marked = []
-    for ann in coco_gt.anns.values():
-        if not ann.get("iscrowd", 0) and (ann["bbox"][2] <= 0 or ann["bbox"][3] <= 0):
-            ann["iscrowd"] = 1
-            marked.append(ann["id"])
-    return marked
+    split = dataset.split
+    objects = [
+        {k: v for k, v in obj.items() if k != "box"} | {"bbox": [x0, y0, x1 - x0, y1 - y0]}
+        for image_objects in dataset.objects
+        for obj in image_objects
+        for x0, y0, x1, y1 in [obj["box"]]
+    ]
+    crowds = [ann for i in split.image_ids for ann in split.coco.imgToAnns.get(i, []) if ann["iscrowd"]]
+    coco = COCO()
+    coco.dataset = {
+        "images": [split.coco.imgs[i] for i in split.image_ids],
+        "categories": list(split.coco.cats.values()),
+        "annotations": objects + crowds,
+    }
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
+        coco.createIndex()
+    return coco
 
 
 def check_scorable(dataset: CocoDetection, split: str) -> None:
@@ -86,8 +99,8 @@ def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: 
     """Evaluate ``results`` against ``coco_gt`` on ``image_ids`` as COCO does.
 
     Args:
-        coco_gt: the ground truth, as read (``iscrowd`` objects included: COCOeval lets detections match them
-            without counting them as misses).
+        coco_gt: the ground truth, :func:`scoring_ground_truth` (``iscrowd`` objects included: COCOeval lets
+            detections match them without counting them as misses).
         results: COCO result dicts (``to_coco_results``), left as they are: pycocotools' ``loadRes`` adds fields to
             the dicts it gets, so it gets copies; for "segm" without their ``bbox``, whose area pycocotools would
             take for the detection's (a mask's is smaller: AP by object size would count a detection as larger

@@ -4,11 +4,11 @@ own losses, COCO box (and mask) mAP; ``val_map`` picks the best weights."""
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
+from pycocotools.coco import COCO
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -30,7 +30,7 @@ from .data import (
     without_thin_images,
 )
 from .demo_data import build_digit_scenes
-from .evaluation import EVALUATION_FILES, check_scorable, coco_ap, ignore_empty_boxes, to_coco_results
+from .evaluation import EVALUATION_FILES, check_scorable, coco_ap, scoring_ground_truth, to_coco_results
 from .models import build_detector
 from .transforms import build_eval_transform, build_train_transform, smallest_train_resize
 
@@ -80,6 +80,7 @@ class DetectionTask(Task):
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         self.val_split: CocoSplit | None = None
+        self.val_truth: COCO | None = None  # what evaluation scores against (scoring_ground_truth)
         self.categories: Categories | None = None
 
     @classmethod
@@ -121,12 +122,6 @@ class DetectionTask(Task):
         # images too thin for the train transform's smallest resize, or for the detector's in evaluation, left out
         train_split = without_thin_images(train_split, *smallest_train_resize(cfg.data))
         val_split = without_thin_images(val_split, cfg.data.test_size, cfg.data.max_size)
-        ignored = ignore_empty_boxes(val_split.coco)
-        if ignored:
-            warnings.warn(
-                f"val: {len(ignored)} objects with an empty box are ignored in evaluation: ids {ignored[:10]}",
-                stacklevel=2,
-            )
         categories = categories_of(train_split)
         unknown = sorted(set(val_split.coco.cats) - set(categories.ids))
         if unknown:
@@ -142,6 +137,7 @@ class DetectionTask(Task):
         if not any(train_ds.objects):
             raise ValueError(f"the training annotations ({split_paths(cfg.data, 'train')[0]}) hold no usable object")
         check_scorable(val_ds, "val")
+        self.val_truth = scoring_ground_truth(val_ds)
         self.ctx.log(f"data: {len(train_ds)} train / {len(self.val_split.image_ids)} val images, "
                      f"{len(self.categories.ids)} classes: {', '.join(self.categories.names)}")  # fmt: skip
         return train_ds, val_ds
@@ -165,7 +161,7 @@ class DetectionTask(Task):
     def evaluate(self, model: nn.Module, loader: DataLoader) -> dict[str, float]:
         """COCO AP of ``model`` on the val split (``val_map``, ..., plus ``val_mask_*`` for masks)."""
         results, left_out = predict(model, loader, self.categories, self.ctx.settings, self.ctx.dist)
-        coco, ids = self.val_split.coco, scored_ids(self.val_split, left_out)
+        coco, ids = self.val_truth, scored_ids(self.val_split, left_out)
         with SharedWarnings(self.ctx.dist) as shared:  # every process scores all processes' results alike
             row = {f"val_{k}": v for k, v in coco_ap(coco, results, ids).ap.items()}
             if self.cfg.model.detector == "maskrcnn":

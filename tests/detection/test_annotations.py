@@ -155,7 +155,7 @@ MEMORY_PROBE = """
 import resource, sys, warnings
 from pathlib import Path
 from swinlite.detection.data import CocoDetection, categories_of, load_split
-from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes
+from swinlite.detection.evaluation import coco_ap, scoring_ground_truth
 
 size = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
 resource.setrlimit(resource.RLIMIT_AS, (size + 2**31, size + 2**31))  # 2 GiB more than the imports took
@@ -165,10 +165,10 @@ with warnings.catch_warnings(record=True) as caught:
     split = load_split(root / "annotations" / "instances_val2017.json", root / "val2017")
     dataset = CocoDetection(split, categories_of(split), masks=True)
     objects = sum(len(dataset[i][1]["masks"]) for i in range(4))
-    ignore_empty_boxes(split.coco)
+    truth = scoring_ground_truth(dataset)
     results = [{"image_id": a["image_id"], "category_id": a["category_id"], "bbox": a["bbox"], "score": 1.0,
-                "segmentation": split.coco.annToRLE(a)} for a in split.coco.anns.values() if not a["iscrowd"]]
-    ap = coco_ap(split.coco, results, split.image_ids, "segm")
+                "segmentation": truth.annToRLE(a)} for a in truth.anns.values() if not a["iscrowd"]]
+    ap = coco_ap(truth, results, split.image_ids, "segm")
 print(objects, round(ap.ap["map50"]), *[str(w.message) for w in caught if "dropped (annotation" in str(w.message)])
 """
 

@@ -2,6 +2,7 @@
 
 import contextlib
 import copy
+import dataclasses
 import io
 import math
 from pathlib import Path
@@ -12,16 +13,18 @@ import torch
 from detkit import edit_coco
 
 from swinlite.detection.config import DetDataConfig
-from swinlite.detection.data import Categories, load_split, split_paths
-from swinlite.detection.evaluation import coco_ap, ignore_empty_boxes, to_coco_results, unmasked_objects
+from swinlite.detection.data import Categories, CocoDetection, CocoSplit, categories_of, load_split, split_paths
+from swinlite.detection.evaluation import coco_ap, scoring_ground_truth, to_coco_results, unmasked_objects
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
 
 
-def _gt(coco: Path):
+def _gt(coco: Path) -> CocoSplit:
+    """The val split with the ground truth evaluation scores against in place of the file's."""
     split = load_split(*split_paths(DetDataConfig(data_dir=str(coco)), "val"))
-    assert ignore_empty_boxes(split.coco) == [7]  # no detection can match it: ignored, not a certain miss
-    return split
+    truth = scoring_ground_truth(CocoDetection(split, categories_of(split), evaluation=True))
+    assert 7 not in truth.anns  # its empty box: no detection can match it, left out rather than a certain miss
+    return dataclasses.replace(split, coco=truth)
 
 
 def _predictions(split, shift: float) -> list[dict]:
@@ -43,6 +46,28 @@ def test_perfect_predictions_score_100_and_shifted_ones_less(coco: Path):
     shifted = coco_ap(split.coco, _predictions(split, 3.0), split.image_ids).ap
     assert 0 < shifted["map"] < 90 and shifted["map75"] < shifted["map50"]
     assert coco_ap(split.coco, [], split.image_ids).ap["map"] == 0.0
+
+
+def test_a_detector_of_what_training_sees_scores_100_whatever_boxes_reach_outside_the_image(coco: Path):
+    """The file's boxes were scored as written: an object wholly outside its image was a miss whatever the detector
+    did, one reaching outside (annotation 6) unmatched by a detection of its visible part at IoU above 0.6; and one
+    ignored object without a mask (7, an empty box) stopped the mask AP of the whole split."""
+    outside = {"id": 8, "image_id": 4, "category_id": 3, "bbox": [60.0, 50.0, 10.0, 10.0], "area": 100.0,
+               "segmentation": [[60.0, 50.0, 70.0, 50.0, 70.0, 60.0]], "iscrowd": 0}  # fmt: skip
+    edit_coco(coco, "val", lambda d: [d["annotations"].append(outside), d["annotations"][6].pop("segmentation")])
+    split = load_split(*split_paths(DetDataConfig(data_dir=str(coco)), "val"))
+    dataset = CocoDetection(split, categories_of(split), evaluation=True)
+    found = [
+        {"image_id": image_id, "category_id": obj["category_id"], "bbox": [x0, y0, x1 - x0, y1 - y0], "score": 1.0}
+        for image_id, objects in zip(split.image_ids, dataset.objects, strict=True)
+        for obj in objects
+        for x0, y0, x1, y1 in [obj["box"]]
+    ]  # the training targets, detected exactly
+    truth = scoring_ground_truth(dataset)
+    assert truth.anns[6]["bbox"] == [36.0, 6.0, 12.0, 24.0] and not {7, 8} & set(truth.anns)
+    assert coco_ap(truth, found, split.image_ids).ap["map"] == pytest.approx(100.0)
+    assert coco_ap(split.coco, found, split.image_ids).ap["map"] < 90  # the file as written
+    assert unmasked_objects(truth, split.image_ids) == []
 
 
 @pytest.mark.parametrize("iou_type", ["bbox", "segm"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ..models.swin import exporting
@@ -22,6 +23,8 @@ class Kept:
     """Values computed from tensors, each kept for its owner while those tensors are unchanged (same version counter
     and storage: an optimizer step, ``load_state_dict``, timm's EMA update or ``.to()`` makes it again) and the
     caller's ``extra`` (a dtype, a layout) is the same; one value per owner, held no longer than the owner lives.
+    The storage is known by a weak reference, not its address: ``model.half().float()`` gives each weight a new
+    storage under the same version counter, often where the allocator freed the old one.
 
     Not seen: a change made in place through ``.data`` (``p.data.copy_(w)``), which PyTorch does not count in the
     parameter's version; change weights through the parameter under ``torch.no_grad()`` (or ``load_state_dict``).
@@ -41,14 +44,16 @@ class Kept:
         if any(t.is_inference() for t in tensors):  # made in inference mode: no version counter, so computed per call
             return compute()
         key = (extra, *((t._version, t.data_ptr()) for t in tensors))
-        entry = self._entries.get(owner)
-        if entry is None or entry[0] != key:
-            # a plain tensor without an autograd graph, usable in and out of inference mode (inference_mode(False)
-            # alone turns gradients back on)
+        entry = self._entries.get(owner)  # (key, the storages' weak references, value)
+        if entry is None or entry[0] != key or any(ref.expired() for ref in entry[1]):
+            # a live storage holds its address, so an unexpired one at the same address is the same storage; a plain
+            # tensor without an autograd graph, usable in and out of inference mode (inference_mode(False) alone
+            # turns gradients back on)
+            storages = [StorageWeakRef(t.untyped_storage()) for t in tensors]
             with torch.inference_mode(False), torch.no_grad():
-                entry = (key, compute())
+                entry = (key, storages, compute())
             self._entries[owner] = entry
-        return entry[1]
+        return entry[2]
 
 
 def keeps_values(device: torch.device) -> bool:

@@ -10,7 +10,8 @@ image reads the same and an output is checked the same with or without torch.
 - :func:`load_rgb` decodes it as 8-bit RGB, upright (EXIF orientation), with high-bit-depth and float
   pixels scaled, not clipped (see its docstring for the rules);
 - :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
-  names left out, linked folders followed once, never in a loop nor into another folder the caller lists);
+  names left out, linked folders followed once, never in a loop nor into another folder the caller lists),
+  each file once however many of the paths given reach it;
 - :func:`decoded` and :func:`header_sizes`: each image of a list decoded (or its size read), those that fail named
   for the scripts to skip;
 - :func:`label_image`: a segmentation label map as a palette (or 16-bit) PNG image;
@@ -196,24 +197,32 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
     A file named explicitly is kept whatever its extension: the reader says so if it does not decode.
 
+    Each file is listed once, by the first path that reaches it (in the order of ``paths``, each folder's files
+    sorted): inputs that overlap (a folder and its subfolder, a folder and a file in it, a folder given twice or
+    through a link) gave their common files twice before, so the scripts wrote two predictions, drawings or label
+    maps of one image. A file is one real path (:func:`os.path.realpath`): a symbolic link is an alias of its
+    target, as :func:`list_files` treats a linked folder; hard links are separate files, as no name of them is
+    the original (``cp -l`` and backup tools make them for copies users see as separate).
+
     Raises:
         ValueError: a path that does not exist, or a folder without image files.
     """
     paths = [Path(p) for p in paths]
     folders = [p for p in paths if p.is_dir()]
-    found: list[Path] = []
+    found: dict[str, Path] = {}  # real path -> the path that reached it first
     for path in paths:
         if path.is_dir():
             others = [f for f in folders if f != path]
-            images = [p for p in list_files(path, others) if is_image_file(p)]
-            if not images:
+            listed = [p for p in list_files(path, others) if is_image_file(p)]
+            if not listed:
                 raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) under {str(path)!r}")
-            found += images
         elif path.is_file():
-            found.append(path)
+            listed = [path]
         else:
             raise ValueError(f"{str(path)!r} does not exist (expected an image file or a folder of images)")
-    return found
+        for image in listed:
+            found.setdefault(os.path.realpath(image), image)
+    return list(found.values())
 
 
 def printable_path(path: str | os.PathLike) -> str:

@@ -132,3 +132,22 @@ def test_a_link_into_another_folder_the_caller_lists_is_skipped_and_named(tmp_pa
         tmp_path / "a" / "again" / "4.png",
         tmp_path / "a" / "to_b" / "3.png",
     ]  # fmt: skip  (nothing listed apart)
+
+
+def test_overlapping_inputs_list_each_image_once_by_the_path_that_reached_it_first(tmp_path: Path):
+    """A folder and its subfolder, a folder and a file in it, a folder with a trailing slash or through a link, or a
+    linked file: the files they share were listed once per path, so the scripts wrote 9 drawings of 4 images."""
+    for rel in ["nest/a.png", "nest/sub/b.png", "nest/sub/c.png", "nest/z.png"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    nest, sub = tmp_path / "nest", tmp_path / "nest" / "sub"
+    os.symlink(nest, tmp_path / "alias")  # the whole folder again, under another name
+    os.symlink(nest / "a.png", tmp_path / "a_link.png")  # one file again, under another name
+    os.link(nest / "z.png", tmp_path / "hard.png")  # a hard link: a file of its own
+    whole = [nest / "a.png", sub / "b.png", sub / "c.png", nest / "z.png"]
+    assert list_images([nest, sub]) == whole
+    assert list_images([nest, nest / "a.png", f"{nest}/", tmp_path / "alias", tmp_path / "a_link.png"]) == whole
+    assert list_images([sub, nest]) == [sub / "b.png", sub / "c.png", nest / "a.png", nest / "z.png"]  # given order
+    assert list_images([tmp_path / "a_link.png", nest]) == [tmp_path / "a_link.png", *whole[1:]]
+    assert list_images([nest, tmp_path / "hard.png"]) == [*whole, tmp_path / "hard.png"]
+    assert list_images([sub / "c.png", sub / "c.png"]) == [sub / "c.png"]

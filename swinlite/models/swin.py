@@ -1213,7 +1213,8 @@ class SwinTransformer(nn.Module):
         patch_size: patch embedding stride and kernel.
         in_chans: input image channels.
         num_classes: classifier outputs; 0 for no classifier.
-        global_pool: ``"avg"`` or ``""`` (no pooling), as timm's ClassifierHead.
+        global_pool: timm's ClassifierHead pooling: ``"avg"``, ``"max"``, ``"avgmax"``, ``"catavgmax"`` (twice the
+            width) or ``""`` (none).
         embed_dim: channels of stage 0; stage i has ``embed_dim * 2**i``.
         depths: blocks per stage.
         num_heads: attention heads per stage.
@@ -1315,7 +1316,7 @@ class SwinTransformer(nn.Module):
         self.output_fmt = "NHWC"
         self.patch_size: tuple[int, int] = patch
         self.window_size: tuple[int, int] = window
-        self.num_features = self.head_hidden_size = dims[-1]
+        self.num_features = dims[-1]
 
         self.patch_embed = PatchEmbed(
             img_size=img_size,
@@ -1364,6 +1365,7 @@ class SwinTransformer(nn.Module):
         self.head = ClassifierHead(
             self.num_features, num_classes, pool_type=global_pool, drop_rate=drop_rate, input_fmt="NHWC", **dd
         )
+        self.head_hidden_size = self.head.num_features  # the pooled width: 2 x num_features for "catavgmax"
         self.apply(_init_weights)
         self.frozen_stages = frozen_stages
         self._freeze()
@@ -1527,6 +1529,7 @@ class SwinTransformer(nn.Module):
             device=ref.device,
             dtype=ref.dtype,
         ).train(self.training)
+        self.head_hidden_size = self.head.num_features
 
     def forward_intermediates(
         self,
@@ -1586,7 +1589,7 @@ class SwinTransformer(nn.Module):
         if prune_norm or pruned_end:
             self.norm = nn.Identity()
         if pruned_end:
-            self.num_features = self.head_hidden_size = self.feature_info[max_index]["num_chs"]
+            self.num_features = self.feature_info[max_index]["num_chs"]
         if prune_head or pruned_end:
             self.reset_classifier(0, "")
         return take_indices

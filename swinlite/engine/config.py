@@ -3,8 +3,8 @@
 A task's config is a dataclass of section dataclasses (``swinlite.engine.sections.RunConfig`` and its
 subclasses). Its defaults are the recipe; a YAML file (``configs/*.yaml``) holds only the keys it changes, and
 the command line changes any key again, e.g. ``train.epochs=12``. Every value is converted to the field's
-declared type and checked against the field's allowed values (:func:`bounded`, :func:`choice`); an unknown key
-is a ValueError that names the closest valid key, or the key's new name when it was renamed. A mapping field
+declared type and checked against the field's allowed values (:func:`bounded`, :func:`choice`, :func:`checked`); an
+unknown key is a ValueError that names the closest valid key, or the key's new name when it was renamed. A mapping field
 (``model.kwargs``) takes a whole mapping (``model.kwargs={window_size: 12}``) or one entry
 (``model.kwargs.window_size=12``).
 """
@@ -16,6 +16,7 @@ import difflib
 import math
 import types
 import typing
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,20 @@ def choice(default: str | None, *choices: str) -> Any:
     return field(default=default, metadata={"choices": choices})
 
 
+def checked(default: Any, problem: Callable[[Any], str | None]) -> Any:
+    """A dataclass field whose value ``problem`` judges: it returns why the value cannot be used, which the error
+    gives after the key (``"'adamww' is not a timm optimizer; did you mean 'adamw'?"``), or None. For words whose
+    choices are another library's (timm's optimizers), too many to list in an error and known only at run time."""
+    return field(default=default, metadata={"problem": problem})
+
+
+def closest(word: str, options: Iterable[str], cutoff: float = 0.5) -> str | None:
+    """The option most like ``word`` (:func:`difflib.get_close_matches`), for an error's "did you mean"; None when
+    none is close enough."""
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
 def sections(cfg: Any) -> list[str]:
     return [s.name for s in dataclasses.fields(cfg)]
 
@@ -76,8 +91,8 @@ def _unknown_key(key: str, cfg: Any) -> ValueError:
     old = next((k for k in renamed if key == k or key.startswith(f"{k}.")), None)
     if old is not None:
         return ValueError(f"config key '{key}' is now '{renamed[old]}'")
-    close = difflib.get_close_matches(key, valid_keys(cfg), n=1, cutoff=0.5)
-    hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(valid_keys(cfg))}"
+    close = closest(key, valid_keys(cfg))
+    hint = f"; did you mean '{close}'?" if close else f"; valid keys: {', '.join(valid_keys(cfg))}"
     return ValueError(f"unknown config key '{key}'{hint}")
 
 
@@ -182,7 +197,8 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
 
 
 def check_values(cfg: Any) -> None:
-    """ValueError naming the first value outside its field's bounds or choices (see :func:`bounded`, :func:`choice`)."""
+    """ValueError naming the first value outside its field's bounds or choices, or one its field's check refuses (see
+    :func:`bounded`, :func:`choice`, :func:`checked`)."""
     for s in sections(cfg):
         section = getattr(cfg, s)
         for f in dataclasses.fields(section):
@@ -190,6 +206,9 @@ def check_values(cfg: Any) -> None:
             choices = f.metadata.get("choices")
             if choices is not None and value is not None and value not in choices:
                 raise ValueError(f"{key} must be one of {', '.join(choices)}, got {value!r}")
+            problem = f.metadata.get("problem")
+            if problem is not None and value is not None and (why := problem(value)) is not None:
+                raise ValueError(f"{key} {why}")
             bounds = f.metadata.get("bounds")
             values = value if isinstance(value, tuple) else (value,)
             if bounds is not None and not all(v is None or bounds.holds(v) for v in values):

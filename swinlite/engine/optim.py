@@ -14,7 +14,7 @@ from timm.scheduler import CosineLRScheduler, MultiStepLRScheduler, PolyLRSchedu
 from timm.scheduler.scheduler import Scheduler
 from torch import nn
 
-from .sections import OptimConfig, ScheduleConfig
+from .sections import OptimConfig, ScheduleConfig, optimizer_name
 
 
 def no_weight_decay_names(model: nn.Module) -> set[str]:
@@ -49,13 +49,12 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, global_batch: int) -> to
 
 
 def check_betas(cfg: OptimConfig) -> None:
-    """ValueError for ``optim.betas`` the optimizer does not take: none at all (SGD), or another count."""
+    """ValueError for ``optim.betas`` the optimizer does not take: none at all (SGD), or another count. The name is
+    known to be timm's (the config check, :func:`swinlite.engine.sections.optimizer_problem`); a ``lookahead_`` one
+    is judged by the optimizer it wraps."""
     if cfg.betas is None:
         return
-    try:
-        info = get_optimizer_info(cfg.opt)
-    except ValueError:
-        return  # an unknown optimizer name is timm's error when the optimizer is built
+    info = get_optimizer_info(optimizer_name(cfg.opt))
     if not info.has_betas:
         raise ValueError(f"optim.betas: optim.opt={cfg.opt} takes no betas; leave optim.betas unset")
     if len(cfg.betas) != info.num_betas:

@@ -11,9 +11,33 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..device import AUTOCAST_DTYPES
-from .config import bounded, choice
+from .config import bounded, checked, choice, closest
 
 SCHEDULES = ("cosine", "step", "poly")
+LOOKAHEAD = "lookahead_"  # the prefix by which timm wraps an optimizer in Lookahead (optim.opt=lookahead_adamw)
+
+
+def optimizer_name(opt: str) -> str:
+    """The name in timm's optimizer registry that ``optim.opt`` gives: lower-cased, without ``lookahead_``."""
+    return opt.lower().removeprefix(LOOKAHEAD)
+
+
+def optimizer_problem(opt: str) -> str | None:
+    """Why ``optim.opt`` names no timm optimizer, with the closest name that does; None when it names one.
+
+    Checked with the config, before any data is read: timm named an unknown one only when the optimizer was built,
+    after the data scan, without the key. The names are timm's registry's (``timm.optim.list_optimizers``), any
+    case, optionally prefixed ``lookahead_``. timm takes the last ``_``-separated word and drops the others, so
+    ``fused_adamw`` would train plain AdamW: any other prefix is refused here.
+    """
+    from timm.optim import list_optimizers  # here, not at import: the config machinery itself needs no timm
+
+    names = list_optimizers()
+    if optimizer_name(opt) in names:
+        return None
+    close = closest(opt.lower(), [*names, *(LOOKAHEAD + n for n in names)])
+    hint = f"did you mean '{close}'?" if close else "timm.optim.list_optimizers() names them (adamw, sgd, lamb, ...)"
+    return f"{opt!r} is not a timm optimizer; {hint}"
 
 
 @dataclass
@@ -40,7 +64,7 @@ class DataConfig:
 
 @dataclass
 class OptimConfig:
-    opt: str = "adamw"  # any timm optimizer name
+    opt: str = checked("adamw", optimizer_problem)  # any timm optimizer name (lookahead_ prefix: wrapped in Lookahead)
     lr: float = bounded(1e-3, ge=0)
     lr_base_batch: int | None = bounded(None, ge=1)  # lr is given per this many images (global); None: no scaling
     weight_decay: float = bounded(0.05, ge=0)  # not applied to norms, biases and relative position tables / CPB

@@ -3,11 +3,13 @@ one mechanism (field metadata), model.pretrained is a boolean or a file, renamed
 
 import dataclasses
 import math
+import re
 import typing
 
+import enginekit
 import pytest
 import yaml
-from enginekit import TASKS, script_main
+from enginekit import DATA_FIXTURE, TASKS, script_config, script_main
 from trainkit import REPO
 
 from swinlite.engine.config import check_values, to_dict
@@ -153,3 +155,32 @@ def test_data_dir_without_config_takes_the_real_data_recipe(task: str, tmp_path,
     assert printed[name] == to_dict(real)
     assert printed[DEMO[task]] == to_dict(TASKS[task].load_config(REPO / "configs" / DEMO[task]))
     assert printed[name]["model"]["name"] != printed[DEMO[task]]["model"]["name"]
+
+
+@pytest.mark.parametrize(
+    ("opt", "message"),
+    [
+        ("adamww", "optim.opt 'adamww' is not a timm optimizer; did you mean 'adamw'?"),
+        ("lookahead_adamww", "optim.opt 'lookahead_adamww' is not a timm optimizer; did you mean 'lookahead_adamw'?"),
+        ("fused_adamw", "optim.opt 'fused_adamw' is not a timm optimizer; did you mean 'fusedadamw'?"),  # timm: adamw
+        ("xyzzy", "optim.opt 'xyzzy' is not a timm optimizer; timm.optim.list_optimizers() names them"),
+    ],
+)
+@pytest.mark.parametrize("task", list(TASKS))
+def test_an_unknown_optimizer_is_refused_with_the_config_naming_the_key(task: str, opt: str, message: str):
+    """optim.opt=adamww passed the config check: timm refused it only when the optimizer was built, after the data
+    scan, as "Optimizer adamww not found in registry" (no key, no suggestion); fused_adamw trained plain AdamW."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TASKS[task].load_config(None, [f"optim.opt={opt}"])
+    for name in ("adamw", "AdamW", "sgd", "lookahead_adamw", "LookAhead_Lamb"):  # timm's names, any case
+        assert TASKS[task].load_config(None, [f"optim.opt={name}"]).optim.opt == name
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_the_training_script_names_an_unknown_optimizer_before_it_reads_the_data(task: str, tmp_path, request, capsys):
+    """The script scanned the data (writing scan.json.gz into the output folder) before the optimizer name failed."""
+    data, out = request.getfixturevalue(DATA_FIXTURE[task]), tmp_path / "out"
+    argv = ["--config", str(script_config(task, tmp_path)), *enginekit.overrides(task, data, out), "optim.opt=adamww"]
+    assert script_main(task, argv) == 2
+    assert "error: optim.opt 'adamww' is not a timm optimizer; did you mean 'adamw'?" in capsys.readouterr().err
+    assert not out.exists()  # nothing scanned, nothing written

@@ -49,6 +49,17 @@ def test_betas_reach_the_optimizer_or_are_refused_before_the_run(task: str):
         TASKS[task].load_config(None, ["optim.betas=[0.9, 1.0]"])
 
 
+@pytest.mark.parametrize("task", list(TASKS))
+def test_betas_of_a_lookahead_optimizer_are_judged_by_the_optimizer_it_wraps(task: str):
+    """optim.opt=lookahead_sgd with optim.betas passed the check (timm's registry has no lookahead_ names) and timm
+    dropped the betas without a word."""
+    with pytest.raises(ValueError, match="optim.betas: optim.opt=lookahead_sgd takes no betas"):
+        check_run(TASKS[task], TASKS[task].load_config(None, ["optim.opt=lookahead_sgd", "optim.betas=[0.9, 0.99]"]))
+    cfg = TASKS[task].load_config(None, ["optim.opt=lookahead_adamw", "optim.betas=[0.8, 0.95]"])
+    optimizer = build_optimizer(torch.nn.Linear(2, 2), cfg.optim, global_batch=1)
+    assert type(optimizer).__name__ == "Lookahead" and optimizer.param_groups[0]["betas"] == (0.8, 0.95)
+
+
 @pytest.mark.parametrize("kind", ["cosine", "poly"])
 @pytest.mark.parametrize(
     ("warmup", "said"),

@@ -11,8 +11,11 @@ crop: the maps cover the whole image), not by the classifier's resize and centre
 feats/features/<relative image path>.safetensors per image (read them with swinlite.features.load_features),
 feats/embeddings.safetensors (pooled vectors and the ordered paths: swinlite.features.load_embeddings),
 feats/failures.txt (images that did not decode) and feats/settings.json (model, weights hash, size, dtype).
-Rerunning skips images whose feature file is already whole; a rerun with other settings into a folder that holds
-features is refused. --output may not lie inside the --input folder, and --size must be at least one patch.
+Each feature file records the image it was made from (real path, size, modification time). Rerunning over the same
+input skips images whose feature file is already whole and whose image is unchanged. A folder holding features of
+other images (another --input, an image removed from it or changed since) or made with other settings is refused
+before anything is written: pass another --output, or delete those features. --output may not lie inside the
+--input folder, and --size must be at least one patch.
 """
 
 from __future__ import annotations

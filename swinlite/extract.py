@@ -5,6 +5,11 @@ listed in ``failures.txt`` and the run goes on. ``embeddings.safetensors`` is re
 every whole feature file, in input order. ``settings.json`` records what the features depend on (model,
 the weights file's SHA-256, input size, dtype); a rerun with other settings into the same folder is
 refused rather than mixing features, and temporary files of an interrupted run are removed.
+
+Each feature file also records the image it was made from (:func:`source_record`: the real path, the size and the
+modification time in ns). A folder holding features of any other image (one of another ``--input``, one that is no
+longer among the input's images, or one that changed since) is refused before anything is written: skipping would
+keep another image's features under this image's name, and extracting beside them would mix two inputs.
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
+from safetensors.torch import save
 from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import transforms
 from tqdm import tqdm
 
-from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
+from .features import METADATA_KEYS, ImageFeatures, is_complete_feature_file, save_embeddings
 from .images import ImageFiles, is_image_file, list_images
 from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path
 from .models.swin import SwinTransformer
@@ -29,6 +35,7 @@ from .optimize import FixedBatch
 
 SETTINGS_FILE = "settings.json"
 OUTPUT_FILES = (SETTINGS_FILE, "embeddings.safetensors", "failures.txt")  # besides features/<image>.safetensors
+SOURCE_KEY = "source_file"  # a feature file's metadata: the image it was made from (source_record)
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,85 @@ def record_settings(output: Path, settings: dict[str, object]) -> None:
     atomic_write_bytes(path, json_bytes(settings, indent=2))
 
 
+def source_record(image: Path) -> dict[str, object] | None:
+    """What identifies the image a feature file is made from: its real path, size and modification time (ns).
+
+    Size and mtime rather than a content hash: a stat costs nothing, where hashing would read every image again on
+    each resume. An image replaced or edited in place gets a new mtime; only a replacement of the same size that
+    carries the old file's exact mtime (to the nanosecond) goes unseen. None for a file that cannot be read (its
+    decode fails and is listed in ``failures.txt``).
+    """
+    try:
+        stat = image.stat()
+        return {"path": str(image.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    except OSError:
+        return None
+
+
+def check_features(output: Path, outputs: list[Path], records: list[dict[str, object] | None]) -> list[int]:
+    """The indices of the images to extract (no whole feature file yet), after checking the folder's features.
+
+    Args:
+        output: the output folder.
+        outputs: each image's feature file (:func:`output_path`).
+        records: each image's :func:`source_record`, taken before it is decoded: an image changed between the two
+            is caught by the next run instead of being recorded as unchanged.
+
+    Raises:
+        ValueError: ``output/features`` holds a feature file of another image than the one this run would write
+            there, or of no image of this run; naming the first, its source, and the ways out.
+    """
+    expected = {out: i for i, out in enumerate(outputs)}
+    whole = {p: is_complete_feature_file(p) for p in sorted((output / "features").rglob("*.safetensors"))}
+    problems = [(p, why) for p, ok in whole.items() if (why := _other_source(p, ok, expected, records))]
+    if problems:
+        path, why = problems[0]
+        others = f"; and {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise ValueError(
+            f"{output} holds features of other images ({path} {why}{others}): pass another --output, or delete those "
+            "feature files (or the folder) to extract these images there"
+        )
+    return [i for i, out in enumerate(outputs) if not whole.get(out, False)]
+
+
+def _other_source(
+    path: Path, whole: bool, expected: dict[Path, int], records: list[dict[str, object] | None]
+) -> str | None:
+    """Why the feature file ``path`` is not of the image this run would write there, or None when it is (or when it is
+    not whole there: an interrupted write, redone)."""
+    if path not in expected:
+        if not whole:
+            return "is a damaged feature file, of no image of this --input"
+        return f"was made from {_metadata(path)['source']}, which is not among the images of this --input"
+    if not whole:
+        return None
+    meta, current = _metadata(path), records[expected[path]]
+    stored = meta.get(SOURCE_KEY)
+    if not isinstance(stored, dict):
+        return f"was made from {meta['source']} by an older swinlite, which did not record the image's size and time"
+    if current is None:
+        return f"was made from {stored['path']}, which can no longer be read"
+    if stored["path"] != current["path"]:
+        return f"was made from {stored['path']}, not from this run's image {current['path']}"
+    if stored != current:
+        return f"was made from {stored['path']}, which has changed since (its size or modification time differ)"
+    return None
+
+
+def _metadata(path: Path) -> dict[str, object]:
+    """A whole feature file's metadata, each value decoded from JSON."""
+    with safe_open(path, "pt") as f:
+        return {k: json.loads(v) for k, v in f.metadata().items()}
+
+
+def _save_features(path: Path, features: ImageFeatures, record: dict[str, object] | None) -> None:
+    """:func:`swinlite.features.save_features`, with the image's :func:`source_record` in the metadata too."""
+    tensors = {name: m.contiguous() for name, m in features.maps.items()}
+    tensors["pooled"] = features.pooled.float().contiguous()
+    metadata = {key: json.dumps(getattr(features, key)) for key in METADATA_KEYS} | {SOURCE_KEY: json.dumps(record)}
+    atomic_write_bytes(path, save(tensors, metadata=metadata))
+
+
 def run_extraction(
     model: SwinTransformer,
     model_name: str,
@@ -131,9 +217,16 @@ def run_extraction(
         checkpoint: the weights file the model was loaded from (its hash goes into ``settings.json``).
         compile: run the model through :class:`swinlite.optimize.FixedBatch` (compiled once for ``batch_size``
             images; smaller batches are padded to it).
+
+    Raises:
+        ValueError: ``output`` holds features of other images (:func:`check_features`) or features made with other
+            settings (:func:`record_settings`); nothing is written then.
     """
     input_size = (int(input_size[0]), int(input_size[1]))
     images, root = read_sources(source)
+    outputs = [output_path(p, root, output) for p in images]
+    records = [source_record(p) for p in images]
+    todo = check_features(output, outputs, records)  # before settings.json is written: a refusal changes nothing
     settings = {
         "model": model_name,
         "checkpoint_sha256": None if checkpoint is None else file_sha256(checkpoint),
@@ -141,8 +234,6 @@ def run_extraction(
         "dtype": str(dtype).removeprefix("torch."),
     }
     record_settings(output, settings)
-    outputs = [output_path(p, root, output) for p in images]
-    todo = [i for i, out in enumerate(outputs) if not is_complete_feature_file(out)]
     cfg = model.pretrained_cfg
     transform = transforms.Compose(
         [
@@ -169,7 +260,7 @@ def run_extraction(
             for b, item in enumerate(good):
                 i = todo[item.index]
                 features = ImageFeatures(maps[b], pooled[b], str(images[i]), item.size, input_size, strides, model_name)
-                save_features(outputs[i], features)
+                _save_features(outputs[i], features, records[i])
         bar.update(len(batch))
     bar.close()
     atomic_write_bytes(output / "failures.txt", "".join(f"{line}\n" for line in failures).encode())

@@ -1,6 +1,8 @@
 """scripts/extract_features.py end to end: values, metadata, resume, failures, list input, bad input."""
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from pico import PICO
 from PIL import Image
 from torchvision.transforms import functional as TF
 
-from swinlite.features import is_complete_feature_file, load_embeddings, load_features
+from swinlite.features import is_complete_feature_file, load_embeddings, load_features, save_features
 
 
 @pytest.fixture
@@ -130,3 +132,96 @@ def test_bad_input_paths(load_script, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="no image files"):
         _run(load_script, "--model", PICO, "--input", tmp_path / "empty", "--output", tmp_path / "o")
+
+
+def _snapshot(folder):
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _another_folder_same_names(image_folder, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(image_folder, other)
+    Image.new("RGB", (40, 30), (10, 200, 30)).save(other / "cat" / "a.png")  # another image under the same name
+    return other, "cat/a.png.safetensors was made from"
+
+
+def _a_folder_sharing_one_name(image_folder, tmp_path):
+    other = tmp_path / "other"
+    (other / "cat").mkdir(parents=True)
+    Image.new("RGB", (20, 20), (10, 200, 30)).save(other / "cat" / "a.png")
+    Image.new("RGB", (20, 20), (90, 20, 30)).save(other / "new.png")
+    return other, "cat/a.png.safetensors was made from"
+
+
+def _a_folder_sharing_no_name(image_folder, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    Image.new("RGB", (20, 20), (90, 20, 30)).save(other / "new.png")
+    return other, "which is not among the images of this --input"
+
+
+def _an_image_replaced_in_place(image_folder, tmp_path):
+    Image.new("RGB", (40, 30), (10, 200, 30)).save(image_folder / "cat" / "a.png")
+    return image_folder, "which has changed since"
+
+
+def _an_image_removed(image_folder, tmp_path):
+    (image_folder / "dog" / "c.png").unlink()
+    return image_folder, f"c.png.safetensors was made from {image_folder / 'dog' / 'c.png'}, which is not among"
+
+
+OTHER_INPUTS = {
+    "another_folder_same_names": _another_folder_same_names,
+    "a_folder_sharing_one_name": _a_folder_sharing_one_name,
+    "a_folder_sharing_no_name": _a_folder_sharing_no_name,
+    "an_image_replaced_in_place": _an_image_replaced_in_place,
+    "an_image_removed": _an_image_removed,
+}
+
+
+@pytest.mark.parametrize("change", OTHER_INPUTS)
+def test_a_folder_holding_features_of_other_images_is_refused_unchanged(
+    load_script, image_folder, checkpoint, tmp_path, capsys, change
+):
+    """A second run into the same --output skipped every name that had a whole feature file, whatever image it was
+    made from ("written 0, skipped (already whole) 1", embeddings.safetensors listing B/img.png with A's vector), and
+    wrote beside features of images no longer in the input: a folder mixing two inputs."""
+    out = tmp_path / "out"
+    args = ("--model", PICO, "--checkpoint", checkpoint[1], "--output", out, "--size", 32, 32)
+    _run(load_script, *args, "--input", image_folder)
+    capsys.readouterr()
+    before = _snapshot(out)
+    source, message = OTHER_INPUTS[change](image_folder, tmp_path)
+    with pytest.raises(ValueError, match="holds features of other images") as refused:
+        _run(load_script, *args, "--input", source)
+    assert message in str(refused.value) and "pass another --output" in str(refused.value)
+    assert _snapshot(out) == before  # nothing written, nothing lost
+
+
+def test_a_resume_with_another_spelling_of_the_input_skips_the_finished_files(
+    load_script, image_folder, checkpoint, tmp_path, capsys, monkeypatch
+):
+    """The image a feature file was made from is compared by its real path: a relative --input, or one through a
+    link, names the same images."""
+    out = tmp_path / "out"
+    args = ("--model", PICO, "--checkpoint", checkpoint[1], "--output", out)
+    _run(load_script, *args, "--input", image_folder)
+    (out / "features" / "dog" / "c.png.safetensors").unlink()  # as a kill before its write leaves it
+    (tmp_path / "link").symlink_to(image_folder)
+    monkeypatch.chdir(tmp_path)
+    _run(load_script, *args, "--input", "link")
+    assert "written 1, skipped (already whole) 2, failed 1" in capsys.readouterr().out[-200:]
+    assert load_features(out / "features" / "dog" / "c.png.safetensors").source == str(Path("link") / "dog" / "c.png")
+
+
+def test_features_of_an_older_swinlite_are_refused_as_uncheckable(load_script, image_folder, checkpoint, tmp_path):
+    """Written before feature files recorded their image's size and time: whether the image is unchanged cannot be
+    told, so they are not skipped as if it were."""
+    out = tmp_path / "out"
+    args = ("--model", PICO, "--checkpoint", checkpoint[1], "--output", out, "--input", image_folder)
+    _run(load_script, *args)
+    path = out / "features" / "cat" / "a.png.safetensors"
+    features = load_features(path)
+    save_features(path, features)  # the old writer: no source_file in the metadata
+    with pytest.raises(ValueError, match="by an older swinlite, which did not record the image's size and time"):
+        _run(load_script, *args)

@@ -5,7 +5,8 @@ percent; null for an object size the data has none of) and OUT/detections.json (
 checkpoint unless --output-dir. The data's categories must be the checkpoint's (the same ids and names; it may
 list fewer). Mask R-CNN on data without a segmentation on every object gives box AP only, with a note. An image
 that is missing, does not decode or is not the size its annotation says is left out of the AP and named. Data
-without an object to score (none, or only iscrowd or empty ones) is an error: its AP would be NaN.
+without an object to score (none, or only iscrowd or empty ones) is an error: its AP would be NaN; so is an
+evaluation that scores no image (every one left out, e.g. none decodes) or none with an object.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.evaluation import (
         EVALUATION_FILES,
         check_scorable,
+        check_scored,
         coco_ap,
         scoring_ground_truth,
         unmasked_objects,
@@ -85,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=collate)
     results, left_out = predict(model, loader, categories, StepSettings(device, amp))  # left out: named as read
     image_ids = scored_ids(split, left_out)
+    check_scored(truth, image_ids, left_out, args.split)  # every image failed to decode: an error, not a NaN report
     scan = [(split.image_path(i), reason) for i, reason in split.skipped]
     report = {"checkpoint": str(args.checkpoint), "images": len(image_ids)} | left_out_report(scan, left_out)
     for iou_type in iou_types:

@@ -4,9 +4,11 @@ Prints the per-class table and writes OUT/eval.json (mIoU, mAcc, aAcc and each c
 null where a class is absent) and OUT/per_class_iou.csv, beside the checkpoint unless --output-dir. The data:
 --data-dir in ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split validation or training), or
 --images and --masks folders. Masks are read as the checkpoint's run read them (classes, ignore_index,
-reduce_zero_label); images and masks that do not pair up are named and left out, label values outside the classes
-are an error. The counts are summed over the whole split, as mmsegmentation does. Prediction follows the
-checkpoint's test settings unless --mode, --ratios, --flip or --stride.
+reduce_zero_label); images and masks that do not pair up are named and left out, and so are images with a view
+thinner than the backbone's patch at the test scales (one warning); label values outside the classes are an error, as
+are masks without a pixel of a class, no image the test scales can predict and no pixel scored (every image failing
+to decode): an mIoU of nothing would be NaN. The counts are summed over the whole split, as mmsegmentation does.
+Prediction follows the checkpoint's test settings unless --mode, --ratios, --flip or --stride.
 
 Examples:
     python scripts/evaluate_segmentation.py --checkpoint runs/seg_demo/best.safetensors --data-dir data/seg_shapes
@@ -77,9 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.images import left_out_report
     from swinlite.io import atomic_write_bytes, check_output
     from swinlite.segmentation.config import SegDataConfig
-    from swinlite.segmentation.data import SegmentationDataset, collate, scan_split, split_folders
+    from swinlite.segmentation.data import (
+        SegmentationDataset,
+        check_labelled,
+        collate,
+        scan_split,
+        split_folders,
+        without_thin_pairs,
+    )
     from swinlite.segmentation.evaluation import EVALUATION_FILES, per_class_csv, per_class_table, scores
-    from swinlite.segmentation.inference import confusion_of, thin_check
+    from swinlite.segmentation.inference import check_counted, confusion_of, thin_check
     from swinlite.segmentation.predictor import load_segmenter
     from swinlite.segmentation.transforms import build_eval_transform
 
@@ -97,13 +106,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: left out {path}: {reason}", file=sys.stderr)
     if len(split.skipped) > 10:
         print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
-    transform, too_thin = build_eval_transform(info.mean, info.std), thin_check(model, test)
-    dataset = SegmentationDataset(split.pairs, info.labels, transform, evaluation=True, too_thin=too_thin)
+    too_thin, what = thin_check(model, test), SPLITS[args.split] if not args.masks else "evaluated"
+    split = without_thin_pairs(split, too_thin, images, "raise --ratios")  # named in one warning; none left: an error
+    check_labelled(split, what, masks, info.labels.ignore_index)  # training's check: an mIoU of no pixel is NaN
+    dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std),
+                                  evaluation=True, too_thin=too_thin)  # fmt: skip
     loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)
     classes = info.labels.classes
-    counts, evaluated, left_out = confusion_of(  # a pair unreadable now, or too thin for the backbone: left out
+    counts, evaluated, left_out = confusion_of(  # a pair unreadable now: left out
         model, loader, test, len(classes), info.labels.ignore_index, StepSettings(device, amp)
     )
+    check_counted(counts, evaluated, left_out, what)  # every image left out as read: an error, not a NaN report
     result = scores(counts)
     print(f"{args.checkpoint} on {evaluated} images of {images} ({test.mode}, ratios {list(test.ratios)}"
           f"{', flip' if test.flip else ''}):\n{per_class_table(result, classes)}")  # fmt: skip

@@ -14,6 +14,7 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval, Params
 
+from ..images import LeftOut
 from .data import Categories, CocoDetection
 
 # what scripts/evaluate_detection.py writes, beside the checkpoint unless --output-dir
@@ -78,6 +79,30 @@ def check_scorable(dataset: CocoDetection, split: str) -> None:
             f"the {split} annotations ({dataset.split.ann_file}) hold no object to score on the images kept, only "
             "iscrowd or empty ones; the AP would be NaN"
         )
+
+
+def check_scored(coco_gt: COCO, image_ids: list[int], left_out: list[LeftOut], split: str) -> None:
+    """ValueError when an evaluation has nothing to score: no image (each left out as it was read, e.g. pixels that
+    do not decode behind a header the scan read), or images that hold no object to score (those with objects left
+    out). COCOeval's AP over either is NaN, which would read as a result: a report of nulls, a training run that
+    never picks best weights (:func:`check_scorable` finds the same before any image is read).
+
+    Args:
+        coco_gt: the ground truth, :func:`scoring_ground_truth`.
+        image_ids: the images scored (all those of the split but ``left_out``).
+        left_out: the images the evaluation left out as it read them, for the message.
+        split: "val", "train", named in the message.
+    """
+    objects = any(not ann.get("iscrowd", 0) for i in image_ids for ann in coco_gt.imgToAnns.get(i, []))
+    if objects:
+        return
+    gone = sorted(set(left_out))  # set: a padded shard
+    example = f"e.g. {gone[0].path}: {gone[0].reason}" if gone else ""
+    if not image_ids:
+        raise ValueError(f"no {split} image could be scored: all {len(gone)} were left out as they were read, "
+                         f"{example} (each named in a warning); the AP would be NaN")  # fmt: skip
+    raise ValueError(f"the {len(image_ids)} {split} images scored hold no object to score; those with objects were "
+                     f"left out as they were read ({len(gone)}, {example}); the AP would be NaN")  # fmt: skip
 
 
 def unmasked_objects(coco_gt: COCO, image_ids: list[int]) -> list[int]:

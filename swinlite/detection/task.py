@@ -30,7 +30,14 @@ from .data import (
     without_thin_images,
 )
 from .demo_data import build_digit_scenes
-from .evaluation import EVALUATION_FILES, check_scorable, coco_ap, scoring_ground_truth, to_coco_results
+from .evaluation import (
+    EVALUATION_FILES,
+    check_scorable,
+    check_scored,
+    coco_ap,
+    scoring_ground_truth,
+    to_coco_results,
+)
 from .models import build_detector
 from .transforms import build_eval_transform, build_train_transform, smallest_train_resize
 
@@ -162,6 +169,7 @@ class DetectionTask(Task):
         """COCO AP of ``model`` on the val split (``val_map``, ..., plus ``val_mask_*`` for masks)."""
         results, left_out = predict(model, loader, self.categories, self.ctx.settings, self.ctx.dist)
         coco, ids = self.val_truth, scored_ids(self.val_split, left_out)
+        check_scored(coco, ids, left_out, "val")  # nothing scored: stop (resumable), not a NaN epoch that picks no best
         with SharedWarnings(self.ctx.dist) as shared:  # every process scores all processes' results alike
             row = {f"val_{k}": v for k, v in coco_ap(coco, results, ids).ap.items()}
             if self.cfg.model.detector == "maskrcnn":

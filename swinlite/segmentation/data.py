@@ -19,7 +19,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -91,8 +91,13 @@ def split_folders(cfg: SegDataConfig, split: str) -> tuple[Path, Path]:
 
 @dataclass(frozen=True)
 class Pair:
+    """An image and its mask; after :func:`scan_split`, also the image's upright (height, width) and how many of its
+    mask's pixels carry a class (what :func:`without_thin_pairs` and :func:`check_labelled` judge it by)."""
+
     image: Path
     mask: Path
+    size: tuple[int, int] | None = None
+    labelled: int = 0
 
 
 @dataclass
@@ -172,6 +177,7 @@ class _Check:
     problem: str | None = None  # why the pair is skipped
     unknown: tuple[int, ...] = ()  # label values (as stored) that are neither a class nor ignore_index
     labelled: int = 0  # pixels of a class
+    size: tuple[int, int] | None = None  # the image's, upright
 
 
 def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
@@ -199,7 +205,7 @@ def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
         mapped = np.where((present == 0) | (present == ignore), ignore, present - 1)
     is_class = (mapped >= 0) & (mapped < len(labels.classes))
     unknown = present[~is_class & (mapped != ignore)]
-    return _Check(None, tuple(int(v) for v in unknown), int(counts[is_class].sum()))
+    return _Check(None, tuple(int(v) for v in unknown), int(counts[is_class].sum()), size)
 
 
 def warn_skipped(what: str, items: list[tuple[str, str]]) -> None:
@@ -228,12 +234,46 @@ def scan_split(image_dir: Path, mask_dir: Path, labels: Labels, verify: bool = F
             f"{reduced} that are neither one of the {len(labels.classes)} classes nor ignore_index "
             f"{labels.ignore_index}, e.g. {first}; check data.classes, data.ignore_index and data.reduce_zero_label"
         )
-    kept = [p for p, c in zip(pairs, checks, strict=True) if c.problem is None]
+    kept = [
+        replace(p, size=c.size, labelled=c.labelled) for p, c in zip(pairs, checks, strict=True) if c.problem is None
+    ]
     skipped += [(str(p.image), c.problem) for p, c in zip(pairs, checks, strict=True) if c.problem is not None]
     if not kept:
         raise ValueError(f"no image of {image_dir} has a usable mask in {mask_dir} ({len(skipped)} skipped, "
                          f"e.g. {skipped[0][0]}: {skipped[0][1]})")  # fmt: skip
     return Split(kept, skipped, sum(c.labelled for c in checks))
+
+
+def without_thin_pairs(split: Split, too_thin: Callable[[int, int], str | None], image_dir: Path, hint: str) -> Split:
+    """``split`` without the pairs whose image the test settings cannot predict (``too_thin``:
+    :func:`swinlite.segmentation.inference.thin_check`, by the size the scan read), named in one warning and added
+    to ``skipped``: found before any work, not image by image as an evaluation reads them.
+
+    Raises:
+        ValueError: no pair is left (every image too thin: the evaluation would score nothing, its mIoU NaN); its
+            message ends with ``hint``, the settings to change.
+    """
+    thin = [(pair, problem) for pair in split.pairs if pair.size and (problem := too_thin(*pair.size))]
+    if not thin:
+        return split
+    if len(thin) == len(split.pairs):
+        raise ValueError(f"the test settings can predict no image of {image_dir}: {thin[0][0].image}: {thin[0][1]}; "
+                         f"{hint}")  # fmt: skip
+    named = [(str(pair.image), problem) for pair, problem in thin]
+    warn_skipped(f"images of {image_dir} too thin for the test settings", named)
+    gone = {pair.image for pair, _ in thin}
+    return Split([p for p in split.pairs if p.image not in gone], split.skipped + named,
+                 split.labelled - sum(pair.labelled for pair, _ in thin))  # fmt: skip
+
+
+def check_labelled(split: Split, what: str, mask_dir: Path, ignore_index: int) -> None:
+    """ValueError when no mask of ``split`` holds a pixel of a class: every pixel ``ignore_index``, no confusion count
+    to score (the mIoU would be NaN, which picks no best weights) nor, in training, to learn from. The one check of
+    training (``what``: "train", "val") and ``scripts/evaluate_segmentation.py``."""
+    if split.labelled == 0:
+        kept = " (the pairs kept)" if split.skipped else ""
+        raise ValueError(f"the {what} masks ({mask_dir}){kept} hold no pixel of a class, only ignore_index "
+                         f"{ignore_index}")  # fmt: skip
 
 
 class SegmentationDataset(Dataset):

@@ -112,8 +112,9 @@ def patch_side(model: nn.Module) -> int:
 
 def thin_check(model: nn.Module, test: InferenceSettings) -> Callable[[int, int], str | None]:
     """``(height, width) -> why`` ``test`` cannot predict an image of that size with ``model``, or None: a view
-    thinner than its backbone's patch (:func:`~swinlite.seg_views.thin_problem`); an evaluation dataset's
-    ``too_thin``, which leaves such an image out by name."""
+    thinner than its backbone's patch (:func:`~swinlite.seg_views.thin_problem`). Training and the evaluation
+    script leave such images out of the split before any work (:func:`~.data.without_thin_pairs`, one warning); an
+    evaluation dataset's ``too_thin`` catches one replaced since the scan, as it is read."""
     return functools.partial(thin_problem, img_scale=test.img_scale, ratios=test.ratios, min_side=patch_side(model))
 
 
@@ -152,3 +153,18 @@ def confusion_of(
     total = torch.tensor(summed, dtype=torch.float64).round().long()
     left_out = [item for part in all_gather_object(left_out, dist) for item in part]
     return total[:-1].reshape(num_classes, num_classes), int(total[-1]), left_out
+
+
+def check_counted(counts: torch.Tensor, images: int, left_out: list[LeftOut], what: str) -> None:
+    """ValueError when an evaluation (:func:`confusion_of`) counted no labelled pixel: every image left out as it was
+    read (pixels that do not decode behind a header the scan read), or those it scored hold only ``ignore_index``.
+    The mIoU of no pixel is NaN, which would read as a result (a report of nulls; a training run that never picks
+    best weights)."""
+    if int(counts.sum()) > 0:
+        return
+    gone = sorted(set(left_out))  # set: a padded shard
+    if images == 0 and gone:
+        raise ValueError(f"no {what} image could be scored: all {len(gone)} were left out as they were read, e.g. "
+                         f"{gone[0].path}: {gone[0].reason} (each named in a warning)")  # fmt: skip
+    named = f" ({len(gone)} left out as they were read, e.g. {gone[0].path}: {gone[0].reason})" if gone else ""
+    raise ValueError(f"the {images} {what} images scored hold no pixel of a class{named}: the mIoU would be NaN")

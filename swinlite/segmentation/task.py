@@ -23,16 +23,18 @@ from .data import (
     Labels,
     SegmentationDataset,
     Split,
+    check_labelled,
     check_split_folders,
     collate,
     labels_of,
     scan_split,
     split_folders,
     warn_skipped,
+    without_thin_pairs,
 )
 from .demo_data import build_shape_scenes
 from .evaluation import EVALUATION_FILES, per_class_table, scores
-from .inference import InferenceSettings, confusion_of, thin_check
+from .inference import InferenceSettings, check_counted, confusion_of, thin_check
 from .models import build_upernet
 from .transforms import build_eval_transform, build_train_transform
 
@@ -76,7 +78,8 @@ class SegmentationTask(Task):
         super().__init__(ctx)
         self.labels: Labels = labels_of(self.cfg.data)
         self.test = InferenceSettings.of(self.cfg.data)
-        self.val_ds: SegmentationDataset | None = None  # its check of thin images comes with the model
+        self.val_ds: SegmentationDataset | None = None
+        self._model: nn.Module | None = None  # built by build_datasets, handed over by build_model
 
     @classmethod
     def check_config(cls, cfg: SegConfig) -> None:
@@ -139,24 +142,29 @@ class SegmentationTask(Task):
         train, val = self._scan()
         for split, name in ((train, "train"), (val, "val")):
             warn_skipped(f"{name} images", split.skipped)  # rank 0's scan: the engine shows it once (SharedWarnings)
-            if split.labelled == 0:
-                masks = split_folders(data, name)[1]
-                raise ValueError(f"the {name} masks ({masks}) hold no pixel of a class, only ignore_index "
-                                 f"{data.ignore_index}")  # fmt: skip
+            check_labelled(split, name, split_folders(data, name)[1], data.ignore_index)
+        # the val images the test settings cannot predict (a view thinner than the backbone's patch) are left out
+        # now, named once, before the loaders fix the split; their check needs the model's patch, so it is built here
+        self._model = build_upernet(self.cfg.model, len(self.labels.classes))
+        too_thin = thin_check(self._model, self.test)
+        val_images, val_masks = split_folders(data, "val")
+        val = without_thin_pairs(val, too_thin, val_images, "raise data.test_ratios or data.img_scale")
+        check_labelled(val, "val", val_masks, data.ignore_index)  # those left hold a class still
         classes = self.labels.classes
         shown = f": {', '.join(classes)}" if len(classes) <= 20 else ""
         self.ctx.log(f"data: {len(train.pairs)} train / {len(val.pairs)} val images, {len(classes)} classes{shown}")
         train_ds = SegmentationDataset(train.pairs, self.labels, build_train_transform(data, self.labels.ignore_index))
         val_transform = build_eval_transform(data.mean, data.std)
-        self.val_ds = SegmentationDataset(val.pairs, self.labels, val_transform, evaluation=True)
+        self.val_ds = SegmentationDataset(
+            val.pairs, self.labels, val_transform, evaluation=True, too_thin=too_thin
+        )  # an image replaced since the scan: left out as read
         return train_ds, self.val_ds
 
     def collate(self, batch: list[Any]) -> Any:
         return collate(batch)
 
     def build_model(self) -> nn.Module:
-        model = build_upernet(self.cfg.model, len(self.labels.classes))
-        self.val_ds.too_thin = thin_check(model, self.test)  # a val image with a view thinner than the patch: left out
+        model, self._model = self._model, None  # built with the datasets (the val split's thin check)
         if self.ctx.dist.enabled and self.ctx.device.type == "cuda":  # BatchNorm over all processes' images
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         return model
@@ -179,8 +187,9 @@ class SegmentationTask(Task):
     def evaluate(self, model: nn.Module, loader: DataLoader) -> dict[str, float]:
         """mIoU, mAcc and aAcc (%) of ``model`` over the val split, as the test settings predict; the per-class IoU
         and accuracy go to the log as a table (``scripts/evaluate_segmentation.py`` also writes them as a CSV)."""
-        counts, _, _ = confusion_of(model, loader, self.test, len(self.labels.classes), self.labels.ignore_index,
-                                 self.ctx.settings, self.ctx.dist)  # fmt: skip
+        counts, images, left_out = confusion_of(model, loader, self.test, len(self.labels.classes),
+                                                self.labels.ignore_index, self.ctx.settings, self.ctx.dist)  # fmt: skip
+        check_counted(counts, images, left_out, "val")  # no pixel scored: stop (resumable), not a NaN epoch
         result = scores(counts)
         self.ctx.log(f"val per class (%):\n{per_class_table(result, self.labels.classes)}")
         return {"val_miou": result.miou, "val_macc": result.macc, "val_aacc": result.aacc}

@@ -77,6 +77,12 @@ def _thin_images(s: SimpleNamespace) -> None:
     edit_coco(s.coco, "val", lambda d: [image.update(width=4000, height=1) for image in d["images"]])
 
 
+def _cut_off(s: SimpleNamespace) -> None:
+    """Every val image cut off as 06.png is (a broken download: the header reads, the pixels do not)."""
+    for path in (s.coco / "val2017").glob("*.png"):
+        path.write_bytes(path.read_bytes()[:100])
+
+
 def _nothing(s: SimpleNamespace) -> None:
     pass
 
@@ -188,6 +194,12 @@ CASES = {  # test id: (script, setup, argv, message in the error line)
         "not a COCO",
     ),
     "E-every-image-4000x1": (E, _thin_images, _evaluate, "the detector can resize no image of"),
+    "E-every-image-cut-off": (  # "bbox (0 images): no detections", all-null AP and exit 0 before
+        E,
+        _cut_off,
+        _evaluate,
+        "no val image could be scored: all 5 were left out as they were read, e.g. ",
+    ),
     "D-every-image-4000x1": (D, _thin_images, _detect, "none of the 5 images could be used"),
     "D-input-missing": (
         D,

@@ -132,6 +132,33 @@ def test_images_too_thin_to_resize_are_left_out_of_training_and_evaluation_with_
     assert (out / "best.safetensors").is_file()
 
 
+def _cut_off(folder: Path, names: list[str]) -> None:
+    """Cut the image files ``names`` of ``folder`` as detkit cuts 06.png: the header reads, the pixels do not."""
+    for name in names:
+        path = folder / name
+        path.write_bytes(path.read_bytes()[:100])
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["01.png", "02.png", "03.png", "04.png"], r"no val image could be scored: all 5 were left out as they were "
+         r"read, e\.g\. .*01\.png: unreadable \("),
+        (["01.png", "02.png", "04.png"], r"the 1 val images scored hold no object to score; those with objects were "
+         r"left out as they were read \(4, e\.g\. .*01\.png: unreadable"),
+    ],
+    ids=["none-decodes", "only-the-negative-decodes"],
+)  # fmt: skip
+def test_a_validation_that_scores_nothing_stops_the_run_with_the_epoch_kept(coco: Path, tmp_path: Path, names, message):
+    """Every val image cut off behind a good header (as 06.png): each epoch logged a NaN val_map and the run
+    finished with no best.safetensors and exit 0; now the first validation stops it, the trained epoch resumable."""
+    _cut_off(coco / "val2017", names)
+    with pytest.raises(ValueError, match=f"evaluation after training epoch 1/2 failed \\(ValueError: {message}"):
+        run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "run", **{"train.epochs": 2})))
+    assert (tmp_path / "run" / "resume.pt").is_file() and not (tmp_path / "run" / "best.safetensors").exists()
+
+
 @pytest.mark.parametrize("path", sorted((REPO / "configs").glob("det_*.yaml")), ids=lambda p: p.name)
 def test_shipped_detection_configs_load_and_pass_the_checks(
     path: Path, offline_hub, stub_inputs, tmp_path, monkeypatch

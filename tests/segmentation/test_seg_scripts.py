@@ -63,6 +63,25 @@ def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tm
     assert {**broken, "skipped": None} == {**without, "skipped": None} and broken["images"] == 5
 
 
+def test_images_too_thin_for_the_test_scales_are_left_out_in_one_warning(trained, tmp_path: Path):
+    """Two val images whose test views are thinner than the patch: each was its own warning as it was read (200 for
+    the demo's at --ratios 0.01); now one names both, and the others are scored as without them."""
+    data, run = trained
+    data = shutil.copytree(data, tmp_path / "data")
+    for name in ("thin_a", "thin_b"):
+        Image.new("RGB", (600, 1)).save(data / "images" / "validation" / f"{name}.png")
+        Image.fromarray(np.ones((1, 600), np.uint8), mode="L").save(data / "annotations" / "validation" / f"{name}.png")
+    argv = ["--checkpoint", str(run / "best.safetensors"), "--data-dir", str(data), "--output-dir", str(tmp_path),
+            "--num-workers", "0"]  # fmt: skip
+    with pytest.warns(UserWarning) as record:
+        assert load_script("evaluate_segmentation").main(argv) == 0
+    thin = [str(w.message) for w in record if "too thin" in str(w.message)]
+    assert len(thin) == 1 and thin[0].startswith("2 images of ") and "thin_a.png" in thin[0] and "thin_b.png" in thin[0]
+    report = json.loads((tmp_path / "eval.json").read_text())
+    assert report["images"] == 6 and [Path(s["path"]).name for s in report["skipped"]] == ["thin_a.png", "thin_b.png"]
+    assert report["miou"] == pytest.approx(read_metadata(run / "best.safetensors")["val_miou"], abs=1e-6)
+
+
 def test_segment_writes_palette_label_maps_and_overlays(trained, tmp_path: Path, capsys):
     data, run = trained
     (tmp_path / "in").mkdir()

@@ -18,7 +18,9 @@ from scriptkit import run_script
 from segkit import make_seg_folder, tiny_overrides
 
 from swinlite.files import list_images
-from swinlite.segmentation.data import labels_of, scan_split, split_folders
+from swinlite.segmentation.data import check_labelled, labels_of, scan_split, split_folders, without_thin_pairs
+from swinlite.segmentation.inference import InferenceSettings, thin_check
+from swinlite.segmentation.models import build_upernet
 from swinlite.segmentation.task import SegmentationTask
 
 
@@ -43,6 +45,12 @@ def _no_masks(s: SimpleNamespace) -> None:
 def _all_ignored(s: SimpleNamespace) -> None:
     for path in (s.data / "annotations" / "validation").iterdir():
         Image.fromarray(np.full((40, 48), 255, dtype=np.uint8), mode="L").save(path)
+
+
+def _cut_val_images(s: SimpleNamespace) -> None:
+    """Every val image cut off behind its header (a broken download): the scan reads its size, its pixels fail."""
+    for path in (s.data / "images" / "validation").iterdir():
+        path.write_bytes(path.read_bytes()[:100])
 
 
 def _label_seven(s: SimpleNamespace) -> None:
@@ -95,6 +103,18 @@ CASES = [
      "test mode must be one of whole, slide"),
     ("output_in_input", EVAL, None, ["--output-dir", "{data}/images/validation/out"], "lies inside the input folder"),
     ("eval_unknown_labels", EVAL, _label_seven, [], "hold label values [7] that are neither"),
+    # mIoU nan, an eval.json of nulls and exit 0 before, where training refused the same masks (val_all_ignored)
+    ("eval_val_all_ignored", EVAL, _all_ignored, [],
+     "annotations/validation) hold no pixel of a class, only ignore_index 255"),
+    # every image rescaled to 1x1, thinner than the patch: 6 warnings, NaN and exit 0 before (training: a whole run of
+    # NaN val mIoU, no best.safetensors)
+    ("eval_every_image_too_thin", EVAL, None, ["--ratios", "0.01"], "the test settings can predict no image of "),
+    ("every_val_image_too_thin", TRAIN, None, ["data.test_ratios=[0.01]"],
+     "the test settings can predict no image of "),
+    ("eval_nothing_decodes", EVAL, _cut_val_images, [],
+     "no val image could be scored: all 6 were left out as they were read, e.g. "),
+    ("train_nothing_decodes", TRAIN, _cut_val_images, [],
+     "evaluation after training epoch 1/1 failed (ValueError: no val image could be scored: all 6 were left out"),
     ("segment_output_in_input", SEGMENT, None, ["--output-dir", "{data}/out"], "lies inside the input folder"),
     ("segment_nothing_readable", SEGMENT, _broken_images, ["--input", "{tmp}/broken"], "none of the 1 images"),
     ("segment_missing_input", SEGMENT, None, ["--input", "{tmp}/nowhere"], "nowhere' does not exist"),
@@ -179,3 +199,31 @@ def test_pairs_that_do_not_fit_are_skipped_and_named(tmp_path: Path):
 
     with pytest.warns(UserWarning, match=r"2 train images skipped: .*01.png: no mask .*02.png: mask .* is 20x20"):
         run(SegmentationTask, cfg)
+
+
+def test_thin_val_images_are_left_out_before_the_loaders_and_their_labels_no_longer_count(tmp_path: Path):
+    """Training left a too-thin val image out image by image as each evaluation read it (a warning each, and a val
+    split whose only labelled pixels lay in thin images scored NaN every epoch); now the split is judged once."""
+    data = make_seg_folder(tmp_path / "data", count=3)
+    cfg = SegmentationTask.load_config(None, tiny_overrides(data, tmp_path / "run"))
+    labels = labels_of(cfg.data)
+    images, masks = split_folders(cfg.data, "val")
+    Image.new("RGB", (600, 1)).save(images / "thin.png")
+    Image.fromarray(np.ones((1, 600), np.uint8), mode="L").save(masks / "thin.png")
+    split = scan_split(images, masks, labels)
+    thin = {path.name: path for path in images.iterdir()}["thin.png"]
+    too_thin = thin_check(build_upernet(cfg.model, len(labels.classes)), InferenceSettings.of(cfg.data))
+    with pytest.warns(UserWarning, match=r"^1 images of .*validation too thin for the test settings skipped: .*thin"):
+        kept = without_thin_pairs(split, too_thin, images, "raise data.test_ratios")
+    assert [p.image.name for p in kept.pairs] == ["00.png", "01.png", "02.png"]
+    assert kept.skipped == [(str(thin), "a 600x1 image would be rescaled to 64x1 (ratio 1.0), thinner than the "
+                                        "backbone's 2-pixel patch: too thin")]  # fmt: skip
+    assert kept.labelled == split.labelled - 600
+    for path in (masks / f"{n:02d}.png" for n in range(3)):  # the thin image's mask holds the only class pixels
+        Image.fromarray(np.full((40, 48), 255, np.uint8), mode="L").save(path)
+    split = scan_split(images, masks, labels)
+    check_labelled(split, "val", masks, labels.ignore_index)  # its thin image's pixels count before it is left out
+    with pytest.warns(UserWarning, match="too thin"):
+        kept = without_thin_pairs(split, too_thin, images, "raise data.test_ratios")
+    with pytest.raises(ValueError, match=r"^the val masks \(.*\) \(the pairs kept\) hold no pixel of a class"):
+        check_labelled(kept, "val", masks, labels.ignore_index)

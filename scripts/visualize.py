@@ -9,7 +9,8 @@ Weights written by scripts/train.py need no --model; other layouts do. Writes pl
 (per stage a grid of heat maps, blocks down, heads across; entry (dy, dx) is the bias between tokens
 that far apart: Swin's learned table, or Swin-V2's continuous position bias 16*sigmoid(MLP(dy, dx)))
 and, with --image, plots/features.png (the image and each level's channel mean). Every picture is
-drawn before the first file is written, and each file is written whole (a temporary file renamed).
+drawn before the first file is written, and each file is written whole (a temporary file renamed). A folder holding
+an earlier run's PNGs is refused unless --overwrite, which removes them first: the folder never mixes two runs.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--image", type=Path, help="an image for the feature-level plot")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="input size (default: the model's)")
     parser.add_argument("--output", required=True, type=Path, help="folder for the PNG files")
+    parser.add_argument("--overwrite", action="store_true", help="replace the PNGs of an earlier run in --output")
     args = parser.parse_args(argv)
     if args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
@@ -42,6 +44,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     import timm
 
     from swinlite import SwinTransformer
+    from swinlite.files import earlier_outputs, remove_outputs, unreadable
     from swinlite.images import load_rgb
     from swinlite.io import check_output
     from swinlite.visualize import bias_pngs, features_png, write_pngs
@@ -54,11 +57,20 @@ def main(argv: list[str] | None = None) -> list[Path]:
         raise ValueError(f"{args.checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
     names = [f"bias_stage{i}.png" for i in range(len(model.layers))] + ["features.png"]
     check_output(args.output, [args.checkpoint, args.image], folder=True, names=names)
-    image = load_rgb(args.image) if args.image is not None else None
+    # all of an earlier run's PNGs, features.png too when this run draws none: kept, they would pass for this model's
+    stages = sorted(p.name for p in args.output.glob("bias_stage*.png")) if args.output.is_dir() else []
+    earlier = earlier_outputs(args.output, dict.fromkeys([*names, *stages]), args.overwrite, option="--output")
+    image = None
+    if args.image is not None:
+        try:
+            image = load_rgb(args.image)
+        except Exception as e:  # PIL raises many types for broken files; its messages do not name the file
+            raise ValueError(f"--image {args.image}: {unreadable(e)}") from None
     pngs = bias_pngs(model)  # every picture drawn before the first file is written: a failure leaves nothing
     if image is not None:
         size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
         pngs["features.png"] = features_png(model, image, size)
+    remove_outputs(earlier)
     paths = write_pngs(pngs, args.output)
     print("wrote " + ", ".join(str(p) for p in paths))
     return paths

@@ -3,6 +3,7 @@
 import contextlib
 import errno
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -126,3 +127,31 @@ def test_a_failed_run_leaves_no_folder_and_no_partial_png(load_script, tmp_path,
         load_script("visualize").main(["--model", PICO, "--image", str(image), "--output", str(tmp_path / "o" / "p"),
                                        *size])  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["img.png"]
+
+
+def test_a_second_run_into_the_folder_is_refused_or_replaces_every_earlier_png(load_script, tmp_path):
+    """A second run without --image replaced bias_stage*.png and left the first run's features.png beside them: one
+    folder, two checkpoints."""
+    image = tmp_path / "img.png"
+    Image.new("RGB", (24, 16), (200, 30, 30)).save(image)
+    out = tmp_path / "p"
+    load_script("visualize").main(["--model", PICO, "--image", str(image), "--output", str(out)])
+    before = {p: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ValueError, match=r"--output .*p holds an earlier run's bias_stage0.png, .*features.png: pass "
+                                         r"--overwrite"):  # fmt: skip
+        load_script("visualize").main(["--model", V2_PICO, "--output", str(out)])
+    assert {p: p.read_bytes() for p in out.iterdir()} == before
+    paths = load_script("visualize").main(["--model", V2_PICO, "--output", str(out), "--overwrite"])
+    assert sorted(out.iterdir()) == sorted(paths) == [out / f"bias_stage{i}.png" for i in range(4)]
+
+
+def test_an_image_that_does_not_decode_is_named(load_script, tmp_path):
+    """A truncated JPEG gave 'error: image file is truncated (7 bytes not processed)', naming no file."""
+    image = tmp_path / "cut.jpg"
+    Image.fromarray(np.random.default_rng(2).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(image)
+    image.write_bytes(image.read_bytes()[:-200])
+    with pytest.raises(
+        ValueError, match=f"--image {re.escape(str(image))}: unreadable \\(OSError: image file is trunc"
+    ):
+        load_script("visualize").main(["--model", PICO, "--image", str(image), "--output", str(tmp_path / "p")])
+    assert not (tmp_path / "p").exists()

@@ -275,8 +275,7 @@ _RENAMES: dict[str, Callable[[str], str]] = {
 def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None = None) -> StateDict:
     """Return ``checkpoint`` in swinlite's layout, whatever Swin layout it is in.
 
-    Also timm's ``pretrained_filter_fn`` for the swinlite variants (called with the model). With
-    ``model``, nothing loads half: every model weight except a classifier and per-level output norms
+    With ``model``, nothing loads half: every model weight except a classifier and per-level output norms
     must come from the checkpoint; a bias table of a window shrunk to a smaller stage map is embedded
     (:func:`embed_shrunk_tables`), exactly, other bias tables of another size are resized bicubically to the
     model's window (with a warning naming them); a classifier of another size (its weight or its bias) is
@@ -297,6 +296,18 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
             ``model``: a converted layout's keys the rules did not map), or (with ``model``) keys the model
             lacks, model weights the checkpoint lacks, or shapes that do not fit; the message names the keys.
     """
+    return _converted(checkpoint, model)
+
+
+def convert_pretrained(checkpoint: Mapping[str, object], model: nn.Module) -> StateDict:
+    """timm's ``pretrained_filter_fn`` for the swinlite variants: :func:`convert_state_dict` of a tag's file (timm's,
+    made at the tag's input size) for ``model``, with the bias tables of a model built at another ``img_size`` fitted
+    as timm's pretrained loader fits them (:func:`embed_shrunk_tables` with ``resize_whole``), so that the tag
+    computes what timm's does at that size."""
+    return _converted(checkpoint, model, timm_tables=True)
+
+
+def _converted(checkpoint: Mapping[str, object], model: nn.Module | None, timm_tables: bool = False) -> StateDict:
     state_dict = unwrap_checkpoint(checkpoint)
     layout = detect_layout(state_dict)
     state_dict = without_wrapper_prefix(state_dict)
@@ -307,7 +318,7 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
         out = {rename(k): v for k, v in state_dict.items() if not k.endswith(_DROPPED)}
     check_weight_values(out)
     if model is not None:
-        out = _fit_to_model(out, model)
+        out = _fit_to_model(out, model, timm_tables)
     elif layout != "swinlite":  # swinlite's own files (a detector's too) pass as they are
         _check_swinlite_keys(out, layout)
     return out
@@ -382,14 +393,16 @@ def shape_mismatch(key: str, shape: Sequence[int], want: Sequence[int]) -> str:
     return f"{key} {tuple(shape)} vs {tuple(want)}"
 
 
-def _fit_to_model(state_dict: StateDict, model: nn.Module) -> StateDict:
+def _fit_to_model(state_dict: StateDict, model: nn.Module, timm_tables: bool) -> StateDict:
+    """``state_dict`` fitted to ``model`` (see :func:`convert_state_dict`); ``timm_tables``: a pretrained tag's file,
+    whose bias tables are fitted as timm's loader fits them (:func:`convert_pretrained`)."""
     target = model.state_dict()
     name = type(model).__name__
     state_dict = _drop_optional(state_dict, target)
     unmapped = sorted(k for k in state_dict if k not in target)
     if unmapped:
         raise ValueError(f"{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
-    state_dict = embed_shrunk_tables(state_dict, model)
+    state_dict = embed_shrunk_tables(state_dict, model, resize_whole=timm_tables)
     out, resized, dropped = {}, [], []
     head_fits = _classifier_fits(state_dict, target)
     for key, value in state_dict.items():
@@ -478,7 +491,7 @@ def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) ->
     return {k: v for k, v in state_dict.items() if k in target or not k.startswith(("out_norms.", "head.fc."))}
 
 
-def embed_shrunk_tables(state_dict: StateDict, model: nn.Module) -> StateDict:
+def embed_shrunk_tables(state_dict: StateDict, model: nn.Module, resize_whole: bool = False) -> StateDict:
     """``state_dict`` with each bias table learned for a window shrunk to its stage's map embedded in a table of the
     model's window (:func:`embed_rel_pos_bias_table`); other keys as they are.
 
@@ -488,8 +501,14 @@ def embed_shrunk_tables(state_dict: StateDict, model: nn.Module) -> StateDict:
     its attention uses the same 11x11 offsets: with the embedded table the stage computes what timm's does,
     with a resized one it would not. The table's window is the one timm gives that stage of a model of this ``img_size``
     (:func:`~swinlite.models.swin.shrunk_windows`); a table of another size is left to the callers' rules.
+
+    With ``resize_whole`` (a pretrained tag's file, made at the tag's input size, :func:`convert_pretrained`) a table
+    of the model's whole window in such a stage is first resized as timm's pretrained loader resizes it to the shrunk
+    window (:func:`~swinlite.models.swin.table_resized_as_timm`; at 112 the last stage's 13x13 table to 7x7): the tag
+    built at another ``img_size`` then computes what timm's does, as after ``set_input_size``. Other files load as
+    they are: swinlite keeps its window at any size, and a file records no input size to resize from.
     """
-    from .models.swin import shrunk_windows  # the model module imports this one
+    from .models.swin import shrunk_windows, table_resized_as_timm  # the model module imports this one
 
     target = model.state_dict()
     window = tuple(model.window_size)
@@ -497,11 +516,13 @@ def embed_shrunk_tables(state_dict: StateDict, model: nn.Module) -> StateDict:
     out = dict(state_dict)
     for key, value in state_dict.items():
         m = re.match(r"^layers\.(\d+)\.blocks\.\d+\.attn\.rel_pos\.table$", key)
-        if m is None or key not in target or shrunk[int(m.group(1))] == window:
+        if m is None or key not in target or shrunk[int(m.group(1))] == window or value.ndim != 2:
             continue
         stage_window, want = shrunk[int(m.group(1))], target[key].shape
-        if value.ndim == 2 and value.shape == (_num_offsets(stage_window), want[1]) and want[0] == _num_offsets(window):
+        if value.shape == (_num_offsets(stage_window), want[1]) and want[0] == _num_offsets(window):
             out[key] = embed_rel_pos_bias_table(value, stage_window, window)
+        elif resize_whole and value.shape == want:
+            out[key] = table_resized_as_timm(value, window, window, stage_window, window)
     return out
 
 

@@ -4,7 +4,7 @@ The tags, hub repos, release URLs and metadata are read from timm's own register
 model, so they cannot drift from timm. One naming rule maps a timm architecture to swinlite's: ``swin_X`` ->
 ``swinlite_X`` and ``swinv2_X`` -> ``swinlite_v2_X`` (:func:`lite_name`). Loading goes through timm: the file
 (``timm/swin_tiny_patch4_window7_224.ms_in1k`` on the Hugging Face hub, or the release URL) is converted by
-``swinlite.convert_state_dict`` as timm's ``pretrained_filter_fn``.
+``swinlite.convert.convert_pretrained`` as timm's ``pretrained_filter_fn``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import FeatureGetterNet
 
-from ..convert import convert_state_dict
+from ..convert import convert_pretrained
 from ..fast import accelerate
 from .checks import check_feature_indices
 from .pretrained import hub_kwargs, timm_tags, unavailable_error
@@ -59,8 +59,8 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
             SwinTransformer,
             variant,
             pretrained,
-            pretrained_filter_fn=convert_state_dict,
-            pretrained_strict=False,  # convert_state_dict checks: only head.fc / out_norms may start fresh (warned)
+            pretrained_filter_fn=convert_pretrained,
+            pretrained_strict=False,  # convert_pretrained checks: only head.fc / out_norms may start fresh (warned)
             feature_cfg=feature_cfg,
             **kwargs,
         )

@@ -132,6 +132,19 @@ def test_window12_at_384_from_a_window7_tag_resizes_every_table(reduced_tiny):
             torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
 
 
+def test_a_tag_built_at_a_size_where_timm_shrinks_a_window_gives_timms_logits(reduced_tiny):
+    """At 112 the last stage's map is 4x4: timm builds that stage with a 4x4 window and its loader resizes the tag's
+    13x13 tables to 7x7. swinlite kept the tables as they were (1.8e-3 from timm's logits at full width), where the
+    same model built at 224 then set to 112 by ``set_input_size`` computed timm's."""
+    theirs = timm.create_model(TINY_FT, pretrained=True, img_size=112, **REDUCED)
+    ours = timm.create_model(LITE_TINY, pretrained=True, img_size=112, **REDUCED)
+    assert [tuple(stage.blocks[0].window_size) for stage in theirs.layers][-1] == (4, 4)
+    expected = _logits(theirs, 112)
+    torch.testing.assert_close(_logits(ours, 112), expected, rtol=0, atol=1e-5)
+    at_224 = timm.create_model(LITE_TINY, pretrained=True, **REDUCED)  # the tables as the tag has them
+    assert (expected - _logits(at_224, 112)).abs().max() > 1e-4  # the resize shows in the logits
+
+
 def _to_microsoft(state_dict: dict[str, torch.Tensor], depths: tuple[int, ...]) -> dict[str, torch.Tensor]:
     """timm layout -> the official release's (downsample at the end of a stage, ``head.*``, index buffers)."""
     out = {}

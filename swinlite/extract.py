@@ -21,13 +21,12 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save
 from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import transforms
 from tqdm import tqdm
 
-from .features import METADATA_KEYS, ImageFeatures, is_complete_feature_file, save_embeddings
+from .features import ImageFeatures, is_complete_feature_file, read_metadata, save_embeddings, save_features
 from .images import ImageFiles, is_image_file, list_images
 from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path
 from .models.swin import SwinTransformer
@@ -157,10 +156,10 @@ def _other_source(
     if path not in expected:
         if not whole:
             return "is a damaged feature file, of no image of this --input"
-        return f"was made from {_metadata(path)['source']}, which is not among the images of this --input"
+        return f"was made from {read_metadata(path)['source']}, which is not among the images of this --input"
     if not whole:
         return None
-    meta, current = _metadata(path), records[expected[path]]
+    meta, current = read_metadata(path), records[expected[path]]
     stored = meta.get(SOURCE_KEY)
     if not isinstance(stored, dict):
         return f"was made from {meta['source']} by an older swinlite, which did not record the image's size and time"
@@ -171,20 +170,6 @@ def _other_source(
     if stored != current:
         return f"was made from {stored['path']}, which has changed since (its size or modification time differ)"
     return None
-
-
-def _metadata(path: Path) -> dict[str, object]:
-    """A whole feature file's metadata, each value decoded from JSON."""
-    with safe_open(path, "pt") as f:
-        return {k: json.loads(v) for k, v in f.metadata().items()}
-
-
-def _save_features(path: Path, features: ImageFeatures, record: dict[str, object] | None) -> None:
-    """:func:`swinlite.features.save_features`, with the image's :func:`source_record` in the metadata too."""
-    tensors = {name: m.contiguous() for name, m in features.maps.items()}
-    tensors["pooled"] = features.pooled.float().contiguous()
-    metadata = {key: json.dumps(getattr(features, key)) for key in METADATA_KEYS} | {SOURCE_KEY: json.dumps(record)}
-    atomic_write_bytes(path, save(tensors, metadata=metadata))
 
 
 def run_extraction(
@@ -260,7 +245,7 @@ def run_extraction(
             for b, item in enumerate(good):
                 i = todo[item.index]
                 features = ImageFeatures(maps[b], pooled[b], str(images[i]), item.size, input_size, strides, model_name)
-                _save_features(outputs[i], features, records[i])
+                save_features(outputs[i], features, {SOURCE_KEY: records[i]})
         bar.update(len(batch))
     bar.close()
     atomic_write_bytes(output / "failures.txt", "".join(f"{line}\n" for line in failures).encode())

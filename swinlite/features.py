@@ -2,7 +2,8 @@
 
 Per image: tensors ``stage0..stageN`` ([C_i, H_i, W_i], NCHW without the batch axis) and ``pooled``
 ([C], fp32), with metadata ``source``, ``original_size`` (H, W), ``input_size`` (H, W), ``strides``,
-``model`` (JSON strings in the safetensors header). ``embeddings.safetensors`` holds ``embeddings``
+``model`` (JSON strings in the safetensors header; ``scripts/extract_features.py`` adds ``source_file``, the
+image's real path, size and modification time). ``embeddings.safetensors`` holds ``embeddings``
 ([N, C]) and, in its metadata, the ordered ``paths``. Every file is written to a temporary file,
 fsynced and renamed over the target, so a crash never leaves a half-written file under the final name.
 """
@@ -45,12 +46,19 @@ class ImageFeatures:
     model: str
 
 
-def save_features(path: Path, features: ImageFeatures) -> None:
-    """Write one image's features atomically."""
+def save_features(path: Path, features: ImageFeatures, extra: dict[str, object] | None = None) -> None:
+    """Write one image's features atomically, with ``extra`` metadata (JSON values) beside the features' own."""
     tensors = {name: m.contiguous() for name, m in features.maps.items()}
     tensors["pooled"] = features.pooled.float().contiguous()
     metadata = {key: json.dumps(getattr(features, key)) for key in METADATA_KEYS}
+    metadata |= {key: json.dumps(value) for key, value in (extra or {}).items()}
     atomic_write_bytes(path, save(tensors, metadata=metadata))
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, object]:
+    """A feature file's metadata, each value decoded from JSON."""
+    with safe_open(path, "pt") as f:
+        return {k: json.loads(v) for k, v in f.metadata().items()}
 
 
 def load_features(path: str | os.PathLike) -> ImageFeatures:
@@ -59,8 +67,7 @@ def load_features(path: str | os.PathLike) -> ImageFeatures:
     if not is_complete_feature_file(path):
         raise ValueError(f"{str(path)!r} is not a complete swinlite feature file (stage maps, pooled and metadata)")
     tensors = load_file(path)
-    with safe_open(path, "pt") as f:
-        meta = {k: json.loads(v) for k, v in f.metadata().items()}
+    meta = read_metadata(path)
     maps = {k: tensors[k] for k in sorted((k for k in tensors if k.startswith("stage")), key=lambda k: int(k[5:]))}
     return ImageFeatures(
         maps=maps,

@@ -19,6 +19,15 @@ def autocast_available(device_type: str) -> bool:
     return torch.compiler.is_compiling() or torch.amp.is_autocast_available(device_type)
 
 
+FX_TRACING_HINT = (
+    "torch.fx traces swinlite's models with timm's leaf modules and functions, which keep the input checks and the "
+    "blocks (their padding and shifts depend on the input's size) as single nodes: use timm's "
+    "timm.models.create_feature_extractor or features_only=True, or pass torchvision's create_feature_extractor "
+    "tracer_kwargs={'leaf_modules': timm.layers.get_notrace_modules(), "
+    "'autowrap_functions': timm.layers.get_notrace_functions()}"
+)
+
+
 @register_notrace_function  # value checks on the input's shape, not traceable
 def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int], dtype: torch.dtype) -> None:
     """Raise a ValueError naming the expected input unless ``x`` is a (B, in_chans, H, W) batch of ``dtype``.
@@ -27,6 +36,8 @@ def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int
     """
     expected = f"a floating-point tensor of shape (B, {in_chans}, H, W) with H >= {patch_size[0]}, W >= {patch_size[1]}"
     if not torch.jit.is_scripting() and not isinstance(x, torch.Tensor):
+        if isinstance(x, torch.fx.Proxy):  # a tracer without timm's leaves: it would trace into shape branches
+            raise TypeError(FX_TRACING_HINT)
         raise ValueError(f"expected {expected}, got {type(x).__name__}")
     if x.dim() != 4:
         raise ValueError(f"expected {expected}, got a {x.dim()}-D tensor of shape {list(x.shape)}")

@@ -315,6 +315,23 @@ def test_fx_feature_extraction(built):
         torch.testing.assert_close(list(extractor(x).values())[0], model(x))
 
 
+def test_torchvision_fx_extraction_works_with_timms_leaves_and_names_them_without(built):
+    """torchvision's tracer without timm's leaf lists traced into the input check, which then said the input was not
+    a tensor of shape (B, 3, H, W)."""
+    from torchvision.models.feature_extraction import create_feature_extractor
+
+    name, model, x = built
+    with pytest.raises(TypeError, match=r"timm\.layers\.get_notrace_modules\(\)"):  # a copy: the tracer sets
+        create_feature_extractor(copy.deepcopy(model), return_nodes={"layers.1": "stage1"})  # train mode first
+    leaves = {
+        "leaf_modules": timm.layers.get_notrace_modules(),
+        "autowrap_functions": timm.layers.get_notrace_functions(),
+    }
+    extractor = create_feature_extractor(model, return_nodes={"head": "logits"}, tracer_kwargs=leaves)
+    with torch.no_grad():
+        torch.testing.assert_close(extractor(x)["logits"], model(x), rtol=0, atol=0)
+
+
 def test_bfloat16_after_float32_forward(built):
     name, model, x = built
     model = copy.deepcopy(model)

@@ -118,6 +118,20 @@ def split_left_out(batch: list[Item | LeftOut]) -> tuple[list[Item], list[LeftOu
     return [i for i in batch if not isinstance(i, LeftOut)], [i for i in batch if isinstance(i, LeftOut)]
 
 
+def nothing_scored(scored: int, left_out: list[LeftOut], split: str, lacking: str, metric: str) -> ValueError:
+    """The error of an evaluation that scored nothing, whose ``metric`` would be NaN and read as a result (a report of
+    nulls; a training run that never picks best weights): ``scored`` images of ``split`` that hold no ``lacking``
+    (an object to score, a pixel of a class), the others ``left_out`` as they were read (pixels that do not decode
+    behind a header the scan read), the first named."""
+    gone = sorted(set(left_out))  # set: a padded shard
+    example = f"e.g. {gone[0].path}: {gone[0].reason}" if gone else ""
+    if scored == 0 and gone:
+        return ValueError(f"no {split} image could be scored: all {len(gone)} were left out as they were read, "
+                          f"{example} (each named in a warning); the {metric} would be NaN")  # fmt: skip
+    named = f"; those left out as they were read: {len(gone)}, {example}" if gone else ""
+    return ValueError(f"the {scored} {split} images scored hold no {lacking}{named}; the {metric} would be NaN")
+
+
 def left_out_report(skipped: list[tuple[str | Path, str]], left_out: list[LeftOut]) -> dict[str, list]:
     """``eval.json``'s ``skipped``, one layout for the three tasks' scripts: every file the evaluation left out, the
     scan's (``skipped``: path, reason) then the loader's (``left_out``), each as ``{"path", "reason"}``."""

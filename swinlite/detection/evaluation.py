@@ -14,7 +14,7 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval, Params
 
-from ..images import LeftOut
+from ..images import LeftOut, nothing_scored
 from .data import Categories, CocoDetection
 
 # what scripts/evaluate_detection.py writes, beside the checkpoint unless --output-dir
@@ -93,16 +93,8 @@ def check_scored(coco_gt: COCO, image_ids: list[int], left_out: list[LeftOut], s
         left_out: the images the evaluation left out as it read them, for the message.
         split: "val", "train", named in the message.
     """
-    objects = any(not ann.get("iscrowd", 0) for i in image_ids for ann in coco_gt.imgToAnns.get(i, []))
-    if objects:
-        return
-    gone = sorted(set(left_out))  # set: a padded shard
-    example = f"e.g. {gone[0].path}: {gone[0].reason}" if gone else ""
-    if not image_ids:
-        raise ValueError(f"no {split} image could be scored: all {len(gone)} were left out as they were read, "
-                         f"{example} (each named in a warning); the AP would be NaN")  # fmt: skip
-    raise ValueError(f"the {len(image_ids)} {split} images scored hold no object to score; those with objects were "
-                     f"left out as they were read ({len(gone)}, {example}); the AP would be NaN")  # fmt: skip
+    if not any(not ann.get("iscrowd", 0) for i in image_ids for ann in coco_gt.imgToAnns.get(i, [])):
+        raise nothing_scored(len(image_ids), left_out, split, "object to score", "AP")
 
 
 def unmasked_objects(coco_gt: COCO, image_ids: list[int]) -> list[int]:

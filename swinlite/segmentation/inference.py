@@ -16,7 +16,7 @@ from torch import nn
 
 from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
-from ..images import LeftOut
+from ..images import LeftOut, nothing_scored
 from ..seg_views import default_stride, slide_windows, stride_problem, test_views, thin_problem
 from .config import TEST_MODES, SegDataConfig
 from .evaluation import confusion
@@ -160,11 +160,5 @@ def check_counted(counts: torch.Tensor, images: int, left_out: list[LeftOut], wh
     read (pixels that do not decode behind a header the scan read), or those it scored hold only ``ignore_index``.
     The mIoU of no pixel is NaN, which would read as a result (a report of nulls; a training run that never picks
     best weights)."""
-    if int(counts.sum()) > 0:
-        return
-    gone = sorted(set(left_out))  # set: a padded shard
-    if images == 0 and gone:
-        raise ValueError(f"no {what} image could be scored: all {len(gone)} were left out as they were read, e.g. "
-                         f"{gone[0].path}: {gone[0].reason} (each named in a warning)")  # fmt: skip
-    named = f" ({len(gone)} left out as they were read, e.g. {gone[0].path}: {gone[0].reason})" if gone else ""
-    raise ValueError(f"the {images} {what} images scored hold no pixel of a class{named}: the mIoU would be NaN")
+    if int(counts.sum()) == 0:
+        raise nothing_scored(images, left_out, what, "pixel of a class", "mIoU")

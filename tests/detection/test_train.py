@@ -145,8 +145,8 @@ def _cut_off(folder: Path, names: list[str]) -> None:
     [
         (["01.png", "02.png", "03.png", "04.png"], r"no val image could be scored: all 5 were left out as they were "
          r"read, e\.g\. .*01\.png: unreadable \("),
-        (["01.png", "02.png", "04.png"], r"the 1 val images scored hold no object to score; those with objects were "
-         r"left out as they were read \(4, e\.g\. .*01\.png: unreadable"),
+        (["01.png", "02.png", "04.png"], r"the 1 val images scored hold no object to score; those left out as they "
+         r"were read: 4, e\.g\. .*01\.png: unreadable"),
     ],
     ids=["none-decodes", "only-the-negative-decodes"],
 )  # fmt: skip

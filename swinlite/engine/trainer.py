@@ -147,6 +147,9 @@ class Trainer:
                 self.ema.load_state_dict(saved["ema"])
         except (RuntimeError, ValueError, KeyError) as e:
             raise _misfit(path, "model or optimizer", str(e).strip().splitlines()[0][:300]) from None
+        if self.ema is not None and saved["ema"] is None:  # EMA turned on at --resume: it was built from the
+            self.ema.set(self.model)  # initial weights, an average of nothing trained; it starts from the resumed ones
+            self.log("note: train.ema_decay is new to this run; the EMA starts from the resumed weights")
         if saved["scheduler"] != self.scheduler.state_dict():  # e.g. train.epochs was raised
             self.log("warning: the lr schedule changed with the settings; continuing on the new one")
         self.scaler.load_state_dict(saved["scaler"])

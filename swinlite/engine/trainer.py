@@ -41,6 +41,9 @@ from .optim import build_optimizer, build_scheduler
 from .task import RunContext, Task
 
 WEIGHTS_FILES = ("last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
+# what a parameter group holds that is not the config's: its parameters, the lr the scheduler sets before each step,
+# and the step counters some optimizers keep per group (timm's Adan and Lamb, Lookahead)
+GROUP_STATE = ("params", "lr", "step", "lookahead_step")
 ADVICE = "try a lower optim.lr, or optim.clip_grad"
 
 
@@ -140,9 +143,14 @@ class Trainer:
         mismatch = state_dict_mismatch(self.model.state_dict(), saved["model"], limit=3)
         if mismatch is not None:  # torch's own message names no key on its first line
             raise _misfit(path, "model", mismatch)
+        # the optimizer's state (moments) is the saved one, its hyperparameters the config's: load_state_dict takes the
+        # saved groups' weight decay, betas, layer decay's lr_scale ... (the config may have changed them)
+        configured = [{k: v for k, v in g.items() if k not in GROUP_STATE} for g in self.optimizer.param_groups]
         try:
             self.model.load_state_dict(saved["model"])
             self.optimizer.load_state_dict(saved["optimizer"])
+            for group, settings in zip(self.optimizer.param_groups, configured, strict=True):
+                group.update(settings)
             if self.ema is not None and saved["ema"] is not None:
                 self.ema.load_state_dict(saved["ema"])
         except (RuntimeError, ValueError, KeyError) as e:

@@ -10,6 +10,7 @@ from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
 
 from swinlite.engine import run, trainer
 from swinlite.engine.checkpoint import load_resume, non_finite
+from swinlite.engine.optim import build_optimizer
 from swinlite.io import read_metadata, read_state_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks
@@ -189,3 +190,31 @@ def test_ema_turned_on_at_resume_starts_from_the_resumed_weights(folder: Path, t
     assert _equal(at_start["ema"], trained)
     note = "note: train.ema_decay is new to this run; the EMA starts from the resumed weights"
     assert note in capsys.readouterr().out
+
+
+def test_optimizer_settings_changed_at_resume_are_the_ones_used(folder: Path, tmp_path: Path, monkeypatch):
+    """optim.weight_decay, optim.betas and optim.layer_decay changed at --resume were warned about and written to
+    config.yaml, but the optimizer's load_state_dict put the saved groups' values back: the run went on with the
+    old ones. Now the groups hold the new settings and the saved moments."""
+    out, task = tmp_path / "run", TASKS["classification"]
+    run(task, tiny_config("classification", folder, out, **{"train.epochs": 1, "optim.layer_decay": 0.5}))
+    saved = load_resume(out / "resume.pt")["optimizer"]
+    changed = {"optim.layer_decay": 0.8, "optim.weight_decay": 0.5, "optim.betas": "[0.5,0.9]"}
+    cfg = tiny_config("classification", folder, out, **changed)
+    at_start = {}
+
+    def fit(self):  # the optimizer the resumed run trains with, and one built afresh from the new settings
+        settings = ("betas", "weight_decay", "lr_scale", "eps")
+        at_start["got"] = [{k: g[k] for k in settings} for g in self.optimizer.param_groups]
+        fresh = build_optimizer(self.model, cfg.optim, global_batch=cfg.data.batch_size)
+        at_start["fresh"] = [{k: g[k] for k in settings} for g in fresh.param_groups]
+        at_start["state"] = self.optimizer.state_dict()["state"]
+
+    monkeypatch.setattr(trainer.Trainer, "fit", fit)
+    run(task, cfg, resume=True)
+    got = at_start["got"]
+    assert got == at_start["fresh"]
+    assert {g["betas"] for g in got} == {(0.5, 0.9)} and {g["weight_decay"] for g in got} == {0.0, 0.5}
+    assert [g["lr_scale"] for g in got] != [g["lr_scale"] for g in saved["param_groups"]]  # 0.8 ** depth, not 0.5
+    assert at_start["state"].keys() == saved["state"].keys()
+    assert all(torch.equal(at_start["state"][i]["exp_avg"], saved["state"][i]["exp_avg"]) for i in saved["state"])

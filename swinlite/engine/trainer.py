@@ -129,6 +129,7 @@ class Trainer:
             "epoch": self.state.epoch,
             "step": self.state.step,
             "batch": self.state.batch,
+            "micro_batch": [self.cfg.data.batch_size, self.cfg.optim.accum_steps],  # what ``batch`` counts
             "best": self.state.best,
             "best_ema": self.state.best_ema,
             "history": self.state.history,
@@ -167,10 +168,22 @@ class Trainer:
             if batch:
                 self.log("warning: the step checkpoint's epoch restarts from its beginning")
                 batch = 0
+        # a step checkpoint's position counts micro-batches of its data.batch_size, grouped by its optim.accum_steps
+        # into steps: another size would skip other images, another grouping shift the steps. The epoch restarts,
+        # as with another number of processes: its first images are trained on twice, but each one at least once,
+        # and the schedule's step is this run's count. (A file from before "micro_batch" was saved: taken as same.)
+        micro_batch = [self.cfg.data.batch_size, self.cfg.optim.accum_steps]
+        if batch and saved.get("micro_batch", micro_batch) != micro_batch:
+            size, accum = saved["micro_batch"]
+            self.log(f"warning: the step checkpoint's epoch restarts from its beginning (its position counts batches "
+                     f"of data.batch_size={size} with optim.accum_steps={accum}, this run's {micro_batch[0]} with "
+                     f"{micro_batch[1]})")  # fmt: skip
+            batch = 0
         sums, count = saved["partial"][self.dist.rank] if batch else ({}, 0)
-        # at an epoch's start, the step this run's schedule counts there (another world size or max_iters counts
-        # other steps per epoch: the saved step would put the lr elsewhere, past the schedule's end when larger)
-        step = saved["step"] if batch else saved["epoch"] * self.steps_per_epoch
+        # the step this run's schedule counts at the position (another world size or max_iters counts other steps
+        # per epoch: the saved step would put the lr elsewhere, past the schedule's end when larger)
+        done = epoch_steps(min(batch, self.batches), self.cfg.optim.accum_steps)
+        step = saved["epoch"] * self.steps_per_epoch + done
         self.state = RunState(
             saved["epoch"], step, batch, dict(sums), count, saved["best"], saved["best_ema"], saved["history"]
         )

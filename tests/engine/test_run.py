@@ -2,6 +2,7 @@
 diverged run that keeps the last good files, --overwrite that removes the old run first."""
 
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,46 @@ def test_optimizer_settings_changed_at_resume_are_the_ones_used(folder: Path, tm
     assert [g["lr_scale"] for g in got] != [g["lr_scale"] for g in saved["param_groups"]]  # 0.8 ** depth, not 0.5
     assert at_start["state"].keys() == saved["state"].keys()
     assert all(torch.equal(at_start["state"][i]["exp_avg"], saved["state"][i]["exp_avg"]) for i in saved["state"])
+
+
+@pytest.mark.parametrize(
+    ("changed", "steps"),
+    [({"data.batch_size": 4}, 6), ({"optim.accum_steps": 2}, 2)],  # 24 images: 6 batches of 4; 3 of 8 in 2 steps
+)
+def test_a_step_checkpoint_resumed_with_another_batch_restarts_its_epoch(
+    changed, steps, folder, tmp_path, capsys, monkeypatch
+):
+    """A step checkpoint after batch 1 of 8 images resumed with data.batch_size=4 skipped 4 images (its batch count
+    times the new size) and left 4 of the epoch untrained; with optim.accum_steps=2 it counted the saved single
+    steps on as pairs, and the run ended at step 3 of a schedule of 2."""
+    task, saves = TASKS["classification"], []
+    settings = {"train.epochs": 1, "train.save_every_steps": 1}
+    save_resume = trainer.save_resume
+
+    def keep_first(path, state):  # the step checkpoint a kill after the first step leaves
+        save_resume(path, state)
+        if state["batch"] and not saves:
+            saves.append(shutil.copy(path, tmp_path / "step1.pt"))
+
+    monkeypatch.setattr(trainer, "save_resume", keep_first)
+    reference = run(task, tiny_config("classification", folder, tmp_path / "ref", **settings))
+    assert (load_resume(saves[0])["batch"], load_resume(saves[0])["step"]) == (1, 1)
+    out = tmp_path / "run"
+    out.mkdir()
+    shutil.copy(reference / "config.yaml", out / "config.yaml")
+    shutil.copy(saves[0], out / "resume.pt")
+    images, train_step = [], task.train_step
+
+    def counted(self, model, batch):
+        output = train_step(self, model, batch)
+        images.append(output.size)
+        return output
+
+    monkeypatch.setattr(task, "train_step", counted)
+    capsys.readouterr()
+    run(task, tiny_config("classification", folder, out, **settings, **changed), resume=True)
+    printed = capsys.readouterr().out
+    assert "warning: the step checkpoint's epoch restarts from its beginning (its position counts batches " in printed
+    assert f"resumed from {out / 'resume.pt'} at the start of epoch 1/1\n" in printed
+    assert sum(images) == 24  # the whole epoch
+    assert load_resume(out / "resume.pt")["step"] == steps

@@ -300,10 +300,10 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
 
 
 def convert_pretrained(checkpoint: Mapping[str, object], model: nn.Module) -> StateDict:
-    """timm's ``pretrained_filter_fn`` for the swinlite variants: :func:`convert_state_dict` of a tag's file (timm's,
-    made at the tag's input size) for ``model``, with the bias tables of a model built at another ``img_size`` fitted
-    as timm's pretrained loader fits them (:func:`embed_shrunk_tables` with ``resize_whole``), so that the tag
-    computes what timm's does at that size."""
+    """timm's ``pretrained_filter_fn`` for the swinlite variants: :func:`convert_state_dict` of a tag's file (or
+    ``pretrained_cfg_overlay``'s) for ``model``; a file in timm's (or the Microsoft release's) layout has the bias
+    tables of a model built at another ``img_size`` fitted as timm's pretrained loader fits them
+    (:func:`embed_shrunk_tables` with ``resize_whole``), so that the tag computes what timm's does at that size."""
     return _converted(checkpoint, model, timm_tables=True)
 
 
@@ -317,8 +317,8 @@ def _converted(checkpoint: Mapping[str, object], model: nn.Module | None, timm_t
         rename = _RENAMES[layout]
         out = {rename(k): v for k, v in state_dict.items() if not k.endswith(_DROPPED)}
     check_weight_values(out)
-    if model is not None:
-        out = _fit_to_model(out, model, timm_tables)
+    if model is not None:  # timm's loader resizes only its own files' tables (timm's layout, or the release's)
+        out = _fit_to_model(out, model, timm_tables and layout in ("timm", "microsoft"))
     elif layout != "swinlite":  # swinlite's own files (a detector's too) pass as they are
         _check_swinlite_keys(out, layout)
     return out

@@ -147,8 +147,18 @@ def file_sha256(path: str | os.PathLike) -> str:
 def save_safetensors(
     path: str | os.PathLike, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, Any] | None = None
 ) -> None:
-    """Save tensors atomically as safetensors; metadata values are stored as JSON strings."""
-    contiguous = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    """Save tensors atomically as safetensors; metadata values are stored as JSON strings.
+
+    safetensors refuses tensors that share memory (a converted backbone's last level norm is also its final ``norm``;
+    views of one buffer): each tensor after the first on a storage is written from a copy.
+    """
+    storages: set[int] = set()
+    contiguous = {}
+    for key, value in tensors.items():
+        value = value.detach().cpu().contiguous()
+        storage = value.untyped_storage().data_ptr()
+        contiguous[key] = value.clone() if storage in storages else value
+        storages.add(storage)
     meta = {k: json.dumps(v) for k, v in (metadata or {}).items()}
     atomic_write_bytes(path, safetensors_bytes(contiguous, metadata=meta or None))
 

@@ -148,10 +148,25 @@ def _check_existing_run(out: Path, cfg: Any, resume: bool, overwrite: bool, dist
             return
         for change in config_diff(old, cfg):
             log(dist, f"warning: resuming with a changed setting {change}")
+        _check_layer_decay(old, cfg)
     elif (out / RESUME_FILE).is_file() and not overwrite:
         raise ValueError(
             f"{out} already holds a run; pass --resume to continue it, --overwrite to replace it, "
             "or --output-dir for a new one"
+        )
+
+
+def _check_layer_decay(old: Any, cfg: Any) -> None:
+    """ValueError for ``optim.layer_decay`` turned on or off at ``--resume``: the saved optimizer's parameter groups
+    (one per layer and decay, or two) cannot load into this run's; said here, before the data is scanned, rather
+    than by the optimizer's load after it."""
+    before, now = old.optim.layer_decay, cfg.optim.layer_decay
+    if (before is None) != (now is None):
+        name = lambda value: "none" if value is None else f"{value:g}"  # noqa: E731 (as the command line takes it)
+        raise ValueError(
+            f"--resume: optim.layer_decay was {name(before)}, now {name(now)}: the saved optimizer's parameter groups "
+            f"(those {'without' if before is None else 'of'} layer decay) do not fit this run's; resume with "
+            f"optim.layer_decay={name(before)}, or start over with --overwrite"
         )
 
 

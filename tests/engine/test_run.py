@@ -262,3 +262,30 @@ def test_a_step_checkpoint_resumed_with_another_batch_restarts_its_epoch(
     assert f"resumed from {out / 'resume.pt'} at the start of epoch 1/1\n" in printed
     assert sum(images) == 24  # the whole epoch
     assert load_resume(out / "resume.pt")["step"] == steps
+
+
+@pytest.mark.parametrize(("before", "now"), [(None, 0.5), (0.5, None)])
+def test_layer_decay_turned_on_or_off_at_resume_is_refused_before_the_data_scan(
+    before, now, folder, tmp_path, capsys, monkeypatch
+):
+    """optim.layer_decay none -> 0.5 at --resume scanned the data, built the model, then failed to load the optimizer
+    ("loaded state dict has a different number of parameter groups"), a refusal the docs did not list."""
+    out, task = tmp_path / "run", TASKS["classification"]
+    first = {"train.epochs": 1, "optim.layer_decay": before}
+    assert script_main("classification", overrides("classification", folder, out, **first)) == 0
+    scans, build_datasets = [], task.build_datasets
+
+    def scanned(self):
+        scans.append(1)
+        return build_datasets(self)
+
+    monkeypatch.setattr(task, "build_datasets", scanned)
+    capsys.readouterr()
+    settings = {"train.epochs": 2, "optim.layer_decay": now}
+    assert script_main("classification", ["--resume", *overrides("classification", folder, out, **settings)]) == 2
+    name = lambda value: "none" if value is None else value  # noqa: E731
+    error = capsys.readouterr().err.strip().splitlines()
+    said = f"error: --resume: optim.layer_decay was {name(before)}, now {name(now)}: the saved optimizer's parameter"
+    assert len(error) == 1 and error[0].startswith(said)
+    assert scans == [] and not (out / ".lock").exists()
+    assert load_resume(out / "resume.pt")["epoch"] == 1

@@ -14,7 +14,7 @@ import yaml
 
 from .checkpoint import RESUME_FILE
 from .config import to_dict
-from .distributed import StalledRankError
+from .distributed import StalledRankError, launched
 from .run import run
 from .task import Task
 
@@ -42,7 +42,8 @@ def run_from_cli(
         print("error: " + " ".join(str(e).split()), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(interrupted(Path(cfg.train.output_dir)), file=sys.stderr)
+        if launched().is_main:  # under torchrun every process is interrupted; one hint is enough
+            print(interrupted(Path(cfg.train.output_dir)), file=sys.stderr)
         return 130
     return 0
 

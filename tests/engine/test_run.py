@@ -9,7 +9,7 @@ import pytest
 import torch
 from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
 
-from swinlite.engine import run, trainer
+from swinlite.engine import cli, run, trainer
 from swinlite.engine.checkpoint import load_resume, non_finite
 from swinlite.engine.optim import build_optimizer
 from swinlite.io import read_metadata, read_state_dict
@@ -289,3 +289,17 @@ def test_layer_decay_turned_on_or_off_at_resume_is_refused_before_the_data_scan(
     assert len(error) == 1 and error[0].startswith(said)
     assert scans == [] and not (out / ".lock").exists()
     assert load_resume(out / "resume.pt")["epoch"] == 1
+
+
+@pytest.mark.parametrize(("rank", "hints"), [("0", 1), ("1", 0)])
+def test_only_rank_0_says_where_to_continue_after_an_interrupt(rank, hints, folder, tmp_path, capsys, monkeypatch):
+    """Ctrl-C under torchrun printed "interrupted; continue from ... with --resume" once per process."""
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run", interrupted)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", rank)
+    assert cli.run_from_cli(TASKS["classification"], None, overrides("classification", folder, tmp_path)) == 130
+    assert capsys.readouterr().err.count("interrupted") == hints

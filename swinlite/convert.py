@@ -93,7 +93,8 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
 
 def convert_when_loaded(model: nn.Module, state_dict: dict[str, torch.Tensor], prefix: str, *_: Any) -> None:
     """A ``load_state_dict`` pre-hook of :class:`~swinlite.models.swin.SwinTransformer`: a state dict of another
-    layout (timm's, Microsoft's, ...) is converted in place before it is loaded.
+    layout (timm's, Microsoft's, ...) is converted in place before it is loaded, and one of any layout has the
+    tables of a window shrunk to its stage's map embedded (a timm model of this ``img_size``, converted).
 
     ``timm.create_model(name, checkpoint_path=...)`` loads the file with a plain ``model.load_state_dict``, which
     timm's own Swin passes with its own files; other routes convert with :func:`convert_state_dict`. Keys are converted
@@ -107,10 +108,9 @@ def convert_when_loaded(model: nn.Module, state_dict: dict[str, torch.Tensor], p
         foreign = detect_layout(state_dict) != "swinlite"
     except ValueError:
         return
-    if foreign:
-        converted = embed_shrunk_tables(convert_state_dict(state_dict), model)
-        state_dict.clear()
-        state_dict.update(converted)
+    converted = embed_shrunk_tables(convert_state_dict(state_dict) if foreign else state_dict, model)
+    state_dict.clear()
+    state_dict.update(converted)
 
 
 def _from_timm(key: str) -> str:

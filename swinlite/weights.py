@@ -24,7 +24,7 @@ import torch
 from timm.models import adapt_input_conv, get_pretrained_cfg_value
 from torch import nn
 
-from .convert import check_weight_values, convert_state_dict, first_keys, shape_mismatch
+from .convert import check_weight_values, convert_state_dict, embed_shrunk_tables, first_keys, shape_mismatch
 from .hub import cached_weights, pretrained_kwargs
 from .io import read_metadata, read_state_dict
 from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
@@ -241,6 +241,8 @@ def load_strict(
                 state = convert_state_dict(state, net)
             except ValueError as e:
                 raise _naming(source, e) from None
+        elif isinstance(net, SwinTransformer):  # a converted timm model of this img_size: its shrunk windows' tables
+            state = embed_shrunk_tables(state, net)
         mismatch = state_dict_mismatch(target, state, may_start_fresh)
         if mismatch is not None:
             raise ValueError(f"{source} does not fit {type(net).__name__} exactly; {mismatch}")

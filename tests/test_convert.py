@@ -312,3 +312,20 @@ def test_a_wrapper_prefix_is_removed_only_from_every_key():
     for prefix in ("_orig_mod.", "module._orig_mod."):
         wrapped = {prefix + k: v for k, v in model.state_dict().items()}
         assert swinlite.convert.without_wrapper_prefix(wrapped).keys() == model.state_dict().keys()
+
+
+def test_a_converted_timm_model_of_a_size_with_a_shrunk_window_loads_as_it_is(tmp_path):
+    """timm's Swin at 112 has a 4x4 window (a 7x7 table) in its last stage; converted without a model, the file keeps
+    that table, and load_state_dict and load_model refused it against swinlite's 13x13 ((49, 8) vs (169, 8)),
+    though the same file unconverted loaded."""
+    reduced = dict(depths=(1, 1, 1, 1), embed_dim=32, num_heads=(1, 2, 4, 8), img_size=112)
+    torch.manual_seed(0)
+    source = timm.create_model("swin_tiny_patch4_window7_224", **reduced).eval()
+    save_safetensors(tmp_path / "t112.safetensors", swinlite.convert_state_dict(source.state_dict()))
+    x = torch.randn(1, 3, 112, 112)
+    plain = timm.create_model("swinlite_tiny_patch4_window7_224", **reduced).eval()
+    plain.load_state_dict(load_file(tmp_path / "t112.safetensors"))
+    loaded = load_model(tmp_path / "t112.safetensors", "swinlite_tiny_patch4_window7_224", **reduced)
+    with torch.no_grad():
+        for model in (plain, loaded):
+            torch.testing.assert_close(model(x), source(x), rtol=0, atol=1e-5)

@@ -64,9 +64,10 @@ def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int
 def at_least_one_image(x: torch.Tensor) -> torch.Tensor:
     """``x``, or one blank image for an empty batch: the window kernels cannot reshape a batch of 0.
 
-    The caller keeps the first ``B`` results (``out[:B]``), so an empty batch gives an empty output.
+    The caller keeps the first ``B`` results (``out[:B]``), so an empty batch gives an empty output; the blank image
+    is appended to ``x``, so that ``x`` gets its (empty) gradient.
     """
-    return x if x.shape[0] > 0 else x.new_zeros([1] + list(x.shape[1:]))
+    return x if x.shape[0] > 0 else torch.cat([x, x.new_zeros([1] + list(x.shape[1:]))])
 
 
 def crop_to_patches(x: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor:

@@ -53,6 +53,14 @@ def test_empty_batch_gives_an_empty_output(model, train):
         model.eval()
 
 
+def test_an_empty_batch_gets_its_empty_gradient(model):
+    """The blank image that stands in for it was a new tensor: the input was cut off from autograd (x.grad None,
+    autograd.grad raised "appears to not have been used in the graph")."""
+    x = torch.zeros(0, 3, 32, 32, requires_grad=True)
+    (grad,) = torch.autograd.grad(model(x).sum(), x)
+    assert grad.shape == x.shape
+
+
 def test_empty_batch_features_only():
     features = timm.create_model("swinlite_pico_patch2_window4_32", features_only=True, out_indices=(1, 3)).eval()
     assert [tuple(t.shape) for t in features(torch.zeros(0, 3, 32, 32))] == [(0, 64, 8, 8), (0, 256, 2, 2)]

@@ -71,6 +71,11 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
     if any(".attn.w_msa." in k for k in keys):
         return "mmdet"
     if any(re.search(r"\.attention\.(self\.query|q_proj)\.|patch_embeddings\.projection\.", k) for k in keys):
+        if any("continuous_position_bias_mlp" in k for k in keys):
+            raise ValueError(
+                "a Hugging Face Swin-V2 state dict: not a layout swinlite converts (Hugging Face Swin V1, timm's and "
+                "the Microsoft release's Swin-V2 are; the released Swin-V2 weights load as swinlite_v2_* tags)"
+            )
         return "huggingface"
     if any(k.startswith("features.0.0.") for k in keys):
         return "torchvision"

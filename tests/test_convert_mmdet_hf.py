@@ -226,3 +226,12 @@ def test_timm_pretrained_file_path_for_features_only(tmp_path):
     x = torch.randn(1, 3, 40, 40)
     for got, want in zip(features(x), _features(source, x), strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_a_hugging_face_swin_v2_state_dict_is_named_as_unsupported():
+    """Detected as Hugging Face Swin (V1), it failed in the converter with "max() arg is an empty sequence"."""
+    block = "swinv2.encoder.layers.0.blocks.0.attention.self."
+    keys = ["swinv2.embeddings.patch_embeddings.projection.weight", block + "query.weight",
+            block + "continuous_position_bias_mlp.0.weight", block + "logit_scale"]  # fmt: skip
+    with pytest.raises(ValueError, match="a Hugging Face Swin-V2 state dict: not a layout swinlite converts"):
+        convert_state_dict(dict.fromkeys(keys, torch.zeros(1)))

@@ -1,13 +1,17 @@
 """The training scripts' body after their arguments are parsed: load the config, print it or run it.
 
 User errors propagate to the script's runner (``scripts/_cli.py``, the one that turns them into one ``error: ...``
-line and exit code 2); a stalled process is one line and exit code 1, an interrupt a hint to ``--resume``
-(when there is something to resume).
+line and exit code 2); a stalled process is one line and exit code 1, an interrupt (Ctrl-C, exit code 130) or a
+SIGTERM (``kill``, a scheduler's stop, torchrun's agent stopping the processes left when one failed; exit code 143)
+a hint to ``--resume`` (when there is something to resume), on rank 0.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -37,22 +41,50 @@ def run_from_cli(
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return 0
     try:
-        run(task, cfg, resume=resume, overwrite=overwrite)
+        with terminate_as_interrupt():
+            run(task, cfg, resume=resume, overwrite=overwrite)
     except StalledRankError as e:
         print("error: " + " ".join(str(e).split()), file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        word = "terminated" if isinstance(e, Terminated) else "interrupted"
         if launched().is_main:  # under torchrun every process is interrupted; one hint is enough
-            print(interrupted(Path(cfg.train.output_dir)), file=sys.stderr)
-        return 130
+            print(interrupted(Path(cfg.train.output_dir), word), file=sys.stderr)
+        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     return 0
 
 
-def interrupted(out: Path) -> str:
-    """What an interrupted run leaves: the resume file to continue from, or nothing to resume yet."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is as Ctrl-C's KeyboardInterrupt is: the same unwinding (the output folder's
+    lock released, TensorBoard closed, the process group left) instead of the default, an exit on the spot."""
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` in the block (once: a second one ends the process at once, as by default).
+    Outside the main thread, where no handler can be set, SIGTERM is left as it is."""
+
+    def handler(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted(out: Path, word: str = "interrupted") -> str:
+    """What an interrupted (or terminated: ``word``) run leaves: the resume file to continue from, or nothing to
+    resume yet."""
     if (out / RESUME_FILE).is_file():
-        return f"interrupted; continue from {out / RESUME_FILE} with --resume"
+        return f"{word}; continue from {out / RESUME_FILE} with --resume"
     return (
-        f"interrupted before the first save; nothing to resume ({RESUME_FILE} is written after each epoch, and every "
+        f"{word} before the first save; nothing to resume ({RESUME_FILE} is written after each epoch, and every "
         "train.save_every_steps steps)"
     )

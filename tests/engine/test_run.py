@@ -2,7 +2,9 @@
 diverged run that keeps the last good files, --overwrite that removes the old run first."""
 
 import math
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -303,3 +305,33 @@ def test_only_rank_0_says_where_to_continue_after_an_interrupt(rank, hints, fold
     monkeypatch.setenv("RANK", rank)
     assert cli.run_from_cli(TASKS["classification"], None, overrides("classification", folder, tmp_path)) == 130
     assert capsys.readouterr().err.count("interrupted") == hints
+
+
+def test_sigterm_unwinds_as_ctrl_c_does_and_exits_143(folder, tmp_path, capsys, monkeypatch):
+    """SIGTERM (a kill, torchrun's agent stopping the processes left after one failed) ended the run on the spot:
+    exit code 143, no word of the resume file, and OUT/.lock left for the next run to take over with a note."""
+    task, steps = TASKS["classification"], []
+    train_step = task.train_step
+
+    def terminated(self, model, batch):
+        steps.append(1)
+        if len(steps) == 4:  # the first step of epoch 2 (3 steps an epoch)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return train_step(self, model, batch)
+
+    monkeypatch.setattr(task, "train_step", terminated)
+    out, unhandled = tmp_path / "out", []
+
+    def handler(signum, frame):  # what the run's own handler replaces (the default would end pytest)
+        unhandled.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        code = script_main("classification", overrides("classification", folder, out))
+        assert signal.getsignal(signal.SIGTERM) is handler  # put back after the run
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert (code, unhandled) == (143, [])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"terminated; continue from {out / 'resume.pt'} with --resume"]
+    assert not (out / ".lock").exists() and load_resume(out / "resume.pt")["epoch"] == 1

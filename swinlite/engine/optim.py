@@ -90,6 +90,13 @@ def build_scheduler(
         power = {} if cfg.kind == "cosine" else {"power": cfg.power}
         with _without_timm_note(kind) if one_left else contextlib.nullcontext():  # the warnings above say it
             return kind(optimizer, **decay, **power)
+    beyond = [e for e in cfg.decay_epochs if e >= epochs]  # decays after the last step: none happens
+    if beyond:
+        warnings.warn(
+            f"schedule.decay_epochs {', '.join(f'{e:g}' for e in beyond)} lie at or beyond the end of {run}: the lr "
+            "never decays there",
+            stacklevel=2,
+        )
     # timm decays once t + 1 reaches a milestone; +1 so that the first step of epoch e + 1 runs at the lower lr
     milestones = [math.ceil(e * steps_per_epoch) + 1 for e in cfg.decay_epochs]
     return MultiStepLRScheduler(optimizer, decay_t=milestones, decay_rate=cfg.decay_rate, warmup_prefix=False, **common)

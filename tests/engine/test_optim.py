@@ -78,3 +78,19 @@ def test_a_warmup_that_leaves_one_step_is_one_warning(kind, warmup, said, caplog
         lrs = _lrs(cfg, 1, 10)
     assert [r.getMessage() for r in caplog.records if r.name.startswith("timm")] == []
     assert lrs[-1] == pytest.approx(cfg.optim.lr, rel=1e-6) and lrs[0] == 0.0  # it ends at the peak
+
+
+def test_decay_epochs_beyond_the_run_are_one_warning(recwarn):
+    """schedule.kind=step with schedule.decay_epochs=[5] in a run of 1 epoch never decayed, without a word (a warm-up
+    longer than the run was warned about)."""
+    cfg = TASKS["classification"].load_config(
+        None, ["schedule.kind=step", "schedule.decay_epochs=[0.5,1,5]", "schedule.warmup_epochs=0"]
+    )
+    with pytest.warns(UserWarning, match=r"schedule.decay_epochs 1, 5 lie at or beyond the end of the run \(1 epochs "
+                                         r"of 10 steps\): the lr never decays there"):  # fmt: skip
+        lrs = _lrs(cfg, 1, 10)
+    assert lrs == pytest.approx([cfg.optim.lr] * 5 + [cfg.optim.lr * 0.1] * 5)  # 0.5 decays, within the run
+    fits = TASKS["classification"].load_config(None, ["schedule.kind=step", "schedule.decay_epochs=[0.5]"])
+    recwarn.clear()
+    _lrs(fits, 1, 10)
+    assert not [w for w in recwarn if "decay_epochs" in str(w.message)]

@@ -34,9 +34,11 @@ its palette, mean, std and test settings) come from the file (--ema: the run's E
 model's metadata_props (JSON values, with "task" and "input_sizes"). Other layouts need --model. The graph is taken
 with torch.export (non-strict) and converted by torch.onnx's dynamo exporter. The check (skip with --no-check) runs
 the file in ONNX Runtime at three sizes of the range (--size, else the model's size brought into the range; a larger
-one with other remainders; the smallest) and compares it with PyTorch; NaN or inf fails, and a file that fails its
-check is removed. --quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the linear
-layers and the attention products) instead (checked for finite outputs; its accuracy: docs/deployment.md).
+one with other remainders; the smallest) and compares it with PyTorch; NaN or inf fails. The file is written and
+checked under a hidden name beside --output and renamed to --output once it passes: a file that fails its check, or
+an export killed before the end, leaves --output as it was (an earlier file is kept). --quantize dynamic writes ONNX
+Runtime's dynamic INT8 quantization of every MatMul (the linear layers and the attention products) instead (checked
+for finite outputs; its accuracy: docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -106,19 +108,7 @@ def main(argv: list[str] | None = None) -> float | None:
     whole = {"detection": "detector", "segmentation": "segmenter"}.get(task) if not args.fpn else None
     if whole is not None:
         _refuse_backbone_flags(args, task, whole)
-    written_before = _identity(args.output)
-    try:
-        return export(args, checkpoint, task)
-    except ValueError as e:  # a file this run wrote and its check refused is not left under --output
-        if args.output.is_file() and _identity(args.output) != written_before:
-            args.output.unlink()
-            raise ValueError(f"{e}; {args.output} (unverified) was removed") from None
-        raise
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    """(inode, modification time) of ``path``, or None: a file written since is another (atomic writes rename)."""
-    return (path.stat().st_ino, path.stat().st_mtime_ns) if path.is_file() else None
+    return export(args, checkpoint, task)
 
 
 def export(args, checkpoint: Path | None, task: str | None) -> float | None:
@@ -147,7 +137,8 @@ def _refuse_backbone_flags(args, task: str, whole: str) -> None:
 
 
 def export_backbone(args, checkpoint: Path | None) -> float | None:
-    """The classifier, feature extractor or FPN backbone: export, convert, quantize, check."""
+    """The classifier, feature extractor or FPN backbone: export, convert, quantize, check, all at a hidden path
+    beside --output that becomes --output once checked (swinlite.export.checked_output)."""
     import torch
 
     from swinlite import export
@@ -159,10 +150,12 @@ def export_backbone(args, checkpoint: Path | None) -> float | None:
     names = output_names(args, model)
     served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)
     metadata = export.export_metadata(model, checkpoint, served)
-    export.write_onnx(program, args.output, names, metadata, args.quantize)
+    with export.checked_output(args.output) as path:
+        export.write_onnx(program, path, names, metadata, args.quantize)
+        error = None if args.no_check else check(args, path, model, nominal, size_range)
     what = f"H={nominal[0]}, W={nominal[1]}" if args.fixed_size else f"H and W in {size_range[0]}..{size_range[1]}"
     print(f"wrote {args.output} (input images [batch, 3, H, W], {what}; outputs {', '.join(names)})")
-    return None if args.no_check else check(args, model, nominal, size_range)
+    return error
 
 
 def example_size(args, model_size: tuple[int, int], size_range: tuple[int, int]) -> tuple[int, int]:
@@ -209,12 +202,13 @@ def output_names(args, model) -> list[str]:
     return [f"stage{i}" for i in args.out_indices] if args.features else ["logits"]
 
 
-def check(args, model, nominal: tuple[int, int], size_range: tuple[int, int]) -> float:
-    """ONNX Runtime against PyTorch at the check sizes; the largest difference (INT8: only finite outputs)."""
+def check(args, path: Path, model, nominal: tuple[int, int], size_range: tuple[int, int]) -> float:
+    """ONNX Runtime on the file at ``path`` against PyTorch at the check sizes; the largest difference (INT8: only
+    finite outputs)."""
     from swinlite.export import check_onnx, check_sizes
 
     sizes = [nominal] if args.fixed_size else check_sizes(nominal, size_range)
-    return check_onnx(args.output, model, sizes, args.quantize is not None, args.tolerance)
+    return check_onnx(path, model, sizes, args.quantize is not None, args.tolerance)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,15 @@ the ONNX predictor (:mod:`swinlite.onnx_predict`) refuses such an image with an 
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import itertools
 import json
 import logging
 import math
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -370,15 +374,14 @@ def quantize_dynamic(source: Path, target: Path) -> Path:
     atomically to ``target`` with the same metadata plus ``"quantization": "dynamic"``.
 
     ONNX Runtime's default leaves the products of two activations in fp32; quantizing them too is what makes the
-    file 1.7x faster than fp32 at batch 1 instead of 1.4-1.5x (docs/deployment.md)."""
-    import tempfile
-
+    file 1.7x faster than fp32 at batch 1 instead of 1.4-1.5x (docs/deployment.md). ONNX Runtime's own output goes
+    to a :func:`scratch_folder` beside ``target`` (a visible ``tmp*/int8.onnx`` a kill left there before)."""
     import onnx
     from onnxruntime.quantization import QuantType
     from onnxruntime.quantization import quantize_dynamic as ort_quantize_dynamic
 
-    with tempfile.TemporaryDirectory(dir=Path(target).parent) as folder, _without_preprocessing_advice():
-        tmp = Path(folder) / "int8.onnx"
+    with scratch_folder(target) as folder, _without_preprocessing_advice():
+        tmp = folder / "int8.onnx"
         ort_quantize_dynamic(
             source,
             tmp,
@@ -446,19 +449,112 @@ def write_onnx(
     input_names: Sequence[str] = ("images",),
 ) -> Path:
     """:func:`export_onnx` to ``path``; with ``quantize="dynamic"`` its :func:`quantize_dynamic` there instead (the
-    fp32 file goes to a temporary name beside it, removed whatever happens: a crash leaves no fp32 file under the
-    INT8 name)."""
+    fp32 file goes to a :func:`scratch_folder` beside ``path``, removed whatever happens; a kill leaves it hidden
+    there, never under a name a script would take for a model, and the next export to ``path`` removes it).
+
+    ``path`` is written without a check: an export that checks its file writes it at :func:`checked_output`'s path.
+    """
     if quantize not in (None, *QUANTIZATIONS):
         raise ValueError(f"quantize must be one of {', '.join(QUANTIZATIONS)} or None, got {quantize!r}")
-    fp32 = path.with_name(path.stem + ".fp32.tmp.onnx") if quantize else path
+    if not quantize:
+        return export_onnx(program, path, output_names, metadata, input_names)
+    with scratch_folder(path) as folder:
+        fp32 = export_onnx(program, folder / "fp32.onnx", output_names, metadata, input_names)
+        return quantize_dynamic(fp32, path)
+
+
+def _scratch_prefix(path: Path) -> str:
+    """The name every :func:`scratch_folder` of ``path`` starts with (hidden: ``list_files`` and ``ls`` skip it)."""
+    return f".{path.name}.export-"
+
+
+@contextmanager
+def scratch_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """A new hidden folder beside ``path``, ``.<name>.export-<random>``, for the files an export writes before they
+    are checked (the model itself: :func:`checked_output`; the fp32 model a quantization starts from); removed with
+    what it holds on exit, whatever happens.
+
+    The folder is locked while in use (``flock`` on its ``.lock``, which the system releases however the process
+    ends), so that a folder a killed export left behind (a whole model, unchecked) is told apart from the folder
+    of an export still running: the abandoned ones of ``path`` are removed before a new one is made, as the fixed
+    ``<name>.fp32.tmp.onnx`` of earlier versions was overwritten by the next quantization (that file too is
+    removed, for what a killed run of an earlier version left).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(path)
+    folder = Path(tempfile.mkdtemp(prefix=_scratch_prefix(path), dir=path.parent))
+    lock = None
     try:
-        export_onnx(program, fp32, output_names, metadata, input_names)
-        if quantize:
-            quantize_dynamic(fp32, path)
+        lock = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield folder
     finally:
-        if quantize:
-            fp32.unlink(missing_ok=True)
-    return path
+        shutil.rmtree(folder, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
+
+
+def _remove_abandoned(path: Path) -> None:
+    """Remove the :func:`scratch_folder` folders of ``path`` that no running process holds, and the fp32 file the
+    quantization of earlier versions left at ``<stem>.fp32.tmp.onnx`` when killed."""
+    path.with_name(path.stem + ".fp32.tmp.onnx").unlink(missing_ok=True)
+    for folder in path.parent.glob(glob.escape(_scratch_prefix(path)) + "*"):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        try:  # no O_CREAT: a folder whose lock is not made yet belongs to an export starting now
+            lock = os.open(folder / ".lock", os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a running export's
+            continue
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            os.close(lock)
+
+
+@contextmanager
+def checked_output(path: str | os.PathLike) -> Iterator[Path]:
+    """The path at which to write an export and check it before it is ``path``: a file in a :func:`scratch_folder`
+    beside ``path``. When the block (write, then check) ends without an error, the file is renamed over ``path``
+    (``os.replace``: atomic; the file's bytes were fsynced by :func:`swinlite.io.atomic_write`, the folder is fsynced
+    after the rename as that function does). When it raises, or the process is killed, ``path`` keeps what it had
+    (an earlier export, or nothing): no file is ever under ``path`` that its check did not pass.
+
+    Writing at ``path`` and checking it there (earlier versions) left a file that failed its check under ``path``
+    until it was removed, the earlier good file already lost, and a kill during the check left it there for
+    ``predict.py --onnx`` to use.
+
+    Raises:
+        ValueError: the block's, with a note that ``path`` was not written when the block had written its file
+            (its check refused it).
+    """
+    path = Path(path)
+    with scratch_folder(path) as folder:
+        staged = folder / path.name
+        try:
+            yield staged
+        except ValueError as e:
+            if not staged.is_file():  # refused before anything was written
+                raise
+            kept = f"{path} keeps its earlier file" if path.exists() else f"nothing was written to {path}"
+            raise ValueError(f"{e}; the export failed its check: {kept}") from e
+        os.replace(staged, path)
+        _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (as :func:`swinlite.io.atomic_write` does after its own rename)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems cannot fsync a folder
+        pass
+    finally:
+        os.close(fd)
 
 
 def check_onnx(

@@ -4,23 +4,31 @@ timm, torchvision and naive loops)."""
 
 import json
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import onnx
 import pytest
 import torch
 import torch.nn.functional as F
 from pico import PICO
+from scriptkit import script_env
 from torch import nn
 
+from swinlite import export
 from swinlite.export import (
     FeatureExtractor,
     FPNFeatures,
     build_exportable,
+    checked_output,
     default_size_range,
     export_onnx,
     export_program,
     onnx_max_abs_error,
     quantize_dynamic,
+    scratch_folder,
+    write_onnx,
 )
 from swinlite.fpn import build_fpn_backbone
 
@@ -164,3 +172,57 @@ def test_swin_v2_geometry_in_one_graph():
         x = torch.randn(b, 3, h, w)
         with torch.no_grad():
             torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+KILLED_IN_THE_CHECK = """
+import os, signal, sys
+from swinlite.export import checked_output
+with checked_output(sys.argv[1]) as path:
+    path.write_bytes(b"written, not checked")
+    os.kill(os.getpid(), signal.SIGKILL)  # as kill -9 during the check
+"""
+
+
+def test_a_kill_during_the_check_leaves_the_output_and_a_hidden_folder_the_next_export_removes(tmp_path):
+    """An export killed during its check left its complete, unchecked file under the output's name (and a quantization
+    killed left its fp32 model at ``<stem>.fp32.tmp.onnx``), for predict.py --onnx to use. Now the output keeps its
+    earlier file and the run leaves a hidden folder, which the next export to that output removes; a folder an export
+    still running holds (locked) is left to it."""
+    output = tmp_path / "m.onnx"
+    output.write_bytes(b"an earlier export")
+    (tmp_path / "m.fp32.tmp.onnx").write_bytes(b"what a killed quantization of an earlier version left")
+    result = subprocess.run([sys.executable, "-c", KILLED_IN_THE_CHECK, str(output)], env=script_env(), check=False)
+    assert result.returncode == -9
+    (left,) = [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert left.name.startswith(".m.onnx.export-") and (left / "m.onnx").read_bytes() == b"written, not checked"
+    assert output.read_bytes() == b"an earlier export"
+    with scratch_folder(output) as running:  # another export, still running: its folder is locked
+        assert not left.exists() and not (tmp_path / "m.fp32.tmp.onnx").exists()
+        with checked_output(output) as path:
+            path.write_bytes(b"checked")
+        assert running.is_dir() and output.read_bytes() == b"checked"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_the_fp32_model_a_quantization_starts_from_is_hidden(tmp_path, monkeypatch):
+    """write_onnx(quantize="dynamic") wrote the fp32 model to ``<stem>.fp32.tmp.onnx`` beside the output, a fixed
+    name ONNX Runtime runs, and a kill during the quantization left it there. Now it lies in a hidden folder of this
+    run, removed whatever happens; the INT8 file, written at checked_output's path, reaches the output name."""
+    program = export_program(nn.Flatten(1).eval(), torch.randn(2, 3, 4, 5), fixed_size=True)
+    output, seen = tmp_path / "m.onnx", []
+
+    def crashing_quantization(source: Path, target: Path) -> Path:
+        seen.append((source, sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))))
+        raise RuntimeError("killed during the quantization")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(export, "quantize_dynamic", crashing_quantization)
+        with pytest.raises(RuntimeError, match="killed during the quantization"):
+            write_onnx(program, output, ["flat"], {}, "dynamic")
+    ((source, visible),) = seen
+    assert source.parent.parent == tmp_path and source.parent.name.startswith(".m.onnx.export-") and visible == []
+    assert list(tmp_path.iterdir()) == []
+    with checked_output(output) as path:
+        write_onnx(program, path, ["flat"], {}, "dynamic")
+        assert onnx.load(path).metadata_props[0].key == "quantization" and not output.exists()
+    assert list(tmp_path.iterdir()) == [output]

@@ -206,7 +206,8 @@ def export_detector(checkpoint: Path, output: Path, quantize: str | None = None,
     """Export a detection checkpoint (:data:`EXPORTED`) to ``output`` (``scripts/export_onnx.py``) for every resized
     image size from one pixel more than the coarsest level's stride (the pool level, or P7) to the detector's
     ``max_size``; check it; return the largest box difference (px) between ONNX Runtime and PyTorch on random images,
-    or None without ``check``."""
+    or None without ``check``. The file is written and checked at a hidden path beside ``output`` and becomes
+    ``output`` once it passes (:func:`swinlite.export.checked_output`): a refused file leaves ``output`` as it was."""
     detector, categories, meta = load_detector(checkpoint)
     data = meta["data"]
     size_range = (detector.backbone.strides[-1] + 1, data["max_size"])
@@ -223,10 +224,12 @@ def export_detector(checkpoint: Path, output: Path, quantize: str | None = None,
         "swinlite": meta.get("swinlite"),
     }
     outputs = outputs_of(detector)
-    with traceable_detector():
-        export.write_onnx(program, output, outputs, {k: json.dumps(v) for k, v in metadata.items()}, quantize, INPUTS)
+    with export.checked_output(output) as path:  # renamed to output once its check passes
+        with traceable_detector():
+            export.write_onnx(program, path, outputs, {k: json.dumps(v) for k, v in metadata.items()}, quantize, INPUTS)
+        difference = box_difference(path, detector, data, quantize is not None) if check else None
     print(f"wrote {output} (inputs image [3, h, w] resized, original_size [2]; outputs {', '.join(outputs)})")
-    return box_difference(output, detector, data, quantize is not None) if check else None
+    return difference
 
 
 def twins(

@@ -59,7 +59,9 @@ def export_segmenter(
 ) -> float | None:
     """Export a segmentation checkpoint to ``output`` (``scripts/export_onnx.py``) for heights and widths in
     ``size_range`` (None: :func:`served_sizes`); check it; return the largest |ONNX Runtime - PyTorch| logit at three
-    sizes of the range on random images, or None without ``check``.
+    sizes of the range on random images, or None without ``check``. The file is written and checked at a hidden path
+    beside ``output`` and becomes ``output`` once it passes (:func:`swinlite.export.checked_output`): a refused file
+    leaves ``output`` as it was.
 
     Raises:
         ValueError: a checkpoint that is not a segmenter's (:func:`load_segmenter`); an empty range; a check above
@@ -82,7 +84,9 @@ def export_segmenter(
         "weights": info.metadata.get("weights", "raw"),
         "swinlite": info.metadata.get("swinlite"),
     }
-    export.write_onnx(program, output, OUTPUTS, {k: json.dumps(v) for k, v in metadata.items()}, quantize)
-    print(f"wrote {output} (input images [batch, 3, H, W] normalised, H and W in {low}..{high}; output logits)")
     sizes = export.check_sizes(clamped, (low, high))
-    return export.check_onnx(output, graph, sizes, quantize is not None, tolerance) if check else None
+    with export.checked_output(output) as path:  # renamed to output once its check passes
+        export.write_onnx(program, path, OUTPUTS, {k: json.dumps(v) for k, v in metadata.items()}, quantize)
+        error = export.check_onnx(path, graph, sizes, quantize is not None, tolerance) if check else None
+    print(f"wrote {output} (input images [batch, 3, H, W] normalised, H and W in {low}..{high}; output logits)")
+    return error

@@ -315,3 +315,35 @@ def test_twins_pair_detections_in_any_order():
     assert twins(got, want, px=1e-3) == ([(1, 0)], 0.0)  # (index in got, index in want)
     assert twins(got, want, px=1.0) == ([(1, 0), (0, 1)], 0.5)
     assert twins((got[0], got[1], np.array([2, 2])), want, px=1.0) == ([(0, 1)], 0.5)  # label 1 has no twin
+
+
+def test_a_detector_file_is_checked_before_it_becomes_the_output(tmp_path, monkeypatch):
+    """export_detector wrote its file at the output and checked it there: a refused file took the place of a good
+    earlier one (then was removed, the earlier one lost), and a kill during the check left it there unchecked. Now
+    the check reads a hidden file beside the output while the output keeps its earlier file, and a refusal leaves it
+    so. (The export and the check themselves: test_onnx_runtime_detections_equal_pytorch.)"""
+    import swinlite.detection.export as det_export
+
+    output, seen = tmp_path / "d.onnx", []
+    output.write_bytes(b"an earlier export")
+    data = {"test_size": 48, "max_size": 96, "mean": [0.5] * 3, "std": [0.2] * 3}
+    loaded = (torch.nn.Module(), type("C", (), {"ids": [1], "names": ["a"]}), {"data": data, "detector": {}})
+    loaded[0].backbone = type("B", (), {"strides": [4, 8, 16, 32]})
+    monkeypatch.setattr(det_export, "load_detector", lambda checkpoint: loaded)
+    monkeypatch.setattr(det_export, "export_program", lambda *args: None)
+    monkeypatch.setattr(export, "write_onnx", lambda program, path, *args: path.write_bytes(b"new"))
+
+    def refusing(path, *args):
+        seen.append((path, path.read_bytes(), output.read_bytes()))
+        raise ValueError("ONNX Runtime and PyTorch agree on 0 of 3 detections")
+
+    monkeypatch.setattr(det_export, "box_difference", refusing)
+    with pytest.raises(ValueError, match=r"0 of 3 detections; the export failed its check: .*d\.onnx keeps"):
+        det_export.export_detector(Path("det.safetensors"), output)
+    ((checked, content, at_output),) = seen
+    assert checked.parent.parent == tmp_path and checked.parent.name.startswith(".d.onnx.export-")
+    assert (content, at_output) == (b"new", b"an earlier export")
+    assert output.read_bytes() == b"an earlier export" and list(tmp_path.iterdir()) == [output]
+    monkeypatch.setattr(det_export, "box_difference", lambda path, *args: 0.5)
+    assert det_export.export_detector(Path("det.safetensors"), output) == 0.5
+    assert output.read_bytes() == b"new" and list(tmp_path.iterdir()) == [output]

@@ -2,7 +2,9 @@
 export for every size is tested in tests/test_export.py."""
 
 import json
+import os
 import warnings
+from pathlib import Path
 
 import pytest
 import timm
@@ -10,6 +12,7 @@ import torch
 from onnxkit import write_classifier
 from pico import PICO
 
+from swinlite import export
 from swinlite.export import build_exportable, check_sizes, export_metadata, export_program
 
 
@@ -82,15 +85,55 @@ def test_a_range_that_does_not_hold_the_models_size(load_script):
     assert sizes[0] == (40, 40) and len(sizes) > 1 and all(40 <= side <= 48 for size in sizes for side in size)
 
 
-def test_a_file_that_fails_its_check_is_removed(load_script, tmp_path):
-    """--tolerance 0 (ONNX Runtime differs from PyTorch by ~1e-7): the file that failed its check stayed at --output
-    before, as if exported; a refusal before anything is written leaves an earlier file alone."""
+def test_a_file_that_fails_its_check_leaves_the_earlier_output(load_script, tmp_path):
+    """--tolerance 0 (ONNX Runtime differs from PyTorch by ~1e-7): the file was written to --output and checked there,
+    then removed, so a good file already at --output was lost with it; now the refused file never reaches --output,
+    which keeps its earlier file, and nothing of the run is left beside it. A refusal before anything is written
+    leaves an earlier file alone too."""
     script, output = load_script("export_onnx"), tmp_path / "m.onnx"
     argv = ["--model", PICO, "--fixed-size", "--output", str(output)]
-    with pytest.raises(ValueError, match=r"is above --tolerance 0\.0; .*m\.onnx \(unverified\) was removed"):
+    with pytest.raises(
+        ValueError, match=r"is above --tolerance 0\.0; the export failed its check: nothing was written"
+    ):
         script.main([*argv, "--tolerance", "0"])
-    assert not output.exists()
+    assert list(tmp_path.iterdir()) == []
     output.write_bytes(b"an earlier export")
+    with pytest.raises(ValueError, match=r"is above --tolerance 1e-12; .*: .*m\.onnx keeps its earlier file"):
+        script.main([*argv, "--tolerance", "1e-12"])
+    assert output.read_bytes() == b"an earlier export"
+    assert list(tmp_path.iterdir()) == [output]
     with pytest.raises(ValueError, match="unknown model"):
         script.main(["--model", "swinlite_nope", "--output", str(output)])
     assert output.read_bytes() == b"an earlier export"
+
+
+def test_the_check_reads_a_hidden_file_and_only_a_checked_one_becomes_the_output(load_script, tmp_path, monkeypatch):
+    """The file was written under --output before its check: a kill during the check left it there, unchecked, for
+    predict.py --onnx to use. Now the check reads a hidden file beside --output while --output still holds the
+    earlier file (what a kill at that moment leaves); a crash in the check leaves --output and no file of the run
+    behind; a check that passes renames the checked file itself over --output."""
+    script, output = load_script("export_onnx"), tmp_path / "m.onnx"
+    output.write_bytes(b"an earlier export")
+    seen = []
+
+    def crashing_check(path, *args, **kwargs):
+        seen.append((Path(path), Path(path).read_bytes(), output.read_bytes()))
+        raise RuntimeError("killed during the check")
+
+    monkeypatch.setattr(export, "check_onnx", crashing_check)
+    with pytest.raises(RuntimeError, match="killed during the check"):
+        script.main(["--model", PICO, "--fixed-size", "--output", str(output)])
+    ((checked, content, at_output),) = seen
+    assert checked.parent.parent == tmp_path and checked.parent.name.startswith(".m.onnx.export-")
+    assert content.startswith(b"\x08") and at_output == b"an earlier export"  # an ONNX model; the earlier file
+    assert output.read_bytes() == b"an earlier export" and list(tmp_path.iterdir()) == [output]
+
+    def passing_check(path, *args, **kwargs):
+        seen.append((Path(path), os.stat(path).st_ino))
+        return 0.0
+
+    monkeypatch.setattr(export, "check_onnx", passing_check)
+    assert script.main(["--model", PICO, "--fixed-size", "--output", str(output)]) == 0.0
+    checked, inode = seen[-1]
+    assert output.stat().st_ino == inode and output.read_bytes() != b"an earlier export"  # the file checked
+    assert list(tmp_path.iterdir()) == [output]

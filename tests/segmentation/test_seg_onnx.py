@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import torch
 from onnxkit import run_without_torch
 from PIL import Image
 from scriptkit import load_script
@@ -137,3 +138,38 @@ def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):
     gaps = onnx_predict.open_model(tmp_path / "gaps.onnx")
     repaired = onnx_predict.segmenter_settings(gaps, "slide", stride=[16, 20])
     assert (repaired.mode, repaired.crop_size, repaired.stride) == ("slide", (32, 32), (16, 20))  # segment.py --stride
+
+
+def test_a_segmenter_file_is_checked_before_it_becomes_the_output(tmp_path, monkeypatch):
+    """export_segmenter wrote its file at the output and checked it there: a refused file took the place of a good
+    earlier one (then was removed, the earlier one lost), and a kill during the check left it there unchecked. Now
+    the check reads a hidden file beside the output while the output keeps its earlier file, and a refusal leaves it
+    so. (The export and the check themselves: the exported fixture.)"""
+    from swinlite import export
+    from swinlite.segmentation import export as seg_export
+
+    output, seen = tmp_path / "s.onnx", []
+    output.write_bytes(b"an earlier export")
+    model = torch.nn.Module()
+    model.backbone = type("B", (), {"feature_info": type("F", (), {"reduction": lambda: [4, 8, 16, 32]})})
+    labels = type("L", (), {"classes": ["a"], "palette": [(0, 0, 0)]})
+    info = type("I", (), {"test": type("T", (), {"crop_size": (32, 32)}), "labels": labels,
+                          "metadata": {"segmenter": {}, "preprocessing": {}}})  # fmt: skip
+    monkeypatch.setattr(seg_export, "load_segmenter", lambda checkpoint: (model, info))
+    monkeypatch.setattr(export, "export_program", lambda *args: None)
+    monkeypatch.setattr(export, "write_onnx", lambda program, path, *args: path.write_bytes(b"new"))
+
+    def refusing(path, *args):
+        seen.append((path, path.read_bytes(), output.read_bytes()))
+        raise ValueError("max abs error 0.1 is above --tolerance 0.0001")
+
+    monkeypatch.setattr(export, "check_onnx", refusing)
+    with pytest.raises(ValueError, match=r"--tolerance 0\.0001; the export failed its check: .*s\.onnx keeps"):
+        seg_export.export_segmenter(Path("seg.safetensors"), output, (None, 64))
+    ((checked, content, at_output),) = seen
+    assert checked.parent.parent == tmp_path and checked.parent.name.startswith(".s.onnx.export-")
+    assert (content, at_output) == (b"new", b"an earlier export")
+    assert output.read_bytes() == b"an earlier export" and list(tmp_path.iterdir()) == [output]
+    monkeypatch.setattr(export, "check_onnx", lambda path, *args: 0.5)
+    assert seg_export.export_segmenter(Path("seg.safetensors"), output, (None, 64)) == 0.5
+    assert output.read_bytes() == b"new" and list(tmp_path.iterdir()) == [output]

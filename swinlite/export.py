@@ -37,6 +37,7 @@ from timm.data import resolve_model_data_config
 from torch import nn
 from torch.nn.modules.utils import _pair
 
+from .files import fsync_folder
 from .fpn import SwinFPNBackbone
 from .inference import class_names
 from .io import atomic_write_bytes, read_metadata
@@ -543,18 +544,7 @@ def checked_output(path: str | os.PathLike) -> Iterator[Path]:
             kept = f"{path} keeps its earlier file" if path.exists() else f"nothing was written to {path}"
             raise ValueError(f"{e}; the export failed its check: {kept}") from e
         os.replace(staged, path)
-        _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (as :func:`swinlite.io.atomic_write` does after its own rename)."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError:  # some filesystems cannot fsync a folder
-        pass
-    finally:
-        os.close(fd)
+        fsync_folder(path.parent)
 
 
 def check_onnx(

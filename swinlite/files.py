@@ -383,13 +383,18 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
         if isinstance(e, OSError) and e.errno is not None and e.filename is None:  # a full disk names no file
             raise OSError(e.errno, e.strerror, str(path)) from e
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    fsync_folder(path.parent)  # make the rename itself durable
+
+
+def fsync_folder(folder: str | os.PathLike) -> None:
+    """Make a rename in ``folder`` durable (a no-op where the filesystem cannot fsync a folder)."""
+    fd = os.open(folder, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)  # make the rename itself durable
+        os.fsync(fd)
     except OSError:  # some filesystems cannot fsync a folder
         pass
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -9,6 +9,7 @@ a hint to ``--resume`` (when there is something to resume), on rank 0.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -62,10 +63,16 @@ class Terminated(KeyboardInterrupt):
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM raises :class:`Terminated` in the block (once: a second one ends the process at once, as by default).
-    Outside the main thread, where no handler can be set, SIGTERM is left as it is."""
+    Outside the main thread, where no handler can be set, SIGTERM is left as it is. A process forked in the block
+    (a loader worker, the data scan's pool, which ``Pool.terminate`` ends by SIGTERM) inherits the handler: there
+    it ends the process as the default does, rather than raise (and print a traceback) in it."""
+    owner = os.getpid()
 
     def handler(signum: int, frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if os.getpid() != owner:
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         raise Terminated
 
     try:

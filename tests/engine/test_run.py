@@ -2,9 +2,11 @@
 diverged run that keeps the last good files, --overwrite that removes the old run first."""
 
 import math
+import multiprocessing
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -335,3 +337,23 @@ def test_sigterm_unwinds_as_ctrl_c_does_and_exits_143(folder, tmp_path, capsys, 
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == [f"terminated; continue from {out / 'resume.pt'} with --resume"]
     assert not (out / ".lock").exists() and load_resume(out / "resume.pt")["epoch"] == 1
+
+
+def _wait_for_sigterm(ready) -> None:
+    ready.set()  # a signal that comes while Python sets up after the fork is dropped: wait for this
+    time.sleep(120)
+
+
+def test_a_process_forked_under_the_sigterm_handler_ends_as_by_default(capfd):
+    """The data scan's forked pool, ended by Pool.terminate's SIGTERM, and loader workers inherited the run's
+    handler: each raised Terminated and printed a traceback instead of ending."""
+    fork = multiprocessing.get_context("fork")
+    with cli.terminate_as_interrupt():
+        ready = fork.Event()
+        child = fork.Process(target=_wait_for_sigterm, args=(ready,))
+        child.start()
+        assert ready.wait(timeout=60)
+        os.kill(child.pid, signal.SIGTERM)
+        child.join(timeout=60)
+    assert child.exitcode == -signal.SIGTERM
+    assert "Terminated" not in capfd.readouterr().err

@@ -3,11 +3,14 @@ interpreter where importing torch (or torchvision, timm) fails."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 import timm
 import torch
 from pico import PICO
@@ -57,3 +60,29 @@ def run_without_torch(script: str, *args: str) -> subprocess.CompletedProcess:
     """``scripts/<script> args`` in a fresh interpreter in which importing torch, torchvision or timm fails."""
     cmd = [sys.executable, "-c", NO_TORCH, str(REPO / "scripts" / script), *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=script_env())
+
+
+def assert_checked_before_output(
+    output: Path, export: Callable[[], float], set_check: Callable[[Callable[..., float]], None], refusal: str
+) -> None:
+    """Run ``export`` (writing ``b"new"`` to ``output``, an earlier file there) with its check, which ``set_check``
+    patches, first refusing with ``refusal``, then passing: the refused file was checked in a hidden folder beside
+    ``output`` while ``output`` kept the earlier bytes, and stays so; the passing one becomes ``output``, nothing
+    left beside it."""
+    seen = []
+    output.write_bytes(b"an earlier export")
+
+    def refusing(path: Path, *args: object) -> float:
+        seen.append((path, path.read_bytes(), output.read_bytes()))
+        raise ValueError(refusal)
+
+    set_check(refusing)
+    with pytest.raises(ValueError, match=re.escape(refusal) + r"; the export failed its check: .* keeps"):
+        export()
+    ((checked, content, at_output),) = seen
+    assert checked.parent.parent == output.parent and checked.parent.name.startswith(f".{output.name}.export-")
+    assert (content, at_output) == (b"new", b"an earlier export")
+    assert output.read_bytes() == b"an earlier export" and list(output.parent.iterdir()) == [output]
+    set_check(lambda path, *args: 0.5)
+    assert export() == 0.5
+    assert output.read_bytes() == b"new" and list(output.parent.iterdir()) == [output]

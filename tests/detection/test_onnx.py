@@ -11,7 +11,7 @@ import onnxruntime as ort
 import pytest
 import torch
 import torchvision
-from onnxkit import run_without_torch
+from onnxkit import assert_checked_before_output, run_without_torch
 from pico import PICO
 from PIL import Image
 from pycocotools.coco import COCO
@@ -324,26 +324,16 @@ def test_a_detector_file_is_checked_before_it_becomes_the_output(tmp_path, monke
     so. (The export and the check themselves: test_onnx_runtime_detections_equal_pytorch.)"""
     import swinlite.detection.export as det_export
 
-    output, seen = tmp_path / "d.onnx", []
-    output.write_bytes(b"an earlier export")
     data = {"test_size": 48, "max_size": 96, "mean": [0.5] * 3, "std": [0.2] * 3}
     loaded = (torch.nn.Module(), type("C", (), {"ids": [1], "names": ["a"]}), {"data": data, "detector": {}})
     loaded[0].backbone = type("B", (), {"strides": [4, 8, 16, 32]})
     monkeypatch.setattr(det_export, "load_detector", lambda checkpoint: loaded)
     monkeypatch.setattr(det_export, "export_program", lambda *args: None)
     monkeypatch.setattr(export, "write_onnx", lambda program, path, *args: path.write_bytes(b"new"))
-
-    def refusing(path, *args):
-        seen.append((path, path.read_bytes(), output.read_bytes()))
-        raise ValueError("ONNX Runtime and PyTorch agree on 0 of 3 detections")
-
-    monkeypatch.setattr(det_export, "box_difference", refusing)
-    with pytest.raises(ValueError, match=r"0 of 3 detections; the export failed its check: .*d\.onnx keeps"):
-        det_export.export_detector(Path("det.safetensors"), output)
-    ((checked, content, at_output),) = seen
-    assert checked.parent.parent == tmp_path and checked.parent.name.startswith(".d.onnx.export-")
-    assert (content, at_output) == (b"new", b"an earlier export")
-    assert output.read_bytes() == b"an earlier export" and list(tmp_path.iterdir()) == [output]
-    monkeypatch.setattr(det_export, "box_difference", lambda path, *args: 0.5)
-    assert det_export.export_detector(Path("det.safetensors"), output) == 0.5
-    assert output.read_bytes() == b"new" and list(tmp_path.iterdir()) == [output]
+    output = tmp_path / "d.onnx"
+    assert_checked_before_output(
+        output,
+        lambda: det_export.export_detector(Path("det.safetensors"), output),
+        lambda check: monkeypatch.setattr(det_export, "box_difference", check),
+        "ONNX Runtime and PyTorch agree on 0 of 3 detections",
+    )

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from onnxkit import run_without_torch
+from onnxkit import assert_checked_before_output, run_without_torch
 from PIL import Image
 from scriptkit import load_script
 from segkit import make_seg_folder, tiny_overrides
@@ -148,8 +148,6 @@ def test_a_segmenter_file_is_checked_before_it_becomes_the_output(tmp_path, monk
     from swinlite import export
     from swinlite.segmentation import export as seg_export
 
-    output, seen = tmp_path / "s.onnx", []
-    output.write_bytes(b"an earlier export")
     model = torch.nn.Module()
     model.backbone = type("B", (), {"feature_info": type("F", (), {"reduction": lambda: [4, 8, 16, 32]})})
     labels = type("L", (), {"classes": ["a"], "palette": [(0, 0, 0)]})
@@ -158,18 +156,10 @@ def test_a_segmenter_file_is_checked_before_it_becomes_the_output(tmp_path, monk
     monkeypatch.setattr(seg_export, "load_segmenter", lambda checkpoint: (model, info))
     monkeypatch.setattr(export, "export_program", lambda *args: None)
     monkeypatch.setattr(export, "write_onnx", lambda program, path, *args: path.write_bytes(b"new"))
-
-    def refusing(path, *args):
-        seen.append((path, path.read_bytes(), output.read_bytes()))
-        raise ValueError("max abs error 0.1 is above --tolerance 0.0001")
-
-    monkeypatch.setattr(export, "check_onnx", refusing)
-    with pytest.raises(ValueError, match=r"--tolerance 0\.0001; the export failed its check: .*s\.onnx keeps"):
-        seg_export.export_segmenter(Path("seg.safetensors"), output, (None, 64))
-    ((checked, content, at_output),) = seen
-    assert checked.parent.parent == tmp_path and checked.parent.name.startswith(".s.onnx.export-")
-    assert (content, at_output) == (b"new", b"an earlier export")
-    assert output.read_bytes() == b"an earlier export" and list(tmp_path.iterdir()) == [output]
-    monkeypatch.setattr(export, "check_onnx", lambda path, *args: 0.5)
-    assert seg_export.export_segmenter(Path("seg.safetensors"), output, (None, 64)) == 0.5
-    assert output.read_bytes() == b"new" and list(tmp_path.iterdir()) == [output]
+    output = tmp_path / "s.onnx"
+    assert_checked_before_output(
+        output,
+        lambda: seg_export.export_segmenter(Path("seg.safetensors"), output, (None, 64)),
+        lambda check: monkeypatch.setattr(export, "check_onnx", check),
+        "max abs error 0.1 is above --tolerance 0.0001",
+    )

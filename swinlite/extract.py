@@ -56,7 +56,8 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
         return list_images([source]), source
     if source.is_file() and not is_image_file(source):
         lines = [line.strip() for line in source.read_text(errors="surrogateescape").splitlines()]
-        images = [(source.parent / line).resolve() for line in lines if line and not line.startswith("#")]
+        # each image once however often (or however spelled) it is listed, as list_images does for folders
+        images = list(dict.fromkeys((source.parent / line).resolve() for line in lines if line and line[0] != "#"))
         if not images:
             raise ValueError(f"the list {str(source)!r} names no images (expected one path per line)")
         return images, Path(os.path.commonpath([p.parent for p in images]))

@@ -88,8 +88,11 @@ def test_extracts_resumes_and_lists_failures(load_script, image_folder, checkpoi
 
 
 def test_list_input_and_float16(load_script, image_folder, tmp_path, capsys):
+    """An image listed twice (spelled otherwise too) is extracted once: it was extracted, counted, embedded twice."""
     listing = tmp_path / "list.txt"
-    listing.write_text(f"images/cat/a.png\n\n{image_folder / 'dog' / 'c.png'}\nimages/missing.png\n")
+    listing.write_text(
+        f"images/cat/a.png\n\n{image_folder / 'dog' / 'c.png'}\nimages/missing.png\n./images/cat/a.png\n"
+    )
     out = tmp_path / "out16"
     _run(load_script, "--model", PICO, "--input", listing, "--output", out, "--dtype", "float16")
     assert "written 2, skipped (already whole) 0, failed 1" in capsys.readouterr().out
@@ -97,6 +100,7 @@ def test_list_input_and_float16(load_script, image_folder, tmp_path, capsys):
     assert feats.maps["stage0"].dtype == torch.float16 and feats.pooled.dtype == torch.float32
     assert feats.input_size == (32, 32) and feats.maps["stage0"].shape == (32, 16, 16)
     assert "missing.png" in (out / "failures.txt").read_text()
+    assert len(load_embeddings(out / "embeddings.safetensors")[1]) == 2
 
 
 def test_settings_beside_no_features_do_not_block_the_rerun(load_script, image_folder, tmp_path, capsys):

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 
 from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
-from ..images import LeftOut
+from ..images import LeftOut, nothing_scored
 from ..inference import eval_resize_shorter
 from ..io import atomic_write
 from ..weights import load_model, read_info
@@ -45,10 +45,21 @@ class EvalResult:
 
 @torch.no_grad()
 def evaluate(
-    model: torch.nn.Module, loader: DataLoader, num_classes: int, settings: StepSettings, dist: DistInfo = SINGLE
+    model: torch.nn.Module,
+    loader: DataLoader,
+    num_classes: int,
+    settings: StepSettings,
+    dist: DistInfo = SINGLE,
+    split: str = "val",
 ) -> EvalResult:
     """Cross-entropy, top-1/top-k and the confusion matrix over ``loader`` (summed over processes), and the images
-    it left out (all processes')."""
+    it left out (all processes').
+
+    Raises:
+        ValueError: no image of ``split`` could be scored (each left out as it was read: pixels that do not decode
+            behind a header the scan read); the loss and accuracy of none read 0 before, and training kept its best
+            weights by them.
+    """
     model.eval()
     k = min(5, num_classes)
     loss_sum, top1, topk, count = 0.0, 0.0, 0.0, 0
@@ -75,7 +86,8 @@ def evaluate(
     if dist.enabled:
         torch.distributed.all_reduce(confusion)
     left_out = [item for part in all_gather_object(left_out, dist) for item in part]
-    count = max(count, 1)
+    if count == 0:
+        raise nothing_scored(0, left_out, split, "image", "top-1")
     return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion.cpu(), k, left_out)
 
 
@@ -85,6 +97,7 @@ class EvalSetup:
     loader: DataLoader
     classes: list[str]
     skipped: list[tuple[str, str]]  # (path, reason) of each file the scan left out
+    split: str  # the folder evaluated
 
 
 def prepare_evaluation(
@@ -130,7 +143,7 @@ def prepare_evaluation(
     scanned = scan_split(data_dir / split, classes, shorter=eval_resize_shorter(data_config), classes_of=source)
     dataset = ImageFolderDataset(scanned.samples, transform, evaluation=True)
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate)
-    return EvalSetup(model, loader, classes, scanned.skipped)
+    return EvalSetup(model, loader, classes, scanned.skipped, split)
 
 
 def plot_confusion(confusion: torch.Tensor, classes: list[str], path: str | Path) -> None:
@@ -157,7 +170,7 @@ def plot_confusion(confusion: torch.Tensor, classes: list[str], path: str | Path
 
 def run_evaluation(setup: EvalSetup, device: torch.device, amp_dtype: torch.dtype | None = None) -> EvalResult:
     setup.model.to(device)
-    return evaluate(setup.model, setup.loader, len(setup.classes), StepSettings(device, amp_dtype))
+    return evaluate(setup.model, setup.loader, len(setup.classes), StepSettings(device, amp_dtype), split=setup.split)
 
 
 def format_report(result: EvalResult, classes: list[str]) -> str:

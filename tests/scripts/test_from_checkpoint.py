@@ -117,6 +117,19 @@ def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(runs, load_
     assert evaluate("broken", workers=2) == broken
 
 
+def test_an_evaluation_whose_every_image_fails_to_decode_is_an_error(runs, load_script, tmp_path):
+    """It reported loss 0 and top-1 0 % from no image (exit 0; training kept its best weights by it), where detection
+    and segmentation refuse."""
+    shutil.copytree(runs[3].parent / "data3", tmp_path / "cut")
+    for image in (tmp_path / "cut" / "val").rglob("*.png"):
+        image.write_bytes(image.read_bytes()[:100])
+    argv = ["--checkpoint", str(runs[3] / "best.safetensors"), "--data-dir", str(tmp_path / "cut"),
+            "--output-dir", str(tmp_path / "out")]  # fmt: skip
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match=r"no val image could be scored: all 18 were"):
+        load_script("evaluate").main(argv)
+    assert not (tmp_path / "out" / "eval.json").exists()
+
+
 def test_predict_compiled_writes_the_eager_csv(runs, load_script, tmp_path):
     """--compile, batches of 4 of 19 files (broken.png left out of one, last one of 3): padded, equal to eager."""
     data, info = runs[3].parent / "data3", read_info(runs[3] / "best.safetensors")

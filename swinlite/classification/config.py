@@ -28,6 +28,8 @@ class DataConfig(SharedData):
     color_jitter: float = bounded(0.4, ge=0)
     auto_augment: str | None = None  # e.g. "rand-m9-mstd0.5-inc1"
     re_prob: float = bounded(0.0, ge=0, le=1)  # random erasing probability
+    # random erasing's fill: per-pixel normal noise (the Swin recipe's and timm's train.py's), 0, or one value a channel
+    re_mode: str = choice("pixel", "pixel", "const", "rand")
     interpolation: str = choice("bicubic", *INTERPOLATIONS)
     crop_pct: float = bounded(0.875, gt=0, le=1)  # eval: resize to img_size / crop_pct, then center crop
     mixup: float = bounded(0.0, ge=0)  # mixup alpha (0: off)

@@ -195,6 +195,7 @@ def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]
         color_jitter=cfg.color_jitter,
         auto_augment=cfg.auto_augment,
         re_prob=cfg.re_prob,
+        re_mode=cfg.re_mode,  # create_transform's own default is "const"
         **common,
     )
     route_posterize(train)

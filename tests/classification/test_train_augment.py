@@ -67,3 +67,15 @@ def test_every_interpolation_the_config_takes_transforms_and_goes_into_a_weights
     for transform in build_transforms(cfg.data):
         assert all(transform(img).shape == (3, 16, 16) for _ in range(50))
     assert check_preprocessing({"input_size": [3, 16, 16], "interpolation": interpolation}, "best.safetensors")
+
+
+@pytest.mark.parametrize("mode", ["pixel", "const"])
+def test_random_erasing_fills_as_data_re_mode_says(mode):
+    """The Swin recipe erases with per-pixel noise (timm's train.py default); timm's create_transform, which builds
+    the transform, defaults to a constant fill, and that is what every config got."""
+    cfg = ClassificationTask.load_config(None, ["data.img_size=16", "data.re_prob=1.0", f"data.re_mode={mode}"])
+    train, _ = build_transforms(cfg.data)
+    (erasing,) = [t for t in train.transforms if type(t).__name__ == "RandomErasing"]
+    assert erasing.mode == mode and erasing.probability == 1.0
+    default = build_transforms(ClassificationTask.load_config(None, ["data.re_prob=0.25"]).data)[0]
+    assert [t.mode for t in default.transforms if type(t).__name__ == "RandomErasing"] == ["pixel"]

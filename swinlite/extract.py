@@ -26,9 +26,9 @@ from torch.utils.data import DataLoader
 from torchvision import transforms
 from tqdm import tqdm
 
-from .features import ImageFeatures, is_complete_feature_file, read_metadata, save_embeddings, save_features
+from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
 from .images import ImageFiles, is_image_file, list_images
-from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path
+from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path, read_metadata
 from .models.swin import SwinTransformer
 from .optimize import FixedBatch
 

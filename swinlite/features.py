@@ -18,7 +18,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save
 
-from .io import atomic_write_bytes
+from .io import atomic_write_bytes, read_metadata
 
 METADATA_KEYS = ("source", "original_size", "input_size", "strides", "model")
 
@@ -53,12 +53,6 @@ def save_features(path: Path, features: ImageFeatures, extra: dict[str, object] 
     metadata = {key: json.dumps(getattr(features, key)) for key in METADATA_KEYS}
     metadata |= {key: json.dumps(value) for key, value in (extra or {}).items()}
     atomic_write_bytes(path, save(tensors, metadata=metadata))
-
-
-def read_metadata(path: str | os.PathLike) -> dict[str, object]:
-    """A feature file's metadata, each value decoded from JSON."""
-    with safe_open(path, "pt") as f:
-        return {k: json.loads(v) for k, v in f.metadata().items()}
 
 
 def load_features(path: str | os.PathLike) -> ImageFeatures:

@@ -186,7 +186,7 @@ def check_categories(categories: Categories, split: CocoSplit) -> None:
 def clip_box(bbox: list[float], width: int, height: int) -> list[float] | None:
     """A COCO box (x, y, w, h) as xyxy clipped to its ``width`` x ``height`` image; None when no area is left.
 
-    The one rule for what training learns and evaluation scores (:func:`~.evaluation.clip_ground_truth`).
+    The one rule for what training learns and evaluation scores (:func:`~.evaluation.scoring_ground_truth`).
     """
     x, y, w, h = bbox
     box = np.clip([x, y, x + w, y + h], 0, [width, height, width, height])

@@ -8,7 +8,7 @@ reduce_zero_label); images and masks that do not pair up are named and left out,
 thinner than the backbone's patch at the test scales (one warning); label values outside the classes are an error, as
 are masks without a pixel of a class, no image the test scales can predict and no pixel scored (every image failing
 to decode): an mIoU of nothing would be NaN. The counts are summed over the whole split, as mmsegmentation does.
-Prediction follows the checkpoint's test settings unless --mode, --ratios, --flip or --stride.
+Prediction follows the checkpoint's test settings unless --mode, --ratios, --flip / --no-flip or --stride.
 
 Examples:
     python scripts/evaluate_segmentation.py --checkpoint runs/seg_demo/best.safetensors --data-dir data/seg_shapes
@@ -18,6 +18,7 @@ Examples:
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -41,7 +42,12 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--ratios", type=float, nargs="+", help="scales of the test size, averaged (default: the run's)"
     )
-    parser.add_argument("--flip", action="store_true", help="also the mirrored image, averaged")
+    parser.add_argument(
+        "--flip",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also the mirrored image, averaged (default: the checkpoint's setting)",
+    )
     parser.add_argument(
         "--stride", type=int, nargs=2, metavar=("H", "W"),
         help="slide mode: the windows' step, at most the crop size (default: the run's)",

@@ -4,9 +4,9 @@ For each image (files and folders, recursive) writes OUT/labels/<n>_<name>.png, 
 image's own size as a palette PNG (its pixel values are the class indices, its colours the classes'; 16-bit
 grayscale beyond 256 classes), and OUT/overlays/<n>_<name>.png, the image with each class painted over it at
 --alpha; OUT/classes.csv lists index, class and colour. Everything comes from the checkpoint: classes, palette,
-normalisation and test settings (--mode, --ratios, --flip, --stride change the latter). OUT may not lie inside an
-input folder (its PNGs would be read as input next time). Unreadable images are named and skipped; if none is left
-that is an error.
+normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not
+lie inside an input folder (its PNGs would be read as input next time). Unreadable images are named and skipped; if
+none is left that is an error.
 
 --onnx FILE runs a segmenter exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the classes, palette and test settings recorded in the file, and writes the same files. An image
@@ -22,6 +22,7 @@ Examples:
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import sys
@@ -45,7 +46,12 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--ratios", type=float, nargs="+", help="scales of the test size, averaged (default: the run's)"
     )
-    parser.add_argument("--flip", action="store_true", help="also the mirrored image, averaged")
+    parser.add_argument(
+        "--flip",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also the mirrored image, averaged (default: the checkpoint's setting)",
+    )
     parser.add_argument(
         "--stride", type=int, nargs=2, metavar=("H", "W"),
         help="slide mode: the windows' step, at most the crop size (default: the run's)",

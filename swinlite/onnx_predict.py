@@ -447,11 +447,11 @@ def segmenter_settings(
     model: OnnxModel,
     mode: str | None = None,
     ratios: Sequence[float] | None = None,
-    flip: bool = False,
+    flip: bool | None = None,
     stride: Sequence[int] | None = None,
 ) -> SegmenterSettings:
     """The segmenter's classes, palette and test settings from the file's metadata; ``mode``, ``ratios``, ``flip``
-    and ``stride`` change the latter (``scripts/segment.py --mode/--ratios/--flip/--stride``).
+    and ``stride`` change the latter where given (``scripts/segment.py --mode/--ratios/--flip/--no-flip/--stride``).
 
     Raises:
         ValueError: not a segmenter's file (naming its task), or metadata that lacks or mangles a key.
@@ -466,7 +466,7 @@ def segmenter_settings(
             [str(c) for c in meta["classes"]], [tuple(map(int, c)) for c in meta["palette"]],
             tuple(map(float, pre["mean"])), tuple(map(float, pre["std"])), tuple(map(int, pre["img_scale"])),
             mode or str(pre["mode"]), tuple(map(int, pre["crop_size"])), tuple(map(int, stride or pre["stride"])),
-            tuple(map(float, ratios or pre["ratios"])), flip or bool(pre["flip"]),
+            tuple(map(float, ratios or pre["ratios"])), bool(pre["flip"]) if flip is None else flip,
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{model.path}: its segmenter metadata lacks or mangles {e}") from None

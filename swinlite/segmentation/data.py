@@ -5,13 +5,15 @@ Layout (ADE20K's, for every dataset; ``data.train_images`` ... point anywhere el
     <data_dir>/images/training/<name>.jpg       <data_dir>/annotations/training/<name>.png
     <data_dir>/images/validation/<name>.jpg     <data_dir>/annotations/validation/<name>.png
 
-A mask is a PNG (or any image file) of the same relative name as its image, palette (``P``) or grayscale (``L``,
-16-bit ``I;16``), whose pixel values are the labels. ``scan_split`` reads every mask once before anything trains:
+A mask is a PNG (or any losslessly stored image file; JPEG is refused) of the same relative name as its image,
+palette (``P``) or grayscale (``L``, 16-bit ``I;16``), whose pixel values are the labels. ``scan_split`` reads
+every mask once before anything trains:
 
 - an image without a mask, an unreadable image or mask, and a mask whose size differs from its (upright) image's
   are skipped, each named in one warning line; a split left without pairs is an error;
-- a mask of another mode (RGB colour masks) and label values that are neither a class nor ``ignore_index`` are
-  errors (one line naming the values and a file): they mean the classes or the ignore index are set wrong.
+- a mask of another mode (RGB colour masks) or in JPEG, and label values that are neither a class nor
+  ``ignore_index`` are errors (one line naming the values and a file): they mean the masks, the classes or the
+  ignore index are wrong.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from .classes import ADE20K_CLASSES, ADE20K_PALETTE, color_map
 from .config import SegDataConfig
 
 MASK_MODES = ("P", "L", "1", "I;16", "I;16L", "I;16B", "I")  # label maps: one integer per pixel
+LOSSY_FORMATS = ("JPEG", "MPO")  # their compression turns a label edge into a band of other label values
 DEFAULT_FOLDERS = {"train": ("images/training", "annotations/training"),
                    "val": ("images/validation", "annotations/validation")}  # fmt: skip
 SHAPES_CLASSES = ("background", "circle", "square", "triangle", "cross")  # the demo's (.demo_data)
@@ -154,6 +157,11 @@ def open_mask(path: Path) -> np.ndarray:
         MaskModeError: a colour (or other non-label) image.
     """
     with Image.open(path) as mask:
+        if mask.format in LOSSY_FORMATS:
+            raise MaskModeError(
+                f"mask {path} is a {mask.format} file, whose lossy compression changes label values along every edge; "
+                "save masks losslessly (PNG)"
+            )
         if mask.mode not in MASK_MODES:
             raise MaskModeError(
                 f"mask {path} is a {mask.mode} image; a mask is a palette (P) or grayscale (L, I;16) image whose pixel "
@@ -199,12 +207,13 @@ def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
         counts = counts[present]
     else:
         present, counts = np.unique(values, return_counts=True)
-    ignore = labels.ignore_index
+    ignored = present == labels.ignore_index  # as stored: ignore_index + 1 is not ignored under reduce_zero_label
     mapped = present
     if labels.reduce_zero_label:
-        mapped = np.where((present == 0) | (present == ignore), ignore, present - 1)
-    is_class = (mapped >= 0) & (mapped < len(labels.classes))
-    unknown = present[~is_class & (mapped != ignore)]
+        ignored |= present == 0
+        mapped = present - 1
+    is_class = ~ignored & (mapped >= 0) & (mapped < len(labels.classes))
+    unknown = present[~is_class & ~ignored]
     return _Check(None, tuple(int(v) for v in unknown), int(counts[is_class].sum()), size)
 
 

@@ -45,17 +45,18 @@ class InferenceSettings:
         self,
         mode: str | None,
         ratios: Sequence[float] | None,
-        flip: bool,
+        flip: bool | None,
         stride: Sequence[int] | None = None,
     ) -> InferenceSettings:
-        """These settings with a script's ``--mode``, ``--ratios``, ``--flip`` and ``--stride`` where given, checked
+        """These settings with a script's ``--mode``, ``--ratios``, ``--flip`` / ``--no-flip`` and ``--stride`` where
+        given (None: the recorded setting), checked
         (:meth:`check`: slide mode with a stride that would leave gaps is refused before any data is read or output
         removed)."""
         test = replace(
             self,
             mode=mode or self.mode,
             ratios=tuple(ratios or self.ratios),
-            flip=flip or self.flip,
+            flip=self.flip if flip is None else flip,
             stride=tuple(stride or self.stride),
         )
         test.check()

@@ -212,11 +212,23 @@ class SegmentationTask(Task):
                 "preprocessing": preprocessing}  # fmt: skip
 
     def state(self) -> dict[str, Any]:
-        return {"classes": list(self.labels.classes)}
+        labels = self.labels
+        return {"classes": list(labels.classes), "ignore_index": labels.ignore_index,
+                "reduce_zero_label": labels.reduce_zero_label}  # fmt: skip
 
     def check_resumed(self, state: dict[str, Any], path: Path) -> None:
+        """ValueError for other classes, or another reading of the masks' values (``data.ignore_index``,
+        ``data.reduce_zero_label``): each changes what the trained classifier's outputs mean."""
         if state.get("classes") != list(self.labels.classes):
             raise ValueError(
                 f"{path}: the run trained on classes {str(state.get('classes'))[:200]}, the settings now give "
                 f"{str(list(self.labels.classes))[:200]}; restore them, or start over with --overwrite"
             )
+        now = self.state()
+        for key in ("ignore_index", "reduce_zero_label"):  # absent from resume files older than this check
+            if key in state and state[key] != now[key]:
+                raise ValueError(
+                    f"{path}: the run read its masks with data.{key}={state[key]}, the settings now give "
+                    f"data.{key}={now[key]}, which changes the class of every label value; restore it, or start over "
+                    "with --overwrite"
+                )

@@ -116,6 +116,9 @@ CASES = [
     ("pickle_resume", TASKS, ["--resume"], _pickle_payload, None, "resume.pt is not a readable resume file"),
     ("other_task_resume", TASKS, ["--resume"], "other_task", None, "run; choose its own --output-dir"),
     ("class_removed", ["classification"], ["--resume"], _remove_class, None, "class folders gone: c2"),
+    # trained on: a warning, and the labels shifted by one under the saved classifier (val mIoU 39 -> 10)
+    ("labels_reread", ["segmentation"], ["--resume", "data.reduce_zero_label=true"], "keep", None,
+     "the run read its masks with data.reduce_zero_label=False, the settings now give data.reduce_zero_label=True"),
     ("resume_other_model", TASKS, ["--resume", "model.name=swinlite_v2_pico_patch2_window4_32"], "keep", None,
      "resume.pt does not fit this run's model (missing from the file: "),  # named no key
     ("disk_full", TASKS, ["--resume", "train.epochs=2"], "keep", _disk_full, "last.safetensors: No space left"),

@@ -70,6 +70,14 @@ def test_every_pixel_gets_a_window_and_the_default_stride_follows_the_crop(size,
     assert count.min() > 0, f"no window over {(count == 0).nonzero()[:3].tolist()} ..."
 
 
+@pytest.mark.parametrize(("recorded", "given", "expected"), [(True, None, True), (True, False, False),
+                                                           (False, True, True), (False, None, False)])  # fmt: skip
+def test_a_scripts_flip_option_turns_the_recorded_flip_either_way(recorded: bool, given: bool | None, expected: bool):
+    """--no-flip could not turn off a checkpoint's data.test_flip=true (``flip or recorded``)."""
+    test = InferenceSettings.of(SegDataConfig(img_scale=(64, 32), crop_size=(32, 32), test_flip=recorded))
+    assert test.overridden(None, None, given).flip is expected
+
+
 def test_scales_and_flips_are_averaged_at_the_images_size():
     torch.manual_seed(0)
     model, x = Pointwise(), torch.randn(1, 3, 40, 48)

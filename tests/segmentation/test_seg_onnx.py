@@ -129,7 +129,7 @@ def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):
     onnx.save(model, tmp_path / "mangled.onnx")
     with pytest.raises(ValueError, match="test mode must be one of whole, slide, got 'sliding'"):
         onnx_predict.segmenter_settings(onnx_predict.open_model(tmp_path / "mangled.onnx"))
-    gaps = pre | {"crop_size": [32, 32], "stride": [341, 341]}  # a run's before data.test_stride was checked
+    gaps = pre | {"crop_size": [32, 32], "stride": [341, 341], "flip": True}  # a run's before the stride check
     next(p for p in model.metadata_props if p.key == "preprocessing").value = json.dumps(gaps)
     onnx.save(model, tmp_path / "gaps.onnx")
     onnx_predict.segmenter_settings(onnx_predict.open_model(tmp_path / "gaps.onnx"), mode="whole")  # whole: usable
@@ -138,6 +138,7 @@ def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):
     gaps = onnx_predict.open_model(tmp_path / "gaps.onnx")
     repaired = onnx_predict.segmenter_settings(gaps, "slide", stride=[16, 20])
     assert (repaired.mode, repaired.crop_size, repaired.stride) == ("slide", (32, 32), (16, 20))  # segment.py --stride
+    assert repaired.flip and not onnx_predict.segmenter_settings(gaps, flip=False).flip  # --no-flip turns it off
 
 
 def test_a_segmenter_file_is_checked_before_it_becomes_the_output(tmp_path, monkeypatch):

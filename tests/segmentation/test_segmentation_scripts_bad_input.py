@@ -53,8 +53,16 @@ def _cut_val_images(s: SimpleNamespace) -> None:
         path.write_bytes(path.read_bytes()[:100])
 
 
-def _label_seven(s: SimpleNamespace) -> None:
-    Image.fromarray(np.full((40, 48), 7, dtype=np.uint8), mode="L").save(_mask(s, "validation"))
+def _label(value: int) -> Callable[[SimpleNamespace], None]:
+    def write(s: SimpleNamespace) -> None:
+        Image.fromarray(np.full((40, 48), value, dtype=np.uint8), mode="L").save(_mask(s, "validation"))
+
+    return write
+
+
+def _jpeg_mask(s: SimpleNamespace) -> None:
+    Image.open(_mask(s)).convert("L").save(_mask(s).with_suffix(".jpg"), quality=95)
+    _mask(s).unlink()
 
 
 def _metadata(**changes: object) -> Callable[[SimpleNamespace], None]:
@@ -86,6 +94,11 @@ CASES = [
     ("classes_of_ade20k", TRAIN, None, ["data.dataset=ade20k"], "data.classes is for data.dataset=folder"),
     ("ignore_is_a_class", TRAIN, None, ["data.ignore_index=2"], "data.ignore_index=2 is a class label"),
     ("rgb_mask", TRAIN, _rgb_mask, [], "is a RGB image; a mask is a palette (P) or grayscale"),
+    # its edges' compression noise was read as labels of other classes (15 % of a 10-class mask's pixels)
+    ("jpeg_mask", TRAIN, _jpeg_mask, [], "is a JPEG file, whose lossy compression changes label values"),
+    # stored ignore_index + 1 was ignored under reduce_zero_label (v - 1 = ignore_index)
+    ("ignore_plus_one", TRAIN, None, ["data.reduce_zero_label=true", "data.ignore_index=254"],  # the masks hold 255
+     "hold label values [255] (as stored: 0 and ignore_index are ignored, v is class v - 1) that are neither"),
     ("unknown_labels", TRAIN, None, ["data.classes=[background,red]"], "hold label values [2] that are neither"),
     ("no_masks", TRAIN, _no_masks, [], "has a usable mask"),
     ("val_all_ignored", TRAIN, _all_ignored, [], "hold no pixel of a class, only ignore_index 255"),
@@ -102,7 +115,7 @@ CASES = [
     ("bad_test_mode", EVAL, _metadata(preprocessing={"mean": [0.5] * 3, "std": [0.2] * 3, "mode": "tiles"}), [],
      "test mode must be one of whole, slide"),
     ("output_in_input", EVAL, None, ["--output-dir", "{data}/images/validation/out"], "lies inside the input folder"),
-    ("eval_unknown_labels", EVAL, _label_seven, [], "hold label values [7] that are neither"),
+    ("eval_unknown_labels", EVAL, _label(7), [], "hold label values [7] that are neither"),
     # mIoU nan, an eval.json of nulls and exit 0 before, where training refused the same masks (val_all_ignored)
     ("eval_val_all_ignored", EVAL, _all_ignored, [],
      "annotations/validation) hold no pixel of a class, only ignore_index 255"),

@@ -11,8 +11,9 @@ therefore checks every record first:
 - an annotation whose box is not finite, or whose segmentation is not a valid mask of its image (polygons of
   finite numbers, at least 3 points each, within one image size of the image; an RLE of the image's size
   whose counts cover it exactly), is dropped as a whole and returned with the reason, for a warning;
-- ``iscrowd`` defaults to 0 and ``area`` to the mask's area (the box's without a mask), as in COCO's files;
-  an empty or null ``segmentation`` means none (box-only data).
+- ``iscrowd`` defaults to 0 and ``area`` to the mask's area (without a mask, the area of the box clipped to its
+  image, the box training learns and evaluation scores: :func:`clip_box`), as in COCO's files; an ``area`` the
+  file gives is COCO's and stays; an empty or null ``segmentation`` means none (box-only data).
 """
 
 from __future__ import annotations
@@ -161,6 +162,26 @@ def segmentation_problem(segmentation: Any, height: int, width: int) -> str | No
     return None
 
 
+def clip_box(bbox: list[float], width: int, height: int) -> list[float] | None:
+    """A COCO box (x, y, w, h) as xyxy clipped to its ``width`` x ``height`` image; None when no area is left.
+
+    The one rule for what training learns and evaluation scores (:func:`~.evaluation.scoring_ground_truth`), and
+    for the area computed for a box without a mask.
+    """
+    x, y, w, h = bbox
+    box = np.clip([x, y, x + w, y + h], 0, [width, height, width, height])
+    return None if box[2] <= box[0] or box[3] <= box[1] else box.tolist()
+
+
+def _computed_area(coco: COCO, ann: dict) -> float:
+    """COCO's area of an annotation without one: its mask's pixels, else its box's inside the image."""
+    if "segmentation" in ann:
+        return float(mask_utils.area(coco.annToRLE(ann)))
+    image = coco.imgs[ann["image_id"]]
+    box = clip_box(ann["bbox"], image["width"], image["height"])
+    return 0.0 if box is None else (box[2] - box[0]) * (box[3] - box[1])
+
+
 def _drop_reason(ann: dict, image: dict) -> str | None:
     if not all(math.isfinite(v) for v in ann["bbox"]):
         return f"box {ann['bbox']} is not finite"
@@ -196,7 +217,6 @@ def read_coco(path: Path) -> tuple[COCO, list[tuple[int, str]]]:
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
         coco.createIndex()
     for ann in coco.anns.values():
-        if "area" not in ann:  # COCO's area is the mask's
-            _, _, w, h = ann["bbox"]
-            ann["area"] = float(mask_utils.area(coco.annToRLE(ann))) if "segmentation" in ann else max(w, 0) * max(h, 0)
+        if "area" not in ann:
+            ann["area"] = _computed_area(coco, ann)
     return coco, dropped

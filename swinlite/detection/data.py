@@ -27,7 +27,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
 from ..images import LeftOut, load_rgb, readable_item, split_left_out, unreadable, upright_size
-from .annotations import read_coco
+from .annotations import clip_box, read_coco
 from .config import DetDataConfig
 from .transforms import resize_problem
 
@@ -181,16 +181,6 @@ def check_categories(categories: Categories, split: CocoSplit) -> None:
             f"{split.ann_file} has categories (id name) that {categories.source} lacks: {', '.join(others[:10])}; "
             f"it has {mine[:300]}"
         )
-
-
-def clip_box(bbox: list[float], width: int, height: int) -> list[float] | None:
-    """A COCO box (x, y, w, h) as xyxy clipped to its ``width`` x ``height`` image; None when no area is left.
-
-    The one rule for what training learns and evaluation scores (:func:`~.evaluation.scoring_ground_truth`).
-    """
-    x, y, w, h = bbox
-    box = np.clip([x, y, x + w, y + h], 0, [width, height, width, height])
-    return None if box[2] <= box[0] or box[3] <= box[1] else box.tolist()
 
 
 def _clean_annotations(split: CocoSplit, image_id: int) -> tuple[list[dict], list]:

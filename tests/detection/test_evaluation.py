@@ -150,3 +150,22 @@ def test_mask_ap_by_size_takes_the_masks_area_and_the_results_stay_as_they_were(
     assert masks["map_small"] == pytest.approx(50.0) and masks["map"] == pytest.approx(50.0)
     assert coco_ap(gt, results, [1]).ap["map_small"] == pytest.approx(100.0)  # boxes: the L's box is medium
     assert results == before
+
+
+def test_a_computed_area_is_the_clipped_boxs_as_scored(coco: Path):
+    """AP by object size took a box-only object's area from its box as the file writes it, while COCOeval scored the
+    box clipped to the image: a 40x40 box half outside its 48x48 image was a "medium" object (1600 px) though the
+    box scored is 20x40 (800 px, small). An ``area`` the file gives is COCO's and stays."""
+
+    def half_outside(data: dict) -> None:
+        ann = data["annotations"][5]  # annotation 6, image 4
+        ann.update(bbox=[28.0, 4.0, 40.0, 40.0])
+        del ann["area"], ann["segmentation"]
+        data["annotations"][0]["area"] = 10000.0  # given (the 16x16 box's would be 256): kept, a large object
+
+    edit_coco(coco, "val", half_outside)
+    split = _gt(coco)
+    assert split.coco.anns[6]["bbox"] == [28.0, 4.0, 20.0, 40.0] and split.coco.anns[6]["area"] == 20 * 40
+    ap = coco_ap(split.coco, _predictions(split, 0.0), split.image_ids).ap
+    assert ap["map_small"] == pytest.approx(100.0) and ap["map_large"] == pytest.approx(100.0)
+    assert math.isnan(ap["map_medium"])  # no medium object: annotation 6 read as one before

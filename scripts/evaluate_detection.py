@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     check_output(out, [args.checkpoint, ann_file, image_dir], option=option, folder=True, names=EVALUATION_FILES)
     model, categories, meta = load_detector(args.checkpoint, device)
     transform = model.transform  # the images it cannot resize are left out, with a warning naming them
-    split = without_thin_images(load_split(ann_file, image_dir), transform.min_size[-1], transform.max_size)
+    masks = meta["detector"].get("detector") == "maskrcnn"  # else an object without a valid mask keeps its box
+    split = load_split(ann_file, image_dir, masks=masks)
+    split = without_thin_images(split, transform.min_size[-1], transform.max_size)
     dataset = CocoDetection(split, categories, build_eval_transform(), evaluation=True)  # checks the categories
     check_scorable(dataset, args.split)
     truth = scoring_ground_truth(dataset)  # the boxes clipped to their images, as training sees them

@@ -8,9 +8,12 @@ therefore checks every record first:
 - the file's structure (``images``, ``annotations`` and ``categories`` lists of objects, integer ids, each id
   once, every annotation's image and category listed, ``bbox`` four numbers, ``file_name``, ``width``,
   ``height`` and ``name`` present): a ValueError naming the file and the records;
-- an annotation whose box is not finite, or whose segmentation is not a valid mask of its image (polygons of
-  finite numbers, at least 3 points each, within one image size of the image; an RLE of the image's size
-  whose counts cover it exactly), is dropped as a whole and returned with the reason, for a warning;
+- an annotation whose box is not finite is dropped as a whole; of a segmentation, what is not a valid mask of its
+  image (polygons of finite numbers, at least 3 points each, within one image size of the image; an RLE of the
+  image's size whose counts cover it exactly) is dropped as detectron2 drops it: each invalid polygon alone, the
+  object kept while a valid polygon remains; a segmentation left with none (or an invalid RLE) takes the object
+  with it when the detector trains on masks, and only itself for a box detector (which needs the box alone: its
+  AP is then pycocotools' on the file as it is); each returned with the reason, for a warning;
 - ``iscrowd`` defaults to 0 and ``area`` to the mask's area (without a mask, the area of the box clipped to its
   image, the box training learns and evaluation scores: :func:`clip_box`), as in COCO's files; an ``area`` the
   file gives is COCO's and stays; an empty or null ``segmentation`` means none (box-only data).
@@ -84,7 +87,7 @@ def _check_categories(path: Path, categories: list[dict]) -> None:
 
 
 def _check_annotations(path: Path, annotations: list[dict], image_ids: set[int], category_ids: set[int]) -> None:
-    """Structure only: references, the box's type, iscrowd and area; the values are judged by ``_drop_reason``."""
+    """Structure only: references, the box's type, iscrowd and area; the values are judged by ``_invalid_part``."""
     _check_ids(path, annotations, "annotation")
     bad = []
     for ann in annotations:
@@ -143,22 +146,27 @@ def segmentation_problem(segmentation: Any, height: int, width: int) -> str | No
     Polygons must be lists of finite numbers, x, y pairs of at least 3 points, within one image size of the
     image (pycocotools rasterizes a NaN or a huge coordinate with gigabytes of memory); an RLE must have the
     image's size and runs that cover it exactly (pycocotools decodes shorter ones into uninitialized memory).
+    The first problem is named: of a list of polygons, the first invalid polygon's.
     """
     if isinstance(segmentation, dict):
         return _rle_problem(segmentation, height, width)
     if not isinstance(segmentation, list):
         return f"segmentation is {type(segmentation).__name__}, not polygons or an RLE"
-    for polygon in segmentation:
-        xy = np.asarray(polygon) if isinstance(polygon, list) else np.empty(0, dtype=object)
-        if xy.ndim != 1 or xy.dtype.kind not in "iuf":
-            return f"polygon {str(polygon)[:40]} is not a list of numbers"
-        if len(xy) < 6 or len(xy) % 2:
-            return f"polygon of {len(xy)} numbers (x, y pairs of at least 3 points)"
-        points = xy.reshape(-1, 2)  # [N, 2] x, y
-        if not ((points >= (-width, -height)) & (points <= (2 * width, 2 * height))).all():  # False for NaN too
-            if not np.isfinite(xy).all():
-                return f"polygon with a non-finite coordinate {str(polygon)[:60]}"
-            return f"polygon reaching far outside the {width}x{height} image"
+    return next(filter(None, (_polygon_problem(polygon, height, width) for polygon in segmentation)), None)
+
+
+def _polygon_problem(polygon: Any, height: int, width: int) -> str | None:
+    """Why one polygon of a segmentation is not valid (:func:`segmentation_problem`), or None."""
+    xy = np.asarray(polygon) if isinstance(polygon, list) else np.empty(0, dtype=object)
+    if xy.ndim != 1 or xy.dtype.kind not in "iuf":
+        return f"polygon {str(polygon)[:40]} is not a list of numbers"
+    if len(xy) < 6 or len(xy) % 2:
+        return f"polygon of {len(xy)} numbers (x, y pairs of at least 3 points)"
+    points = xy.reshape(-1, 2)  # [N, 2] x, y
+    if not ((points >= (-width, -height)) & (points <= (2 * width, 2 * height))).all():  # False for NaN too
+        if not np.isfinite(xy).all():
+            return f"polygon with a non-finite coordinate {str(polygon)[:60]}"
+        return f"polygon reaching far outside the {width}x{height} image"
     return None
 
 
@@ -182,21 +190,52 @@ def _computed_area(coco: COCO, ann: dict) -> float:
     return 0.0 if box is None else (box[2] - box[0]) * (box[3] - box[1])
 
 
-def _drop_reason(ann: dict, image: dict) -> str | None:
+def _invalid_part(ann: dict, image: dict, masks: bool) -> tuple[bool, str] | None:
+    """What of ``ann`` is invalid, removed from it in place: None when nothing is, else (whether the whole object
+    goes, why).
+
+    A non-finite box takes the object with it. Invalid polygons go one by one (detectron2's rule); a segmentation
+    left with no valid polygon, or an invalid RLE, takes the object with it when ``masks`` (Mask R-CNN trains on the
+    mask), else only itself (a box detector trains on, and is scored by, the box alone).
+    """
     if not all(math.isfinite(v) for v in ann["bbox"]):
-        return f"box {ann['bbox']} is not finite"
-    if ann.get("segmentation") in ([], None):
+        return True, f"box {ann['bbox']} is not finite"
+    segmentation = ann.get("segmentation")
+    if segmentation in ([], None):
         ann.pop("segmentation", None)  # converters write [] for box-only data
         return None
-    problem = segmentation_problem(ann["segmentation"], image["height"], image["width"])
-    return None if problem is None else f"segmentation: {problem}"
+    height, width = image["height"], image["width"]
+    if isinstance(segmentation, list):
+        problems = [_polygon_problem(polygon, height, width) for polygon in segmentation]
+        bad = [problem for problem in problems if problem is not None]
+        if not bad:
+            return None
+        valid = [polygon for polygon, problem in zip(segmentation, problems, strict=True) if problem is None]
+        if valid:
+            ann["segmentation"] = valid
+            return False, f"{len(bad)} of {len(segmentation)} polygons dropped: {bad[0]}"
+        problem = bad[0]
+    else:
+        problem = segmentation_problem(segmentation, height, width)
+        if problem is None:
+            return None
+    if masks:
+        return True, f"segmentation: {problem}"
+    del ann["segmentation"]
+    return False, f"segmentation dropped, the box kept (a box detector needs no mask): {problem}"
 
 
-def read_coco(path: Path) -> tuple[COCO, list[tuple[int, str]]]:
+def read_coco(path: Path, masks: bool = False) -> tuple[COCO, list[tuple[int, str]], list[tuple[int, str]]]:
     """Read, check and index a COCO annotation file.
 
+    Args:
+        path: the file.
+        masks: the objects are for a detector that needs their masks (Mask R-CNN): an object left without a valid
+            polygon (or with an invalid RLE) is dropped; else its box is kept, without the segmentation.
+
     Returns:
-        (pycocotools' index of the checked file, the annotations dropped as (annotation id, reason))
+        (pycocotools' index of the checked file, the annotations dropped as (annotation id, reason), the annotations
+        kept without an invalid part of their segmentation as (annotation id, what went and why))
 
     Raises:
         ValueError: a file that is not JSON or does not fit COCO's format, naming it and the records.
@@ -210,7 +249,11 @@ def read_coco(path: Path) -> tuple[COCO, list[tuple[int, str]]]:
     _check_categories(path, categories)
     by_id = {image["id"]: image for image in images}
     _check_annotations(path, annotations, set(by_id), {c["id"] for c in categories})
-    dropped = [(a["id"], reason) for a in annotations if (reason := _drop_reason(a, by_id[a["image_id"]]))]
+    dropped, trimmed = [], []
+    for ann in annotations:
+        invalid = _invalid_part(ann, by_id[ann["image_id"]], masks)
+        if invalid is not None:
+            (dropped if invalid[0] else trimmed).append((ann["id"], invalid[1]))
     gone = {i for i, _ in dropped}
     coco = COCO()
     coco.dataset = {**data, "annotations": [a for a in annotations if a["id"] not in gone]}
@@ -219,4 +262,4 @@ def read_coco(path: Path) -> tuple[COCO, list[tuple[int, str]]]:
     for ann in coco.anns.values():
         if "area" not in ann:
             ann["area"] = _computed_area(coco, ann)
-    return coco, dropped
+    return coco, dropped, trimmed

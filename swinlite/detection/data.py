@@ -4,12 +4,13 @@
 against its image folder before training starts: a missing file or folder, a file that does not fit COCO's
 format, a file without categories, or a split left without images is a ValueError; an image whose file is
 missing, whose header (with ``verify``, whole file) does not decode or whose size (EXIF orientation applied) is not
-the annotation's, and an annotation with a non-finite box or an invalid mask, are skipped with a warning naming
-their ids. ``CocoDetection`` then serves ``(image, target)`` pairs as
-torchvision's detectors take them: category ids (which need not be contiguous) become labels 1..K (0 is the
-background; a file with categories the label mapping lacks is a ValueError), ``iscrowd`` objects are left out
-(COCOeval handles them in evaluation), boxes reaching outside the image are clipped and empty ones dropped,
-each with a warning naming the annotation id; images without objects stay, as negatives.
+the annotation's, and an annotation with a non-finite box (or, for Mask R-CNN, no valid mask), are skipped with a
+warning naming their ids (an invalid polygon alone is dropped, the object kept). ``CocoDetection`` then serves
+``(image, target)`` pairs as torchvision's detectors take them: category ids (which need not be contiguous)
+become labels 1..K (0 is the background; a file with categories the label mapping lacks is a ValueError),
+``iscrowd`` objects are left out (COCOeval handles them in evaluation), boxes reaching outside the image are
+clipped and empty ones dropped, each with a warning naming the annotation id; images without objects stay, as
+negatives.
 """
 
 from __future__ import annotations
@@ -109,16 +110,20 @@ def check_split_paths(ann_file: Path, image_dir: Path) -> None:
         raise ValueError(f"image folder {image_dir} does not exist (it holds the images {ann_file.name} names)")
 
 
-def load_split(ann_file: Path, image_dir: Path, verify: bool = False) -> CocoSplit:
+def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: bool = False) -> CocoSplit:
     """Read and check one COCO annotation file against its image folder.
+
+    ``verify`` decodes every image (else its header only); ``masks``: for a detector that trains on masks (see
+    :func:`.annotations.read_coco`: an object with no valid mask left is dropped, not only its mask).
 
     Raises:
         ValueError: a missing annotation file or image folder, a file that does not fit COCO's format, a file
             without categories, or no image left.
     """
     check_split_paths(ann_file, image_dir)
-    coco, dropped = read_coco(ann_file)
+    coco, dropped, trimmed = read_coco(ann_file, masks)
     _warn_ids(f"annotations of {ann_file.name} dropped (annotation id: reason)", dropped)
+    _warn_ids(f"annotations of {ann_file.name} kept without invalid segmentation parts (annotation id: what)", trimmed)
     if not coco.cats:
         raise ValueError(f"{ann_file} has no categories; COCO files list them under 'categories'")
     kept, skipped = [], []

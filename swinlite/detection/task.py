@@ -124,8 +124,9 @@ class DetectionTask(Task):
         if cfg.data.dataset == "digits" and dist.is_main:
             build_digit_scenes(cfg.data.data_dir)
         barrier(dist)
-        train_split = load_split(*split_paths(cfg.data, "train"), verify=cfg.data.verify_images)
-        val_split = load_split(*split_paths(cfg.data, "val"), verify=cfg.data.verify_images)
+        masks = cfg.model.detector == "maskrcnn"  # else an object without a valid mask keeps its box
+        train_split = load_split(*split_paths(cfg.data, "train"), verify=cfg.data.verify_images, masks=masks)
+        val_split = load_split(*split_paths(cfg.data, "val"), verify=cfg.data.verify_images, masks=masks)
         # images too thin for the train transform's smallest resize, or for the detector's in evaluation, left out
         train_split = without_thin_images(train_split, *smallest_train_resize(cfg.data))
         val_split = without_thin_images(val_split, cfg.data.test_size, cfg.data.max_size)

@@ -68,7 +68,10 @@ def test_a_file_that_does_not_fit_coco_is_one_error_naming_the_records(coco: Pat
     assert str(error.value).startswith(str(path))
 
 
-def test_non_finite_boxes_and_invalid_masks_are_dropped_with_their_reasons(coco: Path):
+@pytest.mark.parametrize("masks", [True, False], ids=["mask-detector", "box-detector"])
+def test_non_finite_boxes_and_invalid_masks_are_dropped_with_their_reasons(coco: Path, masks: bool):
+    """A box detector keeps the box of an object whose mask is invalid (only the mask goes); it lost the object."""
+
     def edit(data: dict) -> None:
         _ann(data, 1)["bbox"][0] = float("nan")  # Python's json writes NaN; the README promises a warning
         _ann(data, 2)["segmentation"] = [[1.0, 1.0, float("nan"), 5.0, 10.0, 10.0]]
@@ -78,17 +81,47 @@ def test_non_finite_boxes_and_invalid_masks_are_dropped_with_their_reasons(coco:
         short = mask_utils.encode(np.ones((SIZE, SIZE - 1), dtype=np.uint8, order="F"))["counts"].decode()
         _ann(data, 4)["segmentation"]["counts"] = short  # pycocotools decoded it into uninitialized memory
 
-    coco_gt, dropped = read_coco(edit_coco(coco, "val", edit))
-    reasons = dict(dropped)
-    assert sorted(reasons) == [1, 2, 3, 4, 5, 6] and sorted(coco_gt.anns) == [7]
-    assert reasons[1] == "box [nan, 4.0, 16.0, 16.0] is not finite"
+    coco_gt, dropped, trimmed = read_coco(edit_coco(coco, "val", edit), masks=masks)
+    reasons = dict(dropped) | dict(trimmed)
+    assert sorted(reasons) == [1, 2, 3, 4, 5, 6] and dict(dropped)[1] == "box [nan, 4.0, 16.0, 16.0] is not finite"
     assert "non-finite coordinate" in reasons[2] and "polygon of 5 numbers" in reasons[3]
     assert "segmentation is str" in reasons[5] and "far outside the 48x48 image" in reasons[6]
     assert f"RLE counts cover {SIZE * (SIZE - 1)} pixels with runs >= 0, not the image's {SIZE * SIZE}" in reasons[4]
+    if masks:  # Mask R-CNN trains on the mask: the object goes
+        assert sorted(coco_gt.anns) == [7] and trimmed == []
+    else:
+        assert sorted(coco_gt.anns) == [2, 3, 4, 5, 6, 7] and sorted(dict(trimmed)) == [2, 3, 4, 5, 6]
+        assert all(r.startswith("segmentation dropped, the box kept") for _, r in trimmed)
+        assert not any("segmentation" in coco_gt.anns[i] for i in range(2, 7))
+
+
+@pytest.mark.parametrize("masks", [True, False], ids=["mask-detector", "box-detector"])
+def test_an_invalid_polygon_is_dropped_alone(coco: Path, masks: bool):
+    """One polygon fragment of fewer than 3 points dropped the whole object, box included (detectron2 drops the
+    fragment); an object left with no valid polygon goes only for a detector that trains on masks."""
+    square = [4.0, 4.0, 20.0, 4.0, 20.0, 20.0, 4.0, 20.0]
+
+    def edit(data: dict) -> None:
+        _ann(data, 1)["segmentation"] = [square, [4.0, 4.0, 5.0, 5.0]]
+        _ann(data, 2)["segmentation"] = [[26.0, 8.0, 27.0, 9.0]]
+
+    path = edit_coco(coco, "val", edit)
+    with pytest.warns(UserWarning) as record:
+        split = load_split(path, coco / "val2017", masks=masks)
+    warned = " ".join(str(w.message) for w in record)
+    assert split.coco.anns[1]["segmentation"] == [square]
+    kept = "annotations of instances_val2017.json kept without invalid segmentation parts (annotation id: what): 1: "
+    assert kept + "1 of 2 polygons dropped: polygon of 4 numbers (x, y pairs of at least 3 points)" in warned
+    if masks:
+        assert 2 not in split.coco.anns
+        assert "1 annotations of instances_val2017.json dropped (annotation id: reason): 2: segmentation: " in warned
+    else:
+        assert "segmentation" not in split.coco.anns[2] and split.coco.anns[2]["bbox"] == [26.0, 8.0, 8.0, 30.0]
+        assert "2: segmentation dropped, the box kept (a box detector needs no mask): polygon of 4" in warned
 
 
 def test_missing_area_and_iscrowd_get_cocos_defaults(coco: Path):
-    original, _ = read_coco(_val(coco))
+    original, _, _ = read_coco(_val(coco))
 
     def edit(data: dict) -> None:
         for ann in data["annotations"]:
@@ -99,7 +132,7 @@ def test_missing_area_and_iscrowd_get_cocos_defaults(coco: Path):
         _ann(data, 2)["segmentation"] = []  # box-only records as converters write them
         _ann(data, 5).pop("segmentation")
 
-    coco_gt, dropped = read_coco(edit_coco(coco, "val", edit))
+    coco_gt, dropped, _ = read_coco(edit_coco(coco, "val", edit))
     assert dropped == [] and all(a["iscrowd"] == original.anns[a["id"]]["iscrowd"] for a in coco_gt.anns.values())
     masks = {i: mask_utils.decode(original.annToRLE(a)) for i, a in original.anns.items() if i not in (2, 5)}
     for ann_id, mask in masks.items():  # the mask's pixel count, as COCO's files hold
@@ -162,7 +195,7 @@ resource.setrlimit(resource.RLIMIT_AS, (size + 2**31, size + 2**31))  # 2 GiB mo
 root = Path(sys.argv[1])
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    split = load_split(root / "annotations" / "instances_val2017.json", root / "val2017")
+    split = load_split(root / "annotations" / "instances_val2017.json", root / "val2017", masks=True)
     dataset = CocoDetection(split, categories_of(split), masks=True)
     objects = sum(len(dataset[i][1]["masks"]) for i in range(4))
     truth = scoring_ground_truth(dataset)

@@ -169,3 +169,35 @@ def test_a_computed_area_is_the_clipped_boxs_as_scored(coco: Path):
     ap = coco_ap(split.coco, _predictions(split, 0.0), split.image_ids).ap
     assert ap["map_small"] == pytest.approx(100.0) and ap["map_large"] == pytest.approx(100.0)
     assert math.isnan(ap["map_medium"])  # no medium object: annotation 6 read as one before
+
+
+def test_box_ap_on_a_file_with_invalid_polygons_is_pycocotools_own(coco: Path):
+    """A box detector's AP equals COCOeval's run directly on the file: an object with an invalid polygon (a fragment
+    of 2 points beside a valid one, a lone fragment, a NaN coordinate) was dropped from the ground truth, so its
+    detection counted as a false positive (and its miss as nothing)."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    def invalid_polygons(data: dict) -> None:
+        data["annotations"][0]["segmentation"].append([4.0, 4.0, 5.0, 5.0])
+        data["annotations"][1]["segmentation"] = [[26.0, 8.0, 27.0, 9.0]]
+        data["annotations"][2]["segmentation"][0][3] = float("nan")
+        data["annotations"][5]["bbox"] = [30.0, 6.0, 18.0, 24.0]  # inside the image: the file's box is the scored one
+        del data["annotations"][6]  # the empty box, which COCOeval would keep
+
+    path = edit_coco(coco, "val", invalid_polygons)
+    split = load_split(path, coco / "val2017")  # a box detector's
+    truth = scoring_ground_truth(CocoDetection(split, categories_of(split), evaluation=True))
+    with contextlib.redirect_stdout(io.StringIO()):
+        direct = COCO(str(path))
+    results = _predictions(dataclasses.replace(split, coco=direct), 2.0)
+    ours = coco_ap(truth, results, split.image_ids).ap
+    with contextlib.redirect_stdout(io.StringIO()):
+        evaluator = COCOeval(direct, direct.loadRes(copy.deepcopy(results)), "bbox")
+        evaluator.params.imgIds = split.image_ids
+        evaluator.evaluate()
+        evaluator.accumulate()
+        evaluator.summarize()
+    assert 0 < ours["map"] < 100
+    assert list(ours.values()) == pytest.approx([100 * s if s >= 0 else math.nan for s in evaluator.stats[:6]],
+                                                nan_ok=True)  # fmt: skip

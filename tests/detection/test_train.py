@@ -96,6 +96,13 @@ def _val_category_training_lacks(coco: Path) -> dict[str, object]:
     return {}
 
 
+def _own_files_under_the_demo(coco: Path) -> dict[str, object]:
+    """The demo's data.dataset=digits with the user's own files: the demo was written into data/det_digits (1,403
+    files) and trained, the files ignored, config.yaml saying dataset digits."""
+    return {"data.dataset": "digits", "data.data_dir": coco.parent / "det_digits",
+            "data.train_ann": coco / "annotations" / "instances_train2017.json"}  # fmt: skip
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize(
     ("prepare", "message"),
@@ -104,14 +111,17 @@ def _val_category_training_lacks(coco: Path) -> dict[str, object]:
         (_val_without_objects, r"the val annotations \(.*instances_val2017.json\) hold no object to score"),
         (_val_only_crowds, r"hold no object to score on the images kept, only iscrowd or empty ones; the AP would be"),
         (_val_category_training_lacks, r"the val annotations have category ids the training annotations lack: \[9\]"),
+        (_own_files_under_the_demo, r"^data.train_ann point at your own data, but data.dataset=digits trains the "
+         r"built-in demo \(written into data.data_dir .*det_digits\); set data.dataset=coco to train on your files$"),
     ],
-    ids=["training-set-without-objects", "val-set-without-objects", "val-set-of-crowds", "val-category-training-lacks"],
-)
+    ids=["training-set-without-objects", "val-set-without-objects", "val-set-of-crowds", "val-category-training-lacks",
+         "own-files-with-the-demo-dataset"],
+)  # fmt: skip
 def test_data_that_cannot_train_is_an_error_before_training(coco: Path, tmp_path: Path, prepare, message):
     overrides = tiny_overrides(coco, tmp_path / "run", **prepare(coco))
     with pytest.raises(ValueError, match=message):
         run(DetectionTask, load_det_config(None, overrides))
-    assert not (tmp_path / "run" / "resume.pt").exists()
+    assert not (tmp_path / "run" / "resume.pt").exists() and not (tmp_path / "det_digits").exists()
 
 
 def test_images_too_thin_to_resize_are_left_out_of_training_and_evaluation_with_a_warning(coco: Path, tmp_path: Path):

@@ -204,8 +204,19 @@ class DetectionTask(Task):
         return {"category_ids": self.categories.ids, "classes": self.categories.names}
 
     def check_resumed(self, state: dict[str, Any], path: Path) -> None:
-        if state.get("category_ids") != self.categories.ids:
+        """The categories, ids and names, must be the run's (a resume file of a version that kept only the ids:
+        those)."""
+        ids, names = state.get("category_ids"), state.get("classes")
+        now = self.categories
+        if ids != now.ids or (names is not None and names != now.names):
+            then = _listed(ids, names) if isinstance(ids, list) and isinstance(names, list) else str(ids)
             raise ValueError(
-                f"{path}: the run trained on categories {state.get('category_ids')}, the annotations now have "
-                f"{self.categories.ids}; restore them, or start over with --overwrite"
+                f"{path}: the run trained on categories (id name) {then}, the annotations now have "
+                f"{_listed(now.ids, now.names)}; restore them, or start over with --overwrite"
             )
+
+
+def _listed(ids: list[int], names: list[str], limit: int = 300) -> str:
+    """Categories as "3 'square', 7 'bar'", cut at ``limit`` characters."""
+    text = ", ".join(f"{i} {n!r}" for i, n in zip(ids, names, strict=False))
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -2,16 +2,18 @@
 train.compile (step checkpoints resumed bit-equal mid-epoch: tests/engine/test_resume_bit_equal.py; the distributed
 timeout: tests/engine/test_stall.py)."""
 
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from detkit import tiny_overrides
+from detkit import edit_coco, make_quirky_coco, tiny_overrides
 from torch._dynamo.eval_frame import DisableContext, OptimizedModule
 
 from swinlite.detection.task import DetectionTask
 from swinlite.engine import run
-from swinlite.engine.checkpoint import load_resume
+from swinlite.engine.checkpoint import load_resume, save_resume
 from swinlite.io import read_metadata, read_state_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
@@ -67,3 +69,60 @@ def test_compile_wraps_the_detector_and_writes_plain_weights(coco: Path, tmp_pat
     assert len(compiled) == 1 and type(compiled[0]).__name__ == "SwinFasterRCNN"
     for name in ("last.safetensors", "ema.safetensors"):  # the plain keys, and the same training
         assert _equal(reference / name, out / name), name
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> tuple[Path, Path]:
+    """(data, run folder) of a finished 1-epoch run, copied by the tests that change them."""
+    root = tmp_path_factory.mktemp("finished")
+    coco = make_quirky_coco(root / "coco")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a module fixture runs before
+    try:
+        return coco, _run(coco, root / "run")
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _rename(data: dict) -> None:
+    data["categories"][1]["name"] = "cat"
+
+
+def _renumber(data: dict) -> None:
+    data["categories"][1]["id"] = 8
+    for ann in data["annotations"]:
+        ann["category_id"] = 8 if ann["category_id"] == 7 else ann["category_id"]
+
+
+def _without_names(out: Path) -> None:
+    """The resume file as swinlite wrote it before it kept the category names."""
+    state = load_resume(out / "resume.pt")
+    del state["task_state"]["classes"]
+    save_resume(out / "resume.pt", state)
+
+
+NOW_BAR, NOW_CAT = "3 'square', 8 'bar'", "3 'square', 7 'cat'"  # the annotations' categories after the edit
+RESUME_CASES = {  # test id: (change of both annotation files, change of the resume file, message (None: resumes))
+    "renamed": (_rename, None, f"(id name) 3 'square', 7 'bar', the annotations now have {NOW_CAT}"),
+    "renumbered": (_renumber, None, f"(id name) 3 'square', 7 'bar', the annotations now have {NOW_BAR}"),
+    "old-file-renumbered": (_renumber, _without_names, f"(id name) [3, 7], the annotations now have {NOW_BAR}"),
+    "old-file-renamed": (_rename, _without_names, None),  # no names to compare
+}
+
+
+@pytest.mark.parametrize(("edit", "damage", "message"), list(RESUME_CASES.values()), ids=list(RESUME_CASES))
+def test_resume_refuses_other_categories_by_id_and_name(finished, tmp_path: Path, edit, damage, message):
+    """Renamed categories (same ids, other names) resumed without a word: --resume compared the ids only, though the
+    docs say it refuses other classes (the checkpoint would name them by the new names)."""
+    coco, out = (shutil.copytree(path, tmp_path / path.name) for path in finished)
+    (out / "config.yaml").write_text((out / "config.yaml").read_text().replace(str(finished[0]), str(coco)))
+    for split in ("train", "val"):
+        edit_coco(coco, split, edit)
+    if damage is not None:
+        damage(out)
+    if message is None:
+        assert _run(coco, out, resume=True, **{"train.epochs": 2}) == out
+        return
+    expected = f"{out / 'resume.pt'}: the run trained on categories {message}; restore them, or start over with "
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}--overwrite$"):
+        _run(coco, out, resume=True, **{"train.epochs": 2})

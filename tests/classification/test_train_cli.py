@@ -40,6 +40,11 @@ def test_unknown_config_key_is_one_line_and_exit_2():
          "data.auto_augment=bogus is not a policy timm knows (Unknown AA policy bogus); e.g. rand-m9-mstd0.5-inc1"),
         (["--data-dir", "{missing}", "--output-dir", "{out}", "data.auto_augment=rand-q9"],
          "data.auto_augment=rand-q9 is not a policy timm knows (Unknown RandAugment config section)"),
+        (["--data-dir", "{missing}", "--output-dir", "{out}", "data.scale=[1,0.5]"],
+         "data.scale must be [low, high] with low <= high, got [1.0, 0.5]"),
+        # timm's warning "range should be of kind (min, max)" alone, then the run trained on its swapped ranges
+        (["--data-dir", "{missing}", "--output-dir", "{out}", "data.ratio=[2,1]"],
+         "data.ratio must be [low, high] with low <= high, got [2.0, 1.0]"),
     ],
 )  # fmt: skip
 def test_user_errors_are_one_line(args, message, folder: Path, tmp_path: Path, capsys, no_network):

@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         example = first.new_zeros(args.batch_size, *first.shape[1:])  # a full batch: the eval transform's size
         setup = replace(setup, model=FixedBatch(setup.model.eval().to(device), example.to(device)))
     result = run_evaluation(setup, device, amp)
-    k = min(5, len(setup.classes))  # the k of the engine's top-k
-    summary = {"checkpoint": str(checkpoint), "top1": result.top1, f"top{k}": result.topk, "loss": result.loss}
+    summary = {"checkpoint": str(checkpoint), "top1": result.top1}
+    summary |= {f"top{result.k}": result.topk} if result.k > 1 else {}  # top-k of k > 1, as training's columns
+    summary |= {"loss": result.loss}
     summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
     summary |= {"images": int(result.confusion.sum())} | left_out_report(setup.skipped, result.left_out)
     atomic_write_bytes(out / "eval.json", json_bytes(summary, indent=2))  # a NaN loss as null

@@ -32,7 +32,7 @@ EVALUATION_FILES = ("eval.json", "confusion_matrix.png")
 class EvalResult:
     loss: float
     top1: float  # percent
-    topk: float  # percent, top-k with k = min(5, classes)
+    topk: float  # percent, top-k with k = min(5, classes) (equal to top1 for one class)
     confusion: torch.Tensor  # [true class, predicted class] counts
     k: int = 5  # the k of ``topk``: min(5, classes)
     left_out: list[LeftOut] = field(default_factory=list)  # the images the loader could not read, not scored
@@ -175,8 +175,8 @@ def run_evaluation(setup: EvalSetup, device: torch.device, amp_dtype: torch.dtyp
 
 def format_report(result: EvalResult, classes: list[str]) -> str:
     """Overall numbers, then one line per class."""
-    k = min(5, len(classes))  # the k evaluate used
-    lines = [f"top-1 {result.top1:.2f}%  top-{k} {result.topk:.2f}%  loss {result.loss:.4f}", "per-class accuracy:"]
+    topk = f"top-{result.k} {result.topk:.2f}%  " if result.k > 1 else ""  # one class: top-1 alone, as in training
+    lines = [f"top-1 {result.top1:.2f}%  {topk}loss {result.loss:.4f}", "per-class accuracy:"]
     counts = result.confusion.sum(1)
     for name, acc, n in zip(classes, result.per_class_accuracy.tolist(), counts.tolist(), strict=True):
         lines.append(f"  {name:<20} {acc:6.2f}%  ({int(n)} images)")

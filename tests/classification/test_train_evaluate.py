@@ -1,14 +1,23 @@
-"""scripts/evaluate.py's core on a checkpoint in timm's layout, checked against timm's own model."""
+"""scripts/evaluate.py's core on a checkpoint in timm's layout, checked against timm's own model; the script's
+report."""
 
+import json
 from pathlib import Path
 
 import pytest
 import timm
 import torch
+from pico import PICO
+from scriptkit import run_script
 from timm.models.swin_transformer import SwinTransformer as TimmSwin
 from trainkit import make_folder
 
 from swinlite.classification.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
+from swinlite.io import save_safetensors
+from swinlite.metadata import weights_metadata
+
+PRE = {"input_size": [3, 16, 16], "interpolation": "bicubic", "mean": [0.5] * 3, "std": [0.25] * 3, "crop_pct": 1.0,
+       "crop_mode": "center"}  # fmt: skip
 
 
 def test_timm_checkpoint_matches_timm_model(tmp_path: Path):
@@ -42,3 +51,16 @@ def test_mismatches_are_clear_errors(tmp_path: Path):
         prepare_evaluation(tmp_path / "ten.pth", data)
     with pytest.raises(ValueError, match="--data-dir .* does not exist"):
         prepare_evaluation(tmp_path / "ten.pth", tmp_path / "nope", "swinlite_pico_patch2_window4_32")
+
+
+def test_one_class_model_reports_top1_alone(tmp_path: Path, capsys):
+    """A one-class model printed "top-1 100.00%  top-1 100.00%", and eval.json's top-k entry (k = 1) overwrote top1;
+    top-k is reported for k > 1 only, as the training epoch line and metrics.csv do."""
+    data = make_folder(tmp_path / "data", classes=1, per_class=2, splits=("val",))
+    save_safetensors(tmp_path / "one.safetensors", timm.create_model(PICO, num_classes=1).state_dict(),
+                     weights_metadata(PICO, {"num_classes": 1}, ["c0"], PRE))  # fmt: skip
+    assert run_script("evaluate", ["--checkpoint", tmp_path / "one.safetensors", "--data-dir", data,
+                                   "--num-workers", "0"]) == 0  # fmt: skip
+    assert capsys.readouterr().out.splitlines()[1].startswith("top-1 100.00%  loss ")
+    report = json.loads((tmp_path / "eval.json").read_text())
+    assert [k for k in report if k.startswith("top")] == ["top1"] and report["top1"] == 100.0

@@ -15,10 +15,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import yaml
-
 from .checkpoint import RESUME_FILE
-from .config import to_dict
+from .config import dump_yaml, to_dict
 from .distributed import StalledRankError, launched
 from .run import run
 from .task import Task
@@ -39,7 +37,7 @@ def run_from_cli(
     """
     cfg = task.load_config(config, overrides)
     if print_config:
-        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
+        print(dump_yaml(to_dict(cfg)), end="")  # reads back identically as a --config file
         return 0
     try:
         with terminate_as_interrupt():

@@ -6,7 +6,8 @@ the command line changes any key again, e.g. ``train.epochs=12``. Every value is
 declared type and checked against the field's allowed values (:func:`bounded`, :func:`choice`, :func:`checked`); an
 unknown key is a ValueError that names the closest valid key, or the key's new name when it was renamed. A mapping field
 (``model.kwargs``) takes a whole mapping (``model.kwargs={window_size: 12}``) or one entry
-(``model.kwargs.window_size=12``).
+(``model.kwargs.window_size=12``). Files and command-line values are read by one YAML loader (:func:`load_yaml`)
+whose numbers are YAML 1.2's core schema, not PyYAML's YAML 1.1: ``017`` is 17, ``1e-1`` a float, ``1:30`` a string.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -24,6 +26,76 @@ from typing import Any
 import yaml
 
 _NULL = ("none", "null", "~")
+_YAML_NULL = re.compile(r"~|null|Null|NULL")  # YAML's null words (an empty value is null in a file only)
+
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_CORE_INT = re.compile(r"[-+]?[0-9]+$|0o[0-7]+$|0x[0-9a-fA-F]+$")
+_CORE_FLOAT = re.compile(  # YAML 1.2 core schema, less its plain integers (a dot or an exponent makes a float)
+    r"""[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$
+    |[-+]?[0-9]+[eE][-+]?[0-9]+$
+    |[-+]?\.(?:inf|Inf|INF)$
+    |\.(?:nan|NaN|NAN)$""",
+    re.X,
+)
+
+
+def _core_resolvers() -> dict[str, list[tuple[str, re.Pattern]]]:
+    """PyYAML's safe resolvers (booleans with yes/no/on/off, null, timestamps) with YAML 1.2 core-schema numbers
+    instead of YAML 1.1's: 1.1 reads ``017`` as octal 15 and ``1:30`` as sexagesimal 90, and ``1e-1`` (no dot) as a
+    string."""
+    resolvers = {
+        first: [(tag, regexp) for tag, regexp in rules if tag not in (_INT, _FLOAT)]
+        for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    for tag, regexp, firsts in ((_INT, _CORE_INT, "-+0123456789"), (_FLOAT, _CORE_FLOAT, "-+.0123456789")):
+        for first in firsts:
+            resolvers.setdefault(first, []).append((tag, regexp))
+    return resolvers
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    base = 16 if text.startswith("0x") else 8 if text.startswith("0o") else 10  # "017": decimal 17
+    try:
+        return int(text, base)
+    except ValueError:  # an explicit !!int tag on another word
+        raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not an integer", node.start_mark) from None
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    text = str(loader.construct_scalar(node))
+    special = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}
+    try:
+        return special[text.lower()] if text.lower() in special else float(text)
+    except ValueError:  # an explicit !!float tag on another word
+        raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a number", node.start_mark) from None
+
+
+class ConfigLoader(yaml.SafeLoader):
+    """The YAML loader of config files and command-line values: safe, with YAML 1.2 core-schema numbers."""
+
+    yaml_implicit_resolvers = _core_resolvers()
+
+
+ConfigLoader.add_constructor(_INT, _construct_int)
+ConfigLoader.add_constructor(_FLOAT, _construct_float)
+
+
+class ConfigDumper(yaml.SafeDumper):
+    """Writes what :class:`ConfigLoader` reads back identically: it quotes a string that loader would read as a
+    number (``'1e-1'``), where PyYAML's YAML 1.1 dumper writes it bare."""
+
+    yaml_implicit_resolvers = _core_resolvers()
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` as YAML by :class:`ConfigLoader`."""
+    return yaml.load(text, Loader=ConfigLoader)  # a SafeLoader: builds no Python objects
+
+
+def dump_yaml(tree: dict[str, Any]) -> str:
+    """``tree`` (e.g. :func:`to_dict`'s) as YAML that :func:`load_yaml` reads back identically."""
+    return yaml.dump(tree, Dumper=ConfigDumper, sort_keys=False)
 
 
 @dataclass(frozen=True)
@@ -112,7 +184,7 @@ def _parse(value: Any, annotation: Any) -> Any:
     if not isinstance(value, str) or annotation is str:
         return value
     try:
-        return yaml.safe_load(value) if value.strip() else value
+        return load_yaml(value) if value.strip() else value
     except yaml.YAMLError:
         return value
 
@@ -153,11 +225,13 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
     elif annotation is float:
         ok = not isinstance(parsed, bool)  # true, yes, on: from YAML or the command line alike
         try:
-            parsed = float(parsed)  # YAML 1.1 reads "5e-4" as a string; float() does not
+            parsed = float(parsed)  # also a quoted number: "5e-4"
         except (TypeError, ValueError):
             ok = False
         ok = ok and math.isfinite(parsed)
-    else:
+    else:  # null is no string: a YAML file's "output_dir: null" trained into ./None/, the command line's into ./null/
+        if parsed is None or (isinstance(parsed, str) and _YAML_NULL.fullmatch(parsed.strip())):
+            raise ValueError(f"config key '{key}': cannot use null, expected {_describe(annotation)}")
         ok = not isinstance(parsed, dict | list)
         parsed = str(parsed)
     if not ok:
@@ -244,7 +318,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"config file {path} does not exist")
     try:
-        tree = yaml.safe_load(path.read_text()) or {}
+        tree = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as e:
         raise ValueError(f"config file {path} is not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(tree, dict) or not all(isinstance(v, dict) for v in tree.values()):

@@ -11,7 +11,7 @@ load_config = ClassificationTask.load_config
 
 def test_defaults_and_dotted_overrides_are_typed():
     cfg = load_config(None, ["optim.lr=5e-4", "train.epochs=12", "data.scale=[0.5, 1]", "optim.clip_grad=none"])
-    assert cfg.optim.lr == 5e-4 and isinstance(cfg.optim.lr, float)  # YAML alone reads 5e-4 as a string
+    assert cfg.optim.lr == 5e-4 and isinstance(cfg.optim.lr, float)  # PyYAML's YAML 1.1 reads 5e-4 as a string
     assert cfg.train.epochs == 12
     assert cfg.data.scale == (0.5, 1.0)
     assert cfg.optim.clip_grad is None

@@ -12,7 +12,7 @@ import yaml
 from enginekit import DATA_FIXTURE, TASKS, script_config, script_main
 from trainkit import REPO
 
-from swinlite.engine.config import check_values, to_dict
+from swinlite.engine.config import check_values, read_yaml, to_dict
 from swinlite.engine.sections import RunConfig
 
 SHARED = {s.name: s.type for s in dataclasses.fields(RunConfig)}
@@ -82,6 +82,10 @@ def test_values_out_of_range_are_errors_naming_the_range(task: str, override: st
         ("optim.lr", ".inf", "expected a finite number"),
         ("schedule.decay_epochs", "[8, .nan]", "expected a finite number"),
         ("train.epochs", "true", "expected an integer"),
+        ("optim.lr", "1:30", "expected a finite number"),  # YAML 1.1's sexagesimal: lr 90.0
+        ("train.output_dir", "null", "expected a string"),  # trained into ./None/ from a file, ./null/ from the line
+        ("train.output_dir", "~", "expected a string"),
+        ("data.interpolation", "null", "expected a string"),  # a word with choices: "must be one of ..., got 'None'"
     ],
 )
 def test_command_line_and_yaml_refuse_the_same_values(key: str, value: str, message: str, tmp_path):
@@ -90,6 +94,68 @@ def test_command_line_and_yaml_refuse_the_same_values(key: str, value: str, mess
     for config, overrides in ((None, [f"{key}={value}"]), (path, [])):
         with pytest.raises(ValueError, match=rf"config key '{key}': cannot use .*, {message}"):
             TASKS["classification"].load_config(config, overrides)
+
+
+def _entry(cfg, key: str):
+    section, name, *entry = key.split(".")
+    value = getattr(getattr(cfg, section), name)
+    return value[entry[0]] if entry else value
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [  # before, PyYAML's YAML 1.1 resolvers read some of these silently otherwise:
+        ("train.epochs", "017", 17),  # octal: 15 epochs
+        ("train.epochs", "0o17", 15),
+        ("train.epochs", "0x1F", 31),
+        ("optim.lr", "1e-1", 0.1),
+        ("optim.lr", "1.0e-05", 1e-5),  # PyYAML's safe_dump writes floats so (config.yaml)
+        ("optim.lr", ".5", 0.5),
+        ("model.kwargs.drop_path_rate", "1e-1", 0.1),  # the string '1e-1': timm failed on "'<=' not supported"
+        ("model.kwargs.drop_path_rate", "5E-2", 0.05),
+        ("model.kwargs.window_size", "012", 12),  # octal: 10
+        ("model.kwargs.window_size", "0o14", 12),
+        ("model.kwargs.img_size", "1:30", "1:30"),  # sexagesimal: 90
+        ("model.kwargs.qkv_bias", "no", False),  # booleans as YAML 1.1 reads them, as before
+        ("model.pretrained", "yes", True),
+        ("model.kwargs.rel_pos", "null", None),
+    ],
+)
+def test_numbers_read_as_yaml_1_2_from_a_file_and_the_command_line_alike(key: str, value: str, expected, tmp_path):
+    *parents, leaf = key.split(".")
+    text = "".join(f"{'  ' * i}{p}:\n" for i, p in enumerate(parents)) + f"{'  ' * len(parents)}{leaf}: {value}\n"
+    (path := tmp_path / "c.yaml").write_text(text)
+    for config, overrides in ((None, [f"{key}={value}"]), (path, [])):
+        got = _entry(TASKS["classification"].load_config(config, overrides), key)
+        assert got == expected and type(got) is type(expected), (config, got)
+
+
+ROUND_TRIP = [  # strings YAML 1.2 reads as numbers (quoted when written), numbers PyYAML writes in its own way
+    "train.output_dir=1e-1",
+    "data.data_dir=017",
+    "model.kwargs={drop_path_rate: 1e-1, tag: '2e3', size: 0x10, name: '0o17', big: 1.0e+30, tiny: 1e-300}",
+    "optim.lr=1e-5",
+    "optim.weight_decay=0",
+    "schedule.min_lr=5e-7",
+    "model.pretrained=false",
+]
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_the_printed_config_reads_back_identically(task: str, tmp_path, capsys):
+    """--print-config's YAML (itself a valid --config file) reads back as the config it was written from: PyYAML's own
+    writer (YAML 1.1) puts the string '1e-1' bare, which the config reader (YAML 1.2 numbers) takes for 0.1. The floats
+    PyYAML writes (1.0e-05) read back as floats."""
+    config = script_config(task, tmp_path)
+    cfg = TASKS[task].load_config(config, ROUND_TRIP)
+    assert cfg.train.output_dir == "1e-1" and cfg.model.kwargs["tag"] == "2e3" and cfg.model.kwargs["size"] == 16
+    assert script_main(task, ["--config", config, "--print-config", *ROUND_TRIP]) == 0
+    (path := tmp_path / "printed.yaml").write_text(capsys.readouterr().out)
+    assert TASKS[task].load_config(path) == cfg
+    assert read_yaml(path) == to_dict(cfg)
+    numbers = {s: {k: v for k, v in sec.items() if isinstance(v, int | float)} for s, sec in to_dict(cfg).items()}
+    (path := tmp_path / "safe_dump.yaml").write_text(yaml.safe_dump(numbers))  # PyYAML's writer: 1.0e-05, 5.0e-07
+    assert read_yaml(path) == numbers
 
 
 def test_the_range_check_refuses_non_finite_numbers_set_in_code():

@@ -191,6 +191,25 @@ def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] = 
     return sorted(files)
 
 
+def folders_apart(folders: Iterable[str | os.PathLike]) -> list[Path]:
+    """``folders``, listed apart (e.g. the class folders of a split), without the linked ones that lead into another.
+
+    A link whose real path is another kept folder, or lies inside one, would list that folder's files a second time
+    (under a second class): it is skipped with :func:`list_files`'s warning, as a link inside a folder is. Folders
+    that are no links are kept first; links are kept in the order given, each unless it leads into one kept before.
+    """
+    folders = [Path(f) for f in folders]
+    kept = {f: os.path.realpath(f) for f in folders if not f.is_symlink()}
+    for link in (f for f in folders if f.is_symlink()):
+        real = os.path.realpath(link)
+        other = next((o for o in kept.values() if _inside(real, o)), None)
+        if other is None:
+            kept[link] = real
+        else:
+            warnings.warn(f"skipping linked folder {link} -> {real}: the folder {other}, listed apart", stacklevel=2)
+    return [f for f in folders if f in kept]
+
+
 def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """Files as given, and the image files under the folders given (:func:`list_files`: recursive, sorted, hidden
     names left out, a linked folder that loops or leads into another folder given skipped with a warning).

@@ -24,13 +24,23 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
-from .files import IMAGE_EXTENSIONS, is_image_file, list_files, list_images, load_rgb, unreadable, upright_size
+from .files import (
+    IMAGE_EXTENSIONS,
+    folders_apart,
+    is_image_file,
+    list_files,
+    list_images,
+    load_rgb,
+    unreadable,
+    upright_size,
+)
 
 __all__ = [
     "IMAGE_EXTENSIONS",
     "ImageFiles",
     "ImageItem",
     "LeftOut",
+    "folders_apart",
     "is_image_file",
     "left_out_report",
     "list_files",

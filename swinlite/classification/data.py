@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import unicodedata
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from ..files import center_crop_scale, elongation_problem
 from ..images import (
     IMAGE_EXTENSIONS,
     LeftOut,
+    folders_apart,
     is_image_file,
     list_files,
     load_rgb,
@@ -98,13 +100,17 @@ def scan_split(
     """
     if not split_dir.is_dir():
         raise ValueError(f"missing split folder {split_dir}: expected {split_dir}/<class>/<image files>")
-    folders = sorted(p.name for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not folders:
+    found = sorted(p for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not found:
         raise ValueError(f"{split_dir} holds no class folders: expected {split_dir}/<class>/<image files>")
+    folders = [p.name for p in folders_apart(found)]  # a class folder linked to another's is no class of its own
     classes = folders if classes is None else classes
     unknown = sorted(set(folders) - set(classes))
     if unknown:
-        raise ValueError(f"{split_dir} has classes {classes_of} does not have: {', '.join(unknown)}")
+        raise ValueError(
+            f"{split_dir} has classes {classes_of} does not have: {', '.join(unknown)}"
+            + normalisation_note(unknown, classes, classes_of)
+        )
     listed = {  # a linked folder that loops, or leads into another class's folder, is skipped with a warning
         name: [str(p) for p in list_files(split_dir / name, [split_dir / o for o in folders if o != name])]
         for name in folders
@@ -125,6 +131,24 @@ def scan_split(
     for path, reason in skipped:
         warnings.warn(f"skipping {path}: {reason}", stacklevel=2)
     return Split(samples, classes, skipped)
+
+
+def normalisation_note(unknown: list[str], classes: list[str], classes_of: str) -> str:
+    """A note for the error naming ``unknown`` class folders, when one of them differs from a class only in Unicode
+    normalisation (macOS writes names decomposed, NFD; most other systems composed, NFC): they look the same."""
+
+    def form(name: str) -> str:
+        return next((f for f in ("NFC", "NFD") if unicodedata.is_normalized(f, name)), "neither NFC nor NFD")
+
+    composed = {unicodedata.normalize("NFC", name): name for name in classes}
+    twins = [(name, composed[key]) for name in unknown if (key := unicodedata.normalize("NFC", name)) in composed]
+    if not twins:
+        return ""
+    name, twin = twins[0]
+    return (
+        f" (this folder's name {name} is {form(name)}, the class {twin} of {classes_of} {form(twin)}: the names differ "
+        "only in Unicode normalisation, NFC vs NFD, as copies from macOS can; rename one folder so both spell it alike)"
+    )
 
 
 class ImageFolderDataset(Dataset):

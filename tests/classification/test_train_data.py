@@ -1,4 +1,5 @@
 import shutil
+import unicodedata
 import warnings
 from pathlib import Path
 
@@ -95,6 +96,8 @@ def test_without_verify_images_an_elongated_val_image_is_left_out_and_named_when
         ("empty_class", "class folder .*c1 has no readable images"),
         ("only_corrupt", "class folder .*c2 has no readable images"),
         ("unknown_val_class", "classes the training split does not have: zebra"),
+        # said only that val had a class train lacked, naming what looked like train's own class
+        ("unicode_twin_val_class", "the names differ only in Unicode normalisation, NFC vs NFD"),
     ],
 )
 def test_data_faults_are_clear_errors(tmp_path: Path, fault: str, message: str):
@@ -114,6 +117,9 @@ def test_data_faults_are_clear_errors(tmp_path: Path, fault: str, message: str):
             f.write_bytes(b"not an image")
     elif fault == "unknown_val_class":
         (root / "val" / "c0").rename(root / "val" / "zebra")
+    elif fault == "unicode_twin_val_class":  # as macOS writes the name (NFD), the other split as typed (NFC)
+        (root / "train" / "c0").rename(root / "train" / unicodedata.normalize("NFC", "café"))
+        (root / "val" / "c0").rename(root / "val" / unicodedata.normalize("NFD", "café"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match=message):

@@ -117,6 +117,25 @@ def test_linked_folder_loop_counts_no_other_class_image(folder: Path):
     assert labels.count(0) == 8 + 2 and labels.count(1) == labels.count(2) == 8  # c0's own 8 + the outside 2
 
 
+def test_class_folder_linked_to_another_class_folder_is_skipped(folder: Path):
+    """A top-level link to another class folder became a class of its own: every image of c0 under two labels."""
+    (folder / "train" / "c3").symlink_to(folder / "train" / "c0", target_is_directory=True)
+    (folder / "train" / "b").symlink_to(folder / "train" / "c1" / "sub", target_is_directory=True)  # into c1
+    (folder / "train" / "c1" / "sub").mkdir()
+    outside = make_folder(folder.parent / "extra", classes=1, per_class=2, splits=("more",))
+    (folder / "train" / "d").symlink_to(outside / "more" / "c0", target_is_directory=True)  # a class of its own
+    with pytest.warns(UserWarning) as record:
+        split = scan_split(folder / "train")
+    messages = sorted(str(w.message) for w in record)
+    assert messages == [
+        f"skipping linked folder {folder / 'train' / name} -> {os.path.realpath(target)}: the folder "
+        f"{os.path.realpath(other)}, listed apart"
+        for name, target, other in (("b", folder / "train" / "c1" / "sub", folder / "train" / "c1"),
+                                    ("c3", folder / "train" / "c0", folder / "train" / "c0"))
+    ]  # fmt: skip
+    assert split.classes == ["c0", "c1", "c2", "d"] and len(split.samples) == 3 * 8 + 2
+
+
 def test_val_image_too_elongated_for_the_centre_crop_is_skipped_and_named(folder: Path, tmp_path: Path):
     """Its resize to the centre crop's scale would take gigabytes: the scan skips it in val (where that resize runs),
     names it, and keeps it in train (whose random-resized crop keeps the output size); the cache keys on the resize."""

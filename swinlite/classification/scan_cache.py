@@ -2,8 +2,9 @@
 
 The cache is used while it describes the same folders: the same resolved ``data_dir``, the same
 ``verify_images`` setting and val resize, and the same modification time of every split folder and every folder
-under it, nested ones included (adding, removing or renaming a file changes its folder's time). Anything else rescans;
-an unreadable cache is rescanned and replaced, with a note.
+under it, nested ones included (adding, removing or renaming a file changes its folder's time), and the same verdict on
+every image it skipped (checked again each time: an image repaired in place leaves its folder's time as it was).
+Anything else rescans; an unreadable cache is rescanned and replaced, with a note.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..images import is_image_file
 from ..io import atomic_write
 from .config import DataConfig
-from .data import Split, scan_data_dir, val_resize_shorter
+from .data import Split, header_problem, scan_data_dir, val_resize_shorter
 
 CACHE_FILE = "scan.json.gz"
 _VERSION = 3
@@ -39,6 +41,16 @@ def _fingerprint(cfg: DataConfig) -> dict[str, Any]:
         "val_resize": val_resize_shorter(cfg),  # which val images are too elongated to keep
         "folders": folders,
     }
+
+
+def _changed_skip(cfg: DataConfig, splits: tuple[Split, Split]) -> str | None:
+    """The first image the cached scan skipped whose header check gives another answer now (an image repaired, or
+    replaced, in place: its folder's time stays), or None. The skipped are few: rechecking them costs little."""
+    for split, shorter in zip(splits, (None, val_resize_shorter(cfg)), strict=True):
+        for path, reason in split.skipped:
+            if is_image_file(path) and header_problem(path, shorter) != reason:
+                return path
+    return None
 
 
 def _encode(split: Split) -> dict[str, Any]:
@@ -65,12 +77,14 @@ def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, 
     if path.is_file():
         try:
             tree = json.loads(gzip.decompress(path.read_bytes()))
-            if tree["fingerprint"] == fingerprint:
-                splits = _decode(tree["train"]), _decode(tree["val"])
+            splits = _decode(tree["train"]), _decode(tree["val"])
+            changed = _changed_skip(cfg, splits) if tree["fingerprint"] == fingerprint else None
+            if tree["fingerprint"] == fingerprint and changed is None:
                 for path_, reason in splits[0].skipped + splits[1].skipped:
                     warnings.warn(f"skipping {path_}: {reason}", stacklevel=2)
                 return splits, True, f"scan read from {path} (the class folders are unchanged)"
-            note = f"the data folders changed since {path} was written: scanned again"
+            what = f"{changed}, which the scan skipped, reads otherwise" if changed else "the data folders changed"
+            note = f"{what} since {path} was written: scanned again"
         except Exception as e:  # a damaged cache (any shape) is scanned again and replaced
             note = f"{path} is unreadable ({type(e).__name__}): scanned again"
     splits = scan_data_dir(cfg)

@@ -62,6 +62,25 @@ def test_scan_cached_in_the_output_folder_until_a_class_folder_changes(folder: P
     assert not from_cache and (str(folder / "train" / "c0" / "moved.png"), 0) in third[0].samples
 
 
+def test_an_image_repaired_in_place_is_scanned_again(folder: Path, tmp_path: Path):
+    """The cache keyed on folder times alone: an image repaired in place (its folder's time unchanged) stayed out,
+    still named with its old error, run after run."""
+    cfg, out = DataConfig(data_dir=str(folder)), tmp_path / "out"
+    (bad := folder / "val" / "c1" / "bad.png").write_bytes(b"nope")
+    with pytest.warns(UserWarning, match=f"skipping {bad}"):
+        cached_scan(cfg, out)
+    times = {p: os.stat(p).st_mtime_ns for p in (folder / "val", folder / "val" / "c1")}
+    with open(bad, "r+b") as f:  # in place, as an editor or a re-download writes it
+        f.write((folder / "val" / "c1" / "0.png").read_bytes())
+    assert {p: os.stat(p).st_mtime_ns for p in times} == times
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (_, val), from_cache, note = cached_scan(cfg, out)
+    assert not from_cache and note.startswith(f"{bad}, which the scan skipped, reads otherwise since")
+    assert (str(bad), 1) in val.samples and val.skipped == []
+    assert cached_scan(cfg, out)[1]  # the new scan is cached
+
+
 def test_one_class_and_imbalance_warnings(tmp_path: Path):
     make_folder(tmp_path / "one", classes=1, per_class=2, splits=("train",))
     with warnings.catch_warnings():

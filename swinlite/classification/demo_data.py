@@ -22,6 +22,26 @@ def _render(pixels: np.ndarray, size: int) -> Image.Image:
     return gray.resize((size, size), Image.Resampling.BICUBIC).convert("RGB")
 
 
+def _description(size: int, val_fraction: float) -> str:
+    """What the marker file of a finished build says."""
+    return f"scikit-learn digits, {size}x{size} RGB, val_fraction={val_fraction}\n"
+
+
+def check_digits(root: str | Path, size: int = 32, val_fraction: float = 0.2) -> None:
+    """ValueError when ``root`` holds a digits build made with other settings (another ``data.img_size``): it would
+    be used as it is, its images of the old size (nothing here deletes a data folder)."""
+    marker = Path(root) / _MARKER
+    if not marker.is_file():
+        return
+    built = marker.read_text()
+    if built != _description(size, val_fraction):
+        raise ValueError(
+            f"{root} holds the digits demo built otherwise ({marker.name}: {built.strip()}), not at "
+            f"data.img_size={size} ({_description(size, val_fraction).strip()}); pass another data.data_dir to "
+            f"build one at {size}, or the data.img_size it was built at"
+        )
+
+
 def build_digits(root: str | Path, size: int = 32, val_fraction: float = 0.2) -> Path:
     """Write ``root/{train,val}/<digit>/<index>.png`` unless a finished copy is already there.
 
@@ -35,7 +55,11 @@ def build_digits(root: str | Path, size: int = 32, val_fraction: float = 0.2) ->
 
     Returns:
         ``root``.
+
+    Raises:
+        ValueError: ``root`` holds a build of another size or split (:func:`check_digits`), or other files.
     """
+    check_digits(root, size, val_fraction)
 
     def build(tmp: Path) -> str:
         from sklearn.datasets import load_digits  # scikit-learn: needed by the demos only, and only to build them
@@ -49,6 +73,6 @@ def build_digits(root: str | Path, size: int = 32, val_fraction: float = 0.2) ->
                 folder = tmp / split / str(digits.target[i])
                 folder.mkdir(parents=True, exist_ok=True)
                 _render(digits.images[i], size).save(folder / f"{i:04d}.png")
-        return f"scikit-learn digits, {size}x{size} RGB, val_fraction={val_fraction}\n"
+        return _description(size, val_fraction)
 
     return build_folder_once(root, _MARKER, build, "digits demo")

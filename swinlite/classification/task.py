@@ -18,7 +18,7 @@ from ..engine.task import RunContext, StepOutput, Task
 from ..metadata import weights_metadata
 from .config import Config
 from .data import Split, build_datasets, check_augment, check_data_dir, collate
-from .demo_data import build_digits
+from .demo_data import build_digits, check_digits
 from .evaluation import EVALUATION_FILES, evaluate
 from .scan_cache import CACHE_FILE, cached_scan
 
@@ -50,6 +50,8 @@ class ClassificationTask(Task):
     def check_inputs(cls, cfg: Config) -> None:
         if cfg.data.dataset == "folder":  # the digits demo is written on first use
             check_data_dir(Path(cfg.data.data_dir))
+        else:  # unless a build of another size is there
+            check_digits(cfg.data.data_dir, size=cfg.data.img_size)
 
     @classmethod
     def inputs(cls, cfg: Config) -> list[Path]:

@@ -6,9 +6,11 @@ import pytest
 from PIL import Image
 from sklearn.datasets import load_digits
 
+from swinlite.classification import ClassificationTask
 from swinlite.classification.config import DataConfig
 from swinlite.classification.data import build_datasets
 from swinlite.classification.demo_data import build_digits
+from swinlite.engine.config import apply_overrides
 
 
 def _digest(root: Path) -> str:
@@ -42,3 +44,16 @@ def test_existing_build_is_reused_and_foreign_folder_refused(tmp_path: Path):
     (tmp_path / "mine" / "photo.jpg").write_bytes(b"x")
     with pytest.raises(ValueError, match="not a digits demo folder"):
         build_digits(tmp_path / "mine")
+
+
+def test_build_of_another_size_is_refused_before_the_data_is_read(tmp_path: Path):
+    """A run at another data.img_size used the first run's 32 px images without a word (the marker said 32x32)."""
+    root = build_digits(tmp_path / "d")
+    message = r"holds the digits demo built otherwise \(.swinlite_digits: scikit-learn digits, 32x32 RGB, "
+    with pytest.raises(ValueError, match=message + r".*not at data.img_size=16 \(scikit-learn digits, 16x16 RGB"):
+        build_digits(root, size=16)
+    cfg = ClassificationTask.load_config(None, [f"data.data_dir={root}", "data.dataset=digits", "data.img_size=16"])
+    with pytest.raises(ValueError, match=message):
+        ClassificationTask.check_inputs(cfg)  # in the run's checks, before anything is read or written
+    ClassificationTask.check_inputs(apply_overrides(cfg, {"data.img_size": 32}))
+    assert len(list(root.rglob("*.png"))) == 1797  # nothing deleted

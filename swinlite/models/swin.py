@@ -1285,7 +1285,10 @@ class SwinTransformer(nn.Module):
         num_stages = len(depths)
         pretrained_windows = _pretrained_windows(block, rel_pos, pretrained_window_sizes, num_stages)
         dims = [int(embed_dim * 2**i) for i in range(num_stages)]
-        patch, window = to_2tuple(patch_size), to_2tuple(window_size)
+        patch, window = tuple(to_2tuple(patch_size)), tuple(to_2tuple(window_size))
+        for name, pair in (("patch_size", patch), ("window_size", window)):
+            if len(pair) != 2 or not all(isinstance(v, int) for v in pair):
+                raise ValueError(f"{name} must be an int or (h, w), got {pair}")
         check_build_args(
             dims,
             depths,
@@ -1304,6 +1307,9 @@ class SwinTransformer(nn.Module):
                 drop_path_rate=drop_path_rate,
             ),
         )
+        size = tuple(to_2tuple(img_size))
+        if len(size) != 2 or not all(isinstance(v, int) and v >= p for v, p in zip(size, patch, strict=True)):
+            raise ValueError(f"img_size must be an int or (H, W), each at least the patch {patch}, got {img_size}")
         if not mlp_ratio > 0:
             raise ValueError(f"mlp_ratio must be positive, got {mlp_ratio}")
         if not -1 <= frozen_stages <= len(depths):
@@ -1632,9 +1638,16 @@ def _pretrained_windows(
         raise ValueError(f"rel_pos is an option of V1 blocks (V2 blocks always use the CPB), got {rel_pos!r}")
     if sizes is None:
         return [None] * num_stages
+    if not isinstance(sizes, Sequence) or isinstance(sizes, str):
+        raise ValueError(
+            f"pretrained_window_sizes needs one entry per stage ({num_stages}), each an int or (Wh, Ww), as timm's "
+            f"argument; got {sizes!r}"
+        )
     if len(sizes) != num_stages:
         raise ValueError(f"pretrained_window_sizes needs one entry per stage ({num_stages}), got {tuple(sizes)}")
-    windows = [to_2tuple(w or 0) for w in sizes]
+    windows = [tuple(to_2tuple(w or 0)) for w in sizes]
+    if any(len(w) != 2 or not all(isinstance(v, int) for v in w) for w in windows):
+        raise ValueError(f"pretrained_window_sizes: each entry is an int or (Wh, Ww), got {tuple(sizes)}")
     if any(h < 0 or w < 0 for h, w in windows):
         raise ValueError(f"pretrained_window_sizes must be >= 0 (0: the stage's window), got {tuple(sizes)}")
     return [None if w == (0, 0) else (int(w[0]), int(w[1])) for w in windows]

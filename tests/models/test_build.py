@@ -39,6 +39,13 @@ def test_builds_on_the_cpu_device_context(name):
         (dict(patch_size=0), "patch_size must be positive"),
         (dict(num_classes=-1), "num_classes must be >= 0"),
         (dict(embed_dim=0), "embed_dim must be positive"),
+        # under one patch: V1 built a 0x0 grid (set_input_size then divided by zero), V2 named its window (0, 0)
+        (dict(img_size=1), r"img_size must be an int or \(H, W\), each at least the patch \(2, 2\), got 1"),
+        (dict(img_size=(32, 1), block="v2"), r"each at least the patch \(2, 2\), got \(32, 1\)"),
+        (dict(window_size=(4,)), r"window_size must be an int or \(h, w\), got \(4,\)"),  # an IndexError
+        # a bare int: a TypeError (len of an int); timm's argument is one entry per stage too
+        (dict(pretrained_window_sizes=12, block="v2"), "pretrained_window_sizes needs one entry per stage"),
+        (dict(pretrained_window_sizes=((4, 4, 4), 0, 0, 0), block="v2"), "each entry is an int or \\(Wh, Ww\\)"),
     ],
 )
 def test_bad_construction_arguments_fail_at_build(kwargs, message):

@@ -27,7 +27,8 @@ Two things make every detector's output independent of batch size and order:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -39,11 +40,21 @@ from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredic
 from torchvision.ops import MultiScaleRoIAlign
 from torchvision.ops.poolers import initLevelMapper
 
+from ..convert import convert_state_dict, first_keys, shape_mismatch
 from ..engine.model import pretrained_file, weights_kwargs
 from ..fpn import SwinFPNBackbone, build_fpn_backbone
+from ..io import read_metadata, read_state_dict
+from ..weights import load_strict
 from .config import DetModelConfig
 
 _RATIOS = (0.5, 1.0, 2.0)
+DETECTOR_SWIN = "backbone.body.model."  # where a swinlite detector's weights hold its Swin
+# the layers whose shape follows the class count (R-CNN box predictor, Mask R-CNN mask logits, RetinaNet / FCOS logits)
+CLASS_LAYERS = (
+    "roi_heads.box_predictor.",
+    "roi_heads.mask_predictor.mask_fcn_logits.",
+    "head.classification_head.cls_logits.",
+)
 
 
 def anchor_generator(detector: str, strides: Sequence[int], anchor_scale: float = 8.0) -> AnchorGenerator:
@@ -92,25 +103,96 @@ class SwinFCOS(OneImageAtATime, FCOS):
     pass
 
 
-def _backbone(cfg: DetModelConfig, **model_kwargs: Any) -> SwinFPNBackbone:
+def _backbone(
+    cfg: DetModelConfig, swin_state: Mapping[str, torch.Tensor] | None, **model_kwargs: Any
+) -> SwinFPNBackbone:
     """The Swin + FPN the detector ``cfg`` describes; ``model.kwargs`` (and ``model_kwargs``) go to the Swin, whose
-    output norms are on unless ``model.kwargs.out_norm=false``; ``model.pretrained`` as in every task."""
+    output norms are on unless ``model.kwargs.out_norm=false``. Its weights: ``swin_state`` (those of
+    ``model.pretrained``'s file), else the tag's as in every task (none for a whole detector's file, loaded later)."""
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     two_stage = cfg.detector in ("fasterrcnn", "maskrcnn")
     min_level = (0 if two_stage else 1) if cfg.min_level is None else cfg.min_level
-    path = pretrained_file(cfg)  # a file loads strictly into the whole Swin; the tag's weights as in every task
-    weights = {"checkpoint": path} if path is not None else weights_kwargs(cfg)
-    backbone = build_fpn_backbone(
-        cfg.name,
-        out_indices=tuple(range(min_level, 4)),
-        fpn_channels=cfg.fpn_channels,
-        extra_levels="pool" if two_stage else "p6p7",
-        **weights,
-        **kwargs,
-    )
+    path = pretrained_file(cfg)
+    if path is None:
+        weights = weights_kwargs(cfg)
+    elif swin_state is None:
+        weights = {"pretrained": False}
+    else:  # loaded strictly into the whole Swin; no classifier on either side: the detector has none
+        weights = {"checkpoint": swin_state, "num_classes": 0}
+    try:
+        backbone = build_fpn_backbone(
+            cfg.name,
+            out_indices=tuple(range(min_level, 4)),
+            fpn_channels=cfg.fpn_channels,
+            extra_levels="pool" if two_stage else "p6p7",
+            **weights,
+            **kwargs,
+        )
+    except ValueError as e:
+        raise (ValueError(f"model.pretrained {path}: {e}") if swin_state is not None else e) from None
     if cfg.grad_checkpointing:
         backbone.set_grad_checkpointing(True)
     return backbone
+
+
+def _pretrained_state(path: str) -> tuple[dict[str, torch.Tensor] | None, dict[str, torch.Tensor] | None]:
+    """(Swin weights, whole detector weights) in the file ``model.pretrained`` names, one of them None.
+
+    A swinlite detector's own file (``scripts/train_detection.py``'s) gives the whole detector; any other file a Swin
+    in any layout swinlite converts, in swinlite's, without its classifier: the detector has none, and a classifier
+    in the file, or its absence, would be noted with a warning of no use here.
+    """
+    state = read_state_dict(path)
+    if any(key.startswith(DETECTOR_SWIN) for key in state):
+        return None, state
+    try:
+        swin = convert_state_dict(state)
+    except ValueError as e:
+        raise ValueError(f"model.pretrained {path}: {e}") from None
+    return {k: v for k, v in swin.items() if not k.startswith("head.fc.")}, None
+
+
+def _load_detector(model: nn.Module, cfg: DetModelConfig, num_classes: int, state: dict, source: str) -> None:
+    """A swinlite detector's weights (from the file ``source``) into ``model``, the detector ``cfg`` describes for
+    ``num_classes`` classes: strictly, but for the layers whose shape follows the class count (:data:`CLASS_LAYERS`),
+    which start fresh, with a warning, when the file's detector has another class count.
+
+    Raises:
+        ValueError: weights of another detector (named when the file's metadata names it), or that do not fit
+            otherwise (FPN width, ...), naming the keys.
+    """
+    meta = read_metadata(source)  # a file scripts/train_detection.py wrote: its detector and classes
+    theirs, classes = (meta.get("detector") or {}).get("detector"), meta.get("classes")
+    if theirs is not None and theirs != cfg.detector:
+        raise ValueError(
+            f"model.pretrained {source} holds a {theirs} detector's weights, model.detector is {cfg.detector}: set "
+            f"model.detector={theirs} to start from them (or start from a backbone checkpoint)"
+        )
+    target = model.state_dict()
+    other = [k for k in state if k.startswith(CLASS_LAYERS) and k in target and state[k].shape != target[k].shape]
+    fresh: tuple[str, ...] = ()
+    if other and not (isinstance(classes, list) and len(classes) == num_classes):  # else not a class count
+        dropped = [k for k in state if k.startswith(CLASS_LAYERS)]
+        counts = (
+            f"{len(classes)} classes in the file, {num_classes} here"
+            if isinstance(classes, list)
+            else shape_mismatch(other[0], state[other[0]].shape, target[other[0]].shape)
+        )
+        warnings.warn(
+            f"{source}: a detector of another class count ({counts}); its class layers start fresh: "
+            f"{first_keys(dropped)}",
+            stacklevel=3,
+        )
+        state, fresh = {k: v for k, v in state.items() if k not in dropped}, CLASS_LAYERS
+    try:
+        load_strict(model, state, source, may_start_fresh=fresh)
+    except ValueError as e:
+        if "does not fit" not in str(e):
+            raise
+        raise ValueError(
+            f"{e}; a detector's weights load whole into a detector built alike (model.detector, model.name, "
+            "model.min_level, model.fpn_channels, model.box_head_dim, model.kwargs as the run that wrote them)"
+        ) from None
 
 
 def build_detector(
@@ -126,8 +208,31 @@ def build_detector(
 
     Training images arrive resized by the data transforms; evaluation images are resized by the detector to
     short side ``test_size`` (long side at most ``max_size``) and its boxes mapped back to the input size.
+    ``model.pretrained``: ``true`` loads the tag's weights into the Swin; a file is a Swin checkpoint of any layout
+    swinlite converts (the FPN and heads start fresh) or a swinlite detector's own weights (everything loads, the
+    class layers of another class count start fresh with a warning: :func:`_load_detector`).
+
+    Raises:
+        ValueError: weights that do not fit (naming the file and the keys).
     """
-    backbone = _backbone(cfg, **model_kwargs)
+    path = pretrained_file(cfg)
+    swin_state, detector_state = _pretrained_state(path) if path is not None else (None, None)
+    model = _detector(cfg, _backbone(cfg, swin_state, **model_kwargs), num_classes, test_size, max_size, mean, std)
+    if detector_state is not None:
+        _load_detector(model, cfg, num_classes, detector_state, path)
+    return model
+
+
+def _detector(
+    cfg: DetModelConfig,
+    backbone: SwinFPNBackbone,
+    num_classes: int,
+    test_size: int,
+    max_size: int,
+    mean: Sequence[float],
+    std: Sequence[float],
+) -> nn.Module:
+    """The torchvision detector ``cfg.detector`` names on ``backbone`` (see :func:`build_detector`)."""
     anchors = anchor_generator(cfg.detector, backbone.strides, cfg.anchor_scale)
     common = dict(min_size=test_size, max_size=max_size, image_mean=list(mean), image_std=list(std), _skip_resize=True)
     if cfg.detector == "retinanet":

@@ -1,9 +1,14 @@
-"""Detectors on the Swin FPN: anchors follow the real strides, no-weight-decay groups, gradient checkpointing."""
+"""Detectors on the Swin FPN: anchors follow the real strides, no-weight-decay groups, gradient checkpointing, the
+weights model.pretrained starts them from."""
+
+import dataclasses
+import warnings
 
 import pytest
 import timm
 import torch
 from pico import PICO
+from test_convert_mmdet_hf import to_mmdet
 from torchvision.models.detection import FasterRCNN
 
 from swinlite.detection.config import DetConfig, DetModelConfig
@@ -114,6 +119,62 @@ def test_backbone_starts_from_classification_weights(tmp_path):
         check_pretrained(DetModelConfig(name=PICO, pretrained=str(tmp_path / "nope.pth")))
     with pytest.raises(ValueError, match="model.pretrained=timm is now model.pretrained=true"):
         check_pretrained(DetModelConfig(name=PICO, pretrained="timm"))
+
+
+def test_a_backbone_checkpoint_starts_the_detector_without_a_note_on_classifiers(tmp_path):
+    """An mmdetection Swin backbone (no classifier) as model.pretrained warned "not in the checkpoint, left at their
+    initial values: head.fc.weight, head.fc.bias", and a classifier of another class count was "dropped" with a
+    warning: the detector has no classifier. A backbone weight missing from the file is still an error."""
+    source = timm.create_model(PICO, out_norm=True, num_classes=0)
+    torch.save({"state_dict": to_mmdet(source.state_dict())}, tmp_path / "mmdet.pth")
+    cfg = DetModelConfig(name=PICO, fpn_channels=8, box_head_dim=16, pretrained=str(tmp_path / "mmdet.pth"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to say: every Swin weight the detector has is in the file
+        swin = build_detector(cfg, 2, 32, 32).backbone.body.model
+    torch.testing.assert_close(swin.out_norms[1].weight, source.out_norms[1].weight)
+    torch.testing.assert_close(swin.layers[2].blocks[1].attn.qkv.weight, source.layers[2].blocks[1].attn.qkv.weight)
+    save_weights(tmp_path / "classifier.safetensors", timm.create_model(PICO, num_classes=7).state_dict(), {})
+    cfg.pretrained = str(tmp_path / "classifier.safetensors")
+    with pytest.warns(UserWarning) as record:
+        build_detector(cfg, 2, 32, 32)
+    assert [str(w.message)[:50] for w in record] == ["not in the checkpoint, left at their initial value"]
+    assert "out_norms.0.weight" in str(record[0].message) and "head" not in str(record[0].message)  # real news only
+    state = to_mmdet(source.state_dict())
+    del state["backbone.stages.2.blocks.1.attn.w_msa.qkv.weight"]
+    torch.save(state, tmp_path / "incomplete.pth")
+    cfg.pretrained = str(tmp_path / "incomplete.pth")
+    message = f"model.pretrained {tmp_path / 'incomplete.pth'}: checkpoint does not fit SwinTransformer: 1 model"
+    with pytest.raises(ValueError, match=f"^{message} weights are missing from it: layers.2.blocks.1.attn.qkv.weight$"):
+        build_detector(cfg, 2, 32, 32)
+
+
+@pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])
+def test_a_detectors_own_weights_start_a_detector_of_other_classes(tmp_path, detector):
+    """scripts/train_detection.py's best.safetensors as model.pretrained failed with "116 checkpoint keys did not map
+    onto SwinTransformer: backbone.body.model.layers...": it loads whole now, its class layers fresh (with a warning)
+    for another class count, as segmentation loads its own UperNet checkpoints."""
+    cfg = DetModelConfig(detector=detector, name=PICO, fpn_channels=64, box_head_dim=16)
+    torch.manual_seed(0)
+    trained = build_detector(cfg, 2, 32, 32).state_dict()
+    meta = {"task": "detection", "detector": dataclasses.asdict(cfg), "classes": ["square", "bar"]}
+    save_weights(tmp_path / "best.safetensors", trained, meta)
+    cfg.pretrained = str(tmp_path / "best.safetensors")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same = build_detector(cfg, 2, 32, 32).state_dict()
+    assert all(torch.equal(same[k], v) for k, v in trained.items())
+    with pytest.warns(UserWarning, match=r"best.safetensors: a detector of another class count \(2 classes in the "
+                      r"file, 5 here\); its class layers start fresh: ") as record:  # fmt: skip
+        other = build_detector(cfg, 5, 32, 32).state_dict()
+    fresh = [k for k in trained if trained[k].shape != other[k].shape]
+    assert fresh and all(k in str(record[0].message) for k in fresh)
+    assert all(torch.equal(other[k], v) for k, v in trained.items() if k not in fresh and "cls_score" not in k)
+    cfg.fpn_channels = 32
+    with pytest.raises(ValueError, match=r"a detector's weights load whole into a detector built alike \(model\."):
+        build_detector(cfg, 2, 32, 32)
+    cfg.detector = "fcos" if detector == "retinanet" else "retinanet"
+    with pytest.raises(ValueError, match=f"holds a {detector} detector's weights, model.detector is {cfg.detector}: "):
+        build_detector(cfg, 2, 32, 32)
 
 
 @pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])

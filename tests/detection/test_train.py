@@ -14,7 +14,7 @@ from swinlite.engine import run
 from swinlite.engine.config import flatten, to_dict
 from swinlite.engine.preflight import check_run
 from swinlite.hub import hub_repo
-from swinlite.io import read_metadata
+from swinlite.io import read_metadata, read_state_dict
 from swinlite.models import SwinV2Block
 
 load_det_config = DetectionTask.load_config
@@ -61,6 +61,17 @@ def test_a_config_line_makes_the_backbone_swin_v2(coco: Path, tmp_path: Path):
     model, _, _ = load_detector(out / "best.safetensors")
     blocks = [m for m in model.modules() if isinstance(m, SwinV2Block)]  # the fast subclass included
     assert len(blocks) == 5  # pico depths 1-1-2-1
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_run_starts_from_a_detection_runs_weights(coco: Path, tmp_path: Path):
+    """model.pretrained=<a detection run>/best.safetensors failed ("116 checkpoint keys did not map onto
+    SwinTransformer"); the whole detector loads now: an epoch at lr 0 ends with the weights it started from."""
+    first = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "first")))
+    still = {"model.pretrained": first / "best.safetensors", "optim.lr": 0, "schedule.warmup_lr": 0}
+    second = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "second", **still)))
+    start, end = read_state_dict(first / "best.safetensors"), read_state_dict(second / "last.safetensors")
+    assert start.keys() == end.keys() and all(torch.equal(start[k], end[k]) for k in start)
 
 
 def test_unknown_key_and_bad_values_are_clear_errors():

@@ -456,10 +456,26 @@ _FIRST_CONV = "patch_embed.proj.weight"
 
 def _classifier_fits(state_dict: StateDict, target: Mapping[str, torch.Tensor]) -> bool:
     """Whether the checkpoint's classifier loads whole: every model ``head.fc`` weight there, each of the model's
-    shape. Else it is dropped whole: a fitting weight beside a fresh bias (or the reverse) is no classifier."""
+    shape. Else it is dropped whole (a classifier of another size, or none), unless it is half of one of the model's
+    size (a ValueError: a damaged file, whose fresh half would give random logits under pretrained weights).
+
+    Raises:
+        ValueError: the classifier's weight has the model's shape and its bias is absent or of another shape, or a
+            bias comes without a weight.
+    """
     head = {k: v for k, v in state_dict.items() if k.startswith("head.fc.")}
     want = {k: v for k, v in target.items() if k.startswith("head.fc.")}
-    return head.keys() == want.keys() and all(v.shape == want[k].shape for k, v in head.items())
+    if head.keys() == want.keys() and all(v.shape == want[k].shape for k, v in head.items()):
+        return True
+    weight, wanted = head.get("head.fc.weight"), want.get("head.fc.weight")
+    if head and (weight is None or (wanted is not None and weight.shape == wanted.shape)):
+        found = ", ".join(f"{k} {tuple(v.shape)}" for k, v in sorted(head.items()))
+        expected = ", ".join(f"{k} {tuple(v.shape)}" for k, v in sorted(want.items())) or "none"
+        raise ValueError(
+            f"the checkpoint's classifier is incomplete: it holds {found}, the model's is {expected} "
+            "(a damaged file? a classifier of another size is dropped, half of one is not loaded)"
+        )
+    return False
 
 
 def _differs_in_channels_only(shape: torch.Size, want: torch.Size) -> bool:

@@ -152,9 +152,9 @@ def test_patch4_checkpoint_into_a_patch2_model(tmp_path):
         swinlite.convert_state_dict(base, model)  # another width is another model, whatever its patches
 
 
-@pytest.mark.parametrize("misfit", ["both", "head.fc.weight", "head.fc.bias"])
+@pytest.mark.parametrize("misfit", ["both", "head.fc.weight"])
 def test_classifier_of_another_size_is_dropped_whole_with_a_warning(misfit):
-    """A file's classifier whose weight fits but bias does not (or the reverse) is no classifier: none of it loads."""
+    """A file's classifier whose weight is of another size is no classifier of the model: none of it loads."""
     source = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=10).state_dict()
     model = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=3)
     if misfit != "both":
@@ -165,6 +165,25 @@ def test_classifier_of_another_size_is_dropped_whole_with_a_warning(misfit):
     assert "head.fc.weight" not in converted and "head.fc.bias" not in converted
     missing, unexpected = model.load_state_dict(converted, strict=False)
     assert set(missing) == {"head.fc.weight", "head.fc.bias"} and not unexpected
+
+
+@pytest.mark.parametrize("damage", ["no_bias", "bias_of_another_size", "no_weight"])
+def test_half_a_classifier_of_the_models_size_is_an_error(damage, tmp_path):
+    """A file whose classifier weight has the model's size beside a missing (or misfit) bias was loaded with a fresh
+    classifier and a warning: a pretrained model whose logits were random (timm's own loader refuses the file)."""
+    source = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=3).state_dict()
+    if damage == "no_bias":
+        del source["head.fc.bias"]
+    elif damage == "no_weight":
+        del source["head.fc.weight"]
+    else:
+        source["head.fc.bias"] = torch.zeros(10)
+    with pytest.raises(ValueError, match=r"the checkpoint's classifier is incomplete: it holds head\.fc\."):
+        swinlite.convert_state_dict(source, timm.create_model("swinlite_pico_patch2_window4_32", num_classes=3))
+    save_file(source, str(tmp_path / "half.safetensors"))
+    with pytest.raises(ValueError, match="classifier is incomplete"):  # through timm's loader, as a pretrained file
+        timm.create_model("swinlite_pico_patch2_window4_32", num_classes=3, pretrained=True,
+                          pretrained_cfg_overlay=dict(file=str(tmp_path / "half.safetensors")))  # fmt: skip
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "pth"])

@@ -5,9 +5,9 @@ Sign conventions (both documented once here):
 * Shaw mode (``rel_k``/``rel_v``): the embedding row for query i and key j is
   ``r(i, j) = clamp(j - i, -D, D) + D`` -- key minus query, so row ``D`` is "same position", rows
   below ``D`` are keys in the past and rows above are keys in the future.
-* Bias mode (:class:`RelativePositionBias` with a 1-D window ``(D + 1,)``): the table row is
-  ``clamp(i - j, -D, D) + D`` -- query minus key, the convention of the Swin index
-  (``coords_i - coords_j``), so for ``L <= D + 1`` the bias is exactly ``RelativePositionBias()``.
+* Bias mode (:class:`OffsetBiasTable`, the table of Swin's :class:`RelativePositionBias` with a 1-D window
+  ``(D + 1,)``): the table row is ``clamp(i - j, -D, D) + D`` -- query minus key, the convention of the Swin index
+  (``coords_i - coords_j``), so for ``L <= D + 1`` the bias is exactly that module's with the same table.
 """
 
 from __future__ import annotations
@@ -16,12 +16,29 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..models.swin import RelativePositionBias
 from .buffered import buffered_relative_attention
 from .skew import relative_attention, relative_logits, relative_values
 
 # Above this many (L * L * head_dim) elements the (L, L, d) gathered table stops paying; see "auto" below.
 _GATHER_MAX_ELEMENTS = 2**18
+
+
+class OffsetBiasTable(nn.Module):
+    """Bias mode's learnable scalar per (offset ``i - j`` in -D..D, head): ``table`` (2D + 1, heads), initialised as
+    Swin's :class:`~swinlite.models.swin.RelativePositionBias` table (trunc-normal, std .02). Unlike that module it
+    holds no (N, N) index: the bias is built for each length from the table alone (O(L) memory, where a
+    ``(D + 1,)``-window index took (D + 1)^2 longs: 512 MiB a layer at ``max_len=8192``)."""
+
+    def __init__(
+        self,
+        max_distance: int,
+        num_heads: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.empty(2 * max_distance + 1, num_heads, device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.table, std=0.02)
 
 
 def relative_distance_index(length: int, max_distance: int, device: torch.device | None = None) -> torch.Tensor:
@@ -92,7 +109,7 @@ class RelPosSelfAttention1d(nn.Module):
         shaw = mode == "shaw"
         self.rel_k = nn.Embedding(num_rows, self.head_dim, **dd) if shaw else None
         self.rel_v = nn.Embedding(num_rows, self.head_dim, **dd) if shaw and value_rel else None
-        self.rel_bias = None if shaw else RelativePositionBias((self.max_distance + 1,), num_heads, **dd)
+        self.rel_bias = None if shaw else OffsetBiasTable(self.max_distance, num_heads, **dd)
         self.attn_drop = nn.Dropout(attn_drop)
         self.proj = nn.Linear(dim, dim, **dd)
         self.proj_drop = nn.Dropout(proj_drop)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from reference import naive_rel_pos_attention_1d
 
+from swinlite.models.swin import RelativePositionBias
 from swinlite.seq import RelPosSelfAttention1d
 from swinlite.seq.skew import relative_logits, relative_values, skew, unskew
 
@@ -164,9 +165,18 @@ def test_bias_mode_matches_naive_loop(max_distance, causal):
 
 
 def test_bias_mode_uses_relative_position_bias_convention():
+    """Swin's RelativePositionBias with a 1-D window (D + 1,) and the same table gives the same bias (its index)."""
     attn = make(max_distance=4, mode="bias")
-    L = attn.max_distance + 1  # the window of the 1-D RelativePositionBias: its own forward() applies
-    torch.testing.assert_close(attn._scalar_bias(L), attn.rel_bias()[None])
+    swin = RelativePositionBias((attn.max_distance + 1,), HEADS).double()
+    with torch.no_grad():
+        swin.table.copy_(attn.rel_bias.table)
+    torch.testing.assert_close(attn._scalar_bias(attn.max_distance + 1), swin()[None])
+
+
+def test_bias_mode_holds_no_quadratic_buffer():
+    """The bias mode held a RelativePositionBias whose unused (D + 1, D + 1) index took 512 MiB a layer at 8192."""
+    attn = RelPosSelfAttention1d(16, 2, max_len=8192, mode="bias")
+    assert sum(b.numel() for b in attn.buffers()) == 0 and attn.rel_bias.table.shape == (2 * 8191 + 1, 2)
 
 
 @pytest.mark.parametrize("length", [1, 2, MAX_LEN])

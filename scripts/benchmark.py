@@ -29,6 +29,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -36,7 +37,23 @@ from _cli import Parser, run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmark code sits beside its results
 
-from swinbench.choices import DEFAULT_SIZES, IMG_SIZES, MODELS, PRECISIONS, SIZES, TASKS, parse_sizes  # noqa: E402
+from swinbench.choices import (  # noqa: E402
+    DEFAULT_SIZES,
+    EVERY_RUN,
+    IMG_SIZES,
+    MODELS,
+    PRECISIONS,
+    RUN_OPTIONS,
+    SIZES,
+    TASKS,
+    option,
+    options_of,
+    parse_sizes,
+    run_name,
+)
+
+RUNS = tuple(run for run in RUN_OPTIONS if run)  # the options that choose a run other than the side-by-side one
+DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
 def _csv(allowed: tuple[str, ...]):
@@ -57,19 +74,28 @@ def _sizes(text: str) -> tuple[tuple[int, int], ...]:
         raise argparse.ArgumentTypeError(str(e)) from e
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = Parser(__doc__)
-    p.add_argument(
-        "--size", choices=tuple(SIZES), default="tiny", help="model size; v2_tiny: Swin-V2-T, window 8 (default: tiny)"
-    )
-    p.add_argument("--batch", type=int, default=None, help="batch size (default: 8; 2 with --sizes)")
-    p.add_argument(
-        "--img-size", type=int, default=None, help="square input size (default: 224; 256 for v2_tiny, its size)"
-    )
-    p.add_argument("--device", default="cpu", help="cpu or cuda[:i] (default: cpu)")
-    p.add_argument("--models", type=_csv(MODELS), default=MODELS, help="subset of swinlite,timm,torchvision")
-    p.add_argument("--tasks", type=_csv(TASKS), default=TASKS, help="subset of inference,train")
-    p.add_argument("--precisions", type=_csv(PRECISIONS), default=PRECISIONS, help="subset of fp32,bf16 (autocast)")
+def _device(text: str) -> str:
+    if not DEVICE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N (N: the GPU's index), got {text!r}")
+    return text
+
+
+def _epilog() -> str:
+    lines = ["Options each run takes (any other is an error):"]
+    lines += [f"  {run_name(run)}: {options_of(run)}" for run in RUN_OPTIONS]
+    return "\n".join(lines)
+
+
+def _parser() -> Parser:
+    # Every option a run may not take defaults to None, so that one given explicitly is told from one left out.
+    p = Parser(__doc__, epilog=_epilog())
+    p.add_argument("--size", choices=tuple(SIZES), help="model size; v2_tiny: Swin-V2-T, window 8 (default: tiny)")
+    p.add_argument("--batch", type=int, help="batch size (default: 8; 2 with --sizes)")
+    p.add_argument("--img-size", type=int, help="square input size (default: 224; 256 for v2_tiny, its size)")
+    p.add_argument("--device", type=_device, help="cpu or cuda[:i] (default: cpu)")
+    p.add_argument("--models", type=_csv(MODELS), help="subset of swinlite,timm,torchvision (default: all)")
+    p.add_argument("--tasks", type=_csv(TASKS), help="subset of inference,train (default: both)")
+    p.add_argument("--precisions", type=_csv(PRECISIONS), help="subset of fp32,bf16 (autocast) (default: both)")
     p.add_argument(
         "--compile", action="store_true", help="fp32 inference, eager and through swinlite.optimize_for_inference"
     )
@@ -78,14 +104,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="the train step through torch.compile (what train.compile: true runs), each of --precisions",
     )
-    p.add_argument("--no-warm-start", action="store_true", help="--compile: skip the second, warm-cache process")
+    p.add_argument(
+        "--no-warm-start", action="store_true", default=None, help="--compile: skip the second, warm-cache process"
+    )
     p.add_argument(
         "--contended",
         action="store_true",
         help="CPU: also time with one core kept busy by a second process and (inference) fed by a 2-worker "
         "image-decoding DataLoader; rounds in random order",
     )
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, one per core)")
+    p.add_argument("--threads", type=int, help="torch threads (default: torch's, one per core)")
     p.add_argument(
         "--sizes",
         nargs="?",
@@ -93,19 +121,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=_sizes,
         help="time swinlite and timm at these sizes, N or HxW (default list: %(const)s)",
     )
-    p.add_argument(
-        "--warmup", type=int, default=None, help="untimed runs per model and case (default: 2; 1 with --sizes)"
-    )
+    p.add_argument("--warmup", type=int, help="untimed runs per model and case (default: 2; 1 with --sizes)")
     p.add_argument(
         "--repeats",
         type=int,
-        default=None,
         help="timed runs per model and case; median (default: 7; 3 with --sizes, 15 with --contended)",
     )
-    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement of train steps")
+    p.add_argument(
+        "--no-memory", action="store_true", default=None, help="skip the peak-memory measurement of train steps"
+    )
     p.add_argument(
         "--profile",
         action="store_true",
+        default=None,
         help="also profile one step of each model and case: top operators by self time",
     )
     p.add_argument(
@@ -120,21 +148,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--json", default="benchmarks/benchmark.json", help="output JSON path (default: benchmarks/benchmark.json)"
     )
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments, checked and resolved for the chosen run: ``args.run`` names it ("" for the side-by-side run); the
+    options it does not take are None. Values that need torch to judge (a GPU that is not there, the sizes' range) are
+    checked by the run's config, also before anything is built."""
+    p = _parser()
     args = p.parse_args(argv)
-    runs = [n for n in ("compile", "compile_train", "sizes", "contended", "rel_pos_1d", "deploy") if getattr(args, n)]
+    # --sizes= (an empty list) is a --sizes run too, whose config (SizesConfig) refuses the list as --sizes 0
+    runs = [run for run in RUNS if getattr(args, run) not in (None, False)]
     if len(runs) > 1:
-        p.error(f"--{' and --'.join(r.replace('_', '-') for r in runs)} are separate runs; pass one of them")
-    if args.threads is not None and args.threads < 1:
-        p.error(f"--threads must be at least 1, got {args.threads}")
-    if args.img_size is None:
-        args.img_size = IMG_SIZES[args.size]
-    defaults = dict(batch=2, warmup=1, repeats=3) if args.sizes else dict(batch=8, warmup=2, repeats=7)
-    if args.contended:
-        defaults["repeats"] = 15
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+        p.error(f"{' and '.join(map(option, runs))} are separate runs; pass one of them")
+    args.run = runs[0] if runs else ""
+    given = [name for name in vars(args) if name not in (*RUNS, *EVERY_RUN, "run") and getattr(args, name) is not None]
+    for name in given:
+        if name not in RUN_OPTIONS[args.run]:
+            p.error(f"{option(name)} does not apply to {run_name(args.run)}, which takes {options_of(args.run)}")
+    for name, low in dict(threads=1, batch=1, warmup=0, repeats=1).items():
+        if getattr(args, name) is not None and getattr(args, name) < low:
+            p.error(f"{option(name)} must be at least {low}, got {getattr(args, name)}")
+    _resolve_defaults(args)
     return args
+
+
+def _resolve_defaults(args: argparse.Namespace) -> None:
+    """Fill the options the chosen run takes and the user left out with their defaults for that run."""
+    sizes = args.run == "sizes"
+    defaults = dict(size="tiny", device="cpu", models=MODELS, tasks=TASKS, precisions=PRECISIONS)
+    defaults |= dict(no_memory=False, profile=False, no_warm_start=False, batch=2 if sizes else 8)
+    for name in RUN_OPTIONS[args.run]:
+        if name in defaults and getattr(args, name) is None:
+            setattr(args, name, defaults[name])
+    if "img_size" in RUN_OPTIONS[args.run] and args.img_size is None:
+        args.img_size = IMG_SIZES[args.size]
+    if args.warmup is None:
+        args.warmup = 1 if sizes else 2
+    if args.repeats is None:
+        args.repeats = 3 if sizes else 15 if args.run == "contended" else 7
 
 
 def _log(msg: str) -> None:
@@ -162,15 +214,15 @@ def main(argv: list[str] | None = None) -> None:
     check_output(args.json, option="--json")  # before the run: a path that cannot be written would lose it
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    if args.deploy:
+    if args.run == "deploy":
         from swinbench.deploy import deploy_table, run_deploy_benchmark
 
         result = run_deploy_benchmark(warmup=args.warmup, repeats=args.repeats, log=_log)
         table = deploy_table(result)
-    elif args.rel_pos_1d:
+    elif args.run == "rel_pos_1d":
         result = run_rel_pos_1d(warmup=args.warmup, repeats=args.repeats)
         table = rel_pos_1d_table(result)
-    elif args.sizes:
+    elif args.run == "sizes":
         sizes_cfg = SizesConfig(
             sizes=args.sizes,
             size=args.size,
@@ -184,26 +236,27 @@ def main(argv: list[str] | None = None) -> None:
         result = run_sizes(sizes_cfg, log=_log)
         table = sizes_table(result)
     else:
+        # the options this run takes; the runners record in the result's config what they fix (--compile: fp32
+        # inference, no memory or profile)
+        taken = dict(tasks=args.tasks, precisions=args.precisions, profile=args.profile)
+        taken["memory"] = None if args.no_memory is None else not args.no_memory
         cfg = BenchConfig(
             size=args.size,
             batch=args.batch,
             img_size=args.img_size,
             device=args.device,
             models=args.models,
-            tasks=args.tasks,
-            precisions=args.precisions,
             warmup=args.warmup,
             repeats=args.repeats,
-            memory=not args.no_memory,
-            profile=args.profile,
+            **{name: value for name, value in taken.items() if value is not None},
         )
-        if args.compile:
+        if args.run == "compile":
             result = run_compile_benchmark(cfg, log=_log, warm_start=not args.no_warm_start)
             table = compile_table(result)
-        elif args.compile_train:
+        elif args.run == "compile_train":
             result = run_compiled_train_benchmark(cfg, log=_log)
             table = compiled_train_table(result)
-        elif args.contended:
+        elif args.run == "contended":
             result = run_contended(cfg, log=_log)
             table = markdown_table(result)
         else:

@@ -1,4 +1,4 @@
-"""The benchmark's model sizes, models, tasks, precisions and input sizes: torch-free, for ``--help``."""
+"""The benchmark's model sizes, models, tasks, precisions, input sizes and runs: torch-free, for ``--help``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,36 @@ IMG_SIZES: dict[str, int] = {"tiny": 224, "small": 224, "base": 224, "v2_tiny": 
 MODELS = ("swinlite", "timm", "torchvision")
 TASKS = ("inference", "train")
 PRECISIONS = ("fp32", "bf16")
+
+# The runs of scripts/benchmark.py, by the option that chooses one ("": none, the side-by-side benchmark), and the
+# options each one reads beyond EVERY_RUN's; any other option given with it is an error (it would be ignored).
+SWIN_OPTIONS = ("size", "batch", "img_size", "device", "models")
+RUN_OPTIONS: dict[str, tuple[str, ...]] = {
+    "": (*SWIN_OPTIONS, "tasks", "precisions", "no_memory", "profile"),
+    "compile": (*SWIN_OPTIONS, "no_warm_start"),  # fp32 inference only
+    "compile_train": (*SWIN_OPTIONS, "precisions", "no_memory"),  # the train step only
+    "contended": (*SWIN_OPTIONS, "tasks", "precisions"),  # no peak memory, no profile
+    "sizes": ("size", "batch", "device", "tasks", "no_memory"),  # swinlite and timm, fp32, always profiled
+    "rel_pos_1d": (),  # its own layer and shapes, CPU
+    "deploy": (),  # Swin-T on the CPU, its own batches and sizes
+}
+EVERY_RUN = ("threads", "warmup", "repeats", "json")
+
+
+def option(name: str) -> str:
+    """``"no_warm_start"`` -> ``"--no-warm-start"``."""
+    return "--" + name.replace("_", "-")
+
+
+def run_name(run: str) -> str:
+    """How messages name a run: its option, or the side-by-side run's description."""
+    return option(run) if run else "the side-by-side run (no run option)"
+
+
+def options_of(run: str) -> str:
+    """The options ``run`` takes, as ``--help`` and the error messages list them."""
+    return ", ".join(option(name) for name in (*RUN_OPTIONS[run], *EVERY_RUN))
+
 
 # (H, W): square classification sizes, a 640×480 photo, a detection input (short side 800, long side 1333)
 DEFAULT_SIZES: tuple[tuple[int, int], ...] = ((224, 224), (384, 384), (512, 512), (480, 640), (800, 1333))

@@ -46,7 +46,8 @@ def run_compile_benchmark(
     """Time fp32 inference of each model eager and optimised; return a JSON-ready result.
 
     Args:
-        cfg: what to run; ``tasks``, ``precisions`` and ``compile`` are not read (fp32 inference only).
+        cfg: what to run; ``tasks``, ``precisions``, ``memory`` and ``profile`` are not read (fp32 inference only,
+            as the result's ``config`` records, with ``warm_start``).
         log: progress messages.
         warm_start: also time ``optimize_for_inference`` in a fresh process with the cache warm.
 
@@ -55,7 +56,9 @@ def run_compile_benchmark(
         plus ``compile`` = {model: {"seconds", "max_difference_from_eager", "warm_start_seconds",
         "warm_start_process_seconds"}}.
     """
+    cfg = replace(cfg, tasks=("inference",), precisions=("fp32",), memory=False, profile=False)  # what runs
     models, x, result = start_run(cfg, ("inference",))
+    result["config"]["warm_start"] = warm_start
     steps = {name: _synced(make_step(model, x, "inference", "fp32"), cfg.device) for name, model in models.items()}
     result["compile"] = {}
     for name, model in models.items():
@@ -141,7 +144,8 @@ def run_compiled_train_benchmark(
     mode, what the run engine's ``train.compile: true`` does, in each of ``cfg.precisions``; return a JSON-ready result.
 
     Args:
-        cfg: what to run; ``tasks`` and ``profile`` are not read (the train step only).
+        cfg: what to run; ``tasks`` and ``profile`` are not read (the train step only, as the result's ``config``
+            records).
         log: progress messages.
         compile_model: the compiler, ``torch.compile`` (the tests pass the identity).
 
@@ -149,6 +153,7 @@ def run_compiled_train_benchmark(
         dict as :func:`swinbench.swin.run_benchmark` (``rows`` of task "train"), plus ``compile`` = {"model
         precision": seconds of the first step, compilation included}.
     """
+    cfg = replace(cfg, tasks=("train",), profile=False)  # what runs
     models, x, result = start_run(cfg, ("train",))
     compiled = {name: compile_model(model) for name, model in models.items()}
     result["matmul_gflops"], result["compile"] = {}, {}

@@ -24,7 +24,7 @@ import statistics
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,10 +53,12 @@ def run_contended(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[
 
     Returns:
         dict as :func:`swinbench.swin.run_benchmark` (rows carry their ``condition``; ``matmul_gflops`` per
-        "task precision condition"), plus ``conditions`` (what each one is).
+        "task precision condition"), plus ``conditions`` (what each one is). ``cfg.memory`` and ``cfg.profile`` are
+        not read: no peak memory or profile is measured here, as the result's ``config`` records.
     """
     if cfg.device != "cpu" or "swinlite" not in cfg.models:
         raise ValueError(f"--contended measures swinlite on a shared CPU: got device {cfg.device}, models {cfg.models}")
+    cfg = replace(cfg, memory=False, profile=False)  # what runs
     models, x, result = start_run(cfg, cfg.tasks)
     result["matmul_gflops"] = {}
     result["conditions"] = {

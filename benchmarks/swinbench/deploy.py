@@ -88,6 +88,8 @@ def build_files(model: torch.nn.Module, timm_model: torch.nn.Module, folder: Pat
 
 def run_deploy_benchmark(warmup: int = 1, repeats: int = 5, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Time every variant on every case, interleaved; check the any-size file at :data:`CHECK_SIZES`."""
+    if warmup < 0 or repeats < 1:  # before the exports, minutes of work a median of nothing would throw away
+        raise ValueError(f"expected warmup >= 0 and repeats >= 1, got {warmup} and {repeats}")
     torch.manual_seed(0)
     timm_model = timm.create_model(TIMM).eval()
     model = timm.create_model(MODEL).eval()

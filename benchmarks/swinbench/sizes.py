@@ -27,7 +27,7 @@ from swinlite.fpn import build_fpn_backbone
 
 from .choices import DEFAULT_SIZES
 from .report import profile_tables, spread
-from .swin import SIZES, _synced, finish_run, machine_info, make_step, peak_memory_bytes, step_profile
+from .swin import SIZES, _synced, check_device, finish_run, machine_info, make_step, peak_memory_bytes, step_profile
 from .timing import interleaved_seconds, ratio_range
 
 
@@ -56,8 +56,7 @@ class SizesConfig:
             raise ValueError(
                 f"expected batch >= 1, warmup >= 0, repeats >= 1; got {self.batch}, {self.warmup}, {self.repeats}"
             )
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device {self.device!r} requested but torch.cuda.is_available() is False")
+        check_device(self.device)
 
 
 def build_timm(name: str, size: tuple[int, int], patch: int = 4) -> nn.Module:

@@ -66,8 +66,7 @@ class BenchConfig:
                 f"expected batch >= 1, img_size >= 32, warmup >= 0, repeats >= 1; got batch={self.batch}, "
                 f"img_size={self.img_size}, warmup={self.warmup}, repeats={self.repeats}"
             )
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device {self.device!r} requested but torch.cuda.is_available() is False")
+        check_device(self.device)
 
 
 @dataclass
@@ -89,6 +88,16 @@ class Row:
     notes: list[str] = field(default_factory=list)
     condition: str | None = None  # --contended: what else ran (swinbench.contended.CONDITIONS)
     faults_per_call: float | None = None  # median minor page faults of one timed call (timing.FaultCounted)
+
+
+def check_device(device: str) -> None:
+    """A ValueError naming the devices valid here unless ``device`` is one: ``cpu``, ``cuda``, ``cuda:N``."""
+    valid = ["cpu"]
+    if torch.cuda.is_available():
+        valid += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if device not in valid:
+        why = " (torch.cuda.is_available() is False)" if device.startswith("cuda") and len(valid) == 1 else ""
+        raise ValueError(f"device {device!r} is not available here{why}; valid here: {', '.join(valid)}")
 
 
 def _check_choices(name: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> None:

@@ -32,6 +32,9 @@ def test_compile_run_has_eager_and_optimized_rows(monkeypatch):
     result = compiled.run_compile_benchmark(cfg, log=lambda _: None, warm_start=False)
     assert calls == ["SwinTransformer", "SwinTransformer"]
     assert [r["model"] for r in result["rows"]] == ["swinlite", "timm", "swinlite+optimized", "timm+optimized"]
+    # the config records what ran: it recorded the tasks, precisions and memory asked for (train, bf16), never run
+    recorded = {k: result["config"][k] for k in ("tasks", "precisions", "memory", "profile", "warm_start")}
+    assert recorded == dict(tasks=("inference",), precisions=("fp32",), memory=False, profile=False, warm_start=False)
     assert all(r["task"] == "inference" and r["precision"] == "fp32" for r in result["rows"])
     rows = {r["model"]: r for r in result["rows"]}
     assert rows["timm"]["speed_vs_timm"] == 1.0 and rows["timm+optimized"]["notes"] == ["1.00× timm+optimized"]
@@ -52,6 +55,7 @@ def test_compiled_train_run_times_the_compiled_models():
     cfg = BenchConfig(batch=1, img_size=64, models=("swinlite", "timm"), precisions=("fp32",), warmup=0, repeats=1)
     result = compiled.run_compiled_train_benchmark(cfg, log=lambda _: None, compile_model=fake_compile)
     assert compiled_models == ["SwinTransformer", "SwinTransformer"]
+    assert result["config"]["tasks"] == ("train",)  # recorded ("inference", "train") before
     assert [(r["task"], r["precision"], r["model"]) for r in result["rows"]] == [
         ("train", "fp32", "swinlite"),
         ("train", "fp32", "timm"),

@@ -63,6 +63,7 @@ def test_tiny_contended_run_has_rows_per_condition(monkeypatch):
     monkeypatch.setattr(contended, "start_run", small_start)
     cfg = BenchConfig(batch=1, img_size=32, models=("swinlite", "timm"), precisions=("fp32",), warmup=0, repeats=1)
     result = contended.run_contended(cfg, log=lambda _: None)
+    assert not result["config"]["memory"] and not result["config"]["profile"]  # recorded memory: True, never measured
     cells = [(r["task"], r["condition"], r["model"]) for r in result["rows"]]
     assert cells == [
         (task, condition, model)

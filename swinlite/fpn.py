@@ -100,8 +100,16 @@ def build_fpn_backbone(
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"expected {model_name} to build a SwinTransformer, got {type(model).__name__}")
     num_stages = len(model.layers)
-    if len(out_indices) == 0 or any(not isinstance(i, int) or not 0 <= i < num_stages for i in out_indices):
-        raise ValueError(f"out_indices must be levels in 0..{num_stages - 1}, got {tuple(out_indices)}")
+    indices = list(out_indices)
+    if (
+        not indices
+        or any(not isinstance(i, int) or not 0 <= i < num_stages for i in indices)
+        or indices != sorted(set(indices))
+    ):  # the body returns the levels finest first, each once: the FPN's in_channels and strides follow this order
+        raise ValueError(
+            f"out_indices must be levels in 0..{num_stages - 1}, strictly increasing (each level once, finest "
+            f"first), got {tuple(out_indices)}"
+        )
     if checkpoint is not None:
         load_checkpoint(model, checkpoint)
     for level in set(range(num_stages)) - set(out_indices):  # its output norm is never used: no parameter without

@@ -103,6 +103,9 @@ def test_checkpoint_is_loaded_and_checked(tmp_path):
     [
         (dict(out_indices=(0, 4)), r"out_indices must be levels in 0\.\.3"),
         (dict(out_indices=()), r"out_indices must be levels in 0\.\.3"),
+        # (2, 1) failed only in forward (a channel RuntimeError in the FPN); (1, 1, 2) returned 3 maps, strides said 4
+        (dict(out_indices=(2, 1)), r"out_indices must be levels in 0\.\.3, strictly increasing .*got \(2, 1\)$"),
+        (dict(out_indices=(1, 1, 2)), r"strictly increasing \(each level once, finest first\), got \(1, 1, 2\)$"),
         (dict(frozen_stages=5), r"frozen_stages must be in -1\.\.4"),
     ],
 )

@@ -117,13 +117,16 @@ def check_build_args(
             raise ValueError(f"{name} must be in [0, 1), got {rate}")
 
 
-def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int) -> None:
+def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int, ordered: bool = False) -> None:
     """Raise a ValueError naming the allowed values unless ``indices`` selects feature levels.
 
     Args:
         indices: None (all levels), an int n (the last n levels) or a sequence of level indices, negative ones
             counted from the last (timm's rule: -1 is the last level).
         num_stages: number of feature levels.
+        ordered: the levels must be strictly increasing (``features_only``'s ``out_indices``, whose maps come
+            finest first while ``feature_info`` follows the order given); ``forward_intermediates`` takes any
+            order, as timm's does, and returns the maps finest first.
     """
     if indices is None:
         return
@@ -132,8 +135,10 @@ def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int) 
             raise ValueError(f"an int selects the last n of {num_stages} levels, n in 1..{num_stages}; got {indices}")
         return
     bad = [i for i in indices if not isinstance(i, int) or not -num_stages <= i < num_stages]
-    if bad or len(indices) == 0:
+    levels = [i % num_stages for i in indices] if not bad else []
+    if bad or len(indices) == 0 or (ordered and levels != sorted(set(levels))):
+        order = ", strictly increasing (each level once, finest first)" if ordered else ""
         raise ValueError(
             f"feature indices must be a non-empty sequence of levels in 0..{num_stages - 1} (or -{num_stages}..-1 "
-            f"from the last), got {tuple(indices)}"
+            f"from the last){order}, got {tuple(indices)}"
         )

@@ -45,7 +45,7 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
     """
     num_stages = len(kwargs.get("depths", (2, 2, 6, 2)))
     out_indices = kwargs.pop("out_indices", tuple(range(num_stages)))
-    check_feature_indices(out_indices, num_stages)
+    check_feature_indices(out_indices, num_stages, ordered=True)
     feature_cfg = dict(out_indices=out_indices, feature_cls=SwinFeatureBody)
     if "output_fmt" in kwargs:
         output_fmt = kwargs.pop("output_fmt")

@@ -111,6 +111,10 @@ def test_frozen_stages_have_no_grads_and_stay_in_eval_mode():
     [
         (dict(out_indices=(0, 4)), r"levels in 0\.\.3"),
         (dict(out_indices=(-5,)), r"levels in 0\.\.3 \(or -4\.\.-1 from the last\)"),
+        # feature_info said [128, 64] channels for (2, 1) while the maps came finest first; (1, 1) gave one map for two
+        (dict(out_indices=(2, 1)), r"strictly increasing \(each level once, finest first\), got \(2, 1\)"),
+        (dict(out_indices=(1, 1)), r"strictly increasing .*got \(1, 1\)"),
+        (dict(out_indices=(-1, 0)), r"strictly increasing .*got \(-1, 0\)"),
         (dict(frozen_stages=5), r"frozen_stages must be in -1\.\.4"),
         (dict(frozen_stages=-2), r"frozen_stages must be in -1\.\.4"),
         (dict(output_fmt="NWHC"), r"'NCHW' or 'NHWC'"),

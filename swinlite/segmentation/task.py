@@ -104,6 +104,13 @@ class SegmentationTask(Task):
         if cfg.data.batch_size < 2 and int(os.environ.get("WORLD_SIZE", "1")) < 2:
             raise ValueError("data.batch_size=1: the heads' BatchNorm needs at least 2 images per step (under torchrun "
                              "on GPUs, SyncBatchNorm pools every process's)")  # fmt: skip
+        own = [f"data.{k}" for k in ("train_images", "train_masks", "val_images", "val_masks") if getattr(cfg.data, k)]
+        if cfg.data.dataset == "shapes" and own:  # the demo was written, those folders read with its 5 classes
+            raise ValueError(
+                f"{', '.join(own)} point at your own data, but data.dataset=shapes trains the built-in demo (written "
+                f"into data.data_dir {cfg.data.data_dir}); set data.dataset=folder with data.classes (or ade20k) to "
+                "train on your files"
+            )
         labels_of(cfg.data)
 
     @classmethod

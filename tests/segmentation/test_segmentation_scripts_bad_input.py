@@ -93,6 +93,9 @@ CASES = [
     ("no_classes", TRAIN, None, ["data.classes=[]"], "data.dataset=folder needs data.classes"),
     ("classes_of_ade20k", TRAIN, None, ["data.dataset=ade20k"], "data.classes is for data.dataset=folder"),
     ("ignore_is_a_class", TRAIN, None, ["data.ignore_index=2"], "data.ignore_index=2 is a class label"),
+    # the demo was written into data_dir, then these folders were read with its five shape classes
+    ("own_folders_with_the_demo", TRAIN, None, ["data.dataset=shapes", "data.train_images={data}/images/training"],
+     "data.train_images point at your own data, but data.dataset=shapes trains the built-in demo"),
     ("rgb_mask", TRAIN, _rgb_mask, [], "is a RGB image; a mask is a palette (P) or grayscale"),
     # its edges' compression noise was read as labels of other classes (15 % of a 10-class mask's pixels)
     ("jpeg_mask", TRAIN, _jpeg_mask, [], "is a JPEG file, whose lossy compression changes label values"),

@@ -2,7 +2,9 @@
 
 Weights written by scripts/train.py need nothing else: the model, classes and preprocessing are read
 from the file, and a flag that contradicts it is an error. swinlite, timm, official Microsoft or
-torchvision Swin checkpoints are read too: pass --model for those. Loading is strict.
+torchvision Swin checkpoints are read too: pass --model for those, and --class-order where their class folders
+order otherwise sorted than naturally (which order the outputs follow depends on the code that trained them).
+Loading is strict.
 
 Examples:
     python scripts/evaluate.py --checkpoint runs/demo/best.safetensors --data-dir data/digits
@@ -25,6 +27,12 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--model", help="timm model name, for files that do not record theirs")
     parser.add_argument("--split", default="val", help="sub-folder of --data-dir to evaluate (default: %(default)s)")
     parser.add_argument("--img-size", type=int, help="input size, for files that do not record theirs")
+    parser.add_argument(
+        "--class-order",
+        choices=("sorted", "natural"),
+        help="for files that record no class names, where the class folders' orders differ: the outputs' order, "
+        "sorted (torchvision's ImageFolder: c1, c10, c2) or natural (timm's train.py: c1, c2, c10)",
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="(default: %(default)s)")
     parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
@@ -64,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     inputs = [args.checkpoint, checkpoint, args.data_dir / args.split]
     check_output(out, inputs, option=option, folder=True, names=EVALUATION_FILES)
     setup = prepare_evaluation(
-        checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size
-    )
+        checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size,
+        args.class_order,
+    )  # fmt: skip
     if args.compile:
         from dataclasses import replace
 

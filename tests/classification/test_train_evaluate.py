@@ -64,3 +64,34 @@ def test_one_class_model_reports_top1_alone(tmp_path: Path, capsys):
     assert capsys.readouterr().out.splitlines()[1].startswith("top-1 100.00%  loss ")
     report = json.loads((tmp_path / "eval.json").read_text())
     assert [k for k in report if k.startswith("top")] == ["top1"] and report["top1"] == 100.0
+
+
+def test_a_file_without_class_names_needs_the_class_order_where_the_orders_differ(tmp_path: Path, capsys):
+    """Its outputs were mapped to the class folders sorted (torchvision's ImageFolder: c1, c10, c2) without a word,
+    while timm's train.py orders them naturally (c1, c2, c10): the same weights scored 87.5 % or 45.8 %."""
+    data = make_folder(tmp_path / "data", classes=3, per_class=1, splits=("val",))
+    (data / "val" / "c0").rename(data / "val" / "c10")  # c1, c10, c2
+    torch.save(timm.create_model(PICO, num_classes=3).state_dict(), tmp_path / "timm.pth")
+    argv = ["--checkpoint", tmp_path / "timm.pth", "--model", PICO, "--data-dir", data, "--num-workers", "0"]
+    assert run_script("evaluate", argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {tmp_path / 'timm.pth'} records no class names, and the class folders of")
+    assert "(... c1, c10, c2 ..., torchvision's ImageFolder) than naturally (... c1, c2, c10 ..., timm's" in line
+    assert line.endswith("pass --class-order sorted or --class-order natural, the order the model was trained with")
+    for order, classes in (("sorted", ["c1", "c10", "c2"]), ("natural", ["c1", "c2", "c10"])):
+        setup = prepare_evaluation(tmp_path / "timm.pth", data, PICO, num_workers=0, class_order=order)
+        assert setup.classes == classes
+        assert {Path(path).parent.name: label for path, label in setup.loader.dataset.samples} == {
+            name: i for i, name in enumerate(classes)
+        }  # each folder's images scored against its output
+    assert run_script("evaluate", [*argv, "--class-order", "natural"]) == 0
+    assert json.loads((tmp_path / "eval.json").read_text())["classes"] == ["c1", "c2", "c10"]
+    save_safetensors(tmp_path / "named.safetensors", timm.create_model(PICO, num_classes=3).state_dict(),
+                     weights_metadata(PICO, {"num_classes": 3}, ["c1", "c2", "c10"], PRE))  # fmt: skip
+    capsys.readouterr()
+    assert run_script("evaluate", ["--checkpoint", tmp_path / "named.safetensors", "--data-dir", data,
+                                   "--class-order", "natural"]) == 2  # fmt: skip
+    assert capsys.readouterr().err.strip() == (
+        f"error: --class-order is for files that record no class names; {tmp_path / 'named.safetensors'} records "
+        "its classes"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import sys
 from collections.abc import Callable
 
 import torch
@@ -26,7 +28,8 @@ def build_loaders(
     Each process sees its own shard; val shards do not overlap or pad, so summed metrics are exact. Each training
     sample's augmentation is seeded by (seed, epoch, index) (``SeededDataset``). Workers persist across epochs
     (``cfg.persistent_workers``) and prefetch ``cfg.prefetch_factor`` batches each; the loaders draw their worker
-    seeds from their own generator, never from the training process's.
+    seeds from their own generator, never from the training process's. A worker leaves a SIGTERM to the training
+    process (:func:`leave_sigterm_to_the_run`).
 
     Raises:
         ValueError: fewer training samples than one batch per process (``drop_last``) or than processes.
@@ -48,10 +51,33 @@ def build_loaders(
         persistent_workers=workers and cfg.persistent_workers,
         prefetch_factor=cfg.prefetch_factor if workers else None,
         generator=torch.Generator().manual_seed(seed),
+        worker_init_fn=leave_sigterm_to_the_run,
     )
     train = DataLoader(SeededDataset(train_ds, seed), sampler=sampler, drop_last=drop_last, **loader_args)
     val = DataLoader(Subset(val_ds, range(dist.rank, len(val_ds), dist.world_size)), shuffle=False, **loader_args)
     return train, val
+
+
+def leave_sigterm_to_the_run(worker_id: int) -> None:
+    """A loader worker's start: the first SIGTERM it gets is left to the training process, which shuts its workers
+    down as it unwinds (``swinlite.engine.cli``); a second one ends the worker, as by default (the loader's own
+    ``terminate`` of a worker that does not stop).
+
+    A SIGTERM sent to the whole process group (Slurm's ``scancel``, ``kill -- -PGID``) ended the workers at once,
+    and the unwinding training process's loader then printed "Exception ignored in
+    _MultiProcessingDataLoaderIter.__del__ ... DataLoader worker (pid N) is killed by signal: Terminated" after the
+    run's own ``terminated`` line. A worker whose training process is gone stops by torch's own watchdog.
+    """
+    signal.signal(signal.SIGTERM, _first_sigterm)
+
+
+def _first_sigterm(signum: int, frame: object) -> None:
+    """In a loader worker: a second SIGTERM ends it. The training process now unwinds and may break off a batch
+    it was receiving (the file descriptor of its shared memory, which the worker's ``multiprocessing`` resource
+    sharer thread hands over): the thread's report of the reset connection (through ``sys.excepthook``) is no
+    news, and is not printed."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    sys.excepthook = lambda *exc_info: None
 
 
 def batches_per_epoch(loader: DataLoader, max_steps: int | None, accum_steps: int) -> int:

@@ -12,10 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
+from torch.utils.data import TensorDataset
 
 from swinlite.engine import cli, run, trainer
 from swinlite.engine.checkpoint import load_resume, non_finite
+from swinlite.engine.distributed import DistInfo
+from swinlite.engine.loaders import build_loaders
 from swinlite.engine.optim import build_optimizer
+from swinlite.engine.sections import DataConfig
 from swinlite.io import read_metadata, read_state_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks
@@ -357,3 +361,33 @@ def test_a_process_forked_under_the_sigterm_handler_ends_as_by_default(capfd):
         child.join(timeout=60)
     assert child.exitcode == -signal.SIGTERM
     assert "Terminated" not in capfd.readouterr().err
+
+
+def test_a_loader_worker_leaves_the_first_sigterm_to_the_run():
+    """SIGTERM sent to the whole process group (Slurm's scancel, kill -- -PGID) ended the loader workers at once: the
+    unwinding run's loader then printed "Exception ignored in _MultiProcessingDataLoaderIter.__del__ ... DataLoader
+    worker (pid N) is killed by signal: Terminated" after its 'terminated' line. A worker now outlives the first
+    SIGTERM, serves on and ends when its loader shuts it down; a second one ends it, as by default."""
+    data = TensorDataset(torch.arange(8.0))
+    cfg = DataConfig(batch_size=2, num_workers=1, persistent_workers=False)
+    train, _ = build_loaders(data, data, cfg, seed=0, dist=DistInfo())
+    batches = iter(train)
+    next(batches)  # the worker has started
+    (worker,) = batches._workers
+    os.kill(worker.pid, signal.SIGTERM)
+    worker.join(timeout=1)  # time enough to end by it
+    assert worker.is_alive()
+    assert len(list(batches)) == 3  # it serves the rest of the epoch
+    del batches  # the loader shuts it down
+    worker.join(timeout=10)
+    assert worker.exitcode == 0
+    batches = iter(train)
+    next(batches)
+    (worker,) = batches._workers
+    with pytest.raises(RuntimeError, match="killed by signal: Terminated"):  # the loader's word on a dead worker
+        for _ in range(2):
+            os.kill(worker.pid, signal.SIGTERM)
+            time.sleep(0.5)  # the first one handled before the second comes
+        worker.join(timeout=10)
+        list(batches)
+    assert worker.exitcode == -signal.SIGTERM

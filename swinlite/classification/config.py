@@ -23,6 +23,10 @@ class DataConfig(SharedData):
     data_dir: str = "data"  # holds train/<class>/* and val/<class>/*
     dataset: str = choice("folder", "folder", "digits")  # "digits": scikit-learn's digits built into data_dir
     img_size: int = bounded(224, ge=1)
+    # none: the model's pretrained config's, as timm's train.py takes them (ImageNet's for swinlite models, 0.5 for
+    # many ViTs); the run writes the numbers into config.yaml and the weights files
+    mean: tuple[float, float, float] | None = bounded(None, ge=0, le=1)
+    std: tuple[float, float, float] | None = bounded(None, gt=0)
     scale: tuple[float, float] = bounded((0.08, 1.0), gt=0, le=1)  # RandomResizedCrop area range
     ratio: tuple[float, float] = bounded((3 / 4, 4 / 3), gt=0)
     color_jitter: float = bounded(0.4, ge=0)

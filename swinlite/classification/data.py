@@ -209,8 +209,13 @@ def collate(
 
 
 def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """timm train (random-resized crop, flips, jitter, RandAugment, erasing) and eval transforms."""
-    common = dict(input_size=cfg.img_size, interpolation=cfg.interpolation, mean=cfg.mean, std=cfg.std)
+    """timm train (random-resized crop, flips, jitter, RandAugment, erasing) and eval transforms.
+
+    ``data.mean`` / ``data.std`` left unset (None) are timm's defaults here (ImageNet's); a run has resolved them
+    from the model before (``swinlite.engine.preflight.resolve_normalisation``).
+    """
+    common = dict(input_size=cfg.img_size, interpolation=cfg.interpolation)
+    common |= {key: value for key in ("mean", "std") if (value := getattr(cfg, key)) is not None}
     train = create_transform(
         is_training=True,
         scale=cfg.scale,

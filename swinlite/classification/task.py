@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import timm
 import torch
 from timm.data import Mixup
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
@@ -45,6 +46,7 @@ class ClassificationTask(Task):
             if low > high:
                 raise ValueError(f"data.{key} must be [low, high] with low <= high, got {[low, high]}")
         check_augment(cfg.data)
+        check_input_size(cfg)
 
     @classmethod
     def check_inputs(cls, cfg: Config) -> None:
@@ -144,6 +146,29 @@ class ClassificationTask(Task):
             ) if part) or "the classes are in another order"  # fmt: skip
             raise ValueError(f"{path}: the run trained on other classes than {self.cfg.data.data_dir} now has "
                              f"({changes}); restore them, or start over with --overwrite")  # fmt: skip
+
+
+def check_input_size(cfg: Config) -> None:
+    """ValueError, before any data is read, when the model does not take ``data.img_size`` images: one forward of a
+    single image through the model built on the meta device (no memory, no weights; a tenth of a second for Swin-B).
+    timm's fixed-size models (ViT, timm's own Swin: built for 224) asserted on the first batch, after the data scan;
+    a swinlite model refuses images smaller than a patch. A failure of the meta device itself is left to the run."""
+    name, size = cfg.model.name, cfg.data.img_size
+    with torch.device("meta"):
+        model = timm.create_model(name, **cfg.model.kwargs).eval()
+    try:
+        with torch.no_grad():
+            model(torch.empty(1, 3, size, size, device="meta"))
+    except (AssertionError, ValueError, RuntimeError) as e:
+        if "meta" in str(e).lower():  # an op without a meta kernel, or one that reads values
+            return
+        embed = getattr(model, "patch_embed", None)
+        if getattr(embed, "strict_img_size", False):  # timm's PatchEmbed of a fixed-size model: its size
+            hint = f"model.kwargs.img_size={size} builds it for that size, or data.img_size={embed.img_size[0]}"
+        else:
+            hint = "choose another data.img_size"
+        reason = str(e).strip().rstrip(".") or type(e).__name__
+        raise ValueError(f"model {name} does not take data.img_size={size} images ({reason}); {hint}") from None
 
 
 def _topk(row: dict[str, float]) -> int | None:

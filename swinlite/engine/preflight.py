@@ -1,22 +1,55 @@
-"""Checks of a run's settings that involve more than one key, made before anything is read or written."""
+"""Checks of a run's settings that involve more than one key, made before anything is read or written, and the
+settings left to the model, resolved once."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import timm
+import torch
+from timm.data import resolve_model_data_config
+
+from .config import copy_config
 from .model import check_model, check_pretrained
 from .optim import check_betas
 from .task import Task
 
 
 def check_run(task: type[Task], cfg) -> None:
-    """ValueError for settings that cannot work together, then the task's own checks and the model's, the data's
-    existence, and last whether the pretrained weights can be had (which may ask the hub): a mistyped
-    ``--data-dir`` is named before weights are looked for."""
+    """ValueError for settings that cannot work together, then the model's checks and the task's own (which may build
+    the model, on the meta device), the data's existence, and last whether the pretrained weights can be had (which
+    may ask the hub): a mistyped ``--data-dir`` is named before weights are looked for."""
     if cfg.train.best_of == "ema" and cfg.train.ema_decay is None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     if cfg.schedule.kind == "step" and not cfg.schedule.decay_epochs:
         raise ValueError("schedule.kind=step needs schedule.decay_epochs, e.g. schedule.decay_epochs=[8,11]")
     check_betas(cfg.optim)
-    task.check_config(cfg)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))
+    task.check_config(cfg)
     task.check_inputs(cfg)
     check_pretrained(cfg.model)
+
+
+def resolve_normalisation(task: type[Task], cfg: Any) -> Any:
+    """``cfg``, or a copy whose ``data.mean`` / ``data.std`` left unset (None) are the model's: its pretrained
+    config's (``timm.data.resolve_model_data_config`` of the model built on the meta device: ImageNet's for swinlite
+    models, 0.5 for many ViTs, ImageNet's where a model gives none), as timm's train.py takes them unless --mean /
+    --std are given. A value given stays. Resolved once, after the model is checked and before anything is written:
+    ``config.yaml``, ``--resume``'s comparison with it, every task's transforms and the weights files see numbers.
+    """
+    data = cfg.data
+    if data.mean is not None and data.std is not None:
+        return cfg
+    name = task.model_name(cfg)
+    with torch.device("meta"):  # no memory, no weights
+        model = timm.create_model(name, **cfg.model.kwargs)
+    resolved = resolve_model_data_config(model)
+    cfg = copy_config(cfg)
+    for key in ("mean", "std"):
+        if getattr(data, key) is None:
+            values = tuple(float(v) for v in resolved[key])
+            if len(values) != 3:
+                raise ValueError(f"data.{key}: {name}'s pretrained config gives {list(values)}, not one value per RGB "
+                                 f"channel; set data.mean and data.std")  # fmt: skip
+            setattr(cfg.data, key, values)
+    return cfg

@@ -14,6 +14,7 @@ from ..device import AUTOCAST_DTYPES
 from .config import bounded, checked, choice, closest
 
 SCHEDULES = ("cosine", "step", "poly")
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # timm's; every swinlite model's
 LOOKAHEAD = "lookahead_"  # the prefix by which timm wraps an optimizer in Lookahead (optim.opt=lookahead_adamw)
 
 
@@ -58,8 +59,9 @@ class DataConfig:
     persistent_workers: bool = True  # keep loader workers alive between epochs (when num_workers > 0)
     prefetch_factor: int = bounded(2, ge=1)  # batches each loader worker prepares ahead
     hflip: float = bounded(0.5, ge=0, le=1)  # horizontal flip probability
-    mean: tuple[float, float, float] = bounded((0.485, 0.456, 0.406), ge=0, le=1)  # of pixels in 0..1
-    std: tuple[float, float, float] = bounded((0.229, 0.224, 0.225), gt=0)
+    # of pixels in 0..1; none: the model's pretrained config's (preflight.resolve_normalisation, before the run)
+    mean: tuple[float, float, float] | None = bounded(IMAGENET_MEAN, ge=0, le=1)
+    std: tuple[float, float, float] | None = bounded(IMAGENET_STD, gt=0)
 
 
 @dataclass

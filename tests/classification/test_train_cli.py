@@ -42,6 +42,10 @@ def test_unknown_config_key_is_one_line_and_exit_2():
          "data.auto_augment=rand-q9 is not a policy timm knows (Unknown RandAugment config section)"),
         (["--data-dir", "{missing}", "--output-dir", "{out}", "data.scale=[1,0.5]"],
          "data.scale must be [low, high] with low <= high, got [1.0, 0.5]"),
+        # a traceback after the data scan: AssertionError "Input height (32) doesn't match model (224)"
+        (["--data-dir", "{missing}", "--output-dir", "{out}", "model.name=vit_tiny_patch16_224", "data.img_size=32"],
+         "model vit_tiny_patch16_224 does not take data.img_size=32 images (Input height (32) doesn't match model "
+         "(224)); model.kwargs.img_size=32 builds it for that size, or data.img_size=224"),
         # timm's warning "range should be of kind (min, max)" alone, then the run trained on its swapped ranges
         (["--data-dir", "{missing}", "--output-dir", "{out}", "data.ratio=[2,1]"],
          "data.ratio must be [low, high] with low <= high, got [2.0, 1.0]"),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from trainkit import REPO, script, tiny_config, tiny_overrides, train
 
 from swinlite.classification import ClassificationTask
@@ -107,6 +108,20 @@ def test_every_training_option_in_one_epoch(tmp_path: Path, folder: Path):
     assert resume["step"] == 2 and resume["ema"] is not None  # 3 micro-batches, accumulated by 2: 2 steps
     scales = {g["lr_scale"] for g in resume["optimizer"]["param_groups"]}
     assert len(scales) > 2  # layer decay made several lr scales
+
+
+def test_normalisation_is_the_models_written_as_numbers(tmp_path: Path, folder: Path, capsys):
+    """A timm ViT (pretrained config: mean and std 0.5) trained on ImageNet's statistics without a word. Unset,
+    data.mean / data.std are the model's: config.yaml and the weights record the numbers, --resume finds them equal."""
+    vit = {"model.name": "vit_tiny_patch16_224", "model.kwargs": "{img_size: 16, patch_size: 8, depth: 1}",
+           "train.epochs": 1}  # fmt: skip
+    out = train(tiny_config(folder, tmp_path / "out", **vit))
+    data = yaml.safe_load((out / "config.yaml").read_text())["data"]
+    assert data["mean"] == data["std"] == [0.5, 0.5, 0.5]
+    assert read_metadata(out / "best.safetensors")["preprocessing"]["mean"] == [0.5, 0.5, 0.5]
+    capsys.readouterr()
+    train(tiny_config(folder, out, **(vit | {"train.epochs": 2})), resume=True)
+    assert "changed setting data" not in capsys.readouterr().out
 
 
 def test_pretrained_weights_are_the_starting_point(tmp_path: Path, folder: Path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 from collections.abc import Callable
@@ -61,7 +62,8 @@ def build_loaders(
 def leave_sigterm_to_the_run(worker_id: int) -> None:
     """A loader worker's start: the first SIGTERM it gets is left to the training process, which shuts its workers
     down as it unwinds (``swinlite.engine.cli``); a second one ends the worker, as by default (the loader's own
-    ``terminate`` of a worker that does not stop).
+    ``terminate`` of a worker that does not stop). A batch's handover the unwinding process breaks off is not
+    reported (:func:`_unless_broken_off`).
 
     A SIGTERM sent to the whole process group (Slurm's ``scancel``, ``kill -- -PGID``) ended the workers at once,
     and the unwinding training process's loader then printed "Exception ignored in
@@ -69,15 +71,21 @@ def leave_sigterm_to_the_run(worker_id: int) -> None:
     run's own ``terminated`` line. A worker whose training process is gone stops by torch's own watchdog.
     """
     signal.signal(signal.SIGTERM, _first_sigterm)
+    sys.excepthook = functools.partial(_unless_broken_off, sys.excepthook)
 
 
 def _first_sigterm(signum: int, frame: object) -> None:
-    """In a loader worker: a second SIGTERM ends it. The training process now unwinds and may break off a batch
-    it was receiving (the file descriptor of its shared memory, which the worker's ``multiprocessing`` resource
-    sharer thread hands over): the thread's report of the reset connection (through ``sys.excepthook``) is no
-    news, and is not printed."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    sys.excepthook = lambda *exc_info: None
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the worker
+
+
+def _unless_broken_off(report: Callable, kind: type[BaseException], error: BaseException, trace: object) -> None:
+    """A loader worker's ``sys.excepthook``: ``report`` all but a ConnectionError. The worker's ``multiprocessing``
+    resource sharer thread hands each batch's shared memory (its file descriptor) to the training process and
+    reports a failed handover through ``sys.excepthook``; a training process that unwinds (a SIGTERM, Ctrl-C) breaks
+    off the handover it was in ("ConnectionResetError: [Errno 104] Connection reset by peer"), and one that fails to
+    receive a batch says so itself."""
+    if not issubclass(kind, ConnectionError):
+        report(kind, error, trace)
 
 
 def batches_per_epoch(loader: DataLoader, max_steps: int | None, accum_steps: int) -> int:

@@ -6,13 +6,14 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
-from torch.utils.data import TensorDataset
+from torch.utils.data import Dataset, TensorDataset
 
 from swinlite.engine import cli, run, trainer
 from swinlite.engine.checkpoint import load_resume, non_finite
@@ -391,3 +392,25 @@ def test_a_loader_worker_leaves_the_first_sigterm_to_the_run():
         worker.join(timeout=10)
         list(batches)
     assert worker.exitcode == -signal.SIGTERM
+
+
+class _Reports(Dataset):
+    """Reports two errors through ``sys.excepthook``, as a worker's multiprocessing resource sharer thread does."""
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> int:
+        error = (ConnectionResetError(104, "Connection reset by peer"), ValueError("a real fault"))[index]
+        sys.excepthook(type(error), error, None)
+        return index
+
+
+def test_a_loader_worker_reports_all_but_a_handover_the_run_broke_off(capfd):
+    """The run, unwinding after the process group's SIGTERM, broke off a batch's handover: the worker's resource sharer
+    thread printed a traceback ending "ConnectionResetError: [Errno 104] Connection reset by peer"."""
+    cfg = DataConfig(batch_size=1, num_workers=1, persistent_workers=False)
+    loader, _ = build_loaders(_Reports(), _Reports(), cfg, seed=0, dist=DistInfo())
+    assert sorted(int(b) for b in loader) == [0, 1]
+    err = capfd.readouterr().err
+    assert "ValueError: a real fault" in err and "Connection" not in err

@@ -91,7 +91,7 @@ def test_list_input_and_float16(load_script, image_folder, tmp_path, capsys):
     """An image listed twice (spelled otherwise too) is extracted once: it was extracted, counted, embedded twice."""
     listing = tmp_path / "list.txt"
     listing.write_text(
-        f"images/cat/a.png\n\n{image_folder / 'dog' / 'c.png'}\nimages/missing.png\n./images/cat/a.png\n"
+        f"images/cat/a.png\n\n{image_folder / 'dog' / 'c.png'}\nimages/dog/broken.png\n./images/cat/a.png\n"
     )
     out = tmp_path / "out16"
     _run(load_script, "--model", PICO, "--input", listing, "--output", out, "--dtype", "float16")
@@ -99,7 +99,7 @@ def test_list_input_and_float16(load_script, image_folder, tmp_path, capsys):
     feats = load_features(out / "features" / "cat" / "a.png.safetensors")  # relative to the common folder
     assert feats.maps["stage0"].dtype == torch.float16 and feats.pooled.dtype == torch.float32
     assert feats.input_size == (32, 32) and feats.maps["stage0"].shape == (32, 16, 16)
-    assert "missing.png" in (out / "failures.txt").read_text()
+    assert "broken.png" in (out / "failures.txt").read_text()
     assert len(load_embeddings(out / "embeddings.safetensors")[1]) == 2
 
 
@@ -136,6 +136,11 @@ def test_bad_input_paths(load_script, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="no image files"):
         _run(load_script, "--model", PICO, "--input", tmp_path / "empty", "--output", tmp_path / "o")
+    # paths relative to the working folder, not the list's: every image failed, the run exited 0
+    (tmp_path / "lists").mkdir()
+    (tmp_path / "lists" / "list.txt").write_text("images/cat/a.png\n")
+    with pytest.raises(ValueError, match=r"names 1 files that do not exist, e.g. .*lists/images/cat/a.png.*the list's"):
+        _run(load_script, "--model", PICO, "--input", tmp_path / "lists" / "list.txt", "--output", tmp_path / "o")
 
 
 def _snapshot(folder):

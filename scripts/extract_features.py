@@ -33,7 +33,11 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
     parser.add_argument("--model", help="swinlite model name, for files that do not record theirs (or no file)")
     parser.add_argument(
-        "--input", required=True, type=Path, help="image folder (searched recursively) or a text file of paths, one a line (relative: to the list's folder)"
+        "--input",
+        required=True,
+        type=Path,
+        help="image folder (searched recursively) or a text file of paths, one a line (a relative one: from the "
+        "list's folder)",
     )
     parser.add_argument("--output", required=True, type=Path, help="output folder")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="model input size (default: the model's)")

@@ -9,12 +9,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from ..device import resolve_device
 from ..io import atomic_write, check_output
 from .checkpoint import RESUME_FILE, writing
-from .config import apply_overrides, check_values, config_diff, flatten, read_yaml, to_dict
+from .config import apply_overrides, check_values, config_diff, dump_yaml, flatten, read_yaml, to_dict
 from .distributed import (
     DistInfo,
     StalledRankError,
@@ -102,7 +101,7 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
 def write_config(path: Path, cfg: Any) -> None:
     """The resolved config as YAML, atomically (itself a valid ``--config`` file)."""
     with writing(path):
-        text = yaml.safe_dump(to_dict(cfg), sort_keys=False).encode()
+        text = dump_yaml(to_dict(cfg)).encode()  # quoted where the config loader would read a number
         atomic_write(path, lambda f: f.write(text))
 
 

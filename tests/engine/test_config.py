@@ -13,6 +13,7 @@ from enginekit import DATA_FIXTURE, TASKS, script_config, script_main
 from trainkit import REPO
 
 from swinlite.engine.config import check_values, read_yaml, to_dict
+from swinlite.engine.run import write_config
 from swinlite.engine.sections import RunConfig
 
 SHARED = {s.name: s.type for s in dataclasses.fields(RunConfig)}
@@ -153,6 +154,8 @@ def test_the_printed_config_reads_back_identically(task: str, tmp_path, capsys):
     (path := tmp_path / "printed.yaml").write_text(capsys.readouterr().out)
     assert TASKS[task].load_config(path) == cfg
     assert read_yaml(path) == to_dict(cfg)
+    write_config(path := tmp_path / "config.yaml", cfg)  # a run's config.yaml, which --resume compares with
+    assert TASKS[task].load_config(path) == cfg
     numbers = {s: {k: v for k, v in sec.items() if isinstance(v, int | float)} for s, sec in to_dict(cfg).items()}
     (path := tmp_path / "safe_dump.yaml").write_text(yaml.safe_dump(numbers))  # PyYAML's writer: 1.0e-05, 5.0e-07
     assert read_yaml(path) == numbers

@@ -146,7 +146,8 @@ def check_channels(model: OnnxModel, channels: int = 3) -> None:
 def classifier_settings(
     model: OnnxModel, classes: list[str] | None = None, preprocessing: dict[str, Any] | None = None
 ) -> tuple[list[str], dict[str, Any]]:
-    """The class names and preprocessing of a classifier: the file's metadata, or the given ones where it has none.
+    """The class names and preprocessing of a classifier: the file's metadata, or the given ones; given preprocessing
+    keys replace the file's one by one (``{"input_size": [3, 64, 64]}`` keeps the file's crop, interpolation, mean).
 
     Raises:
         ValueError: the file is not a classifier's; names or preprocessing neither recorded nor given (naming
@@ -157,7 +158,10 @@ def classifier_settings(
         raise ValueError(f"{model.path} is a {model.task} model, not a classifier")
     classes = classes if classes is not None else model.metadata.get("classes")
     name = "--preprocessing" if preprocessing is not None else f"{model.path}: metadata preprocessing"
-    preprocessing = preprocessing if preprocessing is not None else model.metadata.get("preprocessing")
+    recorded = model.metadata.get("preprocessing")
+    if isinstance(preprocessing, dict) and isinstance(recorded, dict):
+        preprocessing = recorded | preprocessing  # a key not given stays the file's, not timm's default
+    preprocessing = preprocessing if preprocessing is not None else recorded
     missing = [flag for flag, v in (("--classes", classes), ("--preprocessing", preprocessing)) if v is None]
     if missing:
         raise ValueError(
@@ -166,11 +170,14 @@ def classifier_settings(
         )
     if not (isinstance(classes, list) and classes and all(isinstance(c, str) for c in classes)):
         raise ValueError(f"{model.path}: class names must be a non-empty list of strings, got {str(classes)[:80]}")
+    size = preprocessing.get("input_size") if isinstance(preprocessing, dict) else None
+    if isinstance(size, list | tuple) and size and size[0] != 3:  # before its mean and std are counted against it
+        raise ValueError(f"{name} input_size {list(size)}: the predictor feeds RGB images, expected [3, H, W]")
     preprocessing = check_preprocessing(preprocessing, name)
     outputs = model.session.get_outputs()[0].shape[-1]
     if isinstance(outputs, int) and outputs != len(classes):
         raise ValueError(f"{model.path} has {outputs} outputs but {len(classes)} class names")
-    check_channels(model, preprocessing["input_size"][0])
+    check_channels(model)
     problem = size_problem(model, *preprocessing["input_size"][1:])
     if problem:
         raise ValueError(f"{name} input_size: {problem}")

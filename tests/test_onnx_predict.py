@@ -122,6 +122,16 @@ def test_inputs_outside_the_file_are_refused(onnx_classifier):
         onnx_predict.classify(model, np.zeros((1, 1, 32, 32), np.float32))
 
 
+def test_preprocessing_given_replaces_the_files_key_by_key(onnx_classifier):
+    """--preprocessing '{"input_size": [3, 40, 40]}' replaced the file's whole config: its crop_pct, interpolation,
+    mean and std fell back to timm's defaults, changing predictions without a word."""
+    model = onnx_predict.open_model(onnx_classifier[1])
+    recorded = model.metadata["preprocessing"]
+    _, merged = onnx_predict.classifier_settings(model, preprocessing={"input_size": [3, 40, 40]})
+    assert merged == onnx_predict.check_preprocessing(recorded | {"input_size": [3, 40, 40]}, "expected")
+    assert (merged["crop_pct"], merged["interpolation"]) == (recorded["crop_pct"], recorded["interpolation"])
+
+
 BAD_CROP = {"input_size": [3, 32, 32], "crop_pct": 2}
 
 
@@ -132,8 +142,10 @@ BAD_CROP = {"input_size": [3, 32, 32], "crop_pct": 2}
         ([3, 32, 32], None, r"^--preprocessing must be a JSON object \(timm's data config\), got \[3, 32, 32\]"),
         ({"input_size": [3, 600, 32]}, None, r"^--preprocessing input_size: 600x32 \(HxW\) is outside the sizes"),
         (None, BAD_CROP, r"model\.onnx: metadata preprocessing crop_pct must be a number in \(0, 1\]"),
+        # "model.onnx takes 3-channel images; the predictor feeds 1 (RGB)" blamed the file
+        ({"input_size": [1, 32, 32]}, None, r"^--preprocessing input_size \[1, 32, 32\]: the predictor feeds RGB"),
     ],
-    ids=["flag_crop_pct", "flag_not_an_object", "flag_input_size", "file_crop_pct"],
+    ids=["flag_crop_pct", "flag_not_an_object", "flag_input_size", "file_crop_pct", "flag_one_channel"],
 )
 def test_bad_preprocessing_names_where_it_came_from(onnx_classifier, flag, metadata, error):
     """predict.py --onnx --preprocessing with a bad value: the error blamed the file ("model.onnx: metadata

@@ -57,7 +57,7 @@ CASES = {
         r"600x600 \(HxW\) is outside the sizes static.onnx .*height 16\.\.16",
     ),
     "outside_the_range": (["{m}", "--preprocessing", BIG], r"600x600 \(HxW\) is outside the sizes model.onnx was "),
-    "wrong_channels": (["{m}", "--preprocessing", GRAY], "takes 3-channel images; the predictor feeds 1"),
+    "wrong_channels": (["{m}", "--preprocessing", GRAY], r"input_size \[1, .*\]: the predictor feeds RGB"),
     "bad_json": (["{m}", "--preprocessing", "{input_size"], "--preprocessing must be a JSON object"),
     "with_checkpoint": (["{m}", "--checkpoint", "{m}"], "--onnx runs the exported file alone: --checkpoint"),
     "with_device": (["{m}", "--device", "cuda"], "--onnx runs the exported file alone: --device does not apply"),

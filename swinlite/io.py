@@ -33,6 +33,7 @@ from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 
 from .files import (  # noqa: F401 (re-exported)
+    _umask,
     atomic_write,
     atomic_write_bytes,
     check_output,
@@ -173,7 +174,7 @@ def build_folder_once(root: str | os.PathLike, marker: str, build: Callable[[Pat
         what: what the folder is, for the error when ``root`` holds something else.
 
     Returns:
-        ``root`` as a Path.
+        ``root`` as a Path, with the mode a plain ``mkdir`` gives (0777 less the umask).
     """
     root = Path(root)
     if (root / marker).is_file():
@@ -184,6 +185,7 @@ def build_folder_once(root: str | os.PathLike, marker: str, build: Callable[[Pat
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
     try:
         (tmp / marker).write_text(build(tmp))  # the marker last: only a finished build has it
+        os.chmod(tmp, 0o777 & ~_umask())  # a plain mkdir's mode, not mkdtemp's 0700
         if root.exists():
             root.rmdir()  # empty, checked above
         os.replace(tmp, root)

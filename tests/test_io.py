@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import save_file
 
 from swinlite.engine.checkpoint import load_resume
-from swinlite.io import check_output, json_bytes, printable_path, read_metadata, read_state_dict
+from swinlite.io import build_folder_once, check_output, json_bytes, printable_path, read_metadata, read_state_dict
 
 
 @pytest.fixture
@@ -111,3 +111,20 @@ def test_json_bytes_is_strict_json_with_non_finite_numbers_as_null():
     parsed = json.loads(json_bytes(value, indent=1), parse_constant=refuse)
     assert parsed == {"ap": {"small": None, "large": 41.5}, "loss": None, "rows": [[None, 1], "NaN"], "n": 3}
     assert json_bytes([0.5]) == b"[0.5]"
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o755), (0o077, 0o700)])
+def test_a_built_folder_gets_the_mode_of_a_plain_mkdir(tmp_path: Path, umask: int, mode: int):
+    # Before, the folder kept tempfile.mkdtemp's 0700 through the rename, whatever the umask: the demo data
+    # folders were drwx------ while the files inside were 0644.
+    def build(folder: Path) -> str:
+        (folder / "a.txt").write_text("a")
+        return "done"
+
+    old = os.umask(umask)
+    try:
+        root = build_folder_once(tmp_path / "data" / "demo", "MARKER", build, "demo")
+    finally:
+        os.umask(old)
+    assert root.stat().st_mode & 0o777 == mode
+    assert (root / "MARKER").read_text() == "done"

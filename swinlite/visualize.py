@@ -6,11 +6,14 @@ image the drawing refuses leaves nothing behind, and a kill mid-write never leav
 
 import contextlib
 import io
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas: no pyplot, no display
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure  # drawn on the Agg canvas: no pyplot, no display
+from matplotlib.text import Text
 from PIL import Image
 from torch import nn
 from torchvision.transforms import functional as TF
@@ -46,6 +49,25 @@ def png_bytes(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
+def fitted_suptitle(fig: Figure, text: str, fontsize: float) -> Text:
+    """``fig.suptitle(text)`` wrapped (textwrap, at spaces) into as few lines as fit the figure's width; the figure
+    grows by the lines added, so the plots keep their size (its constrained layout keeps them below the title).
+
+    A one-head stage's figure is narrower than the title on one line.
+    """
+    FigureCanvasAgg(fig)  # a renderer to measure the text with (a bare Figure has none)
+    renderer = fig.canvas.get_renderer()
+    room = 0.96 * fig.bbox.width
+    title = fig.suptitle(text, fontsize=fontsize)
+    columns = len(text)
+    while title.get_window_extent(renderer).width > room and columns > 1:
+        columns = min(columns - 1, int(columns * room / title.get_window_extent(renderer).width))
+        title.set_text(textwrap.fill(text, max(columns, 1), break_long_words=False))
+    added = title.get_text().count("\n")
+    fig.set_figheight(fig.get_figheight() + added * 1.2 * fontsize / 72)
+    return title
+
+
 def bias_figure(tables: torch.Tensor, stage: int, continuous: bool) -> Figure:
     """A grid of heat maps of one stage's ``tables`` [blocks, heads, ., .], blocks down, heads across.
 
@@ -53,7 +75,7 @@ def bias_figure(tables: torch.Tensor, stage: int, continuous: bool) -> Figure:
     to its largest value in the stage).
     """
     blocks, heads = tables.shape[:2]
-    fig = Figure(figsize=(1.6 * heads + 1, 1.6 * blocks + 0.6))
+    fig = Figure(figsize=(1.6 * heads + 1, 1.6 * blocks + 0.6), layout="constrained")
     axes = fig.subplots(blocks, heads, squeeze=False)
     vmax = float(tables.abs().max()) or 1.0
     colours = dict(cmap="viridis") if continuous else dict(cmap="RdBu_r", vmin=-vmax, vmax=vmax)
@@ -65,8 +87,8 @@ def bias_figure(tables: torch.Tensor, stage: int, continuous: bool) -> Figure:
             ax.set_yticks([])
             ax.set_title(f"block {b} head {h}", fontsize=7)
     what = "continuous position bias 16·sigmoid(MLP)" if continuous else "relative position bias"
-    fig.suptitle(f"stage {stage}: {what} (row: dy, column: dx)", fontsize=9)
     fig.colorbar(image, ax=axes, shrink=0.8)
+    fitted_suptitle(fig, f"stage {stage}: {what} (row: dy, column: dx)", fontsize=9)
     return fig
 
 

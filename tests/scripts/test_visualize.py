@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import timm
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from pico import PICO
 from PIL import Image
 
-from swinlite.visualize import bias_tables, feature_means
+from swinlite.visualize import bias_figure, bias_tables, feature_means
 
 V2_PICO = "swinlite_v2_pico_patch2_window4_32"
 STAGE_SHAPES = [(1, 1, 7, 7), (1, 2, 7, 7), (2, 4, 7, 7), (1, 8, 7, 7)]  # (blocks, heads, 2*4-1, 2*4-1)
@@ -37,6 +38,24 @@ def test_bias_table_images_hold_the_bias_between_offset_tokens(name, kwargs, sha
         dy, dx = q[0] - k[0], q[1] - k[1]
         want = bias[:, q[0] * 4 + q[1], k[0] * 4 + k[1]]
         torch.testing.assert_close(tables[2][1, :, dy + 3, dx + 3], want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("name", "stage"), [(PICO, 0), (V2_PICO, 0), (V2_PICO, 1)])
+def test_a_narrow_grids_title_lies_within_its_figure(name, stage):
+    # Before, the title was one line whatever the figure's width: a 1-head stage's read "stage 0: relative position
+    # bias (row: dy, colum" and V2's 2-head stage 1 was cut at both ends.
+    model = timm.create_model(name)
+    tables = bias_tables(model)[stage][:, :2]  # (blocks, heads, ., .): 1 or 2 heads, the narrowest grids
+    fig = bias_figure(tables, stage, continuous=name == V2_PICO)
+    FigureCanvasAgg(fig)  # the canvas savefig draws on
+    fig.draw_without_rendering()  # the layout savefig gives
+    renderer = fig.canvas.get_renderer()
+    (title,) = [text for text in fig.texts if text.get_text() == fig.get_suptitle()]
+    box = title.get_window_extent(renderer)
+    assert title.get_text().startswith(f"stage {stage}: ") and title.get_text().endswith("dx)")
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width and 0 <= box.y0 and box.y1 <= fig.bbox.height, (box, fig.bbox)
+    for ax in fig.axes[:-1]:  # the heat maps' titles stay below it
+        assert ax.title.get_window_extent(renderer).y1 <= box.y0
 
 
 def test_feature_means_are_channel_means_of_each_level():

@@ -26,7 +26,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
     parser.add_argument("--model", help="swinlite model name, for files that do not record theirs (or no file)")
     parser.add_argument("--image", type=Path, help="an image for the feature-level plot")
-    parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="input size (default: the model's)")
+    parser.add_argument(
+        "--size", type=int, nargs=2, metavar=("H", "W"), help="input size, at least one patch (default: the model's)"
+    )
     parser.add_argument("--output", required=True, type=Path, help="folder for the PNG files")
     parser.add_argument("--overwrite", action="store_true", help="replace the PNGs of an earlier run in --output")
     args = parser.parse_args(argv)
@@ -42,6 +44,7 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> list[Path]:
     args = parse_args(argv)
     import timm
+    from extract_features import check_size
 
     from swinlite import SwinTransformer
     from swinlite.files import earlier_outputs, remove_outputs, unreadable
@@ -55,6 +58,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     model = load_model(args.checkpoint, args.model) if args.checkpoint else timm.create_model(args.model)
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"{args.checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
+    if args.size:  # before any work: a size below one patch failed in the forward pass, naming no option
+        check_size(tuple(args.size), model.patch_size, model.pretrained_cfg["architecture"])
     names = [f"bias_stage{i}.png" for i in range(len(model.layers))] + ["features.png"]
     check_output(args.output, [args.checkpoint, args.image], folder=True, names=names)
     # all of an earlier run's PNGs, features.png too when this run draws none: kept, they would pass for this model's

@@ -13,6 +13,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from pico import PICO
 from PIL import Image
+from scriptkit import run_script
 
 from swinlite.visualize import bias_figure, bias_tables, feature_means
 
@@ -85,6 +86,20 @@ def test_script_bad_input(load_script, tmp_path, capsys):
     assert "is not a file" in capsys.readouterr().err
 
 
+def test_a_size_below_one_patch_is_one_error_line_before_any_work(tmp_path, capsys, monkeypatch):
+    # Before, --size 1 1 reached the forward pass after the bias maps were drawn and failed there with "expected a
+    # floating-point tensor of shape (B, 3, H, W)...", naming no option.
+    import swinlite.visualize
+
+    image = tmp_path / "img.png"
+    Image.new("RGB", (24, 16), (200, 30, 30)).save(image)
+    monkeypatch.setattr(swinlite.visualize, "bias_pngs", lambda model: pytest.fail("drew before checking --size"))
+    code = run_script("visualize", ["--model", PICO, "--image", image, "--output", tmp_path / "p", "--size", 1, 1])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"error: --size 1 1 is smaller than one patch of {PICO}: expected H >= 2, W >= 2\n"
+    assert not (tmp_path / "p").exists()
+
+
 def test_script_draws_swin_v2(load_script, tmp_path):
     """Swin-V2's continuous position bias, drawn as V1's table (refused once: "bias tables need rel_pos='table'")."""
     paths = load_script("visualize").main(["--model", V2_PICO, "--output", str(tmp_path / "p")])
@@ -129,7 +144,7 @@ def _disk_full_at_the_second_file(monkeypatch):
 
 
 FAILURES = {
-    "image_below_one_patch": lambda monkeypatch: ValueError,  # with --size 1 1: refused after the bias was drawn
+    "image_below_one_patch": lambda monkeypatch: ValueError,  # with --size 1 1: refused before any drawing
     "killed_mid_drawing": _killed_in_the_second_picture,
     "disk_full": _disk_full_at_the_second_file,
 }

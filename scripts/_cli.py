@@ -208,3 +208,15 @@ def configs_epilog(demo: tuple[Path, str], data: Path, defaults: str, options: s
         "--print-config shows every key as it will apply to your command, and exits. Options users look for:\n"
         + options
     )
+
+
+def check_size(size: tuple[int, int], patch: tuple[int, int], name: str) -> None:
+    """Refuse a --size below one patch before anything is written: every image would fail, blamed on the image.
+
+    Raises:
+        ValueError: naming --size and the smallest size the model takes.
+    """
+    if size[0] < patch[0] or size[1] < patch[1]:
+        raise ValueError(
+            f"--size {size[0]} {size[1]} is smaller than one patch of {name}: expected H >= {patch[0]}, W >= {patch[1]}"
+        )

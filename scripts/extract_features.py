@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, run
+from _cli import Parser, check_size, run
 
 DTYPES = ("float16", "float32")
 
@@ -72,18 +72,6 @@ def build_model(args):
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"feature extraction needs a swinlite model (swinlite_*), got {name}")
     return model, name
-
-
-def check_size(size: tuple[int, int], patch: tuple[int, int], name: str) -> None:
-    """Refuse a --size below one patch before anything is written: every image would fail, blamed on the image.
-
-    Raises:
-        ValueError: naming --size and the smallest size the model takes.
-    """
-    if size[0] < patch[0] or size[1] < patch[1]:
-        raise ValueError(
-            f"--size {size[0]} {size[1]} is smaller than one patch of {name}: expected H >= {patch[0]}, W >= {patch[1]}"
-        )
 
 
 def main(argv: list[str] | None = None) -> None:

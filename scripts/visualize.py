@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, run
+from _cli import Parser, check_size, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -44,7 +44,6 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> list[Path]:
     args = parse_args(argv)
     import timm
-    from extract_features import check_size
 
     from swinlite import SwinTransformer
     from swinlite.files import earlier_outputs, remove_outputs, unreadable

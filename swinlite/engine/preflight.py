@@ -3,13 +3,14 @@ settings left to the model, resolved once."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import timm
 import torch
 from timm.data import resolve_model_data_config
 
-from .config import copy_config
+from .config import copy_config, read_yaml
 from .model import check_model, check_pretrained
 from .optim import check_betas
 from .task import Task
@@ -30,15 +31,24 @@ def check_run(task: type[Task], cfg) -> None:
     check_pretrained(cfg.model)
 
 
-def resolve_normalisation(task: type[Task], cfg: Any) -> Any:
+def resolve_normalisation(task: type[Task], cfg: Any, resume: bool = False) -> Any:
     """``cfg``, or a copy whose ``data.mean`` / ``data.std`` left unset (None) are the model's: its pretrained
     config's (``timm.data.resolve_model_data_config`` of the model built on the meta device: ImageNet's for swinlite
     models, 0.5 for many ViTs, ImageNet's where a model gives none), as timm's train.py takes them unless --mean /
     --std are given. A value given stays. Resolved once, after the model is checked and before anything is written:
     ``config.yaml``, ``--resume``'s comparison with it, every task's transforms and the weights files see numbers.
+    With ``resume``, unset values are the run's own (its ``config.yaml``'s): a run started before they were the
+    model's (ImageNet's for every model) keeps the statistics its epochs so far were trained with.
     """
     data = cfg.data
     if data.mean is not None and data.std is not None:
+        return cfg
+    recorded = _recorded_data(cfg) if resume else {}
+    if all(key in recorded for key in ("mean", "std")):
+        cfg = copy_config(cfg)
+        for key in ("mean", "std"):
+            if getattr(data, key) is None:
+                setattr(cfg.data, key, recorded[key])
         return cfg
     name = task.model_name(cfg)
     with torch.device("meta"):  # no memory, no weights
@@ -53,3 +63,19 @@ def resolve_normalisation(task: type[Task], cfg: Any) -> Any:
                                  f"channel; set data.mean and data.std")  # fmt: skip
             setattr(cfg.data, key, values)
     return cfg
+
+
+def _recorded_data(cfg: Any) -> dict[str, tuple[float, ...]]:
+    """``data.mean`` and ``data.std`` of the run's ``config.yaml`` in ``train.output_dir`` where it records three
+    numbers for one; {} without the file (an unreadable one: the resume check names it)."""
+    path = Path(cfg.train.output_dir) / "config.yaml"
+    try:
+        data = read_yaml(path).get("data") if path.is_file() else None
+    except (OSError, ValueError):
+        return {}
+    found = {}
+    for key in ("mean", "std"):
+        value = data.get(key) if isinstance(data, dict) else None
+        if isinstance(value, list) and len(value) == 3 and all(isinstance(v, int | float) for v in value):
+            found[key] = tuple(float(v) for v in value)
+    return found

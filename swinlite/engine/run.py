@@ -62,7 +62,7 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
     with shared:  # same model: their warnings are shown once (a process's own ones by it)
         device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")
         check_run(task, cfg)
-        cfg = resolve_normalisation(task, cfg)
+        cfg = resolve_normalisation(task, cfg, resume)
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
         names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
         check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)

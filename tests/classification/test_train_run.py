@@ -122,6 +122,14 @@ def test_normalisation_is_the_models_written_as_numbers(tmp_path: Path, folder: 
     capsys.readouterr()
     train(tiny_config(folder, out, **(vit | {"train.epochs": 2})), resume=True)
     assert "changed setting data" not in capsys.readouterr().out
+    # a run started before unset meant the model's: ImageNet's numbers recorded; its resume switched to 0.5 mid-run
+    tree = yaml.safe_load((out / "config.yaml").read_text())
+    tree["data"] |= {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
+    (out / "config.yaml").write_text(yaml.safe_dump(tree, sort_keys=False))
+    train(tiny_config(folder, out, **(vit | {"train.epochs": 3})), resume=True)
+    assert "changed setting data" not in capsys.readouterr().out
+    assert yaml.safe_load((out / "config.yaml").read_text())["data"]["mean"] == [0.485, 0.456, 0.406]
+    assert read_metadata(out / "last.safetensors")["preprocessing"]["mean"] == [0.485, 0.456, 0.406]
 
 
 def test_pretrained_weights_are_the_starting_point(tmp_path: Path, folder: Path):

@@ -5,9 +5,9 @@ Layout (ADE20K's, for every dataset; ``data.train_images`` ... point anywhere el
     <data_dir>/images/training/<name>.jpg       <data_dir>/annotations/training/<name>.png
     <data_dir>/images/validation/<name>.jpg     <data_dir>/annotations/validation/<name>.png
 
-A mask is a PNG (or any losslessly stored image file; JPEG is refused) of the same relative name as its image,
-palette (``P``) or grayscale (``L``, 16-bit ``I;16``), whose pixel values are the labels. ``scan_split`` reads
-every mask once before anything trains:
+A mask is a PNG (or any losslessly stored image file; JPEG and JPEG-compressed TIFF are refused) of the
+same relative name as its image, palette (``P``) or grayscale (``L``, 16-bit ``I;16``), whose pixel values are the
+labels. ``scan_split`` reads every mask once before anything trains:
 
 - an image without a mask, an unreadable image or mask, and a mask whose size differs from its (upright) image's
   are skipped, each named in one warning line; a split left without pairs is an error;
@@ -45,7 +45,9 @@ from .classes import ADE20K_CLASSES, ADE20K_PALETTE, color_map
 from .config import SegDataConfig
 
 MASK_MODES = ("P", "L", "1", "I;16", "I;16L", "I;16B", "I")  # label maps: one integer per pixel
-LOSSY_FORMATS = ("JPEG", "MPO")  # their compression turns a label edge into a band of other label values
+# their compression turns a label edge into a band of other label values; TIFFs are judged by their compression
+LOSSY_FORMATS = ("JPEG", "MPO")
+LOSSY_TIFF = ("jpeg", "tiff_jpeg")
 DEFAULT_FOLDERS = {"train": ("images/training", "annotations/training"),
                    "val": ("images/validation", "annotations/validation")}  # fmt: skip
 SHAPES_CLASSES = ("background", "circle", "square", "triangle", "cross")  # the demo's (.demo_data)
@@ -157,10 +159,12 @@ def open_mask(path: Path) -> np.ndarray:
         MaskModeError: a colour (or other non-label) image.
     """
     with Image.open(path) as mask:
-        if mask.format in LOSSY_FORMATS:
+        lossy = mask.format in LOSSY_FORMATS or (mask.format == "TIFF" and mask.info.get("compression") in LOSSY_TIFF)
+        if lossy:
+            what = f"{mask.format} file" + (" (JPEG-compressed)" if mask.format == "TIFF" else "")
             raise MaskModeError(
-                f"mask {path} is a {mask.format} file, whose lossy compression changes label values along every edge; "
-                "save masks losslessly (PNG)"
+                f"mask {path} is a {what}, whose lossy compression changes label values along every edge; save masks "
+                "losslessly (PNG)"
             )
         if mask.mode not in MASK_MODES:
             raise MaskModeError(

@@ -60,9 +60,12 @@ def _label(value: int) -> Callable[[SimpleNamespace], None]:
     return write
 
 
-def _jpeg_mask(s: SimpleNamespace) -> None:
-    Image.open(_mask(s)).convert("L").save(_mask(s).with_suffix(".jpg"), quality=95)
-    _mask(s).unlink()
+def _lossy_mask(suffix: str, **options: object) -> Callable[[SimpleNamespace], None]:
+    def save(s: SimpleNamespace) -> None:
+        Image.open(_mask(s)).convert("L").save(_mask(s).with_suffix(suffix), **options)
+        _mask(s).unlink()
+
+    return save
 
 
 def _metadata(**changes: object) -> Callable[[SimpleNamespace], None]:
@@ -98,7 +101,8 @@ CASES = [
      "data.train_images point at your own data, but data.dataset=shapes trains the built-in demo"),
     ("rgb_mask", TRAIN, _rgb_mask, [], "is a RGB image; a mask is a palette (P) or grayscale"),
     # its edges' compression noise was read as labels of other classes (15 % of a 10-class mask's pixels)
-    ("jpeg_mask", TRAIN, _jpeg_mask, [], "is a JPEG file, whose lossy compression changes label values"),
+    ("jpeg_mask", TRAIN, _lossy_mask(".jpg", quality=95), [], "is a JPEG file, whose lossy compression changes"),
+    ("jpeg_tiff_mask", TRAIN, _lossy_mask(".tif", compression="jpeg"), [], "is a TIFF file (JPEG-compressed), whose"),
     # stored ignore_index + 1 was ignored under reduce_zero_label (v - 1 = ignore_index)
     ("ignore_plus_one", TRAIN, None, ["data.reduce_zero_label=true", "data.ignore_index=254"],  # the masks hold 255
      "hold label values [255] (as stored: 0 and ignore_index are ignored, v is class v - 1) that are neither"),

@@ -62,9 +62,10 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
             raise ValueError(f"the list {str(source)!r} names no images (expected one path per line)")
         absent = [p for p in images if not p.is_file()]
         if absent:  # a list of paths relative to another folder: every image would fail, and the run exit 0
+            what = "a folder" if absent[0].is_dir() else "not there"
             raise ValueError(
-                f"the list {str(source)!r} names {len(absent)} files that do not exist, e.g. {str(absent[0])!r} "
-                f"(a relative path is read from the list's folder, {str(source.parent)!r})"
+                f"the list {str(source)!r} names {len(absent)} paths that are not image files, e.g. "
+                f"{str(absent[0])!r} ({what}; a relative path is read from the list's folder, {str(source.parent)!r})"
             )
         return images, Path(os.path.commonpath([p.parent for p in images]))
     raise ValueError(f"input must be an image folder or a text file of image paths, got {str(source)!r}")

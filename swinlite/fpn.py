@@ -103,7 +103,7 @@ def build_fpn_backbone(
     indices = list(out_indices)
     if (
         not indices
-        or any(not isinstance(i, int) or not 0 <= i < num_stages for i in indices)
+        or any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < num_stages for i in indices)
         or indices != sorted(set(indices))
     ):  # the body returns the levels finest first, each once: the FPN's in_channels and strides follow this order
         raise ValueError(

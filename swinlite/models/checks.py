@@ -134,7 +134,7 @@ def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int, 
         if not 1 <= indices <= num_stages:
             raise ValueError(f"an int selects the last n of {num_stages} levels, n in 1..{num_stages}; got {indices}")
         return
-    bad = [i for i in indices if not isinstance(i, int) or not -num_stages <= i < num_stages]
+    bad = [i for i in indices if not isinstance(i, int) or isinstance(i, bool) or not -num_stages <= i < num_stages]
     levels = [i % num_stages for i in indices] if not bad else []
     if bad or len(indices) == 0 or (ordered and levels != sorted(set(levels))):
         order = ", strictly increasing (each level once, finest first)" if ordered else ""

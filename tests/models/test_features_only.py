@@ -115,6 +115,7 @@ def test_frozen_stages_have_no_grads_and_stay_in_eval_mode():
         (dict(out_indices=(2, 1)), r"strictly increasing \(each level once, finest first\), got \(2, 1\)"),
         (dict(out_indices=(1, 1)), r"strictly increasing .*got \(1, 1\)"),
         (dict(out_indices=(-1, 0)), r"strictly increasing .*got \(-1, 0\)"),
+        (dict(out_indices=(True, 2)), r"levels in 0\.\.3 .*got \(True, 2\)"),  # True was taken for level 1
         (dict(frozen_stages=5), r"frozen_stages must be in -1\.\.4"),
         (dict(frozen_stages=-2), r"frozen_stages must be in -1\.\.4"),
         (dict(output_fmt="NWHC"), r"'NCHW' or 'NHWC'"),

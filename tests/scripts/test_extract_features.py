@@ -128,7 +128,7 @@ def test_bad_arguments(load_script, tmp_path, capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
-def test_bad_input_paths(load_script, tmp_path):
+def test_bad_input_paths(load_script, image_folder, tmp_path):
     with pytest.raises(ValueError, match=r"unknown model \(expected swinlite_\*\) 'resnet50'"):
         _run(load_script, "--model", "resnet50", "--input", tmp_path, "--output", tmp_path / "o")
     with pytest.raises(ValueError, match="image folder or a text file"):
@@ -139,7 +139,11 @@ def test_bad_input_paths(load_script, tmp_path):
     # paths relative to the working folder, not the list's: every image failed, the run exited 0
     (tmp_path / "lists").mkdir()
     (tmp_path / "lists" / "list.txt").write_text("images/cat/a.png\n")
-    with pytest.raises(ValueError, match=r"names 1 files that do not exist, e.g. .*lists/images/cat/a.png.*the list's"):
+    with pytest.raises(ValueError, match=r"names 1 paths that are not image files, e.g. .*lists/images/cat/a.png' "
+                                         r"\(not there; a relative path is read from the list's folder"):  # fmt: skip
+        _run(load_script, "--model", PICO, "--input", tmp_path / "lists" / "list.txt", "--output", tmp_path / "o")
+    (tmp_path / "lists" / "list.txt").write_text(f"{image_folder}\n")  # a folder, not a file: named as one
+    with pytest.raises(ValueError, match=r"names 1 paths that are not image files, e.g. .*images' \(a folder; "):
         _run(load_script, "--model", PICO, "--input", tmp_path / "lists" / "list.txt", "--output", tmp_path / "o")
 
 

@@ -55,6 +55,7 @@ CLASS_LAYERS = (
     "roi_heads.mask_predictor.mask_fcn_logits.",
     "head.classification_head.cls_logits.",
 )
+MASK_LAYERS = ("roi_heads.mask_head.", "roi_heads.mask_predictor.")  # what Mask R-CNN adds to Faster R-CNN
 
 
 def anchor_generator(detector: str, strides: Sequence[int], anchor_scale: float = 8.0) -> AnchorGenerator:
@@ -155,7 +156,8 @@ def _pretrained_state(path: str) -> tuple[dict[str, torch.Tensor] | None, dict[s
 def _load_detector(model: nn.Module, cfg: DetModelConfig, num_classes: int, state: dict, source: str) -> None:
     """A swinlite detector's weights (from the file ``source``) into ``model``, the detector ``cfg`` describes for
     ``num_classes`` classes: strictly, but for the layers whose shape follows the class count (:data:`CLASS_LAYERS`),
-    which start fresh, with a warning, when the file's detector has another class count.
+    which start fresh, with a warning, when the file's detector has another class count; a Faster R-CNN's weights
+    start a Mask R-CNN, its mask head fresh (with a warning).
 
     Raises:
         ValueError: weights of another detector (named when the file's metadata names it), or that do not fit
@@ -163,11 +165,17 @@ def _load_detector(model: nn.Module, cfg: DetModelConfig, num_classes: int, stat
     """
     meta = read_metadata(source)  # a file scripts/train_detection.py wrote: its detector and classes
     theirs, classes = (meta.get("detector") or {}).get("detector"), meta.get("classes")
-    if theirs is not None and theirs != cfg.detector:
+    box_only = not any(k.startswith(MASK_LAYERS) for k in state)
+    grows_masks = cfg.detector == "maskrcnn" and box_only and theirs in (None, "fasterrcnn")
+    if theirs is not None and theirs != cfg.detector and not grows_masks:
         raise ValueError(
             f"model.pretrained {source} holds a {theirs} detector's weights, model.detector is {cfg.detector}: set "
             f"model.detector={theirs} to start from them (or start from a backbone checkpoint)"
         )
+    start_fresh: tuple[str, ...] = ()
+    if grows_masks:  # Mask R-CNN from Faster R-CNN, as detectron2 and mmdetection start it
+        warnings.warn(f"{source}: a Faster R-CNN's weights; the mask head starts fresh", stacklevel=3)
+        start_fresh = MASK_LAYERS
     target = model.state_dict()
     other = [k for k in state if k.startswith(CLASS_LAYERS) and k in target and state[k].shape != target[k].shape]
     fresh: tuple[str, ...] = ()
@@ -185,7 +193,7 @@ def _load_detector(model: nn.Module, cfg: DetModelConfig, num_classes: int, stat
         )
         state, fresh = {k: v for k, v in state.items() if k not in dropped}, CLASS_LAYERS
     try:
-        load_strict(model, state, source, may_start_fresh=fresh)
+        load_strict(model, state, source, may_start_fresh=fresh + start_fresh)
     except ValueError as e:
         if "does not fit" not in str(e):
             raise

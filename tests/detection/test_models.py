@@ -177,6 +177,22 @@ def test_a_detectors_own_weights_start_a_detector_of_other_classes(tmp_path, det
         build_detector(cfg, 2, 32, 32)
 
 
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_faster_rcnns_weights_start_a_mask_rcnn_its_mask_head_fresh(tmp_path, recorded):
+    """A Faster R-CNN's file as a Mask R-CNN's model.pretrained was refused ("set model.detector=fasterrcnn"), or,
+    without metadata, failed on the missing mask head; detectron2 and mmdetection start Mask R-CNN from it."""
+    cfg = DetModelConfig(detector="fasterrcnn", name=PICO, fpn_channels=64, box_head_dim=16)
+    torch.manual_seed(0)
+    trained = build_detector(cfg, 2, 32, 32).state_dict()
+    meta = {"task": "detection", "detector": dataclasses.asdict(cfg), "classes": ["square", "bar"]}
+    save_weights(tmp_path / "frcnn.safetensors", trained, meta if recorded else {})
+    masks = dataclasses.replace(cfg, detector="maskrcnn", pretrained=str(tmp_path / "frcnn.safetensors"))
+    with pytest.warns(UserWarning, match=r"frcnn.safetensors: a Faster R-CNN's weights; the mask head starts fresh"):
+        grown = build_detector(masks, 2, 32, 32).state_dict()
+    assert all(torch.equal(grown[k], v) for k, v in trained.items())
+    assert any(k.startswith("roi_heads.mask_head.") for k in grown)
+
+
 @pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])
 def test_detections_do_not_depend_on_batch_size_or_order(detector):
     """A small first image once fixed the RoI scales a level off; batch padding changed the boxes."""

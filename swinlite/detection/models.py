@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from torch import nn
 from torchvision.models.detection import FCOS, FasterRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.anchor_utils import AnchorGenerator
@@ -208,8 +209,8 @@ def build_detector(
     num_classes: int,
     test_size: int,
     max_size: int,
-    mean: Sequence[float] = (0.485, 0.456, 0.406),
-    std: Sequence[float] = (0.229, 0.224, 0.225),
+    mean: Sequence[float] = IMAGENET_DEFAULT_MEAN,
+    std: Sequence[float] = IMAGENET_DEFAULT_STD,
     **model_kwargs: Any,
 ) -> nn.Module:
     """The detector ``cfg.detector`` names, for ``num_classes`` object classes (plus the background).

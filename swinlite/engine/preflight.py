@@ -43,26 +43,29 @@ def resolve_normalisation(task: type[Task], cfg: Any, resume: bool = False) -> A
     data = cfg.data
     if data.mean is not None and data.std is not None:
         return cfg
-    recorded = _recorded_data(cfg) if resume else {}
-    if all(key in recorded for key in ("mean", "std")):
-        cfg = copy_config(cfg)
-        for key in ("mean", "std"):
-            if getattr(data, key) is None:
-                setattr(cfg.data, key, recorded[key])
-        return cfg
+    unset = [key for key in ("mean", "std") if getattr(data, key) is None]
+    statistics = _recorded_data(cfg) if resume else {}
+    if len(statistics) < 2:  # a new run, or a run that recorded none: the model's
+        statistics = _model_statistics(task, cfg, unset)
+    cfg = copy_config(cfg)
+    for key in unset:
+        setattr(cfg.data, key, statistics[key])
+    return cfg
+
+
+def _model_statistics(task: type[Task], cfg: Any, keys: list[str]) -> dict[str, tuple[float, ...]]:
+    """``keys`` (of ``mean``, ``std``) of the model's pretrained config (``timm.data.resolve_model_data_config`` of
+    the model built on the meta device); ValueError unless each has one value per RGB channel."""
     name = task.model_name(cfg)
     with torch.device("meta"):  # no memory, no weights
         model = timm.create_model(name, **cfg.model.kwargs)
     resolved = resolve_model_data_config(model)
-    cfg = copy_config(cfg)
-    for key in ("mean", "std"):
-        if getattr(data, key) is None:
-            values = tuple(float(v) for v in resolved[key])
-            if len(values) != 3:
-                raise ValueError(f"data.{key}: {name}'s pretrained config gives {list(values)}, not one value per RGB "
-                                 f"channel; set data.mean and data.std")  # fmt: skip
-            setattr(cfg.data, key, values)
-    return cfg
+    statistics = {key: tuple(float(v) for v in resolved[key]) for key in keys}
+    for key, values in statistics.items():
+        if len(values) != 3:
+            raise ValueError(f"data.{key}: {name}'s pretrained config gives {list(values)}, not one value per RGB "
+                             f"channel; set data.mean and data.std")  # fmt: skip
+    return statistics
 
 
 def _recorded_data(cfg: Any) -> dict[str, tuple[float, ...]]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+
 from ..device import AUTOCAST_DTYPES
 from .config import bounded, checked, choice, closest
 
 SCHEDULES = ("cosine", "step", "poly")
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # timm's; every swinlite model's
 LOOKAHEAD = "lookahead_"  # the prefix by which timm wraps an optimizer in Lookahead (optim.opt=lookahead_adamw)
 
 
@@ -60,8 +61,8 @@ class DataConfig:
     prefetch_factor: int = bounded(2, ge=1)  # batches each loader worker prepares ahead
     hflip: float = bounded(0.5, ge=0, le=1)  # horizontal flip probability
     # of pixels in 0..1; none: the model's pretrained config's (preflight.resolve_normalisation, before the run)
-    mean: tuple[float, float, float] | None = bounded(IMAGENET_MEAN, ge=0, le=1)
-    std: tuple[float, float, float] | None = bounded(IMAGENET_STD, gt=0)
+    mean: tuple[float, float, float] | None = bounded(IMAGENET_DEFAULT_MEAN, ge=0, le=1)
+    std: tuple[float, float, float] | None = bounded(IMAGENET_DEFAULT_STD, gt=0)
 
 
 @dataclass

@@ -2,9 +2,10 @@
 
 import pytest
 from enginekit import TASKS, tiny_config
+from timm.data import IMAGENET_DEFAULT_MEAN as IMAGENET_MEAN
+from timm.data import IMAGENET_DEFAULT_STD as IMAGENET_STD
 
 from swinlite.engine.preflight import resolve_normalisation
-from swinlite.engine.sections import IMAGENET_MEAN, IMAGENET_STD
 
 VIT = {"model.name": "vit_tiny_patch16_224", "model.kwargs": "{img_size: 16, patch_size: 8, depth: 1}"}
 

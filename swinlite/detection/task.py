@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader
 
 from ..engine.distributed import DistInfo, all_gather_object, barrier
 from ..engine.loop import SINGLE, StepSettings, autocast
+from ..engine.preflight import check_demo_paths
 from ..engine.rank_warnings import SharedWarnings
 from ..engine.task import RunContext, StepOutput, Task
 from ..images import LeftOut
@@ -107,12 +108,9 @@ class DetectionTask(Task):
         lo, hi = cfg.data.train_sizes
         if lo > hi:
             raise ValueError(f"data.train_sizes must be [low, high] with low <= high, got {[lo, hi]}")
-        own = [f"data.{k}" for k in ("train_ann", "train_images", "val_ann", "val_images") if getattr(cfg.data, k)]
-        if cfg.data.dataset == "digits" and own:  # the demo would be written and trained, those paths ignored
-            raise ValueError(
-                f"{', '.join(own)} point at your own data, but data.dataset=digits trains the built-in demo (written "
-                f"into data.data_dir {cfg.data.data_dir}); set data.dataset=coco to train on your files"
-            )
+        check_demo_paths(
+            cfg.data, "digits", ("train_ann", "train_images", "val_ann", "val_images"), "data.dataset=coco"
+        )
 
     @classmethod
     def check_inputs(cls, cfg: DetConfig) -> None:

@@ -31,6 +31,18 @@ def check_run(task: type[Task], cfg) -> None:
     check_pretrained(cfg.model)
 
 
+def check_demo_paths(data: Any, demo: str, keys: tuple[str, ...], instead: str) -> None:
+    """ValueError when ``data.dataset`` is the task's built-in ``demo`` while the user's own data paths (``keys`` of
+    the data section) are set: the demo would be written into ``data.data_dir`` and trained, those paths ignored or
+    read with the demo's classes. ``instead`` says which ``data.dataset`` to set."""
+    own = [f"data.{key}" for key in keys if getattr(data, key)]
+    if data.dataset == demo and own:
+        raise ValueError(
+            f"{', '.join(own)} point at your own data, but data.dataset={demo} trains the built-in demo (written into "
+            f"data.data_dir {data.data_dir}); set {instead} to train on your files"
+        )
+
+
 def resolve_normalisation(task: type[Task], cfg: Any, resume: bool = False) -> Any:
     """``cfg``, or a copy whose ``data.mean`` / ``data.std`` left unset (None) are the model's: its pretrained
     config's (``timm.data.resolve_model_data_config`` of the model built on the meta device: ImageNet's for swinlite

@@ -16,6 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ..engine.distributed import broadcast_object
+from ..engine.preflight import check_demo_paths
 from ..engine.task import RunContext, StepOutput, Task
 from ..seg_views import stride_problem
 from .config import SegConfig, SegDataConfig
@@ -104,13 +105,8 @@ class SegmentationTask(Task):
         if cfg.data.batch_size < 2 and int(os.environ.get("WORLD_SIZE", "1")) < 2:
             raise ValueError("data.batch_size=1: the heads' BatchNorm needs at least 2 images per step (under torchrun "
                              "on GPUs, SyncBatchNorm pools every process's)")  # fmt: skip
-        own = [f"data.{k}" for k in ("train_images", "train_masks", "val_images", "val_masks") if getattr(cfg.data, k)]
-        if cfg.data.dataset == "shapes" and own:  # the demo was written, those folders read with its 5 classes
-            raise ValueError(
-                f"{', '.join(own)} point at your own data, but data.dataset=shapes trains the built-in demo (written "
-                f"into data.data_dir {cfg.data.data_dir}); set data.dataset=folder with data.classes (or ade20k) to "
-                "train on your files"
-            )
+        folders = ("train_images", "train_masks", "val_images", "val_masks")
+        check_demo_paths(cfg.data, "shapes", folders, "data.dataset=folder with data.classes (or ade20k)")
         labels_of(cfg.data)
 
     @classmethod

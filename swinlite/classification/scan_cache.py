@@ -77,12 +77,14 @@ def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, 
     if path.is_file():
         try:
             tree = json.loads(gzip.decompress(path.read_bytes()))
-            splits = _decode(tree["train"]), _decode(tree["val"])
-            changed = _changed_skip(cfg, splits) if tree["fingerprint"] == fingerprint else None
-            if tree["fingerprint"] == fingerprint and changed is None:
-                for path_, reason in splits[0].skipped + splits[1].skipped:
-                    warnings.warn(f"skipping {path_}: {reason}", stacklevel=2)
-                return splits, True, f"scan read from {path} (the class folders are unchanged)"
+            changed = None
+            if tree["fingerprint"] == fingerprint:  # the splits are decoded (and their skips rechecked) only then
+                splits = _decode(tree["train"]), _decode(tree["val"])
+                changed = _changed_skip(cfg, splits)
+                if changed is None:
+                    for path_, reason in splits[0].skipped + splits[1].skipped:
+                        warnings.warn(f"skipping {path_}: {reason}", stacklevel=2)
+                    return splits, True, f"scan read from {path} (the class folders are unchanged)"
             what = f"{changed}, which the scan skipped, reads otherwise" if changed else "the data folders changed"
             note = f"{what} since {path} was written: scanned again"
         except Exception as e:  # a damaged cache (any shape) is scanned again and replaced

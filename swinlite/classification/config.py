@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.config import bounded, choice
+from ..engine.config import bounded, choice, span
 from ..engine.sections import DataConfig as SharedData
 from ..engine.sections import RunConfig, TrainConfig
 
@@ -27,8 +27,8 @@ class DataConfig(SharedData):
     # many ViTs); the run writes the numbers into config.yaml and the weights files
     mean: tuple[float, float, float] | None = bounded(None, ge=0, le=1)
     std: tuple[float, float, float] | None = bounded(None, gt=0)
-    scale: tuple[float, float] = bounded((0.08, 1.0), gt=0, le=1)  # RandomResizedCrop area range
-    ratio: tuple[float, float] = bounded((3 / 4, 4 / 3), gt=0)
+    scale: tuple[float, float] = span((0.08, 1.0), gt=0, le=1)  # RandomResizedCrop area range
+    ratio: tuple[float, float] = span((3 / 4, 4 / 3), gt=0)  # timm only warns of one the wrong way round
     color_jitter: float = bounded(0.4, ge=0)
     auto_augment: str | None = None  # e.g. "rand-m9-mstd0.5-inc1"
     re_prob: float = bounded(0.0, ge=0, le=1)  # random erasing probability

@@ -41,10 +41,6 @@ class ClassificationTask(Task):
     def check_config(cls, cfg: Config) -> None:
         if _mixes(cfg) and cfg.data.batch_size % 2:
             raise ValueError(f"mixup/cutmix need an even data.batch_size, got {cfg.data.batch_size}")
-        for key in ("scale", "ratio"):  # timm only warns of a ratio range the wrong way round ("of kind (min, max)")
-            low, high = getattr(cfg.data, key)
-            if low > high:
-                raise ValueError(f"data.{key} must be [low, high] with low <= high, got {[low, high]}")
         check_augment(cfg.data)
         check_input_size(cfg)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.config import bounded, choice
+from ..engine.config import bounded, choice, span
 from ..engine.sections import SCHEDULES, DataConfig, ModelConfig, OptimConfig, RunConfig, ScheduleConfig, TrainConfig
 
 DETECTORS = ("fasterrcnn", "maskrcnn", "retinanet", "fcos")
@@ -40,7 +40,7 @@ class DetDataConfig(DataConfig):
     train_images: str | None = None  # None: <data_dir>/train2017
     val_ann: str | None = None  # None: <data_dir>/annotations/instances_val2017.json
     val_images: str | None = None  # None: <data_dir>/val2017
-    train_sizes: tuple[int, int] = bounded((480, 800), ge=1)  # multi-scale training: short side drawn from this ...
+    train_sizes: tuple[int, int] = span((480, 800), ge=1)  # multi-scale training: short side drawn from this ...
     size_step: int = bounded(32, ge=1)  # ... in steps of this many pixels
     test_size: int = bounded(800, ge=1)  # evaluation short side
     max_size: int = bounded(1333, ge=1)  # long side cap, training and evaluation

@@ -105,9 +105,6 @@ class DetectionTask(Task):
             raise ValueError(f"model.min_level must be a Swin level, 0..3, got {model.min_level}")
         if cfg.optim.layer_decay is not None:
             raise ValueError("optim.layer_decay is not available for detectors (no timm group_matcher); leave it unset")
-        lo, hi = cfg.data.train_sizes
-        if lo > hi:
-            raise ValueError(f"data.train_sizes must be [low, high] with low <= high, got {[lo, hi]}")
         check_demo_paths(
             cfg.data, "digits", ("train_ann", "train_images", "val_ann", "val_images"), "data.dataset=coco"
         )

@@ -130,6 +130,11 @@ def bounded(default: Any, **bounds: float) -> Any:
     return field(default=default, metadata={"bounds": Bounds(**bounds)})
 
 
+def span(default: tuple[float, float], **bounds: float) -> Any:
+    """A ``[low, high]`` range field: :func:`bounded` elementwise, and ``low <= high``."""
+    return field(default=default, metadata={"bounds": Bounds(**bounds), "span": True})
+
+
 def choice(default: str | None, *choices: str) -> Any:
     """A dataclass field whose value must be one of ``choices`` (or None, when the field is optional)."""
     return field(default=default, metadata={"choices": choices})
@@ -272,7 +277,7 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
 
 def check_values(cfg: Any) -> None:
     """ValueError naming the first value outside its field's bounds or choices, or one its field's check refuses (see
-    :func:`bounded`, :func:`choice`, :func:`checked`)."""
+    :func:`bounded`, :func:`span`, :func:`choice`, :func:`checked`)."""
     for s in sections(cfg):
         section = getattr(cfg, s)
         for f in dataclasses.fields(section):
@@ -288,6 +293,8 @@ def check_values(cfg: Any) -> None:
             if bounds is not None and not all(v is None or bounds.holds(v) for v in values):
                 shown = list(value) if isinstance(value, tuple) else value
                 raise ValueError(f"{key}={shown} is out of range: expected {bounds.describe(key)}")
+            if f.metadata.get("span") and value[0] > value[1]:
+                raise ValueError(f"{key} must be [low, high] with low <= high, got {list(value)}")
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.config import bounded, choice
+from ..engine.config import bounded, choice, span
 from ..engine.sections import SCHEDULES, DataConfig, ModelConfig, OptimConfig, RunConfig, ScheduleConfig, TrainConfig
 from ..seg_views import TEST_MODES
 
@@ -42,7 +42,7 @@ class SegDataConfig(DataConfig):
     ignore_index: int = bounded(255, ge=0, le=65535)  # label value left out of the loss and the metrics
     reduce_zero_label: bool = False  # folder: label 0 -> ignore_index, the others - 1 (ade20k: always)
     img_scale: tuple[int, int] = bounded((2048, 512), ge=1)  # (long, short) side limits of the test resize ...
-    ratio_range: tuple[float, float] = bounded((0.5, 2.0), gt=0)  # ... and of training, times a ratio from this
+    ratio_range: tuple[float, float] = span((0.5, 2.0), gt=0)  # ... and of training, times a ratio from this
     crop_size: tuple[int, int] = bounded((512, 512), ge=1)  # training crop (height, width), padded up to it
     cat_max_ratio: float = bounded(0.75, gt=0, le=1)  # a crop where one class covers more is redrawn (10 tries)
     photometric: bool = True  # brightness, contrast, saturation and hue jitter, each with probability 0.5

@@ -92,9 +92,6 @@ class SegmentationTask(Task):
             raise ValueError(
                 "optim.layer_decay is not available for segmentation (no timm group_matcher); leave it unset"
             )
-        low, high = cfg.data.ratio_range
-        if low > high:
-            raise ValueError(f"data.ratio_range must be [low, high] with low <= high, got {[low, high]}")
         _warn_if_every_crop_is_padded(cfg.data)
         stride = cfg.data.test_stride  # None: 2/3 of the crop, which always fits
         problem = stride and stride_problem(cfg.data.crop_size, stride, "data.crop_size", "data.test_stride")

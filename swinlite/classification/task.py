@@ -7,14 +7,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import timm
 import torch
 from timm.data import Mixup
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 from torch import nn
 
 from ..engine.distributed import broadcast_object
-from ..engine.model import create_model
+from ..engine.model import create_model, meta_model
 from ..engine.task import RunContext, StepOutput, Task
 from ..metadata import weights_metadata
 from .config import Config
@@ -150,8 +149,7 @@ def check_input_size(cfg: Config) -> None:
     timm's fixed-size models (ViT, timm's own Swin: built for 224) asserted on the first batch, after the data scan;
     a swinlite model refuses images smaller than a patch. A failure of the meta device itself is left to the run."""
     name, size = cfg.model.name, cfg.data.img_size
-    with torch.device("meta"):
-        model = timm.create_model(name, **cfg.model.kwargs).eval()
+    model = meta_model(name, cfg.model.kwargs).eval()
     try:
         with torch.no_grad():
             model(torch.empty(1, 3, size, size, device="meta"))

@@ -6,12 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import timm
-import torch
 from timm.data import resolve_model_data_config
 
 from .config import copy_config, read_yaml
-from .model import check_model, check_pretrained
+from .model import check_model, check_pretrained, meta_model
 from .optim import check_betas
 from .task import Task
 
@@ -69,9 +67,7 @@ def _model_statistics(task: type[Task], cfg: Any, keys: list[str]) -> dict[str, 
     """``keys`` (of ``mean``, ``std``) of the model's pretrained config (``timm.data.resolve_model_data_config`` of
     the model built on the meta device); ValueError unless each has one value per RGB channel."""
     name = task.model_name(cfg)
-    with torch.device("meta"):  # no memory, no weights
-        model = timm.create_model(name, **cfg.model.kwargs)
-    resolved = resolve_model_data_config(model)
+    resolved = resolve_model_data_config(meta_model(name, cfg.model.kwargs))
     statistics = {key: tuple(float(v) for v in resolved[key]) for key in keys}
     for key, values in statistics.items():
         if len(values) != 3:

@@ -23,6 +23,7 @@ import pickle
 import re
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,13 +45,36 @@ from .files import (  # noqa: F401 (re-exported)
 StateDict = dict[str, torch.Tensor]
 
 
+# Where a training checkpoint keeps its state dict, in timm's order (``timm.models.load_state_dict``, whose
+# ``use_ema`` is True by default): the EMA weights first when the file has them, as timm's train.py saves them.
+EMA_KEYS = ("state_dict_ema", "model_ema")
+RAW_KEYS = ("state_dict", "model", "module")
+
+
 def unwrap_checkpoint(checkpoint: Mapping[str, object]) -> StateDict:
-    """Take the state dict out of a training checkpoint (``{"model": ...}``, ``{"state_dict": ...}``)."""
-    for key in ("model", "state_dict", "model_ema", "module"):
-        inner = checkpoint.get(key)
-        if isinstance(inner, Mapping) and any(isinstance(v, torch.Tensor) for v in inner.values()):
-            return dict(inner)
-    return {k: v for k, v in checkpoint.items() if isinstance(v, torch.Tensor)}
+    """Take the state dict out of a training checkpoint (``{"state_dict": ...}``, ``{"model": ...}``).
+
+    One rule on every path, timm's: a checkpoint holding EMA weights (``state_dict_ema``, then ``model_ema``) gives
+    those, as ``timm.create_model(..., checkpoint_path=...)`` and ``pretrained_cfg_overlay=dict(file=...)`` load them;
+    else ``state_dict``, ``model``, ``module``. When it holds both EMA and raw weights a UserWarning names the key
+    taken (load ``checkpoint["state_dict"]`` itself for the raw ones). A plain state dict is returned as it is.
+    """
+    found = [
+        key
+        for key in (*EMA_KEYS, *RAW_KEYS)
+        if isinstance(inner := checkpoint.get(key), Mapping)
+        and any(isinstance(v, torch.Tensor) for v in inner.values())
+    ]
+    if not found:
+        return {k: v for k, v in checkpoint.items() if isinstance(v, torch.Tensor)}
+    raw = [k for k in found if k in RAW_KEYS]
+    if found[0] in EMA_KEYS and raw:
+        warnings.warn(
+            f"the checkpoint holds EMA weights ({found[0]}) and raw ones ({raw[0]}): loading the EMA weights, as timm "
+            f"does (for the raw ones load checkpoint[{raw[0]!r}] itself)",
+            stacklevel=2,
+        )
+    return dict(checkpoint[found[0]])
 
 
 def _check_file(path: Path) -> None:
@@ -72,7 +96,8 @@ def is_safetensors(path: str | os.PathLike) -> bool:
 def read_state_dict(path: str | os.PathLike) -> StateDict:
     """The tensors of a safetensors or torch (``weights_only=True``) file; ValueError naming the file otherwise.
 
-    A torch training checkpoint (``{"model": state_dict, ...}``, ``{"state_dict": ...}``) gives its state dict.
+    A torch training checkpoint (``{"model": state_dict, ...}``, ``{"state_dict": ...}``) gives its state dict, its
+    EMA weights where it has them (``state_dict_ema``, ``model_ema``), as timm loads it (:func:`unwrap_checkpoint`).
     """
     path = Path(path)
     _check_file(path)

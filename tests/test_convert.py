@@ -74,6 +74,34 @@ def test_timm_checkpoint_path_converts(tmp_path):
     torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-4)
 
 
+@pytest.mark.parametrize("route", ["load_checkpoint", "convert_state_dict", "checkpoint_path", "pretrained_file"])
+def test_a_training_checkpoint_with_ema_weights_loads_them_on_every_route(tmp_path, route):
+    """timm's train.py saves ``{"state_dict": raw, "state_dict_ema": ema}``; timm loads the EMA weights. swinlite's
+    own routes took the raw ones, timm's routes the EMA ones: the same file, other weights, silently.
+    Reference: timm's Swin given the file by ``checkpoint_path``."""
+    narrow = dict(SMALL, embed_dim=16, num_heads=(1, 1, 1, 1), num_classes=5)
+    raw, ema = (timm.create_model("swin_tiny_patch4_window7_224", **narrow).state_dict() for _ in range(2))
+    path = tmp_path / "train.pth"
+    torch.save({"epoch": 3, "state_dict": raw, "state_dict_ema": ema}, path)
+    ref = timm.create_model("swin_tiny_patch4_window7_224", checkpoint_path=str(path), **narrow).eval()
+    lite = "swinlite_tiny_patch4_window7_224"
+    both = r"holds EMA weights \(state_dict_ema\) and raw ones \(state_dict\): loading the EMA weights"
+    if route == "checkpoint_path":
+        model = timm.create_model(lite, checkpoint_path=str(path), **narrow)
+    elif route == "pretrained_file":
+        model = timm.create_model(lite, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **narrow)
+    else:
+        model = timm.create_model(lite, **narrow)
+        with pytest.warns(UserWarning, match=both):
+            if route == "load_checkpoint":
+                swinlite.load_checkpoint(model, path)
+            else:
+                model.load_state_dict(swinlite.convert_state_dict(torch.load(path, weights_only=True)))
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     ("source", "target", "kwargs", "window", "size"),
     [

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from timm.layers import resample_patch_embed
+from timm.layers import resize_rel_pos_bias_table as timm_resize_rel_pos_bias_table
 from torch import nn
 
 from .io import StateDict, unwrap_checkpoint
@@ -282,11 +283,11 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
 
     With ``model``, nothing loads half: every model weight except a classifier and per-level output norms
     must come from the checkpoint; a bias table of a window shrunk to a smaller stage map is embedded
-    (:func:`embed_shrunk_tables`), exactly, other bias tables of another size are resized bicubically to the
-    model's window (with a warning naming them); a classifier of another size (its weight or its bias) is
-    dropped whole with a warning, one of the model's size is kept (also through timm's loader, which otherwise
-    drops it whenever ``num_classes`` differs from the pretrained tag's); a first conv of another channel count
-    is passed on for timm's loader to adapt (``in_chans``).
+    (:func:`embed_shrunk_tables`), exactly, other bias tables of another size are resized to the model's window
+    as timm's Swin resizes them (:func:`resize_rel_pos_bias_table`, with a warning naming them); a classifier of
+    another size (its weight or its bias) is dropped whole with a warning, one of the model's size is kept (also
+    through timm's loader, which otherwise drops it whenever ``num_classes`` differs from the pretrained tag's); a
+    first conv of another channel count is passed on for timm's loader to adapt (``in_chans``).
 
     Args:
         checkpoint: a state dict, or a training checkpoint holding one under ``model``/``state_dict``; its keys may
@@ -576,7 +577,12 @@ def embed_rel_pos_bias_table(table: torch.Tensor, old_window: Sequence[int], new
 def resize_rel_pos_bias_table(
     table: torch.Tensor, old_window: Sequence[int], new_window: Sequence[int]
 ) -> torch.Tensor:
-    """Resize a 2-D Swin bias table bicubically in its (2Wh - 1, 2Ww - 1) offset grid.
+    """Resize a 2-D Swin bias table with timm's ``resize_rel_pos_bias_table``: the one resize of the library (a
+    pretrained or converted file for another window, ``set_input_size``), timm's Swin's own, so that a resized model
+    computes what timm's computes with the same weights.
+
+    timm's resize (from Microsoft's BEiT) places the old offsets on a geometric progression and interpolates the
+    new offsets between them (linearly without SciPy), not on an evenly stretched grid.
 
     Args:
         table: bias table, shape ((2Wh - 1) * (2Ww - 1), heads).
@@ -586,12 +592,18 @@ def resize_rel_pos_bias_table(
     Returns:
         Table of shape ((2Wh' - 1) * (2Ww' - 1), heads), same dtype as ``table``.
     """
-    grid = offset_grid(table, old_window)  # (heads, 2Wh-1, 2Ww-1)
-    size = _grid_size(new_window)
-    if tuple(grid.shape[1:]) == size:
+    offset_grid(table, old_window)  # checks the table's shape
+    old, new = _grid_size(old_window), _grid_size(new_window)
+    if old == new:
         return table
-    grid = F.interpolate(grid[None].float(), size=size, mode="bicubic", align_corners=False)[0]
-    return grid.flatten(1).T.contiguous().to(table.dtype)  # (rows, heads)
+    new_shape = (new[0] * new[1], table.shape[1])
+    return timm_resize_rel_pos_bias_table(
+        table, _grid_to_window(new), new_shape, old_window_size=_grid_to_window(old)
+    ).contiguous()
+
+
+def _grid_to_window(grid: tuple[int, int]) -> tuple[int, int]:
+    return (grid[0] + 1) // 2, (grid[1] + 1) // 2
 
 
 def _grid_size(window: Sequence[int]) -> tuple[int, int]:

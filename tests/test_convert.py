@@ -13,7 +13,7 @@ from pico import PICO
 from safetensors.torch import load_file, save_file
 from scriptkit import SCRIPTS  # importing it puts scripts/ on sys.path, where the scripts find _cli
 from timm.layers import to_2tuple
-from timm.layers.pos_embed_rel import resize_rel_pos_bias_table_simple
+from timm.models.swin_transformer import checkpoint_filter_fn
 
 import swinlite
 from swinlite.io import read_metadata, save_safetensors
@@ -113,19 +113,13 @@ def test_a_training_checkpoint_with_ema_weights_loads_them_on_every_route(tmp_pa
     ids=["window12", "window7x12"],
 )  # fmt: skip
 def test_window7_checkpoint_into_another_window(source, target, kwargs, window, size):
-    """Reference: timm's Swin of the target window given the tables resized by timm's bicubic (Microsoft-style)
-    resize."""
+    """Reference: timm's Swin of the target window given the same weights through its own loader's filter
+    (``checkpoint_filter_fn``, timm's ``resize_rel_pos_bias_table``); swinlite resized bicubically: other logits."""
     torch.manual_seed(0)
     weights = timm.create_model(source, **{k: v for k, v in kwargs.items() if k == "depths"}).state_dict()
     offsets = (2 * window[0] - 1) * (2 * window[1] - 1)
-    resized = {
-        k: resize_rel_pos_bias_table_simple(v, window, (offsets, v.shape[1]))
-        if k.endswith("relative_position_bias_table")
-        else v
-        for k, v in weights.items()
-    }
     ref = timm.create_model(target, **kwargs).eval()
-    ref.load_state_dict(resized)
+    ref.load_state_dict(checkpoint_filter_fn(weights, ref))
     model = timm.create_model(target.replace("swin_", "swinlite_"), **kwargs).eval()
     model.load_state_dict(swinlite.convert_state_dict(weights, model))
     assert model.layers[0].blocks[0].attn.rel_pos.table.shape[0] == offsets

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from enginekit import TASKS, overrides, script_config, script_main, tiny_config
-from timm.layers import resize_rel_pos_bias_table_simple
+from timm.layers import resize_rel_pos_bias_table
 
 from swinlite.detection.models import build_detector
 from swinlite.engine import run
@@ -66,10 +66,10 @@ def test_window_7_tag_fine_tuned_with_12x12_windows_at_384(offline_hub, tmp_path
     state = model.state_dict()
     tables = [k for k in state if k.endswith("rel_pos.table")]
     assert len(tables) == 12 and all(state[k].shape[0] == 23 * 23 for k in tables)
-    for key in tables:  # timm's own resize of the tag's 13x13 table
+    for key in tables:  # timm's own resize of the tag's 13x13 table (its Swin's checkpoint_filter_fn)
         timm_key = key.replace("attn.rel_pos.table", "attn.relative_position_bias_table")
         heads = source[timm_key].shape[1]
-        expected = resize_rel_pos_bias_table_simple(source[timm_key], (12, 12), (23 * 23, heads))
+        expected = resize_rel_pos_bias_table(source[timm_key], (12, 12), (23 * 23, heads))
         torch.testing.assert_close(state[key], expected)
     qkv = "layers.2.blocks.3.attn.qkv.weight"
     assert torch.equal(state[qkv], source[qkv]) and model.head.fc.out_features == 3

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from _cli import Parser, run
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
 
@@ -48,8 +49,8 @@ def main(argv: list[str] | None = None) -> None:
 
     check_output(args.output, [args.input], option="output")
     recorded = described_model(read_metadata(args.input))
-    model = fitting_model(args, recorded)
     checkpoint = read_state_dict(args.input)
+    model = fitting_model(args, recorded, checkpoint)
     try:  # with a model: every model weight but a new classifier / detection norms must come from the file
         layout = detect_layout(checkpoint)
         state_dict = convert_state_dict(checkpoint, model)
@@ -70,10 +71,11 @@ def described_model(metadata: dict[str, Any]) -> dict[str, Any]:
     return metadata if task != "classification" or "model" in metadata or "classes" in metadata else {}
 
 
-def fitting_model(args, recorded: dict[str, Any]) -> nn.Module | None:
+def fitting_model(args, recorded: dict[str, Any], checkpoint: dict[str, torch.Tensor]) -> nn.Module | None:
     """The model the weights are fitted to, on the meta device: the classifier ``recorded`` describes (its metadata
-    kept in the output describes that model only, so --model and --num-classes must agree with it), else --model's,
-    else None (the layout converted as it is).
+    kept in the output describes that model only, so --model and --num-classes must agree with it), else --model's
+    with --num-classes outputs (default: as many as ``checkpoint``'s classifier, none without one), else None (the
+    layout converted as it is).
 
     Raises:
         ValueError: metadata predict.py would refuse, a flag that contradicts it, a model that cannot be built.
@@ -81,20 +83,26 @@ def fitting_model(args, recorded: dict[str, Any]) -> nn.Module | None:
     import torch
 
     from swinlite.metadata import parse_info
-    from swinlite.weights import check_agrees, check_model_name, create_for_file
+    from swinlite.weights import check_agrees, check_model_name, classifier_size, create_for_file
 
     if recorded and recorded.get("task", "classification") == "classification":
         info = parse_info(recorded, str(args.input))
         check_agrees(args.input, info, args.model, args.num_classes, {})  # the kept metadata describes its model
         name, kwargs = info.model, info.model_args
     elif args.model is not None:
-        name, kwargs = args.model, ({} if args.num_classes is None else {"num_classes": args.num_classes})
+        name, kwargs = args.model, None
     else:
         return None
     try:
         check_model_name(name, "swinlite_*")
     except ValueError as e:
-        raise ValueError(f"{args.input} records {name}: {e}" if recorded else f"--model {name}: {e}") from None
+        raise ValueError(f"--model {name}: {e}" if kwargs is None else f"{args.input} records {name}: {e}") from None
+    if kwargs is None:  # --model: the checkpoint's classifier is kept unless --num-classes asks for another size
+        try:
+            classes = classifier_size(name, checkpoint) if args.num_classes is None else args.num_classes
+        except ValueError as e:
+            raise ValueError(f"{args.input}: {e}") from None
+        kwargs = {"num_classes": classes}
     with torch.device("meta"):
         return create_for_file(args.input, name, **kwargs)
 

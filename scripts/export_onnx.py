@@ -146,10 +146,10 @@ def export_backbone(args, checkpoint: Path | None) -> float | None:
     model = build(args, checkpoint)
     size_range = (args.min_size or export.default_size_range(model)[0], args.max_size or export.MAX_SIZE)
     nominal = example_size(args, export.swin_of(model).pretrained_cfg["input_size"][1:], size_range)
+    served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)
+    metadata = export.export_metadata(model, checkpoint, served)  # before the export: a headless classifier refused
     program = export.export_program(model, torch.randn(2, 3, *nominal), size_range, args.fixed_size)
     names = output_names(args, model)
-    served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)
-    metadata = export.export_metadata(model, checkpoint, served)
     with export.checked_output(args.output) as path:
         export.write_onnx(program, path, names, metadata, args.quantize)
         error = None if args.no_check else check(args, path, model, nominal, size_range)

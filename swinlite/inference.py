@@ -57,7 +57,18 @@ def _refuse_elongated(image: Image.Image, shorter: int) -> Image.Image:
 
 
 def class_names(model: nn.Module) -> list[str]:
-    """The recorded class names, else ImageNet's (timm's ``ImageNetInfo``) for an ImageNet head, else indices."""
+    """The recorded class names, else ImageNet's (timm's ``ImageNetInfo``) for an ImageNet head, else indices.
+
+    Raises:
+        ValueError: the model has no classifier (``num_classes=0``, as :func:`swinlite.load_model` builds it for
+            weights that hold none): there is nothing to label.
+    """
+    if model.num_classes == 0:
+        name = model.pretrained_cfg.get("architecture", type(model).__name__)
+        raise ValueError(
+            f"this {name} has no classifier (num_classes=0: its weights hold none), so there are no classes to "
+            "label; for its features use scripts/extract_features.py or export_onnx.py --features"
+        )
     names = model.pretrained_cfg.get("label_names")
     if names and len(names) == model.num_classes:
         return list(names)

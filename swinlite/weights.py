@@ -140,7 +140,7 @@ def load_model(
         check_model_name(model)
         if num_classes is None:
             try:
-                num_classes = _classifier_size(model, state)
+                num_classes = classifier_size(model, state)
             except ValueError as e:
                 raise _naming(path, e) from None
         net = create_for_file(path, model, num_classes=num_classes, **model_kwargs)
@@ -184,7 +184,7 @@ def _is_swinlite(name: str) -> bool:
     return name.startswith("swinlite_")
 
 
-def _classifier_size(model: str, state: dict[str, torch.Tensor]) -> int:
+def classifier_size(model: str, state: dict[str, torch.Tensor]) -> int:
     """Outputs of the file's classifier (0 when it has none), so a raw file never gets a random head."""
     if _is_swinlite(model):
         state = convert_state_dict(state)  # ValueError for a layout it does not know

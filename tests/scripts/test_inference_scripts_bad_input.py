@@ -53,6 +53,7 @@ def f(tmp_path_factory) -> SimpleNamespace:
     whole = ns.ckpt.read_bytes()
     (root / "truncated.safetensors").write_bytes(whole[: len(whole) // 2])
     torch.save(state, root / "raw.pth")
+    save_file({k: v for k, v in state.items() if not k.startswith("head.fc.")}, root / "headless.safetensors")
     (root / "truncated.pth").write_bytes((root / "raw.pth").read_bytes()[:3000])
     nan = dict(state) | {
         "layers.1.blocks.0.mlp.fc1.weight": torch.full_like(state["layers.1.blocks.0.mlp.fc1.weight"], torch.nan)
@@ -139,6 +140,12 @@ CASES = {
                                   "unknown_model.safetensors records unknown timm model"),
     "bad_model_args_in_metadata": ("extract_features", "--checkpoint {r}/bad_args.safetensors --input {images} "
                                    "--output {r}/o2", f"bad_args.safetensors: {PICO} cannot be built"),
+    # weights without a classifier: predict.py wrote a CSV of paths without labels, export_onnx.py "logits" that
+    # were the pooled features, with classes []
+    "headless_to_predict": ("predict", f"--model {PICO} --checkpoint {{r}}/headless.safetensors --output {{r}}/p.csv "
+                            "{images}", "has no classifier (num_classes=0: its weights hold none)"),
+    "headless_to_export": ("export_onnx", f"--model {PICO} --checkpoint {{r}}/headless.safetensors --output "
+                           "{r}/m.onnx", "no classes to label; for its features use scripts/extract_features.py"),
     "detection_checkpoint_to_predict": ("predict", "--checkpoint {r}/detector.safetensors --output {r}/p.csv {images}",
                                         "is a detection checkpoint, not a classifier's; use scripts/detect.py"),
 }  # fmt: skip

@@ -305,15 +305,21 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
     return _converted(checkpoint, model)
 
 
-def convert_pretrained(checkpoint: Mapping[str, object], model: nn.Module) -> StateDict:
+def convert_pretrained(checkpoint: Mapping[str, object], model: nn.Module, strict: bool = True) -> StateDict:
     """timm's ``pretrained_filter_fn`` for the swinlite variants: :func:`convert_state_dict` of a tag's file (or
     ``pretrained_cfg_overlay``'s) for ``model``; a file in timm's (or the Microsoft release's) layout has the bias
     tables of a model built at another ``img_size`` fitted as timm's pretrained loader fits them
-    (:func:`embed_shrunk_tables` with ``resize_whole``), so that the tag computes what timm's does at that size."""
-    return _converted(checkpoint, model, timm_tables=True)
+    (:func:`embed_shrunk_tables` with ``resize_whole``), so that the tag computes what timm's does at that size.
+
+    ``strict=False`` (timm's ``pretrained_strict=False``): model weights the file lacks keep their initial values and
+    file keys the model lacks are dropped, each named in a warning, as timm's loader allows them; shapes and values
+    are checked as with ``strict=True``."""
+    return _converted(checkpoint, model, timm_tables=True, strict=strict)
 
 
-def _converted(checkpoint: Mapping[str, object], model: nn.Module | None, timm_tables: bool = False) -> StateDict:
+def _converted(
+    checkpoint: Mapping[str, object], model: nn.Module | None, timm_tables: bool = False, strict: bool = True
+) -> StateDict:
     state_dict = unwrap_checkpoint(checkpoint)
     layout = detect_layout(state_dict)
     state_dict = without_wrapper_prefix(state_dict)
@@ -324,7 +330,7 @@ def _converted(checkpoint: Mapping[str, object], model: nn.Module | None, timm_t
         out = {rename(k): v for k, v in state_dict.items() if not k.endswith(_DROPPED)}
     check_weight_values(out)
     if model is not None:  # timm's loader resizes only its own files' tables (timm's layout, or the release's)
-        out = _fit_to_model(out, model, timm_tables and layout in ("timm", "microsoft"))
+        out = _fit_to_model(out, model, timm_tables and layout in ("timm", "microsoft"), strict)
     elif layout != "swinlite":  # swinlite's own files (a detector's too) pass as they are
         _check_swinlite_keys(out, layout)
     return out
@@ -399,15 +405,22 @@ def shape_mismatch(key: str, shape: Sequence[int], want: Sequence[int]) -> str:
     return f"{key} {tuple(shape)} vs {tuple(want)}"
 
 
-def _fit_to_model(state_dict: StateDict, model: nn.Module, timm_tables: bool) -> StateDict:
+def _fit_to_model(state_dict: StateDict, model: nn.Module, timm_tables: bool, strict: bool = True) -> StateDict:
     """``state_dict`` fitted to ``model`` (see :func:`convert_state_dict`); ``timm_tables``: a pretrained tag's file,
-    whose bias tables are fitted as timm's loader fits them (:func:`convert_pretrained`)."""
+    whose bias tables are fitted as timm's loader fits them; ``strict=False``: keys missing on either side are warned
+    about, not refused (:func:`convert_pretrained`)."""
     target = model.state_dict()
     name = type(model).__name__
     state_dict = _drop_optional(state_dict, target)
     unmapped = sorted(k for k in state_dict if k not in target)
-    if unmapped:
+    if unmapped and strict:
         raise ValueError(f"{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
+    if unmapped:
+        warnings.warn(
+            f"pretrained_strict=False: dropping {len(unmapped)} checkpoint keys {name} lacks: " + first_keys(unmapped),
+            stacklevel=3,
+        )
+        state_dict = {k: v for k, v in state_dict.items() if k in target}
     state_dict = embed_shrunk_tables(state_dict, model, resize_whole=timm_tables)
     out, resized, dropped = {}, [], []
     head_fits = _classifier_fits(state_dict, target)
@@ -435,7 +448,13 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module, timm_tables: bool) ->
     if dropped:
         warnings.warn(f"dropping classifier {', '.join(dropped)}: it starts fresh", stacklevel=3)
     missing, fresh = missing_weights(out, model)
-    if missing:
+    if missing and not strict:
+        warnings.warn(
+            f"pretrained_strict=False: {len(missing)} model weights are missing from the checkpoint, left at their "
+            f"initial values: {first_keys(missing)}",
+            stacklevel=3,
+        )
+    elif missing:
         raise ValueError(
             f"checkpoint does not fit {name}: {len(missing)} model weights are missing from it: " + first_keys(missing)
         )

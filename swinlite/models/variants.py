@@ -10,6 +10,7 @@ for their fast subclasses (same ``state_dict``). This builder is the one place t
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from urllib.error import URLError
 
@@ -37,6 +38,10 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
     """Build a variant, accelerated unless ``fast=False``; with ``features_only=True`` timm wraps it in a
     :class:`SwinFeatureBody` (accelerated as well).
 
+    ``pretrained_strict`` (timm's, default True): True keeps swinlite's checks (only a classifier and per-level output
+    norms may start fresh); False lets backbone weights the file lacks start fresh, and drops file keys the model
+    lacks, each named in a warning (:func:`~swinlite.convert.convert_pretrained`).
+
     Feature options: ``out_indices`` (levels in 0..num_stages-1, or negative from the last), ``output_fmt``
     ("NCHW" default or "NHWC"), plus the model's own ``out_norm`` and ``frozen_stages``.
 
@@ -52,6 +57,7 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
         if not kwargs.get("features_only", False) or output_fmt not in ("NCHW", "NHWC"):
             raise ValueError(f"output_fmt ('NCHW' or 'NHWC') is an option of features_only=True, got {output_fmt!r}")
         feature_cfg["output_fmt"] = output_fmt
+    strict = kwargs.pop("pretrained_strict", True)
     if pretrained:
         kwargs.update(hub_kwargs(variant, kwargs))  # one quick reachability check, or the cached file
     try:
@@ -59,8 +65,8 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
             SwinTransformer,
             variant,
             pretrained,
-            pretrained_filter_fn=convert_pretrained,
-            pretrained_strict=False,  # convert_pretrained checks: only head.fc / out_norms may start fresh (warned)
+            pretrained_filter_fn=functools.partial(convert_pretrained, strict=bool(strict)),
+            pretrained_strict=False,  # convert_pretrained checks: with strict, only head.fc / out_norms start fresh
             feature_cfg=feature_cfg,
             **kwargs,
         )

@@ -209,14 +209,36 @@ def _save_lite(model: torch.nn.Module, path: Path, keys: list[str] | None = None
     save_file({k: v.contiguous() for k, v in state_dict.items()}, path)
 
 
+@pytest.mark.parametrize("strict", [None, True])  # timm's default, and pretrained_strict=True (a TypeError) given
 @pytest.mark.parametrize("num_classes", [None, 3])
-def test_a_file_missing_backbone_weights_is_an_error(reduced_tiny, tmp_path, num_classes):
+def test_a_file_missing_backbone_weights_is_an_error(reduced_tiny, tmp_path, num_classes, strict):
     path = tmp_path / "partial.safetensors"
     keys = ["patch_embed.proj.weight", "patch_embed.proj.bias", "layers.0.blocks.0.attn.rel_pos.table"]
     _save_lite(timm.create_model("swinlite_tiny_patch4_window7_224", **REDUCED), path, keys)
     kwargs = {} if num_classes is None else {"num_classes": num_classes}
+    kwargs |= {} if strict is None else {"pretrained_strict": strict}
     with pytest.raises(ValueError, match=r"model weights are missing from it: .*layers\.0\.blocks\.0\.attn\.qkv"):
         timm.create_model(LITE_TINY, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **kwargs, **REDUCED)
+
+
+def test_pretrained_strict_false_loads_a_file_missing_backbone_weights_as_timm_does(reduced_tiny, tmp_path):
+    """timm's pretrained_strict=False was a TypeError (swinlite passed its own). Now, as timm's Swin: the weights the
+    file lacks keep their initial values, named in a warning; a key the model lacks is dropped, named.
+    Reference: timm's Swin given the same file, the missing weight copied across."""
+    missing = "layers.3.blocks.0.mlp.fc2.bias"
+    state_dict = {k: v for k, v in reduced_tiny.state_dict().items() if k != missing}
+    path = tmp_path / "partial.pth"
+    torch.save(state_dict | {"extra.weight": torch.zeros(2)}, path)
+    kwargs = dict(pretrained=True, pretrained_strict=False, pretrained_cfg_overlay=dict(file=str(path)), **REDUCED)
+    theirs = timm.create_model(TINY_FT, **kwargs)
+    with pytest.warns(UserWarning) as record:
+        ours = timm.create_model(LITE_TINY, **kwargs)
+    messages = [str(w.message) for w in record]
+    assert any("pretrained_strict=False" in m and missing in m for m in messages)
+    assert any("pretrained_strict=False: dropping 1 checkpoint keys" in m and "extra.weight" in m for m in messages)
+    with torch.no_grad():
+        ours.get_parameter(missing).copy_(theirs.get_parameter(missing))
+    torch.testing.assert_close(_logits(ours, 224), _logits(theirs, 224), rtol=0, atol=1e-5)
 
 
 def test_a_classifier_of_the_models_size_is_loaded(reduced_tiny, tmp_path):

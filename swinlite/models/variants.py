@@ -17,7 +17,7 @@ from urllib.error import URLError
 from huggingface_hub.errors import LocalEntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
-from timm.models._features import FeatureGetterNet
+from timm.models._features import FeatureDictNet, FeatureGetterNet, FeatureListNet
 
 from ..convert import convert_pretrained
 from ..fast import accelerate
@@ -32,6 +32,27 @@ class SwinFeatureBody(FeatureGetterNet):
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         self.model.set_grad_checkpointing(enable)
+
+
+# timm's feature_cls values that run the Swin as it is (timm's FeatureListNet / FeatureDictNet call its children one
+# by one, skipping the input check, the padding to whole patches and the per-level out_norms of forward_intermediates)
+FEATURE_CLASSES = ("getter", "hook", "fx")
+
+
+def _feature_cls(feature_cls: Any) -> Any:
+    """timm's ``feature_cls`` for a Swin: ``"getter"`` (the default) is :class:`SwinFeatureBody`; ``"hook"``, ``"fx"``
+    and other classes go to timm; ``"list"`` / ``"dict"`` are a ValueError naming the supported values."""
+    name = feature_cls.lower() if isinstance(feature_cls, str) else None
+    if name == "getter" or feature_cls is FeatureGetterNet:
+        return SwinFeatureBody
+    if name in ("list", "dict") or feature_cls in (FeatureListNet, FeatureDictNet):
+        raise ValueError(
+            f"feature_cls={feature_cls!r} is not supported by swinlite models: timm's FeatureListNet / FeatureDictNet "
+            "run the model's modules one by one, without its input check, its padding to whole patches and its "
+            f"out_norms; use one of {', '.join(repr(n) for n in FEATURE_CLASSES)} (the default, 'getter', gives a list "
+            "of maps, NCHW, output_fmt='NHWC' for timm's Swin's layout)"
+        )
+    return feature_cls
 
 
 def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs: Any) -> SwinTransformer:
@@ -52,6 +73,8 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
     out_indices = kwargs.pop("out_indices", tuple(range(num_stages)))
     check_feature_indices(out_indices, num_stages, ordered=True)
     feature_cfg = dict(out_indices=out_indices, feature_cls=SwinFeatureBody)
+    if kwargs.get("features_only", False) and "feature_cls" in kwargs:
+        feature_cfg["feature_cls"] = _feature_cls(kwargs.pop("feature_cls"))
     if "output_fmt" in kwargs:
         output_fmt = kwargs.pop("output_fmt")
         if not kwargs.get("features_only", False) or output_fmt not in ("NCHW", "NHWC"):

@@ -119,6 +119,9 @@ def test_frozen_stages_have_no_grads_and_stay_in_eval_mode():
         (dict(frozen_stages=5), r"frozen_stages must be in -1\.\.4"),
         (dict(frozen_stages=-2), r"frozen_stages must be in -1\.\.4"),
         (dict(output_fmt="NWHC"), r"'NCHW' or 'NHWC'"),
+        # timm's FeatureListNet / FeatureDictNet failed with "Return layers ... are not present in model"
+        (dict(feature_cls="list"), r"feature_cls='list' is not supported .*one of 'getter', 'hook', 'fx'"),
+        (dict(feature_cls="dict"), r"feature_cls='dict' is not supported .*one of 'getter', 'hook', 'fx'"),
     ],
 )
 def test_bad_feature_options(kwargs, message):
@@ -131,9 +134,11 @@ def test_output_fmt_needs_features_only():
         timm.create_model(PICO, output_fmt="NHWC")
 
 
-def test_grad_checkpointing_of_a_features_only_model_gives_the_same_gradients():
+@pytest.mark.parametrize("feature_cls", [None, "getter"])  # an explicit "getter" gave timm's plain getter
+def test_grad_checkpointing_of_a_features_only_model_gives_the_same_gradients(feature_cls):
     """timm's feature getter has no set_grad_checkpointing (its FeatureListNet has): ours forwards it to the Swin."""
-    model = timm.create_model(PICO, features_only=True, out_indices=(1, 3))
+    kwargs = {} if feature_cls is None else {"feature_cls": feature_cls}
+    model = timm.create_model(PICO, features_only=True, out_indices=(1, 3), **kwargs)
     x = torch.randn(2, 3, 32, 32)
 
     def grads() -> list[torch.Tensor]:

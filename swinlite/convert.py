@@ -97,7 +97,9 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
     )
 
 
-def convert_when_loaded(model: nn.Module, state_dict: dict[str, torch.Tensor], prefix: str, *_: Any) -> None:
+def convert_when_loaded(
+    model: nn.Module, state_dict: dict[str, torch.Tensor], prefix: str, local_metadata: Any, strict: bool, *_: Any
+) -> None:
     """A ``load_state_dict`` pre-hook of :class:`~swinlite.models.swin.SwinTransformer`: a state dict of another
     layout (timm's, Microsoft's, ...) is converted in place before it is loaded, and one of any layout has the
     tables of a window shrunk to its stage's map embedded (a timm model of this ``img_size``, converted).
@@ -105,7 +107,10 @@ def convert_when_loaded(model: nn.Module, state_dict: dict[str, torch.Tensor], p
     ``timm.create_model(name, checkpoint_path=...)`` loads the file with a plain ``model.load_state_dict``, which
     timm's own Swin passes with its own files; other routes convert with :func:`convert_state_dict`. Keys are converted
     with no fitting but the exact one of :func:`embed_shrunk_tables` (timm's own Swin of the same ``img_size`` takes
-    these files): ``load_state_dict`` still checks them, and the shapes, strictly. A state dict of no known layout
+    these files): ``load_state_dict`` still checks them, and the shapes, strictly. Keys the conversion does not know
+    are a ValueError naming them with ``strict=True``; with ``strict=False`` (given by the model's
+    ``load_state_dict``: torch calls its pre-hooks with True) they pass as they are, for ``load_state_dict`` to return
+    in ``unexpected_keys`` (as torch and timm's Swin do). A state dict of no known layout
     is left for it to report; as a submodule (``prefix``) the model is loaded by its parent's rules.
     """
     if prefix:
@@ -114,7 +119,7 @@ def convert_when_loaded(model: nn.Module, state_dict: dict[str, torch.Tensor], p
         foreign = detect_layout(state_dict) != "swinlite"
     except ValueError:
         return
-    converted = embed_shrunk_tables(convert_state_dict(state_dict) if foreign else state_dict, model)
+    converted = embed_shrunk_tables(_converted(state_dict, None, strict=strict) if foreign else state_dict, model)
     state_dict.clear()
     state_dict.update(converted)
 
@@ -331,7 +336,7 @@ def _converted(
     check_weight_values(out)
     if model is not None:  # timm's loader resizes only its own files' tables (timm's layout, or the release's)
         out = _fit_to_model(out, model, timm_tables and layout in ("timm", "microsoft"), strict)
-    elif layout != "swinlite":  # swinlite's own files (a detector's too) pass as they are
+    elif layout != "swinlite" and strict:  # swinlite's own files (a detector's too) pass as they are
         _check_swinlite_keys(out, layout)
     return out
 

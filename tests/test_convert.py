@@ -64,6 +64,23 @@ def test_keys_that_do_not_convert_are_an_error_without_a_model(tmp_path, capsys,
     assert code != 0 and "did not convert" in stderr and not out.exists()
 
 
+def test_keys_that_do_not_convert_are_unexpected_keys_of_a_load_state_dict_with_strict_false():
+    """The pre-hook raised "did not convert" whatever ``strict``; with strict=False torch and timm's Swin return such
+    keys in ``unexpected_keys``. Reference: timm's Swin given the same state dict; strict=True stays an error."""
+    state = timm.create_model("swin_tiny_patch4_window7_224", **SMALL).state_dict() | {"foo.bar": torch.zeros(1)}
+    theirs = timm.create_model("swin_tiny_patch4_window7_224", **SMALL).load_state_dict(state, strict=False)
+    model = timm.create_model("swinlite_tiny_patch4_window7_224", **SMALL)
+    ours = model.load_state_dict(state, strict=False)
+    assert (
+        (ours.missing_keys, ours.unexpected_keys) == (theirs.missing_keys, theirs.unexpected_keys) == ([], ["foo.bar"])
+    )
+    torch.testing.assert_close(
+        model.layers[2].downsample.reduction.weight, state["layers.2.downsample.reduction.weight"]
+    )
+    with pytest.raises(ValueError, match=r"1 keys of the timm layout did not convert .*: foo\.bar"):
+        model.load_state_dict(state)
+
+
 def test_timm_checkpoint_path_converts(tmp_path):
     """timm.create_model(..., checkpoint_path=...) loads with a plain load_state_dict: a timm-layout file converts."""
     narrow = dict(SMALL, embed_dim=16, num_heads=(1, 1, 1, 1), num_classes=5)

@@ -20,7 +20,8 @@ H x W map, Hp x Wp padded map, Wh x Ww window, nW windows per image, N = Wh*Ww t
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -1517,6 +1518,18 @@ class SwinTransformer(nn.Module):
                     rel_pos.set_window(stage_window, table)
                 block.window = stage_window
                 block.shift = (stage_window[0] // 2, stage_window[1] // 2) if j % 2 else (0, 0)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        """torch's ``load_state_dict``, a state dict of any layout converted first
+        (:func:`swinlite.convert.convert_when_loaded`, also the pre-hook of any other route). Keys the conversion does
+        not know are a ValueError naming them, before anything loads, with ``strict=True``; with ``strict=False`` they
+        come back in ``unexpected_keys``, as torch and timm's Swin return them (torch calls a pre-hook with
+        ``strict=True`` whatever it was given, so the conversion is made here, where ``strict`` is known)."""
+        converted = OrderedDict(state_dict)
+        if (metadata := getattr(state_dict, "_metadata", None)) is not None:
+            converted._metadata = metadata  # torch's version records, which load_state_dict reads
+        convert_when_loaded(self, converted, "", None, strict)
+        return super().load_state_dict(converted, strict=strict, assign=assign)
 
     @torch.jit.ignore
     def get_classifier(self) -> nn.Module:

@@ -260,16 +260,23 @@ def _run_script(capsys, monkeypatch, *args: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-def test_convert_script_fits_to_model(tmp_path, capsys, monkeypatch):
-    torch.save({"model": timm.create_model("swinlite_pico_patch2_window4_32").state_dict()}, tmp_path / "p.pth")
+@pytest.mark.parametrize(("flags", "classes"), [(["--num-classes", "3"], 0), ([], 5)])
+def test_convert_script_fits_to_model(tmp_path, capsys, monkeypatch, flags, classes):
+    """Without --num-classes the checkpoint's 5-class head is kept (it was sized 1000 and dropped, "as its help said,
+    the checkpoint's"); another size drops it."""
+    source = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=5).eval()
+    torch.save({"model": source.state_dict()}, tmp_path / "p.pth")
     out = tmp_path / "p3.safetensors"
     code, stderr = _run_script(
-        capsys, monkeypatch, str(tmp_path / "p.pth"), str(out), "--model", "swinlite_pico_patch2_window4_32",
-        "--num-classes", "3",
-    )  # fmt: skip
+        capsys, monkeypatch, str(tmp_path / "p.pth"), str(out), "--model", "swinlite_pico_patch2_window4_32", *flags
+    )
     assert code == 0, stderr
     weights = load_file(out)
-    assert "head.fc.weight" not in weights and "layers.3.blocks.0.attn.rel_pos.table" in weights
+    assert ("head.fc.weight" in weights) == bool(classes) and "layers.3.blocks.0.attn.rel_pos.table" in weights
+    if classes:
+        model = load_model(out, "swinlite_pico_patch2_window4_32")
+        x = torch.randn(1, 3, 32, 32)
+        torch.testing.assert_close(model(x), source(x), rtol=0, atol=0)
 
 
 def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path, capsys, monkeypatch):

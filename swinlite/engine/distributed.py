@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,30 @@ def stalled_ranks(info: DistInfo, wait: float = 30.0) -> list[int] | None:
         found = re.search(r"Ranks? ([\d, ]+) failed", str(e))
         return [int(r) for r in found.group(1).replace(",", " ").split()] if found else []
     return []
+
+
+def all_answer(info: DistInfo, wait: float) -> bool:
+    """Whether every process reaches this call within ``wait`` seconds (a monitored barrier on the gloo group
+    :func:`stalled_ranks` uses): False on a process that waited for one busy elsewhere (in a collective of the
+    process group that it will not leave), which must then make no collective."""
+    return not info.enabled or stalled_ranks(info, wait) == []
+
+
+def evaluate_in_step(model: nn.Module, info: DistInfo) -> None:
+    """Before an evaluation through the DDP ``model`` (compiled or not): rank 0's buffers on every process, and DDP's
+    own broadcast of them in its next forward turned off, as DDP turns it off after a forward without gradients.
+
+    DDP broadcasts rank 0's buffers in the first forward after a training step: a collective inside the forward. A
+    process with no batch to evaluate (an empty val shard, or one whose every image failed to decode) makes no
+    forward, and its next collective met that broadcast: every process then waited ``train.dist_timeout``. Made
+    here, by every process before evaluating, the broadcast cannot be skipped.
+    """
+    ddp = getattr(model, "_orig_mod", model)  # torch.compile's wrapper holds the DDP module
+    if not info.enabled or not isinstance(ddp, nn.parallel.DistributedDataParallel):
+        return
+    for buffer in ddp.module.buffers():
+        dist.broadcast(buffer, src=0)
+    ddp.require_forward_param_sync = False
 
 
 def barrier(info: DistInfo) -> None:

@@ -33,7 +33,8 @@ def build_loaders(
     process (:func:`leave_sigterm_to_the_run`).
 
     Raises:
-        ValueError: fewer training samples than one batch per process (``drop_last``) or than processes.
+        ValueError: fewer training samples than one batch per process (``drop_last``) or than processes; fewer
+            validation samples than processes.
     """
     need = cfg.batch_size * dist.world_size if drop_last else dist.world_size
     if len(train_ds) < need:
@@ -42,6 +43,11 @@ def build_loaders(
             + (f"one batch (data.batch_size={cfg.batch_size} x {dist.world_size} processes)" if drop_last else
                f"{dist.world_size} processes")
         )  # fmt: skip
+    if len(val_ds) < dist.world_size:  # a process without a val sample would evaluate nothing
+        raise ValueError(
+            f"the validation split has {len(val_ds)} samples, fewer than {dist.world_size} processes (each evaluates "
+            "its own share of it): add validation samples, or run fewer processes"
+        )
     sampler = EpochSampler(train_ds, num_replicas=dist.world_size, rank=dist.rank, shuffle=True, seed=seed)
     workers = cfg.num_workers > 0
     loader_args = dict(

@@ -33,7 +33,14 @@ from .checkpoint import (
     set_rng_state,
     writing,
 )
-from .distributed import DistInfo, all_gather_object, barrier, is_timeout
+from .distributed import (
+    DistInfo,
+    all_answer,
+    all_gather_object,
+    barrier,
+    evaluate_in_step,
+    is_timeout,
+)
 from .loaders import batches_per_epoch, build_loaders
 from .loop import EpochPosition, StepSettings, TrainingDiverged, current_lr, epoch_steps, train_one_epoch
 from .metrics import TensorBoardLog, plot_curves, write_csv
@@ -245,17 +252,26 @@ class Trainer:
         return row
 
     def evaluate(self, desc: str) -> dict[str, float]:
-        """The task's evaluation of the trained weights; when it fails, the trained epoch is saved first."""
+        """The task's evaluation of the trained weights; when it fails, the trained epoch is saved first, unless it
+        failed on one process alone (the others wait inside the evaluation's collectives: a save's collective would
+        meet one of theirs)."""
+        evaluate_in_step(self.train_model, self.dist)
         try:
             return self.task.evaluate(self.train_model, self.loaders[1])
         except Exception as e:
             if self.dist.enabled and is_timeout(e):
                 raise
-            self.save_position()
             reason = (str(e).strip().splitlines() or [""])[0]
+            failed = f"evaluation after training {desc} failed ({type(e).__name__}: {reason})"
+            if not all_answer(self.dist, min(30.0, self.cfg.train.dist_timeout)):
+                raise EvaluationFailed(
+                    f"rank {self.dist.rank}: {failed} on this process alone, while the others went on evaluating; "
+                    "the trained epoch could not be saved: fix the cause and --resume from the last save"
+                ) from e
+            self.save_position()
             raise EvaluationFailed(
-                f"evaluation after training {desc} failed ({type(e).__name__}: {reason}); the trained epoch is saved "
-                f"in {self.out / RESUME_FILE}: fix the cause and --resume to evaluate it"
+                f"{failed}; the trained epoch is saved in {self.out / RESUME_FILE}: fix the cause and --resume to "
+                "evaluate it"
             ) from e
 
     def _best_candidate(self, row: dict[str, float]) -> tuple[str, float] | None:

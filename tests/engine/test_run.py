@@ -4,6 +4,7 @@ diverged run that keeps the last good files, --overwrite that removes the old ru
 import math
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import sys
@@ -362,6 +363,22 @@ def test_a_process_forked_under_the_sigterm_handler_ends_as_by_default(capfd):
         child.join(timeout=60)
     assert child.exitcode == -signal.SIGTERM
     assert "Terminated" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("train", "val", "drop_last", "message"),
+    [
+        (3, 4, True, "the training split has 3 samples, fewer than one batch (data.batch_size=2 x 2 processes)"),
+        (1, 4, False, "the training split has 1 samples, fewer than 2 processes"),
+        # a process evaluated nothing: the processes went out of step and waited train.dist_timeout
+        (4, 1, True, "the validation split has 1 samples, fewer than 2 processes"),
+    ],
+)
+def test_splits_too_small_for_the_processes_are_refused(train: int, val: int, drop_last: bool, message: str):
+    split = lambda n: TensorDataset(torch.arange(float(n)))  # noqa: E731
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_loaders(split(train), split(val), DataConfig(batch_size=2), 0, DistInfo(0, 2), drop_last=drop_last)
+    build_loaders(split(4), split(2), DataConfig(batch_size=2), 0, DistInfo(0, 2), drop_last=drop_last)
 
 
 def test_a_loader_worker_leaves_the_first_sigterm_to_the_run():

@@ -31,7 +31,8 @@ class SwinFPNBackbone(nn.Module):
         body: a features-only Swin returning a list of NCHW maps.
         in_channels: channels of each returned level.
         fpn_channels: channels of every FPN output.
-        strides: stride of each returned level in input pixels.
+        strides: stride of each returned level in input pixels; by default the body's own
+            (``body.feature_info.reduction()``, as timm's features-only models and :class:`SwinFeatureBody` give).
         extra_levels: "pool" (one max-pooled level) or "p6p7" (two strided convs on the last FPN level).
     """
 
@@ -50,7 +51,13 @@ class SwinFPNBackbone(nn.Module):
         self.body = body
         self.fpn = FeaturePyramidNetwork(list(in_channels), fpn_channels, extra_blocks=extra)
         self.out_channels = fpn_channels
-        strides = list(strides) if strides is not None else [4 * 2**i for i in range(len(in_channels))]
+        if strides is None:
+            if not hasattr(body, "feature_info"):
+                raise ValueError("strides must be given for a body without feature_info (its levels' real strides)")
+            strides = body.feature_info.reduction()
+        strides = list(strides)
+        if len(strides) != len(in_channels):
+            raise ValueError(f"{len(in_channels)} in_channels but {len(strides)} strides: one of each per level")
         self.strides = strides + [strides[-1] * 2 ** (k + 1) for k in range(1 if extra_levels == "pool" else 2)]
 
     def forward(self, x: torch.Tensor) -> OrderedDict[str, torch.Tensor]:

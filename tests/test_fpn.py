@@ -8,7 +8,7 @@ from torchvision.models.detection import FasterRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
 
-from swinlite.fpn import build_fpn_backbone
+from swinlite.fpn import SwinFPNBackbone, build_fpn_backbone
 
 SIZES = dict(min_size=64, max_size=96)
 # few proposals and sampled RoIs keep a CPU step short; the mask head is narrowed to the FPN width below
@@ -46,6 +46,25 @@ def test_backbone_outputs_fpn_levels(name):
     # pico: patch 2, so strides 2, 4, 8, 16, and the pool level halves the last
     assert [tuple(v.shape[-2:]) for v in out.values()] == [(25, 35), (13, 18), (7, 9), (4, 5), (2, 3)]
     assert all(v.shape[:2] == (1, 16) for v in out.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "out_indices", "extra_levels", "strides"),
+    [
+        (PICO, (0, 1, 2, 3), "pool", [2, 4, 8, 16, 32]),  # patch 2: 4 * 2**i was [4, 8, 16, 32, 64]
+        ("swinlite_tiny_patch4_window7_224", (1, 2, 3), "p6p7", [8, 16, 32, 64, 128]),  # was [4, 8, 16, 32, 64]
+    ],
+)
+def test_a_bodys_own_strides_are_the_default(name, out_indices, extra_levels, strides):
+    tiny = dict(embed_dim=16, depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1)) if "tiny" in name else {}
+    body = timm.create_model(name, features_only=True, out_indices=out_indices, **tiny)
+    backbone = SwinFPNBackbone(body, body.feature_info.channels(), 16, extra_levels=extra_levels).eval()
+    assert backbone.strides == strides
+    with torch.no_grad():
+        maps = backbone(torch.randn(1, 3, 256, 256))
+    assert [256 // m.shape[-1] for m in maps.values()] == strides  # measured
+    with pytest.raises(ValueError, match="strides must be given for a body without feature_info"):
+        SwinFPNBackbone(torch.nn.Identity(), [16, 32])
 
 
 @pytest.mark.parametrize("detector", [FasterRCNN, MaskRCNN])

@@ -1,7 +1,8 @@
 """The training scripts' body after their arguments are parsed: load the config, print it or run it.
 
 User errors propagate to the script's runner (``scripts/_cli.py``, the one that turns them into one ``error: ...``
-line and exit code 2); a stalled process is one line and exit code 1, an interrupt (Ctrl-C, exit code 130) or a
+line and exit code 2); a stalled process, and another process's end (killed, or failed), is one line and exit code
+1 (the latter with a hint to ``--resume``), an interrupt (Ctrl-C, exit code 130) or a
 SIGTERM (``kill``, a scheduler's stop, torchrun's agent stopping the processes left when one failed; exit code 143)
 a hint to ``--resume`` (when there is something to resume), on rank 0.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from .checkpoint import RESUME_FILE
 from .config import dump_yaml, to_dict
-from .distributed import StalledRankError, launched
+from .distributed import PeerGoneError, StalledRankError, launched
 from .run import run
 from .task import Task
 
@@ -44,6 +45,9 @@ def run_from_cli(
             run(task, cfg, resume=resume, overwrite=overwrite)
     except StalledRankError as e:
         print("error: " + " ".join(str(e).split()), file=sys.stderr)
+        return 1
+    except PeerGoneError as e:  # each process left says it: the one that ended may be rank 0
+        print("error: " + interrupted(Path(cfg.train.output_dir), str(e)), file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
         word = "terminated" if isinstance(e, Terminated) else "interrupted"

@@ -2,7 +2,8 @@
 
 Every collective waits at most ``train.dist_timeout`` seconds. When one times out because a process stopped
 progressing (alive but stuck, or stopped), ``stalled_ranks`` asks every process to answer a monitored
-barrier on a separate gloo group, which names the processes that do not answer.
+barrier on a separate gloo group, which names the processes that do not answer. One that fails at once because
+another process ended (its connections closed) is told apart by ``peer_gone``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ class StalledRankError(RuntimeError):
     """A collective timed out because another process stopped progressing."""
 
 
+class PeerGoneError(RuntimeError):
+    """A collective failed because another process of the run ended (killed, or failed on its own)."""
+
+
+# what a collective raises when another process is gone (its sockets closed): gloo's "Connection closed by peer",
+# "Connection reset by peer" (a read) and "Broken pipe" (a write); NCCL's "remote process exited or there was a network
+# error" (ncclRemoteError)
+_PEER_GONE = re.compile(r"connection (?:closed|reset) by (?:remote )?peer|broken pipe|remote process exited", re.I)
+
+
 def launched() -> DistInfo:
     """This process's place as ``torchrun`` sets it in the environment (a single process without it), known before
     the process group is joined."""
@@ -73,6 +84,13 @@ def init_distributed(device: torch.device, timeout: float = 1800.0) -> DistInfo:
 def is_timeout(error: BaseException) -> bool:
     """Whether ``error`` is a collective that waited past the process group's timeout."""
     return isinstance(error, RuntimeError) and re.search(r"timed? ?out", str(error), re.IGNORECASE) is not None
+
+
+def peer_gone(error: BaseException) -> str | None:
+    """Why a collective failed, as its message says (``Connection closed by peer``), when it failed because another
+    process of the run ended; None for any other error."""
+    found = _PEER_GONE.search(str(error)) if isinstance(error, RuntimeError) else None
+    return None if found is None else found.group(0)
 
 
 def stalled_ranks(info: DistInfo, wait: float = 30.0) -> list[int] | None:

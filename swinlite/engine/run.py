@@ -16,12 +16,14 @@ from .checkpoint import RESUME_FILE, writing
 from .config import apply_overrides, check_values, config_diff, dump_yaml, flatten, read_yaml, to_dict
 from .distributed import (
     DistInfo,
+    PeerGoneError,
     StalledRankError,
     broadcast_object,
     cleanup,
     init_distributed,
     is_timeout,
     launched,
+    peer_gone,
     stalled_ranks,
 )
 from .lock import OutputLock
@@ -56,6 +58,7 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
             diverged (``TrainingDiverged``) or its evaluation failed (``EvaluationFailed``), each after keeping
             what was trained; a file could not be written.
         StalledRankError: multi-process: a collective waited ``train.dist_timeout`` s for a process that stalled.
+        PeerGoneError: multi-process: a collective failed because another process ended.
     """
     check_values(cfg)
     shared = SharedWarnings(launched())  # every process checks the same settings, reads the same files, builds the
@@ -86,6 +89,9 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
             trainer.fit()
         trainer.report()
     except RuntimeError as e:
+        reason = peer_gone(e) if dist.enabled else None
+        if reason is not None:  # a ~50-line traceback of gloo's before
+            raise PeerGoneError(f"rank {dist.rank}: another process of the run ended ({reason})") from e
         if dist.enabled and is_timeout(e):
             raise _stall_error(dist, cfg.train.dist_timeout) from e
         raise

@@ -40,6 +40,7 @@ from .distributed import (
     barrier,
     evaluate_in_step,
     is_timeout,
+    peer_gone,
 )
 from .loaders import batches_per_epoch, build_loaders
 from .loop import EpochPosition, StepSettings, TrainingDiverged, current_lr, epoch_steps, train_one_epoch
@@ -259,7 +260,7 @@ class Trainer:
         try:
             return self.task.evaluate(self.train_model, self.loaders[1])
         except Exception as e:
-            if self.dist.enabled and is_timeout(e):
+            if self.dist.enabled and (is_timeout(e) or peer_gone(e)):
                 raise
             reason = (str(e).strip().splitlines() or [""])[0]
             failed = f"evaluation after training {desc} failed ({type(e).__name__}: {reason})"

@@ -1,6 +1,7 @@
 """The engine's run of any task: gradient accumulation, a failed evaluation that keeps the trained epoch, a
 diverged run that keeps the last good files, --overwrite that removes the old run first."""
 
+import importlib
 import math
 import multiprocessing
 import os
@@ -313,6 +314,47 @@ def test_only_rank_0_says_where_to_continue_after_an_interrupt(rank, hints, fold
     monkeypatch.setenv("RANK", rank)
     assert cli.run_from_cli(TASKS["classification"], None, overrides("classification", folder, tmp_path)) == 130
     assert capsys.readouterr().err.count("interrupted") == hints
+
+
+GLOO_RESET = (
+    "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:40213: Connection reset by peer"
+)
+GLOO_CLOSED = (
+    "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:60633. This is "
+    "typically caused by a remote worker crashing. Check the logs of the remote worker before reporting an error."
+)
+
+
+@pytest.mark.parametrize(
+    ("rank", "error", "saved", "line"),
+    [
+        ("0", GLOO_RESET, True, "error: rank 0: another process of the run ended (Connection reset by peer); continue "
+                                "from {out}/resume.pt with --resume"),
+        ("1", GLOO_CLOSED, False, "error: rank 1: another process of the run ended (Connection closed by peer) before "
+                                  "the first save; nothing to resume"),
+    ],
+)  # fmt: skip
+def test_another_process_ending_is_one_line_with_where_to_continue(
+    rank, error, saved, line, folder, tmp_path, capsys, monkeypatch
+):
+    """A process of the run killed (or failed): the others' next collective failed with a ~50-line traceback of
+    gloo's, exit code 1 and no word of the resume file."""
+    engine_run = importlib.import_module("swinlite.engine.run")
+    out = tmp_path / "out"
+    out.mkdir()
+    if saved:
+        (out / "resume.pt").write_bytes(b"")
+
+    def collective_fails(*args):
+        raise RuntimeError(error)
+
+    monkeypatch.setattr(engine_run, "init_distributed", lambda device, timeout: DistInfo(int(rank), 2))
+    monkeypatch.setattr(engine_run, "prepare_output", collective_fails)  # its broadcast: a collective
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", rank)
+    assert cli.run_from_cli(TASKS["classification"], None, overrides("classification", folder, out)) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(line.format(out=out)), lines
 
 
 def test_sigterm_unwinds_as_ctrl_c_does_and_exits_143(folder, tmp_path, capsys, monkeypatch):

@@ -60,10 +60,17 @@ class SwinFPNBackbone(nn.Module):
             raise ValueError(f"{len(in_channels)} in_channels but {len(strides)} strides: one of each per level")
         self.strides = strides + [strides[-1] * 2 ** (k + 1) for k in range(1 if extra_levels == "pool" else 2)]
 
-    def forward(self, x: torch.Tensor) -> OrderedDict[str, torch.Tensor]:
-        """images [B, 3, H, W] -> {"0": [B, F, H/s0, W/s0], ..., "pool" or "p6", "p7": [B, F, ., .]}."""
-        levels = self.body(x)
-        return self.fpn(OrderedDict((str(i), level) for i, level in enumerate(levels)))
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """images [B, 3, H, W] -> {"0": [B, F, H/s0, W/s0], ..., "pool" or "p6", "p7": [B, F, ., .]}, in order.
+
+        Scriptable (``torch.jit.script``), as torchvision's ``BackboneWithFPN``."""
+        maps = self.body(x)
+        if not torch.jit.isinstance(maps, list[torch.Tensor]):  # (refines the body's Union for TorchScript too)
+            raise TypeError("the body must return a list of NCHW maps, finest first")
+        levels: dict[str, torch.Tensor] = OrderedDict()
+        for i, level in enumerate(maps):
+            levels[str(i)] = level
+        return self.fpn(levels)
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         """Recompute the Swin stages' activations in the backward pass (less memory, more compute)."""

@@ -96,6 +96,26 @@ def test_detector_train_step_and_eval(detector):
     assert detections[0]["boxes"].shape[1] == 4
 
 
+def test_backbone_and_a_faster_rcnn_on_it_script():
+    """torch.jit.script as torchvision's BackboneWithFPN (the forward's OrderedDict[...] annotation failed)."""
+    torch.manual_seed(0)
+    backbone = build_fpn_backbone(PICO, fpn_channels=16).eval()
+    x = torch.randn(2, 3, 50, 70)
+    with torch.no_grad():
+        maps, eager = torch.jit.script(backbone)(x), backbone(x)
+    assert list(maps) == list(eager) == ["0", "1", "2", "3", "pool"]
+    for m, e in zip(maps.values(), eager.values(), strict=True):
+        torch.testing.assert_close(m, e, rtol=0, atol=1e-5)
+    model = FasterRCNN(backbone, num_classes=3, **SIZES).eval()
+    images = [torch.rand(3, 64, 80)]
+    with torch.no_grad():
+        _, (scripted,) = torch.jit.script(model)(images)
+        (eager,) = model(images)
+    assert len(eager["boxes"]) > 0
+    for key in ("boxes", "scores", "labels"):
+        torch.testing.assert_close(scripted[key], eager[key], rtol=0, atol=1e-4)
+
+
 def test_retinanet_eval_forward():
     model = RetinaNet(build_fpn_backbone(PICO, fpn_channels=16), num_classes=3, **SIZES).eval()
     with torch.no_grad():

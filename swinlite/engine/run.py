@@ -132,6 +132,8 @@ def prepare_output(
             _check_existing_run(out, cfg, resume, overwrite, dist)
             if overwrite:
                 _remove_run_files(out, task)
+            elif not resume:
+                _clear_leftovers(out, task, dist)
             for stale in out.glob(".*.tmp*"):  # temp files of saves a kill interrupted; the real files are intact
                 stale.unlink()
         except (ValueError, OSError) as e:
@@ -155,10 +157,17 @@ def _check_existing_run(out: Path, cfg: Any, resume: bool, overwrite: bool, dist
         for change in config_diff(old, cfg):
             log(dist, f"warning: resuming with a changed setting {change}")
         _check_layer_decay(old, cfg)
-    elif (out / RESUME_FILE).is_file() and not overwrite:
+    elif overwrite:
+        return
+    elif (out / RESUME_FILE).is_file():
         raise ValueError(
             f"{out} already holds a run; pass --resume to continue it, --overwrite to replace it, "
             "or --output-dir for a new one"
+        )
+    elif weights := [name for name in WEIGHTS_FILES if (out / name).is_file()]:  # a fresh run would replace them
+        raise ValueError(
+            f"{out} already holds a run's weights ({', '.join(weights)}) but no {RESUME_FILE}, so nothing to resume; "
+            "pass --overwrite to replace them, or --output-dir for a new run"
         )
 
 
@@ -176,12 +185,30 @@ def _check_layer_decay(old: Any, cfg: Any) -> None:
         )
 
 
-def _remove_run_files(out: Path, task: type[Task]) -> None:
-    """--overwrite: the files a run writes (and the task's, e.g. its data scan, and its evaluate script's results of
-    the old weights), before anything else happens."""
+def _run_files(out: Path, task: type[Task]) -> list[Path]:
+    """The files of a run in ``out`` that are there: those a run writes, the task's (e.g. its data scan) and its
+    evaluate script's results of the run's weights."""
     names = (*RUN_FILES, *task.output_files, *task.evaluation_files)
-    for path in [*(out / name for name in names), *out.glob("events.out.tfevents.*")]:
+    return [path for path in [*(out / name for name in names), *out.glob("events.out.tfevents.*")] if path.is_file()]
+
+
+def _remove_run_files(out: Path, task: type[Task]) -> list[str]:
+    """--overwrite: the run's files (:func:`_run_files`) removed, before anything else happens; returns their names."""
+    found = _run_files(out, task)
+    for path in found:
         path.unlink(missing_ok=True)
+    return [path.name for path in found]
+
+
+def _clear_leftovers(out: Path, task: type[Task], dist: DistInfo) -> None:
+    """A fresh run into a folder left by a run that ended before its first save (no resume file, no weights: those
+    are refused before): that run's files (its ``config.yaml``, TensorBoard events, an evaluation's files) are removed
+    as --overwrite removes them, with a note; they were kept, and mixed with the new run's (two runs' events in one
+    TensorBoard). A data scan alone is no run's leftover: kept, for the run to read."""
+    found = [path.name for path in _run_files(out, task)]
+    if set(found) - set(task.output_files):
+        log(dist, f"note: {out} held the files of a run that ended before its first save; removed "
+                  f"{', '.join(_remove_run_files(out, task))}")  # fmt: skip
 
 
 def _stall_error(dist: DistInfo, timeout: float) -> StalledRankError:

@@ -110,6 +110,8 @@ CASES = [
     ("output_replaces_pretrained", TASKS, ["--overwrite", "model.pretrained={out}/best.safetensors"], "keep", None,
      "would replace the input"),  # --overwrite deleted the weights it was to start from
     ("resume_and_overwrite", TASKS, ["--resume", "--overwrite"], "keep", None, "pass one"),
+    ("weights_without_resume", ["classification"], [], lambda out: (out / "resume.pt").unlink(), None,
+     "but no resume.pt, so nothing to resume; pass --overwrite"),  # a fresh run replaced the weights
     ("truncated_resume", TASKS, ["--resume"], _truncate, None, "resume.pt is not a readable resume file"),
     ("empty_resume", TASKS, ["--resume"], lambda out: (out / "resume.pt").write_bytes(b""), None,
      "resume.pt is not a readable resume file"),

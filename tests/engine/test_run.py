@@ -111,6 +111,14 @@ def test_overwrite_removes_the_old_run_before_anything_else(folder: Path, tmp_pa
     capsys.readouterr()
     assert script_main("classification", ["--resume", *broken]) == 2
     assert "nothing to resume" in capsys.readouterr().err
+    # a run killed before its first save left its settings, TensorBoard events, an evaluation: a fresh run kept them,
+    # two runs' events mixed in the folder; they are removed as --overwrite removes them, with a note
+    for name in ("config.yaml", "events.out.tfevents.1.host", "eval.json"):
+        (out / name).write_text("a run killed before its first save")
+    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+    note = f"note: {out} held the files of a run that ended before its first save; removed config.yaml, eval.json, "
+    assert note + "events.out.tfevents.1.host\n" in capsys.readouterr().out
+    assert not (out / "events.out.tfevents.1.host").exists() and (out / "notes.txt").exists()
 
 
 @pytest.mark.parametrize(

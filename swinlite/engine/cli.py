@@ -1,10 +1,10 @@
 """The training scripts' body after their arguments are parsed: load the config, print it or run it.
 
 User errors propagate to the script's runner (``scripts/_cli.py``, the one that turns them into one ``error: ...``
-line and exit code 2); a stalled process, and another process's end (killed, or failed), is one line and exit code
-1 (the latter with a hint to ``--resume``), an interrupt (Ctrl-C, exit code 130) or a
-SIGTERM (``kill``, a scheduler's stop, torchrun's agent stopping the processes left when one failed; exit code 143)
-a hint to ``--resume`` (when there is something to resume), on rank 0.
+line and exit code 2; one every process raises alike, ``SharedError``, from rank 0 alone); a stalled process, and
+another process's end (killed, or failed), is one line and exit code 1 (the latter with a hint to ``--resume``), an
+interrupt (Ctrl-C, exit code 130) or a SIGTERM (``kill``, a scheduler's stop; exit code 143) a hint to ``--resume``
+(when there is something to resume), on rank 0.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .checkpoint import RESUME_FILE
 from .config import dump_yaml, to_dict
-from .distributed import PeerGoneError, StalledRankError, launched
+from .distributed import PeerGoneError, SharedError, StalledRankError, launched
 from .run import run
 from .task import Task
 
@@ -43,6 +43,10 @@ def run_from_cli(
     try:
         with terminate_as_interrupt():
             run(task, cfg, resume=resume, overwrite=overwrite)
+    except SharedError:
+        if launched().is_main:  # every process raised it alike (under torchrun, once per process before)
+            raise
+        return 2
     except StalledRankError as e:
         print("error: " + " ".join(str(e).split()), file=sys.stderr)
         return 1

@@ -41,6 +41,11 @@ class StalledRankError(RuntimeError):
     """A collective timed out because another process stopped progressing."""
 
 
+class SharedError(ValueError):
+    """A user error every process raises alike (rank 0's, broadcast, or one decided from what every process shares):
+    rank 0 alone says it (``swinlite.engine.cli``); every process exits with code 2."""
+
+
 class PeerGoneError(RuntimeError):
     """A collective failed because another process of the run ended (killed, or failed on its own)."""
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from .distributed import DistInfo
+from .distributed import DistInfo, SharedError
 from .sampling import EpochSampler, SeededDataset
 from .sections import DataConfig
 
@@ -37,14 +37,14 @@ def build_loaders(
             validation samples than processes.
     """
     need = cfg.batch_size * dist.world_size if drop_last else dist.world_size
-    if len(train_ds) < need:
-        raise ValueError(
+    if len(train_ds) < need:  # every process builds the same datasets: rank 0 alone says it
+        raise SharedError(
             f"the training split has {len(train_ds)} samples, fewer than "
             + (f"one batch (data.batch_size={cfg.batch_size} x {dist.world_size} processes)" if drop_last else
                f"{dist.world_size} processes")
         )  # fmt: skip
     if len(val_ds) < dist.world_size:  # a process without a val sample would evaluate nothing
-        raise ValueError(
+        raise SharedError(
             f"the validation split has {len(val_ds)} samples, fewer than {dist.world_size} processes (each evaluates "
             "its own share of it): add validation samples, or run fewer processes"
         )

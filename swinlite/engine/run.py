@@ -17,6 +17,7 @@ from .config import apply_overrides, check_values, config_diff, dump_yaml, flatt
 from .distributed import (
     DistInfo,
     PeerGoneError,
+    SharedError,
     StalledRankError,
     broadcast_object,
     cleanup,
@@ -141,7 +142,7 @@ def prepare_output(
             problem = str(e) if isinstance(e, ValueError) else f"output folder {out} cannot be used: {e}"
     problem = broadcast_object(problem, dist)
     if problem is not None:
-        raise ValueError(problem)
+        raise SharedError(problem)
     return out, lock
 
 

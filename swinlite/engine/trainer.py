@@ -78,6 +78,11 @@ def best_candidate(scores: dict[str, float], best: float) -> tuple[str, float] |
     return (kind, score) if score > best else None
 
 
+def processes(count: int) -> str:
+    """``1 process``, ``2 processes``."""
+    return f"{count} process" + ("" if count == 1 else "es")
+
+
 @dataclass
 class RunState:
     """What changes from epoch to epoch and goes into the resume file."""
@@ -172,7 +177,7 @@ class Trainer:
         self.scaler.load_state_dict(saved["scaler"])
         saved_world, batch = len(saved["rng"]), saved["batch"]
         if saved_world != self.dist.world_size:
-            self.log(f"warning: saved with {saved_world} processes, resuming with {self.dist.world_size}")
+            self.log(f"warning: saved with {processes(saved_world)}, resuming with {processes(self.dist.world_size)}")
             if batch:
                 self.log("warning: the step checkpoint's epoch restarts from its beginning")
                 batch = 0

@@ -18,7 +18,7 @@ from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
 from torch.utils.data import Dataset, TensorDataset
 
 from swinlite.engine import cli, run, trainer
-from swinlite.engine.checkpoint import load_resume, non_finite
+from swinlite.engine.checkpoint import load_resume, non_finite, save_resume
 from swinlite.engine.distributed import DistInfo
 from swinlite.engine.loaders import build_loaders
 from swinlite.engine.optim import build_optimizer
@@ -182,10 +182,14 @@ def test_a_resume_with_other_settings_continues_on_them(folder: Path, tmp_path: 
     out = tmp_path / "run"
     first = {"train.epochs": 1, "train.ema_decay": 0.5}
     run(TASKS["classification"], tiny_config("classification", folder, out, **first))
-    assert load_resume(out / "resume.pt")["step"] == 3  # 24 images in batches of 8
+    saved = load_resume(out / "resume.pt")
+    assert saved["step"] == 3  # 24 images in batches of 8
+    save_resume(out / "resume.pt", saved | {"rng": saved["rng"] * 2, "partial": saved["partial"] * 2})  # 2 processes
     settings = {"train.epochs": 2, "train.max_iters": 2}  # no EMA; 2 steps an epoch
     run(TASKS["classification"], tiny_config("classification", folder, out, **settings), resume=True)
-    assert f"resumed from {out / 'resume.pt'} at the start of epoch 2/2\n" in capsys.readouterr().out  # was "epoch 1"
+    log = capsys.readouterr().out
+    assert f"resumed from {out / 'resume.pt'} at the start of epoch 2/2\n" in log  # was "epoch 1"
+    assert "warning: saved with 2 processes, resuming with 1 process\n" in log  # was "with 1"
     saved = load_resume(out / "resume.pt")
     assert saved["step"] == 2 * 2  # epoch 2 counted as this run's schedule counts it: from step 2, not 3
     rows = (out / "metrics.csv").read_text().splitlines()

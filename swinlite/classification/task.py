@@ -12,7 +12,7 @@ from timm.data import Mixup
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 from torch import nn
 
-from ..engine.distributed import broadcast_object
+from ..engine.distributed import SharedError, broadcast_object
 from ..engine.model import create_model, meta_model
 from ..engine.task import RunContext, StepOutput, Task
 from ..metadata import weights_metadata
@@ -71,8 +71,8 @@ class ClassificationTask(Task):
             except ValueError as e:
                 found = str(e)
         found = broadcast_object(found, ctx.dist)
-        if isinstance(found, str):
-            raise ValueError(found)
+        if isinstance(found, str):  # rank 0's problem, every process raises it: said once
+            raise SharedError(found)
         train_ds, val_ds, self.classes, skipped = build_datasets(cfg.data, found)
         if _mixes(cfg):
             self.mixup = Mixup(mixup_alpha=cfg.data.mixup, cutmix_alpha=cfg.data.cutmix,

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..engine.distributed import broadcast_object
+from ..engine.distributed import SharedError, broadcast_object
 from ..engine.preflight import check_demo_paths
 from ..engine.task import RunContext, StepOutput, Task
 from ..seg_views import stride_problem
@@ -133,8 +133,8 @@ class SegmentationTask(Task):
             except ValueError as e:
                 found = str(e)
         found = broadcast_object(found, ctx.dist)
-        if isinstance(found, str):
-            raise ValueError(found)
+        if isinstance(found, str):  # rank 0's problem, every process raises it: said once
+            raise SharedError(found)
         return found
 
     def build_datasets(self) -> tuple[SegmentationDataset, SegmentationDataset]:

@@ -328,17 +328,24 @@ def test_only_rank_0_says_where_to_continue_after_an_interrupt(rank, hints, fold
     assert capsys.readouterr().err.count("interrupted") == hints
 
 
+@pytest.mark.parametrize("where", ["output folder", "data scan"])
 @pytest.mark.parametrize(("rank", "lines"), [("0", 1), ("1", 0)])
-def test_a_problem_every_process_raises_is_said_once(rank, lines, folder, tmp_path, capsys, monkeypatch):
-    """Rank 0's problem with the output folder, broadcast so that every process stops: under torchrun each printed
-    its 'error:' line; rank 0 alone says it now, every process exits with code 2."""
+def test_a_problem_every_process_raises_is_said_once(where, rank, lines, folder, tmp_path, capsys, monkeypatch):
+    """Rank 0's problem with the output folder or the data (its scan), broadcast so that every process stops: under
+    torchrun each printed its 'error:' line; rank 0 alone says it now, every process exits with code 2."""
     engine_run = importlib.import_module("swinlite.engine.run")
+    classification_task = importlib.import_module("swinlite.classification.task")
     out = tmp_path / "out"
     out.mkdir()
-    (out / "resume.pt").write_bytes(b"")  # a run's: a fresh run is refused
-    problem = f"{out} already holds a run; pass --resume to continue it"
     monkeypatch.setattr(engine_run, "init_distributed", lambda device, timeout: DistInfo(int(rank), 2))
-    monkeypatch.setattr(engine_run, "broadcast_object", lambda obj, info: obj if info.is_main else problem)
+    if where == "output folder":
+        (out / "resume.pt").write_bytes(b"")  # a run's: a fresh run is refused
+        problem = f"{out} already holds a run; pass --resume to continue it"
+        monkeypatch.setattr(engine_run, "broadcast_object", lambda obj, info: obj if info.is_main else problem)
+    else:
+        problem = "data dir has a class without val images"  # rank 0's scan's, broadcast
+        monkeypatch.setattr(engine_run, "broadcast_object", lambda obj, info: obj)
+        monkeypatch.setattr(classification_task, "broadcast_object", lambda obj, info: problem)
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", rank)
     assert script_main("classification", overrides("classification", folder, out)) == 2

@@ -91,7 +91,16 @@ def slide_logits(model: nn.Module, images: torch.Tensor, crop: Sequence[int], st
 @torch.no_grad()
 def predict_scores(model: nn.Module, images: torch.Tensor, test: InferenceSettings) -> torch.Tensor:
     """Per-class scores [B, K, H, W] of normalised ``images`` [B, 3, H, W] at their own size: logits for one view,
-    the mean softmax over several (scales x flips). ``argmax(1)`` is the prediction."""
+    the mean softmax over several (scales x flips). ``argmax(1)`` is the prediction.
+
+    Raises:
+        ValueError: ``images`` not a batch [B, 3, H, W] (one image [3, H, W] is ``images[None]``).
+    """
+    if images.dim() != 4:
+        raise ValueError(
+            f"predict_scores takes a batch of images [B, 3, H, W], got a {images.dim()}-D tensor of shape "
+            f"{list(images.shape)} (one image [3, H, W]: pass images[None])"
+        )
     height, width = images.shape[2:]
     views = test_views(height, width, test.img_scale, test.ratios, test.flip)
     total = None

@@ -91,6 +91,12 @@ def test_scales_and_flips_are_averaged_at_the_images_size():
     assert scales.shape == (1, 4, 40, 48) and torch.allclose(scales.sum(1), torch.ones(1, 40, 48))  # mean softmax
 
 
+def test_an_image_without_its_batch_axis_is_a_clear_error():
+    """[3, H, W] failed with 'not enough values to unpack (expected 2, got 1)'."""
+    with pytest.raises(ValueError, match=r"a batch of images \[B, 3, H, W\], got a 3-D tensor of shape \[3, 40, 48\]"):
+        predict_scores(Pointwise(), torch.randn(3, 40, 48), InferenceSettings(img_scale=(48, 40)))
+
+
 def test_the_test_size_follows_img_scale_in_either_orientation():
     model = Pointwise()
     with torch.no_grad():

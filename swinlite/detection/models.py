@@ -22,6 +22,13 @@ Two things make every detector's output independent of batch size and order:
 - In eval mode each image runs through the network alone (padded only to its own size multiple). In a
   batch, an image is padded to the largest one, and Swin's windows and the detectors' anchors would see
   that padding: the same image could give other boxes beside another image. Training batches as usual.
+
+Under autocast (``train.amp``, ``evaluate_detection.py --amp``) the Swin and the FPN run in autocast's dtype and
+everything after them in fp32, as mmdetection decodes boxes: the FPN returns fp32 maps (the anchors take their
+dtype), and each head (RPN, box and mask heads and predictors, RetinaNet's and FCOS's heads) runs with autocast off
+(:class:`Fp32Head`), so box deltas, scores, decoding, NMS and the losses are fp32. In bf16 the boxes past 256 px lay
+on a 2-px grid (4 px past 512) and most scores tied. The heads are a small part of the time: benchmarks in
+``docs/detection.md``.
 """
 
 from __future__ import annotations
@@ -36,8 +43,10 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from torch import nn
 from torchvision.models.detection import FCOS, FasterRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.anchor_utils import AnchorGenerator
-from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, RPNHead, TwoMLPHead
+from torchvision.models.detection.fcos import FCOSHead
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+from torchvision.models.detection.retinanet import RetinaNetHead
 from torchvision.ops import MultiScaleRoIAlign
 from torchvision.ops.poolers import initLevelMapper
 
@@ -77,6 +86,45 @@ def roi_align(names: Sequence[str], strides: Sequence[int], output_size: int) ->
     levels = [int(math.log2(s)) for s in strides]
     pool.map_levels = initLevelMapper(levels[0], levels[-1], pool.canonical_scale, pool.canonical_level)
     return pool
+
+
+class Fp32Head(nn.Module):
+    """A torchvision head whose ``forward`` runs with autocast off, on the FPN's fp32 maps (module docstring: why)."""
+
+    def forward(self, x: Any) -> Any:
+        device = (x[0] if isinstance(x, list) else x).device.type  # a level list (RPN, RetinaNet, FCOS) or a tensor
+        if not torch.is_autocast_enabled(device):
+            return super().forward(x)
+        with torch.autocast(device, enabled=False):
+            return super().forward(x)
+
+
+class Fp32RPNHead(Fp32Head, RPNHead):
+    pass
+
+
+class Fp32TwoMLPHead(Fp32Head, TwoMLPHead):
+    pass
+
+
+class Fp32FastRCNNPredictor(Fp32Head, FastRCNNPredictor):
+    pass
+
+
+class Fp32MaskRCNNHeads(Fp32Head, MaskRCNNHeads):
+    pass
+
+
+class Fp32MaskRCNNPredictor(Fp32Head, MaskRCNNPredictor):
+    pass
+
+
+class Fp32RetinaNetHead(Fp32Head, RetinaNetHead):
+    pass
+
+
+class Fp32FCOSHead(Fp32Head, FCOSHead):
+    pass
 
 
 class OneImageAtATime(nn.Module):
@@ -243,29 +291,35 @@ def _detector(
 ) -> nn.Module:
     """The torchvision detector ``cfg.detector`` names on ``backbone`` (see :func:`build_detector`)."""
     anchors = anchor_generator(cfg.detector, backbone.strides, cfg.anchor_scale)
+    per_cell = anchors.num_anchors_per_location()[0]
+    width = cfg.fpn_channels
     common = dict(min_size=test_size, max_size=max_size, image_mean=list(mean), image_std=list(std), _skip_resize=True)
     if cfg.detector == "retinanet":
         return SwinRetinaNet(backbone, num_classes + 1, anchor_generator=anchors, score_thresh=cfg.score_thresh,
+                         head=Fp32RetinaNetHead(width, per_cell, num_classes + 1),
                          detections_per_img=cfg.detections_per_img, **common)  # fmt: skip
     if cfg.detector == "fcos":
         return SwinFCOS(backbone, num_classes + 1, anchor_generator=anchors, score_thresh=cfg.score_thresh,
+                    head=Fp32FCOSHead(width, per_cell, num_classes + 1),
                     detections_per_img=cfg.detections_per_img, **common)  # fmt: skip
-    width = cfg.fpn_channels
     names = [str(i) for i in range(len(backbone.strides) - 1)]  # the FPN levels of Swin levels, not "pool"
     strides = backbone.strides[: len(names)]
+    heads = dict(  # built in torchvision's order (the RPN's last): a seed gives the weights it gave before
+        box_head=Fp32TwoMLPHead(width * 7 * 7, cfg.box_head_dim),  # RoIAlign output: 7 x 7 per FPN channel
+        box_predictor=Fp32FastRCNNPredictor(cfg.box_head_dim, num_classes + 1),
+    )
+    if cfg.detector == "maskrcnn":
+        heads |= dict(mask_roi_pool=roi_align(names, strides, 14), mask_head=Fp32MaskRCNNHeads(width, [width] * 4, 1),
+                      mask_predictor=Fp32MaskRCNNPredictor(width, width, num_classes + 1))  # fmt: skip
     two_stage = dict(
         box_roi_pool=roi_align(names, strides, 7),
         rpn_anchor_generator=anchors,
+        rpn_head=Fp32RPNHead(width, per_cell),
         rpn_batch_size_per_image=cfg.rpn_batch_size_per_image,
         box_batch_size_per_image=cfg.box_batch_size_per_image,
-        box_head=TwoMLPHead(width * 7 * 7, cfg.box_head_dim),  # RoIAlign output: 7 x 7 per FPN channel
-        box_predictor=FastRCNNPredictor(cfg.box_head_dim, num_classes + 1),
         box_score_thresh=cfg.score_thresh,
         box_detections_per_img=cfg.detections_per_img,
+        **heads,
         **common,
     )
-    if cfg.detector == "maskrcnn":
-        return SwinMaskRCNN(backbone, mask_roi_pool=roi_align(names, strides, 14),
-                        mask_head=MaskRCNNHeads(width, [width] * 4, 1),
-                        mask_predictor=MaskRCNNPredictor(width, width, num_classes + 1), **two_stage)  # fmt: skip
-    return SwinFasterRCNN(backbone, **two_stage)
+    return (SwinMaskRCNN if cfg.detector == "maskrcnn" else SwinFasterRCNN)(backbone, **two_stage)

@@ -220,3 +220,40 @@ def test_detections_do_not_depend_on_batch_size_or_order(detector):
             assert len(expected["boxes"]) > 0
             for key, value in expected.items():
                 assert torch.equal(together[i][key], value), (batches, i, key)
+
+
+@pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])
+def test_under_bf16_autocast_only_the_swin_and_fpn_run_in_bf16(detector):
+    """The heads ran in bf16 too: bf16 boxes (a 2-px grid past 256 px, 4 px past 512), tied scores, losses from bf16
+    deltas. Now boxes, scores and losses are those of fp32 heads on the bf16 backbone's maps."""
+    cfg = DetModelConfig(detector=detector, name=PICO, fpn_channels=64, box_head_dim=16, score_thresh=0.0)
+    torch.manual_seed(0)
+    model = build_detector(cfg, 2, test_size=300, max_size=400)
+    image = torch.rand(3, 300, 400)
+    target = {"boxes": torch.tensor([[20.0, 30.0, 290.5, 210.0]]), "labels": torch.tensor([1])}
+    target["masks"] = torch.zeros(1, 300, 400, dtype=torch.uint8)
+    target["masks"][0, 30:210, 20:290] = 1
+
+    def run(train: bool) -> dict[str, torch.Tensor]:
+        torch.manual_seed(1)  # the samplers'
+        model.train(train)
+        with torch.set_grad_enabled(train):
+            return model([image], [target]) if train else model([image])[0]
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        amp = {train: run(train) for train in (False, True)}
+    backbone = model.backbone.forward
+
+    def bf16_backbone(x: torch.Tensor) -> dict[str, torch.Tensor]:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return {name: level.float() for name, level in backbone(x).items()}
+
+    model.backbone.forward = bf16_backbone  # the reference: only the backbone under autocast
+    expected = {train: run(train) for train in (False, True)}
+    boxes = amp[False]["boxes"]
+    assert boxes.dtype == amp[False]["scores"].dtype == torch.float32
+    assert (boxes > 256).sum() > 10 and (boxes[boxes > 256] % 2 != 0).any()
+    for train in (False, True):
+        assert set(amp[train]) == set(expected[train])
+        for key, value in expected[train].items():
+            torch.testing.assert_close(amp[train][key], value, msg=f"{'train' if train else 'eval'} {key}")

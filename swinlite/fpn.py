@@ -33,7 +33,8 @@ class SwinFPNBackbone(nn.Module):
         fpn_channels: channels of every FPN output.
         strides: stride of each returned level in input pixels; by default the body's own
             (``body.feature_info.reduction()``, as timm's features-only models and :class:`SwinFeatureBody` give).
-        extra_levels: "pool" (one max-pooled level) or "p6p7" (two strided convs on the last FPN level).
+        extra_levels: "pool" (one max-pooled level) or "p6p7" (two strided convs on the last FPN level; for
+            RetinaNet / FCOS on three body levels, P3-P5: see :func:`build_fpn_backbone`).
     """
 
     def __init__(
@@ -100,8 +101,9 @@ def build_fpn_backbone(
         frozen_stages: -1 trains all; k freezes the patch embedding and the first k stages.
         checkpoint: weights in any layout :func:`swinlite.convert_state_dict` reads (path or state dict),
             loaded strictly into the full model before the classifier is dropped.
-        extra_levels: levels added above the last FPN level: "pool" (Faster/Mask R-CNN) or "p6p7"
-            (RetinaNet, FCOS).
+        extra_levels: levels added above the last FPN level: "pool" (Faster/Mask R-CNN) or "p6p7" (RetinaNet,
+            FCOS, with ``out_indices=(1, 2, 3)``: P3-P7, the five levels their default anchor generators expect;
+            with four Swin levels there are six maps, and torchvision's default anchors fail an assertion).
         **model_kwargs: passed to ``timm.create_model`` (e.g. ``pretrained=True``, ``out_norm=True``,
             ``drop_path_rate``).
 

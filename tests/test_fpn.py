@@ -4,7 +4,7 @@ import pytest
 import timm
 import torch
 from pico import PICO
-from torchvision.models.detection import FasterRCNN, MaskRCNN, RetinaNet
+from torchvision.models.detection import FCOS, FasterRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
 
@@ -116,8 +116,11 @@ def test_backbone_and_a_faster_rcnn_on_it_script():
         torch.testing.assert_close(scripted[key], eager[key], rtol=0, atol=1e-4)
 
 
-def test_retinanet_eval_forward():
-    model = RetinaNet(build_fpn_backbone(PICO, fpn_channels=16), num_classes=3, **SIZES).eval()
+@pytest.mark.parametrize("detector", [RetinaNet, FCOS])
+def test_retinanet_and_fcos_eval_forward_on_p3_to_p7(detector):
+    """docs/detection.md's backbone for them: levels 1-3 and P6, P7 (four levels gave six maps, an assertion)."""
+    backbone = build_fpn_backbone(PICO, out_indices=(1, 2, 3), extra_levels="p6p7", fpn_channels=64)
+    model = detector(backbone, num_classes=3, **SIZES).eval()
     with torch.no_grad():
         out = model([torch.rand(3, 64, 80)])
     assert out[0]["boxes"].shape[1] == 4

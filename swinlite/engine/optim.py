@@ -30,15 +30,26 @@ def no_weight_decay_names(model: nn.Module) -> set[str]:
     return names
 
 
+def lr_scale(cfg: OptimConfig, global_batch: int) -> float:
+    """What the config's learning rates (``optim.lr``, ``schedule.warmup_lr``, ``schedule.min_lr``) are multiplied
+    by: ``global_batch / lr_base_batch`` (the linear scaling rule, applied to all three as the Swin recipe does),
+    1 without ``lr_base_batch``.
+
+    Args:
+        global_batch: images per optimizer step over all processes.
+    """
+    return 1.0 if cfg.lr_base_batch is None else global_batch / cfg.lr_base_batch
+
+
 def build_optimizer(model: nn.Module, cfg: OptimConfig, global_batch: int) -> torch.optim.Optimizer:
     """timm optimizer; no weight decay on norms, biases (anything 1-D) and ``no_weight_decay()`` names; layer-wise
     lr decay through the model's ``group_matcher`` when ``layer_decay`` is set. Frozen parameters are left out.
     ``betas`` go to an optimizer that takes them (:func:`check_betas`), which otherwise keeps its own.
 
     Args:
-        global_batch: images per optimizer step over all processes (``lr`` scales with it by ``lr_base_batch``).
+        global_batch: images per optimizer step over all processes (``lr`` scales with it: :func:`lr_scale`).
     """
-    lr = cfg.lr if cfg.lr_base_batch is None else cfg.lr * global_batch / cfg.lr_base_batch
+    lr = cfg.lr * lr_scale(cfg, global_batch)
     common = dict(opt=cfg.opt, lr=lr, weight_decay=cfg.weight_decay, momentum=cfg.momentum)
     if cfg.betas is not None:
         common["betas"] = tuple(cfg.betas)
@@ -62,16 +73,21 @@ def check_betas(cfg: OptimConfig) -> None:
 
 
 def build_scheduler(
-    optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, epochs: int, steps_per_epoch: int
+    optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, epochs: int, steps_per_epoch: int, scale: float = 1.0
 ) -> Scheduler:
     """Linear warm-up from ``warmup_lr`` over ``warmup_epochs``, then cosine decay to ``min_lr``, a step decay by
     ``decay_rate`` after each of ``decay_epochs``, or a polynomial decay of ``power`` to ``min_lr`` at the last step
-    (mmsegmentation's "poly"); stepped per optimizer step (``step_update``)."""
+    (mmsegmentation's "poly"); stepped per optimizer step (``step_update``).
+
+    Args:
+        scale: what ``warmup_lr`` and ``min_lr`` are multiplied by, as the optimizer's lr (:func:`lr_scale`).
+    """
     total = epochs * steps_per_epoch
-    warmup = min(math.ceil(cfg.warmup_epochs * steps_per_epoch), total - 1)
+    wanted = _whole_steps(cfg.warmup_epochs * steps_per_epoch)
+    warmup = min(wanted, total - 1)
     run = f"the run ({epochs} epochs of {steps_per_epoch} steps)"
     one_left = total - warmup == 1  # one step after the warm-up: a cosine or poly decay changes nothing
-    if warmup < cfg.warmup_epochs * steps_per_epoch:
+    if warmup < wanted:
         warnings.warn(
             f"schedule.warmup_epochs {cfg.warmup_epochs} is not shorter than {run}: the warm-up is cut to {warmup} "
             "steps and the run ends near the peak lr",
@@ -83,8 +99,8 @@ def build_scheduler(
             "decay and the run ends near the peak lr",
             stacklevel=2,
         )
-    common = dict(warmup_t=warmup, warmup_lr_init=cfg.warmup_lr, t_in_epochs=False)
-    decay = dict(t_initial=total - warmup, lr_min=cfg.min_lr, warmup_prefix=True, **common)
+    common = dict(warmup_t=warmup, warmup_lr_init=cfg.warmup_lr * scale, t_in_epochs=False)
+    decay = dict(t_initial=total - warmup, lr_min=cfg.min_lr * scale, warmup_prefix=True, **common)
     if cfg.kind in ("cosine", "poly"):
         kind = CosineLRScheduler if cfg.kind == "cosine" else PolyLRScheduler
         power = {} if cfg.kind == "cosine" else {"power": cfg.power}
@@ -98,8 +114,14 @@ def build_scheduler(
             stacklevel=2,
         )
     # timm decays once t + 1 reaches a milestone; +1 so that the first step of epoch e + 1 runs at the lower lr
-    milestones = [math.ceil(e * steps_per_epoch) + 1 for e in cfg.decay_epochs]
+    milestones = [_whole_steps(e * steps_per_epoch) + 1 for e in cfg.decay_epochs]
     return MultiStepLRScheduler(optimizer, decay_t=milestones, decay_rate=cfg.decay_rate, warmup_prefix=False, **common)
+
+
+def _whole_steps(steps: float) -> int:
+    """``steps`` rounded up to whole steps, the float's own rounding aside: 0.14 epochs of 50 steps (7.000000000000001)
+    is 7 steps, not 8."""
+    return math.ceil(round(steps, 9))
 
 
 @contextlib.contextmanager

@@ -69,7 +69,7 @@ class DataConfig:
 class OptimConfig:
     opt: str = checked("adamw", optimizer_problem)  # any timm optimizer name (lookahead_ prefix: wrapped in Lookahead)
     lr: float = bounded(1e-3, ge=0)
-    lr_base_batch: int | None = bounded(None, ge=1)  # lr is given per this many images (global); None: no scaling
+    lr_base_batch: int | None = bounded(None, ge=1)  # lr, warmup_lr, min_lr per this many images (global); None: as set
     weight_decay: float = bounded(0.05, ge=0)  # not applied to norms, biases and relative position tables / CPB
     momentum: float = bounded(0.9, ge=0, lt=1)
     betas: tuple[float, ...] | None = bounded(None, ge=0, lt=1)  # Adam-family betas, e.g. [0.9, 0.999]; None: its own
@@ -82,8 +82,8 @@ class OptimConfig:
 class ScheduleConfig:
     kind: str = choice("cosine", *SCHEDULES)  # cosine or poly decay to min_lr; step: lr x decay_rate
     warmup_epochs: float = bounded(0.0, ge=0)  # linear warm-up from warmup_lr (fractions allowed), per optimizer step
-    warmup_lr: float = bounded(1e-6, ge=0)
-    min_lr: float = bounded(1e-5, ge=0)  # cosine and poly floor
+    warmup_lr: float = bounded(1e-6, ge=0)  # scaled as optim.lr is (per optim.lr_base_batch images), as is ...
+    min_lr: float = bounded(1e-5, ge=0)  # ... the cosine and poly floor
     power: float = bounded(1.0, gt=0)  # poly: min_lr + (lr - min_lr) * (1 - t / T) ** power, t steps after warm-up
     decay_epochs: tuple[float, ...] = bounded((), ge=0)  # step: epochs after which the lr is multiplied ...
     decay_rate: float = bounded(0.1, gt=0, le=1)  # ... by this

@@ -45,7 +45,7 @@ from .distributed import (
 from .loaders import batches_per_epoch, build_loaders
 from .loop import EpochPosition, StepSettings, TrainingDiverged, current_lr, epoch_steps, train_one_epoch
 from .metrics import TensorBoardLog, plot_curves, write_csv
-from .optim import build_optimizer, build_scheduler
+from .optim import build_optimizer, build_scheduler, lr_scale
 from .task import RunContext, Task
 
 WEIGHTS_FILES = ("last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
@@ -121,7 +121,8 @@ class Trainer:
         global_batch = cfg.data.batch_size * dist.world_size * cfg.optim.accum_steps
         self.optimizer = build_optimizer(self.model, cfg.optim, global_batch)
         self.steps_per_epoch = epoch_steps(self.batches, cfg.optim.accum_steps)
-        self.scheduler = build_scheduler(self.optimizer, cfg.schedule, cfg.train.epochs, self.steps_per_epoch)
+        scale = lr_scale(cfg.optim, global_batch)
+        self.scheduler = build_scheduler(self.optimizer, cfg.schedule, cfg.train.epochs, self.steps_per_epoch, scale)
         self.scaler = torch.amp.GradScaler(device.type, enabled=amp is torch.float16)
         self.ema = None if cfg.train.ema_decay is None else ModelEmaV3(self.model, decay=cfg.train.ema_decay)
         self.tensorboard = TensorBoardLog(out) if cfg.train.tensorboard and dist.is_main else None

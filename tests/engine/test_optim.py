@@ -5,7 +5,7 @@ import pytest
 import torch
 from enginekit import TASKS
 
-from swinlite.engine.optim import build_optimizer, build_scheduler
+from swinlite.engine.optim import build_optimizer, build_scheduler, lr_scale
 from swinlite.engine.preflight import check_run
 
 
@@ -94,3 +94,31 @@ def test_decay_epochs_beyond_the_run_are_one_warning(recwarn):
     recwarn.clear()
     _lrs(fits, 1, 10)
     assert not [w for w in recwarn if "decay_epochs" in str(w.message)]
+
+
+@pytest.mark.parametrize("kind", ["cosine", "poly", "step"])
+def test_warmup_and_floor_scale_with_the_global_batch_as_the_lr(kind: str):
+    """optim.lr_base_batch scales schedule.warmup_lr and schedule.min_lr as optim.lr, as the Swin recipe does: at
+    batch 8 of a recipe per 1024 the floor (1e-5) lay above the peak (7.8e-6), and the "decay" raised the lr."""
+    cfg = TASKS["classification"].load_config(None, [
+        f"schedule.kind={kind}", "schedule.warmup_epochs=1", "schedule.warmup_lr=1e-6", "schedule.min_lr=1e-5",
+        "schedule.decay_epochs=[2]", "optim.lr=1e-3", "optim.lr_base_batch=1024"])  # fmt: skip
+    optimizer = build_optimizer(torch.nn.Linear(2, 2), cfg.optim, global_batch=8)
+    scale = 8 / 1024
+    scheduler = build_scheduler(optimizer, cfg.schedule, epochs=3, steps_per_epoch=10, scale=lr_scale(cfg.optim, 8))
+    lrs = []
+    for step in range(30):
+        scheduler.step_update(step)
+        lrs.append(optimizer.param_groups[0]["lr"])
+    assert lrs[0] == pytest.approx(1e-6 * scale) and max(lrs) == pytest.approx(1e-3 * scale)
+    assert all(b <= a for a, b in zip(lrs[10:], lrs[11:], strict=False))  # after the warm-up it only decays
+    if kind != "step":
+        assert scheduler.lr_min == pytest.approx(1e-5 * scale) and min(lrs[10:]) > scheduler.lr_min
+
+
+@pytest.mark.parametrize(("epochs", "steps", "warmup"), [(0.14, 50, 7), (0.07, 100, 7), (0.14, 100, 14), (0.5, 3, 2)])
+def test_a_fractional_warmup_is_rounded_up_to_whole_steps_not_by_the_floats_error(epochs, steps, warmup):
+    """0.14 x 50 is 7.000000000000001 in floats: the warm-up took 8 steps."""
+    cfg = TASKS["detection"].load_config(None, [f"schedule.warmup_epochs={epochs}"])
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1e-4)
+    assert build_scheduler(optimizer, cfg.schedule, epochs=12, steps_per_epoch=steps).warmup_t == warmup

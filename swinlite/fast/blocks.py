@@ -18,6 +18,7 @@ device, dtype, dropout, grad mode, threads): :func:`select_attention_kernel`, :f
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode (*)     | as in eager mode                | as in eager    |
 | ``torch.export`` (symbolic sizes)    | gather, index in graph   | explicit                        | plain          |
+| ``torch.jit.trace``                  | roll + partition         | explicit                        | plain          |
 | CPU eval without autograd, eager     | gather                   | as CPU eval, one row block each | row blocks     |
 
 (**) bf16 attends through SDPA's flash kernel too on CPUs with AMX (:data:`CPU_FLASH_DTYPES`).
@@ -210,6 +211,8 @@ def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | N
         width: channels of the block's widest row-block buffer (the MLP's hidden layer).
     """
     if training or x.device.type != "cpu" or torch.is_grad_enabled() or torch.compiler.is_compiling():
+        return None
+    if torch.jit.is_tracing():
         return None
     dtype = compute_dtype(x)
     threads = max(1, torch.get_num_threads())
@@ -484,7 +487,7 @@ def onednn_serves(x: torch.Tensor, weight: torch.Tensor) -> bool:
         return False
     if torch.compiler.is_compiling() and not compiling_frozen():
         return False
-    return x.dtype == weight.dtype == torch.float32 and not exporting()
+    return x.dtype == weight.dtype == torch.float32 and not exporting() and not torch.jit.is_tracing()
 
 
 def compiling_frozen() -> bool:
@@ -545,7 +548,10 @@ class FastMlp(Mlp):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., dim] -> [..., dim]."""
         h = self.fc1(x)  # (..., hidden)
-        if self.recompute_act:
+        recompute = self.recompute_act
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            recompute = recompute and not torch.jit.is_tracing()  # a trace takes the reference's composition
+        if recompute:
             onednn = False
             if not torch.jit.is_scripting():  # TorchScript skips this branch
                 onednn = onednn_serves(h, self.fc2.weight)
@@ -574,7 +580,7 @@ class DispatchedAttention:
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
         """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as the reference class's ``attend``."""
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
-            if exporting():
+            if exporting() or torch.jit.is_tracing():
                 return super().attend(qkv, bias, mask, batch)
         dropout_p = self.attn_drop.p if self.training else 0.0
         kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)
@@ -655,6 +661,8 @@ class GatheredWindowsBlock(SwinBlock):
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
             if exporting():  # symbolic sizes: the geometry and the gathers are built in the graph
                 return exported_shifted_window_attention(self, x)
+            if torch.jit.is_tracing():  # the reference's roll + partition: the gather index is cached per size
+                return SwinBlock._attn(self, x)
         B, H, W, C = x.shape
         dtype = x.dtype  # the mask's: the attention's, under autocast its dtype (the row blocks take it in x's)
         window = self.window

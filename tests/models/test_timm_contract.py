@@ -307,6 +307,23 @@ def test_torchscript_features_only(name, size, options):
         torch.testing.assert_close(m, r, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", PICO_IN_TIMM)
+def test_torch_jit_trace_runs_the_reference_path(name):
+    """The fast path's caches and autograd Functions broke torch.jit.trace (graphs differed across invocations;
+    'unordered_map::at' with grad; a trace failed at another size): traced, the model takes the reference path."""
+    torch.manual_seed(0)
+    model = timm.create_model(name).eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(model, torch.randn(1, 3, 64, 64))  # checks the trace against a second run
+        x = torch.randn(2, 3, 128, 192)  # another batch and size, window multiples at every stage as 64x64
+        torch.testing.assert_close(traced(x), model(x), rtol=0, atol=1e-5)
+    features = timm.create_model(name, features_only=True)  # training mode, with grad
+    x = torch.randn(1, 3, 64, 64)
+    traced = torch.jit.trace(features, x)
+    for t, e in zip(traced(x), features(x), strict=True):
+        torch.testing.assert_close(t, e, rtol=0, atol=1e-5)
+
+
 def test_fx_feature_extraction(built):
     name, model, x = built
     _, eval_nodes = _fx.get_graph_node_names(model)

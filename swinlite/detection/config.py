@@ -40,7 +40,8 @@ class DetDataConfig(DataConfig):
     train_images: str | None = None  # None: <data_dir>/train2017
     val_ann: str | None = None  # None: <data_dir>/annotations/instances_val2017.json
     val_images: str | None = None  # None: <data_dir>/val2017
-    train_sizes: tuple[int, int] = span((480, 800), ge=1)  # multi-scale training: short side drawn from this ...
+    # training short side drawn from this range (mmdetection's 1x: 800 alone; its 3x: [480, 800]) ...
+    train_sizes: tuple[int, int] = span((800, 800), ge=1)
     size_step: int = bounded(32, ge=1)  # ... in steps of this many pixels
     test_size: int = bounded(800, ge=1)  # evaluation short side
     max_size: int = bounded(1333, ge=1)  # long side cap, training and evaluation

@@ -179,3 +179,12 @@ def test_the_resize_rule_is_what_the_train_transforms_refuse_at_their_smallest_d
         except RuntimeError:
             refused = True
         assert (resize_problem(height, width, short, long) is not None) == refused, (height, width)
+
+
+def test_the_default_train_resize_is_mmdetections_1x_single_scale():
+    """mmdetection's Swin-T 1x (coco_instance.py): Resize to (1333, 800), keep ratio, and a flip; the multi-scale
+    480-800 the defaults drew is its 3x recipe's."""
+    resize = build_train_transform(DetDataConfig()).transforms[1]
+    assert list(resize.min_size) == [800] and resize.max_size == 1333
+    image = resize(tv_tensors.Image(torch.zeros(3, 480, 640, dtype=torch.uint8)))
+    assert tuple(image.shape[-2:]) == (800, 1066)  # torchvision truncates 1066.7

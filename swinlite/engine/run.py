@@ -134,7 +134,7 @@ def prepare_output(
             if overwrite:
                 _remove_run_files(out, task)
             elif not resume:
-                _clear_leftovers(out, task, dist)
+                _clear_leftovers(out, dist)
             for stale in out.glob(".*.tmp*"):  # temp files of saves a kill interrupted; the real files are intact
                 stale.unlink()
         except (ValueError, OSError) as e:
@@ -201,15 +201,19 @@ def _remove_run_files(out: Path, task: type[Task]) -> list[str]:
     return [path.name for path in found]
 
 
-def _clear_leftovers(out: Path, task: type[Task], dist: DistInfo) -> None:
+def _clear_leftovers(out: Path, dist: DistInfo) -> None:
     """A fresh run into a folder left by a run that ended before its first save (no resume file, no weights: those
-    are refused before): that run's files (its ``config.yaml``, TensorBoard events, an evaluation's files) are removed
-    as --overwrite removes them, with a note; they were kept, and mixed with the new run's (two runs' events in one
-    TensorBoard). A data scan alone is no run's leftover: kept, for the run to read."""
-    found = [path.name for path in _run_files(out, task)]
-    if set(found) - set(task.output_files):
+    are refused before): that run's own files (``config.yaml``, ``metrics.csv``, ``curves.png``, TensorBoard events)
+    are removed, with a note; they were kept, and mixed with the new run's (two runs' events in one TensorBoard). Its
+    data scan is kept for the new run to read (it is checked against the data), as are an evaluate script's results,
+    which no run writes."""
+    found = [out / name for name in RUN_FILES] + sorted(out.glob("events.out.tfevents.*"))
+    found = [path for path in found if path.is_file()]
+    for path in found:
+        path.unlink(missing_ok=True)
+    if found:
         log(dist, f"note: {out} held the files of a run that ended before its first save; removed "
-                  f"{', '.join(_remove_run_files(out, task))}")  # fmt: skip
+                  f"{', '.join(path.name for path in found)}")  # fmt: skip
 
 
 def _stall_error(dist: DistInfo, timeout: float) -> StalledRankError:

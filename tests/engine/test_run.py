@@ -111,14 +111,22 @@ def test_overwrite_removes_the_old_run_before_anything_else(folder: Path, tmp_pa
     capsys.readouterr()
     assert script_main("classification", ["--resume", *broken]) == 2
     assert "nothing to resume" in capsys.readouterr().err
-    # a run killed before its first save left its settings, TensorBoard events, an evaluation: a fresh run kept them,
-    # two runs' events mixed in the folder; they are removed as --overwrite removes them, with a note
+    # a run killed before its first save left its settings and TensorBoard events: a fresh run kept them, two runs'
+    # events mixed in the folder; they are removed, with a note; an evaluation's results (no run's) are kept
     for name in ("config.yaml", "events.out.tfevents.1.host", "eval.json"):
         (out / name).write_text("a run killed before its first save")
     assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
-    note = f"note: {out} held the files of a run that ended before its first save; removed config.yaml, eval.json, "
+    note = f"note: {out} held the files of a run that ended before its first save; removed config.yaml, "
     assert note + "events.out.tfevents.1.host\n" in capsys.readouterr().out
     assert not (out / "events.out.tfevents.1.host").exists() and (out / "notes.txt").exists()
+    assert (out / "eval.json").read_text() == "a run killed before its first save"
+    # its data scan is read by the next run, not removed with the rest (the scan of a large dataset takes minutes)
+    (out / "resume.pt").unlink()
+    for name in ("best.safetensors", "last.safetensors", "metrics.csv"):
+        (out / name).unlink()
+    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+    printed = capsys.readouterr().out
+    assert "removed config.yaml, curves.png\n" in printed and f"data: scan read from {out / 'scan.json.gz'}" in printed
 
 
 @pytest.mark.parametrize(

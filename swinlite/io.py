@@ -77,6 +77,18 @@ def unwrap_checkpoint(checkpoint: Mapping[str, object]) -> StateDict:
     return dict(checkpoint[found[0]])
 
 
+def holds_ema(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a torch training checkpoint holding EMA weights (``state_dict_ema``, ``model_ema``): the
+    weights :func:`read_state_dict` gives of it (timm's rule); False for any other file."""
+    if is_safetensors(path):
+        return False
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # not a zip-format torch file: read_state_dict names the problem
+        return False
+    return isinstance(checkpoint, Mapping) and any(isinstance(checkpoint.get(key), Mapping) for key in EMA_KEYS)
+
+
 def _check_file(path: Path) -> None:
     if not path.exists():
         raise ValueError(f"checkpoint {str(path)!r} does not exist")

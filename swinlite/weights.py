@@ -26,7 +26,7 @@ from torch import nn
 
 from .convert import check_weight_values, convert_state_dict, embed_shrunk_tables, first_keys, shape_mismatch
 from .hub import cached_weights, pretrained_kwargs
-from .io import read_metadata, read_state_dict
+from .io import holds_ema, read_metadata, read_state_dict
 from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
 from .models.swin import SwinTransformer
 
@@ -46,10 +46,11 @@ __all__ = [
 
 
 def ema_counterpart(path: str | os.PathLike) -> Path:
-    """The EMA weights of the same run and point as ``path``: the file itself when it holds EMA weights, else
-    ``<stem>_ema.safetensors`` beside it (``ema.safetensors`` for ``last.safetensors``)."""
+    """The EMA weights of the same run and point as ``path``: the file itself when it holds EMA weights (a swinlite
+    file recording them, a torch training checkpoint holding ``state_dict_ema`` / ``model_ema``, which reads as them),
+    else ``<stem>_ema.safetensors`` beside it (``ema.safetensors`` for ``last.safetensors``)."""
     path = Path(path)
-    if read_metadata(path).get("weights") == "ema":  # the engine's key, in every task's checkpoints
+    if read_metadata(path).get("weights") == "ema" or holds_ema(path):  # the engine's key, in every task's files
         return path
     names = [f"{path.stem}_ema.safetensors"] + (["ema.safetensors"] if path.stem == "last" else [])
     for name in names:

@@ -175,6 +175,15 @@ def test_ema_weights_are_read_from_the_file_or_selected(runs, load_script, tmp_p
     with pytest.raises(ValueError, match="no best_ema.safetensors beside it"):
         load_script("evaluate").main(["--checkpoint", str(runs[2] / "best.safetensors"), "--ema",
                                       "--data-dir", str(data)])  # fmt: skip
+    # timm's train.py checkpoint holds both: --ema takes its EMA weights (it said the file held raw weights only)
+    torch.save(
+        {"state_dict": read_state_dict(run / "best.safetensors"), "state_dict_ema": state}, tmp_path / "t.pth.tar"
+    )
+    timm_csv = tmp_path / "timm_ema.csv"
+    with pytest.warns(UserWarning, match="holds EMA weights"):
+        load_script("predict").main(["--checkpoint", str(tmp_path / "t.pth.tar"), "--model", info.model, "--ema",
+                                     "--output", str(timm_csv), "--no-progress", str(data / "val")])  # fmt: skip
+    assert {r["class"] for r in _accuracy(timm_csv)[0]} == {"2"}  # the EMA head's (no names in a torch file)
 
 
 def test_export_onnx_from_the_checkpoint_alone_quantized(runs, load_script, tmp_path, capsys):

@@ -621,9 +621,11 @@ def resize_rel_pos_bias_table(
     if old == new:
         return table
     new_shape = (new[0] * new[1], table.shape[1])
-    return timm_resize_rel_pos_bias_table(
-        table, _grid_to_window(new), new_shape, old_window_size=_grid_to_window(old)
-    ).contiguous()
+    with warnings.catch_warnings():  # timm's interpolation's own, about its indexing and a copy, not the result
+        warnings.filterwarnings("ignore", message="torch.searchsorted", category=UserWarning)
+        warnings.filterwarnings("ignore", message="Using a non-tuple sequence", category=UserWarning)
+        resized = timm_resize_rel_pos_bias_table(table, _grid_to_window(new), new_shape, _grid_to_window(old))
+    return resized.contiguous()
 
 
 def _grid_to_window(grid: tuple[int, int]) -> tuple[int, int]:

@@ -32,7 +32,6 @@ from timm.layers import (
     Mlp,
     PatchEmbed,
     register_notrace_module,
-    resize_rel_pos_bias_table,
     to_2tuple,
 )
 from timm.models import checkpoint_seq
@@ -40,7 +39,7 @@ from timm.models._features import feature_take_indices
 from torch import nn
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..convert import convert_when_loaded, embed_rel_pos_bias_table, offset_grid
+from ..convert import convert_when_loaded, embed_rel_pos_bias_table, offset_grid, resize_rel_pos_bias_table
 from .checks import (
     at_least_one_image,
     check_build_args,
@@ -1201,8 +1200,7 @@ def table_resized_as_timm(
     top, left = (grid.shape[1] - rows) // 2, (grid.shape[2] - cols) // 2
     table = grid[:, top : top + rows, left : left + cols].flatten(1).T  # (rows * cols, heads): timm's table
     if after != before:
-        new_shape = ((2 * after[0] - 1) * (2 * after[1] - 1), table.shape[1])
-        table = resize_rel_pos_bias_table(table, after, new_shape, old_window_size=before)
+        table = resize_rel_pos_bias_table(table, before, after)
     return embed_rel_pos_bias_table(table, after, new_window)
 
 

@@ -174,7 +174,9 @@ class Trainer:
             self.ema.set(self.model)  # initial weights, an average of nothing trained; it starts from the resumed ones
             self.log("note: train.ema_decay is new to this run; the EMA starts from the resumed weights")
         if saved["scheduler"] != self.scheduler.state_dict():  # e.g. train.epochs was raised
-            self.log("warning: the lr schedule changed with the settings; continuing on the new one")
+            self.log("warning: the lr schedule differs from the saved one (changed settings, or the run was saved by a "
+                     "swinlite that did not scale schedule.warmup_lr / min_lr with optim.lr_base_batch); continuing on "
+                     "the new one")  # fmt: skip
         self.scaler.load_state_dict(saved["scaler"])
         saved_world, batch = len(saved["rng"]), saved["batch"]
         if saved_world != self.dist.world_size:

@@ -64,7 +64,6 @@ class SwinFPNBackbone(nn.Module):
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """images [B, 3, H, W] -> {"0": [B, F, H/s0, W/s0], ..., "pool" or "p6", "p7": [B, F, ., .]}, in order.
 
-        The maps come in the images' dtype: fp32 under autocast, which runs the Swin and the FPN in its own.
         Scriptable (``torch.jit.script``), as torchvision's ``BackboneWithFPN``."""
         maps = self.body(x)
         if not torch.jit.isinstance(maps, list[torch.Tensor]):  # (refines the body's Union for TorchScript too)
@@ -72,10 +71,7 @@ class SwinFPNBackbone(nn.Module):
         levels: dict[str, torch.Tensor] = OrderedDict()
         for i, level in enumerate(maps):
             levels[str(i)] = level
-        out = self.fpn(levels)
-        for name, level in out.items():  # under autocast the images' fp32: torchvision's anchors take the maps' dtype
-            out[name] = level.to(x.dtype)  # (bf16 anchors past 256 px lie on a 2-px grid); else a no-op
-        return out
+        return self.fpn(levels)
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         """Recompute the Swin stages' activations in the backward pass (less memory, more compute)."""

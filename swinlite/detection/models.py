@@ -23,12 +23,15 @@ Two things make every detector's output independent of batch size and order:
   batch, an image is padded to the largest one, and Swin's windows and the detectors' anchors would see
   that padding: the same image could give other boxes beside another image. Training batches as usual.
 
-Under autocast (``train.amp``, ``evaluate_detection.py --amp``) the Swin and the FPN run in autocast's dtype and
-everything after them in fp32, as mmdetection decodes boxes: the FPN returns fp32 maps (the anchors take their
-dtype), and each head (RPN, box and mask heads and predictors, RetinaNet's and FCOS's heads) runs with autocast off
-(:class:`Fp32Head`), so box deltas, scores, decoding, NMS and the losses are fp32. In bf16 the boxes past 256 px lay
-on a 2-px grid (4 px past 512) and most scores tied. The heads are a small part of the time: benchmarks in
-``docs/detection.md``.
+Under autocast (``train.amp``, ``evaluate_detection.py --amp``) the Swin, the FPN and the heads' convolutions and
+linears run in autocast's dtype, and everything that makes boxes and scores of their outputs in fp32, as mmdetection
+decodes boxes: each head returns its outputs as fp32 (:class:`Fp32Outputs`: the RPN head, the R-CNN box head,
+RetinaNet's and FCOS's heads, whose last convolutions stay in bf16), the R-CNN's last layers (class scores and box
+deltas, the 1x1 mask logits) run with autocast off on fp32 inputs (:class:`Fp32Predictor`), and the anchors are fp32
+whatever the maps' dtype (:class:`Fp32AnchorGenerator`; torchvision's take the maps'). So anchors, decoding,
+proposals, NMS, the losses and the returned boxes and scores are fp32. With the heads' outputs in bf16 the boxes past
+256 px lay on a 2-px grid (4 px past 512) and most scores tied. RetinaNet's and FCOS's logits are still rounded to
+bf16 before their fp32 sigmoid, so their scores tie more often than in fp32. Benchmarks in ``docs/detection.md``.
 """
 
 from __future__ import annotations
@@ -71,12 +74,12 @@ MASK_LAYERS = ("roi_heads.mask_head.", "roi_heads.mask_predictor.")  # what Mask
 def anchor_generator(detector: str, strides: Sequence[int], anchor_scale: float = 8.0) -> AnchorGenerator:
     """Anchors for each FPN level of the given strides (see the module table)."""
     if detector == "fcos":
-        return AnchorGenerator(tuple((s,) for s in strides), ((1.0,),) * len(strides))
+        return Fp32AnchorGenerator(tuple((s,) for s in strides), ((1.0,),) * len(strides))
     if detector == "retinanet":
         sizes = tuple(tuple(round(anchor_scale / 2 * s * 2 ** (k / 3)) for k in range(3)) for s in strides)
     else:
         sizes = tuple((round(anchor_scale * s),) for s in strides)
-    return AnchorGenerator(sizes, (_RATIOS,) * len(strides))
+    return Fp32AnchorGenerator(sizes, (_RATIOS,) * len(strides))
 
 
 def roi_align(names: Sequence[str], strides: Sequence[int], output_size: int) -> MultiScaleRoIAlign:
@@ -88,42 +91,75 @@ def roi_align(names: Sequence[str], strides: Sequence[int], output_size: int) ->
     return pool
 
 
-class Fp32Head(nn.Module):
-    """A torchvision head whose ``forward`` runs with autocast off, on the FPN's fp32 maps (module docstring: why)."""
+def _float(out: Any) -> Any:
+    """``out`` with every tensor in it (in lists, tuples, dicts) as fp32; an fp32 tensor is returned as is."""
+    if isinstance(out, torch.Tensor):
+        return out.float()
+    if isinstance(out, dict):
+        return type(out)((key, _float(value)) for key, value in out.items())
+    if isinstance(out, (list, tuple)):
+        return type(out)(_float(value) for value in out)
+    return out
+
+
+class Fp32Outputs(nn.Module):
+    """A torchvision head that computes in autocast's dtype and returns fp32 tensors (module docstring: why)."""
 
     def forward(self, x: Any) -> Any:
-        device = (x[0] if isinstance(x, list) else x).device.type  # a level list (RPN, RetinaNet, FCOS) or a tensor
-        if not torch.is_autocast_enabled(device):
+        return _float(super().forward(x))
+
+
+class Fp32Predictor(nn.Module):
+    """A final layer that runs with autocast off on its input made fp32 (module docstring: why)."""
+
+    def forward(self, x: torch.Tensor) -> Any:
+        if not torch.is_autocast_enabled(x.device.type):
             return super().forward(x)
-        with torch.autocast(device, enabled=False):
-            return super().forward(x)
+        with torch.autocast(x.device.type, enabled=False):
+            return super().forward(x.float())
 
 
-class Fp32RPNHead(Fp32Head, RPNHead):
+class Fp32AnchorGenerator(AnchorGenerator):
+    """torchvision's anchors in fp32 whatever the maps' dtype (it takes the first map's; bf16 ones past 256 px lay on
+    a 2-px grid): it reads only the maps' shapes, so it gets fp32 stand-ins of their shapes that hold no data."""
+
+    def forward(self, image_list: Any, feature_maps: list[torch.Tensor]) -> list[torch.Tensor]:
+        if feature_maps[0].dtype not in (torch.bfloat16, torch.float16):
+            return super().forward(image_list, feature_maps)
+        shapes = [torch.empty((), device=m.device).expand(m.shape) for m in feature_maps]
+        return super().forward(image_list, shapes)
+
+
+class Fp32OutRPNHead(Fp32Outputs, RPNHead):
     pass
 
 
-class Fp32TwoMLPHead(Fp32Head, TwoMLPHead):
+class Fp32OutTwoMLPHead(Fp32Outputs, TwoMLPHead):
     pass
 
 
-class Fp32FastRCNNPredictor(Fp32Head, FastRCNNPredictor):
+class Fp32FastRCNNPredictor(Fp32Predictor, FastRCNNPredictor):
     pass
 
 
-class Fp32MaskRCNNHeads(Fp32Head, MaskRCNNHeads):
+class Fp32Conv2d(Fp32Predictor, nn.Conv2d):
     pass
 
 
-class Fp32MaskRCNNPredictor(Fp32Head, MaskRCNNPredictor):
+class Fp32MaskRCNNPredictor(MaskRCNNPredictor):
+    """torchvision's mask predictor: its transposed convolution (the costly part) in autocast's dtype, its 1x1 logits
+    convolution in fp32 (:class:`Fp32Predictor`)."""
+
+    def __init__(self, in_channels: int, dim_reduced: int, num_classes: int) -> None:
+        super().__init__(in_channels, dim_reduced, num_classes)
+        self.mask_fcn_logits.__class__ = Fp32Conv2d  # the same parameters, initialized as torchvision does
+
+
+class Fp32OutRetinaNetHead(Fp32Outputs, RetinaNetHead):
     pass
 
 
-class Fp32RetinaNetHead(Fp32Head, RetinaNetHead):
-    pass
-
-
-class Fp32FCOSHead(Fp32Head, FCOSHead):
+class Fp32OutFCOSHead(Fp32Outputs, FCOSHead):
     pass
 
 
@@ -296,25 +332,26 @@ def _detector(
     common = dict(min_size=test_size, max_size=max_size, image_mean=list(mean), image_std=list(std), _skip_resize=True)
     if cfg.detector == "retinanet":
         return SwinRetinaNet(backbone, num_classes + 1, anchor_generator=anchors, score_thresh=cfg.score_thresh,
-                         head=Fp32RetinaNetHead(width, per_cell, num_classes + 1),
+                         head=Fp32OutRetinaNetHead(width, per_cell, num_classes + 1),
                          detections_per_img=cfg.detections_per_img, **common)  # fmt: skip
     if cfg.detector == "fcos":
         return SwinFCOS(backbone, num_classes + 1, anchor_generator=anchors, score_thresh=cfg.score_thresh,
-                    head=Fp32FCOSHead(width, per_cell, num_classes + 1),
+                    head=Fp32OutFCOSHead(width, per_cell, num_classes + 1),
                     detections_per_img=cfg.detections_per_img, **common)  # fmt: skip
     names = [str(i) for i in range(len(backbone.strides) - 1)]  # the FPN levels of Swin levels, not "pool"
     strides = backbone.strides[: len(names)]
     heads = dict(  # built in torchvision's order (the RPN's last): a seed gives the weights it gave before
-        box_head=Fp32TwoMLPHead(width * 7 * 7, cfg.box_head_dim),  # RoIAlign output: 7 x 7 per FPN channel
+        box_head=Fp32OutTwoMLPHead(width * 7 * 7, cfg.box_head_dim),  # RoIAlign output: 7 x 7 per FPN channel
         box_predictor=Fp32FastRCNNPredictor(cfg.box_head_dim, num_classes + 1),
     )
     if cfg.detector == "maskrcnn":
-        heads |= dict(mask_roi_pool=roi_align(names, strides, 14), mask_head=Fp32MaskRCNNHeads(width, [width] * 4, 1),
+        heads |= dict(mask_roi_pool=roi_align(names, strides, 14),
+                      mask_head=MaskRCNNHeads(width, [width] * 4, 1),
                       mask_predictor=Fp32MaskRCNNPredictor(width, width, num_classes + 1))  # fmt: skip
     two_stage = dict(
         box_roi_pool=roi_align(names, strides, 7),
         rpn_anchor_generator=anchors,
-        rpn_head=Fp32RPNHead(width, per_cell),
+        rpn_head=Fp32OutRPNHead(width, per_cell),
         rpn_batch_size_per_image=cfg.rpn_batch_size_per_image,
         box_batch_size_per_image=cfg.box_batch_size_per_image,
         box_score_thresh=cfg.score_thresh,

@@ -223,12 +223,17 @@ def test_detections_do_not_depend_on_batch_size_or_order(detector):
 
 
 @pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])
-def test_under_bf16_autocast_only_the_swin_and_fpn_run_in_bf16(detector):
-    """The heads ran in bf16 too: bf16 boxes (a 2-px grid past 256 px, 4 px past 512), tied scores, losses from bf16
-    deltas. Now boxes, scores and losses are those of fp32 heads on the bf16 backbone's maps."""
+def test_under_bf16_autocast_boxes_scores_and_losses_are_fp32(detector):
+    """With the heads' outputs in bf16 the boxes were bf16 (a 2-px grid past 256 px, 4 px past 512) and the scores
+    mostly tied. Now the heads compute in bf16 and return fp32 (the R-CNN predictors compute in fp32), the anchors
+    are fp32, and boxes, scores and losses are fp32, close to those of fp32 heads on the same bf16 backbone maps."""
     cfg = DetModelConfig(detector=detector, name=PICO, fpn_channels=64, box_head_dim=16, score_thresh=0.0)
     torch.manual_seed(0)
     model = build_detector(cfg, 2, test_size=300, max_size=400)
+    if detector == "retinanet":  # its prior init makes every logit -4.6, tied in bf16: spread them as training does
+        for conv in model.head.classification_head.modules():
+            if isinstance(conv, torch.nn.Conv2d):
+                torch.nn.init.normal_(conv.weight, std=(2 / conv.weight[0].numel()) ** 0.5)
     image = torch.rand(3, 300, 400)
     target = {"boxes": torch.tensor([[20.0, 30.0, 290.5, 210.0]]), "labels": torch.tensor([1])}
     target["masks"] = torch.zeros(1, 300, 400, dtype=torch.uint8)
@@ -248,12 +253,23 @@ def test_under_bf16_autocast_only_the_swin_and_fpn_run_in_bf16(detector):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             return {name: level.float() for name, level in backbone(x).items()}
 
-    model.backbone.forward = bf16_backbone  # the reference: only the backbone under autocast
+    model.backbone.forward = bf16_backbone  # the reference: only the backbone under autocast, the heads in fp32
     expected = {train: run(train) for train in (False, True)}
-    boxes = amp[False]["boxes"]
-    assert boxes.dtype == amp[False]["scores"].dtype == torch.float32
-    assert (boxes > 256).sum() > 10 and (boxes[boxes > 256] % 2 != 0).any()
-    for train in (False, True):
-        assert set(amp[train]) == set(expected[train])
-        for key, value in expected[train].items():
-            torch.testing.assert_close(amp[train][key], value, msg=f"{'train' if train else 'eval'} {key}")
+    found, wanted = amp[False], expected[False]
+    assert set(found) == set(wanted)
+    assert {found[key].dtype for key in ("boxes", "scores")} == {torch.float32}
+    boxes = found["boxes"]
+    assert (boxes[boxes > 256] % 2 != 0).sum() >= 10  # bf16 ones all on the grid; measured 44-120 off it
+    # a twin of each reference detection: same label, box within 1 px, score within 1e-2. Measured 92-100 of 100
+    # (bf16 heads reorder near-tied proposals and candidates; the twins' boxes differed by < 0.05 px, scores < 3e-3)
+    twins = 0
+    for box, score, label in zip(wanted["boxes"], wanted["scores"], wanted["labels"], strict=True):
+        same = found["labels"] == label
+        far = (found["boxes"][same] - box).abs().amax(1)
+        near = (far <= 1) & ((found["scores"][same] - score).abs() <= 1e-2)
+        twins += bool(near.any())
+    assert len(wanted["boxes"]) == 100 and twins >= 85, twins
+    assert set(amp[True]) == set(expected[True])
+    for key, value in expected[True].items():  # measured within 1.5% (the samplers draw alike)
+        assert amp[True][key].dtype == torch.float32 and torch.isfinite(amp[True][key]), key
+        torch.testing.assert_close(amp[True][key], value, rtol=0.05, atol=1e-3, msg=f"train {key}")

@@ -96,7 +96,8 @@ class ClassificationTask(Task):
             images = images.contiguous(memory_format=torch.channels_last)
         if self.mixup is not None:
             images, targets = self.mixup(images, targets)
-        return StepOutput(self.loss_fn(model(images), targets), len(images))
+        logits = model(images).float()  # CPU autocast leaves timm's smoothed / soft-target CE's log_softmax in bf16
+        return StepOutput(self.loss_fn(logits, targets), len(images))
 
     def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
         result = evaluate(model, loader, len(self.classes), self.ctx.settings, self.ctx.dist)

@@ -4,6 +4,7 @@ import csv
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ import yaml
 from trainkit import REPO, script, tiny_config, tiny_overrides, train
 
 from swinlite.classification import ClassificationTask
+from swinlite.classification.task import _loss
 from swinlite.engine.checkpoint import load_resume
 from swinlite.io import read_metadata, read_state_dict
 
@@ -168,3 +170,20 @@ def test_resume_with_more_epochs_follows_the_new_schedule(run_dir: Path, tmp_pat
     resume = load_resume(out / "resume.pt")
     assert resume["epoch"] == 3 and [r["epoch"] for r in resume["history"]] == [1, 2, 3]
     assert resume["scheduler"]["t_initial"] + resume["scheduler"]["warmup_t"] == 3 * 3  # 3 epochs of 3 steps
+
+
+@pytest.mark.parametrize(("mixup", "smoothing"), [(False, 0.1), (True, 0.0), (False, 0.0)])
+def test_the_training_loss_is_fp32_under_bf16_autocast(mixup: bool, smoothing: float):
+    """On the CPU autocast leaves log_softmax in bf16: timm's label-smoothing CE returned a bf16 loss (logged on the
+    bf16 grid, 2.3125, 2.2344, ...; 0.3 % off with its gradient), its soft-target CE one from bf16 log-probs."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 10)
+    images, labels = torch.randn(16, 8), torch.randint(0, 10, (16,))
+    targets = torch.nn.functional.one_hot(labels, 10).float() if mixup else labels
+    step = SimpleNamespace(ctx=SimpleNamespace(settings=SimpleNamespace(device="cpu", channels_last=False)),
+                           mixup=None, loss_fn=_loss(mixup, smoothing))  # fmt: skip
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = ClassificationTask.train_step(step, model, (images, targets)).loss
+        logits = model(images)  # the same bf16 logits, their loss taken in fp32 by hand
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, _loss(mixup, smoothing)(logits.float(), targets), rtol=1e-6, atol=0)

@@ -107,8 +107,10 @@ def optimize_for_inference(
             torch.compiler.cudagraph_mark_step_begin()
             return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, compiled(x))
 
-    if check:
-        _check_close(expected, output, example_input.dtype)
+    if check:  # under autocast the model computes in autocast's dtype, whatever the input's
+        device = example_input.device.type
+        autocast = torch.is_autocast_enabled(device)
+        _check_close(expected, output, torch.get_autocast_dtype(device) if autocast else example_input.dtype)
 
     eager = _eager(model)
     candidates = {"compiled": lambda: run(example_input), "eager": lambda: eager(example_input)}

@@ -53,6 +53,18 @@ def test_a_float64_model_compiles_on_the_cpu(monkeypatch):
         torch.testing.assert_close(fn(x), model(x), atol=1e-12, rtol=1e-12)
 
 
+def test_built_under_bf16_autocast_it_checks_at_bf16s_tolerance(monkeypatch):
+    """Under autocast the model computes in bf16 whatever the input's dtype: the check took fp32's 1e-4 from the
+    input and refused a graph one bf16 step (2e-3) from eager."""
+    monkeypatch.setattr("swinlite.optimize.fastest_now", lambda candidates, *args, **kwargs: "compiled")
+    torch.manual_seed(0)
+    model, x = _small_model(), torch.randn(2, 3, 12, 10)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fn = swinlite.optimize_for_inference(model, x)
+        with torch.inference_mode():
+            torch.testing.assert_close(fn(x), model(x), atol=1e-2, rtol=1e-2)
+
+
 def _slow(fn):
     def run(*args):
         time.sleep(0.05)

@@ -142,12 +142,13 @@ class UperNet(nn.Module):
         self.num_classes = num_classes
 
     def forward(self, images: torch.Tensor) -> SegOutput:
-        """images [B, 3, H, W] (normalised) -> :class:`SegOutput` with logits at [H, W]."""
+        """images [B, 3, H, W] (normalised) -> :class:`SegOutput` with fp32 logits at [H, W] (also under autocast)."""
         levels = self.backbone(images)
-        logits = upsample(self.decode_head(levels), images.shape[2:])
+        # fp32 before the upsampling: under autocast the bf16 interpolation tied a pixel's top classes 65x as often
+        logits = upsample(self.decode_head(levels).float(), images.shape[2:])
         aux = None
         if self.training and self.auxiliary_head is not None:
-            aux = upsample(self.auxiliary_head(levels[AUX_LEVEL]), images.shape[2:])
+            aux = upsample(self.auxiliary_head(levels[AUX_LEVEL]).float(), images.shape[2:])
         return SegOutput(logits, aux)
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:

@@ -17,7 +17,7 @@ from test_convert_mmdet_hf import to_mmdet
 from swinlite.io import read_state_dict, save_safetensors
 from swinlite.segmentation.config import SegModelConfig
 from swinlite.segmentation.convert import convert_upernet, upernet_layout
-from swinlite.segmentation.models import build_upernet
+from swinlite.segmentation.models import build_upernet, upsample
 from swinlite.weights import load_strict
 
 HEAD = dict(head_channels=16, aux_channels=8, pool_scales=(1, 2, 3, 6))
@@ -106,6 +106,12 @@ def test_logits_at_the_input_size_and_the_auxiliary_head_in_training_only(name):
     assert model.eval()(x).aux_logits is None
     without = build_upernet(SegModelConfig(name=PICO, aux_weight=0.0, **HEAD), 3)
     assert without.auxiliary_head is None and without.train()(x).aux_logits is None
+    # under bf16 autocast the head's logits are upsampled in fp32 (a bf16 interpolation tied a pixel's top classes)
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        logits = model.eval()(x).logits
+        head = model.decode_head(model.backbone(x))
+    assert head.dtype == torch.bfloat16 and logits.dtype == torch.float32
+    torch.testing.assert_close(logits, upsample(head.float(), x.shape[2:]), rtol=0, atol=0)
 
 
 def test_grad_checkpointing_gives_the_same_gradients():

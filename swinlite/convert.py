@@ -41,6 +41,7 @@ from timm.layers import resize_rel_pos_bias_table as timm_resize_rel_pos_bias_ta
 from torch import nn
 
 from .io import StateDict, unwrap_checkpoint
+from .wording import counted
 
 # Buffers some layouts save that swinlite rebuilds itself.
 _DROPPED = ("relative_position_index", "relative_coords_table", "attn_mask")
@@ -455,13 +456,14 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module, timm_tables: bool, st
     missing, fresh = missing_weights(out, model)
     if missing and not strict:
         warnings.warn(
-            f"pretrained_strict=False: {len(missing)} model weights are missing from the checkpoint, left at their "
-            f"initial values: {first_keys(missing)}",
+            f"pretrained_strict=False: {counted(len(missing), 'model weight')} missing from the checkpoint, left at "
+            f"their initial values: {first_keys(missing)}",
             stacklevel=3,
         )
     elif missing:
         raise ValueError(
-            f"checkpoint does not fit {name}: {len(missing)} model weights are missing from it: " + first_keys(missing)
+            f"checkpoint does not fit {name}: {counted(len(missing), 'model weight')} missing from it: "
+            + first_keys(missing)
         )
     if resized:
         warnings.warn(

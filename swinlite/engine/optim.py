@@ -14,6 +14,7 @@ from timm.scheduler import CosineLRScheduler, MultiStepLRScheduler, PolyLRSchedu
 from timm.scheduler.scheduler import Scheduler
 from torch import nn
 
+from ..wording import counted
 from .sections import OptimConfig, ScheduleConfig, optimizer_name
 
 
@@ -85,7 +86,7 @@ def build_scheduler(
     total = epochs * steps_per_epoch
     wanted = _whole_steps(cfg.warmup_epochs * steps_per_epoch)
     warmup = min(wanted, total - 1)
-    run = f"the run ({epochs} epochs of {steps_per_epoch} steps)"
+    run = f"the run ({counted(epochs, 'epoch')} of {counted(steps_per_epoch, 'step')})"
     one_left = total - warmup == 1  # one step after the warm-up: a cosine or poly decay changes nothing
     if warmup < wanted:
         warnings.warn(

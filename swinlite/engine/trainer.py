@@ -23,6 +23,7 @@ from .. import __version__
 from ..device import autocast_dtype, load_compiler_quietly
 from ..metadata import FORMAT
 from ..weights import state_dict_mismatch
+from ..wording import counted
 from .checkpoint import (
     RESUME_FILE,
     load_resume,
@@ -76,11 +77,6 @@ def best_candidate(scores: dict[str, float], best: float) -> tuple[str, float] |
         return None
     kind, score = max(scored, key=lambda c: c[1])  # max keeps the first on a tie
     return (kind, score) if score > best else None
-
-
-def processes(count: int) -> str:
-    """``1 process``, ``2 processes``."""
-    return f"{count} process" + ("" if count == 1 else "es")
 
 
 @dataclass
@@ -180,7 +176,8 @@ class Trainer:
         self.scaler.load_state_dict(saved["scaler"])
         saved_world, batch = len(saved["rng"]), saved["batch"]
         if saved_world != self.dist.world_size:
-            self.log(f"warning: saved with {processes(saved_world)}, resuming with {processes(self.dist.world_size)}")
+            was, now = (counted(n, "process", "processes") for n in (saved_world, self.dist.world_size))
+            self.log(f"warning: saved with {was}, resuming with {now}")
             if batch:
                 self.log("warning: the step checkpoint's epoch restarts from its beginning")
                 batch = 0

@@ -19,6 +19,7 @@ from ..engine.distributed import SharedError, broadcast_object
 from ..engine.preflight import check_demo_paths
 from ..engine.task import RunContext, StepOutput, Task
 from ..seg_views import stride_problem
+from ..wording import counted
 from .config import SegConfig, SegDataConfig
 from .data import (
     Labels,
@@ -127,7 +128,7 @@ class SegmentationTask(Task):
                 workers, splits = max(cfg.data.num_workers, 1), []
                 for split in ("train", "val"):
                     images, masks = split_folders(cfg.data, split)
-                    ctx.log(f"data: reading every mask of {masks} once ({workers} thread{'s' if workers > 1 else ''})")
+                    ctx.log(f"data: reading every mask of {masks} once ({counted(workers, 'thread')})")
                     splits.append(scan_split(images, masks, self.labels, cfg.data.verify_images, workers))
                 found = tuple(splits)
             except ValueError as e:

@@ -144,7 +144,7 @@ def test_a_backbone_checkpoint_starts_the_detector_without_a_note_on_classifiers
     torch.save(state, tmp_path / "incomplete.pth")
     cfg.pretrained = str(tmp_path / "incomplete.pth")
     message = f"model.pretrained {tmp_path / 'incomplete.pth'}: checkpoint does not fit SwinTransformer: 1 model"
-    with pytest.raises(ValueError, match=f"^{message} weights are missing from it: layers.2.blocks.1.attn.qkv.weight$"):
+    with pytest.raises(ValueError, match=f"^{message} weight missing from it: layers.2.blocks.1.attn.qkv.weight$"):
         build_detector(cfg, 2, 32, 32)
 
 

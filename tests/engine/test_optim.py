@@ -64,8 +64,8 @@ def test_betas_of_a_lookahead_optimizer_are_judged_by_the_optimizer_it_wraps(tas
 @pytest.mark.parametrize(
     ("warmup", "said"),
     [
-        (2, r"warmup_epochs 2.0 is not shorter than the run \(1 epochs of 10 steps\): the warm-up is cut to 9 steps"),
-        (0.9, r"warmup_epochs 0.9 leaves one step of the run \(1 epochs of 10 steps\) after the warm-up"),
+        (2, r"warmup_epochs 2.0 is not shorter than the run \(1 epoch of 10 steps\): the warm-up is cut to 9 steps"),
+        (0.9, r"warmup_epochs 0.9 leaves one step of the run \(1 epoch of 10 steps\) after the warm-up"),
     ],
 )
 def test_a_warmup_that_leaves_one_step_is_one_warning(kind, warmup, said, caplog):
@@ -86,7 +86,7 @@ def test_decay_epochs_beyond_the_run_are_one_warning(recwarn):
     cfg = TASKS["classification"].load_config(
         None, ["schedule.kind=step", "schedule.decay_epochs=[0.5,1,5]", "schedule.warmup_epochs=0"]
     )
-    with pytest.warns(UserWarning, match=r"schedule.decay_epochs 1, 5 lie at or beyond the end of the run \(1 epochs "
+    with pytest.warns(UserWarning, match=r"schedule.decay_epochs 1, 5 lie at or beyond the end of the run \(1 epoch "
                                          r"of 10 steps\): the lr never decays there"):  # fmt: skip
         lrs = _lrs(cfg, 1, 10)
     assert lrs == pytest.approx([cfg.optim.lr] * 5 + [cfg.optim.lr * 0.1] * 5)  # 0.5 decays, within the run

@@ -217,7 +217,7 @@ def test_a_file_missing_backbone_weights_is_an_error(reduced_tiny, tmp_path, num
     _save_lite(timm.create_model("swinlite_tiny_patch4_window7_224", **REDUCED), path, keys)
     kwargs = {} if num_classes is None else {"num_classes": num_classes}
     kwargs |= {} if strict is None else {"pretrained_strict": strict}
-    with pytest.raises(ValueError, match=r"model weights are missing from it: .*layers\.0\.blocks\.0\.attn\.qkv"):
+    with pytest.raises(ValueError, match=r"model weights missing from it: .*layers\.0\.blocks\.0\.attn\.qkv"):
         timm.create_model(LITE_TINY, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **kwargs, **REDUCED)
 
 

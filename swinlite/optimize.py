@@ -47,6 +47,7 @@ from torch.utils._pytree import tree_map
 
 from .device import load_compiler_quietly
 from .fast.measured import fastest_now
+from .fast.row_blocks import compute_dtype
 
 _DEFAULT_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
 # timed rounds of the compiled graph against eager: on a 2-core EPYC, where the two run within 10 % of each other,
@@ -108,9 +109,7 @@ def optimize_for_inference(
             return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, compiled(x))
 
     if check:  # under autocast the model computes in autocast's dtype, whatever the input's
-        device = example_input.device.type
-        autocast = torch.is_autocast_enabled(device)
-        _check_close(expected, output, torch.get_autocast_dtype(device) if autocast else example_input.dtype)
+        _check_close(expected, output, compute_dtype(example_input))
 
     eager = _eager(model)
     candidates = {"compiled": lambda: run(example_input), "eager": lambda: eager(example_input)}

@@ -59,12 +59,7 @@ def unwrap_checkpoint(checkpoint: Mapping[str, object]) -> StateDict:
     else ``state_dict``, ``model``, ``module``. When it holds both EMA and raw weights a UserWarning names the key
     taken (load ``checkpoint["state_dict"]`` itself for the raw ones). A plain state dict is returned as it is.
     """
-    found = [
-        key
-        for key in (*EMA_KEYS, *RAW_KEYS)
-        if isinstance(inner := checkpoint.get(key), Mapping)
-        and any(isinstance(v, torch.Tensor) for v in inner.values())
-    ]
+    found = _state_dict_keys(checkpoint)
     if not found:
         return {k: v for k, v in checkpoint.items() if isinstance(v, torch.Tensor)}
     raw = [k for k in found if k in RAW_KEYS]
@@ -77,6 +72,16 @@ def unwrap_checkpoint(checkpoint: Mapping[str, object]) -> StateDict:
     return dict(checkpoint[found[0]])
 
 
+def _state_dict_keys(checkpoint: Mapping[str, object]) -> list[str]:
+    """The keys of ``checkpoint`` holding a state dict (a mapping with tensors), in timm's order (EMA first)."""
+    return [
+        key
+        for key in (*EMA_KEYS, *RAW_KEYS)
+        if isinstance(inner := checkpoint.get(key), Mapping)
+        and any(isinstance(v, torch.Tensor) for v in inner.values())
+    ]
+
+
 def holds_ema(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a torch training checkpoint holding EMA weights (``state_dict_ema``, ``model_ema``): the
     weights :func:`read_state_dict` gives of it (timm's rule); False for any other file."""
@@ -86,7 +91,8 @@ def holds_ema(path: str | os.PathLike) -> bool:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # not a zip-format torch file: read_state_dict names the problem
         return False
-    return isinstance(checkpoint, Mapping) and any(isinstance(checkpoint.get(key), Mapping) for key in EMA_KEYS)
+    found = _state_dict_keys(checkpoint) if isinstance(checkpoint, Mapping) else []
+    return bool(found) and found[0] in EMA_KEYS  # what unwrap_checkpoint takes
 
 
 def _check_file(path: Path) -> None:

@@ -186,19 +186,10 @@ def _check_layer_decay(old: Any, cfg: Any) -> None:
         )
 
 
-def _run_files(out: Path, task: type[Task]) -> list[Path]:
-    """The files of a run in ``out`` that are there: those a run writes, the task's (e.g. its data scan) and its
-    evaluate script's results of the run's weights."""
-    names = (*RUN_FILES, *task.output_files, *task.evaluation_files)
-    return [path for path in [*(out / name for name in names), *out.glob("events.out.tfevents.*")] if path.is_file()]
-
-
-def _remove_run_files(out: Path, task: type[Task]) -> list[str]:
-    """--overwrite: the run's files (:func:`_run_files`) removed, before anything else happens; returns their names."""
-    found = _run_files(out, task)
-    for path in found:
-        path.unlink(missing_ok=True)
-    return [path.name for path in found]
+def _remove_run_files(out: Path, task: type[Task]) -> None:
+    """--overwrite: the files a run writes (and the task's, e.g. its data scan, and its evaluate script's results of
+    the old weights), before anything else happens."""
+    _remove(out, (*RUN_FILES, *task.output_files, *task.evaluation_files))
 
 
 def _clear_leftovers(out: Path, dist: DistInfo) -> None:
@@ -207,13 +198,19 @@ def _clear_leftovers(out: Path, dist: DistInfo) -> None:
     are removed, with a note; they were kept, and mixed with the new run's (two runs' events in one TensorBoard). Its
     data scan is kept for the new run to read (it is checked against the data), as are an evaluate script's results,
     which no run writes."""
-    found = [out / name for name in RUN_FILES] + sorted(out.glob("events.out.tfevents.*"))
+    removed = _remove(out, RUN_FILES)
+    if removed:
+        log(dist, f"note: {out} held the files of a run that ended before its first save; removed "
+                  f"{', '.join(removed)}")  # fmt: skip
+
+
+def _remove(out: Path, names: tuple[str, ...]) -> list[str]:
+    """Remove ``names`` and TensorBoard's event files from ``out``; the names of those that were there."""
+    found = [out / name for name in names] + sorted(out.glob("events.out.tfevents.*"))
     found = [path for path in found if path.is_file()]
     for path in found:
         path.unlink(missing_ok=True)
-    if found:
-        log(dist, f"note: {out} held the files of a run that ended before its first save; removed "
-                  f"{', '.join(path.name for path in found)}")  # fmt: skip
+    return [path.name for path in found]
 
 
 def _stall_error(dist: DistInfo, timeout: float) -> StalledRankError:

@@ -86,6 +86,7 @@ from ..models.swin import (
     cache_op_serves,
     exporting,
     non_negative_remainder,
+    recording_graph,
     window_attention,
     window_geometry,
     window_order,
@@ -212,7 +213,7 @@ def row_blocks_for(training: bool, x: torch.Tensor, width: int) -> RowBlocks | N
     """
     if training or x.device.type != "cpu" or torch.is_grad_enabled() or torch.compiler.is_compiling():
         return None
-    if torch.jit.is_tracing():
+    if recording_graph():
         return None
     dtype = compute_dtype(x)
     threads = max(1, torch.get_num_threads())
@@ -487,7 +488,7 @@ def onednn_serves(x: torch.Tensor, weight: torch.Tensor) -> bool:
         return False
     if torch.compiler.is_compiling() and not compiling_frozen():
         return False
-    return x.dtype == weight.dtype == torch.float32 and not exporting() and not torch.jit.is_tracing()
+    return x.dtype == weight.dtype == torch.float32 and not recording_graph()
 
 
 def compiling_frozen() -> bool:
@@ -550,7 +551,7 @@ class FastMlp(Mlp):
         h = self.fc1(x)  # (..., hidden)
         recompute = self.recompute_act
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            recompute = recompute and not torch.jit.is_tracing()  # a trace takes the reference's composition
+            recompute = recompute and not recording_graph()  # a recording takes the reference's composition
         if recompute:
             onednn = False
             if not torch.jit.is_scripting():  # TorchScript skips this branch
@@ -580,7 +581,7 @@ class DispatchedAttention:
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
         """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as the reference class's ``attend``."""
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
-            if exporting() or torch.jit.is_tracing():
+            if recording_graph():
                 return super().attend(qkv, bias, mask, batch)
         dropout_p = self.attn_drop.p if self.training else 0.0
         kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)

@@ -16,7 +16,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ..models.swin import exporting
+from ..models.swin import recording_graph
 
 
 class Kept:
@@ -60,6 +60,6 @@ def keeps_values(device: torch.device) -> bool:
     """Whether a call may use (and make) :class:`Kept` values: eager, without autograd, not exporting and not while a
     CUDA graph is captured (a value made then would be filled only on replay), nor while ``torch.jit.trace`` records
     (a kept value would become a constant of the trace)."""
-    if torch.is_grad_enabled() or torch.compiler.is_compiling() or exporting() or torch.jit.is_tracing():
+    if torch.is_grad_enabled() or torch.compiler.is_compiling() or recording_graph():
         return False
     return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())

@@ -69,6 +69,12 @@ def exporting() -> bool:
     return False
 
 
+def recording_graph() -> bool:
+    """True while ``torch.export`` or ``torch.jit.trace`` records the forward: the recording takes the reference's
+    composition, never a fast path's kernels, oneDNN ops or values kept between calls."""
+    return exporting() or torch.jit.is_tracing()
+
+
 def padded_size(size: tuple[int, int], window: tuple[int, int]) -> tuple[int, int]:
     """``size`` rounded up to a multiple of ``window`` per dimension: the map after its bottom/right zero padding."""
     return (size[0] + window[0] - 1) // window[0] * window[0], (size[1] + window[1] - 1) // window[1] * window[1]

@@ -133,9 +133,17 @@ def evaluate_in_step(model: nn.Module, info: DistInfo) -> None:
     ddp = getattr(model, "_orig_mod", model)  # torch.compile's wrapper holds the DDP module
     if not info.enabled or not isinstance(ddp, nn.parallel.DistributedDataParallel):
         return
-    for buffer in ddp.module.buffers():
-        dist.broadcast(buffer, src=0)
+    share_buffers(ddp.module, info)
     ddp.require_forward_param_sync = False
+
+
+def share_buffers(module: nn.Module, info: DistInfo) -> None:
+    """Rank 0's buffers (BatchNorm's running statistics) on every process, so that every shard of an evaluation
+    scores the model rank 0 saves. The EMA copy needs it too: each process averages its own buffers into it, which
+    DDP's broadcast never reaches (timm's train.py calls ``distribute_bn`` on its EMA model for the same reason)."""
+    if info.enabled:
+        for buffer in module.buffers():
+            dist.broadcast(buffer, src=0)
 
 
 def barrier(info: DistInfo) -> None:

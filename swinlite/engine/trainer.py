@@ -42,6 +42,7 @@ from .distributed import (
     evaluate_in_step,
     is_timeout,
     peer_gone,
+    share_buffers,
 )
 from .loaders import batches_per_epoch, build_loaders
 from .loop import EpochPosition, StepSettings, TrainingDiverged, current_lr, epoch_steps, train_one_epoch
@@ -254,6 +255,7 @@ class Trainer:
         row |= {"lr": current_lr(self.optimizer), "epoch_time": time.perf_counter() - start}
         row |= {"train_img_s": rate * self.dist.world_size}
         if self.ema is not None:
+            share_buffers(self.ema.module, self.dist)
             row |= {f"{k}_ema": v for k, v in self.task.evaluate(self.ema.module, val_loader).items()}
         return row
 

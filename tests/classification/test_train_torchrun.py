@@ -33,3 +33,16 @@ def torch_equal(a, b) -> bool:
     import torch
 
     return torch.equal(a, b)
+
+
+def test_torchrun_ema_scores_the_saved_batchnorm_statistics(tmp_path: Path, folder: Path):
+    # with decay 0 the EMA is the trained model: its scores must be the raw ones. Each process averages its own
+    # BatchNorm statistics into its EMA copy; before the fix each val shard was scored by a different EMA model
+    out = tmp_path / "out"
+    settings = {"model.name": "resnet10t", "train.ema_decay": 0.0, "train.epochs": 1, "data.batch_size": 4}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(REPO / "scripts" / "train.py"), *tiny_overrides(folder, out, **settings)]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, env=script_env(), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = csv.DictReader(open(out / "metrics.csv"))
+    assert (row["val_loss_ema"], row["val_top1_ema"]) == (row["val_loss"], row["val_top1"])

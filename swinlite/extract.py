@@ -49,6 +49,10 @@ class ExtractionSummary:
 def read_sources(source: Path) -> tuple[list[Path], Path]:
     """Images of a folder (:func:`swinlite.images.list_images`) or of a text file (one path a line; relative to it).
 
+    A listed path keeps its name as listed, made absolute (``..`` removed as written; a link is not resolved to its
+    target's name, as a folder's files are not); each image is listed once, by :func:`swinlite.images.list_images`'
+    rule (a link listed beside the file it leads to is skipped with a warning).
+
     Returns:
         (image paths, the root that output names are made relative to).
     """
@@ -56,8 +60,7 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
         return list_images([source]), source
     if source.is_file() and not is_image_file(source):
         lines = [line.strip() for line in source.read_text(errors="surrogateescape").splitlines()]
-        # each image once however often (or however spelled) it is listed, as list_images does for folders
-        images = list(dict.fromkeys((source.parent / line).resolve() for line in lines if line and line[0] != "#"))
+        images = [Path(os.path.abspath(source.parent / line)) for line in lines if line and line[0] != "#"]
         if not images:
             raise ValueError(f"the list {str(source)!r} names no images (expected one path per line)")
         absent = [p for p in images if not p.is_file()]
@@ -67,6 +70,7 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
                 f"the list {str(source)!r} names {len(absent)} paths that are not image files, e.g. "
                 f"{str(absent[0])!r} ({what}; a relative path is read from the list's folder, {str(source.parent)!r})"
             )
+        images = list_images(images)  # each image once however often (or however spelled) it is listed
         return images, Path(os.path.commonpath([p.parent for p in images]))
     raise ValueError(f"input must be an image folder or a text file of image paths, got {str(source)!r}")
 

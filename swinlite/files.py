@@ -11,7 +11,7 @@ image reads the same and an output is checked the same with or without torch.
   pixels scaled, not clipped (see its docstring for the rules);
 - :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
   names left out, linked folders followed once, never in a loop nor into another folder the caller lists),
-  each file once however many of the paths given reach it;
+  each file once however many of the paths given reach it, under its own name where a link to it is given too;
 - :func:`decoded` and :func:`header_sizes`: each image of a list decoded (or its size read), those that fail named
   for the scripts to skip;
 - :func:`label_image`: a segmentation label map as a palette (or 16-bit) PNG image;
@@ -45,16 +45,31 @@ def is_image_file(path: str | os.PathLike) -> bool:
     return str(path).lower().endswith(IMAGE_EXTENSIONS)
 
 
+def _int_to_uint8(pixels: np.ndarray, path: str | os.PathLike) -> np.ndarray:
+    """Integer pixels (H, W) -> uint8: 0..65535 is scaled to 0..255; any other range is an error, not clipped."""
+    low, high = int(pixels.min()), int(pixels.max())
+    if low < 0 or high > 65535:
+        raise ValueError(
+            f"{path}: 32-bit integer image with pixels in [{low}, {high}]; expected 0..65535 (convert it to 16 bits)"
+        )
+    return (pixels / 257.0 + 0.5).astype(np.uint8)
+
+
 def _float_to_uint8(pixels: np.ndarray, path: str | os.PathLike) -> np.ndarray:
-    """Float pixels (H, W) -> uint8: 0..1 is scaled to 0..255, 0..255 is kept; any other range is an error."""
+    """Float pixels (H, W) -> uint8: 0..1 is scaled to 0..255, 0..255 is kept; any other range is an error.
+
+    The range is 0..1 unless a pixel exceeds 1 by more than rounding. Pixels within half an 8-bit level of the range's
+    ends (0..1: -0.5/255..1 + 0.5/255; 0..255: -0.5..255.5) are rounding, clipped to it; one further out is an error.
+    """
     if not np.isfinite(pixels).all():
         raise ValueError(f"{path}: float image holds NaN or infinite pixels")
     low, high = float(pixels.min()), float(pixels.max())
-    if low < 0 or high > 255:
+    scale = 255.0 if high <= 255.5 / 255 else 1.0
+    if low < -0.5 / scale or high > 255.5 / scale:
         raise ValueError(
-            f"{path}: float image with pixels in [{low:g}, {high:g}]; expected 0..1 or 0..255 (convert it to 8 bits)"
+            f"{path}: float image with pixels in [{low:g}, {high:g}]; expected 0..1 or 0..255, give or take half an "
+            f"8-bit level ({-0.5 / 255:g}..{255.5 / 255:g} or -0.5..255.5; convert it to 8 bits)"
         )
-    scale = 255.0 if high <= 1.0 else 1.0
     return np.clip(pixels * scale + 0.5, 0, 255).astype(np.uint8)
 
 
@@ -62,21 +77,22 @@ def load_rgb(path: str | os.PathLike) -> Image.Image:
     """Open an image as 8-bit RGB, upright, whatever its mode.
 
     - The EXIF orientation is applied (photos from phones are stored sideways).
-    - 16- and 32-bit integer images (PNG ``I;16``, ``I``) are scaled from 0..65535 to 0..255, not clipped.
+    - 16- and 32-bit integer images (PNG ``I;16``, ``I``) are scaled from 0..65535 to 0..255, not clipped: a 32-bit
+      image with pixels outside 0..65535 is a ValueError naming the file and the range found.
     - Float images (``F``, e.g. a 32-bit float TIFF) are scaled by their range: pixels all within 0..1 are
-      multiplied by 255; pixels within 0..255 (with some above 1) are kept; negative pixels, pixels above 255,
-      NaN or infinity are a ValueError naming the file (no range can be assumed for them). An image in
-      0..255 whose every pixel is at most 1 is read as a 0..1 image: the two cannot be told apart.
+      multiplied by 255; pixels within 0..255 (with some above 1) are kept. Pixels within half an 8-bit level of
+      the range's ends (0..1: -0.5/255..1 + 0.5/255, 0..255: -0.5..255.5) are rounding, clipped to it; pixels
+      further out, NaN or infinity are a ValueError naming the file (no range can be assumed for them). An image in
+      0..255 whose every pixel is at most 1 (+ 0.5/255) is read as a 0..1 image: the two cannot be told apart.
     - Transparent palette images go through RGBA first; alpha is dropped.
 
     Raises:
-        ValueError: float pixels outside the ranges above. PIL's own errors for files that are not images.
+        ValueError: integer or float pixels outside the ranges above. PIL's own errors for files that are not images.
     """
     with Image.open(path) as img:
         img = ImageOps.exif_transpose(img)
         if img.mode.startswith("I;16") or img.mode == "I":
-            pixels = np.asarray(img, dtype=np.float64)  # (H, W) in 0..65535
-            img = Image.fromarray(np.clip(pixels / 257.0 + 0.5, 0, 255).astype(np.uint8))
+            img = Image.fromarray(_int_to_uint8(np.asarray(img), path))  # (H, W) uint8
         elif img.mode == "F":
             img = Image.fromarray(_float_to_uint8(np.asarray(img, dtype=np.float64), path))  # (H, W) uint8
         elif img.mode == "P" and "transparency" in img.info:
@@ -158,7 +174,7 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] = ()) -> list[Path]:
+def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] | None = None) -> list[Path]:
     """Files under ``folder`` (recursive), sorted, hidden names (``.*``) left out.
 
     Linked folders are followed, each real folder once. Two kinds of link are skipped, with a warning naming
@@ -166,20 +182,28 @@ def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] = 
     which would also list the folder's siblings), and a link into one of ``others``, folders the caller lists
     apart (e.g. the other class folders of a split: their files are theirs, not this folder's).
 
+    Given ``others`` (a caller that counts files, as a split counts its class folders' images), linked files are
+    checked too, and each file is listed once (:func:`list_images`' rule): a link to a file in one of ``others`` is
+    skipped with a warning, and so is a link to a file this folder lists under its own name (a path whose last part
+    is no link), which keeps that name; links to one file found nowhere else are listed once, by the first. Without
+    ``others`` every name is listed, links to one file included (a caller that pairs files by name, as segmentation
+    pairs images and masks: one mask file may serve several images through links).
+
     Args:
         folder: the folder to list.
-        others: the folders the caller lists besides ``folder``.
+        others: the folders the caller lists besides ``folder`` (none: an empty list); None: list every name.
     """
     root = os.path.realpath(folder)
-    apart = [real for real in map(os.path.realpath, others) if not _inside(root, real)]  # not folder's own parents
-    files, seen = [], {root}
+    apart = [real for real in map(os.path.realpath, others or ()) if not _inside(root, real)]  # not folder's parents
+    files: dict[Path, str] = {}  # path -> its real path
+    seen = {root}
     for parent, dirs, names in os.walk(folder, followlinks=True):
         parent_real = os.path.realpath(parent)
         keep = []
         for name in sorted(d for d in dirs if not d.startswith(".")):
             path = os.path.join(parent, name)
             real = os.path.realpath(path)
-            other = next((o for o in apart if _inside(real, o) and not _inside(real, root)), None)
+            other = _apart(real, root, apart)
             if _inside(parent_real, real) or _inside(root, real) or other is not None:
                 why = f"the folder {other}, listed apart" if other else "a loop back to an enclosing folder"
                 warnings.warn(f"skipping linked folder {path} -> {real}: {why}", stacklevel=2)
@@ -187,8 +211,44 @@ def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] = 
                 seen.add(real)
                 keep.append(name)
         dirs[:] = keep
-        files += [Path(parent, n) for n in names if not n.startswith(".")]
-    return sorted(files)
+        for name in (n for n in names if not n.startswith(".")):
+            path = Path(parent, name)
+            real = os.path.realpath(path) if path.is_symlink() else os.path.join(parent_real, name)
+            other = _apart(real, root, apart)
+            if other is None:
+                files[path] = real
+            else:
+                warnings.warn(f"skipping linked file {path} -> {real}: the folder {other}, listed apart", stacklevel=2)
+    listed = dict(sorted(files.items()))
+    return list(listed) if others is None else _one_per_file(listed)
+
+
+def _apart(real: str, root: str, apart: list[str]) -> str | None:
+    """The folder of ``apart`` that real path ``real`` lies in, where it does not lie in ``root`` too; or None."""
+    return next((o for o in apart if _inside(real, o) and not _inside(real, root)), None)
+
+
+def _one_per_file(reals: dict[Path, str]) -> list[Path]:
+    """The paths of ``reals`` (path -> its real path), in their order, each file (real path) once.
+
+    A file is named by the first path that reaches it whose last part is no symbolic link (its own name); a link to
+    it is then skipped with a warning naming the link and its target. Links to a file reached by no other path are
+    kept, the first of them.
+    """
+    reaching: dict[str, list[Path]] = {}  # real path -> the paths that reach it
+    for path, real in reals.items():
+        reaching.setdefault(real, []).append(path)
+    kept = set()
+    for real, paths in reaching.items():
+        links = [p for p in paths if p.is_symlink()] if len(paths) > 1 else []
+        own = [p for p in paths if p not in links]
+        for link in links if own else ():
+            warnings.warn(
+                f"skipping linked file {link} -> {real}: the same file as {own[0]}, listed under its own name",
+                stacklevel=3,
+            )
+        kept.add((own or paths)[0])
+    return [p for p in reals if p in kept]
 
 
 def folders_apart(folders: Iterable[str | os.PathLike]) -> list[Path]:
@@ -216,19 +276,21 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
     A file named explicitly is kept whatever its extension: the reader says so if it does not decode.
 
-    Each file is listed once, by the first path that reaches it (in the order of ``paths``, each folder's files
-    sorted): inputs that overlap (a folder and its subfolder, a folder and a file in it, a folder given twice or
-    through a link) gave their common files twice before, so the scripts wrote two predictions, drawings or label
-    maps of one image. A file is one real path (:func:`os.path.realpath`): a symbolic link is an alias of its
-    target, as :func:`list_files` treats a linked folder; hard links are separate files, as no name of them is
-    the original (``cp -l`` and backup tools make them for copies users see as separate).
+    Each file is listed once: inputs that overlap (a folder and its subfolder, a folder and a file in it, a folder
+    given twice or through a link) gave their common files twice before, so the scripts wrote two predictions,
+    drawings or label maps of one image. A file is one real path (:func:`os.path.realpath`); hard links are separate
+    files, as no name of them is the original (``cp -l`` and backup tools make them for copies users see as
+    separate). It keeps its own name, the first path that reaches it (in the order of ``paths``, each folder's files
+    sorted) whose last part is no symbolic link: a symbolic link to a file listed so is skipped with a warning naming
+    the link and its target, as a link into another folder given is (were the link kept, the file's own name would
+    get no output). A link to a file listed by no other path is kept under the link's name, the first such link.
 
     Raises:
         ValueError: a path that does not exist, or a folder without image files.
     """
     paths = [Path(p) for p in paths]
     folders = [p for p in paths if p.is_dir()]
-    found: dict[str, Path] = {}  # real path -> the path that reached it first
+    found: dict[Path, str] = {}  # path -> its real path
     for path in paths:
         if path.is_dir():
             others = [f for f in folders if f != path]
@@ -240,8 +302,8 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
         else:
             raise ValueError(f"{str(path)!r} does not exist (expected an image file or a folder of images)")
         for image in listed:
-            found.setdefault(os.path.realpath(image), image)
-    return list(found.values())
+            found.setdefault(image, os.path.realpath(image))
+    return _one_per_file(found)
 
 
 def printable_path(path: str | os.PathLike) -> str:

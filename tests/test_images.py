@@ -135,19 +135,115 @@ def test_a_link_into_another_folder_the_caller_lists_is_skipped_and_named(tmp_pa
 
 
 def test_overlapping_inputs_list_each_image_once_by_the_path_that_reached_it_first(tmp_path: Path):
-    """A folder and its subfolder, a folder and a file in it, a folder with a trailing slash or through a link, or a
-    linked file: the files they share were listed once per path, so the scripts wrote 9 drawings of 4 images."""
+    """A folder and its subfolder, a folder and a file in it, a folder with a trailing slash or through a link: the
+    files they share were listed once per path, so the scripts wrote 9 drawings of 4 images."""
     for rel in ["nest/a.png", "nest/sub/b.png", "nest/sub/c.png", "nest/z.png"]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(b"")
     nest, sub = tmp_path / "nest", tmp_path / "nest" / "sub"
     os.symlink(nest, tmp_path / "alias")  # the whole folder again, under another name
-    os.symlink(nest / "a.png", tmp_path / "a_link.png")  # one file again, under another name
     os.link(nest / "z.png", tmp_path / "hard.png")  # a hard link: a file of its own
     whole = [nest / "a.png", sub / "b.png", sub / "c.png", nest / "z.png"]
     assert list_images([nest, sub]) == whole
-    assert list_images([nest, nest / "a.png", f"{nest}/", tmp_path / "alias", tmp_path / "a_link.png"]) == whole
+    assert list_images([nest, nest / "a.png", f"{nest}/", tmp_path / "alias"]) == whole
     assert list_images([sub, nest]) == [sub / "b.png", sub / "c.png", nest / "a.png", nest / "z.png"]  # given order
-    assert list_images([tmp_path / "a_link.png", nest]) == [tmp_path / "a_link.png", *whole[1:]]
+    assert list_images([tmp_path / "alias", nest])[0] == tmp_path / "alias" / "a.png"  # no file link: the first path
     assert list_images([nest, tmp_path / "hard.png"]) == [*whole, tmp_path / "hard.png"]
     assert list_images([sub / "c.png", sub / "c.png"]) == [sub / "c.png"]
+
+
+def _linked_file_warnings(record: pytest.WarningsRecorder) -> list[str]:
+    return [str(w.message) for w in record if str(w.message).startswith("skipping linked file")]
+
+
+def test_a_file_keeps_its_own_name_over_a_link_to_it_listed_too(tmp_path: Path):
+    """A link that sorted (or was given) before its target hid the file's own name: no output under it, no warning.
+    The link is skipped with a warning instead, as a link into another folder given is; a link to a file listed by
+    no other path is kept under its name (datasets are built of links)."""
+    for rel in ["imgs/rgb.png", "A/a.png", "B/real.png", "outside/kept.png"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    imgs, a, b = tmp_path / "imgs", tmp_path / "A", tmp_path / "B"
+    os.symlink("rgb.png", imgs / "link_to_rgb.png")  # sorts before its target
+    os.symlink(tmp_path / "outside" / "kept.png", imgs / "elsewhere.png")  # its target listed nowhere else
+    os.symlink("../B/real.png", a / "alias.png")  # into another folder given
+    real, kept = imgs / "rgb.png", tmp_path / "outside" / "kept.png"
+    with pytest.warns(UserWarning) as record:
+        assert list_images([imgs]) == [imgs / "elsewhere.png", real]
+    assert _linked_file_warnings(record) == [
+        f"skipping linked file {imgs / 'link_to_rgb.png'} -> {os.path.realpath(real)}: the same file as {real}, "
+        "listed under its own name"
+    ]
+    with pytest.warns(UserWarning, match=f"skipping linked file {a / 'alias.png'} -> .*real.png: the folder .*B, "):
+        assert list_images([a, b]) == [a / "a.png", b / "real.png"]
+    with pytest.warns(UserWarning, match=f"skipping linked file {a / 'alias.png'} -> .*: the same file as {b}"):
+        assert list_images([a / "alias.png", b / "real.png"]) == [b / "real.png"]  # named one by one
+    with pytest.warns(UserWarning, match="skipping linked file .*elsewhere.png -> .*kept.png: the same file as "):
+        assert list_images([imgs / "elsewhere.png", kept]) == [kept]
+    assert list_images([a / "alias.png", a]) == [a / "alias.png", a / "a.png"]  # one link twice: once, kept
+
+
+def test_a_file_linked_from_a_class_folder_is_counted_in_its_own_class_only(tmp_path: Path):
+    """``others`` given (a split's class folders): a file link into another class folder put one image under two
+    labels, a link to a file of the same folder counted it twice; both are skipped with a warning. Without
+    ``others`` every name is listed (segmentation pairs images and masks by name: one mask may serve many)."""
+    for rel in ["red/000.png", "red/001.png", "green/000.png", "outside/x.png"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    red, green, outside = tmp_path / "red", tmp_path / "green", tmp_path / "outside"
+    os.symlink(red / "001.png", green / "from_red.png")
+    os.symlink(red / "000.png", red / "000_alias.png")
+    os.symlink(outside / "x.png", red / "x.png")  # outside the class folders: kept
+    os.symlink(outside / "x.png", red / "y.png")  # the same outside file again: listed once, by the first link
+    with pytest.warns(UserWarning) as record:
+        assert list_files(green, [red]) == [green / "000.png"]
+        assert list_files(red, [green]) == [red / "000.png", red / "001.png", red / "x.png"]
+    assert _linked_file_warnings(record) == [
+        f"skipping linked file {green / 'from_red.png'} -> {os.path.realpath(red / '001.png')}: the folder "
+        f"{os.path.realpath(red)}, listed apart",
+        f"skipping linked file {red / '000_alias.png'} -> {os.path.realpath(red / '000.png')}: the same file as "
+        f"{red / '000.png'}, listed under its own name",
+    ]
+    assert list_files(red) == [red / "000.png", red / "000_alias.png", red / "001.png", red / "x.png", red / "y.png"]
+    assert list_files(green) == [green / "000.png", green / "from_red.png"]
+
+
+def test_32_bit_integer_image_outside_0_65535_is_an_error_not_clipped(tmp_path: Path):
+    """Pixels above 65535 became white and negative ones black, silently."""
+    gray = np.linspace(0, 255, 16 * 16).reshape(16, 16).astype(np.int32)
+    Image.fromarray(gray * 257, "I").save(tmp_path / "ok.tif")
+    np.testing.assert_array_equal(np.asarray(load_rgb(tmp_path / "ok.tif"))[..., 0], gray)
+    for name, pixels, found in [("big.tif", gray * 4096, f"[0, {255 * 4096}]"), ("neg.tif", -gray, "[-255, 0]")]:
+        Image.fromarray(pixels, "I").save(tmp_path / name)
+        with Image.open(tmp_path / name) as img:
+            assert img.mode == "I"  # really stored as 32-bit integers
+        with pytest.raises(
+            ValueError, match=rf"{name}: 32-bit integer image with pixels in \{found}; expected 0..65535"
+        ):
+            load_rgb(tmp_path / name)
+
+
+def test_float_pixels_within_half_a_level_of_the_range_are_rounding(tmp_path: Path):
+    """One pixel of a 0..1 image at 1.0001 made it read as a 0..255 image (nearly black), where -1e-6 was an error:
+    within half an 8-bit level of either end of either range is rounding, clipped; further out is an error."""
+    pixels = np.linspace(0, 1, 10 * 10).reshape(10, 10)
+    want = np.round(pixels.astype(np.float32) * 255)
+    for low, high in [(0, 1.0001), (-1e-6, 1), (-0.49 / 255, 1 + 0.49 / 255)]:
+        pixels[0, 0], pixels[9, 9] = low, high
+        rgb = np.asarray(load_rgb(_float_tiff(tmp_path / "f.tif", pixels)))
+        assert rgb[0, 0, 0] == 0 and rgb[9, 9, 0] == 255
+        np.testing.assert_array_equal(rgb[1:9, ..., 0], want[1:9])
+    pixels[0, 0] = -0.51 / 255
+    with pytest.raises(ValueError, match=r"low.tif: float image with pixels in \[-0.002, 1.00192\]; expected 0..1 "):
+        load_rgb(_float_tiff(tmp_path / "low.tif", pixels))
+    pixels[9, 9] = 1 + 0.51 / 255  # more than rounding above 1: a 0..255 image (the two cannot be told apart)
+    assert np.asarray(load_rgb(_float_tiff(tmp_path / "dark.tif", pixels))).max() == 1
+    wide = np.linspace(0, 255, 8 * 8).reshape(8, 8)
+    wide[0, 0], wide[7, 7] = -0.49, 255.49
+    rgb = np.asarray(load_rgb(_float_tiff(tmp_path / "w.tif", wide)))
+    assert rgb[0, 0, 0] == 0 and rgb[7, 7, 0] == 255
+    for name, end in [("w_low.tif", (0, 0, -0.51)), ("w_high.tif", (7, 7, 255.51))]:
+        bad = wide.copy()
+        bad[end[:2]] = end[2]
+        with pytest.raises(ValueError, match=f"{name}: float image"):
+            load_rgb(_float_tiff(tmp_path / name, bad))

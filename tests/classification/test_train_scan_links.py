@@ -1,0 +1,31 @@
+"""The ImageFolder scan and linked files: each image under its own class folder's label, once."""
+
+import os
+from pathlib import Path
+
+import pytest
+from trainkit import make_folder
+
+from swinlite.classification.data import scan_split
+
+
+def test_a_file_linked_into_a_class_folder_is_not_counted_again(folder: Path):
+    """A link to another class's image put it under two labels, a link to an image of the same class counted it
+    twice (evaluate.py scored more images than predict.py on the same folder); a link to an image outside the class
+    folders is an image of the class it is linked from."""
+    train = folder / "train"
+    (train / "c1" / "from_c0.png").symlink_to(train / "c0" / "1.png")
+    (train / "c0" / "0_alias.png").symlink_to(train / "c0" / "0.png")
+    outside = make_folder(folder.parent / "extra", classes=1, per_class=1, splits=("more",))
+    (train / "c2" / "extra.png").symlink_to(outside / "more" / "c0" / "0.png")
+    with pytest.warns(UserWarning) as record:
+        split = scan_split(train)
+    assert sorted(str(w.message) for w in record) == [
+        f"skipping linked file {train / 'c0' / '0_alias.png'} -> {os.path.realpath(train / 'c0' / '0.png')}: the "
+        f"same file as {train / 'c0' / '0.png'}, listed under its own name",
+        f"skipping linked file {train / 'c1' / 'from_c0.png'} -> {os.path.realpath(train / 'c0' / '1.png')}: the "
+        f"folder {os.path.realpath(train / 'c0')}, listed apart",
+    ]
+    labels = [label for _, label in split.samples]
+    assert labels.count(0) == labels.count(1) == 8 and labels.count(2) == 9
+    assert (str(train / "c2" / "extra.png"), 2) in split.samples

@@ -51,8 +51,13 @@ def seed_everything(seed: int, deterministic: bool) -> None:
         torch.backends.cudnn.benchmark = False
 
 
-def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = False) -> Path:
+def run(
+    task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = False, config: str | Path | None = None
+) -> Path:
     """Run (or continue) a training run of ``task`` as ``cfg`` describes; returns the output folder.
+
+    ``config`` is the ``--config`` file ``cfg`` was read from, if any: a fresh run refuses one that is a file it
+    writes or removes in the output folder (:func:`check_config_file`).
 
     Raises:
         ValueError: a setting, the data or the output folder cannot work (before training starts); the run
@@ -70,6 +75,8 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
         names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
         check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
+        removed = task.evaluation_files if overwrite else ()
+        check_config_file(config, Path(cfg.train.output_dir), (*names, *removed), resume)
     if resume and overwrite:
         raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
     dist = init_distributed(device, cfg.train.dist_timeout)
@@ -103,6 +110,19 @@ def run(task: type[Task], cfg: Any, resume: bool = False, overwrite: bool = Fals
             lock.release()
         cleanup(dist)
     return out
+
+
+def check_config_file(config: str | Path | None, out: Path, names: tuple[str, ...], resume: bool) -> None:
+    """ValueError for a fresh run whose ``--config`` file is one of ``names``, the files it writes or removes in
+    ``out``: ``OUT/config.yaml`` was removed as a killed run's leftover (or by ``--overwrite``), then replaced by the
+    resolved settings, its comments lost. ``--resume`` reads that file as the run's own settings: it stays accepted.
+    """
+    if config is None or resume:
+        return
+    for name in names:
+        if (out / name).is_file() and os.path.samefile(config, out / name):
+            what = "the file the run writes its settings to" if name == "config.yaml" else "a file the run replaces"
+            raise ValueError(f"--config {config} is {what}: keep your config elsewhere or choose another --output-dir")
 
 
 def write_config(path: Path, cfg: Any) -> None:

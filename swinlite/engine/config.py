@@ -72,9 +72,28 @@ def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
 
 
 class ConfigLoader(yaml.SafeLoader):
-    """The YAML loader of config files and command-line values: safe, with YAML 1.2 core-schema numbers."""
+    """The YAML loader of config files and command-line values: safe, with YAML 1.2 core-schema numbers, and a key
+    given twice in one mapping an error (PyYAML keeps the last one silently: a second ``train:`` section dropped the
+    first)."""
 
     yaml_implicit_resolvers = _core_resolvers()
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """The mapping; ConstructorError at a key's second occurrence, naming the line of its first."""
+        first: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *base": the keys it brings may be given again
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                again = key in first
+            except TypeError:  # an unhashable key: the base class refuses it
+                break
+            if again:
+                problem = f"key {key!r} is given twice (first on line {first[key].line + 1})"
+                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
+            first[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
 
 ConfigLoader.add_constructor(_INT, _construct_int)
@@ -319,15 +338,36 @@ def parse_cli_overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error as one line: what is wrong and where (``found character '\\t' that cannot start any token at line
+    2, column 3``), then what the parser was reading, and where it began."""
+    if not isinstance(error, yaml.MarkedYAMLError) or error.problem is None:
+        return " ".join(str(error).split())
+
+    def at(mark: yaml.Mark | None) -> str:
+        return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+    context = f" ({error.context}{at(error.context_mark)})" if error.context else ""
+    return f"{error.problem}{at(error.problem_mark)}{context}"
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """A config file's mapping of sections; ValueError for a missing file, invalid YAML or another shape."""
+    """A config file's mapping of sections; ValueError naming the file for a missing one, a folder, text that is not
+    UTF-8, invalid YAML (the problem and its line and column; a key given twice) or another shape."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"config file {path} is a folder; expected a YAML file")
     if not path.is_file():
         raise ValueError(f"config file {path} does not exist")
     try:
-        tree = load_yaml(path.read_text()) or {}
+        tree = load_yaml(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as e:
+        line = e.object[: e.start].count(b"\n") + 1
+        raise ValueError(
+            f"config file {path} is not UTF-8 text: byte 0x{e.object[e.start]:02x} on line {line}"
+        ) from None
     except yaml.YAMLError as e:
-        raise ValueError(f"config file {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+        raise ValueError(f"config file {path} is not valid YAML: {_yaml_problem(e)}") from None
     if not isinstance(tree, dict) or not all(isinstance(v, dict) for v in tree.values()):
         raise ValueError(f"config file {path} must hold a mapping of sections, e.g. 'train: {{epochs: 10}}'")
     return tree

@@ -43,6 +43,7 @@ for finite outputs; its accuracy: docs/deployment.md).
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -59,7 +60,12 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--output", required=True, type=Path, help="the .onnx file to write")
     parser.add_argument("--features", action="store_true", help="export the feature levels instead of the classifier")
     parser.add_argument("--fpn", action="store_true", help="export a detection checkpoint's FPN backbone alone")
-    parser.add_argument("--out-indices", type=int, nargs="+", default=[0, 1, 2, 3], help="levels for --features")
+    parser.add_argument(
+        "--out-indices",
+        type=int,
+        nargs="+",
+        help="levels for --features, strictly increasing, negative ones from the last (default: 0 1 2 3)",
+    )
     parser.add_argument("--out-norm", action="store_true", help="per-level LayerNorms (detection style)")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="example size (default: the model's)")
     parser.add_argument("--min-size", type=int, help="smallest height and width served (default: one patch)")
@@ -70,7 +76,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--quantize", choices=QUANTIZATIONS, help="dynamic: every MatMul in INT8 (ONNX Runtime)")
     parser.add_argument("--num-classes", type=int, help="classifier outputs, for --model without a recording file")
     parser.add_argument("--no-check", action="store_true", help="skip the ONNX Runtime comparison")
-    parser.add_argument("--tolerance", type=float, default=1e-4, help="largest |ONNX - PyTorch| allowed by the check")
+    parser.add_argument(
+        "--tolerance", type=float, default=1e-4, help="largest |ONNX - PyTorch| allowed by the check (default: 1e-4)"
+    )
     args = parser.parse_args(argv)
     if args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
@@ -89,6 +97,11 @@ def parse_args(argv: list[str] | None = None):
         parser.error("--fpn exports the FPN backbone of a detection --checkpoint")
     if args.features and args.fpn:
         parser.error("--features and --fpn are two different exports: pick one")
+    if args.out_indices is not None and not args.features:
+        parser.error("--out-indices selects the levels of --features: add --features, or drop --out-indices")
+    if not (math.isfinite(args.tolerance) and args.tolerance > 0):
+        parser.error(f"--tolerance must be a positive finite number, got {args.tolerance}")
+    args.out_indices = args.out_indices or [0, 1, 2, 3]
     return args
 
 
@@ -199,7 +212,7 @@ def build(args, checkpoint: Path | None):
 def output_names(args, model) -> list[str]:
     if args.fpn:
         return [f"fpn{i}" for i in range(len(model.backbone.strides))]
-    return [f"stage{i}" for i in args.out_indices] if args.features else ["logits"]
+    return [f"stage{i}" for i in model.out_indices] if args.features else ["logits"]  # negative ones resolved
 
 
 def check(args, path: Path, model, nominal: tuple[int, int], size_range: tuple[int, int]) -> float:

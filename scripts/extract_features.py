@@ -41,9 +41,13 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument("--output", required=True, type=Path, help="output folder")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="model input size (default: the model's)")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="dtype of the stored stage maps")
-    parser.add_argument("--batch-size", type=int, default=16, help="images per forward pass")
-    parser.add_argument("--workers", type=int, default=0, help="image decoding processes")
+    parser.add_argument(
+        "--dtype", choices=DTYPES, default="float32", help="dtype of the stored stage maps (default: float32)"
+    )
+    parser.add_argument("--batch-size", type=int, default=16, help="images per forward pass (default: 16)")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="image decoding processes (default: 0: in the main process)"
+    )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_compile_argument()

@@ -41,6 +41,7 @@ from .files import fsync_folder
 from .fpn import SwinFPNBackbone
 from .inference import class_names
 from .io import atomic_write_bytes, read_metadata
+from .models.checks import check_feature_indices
 from .models.swin import SwinTransformer
 from .weights import check_model_name, load_model, read_info
 
@@ -54,13 +55,19 @@ class FeatureExtractor(nn.Module):
 
     Args:
         model: the Swin.
-        out_indices: levels to return.
+        out_indices: levels to return, as ``timm.create_model(..., features_only=True)`` takes them: strictly
+            increasing once negative ones (counted from the last) are resolved; kept resolved.
+
+    Raises:
+        ValueError: ``out_indices`` that ``features_only`` refuses, naming the allowed levels.
     """
 
     def __init__(self, model: SwinTransformer, out_indices: Sequence[int] = (0, 1, 2, 3)) -> None:
         super().__init__()
+        num_stages = len(model.layers)
+        check_feature_indices(out_indices, num_stages, ordered=True)
         self.model = model
-        self.out_indices = list(out_indices)
+        self.out_indices = [i % num_stages for i in out_indices]
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """images [B, 3, H, W] -> (level maps [B, C_i, H/s_i, W/s_i], ...)."""
@@ -101,7 +108,7 @@ def build_exportable(
 
     Raises:
         ValueError: ``model_name`` is not a swinlite model; neither a name nor a checkpoint; the checkpoint
-            does not load.
+            does not load; ``features`` with ``out_indices`` that ``features_only`` refuses (:class:`FeatureExtractor`).
     """
     if model_name is not None:
         check_model_name(model_name, "swinlite_*")

@@ -86,16 +86,16 @@ def test_a_range_that_does_not_hold_the_models_size(load_script):
 
 
 def test_a_file_that_fails_its_check_leaves_the_earlier_output(load_script, tmp_path):
-    """--tolerance 0 (ONNX Runtime differs from PyTorch by ~1e-7): the file was written to --output and checked there,
-    then removed, so a good file already at --output was lost with it; now the refused file never reaches --output,
-    which keeps its earlier file, and nothing of the run is left beside it. A refusal before anything is written
-    leaves an earlier file alone too."""
+    """--tolerance 1e-15 (ONNX Runtime differs from PyTorch by ~1e-7): the file was written to --output and checked
+    there, then removed, so a good file already at --output was lost with it; now the refused file never reaches
+    --output, which keeps its earlier file, and nothing of the run is left beside it. A refusal before anything is
+    written leaves an earlier file alone too."""
     script, output = load_script("export_onnx"), tmp_path / "m.onnx"
     argv = ["--model", PICO, "--fixed-size", "--output", str(output)]
     with pytest.raises(
-        ValueError, match=r"is above --tolerance 0\.0; the export failed its check: nothing was written"
+        ValueError, match=r"is above --tolerance 1e-15; the export failed its check: nothing was written"
     ):
-        script.main([*argv, "--tolerance", "0"])
+        script.main([*argv, "--tolerance", "1e-15"])
     assert list(tmp_path.iterdir()) == []
     output.write_bytes(b"an earlier export")
     with pytest.raises(ValueError, match=r"is above --tolerance 1e-12; .*: .*m\.onnx keeps its earlier file"):
@@ -137,3 +137,43 @@ def test_the_check_reads_a_hidden_file_and_only_a_checked_one_becomes_the_output
     checked, inode = seen[-1]
     assert output.stat().st_ino == inode and output.read_bytes() != b"an earlier export"  # the file checked
     assert list(tmp_path.iterdir()) == [output]
+
+
+def test_out_indices_are_checked_as_features_only_checks_them(load_script, tmp_path, capsys):
+    """--out-indices was not checked: without --features it was ignored (a classifier exported, exit 0), 5 was an
+    IndexError traceback, 2 1 exported stage2 before stage1, -1 an output named stage-1, and 1 1 failed after the
+    trace in torch's "Output names cannot be duplicated". Now the library's check of ``features_only``'s out_indices
+    refuses them, as timm.create_model does, before the export; negative ones are resolved."""
+    script, output = load_script("export_onnx"), tmp_path / "m.onnx"
+    argv = ["--model", PICO, "--fixed-size", "--no-check", "--output", str(output)]
+    with pytest.raises(SystemExit):
+        script.main([*argv, "--out-indices", "1"])
+    assert "--out-indices selects the levels of --features: add --features, or drop" in capsys.readouterr().err
+    for indices in ((5,), (2, 1), (1, 1), (3, -1)):
+        with pytest.raises(ValueError) as library:
+            timm.create_model(PICO, features_only=True, out_indices=indices)
+        with pytest.raises(ValueError) as told:
+            script.main([*argv, "--features", "--out-indices", *map(str, indices)])
+        assert str(told.value) == str(library.value) and "strictly increasing" in str(told.value)
+    assert list(tmp_path.iterdir()) == []
+    script.main([*argv, "--features", "--out-indices", "0", "-1"])
+    assert "outputs stage0, stage3)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("tolerance", ["-1", "0", "nan", "inf"])
+def test_a_tolerance_that_is_not_a_positive_number_is_refused_before_the_export(
+    tolerance, load_script, tmp_path, capsys
+):
+    """--tolerance -1 or nan was taken, and failed only after the export, in its check."""
+    with pytest.raises(SystemExit):
+        load_script("export_onnx").main(
+            ["--model", PICO, "--output", str(tmp_path / "m.onnx"), "--tolerance", tolerance]
+        )
+    assert f"error: --tolerance must be a positive finite number, got {float(tolerance)}" in capsys.readouterr().err
+
+
+def test_help_shows_the_defaults(load_script, capsys):
+    with pytest.raises(SystemExit):
+        load_script("export_onnx").parse_args(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "(default: 0 1 2 3)" in shown and "(default: 1e-4)" in shown

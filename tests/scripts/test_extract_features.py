@@ -238,3 +238,10 @@ def test_features_of_an_older_swinlite_are_refused_as_uncheckable(load_script, i
     save_features(path, features)  # the old writer: no source_file in the metadata
     with pytest.raises(ValueError, match="by an older swinlite, which did not record the image's size and time"):
         _run(load_script, *args)
+
+
+def test_help_shows_the_defaults(load_script, capsys):
+    with pytest.raises(SystemExit):
+        load_script("extract_features").parse_args(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert all(f"(default: {value}" in shown for value in ("float32)", "16)", "0: in the main process)"))

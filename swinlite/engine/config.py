@@ -13,6 +13,7 @@ whose numbers are YAML 1.2's core schema, not PyYAML's YAML 1.1: ``017`` is 17, 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import math
 import re
@@ -213,8 +214,40 @@ def _parse(value: Any, annotation: Any) -> Any:
         return value
 
 
-def _coerce(value: Any, annotation: Any, key: str) -> Any:
-    """Convert ``value`` (from YAML or the command line) to the declared ``annotation``."""
+class _Unquoted(ValueError):
+    """A value YAML read as a boolean, a number or a date where a string is expected: a union key (``str | None``)
+    passes the error on as it is, whose fix (quote it) its own would not give."""
+
+
+_READ_AS = ((bool, "the boolean"), (int, "the integer"), (float, "the number"), (datetime.date, "the date"))
+
+
+def _where(key: str, item: int | None) -> str:
+    """How an error names a key (``item``: the index in a list key's value): ``'data.classes' item 1``."""
+    return f"'{key}'" if item is None else f"'{key}' item {item}"
+
+
+def _string(value: Any, key: str, item: int | None) -> str:
+    """``value`` for a string key (``item``: its index in a list key's value); ValueError for null, a list or a
+    mapping, and :class:`_Unquoted` for a value that YAML read as a boolean, a number or a date: its str() is not the
+    text written (``no``: 'False', ``0010``: '10', ``1e3``: '1000.0'), which must be quoted."""
+    where = _where(key, item)
+    # null is no string: a YAML file's "output_dir: null" trained into ./None/, the command line's into ./null/
+    if value is None or (isinstance(value, str) and _YAML_NULL.fullmatch(value.strip())):
+        raise ValueError(f"config key {where}: cannot use null, expected a string")
+    if isinstance(value, str):
+        return value
+    read = next((name for kind, name in _READ_AS if isinstance(value, kind)), None)
+    if read is None:  # a list or a mapping
+        raise ValueError(f"config key {where}: cannot use {value!r}, expected a string")
+    raise _Unquoted(f"config key {where}: YAML read {read} {value!r}; quote it to keep the text as a string")
+
+
+def _coerce(value: Any, annotation: Any, key: str, item: int | None = None) -> Any:
+    """Convert ``value`` (from YAML or the command line) to the declared ``annotation`` (``item``: ``value``'s index
+    in a list key's value); an empty value is none (``train.output_dir=`` trained into the current folder)."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(f"config key {_where(key, item)} is empty, expected {_describe(annotation)}")
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
         parsed = _parse(value, annotation)
@@ -226,19 +259,22 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
         options = [a for a in args if a is not type(None)]
         if bool in options and isinstance(parsed, bool):
             return parsed
+        unquoted = None
         for option in (a for a in options if a is not bool):
             try:
-                return _coerce(value, option, key)
+                return _coerce(value, option, key, item)
+            except _Unquoted as e:
+                unquoted = e
             except ValueError:
                 continue
-        raise ValueError(f"config key '{key}': cannot use {value!r}, expected {_describe(annotation)}")
+        raise unquoted or ValueError(f"config key '{key}': cannot use {value!r}, expected {_describe(annotation)}")
     parsed = _parse(value, annotation)
     ok = True
     if origin is tuple:
         ok = isinstance(parsed, list | tuple) and (args[-1] is Ellipsis or len(parsed) == len(args))
         if ok:
             types_ = [args[0]] * len(parsed) if args[-1] is Ellipsis else args
-            return tuple(_coerce(v, a, key) for v, a in zip(parsed, types_, strict=True))
+            return tuple(_coerce(v, a, key, i) for i, (v, a) in enumerate(zip(parsed, types_, strict=True)))
     elif origin is dict:
         ok = isinstance(parsed, dict) and all(isinstance(k, str) for k in parsed)
         parsed = dict(parsed) if ok else parsed
@@ -253,11 +289,8 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
         except (TypeError, ValueError):
             ok = False
         ok = ok and math.isfinite(parsed)
-    else:  # null is no string: a YAML file's "output_dir: null" trained into ./None/, the command line's into ./null/
-        if parsed is None or (isinstance(parsed, str) and _YAML_NULL.fullmatch(parsed.strip())):
-            raise ValueError(f"config key '{key}': cannot use null, expected {_describe(annotation)}")
-        ok = not isinstance(parsed, dict | list)
-        parsed = str(parsed)
+    else:
+        return _string(parsed, key, item)
     if not ok:
         raise ValueError(f"config key '{key}': cannot use {value!r}, expected {_describe(annotation)}")
     return parsed

@@ -1,0 +1,84 @@
+"""What the config does with a value it cannot use as written: text YAML reads as another type where a string is
+expected, an empty value; a file and the command line alike."""
+
+import re
+
+import pytest
+from enginekit import TASKS
+
+
+def _file(tmp_path, key: str, value: str):
+    section, name = key.split(".")
+    (path := tmp_path / "c.yaml").write_text(f"{section}:\n  {name}: {value}\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("data.classes", "[background, no]", "'data.classes' item 1: YAML read the boolean False"),
+        ("data.classes", "[background, On]", "'data.classes' item 1: YAML read the boolean True"),
+        ("data.classes", "[a, b, 010]", "'data.classes' item 2: YAML read the integer 10"),
+        ("data.classes", "[1.50]", "'data.classes' item 0: YAML read the number 1.5"),
+        ("data.classes", "[0x1F]", "'data.classes' item 0: YAML read the integer 31"),
+        ("data.classes", "[a, 1e3]", "'data.classes' item 1: YAML read the number 1000.0"),
+        ("data.classes", "[2024-01-31]", "'data.classes' item 0: YAML read the date datetime.date(2024, 1, 31)"),
+    ],
+)
+def test_list_items_yaml_reads_as_another_type_than_string_are_refused_from_a_file_and_the_command_line(
+    tmp_path, key: str, value: str, message: str
+):
+    """The list's items became 'False', 'True', '10', '1.5', '31', '1000.0': str() of what YAML read."""
+    for config, overrides in ((None, [f"{key}={value}"]), (_file(tmp_path, key, value), [])):
+        with pytest.raises(ValueError, match=re.escape(f"config key {message}; quote it to keep the text as a string")):
+            TASKS["segmentation"].load_config(config, overrides)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "read"),
+    [
+        ("train.output_dir", "0010", "the integer 10"),
+        ("train.output_dir", "1e3", "the number 1000.0"),
+        ("train.output_dir", "no", "the boolean False"),
+        ("data.data_dir", "2024-01-31", "the date datetime.date(2024, 1, 31)"),
+        ("data.train_images", "0010", "the integer 10"),  # str | None
+        ("model.pretrained", "5", "the integer 5"),  # bool | str
+    ],
+)
+def test_a_string_key_in_a_file_refuses_an_unquoted_number_and_takes_a_quoted_one(
+    tmp_path, key: str, value: str, read: str
+):
+    """A file's 'output_dir: 0010' trained into ./10; the command line's train.output_dir=0010 is the text as written
+    (a string key's value is not read as YAML there)."""
+    section, name = key.split(".")
+    with pytest.raises(ValueError, match=f"^config key '{key}': YAML read {re.escape(read)}; quote it"):
+        TASKS["segmentation"].load_config(_file(tmp_path, key, value))
+    quoted = TASKS["segmentation"].load_config(_file(tmp_path, key, f"'{value}'"))
+    line = TASKS["segmentation"].load_config(None, [f"{key}={value}"])
+    assert getattr(getattr(quoted, section), name) == getattr(getattr(line, section), name) == value
+
+
+def test_quoted_items_of_a_list_are_the_text_as_written():
+    cfg = TASKS["segmentation"].load_config(None, ["data.classes=[background, 'no', '010', '1.50', road]"])
+    assert cfg.data.classes == ("background", "no", "010", "1.50", "road")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("train.output_dir=", "config key 'train.output_dir' is empty, expected a string"),  # trained into ./
+        ("data.data_dir= ", "config key 'data.data_dir' is empty, expected a string"),  # trained in ./
+        ("data.train_images=", "config key 'data.train_images' is empty, expected a string"),  # str | None
+        ("model.pretrained=", "config key 'model.pretrained' is empty, expected true or false or a string"),
+        ("data.classes=[a, '']", "config key 'data.classes' item 1 is empty, expected a string"),
+        ("optim.lr=", "config key 'optim.lr' is empty, expected a finite number"),
+    ],
+)
+def test_an_empty_value_is_refused_saying_what_the_key_expects(override: str, message: str):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        TASKS["segmentation"].load_config(None, [override])
+
+
+def test_an_empty_string_in_a_file_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="config key 'train.output_dir' is empty, expected a string"):
+        TASKS["classification"].load_config(_file(tmp_path, "train.output_dir", "''"))

@@ -57,8 +57,7 @@ class SegDataConfig(DataConfig):
 class SegOptimConfig(OptimConfig):
     lr: float = bounded(6e-5, ge=0)
     lr_base_batch: int | None = bounded(16, ge=1)
-    weight_decay: float = bounded(0.01, ge=0)
-    betas: tuple[float, ...] | None = bounded((0.9, 0.999), ge=0, lt=1)
+    weight_decay: float = bounded(0.01, ge=0)  # betas: unset, the optimizer's own (AdamW's are the recipe's)
 
 
 @dataclass

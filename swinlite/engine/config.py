@@ -214,6 +214,18 @@ def _parse(value: Any, annotation: Any) -> Any:
         return value
 
 
+def _number(value: Any) -> float | None:
+    """``value`` as a float: a number, or a string the config loader reads as one (a quoted ``"5e-4"``); None for any
+    other, a boolean (``true``, ``yes``, ``on``) included, and text Python's float() takes but YAML 1.2 does not
+    (``1_000``, ``infinity``)."""
+    if isinstance(value, str):
+        try:
+            value = load_yaml(value)
+        except yaml.YAMLError:
+            return None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 class _Unquoted(ValueError):
     """A value YAML read as a boolean, a number or a date where a string is expected: a union key (``str | None``)
     passes the error on as it is, whose fix (quote it) its own would not give."""
@@ -283,12 +295,8 @@ def _coerce(value: Any, annotation: Any, key: str, item: int | None = None) -> A
     elif annotation is int:
         ok = isinstance(parsed, int) and not isinstance(parsed, bool)
     elif annotation is float:
-        ok = not isinstance(parsed, bool)  # true, yes, on: from YAML or the command line alike
-        try:
-            parsed = float(parsed)  # also a quoted number: "5e-4"
-        except (TypeError, ValueError):
-            ok = False
-        ok = ok and math.isfinite(parsed)
+        parsed = _number(parsed)
+        ok = parsed is not None and math.isfinite(parsed)
     else:
         return _string(parsed, key, item)
     if not ok:

@@ -82,3 +82,27 @@ def test_an_empty_value_is_refused_saying_what_the_key_expects(override: str, me
 def test_an_empty_string_in_a_file_is_refused(tmp_path):
     with pytest.raises(ValueError, match="config key 'train.output_dir' is empty, expected a string"):
         TASKS["classification"].load_config(_file(tmp_path, "train.output_dir", "''"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("optim.lr", "1_000"),  # float() took it: lr 1000.0
+        ("optim.lr", "'1_000'"),
+        ("optim.clip_grad", "1_0"),  # float | None
+        ("schedule.decay_epochs", "[8, 1_1]"),
+        ("optim.lr", "infinity"),  # float() took it, the range check refused it as out of range
+        ("train.epochs", "1_000"),  # refused before
+    ],
+)
+def test_yaml_1_1_underscored_numbers_are_refused_for_every_number_key(tmp_path, key: str, value: str):
+    """docs/training.md: YAML 1.1's 1_000 is a string, an error for a number key; float keys took it through Python's
+    float(), integer keys refused it."""
+    for config, overrides in ((None, [f"{key}={value}"]), (_file(tmp_path, key, value), [])):
+        with pytest.raises(ValueError, match=rf"^config key '{key}': cannot use .*, expected"):
+            TASKS["classification"].load_config(config, overrides)
+
+
+def test_a_quoted_number_is_still_a_number_for_a_float_key(tmp_path):
+    for config, overrides in ((None, ["optim.lr='5e-4'"]), (_file(tmp_path, "optim.lr", "'5e-4'"), [])):
+        assert TASKS["classification"].load_config(config, overrides).optim.lr == 5e-4

@@ -7,15 +7,34 @@ they change.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..engine.config import bounded, choice, span
 from ..engine.sections import DataConfig as SharedData
+from ..engine.sections import ModelConfig as SharedModel
 from ..engine.sections import RunConfig, TrainConfig
 
 # what timm's train and eval transforms both take and a weights file records (swinlite.metadata.INTERPOLATIONS):
 # not "random" (the train transform's only)
 INTERPOLATIONS = ("bilinear", "bicubic", "nearest", "lanczos")
 AFFINE_INTERPOLATIONS = ("bilinear", "bicubic", "nearest")  # what the rotations and shears of auto_augment take
+
+
+def classifier_kwargs_problem(kwargs: dict[str, Any]) -> str | None:
+    """Why ``model.kwargs`` cannot build a classifier, or None: ``features_only`` makes timm's model return its
+    feature maps, where a classifier trains on logits (it passed every check, then the first step failed on a list
+    after the data scan)."""
+    if kwargs.get("features_only"):
+        return (
+            "has features_only=true: a classifier trains on the model's logits, and features_only gives its feature "
+            "maps (for feature extraction: scripts/extract_features.py); drop it"
+        )
+    return None
+
+
+@dataclass
+class ModelConfig(SharedModel):
+    kwargs: dict[str, Any] = field(default_factory=dict, metadata={"problem": classifier_kwargs_problem})
 
 
 @dataclass
@@ -47,5 +66,6 @@ class ClassificationTrainConfig(TrainConfig):
 
 @dataclass
 class Config(RunConfig):
+    model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: ClassificationTrainConfig = field(default_factory=ClassificationTrainConfig)

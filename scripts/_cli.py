@@ -160,12 +160,29 @@ def run(main: Callable[[list[str] | None], object], argv: list[str] | None = Non
     return code if isinstance(code, int) else 0
 
 
+def not_empty(expected: str) -> Callable[[str], str]:
+    """An argparse ``type`` that refuses an empty value (``--data-dir "$DATA"`` with DATA unset), which the scripts
+    took for the option not given: the demo's data and config were used instead, ``.`` as the output folder."""
+
+    def check(value: str) -> str:
+        if not value.strip():
+            raise argparse.ArgumentTypeError(f"empty; expected {expected}")
+        return value
+
+    return check
+
+
 def add_train_arguments(parser: Parser, config_help: str, data_help: str) -> None:
     """The options every training script takes: ``--config``, ``--data-dir``, ``--output-dir``, ``--resume``,
-    ``--overwrite``, ``--print-config`` and ``key=value`` overrides (parse with ``parse_intermixed_args``)."""
-    parser.add_argument("--config", help=config_help)
-    parser.add_argument("--data-dir", help=data_help)
-    parser.add_argument("--output-dir", help="where metrics, curves and checkpoints go (sets train.output_dir)")
+    ``--overwrite``, ``--print-config`` and ``key=value`` overrides (parse with ``parse_intermixed_args``); an empty
+    ``--config``, ``--data-dir`` or ``--output-dir`` is an error."""
+    parser.add_argument("--config", type=not_empty("a YAML file"), help=config_help)
+    parser.add_argument("--data-dir", type=not_empty("a dataset folder"), help=data_help)
+    parser.add_argument(
+        "--output-dir",
+        type=not_empty("a folder for the run"),
+        help="where metrics, curves and checkpoints go (sets train.output_dir)",
+    )
     parser.add_argument("--resume", action="store_true", help="continue the run in the output dir from resume.pt")
     parser.add_argument("--overwrite", action="store_true", help="start over in an output dir that holds a run")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
@@ -173,14 +190,15 @@ def add_train_arguments(parser: Parser, config_help: str, data_help: str) -> Non
 
 
 def train_overrides(args: argparse.Namespace, dataset: str) -> list[str]:
-    """The ``key=value`` overrides the options of :func:`add_train_arguments` stand for, the user's last:
-    ``--data-dir`` sets ``data.data_dir`` and ``data.dataset=dataset``, ``--output-dir`` sets ``train.output_dir``."""
-    overrides = list(args.overrides)
+    """The ``key=value`` overrides the options of :func:`add_train_arguments` stand for, then the user's, which are
+    applied last (as ``--help`` says): ``--data-dir`` sets ``data.data_dir`` and ``data.dataset=dataset``,
+    ``--output-dir`` sets ``train.output_dir``."""
+    options = []
     if args.data_dir:
-        overrides = [f"data.data_dir={args.data_dir}", f"data.dataset={dataset}", *overrides]
+        options += [f"data.data_dir={args.data_dir}", f"data.dataset={dataset}"]
     if args.output_dir:
-        overrides.append(f"train.output_dir={args.output_dir}")
-    return overrides
+        options.append(f"train.output_dir={args.output_dir}")
+    return [*options, *args.overrides]
 
 
 def config_file_lines(path: Path) -> str:

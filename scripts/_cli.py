@@ -128,11 +128,17 @@ def script_output() -> Iterator[None]:
             stdout.reconfigure(errors=errors)
 
 
+def traceback_wanted() -> bool:
+    """Whether ``SWINLITE_TRACEBACK`` asks for the traceback of a user error: any value but empty, ``0``, ``false``,
+    ``no`` or ``off`` (any case)."""
+    return os.environ.get("SWINLITE_TRACEBACK", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def run(main: Callable[[list[str] | None], object], argv: list[str] | None = None, passive_threads: bool = True) -> int:
     """Run a script's ``main``: user errors (:data:`USER_ERRORS`, a missing optional package) print one line and exit
     with code 2; returns ``main``'s exit code (0 when it returns none).
 
-    Set ``SWINLITE_TRACEBACK=1`` to see the traceback instead.
+    Set ``SWINLITE_TRACEBACK=1`` to see the traceback instead (:func:`traceback_wanted`).
 
     Args:
         main: the script's ``main(argv)``.
@@ -147,11 +153,11 @@ def run(main: Callable[[list[str] | None], object], argv: list[str] | None = Non
             code = main(argv)
         except ModuleNotFoundError as e:
             message = missing_extra(e)
-            if message is None or os.environ.get("SWINLITE_TRACEBACK"):
+            if message is None or traceback_wanted():
                 raise
             fail(message)
         except USER_ERRORS as e:
-            if os.environ.get("SWINLITE_TRACEBACK"):
+            if traceback_wanted():
                 raise
             fail(str(e))
         except KeyboardInterrupt:

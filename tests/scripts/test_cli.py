@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from scriptkit import SCRIPTS
 
 # A script whose work warns and then prints a file name that is not UTF-8 (as os.listdir gives it).
@@ -59,3 +60,24 @@ def test_the_scripts_offer_the_autocast_names_of_the_library():
     from swinlite.device import AUTOCAST_DTYPES
 
     assert _cli.AMP == tuple(AUTOCAST_DTYPES)
+
+
+OFF, ON = ("", "0", "false", "No", "off"), ("1", "yes", "true")
+
+
+@pytest.mark.parametrize(("value", "traceback"), [(v, False) for v in OFF] + [(v, True) for v in ON])
+def test_swinlite_traceback_0_false_no_off_keep_the_one_line_error(value: str, traceback: bool, monkeypatch, capsys):
+    """Any non-empty value turned the traceback on, SWINLITE_TRACEBACK=0 included."""
+    import _cli
+
+    def main(argv):
+        raise ValueError("a bad setting")
+
+    monkeypatch.setenv("SWINLITE_TRACEBACK", value)
+    if traceback:
+        with pytest.raises(ValueError, match="a bad setting"):
+            _cli.run(main, [])
+    else:
+        with pytest.raises(SystemExit) as exit:
+            _cli.run(main, [])
+        assert exit.value.code == 2 and capsys.readouterr().err == "error: a bad setting\n"

@@ -207,13 +207,34 @@ def train_overrides(args: argparse.Namespace, dataset: str) -> list[str]:
     return [*options, *args.overrides]
 
 
-def config_file_lines(path: Path) -> str:
-    """A config file's keys as indented ``section.key = value`` lines, for a help text (PyYAML only: no torch)."""
-    import yaml  # an optional package: imported under run(), which names the extra when it is missing
+def config_module() -> ModuleType:
+    """``swinlite.engine.config``, the reader and writer of config files: the package's once it is loaded, before
+    that its file run alone (it imports PyYAML and the standard library only; importing it by name runs
+    ``swinlite/__init__.py``, which loads torch and timm, and ``--help`` would wait for them)."""
+    if "swinlite.engine.config" in sys.modules:
+        return sys.modules["swinlite.engine.config"]
+    name = "_swinlite_engine_config"
+    if name not in sys.modules:
+        package = importlib.util.find_spec("swinlite")
+        if package is None:
+            raise ModuleNotFoundError("No module named 'swinlite'", name="swinlite")
+        spec = importlib.util.spec_from_file_location(name, Path(package.origin).parent / "engine" / "config.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # where dataclasses looks its module up
+        spec.loader.exec_module(module)  # PyYAML missing: run() names the extra
+    return sys.modules[name]
 
-    tree = yaml.safe_load(path.read_text()) if path.is_file() else {}
-    lines = [f"{section}.{key} = {value}" for section, keys in (tree or {}).items() for key, value in keys.items()]
-    return "\n".join(f"      {line}" for line in lines) or "      (file missing)"
+
+def config_file_lines(path: Path) -> str:
+    """A config file's keys as indented ``section.key = value`` lines, each value as the config loader reads it,
+    written as YAML (``model.pretrained = true``), for a help text (no torch)."""
+    config = config_module()
+    try:
+        tree = config.read_yaml(path)
+    except ValueError as e:  # the help (built for every run of a script) names it, the run refuses it
+        return f"      ({e})"
+    lines = [f"{s}.{key} = {config.flow_yaml(value)}" for s, keys in tree.items() for key, value in keys.items()]
+    return "\n".join(f"      {line}" for line in lines)
 
 
 def configs_epilog(demo: tuple[Path, str], data: Path, defaults: str, options: str) -> str:

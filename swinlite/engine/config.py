@@ -118,6 +118,12 @@ def dump_yaml(tree: dict[str, Any]) -> str:
     return yaml.dump(tree, Dumper=ConfigDumper, sort_keys=False)
 
 
+def flow_yaml(value: Any) -> str:
+    """``value`` as one line of YAML that :func:`load_yaml` reads back identically: ``true``, ``{window_size: 12}``."""
+    text = yaml.dump(value, Dumper=ConfigDumper, default_flow_style=True, sort_keys=False, width=math.inf)
+    return text.removesuffix("\n...\n").strip()  # a scalar's document ends with "..."
+
+
 @dataclass(frozen=True)
 class Bounds:
     """Allowed numeric range of a config value (each element of a tuple value); ``None``: unbounded."""

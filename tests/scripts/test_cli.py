@@ -81,3 +81,19 @@ def test_swinlite_traceback_0_false_no_off_keep_the_one_line_error(value: str, t
         with pytest.raises(SystemExit) as exit:
             _cli.run(main, [])
         assert exit.value.code == 2 and capsys.readouterr().err == "error: a bad setting\n"
+
+
+def test_the_help_shows_a_config_file_as_the_config_loader_reads_it(tmp_path):
+    """The help showed Python's reprs (model.pretrained = True, model.kwargs = {'drop_path_rate': 0.1}) of PyYAML's
+    YAML 1.1 reading (epochs 017 as 15, lr 1e-1 as the string '1e-1'); it shows YAML, read with YAML 1.2 numbers."""
+    import _cli
+
+    text = "model:\n  pretrained: yes\n  kwargs: {drop_path_rate: 0.1}\noptim:\n  lr: 1e-1\n"
+    (path := tmp_path / "c.yaml").write_text(text + "train:\n  epochs: 017\n  output_dir: '0010'\n")
+    assert _cli.config_file_lines(path).splitlines() == [
+        "      model.pretrained = true",
+        "      model.kwargs = {drop_path_rate: 0.1}",
+        "      optim.lr = 0.1",
+        "      train.epochs = 17",
+        "      train.output_dir = '0010'",
+    ]

@@ -41,6 +41,7 @@ class ModelConfig(SharedModel):
 class DataConfig(SharedData):
     data_dir: str = "data"  # holds train/<class>/* and val/<class>/*
     dataset: str = choice("folder", "folder", "digits")  # "digits": scikit-learn's digits built into data_dir
+    verify_images: bool = False  # decode every image once before training (slow); headers are always read
     img_size: int = bounded(224, ge=1)
     # none: the model's pretrained config's, as timm's train.py takes them (ImageNet's for swinlite models, 0.5 for
     # many ViTs); the run writes the numbers into config.yaml and the weights files

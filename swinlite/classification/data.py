@@ -1,11 +1,12 @@
 """ImageFolder data (``root/train/<class>/*``, ``root/val/<class>/*``) with timm's transforms.
 
 Problems in the folders are found before training starts: a missing root or split, an empty class
-folder, a val class train does not have are ValueErrors. The scan reads only each image's header; a
-file PIL cannot identify is skipped there, one whose pixel data is broken is named by the loader worker that
-decodes it (training serves the next image, an evaluation leaves it out); so is a val image too elongated for the
-centre crop's resize (a 1x40000 image resized to a shorter side of 256 would take 7 GiB). Every image is converted
-to RGB (grayscale, RGBA, palette, CMYK, ...).
+folder, a val class train does not have are ValueErrors. The scan reads each image's header (with
+``data.verify_images`` it decodes every image, as detection and segmentation do); a file PIL cannot identify is
+skipped there, and so is a val image too elongated for the centre crop's resize (a 1x40000 image resized to a
+shorter side of 256 would take 7 GiB); one whose pixel data is broken behind a good header is, without
+``data.verify_images``, named by the loader worker that decodes it (training serves the next image, an evaluation
+leaves it out). Every image is converted to RGB (grayscale, RGBA, palette, CMYK, ...).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from timm.data import create_transform
 from timm.data.auto_augment import AugmentOp
 from torch.utils.data import Dataset, default_collate
 
-from ..files import center_crop_scale, elongation_problem
+from ..files import center_crop_scale, elongation_problem, upright_size
 from ..images import (
     IMAGE_EXTENSIONS,
     LeftOut,
@@ -41,20 +42,21 @@ from .config import AFFINE_INTERPOLATIONS, DataConfig
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
 
 
-def header_problem(path: str, shorter: int | None = None) -> str | None:
+def header_problem(path: str, shorter: int | None = None, decode: bool = False) -> str | None:
     """None when PIL recognises ``path`` from its header and the image has a size, else the reason.
 
-    Reads the header only (well under a millisecond); a file whose pixel data is broken behind a good header
-    is found later, when a loader worker decodes it, and skipped there with a warning naming it.
+    Reads the header only (well under a millisecond) unless ``decode``: without it a file whose pixel data is broken
+    behind a good header is found later, when a loader worker decodes it, and skipped there with a warning naming it.
 
     Args:
         path: the image file.
         shorter: the shorter side an evaluation resize brings the image to (:func:`val_resize_shorter`): an image
             too elongated for it (:func:`swinlite.files.elongation_problem`) is a problem too; None: no such check.
+        decode: decode the whole image (``data.verify_images``; :func:`swinlite.files.upright_size`, the check of
+            every task's scan).
     """
     try:
-        with Image.open(path) as img:
-            width, height = img.size
+        height, width = upright_size(path, decode)
     except Exception as e:  # PIL raises many exception types for bad files
         return f"{type(e).__name__}: {e}"
     if width <= 0 or height <= 0:
@@ -62,14 +64,14 @@ def header_problem(path: str, shorter: int | None = None) -> str | None:
     return None if shorter is None else elongation_problem(height, width, shorter)
 
 
-def _check_headers(paths: list[str], shorter: int | None) -> list[str | None]:
+def _check_images(paths: list[str], shorter: int | None, decode: bool) -> list[str | None]:
     """``header_problem`` for every path, in forked processes on 4+ cores (the check is CPU-bound Python: threads
     only contend for the interpreter lock; the children use PIL alone, so forking beside torch is safe)."""
     processes = min(16, os.cpu_count() or 1)
     if processes < 4 or len(paths) < POOL_MIN_FILES or "fork" not in multiprocessing.get_all_start_methods():
-        return [header_problem(p, shorter) for p in paths]
+        return [header_problem(p, shorter, decode) for p in paths]
     with multiprocessing.get_context("fork").Pool(processes) as pool:
-        return pool.map(functools.partial(header_problem, shorter=shorter), paths, chunksize=512)
+        return pool.map(functools.partial(header_problem, shorter=shorter, decode=decode), paths, chunksize=512)
 
 
 @dataclass
@@ -84,7 +86,7 @@ class Split:
 def scan_split(
     split_dir: Path,
     classes: list[str] | None = None,
-    verify: bool = True,
+    verify: bool = False,
     shorter: int | None = None,
     classes_of: str = "the training split",
 ) -> Split:
@@ -94,9 +96,10 @@ def scan_split(
         split_dir: the split folder, e.g. ``root/train``.
         classes: the class list to index against (train's, for val); None: this split's own folders.
         classes_of: where ``classes`` come from, for the message naming a class folder they lack.
-        verify: read every image's header (``header_problem``) and skip those that fail.
-        shorter: for a split evaluated by a centre crop, the shorter side its resize makes: with ``verify``, an
-            image too elongated for it is skipped too (the resize would take gigabytes).
+        verify: decode every image (``data.verify_images``), not only read its header (:func:`header_problem`);
+            those that fail are skipped.
+        shorter: for a split evaluated by a centre crop, the shorter side its resize makes: an image too elongated
+            for it is skipped too (the resize would take gigabytes).
     """
     if not split_dir.is_dir():
         raise ValueError(f"missing split folder {split_dir}: expected {split_dir}/<class>/<image files>")
@@ -116,7 +119,7 @@ def scan_split(
         for name in folders
     }
     images = [p for files in listed.values() for p in files if is_image_file(p)]
-    problems = dict(zip(images, _check_headers(images, shorter) if verify else [None] * len(images), strict=True))
+    problems = dict(zip(images, _check_images(images, shorter, verify), strict=True))
     samples, skipped = [], []
     for name, files in listed.items():
         label, count = classes.index(name), len(samples)
@@ -161,9 +164,8 @@ class ImageFolderDataset(Dataset):
         samples: (path, class index) pairs.
         transform: applied to each RGB image (drawing from the global generators: the engine seeds each sample).
         shorter: the shorter side ``transform`` resizes to (an evaluation transform, :func:`val_resize_shorter`): an
-            image too elongated for it is treated as unreadable (the scan skips those before, unless
-            ``data.verify_images`` is false: no header was read then); None: no such check (random-resized crops
-            keep the output size).
+            image too elongated for it is treated as unreadable (the scan skipped those it read; this finds one
+            replaced since); None: no such check (random-resized crops keep the output size).
         evaluation: a LeftOut for an image that fails, instead of the next one.
     """
 

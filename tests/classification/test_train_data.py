@@ -69,17 +69,17 @@ def test_val_uses_train_class_indices(tmp_path: Path):
     assert sorted({label for _, label in val_ds.samples}) == [0, 2]
 
 
-def test_without_verify_images_an_elongated_val_image_is_left_out_and_named_when_loaded(tmp_path: Path):
-    """data.verify_images=false reads no header before training, so the scan cannot skip an image too elongated for
-    the centre crop's resize: the val set refuses it when it loads it, before the resize (a warning naming it; the
-    evaluation leaves it out, as a file broken behind its header; training would serve the next image)."""
+def test_an_elongated_val_image_replaced_after_the_scan_is_left_out_and_named_when_loaded(tmp_path: Path):
+    """The scan skips an image too elongated for the centre crop's resize; one written over a scanned image after the
+    scan is refused by the val set when it loads it, before the resize (a warning naming it; the evaluation leaves it
+    out, as a file broken behind its header; training would serve the next image)."""
     make_folder(tmp_path, classes=2, per_class=2)
-    needle = tmp_path / "val" / "c0" / "needle.png"
+    _, val_ds, _, skipped = build_datasets(DataConfig(data_dir=str(tmp_path), img_size=32))
+    needle = tmp_path / "val" / "c0" / "1.png"
     Image.fromarray(np.zeros((1, 1_200_000, 3), dtype=np.uint8)).save(needle)
-    _, val_ds, _, skipped = build_datasets(DataConfig(data_dir=str(tmp_path), verify_images=False, img_size=32))
     index = [path for path, _ in val_ds.samples].index(str(needle))
-    assert skipped == 0  # no header read
-    with pytest.warns(UserWarning, match=r"needle\.png left out of the evaluation: a 1200000x1 image is too elong"):
+    assert skipped == 0
+    with pytest.warns(UserWarning, match=r"1\.png left out of the evaluation: a 1200000x1 image is too elong"):
         left = val_ds[index]
     assert isinstance(left, LeftOut) and (left.index, left.path) == (index, str(needle))
     images, labels, left_out = collate([val_ds[index - 1], left, val_ds[(index + 1) % len(val_ds)]])

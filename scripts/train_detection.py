@@ -24,29 +24,16 @@ COCO_CONFIG = CONFIGS / "det_coco_fasterrcnn_swin_tiny_1x.yaml"
 
 
 def _epilog() -> str:
-    """Which config file applies, then every config key with its built-in default (the config module loads torch,
-    which the help then needs)."""
-    from swinlite.detection.config import DetConfig
-    from swinlite.engine.config import flatten, to_dict
-
-    keys = "\n  ".join(f"{k} = {v}" for k, v in flatten(to_dict(DetConfig())).items())
-    files = configs_epilog(
+    return configs_epilog(
         (DEMO_CONFIG, "the digits demo"),
         COCO_CONFIG,
         "swinlite/detection/config.py (mmdetection's Swin-T 1x recipe) and swinlite/engine/sections.py",
         "model.detector=maskrcnn, train.epochs=24, train.ema_decay=0.9998, train.save_every_steps=N.",
     )
-    return f"{files}\n\nconfig keys with their built-in defaults (set any with key=value):\n  {keys}"
-
-
-class _Parser(Parser):
-    def format_help(self) -> str:  # the key list is built only when the help is asked for
-        self.epilog = _epilog()
-        return super().format_help()
 
 
 def parse_args(argv: list[str] | None = None) -> object:
-    parser = _Parser(__doc__)
+    parser = Parser(__doc__, epilog=_epilog())
     add_train_arguments(
         parser,
         "YAML file of overrides (default: configs/det_coco_fasterrcnn_swin_tiny_1x.yaml with --data-dir, "

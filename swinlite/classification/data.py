@@ -39,6 +39,7 @@ from ..images import (
 )
 from .config import AFFINE_INTERPOLATIONS, DataConfig
 
+RAND_TRANSFORM_SETS = ("weights", "3aw", "3a")  # what timm's rand_augment_choices takes after RandAugment's "t"
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
 
 
@@ -235,23 +236,42 @@ def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]
 
 def check_augment(cfg: DataConfig) -> None:
     """ValueError, before any data is read, for a ``data.auto_augment`` timm's parser refuses (its assertion came
-    after the data scan), or a ``data.interpolation`` its rotations and shears do not take (PIL refuses it in the
-    first one drawn)."""
+    after the data scan) or would read in part (:func:`skipped_section`), or a ``data.interpolation`` its rotations
+    and shears do not take (PIL refuses it in the first one drawn)."""
     if not cfg.auto_augment:
         return
     try:
         create_transform(cfg.img_size, is_training=True, auto_augment=cfg.auto_augment)
+        reason = skipped_section(cfg.auto_augment)
     except (AssertionError, ValueError) as e:  # timm asserts on a name or section it does not know
-        reason = f" ({e})" if str(e) else ""
+        reason = str(e)
+    if reason is not None:
         raise ValueError(
-            f"data.auto_augment={cfg.auto_augment} is not a policy timm knows{reason}; e.g. rand-m9-mstd0.5-inc1 "
-            "(RandAugment), augmix-m5 (AugMix), original (AutoAugment), or none"
-        ) from None
+            f"data.auto_augment={cfg.auto_augment} is not a policy timm knows{f' ({reason})' if reason else ''}; e.g. "
+            "rand-m9-mstd0.5-inc1 (RandAugment), augmix-m5 (AugMix), original (AutoAugment), or none"
+        )
     if cfg.interpolation not in AFFINE_INTERPOLATIONS:
         raise ValueError(
             f"data.interpolation={cfg.interpolation} does not go with data.auto_augment (its rotations and shears "
             f"take {', '.join(AFFINE_INTERPOLATIONS)}); choose one of those, or data.auto_augment=none"
         )
+
+
+def skipped_section(policy: str) -> str | None:
+    """Why timm's parser of ``policy`` (one it takes) would pass over one of its ``-``-separated sections without a
+    word, or None. After the policy's name, timm's RandAugment, AugMix and AutoAugment parsers read a section as a
+    key and its number (``m9``, ``mstd0.5``; an unknown key is their assertion) and skip one without a digit
+    (``rand-m9-bogus``); RandAugment's ``t<name>`` names a transform set, and a name ``rand_augment_choices`` does not
+    know gives its default set."""
+    name, *sections = policy.split("-")
+    for section in sections:
+        if name == "rand" and section.startswith("t"):
+            if section[1:] not in RAND_TRANSFORM_SETS:
+                known = ", ".join(f"t{s}" for s in RAND_TRANSFORM_SETS)
+                return f"the transform set {section!r} is none of {known}: timm would use its default set"
+        elif not any(c.isdigit() for c in section):
+            return f"timm would skip the section {section!r}: a section is a key and its number, e.g. m9 or mstd0.5"
+    return None
 
 
 def posterize(img: Image.Image, bits: int, **_: object) -> Image.Image:

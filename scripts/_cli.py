@@ -48,6 +48,13 @@ OPTIONAL = {
 
 PIP_NAMES = {"sklearn": "scikit-learn", "yaml": "PyYAML"}  # pip's name where it is not the import name
 
+# The training scripts: the task each trains and its config class (module, name), to name another task's config key.
+TRAIN_SCRIPTS = {
+    "scripts/train.py": ("classification", "swinlite.classification.config", "Config"),
+    "scripts/train_detection.py": ("detection", "swinlite.detection.config", "DetConfig"),
+    "scripts/train_segmentation.py": ("segmentation", "swinlite.segmentation.config", "SegConfig"),
+}
+
 
 def fail(message: str) -> NoReturn:
     """Print ``error: message`` (one line) on stderr and exit with code 2."""
@@ -106,6 +113,27 @@ def missing_extra(error: ModuleNotFoundError) -> str | None:
     return f"this script needs the optional package {package!r}: {install}"
 
 
+def other_task_key(error: Exception) -> str | None:
+    """For an unknown config key (``swinlite.engine.config.UnknownKeyError``) that another training script's task
+    has, the message that says so, instead of a "did you mean" among this task's keys (train_detection.py's
+    ``train.label_smoothing`` suggested ``train.best_of``); None for any other error. The package is loaded by then
+    (it raised the error), torch with it."""
+    config = sys.modules.get("swinlite.engine.config")
+    if config is None or not isinstance(error, config.UnknownKeyError):
+        return None
+    this, owners = None, []
+    for script, (task, module, name) in TRAIN_SCRIPTS.items():
+        cls = getattr(importlib.import_module(module), name)
+        if cls is error.config:
+            this = script
+        elif error.key in config.valid_keys(cls()):
+            owners.append((task, script))
+    if this is None or not owners:
+        return None
+    tasks, scripts = " and ".join(t for t, _ in owners), ", ".join(s for _, s in owners)
+    return f"{error.key} is a {tasks} setting ({scripts}); {this} has no such key"
+
+
 def _warning_line(message, category, filename, lineno, line=None) -> str:
     """A Python warning as one ``warning: ...`` line (no file, line number or source line)."""
     return "warning: " + " ".join(str(message).split()) + "\n"
@@ -159,7 +187,7 @@ def run(main: Callable[[list[str] | None], object], argv: list[str] | None = Non
         except USER_ERRORS as e:
             if traceback_wanted():
                 raise
-            fail(str(e))
+            fail(other_task_key(e) or str(e))
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130

@@ -189,6 +189,15 @@ def valid_keys(cfg: Any) -> list[str]:
     return [f"{s}.{f.name}" for s in sections(cfg) for f in dataclasses.fields(getattr(cfg, s))]
 
 
+class UnknownKeyError(ValueError):
+    """A key that ``config`` (a config class) does not have, for a caller that knows other configs (a training script
+    names another task's key as that task's): ``key`` and ``config`` as attributes."""
+
+    def __init__(self, message: str, key: str, config: type) -> None:
+        super().__init__(message)
+        self.key, self.config = key, config
+
+
 def _unknown_key(key: str, cfg: Any) -> ValueError:
     renamed = getattr(cfg, "renamed", {})
     old = next((k for k in renamed if key == k or key.startswith(f"{k}.")), None)
@@ -196,7 +205,7 @@ def _unknown_key(key: str, cfg: Any) -> ValueError:
         return ValueError(f"config key '{key}' is now '{renamed[old]}'")
     close = closest(key, valid_keys(cfg))
     hint = f"; did you mean '{close}'?" if close else f"; valid keys: {', '.join(valid_keys(cfg))}"
-    return ValueError(f"unknown config key '{key}'{hint}")
+    return UnknownKeyError(f"unknown config key '{key}'{hint}", key, type(cfg))
 
 
 def _describe(annotation: Any) -> str:

@@ -33,3 +33,13 @@ def test_key_value_arguments_apply_after_the_options(script: str, option: str, k
         assert yaml.safe_load(capsys.readouterr().out)[section][name] == "B"
     assert run_script(script, ["--print-config", option, "A"]) == 0
     assert yaml.safe_load(capsys.readouterr().out)[section][name] == "A"
+
+
+def test_the_readme_says_to_repeat_the_overrides_on_resume():
+    """It said '--resume takes the overrides the run was started with', as if they were remembered: they are not
+    (resuming without data.data_dir=... warns, then trains on the demo's data), as docs/training.md says."""
+    from scriptkit import REPO
+
+    readme, training = ((REPO / name).read_text() for name in ("README.md", "docs/training.md"))
+    assert "repeat the overrides the run was started with" in " ".join(training.split())
+    assert "`--resume` does not remember the run's options and overrides: repeat them" in " ".join(readme.split())

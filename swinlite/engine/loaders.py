@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import functools
+import multiprocessing
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -58,30 +62,47 @@ def build_loaders(
         persistent_workers=workers and cfg.persistent_workers,
         prefetch_factor=cfg.prefetch_factor if workers else None,
         generator=torch.Generator().manual_seed(seed),
-        worker_init_fn=leave_sigterm_to_the_run,
+        worker_init_fn=functools.partial(leave_sigterm_to_the_run, exiting=_exit_flag()),
     )
     train = DataLoader(SeededDataset(train_ds, seed), sampler=sampler, drop_last=drop_last, **loader_args)
     val = DataLoader(Subset(val_ds, range(dist.rank, len(val_ds), dist.world_size)), shuffle=False, **loader_args)
     return train, val
 
 
-def leave_sigterm_to_the_run(worker_id: int) -> None:
+def leave_sigterm_to_the_run(worker_id: int, exiting: ctypes.c_byte) -> None:
     """A loader worker's start: the first SIGTERM it gets is left to the training process, which shuts its workers
     down as it unwinds (``swinlite.engine.cli``); a second one ends the worker, as by default (the loader's own
-    ``terminate`` of a worker that does not stop). A batch's handover the unwinding process breaks off is not
-    reported (:func:`_unless_broken_off`).
+    ``terminate`` of a worker that does not stop). Once the training process exits (``exiting``, set at its exit by
+    :func:`_exit_flag`), the first SIGTERM ends the worker. A batch's handover the unwinding process breaks off is
+    not reported (:func:`_unless_broken_off`).
 
     A SIGTERM sent to the whole process group (Slurm's ``scancel``, ``kill -- -PGID``) ended the workers at once,
     and the unwinding training process's loader then printed "Exception ignored in
     _MultiProcessingDataLoaderIter.__del__ ... DataLoader worker (pid N) is killed by signal: Terminated" after the
     run's own ``terminated`` line. A worker whose training process is gone stops by torch's own watchdog.
     """
-    signal.signal(signal.SIGTERM, _first_sigterm)
+    signal.signal(signal.SIGTERM, functools.partial(_first_sigterm, exiting))
     sys.excepthook = functools.partial(_unless_broken_off, sys.excepthook)
 
 
-def _first_sigterm(signum: int, frame: object) -> None:
+def _first_sigterm(exiting: ctypes.c_byte, signum: int, frame: object) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the worker
+    if exiting.value:  # multiprocessing's exit handler: one SIGTERM, then a join without a time limit
+        os._exit(0)  # (an exit code, not death by the signal, which the loader's SIGCHLD handler reports)
+
+
+@functools.cache
+def _exit_flag() -> ctypes.c_byte:
+    """A flag the loader workers share with this process, set when it exits.
+
+    At exit ``multiprocessing`` ends the daemonic processes still running, persistent loader workers among them
+    (a loader that is still referenced: a global, or a frame of the traceback of the error that ends the
+    script), with one SIGTERM each, then waits for them without a time limit: a worker that left that SIGTERM to
+    the run kept the process from exiting. Registered after ``multiprocessing``'s own exit handler, this one runs
+    first (``atexit`` runs the last registered first)."""
+    flag = multiprocessing.RawValue(ctypes.c_byte, 0)
+    atexit.register(lambda: setattr(flag, "value", 1))
+    return flag
 
 
 def _unless_broken_off(report: Callable, kind: type[BaseException], error: BaseException, trace: object) -> None:

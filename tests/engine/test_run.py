@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -496,6 +497,29 @@ def test_a_loader_worker_leaves_the_first_sigterm_to_the_run():
         worker.join(timeout=10)
         list(batches)
     assert worker.exitcode == -signal.SIGTERM
+
+
+EXIT_WITH_PERSISTENT_WORKERS = """
+import torch
+from torch.utils.data import TensorDataset
+from swinlite.engine.distributed import DistInfo
+from swinlite.engine.loaders import build_loaders
+from swinlite.engine.sections import DataConfig
+data = TensorDataset(torch.arange(8.0))
+cfg = DataConfig(batch_size=2, num_workers=2, persistent_workers=True)
+train, _ = build_loaders(data, data, cfg, 0, DistInfo())
+print(len(list(train)))
+"""
+
+
+def test_a_process_exits_with_its_loaders_persistent_workers_alive():
+    """At exit multiprocessing sends each daemonic process one SIGTERM and waits for it without a time limit: a
+    persistent worker that left that SIGTERM to the run (the loader still referenced, by a global or by the
+    traceback of the error that ends a script calling engine.run) kept the process from exiting, for ever."""
+    result = subprocess.run([sys.executable, "-c", EXIT_WITH_PERSISTENT_WORKERS], capture_output=True, text=True,
+                            timeout=60)  # fmt: skip
+    assert result.returncode == 0 and result.stdout == "4\n", result.stderr
+    assert "killed by signal" not in result.stderr  # the loader's SIGCHLD handler saw a clean exit
 
 
 class _Reports(Dataset):

@@ -42,7 +42,7 @@ def run_from_cli(
         return 0
     try:
         with terminate_as_interrupt():
-            run(task, cfg, resume=resume, overwrite=overwrite)
+            run(task, cfg, resume=resume, overwrite=overwrite, config=config)
     except SharedError:
         if launched().is_main:  # every process raised it alike (under torchrun, once per process before)
             raise

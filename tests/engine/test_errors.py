@@ -104,8 +104,8 @@ CASES = [
     ("data_before_weights", TASKS, ["data.data_dir={file}.nowhere", "model.pretrained={file}.none"], None, None,
      "file.nowhere"),  # a mistyped --data-dir was named after the weights (fetched first when online)
     ("pretrained_timm", TASKS, ["model.pretrained=timm"], None, None, "pretrained=timm is now model.pretrained=true"),
-    ("output_is_file", TASKS, ["--output-dir", "{file}"], None, None, "is a file; expected a folder"),
-    ("output_in_the_data", TASKS, ["--output-dir", "{data}/{inside}/run"], "keep", None,
+    ("output_is_file", TASKS, ["train.output_dir={file}"], None, None, "is a file; expected a folder"),
+    ("output_in_the_data", TASKS, ["train.output_dir={data}/{inside}/run"], "keep", None,
      "lies inside the input folder"),  # its curves.png was read as a training image by the next run
     ("output_replaces_pretrained", TASKS, ["--overwrite", "model.pretrained={out}/best.safetensors"], "keep", None,
      "would replace the input"),  # --overwrite deleted the weights it was to start from

@@ -3,9 +3,9 @@
 from pathlib import Path
 
 import pytest
-from enginekit import TASKS, tiny_config
+from enginekit import TASKS, overrides, tiny_config
 
-from swinlite.engine import run
+from swinlite.engine import cli, run
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -33,3 +33,14 @@ def test_resume_takes_the_config_file_of_the_output_folder(folder: Path, tmp_pat
     cfg = tiny_config("classification", folder, out, **{"train.epochs": 2})
     assert run(TASKS["classification"], cfg, resume=True, config=out / "config.yaml") == out
     assert "epochs: 2" in (out / "config.yaml").read_text()
+
+
+def test_the_scripts_pass_their_config_file_to_the_check(folder: Path, tmp_path: Path):
+    """The scripts' entry (engine.cli.run_from_cli) hands its --config path to run(), which alone sees none."""
+    out = tmp_path / "exp1"
+    out.mkdir()
+    (out / "config.yaml").write_text(HAND_MADE)
+    args = overrides("classification", folder, out, **{"train.epochs": 1})
+    with pytest.raises(ValueError, match=r"is the file the run writes its settings to"):
+        cli.run_from_cli(TASKS["classification"], out / "config.yaml", args)
+    assert (out / "config.yaml").read_text() == HAND_MADE

@@ -43,8 +43,9 @@ RAND_TRANSFORM_SETS = ("weights", "3aw", "3a")  # what timm's rand_augment_choic
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
 
 
-def header_problem(path: str, shorter: int | None = None, decode: bool = False) -> str | None:
-    """None when PIL recognises ``path`` from its header and the image has a size, else the reason.
+def image_problem(path: str, shorter: int | None = None, decode: bool = False) -> str | None:
+    """Why the scan skips the image ``path``, or None: PIL does not recognise it from its header (with ``decode``,
+    does not decode it whole), or it has no size, or (given ``shorter``) it is too elongated.
 
     Reads the header only (well under a millisecond) unless ``decode``: without it a file whose pixel data is broken
     behind a good header is found later, when a loader worker decodes it, and skipped there with a warning naming it.
@@ -66,13 +67,13 @@ def header_problem(path: str, shorter: int | None = None, decode: bool = False) 
 
 
 def _check_images(paths: list[str], shorter: int | None, decode: bool) -> list[str | None]:
-    """``header_problem`` for every path, in forked processes on 4+ cores (the check is CPU-bound Python: threads
+    """``image_problem`` for every path, in forked processes on 4+ cores (the check is CPU-bound Python: threads
     only contend for the interpreter lock; the children use PIL alone, so forking beside torch is safe)."""
     processes = min(16, os.cpu_count() or 1)
     if processes < 4 or len(paths) < POOL_MIN_FILES or "fork" not in multiprocessing.get_all_start_methods():
-        return [header_problem(p, shorter, decode) for p in paths]
+        return [image_problem(p, shorter, decode) for p in paths]
     with multiprocessing.get_context("fork").Pool(processes) as pool:
-        return pool.map(functools.partial(header_problem, shorter=shorter, decode=decode), paths, chunksize=512)
+        return pool.map(functools.partial(image_problem, shorter=shorter, decode=decode), paths, chunksize=512)
 
 
 @dataclass
@@ -82,6 +83,21 @@ class Split:
     samples: list[tuple[str, int]]
     classes: list[str]
     skipped: list[tuple[str, str]]
+
+
+def class_folders(split_dir: Path) -> list[str]:
+    """The class folders of ``split_dir``, sorted, hidden ones left out, and so is a link to another class folder (or
+    into one: no class of its own, skipped with a warning); nothing under them is read.
+
+    Raises:
+        ValueError: ``split_dir`` is no folder, or holds no class folder.
+    """
+    if not split_dir.is_dir():
+        raise ValueError(f"missing split folder {split_dir}: expected {split_dir}/<class>/<image files>")
+    found = sorted(p for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not found:
+        raise ValueError(f"{split_dir} holds no class folders: expected {split_dir}/<class>/<image files>")
+    return [p.name for p in folders_apart(found)]
 
 
 def scan_split(
@@ -97,17 +113,12 @@ def scan_split(
         split_dir: the split folder, e.g. ``root/train``.
         classes: the class list to index against (train's, for val); None: this split's own folders.
         classes_of: where ``classes`` come from, for the message naming a class folder they lack.
-        verify: decode every image (``data.verify_images``), not only read its header (:func:`header_problem`);
+        verify: decode every image (``data.verify_images``), not only read its header (:func:`image_problem`);
             those that fail are skipped.
         shorter: for a split evaluated by a centre crop, the shorter side its resize makes: an image too elongated
             for it is skipped too (the resize would take gigabytes).
     """
-    if not split_dir.is_dir():
-        raise ValueError(f"missing split folder {split_dir}: expected {split_dir}/<class>/<image files>")
-    found = sorted(p for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not found:
-        raise ValueError(f"{split_dir} holds no class folders: expected {split_dir}/<class>/<image files>")
-    folders = [p.name for p in folders_apart(found)]  # a class folder linked to another's is no class of its own
+    folders = class_folders(split_dir)
     classes = folders if classes is None else classes
     unknown = sorted(set(folders) - set(classes))
     if unknown:

@@ -23,7 +23,7 @@ from ..images import LeftOut, nothing_scored
 from ..inference import eval_resize_shorter
 from ..io import atomic_write
 from ..weights import load_model, read_info
-from .data import ImageFolderDataset, collate, scan_split
+from .data import ImageFolderDataset, class_folders, collate, scan_split
 
 # what scripts/evaluate.py writes, beside the checkpoint unless --output-dir
 EVALUATION_FILES = ("eval.json", "confusion_matrix.png")
@@ -160,7 +160,7 @@ def folder_classes(split_dir: Path, order: str | None, checkpoint: str | Path) -
         ValueError: ``order`` is None and the two orders differ for these folders: the outputs would be scored
             against the wrong classes without a word (the same weights scored 87.5 % or 45.8 %).
     """
-    folders = scan_split(split_dir, verify=False).classes  # sorted
+    folders = class_folders(split_dir)  # sorted; no image under them is read
     natural = sorted(folders, key=natural_key)
     if order is None and natural != folders:
         first = next(i for i, (a, b) in enumerate(zip(folders, natural, strict=True)) if a != b)

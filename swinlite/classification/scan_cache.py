@@ -19,10 +19,10 @@ from typing import Any
 from ..images import is_image_file
 from ..io import atomic_write
 from .config import DataConfig
-from .data import Split, header_problem, scan_data_dir, val_resize_shorter
+from .data import Split, image_problem, scan_data_dir, val_resize_shorter
 
 CACHE_FILE = "scan.json.gz"
-_VERSION = 3
+_VERSION = 4  # another version's cache is scanned again (in 3, verify_images=true read headers only)
 
 
 def _fingerprint(cfg: DataConfig) -> dict[str, Any]:
@@ -44,13 +44,24 @@ def _fingerprint(cfg: DataConfig) -> dict[str, Any]:
 
 
 def _changed_skip(cfg: DataConfig, splits: tuple[Split, Split]) -> str | None:
-    """The first image the cached scan skipped whose header check gives another answer now (an image repaired, or
-    replaced, in place: its folder's time stays), or None. The skipped are few: rechecking them costs little."""
+    """The first image the cached scan skipped whose check (the scan's: decoded with ``verify_images``) gives another
+    answer now (an image repaired, or replaced, in place: its folder's time stays), or None. The skipped are few:
+    rechecking them costs little."""
     for split, shorter in zip(splits, (None, val_resize_shorter(cfg)), strict=True):
         for path, reason in split.skipped:
-            if is_image_file(path) and header_problem(path, shorter) != reason:
+            if is_image_file(path) and image_problem(path, shorter, cfg.verify_images) != reason:
                 return path
     return None
+
+
+def _difference(tree: dict[str, Any], fingerprint: dict[str, Any]) -> str:
+    """What differs between the cache ``tree``'s fingerprint and ``fingerprint``, for the note."""
+    cached = tree["fingerprint"]
+    if cached.get("version") != fingerprint["version"]:
+        return "the cache's format changed"
+    settings = [f"data.{key}" for key in ("data_dir", "verify_images") if cached.get(key) != fingerprint[key]]
+    settings += ["the val resize"] if cached.get("val_resize") != fingerprint["val_resize"] else []
+    return f"{' and '.join(settings)} changed" if settings else "the data folders changed"
 
 
 def _encode(split: Split) -> dict[str, Any]:
@@ -85,7 +96,7 @@ def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, 
                     for path_, reason in splits[0].skipped + splits[1].skipped:
                         warnings.warn(f"skipping {path_}: {reason}", stacklevel=2)
                     return splits, True, f"scan read from {path} (the class folders are unchanged)"
-            what = f"{changed}, which the scan skipped, reads otherwise" if changed else "the data folders changed"
+            what = f"{changed}, which the scan skipped, reads otherwise" if changed else _difference(tree, fingerprint)
             note = f"{what} since {path} was written: scanned again"
         except Exception as e:  # a damaged cache (any shape) is scanned again and replaced
             note = f"{path} is unreadable ({type(e).__name__}): scanned again"

@@ -2,6 +2,7 @@
 report."""
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,15 @@ def test_a_file_without_class_names_needs_the_class_order_where_the_orders_diffe
         f"error: --class-order is for files that record no class names; {tmp_path / 'named.safetensors'} records "
         "its classes"
     )
+
+
+def test_the_classes_of_a_file_without_class_names_are_the_training_folders_unread(tmp_path: Path):
+    """The class folders of the training split were listed by a scan of every image's header: a broken training
+    image was named ("skipping ...") by an evaluation of the val split, which reads none of them."""
+    data = make_folder(tmp_path / "data", classes=3, per_class=1)
+    (data / "train" / "c1" / "broken.png").write_bytes(b"not a png")
+    torch.save(timm.create_model(PICO, num_classes=3).state_dict(), tmp_path / "timm.pth")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        setup = prepare_evaluation(tmp_path / "timm.pth", data, PICO, num_workers=0)
+    assert setup.classes == ["c0", "c1", "c2"] and len(setup.loader.dataset) == 3

@@ -81,6 +81,41 @@ def test_an_image_repaired_in_place_is_scanned_again(folder: Path, tmp_path: Pat
     assert cached_scan(cfg, out)[1]  # the new scan is cached
 
 
+def _cut(folder: Path) -> Path:
+    """A training image whose header reads and whose pixel data is cut short (class c2)."""
+    good = (folder / "train" / "c2" / "0.png").read_bytes()
+    (cut := folder / "train" / "c2" / "cut.png").write_bytes(good[: len(good) // 2])
+    return cut
+
+
+def test_a_cache_of_the_version_before_verify_images_decoded_is_scanned_again(folder: Path, tmp_path: Path):
+    """Version 3's data.verify_images=true read headers only (what false does now): its cache kept an image whose
+    pixels do not decode, and was reused under true's new meaning, every image decoded."""
+    cut, out = _cut(folder), tmp_path / "out"
+    cached_scan(DataConfig(data_dir=str(folder)), out)  # headers only: the cut image kept, as version 3's true kept it
+    tree = json.loads(gzip.decompress((out / CACHE_FILE).read_bytes()))
+    tree["fingerprint"] |= {"version": 3, "verify_images": True}
+    (out / CACHE_FILE).write_bytes(gzip.compress(json.dumps(tree).encode()))
+    with pytest.warns(UserWarning, match=f"skipping {cut}: "):
+        (train, _), from_cache, note = cached_scan(DataConfig(data_dir=str(folder), verify_images=True), out)
+    assert not from_cache and note == f"the cache's format changed since {out / CACHE_FILE} was written: scanned again"
+    assert (str(cut), 2) not in train.samples
+
+
+def test_an_image_skipped_for_its_pixels_is_rechecked_as_the_scan_checked_it(folder: Path, tmp_path: Path):
+    """The skipped images were rechecked by their headers alone: one skipped under data.verify_images=true for pixels
+    that do not decode read fine by its header, and every run scanned the unchanged folders again."""
+    cut, out = _cut(folder), tmp_path / "out"
+    cfg = DataConfig(data_dir=str(folder), verify_images=True)
+    with pytest.warns(UserWarning, match=f"skipping {cut}: "):
+        cached_scan(cfg, out)
+    with pytest.warns(UserWarning, match=f"skipping {cut}: "):  # still named on a rerun
+        _, from_cache, note = cached_scan(cfg, out)
+    assert from_cache, note
+    _, from_cache, note = cached_scan(DataConfig(data_dir=str(folder)), out)
+    assert not from_cache and note.startswith("data.verify_images changed since")
+
+
 def test_one_class_and_imbalance_warnings(tmp_path: Path):
     make_folder(tmp_path / "one", classes=1, per_class=2, splits=("train",))
     with warnings.catch_warnings():

@@ -55,6 +55,10 @@ TRAIN_SCRIPTS = {
     "scripts/train_segmentation.py": ("segmentation", "swinlite.segmentation.config", "SegConfig"),
 }
 
+# Each training script's --data-dir dataset -> its task's built-in demo, the data.dataset --data-dir replaces in a
+# --config file (configs/demo.yaml, det_demo.yaml, seg_demo.yaml): any other one the file sets is the user's choice.
+DEMO_DATASETS = {"folder": "digits", "coco": "digits", "ade20k": "shapes"}
+
 
 def fail(message: str) -> NoReturn:
     """Print ``error: message`` (one line) on stderr and exit with code 2."""
@@ -225,11 +229,19 @@ def add_train_arguments(parser: Parser, config_help: str, data_help: str) -> Non
 
 def train_overrides(args: argparse.Namespace, dataset: str) -> list[str]:
     """The ``key=value`` overrides the options of :func:`add_train_arguments` stand for, then the user's, which are
-    applied last (as ``--help`` says): ``--data-dir`` sets ``data.data_dir`` and ``data.dataset=dataset``,
-    ``--output-dir`` sets ``train.output_dir``."""
+    applied last (as ``--help`` says): ``--data-dir`` sets ``data.data_dir``, and ``data.dataset=dataset`` unless
+    the ``--config`` file sets a data.dataset other than the task's demo (:data:`DEMO_DATASETS`): ``--data-dir DIR
+    --config configs/demo.yaml`` trains DIR, ``--config`` with ``data.dataset: folder`` keeps folder;
+    ``--output-dir`` sets ``train.output_dir``.
+
+    Raises:
+        ValueError: the ``--config`` file cannot be read (missing, not YAML), as loading the config would say.
+    """
     options = []
     if args.data_dir:
-        options += [f"data.data_dir={args.data_dir}", f"data.dataset={dataset}"]
+        options.append(f"data.data_dir={args.data_dir}")
+        if args.config is None or config_dataset(Path(args.config)) in (None, DEMO_DATASETS[dataset]):
+            options.append(f"data.dataset={dataset}")
     if args.output_dir:
         options.append(f"train.output_dir={args.output_dir}")
     return [*options, *args.overrides]
@@ -251,6 +263,11 @@ def config_module() -> ModuleType:
         sys.modules[name] = module  # where dataclasses looks its module up
         spec.loader.exec_module(module)  # PyYAML missing: run() names the extra
     return sys.modules[name]
+
+
+def config_dataset(path: Path) -> object:
+    """The ``data.dataset`` a config file sets, as written (None when it sets none), read without torch."""
+    return config_module().read_yaml(path).get("data", {}).get("dataset")
 
 
 def config_file_lines(path: Path) -> str:

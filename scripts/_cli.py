@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import importlib
 import importlib.util
+import math
 import os
 import sys
 import warnings
@@ -310,3 +311,15 @@ def check_size(size: tuple[int, int], patch: tuple[int, int], name: str) -> None
         raise ValueError(
             f"--size {size[0]} {size[1]} is smaller than one patch of {name}: expected H >= {patch[0]}, W >= {patch[1]}"
         )
+
+
+def check_test_options(parser: Parser, args: argparse.Namespace) -> None:
+    """The test options of ``segment.py`` and ``evaluate_segmentation.py``, as they are parsed: ``--ratios`` must be
+    positive finite scales (inf was an OverflowError traceback, nan "cannot convert float NaN to integer"), and
+    ``--stride`` (slide mode's window step) is refused with ``--mode whole``, where it would be ignored (with the
+    whole mode a checkpoint or file records, ``InferenceSettings.overridden`` and ``segmenter_settings`` refuse it)."""
+    if args.ratios and not all(0 < ratio < math.inf for ratio in args.ratios):
+        parser.error(f"--ratios must be positive finite scales of the test size, got {' '.join(map(str, args.ratios))}")
+    if args.stride and args.mode == "whole":
+        parser.error("--stride is the windows' step of --mode slide, and --mode whole predicts each image whole: "
+                     "drop --stride, or pass --mode slide")  # fmt: skip

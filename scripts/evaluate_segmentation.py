@@ -24,7 +24,7 @@ import math
 import sys
 from pathlib import Path
 
-from _cli import Parser, run
+from _cli import Parser, check_test_options, run
 
 SPLITS = {"validation": "val", "training": "train"}
 
@@ -65,16 +65,6 @@ def parse_args(argv: list[str] | None = None):
         parser.error("--num-workers must be at least 0, --stride positive")
     check_test_options(parser, args)
     return args
-
-
-def check_test_options(parser: Parser, args: argparse.Namespace) -> None:
-    """--ratios must be positive finite scales (inf was an OverflowError traceback, nan "cannot convert float NaN to
-    integer"), and --stride (slide mode's window step) is refused with --mode whole, where it would be ignored."""
-    if args.ratios and not all(0 < ratio < math.inf for ratio in args.ratios):
-        parser.error(f"--ratios must be positive finite scales of the test size, got {' '.join(map(str, args.ratios))}")
-    if args.stride and args.mode == "whole":
-        parser.error("--stride is the windows' step of --mode slide, and --mode whole predicts each image whole: "
-                     "drop --stride, or pass --mode slide")  # fmt: skip
 
 
 def _finite_or_null(value):

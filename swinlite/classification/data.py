@@ -45,7 +45,8 @@ POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a poo
 
 def image_problem(path: str, shorter: int | None = None, decode: bool = False) -> str | None:
     """Why the scan skips the image ``path``, or None: PIL does not recognise it from its header (with ``decode``,
-    does not decode it whole), or it has no size, or (given ``shorter``) it is too elongated.
+    does not decode it whole; in the loader's words, :func:`swinlite.files.unreadable`), or it has no size, or (given
+    ``shorter``) it is too elongated.
 
     Reads the header only (well under a millisecond) unless ``decode``: without it a file whose pixel data is broken
     behind a good header is found later, when a loader worker decodes it, and skipped there with a warning naming it.
@@ -60,7 +61,7 @@ def image_problem(path: str, shorter: int | None = None, decode: bool = False) -
     try:
         height, width = upright_size(path, decode)
     except Exception as e:  # PIL raises many exception types for bad files
-        return f"{type(e).__name__}: {e}"
+        return unreadable(e)  # the loader's words for an image it cannot decode
     if width <= 0 or height <= 0:
         return f"image size {width}x{height}"
     return None if shorter is None else elongation_problem(height, width, shorter)

@@ -196,13 +196,13 @@ def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
     try:
         size = upright_size(pair.image, verify)
     except Exception as e:  # PIL raises many types for a broken file
-        return _Check(f"unreadable image ({type(e).__name__}: {e})")
+        return _Check(unreadable(e))  # the loader's words (the reason goes with the image's path)
     try:
         values = open_mask(pair.mask)
     except MaskModeError:
         raise
     except Exception as e:
-        return _Check(f"unreadable mask {pair.mask} ({type(e).__name__}: {e})")
+        return _Check(f"mask {pair.mask}: {unreadable(e)}")
     if values.shape != size:
         return _Check(f"mask {pair.mask} is {values.shape[1]}x{values.shape[0]}, the image {size[1]}x{size[0]}")
     if values.dtype.kind == "u":  # 8 and 16 bits: a bincount is much faster than a sort

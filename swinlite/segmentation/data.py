@@ -9,8 +9,9 @@ A mask is a PNG (or any losslessly stored image file; JPEG and JPEG-compressed T
 same relative name as its image, palette (``P``) or grayscale (``L``, 16-bit ``I;16``), whose pixel values are the
 labels. ``scan_split`` reads every mask once before anything trains:
 
-- an image without a mask, an unreadable image or mask, and a mask whose size differs from its (upright) image's
-  are skipped, each named in one warning line; a split left without pairs is an error;
+- an image without a mask, an unreadable image or mask, and a mask whose size differs from its image's after the
+  image's EXIF orientation (masks are read against the upright image) are skipped, each named in one warning line;
+  a split left without pairs is an error;
 - a mask of another mode (RGB colour masks) or in JPEG, and label values that are neither a class nor
   ``ignore_index`` are errors (one line naming the values and a file): they mean the masks, the classes or the
   ignore index are wrong.
@@ -192,6 +193,17 @@ class _Check:
     size: tuple[int, int] | None = None  # the image's, upright
 
 
+def _image_size(path: Path, size: tuple[int, int]) -> str:
+    """``"the image WxH"`` for the image ``path`` of upright (height, width) ``size``, saying so where its EXIF
+    orientation turns it: ``Image.open(path).size``, its stored size, is the other way round."""
+    with Image.open(path) as image:
+        stored = image.size  # (width, height)
+    shown = f"the image {size[1]}x{size[0]}"
+    if stored == (size[1], size[0]):
+        return shown
+    return f"{shown} after its EXIF orientation (masks are read against the upright image, as load_rgb gives it)"
+
+
 def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
     try:
         size = upright_size(pair.image, verify)
@@ -204,7 +216,7 @@ def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
     except Exception as e:
         return _Check(f"mask {pair.mask}: {unreadable(e)}")
     if values.shape != size:
-        return _Check(f"mask {pair.mask} is {values.shape[1]}x{values.shape[0]}, the image {size[1]}x{size[0]}")
+        return _Check(f"mask {pair.mask} is {values.shape[1]}x{values.shape[0]}, {_image_size(pair.image, size)}")
     if values.dtype.kind == "u":  # 8 and 16 bits: a bincount is much faster than a sort
         counts = np.bincount(values.ravel())
         present = np.flatnonzero(counts)

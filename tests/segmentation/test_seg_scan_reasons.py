@@ -1,7 +1,10 @@
-"""The reasons the segmentation scan gives for the pairs it skips: in the loader's words for an unreadable file."""
+"""The reasons the segmentation scan gives for the pairs it skips: in the loader's words for an unreadable file, and
+the image's upright size for a mask that does not fit it."""
 
 from pathlib import Path
 
+import numpy as np
+from PIL import Image
 from segkit import make_seg_folder, tiny_overrides
 
 from swinlite.segmentation.data import Split, labels_of, scan_split, split_folders
@@ -22,3 +25,22 @@ def test_an_unreadable_image_or_mask_is_named_in_the_loaders_words(tmp_path: Pat
     reasons = dict(_scan(data, tmp_path).skipped)
     assert reasons[str(images / "01.png")].startswith("unreadable (UnidentifiedImageError: cannot identify image")
     assert reasons[str(images / "02.png")].startswith(f"mask {masks / '02.png'}: unreadable (UnidentifiedImageError")
+
+
+def test_a_mask_drawn_on_the_stored_orientation_names_the_upright_size(tmp_path: Path):
+    """A photo stored 64x48 with EXIF orientation 6 (upright 48x64) and its mask drawn 64x48: "the image 48x64" read
+    as a mistake, as anyone's Image.open(...).size gives 64x48 for both."""
+    data = make_seg_folder(tmp_path / "data")
+    images, masks = data / "images" / "training", data / "annotations" / "training"
+    exif = Image.Exif()
+    exif[0x0112] = 6  # turned 90 degrees
+    (images / "00.png").unlink()
+    Image.new("RGB", (64, 48)).save(images / "00.jpg", exif=exif)
+    Image.fromarray(np.zeros((48, 64), np.uint8), mode="L").save(masks / "00.png")
+    Image.fromarray(np.zeros((20, 20), np.uint8), mode="L").save(masks / "01.png")  # an image stored upright
+    reasons = dict(_scan(data, tmp_path).skipped)
+    assert reasons[str(images / "00.jpg")] == (
+        f"mask {masks / '00.png'} is 64x48, the image 48x64 after its EXIF orientation (masks are read against the "
+        "upright image, as load_rgb gives it)"
+    )
+    assert reasons[str(images / "01.png")] == f"mask {masks / '01.png'} is 20x20, the image 48x40"

@@ -461,7 +461,8 @@ def segmenter_settings(
     and ``stride`` change the latter where given (``scripts/segment.py --mode/--ratios/--flip/--no-flip/--stride``).
 
     Raises:
-        ValueError: not a segmenter's file (naming its task), or metadata that lacks or mangles a key.
+        ValueError: not a segmenter's file (naming its task), metadata that lacks or mangles a key, or a ``stride``
+            for settings that predict each image whole (the ``mode`` given, or the file's without one).
     """
     meta = model.metadata
     if model.task != "segmentation":
@@ -479,6 +480,10 @@ def segmenter_settings(
         raise ValueError(f"{model.path}: its segmenter metadata lacks or mangles {e}") from None
     if settings.mode not in TEST_MODES:
         raise ValueError(f"{model.path}: test mode must be one of {', '.join(TEST_MODES)}, got {settings.mode!r}")
+    if stride and settings.mode == "whole":
+        whole = f"{model.path} records test mode whole" if mode is None else "the test mode is whole"
+        raise ValueError(f"--stride is the windows' step of slide mode, and {whole} (each image predicted whole): "
+                         "drop --stride, or pass --mode slide")  # fmt: skip
     problem = stride_problem(settings.crop_size, settings.stride) if settings.mode == "slide" else None
     if problem:  # a file of a run before data.test_stride was checked
         raise ValueError(f"{model.path}: slide mode: {problem} (or predict in mode whole; --stride H W, --mode whole)")

@@ -51,7 +51,12 @@ class InferenceSettings:
         """These settings with a script's ``--mode``, ``--ratios``, ``--flip`` / ``--no-flip`` and ``--stride`` where
         given (None: the recorded setting), checked
         (:meth:`check`: slide mode with a stride that would leave gaps is refused before any data is read or output
-        removed)."""
+        removed).
+
+        Raises:
+            ValueError: a ``stride`` for settings that predict each image whole (the mode given, or the recorded one
+                without a ``mode``), which would ignore it; or what :meth:`check` refuses.
+        """
         test = replace(
             self,
             mode=mode or self.mode,
@@ -59,6 +64,10 @@ class InferenceSettings:
             flip=self.flip if flip is None else flip,
             stride=tuple(stride or self.stride),
         )
+        if stride and test.mode == "whole":
+            whole = "the recorded test mode is whole" if mode is None else "the test mode is whole"
+            raise ValueError(f"--stride is the windows' step of slide mode, and {whole} (each image predicted whole): "
+                             "drop --stride, or pass --mode slide")  # fmt: skip
         test.check()
         return test
 

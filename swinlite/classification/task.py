@@ -27,6 +27,9 @@ class ClassificationTask(Task):
     name = "classification"
     config = Config
     metric = "val_top1"
+    reserved_kwargs = Task.reserved_kwargs | {
+        "num_classes": "the task (one output per class folder of the training split)"
+    }
     output_files = (CACHE_FILE,)
     evaluation_files = EVALUATION_FILES
 

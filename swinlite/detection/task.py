@@ -42,6 +42,13 @@ from .evaluation import (
 from .models import build_detector
 from .transforms import build_eval_transform, build_train_transform, smallest_train_resize
 
+# who sets the model.kwargs keys the Swin backbone's levels take (models._backbone)
+FPN_BACKBONE = "the detector's FPN backbone (swinlite.fpn.build_fpn_backbone takes the Swin's levels as NCHW maps)"
+MIN_LEVEL = (
+    "model.min_level (the FPN takes the Swin levels min_level..3; unset, 0 for fasterrcnn and maskrcnn, 1 for "
+    "retinanet and fcos)"
+)
+
 
 def loss_column(name: str) -> str:
     """torchvision's loss names as metrics columns: ``loss_classifier`` stays, RetinaNet's ``classification``
@@ -82,7 +89,12 @@ class DetectionTask(Task):
     config = DetConfig
     metric = "val_map"
     drop_last = False
-    reserved_kwargs = ("num_classes", "in_chans", "features_only", "out_indices", "output_fmt")
+    reserved_kwargs = Task.reserved_kwargs | {
+        "num_classes": "the task (the detector's classes are the training annotations' categories)",
+        "out_indices": MIN_LEVEL,
+        "features_only": FPN_BACKBONE,
+        "output_fmt": FPN_BACKBONE,
+    }
     evaluation_files = EVALUATION_FILES
 
     def __init__(self, ctx: RunContext) -> None:

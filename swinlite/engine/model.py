@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,6 @@ from torch import nn
 from ..hub import pretrained_kwargs
 from .sections import ModelConfig
 
-_SET_BY = {"pretrained": "model.pretrained", "in_chans": "the task (its loaders give RGB images: 3 channels)"}
 _OFFLINE_HINT = (
     "or pass model.pretrained=PATH for a local weights file (any layout), model.pretrained=false to train from scratch"
 )
@@ -32,16 +32,16 @@ def pretrained_file(cfg: ModelConfig) -> str | None:
     return cfg.pretrained if isinstance(cfg.pretrained, str) else None
 
 
-def check_model(
-    cfg: ModelConfig, reserved: tuple[str, ...] = ("num_classes", "in_chans"), name: str | None = None
-) -> None:
+def check_model(cfg: ModelConfig, reserved: Mapping[str, str], name: str | None = None) -> None:
     """ValueError, before any data is read, for a model section that cannot work: an unknown model name, or a
     ``model.kwargs`` key its constructor does not take (naming the closest one) or a value it refuses. Whether the
     pretrained weights can be had is :func:`check_pretrained`'s.
 
     Args:
         cfg: the model section.
-        reserved: keys the task sets itself, refused in ``model.kwargs``.
+        reserved: the keys set otherwise, refused in ``model.kwargs``, each with who sets it, the error's reason
+            (:attr:`swinlite.engine.task.Task.reserved_kwargs`); ``pretrained`` is ``model.pretrained``'s in every
+            task.
         name: the model that takes ``model.kwargs`` (default ``cfg.name``).
     """
     name = name or cfg.name
@@ -49,10 +49,10 @@ def check_model(
         close = difflib.get_close_matches(name, timm.list_models(), n=1, cutoff=0.6)
         hint = f"did you mean '{close[0]}'?" if close else "e.g. swinlite_pico_patch2_window4_32"
         raise ValueError(f"model.name {name!r} is not a timm model; {hint}")
+    set_by = {"pretrained": "model.pretrained", **reserved}
     for key in cfg.kwargs:
-        if key in reserved or key == "pretrained":
-            where = _SET_BY.get(key, "the task (from the data)")
-            raise ValueError(f"model.kwargs.{key}: set by {where}, not by model.kwargs")
+        if key in set_by:
+            raise ValueError(f"model.kwargs.{key}: set by {set_by[key]}, not by model.kwargs")
     _check_kwargs(name, cfg.kwargs)
 
 

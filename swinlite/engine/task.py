@@ -55,8 +55,8 @@ class Task(abc.ABC):
         config: the task's config dataclass (its defaults are the task's recipe).
         metric: the ``evaluate`` key that picks ``best.safetensors`` (higher is better), e.g. ``"val_top1"``.
         drop_last: whether the training loader drops the last incomplete batch.
-        reserved_kwargs: ``model.kwargs`` keys the task sets itself (e.g. ``num_classes``; ``in_chans``: its loaders
-            give RGB images).
+        reserved_kwargs: the ``model.kwargs`` keys set otherwise, each with who sets it, for the error that refuses
+            one (``model.kwargs.in_chans: set by the task (its loaders give RGB images: 3 channels), ...``).
         output_files: files the task keeps in the output folder (``--overwrite`` removes them with the engine's).
         evaluation_files: what the task's evaluate script writes beside the checkpoint by default: they describe
             the replaced run's weights, so ``--overwrite`` removes them too.
@@ -66,7 +66,10 @@ class Task(abc.ABC):
     config: ClassVar[type]
     metric: ClassVar[str]
     drop_last: ClassVar[bool] = True
-    reserved_kwargs: ClassVar[tuple[str, ...]] = ("num_classes", "in_chans")
+    reserved_kwargs: ClassVar[dict[str, str]] = {
+        "num_classes": "the task (from the data)",
+        "in_chans": "the task (its loaders give RGB images: 3 channels)",
+    }
     output_files: ClassVar[tuple[str, ...]] = ()
     evaluation_files: ClassVar[tuple[str, ...]] = ()
 

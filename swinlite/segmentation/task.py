@@ -40,6 +40,8 @@ from .inference import InferenceSettings, check_counted, confusion_of, thin_chec
 from .models import build_upernet
 from .transforms import build_eval_transform, build_train_transform
 
+EVERY_LEVEL = "the task (UperNet takes every Swin level, as NCHW maps: models.build_upernet)"  # who sets these kwargs
+
 
 def seg_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int) -> torch.Tensor:
     """Per-pixel cross-entropy averaged over all pixels, ignored ones counting zero: mmsegmentation's default
@@ -73,7 +75,12 @@ class SegmentationTask(Task):
     name = "segmentation"
     config = SegConfig
     metric = "val_miou"
-    reserved_kwargs = ("num_classes", "in_chans", "features_only", "out_indices", "output_fmt")
+    reserved_kwargs = Task.reserved_kwargs | {
+        "num_classes": "the task (UperNet's classes are the data's)",
+        "features_only": EVERY_LEVEL,
+        "out_indices": EVERY_LEVEL,
+        "output_fmt": EVERY_LEVEL,
+    }
     evaluation_files = EVALUATION_FILES
 
     def __init__(self, ctx: RunContext) -> None:

@@ -37,6 +37,34 @@ def test_kwargs_checked_against_the_model_before_any_data_is_read(task: str, kwa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("task", "kwargs", "reason"),
+    [
+        ("classification", "model.kwargs.num_classes=3", "the task (one output per class folder of the training "
+                                                         "split)"),
+        ("detection", "model.kwargs.num_classes=3", "the task (the detector's classes are the training annotations' "
+                                                    "categories)"),
+        ("detection", "model.kwargs.out_indices=[1,2,3]", "model.min_level (the FPN takes the Swin levels "
+                      "min_level..3; unset, 0 for fasterrcnn and maskrcnn, 1 for retinanet and fcos)"),
+        ("detection", "model.kwargs.features_only=true", "the detector's FPN backbone (swinlite.fpn.build_fpn_backbone "
+                                                         "takes the Swin's levels as NCHW maps)"),
+        ("detection", "model.kwargs.output_fmt=NHWC", "the detector's FPN backbone"),
+        ("segmentation", "model.kwargs.num_classes=3", "the task (UperNet's classes are the data's)"),
+        ("segmentation", "model.kwargs.out_indices=[3]", "the task (UperNet takes every Swin level, as NCHW maps: "
+                                                         "models.build_upernet)"),
+        ("segmentation", "model.kwargs.features_only=true", "the task (UperNet takes every Swin level"),
+        ("segmentation", "model.kwargs.output_fmt=NHWC", "the task (UperNet takes every Swin level"),
+    ],
+)  # fmt: skip
+def test_a_reserved_kwarg_is_refused_naming_who_sets_it_in_its_task(task: str, kwargs: str, reason: str, tmp_path):
+    """Every reserved key but in_chans was "set by the task (from the data)": detection's out_indices come from
+    model.min_level, its features_only and output_fmt from the FPN backbone, segmentation's from UperNet."""
+    key, value = kwargs.split("=")
+    cfg = tiny_config(task, tmp_path / "no_data_here", tmp_path / "out", **{key: value})
+    with pytest.raises(ValueError, match="^" + re.escape(f"{key}: set by {reason}")):
+        check_run(TASKS[task], cfg)
+
+
 @pytest.mark.parametrize("task", list(TASKS))
 def test_kwargs_reach_the_model_in_every_task(task: str, tmp_path: Path, stub_inputs):
     cfg = tiny_config(task, tmp_path / "data", tmp_path, **{"model.kwargs": "{window_size: 2, mlp_ratio: 2.0}"})

@@ -35,7 +35,6 @@ class DetDataConfig(DataConfig):
     data_dir: str = "data/coco"  # COCO 2017 layout: annotations/instances_{train,val}2017.json, {train,val}2017/
     dataset: str = choice("coco", "coco", "digits")  # "digits": the embedded demo, built into data_dir if absent
     batch_size: int = bounded(2, ge=1)  # images per process
-    verify_images: bool = False  # decode every image once before training (slow on COCO); headers always read
     train_ann: str | None = None  # None: <data_dir>/annotations/instances_train2017.json
     train_images: str | None = None  # None: <data_dir>/train2017
     val_ann: str | None = None  # None: <data_dir>/annotations/instances_val2017.json

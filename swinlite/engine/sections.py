@@ -56,7 +56,7 @@ class DataConfig:
     dataset: str = "folder"  # the task's layout, or its generated demo ("digits", "shapes"), built into data_dir
     batch_size: int = bounded(128, ge=1)  # per process
     num_workers: int = bounded(4, ge=0)
-    verify_images: bool = True  # check every image before training and skip unreadable ones
+    verify_images: bool = False  # true: decode every image once before training (slow); false: read each header only
     persistent_workers: bool = True  # keep loader workers alive between epochs (when num_workers > 0)
     prefetch_factor: int = bounded(2, ge=1)  # batches each loader worker prepares ahead
     hflip: float = bounded(0.5, ge=0, le=1)  # horizontal flip probability

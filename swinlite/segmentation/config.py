@@ -33,7 +33,6 @@ class SegDataConfig(DataConfig):
     data_dir: str = "data/ade20k"  # images/{training,validation}/*, annotations/{training,validation}/*.png
     dataset: str = choice("ade20k", *DATASETS)  # ade20k: its 150 classes; folder: data.classes; shapes: the demo
     batch_size: int = bounded(2, ge=1)  # images per process (x 8 processes = the recipe's 16)
-    verify_images: bool = False  # also decode every image once before training (masks always are)
     train_images: str | None = None  # None: <data_dir>/images/training
     train_masks: str | None = None  # None: <data_dir>/annotations/training (same file names, any image suffix)
     val_images: str | None = None  # None: <data_dir>/images/validation

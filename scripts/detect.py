@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from PIL import Image
     from torchvision.transforms.v2.functional import pil_to_tensor
 
+    from swinlite.detection.config import DetModelConfig
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import resolve_device
     from swinlite.files import atomic_write_png, decoded, earlier_outputs, list_images, remove_outputs
@@ -65,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     check_output(out, [args.checkpoint, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
     earlier = earlier_outputs(out, OUTPUTS, args.overwrite)
     images = list_images(args.input)
-    model, categories, _ = load_detector(args.checkpoint, device)
+    model, categories, meta = load_detector(args.checkpoint, device)
+    model_thresh = meta["detector"].get("score_thresh", DetModelConfig().score_thresh)
     remove_outputs(earlier)
-    results, skipped, best = [], [], 0.0
+    results, skipped, best = [], [], None
     for index, path, image in decoded(images, skipped):
         pixels = pil_to_tensor(image)  # [3, H, W] uint8
         problem = unprocessable(model, *pixels.shape[1:])
@@ -79,15 +81,30 @@ def main(argv: list[str] | None = None) -> int:
         boxes, labels, scores = prediction["boxes"].float().numpy(), prediction["labels"], prediction["scores"]
         results += detection_entries(path, boxes, labels.tolist(), scores.tolist(), categories.ids,
                                      categories.names, args.score_thresh)  # fmt: skip
-        best = max([best, *scores.tolist()])
+        best = best_score(best, scores.tolist())
         drawn = draw_detections(pixels, prediction, categories, args.score_thresh).permute(1, 2, 0)  # [H, W, 3]
         atomic_write_png(out / "images" / f"{index:05d}_{path.stem}.png", Image.fromarray(drawn.numpy()))
-    return finish(out, results, skipped, len(images), best, args.score_thresh)
+    return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh)
 
 
-def finish(out: Path, results: list[dict], skipped: list[str], count: int, best: float, score_thresh: float) -> int:
-    """Name the skipped images, write detections.json, print the summary (both paths); with no detection kept, the
-    best score the model gave (``best``, 0 for none) against ``--score-thresh``."""
+def best_score(best: float | None, scores: list[float]) -> float | None:
+    """The highest of ``best`` and an image's box ``scores``; None while the model has kept no box."""
+    return max(scores, default=None) if best is None else max([best, *scores])
+
+
+def finish(
+    out: Path,
+    results: list[dict],
+    skipped: list[str],
+    count: int,
+    best: float | None,
+    score_thresh: float,
+    model_thresh: float | None,
+) -> int:
+    """Name the skipped images, write detections.json, print the summary (both paths). With no detection kept, a
+    note: the best score the model gave against ``--score-thresh``, or, where the model kept no box at all
+    (``best`` None: none scored its ``model.score_thresh``), that, naming ``model_thresh`` (None: not recorded, an
+    ONNX file's)."""
     from _cli import import_without_torch
 
     files = import_without_torch("files")
@@ -97,7 +114,10 @@ def finish(out: Path, results: list[dict], skipped: list[str], count: int, best:
         raise ValueError(f"none of the {count} images could be used (each is named above); nothing written")
     files.atomic_write_bytes(out / "detections.json", files.json_bytes(results, indent=1))
     print(f"{len(results)} detections on {count - len(skipped)} images: {out / 'detections.json'}, {out / 'images'}")
-    if not results:
+    if not results and best is None:
+        thresh = "its run's model.score_thresh" if model_thresh is None else f"model.score_thresh {model_thresh}"
+        print(f"note: the model kept no box: none scored {thresh} or more", file=sys.stderr)
+    elif not results:
         print(f"note: no detection scored --score-thresh {score_thresh} or more; the best scored {best:.4f}",
               file=sys.stderr)  # fmt: skip
     return 0
@@ -123,7 +143,7 @@ def detect_onnx(args) -> int:
         if problem:
             raise ValueError(f"{path}: resized to {size[0]}x{size[1]} (HxW): {problem}")
     files.remove_outputs(earlier)
-    results, skipped, best = [], [], 0.0
+    results, skipped, best = [], [], None
     for index, path, image in files.decoded(images, skipped):
         problem = onnx_predict.too_thin(model, settings, image.height, image.width)
         if problem:
@@ -132,7 +152,7 @@ def detect_onnx(args) -> int:
         boxes, scores, labels, masks = onnx_predict.detect(model, settings, image)
         results += predictions.detection_entries(path, boxes, labels.tolist(), scores.tolist(),
                                                  settings.category_ids, settings.names, args.score_thresh)  # fmt: skip
-        best = max([best, *scores.tolist()])
+        best = best_score(best, scores.tolist())
         keep = [i for i, kept in enumerate(predictions.kept_scores(scores.tolist(), args.score_thresh)) if kept]
         texts = [f"{settings.names[labels[i] - 1]} {scores[i]:.2f}" for i in keep]
         drawn = image
@@ -141,7 +161,7 @@ def detect_onnx(args) -> int:
             drawn = onnx_predict.draw_masks(image, pasted, alpha=0.4)
         drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)
         files.atomic_write_png(out / "images" / f"{index:05d}_{path.stem}.png", drawn)
-    return finish(out, results, skipped, len(images), best, args.score_thresh)
+    return finish(out, results, skipped, len(images), best, args.score_thresh, None)  # not in the file's metadata
 
 
 if __name__ == "__main__":

@@ -43,8 +43,9 @@ class DataConfig(SharedData):
     dataset: str = choice("folder", "folder", "digits")  # "digits": scikit-learn's digits built into data_dir
     verify_images: bool = False  # decode every image once before training (slow); headers are always read
     img_size: int = bounded(224, ge=1)
-    # none: the model's pretrained config's, as timm's train.py takes them (ImageNet's for swinlite models, 0.5 for
-    # many ViTs); the run writes the numbers into config.yaml and the weights files
+    # none (mean, std, interpolation, crop_pct): the model's pretrained config's, as timm's train.py takes them
+    # (ImageNet's for swinlite models, 0.5 for many ViTs; the tag's crop); the run writes the values into config.yaml
+    # and the weights files
     mean: tuple[float, float, float] | None = bounded(None, ge=0, le=1)
     std: tuple[float, float, float] | None = bounded(None, gt=0)
     scale: tuple[float, float] = span((0.08, 1.0), gt=0, le=1)  # RandomResizedCrop area range
@@ -54,8 +55,8 @@ class DataConfig(SharedData):
     re_prob: float = bounded(0.0, ge=0, le=1)  # random erasing probability
     # random erasing's fill: per-pixel normal noise (the Swin recipe's and timm's train.py's), 0, or one value a channel
     re_mode: str = choice("pixel", "pixel", "const", "rand")
-    interpolation: str = choice("bicubic", *INTERPOLATIONS)
-    crop_pct: float = bounded(0.875, gt=0, le=1)  # eval: resize to img_size / crop_pct, then center crop
+    interpolation: str | None = choice(None, *INTERPOLATIONS)  # of the train and eval resizes; none: the model's
+    crop_pct: float | None = bounded(None, gt=0, le=1)  # eval: resize to img_size / crop_pct, crop; none: the model's
     mixup: float = bounded(0.0, ge=0)  # mixup alpha (0: off)
     cutmix: float = bounded(0.0, ge=0)  # cutmix alpha (0: off)
 

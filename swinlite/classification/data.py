@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 from PIL import Image, ImageOps
-from timm.data import create_transform
+from timm.data import DEFAULT_CROP_PCT, create_transform
 from timm.data.auto_augment import AugmentOp
 from torch.utils.data import Dataset, default_collate
 
@@ -41,6 +41,9 @@ from .config import AFFINE_INTERPOLATIONS, DataConfig
 
 RAND_TRANSFORM_SETS = ("weights", "3aw", "3a")  # what timm's rand_augment_choices takes after RandAugment's "t"
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
+# data.interpolation and data.crop_pct unset (None) here: timm's resolve_data_config's for a model whose pretrained
+# config gives neither (a run has resolved them from its model before: swinlite.engine.preflight.resolve_normalisation)
+UNRESOLVED = {"interpolation": "bicubic", "crop_pct": DEFAULT_CROP_PCT}
 
 
 def image_problem(path: str, shorter: int | None = None, decode: bool = False) -> str | None:
@@ -226,10 +229,11 @@ def collate(
 def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]:
     """timm train (random-resized crop, flips, jitter, RandAugment, erasing) and eval transforms.
 
-    ``data.mean`` / ``data.std`` left unset (None) are timm's defaults here (ImageNet's); a run has resolved them
-    from the model before (``swinlite.engine.preflight.resolve_normalisation``).
+    ``data.mean`` / ``data.std`` left unset (None) are timm's defaults here (ImageNet's), ``data.interpolation`` and
+    ``data.crop_pct`` :data:`UNRESOLVED`'s; a run has resolved them from the model before
+    (``swinlite.engine.preflight.resolve_normalisation``).
     """
-    common = dict(input_size=cfg.img_size, interpolation=cfg.interpolation)
+    common = dict(input_size=cfg.img_size, interpolation=_setting(cfg, "interpolation"))
     common |= {key: value for key in ("mean", "std") if (value := getattr(cfg, key)) is not None}
     train = create_transform(
         is_training=True,
@@ -243,13 +247,20 @@ def build_transforms(cfg: DataConfig) -> tuple[torch.nn.Module, torch.nn.Module]
         **common,
     )
     route_posterize(train)
-    return train, create_transform(is_training=False, crop_pct=cfg.crop_pct, **common)
+    return train, create_transform(is_training=False, crop_pct=_setting(cfg, "crop_pct"), **common)
+
+
+def _setting(cfg: DataConfig, key: str) -> str | float:
+    """``cfg``'s ``interpolation`` or ``crop_pct``, or :data:`UNRESOLVED`'s where it is unset (None)."""
+    value = getattr(cfg, key)
+    return UNRESOLVED[key] if value is None else value
 
 
 def check_augment(cfg: DataConfig) -> None:
     """ValueError, before any data is read, for a ``data.auto_augment`` timm's parser refuses (its assertion came
     after the data scan) or would read in part (:func:`skipped_section`), or a ``data.interpolation`` its rotations
-    and shears do not take (PIL refuses it in the first one drawn)."""
+    and shears do not take (PIL refuses it in the first one drawn; unset, the model's is bicubic or bilinear, as every
+    timm pretrained config's)."""
     if not cfg.auto_augment:
         return
     try:
@@ -262,7 +273,7 @@ def check_augment(cfg: DataConfig) -> None:
             f"data.auto_augment={cfg.auto_augment} is not a policy timm knows{f' ({reason})' if reason else ''}; e.g. "
             "rand-m9-mstd0.5-inc1 (RandAugment), augmix-m5 (AugMix), original (AutoAugment), or none"
         )
-    if cfg.interpolation not in AFFINE_INTERPOLATIONS:
+    if cfg.interpolation not in (None, *AFFINE_INTERPOLATIONS):
         raise ValueError(
             f"data.interpolation={cfg.interpolation} does not go with data.auto_augment (its rotations and shears "
             f"take {', '.join(AFFINE_INTERPOLATIONS)}); choose one of those, or data.auto_augment=none"
@@ -325,7 +336,7 @@ def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:
 
 def val_resize_shorter(cfg: DataConfig) -> int:
     """The shorter side the val transform of :func:`build_transforms` resizes images to (timm's centre crop)."""
-    return center_crop_scale((cfg.img_size, cfg.img_size), cfg.crop_pct)
+    return center_crop_scale((cfg.img_size, cfg.img_size), _setting(cfg, "crop_pct"))
 
 
 def build_datasets(

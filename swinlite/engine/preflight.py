@@ -3,6 +3,7 @@ settings left to the model, resolved once."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -41,52 +42,81 @@ def check_demo_paths(data: Any, demo: str, keys: tuple[str, ...], instead: str) 
         )
 
 
+MODEL_DATA_KEYS = ("mean", "std", "crop_pct", "interpolation")  # data keys that, unset (None), are the model's
+
+
 def resolve_normalisation(task: type[Task], cfg: Any, resume: bool = False) -> Any:
-    """``cfg``, or a copy whose ``data.mean`` / ``data.std`` left unset (None) are the model's: its pretrained
-    config's (``timm.data.resolve_model_data_config`` of the model built on the meta device: ImageNet's for swinlite
-    models, 0.5 for many ViTs, ImageNet's where a model gives none), as timm's train.py takes them unless --mean /
-    --std are given. A value given stays. Resolved once, after the model is checked and before anything is written:
-    ``config.yaml``, ``--resume``'s comparison with it, every task's transforms and the weights files see numbers.
-    With ``resume``, unset values are the run's own (its ``config.yaml``'s): a run started before they were the
-    model's (ImageNet's for every model) keeps the statistics its epochs so far were trained with.
+    """``cfg``, or a copy whose data keys of :data:`MODEL_DATA_KEYS` (those its data section has: classification's all
+    four, detection's and segmentation's mean and std) left unset (None) are the model's pretrained config's
+    (``timm.data.resolve_model_data_config`` of the model built on the meta device; where it gives none, timm's
+    defaults: ImageNet's statistics, crop 0.875, bicubic), as timm's train.py takes them unless --mean, --std,
+    --crop-pct or --interpolation are given: ImageNet's statistics, bicubic and the tag's evaluation crop (0.9; 1.0 at
+    384) for swinlite models, statistics of 0.5 for many ViTs. A value given stays. Resolved once, after the model is
+    checked and before anything is written: ``config.yaml``, ``--resume``'s comparison with it, every task's transforms
+    and the weights files see values. With ``resume``, an unset key that the run's ``config.yaml`` records (a value the
+    key takes) is the run's own: a run started before unset meant the model's keeps what its epochs so far were trained
+    and evaluated with.
     """
-    data = cfg.data
-    if data.mean is not None and data.std is not None:
+    unset = [key for key in MODEL_DATA_KEYS if hasattr(cfg.data, key) and getattr(cfg.data, key) is None]
+    if not unset:
         return cfg
-    unset = [key for key in ("mean", "std") if getattr(data, key) is None]
-    statistics = _recorded_data(cfg) if resume else {}
-    if len(statistics) < 2:  # a new run, or a run that recorded none: the model's
-        statistics = _model_statistics(task, cfg, unset)
+    values = _recorded_data(cfg, unset) if resume else {}
+    values |= _model_data(task, cfg, [key for key in unset if key not in values])
     cfg = copy_config(cfg)
     for key in unset:
-        setattr(cfg.data, key, statistics[key])
+        setattr(cfg.data, key, values[key])
     return cfg
 
 
-def _model_statistics(task: type[Task], cfg: Any, keys: list[str]) -> dict[str, tuple[float, ...]]:
-    """``keys`` (of ``mean``, ``std``) of the model's pretrained config (``timm.data.resolve_model_data_config`` of
-    the model built on the meta device); ValueError unless each has one value per RGB channel."""
+def _model_data(task: type[Task], cfg: Any, keys: list[str]) -> dict[str, Any]:
+    """``keys`` of the model's pretrained config (``timm.data.resolve_model_data_config`` of the model built on the
+    meta device); ValueError for a value the data section's key does not take (e.g. a mean of one value)."""
+    if not keys:
+        return {}
     name = task.model_name(cfg)
     resolved = resolve_model_data_config(meta_model(name, cfg.model.kwargs))
-    statistics = {key: tuple(float(v) for v in resolved[key]) for key in keys}
-    for key, values in statistics.items():
-        if len(values) != 3:
-            raise ValueError(f"data.{key}: {name}'s pretrained config gives {list(values)}, not one value per RGB "
-                             f"channel; set data.mean and data.std")  # fmt: skip
-    return statistics
+    values = {key: _held(resolved[key]) for key in keys}
+    for key, value in values.items():
+        problem = _refusal(cfg.data, key, value)
+        if problem is not None:
+            shown = list(value) if isinstance(value, tuple) else value
+            raise ValueError(f"data.{key}: {name}'s pretrained config gives {shown!r}, {problem}; set data.{key}")
+    return values
 
 
-def _recorded_data(cfg: Any) -> dict[str, tuple[float, ...]]:
-    """``data.mean`` and ``data.std`` of the run's ``config.yaml`` in ``train.output_dir`` where it records three
-    numbers for one; {} without the file (an unreadable one: the resume check names it)."""
+def _recorded_data(cfg: Any, keys: list[str]) -> dict[str, Any]:
+    """The values of ``keys`` in the data section of the run's ``config.yaml`` in ``train.output_dir``, each where it
+    records one its key takes; {} without the file (an unreadable one: the resume check names it)."""
     path = Path(cfg.train.output_dir) / "config.yaml"
     try:
         data = read_yaml(path).get("data") if path.is_file() else None
     except (OSError, ValueError):
         return {}
     found = {}
-    for key in ("mean", "std"):
-        value = data.get(key) if isinstance(data, dict) else None
-        if isinstance(value, list) and len(value) == 3 and all(isinstance(v, int | float) for v in value):
-            found[key] = tuple(float(v) for v in value)
+    for key in keys:
+        value = _held(data.get(key)) if isinstance(data, dict) else None
+        if value is not None and _refusal(cfg.data, key, value) is None:
+            found[key] = value
     return found
+
+
+def _held(value: Any) -> Any:
+    """A value of timm's data config or of a YAML file as a config section holds it: a list as a tuple, numbers as
+    floats (not booleans)."""
+    if isinstance(value, list | tuple):
+        return tuple(_held(v) for v in value)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def _refusal(data: Any, key: str, value: Any) -> str | None:
+    """Why the data section's key ``key`` does not take ``value`` (one of its choices; numbers in its range, mean and
+    std one per RGB channel), or None."""
+    meta = next(f.metadata for f in dataclasses.fields(data) if f.name == key)
+    if "choices" in meta:
+        return None if value in meta["choices"] else f"not one of {', '.join(meta['choices'])}"
+    values = value if isinstance(value, tuple) else (value,)
+    if key in ("mean", "std") and len(values) != 3:
+        return "not one value per RGB channel"
+    if not all(isinstance(v, float) and meta["bounds"].holds(v) for v in values):
+        return f"outside {meta['bounds'].describe(f'data.{key}')}"
+    return None

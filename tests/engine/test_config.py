@@ -89,7 +89,7 @@ def test_values_out_of_range_are_errors_naming_the_range(task: str, override: st
         ("optim.lr", "1:30", "expected a finite number"),  # YAML 1.1's sexagesimal: lr 90.0
         ("train.output_dir", "null", "expected a string"),  # trained into ./None/ from a file, ./null/ from the line
         ("train.output_dir", "~", "expected a string"),
-        ("data.interpolation", "null", "expected a string"),  # a word with choices: "must be one of ..., got 'None'"
+        ("data.re_mode", "null", "expected a string"),  # a word with choices: "must be one of ..., got 'None'"
     ],
 )
 def test_command_line_and_yaml_refuse_the_same_values(key: str, value: str, message: str, tmp_path):

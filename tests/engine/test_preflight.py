@@ -1,11 +1,22 @@
-"""The settings a run leaves to the model, resolved once before it starts: data.mean and data.std."""
+"""The settings a run leaves to the model, resolved once before it starts: data.mean, data.std, data.crop_pct and
+data.interpolation."""
+
+import re
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from enginekit import TASKS, tiny_config
 from timm.data import IMAGENET_DEFAULT_MEAN as IMAGENET_MEAN
 from timm.data import IMAGENET_DEFAULT_STD as IMAGENET_STD
+from timm.data import resolve_model_data_config
+from trainkit import REPO
 
+from swinlite.engine.model import meta_model
 from swinlite.engine.preflight import resolve_normalisation
+
+FINETUNE = REPO / "configs" / "finetune_imagefolder.yaml"
 
 VIT = {"model.name": "vit_tiny_patch16_224", "model.kwargs": "{img_size: 16, patch_size: 8, depth: 1}"}
 
@@ -30,3 +41,62 @@ def test_unset_values_are_the_models_and_given_ones_stay(tmp_path):
     given = tiny_config("classification", tmp_path / "data", tmp_path / "out", **VIT, **{"data.mean": "[0.1,0.2,0.3]"})
     resolved = resolve_normalisation(task, given)
     assert (resolved.data.mean, resolved.data.std) == ((0.1, 0.2, 0.3), (0.5, 0.5, 0.5))
+
+
+def _finetune(tmp_path: Path, *overrides: str) -> Any:
+    """scripts/train.py --data-dir's config (configs/finetune_imagefolder.yaml) with ``overrides``."""
+    return TASKS["classification"].load_config(FINETUNE, [f"train.output_dir={tmp_path / 'out'}", *overrides])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "crop_pct"),
+    [
+        ((), 0.9),  # swinlite_tiny_patch4_window7_224.ms_in1k: the config said 0.9 for it, any tag took that
+        (("model.name=swinlite_base_patch4_window12_384.ms_in1k", "data.img_size=384"), 1.0),
+        (("model.name=swinlite_v2_base_window12to24_192to384.ms_in22k_ft_in1k", "data.img_size=384"), 1.0),
+    ],
+)
+def test_unset_crop_and_interpolation_are_the_tags(tmp_path: Path, overrides: tuple[str, ...], crop_pct: float):
+    """data.crop_pct and data.interpolation were never the model's, as data.mean and data.std are (timm's train.py
+    takes all four from the pretrained config): a 384 tag evaluated at 0.9, a --config file without crop_pct at
+    0.875 whatever its tag's."""
+    cfg = _finetune(tmp_path, *overrides)
+    assert (cfg.data.crop_pct, cfg.data.interpolation) == (None, None)  # --print-config shows them unset
+    model = meta_model(cfg.model.name, cfg.model.kwargs)
+    assert resolve_model_data_config(model)["crop_pct"] == crop_pct
+    resolved = resolve_normalisation(TASKS["classification"], cfg)
+    assert (resolved.data.crop_pct, resolved.data.interpolation) == (crop_pct, "bicubic")
+    given = _finetune(tmp_path, *overrides, "data.crop_pct=0.95", "data.interpolation=bilinear")
+    resolved = resolve_normalisation(TASKS["classification"], given)
+    assert (resolved.data.crop_pct, resolved.data.interpolation) == (0.95, "bilinear")
+
+
+def test_resume_keeps_the_crop_and_interpolation_the_run_recorded(tmp_path: Path):
+    """A run started while unset meant 0.875 and bicubic (its config.yaml records the values) keeps them at --resume,
+    each key alone: a value the key cannot take is the model's."""
+    cfg = _finetune(tmp_path)
+    (tmp_path / "out").mkdir()
+    recorded = {"crop_pct": 0.875, "interpolation": "bilinear", "mean": [0.5, 0.5, 0.5], "std": "wrong"}
+    (tmp_path / "out" / "config.yaml").write_text(yaml.safe_dump({"data": recorded}))
+    resolved = resolve_normalisation(TASKS["classification"], cfg, resume=True)
+    assert (resolved.data.crop_pct, resolved.data.interpolation) == (0.875, "bilinear")
+    assert (resolved.data.mean, resolved.data.std) == ((0.5, 0.5, 0.5), IMAGENET_STD)
+    assert resolve_normalisation(TASKS["classification"], cfg).data.crop_pct == 0.9  # a new run: the tag's
+
+
+@pytest.mark.parametrize(
+    ("overlay", "message"),
+    [
+        ("{crop_pct: 1.5}", "data.crop_pct: swinlite_pico_patch2_window4_32's pretrained config gives 1.5, outside "
+                            "0 < data.crop_pct <= 1; set data.crop_pct"),
+        ("{interpolation: box}", "data.interpolation: swinlite_pico_patch2_window4_32's pretrained config gives 'box', "
+                                 "not one of bilinear, bicubic, nearest, lanczos; set data.interpolation"),
+        ("{mean: [0.5]}", "data.mean: swinlite_pico_patch2_window4_32's pretrained config gives [0.5], not one value "
+                          "per RGB channel; set data.mean"),
+    ],
+)  # fmt: skip
+def test_a_models_value_its_key_does_not_take_is_one_error(tmp_path: Path, overlay: str, message: str):
+    cfg = tiny_config("classification", tmp_path / "data", tmp_path / "out",
+                      **{"model.kwargs.pretrained_cfg_overlay": overlay, "data.crop_pct": "null"})  # fmt: skip
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        resolve_normalisation(TASKS["classification"], cfg)

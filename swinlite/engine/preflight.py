@@ -36,8 +36,9 @@ def check_demo_paths(data: Any, demo: str, keys: tuple[str, ...], instead: str) 
     read with the demo's classes. ``instead`` says which ``data.dataset`` to set."""
     own = [f"data.{key}" for key in keys if getattr(data, key)]
     if data.dataset == demo and own:
+        verb = "points" if len(own) == 1 else "point"
         raise ValueError(
-            f"{', '.join(own)} point at your own data, but data.dataset={demo} trains the built-in demo (written into "
+            f"{', '.join(own)} {verb} at your own data, but data.dataset={demo} trains the built-in demo (written into "
             f"data.data_dir {data.data_dir}); set {instead} to train on your files"
         )
 

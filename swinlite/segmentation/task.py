@@ -233,10 +233,11 @@ class SegmentationTask(Task):
                 f"{str(list(self.labels.classes))[:200]}; restore them, or start over with --overwrite"
             )
         now = self.state()
-        for key in ("ignore_index", "reduce_zero_label"):  # absent from resume files older than this check
+        effects = {"ignore_index": "which changes the label value the loss and the scores leave out",
+                   "reduce_zero_label": "which changes the class of every label value"}  # fmt: skip
+        for key, effect in effects.items():  # absent from resume files older than this check
             if key in state and state[key] != now[key]:
                 raise ValueError(
                     f"{path}: the run read its masks with data.{key}={state[key]}, the settings now give "
-                    f"data.{key}={now[key]}, which changes the class of every label value; restore it, or start over "
-                    "with --overwrite"
+                    f"data.{key}={now[key]}, {effect}; restore it, or start over with --overwrite"
                 )

@@ -122,7 +122,7 @@ def _own_files_under_the_demo(coco: Path) -> dict[str, object]:
         (_val_without_objects, r"the val annotations \(.*instances_val2017.json\) hold no object to score"),
         (_val_only_crowds, r"hold no object to score on the images kept, only iscrowd or empty ones; the AP would be"),
         (_val_category_training_lacks, r"the val annotations have category ids the training annotations lack: \[9\]"),
-        (_own_files_under_the_demo, r"^data.train_ann point at your own data, but data.dataset=digits trains the "
+        (_own_files_under_the_demo, r"^data.train_ann points at your own data, but data.dataset=digits trains the "
          r"built-in demo \(written into data.data_dir .*det_digits\); set data.dataset=coco to train on your files$"),
     ],
     ids=["training-set-without-objects", "val-set-without-objects", "val-set-of-crowds", "val-category-training-lacks",

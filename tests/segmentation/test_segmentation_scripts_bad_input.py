@@ -98,7 +98,7 @@ CASES = [
     ("ignore_is_a_class", TRAIN, None, ["data.ignore_index=2"], "data.ignore_index=2 is a class label"),
     # the demo was written into data_dir, then these folders were read with its five shape classes
     ("own_folders_with_the_demo", TRAIN, None, ["data.dataset=shapes", "data.train_images={data}/images/training"],
-     "data.train_images point at your own data, but data.dataset=shapes trains the built-in demo"),
+     "data.train_images points at your own data, but data.dataset=shapes trains the built-in demo"),
     ("rgb_mask", TRAIN, _rgb_mask, [], "is a RGB image; a mask is a palette (P) or grayscale"),
     # its edges' compression noise was read as labels of other classes (15 % of a 10-class mask's pixels)
     ("jpeg_mask", TRAIN, _lossy_mask(".jpg", quality=95), [], "is a JPEG file, whose lossy compression changes"),

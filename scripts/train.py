@@ -36,7 +36,8 @@ def parse_args(argv: list[str] | None = None) -> object:
     add_train_arguments(
         parser,
         "YAML file of overrides (default: configs/finetune_imagefolder.yaml with --data-dir, else configs/demo.yaml)",
-        "your dataset root holding train/ and val/ (sets data.data_dir and data.dataset=folder)",
+        "your dataset root holding train/ and val/ (sets data.data_dir, and data.dataset=folder unless the --config "
+        "file names another)",
     )
     return parser.parse_intermixed_args(argv)  # key=value may come before and after the options
 

@@ -41,7 +41,6 @@ class ModelConfig(SharedModel):
 class DataConfig(SharedData):
     data_dir: str = "data"  # holds train/<class>/* and val/<class>/*
     dataset: str = choice("folder", "folder", "digits")  # "digits": scikit-learn's digits built into data_dir
-    verify_images: bool = False  # decode every image once before training (slow); headers are always read
     img_size: int = bounded(224, ge=1)
     # none (mean, std, interpolation, crop_pct): the model's pretrained config's, as timm's train.py takes them
     # (ImageNet's for swinlite models, 0.5 for many ViTs; the tag's crop); the run writes the values into config.yaml

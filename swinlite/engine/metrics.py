@@ -61,14 +61,18 @@ def plot_curves(history: list[dict[str, float]], path: str | Path, metrics: dict
 
 
 class TensorBoardLog:
-    """TensorBoard event files in ``folder``: every metrics row per epoch, the running loss and lr per step.
+    """TensorBoard event files in ``folder``: the running loss and lr per step, every metrics row per epoch.
+
+    Every tag is on one axis, the optimizer steps done: a step's scalars at its 1-based count, an epoch's row at the
+    count when the epoch ends (as Lightning logs; ``epoch/epoch`` holds its number), so that a run resumed after step
+    n, purging from step n + 1, drops exactly the events a killed run wrote after that point. The run's event file is
+    opened once: by :meth:`open` on resume, else by the first event.
 
     Args:
         folder: the run's output folder (beside metrics.csv).
-        purge_step: on resume, the step resumed from: events a killed run wrote after it are dropped.
     """
 
-    def __init__(self, folder: str | Path, purge_step: int | None = None) -> None:
+    def __init__(self, folder: str | Path) -> None:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
@@ -76,17 +80,34 @@ class TensorBoardLog:
                 "train.tensorboard=true needs the tensorboard package: pip install tensorboard "
                 "(or pip install swinlite[train])"
             ) from None
-        self.writer = SummaryWriter(log_dir=str(folder), purge_step=purge_step)
+        self.folder, self.summary_writer, self.writer = Path(folder), SummaryWriter, None
+
+    def open(self, purge_step: int | None = None) -> None:
+        """Open the run's event file; ``purge_step``: on resume, the first step not done: TensorBoard drops the events
+        that the older files hold from it on (those a killed run wrote after the resume point)."""
+        self.writer = self.summary_writer(log_dir=str(self.folder), purge_step=purge_step)
 
     def step(self, step: int, loss: float, lr: float) -> None:
+        """The running loss and the lr after ``step`` optimizer steps."""
+        if self.writer is None:
+            self.open()
         self.writer.add_scalar("train/running_loss", loss, step)
         self.writer.add_scalar("train/lr", lr, step)
 
-    def epoch(self, row: dict[str, float]) -> None:
+    def epoch(self, row: dict[str, float], step: int) -> None:
+        """An epoch's metrics row (its number as ``epoch/epoch``) at ``step``, the steps done when it ended; flushed
+        with every event before it."""
+        if self.writer is None:
+            self.open()
         for key, value in row.items():
-            if key != "epoch":
-                self.writer.add_scalar(f"epoch/{key}", value, int(row["epoch"]))
-        self.writer.flush()
+            self.writer.add_scalar(f"epoch/{key}", value, step)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the events so far to the file (before a resume file marks them done)."""
+        if self.writer is not None:
+            self.writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()

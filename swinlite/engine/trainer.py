@@ -4,7 +4,8 @@ Files in the output folder (written by rank 0, each atomically): ``config.yaml``
 ``metrics.csv``, ``curves.png``, ``last.safetensors``, ``best.safetensors`` (best of the task's metric, of the
 weights ``train.best_of`` names), ``resume.pt`` (everything ``--resume`` needs; every ``train.save_every_steps``
 steps too), with ``train.ema_decay`` ``ema.safetensors`` and ``best_ema.safetensors``, with
-``train.tensorboard`` the event files, and the task's own (``Task.output_files``).
+``train.tensorboard`` the event files, and the task's own (``Task.output_files``). The TensorBoard events of an
+epoch are written before the resume file, so that a kill at any moment loses none of them.
 """
 
 from __future__ import annotations
@@ -201,9 +202,12 @@ class Trainer:
         self.state = RunState(
             saved["epoch"], step, batch, dict(sums), count, saved["best"], saved["best_ema"], saved["history"]
         )
-        if self.tensorboard is not None:  # drop the events a killed run wrote after this point
-            self.tensorboard.close()
-            self.tensorboard = TensorBoardLog(self.out, purge_step=self.state.step)
+        if self.tensorboard is not None:  # drop the events a killed run wrote after this point: those of later steps;
+            # of an epoch saved trained but not evaluated, its row too, logged at its last step (whose scalars return)
+            evaluated = batch < self.batches
+            self.tensorboard.open(purge_step=step + 1 if evaluated else step)
+            if not evaluated:
+                self._log_step()
         set_rng_state(saved["rng"][self.dist.rank % saved_world])  # last: the exact state saved
 
     def position_note(self) -> str:
@@ -221,15 +225,23 @@ class Trainer:
         state = self.state
         per_process = all_gather_object({"rng": rng_state(), "partial": (dict(state.sums), state.count)}, self.dist)
         if self.dist.is_main:
+            if self.tensorboard is not None:  # the events so far are on disk before the file that marks them done
+                self.tensorboard.flush()
             save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
+
+    def _log_step(self) -> None:
+        """TensorBoard's scalars of the step reached, every ``train.log_interval`` steps: this process's running loss
+        of the epoch, the lr."""
+        state = self.state
+        if self.tensorboard is not None and state.step % self.cfg.train.log_interval == 0:
+            loss = state.sums["train_loss"] / max(state.count, 1)
+            self.tensorboard.step(state.step, loss, current_lr(self.optimizer))
 
     def _on_step(self, position: EpochPosition) -> None:
         """After each optimizer step: TensorBoard, and a step checkpoint every ``train.save_every_steps`` steps."""
         state = self.state
         state.step, state.batch, state.sums, state.count = position.step, position.batch, position.sums, position.count
-        if self.tensorboard is not None and position.step % self.cfg.train.log_interval == 0:
-            loss = position.sums["train_loss"] / max(position.count, 1)
-            self.tensorboard.step(position.step, loss, current_lr(self.optimizer))
+        self._log_step()
         every = self.cfg.train.save_every_steps
         if every and position.step % every == 0 and position.batch < self.batches:  # the epoch's end saves anyway
             self._check_finite(self.state.epoch + 1)  # a step checkpoint of NaN weights could never be resumed
@@ -316,7 +328,8 @@ class Trainer:
         return self.task.weights_metadata() | common | {"epoch": int(row["epoch"]), self.task.metric: row[metric]}
 
     def save(self, row: dict[str, float], best: tuple[str, float] | None, per_process: list[dict[str, Any]]) -> None:
-        """Weights, metrics, curves, then the resume file (written last: it marks the epoch done)."""
+        """Weights, metrics, curves, the TensorBoard row, then the resume file (written last: it marks the epoch done;
+        a kill before it leaves the epoch to be trained again, its TensorBoard events purged on resume)."""
         weights = {"raw": (self.model.state_dict(), self.metadata(row, "raw"))}
         save_weights(self.out / "last.safetensors", *weights["raw"])
         if self.ema is not None:
@@ -331,6 +344,8 @@ class Trainer:
             write_csv(self.state.history, self.out / "metrics.csv")
         with writing(self.out / "curves.png"):
             plot_curves(self.state.history, self.out / "curves.png", self.task.curves(row))
+        if self.tensorboard is not None:
+            self.tensorboard.epoch(row, self.state.step)
         save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
 
     def fit(self) -> None:
@@ -347,8 +362,6 @@ class Trainer:
             per_process = all_gather_object({"rng": rng_state(), "partial": ({}, 0)}, self.dist)
             if self.dist.is_main:
                 self.save(row, best, per_process)
-                if self.tensorboard is not None:
-                    self.tensorboard.epoch(row)
             self.log(
                 f"epoch {int(row['epoch'])}/{self.cfg.train.epochs}: train loss {row['train_loss']:.4f}, "
                 f"{self.task.summary(row)}, lr {row['lr']:.2e}, {row['epoch_time']:.1f} s "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import random
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -53,20 +54,22 @@ def save_resume(path: str | Path, state: dict[str, Any]) -> None:
         atomic_write(path, lambda f: f.write(buffer.getbuffer()))
 
 
-def load_resume(path: str | Path, task: str | None = None) -> dict[str, Any]:
+def load_resume(path: str | Path, task: str | None = None, mmap: bool = False) -> dict[str, Any]:
     """Load a resume file written by ``save_resume`` (``weights_only=True``: no code is unpickled).
 
     Args:
         path: the file.
         task: the task the run is (e.g. "classification"): the file must be a whole resume file of a run of it.
             None: any file ``save_resume`` wrote.
+        mmap: map its tensors rather than read them: a quick look at the run's task and position, made before the
+            data is scanned (a file torch cannot map is read, to be refused as without).
 
     Raises:
         ValueError: an unreadable file (empty, truncated, a pickle of other objects), not a resume file, or
             one of another task; the message names the file.
     """
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and zipfile.is_zipfile(path))
     except Exception as e:  # zip, pickle and weights-only refusals come in many types
         raise ValueError(
             f"{path} is not a readable resume file ({load_refusal(e)}); start over with --overwrite"

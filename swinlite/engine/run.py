@@ -12,7 +12,7 @@ import torch
 
 from ..device import resolve_device
 from ..io import atomic_write, check_output
-from .checkpoint import RESUME_FILE, writing
+from .checkpoint import RESUME_FILE, load_resume, writing
 from .config import apply_overrides, check_values, config_diff, dump_yaml, flatten, read_yaml, to_dict
 from .distributed import (
     DistInfo,
@@ -150,7 +150,7 @@ def prepare_output(
             if lock.stale:
                 log(dist, f"note: {lock.path} was left by a run that ended without releasing it ({lock.stale}); "
                           "taken over")  # fmt: skip
-            _check_existing_run(out, cfg, resume, overwrite, dist)
+            _check_existing_run(out, task, cfg, resume, overwrite, dist)
             if overwrite:
                 _remove_run_files(out, task)
             elif not resume:
@@ -166,18 +166,9 @@ def prepare_output(
     return out, lock
 
 
-def _check_existing_run(out: Path, cfg: Any, resume: bool, overwrite: bool, dist: DistInfo) -> None:
+def _check_existing_run(out: Path, task: type[Task], cfg: Any, resume: bool, overwrite: bool, dist: DistInfo) -> None:
     if resume:
-        if not (out / RESUME_FILE).is_file():
-            raise ValueError(f"--resume: {out / RESUME_FILE} does not exist; nothing to resume")
-        try:
-            old = apply_overrides(type(cfg)(), flatten(read_yaml(out / "config.yaml")))
-        except ValueError as e:
-            log(dist, f"warning: the settings of the run cannot be compared with {out / 'config.yaml'}: {e}")
-            return
-        for change in config_diff(old, cfg):
-            log(dist, f"warning: resuming with a changed setting {change}")
-        _check_layer_decay(old, cfg)
+        _check_resumable(out, task, cfg, dist)
     elif overwrite:
         return
     elif (out / RESUME_FILE).is_file():
@@ -190,6 +181,23 @@ def _check_existing_run(out: Path, cfg: Any, resume: bool, overwrite: bool, dist
             f"{out} already holds a run's weights ({', '.join(weights)}) but no {RESUME_FILE}, so nothing to resume; "
             "pass --overwrite to replace them, or --output-dir for a new run"
         )
+
+
+def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> None:
+    """--resume, before the data is scanned: ValueError for a resume file of another task; warnings naming the
+    settings changed since ``config.yaml``; ValueError for those the saved optimizer cannot load into."""
+    path = out / RESUME_FILE
+    if not path.is_file():
+        raise ValueError(f"--resume: {path} does not exist; nothing to resume")
+    load_resume(path, task.name, mmap=True)  # the task first: another task's settings do not compare
+    try:
+        old = apply_overrides(type(cfg)(), flatten(read_yaml(out / "config.yaml")))
+    except ValueError as e:
+        log(dist, f"warning: the settings of the run cannot be compared with {out / 'config.yaml'}: {e}")
+        return
+    for change in config_diff(old, cfg):
+        log(dist, f"warning: resuming with a changed setting {change}")
+    _check_layer_decay(old, cfg)
 
 
 def _check_layer_decay(old: Any, cfg: Any) -> None:

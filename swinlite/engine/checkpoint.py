@@ -3,23 +3,26 @@
 Every file is written to a temporary name in the same folder, flushed, fsynced and renamed over the
 old one (``os.replace`` is atomic), so a kill at any moment leaves either the old or the new file,
 never a half-written one. A write that fails (disk full, read-only folder) is a ValueError naming the
-file; the previous file stays as it was.
+file; the previous file stays as it was. Weights that must agree with the resume file (the best weights, which
+follow its history) wait under a pending name until it is written (:func:`pending`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import random
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..io import atomic_write, load_refusal, save_safetensors
+from ..files import fsync_folder
+from ..io import atomic_write, load_refusal, read_metadata, save_safetensors
 
 RESUME_FILE = "resume.pt"
 RESUME_KEYS = ("task", "model", "optimizer", "scheduler", "scaler", "ema", "epoch", "step", "batch", "history", "rng")
@@ -39,6 +42,33 @@ def save_weights(path: str | Path, state_dict: Mapping[str, torch.Tensor], metad
     """Save a state dict as safetensors atomically; ``metadata`` values are stored as JSON strings."""
     with writing(path):
         save_safetensors(path, state_dict, metadata)
+
+
+def pending(path: Path) -> Path:
+    """Where new weights for ``path`` (``OUT/best.safetensors``) wait, as ``OUT/.best.safetensors.pending``, until
+    the resume file that records their epoch is written; then :func:`complete_pending` renames them over ``path``.
+    A kill before the resume file leaves ``path`` as the saved history has it."""
+    return path.with_name(f".{path.name}.pending")
+
+
+def complete_pending(path: Path) -> None:
+    """Rename the pending weights of ``path`` (:func:`pending`) over it, atomically and durably."""
+    with writing(path):
+        os.replace(pending(path), path)
+        fsync_folder(path.parent)
+
+
+def settle_pending(paths: Iterable[Path], epochs_done: int) -> None:
+    """The pending weights of ``paths`` a kill left: completed when the resume file records their epoch (it holds
+    ``epochs_done`` epochs: the kill came after it was written), else removed (their epoch is not in its history)."""
+    for path in paths:
+        waiting = pending(path)
+        if not waiting.is_file():
+            continue
+        if read_metadata(waiting)["epoch"] <= epochs_done:
+            complete_pending(path)
+        else:
+            waiting.unlink()
 
 
 def non_finite(state_dict: Mapping[str, torch.Tensor]) -> list[str]:

@@ -12,7 +12,7 @@ import torch
 
 from ..device import resolve_device
 from ..io import atomic_write, check_output
-from .checkpoint import RESUME_FILE, load_resume, writing
+from .checkpoint import RESUME_FILE, load_resume, pending, settle_pending, writing
 from .config import apply_overrides, check_values, config_diff, dump_yaml, flatten, read_yaml, to_dict
 from .distributed import (
     DistInfo,
@@ -31,9 +31,10 @@ from .lock import OutputLock
 from .preflight import check_run, resolve_normalisation
 from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
-from .trainer import WEIGHTS_FILES, Trainer
+from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer
 
-RUN_FILES = ("config.yaml", "metrics.csv", "curves.png", RESUME_FILE, *WEIGHTS_FILES)
+PENDING_FILES = tuple(pending(Path(name)).name for name in BEST_FILES)  # a kill's, completed or removed on resume
+RUN_FILES = ("config.yaml", "metrics.csv", "curves.png", RESUME_FILE, *WEIGHTS_FILES, *PENDING_FILES)
 
 
 def log(dist: DistInfo, message: str) -> None:
@@ -185,11 +186,13 @@ def _check_existing_run(out: Path, task: type[Task], cfg: Any, resume: bool, ove
 
 def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> None:
     """--resume, before the data is scanned: ValueError for a resume file of another task; warnings naming the
-    settings changed since ``config.yaml``; ValueError for those the saved optimizer cannot load into."""
+    settings changed since ``config.yaml``; ValueError for those the saved optimizer cannot load into. The best weights
+    a kill left pending are completed or removed first (:func:`~swinlite.engine.checkpoint.settle_pending`)."""
     path = out / RESUME_FILE
     if not path.is_file():
         raise ValueError(f"--resume: {path} does not exist; nothing to resume")
-    load_resume(path, task.name, mmap=True)  # the task first: another task's settings do not compare
+    saved = load_resume(path, task.name, mmap=True)  # the task first: another task's settings do not compare
+    settle_pending([out / name for name in BEST_FILES], saved["epoch"])
     try:
         old = apply_overrides(type(cfg)(), flatten(read_yaml(out / "config.yaml")))
     except ValueError as e:

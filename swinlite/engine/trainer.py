@@ -4,8 +4,9 @@ Files in the output folder (written by rank 0, each atomically): ``config.yaml``
 ``metrics.csv``, ``curves.png``, ``last.safetensors``, ``best.safetensors`` (best of the task's metric, of the
 weights ``train.best_of`` names), ``resume.pt`` (everything ``--resume`` needs; every ``train.save_every_steps``
 steps too), with ``train.ema_decay`` ``ema.safetensors`` and ``best_ema.safetensors``, with
-``train.tensorboard`` the event files, and the task's own (``Task.output_files``). The TensorBoard events of an
-epoch are written before the resume file, so that a kill at any moment loses none of them.
+``train.tensorboard`` the event files, and the task's own (``Task.output_files``). The best weights files follow the
+resume file's history: new ones wait under a pending name until it is written (``checkpoint.pending``), and the
+TensorBoard events of an epoch are written before it, so that a kill at any moment loses nothing of what it records.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from ..weights import state_dict_mismatch
 from ..wording import counted
 from .checkpoint import (
     RESUME_FILE,
+    complete_pending,
     load_resume,
     non_finite,
+    pending,
     rng_state,
     save_resume,
     save_weights,
@@ -52,6 +55,7 @@ from .optim import build_optimizer, build_scheduler, lr_scale
 from .task import RunContext, Task
 
 WEIGHTS_FILES = ("last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
+BEST_FILES = ("best.safetensors", "best_ema.safetensors")  # written through a pending name (``checkpoint.pending``)
 # what a parameter group holds that is not the config's: its parameters, the lr the scheduler sets before each step,
 # and the step counters some optimizers keep per group (timm's Adan and Lamb, Lookahead)
 GROUP_STATE = ("params", "lr", "step", "lookahead_step")
@@ -328,18 +332,23 @@ class Trainer:
         return self.task.weights_metadata() | common | {"epoch": int(row["epoch"]), self.task.metric: row[metric]}
 
     def save(self, row: dict[str, float], best: tuple[str, float] | None, per_process: list[dict[str, Any]]) -> None:
-        """Weights, metrics, curves, the TensorBoard row, then the resume file (written last: it marks the epoch done;
-        a kill before it leaves the epoch to be trained again, its TensorBoard events purged on resume)."""
+        """Weights, metrics, curves, the TensorBoard row, then the resume file (it marks the epoch done), and last the
+        new best weights, which waited under their pending names: a kill before the resume file leaves the epoch to
+        be trained again (its TensorBoard events purged on resume, its best weights not taken), one after it the
+        pending weights for the next run to complete (``checkpoint.settle_pending``)."""
         weights = {"raw": (self.model.state_dict(), self.metadata(row, "raw"))}
         save_weights(self.out / "last.safetensors", *weights["raw"])
+        bests = {}
         if self.ema is not None:
             weights["ema"] = (self.ema.module.state_dict(), self.metadata(row, "ema"))
             save_weights(self.out / "ema.safetensors", *weights["ema"])
             if row[f"{self.task.metric}_ema"] > self.state.best_ema:
                 self.state.best_ema = row[f"{self.task.metric}_ema"]
-                save_weights(self.out / "best_ema.safetensors", *weights["ema"])
+                bests["best_ema.safetensors"] = weights["ema"]
         if best is not None:
-            save_weights(self.out / "best.safetensors", *weights[best[0]])
+            bests["best.safetensors"] = weights[best[0]]
+        for name, (state_dict, metadata) in bests.items():
+            save_weights(pending(self.out / name), state_dict, metadata)
         with writing(self.out / "metrics.csv"):
             write_csv(self.state.history, self.out / "metrics.csv")
         with writing(self.out / "curves.png"):
@@ -347,6 +356,8 @@ class Trainer:
         if self.tensorboard is not None:
             self.tensorboard.epoch(row, self.state.step)
         save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
+        for name in bests:
+            complete_pending(self.out / name)
 
     def fit(self) -> None:
         state = self.state

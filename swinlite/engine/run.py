@@ -185,14 +185,16 @@ def _check_existing_run(out: Path, task: type[Task], cfg: Any, resume: bool, ove
 
 
 def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> None:
-    """--resume, before the data is scanned: ValueError for a resume file of another task; warnings naming the
-    settings changed since ``config.yaml``; ValueError for those the saved optimizer cannot load into. The best weights
-    a kill left pending are completed or removed first (:func:`~swinlite.engine.checkpoint.settle_pending`)."""
+    """--resume, before the data is scanned: ValueError for a resume file of another task, or one whose position this
+    run's ``train.epochs`` ends before; warnings naming the settings changed since ``config.yaml``; ValueError for those
+    the saved optimizer cannot load into. The best weights a kill left pending are completed or removed first
+    (:func:`~swinlite.engine.checkpoint.settle_pending`)."""
     path = out / RESUME_FILE
     if not path.is_file():
         raise ValueError(f"--resume: {path} does not exist; nothing to resume")
     saved = load_resume(path, task.name, mmap=True)  # the task first: another task's settings do not compare
     settle_pending([out / name for name in BEST_FILES], saved["epoch"])
+    _check_epochs(saved["epoch"], saved["batch"], cfg.train.epochs, path)
     try:
         old = apply_overrides(type(cfg)(), flatten(read_yaml(out / "config.yaml")))
     except ValueError as e:
@@ -201,6 +203,18 @@ def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> N
     for change in config_diff(old, cfg):
         log(dist, f"warning: resuming with a changed setting {change}")
     _check_layer_decay(old, cfg)
+
+
+def _check_epochs(done: int, batch: int, epochs: int, path: Path) -> None:
+    """ValueError for ``train.epochs`` lowered at ``--resume`` below the point the run reached (``done`` epochs, and
+    ``batch`` micro-batches of the next): the run would note one it is not and rewrite config.yaml with epochs its
+    history exceeds. As many as it has done is taken: nothing to train."""
+    if done > epochs or (done == epochs and batch):
+        reached = f"{done} epochs done" + (f" and epoch {done + 1} begun" if batch else "")
+        raise ValueError(
+            f"--resume: train.epochs={epochs} ends before the point {path} was saved at ({reached}); resume with "
+            f"train.epochs={done + bool(batch)} or more, or start over with --overwrite"
+        )
 
 
 def _check_layer_decay(old: Any, cfg: Any) -> None:

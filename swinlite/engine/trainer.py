@@ -154,9 +154,61 @@ class Trainer:
         }
 
     def load_resume(self, path: Path) -> None:
-        """Continue from ``path``; ValueError naming it when it does not fit this run (another task, model, data)."""
+        """Continue from ``path``; ValueError naming it when it does not fit this run (another task, model, data, a
+        position past the end of this run's epochs)."""
         saved = load_resume(path, self.task.name)
         self.task.check_resumed(saved.get("task_state", {}), path)
+        batch = self._resumed_batch(saved, path)
+        self._load_states(saved, path)
+        sums, count = saved["partial"][self.dist.rank] if batch else ({}, 0)
+        # the step this run's schedule counts at the position (another world size or max_iters counts other steps
+        # per epoch: the saved step would put the lr elsewhere, past the schedule's end when larger)
+        step = saved["epoch"] * self.steps_per_epoch + epoch_steps(batch, self.cfg.optim.accum_steps)
+        self.state = RunState(
+            saved["epoch"], step, batch, dict(sums), count, saved["best"], saved["best_ema"], saved["history"]
+        )
+        if self.tensorboard is not None:  # drop the events a killed run wrote after this point: those of later steps;
+            # of an epoch saved trained but not evaluated, its row too, logged at its last step (whose scalars return)
+            evaluated = batch < self.batches
+            self.tensorboard.open(purge_step=step + 1 if evaluated else step)
+            if not evaluated:
+                self._log_step()
+        set_rng_state(saved["rng"][self.dist.rank % len(saved["rng"])])  # last: the exact state saved
+
+    def _resumed_batch(self, saved: dict[str, Any], path: Path) -> int:
+        """Where in its epoch the run goes on: the micro-batches of the saved position, or 0 (with a warning) where
+        this run counts them otherwise; ValueError for a position past the end of this run's epochs."""
+        saved_world, batch = len(saved["rng"]), saved["batch"]
+        if saved_world != self.dist.world_size:
+            was, now = (counted(n, "process", "processes") for n in (saved_world, self.dist.world_size))
+            self.log(f"warning: saved with {was}, resuming with {now}")
+            if batch:
+                self.log("warning: the step checkpoint's epoch restarts from its beginning")
+                batch = 0
+        # a step checkpoint's position counts micro-batches of its data.batch_size, grouped by its optim.accum_steps
+        # into steps: another size would skip other images, another grouping shift the steps. The epoch restarts,
+        # as with another number of processes: its first images are trained on twice, but each one at least once,
+        # and the schedule's step is this run's count. (A file from before "micro_batch" was saved: taken as same.)
+        micro_batch = [self.cfg.data.batch_size, self.cfg.optim.accum_steps]
+        if batch and saved.get("micro_batch", micro_batch) != micro_batch:
+            size, accum = saved["micro_batch"]
+            self.log(f"warning: the step checkpoint's epoch restarts from its beginning (its position counts batches "
+                     f"of data.batch_size={size} with optim.accum_steps={accum}, this run's {micro_batch[0]} with "
+                     f"{micro_batch[1]})")  # fmt: skip
+            batch = 0
+        if batch > self.batches:  # a lowered train.max_iters (or fewer images) ends the epoch before the position
+            accum, limit = self.cfg.optim.accum_steps, self.cfg.train.max_iters
+            by = f"train.max_iters={limit}" if self.batches == (limit or 0) * accum else "its data"
+            raise ValueError(
+                f"--resume: {path} was saved after step {epoch_steps(batch, accum)} of epoch {saved['epoch'] + 1}, but "
+                f"this run's epochs end after step {self.steps_per_epoch} ({by}); resume with settings that reach the "
+                "saved step, or start over with --overwrite"
+            )
+        return batch
+
+    def _load_states(self, saved: dict[str, Any], path: Path) -> None:
+        """Load the saved model, optimizer, EMA and scaler states; ValueError naming ``path`` for those that do not
+        fit this run's."""
         mismatch = state_dict_mismatch(self.model.state_dict(), saved["model"], limit=3)
         if mismatch is not None:  # torch's own message names no key on its first line
             raise _misfit(path, "model", mismatch)
@@ -180,39 +232,6 @@ class Trainer:
                      "swinlite that did not scale schedule.warmup_lr / min_lr with optim.lr_base_batch); continuing on "
                      "the new one")  # fmt: skip
         self.scaler.load_state_dict(saved["scaler"])
-        saved_world, batch = len(saved["rng"]), saved["batch"]
-        if saved_world != self.dist.world_size:
-            was, now = (counted(n, "process", "processes") for n in (saved_world, self.dist.world_size))
-            self.log(f"warning: saved with {was}, resuming with {now}")
-            if batch:
-                self.log("warning: the step checkpoint's epoch restarts from its beginning")
-                batch = 0
-        # a step checkpoint's position counts micro-batches of its data.batch_size, grouped by its optim.accum_steps
-        # into steps: another size would skip other images, another grouping shift the steps. The epoch restarts,
-        # as with another number of processes: its first images are trained on twice, but each one at least once,
-        # and the schedule's step is this run's count. (A file from before "micro_batch" was saved: taken as same.)
-        micro_batch = [self.cfg.data.batch_size, self.cfg.optim.accum_steps]
-        if batch and saved.get("micro_batch", micro_batch) != micro_batch:
-            size, accum = saved["micro_batch"]
-            self.log(f"warning: the step checkpoint's epoch restarts from its beginning (its position counts batches "
-                     f"of data.batch_size={size} with optim.accum_steps={accum}, this run's {micro_batch[0]} with "
-                     f"{micro_batch[1]})")  # fmt: skip
-            batch = 0
-        sums, count = saved["partial"][self.dist.rank] if batch else ({}, 0)
-        # the step this run's schedule counts at the position (another world size or max_iters counts other steps
-        # per epoch: the saved step would put the lr elsewhere, past the schedule's end when larger)
-        done = epoch_steps(min(batch, self.batches), self.cfg.optim.accum_steps)
-        step = saved["epoch"] * self.steps_per_epoch + done
-        self.state = RunState(
-            saved["epoch"], step, batch, dict(sums), count, saved["best"], saved["best_ema"], saved["history"]
-        )
-        if self.tensorboard is not None:  # drop the events a killed run wrote after this point: those of later steps;
-            # of an epoch saved trained but not evaluated, its row too, logged at its last step (whose scalars return)
-            evaluated = batch < self.batches
-            self.tensorboard.open(purge_step=step + 1 if evaluated else step)
-            if not evaluated:
-                self._log_step()
-        set_rng_state(saved["rng"][self.dist.rank % saved_world])  # last: the exact state saved
 
     def position_note(self) -> str:
         """Where a resumed run goes on, numbered as the log numbers epochs and steps (``epoch 2/30 step 4/8``)."""

@@ -1,15 +1,22 @@
 """What --resume refuses, each with one error line and before anything is written: a folder of another task (before
-its settings are compared and before the data scan)."""
+its settings are compared and before the data scan), train.epochs or train.max_iters lowered below the point the run
+reached."""
 
 from pathlib import Path
 
 import pytest
-from enginekit import TASKS, overrides, script_main
+from enginekit import TASKS, overrides, script_main, tiny_config
 
+from swinlite.engine import run, trainer
 from swinlite.engine.checkpoint import RESUME_KEYS, save_resume
 from swinlite.engine.config import dump_yaml, to_dict
 
 TASK = TASKS["classification"]
+FAST = {"train.max_iters": 1, "schedule.warmup_epochs": 0}
+
+
+class Killed(BaseException):
+    """A kill at a chosen point (a BaseException, as KeyboardInterrupt: no ``except Exception`` handles it)."""
 
 
 @pytest.fixture
@@ -47,3 +54,41 @@ def test_a_folder_of_another_task_is_named_before_its_settings_and_the_data_scan
     said = refused(folder, out, capsys)
     assert said.startswith(f"error: {out / 'resume.pt'} holds a detection run, not a classification run; choose its")
     assert "warning" not in said and scans == []
+
+
+def test_train_epochs_below_the_epochs_done_is_refused(folder, tmp_path, capsys, scans):
+    """--resume train.epochs=1 on a finished 2-epoch run said 'resumed ... after its last epoch (1)' and rewrote
+    config.yaml with epochs: 1 beside a metrics.csv of 2 epochs."""
+    out = run(TASK, tiny_config("classification", folder, tmp_path / "run", **FAST))
+    scans.clear()
+    said = refused(folder, out, capsys, **FAST, **{"train.epochs": 1})
+    assert said.startswith(f"error: --resume: train.epochs=1 ends before the point {out / 'resume.pt'} was saved at "
+                           "(2 epochs done); resume with train.epochs=2 or more")  # fmt: skip
+    assert scans == []
+    capsys.readouterr()
+    run(TASK, tiny_config("classification", folder, out, **FAST), resume=True)  # as many as done: nothing to train
+    assert "after its last epoch (2); nothing to train" in capsys.readouterr().out
+
+
+def test_train_max_iters_below_the_step_reached_is_refused(folder, tmp_path, capsys, monkeypatch):
+    """--resume train.max_iters=1 from a step checkpoint after step 2 of 3 said 'in epoch 1/2, after step 2/1' and
+    trained on with the lr of the saved step, off the new schedule."""
+    out, save_resume = tmp_path / "run", trainer.save_resume
+
+    def killed(path, state):
+        save_resume(path, state)
+        if state["batch"] == 2:
+            raise Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer, "save_resume", killed)
+        with pytest.raises(Killed):
+            run(TASK, tiny_config("classification", folder, out, **{"train.save_every_steps": 1}))
+    said = refused(folder, out, capsys, **{"train.save_every_steps": 1, **FAST})
+    assert said.startswith(f"error: --resume: {out / 'resume.pt'} was saved after step 2 of epoch 1, but this run's "
+                           "epochs end after step 1 (train.max_iters=1)")  # fmt: skip
+    run(
+        TASK,
+        tiny_config("classification", folder, out, **{"train.save_every_steps": 1, "train.max_iters": 2}),
+        resume=True,
+    )  # fmt: skip  (reaching the step: its evaluation only)

@@ -28,6 +28,7 @@ from .distributed import (
     stalled_ranks,
 )
 from .lock import OutputLock
+from .model import meta_model
 from .preflight import check_run, resolve_normalisation
 from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
@@ -203,6 +204,7 @@ def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> N
     for change in config_diff(old, cfg):
         log(dist, f"warning: resuming with a changed setting {change}")
     _check_layer_decay(old, cfg)
+    _check_trained_parameters(task, old, cfg)
 
 
 def _check_epochs(done: int, batch: int, epochs: int, path: Path) -> None:
@@ -214,6 +216,31 @@ def _check_epochs(done: int, batch: int, epochs: int, path: Path) -> None:
         raise ValueError(
             f"--resume: train.epochs={epochs} ends before the point {path} was saved at ({reached}); resume with "
             f"train.epochs={done + bool(batch)} or more, or start over with --overwrite"
+        )
+
+
+def _check_trained_parameters(task: type[Task], old: Any, cfg: Any) -> None:
+    """ValueError for ``model.name`` / ``model.kwargs`` changed at ``--resume`` so that the model trains another set
+    of its parameters (``frozen_stages``; frozen ones are left out of the optimizer): the saved optimizer's parameter
+    groups do not fit this run's. Said here, before the data is scanned, from the model (``Task.model_name``) built on
+    the meta device with each config; a change of the weights' keys is left to the model's load, after the scan."""
+
+    def parameters(c: Any) -> tuple[set[str], set[str]]:  # (every parameter, the frozen ones) of the model it builds
+        named = list(meta_model(task.model_name(c), c.model.kwargs).named_parameters())
+        return {n for n, _ in named}, {n for n, p in named if not p.requires_grad}
+
+    try:
+        (names_before, before), (names, now) = parameters(old), parameters(cfg)
+    except (TypeError, ValueError, RuntimeError, AssertionError):  # the run's settings no longer build a model (this
+        return  # run's were checked by check_run): the model's load after the scan names what differs
+    if names_before == names and before != now:
+        a, b = old.model.kwargs, cfg.model.kwargs
+        changed = ["model.name"] if task.model_name(old) != task.model_name(cfg) else []
+        changed += [f"model.kwargs.{k}" for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+        raise ValueError(
+            f"--resume: the set of trained parameters changed with {', '.join(changed)} (frozen parameters are left "
+            "out of the optimizer), so the saved optimizer's state does not fit this run's; resume with the run's own "
+            "model settings, or start over with --overwrite"
         )
 
 

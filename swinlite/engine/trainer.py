@@ -212,6 +212,12 @@ class Trainer:
         mismatch = state_dict_mismatch(self.model.state_dict(), saved["model"], limit=3)
         if mismatch is not None:  # torch's own message names no key on its first line
             raise _misfit(path, "model", mismatch)
+        trained = [len(g["params"]) for g in saved["optimizer"]["param_groups"]]
+        trains = [len(g["params"]) for g in self.optimizer.param_groups]
+        if trained != trains:  # torch's own message names no cause
+            reason = f"it trains {sum(trained)} parameter tensors in {len(trained)} groups, this run {sum(trains)} in "
+            raise _misfit(path, "optimizer", reason + f"{len(trains)}: the set of trained parameters changed, e.g. by "
+                          "model.kwargs.frozen_stages")  # fmt: skip
         # the optimizer's state (moments) is the saved one, its hyperparameters the config's: load_state_dict takes the
         # saved groups' weight decay, betas, layer decay's lr_scale ... (the config may have changed them)
         configured = [{k: v for k, v in g.items() if k not in GROUP_STATE} for g in self.optimizer.param_groups]

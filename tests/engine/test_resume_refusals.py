@@ -1,10 +1,11 @@
 """What --resume refuses, each with one error line and before anything is written: a folder of another task (before
 its settings are compared and before the data scan), train.epochs or train.max_iters lowered below the point the run
-reached."""
+reached, and model.kwargs that change which parameters are trained (frozen_stages)."""
 
 from pathlib import Path
 
 import pytest
+import yaml
 from enginekit import TASKS, overrides, script_main, tiny_config
 
 from swinlite.engine import run, trainer
@@ -92,3 +93,23 @@ def test_train_max_iters_below_the_step_reached_is_refused(folder, tmp_path, cap
         tiny_config("classification", folder, out, **{"train.save_every_steps": 1, "train.max_iters": 2}),
         resume=True,
     )  # fmt: skip  (reaching the step: its evaluation only)
+
+
+def test_frozen_stages_changed_is_refused_before_the_data_scan(folder, tmp_path, capsys, scans):
+    """model.kwargs.frozen_stages changed at --resume (frozen parameters are left out of the optimizer) failed after
+    the data scan with 'resume.pt does not fit this run's model or optimizer (loaded state dict contains a parameter
+    group that doesn't match the size of optimizer's group)', which named no cause."""
+    out = run(TASK, tiny_config("classification", folder, tmp_path / "run", **FAST, **{"train.epochs": 1}))
+    scans.clear()
+    frozen = {**FAST, "train.epochs": 2, "model.kwargs.frozen_stages": 1}
+    said = refused(folder, out, capsys, **frozen)
+    assert said.startswith("error: --resume: the set of trained parameters changed with model.kwargs.frozen_stages "
+                           "(frozen parameters are left out of the optimizer)")  # fmt: skip
+    assert scans == []
+    # the same change where config.yaml does not show it: the optimizer's load, after the scan, names the cause
+    settings = yaml.safe_load((out / "config.yaml").read_text())
+    settings["model"]["kwargs"] = {"frozen_stages": 1}
+    (out / "config.yaml").write_text(yaml.safe_dump(settings))
+    said = refused(folder, out, capsys, **frozen)
+    assert said.startswith(f"error: {out / 'resume.pt'} does not fit this run's optimizer (it trains ")
+    assert "the set of trained parameters changed, e.g. by model.kwargs.frozen_stages" in said

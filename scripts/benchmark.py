@@ -10,7 +10,8 @@ freezing, the same call for every model), with compile times and a second proces
 With ``--sizes`` it times swinlite and timm at several input sizes (batch 2, inference and train step, peak
 memory), the detection backbones at the largest size, and profiles inference there.
 With ``--contended`` it times swinlite and timm (CPU) quiet, while a second process keeps one core busy, and
-(inference) fed by a 2-worker image-decoding DataLoader as scripts/predict.py is, every round in a random order.
+(inference) fed by a 2-worker image-decoding DataLoader as scripts/predict.py is, every round in a random order
+(``--seed`` replays a run's orders; the JSON records the seed drawn otherwise).
 With ``--rel-pos-1d`` it instead times the 1-D relative attention layer (L 1024, width 512, 8 heads,
 batch 4) against plain attention and the double-loop formulation.
 
@@ -41,6 +42,7 @@ from swinbench.choices import (  # noqa: E402
     DEFAULT_SIZES,
     EVERY_RUN,
     IMG_SIZES,
+    MIN_IMG_SIZE,
     MODELS,
     PRECISIONS,
     RUN_OPTIONS,
@@ -113,6 +115,12 @@ def _parser() -> Parser:
         help="CPU: also time with one core kept busy by a second process and (inference) fed by a 2-worker "
         "image-decoding DataLoader; rounds in random order",
     )
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="--contended: seed of the rounds' random orders, to replay a run (default: drawn for each run; the JSON "
+        "records it as config.order_seed)",
+    )
     p.add_argument("--threads", type=int, help="torch threads (default: torch's, one per core)")
     p.add_argument(
         "--sizes",
@@ -166,7 +174,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in given:
         if name not in RUN_OPTIONS[args.run]:
             p.error(f"{option(name)} does not apply to {run_name(args.run)}, which takes {options_of(args.run)}")
-    for name, low in dict(threads=1, batch=1, warmup=0, repeats=1).items():
+    for name, low in dict(threads=1, batch=1, img_size=MIN_IMG_SIZE, warmup=0, repeats=1).items():
         if getattr(args, name) is not None and getattr(args, name) < low:
             p.error(f"{option(name)} must be at least {low}, got {getattr(args, name)}")
     _resolve_defaults(args)
@@ -257,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
             result = run_compiled_train_benchmark(cfg, log=_log)
             table = compiled_train_table(result)
         elif args.run == "contended":
-            result = run_contended(cfg, log=_log)
+            result = run_contended(cfg, log=_log, order_seed=args.seed)
             table = markdown_table(result)
         else:
             result = run_benchmark(cfg, log=_log)

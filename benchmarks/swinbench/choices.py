@@ -11,6 +11,7 @@ SIZES: dict[str, tuple[str, str, str]] = {
 }
 # square input size of each size's models when --img-size is not given
 IMG_SIZES: dict[str, int] = {"tiny": 224, "small": 224, "base": 224, "v2_tiny": 256}
+MIN_IMG_SIZE = 32  # the smallest input side benchmarked: one token in the last stage
 MODELS = ("swinlite", "timm", "torchvision")
 TASKS = ("inference", "train")
 PRECISIONS = ("fp32", "bf16")
@@ -22,7 +23,7 @@ RUN_OPTIONS: dict[str, tuple[str, ...]] = {
     "": (*SWIN_OPTIONS, "tasks", "precisions", "no_memory", "profile"),
     "compile": (*SWIN_OPTIONS, "no_warm_start"),  # fp32 inference only
     "compile_train": (*SWIN_OPTIONS, "precisions", "no_memory"),  # the train step only
-    "contended": (*SWIN_OPTIONS, "tasks", "precisions"),  # no peak memory, no profile
+    "contended": (*SWIN_OPTIONS, "tasks", "precisions", "seed"),  # no peak memory, no profile
     "sizes": ("size", "batch", "device", "tasks", "no_memory"),  # swinlite and timm, fp32, always profiled
     "rel_pos_1d": (),  # its own layer and shapes, CPU
     "deploy": (),  # Swin-T on the CPU, its own batches and sizes

@@ -2,7 +2,11 @@
 
 Every (condition, model) pair is timed once per round, the pairs of each round in a fresh random order, so that
 drift and the other condition's after-effects hit every pair alike; figures are medians over the rounds and the
-spread is the lowest and highest per-round ratio to timm in the same condition. The conditions:
+spread is the lowest and highest per-round ratio to timm in the same condition. The orders come from one generator
+seeded with the run's order seed (drawn from the OS for each run unless given, recorded in the result's config), from
+which each (task, precision) block takes the seed of its orders: runs without a given seed are independent repeats,
+the blocks of one run get different orders, and the same seed with the same options replays a run's orders. The
+conditions:
 
 - ``quiet``: nothing else of this benchmark runs;
 - ``busy core``: a second process keeps one core busy (a pure Python loop), paused (SIGSTOP) while other
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import random
 import signal
 import statistics
 import tempfile
@@ -48,18 +53,30 @@ LOADER_WORKERS = 2
 PHOTO_SIZE = (960, 1280)  # (H, W) of the generated JPEG photos
 
 
-def run_contended(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run_contended(
+    cfg: BenchConfig, log: Callable[[str], None] = print, order_seed: int | None = None
+) -> dict[str, Any]:
     """Time every (task, precision) in every condition; return a JSON-ready result.
+
+    Args:
+        cfg: what to run; ``memory`` and ``profile`` are not read (no peak memory or profile is measured here, as
+            the result's ``config`` records).
+        log: progress messages.
+        order_seed: seed of the rounds' random orders (module docstring); None draws one from the OS.
 
     Returns:
         dict as :func:`swinbench.swin.run_benchmark` (rows carry their ``condition``; ``matmul_gflops`` per
-        "task precision condition"), plus ``conditions`` (what each one is). ``cfg.memory`` and ``cfg.profile`` are
-        not read: no peak memory or profile is measured here, as the result's ``config`` records.
+        "task precision condition"), plus ``conditions`` (what each one is); ``config["order_seed"]`` is the seed
+        the orders came from.
     """
     if cfg.device != "cpu" or "swinlite" not in cfg.models:
         raise ValueError(f"--contended measures swinlite on a shared CPU: got device {cfg.device}, models {cfg.models}")
     cfg = replace(cfg, memory=False, profile=False)  # what runs
+    if order_seed is None:
+        order_seed = int.from_bytes(os.urandom(4), "big")
+    orders = random.Random(order_seed)
     models, x, result = start_run(cfg, cfg.tasks)
+    result["config"]["order_seed"] = order_seed
     result["matmul_gflops"] = {}
     result["conditions"] = {
         "quiet": "nothing else of this benchmark runs",
@@ -76,8 +93,9 @@ def run_contended(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[
                 steps = {
                     key: FaultCounted(step) for key, step in _steps(models, x, task, precision, loader, matmul).items()
                 }
+                block_seed = orders.randrange(2**32)  # a seed per block: its own orders
                 times = shuffled_seconds(
-                    steps, lambda key: set_busy(key[0] == "busy core"), cfg.warmup, cfg.repeats, cfg.seed
+                    steps, lambda key: set_busy(key[0] == "busy core"), cfg.warmup, cfg.repeats, block_seed
                 )
                 faults = {key: step.median(cfg.repeats, LOADER_BATCHES if key[0] == "loader" else 1)
                           for key, step in steps.items()}  # fmt: skip

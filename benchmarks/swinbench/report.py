@@ -19,12 +19,16 @@ def markdown_table(result: dict[str, Any]) -> str:
     ceilings = ", ".join(f"{p} {g:.0f}" for p, g in result["matmul_gflops"].items())
     gflop = ", ".join(f"{t} {g:.2f}" for t, g in result["gflop_per_image"].items())
     diffs = ", ".join(f"{m} {d:.1e}" for m, d in result["max_output_difference"].items()) or "–"
+    by_design = result.get("differences_by_design")
+    if by_design:
+        diffs += "; the two compute different functions here, by design: " + "; ".join(by_design)
     conditions = result.get("conditions")
-    order = "in a random order per round" if conditions else "interleaved"
+    order = f"in a random order per round (order seed {cfg['order_seed']})" if conditions else "interleaved"
     lines = [
         f"Swin-{cfg['size']} batch {cfg['batch']} at {cfg['img_size']}², device {cfg['device']} "
         f"({machine['gpu'] or cpu_description(machine)}, {machine['threads']} threads); torch {machine['torch']}, "
-        f"timm {machine['timm']}, torchvision {machine['torchvision']}.",
+        f"timm {machine['timm']}, torchvision {machine['torchvision']}."
+        + (f" timm attention: {result['timm_attention']}." if result.get("timm_attention") else ""),
         f"Median of {cfg['repeats']} runs {order} after {cfg['warmup']} warm-up; spread: the lowest and highest "
         "ratio to timm over those rounds. Matmul ceiling (GFLOP/s, a 2048³ matmul timed in the same rounds): "
         f"{ceilings}. GFLOP per image: {gflop}. Max |logit difference| from timm: {diffs}. "

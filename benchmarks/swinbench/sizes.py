@@ -25,9 +25,19 @@ from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
 
 from swinlite.fpn import build_fpn_backbone
 
-from .choices import DEFAULT_SIZES
+from .choices import DEFAULT_SIZES, MIN_IMG_SIZE
 from .report import profile_tables, spread
-from .swin import SIZES, _synced, check_device, finish_run, machine_info, make_step, peak_memory_bytes, step_profile
+from .swin import (
+    SIZES,
+    _synced,
+    check_device,
+    finish_run,
+    machine_info,
+    make_step,
+    peak_memory_bytes,
+    step_profile,
+    timm_attention,
+)
 from .timing import interleaved_seconds, ratio_range
 
 
@@ -50,8 +60,8 @@ class SizesConfig:
     def __post_init__(self) -> None:
         if self.size not in SIZES:
             raise ValueError(f"size must be one of {tuple(SIZES)}, got {self.size!r}")
-        if not self.sizes or any(h < 32 or w < 32 for h, w in self.sizes):
-            raise ValueError(f"sizes must be a non-empty list of (H, W) with H, W >= 32, got {self.sizes}")
+        if not self.sizes or any(h < MIN_IMG_SIZE or w < MIN_IMG_SIZE for h, w in self.sizes):
+            raise ValueError(f"sizes must be a non-empty list of (H, W) with H, W >= {MIN_IMG_SIZE}, got {self.sizes}")
         if self.batch < 1 or self.warmup < 0 or self.repeats < 1:
             raise ValueError(
                 f"expected batch >= 1, warmup >= 0, repeats >= 1; got {self.batch}, {self.warmup}, {self.repeats}"
@@ -91,7 +101,8 @@ def run_sizes(cfg: SizesConfig, log: Callable[[str], None] = print) -> dict[str,
     """Measure swinlite and timm at every size (and the detection backbones at the largest); JSON-ready result.
 
     Returns:
-        dict with ``config``, ``machine``, ``rows`` (size, task, model, seconds, images_per_s, peak_mb,
+        dict with ``config``, ``machine``, ``timm_attention`` (timm's attention path,
+        :func:`swinbench.swin.timm_attention`), ``rows`` (size, task, model, seconds, images_per_s, peak_mb,
         speed_vs_timm, memory_vs_timm) and, with ``cfg.profile``, ``profile`` = {model: markdown table}.
     """
     lite_name, timm_name, _ = SIZES[cfg.size]
@@ -102,6 +113,7 @@ def run_sizes(cfg: SizesConfig, log: Callable[[str], None] = print) -> dict[str,
             "swinlite": timm.create_model(lite_name, drop_path_rate=0.0),
             "timm": build_timm(timm_name, size),
         }
+        result["timm_attention"] = timm_attention(models["timm"])  # built alike at every size
         x = torch.randn(cfg.batch, 3, *size, device=cfg.device)
         for task in cfg.tasks:
             log(f"timing {task} at {size[0]}×{size[1]}: swinlite, timm")
@@ -184,8 +196,9 @@ def sizes_table(result: dict[str, Any]) -> str:
     lines = [
         f"Swin-{cfg['size']} batch {cfg['batch']}, fp32, device {cfg['device']} ({machine['gpu'] or machine['cpu']}, "
         f"{machine['threads']} threads); torch {machine['torch']}, timm {machine['timm']}, torchvision "
-        f"{machine['torchvision']}. Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up; spread: "
-        "the lowest and highest ratio to timm over those rounds. "
+        f"{machine['torchvision']}; timm attention: {result['timm_attention']}. Median of {cfg['repeats']} "
+        f"interleaved runs after {cfg['warmup']} warm-up; spread: the lowest and highest ratio to timm over those "
+        "rounds. "
         f"Load average before/after: {load}."
         + ("".join(f" Kernel chosen by measurement: {c}." for c in result.get("kernel_choices", []))),
         "",

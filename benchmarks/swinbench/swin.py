@@ -34,8 +34,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from swinlite.convert import convert_state_dict
 from swinlite.fast import measured
+from swinlite.models.swin import pad_to_window
 
-from .choices import MODELS, PRECISIONS, SIZES, TASKS  # noqa: F401  (re-exported)
+from .choices import MIN_IMG_SIZE, MODELS, PRECISIONS, SIZES, TASKS  # noqa: F401  (re-exported)
 from .timing import FaultCounted, interleaved_seconds, ratio_range
 
 
@@ -61,9 +62,9 @@ class BenchConfig:
         _check_choices("models", self.models, MODELS)
         _check_choices("tasks", self.tasks, TASKS)
         _check_choices("precisions", self.precisions, PRECISIONS)
-        if self.batch < 1 or self.img_size < 32 or self.warmup < 0 or self.repeats < 1:
+        if self.batch < 1 or self.img_size < MIN_IMG_SIZE or self.warmup < 0 or self.repeats < 1:
             raise ValueError(
-                f"expected batch >= 1, img_size >= 32, warmup >= 0, repeats >= 1; got batch={self.batch}, "
+                f"expected batch >= 1, img_size >= {MIN_IMG_SIZE}, warmup >= 0, repeats >= 1; got batch={self.batch}, "
                 f"img_size={self.img_size}, warmup={self.warmup}, repeats={self.repeats}"
             )
         check_device(self.device)
@@ -109,8 +110,9 @@ def _check_choices(name: str, values: tuple[str, ...], allowed: tuple[str, ...])
 def build_models(cfg: BenchConfig) -> dict[str, nn.Module]:
     """The requested models on ``cfg.device``, stochastic depth off.
 
-    swinlite gets timm's random weights (converted), so the two compute the same function;
-    torchvision keeps its own random weights (speed does not depend on their values).
+    swinlite gets timm's random weights (converted): the two compute the same function except at sizes where their
+    padding differs (:func:`differences_by_design`, e.g. Swin-T at 64² or 256²); torchvision keeps its own random
+    weights (speed does not depend on their values).
     """
     lite_name, timm_name, tv_name = SIZES[cfg.size]
     torch.manual_seed(cfg.seed)
@@ -135,13 +137,70 @@ def build_models(cfg: BenchConfig) -> dict[str, nn.Module]:
     return {name: model.to(cfg.device) for name, model in models.items()}
 
 
-def max_output_difference(models: dict[str, nn.Module], x: torch.Tensor) -> dict[str, float]:
-    """Largest |logit difference| of swinlite from timm on ``x`` (eval, fp32): both hold the same weights."""
+def max_output_difference(
+    models: dict[str, nn.Module], x: torch.Tensor, precisions: tuple[str, ...] = ("fp32",)
+) -> dict[str, float]:
+    """Largest |logit difference| of swinlite from timm on ``x`` (eval, no autograd), in each of ``precisions``:
+    ``"swinlite"`` in fp32, ``"swinlite bf16"`` with both models under bf16 autocast (swinlite's bf16 fast path: its
+    kept bf16 weight copies and attention kernels). Both hold the same weights; :func:`differences_by_design` says
+    where they still compute different functions."""
     if "timm" not in models or "swinlite" not in models:
         return {}
-    with torch.no_grad():
-        diff = models["swinlite"].eval()(x) - models["timm"].eval()(x)
-    return {"swinlite": diff.abs().max().item()}
+    differences = {}
+    for precision in precisions:
+        with torch.no_grad(), torch.autocast(x.device.type, torch.bfloat16, enabled=precision == "bf16"):
+            diff = models["swinlite"].eval()(x).float() - models["timm"].eval()(x).float()
+        differences["swinlite" if precision == "fp32" else f"swinlite {precision}"] = diff.abs().max().item()
+    return differences
+
+
+def differences_by_design(model: nn.Module, img_size: int) -> list[str]:
+    """Why swinlite's ``model`` and timm's Swin of the same weights compute different functions on a square
+    ``img_size`` input, decided from the geometry; empty where they compute the same one.
+
+    - ``img_size`` is not a multiple of the patch: swinlite pads the image to whole patches, timm's patch
+      embedding drops the remainder.
+    - A stage's map is larger than its window but not a multiple of it: swinlite pads the map to whole windows
+      before the cyclic shift and masks the padded keys, timm pads after the shift and lets them attend
+      (docs/models.md, "Any input size"). A map no larger than the window is one window in both (timm shrinks its
+      window to the map, swinlite masks the rest): the same function.
+    """
+    reasons = []
+    patch = model.patch_size
+    if img_size % patch[0] or img_size % patch[1]:
+        reasons.append(
+            f"at {img_size} px the image is not a multiple of the {patch[0]}×{patch[1]} patch: swinlite pads it to "
+            "whole patches, timm's patch embedding drops the remainder"
+        )
+    padded = []
+    for i, (stage, info) in enumerate(zip(model.layers, model.feature_info, strict=True)):
+        side = -(-img_size // info["reduction"])  # the stage's map side: ceil division, as swinlite pads
+        window = stage.blocks[0].window
+        if any(pad and side > w for pad, w in zip(pad_to_window((side, side), window), window, strict=True)):
+            padded.append(f"stage {i}, {side}×{side} map, {window[0]}×{window[1]} window")
+    if padded:
+        reasons.append(
+            f"at {img_size} px some stages pad their windows ({'; '.join(padded)}): swinlite masks the padded keys, "
+            'timm does not (docs/models.md, "Any input size")'
+        )
+    return reasons
+
+
+def timm_attention(model: nn.Module) -> str:
+    """How timm's Swin ``model`` computes its window attention, read from its attention layers' ``fused_attn``.
+
+    timm's Swin sets it from ``use_fused_attn(experimental=True)``: its fused path (one
+    ``F.scaled_dot_product_attention`` call) is experimental and on only with the environment variable
+    ``TIMM_FUSED_ATTN=2``; timm's Swin-V2 has no fused path (no layer has the attribute).
+    """
+    flags = [m.fused_attn for m in model.modules() if hasattr(m, "fused_attn")]
+    if not flags:
+        return "explicit (this timm model has no fused attention path)"
+    if all(flags):
+        return "fused (fused_attn=True: F.scaled_dot_product_attention)"
+    if not any(flags):
+        return "explicit (fused_attn=False; TIMM_FUSED_ATTN=2 turns timm's fused path on)"
+    return f"mixed (fused_attn=True in {sum(flags)} of {len(flags)} attention layers)"
 
 
 def matmul_step(device: str, dtype: torch.dtype = torch.float32, n: int = 2048) -> tuple[Callable[[], object], int]:
@@ -251,13 +310,18 @@ def _synced(fn: Callable[[], object], device: str) -> Callable[[], object]:
 
 def start_run(cfg: BenchConfig, tasks: tuple[str, ...]) -> tuple[dict[str, nn.Module], torch.Tensor, dict[str, Any]]:
     """What every Swin benchmark run begins with: the models, one seeded input batch, and the result's common
-    fields (``config``, ``machine``, ``max_output_difference``, ``gflop_per_image`` for ``tasks``, counted on
+    fields (``config``, ``machine``, ``max_output_difference`` in each of ``cfg.precisions``,
+    ``differences_by_design``, ``timm_attention`` where timm runs, ``gflop_per_image`` for ``tasks``, counted on
     timm's model)."""
     models = build_models(cfg)
     torch.manual_seed(cfg.seed)
     x = torch.randn(cfg.batch, 3, cfg.img_size, cfg.img_size, device=cfg.device)
     result: dict[str, Any] = dict(config=asdict(cfg), machine=machine_info(cfg.device))
-    result["max_output_difference"] = max_output_difference(models, x)
+    result["max_output_difference"] = max_output_difference(models, x, cfg.precisions)
+    both = "swinlite" in models and "timm" in models
+    result["differences_by_design"] = differences_by_design(models["swinlite"], cfg.img_size) if both else []
+    if "timm" in models:
+        result["timm_attention"] = timm_attention(models["timm"])
     # timm's model, built for the count where the run has none: swinlite's fast path runs private CPU kernels whose
     # FLOPs the counter does not see (its flash attention, wherever the CPU is not AVX2)
     if "timm" in models:
@@ -275,7 +339,9 @@ def run_benchmark(cfg: BenchConfig, log: Callable[[str], None] = print) -> dict[
         dict with ``config``, ``machine`` (versions, threads, load average before and after),
         ``matmul_gflops`` (per "task precision", timed in the same rounds), ``gflop_per_image`` (per task,
         counted on timm's model),
-        ``max_output_difference`` (swinlite vs timm logits) and ``rows`` (one per measurement).
+        ``max_output_difference`` (swinlite vs timm logits, per precision), ``differences_by_design`` (why the two
+        compute different functions at this size, if they do), ``timm_attention`` (timm's attention path, where timm
+        runs) and ``rows`` (one per measurement).
     """
     models, x, result = start_run(cfg, cfg.tasks)
     result["matmul_gflops"] = {}

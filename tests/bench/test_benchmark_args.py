@@ -48,6 +48,9 @@ BAD = [
     (["--contended", "--warmup", "-1"], "--warmup must be at least 0"),
     (["--batch", "0"], "--batch must be at least 1, got 0"),
     (["--threads", "0"], "--threads must be at least 1, got 0"),
+    # BenchConfig's "expected batch >= 1, img_size >= 32, ..." named no option
+    (["--img-size", "16"], "--img-size must be at least 32, got 16"),
+    (["--contended", "--img-size", "31"], "--img-size must be at least 32, got 31"),
     # an empty --sizes list was falsy: the full default benchmark ran instead
     (["--sizes="], "sizes must be a non-empty list"),
     (["--sizes", ","], "sizes must be a non-empty list"),
@@ -69,6 +72,8 @@ BAD = [
     (["--compile-train", "--profile"], "--profile does not apply to --compile-train"),
     (["--contended", "--no-memory"], "--no-memory does not apply to --contended"),
     (["--contended", "--profile"], "--profile does not apply to --contended"),
+    (["--seed", "1"], "--seed does not apply to the side-by-side run (no run option)"),
+    (["--compile", "--seed", "1"], "--seed does not apply to --compile"),
     (["--sizes", "--models", "swinlite,timm"], "--models does not apply to --sizes"),
     (["--sizes", "--precisions", "fp32"], "--precisions does not apply to --sizes"),
     (["--sizes", "--img-size", "64"], "--img-size does not apply to --sizes"),
@@ -123,6 +128,21 @@ def test_each_run_gets_what_it_takes(argv, expected, no_run, tmp_path):
         load_script("benchmark").main([*argv, "--json", str(tmp_path / "out.json")])
     (cfg,) = no_run
     assert {name: getattr(cfg, name) for name in expected} == expected
+
+
+@pytest.mark.parametrize(("argv", "seed"), [([], None), (["--seed", "7"], 7)])
+def test_contended_gets_the_seed_of_its_orders(argv, seed, monkeypatch, tmp_path):
+    """None: the run draws one (and records it)."""
+    given = []
+
+    def started_run(cfg, **kwargs):
+        given.append(kwargs["order_seed"])
+        raise RuntimeError("the benchmark started")
+
+    monkeypatch.setattr(contended, "run_contended", started_run)
+    with pytest.raises(RuntimeError, match="the benchmark started"):
+        load_script("benchmark").main(["--contended", *argv, "--json", str(tmp_path / "out.json")])
+    assert given == [seed]
 
 
 def _arguments(command: str) -> list[str]:

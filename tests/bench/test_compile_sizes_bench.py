@@ -95,6 +95,7 @@ def test_sizes_run_covers_every_task_and_backbone():
     assert profiled["calls"] >= len(profiled["ops"]) and 0 < profiled["self_ms"] and 0 < profiled["wall_ms"]
     table = sizes_table(result)
     assert "| 32×34 | train | timm |" in table and "swinlite inference, top operators by self time:" in table
+    assert result["timm_attention"].startswith("explicit (fused_attn=False") and "; timm attention: explicit" in table
 
 
 def test_sizes_parse_and_bad_config():

@@ -3,6 +3,7 @@ the table (no timing asserted)."""
 
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 
 import pytest
@@ -80,3 +81,45 @@ def test_tiny_contended_run_has_rows_per_condition(monkeypatch):
     assert "| inference | fp32 | loader | swinlite |" in table and "Conditions: quiet:" in table
     with pytest.raises(ValueError, match="shared CPU"):
         contended.run_contended(BenchConfig(models=("timm",)))
+
+
+@pytest.fixture
+def orders(monkeypatch) -> list[list]:
+    """run_contended with nothing heavy (no models, busy process, photos or steps that do work); each block's order of
+    keys (warm-up included) is recorded in the returned list."""
+
+    def start(cfg: BenchConfig, tasks: tuple[str, ...]):
+        result = dict(config=asdict(cfg), machine=machine_info("cpu"), max_output_difference={})
+        return dict.fromkeys(cfg.models), None, result | dict(gflop_per_image=dict.fromkeys(tasks, 0.01))
+
+    def recorded(fns, before, *args):
+        order = []
+        blocks.append(order)
+        return shuffled_seconds(fns, lambda key: order.append(key) or before(key), *args)
+
+    blocks: list[list] = []
+    monkeypatch.setattr(contended, "start_run", start)
+    monkeypatch.setattr(contended, "busy_core", lambda: nullcontext(lambda active: None))
+    monkeypatch.setattr(contended, "photo_loader", lambda *args: nullcontext())
+    monkeypatch.setattr(contended, "make_step", lambda *args: lambda: None)
+    monkeypatch.setattr(contended, "_predict_pass", lambda *args: None)
+    monkeypatch.setattr(contended, "matmul_step", lambda *args: (lambda: None, 1))
+    monkeypatch.setattr(contended, "shuffled_seconds", recorded)
+    return blocks
+
+
+def test_round_orders_are_drawn_per_run_and_per_block_and_replayed_by_a_seed(orders):
+    """Every run used seed 0, so every run (and each precision's block) timed the same order sequence: the three
+    contended runs were not independent repeats of "every round in a random order"."""
+    cfg = BenchConfig(batch=1, img_size=32, models=("swinlite", "timm"), tasks=("inference",), warmup=0, repeats=4)
+
+    def run(seed: int | None = None) -> tuple[int, list[list]]:
+        orders.clear()
+        result = contended.run_contended(cfg, log=lambda _: None, order_seed=seed)
+        assert len(orders) == 2  # fp32, bf16
+        return result["config"]["order_seed"], [list(block) for block in orders]
+
+    (seed_a, orders_a), (seed_b, orders_b) = run(), run()
+    assert seed_a != seed_b and orders_a != orders_b
+    assert orders_a[0] != orders_a[1]  # fp32 and bf16: orders of their own
+    assert run(seed_a) == (seed_a, orders_a) and run(7) == run(7)

@@ -104,6 +104,24 @@ def class_folders(split_dir: Path) -> list[str]:
     return [p.name for p in folders_apart(found)]
 
 
+def _one_class_per_file(listed: dict[str, list[str]]) -> None:
+    """Keep each real file in the first class (in ``listed``'s order) that lists it; skip it, with a warning, in the
+    others: links from two class folders to one file outside them put one image under two labels. (A link into
+    another class's folder, or to a file of its own folder, :func:`list_files` skips already.)"""
+    first: dict[str, str] = {}  # real path -> the path that listed it first
+    for name, files in listed.items():
+        kept = []
+        for path in files:
+            real = os.path.realpath(path)
+            other = first.setdefault(real, path)
+            if other == path:
+                kept.append(path)
+            else:
+                warnings.warn(f"skipping linked file {path} -> {real}: the same file as {other}, in another class "
+                              "folder", stacklevel=3)  # fmt: skip
+        listed[name] = kept
+
+
 def scan_split(
     split_dir: Path,
     classes: list[str] | None = None,
@@ -134,6 +152,7 @@ def scan_split(
         name: [str(p) for p in list_files(split_dir / name, [split_dir / o for o in folders if o != name])]
         for name in folders
     }
+    _one_class_per_file(listed)
     images = [p for files in listed.values() for p in files if is_image_file(p)]
     problems = dict(zip(images, _check_images(images, shorter, verify), strict=True))
     samples, skipped = [], []

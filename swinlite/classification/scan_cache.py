@@ -22,7 +22,8 @@ from .config import DataConfig
 from .data import Split, image_problem, scan_data_dir, val_resize_shorter
 
 CACHE_FILE = "scan.json.gz"
-_VERSION = 4  # another version's cache is scanned again (in 3, verify_images=true read headers only)
+_VERSION = 5  # another version's cache is scanned again (in 3, verify_images=true read headers only; in 4,
+# a file linked from two class folders was listed in both)
 
 
 def _fingerprint(cfg: DataConfig) -> dict[str, Any]:

@@ -29,3 +29,20 @@ def test_a_file_linked_into_a_class_folder_is_not_counted_again(folder: Path):
     labels = [label for _, label in split.samples]
     assert labels.count(0) == labels.count(1) == 8 and labels.count(2) == 9
     assert (str(train / "c2" / "extra.png"), 2) in split.samples
+
+
+def test_a_file_outside_linked_from_two_class_folders_keeps_one_label(folder: Path):
+    """Links from two class folders to one image outside them trained it under both labels, without a word."""
+    train = folder / "train"
+    outside = make_folder(folder.parent / "extra", classes=1, per_class=1, splits=("more",))
+    target = outside / "more" / "c0" / "0.png"
+    (train / "c1" / "ext_a.png").symlink_to(target)
+    (train / "c2" / "ext_b.png").symlink_to(target)
+    with pytest.warns(UserWarning) as record:
+        split = scan_split(train)
+    assert [str(w.message) for w in record] == [
+        f"skipping linked file {train / 'c2' / 'ext_b.png'} -> {os.path.realpath(target)}: the same file as "
+        f"{train / 'c1' / 'ext_a.png'}, in another class folder"
+    ]
+    assert (str(train / "c1" / "ext_a.png"), 1) in split.samples
+    assert all(path != str(train / "c2" / "ext_b.png") for path, _ in split.samples)

@@ -243,7 +243,24 @@ def _number(value: Any) -> float | None:
 
 class _Unquoted(ValueError):
     """A value YAML read as a boolean, a number or a date where a string is expected: a union key (``str | None``)
-    passes the error on as it is, whose fix (quote it) its own would not give."""
+    passes the error on as it is, whose fix (quote it) its own would not give. ``read``: what YAML read, named for
+    the message (``'train.amp': YAML read the boolean False``)."""
+
+    def __init__(self, read: str, value: Any) -> None:
+        super().__init__(f"{read}; quote it to keep the text as a string")
+        self.read, self.value = read, value
+
+
+def _unquoted_advice(error: _Unquoted, field_: dataclasses.Field, annotation: Any) -> ValueError:
+    """The fix for a value YAML read as no string, by the key: a key of fixed choices lists them (``amp: false``
+    means none, which quoting would not give); an optional key read as false says that null turns it off
+    (``auto_augment: false``); otherwise 'quote it'."""
+    optional = type(None) in typing.get_args(annotation)
+    off = "; null turns it off" if optional and error.value is False else ""
+    choices = field_.metadata.get("choices")
+    if choices:
+        return ValueError(f"{error.read}; expected one of {', '.join(choices)}{off}")
+    return ValueError(f"{error.read}{off}; quote it to keep the text as a string") if off else error
 
 
 _READ_AS = ((bool, "the boolean"), (int, "the integer"), (float, "the number"), (datetime.date, "the date"))
@@ -267,7 +284,7 @@ def _string(value: Any, key: str, item: int | None) -> str:
     read = next((name for kind, name in _READ_AS if isinstance(value, kind)), None)
     if read is None:  # a list or a mapping
         raise ValueError(f"config key {where}: cannot use {value!r}, expected a string")
-    raise _Unquoted(f"config key {where}: YAML read {read} {value!r}; quote it to keep the text as a string")
+    raise _Unquoted(f"config key {where}: YAML read {read} {value!r}", value)
 
 
 def _coerce(value: Any, annotation: Any, key: str, item: int | None = None) -> Any:
@@ -346,7 +363,11 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
                 raise _unknown_key(key, cfg)
             getattr(section, name)[entry] = _parse(value, Any)
         else:
-            setattr(section, name, _coerce(value, annotation, key))
+            try:
+                setattr(section, name, _coerce(value, annotation, key))
+            except _Unquoted as e:
+                field_ = next(f for f in dataclasses.fields(section) if f.name == name)
+                raise _unquoted_advice(e, field_, annotation) from None
     return cfg
 
 

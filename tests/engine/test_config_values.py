@@ -106,3 +106,17 @@ def test_yaml_1_1_underscored_numbers_are_refused_for_every_number_key(tmp_path,
 def test_a_quoted_number_is_still_a_number_for_a_float_key(tmp_path):
     for config, overrides in ((None, ["optim.lr='5e-4'"]), (_file(tmp_path, "optim.lr", "'5e-4'"), [])):
         assert TASKS["classification"].load_config(config, overrides).optim.lr == 5e-4
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "advice"),
+    [
+        # 'quote it' led to a second error ('false' is no choice): at 651f188 the choices were named
+        ("train.amp", "false", "YAML read the boolean False; expected one of none, bf16, fp16"),
+        ("data.re_mode", "no", "YAML read the boolean False; expected one of pixel, const, rand"),
+        ("data.auto_augment", "false", "YAML read the boolean False; null turns it off; quote it"),
+    ],
+)
+def test_a_boolean_where_a_choice_or_an_optional_text_belongs_gets_the_fix_that_works(tmp_path, key, value, advice):
+    with pytest.raises(ValueError, match=f"^config key '{key}': {re.escape(advice)}"):
+        TASKS["classification"].load_config(_file(tmp_path, key, value))

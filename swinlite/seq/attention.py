@@ -38,6 +38,9 @@ class OffsetBiasTable(nn.Module):
     ) -> None:
         super().__init__()
         self.table = nn.Parameter(torch.empty(2 * max_distance + 1, num_heads, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
         nn.init.trunc_normal_(self.table, std=0.02)
 
 
@@ -116,6 +119,8 @@ class RelPosSelfAttention1d(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """The relative embeddings (trunc-normal, std .02, after ``nn.Embedding``'s own init); the linears and the
+        bias table reset themselves, so ``module.apply(reset)`` after ``to_empty()`` initialises as construction."""
         for emb in (self.rel_k, self.rel_v):
             if emb is not None:
                 nn.init.trunc_normal_(emb.weight, std=0.02)

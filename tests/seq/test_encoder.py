@@ -1,5 +1,7 @@
 """RelPosSeqEncoder learns a task that only relative positions solve: copy the token K steps back."""
 
+from functools import partial
+
 import pytest
 import torch
 from torch import nn
@@ -57,3 +59,17 @@ def test_padding_and_shapes():
     torch.testing.assert_close(encoder(padded, mask, causal=True)[:, :6], encoder(x, causal=True))
     with pytest.raises(ValueError, match="max_len"):
         encoder(torch.randn(1, 11, 16))
+
+
+@pytest.mark.parametrize("attn_kwargs", [{"mode": "bias"}, {"value_rel": True}])
+def test_meta_build_then_reset_parameters_initialises_as_construction(attn_kwargs):
+    """Built on the meta device, then ``to_empty`` and ``apply(reset_parameters)``: every parameter as a build on the
+    CPU gives (the same draws in the same order). Bias mode's table had no reset and kept uninitialised memory."""
+    build = partial(RelPosSeqEncoder, 8, 2, 2, 16, 3, **attn_kwargs)
+    torch.manual_seed(0)
+    expected = build()
+    torch.manual_seed(0)
+    encoder = build(device="meta").to_empty(device="cpu")
+    encoder.apply(lambda m: m.reset_parameters() if hasattr(m, "reset_parameters") else None)
+    for (name, p), e in zip(encoder.named_parameters(), expected.parameters(), strict=True):
+        torch.testing.assert_close(p, e, rtol=0, atol=0, msg=name)

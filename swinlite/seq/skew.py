@@ -150,8 +150,10 @@ def over_query_blocks(
     B, H, L, d = q.shape
     nb = -(-L // block)
     qb = query_blocks(q, block)  # (nb, B, H, T, d)
-    if blocked is not None:
-        blocked = F.pad(blocked, (0, 0, 0, nb * block - L))  # (B or 1, 1, nb*T, L)
+    if blocked is not None and nb * block > L:  # the padded queries block nothing
+        # torch.cat, not F.pad: inductor (torch 2.14) emits C++ that does not compile for F.pad of a causal mask
+        padding = blocked.new_zeros(*blocked.shape[:2], nb * block - L, L)
+        blocked = torch.cat([blocked, padding], dim=2)  # (B or 1, 1, nb*T, L)
     out = q.new_empty(nb, B, H, block, d)
     for b in range(nb):
         rows = None if blocked is None else blocked[:, :, b * block : (b + 1) * block]

@@ -125,6 +125,21 @@ def test_long_sequence_inference_under_autocast_matches_autograd_path(dtype, val
     torch.testing.assert_close(out, expected.detach(), atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("value_rel", "grad"), [(True, False), (False, True)])
+def test_inductor_compiles_the_query_block_kernels_as_eager(value_rel, grad):
+    """L = 65, causal: the buffered kernel (inference) and SDPA per query block (training) under inductor. The
+    causal mask padded to whole blocks with F.pad made inductor write C++ that did not compile."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    attn = RelPosSelfAttention1d(DIM, HEADS, 65, value_rel=value_rel, method="skew").eval()
+    x = torch.randn(2, 65, DIM)
+    mask = padding_mask(2, 65)
+    with torch.set_grad_enabled(grad):
+        out = torch.compile(attn, backend="inductor", dynamic=False)(x, mask, causal=True)
+        torch.testing.assert_close(out, attn(x, mask, causal=True))
+
+
 def test_long_sequence_gradients_match_naive_loop():
     """L = 70 under autograd: SDPA per query block (two blocks, the last padded) has the loop's gradients."""
     torch.manual_seed(0)

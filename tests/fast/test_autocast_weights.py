@@ -64,6 +64,33 @@ def test_an_ema_update_between_validations_is_seen(name):
     torch.testing.assert_close(after, fresh, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize(
+    ("name", "autocast"),
+    [(PICO, True), ("swinlite_v2_pico_patch2_window4_32", True), ("swinlite_v2_pico_patch2_window4_32", False)],
+)  # V1 keeps only autocast's weight copies; V2 its bias table and merged q, k, v bias in fp32 too
+@pytest.mark.parametrize("fused", [False, True])
+def test_values_kept_between_training_steps_follow_the_optimizer(name, autocast, fused):
+    """Fused AdamW (``fused=True``) updates the parameters in place without bumping their version counters: eval
+    between steps served the values kept before them (about 30 off in bf16 on these pico models) until any optimizer
+    step made them again. After the steps the model gives what a fresh copy of it (nothing kept yet) gives."""
+    torch.manual_seed(0)
+    model = timm.create_model(name)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05, fused=fused)
+    x = torch.randn(2, 3, 32, 32)
+
+    def evaluate(module: torch.nn.Module) -> torch.Tensor:
+        with torch.no_grad(), torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+            return module.eval()(x)
+
+    for _ in range(2):
+        evaluate(model)  # keeps values of the current weights
+        model.train()
+        optimizer.zero_grad()
+        model(x).logsumexp(1).mean().backward()
+        optimizer.step()
+    torch.testing.assert_close(evaluate(model), evaluate(copy.deepcopy(model)), rtol=0, atol=0)
+
+
 def test_a_weight_on_a_new_storage_at_the_old_address_is_converted_again():
     """``model.half().float()`` gives each weight a new storage under the same version counter (``Module._apply``
     sets ``.data``), and the allocator often hands back the freed address: the copy kept for the old values served

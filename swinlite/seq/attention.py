@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..models.swin import recording_graph
 from .buffered import buffered_relative_attention
 from .skew import relative_attention, relative_logits, relative_values
 
@@ -66,7 +67,11 @@ class RelPosSelfAttention1d(nn.Module):
     logits); the value term likewise. ``"auto"`` gathers while the (L, L, d) table is small and skews
     above. With the skew method no (B, H, L, L) tensor is built for the key term, nor, without
     autograd (``torch.no_grad()``, ``torch.inference_mode()``), for the value term
-    (:func:`~swinlite.seq.buffered.buffered_relative_attention`).
+    (:func:`~swinlite.seq.buffered.buffered_relative_attention`). While ``torch.jit.trace`` or ``torch.export``
+    records the forward (:func:`~swinlite.models.swin.recording_graph`) every method gathers, and bias mode
+    gathers its table too: the recorded graph then holds for every length and grad mode (the skew kernels loop over
+    query blocks, unrolled for the recorded length), so a trace runs at other lengths and an export takes a dynamic
+    length, at the gather's O(L^2 d) memory.
 
     Args:
         dim: channels C.
@@ -171,9 +176,11 @@ class RelPosSelfAttention1d(nn.Module):
         return attn @ v + self._value_term(attn, L)  # (B, H, L, d)
 
     def _use_gather(self, length: int) -> bool:
-        if self.method == "auto":
-            return length * length * self.head_dim <= _GATHER_MAX_ELEMENTS
-        return self.method == "gather"
+        """Whether the Shaw terms gather an (L, L, d) table: for ``method="gather"``, for ``"auto"`` while that table
+        is small, and whenever a graph is recorded (its graph holds for every length and grad mode)."""
+        if recording_graph() or self.method == "gather":
+            return True
+        return self.method == "auto" and length * length * self.head_dim <= _GATHER_MAX_ELEMENTS
 
     def _key_term(self, q: torch.Tensor, length: int) -> torch.Tensor:
         """The relative key term ``q_i . rel_k[r(i, j)]`` for (scaled) queries q, shape (B, H, L, L)."""
@@ -197,9 +204,12 @@ class RelPosSelfAttention1d(nn.Module):
         index). Contiguous and 4-D on purpose: on CPU, ``scaled_dot_product_attention`` copies a
         strided mask and takes a slow path for a 3-D one.
         """
-        D = self.max_distance
-        offsets = torch.arange(length - 1, -length, -1, device=self.rel_bias.table.device)  # entry n: i - j = L-1-n
-        column = self.rel_bias.table[offsets.clamp(-D, D) + D].T.contiguous()  # (H, 2L-1)
+        D, table = self.max_distance, self.rel_bias.table
+        if recording_graph():  # a gather: unfold's graph holds for the recorded length only
+            rows = 2 * D - relative_distance_index(length, D, table.device)  # clamp(i - j, -D, D) + D: (L, L)
+            return table[rows].permute(2, 0, 1).contiguous()[None]  # (1, H, L, L)
+        offsets = torch.arange(length - 1, -length, -1, device=table.device)  # entry n: i - j = L-1-n
+        column = table[offsets.clamp(-D, D) + D].T.contiguous()  # (H, 2L-1)
         return column.unfold(1, length, 1).flip(1)[None]  # [h, i, j] = column[h, L-1-i+j]: (1, H, L, L)
 
     def _check_input(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> None:

@@ -170,6 +170,39 @@ def test_attention_dropout_reaches_both_terms(grad, value_rel):
     assert not torch.allclose(attn.eval()(x), out)
 
 
+RECORDED = [{"method": "skew"}, {"method": "skew", "value_rel": True}, {"mode": "bias"}]
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # the input checks, constant in the trace
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("kwargs", RECORDED)
+def test_trace_at_one_length_runs_at_another(kwargs, grad):
+    """Traced at L = 70 (two query blocks of the skew kernels), called at L = 150 (three): the trace records the
+    gather, whose graph holds for every length and grad mode. The skew kernels' loop over query blocks was recorded
+    unrolled for L = 70 (rows >= 128 wrong) and depended on the grad mode."""
+    torch.manual_seed(0)
+    attn = RelPosSelfAttention1d(DIM, HEADS, 150, max_distance=5, **kwargs)
+    x, mask = torch.randn(2, 70, DIM), padding_mask(2, 70)
+    longer = torch.randn(2, 150, DIM), padding_mask(2, 150)
+    with torch.set_grad_enabled(grad):
+        traced = torch.jit.trace(attn, (x, mask))  # checks the trace against a second run
+        torch.testing.assert_close(traced(*longer), attn(*longer))
+
+
+@pytest.mark.parametrize("kwargs", RECORDED)
+def test_export_with_a_dynamic_length(kwargs):
+    """torch.export with L dynamic records the gather too: the skew kernels and bias mode's unfold specialised L."""
+    torch.manual_seed(0)
+    attn = RelPosSelfAttention1d(DIM, HEADS, 150, max_distance=5, **kwargs).eval()
+    length = torch.export.Dim("L", max=150)
+    shapes = {"x": {1: length}, "key_padding_mask": {1: length}, "causal": None}
+    args = (torch.randn(2, 70, DIM), padding_mask(2, 70))
+    exported = torch.export.export(attn, args, {"causal": True}, dynamic_shapes=shapes).module()
+    for length in (2, 150):
+        x, mask = torch.randn(2, length, DIM), padding_mask(2, length)
+        torch.testing.assert_close(exported(x, mask, causal=True), attn(x, mask, causal=True))
+
+
 @pytest.mark.parametrize("max_distance", [None, 3])
 @pytest.mark.parametrize("causal", [False, True])
 def test_bias_mode_matches_naive_loop(max_distance, causal):

@@ -121,12 +121,12 @@ def relative_values(attn: torch.Tensor, weight: torch.Tensor, max_distance: int,
         Relative value term [B, H, L, d].
     """
     B, H, L, _ = attn.shape
-    T = min(block, L)
+    T, d = min(block, L), weight.shape[1]
     nb = -(-L // T)
     windows = block_windows(weight, max_distance, L, T)  # (nb, L+T-1, d)
     ab = unskew(query_blocks(attn, T))  # (nb, B, H, T, L+T-1) per offset
     out = torch.bmm(ab.view(nb, B * H * T, L + T - 1), windows)  # (nb, B*H*T, d)
-    return merge_query_blocks(out.view(nb, B, H, T, -1), L)  # (B, H, L, d)
+    return merge_query_blocks(out.view(nb, B, H, T, d), L)  # (B, H, L, d); d named: -1 fails for B = 0
 
 
 def over_query_blocks(

@@ -265,6 +265,24 @@ def test_right_padding_does_not_change_real_positions(grad, mode, method, causal
         torch.testing.assert_close(out[:, :5], attn(x, causal=causal))
 
 
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"method": m, "value_rel": v} for m in ("gather", "skew") for v in (False, True)] + [{"mode": "bias"}],
+)
+def test_empty_batch(kwargs, causal, grad):
+    """B = 0 on every path (L = 100: the skew kernels in query blocks); the value term's skew path failed to reshape."""
+    attn = RelPosSelfAttention1d(DIM, HEADS, 100, max_distance=5, **kwargs)
+    x, mask = torch.randn(0, 100, DIM, requires_grad=grad), torch.zeros(0, 100, dtype=torch.bool)
+    with torch.set_grad_enabled(grad):
+        out = attn(x, mask, causal)
+    assert out.shape == (0, 100, DIM)
+    if grad:
+        out.sum().backward()
+        assert x.grad.shape == x.shape
+
+
 def test_shapes_and_parameters():
     attn = RelPosSelfAttention1d(16, 4, max_len=10, max_distance=3, value_rel=True)
     assert attn.rel_k.weight.shape == (7, 4) and attn.rel_v.weight.shape == (7, 4)

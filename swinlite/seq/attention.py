@@ -80,7 +80,7 @@ class RelPosSelfAttention1d(nn.Module):
         max_distance: clipping distance D; ``None`` means ``max_len - 1`` (no clipping).
         value_rel: also add ``rel_v`` to the values (Shaw mode only).
         mode: ``"shaw"`` or ``"bias"``.
-        method: ``"auto"``, ``"gather"`` or ``"skew"`` (Shaw mode).
+        method: ``"auto"``, ``"gather"`` or ``"skew"``; bias mode takes only ``"auto"``.
         qkv_bias: learn biases for q, k, v.
         attn_drop: dropout on attention weights.
         proj_drop: dropout after the output projection.
@@ -255,15 +255,22 @@ def _blocked_pairs(
 def _check_config(
     dim: int, num_heads: int, max_len: int, max_distance: int | None, value_rel: bool, mode: str, method: str
 ) -> None:
-    if num_heads < 1 or dim % num_heads != 0:
+    for name, value in (("dim", dim), ("num_heads", num_heads), ("max_len", max_len)):
+        _check_int(name, value, 1)
+    if max_distance is not None:
+        _check_int("max_distance", max_distance, 0, " or None")
+    if dim % num_heads != 0:
         raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
-    if max_distance is not None and max_distance < 0:
-        raise ValueError(f"max_distance must be >= 0 or None, got {max_distance}")
     if mode not in ("shaw", "bias"):
         raise ValueError(f"mode must be 'shaw' or 'bias', got {mode!r}")
     if method not in ("auto", "gather", "skew"):
         raise ValueError(f"method must be 'auto', 'gather' or 'skew', got {method!r}")
     if value_rel and mode == "bias":
         raise ValueError("value_rel=True needs mode='shaw': bias mode has no value embeddings")
+    if method != "auto" and mode == "bias":
+        raise ValueError(f"method={method!r} applies to mode='shaw': bias mode adds its table to the logits as is")
+
+
+def _check_int(name: str, value: object, minimum: int, alternative: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}{alternative}, got {value!r}")

@@ -308,3 +308,27 @@ def test_bad_input_raises():
         RelPosSelfAttention1d(16, 4, max_len=10, mode="rope")
     with pytest.raises(ValueError, match="value_rel"):
         RelPosSelfAttention1d(16, 4, max_len=10, mode="bias", value_rel=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_distance": 2.5}, r"max_distance must be an int >= 0 or None, got 2\.5"),
+        ({"max_distance": -1}, r"max_distance must be an int >= 0 or None, got -1"),
+        ({"num_heads": 0}, r"num_heads must be an int >= 1, got 0"),
+        ({"max_len": 10.0}, r"max_len must be an int >= 1, got 10\.0"),
+        ({"dim": True}, r"dim must be an int >= 1, got True"),
+        ({"mode": "bias", "method": "skew"}, r"method='skew' applies to mode='shaw'"),
+        ({"mode": "bias", "method": "gather"}, r"method='gather' applies to mode='shaw'"),
+    ],
+)
+def test_bad_config_names_the_argument(kwargs, message):
+    """max_distance=2.5 failed in torch.empty, num_heads=0 read 'divisible by num_heads (0)', and bias mode took
+    method='skew' and ignored it."""
+    config = {"dim": 8, "num_heads": 2, "max_len": 10} | kwargs
+    with pytest.raises(ValueError, match=message):
+        RelPosSelfAttention1d(**config)
+
+
+def test_bias_mode_takes_the_default_method():
+    assert RelPosSelfAttention1d(8, 2, 10, mode="bias", method="auto").method == "auto"

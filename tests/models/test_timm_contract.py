@@ -10,7 +10,7 @@ from timm.models import group_parameters
 
 import swinlite
 from swinlite.models.pretrained import lite_name
-from swinlite.models.swin import SwinV2Block
+from swinlite.models.swin import SwinV2Block, effective_shift
 
 VARIANTS = timm.list_models("swinlite_*")
 # Every variant goes through the tests on the meta device; these also run forward and backward. The Swin-V2 variants
@@ -391,6 +391,41 @@ def test_timm_input_size_switches(options):
     else:
         with pytest.raises(ValueError, match="any input size"):
             timm.create_model(name, device="meta", **options)
+
+
+def _late_stage_windows_and_shifts(model: torch.nn.Module, size: int, timm_model: bool) -> list[tuple[int, int]]:
+    """(window, shift) of each block of ``layers[2]`` and ``layers[3]`` on a ``size`` input of a patch-4 model whose
+    maps there are window multiples: timm's as built, swinlite's as it decides per call from the map."""
+    found = []
+    for i, stage in enumerate(model.layers[2:], start=2):
+        side = size // 4 // 2**i
+        for block in stage.blocks:
+            if timm_model:
+                found.append((block.attn.window_size[0], block.shift_size[0]))
+            else:
+                found.append((block.window[0], effective_shift((side, side), block.window, block.shift)[0]))
+    return found
+
+
+def test_window16_v2_at_512_shifts_as_docs_models_md_says():
+    """Built at 256 and run at 512, swinlite's window-16 V2 model keeps windows 16, 16, 16, 8 and shifts layers[2] by 8
+    and layers[3] by 4, as no timm model does; built at 512, or after set_input_size(512), it has timm's windows and
+    shifts (docs/models.md, model options)."""
+    name, options = "swinv2_tiny_window16_256", dict(depths=(2, 2, 2, 2), device="meta")
+    ours = timm.create_model(lite_name(name), **options)
+    assert _late_stage_windows_and_shifts(ours, 512, False) == [(16, 0), (16, 8), (8, 0), (8, 4)]
+    dynamic = timm.create_model(name, dynamic_img_size=True, **options)  # timm's that runs at 512 unrebuilt
+    assert _late_stage_windows_and_shifts(dynamic, 512, True) == [(16, 0)] * 2 + [(8, 0)] * 2
+    built = [timm.create_model(n, img_size=512, **options) for n in (lite_name(name), name)]
+    resized = [timm.create_model(n, **options) for n in (lite_name(name), name)]
+    for model in resized:
+        model.set_input_size(512)
+    for (ours, theirs), expected in (
+        (built, [(16, 0), (16, 8), (16, 0), (16, 0)]),
+        (resized, [(32, 0)] * 2 + [(16, 0)] * 2),
+    ):
+        assert _late_stage_windows_and_shifts(ours, 512, False) == expected
+        assert _late_stage_windows_and_shifts(theirs, 512, True) == expected
 
 
 def test_no_weight_decay_and_group_matcher(built):

@@ -71,6 +71,10 @@ class RelPosSeqEncoder(nn.Module):
         mode: ``"shaw"`` (relative key/value embeddings) or ``"bias"`` (one scalar per offset and head).
         mlp_ratio: MLP hidden size over ``dim``.
         drop_path_rate: stochastic depth, rising linearly from 0 over the blocks to this value.
+        method: how the Shaw terms are computed (``"auto"``, ``"gather"``, ``"skew"``: :class:`RelPosSelfAttention1d`).
+        qkv_bias: learn biases for q, k, v.
+        attn_drop: dropout on the attention weights.
+        proj_drop: dropout after the attention's output projection.
     """
 
     def __init__(
@@ -84,13 +88,19 @@ class RelPosSeqEncoder(nn.Module):
         mode: str = "shaw",
         mlp_ratio: float = 4.0,
         drop_path_rate: float = 0.0,
+        method: str = "auto",
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
-        drop_path = torch.linspace(0, drop_path_rate, depth).tolist()
+        # plain Python, not torch.linspace: a tensor would be created on the default device (meta, under
+        # ``with torch.device("meta")``), where .tolist() fails
+        drop_path = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
         self.blocks = nn.ModuleList(
             RelPosEncoderBlock(
                 dim,
@@ -103,6 +113,10 @@ class RelPosSeqEncoder(nn.Module):
                 max_distance=max_distance,
                 value_rel=value_rel,
                 mode=mode,
+                method=method,
+                qkv_bias=qkv_bias,
+                attn_drop=attn_drop,
+                proj_drop=proj_drop,
             )
             for i in range(depth)
         )

@@ -73,3 +73,19 @@ def test_meta_build_then_reset_parameters_initialises_as_construction(attn_kwarg
     encoder.apply(lambda m: m.reset_parameters() if hasattr(m, "reset_parameters") else None)
     for (name, p), e in zip(encoder.named_parameters(), expected.parameters(), strict=True):
         torch.testing.assert_close(p, e, rtol=0, atol=0, msg=name)
+
+
+def test_builds_under_the_meta_default_device():
+    """The drop-path schedule came from torch.linspace(...).tolist(), which fails on the meta device."""
+    with torch.device("meta"):
+        encoder = RelPosSeqEncoder(8, 3, 2, 16, drop_path_rate=0.2)
+    assert all(p.is_meta for p in encoder.parameters())
+    assert [block.drop_path.drop_prob for block in encoder.blocks[1:]] == pytest.approx([0.1, 0.2])
+
+
+def test_passes_the_attention_options_to_every_block():
+    encoder = RelPosSeqEncoder(8, 2, 2, 16, method="skew", qkv_bias=False, attn_drop=0.1, proj_drop=0.2)
+    for block in encoder.blocks:
+        attn = block.attn
+        assert attn.method == "skew" and attn.q.bias is None
+        assert attn.attn_drop.p == 0.1 and attn.proj_drop.p == 0.2

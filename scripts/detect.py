@@ -4,11 +4,11 @@ Writes OUT/detections.json (COCO results with the image path and the category na
 scoring at least --score-thresh, box as [x, y, width, height] in pixels) and OUT/images/<n>_<name>.png with the
 same boxes (and, for Mask R-CNN, masks) drawn. The detector itself keeps at most model.detections_per_img boxes an
 image (default 100) scoring at least model.score_thresh (default 0.05), the settings it was evaluated with: a lower
---score-thresh finds no more. OUT may not lie inside an input folder (its drawings would be
-read as input next time). Unreadable images, and images too thin for the detector's resize, are named and
-skipped; if no image is left that is an error. A path that is not UTF-8 is kept exactly in detections.json
-(the JSON string decodes to Python's surrogate-escaped file name: os.fsencode gives back its bytes) and printed
-with escapes.
+--score-thresh finds no more. OUT may not lie inside an input folder (its drawings would be read as input next
+time), nor an input inside OUT/images (--overwrite empties it). Unreadable images, and images too thin for the
+detector's resize, are named and skipped; if no image is left that is an error. A path that is not UTF-8 is kept
+exactly in detections.json (the JSON string decodes to Python's surrogate-escaped file name: os.fsencode gives back
+its bytes) and printed with escapes.
 
 --onnx FILE runs a detector exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch
 is not imported), with the categories and sizes recorded in the file, and writes the same detections.json and
@@ -24,6 +24,7 @@ from pathlib import Path
 from _cli import Parser, run
 
 OUTPUTS = ("detections.json", "images")
+DRAWN = ("images",)  # of OUTPUTS: the folder of numbered drawings (swinlite.files.numbered_name)
 
 
 def parse_args(argv: list[str] | None = None):
@@ -57,15 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.config import DetModelConfig
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import resolve_device
-    from swinlite.files import atomic_write_png, decoded, earlier_outputs, list_images, remove_outputs
+    from swinlite.files import atomic_write_png, decoded, earlier_outputs, list_images, numbered_name, remove_outputs
     from swinlite.io import check_output
     from swinlite.predictions import detection_entries
 
     out = args.output_dir
     device = resolve_device(args.device or "auto")
-    check_output(out, [args.checkpoint, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
-    earlier = earlier_outputs(out, OUTPUTS, args.overwrite)
     images = list_images(args.input)
+    check_output(out, [args.checkpoint, *args.input, *images], option="--output-dir", folder=True, names=OUTPUTS)
+    earlier = earlier_outputs(out, OUTPUTS, args.overwrite, numbered=DRAWN)
     model, categories, meta = load_detector(args.checkpoint, device)
     model_thresh = meta["detector"].get("score_thresh", DetModelConfig().score_thresh)
     remove_outputs(earlier)
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                                      categories.names, args.score_thresh)  # fmt: skip
         best = best_score(best, scores.tolist())
         drawn = draw_detections(pixels, prediction, categories, args.score_thresh).permute(1, 2, 0)  # [H, W, 3]
-        atomic_write_png(out / "images" / f"{index:05d}_{path.stem}.png", Image.fromarray(drawn.numpy()))
+        atomic_write_png(out / "images" / numbered_name(index, path), Image.fromarray(drawn.numpy()))
     return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh)
 
 
@@ -130,9 +131,9 @@ def detect_onnx(args) -> int:
     files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
     predictions = import_without_torch("predictions")
     out = args.output_dir
-    files.check_output(out, [args.onnx, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
-    earlier = files.earlier_outputs(out, OUTPUTS, args.overwrite)
     images = files.list_images(args.input)
+    files.check_output(out, [args.onnx, *args.input, *images], option="--output-dir", folder=True, names=OUTPUTS)
+    earlier = files.earlier_outputs(out, OUTPUTS, args.overwrite, numbered=DRAWN)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.detector_settings(model)
     for path, height, width in files.header_sizes(images):  # first: an image larger than the file takes is an error
@@ -160,7 +161,7 @@ def detect_onnx(args) -> int:
             pasted = onnx_predict.paste_masks(masks[keep], boxes[keep], image.height, image.width) > 0.5
             drawn = onnx_predict.draw_masks(image, pasted, alpha=0.4)
         drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)
-        files.atomic_write_png(out / "images" / f"{index:05d}_{path.stem}.png", drawn)
+        files.atomic_write_png(out / "images" / files.numbered_name(index, path), drawn)
     return finish(out, results, skipped, len(images), best, args.score_thresh, None)  # not in the file's metadata
 
 

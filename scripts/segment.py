@@ -5,8 +5,8 @@ image's own size as a palette PNG (its pixel values are the class indices, its c
 grayscale beyond 256 classes), and OUT/overlays/<n>_<name>.png, the image with each class painted over it at
 --alpha; OUT/classes.csv lists index, class and colour. Everything comes from the checkpoint: classes, palette,
 normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not
-lie inside an input folder (its PNGs would be read as input next time). Unreadable images are named and skipped; if
-none is left that is an error.
+lie inside an input folder (its PNGs would be read as input next time), nor an input inside OUT/labels or
+OUT/overlays (--overwrite empties them). Unreadable images are named and skipped; if none is left that is an error.
 
 --onnx FILE runs a segmenter exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the classes, palette and test settings recorded in the file, and writes the same files. An image
@@ -31,6 +31,7 @@ from pathlib import Path
 from _cli import Parser, check_test_options, run
 
 OUTPUTS = ("labels", "overlays", "classes.csv")
+DRAWN = ("labels", "overlays")  # of OUTPUTS: the folders of numbered PNGs (swinlite.files.numbered_name)
 
 
 def parse_args(argv: list[str] | None = None):
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from torchvision.transforms.v2.functional import pil_to_tensor
 
     from swinlite.device import resolve_device
-    from swinlite.files import decoded, earlier_outputs, label_image, list_images, remove_outputs
+    from swinlite.files import decoded, earlier_outputs, label_image, list_images, numbered_name, remove_outputs
     from swinlite.io import check_output
     from swinlite.seg_views import thin_problem
     from swinlite.segmentation.inference import patch_side, predict_scores
@@ -99,9 +100,9 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.output_dir
     device = resolve_device(args.device or "auto")
-    check_output(out, [args.checkpoint, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
-    earlier = earlier_outputs(out, OUTPUTS, args.overwrite)
     images = list_images(args.input)
+    check_output(out, [args.checkpoint, *args.input, *images], option="--output-dir", folder=True, names=OUTPUTS)
+    earlier = earlier_outputs(out, OUTPUTS, args.overwrite, numbered=DRAWN)
     model, info = load_segmenter(args.checkpoint, device)
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before anything is removed
     remove_outputs(earlier)
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         with torch.no_grad():
             labels = predict_scores(model, normalize(pixels)[None].to(device), test).argmax(1)[0].cpu()  # [H, W]
         drawn = Image.fromarray(overlay(pixels, labels, palette, args.alpha).permute(1, 2, 0).numpy())
-        _write(out, f"{index:05d}_{path.stem}.png", label_image(labels.numpy(), palette), drawn)
+        _write(out, numbered_name(index, path), label_image(labels.numpy(), palette), drawn)
     return finish(out, skipped, len(images), info.labels.classes, palette)
 
 
@@ -149,9 +150,9 @@ def segment_onnx(args) -> int:
 
     files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
     out = args.output_dir
-    files.check_output(out, [args.onnx, *args.input], option="--output-dir", folder=True, names=OUTPUTS)
-    earlier = files.earlier_outputs(out, OUTPUTS, args.overwrite)
     images = files.list_images(args.input)
+    files.check_output(out, [args.onnx, *args.input, *images], option="--output-dir", folder=True, names=OUTPUTS)
+    earlier = files.earlier_outputs(out, OUTPUTS, args.overwrite, numbered=DRAWN)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip, args.stride)
     thin = {}
@@ -168,7 +169,7 @@ def segment_onnx(args) -> int:
             continue
         labels = onnx_predict.segment_scores(model, settings, image).argmax(0)  # [H, W]
         drawn = onnx_predict.draw_labels(image, labels, settings.palette, args.alpha)
-        _write(out, f"{index:05d}_{path.stem}.png", files.label_image(labels, settings.palette), drawn)
+        _write(out, files.numbered_name(index, path), files.label_image(labels, settings.palette), drawn)
     return finish(out, skipped, len(images), settings.classes, settings.palette)
 
 

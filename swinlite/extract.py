@@ -33,7 +33,7 @@ from .models.swin import SwinTransformer
 from .optimize import FixedBatch
 
 SETTINGS_FILE = "settings.json"
-OUTPUT_FILES = (SETTINGS_FILE, "embeddings.safetensors", "failures.txt")  # besides features/<image>.safetensors
+OUTPUT_FILES = (SETTINGS_FILE, "embeddings.safetensors", "failures.txt", "features")  # features/<image>.safetensors
 SOURCE_KEY = "source_file"  # a feature file's metadata: the image it was made from (source_record)
 
 

@@ -16,7 +16,9 @@ image reads the same and an output is checked the same with or without torch.
   for the scripts to skip;
 - :func:`label_image`: a segmentation label map as a palette (or 16-bit) PNG image;
 - :func:`json_bytes`: the one JSON writer of the files users read: strict JSON, NaN as null;
-- :func:`check_output`: no output replaces an input, and the output can be written where it is asked for;
+- :func:`check_output`: no output replaces an input or holds one, and the output can be written where it is asked
+  for; :func:`earlier_outputs`: an earlier run's outputs are replaced only with ``--overwrite``, files no run wrote
+  never;
 - :func:`atomic_write` (:func:`atomic_write_bytes`, :func:`atomic_write_png`): a reader only ever sees the old file or
   the complete new one. Files get the mode any tool's output gets, 0666 less the umask (0644 with the usual umask
   022), not the 0600 of the temporary file they are written as.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -365,15 +368,16 @@ def check_output(
     Args:
         path: the file (``folder=False``) or the folder (``folder=True``) the caller writes.
         inputs: the files and folders the caller reads (None entries are skipped). A folder counts as read
-            whole: an output inside it would be read back as input on the next run.
+            whole: an output inside it would be read back as input on the next run. None may lie inside an output
+            of ``names`` (a folder the caller writes, and empties with ``--overwrite``), as given or resolved.
         option: how the user named ``path``, for the message.
         folder: ``path`` is a folder.
-        names: for a folder, the names of the files written in it.
+        names: for a folder, the names of the files (and folders of files) written in it.
 
     Raises:
         ValueError: one line naming ``option``: an output would replace an input or lie inside an input
-            folder; ``path`` is a folder where a file is expected or a file where a folder is expected; the
-            nearest existing folder above it is a file or cannot be written.
+            folder, or an input lies inside an output folder; ``path`` is a folder where a file is expected or a
+            file where a folder is expected; the nearest existing folder above it is a file or cannot be written.
     """
     given = Path(path)
     out = given.resolve()
@@ -384,6 +388,14 @@ def check_output(
     written = [out / name for name in names] if folder else [out]
     for source in (Path(p) for p in inputs if p is not None):
         real = source.resolve()
+        located = real if source.name in ("", "..") else source.absolute().parent.resolve() / source.name  # a link
+        cleared = _cleared_by([located, real], written if folder else [])
+        if cleared is not None:
+            shown = source if located == real else f"{source} (a link to {real})"
+            raise ValueError(
+                f"{option} {given}: the input {shown} lies inside {cleared}, which this run writes (and --overwrite "
+                f"empties): move it, or choose another {option}"
+            )
         for target in written + ([out] if folder else []):
             if _same(target, real) and not real.is_dir():
                 raise ValueError(f"{option} {given}: writing {target} would replace the input {source}")
@@ -401,20 +413,63 @@ def check_output(
         raise ValueError(f"{option} {given}: no permission to write in {existing}")
 
 
+def _cleared_by(input_paths: list[Path], written: list[Path]) -> Path | None:
+    """The path of ``written`` (what a run writes in its output folder; a folder of them it empties with
+    ``--overwrite``) that an input lies in, or is as a folder; None when it lies in none. ``input_paths``: where the
+    input is given (a link itself: emptying the folder would remove it) and its real path. An input file that is
+    one of ``written`` is :func:`check_output`'s "would replace"."""
+    for target in written:
+        for path in input_paths:
+            if path.is_relative_to(target) and (path != target or path.is_dir()):
+                return target
+    return None
+
+
+NUMBERED = re.compile(r"\.?\d{5,}_.*\.png(\.tmp.*)?", re.DOTALL)  # numbered_name's, or the temporary file of one
+
+
+def numbered_name(index: int, path: str | os.PathLike) -> str:
+    """The file name ``detect.py`` and ``segment.py`` give what they draw of the ``index``-th image (0-based) at
+    ``path``: ``<index, 5 digits>_<name without its extension>.png`` (their ``sources.json`` maps it back)."""
+    return f"{index:05d}_{Path(path).stem}.png"
+
+
+def _not_numbered(folder: Path) -> list[Path]:
+    """What ``folder`` holds besides :func:`numbered_name` files (and their temporary files): the files and folders
+    no run of ``detect.py`` or ``segment.py`` wrote there."""
+    return [
+        p for p in sorted(folder.rglob("*")) if not (p.parent == folder and p.is_file() and NUMBERED.fullmatch(p.name))
+    ]
+
+
 def earlier_outputs(
-    folder: str | os.PathLike, names: Iterable[str], overwrite: bool, option: str = "--output-dir"
+    folder: str | os.PathLike,
+    names: Iterable[str],
+    overwrite: bool,
+    option: str = "--output-dir",
+    numbered: Iterable[str] = (),
 ) -> list[Path]:
     """The outputs among ``names`` that an earlier run left in ``folder`` (files, and folders holding anything).
 
     A run that only added its own files to them would leave a mix of two runs (the earlier run's drawings of images
     this one was not given, beside its own): they are refused, or with ``overwrite`` returned for the caller to
-    remove (:func:`remove_outputs`) once its own checks have passed.
+    remove (:func:`remove_outputs`) once its own checks have passed. The folders among ``names`` in ``numbered`` hold
+    :func:`numbered_name` files only: one that holds anything else (the user's own images) is refused even with
+    ``overwrite``, naming what it holds, as no run's outputs to replace.
 
     Raises:
-        ValueError: ``folder`` holds some and not ``overwrite``.
+        ValueError: ``folder`` holds some and not ``overwrite``, or a ``numbered`` folder holds other files.
     """
     paths = [Path(folder) / name for name in names]
     found = [p for p in paths if p.is_file() or p.is_dir() and any(p.iterdir())]
+    for path in (Path(folder) / name for name in numbered if (Path(folder) / name).is_dir()):
+        others = _not_numbered(path)
+        if others:
+            more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+            raise ValueError(
+                f"{option} {folder}: {path} holds files no run of this script wrote there ({others[0]}{more}; its "
+                f"files are named <number>_<image name>.png): move them, or choose another folder"
+            )
     if found and not overwrite:
         raise ValueError(
             f"{option} {folder} holds an earlier run's {', '.join(p.name for p in found)}: pass --overwrite to "

@@ -1,0 +1,79 @@
+"""No script writes (or, with --overwrite, empties) a folder that holds one of its inputs, nor calls files it did not
+write an earlier run's: detect.py and segment.py (both paths), extract_features.py. Each is refused before any work,
+so a placeholder stands for the model file."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from scriptkit import run_script
+
+# (script, model option, a folder of numbered drawings it writes in --output-dir)
+DRAWING = [("detect", "--checkpoint", "images"), ("detect", "--onnx", "images"),
+           ("segment", "--checkpoint", "labels"), ("segment", "--onnx", "overlays")]  # fmt: skip
+IDS = [f"{script}{flag}" for script, flag, _ in DRAWING]
+
+
+def _image(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.full((8, 8, 3), 90, np.uint8)).save(path)
+    return path
+
+
+def _files(root: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+def _run(capsys, script: str, flag: str, model: Path, inputs: list[Path], out: Path, *extra: str) -> str:
+    """The one error line of a run that must be refused (exit code 2)."""
+    code = run_script(script, [flag, model, "--input", *inputs, "--output-dir", out, *extra])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1, errors
+    return errors[0]
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["", "overwrite"])
+@pytest.mark.parametrize("where", ["file", "folder", "link"])
+@pytest.mark.parametrize(("script", "flag", "drawn"), DRAWING, ids=IDS)
+def test_an_input_inside_a_folder_the_run_writes_is_refused(tmp_path, capsys, script, flag, drawn, where, overwrite):
+    """Once, with --overwrite, detect.py emptied P/images, the input P/images/photo.jpg and the user's img.png with
+    it, then skipped the input as unreadable."""
+    out, model = tmp_path / "P", tmp_path / "model.file"
+    model.write_bytes(b"never read: the run is refused before")
+    _image(out / drawn / "img.png")
+    photo = _image(out / drawn / "sub" / "photo.png")
+    if where == "link":  # a folder elsewhere holding a link into it: emptying the folder would break the link
+        (tmp_path / "elsewhere").mkdir()
+        os.symlink(photo, tmp_path / "elsewhere" / "photo.png")
+    given = {"file": photo, "folder": photo.parent, "link": tmp_path / "elsewhere"}[where]
+    before = _files(tmp_path)
+    error = _run(capsys, script, flag, model, [given], out, *overwrite)
+    shown = f"{given / 'photo.png'} (a link to {photo})" if where == "link" else given
+    assert f"the input {shown} lies inside {out / drawn}, which this run writes" in error
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["", "overwrite"])
+@pytest.mark.parametrize(("script", "flag", "drawn"), DRAWING, ids=IDS)
+def test_files_no_run_wrote_are_named_and_kept(tmp_path, capsys, script, flag, drawn, overwrite):
+    """They were called "an earlier run's images", and --overwrite removed them."""
+    out, model = tmp_path / "P", tmp_path / "model.file"
+    model.write_bytes(b"never read: the run is refused before")
+    _image(out / drawn / "00003_a.png")  # as a run names its drawings
+    mine, image = _image(out / drawn / "img.png"), _image(tmp_path / "in" / "a.png")
+    before = _files(tmp_path)
+    error = _run(capsys, script, flag, model, [image], out, *overwrite)
+    assert f"{out / drawn} holds files no run of this script wrote there ({mine}" in error
+    assert "earlier run" not in error and _files(tmp_path) == before
+
+
+def test_extract_refuses_a_listed_image_inside_its_features_folder(tmp_path, capsys):
+    out = tmp_path / "feats"
+    image = _image(out / "features" / "x.png")
+    (tmp_path / "list.txt").write_text(f"{image}\n")
+    (tmp_path / "model.file").write_bytes(b"never read")
+    argv = ["--checkpoint", tmp_path / "model.file", "--input", tmp_path / "list.txt", "--output", out]
+    assert run_script("extract_features", argv) == 2
+    assert f"the input {image} lies inside {out / 'features'}, which this run writes" in capsys.readouterr().err

@@ -453,7 +453,14 @@ class RelativePositionBias(nn.Module):
 
     def set_window(self, window: Sequence[int], table: torch.Tensor) -> None:
         """Take a new window and its table ((prod(2w - 1), heads)), in place (``SwinTransformer.set_input_size``)."""
-        self.window = tuple(int(w) for w in window)
+        window = tuple(int(w) for w in window)
+        shape = (math.prod(2 * w - 1 for w in window), self.num_heads)
+        if tuple(table.shape) != shape:
+            raise ValueError(
+                f"window {window} needs a table of shape {shape} (prod(2w - 1) rows, a column per head), "
+                f"got {tuple(table.shape)}"
+            )
+        self.window = window
         self.num_tokens = math.prod(self.window)
         self.table = nn.Parameter(table.detach().clone(), requires_grad=self.table.requires_grad)
         self.register_buffer("index", relative_position_index(self.window, device=table.device), persistent=False)
@@ -464,13 +471,19 @@ class RelativePositionBias(nn.Module):
         smaller 2-D window's (its offsets' rows of this table, :func:`sub_window_index`)."""
         index, tokens = self.index.view(-1), self.num_tokens
         if window is not None:
-            index, tokens = flat_sub_window_index(self.window, window, index.device), window[0] * window[1]
+            index, tokens = self._sub_window_index(window, index.device), window[0] * window[1]
         # one gather of the table's columns, (heads, N*N) contiguous: index_select, 3-5x faster than indexing on CPU.
         # One head: a view, whose gradient keeps the table's strides (DDP compares them exactly and warns; with more
         # heads autograd copies the transposed gradient to the table's layout itself)
         columns = self.table.reshape(1, -1) if self.num_heads == 1 else self.table.t()
         bias = columns.index_select(1, index)
         return bias.view(self.num_heads, tokens, tokens)
+
+    @torch.jit.unused
+    def _sub_window_index(self, window: tuple[int, int], device: torch.device) -> torch.Tensor:
+        if len(self.window) != 2 or window[0] > self.window[0] or window[1] > self.window[1]:
+            raise ValueError(f"sub-window {tuple(window)} must fit in the bias's 2-D window {self.window}")
+        return flat_sub_window_index(self.window, window, device)
 
 
 def log_spaced_relative_coords(

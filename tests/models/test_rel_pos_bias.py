@@ -53,6 +53,24 @@ def test_meta_device_then_init_buffers():
     assert torch.equal(rpb.index, RelativePositionBias((3, 5), 2).index)
 
 
+def test_a_sub_window_must_fit_in_the_window():
+    """A larger sub-window read out of the table's bounds ('INDICES element is out of DATA bounds')."""
+    rpb = RelativePositionBias((7, 7), 2)
+    assert rpb((7, 3)).shape == (2, 21, 21)
+    with pytest.raises(ValueError, match=r"sub-window \(8, 3\) must fit in the bias's 2-D window \(7, 7\)"):
+        rpb((8, 3))
+
+
+def test_set_window_checks_the_tables_shape():
+    """A (7, 7) window's table (169 rows) for a (12, 12) window was taken, and failed at the next forward."""
+    rpb = RelativePositionBias((7, 7), 2)
+    with pytest.raises(ValueError, match=r"window \(12, 12\) needs a table of shape \(529, 2\).*got \(169, 2\)"):
+        rpb.set_window((12, 12), rpb.table)
+    assert rpb.window == (7, 7) and rpb().shape == (2, 49, 49)
+    rpb.set_window((12, 12), torch.zeros(529, 2))
+    assert rpb().shape == (2, 144, 144)
+
+
 @pytest.mark.parametrize(("old", "new"), [((7, 7), (12, 12)), ((12, 12), (7, 7)), ((4, 4), (4, 4))])
 def test_resize_matches_timm(old, new):
     torch.manual_seed(0)

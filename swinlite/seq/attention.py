@@ -59,8 +59,9 @@ class RelPosSelfAttention1d(nn.Module):
         logits[i, j] = q_i . (k_j + rel_k[r(i, j)]) / sqrt(d)          softmax over j
         out_i = sum_j a_ij (v_j + rel_v[r(i, j)])                      heads concatenated -> proj
 
-    Bias mode (``mode="bias"``) replaces both relative terms by one learned scalar per (offset, head),
-    added to the logits, as in T5 and Swin. Nothing loops over positions; the key term is computed
+    Bias mode (``mode="bias"``) replaces both relative terms by one learned scalar per (head, clipped offset
+    ``clamp(i - j, -D, D)``), added to the logits: Swin's table of one row per offset, in 1-D (not T5's
+    log-spaced buckets of distance). Nothing loops over positions; the key term is computed
     either by gathering an (L, L, d) embedding table (``method="gather"``) or by projecting q onto
     the offset embeddings and shifting the result into place, in query blocks
     (``method="skew"``, :mod:`~swinlite.seq.skew`, O(L d) extra memory besides the

@@ -310,13 +310,19 @@ def test_torchscript_features_only(name, size, options):
 @pytest.mark.parametrize("name", PICO_IN_TIMM)
 def test_torch_jit_trace_runs_the_reference_path(name):
     """The fast path's caches and autograd Functions broke torch.jit.trace (graphs differed across invocations;
-    'unordered_map::at' with grad; a trace failed at another size): traced, the model takes the reference path."""
+    'unordered_map::at' with grad; a trace failed at another size): traced, the model takes the reference path.
+    The trace fixes each stage's padding and shift: it serves a size only where they are the traced size's
+    (docs/models.md, which said window multiples at every stage)."""
     torch.manual_seed(0)
     model = timm.create_model(name).eval()
     with torch.no_grad():
+        for p in model.parameters():  # V2's post-norms start at zero: its blocks would add nothing to the logits
+            p.add_(torch.randn_like(p), alpha=0.02)
         traced = torch.jit.trace(model, torch.randn(1, 3, 64, 64))  # checks the trace against a second run
-        x = torch.randn(2, 3, 128, 192)  # another batch and size, window multiples at every stage as 64x64
+        x = torch.randn(2, 3, 128, 192)  # another batch and size: window multiples that shift at every stage
         torch.testing.assert_close(traced(x), model(x), rtol=0, atol=1e-5)
+        x = torch.randn(2, 3, 32, 32)  # window multiples too, but the 4x4 map of layers[2] fits its window: no shift
+        assert (traced(x) - model(x)).abs().max() > 1e-3
     features = timm.create_model(name, features_only=True)  # training mode, with grad
     x = torch.randn(1, 3, 64, 64)
     traced = torch.jit.trace(features, x)

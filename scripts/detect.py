@@ -1,18 +1,19 @@
 """Run a detection checkpoint of scripts/train_detection.py on images or folders of images.
 
-Writes OUT/detections.json (COCO results with the image path and the category name added: one entry per box
-scoring at least --score-thresh, box as [x, y, width, height] in pixels) and OUT/images/<n>_<name>.png with the
-same boxes (and, for Mask R-CNN, masks) drawn. The detector itself keeps at most model.detections_per_img boxes an
-image (default 100) scoring at least model.score_thresh (default 0.05), the settings it was evaluated with: a lower
---score-thresh finds no more. OUT may not lie inside an input folder (its drawings would be read as input next
-time), nor an input inside OUT/images (--overwrite empties it). Unreadable images, and images too thin for the
+Writes OUT/detections.json (COCO results with the image path and the category name added: one entry per box scoring
+at least --score-thresh, box as [x, y, width, height] in pixels), OUT/images/<n>_<name>.png with the same boxes
+(and, for Mask R-CNN, masks) drawn (n: the image's place among the inputs, from 0), and OUT/sources.json, which maps
+each drawing's file name to the image it was drawn from. The detector itself keeps at most model.detections_per_img
+boxes an image (default 100) scoring at least model.score_thresh (default 0.05), the settings it was evaluated with:
+a lower --score-thresh finds no more. OUT may not lie inside an input folder (its drawings would be read as input
+next time), nor an input inside OUT/images (--overwrite empties it). Unreadable images, and images too thin for the
 detector's resize, are named and skipped; if no image is left that is an error. A path that is not UTF-8 is kept
 exactly in detections.json (the JSON string decodes to Python's surrogate-escaped file name: os.fsencode gives back
 its bytes) and printed with escapes.
 
---onnx FILE runs a detector exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch
-is not imported), with the categories and sizes recorded in the file, and writes the same detections.json and
-drawings. An image resized thinner than the file serves (one pixel above the coarsest stride: no export serves
+--onnx FILE runs a detector exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
+not imported), with the categories and sizes recorded in the file, and writes the same detections.json, drawings and
+sources.json. An image resized thinner than the file serves (one pixel above the coarsest stride: no export serves
 less) is named and skipped, where --checkpoint detects on it; one resized larger is an error before any work.
 """
 
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from _cli import Parser, run
 
-OUTPUTS = ("detections.json", "images")
+OUTPUTS = ("detections.json", "images", "sources.json")
 DRAWN = ("images",)  # of OUTPUTS: the folder of numbered drawings (swinlite.files.numbered_name)
 
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     model, categories, meta = load_detector(args.checkpoint, device)
     model_thresh = meta["detector"].get("score_thresh", DetModelConfig().score_thresh)
     remove_outputs(earlier)
-    results, skipped, best = [], [], None
+    results, skipped, best, sources = [], [], None, {}
     for index, path, image in decoded(images, skipped):
         pixels = pil_to_tensor(image)  # [3, H, W] uint8
         problem = unprocessable(model, *pixels.shape[1:])
@@ -84,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                                      categories.names, args.score_thresh)  # fmt: skip
         best = best_score(best, scores.tolist())
         drawn = draw_detections(pixels, prediction, categories, args.score_thresh).permute(1, 2, 0)  # [H, W, 3]
+        sources[numbered_name(index, path)] = str(path)
         atomic_write_png(out / "images" / numbered_name(index, path), Image.fromarray(drawn.numpy()))
-    return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh)
+    return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh, sources)
 
 
 def best_score(best: float | None, scores: list[float]) -> float | None:
@@ -101,11 +103,12 @@ def finish(
     best: float | None,
     score_thresh: float,
     model_thresh: float | None,
+    sources: dict[str, str],
 ) -> int:
-    """Name the skipped images, write detections.json, print the summary (both paths). With no detection kept, a
-    note: the best score the model gave against ``--score-thresh``, or, where the model kept no box at all
-    (``best`` None: none scored its ``model.score_thresh``), that, naming ``model_thresh`` (None: not recorded, an
-    ONNX file's)."""
+    """Name the skipped images, write detections.json and sources.json (``sources``: each drawing's file name -> the
+    image), print the summary (both paths). With no detection kept, a note: the best score the model gave against
+    ``--score-thresh``, or, where the model kept no box at all (``best`` None: none scored its
+    ``model.score_thresh``), that, naming ``model_thresh`` (None: not recorded, an ONNX file's)."""
     from _cli import import_without_torch
 
     files = import_without_torch("files")
@@ -114,7 +117,9 @@ def finish(
     if len(skipped) == count:
         raise ValueError(f"none of the {count} images could be used (each is named above); nothing written")
     files.atomic_write_bytes(out / "detections.json", files.json_bytes(results, indent=1))
-    print(f"{len(results)} detections on {count - len(skipped)} images: {out / 'detections.json'}, {out / 'images'}")
+    files.atomic_write_bytes(out / "sources.json", files.json_bytes(sources, indent=1))
+    print(f"{len(results)} detections on {count - len(skipped)} images: {out / 'detections.json'}, {out / 'images'}, "
+          f"{out / 'sources.json'}")  # fmt: skip
     if not results and best is None:
         thresh = "its run's model.score_thresh" if model_thresh is None else f"model.score_thresh {model_thresh}"
         print(f"note: the model kept no box: none scored {thresh} or more", file=sys.stderr)
@@ -144,7 +149,7 @@ def detect_onnx(args) -> int:
         if problem:
             raise ValueError(f"{path}: resized to {size[0]}x{size[1]} (HxW): {problem}")
     files.remove_outputs(earlier)
-    results, skipped, best = [], [], None
+    results, skipped, best, sources = [], [], None, {}
     for index, path, image in files.decoded(images, skipped):
         problem = onnx_predict.too_thin(model, settings, image.height, image.width)
         if problem:
@@ -161,8 +166,9 @@ def detect_onnx(args) -> int:
             pasted = onnx_predict.paste_masks(masks[keep], boxes[keep], image.height, image.width) > 0.5
             drawn = onnx_predict.draw_masks(image, pasted, alpha=0.4)
         drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)
+        sources[files.numbered_name(index, path)] = str(path)
         files.atomic_write_png(out / "images" / files.numbered_name(index, path), drawn)
-    return finish(out, results, skipped, len(images), best, args.score_thresh, None)  # not in the file's metadata
+    return finish(out, results, skipped, len(images), best, args.score_thresh, None, sources)  # None: not in the file
 
 
 if __name__ == "__main__":

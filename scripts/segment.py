@@ -2,11 +2,12 @@
 
 For each image (files and folders, recursive) writes OUT/labels/<n>_<name>.png, the class of every pixel at the
 image's own size as a palette PNG (its pixel values are the class indices, its colours the classes'; 16-bit
-grayscale beyond 256 classes), and OUT/overlays/<n>_<name>.png, the image with each class painted over it at
---alpha; OUT/classes.csv lists index, class and colour. Everything comes from the checkpoint: classes, palette,
-normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not
-lie inside an input folder (its PNGs would be read as input next time), nor an input inside OUT/labels or
-OUT/overlays (--overwrite empties them). Unreadable images are named and skipped; if none is left that is an error.
+grayscale beyond 256 classes), and OUT/overlays/<n>_<name>.png, the image with each class painted over it at --alpha
+(n: the image's place among the inputs, from 0); OUT/classes.csv lists index, class and colour, and OUT/sources.json
+maps each PNG's file name to the image it was made from. Everything comes from the checkpoint: classes, palette,
+normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not lie
+inside an input folder (its PNGs would be read as input next time), nor an input inside OUT/labels or OUT/overlays
+(--overwrite empties them). Unreadable images are named and skipped; if none is left that is an error.
 
 --onnx FILE runs a segmenter exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the classes, palette and test settings recorded in the file, and writes the same files. An image
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from _cli import Parser, check_test_options, run
 
-OUTPUTS = ("labels", "overlays", "classes.csv")
+OUTPUTS = ("labels", "overlays", "classes.csv", "sources.json")
 DRAWN = ("labels", "overlays")  # of OUTPUTS: the folders of numbered PNGs (swinlite.files.numbered_name)
 
 
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before anything is removed
     remove_outputs(earlier)
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
-    skipped = []
+    skipped, sources = [], {}
     for index, path, image in decoded(images, skipped):
         problem = thin_problem(image.height, image.width, test.img_scale, test.ratios, patch_side(model))
         if problem:
@@ -118,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             labels = predict_scores(model, normalize(pixels)[None].to(device), test).argmax(1)[0].cpu()  # [H, W]
         drawn = Image.fromarray(overlay(pixels, labels, palette, args.alpha).permute(1, 2, 0).numpy())
         _write(out, numbered_name(index, path), label_image(labels.numpy(), palette), drawn)
-    return finish(out, skipped, len(images), info.labels.classes, palette)
+        sources[numbered_name(index, path)] = str(path)
+    return finish(out, skipped, len(images), info.labels.classes, palette, sources)
 
 
 def _write(out: Path, name: str, labels, drawn) -> None:
@@ -130,8 +132,9 @@ def _write(out: Path, name: str, labels, drawn) -> None:
     files.atomic_write_png(out / "overlays" / name, drawn)
 
 
-def finish(out: Path, skipped: list[str], count: int, classes, palette) -> int:
-    """Name the skipped images, write classes.csv, print the summary (both paths)."""
+def finish(out: Path, skipped: list[str], count: int, classes, palette, sources: dict[str, str]) -> int:
+    """Name the skipped images, write classes.csv and sources.json (``sources``: each PNG's file name -> the image),
+    print the summary (both paths)."""
     from _cli import import_without_torch
 
     files = import_without_torch("files")
@@ -140,7 +143,9 @@ def finish(out: Path, skipped: list[str], count: int, classes, palette) -> int:
     if len(skipped) == count:
         raise ValueError(f"none of the {count} images could be used (each is named above); nothing written")
     files.atomic_write_bytes(out / "classes.csv", _classes_csv(classes, palette))
-    print(f"{count - len(skipped)} images segmented: {out / 'labels'}, {out / 'overlays'}, {out / 'classes.csv'}")
+    files.atomic_write_bytes(out / "sources.json", files.json_bytes(sources, indent=1))
+    print(f"{count - len(skipped)} images segmented: {out / 'labels'}, {out / 'overlays'}, {out / 'classes.csv'}, "
+          f"{out / 'sources.json'}")  # fmt: skip
     return 0
 
 
@@ -162,7 +167,7 @@ def segment_onnx(args) -> int:
         if problem:
             raise ValueError(f"{path}: {problem}")
     files.remove_outputs(earlier)
-    skipped = []
+    skipped, sources = [], {}
     for index, path, image in files.decoded(images, skipped):
         if thin.get(path):
             skipped.append(f"{path}: {thin[path]}")
@@ -170,7 +175,8 @@ def segment_onnx(args) -> int:
         labels = onnx_predict.segment_scores(model, settings, image).argmax(0)  # [H, W]
         drawn = onnx_predict.draw_labels(image, labels, settings.palette, args.alpha)
         _write(out, files.numbered_name(index, path), files.label_image(labels, settings.palette), drawn)
-    return finish(out, skipped, len(images), settings.classes, settings.palette)
+        sources[files.numbered_name(index, path)] = str(path)
+    return finish(out, skipped, len(images), settings.classes, settings.palette, sources)
 
 
 if __name__ == "__main__":

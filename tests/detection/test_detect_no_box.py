@@ -36,7 +36,7 @@ def test_a_detector_that_kept_no_box_says_so_naming_its_threshold(trained, tmp_p
 
 def test_the_onnx_path_names_its_runs_threshold(tmp_path: Path, capsys):
     """An ONNX file does not record model.score_thresh."""
-    assert load_script("detect").finish(tmp_path, [], [], 1, None, 0.5, None) == 0
+    assert load_script("detect").finish(tmp_path, [], [], 1, None, 0.5, None, {}) == 0
     assert capsys.readouterr().err == "note: the model kept no box: none scored its run's model.score_thresh or more\n"
 
 

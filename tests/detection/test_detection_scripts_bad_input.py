@@ -305,13 +305,28 @@ def test_detect_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, c
     one = ["--checkpoint", setup.ckpt, "--input", setup.coco / "val2017" / "01.png", "--output-dir", setup.out]
     code, _, err = _run(D, one, capsys)
     assert code == 2 and err.strip() == (
-        f"error: --output-dir {setup.out} holds an earlier run's detections.json, images: pass --overwrite to "
-        "replace them, or choose another folder"
+        f"error: --output-dir {setup.out} holds an earlier run's detections.json, images, sources.json: pass "
+        "--overwrite to replace them, or choose another folder"
     )
     assert sorted(p.name for p in (setup.out / "images").iterdir()) == before and len(before) > 1  # untouched
     assert _run(D, [*one, "--overwrite"], capsys)[0] == 0
     assert [p.name for p in (setup.out / "images").iterdir()] == ["00000_01.png"]
     assert {e["image"] for e in json.loads((setup.out / "detections.json").read_text())} <= {str(one[3])}
+
+
+def test_sources_json_names_the_image_of_each_drawing(setup, capsys):
+    """a/01.png and b/01.png were drawn as images/00000_01.png and images/00001_01.png, and nothing said which was
+    which; an image skipped (b/broken.png, unreadable) gets no entry."""
+    images = [setup.tmp / "a" / "01.png", setup.tmp / "b" / "01.png", setup.tmp / "b" / "broken.png"]
+    for image, source in zip(images, ["01.png", "02.png"], strict=False):
+        image.parent.mkdir(exist_ok=True)
+        shutil.copy(setup.coco / "val2017" / source, image)
+    images[2].write_bytes(b"not an image")
+    argv = ["--checkpoint", setup.ckpt, "--input", images[0], images[1].parent, "--output-dir", setup.out]
+    assert _run(D, argv, capsys)[0] == 0
+    sources = {"00000_01.png": str(images[0]), "00001_01.png": str(images[1])}
+    assert json.loads((setup.out / "sources.json").read_text()) == sources
+    assert sorted(p.name for p in (setup.out / "images").iterdir()) == list(sources)
 
 
 def test_detect_with_its_output_inside_the_input_folder_is_refused_before_any_work(setup, capsys):

@@ -120,7 +120,7 @@ def test_detect_onnx_without_torch_writes_and_draws_the_pytorch_results(exported
     assert result.returncode == 0, result.stderr
     assert "06.png: unreadable" in result.stderr  # skipped and named, as without --onnx
     again = run_without_torch("detect.py", "--onnx", str(path), *common, "--output-dir", str(tmp_path / "onnx"))
-    assert again.returncode == 2 and "holds an earlier run's detections.json, images: pass --overwrite" in again.stderr
+    assert again.returncode == 2 and "an earlier run's detections.json, images, sources.json: pass" in again.stderr
     pytorch = ["--checkpoint", str(checkpoint), *common, "--output-dir", str(tmp_path / "pt")]
     assert load_script("detect").main(pytorch) == 0
     got, want = (json.loads((tmp_path / d / "detections.json").read_text()) for d in ("onnx", "pt"))
@@ -129,6 +129,7 @@ def test_detect_onnx_without_torch_writes_and_draws_the_pytorch_results(exported
         assert np.abs(np.subtract(a["bbox"], b["bbox"])).max() <= 0.0101 and abs(a["score"] - b["score"]) <= 1.1e-4
     drawn = sorted(p.name for p in (tmp_path / "onnx" / "images").iterdir())
     assert drawn == sorted(p.name for p in (tmp_path / "pt" / "images").iterdir())
+    assert (tmp_path / "onnx" / "sources.json").read_bytes() == (tmp_path / "pt" / "sources.json").read_bytes()
     for name in drawn:
         a, b = (np.asarray(Image.open(tmp_path / d / "images" / name)) for d in ("onnx", "pt"))
         assert (a != b).any(axis=-1).mean() < 0.01  # the same drawing, but for an edge rounded the other way

@@ -102,7 +102,8 @@ def test_segment_onnx_writes_what_the_checkpoint_writes(exported, tmp_path):
         with Image.open(tmp_path / "pt" / name) as want, Image.open(tmp_path / "onnx" / name) as got:
             assert got.mode == want.mode and got.getpalette() == want.getpalette()
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-    assert (tmp_path / "onnx" / "classes.csv").read_bytes() == (tmp_path / "pt" / "classes.csv").read_bytes()
+    for name in ("classes.csv", "sources.json"):
+        assert (tmp_path / "onnx" / name).read_bytes() == (tmp_path / "pt" / name).read_bytes()
 
 
 def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):

@@ -195,13 +195,29 @@ def test_segment_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, 
     before = sorted(p.name for p in (setup.out / "labels").iterdir())
     code, err = _run("segment", [*argv, images / "01.png"], monkeypatch, capsys)
     assert code == 2 and err.strip() == (
-        f"error: --output-dir {setup.out} holds an earlier run's labels, overlays, classes.csv: pass --overwrite to "
-        "replace them, or choose another folder"
+        f"error: --output-dir {setup.out} holds an earlier run's labels, overlays, classes.csv, sources.json: pass "
+        "--overwrite to replace them, or choose another folder"
     )
     assert sorted(p.name for p in (setup.out / "labels").iterdir()) == before and len(before) == 6  # untouched
     assert _run("segment", [*argv, images / "01.png", "--overwrite"], monkeypatch, capsys)[0] == 0
     for folder in ("labels", "overlays"):
         assert [p.name for p in (setup.out / folder).iterdir()] == ["00000_01.png"]
+
+
+def test_sources_json_names_the_image_of_each_label_map(setup, monkeypatch, capsys):
+    """a/00.png and b/00.png were written as labels/ and overlays/ 00000_00.png and 00001_00.png, and nothing said
+    which was which; an image skipped (b/broken.png, unreadable) gets no entry."""
+    images = [setup.tmp / "a" / "00.png", setup.tmp / "b" / "00.png", setup.tmp / "b" / "broken.png"]
+    for image, source in zip(images, ["00.png", "01.png"], strict=False):
+        image.parent.mkdir(exist_ok=True)
+        shutil.copy(setup.data / "images" / "validation" / source, image)
+    images[2].write_bytes(b"not an image")
+    argv = ["--checkpoint", setup.ckpt, "--input", images[0], images[1].parent, "--output-dir", setup.out]
+    assert _run("segment", argv, monkeypatch, capsys)[0] == 0
+    sources = {"00000_00.png": str(images[0]), "00001_00.png": str(images[1])}
+    assert json.loads((setup.out / "sources.json").read_text()) == sources
+    for folder in ("labels", "overlays"):
+        assert sorted(p.name for p in (setup.out / folder).iterdir()) == list(sources)
 
 
 def test_pairs_that_do_not_fit_are_skipped_and_named(tmp_path: Path):

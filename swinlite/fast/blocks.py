@@ -77,7 +77,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
-from timm.layers import Mlp, register_notrace_module
+from timm.layers import GELU, Mlp, register_notrace_module
 from torch import nn
 
 from ..models.swin import (
@@ -538,9 +538,9 @@ class FastMlp(Mlp):
 
     def init_fast(self) -> None:
         """Construction-time decisions, made by :func:`swinlite.fast.accelerate` after the class swap."""
+        torch_exact = isinstance(self.act, nn.GELU) and self.act.approximate == "none"
         self.exact_gelu = (
-            isinstance(self.act, nn.GELU)
-            and self.act.approximate == "none"
+            (torch_exact or isinstance(self.act, GELU))  # timm's GELU (act_layer="gelu") is F.gelu, exact
             and isinstance(self.norm, nn.Identity)
             and isinstance(self.fc1, nn.Linear)
         )

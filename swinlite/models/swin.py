@@ -31,6 +31,7 @@ from timm.layers import (
     DropPath,
     Mlp,
     PatchEmbed,
+    get_act_layer,
     register_notrace_module,
     to_2tuple,
 )
@@ -1254,6 +1255,7 @@ class SwinTransformer(nn.Module):
             (``out_norms.i``, as detection backbones use); without, ``out_norms.i`` are identities.
         frozen_stages: -1 trains everything; k >= 0 freezes the patch embedding and the first k stages
             (with their output norms): no gradients, and eval mode kept across ``.train()``.
+        act_layer: the MLPs' activation, a class or a name timm's ``get_act_layer`` knows (``"gelu"``, ``"relu"``).
         block: ``"v1"`` (Swin) or ``"v2"`` (Swin-V2: scaled cosine attention, continuous position bias,
             res-post-norm, patch merging that normalises after the reduction; windows by :func:`stage_windows`).
         pretrained_window_sizes: V2 only: per stage, the window its position bias was pre-trained at (int or
@@ -1261,6 +1263,8 @@ class SwinTransformer(nn.Module):
         dynamic_img_size, strict_img_size: timm's switches between a fixed input size and any size, accepted so that
             code written for timm's Swin builds: swinlite always takes any size, so ``dynamic_img_size=False`` or
             ``strict_img_size=True`` (a fixed size) is a ValueError rather than silently ignored.
+        always_partition: timm's switch, accepted as False (its default, a window shrunk to a smaller map); True is a
+            ValueError (see :meth:`set_input_size`).
     """
 
     def __init__(
@@ -1285,11 +1289,12 @@ class SwinTransformer(nn.Module):
         out_norm: bool = False,
         frozen_stages: int = -1,
         norm_layer: type[nn.Module] = nn.LayerNorm,
-        act_layer: type[nn.Module] = nn.GELU,
+        act_layer: str | type[nn.Module] = nn.GELU,
         block: str = "v1",
         pretrained_window_sizes: Sequence[int | tuple[int, int] | None] | None = None,
         dynamic_img_size: bool = True,
         strict_img_size: bool = False,
+        always_partition: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -1299,6 +1304,7 @@ class SwinTransformer(nn.Module):
                 "swinlite models take any input size (the padding is masked): a fixed size is not an option, got "
                 f"dynamic_img_size={dynamic_img_size}, strict_img_size={strict_img_size} (expected True, False)"
             )
+        _check_always_partition(always_partition)
         self.register_load_state_dict_pre_hook(convert_when_loaded)  # a timm, Microsoft, ... state dict loads too
         num_stages = len(depths)
         pretrained_windows = _pretrained_windows(block, rel_pos, pretrained_window_sizes, num_stages)
@@ -1364,7 +1370,7 @@ class SwinTransformer(nn.Module):
             attn_drop=attn_drop_rate,
             mask_padding=mask_padding,
             norm_layer=norm_layer,
-            act_layer=act_layer,
+            act_layer=_act_layer(act_layer),
         )
         stages, self.feature_info = [], []
         for i, depth in enumerate(depths):
@@ -1487,11 +1493,7 @@ class SwinTransformer(nn.Module):
             window_size, window_ratio = resolve_window_args(window_size, window_ratio, num_stages)
         except AssertionError as e:  # timm asserts its window specification
             raise ValueError(f"set_input_size: {e}") from None
-        if always_partition:
-            raise ValueError(
-                "always_partition=True is not available: timm then lets padded tokens take part in attention, swinlite "
-                "masks them (leave it unset or False)"
-            )
+        _check_always_partition(always_partition)
         patch = self.patch_size if patch_size is None else tuple(to_2tuple(patch_size))
         if len(patch) != 2 or not all(isinstance(p, int) and p > 0 for p in patch):
             raise ValueError(f"patch_size must be a positive int or (h, w), got {patch_size}")
@@ -1681,6 +1683,30 @@ def _pretrained_windows(
     if any(h < 0 or w < 0 for h, w in windows):
         raise ValueError(f"pretrained_window_sizes must be >= 0 (0: the stage's window), got {tuple(sizes)}")
     return [None if w == (0, 0) else (int(w[0]), int(w[1])) for w in windows]
+
+
+def _act_layer(act_layer: str | type[nn.Module]) -> type[nn.Module]:
+    """The MLPs' activation class: ``act_layer`` itself, or the class timm's ``get_act_layer`` gives its name."""
+    if not isinstance(act_layer, str):
+        return act_layer
+    try:
+        layer = get_act_layer(act_layer)
+    except KeyError:
+        layer = None
+    if layer is None:  # an unknown name is a KeyError, "" is None
+        raise ValueError(
+            f"act_layer must be a class or an activation name timm knows ('gelu', 'relu'), got {act_layer!r}"
+        )
+    return layer
+
+
+def _check_always_partition(always_partition: bool | None) -> None:
+    """timm's ``always_partition``: None or False (timm's default) is what swinlite does; True is refused."""
+    if always_partition:
+        raise ValueError(
+            "always_partition=True is not available: timm then lets padded tokens take part in attention, swinlite "
+            "masks them (leave it unset or False)"
+        )
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -46,8 +46,29 @@ def test_builds_on_the_cpu_device_context(name):
         # a bare int: a TypeError (len of an int); timm's argument is one entry per stage too
         (dict(pretrained_window_sizes=12, block="v2"), "pretrained_window_sizes needs one entry per stage"),
         (dict(pretrained_window_sizes=((4, 4, 4), 0, 0, 0), block="v2"), "each entry is an int or \\(Wh, Ww\\)"),
+        (dict(act_layer="nope"), "act_layer must be a class or an activation name timm knows .* got 'nope'"),
+        (dict(always_partition=True), "always_partition=True is not available"),
     ],
 )
 def test_bad_construction_arguments_fail_at_build(kwargs, message):
     with pytest.raises(ValueError, match=message):
         timm.create_model("swinlite_pico_patch2_window4_32", **kwargs)
+
+
+@pytest.mark.parametrize("name", ["swinlite_pico_patch2_window4_32", "swinlite_v2_pico_patch2_window4_32"])
+@pytest.mark.parametrize(("act_name", "act_class"), [("gelu", torch.nn.GELU), ("relu", torch.nn.ReLU)])
+def test_timms_act_layer_name_and_always_partition_are_taken(name, act_name, act_class):
+    """timm's Swin-V2 takes ``act_layer`` by name (its default is "gelu"), and both Swins ``always_partition=False``:
+    the name was called as a class (TypeError "'str' object is not callable"), always_partition was unknown. The
+    named activation computes what its class does; timm's "gelu" keeps the fast path's fused exact GELU."""
+    torch.manual_seed(0)
+    named = timm.create_model(name, act_layer=act_name, always_partition=False).eval()
+    by_class = timm.create_model(name, act_layer=act_class).eval()
+    with torch.no_grad():
+        for p in named.parameters():  # V2's post-norms start at zero: its blocks would add nothing to the logits
+            p.add_(torch.randn_like(p), alpha=0.02)
+    by_class.load_state_dict(named.state_dict())
+    assert named.layers[0].blocks[0].mlp.exact_gelu == (act_name == "gelu")
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(named(x), by_class(x), rtol=0, atol=0)

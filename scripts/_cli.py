@@ -34,6 +34,9 @@ from typing import NoReturn
 USER_ERRORS = (ValueError, OSError)
 AMP = ("none", "bf16", "fp16")  # the keys of swinlite.device.AUTOCAST_DTYPES, for --help without torch
 
+# How a user of --model NAME alone (its pretrained weights: swinlite.weights.pretrained_model) gets weights otherwise.
+WEIGHTS_HINT = "or pass a local weights file: --model NAME --checkpoint FILE"
+
 # Optional dependencies (pyproject.toml's [project.optional-dependencies]) by import name -> the extra that has them.
 OPTIONAL = {
     "yaml": "train",

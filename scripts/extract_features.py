@@ -5,17 +5,17 @@ Examples:
     python scripts/extract_features.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \
         --input images/ --output feats/ --size 224 224 --dtype float16 --batch-size 32
 
-Weights written by scripts/train.py need no --model (the model and its normalization come from the
-file); other layouts need --model. Each image is resized whole to --size (bicubic, the aspect ratio not kept, no
-crop: the maps cover the whole image), not by the classifier's resize and centre crop. Writes
-feats/features/<relative image path>.safetensors per image (read them with swinlite.features.load_features),
-feats/embeddings.safetensors (pooled vectors and the ordered paths: swinlite.features.load_embeddings),
-feats/failures.txt (images that did not decode) and feats/settings.json (model, weights hash, size, dtype).
-Each feature file records the image it was made from (real path, size, modification time). Rerunning over the same
-input skips images whose feature file is already whole and whose image is unchanged. A folder holding features of
-other images (another --input, an image removed from it or changed since) or made with other settings is refused
-before anything is written: pass another --output, or delete those features. --output may not lie inside the
---input folder, and --size must be at least one patch.
+Weights written by scripts/train.py need no --model (the model and its normalization come from the file); other
+layouts need --model; --model alone extracts with the model's published pretrained weights (timm's, as predict.py; a
+name without any is an error). Each image is resized whole to --size (bicubic, the aspect ratio not kept, no crop:
+the maps cover the whole image), not by the classifier's resize and centre crop. Writes feats/features/<relative
+image path>.safetensors per image (read them with swinlite.features.load_features), feats/embeddings.safetensors
+(pooled vectors and the ordered paths: swinlite.features.load_embeddings), feats/failures.txt (images that did not
+decode) and feats/settings.json (model, weights hash, size, dtype). Each feature file records the image it was made
+from (real path, size, modification time). Rerunning over the same input skips images whose feature file is already
+whole and whose image is unchanged. A folder holding features of other images (another --input, an image removed
+from it or changed since) or made with other settings is refused before anything is written: pass another --output,
+or delete those features. --output may not lie inside the --input folder, and --size must be at least one patch.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_size, run
+from _cli import WEIGHTS_HINT, Parser, check_size, run
 
 DTYPES = ("float16", "float32")
 
@@ -31,7 +31,9 @@ DTYPES = ("float16", "float32")
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
-    parser.add_argument("--model", help="swinlite model name, for files that do not record theirs (or no file)")
+    parser.add_argument(
+        "--model", help="swinlite model name: for files that do not record theirs; alone, its pretrained weights"
+    )
     parser.add_argument(
         "--input",
         required=True,
@@ -60,22 +62,21 @@ def parse_args(argv: list[str] | None = None):
 
 
 def build_model(args):
-    """(model, its name): from the checkpoint (strictly) or timm's initial weights; swinlite models only."""
-    import timm
-
+    """(model, its name, its weights file): from the checkpoint (strictly) or timm's pretrained weights (the file in
+    the Hugging Face cache); swinlite models only."""
     from swinlite import SwinTransformer
-    from swinlite.weights import load_model, read_info
+    from swinlite.hub import cached_weights
+    from swinlite.weights import load_model, pretrained_model, read_info
 
     if args.checkpoint is None:
-        print("note: no --checkpoint: features of the model's random initial weights", file=sys.stderr)
-        model = timm.create_model(args.model)
+        model, weights = pretrained_model(args.model, WEIGHTS_HINT), cached_weights(args.model)
     else:
-        model = load_model(args.checkpoint, args.model)
+        model, weights = load_model(args.checkpoint, args.model), args.checkpoint
     info = read_info(args.checkpoint) if args.checkpoint else None
     name = info.model if info else args.model
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"feature extraction needs a swinlite model (swinlite_*), got {name}")
-    return model, name
+    return model, name, weights
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     images, _ = read_sources(args.input)
     # the folder (or list) too: features written inside the folder would be read back as images of another class
     check_output(args.output, [args.checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
-    model, name = build_model(args)
+    model, name, weights = build_model(args)
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     check_size(size, model.patch_size, name)
     summary = run_extraction(
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         workers=args.workers,
         device=str(device),
         progress=not args.no_progress,
-        checkpoint=args.checkpoint,
+        checkpoint=weights,
         compile=args.compile,
     )
     print(f"written {summary.written}, skipped (already whole) {summary.skipped}, failed {summary.failed}")

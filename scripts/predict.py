@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, run
+from _cli import WEIGHTS_HINT, Parser, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -70,7 +70,7 @@ def build_model(args, weights: Path | None):
     from swinlite.weights import load_model, pretrained_model
 
     if weights is None:
-        return pretrained_model(args.model, hint="or pass a local weights file: --model NAME --checkpoint FILE")
+        return pretrained_model(args.model, hint=WEIGHTS_HINT)
     if weights != args.checkpoint:
         print(f"EMA weights: {weights}", file=sys.stderr)
     return load_model(weights, args.model)

@@ -5,7 +5,8 @@ Examples:
     python scripts/visualize.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \
         --image cat.jpg --output plots/
 
-Weights written by scripts/train.py need no --model; other layouts do. Writes plots/bias_stage{i}.png
+Weights written by scripts/train.py need no --model; other layouts do; --model alone draws the model's published
+pretrained weights (timm's, as predict.py; a name without any is an error). Writes plots/bias_stage{i}.png
 (per stage a grid of heat maps, blocks down, heads across; entry (dy, dx) is the bias between tokens
 that far apart: Swin's learned table, or Swin-V2's continuous position bias 16*sigmoid(MLP(dy, dx)))
 and, with --image, plots/features.png (the image and each level's channel mean). Every picture is
@@ -18,13 +19,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_size, run
+from _cli import WEIGHTS_HINT, Parser, check_size, run
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
-    parser.add_argument("--model", help="swinlite model name, for files that do not record theirs (or no file)")
+    parser.add_argument(
+        "--model", help="swinlite model name: for files that do not record theirs; alone, its pretrained weights"
+    )
     parser.add_argument("--image", type=Path, help="an image for the feature-level plot")
     parser.add_argument(
         "--size", type=int, nargs=2, metavar=("H", "W"), help="input size, at least one patch (default: the model's)"
@@ -43,18 +46,16 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> list[Path]:
     args = parse_args(argv)
-    import timm
-
     from swinlite import SwinTransformer
     from swinlite.files import earlier_outputs, remove_outputs, unreadable
     from swinlite.images import load_rgb
     from swinlite.io import check_output
     from swinlite.visualize import bias_pngs, features_png, write_pngs
-    from swinlite.weights import check_model_name, load_model
+    from swinlite.weights import check_model_name, load_model, pretrained_model
 
     if args.model is not None:
         check_model_name(args.model, "swinlite_*")
-    model = load_model(args.checkpoint, args.model) if args.checkpoint else timm.create_model(args.model)
+    model = load_model(args.checkpoint, args.model) if args.checkpoint else pretrained_model(args.model, WEIGHTS_HINT)
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"{args.checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
     if args.size:  # before any work: a size below one patch failed in the forward pass, naming no option

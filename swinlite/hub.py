@@ -29,6 +29,13 @@ def hub_repo(name: str) -> str | None:
     return cfg.hf_hub_id.split("@")[0]
 
 
+def has_weights(name: str) -> bool:
+    """Whether timm publishes pretrained weights for ``name`` (an architecture: its default tag's; or ``arch.tag``)."""
+    arch, tag = split_model_name_tag(name)
+    cfg = resolve_pretrained_cfg(arch, pretrained_cfg=tag or None)
+    return cfg is not None and bool(cfg.has_weights)
+
+
 def cached_weights(name: str) -> Path | None:
     """The file of ``name``'s pretrained weights in the local Hugging Face cache, or None."""
     repo_id = hub_repo(name)

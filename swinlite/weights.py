@@ -25,7 +25,7 @@ from timm.models import adapt_input_conv, get_pretrained_cfg_value
 from torch import nn
 
 from .convert import check_weight_values, convert_state_dict, embed_shrunk_tables, first_keys, shape_mismatch
-from .hub import cached_weights, pretrained_kwargs
+from .hub import cached_weights, has_weights, pretrained_kwargs
 from .io import holds_ema, read_metadata, read_state_dict
 from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
 from .models.swin import SwinTransformer
@@ -88,13 +88,23 @@ def check_model_name(name: str, pattern: str = "*") -> None:
 
 def pretrained_model(name: str, hint: str = "") -> nn.Module:
     """timm's model ``name`` with its published pretrained weights (from the Hugging Face cache or the hub), in eval
-    mode; whether the hub can be reached is asked once, quickly (:func:`swinlite.hub.pretrained_kwargs`).
+    mode; whether the hub can be reached is asked once, quickly (:func:`swinlite.hub.pretrained_kwargs`). What a
+    script's ``--model NAME`` without ``--checkpoint`` loads (``predict.py``, ``extract_features.py``,
+    ``visualize.py``): never the random initial weights of a name timm publishes none for, which is an error.
 
     Args:
         name: a timm model name, with a pretrained tag or not.
         hint: how the caller's user gets weights otherwise (e.g. the script's options), appended to errors.
+
+    Raises:
+        ValueError: an unknown name; a name without published weights; weights that cannot be had or loaded.
     """
     check_model_name(name)
+    if not has_weights(name):
+        raise ValueError(
+            f"timm publishes no pretrained weights for {name} (see timm.list_models(pretrained=True)), and its random "
+            "initial weights would label, draw or extract nothing of use" + (f"; {hint}" if hint else "")
+        )
     kwargs = pretrained_kwargs(name, hint)
     try:
         model = timm.create_model(name, pretrained=True, **kwargs)

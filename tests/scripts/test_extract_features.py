@@ -87,14 +87,15 @@ def test_extracts_resumes_and_lists_failures(load_script, image_folder, checkpoi
     assert load_embeddings(out / "embeddings.safetensors")[1] == paths
 
 
-def test_list_input_and_float16(load_script, image_folder, tmp_path, capsys):
+def test_list_input_and_float16(load_script, image_folder, checkpoint, tmp_path, capsys):
     """An image listed twice (spelled otherwise too) is extracted once: it was extracted, counted, embedded twice."""
     listing = tmp_path / "list.txt"
     listing.write_text(
         f"images/cat/a.png\n\n{image_folder / 'dog' / 'c.png'}\nimages/dog/broken.png\n./images/cat/a.png\n"
     )
     out = tmp_path / "out16"
-    _run(load_script, "--model", PICO, "--input", listing, "--output", out, "--dtype", "float16")
+    _run(load_script, "--model", PICO, "--checkpoint", checkpoint[1], "--input", listing, "--output", out, "--dtype",
+         "float16")  # fmt: skip
     assert "written 2, skipped (already whole) 0, failed 1" in capsys.readouterr().out
     feats = load_features(out / "features" / "cat" / "a.png.safetensors")  # relative to the common folder
     assert feats.maps["stage0"].dtype == torch.float16 and feats.pooled.dtype == torch.float32
@@ -103,14 +104,14 @@ def test_list_input_and_float16(load_script, image_folder, tmp_path, capsys):
     assert len(load_embeddings(out / "embeddings.safetensors")[1]) == 2
 
 
-def test_settings_beside_no_features_do_not_block_the_rerun(load_script, image_folder, tmp_path, capsys):
+def test_settings_beside_no_features_do_not_block_the_rerun(load_script, image_folder, checkpoint, tmp_path, capsys):
     """A run that failed before its first features (a --size below one patch once did, after writing settings.json)
     left its settings, and the corrected rerun was refused as made with other settings."""
     out = tmp_path / "out"
     out.mkdir()
     failed = {"model": PICO, "checkpoint_sha256": None, "input_size": [1, 1], "dtype": "float32"}
     (out / "settings.json").write_text(json.dumps(failed))
-    _run(load_script, "--model", PICO, "--input", image_folder, "--output", out)
+    _run(load_script, "--model", PICO, "--checkpoint", checkpoint[1], "--input", image_folder, "--output", out)
     assert "written 3, skipped (already whole) 0, failed 1" in capsys.readouterr().out
     assert json.loads((out / "settings.json").read_text())["input_size"] == [32, 32]
 

@@ -305,5 +305,5 @@ def test_predict_with_a_timm_model_name_uses_imagenet_names(runs, load_script, t
     rows, _ = _accuracy(tmp_path / "p.csv")
     names = set(ImageNetInfo().label_descriptions())
     assert len(rows) == 6 and all(r["class"] in names and r["class_2"] in names for r in rows)
-    with pytest.raises(ValueError, match="pretrained weights of swinlite_pico_patch2_window4_32 could not be loaded"):
+    with pytest.raises(ValueError, match="timm publishes no pretrained weights for swinlite_pico_patch2_window4_32"):
         pretrained_model("swinlite_pico_patch2_window4_32")  # none published: one clear error, not a traceback

@@ -86,7 +86,7 @@ def test_script_bad_input(load_script, tmp_path, capsys):
     assert "is not a file" in capsys.readouterr().err
 
 
-def test_a_size_below_one_patch_is_one_error_line_before_any_work(tmp_path, capsys, monkeypatch):
+def test_a_size_below_one_patch_is_one_error_line_before_any_work(tmp_path, capsys, monkeypatch, initial_weights):
     # Before, --size 1 1 reached the forward pass after the bias maps were drawn and failed there with "expected a
     # floating-point tensor of shape (B, 3, H, W)...", naming no option.
     import swinlite.visualize
@@ -94,15 +94,17 @@ def test_a_size_below_one_patch_is_one_error_line_before_any_work(tmp_path, caps
     image = tmp_path / "img.png"
     Image.new("RGB", (24, 16), (200, 30, 30)).save(image)
     monkeypatch.setattr(swinlite.visualize, "bias_pngs", lambda model: pytest.fail("drew before checking --size"))
-    code = run_script("visualize", ["--model", PICO, "--image", image, "--output", tmp_path / "p", "--size", 1, 1])
+    argv = ["--model", PICO, "--checkpoint", initial_weights(PICO), "--image", image, "--output", tmp_path / "p"]
+    code = run_script("visualize", [*argv, "--size", 1, 1])
     err = capsys.readouterr().err
     assert code == 2 and err == f"error: --size 1 1 is smaller than one patch of {PICO}: expected H >= 2, W >= 2\n"
     assert not (tmp_path / "p").exists()
 
 
-def test_script_draws_swin_v2(load_script, tmp_path):
+def test_script_draws_swin_v2(load_script, tmp_path, initial_weights):
     """Swin-V2's continuous position bias, drawn as V1's table (refused once: "bias tables need rel_pos='table'")."""
-    paths = load_script("visualize").main(["--model", V2_PICO, "--output", str(tmp_path / "p")])
+    argv = ["--model", V2_PICO, "--checkpoint", str(initial_weights(V2_PICO)), "--output", str(tmp_path / "p")]
+    paths = load_script("visualize").main(argv)
     assert [p.name for p in paths] == [f"bias_stage{i}.png" for i in range(4)]
     with Image.open(paths[0]) as png:
         assert png.format == "PNG" and np.asarray(png.convert("L")).std() > 0
@@ -151,35 +153,37 @@ FAILURES = {
 
 
 @pytest.mark.parametrize("failure", FAILURES)
-def test_a_failed_run_leaves_no_folder_and_no_partial_png(load_script, tmp_path, monkeypatch, failure):
+def test_a_failed_run_leaves_no_folder_and_no_partial_png(load_script, tmp_path, monkeypatch, failure, initial_weights):
     """Once it left the folders it made, with the PNGs drawn so far and a truncated one under its name."""
     image = tmp_path / "img.png"
     Image.new("RGB", (24, 16), (200, 30, 30)).save(image)
     size = ["--size", "1", "1"] if failure == "image_below_one_patch" else []
     error = FAILURES[failure](monkeypatch)
     with pytest.raises(error):
-        load_script("visualize").main(["--model", PICO, "--image", str(image), "--output", str(tmp_path / "o" / "p"),
-                                       *size])  # fmt: skip
+        load_script("visualize").main(["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--image",
+                                       str(image), "--output", str(tmp_path / "o" / "p"), *size])  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["img.png"]
 
 
-def test_a_second_run_into_the_folder_is_refused_or_replaces_every_earlier_png(load_script, tmp_path):
+def test_a_second_run_into_the_folder_is_refused_or_replaces_every_earlier_png(load_script, tmp_path, initial_weights):
     """A second run without --image replaced bias_stage*.png and left the first run's features.png beside them: one
     folder, two checkpoints."""
     image = tmp_path / "img.png"
     Image.new("RGB", (24, 16), (200, 30, 30)).save(image)
     out = tmp_path / "p"
-    load_script("visualize").main(["--model", PICO, "--image", str(image), "--output", str(out)])
+    pico = ("--model", PICO, "--checkpoint", initial_weights(PICO))
+    v2 = ("--model", V2_PICO, "--checkpoint", initial_weights(V2_PICO))
+    load_script("visualize").main([*map(str, pico), "--image", str(image), "--output", str(out)])
     before = {p: p.read_bytes() for p in out.iterdir()}
     with pytest.raises(ValueError, match=r"--output .*p holds an earlier run's bias_stage0.png, .*features.png: pass "
                                          r"--overwrite"):  # fmt: skip
-        load_script("visualize").main(["--model", V2_PICO, "--output", str(out)])
+        load_script("visualize").main([*map(str, v2), "--output", str(out)])
     assert {p: p.read_bytes() for p in out.iterdir()} == before
-    paths = load_script("visualize").main(["--model", V2_PICO, "--output", str(out), "--overwrite"])
+    paths = load_script("visualize").main([*map(str, v2), "--output", str(out), "--overwrite"])
     assert sorted(out.iterdir()) == sorted(paths) == [out / f"bias_stage{i}.png" for i in range(4)]
 
 
-def test_an_image_that_does_not_decode_is_named(load_script, tmp_path):
+def test_an_image_that_does_not_decode_is_named(load_script, tmp_path, initial_weights):
     """A truncated JPEG gave 'error: image file is truncated (7 bytes not processed)', naming no file."""
     image = tmp_path / "cut.jpg"
     Image.fromarray(np.random.default_rng(2).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(image)
@@ -187,5 +191,6 @@ def test_an_image_that_does_not_decode_is_named(load_script, tmp_path):
     with pytest.raises(
         ValueError, match=f"--image {re.escape(str(image))}: unreadable \\(OSError: image file is trunc"
     ):
-        load_script("visualize").main(["--model", PICO, "--image", str(image), "--output", str(tmp_path / "p")])
+        load_script("visualize").main(["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--image",
+                                       str(image), "--output", str(tmp_path / "p")])  # fmt: skip
     assert not (tmp_path / "p").exists()

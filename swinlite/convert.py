@@ -103,7 +103,9 @@ def convert_when_loaded(
 ) -> None:
     """A ``load_state_dict`` pre-hook of :class:`~swinlite.models.swin.SwinTransformer`: a state dict of another
     layout (timm's, Microsoft's, ...) is converted in place before it is loaded, and one of any layout has the
-    tables of a window shrunk to its stage's map embedded (a timm model of this ``img_size``, converted).
+    tables of a window shrunk to its stage's map embedded (a timm model of this ``img_size``, converted). A file
+    that holds the state dict (the Microsoft release's ``{"model": ...}``, a training checkpoint) gives it by
+    :func:`~swinlite.io.unwrap_checkpoint`'s rule, as every other loading path does.
 
     ``timm.create_model(name, checkpoint_path=...)`` loads the file with a plain ``model.load_state_dict``, which
     timm's own Swin passes with its own files; other routes convert with :func:`convert_state_dict`. Keys are converted
@@ -116,11 +118,12 @@ def convert_when_loaded(
     """
     if prefix:
         return
+    unwrapped = unwrap_checkpoint(state_dict)
     try:
-        foreign = detect_layout(state_dict) != "swinlite"
+        foreign = detect_layout(unwrapped) != "swinlite"
     except ValueError:
         return
-    converted = embed_shrunk_tables(_converted(state_dict, None, strict=strict) if foreign else state_dict, model)
+    converted = embed_shrunk_tables(_converted(unwrapped, None, strict=strict) if foreign else unwrapped, model)
     state_dict.clear()
     state_dict.update(converted)
 

@@ -1,5 +1,6 @@
 """Checkpoint conversion: layouts, window resizing, classifier handling, timm's pretrained loading, the script."""
 
+import re
 import runpy
 import sys
 import warnings
@@ -89,6 +90,38 @@ def test_timm_checkpoint_path_converts(tmp_path):
     model = timm.create_model("swinlite_tiny_patch4_window7_224", checkpoint_path=str(tmp_path / "timm.pth"), **narrow)
     x = torch.randn(1, 3, 224, 224)
     torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-4)
+
+
+def _as_microsoft_release(timm_state: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """timm's state dict as the official release saves it: downsample at the end of a stage, ``head.*``, the state
+    dict under ``"model"``."""
+    out = {}
+    for key, value in timm_state.items():
+        key = re.sub(r"^layers\.(\d+)\.downsample", lambda m: f"layers.{int(m.group(1)) - 1}.downsample", key)
+        out[key.replace("head.fc.", "head.")] = value
+    return {"model": out}
+
+
+@pytest.mark.parametrize(
+    ("name", "timm_name"),
+    [(PICO, "swin_tiny_patch4_window7_224"), ("swinlite_v2_pico_patch2_window4_32", "swinv2_tiny_window8_256")],
+)
+def test_load_state_dict_takes_a_microsoft_release_file(tmp_path, name, timm_name):
+    """The release files hold their state dict under "model" (the layout table's ``{"model": ...}``): a swinlite
+    model's load_state_dict converts that layout, but took the file whole (torch's missing keys, then Unexpected
+    key(s): "model"). Reference: timm's Swin built as the pico model, whose weights the file holds."""
+    torch.manual_seed(0)
+    ref = _timm_pico(timm_name).eval()
+    with torch.no_grad():
+        for p in ref.parameters():  # V2's post-norms start at zero: its blocks would add nothing to the logits
+            p.add_(torch.randn_like(p), alpha=0.02)
+    path = tmp_path / "release.pth"
+    torch.save(_as_microsoft_release(ref.state_dict()), path)
+    model = timm.create_model(name, img_size=64).eval()
+    model.load_state_dict(torch.load(path, weights_only=True))
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("route", ["load_checkpoint", "convert_state_dict", "checkpoint_path", "pretrained_file"])
@@ -341,9 +374,9 @@ def test_convert_script_refuses_flags_that_contradict_the_recorded_model(tmp_pat
     assert code == 2 and message in stderr and not out.exists(), stderr
 
 
-def _timm_pico() -> torch.nn.Module:
-    """timm's Swin at swinlite pico's sizes (img 64: no window clamped to a smaller last map)."""
-    return timm.create_model("swin_tiny_patch4_window7_224", patch_size=2, embed_dim=32, depths=(1, 1, 2, 1),
+def _timm_pico(arch: str = "swin_tiny_patch4_window7_224") -> torch.nn.Module:
+    """timm's Swin (or Swin-V2, ``arch``) at swinlite pico's sizes (img 64: no window clamped to a smaller last map)."""
+    return timm.create_model(arch, patch_size=2, embed_dim=32, depths=(1, 1, 2, 1),
                              num_heads=(1, 2, 4, 8), window_size=4, img_size=64, num_classes=10)  # fmt: skip
 
 

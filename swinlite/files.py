@@ -314,6 +314,13 @@ def printable_path(path: str | os.PathLike) -> str:
     return os.fsencode(path).decode("utf-8", errors="backslashreplace")
 
 
+def escaped_name(path: str | os.PathLike) -> str:
+    """``path`` as text any UTF-8 writer takes, one to one: bytes that are not UTF-8 as ``\\xNN`` escapes (as
+    :func:`printable_path`) and a backslash as ``\\x5c``, so that no two paths give one text (with printable_path, the
+    name ``x\\xff.png`` and the bytes ``x``, 0xff, ``.png`` both gave ``x\\xff.png``). Other names are unchanged."""
+    return os.fsencode(path).replace(b"\\", b"\\x5c").decode("utf-8", errors="backslashreplace")
+
+
 def label_image(labels: np.ndarray, palette: Sequence[Sequence[int]]) -> Image.Image:
     """A label map [H, W] as a PNG-ready image: palette mode (the file's values are the labels, its colours the
     classes') for up to 256 classes, 16-bit grayscale beyond."""

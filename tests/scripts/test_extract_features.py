@@ -1,6 +1,7 @@
 """scripts/extract_features.py end to end: values, metadata, resume, failures, list input, bad input."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -246,3 +247,21 @@ def test_help_shows_the_defaults(load_script, capsys):
         load_script("extract_features").parse_args(["--help"])
     shown = " ".join(capsys.readouterr().out.split())
     assert all(f"(default: {value}" in shown for value in ("float32)", "16)", "0: in the main process)"))
+
+
+def test_names_that_printed_alike_get_feature_files_of_their_own(load_script, checkpoint, tmp_path, capsys):
+    """The bytes x, 0xff, .png and the name x\\xff.png (a backslash in it) both became features/x\\xff.png.safetensors:
+    "written 2", and one vector under both names. A backslash is escaped too (\\x5c); other names are kept."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    names = [os.fsdecode(b"x\xff.png"), "x\\xff.png", "plain.png"]
+    for value, name in enumerate(names):
+        Image.new("RGB", (20, 20), (value * 100, 30, 30)).save(folder / name)
+    out = tmp_path / "out"
+    _run(load_script, "--model", PICO, "--checkpoint", checkpoint[1], "--input", folder, "--output", out)
+    assert "written 3, skipped (already whole) 0, failed 0" in capsys.readouterr().out
+    files = sorted(p.name for p in (out / "features").iterdir())
+    assert files == ["plain.png.safetensors", "x\\x5cxff.png.safetensors", "x\\xff.png.safetensors"]
+    vectors, paths = load_embeddings(out / "embeddings.safetensors")
+    assert sorted(paths) == sorted(str(folder / name) for name in names)
+    assert len({tuple(v.tolist()) for v in vectors}) == 3  # three images, three vectors

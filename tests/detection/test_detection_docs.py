@@ -1,13 +1,16 @@
 """docs/detection.md against the code: what shows every config key (--print-config; --help no longer lists them,
-64b0a0f), the schedules detection takes (poly too), and what frozen_stages=1 freezes (out_norms.0 too)."""
+64b0a0f), the schedules detection takes (poly too), what frozen_stages=1 freezes (out_norms.0 too), and that a
+Swin-V2 backbone serves."""
 
 import dataclasses
 
 import timm
+import torch
 import yaml
 from scriptkit import REPO, run_script
 
 import swinlite  # noqa: F401 (registers the models)
+from swinlite.detection import build_fpn_backbone
 from swinlite.detection.config import DetConfig
 from swinlite.engine.config import flatten, to_dict
 
@@ -34,3 +37,14 @@ def test_frozen_stages_1_freezes_the_first_out_norm_as_the_doc_says():
     frozen = {name.rsplit(".", 1)[0] for name, p in model.model.out_norms.named_parameters() if not p.requires_grad}
     assert frozen == {"0"}
     assert not model.model.out_norms[0].training and model.model.out_norms[1].training
+
+
+def test_the_doc_names_a_swin_v2_backbone_that_builds():
+    """It never said a V2 model serves as a backbone (one trains: tests/detection/test_train.py); both names it gives
+    build an FPN backbone that runs."""
+    names = ("swinlite_v2_tiny_window8_256", "swinlite_v2_pico_patch2_window4_32")
+    assert f'`build_fpn_backbone("{names[0]}", ...)`' in DOC and f"`model.name={names[1]}`" in DOC
+    for name, kwargs in zip(names, (dict(embed_dim=32, depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8)), {}), strict=True):
+        backbone = build_fpn_backbone(name, fpn_channels=16, **kwargs)
+        with torch.no_grad():
+            assert list(backbone(torch.randn(1, 3, 64, 64))) == ["0", "1", "2", "3", "pool"]

@@ -27,7 +27,7 @@ from torchvision import transforms
 from tqdm import tqdm
 
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
-from .files import escaped_name
+from .files import escaped_name, read_list
 from .images import ImageFiles, is_image_file, list_images
 from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path, read_metadata
 from .models.swin import SwinTransformer
@@ -48,7 +48,8 @@ class ExtractionSummary:
 
 
 def read_sources(source: Path) -> tuple[list[Path], Path]:
-    """Images of a folder (:func:`swinlite.images.list_images`) or of a text file (one path a line; relative to it).
+    """Images of a folder (:func:`swinlite.images.list_images`) or of a text file (:func:`swinlite.files.read_list`:
+    one path a line, as written; relative to it).
 
     A listed path keeps its name as listed, made absolute (``..`` removed as written; a link is not resolved to its
     target's name, as a folder's files are not); each image is listed once, by :func:`swinlite.images.list_images`'
@@ -60,18 +61,7 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
     if source.is_dir():
         return list_images([source]), source
     if source.is_file() and not is_image_file(source):
-        lines = [line.strip() for line in source.read_text(errors="surrogateescape").splitlines()]
-        images = [Path(os.path.abspath(source.parent / line)) for line in lines if line and line[0] != "#"]
-        if not images:
-            raise ValueError(f"the list {str(source)!r} names no images (expected one path per line)")
-        absent = [p for p in images if not p.is_file()]
-        if absent:  # a list of paths relative to another folder: every image would fail, and the run exit 0
-            what = "a folder" if absent[0].is_dir() else "not there"
-            raise ValueError(
-                f"the list {str(source)!r} names {len(absent)} paths that are not image files, e.g. "
-                f"{str(absent[0])!r} ({what}; a relative path is read from the list's folder, {str(source.parent)!r})"
-            )
-        images = list_images(images)  # each image once however often (or however spelled) it is listed
+        images = list_images(read_list(source))  # each image once however often (or however spelled) it is listed
         return images, Path(os.path.commonpath([p.parent for p in images]))
     raise ValueError(f"input must be an image folder or a text file of image paths, got {str(source)!r}")
 

@@ -309,6 +309,31 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return _one_per_file(found)
 
 
+def read_list(path: str | os.PathLike) -> list[Path]:
+    """The files a list names, one a line, each as written: only the line ending (``\\n`` or ``\\r\\n``) is removed,
+    so spaces and a leading ``#`` belong to the name; blank lines (nothing but spaces) are skipped. A relative path is
+    read from the list's folder, made absolute (``..`` removed as written; a link keeps its name); bytes that are not
+    UTF-8 are kept (:func:`os.fsdecode`).
+
+    Raises:
+        ValueError: the list names nothing, or a path that is not a file (the first named, with why: not there, or a
+            folder): every image would fail, and the run exit 0.
+    """
+    source = Path(path)
+    lines = [os.fsdecode(line.removesuffix(b"\r")) for line in source.read_bytes().split(b"\n")]
+    paths = [Path(os.path.abspath(source.parent / line)) for line in lines if line.strip()]
+    if not paths:
+        raise ValueError(f"the list {str(source)!r} names no images (expected one path per line)")
+    absent = [p for p in paths if not p.is_file()]
+    if absent:
+        what = "a folder" if absent[0].is_dir() else "not there"
+        raise ValueError(
+            f"the list {str(source)!r} names {len(absent)} paths that are not image files, e.g. {str(absent[0])!r} "
+            f"({what}; a relative path is read from the list's folder, {str(source.parent)!r})"
+        )
+    return paths
+
+
 def printable_path(path: str | os.PathLike) -> str:
     """``path`` as text any UTF-8 writer takes: bytes of a file name that are not UTF-8 become ``\\xNN`` escapes."""
     return os.fsencode(path).decode("utf-8", errors="backslashreplace")

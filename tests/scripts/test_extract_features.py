@@ -265,3 +265,22 @@ def test_names_that_printed_alike_get_feature_files_of_their_own(load_script, ch
     vectors, paths = load_embeddings(out / "embeddings.safetensors")
     assert sorted(paths) == sorted(str(folder / name) for name in names)
     assert len({tuple(v.tolist()) for v in vectors}) == 3  # three images, three vectors
+
+
+def test_a_list_takes_each_line_as_written(load_script, checkpoint, tmp_path, capsys):
+    """Lines starting with '#' were dropped and spaces stripped from names: '#1.png' was never read, and 'b.png '
+    (a name with a trailing space, not there) was read as b.png. Only the line ending goes; blank lines are skipped."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for value, name in enumerate(["#1.png", " lead.png", "b.png"]):
+        Image.new("RGB", (20, 20), (value * 100, 30, 30)).save(folder / name)
+    listing = tmp_path / "list.txt"
+    listing.write_bytes(b"images/#1.png\r\n\n  \nimages/ lead.png\n")
+    args = ["--model", PICO, "--checkpoint", checkpoint[1], "--input", listing]
+    _run(load_script, *args, "--output", tmp_path / "out")
+    assert "written 2, skipped (already whole) 0, failed 0" in capsys.readouterr().out
+    _, paths = load_embeddings(tmp_path / "out" / "embeddings.safetensors")
+    assert paths == [str(folder / "#1.png"), str(folder / " lead.png")]
+    listing.write_text("images/b.png \n")
+    with pytest.raises(ValueError, match=r"names 1 paths that are not image files, e.g. '.*images/b.png ' \(not there"):
+        _run(load_script, *args, "--output", tmp_path / "out2")

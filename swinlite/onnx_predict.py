@@ -17,6 +17,7 @@ This module, :mod:`swinlite.files`, :mod:`swinlite.metadata` and :mod:`swinlite.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -29,7 +30,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from .files import elongation_problem
-from .metadata import check_preprocessing
+from .metadata import PREPROCESSING_KEYS, check_preprocessing
 from .seg_views import TEST_MODES, slide_windows, stride_problem, test_views
 
 INTERPOLATIONS = {
@@ -158,6 +159,8 @@ def classifier_settings(
         raise ValueError(f"{model.path} is a {model.task} model, not a classifier")
     classes = classes if classes is not None else model.metadata.get("classes")
     name = "--preprocessing" if preprocessing is not None else f"{model.path}: metadata preprocessing"
+    if isinstance(preprocessing, dict):
+        _check_keys(preprocessing, name)
     recorded = model.metadata.get("preprocessing")
     if isinstance(preprocessing, dict) and isinstance(recorded, dict):
         preprocessing = recorded | preprocessing  # a key not given stays the file's, not timm's default
@@ -182,6 +185,18 @@ def classifier_settings(
     if problem:
         raise ValueError(f"{name} input_size: {problem}")
     return classes, preprocessing
+
+
+def _check_keys(preprocessing: dict[str, Any], name: str) -> None:
+    """ValueError naming the keys of a given ``preprocessing`` that are no timm data config key (a typo such as
+    ``crop_pc`` was ignored: the file's value applied), with the known ones."""
+    unknown = [key for key in preprocessing if key not in PREPROCESSING_KEYS]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], PREPROCESSING_KEYS, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ValueError(
+            f"{name} has unknown keys {', '.join(map(repr, unknown))}{hint}; known: {', '.join(PREPROCESSING_KEYS)}"
+        )
 
 
 def _resized(size: tuple[int, int], target: int) -> tuple[int, int]:

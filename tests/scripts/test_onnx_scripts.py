@@ -59,6 +59,10 @@ CASES = {
     "outside_the_range": (["{m}", "--preprocessing", BIG], r"600x600 \(HxW\) is outside the sizes model.onnx was "),
     "wrong_channels": (["{m}", "--preprocessing", GRAY], r"input_size \[1, .*\]: the predictor feeds RGB"),
     "bad_json": (["{m}", "--preprocessing", "{input_size"], "--preprocessing must be a JSON object"),
+    "unknown_key": (  # a typo was ignored: the file's crop_pct applied
+        ["{m}", "--preprocessing", '{"crop_pc": 0.5}'],
+        r"--preprocessing has unknown keys 'crop_pc' \(did you mean crop_pct\?\); known: input_size, ",
+    ),
     "with_checkpoint": (["{m}", "--checkpoint", "{m}"], "--onnx runs the exported file alone: --checkpoint"),
     "with_device": (["{m}", "--device", "cuda"], "--onnx runs the exported file alone: --device does not apply"),
 }

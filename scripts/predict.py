@@ -44,14 +44,17 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--output", required=True, type=Path, help="CSV file to write")
     parser.add_argument("--topk", type=int, default=1, help="classes per image (default: 1; at most the classes)")
     parser.add_argument("--batch-size", type=int, default=32, help="images per forward pass (default: 32)")
-    parser.add_argument("--num-workers", type=int, default=0, help="image decoding processes (default: 0)")
+    parser.add_argument(
+        "--num-workers", type=int, default=0, help="image decoding processes (default: 0; not with --onnx)"
+    )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_compile_argument()
     args = parser.parse_args(argv)
     if args.onnx is not None:
         given = [f for f, v in (("--checkpoint", args.checkpoint), ("--model", args.model), ("--ema", args.ema),
-                                ("--compile", args.compile), ("--device", args.device)) if v]  # fmt: skip
+                                ("--compile", args.compile), ("--device", args.device),
+                                ("--num-workers", args.num_workers)) if v]  # fmt: skip
         if given:
             verb = "does" if len(given) == 1 else "do"
             parser.error(f"--onnx runs the exported file alone: {', '.join(given)} {verb} not apply")

@@ -30,7 +30,11 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument("--image", type=Path, help="an image for the feature-level plot")
     parser.add_argument(
-        "--size", type=int, nargs=2, metavar=("H", "W"), help="input size, at least one patch (default: the model's)"
+        "--size",
+        type=int,
+        nargs=2,
+        metavar=("H", "W"),
+        help="--image's input size, at least one patch (default: the model's)",
     )
     parser.add_argument("--output", required=True, type=Path, help="folder for the PNG files")
     parser.add_argument("--overwrite", action="store_true", help="replace the PNGs of an earlier run in --output")
@@ -39,6 +43,8 @@ def parse_args(argv: list[str] | None = None):
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
     if args.image is not None and not args.image.is_file():
         parser.error(f"--image {str(args.image)!r} is not a file")
+    if args.size and args.image is None:  # the bias maps do not depend on the input size
+        parser.error("--size is the input size of --image's feature plot (features.png): pass --image, or drop --size")
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {args.size}")
     return args

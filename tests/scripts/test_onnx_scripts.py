@@ -65,6 +65,7 @@ CASES = {
     ),
     "with_checkpoint": (["{m}", "--checkpoint", "{m}"], "--onnx runs the exported file alone: --checkpoint"),
     "with_device": (["{m}", "--device", "cuda"], "--onnx runs the exported file alone: --device does not apply"),
+    "with_num_workers": (["{m}", "--num-workers", "4"], "--onnx runs the exported file alone: --num-workers does not "),
 }
 
 

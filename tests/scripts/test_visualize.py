@@ -86,6 +86,13 @@ def test_script_bad_input(load_script, tmp_path, capsys):
     assert "is not a file" in capsys.readouterr().err
 
 
+def test_a_size_without_an_image_is_refused(tmp_path, capsys):
+    """It was accepted and did nothing: the bias maps do not depend on the input size."""
+    code = run_script("visualize", ["--model", PICO, "--output", tmp_path / "p", "--size", 64, 64])
+    assert code == 2 and "--size is the input size of --image's feature plot" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
+
+
 def test_a_size_below_one_patch_is_one_error_line_before_any_work(tmp_path, capsys, monkeypatch, initial_weights):
     # Before, --size 1 1 reached the forward pass after the bias maps were drawn and failed there with "expected a
     # floating-point tensor of shape (B, 3, H, W)...", naming no option.

@@ -6,7 +6,8 @@ null where a class is absent) and OUT/per_class_iou.csv, beside the checkpoint u
 --images and --masks folders. Masks are read as the checkpoint's run read them (classes, ignore_index,
 reduce_zero_label); images and masks that do not pair up are named and left out, and so are images with a view
 thinner than the backbone's patch at the test scales (one warning); label values outside the classes are an error, as
-are masks without a pixel of a class, no image the test scales can predict and no pixel scored (every image failing
+are an image with a view larger than the segmenter is fed at most (as segment.py refuses it: --ratios 100 took all the
+memory), masks without a pixel of a class, no image the test scales can predict and no pixel scored (every image failing
 to decode): an mIoU of nothing would be NaN. The counts are summed over the whole split, as mmsegmentation does.
 Prediction follows the checkpoint's test settings unless --mode, --ratios, --flip / --no-flip or --stride.
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         without_thin_pairs,
     )
     from swinlite.segmentation.evaluation import EVALUATION_FILES, per_class_csv, per_class_table, scores
-    from swinlite.segmentation.inference import check_counted, confusion_of, thin_check
+    from swinlite.segmentation.inference import check_counted, confusion_of, large_check, thin_check
     from swinlite.segmentation.predictor import load_segmenter
     from swinlite.segmentation.transforms import build_eval_transform
 
@@ -115,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
     too_thin, what = thin_check(model, test), SPLITS[args.split] if not args.masks else "evaluated"
     split = without_thin_pairs(split, too_thin, images, "raise --ratios")  # named in one warning; none left: an error
+    too_large = large_check(model, info.test, test)  # an image the model is not fed at these ratios: an error, first
+    large = next(((pair, problem) for pair in split.pairs if pair.size and (problem := too_large(*pair.size))), None)
+    if large is not None:
+        raise ValueError(f"{large[0].image}: {large[1]}")
     check_labelled(split, what, masks, info.labels.ignore_index)  # training's check: an mIoU of no pixel is NaN
     dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std),
                                   evaluation=True, too_thin=too_thin)  # fmt: skip

@@ -7,7 +7,9 @@ grayscale beyond 256 classes), and OUT/overlays/<n>_<name>.png, the image with e
 maps each PNG's file name to the image it was made from. Everything comes from the checkpoint: classes, palette,
 normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not lie
 inside an input folder (its PNGs would be read as input next time), nor an input inside OUT/labels or OUT/overlays
-(--overwrite empties them). Unreadable images are named and skipped; if none is left that is an error.
+(--overwrite empties them). Unreadable images are named and skipped; if none is left that is an error. An image
+with a view larger than the segmenter is fed at most (the range of its ONNX export: 2048, or its own test settings'
+longest side) is an error before any work, as with --onnx (--ratios 100 took all the memory).
 
 --onnx FILE runs a segmenter exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the classes, palette and test settings recorded in the file, and writes the same files. An image
@@ -92,10 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     from torchvision.transforms.v2.functional import pil_to_tensor
 
     from swinlite.device import resolve_device
-    from swinlite.files import decoded, earlier_outputs, label_image, list_images, numbered_name, remove_outputs
+    from swinlite.files import (
+        decoded,
+        earlier_outputs,
+        header_sizes,
+        label_image,
+        list_images,
+        numbered_name,
+        remove_outputs,
+    )
     from swinlite.io import check_output
     from swinlite.seg_views import thin_problem
-    from swinlite.segmentation.inference import patch_side, predict_scores
+    from swinlite.segmentation.inference import large_check, patch_side, predict_scores
     from swinlite.segmentation.predictor import load_segmenter, overlay
     from swinlite.segmentation.transforms import build_eval_transform
 
@@ -106,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     earlier = earlier_outputs(out, OUTPUTS, args.overwrite, numbered=DRAWN)
     model, info = load_segmenter(args.checkpoint, device)
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before anything is removed
+    too_large = large_check(model, info.test, test)
+    for path, height, width in header_sizes(images):  # an image the model is not fed at these ratios: an error, first
+        problem = too_large(height, width)
+        if problem:
+            raise ValueError(f"{path}: {problem}")
     remove_outputs(earlier)
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
     skipped, sources = [], {}

@@ -6,6 +6,7 @@ definition of them.
 - :func:`test_views`: one rescaled size per test ratio, each also mirrored with ``flip`` (mmsegmentation's
   ``aug_test``);
 - :func:`thin_problem`: an image with a view thinner than the backbone's patch (predicted by no model);
+- :func:`large_problem`: an image with a view larger than a segmenter is fed (its export's range);
 - :func:`slide_windows`: the windows of sliding-window prediction (mmsegmentation's ``slide_inference``), every
   ``stride`` pixels: :func:`default_stride` unless set, at most the window (:func:`stride_problem`).
 """
@@ -44,6 +45,21 @@ def thin_problem(
         if min(h, w) < min_side:
             return (f"a {width}x{height} image would be rescaled to {w}x{h} (ratio {ratio}), thinner than the "
                     f"backbone's {min_side}-pixel patch: too thin")  # fmt: skip
+    return None
+
+
+def large_problem(
+    height: int, width: int, img_scale: Sequence[int], ratios: Sequence[float], max_side: int
+) -> str | None:
+    """Why a ``height`` x ``width`` image has a view (:func:`test_views`) with a side longer than ``max_side`` pixels
+    (the most a segmenter is fed: the range its ONNX export serves, which ``segment.py --onnx`` checks; such a view
+    takes the memory of the machine, e.g. ``--ratios 100``), or None."""
+    for ratio in ratios:
+        h, w = rescaled_size(height, width, [int(side * ratio) for side in img_scale])
+        if max(h, w) > max_side:
+            return (f"a {width}x{height} image would be rescaled to {w}x{h} (ratio {ratio}), larger than the "
+                    f"{max_side} pixels a side the segmenter is fed at most (its ONNX export's range: 2048, or the "
+                    "longest side of its own test settings): lower --ratios")  # fmt: skip
     return None
 
 

@@ -17,7 +17,7 @@ from torch import nn
 from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
 from ..images import LeftOut, nothing_scored
-from ..seg_views import default_stride, slide_windows, stride_problem, test_views, thin_problem
+from ..seg_views import default_stride, large_problem, slide_windows, stride_problem, test_views, thin_problem
 from .config import TEST_MODES, SegDataConfig
 from .evaluation import confusion
 
@@ -135,6 +135,19 @@ def thin_check(model: nn.Module, test: InferenceSettings) -> Callable[[int, int]
     script leave such images out of the split before any work (:func:`~.data.without_thin_pairs`, one warning); an
     evaluation dataset's ``too_thin`` catches one replaced since the scan, as it is read."""
     return functools.partial(thin_problem, img_scale=test.img_scale, ratios=test.ratios, min_side=patch_side(model))
+
+
+def large_check(
+    model: nn.Module, recorded: InferenceSettings, test: InferenceSettings
+) -> Callable[[int, int], str | None]:
+    """``(height, width) -> why`` ``test`` would feed ``model`` a view larger than it serves, or None: a side longer
+    than its ONNX export's range (:func:`swinlite.segmentation.export.served_sizes` of the ``recorded`` settings:
+    2048, or their longest side), which ``segment.py --onnx`` refuses too. The PyTorch paths of ``segment.py`` and
+    ``evaluate_segmentation.py`` refuse such an image before any work (``--ratios 100`` took all the memory)."""
+    from .export import served_sizes  # swinlite.export: loaded only here
+
+    max_side = served_sizes(model, recorded)[1]
+    return functools.partial(large_problem, img_scale=test.img_scale, ratios=test.ratios, max_side=max_side)
 
 
 @torch.no_grad()

@@ -136,6 +136,10 @@ CASES = [
     ("train_nothing_decodes", TRAIN, _cut_val_images, [],
      "evaluation after training epoch 1/1 failed (ValueError: no val image could be scored: all 6 were left out"),
     ("segment_output_in_input", SEGMENT, None, ["--output-dir", "{data}/out"], "lies inside the input folder"),
+    # a view of 3840x3200: the run was killed for memory (a traceback under a ulimit)
+    *[(f"{script}_views_too_large", script, None, ["--ratios", "100"], "00.png: a 48x40 image would be rescaled to "
+       "3840x3200 (ratio 100.0), larger than the 2048 pixels a side the segmenter is fed at most") for script in
+      (EVAL, SEGMENT)],
     ("segment_nothing_readable", SEGMENT, _broken_images, ["--input", "{tmp}/broken"], "none of the 1 images"),
     ("segment_missing_input", SEGMENT, None, ["--input", "{tmp}/nowhere"], "nowhere' does not exist"),
     ("segment_slide_with_gaps", SEGMENT,  # a run's before data.test_stride was checked: 341 with crops of 32

@@ -363,6 +363,14 @@ def _(
 # swinlite.seq uses the same index and table for 1-D sequences.
 
 
+def check_window(window: Sequence[int], name: str = "window") -> tuple[int, ...]:
+    """``window`` as a tuple of ints; a ValueError naming ``name`` unless it is a non-empty sequence of positive
+    ints."""
+    if len(window) == 0 or any(int(w) < 1 for w in window):
+        raise ValueError(f"{name} must be a non-empty sequence of positive ints, got {tuple(window)}")
+    return tuple(int(w) for w in window)
+
+
 def relative_position_index(window: Sequence[int], device: torch.device | None = None) -> torch.Tensor:
     """Index of every pair's coordinate offset into a table of prod(2w - 1) rows.
 
@@ -379,8 +387,7 @@ def relative_position_index(window: Sequence[int], device: torch.device | None =
     Returns:
         Long tensor of shape (N, N) with N = prod(window).
     """
-    if len(window) == 0 or any(int(w) < 1 for w in window):
-        raise ValueError(f"window must be a non-empty sequence of positive ints, got {tuple(window)}")
+    check_window(window)
     axes = [torch.arange(int(w), device=device) for w in window]
     coords = torch.stack(torch.meshgrid(*axes, indexing="ij")).flatten(1)  # (D, N)
     offsets = coords[:, :, None] - coords[:, None, :]  # (D, N, N)
@@ -402,7 +409,10 @@ def sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torc
 @torch.jit.unused
 def flat_sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device) -> torch.Tensor:
     """:func:`sub_window_index`, flattened: built once per (window, sub, device) and shared in eager mode, in the graph
-    under ``torch.compile`` (whose sizes may be symbolic), as :func:`window_geometry` does."""
+    under ``torch.compile`` (whose sizes may be symbolic), as :func:`window_geometry` does. A ValueError naming both
+    unless ``sub`` fits in ``window``, a bias's 2-D window (a larger one would read past the bias's offsets)."""
+    if len(window) != 2 or sub[0] > window[0] or sub[1] > window[1]:
+        raise ValueError(f"sub-window {tuple(sub)} must fit in the bias's 2-D window {tuple(window)}")
     if torch.compiler.is_compiling():
         return sub_window_index(window, sub, device).view(-1)
     return _cached_sub_window_index(window, sub, device)
@@ -472,19 +482,13 @@ class RelativePositionBias(nn.Module):
         smaller 2-D window's (its offsets' rows of this table, :func:`sub_window_index`)."""
         index, tokens = self.index.view(-1), self.num_tokens
         if window is not None:
-            index, tokens = self._sub_window_index(window, index.device), window[0] * window[1]
+            index, tokens = flat_sub_window_index(self.window, window, index.device), window[0] * window[1]
         # one gather of the table's columns, (heads, N*N) contiguous: index_select, 3-5x faster than indexing on CPU.
         # One head: a view, whose gradient keeps the table's strides (DDP compares them exactly and warns; with more
         # heads autograd copies the transposed gradient to the table's layout itself)
         columns = self.table.reshape(1, -1) if self.num_heads == 1 else self.table.t()
         bias = columns.index_select(1, index)
         return bias.view(self.num_heads, tokens, tokens)
-
-    @torch.jit.unused
-    def _sub_window_index(self, window: tuple[int, int], device: torch.device) -> torch.Tensor:
-        if len(self.window) != 2 or window[0] > self.window[0] or window[1] > self.window[1]:
-            raise ValueError(f"sub-window {tuple(window)} must fit in the bias's 2-D window {self.window}")
-        return flat_sub_window_index(self.window, window, device)
 
 
 def log_spaced_relative_coords(
@@ -527,7 +531,7 @@ class ContinuousPositionBias(nn.Module):
     Args:
         window: window size per axis.
         num_heads: number of attention heads.
-        pretrained_window: window the MLP was trained at (Swin-V2 transfer), or None.
+        pretrained_window: window the MLP was trained at (Swin-V2 transfer), or None (timm's 0) for ``window``.
         hidden: width of the MLP.
     """
 
@@ -541,8 +545,10 @@ class ContinuousPositionBias(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.window = tuple(int(w) for w in window)
-        self.pretrained_window = None if pretrained_window is None else tuple(int(w) for w in pretrained_window)
+        self.window = check_window(window)
+        self.pretrained_window = None  # coordinates normalised by the window itself (timm's 0)
+        if pretrained_window is not None:
+            self.pretrained_window = check_window(pretrained_window, "pretrained_window (None for the window's own)")
         self.num_heads = num_heads
         self.num_tokens = math.prod(self.window)
         num_offsets = math.prod(2 * w - 1 for w in self.window)
@@ -567,13 +573,22 @@ class ContinuousPositionBias(nn.Module):
 
     def set_window(self, window: Sequence[int]) -> None:
         """Take a new window, in place (``SwinTransformer.set_input_size``): the MLP is a function of the offsets, so
-        only the coordinates and the index change (normalised by ``pretrained_window``, else by the new window)."""
-        self.window = tuple(int(w) for w in window)
-        self.num_tokens = math.prod(self.window)
+        only the coordinates and the index change (normalised by ``pretrained_window``, else by the new window). A
+        window that is not positive, or has another number of axes than the MLP takes coordinates, is a ValueError
+        before anything changes."""
+        window = check_window(window)
+        if len(window) != len(self.window):
+            raise ValueError(
+                f"window {window} needs {len(self.window)} axes, one per coordinate the bias's MLP takes (its window "
+                f"is {self.window})"
+            )
         device, dtype = self.coords.device, self.coords.dtype
-        coords = log_spaced_relative_coords(self.window, self.pretrained_window, device).to(dtype)
+        coords = log_spaced_relative_coords(window, self.pretrained_window, device).to(dtype)
+        index = relative_position_index(window, device=device)
+        self.window = window
+        self.num_tokens = math.prod(window)
         self.register_buffer("coords", coords, persistent=False)
-        self.register_buffer("index", relative_position_index(self.window, device=device), persistent=False)
+        self.register_buffer("index", index, persistent=False)
 
     def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous as :class:`RelativePositionBias`'s, values in (0, 16);

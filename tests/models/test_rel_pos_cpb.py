@@ -56,6 +56,44 @@ def test_gradients_reach_the_mlp_and_meta_init_works():
     assert torch.equal(meta.coords, cpb.coords) and torch.equal(meta.index, cpb.index)
 
 
+def test_a_sub_window_must_fit_in_the_window():
+    """RelativePositionBias's check: a larger sub-window read out of the offsets' bounds ('INDICES element is out of
+    DATA bounds')."""
+    cpb = ContinuousPositionBias((4, 4), 2)
+    assert cpb((4, 3)).shape == (2, 12, 12)
+    with pytest.raises(ValueError, match=r"sub-window \(5, 3\) must fit in the bias's 2-D window \(4, 4\)"):
+        cpb((5, 3))
+
+
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        # raised by torch.arange after the window had changed: the bias was left broken
+        ((0, 4), r"window must be a non-empty sequence of positive ints, got \(0, 4\)"),
+        # taken, and the next forward failed in the MLP (mat1 and mat2 shapes cannot be multiplied)
+        ((8,), r"window \(8,\) needs 2 axes, one per coordinate the bias's MLP takes \(its window is \(4, 4\)\)"),
+        ((4, 4, 4), r"window \(4, 4, 4\) needs 2 axes"),
+    ],
+)
+def test_set_window_refuses_a_bad_window_before_changing_anything(window, message):
+    torch.manual_seed(0)
+    cpb = ContinuousPositionBias((4, 4), 2, pretrained_window=(6, 6))
+    before = cpb()
+    with pytest.raises(ValueError, match=message):
+        cpb.set_window(window)
+    assert cpb.window == (4, 4) and torch.equal(cpb(), before)
+    cpb.set_window((5, 3))
+    assert cpb().shape == (2, 15, 15)
+
+
+@pytest.mark.parametrize("pretrained", [(0, 0), (-3, 4), (0, 12)])
+def test_pretrained_window_must_be_positive(pretrained):
+    """timm's pretrained_window_size 0 means the window itself (None here; the model's pretrained_window_sizes
+    maps it): the bias took (0, 0) and normalised its coordinates by 1, silently another bias than timm's."""
+    with pytest.raises(ValueError, match=r"pretrained_window \(None for the window's own\) must be a non-empty"):
+        ContinuousPositionBias((4, 4), 2, pretrained_window=pretrained)
+
+
 def test_swin_model_with_cpb_end_to_end():
     torch.manual_seed(0)
     model = timm.create_model("swinlite_pico_patch2_window4_32", rel_pos="cpb")

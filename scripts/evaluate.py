@@ -4,7 +4,8 @@ Weights written by scripts/train.py need nothing else: the model, classes and pr
 from the file, and a flag that contradicts it is an error. swinlite, timm, official Microsoft or
 torchvision Swin checkpoints are read too: pass --model for those, and --class-order where their class folders
 order otherwise sorted than naturally (which order the outputs follow depends on the code that trained them).
-Loading is strict.
+Loading is strict. eval.json records the checkpoint, --data-dir, --split and --amp with the numbers; a folder
+holding an earlier run's eval.json or confusion_matrix.png is refused unless --overwrite.
 
 Examples:
     python scripts/evaluate.py --checkpoint runs/demo/best.safetensors --data-dir data/digits
@@ -41,6 +42,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--output-dir", type=Path, help="for eval.json and confusion_matrix.png (default: the checkpoint's folder)"
     )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the outputs of an earlier run (or another script's) in it"
+    )
     args = parser.parse_args(argv)
     if args.batch_size < 1 or args.num_workers < 0 or (args.img_size is not None and args.img_size < 1):
         parser.error("--batch-size and --img-size must be at least 1, --num-workers at least 0")
@@ -60,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         run_evaluation,
     )
     from swinlite.device import autocast_dtype, resolve_device
-    from swinlite.images import left_out_report
+    from swinlite.files import earlier_outputs
+    from swinlite.images import evaluated_data, left_out_report
     from swinlite.io import atomic_write_bytes, check_output, json_bytes
     from swinlite.weights import ema_counterpart
 
@@ -71,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     inputs = [args.checkpoint, checkpoint, args.data_dir / args.split]
     check_output(out, inputs, option=option, folder=True, names=EVALUATION_FILES)
+    earlier_outputs(out, EVALUATION_FILES, args.overwrite, option)  # replaced as this run writes its own
     setup = prepare_evaluation(
         checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size,
         args.class_order,
@@ -86,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         example = first.new_zeros(args.batch_size, *first.shape[1:])  # a full batch: the eval transform's size
         setup = replace(setup, model=FixedBatch(setup.model.eval().to(device), example.to(device)))
     result = run_evaluation(setup, device, amp)
-    summary = {"checkpoint": str(checkpoint), "top1": result.top1}
+    summary = {"checkpoint": str(checkpoint)} | evaluated_data(args.data_dir, args.split, args.amp)
+    summary |= {"top1": result.top1}
     summary |= {f"top{result.k}": result.topk} if result.k > 1 else {}  # top-k of k > 1, as training's columns
     summary |= {"loss": result.loss}
     summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}

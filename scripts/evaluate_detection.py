@@ -1,11 +1,12 @@
 """COCO mAP of a detection checkpoint of scripts/train_detection.py on COCO-format data.
 
-Prints pycocotools' summary (box AP, and mask AP for Mask R-CNN) and writes OUT/eval.json (the AP values in
-percent; null for an object size the data has none of) and OUT/detections.json (the COCO results), beside the
-checkpoint unless --output-dir. The data's categories must be the checkpoint's (the same ids and names; it may
-list fewer). Mask R-CNN on data without a segmentation on every object gives box AP only, with a note. An image
-that is missing, does not decode or is not the size its annotation says is left out of the AP and named. Data
-without an object to score (none, or only iscrowd or empty ones) is an error: its AP would be NaN; so is an
+Prints pycocotools' summary (box AP, and mask AP for Mask R-CNN) and writes OUT/eval.json (the AP values in percent;
+null for an object size the data has none of; and the data, split and --amp evaluated) and OUT/detections.json (the
+COCO results), beside the checkpoint unless --output-dir; a folder holding either (of an earlier run, or detect.py's
+detections.json) is refused unless --overwrite. The data's categories must be the checkpoint's (the same ids and
+names; it may list fewer). Mask R-CNN on data without a segmentation on every object gives box AP only, with a note.
+An image that is missing, does not decode or is not the size its annotation says is left out of the AP and named.
+Data without an object to score (none, or only iscrowd or empty ones) is an error: its AP would be NaN; so is an
 evaluation that scores no image (every one left out, e.g. none decodes) or none with an object.
 """
 
@@ -31,6 +32,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_amp_argument()
     parser.add_argument("--output-dir", type=Path, help="for eval.json and detections.json (default: the checkpoint's)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the outputs of an earlier run (or another script's) in it"
+    )
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.ann and args.images):
         parser.error("give --data-dir, or both --ann and --images")
@@ -58,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.transforms import build_eval_transform
     from swinlite.device import autocast_dtype, resolve_device
     from swinlite.engine.loop import StepSettings
-    from swinlite.images import left_out_report
+    from swinlite.files import earlier_outputs
+    from swinlite.images import evaluated_data, left_out_report
     from swinlite.io import atomic_write_bytes, check_output, json_bytes
 
     device = resolve_device(args.device)
@@ -70,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir or args.checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     check_output(out, [args.checkpoint, ann_file, image_dir], option=option, folder=True, names=EVALUATION_FILES)
+    earlier_outputs(out, EVALUATION_FILES, args.overwrite, option)  # detect.py's detections.json too
     model, categories, meta = load_detector(args.checkpoint, device)
     transform = model.transform  # the images it cannot resize are left out, with a warning naming them
     masks = meta["detector"].get("detector") == "maskrcnn"  # else an object without a valid mask keeps its box
@@ -91,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     image_ids = scored_ids(split, left_out)
     check_scored(truth, image_ids, left_out, args.split)  # every image failed to decode: an error, not a NaN report
     scan = [(split.image_path(i), reason) for i, reason in split.skipped]
-    report = {"checkpoint": str(args.checkpoint), "images": len(image_ids)} | left_out_report(scan, left_out)
+    report = {"checkpoint": str(args.checkpoint)}
+    report |= evaluated_data(args.data_dir, args.split, args.amp, annotations=ann_file, image_dir=image_dir)
+    report |= {"images": len(image_ids)} | left_out_report(scan, left_out)
     for iou_type in iou_types:
         ap = coco_ap(truth, results, image_ids, iou_type)
         print(f"{iou_type} ({len(image_ids)} images):\n{ap.summary}")

@@ -1,7 +1,8 @@
 """mIoU, mAcc, aAcc and per-class IoU of a segmentation checkpoint of scripts/train_segmentation.py on label maps.
 
 Prints the per-class table and writes OUT/eval.json (mIoU, mAcc, aAcc and each class's IoU and accuracy in percent,
-null where a class is absent) and OUT/per_class_iou.csv, beside the checkpoint unless --output-dir. The data:
+null where a class is absent; and the data, split and --amp evaluated) and OUT/per_class_iou.csv, beside the
+checkpoint unless --output-dir; a folder holding an earlier run's is refused unless --overwrite. The data:
 --data-dir in ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split validation or training), or
 --images and --masks folders. Masks are read as the checkpoint's run read them (classes, ignore_index,
 reduce_zero_label); images and masks that do not pair up are named and left out, and so are images with a view
@@ -59,6 +60,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--output-dir", type=Path, help="for eval.json and per_class_iou.csv (default: the checkpoint's)"
     )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the outputs of an earlier run (or another script's) in it"
+    )
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.images and args.masks):
         parser.error("give --data-dir, or both --images and --masks")
@@ -84,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.device import autocast_dtype, resolve_device
     from swinlite.engine.loop import StepSettings
-    from swinlite.images import left_out_report
+    from swinlite.files import earlier_outputs
+    from swinlite.images import evaluated_data, left_out_report
     from swinlite.io import atomic_write_bytes, check_output
     from swinlite.segmentation.config import SegDataConfig
     from swinlite.segmentation.data import (
@@ -107,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir or args.checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     check_output(out, [args.checkpoint, images, masks], option=option, folder=True, names=EVALUATION_FILES)
+    earlier_outputs(out, EVALUATION_FILES, args.overwrite, option)  # replaced as this run writes its own
     model, info = load_segmenter(args.checkpoint, device)
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before the data is read
     split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
@@ -133,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.checkpoint} on {evaluated} images of {images} ({test.mode}, ratios {list(test.ratios)}"
           f"{', flip' if test.flip else ''}):\n{per_class_table(result, classes)}")  # fmt: skip
     per_class = {c: {"iou": i, "acc": a} for c, i, a in zip(classes, result.iou, result.acc, strict=True)}
-    report = {"checkpoint": str(args.checkpoint), "images": evaluated, "test": test.to_dict(),
-              "miou": result.miou, "macc": result.macc, "aacc": result.aacc, "per_class": per_class}  # fmt: skip
+    report = {"checkpoint": str(args.checkpoint)}
+    report |= evaluated_data(args.data_dir, args.split, args.amp, image_dir=images, mask_dir=masks)
+    report |= {"images": evaluated, "test": test.to_dict(), "miou": result.miou, "macc": result.macc,
+               "aacc": result.aacc, "per_class": per_class}  # fmt: skip
     report |= left_out_report(split.skipped, left_out)
     atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(report), indent=1, allow_nan=False).encode())
     atomic_write_bytes(out / "per_class_iou.csv", per_class_csv(result, classes))

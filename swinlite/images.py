@@ -40,6 +40,7 @@ __all__ = [
     "ImageFiles",
     "ImageItem",
     "LeftOut",
+    "evaluated_data",
     "folders_apart",
     "is_image_file",
     "left_out_report",
@@ -140,6 +141,15 @@ def nothing_scored(scored: int, left_out: list[LeftOut], split: str, lacking: st
                           f"{example} (each named in a warning); the {metric} would be NaN")  # fmt: skip
     named = f"; those left out as they were read: {len(gone)}, {example}" if gone else ""
     return ValueError(f"the {scored} {split} images scored hold no {lacking}{named}; the {metric} would be NaN")
+
+
+def evaluated_data(data_dir: str | Path | None, split: str, amp: str, **folders: str | Path) -> dict[str, object]:
+    """``eval.json``'s record of what was evaluated, one layout for the three tasks' scripts: ``data_dir`` and
+    ``split`` (both null when the data's folders were given one by one), the folders read (``folders``: key -> path)
+    and ``amp``, the autocast dtype (``none``, ``bf16``, ``fp16``)."""
+    record: dict[str, object] = {"data_dir": None if data_dir is None else str(data_dir)}
+    record["split"] = None if data_dir is None else split
+    return record | {key: str(path) for key, path in folders.items()} | {"amp": amp}
 
 
 def left_out_report(skipped: list[tuple[str | Path, str]], left_out: list[LeftOut]) -> dict[str, list]:

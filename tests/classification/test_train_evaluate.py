@@ -91,7 +91,7 @@ def test_a_file_without_class_names_needs_the_class_order_where_the_orders_diffe
                      weights_metadata(PICO, {"num_classes": 3}, ["c1", "c2", "c10"], PRE))  # fmt: skip
     capsys.readouterr()
     assert run_script("evaluate", ["--checkpoint", tmp_path / "named.safetensors", "--data-dir", data,
-                                   "--class-order", "natural"]) == 2  # fmt: skip
+                                   "--class-order", "natural", "--output-dir", tmp_path / "named"]) == 2  # fmt: skip
     assert capsys.readouterr().err.strip() == (
         f"error: --class-order is for files that record no class names; {tmp_path / 'named.safetensors'} records "
         "its classes"

@@ -45,6 +45,9 @@ def test_evaluate_detection_writes_box_and_mask_ap(trained, tmp_path: Path, caps
     assert run_script("evaluate_detection", argv + ["--num-workers", "0"]) == 0
     report = json.loads((tmp_path / "eval.json").read_text(), parse_constant=_no_constants)  # strict JSON
     assert report["images"] == 4 and set(report) >= {"bbox", "segm"}  # 05.png missing, 06.png does not decode
+    evaluated = {"data_dir": str(coco), "split": "val", "amp": "none", "image_dir": str(coco / "val2017"),
+                 "annotations": str(coco / "annotations" / "instances_val2017.json")}  # fmt: skip
+    assert report | evaluated == report  # what was evaluated: the data folder, the split, --amp
     assert set(report["bbox"]) == {"map", "map50", "map75", "map_small", "map_medium", "map_large"}
     assert report["bbox"]["map_large"] is None  # no object that large: COCO's -1, NaN in Python, null here
     assert "Average Precision" in capsys.readouterr().out

@@ -113,8 +113,10 @@ def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(runs, load_
     assert broken["skipped"][0] == without["skipped"][0] and len(broken["skipped"]) == 2
     path, reason = broken["skipped"][1]
     assert path == str(victim.relative_to(tmp_path / "broken")) and reason.startswith("unreadable")
-    assert {**broken, "skipped": None} == {**without, "skipped": None} and broken["images"] == 17
-    assert evaluate("broken", workers=2) == broken
+    assert {**broken, "skipped": None, "data_dir": None} == {**without, "skipped": None, "data_dir": None}
+    assert broken["images"] == 17 and evaluate("broken", workers=2) == broken
+    # what was evaluated: they recorded neither the data folder nor the split nor --amp
+    assert (broken["data_dir"], broken["split"], broken["amp"]) == (str(tmp_path / "broken"), "val", "none")
 
 
 def test_an_evaluation_whose_every_image_fails_to_decode_is_an_error(runs, load_script, tmp_path):

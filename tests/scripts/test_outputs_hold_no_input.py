@@ -1,6 +1,7 @@
 """No script writes (or, with --overwrite, empties) a folder that holds one of its inputs, nor calls files it did not
-write an earlier run's: detect.py and segment.py (both paths), extract_features.py. Each is refused before any work,
-so a placeholder stands for the model file."""
+write an earlier run's: detect.py and segment.py (both paths), extract_features.py; no evaluation replaces an earlier
+run's results (its own, or detect.py's detections.json) without --overwrite. Each is refused before any work, so a
+placeholder stands for the model file."""
 
 import os
 from pathlib import Path
@@ -77,3 +78,25 @@ def test_extract_refuses_a_listed_image_inside_its_features_folder(tmp_path, cap
     argv = ["--checkpoint", tmp_path / "model.file", "--input", tmp_path / "list.txt", "--output", out]
     assert run_script("extract_features", argv) == 2
     assert f"the input {image} lies inside {out / 'features'}, which this run writes" in capsys.readouterr().err
+
+
+# an evaluation script -> (a file of its results found in --output-dir, its data arguments)
+EVALUATIONS = {
+    "evaluate": ("confusion_matrix.png", ["--data-dir", "data"]),
+    "evaluate_detection": ("detections.json", ["--data-dir", "data"]),  # as detect.py left it there
+    "evaluate_segmentation": ("eval.json", ["--images", "data", "--masks", "data"]),
+}
+
+
+@pytest.mark.parametrize("script", EVALUATIONS)
+def test_an_evaluation_into_a_folder_holding_results_is_refused_unless_overwrite(tmp_path, capsys, script):
+    """evaluate_detection.py replaced the detections.json of a detect.py run in its --output-dir without a word."""
+    found, data = EVALUATIONS[script]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / found).write_bytes(b"an earlier run's")
+    (tmp_path / "model.file").write_bytes(b"never read: the run is refused before")
+    argv = ["--checkpoint", tmp_path / "model.file", *(tmp_path / a if a == "data" else a for a in data)]
+    assert run_script(script, [*argv, "--output-dir", tmp_path / "out"]) == 2
+    error = capsys.readouterr().err
+    assert f"--output-dir {tmp_path / 'out'} holds an earlier run's {found}: pass --overwrite to replace" in error
+    assert (tmp_path / "out" / found).read_bytes() == b"an earlier run's"

@@ -31,8 +31,12 @@ def test_evaluate_scores_the_split_as_the_run_did(trained, tmp_path: Path, capsy
         rows = list(csv.DictReader(f))
     assert [r["class"] for r in rows] == list(CLASSES)
     assert np.nanmean([float(r["iou"] or "nan") for r in rows]) == pytest.approx(report["miou"], abs=1e-4)
+    folders = {"image_dir": str(data / "images" / "validation"), "mask_dir": str(data / "annotations" / "validation")}
+    assert report | {"data_dir": str(data), "split": "validation", "amp": "none"} | folders == report  # recorded
     argv += ["--mode", "slide", "--ratios", "1.0", "1.5", "--flip"]  # the options run and are recorded
-    assert load_script("evaluate_segmentation").main([*argv, "--num-workers", "0"]) == 0
+    with pytest.raises(ValueError, match="holds an earlier run's eval.json, per_class_iou.csv: pass --overwrite"):
+        load_script("evaluate_segmentation").main([*argv, "--num-workers", "0"])
+    assert load_script("evaluate_segmentation").main([*argv, "--num-workers", "0", "--overwrite"]) == 0
     report = json.loads((tmp_path / "eval.json").read_text())
     assert report["test"]["mode"] == "slide" and report["test"]["ratios"] == [1.0, 1.5] and report["test"]["flip"]
 
@@ -60,7 +64,8 @@ def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tm
     without = evaluate("without")
     assert without["skipped"] == [] and [s["path"] for s in broken["skipped"]] == [str(path)]
     assert broken["skipped"][0]["reason"].startswith("unreadable")
-    assert {**broken, "skipped": None} == {**without, "skipped": None} and broken["images"] == 5
+    folders = dict.fromkeys(("skipped", "data_dir", "image_dir", "mask_dir"))
+    assert broken | folders == without | folders and broken["images"] == 5
 
 
 def test_images_too_thin_for_the_test_scales_are_left_out_in_one_warning(trained, tmp_path: Path):

@@ -20,6 +20,7 @@ H x W map, Hp x Wp padded map, Wh x Ww window, nW windows per image, N = Wh*Ww t
 import dataclasses
 import functools
 import math
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -98,6 +99,18 @@ def effective_shift(padded: tuple[int, int], window: tuple[int, int], shift: tup
 def _symbolic_shift(padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int]) -> tuple[int, int]:
     """:func:`effective_shift` for symbolic sizes: ``torch.sym_ite(c, a, b)`` is ``a if c else b`` in the graph."""
     return torch.sym_ite(padded[0] > window[0], shift[0], 0), torch.sym_ite(padded[1] > window[1], shift[1], 0)
+
+
+def stage_geometry_text(size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int]) -> str:
+    """A stage's map of ``size`` as its blocks take it, in words: padded to ``window`` or not, and along which
+    dimensions the blocks that ``shift`` do (:func:`effective_shift`): '56x56 shifted', '7x7 unshifted',
+    '5x12 padded to 7x14 shifted along W only'."""
+    padded = padded_size(size, window)
+    shifted = [axis for axis, s in zip("HW", effective_shift(padded, window, shift), strict=True) if s]
+    text = f"{size[0]}x{size[1]}" + (f" padded to {padded[0]}x{padded[1]}" if padded != size else "")
+    if not shifted:
+        return text + " unshifted"
+    return text + (" shifted" if len(shifted) == 2 else f" shifted along {shifted[0]} only")
 
 
 def cyclic_shift(x: torch.Tensor, shift: tuple[int, int], inverse: bool = False) -> torch.Tensor:
@@ -1652,9 +1665,40 @@ class SwinTransformer(nn.Module):
 
     def _patch_input(self, x: torch.Tensor) -> torch.Tensor:
         """Images as the patch embedding takes them: at least one (an empty batch runs one blank image), and
-        without the remainder past the last whole patch when ``mask_padding=False`` (torchvision's rule)."""
-        x = at_least_one_image(x)
-        return pad_to_patches(x, self.patch_size) if self.mask_padding else crop_to_patches(x, self.patch_size)
+        without the remainder past the last whole patch when ``mask_padding=False`` (torchvision's rule). Every
+        forward's one step that sees the input's size: while ``torch.jit.trace`` records, it warns which sizes the
+        trace serves (:meth:`_warn_trace_sizes`)."""
+        images = at_least_one_image(x)
+        images = (
+            pad_to_patches(images, self.patch_size) if self.mask_padding else crop_to_patches(images, self.patch_size)
+        )
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            if torch.jit.is_tracing():
+                self._warn_trace_sizes(x, images)
+        return images
+
+    @torch.jit.unused
+    def _warn_trace_sizes(self, x: torch.Tensor, images: torch.Tensor) -> None:
+        """Warn that the trace keeps each stage's padding and shifts at the size of ``x`` (``images``: as the patch
+        embedding takes it), naming them (:func:`stage_geometry_text`). Torch removes checks from a trace: no refusal
+        can be recorded."""
+        with warnings.catch_warnings():  # sizes read as numbers: constants of the trace, which is what it warns of
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            height, width, rows, cols = (int(s) for s in (*x.shape[-2:], *images.shape[-2:]))
+        size, stages = (rows // self.patch_size[0], cols // self.patch_size[1]), []
+        for i, stage in enumerate(self.layers):
+            size = size if i == 0 else ((size[0] + 1) // 2, (size[1] + 1) // 2)  # a merge pads an odd map
+            shift = next((block.shift for block in stage.blocks if any(block.shift)), (0, 0))
+            stages.append(stage_geometry_text(size, stage.blocks[0].window, shift))
+        warnings.warn(
+            f"torch.jit.trace records a swinlite model at {height}x{width} with each stage's padding and shifts as "
+            f"constants: stage maps {', '.join(stages)}. The trace serves other batch sizes, and another input size "
+            "only where every stage is padded or not, and shifted or not along each dimension, as here; at any other "
+            'it gives wrong outputs without an error (docs/models.md, "Model options and timm\'s contract", '
+            "torch.jit.trace)",
+            torch.jit.TracerWarning,
+            stacklevel=2,
+        )
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """images [B, C, H, W] -> final normalised map [B, H/32, W/32, C] (for patch 4)."""

@@ -1,6 +1,7 @@
 """timm's model contract, as timm's own tests/test_models.py checks it, for every registered swinlite variant."""
 
 import copy
+import warnings
 
 import pytest
 import timm
@@ -328,6 +329,32 @@ def test_torch_jit_trace_runs_the_reference_path(name):
     traced = torch.jit.trace(features, x)
     for t, e in zip(traced(x), features(x), strict=True):
         torch.testing.assert_close(t, e, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", PICO_IN_TIMM)
+def test_torch_jit_trace_warns_which_sizes_the_trace_serves(name):
+    """A trace fixes each stage's padding and shifts (above) and torch removes checks from it, so a size it does not
+    serve gave wrong logits silently: one warning per recorded forward names this size's stage maps, their padding and
+    shifts, and the docs paragraph. Eager runs, torch.jit.script and torch.export record no such warning."""
+    model = timm.create_model(name).eval()
+    x = torch.randn(2, 3, 40, 30)
+    maps = "20x15 padded to 20x16 unshifted, 10x8 padded to 12x8 unshifted, 5x4 padded to 8x4 shifted along H only"
+    with pytest.warns(torch.jit.TracerWarning, match="torch.jit.trace records") as caught:
+        torch.jit.trace(model, x, check_trace=False)
+    [warning] = [w for w in caught if "torch.jit.trace records" in str(w.message)]
+    assert f"at 40x30 with each stage's padding and shifts as constants: stage maps {maps}" in str(warning.message)
+    assert 'docs/models.md, "Model options and timm\'s contract", torch.jit.trace' in str(warning.message)
+    assert warning.filename.endswith("swin.py")  # swinlite's, not torch's: torch filters its own modules' warnings
+    features = timm.create_model(name, features_only=True).eval()
+    with pytest.warns(torch.jit.TracerWarning, match="torch.jit.trace records a swinlite model at 40x30"):
+        torch.jit.trace(features, x, check_trace=False)  # forward_intermediates, the same one step
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            model(x)
+            torch.jit.script(model)(x)
+            torch.export.export(model, (x,))
+    assert not [w for w in caught if "torch.jit.trace records" in str(w.message)]
 
 
 def test_fx_feature_extraction(built):

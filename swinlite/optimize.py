@@ -12,8 +12,11 @@ new shape compiles again (as long as the first time, less the C++ kernels alread
 ``torch._dynamo.config.recompile_limit`` shapes (8 by default) dynamo runs further shapes eagerly. Inputs of many
 sizes (detection) should be padded by the caller to a few canvas sizes, e.g. 800×1344 and 1344×800 for
 torchvision's detection transform (which pads each batch to multiples of 32 anyway); the padded canvas is what
-the backbone then computes on. Symbolic shapes (``torch.compile(dynamic=True)``) are not offered: tracing
-swinlite's window geometry symbolically did not finish in minutes even for the smallest model.
+the backbone then computes on. The limit is the process's, not the callable's: every call of
+:func:`optimize_for_inference` compiles swinlite's forward once more (a copy of the model), so after 8 calls or shapes
+in one process a new call serves eagerly (its ``path`` says ``"eager"``). Symbolic shapes
+(``torch.compile(dynamic=True)``) are not offered: the window geometry specialises them on height and width, so
+every new size compiles again all the same.
 
 Caches: inductor keeps the C++ kernels it builds on disk (``TORCHINDUCTOR_CACHE_DIR``), so a second process
 skips their compilation; the lowered graph itself is not cached, because the pre-packed oneDNN weights cannot be

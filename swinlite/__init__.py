@@ -3,7 +3,7 @@
 from typing import Any
 
 from . import versions  # noqa: F401  (first: an older torch or timm is refused before anything registers with them)
-from .convert import convert_state_dict, detect_layout
+from .convert import convert_state_dict, detect_layout, to_timm_state_dict
 from .models import SwinTransformer
 from .weights import load_checkpoint, load_model
 
@@ -17,6 +17,7 @@ __all__ = [
     "load_checkpoint",
     "load_model",
     "optimize_for_inference",
+    "to_timm_state_dict",
 ]
 
 

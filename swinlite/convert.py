@@ -1,4 +1,5 @@
-"""Convert Swin checkpoints from the layouts users hold to swinlite's.
+"""Convert Swin checkpoints from the layouts users hold to swinlite's, and swinlite's back to timm's
+(:func:`to_timm_state_dict`).
 
 Supported layouts, detected from the keys:
 
@@ -128,10 +129,20 @@ def convert_when_loaded(
     state_dict.update(converted)
 
 
+# timm's key part -> swinlite's: the only names in which the two layouts differ (V1's table, V2's MLP)
+_TIMM_RENAMES = (("attn.relative_position_bias_table", "attn.rel_pos.table"), ("attn.cpb_mlp.", "attn.rel_pos.mlp."))
+
+
 def _from_timm(key: str) -> str:
-    return key.replace("attn.relative_position_bias_table", "attn.rel_pos.table").replace(
-        "attn.cpb_mlp.", "attn.rel_pos.mlp."
-    )
+    for theirs, ours in _TIMM_RENAMES:
+        key = key.replace(theirs, ours)
+    return key
+
+
+def _to_timm(key: str) -> str:
+    for theirs, ours in _TIMM_RENAMES:
+        key = key.replace(ours, theirs)
+    return key
 
 
 def _from_microsoft(key: str) -> str:
@@ -312,6 +323,36 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
             lacks, model weights the checkpoint lacks, or shapes that do not fit; the message names the keys.
     """
     return _converted(checkpoint, model)
+
+
+def to_timm_state_dict(state_dict: Mapping[str, torch.Tensor], model: nn.Module | None = None) -> StateDict:
+    """A swinlite state dict in timm's layout, for timm's Swin (``swin_transformer``, ``swin_transformer_v2``) of the
+    same architecture built at the same ``img_size``, whose ``load_state_dict`` takes it strictly: the renames of
+    timm's layout reversed (V1's ``attn.rel_pos.table`` is timm's ``attn.relative_position_bias_table``, V2's
+    ``attn.rel_pos.mlp.`` timm's ``attn.cpb_mlp.``). timm saves no buffers (its index, coordinates and masks are
+    not persistent): none are added.
+
+    Args:
+        state_dict: a swinlite model's.
+        model: the swinlite model whose weights they are, where a V1 stage's map at its ``img_size`` is smaller
+            than its window: timm shrinks that stage's window to the map (:func:`embed_shrunk_tables`), and its table
+            is the centre of swinlite's (:func:`crop_rel_pos_bias_table`), the offsets swinlite uses there. Without
+            it, tables keep their window, which timm's ``load_state_dict`` then names with both shapes.
+
+    Returns:
+        A new state dict (tensors are shared, not copied, except cut tables).
+
+    Raises:
+        ValueError: a state dict of another layout, or one of V1 blocks with a continuous position bias
+            (``rel_pos="cpb"``), which timm's Swin does not have.
+    """
+    if (layout := detect_layout(state_dict)) != "swinlite":
+        raise ValueError(f"expected a swinlite model's state dict, got one in {layout}'s layout")
+    keys = list(state_dict)
+    if any(".attn.rel_pos.mlp." in k for k in keys) and not any(k.endswith(".attn.logit_scale") for k in keys):
+        raise ValueError("V1 blocks with a continuous position bias (rel_pos='cpb'): timm's Swin has no such model")
+    tables = dict(state_dict) if model is None else crop_shrunk_tables(dict(state_dict), model)
+    return {_to_timm(k): v for k, v in tables.items()}
 
 
 def convert_pretrained(checkpoint: Mapping[str, object], model: nn.Module, strict: bool = True) -> StateDict:
@@ -559,11 +600,10 @@ def embed_shrunk_tables(state_dict: StateDict, model: nn.Module, resize_whole: b
     built at another ``img_size`` then computes what timm's does, as after ``set_input_size``. Other files load as
     they are: swinlite keeps its window at any size, and a file records no input size to resize from.
     """
-    from .models.swin import shrunk_windows, table_resized_as_timm  # the model module imports this one
+    from .models.swin import table_resized_as_timm  # the model module imports this one
 
     target = model.state_dict()
-    window = tuple(model.window_size)
-    shrunk = shrunk_windows(window, tuple(model.patch_embed.grid_size), len(model.layers))
+    window, shrunk = _timm_windows(model)
     out = dict(state_dict)
     for key, value in state_dict.items():
         m = re.match(r"^layers\.(\d+)\.blocks\.\d+\.attn\.rel_pos\.table$", key)
@@ -575,6 +615,29 @@ def embed_shrunk_tables(state_dict: StateDict, model: nn.Module, resize_whole: b
         elif resize_whole and value.shape == want:
             out[key] = table_resized_as_timm(value, window, window, stage_window, window)
     return out
+
+
+def crop_shrunk_tables(state_dict: StateDict, model: nn.Module) -> StateDict:
+    """``state_dict`` of a V1 ``model`` with the table of each stage whose map at the model's nominal input size is
+    smaller than its window cut to the window timm shrinks it to (:func:`crop_rel_pos_bias_table`): the inverse of
+    :func:`embed_shrunk_tables`, exact there (swinlite masks the padding around that map, so only these offsets
+    meet); other keys as they are."""
+    window, shrunk = _timm_windows(model)
+    out = dict(state_dict)
+    for key, value in state_dict.items():
+        m = re.match(r"^layers\.(\d+)\.blocks\.\d+\.attn\.rel_pos\.table$", key)
+        if m is not None and shrunk[int(m.group(1))] != window:
+            out[key] = crop_rel_pos_bias_table(value, window, shrunk[int(m.group(1))])
+    return out
+
+
+def _timm_windows(model: nn.Module) -> tuple[tuple[int, int], list[tuple[int, int]]]:
+    """A swinlite model's window, and per stage the window timm gives a model of its nominal input size
+    (:func:`~swinlite.models.swin.shrunk_windows`)."""
+    from .models.swin import shrunk_windows  # the model module imports this one
+
+    window = tuple(model.window_size)
+    return window, shrunk_windows(window, tuple(model.patch_embed.grid_size), len(model.layers))
 
 
 def _num_offsets(window: Sequence[int]) -> int:
@@ -601,6 +664,26 @@ def embed_rel_pos_bias_table(table: torch.Tensor, old_window: Sequence[int], new
     pad_h, pad_w = (new_h - old_h) // 2, (new_w - old_w) // 2
     grid = F.pad(grid, (pad_w, pad_w, pad_h, pad_h))  # (heads, 2Wh'-1, 2Ww'-1), offset (0, 0) still central
     return grid.flatten(1).T.contiguous()  # (rows, heads)
+
+
+def crop_rel_pos_bias_table(table: torch.Tensor, old_window: Sequence[int], new_window: Sequence[int]) -> torch.Tensor:
+    """The centre of a 2-D Swin bias table: the offsets of a window no larger than the table's, each with its bias
+    (the inverse of :func:`embed_rel_pos_bias_table`).
+
+    Args:
+        table: bias table, shape ((2Wh - 1) * (2Ww - 1), heads).
+        old_window: window of the table, (Wh, Ww).
+        new_window: the smaller window, (Wh', Ww'), Wh' <= Wh and Ww' <= Ww.
+
+    Returns:
+        Table of shape ((2Wh' - 1) * (2Ww' - 1), heads), same dtype as ``table``.
+    """
+    grid = offset_grid(table, old_window)  # (heads, 2Wh-1, 2Ww-1)
+    (old_h, old_w), (new_h, new_w) = grid.shape[1:], _grid_size(new_window)
+    if new_h > old_h or new_w > old_w:
+        raise ValueError(f"window {tuple(new_window)} is larger than the table's {tuple(old_window)}: embed it")
+    top, left = (old_h - new_h) // 2, (old_w - new_w) // 2  # offset (0, 0) stays central
+    return grid[:, top : top + new_h, left : left + new_w].flatten(1).T.contiguous()  # (rows, heads)
 
 
 def resize_rel_pos_bias_table(

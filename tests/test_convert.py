@@ -124,6 +124,45 @@ def test_load_state_dict_takes_a_microsoft_release_file(tmp_path, name, timm_nam
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    ("name", "timm_name", "img_size"),
+    [
+        ("swinlite_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224", 224),  # at reduced depth
+        # the last stage's 2x2 map, to whose size timm shrinks its 4x4 window; swinlite keeps 4x4, masks the padding
+        (PICO, "swin_tiny_patch4_window7_224", 32),
+        ("swinlite_v2_pico_patch2_window4_32", "swinv2_tiny_window8_256", 32),
+    ],
+    ids=["tiny", "pico-shrunk-window", "v2-pico"],
+)
+def test_to_timm_state_dict_loads_into_timms_swin(name, timm_name, img_size):
+    """A swinlite model's state dict did not load into timm's Swin (V1: only attn.rel_pos.table is timm's
+    attn.relative_position_bias_table; V2: only attn.rel_pos.mlp is timm's attn.cpb_mlp): converted, timm's model of
+    the same architecture and img_size loads it strictly and gives the swinlite model's logits."""
+    torch.manual_seed(0)
+    if "pico" in name:
+        model, ref = timm.create_model(name), _timm_pico(timm_name, img_size)
+    else:
+        model, ref = (timm.create_model(n, depths=(2, 2, 2, 2)) for n in (name, timm_name))
+    model, ref = model.eval(), ref.eval()
+    with torch.no_grad():
+        for p in model.parameters():  # V2's post-norms start at zero: its blocks would add nothing to the logits
+            p.add_(torch.randn_like(p), alpha=0.02)
+    ref.load_state_dict(swinlite.to_timm_state_dict(model.state_dict(), model))  # strict
+    x = torch.randn(2, 3, img_size, img_size)
+    with torch.no_grad():
+        torch.testing.assert_close(ref(x), model(x), rtol=0, atol=1e-5)
+    assert ref.state_dict().keys() == swinlite.to_timm_state_dict(model.state_dict()).keys()  # renames only
+
+
+def test_to_timm_state_dict_refuses_what_timm_has_no_model_for():
+    timm_state = _timm_pico().state_dict()
+    with pytest.raises(ValueError, match="expected a swinlite model's state dict, got one in timm's layout"):
+        swinlite.to_timm_state_dict(timm_state)
+    cpb = timm.create_model(PICO, rel_pos="cpb").state_dict()
+    with pytest.raises(ValueError, match=r"V1 blocks with a continuous position bias \(rel_pos='cpb'\)"):
+        swinlite.to_timm_state_dict(cpb)
+
+
 @pytest.mark.parametrize("route", ["load_checkpoint", "convert_state_dict", "checkpoint_path", "pretrained_file"])
 def test_a_training_checkpoint_with_ema_weights_loads_them_on_every_route(tmp_path, route):
     """timm's train.py saves ``{"state_dict": raw, "state_dict_ema": ema}``; timm loads the EMA weights. swinlite's
@@ -374,10 +413,10 @@ def test_convert_script_refuses_flags_that_contradict_the_recorded_model(tmp_pat
     assert code == 2 and message in stderr and not out.exists(), stderr
 
 
-def _timm_pico(arch: str = "swin_tiny_patch4_window7_224") -> torch.nn.Module:
+def _timm_pico(arch: str = "swin_tiny_patch4_window7_224", img_size: int = 64) -> torch.nn.Module:
     """timm's Swin (or Swin-V2, ``arch``) at swinlite pico's sizes (img 64: no window clamped to a smaller last map)."""
     return timm.create_model(arch, patch_size=2, embed_dim=32, depths=(1, 1, 2, 1),
-                             num_heads=(1, 2, 4, 8), window_size=4, img_size=64, num_classes=10)  # fmt: skip
+                             num_heads=(1, 2, 4, 8), window_size=4, img_size=img_size, num_classes=10)  # fmt: skip
 
 
 @pytest.mark.parametrize("layout, flags", [("swinlite", []), ("timm", ["--model", PICO])])

@@ -41,7 +41,12 @@ from timm.models._features import feature_take_indices
 from torch import nn
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..convert import convert_when_loaded, embed_rel_pos_bias_table, offset_grid, resize_rel_pos_bias_table
+from ..convert import (
+    convert_when_loaded,
+    crop_rel_pos_bias_table,
+    embed_rel_pos_bias_table,
+    resize_rel_pos_bias_table,
+)
 from .checks import (
     at_least_one_image,
     check_build_args,
@@ -1228,10 +1233,10 @@ def table_resized_as_timm(
     """A V1 bias table of ``window``, changed as timm's Swin changes the stage's table in ``set_input_size``, for
     swinlite's ``new_window``.
 
-    timm's table is the centre of swinlite's: the offsets of timm's window ``before`` (``window`` shrunk to the
-    stage's map, :func:`shrunk_windows`). It is resized by timm's ``resize_rel_pos_bias_table`` to timm's new window
-    ``after`` (``new_window`` shrunk to the new map) and embedded in a table of ``new_window``: the offsets it lacks
-    meet only masked padding at that size.
+    timm's table is the centre of swinlite's (:func:`~swinlite.convert.crop_rel_pos_bias_table`): the offsets of
+    timm's window ``before`` (``window`` shrunk to the stage's map, :func:`shrunk_windows`). It is resized by timm's
+    ``resize_rel_pos_bias_table`` to timm's new window ``after`` (``new_window`` shrunk to the new map) and embedded
+    in a table of ``new_window``: the offsets it lacks meet only masked padding at that size.
 
     Args:
         table: bias table ((2Wh - 1) * (2Ww - 1), heads) of ``window``.
@@ -1243,10 +1248,7 @@ def table_resized_as_timm(
     Returns:
         Table ((2Wh' - 1) * (2Ww' - 1), heads) of ``new_window``, detached.
     """
-    grid = offset_grid(table.detach(), window)  # (heads, 2Wh-1, 2Ww-1)
-    rows, cols = 2 * before[0] - 1, 2 * before[1] - 1
-    top, left = (grid.shape[1] - rows) // 2, (grid.shape[2] - cols) // 2
-    table = grid[:, top : top + rows, left : left + cols].flatten(1).T  # (rows * cols, heads): timm's table
+    table = crop_rel_pos_bias_table(table.detach(), window, before)  # timm's table
     if after != before:
         table = resize_rel_pos_bias_table(table, before, after)
     return embed_rel_pos_bias_table(table, after, new_window)

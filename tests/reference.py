@@ -1,13 +1,16 @@
-"""Naive-loop oracles the tests compare swinlite against: the formulas, one window, pair or token at a time.
+"""Naive-loop oracles the tests compare swinlite against: the formulas, one window, pair or token at a time; and the
+official release's checkpoint layout, written from timm's.
 
-They read a module's weights but none of its code paths, so a kernel and its oracle share nothing but the math.
+They read a module's weights but none of its code paths, so a kernel and its oracle share nothing but the math (and
+the release layout nothing but the key names with swinlite's converter).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import torch
@@ -251,3 +254,31 @@ def naive_rel_pos_attention_1d(
         values = v + (attn.rel_v.weight[r][:, None] if attn.rel_v is not None else 0)  # (B, L, H, d)
         out.append((weights[..., None] * values).sum(1))  # (B, H, d)
     return attn.proj(torch.stack(out, 1).reshape(B, L, C))
+
+
+def as_microsoft_release(
+    timm_state: Mapping[str, torch.Tensor], window: int | None = None
+) -> dict[str, dict[str, torch.Tensor]]:
+    """timm's Swin or Swin-V2 state dict as the official release saves it: downsample at the end of a stage, ``head.*``,
+    the state dict under ``"model"``.
+
+    With ``window``, also the buffers the release saves and the converters drop by name, zeros of that window's
+    shapes (N = window²): every block's ``relative_position_index`` (N, N), a shifted (odd) block's ``attn_mask``
+    (1, N, N), a V2 block's ``relative_coords_table`` (1, 2w - 1, 2w - 1, 2).
+    """
+    out = {}
+    for key, value in timm_state.items():
+        key = re.sub(r"^layers\.(\d+)\.downsample", lambda m: f"layers.{int(m.group(1)) - 1}.downsample", key)
+        out[key.replace("head.fc.", "head.")] = value
+    if window is None:
+        return {"model": out}
+    n, side = window * window, 2 * window - 1
+    for key in timm_state:
+        if m := re.match(r"^(layers\.\d+\.blocks\.(\d+)\.)attn\.(relative_position_bias_table|logit_scale)$", key):
+            block = m.group(1)
+            out[block + "attn.relative_position_index"] = torch.zeros(n, n, dtype=torch.long)
+            if int(m.group(2)) % 2 == 1:
+                out[block + "attn_mask"] = torch.zeros(1, n, n)
+            if m.group(3) == "logit_scale":
+                out[block + "attn.relative_coords_table"] = torch.zeros(1, side, side, 2)
+    return {"model": out}

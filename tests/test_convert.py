@@ -1,6 +1,5 @@
 """Checkpoint conversion: layouts, window resizing, classifier handling, timm's pretrained loading, the script."""
 
-import re
 import runpy
 import sys
 import warnings
@@ -11,6 +10,7 @@ import timm
 import torch
 import torchvision
 from pico import PICO
+from reference import as_microsoft_release
 from safetensors.torch import load_file, save_file
 from scriptkit import SCRIPTS  # importing it puts scripts/ on sys.path, where the scripts find _cli
 from timm.layers import to_2tuple
@@ -92,16 +92,6 @@ def test_timm_checkpoint_path_converts(tmp_path):
     torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-4)
 
 
-def _as_microsoft_release(timm_state: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    """timm's state dict as the official release saves it: downsample at the end of a stage, ``head.*``, the state
-    dict under ``"model"``."""
-    out = {}
-    for key, value in timm_state.items():
-        key = re.sub(r"^layers\.(\d+)\.downsample", lambda m: f"layers.{int(m.group(1)) - 1}.downsample", key)
-        out[key.replace("head.fc.", "head.")] = value
-    return {"model": out}
-
-
 @pytest.mark.parametrize(
     ("name", "timm_name"),
     [(PICO, "swin_tiny_patch4_window7_224"), ("swinlite_v2_pico_patch2_window4_32", "swinv2_tiny_window8_256")],
@@ -116,7 +106,7 @@ def test_load_state_dict_takes_a_microsoft_release_file(tmp_path, name, timm_nam
         for p in ref.parameters():  # V2's post-norms start at zero: its blocks would add nothing to the logits
             p.add_(torch.randn_like(p), alpha=0.02)
     path = tmp_path / "release.pth"
-    torch.save(_as_microsoft_release(ref.state_dict()), path)
+    torch.save(as_microsoft_release(ref.state_dict()), path)
     model = timm.create_model(name, img_size=64).eval()
     model.load_state_dict(torch.load(path, weights_only=True))
     x = torch.randn(2, 3, 64, 64)

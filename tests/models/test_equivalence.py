@@ -1,11 +1,10 @@
 """swinlite computes the same function as timm's and torchvision's Swin, given their (random) weights."""
 
-import re
-
 import pytest
 import timm
 import torch
 import torchvision
+from reference import as_microsoft_release
 
 import swinlite
 
@@ -67,21 +66,9 @@ def test_reference_path_matches_timm():
         torch.testing.assert_close(reference(x), ref(x), rtol=0, atol=1e-4)
 
 
-def _to_microsoft_layout(timm_state: dict) -> dict:
-    """Write timm's state dict the way the official release stores it (downsample at the end of a stage)."""
-    out = {}
-    for k, v in timm_state.items():
-        k = re.sub(r"^layers\.(\d+)\.downsample", lambda m: f"layers.{int(m.group(1)) - 1}.downsample", k)
-        k = k.replace("head.fc.", "head.")
-        out[k] = v
-        if k.endswith("attn.relative_position_bias_table"):
-            out[k.replace("relative_position_bias_table", "relative_position_index")] = torch.zeros(49, 49).long()
-    return {"model": out}
-
-
 def test_matches_microsoft_layout_checkpoint(tiny_pair):
     ref, _ = tiny_pair
-    checkpoint = _to_microsoft_layout(ref.state_dict())
+    checkpoint = as_microsoft_release(ref.state_dict(), window=7)
     assert swinlite.detect_layout(checkpoint["model"]) == "microsoft"
     model = timm.create_model(TINY[1]).eval()
     model.load_state_dict(swinlite.convert_state_dict(checkpoint, model))

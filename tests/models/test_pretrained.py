@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import timm
 import torch
+from reference import as_microsoft_release
 from safetensors.torch import save_file
 from timm.models import get_arch_pretrained_cfgs, get_pretrained_cfg
 
@@ -153,26 +154,12 @@ def test_a_tag_built_at_a_size_where_timm_shrinks_a_window_gives_timms_logits(re
     assert (expected - _logits(at_224, 112)).abs().max() > 1e-4  # the resize shows in the logits
 
 
-def _to_microsoft(state_dict: dict[str, torch.Tensor], depths: tuple[int, ...]) -> dict[str, torch.Tensor]:
-    """timm layout -> the official release's (downsample at the end of a stage, ``head.*``, index buffers)."""
-    out = {}
-    for key, value in state_dict.items():
-        if key.startswith("layers.") and ".downsample." in key:
-            stage = int(key.split(".")[1])
-            key = key.replace(f"layers.{stage}.downsample", f"layers.{stage - 1}.downsample", 1)
-        out[key.replace("head.fc.", "head.")] = value
-    for i, depth in enumerate(depths):
-        for j in range(depth):
-            out[f"layers.{i}.blocks.{j}.attn.relative_position_index"] = torch.zeros(49, 49, dtype=torch.long)
-    return {"model": out}
-
-
 @pytest.mark.parametrize("layout", ["timm", "microsoft", "swinlite"])
 def test_local_file_overlay_in_any_layout(reduced_tiny, tmp_path, layout):
     state_dict = reduced_tiny.state_dict()
     path = tmp_path / "weights.pth"
     if layout == "microsoft":
-        torch.save(_to_microsoft(state_dict, REDUCED["depths"]), path)
+        torch.save(as_microsoft_release(state_dict, window=7), path)
     elif layout == "swinlite":
         torch.save(swinlite.convert_state_dict(state_dict), path)
     else:
@@ -188,7 +175,7 @@ def test_official_layout_file_by_release_url(reduced_tiny, tmp_path, monkeypatch
     url = get_pretrained_cfg(TINY_FT).url
     checkpoints = tmp_path / "hub" / "checkpoints"
     checkpoints.mkdir(parents=True)
-    torch.save(_to_microsoft(reduced_tiny.state_dict(), REDUCED["depths"]), checkpoints / url.rsplit("/", 1)[1])
+    torch.save(as_microsoft_release(reduced_tiny.state_dict(), window=7), checkpoints / url.rsplit("/", 1)[1])
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     ours = timm.create_model(LITE_TINY, pretrained=True, pretrained_cfg_overlay=dict(hf_hub_id=None), **REDUCED)
     torch.testing.assert_close(_logits(ours, 224), _logits(reduced_tiny, 224), rtol=0, atol=1e-5)

@@ -4,12 +4,12 @@ The hub cache (tests/conftest.py) holds random weights of timm's own V2 models u
 a full-size Swin-V2-T file; the others use reduced-width files of their tags (same loader, same code path).
 """
 
-import re
 import warnings
 
 import pytest
 import timm
 import torch
+from reference import as_microsoft_release
 from safetensors.torch import save_file
 from timm.models import get_pretrained_cfg
 
@@ -107,29 +107,12 @@ def test_another_window_or_image_size_loads_every_weight_as_is(window16, kwargs)
     torch.testing.assert_close(_logits(ours, size), _logits(theirs, size), rtol=0, atol=1e-4)
 
 
-def to_microsoft_v2(state_dict: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    """timm's V2 layout -> the official release's: downsample at the end of a stage, ``head.*``, the persistent
-    ``relative_position_index`` / ``relative_coords_table`` / shifted blocks' ``attn_mask`` buffers,
-    ``{"model": ...}``."""
-    out = {}
-    for key, value in state_dict.items():
-        key = re.sub(r"^layers\.(\d+)\.downsample", lambda m: f"layers.{int(m.group(1)) - 1}.downsample", key)
-        out[key.replace("head.fc.", "head.")] = value
-        if key.endswith("attn.logit_scale"):
-            prefix = key.removesuffix("logit_scale")
-            out[prefix + "relative_position_index"] = torch.zeros(64, 64, dtype=torch.long)
-            out[prefix + "relative_coords_table"] = torch.zeros(1, 15, 15, 2)
-            if int(key.split(".")[3]) % 2 == 1:  # layers.i.blocks.j: odd j shift
-                out[prefix.removesuffix("attn.") + "attn_mask"] = torch.zeros(4, 64, 64)
-    return {"model": out}
-
-
 def test_official_layout_file_by_release_url(window16, tmp_path, monkeypatch):
     """The url path: the release file (Microsoft layout) in torch's hub cache, the hub id switched off."""
     url = get_pretrained_cfg(WINDOW16).url
     checkpoints = tmp_path / "hub" / "checkpoints"
     checkpoints.mkdir(parents=True)
-    release = to_microsoft_v2(window16.state_dict())
+    release = as_microsoft_release(window16.state_dict(), window=8)
     assert swinlite.detect_layout(release["model"]) == "microsoft"
     torch.save(release, checkpoints / url.rsplit("/", 1)[1])
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))

@@ -41,7 +41,7 @@ from timm.layers import resample_patch_embed
 from timm.layers import resize_rel_pos_bias_table as timm_resize_rel_pos_bias_table
 from torch import nn
 
-from .io import StateDict, unwrap_checkpoint
+from .io import StateDict, holds_state_dict, unwrap_checkpoint
 from .wording import counted
 
 # Buffers some layouts save that swinlite rebuilds itself.
@@ -114,17 +114,22 @@ def convert_when_loaded(
     these files): ``load_state_dict`` still checks them, and the shapes, strictly. Keys the conversion does not know
     are a ValueError naming them with ``strict=True``; with ``strict=False`` (given by the model's
     ``load_state_dict``: torch calls its pre-hooks with True) they pass as they are, for ``load_state_dict`` to return
-    in ``unexpected_keys`` (as torch and timm's Swin do). A state dict of no known layout
-    is left for it to report; as a submodule (``prefix``) the model is loaded by its parent's rules.
+    in ``unexpected_keys`` (as torch and timm's Swin do). A state dict of no known layout (a part of a model's keys,
+    such as its classifier's) is left for it to load and report as it is, the one a file holds too; as a submodule
+    (``prefix``) the model is loaded by its parent's rules.
     """
     if prefix:
         return
     unwrapped = unwrap_checkpoint(state_dict)
     try:
-        foreign = detect_layout(unwrapped) != "swinlite"
+        layout = detect_layout(unwrapped)
     except ValueError:
-        return
-    converted = embed_shrunk_tables(_converted(unwrapped, None, strict=strict) if foreign else unwrapped, model)
+        if not holds_state_dict(state_dict):
+            return
+        converted = unwrapped
+    else:
+        swinlite = unwrapped if layout == "swinlite" else _converted(unwrapped, None, strict=strict)
+        converted = embed_shrunk_tables(swinlite, model)
     state_dict.clear()
     state_dict.update(converted)
 

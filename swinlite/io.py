@@ -72,6 +72,13 @@ def unwrap_checkpoint(checkpoint: Mapping[str, object]) -> StateDict:
     return dict(checkpoint[found[0]])
 
 
+def holds_state_dict(checkpoint: Mapping[str, object]) -> bool:
+    """Whether ``checkpoint`` is a file's whole content holding a state dict, which :func:`unwrap_checkpoint` takes
+    out: a mapping with tensors under one of its keys. A state dict is none, whatever its keys: its values are
+    tensors (a submodule ``model``'s weights are ``model.*`` keys, never a ``model`` one)."""
+    return bool(_state_dict_keys(checkpoint))
+
+
 def _state_dict_keys(checkpoint: Mapping[str, object]) -> list[str]:
     """The keys of ``checkpoint`` holding a state dict (a mapping with tensors), in timm's order (EMA first)."""
     return [

@@ -115,6 +115,30 @@ def test_load_state_dict_takes_a_microsoft_release_file(tmp_path, name, timm_nam
 
 
 @pytest.mark.parametrize(
+    "wrap",
+    [lambda state: {"model": state}, lambda state: {"state_dict": state, "epoch": 3}],
+    ids=["release", "training"],
+)
+def test_load_state_dict_takes_a_files_state_dict_of_no_swin_layout(wrap):
+    """A file's state dict was taken out only when its layout was known: a classifier alone in a file loaded nothing
+    with strict=False (``unexpected_keys=['model']``) where the classifier alone loads; with strict=True torch names
+    the model's keys the file lacks, not the file's keys. The keys of a model holding a swinlite model as ``model``
+    are no file: they stay as they are."""
+    torch.manual_seed(0)
+    head = {k: v for k, v in timm.create_model(PICO).state_dict().items() if k.startswith("head.")}
+    expected = timm.create_model(PICO).load_state_dict(head, strict=False)
+    model = timm.create_model(PICO)
+    loaded = model.load_state_dict(wrap(head), strict=False)
+    assert (loaded.missing_keys, loaded.unexpected_keys) == (expected.missing_keys, [])
+    torch.testing.assert_close(model.head.fc.weight, head["head.fc.weight"])
+    with pytest.raises(RuntimeError, match=r"Missing key\(s\)") as refused:
+        model.load_state_dict(wrap(head))
+    assert "Unexpected" not in str(refused.value)
+    held = {f"model.{k}": v for k, v in head.items()}
+    assert model.load_state_dict(held, strict=False).unexpected_keys == list(held)
+
+
+@pytest.mark.parametrize(
     ("name", "timm_name", "img_size"),
     [
         ("swinlite_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224", 224),  # at reduced depth

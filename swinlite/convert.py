@@ -128,7 +128,10 @@ def convert_when_loaded(
             return
         converted = unwrapped
     else:
-        swinlite = unwrapped if layout == "swinlite" else _converted(unwrapped, None, strict=strict)
+        if layout == "swinlite":
+            swinlite = without_wrapper_prefix(unwrapped)  # a wrapper's prefix removed, as _converted removes it
+        else:
+            swinlite = _converted(unwrapped, None, strict=strict)
         converted = embed_shrunk_tables(swinlite, model)
     state_dict.clear()
     state_dict.update(converted)

@@ -450,6 +450,21 @@ def test_convert_script_reads_a_ddp_checkpoint(tmp_path, capsys, monkeypatch, la
         torch.testing.assert_close(model.eval()(x), source.eval()(x), rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("prefix", ["module.", "_orig_mod."])
+@pytest.mark.parametrize("model_name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
+def test_load_state_dict_reads_a_swinlite_file_saved_from_a_wrapper(tmp_path, model_name, prefix):
+    """swinlite's layout behind DDP's ``module.`` (or torch.compile's ``_orig_mod.``) failed in load_state_dict with
+    every key missing, though load_checkpoint read the file, and load_state_dict the prefixed timm layout."""
+    torch.manual_seed(0)
+    source = timm.create_model(model_name).eval()
+    torch.save({"state_dict": {prefix + k: v for k, v in source.state_dict().items()}}, tmp_path / "ddp.pth")
+    model = timm.create_model(model_name).eval()
+    model.load_state_dict(torch.load(tmp_path / "ddp.pth", weights_only=True))
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), source(x), rtol=0, atol=0)
+
+
 def test_a_wrapper_prefix_is_removed_only_from_every_key():
     """Keys partly behind ``module.`` are no wrapper's: they stay, and do not map (never a half-loaded model); a
     prefixed state dict of no Swin layout is named as such."""

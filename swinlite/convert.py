@@ -120,7 +120,7 @@ def convert_when_loaded(
     """
     if prefix:
         return
-    unwrapped = unwrap_checkpoint(state_dict)
+    unwrapped = unwrap_checkpoint(state_dict, stacklevel=4)  # an EMA warning names the line of load_state_dict's call
     try:
         layout = detect_layout(unwrapped)
     except ValueError:
@@ -378,7 +378,7 @@ def convert_pretrained(checkpoint: Mapping[str, object], model: nn.Module, stric
 def _converted(
     checkpoint: Mapping[str, object], model: nn.Module | None, timm_tables: bool = False, strict: bool = True
 ) -> StateDict:
-    state_dict = unwrap_checkpoint(checkpoint)
+    state_dict = unwrap_checkpoint(checkpoint, stacklevel=4)  # the line calling convert_state_dict (convert_pretrained)
     layout = detect_layout(state_dict)
     state_dict = without_wrapper_prefix(state_dict)
     if layout in _CONVERTERS:

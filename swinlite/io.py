@@ -51,13 +51,14 @@ EMA_KEYS = ("state_dict_ema", "model_ema")
 RAW_KEYS = ("state_dict", "model", "module")
 
 
-def unwrap_checkpoint(checkpoint: Mapping[str, object]) -> StateDict:
+def unwrap_checkpoint(checkpoint: Mapping[str, object], stacklevel: int = 2) -> StateDict:
     """Take the state dict out of a training checkpoint (``{"state_dict": ...}``, ``{"model": ...}``).
 
     One rule on every path, timm's: a checkpoint holding EMA weights (``state_dict_ema``, then ``model_ema``) gives
     those, as ``timm.create_model(..., checkpoint_path=...)`` and ``pretrained_cfg_overlay=dict(file=...)`` load them;
     else ``state_dict``, ``model``, ``module``. When it holds both EMA and raw weights a UserWarning names the key
-    taken (load ``checkpoint["state_dict"]`` itself for the raw ones). A plain state dict is returned as it is.
+    taken (load ``checkpoint["state_dict"]`` itself for the raw ones), at the line ``stacklevel`` frames up, as
+    ``warnings.warn`` counts them (2: the caller's). A plain state dict is returned as it is.
     """
     found = _state_dict_keys(checkpoint)
     if not found:
@@ -67,7 +68,7 @@ def unwrap_checkpoint(checkpoint: Mapping[str, object]) -> StateDict:
         warnings.warn(
             f"the checkpoint holds EMA weights ({found[0]}) and raw ones ({raw[0]}): loading the EMA weights, as timm "
             f"does (for the raw ones load checkpoint[{raw[0]!r}] itself)",
-            stacklevel=2,
+            stacklevel=stacklevel,
         )
     return dict(checkpoint[found[0]])
 

@@ -205,6 +205,20 @@ def test_a_training_checkpoint_with_ema_weights_loads_them_on_every_route(tmp_pa
         torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("route", ["load_state_dict", "convert_state_dict"])
+def test_the_ema_warning_names_the_line_that_loads(route):
+    """It named swinlite/convert.py, the line where the load hook (or the conversion) unwrapped the checkpoint."""
+    model = timm.create_model(PICO)
+    checkpoint = {"state_dict": model.state_dict(), "state_dict_ema": model.state_dict()}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if route == "load_state_dict":
+            model.load_state_dict(checkpoint)
+        else:
+            swinlite.convert_state_dict(checkpoint)
+    assert [(w.filename, "EMA weights" in str(w.message)) for w in caught] == [(__file__, True)]
+
+
 @pytest.mark.parametrize(
     ("source", "target", "kwargs", "window", "size"),
     [

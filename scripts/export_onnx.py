@@ -31,14 +31,15 @@ classes, palette and test settings (rescale, windows, flips).
 Weights written by scripts/train.py, train_detection.py or train_segmentation.py need no --model: the model, its
 classes and preprocessing (for a detector: category ids and names, test and max size, mean, std; for a segmenter:
 its palette, mean, std and test settings) come from the file (--ema: the run's EMA weights) and go into the ONNX
-model's metadata_props (JSON values, with "task" and "input_sizes"). Other layouts need --model. The graph is taken
-with torch.export (non-strict) and converted by torch.onnx's dynamo exporter. The check (skip with --no-check) runs
-the file in ONNX Runtime at three sizes of the range (--size, else the model's size brought into the range; a larger
-one with other remainders; the smallest) and compares it with PyTorch; NaN or inf fails. The file is written and
-checked under a hidden name beside --output and renamed to --output once it passes: a file that fails its check, or
-an export killed before the end, leaves --output as it was (an earlier file is kept). --quantize dynamic writes ONNX
-Runtime's dynamic INT8 quantization of every MatMul (the linear layers and the attention products) instead (checked
-for finite outputs; its accuracy: docs/deployment.md).
+model's metadata_props (JSON values, with "task" and "input_sizes"). Other layouts need --model; --model alone
+exports the model's published pretrained weights (timm's file, as with --checkpoint FILE; as in predict.py, a name
+without any is an error). The graph is taken with torch.export (non-strict) and converted by torch.onnx's dynamo
+exporter. The check (skip with --no-check) runs the file in ONNX Runtime at three sizes of the range (--size, else
+the model's size brought into the range; a larger one with other remainders; the smallest) and compares it with
+PyTorch; NaN or inf fails. The file is written and checked under a hidden name beside --output and renamed to --output
+once it passes: a file that fails its check, or an export killed before the end, leaves --output as it was (an
+earlier file is kept). --quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the linear
+layers and the attention products) instead (checked for finite outputs; its accuracy: docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import math
 import sys
 from pathlib import Path
 
-from _cli import Parser, run
+from _cli import WEIGHTS_HINT, Parser, run
 
 QUANTIZATIONS = ("dynamic",)
 
@@ -55,7 +56,9 @@ QUANTIZATIONS = ("dynamic",)
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train*.py, or any layout)")
-    parser.add_argument("--model", help="swinlite model name, for files that do not record theirs (or no file)")
+    parser.add_argument(
+        "--model", help="swinlite model name: for files that do not record theirs; alone, its pretrained weights"
+    )
     parser.add_argument("--ema", action="store_true", help="export the run's EMA weights (the file beside it)")
     parser.add_argument("--output", required=True, type=Path, help="the .onnx file to write")
     parser.add_argument("--features", action="store_true", help="export the feature levels instead of the classifier")
@@ -113,8 +116,8 @@ def main(argv: list[str] | None = None) -> float | None:
     checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
     check_output(args.output, [args.checkpoint, checkpoint])
     if checkpoint is None:
-        print("note: no --checkpoint: exporting the model's initial weights", file=sys.stderr)
-    task = read_metadata(checkpoint).get("task") if checkpoint is not None else None
+        checkpoint = published_weights(args.model)
+    task = read_metadata(checkpoint).get("task")
     if args.fpn and task != "detection":
         what = f"a {task} checkpoint" if task else "not one"
         raise ValueError(f"--fpn exports the FPN backbone of a detection checkpoint; {checkpoint} is {what}")
@@ -124,7 +127,20 @@ def main(argv: list[str] | None = None) -> float | None:
     return export(args, checkpoint, task)
 
 
-def export(args, checkpoint: Path | None, task: str | None) -> float | None:
+def published_weights(name: str) -> Path:
+    """The file of ``name``'s published pretrained weights (in the Hugging Face cache, fetched if need be): what
+    --model NAME alone exports, as --checkpoint FILE would, and as NAME alone means in predict.py, extract_features.py
+    and visualize.py; a name without published weights is swinlite.weights.pretrained_model's one error, never an
+    export of random initial weights."""
+    from swinlite.hub import cached_weights
+    from swinlite.weights import check_model_name, pretrained_model
+
+    check_model_name(name, "swinlite_*")  # before any download: only swinlite models export
+    pretrained_model(name, WEIGHTS_HINT)  # fetched and loaded once, or one error
+    return cached_weights(name)
+
+
+def export(args, checkpoint: Path, task: str | None) -> float | None:
     """The export ``task``'s checkpoint asks for (a detector, a segmenter, else the backbone), checked."""
     if task == "detection" and not args.fpn:
         from swinlite.detection.export import export_detector
@@ -149,7 +165,7 @@ def _refuse_backbone_flags(args, task: str, whole: str) -> None:
         raise ValueError(f"{', '.join(flags)}: not for a {task} checkpoint, which exports its whole {whole}")
 
 
-def export_backbone(args, checkpoint: Path | None) -> float | None:
+def export_backbone(args, checkpoint: Path) -> float | None:
     """The classifier, feature extractor or FPN backbone: export, convert, quantize, check, all at a hidden path
     beside --output that becomes --output once checked (swinlite.export.checked_output)."""
     import torch
@@ -186,7 +202,7 @@ def example_size(args, model_size: tuple[int, int], size_range: tuple[int, int])
     return tuple(min(max(side, low), high) for side in model_size)
 
 
-def build(args, checkpoint: Path | None):
+def build(args, checkpoint: Path):
     """The module to export, in eval mode."""
     from swinlite.export import FPNFeatures, build_exportable
 

@@ -70,12 +70,13 @@ def test_a_fixed_size_file_asks_for_its_size():
     assert narrow["input_size"] == [3, 40, 24]
 
 
-def test_a_range_that_does_not_hold_the_models_size(load_script):
+def test_a_range_that_does_not_hold_the_models_size(load_script, initial_weights):
     """--min-size 40 --max-size 48 for a 32x32 model was refused ("the example's size (32, 32) must lie in the range
     40..48"): the example is now the model's size brought into the range, the check's sizes lie in it (the metadata's:
     test_a_fixed_size_file_asks_for_its_size), and a --size outside it is named before anything is exported."""
     script = load_script("export_onnx")
-    argv = ["--model", PICO, "--min-size", "40", "--max-size", "48", "--output", "m.onnx"]
+    argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--min-size", "40", "--max-size", "48",
+            "--output", "m.onnx"]  # fmt: skip
     with pytest.raises(ValueError, match=r"--size 32 32 must lie in the range served, 40\.\.48"):
         script.main([*argv, "--size", "32", "32"])
     assert script.example_size(script.parse_args(argv), (32, 32), (40, 48)) == (40, 40)
@@ -85,13 +86,13 @@ def test_a_range_that_does_not_hold_the_models_size(load_script):
     assert sizes[0] == (40, 40) and len(sizes) > 1 and all(40 <= side <= 48 for size in sizes for side in size)
 
 
-def test_a_file_that_fails_its_check_leaves_the_earlier_output(load_script, tmp_path):
+def test_a_file_that_fails_its_check_leaves_the_earlier_output(load_script, tmp_path, initial_weights):
     """--tolerance 1e-15 (ONNX Runtime differs from PyTorch by ~1e-7): the file was written to --output and checked
     there, then removed, so a good file already at --output was lost with it; now the refused file never reaches
     --output, which keeps its earlier file, and nothing of the run is left beside it. A refusal before anything is
     written leaves an earlier file alone too."""
     script, output = load_script("export_onnx"), tmp_path / "m.onnx"
-    argv = ["--model", PICO, "--fixed-size", "--output", str(output)]
+    argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--fixed-size", "--output", str(output)]
     with pytest.raises(
         ValueError, match=r"is above --tolerance 1e-15; the export failed its check: nothing was written"
     ):
@@ -107,12 +108,15 @@ def test_a_file_that_fails_its_check_leaves_the_earlier_output(load_script, tmp_
     assert output.read_bytes() == b"an earlier export"
 
 
-def test_the_check_reads_a_hidden_file_and_only_a_checked_one_becomes_the_output(load_script, tmp_path, monkeypatch):
+def test_the_check_reads_a_hidden_file_and_only_a_checked_one_becomes_the_output(
+    load_script, tmp_path, monkeypatch, initial_weights
+):
     """The file was written under --output before its check: a kill during the check left it there, unchecked, for
     predict.py --onnx to use. Now the check reads a hidden file beside --output while --output still holds the
     earlier file (what a kill at that moment leaves); a crash in the check leaves --output and no file of the run
     behind; a check that passes renames the checked file itself over --output."""
     script, output = load_script("export_onnx"), tmp_path / "m.onnx"
+    argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--fixed-size", "--output", str(output)]
     output.write_bytes(b"an earlier export")
     seen = []
 
@@ -122,7 +126,7 @@ def test_the_check_reads_a_hidden_file_and_only_a_checked_one_becomes_the_output
 
     monkeypatch.setattr(export, "check_onnx", crashing_check)
     with pytest.raises(RuntimeError, match="killed during the check"):
-        script.main(["--model", PICO, "--fixed-size", "--output", str(output)])
+        script.main(argv)
     ((checked, content, at_output),) = seen
     assert checked.parent.parent == tmp_path and checked.parent.name.startswith(".m.onnx.export-")
     assert content.startswith(b"\x08") and at_output == b"an earlier export"  # an ONNX model; the earlier file
@@ -133,19 +137,20 @@ def test_the_check_reads_a_hidden_file_and_only_a_checked_one_becomes_the_output
         return 0.0
 
     monkeypatch.setattr(export, "check_onnx", passing_check)
-    assert script.main(["--model", PICO, "--fixed-size", "--output", str(output)]) == 0.0
+    assert script.main(argv) == 0.0
     checked, inode = seen[-1]
     assert output.stat().st_ino == inode and output.read_bytes() != b"an earlier export"  # the file checked
     assert list(tmp_path.iterdir()) == [output]
 
 
-def test_out_indices_are_checked_as_features_only_checks_them(load_script, tmp_path, capsys):
+def test_out_indices_are_checked_as_features_only_checks_them(load_script, tmp_path, capsys, initial_weights):
     """--out-indices was not checked: without --features it was ignored (a classifier exported, exit 0), 5 was an
     IndexError traceback, 2 1 exported stage2 before stage1, -1 an output named stage-1, and 1 1 failed after the
     trace in torch's "Output names cannot be duplicated". Now the library's check of ``features_only``'s out_indices
     refuses them, as timm.create_model does, before the export; negative ones are resolved."""
     script, output = load_script("export_onnx"), tmp_path / "m.onnx"
-    argv = ["--model", PICO, "--fixed-size", "--no-check", "--output", str(output)]
+    argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--fixed-size", "--no-check", "--output",
+            str(output)]  # fmt: skip
     with pytest.raises(SystemExit):
         script.main([*argv, "--out-indices", "1"])
     assert "--out-indices selects the levels of --features: add --features, or drop" in capsys.readouterr().err

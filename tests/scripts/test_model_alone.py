@@ -1,7 +1,7 @@
 """``--model NAME`` without ``--checkpoint`` means NAME's published pretrained weights in every script that takes it
-(predict.py, extract_features.py, visualize.py: swinlite.weights.pretrained_model); a name timm publishes none for is
-one error in each. The weights come from an offline Hugging Face cache (tests/conftest.py's ``offline_hub``): random
-values under the hub's name."""
+(predict.py, extract_features.py, visualize.py, export_onnx.py: swinlite.weights.pretrained_model); a name timm
+publishes none for is one error in each. The weights come from an offline Hugging Face cache (tests/conftest.py's
+``offline_hub``): random values under the hub's name."""
 
 import hashlib
 import json
@@ -12,6 +12,7 @@ from pico import PICO
 from PIL import Image
 from scriptkit import run_script
 
+import swinlite.export
 import swinlite.visualize
 from swinlite.features import load_embeddings
 from swinlite.hub import cached_weights
@@ -32,13 +33,27 @@ RUNS = {
         ),
     ),
     "visualize": (lambda images, out: ["--output", out], lambda out: (out / "bias_stage0.png").read_bytes()),
+    "export_onnx": (
+        lambda images, out: ["--output", out / "m.onnx", "--fixed-size", "--size", 64, 64, "--no-check"],
+        lambda out: (out / "m.onnx").read_text(),
+    ),
 }
 
 
-def _digest(model) -> dict[str, bytes]:
+def _digest(model) -> str:
+    """A digest of the weights of ``model``."""
+    return hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+
+
+def _bias_pngs(model) -> dict[str, bytes]:
     """A stand-in for the bias maps (Swin-T's take seconds to draw): a digest of the weights they would show."""
-    values = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
-    return {"bias_stage0.png": hashlib.sha256(values).hexdigest().encode()}
+    return {"bias_stage0.png": _digest(model).encode()}
+
+
+def _write_onnx(program, path, names, metadata, quantize) -> None:
+    """A stand-in for the ONNX file (Swin-T's export takes 20 s): its metadata and a digest of the weights exported
+    (``program``: the model, as the stand-in export_program returns it)."""
+    path.write_text(json.dumps({"metadata": metadata, "weights": _digest(program)}))
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +73,11 @@ def images(tmp_path):
 
 @pytest.mark.parametrize("script", RUNS)
 def test_a_pretrained_tag_alone_loads_its_weights(cached, images, tmp_path, monkeypatch, script):
-    """visualize.py drew, and extract_features.py extracted with, the random initial weights of a pretrained tag."""
-    monkeypatch.setattr(swinlite.visualize, "bias_pngs", _digest)
+    """visualize.py drew, extract_features.py extracted with, and export_onnx.py exported (its metadata naming
+    ImageNet's classes) the random initial weights of a pretrained tag."""
+    monkeypatch.setattr(swinlite.visualize, "bias_pngs", _bias_pngs)
+    monkeypatch.setattr(swinlite.export, "export_program", lambda model, *args, **kwargs: model)
+    monkeypatch.setattr(swinlite.export, "write_onnx", _write_onnx)
     argv, written = RUNS[script]
     assert run_script(script, ["--model", TAG, *argv(images, tmp_path / "alone")]) == 0
     checkpoint = ["--model", TAG, "--checkpoint", cached]  # the same weights, as a file
@@ -69,8 +87,8 @@ def test_a_pretrained_tag_alone_loads_its_weights(cached, images, tmp_path, monk
 
 @pytest.mark.parametrize("script", RUNS)
 def test_a_name_without_published_weights_alone_is_one_error(images, tmp_path, capsys, script):
-    """predict.py refused it with timm's RuntimeError text; extract_features.py used random weights with a note and
-    visualize.py without a word."""
+    """predict.py refused it with timm's RuntimeError text; extract_features.py and export_onnx.py used random
+    weights with a note and visualize.py without a word."""
     argv = RUNS[script][0](images, tmp_path / "out")
     assert run_script(script, ["--model", PICO, *argv]) == 2
     err = capsys.readouterr().err

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pico import PICO
 from scriptkit import SCRIPTS, script_env
 from trainkit import REPO, make_folder, tiny_overrides
 
@@ -28,14 +29,15 @@ for name, argv in json.loads(sys.argv[2]):
 """
 
 
-def test_missing_optional_packages_are_one_line_naming_the_extra(tmp_path: Path):
+def test_missing_optional_packages_are_one_line_naming_the_extra(tmp_path: Path, initial_weights):
     folder = make_folder(tmp_path / "images")
     runs = [
         ("train", ["--config", str(REPO / "configs" / "demo.yaml"), "--data-dir", str(folder),
                    *tiny_overrides(folder, tmp_path / "run", **{"train.epochs": 1})]),  # no scikit-learn needed
         ("train", [f"data.data_dir={tmp_path / 'digits'}", f"train.output_dir={tmp_path / 'demo'}"]),  # the demo
         ("train_detection", ["--output-dir", str(tmp_path / "det")]),
-        ("export_onnx", ["--model", "swinlite_pico_patch2_window4_32", "--output", str(tmp_path / "m.onnx")]),
+        ("export_onnx", ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--output",
+                         str(tmp_path / "m.onnx")]),
     ]  # fmt: skip
     code = f"SCRIPTS = {str(SCRIPTS)!r}\n" + HARNESS
     result = subprocess.run(

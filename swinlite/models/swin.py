@@ -20,6 +20,7 @@ H x W map, Hp x Wp padded map, Wh x Ww window, nW windows per image, N = Wh*Ww t
 import dataclasses
 import functools
 import math
+import numbers
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -383,10 +384,15 @@ def _(
 
 def check_window(window: Sequence[int], name: str = "window") -> tuple[int, ...]:
     """``window`` as a tuple of ints; a ValueError naming ``name`` unless it is a non-empty sequence of positive
-    ints."""
-    if len(window) == 0 or any(int(w) < 1 for w in window):
+    ints (a float is refused, not truncated; a bool is no size)."""
+    if len(window) == 0 or not all(_is_int(w) and w >= 1 for w in window):
         raise ValueError(f"{name} must be a non-empty sequence of positive ints, got {tuple(window)}")
     return tuple(int(w) for w in window)
+
+
+def _is_int(value: object) -> bool:
+    """An int (numpy's too, or a symbolic one under ``torch.compile``), not a bool."""
+    return isinstance(value, (numbers.Integral, torch.SymInt)) and not isinstance(value, bool)
 
 
 def relative_position_index(window: Sequence[int], device: torch.device | None = None) -> torch.Tensor:

@@ -70,6 +70,9 @@ def test_a_sub_window_must_fit_in_the_window():
     [
         # raised by torch.arange after the window had changed: the bias was left broken
         ((0, 4), r"window must be a non-empty sequence of positive ints, got \(0, 4\)"),
+        # truncated to (4, 4), silently
+        ((4.7, 4.5), r"window must be a non-empty sequence of positive ints, got \(4\.7, 4\.5\)"),
+        ((True, 4), r"window must be a non-empty sequence of positive ints, got \(True, 4\)"),
         # taken, and the next forward failed in the MLP (mat1 and mat2 shapes cannot be multiplied)
         ((8,), r"window \(8,\) needs 2 axes, one per coordinate the bias's MLP takes \(its window is \(4, 4\)\)"),
         ((4, 4, 4), r"window \(4, 4, 4\) needs 2 axes"),

@@ -467,7 +467,7 @@ class RelativePositionBias(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.window = tuple(int(w) for w in window)
+        self.window = check_window(window)
         self.num_heads = num_heads
         self.num_tokens = math.prod(self.window)
         num_offsets = math.prod(2 * w - 1 for w in self.window)
@@ -487,8 +487,9 @@ class RelativePositionBias(nn.Module):
             self.index.copy_(relative_position_index(self.window, device=self.index.device))
 
     def set_window(self, window: Sequence[int], table: torch.Tensor) -> None:
-        """Take a new window and its table ((prod(2w - 1), heads)), in place (``SwinTransformer.set_input_size``)."""
-        window = tuple(int(w) for w in window)
+        """Take a new window and its table ((prod(2w - 1), heads)), in place (``SwinTransformer.set_input_size``); a
+        ValueError before anything changes unless the window is positive ints, and the table of its shape."""
+        window = check_window(window)
         shape = (math.prod(2 * w - 1 for w in window), self.num_heads)
         if tuple(table.shape) != shape:
             raise ValueError(

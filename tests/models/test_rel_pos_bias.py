@@ -71,6 +71,30 @@ def test_set_window_checks_the_tables_shape():
     assert rpb().shape == (2, 144, 144)
 
 
+@pytest.mark.parametrize(
+    ("window", "rows"),
+    [
+        ((0, 0), 1),  # the rows prod(2w - 1) gives: the window and table were taken, then torch.arange failed
+        ((0, 4), 7),  # named an impossible table shape, (-7, 2)
+        ((4.5, 4), 49),  # (4, 4)'s rows: truncated to (4, 4), silently
+    ],
+)
+def test_set_window_refuses_a_window_of_no_positive_ints_before_changing_anything(window, rows):
+    torch.manual_seed(0)
+    rpb = RelativePositionBias((4, 4), 2)
+    before = rpb()
+    with pytest.raises(ValueError, match=r"^window must be a non-empty sequence of positive ints, got \("):
+        rpb.set_window(window, torch.zeros(rows, 2))
+    assert rpb.window == (4, 4) and torch.equal(rpb(), before)
+
+
+@pytest.mark.parametrize("window", [(-1, 3), (0, 4), (2.5, 2), (True, 2), ()])
+def test_a_window_of_no_positive_ints_is_refused_at_construction(window):
+    """(-1, 3) was torch's RuntimeError about a negative dimension; 2.5 and True were truncated to ints."""
+    with pytest.raises(ValueError, match=r"^window must be a non-empty sequence of positive ints"):
+        RelativePositionBias(window, 2)
+
+
 @pytest.mark.parametrize(("old", "new"), [((7, 7), (12, 12)), ((12, 12), (7, 7)), ((4, 4), (4, 4))])
 def test_resize_matches_timm(old, new):
     torch.manual_seed(0)

@@ -1517,10 +1517,10 @@ class SwinTransformer(nn.Module):
         padding masked, the same attention); True is refused.
 
         Raises:
-            ValueError, before anything changes: a window specification timm refuses; a patch size that is not
-            positive, or an ``img_size`` smaller than one patch; ``always_partition=True`` (timm's padded tokens then
-            take part in attention, swinlite masks them); windows that differ between stages (swinlite keeps one
-            window).
+            ValueError, before anything changes: a window specification timm refuses, or a window or window ratio
+            that is not an int (2.5, True: timm takes them); a patch size that is not positive, or an ``img_size``
+            smaller than one patch; ``always_partition=True`` (timm's padded tokens then take part in attention,
+            swinlite masks them); windows that differ between stages (swinlite keeps one window).
         """
         from timm.models._input import update_model_input_size
         from timm.models.swin_transformer import calc_stage_window_sizes, resolve_window_args
@@ -1530,6 +1530,10 @@ class SwinTransformer(nn.Module):
             window_size, window_ratio = resolve_window_args(window_size, window_ratio, num_stages)
         except AssertionError as e:  # timm asserts its window specification
             raise ValueError(f"set_input_size: {e}") from None
+        for stage_window in window_size or ():  # timm's assertions take 2.5 and True
+            check_window(stage_window, "set_input_size: window_size")
+        if window_ratio is not None:
+            check_window(window_ratio, "set_input_size: window_ratio")
         _check_always_partition(always_partition)
         patch = self.patch_size if patch_size is None else tuple(to_2tuple(patch_size))
         if len(patch) != 2 or not all(isinstance(p, int) and p > 0 for p in patch):

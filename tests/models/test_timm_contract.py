@@ -565,13 +565,27 @@ def test_set_input_size_is_recorded_so_that_timm_rebuilds_the_model(v2, call):
         (dict(patch_size=0), r"patch_size must be a positive int or \(h, w\)"),
         (dict(patch_size=(2, 2, 2)), r"patch_size must be a positive int or \(h, w\)"),
         (dict(always_partition=True), "always_partition=True is not available"),
+        (dict(window_size=0), "Window sizes must be positive"),
+        (dict(window_size=-1), "Window sizes must be positive"),
+        (dict(window_size=(3,)), "Expected 4 stage window sizes"),
+        # taken by timm's checks: a TypeError deep inside, or blocks of window (2.5, 2.5) with (2, 2) biases
+        (dict(window_size=2.5), r"window_size must be a non-empty sequence of positive ints, got \(2\.5, 2\.5\)"),
+        (dict(window_size=True), r"window_size must be a non-empty sequence of positive ints, got \(True, True\)"),
+        (dict(window_ratio=2.5), r"window_ratio must be a non-empty sequence of positive ints, got \(2\.5,"),
     ],
 )
-def test_set_input_size_refuses_a_bad_call_before_changing_anything(call, match):
-    model = timm.create_model(TINY, **_SET_SIZE_MODEL)
+@pytest.mark.parametrize("block", ["v1", "v2"])
+def test_set_input_size_refuses_a_bad_call_before_changing_anything(call, match, block):
+    torch.manual_seed(0)
+    model = timm.create_model(TINY, block=block, **_SET_SIZE_MODEL).eval()
     before = {k: v.clone() for k, v in model.state_dict().items()}
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        logits = model(x)
     with pytest.raises(ValueError, match=match):
         model.set_input_size(**call)
     assert model.window_size == (4, 4) and model.patch_embed.img_size == (64, 64) and model.patch_size == (4, 4)
     after = model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before) and before.keys() == after.keys()
+    with torch.no_grad():
+        assert torch.equal(model(x), logits)

@@ -7,10 +7,11 @@ checkpoint unless --output-dir; a folder holding an earlier run's is refused unl
 --images and --masks folders. Masks are read as the checkpoint's run read them (classes, ignore_index,
 reduce_zero_label); images and masks that do not pair up are named and left out, and so are images with a view
 thinner than the backbone's patch at the test scales (one warning); label values outside the classes are an error, as
-are an image with a view larger than the segmenter is fed at most (as segment.py refuses it: --ratios 100 took all the
-memory), masks without a pixel of a class, no image the test scales can predict and no pixel scored (every image failing
-to decode): an mIoU of nothing would be NaN. The counts are summed over the whole split, as mmsegmentation does.
-Prediction follows the checkpoint's test settings unless --mode, --ratios, --flip / --no-flip or --stride.
+are an image with a view whose full-size tensors would take more than 4 GiB (as segment.py refuses it: --ratios 100
+took all the memory), masks without a pixel of a class, no image the test scales can predict and no pixel scored
+(every image failing to decode): an mIoU of nothing would be NaN. The counts are summed over the whole split, as
+mmsegmentation does. Prediction follows the checkpoint's test settings unless --mode, --ratios, --flip / --no-flip
+or --stride.
 
 Examples:
     python scripts/evaluate_segmentation.py --checkpoint runs/seg_demo/best.safetensors --data-dir data/seg_shapes
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
     too_thin, what = thin_check(model, test), SPLITS[args.split] if not args.masks else "evaluated"
     split = without_thin_pairs(split, too_thin, images, "raise --ratios")  # named in one warning; none left: an error
-    too_large = large_check(model, info.test, test)  # an image the model is not fed at these ratios: an error, first
+    too_large = large_check(model, test)  # a view too large for memory: an error, first
     large = next(((pair, problem) for pair in split.pairs if pair.size and (problem := too_large(*pair.size))), None)
     if large is not None:
         raise ValueError(f"{large[0].image}: {large[1]}")

@@ -8,8 +8,8 @@ maps each PNG's file name to the image it was made from. Everything comes from t
 normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not lie
 inside an input folder (its PNGs would be read as input next time), nor an input inside OUT/labels or OUT/overlays
 (--overwrite empties them). Unreadable images are named and skipped; if none is left that is an error. An image
-with a view larger than the segmenter is fed at most (the range of its ONNX export: 2048, or its own test settings'
-longest side) is an error before any work, as with --onnx (--ratios 100 took all the memory).
+with a view whose full-size tensors would take more than 4 GiB (docs/segmentation.md) is an error before any work
+(--ratios 100 took all the memory).
 
 --onnx FILE runs a segmenter exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the classes, palette and test settings recorded in the file, and writes the same files. An image
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     earlier = earlier_outputs(out, OUTPUTS, args.overwrite, numbered=DRAWN)
     model, info = load_segmenter(args.checkpoint, device)
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before anything is removed
-    too_large = large_check(model, info.test, test)
-    for path, height, width in header_sizes(images):  # an image the model is not fed at these ratios: an error, first
+    too_large = large_check(model, test)
+    for path, height, width in header_sizes(images):  # a view too large for memory: an error, first
         problem = too_large(height, width)
         if problem:
             raise ValueError(f"{path}: {problem}")

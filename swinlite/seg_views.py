@@ -6,7 +6,8 @@ definition of them.
 - :func:`test_views`: one rescaled size per test ratio, each also mirrored with ``flip`` (mmsegmentation's
   ``aug_test``);
 - :func:`thin_problem`: an image with a view thinner than the backbone's patch (predicted by no model);
-- :func:`large_problem`: an image with a view larger than a segmenter is fed (its export's range);
+- :func:`large_problem`: an image with a view whose full-size tensors in PyTorch prediction (:func:`view_bytes`) take
+  more than :data:`VIEW_MEMORY_BUDGET`;
 - :func:`slide_windows`: the windows of sliding-window prediction (mmsegmentation's ``slide_inference``), every
   ``stride`` pixels: :func:`default_stride` unless set, at most the window (:func:`stride_problem`).
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 TEST_MODES = ("whole", "slide")  # the whole image at once, or sliding windows of the crop size
+VIEW_MEMORY_BUDGET = 4 * 2**30  # bytes a view's full-size tensors (view_bytes) may take in PyTorch prediction
 
 
 def rescaled_size(height: int, width: int, scale: Sequence[float]) -> tuple[int, int]:
@@ -48,18 +50,28 @@ def thin_problem(
     return None
 
 
+def view_bytes(height: int, width: int, num_classes: int) -> int:
+    """Bytes PyTorch prediction of one image (``swinlite.segmentation.inference.predict_scores``) holds at the full
+    size of a ``height`` x ``width`` view, all float32: two maps of the ``num_classes`` logits (the model's or the
+    windows' sum, then its mirror or their average), the windows' count, and the rescaled image with its mirror. The
+    model's own activations (at a quarter of the view's resolution, or of one window's) come on top."""
+    return 4 * height * width * (2 * num_classes + 1 + 2 * 3)
+
+
 def large_problem(
-    height: int, width: int, img_scale: Sequence[int], ratios: Sequence[float], max_side: int
+    height: int, width: int, img_scale: Sequence[int], ratios: Sequence[float], num_classes: int
 ) -> str | None:
-    """Why a ``height`` x ``width`` image has a view (:func:`test_views`) with a side longer than ``max_side`` pixels
-    (the most a segmenter is fed: the range its ONNX export serves, which ``segment.py --onnx`` checks; such a view
-    takes the memory of the machine, e.g. ``--ratios 100``), or None."""
+    """Why a ``height`` x ``width`` image has a view (:func:`test_views`) whose full-size tensors (:func:`view_bytes`)
+    would take more than :data:`VIEW_MEMORY_BUDGET` (``--ratios 100`` on a 48x40 image took all the memory), or
+    None."""
     for ratio in ratios:
         h, w = rescaled_size(height, width, [int(side * ratio) for side in img_scale])
-        if max(h, w) > max_side:
-            return (f"a {width}x{height} image would be rescaled to {w}x{h} (ratio {ratio}), larger than the "
-                    f"{max_side} pixels a side the segmenter is fed at most (its ONNX export's range: 2048, or the "
-                    "longest side of its own test settings): lower --ratios")  # fmt: skip
+        need = view_bytes(h, w, num_classes)
+        if need > VIEW_MEMORY_BUDGET:
+            return (f"a {width}x{height} image would be rescaled to {w}x{h} (ratio {ratio}), whose prediction holds "
+                    f"{need / 2**30:.1f} GiB at that size (float32: the logits of {num_classes} classes twice, the "
+                    f"windows' count, the image and its mirror), more than the {VIEW_MEMORY_BUDGET // 2**30} GiB a "
+                    "view may take: lower --ratios")  # fmt: skip
     return None
 
 

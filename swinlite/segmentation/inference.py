@@ -137,17 +137,13 @@ def thin_check(model: nn.Module, test: InferenceSettings) -> Callable[[int, int]
     return functools.partial(thin_problem, img_scale=test.img_scale, ratios=test.ratios, min_side=patch_side(model))
 
 
-def large_check(
-    model: nn.Module, recorded: InferenceSettings, test: InferenceSettings
-) -> Callable[[int, int], str | None]:
-    """``(height, width) -> why`` ``test`` would feed ``model`` a view larger than it serves, or None: a side longer
-    than its ONNX export's range (:func:`swinlite.segmentation.export.served_sizes` of the ``recorded`` settings:
-    2048, or their longest side), which ``segment.py --onnx`` refuses too. The PyTorch paths of ``segment.py`` and
-    ``evaluate_segmentation.py`` refuse such an image before any work (``--ratios 100`` took all the memory)."""
-    from .export import served_sizes  # swinlite.export: loaded only here
-
-    max_side = served_sizes(model, recorded)[1]
-    return functools.partial(large_problem, img_scale=test.img_scale, ratios=test.ratios, max_side=max_side)
+def large_check(model: nn.Module, test: InferenceSettings) -> Callable[[int, int], str | None]:
+    """``(height, width) -> why`` ``test`` would predict an image of that size with ``model`` through a view whose
+    full-size tensors take more memory than :data:`~swinlite.seg_views.VIEW_MEMORY_BUDGET`
+    (:func:`~swinlite.seg_views.large_problem`), or None. The PyTorch paths of ``segment.py`` and
+    ``evaluate_segmentation.py`` refuse such an image before any work (``--ratios 100`` took all the memory);
+    ``segment.py --onnx`` refuses views outside its file's range instead."""
+    return functools.partial(large_problem, img_scale=test.img_scale, ratios=test.ratios, num_classes=model.num_classes)
 
 
 @torch.no_grad()

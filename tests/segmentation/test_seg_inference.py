@@ -19,6 +19,7 @@ from swinlite.segmentation.data import Labels, Pair, SegmentationDataset, collat
 from swinlite.segmentation.inference import (
     InferenceSettings,
     confusion_of,
+    large_check,
     predict_scores,
     slide_logits,
     thin_check,
@@ -105,6 +106,26 @@ def test_the_test_size_follows_img_scale_in_either_orientation():
         predict_scores(model, torch.randn(1, 3, 200, 300), slide)
     assert model.seen[0] == (768, 512)  # the short side to 512
     assert model.seen[1:] == [(512, 512), (512, 512)]  # 512 x 768 by two 512 windows, 256 apart (stride 341)
+
+
+DOCS_RATIOS = (0.5, 0.75, 1.0, 1.25, 1.5, 1.75)  # docs/segmentation.md's multi-scale test (with --flip)
+
+
+@pytest.mark.parametrize(
+    ("img_scale", "size", "ratios", "classes", "refused"),
+    [
+        ((2048, 512), (48, 120), DOCS_RATIOS, 150, None),  # ADE20K: views up to 2240x896, 2.3 GiB
+        ((2048, 1024), (1024, 2048), DOCS_RATIOS, 19, None),  # Cityscapes-style: up to 3584x1792, 1.1 GiB
+        ((2048, 512), (40, 48), (100.0,), 150, "a 48x40 image would be rescaled to 61440x51200 (ratio 100.0), whose "
+         "prediction holds 3597.7 GiB at that size (float32: the logits of 150 classes twice, the windows' count, the "
+         "image and its mirror), more than the 4 GiB a view may take: lower --ratios"),
+    ],
+)  # fmt: skip
+def test_a_view_is_refused_by_the_memory_its_full_size_tensors_take(img_scale, size, ratios, classes, refused):
+    """The check refused the first two (a view over 2048 pixels a side, the ONNX export's range): the scripts stopped
+    ordinary multi-scale evaluations; what is refused is a view that would take all the memory."""
+    test = InferenceSettings(img_scale=img_scale, ratios=ratios, flip=True)
+    assert large_check(SimpleNamespace(num_classes=classes), test)(*size) == refused
 
 
 def test_an_image_with_a_view_thinner_than_the_patch_is_left_out_of_the_scores(tmp_path: Path):

@@ -9,11 +9,12 @@ Examples:
 PATH arguments are images or folders; a folder gives its image files (.jpg .jpeg .png .ppm .bmp .pgm
 .tif .tiff .webp, any case; searched recursively), a file named explicitly is read whatever its extension.
 Files that do not decode are skipped and named on stderr. The CSV (UTF-8) has the columns path, class,
-prob, then class_2, prob_2, ... up to --topk; bytes of a file name that are not UTF-8 are written as \xNN.
---output must not be one of the inputs (the checkpoint, an image). Preprocessing is the run's evaluation
-transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1. With
---model alone the timm model's pretrained weights are used (ImageNet class names from timm's
-ImageNetInfo); --model with --checkpoint reads a file of another layout (official, timm, torchvision, ...).
+prob, then class_2, prob_2, ... up to --topk; bytes of a file name that are not UTF-8 are written as \xNN, and a
+backslash as \x5c (two files never print as one path). --output must not be one of the inputs (the checkpoint, an
+image). Preprocessing is the run's evaluation transform, recorded in the checkpoint, so predictions on the run's val
+folder score its val top-1. With --model alone the timm model's pretrained weights are used (ImageNet class names
+from timm's ImageNetInfo); --model with --checkpoint reads a file of another layout (official, timm, torchvision,
+...).
 
 --onnx FILE runs a file of scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is not
 imported): the classes and preprocessing come from the file's metadata, the preprocessing is timm's evaluation

@@ -27,7 +27,7 @@ from torchvision import transforms
 from tqdm import tqdm
 
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
-from .files import escaped_name, read_list
+from .files import read_list
 from .images import ImageFiles, is_image_file, list_images
 from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path, read_metadata
 from .models.swin import SwinTransformer
@@ -70,10 +70,10 @@ def output_path(image: Path, root: Path, output: Path) -> Path:
     """``output/features/<path relative to root>.safetensors`` (the extension kept, so a.jpg and a.png differ).
 
     Bytes of a name that are not UTF-8 are written as ``\\xNN``, and a backslash as ``\\x5c``
-    (:func:`swinlite.files.escaped_name`): safetensors and most tools read UTF-8 paths only, and two images never share
-    a feature file.
+    (:func:`swinlite.files.printable_path`): safetensors and most tools read UTF-8 paths only, and two images never
+    share a feature file.
     """
-    return output / "features" / f"{escaped_name(image.relative_to(root))}.safetensors"
+    return output / "features" / f"{printable_path(image.relative_to(root))}.safetensors"
 
 
 def record_settings(output: Path, settings: dict[str, object]) -> None:

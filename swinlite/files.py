@@ -335,14 +335,11 @@ def read_list(path: str | os.PathLike) -> list[Path]:
 
 
 def printable_path(path: str | os.PathLike) -> str:
-    """``path`` as text any UTF-8 writer takes: bytes of a file name that are not UTF-8 become ``\\xNN`` escapes."""
-    return os.fsencode(path).decode("utf-8", errors="backslashreplace")
-
-
-def escaped_name(path: str | os.PathLike) -> str:
-    """``path`` as text any UTF-8 writer takes, one to one: bytes that are not UTF-8 as ``\\xNN`` escapes (as
-    :func:`printable_path`) and a backslash as ``\\x5c``, so that no two paths give one text (with printable_path, the
-    name ``x\\xff.png`` and the bytes ``x``, 0xff, ``.png`` both gave ``x\\xff.png``). Other names are unchanged."""
+    """``path`` as text any UTF-8 writer takes, one to one: bytes of a file name that are not UTF-8 as ``\\xNN``
+    escapes and a backslash as ``\\x5c``, so that no two paths give one text (the name ``x\\xff.png`` and the bytes
+    ``x``, 0xff, ``.png`` both gave ``x\\xff.png``: one feature file, two CSV rows of one path). Other names are
+    unchanged. The rule of every output that records image paths as text (feature file names, predict.py's CSV,
+    failures.txt, warnings); JSON outputs keep the exact name (its escapes are JSON's)."""
     return os.fsencode(path).replace(b"\\", b"\\x5c").decode("utf-8", errors="backslashreplace")
 
 

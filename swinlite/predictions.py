@@ -29,8 +29,8 @@ class Prediction:
 def write_csv(predictions: list[Prediction], classes: list[str], topk: int, path: str | os.PathLike) -> None:
     """Columns ``path, class, prob`` then ``class_2, prob_2, ...`` up to ``topk``; UTF-8, written atomically.
 
-    A file name that is not valid UTF-8 is written with its odd bytes as ``\\xNN`` escapes
-    (:func:`swinlite.io.printable_path`): the CSV stays valid UTF-8 for every reader.
+    A file name that is not valid UTF-8 is written with its odd bytes as ``\\xNN`` escapes, and a backslash as
+    ``\\x5c`` (:func:`swinlite.files.printable_path`): the CSV stays valid UTF-8 for every reader, one path per file.
     """
     header = ["path", "class", "prob"]
     for k in range(2, topk + 1):

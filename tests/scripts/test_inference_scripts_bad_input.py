@@ -208,6 +208,29 @@ def test_non_utf8_file_names_are_written_escaped(f, load_script, tmp_path, capsy
     assert (out / "features" / "caf\\xe9.png.safetensors").is_file()  # a UTF-8 name, as safetensors needs
 
 
+def test_names_that_printed_alike_are_written_apart(f, load_script, tmp_path, capsys):
+    """The bytes x, 0xff, .png and the name x\\xff.png (a backslash in it) were both written .../x\\xff.png: in
+    predict.py's CSV, and in the skip warnings and extract_features.py's failures.txt for undecodable ones. A backslash
+    is now escaped as \\x5c (the rule of feature file names); other names are kept."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for value, name in enumerate([os.fsdecode(b"x\xff.png"), "x\\xff.png", "plain.png"]):
+        Image.fromarray(np.full((16, 16, 3), 60 * value, np.uint8)).save(folder / name)
+    for name in (os.fsdecode(b"y\xff.png"), "y\\xff.png"):
+        (folder / name).write_bytes(b"not an image")
+    load_script("predict").main(["--checkpoint", str(f.ckpt), "--output", str(tmp_path / "p.csv"), "--no-progress",
+                                 str(folder)])  # fmt: skip
+    printed = [str(folder / name) for name in ("plain.png", "x\\x5cxff.png", "x\\xff.png")]
+    assert sorted(r["path"] for r in _rows(tmp_path / "p.csv")) == printed  # three rows, three paths
+    err = capsys.readouterr().err
+    assert f"{folder / 'y'}\\xff.png" in err and f"{folder / 'y'}\\x5cxff.png" in err
+    out = tmp_path / "feats"
+    load_script("extract_features").main(["--checkpoint", str(f.ckpt), "--input", str(folder), "--output", str(out),
+                                          "--no-progress"])  # fmt: skip
+    failed = (out / "failures.txt").read_text(encoding="utf-8").splitlines()
+    assert sorted(line.split("\t")[0] for line in failed) == [str(folder / "y\\x5cxff.png"), str(folder / "y\\xff.png")]
+
+
 def test_images_of_1x4000_and_4000x1(f, load_script, tmp_path, capsys):
     """Predicted; an image whose centre-crop resize would exceed the pixel budget (1x1200000: over 300 M pixels
     once its shorter side is 16 or more) is skipped, named with the reason, instead of taking all the memory."""

@@ -177,8 +177,15 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def is_hidden(name: str) -> bool:
+    """Whether a file or folder name is hidden (``.*``: .DS_Store, .ipynb_checkpoints, a temporary file of
+    :func:`atomic_write`): what listings leave out (:func:`list_files`), and what :func:`earlier_outputs` takes for
+    no one's files."""
+    return name.startswith(".")
+
+
 def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] | None = None) -> list[Path]:
-    """Files under ``folder`` (recursive), sorted, hidden names (``.*``) left out.
+    """Files under ``folder`` (recursive), sorted, hidden names (:func:`is_hidden`) left out.
 
     Linked folders are followed, each real folder once. Two kinds of link are skipped, with a warning naming
     the link and its target: a link back to a folder that encloses it (``folder`` itself or above it: a loop,
@@ -203,7 +210,7 @@ def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] | 
     for parent, dirs, names in os.walk(folder, followlinks=True):
         parent_real = os.path.realpath(parent)
         keep = []
-        for name in sorted(d for d in dirs if not d.startswith(".")):
+        for name in sorted(d for d in dirs if not is_hidden(d)):
             path = os.path.join(parent, name)
             real = os.path.realpath(path)
             other = _apart(real, root, apart)
@@ -214,7 +221,7 @@ def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] | 
                 seen.add(real)
                 keep.append(name)
         dirs[:] = keep
-        for name in (n for n in names if not n.startswith(".")):
+        for name in (n for n in names if not is_hidden(n)):
             path = Path(parent, name)
             real = os.path.realpath(path) if path.is_symlink() else os.path.join(parent_real, name)
             other = _apart(real, root, apart)
@@ -454,7 +461,7 @@ def _cleared_by(input_paths: list[Path], written: list[Path]) -> Path | None:
     return None
 
 
-NUMBERED = re.compile(r"\.?\d{5,}_.*\.png(\.tmp.*)?", re.DOTALL)  # numbered_name's, or the temporary file of one
+NUMBERED = re.compile(r"\d{5,}_.*\.png", re.DOTALL)  # numbered_name's (the temporary file of one is hidden)
 
 
 def numbered_name(index: int, path: str | os.PathLike) -> str:
@@ -463,12 +470,15 @@ def numbered_name(index: int, path: str | os.PathLike) -> str:
     return f"{index:05d}_{Path(path).stem}.png"
 
 
+def _visible(folder: Path) -> list[Path]:
+    """What ``folder`` holds (recursive, sorted), hidden names (:func:`is_hidden`) and what lies under them left out."""
+    return [p for p in sorted(folder.rglob("*")) if not any(map(is_hidden, p.relative_to(folder).parts))]
+
+
 def _not_numbered(folder: Path) -> list[Path]:
-    """What ``folder`` holds besides :func:`numbered_name` files (and their temporary files): the files and folders
-    no run of ``detect.py`` or ``segment.py`` wrote there."""
-    return [
-        p for p in sorted(folder.rglob("*")) if not (p.parent == folder and p.is_file() and NUMBERED.fullmatch(p.name))
-    ]
+    """What ``folder`` holds besides :func:`numbered_name` files and hidden names: the files and folders no run of
+    ``detect.py`` or ``segment.py`` wrote there."""
+    return [p for p in _visible(folder) if not (p.parent == folder and p.is_file() and NUMBERED.fullmatch(p.name))]
 
 
 def earlier_outputs(
@@ -484,13 +494,14 @@ def earlier_outputs(
     this one was not given, beside its own): they are refused, or with ``overwrite`` returned for the caller to
     remove (:func:`remove_outputs`) once its own checks have passed. The folders among ``names`` in ``numbered`` hold
     :func:`numbered_name` files only: one that holds anything else (the user's own images) is refused even with
-    ``overwrite``, naming what it holds, as no run's outputs to replace.
+    ``overwrite``, naming what it holds, as no run's outputs to replace. Hidden names in a folder (.DS_Store,
+    .ipynb_checkpoints/: OS and tool metadata) are left out of both checks, and go with the folder it removes.
 
     Raises:
         ValueError: ``folder`` holds some and not ``overwrite``, or a ``numbered`` folder holds other files.
     """
     paths = [Path(folder) / name for name in names]
-    found = [p for p in paths if p.is_file() or p.is_dir() and any(p.iterdir())]
+    found = [p for p in paths if p.is_file() or p.is_dir() and _visible(p)]
     for path in (Path(folder) / name for name in numbered if (Path(folder) / name).is_dir()):
         others = _not_numbered(path)
         if others:

@@ -70,6 +70,27 @@ def test_files_no_run_wrote_are_named_and_kept(tmp_path, capsys, script, flag, d
     assert "earlier run" not in error and _files(tmp_path) == before
 
 
+@pytest.mark.parametrize("hidden", [".DS_Store", ".ipynb_checkpoints/00003_a-checkpoint.png"])
+@pytest.mark.parametrize(("script", "flag", "drawn"), DRAWING, ids=IDS)
+def test_hidden_names_in_a_drawings_folder_are_left_out(tmp_path, capsys, script, flag, drawn, hidden):
+    """OS and tool metadata in a folder of drawings (macOS's .DS_Store, Jupyter's .ipynb_checkpoints/): --overwrite
+    was refused, naming them as files no run wrote. Hidden names are left out as input listing leaves them out: the
+    run is refused only as an earlier run's folder without --overwrite, and with it goes on (to read the model, here
+    a placeholder, which is refused next: nothing is removed before)."""
+    out, model = tmp_path / "P", tmp_path / "model.file"
+    model.write_bytes(b"never read: the run is refused before")
+    _image(out / drawn / "00003_a.png")
+    (out / drawn / hidden).parent.mkdir(exist_ok=True)
+    (out / drawn / hidden).write_bytes(b"metadata")
+    image = _image(tmp_path / "in" / "a.png")
+    before = _files(tmp_path)
+    error = _run(capsys, script, flag, model, [image], out)
+    assert f"holds an earlier run's {drawn}" in error and "no run of this script" not in error
+    error = _run(capsys, script, flag, model, [image], out, "--overwrite")
+    assert "no run of this script" not in error and "earlier run" not in error and "model.file" in error
+    assert _files(tmp_path) == before
+
+
 def test_extract_refuses_a_listed_image_inside_its_features_folder(tmp_path, capsys):
     out = tmp_path / "feats"
     image = _image(out / "features" / "x.png")

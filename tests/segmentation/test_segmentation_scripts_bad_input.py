@@ -222,7 +222,8 @@ def test_the_docs_multi_scale_test_at_ade20k_scale_is_not_refused(script, setup,
 
 
 def test_segment_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, monkeypatch, capsys):
-    """Before, a second run over fewer images left the first run's label maps beside its own (a mixed folder)."""
+    """Before, a second run over fewer images left the first run's label maps beside its own (a mixed folder). Hidden
+    names in the folders (.DS_Store, .ipynb_checkpoints/) are no one's files: --overwrite removes them with them."""
     images = setup.data / "images" / "validation"
     argv = ["--checkpoint", setup.ckpt, "--output-dir", setup.out, "--input"]
     assert _run("segment", [*argv, images], monkeypatch, capsys)[0] == 0
@@ -233,6 +234,8 @@ def test_segment_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, 
         "--overwrite to replace them, or choose another folder"
     )
     assert sorted(p.name for p in (setup.out / "labels").iterdir()) == before and len(before) == 6  # untouched
+    (setup.out / "overlays" / ".DS_Store").write_bytes(b"")  # OS and tool metadata: --overwrite was refused, naming
+    (setup.out / "labels" / ".ipynb_checkpoints").mkdir()  # them as files no run wrote; it removes them now
     assert _run("segment", [*argv, images / "01.png", "--overwrite"], monkeypatch, capsys)[0] == 0
     for folder in ("labels", "overlays"):
         assert [p.name for p in (setup.out / folder).iterdir()] == ["00000_01.png"]

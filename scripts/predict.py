@@ -20,9 +20,9 @@ from timm's ImageNetInfo); --model with --checkpoint reads a file of another lay
 imported): the classes and preprocessing come from the file's metadata, the preprocessing is timm's evaluation
 transform in NumPy/Pillow, and the CSV is the one the PyTorch path writes. An ONNX file without swinlite metadata
 needs --classes (a text file, one name per line, in output order) and --preprocessing (timm's data config as JSON,
-e.g. '{"input_size": [3, 224, 224], "interpolation": "bicubic", "crop_pct": 0.9, "mean": [0.485, 0.456, 0.406],
-"std": [0.229, 0.224, 0.225]}'); either flag also overrides the file's (--preprocessing key by key; a key not
-among these six is an error).
+e.g. '{"input_size": [3, 224, 224], "interpolation": "bicubic", "crop_pct": 0.9, "crop_mode": "center", "mean":
+[0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}'); either flag also overrides the file's (--preprocessing key
+by key; a key not among these six is an error).
 """
 
 from __future__ import annotations

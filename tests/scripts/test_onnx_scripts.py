@@ -8,7 +8,9 @@ import re
 import onnx
 import pytest
 from onnxkit import CLASSES, PREPROCESSING, run_without_torch, write_images
-from scriptkit import run_script
+from scriptkit import load_script, run_script
+
+from swinlite.metadata import PREPROCESSING_KEYS
 
 SIZES = [(32, 32), (45, 31), (200, 120), (17, 90)]
 
@@ -100,6 +102,13 @@ def test_predict_onnx_of_a_bare_file_with_both_flags(onnx_classifier, tmp_path):
                                str(images))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert _rows(tmp_path / "b.csv")[1][1] in CLASSES
+
+
+def test_the_help_example_of_preprocessing_names_every_key():
+    """--help said a key not among "these six" is an error, and its example named five (crop_mode missing)."""
+    doc = load_script("predict").__doc__
+    example = json.loads(re.search(r"e\.g\. '(\{.*?\})'", doc, re.DOTALL).group(1))
+    assert sorted(example) == sorted(PREPROCESSING_KEYS) and len(PREPROCESSING_KEYS) == 6
 
 
 @pytest.mark.parametrize("which", ["not_onnx", "classifier"])

@@ -31,7 +31,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from .files import elongation_problem
 from .metadata import PREPROCESSING_KEYS, check_preprocessing
-from .seg_views import TEST_MODES, slide_windows, stride_problem, test_views
+from .seg_views import TEST_MODES, large_problem, slide_windows, stride_problem, test_views
 
 INTERPOLATIONS = {
     "nearest": Image.Resampling.NEAREST,
@@ -529,7 +529,12 @@ def segment_too_thin(model: OnnxModel, settings: SegmenterSettings, height: int,
 
 
 def segment_problem(model: OnnxModel, settings: SegmenterSettings, height: int, width: int) -> str | None:
-    """Why the graph cannot serve every view (or window) of a ``height`` x ``width`` image, or None."""
+    """Why the graph cannot serve every view (or window) of a ``height`` x ``width`` image, or None: a view whose
+    full-size arrays would take more memory than a view may (:func:`~swinlite.seg_views.large_problem`, the PyTorch
+    path's rule: the slide mode's windows fit the file's range however large the view), or a size out of that range."""
+    problem = large_problem(height, width, settings.img_scale, settings.ratios, len(settings.classes))
+    if problem:
+        return problem
     for size in segment_sizes(settings, height, width):
         problem = size_problem(model, *size)
         if problem:

@@ -6,8 +6,8 @@ definition of them.
 - :func:`test_views`: one rescaled size per test ratio, each also mirrored with ``flip`` (mmsegmentation's
   ``aug_test``);
 - :func:`thin_problem`: an image with a view thinner than the backbone's patch (predicted by no model);
-- :func:`large_problem`: an image with a view whose full-size tensors in PyTorch prediction (:func:`view_bytes`) take
-  more than :data:`VIEW_MEMORY_BUDGET`;
+- :func:`large_problem`: an image with a view whose full-size tensors in prediction (:func:`view_bytes`; PyTorch's
+  or the ONNX path's NumPy arrays) take more than :data:`VIEW_MEMORY_BUDGET`;
 - :func:`slide_windows`: the windows of sliding-window prediction (mmsegmentation's ``slide_inference``), every
   ``stride`` pixels: :func:`default_stride` unless set, at most the window (:func:`stride_problem`).
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 TEST_MODES = ("whole", "slide")  # the whole image at once, or sliding windows of the crop size
-VIEW_MEMORY_BUDGET = 4 * 2**30  # bytes a view's full-size tensors (view_bytes) may take in PyTorch prediction
+VIEW_MEMORY_BUDGET = 4 * 2**30  # bytes a view's full-size tensors (view_bytes) may take, in PyTorch or ONNX prediction
 
 
 def rescaled_size(height: int, width: int, scale: Sequence[float]) -> tuple[int, int]:

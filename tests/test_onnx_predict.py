@@ -155,3 +155,17 @@ def test_bad_preprocessing_names_where_it_came_from(onnx_classifier, flag, metad
         model = dataclasses.replace(model, metadata=model.metadata | {"preprocessing": metadata})
     with pytest.raises(ValueError, match=error):
         onnx_predict.classifier_settings(model, preprocessing=flag)
+
+
+@pytest.mark.parametrize("mode", ["whole", "slide"])
+def test_a_view_too_large_for_memory_is_refused_in_either_mode(mode):
+    """--ratios 1000 on a 48x40 image: the PyTorch paths refused its 38400x32000 views for the memory they take, the
+    --onnx path only checked what the graph is fed, so in slide mode (windows within the file's range) it went on to
+    allocate the view's arrays; now both paths apply the one rule, before the model is read."""
+    settings = onnx_predict.SegmenterSettings(
+        classes=["a", "b", "c"], palette=[(0, 0, 0)] * 3, mean=(0.5,) * 3, std=(0.2,) * 3, img_scale=(64, 48),
+        mode=mode, crop_size=(32, 32), stride=(21, 21), ratios=(1000.0,), flip=False,
+    )  # fmt: skip
+    problem = onnx_predict.segment_problem(None, settings, 40, 48)  # no model: refused before it is asked
+    assert problem.startswith("a 48x40 image would be rescaled to 57600x48000 (ratio 1000.0)"), problem
+    assert problem.endswith("more than the 4 GiB a view may take: lower --ratios"), problem

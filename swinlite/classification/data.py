@@ -25,7 +25,7 @@ from timm.data import DEFAULT_CROP_PCT, create_transform
 from timm.data.auto_augment import AugmentOp
 from torch.utils.data import Dataset, default_collate
 
-from ..files import center_crop_scale, elongation_problem, upright_size
+from ..files import center_crop_scale, elongation_problem, is_hidden, upright_size
 from ..images import (
     IMAGE_EXTENSIONS,
     LeftOut,
@@ -98,7 +98,7 @@ def class_folders(split_dir: Path) -> list[str]:
     """
     if not split_dir.is_dir():
         raise ValueError(f"missing split folder {split_dir}: expected {split_dir}/<class>/<image files>")
-    found = sorted(p for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    found = sorted(p for p in split_dir.iterdir() if p.is_dir() and not is_hidden(p.name))
     if not found:
         raise ValueError(f"{split_dir} holds no class folders: expected {split_dir}/<class>/<image files>")
     return [p.name for p in folders_apart(found)]

@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..files import is_hidden
 from ..images import is_image_file
 from ..io import atomic_write
 from .config import DataConfig
@@ -32,7 +33,7 @@ def _fingerprint(cfg: DataConfig) -> dict[str, Any]:
     for split in ("train", "val"):
         for parent, dirs, _ in os.walk(root / split, followlinks=True):
             real = os.path.realpath(parent)
-            dirs[:] = [] if real in seen else [d for d in dirs if not d.startswith(".")]  # a link loop: once
+            dirs[:] = [] if real in seen else [d for d in dirs if not is_hidden(d)]  # a link loop: once
             seen.add(real)
             folders[os.path.relpath(parent, root)] = os.stat(parent).st_mtime_ns
     return {

@@ -32,7 +32,7 @@ import functools
 import math
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -610,14 +610,12 @@ def embed_shrunk_tables(state_dict: StateDict, model: nn.Module, resize_whole: b
     """
     from .models.swin import table_resized_as_timm  # the model module imports this one
 
-    target = model.state_dict()
-    window, shrunk = _timm_windows(model)
+    target, window = model.state_dict(), tuple(model.window_size)
     out = dict(state_dict)
-    for key, value in state_dict.items():
-        m = re.match(r"^layers\.(\d+)\.blocks\.\d+\.attn\.rel_pos\.table$", key)
-        if m is None or key not in target or shrunk[int(m.group(1))] == window or value.ndim != 2:
+    for key, value, stage_window in _tables_timm_shrinks(state_dict, model):
+        if key not in target or value.ndim != 2:
             continue
-        stage_window, want = shrunk[int(m.group(1))], target[key].shape
+        want = target[key].shape
         if value.shape == (_num_offsets(stage_window), want[1]) and want[0] == _num_offsets(window):
             out[key] = embed_rel_pos_bias_table(value, stage_window, window)
         elif resize_whole and value.shape == want:
@@ -630,22 +628,27 @@ def crop_shrunk_tables(state_dict: StateDict, model: nn.Module) -> StateDict:
     smaller than its window cut to the window timm shrinks it to (:func:`crop_rel_pos_bias_table`): the inverse of
     :func:`embed_shrunk_tables`, exact there (swinlite masks the padding around that map, so only these offsets
     meet); other keys as they are."""
-    window, shrunk = _timm_windows(model)
+    window = tuple(model.window_size)
     out = dict(state_dict)
-    for key, value in state_dict.items():
-        m = re.match(r"^layers\.(\d+)\.blocks\.\d+\.attn\.rel_pos\.table$", key)
-        if m is not None and shrunk[int(m.group(1))] != window:
-            out[key] = crop_rel_pos_bias_table(value, window, shrunk[int(m.group(1))])
+    for key, value, stage_window in _tables_timm_shrinks(state_dict, model):
+        out[key] = crop_rel_pos_bias_table(value, window, stage_window)
     return out
 
 
-def _timm_windows(model: nn.Module) -> tuple[tuple[int, int], list[tuple[int, int]]]:
-    """A swinlite model's window, and per stage the window timm gives a model of its nominal input size
+def _tables_timm_shrinks(
+    state_dict: Mapping[str, torch.Tensor], model: nn.Module
+) -> Iterator[tuple[str, torch.Tensor, tuple[int, int]]]:
+    """(key, table, window) of each V1 bias table of ``state_dict`` in a stage of ``model`` whose map at the model's
+    nominal input size is smaller than its window, with the window timm gives that stage
     (:func:`~swinlite.models.swin.shrunk_windows`)."""
     from .models.swin import shrunk_windows  # the model module imports this one
 
     window = tuple(model.window_size)
-    return window, shrunk_windows(window, tuple(model.patch_embed.grid_size), len(model.layers))
+    shrunk = shrunk_windows(window, tuple(model.patch_embed.grid_size), len(model.layers))
+    for key, value in state_dict.items():
+        m = re.match(r"^layers\.(\d+)\.blocks\.\d+\.attn\.rel_pos\.table$", key)
+        if m is not None and shrunk[int(m.group(1))] != window:
+            yield key, value, shrunk[int(m.group(1))]
 
 
 def _num_offsets(window: Sequence[int]) -> int:

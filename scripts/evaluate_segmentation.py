@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.segmentation.data import (
         SegmentationDataset,
         check_labelled,
+        check_not_too_large,
         collate,
         scan_split,
         split_folders,
@@ -123,10 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
     too_thin, what = thin_check(model, test), SPLITS[args.split] if not args.masks else "evaluated"
     split = without_thin_pairs(split, too_thin, images, "raise --ratios")  # named in one warning; none left: an error
-    too_large = large_check(model, test)  # a view too large for memory: an error, first
-    large = next(((pair, problem) for pair in split.pairs if pair.size and (problem := too_large(*pair.size))), None)
-    if large is not None:
-        raise ValueError(f"{large[0].image}: {large[1]}")
+    check_not_too_large(split, large_check(model, test))  # a view too large for memory: an error, first
     check_labelled(split, what, masks, info.labels.ignore_index)  # training's check: an mIoU of no pixel is NaN
     dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std),
                                   evaluation=True, too_thin=too_thin)  # fmt: skip

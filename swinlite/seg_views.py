@@ -59,11 +59,16 @@ def view_bytes(height: int, width: int, num_classes: int) -> int:
 
 
 def large_problem(
-    height: int, width: int, img_scale: Sequence[int], ratios: Sequence[float], num_classes: int
+    height: int,
+    width: int,
+    img_scale: Sequence[int],
+    ratios: Sequence[float],
+    num_classes: int,
+    option: str = "--ratios",
 ) -> str | None:
     """Why a ``height`` x ``width`` image has a view (:func:`test_views`) whose full-size tensors (:func:`view_bytes`)
     would take more than :data:`VIEW_MEMORY_BUDGET` (``--ratios 100`` on a 48x40 image took all the memory), or
-    None."""
+    None; the message says to lower ``option``, where the ratios come from."""
     for ratio in ratios:
         h, w = rescaled_size(height, width, [int(side * ratio) for side in img_scale])
         need = view_bytes(h, w, num_classes)
@@ -71,7 +76,7 @@ def large_problem(
             return (f"a {width}x{height} image would be rescaled to {w}x{h} (ratio {ratio}), whose prediction holds "
                     f"{need / 2**30:.1f} GiB at that size (float32: the logits of {num_classes} classes twice, the "
                     f"windows' count, the image and its mirror), more than the {VIEW_MEMORY_BUDGET // 2**30} GiB a "
-                    "view may take: lower --ratios")  # fmt: skip
+                    f"view may take: lower {option}")  # fmt: skip
     return None
 
 

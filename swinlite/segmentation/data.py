@@ -291,6 +291,16 @@ def without_thin_pairs(split: Split, too_thin: Callable[[int, int], str | None],
                  split.labelled - sum(pair.labelled for pair, _ in thin))  # fmt: skip
 
 
+def check_not_too_large(split: Split, too_large: Callable[[int, int], str | None]) -> None:
+    """ValueError naming the first image of ``split`` the test settings would predict through a view too large for
+    memory (``too_large``: :func:`swinlite.segmentation.inference.large_check`, by the size the scan read): found
+    before any work (``--ratios 100`` took all the memory at the first image). The one check of training's val
+    split and ``scripts/evaluate_segmentation.py``."""
+    large = next(((pair, problem) for pair in split.pairs if pair.size and (problem := too_large(*pair.size))), None)
+    if large is not None:
+        raise ValueError(f"{large[0].image}: {large[1]}")
+
+
 def check_labelled(split: Split, what: str, mask_dir: Path, ignore_index: int) -> None:
     """ValueError when no mask of ``split`` holds a pixel of a class: every pixel ``ignore_index``, no confusion count
     to score (the mIoU would be NaN, which picks no best weights) nor, in training, to learn from. The one check of

@@ -137,13 +137,17 @@ def thin_check(model: nn.Module, test: InferenceSettings) -> Callable[[int, int]
     return functools.partial(thin_problem, img_scale=test.img_scale, ratios=test.ratios, min_side=patch_side(model))
 
 
-def large_check(model: nn.Module, test: InferenceSettings) -> Callable[[int, int], str | None]:
+def large_check(
+    model: nn.Module, test: InferenceSettings, option: str = "--ratios"
+) -> Callable[[int, int], str | None]:
     """``(height, width) -> why`` ``test`` would predict an image of that size with ``model`` through a view whose
     full-size tensors take more memory than :data:`~swinlite.seg_views.VIEW_MEMORY_BUDGET`
-    (:func:`~swinlite.seg_views.large_problem`), or None. The PyTorch paths of ``segment.py`` and
-    ``evaluate_segmentation.py`` refuse such an image before any work (``--ratios 100`` took all the memory);
-    ``segment.py --onnx`` refuses views outside its file's range instead."""
-    return functools.partial(large_problem, img_scale=test.img_scale, ratios=test.ratios, num_classes=model.num_classes)
+    (:func:`~swinlite.seg_views.large_problem`; ``option``: where the ratios come from), or None. ``segment.py``,
+    ``evaluate_segmentation.py`` and training's val split refuse such an image before any work (``--ratios 100``
+    took all the memory); ``segment.py --onnx`` applies the same rule."""
+    return functools.partial(
+        large_problem, img_scale=test.img_scale, ratios=test.ratios, num_classes=model.num_classes, option=option
+    )
 
 
 @torch.no_grad()

@@ -26,6 +26,7 @@ from .data import (
     SegmentationDataset,
     Split,
     check_labelled,
+    check_not_too_large,
     check_split_folders,
     collate,
     labels_of,
@@ -36,7 +37,7 @@ from .data import (
 )
 from .demo_data import build_shape_scenes
 from .evaluation import EVALUATION_FILES, per_class_table, scores
-from .inference import InferenceSettings, check_counted, confusion_of, thin_check
+from .inference import InferenceSettings, check_counted, confusion_of, large_check, thin_check
 from .models import build_upernet
 from .transforms import build_eval_transform, build_train_transform
 
@@ -157,6 +158,7 @@ class SegmentationTask(Task):
         too_thin = thin_check(self._model, self.test)
         val_images, val_masks = split_folders(data, "val")
         val = without_thin_pairs(val, too_thin, val_images, "raise data.test_ratios or data.img_scale")
+        check_not_too_large(val, large_check(self._model, self.test, "data.test_ratios"))  # memory: an error, first
         check_labelled(val, "val", val_masks, data.ignore_index)  # those left hold a class still
         classes = self.labels.classes
         shown = f": {', '.join(classes)}" if len(classes) <= 20 else ""

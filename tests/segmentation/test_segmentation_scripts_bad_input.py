@@ -142,6 +142,9 @@ CASES = [
        "38400x32000 (ratio 1000.0), whose prediction holds 59.5 GiB at that size (float32: the logits of 3 classes "
        "twice, the windows' count, the image and its mirror), more than the 4 GiB a view may take") for script in
       (EVAL, SEGMENT)],
+    ("train_val_views_too_large", TRAIN, None, ["data.test_ratios=[1000]"],
+     "(ratio 1000.0), whose prediction holds 59.5 GiB at that size (float32: the logits of 3 classes twice, the "
+     "windows' count, the image and its mirror), more than the 4 GiB a view may take: lower data.test_ratios"),
     ("segment_nothing_readable", SEGMENT, _broken_images, ["--input", "{tmp}/broken"], "none of the 1 images"),
     ("segment_missing_input", SEGMENT, None, ["--input", "{tmp}/nowhere"], "nowhere' does not exist"),
     ("segment_slide_with_gaps", SEGMENT,  # a run's before data.test_stride was checked: 341 with crops of 32

@@ -423,7 +423,10 @@ def relative_position_index(window: Sequence[int], device: torch.device | None =
 
 def sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device | None = None) -> torch.Tensor:
     """:func:`relative_position_index` of a smaller 2-D window ``sub`` (Wh' <= Wh, Ww' <= Ww), into the offset table
-    of ``window``: every pair's offset keeps its row of the larger table. Long (N', N'), N' = Wh' * Ww'."""
+    of ``window``: every pair's offset keeps its row of the larger table. Long (N', N'), N' = Wh' * Ww'. A ValueError
+    naming both unless ``sub`` fits in ``window``, a bias's 2-D window (a larger one would read past its offsets)."""
+    if len(window) != 2 or sub[0] > window[0] or sub[1] > window[1]:
+        raise ValueError(f"sub-window {tuple(sub)} must fit in the bias's 2-D window {tuple(window)}")
     index = relative_position_index(sub, device=device)  # rows of sub's own table
     width = 2 * sub[1] - 1
     rows, cols = index // width, index % width  # offset + sub - 1 per axis
@@ -433,10 +436,8 @@ def sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torc
 @torch.jit.unused
 def flat_sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device) -> torch.Tensor:
     """:func:`sub_window_index`, flattened: built once per (window, sub, device) and shared in eager mode, in the graph
-    under ``torch.compile`` (whose sizes may be symbolic), as :func:`window_geometry` does. A ValueError naming both
-    unless ``sub`` fits in ``window``, a bias's 2-D window (a larger one would read past the bias's offsets)."""
-    if len(window) != 2 or sub[0] > window[0] or sub[1] > window[1]:
-        raise ValueError(f"sub-window {tuple(sub)} must fit in the bias's 2-D window {tuple(window)}")
+    under ``torch.compile`` (whose sizes may be symbolic), as :func:`window_geometry` does (its check of ``sub``
+    runs once per pair in eager mode)."""
     if torch.compiler.is_compiling():
         return sub_window_index(window, sub, device).view(-1)
     return _cached_sub_window_index(window, sub, device)

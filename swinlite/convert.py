@@ -359,7 +359,7 @@ def to_timm_state_dict(state_dict: Mapping[str, torch.Tensor], model: nn.Module 
     keys = list(state_dict)
     if any(".attn.rel_pos.mlp." in k for k in keys) and not any(k.endswith(".attn.logit_scale") for k in keys):
         raise ValueError("V1 blocks with a continuous position bias (rel_pos='cpb'): timm's Swin has no such model")
-    tables = dict(state_dict) if model is None else crop_shrunk_tables(dict(state_dict), model)
+    tables = state_dict if model is None else crop_shrunk_tables(state_dict, model)  # copied by the renames
     return {_to_timm(k): v for k, v in tables.items()}
 
 
@@ -623,7 +623,7 @@ def embed_shrunk_tables(state_dict: StateDict, model: nn.Module, resize_whole: b
     return out
 
 
-def crop_shrunk_tables(state_dict: StateDict, model: nn.Module) -> StateDict:
+def crop_shrunk_tables(state_dict: Mapping[str, torch.Tensor], model: nn.Module) -> StateDict:
     """``state_dict`` of a V1 ``model`` with the table of each stage whose map at the model's nominal input size is
     smaller than its window cut to the window timm shrinks it to (:func:`crop_rel_pos_bias_table`): the inverse of
     :func:`embed_shrunk_tables`, exact there (swinlite masks the padding around that map, so only these offsets

@@ -136,7 +136,7 @@ def published_weights(name: str) -> Path:
     from swinlite.weights import check_model_name, pretrained_model
 
     check_model_name(name, "swinlite_*")  # before any download: only swinlite models export
-    pretrained_model(name, WEIGHTS_HINT)  # fetched and loaded once, or one error
+    pretrained_model(name, WEIGHTS_HINT)  # fetched and loaded to check them, or one error; the export reads the file
     return cached_weights(name)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import huggingface_hub
 from huggingface_hub import constants, try_to_load_from_cache
-from timm.models import resolve_pretrained_cfg, split_model_name_tag
+from timm.models import PretrainedCfg, resolve_pretrained_cfg, split_model_name_tag
 
 HUB_FILES = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")  # what timm looks for
 TIMEOUT = 3.0  # seconds the reachability check waits
@@ -22,8 +22,7 @@ TIMEOUT = 3.0  # seconds the reachability check waits
 
 def hub_repo(name: str) -> str | None:
     """The Hugging Face hub repo timm loads ``name``'s pretrained weights from (None: a file, a URL, or none)."""
-    arch, tag = split_model_name_tag(name)
-    cfg = resolve_pretrained_cfg(arch, pretrained_cfg=tag or None)
+    cfg = _pretrained_cfg(name)
     if cfg is None or not cfg.hf_hub_id or cfg.file:
         return None
     return cfg.hf_hub_id.split("@")[0]
@@ -31,9 +30,14 @@ def hub_repo(name: str) -> str | None:
 
 def has_weights(name: str) -> bool:
     """Whether timm publishes pretrained weights for ``name`` (an architecture: its default tag's; or ``arch.tag``)."""
-    arch, tag = split_model_name_tag(name)
-    cfg = resolve_pretrained_cfg(arch, pretrained_cfg=tag or None)
+    cfg = _pretrained_cfg(name)
     return cfg is not None and bool(cfg.has_weights)
+
+
+def _pretrained_cfg(name: str) -> PretrainedCfg | None:
+    """timm's pretrained config of ``name``: an architecture's default tag's, or ``arch.tag``'s (None: none)."""
+    arch, tag = split_model_name_tag(name)
+    return resolve_pretrained_cfg(arch, pretrained_cfg=tag or None)
 
 
 def cached_weights(name: str) -> Path | None:

@@ -31,7 +31,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from .files import elongation_problem
 from .metadata import PREPROCESSING_KEYS, check_preprocessing
-from .seg_views import TEST_MODES, large_problem, slide_windows, stride_problem, test_views
+from .seg_views import TEST_MODES, large_problem, slide_windows, stride_problem, stride_unused, test_views
 
 INTERPOLATIONS = {
     "nearest": Image.Resampling.NEAREST,
@@ -495,10 +495,9 @@ def segmenter_settings(
         raise ValueError(f"{model.path}: its segmenter metadata lacks or mangles {e}") from None
     if settings.mode not in TEST_MODES:
         raise ValueError(f"{model.path}: test mode must be one of {', '.join(TEST_MODES)}, got {settings.mode!r}")
-    if stride and settings.mode == "whole":
-        whole = f"{model.path} records test mode whole" if mode is None else "the test mode is whole"
-        raise ValueError(f"--stride is the windows' step of slide mode, and {whole} (each image predicted whole): "
-                         "drop --stride, or pass --mode slide")  # fmt: skip
+    unused = stride_unused(stride, settings.mode, None if mode else str(model.path))
+    if unused:
+        raise ValueError(unused)
     problem = stride_problem(settings.crop_size, settings.stride) if settings.mode == "slide" else None
     if problem:  # a file of a run before data.test_stride was checked
         raise ValueError(f"{model.path}: slide mode: {problem} (or predict in mode whole; --stride H W, --mode whole)")

@@ -9,7 +9,8 @@ definition of them.
 - :func:`large_problem`: an image with a view whose full-size tensors in prediction (:func:`view_bytes`; PyTorch's
   or the ONNX path's NumPy arrays) take more than :data:`VIEW_MEMORY_BUDGET`;
 - :func:`slide_windows`: the windows of sliding-window prediction (mmsegmentation's ``slide_inference``), every
-  ``stride`` pixels: :func:`default_stride` unless set, at most the window (:func:`stride_problem`).
+  ``stride`` pixels: :func:`default_stride` unless set, at most the window (:func:`stride_problem`), given only for
+  slide mode (:func:`stride_unused`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,16 @@ def default_stride(crop: Sequence[int]) -> tuple[int, int]:
     """The window step when none is set: 2/3 of the window, rounded (mmsegmentation's 341 for its 512 crops), so that
     a changed crop size keeps windows that overlap."""
     return max(round(2 * crop[0] / 3), 1), max(round(2 * crop[1] / 3), 1)
+
+
+def stride_unused(stride: Sequence[int] | None, mode: str, recorder: str | None) -> str | None:
+    """Why a given window ``stride`` would be ignored, or None: the test ``mode`` predicts each image whole.
+    ``recorder`` names what recorded that mode (the checkpoint, an ONNX file), None where the user gave it."""
+    if not stride or mode != "whole":
+        return None
+    whole = "the test mode is whole" if recorder is None else f"{recorder} records test mode whole"
+    return (f"--stride is the windows' step of slide mode, and {whole} (each image predicted whole): drop --stride, "
+            "or pass --mode slide")  # fmt: skip
 
 
 def stride_problem(

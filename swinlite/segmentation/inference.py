@@ -17,7 +17,15 @@ from torch import nn
 from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
 from ..images import LeftOut, nothing_scored
-from ..seg_views import default_stride, large_problem, slide_windows, stride_problem, test_views, thin_problem
+from ..seg_views import (
+    default_stride,
+    large_problem,
+    slide_windows,
+    stride_problem,
+    stride_unused,
+    test_views,
+    thin_problem,
+)
 from .config import TEST_MODES, SegDataConfig
 from .evaluation import confusion
 
@@ -64,10 +72,9 @@ class InferenceSettings:
             flip=self.flip if flip is None else flip,
             stride=tuple(stride or self.stride),
         )
-        if stride and test.mode == "whole":
-            whole = "the recorded test mode is whole" if mode is None else "the test mode is whole"
-            raise ValueError(f"--stride is the windows' step of slide mode, and {whole} (each image predicted whole): "
-                             "drop --stride, or pass --mode slide")  # fmt: skip
+        unused = stride_unused(stride, test.mode, None if mode else "the checkpoint")
+        if unused:
+            raise ValueError(unused)
         test.check()
         return test
 

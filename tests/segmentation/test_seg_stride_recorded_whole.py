@@ -16,7 +16,7 @@ REFUSED = r"^--stride is the windows' step of slide mode, and {} \(each image pr
 
 
 def test_overridden_refuses_a_stride_for_the_recorded_whole_mode():
-    with pytest.raises(ValueError, match=REFUSED.format("the recorded test mode is whole")):
+    with pytest.raises(ValueError, match=REFUSED.format("the checkpoint records test mode whole")):
         WHOLE.overridden(None, None, None, (16, 16))
     with pytest.raises(ValueError, match=REFUSED.format("the test mode is whole")):
         WHOLE.overridden("whole", None, None, (16, 16))
@@ -50,7 +50,8 @@ def test_the_scripts_refuse_stride_for_a_checkpoint_of_whole_mode(script: str, t
     argv = ["--checkpoint", run / "best.safetensors", *where, "--output-dir", out, "--stride", "16", "16"]
     assert run_script(script, argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: --stride is the windows' step of slide mode, and the recorded test mode is whole")
+    refused = "error: --stride is the windows' step of slide mode, and the checkpoint records test mode whole"
+    assert err.startswith(refused)
     assert err.count("\n") == 1 and not out.exists()
 
 

@@ -85,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                                      categories.names, args.score_thresh)  # fmt: skip
         best = best_score(best, scores.tolist())
         drawn = draw_detections(pixels, prediction, categories, args.score_thresh).permute(1, 2, 0)  # [H, W, 3]
-        sources[numbered_name(index, path)] = str(path)
-        atomic_write_png(out / "images" / numbered_name(index, path), Image.fromarray(drawn.numpy()))
+        name = numbered_name(index, path)
+        sources[name] = str(path)
+        atomic_write_png(out / "images" / name, Image.fromarray(drawn.numpy()))
     return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh, sources)
 
 
@@ -166,8 +167,9 @@ def detect_onnx(args) -> int:
             pasted = onnx_predict.paste_masks(masks[keep], boxes[keep], image.height, image.width) > 0.5
             drawn = onnx_predict.draw_masks(image, pasted, alpha=0.4)
         drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)
-        sources[files.numbered_name(index, path)] = str(path)
-        files.atomic_write_png(out / "images" / files.numbered_name(index, path), drawn)
+        name = files.numbered_name(index, path)
+        sources[name] = str(path)
+        files.atomic_write_png(out / "images" / name, drawn)
     return finish(out, results, skipped, len(images), best, args.score_thresh, None, sources)  # None: not in the file
 
 

@@ -133,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         with torch.no_grad():
             labels = predict_scores(model, normalize(pixels)[None].to(device), test).argmax(1)[0].cpu()  # [H, W]
         drawn = Image.fromarray(overlay(pixels, labels, palette, args.alpha).permute(1, 2, 0).numpy())
-        _write(out, numbered_name(index, path), label_image(labels.numpy(), palette), drawn)
-        sources[numbered_name(index, path)] = str(path)
+        name = numbered_name(index, path)
+        _write(out, name, label_image(labels.numpy(), palette), drawn)
+        sources[name] = str(path)
     return finish(out, skipped, len(images), info.labels.classes, palette, sources)
 
 
@@ -189,8 +190,9 @@ def segment_onnx(args) -> int:
             continue
         labels = onnx_predict.segment_scores(model, settings, image).argmax(0)  # [H, W]
         drawn = onnx_predict.draw_labels(image, labels, settings.palette, args.alpha)
-        _write(out, files.numbered_name(index, path), files.label_image(labels, settings.palette), drawn)
-        sources[files.numbered_name(index, path)] = str(path)
+        name = files.numbered_name(index, path)
+        _write(out, name, files.label_image(labels, settings.palette), drawn)
+        sources[name] = str(path)
     return finish(out, skipped, len(images), settings.classes, settings.palette, sources)
 
 

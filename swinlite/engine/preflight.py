@@ -3,13 +3,13 @@ settings left to the model, resolved once."""
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 from pathlib import Path
 from typing import Any
 
 from timm.data import resolve_model_data_config
 
-from .config import copy_config, read_yaml
+from .config import apply_overrides, check_values, copy_config, read_yaml
 from .model import check_model, check_pretrained, meta_model
 from .optim import check_betas
 from .task import Task
@@ -71,17 +71,19 @@ def resolve_normalisation(task: type[Task], cfg: Any, resume: bool = False) -> A
 
 def _model_data(task: type[Task], cfg: Any, keys: list[str]) -> dict[str, Any]:
     """``keys`` of the model's pretrained config (``timm.data.resolve_model_data_config`` of the model built on the
-    meta device); ValueError for a value the data section's key does not take (e.g. a mean of one value)."""
+    meta device), as the data section holds them; ValueError for a value the key does not take (e.g. a mean of one
+    value)."""
     if not keys:
         return {}
     name = task.model_name(cfg)
     resolved = resolve_model_data_config(meta_model(name, cfg.model.kwargs))
-    values = {key: _held(resolved[key]) for key in keys}
-    for key, value in values.items():
-        problem = _refusal(cfg.data, key, value)
-        if problem is not None:
-            shown = list(value) if isinstance(value, tuple) else value
-            raise ValueError(f"data.{key}: {name}'s pretrained config gives {shown!r}, {problem}; set data.{key}")
+    values = {}
+    for key in keys:
+        try:
+            values[key] = _taken(cfg, key, resolved[key])
+        except ValueError as e:
+            shown = list(resolved[key]) if isinstance(resolved[key], tuple) else resolved[key]
+            raise ValueError(f"data.{key}: {name}'s pretrained config gives {shown!r} ({e}); set data.{key}") from None
     return values
 
 
@@ -95,29 +97,19 @@ def _recorded_data(cfg: Any, keys: list[str]) -> dict[str, Any]:
         return {}
     found = {}
     for key in keys:
-        value = _held(data.get(key)) if isinstance(data, dict) else None
-        if value is not None and _refusal(cfg.data, key, value) is None:
-            found[key] = value
+        if isinstance(data, dict) and data.get(key) is not None:
+            with contextlib.suppress(ValueError):
+                found[key] = _taken(cfg, key, data[key])
     return found
 
 
-def _held(value: Any) -> Any:
-    """A value of timm's data config or of a YAML file as a config section holds it: a list as a tuple, numbers as
-    floats (not booleans)."""
-    if isinstance(value, list | tuple):
-        return tuple(_held(v) for v in value)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+def _taken(cfg: Any, key: str, value: Any) -> Any:
+    """``value`` as the data section's key ``key`` holds it, converted and checked as a config value is
+    (:func:`~swinlite.engine.config.apply_overrides`, :func:`~swinlite.engine.config.check_values`).
 
-
-def _refusal(data: Any, key: str, value: Any) -> str | None:
-    """Why the data section's key ``key`` does not take ``value`` (one of its choices; numbers in its range, mean and
-    std one per RGB channel), or None."""
-    meta = next(f.metadata for f in dataclasses.fields(data) if f.name == key)
-    if "choices" in meta:
-        return None if value in meta["choices"] else f"not one of {', '.join(meta['choices'])}"
-    values = value if isinstance(value, tuple) else (value,)
-    if key in ("mean", "std") and len(values) != 3:
-        return "not one value per RGB channel"
-    if not all(isinstance(v, float) and meta["bounds"].holds(v) for v in values):
-        return f"outside {meta['bounds'].describe(f'data.{key}')}"
-    return None
+    Raises:
+        ValueError: a value the key does not take (of another type or length, outside its range or choices).
+    """
+    taken = apply_overrides(cfg, {f"data.{key}": value})
+    check_values(taken)
+    return getattr(taken.data, key)

@@ -87,12 +87,13 @@ def test_resume_keeps_the_crop_and_interpolation_the_run_recorded(tmp_path: Path
 @pytest.mark.parametrize(
     ("overlay", "message"),
     [
-        ("{crop_pct: 1.5}", "data.crop_pct: swinlite_pico_patch2_window4_32's pretrained config gives 1.5, outside "
-                            "0 < data.crop_pct <= 1; set data.crop_pct"),
-        ("{interpolation: box}", "data.interpolation: swinlite_pico_patch2_window4_32's pretrained config gives 'box', "
-                                 "not one of bilinear, bicubic, nearest, lanczos; set data.interpolation"),
-        ("{mean: [0.5]}", "data.mean: swinlite_pico_patch2_window4_32's pretrained config gives [0.5], not one value "
-                          "per RGB channel; set data.mean"),
+        ("{crop_pct: 1.5}", "data.crop_pct: swinlite_pico_patch2_window4_32's pretrained config gives 1.5 "
+                            "(data.crop_pct=1.5 is out of range: expected 0 < data.crop_pct <= 1); set data.crop_pct"),
+        ("{interpolation: box}", "data.interpolation: swinlite_pico_patch2_window4_32's pretrained config gives 'box' "
+                                 "(data.interpolation must be one of bilinear, bicubic, nearest, lanczos, got 'box'); "
+                                 "set data.interpolation"),
+        ("{mean: [0.5]}", "data.mean: swinlite_pico_patch2_window4_32's pretrained config gives [0.5] (config key "
+                          "'data.mean': cannot use [0.5], expected a list of 3 values); set data.mean"),
     ],
 )  # fmt: skip
 def test_a_models_value_its_key_does_not_take_is_one_error(tmp_path: Path, overlay: str, message: str):

@@ -4,6 +4,7 @@ Build-time checks raise a ValueError naming the argument and its allowed values;
 images; the empty-batch and patch-remainder rules say what the model runs on.
 """
 
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -86,6 +87,11 @@ def pad_to_patches(x: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor
     return F.pad(x, (0, width - x.shape[-1], 0, height - x.shape[-2]))
 
 
+def is_int(value: object) -> bool:
+    """An int (numpy's too, or a symbolic one under ``torch.compile``), not a bool."""
+    return isinstance(value, (numbers.Integral, torch.SymInt)) and not isinstance(value, bool)
+
+
 def check_build_args(
     dims: Sequence[int],
     depths: Sequence[int],
@@ -102,6 +108,12 @@ def check_build_args(
         sizes: integer arguments that must be positive (``num_classes`` may be 0), by name.
         rates: probabilities in [0, 1), by name.
     """
+    for name, values in (("depths", depths), ("num_heads", num_heads)):
+        if not all(is_int(v) for v in values):
+            raise ValueError(f"{name} must be ints (a float is not truncated, a bool is no count), got {tuple(values)}")
+    for name, value in sizes.items():
+        if not is_int(value):
+            raise ValueError(f"{name} must be an int (a float is not truncated, a bool is no size), got {value!r}")
     if len(depths) != len(num_heads) or len(depths) == 0:
         raise ValueError(f"depths {tuple(depths)} and num_heads {tuple(num_heads)} must have the same, non-zero length")
     if any(d < 1 for d in depths):

@@ -20,7 +20,6 @@ H x W map, Hp x Wp padded map, Wh x Ww window, nW windows per image, N = Wh*Ww t
 import dataclasses
 import functools
 import math
-import numbers
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -54,6 +53,7 @@ from .checks import (
     check_feature_indices,
     check_image_input,
     crop_to_patches,
+    is_int,
     pad_to_patches,
 )
 
@@ -385,14 +385,9 @@ def _(
 def check_window(window: Sequence[int], name: str = "window") -> tuple[int, ...]:
     """``window`` as a tuple of ints; a ValueError naming ``name`` unless it is a non-empty sequence of positive
     ints (a float is refused, not truncated; a bool is no size)."""
-    if len(window) == 0 or not all(_is_int(w) and w >= 1 for w in window):
+    if len(window) == 0 or not all(is_int(w) and w >= 1 for w in window):
         raise ValueError(f"{name} must be a non-empty sequence of positive ints, got {tuple(window)}")
     return tuple(int(w) for w in window)
-
-
-def _is_int(value: object) -> bool:
-    """An int (numpy's too, or a symbolic one under ``torch.compile``), not a bool."""
-    return isinstance(value, (numbers.Integral, torch.SymInt)) and not isinstance(value, bool)
 
 
 def relative_position_index(window: Sequence[int], device: torch.device | None = None) -> torch.Tensor:
@@ -1349,7 +1344,7 @@ class SwinTransformer(nn.Module):
         dims = [int(embed_dim * 2**i) for i in range(num_stages)]
         patch, window = tuple(to_2tuple(patch_size)), tuple(to_2tuple(window_size))
         for name, pair in (("patch_size", patch), ("window_size", window)):
-            if len(pair) != 2 or not all(isinstance(v, int) for v in pair):
+            if len(pair) != 2 or not all(is_int(v) for v in pair):
                 raise ValueError(f"{name} must be an int or (h, w), got {pair}")
         check_build_args(
             dims,
@@ -1370,7 +1365,7 @@ class SwinTransformer(nn.Module):
             ),
         )
         size = tuple(to_2tuple(img_size))
-        if len(size) != 2 or not all(isinstance(v, int) and v >= p for v, p in zip(size, patch, strict=True)):
+        if len(size) != 2 or not all(is_int(v) and v >= p for v, p in zip(size, patch, strict=True)):
             raise ValueError(f"img_size must be an int or (H, W), each at least the patch {patch}, got {img_size}")
         if not mlp_ratio > 0:
             raise ValueError(f"mlp_ratio must be positive, got {mlp_ratio}")
@@ -1537,10 +1532,10 @@ class SwinTransformer(nn.Module):
             check_window(window_ratio, "set_input_size: window_ratio")
         _check_always_partition(always_partition)
         patch = self.patch_size if patch_size is None else tuple(to_2tuple(patch_size))
-        if len(patch) != 2 or not all(isinstance(p, int) and p > 0 for p in patch):
+        if len(patch) != 2 or not all(is_int(p) and p > 0 for p in patch):
             raise ValueError(f"patch_size must be a positive int or (h, w), got {patch_size}")
         size = tuple(self.patch_embed.img_size if img_size is None else to_2tuple(img_size))
-        if len(size) != 2 or not all(isinstance(s, int) and s >= p for s, p in zip(size, patch, strict=True)):
+        if len(size) != 2 or not all(is_int(s) and s >= p for s, p in zip(size, patch, strict=True)):
             raise ValueError(f"img_size must be (H, W), each at least the patch {patch}, got {img_size}")
         grid = (size[0] // patch[0], size[1] // patch[1])
         windows = calc_stage_window_sizes(
@@ -1751,7 +1746,7 @@ def _pretrained_windows(
     if len(sizes) != num_stages:
         raise ValueError(f"pretrained_window_sizes needs one entry per stage ({num_stages}), got {tuple(sizes)}")
     windows = [tuple(to_2tuple(w or 0)) for w in sizes]
-    if any(len(w) != 2 or not all(isinstance(v, int) for v in w) for w in windows):
+    if any(len(w) != 2 or not all(is_int(v) for v in w) for w in windows):
         raise ValueError(f"pretrained_window_sizes: each entry is an int or (Wh, Ww), got {tuple(sizes)}")
     if any(h < 0 or w < 0 for h, w in windows):
         raise ValueError(f"pretrained_window_sizes must be >= 0 (0: the stage's window), got {tuple(sizes)}")

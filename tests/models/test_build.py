@@ -48,6 +48,14 @@ def test_builds_on_the_cpu_device_context(name):
         (dict(pretrained_window_sizes=((4, 4, 4), 0, 0, 0), block="v2"), "each entry is an int or \\(Wh, Ww\\)"),
         (dict(act_layer="nope"), "act_layer must be a class or an activation name timm knows .* got 'nope'"),
         (dict(always_partition=True), "always_partition=True is not available"),
+        # a bool built a model of 1-channel stages (embed_dim=True) or failed in torch.empty (num_classes=True); a
+        # float was truncated
+        (dict(embed_dim=True), "embed_dim must be an int .*, got True"),
+        (dict(embed_dim=32.5), "embed_dim must be an int .*, got 32.5"),
+        (dict(num_classes=True), "num_classes must be an int .*, got True"),
+        (dict(depths=(True, 1, 1, 1)), r"depths must be ints .*, got \(True, 1, 1, 1\)"),
+        (dict(num_heads=(1, 2, 4, 8.0)), r"num_heads must be ints .*, got \(1, 2, 4, 8.0\)"),
+        (dict(patch_size=True), r"patch_size must be an int or \(h, w\), got \(True, True\)"),
     ],
 )
 def test_bad_construction_arguments_fail_at_build(kwargs, message):

@@ -564,6 +564,7 @@ def test_set_input_size_is_recorded_so_that_timm_rebuilds_the_model(v2, call):
         (dict(img_size=64, patch_size=128), r"img_size must be \(H, W\), each at least the patch \(128, 128\)"),
         (dict(patch_size=0), r"patch_size must be a positive int or \(h, w\)"),
         (dict(patch_size=(2, 2, 2)), r"patch_size must be a positive int or \(h, w\)"),
+        (dict(patch_size=True), r"patch_size must be a positive int or \(h, w\), got True"),  # a TypeError in timm
         (dict(always_partition=True), "always_partition=True is not available"),
         (dict(window_size=0), "Window sizes must be positive"),
         (dict(window_size=-1), "Window sizes must be positive"),

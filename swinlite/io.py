@@ -119,11 +119,13 @@ def is_safetensors(path: str | os.PathLike) -> bool:
     return len(head) == 9 and head[8:9] == b"{"
 
 
-def read_state_dict(path: str | os.PathLike) -> StateDict:
+def read_state_dict(path: str | os.PathLike, stacklevel: int = 2) -> StateDict:
     """The tensors of a safetensors or torch (``weights_only=True``) file; ValueError naming the file otherwise.
 
     A torch training checkpoint (``{"model": state_dict, ...}``, ``{"state_dict": ...}``) gives its state dict, its
-    EMA weights where it has them (``state_dict_ema``, ``model_ema``), as timm loads it (:func:`unwrap_checkpoint`).
+    EMA weights where it has them (``state_dict_ema``, ``model_ema``), as timm loads it (:func:`unwrap_checkpoint`;
+    its warning names the line ``stacklevel`` frames up from here: 2, the caller's; more, the user's line that called
+    a loading function which calls this one).
     """
     path = Path(path)
     _check_file(path)
@@ -135,7 +137,7 @@ def read_state_dict(path: str | os.PathLike) -> StateDict:
             checkpoint = torch.load(path, map_location="cpu", weights_only=True)
             if not isinstance(checkpoint, Mapping):
                 raise ValueError(f"it holds a {type(checkpoint).__name__}, not a state dict")
-            state = unwrap_checkpoint(checkpoint)
+            state = unwrap_checkpoint(checkpoint, stacklevel + 1)
     except Exception as e:  # safetensors, pickle and zip readers raise many types for a file that is not theirs
         what = "a damaged (truncated?) safetensors file" if safetensors else "not a weights file"
         raise ValueError(

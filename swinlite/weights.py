@@ -141,7 +141,7 @@ def load_model(
         ValueError: unreadable file, unknown or contradicting model, or a weight that does not load.
     """
     info = read_info(path)
-    state = read_state_dict(path)
+    state = read_state_dict(path, stacklevel=3)  # an EMA warning names the line calling load_model
     if info is None:
         if model is None:
             raise ValueError(
@@ -297,7 +297,7 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     """
     source = str(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else "checkpoint"
     if isinstance(checkpoint, (str, os.PathLike)):
-        checkpoint = read_state_dict(checkpoint)
+        checkpoint = read_state_dict(checkpoint, stacklevel=3)  # an EMA warning names the caller's line
     try:
         state_dict = convert_state_dict(checkpoint, model)
     except ValueError as e:

@@ -205,17 +205,23 @@ def test_a_training_checkpoint_with_ema_weights_loads_them_on_every_route(tmp_pa
         torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("route", ["load_state_dict", "convert_state_dict"])
-def test_the_ema_warning_names_the_line_that_loads(route):
-    """It named swinlite/convert.py, the line where the load hook (or the conversion) unwrapped the checkpoint."""
+@pytest.mark.parametrize("route", ["load_state_dict", "convert_state_dict", "load_checkpoint", "load_model"])
+def test_the_ema_warning_names_the_line_that_loads(route, tmp_path: Path):
+    """It named swinlite/convert.py, the line where the load hook (or the conversion) unwrapped the checkpoint; from a
+    file (load_checkpoint, load_model) swinlite/io.py."""
     model = timm.create_model(PICO)
     checkpoint = {"state_dict": model.state_dict(), "state_dict_ema": model.state_dict()}
+    torch.save(checkpoint, tmp_path / "train.pth")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if route == "load_state_dict":
             model.load_state_dict(checkpoint)
-        else:
+        elif route == "convert_state_dict":
             swinlite.convert_state_dict(checkpoint)
+        elif route == "load_checkpoint":
+            swinlite.load_checkpoint(model, tmp_path / "train.pth")
+        else:
+            swinlite.load_model(tmp_path / "train.pth", PICO)
     assert [(w.filename, "EMA weights" in str(w.message)) for w in caught] == [(__file__, True)]
 
 

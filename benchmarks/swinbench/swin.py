@@ -34,7 +34,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from swinlite.convert import convert_state_dict
 from swinlite.fast import measured
-from swinlite.models.swin import pad_to_window
+from swinlite.models.swin import pad_to_window, stage_maps
 
 from .choices import MIN_IMG_SIZE, MODELS, PRECISIONS, SIZES, TASKS  # noqa: F401  (re-exported)
 from .timing import FaultCounted, interleaved_seconds, ratio_range
@@ -173,11 +173,11 @@ def differences_by_design(model: nn.Module, img_size: int) -> list[str]:
             "whole patches, timm's patch embedding drops the remainder"
         )
     padded = []
-    for i, (stage, info) in enumerate(zip(model.layers, model.feature_info, strict=True)):
-        side = -(-img_size // info["reduction"])  # the stage's map side: ceil division, as swinlite pads
+    grid = (-(-img_size // patch[0]), -(-img_size // patch[1]))  # swinlite pads the image to whole patches
+    for i, (stage, size) in enumerate(zip(model.layers, stage_maps(grid, len(model.layers)), strict=True)):
         window = stage.blocks[0].window
-        if any(pad and side > w for pad, w in zip(pad_to_window((side, side), window), window, strict=True)):
-            padded.append(f"stage {i}, {side}×{side} map, {window[0]}×{window[1]} window")
+        if any(pad and side > w for pad, side, w in zip(pad_to_window(size, window), size, window, strict=True)):
+            padded.append(f"stage {i}, {size[0]}×{size[1]} map, {window[0]}×{window[1]} window")
     if padded:
         reasons.append(
             f"at {img_size} px some stages pad their windows ({'; '.join(padded)}): swinlite masks the padded keys, "

@@ -1193,6 +1193,11 @@ class SwinStage(nn.Module):
         return self.blocks(x)
 
 
+def stage_maps(grid: tuple[int, int], num_stages: int) -> list[tuple[int, int]]:
+    """Each stage's map (H, W) for a patch grid ``grid``: ceil(grid / 2**i), each patch merging padding an odd map."""
+    return [(-(-grid[0] // 2**i), -(-grid[1] // 2**i)) for i in range(num_stages)]  # ceil division
+
+
 def shrunk_windows(window: tuple[int, int], grid: tuple[int, int], num_stages: int) -> list[tuple[int, int]]:
     """Per stage, ``window`` no larger than the stage's map at the nominal input size: the windows of timm's Swin
     (V1 and V2) and of the Microsoft release on square maps.
@@ -1202,8 +1207,7 @@ def shrunk_windows(window: tuple[int, int], grid: tuple[int, int], num_stages: i
         grid: patches per side at the nominal input size; stage i's map is ceil(grid / 2**i).
         num_stages: number of stages.
     """
-    maps = [(-(-grid[0] // 2**i), -(-grid[1] // 2**i)) for i in range(num_stages)]  # ceil division
-    return [(min(window[0], h), min(window[1], w)) for h, w in maps]
+    return [(min(window[0], h), min(window[1], w)) for h, w in stage_maps(grid, num_stages)]
 
 
 def stage_windows(block: str, window: tuple[int, int], grid: tuple[int, int], num_stages: int) -> list[tuple[int, int]]:
@@ -1694,9 +1698,8 @@ class SwinTransformer(nn.Module):
         with warnings.catch_warnings():  # sizes read as numbers: constants of the trace, which is what it warns of
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
             height, width, rows, cols = (int(s) for s in (*x.shape[-2:], *images.shape[-2:]))
-        size, stages = (rows // self.patch_size[0], cols // self.patch_size[1]), []
-        for i, stage in enumerate(self.layers):
-            size = size if i == 0 else ((size[0] + 1) // 2, (size[1] + 1) // 2)  # a merge pads an odd map
+        grid, stages = (rows // self.patch_size[0], cols // self.patch_size[1]), []
+        for stage, size in zip(self.layers, stage_maps(grid, len(self.layers)), strict=True):
             shift = next((block.shift for block in stage.blocks if any(block.shift)), (0, 0))
             stages.append(stage_geometry_text(size, stage.blocks[0].window, shift))
         warnings.warn(

@@ -131,7 +131,7 @@ def convert_when_loaded(
         if layout == "swinlite":
             swinlite = without_wrapper_prefix(unwrapped)  # a wrapper's prefix removed, as _converted removes it
         else:
-            swinlite = _converted(unwrapped, None, strict=strict)
+            swinlite = _converted_layout(unwrapped, layout, None, strict=strict)
         converted = embed_shrunk_tables(swinlite, model)
     state_dict.clear()
     state_dict.update(converted)
@@ -379,7 +379,13 @@ def _converted(
     checkpoint: Mapping[str, object], model: nn.Module | None, timm_tables: bool = False, strict: bool = True
 ) -> StateDict:
     state_dict = unwrap_checkpoint(checkpoint, stacklevel=4)  # the line calling convert_state_dict (convert_pretrained)
-    layout = detect_layout(state_dict)
+    return _converted_layout(state_dict, detect_layout(state_dict), model, timm_tables, strict)
+
+
+def _converted_layout(
+    state_dict: StateDict, layout: str, model: nn.Module | None, timm_tables: bool = False, strict: bool = True
+) -> StateDict:
+    """A state dict of ``layout`` (unwrapped, detected) in swinlite's layout, fitted to ``model`` where given."""
     state_dict = without_wrapper_prefix(state_dict)
     if layout in _CONVERTERS:
         out = _CONVERTERS[layout]({k: v for k, v in state_dict.items() if not k.endswith(_DROPPED)})

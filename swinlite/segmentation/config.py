@@ -39,7 +39,8 @@ class SegDataConfig(DataConfig):
     val_masks: str | None = None  # None: <data_dir>/annotations/validation
     classes: tuple[str, ...] = ()  # folder: the class of each label value 0, 1, ...; ade20k and shapes: their own
     ignore_index: int = bounded(255, ge=0, le=65535)  # label value left out of the loss and the metrics
-    reduce_zero_label: bool = False  # folder: label 0 -> ignore_index, the others - 1 (ade20k: always)
+    # folder: true maps label 0 -> ignore_index, the others - 1 (null: false); ade20k, shapes: their own (true, false)
+    reduce_zero_label: bool | None = None
     img_scale: tuple[int, int] = bounded((2048, 512), ge=1)  # (long, short) side limits of the test resize ...
     ratio_range: tuple[float, float] = span((0.5, 2.0), gt=0)  # ... and of training, times a ratio from this
     crop_size: tuple[int, int] = bounded((512, 512), ge=1)  # training crop (height, width), padded up to it

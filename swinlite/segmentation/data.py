@@ -68,7 +68,8 @@ class Labels:
 
 def labels_of(cfg: SegDataConfig) -> Labels:
     """The label meaning of ``cfg.dataset``: ADE20K's 150 classes (zero label reduced), the demo's 5, or
-    ``data.classes``. ValueError when ``data.classes`` is missing for a folder or given for the others."""
+    ``data.classes``. ValueError when ``data.classes`` is missing for a folder or given for the others, and for a
+    ``data.reduce_zero_label`` that contradicts ADE20K's or the demo's own."""
     if cfg.dataset == "folder":
         if len(cfg.classes) < 2:
             raise ValueError("data.dataset=folder needs data.classes, the name of each label value, e.g. "
@@ -76,11 +77,16 @@ def labels_of(cfg: SegDataConfig) -> Labels:
         duplicates = sorted({c for c in cfg.classes if cfg.classes.count(c) > 1})
         if duplicates:
             raise ValueError(f"data.classes names {', '.join(duplicates)} more than once")
-        classes, reduce = tuple(cfg.classes), cfg.reduce_zero_label
+        classes, reduce = tuple(cfg.classes), bool(cfg.reduce_zero_label)
     else:
         if cfg.classes:
             raise ValueError(f"data.classes is for data.dataset=folder; {cfg.dataset} has its own classes")
         classes, reduce = (ADE20K_CLASSES, True) if cfg.dataset == "ade20k" else (SHAPES_CLASSES, False)
+        if cfg.reduce_zero_label not in (None, reduce):  # it was ignored, and config.yaml recorded it
+            raise ValueError(
+                f"data.reduce_zero_label={str(cfg.reduce_zero_label).lower()} is for data.dataset=folder; "
+                f"{cfg.dataset} reads its labels its own way (reduce_zero_label={str(reduce).lower()}): drop it"
+            )
     if cfg.ignore_index < len(classes):
         raise ValueError(f"data.ignore_index={cfg.ignore_index} is a class label (0..{len(classes) - 1})")
     palette = ADE20K_PALETTE if cfg.dataset == "ade20k" else tuple(color_map(len(classes)))

@@ -96,6 +96,11 @@ CASES = [
     ("no_data", TRAIN, None, ["data.data_dir={tmp}/nowhere"], "images/training does not exist"),
     ("no_classes", TRAIN, None, ["data.classes=[]"], "data.dataset=folder needs data.classes"),
     ("classes_of_ade20k", TRAIN, None, ["data.dataset=ade20k"], "data.classes is for data.dataset=folder"),
+    # ignored, and config.yaml recorded it: the demo trained its background class, ADE20K reduced its labels anyway
+    ("reduce_of_the_demo", TRAIN, None, ["data.dataset=shapes", "data.classes=[]", "data.reduce_zero_label=true"],
+     "data.reduce_zero_label=true is for data.dataset=folder; shapes reads its labels its own way"),
+    ("reduce_of_ade20k", TRAIN, None, ["data.dataset=ade20k", "data.classes=[]", "data.reduce_zero_label=false"],
+     "data.reduce_zero_label=false is for data.dataset=folder; ade20k reads its labels its own way"),
     ("ignore_is_a_class", TRAIN, None, ["data.ignore_index=2"], "data.ignore_index=2 is a class label"),
     # the demo was written into data_dir, then these folders were read with its five shape classes
     ("own_folders_with_the_demo", TRAIN, None, ["data.dataset=shapes", "data.train_images={data}/images/training"],

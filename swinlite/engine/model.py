@@ -17,6 +17,7 @@ from typing import Any
 
 import timm
 import torch
+from timm.models import get_arch_pretrained_cfgs, split_model_name_tag
 from torch import nn
 
 from ..hub import pretrained_kwargs
@@ -49,11 +50,23 @@ def check_model(cfg: ModelConfig, reserved: Mapping[str, str], name: str | None 
         close = difflib.get_close_matches(name, timm.list_models(), n=1, cutoff=0.6)
         hint = f"did you mean '{close[0]}'?" if close else "e.g. swinlite_pico_patch2_window4_32"
         raise ValueError(f"model.name {name!r} is not a timm model; {hint}")
+    _check_tag(name)
     set_by = {"pretrained": "model.pretrained", **reserved}
     for key in cfg.kwargs:
         if key in set_by:
             raise ValueError(f"model.kwargs.{key}: set by {set_by[key]}, not by model.kwargs")
     _check_kwargs(name, cfg.kwargs)
+
+
+def _check_tag(name: str) -> None:
+    """ValueError naming ``name``'s tags when its tag is none of them (``timm.is_model`` takes any tag; the model's
+    build then failed, blamed on ``model.kwargs``)."""
+    arch, tag = split_model_name_tag(name)
+    names = get_arch_pretrained_cfgs(arch)  # full names, arch.tag
+    if tag and name not in names:
+        tags = [n.partition(".")[2] for n in names if "." in n]
+        known = f"its tags: {', '.join(tags)}" if tags else f"it has none: drop the tag ({arch})"
+        raise ValueError(f"model.name {name!r}: {arch} has no pretrained tag {tag!r}; {known}")
 
 
 def meta_model(name: str, kwargs: dict[str, Any]) -> nn.Module:

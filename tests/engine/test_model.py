@@ -27,6 +27,11 @@ from swinlite.segmentation.models import build_upernet
         ("model.kwargs.num_classes=3", "model.kwargs.num_classes: set by the task"),
         ("model.kwargs.in_chans=1", "model.kwargs.in_chans: set by the task (its loaders give RGB images: 3 channels)"),
         ("model.kwargs.pretrained=true", "model.kwargs.pretrained: set by model.pretrained"),
+        # timm.is_model takes any tag: the build's "Invalid pretrained tag" was blamed on model.kwargs {}
+        ("model.name=swinlite_pico_patch2_window4_32.ms_in1k", "model.name 'swinlite_pico_patch2_window4_32.ms_in1k': "
+         "swinlite_pico_patch2_window4_32 has no pretrained tag 'ms_in1k'; it has none: drop the tag"),
+        ("model.name=swinlite_v2_tiny_window8_256.ms_in22k", "swinlite_v2_tiny_window8_256 has no pretrained tag "
+                                                            "'ms_in22k'; its tags: ms_in1k"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("task", list(TASKS))

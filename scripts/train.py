@@ -37,7 +37,7 @@ def parse_args(argv: list[str] | None = None) -> object:
         parser,
         "YAML file of overrides (default: configs/finetune_imagefolder.yaml with --data-dir, else configs/demo.yaml)",
         "your dataset root holding train/ and val/ (sets data.data_dir, and data.dataset=folder unless the --config "
-        "file names another)",
+        "file names one other than the demo's digits)",
     )
     return parser.parse_intermixed_args(argv)  # key=value may come before and after the options
 

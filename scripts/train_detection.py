@@ -38,7 +38,8 @@ def parse_args(argv: list[str] | None = None) -> object:
         parser,
         "YAML file of overrides (default: configs/det_coco_fasterrcnn_swin_tiny_1x.yaml with --data-dir, "
         "else configs/det_demo.yaml)",
-        "a COCO 2017 layout root (sets data.data_dir, and data.dataset=coco unless the --config file names another)",
+        "a COCO 2017 layout root (sets data.data_dir, and data.dataset=coco unless the --config file names one "
+        "other than the demo's digits)",
     )
     return parser.parse_intermixed_args(argv)  # key=value may come before and after the options
 

@@ -42,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> object:
         "YAML file of overrides (default: configs/seg_ade20k_upernet_swin_tiny.yaml with --data-dir, "
         "else configs/seg_demo.yaml)",
         "a root in ADE20K's layout (sets data.data_dir, and data.dataset=ade20k unless the --config file names "
-        "another)",
+        "one other than the demo's shapes; your own classes: data.dataset=folder)",
     )
     return parser.parse_intermixed_args(argv)  # key=value may come before and after the options
 

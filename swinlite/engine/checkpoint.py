@@ -140,3 +140,28 @@ def set_rng_state(state: dict[str, torch.Tensor]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(list(state["cuda"]))
+
+
+def seed_rng(seed: int) -> None:
+    """Seed the generators :func:`rng_state` saves: Python's, NumPy's and torch's (CPU and every CUDA device)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def resume_rng(saved: list[dict[str, torch.Tensor]], rank: int, seed: int, step: int) -> None:
+    """Set this process's generators as a resumed run goes on; ``saved`` holds one :func:`rng_state` per process of
+    the saved run, ``step`` its optimizer steps, ``seed`` is ``train.seed``.
+
+    A rank the saved run had gets its own state back exactly: a resume with as many processes goes on bitwise as
+    the uninterrupted run. A rank it lacked (resumed with more processes) is seeded by
+    ``SeedSequence(seed, spawn_key=(rank, step))``, a stream of its own: given another rank's saved state (as it was),
+    it drew that rank's drop-path masks and mixup lambdas for the rest of the run. The rank sets it apart from the
+    other processes' streams; the step from the one it drew at another point of the run (``seed + rank``, a fresh
+    run's, is where it began, when it was there before a resume with fewer processes left it out); the same file
+    resumed again seeds it alike, so the resumed run is as reproducible as a fresh one.
+    """
+    if rank < len(saved):
+        set_rng_state(saved[rank])
+    else:
+        seed_rng(int(np.random.SeedSequence(seed, spawn_key=(rank, step)).generate_state(1)[0]))

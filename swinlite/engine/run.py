@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..device import resolve_device
 from ..io import atomic_write, check_output
-from .checkpoint import RESUME_FILE, load_resume, pending, settle_pending, writing
+from .checkpoint import RESUME_FILE, load_resume, pending, seed_rng, settle_pending, writing
 from .config import apply_overrides, check_values, config_diff, dump_yaml, flatten, read_yaml, to_dict
 from .distributed import (
     DistInfo,
@@ -44,9 +42,7 @@ def log(dist: DistInfo, message: str) -> None:
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+    seed_rng(seed)
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)

@@ -32,10 +32,10 @@ from .checkpoint import (
     load_resume,
     non_finite,
     pending,
+    resume_rng,
     rng_state,
     save_resume,
     save_weights,
-    set_rng_state,
     writing,
 )
 from .distributed import (
@@ -173,7 +173,7 @@ class Trainer:
             self.tensorboard.open(purge_step=step + 1 if evaluated else step)
             if not evaluated:
                 self._log_step()
-        set_rng_state(saved["rng"][self.dist.rank % len(saved["rng"])])  # last: the exact state saved
+        resume_rng(saved["rng"], self.dist.rank, self.cfg.train.seed, saved["step"])  # last: the exact state saved
 
     def _resumed_batch(self, saved: dict[str, Any], path: Path) -> int:
         """Where in its epoch the run goes on: the micro-batches of the saved position, or 0 (with a warning) where

@@ -5,6 +5,7 @@ import importlib
 import math
 import multiprocessing
 import os
+import random
 import re
 import shutil
 import signal
@@ -13,13 +14,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
 from torch.utils.data import Dataset, TensorDataset
 
 from swinlite.engine import cli, run, trainer
-from swinlite.engine.checkpoint import load_resume, non_finite, save_resume
+from swinlite.engine.checkpoint import load_resume, non_finite, save_resume, set_rng_state
 from swinlite.engine.distributed import DistInfo
 from swinlite.engine.loaders import build_loaders
 from swinlite.engine.optim import build_optimizer
@@ -205,6 +207,29 @@ def test_a_resume_with_other_settings_continues_on_them(folder: Path, tmp_path: 
     header = rows[0].split(",")
     assert "val_top1_ema" in header and rows[2].split(",")[header.index("val_top1_ema")] == ""
     assert (out / "curves.png").stat().st_size > 0
+
+
+def test_a_rank_the_saved_run_lacked_draws_a_stream_of_its_own(folder: Path, tmp_path: Path):
+    """--resume of a 1-process run under 2 processes gave rank 1 rank 0's saved RNG state (2 to 4 paired them): the
+    ranks drew the same drop-path masks and mixup lambdas for the rest of the run. Rank 0 still gets its own state
+    exactly; a rank without one gets a stream of its own, the same again when the same file is resumed."""
+    out = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 1}))
+    saved = load_resume(out / "resume.pt")
+    cfg = tiny_config("classification", folder, out, **{"train.epochs": 2})
+    resumed = trainer.Trainer(TASKS["classification"], cfg, DistInfo(), torch.device("cpu"), out)
+
+    def draws(rank: int, world: int) -> list[float]:
+        resumed.dist = DistInfo(rank, world)  # what load_resume reads of the process's place (no process group)
+        resumed.load_resume(out / "resume.pt")
+        return [*torch.rand(3).tolist(), float(np.random.rand()), random.random()]
+
+    set_rng_state(saved["rng"][0])
+    rank0 = [*torch.rand(3).tolist(), float(np.random.rand()), random.random()]
+    assert draws(0, 2) == rank0
+    rank1 = draws(1, 2)
+    assert all(a != b for a, b in zip(rank1, rank0, strict=True))
+    assert draws(1, 2) == rank1
+    assert all(a != b for a, b in zip(draws(2, 3), rank1, strict=True))
 
 
 def test_ema_turned_on_at_resume_starts_from_the_resumed_weights(folder: Path, tmp_path: Path, capsys, monkeypatch):

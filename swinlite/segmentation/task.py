@@ -5,7 +5,6 @@ weights."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..engine.distributed import SharedError, broadcast_object
+from ..device import resolve_device
+from ..engine.distributed import DistInfo, SharedError, broadcast_object, launched
 from ..engine.preflight import check_demo_paths
 from ..engine.task import RunContext, StepOutput, Task
 from ..seg_views import stride_problem
@@ -72,6 +72,13 @@ def _warn_if_every_crop_is_padded(data: SegDataConfig) -> None:
         )
 
 
+def syncs_batchnorm(dist: DistInfo, device: torch.device) -> bool:
+    """Whether the heads' BatchNorm becomes SyncBatchNorm, normalising over every process's images: under torchrun on
+    CUDA. torch's SyncBatchNorm does not run on the CPU, so there (gloo) each process normalises its own batch, which
+    needs 2 images at least, as a single process's does."""
+    return dist.enabled and device.type == "cuda"
+
+
 class SegmentationTask(Task):
     name = "segmentation"
     config = SegConfig
@@ -108,9 +115,13 @@ class SegmentationTask(Task):
             raise ValueError(f"{problem} (unset: 2/3 of data.crop_size)")
         if not cfg.data.test_ratios:
             raise ValueError("data.test_ratios needs at least one ratio, e.g. [1.0]")
-        if cfg.data.batch_size < 2 and int(os.environ.get("WORLD_SIZE", "1")) < 2:
-            raise ValueError("data.batch_size=1: the heads' BatchNorm needs at least 2 images per step (under torchrun "
-                             "on GPUs, SyncBatchNorm pools every process's)")  # fmt: skip
+        launch = launched()  # this process's place and device, as run() resolved them before these checks
+        device = resolve_device(cfg.train.device, launch.local_rank, option="train.device")
+        if cfg.data.batch_size < 2 and not syncs_batchnorm(launch, device):
+            raise ValueError(
+                "data.batch_size=1: the heads' BatchNorm needs at least 2 images per step and process (under torchrun "
+                "on GPUs SyncBatchNorm pools every process's; not on the CPU)"
+            )
         folders = ("train_images", "train_masks", "val_images", "val_masks")
         check_demo_paths(cfg.data, "shapes", folders, "data.dataset=folder with data.classes (or ade20k)")
         labels_of(cfg.data)
@@ -175,7 +186,7 @@ class SegmentationTask(Task):
 
     def build_model(self) -> nn.Module:
         model, self._model = self._model, None  # built with the datasets (the val split's thin check)
-        if self.ctx.dist.enabled and self.ctx.device.type == "cuda":  # BatchNorm over all processes' images
+        if syncs_batchnorm(self.ctx.dist, self.ctx.device):
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         return model
 

@@ -1,10 +1,12 @@
 """Segmentation's config: its defaults work with every optimizer the engine takes."""
 
+import pytest
 import torch
 
 from swinlite.engine.config import dump_yaml, to_dict
+from swinlite.engine.distributed import DistInfo
 from swinlite.engine.optim import build_optimizer, check_betas
-from swinlite.segmentation.task import SegmentationTask
+from swinlite.segmentation.task import SegmentationTask, syncs_batchnorm
 
 
 def test_sgd_needs_no_betas_unset_and_adamw_keeps_the_recipes():
@@ -18,3 +20,22 @@ def test_sgd_needs_no_betas_unset_and_adamw_keeps_the_recipes():
     optimizer = build_optimizer(torch.nn.Linear(2, 2), cfg.optim, global_batch=16)
     assert isinstance(optimizer, torch.optim.AdamW) and optimizer.param_groups[0]["betas"] == (0.9, 0.999)
     assert "  betas: null\n" in dump_yaml(to_dict(cfg))
+
+
+@pytest.mark.parametrize("world", ["1", "2"])
+def test_a_batch_of_one_is_refused_where_batchnorm_is_not_synced(world, monkeypatch):
+    """data.batch_size=1 under torchrun on the CPU: the check was skipped for any WORLD_SIZE of 2 or more, while
+    SyncBatchNorm pools the processes' images on CUDA alone; every rank crashed after the data scan with torch's
+    "Expected more than 1 value per channel when training"."""
+    monkeypatch.setenv("WORLD_SIZE", world)
+    monkeypatch.setenv("RANK", "0")
+    cfg = SegmentationTask.load_config(None, ["data.batch_size=1", "train.device=cpu"])
+    with pytest.raises(ValueError, match="the heads' BatchNorm needs at least 2 images per step and process"):
+        SegmentationTask.check_config(cfg)
+
+
+def test_batchnorm_is_synced_under_torchrun_on_cuda_alone():
+    """The one rule the batch size check and build_model share."""
+    assert syncs_batchnorm(DistInfo(0, 2), torch.device("cuda", 0))
+    assert not syncs_batchnorm(DistInfo(0, 2), torch.device("cpu"))
+    assert not syncs_batchnorm(DistInfo(), torch.device("cuda", 0))

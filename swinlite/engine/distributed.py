@@ -8,8 +8,10 @@ another process ended (its connections closed) is told apart by ``peer_gone``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -176,6 +178,28 @@ def broadcast_object(obj: Any, info: DistInfo) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+@contextlib.contextmanager
+def refused_alike(info: DistInfo) -> Iterator[None]:
+    """Around work every process does alike from what they share (``--resume`` loading the same file into the same
+    model): a ValueError raised in the block is said once. Every process then raises a :class:`SharedError` (rank 0
+    alone says it) with rank 0's message, or, where rank 0 had none, the first other rank's, prefixed ``rank N:``;
+    they stop together, rather than the others waiting at their next collective for one that ended. A collective:
+    every process must enter the block; what it runs makes none."""
+    if not info.enabled:
+        yield
+        return
+    problem: ValueError | None = None
+    try:
+        yield
+    except ValueError as e:
+        problem = e
+    said = all_gather_object(None if problem is None else str(problem), info)
+    refused = [(rank, text) for rank, text in enumerate(said) if text is not None]
+    if refused:
+        rank, text = refused[0]
+        raise SharedError(text if rank == 0 else f"rank {rank}: {text}") from problem
 
 
 def cleanup(info: DistInfo) -> None:

@@ -46,6 +46,7 @@ from .distributed import (
     evaluate_in_step,
     is_timeout,
     peer_gone,
+    refused_alike,
     share_buffers,
 )
 from .loaders import batches_per_epoch, build_loaders
@@ -155,11 +156,13 @@ class Trainer:
 
     def load_resume(self, path: Path) -> None:
         """Continue from ``path``; ValueError naming it when it does not fit this run (another task, model, data, a
-        position past the end of this run's epochs)."""
-        saved = load_resume(path, self.task.name)
-        self.task.check_resumed(saved.get("task_state", {}), path)
-        batch = self._resumed_batch(saved, path)
-        self._load_states(saved, path)
+        position past the end of this run's epochs), under torchrun a SharedError that rank 0 alone says (every
+        process reads the same file into the same model: each said it)."""
+        with refused_alike(self.dist):
+            saved = load_resume(path, self.task.name)
+            self.task.check_resumed(saved.get("task_state", {}), path)
+            batch = self._resumed_batch(saved, path)
+            self._load_states(saved, path)
         sums, count = saved["partial"][self.dist.rank] if batch else ({}, 0)
         # the step this run's schedule counts at the position (another world size or max_iters counts other steps
         # per epoch: the saved step would put the lr elsewhere, past the schedule's end when larger)

@@ -22,7 +22,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from swinlite.engine import cli, run, trainer
 from swinlite.engine.checkpoint import load_resume, non_finite, save_resume, set_rng_state
-from swinlite.engine.distributed import DistInfo
+from swinlite.engine.distributed import DistInfo, SharedError
 from swinlite.engine.loaders import build_loaders
 from swinlite.engine.optim import build_optimizer
 from swinlite.engine.sections import DataConfig
@@ -230,6 +230,24 @@ def test_a_rank_the_saved_run_lacked_draws_a_stream_of_its_own(folder: Path, tmp
     assert all(a != b for a, b in zip(rank1, rank0, strict=True))
     assert draws(1, 2) == rank1
     assert all(a != b for a, b in zip(draws(2, 3), rank1, strict=True))
+
+
+@pytest.mark.parametrize(("ranks", "said"), [(2, "{path} does not fit"), (1, "rank 1: {path} does not fit")])
+def test_a_resume_file_refused_as_it_loads_is_said_once(ranks, said, folder, tmp_path, monkeypatch):
+    """resume.pt refused as it loads, after the data scan ("does not fit this run's model"): under torchrun every
+    process printed its error line. Each raises a SharedError now (rank 0 alone says it): rank 0's message, or the
+    rank's that refused where rank 0 did not."""
+    out = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 1}))
+    cfg = tiny_config("classification", folder, out, **{"train.epochs": 2, "model.kwargs.mlp_ratio": 2})
+    resumed = trainer.Trainer(TASKS["classification"], cfg, DistInfo(), torch.device("cpu"), out)
+    resumed.dist = DistInfo(1, 2)  # what load_resume reads of the process's place (no process group)
+
+    def gathered(obj: str | None, info: DistInfo) -> list[str | None]:  # the refusals: both ranks' or rank 1's
+        return [obj if rank >= 2 - ranks else None for rank in range(2)]
+
+    monkeypatch.setattr(importlib.import_module("swinlite.engine.distributed"), "all_gather_object", gathered)
+    with pytest.raises(SharedError, match=re.escape(said.format(path=out / "resume.pt") + " this run's model")):
+        resumed.load_resume(out / "resume.pt")
 
 
 def test_ema_turned_on_at_resume_starts_from_the_resumed_weights(folder: Path, tmp_path: Path, capsys, monkeypatch):

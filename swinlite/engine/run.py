@@ -78,12 +78,14 @@ def run(
     if resume and overwrite:
         raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
     dist = init_distributed(device, cfg.train.dist_timeout)
-    lock, trainer = None, None
+    lock, trainer, preparing = None, None, False
     try:
         out, lock = prepare_output(cfg, task, resume, overwrite, dist)
         seed_everything(cfg.train.seed + dist.rank, cfg.train.deterministic)
         with shared:
+            preparing = True  # the data (rank 0 alone builds a demo's and scans it; the others wait) and the model
             trainer = Trainer(task, cfg, dist, device, out)
+            preparing = False
             if resume:
                 trainer.load_resume(out / RESUME_FILE)
         shared.settle()
@@ -97,9 +99,11 @@ def run(
     except RuntimeError as e:
         reason = peer_gone(e) if dist.enabled else None
         if reason is not None:  # a ~50-line traceback of gloo's before
+            if preparing and dist.is_main:  # the others wait for its data at most train.dist_timeout
+                reason += "; did it time out waiting while this one prepared the data? then raise train.dist_timeout"
             raise PeerGoneError(f"rank {dist.rank}: another process of the run ended ({reason})") from e
         if dist.enabled and is_timeout(e):
-            raise _stall_error(dist, cfg.train.dist_timeout) from e
+            raise _stall_error(dist, cfg.train.dist_timeout, preparing) from e
         raise
     finally:
         if trainer is not None and trainer.tensorboard is not None:
@@ -281,10 +285,18 @@ def _remove(out: Path, names: tuple[str, ...]) -> list[str]:
     return [path.name for path in found]
 
 
-def _stall_error(dist: DistInfo, timeout: float) -> StalledRankError:
-    """Name the stalled process(es) after a collective timed out on this one."""
+def _stall_error(dist: DistInfo, timeout: float, preparing: bool) -> StalledRankError:
+    """Name the stalled process(es) after a collective timed out on this one. While the run is ``preparing`` its data,
+    rank 0 that does not answer is more likely busy than stalled: it alone builds a demo's data and scans the dataset,
+    as long as that takes, while the others wait in a collective."""
     stalled = stalled_ranks(dist, wait=min(30.0, timeout))
     waited = f"a collective waited train.dist_timeout={timeout:g} s"
+    if stalled is None and preparing:
+        return StalledRankError(
+            f"rank {dist.rank}: {waited} while the run prepared its data; rank 0 may still be at it (building the demo "
+            "data, scanning the dataset): if so, raise train.dist_timeout; else rank 0 names the stalled process, or "
+            "is it"
+        )
     if stalled is None:
         return StalledRankError(f"rank {dist.rank}: {waited}; rank 0 names the stalled process, or is it")
     if not stalled:

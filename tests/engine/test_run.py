@@ -446,6 +446,39 @@ def test_another_process_ending_is_one_line_with_where_to_continue(
     assert len(lines) == 1 and lines[0].startswith(line.format(out=out)), lines
 
 
+@pytest.mark.parametrize(
+    ("rank", "error", "line"),
+    [
+        ("1", "Timed out waiting 1000ms for recv operation to complete", "error: rank 1: a collective waited "
+         "train.dist_timeout=1 s while the run prepared its data; rank 0 may still be at it (building the demo data, "
+         "scanning the dataset): if so, raise train.dist_timeout; else rank 0 names the stalled process, or is it"),
+        ("0", GLOO_CLOSED, "error: rank 0: another process of the run ended (Connection closed by peer; did it time "
+         "out waiting while this one prepared the data? then raise train.dist_timeout) before the first save"),
+    ],
+)  # fmt: skip
+def test_a_timeout_while_rank_0_prepares_the_data_names_the_setting(rank, error, line, folder, tmp_path, capsys,
+                                                                     monkeypatch):  # fmt: skip
+    """Rank 0 building the demo data or scanning a large dataset for longer than train.dist_timeout: rank 1, waiting
+    for its scan, said "rank 0 names the stalled process, or is it", and rank 0 that another process ended; neither
+    named the likely cause nor the setting to raise."""
+    engine_run = importlib.import_module("swinlite.engine.run")
+    classification_task = importlib.import_module("swinlite.classification.task")
+
+    def scan_shared(obj, info):  # rank 1 waited past the timeout for rank 0's scan, or rank 0 found rank 1 gone
+        raise RuntimeError(error)
+
+    monkeypatch.setattr(engine_run, "init_distributed", lambda device, timeout: DistInfo(int(rank), 2))
+    monkeypatch.setattr(engine_run, "broadcast_object", lambda obj, info: obj)  # the output folder's: no problem
+    monkeypatch.setattr(classification_task, "broadcast_object", scan_shared)
+    monkeypatch.setattr(engine_run, "stalled_ranks", lambda info, wait: None)  # rank 0, busy, does not answer
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", rank)
+    argv = overrides("classification", folder, tmp_path / "out", **{"train.dist_timeout": 1})
+    assert cli.run_from_cli(TASKS["classification"], None, argv) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(line), lines
+
+
 def test_sigterm_unwinds_as_ctrl_c_does_and_exits_143(folder, tmp_path, capsys, monkeypatch):
     """SIGTERM (a kill, torchrun's agent stopping the processes left after one failed) ended the run on the spot:
     exit code 143, no word of the resume file, and OUT/.lock left for the next run to take over with a note."""

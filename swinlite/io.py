@@ -24,6 +24,7 @@ import re
 import shutil
 import tempfile
 import warnings
+import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,32 @@ def read_state_dict(path: str | os.PathLike, stacklevel: int = 2) -> StateDict:
     if not state:
         raise ValueError(f"{str(path)!r} holds no tensors")
     return state
+
+
+def check_weights_file(path: str | os.PathLike) -> None:
+    """ValueError for a weights file that cannot be read whole, found without reading its tensors (the safetensors
+    header against the file's size, a torch file's zip directory): a download cut short is named before a run
+    scans its data or clears its output folder. Whether its tensors fit a model is the loader's to say.
+
+    Raises:
+        ValueError: a missing or empty file, a damaged safetensors file, a zip-format torch file without its
+            directory, or a file of neither format (nor a legacy torch pickle).
+    """
+    path = Path(path)
+    _check_file(path)
+    if is_safetensors(path):
+        try:
+            with safe_open(path, framework="pt"):
+                pass
+        except Exception as e:  # the reader's own error type
+            raise ValueError(f"{str(path)!r} is a damaged (truncated?) safetensors file: {load_refusal(e)}") from None
+        return
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == b"PK\x03\x04" and not zipfile.is_zipfile(path):
+        raise ValueError(f"{str(path)!r} is a damaged (truncated?) torch checkpoint: its zip directory is missing")
+    if head != b"PK\x03\x04" and head[:1] != b"\x80":  # a legacy torch file is a pickle (protocol 2+)
+        raise ValueError(f"{str(path)!r} is not a weights file (expected safetensors or a torch checkpoint)")
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from timm.models import get_arch_pretrained_cfgs, split_model_name_tag
 from torch import nn
 
 from ..hub import pretrained_kwargs
+from ..io import check_weights_file
 from .sections import ModelConfig
 
 _OFFLINE_HINT = (
@@ -103,6 +104,7 @@ def check_pretrained(cfg: ModelConfig) -> None:
     if path is not None:
         if not Path(path).is_file():
             raise ValueError(f"model.pretrained {path!r} is not a file (true loads the weights of model.name's tag)")
+        check_weights_file(path)  # a cut download: timm's loader failed with a traceback after the data scan
         return
     if not cfg.pretrained:
         return

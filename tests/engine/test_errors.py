@@ -73,6 +73,12 @@ def _remove_class(out: Path) -> None:
     shutil.rmtree(data / "val" / "c2")
 
 
+def _cut_weights(out: Path) -> None:
+    """Half of the run's best weights beside it: a download cut short."""
+    data = (out / "best.safetensors").read_bytes()
+    (out.parent / "cut.safetensors").write_bytes(data[: len(data) // 2])
+
+
 def _disk_full(monkeypatch: pytest.MonkeyPatch) -> None:
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -109,6 +115,11 @@ CASES = [
      "lies inside the input folder"),  # its curves.png was read as a training image by the next run
     ("output_replaces_pretrained", TASKS, ["--overwrite", "model.pretrained={out}/best.safetensors"], "keep", None,
      "would replace the input"),  # --overwrite deleted the weights it was to start from
+    # classification's was a traceback of timm's loader after the data scan; --overwrite had cleared the run first
+    ("cut_pretrained", TASKS, ["--overwrite", "model.pretrained={out}/../cut.safetensors"], _cut_weights, None,
+     "cut.safetensors' is a damaged (truncated?) safetensors file"),
+    ("text_pretrained", TASKS, ["--overwrite", "model.pretrained={file}"], "keep", None,
+     "is not a weights file (expected safetensors or a torch checkpoint)"),
     ("resume_and_overwrite", TASKS, ["--resume", "--overwrite"], "keep", None, "pass one"),
     ("weights_without_resume", ["classification"], [], lambda out: (out / "resume.pt").unlink(), None,
      "but no resume.pt, so nothing to resume; pass --overwrite"),  # a fresh run replaced the weights

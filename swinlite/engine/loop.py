@@ -116,9 +116,11 @@ def train_one_epoch(
         position.count += out.size
         seen += out.size
         step_images, step_loss = step_images + out.size, step_loss + values["train_loss"] * out.size
-        if last_micro:  # the display counts optimizer steps, as the schedule and the checkpoints do
-            progress.update(epoch_steps(position.batch, accum), step_images, step_loss / max(step_images, 1),
-                            current_lr(optimizer))  # fmt: skip
+        if last_micro:  # the display counts optimizer steps, as the schedule and the checkpoints do; its images are
+            # the run's (each process trains as many, in step through DDP's all-reduce: no collective of its own), as
+            # the epoch line's train_img_s; its loss is this process's (rank 0's, the one that shows it)
+            progress.update(epoch_steps(position.batch, accum), step_images * dist.world_size,
+                            step_loss / max(step_images, 1), current_lr(optimizer))  # fmt: skip
             step_images, step_loss = 0, 0.0
             if on_step is not None:
                 on_step(position)

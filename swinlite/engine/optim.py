@@ -90,8 +90,8 @@ def build_scheduler(
     one_left = total - warmup == 1  # one step after the warm-up: a cosine or poly decay changes nothing
     if warmup < wanted:
         warnings.warn(
-            f"schedule.warmup_epochs {cfg.warmup_epochs} is not shorter than {run}: the warm-up is cut to {warmup} "
-            "steps and the run ends near the peak lr",
+            f"schedule.warmup_epochs {cfg.warmup_epochs} is not shorter than {run}: the warm-up is cut to "
+            f"{counted(warmup, 'step')} and the run ends near the peak lr",
             stacklevel=2,
         )
     elif one_left and warmup > 0 and cfg.kind != "step":

@@ -28,7 +28,8 @@ class Progress:
         self.images = 0
 
     def update(self, step: int, images: int, loss: float, lr: float) -> None:
-        """Record the ``images`` of optimizer step ``step`` (1-based within the epoch), its mean ``loss``."""
+        """Record the ``images`` of optimizer step ``step`` (1-based within the epoch; under torchrun every process's),
+        its mean ``loss``."""
         self.images += images
         if not self.enabled:
             return

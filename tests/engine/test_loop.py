@@ -1,11 +1,14 @@
 """The training loop's arithmetic: each optimizer step averages the gradients of the micro-batches it takes."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from timm.scheduler import StepLRScheduler
 from torch import nn
 
-from swinlite.engine import progress
+from swinlite.engine import loop, progress
+from swinlite.engine.distributed import DistInfo
 from swinlite.engine.loop import EpochPosition, StepSettings, train_one_epoch
 from swinlite.engine.task import StepOutput
 
@@ -31,3 +34,21 @@ def test_every_optimizer_step_averages_its_micro_batches(micro_batches: int, acc
     assert weights == [-float(n) for n in range(1, steps + 1)]
     shown = [line.split(" loss")[0] for line in capsys.readouterr().out.splitlines()]
     assert shown == [f"train step {n}/{steps}" for n in range(1, steps + 1)]  # optimizer steps, not micro-batches
+
+
+def test_the_progress_line_shows_the_run_s_images_per_second(capsys, monkeypatch):
+    """Under torchrun the plain progress line showed rank 0's images/s, the epoch line the run's (rank 0's rate times
+    the processes): 2 processes taking a step of 4 images each a second now show 8 img/s on both."""
+    monkeypatch.setattr(progress, "_tty", lambda: False)
+    clock = iter(range(10))
+    monkeypatch.setattr(progress, "time", SimpleNamespace(perf_counter=lambda: float(next(clock))))  # a step a second
+    monkeypatch.setattr(loop, "all_reduce_sum", lambda values, dist, device: values)  # no process group
+    model = nn.Linear(1, 1, bias=False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train_one_epoch(
+        model, [torch.ones(4, 1)] * 2, lambda m, x: StepOutput(m(x).mean(), len(x)), optimizer,
+        StepLRScheduler(optimizer, decay_t=1000, t_in_epochs=False), EpochPosition(),
+        StepSettings(torch.device("cpu"), log_interval=1), total=2, scaler=torch.amp.GradScaler("cpu", enabled=False),
+        dist=DistInfo(0, 2),
+    )  # fmt: skip
+    assert [line.split()[-2:] for line in capsys.readouterr().out.splitlines()] == [["8", "img/s"]] * 2

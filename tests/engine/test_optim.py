@@ -62,20 +62,22 @@ def test_betas_of_a_lookahead_optimizer_are_judged_by_the_optimizer_it_wraps(tas
 
 @pytest.mark.parametrize("kind", ["cosine", "poly"])
 @pytest.mark.parametrize(
-    ("warmup", "said"),
+    ("warmup", "steps", "said"),
     [
-        (2, r"warmup_epochs 2.0 is not shorter than the run \(1 epoch of 10 steps\): the warm-up is cut to 9 steps"),
-        (0.9, r"warmup_epochs 0.9 leaves one step of the run \(1 epoch of 10 steps\) after the warm-up"),
+        (2, 10, r"warmup_epochs 2.0 is not shorter than the run \(1 epoch of 10 steps\): the warm-up is cut to 9 "
+                r"steps"),
+        (2, 2, r"the run \(1 epoch of 2 steps\): the warm-up is cut to 1 step and"),  # "1 steps" before
+        (0.9, 10, r"warmup_epochs 0.9 leaves one step of the run \(1 epoch of 10 steps\) after the warm-up"),
     ],
-)
-def test_a_warmup_that_leaves_one_step_is_one_warning(kind, warmup, said, caplog):
+)  # fmt: skip
+def test_a_warmup_that_leaves_one_step_is_one_warning(kind, warmup, steps, said, caplog):
     """The demo's 2 warm-up epochs with train.epochs=1: cut to total - 1 steps silently before. A warm-up that fits
     but leaves one step (a small folder dataset) was not warned about. The warning is the only line: timm's
     unprefixed note that the remaining one-step cosine (poly's says the same) has no effect is not logged."""
     settings = [f"schedule.kind={kind}", f"schedule.warmup_epochs={warmup}", "schedule.warmup_lr=0"]
     cfg = TASKS["classification"].load_config(None, settings)
     with pytest.warns(UserWarning, match=said):
-        lrs = _lrs(cfg, 1, 10)
+        lrs = _lrs(cfg, 1, steps)
     assert [r.getMessage() for r in caplog.records if r.name.startswith("timm")] == []
     assert lrs[-1] == pytest.approx(cfg.optim.lr, rel=1e-6) and lrs[0] == 0.0  # it ends at the peak
 

@@ -209,10 +209,12 @@ def test_a_resume_with_other_settings_continues_on_them(folder: Path, tmp_path: 
     assert (out / "curves.png").stat().st_size > 0
 
 
-def test_a_rank_the_saved_run_lacked_draws_a_stream_of_its_own(folder: Path, tmp_path: Path):
+def test_a_rank_the_saved_run_lacked_draws_a_stream_of_its_own(folder: Path, tmp_path: Path, monkeypatch):
     """--resume of a 1-process run under 2 processes gave rank 1 rank 0's saved RNG state (2 to 4 paired them): the
     ranks drew the same drop-path masks and mixup lambdas for the rest of the run. Rank 0 still gets its own state
     exactly; a rank without one gets a stream of its own, the same again when the same file is resumed."""
+    distributed = importlib.import_module("swinlite.engine.distributed")
+    monkeypatch.setattr(distributed, "all_gather_object", lambda obj, info: [obj] * info.world_size)  # no group
     out = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 1}))
     saved = load_resume(out / "resume.pt")
     cfg = tiny_config("classification", folder, out, **{"train.epochs": 2})

@@ -16,10 +16,13 @@ from (real path, size, modification time). Rerunning over the same input skips i
 whole and whose image is unchanged. A folder holding features of other images (another --input, an image removed
 from it or changed since) or made with other settings is refused before anything is written: pass another --output,
 or delete those features. --output may not lie inside the --input folder, and --size must be at least one patch.
+A run holds a lock on --output (feats/.lock) until it ends: a second run into it is refused at once (the lock of a
+run that was killed is taken over, with a warning).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -62,21 +65,25 @@ def parse_args(argv: list[str] | None = None):
 
 
 def build_model(args):
-    """(model, its name, its weights file): from the checkpoint (strictly) or timm's pretrained weights (the file in
-    the Hugging Face cache); swinlite models only."""
+    """(model, its name, its weights' SHA-256): from the checkpoint (strictly) or timm's pretrained weights (the file
+    in the Hugging Face cache); swinlite models only. The checkpoint is read once, and its bytes both hashed and
+    loaded: hashing the file again later recorded a file replaced since (a training run's new best.safetensors) in
+    settings.json, beside features of the weights it replaced."""
     from swinlite import SwinTransformer
     from swinlite.hub import cached_weights
+    from swinlite.io import file_sha256, read_weights_bytes
     from swinlite.weights import load_model, pretrained_model, read_info
 
     if args.checkpoint is None:
-        model, weights = pretrained_model(args.model, WEIGHTS_HINT), cached_weights(args.model)
+        model, name, weights = pretrained_model(args.model, WEIGHTS_HINT), args.model, cached_weights(args.model)
+        sha256 = None if weights is None else file_sha256(weights)
     else:
-        model, weights = load_model(args.checkpoint, args.model), args.checkpoint
-    info = read_info(args.checkpoint) if args.checkpoint else None
-    name = info.model if info else args.model
+        data = read_weights_bytes(args.checkpoint)
+        model, info = load_model(args.checkpoint, args.model, data=data), read_info(args.checkpoint, data)
+        name, sha256 = info.model if info else args.model, hashlib.sha256(data).hexdigest()
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"feature extraction needs a swinlite model (swinlite_*), got {name}")
-    return model, name, weights
+    return model, name, sha256
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -94,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     images, _ = read_sources(args.input)
     # the folder (or list) too: features written inside the folder would be read back as images of another class
     check_output(args.output, [args.checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
-    model, name, weights = build_model(args)
+    model, name, sha256 = build_model(args)
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     check_size(size, model.patch_size, name)
     summary = run_extraction(
@@ -108,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         workers=args.workers,
         device=str(device),
         progress=not args.no_progress,
-        checkpoint=weights,
+        checkpoint_sha256=sha256,
         compile=args.compile,
     )
     print(f"written {summary.written}, skipped (already whole) {summary.skipped}, failed {summary.failed}")

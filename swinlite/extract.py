@@ -4,7 +4,9 @@ Resumable: an image whose feature file exists and is whole is skipped; images th
 listed in ``failures.txt`` and the run goes on. ``embeddings.safetensors`` is rebuilt at the end from
 every whole feature file, in input order. ``settings.json`` records what the features depend on (model,
 the weights file's SHA-256, input size, dtype); a rerun with other settings into the same folder is
-refused rather than mixing features, and temporary files of an interrupted run are removed.
+refused rather than mixing features, and temporary files of an interrupted run are removed. A run holds the
+output folder's lock (:class:`swinlite.lock.OutputLock`) from before it reads the folder until it ends: a second
+run into it, which passed the settings check as the first had written no features yet, mixed two models' features.
 
 Each feature file also records the image it was made from (:func:`source_record`: the real path, the size and the
 modification time in ns). A folder holding features of any other image (one of another ``--input``, one that is no
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +32,8 @@ from tqdm import tqdm
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
 from .files import read_list
 from .images import ImageFiles, is_image_file, list_images
-from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path, read_metadata
+from .io import atomic_write_bytes, json_bytes, printable_path, read_metadata
+from .lock import OutputLock
 from .models.swin import SwinTransformer
 from .optimize import FixedBatch
 
@@ -187,10 +191,11 @@ def run_extraction(
     workers: int = 0,
     device: str = "cpu",
     progress: bool = True,
-    checkpoint: Path | None = None,
+    checkpoint_sha256: str | None = None,
     compile: bool = False,
 ) -> ExtractionSummary:
-    """Write per-image feature files, ``embeddings.safetensors`` and ``failures.txt`` under ``output``.
+    """Write per-image feature files, ``embeddings.safetensors`` and ``failures.txt`` under ``output``, holding its
+    lock (:class:`swinlite.lock.OutputLock`) throughout; a lock left by a run that died is taken over, with a warning.
 
     Args:
         model: the Swin model (eval mode is set here); its ``pretrained_cfg`` gives mean and std.
@@ -203,57 +208,69 @@ def run_extraction(
         workers: DataLoader worker processes decoding images.
         device: where the model runs.
         progress: show a tqdm progress bar.
-        checkpoint: the weights file the model was loaded from (its hash goes into ``settings.json``).
+        checkpoint_sha256: the SHA-256 of the weights the model was loaded from, for ``settings.json`` (None: random
+            initial weights). Of the bytes loaded, not of the file read again here: a file replaced since the load
+            (a training run writing a new best.safetensors) would name weights the features were not made with.
         compile: run the model through :class:`swinlite.optimize.FixedBatch` (compiled once for ``batch_size``
             images; smaller batches are padded to it).
 
     Raises:
-        ValueError: ``output`` holds features of other images (:func:`check_features`) or features made with other
-            settings (:func:`record_settings`); nothing is written then.
+        ValueError: another run holds ``output``'s lock, or ``output`` holds features of other images
+            (:func:`check_features`) or features made with other settings (:func:`record_settings`); nothing is
+            written then.
     """
     input_size = (int(input_size[0]), int(input_size[1]))
-    images, root = read_sources(source)
-    outputs = [output_path(p, root, output) for p in images]
-    records = [source_record(p) for p in images]
-    todo = check_features(output, outputs, records)  # before settings.json is written: a refusal changes nothing
-    settings = {
-        "model": model_name,
-        "checkpoint_sha256": None if checkpoint is None else file_sha256(checkpoint),
-        "input_size": list(input_size),
-        "dtype": str(dtype).removeprefix("torch."),
-    }
-    record_settings(output, settings)
-    cfg = model.pretrained_cfg
-    transform = transforms.Compose(
-        [
-            transforms.Resize(input_size, interpolation=transforms.InterpolationMode.BICUBIC, antialias=True),
-            transforms.ToTensor(),
-            transforms.Normalize(cfg["mean"], cfg["std"]),
-        ]
-    )
-    loader = DataLoader(
-        ImageFiles([images[i] for i in todo], transform), batch_size=batch_size, num_workers=workers, collate_fn=list
-    )
-    model = model.eval().to(device)
-    strides = tuple(info["reduction"] for info in model.feature_info)
-    net: nn.Module = _Features(model).eval()
-    if compile and todo:
-        net = FixedBatch(net, torch.zeros(min(batch_size, len(todo)), 3, *input_size, device=device))
-    failures: list[str] = []
-    bar = tqdm(total=len(todo), unit="img", disable=not progress, desc="extract")
-    for batch in loader:
-        good = [item for item in batch if item.image is not None]
-        failures += [printable_path(f"{images[todo[item.index]]}\t{item.error}") for item in batch if item.error]
-        if good:
-            maps, pooled = _forward(net, torch.stack([item.image for item in good]).to(device), dtype)
-            for b, item in enumerate(good):
-                i = todo[item.index]
-                features = ImageFeatures(maps[b], pooled[b], str(images[i]), item.size, input_size, strides, model_name)
-                save_features(outputs[i], features, {SOURCE_KEY: records[i]})
-        bar.update(len(batch))
-    bar.close()
-    atomic_write_bytes(output / "failures.txt", "".join(f"{line}\n" for line in failures).encode())
-    _write_embeddings(images, outputs, output)
+    with OutputLock(output, "feature extraction", "--output") as lock:
+        if lock.stale:
+            note = f"{lock.path} was left by a run that ended without releasing it ({lock.stale}); taken over"
+            warnings.warn(note, stacklevel=2)
+        images, root = read_sources(source)
+        outputs = [output_path(p, root, output) for p in images]
+        records = [source_record(p) for p in images]
+        todo = check_features(output, outputs, records)  # before settings.json is written: a refusal changes nothing
+        settings = {
+            "model": model_name,
+            "checkpoint_sha256": checkpoint_sha256,
+            "input_size": list(input_size),
+            "dtype": str(dtype).removeprefix("torch."),
+        }
+        record_settings(output, settings)
+        cfg = model.pretrained_cfg
+        transform = transforms.Compose(
+            [
+                transforms.Resize(input_size, interpolation=transforms.InterpolationMode.BICUBIC, antialias=True),
+                transforms.ToTensor(),
+                transforms.Normalize(cfg["mean"], cfg["std"]),
+            ]
+        )
+        loader = DataLoader(
+            ImageFiles([images[i] for i in todo], transform),
+            batch_size=batch_size,
+            num_workers=workers,
+            collate_fn=list,
+        )
+        model = model.eval().to(device)
+        strides = tuple(info["reduction"] for info in model.feature_info)
+        net: nn.Module = _Features(model).eval()
+        if compile and todo:
+            net = FixedBatch(net, torch.zeros(min(batch_size, len(todo)), 3, *input_size, device=device))
+        failures: list[str] = []
+        bar = tqdm(total=len(todo), unit="img", disable=not progress, desc="extract")
+        for batch in loader:
+            good = [item for item in batch if item.image is not None]
+            failures += [printable_path(f"{images[todo[item.index]]}\t{item.error}") for item in batch if item.error]
+            if good:
+                maps, pooled = _forward(net, torch.stack([item.image for item in good]).to(device), dtype)
+                for b, item in enumerate(good):
+                    i = todo[item.index]
+                    features = ImageFeatures(
+                        maps[b], pooled[b], str(images[i]), item.size, input_size, strides, model_name
+                    )
+                    save_features(outputs[i], features, {SOURCE_KEY: records[i]})
+            bar.update(len(batch))
+        bar.close()
+        atomic_write_bytes(output / "failures.txt", "".join(f"{line}\n" for line in failures).encode())
+        _write_embeddings(images, outputs, output)
     return ExtractionSummary(written=len(todo) - len(failures), skipped=len(images) - len(todo), failed=len(failures))
 
 

@@ -2,7 +2,8 @@
 
 - :func:`read_state_dict` and :func:`read_metadata` are the one reader of weights files (safetensors, or
   torch checkpoints loaded with ``weights_only=True``); a file that is missing, empty, truncated or not
-  a weights file is a ValueError naming it.
+  a weights file is a ValueError naming it. Given a file's bytes read once (:func:`read_weights_bytes`) they read
+  those, not the file as it is by then: what a caller hashes is what it loads.
 - :func:`check_output` is the one check every writer makes before it starts: no output replaces an input,
   and the output can be written where it is asked for.
 - :func:`json_bytes` is the one JSON writer of the files users read: strict JSON, NaN as null.
@@ -17,6 +18,7 @@ re-exported here.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -31,6 +33,7 @@ from typing import Any
 
 import torch
 from safetensors import safe_open
+from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 
@@ -116,26 +119,41 @@ def _check_file(path: Path) -> None:
 def is_safetensors(path: str | os.PathLike) -> bool:
     """Whether ``path`` starts as safetensors files do: an 8-byte header length, then the JSON header."""
     with open(path, "rb") as f:
-        head = f.read(9)
-    return len(head) == 9 and head[8:9] == b"{"
+        return _safetensors_head(f.read(9))
 
 
-def read_state_dict(path: str | os.PathLike, stacklevel: int = 2) -> StateDict:
+def _safetensors_head(head: bytes) -> bool:
+    return len(head) >= 9 and head[8:9] == b"{"
+
+
+def read_weights_bytes(path: str | os.PathLike) -> bytes:
+    """A weights file's bytes, read once, for a caller that records their hash: the readers given them
+    (``data=`` of :func:`read_state_dict`, :func:`read_metadata`, :func:`swinlite.weights.load_model`) load those
+    bytes, so the weights loaded are the ones hashed even when the file is replaced meanwhile (a training run writing
+    a new best.safetensors). The whole file is held in memory; ValueError for a missing or empty file."""
+    _check_file(Path(path))
+    return Path(path).read_bytes()
+
+
+def read_state_dict(path: str | os.PathLike, stacklevel: int = 2, data: bytes | None = None) -> StateDict:
     """The tensors of a safetensors or torch (``weights_only=True``) file; ValueError naming the file otherwise.
 
     A torch training checkpoint (``{"model": state_dict, ...}``, ``{"state_dict": ...}``) gives its state dict, its
     EMA weights where it has them (``state_dict_ema``, ``model_ema``), as timm loads it (:func:`unwrap_checkpoint`;
     its warning names the line ``stacklevel`` frames up from here: 2, the caller's; more, the user's line that called
-    a loading function which calls this one).
+    a loading function which calls this one). ``data``: the file's bytes, read before (:func:`read_weights_bytes`),
+    loaded instead of the file as it is now (``path`` then names them in the messages).
     """
     path = Path(path)
-    _check_file(path)
-    safetensors = is_safetensors(path)
+    if data is None:
+        _check_file(path)
+    safetensors = is_safetensors(path) if data is None else _safetensors_head(data)
     try:
         if safetensors:
-            state = load_file(path)
+            state = load_file(path) if data is None else load_safetensors_bytes(data)
         else:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+            source = path if data is None else io.BytesIO(data)
+            checkpoint = torch.load(source, map_location="cpu", weights_only=True)
             if not isinstance(checkpoint, Mapping):
                 raise ValueError(f"it holds a {type(checkpoint).__name__}, not a state dict")
             state = unwrap_checkpoint(checkpoint, stacklevel + 1)
@@ -175,18 +193,23 @@ def check_weights_file(path: str | os.PathLike) -> None:
         raise ValueError(f"{str(path)!r} is not a weights file (expected safetensors or a torch checkpoint)")
 
 
-def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+def read_metadata(path: str | os.PathLike, data: bytes | None = None) -> dict[str, Any]:
     """The metadata of a safetensors file, each value JSON-decoded where it parses (else the string as stored).
 
-    Empty for a torch file, or a safetensors file without metadata.
+    Empty for a torch file, or a safetensors file without metadata. ``data``: the file's bytes, read before
+    (:func:`read_weights_bytes`), read instead of the file as it is now (``path`` then names them in the messages).
     """
     path = Path(path)
-    _check_file(path)
-    if not is_safetensors(path):
+    if data is None:
+        _check_file(path)
+    if not (is_safetensors(path) if data is None else _safetensors_head(data)):
         return {}
     try:
-        with safe_open(str(path), framework="pt") as f:
-            raw = f.metadata() or {}
+        if data is None:
+            with safe_open(str(path), framework="pt") as f:
+                raw = f.metadata() or {}
+        else:
+            raw = _header_metadata(data)
     except Exception as e:  # safetensors raises its own error type for a damaged header
         raise ValueError(
             f"{str(path)!r} is a damaged (truncated?) safetensors file: {type(e).__name__}: {_first_line(e)}"
@@ -198,6 +221,15 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
         except json.JSONDecodeError:
             meta[key] = value
     return meta
+
+
+def _header_metadata(data: bytes) -> dict[str, str]:
+    """The ``__metadata__`` of safetensors bytes: an 8-byte little-endian header length, then that many bytes of JSON
+    (the format's own layout; ``safe_open`` reads files only)."""
+    size = int.from_bytes(data[:8], "little")
+    if 8 + size > len(data):
+        raise ValueError(f"its header ({size} bytes) runs past the end of the file ({len(data)} bytes)")
+    return json.loads(data[8 : 8 + size]).get("__metadata__") or {}
 
 
 def _first_line(error: BaseException) -> str:

@@ -89,8 +89,10 @@ def weights_metadata(
     return meta
 
 
-def read_info(path: str | os.PathLike) -> WeightsInfo | None:
+def read_info(path: str | os.PathLike, data: bytes | None = None) -> WeightsInfo | None:
     """The recorded metadata, or None for a file that does not describe its model (torch files, converted ones).
+
+    ``data``: the file's bytes, read before (:func:`swinlite.io.read_weights_bytes`), read instead of the file.
 
     Raises:
         ValueError: an unreadable file; a file of another task (a detector); metadata of the wrong type or
@@ -98,7 +100,7 @@ def read_info(path: str | os.PathLike) -> WeightsInfo | None:
     """
     from .io import read_metadata  # here: the checks below import no torch (the ONNX predictor uses them)
 
-    meta = read_metadata(path)
+    meta = read_metadata(path, data)
     task = meta.get("task", "classification")
     if task != "classification":
         use = SCRIPTS.get(task, "the scripts of that task") if isinstance(task, str) else "another script"

@@ -119,7 +119,11 @@ def pretrained_model(name: str, hint: str = "") -> nn.Module:
 
 
 def load_model(
-    path: str | os.PathLike, model: str | None = None, num_classes: int | None = None, **model_kwargs: Any
+    path: str | os.PathLike,
+    model: str | None = None,
+    num_classes: int | None = None,
+    data: bytes | None = None,
+    **model_kwargs: Any,
 ) -> nn.Module:
     """Rebuild the model a weights file holds and load every weight strictly; returns it in eval mode.
 
@@ -135,13 +139,15 @@ def load_model(
         path: the weights file.
         model: timm model name.
         num_classes: classifier outputs.
+        data: the file's bytes, read before (:func:`swinlite.io.read_weights_bytes`): loaded instead of the file as it
+            is now, for a caller that records their hash (``extract_features.py``'s ``settings.json``).
         **model_kwargs: further constructor arguments (e.g. ``out_norm=True``); they must not contradict the file.
 
     Raises:
         ValueError: unreadable file, unknown or contradicting model, or a weight that does not load.
     """
-    info = read_info(path)
-    state = read_state_dict(path, stacklevel=3)  # an EMA warning names the line calling load_model
+    info = read_info(path, data)
+    state = read_state_dict(path, stacklevel=3, data=data)  # an EMA warning names the line calling load_model
     if info is None:
         if model is None:
             raise ValueError(

@@ -11,7 +11,16 @@ import torch
 from safetensors.torch import save_file
 
 from swinlite.engine.checkpoint import load_resume
-from swinlite.io import build_folder_once, check_output, json_bytes, printable_path, read_metadata, read_state_dict
+from swinlite.io import (
+    build_folder_once,
+    check_output,
+    json_bytes,
+    printable_path,
+    read_metadata,
+    read_state_dict,
+    read_weights_bytes,
+    save_safetensors,
+)
 
 
 @pytest.fixture
@@ -128,3 +137,20 @@ def test_a_built_folder_gets_the_mode_of_a_plain_mkdir(tmp_path: Path, umask: in
         os.umask(old)
     assert root.stat().st_mode & 0o777 == mode
     assert (root / "MARKER").read_text() == "done"
+
+
+def test_the_readers_given_a_files_bytes_read_those_not_the_file(tmp_path: Path):
+    """What extract_features.py hashes is what it loads: the bytes read once, whatever the file holds by then."""
+    path = tmp_path / "w.safetensors"
+    save_safetensors(path, {"a": torch.zeros(2)}, {"epoch": 1})
+    data = read_weights_bytes(path)
+    save_safetensors(path, {"b": torch.ones(3)}, {"epoch": 2})  # replaced after the read
+    assert read_metadata(path, data) == {"epoch": 1} and list(read_state_dict(path, data=data)) == ["a"]
+    with pytest.raises(ValueError, match=f"'{path}' is a damaged \\(truncated\\?\\) safetensors file"):
+        read_metadata(path, data[:20])
+    torch.save({"state_dict": {"c": torch.zeros(1)}}, path)
+    data = read_weights_bytes(path)
+    path.write_bytes(b"")
+    assert read_metadata(path, data) == {} and list(read_state_dict(path, data=data)) == ["c"]
+    with pytest.raises(ValueError, match="is empty"):
+        read_weights_bytes(path)

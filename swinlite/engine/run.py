@@ -10,6 +10,7 @@ import torch
 
 from ..device import resolve_device
 from ..io import atomic_write, check_output
+from ..lock import OutputLock
 from .checkpoint import RESUME_FILE, load_resume, pending, seed_rng, settle_pending, writing
 from .config import apply_overrides, check_values, config_diff, dump_yaml, flatten, read_yaml, to_dict
 from .distributed import (
@@ -25,7 +26,6 @@ from .distributed import (
     peer_gone,
     stalled_ranks,
 )
-from .lock import OutputLock
 from .model import meta_model
 from .preflight import check_run, resolve_normalisation
 from .rank_warnings import SharedWarnings, rank_prefixed
@@ -146,7 +146,7 @@ def prepare_output(
     out = Path(cfg.train.output_dir)
     lock, problem = None, None
     if dist.is_main:
-        lock = OutputLock(out)
+        lock = OutputLock(out, "training run", "--output-dir")
         try:
             lock.acquire()
             if lock.stale:

@@ -10,17 +10,18 @@ import pytest
 from scriptkit import run_script
 from trainkit import REPO, tiny_config, tiny_overrides, train
 
-from swinlite.engine.lock import OutputLock
+from swinlite.lock import OutputLock
 
-# Another process holding the lock through swinlite/engine/lock.py, loaded by path (no torch import: starts fast).
+# Another training run holding the lock through swinlite/lock.py, loaded by path (no torch import: starts fast).
 HOLD = """import importlib.util, sys, time
 spec = importlib.util.spec_from_file_location("lock", sys.argv[1]); lock = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(lock); lock.OutputLock(sys.argv[2]).acquire(); print("held", flush=True); time.sleep(120)"""
+spec.loader.exec_module(lock); lock.OutputLock(sys.argv[2], "training run", "--output-dir").acquire()
+print("held", flush=True); time.sleep(120)"""
 
 
 def test_second_run_refused_and_dead_holder_taken_over(tmp_path: Path, folder: Path, capsys):
     out = tmp_path / "out"
-    lock_py = REPO / "swinlite" / "engine" / "lock.py"
+    lock_py = REPO / "swinlite" / "lock.py"
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock_py), str(out)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
@@ -32,14 +33,14 @@ def test_second_run_refused_and_dead_holder_taken_over(tmp_path: Path, folder: P
         holder.send_signal(signal.SIGKILL)  # a crash: the holder cannot clean up
         holder.wait(timeout=30)
     assert (out / ".lock").is_file()  # left behind, but nobody holds it
-    lock = OutputLock(out)
+    lock = OutputLock(out, "training run", "--output-dir")
     lock.acquire()
     assert f"pid {holder.pid} on " in lock.stale
     with pytest.raises(ValueError, match=f"in use by another training run \\(pid {os.getpid()} on "):
-        OutputLock(out).acquire()
+        OutputLock(out, "training run", "--output-dir").acquire()
     lock.release()
     assert not (out / ".lock").exists()
-    OutputLock(out).acquire()  # free again (released at this process's exit)
+    OutputLock(out, "training run", "--output-dir").acquire()  # free again (released at this process's exit)
 
 
 def test_run_releases_its_lock_and_reports_a_stale_one(tmp_path: Path, folder: Path, capsys):

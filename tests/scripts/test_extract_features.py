@@ -1,5 +1,6 @@
 """scripts/extract_features.py end to end: values, metadata, resume, failures, list input, bad input."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -227,6 +228,34 @@ def test_a_resume_with_another_spelling_of_the_input_skips_the_finished_files(
     _run(load_script, *args, "--input", "link")
     assert "written 1, skipped (already whole) 2, failed 1" in capsys.readouterr().out[-200:]
     assert load_features(out / "features" / "dog" / "c.png.safetensors").source == str(Path("link") / "dog" / "c.png")
+
+
+def test_settings_name_the_weights_loaded_though_the_file_is_replaced_after_the_load(
+    load_script, image_folder, checkpoint, tmp_path, monkeypatch
+):
+    """settings.json hashed the checkpoint file as the extraction began, after the model had loaded it: a file replaced
+    between (a training run writing a new best.safetensors) was named there beside features of the weights it replaced,
+    and a rerun with the new file skipped every image as already whole."""
+    import swinlite.extract
+
+    ckpt = checkpoint[1]
+    loaded = hashlib.sha256(ckpt.read_bytes()).hexdigest()
+    torch.manual_seed(1)
+    newer = timm.create_model(PICO).state_dict()
+    check_features = swinlite.extract.check_features
+
+    def replaced_meanwhile(*args):
+        torch.save(newer, ckpt)  # after the load, before the point the hash was taken
+        return check_features(*args)
+
+    monkeypatch.setattr(swinlite.extract, "check_features", replaced_meanwhile)
+    out = tmp_path / "out"
+    args = ("--model", PICO, "--checkpoint", ckpt, "--input", image_folder, "--output", out)
+    _run(load_script, *args)
+    assert json.loads((out / "settings.json").read_text())["checkpoint_sha256"] == loaded
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="other settings \\(checkpoint_sha256"):  # the new weights: not these features
+        _run(load_script, *args)
 
 
 def test_features_of_an_older_swinlite_are_refused_as_uncheckable(load_script, image_folder, checkpoint, tmp_path):

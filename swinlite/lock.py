@@ -1,9 +1,11 @@
-"""One training run per output folder: an exclusive lock on ``<output>/.lock`` held for the whole run.
+"""One run per output folder: an exclusive lock on ``<output>/.lock`` held for the whole run.
 
-The lock is a ``fcntl.flock`` on the file, so the operating system releases it when the process ends in
-any way (exit, exception, SIGKILL, crash); the file also records the holder's pid, host and start time
-for the message a refused run prints. A lock file left behind by a process that has died holds no
-lock: the next run notes it and takes over.
+Held by a training run (``swinlite.engine``, on ``--output-dir``) and by a feature extraction
+(:func:`swinlite.extract.run_extraction`, on ``--output``): two runs writing one folder would leave files of two
+runs under one record of settings. The lock is a ``fcntl.flock`` on the file, so the operating system releases it
+when the process ends in any way (exit, exception, SIGKILL, crash); the file also records what holds it (the kind
+of run, its pid, host and start time) for the message a refused run prints. A lock file left behind by a process
+that has died holds no lock: the next run notes it and takes over.
 """
 
 from __future__ import annotations
@@ -22,20 +24,23 @@ class OutputLock:
 
     Args:
         folder: the run's output folder.
+        run: what takes the lock, recorded for the message another run is refused with ("training run").
+        option: the command-line option that names ``folder``, for the messages ("--output-dir").
     """
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, run: str, option: str) -> None:
         self.path = Path(folder) / LOCK_FILE
+        self.run, self.option = run, option
         self.fd: int | None = None
         self.stale: str | None = None  # the previous holder's record, when it left the file behind
         self.created = False  # the folder did not exist: a run that wrote nothing leaves no empty folder
 
     def acquire(self) -> None:
-        """Take the lock; ValueError naming the holder when another live run has it, or when the folder
-        cannot be written."""
+        """Take the lock; ValueError naming the holder (its record: "training run (pid N on HOST, started ...)")
+        when another live run has it, or when the folder cannot be written."""
         folder = self.path.parent
         if folder.exists() and not folder.is_dir():
-            raise ValueError(f"output folder {folder} is a file; choose another --output-dir")
+            raise ValueError(f"output folder {folder} is a file; choose another {self.option}")
         try:
             self.created = not folder.exists()
             folder.mkdir(parents=True, exist_ok=True)
@@ -47,18 +52,19 @@ class OutputLock:
                     holder = os.read(fd, 4096).decode(errors="replace").strip()
                     os.close(fd)
                     raise ValueError(
-                        f"output folder {folder} is in use by another training run ({holder or 'holder unknown'}); "
-                        "wait for it to finish or choose another --output-dir"
+                        f"output folder {folder} is in use by another {holder or 'run (holder unknown)'}; "
+                        f"wait for it to finish or choose another {self.option}"
                     ) from None
                 if os.path.exists(self.path) and os.stat(self.path).st_ino == os.fstat(fd).st_ino:
                     break  # else the holder removed the file between our open and flock: take the new one
                 os.close(fd)
             self.stale = os.read(fd, 4096).decode(errors="replace").strip() or None
             os.ftruncate(fd, 0)
-            record = f"pid {os.getpid()} on {socket.gethostname()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}"
+            started = time.strftime("%Y-%m-%d %H:%M:%S")
+            record = f"{self.run} (pid {os.getpid()} on {socket.gethostname()}, started {started})"
             os.pwrite(fd, record.encode(), 0)
         except PermissionError as e:
-            message = f"output folder {folder} cannot be written ({e.strerror}); choose another --output-dir"
+            message = f"output folder {folder} cannot be written ({e.strerror}); choose another {self.option}"
             raise ValueError(message) from None
         except OSError as e:
             raise ValueError(f"output folder {folder} cannot be used: {e}") from None

@@ -6,8 +6,10 @@ at least --score-thresh, box as [x, y, width, height] in pixels), OUT/images/<n>
 each drawing's file name to the image it was drawn from. The detector itself keeps at most model.detections_per_img
 boxes an image (default 100) scoring at least model.score_thresh (default 0.05), the settings it was evaluated with:
 a lower --score-thresh finds no more. OUT may not lie inside an input folder (its drawings would be read as input
-next time), nor an input inside OUT/images (--overwrite empties it). Unreadable images, and images too thin for the
-detector's resize, are named and skipped; if no image is left that is an error. A path that is not UTF-8 is kept
+next time), nor an input inside OUT/images (--overwrite empties it). An OUT holding an earlier run's outputs (of this
+script, or of another that writes an --output-dir: evaluate_detection.py's eval.json too) is refused unless
+--overwrite, which removes them all first: OUT then holds this run's alone. Unreadable images, and images too thin for
+the detector's resize, are named and skipped; if no image is left that is an error. A path that is not UTF-8 is kept
 exactly in detections.json (the JSON string decodes to Python's surrogate-escaped file name: os.fsencode gives back
 its bytes) and printed with escapes.
 
@@ -24,9 +26,6 @@ from pathlib import Path
 
 from _cli import Parser, run
 
-OUTPUTS = ("detections.json", "images", "sources.json")
-DRAWN = ("images",)  # of OUTPUTS: the folder of numbered drawings (swinlite.files.numbered_name)
-
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
@@ -38,7 +37,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--score-thresh", type=float, default=0.5, help="lowest score kept (default: %(default)s)")
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace the outputs of an earlier run in --output-dir"
+        "--overwrite", action="store_true", help="replace an earlier run's outputs (any script's) in --output-dir"
     )
     args = parser.parse_args(argv)
     if args.onnx is not None and args.device is not None:
@@ -59,15 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.config import DetModelConfig
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import resolve_device
-    from swinlite.files import atomic_write_png, decoded, earlier_outputs, list_images, numbered_name, remove_outputs
-    from swinlite.io import check_output
+    from swinlite.files import atomic_write_png, check_output_dir, decoded, list_images, numbered_name, remove_outputs
     from swinlite.predictions import detection_entries
 
     out = args.output_dir
     device = resolve_device(args.device or "auto")
     images = list_images(args.input)
-    check_output(out, [args.checkpoint, *args.input, *images], option="--output-dir", folder=True, names=OUTPUTS)
-    earlier = earlier_outputs(out, OUTPUTS, args.overwrite, numbered=DRAWN)
+    earlier = check_output_dir(out, [args.checkpoint, *args.input, *images], args.overwrite)
     model, categories, meta = load_detector(args.checkpoint, device)
     model_thresh = meta["detector"].get("score_thresh", DetModelConfig().score_thresh)
     remove_outputs(earlier)
@@ -138,8 +135,7 @@ def detect_onnx(args) -> int:
     predictions = import_without_torch("predictions")
     out = args.output_dir
     images = files.list_images(args.input)
-    files.check_output(out, [args.onnx, *args.input, *images], option="--output-dir", folder=True, names=OUTPUTS)
-    earlier = files.earlier_outputs(out, OUTPUTS, args.overwrite, numbered=DRAWN)
+    earlier = files.check_output_dir(out, [args.onnx, *args.input, *images], args.overwrite)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.detector_settings(model)
     for path, height, width in files.header_sizes(images):  # first: an image larger than the file takes is an error

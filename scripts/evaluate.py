@@ -5,7 +5,8 @@ from the file, and a flag that contradicts it is an error. swinlite, timm, offic
 torchvision Swin checkpoints are read too: pass --model for those, and --class-order where their class folders
 order otherwise sorted than naturally (which order the outputs follow depends on the code that trained them).
 Loading is strict. eval.json records the checkpoint, --data-dir, --split and --amp with the numbers; a folder
-holding an earlier run's eval.json or confusion_matrix.png is refused unless --overwrite.
+holding an earlier run's outputs (this script's eval.json or confusion_matrix.png, or another's that writes an
+--output-dir: detect.py's drawings, ...) is refused unless --overwrite, which removes them all.
 
 Examples:
     python scripts/evaluate.py --checkpoint runs/demo/best.safetensors --data-dir data/digits
@@ -57,16 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
     from swinlite.classification.evaluation import (
-        EVALUATION_FILES,
         format_report,
         plot_confusion,
         prepare_evaluation,
         run_evaluation,
     )
     from swinlite.device import autocast_dtype, resolve_device
-    from swinlite.files import earlier_outputs
+    from swinlite.files import check_output_dir, remove_outputs
     from swinlite.images import evaluated_data, left_out_report
-    from swinlite.io import atomic_write_bytes, check_output, json_bytes
+    from swinlite.io import atomic_write_bytes, json_bytes
     from swinlite.weights import ema_counterpart
 
     device = resolve_device(args.device)
@@ -75,8 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir or checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     inputs = [args.checkpoint, checkpoint, args.data_dir / args.split]
-    check_output(out, inputs, option=option, folder=True, names=EVALUATION_FILES)
-    earlier_outputs(out, EVALUATION_FILES, args.overwrite, option)  # replaced as this run writes its own
+    earlier = check_output_dir(out, inputs, args.overwrite, option)
     setup = prepare_evaluation(
         checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size,
         args.class_order,
@@ -98,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     summary |= {"loss": result.loss}
     summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
     summary |= {"images": int(result.confusion.sum())} | left_out_report(setup.skipped, result.left_out)
+    remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
     atomic_write_bytes(out / "eval.json", json_bytes(summary, indent=2))  # a NaN loss as null
     print(f"weights: {checkpoint}")
     print(format_report(result, setup.classes))

@@ -2,8 +2,9 @@
 
 Prints pycocotools' summary (box AP, and mask AP for Mask R-CNN) and writes OUT/eval.json (the AP values in percent;
 null for an object size the data has none of; and the data, split and --amp evaluated) and OUT/detections.json (the
-COCO results), beside the checkpoint unless --output-dir; a folder holding either (of an earlier run, or detect.py's
-detections.json) is refused unless --overwrite. The data's categories must be the checkpoint's (the same ids and
+COCO results), beside the checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this script,
+or of another that writes an --output-dir: detect.py's detections.json and drawings, ...) is refused unless
+--overwrite, which removes them all. The data's categories must be the checkpoint's (the same ids and
 names; it may list fewer). Mask R-CNN on data without a segmentation on every object gives box AP only, with a note.
 An image that is missing, does not decode or is not the size its annotation says is left out of the AP and named.
 Data without an object to score (none, or only iscrowd or empty ones) is an error: its AP would be NaN; so is an
@@ -50,7 +51,6 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.config import DetDataConfig
     from swinlite.detection.data import CocoDetection, collate, load_split, split_paths, without_thin_images
     from swinlite.detection.evaluation import (
-        EVALUATION_FILES,
         check_scorable,
         check_scored,
         coco_ap,
@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.transforms import build_eval_transform
     from swinlite.device import autocast_dtype, resolve_device
     from swinlite.engine.loop import StepSettings
-    from swinlite.files import earlier_outputs
+    from swinlite.files import check_output_dir, remove_outputs
     from swinlite.images import evaluated_data, left_out_report
-    from swinlite.io import atomic_write_bytes, check_output, json_bytes
+    from swinlite.io import atomic_write_bytes, json_bytes
 
     device = resolve_device(args.device)
     amp = autocast_dtype(args.amp, device)
@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ann_file, image_dir = split_paths(data, args.split)
     out = args.output_dir or args.checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
-    check_output(out, [args.checkpoint, ann_file, image_dir], option=option, folder=True, names=EVALUATION_FILES)
-    earlier_outputs(out, EVALUATION_FILES, args.overwrite, option)  # detect.py's detections.json too
+    earlier = check_output_dir(out, [args.checkpoint, ann_file, image_dir], args.overwrite, option)
     model, categories, meta = load_detector(args.checkpoint, device)
     transform = model.transform  # the images it cannot resize are left out, with a warning naming them
     masks = meta["detector"].get("detector") == "maskrcnn"  # else an object without a valid mask keeps its box
@@ -104,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         ap = coco_ap(truth, results, image_ids, iou_type)
         print(f"{iou_type} ({len(image_ids)} images):\n{ap.summary}")
         report[iou_type] = ap.ap
+    remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
     atomic_write_bytes(out / "eval.json", json_bytes(report, indent=1))  # COCO's NaN "no object of that size": null
     atomic_write_bytes(out / "detections.json", json_bytes(results))
     print(f"wrote {out / 'eval.json'} and {out / 'detections.json'}")

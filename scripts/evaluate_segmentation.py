@@ -2,7 +2,8 @@
 
 Prints the per-class table and writes OUT/eval.json (mIoU, mAcc, aAcc and each class's IoU and accuracy in percent,
 null where a class is absent; and the data, split and --amp evaluated) and OUT/per_class_iou.csv, beside the
-checkpoint unless --output-dir; a folder holding an earlier run's is refused unless --overwrite. The data:
+checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this script, or of another that writes
+an --output-dir: segment.py's label maps, ...) is refused unless --overwrite, which removes them all. The data:
 --data-dir in ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split validation or training), or
 --images and --masks folders. Masks are read as the checkpoint's run read them (classes, ignore_index,
 reduce_zero_label); images and masks that do not pair up are named and left out, and so are images with a view
@@ -89,9 +90,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.device import autocast_dtype, resolve_device
     from swinlite.engine.loop import StepSettings
-    from swinlite.files import earlier_outputs
+    from swinlite.files import check_output_dir, remove_outputs
     from swinlite.images import evaluated_data, left_out_report
-    from swinlite.io import atomic_write_bytes, check_output
+    from swinlite.io import atomic_write_bytes
     from swinlite.segmentation.config import SegDataConfig
     from swinlite.segmentation.data import (
         SegmentationDataset,
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         split_folders,
         without_thin_pairs,
     )
-    from swinlite.segmentation.evaluation import EVALUATION_FILES, per_class_csv, per_class_table, scores
+    from swinlite.segmentation.evaluation import per_class_csv, per_class_table, scores
     from swinlite.segmentation.inference import check_counted, confusion_of, large_check, thin_check
     from swinlite.segmentation.predictor import load_segmenter
     from swinlite.segmentation.transforms import build_eval_transform
@@ -113,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     images, masks = args.images or layout[0], args.masks or layout[1]
     out = args.output_dir or args.checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
-    check_output(out, [args.checkpoint, images, masks], option=option, folder=True, names=EVALUATION_FILES)
-    earlier_outputs(out, EVALUATION_FILES, args.overwrite, option)  # replaced as this run writes its own
+    earlier = check_output_dir(out, [args.checkpoint, images, masks], args.overwrite, option)
     model, info = load_segmenter(args.checkpoint, device)
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before the data is read
     split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     report |= {"images": evaluated, "test": test.to_dict(), "miou": result.miou, "macc": result.macc,
                "aacc": result.aacc, "per_class": per_class}  # fmt: skip
     report |= left_out_report(split.skipped, left_out)
+    remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
     atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(report), indent=1, allow_nan=False).encode())
     atomic_write_bytes(out / "per_class_iou.csv", per_class_csv(result, classes))
     print(f"mIoU {result.miou:.2f}, mAcc {result.macc:.2f}, aAcc {result.aacc:.2f}; wrote {out / 'eval.json'} and "

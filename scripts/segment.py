@@ -7,7 +7,9 @@ grayscale beyond 256 classes), and OUT/overlays/<n>_<name>.png, the image with e
 maps each PNG's file name to the image it was made from. Everything comes from the checkpoint: classes, palette,
 normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not lie
 inside an input folder (its PNGs would be read as input next time), nor an input inside OUT/labels or OUT/overlays
-(--overwrite empties them). Unreadable images are named and skipped; if none is left that is an error. An image
+(--overwrite empties them). An OUT holding an earlier run's outputs (of this script, or of another that writes an
+--output-dir: evaluate_segmentation.py's eval.json too) is refused unless --overwrite, which removes them all first:
+OUT then holds this run's alone. Unreadable images are named and skipped; if none is left that is an error. An image
 with a view whose full-size tensors would take more than 4 GiB (docs/segmentation.md) is an error before any work
 (--ratios 100 took all the memory).
 
@@ -32,9 +34,6 @@ import sys
 from pathlib import Path
 
 from _cli import Parser, check_test_options, run
-
-OUTPUTS = ("labels", "overlays", "classes.csv", "sources.json")
-DRAWN = ("labels", "overlays")  # of OUTPUTS: the folders of numbered PNGs (swinlite.files.numbered_name)
 
 
 def parse_args(argv: list[str] | None = None):
@@ -65,7 +64,7 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace the outputs of an earlier run in --output-dir"
+        "--overwrite", action="store_true", help="replace an earlier run's outputs (any script's) in --output-dir"
     )
     args = parser.parse_args(argv)
     if args.onnx is not None and args.device is not None:
@@ -95,15 +94,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.device import resolve_device
     from swinlite.files import (
+        check_output_dir,
         decoded,
-        earlier_outputs,
         header_sizes,
         label_image,
         list_images,
         numbered_name,
         remove_outputs,
     )
-    from swinlite.io import check_output
     from swinlite.seg_views import thin_problem
     from swinlite.segmentation.inference import large_check, patch_side, predict_scores
     from swinlite.segmentation.predictor import load_segmenter, overlay
@@ -112,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir
     device = resolve_device(args.device or "auto")
     images = list_images(args.input)
-    check_output(out, [args.checkpoint, *args.input, *images], option="--output-dir", folder=True, names=OUTPUTS)
-    earlier = earlier_outputs(out, OUTPUTS, args.overwrite, numbered=DRAWN)
+    earlier = check_output_dir(out, [args.checkpoint, *args.input, *images], args.overwrite)
     model, info = load_segmenter(args.checkpoint, device)
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before anything is removed
     too_large = large_check(model, test)
@@ -172,8 +169,7 @@ def segment_onnx(args) -> int:
     files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
     out = args.output_dir
     images = files.list_images(args.input)
-    files.check_output(out, [args.onnx, *args.input, *images], option="--output-dir", folder=True, names=OUTPUTS)
-    earlier = files.earlier_outputs(out, OUTPUTS, args.overwrite, numbered=DRAWN)
+    earlier = files.check_output_dir(out, [args.onnx, *args.input, *images], args.overwrite)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip, args.stride)
     thin = {}

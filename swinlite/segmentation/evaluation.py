@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 import torch
 
+from ..files import OUTPUT_DIR_FILES
+
 # what scripts/evaluate_segmentation.py writes, beside the checkpoint unless --output-dir
-EVALUATION_FILES = ("eval.json", "per_class_iou.csv")
+EVALUATION_FILES = OUTPUT_DIR_FILES["evaluate_segmentation.py"]
 
 
 def confusion(pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int) -> torch.Tensor:

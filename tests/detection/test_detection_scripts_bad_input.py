@@ -314,6 +314,18 @@ def test_detect_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, c
     assert {e["image"] for e in json.loads((setup.out / "detections.json").read_text())} <= {str(one[3])}
 
 
+def test_the_output_dir_holds_one_runs_outputs_whichever_script_wrote_them(setup, capsys):
+    """evaluate_detection.py --overwrite (of another checkpoint) into detect.py's folder replaced detections.json
+    alone: the drawings and sources.json stayed beside the evaluation's eval.json; detect.py --overwrite after an
+    evaluation kept its eval.json beside the new drawings."""
+    one = ["--checkpoint", setup.ckpt, "--input", setup.coco / "val2017" / "01.png", "--output-dir", setup.out]
+    assert _run(D, one, capsys)[0] == 0
+    assert _run(E, _evaluate(setup, "--overwrite"), capsys)[0] == 0
+    assert sorted(p.name for p in setup.out.iterdir()) == ["detections.json", "eval.json"]
+    assert _run(D, [*one, "--overwrite"], capsys)[0] == 0
+    assert sorted(p.name for p in setup.out.iterdir()) == ["detections.json", "images", "sources.json"]
+
+
 def test_sources_json_names_the_image_of_each_drawing(setup, capsys):
     """a/01.png and b/01.png were drawn as images/00000_01.png and images/00001_01.png, and nothing said which was
     which; an image skipped (b/broken.png, unreadable) gets no entry."""

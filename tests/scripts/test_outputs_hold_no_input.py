@@ -1,7 +1,7 @@
 """No script writes (or, with --overwrite, empties) a folder that holds one of its inputs, nor calls files it did not
-write an earlier run's: detect.py and segment.py (both paths), extract_features.py; no evaluation replaces an earlier
-run's results (its own, or detect.py's detections.json) without --overwrite. Each is refused before any work, so a
-placeholder stands for the model file."""
+write an earlier run's: detect.py and segment.py (both paths), extract_features.py; no script that writes an
+--output-dir replaces or keeps an earlier run's results (its own, or another such script's) without --overwrite. Each
+is refused before any work, so a placeholder stands for the model file."""
 
 import os
 from pathlib import Path
@@ -66,7 +66,7 @@ def test_files_no_run_wrote_are_named_and_kept(tmp_path, capsys, script, flag, d
     mine, image = _image(out / drawn / "img.png"), _image(tmp_path / "in" / "a.png")
     before = _files(tmp_path)
     error = _run(capsys, script, flag, model, [image], out, *overwrite)
-    assert f"{out / drawn} holds files no run of this script wrote there ({mine}" in error
+    assert f"{out / drawn} holds files no run wrote there ({mine}" in error
     assert "earlier run" not in error and _files(tmp_path) == before
 
 
@@ -85,9 +85,9 @@ def test_hidden_names_in_a_drawings_folder_are_left_out(tmp_path, capsys, script
     image = _image(tmp_path / "in" / "a.png")
     before = _files(tmp_path)
     error = _run(capsys, script, flag, model, [image], out)
-    assert f"holds an earlier run's {drawn}" in error and "no run of this script" not in error
+    assert f"holds an earlier run's {drawn}" in error and "no run wrote" not in error
     error = _run(capsys, script, flag, model, [image], out, "--overwrite")
-    assert "no run of this script" not in error and "earlier run" not in error and "model.file" in error
+    assert "no run wrote" not in error and "earlier run" not in error and "model.file" in error
     assert _files(tmp_path) == before
 
 
@@ -121,3 +121,57 @@ def test_an_evaluation_into_a_folder_holding_results_is_refused_unless_overwrite
     error = capsys.readouterr().err
     assert f"--output-dir {tmp_path / 'out'} holds an earlier run's {found}: pass --overwrite to replace" in error
     assert (tmp_path / "out" / found).read_bytes() == b"an earlier run's"
+
+
+# a script that writes an --output-dir -> its data arguments ("in": a folder of one image; "data": never read)
+OUTPUT_DIR_SCRIPTS = {
+    "detect": ["--input", "in"],
+    "segment": ["--input", "in"],
+    "evaluate": ["--data-dir", "data"],
+    "evaluate_detection": ["--data-dir", "data"],
+    "evaluate_segmentation": ["--images", "data", "--masks", "data"],
+}
+
+
+def _refused(tmp_path: Path, capsys, script: str, *extra: object) -> str:
+    """The one error line of ``script`` into tmp_path/out, refused before its model (a placeholder) is read."""
+    _image(tmp_path / "in" / "a.png")
+    (tmp_path / "model.file").write_bytes(b"never read: the run is refused before")
+    data = [tmp_path / a if a in ("in", "data") else a for a in OUTPUT_DIR_SCRIPTS[script]]
+    argv = ["--checkpoint", tmp_path / "model.file", *data, "--output-dir", tmp_path / "out", *extra]
+    assert run_script(script, argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, errors
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    ("script", "found"),
+    [("detect", "eval.json"), ("segment", "per_class_iou.csv"), ("evaluate", "overlays/00000_a.png"),
+     ("evaluate_detection", "images/00000_a.png"), ("evaluate_detection", "sources.json"),
+     ("evaluate_segmentation", "labels/00000_a.png")],
+)  # fmt: skip
+def test_another_scripts_results_in_the_output_dir_are_refused_unless_overwrite(tmp_path, capsys, script, found):
+    """evaluate_detection.py --overwrite into detect.py's folder (of another checkpoint) replaced detections.json and
+    left the drawings and sources.json beside its eval.json; detect.py left an evaluation's eval.json beside its
+    drawings. Every script that writes an --output-dir counts the others' results as an earlier run's."""
+    (tmp_path / "out" / found).parent.mkdir(parents=True)
+    (tmp_path / "out" / found).write_bytes(b"an earlier run's")
+    error = _refused(tmp_path, capsys, script)
+    assert f"--output-dir {tmp_path / 'out'} holds an earlier run's {found.split('/')[0]}: pass --overwrite" in error
+    assert (tmp_path / "out" / found).read_bytes() == b"an earlier run's"
+
+
+@pytest.mark.parametrize("script", ["evaluate", "evaluate_detection", "evaluate_segmentation"])
+def test_an_evaluation_keeps_the_users_files_in_a_drawings_folder_and_inputs_in_one(tmp_path, capsys, script):
+    """--overwrite removes detect.py's and segment.py's drawings folders with an evaluation's own results: one that
+    holds files no run wrote is refused, and so is an input inside one (emptying it would remove the input)."""
+    mine = _image(tmp_path / "out" / "labels" / "mine.png")
+    error = _refused(tmp_path, capsys, script, "--overwrite")
+    assert f"{tmp_path / 'out' / 'labels'} holds files no run wrote there ({mine}" in error
+    data = tmp_path / "out" / "images" / "data"
+    data.mkdir(parents=True)
+    (tmp_path / "data").symlink_to(data)
+    error = _refused(tmp_path, capsys, script, "--overwrite")
+    assert f"lies inside {tmp_path / 'out' / 'images'}, which this run writes (and --overwrite empties)" in error
+    assert mine.is_file() and data.is_dir()

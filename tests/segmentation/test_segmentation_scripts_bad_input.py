@@ -238,7 +238,7 @@ def test_segment_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, 
     before = sorted(p.name for p in (setup.out / "labels").iterdir())
     code, err = _run("segment", [*argv, images / "01.png"], monkeypatch, capsys)
     assert code == 2 and err.strip() == (
-        f"error: --output-dir {setup.out} holds an earlier run's labels, overlays, classes.csv, sources.json: pass "
+        f"error: --output-dir {setup.out} holds an earlier run's sources.json, labels, overlays, classes.csv: pass "
         "--overwrite to replace them, or choose another folder"
     )
     assert sorted(p.name for p in (setup.out / "labels").iterdir()) == before and len(before) == 6  # untouched
@@ -247,6 +247,18 @@ def test_segment_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, 
     assert _run("segment", [*argv, images / "01.png", "--overwrite"], monkeypatch, capsys)[0] == 0
     for folder in ("labels", "overlays"):
         assert [p.name for p in (setup.out / folder).iterdir()] == ["00000_01.png"]
+
+
+def test_the_output_dir_holds_one_runs_outputs_whichever_script_wrote_them(setup, monkeypatch, capsys):
+    """evaluate_segmentation.py --overwrite (of another checkpoint) into segment.py's folder left its label maps,
+    overlays, classes.csv and sources.json beside the evaluation's files, and segment.py --overwrite after an
+    evaluation its eval.json beside the new label maps."""
+    argv = ["--checkpoint", setup.ckpt, "--output-dir", setup.out, "--input", setup.data / "images" / "validation"]
+    assert _run(SEGMENT, [*argv[:-1], argv[-1] / "01.png"], monkeypatch, capsys)[0] == 0
+    assert _run(EVAL, [*_argv(EVAL, setup), "--overwrite"], monkeypatch, capsys)[0] == 0
+    assert sorted(p.name for p in setup.out.iterdir()) == ["eval.json", "per_class_iou.csv"]
+    assert _run(SEGMENT, [*argv[:-1], argv[-1] / "01.png", "--overwrite"], monkeypatch, capsys)[0] == 0
+    assert sorted(p.name for p in setup.out.iterdir()) == ["classes.csv", "labels", "overlays", "sources.json"]
 
 
 def test_sources_json_names_the_image_of_each_label_map(setup, monkeypatch, capsys):

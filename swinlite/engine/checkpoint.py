@@ -143,9 +143,13 @@ def set_rng_state(state: dict[str, torch.Tensor]) -> None:
 
 
 def seed_rng(seed: int) -> None:
-    """Seed the generators :func:`rng_state` saves: Python's, NumPy's and torch's (CPU and every CUDA device)."""
+    """Seed the generators :func:`rng_state` saves: Python's, NumPy's and torch's (CPU and every CUDA device).
+
+    ``seed`` is any ``train.seed`` plus a rank, so it may reach past 32 bits, which NumPy's generator refuses: it
+    takes the seed modulo 2**32 (the same seed below that, the ranks of one run still apart).
+    """
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
 

@@ -11,7 +11,7 @@ import torch
 
 import swinlite.files
 import swinlite.io
-from swinlite.engine.checkpoint import load_resume, rng_state, save_resume, save_weights, set_rng_state
+from swinlite.engine.checkpoint import load_resume, rng_state, save_resume, save_weights, seed_rng, set_rng_state
 from swinlite.io import atomic_write, read_metadata, read_state_dict
 
 
@@ -34,6 +34,20 @@ def test_rng_states_round_trip_through_weights_only_file(tmp_path: Path):
     set_rng_state(saved["rng"][0])
     got = (random.random(), random.gauss(0, 1), np.random.normal(), np.random.rand(), torch.rand(3))
     assert got[:4] == expected[:4] and torch.equal(got[4], expected[4]) and saved["epoch"] == 4
+
+
+def test_every_allowed_seed_seeds_every_rank():
+    """A run seeds each process with train.seed + its rank: NumPy refused train.seed=4294967295 (allowed: < 2**32)
+    plus rank 1. Every rank is seeded now, each apart from the others; a seed below 2**32 seeds NumPy as before."""
+
+    def draws(seed: int) -> tuple[float, float, float]:
+        seed_rng(seed)
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    top = 2**32 - 1
+    ranks = [draws(top + rank) for rank in range(3)]
+    assert ranks[1] == draws(top + 1) and all(len(set(column)) == 3 for column in zip(*ranks, strict=True))
+    assert draws(5)[1] == np.random.RandomState(5).rand()
 
 
 def test_crash_between_write_and_rename_keeps_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

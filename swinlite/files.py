@@ -405,7 +405,7 @@ def check_output(
         path: the file (``folder=False``) or the folder (``folder=True``) the caller writes.
         inputs: the files and folders the caller reads (None entries are skipped). A folder counts as read
             whole: an output inside it would be read back as input on the next run. None may lie inside an output
-            of ``names`` (a folder the caller writes, and empties with ``--overwrite``), as given or resolved.
+            of ``names`` (a folder the caller writes, or empties with ``--overwrite``), as given or resolved.
         option: how the user named ``path``, for the message.
         folder: ``path`` is a folder.
         names: for a folder, the names of the files (and folders of files) written in it.
@@ -429,8 +429,8 @@ def check_output(
         if cleared is not None:
             shown = source if located == real else f"{source} (a link to {real})"
             raise ValueError(
-                f"{option} {given}: the input {shown} lies inside {cleared}, which this run writes (and --overwrite "
-                f"empties): move it, or choose another {option}"
+                f"{option} {given}: the input {shown} lies inside {cleared}, which this run writes or --overwrite "
+                f"empties: move it, or choose another {option}"
             )
         for target in written + ([out] if folder else []):
             if _same(target, real) and not real.is_dir():

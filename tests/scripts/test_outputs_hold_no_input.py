@@ -173,5 +173,5 @@ def test_an_evaluation_keeps_the_users_files_in_a_drawings_folder_and_inputs_in_
     data.mkdir(parents=True)
     (tmp_path / "data").symlink_to(data)
     error = _refused(tmp_path, capsys, script, "--overwrite")
-    assert f"lies inside {tmp_path / 'out' / 'images'}, which this run writes (and --overwrite empties)" in error
+    assert f"lies inside {tmp_path / 'out' / 'images'}, which this run writes or --overwrite empties" in error
     assert mine.is_file() and data.is_dir()

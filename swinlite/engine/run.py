@@ -89,6 +89,8 @@ def run(
             if resume:
                 trainer.load_resume(out / RESUME_FILE)
         shared.settle()
+        if overwrite:  # only now: a problem of the new run's data or model keeps the old run whole
+            remove_replaced_run(out, task, dist)
         if resume:
             log(dist, f"resumed from {out / RESUME_FILE} {trainer.position_note()}")
         if dist.is_main:  # only now: a resume that fails keeps the settings the run trained with
@@ -138,7 +140,8 @@ def prepare_output(
     cfg: Any, task: type[Task], resume: bool, overwrite: bool, dist: DistInfo
 ) -> tuple[Path, OutputLock | None]:
     """Lock the output folder (rank 0) and check it against ``--resume`` / ``--overwrite``: resuming warns about
-    changed settings; overwriting removes the old run's files first, so none of them outlives it.
+    changed settings; overwriting leaves the old run's files to :func:`remove_replaced_run`, once the new run's data
+    is scanned and its model built.
 
     Returns:
         The folder, and rank 0's lock on it (None on other ranks), to release when the run ends.
@@ -153,9 +156,7 @@ def prepare_output(
                 log(dist, f"note: {lock.path} was left by a run that ended without releasing it ({lock.stale}); "
                           "taken over")  # fmt: skip
             _check_existing_run(out, task, cfg, resume, overwrite, dist)
-            if overwrite:
-                _remove_run_files(out, task)
-            elif not resume:
+            if not resume and not overwrite:
                 _clear_leftovers(out, dist)
             for stale in out.glob(".*.tmp*"):  # temp files of saves a kill interrupted; the real files are intact
                 stale.unlink()
@@ -258,10 +259,20 @@ def _check_layer_decay(old: Any, cfg: Any) -> None:
         )
 
 
-def _remove_run_files(out: Path, task: type[Task]) -> None:
-    """--overwrite: the files a run writes (and the task's, e.g. its data scan, and its evaluate script's results of
-    the old weights), before anything else happens."""
-    _remove(out, (*RUN_FILES, *task.output_files, *task.evaluation_files))
+def remove_replaced_run(out: Path, task: type[Task], dist: DistInfo) -> None:
+    """--overwrite, once the new run's data is scanned and its model built (a problem with either, e.g. a val class
+    folder that train lacks, left the old run whole): rank 0 removes the old run's files, and its evaluate script's
+    results of the old weights, before the new run writes any. The task's own files (its data scan's cache) are the
+    new run's by then: its scan read the old one only where it still describes the data, else replaced it."""
+    problem = None
+    if dist.is_main:
+        try:
+            _remove(out, (*RUN_FILES, *task.evaluation_files))
+        except OSError as e:
+            problem = f"output folder {out} cannot be used: {e}"
+    problem = broadcast_object(problem, dist)
+    if problem is not None:
+        raise SharedError(problem)
 
 
 def _clear_leftovers(out: Path, dist: DistInfo) -> None:

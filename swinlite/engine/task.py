@@ -57,7 +57,9 @@ class Task(abc.ABC):
         drop_last: whether the training loader drops the last incomplete batch.
         reserved_kwargs: the ``model.kwargs`` keys set otherwise, each with who sets it, for the error that refuses
             one (``model.kwargs.in_chans: set by the task (its loaders give RGB images: 3 channels), ...``).
-        output_files: files the task keeps in the output folder (``--overwrite`` removes them with the engine's).
+        output_files: files the task keeps in the output folder, written as it builds its datasets (e.g. its data
+            scan's cache): ``--overwrite`` removes the old run's files only after that build, so by then these are
+            the new run's (the old ones read where they still hold, else replaced).
         evaluation_files: what the task's evaluate script writes beside the checkpoint by default: they describe
             the replaced run's weights, so ``--overwrite`` removes them too.
     """

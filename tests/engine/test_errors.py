@@ -14,7 +14,8 @@ import torch
 import yaml
 from enginekit import TASKS, overrides, script_config, script_main
 
-from swinlite.engine import checkpoint, lock
+from swinlite import lock
+from swinlite.engine import checkpoint
 from swinlite.engine.checkpoint import RESUME_KEYS
 
 
@@ -67,10 +68,25 @@ def _other_task(task: str) -> Callable[[Path], None]:
 INSIDE = {"classification": "train/c0", "detection": "train2017", "segmentation": "images/training"}  # a data folder
 
 
+def _data_dir(out: Path) -> Path:
+    return Path(yaml.safe_load((out / "config.yaml").read_text())["data"]["data_dir"])
+
+
 def _remove_class(out: Path) -> None:
-    data = Path(yaml.safe_load((out / "config.yaml").read_text())["data"]["data_dir"])
+    data = _data_dir(out)
     shutil.rmtree(data / "train" / "c2")
     shutil.rmtree(data / "val" / "c2")
+
+
+def _val_class_train_lacks(out: Path) -> None:
+    shutil.copytree(_data_dir(out) / "val" / "c0", _data_dir(out) / "val" / "c9")
+
+
+def _val_images_removed(out: Path) -> None:
+    """The val images gone (detection's or segmentation's), their annotations left."""
+    for folder in ("val2017", "images/validation"):
+        for path in sorted((_data_dir(out) / folder).rglob("*.png")):
+            path.unlink()
 
 
 def _cut_weights(out: Path) -> None:
@@ -121,6 +137,11 @@ CASES = [
     ("text_pretrained", TASKS, ["--overwrite", "model.pretrained={file}"], "keep", None,
      "is not a weights file (expected safetensors or a torch checkpoint)"),
     ("resume_and_overwrite", TASKS, ["--resume", "--overwrite"], "keep", None, "pass one"),
+    # found by the data scan, after --overwrite had removed the run
+    ("overwrite_bad_data", ["classification"], ["--overwrite"], _val_class_train_lacks, None,
+     "has classes the training split does not have: c9"),
+    ("overwrite_bad_data", ["detection"], ["--overwrite"], _val_images_removed, None, "val2017; nothing to train"),
+    ("overwrite_bad_data", ["segmentation"], ["--overwrite"], _val_images_removed, None, "no image files under"),
     ("weights_without_resume", ["classification"], [], lambda out: (out / "resume.pt").unlink(), None,
      "but no resume.pt, so nothing to resume; pass --overwrite"),  # a fresh run replaced the weights
     ("truncated_resume", TASKS, ["--resume"], _truncate, None, "resume.pt is not a readable resume file"),

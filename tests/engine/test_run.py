@@ -1,5 +1,5 @@
 """The engine's run of any task: gradient accumulation, a failed evaluation that keeps the trained epoch, a
-diverged run that keeps the last good files, --overwrite that removes the old run first."""
+diverged run that keeps the last good files, --overwrite that removes the old run once the new one can start."""
 
 import importlib
 import math
@@ -95,7 +95,7 @@ def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path
     assert not list(fresh.glob("*.safetensors")) and not (fresh / "resume.pt").exists()
 
 
-def test_overwrite_removes_the_old_run_before_anything_else(folder: Path, tmp_path: Path, capsys):
+def test_overwrite_removes_the_old_run_once_the_new_one_is_known_to_start(folder: Path, tmp_path: Path, capsys):
     out = tmp_path / "out"
     first = {"train.epochs": 1, "train.ema_decay": 0.5, "train.tensorboard": True}
     assert script_main("classification", overrides("classification", folder, out, **first)) == 0
@@ -109,27 +109,29 @@ def test_overwrite_removes_the_old_run_before_anything_else(folder: Path, tmp_pa
     assert sorted(p.name for p in out.iterdir()) == kept
     (tmp_path / "empty").mkdir()
     broken = overrides("classification", tmp_path / "empty", out, **{"train.epochs": 1})
-    assert script_main("classification", ["--overwrite", *broken]) == 2  # killed before its first epoch, in effect
-    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert script_main("classification", ["--overwrite", *broken]) == 2  # found by the data scan: kept too
+    assert sorted(p.name for p in out.iterdir()) == kept
     capsys.readouterr()
-    assert script_main("classification", ["--resume", *broken]) == 2
-    assert "nothing to resume" in capsys.readouterr().err
+    assert script_main("classification", ["--overwrite", *overrides("classification", folder, out)]) == 0
+    assert f"data: scan read from {out / 'scan.json.gz'}" in capsys.readouterr().out  # the old run's, of this data
+    assert sorted(p.name for p in out.iterdir()) == [
+        "best.safetensors", "config.yaml", "curves.png", "last.safetensors", "metrics.csv", "notes.txt", "resume.pt",
+        "scan.json.gz",
+    ]  # fmt: skip
     # a run killed before its first save left its settings and TensorBoard events: a fresh run kept them, two runs'
-    # events mixed in the folder; they are removed, with a note; an evaluation's results (no run's) are kept
-    for name in ("config.yaml", "events.out.tfevents.1.host", "eval.json"):
+    # events mixed in the folder; they are removed, with a note; an evaluation's results (no run's) are kept, and
+    # the data scan is read by the next run, not removed with the rest (the scan of a large dataset takes minutes)
+    for name in ("resume.pt", "best.safetensors", "last.safetensors", "metrics.csv"):
+        (out / name).unlink()
+    for name in ("events.out.tfevents.1.host", "eval.json"):
         (out / name).write_text("a run killed before its first save")
     assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
-    note = f"note: {out} held the files of a run that ended before its first save; removed config.yaml, "
-    assert note + "events.out.tfevents.1.host\n" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    note = f"note: {out} held the files of a run that ended before its first save; removed config.yaml, curves.png, "
+    assert note + "events.out.tfevents.1.host\n" in printed
+    assert f"data: scan read from {out / 'scan.json.gz'}" in printed
     assert not (out / "events.out.tfevents.1.host").exists() and (out / "notes.txt").exists()
     assert (out / "eval.json").read_text() == "a run killed before its first save"
-    # its data scan is read by the next run, not removed with the rest (the scan of a large dataset takes minutes)
-    (out / "resume.pt").unlink()
-    for name in ("best.safetensors", "last.safetensors", "metrics.csv"):
-        (out / name).unlink()
-    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
-    printed = capsys.readouterr().out
-    assert "removed config.yaml, curves.png\n" in printed and f"data: scan read from {out / 'scan.json.gz'}" in printed
 
 
 @pytest.mark.parametrize(

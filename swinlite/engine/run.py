@@ -93,10 +93,15 @@ def run(
             remove_replaced_run(out, task, dist)
         if resume:
             log(dist, f"resumed from {out / RESUME_FILE} {trainer.position_note()}")
-        if dist.is_main:  # only now: a resume that fails keeps the settings the run trained with
-            write_config(out / "config.yaml", cfg)
-        with rank_prefixed(dist):  # from here on a process's warnings are its own (an image of its shard)
-            trainer.fit()
+        try:
+            if dist.is_main:  # only now: a resume that fails keeps the settings the run trained with
+                write_config(out / "config.yaml", cfg)
+            with rank_prefixed(dist):  # from here on a process's warnings are its own (an image of its shard)
+                trainer.fit()
+        except (Exception, KeyboardInterrupt):  # an error, Ctrl-C or SIGTERM (not a kill: nothing runs then)
+            if dist.is_main:
+                remove_unsaved(out)
+            raise
         trainer.report()
     except RuntimeError as e:
         reason = peer_gone(e) if dist.enabled else None
@@ -285,6 +290,15 @@ def _clear_leftovers(out: Path, dist: DistInfo) -> None:
     if removed:
         log(dist, f"note: {out} held the files of a run that ended before its first save; removed "
                   f"{', '.join(removed)}")  # fmt: skip
+
+
+def remove_unsaved(out: Path) -> None:
+    """Remove what a run that ends before its first save (no resume file) wrote: its settings, TensorBoard events,
+    and the weights, metrics and curves of a save it broke off (Ctrl-C before the resume file): they were said to be
+    nothing to resume, yet the next run refused the folder as holding a run's weights. The folder holds no other
+    run's files by then: a fresh run cleared a killed run's leftovers (or was refused), --overwrite the old run's."""
+    if not (out / RESUME_FILE).is_file():
+        _remove(out, RUN_FILES)
 
 
 def _remove(out: Path, names: tuple[str, ...]) -> list[str]:

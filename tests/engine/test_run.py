@@ -159,6 +159,22 @@ def test_interrupt_points_to_the_resume_file_only_when_there_is_one(
     assert (out / "resume.pt").is_file() == (at_step > 3)
 
 
+def test_an_interrupt_during_the_first_save_leaves_nothing_to_resume(folder, tmp_path, capsys, monkeypatch):
+    """Ctrl-C at the first metrics.csv said "nothing to resume", yet left last.safetensors and the pending best
+    weights, and the next plain run was refused ("holds a run's weights ... pass --overwrite"). The run's files go."""
+
+    def interrupted(history, path):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer, "write_csv", interrupted)
+        assert script_main("classification", overrides("classification", folder, out)) == 130
+    assert capsys.readouterr().err.startswith("interrupted before the first save; nothing to resume (")
+    assert sorted(p.name for p in out.iterdir()) == ["scan.json.gz"]  # the data scan stays, for the next run
+    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+
+
 def test_a_metric_that_is_nan_is_a_warning_and_no_best_file_is_listed(folder, tmp_path, capsys, monkeypatch):
     """A detection val file without an object to score logged 'val AP nan' every epoch, wrote no best.safetensors,
     and the closing summary listed it."""

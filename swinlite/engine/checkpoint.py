@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import random
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,17 +59,34 @@ def complete_pending(path: Path) -> None:
         fsync_folder(path.parent)
 
 
-def settle_pending(paths: Iterable[Path], epochs_done: int) -> None:
+def settle_pending(paths: Iterable[Path], epochs_done: int, evaluation: tuple[str, ...]) -> None:
     """The pending weights of ``paths`` a kill left: completed when the resume file records their epoch (it holds
-    ``epochs_done`` epochs: the kill came after it was written), else removed (their epoch is not in its history)."""
+    ``epochs_done`` epochs: the kill came after it was written), else removed (their epoch is not in its history).
+    ``evaluation``: the evaluate script's files, removed first where they describe the weights completed
+    (:func:`clear_evaluation`)."""
     for path in paths:
         waiting = pending(path)
         if not waiting.is_file():
             continue
         if read_metadata(waiting)["epoch"] <= epochs_done:
+            clear_evaluation(path.parent, [path.name], evaluation)
             complete_pending(path)
         else:
             waiting.unlink()
+
+
+def clear_evaluation(folder: Path, replaced: Collection[str], files: tuple[str, ...]) -> None:
+    """Remove an evaluate script's results from ``folder`` (``files``: ``eval.json`` and what it writes beside it)
+    before the weights files ``replaced`` there are replaced, when they describe one of them: ``eval.json`` names
+    the checkpoint it evaluated by its path as typed (relative to wherever the script ran), so by its file name.
+    Removed first, so that a kill in between never leaves them beside the new weights."""
+    try:
+        described = json.loads((folder / "eval.json").read_bytes())["checkpoint"]
+    except (OSError, ValueError, KeyError, TypeError):  # none, or not a record of a checkpoint: nothing of the run's
+        return
+    if isinstance(described, str) and Path(described).name in replaced:
+        for name in files:
+            (folder / name).unlink(missing_ok=True)
 
 
 def non_finite(state_dict: Mapping[str, torch.Tensor]) -> list[str]:

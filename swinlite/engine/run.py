@@ -200,7 +200,7 @@ def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> N
     if not path.is_file():
         raise ValueError(f"--resume: {path} does not exist; nothing to resume")
     saved = load_resume(path, task.name, mmap=True)  # the task first: another task's settings do not compare
-    settle_pending([out / name for name in BEST_FILES], saved["epoch"])
+    settle_pending([out / name for name in BEST_FILES], saved["epoch"], task.evaluation_files)
     _check_epochs(saved["epoch"], saved["batch"], cfg.train.epochs, path)
     try:
         old = apply_overrides(type(cfg)(), flatten(read_yaml(out / "config.yaml")))

@@ -6,7 +6,9 @@ weights ``train.best_of`` names), ``resume.pt`` (everything ``--resume`` needs; 
 steps too), with ``train.ema_decay`` ``ema.safetensors`` and ``best_ema.safetensors``, with
 ``train.tensorboard`` the event files, and the task's own (``Task.output_files``). The best weights files follow the
 resume file's history: new ones wait under a pending name until it is written (``checkpoint.pending``), and the
-TensorBoard events of an epoch are written before it, so that a kill at any moment loses nothing of what it records.
+TensorBoard events of an epoch are written before it, so that a kill at any moment loses nothing of what it records;
+what a kill left written past it is brought back to it on resume. An evaluate script's results beside weights a save
+replaces are removed before it (``checkpoint.clear_evaluation``): they describe the weights that go.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from torch import nn
 
 from .. import __version__
 from ..device import autocast_dtype, load_compiler_quietly
+from ..io import read_metadata
 from ..metadata import FORMAT
 from ..weights import state_dict_mismatch
 from ..wording import counted
 from .checkpoint import (
     RESUME_FILE,
+    clear_evaluation,
     complete_pending,
     load_resume,
     non_finite,
@@ -56,6 +60,7 @@ from .optim import build_optimizer, build_scheduler, lr_scale
 from .task import RunContext, Task
 
 WEIGHTS_FILES = ("last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
+LAST_FILES = {"raw": "last.safetensors", "ema": "ema.safetensors"}  # each epoch's weights, of either kind
 BEST_FILES = ("best.safetensors", "best_ema.safetensors")  # written through a pending name (``checkpoint.pending``)
 # what a parameter group holds that is not the config's: its parameters, the lr the scheduler sets before each step,
 # and the step counters some optimizers keep per group (timm's Adan and Lamb, Lookahead)
@@ -176,7 +181,32 @@ class Trainer:
             self.tensorboard.open(purge_step=step + 1 if evaluated else step)
             if not evaluated:
                 self._log_step()
+        if self.dist.is_main:
+            self._restore_files()
         resume_rng(saved["rng"], self.dist.rank, self.cfg.train.seed, saved["step"])  # last: the exact state saved
+
+    def _restore_files(self) -> None:
+        """Bring the files back to the resume file's point, as TensorBoard's events are: a save that a kill cut short
+        (after the weights, before the resume file) left a later epoch's last weights and metrics row, reported
+        beside the resumed run's best. metrics.csv and curves.png are written from the resume file's history; last
+        (and EMA) weights of a later epoch from its weights where it was saved at an epoch's end, else removed (that
+        epoch's end writes them again)."""
+        history = self.state.history
+        self._write_metrics()
+        ahead = [
+            name for name in LAST_FILES.values()
+            if (self.out / name).is_file() and read_metadata(self.out / name)["epoch"] > len(history)
+        ]  # fmt: skip
+        if not ahead:
+            return
+        clear_evaluation(self.out, ahead, self.task.evaluation_files)
+        at_end = bool(history) and not self.state.batch  # the resumed weights are those of the last epoch's end
+        weights = self._last_weights(history[-1]) if at_end else {}
+        for name in ahead:
+            if name in weights:
+                save_weights(self.out / name, *weights[name])
+            else:  # within an epoch, or EMA weights this run has none of (turned off, or on since that epoch)
+                (self.out / name).unlink()
 
     def _resumed_batch(self, saved: dict[str, Any], path: Path) -> int:
         """Where in its epoch the run goes on: the micro-batches of the saved position, or 0 (with a warning) where
@@ -364,28 +394,43 @@ class Trainer:
         new best weights, which waited under their pending names: a kill before the resume file leaves the epoch to
         be trained again (its TensorBoard events purged on resume, its best weights not taken), one after it the
         pending weights for the next run to complete (``checkpoint.settle_pending``)."""
-        weights = {"raw": (self.model.state_dict(), self.metadata(row, "raw"))}
-        save_weights(self.out / "last.safetensors", *weights["raw"])
-        bests = {}
-        if self.ema is not None:
-            weights["ema"] = (self.ema.module.state_dict(), self.metadata(row, "ema"))
-            save_weights(self.out / "ema.safetensors", *weights["ema"])
-            if row[f"{self.task.metric}_ema"] > self.state.best_ema:
-                self.state.best_ema = row[f"{self.task.metric}_ema"]
-                bests["best_ema.safetensors"] = weights["ema"]
+        lasts, bests = self._last_weights(row), {}
+        if self.ema is not None and row[f"{self.task.metric}_ema"] > self.state.best_ema:
+            self.state.best_ema = row[f"{self.task.metric}_ema"]
+            bests["best_ema.safetensors"] = lasts[LAST_FILES["ema"]]
         if best is not None:
-            bests["best.safetensors"] = weights[best[0]]
+            bests["best.safetensors"] = lasts[LAST_FILES[best[0]]]
+        clear_evaluation(self.out, [*lasts, *bests], self.task.evaluation_files)  # before any of them is replaced
+        for name, (state_dict, metadata) in lasts.items():
+            save_weights(self.out / name, state_dict, metadata)
         for name, (state_dict, metadata) in bests.items():
             save_weights(pending(self.out / name), state_dict, metadata)
-        with writing(self.out / "metrics.csv"):
-            write_csv(self.state.history, self.out / "metrics.csv")
-        with writing(self.out / "curves.png"):
-            plot_curves(self.state.history, self.out / "curves.png", self.task.curves(row))
+        self._write_metrics()
         if self.tensorboard is not None:
             self.tensorboard.epoch(row, self.state.step)
         save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
         for name in bests:
             complete_pending(self.out / name)
+
+    def _last_weights(self, row: dict[str, float]) -> dict[str, tuple[dict[str, torch.Tensor], dict[str, Any]]]:
+        """last.safetensors (and with EMA scored in ``row``, ema.safetensors): the weights as they are, with the
+        metadata of the epoch ``row`` describes."""
+        weights = {LAST_FILES["raw"]: (self.model.state_dict(), self.metadata(row, "raw"))}
+        if self.ema is not None and f"{self.task.metric}_ema" in row:
+            weights[LAST_FILES["ema"]] = (self.ema.module.state_dict(), self.metadata(row, "ema"))
+        return weights
+
+    def _write_metrics(self) -> None:
+        """metrics.csv and curves.png of the history (neither while it is empty: before the first epoch's end)."""
+        history, table, curves = self.state.history, self.out / "metrics.csv", self.out / "curves.png"
+        if not history:
+            table.unlink(missing_ok=True)
+            curves.unlink(missing_ok=True)
+            return
+        with writing(table):
+            write_csv(history, table)
+        with writing(curves):
+            plot_curves(history, curves, self.task.curves(history[-1]))
 
     def fit(self) -> None:
         state = self.state

@@ -1,6 +1,9 @@
 """best.safetensors and best_ema.safetensors follow the history of the resume file after a kill at any point of an
-epoch's save: new best weights wait under a pending name until resume.pt records their epoch."""
+epoch's save: new best weights wait under a pending name until resume.pt records their epoch; a resume brings the
+last weights, metrics.csv and curves.png a cut save left ahead back to it; an evaluation of weights a run replaces
+goes before them."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,7 +12,7 @@ from enginekit import TASKS, overrides, script_main, tiny_config
 
 from swinlite.engine import checkpoint, run, trainer
 from swinlite.engine.checkpoint import load_resume
-from swinlite.io import read_metadata
+from swinlite.io import read_metadata, read_state_dict
 
 TASK = TASKS["classification"]
 SETTINGS = {
@@ -20,6 +23,13 @@ SETTINGS = {
     "schedule.warmup_epochs": 0,
 }
 PENDING = (".best.safetensors.pending", ".best_ema.safetensors.pending")
+EVALUATION = ("eval.json", "confusion_matrix.png")  # scripts/evaluate.py's, beside the checkpoint
+
+
+def evaluated(out: Path, checkpoint: str) -> None:
+    """What scripts/evaluate.py writes for ``--checkpoint runs/demo/<checkpoint>`` (its path as typed)."""
+    (out / "eval.json").write_text(json.dumps({"checkpoint": f"runs/demo/{checkpoint}", "top1": 50.0}))
+    (out / "confusion_matrix.png").write_bytes(b"a plot")
 
 
 class Killed(BaseException):
@@ -94,12 +104,82 @@ def test_a_first_epoch_killed_before_its_resume_file_leaves_no_best_file(folder,
 
 
 def test_pending_weights_are_completed_only_when_the_resume_file_holds_their_epoch(tmp_path):
-    """Epoch 3's pending weights with a resume file of 3 epochs (killed between the two): completed; with one of 2
-    (killed before it): removed, best.safetensors as it was."""
+    """Epoch 3's pending weights with a resume file of 3 epochs (killed between the two): completed, and an
+    evaluation of the replaced best.safetensors (run after the kill) removed first; with one of 2 (killed before it):
+    removed, best.safetensors and its evaluation as they were."""
     weights = {"w": torch.zeros(1)}
     for epochs_done, kept in ((3, "new"), (2, "old")):
         checkpoint.save_weights(tmp_path / "best.safetensors", weights, {"epoch": 2, "kept": "old"})
         checkpoint.save_weights(tmp_path / PENDING[0], weights, {"epoch": 3, "kept": "new"})
-        checkpoint.settle_pending([tmp_path / "best.safetensors", tmp_path / "best_ema.safetensors"], epochs_done)
+        evaluated(tmp_path, "best.safetensors")
+        paths = [tmp_path / "best.safetensors", tmp_path / "best_ema.safetensors"]
+        checkpoint.settle_pending(paths, epochs_done, EVALUATION)
         assert read_metadata(tmp_path / "best.safetensors")["kept"] == kept
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["best.safetensors"]
+        left = ["best.safetensors", *(EVALUATION if kept == "old" else ())]
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(left)
+
+
+@pytest.mark.parametrize(
+    ("checkpoint_evaluated", "scores", "removed"),
+    [("best.safetensors", [50.0, 70.0], True), ("best.safetensors", [50.0, 40.0], False),
+     ("last.safetensors", [50.0, 40.0], True)],
+)  # fmt: skip
+def test_a_run_removes_an_evaluation_of_the_weights_it_replaces(
+    checkpoint_evaluated, scores, removed, folder, tmp_path, monkeypatch
+):
+    """evaluate.py's eval.json and confusion_matrix.png of best.safetensors stayed beside the better weights of a
+    resumed run, nothing telling that they describe the replaced ones. An evaluation of weights the run keeps stays."""
+    out = tmp_path / "run"
+    scored(scores, monkeypatch)
+    run(TASK, tiny_config("classification", folder, out, **SETTINGS | {"train.epochs": 1}))
+    evaluated(out, checkpoint_evaluated)
+    run(TASK, tiny_config("classification", folder, out, **SETTINGS), resume=True)
+    assert read_metadata(out / "best.safetensors")["epoch"] == (2 if scores[1] > scores[0] else 1)
+    assert [(out / name).exists() for name in EVALUATION] == [not removed] * 2
+
+
+def killed_at_the_last_resume_file(out: Path, settings: dict, data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed as its last epoch's save writes resume.pt: last.safetensors, metrics.csv ... are written."""
+    save_resume = trainer.save_resume
+
+    def killed(path, state):
+        if state["history"] and state["epoch"] == settings["train.epochs"]:
+            raise Killed
+        save_resume(path, state)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer, "save_resume", killed)
+        with pytest.raises(Killed):
+            run(TASK, tiny_config("classification", data, out, **settings))
+    assert read_metadata(out / "last.safetensors")["epoch"] == settings["train.epochs"]
+
+
+def test_a_resume_brings_the_files_a_cut_save_left_back_to_its_point(folder, tmp_path, capsys, monkeypatch):
+    """Killed after epoch 2's last.safetensors and metrics.csv, before its resume.pt, and resumed with
+    train.epochs=1: 'done: best val_top1 ... at epoch 1' beside last weights of epoch 2 and metrics.csv's epoch-2 row
+    (TensorBoard was cut back). They are epoch 1's again, the weights those of resume.pt."""
+    out = tmp_path / "run"
+    killed_at_the_last_resume_file(out, SETTINGS, folder, monkeypatch)
+    capsys.readouterr()
+    run(TASK, tiny_config("classification", folder, out, **SETTINGS | {"train.epochs": 1}), resume=True)
+    assert " at epoch 1\n" in capsys.readouterr().out  # done: best val_top1 ... at epoch 1
+    saved = load_resume(out / "resume.pt")
+    assert [read_metadata(out / name)["epoch"] for name in ("last.safetensors", "ema.safetensors")] == [1, 1]
+    assert all(torch.equal(v, saved["model"][k]) for k, v in read_state_dict(out / "last.safetensors").items())
+    assert [line.split(",")[0] for line in (out / "metrics.csv").read_text().splitlines()] == ["epoch", "1"]
+
+
+def test_a_resume_of_a_step_checkpoint_removes_the_epochs_files_a_cut_save_left(folder, tmp_path, monkeypatch):
+    """Resumed from a step checkpoint of the first epoch, the files of that epoch's end a kill cut short are gone
+    (nothing of the epoch is done) until the epoch's end writes them: here the resumed run stops at once."""
+    out = tmp_path / "run"
+    settings = SETTINGS | {"train.epochs": 1, "train.max_iters": 2, "train.save_every_steps": 1}
+    killed_at_the_last_resume_file(out, settings, folder, monkeypatch)
+
+    def interrupted(self, model, batch):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(TASK, "train_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run(TASK, tiny_config("classification", folder, out, **settings), resume=True)
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "resume.pt", "scan.json.gz"]

@@ -11,18 +11,20 @@ PATH arguments are images or folders; a folder gives its image files (.jpg .jpeg
 Files that do not decode are skipped and named on stderr. The CSV (UTF-8) has the columns path, class,
 prob, then class_2, prob_2, ... up to --topk; bytes of a file name that are not UTF-8 are written as \xNN, and a
 backslash as \x5c (two files never print as one path). --output must not be one of the inputs (the checkpoint, an
-image). Preprocessing is the run's evaluation transform, recorded in the checkpoint, so predictions on the run's val
-folder score its val top-1. With --model alone the timm model's pretrained weights are used (ImageNet class names
-from timm's ImageNetInfo); --model with --checkpoint reads a file of another layout (official, timm, torchvision,
-...).
+image); it is written whole once every image is labelled, replacing a file there. Preprocessing is the run's
+evaluation transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1. With
+--model alone the timm model's pretrained weights are used (ImageNet class names from timm's ImageNetInfo); --model
+with --checkpoint reads a file of another layout (official, timm, torchvision, ...).
 
 --onnx FILE runs a file of scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is not
 imported): the classes and preprocessing come from the file's metadata, the preprocessing is timm's evaluation
 transform in NumPy/Pillow, and the CSV is the one the PyTorch path writes. An ONNX file without swinlite metadata
-needs --classes (a text file, one name per line, in output order) and --preprocessing (timm's data config as JSON,
-e.g. '{"input_size": [3, 224, 224], "interpolation": "bicubic", "crop_pct": 0.9, "crop_mode": "center", "mean":
-[0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}'); either flag also overrides the file's (--preprocessing key
-by key; a key not among these six is an error).
+needs --classes (a UTF-8 text file, one name per line, in output order; a byte order mark is dropped, a name given
+twice is an error) and --preprocessing (timm's data config as JSON, e.g. '{"input_size": [3, 224, 224],
+"interpolation": "bicubic", "crop_pct": 0.9, "crop_mode": "center", "mean": [0.485, 0.456, 0.406], "std": [0.229,
+0.224, 0.225]}'); either flag also overrides the file's (--preprocessing key by key; a key not among these six is an
+error). A file of a fixed batch (torch.onnx.export without dynamic_axes fixes it, often to 1) is fed that many images
+at a time; a --batch-size other than that batch is an error.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import sys
 from pathlib import Path
 
 from _cli import WEIGHTS_HINT, Parser, run
+
+BATCH_SIZE = 32  # images per forward pass by default
 
 
 def parse_args(argv: list[str] | None = None):
@@ -44,7 +48,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--preprocessing", help="--onnx: timm data config as JSON (default: the file's)")
     parser.add_argument("--output", required=True, type=Path, help="CSV file to write")
     parser.add_argument("--topk", type=int, default=1, help="classes per image (default: 1; at most the classes)")
-    parser.add_argument("--batch-size", type=int, default=32, help="images per forward pass (default: 32)")
+    parser.add_argument(
+        "--batch-size", type=int, help=f"images per forward pass (default: {BATCH_SIZE}; --onnx: a file's fixed batch)"
+    )
     parser.add_argument(
         "--num-workers", type=int, default=0, help="image decoding processes (default: 0; not with --onnx)"
     )
@@ -65,8 +71,10 @@ def parse_args(argv: list[str] | None = None):
         parser.error("pass --checkpoint, --onnx, or --model for a timm model's pretrained weights")
     if args.ema and args.checkpoint is None:
         parser.error("--ema selects the EMA weights of a --checkpoint")
-    if args.topk < 1 or args.batch_size < 1 or args.num_workers < 0:
+    if args.topk < 1 or (args.batch_size is not None and args.batch_size < 1) or args.num_workers < 0:
         parser.error("--topk and --batch-size must be at least 1, --num-workers at least 0")
+    if args.onnx is None:  # --onnx: the file may fix its batch (onnx_predict.batch_size)
+        args.batch_size = args.batch_size or BATCH_SIZE
     return args
 
 
@@ -152,17 +160,18 @@ def predict_onnx(args) -> int:
     Prediction = import_without_torch("predictions").Prediction
     paths = files.list_images(args.paths)
     files.check_output(args.output, [args.onnx, args.classes, *args.paths, *paths])
-    classes = None if args.classes is None else [n for n in args.classes.read_text().splitlines() if n.strip()]
+    classes = None if args.classes is None else files.read_names(args.classes)
     try:
         preprocessing = None if args.preprocessing is None else json.loads(args.preprocessing)
     except json.JSONDecodeError as e:
         raise ValueError(f"--preprocessing must be a JSON object (timm's data config): {e}") from None
     model = onnx_predict.open_model(args.onnx)
     classes, preprocessing = onnx_predict.classifier_settings(model, classes, preprocessing)
+    batch_size = onnx_predict.batch_size(model, args.batch_size, BATCH_SIZE)
     topk = clamp_topk(args.topk, classes)
     predictions, skipped = [], []
-    for start in range(0, len(paths), args.batch_size):
-        decoded = list(files.decoded(paths[start : start + args.batch_size], skipped))
+    for start in range(0, len(paths), batch_size):
+        decoded = list(files.decoded(paths[start : start + batch_size], skipped))
         good = [path for _, path, _ in decoded]
         batch = [onnx_predict.preprocess(image, preprocessing) for _, _, image in decoded]
         if good:

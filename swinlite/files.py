@@ -14,6 +14,8 @@ image reads the same and an output is checked the same with or without torch.
   each file once however many of the paths given reach it, under its own name where a link to it is given too;
 - :func:`decoded` and :func:`header_sizes`: each image of a list decoded (or its size read), those that fail named
   for the scripts to skip;
+- :func:`read_list` and :func:`read_names`: a text file of paths, or of names, one a line, read by one rule
+  (:func:`_lines`);
 - :func:`label_image`: a segmentation label map as a palette (or 16-bit) PNG image;
 - :func:`json_bytes`: the one JSON writer of the files users read: strict JSON, NaN as null;
 - :func:`check_output`: no output replaces an input or holds one, and the output can be written where it is asked
@@ -26,6 +28,7 @@ image reads the same and an output is checked the same with or without torch.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
@@ -33,6 +36,7 @@ import re
 import shutil
 import tempfile
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -317,17 +321,17 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 
 def read_list(path: str | os.PathLike) -> list[Path]:
-    """The files a list names, one a line, each as written: only the line ending (``\\n`` or ``\\r\\n``) is removed,
-    so spaces and a leading ``#`` belong to the name; blank lines (nothing but spaces) are skipped. A relative path is
-    read from the list's folder, made absolute (``..`` removed as written; a link keeps its name); bytes that are not
-    UTF-8 are kept (:func:`os.fsdecode`).
+    """The files a list names, one a line, each as written (:func:`_lines`: only the line ending and a byte order mark
+    are removed), so spaces and a leading ``#`` belong to the name; blank lines (nothing but spaces) are skipped. A
+    relative path is read from the list's folder, made absolute (``..`` removed as written; a link keeps its name);
+    bytes that are not UTF-8 are kept (:func:`os.fsdecode`).
 
     Raises:
         ValueError: the list names nothing, or a path that is not a file (the first named, with why: not there, or a
             folder): every image would fail, and the run exit 0.
     """
     source = Path(path)
-    lines = [os.fsdecode(line.removesuffix(b"\r")) for line in source.read_bytes().split(b"\n")]
+    lines = [os.fsdecode(line) for line in _lines(source)]
     paths = [Path(os.path.abspath(source.parent / line)) for line in lines if line.strip()]
     if not paths:
         raise ValueError(f"the list {str(source)!r} names no images (expected one path per line)")
@@ -339,6 +343,35 @@ def read_list(path: str | os.PathLike) -> list[Path]:
             f"({what}; a relative path is read from the list's folder, {str(source.parent)!r})"
         )
     return paths
+
+
+def read_names(path: str | os.PathLike) -> list[str]:
+    """The names a UTF-8 text file lists, one a line, in order (``predict.py --onnx --classes``), each as written
+    (:func:`_lines`); blank lines (nothing but spaces) are skipped.
+
+    Raises:
+        ValueError: a file that is not UTF-8 text, that names nothing, or that names one twice (two outputs would
+            print as one class); naming the file.
+    """
+    source = Path(path)
+    try:
+        names = [line.decode("utf-8") for line in _lines(source)]
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{source} is not UTF-8 text: {e}") from None
+    names = [name for name in names if name.strip()]
+    if not names:
+        raise ValueError(f"{source} names nothing (expected one name per line)")
+    twice = [name for name, count in Counter(names).items() if count > 1]
+    if twice:
+        raise ValueError(f"{source} names {', '.join(map(repr, twice))} more than once")
+    return names
+
+
+def _lines(path: Path) -> list[bytes]:
+    """The lines of a text file, each as written: only its line ending (``\\n`` or ``\\r\\n``) is removed, and a
+    UTF-8 byte order mark at the start of the file (Windows Notepad writes one; it was read as part of the first
+    line)."""
+    return [line.removesuffix(b"\r") for line in path.read_bytes().removeprefix(codecs.BOM_UTF8).split(b"\n")]
 
 
 def printable_path(path: str | os.PathLike) -> str:

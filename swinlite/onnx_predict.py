@@ -32,6 +32,7 @@ from PIL import Image, ImageDraw, ImageFont
 from .files import elongation_problem
 from .metadata import PREPROCESSING_KEYS, check_preprocessing
 from .seg_views import TEST_MODES, large_problem, slide_windows, stride_problem, stride_unused, test_views
+from .wording import counted
 
 INTERPOLATIONS = {
     "nearest": Image.Resampling.NEAREST,
@@ -55,6 +56,8 @@ class OnnxModel:
         input_name: the graph's (first) input.
         channels: image channels the input takes, or None when the graph leaves them open.
         sizes: ((min H, max H), (min W, max W)) the graph serves (``input_sizes``), or None when not recorded.
+        batch: the batch an input [B, C, H, W] of a fixed batch takes (another exporter's file: ``torch.onnx.export``
+            without ``dynamic_axes`` fixes it to its example's, often 1), or None when the graph leaves it open.
     """
 
     path: Path
@@ -63,6 +66,7 @@ class OnnxModel:
     input_name: str
     channels: int | None
     sizes: tuple[tuple[int, int], tuple[int, int]] | None
+    batch: int | None = None
 
     @property
     def task(self) -> str | None:
@@ -85,12 +89,14 @@ def open_model(path: str | os.PathLike) -> OnnxModel:
     """Load ``path`` into an ONNX Runtime CPU session and read its metadata.
 
     Raises:
-        ValueError: a missing file, a file that is not ONNX or is truncated, recorded input sizes that are not
-            ``{"height": [min, max], "width": [min, max]}``; each naming the file.
+        ValueError: a missing file or a folder, a file that is not ONNX or is truncated, recorded input sizes that are
+            not ``{"height": [min, max], "width": [min, max]}``; each naming the file.
     """
     import onnxruntime as ort
 
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not an ONNX file")
     if not path.is_file():
         raise ValueError(f"ONNX file {path} does not exist")
     try:
@@ -101,7 +107,9 @@ def open_model(path: str | os.PathLike) -> OnnxModel:
     graph_input = session.get_inputs()[0]
     shape = graph_input.shape
     channels = shape[-3] if len(shape) >= 3 and isinstance(shape[-3], int) else None
-    return OnnxModel(path, session, metadata, graph_input.name, channels, _input_sizes(metadata, path, shape))
+    batch = shape[0] if len(shape) == 4 and isinstance(shape[0], int) else None
+    sizes = _input_sizes(metadata, path, shape)
+    return OnnxModel(path, session, metadata, graph_input.name, channels, sizes, batch)
 
 
 def _input_sizes(
@@ -122,17 +130,19 @@ def _input_sizes(
 
 
 def size_problem(model: OnnxModel, height: int, width: int) -> str | None:
-    """Why the graph cannot take an image of ``height`` x ``width``, naming the range it serves; None if it can."""
+    """Why the graph cannot take an image of ``height`` x ``width``, naming the range it serves and how to export one
+    that serves it; None if it can."""
     if model.sizes is None:
         return None
     (h0, h1), (w0, w1) = model.sizes
     if h0 <= height <= h1 and w0 <= width <= w1:
         return None
-    flag = "--max-size" if height > h1 or width > w1 else "--min-size"
-    return (
-        f"{height}x{width} (HxW) is outside the sizes {model.path.name} was exported for: height {h0}..{h1}, width "
-        f"{w0}..{w1} (export again with scripts/export_onnx.py {flag})"
-    )
+    if h0 == h1 and w0 == w1:  # --fixed-size (a range has min < max), or another exporter's static H and W
+        served, advice = f"{h0}x{w0} only", "export a range of sizes: scripts/export_onnx.py without --fixed-size"
+    else:
+        flag = "--max-size" if height > h1 or width > w1 else "--min-size"
+        served, advice = f"height {h0}..{h1}, width {w0}..{w1}", f"export again with scripts/export_onnx.py {flag}"
+    return f"{height}x{width} (HxW) is outside the sizes {model.path.name} was exported for: {served} ({advice})"
 
 
 def check_channels(model: OnnxModel, channels: int = 3) -> None:
@@ -270,8 +280,28 @@ def normalize(image: Image.Image, mean: Sequence[float], std: Sequence[float]) -
     return ((pixels - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)).transpose(2, 0, 1)
 
 
+def batch_size(model: OnnxModel, given: int | None, default: int) -> int:
+    """Images per forward pass: ``given`` (``--batch-size``), else ``default``; the batch of a graph that fixes it
+    (:attr:`OnnxModel.batch`), which takes no other.
+
+    Raises:
+        ValueError: a ``given`` batch size the graph does not take.
+    """
+    if model.batch is None:
+        return default if given is None else given
+    if given not in (None, model.batch):
+        raise ValueError(
+            f"--batch-size {given}: {model.path} takes batches of {counted(model.batch, 'image')} only (its input's "
+            f"batch is fixed): drop --batch-size, or pass {model.batch}"
+        )
+    return model.batch
+
+
 def classify(model: OnnxModel, images: np.ndarray) -> np.ndarray:
-    """Class probabilities [B, classes] (softmax in float32) of preprocessed images [B, C, H, W].
+    """Class probabilities [B, classes] (softmax in float32) of preprocessed images [B, C, H, W], B >= 1.
+
+    A graph of a fixed batch (:attr:`OnnxModel.batch`) is fed that many at a time, the last ones padded with zeros
+    whose outputs are dropped (ONNX Runtime refuses any other batch).
 
     Raises:
         ValueError: images of another channel count or size than the graph serves.
@@ -282,8 +312,11 @@ def classify(model: OnnxModel, images: np.ndarray) -> np.ndarray:
     problem = size_problem(model, *images.shape[2:])
     if problem:
         raise ValueError(problem)
-    (logits,) = model.session.run(None, {model.input_name: np.ascontiguousarray(images, dtype=np.float32)})
-    logits = logits.astype(np.float32)
+    images = np.ascontiguousarray(images, dtype=np.float32)
+    batch = model.batch or len(images)
+    padded = np.concatenate([images, np.zeros((-len(images) % batch, *images.shape[1:]), np.float32)])
+    runs = [model.session.run(None, {model.input_name: padded[i : i + batch]})[0] for i in range(0, len(padded), batch)]
+    logits = np.concatenate(runs)[: len(images)].astype(np.float32)
     exp = np.exp(logits - logits.max(axis=1, keepdims=True))
     return exp / exp.sum(axis=1, keepdims=True)
 

@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 from torchvision.transforms import functional as TF
 
+from swinlite.files import read_list, read_names
 from swinlite.images import IMAGE_EXTENSIONS, ImageFiles, list_files, list_images, load_rgb, upright_size
 
 
@@ -247,3 +248,17 @@ def test_float_pixels_within_half_a_level_of_the_range_are_rounding(tmp_path: Pa
         bad[end[:2]] = end[2]
         with pytest.raises(ValueError, match=f"{name}: float image"):
             load_rgb(_float_tiff(tmp_path / name, bad))
+
+
+def test_lists_of_paths_and_of_names_drop_a_byte_order_mark(tmp_path: Path):
+    """A list saved by Windows Notepad starts with a UTF-8 byte order mark, which was read as part of the first line:
+    the first image listed was "not there", the first class name carried it into predict.py's CSV."""
+    for name in ("a.png", "b c.png"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "list.txt").write_text("a.png\r\nb c.png\r\n", encoding="utf-8-sig")
+    assert read_list(tmp_path / "list.txt") == [tmp_path / "a.png", tmp_path / "b c.png"]
+    (tmp_path / "names.txt").write_text("éclair\r\ndog \r\n\r\n", encoding="utf-8-sig")
+    assert read_names(tmp_path / "names.txt") == ["éclair", "dog "]  # each as written, the blank line skipped
+    (tmp_path / "names.txt").write_bytes(b"cat\n\xffdog\n")
+    with pytest.raises(ValueError, match=r"names.txt is not UTF-8 text"):
+        read_names(tmp_path / "names.txt")

@@ -39,24 +39,41 @@ def test_predict_onnx_writes_the_pytorch_csv_without_torch(onnx_classifier, tmp_
         assert abs(float(a[2]) - float(b[2])) <= 2e-6 and abs(float(a[4]) - float(b[4])) <= 2e-6
 
 
-def _strip_metadata(source, target):
+def _strip_metadata(source, target, shape=None):
+    """``source`` without its metadata, as another exporter's file; with ``shape`` its input's dims fixed to it (0:
+    left open)."""
     proto = onnx.load(source)
     del proto.metadata_props[:]
+    if shape is not None:
+        for dim, size in zip(proto.graph.input[0].type.tensor_type.shape.dim, shape, strict=True):
+            if size:
+                dim.dim_value = size
     onnx.save(proto, target)
     return target
 
 
 BIG = json.dumps(PREPROCESSING | {"input_size": [3, 600, 600]})
 GRAY = json.dumps(PREPROCESSING | {"input_size": [1, 32, 32], "mean": [0.5], "std": [0.2]})
+GIVEN = ["--classes", "{r}/classes.txt", "--preprocessing", json.dumps(PREPROCESSING)]  # for a bare file
 # case: (arguments after --onnx, with {m} the exported file and {r} the test's folder; the error line)
 CASES = {
     "not_onnx": (["{r}/junk.onnx"], "is not an ONNX model, or is truncated"),
     "truncated": (["{r}/half.onnx"], "is not an ONNX model, or is truncated"),
     "no_metadata": (["{r}/bare.onnx"], "no swinlite metadata for its classes and preprocessing: pass --classes and "),
     "no_metadata_given_classes": (["{r}/bare.onnx", "--classes", "{r}/classes.txt"], "for its preprocessing: pass "),
-    "no_metadata_static_size": (
+    "no_metadata_static_size": (  # it advised --max-size, which --fixed-size refuses
         ["{r}/static.onnx", "--classes", "{r}/classes.txt", "--preprocessing", BIG],
-        r"600x600 \(HxW\) is outside the sizes static.onnx .*height 16\.\.16",
+        r"600x600 \(HxW\) is outside the sizes static.onnx was exported for: 16x16 only \(export a range of sizes: "
+        r"scripts/export_onnx.py without --fixed-size\)$",
+    ),
+    "fixed_batch_other_batch_size": (  # ONNX Runtime's traceback at the first batch, the CSV not written
+        ["{r}/batch1.onnx", *GIVEN, "--batch-size", "4"],
+        r"--batch-size 4: .*batch1.onnx takes batches of 1 image only \(its input's batch is fixed\): drop ",
+    ),
+    "folder": (["{r}/images"], r"images is a folder, not an ONNX file$"),  # "does not exist"
+    "duplicate_classes": (  # two outputs printed as one class
+        ["{m}", "--classes", "{r}/twice.txt"],
+        r"twice.txt names 'dog' more than once$",
     ),
     "outside_the_range": (["{m}", "--preprocessing", BIG], r"600x600 \(HxW\) is outside the sizes model.onnx was "),
     "wrong_channels": (["{m}", "--preprocessing", GRAY], r"input_size \[1, .*\]: the predictor feeds RGB"),
@@ -77,11 +94,11 @@ def test_predict_onnx_bad_input_is_one_line(onnx_classifier, tmp_path, case):
     (tmp_path / "junk.onnx").write_bytes(b"\x89PNG not onnx at all" * 10)
     (tmp_path / "half.onnx").write_bytes(onnx_classifier[1].read_bytes()[:5000])
     _strip_metadata(onnx_classifier[1], tmp_path / "bare.onnx")
-    static = onnx.load(tmp_path / "bare.onnx")  # as another exporter's fixed-size file: 16x16, no swinlite metadata
-    for dim in static.graph.input[0].type.tensor_type.shape.dim[2:]:
-        dim.dim_value = 16
-    onnx.save(static, tmp_path / "static.onnx")
+    # as another exporter's fixed-size file (16x16), and one of a fixed batch, without swinlite metadata
+    _strip_metadata(onnx_classifier[1], tmp_path / "static.onnx", (0, 0, 16, 16))
+    _strip_metadata(onnx_classifier[1], tmp_path / "batch1.onnx", (1, 0, 32, 32))
     (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n")
+    (tmp_path / "twice.txt").write_text("cat\ndog\ndog\n")
     images = write_images(tmp_path / "images", SIZES[:1])
     args, error = CASES[case]
     args = [a.replace("{m}", model).replace("{r}", str(tmp_path)) for a in args]
@@ -94,14 +111,32 @@ def test_predict_onnx_bad_input_is_one_line(onnx_classifier, tmp_path, case):
 
 
 def test_predict_onnx_of_a_bare_file_with_both_flags(onnx_classifier, tmp_path):
+    """--classes written by Windows Notepad, with a byte order mark: it was read into the first class's name."""
     bare = _strip_metadata(onnx_classifier[1], tmp_path / "bare.onnx")
-    (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n")
+    (tmp_path / "classes.txt").write_text("\r\n".join(CLASSES) + "\r\n", encoding="utf-8-sig")
     images = write_images(tmp_path / "images", SIZES[:2])
     flags = ["--classes", str(tmp_path / "classes.txt"), "--preprocessing", json.dumps(PREPROCESSING)]
-    result = run_without_torch("predict.py", "--onnx", str(bare), *flags, "--output", str(tmp_path / "b.csv"),
-                               str(images))  # fmt: skip
+    result = run_without_torch("predict.py", "--onnx", str(bare), *flags, "--topk", "3", "--output",
+                               str(tmp_path / "b.csv"), str(images))  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert _rows(tmp_path / "b.csv")[1][1] in CLASSES
+    assert all(sorted(row[1::2]) == sorted(CLASSES) for row in _rows(tmp_path / "b.csv")[1:])
+
+
+def test_predict_onnx_feeds_a_file_of_a_fixed_batch_that_many_images(onnx_classifier, tmp_path):
+    """Another exporter's file of a fixed batch (torch.onnx.export without dynamic_axes: 1) failed with ONNX
+    Runtime's traceback at its first batch of --batch-size images; now it is fed its batch, the last one padded (3
+    images at 2 a time): the CSV of the file of a dynamic batch."""
+    (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n")
+    images = write_images(tmp_path / "images", SIZES[:3])
+    flags = ["--classes", str(tmp_path / "classes.txt"), "--preprocessing", json.dumps(PREPROCESSING), "--topk", "3"]
+    rows = []
+    for batch in (0, 1, 2):  # 0: left open
+        path = _strip_metadata(onnx_classifier[1], tmp_path / f"{batch}.onnx", (batch, 0, 32, 32))
+        result = run_without_torch("predict.py", "--onnx", str(path), *flags, "--output", str(tmp_path / "p.csv"),
+                                   str(images))  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        rows.append(_rows(tmp_path / "p.csv"))
+    assert rows[1] == rows[0] and rows[2] == rows[0]
 
 
 def test_the_help_example_of_preprocessing_names_every_key():

@@ -31,15 +31,20 @@ classes, palette and test settings (rescale, windows, flips).
 Weights written by scripts/train.py, train_detection.py or train_segmentation.py need no --model: the model, its
 classes and preprocessing (for a detector: category ids and names, test and max size, mean, std; for a segmenter:
 its palette, mean, std and test settings) come from the file (--ema: the run's EMA weights) and go into the ONNX
-model's metadata_props (JSON values, with "task" and "input_sizes"). Other layouts need --model; --model alone
-exports the model's published pretrained weights (timm's file, as with --checkpoint FILE; as in predict.py, a name
-without any is an error). The graph is taken with torch.export (non-strict) and converted by torch.onnx's dynamo
-exporter. The check (skip with --no-check) runs the file in ONNX Runtime at three sizes of the range (--size, else
-the model's size brought into the range; a larger one with other remainders; the smallest) and compares it with
-PyTorch; NaN or inf fails. The file is written and checked under a hidden name beside --output and renamed to --output
-once it passes: a file that fails its check, or an export killed before the end, leaves --output as it was (an
-earlier file is kept). --quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the linear
-layers and the attention products) instead (checked for finite outputs; its accuracy: docs/deployment.md).
+model's metadata_props (JSON values, with "task" and "input_sizes"; --features adds "out_indices", the levels it
+holds). Other layouts need --model; --model alone exports the model's published pretrained weights (timm's file, as
+with --checkpoint FILE; as in predict.py, a name without any is an error). The graph is taken with torch.export
+(non-strict) and converted by torch.onnx's dynamo exporter; the file names its input's dynamic dims "batch",
+"height" and "width". The check (skip with --no-check) runs the file in ONNX Runtime at three sizes of the range
+(--size, else the model's size brought into the range, at batch 3; a larger one with other remainders, at batch 1;
+the smallest, at batch 2; where the first is the smallest, another size takes its place; --fixed-size: its size at
+batch 3) and compares it with PyTorch: NaN or inf fails, and so does a difference above --tolerance. A detector's
+check pairs its detections by label, score and box instead (docs/deployment.md) and an INT8 file's looks for finite
+outputs only: --tolerance is refused for those, as with --no-check. The file is written and checked under a hidden
+name beside --output and renamed to --output once it passes, replacing a file of that name (--overwrite is for the
+scripts' output folders): a file that fails its check, or an export killed before the end, leaves --output as it was
+(an earlier file is kept). --quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the
+linear layers and the attention products) instead (checked for finite outputs; its accuracy: docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -80,7 +85,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--num-classes", type=int, help="classifier outputs, for --model without a recording file")
     parser.add_argument("--no-check", action="store_true", help="skip the ONNX Runtime comparison")
     parser.add_argument(
-        "--tolerance", type=float, default=1e-4, help="largest |ONNX - PyTorch| allowed by the check (default: 1e-4)"
+        "--tolerance",
+        type=float,
+        help="largest |ONNX - PyTorch| the check of an fp32 backbone or segmenter file allows (default: 1e-4)",
     )
     args = parser.parse_args(argv)
     if args.checkpoint is None and args.model is None:
@@ -102,8 +109,11 @@ def parse_args(argv: list[str] | None = None):
         parser.error("--features and --fpn are two different exports: pick one")
     if args.out_indices is not None and not args.features:
         parser.error("--out-indices selects the levels of --features: add --features, or drop --out-indices")
-    if not (math.isfinite(args.tolerance) and args.tolerance > 0):
+    if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
         parser.error(f"--tolerance must be a positive finite number, got {args.tolerance}")
+    if args.tolerance is not None and (args.no_check or args.quantize):
+        why = "--no-check skips the check" if args.no_check else "an INT8 file's check looks for finite outputs only"
+        parser.error(f"--tolerance bounds the check of an fp32 file: {why}; drop --tolerance")
     args.out_indices = args.out_indices or [0, 1, 2, 3]
     return args
 
@@ -142,6 +152,9 @@ def published_weights(name: str) -> Path:
 
 def export(args, checkpoint: Path, task: str | None) -> float | None:
     """The export ``task``'s checkpoint asks for (a detector, a segmenter, else the backbone), checked."""
+    from swinlite.export import TOLERANCE
+
+    args.tolerance = TOLERANCE if args.tolerance is None else args.tolerance
     if task == "detection" and not args.fpn:
         from swinlite.detection.export import export_detector
 
@@ -155,11 +168,13 @@ def export(args, checkpoint: Path, task: str | None) -> float | None:
 
 
 def _refuse_backbone_flags(args, task: str, whole: str) -> None:
-    """ValueError naming the given options that only a backbone export takes (a detector's sizes follow its resize)."""
+    """ValueError naming the given options that only a backbone export takes (a detector's sizes follow its resize,
+    and its check pairs detections by label, score and box, each with its own bound: no one --tolerance applies)."""
     given = {"--model": args.model, "--features": args.features, "--out-norm": args.out_norm, "--size": args.size,
              "--fixed-size": args.fixed_size, "--num-classes": args.num_classes is not None}  # fmt: skip
     if task == "detection":
-        given |= {"--min-size": args.min_size is not None, "--max-size": args.max_size is not None}
+        given |= {"--min-size": args.min_size is not None, "--max-size": args.max_size is not None,
+                  "--tolerance": args.tolerance is not None}  # fmt: skip
     flags = [flag for flag, value in given.items() if value]
     if flags:
         raise ValueError(f"{', '.join(flags)}: not for a {task} checkpoint, which exports its whole {whole}")

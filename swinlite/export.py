@@ -23,11 +23,13 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import timm
@@ -45,9 +47,14 @@ from .models.checks import check_feature_indices
 from .models.swin import SwinTransformer
 from .weights import check_model_name, load_model, read_info
 
+if TYPE_CHECKING:  # onnx comes with the export extra, imported where a file is written or read
+    import onnx
+
 MAX_SIZE = 2048  # default largest height and width of an exported graph
 MAX_BATCH = 65536
+IMAGE_DIMS = ("batch", "channels", "height", "width")  # an image input's dims, the last three of one image
 QUANTIZATIONS = ("dynamic",)
+TOLERANCE = 1e-4  # the largest |ONNX Runtime - PyTorch| an export's check allows by default (--tolerance)
 
 
 class FeatureExtractor(nn.Module):
@@ -145,8 +152,8 @@ def export_metadata(
     model: nn.Module, checkpoint: str | os.PathLike | None, sizes: tuple[tuple[int, int], tuple[int, int]]
 ) -> dict[str, str]:
     """What a deployment needs besides the graph, as JSON strings: task (``classification``, ``features``,
-    ``fpn``), model, preprocessing, the input sizes the graph serves, weights kind, swinlite version, and the class
-    names of a classifier.
+    ``fpn``), model, preprocessing, the input sizes the graph serves, weights kind, swinlite version, the class names
+    of a classifier, and the levels of a feature extractor (``out_indices``, resolved: output ``stage<i>`` is level i).
 
     Args:
         model: the exported module.
@@ -180,6 +187,8 @@ def export_metadata(
     }
     if task is None:
         meta["classes"] = class_names(base)
+    elif task == "features":
+        meta["out_indices"] = model.out_indices
     return {k: json.dumps(v) for k, v in meta.items()}
 
 
@@ -361,19 +370,59 @@ def export_onnx(
 ) -> Path:
     """Convert an exported program (:func:`export_program`) to ONNX at ``path``, written atomically as one file.
 
-    Symbolic sizes stay symbolic. ``metadata`` goes into the model's ``metadata_props`` (ONNX Runtime:
-    ``session.get_modelmeta().custom_metadata_map``).
+    Symbolic sizes stay symbolic, named after what they are (:func:`name_dims`). ``metadata`` goes into the model's
+    ``metadata_props`` (ONNX Runtime: ``session.get_modelmeta().custom_metadata_map``).
     """
     with symbolic_sizes():
         onnx_program = torch.onnx.export(
             program, input_names=list(input_names), output_names=list(output_names), verbose=False
         )
     proto = onnx_program.model_proto
+    name_dims(proto.graph)
     for key, value in (metadata or {}).items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
     atomic_write_bytes(path, proto.SerializeToString())  # one file: no external data
     return path
+
+
+def name_dims(graph: onnx.GraphProto) -> None:
+    """Name the symbolic dims of the graph's first input, an image batch [B, C, H, W] or one image [C, H, W], after
+    what they are: ``batch``, ``height``, ``width``, in place. The exporter names them after torch.export's symbols
+    (``s77``, ``s53``, ``s0``), which tell a reader of the file nothing.
+
+    Each symbol is renamed as a whole word in every shape of the graph and its subgraphs (inputs, outputs, value_info):
+    an output's ``((s53 + 1)//2)`` becomes ``((height + 1)//2)``, and dims that shared a symbol still share a name.
+    Where a name would be ambiguous nothing is renamed: an input of another rank, two of its dims of one symbol, a
+    name the graph already uses.
+    """
+    dims = graph.input[0].type.tensor_type.shape.dim
+    if len(dims) not in (3, 4):
+        return
+    symbols = [(dim.dim_param, name) for dim, name in zip(dims, IMAGE_DIMS[-len(dims) :], strict=True) if dim.dim_param]
+    renames = dict(symbols)
+    shapes = list(_shapes(graph))
+    words = {word for shape in shapes for dim in shape.dim for word in re.findall(r"\w+", dim.dim_param)}
+    if not renames or len(renames) < len(symbols) or words & set(renames.values()):
+        return
+    if not all(symbol.isidentifier() for symbol in renames):
+        return
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, renames)) + r")\b")
+    for shape in shapes:
+        for dim in shape.dim:
+            if dim.dim_param:  # setting it on a dim of a static size would clear that size (one of the two)
+                dim.dim_param = pattern.sub(lambda match: renames[match.group()], dim.dim_param)
+
+
+def _shapes(graph: onnx.GraphProto) -> Iterator[onnx.TensorShapeProto]:
+    """The tensor shapes ``graph`` declares (inputs, outputs, value_info), and those of its nodes' subgraphs."""
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        if value.type.HasField("tensor_type"):
+            yield value.type.tensor_type.shape
+    for node in graph.node:
+        for attribute in node.attribute:
+            for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
+                yield from _shapes(subgraph)
 
 
 def quantize_dynamic(source: Path, target: Path) -> Path:
@@ -555,10 +604,15 @@ def checked_output(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def check_onnx(
-    path: Path, model: nn.Module, sizes: Sequence[tuple[int, int]], quantized: bool = False, tolerance: float = 1e-4
+    path: Path,
+    model: nn.Module,
+    sizes: Sequence[tuple[int, int]],
+    quantized: bool = False,
+    tolerance: float = TOLERANCE,
 ) -> float:
     """Compare ONNX Runtime with PyTorch on random images at each of ``sizes`` (batches 3, 1, 2), printing each
-    difference; return the largest.
+    difference; return the largest. An INT8 file (``quantized``) computes other values: its differences are printed,
+    and only NaN or inf fails (``tolerance`` does not apply; ``scripts/export_onnx.py`` refuses ``--tolerance`` there).
 
     Raises:
         ValueError: NaN or inf in either; unless ``quantized``, a difference above ``tolerance``.
@@ -574,9 +628,19 @@ def check_onnx(
 
 
 def check_sizes(nominal: tuple[int, int], size_range: tuple[int, int]) -> list[tuple[int, int]]:
-    """Sizes at which to compare a dynamic export with PyTorch: the nominal size, a larger one of other remainders
-    modulo every window and patch (e.g. 224x224 -> 250x339), and the smallest of the range; all inside it."""
+    """Three distinct sizes at which to compare a dynamic export with PyTorch (:func:`check_onnx` runs them at batches
+    3, 1, 2): the nominal size, a larger one of other remainders modulo every window and patch (e.g. 224x224 ->
+    250x339), and the smallest of the range, last; all inside it.
+
+    Where one of the first two falls on another size of the list (a nominal size that is the range's smallest, a
+    larger one cut to its top), the next size not listed yet takes its place: the larger one transposed, then the
+    range's corners, smallest first. Dropping it left two sizes, and the smallest ran at batch 1 or 3, never at 2. A
+    range of one size gives that size alone.
+    """
     low, high = size_range
     h, w = nominal
-    sizes = [(h, w), (h * 9 // 8 + 1, w * 3 // 2 + 3), (low, low)]
-    return list(dict.fromkeys((min(max(a, low), high), min(max(b, low), high)) for a, b in sizes))
+    larger = (h * 9 // 8 + 1, w * 3 // 2 + 3)
+    candidates = [(h, w), larger, larger[::-1], (low, high), (high, low), (high, high)]
+    inside = dict.fromkeys((min(max(a, low), high), min(max(b, low), high)) for a, b in candidates)
+    smallest = (low, low)
+    return [size for size in inside if size != smallest][:2] + [smallest]

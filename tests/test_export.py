@@ -4,11 +4,13 @@ timm, torchvision and naive loops)."""
 
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import onnx
+import onnxruntime as ort
 import pytest
 import torch
 import torch.nn.functional as F
@@ -21,8 +23,11 @@ from swinlite.export import (
     FeatureExtractor,
     FPNFeatures,
     build_exportable,
+    check_onnx,
+    check_sizes,
     checked_output,
     default_size_range,
+    export_metadata,
     export_onnx,
     export_program,
     onnx_max_abs_error,
@@ -56,6 +61,48 @@ def test_metadata_names_the_sizes_and_the_classes(onnx_classifier):
     assert meta["task"] == "classification" and meta["classes"] == ["cat", "dog", "éclair"]
     graph_input = onnx.load(path).graph.input[0].type.tensor_type.shape.dim
     assert [d.dim_param != "" for d in graph_input] == [True, False, True, True]  # batch, 3, H, W
+
+
+def test_the_file_names_its_dynamic_dims(onnx_classifier, tmp_path):
+    """The dims were named after torch.export's symbols (images ['s77', 3, 's53', 's0'], logits ['s77', 3], a map's
+    height '((s53 + 1)//2)'); the file names them batch, height and width wherever they appear and computes what it
+    computed (the classifier's file: test_one_file_equals_eager_at_every_size)."""
+    session = ort.InferenceSession(str(onnx_classifier[1]), providers=["CPUExecutionProvider"])
+    assert session.get_inputs()[0].shape == ["batch", 3, "height", "width"]
+    assert session.get_outputs()[0].shape == ["batch", 3]
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.ReLU()).eval()  # maps of (size + 1) // 2
+    path = export_onnx(export_program(model, torch.randn(2, 3, 16, 20), (7, 64)), tmp_path / "conv.onnx", ["maps"])
+    batch, channels, height, width = ort.InferenceSession(str(path)).get_outputs()[0].shape
+    assert (batch, channels) == ("batch", 4) and "height" in height and "width" in width
+    graph = onnx.load(path).graph
+    assert graph.value_info  # the conv's output, inside the graph
+    values = [*graph.input, *graph.output, *graph.value_info]
+    dims = [d.dim_param for v in values for d in v.type.tensor_type.shape.dim if d.dim_param]
+    assert not [d for d in dims if re.search(r"\bs\d+\b", d)]  # no symbol of torch.export's left
+    for size in [(7, 9), (64, 33)]:
+        assert onnx_max_abs_error(path, model, torch.randn(3, 3, *size)) < 1e-5
+
+
+@pytest.mark.parametrize("nominal,size_range", [((32, 32), (2, 512)), ((32, 32), (32, 512)), ((48, 48), (40, 48)),
+                                                ((2, 2), (2, 3)), ((3, 3), (2, 3))])  # fmt: skip
+def test_the_check_runs_three_sizes_the_smallest_at_batch_2(nominal, size_range, monkeypatch):
+    """A model's size that was the range's smallest was dropped as a duplicate: two sizes were checked, at batches 3
+    and 1, where the docs promise three with the smallest at batch 2."""
+    low, high = size_range
+    sizes = check_sizes(nominal, size_range)
+    assert len(set(sizes)) == 3 and all(low <= side <= high for size in sizes for side in size)
+    assert sizes[0] == nominal or nominal == (low, low)
+    runs = []
+    monkeypatch.setattr(export, "onnx_max_abs_error", lambda path, model, x: runs.append(tuple(x.shape)) or 0.0)
+    check_onnx(Path("m.onnx"), nn.Identity(), sizes)
+    assert runs[2] == (2, 3, low, low) and [b for b, *_ in runs] == [3, 1, 2]
+
+
+def test_a_features_file_records_its_levels():
+    """A --features file recorded no levels (task "features"): its output names were the only trace of them."""
+    model = FeatureExtractor(build_exportable(PICO), (1, -1))
+    meta = {k: json.loads(v) for k, v in export_metadata(model, None, ((17, 64), (17, 64))).items()}
+    assert meta["task"] == "features" and meta["out_indices"] == [1, 3] and "classes" not in meta
 
 
 def test_every_feature_level_equals_eager():

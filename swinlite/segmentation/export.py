@@ -55,7 +55,7 @@ def export_segmenter(
     size_range: tuple[int | None, int | None] = (None, None),
     quantize: str | None = None,
     check: bool = True,
-    tolerance: float = 1e-4,
+    tolerance: float = export.TOLERANCE,
 ) -> float | None:
     """Export a segmentation checkpoint to ``output`` (``scripts/export_onnx.py``) for heights and widths in
     ``size_range`` (None: :func:`served_sizes`); check it; return the largest |ONNX Runtime - PyTorch| logit at three

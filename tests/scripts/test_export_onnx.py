@@ -14,6 +14,7 @@ from pico import PICO
 
 from swinlite import export
 from swinlite.export import build_exportable, check_sizes, export_metadata, export_program
+from swinlite.io import save_safetensors
 
 
 def test_fixed_size_export_matches_eager_at_another_batch():
@@ -83,7 +84,7 @@ def test_a_range_that_does_not_hold_the_models_size(load_script, initial_weights
     assert script.example_size(script.parse_args(argv), (224, 224), (64, 96)) == (96, 96)
     assert script.example_size(script.parse_args([*argv, "--size", "44", "41"]), (32, 32), (40, 48)) == (44, 41)
     sizes = check_sizes((40, 40), (40, 48))
-    assert sizes[0] == (40, 40) and len(sizes) > 1 and all(40 <= side <= 48 for size in sizes for side in size)
+    assert sizes[-1] == (40, 40) and len(sizes) == 3 and all(40 <= side <= 48 for size in sizes for side in size)
 
 
 def test_a_file_that_fails_its_check_leaves_the_earlier_output(load_script, tmp_path, initial_weights):
@@ -175,6 +176,23 @@ def test_a_tolerance_that_is_not_a_positive_number_is_refused_before_the_export(
             ["--model", PICO, "--output", str(tmp_path / "m.onnx"), "--tolerance", tolerance]
         )
     assert f"error: --tolerance must be a positive finite number, got {float(tolerance)}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("other", [["--no-check"], ["--quantize", "dynamic"], ["detection"]])
+def test_a_tolerance_that_bounds_no_check_is_refused(other, load_script, tmp_path, capsys):
+    """--tolerance 1e-12 was ignored without a word where no check compares against it: with --no-check, for an INT8
+    file (its check looks for finite outputs only) and for a whole detector (its check pairs detections by label,
+    score and box, with bounds of its own); each wrote its file, exit 0."""
+    argv = ["--model", PICO, "--output", str(tmp_path / "m.onnx"), "--tolerance", "1e-12"]
+    if other == ["detection"]:  # refused from the checkpoint's task, before the detector loads
+        save_safetensors(tmp_path / "det.safetensors", {"w": torch.zeros(1)}, {"task": "detection"})
+        with pytest.raises(ValueError, match=r"^--tolerance: not for a detection checkpoint, which exports its whole"):
+            load_script("export_onnx").main([*argv[2:], "--checkpoint", str(tmp_path / "det.safetensors")])
+    else:
+        with pytest.raises(SystemExit):
+            load_script("export_onnx").main([*argv, *other])
+        assert "error: --tolerance bounds the check of an fp32 file: " in capsys.readouterr().err
+    assert not (tmp_path / "m.onnx").exists()
 
 
 def test_help_shows_the_defaults(load_script, capsys):

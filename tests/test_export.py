@@ -12,6 +12,7 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 import pytest
+import sympy
 import torch
 import torch.nn.functional as F
 from pico import PICO
@@ -160,6 +161,27 @@ def test_bad_export_arguments():
     # below one patch: the eager model refuses such an image, but the trace asserted nothing and the export went on
     with pytest.raises(ValueError, match="starts at 1, below one patch: the model takes images from 2 pixels"):
         export_program(model, torch.randn(2, 3, 32, 32), (1, 64))
+
+
+def test_a_range_whose_last_stage_is_one_window_exports(tmp_path):
+    """At 32..64 pico's last stage is one window: the graph assumes ``batch * windows == batch`` over the sizes and
+    all 65536 batch sizes, too many to check one by one (refused, as was Swin-T's 100..224); an equation polynomial
+    in the batch is checked at degree + 1 of them, and the file serves the range."""
+    model = build_exportable(PICO)
+    program = export_program(model, torch.randn(2, 3, 32, 32), (32, 64))
+    path = export_onnx(program, tmp_path / "pico.onnx", ["logits"])
+    for batch, height, width in [(5, 64, 64), (3, 33, 64), (1, 64, 32)]:
+        assert onnx_max_abs_error(path, model, torch.randn(batch, 3, height, width)) < 1e-5
+
+
+def test_an_equation_polynomial_in_a_size_is_checked_at_degree_plus_one_points():
+    batch, side = sympy.symbols("batch side", integer=True, positive=True)
+    sizes = range(1, 65537)
+    assert export._points_to_check(sympy.Eq(batch * (side // 7), batch), batch, sizes) == range(1, 3)
+    assert export._points_to_check(sympy.Eq(batch**2 * side, batch), batch, sizes) == range(1, 4)
+    assert export._points_to_check(sympy.Eq((batch // 2) * 2, batch), batch, sizes) == sizes  # not a polynomial
+    assert export._points_to_check(sympy.Le(batch * side, 9), batch, sizes) == sizes  # not an equation
+    assert export._points_to_check(sympy.Eq(batch * (side // 7), batch), side, sizes) == sizes
 
 
 class _FunctionalPool(nn.Module):

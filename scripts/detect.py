@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir
     device = resolve_device(args.device or "auto")
     images = list_images(args.input)
-    earlier = check_output_dir(out, [args.checkpoint, *args.input, *images], args.overwrite)
+    earlier = check_output_dir("detection", out, [args.checkpoint, *args.input, *images], args.overwrite)
     model, categories, meta = load_detector(args.checkpoint, device)
     model_thresh = meta["detector"].get("score_thresh", DetModelConfig().score_thresh)
     remove_outputs(earlier)
@@ -135,7 +135,7 @@ def detect_onnx(args) -> int:
     predictions = import_without_torch("predictions")
     out = args.output_dir
     images = files.list_images(args.input)
-    earlier = files.check_output_dir(out, [args.onnx, *args.input, *images], args.overwrite)
+    earlier = files.check_output_dir("detection", out, [args.onnx, *args.input, *images], args.overwrite)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.detector_settings(model)
     for path, height, width in files.header_sizes(images):  # first: an image larger than the file takes is an error

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir or checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     inputs = [args.checkpoint, checkpoint, args.data_dir / args.split]
-    earlier = check_output_dir(out, inputs, args.overwrite, option)
+    earlier = check_output_dir("classification", out, inputs, args.overwrite, option)
     setup = prepare_evaluation(
         checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size,
         args.class_order,

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ann_file, image_dir = split_paths(data, args.split)
     out = args.output_dir or args.checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
-    earlier = check_output_dir(out, [args.checkpoint, ann_file, image_dir], args.overwrite, option)
+    earlier = check_output_dir("detection", out, [args.checkpoint, ann_file, image_dir], args.overwrite, option)
     model, categories, meta = load_detector(args.checkpoint, device)
     transform = model.transform  # the images it cannot resize are left out, with a warning naming them
     masks = meta["detector"].get("detector") == "maskrcnn"  # else an object without a valid mask keeps its box

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     images, masks = args.images or layout[0], args.masks or layout[1]
     out = args.output_dir or args.checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
-    earlier = check_output_dir(out, [args.checkpoint, images, masks], args.overwrite, option)
+    earlier = check_output_dir("segmentation", out, [args.checkpoint, images, masks], args.overwrite, option)
     model, info = load_segmenter(args.checkpoint, device)
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before the data is read
     split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))

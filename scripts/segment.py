@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir
     device = resolve_device(args.device or "auto")
     images = list_images(args.input)
-    earlier = check_output_dir(out, [args.checkpoint, *args.input, *images], args.overwrite)
+    earlier = check_output_dir("segmentation", out, [args.checkpoint, *args.input, *images], args.overwrite)
     model, info = load_segmenter(args.checkpoint, device)
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before anything is removed
     too_large = large_check(model, test)
@@ -169,7 +169,7 @@ def segment_onnx(args) -> int:
     files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
     out = args.output_dir
     images = files.list_images(args.input)
-    earlier = files.check_output_dir(out, [args.onnx, *args.input, *images], args.overwrite)
+    earlier = files.check_output_dir("segmentation", out, [args.onnx, *args.input, *images], args.overwrite)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip, args.stride)
     thin = {}

@@ -20,7 +20,8 @@ image reads the same and an output is checked the same with or without torch.
 - :func:`json_bytes`: the one JSON writer of the files users read: strict JSON, NaN as null;
 - :func:`check_output`: no output replaces an input or holds one, and the output can be written where it is asked
   for; :func:`earlier_outputs`: an earlier run's outputs are replaced only with ``--overwrite``, files no run wrote
-  never; :func:`check_output_dir`: both, for the scripts that share an ``--output-dir`` (:data:`OUTPUT_DIR_FILES`);
+  never; :func:`check_output_dir`: both, for the scripts of a task, which share an ``--output-dir``
+  (:data:`OUTPUT_DIR_FILES`);
 - :func:`atomic_write` (:func:`atomic_write_bytes`, :func:`atomic_write_png`): a reader only ever sees the old file or
   the complete new one. Files get the mode any tool's output gets, 0666 less the umask (0644 with the usual umask
   022), not the 0600 of the temporary file they are written as.
@@ -514,38 +515,41 @@ def _not_numbered(folder: Path) -> list[Path]:
     return [p for p in _visible(folder) if not (p.parent == folder and p.is_file() and NUMBERED.fullmatch(p.name))]
 
 
-# What each script that writes into an --output-dir writes there. One folder may be given to several of them
-# (evaluate_detection.py after detect.py, with another checkpoint): each takes all of these for an earlier run's
-# outputs (check_output_dir), so that a folder only ever holds one run's.
-OUTPUT_DIR_FILES: dict[str, tuple[str, ...]] = {
-    "detect.py": ("detections.json", "images", "sources.json"),
-    "segment.py": ("labels", "overlays", "classes.csv", "sources.json"),
-    "evaluate.py": ("eval.json", "confusion_matrix.png"),
-    "evaluate_detection.py": ("eval.json", "detections.json"),
-    "evaluate_segmentation.py": ("eval.json", "per_class_iou.csv"),
-}
+# What each script that writes into an --output-dir writes there, by task: one folder may be given to both
+# scripts of a task (evaluate_detection.py after detect.py, with another checkpoint), so each takes the files of
+# both for an earlier run's outputs (check_output_dir) and a folder only ever holds one run's. Another task's
+# names are the user's own files to them (segment.py into a dataset root beside its images/).
+OUTPUT_DIR_FILES: dict[str, dict[str, tuple[str, ...]]] = {
+    "classification": {"evaluate.py": ("eval.json", "confusion_matrix.png")},
+    "detection": {"detect.py": ("detections.json", "images", "sources.json"),
+                  "evaluate_detection.py": ("eval.json", "detections.json")},
+    "segmentation": {"segment.py": ("labels", "overlays", "classes.csv", "sources.json"),
+                     "evaluate_segmentation.py": ("eval.json", "per_class_iou.csv")},
+}  # fmt: skip
 DRAWINGS = ("images", "labels", "overlays")  # of OUTPUT_DIR_FILES: the folders of numbered_name files
 
 
 def check_output_dir(
+    task: str,
     out: str | os.PathLike,
     inputs: Iterable[str | os.PathLike | None],
     overwrite: bool,
     option: str = "--output-dir",
 ) -> list[Path]:
-    """Check ``out``, the ``--output-dir`` of a script of :data:`OUTPUT_DIR_FILES`, before any work; return what
-    earlier runs of any of those scripts left in it, for the caller to remove (:func:`remove_outputs`) once its own
-    checks have passed.
+    """Check ``out``, the ``--output-dir`` of a script of ``task`` (:data:`OUTPUT_DIR_FILES`), before any work;
+    return what earlier runs of that task's scripts left in it, for the caller to remove (:func:`remove_outputs`)
+    once its own checks have passed.
 
-    The run writes its own files, and ``--overwrite`` removes the others' too (evaluate_detection.py's detections.json
-    beside detect.py's drawings of another checkpoint was a mix of two runs): :func:`check_output` is given all of
-    them (no input may be replaced, nor lie in a folder that is emptied), and :func:`earlier_outputs` refuses a
-    folder holding any unless ``overwrite`` (a folder of :data:`DRAWINGS` holding files no run wrote, even then).
+    The run writes its own files, and ``--overwrite`` removes those of the task's other script too
+    (evaluate_detection.py's detections.json beside detect.py's drawings of another checkpoint was a mix of two
+    runs): :func:`check_output` is given all of them (no input may be replaced, nor lie in a folder that is
+    emptied), and :func:`earlier_outputs` refuses a folder holding any unless ``overwrite`` (a folder of
+    :data:`DRAWINGS` holding files no run wrote, even then).
 
     Raises:
         ValueError: :func:`check_output`'s and :func:`earlier_outputs`' refusals, naming ``option``.
     """
-    names = list(dict.fromkeys(name for written in OUTPUT_DIR_FILES.values() for name in written))
+    names = list(dict.fromkeys(name for written in OUTPUT_DIR_FILES[task].values() for name in written))
     check_output(out, inputs, option=option, folder=True, names=names)
     return earlier_outputs(out, names, overwrite, option, numbered=DRAWINGS)
 
@@ -569,9 +573,10 @@ def earlier_outputs(
     Raises:
         ValueError: ``folder`` holds some and not ``overwrite``, or a ``numbered`` folder holds other files.
     """
+    names = list(names)
     paths = [Path(folder) / name for name in names]
     found = [p for p in paths if p.is_file() or p.is_dir() and _visible(p)]
-    for path in (Path(folder) / name for name in numbered if (Path(folder) / name).is_dir()):
+    for path in (Path(folder) / name for name in numbered if name in names and (Path(folder) / name).is_dir()):
         others = _not_numbered(path)
         if others:
             more = f" and {len(others) - 1} more" if len(others) > 1 else ""

@@ -27,7 +27,7 @@ from ..weights import load_model, read_info
 from .data import ImageFolderDataset, class_folders, collate, scan_split
 
 # what scripts/evaluate.py writes, beside the checkpoint unless --output-dir
-EVALUATION_FILES = OUTPUT_DIR_FILES["evaluate.py"]
+EVALUATION_FILES = OUTPUT_DIR_FILES["classification"]["evaluate.py"]
 
 
 @dataclass

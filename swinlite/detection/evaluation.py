@@ -19,7 +19,7 @@ from ..images import LeftOut, nothing_scored
 from .data import Categories, CocoDetection
 
 # what scripts/evaluate_detection.py writes, beside the checkpoint unless --output-dir
-EVALUATION_FILES = OUTPUT_DIR_FILES["evaluate_detection.py"]
+EVALUATION_FILES = OUTPUT_DIR_FILES["detection"]["evaluate_detection.py"]
 
 # COCOeval.stats[0:6], in percent; the metrics.csv columns are "val_" + these (masks: "val_mask_" + these)
 AP_NAMES = ("map", "map50", "map75", "map_small", "map_medium", "map_large")

@@ -20,7 +20,7 @@ import torch
 from ..files import OUTPUT_DIR_FILES
 
 # what scripts/evaluate_segmentation.py writes, beside the checkpoint unless --output-dir
-EVALUATION_FILES = OUTPUT_DIR_FILES["evaluate_segmentation.py"]
+EVALUATION_FILES = OUTPUT_DIR_FILES["segmentation"]["evaluate_segmentation.py"]
 
 
 def confusion(pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """No script writes (or, with --overwrite, empties) a folder that holds one of its inputs, nor calls files it did not
 write an earlier run's: detect.py and segment.py (both paths), extract_features.py; no script that writes an
---output-dir replaces or keeps an earlier run's results (its own, or another such script's) without --overwrite. Each
-is refused before any work, so a placeholder stands for the model file."""
+--output-dir replaces or keeps an earlier run's results (its own, or its task's other script's) without --overwrite.
+Each is refused before any work, so a placeholder stands for the model file."""
 
 import os
 from pathlib import Path
@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 from scriptkit import run_script
+
+from swinlite import files
 
 # (script, model option, a folder of numbered drawings it writes in --output-dir)
 DRAWING = [("detect", "--checkpoint", "images"), ("detect", "--onnx", "images"),
@@ -147,14 +149,13 @@ def _refused(tmp_path: Path, capsys, script: str, *extra: object) -> str:
 
 @pytest.mark.parametrize(
     ("script", "found"),
-    [("detect", "eval.json"), ("segment", "per_class_iou.csv"), ("evaluate", "overlays/00000_a.png"),
-     ("evaluate_detection", "images/00000_a.png"), ("evaluate_detection", "sources.json"),
-     ("evaluate_segmentation", "labels/00000_a.png")],
+    [("detect", "eval.json"), ("segment", "per_class_iou.csv"), ("evaluate_detection", "images/00000_a.png"),
+     ("evaluate_detection", "sources.json"), ("evaluate_segmentation", "labels/00000_a.png")],
 )  # fmt: skip
-def test_another_scripts_results_in_the_output_dir_are_refused_unless_overwrite(tmp_path, capsys, script, found):
+def test_the_other_script_of_a_tasks_results_are_refused_unless_overwrite(tmp_path, capsys, script, found):
     """evaluate_detection.py --overwrite into detect.py's folder (of another checkpoint) replaced detections.json and
     left the drawings and sources.json beside its eval.json; detect.py left an evaluation's eval.json beside its
-    drawings. Every script that writes an --output-dir counts the others' results as an earlier run's."""
+    drawings. The two scripts of a task count each other's results as an earlier run's."""
     (tmp_path / "out" / found).parent.mkdir(parents=True)
     (tmp_path / "out" / found).write_bytes(b"an earlier run's")
     error = _refused(tmp_path, capsys, script)
@@ -162,16 +163,52 @@ def test_another_scripts_results_in_the_output_dir_are_refused_unless_overwrite(
     assert (tmp_path / "out" / found).read_bytes() == b"an earlier run's"
 
 
-@pytest.mark.parametrize("script", ["evaluate", "evaluate_detection", "evaluate_segmentation"])
-def test_an_evaluation_keeps_the_users_files_in_a_drawings_folder_and_inputs_in_one(tmp_path, capsys, script):
+@pytest.mark.parametrize(
+    ("script", "theirs"),
+    [("segment", "images/mine.png"), ("detect", "labels/mine.txt"), ("evaluate", "images/mine.png"),
+     ("evaluate", "sources.json"), ("evaluate", "classes.csv"), ("evaluate_segmentation", "detections.json")],
+)  # fmt: skip
+def test_another_tasks_names_are_the_users_files(tmp_path, capsys, script, theirs):
+    """Counting every script's names for every script refused segment.py into a dataset root (its input inside
+    images/, detect.py's drawings folder), detect.py beside a YOLO labels/ folder, and evaluate.py --overwrite
+    removed a user's sources.json and classes.csv: they are another task's names, left alone."""
+    (tmp_path / "out" / theirs).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "out" / theirs).write_bytes(b"the user's")
+    (tmp_path / "model.file").write_bytes(b"not a checkpoint: read once the folder is accepted")
+    inputs = tmp_path / "out" / "images" if script == "segment" else tmp_path / "in"  # segment.py: a dataset root
+    _image(inputs / "a.png")
+    data = [inputs if a == "in" else tmp_path / a if a == "data" else a for a in OUTPUT_DIR_SCRIPTS[script]]
+    _image(tmp_path / "data" / "val" / "c0" / "a.png")  # evaluate.py reads its split's folders first
+    argv = ["--checkpoint", tmp_path / "model.file", *data, "--output-dir", tmp_path / "out", "--overwrite"]
+    assert run_script(script, argv) == 2
+    error = capsys.readouterr().err
+    assert "--output-dir" not in error and "model.file" in error  # refused for the checkpoint, not the folder
+    assert (tmp_path / "out" / theirs).read_bytes() == b"the user's"
+
+
+@pytest.mark.parametrize(
+    ("task", "theirs"),
+    [("classification", "sources.json"), ("classification", "classes.csv"), ("classification", "detections.json"),
+     ("segmentation", "detections.json"), ("detection", "classes.csv")],
+)  # fmt: skip
+def test_overwrite_removes_no_file_of_another_tasks_name(tmp_path, task, theirs):
+    """What --overwrite removes, once the evaluation's scores are computed: evaluate.py removed a user's sources.json
+    and classes.csv beside the checkpoint (segment.py's names), as an earlier run's."""
+    (tmp_path / theirs).write_bytes(b"the user's")
+    assert files.check_output_dir(task, tmp_path, [], overwrite=True) == []
+
+
+@pytest.mark.parametrize(("script", "drawn"), [("evaluate_detection", "images"), ("evaluate_segmentation", "labels")])
+def test_an_evaluation_keeps_the_users_files_in_a_drawings_folder_and_inputs_in_one(tmp_path, capsys, script, drawn):
     """--overwrite removes detect.py's and segment.py's drawings folders with an evaluation's own results: one that
     holds files no run wrote is refused, and so is an input inside one (emptying it would remove the input)."""
-    mine = _image(tmp_path / "out" / "labels" / "mine.png")
+    mine = _image(tmp_path / "out" / drawn / "mine.png")
     error = _refused(tmp_path, capsys, script, "--overwrite")
-    assert f"{tmp_path / 'out' / 'labels'} holds files no run wrote there ({mine}" in error
-    data = tmp_path / "out" / "images" / "data"
+    assert f"{tmp_path / 'out' / drawn} holds files no run wrote there ({mine}" in error
+    mine.unlink()
+    data = tmp_path / "out" / drawn / "data"
     data.mkdir(parents=True)
     (tmp_path / "data").symlink_to(data)
     error = _refused(tmp_path, capsys, script, "--overwrite")
-    assert f"lies inside {tmp_path / 'out' / 'images'}, which this run writes or --overwrite empties" in error
-    assert mine.is_file() and data.is_dir()
+    assert f"lies inside {tmp_path / 'out' / drawn}, which this run writes or --overwrite empties" in error
+    assert data.is_dir()

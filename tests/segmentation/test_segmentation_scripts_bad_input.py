@@ -238,7 +238,7 @@ def test_segment_into_an_earlier_runs_folder_is_refused_unless_overwrite(setup, 
     before = sorted(p.name for p in (setup.out / "labels").iterdir())
     code, err = _run("segment", [*argv, images / "01.png"], monkeypatch, capsys)
     assert code == 2 and err.strip() == (
-        f"error: --output-dir {setup.out} holds an earlier run's sources.json, labels, overlays, classes.csv: pass "
+        f"error: --output-dir {setup.out} holds an earlier run's labels, overlays, classes.csv, sources.json: pass "
         "--overwrite to replace them, or choose another folder"
     )
     assert sorted(p.name for p in (setup.out / "labels").iterdir()) == before and len(before) == 6  # untouched

@@ -169,8 +169,9 @@ def read_state_dict(path: str | os.PathLike, stacklevel: int = 2, data: bytes | 
 
 def check_weights_file(path: str | os.PathLike) -> None:
     """ValueError for a weights file that cannot be read whole, found without reading its tensors (the safetensors
-    header against the file's size, a torch file's zip directory): a download cut short is named before a run
-    scans its data or clears its output folder. Whether its tensors fit a model is the loader's to say.
+    header against the file's size, a torch file's zip directory; a legacy torch file, which has neither, is read):
+    a download cut short is named before a run scans its data or clears its output folder. Whether its tensors fit a
+    model is the loader's to say.
 
     Raises:
         ValueError: a missing or empty file, a damaged safetensors file, a zip-format torch file without its
@@ -189,7 +190,9 @@ def check_weights_file(path: str | os.PathLike) -> None:
         head = f.read(4)
     if head == b"PK\x03\x04" and not zipfile.is_zipfile(path):
         raise ValueError(f"{str(path)!r} is a damaged (truncated?) torch checkpoint: its zip directory is missing")
-    if head != b"PK\x03\x04" and head[:1] != b"\x80":  # a legacy torch file is a pickle (protocol 2+)
+    if head[:1] == b"\x80":  # a legacy torch file, a pickle (protocol 2+), has no index to check: it is read
+        read_state_dict(path)
+    elif head != b"PK\x03\x04":
         raise ValueError(f"{str(path)!r} is not a weights file (expected safetensors or a torch checkpoint)")
 
 

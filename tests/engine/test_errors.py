@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 from enginekit import TASKS, overrides, script_config, script_main
+from safetensors.torch import load_file
 
 from swinlite import lock
 from swinlite.engine import checkpoint
@@ -95,6 +96,13 @@ def _cut_weights(out: Path) -> None:
     (out.parent / "cut.safetensors").write_bytes(data[: len(data) // 2])
 
 
+def _cut_legacy_weights(out: Path) -> None:
+    """Half of the run's best weights in torch's legacy (pickle, not zip) format beside it: a download cut short."""
+    torch.save(load_file(out / "best.safetensors"), out.parent / "legacy.pth", _use_new_zipfile_serialization=False)
+    data = (out.parent / "legacy.pth").read_bytes()
+    (out.parent / "cut.pth").write_bytes(data[: len(data) // 2])
+
+
 def _disk_full(monkeypatch: pytest.MonkeyPatch) -> None:
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -134,6 +142,8 @@ CASES = [
     # classification's was a traceback of timm's loader after the data scan; --overwrite had cleared the run first
     ("cut_pretrained", TASKS, ["--overwrite", "model.pretrained={out}/../cut.safetensors"], _cut_weights, None,
      "cut.safetensors' is a damaged (truncated?) safetensors file"),
+    ("cut_legacy_pretrained", TASKS, ["--overwrite", "model.pretrained={out}/../cut.pth"], _cut_legacy_weights, None,
+     "cut.pth' is not a weights file (expected safetensors or a torch checkpoint): RuntimeError: unexpected EOF"),
     ("text_pretrained", TASKS, ["--overwrite", "model.pretrained={file}"], "keep", None,
      "is not a weights file (expected safetensors or a torch checkpoint)"),
     ("resume_and_overwrite", TASKS, ["--resume", "--overwrite"], "keep", None, "pass one"),

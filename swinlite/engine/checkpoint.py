@@ -78,13 +78,19 @@ def settle_pending(paths: Iterable[Path], epochs_done: int, evaluation: tuple[st
 def clear_evaluation(folder: Path, replaced: Collection[str], files: tuple[str, ...]) -> None:
     """Remove an evaluate script's results from ``folder`` (``files``: ``eval.json`` and what it writes beside it)
     before the weights files ``replaced`` there are replaced, when they describe one of them: ``eval.json`` names
-    the checkpoint it evaluated by its path as typed (relative to wherever the script ran), so by its file name.
-    Removed first, so that a kill in between never leaves them beside the new weights."""
+    the checkpoint it evaluated by its path as typed, an absolute one compared as the file it is, a relative one
+    (from wherever the script ran) by its file name. Removed first, so that a kill in between never leaves them
+    beside the new weights."""
     try:
         described = json.loads((folder / "eval.json").read_bytes())["checkpoint"]
     except (OSError, ValueError, KeyError, TypeError):  # none, or not a record of a checkpoint: nothing of the run's
         return
-    if isinstance(described, str) and Path(described).name in replaced:
+    if not isinstance(described, str):
+        return
+    path = Path(described)
+    if path.is_absolute() and path.parent.resolve() != folder.resolve():  # another folder's weights of that name
+        return
+    if path.name in replaced:
         for name in files:
             (folder / name).unlink(missing_ok=True)
 

@@ -138,6 +138,22 @@ def test_a_run_removes_an_evaluation_of_the_weights_it_replaces(
     assert [(out / name).exists() for name in EVALUATION] == [not removed] * 2
 
 
+@pytest.mark.parametrize(
+    ("described", "removed"),
+    [("runs/x/best.safetensors", True), ("{folder}/best.safetensors", True), ("{other}/best.safetensors", False),
+     ("{folder}/ema.safetensors", False)],
+)  # fmt: skip
+def test_an_evaluation_is_removed_only_of_the_weights_replaced(described, removed, tmp_path):
+    """An eval.json of another folder's best.safetensors (an absolute path, its name alike) was removed from the run's
+    folder as one of the run's; a relative path (from wherever evaluate.py ran) is told by its name."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    path = described.format(folder=folder, other=tmp_path / "other")
+    (folder / "eval.json").write_text(json.dumps({"checkpoint": path}))
+    checkpoint.clear_evaluation(folder, ["best.safetensors"], ("eval.json",))
+    assert (folder / "eval.json").exists() == (not removed)
+
+
 def killed_at_the_last_resume_file(out: Path, settings: dict, data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run killed as its last epoch's save writes resume.pt: last.safetensors, metrics.csv ... are written."""
     save_resume = trainer.save_resume

@@ -9,9 +9,10 @@ Weights written by scripts/train.py need no --model; other layouts do; --model a
 pretrained weights (timm's, as predict.py; a name without any is an error). Writes plots/bias_stage{i}.png
 (per stage a grid of heat maps, blocks down, heads across; entry (dy, dx) is the bias between tokens
 that far apart: Swin's learned table, or Swin-V2's continuous position bias 16*sigmoid(MLP(dy, dx)))
-and, with --image, plots/features.png (the image and each level's channel mean). Every picture is
-drawn before the first file is written, and each file is written whole (a temporary file renamed). A folder holding
-an earlier run's PNGs is refused unless --overwrite, which removes them first: the folder never mixes two runs.
+and, with --image, plots/features.png (the image resized to --size, as the model sees it, and each level's channel
+mean). Every picture is drawn before the first file is written, and each file is written whole (a temporary file
+renamed). A folder holding an earlier run's PNGs is refused unless --overwrite, which removes them first: the folder
+never mixes two runs.
 """
 
 from __future__ import annotations

@@ -101,23 +101,30 @@ def bias_pngs(model: SwinTransformer) -> dict[str, bytes]:
     return pngs
 
 
-def feature_means(model: SwinTransformer, image: Image.Image, size: tuple[int, int]) -> list[torch.Tensor]:
-    """Channel mean of every feature level [H_i, W_i] for ``image`` resized to ``size`` (H, W)."""
+def model_input(image: Image.Image, size: tuple[int, int]) -> Image.Image:
+    """``image`` in RGB, resized (bicubic) to ``size`` (H, W): what the model sees."""
+    return image.convert("RGB").resize((size[1], size[0]), Image.Resampling.BICUBIC)
+
+
+def feature_means(model: SwinTransformer, image: Image.Image) -> list[torch.Tensor]:
+    """Channel mean of every feature level [H_i, W_i] for ``image`` as it is (:func:`model_input`'s)."""
     cfg = model.pretrained_cfg
-    x = TF.to_tensor(image.convert("RGB").resize((size[1], size[0]), Image.Resampling.BICUBIC))
-    x = TF.normalize(x, cfg["mean"], cfg["std"])[None]  # (1, 3, H, W)
+    x = TF.normalize(TF.to_tensor(image), cfg["mean"], cfg["std"])[None]  # (1, 3, H, W)
     with torch.no_grad():
         levels = model.eval().forward_intermediates(x, intermediates_only=True)
     return [level[0].mean(dim=0) for level in levels]
 
 
 def features_png(model: SwinTransformer, image: Image.Image, size: tuple[int, int]) -> bytes:
-    """The image and the channel mean of each feature level side by side, as PNG bytes."""
-    means = feature_means(model, image, size)
+    """``image`` resized to ``size`` (H, W), as the model sees it, and the channel mean of each feature level side
+    by side, as PNG bytes."""
+    seen = model_input(image, size)
+    means = feature_means(model, seen)
     fig = Figure(figsize=(3 * (len(means) + 1), 3.2), layout="tight")
     axes = fig.subplots(1, len(means) + 1)
-    axes[0].imshow(image.convert("RGB"))
-    axes[0].set_title(f"input {image.height}x{image.width}", fontsize=9)
+    axes[0].imshow(seen)
+    original = "" if seen.size == image.size else f" (from {image.height}x{image.width})"
+    axes[0].set_title(f"input {seen.height}x{seen.width}{original}", fontsize=9)
     for ax, mean, info in zip(axes[1:], means, model.feature_info, strict=True):
         ax.imshow(mean.numpy(), cmap="viridis")
         ax.set_title(f"{info['module']}: stride {info['reduction']}, {info['num_chs']} ch", fontsize=9)

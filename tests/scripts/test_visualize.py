@@ -62,8 +62,23 @@ def test_a_narrow_grids_title_lies_within_its_figure(name, stage):
 def test_feature_means_are_channel_means_of_each_level():
     model = timm.create_model(PICO).eval()
     image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (30, 50, 3), dtype=np.uint8))
-    means = feature_means(model, image, (30, 50))
+    means = feature_means(model, image)
     assert [tuple(m.shape) for m in means] == [(15, 25), (8, 13), (4, 7), (2, 4)]
+
+
+def test_the_input_panel_shows_the_image_the_model_saw(load_script, tmp_path, monkeypatch, initial_weights):
+    """It showed the original, titled "input 37x53", beside the feature maps of its 97x131 resize."""
+    import swinlite.visualize
+
+    image = tmp_path / "img.png"
+    Image.fromarray(np.random.default_rng(3).integers(0, 255, (37, 53, 4), dtype=np.uint8)).save(image)  # RGBA
+    figures, png_bytes = [], swinlite.visualize.png_bytes
+    monkeypatch.setattr(swinlite.visualize, "png_bytes", lambda fig: figures.append(fig) or png_bytes(fig))
+    argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--image", str(image), "--size", "97", "131"]
+    load_script("visualize").main([*argv, "--output", str(tmp_path / "p")])
+    shown = figures[-1].axes[0]  # features.png's first panel
+    assert shown.get_title() == "input 97x131 (from 37x53)"
+    assert shown.images[0].get_array().shape == (97, 131, 3)
 
 
 def test_script_writes_pngs(load_script, tmp_path):

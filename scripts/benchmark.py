@@ -59,8 +59,11 @@ DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
 def _csv(allowed: tuple[str, ...]):
+    """The parser of a list option (--models, --tasks, --precisions): a value given twice counts once, where it first
+    appears (two blocks of one case could not be told apart, and the ratios would compare across them)."""
+
     def parse(text: str) -> tuple[str, ...]:
-        values = tuple(v.strip() for v in text.split(",") if v.strip())
+        values = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
         bad = [v for v in values if v not in allowed]
         if bad or not values:
             raise argparse.ArgumentTypeError(f"expected a comma-separated subset of {','.join(allowed)}, got {text!r}")
@@ -154,18 +157,21 @@ def _parser() -> Parser:
         "(fp32, INT8) and on fixed-size exports, timm's Swin-T in ONNX Runtime (benchmarks/swinbench/deploy.py)",
     )
     p.add_argument(
-        "--json", default="benchmarks/benchmark.json", help="output JSON path (default: benchmarks/benchmark.json)"
+        "--json",
+        default="benchmarks/benchmark.json",
+        help="output JSON path; an existing file is replaced, atomically (default: benchmarks/benchmark.json, relative "
+        "to the current folder)",
     )
     return p
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The arguments, checked and resolved for the chosen run: ``args.run`` names it ("" for the side-by-side run); the
-    options it does not take are None. Values that need torch to judge (a GPU that is not there, the sizes' range) are
-    checked by the run's config, also before anything is built."""
+    options it does not take are None. Values that need torch to judge (a GPU that is not there) are checked by the
+    run's config, also before anything is built."""
     p = _parser()
     args = p.parse_args(argv)
-    # --sizes= (an empty list) is a --sizes run too, whose config (SizesConfig) refuses the list as --sizes 0
+    # --sizes= (an empty list) is a --sizes run too, refused below as --sizes 0 is
     runs = [run for run in RUNS if getattr(args, run) not in (None, False)]
     if len(runs) > 1:
         p.error(f"{' and '.join(map(option, runs))} are separate runs; pass one of them")
@@ -177,6 +183,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name, low in dict(threads=1, batch=1, img_size=MIN_IMG_SIZE, warmup=0, repeats=1).items():
         if getattr(args, name) is not None and getattr(args, name) < low:
             p.error(f"{option(name)} must be at least {low}, got {getattr(args, name)}")
+    if args.sizes is not None and (not args.sizes or min(min(size) for size in args.sizes) < MIN_IMG_SIZE):
+        got = ",".join(f"{h}x{w}" for h, w in args.sizes)
+        p.error(f"--sizes must be a non-empty list of N or HxW with N, H, W >= {MIN_IMG_SIZE}, got {got!r}")
     _resolve_defaults(args)
     return args
 

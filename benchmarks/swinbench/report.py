@@ -122,10 +122,11 @@ def rel_pos_1d_table(result: dict[str, Any]) -> str:
         f"{cfg['batch']}; forward without autograd, fp32, cpu ({machine['cpu']}, {machine['threads']} threads); "
         f"torch {machine['torch']}.",
         f"Median of {cfg['repeats']} interleaved runs after {cfg['warmup']} warm-up; the double loop runs once. "
+        "time × plain: the time over plain attention's (above 1: slower). "
         f"Load average before/after: {_load(machine['load_average_before'])} / "
         f"{_load(machine.get('load_average_after'))}.",
         "",
-        "| formulation | L | ms | × plain | note |",
+        "| formulation | L | ms | time × plain | note |",
         "|---|---:|---:|---:|---|",
     ]
     for r in result["rows"]:

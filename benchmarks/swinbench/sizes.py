@@ -161,7 +161,8 @@ def _measure(
                 round_seconds=t,
             )
         )
-        log(f"  {name}: {cfg.batch / s:.3f} img/s, peak {peak or 0:.0f} MB")
+        memory = "memory not measured" if peak is None else f"peak {peak:.0f} MB"
+        log(f"  {name}: {cfg.batch / s:.3f} img/s, {memory}")
     return rows
 
 

@@ -51,10 +51,11 @@ BAD = [
     # BenchConfig's "expected batch >= 1, img_size >= 32, ..." named no option
     (["--img-size", "16"], "--img-size must be at least 32, got 16"),
     (["--contended", "--img-size", "31"], "--img-size must be at least 32, got 31"),
-    # an empty --sizes list was falsy: the full default benchmark ran instead
-    (["--sizes="], "sizes must be a non-empty list"),
-    (["--sizes", ","], "sizes must be a non-empty list"),
-    (["--sizes", "0"], "sizes must be a non-empty list"),
+    # an empty --sizes list was falsy: the full default benchmark ran instead; the refusal named no option
+    (["--sizes="], "--sizes must be a non-empty list of N or HxW with N, H, W >= 32, got ''"),
+    (["--sizes", ","], "--sizes must be a non-empty list"),
+    (["--sizes", "0"], "--sizes must be a non-empty list of N or HxW with N, H, W >= 32, got '0x0'"),
+    (["--sizes", "224,16x224"], "--sizes must be a non-empty list"),
     (["--sizes=", "--compile"], "--compile and --sizes are separate runs"),
     # a device torch does not know was a RuntimeError traceback from the first tensor made
     (["--device", "tpu"], "--device: expected cpu, cuda or cuda:N"),
@@ -116,6 +117,12 @@ def test_deploy_refuses_repeats_before_the_exports(monkeypatch):
             dict(batch=1, img_size=32, models=("swinlite", "timm"), tasks=("inference", "train")),
         ),
         (["--contended"], dict(repeats=15, warmup=2, batch=8, memory=True, profile=False)),
+        # a list value given twice ran its block twice (rows that could not be told apart, ratios across blocks);
+        # each of the three lists counts it once, where it first appears
+        (
+            ["--models", "timm,swinlite,timm", "--tasks", "inference,train,inference", "--precisions", "fp32,fp32"],
+            dict(models=("timm", "swinlite"), tasks=("inference", "train"), precisions=("fp32",)),
+        ),
         (["--size", "v2_tiny", "--no-memory", "--tasks", "train"], dict(img_size=256, memory=False, tasks=("train",))),
         (
             ["--sizes", "224", "--tasks", "inference"],

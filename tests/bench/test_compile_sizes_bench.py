@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from swinbench import compiled
+from swinbench import compiled, sizes
 from swinbench.choices import parse_sizes
 from swinbench.sizes import SizesConfig, run_sizes, sizes_table
 from swinbench.swin import BenchConfig
@@ -96,6 +96,15 @@ def test_sizes_run_covers_every_task_and_backbone():
     table = sizes_table(result)
     assert "| 32×34 | train | timm |" in table and "swinlite inference, top operators by self time:" in table
     assert result["timm_attention"].startswith("explicit (fused_attn=False") and "; timm attention: explicit" in table
+
+
+def test_sizes_without_memory_logs_that_it_is_not_measured():
+    """--no-memory logged "peak 0 MB" for every model, a figure it never measured."""
+    logged = []
+    cfg = SizesConfig(sizes=((32, 32),), batch=1, memory=False, warmup=0, repeats=1)
+    rows = sizes._measure({"swinlite": lambda: None}, (32, 32), "inference", cfg, logged.append)
+    (line,) = logged
+    assert rows[0]["peak_mb"] is None and line.endswith(" img/s, memory not measured") and "peak" not in line
 
 
 def test_sizes_parse_and_bad_config():

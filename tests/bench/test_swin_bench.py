@@ -135,6 +135,8 @@ def test_rel_pos_1d_run_checks_the_loop_and_writes_a_table(tmp_path):
     assert all(r["seq_len"] == 24 for r in result["rows"])
     table = rel_pos_1d_table(result)
     assert table.count("\n| ") == len(result["rows"]) + 1 and "L 24, width 16, 2 heads, batch 1" in table
+    # a time ratio, where the Swin tables' "× timm" is a speed ratio: the table says which way it reads
+    assert "| time × plain |" in table and "time × plain: the time over plain attention's (above 1: slower)" in table
     write_json(result, tmp_path / "rel.json")
     assert json.loads((tmp_path / "rel.json").read_text())["rows"] == result["rows"]
     with pytest.raises(ValueError, match="repeats"):

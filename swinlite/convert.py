@@ -356,8 +356,7 @@ def to_timm_state_dict(state_dict: Mapping[str, torch.Tensor], model: nn.Module 
     """
     if (layout := detect_layout(state_dict)) != "swinlite":
         raise ValueError(f"expected a swinlite model's state dict, got one in {layout}'s layout")
-    keys = list(state_dict)
-    if any(".attn.rel_pos.mlp." in k for k in keys) and not any(k.endswith(".attn.logit_scale") for k in keys):
+    if _attention_kind(state_dict) == "v1-cpb":
         raise ValueError("V1 blocks with a continuous position bias (rel_pos='cpb'): timm's Swin has no such model")
     tables = state_dict if model is None else crop_shrunk_tables(state_dict, model)  # copied by the renames
     return {_to_timm(k): v for k, v in tables.items()}
@@ -478,7 +477,8 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module, timm_tables: bool, st
     state_dict = _drop_optional(state_dict, target)
     unmapped = sorted(k for k in state_dict if k not in target)
     if unmapped and strict:
-        raise ValueError(f"{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
+        cause = _other_attention(state_dict, target)
+        raise ValueError(f"{cause}{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
     if unmapped:
         warnings.warn(
             f"pretrained_strict=False: dropping {len(unmapped)} checkpoint keys {name} lacks: " + first_keys(unmapped),
@@ -537,6 +537,37 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module, timm_tables: bool, st
 
 
 _FIRST_CONV = "patch_embed.proj.weight"
+
+_ATTENTION = {  # _attention_kind -> (what it holds, the models that hold it)
+    "v1": ("Swin-V1 (relative position bias tables)", "a Swin-V1 model (swinlite_tiny_patch4_window7_224, ...)"),
+    "v1-cpb": (
+        "Swin-V1 with a continuous position bias (rel_pos='cpb', no logit_scale)",
+        "a Swin-V1 model built with rel_pos='cpb' (swinlite_tiny_cpb_patch4_window7_224)",
+    ),
+    "v2": ("Swin-V2 (continuous position bias, logit_scale)", "a Swin-V2 model (swinlite_v2_tiny_window8_256, ...)"),
+}
+
+
+def _attention_kind(state_dict: Mapping[str, torch.Tensor]) -> str | None:
+    """The attention a swinlite-layout state dict's blocks hold: ``"v1"`` (relative position bias tables), ``"v1-cpb"``
+    (V1 blocks with a continuous position bias), ``"v2"`` (continuous position bias and ``logit_scale``), or None
+    (no attention weights)."""
+    keys = list(state_dict)
+    if any(k.endswith(".attn.logit_scale") for k in keys):
+        return "v2"
+    if any(".attn.rel_pos.mlp." in k for k in keys):
+        return "v1-cpb"
+    return "v1" if any(k.endswith(".attn.rel_pos.table") for k in keys) else None
+
+
+def _other_attention(state_dict: Mapping[str, torch.Tensor], target: Mapping[str, torch.Tensor]) -> str:
+    """``"checkpoint is Swin-V1 (...) and the model Swin-V2 (...): pick a Swin-V1 model (...); "`` when the
+    checkpoint's blocks hold another attention than the model's (``target``, its state dict), else ``""``: the cause
+    of the keys that do not map, which name swinlite's converted keys, not the file's."""
+    have, want = _attention_kind(state_dict), _attention_kind(target)
+    if have is None or want is None or have == want:
+        return ""
+    return f"checkpoint is {_ATTENTION[have][0]} and the model {_ATTENTION[want][0]}: pick {_ATTENTION[have][1]}; "
 
 
 def _classifier_fits(state_dict: StateDict, target: Mapping[str, torch.Tensor]) -> bool:

@@ -396,6 +396,35 @@ def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path, capsys, 
     assert not out.exists()
 
 
+V1_FOR_V2 = {  # (timm source, swinlite --model, the cause)
+    "v1_file_v2_model": ("swin_tiny_patch4_window7_224", "swinlite_v2_tiny_window8_256", "is Swin-V1 (relative "
+                         "position bias tables) and the model Swin-V2 (continuous position bias, logit_scale): pick a "
+                         "Swin-V1 model"),
+    "v2_file_v1_model": ("swinv2_tiny_window8_256", "swinlite_tiny_patch4_window7_224", "is Swin-V2 (continuous "
+                         "position bias, logit_scale) and the model Swin-V1 (relative position bias tables): pick a "
+                         "Swin-V2 model"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", V1_FOR_V2)
+@pytest.mark.parametrize("route", ["convert_checkpoint", "load_model"])
+def test_a_swin_v1_file_for_a_swin_v2_model_says_so(tmp_path, capsys, monkeypatch, case, route):
+    """It listed only the keys that did not map ("24 checkpoint keys did not map onto SwinTransformer:
+    layers.0.blocks.0.attn.qkv.bias, ..."), swinlite's converted names, not the file's, and no cause."""
+    source, model, cause = V1_FOR_V2[case]
+    torch.save(timm.create_model(source, **SMALL).state_dict(), tmp_path / "t.pth")
+    if route == "load_model":
+        with pytest.raises(ValueError) as error:
+            load_model(tmp_path / "t.pth", model)
+        message = str(error.value)
+    else:
+        code, message = _run_script(capsys, monkeypatch, str(tmp_path / "t.pth"), str(tmp_path / "x.safetensors"),
+                                    "--model", model)  # fmt: skip
+        assert code != 0 and not (tmp_path / "x.safetensors").exists()
+    assert f"t.pth {cause}" in message or f"t.pth: checkpoint {cause}" in message, message
+    assert "checkpoint keys did not map onto SwinTransformer" in message
+
+
 PRE = {"input_size": [3, 16, 16], "interpolation": "bicubic", "mean": [0.5] * 3, "std": [0.25] * 3,
        "crop_pct": 1.0, "crop_mode": "center"}  # fmt: skip
 # (input metadata, flags): a trained 2-class classifier's, with and without a --model that agrees; a detector's

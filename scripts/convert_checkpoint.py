@@ -4,10 +4,12 @@ Examples:
     python scripts/convert_checkpoint.py swin_tiny_patch4_window7_224.pth swin_t.safetensors
     python scripts/convert_checkpoint.py swin_b_224.pth swin_b_384.safetensors --model swinlite_base_patch4_window12_384
 
-Keys saved behind a DistributedDataParallel / DataParallel wrapper's "module." are read without it. A file
-written by swinlite's training keeps its metadata (model, classes, preprocessing, task), so predict.py,
-export_onnx.py and the other scripts read the output as they read the input; a classifier's weights are
-checked against the model it records, which --model and --num-classes must not contradict.
+Keys saved behind a DistributedDataParallel / DataParallel wrapper's "module." are read without it. A weights file
+written by swinlite's training (best.safetensors, last.safetensors, ema.safetensors, best_ema.safetensors) keeps its
+metadata (model, classes, preprocessing, task), so predict.py, export_onnx.py and the other scripts read the output
+as they read the input; a classifier's weights are checked against the model it records, which --model and
+--num-classes must not contradict. resume.pt is a resume state that records none of it: its conversion holds
+weights only; convert best.safetensors or last.safetensors instead.
 """
 
 from __future__ import annotations

@@ -197,7 +197,7 @@ def test_stride_repairs_a_checkpoint_whose_slide_windows_leave_gaps(setup, monke
     assert len(list((setup.out / "labels").iterdir())) == len(list_images([setup.data]))
     code, err = _run(SEGMENT, [*argv, "--stride", "16", "33", "--overwrite"], monkeypatch, capsys)
     assert code == 2 and "slide mode: stride [16, 33] is longer than crop_size [32, 32]" in err
-    eval_argv = [*_argv(EVAL, setup), "--mode", "slide", "--stride", "32", "32"]
+    eval_argv = [*_argv(EVAL, setup), "--mode", "slide", "--stride", "32", "32", "--overwrite"]  # segment.py's folder
     assert _run(EVAL, eval_argv, monkeypatch, capsys)[0] == 0 and (setup.out / "eval.json").is_file()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from pathlib import Path
 
 from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas: no pyplot, no display
@@ -84,7 +85,14 @@ class TensorBoardLog:
 
     def open(self, purge_step: int | None = None) -> None:
         """Open the run's event file; ``purge_step``: on resume, the first step not done: TensorBoard drops the events
-        that the older files hold from it on (those a killed run wrote after the resume point)."""
+        that the older files hold from it on (those a killed run wrote after the resume point).
+
+        TensorBoard reads a folder's event files in the order of their names, which begin with the second they were
+        opened in and end with a counter of the process (``...tfevents.<second>.<host>.<pid>.<n>``): the file of a
+        run resumed within the second of the last one's could sort before it (``.10`` before ``.9``), and its later
+        steps were then purged as out of order. The file is opened in a second no file of the folder names."""
+        while any(self.folder.glob(f"events.out.tfevents.{int(time.time()):010d}.*")):
+            time.sleep(0.05)
         self.writer = self.summary_writer(log_dir=str(self.folder), purge_step=purge_step)
 
     def step(self, step: int, loss: float, lr: float) -> None:

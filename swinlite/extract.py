@@ -221,9 +221,8 @@ def run_extraction(
     """
     input_size = (int(input_size[0]), int(input_size[1]))
     with OutputLock(output, "feature extraction", "--output") as lock:
-        if lock.stale:
-            note = f"{lock.path} was left by a run that ended without releasing it ({lock.stale}); taken over"
-            warnings.warn(note, stacklevel=2)
+        if lock.taken_over:
+            warnings.warn(lock.taken_over, stacklevel=2)
         images, root = read_sources(source)
         outputs = [output_path(p, root, output) for p in images]
         records = [source_record(p) for p in images]

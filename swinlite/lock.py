@@ -70,6 +70,13 @@ class OutputLock:
             raise ValueError(f"output folder {folder} cannot be used: {e}") from None
         self.fd = fd
 
+    @property
+    def taken_over(self) -> str | None:
+        """What a run tells its user when it took the lock over from a run that died (:attr:`stale`), else None."""
+        if self.stale is None:
+            return None
+        return f"{self.path} was left by a run that ended without releasing it ({self.stale}); taken over"
+
     def release(self) -> None:
         """Remove the lock file and free the lock (idempotent); remove the folder if it made it and it is empty."""
         if self.fd is None:

@@ -157,9 +157,8 @@ def prepare_output(
         lock = OutputLock(out, "training run", "--output-dir")
         try:
             lock.acquire()
-            if lock.stale:
-                log(dist, f"note: {lock.path} was left by a run that ended without releasing it ({lock.stale}); "
-                          "taken over")  # fmt: skip
+            if lock.taken_over:
+                log(dist, f"note: {lock.taken_over}")
             _check_existing_run(out, task, cfg, resume, overwrite, dist)
             if not resume and not overwrite:
                 _clear_leftovers(out, dist)

@@ -126,6 +126,11 @@ def _safetensors_head(head: bytes) -> bool:
     return len(head) >= 9 and head[8:9] == b"{"
 
 
+def _holds_safetensors(path: Path, data: bytes | None) -> bool:
+    """Whether the file at ``path``, or its bytes ``data`` where given, are safetensors."""
+    return is_safetensors(path) if data is None else _safetensors_head(data)
+
+
 def read_weights_bytes(path: str | os.PathLike) -> bytes:
     """A weights file's bytes, read once, for a caller that records their hash: the readers given them
     (``data=`` of :func:`read_state_dict`, :func:`read_metadata`, :func:`swinlite.weights.load_model`) load those
@@ -147,7 +152,7 @@ def read_state_dict(path: str | os.PathLike, stacklevel: int = 2, data: bytes | 
     path = Path(path)
     if data is None:
         _check_file(path)
-    safetensors = is_safetensors(path) if data is None else _safetensors_head(data)
+    safetensors = _holds_safetensors(path, data)
     try:
         if safetensors:
             state = load_file(path) if data is None else load_safetensors_bytes(data)
@@ -188,12 +193,12 @@ def check_weights_file(path: str | os.PathLike) -> None:
         return
     with open(path, "rb") as f:
         head = f.read(4)
-    if head == b"PK\x03\x04" and not zipfile.is_zipfile(path):
-        raise ValueError(f"{str(path)!r} is a damaged (truncated?) torch checkpoint: its zip directory is missing")
     if head[:1] == b"\x80":  # a legacy torch file, a pickle (protocol 2+), has no index to check: it is read
         read_state_dict(path)
-    elif head != b"PK\x03\x04":
+    elif head != b"PK\x03\x04":  # a zip file's
         raise ValueError(f"{str(path)!r} is not a weights file (expected safetensors or a torch checkpoint)")
+    elif not zipfile.is_zipfile(path):
+        raise ValueError(f"{str(path)!r} is a damaged (truncated?) torch checkpoint: its zip directory is missing")
 
 
 def read_metadata(path: str | os.PathLike, data: bytes | None = None) -> dict[str, Any]:
@@ -205,7 +210,7 @@ def read_metadata(path: str | os.PathLike, data: bytes | None = None) -> dict[st
     path = Path(path)
     if data is None:
         _check_file(path)
-    if not (is_safetensors(path) if data is None else _safetensors_head(data)):
+    if not _holds_safetensors(path, data):
         return {}
     try:
         if data is None:

@@ -128,9 +128,11 @@ def _mlp_runs(cpb: torch.nn.Module, **window) -> int:
     return len(calls)
 
 
-def test_inference_keeps_the_continuous_bias_table_between_calls():
+def test_inference_keeps_the_continuous_bias_table_between_calls(monkeypatch):
     """Without autograd the MLP of every offset runs once, not in every block call (at batch 1 on a GPU, five kernels
-    a block), for the layer's window and a cut one alike; a changed weight, autocast and autograd make it run again."""
+    a block), for the layer's window and a cut one alike; a changed weight, autocast and autograd make it run again.
+    The linears take the reference's library (on CPUs where oneDNN serves fp32 linears, it rounds otherwise)."""
+    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)
     torch.manual_seed(0)
     ref = ContinuousPositionBias((4, 4), 3, pretrained_window=(3, 3))
     fast = accelerate(copy.deepcopy(ref))

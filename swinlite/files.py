@@ -527,6 +527,19 @@ OUTPUT_DIR_FILES: dict[str, dict[str, tuple[str, ...]]] = {
                      "evaluate_segmentation.py": ("eval.json", "per_class_iou.csv")},
 }  # fmt: skip
 DRAWINGS = ("images", "labels", "overlays")  # of OUTPUT_DIR_FILES: the folders of numbered_name files
+# Of OUTPUT_DIR_FILES, what the evaluate scripts write beside a checkpoint by default, whichever task: results of a
+# training run's weights, which a run replacing that run (--overwrite, another task's included) removes.
+EVALUATIONS = tuple(
+    dict.fromkeys(
+        name
+        for task, script in (
+            ("classification", "evaluate.py"),
+            ("detection", "evaluate_detection.py"),
+            ("segmentation", "evaluate_segmentation.py"),
+        )
+        for name in OUTPUT_DIR_FILES[task][script]
+    )
+)
 
 
 def check_output_dir(

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ..device import resolve_device
+from ..files import EVALUATIONS
 from ..io import atomic_write, check_output
 from ..lock import OutputLock
 from .checkpoint import RESUME_FILE, load_resume, pending, seed_rng, settle_pending, writing
@@ -73,7 +74,7 @@ def run(
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
         names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
         check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
-        removed = task.evaluation_files if overwrite else ()
+        removed = EVALUATIONS if overwrite else ()
         check_config_file(config, Path(cfg.train.output_dir), (*names, *removed), resume)
     if resume and overwrite:
         raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
@@ -90,7 +91,7 @@ def run(
                 trainer.load_resume(out / RESUME_FILE)
         shared.settle()
         if overwrite:  # only now: a problem of the new run's data or model keeps the old run whole
-            remove_replaced_run(out, task, dist)
+            remove_replaced_run(out, dist)
         if resume:
             log(dist, f"resumed from {out / RESUME_FILE} {trainer.position_note()}")
         try:
@@ -263,15 +264,17 @@ def _check_layer_decay(old: Any, cfg: Any) -> None:
         )
 
 
-def remove_replaced_run(out: Path, task: type[Task], dist: DistInfo) -> None:
+def remove_replaced_run(out: Path, dist: DistInfo) -> None:
     """--overwrite, once the new run's data is scanned and its model built (a problem with either, e.g. a val class
-    folder that train lacks, left the old run whole): rank 0 removes the old run's files, and its evaluate script's
-    results of the old weights, before the new run writes any. The task's own files (its data scan's cache) are the
-    new run's by then: its scan read the old one only where it still describes the data, else replaced it."""
+    folder that train lacks, left the old run whole): rank 0 removes the old run's files, and the evaluate scripts'
+    results of the old weights (:data:`~swinlite.files.EVALUATIONS`: any task's, as the old run may have been
+    another task's: its confusion matrix stayed beside a detector's weights), before the new run writes any. The
+    task's own files (its data scan's cache) are the new run's by then: its scan read the old one only where it
+    still describes the data, else replaced it."""
     problem = None
     if dist.is_main:
         try:
-            _remove(out, (*RUN_FILES, *task.evaluation_files))
+            _remove(out, (*RUN_FILES, *EVALUATIONS))
         except OSError as e:
             problem = f"output folder {out} cannot be used: {e}"
     problem = broadcast_object(problem, dist)

@@ -101,7 +101,9 @@ def test_overwrite_removes_the_old_run_once_the_new_one_is_known_to_start(folder
     assert script_main("classification", overrides("classification", folder, out, **first)) == 0
     assert {"ema.safetensors", "best_ema.safetensors", "scan.json.gz"} <= {p.name for p in out.iterdir()}
     (out / "notes.txt").write_text("the user's own file")
-    for name in ("eval.json", "confusion_matrix.png"):  # scripts/evaluate.py's results of the old weights
+    # the evaluate scripts' results of the old weights: this task's, and another's (the folder may have held a
+    # detection or segmentation run: its results stayed beside the new run's weights)
+    for name in ("eval.json", "confusion_matrix.png", "detections.json", "per_class_iou.csv"):
         (out / name).write_text("an evaluation of the replaced run")
     kept = sorted(p.name for p in out.iterdir())
     mistyped = overrides("classification", tmp_path / "no_data", out, **{"train.epochs": 1})

@@ -51,7 +51,8 @@ DEFAULT_SIZES: tuple[tuple[int, int], ...] = ((224, 224), (384, 384), (512, 512)
 
 
 def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
-    """``"224,800x1333"`` -> ((224, 224), (800, 1333)); a single number is a square, ``HxW`` is height × width."""
+    """``"224,800x1333"`` -> ((224, 224), (800, 1333)); a single number is a square, ``HxW`` is height × width. A
+    size given twice (``224,224x224``) counts once, where it first appears: it was timed twice, in two rows."""
     sizes = []
     for item in (t.strip().lower().replace("×", "x") for t in text.split(",") if t.strip()):
         parts = item.split("x")
@@ -59,7 +60,7 @@ def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
             raise ValueError(f"expected sizes as N or HxW separated by commas, e.g. 224,800x1333; got {text!r}")
         h, w = int(parts[0]), int(parts[-1])
         sizes.append((h, w))
-    return tuple(sizes)
+    return tuple(dict.fromkeys(sizes))
 
 
 def parse_modes(text: str, modes: tuple[str, ...]) -> list[str]:

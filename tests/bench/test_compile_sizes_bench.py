@@ -108,7 +108,7 @@ def test_sizes_without_memory_logs_that_it_is_not_measured():
 
 
 def test_sizes_parse_and_bad_config():
-    assert parse_sizes("224, 800x1333,640×480") == ((224, 224), (800, 1333), (640, 480))
+    assert parse_sizes("224, 800x1333,640×480,224x224") == ((224, 224), (800, 1333), (640, 480))  # once each
     with pytest.raises(ValueError, match="HxW"):
         parse_sizes("224x")
     with pytest.raises(ValueError, match="sizes"):

@@ -169,11 +169,14 @@ class RelPosSelfAttention1d(nn.Module):
         """Attention with the whole (B, H, L, L) relative term: short sequences, bias mode, the value term."""
         L, d = q.shape[2], self.head_dim
         bias = self._key_term(q * d**-0.5, L) if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)
-        if blocked is not None:
-            bias = bias.masked_fill(blocked, torch.finfo(bias.dtype).min)
-        if self.rel_v is None:
+        if self.rel_v is None:  # SDPA adds the mask to q.kᵀ in fp32 (CPU) and gives a fully masked row zeros
+            if blocked is not None:
+                bias = bias.masked_fill(blocked, torch.finfo(bias.dtype).min)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p)
-        attn = self.attn_drop((q @ k.transpose(-2, -1) * d**-0.5 + bias).softmax(dim=-1))  # (B, H, L, L)
+        logits = q @ k.transpose(-2, -1) * d**-0.5 + bias  # (B, H, L, L), a fresh tensor
+        if blocked is not None:  # after the sum, as the buffered kernel: fp16's min plus a logit below -16 is -inf,
+            logits.masked_fill_(blocked, torch.finfo(logits.dtype).min)  # and a row of -inf a NaN from softmax
+        attn = self.attn_drop(logits.softmax(dim=-1))  # (B, H, L, L)
         return attn @ v + self._value_term(attn, L)  # (B, H, L, d)
 
     def _use_gather(self, length: int) -> bool:

@@ -265,6 +265,44 @@ def test_right_padding_does_not_change_real_positions(grad, mode, method, causal
         torch.testing.assert_close(out[:, :5], attn(x, causal=causal))
 
 
+def force_negative_logits(attn: RelPosSelfAttention1d) -> None:
+    """Every content logit q.k/sqrt(d) = -32: fp16's min plus it overflows to -inf."""
+    with torch.no_grad():
+        attn.q.weight.zero_()
+        attn.k.weight.zero_()
+        attn.q.bias.fill_(4.0)
+        attn.k.bias.fill_(-4.0)
+
+
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("precision", ["half", "autocast"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"method": m, "value_rel": v} for m in ("gather", "skew") for v in (False, True)] + [{"mode": "bias"}],
+)
+def test_fully_masked_queries_stay_finite_in_fp16(kwargs, precision, grad):
+    """Left padding and causal: the first queries see no key. The full-logits path masked the bias with fp16's min
+    before adding the logits, whose sum overflowed to -inf: a row of -inf, NaN from softmax (SDPA takes the mask as
+    is). Every query gets a finite output, and the others the fp32 one."""
+    torch.manual_seed(0)
+    attn = RelPosSelfAttention1d(DIM, HEADS, MAX_LEN, **kwargs)
+    force_negative_logits(attn)
+    x, mask = torch.randn(2, 6, DIM), torch.zeros(2, 6, dtype=torch.bool)
+    mask[0, :3] = True
+    with torch.no_grad():
+        expected = attn(x, mask, causal=True)
+    half = attn.half() if precision == "half" else attn
+    inputs = (x.half() if precision == "half" else x).requires_grad_(grad)
+    with torch.set_grad_enabled(grad), torch.autocast("cpu", dtype=torch.float16, enabled=precision == "autocast"):
+        out = half(inputs, mask, causal=True)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out[0, 3:].float(), expected[0, 3:], atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(out[1].float(), expected[1], atol=1e-2, rtol=1e-2)
+    if grad:
+        out.float().sum().backward()
+        assert all(torch.isfinite(t.grad).all() for t in (inputs, *half.parameters()))
+
+
 @pytest.mark.parametrize("grad", [True, False])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(

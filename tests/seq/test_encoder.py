@@ -61,6 +61,27 @@ def test_padding_and_shapes():
         encoder(torch.randn(1, 11, 16))
 
 
+def test_fp16_left_padding_keeps_real_positions_finite():
+    """Causal, left-padded: the padded queries see no key. In fp16 their output was NaN, the next layer's keys and
+    values at the padding NaN, and 0 * NaN reached the real positions."""
+    torch.manual_seed(0)
+    encoder = RelPosSeqEncoder(8, depth=2, num_heads=2, max_len=16, value_rel=True, method="gather").eval()
+    attn = encoder.blocks[0].attn
+    with torch.no_grad():  # content logits q.k/sqrt(d) = -32: fp16's min plus them overflowed to -inf
+        attn.q.weight.zero_()
+        attn.k.weight.zero_()
+        attn.q.bias.fill_(4.0)
+        attn.k.bias.fill_(-4.0)
+    x, mask = torch.randn(2, 10, 8), torch.zeros(2, 10, dtype=torch.bool)
+    mask[0, :3] = True
+    with torch.no_grad():
+        expected = encoder(x, mask, causal=True)
+        out = encoder.half()(x.half(), mask, causal=True)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out[0, 3:].float(), expected[0, 3:], atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(out[1].float(), expected[1], atol=2e-2, rtol=2e-2)
+
+
 @pytest.mark.parametrize("attn_kwargs", [{"mode": "bias"}, {"value_rel": True}])
 def test_meta_build_then_reset_parameters_initialises_as_construction(attn_kwargs):
     """Built on the meta device, then ``to_empty`` and ``apply(reset_parameters)``: every parameter as a build on the

@@ -12,11 +12,13 @@ Example::
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from timm.layers import DropPath, Mlp
 from torch import nn
 
-from .attention import RelPosSelfAttention1d
+from .attention import RelPosSelfAttention1d, _check_int
 
 
 class RelPosEncoderBlock(nn.Module):
@@ -96,8 +98,7 @@ class RelPosSeqEncoder(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        if depth < 1:
-            raise ValueError(f"depth must be >= 1, got {depth}")
+        _check_encoder_args(dim, depth, mlp_ratio, drop_path_rate)
         # plain Python, not torch.linspace: a tensor would be created on the default device (meta, under
         # ``with torch.device("meta")``), where .tolist() fails
         drop_path = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
@@ -138,3 +139,19 @@ class RelPosSeqEncoder(nn.Module):
         for block in self.blocks:
             x = block(x, key_padding_mask, causal)
         return self.norm(x)
+
+
+def _check_encoder_args(dim: int, depth: int, mlp_ratio: float, drop_path_rate: float) -> None:
+    """ValueError naming the argument, at build time: a negative rate silently turned stochastic depth off and a
+    ratio below 1 / dim built a zero-width MLP. The attention layer checks its own arguments."""
+    _check_int("dim", dim, 1)
+    _check_int("depth", depth, 1)
+    for name, value in (("mlp_ratio", mlp_ratio), ("drop_path_rate", drop_path_rate)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"{name} must be a real number, got {value!r}")
+    if not (mlp_ratio > 0 and int(dim * mlp_ratio) >= 1):
+        raise ValueError(
+            f"mlp_ratio must be > 0 with at least one hidden unit (dim * mlp_ratio >= 1), got {mlp_ratio!r}"
+        )
+    if not 0.0 <= drop_path_rate < 1.0:
+        raise ValueError(f"drop_path_rate must be in [0, 1), got {drop_path_rate!r}")

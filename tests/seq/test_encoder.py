@@ -110,3 +110,22 @@ def test_passes_the_attention_options_to_every_block():
         attn = block.attn
         assert attn.method == "skew" and attn.q.bias is None
         assert attn.attn_drop.p == 0.1 and attn.proj_drop.p == 0.2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"depth": 0}, "depth must be an int >= 1"),
+        ({"depth": 1.5}, "depth must be an int >= 1"),
+        ({"mlp_ratio": 0}, "mlp_ratio must be > 0"),
+        ({"mlp_ratio": 0.1}, "at least one hidden unit"),  # int(8 * 0.1) = 0
+        ({"mlp_ratio": "4"}, "mlp_ratio must be a real number"),
+        ({"drop_path_rate": -1}, r"drop_path_rate must be in \[0, 1\)"),
+        ({"drop_path_rate": 1.0}, r"drop_path_rate must be in \[0, 1\)"),
+    ],
+)
+def test_bad_config_names_the_argument(kwargs, message):
+    """A negative drop_path_rate turned stochastic depth off and mlp_ratio=0 built a zero-width MLP, silently;
+    depth=1.5 raised an unclear TypeError."""
+    with pytest.raises(ValueError, match=message):
+        RelPosSeqEncoder(**{"dim": 8, "depth": 2, "num_heads": 2, "max_len": 16, **kwargs})

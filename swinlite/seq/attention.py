@@ -72,7 +72,11 @@ class RelPosSelfAttention1d(nn.Module):
     records the forward (:func:`~swinlite.models.swin.recording_graph`) every method gathers, and bias mode
     gathers its table too: the recorded graph then holds for every length and grad mode (the skew kernels loop over
     query blocks, unrolled for the recorded length), so a trace runs at other lengths and an export takes a dynamic
-    length, at the gather's O(L^2 d) memory.
+    length, at the gather's O(L^2 d) memory. A trace does not check its inputs: torch records the input checks'
+    Python branches as constants, and drops from the graph an assert op whose result nothing uses
+    (``torch._assert_async``), so a traced layer runs a sequence longer than ``max_len`` (offsets clipped at D) and
+    applies a (1, L) ``key_padding_mask`` to every sequence, silently; check inputs before calling a trace (an
+    export keeps its shape guards).
 
     Args:
         dim: channels C.
@@ -143,6 +147,10 @@ class RelPosSelfAttention1d(nn.Module):
 
         Returns:
             Tokens [B, L, C]. A query whose keys are all masked gets a finite but meaningless output.
+
+        Raises:
+            ValueError: for a wrong shape, L outside [1, max_len] or a mask not bool (B, L); in eager only, a
+                ``torch.jit.trace`` of the layer checks nothing (see the class docstring).
         """
         self._check_input(x, key_padding_mask)
         B, L, C = x.shape

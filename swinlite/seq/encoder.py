@@ -129,7 +129,8 @@ class RelPosSeqEncoder(nn.Module):
         """Encode a batch of sequences.
 
         Args:
-            x: sequences [B, L, C], L <= max_len.
+            x: sequences [B, L, C], L <= max_len (checked in eager, not by a ``torch.jit.trace``:
+                :class:`RelPosSelfAttention1d`).
             key_padding_mask: bool [B, L], True at padding (never attended; outputs there are meaningless).
             causal: each position sees only itself and earlier positions.
 

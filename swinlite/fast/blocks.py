@@ -52,15 +52,15 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   to a map side smaller than it (:meth:`GatheredWindowsBlock._attention_window`): the same attention, without the
   padded tokens.
 - linear layers (every ``nn.Linear`` of the model is a :class:`FastLinear`, its MLP's and attention's too): in fp32
-  on the CPU, eager, in the row blocks (there with GELU and the residual add fused) or compiled into a frozen graph
-  (:func:`compiling_frozen`: ``swinlite.optimize_for_inference``), through oneDNN
+  on the CPU, eager or compiled, in the row blocks (there with GELU and the residual add fused), through oneDNN
   (:func:`~swinlite.fast.row_blocks.onednn_linear`; with autograd :mod:`swinlite.fast.linear_grad`, and the GELU
   recompute's fc2 too) where :data:`ONEDNN_FP32_ON_THIS_CPU` (AMD CPUs with AVX-512, where PyTorch's BLAS is the
-  slower);
+  slower): into a frozen compiled graph (``swinlite.optimize_for_inference``) as oneDNN's own op, which inductor
+  lowers with the weight a constant, into any other (a compiled train step) as the op ``swinlite::onednn_linear``
+  (:func:`~swinlite.fast.linear_grad.traced_linear`), which inductor calls as it is;
   in bf16 (autocast or bf16 weights) in the row blocks through oneDNN too, packed weights, wherever oneDNN
-  computes bf16 (:data:`ONEDNN_BF16`); everywhere else ``F.linear``, in any other compiled graph too (inductor
-  picks the kernels: it lowers oneDNN's linear op only with the weight a constant of a frozen graph). Eager inference
-  under autocast (CPU or GPU, no autograd) takes the weights from copies kept in autocast's dtype
+  computes bf16 (:data:`ONEDNN_BF16`); everywhere else ``F.linear`` (compiled: inductor picks the kernels). Eager
+  inference under autocast (CPU or GPU, no autograd) takes the weights from copies kept in autocast's dtype
   (:func:`~swinlite.fast.row_blocks.autocast_weights`): converted once, not in every autocast region.
 - GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without dropout or norm between fc1 and
   fc2 (``FastMlp.recompute_act``; otherwise plain). The gather and the recompute need autograd only for their
@@ -93,14 +93,13 @@ from ..models.swin import (
 )
 from . import measured, window_flex, window_sdpa, window_triton
 from .gelu_linear import gelu_linear
-from .linear_grad import onednn_linear_with_grad
+from .linear_grad import onednn_linear_with_grad, traced_linear
 from .row_blocks import (
     ONEDNN_LINEAR,
     RowBlocks,
     autocast_weights,
     compute_dtype,
     mlp_rows,
-    onednn_linear,
     window_attention_rows,
 )
 
@@ -483,33 +482,21 @@ def exported_shifted_window_attention(block: SwinBlock, x: torch.Tensor) -> torc
 
 def onednn_serves(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether a linear layer runs through oneDNN: fp32 on a CPU of the rule (:data:`ONEDNN_FP32_ON_THIS_CPU`), no
-    autocast, not exported, and under ``torch.compile`` only into a frozen graph (:func:`compiling_frozen`)."""
+    autocast, not exported; eager or compiled (:func:`~swinlite.fast.linear_grad.traced_linear`)."""
     if not ONEDNN_FP32_ON_THIS_CPU or x.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
-        return False
-    if torch.compiler.is_compiling() and not compiling_frozen():
         return False
     return x.dtype == weight.dtype == torch.float32 and not recording_graph()
 
 
-def compiling_frozen() -> bool:
-    """Whether the graph ``torch.compile`` traces is one inductor freezes: ``torch._inductor.config.freezing`` (as
-    ``swinlite.optimize_for_inference`` sets it) without autograd. Inductor lowers oneDNN's linear op
-    (``mkldnn::_linear_pointwise``) only with its weight a constant of such a graph; in another it raises, so there
-    the linears are ``F.linear`` and inductor picks their kernels."""
-    from torch._inductor import config  # imported here, as swinlite.optimize does (loaded by torch.compile)
-
-    return config.freezing and not torch.is_grad_enabled()
-
-
 def fast_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """``F.linear(x, weight, bias)``, through oneDNN where :func:`onednn_serves` says:
-    :func:`~swinlite.fast.row_blocks.onednn_linear` without autograd,
+    :func:`~swinlite.fast.linear_grad.traced_linear` without autograd,
     :func:`~swinlite.fast.linear_grad.onednn_linear_with_grad` where a gradient flows."""
     if not torch.jit.is_scripting():  # TorchScript skips this branch
         if onednn_serves(x, weight):
             if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
                 return onednn_linear_with_grad(x, weight, bias)
-            return onednn_linear(x, weight, bias)
+            return traced_linear(x, weight, bias)
         weight, bias = autocast_weights(x, weight, bias)  # inference under autocast: converted once, not per call
     return F.linear(x, weight, bias)
 

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from ..models.checks import autocast_available
-from .linear_grad import onednn_input_grad
-from .row_blocks import autocast_weights, compute_dtype, onednn_linear
+from .linear_grad import traced_input_grad, traced_linear
+from .row_blocks import autocast_weights, compute_dtype
 
 
 class _GeluLinear(torch.autograd.Function):
@@ -35,7 +35,7 @@ class _GeluLinear(torch.autograd.Function):
     def forward(ctx, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, onednn: bool) -> torch.Tensor:
         ctx.save_for_backward(h, weight)
         ctx.has_bias, ctx.onednn = bias is not None, onednn
-        return (onednn_linear if onednn else F.linear)(F.gelu(h), weight, bias)
+        return (traced_linear if onednn else F.linear)(F.gelu(h), weight, bias)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, None]:
@@ -47,7 +47,7 @@ class _GeluLinear(torch.autograd.Function):
         grad_weight = grad_2d.T @ buf  # (out, hidden)
         grad_bias = grad_2d.sum(0) if ctx.has_bias else None
         if ctx.onednn:  # oneDNN writes a new tensor (the BLAS into buf, on few rows)
-            buf = onednn_input_grad(grad_2d, weight, out=buf)  # dL/dgelu(h)
+            buf = traced_input_grad(grad_2d, weight, out=buf)  # dL/dgelu(h)
         else:
             torch.mm(grad_2d, weight, out=buf)  # dL/dgelu(h)
         grad_h = buf.view(h.shape)  # (..., hidden)
@@ -75,7 +75,7 @@ def gelu_linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         return F.linear(F.gelu(h), weight, bias)
     if not torch.is_grad_enabled():  # no autograd (e.g. a compiled inference graph): nothing to recompute
         if onednn:
-            return onednn_linear(F.gelu(h), weight, bias)
+            return traced_linear(F.gelu(h), weight, bias)
         return F.linear(F.gelu(h), *autocast_weights(h, weight, bias))
     return _gelu_linear_autograd(h, weight, bias, onednn)
 

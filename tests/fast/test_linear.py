@@ -2,6 +2,7 @@
 swinlite.fast.linear_grad) against F.linear and the plain composition, and when the fast modules take that path."""
 
 import copy
+import sys
 
 import pytest
 import timm
@@ -9,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from timm.layers import Mlp
 
-from swinlite.fast import FastLinear, FastMlp, accelerate, blocks, gelu_linear, linear_grad, row_blocks
+from swinlite.fast import FastLinear, FastMlp, accelerate, blocks, linear_grad, row_blocks
 from swinlite.fast.blocks import onednn_serves
 from swinlite.fast.linear_grad import onednn_linear_with_grad
 from swinlite.fast.row_blocks import ONEDNN_LINEAR, onednn_linear
@@ -49,24 +50,34 @@ def test_onednn_linear_with_grad_against_f_linear(monkeypatch, with_bias, frozen
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_the_ops_of_compiled_graphs_pass_torchs_op_checks(with_bias):
+    """``swinlite::onednn_linear`` and ``swinlite::onednn_input_grad`` (a compiled graph's linears: their schema,
+    fake tensors, autograd formula and AOT dispatch, as ``torch.library.opcheck`` tests them)."""
+    torch.manual_seed(0)
+    x, weight = torch.randn(10, 8, requires_grad=True), torch.randn(6, 8, requires_grad=True)
+    bias = torch.randn(6, requires_grad=True) if with_bias else None
+    torch.library.opcheck(torch.ops.swinlite.onednn_linear, (x, weight, bias))
+    torch.library.opcheck(torch.ops.swinlite.onednn_input_grad, (torch.randn(10, 6), weight.detach()))
+
+
 @pytest.fixture
 def onednn_calls(monkeypatch):
-    """Forces the rule on (input gradients through oneDNN at any size) and records which code called oneDNN:
-    FastLinear without autograd (blocks) and with it (linear_grad), the row blocks (row_blocks), the GELU recompute
-    (gelu_linear)."""
+    """Forces the rule on (input gradients through oneDNN at any size) and records which code called oneDNN, as
+    "module.function": a linear without autograd (linear_grad.traced_linear: FastLinear, the GELU recompute's fc2),
+    with it (linear_grad._OneDnnLinear.forward, linear_grad.onednn_input_grad), in a compiled graph
+    (linear_grad._linear_op), the row blocks (row_blocks.*)."""
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
     monkeypatch.setattr(linear_grad, "ONEDNN_INPUT_GRAD_ROWS", 0)
     calls = []
 
-    def spy(caller):
-        def wrapped(*args, **kwargs):
-            calls.append(caller)
-            return onednn_linear(*args, **kwargs)
+    def spy(*args, **kwargs):
+        caller = sys._getframe(1)
+        calls.append(f"{caller.f_globals['__name__'].rsplit('.', 1)[-1]}.{caller.f_code.co_qualname}")
+        return onednn_linear(*args, **kwargs)
 
-        return wrapped
-
-    for module in (blocks, row_blocks, linear_grad, gelu_linear):
-        monkeypatch.setattr(module, "onednn_linear", spy(module.__name__.rsplit(".", 1)[-1]))
+    for module in (row_blocks, linear_grad):
+        monkeypatch.setattr(module, "onednn_linear", spy)
     return calls
 
 
@@ -78,14 +89,14 @@ def test_fast_linear_runs_onednn_in_fp32_only(onednn_calls):
     expected = F.linear(x, layer.weight, layer.bias)
     with torch.inference_mode():
         torch.testing.assert_close(layer(x), expected, rtol=1e-5, atol=1e-5)
-    assert onednn_calls == ["blocks"]
-    layer(x).sum().backward()  # autograd: forward and input gradient by oneDNN (linear_grad)
+    assert onednn_calls == ["linear_grad.traced_linear"]
+    layer(x).sum().backward()  # autograd: the forward by oneDNN (x takes no gradient)
     torch.testing.assert_close(layer.weight.grad, x.sum(0).expand(40, 24), rtol=1e-5, atol=1e-5)
-    assert onednn_calls == ["blocks", "linear_grad"]
+    assert onednn_calls == ["linear_grad.traced_linear", "linear_grad._OneDnnLinear.forward"]
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert layer(x).dtype == torch.bfloat16  # autocast's bf16 linear, not oneDNN in fp32
         assert layer.double()(x.double()).dtype == torch.float64
-    assert onednn_calls == ["blocks", "linear_grad"]
+    assert onednn_calls == ["linear_grad.traced_linear", "linear_grad._OneDnnLinear.forward"]
 
 
 def test_mlp_without_autograd_runs_both_layers_through_onednn(onednn_calls):
@@ -98,7 +109,7 @@ def test_mlp_without_autograd_runs_both_layers_through_onednn(onednn_calls):
     x = torch.randn(2, 5, 24)
     with torch.inference_mode():
         torch.testing.assert_close(mlp(x), reference(x), rtol=1e-5, atol=1e-5)
-    assert onednn_calls == ["blocks", "gelu_linear"]  # fc1 (FastLinear), then fc2 with its GELU input
+    assert onednn_calls == ["linear_grad.traced_linear"] * 2  # fc1 (FastLinear), then fc2 with its GELU input
 
 
 def test_the_rule_decides(monkeypatch):
@@ -114,8 +125,8 @@ def test_the_rule_decides(monkeypatch):
 @pytest.mark.parametrize(
     "name,callers",
     [
-        ("swinlite_pico_patch2_window4_32", {"blocks", "row_blocks"}),  # merging and head; the blocks' row blocks
-        ("swinlite_v2_pico_patch2_window4_32", {"blocks", "row_blocks"}),  # the same; V2's q, k, v bias composed
+        ("swinlite_pico_patch2_window4_32", {"linear_grad", "row_blocks"}),  # merging and head; the row blocks
+        ("swinlite_v2_pico_patch2_window4_32", {"linear_grad", "row_blocks"}),  # the same; V2's q, k, v bias too
     ],
 )
 def test_models_with_the_rule_on_equal_the_reference(onednn_calls, name, callers):
@@ -128,7 +139,7 @@ def test_models_with_the_rule_on_equal_the_reference(onednn_calls, name, callers
     x = torch.randn(2, 3, 36, 28)  # padded windows
     with torch.inference_mode():
         torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
-    assert set(onednn_calls) == callers
+    assert {call.split(".")[0] for call in onednn_calls} == callers
     onednn_calls.clear()
     outputs = [model.train()(x) for model in (fast, reference)]
     torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-5)
@@ -136,4 +147,8 @@ def test_models_with_the_rule_on_equal_the_reference(onednn_calls, name, callers
         out.square().sum().backward()
     for (n, p), q in zip(fast.named_parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=n)
-    assert set(onednn_calls) == {"linear_grad", "gelu_linear"}  # FastLinear; fc2 with the GELU recomputed
+    assert set(onednn_calls) == {  # FastLinear's forward; fc2's with the GELU recomputed; their input gradients
+        "linear_grad._OneDnnLinear.forward",
+        "linear_grad.traced_linear",
+        "linear_grad.onednn_input_grad",
+    }

@@ -1,6 +1,7 @@
 """torch.compile traces a whole swinlite model, fast or reference, into one graph, in eval and in training (dynamo
 only, no codegen), and inductor compiles it where the fp32 linears take oneDNN in eager mode."""
 
+import sys
 import warnings
 
 import pytest
@@ -8,8 +9,8 @@ import timm
 import torch
 
 import swinlite  # noqa: F401  (registers the models)
-from swinlite.fast import blocks
-from swinlite.fast.row_blocks import ONEDNN_LINEAR
+from swinlite.fast import blocks, linear_grad
+from swinlite.fast.row_blocks import ONEDNN_LINEAR, onednn_linear
 from swinlite.models.swin import SwinBlock, exporting, window_geometry
 
 
@@ -154,21 +155,34 @@ def _one_stage() -> torch.nn.Module:
 
 
 @pytest.mark.skipif(not ONEDNN_LINEAR, reason="PyTorch built without oneDNN")
-def test_inductor_compiles_the_onednn_linears_as_eager_computes_them(monkeypatch):
+def test_a_compiled_train_step_takes_the_onednn_linears_as_eager_does(monkeypatch):
     """Where the fp32 linears take oneDNN in eager mode (AMD CPUs: the rule forced on here, on any CPU), inductor
     without freezing cannot lower oneDNN's linear op (its weight is a graph input, not a constant): the compiled
-    training graph takes ``F.linear`` instead and computes eager's output and gradients. (An inference graph is the
-    same forward without autograd: test_only_a_frozen_graph_takes_onednn_linears checks that it holds no oneDNN op.)"""
+    training graph calls every linear and its input gradient through the ops ``swinlite::onednn_linear`` and
+    ``swinlite::onednn_input_grad``, as often as eager mode calls oneDNN, and computes eager's output and gradients
+    (with ``F.linear`` there, it ran PyTorch's BLAS, the slower on those CPUs)."""
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
+    monkeypatch.setattr(linear_grad, "ONEDNN_INPUT_GRAD_ROWS", 0)  # the input gradients through oneDNN at any size
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(sys._getframe(1).f_code.co_name)
+        return onednn_linear(*args, **kwargs)
+
+    monkeypatch.setattr(linear_grad, "onednn_linear", spy)
     torch._dynamo.reset()
     model = _one_stage().train()
     x = torch.randn(2, 3, 12, 10)  # 6x5 tokens: padded to 8x8 windows, shifted
     out = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False)(x)
     out.square().sum().backward()
-    got = {name: p.grad for name, p in model.named_parameters()}
+    compiled, got = list(calls), {name: p.grad for name, p in model.named_parameters()}
     model.zero_grad()
+    calls.clear()
     expected = model(x)
     expected.square().sum().backward()
+    linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert sorted(compiled) == ["_linear_op"] * linears + ["onednn_input_grad"] * linears
+    assert sorted(calls) == ["forward"] * (linears - 2) + ["onednn_input_grad"] * linears + ["traced_linear"] * 2
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
     for name, p in model.named_parameters():
         torch.testing.assert_close(got[name], p.grad, atol=1e-5, rtol=1e-5, msg=name)
@@ -179,7 +193,7 @@ def test_inductor_compiles_the_onednn_linears_as_eager_computes_them(monkeypatch
 def test_only_a_frozen_graph_takes_onednn_linears(monkeypatch, frozen):
     """The graph ``optimize_for_inference`` compiles (inductor's freezing, no autograd) keeps oneDNN's linear op, whose
     weight freezing makes a constant (benchmarks/kernels.md, "`optimize_for_inference` on CPU"); any other compiled
-    graph has none."""
+    graph has none: there every linear is the op ``swinlite::onednn_linear``, which inductor calls as it is."""
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
     torch._dynamo.reset()
     model = _one_stage().eval()
@@ -194,3 +208,4 @@ def test_only_a_frozen_graph_takes_onednn_linears(monkeypatch, frozen):
     targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
     linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
     assert targets.count("mkldnn._linear_pointwise") == (linears if frozen else 0)
+    assert targets.count("swinlite.onednn_linear.default") == (0 if frozen else linears)

@@ -63,12 +63,21 @@ def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int
 
 @register_notrace_function  # a branch on the batch size, not traceable
 def at_least_one_image(x: torch.Tensor) -> torch.Tensor:
-    """``x``, or one blank image for an empty batch: the window kernels cannot reshape a batch of 0.
+    """``x``, or one blank image for an empty batch: the fast path's window kernels cannot reshape a batch of 0.
 
-    The caller keeps the first ``B`` results (``out[:B]``), so an empty batch gives an empty output; the blank image
-    is appended to ``x``, so that ``x`` gets its (empty) gradient.
+    Only a stage's blocks run on it (:class:`~swinlite.models.swin.SwinStage`), which then keeps the first ``B``
+    results (:func:`first_images`): every other module, the stage itself and the user's hooks on them, sees the
+    empty batch. The blank image is appended to ``x``, so that ``x`` gets its (empty) gradient.
     """
     return x if x.shape[0] > 0 else torch.cat([x, x.new_zeros([1] + list(x.shape[1:]))])
+
+
+@register_notrace_function  # a branch on the batch size, not traceable
+def first_images(x: torch.Tensor, batch: int) -> torch.Tensor:
+    """x [B', ...] -> its first ``batch`` images [batch, ...]: an empty batch without the blank image of
+    :func:`at_least_one_image`. ``x`` itself where there is nothing to cut: a slice of the whole batch would still
+    cost a zero fill and a copy in backward."""
+    return x if x.shape[0] == batch else x[:batch]
 
 
 def crop_to_patches(x: torch.Tensor, patch_size: tuple[int, int]) -> torch.Tensor:

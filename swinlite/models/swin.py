@@ -53,6 +53,7 @@ from .checks import (
     check_feature_indices,
     check_image_input,
     crop_to_patches,
+    first_images,
     is_int,
     pad_to_patches,
 )
@@ -1188,9 +1189,14 @@ class SwinStage(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C_in] -> [B, H', W', C_out] (H' = ceil(H/2) when downsampling)."""
         x = self.downsample(x)
+        batch = x.shape[0]
+        # an empty batch: the blocks run one blank image, cut off again, so the stage's output is empty too
+        x = at_least_one_image(x)
         if self.grad_checkpointing and not torch.jit.is_scripting():
-            return checkpoint_seq(self.blocks, x)
-        return self.blocks(x)
+            x = checkpoint_seq(self.blocks, x)
+        else:
+            x = self.blocks(x)
+        return first_images(x, batch)
 
 
 def stage_maps(grid: tuple[int, int], num_stages: int) -> list[tuple[int, int]]:
@@ -1644,7 +1650,6 @@ class SwinTransformer(nn.Module):
         last = len(self.layers) - 1
         num_run = max_index + 1 if stop_early else len(self.layers)
         intermediates = []
-        batch = x.shape[0]
         x = self.patch_embed(self._patch_input(x))
         # TorchScript unrolls a loop over modules: zip the module lists themselves (no slice), no break
         for i, (stage, out_norm) in enumerate(zip(self.layers, self.out_norms)):  # noqa: B905 (TorchScript has no strict=)
@@ -1652,12 +1657,12 @@ class SwinTransformer(nn.Module):
                 x = stage(x)
                 if i in take_indices:
                     y = self.norm(x) if norm and i == last else out_norm(x)
-                    intermediates.append((y.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else y)[:batch])
+                    intermediates.append(y.permute(0, 3, 1, 2).contiguous() if output_fmt == "NCHW" else y)
         if intermediates_only:
             return intermediates
         if num_run == len(self.layers):
             x = self.norm(x)
-        return x[:batch], intermediates
+        return x, intermediates
 
     def prune_intermediate_layers(
         self, indices: int | list[int] = 1, prune_norm: bool = False, prune_head: bool = True
@@ -1677,14 +1682,11 @@ class SwinTransformer(nn.Module):
         return take_indices
 
     def _patch_input(self, x: torch.Tensor) -> torch.Tensor:
-        """Images as the patch embedding takes them: at least one (an empty batch runs one blank image), and
-        without the remainder past the last whole patch when ``mask_padding=False`` (torchvision's rule). Every
-        forward's one step that sees the input's size: while ``torch.jit.trace`` records, it warns which sizes the
-        trace serves (:meth:`_warn_trace_sizes`)."""
-        images = at_least_one_image(x)
-        images = (
-            pad_to_patches(images, self.patch_size) if self.mask_padding else crop_to_patches(images, self.patch_size)
-        )
+        """Images as the patch embedding takes them: without the remainder past the last whole patch when
+        ``mask_padding=False`` (torchvision's rule). Every forward's one step that sees the input's size: while
+        ``torch.jit.trace`` records, it warns which sizes the trace serves (:meth:`_warn_trace_sizes`). An empty batch
+        stays empty (only a stage's blocks run a blank image in its place, :class:`SwinStage`)."""
+        images = pad_to_patches(x, self.patch_size) if self.mask_padding else crop_to_patches(x, self.patch_size)
         if not torch.jit.is_scripting():  # TorchScript skips this branch
             if torch.jit.is_tracing():
                 self._warn_trace_sizes(x, images)
@@ -1715,10 +1717,9 @@ class SwinTransformer(nn.Module):
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """images [B, C, H, W] -> final normalised map [B, H/32, W/32, C] (for patch 4)."""
         check_image_input(x, self.in_chans, self.patch_size, self.patch_embed.proj.weight.dtype)
-        batch = x.shape[0]
         x = self.patch_embed(self._patch_input(x))  # (B, H/4, W/4, C)
         x = self.layers(x)
-        return self.norm(x)[:batch]
+        return self.norm(x)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         return self.head(x, pre_logits=True) if pre_logits else self.head(x)

@@ -61,9 +61,32 @@ def test_an_empty_batch_gets_its_empty_gradient(model):
     assert grad.shape == x.shape
 
 
-def test_empty_batch_features_only():
-    features = timm.create_model("swinlite_pico_patch2_window4_32", features_only=True, out_indices=(1, 3)).eval()
-    assert [tuple(t.shape) for t in features(torch.zeros(0, 3, 32, 32))] == [(0, 64, 8, 8), (0, 256, 2, 2)]
+@pytest.mark.parametrize("feature_cls", ["getter", "hook", "fx"])
+def test_empty_batch_features_only(feature_cls):
+    """timm's hook and fx extractors read the stages' outputs: these held a blank image's features (batch 1) while
+    only forward_features / forward_intermediates cut the blank image off."""
+    features = timm.create_model(
+        "swinlite_pico_patch2_window4_32", features_only=True, out_indices=(1, 3), feature_cls=feature_cls
+    ).eval()
+    maps = features(torch.zeros(0, 3, 32, 32))
+    maps = list(maps.values()) if isinstance(maps, dict) else maps
+    want = [(0, 64, 8, 8), (0, 256, 2, 2)] if feature_cls == "getter" else [(0, 8, 8, 64), (0, 2, 2, 256)]  # NHWC
+    assert [tuple(t.shape) for t in maps] == want
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("name", ["swinlite_pico_patch2_window4_32", "swinlite_v2_tiny_window8_256"])
+def test_empty_batch_hooks_see_an_empty_batch(name, fast):
+    """Every module outside a stage's blocks, and each stage, runs on the empty batch (train, with autograd)."""
+    v2 = dict(img_size=32, embed_dim=16, depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1)) if "v2" in name else {}
+    model = timm.create_model(name, fast=fast, **v2).train()
+    seen = []
+    for module in [model.patch_embed, *model.layers, model.norm, model.head]:
+        module.register_forward_hook(lambda module, args, out: seen.append(tuple(out.shape)))
+    x = torch.zeros(0, 3, 33, 32, requires_grad=True)
+    (grad,) = torch.autograd.grad(model(x).sum(), x)
+    assert grad.shape == x.shape
+    assert len(seen) == 7 and all(shape[0] == 0 for shape in seen), seen
 
 
 def test_dtype_other_than_the_models_names_both(model):

@@ -367,12 +367,16 @@ def test_fx_feature_extraction(built):
 
 def test_torchvision_fx_extraction_works_with_timms_leaves_and_names_them_without(built):
     """torchvision's tracer without timm's leaf lists traced into the input check, which then said the input was not
-    a tensor of shape (B, 3, H, W)."""
-    from torchvision.models.feature_extraction import create_feature_extractor
+    a tensor of shape (B, 3, H, W). torchvision switches the model to training mode before it traces and not back
+    when the trace raises: the eval model was left training (drop path on)."""
+    from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
 
     name, model, x = built
-    with pytest.raises(TypeError, match=r"timm\.layers\.get_notrace_modules\(\)"):  # a copy: the tracer sets
-        create_feature_extractor(copy.deepcopy(model), return_nodes={"layers.1": "stage1"})  # train mode first
+    with pytest.raises(TypeError, match=r"timm\.layers\.get_notrace_modules\(\)"):
+        create_feature_extractor(model, return_nodes={"layers.1": "stage1"})
+    with pytest.raises(TypeError, match=r"timm\.layers\.get_notrace_modules\(\)"):
+        get_graph_node_names(model)
+    assert not any(m.training for m in model.modules())
     leaves = {
         "leaf_modules": timm.layers.get_notrace_modules(),
         "autowrap_functions": timm.layers.get_notrace_functions(),

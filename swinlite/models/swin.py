@@ -1216,6 +1216,45 @@ def shrunk_windows(window: tuple[int, int], grid: tuple[int, int], num_stages: i
     return [(min(window[0], h), min(window[1], w)) for h, w in stage_maps(grid, num_stages)]
 
 
+def window_entries(
+    window_size: int | Sequence[int] | Sequence[int | Sequence[int]], num_stages: int
+) -> list[tuple[int, int]]:
+    """``window_size`` as timm reads it: an int or (h, w) for every stage (a sequence of two ints is always one
+    window), else one int or (h, w) per stage. One entry, or ``num_stages``; positivity is checked by the caller."""
+    per_stage = isinstance(window_size, Sequence) and not (
+        len(window_size) == 2 and not any(isinstance(w, Sequence) for w in window_size)
+    )
+    entries = [tuple(to_2tuple(w)) for w in window_size] if per_stage else [tuple(to_2tuple(window_size))]
+    if any(len(w) != 2 or not all(is_int(v) for v in w) for w in entries) or (per_stage and len(entries) != num_stages):
+        shown = tuple(window_size) if isinstance(window_size, Sequence) else window_size
+        raise ValueError(f"window_size must be an int or (h, w), got {shown} (or one per stage, {num_stages} of them)")
+    return [(int(h), int(w)) for h, w in entries]
+
+
+def model_window(entries: list[tuple[int, int]], grid: tuple[int, int], num_stages: int) -> tuple[int, int]:
+    """The model's one window (Wh, Ww) from :func:`window_entries`: the first, where the entries are the windows one
+    window gives. timm shrinks each stage's window to a smaller map at the nominal size (:func:`shrunk_windows`), so
+    a per-stage list builds the model of its first window wherever their shrunk windows agree: every stage the same,
+    or each entry past its map cut to it (V2 window 16 at 256: 16, 16, 16, 8).
+
+    Args:
+        entries: one window, or one per stage.
+        grid: patches per side at the nominal input size.
+        num_stages: number of stages.
+    """
+    window = entries[0]
+    if len(entries) > 1:
+        given = [(min(w[0], h), min(w[1], v)) for w, (h, v) in zip(entries, stage_maps(grid, num_stages), strict=True)]
+        if given != shrunk_windows(window, grid, num_stages):
+            one = window[0] if window[0] == window[1] else window
+            raise ValueError(
+                "window_size per stage: swinlite keeps one window, so it builds the stages' windows one window gives "
+                f"at img_size: the same in every stage, or each cut to a smaller stage map (here window_size={one} "
+                f"gives {shrunk_windows(window, grid, num_stages)}); got {tuple(entries)}"
+            )
+    return window
+
+
 def stage_windows(block: str, window: tuple[int, int], grid: tuple[int, int], num_stages: int) -> list[tuple[int, int]]:
     """The window of each stage's blocks.
 
@@ -1283,7 +1322,8 @@ class SwinTransformer(nn.Module):
         embed_dim: channels of stage 0; stage i has ``embed_dim * 2**i``.
         depths: blocks per stage.
         num_heads: attention heads per stage.
-        window_size: attention window, int or (Wh, Ww).
+        window_size: attention window, int or (Wh, Ww); or one per stage, as timm takes it, where one window gives
+            them (:func:`window_entries`, :func:`model_window`).
         mlp_ratio: MLP hidden size over the block width.
         qkv_bias: learn q, k, v biases.
         drop_rate: dropout before the classifier.
@@ -1320,7 +1360,7 @@ class SwinTransformer(nn.Module):
         embed_dim: int = 96,
         depths: Sequence[int] = (2, 2, 6, 2),
         num_heads: Sequence[int] = (3, 6, 12, 24),
-        window_size: int | tuple[int, int] = 7,
+        window_size: int | tuple[int, int] | Sequence[int | tuple[int, int]] = 7,
         mlp_ratio: float = 4.0,
         qkv_bias: bool = True,
         drop_rate: float = 0.0,
@@ -1352,10 +1392,9 @@ class SwinTransformer(nn.Module):
         num_stages = len(depths)
         pretrained_windows = _pretrained_windows(block, rel_pos, pretrained_window_sizes, num_stages)
         dims = [int(embed_dim * 2**i) for i in range(num_stages)]
-        patch, window = tuple(to_2tuple(patch_size)), tuple(to_2tuple(window_size))
-        for name, pair in (("patch_size", patch), ("window_size", window)):
-            if len(pair) != 2 or not all(is_int(v) for v in pair):
-                raise ValueError(f"{name} must be an int or (h, w), got {pair}")
+        patch, windows = tuple(to_2tuple(patch_size)), window_entries(window_size, num_stages)
+        if len(patch) != 2 or not all(is_int(v) for v in patch):
+            raise ValueError(f"patch_size must be an int or (h, w), got {patch}")
         check_build_args(
             dims,
             depths,
@@ -1365,7 +1404,7 @@ class SwinTransformer(nn.Module):
                 in_chans=in_chans,
                 num_classes=num_classes,
                 patch_size=min(patch),
-                window_size=min(window),
+                window_size=min(min(w) for w in windows),
             ),
             rates=dict(
                 drop_rate=drop_rate,
@@ -1377,6 +1416,7 @@ class SwinTransformer(nn.Module):
         size = tuple(to_2tuple(img_size))
         if len(size) != 2 or not all(is_int(v) and v >= p for v, p in zip(size, patch, strict=True)):
             raise ValueError(f"img_size must be an int or (H, W), each at least the patch {patch}, got {img_size}")
+        window = model_window(windows, (size[0] // patch[0], size[1] // patch[1]), num_stages)
         if not mlp_ratio > 0:
             raise ValueError(f"mlp_ratio must be positive, got {mlp_ratio}")
         if not -1 <= frozen_stages <= len(depths):

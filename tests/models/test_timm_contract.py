@@ -541,6 +541,30 @@ def test_set_input_size_at_the_current_size_changes_nothing(block):
 
 
 @pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
+@pytest.mark.parametrize("windows", [[4, 4, 4, 4], [8, 8, 4, 2], [(4, 4), (4, 4), (4, 4), (2, 2)]])
+def test_window_size_per_stage_builds_timms_model(v2, windows):
+    """timm's window_size per stage (maps 16, 8, 4, 2 at 64): where one window gives those windows (each cut to a
+    smaller map, as timm cuts it) swinlite builds that model, with timm's logits and a state dict that loads; any
+    other list is refused naming the windows one window gives (it was refused whatever the entries)."""
+    names = (
+        ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256") if v2 else (TINY, "swin_tiny_patch4_window7_224")
+    )
+    options = dict(_SET_SIZE_MODEL, window_size=windows, drop_path_rate=0.0)
+    torch.manual_seed(0)
+    reference = timm.create_model(names[1], **options).eval()
+    model = timm.create_model(names[0], **options).eval()
+    model.load_state_dict(reference.state_dict())
+    rebuilt = timm.create_model(names[0], **timm.models.get_model_args(model)).eval()
+    rebuilt.load_state_dict(model.state_dict())
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), reference(x), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(rebuilt(x), model(x))
+    with pytest.raises(ValueError, match=r"window_size per stage: .* \(here window_size=4 gives \[\(4, 4\), \(4, 4\)"):
+        timm.create_model(names[0], **dict(options, window_size=[4, 4, 2, 2]))
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
 @pytest.mark.parametrize("call", [dict(img_size=96), dict(img_size=(64, 96), patch_size=2)], ids=["size", "patch"])
 def test_set_input_size_is_recorded_so_that_timm_rebuilds_the_model(v2, call):
     """timm records the resize in the model's arguments (timm.models.get_model_args, which push_to_hf_hub saves and

@@ -40,7 +40,8 @@ class Kept:
     The storage is known by a weak reference, not its address: ``model.half().float()`` gives each weight a new
     storage under the same version counter, often where the allocator freed the old one.
 
-    Not seen: a change made in place through ``.data`` (``p.data.copy_(w)``), which PyTorch does not count in the
+    Not seen: a change made in place through ``.data`` (``p.data.copy_(w)``), or into another tensor the parameter's
+    memory is a view of (``torch.nn.utils.vector_to_parameters``'s vector), which PyTorch does not count in the
     parameter's version, outside an optimizer's step; change weights through the parameter under ``torch.no_grad()``
     (or ``load_state_dict``).
     Tensors made in ``torch.inference_mode()`` (a model built there) have no version counter: their values are

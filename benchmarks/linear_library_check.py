@@ -12,6 +12,7 @@ the row blocks".
     python benchmarks/linear_library_check.py                    # shapes, eager and compiled inference, train step
     python benchmarks/linear_library_check.py --modes shapes,eager
     python benchmarks/linear_library_check.py --modes input-grad,bf16 --batch 1
+    python benchmarks/linear_library_check.py --modes compiled-train    # the train step through torch.compile
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import copy
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -38,7 +40,7 @@ from swinbench.swin import make_step  # noqa: E402
 from swinbench.timing import line_with_setting, shuffled_seconds  # noqa: E402
 
 ROUNDS, SHAPE_ROUNDS, TRAIN_ROUNDS = 11, 15, 7
-MODES = ("shapes", "eager", "compiled", "train", "input-grad", "bf16")
+MODES = ("shapes", "eager", "compiled", "train", "input-grad", "bf16", "compiled-train")
 TOKENS = (3136, 784, 196, 49)  # per image at 224², stages 1-4
 WIDTHS = (96, 192, 384, 768)
 
@@ -74,6 +76,22 @@ def shapes(batch: int) -> None:
 def compiled_step(name: str, model: torch.nn.Module, x: torch.Tensor, onednn: bool) -> Callable[[], object]:
     """Compiled inference (freezing) whose every call, the compiling first one too, runs under the rule ``onednn``."""
     return frozen_compiled_step(name, model, x, before=partial(setattr, fast_blocks, "ONEDNN_FP32_ON_THIS_CPU", onednn))
+
+
+def compiled_train_step(name: str, model: torch.nn.Module, x: torch.Tensor, onednn: bool) -> Callable[[], None]:
+    """The fp32 train step (no optimizer) of ``model`` through ``torch.compile`` (inductor, no freezing: the
+    linears as the ops ``swinlite::onednn_linear`` / ``swinlite::onednn_input_grad`` under the rule, else
+    ``F.linear``), every call, the compiling first one too, under the rule ``onednn``; prints the compile time."""
+    run = make_step(torch.compile(model, dynamic=False), x, "train", "fp32", optimizer=False)
+
+    def step() -> None:
+        fast_blocks.ONEDNN_FP32_ON_THIS_CPU = onednn
+        run()
+
+    start = time.perf_counter()
+    step()
+    print(f"  compiled {name} in {time.perf_counter() - start:.0f} s", flush=True)
+    return step
 
 
 def main() -> None:
@@ -118,7 +136,7 @@ def main() -> None:
         ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
         line = ", ".join(f"{name} {t:.0f} ms ({ms['timm'] / t:.2f}x timm)" for name, t in ms.items())
         print(f"compiled inference (freezing), {setting}: {line}; max |logit - eager| {difference:.1e}")
-    if "train" in modes or "input-grad" in modes:
+    if {"train", "input-grad", "compiled-train"} & set(modes):
         train = timm.create_model("swinlite_tiny_patch4_window7_224", drop_path_rate=0.0)
         run_lite = make_step(train, x, "train", "fp32", optimizer=False)
         run_timm = make_step(reference, x, "train", "fp32", optimizer=False)
@@ -133,6 +151,17 @@ def main() -> None:
         cases["timm"] = (run_timm, rows)
         line = line_with_setting(linear_grad, "ONEDNN_INPUT_GRAD_ROWS", cases, 1, TRAIN_ROUNDS, "timm")
         print(f"train step, input gradients, {train_setting}: {line}", flush=True)
+    if "compiled-train" in modes:
+        try:
+            steps = {"BLAS": compiled_train_step("BLAS", copy.deepcopy(train), x, False)}
+            steps["oneDNN"] = compiled_train_step("oneDNN", copy.deepcopy(train), x, True)
+            steps["timm"] = compiled_train_step("timm", copy.deepcopy(reference), x, rule)
+            times = shuffled_seconds(steps, lambda name: None, warmup=1, repeats=TRAIN_ROUNDS)
+        finally:
+            fast_blocks.ONEDNN_FP32_ON_THIS_CPU = rule
+        ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
+        line = ", ".join(f"{name} {t:.0f} ms ({ms['timm'] / t:.2f}x timm)" for name, t in ms.items())
+        print(f"compiled train step, {train_setting}: {line}", flush=True)
     if "bf16" in modes:
         cases = {"addmm": (make_step(copy.deepcopy(lite), x, "inference", "bf16"), False)}
         cases["oneDNN"] = (make_step(lite, x, "inference", "bf16"), True)

@@ -27,6 +27,13 @@ FX_TRACING_HINT = (
     "tracer_kwargs={'leaf_modules': timm.layers.get_notrace_modules(), "
     "'autowrap_functions': timm.layers.get_notrace_functions()}"
 )
+# what FX_TRACING_HINT adds for torchvision's tracer: its create_feature_extractor and get_graph_node_names call
+# train() on the model they are given before tracing and restore the mode only when the trace succeeds. swinlite
+# cannot restore it for them: it does not know the mode before that train(), nor the modules around it.
+FX_TRACING_TORCHVISION_MODE_HINT = (
+    ". torchvision's create_feature_extractor / get_graph_node_names switched the model (and any module wrapping "
+    "it) to training mode before tracing and did not switch it back: call .eval() on it again before using it"
+)
 
 
 @register_notrace_function  # value checks on the input's shape, not traceable
@@ -38,7 +45,8 @@ def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int
     expected = f"a floating-point tensor of shape (B, {in_chans}, H, W) with H >= {patch_size[0]}, W >= {patch_size[1]}"
     if not torch.jit.is_scripting() and not isinstance(x, torch.Tensor):
         if isinstance(x, torch.fx.Proxy):  # a tracer without timm's leaves: it would trace into shape branches
-            raise TypeError(FX_TRACING_HINT)
+            torchvision = type(x.tracer).__module__.startswith("torchvision.")
+            raise TypeError(FX_TRACING_HINT + (FX_TRACING_TORCHVISION_MODE_HINT if torchvision else ""))
         raise ValueError(f"expected {expected}, got {type(x).__name__}")
     if x.dim() != 4:
         raise ValueError(f"expected {expected}, got a {x.dim()}-D tensor of shape {list(x.shape)}")

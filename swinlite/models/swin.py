@@ -1484,7 +1484,6 @@ class SwinTransformer(nn.Module):
         self.head_hidden_size = self.head.num_features  # the pooled width: 2 x num_features for "catavgmax"
         self.apply(_init_weights)
         self.frozen_stages = frozen_stages
-        self._mode_before_train = self.training  # the mode before the last train(), for _check_traced_input
         self._freeze()
         # what set_input_size scales with the patch grid (timm's reference windows and grid)
         self._ref_window_sizes = tuple([window] * num_stages)
@@ -1503,7 +1502,6 @@ class SwinTransformer(nn.Module):
 
     def train(self, mode: bool = True) -> "SwinTransformer":
         """Set training mode; frozen stages (``frozen_stages``) stay in eval mode."""
-        self._mode_before_train = self.training
         super().train(mode)
         for module in self._frozen_modules():
             module.eval()
@@ -1685,7 +1683,7 @@ class SwinTransformer(nn.Module):
         """
         if output_fmt not in ("NCHW", "NHWC"):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got '{output_fmt}'")
-        self._check_input(x)
+        check_image_input(x, self.in_chans, self.patch_size, self.patch_embed.proj.weight.dtype)
         if not torch.jit.is_scripting():
             check_feature_indices(indices, len(self.layers))
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
@@ -1723,28 +1721,6 @@ class SwinTransformer(nn.Module):
             self.reset_classifier(0, "")
         return take_indices
 
-    def _check_input(self, x: torch.Tensor) -> None:
-        """:func:`check_image_input` for this model; an fx trace goes through :meth:`_check_traced_input`."""
-        if not torch.jit.is_scripting():  # TorchScript skips this branch
-            if isinstance(x, torch.fx.Proxy):
-                self._check_traced_input(x)
-                return
-        check_image_input(x, self.in_chans, self.patch_size, self.patch_embed.proj.weight.dtype)
-
-    @torch.jit.unused
-    def _check_traced_input(self, x: torch.fx.Proxy) -> None:
-        """:func:`check_image_input` while torch.fx traces: a node of the graph where the tracer keeps timm's notrace
-        functions whole, else its TypeError (:data:`~swinlite.models.checks.FX_TRACING_HINT`). torchvision's
-        ``create_feature_extractor`` and ``get_graph_node_names`` switch the model to training mode before they
-        trace and do not switch it back when the trace raises: the model goes back to the mode it had before
-        that ``train()``, so that a user's eval model does not stay in training mode (dropout, drop path)."""
-        try:
-            check_image_input(x, self.in_chans, self.patch_size, self.patch_embed.proj.weight.dtype)
-        except TypeError:
-            if type(x.tracer).__module__.startswith("torchvision."):
-                self.train(self._mode_before_train)
-            raise
-
     def _patch_input(self, x: torch.Tensor) -> torch.Tensor:
         """Images as the patch embedding takes them: without the remainder past the last whole patch when
         ``mask_padding=False`` (torchvision's rule). Every forward's one step that sees the input's size: while
@@ -1780,7 +1756,7 @@ class SwinTransformer(nn.Module):
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """images [B, C, H, W] -> final normalised map [B, H/32, W/32, C] (for patch 4)."""
-        self._check_input(x)
+        check_image_input(x, self.in_chans, self.patch_size, self.patch_embed.proj.weight.dtype)
         x = self.patch_embed(self._patch_input(x))  # (B, H/4, W/4, C)
         x = self.layers(x)
         return self.norm(x)

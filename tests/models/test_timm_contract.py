@@ -367,15 +367,20 @@ def test_fx_feature_extraction(built):
 
 def test_torchvision_fx_extraction_works_with_timms_leaves_and_names_them_without(built):
     """torchvision's tracer without timm's leaf lists traced into the input check, which then said the input was not
-    a tensor of shape (B, 3, H, W). torchvision switches the model to training mode before it traces and not back
-    when the trace raises: the eval model was left training (drop path on)."""
-    from torchvision.models.feature_extraction import create_feature_extractor, get_graph_node_names
+    a tensor of shape (B, 3, H, W). torchvision's functions switch the model to training mode before they trace and
+    not back when the trace raises: the refusal says so (swinlite cannot undo it for a wrapper around the model); a
+    guess at the mode to restore switched an eval model traced by NodePathTracer itself to training mode."""
+    from torchvision.models.feature_extraction import NodePathTracer, create_feature_extractor, get_graph_node_names
 
     name, model, x = built
-    with pytest.raises(TypeError, match=r"timm\.layers\.get_notrace_modules\(\)"):
+    refusal = r"timm\.layers\.get_notrace_modules\(\).*training mode before tracing.*call \.eval\(\) on it again"
+    with pytest.raises(TypeError, match=refusal):
         create_feature_extractor(model, return_nodes={"layers.1": "stage1"})
-    with pytest.raises(TypeError, match=r"timm\.layers\.get_notrace_modules\(\)"):
-        get_graph_node_names(model)
+    with pytest.raises(TypeError, match=refusal):
+        get_graph_node_names(model.eval())
+    model.eval()  # as the refusal says
+    with pytest.raises(TypeError, match=refusal):  # the same tracer: swinlite cannot tell who called it
+        NodePathTracer().trace(model)
     assert not any(m.training for m in model.modules())
     leaves = {
         "leaf_modules": timm.layers.get_notrace_modules(),

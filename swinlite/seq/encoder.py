@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -142,6 +143,9 @@ class RelPosSeqEncoder(nn.Module):
         return self.norm(x)
 
 
+_MAX_WIDTH = 2**63  # torch's sizes are int64
+
+
 def _check_encoder_args(dim: int, depth: int, mlp_ratio: float, drop_path_rate: float) -> None:
     """ValueError naming the argument, at build time: a negative rate silently turned stochastic depth off and a
     ratio below 1 / dim built a zero-width MLP. The attention layer checks its own arguments."""
@@ -150,6 +154,10 @@ def _check_encoder_args(dim: int, depth: int, mlp_ratio: float, drop_path_rate: 
     for name, value in (("mlp_ratio", mlp_ratio), ("drop_path_rate", drop_path_rate)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"{name} must be a real number, got {value!r}")
+    # int() of an infinite width raised OverflowError here and a width past int64 a TypeError inside torch; nan
+    # compared False everywhere
+    if not math.isfinite(mlp_ratio) or dim * mlp_ratio >= _MAX_WIDTH:
+        raise ValueError(f"mlp_ratio must be finite with dim * mlp_ratio < 2**63 (an int64 width), got {mlp_ratio!r}")
     if not (mlp_ratio > 0 and int(dim * mlp_ratio) >= 1):
         raise ValueError(
             f"mlp_ratio must be > 0 with at least one hidden unit (dim * mlp_ratio >= 1), got {mlp_ratio!r}"

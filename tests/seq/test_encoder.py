@@ -120,12 +120,15 @@ def test_passes_the_attention_options_to_every_block():
         ({"mlp_ratio": 0}, "mlp_ratio must be > 0"),
         ({"mlp_ratio": 0.1}, "at least one hidden unit"),  # int(8 * 0.1) = 0
         ({"mlp_ratio": "4"}, "mlp_ratio must be a real number"),
+        ({"mlp_ratio": float("inf")}, "mlp_ratio must be finite"),  # was an OverflowError from the check itself
+        ({"mlp_ratio": float("nan")}, "mlp_ratio must be finite"),
+        ({"mlp_ratio": 1e300}, r"dim \* mlp_ratio < 2\*\*63"),  # was a TypeError inside torch
         ({"drop_path_rate": -1}, r"drop_path_rate must be in \[0, 1\)"),
         ({"drop_path_rate": 1.0}, r"drop_path_rate must be in \[0, 1\)"),
     ],
 )
 def test_bad_config_names_the_argument(kwargs, message):
     """A negative drop_path_rate turned stochastic depth off and mlp_ratio=0 built a zero-width MLP, silently;
-    depth=1.5 raised an unclear TypeError."""
+    depth=1.5 raised an unclear TypeError, mlp_ratio=inf an OverflowError and 1e300 a TypeError from torch."""
     with pytest.raises(ValueError, match=message):
         RelPosSeqEncoder(**{"dim": 8, "depth": 2, "num_heads": 2, "max_len": 16, **kwargs})

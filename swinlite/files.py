@@ -527,19 +527,18 @@ OUTPUT_DIR_FILES: dict[str, dict[str, tuple[str, ...]]] = {
                      "evaluate_segmentation.py": ("eval.json", "per_class_iou.csv")},
 }  # fmt: skip
 DRAWINGS = ("images", "labels", "overlays")  # of OUTPUT_DIR_FILES: the folders of numbered_name files
-# Of OUTPUT_DIR_FILES, what the evaluate scripts write beside a checkpoint by default, whichever task: results of a
-# training run's weights, which a run replacing that run (--overwrite, another task's included) removes.
-EVALUATIONS = tuple(
-    dict.fromkeys(
-        name
-        for task, script in (
-            ("classification", "evaluate.py"),
-            ("detection", "evaluate_detection.py"),
-            ("segmentation", "evaluate_segmentation.py"),
-        )
-        for name in OUTPUT_DIR_FILES[task][script]
+# Of OUTPUT_DIR_FILES, what each task's evaluate script writes beside a checkpoint by default: results of a training
+# run's weights (a task's Task.evaluation_files), which a run replacing that run removes, whichever task's it was
+# (EVALUATIONS: --overwrite).
+EVALUATIONS_BY_TASK: dict[str, tuple[str, ...]] = {
+    task: OUTPUT_DIR_FILES[task][script]
+    for task, script in (
+        ("classification", "evaluate.py"),
+        ("detection", "evaluate_detection.py"),
+        ("segmentation", "evaluate_segmentation.py"),
     )
-)
+}
+EVALUATIONS = tuple(dict.fromkeys(name for names in EVALUATIONS_BY_TASK.values() for name in names))
 
 
 def check_output_dir(

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 
 from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
-from ..files import OUTPUT_DIR_FILES
+from ..files import EVALUATIONS_BY_TASK
 from ..images import LeftOut, nothing_scored
 from ..inference import eval_resize_shorter
 from ..io import atomic_write
@@ -27,7 +27,7 @@ from ..weights import load_model, read_info
 from .data import ImageFolderDataset, class_folders, collate, scan_split
 
 # what scripts/evaluate.py writes, beside the checkpoint unless --output-dir
-EVALUATION_FILES = OUTPUT_DIR_FILES["classification"]["evaluate.py"]
+EVALUATION_FILES = EVALUATIONS_BY_TASK["classification"]
 
 
 @dataclass

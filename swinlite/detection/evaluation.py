@@ -14,12 +14,12 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval, Params
 
-from ..files import OUTPUT_DIR_FILES
+from ..files import EVALUATIONS_BY_TASK
 from ..images import LeftOut, nothing_scored
 from .data import Categories, CocoDetection
 
 # what scripts/evaluate_detection.py writes, beside the checkpoint unless --output-dir
-EVALUATION_FILES = OUTPUT_DIR_FILES["detection"]["evaluate_detection.py"]
+EVALUATION_FILES = EVALUATIONS_BY_TASK["detection"]
 
 # COCOeval.stats[0:6], in percent; the metrics.csv columns are "val_" + these (masks: "val_mask_" + these)
 AP_NAMES = ("map", "map50", "map75", "map_small", "map_medium", "map_large")

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..files import OUTPUT_DIR_FILES
+from ..files import EVALUATIONS_BY_TASK
 
 # what scripts/evaluate_segmentation.py writes, beside the checkpoint unless --output-dir
-EVALUATION_FILES = OUTPUT_DIR_FILES["segmentation"]["evaluate_segmentation.py"]
+EVALUATION_FILES = EVALUATIONS_BY_TASK["segmentation"]
 
 
 def confusion(pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int) -> torch.Tensor:

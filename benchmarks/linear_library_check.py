@@ -21,7 +21,6 @@ import argparse
 import copy
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -35,7 +34,7 @@ from swinlite.fast.row_blocks import ONEDNN_LINEAR, onednn_linear
 
 sys.path.insert(0, str(Path(__file__).parent))
 from swinbench.choices import parse_modes  # noqa: E402
-from swinbench.compiled import frozen_compiled_step  # noqa: E402
+from swinbench.compiled import compiled_by_first_call, frozen_compiled_step  # noqa: E402
 from swinbench.swin import make_step  # noqa: E402
 from swinbench.timing import line_with_setting, shuffled_seconds  # noqa: E402
 
@@ -88,10 +87,7 @@ def compiled_train_step(name: str, model: torch.nn.Module, x: torch.Tensor, oned
         fast_blocks.ONEDNN_FP32_ON_THIS_CPU = onednn
         run()
 
-    start = time.perf_counter()
-    step()
-    print(f"  compiled {name} in {time.perf_counter() - start:.0f} s", flush=True)
-    return step
+    return compiled_by_first_call(name, step)
 
 
 def main() -> None:

@@ -199,6 +199,12 @@ def frozen_compiled_step(
             with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
                 return compiled(x)
 
+    return compiled_by_first_call(name, step)
+
+
+def compiled_by_first_call(name: str, step: Callable[[], object]) -> Callable[[], object]:
+    """``step`` (a call of a ``torch.compile``-d model), after a first call here that compiles it; prints how long
+    that took. A check script's compiled arm."""
     start = time.perf_counter()
     step()
     print(f"  compiled {name} in {time.perf_counter() - start:.0f} s", flush=True)

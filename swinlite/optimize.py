@@ -14,7 +14,7 @@ sizes (detection) should be padded by the caller to a few canvas sizes, e.g. 800
 torchvision's detection transform (which pads each batch to multiples of 32 anyway); the padded canvas is what
 the backbone then computes on. The limit is the process's, not the callable's: every call of
 :func:`optimize_for_inference` compiles swinlite's forward once more (a copy of the model), so after 8 calls or shapes
-in one process a new call serves eagerly (its ``path`` says ``"eager"``). Symbolic shapes
+in one process a new call serves eagerly (its ``path`` says ``"eager"``, with a warning). Symbolic shapes
 (``torch.compile(dynamic=True)``) are not offered: the window geometry specialises them on height and width, so
 every new size compiles again all the same.
 
@@ -41,11 +41,13 @@ outputs into memory it reuses on the next call: the returned callable hands back
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
+from torch._dynamo.utils import counters
 from torch.utils._pytree import tree_map
 
 from .device import load_compiler_quietly
@@ -96,17 +98,27 @@ def optimize_for_inference(
     model = copy.deepcopy(model)
 
     mode = compile_mode(example_input.device.type, mode)
-    graphs = uses_cuda_graphs(example_input.device.type, mode)
+    cuda_graphs = uses_cuda_graphs(example_input.device.type, mode)
     with torch.inference_mode():
-        expected = model(example_input) if check or graphs else None  # eager first: kernel timings, the reference
+        expected = model(example_input) if check or cuda_graphs else None  # eager first: kernel timings, the reference
     settings = _freezing(example_input)
+    graphs = counters["stats"]["unique_graphs"]
     with torch._inductor.config.patch(settings), torch.inference_mode():
         compiled = torch.compile(model, dynamic=False, mode=mode)
         output = compiled(example_input)  # compiles now: freezing reads the weights at this call
+    if counters["stats"]["unique_graphs"] == graphs:  # dynamo ran the call eagerly: its recompile limit was reached
+        warnings.warn(
+            f"optimize_for_inference: torch.compile compiled nothing (this process reached "
+            f"torch._dynamo.config.recompile_limit, {torch._dynamo.config.recompile_limit}, for swinlite's forward: "
+            f"one compile per call of optimize_for_inference and per input shape); serving the eager model. Raise "
+            f"the limit before the calls to compile more",
+            stacklevel=2,
+        )
+        return Optimized(_eager(model), "eager")
 
     def run(x: torch.Tensor) -> Any:
         with torch._inductor.config.patch(settings), torch.inference_mode():  # a recompile gets the same settings
-            if not graphs:
+            if not cuda_graphs:
                 return compiled(x)
             torch.compiler.cudagraph_mark_step_begin()
             return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, compiled(x))

@@ -73,6 +73,16 @@ def _slow(fn):
     return run
 
 
+def _counted(fn):
+    """``fn`` as a stand-in for a compiled callable: its call counts as a graph compiled, as dynamo's would."""
+
+    def run(*args):
+        counters["stats"]["unique_graphs"] += 1
+        return fn(*args)
+
+    return run
+
+
 @pytest.mark.parametrize("slower", ["compiled", "eager"])
 def test_the_faster_path_serves_with_the_weights_of_the_call(monkeypatch, slower):
     """The compiled graph and the eager model are timed on the example and the faster serves; either way a later
@@ -80,7 +90,9 @@ def test_the_faster_path_serves_with_the_weights_of_the_call(monkeypatch, slower
     made slow or left as is: what is tested is the choice, not inductor.)"""
     model = _small_model()
     compiled = copy.deepcopy(model)
-    monkeypatch.setattr(torch, "compile", lambda m, **kwargs: _slow(compiled) if slower == "compiled" else compiled)
+    monkeypatch.setattr(
+        torch, "compile", lambda m, **kwargs: _counted(_slow(compiled) if slower == "compiled" else compiled)
+    )
     if slower == "eager":
         model.register_forward_pre_hook(lambda module, args: time.sleep(0.05))
     x = torch.randn(2, 3, 12, 10)
@@ -91,6 +103,23 @@ def test_the_faster_path_serves_with_the_weights_of_the_call(monkeypatch, slower
     with torch.no_grad():
         model.head.fc.weight.mul_(2.0)  # the compiled graph froze the old weights; the eager path runs a copy of them
     torch.testing.assert_close(fn(x), expected)
+
+
+def test_past_dynamos_recompile_limit_it_says_it_serves_eager(monkeypatch):
+    """Each call compiles a copy of the model, and after ``recompile_limit`` compiles dynamo runs the forward eagerly:
+    the callable said ``path == "compiled"`` (and could be timed the faster of two eager runs) without a graph."""
+    monkeypatch.setattr("swinlite.optimize.fastest_now", lambda candidates, *args, **kwargs: "compiled")
+    torch._dynamo.reset()
+    x = torch.randn(1, 3, 8, 8)
+    with torch._dynamo.config.patch(recompile_limit=1):
+        assert swinlite.optimize_for_inference(_small_model(), x).path == "compiled"
+        model = _small_model()
+        with pytest.warns(UserWarning, match="recompile_limit"):
+            fn = swinlite.optimize_for_inference(model, x)
+    assert fn.path == "eager"
+    with torch.inference_mode():
+        torch.testing.assert_close(fn(x), model(x))
+    torch._dynamo.reset()
 
 
 def test_model_in_training_mode_is_rejected():

@@ -89,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         if first is None:
             raise ValueError(f"no image of {args.data_dir / args.split} could be read")
         example = first.new_zeros(args.batch_size, *first.shape[1:])  # a full batch: the eval transform's size
-        setup = replace(setup, model=FixedBatch(setup.model.eval().to(device), example.to(device)))
+        compiled = FixedBatch(setup.model.eval().to(device), example.to(device))
+        print(compiled.report(), file=sys.stderr)
+        setup = replace(setup, model=compiled)
     result = run_evaluation(setup, device, amp)
     summary = {"checkpoint": str(checkpoint)} | evaluated_data(args.data_dir, args.split, args.amp)
     summary |= {"top1": result.top1}

@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint_sha256=sha256,
         compile=args.compile,
     )
+    if summary.compiled:
+        print(summary.compiled, file=sys.stderr)
     print(f"written {summary.written}, skipped (already whole) {summary.skipped}, failed {summary.failed}")
     if summary.failed:
         print(f"failures listed in {args.output / 'failures.txt'}")

@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
         shape = (min(args.batch_size, len(files)), *resolve_model_data_config(model)["input_size"])  # [B, 3, H, W]
         model = FixedBatch(model.eval().to(device), torch.zeros(shape, device=device))
+        print(model.report(), file=sys.stderr)
     predictions, skipped = [], []
     with tqdm(total=len(files), unit="img", desc="predict", disable=args.no_progress or None) as bar:
         for done, result in inference.predict(model, loader, topk, device):

@@ -44,11 +44,13 @@ SOURCE_KEY = "source_file"  # a feature file's metadata: the image it was made f
 
 @dataclass(frozen=True)
 class ExtractionSummary:
-    """Counts of one run: written now, skipped as already whole, failed to decode."""
+    """Counts of one run: written now, skipped as already whole, failed to decode; with ``compile``, the
+    compilation's report (:meth:`swinlite.optimize.FixedBatch.report`)."""
 
     written: int
     skipped: int
     failed: int
+    compiled: str | None = None
 
 
 def read_sources(source: Path) -> tuple[list[Path], Path]:
@@ -270,7 +272,8 @@ def run_extraction(
         bar.close()
         atomic_write_bytes(output / "failures.txt", "".join(f"{line}\n" for line in failures).encode())
         _write_embeddings(images, outputs, output)
-    return ExtractionSummary(written=len(todo) - len(failures), skipped=len(images) - len(todo), failed=len(failures))
+    written, skipped = len(todo) - len(failures), len(images) - len(todo)
+    return ExtractionSummary(written, skipped, len(failures), net.report() if isinstance(net, FixedBatch) else None)
 
 
 class _Features(nn.Module):

@@ -41,6 +41,7 @@ outputs into memory it reuses on the next call: the returned callable hands back
 from __future__ import annotations
 
 import copy
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -81,7 +82,8 @@ def optimize_for_inference(
 
     Returns:
         ``fn(x)`` computing ``model(x)`` under ``torch.inference_mode``, with the weights as they are now;
-        ``fn.path`` is ``"compiled"`` or ``"eager"``, the one that was faster.
+        ``fn.path`` is ``"compiled"`` or ``"eager"``, the one that was faster; ``fn.seconds`` what building it took
+        (compiling, checking, timing the two).
 
     Raises:
         ValueError: ``model`` is in training mode.
@@ -89,6 +91,7 @@ def optimize_for_inference(
     """
     if model.training:
         raise ValueError("optimize_for_inference expects a model in eval mode; call model.eval() first")
+    start = time.perf_counter()
     import torch._inductor.config  # noqa: F401  (loaded here: ``import swinlite`` stays light)
 
     load_compiler_quietly()
@@ -114,7 +117,7 @@ def optimize_for_inference(
             f"the limit before the calls to compile more",
             stacklevel=2,
         )
-        return Optimized(_eager(model), "eager")
+        return Optimized(_eager(model), "eager", time.perf_counter() - start)
 
     def run(x: torch.Tensor) -> Any:
         with torch._inductor.config.patch(settings), torch.inference_mode():  # a recompile gets the same settings
@@ -128,9 +131,8 @@ def optimize_for_inference(
 
     eager = _eager(model)
     candidates = {"compiled": lambda: run(example_input), "eager": lambda: eager(example_input)}
-    if fastest_now(candidates, example_input.device, repeats=CHOICE_ROUNDS) == "eager":
-        return Optimized(eager, "eager")
-    return Optimized(run, "compiled")
+    path = fastest_now(candidates, example_input.device, repeats=CHOICE_ROUNDS)
+    return Optimized(eager if path == "eager" else run, path, time.perf_counter() - start)
 
 
 def _freezing(example_input: torch.Tensor) -> dict[str, bool]:
@@ -150,10 +152,10 @@ def _eager(model: nn.Module) -> Callable[[torch.Tensor], Any]:
 
 class Optimized:
     """What :func:`optimize_for_inference` returns: ``fn(x)`` runs the model; ``path`` is ``"compiled"`` or
-    ``"eager"``, whichever ran the example faster."""
+    ``"eager"``, whichever ran the example faster; ``seconds`` is how long building it took."""
 
-    def __init__(self, fn: Callable[[torch.Tensor], Any], path: str) -> None:
-        self._fn, self.path = fn, path
+    def __init__(self, fn: Callable[[torch.Tensor], Any], path: str, seconds: float) -> None:
+        self._fn, self.path, self.seconds = fn, path, seconds
 
     def __call__(self, x: torch.Tensor) -> Any:
         return self._fn(x)
@@ -206,3 +208,11 @@ class FixedBatch(nn.Module):
         if n < self.batch_size:
             x = torch.cat([x, x.new_zeros(self.batch_size - n, *x.shape[1:])])  # [batch_size, ...]
         return tree_map(lambda t: t[:n] if isinstance(t, torch.Tensor) else t, self._compiled(x))
+
+    def report(self) -> str:
+        """One line for a script's ``--compile``: what serves, and how long building it took."""
+        served = {
+            "compiled": "the compiled graph serves",
+            "eager": "the eager model serves (it ran the example faster, or nothing was compiled)",
+        }[self._compiled.path]
+        return f"--compile: built for batches of {self.batch_size} in {self._compiled.seconds:.0f} s; {served}"

@@ -13,8 +13,10 @@ import pytest
 import timm
 import torch
 from scriptkit import SCRIPTS, script_env
+from torch._dynamo.utils import counters
 from trainkit import make_folder, tiny_config, train
 
+from swinlite.features import load_embeddings
 from swinlite.io import read_state_dict, save_safetensors
 from swinlite.weights import load_model, read_info, weights_metadata
 
@@ -132,7 +134,7 @@ def test_an_evaluation_whose_every_image_fails_to_decode_is_an_error(runs, load_
     assert not (tmp_path / "out" / "eval.json").exists()
 
 
-def test_predict_compiled_writes_the_eager_csv(runs, load_script, tmp_path):
+def test_predict_compiled_writes_the_eager_csv(runs, load_script, tmp_path, capsys):
     """--compile, batches of 4 of 19 files (broken.png left out of one, last one of 3): padded, equal to eager."""
     data, info = runs[3].parent / "data3", read_info(runs[3] / "best.safetensors")
     args = {"num_classes": 3, "depths": [2], "num_heads": [1]}  # one stage: a short compile
@@ -146,6 +148,7 @@ def test_predict_compiled_writes_the_eager_csv(runs, load_script, tmp_path):
     probs = {}
     for flags in ([], ["--compile"]):
         load_script("predict").main([*argv, *flags, "--output", str(tmp_path / "p.csv")])
+        assert ("--compile: built for batches of 4 in " in capsys.readouterr().err) == bool(flags)
         with open(tmp_path / "p.csv") as f:
             probs[bool(flags)] = [{r[f"class{k}"]: float(r[f"prob{k}"]) for k in ("", "_2", "_3")} | {"path": r["path"]}
                                   for r in csv.DictReader(f)]  # fmt: skip
@@ -154,6 +157,41 @@ def test_predict_compiled_writes_the_eager_csv(runs, load_script, tmp_path):
     for eager, compiled in zip(probs[False], probs[True], strict=True):
         assert compiled.pop("path") == eager.pop("path")
         assert compiled == pytest.approx(eager, abs=1e-4)
+
+
+def _counted_compile(module, **kwargs):
+    """torch.compile's stand-in: the module itself, each call counted as dynamo counts a compiled graph."""
+
+    def run(*args):
+        counters["stats"]["unique_graphs"] += 1
+        return module(*args)
+
+    return run
+
+
+def test_evaluate_and_extract_compiled_report_it_and_write_what_eager_writes(
+    runs, load_script, tmp_path, capsys, monkeypatch
+):
+    """--compile of evaluate.py and extract_features.py goes through FixedBatch (batches of 4 of 6 images: the last
+    padded) and says what serves and how long it took; torch.compile is a stand-in here (the predict test above and
+    tests/test_optimize.py compile for real)."""
+    ckpt, data = str(runs[2] / "best.safetensors"), runs[2].parent / "data2"
+    monkeypatch.setattr(torch, "compile", _counted_compile)
+    monkeypatch.setattr("swinlite.optimize.fastest_now", lambda candidates, *args, **kwargs: "compiled")
+    results = {}
+    for flags in ([], ["--compile"]):
+        out = tmp_path / f"out{len(flags)}"
+        load_script("evaluate").main(["--checkpoint", ckpt, "--data-dir", str(data), "--num-workers", "0",
+                                      "--batch-size", "4", "--output-dir", str(out), *flags])  # fmt: skip
+        extract = ["--checkpoint", ckpt, "--input", str(data / "val"), "--output", str(out / "feats")]
+        load_script("extract_features").main([*extract, "--batch-size", "4", "--no-progress", *flags])
+        err = capsys.readouterr().err
+        assert err.count("--compile: built for batches of 4 in ") == (2 if flags else 0)
+        assert ("the compiled graph serves" in err) == bool(flags)
+        embeddings = load_embeddings(out / "feats" / "embeddings.safetensors")[0]
+        results[bool(flags)] = json.loads((out / "eval.json").read_text())["per_class_top1"], embeddings
+    assert results[True][0] == results[False][0]
+    torch.testing.assert_close(results[True][1], results[False][1])
 
 
 def test_ema_weights_are_read_from_the_file_or_selected(runs, load_script, tmp_path, capsys):

@@ -527,9 +527,14 @@ OUTPUT_DIR_FILES: dict[str, dict[str, tuple[str, ...]]] = {
                      "evaluate_segmentation.py": ("eval.json", "per_class_iou.csv")},
 }  # fmt: skip
 DRAWINGS = ("images", "labels", "overlays")  # of OUTPUT_DIR_FILES: the folders of numbered_name files
-# Of OUTPUT_DIR_FILES, what each task's evaluate script writes beside a checkpoint by default: results of a training
-# run's weights (a task's Task.evaluation_files), which a run replacing that run removes, whichever task's it was
-# (EVALUATIONS: --overwrite).
+# What the scripts of every task wrote into a training run's folder are results of its weights (an evaluation,
+# drawings), which a run replacing that run removes, whichever task's it was (SCRIPT_OUTPUTS: --overwrite): all of
+# one script's files, as they were written together.
+SCRIPT_OUTPUTS = tuple(
+    dict.fromkeys(name for scripts in OUTPUT_DIR_FILES.values() for names in scripts.values() for name in names)
+)
+# Of OUTPUT_DIR_FILES, what each task's evaluate script writes beside a checkpoint by default (a task's
+# Task.evaluation_files).
 EVALUATIONS_BY_TASK: dict[str, tuple[str, ...]] = {
     task: OUTPUT_DIR_FILES[task][script]
     for task, script in (
@@ -538,7 +543,6 @@ EVALUATIONS_BY_TASK: dict[str, tuple[str, ...]] = {
         ("segmentation", "evaluate_segmentation.py"),
     )
 }
-EVALUATIONS = tuple(dict.fromkeys(name for names in EVALUATIONS_BY_TASK.values() for name in names))
 
 
 def check_output_dir(

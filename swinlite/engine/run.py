@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..device import resolve_device
-from ..files import EVALUATIONS
+from ..files import DRAWINGS, SCRIPT_OUTPUTS, earlier_outputs, remove_outputs
 from ..io import atomic_write, check_output
 from ..lock import OutputLock
 from .checkpoint import RESUME_FILE, load_resume, pending, seed_rng, settle_pending, writing
@@ -74,7 +74,8 @@ def run(
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
         names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
         check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
-        removed = EVALUATIONS if overwrite else ()
+        removed = SCRIPT_OUTPUTS if overwrite else ()
+        replaced_outputs(Path(cfg.train.output_dir), overwrite)  # a drawings folder holding the user's files: refused
         check_config_file(config, Path(cfg.train.output_dir), (*names, *removed), resume)
     if resume and overwrite:
         raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
@@ -266,16 +267,16 @@ def _check_layer_decay(old: Any, cfg: Any) -> None:
 
 def remove_replaced_run(out: Path, dist: DistInfo) -> None:
     """--overwrite, once the new run's data is scanned and its model built (a problem with either, e.g. a val class
-    folder that train lacks, left the old run whole): rank 0 removes the old run's files, and the evaluate scripts'
-    results of the old weights (:data:`~swinlite.files.EVALUATIONS`: any task's, as the old run may have been
-    another task's: its confusion matrix stayed beside a detector's weights), before the new run writes any. The
-    task's own files (its data scan's cache) are the new run's by then: its scan read the old one only where it
-    still describes the data, else replaced it."""
+    folder that train lacks, left the old run whole): rank 0 removes the old run's files, and what the scripts wrote
+    there of the old weights (:func:`replaced_outputs`), before the new run writes any. The task's own files (its
+    data scan's cache) are the new run's by then: its scan read the old one only where it still describes the data,
+    else replaced it."""
     problem = None
     if dist.is_main:
         try:
-            _remove(out, (*RUN_FILES, *EVALUATIONS))
-        except OSError as e:
+            _remove(out, RUN_FILES)
+            remove_outputs(replaced_outputs(out, overwrite=True))
+        except (OSError, ValueError) as e:
             problem = f"output folder {out} cannot be used: {e}"
     problem = broadcast_object(problem, dist)
     if problem is not None:
@@ -301,6 +302,20 @@ def remove_unsaved(out: Path) -> None:
     run's files by then: a fresh run cleared a killed run's leftovers (or was refused), --overwrite the old run's."""
     if not (out / RESUME_FILE).is_file():
         _remove(out, RUN_FILES)
+
+
+def replaced_outputs(out: Path, overwrite: bool) -> list[Path]:
+    """With ``overwrite``, what the scripts of any task wrote into the run folder ``out`` of the old weights
+    (:data:`~swinlite.files.SCRIPT_OUTPUTS`: an evaluate script's results, ``detect.py``'s or ``segment.py``'s
+    drawings and lists, whole; any task's, as the old run may have been another task's: its confusion matrix stayed
+    beside a detector's weights), for :func:`remove_replaced_run`; else none.
+
+    Raises:
+        ValueError: a drawings folder there holds files no script wrote (the user's images), even with ``overwrite``.
+    """
+    if not overwrite:
+        return []
+    return earlier_outputs(out, SCRIPT_OUTPUTS, overwrite=True, numbered=DRAWINGS)
 
 
 def _remove(out: Path, names: tuple[str, ...]) -> list[str]:

@@ -105,6 +105,17 @@ def test_overwrite_removes_the_old_run_once_the_new_one_is_known_to_start(folder
     # detection or segmentation run: its results stayed beside the new run's weights)
     for name in ("eval.json", "confusion_matrix.png", "detections.json", "per_class_iou.csv"):
         (out / name).write_text("an evaluation of the replaced run")
+    # detect.py's and segment.py's drawings and lists of the old weights: removed whole (detections.json alone was,
+    # the drawings and sources.json beside the new weights), unless a drawings folder holds the user's own images
+    for name in ("images/00000_a.png", "labels/00000_a.png", "overlays/00000_a.png", "sources.json", "classes.csv"):
+        (out / name).parent.mkdir(exist_ok=True)
+        (out / name).write_text("drawn with the replaced run's weights")
+    (out / "overlays" / "mine.jpg").write_text("the user's own image")
+    assert script_main("classification", ["--overwrite", *overrides("classification", folder, out)]) == 2
+    assert (
+        f"{out / 'overlays'} holds files no run wrote there ({out / 'overlays' / 'mine.jpg'}" in capsys.readouterr().err
+    )
+    (out / "overlays" / "mine.jpg").unlink()
     kept = sorted(p.name for p in out.iterdir())
     mistyped = overrides("classification", tmp_path / "no_data", out, **{"train.epochs": 1})
     assert script_main("classification", ["--overwrite", *mistyped]) == 2  # a missing data folder: refused first

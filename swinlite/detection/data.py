@@ -244,7 +244,7 @@ class CocoDetection(Dataset):
             kept, bad = _clean_annotations(split, image_id)
             self.objects.append(kept)
             problems += bad
-        _warn_ids("annotations dropped or clipped (annotation id: reason)", problems)
+        _warn_ids(f"annotations of {split.ann_file.name} dropped or clipped (annotation id: reason)", problems)
         bare = [o["id"] for objects in self.objects for o in objects if "segmentation" not in o]
         if masks and bare:
             raise ValueError(

@@ -48,7 +48,8 @@ def test_targets_map_categories_drop_crowds_clip_boxes_keep_negatives(coco: Path
     split, _ = _train_split(coco)
     categories = categories_of(split)
     assert (categories.ids, categories.names) == ([3, 7], ["square", "bar"])
-    with pytest.warns(UserWarning, match=r"2 annotations dropped or clipped.*6: box .* \(clipped\).*7: empty box"):
+    clipped = rf"2 annotations of {split.ann_file.name} dropped or clipped.*6: box .* \(clipped\).*7: empty box"
+    with pytest.warns(UserWarning, match=clipped):
         dataset = CocoDetection(split, categories, masks=True)
     by_id = {split.image_ids[i]: dataset[i][1] for i in range(4)}
     assert by_id[1]["labels"].tolist() == [1, 2]  # category 3 -> label 1, category 7 -> label 2

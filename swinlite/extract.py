@@ -38,7 +38,8 @@ from .models.swin import SwinTransformer
 from .optimize import FixedBatch
 
 SETTINGS_FILE = "settings.json"
-OUTPUT_FILES = (SETTINGS_FILE, "embeddings.safetensors", "failures.txt", "features")  # features/<image>.safetensors
+EMBEDDINGS_FILE, FAILURES_FILE = "embeddings.safetensors", "failures.txt"
+OUTPUT_FILES = (SETTINGS_FILE, EMBEDDINGS_FILE, FAILURES_FILE, "features")  # features/<image>.safetensors
 SOURCE_KEY = "source_file"  # a feature file's metadata: the image it was made from (source_record)
 
 
@@ -91,9 +92,10 @@ def record_settings(output: Path, settings: dict[str, object]) -> None:
 
     Raises:
         ValueError: the folder holds features made with other settings (or with random weights, which a
-            rerun cannot reproduce).
+            rerun cannot reproduce), or files of these names that no extraction wrote (:func:`_check_own_files`).
     """
     path = output / SETTINGS_FILE
+    _check_own_files(output, settings)
     has_features = (output / "features").is_dir() and any((output / "features").rglob("*.safetensors"))
     if has_features:
         if not path.is_file():
@@ -115,6 +117,30 @@ def record_settings(output: Path, settings: dict[str, object]) -> None:
     for stale in output.rglob(".*.tmp*") if output.is_dir() else ():
         stale.unlink()  # temp files of writes an interrupted run left; the real files are intact
     atomic_write_bytes(path, json_bytes(settings, indent=2))
+
+
+def _check_own_files(output: Path, settings: dict[str, object]) -> None:
+    """ValueError where ``output`` holds a settings file that is not an extraction's settings (other keys, not a
+    JSON object), or an embeddings or failures file with no extraction's settings beside it (a run writes the
+    settings first): the user's own files of those names, which a run replaced without a word."""
+    path = output / SETTINGS_FILE
+    if path.is_file():
+        try:
+            saved = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            saved = None
+        if not isinstance(saved, dict) or set(saved) != set(settings):
+            raise ValueError(
+                f"--output {output} holds a {SETTINGS_FILE} that no feature extraction wrote (an extraction's records "
+                f"{', '.join(settings)}): move it, or choose another --output"
+            )
+        return
+    foreign = [name for name in (EMBEDDINGS_FILE, FAILURES_FILE) if (output / name).exists()]
+    if foreign:
+        raise ValueError(
+            f"--output {output} holds {' and '.join(foreign)} but no {SETTINGS_FILE}, which an extraction writes "
+            "first: no extraction's files; move them, or choose another --output"
+        )
 
 
 def source_record(image: Path) -> dict[str, object] | None:
@@ -270,7 +296,7 @@ def run_extraction(
                     save_features(outputs[i], features, {SOURCE_KEY: records[i]})
             bar.update(len(batch))
         bar.close()
-        atomic_write_bytes(output / "failures.txt", "".join(f"{line}\n" for line in failures).encode())
+        atomic_write_bytes(output / FAILURES_FILE, "".join(f"{line}\n" for line in failures).encode())
         _write_embeddings(images, outputs, output)
     written, skipped = len(todo) - len(failures), len(images) - len(todo)
     return ExtractionSummary(written, skipped, len(failures), net.report() if isinstance(net, FixedBatch) else None)
@@ -304,4 +330,4 @@ def _write_embeddings(images: list[Path], outputs: list[Path], output: Path) -> 
     for _, out in done:
         with safe_open(out, "pt") as f:
             vectors.append(f.get_tensor("pooled"))
-    save_embeddings(output / "embeddings.safetensors", torch.stack(vectors), [p for p, _ in done])
+    save_embeddings(output / EMBEDDINGS_FILE, torch.stack(vectors), [p for p, _ in done])

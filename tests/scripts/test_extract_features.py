@@ -119,6 +119,29 @@ def test_settings_beside_no_features_do_not_block_the_rerun(load_script, image_f
 
 
 @pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"settings.json": '{"mine": 1}'}, "holds a settings.json that no feature extraction wrote"),
+        ({"settings.json": "not json"}, "holds a settings.json that no feature extraction wrote"),
+        ({"failures.txt": "my notes", "notes.txt": "kept"}, "holds failures.txt but no settings.json"),
+        ({"embeddings.safetensors": "my vectors"}, "holds embeddings.safetensors but no settings.json"),
+    ],
+)
+def test_files_of_its_names_that_no_extraction_wrote_are_refused(
+    load_script, image_folder, checkpoint, tmp_path, files, message
+):
+    """The user's own settings.json, failures.txt or embeddings.safetensors in --output were replaced without a word
+    (a settings file beside no features is replaced only where it is an extraction's)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, text in files.items():
+        (out / name).write_text(text)
+    with pytest.raises(ValueError, match=message):
+        _run(load_script, "--model", PICO, "--checkpoint", checkpoint[1], "--input", image_folder, "--output", out)
+    assert _snapshot(out) == {out / name: text.encode() for name, text in files.items()}  # nothing written or lost
+
+
+@pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--model", PICO, "--batch-size", "0"], "must be positive"),

@@ -153,3 +153,8 @@ def test_pretrained_backbone_file_or_whole_upernet_file(tmp_path):
                                              **HEAD), 3)  # fmt: skip
     assert plain.auxiliary_head is None and torch.equal(plain.decode_head.classifier.weight,
                                                         trained.decode_head.classifier.weight)  # fmt: skip
+    wider = SegModelConfig(name=PICO, pretrained=str(tmp_path / "seg.safetensors"), **{**HEAD, "head_channels": 24})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same classes: no "classifiers start fresh (3 classes in the file, 3 here)"
+        with pytest.raises(ValueError, match="does not fit UperNet exactly"):
+            build_upernet(wider, 3)

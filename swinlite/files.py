@@ -527,6 +527,16 @@ OUTPUT_DIR_FILES: dict[str, dict[str, tuple[str, ...]]] = {
                      "evaluate_segmentation.py": ("eval.json", "per_class_iou.csv")},
 }  # fmt: skip
 DRAWINGS = ("images", "labels", "overlays")  # of OUTPUT_DIR_FILES: the folders of numbered_name files
+# What each task keeps in its run folder beside the run engine's files (Task.output_files: its data scan's cache).
+# A run of another task cannot read them: its --overwrite removes them (other_task_files).
+TASK_FILES: dict[str, tuple[str, ...]] = {"classification": ("scan.json.gz",), "detection": (), "segmentation": ()}
+
+
+def other_task_files(task: str) -> tuple[str, ...]:
+    """The :data:`TASK_FILES` of every task but ``task``."""
+    return tuple(name for other, names in TASK_FILES.items() if other != task for name in names)
+
+
 # What the scripts of every task wrote into a training run's folder are results of its weights (an evaluation,
 # drawings), which a run replacing that run removes, whichever task's it was (SCRIPT_OUTPUTS: --overwrite): all of
 # one script's files, as they were written together.

@@ -16,13 +16,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..files import is_hidden
+from ..files import TASK_FILES, is_hidden
 from ..images import is_image_file
 from ..io import atomic_write
 from .config import DataConfig
 from .data import Split, image_problem, scan_data_dir, val_resize_shorter
 
-CACHE_FILE = "scan.json.gz"
+(CACHE_FILE,) = TASK_FILES["classification"]  # scan.json.gz
 _VERSION = 5  # another version's cache is scanned again (in 3, verify_images=true read headers only; in 4,
 # a file linked from two class folders was listed in both)
 

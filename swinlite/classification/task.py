@@ -15,12 +15,13 @@ from torch import nn
 from ..engine.distributed import SharedError, broadcast_object
 from ..engine.model import create_model, meta_model
 from ..engine.task import RunContext, StepOutput, Task
+from ..files import TASK_FILES
 from ..metadata import weights_metadata
 from .config import Config
 from .data import Split, build_datasets, check_augment, check_data_dir, collate
 from .demo_data import build_digits, check_digits
 from .evaluation import EVALUATION_FILES, evaluate
-from .scan_cache import CACHE_FILE, cached_scan
+from .scan_cache import cached_scan
 
 
 class ClassificationTask(Task):
@@ -30,7 +31,7 @@ class ClassificationTask(Task):
     reserved_kwargs = Task.reserved_kwargs | {
         "num_classes": "the task (one output per class folder of the training split)"
     }
-    output_files = (CACHE_FILE,)
+    output_files = TASK_FILES["classification"]  # its data scan's cache
     evaluation_files = EVALUATION_FILES
 
     def __init__(self, ctx: RunContext) -> None:

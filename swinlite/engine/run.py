@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..device import resolve_device
-from ..files import DRAWINGS, SCRIPT_OUTPUTS, earlier_outputs, remove_outputs
+from ..files import DRAWINGS, SCRIPT_OUTPUTS, earlier_outputs, other_task_files, remove_outputs
 from ..io import atomic_write, check_output
 from ..lock import OutputLock
 from .checkpoint import RESUME_FILE, load_resume, pending, seed_rng, settle_pending, writing
@@ -74,7 +74,7 @@ def run(
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
         names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
         check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
-        removed = SCRIPT_OUTPUTS if overwrite else ()
+        removed = (*SCRIPT_OUTPUTS, *other_task_files(task.name)) if overwrite else ()
         replaced_outputs(Path(cfg.train.output_dir), overwrite)  # a drawings folder holding the user's files: refused
         check_config_file(config, Path(cfg.train.output_dir), (*names, *removed), resume)
     if resume and overwrite:
@@ -92,7 +92,7 @@ def run(
                 trainer.load_resume(out / RESUME_FILE)
         shared.settle()
         if overwrite:  # only now: a problem of the new run's data or model keeps the old run whole
-            remove_replaced_run(out, dist)
+            remove_replaced_run(out, dist, task.name)
         if resume:
             log(dist, f"resumed from {out / RESUME_FILE} {trainer.position_note()}")
         try:
@@ -265,16 +265,17 @@ def _check_layer_decay(old: Any, cfg: Any) -> None:
         )
 
 
-def remove_replaced_run(out: Path, dist: DistInfo) -> None:
+def remove_replaced_run(out: Path, dist: DistInfo, task: str) -> None:
     """--overwrite, once the new run's data is scanned and its model built (a problem with either, e.g. a val class
     folder that train lacks, left the old run whole): rank 0 removes the old run's files, and what the scripts wrote
     there of the old weights (:func:`replaced_outputs`), before the new run writes any. The task's own files (its
     data scan's cache) are the new run's by then: its scan read the old one only where it still describes the data,
-    else replaced it."""
+    else replaced it; another task's (:func:`~swinlite.files.other_task_files`: a classification run's scan under a
+    segmentation run) are removed, as no run of this task reads them."""
     problem = None
     if dist.is_main:
         try:
-            _remove(out, RUN_FILES)
+            _remove(out, (*RUN_FILES, *other_task_files(task)))
             remove_outputs(replaced_outputs(out, overwrite=True))
         except (OSError, ValueError) as e:
             problem = f"output folder {out} cannot be used: {e}"

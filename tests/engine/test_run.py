@@ -25,7 +25,9 @@ from swinlite.engine.checkpoint import load_resume, non_finite, save_resume, set
 from swinlite.engine.distributed import DistInfo, SharedError
 from swinlite.engine.loaders import build_loaders
 from swinlite.engine.optim import build_optimizer
+from swinlite.engine.run import remove_replaced_run
 from swinlite.engine.sections import DataConfig
+from swinlite.files import TASK_FILES
 from swinlite.io import read_metadata, read_state_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks
@@ -93,6 +95,19 @@ def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path
     fresh = tmp_path / "fresh"
     assert script_main("classification", overrides("classification", folder, fresh, **{"optim.lr": 1e12})) == 2
     assert not list(fresh.glob("*.safetensors")) and not (fresh / "resume.pt").exists()
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_overwrite_by_another_task_removes_the_old_tasks_own_files(tmp_path: Path, task: str):
+    """A segmentation run over a classification run's folder (--overwrite) kept its scan.json.gz, which no
+    segmentation run reads: a folder mixing two runs. The new task's own files stay, for its run to read."""
+    assert TASKS[task].output_files == TASK_FILES[task]
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in (name for names in TASK_FILES.values() for name in names):
+        (out / name).write_text("a task's own file")
+    remove_replaced_run(out, DistInfo(), task)
+    assert sorted(p.name for p in out.iterdir()) == sorted(TASK_FILES[task])
 
 
 def test_overwrite_removes_the_old_run_once_the_new_one_is_known_to_start(folder: Path, tmp_path: Path, capsys):

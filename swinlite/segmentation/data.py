@@ -317,6 +317,27 @@ def check_labelled(split: Split, what: str, mask_dir: Path, ignore_index: int) -
                          f"{ignore_index}")  # fmt: skip
 
 
+MOSTLY_IGNORED = 0.5  # below this share of pixels holding a class, a training split's labels are likely misread
+
+
+def warn_mostly_ignored(split: Split, what: str, mask_dir: Path, labels: Labels) -> None:
+    """A warning when fewer than :data:`MOSTLY_IGNORED` of ``split``'s mask pixels hold a class: a dataset's labels
+    read by another dataset's rules, as the user's own masks trained as ADE20K's (``--data-dir`` picks
+    ``data.dataset=ade20k``), whose 0 is ignored: their background, most of the pixels, went unlearnt without a word.
+    ADE20K itself leaves about a tenth of its pixels unlabelled."""
+    total = sum(pair.size[0] * pair.size[1] for pair in split.pairs if pair.size)
+    if total and split.labelled < MOSTLY_IGNORED * total:
+        ignored = f"ignore_index {labels.ignore_index}" + (" and 0 (data.reduce_zero_label)" if labels.reduce_zero_label
+                                                          else "")  # fmt: skip
+        warnings.warn(
+            f"only {100 * split.labelled / total:.0f}% of the {what} masks' pixels ({mask_dir}) hold one of the "
+            f"{len(labels.classes)} classes; the rest are {ignored}: are the labels read as meant? ADE20K "
+            "(data.dataset=ade20k, what --data-dir trains) ignores 0; your own classes: data.dataset=folder "
+            "data.classes=[...]",
+            stacklevel=2,
+        )
+
+
 class SegmentationDataset(Dataset):
     """``(image, mask)`` pairs of a checked split through a ``torchvision.transforms.v2`` transform.
 

@@ -32,6 +32,7 @@ from .data import (
     labels_of,
     scan_split,
     split_folders,
+    warn_mostly_ignored,
     warn_skipped,
     without_thin_pairs,
 )
@@ -163,6 +164,7 @@ class SegmentationTask(Task):
         for split, name in ((train, "train"), (val, "val")):
             warn_skipped(f"{name} images", split.skipped)  # rank 0's scan: the engine shows it once (SharedWarnings)
             check_labelled(split, name, split_folders(data, name)[1], data.ignore_index)
+            warn_mostly_ignored(split, name, split_folders(data, name)[1], self.labels)
         # the val images the test settings cannot predict (a view thinner than the backbone's patch) are left out
         # now, named once, before the loaders fix the split; their check needs the model's patch, so it is built here
         self._model = build_upernet(self.cfg.model, len(self.labels.classes))

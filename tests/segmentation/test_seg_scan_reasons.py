@@ -1,13 +1,16 @@
 """The reasons the segmentation scan gives for the pairs it skips: in the loader's words for an unreadable file, and
 the image's upright size for a mask that does not fit it."""
 
+import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 from segkit import make_seg_folder, tiny_overrides
 
-from swinlite.segmentation.data import Split, labels_of, scan_split, split_folders
+from swinlite.segmentation.config import SegDataConfig
+from swinlite.segmentation.data import Split, labels_of, scan_split, split_folders, warn_mostly_ignored
 from swinlite.segmentation.task import SegmentationTask
 
 
@@ -44,3 +47,21 @@ def test_a_mask_drawn_on_the_stored_orientation_names_the_upright_size(tmp_path:
         "upright image, as load_rgb gives it)"
     )
     assert reasons[str(images / "01.png")] == f"mask {masks / '01.png'} is 20x20, the image 48x40"
+
+
+def test_masks_whose_pixels_are_mostly_ignored_are_warned(tmp_path: Path):
+    """The user's own masks (0 their background, most of the pixels) trained as ADE20K's, which ignores 0: a run of
+    150 classes that learnt no background, without a word. Read as their own classes, nothing to say."""
+    data = make_seg_folder(tmp_path / "data")
+    images, masks = split_folders(SegDataConfig(data_dir=str(data)), "train")
+    own = labels_of(SegmentationTask.load_config(None, tiny_overrides(data, tmp_path / "run")).data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_mostly_ignored(scan_split(images, masks, own), "train", masks, own)
+    ade20k = labels_of(SegDataConfig(dataset="ade20k", data_dir=str(data)))
+    split = scan_split(images, masks, ade20k)
+    pattern = (
+        r"only \d+% of the train masks' pixels .* hold one of the 150 classes; the rest are ignore_index 255 and 0"
+    )
+    with pytest.warns(UserWarning, match=pattern):
+        warn_mostly_ignored(split, "train", masks, ade20k)

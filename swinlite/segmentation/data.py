@@ -324,7 +324,7 @@ def warn_mostly_ignored(split: Split, what: str, mask_dir: Path, labels: Labels)
     """A warning when fewer than :data:`MOSTLY_IGNORED` of ``split``'s mask pixels hold a class: a dataset's labels
     read by another dataset's rules, as the user's own masks trained as ADE20K's (``--data-dir`` picks
     ``data.dataset=ade20k``), whose 0 is ignored: their background, most of the pixels, went unlearnt without a word.
-    ADE20K itself leaves about a tenth of its pixels unlabelled."""
+    ADE20K itself labels most of its pixels."""
     total = sum(pair.size[0] * pair.size[1] for pair in split.pairs if pair.size)
     if total and split.labelled < MOSTLY_IGNORED * total:
         ignored = f"ignore_index {labels.ignore_index}" + (" and 0 (data.reduce_zero_label)" if labels.reduce_zero_label

@@ -21,6 +21,7 @@ import difflib
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,24 +132,68 @@ def _input_sizes(
 
 def size_problem(model: OnnxModel, height: int, width: int) -> str | None:
     """Why the graph cannot take an image of ``height`` x ``width``, naming the range it serves and how to export one
-    that serves it; None if it can."""
+    that serves it (where an export can: none takes less than :func:`smallest_export`); None if it can."""
     if model.sizes is None:
         return None
     (h0, h1), (w0, w1) = model.sizes
     if h0 <= height <= h1 and w0 <= width <= w1:
         return None
+    smallest = smallest_export(model)
+    if smallest is not None and (height < smallest[0] or width < smallest[1]):
+        if model.task == "classification":
+            return (
+                f"{height}x{width} (HxW) is smaller than one patch of {model.metadata['model']} ({smallest[0]} "
+                f"pixels a side), the smallest image any export of it takes"
+            )
+        kind = {"detection": "detector", "segmentation": "segmenter"}[model.task]
+        return (
+            f"{height}x{width} (HxW) is smaller than {model.path.name} takes (height from {smallest[0]}, width from "
+            f"{smallest[1]}; no {kind} export takes less)"
+        )
     if h0 == h1 and w0 == w1:  # --fixed-size (a range has min < max), or another exporter's static H and W
         served, advice = f"{h0}x{w0} only", "export a range of sizes: scripts/export_onnx.py without --fixed-size"
     else:
-        flag = "--max-size" if height > h1 or width > w1 else "--min-size"
-        served, advice = f"height {h0}..{h1}, width {w0}..{w1}", f"export again with scripts/export_onnx.py {flag}"
+        served = f"height {h0}..{h1}, width {w0}..{w1}"
+        advice = "export again with scripts/export_onnx.py " + (
+            "--max-size" if height > h1 or width > w1 else "--min-size, which goes no lower than the model's minimum"
+        )
     return f"{height}x{width} (HxW) is outside the sizes {model.path.name} was exported for: {served} ({advice})"
 
 
-def check_channels(model: OnnxModel, channels: int = 3) -> None:
-    """ValueError unless the graph takes images of ``channels`` channels (the predictors feed RGB)."""
-    if model.channels is not None and model.channels != channels:
-        raise ValueError(f"{model.path} takes {model.channels}-channel images; the predictor feeds {channels} (RGB)")
+def smallest_export(model: OnnxModel) -> tuple[int, int] | None:
+    """(height, width) below which no export of the file's model serves an image, where the file tells, else None.
+
+    A detector's or segmenter's smallest size is its file's (one pixel above the coarsest stride: they take no
+    ``--min-size``). A classifier takes one patch (``scripts/export_onnx.py`` refuses a ``--min-size`` below it),
+    read from a model name such as ``swinlite_tiny_patch4_window7_224``; never above the file's own minimum, which no
+    export sets below one patch.
+    """
+    if model.sizes is None:
+        return None
+    (low_h, _), (low_w, _) = model.sizes
+    if model.task in ("detection", "segmentation"):
+        return low_h, low_w
+    name = model.metadata.get("model")
+    patch = re.search(r"patch(\d+)", name) if model.task == "classification" and isinstance(name, str) else None
+    return (min(int(patch[1]), low_h), min(int(patch[1]), low_w)) if patch else None
+
+
+def check_channels(model: OnnxModel) -> None:
+    """ValueError unless the graph takes 3-channel images: the predictors feed RGB."""
+    if model.channels is not None and model.channels != 3:
+        raise ValueError(f"{model.path} takes {model.channels}-channel images; the predictor feeds 3 (RGB)")
+
+
+def check_rgb(image: Image.Image) -> None:
+    """ValueError unless ``image`` is an RGB PIL image. Not converted here: 16-bit and float modes need the scaling
+    :func:`swinlite.files.load_rgb` applies (``convert("RGB")`` clips them), and the scripts read files with it."""
+    if not isinstance(image, Image.Image):
+        raise ValueError(f"expected an RGB PIL image (swinlite.files.load_rgb(path)), got {type(image).__name__}")
+    if image.mode != "RGB":
+        raise ValueError(
+            f"expected an RGB image, got a {image.width}x{image.height} image of mode {image.mode}: read files with "
+            'swinlite.files.load_rgb(path), or convert an 8-bit image with image.convert("RGB")'
+        )
 
 
 # --- classification ---------------------------------------------------------------------------------------------
@@ -165,8 +210,7 @@ def classifier_settings(
             which, and the flags); invalid values (naming the flag when given, else the file); a class count that
             differs from the graph's outputs.
     """
-    if model.task not in (None, "classification"):
-        raise ValueError(f"{model.path} is a {model.task} model, not a classifier")
+    check_classifier(model)
     classes = classes if classes is not None else model.metadata.get("classes")
     name = "--preprocessing" if preprocessing is not None else f"{model.path}: metadata preprocessing"
     if isinstance(preprocessing, dict):
@@ -195,6 +239,13 @@ def classifier_settings(
     if problem:
         raise ValueError(f"{name} input_size: {problem}")
     return classes, preprocessing
+
+
+def check_classifier(model: OnnxModel) -> None:
+    """ValueError naming the task of a file recorded as another task's (no record: taken as a classifier's)."""
+    if model.task not in (None, "classification"):
+        runs = {"detection": "; detect() runs it", "segmentation": "; segment_scores() runs it"}.get(model.task, "")
+        raise ValueError(f"{model.path} is a {model.task} model, not a classifier{runs}")
 
 
 def _check_keys(preprocessing: dict[str, Any], name: str) -> None:
@@ -251,8 +302,10 @@ def preprocess(image: Image.Image, preprocessing: dict[str, Any]) -> np.ndarray:
     side, then padded with the mean colour), center crop to ``input_size``, scale to 0..1, normalize.
 
     Raises:
-        ValueError: "center" mode and an image too elongated to resize (:func:`swinlite.files.elongation_problem`).
+        ValueError: an image that is not RGB (:func:`check_rgb`); "center" mode and an image too elongated to resize
+            (:func:`swinlite.files.elongation_problem`).
     """
+    check_rgb(image)
     _, height, width = preprocessing["input_size"]
     crop_pct = preprocessing.get("crop_pct") or DEFAULT_CROP_PCT
     interpolation = preprocessing.get("interpolation", "bilinear")
@@ -298,27 +351,49 @@ def batch_size(model: OnnxModel, given: int | None, default: int) -> int:
 
 
 def classify(model: OnnxModel, images: np.ndarray) -> np.ndarray:
-    """Class probabilities [B, classes] (softmax in float32) of preprocessed images [B, C, H, W], B >= 1.
+    """Class probabilities [B, classes] (softmax in float32) of preprocessed images [B, C, H, W]; an empty batch
+    (B = 0) gives [0, classes].
 
     A graph of a fixed batch (:attr:`OnnxModel.batch`) is fed that many at a time, the last ones padded with zeros
     whose outputs are dropped (ONNX Runtime refuses any other batch).
 
     Raises:
-        ValueError: images of another channel count or size than the graph serves.
+        ValueError: a file recorded as another task's (:func:`check_classifier`); images that are not a floating-point
+            [B, C, H, W] batch of the graph's channels (:func:`check_images`), or of a size it does not serve.
     """
-    if images.ndim != 4:
-        raise ValueError(f"expected images [B, C, H, W], got shape {images.shape}")
-    check_channels(model, images.shape[1])
+    check_classifier(model)
+    images = check_images(model, images)
     problem = size_problem(model, *images.shape[2:])
     if problem:
         raise ValueError(problem)
-    images = np.ascontiguousarray(images, dtype=np.float32)
-    batch = model.batch or len(images)
-    padded = np.concatenate([images, np.zeros((-len(images) % batch, *images.shape[1:]), np.float32)])
-    runs = [model.session.run(None, {model.input_name: padded[i : i + batch]})[0] for i in range(0, len(padded), batch)]
-    logits = np.concatenate(runs)[: len(images)].astype(np.float32)
+    if model.batch is None:  # fed whole: the graph takes any batch, an empty one included
+        logits = model.session.run(None, {model.input_name: images})[0]
+    else:  # at least one batch, so that an empty one gets the outputs' shape
+        batch = model.batch
+        count = max(math.ceil(len(images) / batch), 1) * batch
+        padded = np.concatenate([images, np.zeros((count - len(images), *images.shape[1:]), np.float32)])
+        runs = [model.session.run(None, {model.input_name: padded[i : i + batch]})[0] for i in range(0, count, batch)]
+        logits = np.concatenate(runs)
+    logits = logits[: len(images)].astype(np.float32)
     exp = np.exp(logits - logits.max(axis=1, keepdims=True))
     return exp / exp.sum(axis=1, keepdims=True)
+
+
+def check_images(model: OnnxModel, images: np.ndarray) -> np.ndarray:
+    """``images`` as contiguous float32, after a ValueError naming the expected input unless they are a
+    floating-point [B, C, H, W] batch of the graph's channels (3 where it leaves them open): uint8 pixels would be
+    fed unscaled and unnormalised, as the PyTorch model refuses them."""
+    images = np.asarray(images)
+    channels = model.channels or 3
+    expected = f"normalised float images [B, {channels}, H, W] (e.g. preprocess() outputs, stacked)"
+    if images.ndim != 4:
+        raise ValueError(f"expected {expected}, got an array of shape {images.shape}")
+    if not np.issubdtype(images.dtype, np.floating):
+        raise ValueError(f"expected {expected}, got dtype {images.dtype}")
+    if images.shape[1] != channels:
+        hint = " (channels last? images.transpose(0, 3, 1, 2) puts them first)" if images.shape[3] == channels else ""
+        raise ValueError(f"expected {expected}, got an array of shape {images.shape}{hint}")
+    return np.ascontiguousarray(images, dtype=np.float32)
 
 
 def top_k(probs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -437,11 +512,15 @@ def detect(
     graph takes with the size it had.
 
     Raises:
-        ValueError: an image the resize leaves nothing of, or resizes outside the graph's range (:func:`too_thin`
-            says which of those to skip).
+        ValueError: an image that is not RGB (:func:`check_rgb`); an image the resize leaves nothing of, or resizes
+            outside the graph's range (:func:`too_thin` says which of those to skip).
     """
+    check_rgb(image)
+    problem = too_thin(model, settings, image.height, image.width)
+    if problem:  # its sizes are the image's own order, W x H; not prefixed with the resized H x W
+        raise ValueError(problem)
     size = resized_size(settings, image.height, image.width)
-    problem = too_thin(model, settings, image.height, image.width) or size_problem(model, *size)
+    problem = size_problem(model, *size)
     if problem:
         raise ValueError(f"resized to {size[0]}x{size[1]} (HxW): {problem}")
     pixels = np.asarray(image, dtype=np.uint8).astype(np.float32).transpose(2, 0, 1) / np.float32(255)  # [3, H, W]
@@ -627,8 +706,10 @@ def segment_scores(model: OnnxModel, settings: SegmenterSettings, image: Image.I
     several. ``argmax(0)`` is the label map.
 
     Raises:
-        ValueError: an image whose views or windows lie outside the sizes the graph serves.
+        ValueError: an image that is not RGB (:func:`check_rgb`), or whose views or windows lie outside the sizes the
+            graph serves.
     """
+    check_rgb(image)
     problem = segment_problem(model, settings, image.height, image.width)
     if problem:
         raise ValueError(problem)

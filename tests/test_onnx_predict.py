@@ -2,6 +2,8 @@
 torchvision's box drawing, torch.topk; and its checks of a file and an input."""
 
 import dataclasses
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -115,11 +117,85 @@ def test_inputs_outside_the_file_are_refused(onnx_classifier):
     assert onnx_predict.size_problem(model, 512, 2) is None
     assert "height 2..512, width 2..512" in onnx_predict.size_problem(model, 513, 40)
     assert onnx_predict.size_problem(model, 513, 40).endswith("export_onnx.py --max-size)")  # the flag that helps
-    assert onnx_predict.size_problem(model, 40, 1).endswith("export_onnx.py --min-size)")
     with pytest.raises(ValueError, match="outside the sizes model.onnx was exported for"):
         onnx_predict.classify(model, np.zeros((1, 3, 600, 32), np.float32))
-    with pytest.raises(ValueError, match="takes 3-channel images; the predictor feeds 1"):
-        onnx_predict.classify(model, np.zeros((1, 1, 32, 32), np.float32))
+
+
+@pytest.mark.parametrize(
+    "task,model,low,size,problem",
+    [
+        ("classification", "swinlite_pico_patch2_window4_32", 2, (40, 1),
+         r"^40x1 \(HxW\) is smaller than one patch of swinlite_pico_patch2_window4_32 \(2 pixels a side\), the "),
+        ("classification", "swinlite_pico_patch2_window4_32", 8, (40, 5),
+         r"^40x5 \(HxW\) is outside .*: height 8\.\.512, width 8\.\.512 \(export again with scripts/export_onnx\.py "
+         r"--min-size, which goes no lower than the model's minimum\)$"),
+        ("classification", None, 8, (40, 1), r"\(export again with scripts/export_onnx\.py --min-size, which goes no "),
+        ("segmentation", None, 17, (40, 9),
+         r"^40x9 \(HxW\) is smaller than model\.onnx takes \(height from 17, width from 17; no segmenter export "
+         r"takes less\)$"),
+    ],
+    ids=["below_one_patch", "above_one_patch", "patch_unknown", "segmenter"],
+)  # fmt: skip
+def test_min_size_is_advised_only_where_an_export_serves_the_size(onnx_classifier, task, model, low, size, problem):
+    """A 40x1 input to a file of a patch-2 model advised "export again with scripts/export_onnx.py --min-size", which
+    refuses a --min-size below one patch; a segmenter's file takes no --min-size at all. Where the patch is known,
+    a size below it is named as such; where a re-export can serve it, --min-size is still the advice."""
+    model_file = onnx_predict.open_model(onnx_classifier[1])
+    metadata = {k: v for k, v in model_file.metadata.items() if k != "model"} | {"task": task}
+    metadata |= {"model": model} if model else {}
+    model_file = dataclasses.replace(model_file, metadata=metadata, sizes=((low, 512), (low, 512)))
+    got = onnx_predict.size_problem(model_file, *size)
+    assert got is not None and re.search(problem, got), got
+
+
+EXPECTED = r"^expected normalised float images \[B, 3, H, W\] \(e\.g\. preprocess\(\) outputs, stacked\), got "
+
+
+@pytest.mark.parametrize(
+    "images,error",
+    [
+        (np.zeros((1, 3, 32, 32), np.uint8), "dtype uint8$"),  # ran: raw 0..255 pixels, neither scaled nor normalised
+        (np.zeros((2, 3, 32, 32), np.int64), "dtype int64$"),
+        (np.zeros((1, 3, 32, 32), bool), "dtype bool$"),
+        # "model.onnx takes 3-channel images; the predictor feeds 32 (RGB)" blamed the file for the array's layout
+        (np.zeros((1, 32, 32, 3), np.float32), r"an array of shape \(1, 32, 32, 3\) \(channels last\? "),
+        (np.zeros((1, 1, 32, 32), np.float32), r"an array of shape \(1, 1, 32, 32\)$"),
+        (np.zeros((3, 32, 32), np.float32), r"an array of shape \(3, 32, 32\)$"),
+    ],
+    ids=["uint8", "int64", "bool", "channels_last", "one_channel", "one_image_unbatched"],
+)
+def test_classify_refuses_an_array_that_is_not_a_float_image_batch(onnx_classifier, images, error):
+    """As the PyTorch model refuses a non-floating tensor ("expected a floating-point tensor of shape (B, 3, H, W)
+    ..., got dtype torch.uint8"): uint8 pixels were cast to float and classified, probabilities wrong, no warning."""
+    model = onnx_predict.open_model(onnx_classifier[1])
+    with pytest.raises(ValueError, match=EXPECTED + error):
+        onnx_predict.classify(model, images)
+
+
+@pytest.mark.parametrize("batch", [None, 2], ids=["dynamic_batch", "fixed_batch"])
+def test_classify_an_empty_batch_gives_no_rows(onnx_classifier, batch):
+    """x[:0] raised ZeroDivisionError (integer modulo by zero) where ONNX Runtime and eager PyTorch give [0, classes];
+    a graph of a fixed batch is fed at least one batch of zeros, its outputs dropped."""
+    model = dataclasses.replace(onnx_predict.open_model(onnx_classifier[1]), batch=batch)
+    images = np.random.default_rng(0).standard_normal((3, 3, 32, 32), dtype=np.float32)
+    empty = onnx_predict.classify(model, images[:0])
+    assert empty.shape == (0, 3) and empty.dtype == np.float32
+    want = onnx_predict.classify(dataclasses.replace(model, batch=None), images)
+    np.testing.assert_allclose(onnx_predict.classify(model, images), want, rtol=0, atol=1e-6)  # 3 = 2 + 1 padded
+
+
+def test_classify_refuses_a_file_of_another_task(onnx_classifier):
+    """classify ran a segmenter's file and returned its [1, 5, 32, 32] logits "softmaxed" over the classes; a file
+    that records no task is taken as a classifier's, as classifier_settings takes it."""
+    model = onnx_predict.open_model(onnx_classifier[1])
+    images = np.zeros((1, 3, 32, 32), np.float32)
+    segmenter = dataclasses.replace(model, metadata=model.metadata | {"task": "segmentation"})
+    with pytest.raises(ValueError, match=r"model\.onnx is a segmentation model, not a classifier; segment_scores\(\) "):
+        onnx_predict.classify(segmenter, images)
+    with pytest.raises(ValueError, match=r"model\.onnx is a segmentation model, not a classifier"):
+        onnx_predict.classifier_settings(segmenter)
+    unrecorded = dataclasses.replace(model, metadata={k: v for k, v in model.metadata.items() if k != "task"})
+    assert onnx_predict.classify(unrecorded, images).shape == (1, 3)
 
 
 def test_preprocessing_given_replaces_the_files_key_by_key(onnx_classifier):
@@ -169,3 +245,40 @@ def test_a_view_too_large_for_memory_is_refused_in_either_mode(mode):
     problem = onnx_predict.segment_problem(None, settings, 40, 48)  # no model: refused before it is asked
     assert problem.startswith("a 48x40 image would be rescaled to 57600x48000 (ratio 1000.0)"), problem
     assert problem.endswith("more than the 4 GiB a view may take: lower --ratios"), problem
+
+
+SEGMENTER = onnx_predict.SegmenterSettings(
+    classes=["a", "b"], palette=[(0, 0, 0)] * 2, mean=(0.5,) * 3, std=(0.2,) * 3, img_scale=(64, 48), mode="whole",
+    crop_size=(32, 32), stride=(21, 21), ratios=(1.0,), flip=False,
+)  # fmt: skip
+DETECTOR = onnx_predict.DetectorSettings(category_ids=[1, 2], names=["a", "b"], test_size=128, max_size=128)
+TAKES_RGB = {  # no model: the image is refused before it is asked
+    "preprocess": lambda image: onnx_predict.preprocess(image, {"input_size": (3, 32, 32)}),
+    "segment_scores": lambda image: onnx_predict.segment_scores(None, SEGMENTER, image),
+    "detect": lambda image: onnx_predict.detect(None, DETECTOR, image),
+}
+
+
+@pytest.mark.parametrize("mode", ["L", "RGBA", "I;16", "P", "CMYK", "F"])
+@pytest.mark.parametrize("function", TAKES_RGB)
+def test_an_image_that_is_not_rgb_is_refused_naming_its_mode(function, mode):
+    """Each failed with numpy's or ONNX Runtime's words ("operands could not be broadcast together with shapes
+    (32,32) (3,)", "axes don't match array", "Got: 4 Expected: 3"); not converted: 16-bit and float pixels need
+    load_rgb's scaling, which convert("RGB") does not apply."""
+    error = rf"^expected an RGB image, got a 20x16 image of mode {mode}: read files with swinlite\.files\.load_rgb\("
+    with pytest.raises(ValueError, match=error):
+        TAKES_RGB[function](Image.new(mode, (20, 16)))
+    with pytest.raises(ValueError, match=r"^expected an RGB PIL image .*, got ndarray$"):
+        TAKES_RGB[function](np.zeros((16, 20, 3), np.uint8))
+
+
+def test_detect_names_a_thin_image_in_one_order():
+    """It said "resized to 12x128 (HxW): a 200x20 image would be resized to 128x12": H x W, then W x H, in one
+    sentence. The thin problem alone, as detect.py --onnx names a skipped image: W x H throughout."""
+    model = onnx_predict.OnnxModel(Path("d.onnx"), None, {"task": "detection"}, "image", 3, ((33, 128), (33, 128)))
+    with pytest.raises(ValueError) as refused:
+        onnx_predict.detect(model, DETECTOR, _image(20, 200))
+    assert str(refused.value) == (
+        "a 200x20 image would be resized to 128x12, thinner than d.onnx takes (height from 33, width from 33; no "
+        "detector export takes less): too thin"
+    )

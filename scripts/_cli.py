@@ -25,7 +25,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
@@ -33,6 +33,8 @@ from typing import NoReturn
 # OSError covers missing files, folders that are files, permissions, a full disk: nothing a traceback explains better.
 USER_ERRORS = (ValueError, OSError)
 AMP = ("none", "bf16", "fp16")  # the keys of swinlite.device.AUTOCAST_DTYPES, for --help without torch
+# swinlite.files.IMAGE_EXTENSIONS, the files of a folder the scripts read, for --help without torch (numpy and PIL).
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 # How a user of --model NAME alone (its pretrained weights: swinlite.weights.pretrained_model) gets weights otherwise.
 WEIGHTS_HINT = "or pass a local weights file: --model NAME --checkpoint FILE"
@@ -75,9 +77,41 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, doc: str | None, **kwargs) -> None:
         super().__init__(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+        self._ema = False  # whether add_ema_argument added --ema, which parse_args then checks
 
     def error(self, message: str) -> NoReturn:
         fail(f"{message} (see {self.prog} --help)")
+
+    def parse_args(
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """argparse's, then the checks of the options added by the methods below that need the other options."""
+        parsed = super().parse_args(args, namespace)
+        if self._ema and parsed.ema:
+            if getattr(parsed, "onnx", None) is not None:  # the file holds the weights it was exported from
+                self.error("--onnx runs the exported file alone: --ema does not apply "
+                           "(scripts/export_onnx.py --ema exports a run's EMA weights)")  # fmt: skip
+            if parsed.checkpoint is None:
+                self.error("--ema selects the EMA weights of a --checkpoint")
+        return parsed
+
+    def add_ema_argument(self) -> None:
+        """``--ema``: the run's EMA weights instead of ``--checkpoint`` (:func:`ema_weights` finds them). Refused by
+        :meth:`parse_args`, before torch loads, without a ``--checkpoint`` (``--model`` alone: timm's pretrained
+        weights) and with ``--onnx``."""
+        self.add_argument("--ema", action="store_true", help="use the run's EMA weights (the file beside --checkpoint)")
+        self._ema = True
+
+    def add_images_argument(self, *names: str, **kwargs) -> None:
+        """The images a script reads, as ``swinlite.files.list_images`` lists them, with a help that says which files
+        of a folder that is (:data:`IMAGE_EXTENSIONS`)."""
+        self.add_argument(
+            *names,
+            nargs="+",
+            help=f"images and folders of images; a folder gives its image files ({' '.join(IMAGE_EXTENSIONS)}, any "
+            "case; searched recursively), a file named explicitly is read whatever its extension",
+            **kwargs,
+        )
 
     def add_amp_argument(self) -> None:
         """``--amp``: the autocast dtype, one of ``swinlite.device.AUTOCAST_DTYPES`` (named here without torch)."""
@@ -94,6 +128,24 @@ class Parser(argparse.ArgumentParser):
             "smaller batches (the last one) are zero-padded to that size and the padded outputs dropped, so it "
             "compiles once; outputs equal eager to 1e-4" + note,
         )
+
+
+def ema_weights(args: argparse.Namespace) -> Path | None:
+    """The weights file a script loads: ``args.checkpoint``, or with ``--ema`` (:meth:`Parser.add_ema_argument`) its
+    run's EMA weights (``swinlite.weights.ema_counterpart``), named on stderr when that is another file (the user
+    sees which file the results are of). Call it after parsing: it imports swinlite, and torch with it.
+
+    Raises:
+        ValueError: ``--ema`` and no EMA weights beside the checkpoint (ema_counterpart's message).
+    """
+    if not args.ema:
+        return args.checkpoint
+    from swinlite.weights import ema_counterpart
+
+    weights = ema_counterpart(args.checkpoint)
+    if weights != args.checkpoint:
+        print(f"EMA weights: {weights}", file=sys.stderr)
+    return weights
 
 
 def import_without_torch(name: str) -> ModuleType:

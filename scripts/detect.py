@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, run
+from _cli import Parser, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -32,7 +32,8 @@ def parse_args(argv: list[str] | None = None):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", type=Path, help="best.safetensors or last.safetensors")
     source.add_argument("--onnx", type=Path, help="a detector exported by scripts/export_onnx.py (ONNX Runtime)")
-    parser.add_argument("--input", required=True, nargs="+", type=Path, help="image files and/or folders (recursive)")
+    parser.add_ema_argument()
+    parser.add_images_argument("--input", required=True, type=Path)
     parser.add_argument("--output-dir", required=True, type=Path, help="for detections.json and images/")
     parser.add_argument("--score-thresh", type=float, default=0.5, help="lowest score kept (default: %(default)s)")
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
@@ -64,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir
     device = resolve_device(args.device or "auto")
     images = list_images(args.input)
-    earlier = check_output_dir("detection", out, [args.checkpoint, *args.input, *images], args.overwrite)
-    model, categories, meta = load_detector(args.checkpoint, device)
+    weights = ema_weights(args)
+    earlier = check_output_dir("detection", out, [args.checkpoint, weights, *args.input, *images], args.overwrite)
+    model, categories, meta = load_detector(weights, device)
     model_thresh = meta["detector"].get("score_thresh", DetModelConfig().score_thresh)
     remove_outputs(earlier)
     results, skipped, best, sources = [], [], None, {}

@@ -18,14 +18,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, run
+from _cli import Parser, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     parser.add_argument("--checkpoint", required=True, type=Path, help=".safetensors, .pt or .pth weights file")
     parser.add_argument("--data-dir", required=True, type=Path, help="dataset root holding <split>/<class>/*")
-    parser.add_argument("--ema", action="store_true", help="evaluate the run's EMA weights (the file beside it)")
+    parser.add_ema_argument()
     parser.add_argument("--model", help="timm model name, for files that do not record theirs")
     parser.add_argument("--split", default="val", help="sub-folder of --data-dir to evaluate (default: %(default)s)")
     parser.add_argument("--img-size", type=int, help="input size, for files that do not record theirs")
@@ -67,11 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.files import check_output_dir, remove_outputs
     from swinlite.images import evaluated_data, left_out_report
     from swinlite.io import atomic_write_bytes, json_bytes
-    from swinlite.weights import ema_counterpart
 
     device = resolve_device(args.device)
     amp = autocast_dtype(args.amp, device)
-    checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
+    checkpoint = ema_weights(args)
     out = args.output_dir or checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     inputs = [args.checkpoint, checkpoint, args.data_dir / args.split]

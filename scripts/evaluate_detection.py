@@ -16,12 +16,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, run
+from _cli import Parser, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     parser.add_argument("--checkpoint", required=True, type=Path, help="best.safetensors or last.safetensors")
+    parser.add_ema_argument()
     parser.add_argument(
         "--data-dir", type=Path, help="COCO 2017 layout: annotations/instances_<split>2017.json, <split>2017/"
     )
@@ -72,10 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=str(args.data_dir or "."), **{f"{args.split}_ann": args.ann, f"{args.split}_images": args.images}
     )
     ann_file, image_dir = split_paths(data, args.split)
-    out = args.output_dir or args.checkpoint.parent
+    weights = ema_weights(args)
+    out = args.output_dir or weights.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
-    earlier = check_output_dir("detection", out, [args.checkpoint, ann_file, image_dir], args.overwrite, option)
-    model, categories, meta = load_detector(args.checkpoint, device)
+    inputs = [args.checkpoint, weights, ann_file, image_dir]
+    earlier = check_output_dir("detection", out, inputs, args.overwrite, option)
+    model, categories, meta = load_detector(weights, device)
     transform = model.transform  # the images it cannot resize are left out, with a warning naming them
     masks = meta["detector"].get("detector") == "maskrcnn"  # else an object without a valid mask keeps its box
     split = load_split(ann_file, image_dir, masks=masks)
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     image_ids = scored_ids(split, left_out)
     check_scored(truth, image_ids, left_out, args.split)  # every image failed to decode: an error, not a NaN report
     scan = [(split.image_path(i), reason) for i, reason in split.skipped]
-    report = {"checkpoint": str(args.checkpoint)}
+    report = {"checkpoint": str(weights)}
     report |= evaluated_data(args.data_dir, args.split, args.amp, annotations=ann_file, image_dir=image_dir)
     report |= {"images": len(image_ids)} | left_out_report(scan, left_out)
     for iou_type in iou_types:

@@ -28,7 +28,7 @@ import math
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_test_options, run
+from _cli import Parser, check_test_options, ema_weights, run
 
 SPLITS = {"validation": "val", "training": "train"}
 
@@ -36,6 +36,7 @@ SPLITS = {"validation": "val", "training": "train"}
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     parser.add_argument("--checkpoint", required=True, type=Path, help="best.safetensors or last.safetensors")
+    parser.add_ema_argument()
     parser.add_argument("--data-dir", type=Path, help="ADE20K layout: images/<split>/, annotations/<split>/")
     parser.add_argument("--split", default="validation", choices=tuple(SPLITS), help="(default: %(default)s)")
     parser.add_argument("--images", type=Path, help="image folder (instead of the --data-dir layout)")
@@ -112,10 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     amp = autocast_dtype(args.amp, device)
     layout = split_folders(SegDataConfig(data_dir=str(args.data_dir or ".")), SPLITS[args.split])
     images, masks = args.images or layout[0], args.masks or layout[1]
-    out = args.output_dir or args.checkpoint.parent
+    weights = ema_weights(args)
+    out = args.output_dir or weights.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
-    earlier = check_output_dir("segmentation", out, [args.checkpoint, images, masks], args.overwrite, option)
-    model, info = load_segmenter(args.checkpoint, device)
+    earlier = check_output_dir("segmentation", out, [args.checkpoint, weights, images, masks], args.overwrite, option)
+    model, info = load_segmenter(weights, device)
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before the data is read
     split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
     for path, reason in split.skipped[:10]:
@@ -135,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     check_counted(counts, evaluated, left_out, what)  # every image left out as read: an error, not a NaN report
     result = scores(counts)
-    print(f"{args.checkpoint} on {evaluated} images of {images} ({test.mode}, ratios {list(test.ratios)}"
+    print(f"{weights} on {evaluated} images of {images} ({test.mode}, ratios {list(test.ratios)}"
           f"{', flip' if test.flip else ''}):\n{per_class_table(result, classes)}")  # fmt: skip
     per_class = {c: {"iou": i, "acc": a} for c, i, a in zip(classes, result.iou, result.acc, strict=True)}
-    report = {"checkpoint": str(args.checkpoint)}
+    report = {"checkpoint": str(weights)}
     report |= evaluated_data(args.data_dir, args.split, args.amp, image_dir=images, mask_dir=masks)
     report |= {"images": evaluated, "test": test.to_dict(), "miou": result.miou, "macc": result.macc,
                "aacc": result.aacc, "per_class": per_class}  # fmt: skip

@@ -6,10 +6,9 @@ Examples:
     python scripts/predict.py --model swinlite_tiny_patch4_window7_224.ms_in1k --output p.csv photos/
     python scripts/predict.py --onnx demo.onnx --output preds.csv data/digits/val   # ONNX Runtime, no torch
 
-PATH arguments are images or folders; a folder gives its image files (.jpg .jpeg .png .ppm .bmp .pgm
-.tif .tiff .webp, any case; searched recursively), a file named explicitly is read whatever its extension.
-Files that do not decode are skipped and named on stderr. The CSV (UTF-8) has the columns path, class,
-prob, then class_2, prob_2, ... up to --topk; bytes of a file name that are not UTF-8 are written as \xNN, and a
+PATH arguments are images or folders of images (which files of a folder are read: PATH below). Files that do not
+decode are skipped and named on stderr. The CSV (UTF-8) has the columns path, class, prob, then class_2, prob_2, ...
+up to --topk; bytes of a file name that are not UTF-8 are written as \xNN, and a
 backslash as \x5c (two files never print as one path). --output must not be one of the inputs (the checkpoint, an
 image); it is written whole once every image is labelled, replacing a file there. Preprocessing is the run's
 evaluation transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1. With
@@ -32,17 +31,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, run
+from _cli import WEIGHTS_HINT, Parser, ema_weights, run
 
 BATCH_SIZE = 32  # images per forward pass by default
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="images and folders of images")
+    parser.add_images_argument("paths", metavar="PATH")
     parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
     parser.add_argument("--model", help="timm model name: pretrained weights alone, or the model of a raw --checkpoint")
-    parser.add_argument("--ema", action="store_true", help="use the run's EMA weights (the file beside --checkpoint)")
+    parser.add_ema_argument()
     parser.add_argument("--onnx", type=Path, help="an exported .onnx file, run in ONNX Runtime (no torch)")
     parser.add_argument("--classes", type=Path, help="--onnx: class names, one per line (default: the file's)")
     parser.add_argument("--preprocessing", help="--onnx: timm data config as JSON (default: the file's)")
@@ -59,9 +58,8 @@ def parse_args(argv: list[str] | None = None):
     parser.add_compile_argument()
     args = parser.parse_args(argv)
     if args.onnx is not None:
-        given = [f for f, v in (("--checkpoint", args.checkpoint), ("--model", args.model), ("--ema", args.ema),
-                                ("--compile", args.compile), ("--device", args.device),
-                                ("--num-workers", args.num_workers)) if v]  # fmt: skip
+        given = [f for f, v in (("--checkpoint", args.checkpoint), ("--model", args.model), ("--compile", args.compile),
+                                ("--device", args.device), ("--num-workers", args.num_workers)) if v]  # fmt: skip
         if given:
             verb = "does" if len(given) == 1 else "do"
             parser.error(f"--onnx runs the exported file alone: {', '.join(given)} {verb} not apply")
@@ -69,8 +67,6 @@ def parse_args(argv: list[str] | None = None):
         parser.error("--classes and --preprocessing describe an --onnx file")
     elif args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint, --onnx, or --model for a timm model's pretrained weights")
-    if args.ema and args.checkpoint is None:
-        parser.error("--ema selects the EMA weights of a --checkpoint")
     if args.topk < 1 or (args.batch_size is not None and args.batch_size < 1) or args.num_workers < 0:
         parser.error("--topk and --batch-size must be at least 1, --num-workers at least 0")
     if args.onnx is None:  # --onnx: the file may fix its batch (onnx_predict.batch_size)
@@ -84,8 +80,6 @@ def build_model(args, weights: Path | None):
 
     if weights is None:
         return pretrained_model(args.model, hint=WEIGHTS_HINT)
-    if weights != args.checkpoint:
-        print(f"EMA weights: {weights}", file=sys.stderr)
     return load_model(weights, args.model)
 
 
@@ -100,11 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.device import resolve_device
     from swinlite.images import ImageFiles, list_images
     from swinlite.io import check_output
-    from swinlite.weights import ema_counterpart
 
     device = resolve_device(args.device or "auto")
     files = list_images(args.paths)
-    weights = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
+    weights = ema_weights(args)
     check_output(args.output, [args.checkpoint, weights, *args.paths, *files])  # folders too: not inside them
     model = build_model(args, weights)
     classes = inference.class_names(model)

@@ -33,7 +33,7 @@ import io
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_test_options, run
+from _cli import Parser, check_test_options, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -41,7 +41,8 @@ def parse_args(argv: list[str] | None = None):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", type=Path, help="best.safetensors or last.safetensors")
     source.add_argument("--onnx", type=Path, help="a segmenter exported by scripts/export_onnx.py (ONNX Runtime)")
-    parser.add_argument("--input", required=True, nargs="+", type=Path, help="image files and/or folders (recursive)")
+    parser.add_ema_argument()
+    parser.add_images_argument("--input", required=True, type=Path)
     parser.add_argument("--output-dir", required=True, type=Path, help="for labels/, overlays/ and classes.csv")
     parser.add_argument(
         "--mode", choices=("whole", "slide"), help="whole image or sliding windows (default: the run's)"
@@ -110,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir
     device = resolve_device(args.device or "auto")
     images = list_images(args.input)
-    earlier = check_output_dir("segmentation", out, [args.checkpoint, *args.input, *images], args.overwrite)
-    model, info = load_segmenter(args.checkpoint, device)
+    weights = ema_weights(args)
+    earlier = check_output_dir("segmentation", out, [args.checkpoint, weights, *args.input, *images], args.overwrite)
+    model, info = load_segmenter(weights, device)
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before anything is removed
     too_large = large_check(model, test)
     for path, height, width in header_sizes(images):  # a view too large for memory: an error, first

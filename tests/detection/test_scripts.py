@@ -118,3 +118,31 @@ def test_evaluate_detection_on_data_with_nothing_to_score_is_one_error(trained, 
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: the val annotations (") and "hold no object to score" in err
     assert not (tmp_path / "eval.json").exists()
+
+
+@pytest.mark.parametrize("script", ["detect", "evaluate_detection"])
+def test_ema_reads_the_ema_file_beside_the_checkpoint(trained, tmp_path: Path, capsys, script: str):
+    """--ema, as predict.py's and evaluate.py's (users passed best_ema.safetensors themselves): EMA weights beside the
+    checkpoint whose detector keeps no box (the background logit raised) give no detection, the raw weights some."""
+    from swinlite.io import read_metadata, read_state_dict, save_safetensors
+
+    coco, run = trained
+    checkpoint = tmp_path / "run" / "best.safetensors"
+    checkpoint.parent.mkdir()
+    shutil.copy(run / "best.safetensors", checkpoint)
+    state = read_state_dict(checkpoint)
+    state["roi_heads.box_predictor.cls_score.bias"][0] += 100.0  # [classes + 1]: every box scores background
+    ema = checkpoint.with_name("best_ema.safetensors")
+    save_safetensors(ema, state, read_metadata(checkpoint) | {"weights": "ema"})
+    data = {"detect": ["--input", coco / "val2017", "--score-thresh", "0"],
+            "evaluate_detection": ["--data-dir", coco, "--num-workers", "0"]}[script]  # fmt: skip
+    detections = {}
+    for flags in ([], ["--ema"]):
+        out = tmp_path / f"out{len(flags)}"
+        assert run_script(script, ["--checkpoint", checkpoint, *data, "--output-dir", out, *flags]) == 0
+        detections[bool(flags)] = json.loads((out / "detections.json").read_text())
+    assert detections[False] and detections[True] == []
+    err = capsys.readouterr().err
+    assert f"EMA weights: {ema}\n" in err and err.count("EMA weights: ") == 1  # named, as predict.py names it
+    if script == "evaluate_detection":
+        assert json.loads((tmp_path / "out1" / "eval.json").read_text())["checkpoint"] == str(ema)

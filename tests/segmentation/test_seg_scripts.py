@@ -143,3 +143,32 @@ def test_ema_selects_the_runs_ema_file_for_a_segmentation_checkpoint(trained):
     assert ema_counterpart(run / "best.safetensors") == run / "best_ema.safetensors"
     assert ema_counterpart(run / "last.safetensors") == run / "ema.safetensors"
     assert ema_counterpart(run / "ema.safetensors") == run / "ema.safetensors"  # already the EMA weights
+
+
+@pytest.mark.parametrize("script", ["segment", "evaluate_segmentation"])
+def test_ema_reads_the_ema_file_beside_the_checkpoint(trained, tmp_path: Path, capsys, script: str):
+    """--ema, as predict.py's and evaluate.py's (users passed best_ema.safetensors themselves): EMA weights beside the
+    checkpoint whose classifier gives every pixel the last class (its bias raised) label every pixel so."""
+    from swinlite.io import read_state_dict, save_safetensors
+
+    data, run = trained
+    checkpoint = tmp_path / "run" / "best.safetensors"
+    checkpoint.parent.mkdir()
+    shutil.copy(run / "best.safetensors", checkpoint)
+    state = read_state_dict(checkpoint)
+    state["decode_head.classifier.bias"][-1] += 1e4  # [classes]: the last class wins every pixel
+    ema = checkpoint.with_name("best_ema.safetensors")
+    save_safetensors(ema, state, read_metadata(checkpoint) | {"weights": "ema"})
+    out = tmp_path / "out"
+    inputs = ["--input", data / "images" / "validation"] if script == "segment" else ["--data-dir", data]
+    argv = ["--checkpoint", checkpoint, *inputs, "--output-dir", out, "--ema"]
+    assert load_script(script).main([str(a) for a in argv]) == 0
+    err = capsys.readouterr().err
+    assert f"EMA weights: {ema}\n" in err and err.count("EMA weights: ") == 1  # named, as predict.py names it
+    if script == "segment":
+        labels = [np.asarray(Image.open(path)) for path in sorted((out / "labels").glob("*.png"))]
+        assert len(labels) == 6 and all((label == len(CLASSES) - 1).all() for label in labels)
+    else:
+        report = json.loads((out / "eval.json").read_text())
+        assert report["checkpoint"] == str(ema)
+        assert [report["per_class"][c]["acc"] for c in CLASSES] == [0.0, 0.0, 100.0]

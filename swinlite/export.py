@@ -153,8 +153,10 @@ def export_metadata(
     model: nn.Module, checkpoint: str | os.PathLike | None, sizes: tuple[tuple[int, int], tuple[int, int]]
 ) -> dict[str, str]:
     """What a deployment needs besides the graph, as JSON strings: task (``classification``, ``features``,
-    ``fpn``), model, preprocessing, the input sizes the graph serves, weights kind, swinlite version, the class names
-    of a classifier, and the levels of a feature extractor (``out_indices``, resolved: output ``stage<i>`` is level i).
+    ``fpn``), model, preprocessing, the input sizes the graph serves and the smallest any export of the model serves
+    (``smallest_size``: :func:`default_size_range`'s, below which ``--min-size`` is refused), weights kind, swinlite
+    version, the class names of a classifier, and the levels of a feature extractor (``out_indices``, resolved:
+    output ``stage<i>`` is level i).
 
     Args:
         model: the exported module.
@@ -183,6 +185,7 @@ def export_metadata(
         "model": name,
         "preprocessing": preprocessing,
         "input_sizes": {"height": list(sizes[0]), "width": list(sizes[1])},
+        "smallest_size": default_size_range(model)[0],
         "weights": weights,
         "swinlite": __version__,
     }

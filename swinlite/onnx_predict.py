@@ -21,7 +21,6 @@ import difflib
 import json
 import math
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,10 +139,10 @@ def size_problem(model: OnnxModel, height: int, width: int) -> str | None:
         return None
     smallest = smallest_export(model)
     if smallest is not None and (height < smallest[0] or width < smallest[1]):
-        if model.task == "classification":
+        if model.task not in ("detection", "segmentation"):
             return (
-                f"{height}x{width} (HxW) is smaller than one patch of {model.metadata['model']} ({smallest[0]} "
-                f"pixels a side), the smallest image any export of it takes"
+                f"{height}x{width} (HxW) is smaller than any export of {model.metadata.get('model', 'its model')} "
+                f"takes ({smallest[0]} pixels a side)"
             )
         kind = {"detection": "detector", "segmentation": "segmenter"}[model.task]
         return (
@@ -164,18 +163,17 @@ def smallest_export(model: OnnxModel) -> tuple[int, int] | None:
     """(height, width) below which no export of the file's model serves an image, where the file tells, else None.
 
     A detector's or segmenter's smallest size is its file's (one pixel above the coarsest stride: they take no
-    ``--min-size``). A classifier takes one patch (``scripts/export_onnx.py`` refuses a ``--min-size`` below it),
-    read from a model name such as ``swinlite_tiny_patch4_window7_224``; never above the file's own minimum, which no
-    export sets below one patch.
+    ``--min-size``). A classifier's or feature extractor's is recorded by ``scripts/export_onnx.py``
+    (``smallest_size``: one patch, or one pixel above the coarsest stride of the maps; it refuses a ``--min-size``
+    below it); a file without the record (an older swinlite's, another exporter's) does not tell.
     """
     if model.sizes is None:
         return None
     (low_h, _), (low_w, _) = model.sizes
     if model.task in ("detection", "segmentation"):
         return low_h, low_w
-    name = model.metadata.get("model")
-    patch = re.search(r"patch(\d+)", name) if model.task == "classification" and isinstance(name, str) else None
-    return (min(int(patch[1]), low_h), min(int(patch[1]), low_w)) if patch else None
+    smallest = model.metadata.get("smallest_size")
+    return (smallest, smallest) if isinstance(smallest, int) and not isinstance(smallest, bool) else None
 
 
 def check_channels(model: OnnxModel) -> None:

@@ -122,11 +122,11 @@ def test_inputs_outside_the_file_are_refused(onnx_classifier):
 
 
 @pytest.mark.parametrize(
-    "task,model,low,size,problem",
+    "task,smallest,low,size,problem",
     [
-        ("classification", "swinlite_pico_patch2_window4_32", 2, (40, 1),
-         r"^40x1 \(HxW\) is smaller than one patch of swinlite_pico_patch2_window4_32 \(2 pixels a side\), the "),
-        ("classification", "swinlite_pico_patch2_window4_32", 8, (40, 5),
+        ("classification", 2, 2, (40, 1),
+         r"^40x1 \(HxW\) is smaller than any export of swinlite_pico_patch2_window4_32 takes \(2 pixels a side\)$"),
+        ("classification", 2, 8, (40, 5),
          r"^40x5 \(HxW\) is outside .*: height 8\.\.512, width 8\.\.512 \(export again with scripts/export_onnx\.py "
          r"--min-size, which goes no lower than the model's minimum\)$"),
         ("classification", None, 8, (40, 1), r"\(export again with scripts/export_onnx\.py --min-size, which goes no "),
@@ -134,15 +134,17 @@ def test_inputs_outside_the_file_are_refused(onnx_classifier):
          r"^40x9 \(HxW\) is smaller than model\.onnx takes \(height from 17, width from 17; no segmenter export "
          r"takes less\)$"),
     ],
-    ids=["below_one_patch", "above_one_patch", "patch_unknown", "segmenter"],
+    ids=["below_one_patch", "above_one_patch", "not_recorded", "segmenter"],
 )  # fmt: skip
-def test_min_size_is_advised_only_where_an_export_serves_the_size(onnx_classifier, task, model, low, size, problem):
+def test_min_size_is_advised_only_where_an_export_serves_the_size(onnx_classifier, task, smallest, low, size, problem):
     """A 40x1 input to a file of a patch-2 model advised "export again with scripts/export_onnx.py --min-size", which
-    refuses a --min-size below one patch; a segmenter's file takes no --min-size at all. Where the patch is known,
-    a size below it is named as such; where a re-export can serve it, --min-size is still the advice."""
+    refuses a --min-size below one patch; a segmenter's file takes no --min-size at all. Where the file records the
+    smallest size any export serves (export_onnx.py's files do), a size below it is named as such; where a re-export
+    can serve it, or the file does not tell (an older one), --min-size is the advice."""
     model_file = onnx_predict.open_model(onnx_classifier[1])
-    metadata = {k: v for k, v in model_file.metadata.items() if k != "model"} | {"task": task}
-    metadata |= {"model": model} if model else {}
+    assert model_file.metadata["smallest_size"] == 2  # recorded: one patch of the pico model
+    metadata = {k: v for k, v in model_file.metadata.items() if k != "smallest_size"} | {"task": task}
+    metadata |= {"smallest_size": smallest} if smallest else {}
     model_file = dataclasses.replace(model_file, metadata=metadata, sizes=((low, 512), (low, 512)))
     got = onnx_predict.size_problem(model_file, *size)
     assert got is not None and re.search(problem, got), got

@@ -20,7 +20,7 @@ import torch
 from timm.models import get_arch_pretrained_cfgs, split_model_name_tag
 from torch import nn
 
-from ..hub import pretrained_kwargs
+from ..hub import cached_weights, pretrained_kwargs
 from ..io import check_weights_file
 from .sections import ModelConfig
 
@@ -115,6 +115,13 @@ def check_pretrained(cfg: ModelConfig) -> None:
             + (", ".join(tags) or "none (give a weights file instead)")
         )
     weights_kwargs(cfg)
+    cached = cached_weights(cfg.name)
+    if cached is not None:  # a cut download in the cache: timm's loader failed with a traceback after the data scan
+        try:
+            check_weights_file(cached)
+        except ValueError as e:
+            raise ValueError(f"model.pretrained=true: the cached weights of {cfg.name}: {e}; delete the file to "
+                             "download it again") from None  # fmt: skip
 
 
 def weights_kwargs(cfg: ModelConfig) -> dict[str, Any]:

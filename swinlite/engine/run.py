@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ def run(
     shared = SharedWarnings(launched())  # every process checks the same settings, reads the same files, builds the
     with shared:  # same model: their warnings are shown once (a process's own ones by it)
         device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")
-        check_run(task, cfg)
+        check_run(task, built_from_resume(cfg) if resume else cfg)
         cfg = resolve_normalisation(task, cfg, resume)
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
         names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
@@ -86,7 +87,7 @@ def run(
         seed_everything(cfg.train.seed + dist.rank, cfg.train.deterministic)
         with shared:
             preparing = True  # the data (rank 0 alone builds a demo's and scans it; the others wait) and the model
-            trainer = Trainer(task, cfg, dist, device, out)
+            trainer = Trainer(task, built_from_resume(cfg) if resume else cfg, dist, device, out)
             preparing = False
             if resume:
                 trainer.load_resume(out / RESUME_FILE)
@@ -121,6 +122,13 @@ def run(
             lock.release()
         cleanup(dist)
     return out
+
+
+def built_from_resume(cfg: Any) -> Any:
+    """``cfg`` as a resumed run builds its model: ``model.pretrained=false``, as ``resume.pt`` holds every weight. The
+    pretrained weights were fetched (offline: an error, weights not cached) and loaded (a "classifier starts fresh"
+    warning of weights then replaced) for nothing; ``config.yaml`` keeps the setting the run started from."""
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, pretrained=False))
 
 
 def check_config_file(config: str | Path | None, out: Path, names: tuple[str, ...], resume: bool) -> None:

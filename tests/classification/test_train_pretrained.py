@@ -3,10 +3,13 @@
 from pathlib import Path
 
 import pytest
+import timm
 import torch
 from scriptkit import run_script
+from trainkit import tiny_overrides
 
 import swinlite
+import swinlite.io
 from swinlite.classification import ClassificationTask
 from swinlite.engine.model import create_model
 from swinlite.engine.preflight import check_run
@@ -48,3 +51,29 @@ def test_train_script_reports_unavailable_weights_in_one_line(offline_hub, folde
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: model.pretrained=true: the pretrained weights of " + name[11:])
     assert "timm/swin_tiny_patch4_window7_224.ms_in22k" in err[0]
+
+
+def test_a_damaged_file_in_the_hub_cache_is_a_config_error(offline_hub, tmp_path: Path):
+    """A download cut short in the cache: timm's loader failed with a traceback, after the data scan."""
+    name = "swinlite_small_patch4_window7_224.ms_in1k"
+    cached = offline_hub.add("timm/swin_small_patch4_window7_224.ms_in1k", {"w": torch.zeros(4096)})
+    cached.write_bytes(cached.read_bytes()[:-100])
+    cfg = load_config(FINETUNE, [f"data.data_dir={tmp_path}", f"model.name={name}"])
+    with pytest.raises(ValueError, match=rf"model.pretrained=true: the cached weights of {name}: .* damaged .*delete"):
+        check_run(ClassificationTask, cfg)
+
+
+def test_a_resume_needs_no_pretrained_weights(folder: Path, tmp_path: Path, capsys):
+    """resume.pt holds every weight: a resume read the pretrained weights again, and refused to start offline (or
+    without model.pretrained's file) where they were gone; config.yaml keeps the setting the run started from."""
+    weights = tmp_path / "start.safetensors"
+    torch.manual_seed(0)
+    swinlite.io.save_safetensors(weights, timm.create_model("swinlite_pico_patch2_window4_32").state_dict())
+    args = tiny_overrides(folder, tmp_path / "out", **{"model.pretrained": weights, "train.epochs": 1})
+    assert run_script("train", ["--config", str(REPO / "configs" / "demo.yaml"), *args]) == 0
+    weights.unlink()
+    resumed = [*args, "train.epochs=2"]
+    assert run_script("train", ["--config", str(REPO / "configs" / "demo.yaml"), "--resume", *resumed]) == 0
+    out = capsys.readouterr()
+    assert "resumed from" in out.out and "dropping classifier" not in out.err
+    assert f"pretrained: {weights}" in (tmp_path / "out" / "config.yaml").read_text()

@@ -3,6 +3,7 @@ mixup / label smoothing), top-1 / top-k evaluation; ``val_top1`` picks the best 
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,10 @@ from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 from torch import nn
 
 from ..engine.distributed import SharedError, broadcast_object
-from ..engine.model import create_model, meta_model
+from ..engine.model import create_model, meta_model, pretrained_file
 from ..engine.task import RunContext, StepOutput, Task
 from ..files import TASK_FILES
-from ..metadata import weights_metadata
+from ..metadata import read_info, weights_metadata
 from .config import Config
 from .data import Split, build_datasets, check_augment, check_data_dir, collate
 from .demo_data import build_digits, check_digits
@@ -87,6 +88,7 @@ class ClassificationTask(Task):
         return train_ds, val_ds
 
     def build_model(self) -> nn.Module:
+        _warn_other_classes(pretrained_file(self.cfg.model), self.classes)
         return create_model(self.cfg.model, num_classes=len(self.classes))
 
     def collate(self, batch: list[Any]) -> Any:
@@ -205,3 +207,24 @@ def class_warnings(split: Split) -> list[str]:
             "look at the per-class accuracy (scripts/evaluate.py)"
         ]
     return []
+
+
+def _warn_other_classes(path: str | None, classes: list[str]) -> None:
+    """A warning when ``model.pretrained`` is a classifier's file that records as many classes as the data has, but
+    other ones (or in another order): timm loads a classifier of the model's size, so row i of the file's starts
+    this run's class i without a word (the evaluate and predict scripts refuse such a mismatch)."""
+    try:
+        info = read_info(path) if path is not None else None
+    except ValueError:  # another task's file, or unreadable: the loader says what it makes of it
+        return
+    if info is not None and len(info.classes) == len(classes) and list(info.classes) != list(classes):
+        warnings.warn(
+            f"model.pretrained {path}: its classifier was trained on other classes ({_first(info.classes)}) than "
+            f"this run's ({_first(classes)}); it is kept, row i now class i of the data",
+            stacklevel=2,
+        )
+
+
+def _first(names: list[str], count: int = 10) -> str:
+    """The first ``count`` of ``names``, comma-separated, "..." after them where there are more."""
+    return ", ".join(names[:count]) + (", ..." if len(names) > count else "")

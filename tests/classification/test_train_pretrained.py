@@ -1,18 +1,23 @@
 """Training from pretrained weights by name: model.pretrained=true with a tagged model.name (offline hub cache)."""
 
+import warnings
 from pathlib import Path
 
 import pytest
 import timm
 import torch
+from pico import PICO
 from scriptkit import run_script
-from trainkit import tiny_overrides
+from trainkit import tiny_config, tiny_overrides
 
 import swinlite
 import swinlite.io
 from swinlite.classification import ClassificationTask
+from swinlite.engine.distributed import DistInfo
 from swinlite.engine.model import create_model
 from swinlite.engine.preflight import check_run
+from swinlite.engine.task import RunContext
+from swinlite.metadata import weights_metadata
 
 load_config = ClassificationTask.load_config
 
@@ -77,3 +82,26 @@ def test_a_resume_needs_no_pretrained_weights(folder: Path, tmp_path: Path, caps
     out = capsys.readouterr()
     assert "resumed from" in out.out and "dropping classifier" not in out.err
     assert f"pretrained: {weights}" in (tmp_path / "out" / "config.yaml").read_text()
+
+
+@pytest.mark.parametrize("file_classes", [["c0", "c1", "c2"], ["apple", "car", "zebra"], ["c2", "c1", "c0"]])
+def test_a_classifier_of_other_classes_of_the_same_count_is_warned(folder: Path, tmp_path: Path, file_classes):
+    """A run's best.safetensors of classes c0..c2 started a run on apple, car, zebra: its classifier (of the model's
+    size) was kept, row i now the data's class i, without a word."""
+    weights = tmp_path / "start.safetensors"
+    model = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=3)
+    preprocessing = {"input_size": (3, 32, 32), "interpolation": "bicubic", "mean": (0.5,) * 3, "std": (0.5,) * 3,
+                     "crop_pct": 1.0, "crop_mode": "center"}  # fmt: skip
+    meta = weights_metadata(PICO, {"num_classes": 3}, file_classes, preprocessing)
+    swinlite.io.save_safetensors(weights, model.state_dict(), meta)
+    cfg = tiny_config(folder, tmp_path / "out", **{"model.pretrained": weights})  # the data's classes: c0, c1, c2
+    task = ClassificationTask(RunContext(cfg, torch.device("cpu"), DistInfo(), tmp_path, None))
+    task.classes = ["c0", "c1", "c2"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        built = task.build_model()
+    other = [str(w.message) for w in caught if "trained on other classes" in str(w.message)]
+    assert other == ([] if file_classes == ["c0", "c1", "c2"] else [
+        f"model.pretrained {weights}: its classifier was trained on other classes ({', '.join(file_classes)}) than "
+        "this run's (c0, c1, c2); it is kept, row i now class i of the data"])  # fmt: skip
+    assert torch.equal(built.head.fc.weight, model.head.fc.weight)

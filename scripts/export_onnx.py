@@ -53,7 +53,7 @@ import math
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, run
+from _cli import WEIGHTS_HINT, Parser, ema_weights, run
 
 QUANTIZATIONS = ("dynamic",)
 
@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--model", help="swinlite model name: for files that do not record theirs; alone, its pretrained weights"
     )
-    parser.add_argument("--ema", action="store_true", help="export the run's EMA weights (the file beside it)")
+    parser.add_ema_argument()
     parser.add_argument("--output", required=True, type=Path, help="the .onnx file to write")
     parser.add_argument("--features", action="store_true", help="export the feature levels instead of the classifier")
     parser.add_argument("--fpn", action="store_true", help="export a detection checkpoint's FPN backbone alone")
@@ -92,8 +92,6 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
-    if args.ema and args.checkpoint is None:
-        parser.error("--ema selects the EMA weights of a --checkpoint")
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {args.size}")
     if args.min_size is not None and not 1 <= args.min_size < (args.max_size or args.min_size + 1):
@@ -121,9 +119,8 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> float | None:
     args = parse_args(argv)
     from swinlite.io import check_output, read_metadata
-    from swinlite.weights import ema_counterpart
 
-    checkpoint = ema_counterpart(args.checkpoint) if args.ema else args.checkpoint
+    checkpoint = ema_weights(args)
     check_output(args.output, [args.checkpoint, checkpoint])
     if checkpoint is None:
         checkpoint = published_weights(args.model)

@@ -6,7 +6,9 @@ from itertools import takewhile
 import pytest
 from scriptkit import run_script
 
-CHECKPOINT_SCRIPTS = ("predict", "evaluate", "detect", "evaluate_detection", "segment", "evaluate_segmentation")
+CHECKPOINT_SCRIPTS = (
+    "predict", "evaluate", "detect", "evaluate_detection", "segment", "evaluate_segmentation", "export_onnx"
+)  # fmt: skip
 # each script's arguments besides the weights: names of nothing (the refusals come before any file is read)
 OTHERS = {
     "predict": ["--output", "o.csv", "a.png"],
@@ -15,11 +17,15 @@ OTHERS = {
     "evaluate_detection": ["--data-dir", "data"],
     "segment": ["--input", "a.png", "--output-dir", "out"],
     "evaluate_segmentation": ["--data-dir", "data"],
+    "export_onnx": ["--output", "m.onnx"],
 }
 # (script, weights arguments, the error): the one refusal of predict.py's --ema, in every script that loads a run
 ONNX = "--onnx runs the exported file alone: --ema does not apply (scripts/export_onnx.py --ema exports"
 REFUSALS = [
-    ("predict", ["--model", "swinlite_tiny_patch4_window7_224"], "--ema selects the EMA weights of a --checkpoint"),
+    *[
+        (s, ["--model", "swinlite_tiny_patch4_window7_224"], "--ema selects the EMA weights of a --checkpoint")
+        for s in ("predict", "export_onnx")
+    ],
     *[(s, ["--onnx", "m.onnx"], ONNX) for s in ("predict", "detect", "segment")],
     *[(s, [], "required: --checkpoint") for s in ("evaluate", "evaluate_detection", "evaluate_segmentation")],
 ]

@@ -4,12 +4,13 @@ Examples:
     python scripts/convert_checkpoint.py swin_tiny_patch4_window7_224.pth swin_t.safetensors
     python scripts/convert_checkpoint.py swin_b_224.pth swin_b_384.safetensors --model swinlite_base_patch4_window12_384
 
-Keys saved behind a DistributedDataParallel / DataParallel wrapper's "module." are read without it. A weights file
-written by swinlite's training (best.safetensors, last.safetensors, ema.safetensors, best_ema.safetensors) keeps its
-metadata (model, classes, preprocessing, task), so predict.py, export_onnx.py and the other scripts read the output
-as they read the input; a classifier's weights are checked against the model it records, which --model and
---num-classes must not contradict. resume.pt is a resume state that records none of it: its conversion holds
-weights only; convert best.safetensors or last.safetensors instead.
+Keys saved behind a DistributedDataParallel / DataParallel wrapper's "module." are read without it. A classifier's
+weights file written by swinlite's training (best.safetensors, last.safetensors, ema.safetensors,
+best_ema.safetensors) keeps its metadata (model, classes, preprocessing), so predict.py, export_onnx.py and the other
+scripts read the output as they read the input; its weights are checked against the model it records, which --model
+and --num-classes must not contradict. A detection or segmentation run's file gives its Swin, a backbone (its FPN and
+heads left out, and the run's metadata, which describes them). resume.pt is a resume state that records no metadata:
+its conversion holds weights only; convert best.safetensors or last.safetensors instead.
 """
 
 from __future__ import annotations
@@ -46,22 +47,39 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import swinlite
-    from swinlite.convert import convert_state_dict, detect_layout
+    from swinlite.convert import (
+        RUN_SWIN_PREFIXES,
+        convert_state_dict,
+        describe_layout,
+        detect_layout,
+        misfit_note,
+        recorded_swin,
+    )
     from swinlite.io import check_output, read_metadata, read_state_dict, save_safetensors
 
     check_output(args.output, [args.input], option="output")
-    recorded = described_model(read_metadata(args.input))
     checkpoint = read_state_dict(args.input)
-    model = fitting_model(args, recorded, checkpoint)
-    try:  # with a model: every model weight but a new classifier / detection norms must come from the file
+    try:
         layout = detect_layout(checkpoint)
-        state_dict = convert_state_dict(checkpoint, model)
     except ValueError as e:
         raise ValueError(f"{args.input}: {e}") from None
-    metadata = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
-    save_safetensors(args.output, state_dict, metadata)
-    kept = f", its metadata kept ({recorded.get('model') or recorded['task']})" if recorded else ""
-    print(f"converted {len(state_dict)} tensors from the {layout} layout -> {args.output}{kept}")
+    # a detection or segmentation run's file gives its Swin: a backbone, which its metadata does not describe
+    metadata = read_metadata(args.input)
+    recorded = {} if layout in RUN_SWIN_PREFIXES else described_model(metadata)
+    model = fitting_model(args, recorded, checkpoint)
+    try:  # with a model: every model weight but a new classifier / detection norms must come from the file
+        state_dict = convert_state_dict(checkpoint, model)
+    except ValueError as e:
+        note = misfit_note(metadata, args.model) if args.model else ""  # a run's file records its Swin
+        raise ValueError(f"{args.input}: {e}{note}") from None
+    written = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
+    save_safetensors(args.output, state_dict, written)
+    if layout in RUN_SWIN_PREFIXES:
+        swin = args.model or recorded_swin(metadata) or "Swin"
+        kept = f": a {swin} backbone; the run's metadata, which describes its whole model, is not kept"
+    else:
+        kept = f", its metadata kept ({recorded.get('model') or recorded['task']})" if recorded else ""
+    print(f"converted {len(state_dict)} tensors from {describe_layout(layout)} -> {args.output}{kept}")
 
 
 def described_model(metadata: dict[str, Any]) -> dict[str, Any]:

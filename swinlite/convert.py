@@ -18,9 +18,14 @@ Supported layouts, detected from the keys:
   separate ``query``/``key``/``value``) and ``SwinBackbone`` (``hidden_states_norms.stageN``), as saved
   by transformers 4 or held in memory by transformers 5 (``attention.q_proj``/``k_proj``/``v_proj``/``o_proj``,
   ``mlp.fc1``/``fc2``: the renames of its own ``conversion_mapping``).
+- ``swinlite-detection`` / ``swinlite-segmentation``: the weights of a swinlite detection or segmentation run
+  (``scripts/train_detection.py``'s, ``train_segmentation.py``'s): their Swin, in swinlite's layout behind
+  ``backbone.body.model.`` / ``backbone.model.`` (:data:`RUN_SWIN_PREFIXES`); the FPN and heads are dropped, as
+  mmdet's necks and heads are.
 
 Per-level output norms (mmdet ``normI``, Hugging Face ``hidden_states_norms``) map to ``out_norms.I``
-(models built with ``out_norm=True``); the last level's also becomes the final ``norm``.
+(models built with ``out_norm=True``); the last level's also becomes the final ``norm`` (that of a swinlite run's
+features-only Swin too, which has none).
 
 Any layout may come as saved from a ``DistributedDataParallel`` / ``DataParallel`` or ``torch.compile`` wrapper,
 every key behind ``module.`` or ``_orig_mod.`` (:func:`without_wrapper_prefix`).
@@ -48,6 +53,9 @@ from .wording import counted
 _DROPPED = ("relative_position_index", "relative_coords_table", "attn_mask")
 # before every key of a state dict saved from a wrapper: (Distributed)DataParallel's, torch.compile's
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+# layout -> where the weights of a swinlite detection / segmentation run hold their Swin (a features-only one: per-level
+# output norms, no final norm, no classifier); every other key is the run's FPN and heads
+RUN_SWIN_PREFIXES = {"swinlite-detection": "backbone.body.model.", "swinlite-segmentation": "backbone.model."}
 
 
 def without_wrapper_prefix(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
@@ -82,6 +90,9 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
         return "huggingface"
     if any(k.startswith("features.0.0.") for k in keys):
         return "torchvision"
+    for layout, prefix in RUN_SWIN_PREFIXES.items():  # before swinlite's: its keys, behind the prefix
+        if any(k.startswith(prefix) and ".attn.rel_pos." in k for k in keys):
+            return layout
     if any(".attn.rel_pos." in k for k in keys):
         return "swinlite"
     if any(
@@ -94,7 +105,7 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
     removed = " (behind a wrapper's prefix, removed)" if keys != list(state_dict) else ""
     raise ValueError(
         "unknown checkpoint layout: expected a swinlite, timm, Microsoft, torchvision, mmdet/mmpretrain or "
-        "Hugging Face Swin state dict; "
+        "Hugging Face Swin state dict, or a swinlite detection or segmentation run's weights; "
         f"got keys{removed}: {first_keys(keys, 12)}"
     )
 
@@ -293,10 +304,23 @@ def _from_huggingface(state_dict: StateDict) -> StateDict:
     return _with_out_norms(out, norms, last)
 
 
+def _from_run(state_dict: StateDict, prefix: str) -> StateDict:
+    """The Swin of a swinlite detection / segmentation run's weights: the keys behind ``prefix``, without it (the FPN
+    and heads dropped). That Swin is features-only, pruned of its final ``norm``: the last level's output norm, which
+    normalised that level's features in the run, stands for it, as for mmdet's backbones."""
+    swin = {k.removeprefix(prefix): v for k, v in state_dict.items() if k.startswith(prefix)}
+    last = _last_stage(list(swin), r"^layers\.(\d+)\.")
+    for key, value in list(swin.items()):
+        if m := re.match(rf"^out_norms\.{last}\.(weight|bias)$", key):
+            swin.setdefault(f"norm.{m.group(1)}", value)
+    return swin
+
+
 _CONVERTERS: dict[str, Callable[[StateDict], StateDict]] = {
     "mmdet": _from_mmdet,
     "huggingface": _from_huggingface,
     "torchvision": _from_torchvision_state,
+    **{layout: functools.partial(_from_run, prefix=prefix) for layout, prefix in RUN_SWIN_PREFIXES.items()},
 }
 
 _RENAMES: dict[str, Callable[[str], str]] = {
@@ -391,12 +415,63 @@ def _converted_layout(
     else:
         rename = _RENAMES[layout]
         out = {rename(k): v for k, v in state_dict.items() if not k.endswith(_DROPPED)}
-    check_weight_values(out)
-    if model is not None:  # timm's loader resizes only its own files' tables (timm's layout, or the release's)
-        out = _fit_to_model(out, model, timm_tables and layout in ("timm", "microsoft"), strict)
-    elif layout != "swinlite" and strict:  # swinlite's own files (a detector's too) pass as they are
-        _check_swinlite_keys(out, layout)
+    try:
+        check_weight_values(out)
+        if model is not None:  # timm's loader resizes only its own files' tables (timm's layout, or the release's)
+            out = _fit_to_model(out, model, timm_tables and layout in ("timm", "microsoft"), strict)
+        elif layout != "swinlite" and strict:  # swinlite's own files pass as they are
+            _check_swinlite_keys(out, layout)
+    except ValueError as e:  # the keys named are the Swin's, without the prefix the file has them behind
+        if layout not in RUN_SWIN_PREFIXES:
+            raise
+        raise ValueError(f"{e}; the file was read as {describe_layout(layout)}") from None
     return out
+
+
+def recorded_swin(metadata: Mapping[str, Any]) -> str | None:
+    """The Swin a swinlite weights file's metadata (:func:`~swinlite.io.read_metadata`) names: a classifier's
+    ``model``, a detection or segmentation run's ``model.name`` (its ``detector`` / ``segmenter`` settings); None
+    where it names none (another code base's file, a converted one)."""
+    settings = metadata.get("detector", metadata.get("segmenter"))
+    name = settings.get("name") if isinstance(settings, Mapping) else metadata.get("model")
+    return name if isinstance(name, str) and name else None
+
+
+def misfit_note(metadata: Mapping[str, Any], name: str, state_dict: Mapping[str, torch.Tensor] | None = None) -> str:
+    """What a weights file whose Swin did not fit the model ``name`` is, for the error beside the keys it names:
+    ``"; it records model swinlite_nano_patch2_window4_64, the model is swinlite_pico_patch2_window4_32"`` where the
+    file's metadata names another model (pretrained tags aside), else ``""``.
+
+    Args:
+        metadata: the file's (:func:`~swinlite.io.read_metadata`).
+        name: the model's timm name.
+        state_dict: the file's, where the error is that of its Swin converted before, whose keys it names without the
+            prefix of a swinlite run's weights: then ``"; the file was read as the Swin of a swinlite detection run's
+            weights (backbone.body.model.*, its FPN and heads left out)"`` comes first (a conversion fitted to the
+            model says that itself).
+    """
+    notes = []
+    try:
+        layout = detect_layout(state_dict) if state_dict is not None else None
+    except ValueError:
+        layout = None
+    if layout in RUN_SWIN_PREFIXES:
+        notes.append(f"the file was read as {describe_layout(layout)}")
+    theirs = recorded_swin(metadata)
+    if theirs is not None and theirs.split(".")[0] != name.split(".")[0]:
+        notes.append(f"it records model {theirs}, the model is {name}")
+    return "".join(f"; {note}" for note in notes)
+
+
+def describe_layout(layout: str) -> str:
+    """``layout`` (:func:`detect_layout`'s name) for messages: ``"the timm layout"``; for a swinlite run's weights, what
+    of them is read (``"the Swin of a swinlite detection run's weights (backbone.body.model.*, its FPN and heads left
+    out)"``)."""
+    if layout not in RUN_SWIN_PREFIXES:
+        return f"the {layout} layout"
+    task = layout.removeprefix("swinlite-")
+    rest = "its FPN and heads" if task == "detection" else "its heads"
+    return f"the Swin of a swinlite {task} run's weights ({RUN_SWIN_PREFIXES[layout]}*, {rest} left out)"
 
 
 def _check_swinlite_keys(state_dict: Mapping[str, torch.Tensor], layout: str) -> None:

@@ -427,27 +427,23 @@ def test_a_swin_v1_file_for_a_swin_v2_model_says_so(tmp_path, capsys, monkeypatc
 
 PRE = {"input_size": [3, 16, 16], "interpolation": "bicubic", "mean": [0.5] * 3, "std": [0.25] * 3,
        "crop_pct": 1.0, "crop_mode": "center"}  # fmt: skip
-# (input metadata, flags): a trained 2-class classifier's, with and without a --model that agrees; a detector's
+# (input metadata, flags): a trained 2-class classifier's, with and without a --model that agrees (a detection or
+# segmentation run's file gives its Swin, without the run's metadata: test_convert_runs.py)
 TRAINED = {
     "classifier": (weights_metadata(PICO, {"num_classes": 2}, ["a", "b"], PRE), []),
     "classifier_model_given": (weights_metadata(PICO, {"num_classes": 2}, ["a", "b"], PRE), ["--model", PICO]),
-    "detector": ({"format": 1, "task": "detection", "classes": ["a"], "category_ids": [1],
-                  "detector": {"kind": "faster_rcnn"}, "swinlite": "0.0.1"}, []),
-}  # fmt: skip
+}
 
 
 def _trained(path: Path, meta: dict[str, object]) -> Path:
-    state = timm.create_model(PICO, num_classes=2).state_dict()
-    if meta["task"] == "detection":
-        state = {f"backbone.body.{k}": v for k, v in state.items() if not k.startswith("head.")}
-    save_safetensors(path, state, meta)
+    save_safetensors(path, timm.create_model(PICO, num_classes=2).state_dict(), meta)
     return path
 
 
 @pytest.mark.parametrize("case", TRAINED)
 def test_convert_script_keeps_a_trained_files_metadata(tmp_path, capsys, monkeypatch, case):
-    """It once wrote only source, layout and version: predict.py and export_onnx.py asked for --model (and took a
-    detector for a backbone); with --model the 2-class classifier was dropped for the variant's 10 classes."""
+    """It once wrote only source, layout and version: predict.py and export_onnx.py asked for --model; with --model
+    the 2-class classifier was dropped for the variant's 10 classes."""
     meta, flags = TRAINED[case]
     source, out = _trained(tmp_path / "best.safetensors", meta), tmp_path / "out.safetensors"
     code, stderr = _run_script(capsys, monkeypatch, str(source), str(out), *flags)
@@ -457,8 +453,7 @@ def test_convert_script_keeps_a_trained_files_metadata(tmp_path, capsys, monkeyp
     assert kept == read_metadata(source) | {"swinlite": swinlite.__version__}
     want = load_file(source)
     assert load_file(out).keys() == want.keys() and all(torch.equal(v, want[k]) for k, v in load_file(out).items())
-    if meta["task"] == "classification":
-        assert load_model(out).pretrained_cfg["label_names"] == ["a", "b"]
+    assert load_model(out).pretrained_cfg["label_names"] == ["a", "b"]
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,7 @@ from torchvision.models.detection.retinanet import RetinaNetHead
 from torchvision.ops import MultiScaleRoIAlign
 from torchvision.ops.poolers import initLevelMapper
 
-from ..convert import convert_state_dict, first_keys, shape_mismatch
+from ..convert import RUN_SWIN_PREFIXES, convert_state_dict, first_keys, misfit_note, shape_mismatch
 from ..engine.model import pretrained_file, weights_kwargs
 from ..fpn import SwinFPNBackbone, build_fpn_backbone
 from ..io import read_metadata, read_state_dict
@@ -61,7 +61,7 @@ from ..weights import load_strict
 from .config import DetModelConfig
 
 _RATIOS = (0.5, 1.0, 2.0)
-DETECTOR_SWIN = "backbone.body.model."  # where a swinlite detector's weights hold its Swin
+DETECTOR_SWIN = RUN_SWIN_PREFIXES["swinlite-detection"]  # where a swinlite detector's weights hold its Swin
 # the layers whose shape follows the class count (R-CNN box predictor, Mask R-CNN mask logits, RetinaNet / FCOS logits)
 CLASS_LAYERS = (
     "roi_heads.box_predictor.",
@@ -190,11 +190,15 @@ class SwinFCOS(OneImageAtATime, FCOS):
 
 
 def _backbone(
-    cfg: DetModelConfig, swin_state: Mapping[str, torch.Tensor] | None, **model_kwargs: Any
+    cfg: DetModelConfig,
+    swin_state: Mapping[str, torch.Tensor] | None,
+    file_state: Mapping[str, torch.Tensor] | None,
+    **model_kwargs: Any,
 ) -> SwinFPNBackbone:
     """The Swin + FPN the detector ``cfg`` describes; ``model.kwargs`` (and ``model_kwargs``) go to the Swin, whose
     output norms are on unless ``model.kwargs.out_norm=false``. Its weights: ``swin_state`` (those of
-    ``model.pretrained``'s file), else the tag's as in every task (none for a whole detector's file, loaded later)."""
+    ``model.pretrained``'s file, whose own state dict ``file_state`` is, for the error of one that does not fit), else
+    the tag's as in every task (none for a whole detector's file, loaded later)."""
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     two_stage = cfg.detector in ("fasterrcnn", "maskrcnn")
     min_level = (0 if two_stage else 1) if cfg.min_level is None else cfg.min_level
@@ -215,20 +219,25 @@ def _backbone(
             **kwargs,
         )
     except ValueError as e:
-        raise (ValueError(f"model.pretrained {path}: {e}") if swin_state is not None else e) from None
+        if swin_state is None:
+            raise
+        note = misfit_note(read_metadata(path), cfg.name, file_state)  # the keys named are the converted ones
+        raise ValueError(f"model.pretrained {path}: {e}{note}") from None
     if cfg.grad_checkpointing:
         backbone.set_grad_checkpointing(True)
     return backbone
 
 
-def _pretrained_state(path: str) -> tuple[dict[str, torch.Tensor] | None, dict[str, torch.Tensor] | None]:
-    """(Swin weights, whole detector weights) in the file ``model.pretrained`` names, one of them None.
+def _pretrained_state(
+    state: dict[str, torch.Tensor], path: str
+) -> tuple[dict[str, torch.Tensor] | None, dict[str, torch.Tensor] | None]:
+    """(Swin weights, whole detector weights) in ``state``, read from the file ``model.pretrained`` names (``path``),
+    one of them None.
 
     A swinlite detector's own file (``scripts/train_detection.py``'s) gives the whole detector; any other file a Swin
-    in any layout swinlite converts, in swinlite's, without its classifier: the detector has none, and a classifier
-    in the file, or its absence, would be noted with a warning of no use here.
+    in any layout swinlite converts (a segmentation run's weights: their Swin), in swinlite's, without its classifier:
+    the detector has none, and a classifier in the file, or its absence, would be noted with a warning of no use here.
     """
-    state = read_state_dict(path)
     if any(key.startswith(DETECTOR_SWIN) for key in state):
         return None, state
     try:
@@ -238,11 +247,19 @@ def _pretrained_state(path: str) -> tuple[dict[str, torch.Tensor] | None, dict[s
     return {k: v for k, v in swin.items() if not k.startswith("head.fc.")}, None
 
 
-def _load_detector(model: nn.Module, cfg: DetModelConfig, num_classes: int, state: dict, source: str) -> None:
+def _load_detector(
+    model: nn.Module,
+    cfg: DetModelConfig,
+    num_classes: int,
+    state: dict,
+    source: str,
+    names: Sequence[str] | None = None,
+) -> None:
     """A swinlite detector's weights (from the file ``source``) into ``model``, the detector ``cfg`` describes for
-    ``num_classes`` classes: strictly, but for the layers whose shape follows the class count (:data:`CLASS_LAYERS`),
-    which start fresh, with a warning, when the file's detector has another class count; a Faster R-CNN's weights
-    start a Mask R-CNN, its mask head fresh (with a warning).
+    ``num_classes`` classes (``names``, where known): strictly, but for the layers whose shape follows the class count
+    (:data:`CLASS_LAYERS`), which start fresh, with a warning, when the file's detector has another class count; a
+    Faster R-CNN's weights start a Mask R-CNN, its mask head fresh (with a warning). Class layers of as many classes
+    load as they are, row by row: where the file records other class names a warning names both lists.
 
     Raises:
         ValueError: weights of another detector (named when the file's metadata names it), or that do not fit
@@ -255,7 +272,8 @@ def _load_detector(model: nn.Module, cfg: DetModelConfig, num_classes: int, stat
     if theirs is not None and theirs != cfg.detector and not grows_masks:
         raise ValueError(
             f"model.pretrained {source} holds a {theirs} detector's weights, model.detector is {cfg.detector}: set "
-            f"model.detector={theirs} to start from them (or start from a backbone checkpoint)"
+            f"model.detector={theirs} to start from them (or start from its Swin alone: scripts/convert_checkpoint.py "
+            f"{source} SWIN.safetensors writes it, for model.pretrained=SWIN.safetensors)"
         )
     start_fresh: tuple[str, ...] = ()
     if grows_masks:  # Mask R-CNN from Faster R-CNN, as detectron2 and mmdetection start it
@@ -277,6 +295,12 @@ def _load_detector(model: nn.Module, cfg: DetModelConfig, num_classes: int, stat
             stacklevel=3,
         )
         state, fresh = {k: v for k, v in state.items() if k not in dropped}, CLASS_LAYERS
+    elif isinstance(classes, list) and names is not None and classes != list(names):
+        warnings.warn(
+            f"{source}: its class layers were trained on other classes ({first_keys(classes)}) than this run's "
+            f"({first_keys(list(names))}); they are kept, row i now class i of the data",
+            stacklevel=3,
+        )
     try:
         load_strict(model, state, source, may_start_fresh=fresh + start_fresh)
     except ValueError as e:
@@ -295,24 +319,29 @@ def build_detector(
     max_size: int,
     mean: Sequence[float] = IMAGENET_DEFAULT_MEAN,
     std: Sequence[float] = IMAGENET_DEFAULT_STD,
+    classes: Sequence[str] | None = None,
     **model_kwargs: Any,
 ) -> nn.Module:
-    """The detector ``cfg.detector`` names, for ``num_classes`` object classes (plus the background).
+    """The detector ``cfg.detector`` names, for ``num_classes`` object classes (plus the background), named
+    ``classes`` where the caller knows them (a run's data).
 
     Training images arrive resized by the data transforms; evaluation images are resized by the detector to
     short side ``test_size`` (long side at most ``max_size``) and its boxes mapped back to the input size.
     ``model.pretrained``: ``true`` loads the tag's weights into the Swin; a file is a Swin checkpoint of any layout
-    swinlite converts (the FPN and heads start fresh) or a swinlite detector's own weights (everything loads, the
-    class layers of another class count start fresh with a warning: :func:`_load_detector`).
+    swinlite converts (a segmentation run's weights too: their Swin; the FPN and heads start fresh) or a swinlite
+    detector's own weights (everything loads, the class layers of another class count start fresh with a warning, and
+    those of other class names, named in a warning, load as they are: :func:`_load_detector`).
 
     Raises:
         ValueError: weights that do not fit (naming the file and the keys).
     """
     path = pretrained_file(cfg)
-    swin_state, detector_state = _pretrained_state(path) if path is not None else (None, None)
-    model = _detector(cfg, _backbone(cfg, swin_state, **model_kwargs), num_classes, test_size, max_size, mean, std)
+    state = read_state_dict(path) if path is not None else None
+    swin_state, detector_state = _pretrained_state(state, path) if state is not None else (None, None)
+    backbone = _backbone(cfg, swin_state, state, **model_kwargs)
+    model = _detector(cfg, backbone, num_classes, test_size, max_size, mean, std)
     if detector_state is not None:
-        _load_detector(model, cfg, num_classes, detector_state, path)
+        _load_detector(model, cfg, num_classes, detector_state, path, classes)
     return model
 
 

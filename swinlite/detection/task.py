@@ -169,7 +169,7 @@ class DetectionTask(Task):
     def build_model(self) -> nn.Module:
         data = self.cfg.data
         return build_detector(self.cfg.model, len(self.categories.ids), data.test_size, data.max_size, data.mean,
-                              data.std)  # fmt: skip
+                              data.std, classes=self.categories.names)  # fmt: skip
 
     def train_step(self, model: nn.Module, batch: tuple[list, list]) -> StepOutput:
         device = self.ctx.device

@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation
 
+from ..convert import convert_state_dict, misfit_note
 from ..engine.model import pretrained_file
-from ..io import read_state_dict
+from ..io import read_metadata, read_state_dict
 from ..models.variants import SwinFeatureBody
 from ..weights import load_checkpoint, load_strict
 from .config import SegModelConfig
@@ -162,19 +163,21 @@ def build_upernet(cfg: SegModelConfig, num_classes: int, **model_kwargs: Any) ->
     The backbone is ``timm.create_model(cfg.name, **cfg.kwargs)`` with ``out_norm=True`` unless
     ``model.kwargs.out_norm=false``, all four levels through its ``forward_intermediates``.
     ``model.pretrained``: ``true`` loads the tag's weights through timm; a file is either a backbone checkpoint
-    (any layout swinlite reads; the heads start fresh) or an UperNet checkpoint (swinlite's, mmsegmentation's or
-    Hugging Face's; everything loads, a classifier of another class count starts fresh with a warning).
+    (any layout swinlite reads, a detection run's weights too: their Swin; the heads start fresh) or an UperNet
+    checkpoint (swinlite's, mmsegmentation's or Hugging Face's; everything loads, a classifier of another class count
+    starts fresh with a warning).
 
     Raises:
         ValueError: weights that do not fit (naming the file and the keys).
     """
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
-    swin = timm.create_model(cfg.name, pretrained=cfg.pretrained is True, **kwargs)
     path = pretrained_file(cfg)
     state = read_state_dict(path) if path is not None else None
     upernet_state = convert_upernet(state) if state is not None else None
-    if state is not None and upernet_state is None:
-        load_checkpoint(swin, state)  # a backbone checkpoint, before the unused final norm and classifier go
+    if path is not None and upernet_state is None:
+        swin = _pretrained_backbone(cfg.name, path, state, kwargs)
+    else:
+        swin = timm.create_model(cfg.name, pretrained=cfg.pretrained is True, **kwargs)
     body = SwinFeatureBody(swin, out_indices=list(range(len(swin.feature_info))), output_fmt="NCHW")
     aux = cfg.aux_channels if cfg.aux_weight > 0 else 0
     model = UperNet(body, num_classes, cfg.head_channels, cfg.pool_scales, aux, cfg.dropout)
@@ -183,6 +186,28 @@ def build_upernet(cfg: SegModelConfig, num_classes: int, **model_kwargs: Any) ->
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     return model
+
+
+def _pretrained_backbone(name: str, path: str, state: dict[str, torch.Tensor], kwargs: dict[str, Any]) -> nn.Module:
+    """The Swin ``name`` with the weights of ``model.pretrained``'s backbone checkpoint (``state``, read from
+    ``path``; any layout swinlite reads, a detection run's weights too), loaded strictly before its unused final norm
+    goes. No classifier on either side: the features-only model has none, and a note on the file's, or on its absence,
+    would be of no use here.
+
+    Raises:
+        ValueError: a layout swinlite does not read, or weights that do not fit, naming ``model.pretrained``, the file
+            and the model the file records where it records another.
+    """
+    try:
+        backbone = {k: v for k, v in convert_state_dict(state).items() if not k.startswith("head.fc.")}
+    except ValueError as e:
+        raise ValueError(f"model.pretrained {path}: {e}") from None
+    swin = timm.create_model(name, num_classes=0, **kwargs)
+    try:
+        load_checkpoint(swin, backbone)
+    except ValueError as e:  # the keys named are the converted ones: what the file is
+        raise ValueError(f"model.pretrained {path}: {e}{misfit_note(read_metadata(path), name, state)}") from None
+    return swin
 
 
 def _load_upernet(model: UperNet, state: dict[str, torch.Tensor], source: str) -> None:

@@ -177,6 +177,30 @@ def test_a_detectors_own_weights_start_a_detector_of_other_classes(tmp_path, det
         build_detector(cfg, 2, 32, 32)
 
 
+def test_a_detectors_own_weights_of_other_class_names_load_with_a_warning(tmp_path):
+    """A detector's file of as many classes as the run's, other ones (fine-tuning on other classes of the same count),
+    loaded its class layers silently, the file's rows in their order; they still load, with a warning naming both
+    lists. The run's own classes, or none given (a caller that does not know them), load without one."""
+    cfg = DetModelConfig(detector="fasterrcnn", name=PICO, fpn_channels=64, box_head_dim=16)
+    torch.manual_seed(0)
+    trained = build_detector(cfg, 2, 32, 32).state_dict()
+    meta = {"task": "detection", "detector": dataclasses.asdict(cfg), "classes": ["square", "bar"]}
+    save_weights(tmp_path / "best.safetensors", trained, meta)
+    cfg.pretrained = str(tmp_path / "best.safetensors")
+    for names in (["cat", "dog"], ["bar", "square"]):
+        with pytest.warns(UserWarning) as record:
+            other = build_detector(cfg, 2, 32, 32, classes=names).state_dict()
+        assert [str(w.message) for w in record] == [
+            f"{tmp_path / 'best.safetensors'}: its class layers were trained on other classes (square, bar) than this "
+            f"run's ({', '.join(names)}); they are kept, row i now class i of the data"
+        ]
+        assert all(torch.equal(other[k], v) for k, v in trained.items())
+    for names in (["square", "bar"], None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            build_detector(cfg, 2, 32, 32, classes=names)
+
+
 @pytest.mark.parametrize("recorded", [True, False])
 def test_a_faster_rcnns_weights_start_a_mask_rcnn_its_mask_head_fresh(tmp_path, recorded):
     """A Faster R-CNN's file as a Mask R-CNN's model.pretrained was refused ("set model.detector=fasterrcnn"), or,

@@ -1,6 +1,7 @@
 """One train + eval epoch of each detector on the quirky 6-image COCO file; metrics, checkpoints, errors."""
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -8,9 +9,11 @@ import torch
 from detkit import REPO, edit_coco, tiny_overrides
 from PIL import Image
 
+from swinlite.detection.models import build_detector
 from swinlite.detection.predictor import load_detector
 from swinlite.detection.task import DetectionTask
 from swinlite.engine import run
+from swinlite.engine.checkpoint import save_weights
 from swinlite.engine.config import flatten, to_dict
 from swinlite.engine.preflight import check_run
 from swinlite.hub import hub_repo
@@ -72,6 +75,18 @@ def test_a_run_starts_from_a_detection_runs_weights(coco: Path, tmp_path: Path):
     second = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "second", **still)))
     start, end = read_state_dict(first / "best.safetensors"), read_state_dict(second / "last.safetensors")
     assert start.keys() == end.keys() and all(torch.equal(start[k], end[k]) for k in start)
+
+
+def test_a_run_from_a_detectors_weights_of_other_class_names_warns(coco: Path, tmp_path: Path):
+    """The run gives the detector its classes' names: a file of as many other classes is named with both lists."""
+    cfg = load_det_config(None, tiny_overrides(coco, tmp_path / "unused")).model
+    save_weights(tmp_path / "cats.safetensors", build_detector(cfg, 2, 48, 96).state_dict(),
+                 {"task": "detection", "detector": dataclasses.asdict(cfg), "classes": ["cat", "dog"]})  # fmt: skip
+    overrides = tiny_overrides(coco, tmp_path / "run", **{"model.pretrained": tmp_path / "cats.safetensors"})
+    with pytest.warns(UserWarning) as record:  # the file's quirks warn too; test_data checks those warnings
+        run(DetectionTask, load_det_config(None, overrides))
+    assert any("cats.safetensors: its class layers were trained on other classes (cat, dog) than this run's (square, "
+               "bar)" in str(w.message) for w in record)  # fmt: skip
 
 
 def test_unknown_key_and_bad_values_are_clear_errors():

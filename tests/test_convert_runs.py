@@ -1,0 +1,169 @@
+"""A swinlite detection or segmentation run's weights as a backbone checkpoint: its Swin (behind
+``backbone.body.model.`` / ``backbone.model.``) loads wherever a Swin checkpoint of any layout does, its FPN and heads
+left out; a Swin of another model is still refused, naming the file, what of it was read and both models."""
+
+import dataclasses
+import runpy
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from pico import PICO
+from safetensors.torch import load_file
+from scriptkit import SCRIPTS  # importing it puts scripts/ on sys.path, where the scripts find _cli
+
+import swinlite
+from swinlite.detection.config import DetModelConfig
+from swinlite.detection.models import build_detector
+from swinlite.engine.checkpoint import save_weights
+from swinlite.io import read_metadata, read_state_dict
+from swinlite.segmentation.config import SegModelConfig
+from swinlite.segmentation.models import build_upernet
+
+NANO = "swinlite_nano_patch2_window4_64"
+DET = dict(detector="fasterrcnn", fpn_channels=16, box_head_dim=16)
+SEG = dict(head_channels=8, aux_channels=8, pool_scales=(1, 2))
+LAYOUT = {"detection": "swinlite-detection", "segmentation": "swinlite-segmentation"}
+PREFIX = {"detection": "backbone.body.model.", "segmentation": "backbone.model."}  # where each run's model has its Swin
+
+
+def _randomized(state: dict[str, torch.Tensor], seed: int = 0) -> dict[str, torch.Tensor]:
+    """Every floating tensor drawn anew (BatchNorm's integer counts kept): a weight loaded from elsewhere, or left at
+    its initial value, shows."""
+    generator = torch.Generator().manual_seed(seed)
+    return {k: torch.randn(v.shape, generator=generator) if v.is_floating_point() else v for k, v in state.items()}
+
+
+def _convert(capsys, monkeypatch, *args: str) -> tuple[int, str]:
+    """``python scripts/convert_checkpoint.py ARGS`` in this process: (exit code, stdout and stderr)."""
+    script = SCRIPTS / "convert_checkpoint.py"
+    monkeypatch.setattr(sys, "argv", [str(script), *args])
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    printed = capsys.readouterr()
+    return code, printed.out + printed.err
+
+
+def _run_file(tmp_path: Path, task: str, name: str = PICO, **kwargs: object) -> Path:
+    """The weights file a ``task`` run on the Swin ``name`` writes (``best.safetensors``: its model's whole state
+    dict, randomized, and the metadata the run records that the loaders read)."""
+    path = tmp_path / f"{task}-{name}.safetensors"
+    if task == "detection":
+        cfg = DetModelConfig(name=name, kwargs=dict(kwargs), **DET)
+        model, meta = build_detector(cfg, 2, 32, 32), {"detector": dataclasses.asdict(cfg), "classes": ["a", "b"]}
+    else:
+        cfg = SegModelConfig(name=name, kwargs=dict(kwargs), **SEG)
+        model, meta = build_upernet(cfg, 3), {"segmenter": dataclasses.asdict(cfg), "classes": ["x", "y", "z"]}
+    save_weights(path, _randomized(model.state_dict()), {"task": task, **meta})
+    return path
+
+
+def _swin_in(path: Path, task: str) -> dict[str, torch.Tensor]:
+    """The Swin a run's file holds, as a classifier-less Swin's state dict: its features-only Swin has no final norm,
+    the last level's output norm stands for it."""
+    prefix = PREFIX[task]
+    swin = {k.removeprefix(prefix): v for k, v in read_state_dict(path).items() if k.startswith(prefix)}
+    return swin | {"norm.weight": swin["out_norms.3.weight"], "norm.bias": swin["out_norms.3.bias"]}
+
+
+def _loaded(route: str, path: Path, tmp_path: Path, capsys, monkeypatch, name: str = PICO) -> dict[str, torch.Tensor]:
+    """The Swin weights a model of ``name`` holds after loading ``path`` by ``route``."""
+    if route == "segmentation":
+        return build_upernet(SegModelConfig(name=name, pretrained=str(path), **SEG), 3).backbone.model.state_dict()
+    if route == "detection":
+        detector = build_detector(DetModelConfig(name=name, pretrained=str(path), **DET), 2, 32, 32)
+        return detector.backbone.body.model.state_dict()
+    if route == "timm_overlay":
+        overlay = dict(file=str(path))
+        return timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay, out_norm=True,
+                                 num_classes=0).state_dict()  # fmt: skip
+    if route == "load_state_dict":  # a swinlite model converts any layout as it loads (convert_when_loaded)
+        model = timm.create_model(name, out_norm=True, num_classes=0)
+        model.load_state_dict(read_state_dict(path))
+        return model.state_dict()
+    out = tmp_path / "backbone.safetensors"
+    flags = ["--model", name] if route == "convert_checkpoint_model" else []
+    code, printed = _convert(capsys, monkeypatch, str(path), str(out), *flags)
+    if code:
+        raise ValueError(printed)
+    assert f"from the Swin of a swinlite {read_metadata(path)['task']} run's weights" in printed
+    assert "task" not in read_metadata(out)  # a backbone: the run's metadata describes the whole detector / UperNet
+    model = timm.create_model(name, out_norm=not flags, num_classes=0)  # --model: a plain variant, no output norms
+    model.load_state_dict(load_file(out))  # strict: every key, none left over
+    return model.state_dict()
+
+
+ROUTES = [
+    "segmentation",
+    "detection",
+    "timm_overlay",
+    "load_state_dict",
+    "convert_checkpoint",
+    "convert_checkpoint_model",
+]
+CASES = [(task, route) for task in LAYOUT for route in ROUTES if route != task]  # a run's own task loads it whole
+
+
+@pytest.mark.parametrize(("task", "route"), CASES)
+def test_a_runs_swin_loads_as_a_backbone_checkpoint(tmp_path, capsys, monkeypatch, task, route):
+    """A detection run's best.safetensors as a segmentation run's model.pretrained failed ("112 checkpoint keys did
+    not map onto SwinTransformer: backbone.body.model.layers.0..."), a segmentation run's as a detector's (and through
+    timm, convert_checkpoint.py) on its BatchNorm counts ("weights that are not floating point"), and
+    convert_checkpoint.py copied a detector's whole as "the swinlite layout": its Swin loads now, bit for bit."""
+    path = _run_file(tmp_path, task)
+    assert swinlite.detect_layout(read_state_dict(path)) == LAYOUT[task]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = _loaded(route, path, tmp_path, capsys, monkeypatch)
+    # no note on a classifier neither model has; --model's plain variant has no output norms, which it drops
+    dropped = "dropping per-level output norms of levels [0, 1, 2, 3]: build the model with out_norm=True to use them"
+    assert [str(w.message) for w in caught] == ([dropped] if route == "convert_checkpoint_model" else [])
+    want = _swin_in(path, task)
+    blocks = {k for k in want if k.startswith(("patch_embed.", "layers."))}
+    assert blocks <= loaded.keys() and all(torch.equal(v, want[k]) for k, v in loaded.items()), route
+
+
+# routes that convert the layout alone (no model to fit): the model's strict load_state_dict refuses what does not fit
+CONVERTED_AS_IS = ("load_state_dict", "convert_checkpoint")
+
+
+@pytest.mark.filterwarnings("ignore:dropping per-level output norms")  # --model's variant has none (tested above)
+@pytest.mark.parametrize("other", ["depth", "model"])
+@pytest.mark.parametrize(("task", "route"), CASES)
+def test_a_runs_swin_of_another_model_is_refused(tmp_path, capsys, monkeypatch, task, route, other):
+    """Nothing loads half: a run's Swin of another depth (model.kwargs) or another model is an error naming the file,
+    what of it was read and, where the file records it, its model beside the model's; never a half-loaded backbone."""
+    path = _run_file(tmp_path, task, depths=(1, 1, 1, 1)) if other == "depth" else _run_file(tmp_path, task, NANO)
+    with pytest.raises(RuntimeError if route in CONVERTED_AS_IS else ValueError) as error:
+        _loaded(route, path, tmp_path, capsys, monkeypatch)
+    message = " ".join(str(error.value).split())
+    assert ("layers.2.blocks.1." if other == "depth" else "layers.0.blocks.1.") in message  # the keys that differ
+    if route in CONVERTED_AS_IS:
+        return
+    read = f"the file was read as the Swin of a swinlite {task} run's weights ({PREFIX[task]}*"
+    assert read in message
+    if route in ("segmentation", "detection"):
+        assert message.startswith(f"model.pretrained {path}: "), message
+    if route == "convert_checkpoint_model":
+        assert f"error: {path}: " in message and not (tmp_path / "backbone.safetensors").exists()
+    recorded = f"it records model {NANO}, the model is {PICO}"
+    assert (recorded in message) == (other == "model" and route != "timm_overlay"), message
+
+
+@pytest.mark.parametrize("task", LAYOUT)
+def test_convert_checkpoint_writes_a_runs_swin_without_the_runs_metadata(tmp_path, capsys, monkeypatch, task):
+    """The output is the Swin alone: its FPN and heads left out, and the run's metadata, which describes them (with it
+    detect.py and segment.py took the backbone for a whole detector / UperNet)."""
+    path, out = _run_file(tmp_path, task), tmp_path / "out.safetensors"
+    code, printed = _convert(capsys, monkeypatch, str(path), str(out))
+    assert code == 0, printed
+    assert f"a {PICO} backbone; the run's metadata, which describes its whole model, is not kept" in printed
+    meta = read_metadata(out)
+    assert meta.pop("source") == str(path) and meta == {"layout": LAYOUT[task], "swinlite": swinlite.__version__}
+    assert load_file(out).keys() == _swin_in(path, task).keys()

@@ -537,12 +537,22 @@ def other_task_files(task: str) -> tuple[str, ...]:
     return tuple(name for other, names in TASK_FILES.items() if other != task for name in names)
 
 
-# What the scripts of every task wrote into a training run's folder are results of its weights (an evaluation,
-# drawings), which a run replacing that run removes, whichever task's it was (SCRIPT_OUTPUTS: --overwrite): all of
-# one script's files, as they were written together.
-SCRIPT_OUTPUTS = tuple(
-    dict.fromkeys(name for scripts in OUTPUT_DIR_FILES.values() for names in scripts.values() for name in names)
-)
+def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:
+    """The names of :data:`OUTPUT_DIR_FILES` that scripts wrote into the training run folder ``folder``: results of
+    its weights, which a run replacing it removes (``--overwrite``), whichever task's it was. Every evaluate
+    script's; a drawing script's (``detect.py``'s, ``segment.py``'s: those with :data:`DRAWINGS`) all together, and
+    only where its ``sources.json`` and one of its drawings folders are there, as it writes them: a ``classes.csv``,
+    ``sources.json`` or ``images/`` alone is the user's own."""
+    folder = Path(folder)
+    names = [name for names in EVALUATIONS_BY_TASK.values() for name in names]
+    for scripts in OUTPUT_DIR_FILES.values():
+        for written in scripts.values():
+            drawings = [name for name in written if name in DRAWINGS]
+            if drawings and (folder / "sources.json").is_file() and any((folder / d).is_dir() for d in drawings):
+                names += written
+    return tuple(dict.fromkeys(names))
+
+
 # Of OUTPUT_DIR_FILES, what each task's evaluate script writes beside a checkpoint by default (a task's
 # Task.evaluation_files).
 EVALUATIONS_BY_TASK: dict[str, tuple[str, ...]] = {

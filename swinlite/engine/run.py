@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ..device import resolve_device
-from ..files import DRAWINGS, SCRIPT_OUTPUTS, earlier_outputs, other_task_files, remove_outputs
+from ..files import DRAWINGS, earlier_outputs, other_task_files, remove_outputs, script_outputs
 from ..io import atomic_write, check_output
 from ..lock import OutputLock
 from .checkpoint import RESUME_FILE, load_resume, pending, seed_rng, settle_pending, writing
@@ -75,7 +75,7 @@ def run(
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
         names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
         check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
-        removed = (*SCRIPT_OUTPUTS, *other_task_files(task.name)) if overwrite else ()
+        removed = (*script_outputs(cfg.train.output_dir), *other_task_files(task.name)) if overwrite else ()
         replaced_outputs(Path(cfg.train.output_dir), overwrite)  # a drawings folder holding the user's files: refused
         check_config_file(config, Path(cfg.train.output_dir), (*names, *removed), resume)
     if resume and overwrite:
@@ -284,7 +284,11 @@ def remove_replaced_run(out: Path, dist: DistInfo, task: str) -> None:
     if dist.is_main:
         try:
             _remove(out, (*RUN_FILES, *other_task_files(task)))
-            remove_outputs(replaced_outputs(out, overwrite=True))
+            outputs = replaced_outputs(out, overwrite=True)
+            shown = ", ".join(p.name + ("/" if p.is_dir() else "") for p in outputs)
+            remove_outputs(outputs)
+            if outputs:  # files the user may have looked at, unlike the run's own
+                log(dist, f"note: removed what scripts wrote in {out} of the replaced run's weights: {shown}")
         except (OSError, ValueError) as e:
             problem = f"output folder {out} cannot be used: {e}"
     problem = broadcast_object(problem, dist)
@@ -315,7 +319,7 @@ def remove_unsaved(out: Path) -> None:
 
 def replaced_outputs(out: Path, overwrite: bool) -> list[Path]:
     """With ``overwrite``, what the scripts of any task wrote into the run folder ``out`` of the old weights
-    (:data:`~swinlite.files.SCRIPT_OUTPUTS`: an evaluate script's results, ``detect.py``'s or ``segment.py``'s
+    (:func:`~swinlite.files.script_outputs`: an evaluate script's results, ``detect.py``'s or ``segment.py``'s
     drawings and lists, whole; any task's, as the old run may have been another task's: its confusion matrix stayed
     beside a detector's weights), for :func:`remove_replaced_run`; else none.
 
@@ -324,7 +328,7 @@ def replaced_outputs(out: Path, overwrite: bool) -> list[Path]:
     """
     if not overwrite:
         return []
-    return earlier_outputs(out, SCRIPT_OUTPUTS, overwrite=True, numbered=DRAWINGS)
+    return earlier_outputs(out, script_outputs(out), overwrite=True, numbered=DRAWINGS)
 
 
 def _remove(out: Path, names: tuple[str, ...]) -> list[str]:

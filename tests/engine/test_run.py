@@ -97,6 +97,32 @@ def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path
     assert not list(fresh.glob("*.safetensors")) and not (fresh / "resume.pt").exists()
 
 
+@pytest.mark.parametrize(
+    ("files", "removed"),
+    [
+        (["classes.csv", "images/00000_holiday.png", "notes.txt"], []),
+        (["sources.json", "classes.csv"], []),
+        (["sources.json", "classes.csv", "labels/00000_a.png"], ["classes.csv", "labels/", "sources.json"]),
+        (["sources.json", "images/00000_a.png", "detections.json"], ["detections.json", "images/", "sources.json"]),
+        (["eval.json", "notes.txt"], ["eval.json"]),
+    ],
+    ids=["no_list", "no_drawings", "segment", "detect", "evaluation"],
+)
+def test_overwrite_removes_a_scripts_outputs_only_where_it_wrote_them(tmp_path: Path, capsys, files, removed):
+    """--overwrite removed every name any task's scripts write: a user's classes.csv, sources.json or images/ in the
+    folder too. A drawing script's files go where its list and drawings are there together, named in a note."""
+    out = tmp_path / "out"
+    for name in files:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text("a file")
+    remove_replaced_run(out, DistInfo(), "classification")
+    kept = {name.split("/")[0] for name in files} - {name.rstrip("/") for name in removed}
+    assert {p.name for p in out.iterdir()} == kept
+    note = f"note: removed what scripts wrote in {out} of the replaced run's weights: "
+    lines = [line.removeprefix(note) for line in capsys.readouterr().out.splitlines() if line.startswith(note)]
+    assert sorted(", ".join(lines).split(", ")) == sorted(removed) if removed else lines == []
+
+
 @pytest.mark.parametrize("task", TASKS)
 def test_overwrite_by_another_task_removes_the_old_tasks_own_files(tmp_path: Path, task: str):
     """A segmentation run over a classification run's folder (--overwrite) kept its scan.json.gz, which no

@@ -117,9 +117,8 @@ def main(argv: list[str] | None = None) -> None:
         progress=not args.no_progress,
         checkpoint_sha256=sha256,
         compile=args.compile,
+        report=lambda line: print(line, file=sys.stderr, flush=True),
     )
-    if summary.compiled:
-        print(summary.compiled, file=sys.stderr)
     print(f"written {summary.written}, skipped (already whole) {summary.skipped}, failed {summary.failed}")
     if summary.failed:
         print(f"failures listed in {args.output / 'failures.txt'}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,13 +46,11 @@ SOURCE_KEY = "source_file"  # a feature file's metadata: the image it was made f
 
 @dataclass(frozen=True)
 class ExtractionSummary:
-    """Counts of one run: written now, skipped as already whole, failed to decode; with ``compile``, the
-    compilation's report (:meth:`swinlite.optimize.FixedBatch.report`)."""
+    """Counts of one run: written now, skipped as already whole, failed to decode."""
 
     written: int
     skipped: int
     failed: int
-    compiled: str | None = None
 
 
 def read_sources(source: Path) -> tuple[list[Path], Path]:
@@ -221,6 +220,7 @@ def run_extraction(
     progress: bool = True,
     checkpoint_sha256: str | None = None,
     compile: bool = False,
+    report: Callable[[str], None] | None = None,
 ) -> ExtractionSummary:
     """Write per-image feature files, ``embeddings.safetensors`` and ``failures.txt`` under ``output``, holding its
     lock (:class:`swinlite.lock.OutputLock`) throughout; a lock left by a run that died is taken over, with a warning.
@@ -241,6 +241,8 @@ def run_extraction(
             (a training run writing a new best.safetensors) would name weights the features were not made with.
         compile: run the model through :class:`swinlite.optimize.FixedBatch` (compiled once for ``batch_size``
             images; smaller batches are padded to it).
+        report: called with :meth:`~swinlite.optimize.FixedBatch.report`'s line once the model is compiled (what
+            serves, how long building it took), before the first image.
 
     Raises:
         ValueError: another run holds ``output``'s lock, or ``output`` holds features of other images
@@ -281,6 +283,8 @@ def run_extraction(
         net: nn.Module = _Features(model).eval()
         if compile and todo:
             net = FixedBatch(net, torch.zeros(min(batch_size, len(todo)), 3, *input_size, device=device))
+            if report is not None:
+                report(net.report())
         failures: list[str] = []
         bar = tqdm(total=len(todo), unit="img", disable=not progress, desc="extract")
         for batch in loader:
@@ -298,8 +302,7 @@ def run_extraction(
         bar.close()
         atomic_write_bytes(output / FAILURES_FILE, "".join(f"{line}\n" for line in failures).encode())
         _write_embeddings(images, outputs, output)
-    written, skipped = len(todo) - len(failures), len(images) - len(todo)
-    return ExtractionSummary(written, skipped, len(failures), net.report() if isinstance(net, FixedBatch) else None)
+    return ExtractionSummary(written=len(todo) - len(failures), skipped=len(images) - len(todo), failed=len(failures))
 
 
 class _Features(nn.Module):

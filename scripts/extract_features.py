@@ -26,7 +26,7 @@ import hashlib
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_size, run
+from _cli import WEIGHTS_HINT, Parser, check_size, ema_weights, run
 
 DTYPES = ("float16", "float32")
 
@@ -34,6 +34,7 @@ DTYPES = ("float16", "float32")
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
+    parser.add_ema_argument()
     parser.add_argument(
         "--model", help="swinlite model name: for files that do not record theirs; alone, its pretrained weights"
     )
@@ -64,8 +65,8 @@ def parse_args(argv: list[str] | None = None):
     return args
 
 
-def build_model(args):
-    """(model, its name, its weights' SHA-256): from the checkpoint (strictly) or timm's pretrained weights (the file
+def build_model(args, checkpoint: Path | None):
+    """(model, its name, its weights' SHA-256): from ``checkpoint`` (strictly) or timm's pretrained weights (the file
     in the Hugging Face cache); swinlite models only. The checkpoint is read once, and its bytes both hashed and
     loaded: hashing the file again later recorded a file replaced since (a training run's new best.safetensors) in
     settings.json, beside features of the weights it replaced."""
@@ -74,12 +75,12 @@ def build_model(args):
     from swinlite.io import file_sha256, read_weights_bytes
     from swinlite.weights import load_model, pretrained_model, read_info
 
-    if args.checkpoint is None:
+    if checkpoint is None:
         model, name, weights = pretrained_model(args.model, WEIGHTS_HINT), args.model, cached_weights(args.model)
         sha256 = None if weights is None else file_sha256(weights)
     else:
-        data = read_weights_bytes(args.checkpoint)
-        model, info = load_model(args.checkpoint, args.model, data=data), read_info(args.checkpoint, data)
+        data = read_weights_bytes(checkpoint)
+        model, info = load_model(checkpoint, args.model, data=data), read_info(checkpoint, data)
         name, sha256 = info.model if info else args.model, hashlib.sha256(data).hexdigest()
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"feature extraction needs a swinlite model (swinlite_*), got {name}")
@@ -100,8 +101,9 @@ def main(argv: list[str] | None = None) -> None:
         check_model_name(args.model, "swinlite_*")
     images, _ = read_sources(args.input)
     # the folder (or list) too: features written inside the folder would be read back as images of another class
-    check_output(args.output, [args.checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
-    model, name, sha256 = build_model(args)
+    checkpoint = ema_weights(args)
+    check_output(args.output, [checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
+    model, name, sha256 = build_model(args, checkpoint)
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     check_size(size, model.patch_size, name)
     summary = run_extraction(

@@ -20,12 +20,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_size, run
+from _cli import WEIGHTS_HINT, Parser, check_size, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
+    parser.add_ema_argument()
     parser.add_argument(
         "--model", help="swinlite model name: for files that do not record theirs; alone, its pretrained weights"
     )
@@ -62,13 +63,14 @@ def main(argv: list[str] | None = None) -> list[Path]:
 
     if args.model is not None:
         check_model_name(args.model, "swinlite_*")
-    model = load_model(args.checkpoint, args.model) if args.checkpoint else pretrained_model(args.model, WEIGHTS_HINT)
+    checkpoint = ema_weights(args)
+    model = load_model(checkpoint, args.model) if checkpoint else pretrained_model(args.model, WEIGHTS_HINT)
     if not isinstance(model, SwinTransformer):
-        raise ValueError(f"{args.checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
+        raise ValueError(f"{checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
     if args.size:  # before any work: a size below one patch failed in the forward pass, naming no option
         check_size(tuple(args.size), model.patch_size, model.pretrained_cfg["architecture"])
     names = [f"bias_stage{i}.png" for i in range(len(model.layers))] + ["features.png"]
-    check_output(args.output, [args.checkpoint, args.image], folder=True, names=names)
+    check_output(args.output, [checkpoint, args.image], folder=True, names=names)
     # all of an earlier run's PNGs, features.png too when this run draws none: kept, they would pass for this model's
     stages = sorted(p.name for p in args.output.glob("bias_stage*.png")) if args.output.is_dir() else []
     earlier = earlier_outputs(args.output, dict.fromkeys([*names, *stages]), args.overwrite, option="--output")

@@ -7,7 +7,8 @@ import pytest
 from scriptkit import run_script
 
 CHECKPOINT_SCRIPTS = (
-    "predict", "evaluate", "detect", "evaluate_detection", "segment", "evaluate_segmentation", "export_onnx"
+    "predict", "evaluate", "detect", "evaluate_detection", "segment", "evaluate_segmentation", "export_onnx",
+    "extract_features", "visualize",
 )  # fmt: skip
 # each script's arguments besides the weights: names of nothing (the refusals come before any file is read)
 OTHERS = {
@@ -18,13 +19,15 @@ OTHERS = {
     "segment": ["--input", "a.png", "--output-dir", "out"],
     "evaluate_segmentation": ["--data-dir", "data"],
     "export_onnx": ["--output", "m.onnx"],
+    "extract_features": ["--input", "a", "--output", "out"],
+    "visualize": ["--output", "out"],
 }
 # (script, weights arguments, the error): the one refusal of predict.py's --ema, in every script that loads a run
 ONNX = "--onnx runs the exported file alone: --ema does not apply (scripts/export_onnx.py --ema exports"
 REFUSALS = [
     *[
         (s, ["--model", "swinlite_tiny_patch4_window7_224"], "--ema selects the EMA weights of a --checkpoint")
-        for s in ("predict", "export_onnx")
+        for s in ("predict", "export_onnx", "extract_features", "visualize")
     ],
     *[(s, ["--onnx", "m.onnx"], ONNX) for s in ("predict", "detect", "segment")],
     *[(s, [], "required: --checkpoint") for s in ("evaluate", "evaluate_detection", "evaluate_segmentation")],

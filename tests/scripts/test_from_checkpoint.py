@@ -1,6 +1,7 @@
 """Every script from a run's checkpoint alone (2- and 3-class runs), predict.py, EMA selection, user errors."""
 
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -212,6 +213,10 @@ def test_ema_weights_are_read_from_the_file_or_selected(runs, load_script, tmp_p
     load_script("evaluate").main(["--checkpoint", str(run / "best_ema.safetensors"), "--data-dir", str(data),
                                   "--num-workers", "0", "--output-dir", str(tmp_path)])  # fmt: skip
     assert json.loads((tmp_path / "eval.json").read_text())["top1"] == pytest.approx(top1)
+    feats = ["--input", str(data / "val" / "c0"), "--output", str(tmp_path / "feats"), "--no-progress"]
+    load_script("extract_features").main(["--checkpoint", str(run / "best.safetensors"), "--ema", *feats])
+    ema_sha256 = hashlib.sha256((run / "best_ema.safetensors").read_bytes()).hexdigest()
+    assert json.loads((tmp_path / "feats" / "settings.json").read_text())["checkpoint_sha256"] == ema_sha256
     with pytest.raises(ValueError, match="no best_ema.safetensors beside it"):
         load_script("evaluate").main(["--checkpoint", str(runs[2] / "best.safetensors"), "--ema",
                                       "--data-dir", str(data)])  # fmt: skip

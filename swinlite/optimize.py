@@ -108,7 +108,7 @@ def optimize_for_inference(
     graphs = counters["stats"]["unique_graphs"]
     with torch._inductor.config.patch(settings), torch.inference_mode():
         compiled = torch.compile(model, dynamic=False, mode=mode)
-        output = compiled(example_input)  # compiles now: freezing reads the weights at this call
+        output = compiled(_not_inference(example_input))  # compiles now: freezing reads the weights at this call
     if counters["stats"]["unique_graphs"] == graphs:  # dynamo ran the call eagerly: its recompile limit was reached
         warnings.warn(
             f"optimize_for_inference: torch.compile compiled nothing (this process reached "
@@ -120,6 +120,7 @@ def optimize_for_inference(
         return Optimized(_eager(model), "eager", time.perf_counter() - start)
 
     def run(x: torch.Tensor) -> Any:
+        x = _not_inference(x)
         with torch._inductor.config.patch(settings), torch.inference_mode():  # a recompile gets the same settings
             if not cuda_graphs:
                 return compiled(x)
@@ -133,6 +134,16 @@ def optimize_for_inference(
     candidates = {"compiled": lambda: run(example_input), "eager": lambda: eager(example_input)}
     path = fastest_now(candidates, example_input.device, repeats=CHOICE_ROUNDS)
     return Optimized(eager if path == "eager" else run, path, time.perf_counter() - start)
+
+
+def _not_inference(x: torch.Tensor) -> torch.Tensor:
+    """``x``, or a copy of it that is a normal tensor where it is an inference tensor (made under
+    ``torch.inference_mode``: :class:`FixedBatch`'s padded batch, a caller's). The graph is compiled for the example's
+    kind, and dynamo guards on a tensor's dispatch keys, which differ: such a batch compiled the whole graph again."""
+    if not isinstance(x, torch.Tensor) or not x.is_inference():
+        return x
+    with torch.inference_mode(False):
+        return x.clone()
 
 
 def _freezing(example_input: torch.Tensor) -> dict[str, bool]:

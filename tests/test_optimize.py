@@ -34,6 +34,10 @@ def test_optimized_model_matches_eager_and_compiles_once_per_size(monkeypatch):
     assert out.shape == (2, 10) and not out.requires_grad
     torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
     assert counters["stats"]["unique_graphs"] == 1  # same shape, new values: no recompile
+    with torch.inference_mode():  # an inference tensor (FixedBatch pads under inference_mode): no recompile either
+        z = torch.randn_like(x)
+        torch.testing.assert_close(fn(z), model(z), atol=1e-4, rtol=1e-4)
+    assert counters["stats"]["unique_graphs"] == 1
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.mul_(0.5)

@@ -541,14 +541,16 @@ def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:
     """The names of :data:`OUTPUT_DIR_FILES` that scripts wrote into the training run folder ``folder``: results of
     its weights, which a run replacing it removes (``--overwrite``), whichever task's it was. Every evaluate
     script's; a drawing script's (``detect.py``'s, ``segment.py``'s: those with :data:`DRAWINGS`) all together, and
-    only where its ``sources.json`` and one of its drawings folders are there, as it writes them: a ``classes.csv``,
-    ``sources.json`` or ``images/`` alone is the user's own."""
+    only where all its files and one of its drawings folders are there, as it writes them: a ``classes.csv``,
+    ``sources.json`` or ``images/`` alone, or the user's ``images/`` beside ``segment.py``'s files, is the user's."""
     folder = Path(folder)
     names = [name for names in EVALUATIONS_BY_TASK.values() for name in names]
     for scripts in OUTPUT_DIR_FILES.values():
         for written in scripts.values():
             drawings = [name for name in written if name in DRAWINGS]
-            if drawings and (folder / "sources.json").is_file() and any((folder / d).is_dir() for d in drawings):
+            lists = [name for name in written if name not in DRAWINGS]
+            drawn = any((folder / name).is_dir() for name in drawings)
+            if drawn and all((folder / name).is_file() for name in lists):
                 names += written
     return tuple(dict.fromkeys(names))
 

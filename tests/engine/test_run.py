@@ -103,10 +103,23 @@ def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path
         (["classes.csv", "images/00000_holiday.png", "notes.txt"], []),
         (["sources.json", "classes.csv"], []),
         (["sources.json", "classes.csv", "labels/00000_a.png"], ["classes.csv", "labels/", "sources.json"]),
+        (
+            ["sources.json", "classes.csv", "overlays/00000_a.png", "images/mine.jpg"],
+            ["classes.csv", "overlays/", "sources.json"],
+        ),
+        (["sources.json", "images/00000_a.png"], []),
         (["sources.json", "images/00000_a.png", "detections.json"], ["detections.json", "images/", "sources.json"]),
         (["eval.json", "notes.txt"], ["eval.json"]),
     ],
-    ids=["no_list", "no_drawings", "segment", "detect", "evaluation"],
+    ids=[
+        "no_list",
+        "no_drawings",
+        "segment",
+        "segment_beside_user_images",
+        "detect_without_detections",
+        "detect",
+        "evaluation",
+    ],
 )
 def test_overwrite_removes_a_scripts_outputs_only_where_it_wrote_them(tmp_path: Path, capsys, files, removed):
     """--overwrite removed every name any task's scripts write: a user's classes.csv, sources.json or images/ in the

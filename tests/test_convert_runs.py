@@ -19,6 +19,8 @@ import swinlite
 from swinlite.detection.config import DetModelConfig
 from swinlite.detection.models import build_detector
 from swinlite.engine.checkpoint import save_weights
+from swinlite.engine.model import create_model
+from swinlite.engine.sections import ModelConfig
 from swinlite.io import read_metadata, read_state_dict
 from swinlite.segmentation.config import SegModelConfig
 from swinlite.segmentation.models import build_upernet
@@ -167,3 +169,15 @@ def test_convert_checkpoint_writes_a_runs_swin_without_the_runs_metadata(tmp_pat
     meta = read_metadata(out)
     assert meta.pop("source") == str(path) and meta == {"layout": LAYOUT[task], "swinlite": swinlite.__version__}
     assert load_file(out).keys() == _swin_in(path, task).keys()
+
+
+@pytest.mark.parametrize("task", LAYOUT)
+def test_a_classification_run_names_a_file_that_does_not_fit(tmp_path, task):
+    """Classification's model.pretrained goes through timm's loader, whose error named neither the file nor the
+    model it records, where detection's and segmentation's name both."""
+    path = _run_file(tmp_path, task, NANO)
+    with pytest.raises(ValueError) as error:
+        create_model(ModelConfig(name=PICO, pretrained=str(path)), num_classes=3)
+    message = " ".join(str(error.value).split())
+    assert message.startswith(f"model.pretrained {path}: "), message
+    assert f"it records model {NANO}, the model is {PICO}" in message

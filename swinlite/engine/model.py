@@ -20,8 +20,9 @@ import torch
 from timm.models import get_arch_pretrained_cfgs, split_model_name_tag
 from torch import nn
 
+from ..convert import misfit_note
 from ..hub import cached_weights, pretrained_kwargs
-from ..io import check_weights_file
+from ..io import check_weights_file, read_metadata
 from .sections import ModelConfig
 
 _OFFLINE_HINT = (
@@ -147,9 +148,16 @@ def create_model(cfg: ModelConfig, **task_kwargs: Any) -> nn.Module:
     """``timm.create_model(cfg.name, **cfg.kwargs, **task_kwargs)`` starting from ``cfg.pretrained``'s weights.
 
     Both weight sources go through timm's loader and ``convert_state_dict``: bias tables are resized, a
-    classifier of another size starts fresh (warned), a missing backbone weight is a ValueError.
+    classifier of another size starts fresh (warned), a missing backbone weight is a ValueError (naming
+    ``model.pretrained``'s file, and the model it records where another).
     """
-    model = timm.create_model(cfg.name, **cfg.kwargs, **task_kwargs, **weights_kwargs(cfg))
+    path = pretrained_file(cfg)
+    try:
+        model = timm.create_model(cfg.name, **cfg.kwargs, **task_kwargs, **weights_kwargs(cfg))
+    except ValueError as e:  # a file that does not fit: named, with the model it records (as detection's and
+        if path is None:  # segmentation's loaders name it)
+            raise
+        raise ValueError(f"model.pretrained {path}: {e}{misfit_note(read_metadata(path), cfg.name)}") from None
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     return model

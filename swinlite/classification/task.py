@@ -13,6 +13,7 @@ from timm.data import Mixup
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 from torch import nn
 
+from ..convert import first_keys
 from ..engine.distributed import SharedError, broadcast_object
 from ..engine.model import create_model, meta_model, pretrained_file
 from ..engine.task import RunContext, StepOutput, Task
@@ -219,12 +220,7 @@ def _warn_other_classes(path: str | None, classes: list[str]) -> None:
         return
     if info is not None and len(info.classes) == len(classes) and list(info.classes) != list(classes):
         warnings.warn(
-            f"model.pretrained {path}: its classifier was trained on other classes ({_first(info.classes)}) than "
-            f"this run's ({_first(classes)}); it is kept, row i now class i of the data",
+            f"model.pretrained {path}: its classifier was trained on other classes ({first_keys(info.classes)}) than "
+            f"this run's ({first_keys(classes)}); it is kept, row i now class i of the data",
             stacklevel=2,
         )
-
-
-def _first(names: list[str], count: int = 10) -> str:
-    """The first ``count`` of ``names``, comma-separated, "..." after them where there are more."""
-    return ", ".join(names[:count]) + (", ..." if len(names) > count else "")

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation
 
-from ..convert import convert_state_dict, misfit_note
+from ..convert import convert_state_dict, first_keys, misfit_note
 from ..engine.model import pretrained_file
 from ..io import read_metadata, read_state_dict
 from ..models.variants import SwinFeatureBody
@@ -157,7 +157,9 @@ class UperNet(nn.Module):
         self.backbone.set_grad_checkpointing(enable)
 
 
-def build_upernet(cfg: SegModelConfig, num_classes: int, **model_kwargs: Any) -> UperNet:
+def build_upernet(
+    cfg: SegModelConfig, num_classes: int, classes: Sequence[str] | None = None, **model_kwargs: Any
+) -> UperNet:
     """The UperNet ``cfg`` describes on ``cfg.name``, its weights from ``cfg.pretrained``.
 
     The backbone is ``timm.create_model(cfg.name, **cfg.kwargs)`` with ``out_norm=True`` unless
@@ -166,6 +168,9 @@ def build_upernet(cfg: SegModelConfig, num_classes: int, **model_kwargs: Any) ->
     (any layout swinlite reads, a detection run's weights too: their Swin; the heads start fresh) or an UperNet
     checkpoint (swinlite's, mmsegmentation's or Hugging Face's; everything loads, a classifier of another class count
     starts fresh with a warning).
+
+    ``classes``: the run's class names, where known: a swinlite UperNet file recording other names of as many classes
+    is warned (its classifiers are kept, row i class i of the run), as detection and classification warn.
 
     Raises:
         ValueError: weights that do not fit (naming the file and the keys).
@@ -183,6 +188,14 @@ def build_upernet(cfg: SegModelConfig, num_classes: int, **model_kwargs: Any) ->
     model = UperNet(body, num_classes, cfg.head_channels, cfg.pool_scales, aux, cfg.dropout)
     if upernet_state is not None:
         _load_upernet(model, upernet_state, path)
+        recorded = read_metadata(path).get("classes")  # a classifier of another count started fresh, warned
+        same_count = isinstance(recorded, list) and len(recorded) == num_classes
+        if classes is not None and same_count and recorded != list(classes):
+            warnings.warn(
+                f"model.pretrained {path}: its classifiers were trained on other classes ({first_keys(recorded)}) "
+                f"than this run's ({first_keys(list(classes))}); they are kept, row i now class i of the data",
+                stacklevel=2,
+            )
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     return model

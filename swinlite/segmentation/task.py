@@ -167,7 +167,7 @@ class SegmentationTask(Task):
             warn_mostly_ignored(split, name, split_folders(data, name)[1], self.labels)
         # the val images the test settings cannot predict (a view thinner than the backbone's patch) are left out
         # now, named once, before the loaders fix the split; their check needs the model's patch, so it is built here
-        self._model = build_upernet(self.cfg.model, len(self.labels.classes))
+        self._model = build_upernet(self.cfg.model, len(self.labels.classes), self.labels.classes)
         too_thin = thin_check(self._model, self.test)
         val_images, val_masks = split_folders(data, "val")
         val = without_thin_pairs(val, too_thin, val_images, "raise data.test_ratios or data.img_scale")

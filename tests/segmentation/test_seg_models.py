@@ -153,6 +153,15 @@ def test_pretrained_backbone_file_or_whole_upernet_file(tmp_path):
                                              **HEAD), 3)  # fmt: skip
     assert plain.auxiliary_head is None and torch.equal(plain.decode_head.classifier.weight,
                                                         trained.decode_head.classifier.weight)  # fmt: skip
+    named = tmp_path / "named.safetensors"  # a run's file records its classes
+    save_safetensors(named, trained.state_dict(), {"task": "segmentation", "classes": ["bg", "a", "b"]})
+    for classes, warned in ((["bg", "a", "b"], False), (["bg", "x", "y"], True)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            build_upernet(SegModelConfig(name=PICO, pretrained=str(named), **HEAD), 3, classes)
+        other = [str(w.message) for w in caught if "trained on other classes" in str(w.message)]
+        message = f"model.pretrained {named}: its classifiers were trained on other classes (bg, a, b) than this run's"
+        assert other == ([f"{message} (bg, x, y); they are kept, row i now class i of the data"] if warned else [])
     wider = SegModelConfig(name=PICO, pretrained=str(tmp_path / "seg.safetensors"), **{**HEAD, "head_channels": 24})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the same classes: no "classifiers start fresh (3 classes in the file, 3 here)"

@@ -25,7 +25,7 @@ def test_compile_run_has_eager_and_optimized_rows(monkeypatch):
 
     def fake_optimize(model, x, check=True):
         calls.append(type(model).__name__)
-        return Optimized(lambda inp: model(inp), "eager")
+        return Optimized(lambda inp: model(inp), "eager", 0.0)
 
     monkeypatch.setattr(compiled, "optimize_for_inference", fake_optimize)
     cfg = BenchConfig(batch=1, img_size=64, models=("swinlite", "timm"), warmup=0, repeats=1)

@@ -119,10 +119,18 @@ def fitting_model(args, recorded: dict[str, Any], checkpoint: dict[str, torch.Te
         raise ValueError(f"--model {name}: {e}" if kwargs is None else f"{args.input} records {name}: {e}") from None
     if kwargs is None:  # --model: the checkpoint's classifier is kept unless --num-classes asks for another size
         try:
-            classes = classifier_size(name, checkpoint) if args.num_classes is None else args.num_classes
+            found = classifier_size(name, checkpoint)
         except ValueError as e:
             raise ValueError(f"{args.input}: {e}") from None
-        kwargs = {"num_classes": classes}
+        if (
+            found == 0 and args.num_classes
+        ):  # a classifier the output cannot hold: it was warned "left at initial values"
+            raise ValueError(
+                f"{args.input} holds no classifier: --num-classes {args.num_classes} sizes one the output cannot hold "
+                f"(it holds the file's weights); drop --num-classes: a model built with num_classes="
+                f"{args.num_classes} starts its classifier fresh when it loads the output"
+            )
+        kwargs = {"num_classes": found if args.num_classes is None else args.num_classes}
     with torch.device("meta"):
         return create_for_file(args.input, name, **kwargs)
 

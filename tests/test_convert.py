@@ -385,6 +385,18 @@ def test_convert_script_fits_to_model(tmp_path, capsys, monkeypatch, flags, clas
         torch.testing.assert_close(model(x), source(x), rtol=0, atol=0)
 
 
+def test_convert_script_refuses_num_classes_for_a_file_without_a_classifier(tmp_path, capsys, monkeypatch):
+    """It warned that the classifier was "left at its initial values", yet the output holds the file's weights alone:
+    no classifier, whatever --num-classes said."""
+    source = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=0)
+    torch.save(source.state_dict(), tmp_path / "backbone.pth")
+    out = tmp_path / "out.safetensors"
+    code, stderr = _run_script(capsys, monkeypatch, str(tmp_path / "backbone.pth"), str(out), "--model",
+                               "swinlite_pico_patch2_window4_32", "--num-classes", "10")  # fmt: skip
+    assert code == 2 and "holds no classifier: --num-classes 10 sizes one the output cannot hold" in stderr
+    assert "initial values" not in stderr and not out.exists()
+
+
 def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path, capsys, monkeypatch):
     source = timm.create_model("swin_base_patch4_window7_224", **SMALL)
     torch.save(source.state_dict(), tmp_path / "b.pth")

@@ -45,7 +45,7 @@ def lr_scale(cfg: OptimConfig, global_batch: int) -> float:
 def build_optimizer(model: nn.Module, cfg: OptimConfig, global_batch: int) -> torch.optim.Optimizer:
     """timm optimizer; no weight decay on norms, biases (anything 1-D) and ``no_weight_decay()`` names; layer-wise
     lr decay through the model's ``group_matcher`` when ``layer_decay`` is set. Frozen parameters are left out.
-    ``betas`` go to an optimizer that takes them (:func:`check_betas`), which otherwise keeps its own.
+    ``betas`` go to an optimizer that takes them (:func:`check_optimizer`), which otherwise keeps its own.
 
     Args:
         global_batch: images per optimizer step over all processes (``lr`` scales with it: :func:`lr_scale`).
@@ -60,13 +60,19 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, global_batch: int) -> to
     return create_optimizer_v2(groups, **common)
 
 
-def check_betas(cfg: OptimConfig) -> None:
-    """ValueError for ``optim.betas`` the optimizer does not take: none at all (SGD), or another count. The name is
-    known to be timm's (the config check, :func:`swinlite.engine.sections.optimizer_problem`); a ``lookahead_`` one
-    is judged by the optimizer it wraps."""
+def check_optimizer(cfg: OptimConfig) -> None:
+    """ValueError for ``optim.betas`` the optimizer does not take: none at all (SGD), or another count; and for a
+    Nesterov SGD (timm's ``sgd``, ``nesterov``) without momentum, which torch refuses only when the optimizer is built,
+    after the data scan. The name is known to be timm's (the config check,
+    :func:`swinlite.engine.sections.optimizer_problem`); a ``lookahead_`` one is judged by the optimizer it wraps."""
+    info = get_optimizer_info(optimizer_name(cfg.opt))
+    if (info.defaults or {}).get("nesterov") and cfg.momentum == 0:
+        raise ValueError(
+            f"optim.opt={cfg.opt} is timm's Nesterov SGD, which needs optim.momentum > 0; for plain SGD set "
+            "optim.opt=momentum optim.momentum=0"
+        )
     if cfg.betas is None:
         return
-    info = get_optimizer_info(optimizer_name(cfg.opt))
     if not info.has_betas:
         raise ValueError(f"optim.betas: optim.opt={cfg.opt} takes no betas; leave optim.betas unset")
     if len(cfg.betas) != info.num_betas:

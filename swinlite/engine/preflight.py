@@ -11,7 +11,7 @@ from timm.data import resolve_model_data_config
 
 from .config import apply_overrides, check_values, copy_config, read_yaml
 from .model import check_model, check_pretrained, meta_model
-from .optim import check_betas
+from .optim import check_optimizer
 from .task import Task
 
 
@@ -23,7 +23,7 @@ def check_run(task: type[Task], cfg) -> None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     if cfg.schedule.kind == "step" and not cfg.schedule.decay_epochs:
         raise ValueError("schedule.kind=step needs schedule.decay_epochs, e.g. schedule.decay_epochs=[8,11]")
-    check_betas(cfg.optim)
+    check_optimizer(cfg.optim)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))
     task.check_config(cfg)
     task.check_inputs(cfg)

@@ -5,7 +5,8 @@ import pytest
 import torch
 from enginekit import TASKS
 
-from swinlite.engine.optim import build_optimizer, build_scheduler, lr_scale
+from swinlite.classification import ClassificationTask
+from swinlite.engine.optim import build_optimizer, build_scheduler, check_optimizer, lr_scale
 from swinlite.engine.preflight import check_run
 
 
@@ -124,3 +125,16 @@ def test_a_fractional_warmup_is_rounded_up_to_whole_steps_not_by_the_floats_erro
     cfg = TASKS["detection"].load_config(None, [f"schedule.warmup_epochs={epochs}"])
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1e-4)
     assert build_scheduler(optimizer, cfg.schedule, epochs=12, steps_per_epoch=steps).warmup_t == warmup
+
+
+@pytest.mark.parametrize(("opt", "refused"), [("sgd", True), ("nesterov", True), ("momentum", False)])
+def test_nesterov_sgd_without_momentum_is_refused_before_any_data(opt: str, refused: bool):
+    """torch refused it ("Nesterov momentum requires a momentum and zero dampening") when the optimizer was built,
+    after the data scan had written to the output folder; timm's plain SGD is optim.opt=momentum."""
+    cfg = ClassificationTask.load_config(None, [f"optim.opt={opt}", "optim.momentum=0"])
+    if refused:
+        with pytest.raises(ValueError, match=f"optim.opt={opt} is timm's Nesterov SGD, which needs optim.momentum > 0"):
+            check_optimizer(cfg.optim)
+    else:
+        check_optimizer(cfg.optim)
+        build_optimizer(torch.nn.Linear(2, 2), cfg.optim, global_batch=cfg.data.batch_size)

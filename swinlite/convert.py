@@ -437,6 +437,16 @@ def recorded_swin(metadata: Mapping[str, Any]) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def other_classes(recorded: object, classes: Sequence[str]) -> str | None:
+    """``"(a, b) than this run's (c, d)"`` where a weights file records (``recorded``: its metadata's ``classes``) as
+    many classes as the run's ``classes``, but other names or another order: its class layers load as they are, row i
+    now the run's class i, which each task's loader warns of. None otherwise (no record; another count, the
+    loader's own rule)."""
+    if not isinstance(recorded, list) or len(recorded) != len(classes) or recorded == list(classes):
+        return None
+    return f"({first_keys(recorded)}) than this run's ({first_keys(list(classes))})"
+
+
 def misfit_note(metadata: Mapping[str, Any], name: str, state_dict: Mapping[str, torch.Tensor] | None = None) -> str:
     """What a weights file whose Swin did not fit the model ``name`` is, for the error beside the keys it names:
     ``"; it records model swinlite_nano_patch2_window4_64, the model is swinlite_pico_patch2_window4_32"`` where the

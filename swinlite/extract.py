@@ -91,17 +91,16 @@ def record_settings(output: Path, settings: dict[str, object]) -> None:
 
     Raises:
         ValueError: the folder holds features made with other settings (or with random weights, which a
-            rerun cannot reproduce), or files of these names that no extraction wrote (:func:`_check_own_files`).
+            rerun cannot reproduce), or files of these names that no extraction wrote (:func:`_earlier_settings`).
     """
     path = output / SETTINGS_FILE
-    _check_own_files(output, settings)
+    saved = _earlier_settings(output, settings)
     has_features = (output / "features").is_dir() and any((output / "features").rglob("*.safetensors"))
     if has_features:
-        if not path.is_file():
+        if saved is None:
             raise ValueError(
                 f"{output} holds features but no {SETTINGS_FILE} to check them against; use another --output"
             )
-        saved = json.loads(path.read_text())
         changed = [f"{k}: {saved.get(k)!r} -> {v!r}" for k, v in settings.items() if saved.get(k) != v]
         if changed:
             raise ValueError(
@@ -118,10 +117,11 @@ def record_settings(output: Path, settings: dict[str, object]) -> None:
     atomic_write_bytes(path, json_bytes(settings, indent=2))
 
 
-def _check_own_files(output: Path, settings: dict[str, object]) -> None:
-    """ValueError where ``output`` holds a settings file that is not an extraction's settings (other keys, not a
-    JSON object), or an embeddings or failures file with no extraction's settings beside it (a run writes the
-    settings first): the user's own files of those names, which a run replaced without a word."""
+def _earlier_settings(output: Path, settings: dict[str, object]) -> dict[str, object] | None:
+    """The settings an earlier extraction recorded in ``output`` (the keys of ``settings``), or None where it holds
+    none. ValueError where it holds a settings file that is not an extraction's (other keys, not a JSON object), or an
+    embeddings or failures file with no extraction's settings beside it (a run writes the settings first): the user's
+    own files of those names, which a run replaced without a word."""
     path = output / SETTINGS_FILE
     if path.is_file():
         try:
@@ -133,13 +133,14 @@ def _check_own_files(output: Path, settings: dict[str, object]) -> None:
                 f"--output {output} holds a {SETTINGS_FILE} that no feature extraction wrote (an extraction's records "
                 f"{', '.join(settings)}): move it, or choose another --output"
             )
-        return
+        return saved
     foreign = [name for name in (EMBEDDINGS_FILE, FAILURES_FILE) if (output / name).exists()]
     if foreign:
         raise ValueError(
             f"--output {output} holds {' and '.join(foreign)} but no {SETTINGS_FILE}, which an extraction writes "
             "first: no extraction's files; move them, or choose another --output"
         )
+    return None
 
 
 def source_record(image: Path) -> dict[str, object] | None:

@@ -537,6 +537,18 @@ def other_task_files(task: str) -> tuple[str, ...]:
     return tuple(name for other, names in TASK_FILES.items() if other != task for name in names)
 
 
+# Of OUTPUT_DIR_FILES, what each task's evaluate script writes beside a checkpoint by default (a task's
+# Task.evaluation_files).
+EVALUATIONS_BY_TASK: dict[str, tuple[str, ...]] = {
+    task: OUTPUT_DIR_FILES[task][script]
+    for task, script in (
+        ("classification", "evaluate.py"),
+        ("detection", "evaluate_detection.py"),
+        ("segmentation", "evaluate_segmentation.py"),
+    )
+}
+
+
 def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:
     """The names of :data:`OUTPUT_DIR_FILES` that scripts wrote into the training run folder ``folder``: results of
     its weights, which a run replacing it removes (``--overwrite``), whichever task's it was. Every evaluate
@@ -553,18 +565,6 @@ def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:
             if drawn and all((folder / name).is_file() for name in lists):
                 names += written
     return tuple(dict.fromkeys(names))
-
-
-# Of OUTPUT_DIR_FILES, what each task's evaluate script writes beside a checkpoint by default (a task's
-# Task.evaluation_files).
-EVALUATIONS_BY_TASK: dict[str, tuple[str, ...]] = {
-    task: OUTPUT_DIR_FILES[task][script]
-    for task, script in (
-        ("classification", "evaluate.py"),
-        ("detection", "evaluate_detection.py"),
-        ("segmentation", "evaluate_segmentation.py"),
-    )
-}
 
 
 def check_output_dir(

@@ -13,7 +13,7 @@ from timm.data import Mixup
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 from torch import nn
 
-from ..convert import first_keys
+from ..convert import other_classes
 from ..engine.distributed import SharedError, broadcast_object
 from ..engine.model import create_model, meta_model, pretrained_file
 from ..engine.task import RunContext, StepOutput, Task
@@ -218,9 +218,10 @@ def _warn_other_classes(path: str | None, classes: list[str]) -> None:
         info = read_info(path) if path is not None else None
     except ValueError:  # another task's file, or unreadable: the loader says what it makes of it
         return
-    if info is not None and len(info.classes) == len(classes) and list(info.classes) != list(classes):
+    renamed = other_classes(list(info.classes), classes) if info is not None else None
+    if renamed:
         warnings.warn(
-            f"model.pretrained {path}: its classifier was trained on other classes ({first_keys(info.classes)}) than "
-            f"this run's ({first_keys(classes)}); it is kept, row i now class i of the data",
+            f"model.pretrained {path}: its classifier was trained on other classes {renamed}; it is kept, row i now "
+            "class i of the data",
             stacklevel=2,
         )

@@ -53,7 +53,7 @@ from torchvision.models.detection.retinanet import RetinaNetHead
 from torchvision.ops import MultiScaleRoIAlign
 from torchvision.ops.poolers import initLevelMapper
 
-from ..convert import RUN_SWIN_PREFIXES, convert_state_dict, first_keys, misfit_note, shape_mismatch
+from ..convert import RUN_SWIN_PREFIXES, convert_state_dict, first_keys, misfit_note, other_classes, shape_mismatch
 from ..engine.model import pretrained_file, weights_kwargs
 from ..fpn import SwinFPNBackbone, build_fpn_backbone
 from ..io import read_metadata, read_state_dict
@@ -295,10 +295,10 @@ def _load_detector(
             stacklevel=3,
         )
         state, fresh = {k: v for k, v in state.items() if k not in dropped}, CLASS_LAYERS
-    elif isinstance(classes, list) and names is not None and classes != list(names):
+    elif names is not None and (renamed := other_classes(classes, names)):
         warnings.warn(
-            f"{source}: its class layers were trained on other classes ({first_keys(classes)}) than this run's "
-            f"({first_keys(list(names))}); they are kept, row i now class i of the data",
+            f"{source}: its class layers were trained on other classes {renamed}; they are kept, row i now class i of "
+            "the data",
             stacklevel=3,
         )
     try:

@@ -75,8 +75,9 @@ def run(
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
         names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
         check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
-        removed = (*script_outputs(cfg.train.output_dir), *other_task_files(task.name)) if overwrite else ()
-        replaced_outputs(Path(cfg.train.output_dir), overwrite)  # a drawings folder holding the user's files: refused
+        # what --overwrite removes beside the run's files (a drawings folder holding the user's files: refused now)
+        replaced = replaced_outputs(Path(cfg.train.output_dir), overwrite)
+        removed = (*(p.name for p in replaced), *other_task_files(task.name)) if overwrite else ()
         check_config_file(config, Path(cfg.train.output_dir), (*names, *removed), resume)
     if resume and overwrite:
         raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")

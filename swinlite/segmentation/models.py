@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation
 
-from ..convert import convert_state_dict, first_keys, misfit_note
+from ..convert import convert_state_dict, misfit_note, other_classes
 from ..engine.model import pretrained_file
 from ..io import read_metadata, read_state_dict
 from ..models.variants import SwinFeatureBody
@@ -188,12 +188,11 @@ def build_upernet(
     model = UperNet(body, num_classes, cfg.head_channels, cfg.pool_scales, aux, cfg.dropout)
     if upernet_state is not None:
         _load_upernet(model, upernet_state, path)
-        recorded = read_metadata(path).get("classes")  # a classifier of another count started fresh, warned
-        same_count = isinstance(recorded, list) and len(recorded) == num_classes
-        if classes is not None and same_count and recorded != list(classes):
+        renamed = other_classes(read_metadata(path).get("classes"), classes) if classes is not None else None
+        if renamed:  # (a classifier of another count started fresh, warned)
             warnings.warn(
-                f"model.pretrained {path}: its classifiers were trained on other classes ({first_keys(recorded)}) "
-                f"than this run's ({first_keys(list(classes))}); they are kept, row i now class i of the data",
+                f"model.pretrained {path}: its classifiers were trained on other classes {renamed}; they are kept, "
+                "row i now class i of the data",
                 stacklevel=2,
             )
     if cfg.grad_checkpointing:

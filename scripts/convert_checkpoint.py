@@ -122,9 +122,8 @@ def fitting_model(args, recorded: dict[str, Any], checkpoint: dict[str, torch.Te
             found = classifier_size(name, checkpoint)
         except ValueError as e:
             raise ValueError(f"{args.input}: {e}") from None
-        if (
-            found == 0 and args.num_classes
-        ):  # a classifier the output cannot hold: it was warned "left at initial values"
+        # a classifier the output cannot hold (it was warned "left at initial values", the output holding none)
+        if found == 0 and args.num_classes:
             raise ValueError(
                 f"{args.input} holds no classifier: --num-classes {args.num_classes} sizes one the output cannot hold "
                 f"(it holds the file's weights); drop --num-classes: a model built with num_classes="

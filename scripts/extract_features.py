@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     images, _ = read_sources(args.input)
     # the folder (or list) too: features written inside the folder would be read back as images of another class
     checkpoint = ema_weights(args)
-    check_output(args.output, [checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
+    check_output(args.output, [args.checkpoint, checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
     model, name, sha256 = build_model(args, checkpoint)
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     check_size(size, model.patch_size, name)

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     if args.size:  # before any work: a size below one patch failed in the forward pass, naming no option
         check_size(tuple(args.size), model.patch_size, model.pretrained_cfg["architecture"])
     names = [f"bias_stage{i}.png" for i in range(len(model.layers))] + ["features.png"]
-    check_output(args.output, [checkpoint, args.image], folder=True, names=names)
+    check_output(args.output, [args.checkpoint, checkpoint, args.image], folder=True, names=names)
     # all of an earlier run's PNGs, features.png too when this run draws none: kept, they would pass for this model's
     stages = sorted(p.name for p in args.output.glob("bias_stage*.png")) if args.output.is_dir() else []
     earlier = earlier_outputs(args.output, dict.fromkeys([*names, *stages]), args.overwrite, option="--output")

@@ -6,6 +6,11 @@ runs under one record of settings. The lock is a ``fcntl.flock`` on the file, so
 when the process ends in any way (exit, exception, SIGKILL, crash); the file also records what holds it (the kind
 of run, its pid, host and start time) for the message a refused run prints. A lock file left behind by a process
 that has died holds no lock: the next run notes it and takes over.
+
+A ``flock`` belongs to the open file, which a forked child (a DataLoader worker) shares: a worker orphaned by its
+run's ``kill -9`` kept the folder locked until PyTorch's watchdog ended it, and the resume right after was refused
+as "in use" by the dead run. Forked children therefore close their copies at once (:func:`_close_in_child`); the
+lock stays with the process that took it. ``os.open``'s descriptors are not inherited across ``exec``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,19 @@ import time
 from pathlib import Path
 
 LOCK_FILE = ".lock"
+
+_HELD: set[OutputLock] = set()  # the locks this process holds
+
+
+def _close_in_child() -> None:
+    """In a forked child: close the inherited lock descriptors, so the lock ends with the process that took it."""
+    for lock in _HELD:
+        os.close(lock.fd)
+        lock.fd = None
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_close_in_child)
 
 
 class OutputLock:
@@ -69,6 +87,7 @@ class OutputLock:
         except OSError as e:
             raise ValueError(f"output folder {folder} cannot be used: {e}") from None
         self.fd = fd
+        _HELD.add(self)
 
     @property
     def taken_over(self) -> str | None:
@@ -85,6 +104,7 @@ class OutputLock:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
         self.fd = None
+        _HELD.discard(self)
         if self.created and not any(self.path.parent.iterdir()):
             self.path.parent.rmdir()
 

@@ -43,6 +43,35 @@ def test_second_run_refused_and_dead_holder_taken_over(tmp_path: Path, folder: P
     OutputLock(out, "training run", "--output-dir").acquire()  # free again (released at this process's exit)
 
 
+# The holder forks a child that outlives it (a DataLoader worker orphaned by the run's kill -9) and prints its pid.
+HOLD_FORKED = HOLD.replace(
+    'print("held", flush=True)',
+    "child = os.fork()\nif child == 0: time.sleep(120); os._exit(0)\nprint(child, flush=True)",
+).replace("import importlib.util", "import os, importlib.util")
+
+
+def test_lock_ends_with_its_process_not_with_forked_children(tmp_path: Path):
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_FORKED, str(REPO / "swinlite" / "lock.py"), str(out)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = int(holder.stdout.readline())
+    try:
+        with pytest.raises(ValueError, match=f"in use by another training run \\(pid {holder.pid} on "):
+            OutputLock(out, "training run", "--output-dir").acquire()  # the holder's lock stands after the fork
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        lock = OutputLock(out, "training run", "--output-dir")
+        lock.acquire()  # while the orphaned child still lives
+        assert f"pid {holder.pid} on " in lock.stale
+        lock.release()
+    finally:
+        holder.kill()
+        os.kill(child, signal.SIGKILL)
+
+
 def test_run_releases_its_lock_and_reports_a_stale_one(tmp_path: Path, folder: Path, capsys):
     out = tmp_path / "out"
     out.mkdir()

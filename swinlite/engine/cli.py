@@ -1,10 +1,11 @@
 """The training scripts' body after their arguments are parsed: load the config, print it or run it.
 
 User errors propagate to the script's runner (``scripts/_cli.py``, the one that turns them into one ``error: ...``
-line and exit code 2; one every process raises alike, ``SharedError``, from rank 0 alone); a stalled process, and
-another process's end (killed, or failed), is one line and exit code 1 (the latter with a hint to ``--resume``), an
-interrupt (Ctrl-C, exit code 130) or a SIGTERM (``kill``, a scheduler's stop; exit code 143) a hint to ``--resume``
-(when there is something to resume), on rank 0.
+line and exit code 2; one every process raises alike, ``SharedError``, from rank 0 alone, and a refusal of the checks
+made before the processes join, of the config, the data's folders, the output folder, from each machine's first
+process alone, ``checked_alike``); a stalled process, and another process's end (killed, or failed), is one line and
+exit code 1 (the latter with a hint to ``--resume``), an interrupt (Ctrl-C, exit code 130) or a SIGTERM (``kill``, a
+scheduler's stop; exit code 143) a hint to ``--resume`` (when there is something to resume), on rank 0.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from .checkpoint import RESUME_FILE
 from .config import dump_yaml, to_dict
-from .distributed import PeerGoneError, SharedError, StalledRankError, launched
+from .distributed import PeerGoneError, SharedError, StalledRankError, checked_alike, launched
 from .run import run
 from .task import Task
 
@@ -36,7 +37,11 @@ def run_from_cli(
     Raises:
         ValueError, OSError: a user error (a setting, the data, the output folder), for the script's runner.
     """
-    cfg = task.load_config(config, overrides)
+    try:
+        with checked_alike(launched()):  # under torchrun every process reads the same file and overrides
+            cfg = task.load_config(config, overrides)
+    except SharedError:  # the machine's first process says it
+        return 2
     if print_config:
         print(dump_yaml(to_dict(cfg)), end="")  # reads back identically as a --config file
         return 0

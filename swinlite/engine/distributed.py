@@ -202,6 +202,21 @@ def refused_alike(info: DistInfo) -> Iterator[None]:
         raise SharedError(text if rank == 0 else f"rank {rank}: {text}") from problem
 
 
+@contextlib.contextmanager
+def checked_alike(info: DistInfo) -> Iterator[None]:
+    """Around the checks every process makes alike before the process group is joined (the settings, the files and
+    devices of its machine): a ValueError or OSError raised in the block is said once per machine, by its local rank
+    0, as raised; every other process raises a :class:`SharedError` instead, which it does not say, and exits with code
+    2 alike. Each machine's first process, not rank 0 alone: no collective tells one machine what another found, and
+    a machine that alone lacks a file then says so. (``info``: :func:`launched`'s.)"""
+    try:
+        yield
+    except (ValueError, OSError) as e:
+        if info.local_rank == 0:
+            raise
+        raise SharedError(str(e)) from e
+
+
 def cleanup(info: DistInfo) -> None:
     global _watch_group
     if info.enabled and dist.is_initialized():

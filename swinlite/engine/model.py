@@ -97,8 +97,9 @@ def _check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
 
 
 def check_pretrained(cfg: ModelConfig) -> None:
-    """ValueError for pretrained weights that cannot be had: no tag, no file, or offline without them in the cache
-    (may ask the hub, once and quickly, whether it answers)."""
+    """ValueError for pretrained weights that cannot be had: no tag, no file, a cut download in the cache, or offline
+    without them in the cache (the cache is looked in once; the hub asked, once and quickly, whether it answers only
+    when they are not there)."""
     if cfg.pretrained == "timm":
         raise ValueError("model.pretrained=timm is now model.pretrained=true (the weights of model.name's tag)")
     path = pretrained_file(cfg)
@@ -115,14 +116,15 @@ def check_pretrained(cfg: ModelConfig) -> None:
             f"model.pretrained=true but {cfg.name!r} has no pretrained weights; tags with weights: "
             + (", ".join(tags) or "none (give a weights file instead)")
         )
-    weights_kwargs(cfg)
     cached = cached_weights(cfg.name)
-    if cached is not None:  # a cut download in the cache: timm's loader failed with a traceback after the data scan
-        try:
-            check_weights_file(cached)
-        except ValueError as e:
-            raise ValueError(f"model.pretrained=true: the cached weights of {cfg.name}: {e}; delete the file to "
-                             "download it again") from None  # fmt: skip
+    if cached is None:  # to download: the hub must answer (weights_kwargs asks it; cached weights load without it)
+        weights_kwargs(cfg)
+        return
+    try:  # a cut download in the cache: timm's loader failed with a traceback after the data scan
+        check_weights_file(cached)
+    except ValueError as e:
+        raise ValueError(f"model.pretrained=true: the cached weights of {cfg.name}: {e}; delete the file to "
+                         "download it again") from None  # fmt: skip
 
 
 def weights_kwargs(cfg: ModelConfig) -> dict[str, Any]:

@@ -16,14 +16,16 @@ import warnings
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
-from .distributed import DistInfo, broadcast_object
+from .distributed import DistInfo, SharedError, broadcast_object
 
 
 class SharedWarnings:
     """Inside ``with`` (entered as often as needed): rank 0 shows its warnings, Python's and those logged
     through ``logging``'s last-resort handler (timm's), as they come; every other process keeps its own back.
     :meth:`settle`, a collective, then shows on each other process what rank 0 did not have. When the work inside
-    raises, the process shows what it kept back at once (there is no rank 0 to compare with).
+    raises, the process shows what it kept back at once (there is no rank 0 to compare with), unless it raised a
+    :class:`~swinlite.engine.distributed.SharedError`: another process says that problem, and shows what it met on
+    the way there, the same work; this one exits quietly.
 
     Not for work done in loader workers: a worker would keep its warnings in its own memory.
 
@@ -58,7 +60,7 @@ class SharedWarnings:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         self._exits.pop().close()
-        if error is not None and not self.info.is_main:
+        if error is not None and not self.info.is_main and not isinstance(error, SharedError):
             self._show([])
             self.kept = []
 

@@ -21,6 +21,7 @@ from .distributed import (
     SharedError,
     StalledRankError,
     broadcast_object,
+    checked_alike,
     cleanup,
     init_distributed,
     is_timeout,
@@ -66,9 +67,11 @@ def run(
         StalledRankError: multi-process: a collective waited ``train.dist_timeout`` s for a process that stalled.
         PeerGoneError: multi-process: a collective failed because another process ended.
     """
-    check_values(cfg)
-    shared = SharedWarnings(launched())  # every process checks the same settings, reads the same files, builds the
-    with shared:  # same model: their warnings are shown once (a process's own ones by it)
+    # every process checks the same settings, reads the same files, builds the same model: their warnings are shown
+    # once (a process's own ones by it), and so are the refusals of the checks here (once per machine)
+    shared = SharedWarnings(launched())
+    with shared, checked_alike(launched()):
+        check_values(cfg)
         device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")
         check_run(task, built_from_resume(cfg) if resume else cfg)
         cfg = resolve_normalisation(task, cfg, resume)
@@ -79,8 +82,8 @@ def run(
         replaced = replaced_outputs(Path(cfg.train.output_dir), overwrite)
         removed = (*(p.name for p in replaced), *other_task_files(task.name)) if overwrite else ()
         check_config_file(config, Path(cfg.train.output_dir), (*names, *removed), resume)
-    if resume and overwrite:
-        raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
+        if resume and overwrite:
+            raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
     dist = init_distributed(device, cfg.train.dist_timeout)
     lock, trainer, preparing = None, None, False
     try:

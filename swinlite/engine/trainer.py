@@ -42,6 +42,7 @@ from .checkpoint import (
     save_weights,
     writing,
 )
+from .config import flatten, to_dict
 from .distributed import (
     DistInfo,
     all_answer,
@@ -66,6 +67,7 @@ BEST_FILES = ("best.safetensors", "best_ema.safetensors")  # written through a p
 # and the step counters some optimizers keep per group (timm's Adan and Lamb, Lookahead)
 GROUP_STATE = ("params", "lr", "step", "lookahead_step")
 ADVICE = "try a lower optim.lr, or optim.clip_grad"
+VAL_SET_KEYS = ("data.data_dir", "data.dataset")  # with each "data.val_*" key a task has: what picks its val set
 
 
 class EvaluationFailed(ValueError):
@@ -91,6 +93,13 @@ def best_candidate(scores: dict[str, float], best: float) -> tuple[str, float] |
     return (kind, score) if score > best else None
 
 
+def val_set(cfg: Any) -> dict[str, Any]:
+    """The settings that pick the validation set the best scores are of, by key: ``data.data_dir`` and
+    ``data.dataset`` in every task, and a task's ``data.val_*`` paths (detection's annotations and images,
+    segmentation's images and masks). Scores on two sets do not compare."""
+    return {k: v for k, v in flatten(to_dict(cfg)).items() if k in VAL_SET_KEYS or k.startswith("data.val_")}
+
+
 @dataclass
 class RunState:
     """What changes from epoch to epoch and goes into the resume file."""
@@ -100,6 +109,7 @@ class RunState:
     batch: int = 0  # micro-batches of ``epoch`` done (non-zero after a step checkpoint inside the epoch)
     sums: dict[str, float] = field(default_factory=dict)  # this process's summed training losses so far in ``epoch``
     count: int = 0  # this process's training samples so far in ``epoch``
+    seconds: float = 0.0  # wall time spent on ``epoch`` before this process took it up (a killed run's, resumed)
     best: float = -math.inf  # the task's metric of best.safetensors
     best_ema: float = -math.inf  # the task's metric of best_ema.safetensors
     history: list[dict[str, float]] = field(default_factory=list)
@@ -134,6 +144,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(device.type, enabled=amp is torch.float16)
         self.ema = None if cfg.train.ema_decay is None else ModelEmaV3(self.model, decay=cfg.train.ema_decay)
         self.tensorboard = TensorBoardLog(out) if cfg.train.tensorboard and dist.is_main else None
+        self.epoch_start = time.perf_counter()  # when the epoch in progress began, less ``state.seconds``
 
     def log(self, message: str) -> None:
         self.task.ctx.log(message)
@@ -151,9 +162,13 @@ class Trainer:
             "epoch": self.state.epoch,
             "step": self.state.step,
             "batch": self.state.batch,
+            # the time spent on the epoch in progress: a resumed epoch's epoch_time counts it, as Lightning's Timer
+            # counts the time before a kill (not the time between it and the resume)
+            "seconds": time.perf_counter() - self.epoch_start if self.state.batch else 0.0,
             "micro_batch": [self.cfg.data.batch_size, self.cfg.optim.accum_steps],  # what ``batch`` counts
             "best": self.state.best,
             "best_ema": self.state.best_ema,
+            "val_set": val_set(self.cfg),  # what the best scores are of
             "history": self.state.history,
             "rng": [p["rng"] for p in per_process],  # one per process
             "partial": [p["partial"] for p in per_process],  # (loss sums, samples) of the epoch in progress
@@ -169,12 +184,14 @@ class Trainer:
             batch = self._resumed_batch(saved, path)
             self._load_states(saved, path)
         sums, count = saved["partial"][self.dist.rank] if batch else ({}, 0)
+        seconds = saved.get("seconds", 0.0) if batch else 0.0  # (a file from before "seconds" was saved: none)
         # the step this run's schedule counts at the position (another world size or max_iters counts other steps
         # per epoch: the saved step would put the lr elsewhere, past the schedule's end when larger)
         step = saved["epoch"] * self.steps_per_epoch + epoch_steps(batch, self.cfg.optim.accum_steps)
         self.state = RunState(
-            saved["epoch"], step, batch, dict(sums), count, saved["best"], saved["best_ema"], saved["history"]
+            saved["epoch"], step, batch, dict(sums), count, seconds, saved["best"], saved["best_ema"], saved["history"]
         )
+        self._restart_best(saved.get("val_set", val_set(self.cfg)))  # (a file from before it was saved: this run's)
         if self.tensorboard is not None:  # drop the events a killed run wrote after this point: those of later steps;
             # of an epoch saved trained but not evaluated, its row too, logged at its last step (whose scalars return)
             evaluated = batch < self.batches
@@ -184,6 +201,23 @@ class Trainer:
         if self.dist.is_main:
             self._restore_files()
         resume_rng(saved["rng"], self.dist.rank, self.cfg.train.seed, saved["step"])  # last: the exact state saved
+
+    def _restart_best(self, saved: dict[str, Any]) -> None:
+        """Restart the best scores when this run validates on another set than the one they are of (``saved``, the
+        resume file's :func:`val_set`): a score of the new set is no better or worse than one of the old, yet it
+        replaced best.safetensors when higher, and was passed over when lower. The next evaluation's weights become
+        the best, said in a note naming the old scores."""
+        changed = [f"{k}: {saved.get(k)} -> {v}" for k, v in val_set(self.cfg).items() if saved.get(k) != v]
+        if not changed:
+            return
+        metric, state = self.task.metric, self.state
+        old = {"best.safetensors": (metric, state.best), "best_ema.safetensors": (f"{metric}_ema", state.best_ema)}
+        scored = {name: f"{key} {score:.2f}" for name, (key, score) in old.items() if score > -math.inf}
+        if scored:
+            self.log(f"note: the best so far ({', '.join(scored.values())}) was scored on another validation set "
+                     f"({', '.join(changed)}), which does not compare with this one: the best restarts, the next "
+                     f"evaluation's weights replace {' and '.join(scored)}")  # fmt: skip
+        state.best = state.best_ema = -math.inf
 
     def _restore_files(self) -> None:
         """Bring the files back to the resume file's point, as TensorBoard's events are: a save that a kill cut short
@@ -310,8 +344,13 @@ class Trainer:
             self.save_position()
 
     def run_epoch(self) -> dict[str, float]:
-        """Train (from the step checkpoint's position, if any) and evaluate one epoch; return its metrics row."""
-        state, start = self.state, time.perf_counter()
+        """Train (from the step checkpoint's position, if any) and evaluate one epoch; return its metrics row.
+
+        Of an epoch resumed from a step checkpoint, ``epoch_time`` is the whole epoch's: the time before the kill
+        (saved in the checkpoint) and this run's; ``train_img_s`` the rate of the images trained since the resume.
+        """
+        state = self.state
+        self.epoch_start = time.perf_counter() - state.seconds
         train_loader, val_loader = self.loaders
         train_loader.sampler.set_epoch(state.epoch, start=state.batch * self.cfg.data.batch_size)
         position = EpochPosition(state.batch, state.step, dict(state.sums), state.count)
@@ -326,7 +365,7 @@ class Trainer:
             raise TrainingDiverged(f"{e}; {self.out} keeps the files of the last good epoch ({ADVICE})") from None
         state.step, state.batch, state.sums, state.count = position.step, position.batch, position.sums, position.count
         row = {"epoch": state.epoch + 1, **losses, **self.evaluate(desc)}
-        row |= {"lr": current_lr(self.optimizer), "epoch_time": time.perf_counter() - start}
+        row |= {"lr": current_lr(self.optimizer), "epoch_time": time.perf_counter() - self.epoch_start}
         row |= {"train_img_s": rate * self.dist.world_size}
         if self.ema is not None:
             share_buffers(self.ema.module, self.dist)
@@ -439,7 +478,7 @@ class Trainer:
             self._check_finite(int(row["epoch"]))
             state.history.append(row)
             state.epoch += 1
-            state.batch, state.sums, state.count = 0, {}, 0
+            state.batch, state.sums, state.count, state.seconds = 0, {}, 0, 0.0
             best = self._best_candidate(row)
             if best is not None:
                 state.best = best[1]

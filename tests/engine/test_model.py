@@ -11,10 +11,12 @@ import torch
 from enginekit import TASKS, overrides, script_config, script_main, tiny_config
 from timm.layers import resize_rel_pos_bias_table
 
+from swinlite import hub
 from swinlite.detection.models import build_detector
 from swinlite.engine import run
-from swinlite.engine.model import create_model
+from swinlite.engine.model import check_pretrained, create_model
 from swinlite.engine.preflight import check_run
+from swinlite.engine.sections import ModelConfig
 from swinlite.segmentation.models import build_upernet
 
 
@@ -106,6 +108,16 @@ def test_window_7_tag_fine_tuned_with_12x12_windows_at_384(offline_hub, tmp_path
         torch.testing.assert_close(state[key], expected)
     qkv = "layers.2.blocks.3.attn.qkv.weight"
     assert torch.equal(state[qkv], source[qkv]) and model.head.fc.out_features == 3
+
+
+def test_the_pretrained_check_looks_for_the_cached_weights_once(offline_hub, monkeypatch):
+    """check_pretrained looked the cached file up twice: in swinlite.hub.pretrained_kwargs (which needs it only to
+    say whether weights not cached can be downloaded), then for its check of a cut download."""
+    offline_hub.add_timm("swin_tiny_patch4_window7_224.ms_in1k")
+    looked, lookup = [], hub.try_to_load_from_cache
+    monkeypatch.setattr(hub, "try_to_load_from_cache", lambda *args: looked.append(args) or lookup(*args))
+    check_pretrained(ModelConfig(name="swinlite_tiny_patch4_window7_224.ms_in1k", pretrained=True))
+    assert looked == [("timm/swin_tiny_patch4_window7_224.ms_in1k", "model.safetensors")]
 
 
 @pytest.mark.parametrize("task", list(TASKS))

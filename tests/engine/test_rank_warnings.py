@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from swinlite.engine import rank_warnings
-from swinlite.engine.distributed import DistInfo
+from swinlite.engine.distributed import DistInfo, SharedError
 from swinlite.engine.rank_warnings import SharedWarnings, rank_prefixed
 
 RANK_1 = DistInfo(rank=1, world_size=2)
@@ -43,6 +43,15 @@ def test_another_rank_that_fails_shows_what_it_kept_back(capsys):
         warnings.warn("3 images skipped", stacklevel=1)
         raise ValueError("no such file")
     assert capsys.readouterr().err == "rank 1: warning: 3 images skipped\n"
+
+
+def test_another_rank_that_stops_on_a_problem_another_says_keeps_quiet(capsys):
+    """A problem every process met alike (a SharedError: rank 0, or the machine's first process, says it and shows the
+    warnings of the same work before it): the others showed what they kept back, then exited quietly."""
+    with pytest.raises(SharedError, match="no such file"), SharedWarnings(RANK_1):
+        warnings.warn("3 images skipped", stacklevel=1)
+        raise SharedError("no such file")
+    assert capsys.readouterr().err == ""
 
 
 def test_warnings_while_training_name_the_rank_that_is_not_rank_0():

@@ -492,6 +492,36 @@ def test_a_problem_every_process_raises_is_said_once(where, rank, lines, folder,
     assert err.count("error: ") == lines and err.count(problem) == lines, err
 
 
+PREFLIGHT = {  # a refusal before the processes join, by case: (its settings, words of its error line)
+    "data": ({}, "nowhere"),
+    "output folder": ({}, "is a file; expected a folder"),
+    "config key": ({"optim.lrr": 1}, "unknown config key 'optim.lrr'"),
+}
+
+
+@pytest.mark.parametrize("problem", list(PREFLIGHT))
+@pytest.mark.parametrize(("rank", "local_rank", "said"), [("0", "0", True), ("1", "1", False), ("2", "0", True)])
+def test_a_refusal_before_the_processes_join_is_said_once_per_machine(
+    problem, rank, local_rank, said, folder, tmp_path, capsys, monkeypatch
+):
+    """A missing --data-dir, an output folder that cannot be used, an unknown key: under torchrun every process found
+    it before joining the others, and each printed its 'error:' line. Each machine's first process (local rank 0;
+    here 2 machines of 2) says it now, the others exit with code 2 too, without a word."""
+    settings, words = PREFLIGHT[problem]
+    data, out = (tmp_path / "nowhere" if problem == "data" else folder), tmp_path / "out"
+    if problem == "output folder":
+        out.write_text("")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    assert script_main("classification", overrides("classification", data, out, **settings)) == 2
+    err = capsys.readouterr().err
+    if said:
+        assert err.count("error: ") == 1 and words in err, err
+    else:
+        assert err == ""
+
+
 GLOO_RESET = (
     "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:40213: Connection reset by peer"
 )

@@ -18,10 +18,10 @@ image reads the same and an output is checked the same with or without torch.
   (:func:`_lines`);
 - :func:`label_image`: a segmentation label map as a palette (or 16-bit) PNG image;
 - :func:`json_bytes`: the one JSON writer of the files users read: strict JSON, NaN as null;
-- :func:`check_output`: no output replaces an input or holds one, and the output can be written where it is asked
-  for; :func:`earlier_outputs`: an earlier run's outputs are replaced only with ``--overwrite``, files no run wrote
-  never; :func:`check_output_dir`: both, for the scripts of a task, which share an ``--output-dir``
-  (:data:`OUTPUT_DIR_FILES`);
+- :func:`check_output`: no output replaces an input or holds one, no output file is a training run's
+  (:func:`training_run_of`), and the output can be written where it is asked for; :func:`earlier_outputs`: an
+  earlier run's outputs are replaced only with ``--overwrite``, files no run wrote never; :func:`check_output_dir`:
+  both, for the scripts of a task, which share an ``--output-dir`` (:data:`OUTPUT_DIR_FILES`);
 - :func:`atomic_write` (:func:`atomic_write_bytes`, :func:`atomic_write_png`): a reader only ever sees the old file or
   the complete new one. Files get the mode any tool's output gets, 0666 less the umask (0644 with the usual umask
   022), not the 0600 of the temporary file they are written as.
@@ -431,9 +431,12 @@ def check_output(
     folder: bool = False,
     names: Iterable[str] = (),
 ) -> None:
-    """Check, before any work, that writing ``path`` can succeed and destroys no input.
+    """Check, before any work, that writing ``path`` can succeed and destroys no input, nor a training run.
 
-    Paths are compared after resolving symlinks and relative parts (and hard links by inode).
+    Paths are compared after resolving symlinks and relative parts (and hard links by inode). A file ``path`` that is
+    one of a training run's in its folder (:func:`training_run_of`: ``--output RUN/resume.pt`` once wrote a CSV over
+    the run's resume file) is refused; a folder's ``names`` are the caller's own files (the run engine's, when it
+    checks its own run folder), and files beside a run's (an evaluation's ``eval.json``) are fine.
 
     Args:
         path: the file (``folder=False``) or the folder (``folder=True``) the caller writes.
@@ -447,7 +450,8 @@ def check_output(
     Raises:
         ValueError: one line naming ``option``: an output would replace an input or lie inside an input
             folder, or an input lies inside an output folder; ``path`` is a folder where a file is expected or a
-            file where a folder is expected; the nearest existing folder above it is a file or cannot be written.
+            file where a folder is expected; a file ``path`` is a file of a training run; the nearest existing
+            folder above it is a file or cannot be written.
     """
     given = Path(path)
     out = given.resolve()
@@ -474,6 +478,10 @@ def check_output(
                     f"{option} {given} lies inside the input folder {source}: what it writes would be read as input; "
                     "choose an output outside it"
                 )
+    run = None if folder else training_run_of(out)
+    if run is not None:
+        shown = f"{given} (a link to {out})" if given.is_symlink() else given
+        raise ValueError(f"{option} {shown} is a file of the training run in {run}: choose another {option}")
     existing = out if folder and out.exists() else out.parent
     while not existing.exists():
         existing = existing.parent
@@ -535,6 +543,32 @@ TASK_FILES: dict[str, tuple[str, ...]] = {"classification": ("scan.json.gz",), "
 def other_task_files(task: str) -> tuple[str, ...]:
     """The :data:`TASK_FILES` of every task but ``task``."""
     return tuple(name for other, names in TASK_FILES.items() if other != task for name in names)
+
+
+# The run engine's files in a run folder, named here for the output checks, which import no torch (tests/test_io.py
+# keeps them the names the engine writes): its settings, metrics and curves, what it saves (RUN_SAVES: the resume
+# file and the weights) and the pending names of its best weights (RUN_PENDING: engine.checkpoint.pending), which a
+# kill leaves and a resume completes or removes.
+RUN_SAVES = ("resume.pt", "last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
+RUN_PENDING = (".best.safetensors.pending", ".best_ema.safetensors.pending")
+RUN_FILES = ("config.yaml", "metrics.csv", "curves.png", *RUN_SAVES, *RUN_PENDING)
+TENSORBOARD_EVENTS = "events.out.tfevents."  # how the event files a run writes with train.tensorboard begin
+
+
+def training_run_of(path: Path) -> Path | None:
+    """The training run folder that resolved ``path`` is a file of (:data:`RUN_FILES`, any task's :data:`TASK_FILES`,
+    a TensorBoard event file), or None: a file a run writes or reads back there, which no script may replace.
+
+    A run folder holds the run's settings (``config.yaml``) beside something it saved (:data:`RUN_SAVES`), as every
+    run that saved leaves it: a ``config.yaml`` or ``best.safetensors`` without the other (the user's settings, a
+    converted checkpoint) is no run's. Other files in a run folder (an evaluation's ``eval.json``) are no run's either.
+    """
+    folder, name = path.parent, path.name
+    runs = (*RUN_FILES, *(kept for kept_by_task in TASK_FILES.values() for kept in kept_by_task))
+    if name not in runs and not name.startswith(TENSORBOARD_EVENTS):
+        return None
+    saved = any((folder / save).is_file() for save in RUN_SAVES)
+    return folder if saved and (folder / "config.yaml").is_file() else None
 
 
 # Of OUTPUT_DIR_FILES, what each task's evaluate script writes beside a checkpoint by default (a task's

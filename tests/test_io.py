@@ -4,13 +4,16 @@ import argparse
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from swinlite.engine.checkpoint import load_resume
+from swinlite import files
+from swinlite.engine.checkpoint import RESUME_FILE, load_resume, pending
+from swinlite.engine.trainer import BEST_FILES, WEIGHTS_FILES
 from swinlite.io import (
     build_folder_once,
     check_output,
@@ -68,6 +71,53 @@ def test_outputs_beside_the_inputs_are_fine(tree):
     check_output("new/deeper/out.csv", ["ckpt.pth"])  # folders that do not exist yet
     check_output("images/p.csv", ["images/a.png"])  # inside an image folder whose files are the inputs
     check_output("plots", ["ckpt.pth"], folder=True, names=["bias_stage0.png"])
+
+
+def test_the_run_files_the_output_check_names_are_the_engines():
+    """swinlite.files names them for the output check, which imports no torch; the run engine writes them."""
+    assert files.RUN_SAVES == (RESUME_FILE, *WEIGHTS_FILES)
+    assert files.RUN_PENDING == tuple(pending(Path(name)).name for name in BEST_FILES)
+
+
+A_RUN = ("config.yaml", "best.safetensors", "resume.pt", "scan.json.gz")  # a run that saved
+
+
+@pytest.mark.parametrize(
+    ("held", "output", "kwargs"),
+    [
+        (A_RUN, "preds.csv", {}),  # a script's output beside the run's files
+        (A_RUN, "converted.safetensors", {"option": "output"}),  # convert_checkpoint.py's
+        (A_RUN, ".", {"folder": True, "names": [*files.RUN_FILES, "scan.json.gz"]}),  # the run's own (--resume)
+        (A_RUN, ".", {"folder": True, "names": files.OUTPUT_DIR_FILES["detection"]["detect.py"]}),
+        (("config.yaml",), "resume.pt", {}),  # the user's settings, nothing a run saved: no run's folder
+        (("best.safetensors",), "best.safetensors", {"option": "output"}),  # a converted checkpoint, converted again
+        (("resume.pt", "last.safetensors"), "config.yaml", {}),  # no run's settings
+    ],
+)
+def test_a_runs_names_outside_a_run_and_files_beside_one_are_fine(tmp_path, held, output, kwargs):
+    """What stays accepted now that an output file of a training run's is refused: only the run's own files, in a
+    folder holding the run's settings beside what it saved, are the run's."""
+    for name in held:
+        (tmp_path / name).write_bytes(b"x")
+    check_output(tmp_path / output, [tmp_path / "elsewhere.pth"], **kwargs)
+
+
+@pytest.mark.parametrize("task", files.OUTPUT_DIR_FILES)
+def test_an_evaluation_writes_its_results_beside_the_runs_files(tmp_path, task):
+    """Each evaluate script's default --output-dir is its checkpoint's folder: the run's."""
+    for name in A_RUN:
+        (tmp_path / name).write_bytes(b"x")
+    assert files.check_output_dir(task, tmp_path, [tmp_path / "best.safetensors"], overwrite=False) == []
+
+
+@pytest.mark.parametrize("name", [*files.RUN_FILES, "scan.json.gz", "events.out.tfevents.1700000000.host.1.0"])
+def test_an_output_file_of_a_training_run_is_refused(tmp_path, name):
+    """Whether the run holds it yet or not: a ``metrics.csv`` written there would be read as the run's."""
+    for held in A_RUN:
+        (tmp_path / held).write_bytes(b"x")
+    message = f"--output {tmp_path / name} is a file of the training run in {tmp_path}: choose another --output"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        check_output(tmp_path / name)
 
 
 def test_weights_files_that_are_broken_are_named(tmp_path: Path):

@@ -10,10 +10,10 @@ from typing import Any
 import torch
 
 from ..device import resolve_device
-from ..files import DRAWINGS, earlier_outputs, other_task_files, remove_outputs, script_outputs
+from ..files import DRAWINGS, RUN_FILES, earlier_outputs, other_task_files, remove_outputs, script_outputs
 from ..io import atomic_write, check_output
 from ..lock import OutputLock
-from .checkpoint import RESUME_FILE, load_resume, pending, seed_rng, settle_pending, writing
+from .checkpoint import RESUME_FILE, load_resume, seed_rng, settle_pending, writing
 from .config import apply_overrides, check_values, config_diff, dump_yaml, flatten, read_yaml, to_dict
 from .distributed import (
     DistInfo,
@@ -34,9 +34,6 @@ from .preflight import check_run, resolve_normalisation
 from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
 from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer
-
-PENDING_FILES = tuple(pending(Path(name)).name for name in BEST_FILES)  # a kill's, completed or removed on resume
-RUN_FILES = ("config.yaml", "metrics.csv", "curves.png", RESUME_FILE, *WEIGHTS_FILES, *PENDING_FILES)
 
 
 def log(dist: DistInfo, message: str) -> None:

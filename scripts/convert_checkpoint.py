@@ -5,12 +5,14 @@ Examples:
     python scripts/convert_checkpoint.py swin_b_224.pth swin_b_384.safetensors --model swinlite_base_patch4_window12_384
 
 Keys saved behind a DistributedDataParallel / DataParallel wrapper's "module." are read without it. A classifier's
-weights file written by swinlite's training (best.safetensors, last.safetensors, ema.safetensors,
-best_ema.safetensors) keeps its metadata (model, classes, preprocessing), so predict.py, export_onnx.py and the other
-scripts read the output as they read the input; its weights are checked against the model it records, which --model
-and --num-classes must not contradict. A detection or segmentation run's file gives its Swin, a backbone (its FPN and
-heads left out, and the run's metadata, which describes them). resume.pt is a resume state that records no metadata:
-its conversion holds weights only; convert best.safetensors or last.safetensors instead.
+weights file written by swinlite's training (best.safetensors, last.safetensors, ema.safetensors, best_ema.safetensors)
+keeps its metadata (model, classes, preprocessing), so predict.py, export_onnx.py and the other scripts read the output
+as they read the input; its weights are checked against the model it records, which --model and --num-classes must not
+contradict. A detection or segmentation run's file gives its Swin, a backbone (its FPN and heads left out, and the run's
+metadata, which describes them; trained with model.kwargs.out_norm=false, it has no final norm, and starts detection and
+segmentation runs alone, whose backbones do not use one). resume.pt is a resume state that records no metadata: its
+conversion holds its raw weights only (a warning says so where it also holds their EMA); convert best.safetensors,
+last.safetensors or ema.safetensors instead.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
         recorded_swin,
     )
     from swinlite.io import check_output, read_metadata, read_state_dict, save_safetensors
+    from swinlite.weights import warn_if_resume_with_ema
 
     check_output(args.output, [args.input], option="output")
     checkpoint = read_state_dict(args.input)
@@ -74,9 +77,15 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"{args.input}: {e}{note}") from None
     written = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
     save_safetensors(args.output, state_dict, written)
+    warn_if_resume_with_ema(args.input)
     if layout in RUN_SWIN_PREFIXES:
         swin = args.model or recorded_swin(metadata) or "Swin"
         kept = f": a {swin} backbone; the run's metadata, which describes its whole model, is not kept"
+        if "norm.weight" not in state_dict:  # without --model only: the fit to its model needs the final norm
+            kept += (
+                "; it has no final norm (the run trained with model.kwargs.out_norm=false): it starts a detection or "
+                "segmentation run (model.pretrained), whose backbone does not use one, not a classifier"
+            )
     else:
         kept = f", its metadata kept ({recorded.get('model') or recorded['task']})" if recorded else ""
     print(f"converted {len(state_dict)} tensors from {describe_layout(layout)} -> {args.output}{kept}")

@@ -25,7 +25,9 @@ Supported layouts, detected from the keys:
 
 Per-level output norms (mmdet ``normI``, Hugging Face ``hidden_states_norms``) map to ``out_norms.I``
 (models built with ``out_norm=True``); the last level's also becomes the final ``norm`` (that of a swinlite run's
-features-only Swin too, which has none).
+features-only Swin too, which has none). A checkpoint without one (a run trained with ``model.kwargs.out_norm=false``)
+loads into a features-only Swin, pruned of the final norm it does not use (detection's and segmentation's backbones);
+a model that uses it refuses it, saying so (:func:`missing_final_norm`).
 
 Any layout may come as saved from a ``DistributedDataParallel`` / ``DataParallel`` or ``torch.compile`` wrapper,
 every key behind ``module.`` or ``_orig_mod.`` (:func:`without_wrapper_prefix`).
@@ -37,7 +39,7 @@ import functools
 import math
 import re
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -307,7 +309,8 @@ def _from_huggingface(state_dict: StateDict) -> StateDict:
 def _from_run(state_dict: StateDict, prefix: str) -> StateDict:
     """The Swin of a swinlite detection / segmentation run's weights: the keys behind ``prefix``, without it (the FPN
     and heads dropped). That Swin is features-only, pruned of its final ``norm``: the last level's output norm, which
-    normalised that level's features in the run, stands for it, as for mmdet's backbones."""
+    normalised that level's features in the run, stands for it, as for mmdet's backbones; a run trained with
+    ``model.kwargs.out_norm=false`` has neither."""
     swin = {k.removeprefix(prefix): v for k, v in state_dict.items() if k.startswith(prefix)}
     last = _last_stage(list(swin), r"^layers\.(\d+)\.")
     for key, value in list(swin.items()):
@@ -418,7 +421,7 @@ def _converted_layout(
     try:
         check_weight_values(out)
         if model is not None:  # timm's loader resizes only its own files' tables (timm's layout, or the release's)
-            out = _fit_to_model(out, model, timm_tables and layout in ("timm", "microsoft"), strict)
+            out = _fit_to_model(out, model, layout, timm_tables and layout in ("timm", "microsoft"), strict)
         elif layout != "swinlite" and strict:  # swinlite's own files pass as they are
             _check_swinlite_keys(out, layout)
     except ValueError as e:  # the keys named are the Swin's, without the prefix the file has them behind
@@ -553,10 +556,12 @@ def shape_mismatch(key: str, shape: Sequence[int], want: Sequence[int]) -> str:
     return f"{key} {tuple(shape)} vs {tuple(want)}"
 
 
-def _fit_to_model(state_dict: StateDict, model: nn.Module, timm_tables: bool, strict: bool = True) -> StateDict:
-    """``state_dict`` fitted to ``model`` (see :func:`convert_state_dict`); ``timm_tables``: a pretrained tag's file,
-    whose bias tables are fitted as timm's loader fits them; ``strict=False``: keys missing on either side are warned
-    about, not refused (:func:`convert_pretrained`)."""
+def _fit_to_model(
+    state_dict: StateDict, model: nn.Module, layout: str, timm_tables: bool, strict: bool = True
+) -> StateDict:
+    """``state_dict`` (converted from ``layout``) fitted to ``model`` (see :func:`convert_state_dict`); ``timm_tables``:
+    a pretrained tag's file, whose bias tables are fitted as timm's loader fits them; ``strict=False``: keys missing on
+    either side are warned about, not refused (:func:`convert_pretrained`)."""
     target = model.state_dict()
     name = type(model).__name__
     state_dict = _drop_optional(state_dict, target)
@@ -604,8 +609,9 @@ def _fit_to_model(state_dict: StateDict, model: nn.Module, timm_tables: bool, st
             stacklevel=3,
         )
     elif missing:
+        cause = missing_final_norm(missing, layout)
         raise ValueError(
-            f"checkpoint does not fit {name}: {counted(len(missing), 'model weight')} missing from it: "
+            f"checkpoint does not fit {name}: {cause}{counted(len(missing), 'model weight')} missing from it: "
             + first_keys(missing)
         )
     if resized:
@@ -655,6 +661,25 @@ def _other_attention(state_dict: Mapping[str, torch.Tensor], target: Mapping[str
     return f"checkpoint is {_ATTENTION[have][0]} and the model {_ATTENTION[want][0]}: pick {_ATTENTION[have][1]}; "
 
 
+def missing_final_norm(missing: Collection[str], layout: str = "swinlite") -> str:
+    """``"it has no final norm (norm.*), which the model uses: ...; "`` when the model weights a checkpoint (of
+    ``layout``, converted) lacks, ``missing``, are its final norm's and no others, else ``""``: the cause before the
+    keys named. A swinlite detection or segmentation run trained with ``model.kwargs.out_norm=false`` leaves its Swin
+    without one (no last level's output norm stands for it): its weights start a detection or segmentation backbone,
+    which does not use the final norm, never a classifier."""
+    if set(missing) != {"norm.weight", "norm.bias"}:
+        return ""
+    if layout in RUN_SWIN_PREFIXES:
+        why = "the run that wrote it trained with model.kwargs.out_norm=false, and its Swin has none"
+    else:
+        why = "a features-only Swin's weights have none (a swinlite detection or segmentation run's trained with "
+        why += "model.kwargs.out_norm=false)"
+    return (
+        f"it has no final norm (norm.*), which the model uses: {why}; it starts a detection or segmentation backbone "
+        "(which does not use the final norm), not this model; "
+    )
+
+
 def _classifier_fits(state_dict: StateDict, target: Mapping[str, torch.Tensor]) -> bool:
     """Whether the checkpoint's classifier loads whole: every model ``head.fc`` weight there, each of the model's
     shape. Else it is dropped whole (a classifier of another size, or none), unless it is half of one of the model's
@@ -697,7 +722,9 @@ def _record_classifier_size(state_dict: StateDict, model: nn.Module) -> None:
 
 
 def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) -> StateDict:
-    """Drop a classifier and per-level output norms the model does not have (warning when it loses levels)."""
+    """Drop a classifier and per-level output norms the model does not have (warning when it loses levels), and a
+    final norm it does not have: a features-only Swin, pruned of the final norm it does not use (timm's feature
+    wrappers prune it), as the detection and segmentation backbones load their weights, which it need not be in."""
     levels = sorted({int(k.split(".")[1]) for k in state_dict if k.startswith("out_norms.")})
     dropped_levels = sorted(
         {int(k.split(".")[1]) for k in state_dict if k.startswith("out_norms.") and k not in target}
@@ -710,7 +737,8 @@ def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) ->
         )
     if any(k.startswith("head.fc.") and k not in target for k in state_dict):
         warnings.warn("dropping the checkpoint's classifier head.fc: the model has none", stacklevel=3)
-    return {k: v for k, v in state_dict.items() if k in target or not k.startswith(("out_norms.", "head.fc."))}
+    optional = ("out_norms.", "head.fc.", "norm.")
+    return {k: v for k, v in state_dict.items() if k in target or not k.startswith(optional)}
 
 
 def embed_shrunk_tables(state_dict: StateDict, model: nn.Module, resize_whole: bool = False) -> StateDict:

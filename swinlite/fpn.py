@@ -96,7 +96,8 @@ def build_fpn_backbone(
         fpn_channels: FPN width, the backbone's ``out_channels``.
         frozen_stages: -1 trains all; k freezes the patch embedding and the first k stages.
         checkpoint: weights in any layout :func:`swinlite.convert_state_dict` reads (path or state dict),
-            loaded strictly into the full model before the classifier is dropped.
+            loaded strictly into every weight the backbone uses (not the classifier nor the final norm it is pruned
+            of: a detection or segmentation run's trained with ``out_norm=False`` has none).
         extra_levels: levels added above the last FPN level: "pool" (Faster/Mask R-CNN) or "p6p7" (RetinaNet,
             FCOS, with ``out_indices=(1, 2, 3)``: P3-P7, the five levels their default anchor generators expect;
             with four Swin levels there are six maps, and torchvision's default anchors fail an assertion).
@@ -126,10 +127,10 @@ def build_fpn_backbone(
             f"out_indices must be levels in 0..{num_stages - 1}, strictly increasing (each level once, finest "
             f"first), got {tuple(out_indices)}"
         )
-    if checkpoint is not None:
-        load_checkpoint(model, checkpoint)
     for level in set(range(num_stages)) - set(out_indices):  # its output norm is never used: no parameter without
         model.out_norms[level].requires_grad_(False)  # a gradient (DDP fails on those), same state dict
     body = SwinFeatureBody(model, out_indices=list(out_indices), output_fmt="NCHW")
+    if checkpoint is not None:  # into the Swin pruned of the final norm it does not use, which the file need not hold
+        load_checkpoint(body.model, checkpoint)
     info = body.feature_info
     return SwinFPNBackbone(body, info.channels(), fpn_channels, info.reduction(), extra_levels)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import fnmatch
+import io
 import os
 import warnings
 from collections.abc import Iterator, Mapping
@@ -24,7 +25,14 @@ import torch
 from timm.models import adapt_input_conv, get_pretrained_cfg_value
 from torch import nn
 
-from .convert import check_weight_values, convert_state_dict, embed_shrunk_tables, first_keys, shape_mismatch
+from .convert import (
+    check_weight_values,
+    convert_state_dict,
+    embed_shrunk_tables,
+    first_keys,
+    missing_final_norm,
+    shape_mismatch,
+)
 from .hub import cached_weights, has_weights, pretrained_kwargs
 from .io import holds_ema, read_metadata, read_state_dict
 from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
@@ -41,6 +49,7 @@ __all__ = [
     "pretrained_model",
     "read_info",
     "state_dict_mismatch",
+    "warn_if_resume_with_ema",
     "weights_metadata",
 ]
 
@@ -60,6 +69,37 @@ def ema_counterpart(path: str | os.PathLike) -> Path:
     others = sorted(p.name for p in path.parent.glob("*.safetensors") if _records(p, "ema"))
     hint = f"; EMA files there: {', '.join(others)}" if others else " (trained without train.ema_decay?)"
     raise ValueError(f"--ema: {path} holds raw weights and there is no {' or '.join(names)} beside it{hint}")
+
+
+def warn_if_resume_with_ema(path: str | os.PathLike, data: bytes | None = None, stacklevel: int = 2) -> None:
+    """Warn, once the weights of ``path`` (its bytes ``data`` where given) are loaded, that they are the raw ones when
+    the file also holds their EMA: a swinlite run's ``resume.pt`` trained with ``train.ema_decay`` keeps the model
+    (its ``model``, what :func:`~swinlite.io.read_state_dict` gives) beside the EMA of its weights (its ``ema``, a key
+    no reader takes), and a user who trained with EMA and points a script at it may think they get those. No warning
+    for another file, a ``resume.pt`` without EMA included. ``stacklevel``: as :func:`warnings.warn` counts it from
+    the caller (2: the caller's line)."""
+    if _holds_resume_ema(path, data):
+        warnings.warn(
+            f"{path} is a run's resume state: its weights are the raw ones (its 'model'), though it also holds their "
+            "EMA (its 'ema'); for the EMA weights load the run's ema.safetensors (a script's --ema with the run's "
+            "last.safetensors)",
+            stacklevel=stacklevel,
+        )
+
+
+def _holds_resume_ema(path: str | os.PathLike, data: bytes | None) -> bool:
+    """Whether the torch file ``path`` (its bytes ``data``) holds state dicts under ``model`` and ``ema``: a swinlite
+    run's resume state, trained with EMA (without, its ``ema`` is None)."""
+    try:
+        checkpoint = torch.load(
+            path if data is None else io.BytesIO(data), map_location="cpu", weights_only=True, mmap=data is None
+        )
+    except Exception:  # safetensors, or no torch file mmap reads: no resume state
+        return False
+    if not isinstance(checkpoint, Mapping):
+        return False
+    parts = [checkpoint.get(key) for key in ("model", "ema")]
+    return all(isinstance(part, Mapping) and any(isinstance(v, torch.Tensor) for v in part.values()) for part in parts)
 
 
 def _records(path: Path, kind: str) -> bool:
@@ -133,7 +173,8 @@ def load_model(
     required and ``num_classes`` defaults to the file's classifier (0, no classifier, when it has none).
 
     The model's ``pretrained_cfg`` carries the file's preprocessing and class names (``label_names``),
-    so ``timm.data.resolve_model_data_config(model)`` gives its evaluation transform.
+    so ``timm.data.resolve_model_data_config(model)`` gives its evaluation transform. A run's ``resume.pt`` gives its
+    raw weights, with a warning where it also holds their EMA (:func:`warn_if_resume_with_ema`).
 
     Args:
         path: the weights file.
@@ -172,6 +213,7 @@ def load_model(
         cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes, "num_classes": len(info.classes)}
         net.pretrained_cfg = net.default_cfg = cfg  # timm keeps default_cfg as an alias
     load_strict(net, state, path)
+    warn_if_resume_with_ema(path, data, stacklevel=3)  # names the line calling load_model
     return net.eval()
 
 
@@ -262,7 +304,9 @@ def load_strict(
             state = embed_shrunk_tables(state, net)
         mismatch = state_dict_mismatch(target, state, may_start_fresh)
         if mismatch is not None:
-            raise ValueError(f"{source} does not fit {type(net).__name__} exactly; {mismatch}")
+            missing = {k for k in target.keys() - state.keys() if not k.startswith(may_start_fresh)}
+            cause = missing_final_norm(missing) if isinstance(net, SwinTransformer) else ""
+            raise ValueError(f"{source} does not fit {type(net).__name__} exactly; {cause}{mismatch}")
         check_weight_values(state, str(source), target)
     net.load_state_dict(state, strict=not may_start_fresh)
 
@@ -295,15 +339,18 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     checkpoint for a detection backbone) may stay at their initial values; both warn.
 
     Args:
-        model: a swinlite ``SwinTransformer`` (not a ``features_only`` wrapper).
+        model: a swinlite ``SwinTransformer`` (not a ``features_only`` wrapper); the Swin inside one (its ``model``),
+            pruned of the final norm it does not use, takes a checkpoint without one (a swinlite detection or
+            segmentation run's trained with ``model.kwargs.out_norm=false``).
         checkpoint: a file path or an already loaded (training) checkpoint / state dict.
 
     Raises:
         ValueError: the checkpoint is unreadable, of an unknown layout or does not fit the model (names the keys).
     """
-    source = str(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else "checkpoint"
-    if isinstance(checkpoint, (str, os.PathLike)):
-        checkpoint = read_state_dict(checkpoint, stacklevel=3)  # an EMA warning names the caller's line
+    path = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else None
+    source = "checkpoint" if path is None else str(path)
+    if path is not None:
+        checkpoint = read_state_dict(path, stacklevel=3)  # an EMA warning names the caller's line
     try:
         state_dict = convert_state_dict(checkpoint, model)
     except ValueError as e:
@@ -312,6 +359,8 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     if state_dict[_FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
         state_dict[_FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[_FIRST_CONV])
     load_strict(model, state_dict, source, may_start_fresh=("head.fc.", "out_norms."))
+    if path is not None:
+        warn_if_resume_with_ema(path, stacklevel=3)
 
 
 _FIRST_CONV = "patch_embed.proj.weight"

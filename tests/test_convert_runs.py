@@ -181,3 +181,68 @@ def test_a_classification_run_names_a_file_that_does_not_fit(tmp_path, task):
     message = " ".join(str(error.value).split())
     assert message.startswith(f"model.pretrained {path}: "), message
     assert f"it records model {NANO}, the model is {PICO}" in message
+
+
+def _swin_without_norms(path: Path, task: str) -> dict[str, torch.Tensor]:
+    """The Swin a run trained with ``model.kwargs.out_norm=false`` holds: no output norms, so no final norm either."""
+    swin = {k.removeprefix(PREFIX[task]): v for k, v in read_state_dict(path).items() if k.startswith(PREFIX[task])}
+    assert not any(k.startswith(("norm.", "out_norms.")) for k in swin)
+    return swin
+
+
+# (the run's task, the task its weights start, whether through convert_checkpoint.py's backbone file)
+BACKBONE_CASES = [(task, target, False) for task in LAYOUT for target in LAYOUT if target != task]
+BACKBONE_CASES += [(task, target, True) for task in LAYOUT for target in LAYOUT]
+
+
+@pytest.mark.parametrize(("task", "target", "converted"), BACKBONE_CASES)
+def test_a_run_without_output_norms_starts_a_detection_or_segmentation_backbone(
+    tmp_path, capsys, monkeypatch, task, target, converted
+):
+    """A run trained with model.kwargs.out_norm=false has a Swin without a final norm (no last level's output norm
+    stands for it): another run's model.pretrained refused it ("2 model weights missing from it: norm.weight,
+    norm.bias"), though its features-only backbone prunes the final norm, and convert_checkpoint.py wrote a backbone
+    of it that no loader took. Both load now: every weight the backbone uses from the file, bit for bit; the output
+    norms the file lacks (the backbone's are on) start fresh, named in a warning."""
+    path = _run_file(tmp_path, task, out_norm=False)
+    want = _swin_without_norms(path, task)
+    if converted:
+        backbone = tmp_path / "backbone.safetensors"
+        code, printed = _convert(capsys, monkeypatch, str(path), str(backbone))
+        assert code == 0, printed
+        assert "; it has no final norm (the run trained with model.kwargs.out_norm=false): it starts a" in printed
+        path = backbone
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = _loaded(target, path, tmp_path, capsys, monkeypatch)
+    fresh = ", ".join(f"out_norms.{i}.{p}" for i in range(4) for p in ("weight", "bias"))
+    assert [str(w.message) for w in caught] == [f"not in the checkpoint, left at their initial values: {fresh}"]
+    assert {k for k in loaded if not k.startswith("out_norms.")} == want.keys()
+    assert all(torch.equal(loaded[k], v) for k, v in want.items())
+
+
+@pytest.mark.parametrize("route", ["classification", "timm_overlay", "convert_checkpoint_model", "load_model"])
+@pytest.mark.parametrize("task", LAYOUT)
+def test_a_model_that_uses_the_final_norm_refuses_a_run_without_it_saying_why(
+    tmp_path, capsys, monkeypatch, task, route
+):
+    """A classifier needs the final norm a run trained with model.kwargs.out_norm=false lacks: still refused, as
+    nothing loads half, but with the cause, not a bare "2 model weights missing from it: norm.weight, norm.bias"."""
+    path = _run_file(tmp_path, task, out_norm=False)
+    with pytest.raises(ValueError) as error:
+        if route == "classification":
+            create_model(ModelConfig(name=PICO, pretrained=str(path)), num_classes=3)
+        elif route == "load_model":  # convert_checkpoint.py's backbone file, read by predict.py --model and the others
+            out = tmp_path / "backbone.safetensors"
+            assert _convert(capsys, monkeypatch, str(path), str(out))[0] == 0
+            swinlite.load_model(out, PICO)
+        else:
+            _loaded(route, path, tmp_path, capsys, monkeypatch)
+    message = " ".join(str(error.value).split())
+    assert "it has no final norm (norm.*), which the model uses: " in message, message
+    ran = "the run that wrote it trained with model.kwargs.out_norm=false, and its Swin has none"
+    assert (ran if route != "load_model" else "a features-only Swin's weights have none") in message, message
+    assert (
+        "it starts a detection or segmentation backbone (which does not use the final norm), not this model" in message
+    )
+    assert "norm.weight, norm.bias" in message  # the keys, named after their cause

@@ -2,6 +2,7 @@
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,11 @@ import timm
 import torch
 from pico import PICO
 from safetensors.torch import save_file
+from scriptkit import run_script
+from timm.utils import ModelEmaV3
 
 import swinlite
+from swinlite.engine.checkpoint import save_resume
 from swinlite.io import read_state_dict, save_safetensors
 from swinlite.weights import ema_counterpart, load_model, pretrained_model, read_info, weights_metadata
 
@@ -218,3 +222,46 @@ def test_a_truncated_file_in_the_hub_cache_is_named(offline_hub):
     path.write_bytes(path.read_bytes()[:100])  # an interrupted download
     with pytest.raises(ValueError, match=f"could not be loaded from {path} \\(damaged or truncated"):
         pretrained_model(tag)
+
+
+def _resume_file(path: Path, model: torch.nn.Module, ema: bool) -> Path:
+    """A classification run's resume.pt as the engine writes it (Trainer.resume_state): its model, and where trained
+    with train.ema_decay the state of its EMA (timm's ModelEmaV3, the engine's), here weights apart from the model's."""
+    averaged = {k: v + 1 for k, v in ModelEmaV3(model, decay=0.5).state_dict().items()} if ema else None
+    save_resume(path, {"task": "classification", "model": model.state_dict(), "ema": averaged, "epoch": 1})
+    return path
+
+
+def _read_as_weights(route: str, path: Path, tmp_path: Path) -> dict[str, torch.Tensor]:
+    """The weights a 3-class pico gets of the file ``path`` by ``route``."""
+    if route == "load_model":  # what every classification script's --checkpoint (with --model) reads it by
+        return load_model(path, PICO).state_dict()
+    if route == "load_checkpoint":
+        model = timm.create_model(PICO, num_classes=3)
+        swinlite.load_checkpoint(model, path)
+        return model.state_dict()
+    assert run_script("convert_checkpoint", [path, tmp_path / "out.safetensors"]) == 0
+    return read_state_dict(tmp_path / "out.safetensors")
+
+
+@pytest.mark.parametrize("ema", [True, False])
+@pytest.mark.parametrize("route", ["load_model", "load_checkpoint", "convert_checkpoint"])
+def test_a_resume_file_gives_its_raw_weights_saying_so_where_it_holds_their_ema(trained, tmp_path, route, ema):
+    """A run's resume.pt read as weights gives its raw weights, as before: said once where it also holds their EMA,
+    which a user who trained with EMA may have expected (they were given without a word); nothing said for a
+    resume.pt without EMA."""
+    model, _ = trained
+    path = _resume_file(tmp_path / "resume.pt", model, ema)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = _read_as_weights(route, path, tmp_path)
+    note = (
+        f"{path} is a run's resume state: its weights are the raw ones (its 'model'), though it also holds their EMA "
+        "(its 'ema'); for the EMA weights load the run's ema.safetensors (a script's --ema with the run's "
+        "last.safetensors)"
+    )
+    assert [str(w.message) for w in caught] == ([note] if ema else [])
+    if route != "convert_checkpoint":  # the line that called the loader
+        assert all(w.filename == __file__ for w in caught)
+    assert loaded.keys() == model.state_dict().keys()
+    assert all(torch.equal(loaded[k], v) for k, v in model.state_dict().items())  # the raw weights

@@ -179,11 +179,14 @@ def build_upernet(
     path = pretrained_file(cfg)
     state = read_state_dict(path) if path is not None else None
     upernet_state = convert_upernet(state) if state is not None else None
-    if path is not None and upernet_state is None:
-        swin = _pretrained_backbone(cfg.name, path, state, kwargs)
+    backbone_file = path is not None and upernet_state is None
+    if backbone_file:  # no classifier: the features-only model has none
+        swin = timm.create_model(cfg.name, num_classes=0, **kwargs)
     else:
         swin = timm.create_model(cfg.name, pretrained=cfg.pretrained is True, **kwargs)
     body = SwinFeatureBody(swin, out_indices=list(range(len(swin.feature_info))), output_fmt="NCHW")
+    if backbone_file:  # into the features-only Swin, pruned of the final norm it does not use
+        _load_backbone(body.model, cfg.name, path, state)
     aux = cfg.aux_channels if cfg.aux_weight > 0 else 0
     model = UperNet(body, num_classes, cfg.head_channels, cfg.pool_scales, aux, cfg.dropout)
     if upernet_state is not None:
@@ -200,11 +203,12 @@ def build_upernet(
     return model
 
 
-def _pretrained_backbone(name: str, path: str, state: dict[str, torch.Tensor], kwargs: dict[str, Any]) -> nn.Module:
-    """The Swin ``name`` with the weights of ``model.pretrained``'s backbone checkpoint (``state``, read from
-    ``path``; any layout swinlite reads, a detection run's weights too), loaded strictly before its unused final norm
-    goes. No classifier on either side: the features-only model has none, and a note on the file's, or on its absence,
-    would be of no use here.
+def _load_backbone(swin: nn.Module, name: str, path: str, state: dict[str, torch.Tensor]) -> None:
+    """The weights of ``model.pretrained``'s backbone checkpoint (``state``, read from ``path``; any layout swinlite
+    reads, a detection run's weights too) into the features-only Swin ``name`` (``swin``), strictly: every weight it
+    uses, so not the final norm it is pruned of (a run's Swin trained with ``model.kwargs.out_norm=false`` has none).
+    No classifier on either side: the features-only model has none, and a note on the file's, or on its absence, would
+    be of no use here.
 
     Raises:
         ValueError: a layout swinlite does not read, or weights that do not fit, naming ``model.pretrained``, the file
@@ -214,12 +218,10 @@ def _pretrained_backbone(name: str, path: str, state: dict[str, torch.Tensor], k
         backbone = {k: v for k, v in convert_state_dict(state).items() if not k.startswith("head.fc.")}
     except ValueError as e:
         raise ValueError(f"model.pretrained {path}: {e}") from None
-    swin = timm.create_model(name, num_classes=0, **kwargs)
     try:
         load_checkpoint(swin, backbone)
     except ValueError as e:  # the keys named are the converted ones: what the file is
         raise ValueError(f"model.pretrained {path}: {e}{misfit_note(read_metadata(path), name, state)}") from None
-    return swin
 
 
 def _load_upernet(model: UperNet, state: dict[str, torch.Tensor], source: str) -> None:

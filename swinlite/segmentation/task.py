@@ -97,7 +97,7 @@ class SegmentationTask(Task):
         self.labels: Labels = labels_of(self.cfg.data)
         self.test = InferenceSettings.of(self.cfg.data)
         self.val_ds: SegmentationDataset | None = None
-        self._model: nn.Module | None = None  # built by build_datasets, handed over by build_model
+        self._model: nn.Module | None = None  # built by build_datasets (before its scan), handed over by build_model
 
     @classmethod
     def check_config(cls, cfg: SegConfig) -> None:
@@ -160,14 +160,16 @@ class SegmentationTask(Task):
 
     def build_datasets(self) -> tuple[SegmentationDataset, SegmentationDataset]:
         data = self.cfg.data
+        # built first: a model.pretrained that does not fit is refused before every mask is read (the classes are the
+        # settings', known before the scan); the val split's thin check below needs the model's patch
+        self._model = build_upernet(self.cfg.model, len(self.labels.classes), self.labels.classes)
         train, val = self._scan()
         for split, name in ((train, "train"), (val, "val")):
             warn_skipped(f"{name} images", split.skipped)  # rank 0's scan: the engine shows it once (SharedWarnings)
             check_labelled(split, name, split_folders(data, name)[1], data.ignore_index)
             warn_mostly_ignored(split, name, split_folders(data, name)[1], self.labels)
         # the val images the test settings cannot predict (a view thinner than the backbone's patch) are left out
-        # now, named once, before the loaders fix the split; their check needs the model's patch, so it is built here
-        self._model = build_upernet(self.cfg.model, len(self.labels.classes), self.labels.classes)
+        # now, named once, before the loaders fix the split
         too_thin = thin_check(self._model, self.test)
         val_images, val_masks = split_folders(data, "val")
         val = without_thin_pairs(val, too_thin, val_images, "raise data.test_ratios or data.img_scale")
@@ -187,7 +189,7 @@ class SegmentationTask(Task):
         return collate(batch)
 
     def build_model(self) -> nn.Module:
-        model, self._model = self._model, None  # built with the datasets (the val split's thin check)
+        model, self._model = self._model, None  # built with the datasets (before the scan; the val split's thin check)
         if syncs_batchnorm(self.ctx.dist, self.ctx.device):
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         return model

@@ -6,13 +6,17 @@ import warnings
 from pathlib import Path
 
 import pytest
+import timm
 import torch
-from segkit import CLASSES, REPO
+from safetensors.torch import save_file
+from scriptkit import load_script
+from segkit import CLASSES, REPO, tiny_overrides
 
 from swinlite.engine.config import flatten, to_dict
 from swinlite.engine.preflight import check_run
 from swinlite.hub import hub_repo
 from swinlite.io import read_metadata
+from swinlite.segmentation import task
 from swinlite.segmentation.predictor import load_segmenter
 from swinlite.segmentation.task import SegmentationTask, seg_loss
 
@@ -88,3 +92,20 @@ def test_a_crop_larger_than_every_rescaled_image_is_one_warning(crop, img_scale,
         assert messages == []
     else:
         assert len(messages) == 1 and expected in messages[0] and "every crop is partly padding" in messages[0]
+
+
+def test_a_pretrained_file_that_does_not_fit_is_refused_before_any_mask_is_read(seg_folder, tmp_path, monkeypatch):
+    """A model.pretrained of another model (a nano's weights for a pico) was refused only after the scan had read
+    every mask of both splits (the early check tests that the file reads, not that it fits): the model, whose
+    classes are the settings', is built before the scan now."""
+    path = tmp_path / "nano.safetensors"
+    save_file(timm.create_model("swinlite_nano_patch2_window4_64", num_classes=0).state_dict(), path)
+
+    def scan_split(images: Path, masks: Path, *_) -> None:
+        raise AssertionError(f"the masks of {masks} were read before the model.pretrained file was fitted")
+
+    monkeypatch.setattr(task, "scan_split", scan_split)
+    (tmp_path / "defaults.yaml").write_text("{}\n")
+    overrides = tiny_overrides(seg_folder, tmp_path / "run", **{"model.pretrained": path})
+    with pytest.raises(ValueError, match=f"model.pretrained {path}: .*did not map onto SwinTransformer"):
+        load_script("train_segmentation").main(["--config", str(tmp_path / "defaults.yaml"), *overrides])

@@ -107,7 +107,7 @@ def check_split_paths(ann_file: Path, image_dir: Path) -> None:
     if not ann_file.is_file():
         raise ValueError(f"annotation file {ann_file} does not exist (COCO format: images, annotations, categories)")
     if not image_dir.is_dir():
-        raise ValueError(f"image folder {image_dir} does not exist (it holds the images {ann_file.name} names)")
+        raise ValueError(f"image folder {image_dir} does not exist (it holds the images {ann_file} names)")
 
 
 def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: bool = False) -> CocoSplit:
@@ -122,8 +122,8 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: boo
     """
     check_split_paths(ann_file, image_dir)
     coco, dropped, trimmed = read_coco(ann_file, masks)
-    _warn_ids(f"annotations of {ann_file.name} dropped (annotation id: reason)", dropped)
-    _warn_ids(f"annotations of {ann_file.name} kept without invalid segmentation parts (annotation id: what)", trimmed)
+    _warn_ids(f"annotations of {ann_file} dropped (annotation id: reason)", dropped)
+    _warn_ids(f"annotations of {ann_file} kept without invalid segmentation parts (annotation id: what)", trimmed)
     if not coco.cats:
         raise ValueError(f"{ann_file} has no categories; COCO files list them under 'categories'")
     kept, skipped = [], []
@@ -136,7 +136,7 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: boo
             skipped.append((image_id, problem))
     split = CocoSplit(coco, image_dir, kept, skipped, ann_file)
     named = [(f"{i} ({split.image_path(i)})", reason) for i, reason in skipped]
-    _warn_ids(f"images of {ann_file.name} skipped (image id (file): reason)", named)
+    _warn_ids(f"images of {ann_file} skipped (image id (file): reason)", named)
     if not kept:
         raise ValueError(f"no image of {ann_file} was found in {image_dir}; nothing to train or evaluate on")
     return split
@@ -155,7 +155,7 @@ def without_thin_images(split: CocoSplit, short: float, long: float) -> CocoSpli
         problem = resize_problem(info["height"], info["width"], short, long)
         if problem:
             thin.append((image_id, problem))
-    _warn_ids(f"images of {split.ann_file.name} left out (image id: reason)", thin)
+    _warn_ids(f"images of {split.ann_file} left out (image id: reason)", thin)
     if len(thin) == len(split.image_ids):
         raise ValueError(f"the detector can resize no image of {split.ann_file}: {thin[0][1]}")
     left_out = {i for i, _ in thin}
@@ -244,7 +244,7 @@ class CocoDetection(Dataset):
             kept, bad = _clean_annotations(split, image_id)
             self.objects.append(kept)
             problems += bad
-        _warn_ids(f"annotations of {split.ann_file.name} dropped or clipped (annotation id: reason)", problems)
+        _warn_ids(f"annotations of {split.ann_file} dropped or clipped (annotation id: reason)", problems)
         bare = [o["id"] for objects in self.objects for o in objects if "segmentation" not in o]
         if masks and bare:
             raise ValueError(

@@ -110,11 +110,11 @@ def test_an_invalid_polygon_is_dropped_alone(coco: Path, masks: bool):
         split = load_split(path, coco / "val2017", masks=masks)
     warned = " ".join(str(w.message) for w in record)
     assert split.coco.anns[1]["segmentation"] == [square]
-    kept = "annotations of instances_val2017.json kept without invalid segmentation parts (annotation id: what): 1: "
+    kept = f"annotations of {path} kept without invalid segmentation parts (annotation id: what): 1: "
     assert kept + "1 of 2 polygons dropped: polygon of 4 numbers (x, y pairs of at least 3 points)" in warned
     if masks:
         assert 2 not in split.coco.anns
-        assert "1 annotations of instances_val2017.json dropped (annotation id: reason): 2: segmentation: " in warned
+        assert f"1 annotations of {path} dropped (annotation id: reason): 2: segmentation: " in warned
     else:
         assert "segmentation" not in split.coco.anns[2] and split.coco.anns[2]["bbox"] == [26.0, 8.0, 8.0, 30.0]
         assert "2: segmentation dropped, the box kept (a box detector needs no mask): polygon of 4" in warned
@@ -216,5 +216,5 @@ def test_a_nan_polygon_under_a_memory_limit_is_dropped_not_a_crash(coco: Path):
     assert result.returncode == 0, result.stderr[-2000:]
     objects, map50, warning = result.stdout.strip().split(" ", 2)
     assert objects == "3"  # image 1's other object, image 2's and image 4's
-    assert map50 == "100" and "1 annotations of instances_val2017.json dropped" in warning
+    assert map50 == "100" and f"1 annotations of {coco / 'annotations' / 'instances_val2017.json'} dropped" in warning
     assert "2: segmentation: polygon with a non-finite coordinate" in warning

@@ -192,8 +192,8 @@ def load_model(
     if info is None:
         if model is None:
             raise ValueError(
-                f"{path} does not record its model; pass --model (its timm name), or use the weights a training "
-                "run writes, which record it (best.safetensors, last.safetensors; not resume.pt)"
+                f"{path} does not record its model; pass --model (load_model's model=), its timm name, or use the "
+                "weights a training run writes, which record it (best.safetensors, last.safetensors; not resume.pt)"
             )
         check_model_name(model)
         if num_classes is None:

@@ -81,7 +81,10 @@ def test_raw_files_need_a_model_and_load_in_other_layouts(tmp_path):
     reference = timm.create_model("swin_tiny_patch4_window7_224", num_classes=4, embed_dim=24, depths=(1, 1, 1, 1),
                                   num_heads=(1, 1, 1, 1), img_size=64, patch_size=2, window_size=4).eval()  # fmt: skip
     torch.save({"model": reference.state_dict()}, tmp_path / "timm.pth")
-    with pytest.raises(ValueError, match="does not record its model; pass --model .* \\(best.safetensors, last"):
+    with pytest.raises(
+        ValueError,
+        match=r"does not record its model; pass --model \(load_model's model=\), its timm name, .* \(best.safetensors",
+    ):
         load_model(tmp_path / "timm.pth")  # the run's weights record it, its resume.pt does not
     with pytest.raises(ValueError, match="did you mean swinlite_pico_patch2_window4_32"):
         load_model(tmp_path / "timm.pth", "swinlite_pico_patch2_windw4_32")

@@ -48,7 +48,7 @@ def test_mismatches_are_clear_errors(tmp_path: Path):
     torch.save(model.state_dict(), tmp_path / "ten.pth")
     with pytest.raises(ValueError, match="classifies 10 classes but .* has 3"):
         prepare_evaluation(tmp_path / "ten.pth", data, "swinlite_pico_patch2_window4_32")
-    with pytest.raises(ValueError, match="does not record its model; pass --model"):
+    with pytest.raises(ValueError, match="does not record its model; pass --model \\(load_model's model=\\)"):
         prepare_evaluation(tmp_path / "ten.pth", data)
     with pytest.raises(ValueError, match="--data-dir .* does not exist"):
         prepare_evaluation(tmp_path / "ten.pth", tmp_path / "nope", "swinlite_pico_patch2_window4_32")

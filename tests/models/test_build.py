@@ -17,6 +17,23 @@ def test_builds_on_the_meta_device_context(name):
     assert all(p.is_meta for p in model.parameters())
 
 
+@pytest.mark.parametrize("name", ["swinlite_pico_patch2_window4_32", "swinlite_v2_pico_patch2_window4_32"])
+def test_a_meta_model_filled_as_timm_fills_one_computes_what_the_model_does(name):
+    """``to_empty`` + ``load_state_dict`` leave the non-persistent buffers (relative position indices) empty, as
+    in timm's Swin; each module's ``init_non_persistent_buffers`` makes them again (docs/models.md)."""
+    torch.manual_seed(0)
+    model = timm.create_model(name).eval()
+    with torch.device("meta"):
+        filled = timm.create_model(name)
+    filled.to_empty(device="cpu").load_state_dict(model.state_dict())
+    for module in filled.modules():
+        if hasattr(module, "init_non_persistent_buffers"):
+            module.init_non_persistent_buffers()
+    x = torch.randn(2, 3, 27, 41)
+    with torch.no_grad():
+        torch.testing.assert_close(filled.eval()(x), model(x), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_builds_on_the_cpu_device_context(name):
     with torch.device("cpu"):

@@ -2,6 +2,7 @@ r"""Extract Swin's multi-scale features (stage0..stage3, NCHW) and pooled embedd
 
 Examples:
     python scripts/extract_features.py --checkpoint runs/demo/best.safetensors --input images/ --output feats/
+    python scripts/extract_features.py --checkpoint runs/demo/best.safetensors --input cat.jpg --output feats/
     python scripts/extract_features.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \
         --input images/ --output feats/ --size 224 224 --dtype float16 --batch-size 32
 
@@ -13,9 +14,12 @@ image path>.safetensors per image (read them with swinlite.features.load_feature
 (pooled vectors and the ordered paths: swinlite.features.load_embeddings), feats/failures.txt (images that did not
 decode) and feats/settings.json (model, weights hash, size, dtype). Each feature file records the image it was made
 from (real path, size, modification time). Rerunning over the same input skips images whose feature file is already
-whole and whose image is unchanged. A folder holding features of other images (another --input, an image removed
-from it or changed since) or made with other settings is refused before anything is written: pass another --output,
-or delete those features. --output may not lie inside the --input folder, and --size must be at least one patch.
+whole and whose image is unchanged (after Ctrl-C too: it says how many are done). A folder holding features of other
+images (another --input, an image removed from it or changed since) or made with other settings is refused before
+anything is written: pass another --output, or delete those features. --output is a folder of its own: not a
+training run's (its --overwrite would leave features of the old weights; runs/demo/features is fine), nor one
+holding another script's outputs (visualize.py's, an evaluation's). It may not lie inside the --input folder, and
+--size must be at least one patch.
 A run holds a lock on --output (feats/.lock) until it ends: a second run into it is refused at once (the lock of a
 run that was killed is taken over, with a warning).
 """
@@ -42,8 +46,8 @@ def parse_args(argv: list[str] | None = None):
         "--input",
         required=True,
         type=Path,
-        help="image folder (searched recursively) or a text file of paths, one a line (a relative one: from the "
-        "list's folder)",
+        help="image folder (searched recursively), one image file, or a text file of paths, one a line (a relative "
+        "one: from the list's folder); a file is an image by its extension",
     )
     parser.add_argument("--output", required=True, type=Path, help="output folder")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="model input size (default: the model's)")
@@ -87,12 +91,13 @@ def build_model(args, checkpoint: Path | None):
     return model, name, sha256
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 
     from swinlite.device import resolve_device
-    from swinlite.extract import OUTPUT_FILES, read_sources, run_extraction
+    from swinlite.extract import OUTPUT_FILES, ExtractionInterrupted, read_sources, run_extraction
+    from swinlite.files import check_folder_alone
     from swinlite.io import check_output
     from swinlite.weights import check_model_name
 
@@ -103,27 +108,33 @@ def main(argv: list[str] | None = None) -> None:
     # the folder (or list) too: features written inside the folder would be read back as images of another class
     checkpoint = ema_weights(args)
     check_output(args.output, [args.checkpoint, checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
+    check_folder_alone(args.output, "extract_features.py", "features")
     model, name, sha256 = build_model(args, checkpoint)
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     check_size(size, model.patch_size, name)
-    summary = run_extraction(
-        model,
-        name,
-        args.input,
-        args.output,
-        size,
-        dtype={"float16": torch.float16, "float32": torch.float32}[args.dtype],
-        batch_size=args.batch_size,
-        workers=args.workers,
-        device=str(device),
-        progress=not args.no_progress,
-        checkpoint_sha256=sha256,
-        compile=args.compile,
-        report=lambda line: print(line, file=sys.stderr, flush=True),
-    )
+    try:
+        summary = run_extraction(
+            model,
+            name,
+            args.input,
+            args.output,
+            size,
+            dtype={"float16": torch.float16, "float32": torch.float32}[args.dtype],
+            batch_size=args.batch_size,
+            workers=args.workers,
+            device=str(device),
+            progress=not args.no_progress,
+            checkpoint_sha256=sha256,
+            compile=args.compile,
+            report=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    except ExtractionInterrupted as e:  # what a rerun continues from; a plain Ctrl-C is the runner's "interrupted"
+        print(e, file=sys.stderr)
+        return 130
     print(f"written {summary.written}, skipped (already whole) {summary.skipped}, failed {summary.failed}")
     if summary.failed:
         print(f"failures listed in {args.output / 'failures.txt'}")
+    return 0
 
 
 if __name__ == "__main__":

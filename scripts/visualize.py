@@ -12,7 +12,9 @@ that far apart: Swin's learned table, or Swin-V2's continuous position bias 16*s
 and, with --image, plots/features.png (the image resized to --size, as the model sees it, and each level's channel
 mean). Every picture is drawn before the first file is written, and each file is written whole (a temporary file
 renamed). A folder holding an earlier run's PNGs is refused unless --overwrite, which removes them first: the folder
-never mixes two runs.
+never mixes two runs. Nor does it mix with others': --output is refused where it is a training run's folder (its
+--overwrite would leave plots of the old weights; runs/demo/plots is fine) or holds another script's outputs
+(extract_features.py's, an evaluation's), even with --overwrite.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> list[Path]:
     args = parse_args(argv)
     from swinlite import SwinTransformer
-    from swinlite.files import earlier_outputs, remove_outputs, unreadable
+    from swinlite.files import check_folder_alone, earlier_outputs, remove_outputs, unreadable
     from swinlite.images import load_rgb
     from swinlite.io import check_output
     from swinlite.visualize import bias_pngs, features_png, write_pngs
@@ -71,6 +73,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
         check_size(tuple(args.size), model.patch_size, model.pretrained_cfg["architecture"])
     names = [f"bias_stage{i}.png" for i in range(len(model.layers))] + ["features.png"]
     check_output(args.output, [args.checkpoint, checkpoint, args.image], folder=True, names=names)
+    check_folder_alone(args.output, "visualize.py", "plots")
     # all of an earlier run's PNGs, features.png too when this run draws none: kept, they would pass for this model's
     stages = sorted(p.name for p in args.output.glob("bias_stage*.png")) if args.output.is_dir() else []
     earlier = earlier_outputs(args.output, dict.fromkeys([*names, *stages]), args.overwrite, option="--output")

@@ -1,12 +1,13 @@
-"""Extract multi-scale features for a folder or a list of images (the engine of scripts/extract_features.py).
+"""Extract multi-scale features for a folder, an image or a list of images (the engine of scripts/extract_features.py).
 
-Resumable: an image whose feature file exists and is whole is skipped; images that do not decode are
-listed in ``failures.txt`` and the run goes on. ``embeddings.safetensors`` is rebuilt at the end from
-every whole feature file, in input order. ``settings.json`` records what the features depend on (model,
-the weights file's SHA-256, input size, dtype); a rerun with other settings into the same folder is
-refused rather than mixing features, and temporary files of an interrupted run are removed. A run holds the
-output folder's lock (:class:`swinlite.lock.OutputLock`) from before it reads the folder until it ends: a second
-run into it, which passed the settings check as the first had written no features yet, mixed two models' features.
+Resumable: an image whose feature file exists and is whole is skipped (Ctrl-C says how many are:
+:class:`ExtractionInterrupted`); images that do not decode are listed in ``failures.txt`` and the run goes on.
+``embeddings.safetensors`` is rebuilt at the end from every whole feature file, in input order. ``settings.json``
+records what the features depend on (model, the weights file's SHA-256, input size, dtype); a rerun with other
+settings into the same folder is refused rather than mixing features, and temporary files of an interrupted run are
+removed. A run holds the output folder's lock (:class:`swinlite.lock.OutputLock`) from before it reads the folder
+until it ends: a second run into it, which passed the settings check as the first had written no features yet, mixed
+two models' features.
 
 Each feature file also records the image it was made from (:func:`source_record`: the real path, the size and the
 modification time in ns). A folder holding features of any other image (one of another ``--input``, one that is no
@@ -53,23 +54,37 @@ class ExtractionSummary:
     failed: int
 
 
+class ExtractionInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an extraction whose rerun continues it (weights a rerun loads again: not random ones, whose
+    features a rerun refuses); ``done`` images have whole feature files, which a rerun of the same command skips."""
+
+    def __init__(self, done: int) -> None:
+        kept = "the 1 image done is" if done == 1 else f"the {done} images done are"
+        super().__init__(f"interrupted; rerun the same command to continue ({kept} kept)")
+        self.done = done
+
+
 def read_sources(source: Path) -> tuple[list[Path], Path]:
-    """Images of a folder (:func:`swinlite.images.list_images`) or of a text file (:func:`swinlite.files.read_list`:
-    one path a line, as written; relative to it).
+    """Images of a folder or one image file (:func:`swinlite.images.list_images`, as ``predict.py`` reads them), or of
+    a text file (:func:`swinlite.files.read_list`: one path a line, as written; relative to it): a file with an image
+    extension (:func:`swinlite.images.is_image_file`) is an image, any other a list.
 
     A listed path keeps its name as listed, made absolute (``..`` removed as written; a link is not resolved to its
     target's name, as a folder's files are not); each image is listed once, by :func:`swinlite.images.list_images`'
     rule (a link listed beside the file it leads to is skipped with a warning).
 
     Returns:
-        (image paths, the root that output names are made relative to).
+        (image paths, the root that output names are made relative to: the folder, the image's folder or the
+        listed images' common folder).
     """
-    if source.is_dir():
-        return list_images([source]), source
     if source.is_file() and not is_image_file(source):
         images = list_images(read_list(source))  # each image once however often (or however spelled) it is listed
         return images, Path(os.path.commonpath([p.parent for p in images]))
-    raise ValueError(f"input must be an image folder or a text file of image paths, got {str(source)!r}")
+    if not source.exists():
+        raise ValueError(
+            f"input must be an image folder, an image file or a text file of image paths, got {str(source)!r}"
+        )
+    return list_images([source]), source if source.is_dir() else source.parent
 
 
 def output_path(image: Path, root: Path, output: Path) -> Path:
@@ -229,7 +244,7 @@ def run_extraction(
     Args:
         model: the Swin model (eval mode is set here); its ``pretrained_cfg`` gives mean and std.
         model_name: recorded in every file's metadata.
-        source: an image folder or a text file of image paths.
+        source: an image folder, an image file or a text file of image paths.
         output: output folder.
         input_size: (H, W) every image is resized to.
         dtype: dtype of the stored stage maps (the pooled vectors stay fp32).
@@ -249,6 +264,8 @@ def run_extraction(
         ValueError: another run holds ``output``'s lock, or ``output`` holds features of other images
             (:func:`check_features`) or features made with other settings (:func:`record_settings`); nothing is
             written then.
+        ExtractionInterrupted: Ctrl-C while images are extracted, where a rerun continues (``checkpoint_sha256``
+            given); a plain KeyboardInterrupt otherwise.
     """
     input_size = (int(input_size[0]), int(input_size[1]))
     with OutputLock(output, "feature extraction", "--output") as lock:
@@ -287,19 +304,28 @@ def run_extraction(
             if report is not None:
                 report(net.report())
         failures: list[str] = []
+        saved = 0  # feature files this run wrote
         bar = tqdm(total=len(todo), unit="img", disable=not progress, desc="extract")
-        for batch in loader:
-            good = [item for item in batch if item.image is not None]
-            failures += [printable_path(f"{images[todo[item.index]]}\t{item.error}") for item in batch if item.error]
-            if good:
-                maps, pooled = _forward(net, torch.stack([item.image for item in good]).to(device), dtype)
-                for b, item in enumerate(good):
-                    i = todo[item.index]
-                    features = ImageFeatures(
-                        maps[b], pooled[b], str(images[i]), item.size, input_size, strides, model_name
-                    )
-                    save_features(outputs[i], features, {SOURCE_KEY: records[i]})
-            bar.update(len(batch))
+        try:
+            for batch in loader:
+                good = [item for item in batch if item.image is not None]
+                failures += [
+                    printable_path(f"{images[todo[item.index]]}\t{item.error}") for item in batch if item.error
+                ]
+                if good:
+                    maps, pooled = _forward(net, torch.stack([item.image for item in good]).to(device), dtype)
+                    for b, item in enumerate(good):
+                        i = todo[item.index]
+                        features = ImageFeatures(
+                            maps[b], pooled[b], str(images[i]), item.size, input_size, strides, model_name
+                        )
+                        save_features(outputs[i], features, {SOURCE_KEY: records[i]})
+                        saved += 1
+                bar.update(len(batch))
+        except KeyboardInterrupt:
+            if checkpoint_sha256 is None:  # record_settings refuses the rerun: random weights cannot be had again
+                raise
+            raise ExtractionInterrupted(len(images) - len(todo) + saved) from None
         bar.close()
         atomic_write_bytes(output / FAILURES_FILE, "".join(f"{line}\n" for line in failures).encode())
         _write_embeddings(images, outputs, output)

@@ -22,6 +22,8 @@ image reads the same and an output is checked the same with or without torch.
   (:func:`training_run_of`), and the output can be written where it is asked for; :func:`earlier_outputs`: an
   earlier run's outputs are replaced only with ``--overwrite``, files no run wrote never; :func:`check_output_dir`:
   both, for the scripts of a task, which share an ``--output-dir`` (:data:`OUTPUT_DIR_FILES`);
+  :func:`check_folder_alone`: a folder of its own for a script's ``--output`` (:data:`FOLDER_FILES`), neither a
+  training run's (:func:`is_training_run`) nor holding another script's outputs;
 - :func:`atomic_write` (:func:`atomic_write_bytes`, :func:`atomic_write_png`): a reader only ever sees the old file or
   the complete new one. Files get the mode any tool's output gets, 0666 less the umask (0644 with the usual umask
   022), not the 0600 of the temporary file they are written as.
@@ -559,16 +561,21 @@ def training_run_of(path: Path) -> Path | None:
     """The training run folder that resolved ``path`` is a file of (:data:`RUN_FILES`, any task's :data:`TASK_FILES`,
     a TensorBoard event file), or None: a file a run writes or reads back there, which no script may replace.
 
-    A run folder holds the run's settings (``config.yaml``) beside something it saved (:data:`RUN_SAVES`), as every
-    run that saved leaves it: a ``config.yaml`` or ``best.safetensors`` without the other (the user's settings, a
-    converted checkpoint) is no run's. Other files in a run folder (an evaluation's ``eval.json``) are no run's either.
+    A run folder is one :func:`is_training_run` recognises. Other files in a run folder (an evaluation's ``eval.json``)
+    are no run's.
     """
     folder, name = path.parent, path.name
     runs = (*RUN_FILES, *(kept for kept_by_task in TASK_FILES.values() for kept in kept_by_task))
     if name not in runs and not name.startswith(TENSORBOARD_EVENTS):
         return None
-    saved = any((folder / save).is_file() for save in RUN_SAVES)
-    return folder if saved and (folder / "config.yaml").is_file() else None
+    return folder if is_training_run(folder) else None
+
+
+def is_training_run(folder: Path) -> bool:
+    """Whether resolved ``folder`` is a training run's: the run's settings (``config.yaml``) beside something it saved
+    (:data:`RUN_SAVES`), as every run that saved leaves it; a ``config.yaml`` or ``best.safetensors`` without the
+    other (the user's settings, a converted checkpoint) is no run's."""
+    return (folder / "config.yaml").is_file() and any((folder / save).is_file() for save in RUN_SAVES)
 
 
 # Of OUTPUT_DIR_FILES, what each task's evaluate script writes beside a checkpoint by default (a task's
@@ -599,6 +606,45 @@ def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:
             if drawn and all((folder / name).is_file() for name in lists):
                 names += written
     return tuple(dict.fromkeys(names))
+
+
+# What the scripts that write an --output folder of their own write there (glob patterns: visualize.py draws one
+# bias map a stage). Each such folder holds one script's outputs of one run (check_folder_alone).
+FOLDER_FILES: dict[str, tuple[str, ...]] = {
+    "extract_features.py": ("settings.json", "embeddings.safetensors", "failures.txt", "features"),
+    "visualize.py": ("bias_stage*.png", "features.png"),
+}
+
+
+def check_folder_alone(folder: str | os.PathLike, script: str, example: str) -> None:
+    """Refuse, before any work, the folder ``script`` (of :data:`FOLDER_FILES`) would write its outputs into beside
+    what they must not mix with: a training run (:func:`is_training_run`; ``train.py --overwrite`` replaces its
+    weights and left features and plots of the old ones beside them), or another script's outputs (the other
+    :data:`FOLDER_FILES` script's, an evaluation's or drawings: :func:`script_outputs`), two runs in one folder.
+
+    Args:
+        folder: the ``--output`` given.
+        script: the script writing it.
+        example: a folder to suggest inside a run's (``features``: ``RUN/features``).
+
+    Raises:
+        ValueError: one line naming ``--output`` and what the folder is or holds.
+    """
+    given = Path(folder)
+    real = given.resolve()
+    if is_training_run(real):
+        raise ValueError(
+            f"--output {given} is a training run's folder (its --overwrite replaces the weights, and would leave these "
+            f"outputs of the old ones): choose another --output, e.g. {given / example}"
+        )
+    others = [pattern for other, names in FOLDER_FILES.items() if other != script for pattern in names]
+    paths = [p for pattern in [*others, *script_outputs(real)] for p in sorted(real.glob(pattern))]
+    found = [p.name for p in paths if p.is_file() or p.is_dir() and _visible(p)]
+    if found:
+        raise ValueError(
+            f"--output {given} holds another script's outputs ({', '.join(found)}): {script} writes a folder of its "
+            "own; choose another --output"
+        )
 
 
 def check_output_dir(

@@ -1,4 +1,5 @@
-"""swinlite.extract: a list of image paths names each image as a folder input does; one run per output folder."""
+"""swinlite.extract: a list of image paths names each image as a folder input does; one run per output folder; its
+output names are those the output checks know; Ctrl-C says whether a rerun continues."""
 
 import os
 from pathlib import Path
@@ -9,7 +10,9 @@ import timm
 from pico import PICO
 from PIL import Image
 
-from swinlite.extract import output_path, read_sources, run_extraction
+import swinlite.extract
+from swinlite.extract import OUTPUT_FILES, ExtractionInterrupted, output_path, read_sources, run_extraction
+from swinlite.files import FOLDER_FILES
 from swinlite.lock import OutputLock
 
 
@@ -60,3 +63,30 @@ def test_a_run_into_a_folder_another_run_holds_is_refused_before_writing(tmp_pat
     ):
         assert run_extraction(model, PICO, imgs, out, (32, 32), progress=False).written == 1
     assert not (out / ".lock").exists()
+
+
+def test_the_output_checks_know_the_names_an_extraction_writes():
+    assert FOLDER_FILES["extract_features.py"] == OUTPUT_FILES
+
+
+@pytest.mark.parametrize(
+    ("sha256", "raised", "done"), [("ab" * 32, ExtractionInterrupted, 1), (None, KeyboardInterrupt, None)]
+)
+def test_ctrl_c_is_resumable_where_a_rerun_loads_the_same_weights(tmp_path: Path, monkeypatch, sha256, raised, done):
+    """Features of random initial weights (no weights file to hash) are refused by a rerun: no "rerun" hint then."""
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    for name in ("a.png", "b.png"):
+        Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(imgs / name)
+    save_features = swinlite.extract.save_features
+
+    def interrupted_at_b(path: Path, *rest) -> None:
+        if path.name.startswith("b"):
+            raise KeyboardInterrupt
+        save_features(path, *rest)
+
+    monkeypatch.setattr(swinlite.extract, "save_features", interrupted_at_b)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run_extraction(timm.create_model(PICO), PICO, imgs, tmp_path / "out", (32, 32), batch_size=1,
+                       progress=False, checkpoint_sha256=sha256)  # fmt: skip
+    assert type(caught.value) is raised and getattr(caught.value, "done", None) == done

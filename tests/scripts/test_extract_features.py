@@ -12,6 +12,7 @@ import timm
 import torch
 from pico import PICO
 from PIL import Image
+from scriptkit import run_script
 from torchvision.transforms import functional as TF
 
 from swinlite.features import is_complete_feature_file, load_embeddings, load_features, save_features
@@ -157,7 +158,7 @@ def test_bad_arguments(load_script, tmp_path, capsys, argv, message):
 def test_bad_input_paths(load_script, image_folder, tmp_path):
     with pytest.raises(ValueError, match=r"unknown model \(expected swinlite_\*\) 'resnet50'"):
         _run(load_script, "--model", "resnet50", "--input", tmp_path, "--output", tmp_path / "o")
-    with pytest.raises(ValueError, match="image folder or a text file"):
+    with pytest.raises(ValueError, match="an image folder, an image file or a text file"):
         _run(load_script, "--model", PICO, "--input", tmp_path / "nope", "--output", tmp_path / "o")
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="no image files"):
@@ -336,3 +337,41 @@ def test_a_list_takes_each_line_as_written(load_script, checkpoint, tmp_path, ca
     listing.write_text("images/b.png \n")
     with pytest.raises(ValueError, match=r"names 1 paths that are not image files, e.g. '.*images/b.png ' \(not there"):
         _run(load_script, *args, "--output", tmp_path / "out2")
+
+
+@pytest.mark.parametrize("name", ["cat/b.jpg", "dog/C.PNG"])
+def test_one_image_file_is_an_input_as_predict_reads_it(load_script, image_folder, checkpoint, tmp_path, capsys, name):
+    """It was refused ("input must be an image folder or a text file of image paths"); a file with an image extension
+    (any case) is an image, its feature file named after it."""
+    (image_folder / "dog" / "c.png").rename(image_folder / "dog" / "C.PNG")
+    out = tmp_path / "out"
+    args = ("--model", PICO, "--checkpoint", checkpoint[1], "--input", image_folder / name, "--output", out)
+    _run(load_script, *args)
+    assert "written 1, skipped (already whole) 0, failed 0" in capsys.readouterr().out
+    feats = load_features(out / "features" / f"{Path(name).name}.safetensors")
+    assert feats.source == str(image_folder / name)
+    assert load_embeddings(out / "embeddings.safetensors")[1] == [str(image_folder / name)]
+    _run(load_script, *args)
+    assert "written 0, skipped (already whole) 1, failed 0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("saves", "kept"), [(1, "the 1 image done is kept"), (2, "the 2 images done are kept")])
+def test_ctrl_c_says_a_rerun_continues_and_the_rerun_does(image_folder, checkpoint, tmp_path, capsys, saves, kept):
+    """It exited 130 saying "interrupted" alone, though a rerun skips the feature files already whole."""
+    import swinlite.extract
+
+    save_features, calls = swinlite.extract.save_features, []
+
+    def interrupted_after(*args, **kwargs):
+        if len(calls) == saves:
+            raise KeyboardInterrupt
+        calls.append(save_features(*args, **kwargs))
+
+    out = tmp_path / "out"
+    argv = ["--model", PICO, "--checkpoint", checkpoint[1], "--input", image_folder, "--output", out, "--no-progress"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(swinlite.extract, "save_features", interrupted_after)
+        assert run_script("extract_features", [*argv, "--batch-size", 1]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == f"interrupted; rerun the same command to continue ({kept})"
+    assert run_script("extract_features", argv) == 0
+    assert f"written {3 - saves}, skipped (already whole) {saves}, failed 1" in capsys.readouterr().out

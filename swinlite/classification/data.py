@@ -340,7 +340,10 @@ def route_posterize(transform: object) -> None:
 
 
 def check_data_dir(root: Path) -> None:
-    """ValueError naming the ImageFolder layout when ``root`` is no folder."""
+    """ValueError naming the ImageFolder layout when ``root`` is no folder; a file (an archive not yet unpacked) is
+    said to be one, not to be missing."""
+    if root.is_file():
+        raise ValueError(f"--data-dir {root} is a file; expected a folder holding train/<class>/* and val/<class>/*")
     if not root.is_dir():
         raise ValueError(f"--data-dir {root} does not exist: expected {root}/train/<class>/* and {root}/val/<class>/*")
 

@@ -430,14 +430,16 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """A config file's mapping of sections; ValueError naming the file for a missing one, a folder, text that is not
-    UTF-8, invalid YAML (the problem and its line and column; a key given twice) or another shape."""
+    UTF-8, invalid YAML (the problem and its line and column; a key given twice), no YAML at all (empty, or comments
+    only: the wrong file, one not yet saved; a run began on the code's defaults without a word, where ``{}`` says
+    so) or another shape."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"config file {path} is a folder; expected a YAML file")
     if not path.is_file():
         raise ValueError(f"config file {path} does not exist")
     try:
-        tree = load_yaml(path.read_text(encoding="utf-8")) or {}
+        tree = load_yaml(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
         line = e.object[: e.start].count(b"\n") + 1
         raise ValueError(
@@ -445,6 +447,11 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         ) from None
     except yaml.YAMLError as e:
         raise ValueError(f"config file {path} is not valid YAML: {_yaml_problem(e)}") from None
+    if tree is None:
+        raise ValueError(
+            f"config file {path} holds no settings (it is empty or only comments); expected a mapping of sections, "
+            "e.g. 'train: {epochs: 10}', or '{}' for the defaults"
+        )
     if not isinstance(tree, dict) or not all(isinstance(v, dict) for v in tree.values()):
         raise ValueError(f"config file {path} must hold a mapping of sections, e.g. 'train: {{epochs: 10}}'")
     return tree

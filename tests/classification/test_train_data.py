@@ -91,6 +91,8 @@ def test_an_elongated_val_image_replaced_after_the_scan_is_left_out_and_named_wh
     ("fault", "message"),
     [
         ("no_root", "--data-dir .* does not exist"),
+        # said it did not exist
+        ("root_a_file", r"--data-dir .*data.zip is a file; expected a folder holding train/<class>/\* and val/"),
         ("no_val", "missing split folder .*val"),
         ("no_classes", "holds no class folders"),
         ("empty_class", "class folder .*c1 has no readable images"),
@@ -104,6 +106,9 @@ def test_data_faults_are_clear_errors(tmp_path: Path, fault: str, message: str):
     root = make_folder(tmp_path / "data", per_class=2)
     if fault == "no_root":
         root = tmp_path / "nowhere"
+    elif fault == "root_a_file":
+        root = tmp_path / "data.zip"
+        root.write_bytes(b"PK")
     elif fault == "no_val":
         shutil.rmtree(root / "val")
     elif fault == "no_classes":

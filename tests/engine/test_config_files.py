@@ -61,7 +61,31 @@ def test_a_file_that_is_not_utf8_is_named_with_the_byte_and_its_line(tmp_path):
         _load(tmp_path, b"train:\n  output_dir: caf\x80\n")
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "# train:\n#   epochs: 3\n", "---\n"])
+def test_a_file_holding_no_settings_is_an_error_and_braces_mean_the_defaults(tmp_path, text: str):
+    """An empty file, or one of comments only, ran silently on the code's defaults: the wrong file, or one not yet
+    saved. ``{}`` says so, and gives the defaults."""
+    with pytest.raises(ValueError, match=r"^config file \S+c.yaml holds no settings \(it is empty or only comments\); "
+                                         r"expected a mapping of sections, e.g. 'train: \{epochs: 10\}', or '\{\}' "
+                                         r"for the defaults$"):  # fmt: skip
+        _load(tmp_path, text)
+    assert _load(tmp_path, "{}\n") == TASKS["classification"].config()
+
+
+@pytest.mark.parametrize("text", ["[]\n", "0\n", "''\n"])
+def test_an_empty_value_of_another_shape_is_no_mapping_of_sections(tmp_path, text: str):
+    """They were read as no settings, as an empty file was."""
+    with pytest.raises(ValueError, match=r"^config file \S+c.yaml must hold a mapping of sections"):
+        _load(tmp_path, text)
+
+
 def test_a_folder_given_as_the_config_file_is_called_a_folder(tmp_path, capsys):
     """It was 'does not exist'."""
     assert script_main("classification", ["--config", f"{tmp_path}/", "--print-config"]) == 2
     assert capsys.readouterr().err == f"error: config file {tmp_path} is a folder; expected a YAML file\n"
+
+
+def test_an_empty_config_file_is_one_error_line_of_the_training_script(tmp_path, capsys):
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    assert script_main("classification", ["--config", tmp_path / "empty.yaml", "--print-config"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: config file {tmp_path / 'empty.yaml'} holds no settings")

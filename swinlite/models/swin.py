@@ -1725,7 +1725,11 @@ class SwinTransformer(nn.Module):
         """Images as the patch embedding takes them: without the remainder past the last whole patch when
         ``mask_padding=False`` (torchvision's rule). Every forward's one step that sees the input's size: while
         ``torch.jit.trace`` records, it warns which sizes the trace serves (:meth:`_warn_trace_sizes`). An empty batch
-        stays empty (only a stage's blocks run a blank image in its place, :class:`SwinStage`)."""
+        stays empty (only a stage's blocks run a blank image in its place, :class:`SwinStage`). Under ``torch.compile``
+        the input's height and width are marked static (:func:`compile_at_image_size`)."""
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            if torch.compiler.is_compiling():
+                compile_at_image_size(x)
         images = pad_to_patches(x, self.patch_size) if self.mask_padding else crop_to_patches(x, self.patch_size)
         if not torch.jit.is_scripting():  # TorchScript skips this branch
             if torch.jit.is_tracing():
@@ -1766,6 +1770,25 @@ class SwinTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
+
+
+@torch.jit.unused
+def compile_at_image_size(x: torch.Tensor) -> None:
+    """While ``torch.compile`` traces (not ``torch.export``): mark the height and width of the images x [B, C, H, W]
+    static, so that the graph is traced at this image size; the batch stays as dynamo chooses.
+
+    Why: a graph serves one image size whatever dynamo is told. Every block decides in Python, from its map size,
+    whether to pad, whether to shift along each side and (fast path) how far to cut its window, and timm's patch
+    embedding formats the padded size into its check; dynamo guards on each. Traced with symbolic H and W (the
+    second size under automatic dynamic shapes, every size with ``dynamic=True``), each view and guard of every
+    block also had sympy prove facts about nested ceil divisions of H and W (the stage sizes, padded to the window,
+    the window cut to them): a second odd size took minutes to trace, not seconds, and its geometry was built in the
+    graph instead of read from the cache (:func:`cache_op_serves`). Static, a new size compiles as with
+    ``dynamic=False``; ``tests/models/test_compile_graph.py`` pins it. ``torch.export`` keeps H and W symbolic: its
+    graph builds the geometry from them (:func:`exporting`)."""
+    if not exporting():
+        torch._dynamo.mark_static(x, 2)  # inside a compiled region: specialises the size, with a guard on it
+        torch._dynamo.mark_static(x, 3)
 
 
 def _pretrained_windows(

@@ -7,6 +7,7 @@ import warnings
 import pytest
 import timm
 import torch
+from torch.fx.experimental.symbolic_shapes import has_static_value
 
 import swinlite  # noqa: F401  (registers the models)
 from swinlite.fast import blocks, linear_grad
@@ -28,8 +29,9 @@ def test_no_graph_breaks(train, fast):
 
 
 def test_symbolic_sizes_build_the_cut_windows_bias_index_in_the_graph():
-    """Under ``torch.compile(dynamic=True)`` a window cut to a small map has symbolic sides: its bias index is built
-    in the graph, not read from the eager cache (which dynamo would trace through with a warning)."""
+    """Under ``torch.compile(dynamic=True)`` a window cut to a small map computes what eager does, without dynamo
+    tracing through the eager cache's ``lru_cache`` (a warning). (H and W are static under compile since
+    ``compile_at_image_size``; ``torch.export`` is where the cut window's sides stay symbolic.)"""
     torch._dynamo.reset()
     model = _one_stage().eval()
     compiled = torch.compile(model, backend="eager", dynamic=True)
@@ -209,3 +211,32 @@ def test_only_a_frozen_graph_takes_onednn_linears(monkeypatch, frozen):
     linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
     assert targets.count("mkldnn._linear_pointwise") == (linears if frozen else 0)
     assert targets.count("swinlite.onednn_linear.default") == (0 if frozen else linears)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_new_image_size_is_traced_at_static_height_and_width(dynamic):
+    """A graph serves one image size (every block's padding, shift and window cut are Python decisions on its map
+    size), so a new size, under automatic dynamic shapes (``dynamic=None``) or with ``dynamic=True``, is traced with H
+    and W static and the geometry read from the cache; the batch is left to dynamo. Traced with symbolic H and W, sympy
+    reasoned about nested ceil divisions of them in every view and guard: a second odd size took minutes to trace."""
+    torch._dynamo.reset()
+    model = _one_stage().eval()
+    graphs = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(model, backend=backend, dynamic=dynamic)
+    with torch.no_grad():
+        for size in ((32, 32), (27, 41)):  # 27x41: a 14x21 map, padded to 16x24 windows
+            x = torch.randn(2, 3, *size)
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+    assert len(graphs) == 2  # one per size
+    for graph in graphs:
+        nodes = list(graph.graph.nodes)
+        (images,) = [n.meta["example_value"] for n in nodes if n.op == "placeholder" and n.name == "l_x_"]
+        assert has_static_value(images.shape[2]) and has_static_value(images.shape[3])  # H and W
+        assert has_static_value(images.shape[0]) != bool(dynamic)  # the batch as dynamo chose
+    targets = [str(n.target) for n in graphs[1].graph.nodes if n.op == "call_function"]
+    assert "swinlite.window_mask" in targets  # the mask from the cache, not built in the graph

@@ -23,6 +23,7 @@ from torch import nn
 from ..convert import misfit_note
 from ..hub import cached_weights, pretrained_kwargs
 from ..io import check_weights_file, read_metadata
+from ..weights import warn_if_resume_with_ema
 from .sections import ModelConfig
 
 _OFFLINE_HINT = (
@@ -99,7 +100,8 @@ def _check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
 def check_pretrained(cfg: ModelConfig) -> None:
     """ValueError for pretrained weights that cannot be had: no tag, no file, a cut download in the cache, or offline
     without them in the cache (the cache is looked in once; the hub asked, once and quickly, whether it answers only
-    when they are not there)."""
+    when they are not there). A file that is a run's resume.pt trained with EMA is warned of: its raw weights load
+    (:func:`~swinlite.weights.warn_if_resume_with_ema`), in every task, as every script warns."""
     if cfg.pretrained == "timm":
         raise ValueError("model.pretrained=timm is now model.pretrained=true (the weights of model.name's tag)")
     path = pretrained_file(cfg)
@@ -107,6 +109,9 @@ def check_pretrained(cfg: ModelConfig) -> None:
         if not Path(path).is_file():
             raise ValueError(f"model.pretrained {path!r} is not a file (true loads the weights of model.name's tag)")
         check_weights_file(path)  # a cut download: timm's loader failed with a traceback after the data scan
+        # every task's loader takes a resume.pt's raw weights, silently where it also holds their EMA: said here once
+        # for all of them (a --resume builds without model.pretrained: no warning)
+        warn_if_resume_with_ema(path, stacklevel=3)
         return
     if not cfg.pretrained:
         return

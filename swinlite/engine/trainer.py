@@ -68,6 +68,7 @@ BEST_FILES = ("best.safetensors", "best_ema.safetensors")  # written through a p
 GROUP_STATE = ("params", "lr", "step", "lookahead_step")
 ADVICE = "try a lower optim.lr, or optim.clip_grad"
 VAL_SET_KEYS = ("data.data_dir", "data.dataset")  # with each "data.val_*" key a task has: what picks its val set
+VAL_PREFIX = "data.val_"  # a task's val set paths (data.val_ann, data.val_images, ...); None: under data.data_dir
 
 
 class EvaluationFailed(ValueError):
@@ -94,10 +95,35 @@ def best_candidate(scores: dict[str, float], best: float) -> tuple[str, float] |
 
 
 def val_set(cfg: Any) -> dict[str, Any]:
-    """The settings that pick the validation set the best scores are of, by key: ``data.data_dir`` and
-    ``data.dataset`` in every task, and a task's ``data.val_*`` paths (detection's annotations and images,
-    segmentation's images and masks). Scores on two sets do not compare."""
-    return {k: v for k, v in flatten(to_dict(cfg)).items() if k in VAL_SET_KEYS or k.startswith("data.val_")}
+    """The settings that pick the validation set the best scores are of, by key, its paths resolved: ``data.dataset``
+    in every task, a task's ``data.val_*`` paths (detection's annotations and images, segmentation's images and
+    masks), and ``data.data_dir`` where the set lies under it (a task without such paths: classification's DIR/val;
+    one of them left None). Scores on two sets do not compare; one folder named two ways (``cls/``, ``./cls``, its
+    absolute path) is one set, and a relative path given from another working directory another."""
+    chosen = {k: v for k, v in flatten(to_dict(cfg)).items() if k in VAL_SET_KEYS or k.startswith(VAL_PREFIX)}
+    paths = [v for k, v in chosen.items() if k.startswith(VAL_PREFIX)]
+    if paths and None not in paths:  # the explicit paths are the whole set: data.data_dir picks none of it
+        del chosen["data.data_dir"]
+    return {k: _resolved(k, v) for k, v in chosen.items()}
+
+
+def _resolved(key: str, value: Any) -> Any:
+    """``value`` of the :func:`val_set` key ``key`` as compared: a path absolute, without ``~``, ``..`` or links."""
+    if key == "data.dataset" or value is None:
+        return value
+    return str(Path(value).expanduser().resolve())
+
+
+def val_set_changes(saved: dict[str, Any], cfg: Any) -> list[str]:
+    """``key: old -> new`` of each :func:`val_set` setting of ``cfg`` that differs from ``saved`` (a resume file's
+    record of it; a file from before paths were resolved records them as given, resolved here)."""
+    old = {k: _resolved(k, v) for k, v in saved.items()}
+    return [f"{k}: {old.get(k)} -> {v}" for k, v in val_set(cfg).items() if old.get(k) != v]
+
+
+def scored_epoch(history: list[dict[str, float]], keys: tuple[str, ...], best: float) -> tuple[int, str] | None:
+    """(epoch, key) of the first row of ``history`` whose score under one of ``keys`` is ``best``, or None."""
+    return next(((int(r["epoch"]), k) for r in history for k in keys if r.get(k) == best), None)
 
 
 @dataclass
@@ -113,6 +139,9 @@ class RunState:
     best: float = -math.inf  # the task's metric of best.safetensors
     best_ema: float = -math.inf  # the task's metric of best_ema.safetensors
     history: list[dict[str, float]] = field(default_factory=list)
+    # the epoch whose weights best.safetensors holds (None: none yet, or none since the val set changed): a score
+    # equal to ``best`` in an earlier row may be of the old val set
+    best_epoch: int | None = None
 
 
 class Trainer:
@@ -168,6 +197,7 @@ class Trainer:
             "micro_batch": [self.cfg.data.batch_size, self.cfg.optim.accum_steps],  # what ``batch`` counts
             "best": self.state.best,
             "best_ema": self.state.best_ema,
+            "best_epoch": self.state.best_epoch,
             "val_set": val_set(self.cfg),  # what the best scores are of
             "history": self.state.history,
             "rng": [p["rng"] for p in per_process],  # one per process
@@ -191,7 +221,9 @@ class Trainer:
         self.state = RunState(
             saved["epoch"], step, batch, dict(sums), count, seconds, saved["best"], saved["best_ema"], saved["history"]
         )
-        self._restart_best(saved.get("val_set", val_set(self.cfg)))  # (a file from before it was saved: this run's)
+        self.state.best_epoch = saved["best_epoch"] if "best_epoch" in saved else self._first_best_epoch()
+        if self.state.epoch < self.cfg.train.epochs:  # only where an evaluation follows (nothing is scored else)
+            self._restart_best(saved.get("val_set", val_set(self.cfg)))  # (a file from before it was saved: this run's)
         if self.tensorboard is not None:  # drop the events a killed run wrote after this point: those of later steps;
             # of an epoch saved trained but not evaluated, its row too, logged at its last step (whose scalars return)
             evaluated = batch < self.batches
@@ -207,7 +239,7 @@ class Trainer:
         resume file's :func:`val_set`): a score of the new set is no better or worse than one of the old, yet it
         replaced best.safetensors when higher, and was passed over when lower. The next evaluation's weights become
         the best, said in a note naming the old scores."""
-        changed = [f"{k}: {saved.get(k)} -> {v}" for k, v in val_set(self.cfg).items() if saved.get(k) != v]
+        changed = val_set_changes(saved, self.cfg)
         if not changed:
             return
         metric, state = self.task.metric, self.state
@@ -218,6 +250,15 @@ class Trainer:
                      f"({', '.join(changed)}), which does not compare with this one: the best restarts, the next "
                      f"evaluation's weights replace {' and '.join(scored)}")  # fmt: skip
         state.best = state.best_ema = -math.inf
+        state.best_epoch = None
+
+    def _first_best_epoch(self) -> int | None:
+        """The epoch of best.safetensors as a resume file from before "best_epoch" was saved tells it: the first whose
+        score is its best (after a restart of the best, an epoch of the old val set may score the same: such a file
+        cannot tell them apart)."""
+        metric = self.task.metric
+        found = scored_epoch(self.state.history, (metric, f"{metric}_ema"), self.state.best)
+        return None if found is None else found[0]
 
     def _restore_files(self) -> None:
         """Bring the files back to the resume file's point, as TensorBoard's events are: a save that a kill cut short
@@ -481,7 +522,7 @@ class Trainer:
             state.batch, state.sums, state.count, state.seconds = 0, {}, 0, 0.0
             best = self._best_candidate(row)
             if best is not None:
-                state.best = best[1]
+                state.best, state.best_epoch = best[1], state.epoch
             per_process = all_gather_object({"rng": rng_state(), "partial": ({}, 0)}, self.dist)
             if self.dist.is_main:
                 self.save(row, best, per_process)
@@ -502,11 +543,11 @@ class Trainer:
 
     def report(self) -> None:
         """The best score and where every file is."""
-        metric, history = self.task.metric, self.state.history
-        best = self.state.best
-        found = next(((r["epoch"], k) for r in history for k in (metric, f"{metric}_ema") if r.get(k) == best), None)
+        metric, state = self.task.metric, self.state
+        row = [] if state.best_epoch is None else state.history[state.best_epoch - 1 : state.best_epoch]
+        found = scored_epoch(row, (metric, f"{metric}_ema"), state.best)
         if found is not None:  # the EMA weights' score is named as theirs
-            self.log(f"done: best {found[1]} {best:.2f} at epoch {int(found[0])}")
+            self.log(f"done: best {found[1]} {state.best:.2f} at epoch {found[0]}")
         files = [("metrics.csv", "metrics"), ("curves.png", "curves"), ("best.safetensors", "best weights")]
         files += [("last.safetensors", "last weights")]
         if self.ema is not None:

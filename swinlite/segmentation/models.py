@@ -245,4 +245,12 @@ def _load_upernet(model: UperNet, state: dict[str, torch.Tensor], source: str) -
         fresh += other
     if notes:
         warnings.warn(f"{source}: {'; '.join(notes)}", stacklevel=3)
-    load_strict(model, state, source, may_start_fresh=tuple(fresh))
+    try:
+        load_strict(model, state, source, may_start_fresh=tuple(fresh))
+    except ValueError as e:  # e.g. a backbone of another model.kwargs.out_norm: its keys alone named, no cause
+        if "does not fit" not in str(e):
+            raise
+        raise ValueError(
+            f"{e}; an UperNet's weights load whole into an UperNet built alike (model.name, model.head_channels, "
+            "model.pool_scales, model.aux_channels, model.kwargs (out_norm included) as the run that wrote them)"
+        ) from None

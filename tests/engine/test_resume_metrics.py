@@ -11,7 +11,7 @@ import pytest
 from enginekit import TASKS, tiny_config
 
 from swinlite.engine import run, trainer
-from swinlite.engine.checkpoint import load_resume
+from swinlite.engine.checkpoint import load_resume, save_resume
 from swinlite.io import read_metadata
 
 TASK = TASKS["classification"]
@@ -109,3 +109,108 @@ def test_a_resume_on_the_same_validation_set_keeps_the_best(folder, tmp_path, ca
 )
 def test_the_validation_set_is_the_data_folder_and_the_val_paths_of_each_task(task, keys):
     assert set(trainer.val_set(TASKS[task].config())) == {"data.data_dir", "data.dataset", *keys}
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("data", "data/"),  # a trailing slash
+        ("./data", "data"),
+        ("data", "{tmp}/data"),  # relative, then absolute
+        ("{tmp}/data", "./data/../data"),
+    ],
+)
+def test_one_data_folder_named_two_ways_keeps_the_best(first, then, folder, tmp_path, capsys, monkeypatch):
+    """The paths were compared as strings: ``cls`` and ``cls/`` restarted the best, and best.safetensors took epoch 2's
+    worse weights on the very same val set. They compare resolved."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    scored([90.0, 50.0], monkeypatch)
+    run(TASK, config(first.format(tmp=tmp_path), out, **{"train.epochs": 1}))  # as given, not as Path spells it
+    run(TASK, config(then.format(tmp=tmp_path), out, **{"train.epochs": 2}), resume=True)
+    assert "validation set" not in capsys.readouterr().out
+    assert read_metadata(out / "best.safetensors")["epoch"] == 1
+
+
+def val_config(task: str, data_dir: str, **paths: str | None) -> Any:
+    """The config of ``task`` on ``data_dir`` with the ``data.val_*`` ``paths`` given (None: left unset)."""
+    settings = {"data.data_dir": data_dir, **{f"data.{k}": "null" if v is None else v for k, v in paths.items()}}
+    return TASKS[task].load_config(None, [f"{k}={v}" for k, v in settings.items()])
+
+
+DET_VAL = {"val_ann": "det/ann.json", "val_images": "det/images"}
+SEG_VAL = {"val_images": "seg/images", "val_masks": "seg/masks"}
+
+
+@pytest.mark.parametrize(
+    ("task", "before", "after"),
+    [
+        ("detection", DET_VAL, {**DET_VAL, "val_ann": "./det/ann.json"}),
+        ("detection", DET_VAL, {"val_ann": "det//ann.json", "val_images": "det/x/../images/"}),
+        ("segmentation", SEG_VAL, {**SEG_VAL, "val_masks": "./seg/masks/"}),
+    ],
+)
+def test_a_val_path_named_two_ways_is_one_validation_set(task, before, after, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    saved = trainer.val_set(val_config(task, "d", **before))
+    assert trainer.val_set_changes(saved, val_config(task, "d", **after)) == []
+    absolute = {k: str(tmp_path / v) for k, v in before.items()}
+    assert trainer.val_set_changes(saved, val_config(task, "d", **absolute)) == []
+
+
+@pytest.mark.parametrize(
+    ("task", "paths", "changed"),
+    [
+        ("detection", DET_VAL, []),  # the explicit paths are the whole val set
+        ("segmentation", SEG_VAL, []),
+        ("detection", {**DET_VAL, "val_images": None}, ["data.data_dir"]),  # its images under DIR
+        ("segmentation", {**SEG_VAL, "val_masks": None}, ["data.data_dir"]),
+        ("classification", {}, ["data.data_dir"]),  # DIR/val
+    ],
+)
+def test_the_data_folder_changes_the_validation_set_only_where_it_holds_it(task, paths, changed, tmp_path):
+    """data.data_dir restarted the best though data.val_ann and data.val_images (or segmentation's images and masks)
+    named the val set, unchanged: it counts only where a val path is left under it, or the task has none."""
+    saved = trainer.val_set(val_config(task, str(tmp_path / "old"), **paths))
+    differ = trainer.val_set_changes(saved, val_config(task, str(tmp_path / "new"), **paths))
+    assert [line.partition(":")[0] for line in differ] == changed
+
+
+def test_the_summary_names_the_epoch_of_the_best_weights_after_a_restart(folder, tmp_path, capsys, monkeypatch):
+    """After the val set changed, the summary named the first epoch scoring the best score: epoch 1's 90, of the old
+    set, while best.safetensors held epoch 3's 90 of the new one. It names epoch 3, and still does after a further
+    resume (the epoch is in resume.pt)."""
+    other, out = shutil.copytree(folder, tmp_path / "other"), tmp_path / "run"
+    scored([90.0, 50.0, 90.0, 80.0], monkeypatch)
+    run(TASK, config(folder, out, **{"train.epochs": 1}))
+    for epochs in (3, 4):
+        capsys.readouterr()
+        run(TASK, config(other, out, **{"train.epochs": epochs}), resume=True)
+        assert "done: best val_top1 90.00 at epoch 3\n" in capsys.readouterr().out
+        assert read_metadata(out / "best.safetensors")["epoch"] == 3
+
+
+def test_a_resume_file_without_the_best_epoch_names_the_first_epoch_of_the_best_score(
+    folder, tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "run"
+    scored([50.0, 90.0, 80.0], monkeypatch)
+    run(TASK, config(folder, out, **{"train.epochs": 2}))
+    saved = load_resume(out / "resume.pt")
+    del saved["best_epoch"]  # as a run of an older swinlite wrote it
+    save_resume(out / "resume.pt", saved)
+    capsys.readouterr()
+    run(TASK, config(folder, out, **{"train.epochs": 3}), resume=True)
+    assert "done: best val_top1 90.00 at epoch 2\n" in capsys.readouterr().out
+
+
+def test_a_resume_with_no_epoch_left_keeps_the_best_of_another_validation_set(folder, tmp_path, capsys, monkeypatch):
+    """Nothing is evaluated: no note that the best restarts, and it does not (the summary names it)."""
+    other, out = shutil.copytree(folder, tmp_path / "other"), tmp_path / "run"
+    scored([90.0], monkeypatch)
+    run(TASK, config(folder, out, **{"train.epochs": 1}))
+    capsys.readouterr()
+    run(TASK, config(other, out, **{"train.epochs": 1}), resume=True)
+    log = capsys.readouterr().out
+    assert "validation set" not in log
+    assert "done: best val_top1 90.00 at epoch 1\n" in log

@@ -167,3 +167,18 @@ def test_pretrained_backbone_file_or_whole_upernet_file(tmp_path):
         warnings.simplefilter("error")  # the same classes: no "classifiers start fresh (3 classes in the file, 3 here)"
         with pytest.raises(ValueError, match="does not fit UperNet exactly"):
             build_upernet(wider, 3)
+
+
+@pytest.mark.parametrize(("written", "built"), [({"out_norm": False}, {}), ({}, {"out_norm": False})])
+def test_a_whole_upernet_of_another_out_norm_is_refused_with_the_settings_to_match(tmp_path, written, built):
+    """The refusal listed the missing (or surplus) out_norms keys alone; as detection's, it says the file loads whole
+    into an UperNet built as the run that wrote it."""
+    trained = build_upernet(SegModelConfig(name=PICO, kwargs=written, **HEAD), 3)
+    save_safetensors(tmp_path / "seg.safetensors", trained.state_dict())
+    cfg = SegModelConfig(name=PICO, pretrained=str(tmp_path / "seg.safetensors"), kwargs=built, **HEAD)
+    with pytest.raises(ValueError, match="out_norms") as refused:
+        build_upernet(cfg, 3)
+    assert str(refused.value).endswith(
+        "; an UperNet's weights load whole into an UperNet built alike (model.name, model.head_channels, "
+        "model.pool_scales, model.aux_channels, model.kwargs (out_norm included) as the run that wrote them)"
+    )

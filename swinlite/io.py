@@ -107,6 +107,24 @@ def holds_ema(path: str | os.PathLike) -> bool:
     return bool(found) and found[0] in EMA_KEYS  # what unwrap_checkpoint takes
 
 
+def holds_resume_ema(path: str | os.PathLike, data: bytes | None = None) -> bool:
+    """Whether ``path`` (its bytes ``data`` where given) is a swinlite run's resume state trained with EMA: a torch
+    file holding state dicts under ``model`` and ``ema`` (without EMA, its ``ema`` is None). :func:`read_state_dict`
+    gives its ``model``; no reader takes its ``ema``. False for any other file (a safetensors file is not read as a
+    torch one: its header length would read as a pickle protocol, with torch's warning)."""
+    if _holds_safetensors(Path(path), data):
+        return False
+    try:
+        source = path if data is None else io.BytesIO(data)
+        checkpoint = torch.load(source, map_location="cpu", weights_only=True, mmap=data is None)
+    except Exception:  # no torch file mmap reads: no resume state
+        return False
+    if not isinstance(checkpoint, Mapping):
+        return False
+    parts = [checkpoint.get(key) for key in ("model", "ema")]
+    return all(isinstance(part, Mapping) and any(isinstance(v, torch.Tensor) for v in part.values()) for part in parts)
+
+
 def _check_file(path: Path) -> None:
     if not path.exists():
         raise ValueError(f"checkpoint {str(path)!r} does not exist")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import fnmatch
-import io
 import os
 import warnings
 from collections.abc import Iterator, Mapping
@@ -34,7 +33,7 @@ from .convert import (
     shape_mismatch,
 )
 from .hub import cached_weights, has_weights, pretrained_kwargs
-from .io import holds_ema, read_metadata, read_state_dict
+from .io import holds_ema, holds_resume_ema, read_metadata, read_state_dict
 from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
 from .models.swin import SwinTransformer
 
@@ -78,28 +77,13 @@ def warn_if_resume_with_ema(path: str | os.PathLike, data: bytes | None = None, 
     no reader takes), and a user who trained with EMA and points a script at it may think they get those. No warning
     for another file, a ``resume.pt`` without EMA included. ``stacklevel``: as :func:`warnings.warn` counts it from
     the caller (2: the caller's line)."""
-    if _holds_resume_ema(path, data):
+    if holds_resume_ema(path, data):
         warnings.warn(
             f"{path} is a run's resume state: its weights are the raw ones (its 'model'), though it also holds their "
             "EMA (its 'ema'); for the EMA weights load the run's ema.safetensors (a script's --ema with the run's "
             "last.safetensors)",
             stacklevel=stacklevel,
         )
-
-
-def _holds_resume_ema(path: str | os.PathLike, data: bytes | None) -> bool:
-    """Whether the torch file ``path`` (its bytes ``data``) holds state dicts under ``model`` and ``ema``: a swinlite
-    run's resume state, trained with EMA (without, its ``ema`` is None)."""
-    try:
-        checkpoint = torch.load(
-            path if data is None else io.BytesIO(data), map_location="cpu", weights_only=True, mmap=data is None
-        )
-    except Exception:  # safetensors, or no torch file mmap reads: no resume state
-        return False
-    if not isinstance(checkpoint, Mapping):
-        return False
-    parts = [checkpoint.get(key) for key in ("model", "ema")]
-    return all(isinstance(part, Mapping) and any(isinstance(v, torch.Tensor) for v in part.values()) for part in parts)
 
 
 def _records(path: Path, kind: str) -> bool:

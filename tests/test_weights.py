@@ -268,3 +268,20 @@ def test_a_resume_file_gives_its_raw_weights_saying_so_where_it_holds_their_ema(
         assert all(w.filename == __file__ for w in caught)
     assert loaded.keys() == model.state_dict().keys()
     assert all(torch.equal(loaded[k], v) for k, v in model.state_dict().items())  # the raw weights
+
+
+def test_a_safetensors_file_whose_header_reads_as_a_pickle_protocol_loads_without_a_word(tmp_path):
+    """A header length of 0x..80 starts the file with byte 0x80, a pickle's PROTO: read as a torch file to look for
+    a resume state's EMA, it gave torch's 'Detected pickle protocol' warning for a plain weights file."""
+    model = timm.create_model(PICO, num_classes=3)
+    path = tmp_path / "w.safetensors"
+    for pad in range(256):  # safetensors pads its header to 8 bytes: some pad gives a low byte of 0x80
+        save_file(model.state_dict(), path, {"pad": "x" * pad})
+        if path.read_bytes()[0] == 0x80:
+            break
+    assert path.read_bytes()[0] == 0x80
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for data in (None, path.read_bytes()):
+            load_model(path, PICO, data=data)
+    assert [str(w.message) for w in caught] == []

@@ -5,8 +5,9 @@ from the file, and a flag that contradicts it is an error. swinlite, timm, offic
 torchvision Swin checkpoints are read too: pass --model for those, and --class-order where their class folders
 order otherwise sorted than naturally (which order the outputs follow depends on the code that trained them).
 Loading is strict. eval.json records the checkpoint, --data-dir, --split and --amp with the numbers; a folder
-holding an earlier run's outputs (this script's eval.json or confusion_matrix.png, or another's that writes an
---output-dir: detect.py's drawings, ...) is refused unless --overwrite, which removes them all.
+holding an earlier run's outputs (this script's eval.json and confusion_matrix.png) is refused unless --overwrite,
+which removes them all; one holding another task's or extract_features.py's / visualize.py's outputs is refused
+either way (--overwrite never removes them).
 
 Examples:
     python scripts/evaluate.py --checkpoint runs/demo/best.safetensors --data-dir data/digits
@@ -43,9 +44,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--output-dir", type=Path, help="for eval.json and confusion_matrix.png (default: the checkpoint's folder)"
     )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace the outputs of an earlier run (or another script's) in it"
-    )
+    parser.add_argument("--overwrite", action="store_true", help="replace this script's earlier outputs in it")
     args = parser.parse_args(argv)
     if args.batch_size < 1 or args.num_workers < 0 or (args.img_size is not None and args.img_size < 1):
         parser.error("--batch-size and --img-size must be at least 1, --num-workers at least 0")

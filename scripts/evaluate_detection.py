@@ -3,9 +3,10 @@
 Prints pycocotools' summary (box AP, and mask AP for Mask R-CNN) and writes OUT/eval.json (the AP values in percent;
 null for an object size the data has none of; and the data, split and --amp evaluated) and OUT/detections.json (the
 COCO results), beside the checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this script,
-or of another that writes an --output-dir: detect.py's detections.json and drawings, ...) is refused unless
---overwrite, which removes them all. The data's categories must be the checkpoint's (the same ids and
-names; it may list fewer). Mask R-CNN on data without a segmentation on every object gives box AP only, with a note.
+or of detect.py) is refused unless --overwrite, which removes them all; one holding another task's or
+extract_features.py's / visualize.py's outputs is refused either way. The data's categories must be the
+checkpoint's (the same ids and names; it may list fewer). Mask R-CNN on data without a segmentation on every
+object gives box AP only, with a note.
 An image that is missing, does not decode or is not the size its annotation says is left out of the AP and named.
 Data without an object to score (none, or only iscrowd or empty ones) is an error: its AP would be NaN; so is an
 evaluation that scores no image (every one left out, e.g. none decodes) or none with an object.
@@ -35,7 +36,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_amp_argument()
     parser.add_argument("--output-dir", type=Path, help="for eval.json and detections.json (default: the checkpoint's)")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace the outputs of an earlier run (or another script's) in it"
+        "--overwrite", action="store_true", help="replace evaluate_detection.py's and detect.py's earlier outputs in it"
     )
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.ann and args.images):

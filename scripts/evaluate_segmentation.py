@@ -2,8 +2,9 @@
 
 Prints the per-class table and writes OUT/eval.json (mIoU, mAcc, aAcc and each class's IoU and accuracy in percent,
 null where a class is absent; and the data, split and --amp evaluated) and OUT/per_class_iou.csv, beside the
-checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this script, or of another that writes
-an --output-dir: segment.py's label maps, ...) is refused unless --overwrite, which removes them all. The data:
+checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this script, or of segment.py) is
+refused unless --overwrite, which removes them all; one holding another task's or extract_features.py's /
+visualize.py's outputs is refused either way. The data:
 --data-dir in ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split validation or training), or
 --images and --masks folders. Masks are read as the checkpoint's run read them (classes, ignore_index,
 reduce_zero_label); images and masks that do not pair up are named and left out, and so are images with a view
@@ -64,7 +65,9 @@ def parse_args(argv: list[str] | None = None):
         "--output-dir", type=Path, help="for eval.json and per_class_iou.csv (default: the checkpoint's)"
     )
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace the outputs of an earlier run (or another script's) in it"
+        "--overwrite",
+        action="store_true",
+        help="replace evaluate_segmentation.py's and segment.py's earlier outputs in it",
     )
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.images and args.masks):

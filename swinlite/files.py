@@ -528,7 +528,9 @@ def _not_numbered(folder: Path) -> list[Path]:
 # What each script that writes into an --output-dir writes there, by task: one folder may be given to both
 # scripts of a task (evaluate_detection.py after detect.py, with another checkpoint), so each takes the files of
 # both for an earlier run's outputs (check_output_dir) and a folder only ever holds one run's. Another task's
-# names are the user's own files to them (segment.py into a dataset root beside its images/).
+# script's whole set of outputs (held_outputs) refuses the folder; one of its names alone is the user's own file
+# (segment.py into a dataset root beside its images/). A name written by two tasks (eval.json, sources.json) is a
+# task's only beside its task's other names.
 OUTPUT_DIR_FILES: dict[str, dict[str, tuple[str, ...]]] = {
     "classification": {"evaluate.py": ("eval.json", "confusion_matrix.png")},
     "detection": {"detect.py": ("detections.json", "images", "sources.json"),
@@ -600,12 +602,53 @@ def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:
     names = [name for names in EVALUATIONS_BY_TASK.values() for name in names]
     for scripts in OUTPUT_DIR_FILES.values():
         for written in scripts.values():
-            drawings = [name for name in written if name in DRAWINGS]
-            lists = [name for name in written if name not in DRAWINGS]
-            drawn = any((folder / name).is_dir() for name in drawings)
-            if drawn and all((folder / name).is_file() for name in lists):
+            if any(name in DRAWINGS for name in written) and _whole(folder, written):
                 names += written
     return tuple(dict.fromkeys(names))
+
+
+def _whole(folder: Path, written: tuple[str, ...]) -> bool:
+    """Whether ``folder`` holds the whole set ``written`` of a script's outputs, as it writes them: each file, and
+    one of its :data:`DRAWINGS` folders where it has them (a drawing script that found no image to draw writes none)."""
+    drawings = [name for name in written if name in DRAWINGS]
+    lists = [name for name in written if name not in DRAWINGS]
+    drawn = not drawings or any((folder / name).is_dir() for name in drawings)
+    return drawn and all((folder / name).is_file() for name in lists)
+
+
+def _held(folder: Path, name: str) -> bool:
+    """Whether ``folder`` holds the output ``name`` (a glob pattern): a file, or a folder holding anything."""
+    return any(p.is_file() or p.is_dir() and _visible(p) for p in folder.glob(name))
+
+
+def _names(scripts: dict[str, tuple[str, ...]]) -> list[str]:
+    """The names ``scripts`` (a task's of :data:`OUTPUT_DIR_FILES`) write, each once."""
+    return list(dict.fromkeys(name for written in scripts.values() for name in written))
+
+
+def shared_names(task: str) -> tuple[str, ...]:
+    """The names of ``task``'s scripts (:data:`OUTPUT_DIR_FILES`) that another task's scripts write too
+    (``eval.json``; ``sources.json``): which task's one is, only its task's other names beside it tell."""
+    others = {name for other, scripts in OUTPUT_DIR_FILES.items() if other != task for name in _names(scripts)}
+    return tuple(name for written in OUTPUT_DIR_FILES[task].values() for name in written if name in others)
+
+
+def held_outputs(folder: str | os.PathLike, task: str) -> dict[str, list[str]]:
+    """What ``folder`` holds of the outputs of scripts that are not ``task``'s, by script: another task's script's
+    (:data:`OUTPUT_DIR_FILES`) where its whole set is there (:func:`_whole`: one of its names alone is the user's
+    file), ``extract_features.py``'s or ``visualize.py``'s (:data:`FOLDER_FILES`) where one of its files is (its
+    ``features/`` alone is no file of it: a run's ``features/`` is an extraction's folder of its own)."""
+    folder = Path(folder)
+    held: dict[str, list[str]] = {}
+    for other, scripts in OUTPUT_DIR_FILES.items():
+        for script, written in scripts.items():
+            if other != task and _whole(folder, written):
+                held[script] = [name for name in written if _held(folder, name)]
+    for script, patterns in FOLDER_FILES.items():
+        paths = [p for pattern in patterns for p in sorted(folder.glob(pattern))]
+        if any(p.is_file() for p in paths):
+            held[script] = [p.name for p in paths if p.is_file() or p.is_dir() and _visible(p)]
+    return held
 
 
 # What the scripts that write an --output folder of their own write there (glob patterns: visualize.py draws one
@@ -662,14 +705,41 @@ def check_output_dir(
     (evaluate_detection.py's detections.json beside detect.py's drawings of another checkpoint was a mix of two
     runs): :func:`check_output` is given all of them (no input may be replaced, nor lie in a folder that is
     emptied), and :func:`earlier_outputs` refuses a folder holding any unless ``overwrite`` (a folder of
-    :data:`DRAWINGS` holding files no run wrote, even then).
+    :data:`DRAWINGS` holding files no run wrote, even then). A folder holding another script's outputs
+    (:func:`held_outputs`: another task's, ``extract_features.py``'s, ``visualize.py``'s) is refused even with
+    ``overwrite``, naming them (evaluate_detection.py --overwrite removed segment.py's sources.json and left its
+    label maps beside its results), and so is one holding a name several tasks write (``eval.json``) without the
+    other outputs that make it this task's (:func:`_check_shared`). A training run's own files are none of these:
+    the evaluations write beside the checkpoint by default.
 
     Raises:
-        ValueError: :func:`check_output`'s and :func:`earlier_outputs`' refusals, naming ``option``.
+        ValueError: :func:`check_output`'s and :func:`earlier_outputs`' refusals, and those above, naming ``option``.
     """
-    names = list(dict.fromkeys(name for written in OUTPUT_DIR_FILES[task].values() for name in written))
+    names = _names(OUTPUT_DIR_FILES[task])
     check_output(out, inputs, option=option, folder=True, names=names)
+    theirs = held_outputs(out, task)
+    if theirs:
+        held = "; ".join(f"{script}'s outputs ({', '.join(found)})" for script, found in theirs.items())
+        why = f"--overwrite replaces only {task}'s"
+        raise ValueError(f"{option} {out} holds {held}: choose another --output-dir ({why})")
+    _check_shared(Path(out), task, option)
     return earlier_outputs(out, names, overwrite, option, numbered=DRAWINGS)
+
+
+def _check_shared(folder: Path, task: str, option: str) -> None:
+    """Refuse ``folder`` where it holds one of ``task``'s names that another task's scripts write too
+    (:func:`shared_names`: ``eval.json``) beside none of ``task``'s own names (``eval.json`` beside
+    ``confusion_matrix.png`` is classification's, beside ``segment.py``'s label maps segmentation's): no script records
+    its task in it, and removing it with ``--overwrite`` could remove another task's."""
+    shared = shared_names(task)
+    if any(_held(folder, name) for name in _names(OUTPUT_DIR_FILES[task]) if name not in shared):
+        return
+    lone = next((name for name in shared if _held(folder, name)), None)
+    if lone is not None:
+        raise ValueError(
+            f"{option} {folder} holds {lone} beside none of {task}'s other outputs: it may be another task's (several "
+            f"tasks write a {lone}, and it records none); move it, or choose another folder"
+        )
 
 
 def earlier_outputs(

@@ -74,7 +74,8 @@ def f(tmp_path_factory) -> SimpleNamespace:
     detection = {"task": "detection", "classes": ["a"], "category_ids": [1], "detector": {"kind": "faster_rcnn"}}
     _save(root / "detector.safetensors", {"backbone.body.x": torch.zeros(1)}, detection)
     (root / "a_file").write_text("not a folder")
-    Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(root / "bias_stage0.png")
+    (root / "v").mkdir()  # visualize.py's folder: a bias_stage0.png would refuse the evaluations there
+    Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(root / "v" / "bias_stage0.png")
     os.symlink(ns.ckpt, root / "link.safetensors")
     return ns
 
@@ -105,7 +106,7 @@ CASES = {
     "extract_size_below_one_patch": ("extract_features", "--checkpoint {ckpt} --input {images} --output {r}/o "
                                      "--size 1 1", f"--size 1 1 is smaller than one patch of {PICO}: expected H >= 2"),
     "visualize_output_is_a_file": ("visualize", "--checkpoint {ckpt} --output {r}/a_file", "expected a folder"),
-    "visualize_writes_over_its_image": ("visualize", "--checkpoint {ckpt} --image {r}/bias_stage0.png --output {r}",
+    "visualize_writes_over_its_image": ("visualize", "--checkpoint {ckpt} --image {r}/v/bias_stage0.png --output {r}/v",
                                         "would replace the input"),
     "evaluate_output_dir_is_a_file": ("evaluate", "--checkpoint {ckpt} --data-dir {data} --output-dir {r}/a_file",
                                       "is a file; expected a folder"),

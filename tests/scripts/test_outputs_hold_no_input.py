@@ -107,7 +107,7 @@ def test_extract_refuses_a_listed_image_inside_its_features_folder(tmp_path, cap
 EVALUATIONS = {
     "evaluate": ("confusion_matrix.png", ["--data-dir", "data"]),
     "evaluate_detection": ("detections.json", ["--data-dir", "data"]),  # as detect.py left it there
-    "evaluate_segmentation": ("eval.json", ["--images", "data", "--masks", "data"]),
+    "evaluate_segmentation": ("per_class_iou.csv", ["--images", "data", "--masks", "data"]),  # eval.json: any task's
 }
 
 
@@ -155,11 +155,16 @@ def _refused(tmp_path: Path, capsys, script: str, *extra: object) -> str:
 def test_the_other_script_of_a_tasks_results_are_refused_unless_overwrite(tmp_path, capsys, script, found):
     """evaluate_detection.py --overwrite into detect.py's folder (of another checkpoint) replaced detections.json and
     left the drawings and sources.json beside its eval.json; detect.py left an evaluation's eval.json beside its
-    drawings. The two scripts of a task count each other's results as an earlier run's."""
+    drawings. The two scripts of a task count each other's results as an earlier run's (eval.json and sources.json,
+    which other tasks write too, beside the task's detections.json)."""
     (tmp_path / "out" / found).parent.mkdir(parents=True)
     (tmp_path / "out" / found).write_bytes(b"an earlier run's")
+    shared = found in files.shared_names("detection")
+    if shared:
+        (tmp_path / "out" / "detections.json").write_bytes(b"an earlier run's")
     error = _refused(tmp_path, capsys, script)
-    assert f"--output-dir {tmp_path / 'out'} holds an earlier run's {found.split('/')[0]}: pass --overwrite" in error
+    held = ", ".join(sorted([found.split("/")[0], *["detections.json"] * shared]))
+    assert f"--output-dir {tmp_path / 'out'} holds an earlier run's {held}: pass --overwrite" in error
     assert (tmp_path / "out" / found).read_bytes() == b"an earlier run's"
 
 

@@ -7,11 +7,12 @@ each drawing's file name to the image it was drawn from. The detector itself kee
 boxes an image (default 100) scoring at least model.score_thresh (default 0.05), the settings it was evaluated with:
 a lower --score-thresh finds no more. OUT may not lie inside an input folder (its drawings would be read as input
 next time), nor an input inside OUT/images (--overwrite empties it). An OUT holding an earlier run's outputs (of this
-script, or of another that writes an --output-dir: evaluate_detection.py's eval.json too) is refused unless
---overwrite, which removes them all first: OUT then holds this run's alone. Unreadable images, and images too thin for
-the detector's resize, are named and skipped; if no image is left that is an error. A path that is not UTF-8 is kept
-exactly in detections.json (the JSON string decodes to Python's surrogate-escaped file name: os.fsencode gives back
-its bytes) and printed with escapes.
+script, or of evaluate_detection.py) is refused unless --overwrite, which removes them all once this run has its
+first drawing to write (a run that draws nothing leaves them): OUT then holds this run's alone; one holding another
+task's or extract_features.py's / visualize.py's outputs is refused either way. Unreadable images, and images too
+thin for the detector's resize, are named and skipped; if no image is left that is an error. A path that is not
+UTF-8 is kept exactly in detections.json (the JSON string decodes to Python's surrogate-escaped file name:
+os.fsencode gives back its bytes) and printed with escapes.
 
 --onnx FILE runs a detector exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the categories and sizes recorded in the file, and writes the same detections.json, drawings and
@@ -38,7 +39,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--score-thresh", type=float, default=0.5, help="lowest score kept (default: %(default)s)")
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace an earlier run's outputs (any script's) in --output-dir"
+        "--overwrite", action="store_true", help="replace detect.py's and evaluate_detection.py's earlier outputs"
     )
     args = parser.parse_args(argv)
     if args.onnx is not None and args.device is not None:
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.config import DetModelConfig
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import resolve_device
-    from swinlite.files import atomic_write_png, check_output_dir, decoded, list_images, numbered_name, remove_outputs
+    from swinlite.files import atomic_write_png, check_output_dir, decoded, list_images, numbered_name
     from swinlite.predictions import detection_entries
 
     out = args.output_dir
@@ -69,7 +70,6 @@ def main(argv: list[str] | None = None) -> int:
     earlier = check_output_dir("detection", out, [args.checkpoint, weights, *args.input, *images], args.overwrite)
     model, categories, meta = load_detector(weights, device)
     model_thresh = meta["detector"].get("score_thresh", DetModelConfig().score_thresh)
-    remove_outputs(earlier)
     results, skipped, best, sources = [], [], None, {}
     for index, path, image in decoded(images, skipped):
         pixels = pil_to_tensor(image)  # [3, H, W] uint8
@@ -86,8 +86,19 @@ def main(argv: list[str] | None = None) -> int:
         drawn = draw_detections(pixels, prediction, categories, args.score_thresh).permute(1, 2, 0)  # [H, W, 3]
         name = numbered_name(index, path)
         sources[name] = str(path)
+        replace_earlier(earlier)
         atomic_write_png(out / "images" / name, Image.fromarray(drawn.numpy()))
     return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh, sources)
+
+
+def replace_earlier(earlier: list[Path]) -> None:
+    """Remove ``earlier`` (an earlier run's outputs, with --overwrite) just before this run writes its first file,
+    then empty the list, so that later calls remove nothing: a run that writes nothing (every image skipped, an error
+    first) leaves them as they were, and one that writes leaves none of them beside its own."""
+    from _cli import import_without_torch
+
+    import_without_torch("files").remove_outputs(earlier)
+    earlier.clear()
 
 
 def best_score(best: float | None, scores: list[float]) -> float | None:
@@ -147,7 +158,6 @@ def detect_onnx(args) -> int:
         problem = onnx_predict.size_problem(model, *size)
         if problem:
             raise ValueError(f"{path}: resized to {size[0]}x{size[1]} (HxW): {problem}")
-    files.remove_outputs(earlier)
     results, skipped, best, sources = [], [], None, {}
     for index, path, image in files.decoded(images, skipped):
         problem = onnx_predict.too_thin(model, settings, image.height, image.width)
@@ -167,6 +177,7 @@ def detect_onnx(args) -> int:
         drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)
         name = files.numbered_name(index, path)
         sources[name] = str(path)
+        replace_earlier(earlier)
         files.atomic_write_png(out / "images" / name, drawn)
     return finish(out, results, skipped, len(images), best, args.score_thresh, None, sources)  # None: not in the file
 

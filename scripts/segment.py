@@ -7,11 +7,12 @@ grayscale beyond 256 classes), and OUT/overlays/<n>_<name>.png, the image with e
 maps each PNG's file name to the image it was made from. Everything comes from the checkpoint: classes, palette,
 normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not lie
 inside an input folder (its PNGs would be read as input next time), nor an input inside OUT/labels or OUT/overlays
-(--overwrite empties them). An OUT holding an earlier run's outputs (of this script, or of another that writes an
---output-dir: evaluate_segmentation.py's eval.json too) is refused unless --overwrite, which removes them all first:
-OUT then holds this run's alone. Unreadable images are named and skipped; if none is left that is an error. An image
-with a view whose full-size tensors would take more than 4 GiB (docs/segmentation.md) is an error before any work
-(--ratios 100 took all the memory).
+(--overwrite empties them). An OUT holding an earlier run's outputs (of this script, or of evaluate_segmentation.py) is
+refused unless --overwrite, which removes them all once this run has its first label map to write (a run that writes
+nothing leaves them): OUT then holds this run's alone; one holding another task's or extract_features.py's /
+visualize.py's outputs is refused either way. Unreadable images are named and skipped; if none is left that is an
+error. An image with a view whose full-size tensors would take more than 4 GiB (docs/segmentation.md) is an error
+before any work (--ratios 100 took all the memory).
 
 --onnx FILE runs a segmenter exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the classes, palette and test settings recorded in the file, and writes the same files. An image
@@ -65,7 +66,7 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace an earlier run's outputs (any script's) in --output-dir"
+        "--overwrite", action="store_true", help="replace segment.py's and evaluate_segmentation.py's earlier outputs"
     )
     args = parser.parse_args(argv)
     if args.onnx is not None and args.device is not None:
@@ -101,7 +102,6 @@ def main(argv: list[str] | None = None) -> int:
         label_image,
         list_images,
         numbered_name,
-        remove_outputs,
     )
     from swinlite.seg_views import thin_problem
     from swinlite.segmentation.inference import large_check, patch_side, predict_scores
@@ -120,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
         problem = too_large(height, width)
         if problem:
             raise ValueError(f"{path}: {problem}")
-    remove_outputs(earlier)
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
     skipped, sources = [], {}
     for index, path, image in decoded(images, skipped):
@@ -133,16 +132,21 @@ def main(argv: list[str] | None = None) -> int:
             labels = predict_scores(model, normalize(pixels)[None].to(device), test).argmax(1)[0].cpu()  # [H, W]
         drawn = Image.fromarray(overlay(pixels, labels, palette, args.alpha).permute(1, 2, 0).numpy())
         name = numbered_name(index, path)
-        _write(out, name, label_image(labels.numpy(), palette), drawn)
+        _write(out, earlier, name, label_image(labels.numpy(), palette), drawn)
         sources[name] = str(path)
     return finish(out, skipped, len(images), info.labels.classes, palette, sources)
 
 
-def _write(out: Path, name: str, labels, drawn) -> None:
-    """One image's label map and overlay (PIL images) as PNGs, each written atomically (both paths)."""
+def _write(out: Path, earlier: list[Path], name: str, labels, drawn) -> None:
+    """One image's label map and overlay (PIL images) as PNGs, each written atomically (both paths). ``earlier`` (an
+    earlier run's outputs, with --overwrite) are removed before the first image's, and the list emptied: a run that
+    writes nothing (every image skipped, an error first) leaves them as they were, and one that writes leaves none of
+    them beside its own."""
     from _cli import import_without_torch
 
     files = import_without_torch("files")
+    files.remove_outputs(earlier)
+    earlier.clear()
     files.atomic_write_png(out / "labels" / name, labels)
     files.atomic_write_png(out / "overlays" / name, drawn)
 
@@ -180,7 +184,6 @@ def segment_onnx(args) -> int:
         problem = None if thin[path] else onnx_predict.segment_problem(model, settings, height, width)
         if problem:
             raise ValueError(f"{path}: {problem}")
-    files.remove_outputs(earlier)
     skipped, sources = [], {}
     for index, path, image in files.decoded(images, skipped):
         if thin.get(path):
@@ -189,7 +192,7 @@ def segment_onnx(args) -> int:
         labels = onnx_predict.segment_scores(model, settings, image).argmax(0)  # [H, W]
         drawn = onnx_predict.draw_labels(image, labels, settings.palette, args.alpha)
         name = files.numbered_name(index, path)
-        _write(out, name, files.label_image(labels, settings.palette), drawn)
+        _write(out, earlier, name, files.label_image(labels, settings.palette), drawn)
         sources[name] = str(path)
     return finish(out, skipped, len(images), settings.classes, settings.palette, sources)
 

@@ -3,6 +3,7 @@ only, no codegen), and inductor compiles it where the fp32 linears take oneDNN i
 
 import sys
 import warnings
+from collections.abc import Callable
 
 import pytest
 import timm
@@ -97,6 +98,16 @@ def _blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if isinstance(m, SwinBlock)]
 
 
+def _recording(graphs: list[torch.fx.GraphModule]) -> Callable:
+    """A dynamo backend that keeps each graph it is given in ``graphs`` and runs it as traced."""
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        graphs.append(gm)
+        return gm.forward
+
+    return backend
+
+
 @pytest.mark.parametrize("fast", [True, False])
 def test_compiled_graph_takes_masks_and_indices_from_the_cache(fast):
     """On the CPU at static sizes the graph calls the cache's ops instead of building each mask (and each gather
@@ -104,11 +115,8 @@ def test_compiled_graph_takes_masks_and_indices_from_the_cache(fast):
     torch._dynamo.reset()
     model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).eval()
     x = torch.randn(2, 3, 36, 28)  # padded windows and shifts at every stage
-    graphs = []
-
-    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
-        graphs.append(gm)
-        return gm.forward
+    graphs: list[torch.fx.GraphModule] = []
+    backend = _recording(graphs)
 
     with torch.no_grad():
         out = torch.compile(model, backend=backend, dynamic=False)(x)
@@ -135,11 +143,8 @@ def test_compiled_cpu_inference_attends_as_eager(dtype):
     with the cached mask in its dtype."""
     torch._dynamo.reset()
     model = timm.create_model("swinlite_pico_patch2_window4_32").eval().to(dtype)
-    graphs = []
-
-    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
-        graphs.append(gm)
-        return gm.forward
+    graphs: list[torch.fx.GraphModule] = []
+    backend = _recording(graphs)
 
     with torch.no_grad():
         torch.compile(model, backend=backend, dynamic=False)(torch.randn(2, 3, 36, 28, dtype=dtype))  # masks
@@ -199,11 +204,8 @@ def test_only_a_frozen_graph_takes_onednn_linears(monkeypatch, frozen):
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", True)
     torch._dynamo.reset()
     model = _one_stage().eval()
-    graphs = []
-
-    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
-        graphs.append(gm)
-        return gm.forward
+    graphs: list[torch.fx.GraphModule] = []
+    backend = _recording(graphs)
 
     with torch._inductor.config.patch(freezing=frozen), torch.inference_mode():
         torch.compile(model, backend=backend, dynamic=False)(torch.randn(2, 3, 12, 10))
@@ -221,11 +223,8 @@ def test_a_new_image_size_is_traced_at_static_height_and_width(dynamic):
     reasoned about nested ceil divisions of them in every view and guard: a second odd size took minutes to trace."""
     torch._dynamo.reset()
     model = _one_stage().eval()
-    graphs = []
-
-    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
-        graphs.append(gm)
-        return gm.forward
+    graphs: list[torch.fx.GraphModule] = []
+    backend = _recording(graphs)
 
     compiled = torch.compile(model, backend=backend, dynamic=dynamic)
     with torch.no_grad():

@@ -119,6 +119,8 @@ def prepare_evaluation(
     on any mismatch.
     """
     data_dir = Path(data_dir)
+    if data_dir.is_file():  # an archive not yet unpacked: it exists
+        raise ValueError(f"--data-dir {data_dir} is a file; expected a folder holding {split}/<class>/*")
     if not data_dir.is_dir():
         raise ValueError(f"--data-dir {data_dir} does not exist")
     info = read_info(checkpoint)

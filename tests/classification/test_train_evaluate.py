@@ -52,6 +52,8 @@ def test_mismatches_are_clear_errors(tmp_path: Path):
         prepare_evaluation(tmp_path / "ten.pth", data)
     with pytest.raises(ValueError, match="--data-dir .* does not exist"):
         prepare_evaluation(tmp_path / "ten.pth", tmp_path / "nope", "swinlite_pico_patch2_window4_32")
+    with pytest.raises(ValueError, match=r"--data-dir .*ten.pth is a file; expected a folder holding val/<class>/\*"):
+        prepare_evaluation(tmp_path / "ten.pth", tmp_path / "ten.pth", "swinlite_pico_patch2_window4_32")
 
 
 def test_one_class_model_reports_top1_alone(tmp_path: Path, capsys):

@@ -37,10 +37,16 @@ KINDS = ("raw", "ema")
 PREPROCESSING_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "box", "hamming", "lanczos")
 CROP_MODES = ("center", "squash", "border")
-SCRIPTS = {
+SCRIPTS = {  # what reads each task's checkpoints, named where a script is given another task's
+    "classification": "scripts/predict.py or scripts/evaluate.py",
     "detection": "scripts/detect.py or scripts/evaluate_detection.py",
     "segmentation": "scripts/segment.py or scripts/evaluate_segmentation.py",
 }
+
+
+def scripts_of(task: object) -> str:
+    """Where a checkpoint of ``task`` (its metadata's) is read: ``"; use scripts/..."``, or ``""`` for no known task."""
+    return f"; use {SCRIPTS[task]}" if isinstance(task, str) and task in SCRIPTS else ""
 
 
 @dataclass(frozen=True)

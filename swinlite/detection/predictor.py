@@ -16,7 +16,7 @@ from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
 
 from ..engine.config import check_values
 from ..io import read_metadata, read_state_dict
-from ..metadata import finite_numbers
+from ..metadata import finite_numbers, scripts_of
 from ..predictions import kept_scores
 from ..weights import load_strict
 from .config import DetConfig, DetModelConfig
@@ -53,7 +53,9 @@ def _read_metadata(path: Path) -> dict[str, Any]:
         ) from None
     if meta.get("task") != "detection":
         task = f"its metadata says task {meta['task']!r}" if "task" in meta else "no detector metadata"
-        raise ValueError(f"{path} is not a detection checkpoint of scripts/train_detection.py ({task})")
+        raise ValueError(
+            f"{path} is not a detection checkpoint of scripts/train_detection.py ({task}){scripts_of(meta.get('task'))}"
+        )
     problems = _metadata_problems(meta)
     if problems:
         raise ValueError(f"{path}: its detection metadata is wrong: {'; '.join(problems)}")

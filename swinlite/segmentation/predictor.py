@@ -20,7 +20,7 @@ from torchvision.utils import draw_segmentation_masks
 
 from ..engine.config import check_values
 from ..io import read_metadata, read_state_dict
-from ..metadata import finite_numbers
+from ..metadata import finite_numbers, scripts_of
 from ..weights import load_strict
 from .config import SegConfig, SegModelConfig
 from .data import Labels
@@ -88,7 +88,7 @@ def read_info(path: Path) -> SegInfo:
         raise ValueError(f"{e} (expected a segmentation checkpoint of {WRITER})") from None
     if meta.get("task") != "segmentation":
         task = f"its metadata says task {meta['task']!r}" if "task" in meta else "no segmentation metadata"
-        raise ValueError(f"{path} is not a segmentation checkpoint of {WRITER} ({task})")
+        raise ValueError(f"{path} is not a segmentation checkpoint of {WRITER} ({task}){scripts_of(meta.get('task'))}")
     problems = _problems(meta)
     if problems:
         raise ValueError(f"{path}: its segmentation metadata is wrong: {'; '.join(problems)}")

@@ -104,7 +104,7 @@ CASES = {  # test id: (script, setup, argv, message in the error line)
         E,
         _checkpoint(task="classification"),
         _evaluate,
-        "(its metadata says task 'classification')",
+        "(its metadata says task 'classification'); use scripts/predict.py or scripts/evaluate.py",
     ),
     "E-metadata-says-retinanet": (
         E,

@@ -123,7 +123,14 @@ CASES = [
      "get no prediction; expected data.test_stride <= data.crop_size in each dimension (height, width), e.g. [21, 21]"),
     ("missing_checkpoint", EVAL, None, ["--checkpoint", "{tmp}/none.safetensors"], "none.safetensors does not exist"),
     ("truncated_checkpoint", EVAL, _truncated, [], "damaged (truncated?) safetensors file"),
-    ("other_task", EVAL, _metadata(task="classification"), [], "is not a segmentation checkpoint"),
+    (
+        "other_task",
+        EVAL,
+        _metadata(task="classification"),
+        [],
+        "is not a segmentation checkpoint of scripts/train_segmentation.py (its metadata says task 'classification'); "
+        "use scripts/predict.py or scripts/evaluate.py",
+    ),
     ("bad_palette", EVAL, _metadata(palette=[[1, 2]]), [], "'palette' is [[1, 2]], not one [r, g, b]"),
     ("bad_test_mode", EVAL, _metadata(preprocessing={"mean": [0.5] * 3, "std": [0.2] * 3, "mode": "tiles"}), [],
      "test mode must be one of whole, slide"),

@@ -668,7 +668,8 @@ def check_folder_alone(folder: str | os.PathLike, script: str, example: str) -> 
     Args:
         folder: the ``--output`` given.
         script: the script writing it.
-        example: a folder to suggest inside a run's (``features``: ``RUN/features``).
+        example: what to suggest beside a run's folder (``features``: ``RUN_features``; not inside it, where the
+            outputs would outlive the weights they are of when the run is resumed or started over).
 
     Raises:
         ValueError: one line naming ``--output`` and what the folder is or holds.
@@ -678,7 +679,7 @@ def check_folder_alone(folder: str | os.PathLike, script: str, example: str) -> 
     if is_training_run(real):
         raise ValueError(
             f"--output {given} is a training run's folder (its --overwrite replaces the weights, and would leave these "
-            f"outputs of the old ones): choose another --output, e.g. {given / example}"
+            f"outputs of the old ones): choose another --output, e.g. {real.parent / f'{real.name}_{example}'}"
         )
     others = [pattern for other, names in FOLDER_FILES.items() if other != script for pattern in names]
     paths = [p for pattern in [*others, *script_outputs(real)] for p in sorted(real.glob(pattern))]

@@ -55,19 +55,20 @@ def test_a_training_runs_folder_is_refused(tmp_path, capsys, initial_weights, sc
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert errors == [
         f"error: --output {out} is a training run's folder (its --overwrite replaces the weights, and would leave "
-        f"these outputs of the old ones): choose another --output, e.g. {out / example}"
+        f"these outputs of the old ones): choose another --output, e.g. {run.resolve().parent / f'run_{example}'}"
     ]
     assert _files(tmp_path) == before
 
 
 @pytest.mark.parametrize(("script", "example"), [("extract_features", "features"), ("visualize", "plots")])
-def test_a_folder_inside_a_training_run_is_its_own(tmp_path, initial_weights, script, example):
-    """The folder the refusal suggests."""
+def test_the_folder_suggested_beside_a_training_run_is_its_own(tmp_path, initial_weights, script, example):
+    """The folder the refusal suggests, beside the run (inside it, the outputs outlived the weights they were of when
+    the run was resumed or started over)."""
     run = tmp_path / "run"
     run.mkdir()
     _write(run, RUN_FILES)
-    assert run_script(script, _argv(script, tmp_path, initial_weights(PICO), run / example)) == 0
-    assert any((run / example).iterdir())
+    assert run_script(script, _argv(script, tmp_path, initial_weights(PICO), tmp_path / f"run_{example}")) == 0
+    assert any((tmp_path / f"run_{example}").iterdir())
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.config import DetModelConfig
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import resolve_device
-    from swinlite.files import atomic_write_png, check_output_dir, decoded, list_images, numbered_name
+    from swinlite.files import (
+        atomic_write_png,
+        check_output_dir,
+        decoded,
+        list_images,
+        numbered_name,
+        remove_before_first_write,
+    )
     from swinlite.predictions import detection_entries
 
     out = args.output_dir
@@ -86,19 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         drawn = draw_detections(pixels, prediction, categories, args.score_thresh).permute(1, 2, 0)  # [H, W, 3]
         name = numbered_name(index, path)
         sources[name] = str(path)
-        replace_earlier(earlier)
+        remove_before_first_write(earlier)
         atomic_write_png(out / "images" / name, Image.fromarray(drawn.numpy()))
     return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh, sources)
-
-
-def replace_earlier(earlier: list[Path]) -> None:
-    """Remove ``earlier`` (an earlier run's outputs, with --overwrite) just before this run writes its first file,
-    then empty the list, so that later calls remove nothing: a run that writes nothing (every image skipped, an error
-    first) leaves them as they were, and one that writes leaves none of them beside its own."""
-    from _cli import import_without_torch
-
-    import_without_torch("files").remove_outputs(earlier)
-    earlier.clear()
 
 
 def best_score(best: float | None, scores: list[float]) -> float | None:
@@ -177,7 +174,7 @@ def detect_onnx(args) -> int:
         drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)
         name = files.numbered_name(index, path)
         sources[name] = str(path)
-        replace_earlier(earlier)
+        files.remove_before_first_write(earlier)
         files.atomic_write_png(out / "images" / name, drawn)
     return finish(out, results, skipped, len(images), best, args.score_thresh, None, sources)  # None: not in the file
 

@@ -17,7 +17,7 @@ from (real path, size, modification time). Rerunning over the same input skips i
 whole and whose image is unchanged (after Ctrl-C too: it says how many are done). A folder holding features of other
 images (another --input, an image removed from it or changed since) or made with other settings is refused before
 anything is written: pass another --output, or delete those features. --output is a folder of its own: not a
-training run's (its --overwrite would leave features of the old weights; runs/demo/features is fine), nor one
+training run's (its --overwrite would leave features of the old weights; runs/demo_features beside it), nor one
 holding another script's outputs (visualize.py's, an evaluation's). It may not lie inside the --input folder, and
 --size must be at least one patch.
 A run holds a lock on --output (feats/.lock) until it ends: a second run into it is refused at once (the lock of a

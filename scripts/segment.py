@@ -138,15 +138,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out: Path, earlier: list[Path], name: str, labels, drawn) -> None:
-    """One image's label map and overlay (PIL images) as PNGs, each written atomically (both paths). ``earlier`` (an
-    earlier run's outputs, with --overwrite) are removed before the first image's, and the list emptied: a run that
-    writes nothing (every image skipped, an error first) leaves them as they were, and one that writes leaves none of
-    them beside its own."""
+    """One image's label map and overlay (PIL images) as PNGs, each written atomically (both paths); ``earlier`` (an
+    earlier run's outputs, with --overwrite) removed before the first image's (``files.remove_before_first_write``)."""
     from _cli import import_without_torch
 
     files = import_without_torch("files")
-    files.remove_outputs(earlier)
-    earlier.clear()
+    files.remove_before_first_write(earlier)
     files.atomic_write_png(out / "labels" / name, labels)
     files.atomic_write_png(out / "overlays" / name, drawn)
 

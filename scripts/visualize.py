@@ -13,7 +13,7 @@ and, with --image, plots/features.png (the image resized to --size, as the model
 mean). Every picture is drawn before the first file is written, and each file is written whole (a temporary file
 renamed). A folder holding an earlier run's PNGs is refused unless --overwrite, which removes them first: the folder
 never mixes two runs. Nor does it mix with others': --output is refused where it is a training run's folder (its
---overwrite would leave plots of the old weights; runs/demo/plots is fine) or holds another script's outputs
+--overwrite would leave plots of the old weights; runs/demo_plots beside it) or holds another script's outputs
 (extract_features.py's, an evaluation's), even with --overwrite.
 """
 

@@ -616,9 +616,16 @@ def _whole(folder: Path, written: tuple[str, ...]) -> bool:
     return drawn and all((folder / name).is_file() for name in lists)
 
 
+def _present(folder: Path, patterns: Iterable[str]) -> list[str]:
+    """The names of what ``folder`` holds of the outputs ``patterns`` (glob patterns): files, and folders holding
+    anything."""
+    paths = [p for pattern in patterns for p in sorted(folder.glob(pattern))]
+    return [p.name for p in paths if p.is_file() or p.is_dir() and _visible(p)]
+
+
 def _held(folder: Path, name: str) -> bool:
-    """Whether ``folder`` holds the output ``name`` (a glob pattern): a file, or a folder holding anything."""
-    return any(p.is_file() or p.is_dir() and _visible(p) for p in folder.glob(name))
+    """Whether ``folder`` holds the output ``name`` (a glob pattern)."""
+    return bool(_present(folder, [name]))
 
 
 def _names(scripts: dict[str, tuple[str, ...]]) -> list[str]:
@@ -645,9 +652,9 @@ def held_outputs(folder: str | os.PathLike, task: str) -> dict[str, list[str]]:
             if other != task and _whole(folder, written):
                 held[script] = [name for name in written if _held(folder, name)]
     for script, patterns in FOLDER_FILES.items():
-        paths = [p for pattern in patterns for p in sorted(folder.glob(pattern))]
-        if any(p.is_file() for p in paths):
-            held[script] = [p.name for p in paths if p.is_file() or p.is_dir() and _visible(p)]
+        found = _present(folder, patterns)
+        if any((folder / name).is_file() for name in found):
+            held[script] = found
     return held
 
 
@@ -682,8 +689,7 @@ def check_folder_alone(folder: str | os.PathLike, script: str, example: str) -> 
             f"outputs of the old ones): choose another --output, e.g. {real.parent / f'{real.name}_{example}'}"
         )
     others = [pattern for other, names in FOLDER_FILES.items() if other != script for pattern in names]
-    paths = [p for pattern in [*others, *script_outputs(real)] for p in sorted(real.glob(pattern))]
-    found = [p.name for p in paths if p.is_file() or p.is_dir() and _visible(p)]
+    found = _present(real, [*others, *script_outputs(real)])
     if found:
         raise ValueError(
             f"--output {given} holds another script's outputs ({', '.join(found)}): {script} writes a folder of its "
@@ -788,6 +794,15 @@ def remove_outputs(paths: Iterable[Path]) -> None:
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+
+
+def remove_before_first_write(earlier: list[Path]) -> None:
+    """For a script that writes its outputs one by one (``detect.py``, ``segment.py``): remove ``earlier`` (an earlier
+    run's outputs, with ``--overwrite``) just before the first file, then empty the list, so that later calls remove
+    nothing. A run that writes nothing (every image skipped, an error first) leaves them as they were, and one that
+    writes leaves none of them beside its own."""
+    remove_outputs(earlier)
+    earlier.clear()
 
 
 def _umask() -> int:

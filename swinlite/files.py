@@ -712,7 +712,8 @@ def check_output_dir(
     (evaluate_detection.py's detections.json beside detect.py's drawings of another checkpoint was a mix of two
     runs): :func:`check_output` is given all of them (no input may be replaced, nor lie in a folder that is
     emptied), and :func:`earlier_outputs` refuses a folder holding any unless ``overwrite`` (a folder of
-    :data:`DRAWINGS` holding files no run wrote, even then). A folder holding another script's outputs
+    :data:`DRAWINGS` holding files no run wrote, or without its script's record of the run beside it
+    (:func:`_check_recorded`: a dataset's ``images/``), even then). A folder holding another script's outputs
     (:func:`held_outputs`: another task's, ``extract_features.py``'s, ``visualize.py``'s) is refused even with
     ``overwrite``, naming them (evaluate_detection.py --overwrite removed segment.py's sources.json and left its
     label maps beside its results), and so is one holding a name several tasks write (``eval.json``) without the
@@ -730,7 +731,9 @@ def check_output_dir(
         why = f"--overwrite replaces only {task}'s"
         raise ValueError(f"{option} {out} holds {held}: choose another --output-dir ({why})")
     _check_shared(Path(out), task, option)
-    return earlier_outputs(out, names, overwrite, option, numbered=DRAWINGS)
+    _check_numbered(Path(out), names, DRAWINGS, option)
+    _check_recorded(Path(out), task, option)
+    return earlier_outputs(out, names, overwrite, option)
 
 
 def _check_shared(folder: Path, task: str, option: str) -> None:
@@ -747,6 +750,35 @@ def _check_shared(folder: Path, task: str, option: str) -> None:
             f"{option} {folder} holds {lone} beside none of {task}'s other outputs: it may be another task's (several "
             f"tasks write a {lone}, and it records none); move it, or choose another folder"
         )
+
+
+def _check_recorded(folder: Path, task: str, option: str) -> None:
+    """Refuse ``folder`` where it holds a :data:`DRAWINGS` folder of ``task``'s scripts without the record its script
+    writes beside it (:func:`_whole`: ``detect.py``'s ``detections.json`` and ``sources.json`` beside ``images/``), as
+    :func:`script_outputs` decides for a training run's ``--overwrite``: such a folder is the user's (a dataset's
+    ``images/`` of files named ``<n>_<name>.png``), which ``--overwrite`` removed as an earlier run's."""
+    for script, written in OUTPUT_DIR_FILES[task].items():
+        drawn = [name for name in written if name in DRAWINGS and _held(folder, name)]
+        if drawn and not _whole(folder, written):
+            record = ", ".join(name for name in written if name not in DRAWINGS)
+            raise ValueError(
+                f"{option} {folder}: {folder / drawn[0]} is not {script}'s output (no record of its run beside it: "
+                f"{script} writes {record} with it), so it is kept as yours, even with --overwrite: move it, or choose "
+                "another folder"
+            )
+
+
+def _check_numbered(folder: Path, names: list[str], numbered: Iterable[str], option: str) -> None:
+    """Refuse ``folder`` where a folder of ``names`` among ``numbered`` holds anything but :func:`numbered_name`
+    files (hidden names left out): the user's own files, which no run wrote."""
+    for path in (folder / name for name in numbered if name in names and (folder / name).is_dir()):
+        others = _not_numbered(path)
+        if others:
+            more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+            raise ValueError(
+                f"{option} {folder}: {path} holds files no run wrote there ({others[0]}{more}; its "
+                f"files are named <number>_<image name>.png): move them, or choose another folder"
+            )
 
 
 def earlier_outputs(
@@ -771,14 +803,7 @@ def earlier_outputs(
     names = list(names)
     paths = [Path(folder) / name for name in names]
     found = [p for p in paths if p.is_file() or p.is_dir() and _visible(p)]
-    for path in (Path(folder) / name for name in numbered if name in names and (Path(folder) / name).is_dir()):
-        others = _not_numbered(path)
-        if others:
-            more = f" and {len(others) - 1} more" if len(others) > 1 else ""
-            raise ValueError(
-                f"{option} {folder}: {path} holds files no run wrote there ({others[0]}{more}; its "
-                f"files are named <number>_<image name>.png): move them, or choose another folder"
-            )
+    _check_numbered(Path(folder), names, numbered, option)
     if found and not overwrite:
         raise ValueError(
             f"{option} {folder} holds an earlier run's {', '.join(p.name for p in found)}: pass --overwrite to "

@@ -29,6 +29,15 @@ def _files(root: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
 
 
+def _record(out: Path, drawn: str) -> None:
+    """Write beside ``out/drawn`` the record of the run its script writes with it (files._check_recorded): without
+    it the folder is the user's."""
+    script = next(names for scripts in files.OUTPUT_DIR_FILES.values() for names in scripts.values() if drawn in names)
+    for name in script:
+        if name not in files.DRAWINGS:
+            (out / name).write_bytes(b"an earlier run's")
+
+
 def _run(capsys, script: str, flag: str, model: Path, inputs: list[Path], out: Path, *extra: str) -> str:
     """The one error line of a run that must be refused (exit code 2)."""
     code = run_script(script, [flag, model, "--input", *inputs, "--output-dir", out, *extra])
@@ -84,10 +93,11 @@ def test_hidden_names_in_a_drawings_folder_are_left_out(tmp_path, capsys, script
     _image(out / drawn / "00003_a.png")
     (out / drawn / hidden).parent.mkdir(exist_ok=True)
     (out / drawn / hidden).write_bytes(b"metadata")
+    _record(out, drawn)
     image = _image(tmp_path / "in" / "a.png")
     before = _files(tmp_path)
     error = _run(capsys, script, flag, model, [image], out)
-    assert f"holds an earlier run's {drawn}" in error and "no run wrote" not in error
+    assert "holds an earlier run's" in error and f"{drawn}," in error and "no run wrote" not in error
     error = _run(capsys, script, flag, model, [image], out, "--overwrite")
     assert "no run wrote" not in error and "earlier run" not in error and "model.file" in error
     assert _files(tmp_path) == before
@@ -162,9 +172,13 @@ def test_the_other_script_of_a_tasks_results_are_refused_unless_overwrite(tmp_pa
     shared = found in files.shared_names("detection")
     if shared:
         (tmp_path / "out" / "detections.json").write_bytes(b"an earlier run's")
+    drawn = found.split("/")[0] in files.DRAWINGS
+    if drawn:  # with the record of the run beside it: alone, the folder is the user's (test_fixscripts_lone_drawings)
+        _record(tmp_path / "out", found.split("/")[0])
     error = _refused(tmp_path, capsys, script)
-    held = ", ".join(sorted([found.split("/")[0], *["detections.json"] * shared]))
-    assert f"--output-dir {tmp_path / 'out'} holds an earlier run's {held}: pass --overwrite" in error
+    held = [p.name for p in sorted((tmp_path / "out").iterdir())]
+    assert f"--output-dir {tmp_path / 'out'} holds an earlier run's " in error and ": pass --overwrite" in error
+    assert all(name in error for name in held)
     assert (tmp_path / "out" / found).read_bytes() == b"an earlier run's"
 
 

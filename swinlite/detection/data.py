@@ -2,15 +2,17 @@
 
 ``load_split`` reads one annotation file (checked record by record first, see :mod:`.annotations`) and checks it
 against its image folder before training starts: a missing file or folder, a file that does not fit COCO's
-format, a file without categories, or a split left without images is a ValueError; an image whose file is
-missing, whose header (with ``verify``, whole file) does not decode or whose size (EXIF orientation applied) is not
-the annotation's, and an annotation with a non-finite box (or, for Mask R-CNN, no valid mask), are skipped with a
-warning naming their ids (an invalid polygon alone is dropped, the object kept). ``CocoDetection`` then serves
-``(image, target)`` pairs as torchvision's detectors take them: category ids (which need not be contiguous)
-become labels 1..K (0 is the background; a file with categories the label mapping lacks is a ValueError),
-``iscrowd`` objects are left out (COCOeval handles them in evaluation), boxes reaching outside the image are
-clipped and empty ones dropped, each with a warning naming the annotation id; images without objects stay, as
-negatives.
+format, a file without categories, or a split left without images is a ValueError, and so is an image folder
+where more of the images found have a size the file does not record (neither upright nor as stored) than the size it
+records: the file and the folder likely do not belong together (another split's or dataset's files of the same
+names); an image whose file is missing, whose header (with ``verify``, whole file) does not decode or whose size
+(EXIF orientation applied) is not the annotation's, and an annotation with a non-finite box (or, for Mask R-CNN, no
+valid mask), are skipped with a warning naming their ids (an invalid polygon alone is dropped, the object kept).
+``CocoDetection`` then serves ``(image, target)`` pairs as torchvision's detectors take them: category ids (which
+need not be contiguous) become labels 1..K (0 is the background; a file with categories the label mapping lacks is a
+ValueError), ``iscrowd`` objects are left out (COCOeval handles them in evaluation), boxes reaching outside the
+image are clipped and empty ones dropped, each with a warning naming the annotation id; images without objects
+stay, as negatives.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .config import DetDataConfig
 from .transforms import resize_problem
 
 _MAX_LISTED = 10  # ids named in one warning
+_SHOWN_SIZES = 3  # images named in the error of a folder that does not belong to its annotation file
 
 
 @dataclass
@@ -79,27 +82,66 @@ def _warn_ids(what: str, items: list[tuple[int | str, str]]) -> None:
         warnings.warn(f"{len(items)} {what}: {listed}{more}", stacklevel=3)
 
 
-def _image_problem(path: Path, info: dict, verify: bool) -> str | None:
+def _image_problem(path: Path, info: dict, verify: bool) -> tuple[str, bool] | None:
     """Why the image ``info`` describes cannot be used, or None: a missing file, a header (with ``verify``, the
-    whole file) that does not decode, or a size other than the annotation's. The reason does not name the file: the
-    caller does (the warning, eval.json's ``path``)."""
+    whole file) that does not decode, or a size other than the annotation's; and whether that size is the
+    annotation's neither upright nor as stored (the file of another image, not one turned by its EXIF orientation).
+    The reason does not name the file: the caller does (the warning, eval.json's ``path``)."""
     if not path.is_file():
-        return "missing file"
+        return "missing file", False
     try:
-        height, width = upright_size(path, decode=verify)
+        size = upright_size(path, decode=verify)
     except Exception as e:  # PIL raises many exception types for bad files
-        return unreadable(e)
-    return _size_problem(path, (height, width), info)
+        return unreadable(e), False
+    problem = _size_problem(path, size, info)
+    return None if problem is None else (problem, _stored_size(path) != (info["height"], info["width"]))
+
+
+def _stored_size(path: Path) -> tuple[int, int]:
+    """(height, width) of an image as its file stores it, before its EXIF orientation, from its header."""
+    with Image.open(path) as image:
+        return image.height, image.width
 
 
 def _size_problem(path: Path, size: tuple[int, int], info: dict) -> str | None:
     """Why an image of (height, width) ``size`` does not fit its annotation ``info``, or None."""
     if size == (info["height"], info["width"]):
         return None
-    with Image.open(path) as image:
-        turned = image.size != (size[1], size[0])
+    turned = _stored_size(path) != size
     why = " after its EXIF orientation (boxes are read on the upright image, as load_rgb gives it)" if turned else ""
     return f"the file is {size[1]}x{size[0]}{why} but its annotation says {info['width']}x{info['height']}"
+
+
+def _scan_images(coco: COCO, image_dir: Path, verify: bool) -> tuple[list[int], list[tuple[int, str]], list[int]]:
+    """(ids of the images that can be used, (id, reason) of those that cannot, ids of those whose file has a size
+    the annotation records neither upright nor as stored) of ``coco``'s images in ``image_dir``."""
+    kept, skipped, foreign = [], [], []
+    for image_id in sorted(coco.imgs):
+        info = coco.imgs[image_id]
+        problem = _image_problem(image_dir / info["file_name"], info, verify)
+        if problem is None:
+            kept.append(image_id)
+        else:
+            skipped.append((image_id, problem[0]))
+            if problem[1]:
+                foreign.append(image_id)
+    return kept, skipped, foreign
+
+
+def _check_belong_together(split: CocoSplit, foreign: list[int]) -> None:
+    """ValueError when more of the images found have a size the annotation file does not record than the size it
+    records: the folder likely holds other images of the same names (another split's, another dataset's), whose
+    boxes the file does not give. A few such images alone are skipped with a warning, as broken ones are."""
+    if len(foreign) <= len(split.image_ids):
+        return
+    reasons = dict(split.skipped)
+    shown = "; ".join(f"{i} ({split.image_path(i)}): {reasons[i]}" for i in foreign[:_SHOWN_SIZES])
+    raise ValueError(
+        f"the annotation file {split.ann_file} and the image folder {split.image_dir} likely do not belong together: "
+        f"{len(foreign)} of the {len(foreign) + len(split.image_ids)} images found have a size the file does not "
+        f"record (image id (file): reason: {shown}), {len(split.image_ids)} the size it records; give the image "
+        "folder this annotation file was made for, or the annotation file of these images"
+    )
 
 
 def check_split_paths(ann_file: Path, image_dir: Path) -> None:
@@ -118,7 +160,8 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: boo
 
     Raises:
         ValueError: a missing annotation file or image folder, a file that does not fit COCO's format, a file
-            without categories, or no image left.
+            without categories, an image folder that likely does not belong to the file (more images found of a
+            size the file does not record than of the size it records), or no image left.
     """
     check_split_paths(ann_file, image_dir)
     coco, dropped, trimmed = read_coco(ann_file, masks)
@@ -126,15 +169,9 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: boo
     _warn_ids(f"annotations of {ann_file} kept without invalid segmentation parts (annotation id: what)", trimmed)
     if not coco.cats:
         raise ValueError(f"{ann_file} has no categories; COCO files list them under 'categories'")
-    kept, skipped = [], []
-    for image_id in sorted(coco.imgs):
-        info = coco.imgs[image_id]
-        problem = _image_problem(image_dir / info["file_name"], info, verify)
-        if problem is None:
-            kept.append(image_id)
-        else:
-            skipped.append((image_id, problem))
+    kept, skipped, foreign = _scan_images(coco, image_dir, verify)
     split = CocoSplit(coco, image_dir, kept, skipped, ann_file)
+    _check_belong_together(split, foreign)
     named = [(f"{i} ({split.image_path(i)})", reason) for i, reason in skipped]
     _warn_ids(f"images of {ann_file} skipped (image id (file): reason)", named)
     if not kept:

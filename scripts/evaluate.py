@@ -29,7 +29,12 @@ def parse_args(argv: list[str] | None = None):
     parser.add_ema_argument()
     parser.add_argument("--model", help="timm model name, for files that do not record theirs")
     parser.add_argument("--split", default="val", help="sub-folder of --data-dir to evaluate (default: %(default)s)")
-    parser.add_argument("--img-size", type=int, help="input size, for files that do not record theirs")
+    parser.add_argument(
+        "--img-size",
+        type=int,
+        help="input size, for files that do not record theirs; refused where a batch would take over 4 GiB in the "
+        "model's first stage (lower --batch-size then)",
+    )
     parser.add_argument(
         "--class-order",
         choices=("sorted", "natural"),
@@ -65,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.device import autocast_dtype, resolve_device
     from swinlite.files import check_output_dir, remove_outputs
     from swinlite.images import evaluated_data, left_out_report
+    from swinlite.inference import batch_too_large
     from swinlite.io import atomic_write_bytes, json_bytes
 
     device = resolve_device(args.device)
@@ -78,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size,
         args.class_order,
     )  # fmt: skip
+    too_large = args.img_size and batch_too_large(setup.model, args.batch_size, args.img_size)
+    if too_large:  # before any batch: --img-size 5000 swapped for minutes
+        raise ValueError(too_large)
     if args.compile:
         from dataclasses import replace
 

@@ -9,6 +9,7 @@ top-1.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterator
 
 import torch
@@ -27,6 +28,28 @@ from torchvision import transforms
 from .files import center_crop_scale, elongation_problem
 from .images import ImageItem
 from .predictions import Prediction, write_csv  # noqa: F401 (re-exported: the torch-free half)
+from .seg_views import VIEW_MEMORY_BUDGET
+
+MLP_RATIO = 4  # the MLP's hidden width over its block's, in every registered variant: a stage's widest activation
+
+
+def batch_too_large(model: nn.Module, batch_size: int, size: int, option: str = "--img-size") -> str | None:
+    """Why batches of ``batch_size`` images of ``size`` x ``size`` pixels would take more memory than a segmentation
+    view may (:data:`~swinlite.seg_views.VIEW_MEMORY_BUDGET`) at the model's first stage, or None: its MLP's hidden
+    activations (``MLP_RATIO`` times the stage's channels, float32, at the stage's resolution) alone, the widest
+    tensor of the forward pass (``--img-size 5000`` took minutes of swapping before the first batch ended). The
+    message names ``option``, the size, the batch and the limit."""
+    first = model.feature_info[0]  # {"num_chs", "reduction"}
+    tokens = math.ceil(size / first["reduction"]) ** 2
+    need = 4 * batch_size * tokens * MLP_RATIO * first["num_chs"]
+    if need <= VIEW_MEMORY_BUDGET:
+        return None
+    return (
+        f"{option} {size}: a batch of {batch_size} images of {size}x{size} would hold {need / 2**30:.1f} GiB in the "
+        f"model's first stage (float32: its MLP's {MLP_RATIO * first['num_chs']} channels at 1/{first['reduction']} "
+        f"of the size), more than the {VIEW_MEMORY_BUDGET // 2**30} GiB a batch may take: lower {option} or "
+        "--batch-size"
+    )
 
 
 def eval_transform(model: nn.Module) -> Callable[[Image.Image], torch.Tensor]:

@@ -88,9 +88,13 @@ class ClassificationTask(Task):
         )
         return train_ds, val_ds
 
+    @classmethod
+    def model_for(cls, cfg: Config, classes: list[str]) -> nn.Module:
+        return create_model(cfg.model, num_classes=len(classes))
+
     def build_model(self) -> nn.Module:
         _warn_other_classes(pretrained_file(self.cfg.model), self.classes)
-        return create_model(self.cfg.model, num_classes=len(self.classes))
+        return self.model_for(self.cfg, self.classes)
 
     def collate(self, batch: list[Any]) -> Any:
         return collate(batch)

@@ -166,10 +166,13 @@ class DetectionTask(Task):
     def collate(self, batch: list[Any]) -> Any:
         return collate(batch)
 
+    @classmethod
+    def model_for(cls, cfg: DetConfig, classes: list[str]) -> nn.Module:
+        data = cfg.data
+        return build_detector(cfg.model, len(classes), data.test_size, data.max_size, data.mean, data.std, classes)
+
     def build_model(self) -> nn.Module:
-        data = self.cfg.data
-        return build_detector(self.cfg.model, len(self.categories.ids), data.test_size, data.max_size, data.mean,
-                              data.std, classes=self.categories.names)  # fmt: skip
+        return self.model_for(self.cfg, self.categories.names)
 
     def train_step(self, model: nn.Module, batch: tuple[list, list]) -> StepOutput:
         device = self.ctx.device

@@ -4,9 +4,11 @@ settings left to the model, resolved once."""
 from __future__ import annotations
 
 import contextlib
+import warnings
 from pathlib import Path
 from typing import Any
 
+import torch
 from timm.data import resolve_model_data_config
 
 from .config import apply_overrides, check_values, copy_config, read_yaml
@@ -28,6 +30,27 @@ def check_run(task: type[Task], cfg) -> None:
     task.check_config(cfg)
     task.check_inputs(cfg)
     check_pretrained(cfg.model)
+
+
+STAND_IN_CLASSES = ["class 1", "class 2"]  # the data's classes are not known before its scan
+
+
+def check_weights_fit(task: type[Task], cfg: Any) -> None:
+    """ValueError, before any data is read or written, for ``model.pretrained`` weights that do not load into the
+    task's model (a file of a layout swinlite does not read, another task's or model's weights, ``model.kwargs`` that
+    change a weight's shape): the task's model (:meth:`~swinlite.engine.task.Task.model_for`) built on the meta device
+    with stand-in classes, the weights read and fitted as the run's build fits them, without their memory. They were
+    refused only after the data scan, which was wasted and left its cache in the output folder. What the build warns
+    of (a classifier of another size starting fresh) is left to the run's, which knows the classes."""
+    if cfg.model.pretrained is False:
+        return
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            task.model_for(cfg, STAND_IN_CLASSES)
+        except (RuntimeError, NotImplementedError) as e:
+            if "meta" not in str(e).lower():  # a failure of the meta device itself is left to the run's build
+                raise
 
 
 def check_demo_paths(data: Any, demo: str, keys: tuple[str, ...], instead: str) -> None:

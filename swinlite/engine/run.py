@@ -30,7 +30,7 @@ from .distributed import (
     stalled_ranks,
 )
 from .model import meta_model
-from .preflight import check_run, resolve_normalisation
+from .preflight import check_run, check_weights_fit, resolve_normalisation
 from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
 from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer
@@ -72,6 +72,7 @@ def run(
         device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")
         check_run(task, built_from_resume(cfg) if resume else cfg)
         cfg = resolve_normalisation(task, cfg, resume)
+        check_weights_fit(task, built_from_resume(cfg) if resume else cfg)  # the data's mean and std resolved
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
         names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
         check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)

@@ -115,6 +115,13 @@ class Task(abc.ABC):
         """Batches of the datasets' samples (default: torch's stacking)."""
         return torch.utils.data.default_collate(batch)
 
+    @classmethod
+    @abc.abstractmethod
+    def model_for(cls, cfg: Any, classes: list[str]) -> nn.Module:
+        """The task's model as ``cfg`` describes it for ``classes``, ``model.pretrained``'s weights loaded: what
+        :meth:`build_model` returns, and what the engine builds on the meta device with stand-in classes before any
+        data is read, so that weights that do not fit are refused before the data scan."""
+
     @abc.abstractmethod
     def build_model(self) -> nn.Module:
         """The model to train (on the CPU; the engine moves and wraps it); pretrained weights loaded."""

@@ -160,9 +160,8 @@ class SegmentationTask(Task):
 
     def build_datasets(self) -> tuple[SegmentationDataset, SegmentationDataset]:
         data = self.cfg.data
-        # built first: a model.pretrained that does not fit is refused before every mask is read (the classes are the
-        # settings', known before the scan); the val split's thin check below needs the model's patch
-        self._model = build_upernet(self.cfg.model, len(self.labels.classes), self.labels.classes)
+        # built before the scan (the classes are the settings'): the val split's thin check below needs its patch
+        self._model = self.model_for(self.cfg, list(self.labels.classes))
         train, val = self._scan()
         for split, name in ((train, "train"), (val, "val")):
             warn_skipped(f"{name} images", split.skipped)  # rank 0's scan: the engine shows it once (SharedWarnings)
@@ -187,6 +186,10 @@ class SegmentationTask(Task):
 
     def collate(self, batch: list[Any]) -> Any:
         return collate(batch)
+
+    @classmethod
+    def model_for(cls, cfg: SegConfig, classes: list[str]) -> nn.Module:
+        return build_upernet(cfg.model, len(classes), classes)
 
     def build_model(self) -> nn.Module:
         model, self._model = self._model, None  # built with the datasets (before the scan; the val split's thin check)

@@ -161,9 +161,10 @@ def span(default: tuple[float, float], **bounds: float) -> Any:
     return field(default=default, metadata={"bounds": Bounds(**bounds), "span": True})
 
 
-def choice(default: str | None, *choices: str) -> Any:
-    """A dataclass field whose value must be one of ``choices`` (or None, when the field is optional)."""
-    return field(default=default, metadata={"choices": choices})
+def choice(default: str | None, *choices: str, off: str | None = None) -> Any:
+    """A dataclass field whose value must be one of ``choices`` (or None, when the field is optional); ``off``: the
+    choice that YAML's false stands for (``amp: false`` is ``none``), where one turns the setting off."""
+    return field(default=default, metadata={"choices": choices, "off": off})
 
 
 def checked(default: Any, problem: Callable[[Any], str | None]) -> Any:
@@ -363,10 +364,12 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
                 raise _unknown_key(key, cfg)
             getattr(section, name)[entry] = _parse(value, Any)
         else:
+            field_ = next(f for f in dataclasses.fields(section) if f.name == name)
+            if field_.metadata.get("off") is not None and _parse(value, Any) is False:  # YAML's false, or "false"
+                value = field_.metadata["off"]
             try:
                 setattr(section, name, _coerce(value, annotation, key))
             except _Unquoted as e:
-                field_ = next(f for f in dataclasses.fields(section) if f.name == name)
                 raise _unquoted_advice(e, field_, annotation) from None
     return cfg
 

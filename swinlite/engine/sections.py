@@ -95,7 +95,7 @@ class TrainConfig:
     output_dir: str = "runs/train"
     seed: int = bounded(0, ge=0, lt=2**32)
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", ...
-    amp: str = choice("none", *AUTOCAST_DTYPES)  # fp16: CUDA only
+    amp: str = choice("none", *AUTOCAST_DTYPES, off="none")  # fp16: CUDA only; false is none
     deterministic: bool = False  # deterministic algorithms (bitwise-reproducible resume)
     log_interval: int = bounded(50, ge=1)  # steps between plain progress lines when stdout is not a terminal
     max_iters: int | None = bounded(None, ge=1)  # at most this many optimizer steps per epoch (quick trials)

@@ -112,7 +112,7 @@ def test_a_quoted_number_is_still_a_number_for_a_float_key(tmp_path):
     ("key", "value", "advice"),
     [
         # 'quote it' led to a second error ('false' is no choice): at 651f188 the choices were named
-        ("train.amp", "false", "YAML read the boolean False; expected one of none, bf16, fp16"),
+        ("train.amp", "true", "YAML read the boolean True; expected one of none, bf16, fp16"),
         ("data.re_mode", "no", "YAML read the boolean False; expected one of pixel, const, rand"),
         ("data.auto_augment", "false", "YAML read the boolean False; null turns it off; quote it"),
     ],

@@ -480,7 +480,9 @@ def to_dict(cfg: Any) -> dict[str, Any]:
     return {s: {k: plain(v) for k, v in sec.items()} for s, sec in dataclasses.asdict(cfg).items()}
 
 
-def config_diff(old: Any, new: Any) -> list[str]:
-    """Human-readable list of keys whose values differ, e.g. ``["train.epochs: 10 -> 20"]``."""
+def config_diff(old: Any, new: Any, compared: Callable[[str, Any], Any] | None = None) -> list[str]:
+    """Human-readable list of keys whose values differ, e.g. ``["train.epochs: 10 -> 20"]``; ``compared(key, value)``:
+    what of a value is compared (e.g. a path resolved), where not the value itself."""
     a, b = flatten(to_dict(old)), flatten(to_dict(new))
-    return [f"{k}: {a[k]} -> {b[k]}" for k in a if a[k] != b[k]]
+    same = (lambda k: a[k] == b[k]) if compared is None else (lambda k: compared(k, a[k]) == compared(k, b[k]))
+    return [f"{k}: {a[k]} -> {b[k]}" for k in a if not same(k)]

@@ -33,7 +33,7 @@ from .model import meta_model
 from .preflight import check_run, check_weights_fit, resolve_normalisation
 from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
-from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer
+from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer, as_compared
 
 
 def log(dist: DistInfo, message: str) -> None:
@@ -218,7 +218,7 @@ def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> N
     except ValueError as e:
         log(dist, f"warning: the settings of the run cannot be compared with {out / 'config.yaml'}: {e}")
         return
-    for change in config_diff(old, cfg):
+    for change in config_diff(old, cfg, as_compared):  # a path as it resolves: data/ and ./data are one folder
         log(dist, f"warning: resuming with a changed setting {change}")
     _check_layer_decay(old, cfg)
     _check_trained_parameters(task, old, cfg)

@@ -69,6 +69,8 @@ GROUP_STATE = ("params", "lr", "step", "lookahead_step")
 ADVICE = "try a lower optim.lr, or optim.clip_grad"
 VAL_SET_KEYS = ("data.data_dir", "data.dataset")  # with each "data.val_*" key a task has: what picks its val set
 VAL_PREFIX = "data.val_"  # a task's val set paths (data.val_ann, data.val_images, ...); None: under data.data_dir
+PATH_KEYS = ("data.data_dir", "train.output_dir", "model.pretrained")  # settings that name a path (when text), with
+PATH_PREFIXES = ("data.train_", VAL_PREFIX)  # a task's own data paths (a tuple there, data.train_sizes, is no path)
 
 
 class EvaluationFailed(ValueError):
@@ -104,20 +106,22 @@ def val_set(cfg: Any) -> dict[str, Any]:
     paths = [v for k, v in chosen.items() if k.startswith(VAL_PREFIX)]
     if paths and None not in paths:  # the explicit paths are the whole set: data.data_dir picks none of it
         del chosen["data.data_dir"]
-    return {k: _resolved(k, v) for k, v in chosen.items()}
+    return {k: as_compared(k, v) for k, v in chosen.items()}
 
 
-def _resolved(key: str, value: Any) -> Any:
-    """``value`` of the :func:`val_set` key ``key`` as compared: a path absolute, without ``~``, ``..`` or links."""
-    if key == "data.dataset" or value is None:
-        return value
-    return str(Path(value).expanduser().resolve())
+def as_compared(key: str, value: Any) -> Any:
+    """A setting's ``value`` as a resume compares it with the run's: a path (the text of a :data:`PATH_KEYS` key or
+    of a task's data path, :data:`PATH_PREFIXES`) absolute, without ``~``, ``..`` or links, so that ``data/``,
+    ``./data`` and its absolute path are one folder; any other value as it is."""
+    if isinstance(value, str) and (key in PATH_KEYS or key.startswith(PATH_PREFIXES)):
+        return str(Path(value).expanduser().resolve())
+    return value
 
 
 def val_set_changes(saved: dict[str, Any], cfg: Any) -> list[str]:
     """``key: old -> new`` of each :func:`val_set` setting of ``cfg`` that differs from ``saved`` (a resume file's
     record of it; a file from before paths were resolved records them as given, resolved here)."""
-    old = {k: _resolved(k, v) for k, v in saved.items()}
+    old = {k: as_compared(k, v) for k, v in saved.items()}
     return [f"{k}: {old.get(k)} -> {v}" for k, v in val_set(cfg).items() if old.get(k) != v]
 
 

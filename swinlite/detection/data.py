@@ -66,9 +66,18 @@ class CocoSplit:
 
 
 def split_paths(cfg: DetDataConfig, split: str) -> tuple[Path, Path]:
-    """(annotation file, image folder) of ``split`` ("train" or "val"): the config's, else the COCO 2017 layout."""
+    """(annotation file, image folder) of ``split`` ("train" or "val"): the config's, else the COCO 2017 layout.
+
+    Raises:
+        ValueError: ``data_dir``, which a path is taken from, is a file (an archive not yet unpacked), not a folder.
+    """
     root = Path(cfg.data_dir)
     ann, images = getattr(cfg, f"{split}_ann"), getattr(cfg, f"{split}_images")
+    if not (ann and images) and root.is_file():
+        raise ValueError(
+            f"--data-dir (data.data_dir) {root} is a file; expected a folder in COCO 2017's layout holding "
+            f"annotations/instances_{split}2017.json and {split}2017/"
+        )
     return (
         Path(ann) if ann else root / "annotations" / f"instances_{split}2017.json",
         Path(images) if images else root / f"{split}2017",

@@ -94,10 +94,19 @@ def labels_of(cfg: SegDataConfig) -> Labels:
 
 
 def split_folders(cfg: SegDataConfig, split: str) -> tuple[Path, Path]:
-    """(image folder, mask folder) of ``split`` ("train" or "val"): the config's, else the ADE20K layout's."""
+    """(image folder, mask folder) of ``split`` ("train" or "val"): the config's, else the ADE20K layout's.
+
+    Raises:
+        ValueError: ``data_dir``, which a folder is taken from, is a file (an archive not yet unpacked), not a folder.
+    """
     images, masks = getattr(cfg, f"{split}_images"), getattr(cfg, f"{split}_masks")
     default_images, default_masks = DEFAULT_FOLDERS[split]
     root = Path(cfg.data_dir)
+    if not (images and masks) and root.is_file():
+        raise ValueError(
+            f"--data-dir (data.data_dir) {root} is a file; expected a folder in ADE20K's layout holding "
+            f"{default_images}/ and {default_masks}/"
+        )
     return Path(images) if images else root / default_images, Path(masks) if masks else root / default_masks
 
 

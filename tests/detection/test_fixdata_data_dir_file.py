@@ -1,0 +1,39 @@
+"""--data-dir (data.data_dir) naming a file, say an archive not yet unpacked, is said to be a file where a folder is
+expected, not that a path built from it (FILE/annotations/instances_train2017.json) does not exist."""
+
+import re
+from pathlib import Path
+
+import pytest
+from scriptkit import run_script
+
+from swinlite.detection.config import DetDataConfig
+from swinlite.detection.data import split_paths
+
+EXPECTED = "--data-dir (data.data_dir) {} is a file; expected a folder in COCO 2017's layout"
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_split_paths_of_a_file_data_dir_say_it_is_a_file(tmp_path: Path, split: str):
+    archive = tmp_path / "coco.zip"
+    archive.write_bytes(b"PK")
+    expected = f"{EXPECTED.format(archive)} holding annotations/instances_{split}2017.json and {split}2017/"
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        split_paths(DetDataConfig(data_dir=str(archive)), split)
+    given = {f"{split}_ann": str(tmp_path / "a.json"), f"{split}_images": str(tmp_path / "images")}
+    assert split_paths(DetDataConfig(data_dir=str(archive), **given), split)[0] == tmp_path / "a.json"  # unused
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--data-dir", "{archive}"], ["--config", "configs/det_demo.yaml", "data.data_dir={archive}"]],
+    ids=["coco", "digits-demo"],
+)
+def test_train_detection_with_a_file_data_dir_says_it_is_a_file(tmp_path: Path, capsys, argv: list[str]):
+    archive = tmp_path / "coco.zip"
+    archive.write_bytes(b"PK")
+    out = tmp_path / "run"
+    code = run_script("train_detection", [a.format(archive=archive) for a in argv] + [f"train.output_dir={out}"])
+    assert code != 0
+    assert f"error: {EXPECTED.format(archive)}" in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,34 @@
+"""--data-dir (data.data_dir) naming a file, say an archive not yet unpacked, is said to be a file where a folder is
+expected, not that a folder built from it (FILE/images/training) does not exist."""
+
+import re
+from pathlib import Path
+
+import pytest
+from scriptkit import run_script
+
+from swinlite.segmentation.config import SegDataConfig
+from swinlite.segmentation.data import split_folders
+
+EXPECTED = "--data-dir (data.data_dir) {} is a file; expected a folder in ADE20K's layout"
+
+
+@pytest.mark.parametrize(("split", "folder"), [("train", "images/training"), ("val", "images/validation")])
+def test_split_folders_of_a_file_data_dir_say_it_is_a_file(tmp_path: Path, split: str, folder: str):
+    archive = tmp_path / "ade.zip"
+    archive.write_bytes(b"PK")
+    with pytest.raises(ValueError, match=re.escape(f"{EXPECTED.format(archive)} holding {folder}/")):
+        split_folders(SegDataConfig(data_dir=str(archive)), split)
+    given = {f"{split}_images": str(tmp_path / "i"), f"{split}_masks": str(tmp_path / "m")}
+    assert split_folders(SegDataConfig(data_dir=str(archive), **given), split) == (tmp_path / "i", tmp_path / "m")
+
+
+@pytest.mark.parametrize("argv", [["--data-dir", "{archive}"], ["data.data_dir={archive}"]], ids=["ade20k", "demo"])
+def test_train_segmentation_with_a_file_data_dir_says_it_is_a_file(tmp_path: Path, capsys, argv: list[str]):
+    archive = tmp_path / "ade.zip"
+    archive.write_bytes(b"PK")
+    out = tmp_path / "run"
+    code = run_script("train_segmentation", [a.format(archive=archive) for a in argv] + [f"train.output_dir={out}"])
+    assert code != 0
+    assert f"error: {EXPECTED.format(archive)}" in capsys.readouterr().err
+    assert not out.exists()

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from timm.utils import ModelEmaV3
 from torch import nn
+from tqdm import tqdm
 
 from .. import __version__
 from ..device import autocast_dtype, load_compiler_quietly
@@ -178,6 +179,8 @@ class Trainer:
         self.ema = None if cfg.train.ema_decay is None else ModelEmaV3(self.model, decay=cfg.train.ema_decay)
         self.tensorboard = TensorBoardLog(out) if cfg.train.tensorboard and dist.is_main else None
         self.epoch_start = time.perf_counter()  # when the epoch in progress began, less ``state.seconds``
+        self.compile_pending = cfg.train.compile  # until the first step's time, which compiles the model, is said
+        self.compile_start = 0.0  # when this process's first epoch began
 
     def log(self, message: str) -> None:
         self.task.ctx.log(message)
@@ -378,10 +381,21 @@ class Trainer:
             loss = state.sums["train_loss"] / max(state.count, 1)
             self.tensorboard.step(state.step, loss, current_lr(self.optimizer))
 
+    def _log_compile_time(self) -> None:
+        """train.compile: once, after the run's first step, how long it took: torch.compile compiles the model in it
+        (seconds to minutes, without a word before), besides loading the first batch. Above the progress bar."""
+        if not self.compile_pending:
+            return
+        if self.dist.is_main:
+            seconds = time.perf_counter() - self.compile_start
+            tqdm.write(f"train.compile: the first step took {seconds:.1f} s (torch.compile compiled the model)")
+        self.compile_pending = False
+
     def _on_step(self, position: EpochPosition) -> None:
         """After each optimizer step: TensorBoard, and a step checkpoint every ``train.save_every_steps`` steps."""
         state = self.state
         state.step, state.batch, state.sums, state.count = position.step, position.batch, position.sums, position.count
+        self._log_compile_time()
         self._log_step()
         every = self.cfg.train.save_every_steps
         if every and position.step % every == 0 and position.batch < self.batches:  # the epoch's end saves anyway
@@ -400,6 +414,8 @@ class Trainer:
         train_loader.sampler.set_epoch(state.epoch, start=state.batch * self.cfg.data.batch_size)
         position = EpochPosition(state.batch, state.step, dict(state.sums), state.count)
         desc = f"epoch {state.epoch + 1}/{self.cfg.train.epochs}"
+        if self.compile_pending:
+            self.compile_start = time.perf_counter()
         try:
             losses, rate = train_one_epoch(
                 self.train_model, train_loader, self.task.train_step, self.optimizer, self.scheduler, position,

@@ -12,7 +12,8 @@ first drawing to write (a run that draws nothing leaves them): OUT then holds th
 task's or extract_features.py's / visualize.py's outputs is refused either way. Unreadable images, and images too
 thin for the detector's resize, are named and skipped; if no image is left that is an error. A path that is not
 UTF-8 is kept exactly in detections.json (the JSON string decodes to Python's surrogate-escaped file name:
-os.fsencode gives back its bytes) and printed with escapes.
+os.fsencode gives back its bytes) and printed with escapes. --amp bf16 (fp16: CUDA only) runs the detector under
+autocast, as evaluate_detection.py --amp; the summary line names it.
 
 --onnx FILE runs a detector exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the categories and sizes recorded in the file, and writes the same detections.json, drawings and
@@ -38,12 +39,14 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--output-dir", required=True, type=Path, help="for detections.json and images/")
     parser.add_argument("--score-thresh", type=float, default=0.5, help="lowest score kept (default: %(default)s)")
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
+    parser.add_amp_argument()
     parser.add_argument(
         "--overwrite", action="store_true", help="replace detect.py's and evaluate_detection.py's earlier outputs"
     )
     args = parser.parse_args(argv)
-    if args.onnx is not None and args.device is not None:
-        parser.error("--onnx runs the exported file in ONNX Runtime on the CPU: --device does not apply")
+    if args.onnx is not None and (args.device is not None or args.amp != "none"):
+        given = "--device" if args.device is not None else "--amp"
+        parser.error(f"--onnx runs the exported file in ONNX Runtime on the CPU: {given} does not apply")
     if not 0 <= args.score_thresh <= 1:
         parser.error(f"--score-thresh must be in 0..1, got {args.score_thresh}")
     return args
@@ -59,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.detection.config import DetModelConfig
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
-    from swinlite.device import resolve_device
+    from swinlite.device import autocast_dtype, resolve_device
+    from swinlite.engine.loop import StepSettings, autocast
     from swinlite.files import (
         atomic_write_png,
         check_output_dir,
@@ -72,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.output_dir
     device = resolve_device(args.device or "auto")
+    amp = StepSettings(device, autocast_dtype(args.amp, device))
     images = list_images(args.input)
     weights = ema_weights(args)
     earlier = check_output_dir("detection", out, [args.checkpoint, weights, *args.input, *images], args.overwrite)
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             skipped.append(f"{path}: {problem}")
             continue
-        with torch.no_grad():
+        with torch.no_grad(), autocast(amp):
             prediction = {k: v.cpu() for k, v in model([pixels.to(device).float() / 255])[0].items()}
         boxes, labels, scores = prediction["boxes"].float().numpy(), prediction["labels"], prediction["scores"]
         results += detection_entries(path, boxes, labels.tolist(), scores.tolist(), categories.ids,
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         sources[name] = str(path)
         remove_before_first_write(earlier)
         atomic_write_png(out / "images" / name, Image.fromarray(drawn.numpy()))
-    return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh, sources)
+    return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh, sources, args.amp)
 
 
 def best_score(best: float | None, scores: list[float]) -> float | None:
@@ -112,9 +117,11 @@ def finish(
     score_thresh: float,
     model_thresh: float | None,
     sources: dict[str, str],
+    amp: str = "none",
 ) -> int:
     """Name the skipped images, write detections.json and sources.json (``sources``: each drawing's file name -> the
-    image), print the summary (both paths). With no detection kept, a note: the best score the model gave against
+    image), print the summary (both paths; the ``--amp`` dtype the model ran in, where not none). With no detection
+    kept, a note: the best score the model gave against
     ``--score-thresh``, or, where the model kept no box at all (``best`` None: none scored its
     ``model.score_thresh``), that, naming ``model_thresh`` (None: not recorded, an ONNX file's)."""
     from _cli import import_without_torch
@@ -126,8 +133,9 @@ def finish(
         raise ValueError(f"none of the {count} images could be used (each is named above); nothing written")
     files.atomic_write_bytes(out / "detections.json", files.json_bytes(results, indent=1))
     files.atomic_write_bytes(out / "sources.json", files.json_bytes(sources, indent=1))
-    print(f"{len(results)} detections on {count - len(skipped)} images: {out / 'detections.json'}, {out / 'images'}, "
-          f"{out / 'sources.json'}")  # fmt: skip
+    precision = f" (--amp {amp})" if amp != "none" else ""
+    print(f"{len(results)} detections on {count - len(skipped)} images{precision}: {out / 'detections.json'}, "
+          f"{out / 'images'}, {out / 'sources.json'}")  # fmt: skip
     if not results and best is None:
         thresh = "its run's model.score_thresh" if model_thresh is None else f"model.score_thresh {model_thresh}"
         print(f"note: the model kept no box: none scored {thresh} or more", file=sys.stderr)

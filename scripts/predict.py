@@ -13,7 +13,9 @@ backslash as \x5c (two files never print as one path). --output must not be one 
 image); it is written whole once every image is labelled, replacing a file there. Preprocessing is the run's
 evaluation transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1. With
 --model alone the timm model's pretrained weights are used (ImageNet class names from timm's ImageNetInfo); --model
-with --checkpoint reads a file of another layout (official, timm, torchvision, ...).
+with --checkpoint reads a file of another layout (official, timm, torchvision, ...). --amp bf16 (fp16: CUDA only)
+runs the model under autocast, as evaluate.py --amp (the probabilities within bf16's rounding of fp32's); the summary
+line names it (not with --onnx or --compile).
 
 --onnx FILE runs a file of scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is not
 imported): the classes and preprocessing come from the file's metadata, the preprocessing is timm's evaluation
@@ -55,11 +57,13 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_compile_argument()
+    parser.add_amp_argument()
+    parser.add_compile_argument("; fp32 only (no --amp)")
     args = parser.parse_args(argv)
     if args.onnx is not None:
         given = [f for f, v in (("--checkpoint", args.checkpoint), ("--model", args.model), ("--compile", args.compile),
-                                ("--device", args.device), ("--num-workers", args.num_workers)) if v]  # fmt: skip
+                                ("--device", args.device), ("--num-workers", args.num_workers),
+                                ("--amp", args.amp != "none")) if v]  # fmt: skip
         if given:
             verb = "does" if len(given) == 1 else "do"
             parser.error(f"--onnx runs the exported file alone: {', '.join(given)} {verb} not apply")
@@ -67,6 +71,8 @@ def parse_args(argv: list[str] | None = None):
         parser.error("--classes and --preprocessing describe an --onnx file")
     elif args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint, --onnx, or --model for a timm model's pretrained weights")
+    if args.compile and args.amp != "none":
+        parser.error("--compile runs the model in fp32; drop --amp")
     if args.topk < 1 or (args.batch_size is not None and args.batch_size < 1) or args.num_workers < 0:
         parser.error("--topk and --batch-size must be at least 1, --num-workers at least 0")
     if args.onnx is None:  # --onnx: the file may fix its batch (onnx_predict.batch_size)
@@ -91,11 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from swinlite import inference
-    from swinlite.device import resolve_device
+    from swinlite.device import autocast_dtype, resolve_device
     from swinlite.images import ImageFiles, list_images
     from swinlite.io import check_output
 
     device = resolve_device(args.device or "auto")
+    amp = autocast_dtype(args.amp, device)
     files = list_images(args.paths)
     weights = ema_weights(args)
     check_output(args.output, [args.checkpoint, weights, *args.paths, *files])  # folders too: not inside them
@@ -115,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         print(model.report(), file=sys.stderr)
     predictions, skipped = [], []
     with tqdm(total=len(files), unit="img", desc="predict", disable=args.no_progress or None) as bar:
-        for done, result in inference.predict(model, loader, topk, device):
+        for done, result in inference.predict(model, loader, topk, device, amp):
             (predictions if isinstance(result, inference.Prediction) else skipped).append(result)
             bar.update(done - bar.n)
-    return finish(predictions, skipped, classes, topk, args.output, len(files))
+    return finish(predictions, skipped, classes, topk, args.output, len(files), args.amp)
 
 
 def clamp_topk(topk: int, classes: list[str]) -> int:
@@ -129,8 +136,11 @@ def clamp_topk(topk: int, classes: list[str]) -> int:
     return min(topk, len(classes))
 
 
-def finish(predictions: list, skipped: list[str], classes: list[str], topk: int, output: Path, count: int) -> int:
-    """Name the skipped files, write the CSV (swinlite.predictions, torch-free), print the summary."""
+def finish(
+    predictions: list, skipped: list[str], classes: list[str], topk: int, output: Path, count: int, amp: str = "none"
+) -> int:
+    """Name the skipped files, write the CSV (swinlite.predictions, torch-free), print the summary (with the
+    ``--amp`` dtype the model ran in, where not none)."""
     from _cli import import_without_torch
 
     files, written = import_without_torch("files"), import_without_torch("predictions")
@@ -139,7 +149,9 @@ def finish(predictions: list, skipped: list[str], classes: list[str], topk: int,
     if not predictions:
         raise ValueError(f"none of the {count} files is a readable image")
     written.write_csv(predictions, classes, topk, output)
-    print(f"{len(predictions)} images labelled (top-{topk}), {len(skipped)} skipped -> {files.printable_path(output)}")
+    precision = f", --amp {amp}" if amp != "none" else ""
+    print(f"{len(predictions)} images labelled (top-{topk}{precision}), {len(skipped)} skipped -> "
+          f"{files.printable_path(output)}")  # fmt: skip
     return 0
 
 

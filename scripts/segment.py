@@ -12,7 +12,8 @@ refused unless --overwrite, which removes them all once this run has its first l
 nothing leaves them): OUT then holds this run's alone; one holding another task's or extract_features.py's /
 visualize.py's outputs is refused either way. Unreadable images are named and skipped; if none is left that is an
 error. An image with a view whose full-size tensors would take more than 4 GiB (docs/segmentation.md) is an error
-before any work (--ratios 100 took all the memory).
+before any work (--ratios 100 took all the memory). --amp bf16 (fp16: CUDA only) runs the model under autocast, as
+evaluate_segmentation.py --amp (the logits are upsampled in fp32); the summary line names it.
 
 --onnx FILE runs a segmenter exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the classes, palette and test settings recorded in the file, and writes the same files. An image
@@ -65,12 +66,14 @@ def parse_args(argv: list[str] | None = None):
         "--alpha", type=float, default=0.5, help="opacity of the overlay colours (default: %(default)s)"
     )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
+    parser.add_amp_argument()
     parser.add_argument(
         "--overwrite", action="store_true", help="replace segment.py's and evaluate_segmentation.py's earlier outputs"
     )
     args = parser.parse_args(argv)
-    if args.onnx is not None and args.device is not None:
-        parser.error("--onnx runs the exported file in ONNX Runtime on the CPU: --device does not apply")
+    if args.onnx is not None and (args.device is not None or args.amp != "none"):
+        given = "--device" if args.device is not None else "--amp"
+        parser.error(f"--onnx runs the exported file in ONNX Runtime on the CPU: {given} does not apply")
     if not 0 <= args.alpha <= 1 or (args.stride and min(args.stride) < 1):
         parser.error("--alpha must be in 0..1, --stride positive")
     check_test_options(parser, args)
@@ -94,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     from PIL import Image
     from torchvision.transforms.v2.functional import pil_to_tensor
 
-    from swinlite.device import resolve_device
+    from swinlite.device import autocast_dtype, resolve_device
+    from swinlite.engine.loop import StepSettings, autocast
     from swinlite.files import (
         check_output_dir,
         decoded,
@@ -110,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.output_dir
     device = resolve_device(args.device or "auto")
+    amp = StepSettings(device, autocast_dtype(args.amp, device))
     images = list_images(args.input)
     weights = ema_weights(args)
     earlier = check_output_dir("segmentation", out, [args.checkpoint, weights, *args.input, *images], args.overwrite)
@@ -128,13 +133,13 @@ def main(argv: list[str] | None = None) -> int:
             skipped.append(f"{path}: {problem}")
             continue
         pixels = pil_to_tensor(image)  # [3, H, W] uint8
-        with torch.no_grad():
+        with torch.no_grad(), autocast(amp):
             labels = predict_scores(model, normalize(pixels)[None].to(device), test).argmax(1)[0].cpu()  # [H, W]
         drawn = Image.fromarray(overlay(pixels, labels, palette, args.alpha).permute(1, 2, 0).numpy())
         name = numbered_name(index, path)
         _write(out, earlier, name, label_image(labels.numpy(), palette), drawn)
         sources[name] = str(path)
-    return finish(out, skipped, len(images), info.labels.classes, palette, sources)
+    return finish(out, skipped, len(images), info.labels.classes, palette, sources, args.amp)
 
 
 def _write(out: Path, earlier: list[Path], name: str, labels, drawn) -> None:
@@ -148,9 +153,11 @@ def _write(out: Path, earlier: list[Path], name: str, labels, drawn) -> None:
     files.atomic_write_png(out / "overlays" / name, drawn)
 
 
-def finish(out: Path, skipped: list[str], count: int, classes, palette, sources: dict[str, str]) -> int:
+def finish(
+    out: Path, skipped: list[str], count: int, classes, palette, sources: dict[str, str], amp: str = "none"
+) -> int:
     """Name the skipped images, write classes.csv and sources.json (``sources``: each PNG's file name -> the image),
-    print the summary (both paths)."""
+    print the summary (both paths; the ``--amp`` dtype the model ran in, where not none)."""
     from _cli import import_without_torch
 
     files = import_without_torch("files")
@@ -160,8 +167,9 @@ def finish(out: Path, skipped: list[str], count: int, classes, palette, sources:
         raise ValueError(f"none of the {count} images could be used (each is named above); nothing written")
     files.atomic_write_bytes(out / "classes.csv", _classes_csv(classes, palette))
     files.atomic_write_bytes(out / "sources.json", files.json_bytes(sources, indent=1))
-    print(f"{count - len(skipped)} images segmented: {out / 'labels'}, {out / 'overlays'}, {out / 'classes.csv'}, "
-          f"{out / 'sources.json'}")  # fmt: skip
+    precision = f" (--amp {amp})" if amp != "none" else ""
+    print(f"{count - len(skipped)} images segmented{precision}: {out / 'labels'}, {out / 'overlays'}, "
+          f"{out / 'classes.csv'}, {out / 'sources.json'}")  # fmt: skip
     return 0
 
 

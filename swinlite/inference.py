@@ -103,11 +103,12 @@ def class_names(model: nn.Module) -> list[str]:
 
 
 def predict(
-    model: nn.Module, loader: DataLoader, topk: int, device: torch.device
+    model: nn.Module, loader: DataLoader, topk: int, device: torch.device, amp: torch.dtype | None = None
 ) -> Iterator[tuple[int, Prediction | str]]:
     """Yield (number of files done, a prediction or ``"path: why it was skipped"``) per file, in order.
 
-    ``loader`` batches :class:`swinlite.images.ImageFiles` items with ``collate_fn=list``.
+    ``loader`` batches :class:`swinlite.images.ImageFiles` items with ``collate_fn=list``; ``amp`` is the autocast
+    dtype (``swinlite.device.autocast_dtype``; None: full precision), the probabilities are computed in fp32.
     """
     paths = loader.dataset.paths
     model = model.eval().to(device)
@@ -116,7 +117,7 @@ def predict(
         good: list[ImageItem] = [item for item in batch if item.image is not None]
         results: dict[int, Prediction | str] = {it.index: f"{paths[it.index]}: {it.error}" for it in batch if it.error}
         if good:
-            with torch.inference_mode():
+            with torch.inference_mode(), torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                 logits = model(torch.stack([item.image for item in good]).to(device))  # [B, classes]
                 probs = logits.float().softmax(dim=1)
             best = probs.topk(topk, dim=1)

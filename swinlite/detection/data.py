@@ -18,6 +18,7 @@ stay, as negatives.
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +162,20 @@ def check_split_paths(ann_file: Path, image_dir: Path) -> None:
         raise ValueError(f"image folder {image_dir} does not exist (it holds the images {ann_file} names)")
 
 
+def _warn_other_split(ann_file: Path, image_dir: Path) -> None:
+    """A warning when the annotation file is named for one COCO split and the image folder for another
+    (``instances_val2017.json`` with ``train2017/``): where both splits have files of the same names and sizes (the
+    digits demo's 64x64 canvases), the size check cannot tell, and the file's boxes would be another image's."""
+    ann = re.fullmatch(r"instances_((?:train|val|test)\d{4})\.json", ann_file.name)
+    images = re.fullmatch(r"(?:train|val|test)\d{4}", image_dir.name)
+    if ann and images and ann[1] != images[0]:
+        warnings.warn(
+            f"the annotation file {ann_file} is named for the split {ann[1]}, the image folder {image_dir} for "
+            f"{images[0]}: if the folder is not the one the file was made for, its boxes are another image's",
+            stacklevel=3,
+        )
+
+
 def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: bool = False) -> CocoSplit:
     """Read and check one COCO annotation file against its image folder.
 
@@ -173,6 +188,7 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: boo
             size the file does not record than of the size it records), or no image left.
     """
     check_split_paths(ann_file, image_dir)
+    _warn_other_split(ann_file, image_dir)
     coco, dropped, trimmed = read_coco(ann_file, masks)
     _warn_ids(f"annotations of {ann_file} dropped (annotation id: reason)", dropped)
     _warn_ids(f"annotations of {ann_file} kept without invalid segmentation parts (annotation id: what)", trimmed)

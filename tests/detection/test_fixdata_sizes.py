@@ -57,3 +57,13 @@ def test_the_digit_demo_folders_belong_to_their_annotation_files(tmp_path: Path)
         for split in ("train", "val"):
             loaded = load_split(root / "annotations" / f"instances_{split}2017.json", root / f"{split}2017")
             assert len(loaded.image_ids) == {"train": 3, "val": 2}[split]
+
+
+def test_another_splits_folder_of_images_alike_is_named_in_a_warning(tmp_path: Path):
+    """The digits demo's train and val canvases share names and sizes: val's file with train's folder passes the
+    size check, so the COCO split names, which differ, are said in a warning."""
+    root = build_digit_scenes(tmp_path / "digits", train_scenes=3, val_scenes=2)
+    ann, folder = root / "annotations" / "instances_val2017.json", root / "train2017"
+    expected = f"the annotation file {ann} is named for the split val2017, the image folder {folder} for train2017"
+    with pytest.warns(UserWarning, match=re.escape(expected)):
+        assert load_split(ann, folder).image_ids == [1, 2]

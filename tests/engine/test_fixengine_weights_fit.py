@@ -8,6 +8,8 @@ import timm
 from enginekit import DATA_FIXTURE, overrides, script_config, script_main
 from pico import PICO
 
+TINY_22K = "swinlite_tiny_patch4_window7_224.ms_in22k"  # not in the tests' hub cache
+
 import swinlite.io
 
 
@@ -31,3 +33,16 @@ def test_weights_that_do_not_fit_are_refused_before_the_data_scan(task, request,
         assert captured.err.strip().startswith(f"error: model.pretrained {path}: ") and reason in captured.err
         assert "data:" not in captured.out  # no scan
         assert not out.exists() or not any(out.iterdir())  # nothing written: no scan.json.gz
+
+
+def test_an_unknown_tag_or_uncached_weights_are_refused_before_the_data_scan(no_network, folder, tmp_path, capsys):
+    """Checked before at check_run (pinned here with the output folder left as it was): a tag the model lacks, and
+    offline weights the hub cache lacks."""
+    out = tmp_path / "out"
+    refused = {f"{PICO}.nope": "has no pretrained tag 'nope'", TINY_22K: "are not in the local cache"}
+    for name, said in refused.items():
+        args = overrides("classification", folder, out, **{"model.name": name, "model.pretrained": True})
+        assert script_main("classification", ["--config", script_config("classification", tmp_path), *args]) == 2
+        captured = capsys.readouterr()
+        assert said in captured.err and "data:" not in captured.out
+        assert not out.exists() or not any(out.iterdir())

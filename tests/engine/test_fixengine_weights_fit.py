@@ -8,9 +8,9 @@ import timm
 from enginekit import DATA_FIXTURE, overrides, script_config, script_main
 from pico import PICO
 
-TINY_22K = "swinlite_tiny_patch4_window7_224.ms_in22k"  # not in the tests' hub cache
-
 import swinlite.io
+
+TINY_22K = "swinlite_tiny_patch4_window7_224.ms_in22k"  # not in the tests' hub cache
 
 
 def _misfits(folder: Path) -> dict[str, Path]:

@@ -1,7 +1,7 @@
 """Evaluate a checkpoint on an ImageFolder split: top-1/top-k, loss, per-class accuracy and a confusion-matrix PNG.
 
 Weights written by scripts/train.py need nothing else: the model, classes and preprocessing are read
-from the file, and a flag that contradicts it is an error. swinlite, timm, official Microsoft or
+from the file, and a flag that contradicts it is an error (before the output folder is checked). swinlite, timm, official Microsoft or
 torchvision Swin checkpoints are read too: pass --model for those, and --class-order where their class folders
 order otherwise sorted than naturally (which order the outputs follow depends on the code that trained them).
 Loading is strict. eval.json records the checkpoint, --data-dir, --split and --amp with the numbers; a folder
@@ -76,17 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device)
     amp = autocast_dtype(args.amp, device)
     checkpoint = ema_weights(args)
-    out = args.output_dir or checkpoint.parent
-    option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
-    inputs = [args.checkpoint, checkpoint, args.data_dir / args.split]
-    earlier = check_output_dir("classification", out, inputs, args.overwrite, option)
-    setup = prepare_evaluation(
+    setup = prepare_evaluation(  # the flags against the checkpoint and the data, before the output folder's check
         checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size,
         args.class_order,
     )  # fmt: skip
     too_large = args.img_size and batch_too_large(setup.model, args.batch_size, args.img_size)
     if too_large:  # before any batch: --img-size 5000 swapped for minutes
         raise ValueError(too_large)
+    out = args.output_dir or checkpoint.parent
+    option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
+    inputs = [args.checkpoint, checkpoint, args.data_dir / args.split]
+    earlier = check_output_dir("classification", out, inputs, args.overwrite, option)
     if args.compile:
         from dataclasses import replace
 

@@ -8,8 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import timm
+import torch
+from pico import PICO
 from PIL import Image
 from scriptkit import run_script
+from trainkit import make_folder
 
 from swinlite import files
 
@@ -36,6 +40,13 @@ def _record(out: Path, drawn: str) -> None:
     for name in script:
         if name not in files.DRAWINGS:
             (out / name).write_bytes(b"an earlier run's")
+
+
+def _raw(tmp_path: Path) -> Path:
+    """A raw checkpoint of a 3-class pico model (its initial weights)."""
+    torch.manual_seed(0)
+    torch.save(timm.create_model(PICO, num_classes=3).state_dict(), tmp_path / "raw.pth")
+    return tmp_path / "raw.pth"
 
 
 def _run(capsys, script: str, flag: str, model: Path, inputs: list[Path], out: Path, *extra: str) -> str:
@@ -129,6 +140,8 @@ def test_an_evaluation_into_a_folder_holding_results_is_refused_unless_overwrite
     (tmp_path / "out" / found).write_bytes(b"an earlier run's")
     (tmp_path / "model.file").write_bytes(b"never read: the run is refused before")
     argv = ["--checkpoint", tmp_path / "model.file", *(tmp_path / a if a == "data" else a for a in data)]
+    if script == "evaluate":  # it checks the checkpoint and the data against its flags before the folder
+        argv = ["--checkpoint", _raw(tmp_path), "--model", PICO, "--data-dir", make_folder(tmp_path / "data", 3, 1)]
     assert run_script(script, [*argv, "--output-dir", tmp_path / "out"]) == 2
     error = capsys.readouterr().err
     assert f"--output-dir {tmp_path / 'out'} holds an earlier run's {found}: pass --overwrite to replace" in error

@@ -1,9 +1,10 @@
 """Evaluate a checkpoint on an ImageFolder split: top-1/top-k, loss, per-class accuracy and a confusion-matrix PNG.
 
 Weights written by scripts/train.py need nothing else: the model, classes and preprocessing are read
-from the file, and a flag that contradicts it is an error (before the output folder is checked). swinlite, timm, official Microsoft or
-torchvision Swin checkpoints are read too: pass --model for those, and --class-order where their class folders
-order otherwise sorted than naturally (which order the outputs follow depends on the code that trained them).
+from the file, and a flag that contradicts it is an error (before the output folder is checked). swinlite, timm,
+official Microsoft or torchvision Swin checkpoints are read too: pass --model for those, and --class-order where
+their class folders order otherwise sorted than naturally (which order the outputs follow depends on the code that
+trained them).
 Loading is strict. eval.json records the checkpoint, --data-dir, --split and --amp with the numbers; a folder
 holding an earlier run's outputs (this script's eval.json and confusion_matrix.png) is refused unless --overwrite,
 which removes them all; one holding another task's or extract_features.py's / visualize.py's outputs is refused

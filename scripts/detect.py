@@ -1,18 +1,19 @@
 """Run a detection checkpoint of scripts/train_detection.py on images or folders of images.
 
-Writes OUT/detections.json (COCO results with the image path and the category name added: one entry per box scoring
-at least --score-thresh, box as [x, y, width, height] in pixels), OUT/images/<n>_<name>.png with the same boxes
-(and, for Mask R-CNN, masks) drawn (n: the image's place among the inputs, from 0), and OUT/sources.json, which maps
-each drawing's file name to the image it was drawn from. The detector itself keeps at most model.detections_per_img
-boxes an image (default 100) scoring at least model.score_thresh (default 0.05), the settings it was evaluated with:
-a lower --score-thresh finds no more. OUT may not lie inside an input folder (its drawings would be read as input
-next time), nor an input inside OUT/images (--overwrite empties it). An OUT holding an earlier run's outputs (of this
-script, or of evaluate_detection.py) is refused unless --overwrite, which removes them all once this run has its
-first drawing to write (a run that draws nothing leaves them): OUT then holds this run's alone; one holding another
-task's or extract_features.py's / visualize.py's outputs is refused either way. Unreadable images, and images too
-thin for the detector's resize, are named and skipped; if no image is left that is an error. A path that is not
-UTF-8 is kept exactly in detections.json (the JSON string decodes to Python's surrogate-escaped file name:
-os.fsencode gives back its bytes) and printed with escapes. --amp bf16 (fp16: CUDA only) runs the detector under
+Writes OUT/detections.json (COCO results with the image path and the category name added: one entry per box scoring at
+least --score-thresh, box as [x, y, width, height] in pixels), OUT/images/<n>_<name>.png with the same boxes (and, for
+Mask R-CNN, masks) drawn (n: the image's place among the inputs, from 0), and OUT/sources.json, which maps each
+drawing's file name to the image it was drawn from (written before the first drawing, naming every drawing the run may
+write, and at the end those it wrote: a run killed in between leaves drawings --overwrite replaces). The detector itself
+keeps at most model.detections_per_img boxes an image (default 100) scoring at least model.score_thresh (default 0.05),
+the settings it was evaluated with: a lower --score-thresh finds no more. OUT may not lie inside an input folder (its
+drawings would be read as input next time), nor an input inside OUT/images (--overwrite empties it). An OUT holding an
+earlier run's outputs (of this script, or of evaluate_detection.py) is refused unless --overwrite, which removes them
+all once this run has its first drawing to write (a run that draws nothing leaves them): OUT then holds this run's
+alone; one holding another task's or extract_features.py's / visualize.py's outputs is refused either way. Unreadable
+images, and images too thin for the detector's resize, are named and skipped; if no image is left that is an error. A
+path that is not UTF-8 is kept exactly in detections.json (the JSON string decodes to Python's surrogate-escaped file
+name: os.fsencode gives back its bytes) and printed with escapes. --amp bf16 (fp16: CUDA only) runs the detector under
 autocast, as evaluate_detection.py --amp; the summary line names it.
 
 --onnx FILE runs a detector exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
@@ -64,14 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.predictor import draw_detections, load_detector, unprocessable
     from swinlite.device import autocast_dtype, resolve_device
     from swinlite.engine.loop import StepSettings, autocast
-    from swinlite.files import (
-        atomic_write_png,
-        check_output_dir,
-        decoded,
-        list_images,
-        numbered_name,
-        remove_before_first_write,
-    )
+    from swinlite.files import DrawingRecord, atomic_write_png, check_output_dir, decoded, list_images, numbered_name
     from swinlite.predictions import detection_entries
 
     out = args.output_dir
@@ -82,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     earlier = check_output_dir("detection", out, [args.checkpoint, weights, *args.input, *images], args.overwrite)
     model, categories, meta = load_detector(weights, device)
     model_thresh = meta["detector"].get("score_thresh", DetModelConfig().score_thresh)
-    results, skipped, best, sources = [], [], None, {}
+    results, skipped, best, record = [], [], None, DrawingRecord(out, earlier, images)
     for index, path, image in decoded(images, skipped):
         pixels = pil_to_tensor(image)  # [3, H, W] uint8
         problem = unprocessable(model, *pixels.shape[1:])
@@ -97,10 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         best = best_score(best, scores.tolist())
         drawn = draw_detections(pixels, prediction, categories, args.score_thresh).permute(1, 2, 0)  # [H, W, 3]
         name = numbered_name(index, path)
-        sources[name] = str(path)
-        remove_before_first_write(earlier)
+        record.add(name)
         atomic_write_png(out / "images" / name, Image.fromarray(drawn.numpy()))
-    return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh, sources, args.amp)
+    return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh, record.drawn, args.amp)
 
 
 def best_score(best: float | None, scores: list[float]) -> float | None:
@@ -119,11 +112,11 @@ def finish(
     sources: dict[str, str],
     amp: str = "none",
 ) -> int:
-    """Name the skipped images, write detections.json and sources.json (``sources``: each drawing's file name -> the
-    image), print the summary (both paths; the ``--amp`` dtype the model ran in, where not none). With no detection
-    kept, a note: the best score the model gave against
-    ``--score-thresh``, or, where the model kept no box at all (``best`` None: none scored its
-    ``model.score_thresh``), that, naming ``model_thresh`` (None: not recorded, an ONNX file's)."""
+    """Name the skipped images, write detections.json and sources.json again (``sources``: each drawing's file name
+    -> the image, those drawn; files.DrawingRecord wrote it first), print the summary (both paths; the ``--amp`` dtype
+    the model ran in, where not none). With no detection kept, a note: the best score the model gave against
+    ``--score-thresh``, or, where the model kept no box at all (``best`` None: none scored its ``model.score_thresh``),
+    that, naming ``model_thresh`` (None: not recorded, an ONNX file's)."""
     from _cli import import_without_torch
 
     files = import_without_torch("files")
@@ -163,7 +156,7 @@ def detect_onnx(args) -> int:
         problem = onnx_predict.size_problem(model, *size)
         if problem:
             raise ValueError(f"{path}: resized to {size[0]}x{size[1]} (HxW): {problem}")
-    results, skipped, best, sources = [], [], None, {}
+    results, skipped, best, record = [], [], None, files.DrawingRecord(out, earlier, images)
     for index, path, image in files.decoded(images, skipped):
         problem = onnx_predict.too_thin(model, settings, image.height, image.width)
         if problem:
@@ -181,10 +174,10 @@ def detect_onnx(args) -> int:
             drawn = onnx_predict.draw_masks(image, pasted, alpha=0.4)
         drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)
         name = files.numbered_name(index, path)
-        sources[name] = str(path)
-        files.remove_before_first_write(earlier)
+        record.add(name)
         files.atomic_write_png(out / "images" / name, drawn)
-    return finish(out, results, skipped, len(images), best, args.score_thresh, None, sources)  # None: not in the file
+    model_thresh = None  # not in the file
+    return finish(out, results, skipped, len(images), best, args.score_thresh, model_thresh, record.drawn)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,21 @@
 """Label images with a segmentation checkpoint of scripts/train_segmentation.py.
 
-For each image (files and folders, recursive) writes OUT/labels/<n>_<name>.png, the class of every pixel at the
-image's own size as a palette PNG (its pixel values are the class indices, its colours the classes'; 16-bit
-grayscale beyond 256 classes), and OUT/overlays/<n>_<name>.png, the image with each class painted over it at --alpha
-(n: the image's place among the inputs, from 0); OUT/classes.csv lists index, class and colour, and OUT/sources.json
-maps each PNG's file name to the image it was made from. Everything comes from the checkpoint: classes, palette,
-normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not lie
-inside an input folder (its PNGs would be read as input next time), nor an input inside OUT/labels or OUT/overlays
+For each image (files and folders, recursive) writes OUT/labels/<n>_<name>.png, the class of every pixel at the image's
+own size as a palette PNG (its pixel values are the class indices, its colours the classes'; 16-bit grayscale beyond 256
+classes), and OUT/overlays/<n>_<name>.png, the image with each class painted over it at --alpha (n: the image's place
+among the inputs, from 0); OUT/classes.csv lists index, class and colour, and OUT/sources.json maps each PNG's file name
+to the image it was made from (written before the first PNG, naming every PNG the run may write, and at the end those it
+wrote: a run killed in between leaves PNGs --overwrite replaces). Everything comes from the checkpoint: classes,
+palette, normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not
+lie inside an input folder (its PNGs would be read as input next time), nor an input inside OUT/labels or OUT/overlays
 (--overwrite empties them). An OUT holding an earlier run's outputs (of this script, or of evaluate_segmentation.py) is
 refused unless --overwrite, which removes them all once this run has its first label map to write (a run that writes
 nothing leaves them): OUT then holds this run's alone; one holding another task's or extract_features.py's /
-visualize.py's outputs is refused either way. Unreadable images are named and skipped; if none is left that is an
-error. An image with a view whose full-size tensors would take more than 4 GiB (docs/segmentation.md) is an error
-before any work (--ratios 100 took all the memory). --amp bf16 (fp16: CUDA only) runs the model under autocast, as
+visualize.py's outputs is refused either way. Unreadable images are named and skipped; if none is left that is an error.
+An image with a view whose full-size tensors would take more than 4 GiB (docs/segmentation.md) is an error before any
+work (--ratios 100 took all the memory). --amp bf16 (fp16: CUDA only) runs the model under autocast, as
 evaluate_segmentation.py --amp (the logits are upsampled in fp32); the summary line names it.
+
 
 --onnx FILE runs a segmenter exported by scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is
 not imported), with the classes, palette and test settings recorded in the file, and writes the same files. An image
@@ -100,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.device import autocast_dtype, resolve_device
     from swinlite.engine.loop import StepSettings, autocast
     from swinlite.files import (
+        DrawingRecord,
         check_output_dir,
         decoded,
         header_sizes,
@@ -126,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             raise ValueError(f"{path}: {problem}")
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
-    skipped, sources = [], {}
+    skipped, record = [], DrawingRecord(out, earlier, images)
     for index, path, image in decoded(images, skipped):
         problem = thin_problem(image.height, image.width, test.img_scale, test.ratios, patch_side(model))
         if problem:
@@ -137,18 +140,18 @@ def main(argv: list[str] | None = None) -> int:
             labels = predict_scores(model, normalize(pixels)[None].to(device), test).argmax(1)[0].cpu()  # [H, W]
         drawn = Image.fromarray(overlay(pixels, labels, palette, args.alpha).permute(1, 2, 0).numpy())
         name = numbered_name(index, path)
-        _write(out, earlier, name, label_image(labels.numpy(), palette), drawn)
-        sources[name] = str(path)
-    return finish(out, skipped, len(images), info.labels.classes, palette, sources, args.amp)
+        _write(out, record, name, label_image(labels.numpy(), palette), drawn)
+    return finish(out, skipped, len(images), info.labels.classes, palette, record.drawn, args.amp)
 
 
-def _write(out: Path, earlier: list[Path], name: str, labels, drawn) -> None:
-    """One image's label map and overlay (PIL images) as PNGs, each written atomically (both paths); ``earlier`` (an
-    earlier run's outputs, with --overwrite) removed before the first image's (``files.remove_before_first_write``)."""
+def _write(out: Path, record, name: str, labels, drawn) -> None:
+    """One image's label map and overlay (PIL images) as PNGs, each written atomically (both paths), once ``record``
+    (a ``files.DrawingRecord``: before the first image's, it removes an earlier run's outputs and records the run)
+    names them."""
     from _cli import import_without_torch
 
     files = import_without_torch("files")
-    files.remove_before_first_write(earlier)
+    record.add(name)
     files.atomic_write_png(out / "labels" / name, labels)
     files.atomic_write_png(out / "overlays" / name, drawn)
 
@@ -156,8 +159,9 @@ def _write(out: Path, earlier: list[Path], name: str, labels, drawn) -> None:
 def finish(
     out: Path, skipped: list[str], count: int, classes, palette, sources: dict[str, str], amp: str = "none"
 ) -> int:
-    """Name the skipped images, write classes.csv and sources.json (``sources``: each PNG's file name -> the image),
-    print the summary (both paths; the ``--amp`` dtype the model ran in, where not none)."""
+    """Name the skipped images, write classes.csv and sources.json again (``sources``: each PNG's file name -> the
+    image, those written; files.DrawingRecord wrote it first), print the summary (both paths; the ``--amp`` dtype the
+    model ran in, where not none)."""
     from _cli import import_without_torch
 
     files = import_without_torch("files")
@@ -189,7 +193,7 @@ def segment_onnx(args) -> int:
         problem = None if thin[path] else onnx_predict.segment_problem(model, settings, height, width)
         if problem:
             raise ValueError(f"{path}: {problem}")
-    skipped, sources = [], {}
+    skipped, record = [], files.DrawingRecord(out, earlier, images)
     for index, path, image in files.decoded(images, skipped):
         if thin.get(path):
             skipped.append(f"{path}: {thin[path]}")
@@ -197,9 +201,8 @@ def segment_onnx(args) -> int:
         labels = onnx_predict.segment_scores(model, settings, image).argmax(0)  # [H, W]
         drawn = onnx_predict.draw_labels(image, labels, settings.palette, args.alpha)
         name = files.numbered_name(index, path)
-        _write(out, earlier, name, files.label_image(labels, settings.palette), drawn)
-        sources[name] = str(path)
-    return finish(out, skipped, len(images), settings.classes, settings.palette, sources)
+        _write(out, record, name, files.label_image(labels, settings.palette), drawn)
+    return finish(out, skipped, len(images), settings.classes, settings.palette, record.drawn)
 
 
 if __name__ == "__main__":

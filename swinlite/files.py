@@ -539,6 +539,7 @@ OUTPUT_DIR_FILES: dict[str, dict[str, tuple[str, ...]]] = {
                      "evaluate_segmentation.py": ("eval.json", "per_class_iou.csv")},
 }  # fmt: skip
 DRAWINGS = ("images", "labels", "overlays")  # of OUTPUT_DIR_FILES: the folders of numbered_name files
+RECORD = "sources.json"  # of OUTPUT_DIR_FILES: a drawing script's record of its run (DrawingRecord)
 # What each task keeps in its run folder beside the run engine's files (Task.output_files: its data scan's cache).
 # A run of another task cannot read them: its --overwrite removes them (other_task_files).
 TASK_FILES: dict[str, tuple[str, ...]] = {"classification": ("scan.json.gz",), "detection": (), "segmentation": ()}
@@ -712,7 +713,7 @@ def check_output_dir(
     (evaluate_detection.py's detections.json beside detect.py's drawings of another checkpoint was a mix of two
     runs): :func:`check_output` is given all of them (no input may be replaced, nor lie in a folder that is
     emptied), and :func:`earlier_outputs` refuses a folder holding any unless ``overwrite`` (a folder of
-    :data:`DRAWINGS` holding files no run wrote, or without its script's record of the run beside it
+    :data:`DRAWINGS` holding files no run wrote, or drawings its script's record of the run beside it does not name
     (:func:`_check_recorded`: a dataset's ``images/``), even then). A folder holding another script's outputs
     (:func:`held_outputs`: another task's, ``extract_features.py``'s, ``visualize.py``'s) is refused even with
     ``overwrite``, naming them (evaluate_detection.py --overwrite removed segment.py's sources.json and left its
@@ -753,19 +754,62 @@ def _check_shared(folder: Path, task: str, option: str) -> None:
 
 
 def _check_recorded(folder: Path, task: str, option: str) -> None:
-    """Refuse ``folder`` where it holds a :data:`DRAWINGS` folder of ``task``'s scripts without the record its script
-    writes beside it (:func:`_whole`: ``detect.py``'s ``detections.json`` and ``sources.json`` beside ``images/``), as
-    :func:`script_outputs` decides for a training run's ``--overwrite``: such a folder is the user's (a dataset's
-    ``images/`` of files named ``<n>_<name>.png``), which ``--overwrite`` removed as an earlier run's."""
+    """Refuse ``folder`` where a :data:`DRAWINGS` folder of ``task``'s scripts holds a drawing that the record of the
+    run beside it (:data:`RECORD`, which its script writes before its first drawing: :class:`DrawingRecord`) does not
+    name: such a drawing is the user's (a dataset's ``images/`` of files named ``<n>_<name>.png``), which
+    ``--overwrite`` removed as an earlier run's; the drawings of a run killed before its end are named, and replaced."""
+    named = recorded_names(folder)
     for script, written in OUTPUT_DIR_FILES[task].items():
-        drawn = [name for name in written if name in DRAWINGS and _held(folder, name)]
-        if drawn and not _whole(folder, written):
-            record = ", ".join(name for name in written if name not in DRAWINGS)
+        for drawn in (folder / name for name in written if name in DRAWINGS and _held(folder, name)):
+            lone = [p.name for p in _visible(drawn) if p.name not in named]
+            if not lone:
+                continue
+            more = f" and {len(lone) - 1} more" if len(lone) > 1 else ""
+            why = (f"{RECORD} beside it names no {lone[0]}{more}" if (folder / RECORD).is_file()
+                   else f"no {RECORD} beside it")  # fmt: skip
             raise ValueError(
-                f"{option} {folder}: {folder / drawn[0]} is not {script}'s output (no record of its run beside it: "
-                f"{script} writes {record} with it), so it is kept as yours, even with --overwrite: move it, or choose "
+                f"{option} {folder}: {drawn} is not {script}'s output ({why}: {script} writes the {RECORD} naming its "
+                "drawings before the first), so it is kept as yours, even with --overwrite: move it, or choose "
                 "another folder"
             )
+
+
+def recorded_names(folder: Path) -> set[str]:
+    """The drawings' file names that the :data:`RECORD` in ``folder`` names (none where it is missing or not a JSON
+    object of them)."""
+    try:
+        record = json.loads((folder / RECORD).read_bytes())
+    except (OSError, ValueError):
+        return set()
+    return set(record) if isinstance(record, dict) else set()
+
+
+class DrawingRecord:
+    """A drawing script's record of its run (``detect.py``, ``segment.py``): :data:`RECORD` in its output folder, each
+    drawing's file name (:func:`numbered_name`) -> the image it is drawn from.
+
+    It is written before the first drawing, naming every drawing the run may write, so that the drawings of a run
+    killed before its end are recognizably its (:func:`_check_recorded`): ``--overwrite`` replaces them. The script
+    writes it again at its end with those it wrote (:attr:`drawn`).
+    """
+
+    def __init__(self, out: str | os.PathLike, earlier: list[Path], images: Sequence[Path]) -> None:
+        """``earlier``: an earlier run's outputs (:func:`check_output_dir`), removed before the first drawing;
+        ``images``: the run's inputs, in order."""
+        self.path = Path(out) / RECORD
+        self.drawn: dict[str, str] = {}
+        self._earlier = earlier
+        self._planned = {numbered_name(index, path): str(path) for index, path in enumerate(images)}
+        self._started = False
+
+    def add(self, name: str) -> None:
+        """Call before writing the drawings named ``name``: the first call removes the earlier outputs
+        (:func:`remove_before_first_write`) and writes the record of every drawing the run may write."""
+        if not self._started:
+            remove_before_first_write(self._earlier)
+            atomic_write_bytes(self.path, json_bytes(self._planned, indent=1))
+            self._started = True
+        self.drawn[name] = self._planned[name]
 
 
 def _check_numbered(folder: Path, names: list[str], numbered: Iterable[str], option: str) -> None:

@@ -58,6 +58,7 @@ def test_a_drawings_folder_beside_its_record_is_an_earlier_runs(tmp_path, task):
         path = tmp_path / name / "00000_a.png" if name in files.DRAWINGS else tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"an earlier run's")
+    (tmp_path / files.RECORD).write_bytes(files.json_bytes({"00000_a.png": "a.png"}))  # it names the drawings
     with pytest.raises(ValueError, match="holds an earlier run's"):
         files.check_output_dir(task, tmp_path, [], overwrite=False)
     earlier = files.check_output_dir(task, tmp_path, [], overwrite=True)

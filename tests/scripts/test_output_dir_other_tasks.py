@@ -23,6 +23,8 @@ def _write(folder: Path, names) -> dict[Path, bytes]:
         path = folder / name / files.numbered_name(0, "a.png") if name in files.DRAWINGS else folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(f"{name} of an earlier run".encode())
+        if name == files.RECORD:  # the record names the drawings (files.DrawingRecord)
+            path.write_bytes(files.json_bytes({files.numbered_name(0, "a.png"): "a.png"}))
     return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 

@@ -40,6 +40,8 @@ def _record(out: Path, drawn: str) -> None:
     for name in script:
         if name not in files.DRAWINGS:
             (out / name).write_bytes(b"an earlier run's")
+    drawings = {p.name: "a.png" for p in (out / drawn).iterdir()}  # named by the record (files.DrawingRecord)
+    (out / files.RECORD).write_bytes(files.json_bytes(drawings))
 
 
 def _raw(tmp_path: Path) -> Path:

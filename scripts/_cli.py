@@ -222,7 +222,25 @@ def traceback_wanted() -> bool:
     return os.environ.get("SWINLITE_TRACEBACK", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
-def run(main: Callable[[list[str] | None], object], argv: list[str] | None = None, passive_threads: bool = True) -> int:
+def check_one_process() -> None:
+    """Refuse a script that runs on one process started as one of several (``torchrun --nproc_per_node=2``: its
+    ``WORLD_SIZE``): each process ran the whole work and wrote the same files (two summaries, a race on one folder).
+    Each machine's first process (``LOCAL_RANK`` 0) says so; the others exit with code 2 too, without a word."""
+    world = os.environ.get("WORLD_SIZE", "1").strip()
+    if not world.isdigit() or int(world) <= 1:
+        return
+    if os.environ.get("LOCAL_RANK", "0").strip() != "0":
+        sys.exit(2)
+    script = Path(sys.argv[0]).name or "this script"
+    fail(f"{script} runs on one process; start it with python, not torchrun (WORLD_SIZE={world})")
+
+
+def run(
+    main: Callable[[list[str] | None], object],
+    argv: list[str] | None = None,
+    passive_threads: bool = True,
+    one_process: bool = False,
+) -> int:
     """Run a script's ``main``: user errors (:data:`USER_ERRORS`, a missing optional package) print one line and exit
     with code 2; returns ``main``'s exit code (0 when it returns none).
 
@@ -233,7 +251,11 @@ def run(main: Callable[[list[str] | None], object], argv: list[str] | None = Non
         argv: its arguments (None: the command line's).
         passive_threads: idle OpenMP threads sleep instead of spinning (set before torch loads): on shared CPUs
             spinning threads waste the cores others (and the data loader) need. Off for timing runs.
+        one_process: the script runs on one process: refused first, under ``torchrun`` (:func:`check_one_process`;
+            every script but the training ones, which ``torchrun`` runs on several).
     """
+    if one_process:
+        check_one_process()
     if passive_threads:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with script_output():

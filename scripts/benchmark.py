@@ -284,4 +284,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run(main, passive_threads=False))  # no OMP_WAIT_POLICY change: it would change what is timed
+    # no OMP_WAIT_POLICY change: it would change what is timed
+    sys.exit(run(main, passive_threads=False, one_process=True))

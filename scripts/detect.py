@@ -181,4 +181,4 @@ def detect_onnx(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run(main))
+    sys.exit(run(main, one_process=True))

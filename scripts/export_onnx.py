@@ -253,4 +253,4 @@ def check(args, path: Path, model, nominal: tuple[int, int], size_range: tuple[i
 
 
 if __name__ == "__main__":
-    sys.exit(run(main))
+    sys.exit(run(main, one_process=True))

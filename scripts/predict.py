@@ -187,4 +187,4 @@ def predict_onnx(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run(main))
+    sys.exit(run(main, one_process=True))

@@ -206,4 +206,4 @@ def segment_onnx(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run(main))
+    sys.exit(run(main, one_process=True))

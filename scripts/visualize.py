@@ -94,4 +94,4 @@ def main(argv: list[str] | None = None) -> list[Path]:
 
 
 if __name__ == "__main__":
-    sys.exit(run(main))
+    sys.exit(run(main, one_process=True))

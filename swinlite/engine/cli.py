@@ -3,9 +3,10 @@
 User errors propagate to the script's runner (``scripts/_cli.py``, the one that turns them into one ``error: ...``
 line and exit code 2; one every process raises alike, ``SharedError``, from rank 0 alone, and a refusal of the checks
 made before the processes join, of the config, the data's folders, the output folder, from each machine's first
-process alone, ``checked_alike``); a stalled process, and another process's end (killed, or failed), is one line and
-exit code 1 (the latter with a hint to ``--resume``), an interrupt (Ctrl-C, exit code 130) or a SIGTERM (``kill``, a
-scheduler's stop; exit code 143) a hint to ``--resume`` (when there is something to resume), on rank 0.
+process alone, ``checked_alike``, named by rank where another process alone failed them, ``handshake``); a stalled
+process, and another process's end (killed, or failed), is one line and exit code 1 (the latter with a hint to
+``--resume``), an interrupt (Ctrl-C, exit code 130) or a SIGTERM (``kill``, a scheduler's stop; exit code 143) a hint
+to ``--resume`` (when there is something to resume), on rank 0.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from .checkpoint import RESUME_FILE
 from .config import dump_yaml, to_dict
-from .distributed import PeerGoneError, SharedError, StalledRankError, checked_alike, launched
+from .distributed import PeerGoneError, SharedError, StalledRankError, launched
+from .handshake import checked_alike
 from .run import run
 from .task import Task
 

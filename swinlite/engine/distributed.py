@@ -67,14 +67,16 @@ def launched() -> DistInfo:
     return DistInfo(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def init_distributed(device: torch.device, timeout: float = 1800.0) -> DistInfo:
-    """Join the process group ``torchrun`` describes in the environment (nccl on CUDA, gloo on CPU).
+def init_distributed(device: torch.device, timeout: float, store: dist.Store) -> DistInfo:
+    """Join the process group ``torchrun`` describes in the environment (nccl on CUDA, gloo on CPU), through the
+    launch's rendezvous ``store``, where the processes met already (``handshake.join``).
 
     Without ``torchrun`` (no ``WORLD_SIZE``), this is a single process and nothing is initialized.
 
     Args:
         device: this process's device.
         timeout: seconds any collective waits for the other processes.
+        store: the launch's rendezvous store (``handshake.launch_store``).
     """
     global _watch_group
     info = launched()
@@ -83,7 +85,9 @@ def init_distributed(device: torch.device, timeout: float = 1800.0) -> DistInfo:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     wait = timedelta(seconds=timeout)
-    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", timeout=wait)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    joined = dist.PrefixStore("default_pg", store)  # the prefix init_process_group gives a store it builds itself
+    dist.init_process_group(backend=backend, timeout=wait, store=joined, rank=info.rank, world_size=info.world_size)
     _watch_group = dist.new_group(backend="gloo", timeout=wait)
     return info
 
@@ -200,21 +204,6 @@ def refused_alike(info: DistInfo) -> Iterator[None]:
     if refused:
         rank, text = refused[0]
         raise SharedError(text if rank == 0 else f"rank {rank}: {text}") from problem
-
-
-@contextlib.contextmanager
-def checked_alike(info: DistInfo) -> Iterator[None]:
-    """Around the checks every process makes alike before the process group is joined (the settings, the files and
-    devices of its machine): a ValueError or OSError raised in the block is said once per machine, by its local rank
-    0, as raised; every other process raises a :class:`SharedError` instead, which it does not say, and exits with code
-    2 alike. Each machine's first process, not rank 0 alone: no collective tells one machine what another found, and
-    a machine that alone lacks a file then says so. (``info``: :func:`launched`'s.)"""
-    try:
-        yield
-    except (ValueError, OSError) as e:
-        if info.local_rank == 0:
-            raise
-        raise SharedError(str(e)) from e
 
 
 def cleanup(info: DistInfo) -> None:

@@ -21,14 +21,13 @@ from .distributed import (
     SharedError,
     StalledRankError,
     broadcast_object,
-    checked_alike,
     cleanup,
-    init_distributed,
     is_timeout,
     launched,
     peer_gone,
     stalled_ranks,
 )
+from .handshake import checked_alike, join
 from .model import meta_model
 from .preflight import check_run, check_weights_fit, resolve_normalisation
 from .rank_warnings import SharedWarnings, rank_prefixed
@@ -82,7 +81,7 @@ def run(
         check_config_file(config, Path(cfg.train.output_dir), (*names, *removed), resume)
         if resume and overwrite:
             raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
-    dist = init_distributed(device, cfg.train.dist_timeout)
+    dist = join(device, cfg.train.dist_timeout, startup_settings(cfg, resume, overwrite))
     lock, trainer, preparing = None, None, False
     try:
         out, lock = prepare_output(cfg, task, resume, overwrite, dist)
@@ -124,6 +123,11 @@ def run(
             lock.release()
         cleanup(dist)
     return out
+
+
+def startup_settings(cfg: Any, resume: bool, overwrite: bool) -> dict[str, Any]:
+    """What every process of a run must be started with alike: the resolved settings and the flags."""
+    return {**flatten(to_dict(cfg)), "--resume": resume, "--overwrite": overwrite}
 
 
 def built_from_resume(cfg: Any) -> Any:

@@ -476,7 +476,7 @@ def test_a_problem_every_process_raises_is_said_once(where, rank, lines, folder,
     classification_task = importlib.import_module("swinlite.classification.task")
     out = tmp_path / "out"
     out.mkdir()
-    monkeypatch.setattr(engine_run, "init_distributed", lambda device, timeout: DistInfo(int(rank), 2))
+    monkeypatch.setattr(engine_run, "join", lambda device, timeout, settings: DistInfo(int(rank), 2))
     if where == "output folder":
         (out / "resume.pt").write_bytes(b"")  # a run's: a fresh run is refused
         problem = f"{out} already holds a run; pass --resume to continue it"
@@ -554,7 +554,7 @@ def test_another_process_ending_is_one_line_with_where_to_continue(
     def collective_fails(*args):
         raise RuntimeError(error)
 
-    monkeypatch.setattr(engine_run, "init_distributed", lambda device, timeout: DistInfo(int(rank), 2))
+    monkeypatch.setattr(engine_run, "join", lambda device, timeout, settings: DistInfo(int(rank), 2))
     monkeypatch.setattr(engine_run, "prepare_output", collective_fails)  # its broadcast: a collective
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", rank)
@@ -584,7 +584,7 @@ def test_a_timeout_while_rank_0_prepares_the_data_names_the_setting(rank, error,
     def scan_shared(obj, info):  # rank 1 waited past the timeout for rank 0's scan, or rank 0 found rank 1 gone
         raise RuntimeError(error)
 
-    monkeypatch.setattr(engine_run, "init_distributed", lambda device, timeout: DistInfo(int(rank), 2))
+    monkeypatch.setattr(engine_run, "join", lambda device, timeout, settings: DistInfo(int(rank), 2))
     monkeypatch.setattr(engine_run, "broadcast_object", lambda obj, info: obj)  # the output folder's: no problem
     monkeypatch.setattr(classification_task, "broadcast_object", scan_shared)
     monkeypatch.setattr(engine_run, "stalled_ranks", lambda info, wait: None)  # rank 0, busy, does not answer

@@ -1,0 +1,74 @@
+"""scripts/train.py under torchrun (2 CPU processes) whose processes do not start alike: one fails its startup checks,
+or they run different settings. Before, the other process waited in the process group's C++ join (deaf to torchrun's
+SIGTERM) or in its first collective, up to train.dist_timeout, and said misleading things."""
+
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from scriptkit import script_env
+from trainkit import REPO, tiny_overrides
+
+TIMEOUT = 120  # train.dist_timeout: the old hang lasted this long (then a SIGKILL 30 s later)
+
+
+def _torchrun(
+    tmp_path: Path, overrides: list[str], rank: int, extra: list[str], delay: float = 0.0
+) -> tuple[subprocess.CompletedProcess, float]:
+    """Run train.py on 2 processes, ``rank`` with the ``extra`` overrides added, and started ``delay`` s late; the
+    result and its wall time."""
+    wrapper = tmp_path / "wrap.sh"
+    quoted = " ".join(f"'{item}'" for item in extra)
+    wrapper.write_text(f'#!/bin/sh\nif [ "$RANK" = {rank} ]; then sleep {delay}; exec "$@" {quoted}; fi\nexec "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--no-python",
+           str(wrapper), sys.executable, str(REPO / "scripts" / "train.py"), *overrides]  # fmt: skip
+    start = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True, env=script_env(), timeout=240)
+    return result, time.monotonic() - start
+
+
+def _errors(result: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in result.stderr.splitlines() if "error:" in line]
+
+
+def test_rank_0_alone_failing_its_checks_ends_both_at_once(tmp_path: Path, folder: Path):
+    """Rank 0's data folder missing (rank 1's found), rank 0 started late: rank 1, in the join by then, hung there,
+    deaf to torchrun's SIGTERM, and was SIGKILLed 30 s later (before, bounded only by train.dist_timeout)."""
+    missing = tmp_path / "nowhere"
+    overrides = tiny_overrides(folder, tmp_path / "out", **{"train.epochs": 1, "train.dist_timeout": TIMEOUT})
+    result, seconds = _torchrun(tmp_path, overrides, 0, [f"data.data_dir={missing}"], delay=8)
+    assert seconds < 45, (seconds, result.stderr)  # 8 s late, then at once; ~63 s before (the SIGKILL's 30 s wait)
+    assert "exitcode  : 2" in result.stderr and "SIGKILL" not in result.stderr, result.stderr
+    (line,) = _errors(result)
+    assert str(missing) in line and "rank 0 failed" not in line, line  # rank 0 says its own error, as raised
+
+
+def test_rank_1_alone_failing_its_checks_is_named_by_rank_0(tmp_path: Path, folder: Path):
+    """Rank 1's error came out without its rank, and rank 0 blamed another process's end, maybe a timeout."""
+    missing = tmp_path / "nowhere"
+    overrides = tiny_overrides(folder, tmp_path / "out", **{"train.epochs": 1, "train.dist_timeout": TIMEOUT})
+    result, seconds = _torchrun(tmp_path, overrides, 1, [f"data.data_dir={missing}"])
+    assert seconds < 60, (seconds, result.stderr)
+    (line,) = _errors(result)
+    assert line.startswith("error: rank 1 failed its startup checks: ") and str(missing) in line, result.stderr
+    assert "another process of the run ended" not in result.stderr and "exitcode  : 2" in result.stderr
+
+
+def test_processes_started_with_different_settings_are_refused_before_training(tmp_path: Path, folder: Path):
+    """train.epochs=1 on rank 0, 2 on rank 1: rank 0 finished and rank 1 failed later (different data folders hung
+    for train.dist_timeout); each process stepped its own schedule."""
+    out = tmp_path / "out"
+    overrides = tiny_overrides(folder, out, **{"train.epochs": 1, "train.dist_timeout": TIMEOUT})
+    result, seconds = _torchrun(tmp_path, overrides, 1, ["train.epochs=2"])
+    assert seconds < 60, (seconds, result.stderr)
+    (line,) = _errors(result)
+    assert line == (
+        "error: the processes were started with different settings: train.epochs is 1 on rank 0 and 2 on rank 1; "
+        "start every process with the same config, overrides and command line"
+    ), result.stderr
+    assert "exitcode  : 2" in result.stderr and not (out / "resume.pt").exists()
+    assert not os.path.exists(out / "config.yaml")

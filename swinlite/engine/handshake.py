@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import torch
 import torch.distributed as dist
 
-from .distributed import DistInfo, SharedError, StalledRankError, init_distributed, launched
+from .distributed import DistInfo, SharedError, StalledRankError, all_gather_object, init_distributed, launched
 
 _POLL = 0.05  # seconds between two looks at the store
 _LINGER = 10.0  # seconds a failed rank 0, which may host the store, waits for the others to have read it
@@ -172,3 +172,16 @@ def join(device: torch.device, timeout: float, settings: dict[str, Any]) -> Dist
     store = launch_store(info, timeout)
     agree_to_start(info, store, settings, timeout)
     return init_distributed(device, timeout, store)
+
+
+def check_same_data(train: int, val: int, info: DistInfo) -> None:
+    """After the join, once each process has read its data (``train`` and ``val`` samples): a :class:`SharedError`
+    (rank 0 says it) where the processes read different data, the same settings naming other files on another machine;
+    each would step its own schedule and shard, and wait in collectives the others never make. A collective."""
+    sizes = all_gather_object((train, val), info)
+    for rank, (other_train, other_val) in enumerate(sizes[1:], start=1):
+        if (other_train, other_val) != sizes[0]:
+            raise SharedError(
+                f"the processes read different data: rank 0 {sizes[0][0]} train / {sizes[0][1]} val samples, rank "
+                f"{rank} {other_train} train / {other_val} val; give every process (every machine) the same data"
+            )

@@ -55,6 +55,7 @@ from .distributed import (
     refused_alike,
     share_buffers,
 )
+from .handshake import check_same_data
 from .loaders import batches_per_epoch, build_loaders
 from .loop import EpochPosition, StepSettings, TrainingDiverged, current_lr, epoch_steps, train_one_epoch
 from .metrics import TensorBoardLog, plot_curves, write_csv
@@ -160,6 +161,7 @@ class Trainer:
         )
         self.task = task(RunContext(cfg, device, dist, out, self.settings))
         train_ds, val_ds = self.task.build_datasets()
+        check_same_data(len(train_ds), len(val_ds), dist)  # before the loaders: their checks depend on the sizes
         self.loaders = build_loaders(
             train_ds, val_ds, cfg.data, cfg.train.seed, dist, self.task.collate, self.task.drop_last
         )

@@ -54,3 +54,14 @@ def test_processes_alike_start():
     store = dist.HashStore()
     _posted(store, 1, {"problem": None, "settings": SETTINGS})
     handshake.agree_to_start(DistInfo(0, 2, 0), store, SETTINGS, timeout=5)  # no error
+
+
+@pytest.mark.parametrize(("sizes", "refused"), [([(24, 8), (24, 8)], False), ([(24, 8), (20, 8)], True)])
+def test_processes_that_read_different_data_are_refused(sizes, refused, monkeypatch):
+    """The same settings naming other files on another machine: each process stepped its own schedule and shard."""
+    monkeypatch.setattr(handshake, "all_gather_object", lambda obj, info: sizes)
+    if not refused:
+        handshake.check_same_data(*sizes[1], DistInfo(1, 2, 1))
+        return
+    with pytest.raises(SharedError, match=r"rank 0 24 train / 8 val samples, rank 1 20 train / 8 val; give every"):
+        handshake.check_same_data(*sizes[1], DistInfo(1, 2, 1))

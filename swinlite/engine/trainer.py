@@ -351,10 +351,22 @@ class Trainer:
             self.ema.set(self.model)  # initial weights, an average of nothing trained; it starts from the resumed ones
             self.log("note: train.ema_decay is new to this run; the EMA starts from the resumed weights")
         if saved["scheduler"] != self.scheduler.state_dict():  # e.g. train.epochs was raised
-            self.log("warning: the lr schedule differs from the saved one (changed settings, or the run was saved by a "
-                     "swinlite that did not scale schedule.warmup_lr / min_lr with optim.lr_base_batch); continuing on "
-                     "the new one")  # fmt: skip
+            self.log(self._schedule_change(len(saved["rng"])))
         self.scaler.load_state_dict(saved["scaler"])
+
+    def _schedule_change(self, saved_world: int) -> str:
+        """What is said of a resumed run's lr schedule that differs from the saved one: recounted for another number
+        of processes (their global batch sets the steps per epoch and the lr's scale), else changed settings."""
+        if saved_world != self.dist.world_size:
+            now, was = (counted(n, "process", "processes") for n in (self.dist.world_size, saved_world))
+            return (
+                f"note: the lr schedule was recounted for {now} (saved with {was}): its steps per epoch and lr scale "
+                "follow this run's global batch; continuing on it"
+            )
+        return (
+            "warning: the lr schedule differs from the saved one (changed settings, or the run was saved by a swinlite "
+            "that did not scale schedule.warmup_lr / min_lr with optim.lr_base_batch); continuing on the new one"
+        )
 
     def position_note(self) -> str:
         """Where a resumed run goes on, numbered as the log numbers epochs and steps (``epoch 2/30 step 4/8``)."""

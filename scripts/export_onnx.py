@@ -16,7 +16,9 @@ to 2048; --fixed-size exports the --size only, one file per size as before). The
 are computed in the graph from the input's size, and the export is refused if the traced graph assumes anything that
 fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx with an error naming the
 range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW; --out-norm: through the per-level norms
-of weights that hold them, a detection or segmentation backbone's; an ImageNet checkpoint has none); with --fpn (a
+of weights that hold them, a detection or segmentation backbone's; an ImageNet checkpoint has none; a detection or
+segmentation checkpoint with --features exports its backbone's levels, converted on load as convert_checkpoint.py
+converts it, normalized by its run's mean and std); with --fpn (a
 detection checkpoint) the FPN maps "fpn0".."fpn<n>" (input normalized by the detector's mean and std, which the
 metadata's preprocessing records). A detection checkpoint alone exports the whole detector (Faster
 R-CNN, Mask R-CNN, RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's
@@ -66,7 +68,12 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_ema_argument()
     parser.add_argument("--output", required=True, type=Path, help="the .onnx file to write")
-    parser.add_argument("--features", action="store_true", help="export the feature levels instead of the classifier")
+    parser.add_argument(
+        "--features",
+        action="store_true",
+        help="export the feature levels instead of the classifier (of a detection or segmentation checkpoint: its "
+        "backbone's)",
+    )
     parser.add_argument("--fpn", action="store_true", help="export a detection checkpoint's FPN backbone alone")
     parser.add_argument(
         "--out-indices",
@@ -74,7 +81,11 @@ def parse_args(argv: list[str] | None = None):
         nargs="+",
         help="levels for --features, strictly increasing, negative ones from the last (default: 0 1 2 3)",
     )
-    parser.add_argument("--out-norm", action="store_true", help="per-level LayerNorms (detection style)")
+    parser.add_argument(
+        "--out-norm",
+        action="store_true",
+        help="with --features: per-level LayerNorms (a detection or segmentation checkpoint's trained ones)",
+    )
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="example size (default: the model's)")
     parser.add_argument("--min-size", type=int, help="smallest height and width served (default: one patch)")
     parser.add_argument(
@@ -128,8 +139,10 @@ def main(argv: list[str] | None = None) -> float | None:
     if args.fpn and task != "detection":
         what = f"a {task} checkpoint" if task else "not one"
         raise ValueError(f"--fpn exports the FPN backbone of a detection checkpoint; {checkpoint} is {what}")
-    whole = {"detection": "detector", "segmentation": "segmenter"}.get(task) if not args.fpn else None
-    if whole is not None:
+    whole = {"detection": "detector", "segmentation": "segmenter"}.get(task)
+    if whole is not None and args.features:
+        _refuse_run_features_flags(args, task)
+    elif whole is not None and not args.fpn:
         _refuse_backbone_flags(args, task, whole)
     return export(args, checkpoint, task)
 
@@ -152,11 +165,11 @@ def export(args, checkpoint: Path, task: str | None) -> float | None:
     from swinlite.export import TOLERANCE
 
     args.tolerance = TOLERANCE if args.tolerance is None else args.tolerance
-    if task == "detection" and not args.fpn:
+    if task == "detection" and not (args.fpn or args.features):
         from swinlite.detection.export import export_detector
 
         return export_detector(checkpoint, args.output, args.quantize, not args.no_check)
-    if task == "segmentation":
+    if task == "segmentation" and not args.features:
         from swinlite.segmentation.export import export_segmenter
 
         sizes = (args.min_size, args.max_size)
@@ -174,7 +187,19 @@ def _refuse_backbone_flags(args, task: str, whole: str) -> None:
                   "--tolerance": args.tolerance is not None}  # fmt: skip
     flags = [flag for flag, value in given.items() if value]
     if flags:
-        raise ValueError(f"{', '.join(flags)}: not for a {task} checkpoint, which exports its whole {whole}")
+        raise ValueError(
+            f"{', '.join(flags)}: not for a {task} checkpoint, which exports its whole {whole} (--features: its "
+            "backbone's levels)"
+        )
+
+
+def _refuse_run_features_flags(args, task: str) -> None:
+    """ValueError naming the options that contradict ``--features`` of a run's file: its file records its Swin (the
+    backbone's levels have no classifier)."""
+    given = {"--model": args.model, "--num-classes": args.num_classes is not None}
+    flags = [flag for flag, value in given.items() if value]
+    if flags:
+        raise ValueError(f"{', '.join(flags)}: not for --features of a {task} checkpoint, which records its Swin")
 
 
 def export_backbone(args, checkpoint: Path) -> float | None:
@@ -186,7 +211,7 @@ def export_backbone(args, checkpoint: Path) -> float | None:
 
     model = build(args, checkpoint)
     size_range = (args.min_size or export.default_size_range(model)[0], args.max_size or export.MAX_SIZE)
-    nominal = example_size(args, export.swin_of(model).pretrained_cfg["input_size"][1:], size_range)
+    nominal = example_size(args, export.input_size(model, checkpoint), size_range)
     served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)
     metadata = export.export_metadata(model, checkpoint, served)  # before the export: a headless classifier refused
     program = export.export_program(model, torch.randn(2, 3, *nominal), size_range, args.fixed_size)
@@ -216,7 +241,8 @@ def example_size(args, model_size: tuple[int, int], size_range: tuple[int, int])
 
 def build(args, checkpoint: Path):
     """The module to export, in eval mode."""
-    from swinlite.export import FPNFeatures, build_exportable
+    from swinlite.export import RUN_SETTINGS, FeatureExtractor, FPNFeatures, build_exportable, run_backbone
+    from swinlite.io import read_metadata
 
     if args.fpn:
         from swinlite.detection.predictor import load_detector
@@ -226,13 +252,15 @@ def build(args, checkpoint: Path):
     if args.out_norm:
         kwargs["out_norm"] = True
     try:  # a refused load shows none of its notes (swinlite.weights.load_strict): the refusal is one line
+        if read_metadata(checkpoint).get("task") in RUN_SETTINGS:  # --features: a run's Swin, converted on load
+            return FeatureExtractor(run_backbone(checkpoint, args.out_norm), args.out_indices).eval()
         return build_exportable(args.model, args.features, checkpoint, args.out_indices, **kwargs)
     except ValueError as e:  # fresh norms would export other features than the file's: refused by the strict load
         if args.out_norm and "out_norms." in str(e):
             raise ValueError(
                 f"--out-norm adds a LayerNorm per level, and {checkpoint} holds none (an ImageNet classifier's "
-                "weights): export its levels without --out-norm (timm's features_only), or weights that hold them "
-                "(a detection or segmentation backbone's)"
+                "weights, a run trained with model.kwargs.out_norm=false): export its levels without --out-norm "
+                "(timm's features_only), or weights that hold them (a detection or segmentation backbone's)"
             ) from None
         raise
 

@@ -40,13 +40,14 @@ from timm.data import resolve_model_data_config
 from torch import nn
 from torch.nn.modules.utils import _pair
 
+from .convert import recorded_swin
 from .files import fsync_folder
 from .fpn import SwinFPNBackbone
 from .inference import class_names
-from .io import atomic_write_bytes, read_metadata
+from .io import atomic_write_bytes, read_metadata, read_state_dict
 from .models.checks import check_feature_indices
 from .models.swin import SwinTransformer
-from .weights import check_model_name, load_model, read_info
+from .weights import check_model_name, create_for_file, load_model, load_strict, read_info
 
 if TYPE_CHECKING:  # onnx comes with the export extra, imported where a file is written or read
     import onnx
@@ -56,6 +57,7 @@ MAX_BATCH = 65536
 IMAGE_DIMS = ("batch", "channels", "height", "width")  # an image input's dims, the last three of one image
 QUANTIZATIONS = ("dynamic",)
 TOLERANCE = 1e-4  # the largest |ONNX Runtime - PyTorch| an export's check allows by default (--tolerance)
+RUN_SETTINGS = {"detection": "detector", "segmentation": "segmenter"}  # a run file's task -> its model's settings key
 
 
 class FeatureExtractor(nn.Module):
@@ -131,6 +133,42 @@ def build_exportable(
     return model.eval()
 
 
+def run_backbone(checkpoint: str | os.PathLike, out_norm: bool = False) -> SwinTransformer:
+    """The Swin of a detection or segmentation run's weights file (its FPN and heads left out), in eval mode: built
+    with the run's ``model.kwargs``, no classifier and ``out_norm`` (the per-level norms the run trained, unless its
+    ``model.kwargs.out_norm=false``), and loaded strictly from the file as ``scripts/convert_checkpoint.py`` converts
+    it (:func:`swinlite.convert_state_dict`, through :func:`~swinlite.weights.load_strict`).
+
+    Raises:
+        ValueError: the file is no such run's, or does not load (``out_norm`` where the run has none).
+    """
+    metadata = read_metadata(checkpoint)
+    key = RUN_SETTINGS.get(metadata.get("task"))
+    if key is None:
+        raise ValueError(f"{checkpoint} is not a detection or segmentation run's weights file")
+    kwargs = {**metadata[key].get("kwargs", {}), "num_classes": 0, "out_norm": out_norm}
+    net = create_for_file(checkpoint, recorded_swin(metadata), **kwargs)
+    load_strict(net, read_state_dict(checkpoint), checkpoint)
+    return net.eval()
+
+
+def input_size(model: nn.Module, checkpoint: str | os.PathLike | None) -> tuple[int, int]:
+    """The height and width the exported ``model`` is traced and checked at, and its metadata asks for (brought into
+    the sizes served): a detection run's backbone's (``--fpn``, ``--features``) the detector's ``test_size`` (the
+    shorter side of the images it sees; its Swin's own size is a classifier's, 32 for a pico); else its Swin's."""
+    recorded = read_metadata(checkpoint) if checkpoint is not None else {}
+    if recorded.get("task") == "detection":
+        return (recorded["data"]["test_size"],) * 2
+    return tuple(swin_of(model).pretrained_cfg["input_size"][1:])
+
+
+def _run_preprocessing(recorded: Mapping[str, object]) -> dict[str, object]:
+    """The normalization of a detection or segmentation run's file (its ``mean`` and ``std``): its backbone's input is
+    normalized as the run normalizes."""
+    settings = recorded["data"] if recorded["task"] == "detection" else recorded["preprocessing"]
+    return {k: settings[k] for k in ("mean", "std")}
+
+
 def default_size_range(model: nn.Module) -> tuple[int, int]:
     """(smallest, largest) height and width of an export by default, up to :data:`MAX_SIZE`: from one patch for a
     classifier; for feature maps, one more pixel than the coarsest output's stride, so that no output map is a single
@@ -168,18 +206,18 @@ def export_metadata(
     base = swin_of(model)
     task = "fpn" if isinstance(model, FPNFeatures) else "features" if isinstance(model, FeatureExtractor) else None
     preprocessing = resolve_model_data_config(base)
-    if task == "fpn":  # a detector's file (read_info refuses it): its backbone, normalized by the detector's mean/std
-        recorded = read_metadata(checkpoint)
-        name, weights = recorded["detector"]["name"], recorded.get("weights", "raw")
-        preprocessing |= {k: recorded["data"][k] for k in ("mean", "std")}
+    recorded = read_metadata(checkpoint) if checkpoint is not None else {}
+    if recorded.get("task") in RUN_SETTINGS:  # a run's file (read_info refuses it): its backbone, fed as the run does
+        name, weights = recorded_swin(recorded), recorded.get("weights", "raw")
+        preprocessing |= _run_preprocessing(recorded)
     else:
         info = read_info(checkpoint) if checkpoint is not None else None
         name = info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__)
         weights = info.weights if info else ("none" if checkpoint is None else "raw")
-    # the size to feed it: the model's, brought within the sizes served (a fixed size, a range that does not hold it)
-    channels, *size = preprocessing["input_size"]
+    # the size to feed it (input_size), brought within the sizes served (a fixed size, a range that does not hold it)
+    size = input_size(model, checkpoint)
     served = [min(max(side, low), high) for side, (low, high) in zip(size, sizes, strict=True)]
-    preprocessing["input_size"] = (channels, *served)
+    preprocessing["input_size"] = (preprocessing["input_size"][0], *served)
     meta = {
         "task": task or "classification",
         "model": name,

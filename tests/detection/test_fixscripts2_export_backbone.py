@@ -1,0 +1,60 @@
+"""export_onnx.py on a detection (or segmentation) run's weights, the backbone alone: --features --out-norm was refused
+("not for a detection checkpoint, which exports its whole detector") while --help sent it there; it exports the run's
+Swin levels through its trained per-level norms, converted on load as convert_checkpoint.py converts the file. --fpn
+recorded and checked the pico classifier's size brought into range (input_size [3, 33, 33]), not the detector's:
+both record, trace and check at the detector's test size."""
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from pico import PICO
+from scriptkit import load_script
+
+from swinlite import onnx_predict
+from swinlite.detection.predictor import load_detector
+from swinlite.io import read_metadata
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _levels(path: Path, images: torch.Tensor) -> list[np.ndarray]:
+    return ort.InferenceSession(str(path)).run(None, {"images": images.numpy()})
+
+
+def test_features_of_a_detection_checkpoint_are_its_backbones_levels(trained, tmp_path, capsys):
+    _, run = trained
+    checkpoint, path = run / "best.safetensors", tmp_path / "levels.onnx"
+    argv = ["--checkpoint", checkpoint, "--features", "--out-norm", "--output", path, "--fixed-size", "--size", 40, 56]
+    assert load_script("export_onnx").main([str(a) for a in argv]) < 1e-4
+    images = torch.randn(2, 3, 40, 56)
+    with torch.no_grad():
+        body = load_detector(checkpoint)[0].backbone.body(images)  # the levels the detector's FPN reads
+    for ours, theirs in zip(_levels(path, images), body, strict=True):
+        np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-4)
+    recorded, meta = onnx_predict.open_model(path).metadata, read_metadata(checkpoint)
+    assert (recorded["task"], recorded["model"], recorded["out_indices"]) == ("features", PICO, [0, 1, 2, 3])
+    assert [recorded["preprocessing"][k] for k in ("mean", "std")] == [meta["data"]["mean"], meta["data"]["std"]]
+
+
+def test_fpn_is_recorded_and_checked_at_the_detectors_test_size(trained, tmp_path, capsys):
+    _, run = trained
+    checkpoint, path = run / "best.safetensors", tmp_path / "fpn.onnx"
+    test_size = read_metadata(checkpoint)["data"]["test_size"]
+    assert load_script("export_onnx").main(["--checkpoint", str(checkpoint), "--fpn", "--output", str(path)]) < 1e-4
+    checks = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ONNX Runtime vs PyTorch")]
+    assert f"at batch 3, {test_size}x{test_size}:" in checks[0], checks
+    recorded = onnx_predict.open_model(path).metadata
+    assert recorded["preprocessing"]["input_size"] == [3, test_size, test_size]
+
+
+def test_features_refuses_what_a_run_file_records(trained, tmp_path):
+    _, run = trained
+    argv = ["--checkpoint", str(run / "best.safetensors"), "--features", "--output", str(tmp_path / "f.onnx")]
+    with pytest.raises(ValueError, match="^--model: not for --features of a detection checkpoint, which records its"):
+        load_script("export_onnx").main([*argv, "--model", PICO])
+    with pytest.raises(ValueError, match=r"--out-norm: not for a detection checkpoint.*\(--features: its backbone"):
+        load_script("export_onnx").main(["--checkpoint", argv[1], "--out-norm", "--output", argv[-1]])
+    assert not (tmp_path / "f.onnx").exists()

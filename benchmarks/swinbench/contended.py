@@ -82,7 +82,8 @@ def run_contended(
         "quiet": "nothing else of this benchmark runs",
         "busy core": "a second process keeps one core busy",
         "loader": f"inference fed by a {LOADER_WORKERS}-worker DataLoader decoding {PHOTO_SIZE[1]}x{PHOTO_SIZE[0]} "
-        f"JPEG photos (scripts/predict.py's loop), {LOADER_BATCHES} batches per round",
+        f"JPEG photos (scripts/predict.py's loop), {LOADER_BATCHES} batches per round; its % of matmul ceiling is "
+        "of the quiet ceiling (the matmul is not timed beside the loader)",
     }
     rows: list[Row] = []
     with busy_core() as set_busy, photo_loader(models["swinlite"], cfg.batch, cfg.img_size) as loader:

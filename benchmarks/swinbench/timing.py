@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import signal
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -155,7 +156,10 @@ def shuffled_seconds(
 
 
 def spin(ready) -> None:
-    """Keep one core busy forever (a pure Python loop): the second process of ``--contended``; sets ``ready``."""
+    """Keep one core busy forever (a pure Python loop): the second process of ``--contended``; sets ``ready``. It
+    ignores Ctrl-C, which reaches it with the benchmark (its process group): the benchmark stops it, and its
+    KeyboardInterrupt traceback ("Process SpawnProcess-1:") came before the benchmark's "interrupted"."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     ready.set()
     while True:
         pass

@@ -1,8 +1,7 @@
 """A folder of drawings (detect.py's images/, segment.py's labels/ and overlays/) is a script's earlier output only
-beside that script's record of the run (detect.py: detections.json and sources.json), as train.py --overwrite
-decides (files.script_outputs). A dataset's lone images/ of files named <n>_<name>.png was removed by detect.py and
-evaluate_detection.py --overwrite as an earlier run's (and called one without it): it is the user's, refused with or
-without --overwrite, and kept."""
+where that script's record of the run beside it (sources.json) names its drawings (files._check_recorded). A dataset's
+lone images/ of files named <n>_<name>.png was removed by detect.py and evaluate_detection.py --overwrite as an earlier
+run's (and called one without it): it is the user's, refused with or without --overwrite, and kept."""
 
 from pathlib import Path
 

@@ -34,8 +34,8 @@ def _files(root: Path) -> dict[Path, bytes]:
 
 
 def _record(out: Path, drawn: str) -> None:
-    """Write beside ``out/drawn`` the record of the run its script writes with it (files._check_recorded): without
-    it the folder is the user's."""
+    """Write beside ``out/drawn`` the record of the run its script writes with it, sources.json naming its drawings
+    (files._check_recorded): without it the folder is the user's."""
     script = next(names for scripts in files.OUTPUT_DIR_FILES.values() for names in scripts.values() if drawn in names)
     for name in script:
         if name not in files.DRAWINGS:

@@ -12,6 +12,8 @@ identically for every task:
 - the output folder: its lock, ``--resume`` / ``--overwrite``, ``config.yaml`` (``run``);
 - the loaders: a resumable sampler and per-sample seeded augmentation, one shard per process (``loaders``,
   ``sampling``);
+- under ``torchrun``, before the processes join: each one's startup checks and settings compared through the
+  launch's rendezvous store (``handshake``);
 - the steps: AMP, gradient accumulation, clipping, EMA, the divergence check (``loop``), DDP with the
   collective timeout and the stalled-rank error (``distributed``), each warning
   once (``rank_warnings``), ``torch.compile``, channels-last;

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         prepare_evaluation,
         run_evaluation,
     )
-    from swinlite.device import autocast_dtype, resolve_device
+    from swinlite.device import autocast_dtype, device_memory, resolve_device
     from swinlite.files import check_output_dir, remove_outputs
     from swinlite.images import evaluated_data, left_out_report
     from swinlite.inference import batch_too_large
@@ -81,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint, args.data_dir, args.model, args.split, args.batch_size, args.num_workers, args.img_size,
         args.class_order,
     )  # fmt: skip
-    too_large = args.img_size and batch_too_large(setup.model, args.batch_size, args.img_size)
+    memory = device_memory(device)
+    what = "--img-size" if args.img_size else "the evaluated size"
+    element_size = 4 if amp is None else 2
+    too_large = memory and batch_too_large(setup.model, args.batch_size, setup.size, memory, element_size, what)
     if too_large:  # before any batch: --img-size 5000 swapped for minutes
         raise ValueError(too_large)
     out = args.output_dir or checkpoint.parent

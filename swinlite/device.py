@@ -5,6 +5,7 @@ there is no GPU."""
 from __future__ import annotations
 
 import logging
+import os
 
 import torch
 
@@ -53,6 +54,17 @@ def resolve_device(name: str, local_rank: int = 0, option: str = "--device") -> 
         return device
     what = "CUDA" if device.type == "cuda" else device.type
     raise ValueError(f"{option} {name}: {what} is not available here; valid here: {valid}")
+
+
+def device_memory(device: torch.device) -> int | None:
+    """The bytes of memory ``device`` has in all: a CUDA device's own, else the machine's physical memory (a CPU's,
+    and an Apple GPU's, which shares it); None where the system does not say (no ``os.sysconf``: Windows)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def autocast_dtype(name: str, device: torch.device, option: str = "--amp") -> torch.dtype | None:

@@ -28,26 +28,27 @@ from torchvision import transforms
 from .files import center_crop_scale, elongation_problem
 from .images import ImageItem
 from .predictions import Prediction, write_csv  # noqa: F401 (re-exported: the torch-free half)
-from .seg_views import VIEW_MEMORY_BUDGET
 
 MLP_RATIO = 4  # the MLP's hidden width over its block's, in every registered variant: a stage's widest activation
 
 
-def batch_too_large(model: nn.Module, batch_size: int, size: int, option: str = "--img-size") -> str | None:
-    """Why batches of ``batch_size`` images of ``size`` x ``size`` pixels would take more memory than a segmentation
-    view may (:data:`~swinlite.seg_views.VIEW_MEMORY_BUDGET`) at the model's first stage, or None: its MLP's hidden
-    activations (``MLP_RATIO`` times the stage's channels, float32, at the stage's resolution) alone, the widest
-    tensor of the forward pass (``--img-size 5000`` took minutes of swapping before the first batch ended). The
-    message names ``option``, the size, the batch and the limit."""
+def batch_too_large(
+    model: nn.Module, batch_size: int, size: int, memory: int, element_size: int = 4, what: str = "--img-size"
+) -> str | None:
+    """Why batches of ``batch_size`` images of ``size`` x ``size`` pixels cannot run in ``memory`` bytes (the
+    device's: :func:`~swinlite.device.device_memory`), or None. A lower bound of the forward pass's peak: two tensors
+    of the first stage's MLP (its hidden layer's output and GELU's, ``MLP_RATIO`` times the stage's channels at the
+    stage's resolution, ``element_size`` bytes a value) live at once; ``--img-size 5000`` swapped for minutes before
+    the first batch ended. The message names ``what`` set the size, the batch and the device's memory."""
     first = model.feature_info[0]  # {"num_chs", "reduction"}
     tokens = math.ceil(size / first["reduction"]) ** 2
-    need = 4 * batch_size * tokens * MLP_RATIO * first["num_chs"]
-    if need <= VIEW_MEMORY_BUDGET:
+    need = 2 * element_size * batch_size * tokens * MLP_RATIO * first["num_chs"]
+    if need <= memory:
         return None
     return (
-        f"{option} {size}: a batch of {batch_size} images of {size}x{size} would hold {need / 2**30:.1f} GiB in the "
-        f"model's first stage (float32: its MLP's {MLP_RATIO * first['num_chs']} channels at 1/{first['reduction']} "
-        f"of the size), more than the {VIEW_MEMORY_BUDGET // 2**30} GiB a batch may take: lower {option} or "
+        f"{what} {size}: a batch of {batch_size} images of {size}x{size} needs at least {need / 2**30:.1f} GiB (the "
+        f"model's first stage: two tensors of its MLP's {MLP_RATIO * first['num_chs']} channels at "
+        f"1/{first['reduction']} of the size), more than the device's {memory / 2**30:.1f} GiB: lower the size or "
         "--batch-size"
     )
 

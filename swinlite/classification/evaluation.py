@@ -100,6 +100,7 @@ class EvalSetup:
     classes: list[str]
     skipped: list[tuple[str, str]]  # (path, reason) of each file the scan left out
     split: str  # the folder evaluated
+    size: int  # the side of the square images the model is given (the eval transform's crop)
 
 
 def prepare_evaluation(
@@ -151,7 +152,7 @@ def prepare_evaluation(
     scanned = scan_split(data_dir / split, classes, shorter=eval_resize_shorter(data_config), classes_of=source)
     dataset = ImageFolderDataset(scanned.samples, transform, evaluation=True)
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate)
-    return EvalSetup(model, loader, classes, scanned.skipped, split)
+    return EvalSetup(model, loader, classes, scanned.skipped, split, data_config["input_size"][-1])
 
 
 def folder_classes(split_dir: Path, order: str | None, checkpoint: str | Path) -> list[str]:

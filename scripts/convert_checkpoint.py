@@ -144,4 +144,4 @@ def fitting_model(args, recorded: dict[str, Any], checkpoint: dict[str, torch.Te
 
 
 if __name__ == "__main__":
-    sys.exit(run(main))
+    sys.exit(run(main, one_process=True))

@@ -10,7 +10,7 @@ import pytest
 from scriptkit import SCRIPTS, script_env
 
 ONE_PROCESS = ["evaluate", "evaluate_detection", "evaluate_segmentation", "predict", "detect", "segment",
-               "extract_features", "export_onnx", "visualize", "benchmark"]  # fmt: skip
+               "extract_features", "export_onnx", "visualize", "benchmark", "convert_checkpoint"]  # fmt: skip
 
 
 def _run(script: str, **env: str) -> subprocess.CompletedProcess:

@@ -23,8 +23,8 @@ from .config import DataConfig
 from .data import Split, image_problem, scan_data_dir, val_resize_shorter
 
 (CACHE_FILE,) = TASK_FILES["classification"]  # scan.json.gz
-_VERSION = 5  # another version's cache is scanned again (in 3, verify_images=true read headers only; in 4,
-# a file linked from two class folders was listed in both)
+_VERSION = 6  # another version's cache is scanned again (in 3, verify_images=true read headers only; in 4,
+# a file linked from two class folders was listed in both; in 5, paths were as scanned from the working directory)
 
 
 def _fingerprint(cfg: DataConfig) -> dict[str, Any]:
@@ -66,13 +66,17 @@ def _difference(tree: dict[str, Any], fingerprint: dict[str, Any]) -> str:
     return f"{' and '.join(settings)} changed" if settings else "the data folders changed"
 
 
-def _encode(split: Split) -> dict[str, Any]:
-    return {"samples": split.samples, "classes": split.classes, "skipped": split.skipped}
+def _encode(split: Split, root: str) -> dict[str, Any]:
+    """``split`` with its paths relative to ``root``, the data folder: a run resumed from another working directory
+    (``root`` named another way) finds its images."""
+    samples = [(os.path.relpath(path, root), label) for path, label in split.samples]
+    skipped = [(os.path.relpath(path, root), reason) for path, reason in split.skipped]
+    return {"samples": samples, "classes": split.classes, "skipped": skipped}
 
 
-def _decode(tree: dict[str, Any]) -> Split:
-    samples = [(path, label) for path, label in tree["samples"]]
-    return Split(samples, tree["classes"], [(path, reason) for path, reason in tree["skipped"]])
+def _decode(tree: dict[str, Any], root: str) -> Split:
+    samples = [(os.path.join(root, path), label) for path, label in tree["samples"]]
+    return Split(samples, tree["classes"], [(os.path.join(root, path), reason) for path, reason in tree["skipped"]])
 
 
 def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, str | None]:
@@ -92,7 +96,7 @@ def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, 
             tree = json.loads(gzip.decompress(path.read_bytes()))
             changed = None
             if tree["fingerprint"] == fingerprint:  # the splits are decoded (and their skips rechecked) only then
-                splits = _decode(tree["train"]), _decode(tree["val"])
+                splits = _decode(tree["train"], cfg.data_dir), _decode(tree["val"], cfg.data_dir)
                 changed = _changed_skip(cfg, splits)
                 if changed is None:
                     for path_, reason in splits[0].skipped + splits[1].skipped:
@@ -103,6 +107,10 @@ def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, 
         except Exception as e:  # a damaged cache (any shape) is scanned again and replaced
             note = f"{path} is unreadable ({type(e).__name__}): scanned again"
     splits = scan_data_dir(cfg)
-    tree = {"fingerprint": fingerprint, "train": _encode(splits[0]), "val": _encode(splits[1])}
+    tree = {
+        "fingerprint": fingerprint,
+        "train": _encode(splits[0], cfg.data_dir),
+        "val": _encode(splits[1], cfg.data_dir),
+    }
     atomic_write(path, lambda f: f.write(gzip.compress(json.dumps(tree).encode(), compresslevel=1)))
     return splits, False, note

@@ -401,3 +401,14 @@ def check_test_options(parser: Parser, args: argparse.Namespace) -> None:
     if args.stride and args.mode == "whole":
         parser.error("--stride is the windows' step of --mode slide, and --mode whole predicts each image whole: "
                      "drop --stride, or pass --mode slide")  # fmt: skip
+
+
+def check_onnx_options(parser: Parser, args: argparse.Namespace) -> None:
+    """``detect.py --onnx`` / ``segment.py --onnx`` run the file in ONNX Runtime on the CPU: each of ``--device`` and
+    ``--amp`` given with it is refused, all named in one error (naming the first alone left the other to a rerun)."""
+    given = [flag for flag, value in (("--device", args.device is not None), ("--amp", args.amp != "none")) if value]
+    if args.onnx is not None and given:
+        verb = "does" if len(given) == 1 else "do"
+        parser.error(
+            f"--onnx runs the exported file in ONNX Runtime on the CPU: {' and '.join(given)} {verb} not apply"
+        )

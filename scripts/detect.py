@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, ema_weights, run
+from _cli import Parser, check_onnx_options, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -45,9 +45,7 @@ def parse_args(argv: list[str] | None = None):
         "--overwrite", action="store_true", help="replace detect.py's and evaluate_detection.py's earlier outputs"
     )
     args = parser.parse_args(argv)
-    if args.onnx is not None and (args.device is not None or args.amp != "none"):
-        given = "--device" if args.device is not None else "--amp"
-        parser.error(f"--onnx runs the exported file in ONNX Runtime on the CPU: {given} does not apply")
+    check_onnx_options(parser, args)
     if not 0 <= args.score_thresh <= 1:
         parser.error(f"--score-thresh must be in 0..1, got {args.score_thresh}")
     return args

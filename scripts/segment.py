@@ -37,7 +37,7 @@ import io
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_test_options, ema_weights, run
+from _cli import Parser, check_onnx_options, check_test_options, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -73,9 +73,7 @@ def parse_args(argv: list[str] | None = None):
         "--overwrite", action="store_true", help="replace segment.py's and evaluate_segmentation.py's earlier outputs"
     )
     args = parser.parse_args(argv)
-    if args.onnx is not None and (args.device is not None or args.amp != "none"):
-        given = "--device" if args.device is not None else "--amp"
-        parser.error(f"--onnx runs the exported file in ONNX Runtime on the CPU: {given} does not apply")
+    check_onnx_options(parser, args)
     if not 0 <= args.alpha <= 1 or (args.stride and min(args.stride) < 1):
         parser.error("--alpha must be in 0..1, --stride positive")
     check_test_options(parser, args)

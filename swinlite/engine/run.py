@@ -32,7 +32,11 @@ from .model import meta_model
 from .preflight import check_run, check_weights_fit, resolve_normalisation
 from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
-from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer, as_compared
+from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer, as_compared, rooted
+
+# settings --resume does not warn about: train.output_dir names the folder being resumed, and the model's weights
+# come from its resume file, whatever model.pretrained says (:func:`built_from_resume`)
+NOT_COMPARED_ON_RESUME = ("train.output_dir", "model.pretrained")
 
 
 def log(dist: DistInfo, message: str) -> None:
@@ -218,12 +222,14 @@ def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> N
     settle_pending([out / name for name in BEST_FILES], saved["epoch"], task.evaluation_files)
     _check_epochs(saved["epoch"], saved["batch"], cfg.train.epochs, path)
     try:
-        old = apply_overrides(type(cfg)(), flatten(read_yaml(out / "config.yaml")))
+        # its relative paths as they resolved where the run was started (the working directory the file records)
+        old = apply_overrides(type(cfg)(), rooted(flatten(read_yaml(out / "config.yaml")), saved.get("cwd")))
     except ValueError as e:
         log(dist, f"warning: the settings of the run cannot be compared with {out / 'config.yaml'}: {e}")
         return
     for change in config_diff(old, cfg, as_compared):  # a path as it resolves: data/ and ./data are one folder
-        log(dist, f"warning: resuming with a changed setting {change}")
+        if change.split(":", 1)[0] not in NOT_COMPARED_ON_RESUME:
+            log(dist, f"warning: resuming with a changed setting {change}")
     _check_layer_decay(old, cfg)
     _check_trained_parameters(task, old, cfg)
 

@@ -115,9 +115,22 @@ def as_compared(key: str, value: Any) -> Any:
     """A setting's ``value`` as a resume compares it with the run's: a path (the text of a :data:`PATH_KEYS` key or
     of a task's data path, :data:`PATH_PREFIXES`) absolute, without ``~``, ``..`` or links, so that ``data/``,
     ``./data`` and its absolute path are one folder; any other value as it is."""
-    if isinstance(value, str) and (key in PATH_KEYS or key.startswith(PATH_PREFIXES)):
-        return str(Path(value).expanduser().resolve())
-    return value
+    return str(Path(value).expanduser().resolve()) if names_path(key, value) else value
+
+
+def names_path(key: str, value: Any) -> bool:
+    """Whether setting ``key``'s ``value`` names a path (the text of a :data:`PATH_KEYS` or :data:`PATH_PREFIXES`
+    key)."""
+    return isinstance(value, str) and (key in PATH_KEYS or key.startswith(PATH_PREFIXES))
+
+
+def rooted(settings: dict[str, Any], cwd: str | None) -> dict[str, Any]:
+    """Flattened ``settings`` with each relative path (a :func:`as_compared` key's text) joined to ``cwd``, the working
+    directory the run was given them in; ``cwd`` None (a resume file from before it was saved): as they are, to be
+    resolved against this directory."""
+    if cwd is None:
+        return settings
+    return {k: str(Path(cwd) / Path(v).expanduser()) if names_path(k, v) else v for k, v in settings.items()}
 
 
 def val_set_changes(saved: dict[str, Any], cfg: Any) -> list[str]:
@@ -208,6 +221,7 @@ class Trainer:
             "best_ema": self.state.best_ema,
             "best_epoch": self.state.best_epoch,
             "val_set": val_set(self.cfg),  # what the best scores are of
+            "cwd": str(Path.cwd()),  # what the relative paths of config.yaml are relative to
             "history": self.state.history,
             "rng": [p["rng"] for p in per_process],  # one per process
             "partial": [p["partial"] for p in per_process],  # (loss sums, samples) of the epoch in progress

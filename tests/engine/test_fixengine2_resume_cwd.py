@@ -1,0 +1,62 @@
+"""--resume from another working directory, the paths given absolute, warned ``resuming with a changed setting
+data.data_dir: data -> /ABS/data`` (and train.output_dir): config.yaml's relative paths were resolved against the new
+directory, not the run's. They resolve against the one resume.pt records now. --resume without repeating
+model.pretrained warned ``model.pretrained: PATH -> False``, though a resume takes its weights from resume.pt."""
+
+import warnings
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from enginekit import DATA_FIXTURE, TASKS, tiny_config
+
+from swinlite.engine import run
+from swinlite.engine.trainer import rooted
+
+CHANGED = "warning: resuming with a changed setting "
+
+
+def changes(printed: str) -> list[str]:
+    """The settings a resume warned were changed."""
+    return [line.removeprefix(CHANGED) for line in printed.splitlines() if line.startswith(CHANGED)]
+
+
+@pytest.mark.parametrize("task", ["classification", "detection"])
+def test_resume_from_another_directory_with_absolute_paths_warns_of_no_change(
+    task: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, capsys
+):
+    data = request.getfixturevalue(DATA_FIXTURE[task])
+    monkeypatch.chdir(data.parent)
+    run(TASKS[task], tiny_config(task, Path(data.name), Path("runs/k3"), **{"train.epochs": 1}))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:  # classification's cached scan named images from the old
+        warnings.simplefilter("always")  # directory (data/train/...): each was skipped, not found
+        out = run(TASKS[task], tiny_config(task, data, data.parent / "runs/k3", **{"train.epochs": 2}), resume=True)
+    printed = capsys.readouterr().out
+    assert changes(printed) == ["train.epochs: 1 -> 2"] and "resumed from" in printed
+    assert not [w for w in caught if "No such file" in str(w.message)]
+    assert (out / "resume.pt").is_file()
+
+
+def test_resume_without_model_pretrained_warns_of_no_change(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+):
+    weights = tmp_path / "pico.pth"
+    torch.save(timm.create_model("swinlite_pico_patch2_window4_32").state_dict(), weights)
+    monkeypatch.chdir(tmp_path)
+    settings = {"train.epochs": 1, "model.pretrained": weights}
+    run(TASKS["classification"], tiny_config("classification", folder, Path("run"), **settings))
+    capsys.readouterr()
+    run(TASKS["classification"], tiny_config("classification", folder, Path("run"), **{"train.epochs": 2}), resume=True)
+    printed = capsys.readouterr().out
+    assert changes(printed) == ["train.epochs: 1 -> 2"] and "resumed from" in printed
+
+
+def test_the_run_s_relative_paths_resolve_where_it_was_started():
+    settings = {"data.data_dir": "data", "train.output_dir": "/abs/runs", "model.pretrained": True, "train.epochs": 1}
+    assert rooted(settings, "/work") == {**settings, "data.data_dir": "/work/data"}
+    assert rooted(settings, None) == settings  # a resume file from before it recorded its directory

@@ -40,6 +40,7 @@ from ..images import (
 from .config import AFFINE_INTERPOLATIONS, DataConfig
 
 RAND_TRANSFORM_SETS = ("weights", "3aw", "3a")  # what timm's rand_augment_choices takes after RandAugment's "t"
+LAYOUT = "a folder holding train/<class>/* and val/<class>/*"  # what --data-dir names
 POOL_MIN_FILES = 1000  # fewer files are checked in this process: starting a pool would cost more
 # data.interpolation and data.crop_pct unset (None) here: timm's resolve_data_config's for a model whose pretrained
 # config gives neither (a run has resolved them from its model before: swinlite.engine.preflight.resolve_normalisation)
@@ -339,12 +340,14 @@ def route_posterize(transform: object) -> None:
                 op.aug_fn = posterize
 
 
-def check_data_dir(root: Path) -> None:
+def check_data_dir(root: Path, demo: bool = False) -> None:
     """ValueError naming the ImageFolder layout when ``root`` is no folder; a file (an archive not yet unpacked) is
-    said to be one, not to be missing."""
+    said to be one, not to be missing. ``demo``: ``root`` is where the digits demo is written (a file refused, a
+    folder yet to be made taken)."""
     if root.is_file():
-        raise ValueError(f"--data-dir {root} is a file; expected a folder holding train/<class>/* and val/<class>/*")
-    if not root.is_dir():
+        expected = "a folder for the digits demo to write its images into" if demo else LAYOUT
+        raise ValueError(f"--data-dir (data.data_dir) {root} is a file; expected {expected}")
+    if not demo and not root.is_dir():
         raise ValueError(f"--data-dir {root} does not exist: expected {root}/train/<class>/* and {root}/val/<class>/*")
 
 

@@ -51,9 +51,8 @@ class ClassificationTask(Task):
 
     @classmethod
     def check_inputs(cls, cfg: Config) -> None:
-        if cfg.data.dataset == "folder":  # the digits demo is written on first use
-            check_data_dir(Path(cfg.data.data_dir))
-        else:  # unless a build of another size is there
+        check_data_dir(Path(cfg.data.data_dir), demo=cfg.data.dataset == "digits")  # the demo is written on first use
+        if cfg.data.dataset == "digits":  # unless a build of another size is there
             check_digits(cfg.data.data_dir, size=cfg.data.img_size)
 
     @classmethod

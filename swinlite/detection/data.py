@@ -66,8 +66,9 @@ class CocoSplit:
         return self.image_dir / self.coco.imgs[image_id]["file_name"]
 
 
-def split_paths(cfg: DetDataConfig, split: str) -> tuple[Path, Path]:
+def split_paths(cfg: DetDataConfig, split: str, option: str = "--data-dir (data.data_dir)") -> tuple[Path, Path]:
     """(annotation file, image folder) of ``split`` ("train" or "val"): the config's, else the COCO 2017 layout.
+    ``option``: what the caller names ``data_dir`` by, for the error.
 
     Raises:
         ValueError: ``data_dir``, which a path is taken from, is a file (an archive not yet unpacked), not a folder.
@@ -75,10 +76,12 @@ def split_paths(cfg: DetDataConfig, split: str) -> tuple[Path, Path]:
     root = Path(cfg.data_dir)
     ann, images = getattr(cfg, f"{split}_ann"), getattr(cfg, f"{split}_images")
     if not (ann and images) and root.is_file():
-        raise ValueError(
-            f"--data-dir (data.data_dir) {root} is a file; expected a folder in COCO 2017's layout holding "
-            f"annotations/instances_{split}2017.json and {split}2017/"
+        expected = (
+            "a folder for the digits demo to write its images and annotations into"
+            if cfg.dataset == "digits"
+            else f"a folder in COCO 2017's layout holding annotations/instances_{split}2017.json and {split}2017/"
         )
+        raise ValueError(f"{option} {root} is a file; expected {expected}")
     return (
         Path(ann) if ann else root / "annotations" / f"instances_{split}2017.json",
         Path(images) if images else root / f"{split}2017",

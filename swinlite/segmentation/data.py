@@ -93,8 +93,9 @@ def labels_of(cfg: SegDataConfig) -> Labels:
     return Labels(classes, palette, cfg.ignore_index, reduce)
 
 
-def split_folders(cfg: SegDataConfig, split: str) -> tuple[Path, Path]:
+def split_folders(cfg: SegDataConfig, split: str, option: str = "--data-dir (data.data_dir)") -> tuple[Path, Path]:
     """(image folder, mask folder) of ``split`` ("train" or "val"): the config's, else the ADE20K layout's.
+    ``option``: what the caller names ``data_dir`` by, for the error.
 
     Raises:
         ValueError: ``data_dir``, which a folder is taken from, is a file (an archive not yet unpacked), not a folder.
@@ -103,10 +104,12 @@ def split_folders(cfg: SegDataConfig, split: str) -> tuple[Path, Path]:
     default_images, default_masks = DEFAULT_FOLDERS[split]
     root = Path(cfg.data_dir)
     if not (images and masks) and root.is_file():
-        raise ValueError(
-            f"--data-dir (data.data_dir) {root} is a file; expected a folder in ADE20K's layout holding "
-            f"{default_images}/ and {default_masks}/"
+        expected = (
+            "a folder for the shapes demo to write its images and masks into"
+            if cfg.dataset == "shapes"
+            else f"a folder in ADE20K's layout holding {default_images}/ and {default_masks}/"
         )
+        raise ValueError(f"{option} {root} is a file; expected {expected}")
     return Path(images) if images else root / default_images, Path(masks) if masks else root / default_masks
 
 

@@ -597,8 +597,9 @@ def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:
     """The names of :data:`OUTPUT_DIR_FILES` that scripts wrote into the training run folder ``folder``: results of
     its weights, which a run replacing it removes (``--overwrite``), whichever task's it was. Every evaluate
     script's; a drawing script's (``detect.py``'s, ``segment.py``'s: those with :data:`DRAWINGS`) all together, and
-    only where all its files and one of its drawings folders are there, as it writes them: a ``classes.csv``,
-    ``sources.json`` or ``images/`` alone, or the user's ``images/`` beside ``segment.py``'s files, is the user's."""
+    only where :func:`_whole` finds its run there (its drawings named by the ``sources.json`` beside them, as
+    :func:`check_output_dir` tells a run's drawings, a killed run's too): a ``classes.csv``, ``sources.json`` or
+    ``images/`` alone, or the user's ``images/`` beside ``segment.py``'s files, is the user's."""
     folder = Path(folder)
     names = [name for names in EVALUATIONS_BY_TASK.values() for name in names]
     for scripts in OUTPUT_DIR_FILES.values():
@@ -609,12 +610,18 @@ def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:
 
 
 def _whole(folder: Path, written: tuple[str, ...]) -> bool:
-    """Whether ``folder`` holds the whole set ``written`` of a script's outputs, as it writes them: each file, and
-    one of its :data:`DRAWINGS` folders where it has them (a drawing script that found no image to draw writes none)."""
+    """Whether ``folder`` holds a run of the script that writes ``written``. A drawing script's (one with
+    :data:`DRAWINGS`) where it holds drawings is there when the :data:`RECORD` beside them names every file of one of
+    its drawings folders (the rule of :func:`_check_recorded`: a run killed after its first drawing left no other
+    file, and is one), else when each of its files and an (empty) drawings folder are; another script's when each of
+    its files is."""
     drawings = [name for name in written if name in DRAWINGS]
-    lists = [name for name in written if name not in DRAWINGS]
-    drawn = not drawings or any((folder / name).is_dir() for name in drawings)
-    return drawn and all((folder / name).is_file() for name in lists)
+    drawn = [folder / name for name in drawings if _held(folder, name)]
+    if drawn:
+        named = recorded_names(folder)
+        return any(not _unrecorded(path, named) for path in drawn)
+    folder_made = not drawings or any((folder / name).is_dir() for name in drawings)
+    return folder_made and all((folder / name).is_file() for name in written if name not in DRAWINGS)
 
 
 def _present(folder: Path, patterns: Iterable[str]) -> list[str]:
@@ -761,7 +768,7 @@ def _check_recorded(folder: Path, task: str, option: str) -> None:
     named = recorded_names(folder)
     for script, written in OUTPUT_DIR_FILES[task].items():
         for drawn in (folder / name for name in written if name in DRAWINGS and _held(folder, name)):
-            lone = [p.name for p in _visible(drawn) if p.name not in named]
+            lone = _unrecorded(drawn, named)
             if not lone:
                 continue
             more = f" and {len(lone) - 1} more" if len(lone) > 1 else ""
@@ -772,6 +779,12 @@ def _check_recorded(folder: Path, task: str, option: str) -> None:
                 "drawings before the first), so it is kept as yours, even with --overwrite: move it, or choose "
                 "another folder"
             )
+
+
+def _unrecorded(drawn: Path, named: set[str]) -> list[str]:
+    """The names of what the drawings folder ``drawn`` holds (hidden names left out) that ``named`` (the drawings its
+    :data:`RECORD` names: :func:`recorded_names`) does not name."""
+    return [p.name for p in _visible(drawn) if p.name not in named]
 
 
 def recorded_names(folder: Path) -> set[str]:

@@ -107,7 +107,8 @@ def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path
             ["sources.json", "classes.csv", "overlays/00000_a.png", "images/mine.jpg"],
             ["classes.csv", "overlays/", "sources.json"],
         ),
-        (["sources.json", "images/00000_a.png"], []),
+        (["sources.json", "images/00000_a.png"], ["images/", "sources.json"]),
+        (["sources.json", "images/00001_b.png"], []),
         (["sources.json", "images/00000_a.png", "detections.json"], ["detections.json", "images/", "sources.json"]),
         (["eval.json", "notes.txt"], ["eval.json"]),
     ],
@@ -116,18 +117,20 @@ def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path
         "no_drawings",
         "segment",
         "segment_beside_user_images",
-        "detect_without_detections",
+        "detect_killed",
+        "detect_unrecorded",
         "detect",
         "evaluation",
     ],
 )
 def test_overwrite_removes_a_scripts_outputs_only_where_it_wrote_them(tmp_path: Path, capsys, files, removed):
     """--overwrite removed every name any task's scripts write: a user's classes.csv, sources.json or images/ in the
-    folder too. A drawing script's files go where its list and drawings are there together, named in a note."""
+    folder too. A drawing script's files go where the sources.json beside its drawings names them (a killed run's
+    too), named in a note."""
     out = tmp_path / "out"
     for name in files:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
-        (out / name).write_text("a file")
+        (out / name).write_text('{"00000_a.png": "a.png"}' if name == "sources.json" else "a file")
     remove_replaced_run(out, DistInfo(), "classification")
     kept = {name.split("/")[0] for name in files} - {name.rstrip("/") for name in removed}
     assert {p.name for p in out.iterdir()} == kept
@@ -161,9 +164,10 @@ def test_overwrite_removes_the_old_run_once_the_new_one_is_known_to_start(folder
         (out / name).write_text("an evaluation of the replaced run")
     # detect.py's and segment.py's drawings and lists of the old weights: removed whole (detections.json alone was,
     # the drawings and sources.json beside the new weights), unless a drawings folder holds the user's own images
-    for name in ("images/00000_a.png", "labels/00000_a.png", "overlays/00000_a.png", "sources.json", "classes.csv"):
+    for name in ("images/00000_a.png", "labels/00000_a.png", "overlays/00000_a.png", "classes.csv"):
         (out / name).parent.mkdir(exist_ok=True)
         (out / name).write_text("drawn with the replaced run's weights")
+    (out / "sources.json").write_text('{"00000_a.png": "a.png"}')  # the record naming the drawings
     (out / "overlays" / "mine.jpg").write_text("the user's own image")
     assert script_main("classification", ["--overwrite", *overrides("classification", folder, out)]) == 2
     assert (

@@ -3,9 +3,9 @@
 Prints pycocotools' summary (box AP, and mask AP for Mask R-CNN) and writes OUT/eval.json (the AP values in percent;
 null for an object size the data has none of; and the data, split and --amp evaluated) and OUT/detections.json (the
 COCO results), beside the checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this script,
-or of detect.py) is refused unless --overwrite, which removes them all; one holding another task's or
-extract_features.py's / visualize.py's outputs is refused either way. The data's categories must be the
-checkpoint's (the same ids and names; it may list fewer). Mask R-CNN on data without a segmentation on every
+or of detect.py; checked after the data's paths) is refused unless --overwrite, which removes them all; one holding
+another task's or extract_features.py's / visualize.py's outputs is refused either way. The data's categories must
+be the checkpoint's (the same ids and names; it may list fewer). Mask R-CNN on data without a segmentation on every
 object gives box AP only, with a note.
 An image that is missing, does not decode or is not the size its annotation says is left out of the AP and named.
 Data without an object to score (none, or only iscrowd or empty ones) is an error: its AP would be NaN; so is an
@@ -51,7 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     from torch.utils.data import DataLoader
 
     from swinlite.detection.config import DetDataConfig
-    from swinlite.detection.data import CocoDetection, collate, load_split, split_paths, without_thin_images
+    from swinlite.detection.data import (
+        CocoDetection,
+        check_split_paths,
+        collate,
+        load_split,
+        split_paths,
+        without_thin_images,
+    )
     from swinlite.detection.evaluation import (
         check_scorable,
         check_scored,
@@ -74,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=str(args.data_dir or "."), **{f"{args.split}_ann": args.ann, f"{args.split}_images": args.images}
     )
     ann_file, image_dir = split_paths(data, args.split)
+    check_split_paths(ann_file, image_dir)  # the data's paths before the output folder (the model is read after it)
     weights = ema_weights(args)
     out = args.output_dir or weights.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"

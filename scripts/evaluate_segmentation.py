@@ -2,9 +2,9 @@
 
 Prints the per-class table and writes OUT/eval.json (mIoU, mAcc, aAcc and each class's IoU and accuracy in percent,
 null where a class is absent; and the data, split and --amp evaluated) and OUT/per_class_iou.csv, beside the
-checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this script, or of segment.py) is
-refused unless --overwrite, which removes them all; one holding another task's or extract_features.py's /
-visualize.py's outputs is refused either way. The data:
+checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this script, or of segment.py; checked
+after the data's folders, the checkpoint and the flags against it) is refused unless --overwrite, which removes them
+all; one holding another task's or extract_features.py's / visualize.py's outputs is refused either way. The data:
 --data-dir in ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split validation or training), or
 --images and --masks folders. Masks are read as the checkpoint's run read them (classes, ignore_index,
 reduce_zero_label); images and masks that do not pair up are named and left out, and so are images with a view
@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         SegmentationDataset,
         check_labelled,
         check_not_too_large,
+        check_split_folders,
         collate,
         scan_split,
         split_folders,
@@ -116,12 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     amp = autocast_dtype(args.amp, device)
     layout = split_folders(SegDataConfig(data_dir=str(args.data_dir or ".")), SPLITS[args.split])
     images, masks = args.images or layout[0], args.masks or layout[1]
+    check_split_folders(images, masks)  # the data's folders, the checkpoint and the flags against it: first
     weights = ema_weights(args)
+    model, info = load_segmenter(weights, device)
+    test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before the data is read
     out = args.output_dir or weights.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     earlier = check_output_dir("segmentation", out, [args.checkpoint, weights, images, masks], args.overwrite, option)
-    model, info = load_segmenter(weights, device)
-    test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before the data is read
     split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
     for path, reason in split.skipped[:10]:
         print(f"warning: left out {path}: {reason}", file=sys.stderr)

@@ -35,3 +35,18 @@ def script_env() -> dict[str, str]:
     """The environment for a script subprocess: this checkout first on the path, one thread (as the in-process
     runs of the tests, and kind to a shared CPU)."""
     return os.environ | {"PYTHONPATH": os.pathsep.join([str(REPO), *sys.path]), "OMP_NUM_THREADS": "1"}
+
+
+def evaluation_inputs(root: Path, script: str, segmenter: Path | None) -> Path | None:
+    """What an evaluate script reads before its output folder, for a test of that folder's checks whose data argument
+    is ``root/data``: evaluate_detection.py's COCO layout there (an annotation file and an image folder: their paths
+    are checked first; neither is read before the folder), evaluate_segmentation.py's image and mask folder and its
+    checkpoint (``segmenter``, returned: its test flags are checked against it first); None for other scripts."""
+    if script == "evaluate_detection":
+        (root / "data" / "val2017").mkdir(parents=True, exist_ok=True)
+        (root / "data" / "annotations").mkdir(exist_ok=True)
+        (root / "data" / "annotations" / "instances_val2017.json").write_text("{}\n")
+    if script != "evaluate_segmentation":
+        return None
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    return segmenter

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from scriptkit import run_script
+from scriptkit import evaluation_inputs, run_script
 
 from swinlite import files
 
@@ -33,16 +33,17 @@ def _files(root: Path) -> dict[Path, bytes]:
 
 @pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["", "overwrite"])
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_a_lone_drawings_folder_is_the_users(tmp_path, capsys, script, overwrite):
+def test_a_lone_drawings_folder_is_the_users(tmp_path, capsys, segmenter_file, script, overwrite):
     data, drawn = SCRIPTS[script]
     out = tmp_path / "out"
     _image(out / drawn / "00000_cat.png")  # the user's, named as the scripts name their drawings
     _image(out / drawn / "00001_dog.png")
     _image(tmp_path / "in" / "a.png")
     (tmp_path / "model.file").write_bytes(b"never read: the run is refused before")
+    checkpoint = evaluation_inputs(tmp_path, script, segmenter_file) or tmp_path / "model.file"
     before = _files(tmp_path)
     args = [tmp_path / a if a in ("in", "data") else a for a in data]
-    argv = ["--checkpoint", tmp_path / "model.file", *args, "--output-dir", out, *overwrite]
+    argv = ["--checkpoint", checkpoint, *args, "--output-dir", out, *overwrite]
     assert run_script(script, argv) == 2
     error = capsys.readouterr().err
     assert f"{out / drawn} is not " in error and "is kept as yours" in error and "earlier run" not in error

@@ -4,6 +4,7 @@ write an earlier run's: detect.py and segment.py (both paths), extract_features.
 Each is refused before any work, so a placeholder stands for the model file."""
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import timm
 import torch
 from pico import PICO
 from PIL import Image
-from scriptkit import run_script
+from scriptkit import evaluation_inputs, run_script
 from trainkit import make_folder
 
 from swinlite import files
@@ -135,13 +136,16 @@ EVALUATIONS = {
 
 
 @pytest.mark.parametrize("script", EVALUATIONS)
-def test_an_evaluation_into_a_folder_holding_results_is_refused_unless_overwrite(tmp_path, capsys, script):
+def test_an_evaluation_into_a_folder_holding_results_is_refused_unless_overwrite(
+    tmp_path, capsys, segmenter_file, script
+):
     """evaluate_detection.py replaced the detections.json of a detect.py run in its --output-dir without a word."""
     found, data = EVALUATIONS[script]
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / found).write_bytes(b"an earlier run's")
     (tmp_path / "model.file").write_bytes(b"never read: the run is refused before")
-    argv = ["--checkpoint", tmp_path / "model.file", *(tmp_path / a if a == "data" else a for a in data)]
+    checkpoint = evaluation_inputs(tmp_path, script, segmenter_file) or tmp_path / "model.file"
+    argv = ["--checkpoint", checkpoint, *(tmp_path / a if a == "data" else a for a in data)]
     if script == "evaluate":  # it checks the checkpoint and the data against its flags before the folder
         argv = ["--checkpoint", _raw(tmp_path), "--model", PICO, "--data-dir", make_folder(tmp_path / "data", 3, 1)]
     assert run_script(script, [*argv, "--output-dir", tmp_path / "out"]) == 2
@@ -160,12 +164,14 @@ OUTPUT_DIR_SCRIPTS = {
 }
 
 
-def _refused(tmp_path: Path, capsys, script: str, *extra: object) -> str:
-    """The one error line of ``script`` into tmp_path/out, refused before its model (a placeholder) is read."""
+def _refused(tmp_path: Path, capsys, script: str, *extra: object, segmenter: Path | None = None) -> str:
+    """The one error line of ``script`` into tmp_path/out, refused before its model (a placeholder) is read (but
+    evaluate_segmentation.py's, ``segmenter``: it checks its flags against it before the folder)."""
     _image(tmp_path / "in" / "a.png")
     (tmp_path / "model.file").write_bytes(b"never read: the run is refused before")
+    checkpoint = evaluation_inputs(tmp_path, script, segmenter) or tmp_path / "model.file"
     data = [tmp_path / a if a in ("in", "data") else a for a in OUTPUT_DIR_SCRIPTS[script]]
-    argv = ["--checkpoint", tmp_path / "model.file", *data, "--output-dir", tmp_path / "out", *extra]
+    argv = ["--checkpoint", checkpoint, *data, "--output-dir", tmp_path / "out", *extra]
     assert run_script(script, argv) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, errors
@@ -177,7 +183,9 @@ def _refused(tmp_path: Path, capsys, script: str, *extra: object) -> str:
     [("detect", "eval.json"), ("segment", "per_class_iou.csv"), ("evaluate_detection", "images/00000_a.png"),
      ("evaluate_detection", "sources.json"), ("evaluate_segmentation", "labels/00000_a.png")],
 )  # fmt: skip
-def test_the_other_script_of_a_tasks_results_are_refused_unless_overwrite(tmp_path, capsys, script, found):
+def test_the_other_script_of_a_tasks_results_are_refused_unless_overwrite(
+    tmp_path, capsys, segmenter_file, script, found
+):
     """evaluate_detection.py --overwrite into detect.py's folder (of another checkpoint) replaced detections.json and
     left the drawings and sources.json beside its eval.json; detect.py left an evaluation's eval.json beside its
     drawings. The two scripts of a task count each other's results as an earlier run's (eval.json and sources.json,
@@ -190,7 +198,7 @@ def test_the_other_script_of_a_tasks_results_are_refused_unless_overwrite(tmp_pa
     drawn = found.split("/")[0] in files.DRAWINGS
     if drawn:  # with the record of the run beside it: alone, the folder is the user's (test_fixscripts_lone_drawings)
         _record(tmp_path / "out", found.split("/")[0])
-    error = _refused(tmp_path, capsys, script)
+    error = _refused(tmp_path, capsys, script, segmenter=segmenter_file)
     held = [p.name for p in sorted((tmp_path / "out").iterdir())]
     assert f"--output-dir {tmp_path / 'out'} holds an earlier run's " in error and ": pass --overwrite" in error
     assert all(name in error for name in held)
@@ -233,16 +241,19 @@ def test_overwrite_removes_no_file_of_another_tasks_name(tmp_path, task, theirs)
 
 
 @pytest.mark.parametrize(("script", "drawn"), [("evaluate_detection", "images"), ("evaluate_segmentation", "labels")])
-def test_an_evaluation_keeps_the_users_files_in_a_drawings_folder_and_inputs_in_one(tmp_path, capsys, script, drawn):
+def test_an_evaluation_keeps_the_users_files_in_a_drawings_folder_and_inputs_in_one(
+    tmp_path, capsys, segmenter_file, script, drawn
+):
     """--overwrite removes detect.py's and segment.py's drawings folders with an evaluation's own results: one that
     holds files no run wrote is refused, and so is an input inside one (emptying it would remove the input)."""
     mine = _image(tmp_path / "out" / drawn / "mine.png")
-    error = _refused(tmp_path, capsys, script, "--overwrite")
+    error = _refused(tmp_path, capsys, script, "--overwrite", segmenter=segmenter_file)
     assert f"{tmp_path / 'out' / drawn} holds files no run wrote there ({mine}" in error
     mine.unlink()
+    shutil.rmtree(tmp_path / "data")  # the data, made where the evaluation checks its paths first: into the folder
     data = tmp_path / "out" / drawn / "data"
     data.mkdir(parents=True)
     (tmp_path / "data").symlink_to(data)
-    error = _refused(tmp_path, capsys, script, "--overwrite")
+    error = _refused(tmp_path, capsys, script, "--overwrite", segmenter=segmenter_file)
     assert f"lies inside {tmp_path / 'out' / drawn}, which this run writes or --overwrite empties" in error
     assert data.is_dir()

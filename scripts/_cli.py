@@ -412,3 +412,10 @@ def check_onnx_options(parser: Parser, args: argparse.Namespace) -> None:
         parser.error(
             f"--onnx runs the exported file in ONNX Runtime on the CPU: {' and '.join(given)} {verb} not apply"
         )
+
+
+def check_model_file(path: Path | None, option: str) -> None:
+    """A missing ``--checkpoint`` / ``--onnx`` file, said before the output folder's checks, which come before the
+    model is read (into a folder of an earlier run's outputs, a mistyped path asked for ``--overwrite`` first)."""
+    if path is not None and not path.exists():
+        raise ValueError(f"{option} {path} does not exist")

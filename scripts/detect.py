@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_onnx_options, ema_weights, run
+from _cli import Parser, check_model_file, check_onnx_options, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device or "auto")
     amp = StepSettings(device, autocast_dtype(args.amp, device))
     images = list_images(args.input)
+    check_model_file(args.checkpoint, "--checkpoint")  # before the folder; the model is read after it
     weights = ema_weights(args)
     earlier = check_output_dir("detection", out, [args.checkpoint, weights, *args.input, *images], args.overwrite)
     model, categories, meta = load_detector(weights, device)
@@ -144,6 +145,7 @@ def detect_onnx(args) -> int:
     predictions = import_without_torch("predictions")
     out = args.output_dir
     images = files.list_images(args.input)
+    check_model_file(args.onnx, "--onnx")  # before the folder; the file is read after it
     earlier = files.check_output_dir("detection", out, [args.onnx, *args.input, *images], args.overwrite)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.detector_settings(model)

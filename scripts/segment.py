@@ -37,7 +37,7 @@ import io
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_onnx_options, check_test_options, ema_weights, run
+from _cli import Parser, check_model_file, check_onnx_options, check_test_options, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device or "auto")
     amp = StepSettings(device, autocast_dtype(args.amp, device))
     images = list_images(args.input)
+    check_model_file(args.checkpoint, "--checkpoint")  # before the folder; the model is read after it
     weights = ema_weights(args)
     earlier = check_output_dir("segmentation", out, [args.checkpoint, weights, *args.input, *images], args.overwrite)
     model, info = load_segmenter(weights, device)
@@ -182,6 +183,7 @@ def segment_onnx(args) -> int:
     files, onnx_predict = import_without_torch("files"), import_without_torch("onnx_predict")
     out = args.output_dir
     images = files.list_images(args.input)
+    check_model_file(args.onnx, "--onnx")  # before the folder; the file is read after it
     earlier = files.check_output_dir("segmentation", out, [args.onnx, *args.input, *images], args.overwrite)
     model = onnx_predict.open_model(args.onnx)
     settings = onnx_predict.segmenter_settings(model, args.mode, args.ratios, args.flip, args.stride)

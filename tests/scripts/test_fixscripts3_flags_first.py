@@ -7,6 +7,7 @@ missing one after it. The data's paths, and evaluate_segmentation.py's checkpoin
 from pathlib import Path
 
 import pytest
+from PIL import Image
 from scriptkit import run_script
 
 OVERWRITE = pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["", "overwrite"])
@@ -52,4 +53,23 @@ def test_evaluate_segmentation_names_its_flags_and_data_before_the_output_folder
     assert run_script("evaluate_segmentation", [*argv, *overwrite]) == 2
     error = capsys.readouterr().err
     assert said in error and "--output-dir" not in error, error
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@OVERWRITE
+@pytest.mark.parametrize(("script", "earlier"), [("detect", "detections.json"), ("segment", "classes.csv")])
+@pytest.mark.parametrize("flag", ["--checkpoint", "--onnx"])
+def test_detect_and_segment_name_a_missing_model_file_before_the_output_folder(
+    tmp_path, capsys, overwrite, script, earlier, flag
+):
+    """detect.py and segment.py read their model after the output folder's checks (a placeholder file stands for it in
+    the tests of those): a missing one is said before them."""
+    out = tmp_path / "out"
+    before = _earlier(out, earlier, "sources.json")
+    (tmp_path / "in").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "in" / "a.png")
+    argv = [flag, tmp_path / "none", "--input", tmp_path / "in", "--output-dir", out, *overwrite]
+    assert run_script(script, argv) == 2
+    error = capsys.readouterr().err
+    assert f"error: {flag} {tmp_path / 'none'} does not exist" in error and "--output-dir" not in error
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     data = DetDataConfig(
         data_dir=str(args.data_dir or "."), **{f"{args.split}_ann": args.ann, f"{args.split}_images": args.images}
     )
-    ann_file, image_dir = split_paths(data, args.split)
+    ann_file, image_dir = split_paths(data, args.split, option="--data-dir")
     check_split_paths(ann_file, image_dir)  # the data's paths before the output folder (the model is read after it)
     weights = ema_weights(args)
     out = args.output_dir or weights.parent

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     device = resolve_device(args.device)
     amp = autocast_dtype(args.amp, device)
-    layout = split_folders(SegDataConfig(data_dir=str(args.data_dir or ".")), SPLITS[args.split])
+    layout = split_folders(SegDataConfig(data_dir=str(args.data_dir or ".")), SPLITS[args.split], option="--data-dir")
     images, masks = args.images or layout[0], args.masks or layout[1]
     check_split_folders(images, masks)  # the data's folders, the checkpoint and the flags against it: first
     weights = ema_weights(args)

@@ -827,7 +827,9 @@ class DrawingRecord:
 
 def _check_numbered(folder: Path, names: list[str], numbered: Iterable[str], option: str) -> None:
     """Refuse ``folder`` where a folder of ``names`` among ``numbered`` holds anything but :func:`numbered_name`
-    files (hidden names left out): the user's own files, which no run wrote."""
+    files (hidden names left out), or, beside a :data:`RECORD`, a drawing it does not name: the user's own files,
+    which no run wrote (a numbered one in ``overlays/`` beside ``labels/`` that the record names all went with them)."""
+    named = recorded_names(folder) if (folder / RECORD).is_file() else None
     for path in (folder / name for name in numbered if name in names and (folder / name).is_dir()):
         others = _not_numbered(path)
         if others:
@@ -835,6 +837,13 @@ def _check_numbered(folder: Path, names: list[str], numbered: Iterable[str], opt
             raise ValueError(
                 f"{option} {folder}: {path} holds files no run wrote there ({others[0]}{more}; its "
                 f"files are named <number>_<image name>.png): move them, or choose another folder"
+            )
+        unnamed = _unrecorded(path, named) if named is not None else []
+        if unnamed:
+            more = f" and {len(unnamed) - 1} more" if len(unnamed) > 1 else ""
+            raise ValueError(
+                f"{option} {folder}: {path} holds drawings no run wrote there ({RECORD} beside it names no "
+                f"{unnamed[0]}{more}): move them, or choose another folder"
             )
 
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from swinlite import files
-from swinlite.engine.distributed import DistInfo
+from swinlite.engine.distributed import DistInfo, SharedError
 from swinlite.engine.run import remove_replaced_run
 
 # a drawing script -> (its task, its drawings folders, the file it writes at its end)
@@ -70,3 +70,17 @@ def test_drawings_the_record_does_not_name_are_the_users(tmp_path, script):
     other = next(task for task in files.OUTPUT_DIR_FILES if task != KILLED[script][0])
     assert script not in files.held_outputs(tmp_path, other)
     assert not set(KILLED[script][1]) & set(files.script_outputs(tmp_path))
+
+
+def test_a_users_drawing_in_one_folder_is_refused_not_removed(tmp_path):
+    """segment.py's labels/ all named by its record, overlays/ also holding a numbered file of the user's that the
+    record does not name: train.py --overwrite removed both folders, the user's file with them; it is refused,
+    naming the file, and everything is kept."""
+    out = tmp_path / "run"
+    _killed_run(out, "segment.py")
+    mine = out / "overlays" / "00007_mine.png"
+    mine.write_bytes(b"the user's")
+    said = r"overlays holds drawings no run wrote there \(sources.json beside it names no 00007_mine.png\)"
+    with pytest.raises(SharedError, match=said):
+        remove_replaced_run(out, DistInfo(), "classification")
+    assert mine.read_bytes() == b"the user's" and any((out / "labels").iterdir())

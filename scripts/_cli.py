@@ -225,14 +225,18 @@ def traceback_wanted() -> bool:
 def check_one_process() -> None:
     """Refuse a script that runs on one process started as one of several (``torchrun --nproc_per_node=2``: its
     ``WORLD_SIZE``): each process ran the whole work and wrote the same files (two summaries, a race on one folder).
-    Each machine's first process (``LOCAL_RANK`` 0) says so; the others exit with code 2 too, without a word."""
+    The message names the environment as the cause: a ``WORLD_SIZE`` left in a plain ``python`` environment (a
+    Kubernetes PyTorchJob pod sets it in every container) refuses it too. Only under ``torchrun`` (which sets
+    ``TORCHELASTIC_RUN_ID``) do the processes but each machine's first (``LOCAL_RANK`` 0) exit with code 2 without a
+    word; a process started by hand always prints its line."""
     world = os.environ.get("WORLD_SIZE", "1").strip()
     if not world.isdigit() or int(world) <= 1:
         return
-    if os.environ.get("LOCAL_RANK", "0").strip() != "0":
+    if "TORCHELASTIC_RUN_ID" in os.environ and os.environ.get("LOCAL_RANK", "0").strip() != "0":
         sys.exit(2)
     script = Path(sys.argv[0]).name or "this script"
-    fail(f"{script} runs on one process; start it with python, not torchrun (WORLD_SIZE={world})")
+    fail(f"the environment says this is one of {world} processes (WORLD_SIZE={world}, as torchrun sets it): "
+         f"{script} runs on one: start it with python alone, with WORLD_SIZE unset or 1")  # fmt: skip
 
 
 def run(
@@ -251,8 +255,8 @@ def run(
         argv: its arguments (None: the command line's).
         passive_threads: idle OpenMP threads sleep instead of spinning (set before torch loads): on shared CPUs
             spinning threads waste the cores others (and the data loader) need. Off for timing runs.
-        one_process: the script runs on one process: refused first, under ``torchrun`` (:func:`check_one_process`;
-            every script but the training ones, which ``torchrun`` runs on several).
+        one_process: the script runs on one process: refused first, under ``torchrun`` or a ``WORLD_SIZE`` above 1
+            (:func:`check_one_process`; every script but the training ones, which ``torchrun`` runs on several).
     """
     if one_process:
         check_one_process()

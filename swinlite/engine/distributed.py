@@ -60,11 +60,30 @@ _PEER_GONE = re.compile(r"connection (?:closed|reset) by (?:remote )?peer|broken
 
 def launched() -> DistInfo:
     """This process's place as ``torchrun`` sets it in the environment (a single process without it), known before
-    the process group is joined."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    the process group is joined.
+
+    Raises:
+        ValueError: the environment describes no place: ``WORLD_SIZE`` or ``RANK`` that is not a number, or
+            ``WORLD_SIZE`` above 1 without ``RANK`` (a variable left from another launch; a ``KeyError`` before).
+    """
+    world = _environ_int("WORLD_SIZE", "1")
     if world <= 1:
         return DistInfo()
-    return DistInfo(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+    if "RANK" not in os.environ:
+        raise ValueError(
+            f"the environment sets WORLD_SIZE={world} but not RANK: start the processes with torchrun, which sets "
+            "both, or unset WORLD_SIZE to run one process"
+        )
+    return DistInfo(_environ_int("RANK", "0"), world, _environ_int("LOCAL_RANK", "0"))
+
+
+def _environ_int(name: str, default: str) -> int:
+    """The whole number the environment variable ``name`` holds (``default`` where unset): ValueError naming it."""
+    value = os.environ.get(name, default)
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"the environment sets {name}={value!r}: expected a whole number, as torchrun sets") from None
 
 
 def init_distributed(device: torch.device, timeout: float, store: dist.Store) -> DistInfo:
@@ -86,7 +105,9 @@ def init_distributed(device: torch.device, timeout: float, store: dist.Store) ->
         torch.cuda.set_device(device)
     wait = timedelta(seconds=timeout)
     backend = "nccl" if device.type == "cuda" else "gloo"
-    joined = dist.PrefixStore("default_pg", store)  # the prefix init_process_group gives a store it builds itself
+    # init_process_group's own prefix, of this launch attempt: torchrun's agent keeps its store across restarts
+    # (--max-restarts), where a restarted process read the last attempt's addresses and failed to connect
+    joined = dist.PrefixStore(f"default_pg/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
     dist.init_process_group(backend=backend, timeout=wait, store=joined, rank=info.rank, world_size=info.world_size)
     _watch_group = dist.new_group(backend="gloo", timeout=wait)
     return info

@@ -1,0 +1,58 @@
+"""What torchrun leaves in the environment, and what it does not: a restart (--max-restarts) joins its process group
+afresh, and an environment that describes no process's place is one clear error.
+
+torchrun's agent keeps its rendezvous store across restarts: the restarted processes joined under the same prefix,
+read the dead attempt's addresses and failed to connect (gloo's connectFullMesh), then hung deaf to SIGTERM. A
+WORLD_SIZE left from another launch, without RANK, ended in a KeyError traceback."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scriptkit import run_script, script_env
+
+from swinlite.engine.distributed import launched
+
+PROBE = """
+import os
+import torch
+from swinlite.engine.distributed import all_gather_object
+from swinlite.engine.handshake import join
+
+info = join(torch.device("cpu"), 60.0, {"settings": "alike"})
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+if attempt == "0" and info.rank == 1:
+    os._exit(1)  # a process that dies once joined: torchrun restarts the whole group
+print(f"rank {info.rank} attempt {attempt} sees {all_gather_object(info.rank, info)}", flush=True)
+torch.distributed.destroy_process_group()
+"""
+
+
+def test_a_restarted_group_joins_afresh(tmp_path: Path):
+    (tmp_path / "probe.py").write_text(PROBE)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--max-restarts=1",
+           "--monitor-interval=0.2", str(tmp_path / "probe.py")]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, env=script_env(), timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(result.stdout.splitlines()) == ["rank 0 attempt 1 sees [0, 1]", "rank 1 attempt 1 sees [0, 1]"]
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"WORLD_SIZE": "2"}, "the environment sets WORLD_SIZE=2 but not RANK: start the processes with torchrun"),
+        ({"WORLD_SIZE": "two"}, "the environment sets WORLD_SIZE='two': expected a whole number"),
+        ({"WORLD_SIZE": "2", "RANK": ""}, "the environment sets RANK='': expected a whole number"),
+    ],
+)
+def test_an_environment_that_places_no_process_is_one_error(monkeypatch, capsys, tmp_path: Path, env, said):
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=said):
+        launched()
+    assert run_script("train", ["--output-dir", str(tmp_path / "out")]) == 2
+    assert f"error: {said}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

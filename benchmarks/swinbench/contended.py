@@ -175,7 +175,7 @@ def busy_core() -> Iterator[Callable[[bool], None]]:
     """A spawned process spinning on one core; yields ``set_busy(active)``, which resumes or pauses it."""
     context = multiprocessing.get_context("spawn")
     ready = context.Event()
-    process = context.Process(target=spin, args=(ready,), daemon=True)
+    process = context.Process(target=spin, args=(ready, os.getpid()), daemon=True)
     process.start()
     while not ready.wait(timeout=1.0):  # a child that cannot start (e.g. a main module without a __main__ guard)
         if not process.is_alive():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -155,11 +157,27 @@ def shuffled_seconds(
     return times
 
 
-def spin(ready) -> None:
-    """Keep one core busy forever (a pure Python loop): the second process of ``--contended``; sets ``ready``. It
-    ignores Ctrl-C, which reaches it with the benchmark (its process group): the benchmark stops it, and its
-    KeyboardInterrupt traceback ("Process SpawnProcess-1:") came before the benchmark's "interrupted"."""
+def spin(ready, parent: int) -> None:
+    """Keep one core busy (a pure Python loop) while process ``parent`` lives: the second process of
+    ``--contended``; sets ``ready``. It ignores Ctrl-C, which reaches it with the benchmark (its process group): the
+    benchmark stops it, and its KeyboardInterrupt traceback ("Process SpawnProcess-1:") came before the benchmark's
+    "interrupted". It ends with the benchmark whatever ends that (SIGTERM, kill -9), where it spun on at 100 %
+    reparented to init: Linux kills it then (:func:`_die_with_parent`, also while it is paused by SIGSTOP), and the
+    loop checks every few milliseconds that its parent is still ``parent``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     ready.set()
-    while True:
-        pass
+    while os.getppid() == parent:
+        for _ in range(100_000):
+            pass
+
+
+def _die_with_parent() -> None:
+    """On Linux, have the kernel send this process SIGKILL when its parent exits (prctl PR_SET_PDEATHSIG), which
+    ends it even while it is stopped; elsewhere nothing (:func:`spin`'s check of its parent remains)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)

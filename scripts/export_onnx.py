@@ -17,8 +17,10 @@ are computed in the graph from the input's size, and the export is refused if th
 fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx with an error naming the
 range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW; --out-norm: through the per-level norms
 of weights that hold them, a detection or segmentation backbone's; an ImageNet checkpoint has none; a detection or
-segmentation checkpoint with --features exports its backbone's levels, converted on load as convert_checkpoint.py
-converts it, normalized by its run's mean and std); with --fpn (a
+segmentation checkpoint with --features exports its backbone's levels as its FPN or head reads them, through the
+run's trained per-level norms unless --no-out-norm (a note on stderr says so), converted on load as
+convert_checkpoint.py converts it, normalized by its run's mean and std, at the detector's test size or the
+segmenter's crop); with --fpn (a
 detection checkpoint) the FPN maps "fpn0".."fpn<n>" (input normalized by the detector's mean and std, which the
 metadata's preprocessing records). A detection checkpoint alone exports the whole detector (Faster
 R-CNN, Mask R-CNN, RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's
@@ -51,6 +53,7 @@ linear layers and the attention products) instead (checked for finite outputs; i
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from pathlib import Path
@@ -83,8 +86,9 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument(
         "--out-norm",
-        action="store_true",
-        help="with --features: per-level LayerNorms (a detection or segmentation checkpoint's trained ones)",
+        action=argparse.BooleanOptionalAction,
+        help="with --features: per-level LayerNorms (default: on for a detection or segmentation checkpoint, its "
+        "trained ones, as its FPN or head reads the levels; off otherwise; --no-out-norm: the raw levels)",
     )
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="example size (default: the model's)")
     parser.add_argument("--min-size", type=int, help="smallest height and width served (default: one patch)")
@@ -180,7 +184,8 @@ def export(args, checkpoint: Path, task: str | None) -> float | None:
 def _refuse_backbone_flags(args, task: str, whole: str) -> None:
     """ValueError naming the given options that only a backbone export takes (a detector's sizes follow its resize,
     and its check pairs detections by label, score and box, each with its own bound: no one --tolerance applies)."""
-    given = {"--model": args.model, "--features": args.features, "--out-norm": args.out_norm, "--size": args.size,
+    norm = {True: "--out-norm", False: "--no-out-norm"}.get(args.out_norm, "--out-norm")
+    given = {"--model": args.model, "--features": args.features, norm: args.out_norm is not None, "--size": args.size,
              "--fixed-size": args.fixed_size, "--num-classes": args.num_classes is not None}  # fmt: skip
     if task == "detection":
         given |= {"--min-size": args.min_size is not None, "--max-size": args.max_size is not None,
@@ -248,11 +253,13 @@ def build(args, checkpoint: Path):
         from swinlite.detection.predictor import load_detector
 
         return FPNFeatures(load_detector(checkpoint)[0].backbone).eval()
+    metadata = read_metadata(checkpoint)
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
     if args.out_norm:
         kwargs["out_norm"] = True
     try:  # a refused load shows none of its notes (swinlite.weights.load_strict): the refusal is one line
-        if read_metadata(checkpoint).get("task") in RUN_SETTINGS:  # --features: a run's Swin, converted on load
+        if metadata.get("task") in RUN_SETTINGS:  # --features: a run's Swin, converted on load
+            note_run_norms(args, metadata)
             return FeatureExtractor(run_backbone(checkpoint, args.out_norm), args.out_indices).eval()
         return build_exportable(args.model, args.features, checkpoint, args.out_indices, **kwargs)
     except ValueError as e:  # fresh norms would export other features than the file's: refused by the strict load
@@ -263,6 +270,21 @@ def build(args, checkpoint: Path):
                 "(timm's features_only), or weights that hold them (a detection or segmentation backbone's)"
             ) from None
         raise
+
+
+def note_run_norms(args, metadata: dict) -> None:
+    """Say on stderr that --features of a run's file exports its levels through the run's trained per-level norms
+    when the user did not choose (--out-norm / --no-out-norm): the levels its FPN or head reads, not timm's raw
+    features_only levels, which --features means for other files."""
+    from swinlite.export import run_out_norm
+
+    if args.out_norm is None and run_out_norm(metadata):
+        task, reader = metadata["task"], {"detection": "its FPN", "segmentation": "its UperNet head"}[metadata["task"]]
+        print(
+            f"note: --features of a {task} checkpoint: its backbone's levels through the run's trained per-level "
+            f"norms, as {reader} reads them (--no-out-norm: the raw levels, which it never sees)",
+            file=sys.stderr,
+        )
 
 
 def output_names(args, model) -> list[str]:

@@ -133,11 +133,12 @@ def build_exportable(
     return model.eval()
 
 
-def run_backbone(checkpoint: str | os.PathLike, out_norm: bool = False) -> SwinTransformer:
+def run_backbone(checkpoint: str | os.PathLike, out_norm: bool | None = None) -> SwinTransformer:
     """The Swin of a detection or segmentation run's weights file (its FPN and heads left out), in eval mode: built
-    with the run's ``model.kwargs``, no classifier and ``out_norm`` (the per-level norms the run trained, unless its
-    ``model.kwargs.out_norm=false``), and loaded strictly from the file as ``scripts/convert_checkpoint.py`` converts
-    it (:func:`swinlite.convert_state_dict`, through :func:`~swinlite.weights.load_strict`).
+    with the run's ``model.kwargs``, no classifier, and the per-level norms the run trained (``out_norm`` None: as
+    the run's own backbone, :func:`run_out_norm`; False: the raw levels, which its FPN or head never sees), and loaded
+    strictly from the file as ``scripts/convert_checkpoint.py`` converts it (:func:`swinlite.convert_state_dict`,
+    through :func:`~swinlite.weights.load_strict`).
 
     Raises:
         ValueError: the file is no such run's, or does not load (``out_norm`` where the run has none).
@@ -146,19 +147,30 @@ def run_backbone(checkpoint: str | os.PathLike, out_norm: bool = False) -> SwinT
     key = RUN_SETTINGS.get(metadata.get("task"))
     if key is None:
         raise ValueError(f"{checkpoint} is not a detection or segmentation run's weights file")
+    out_norm = run_out_norm(metadata) if out_norm is None else out_norm
     kwargs = {**metadata[key].get("kwargs", {}), "num_classes": 0, "out_norm": out_norm}
     net = create_for_file(checkpoint, recorded_swin(metadata), **kwargs)
     load_strict(net, read_state_dict(checkpoint), checkpoint)
     return net.eval()
 
 
+def run_out_norm(metadata: Mapping[str, object]) -> bool:
+    """Whether a detection or segmentation run's backbone passes its levels through per-level norms: on unless the
+    run set ``model.kwargs.out_norm=false`` (as ``swinlite.detection.models`` and ``swinlite.segmentation.models``
+    build it)."""
+    return bool(metadata[RUN_SETTINGS[metadata["task"]]].get("kwargs", {}).get("out_norm", True))
+
+
 def input_size(model: nn.Module, checkpoint: str | os.PathLike | None) -> tuple[int, int]:
     """The height and width the exported ``model`` is traced and checked at, and its metadata asks for (brought into
     the sizes served): a detection run's backbone's (``--fpn``, ``--features``) the detector's ``test_size`` (the
-    shorter side of the images it sees; its Swin's own size is a classifier's, 32 for a pico); else its Swin's."""
+    shorter side of the images it sees), a segmentation run's (``--features``) its crop (``crop_size``, the windows
+    of its slide mode); else its Swin's (a run's Swin's own size is a classifier's, 32 for a pico)."""
     recorded = read_metadata(checkpoint) if checkpoint is not None else {}
     if recorded.get("task") == "detection":
         return (recorded["data"]["test_size"],) * 2
+    if recorded.get("task") == "segmentation":
+        return tuple(recorded["preprocessing"]["crop_size"])
     return tuple(swin_of(model).pretrained_cfg["input_size"][1:])
 
 

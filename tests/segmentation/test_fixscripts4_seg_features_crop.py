@@ -3,20 +3,37 @@
 run's trained per-level norms, silently: features its UperNet head never sees. It now records and checks at the
 crop, and by default exports what the segmenter's backbone gives, saying so on stderr."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import onnxruntime as ort
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 from scriptkit import load_script
 
 from swinlite import onnx_predict
 from swinlite.io import read_metadata
 from swinlite.segmentation.predictor import load_segmenter
 
+CROP = [48, 40]  # (height, width): neither the fixture run's 32 x 32 nor the pico classifier's size
+
+
+def _with_crop(checkpoint: Path, tmp_path: Path) -> Path:
+    """A copy of the run's weights file whose recorded crop is :data:`CROP`."""
+    with safe_open(str(checkpoint), framework="pt") as f:
+        meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
+    meta["preprocessing"] = json.dumps(json.loads(meta["preprocessing"]) | {"crop_size": CROP})
+    save_file(tensors, str(tmp_path / "cropped.safetensors"), metadata=meta)
+    return tmp_path / "cropped.safetensors"
+
 
 def test_features_of_a_segmentation_checkpoint_are_at_its_crop_through_its_norms(trained, tmp_path, capsys):
     _, run = trained
-    checkpoint, path = run / "best.safetensors", tmp_path / "levels.onnx"
+    checkpoint, path = _with_crop(run / "best.safetensors", tmp_path), tmp_path / "levels.onnx"
     crop = read_metadata(checkpoint)["preprocessing"]["crop_size"]
+    assert crop == CROP
     argv = ["--checkpoint", str(checkpoint), "--features", "--max-size", "96", "--output", str(path)]
     assert load_script("export_onnx").main(argv) < 1e-4
     out, err = capsys.readouterr()

@@ -43,10 +43,13 @@ def test_second_run_refused_and_dead_holder_taken_over(tmp_path: Path, folder: P
     OutputLock(out, "training run", "--output-dir").acquire()  # free again (released at this process's exit)
 
 
-# The holder forks a child that outlives it (a DataLoader worker orphaned by the run's kill -9) and prints its pid.
+# The holder forks a child that outlives it (a DataLoader worker orphaned by the run's kill -9) and prints its pid
+# once the child runs (its fork handlers, which close its copy of the lock, have run by then: on a busy machine the
+# holder was killed before the child was first scheduled, and the lock still held by the child's copy).
 HOLD_FORKED = HOLD.replace(
     'print("held", flush=True)',
-    "child = os.fork()\nif child == 0: time.sleep(120); os._exit(0)\nprint(child, flush=True)",
+    "ready, told = os.pipe()\nchild = os.fork()\nif child == 0: os.write(told, b'1'); time.sleep(120); os._exit(0)\n"
+    "os.read(ready, 1)\nprint(child, flush=True)",
 ).replace("import importlib.util", "import os, importlib.util")
 
 

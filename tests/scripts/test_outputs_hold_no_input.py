@@ -196,7 +196,7 @@ def test_the_other_script_of_a_tasks_results_are_refused_unless_overwrite(
     if shared:
         (tmp_path / "out" / "detections.json").write_bytes(b"an earlier run's")
     drawn = found.split("/")[0] in files.DRAWINGS
-    if drawn:  # with the record of the run beside it: alone, the folder is the user's (test_fixscripts_lone_drawings)
+    if drawn:  # with the record of the run beside it: alone, the folder is the user's (test_lone_drawings)
         _record(tmp_path / "out", found.split("/")[0])
     error = _refused(tmp_path, capsys, script, segmenter=segmenter_file)
     held = [p.name for p in sorted((tmp_path / "out").iterdir())]

@@ -37,8 +37,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads a process's state from /proc")
-@pytest.mark.parametrize("state", ["busy", "paused"])
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize(("state", "sig"), [("busy", signal.SIGTERM), ("paused", signal.SIGKILL)])
 def test_the_busy_core_process_ends_with_the_benchmark(state, sig):
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(BENCHMARKS), *sys.path]), "OMP_NUM_THREADS": "1"}
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, state], env=env, stdout=subprocess.PIPE, text=True)

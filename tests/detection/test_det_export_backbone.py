@@ -14,7 +14,6 @@ from pico import PICO
 from scriptkit import load_script
 
 from swinlite import onnx_predict
-from swinlite.detection.predictor import load_detector
 from swinlite.io import read_metadata
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -24,26 +23,19 @@ def _levels(path: Path, images: torch.Tensor) -> list[np.ndarray]:
     return ort.InferenceSession(str(path)).run(None, {"images": images.numpy()})
 
 
-def test_features_of_a_detection_checkpoint_are_its_backbones_levels(trained, tmp_path, capsys):
-    _, run = trained
-    checkpoint, path = run / "best.safetensors", tmp_path / "levels.onnx"
-    argv = ["--checkpoint", checkpoint, "--features", "--out-norm", "--output", path, "--fixed-size", "--size", 40, 56]
-    assert load_script("export_onnx").main([str(a) for a in argv]) < 1e-4
-    images = torch.randn(2, 3, 40, 56)
-    with torch.no_grad():
-        body = load_detector(checkpoint)[0].backbone.body(images)  # the levels the detector's FPN reads
-    for ours, theirs in zip(_levels(path, images), body, strict=True):
-        np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-4)
-    recorded, meta = onnx_predict.open_model(path).metadata, read_metadata(checkpoint)
-    assert (recorded["task"], recorded["model"], recorded["out_indices"]) == ("features", PICO, [0, 1, 2, 3])
-    assert [recorded["preprocessing"][k] for k in ("mean", "std")] == [meta["data"]["mean"], meta["data"]["std"]]
-
-
 def test_fpn_is_recorded_and_checked_at_the_detectors_test_size(trained, tmp_path, capsys):
     _, run = trained
     checkpoint, path = run / "best.safetensors", tmp_path / "fpn.onnx"
     test_size = read_metadata(checkpoint)["data"]["test_size"]
-    assert load_script("export_onnx").main(["--checkpoint", str(checkpoint), "--fpn", "--output", str(path)]) < 1e-4
+    argv = [
+        "--checkpoint",
+        str(checkpoint),
+        "--fpn",
+        "--fixed-size",
+        "--output",
+        str(path),
+    ]  # fixed: quicker, same size
+    assert load_script("export_onnx").main(argv) < 1e-4
     checks = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ONNX Runtime vs PyTorch")]
     assert f"at batch 3, {test_size}x{test_size}:" in checks[0], checks
     recorded = onnx_predict.open_model(path).metadata

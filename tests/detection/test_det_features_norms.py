@@ -1,15 +1,19 @@
 """export_onnx.py --features without --out-norm on a detection run's weights exported the Swin's levels without the
 run's trained per-level norms, silently: features the detector never sees (max difference 1.7-2.9 against its own
 backbone.body). By default it now exports what the detector's backbone gives, the norms applied, and says so on
-stderr; --no-out-norm asks for the raw levels."""
+stderr; --no-out-norm asks for the raw levels. (Before 5b831ed, --features on these weights was refused outright,
+while --help sent it there.)"""
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+from pico import PICO
 from scriptkit import load_script
 
+from swinlite import onnx_predict
 from swinlite.detection.predictor import load_detector
+from swinlite.io import read_metadata
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -32,6 +36,9 @@ def test_features_of_a_detection_checkpoint_default_to_what_its_fpn_reads(traine
     levels = ort.InferenceSession(str(path)).run(None, {"images": images.numpy()})
     for ours, theirs in zip(levels, body, strict=True):
         np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-4)
+    recorded, meta = onnx_predict.open_model(path).metadata, read_metadata(checkpoint)
+    assert (recorded["task"], recorded["model"], recorded["out_indices"]) == ("features", PICO, [0, 1, 2, 3])
+    assert [recorded["preprocessing"][k] for k in ("mean", "std")] == [meta["data"]["mean"], meta["data"]["std"]]
     _export(checkpoint, tmp_path / "raw.onnx", "--no-out-norm")
     assert NOTE not in capsys.readouterr().err
     raw = ort.InferenceSession(str(tmp_path / "raw.onnx")).run(None, {"images": images.numpy()})

@@ -19,7 +19,8 @@ def _posted(store: dist.Store, rank: int, report: dict) -> None:
 @pytest.mark.parametrize(
     ("rank", "local_rank", "raised"), [(0, 0, ValueError), (2, 0, ValueError), (3, 1, SharedError)]
 )
-def test_a_process_that_alone_failed_is_named_by_rank(rank, local_rank, raised):
+def test_a_process_that_alone_failed_is_named_by_rank(rank, local_rank, raised, monkeypatch):
+    monkeypatch.setattr(handshake, "_LINGER", 0.2)  # rank 0 waits for the others to read the reports: none will here
     store = dist.HashStore()
     for other in range(4):
         problem = "--data-dir data does not exist" if other == 1 else None

@@ -1,7 +1,8 @@
 """export_onnx.py --features on a segmentation run's weights recorded (and checked at) the pico classifier's size
 (preprocessing.input_size [3, 32, 32]), not the run's crop; without --out-norm it exported the levels without the
 run's trained per-level norms, silently: features its UperNet head never sees. It now records and checks at the
-crop, and by default exports what the segmenter's backbone gives, saying so on stderr."""
+crop, and by default exports what the segmenter's backbone gives, saying so on stderr (it was refused outright before
+5b831ed, while --help sent it there)."""
 
 import json
 from pathlib import Path
@@ -34,16 +35,21 @@ def test_features_of_a_segmentation_checkpoint_are_at_its_crop_through_its_norms
     checkpoint, path = _with_crop(run / "best.safetensors", tmp_path), tmp_path / "levels.onnx"
     crop = read_metadata(checkpoint)["preprocessing"]["crop_size"]
     assert crop == CROP
-    argv = ["--checkpoint", str(checkpoint), "--features", "--max-size", "96", "--output", str(path)]
+    argv = ["--checkpoint", str(checkpoint), "--features", "--fixed-size", "--output", str(path)]  # at the crop
     assert load_script("export_onnx").main(argv) < 1e-4
     out, err = capsys.readouterr()
     assert "note: --features of a segmentation checkpoint: its backbone's levels through the run's trained" in err
     checks = [line for line in out.splitlines() if line.startswith("ONNX Runtime vs PyTorch")]
     assert f"at batch 3, {crop[0]}x{crop[1]}:" in checks[0], checks
-    assert onnx_predict.open_model(path).metadata["preprocessing"]["input_size"] == [3, *crop]
-    images = torch.randn(2, 3, 40, 56)
+    recorded, meta = onnx_predict.open_model(path).metadata, read_metadata(checkpoint)
+    assert recorded["preprocessing"]["input_size"] == [3, *crop]
+    assert recorded["task"] == "features" and recorded["model"] == meta["segmenter"]["name"]
+    assert [recorded["preprocessing"][k] for k in ("mean", "std")] == [
+        meta["preprocessing"][k] for k in ("mean", "std")
+    ]
+    images = torch.randn(2, 3, *crop)
     with torch.no_grad():
-        body = load_segmenter(checkpoint, "cpu")[0].backbone(images)
+        body = load_segmenter(checkpoint, "cpu")[0].backbone(images)  # the levels the UperNet head reads
     levels = ort.InferenceSession(str(path)).run(None, {"images": images.numpy()})
     for ours, theirs in zip(levels, body, strict=True):
         np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-4)

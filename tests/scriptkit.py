@@ -50,3 +50,19 @@ def evaluation_inputs(root: Path, script: str, segmenter: Path | None) -> Path |
         return None
     (root / "data").mkdir(parents=True, exist_ok=True)
     return segmenter
+
+
+def interrupt_second_png(monkeypatch) -> None:
+    """The second PNG a script writes (``files.atomic_write_png``) is interrupted, as Ctrl-C does: the first is on
+    disk, nothing after it (a drawing script's run killed after its first drawing)."""
+    from swinlite import files
+
+    write, calls = files.atomic_write_png, []
+
+    def interrupted(path, image) -> None:
+        calls.append(path)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        write(path, image)
+
+    monkeypatch.setattr(files, "atomic_write_png", interrupted)

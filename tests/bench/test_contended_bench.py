@@ -1,7 +1,9 @@
 """--contended plumbing on tiny inputs: the busy process, the photo loader, random round orders, rows per condition,
-the table (no timing asserted)."""
+the table (no timing asserted). After Ctrl-C the busy process printed a stray "Process SpawnProcess-1:"
+traceback before "interrupted": it ignores SIGINT, the benchmark stops it."""
 
 import os
+import signal
 import time
 from contextlib import nullcontext
 from dataclasses import asdict
@@ -34,6 +36,10 @@ def test_busy_core_spins_only_when_set(monkeypatch):
         set_busy(True)
         time.sleep(0.3)
         assert cpu_seconds(pid) - start > 0.05  # spinning
+        real_kill(pid, signal.SIGINT)  # as Ctrl-C sends it to the whole process group: the benchmark stops it
+        time.sleep(0.5)
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        assert state in ("R", "S"), "the busy process exited on Ctrl-C (and printed its traceback)"
         set_busy(False)
     assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
 
@@ -123,3 +129,19 @@ def test_round_orders_are_drawn_per_run_and_per_block_and_replayed_by_a_seed(ord
     assert seed_a != seed_b and orders_a != orders_b
     assert orders_a[0] != orders_a[1]  # fp32 and bf16: orders of their own
     assert run(seed_a) == (seed_a, orders_a) and run(7) == run(7)
+
+
+def test_the_header_says_the_loader_rows_use_the_quiet_ceiling(monkeypatch):
+    def start(cfg: BenchConfig, tasks: tuple[str, ...]):
+        result = dict(config=asdict(cfg), machine=machine_info("cpu"), max_output_difference={})
+        return dict.fromkeys(cfg.models), None, result | dict(gflop_per_image=dict.fromkeys(tasks, 0.01))
+
+    monkeypatch.setattr(contended, "start_run", start)
+    monkeypatch.setattr(contended, "busy_core", lambda: nullcontext(lambda active: None))
+    monkeypatch.setattr(contended, "photo_loader", lambda *args: nullcontext())
+    monkeypatch.setattr(contended, "make_step", lambda *args: lambda: None)
+    monkeypatch.setattr(contended, "_predict_pass", lambda *args: None)
+    monkeypatch.setattr(contended, "matmul_step", lambda *args: (lambda: None, 1))
+    cfg = BenchConfig(batch=1, img_size=32, models=("swinlite", "timm"), tasks=("inference",), warmup=0, repeats=1)
+    table = markdown_table(contended.run_contended(cfg, log=lambda _: None, order_seed=0))
+    assert "its % of matmul ceiling is of the quiet ceiling" in table

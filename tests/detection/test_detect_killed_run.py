@@ -8,24 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from scriptkit import run_script
-
-from swinlite import files
+from scriptkit import interrupt_second_png, run_script
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the data's quirks warn; test_data checks those
-
-
-def _kill_after_first_drawing(monkeypatch) -> None:
-    """The second drawing's write is interrupted, as Ctrl-C does: the first drawing is on disk, no record after it."""
-    write, calls = files.atomic_write_png, []
-
-    def interrupted(path, image) -> None:
-        calls.append(path)
-        if len(calls) > 1:
-            raise KeyboardInterrupt
-        write(path, image)
-
-    monkeypatch.setattr(files, "atomic_write_png", interrupted)
 
 
 def test_overwrite_replaces_a_killed_runs_drawings(trained, tmp_path: Path, monkeypatch, capsys):
@@ -33,7 +18,7 @@ def test_overwrite_replaces_a_killed_runs_drawings(trained, tmp_path: Path, monk
     val, out = shutil.copytree(coco / "val2017", tmp_path / "val"), tmp_path / "out"
     detect = ["--checkpoint", run / "best.safetensors", "--input", val, "--output-dir", out]
     with monkeypatch.context() as patch:
-        _kill_after_first_drawing(patch)
+        interrupt_second_png(patch)
         assert run_script("detect", detect) == 130
     first = sorted((out / "images").iterdir())
     assert len(first) == 1 and not (out / "detections.json").exists()

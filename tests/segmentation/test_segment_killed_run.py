@@ -6,22 +6,7 @@ run's PNGs are its, replaced by --overwrite."""
 import json
 from pathlib import Path
 
-from scriptkit import run_script
-
-from swinlite import files
-
-
-def _kill_after_first_png(monkeypatch) -> None:
-    """The second PNG's write is interrupted, as Ctrl-C does: the first label map is on disk, no record after it."""
-    write, calls = files.atomic_write_png, []
-
-    def interrupted(path, image) -> None:
-        calls.append(path)
-        if len(calls) > 1:
-            raise KeyboardInterrupt
-        write(path, image)
-
-    monkeypatch.setattr(files, "atomic_write_png", interrupted)
+from scriptkit import interrupt_second_png, run_script
 
 
 def test_overwrite_replaces_a_killed_runs_pngs(trained, tmp_path: Path, monkeypatch, capsys):
@@ -30,7 +15,7 @@ def test_overwrite_replaces_a_killed_runs_pngs(trained, tmp_path: Path, monkeypa
     out = tmp_path / "out"
     segment = ["--checkpoint", run / "best.safetensors", "--input", *images, "--output-dir", out]
     with monkeypatch.context() as patch:
-        _kill_after_first_png(patch)
+        interrupt_second_png(patch)
         assert run_script("segment", segment) == 130
     assert [p.name for p in (out / "labels").iterdir()] == ["00000_" + images[0].name]
     assert not (out / "overlays").exists() and not (out / "classes.csv").exists()

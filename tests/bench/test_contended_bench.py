@@ -131,17 +131,7 @@ def test_round_orders_are_drawn_per_run_and_per_block_and_replayed_by_a_seed(ord
     assert run(seed_a) == (seed_a, orders_a) and run(7) == run(7)
 
 
-def test_the_header_says_the_loader_rows_use_the_quiet_ceiling(monkeypatch):
-    def start(cfg: BenchConfig, tasks: tuple[str, ...]):
-        result = dict(config=asdict(cfg), machine=machine_info("cpu"), max_output_difference={})
-        return dict.fromkeys(cfg.models), None, result | dict(gflop_per_image=dict.fromkeys(tasks, 0.01))
-
-    monkeypatch.setattr(contended, "start_run", start)
-    monkeypatch.setattr(contended, "busy_core", lambda: nullcontext(lambda active: None))
-    monkeypatch.setattr(contended, "photo_loader", lambda *args: nullcontext())
-    monkeypatch.setattr(contended, "make_step", lambda *args: lambda: None)
-    monkeypatch.setattr(contended, "_predict_pass", lambda *args: None)
-    monkeypatch.setattr(contended, "matmul_step", lambda *args: (lambda: None, 1))
+def test_the_header_says_the_loader_rows_use_the_quiet_ceiling(orders):  # the run stubbed as for the orders
     cfg = BenchConfig(batch=1, img_size=32, models=("swinlite", "timm"), tasks=("inference",), warmup=0, repeats=1)
     table = markdown_table(contended.run_contended(cfg, log=lambda _: None, order_seed=0))
     assert "its % of matmul ceiling is of the quiet ceiling" in table

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -53,6 +54,7 @@ from swinbench.choices import (  # noqa: E402
     parse_sizes,
     run_name,
 )
+from swinbench.terminate import Terminated, terminate_as_interrupt  # noqa: E402
 
 RUNS = tuple(run for run in RUN_OPTIONS if run)  # the options that choose a run other than the side-by-side one
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
@@ -210,9 +212,20 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Runs under ``_cli.run``: a bad option value (a ValueError of the config builds) is the one-line error."""
+def main(argv: list[str] | None = None) -> int:
+    """Runs under ``_cli.run``: a bad option value (a ValueError of the config builds) is the one-line error. A SIGTERM
+    unwinds as Ctrl-C does (the temporary files removed): "terminated", exit code 143."""
     args = parse_args(argv)
+    try:
+        with terminate_as_interrupt():
+            _run(args)
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    return 0
+
+
+def _run(args: argparse.Namespace) -> None:
     import torch
     from swinbench.compiled import (
         compile_table,

@@ -122,6 +122,7 @@ def parse_args(argv: list[str] | None = None):
         parser.error("--features and --fpn are two different exports: pick one")
     if args.out_indices is not None and not args.features:
         parser.error("--out-indices selects the levels of --features: add --features, or drop --out-indices")
+    _refuse_ignored_flags(parser, args)
     if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
         parser.error(f"--tolerance must be a positive finite number, got {args.tolerance}")
     if args.tolerance is not None and (args.no_check or args.quantize):
@@ -129,6 +130,22 @@ def parse_args(argv: list[str] | None = None):
         parser.error(f"--tolerance bounds the check of an fp32 file: {why}; drop --tolerance")
     args.out_indices = args.out_indices or [0, 1, 2, 3]
     return args
+
+
+def _refuse_ignored_flags(parser: Parser, args: argparse.Namespace) -> None:
+    """Refuse, before anything is read, the options the chosen export would ignore without a word: --out-norm or
+    --no-out-norm without --features (a classifier, --fpn, a whole detector or segmenter has no per-level norms to
+    choose), and --model or --num-classes with --fpn (its detection checkpoint records its Swin and has no
+    classifier)."""
+    if args.out_norm is not None and not args.features:
+        norm = "--out-norm" if args.out_norm else "--no-out-norm"
+        parser.error(f"--out-norm/--no-out-norm apply to --features exports (the levels' per-level norms): add "
+                     f"--features, or drop {norm}")  # fmt: skip
+    options = {"--model": args.model, "--num-classes": args.num_classes}
+    given = [flag for flag, value in options.items() if value is not None]
+    if args.fpn and given:
+        parser.error(f"{', '.join(given)}: not for --fpn, whose detection checkpoint records its Swin and has no "
+                     f"classifier: drop {'it' if len(given) == 1 else 'them'}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> float | None:
@@ -184,9 +201,8 @@ def export(args, checkpoint: Path, task: str | None) -> float | None:
 def _refuse_backbone_flags(args, task: str, whole: str) -> None:
     """ValueError naming the given options that only a backbone export takes (a detector's sizes follow its resize,
     and its check pairs detections by label, score and box, each with its own bound: no one --tolerance applies)."""
-    norm = {True: "--out-norm", False: "--no-out-norm"}.get(args.out_norm, "--out-norm")
-    given = {"--model": args.model, "--features": args.features, norm: args.out_norm is not None, "--size": args.size,
-             "--fixed-size": args.fixed_size, "--num-classes": args.num_classes is not None}  # fmt: skip
+    given = {"--model": args.model, "--size": args.size, "--fixed-size": args.fixed_size,
+             "--num-classes": args.num_classes is not None}  # fmt: skip
     if task == "detection":
         given |= {"--min-size": args.min_size is not None, "--max-size": args.max_size is not None,
                   "--tolerance": args.tolerance is not None}  # fmt: skip

@@ -88,7 +88,7 @@ def run(
     dist = join(device, cfg.train.dist_timeout, startup_settings(cfg, resume, overwrite))
     lock, trainer, preparing = None, None, False
     try:
-        out, lock = prepare_output(cfg, task, resume, overwrite, dist)
+        out, lock, recorded = prepare_output(cfg, task, resume, overwrite, dist)
         seed_everything(cfg.train.seed + dist.rank, cfg.train.deterministic)
         with shared:
             preparing = True  # the data (rank 0 alone builds a demo's and scans it; the others wait) and the model
@@ -103,7 +103,7 @@ def run(
             log(dist, f"resumed from {out / RESUME_FILE} {trainer.position_note()}")
         try:
             if dist.is_main:  # only now: a resume that fails keeps the settings the run trained with
-                write_config(out / "config.yaml", cfg)
+                write_config(out / "config.yaml", as_recorded(cfg, recorded))
             with rank_prefixed(dist):  # from here on a process's warnings are its own (an image of its shard)
                 trainer.fit()
         except (Exception, KeyboardInterrupt):  # an error, Ctrl-C or SIGTERM (not a kill: nothing runs then)
@@ -141,6 +141,17 @@ def built_from_resume(cfg: Any) -> Any:
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, pretrained=False))
 
 
+def as_recorded(cfg: Any, recorded: Any | None) -> Any:
+    """``cfg`` as a resumed run's ``config.yaml`` records it: ``model.pretrained``, which a resume ignores
+    (:func:`built_from_resume`), as the run recorded it (``recorded``, its ``config.yaml`` as :func:`_check_resumable`
+    read it, a relative path joined to the folder it was given in), so the record of the weights the run started from
+    stays; every other setting as resumed (``train.epochs`` extended, ``train.output_dir`` as this resume names the
+    folder). ``recorded`` None (a fresh run, or a ``config.yaml`` that could not be read): ``cfg`` as it is."""
+    if recorded is None:
+        return cfg
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, pretrained=recorded.model.pretrained))
+
+
 def check_config_file(config: str | Path | None, out: Path, names: tuple[str, ...], resume: bool) -> None:
     """ValueError for a fresh run whose ``--config`` file is one of ``names``, the files it writes or removes in
     ``out``: ``OUT/config.yaml`` was removed as a killed run's leftover (or by ``--overwrite``), then replaced by the
@@ -163,23 +174,24 @@ def write_config(path: Path, cfg: Any) -> None:
 
 def prepare_output(
     cfg: Any, task: type[Task], resume: bool, overwrite: bool, dist: DistInfo
-) -> tuple[Path, OutputLock | None]:
+) -> tuple[Path, OutputLock | None, Any | None]:
     """Lock the output folder (rank 0) and check it against ``--resume`` / ``--overwrite``: resuming warns about
     changed settings; overwriting leaves the old run's files to :func:`remove_replaced_run`, once the new run's data
     is scanned and its model built.
 
     Returns:
-        The folder, and rank 0's lock on it (None on other ranks), to release when the run ends.
+        The folder, rank 0's lock on it (None on other ranks), to release when the run ends, and with ``resume`` the
+        settings the run's ``config.yaml`` records (rank 0; None on other ranks, or where it could not be read).
     """
     out = Path(cfg.train.output_dir)
-    lock, problem = None, None
+    lock, problem, recorded = None, None, None
     if dist.is_main:
         lock = OutputLock(out, "training run", "--output-dir")
         try:
             lock.acquire()
             if lock.taken_over:
                 log(dist, f"note: {lock.taken_over}")
-            _check_existing_run(out, task, cfg, resume, overwrite, dist)
+            recorded = _check_existing_run(out, task, cfg, resume, overwrite, dist)
             if not resume and not overwrite:
                 _clear_leftovers(out, dist)
             for stale in out.glob(".*.tmp*"):  # temp files of saves a kill interrupted; the real files are intact
@@ -190,14 +202,17 @@ def prepare_output(
     problem = broadcast_object(problem, dist)
     if problem is not None:
         raise SharedError(problem)
-    return out, lock
+    return out, lock, recorded
 
 
-def _check_existing_run(out: Path, task: type[Task], cfg: Any, resume: bool, overwrite: bool, dist: DistInfo) -> None:
+def _check_existing_run(
+    out: Path, task: type[Task], cfg: Any, resume: bool, overwrite: bool, dist: DistInfo
+) -> Any | None:
+    """With ``resume``, the settings the run's ``config.yaml`` records (:func:`_check_resumable`); else None."""
     if resume:
-        _check_resumable(out, task, cfg, dist)
-    elif overwrite:
-        return
+        return _check_resumable(out, task, cfg, dist)
+    if overwrite:
+        return None
     elif (out / RESUME_FILE).is_file():
         raise ValueError(
             f"{out} already holds a run; pass --resume to continue it, --overwrite to replace it, "
@@ -210,11 +225,12 @@ def _check_existing_run(out: Path, task: type[Task], cfg: Any, resume: bool, ove
         )
 
 
-def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> None:
+def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> Any | None:
     """--resume, before the data is scanned: ValueError for a resume file of another task, or one whose position this
     run's ``train.epochs`` ends before; warnings naming the settings changed since ``config.yaml``; ValueError for those
     the saved optimizer cannot load into. The best weights a kill left pending are completed or removed first
-    (:func:`~swinlite.engine.checkpoint.settle_pending`)."""
+    (:func:`~swinlite.engine.checkpoint.settle_pending`). Returns the settings ``config.yaml`` records (relative paths
+    joined to the folder the run was given them in), None where it cannot be read (a warning says so)."""
     path = out / RESUME_FILE
     if not path.is_file():
         raise ValueError(f"--resume: {path} does not exist; nothing to resume")
@@ -226,12 +242,13 @@ def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> N
         old = apply_overrides(type(cfg)(), rooted(flatten(read_yaml(out / "config.yaml")), saved.get("cwd")))
     except ValueError as e:
         log(dist, f"warning: the settings of the run cannot be compared with {out / 'config.yaml'}: {e}")
-        return
+        return None
     for change in config_diff(old, cfg, as_compared):  # a path as it resolves: data/ and ./data are one folder
         if change.split(":", 1)[0] not in NOT_COMPARED_ON_RESUME:
             log(dist, f"warning: resuming with a changed setting {change}")
     _check_layer_decay(old, cfg)
     _check_trained_parameters(task, old, cfg)
+    return old
 
 
 def _check_epochs(done: int, batch: int, epochs: int, path: Path) -> None:

@@ -87,18 +87,15 @@ class Parser(argparse.ArgumentParser):
     ) -> argparse.Namespace:
         """argparse's, then the checks of the options added by the methods below that need the other options."""
         parsed = super().parse_args(args, namespace)
-        if self._ema and parsed.ema:
-            if getattr(parsed, "onnx", None) is not None:  # the file holds the weights it was exported from
-                self.error("--onnx runs the exported file alone: --ema does not apply "
-                           "(scripts/export_onnx.py --ema exports a run's EMA weights)")  # fmt: skip
-            if parsed.checkpoint is None:
-                self.error("--ema selects the EMA weights of a --checkpoint")
+        onnx = getattr(parsed, "onnx", None) is not None  # check_onnx_options names --ema with the others
+        if self._ema and parsed.ema and not onnx and parsed.checkpoint is None:
+            self.error("--ema selects the EMA weights of a --checkpoint")
         return parsed
 
     def add_ema_argument(self) -> None:
-        """``--ema``: the run's EMA weights instead of ``--checkpoint`` (:func:`ema_weights` finds them). Refused by
-        :meth:`parse_args`, before torch loads, without a ``--checkpoint`` (``--model`` alone: timm's pretrained
-        weights) and with ``--onnx``."""
+        """``--ema``: the run's EMA weights instead of ``--checkpoint`` (:func:`ema_weights` finds them). Refused,
+        before torch loads, by :meth:`parse_args` without a ``--checkpoint`` (``--model`` alone: timm's pretrained
+        weights), and with ``--onnx`` by :func:`check_onnx_options`, which the scripts with ``--onnx`` call."""
         self.add_argument("--ema", action="store_true", help="use the run's EMA weights (the file beside --checkpoint)")
         self._ema = True
 
@@ -407,15 +404,24 @@ def check_test_options(parser: Parser, args: argparse.Namespace) -> None:
                      "drop --stride, or pass --mode slide")  # fmt: skip
 
 
-def check_onnx_options(parser: Parser, args: argparse.Namespace) -> None:
-    """``detect.py --onnx`` / ``segment.py --onnx`` run the file in ONNX Runtime on the CPU: each of ``--device`` and
-    ``--amp`` given with it is refused, all named in one error (naming the first alone left the other to a rerun)."""
-    given = [flag for flag, value in (("--device", args.device is not None), ("--amp", args.amp != "none")) if value]
-    if args.onnx is not None and given:
-        verb = "does" if len(given) == 1 else "do"
-        parser.error(
-            f"--onnx runs the exported file in ONNX Runtime on the CPU: {' and '.join(given)} {verb} not apply"
-        )
+def check_onnx_options(
+    parser: Parser,
+    args: argparse.Namespace,
+    others: Sequence[tuple[str, object]] = (),
+    how: str = "in ONNX Runtime on the CPU",
+) -> None:
+    """``--onnx`` (``predict.py``, ``detect.py``, ``segment.py``) runs the exported file ``how``: every option given
+    with it that it does not take is refused, all named in one error (naming the first alone left the others to a
+    rerun, one at a time): ``--ema`` (the file holds the weights it was exported from), ``--device``, ``--amp``, and
+    the script's ``others`` (flag, value: given when truthy)."""
+    options = [*others, ("--ema", args.ema), ("--device", args.device is not None), ("--amp", args.amp != "none")]
+    given = [flag for flag, value in options if value]
+    if args.onnx is None or not given:
+        return
+    named = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+    verb = "does" if len(given) == 1 else "do"
+    hint = " (scripts/export_onnx.py --ema exports a run's EMA weights)" if args.ema else ""
+    parser.error(f"--onnx runs the exported file {how}: {named} {verb} not apply{hint}")
 
 
 def check_model_file(path: Path | None, option: str) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, ema_weights, run
+from _cli import WEIGHTS_HINT, Parser, check_onnx_options, ema_weights, run
 
 BATCH_SIZE = 32  # images per forward pass by default
 
@@ -60,16 +60,12 @@ def parse_args(argv: list[str] | None = None):
     parser.add_amp_argument()
     parser.add_compile_argument("; fp32 only (no --amp)")
     args = parser.parse_args(argv)
-    if args.onnx is not None:
-        given = [f for f, v in (("--checkpoint", args.checkpoint), ("--model", args.model), ("--compile", args.compile),
-                                ("--device", args.device), ("--num-workers", args.num_workers),
-                                ("--amp", args.amp != "none")) if v]  # fmt: skip
-        if given:
-            verb = "does" if len(given) == 1 else "do"
-            parser.error(f"--onnx runs the exported file alone: {', '.join(given)} {verb} not apply")
-    elif args.classes is not None or args.preprocessing is not None:
+    others = [("--checkpoint", args.checkpoint), ("--model", args.model), ("--compile", args.compile),
+              ("--num-workers", args.num_workers)]  # fmt: skip
+    check_onnx_options(parser, args, others, "alone")
+    if args.onnx is None and (args.classes is not None or args.preprocessing is not None):
         parser.error("--classes and --preprocessing describe an --onnx file")
-    elif args.checkpoint is None and args.model is None:
+    if args.onnx is None and args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint, --onnx, or --model for a timm model's pretrained weights")
     if args.compile and args.amp != "none":
         parser.error("--compile runs the model in fp32; drop --amp")

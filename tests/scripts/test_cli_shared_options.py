@@ -23,7 +23,7 @@ OTHERS = {
     "visualize": ["--output", "out"],
 }
 # (script, weights arguments, the error): the one refusal of predict.py's --ema, in every script that loads a run
-ONNX = "--onnx runs the exported file alone: --ema does not apply (scripts/export_onnx.py --ema exports"
+ONNX = "--ema does not apply (scripts/export_onnx.py --ema exports"
 REFUSALS = [
     *[
         (s, ["--model", "swinlite_tiny_patch4_window7_224"], "--ema selects the EMA weights of a --checkpoint")

@@ -6,18 +6,22 @@ made before the processes join, of the config, the data's folders, the output fo
 process alone, ``checked_alike``, named by rank where another process alone failed them, ``handshake``); a stalled
 process, and another process's end (killed, or failed), is one line and exit code 1 (the latter with a hint to
 ``--resume``), an interrupt (Ctrl-C, exit code 130) or a SIGTERM (``kill``, a scheduler's stop; exit code 143) a hint
-to ``--resume`` (when there is something to resume), on rank 0.
+to ``--resume`` (when there is something to resume), on rank 0; where rank 0 was killed (SIGKILL, a crash: it says
+nothing) and ``torchrun`` ended the others by SIGTERM, on the one process that finds rank 0's lock on the output
+folder left behind (:func:`holder_killed`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..lock import LOCK_FILE
 from .checkpoint import RESUME_FILE
 from .config import dump_yaml, to_dict
 from .distributed import PeerGoneError, SharedError, StalledRankError, launched
@@ -62,8 +66,11 @@ def run_from_cli(
         return 1
     except KeyboardInterrupt as e:
         word = "terminated" if isinstance(e, Terminated) else "interrupted"
+        out = Path(cfg.train.output_dir)
         if launched().is_main:  # under torchrun every process is interrupted; one hint is enough
-            print(interrupted(Path(cfg.train.output_dir), word), file=sys.stderr)
+            print(interrupted(out, word), file=sys.stderr)
+        elif isinstance(e, Terminated) and holder_killed(out):  # torchrun's SIGTERM after rank 0 was killed
+            print(interrupted(out, f"{word} as rank 0 ended without a word (killed?)"), file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     return 0
 
@@ -97,6 +104,28 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def holder_killed(out: Path) -> bool:
+    """Whether the run's lock on ``out`` (``OUT/.lock``, rank 0's: :class:`~swinlite.lock.OutputLock`) was left by a
+    process that ended without releasing it (killed, or crashed: the OS freed the lock, the file stayed), claimed
+    here (the file removed, as a release removes it) so that one process of the run alone answers True. False where
+    it is held (rank 0 runs on, and says its own hint), or gone (released, or never taken)."""
+    path = out / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.stat(path).st_ino != os.fstat(fd).st_ino:  # another process claimed it first
+            return False
+        path.unlink()
+        return True
+    except OSError:  # held (BlockingIOError), or removed meanwhile
+        return False
+    finally:
+        os.close(fd)
 
 
 def interrupted(out: Path, word: str = "interrupted") -> str:

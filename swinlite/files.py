@@ -711,10 +711,10 @@ def check_output_dir(
     inputs: Iterable[str | os.PathLike | None],
     overwrite: bool,
     option: str = "--output-dir",
-) -> list[Path]:
+) -> EarlierOutputs:
     """Check ``out``, the ``--output-dir`` of a script of ``task`` (:data:`OUTPUT_DIR_FILES`), before any work;
     return what earlier runs of that task's scripts left in it, for the caller to remove (:func:`remove_outputs`)
-    once its own checks have passed.
+    once its own checks have passed (or a :class:`DrawingRecord`, which records its run as ``task``'s).
 
     The run writes its own files, and ``--overwrite`` removes those of the task's other script too
     (evaluate_detection.py's detections.json beside detect.py's drawings of another checkpoint was a mix of two
@@ -741,18 +741,31 @@ def check_output_dir(
     _check_shared(Path(out), task, option)
     _check_numbered(Path(out), names, DRAWINGS, option)
     _check_recorded(Path(out), task, option)
-    return earlier_outputs(out, names, overwrite, option)
+    return EarlierOutputs(task, earlier_outputs(out, names, overwrite, option))
+
+
+class EarlierOutputs(list[Path]):
+    """What :func:`check_output_dir` returns: the outputs earlier runs of ``task``'s scripts left in its folder, and
+    ``task``, which a :class:`DrawingRecord` given them records its run as (:func:`drawing_script`)."""
+
+    def __init__(self, task: str, paths: Iterable[Path] = ()) -> None:
+        super().__init__(paths)
+        self.task = task
 
 
 def _check_shared(folder: Path, task: str, option: str) -> None:
     """Refuse ``folder`` where it holds one of ``task``'s names that another task's scripts write too
     (:func:`shared_names`: ``eval.json``) beside none of ``task``'s own names (``eval.json`` beside
-    ``confusion_matrix.png`` is classification's, beside ``segment.py``'s label maps segmentation's): no script records
-    its task in it, and removing it with ``--overwrite`` could remove another task's."""
+    ``confusion_matrix.png`` is classification's, beside ``segment.py``'s label maps segmentation's): it records no
+    task, and removing it with ``--overwrite`` could remove another task's. A :data:`RECORD` that names
+    ``task``'s drawing script as its writer (:func:`record_script`: that script's run killed before its first drawing)
+    is ``task``'s."""
     shared = shared_names(task)
     if any(_held(folder, name) for name in _names(OUTPUT_DIR_FILES[task]) if name not in shared):
         return
-    lone = next((name for name in shared if _held(folder, name)), None)
+    script = drawing_script(task)
+    own = RECORD if script and record_script(folder) == script else None
+    lone = next((name for name in shared if name != own and _held(folder, name)), None)
     if lone is not None:
         raise ValueError(
             f"{option} {folder} holds {lone} beside none of {task}'s other outputs: it may be another task's (several "
@@ -790,11 +803,33 @@ def _unrecorded(drawn: Path, named: set[str]) -> list[str]:
 def recorded_names(folder: Path) -> set[str]:
     """The drawings' file names that the :data:`RECORD` in ``folder`` names (none where it is missing or not a JSON
     object of them)."""
+    return {name for name in _record(folder) if name != RECORD_SCRIPT}
+
+
+def record_script(folder: Path) -> str | None:
+    """The script that the :data:`RECORD` in ``folder`` names as its writer (:data:`RECORD_SCRIPT`), or None: a
+    finished run's record, one written before it named its writer, or a file no script wrote."""
+    script = _record(folder).get(RECORD_SCRIPT)
+    return script if isinstance(script, str) else None
+
+
+def _record(folder: Path) -> dict[str, Any]:
+    """The :data:`RECORD` in ``folder`` (empty where it is missing or not a JSON object)."""
     try:
         record = json.loads((folder / RECORD).read_bytes())
     except (OSError, ValueError):
-        return set()
-    return set(record) if isinstance(record, dict) else set()
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def drawing_script(task: str) -> str | None:
+    """``task``'s script that writes a :data:`RECORD` (:data:`OUTPUT_DIR_FILES`), or None where it has none."""
+    return next((script for script, written in OUTPUT_DIR_FILES[task].items() if RECORD in written), None)
+
+
+# The key of a DrawingRecord's first write that names its script ({"script": "detect.py", "00000_a.png": ...}): no
+# drawing's file name (numbered_name), so a reader of the record as a mapping of drawings leaves it out.
+RECORD_SCRIPT = "script"
 
 
 class DrawingRecord:
@@ -802,8 +837,10 @@ class DrawingRecord:
     drawing's file name (:func:`numbered_name`) -> the image it is drawn from.
 
     It is written before the first drawing, naming every drawing the run may write, so that the drawings of a run
-    killed before its end are recognizably its (:func:`_check_recorded`): ``--overwrite`` replaces them. The script
-    writes it again at its end with those it wrote (:attr:`drawn`).
+    killed before its end are recognizably its (:func:`_check_recorded`): ``--overwrite`` replaces them. That first
+    write also names the script (:data:`RECORD_SCRIPT`, where ``earlier`` is :func:`check_output_dir`'s: of its
+    task), so that a record a run killed before its first drawing left alone is recognizably its script's
+    (:func:`_check_shared`). The script writes it again at its end with those it wrote (:attr:`drawn`).
     """
 
     def __init__(self, out: str | os.PathLike, earlier: list[Path], images: Sequence[Path]) -> None:
@@ -812,7 +849,9 @@ class DrawingRecord:
         self.path = Path(out) / RECORD
         self.drawn: dict[str, str] = {}
         self._earlier = earlier
+        script = drawing_script(earlier.task) if isinstance(earlier, EarlierOutputs) else None
         self._planned = {numbered_name(index, path): str(path) for index, path in enumerate(images)}
+        self._first = ({RECORD_SCRIPT: script} if script else {}) | self._planned
         self._started = False
 
     def add(self, name: str) -> None:
@@ -820,7 +859,7 @@ class DrawingRecord:
         (:func:`remove_before_first_write`) and writes the record of every drawing the run may write."""
         if not self._started:
             remove_before_first_write(self._earlier)
-            atomic_write_bytes(self.path, json_bytes(self._planned, indent=1))
+            atomic_write_bytes(self.path, json_bytes(self._first, indent=1))
             self._started = True
         self.drawn[name] = self._planned[name]
 

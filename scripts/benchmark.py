@@ -54,7 +54,6 @@ from swinbench.choices import (  # noqa: E402
     parse_sizes,
     run_name,
 )
-from swinbench.terminate import Terminated, terminate_as_interrupt  # noqa: E402
 
 RUNS = tuple(run for run in RUN_OPTIONS if run)  # the options that choose a run other than the side-by-side one
 DEVICE = re.compile(r"cpu|cuda(:\d+)?")
@@ -216,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     """Runs under ``_cli.run``: a bad option value (a ValueError of the config builds) is the one-line error. A SIGTERM
     unwinds as Ctrl-C does (the temporary files removed): "terminated", exit code 143."""
     args = parse_args(argv)
+    from swinlite.sigterm import Terminated, terminate_as_interrupt  # after parsing: --help loads no torch
+
     try:
         with terminate_as_interrupt():
             _run(args)

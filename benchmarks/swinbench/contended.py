@@ -43,6 +43,7 @@ from torch.utils.data import DataLoader
 
 from swinlite.images import ImageFiles
 from swinlite.inference import predict
+from swinlite.sigterm import loader_worker_init
 
 from .swin import BenchConfig, Row, add_ratios, finish_run, make_step, matmul_step, start_run
 from .timing import FaultCounted, shuffled_seconds, spin
@@ -205,7 +206,12 @@ def photo_loader(model: nn.Module, batch: int, img_size: int) -> Iterator[DataLo
         files = write_photos(Path(folder), batch * LOADER_BATCHES)
         dataset = ImageFiles(files, create_transform(**data_config, is_training=False))
         loader = DataLoader(
-            dataset, batch_size=batch, num_workers=LOADER_WORKERS, collate_fn=list, persistent_workers=True
+            dataset,
+            batch_size=batch,
+            num_workers=LOADER_WORKERS,
+            collate_fn=list,
+            persistent_workers=True,
+            worker_init_fn=loader_worker_init(),  # a SIGTERM to the process group: this process unwinds first
         )
         yield loader
         del loader  # stops the workers before the files go

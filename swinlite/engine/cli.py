@@ -13,15 +13,14 @@ folder left behind (:func:`holder_killed`).
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from ..lock import LOCK_FILE
+from ..sigterm import Terminated, terminate_as_interrupt
 from .checkpoint import RESUME_FILE
 from .config import dump_yaml, to_dict
 from .distributed import PeerGoneError, SharedError, StalledRankError, launched
@@ -73,37 +72,6 @@ def run_from_cli(
             print(interrupted(out, f"{word} as rank 0 ended without a word (killed?)"), file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     return 0
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the run is as Ctrl-C's KeyboardInterrupt is: the same unwinding (the output folder's
-    lock released, TensorBoard closed, the process group left) instead of the default, an exit on the spot."""
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` in the block (once: a second one ends the process at once, as by default).
-    Outside the main thread, where no handler can be set, SIGTERM is left as it is. A process forked in the block
-    (a loader worker, the data scan's pool, which ``Pool.terminate`` ends by SIGTERM) inherits the handler: there
-    it ends the process as the default does, rather than raise (and print a traceback) in it."""
-    owner = os.getpid()
-
-    def handler(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if os.getpid() != owner:
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
-        raise Terminated
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def holder_killed(out: Path) -> bool:

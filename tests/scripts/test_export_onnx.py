@@ -3,6 +3,7 @@ export for every size is tested in tests/test_export.py."""
 
 import json
 import os
+import shutil
 import warnings
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import timm
 import torch
 from onnxkit import write_classifier
 from pico import PICO
+from scriptkit import load_script as _load_script
 
 from swinlite import export
 from swinlite.export import build_exportable, check_sizes, export_metadata, export_program
@@ -87,13 +89,33 @@ def test_a_range_that_does_not_hold_the_models_size(load_script, initial_weights
     assert sizes[-1] == (40, 40) and len(sizes) == 3 and all(40 <= side <= 48 for size in sizes for side in size)
 
 
-def test_a_file_that_fails_its_check_leaves_the_earlier_output(load_script, tmp_path, initial_weights):
+@pytest.fixture(scope="module")
+def pico_export(initial_weights, tmp_path_factory) -> tuple[list[str], Path]:
+    """(the arguments, the file exported with them but --output): the pico model's initial weights at its fixed size,
+    exported and checked once by the script."""
+    argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--fixed-size"]
+    path = tmp_path_factory.mktemp("pico_export") / "m.onnx"
+    assert _load_script("export_onnx").main([*argv, "--output", str(path)]) < 1e-5
+    return argv, path
+
+
+@pytest.fixture
+def exported_again(pico_export, monkeypatch) -> list[str]:
+    """The arguments of ``pico_export``, whose export (the trace and the conversion, seconds) writes its file again:
+    what the script does with the file, the check against PyTorch included, is the script's own."""
+    argv, path = pico_export
+    monkeypatch.setattr(export, "export_program", lambda *args: None)
+    monkeypatch.setattr(export, "export_onnx", lambda program, target, *args: shutil.copyfile(path, target))
+    return argv
+
+
+def test_a_file_that_fails_its_check_leaves_the_earlier_output(load_script, tmp_path, exported_again):
     """--tolerance 1e-15 (ONNX Runtime differs from PyTorch by ~1e-7): the file was written to --output and checked
     there, then removed, so a good file already at --output was lost with it; now the refused file never reaches
     --output, which keeps its earlier file, and nothing of the run is left beside it. A refusal before anything is
     written leaves an earlier file alone too."""
     script, output = load_script("export_onnx"), tmp_path / "m.onnx"
-    argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--fixed-size", "--output", str(output)]
+    argv = [*exported_again, "--output", str(output)]
     with pytest.raises(
         ValueError, match=r"is above --tolerance 1e-15; the export failed its check: nothing was written"
     ):
@@ -110,14 +132,14 @@ def test_a_file_that_fails_its_check_leaves_the_earlier_output(load_script, tmp_
 
 
 def test_the_check_reads_a_hidden_file_and_only_a_checked_one_becomes_the_output(
-    load_script, tmp_path, monkeypatch, initial_weights
+    load_script, tmp_path, monkeypatch, exported_again
 ):
     """The file was written under --output before its check: a kill during the check left it there, unchecked, for
     predict.py --onnx to use. Now the check reads a hidden file beside --output while --output still holds the
     earlier file (what a kill at that moment leaves); a crash in the check leaves --output and no file of the run
     behind; a check that passes renames the checked file itself over --output."""
     script, output = load_script("export_onnx"), tmp_path / "m.onnx"
-    argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--fixed-size", "--output", str(output)]
+    argv = [*exported_again, "--output", str(output)]
     output.write_bytes(b"an earlier export")
     seen = []
 
@@ -144,11 +166,26 @@ def test_the_check_reads_a_hidden_file_and_only_a_checked_one_becomes_the_output
     assert list(tmp_path.iterdir()) == [output]
 
 
-def test_out_indices_are_checked_as_features_only_checks_them(load_script, tmp_path, capsys, initial_weights):
+def test_out_indices_are_checked_as_features_only_checks_them(
+    load_script, tmp_path, capsys, initial_weights, monkeypatch
+):
     """--out-indices was not checked: without --features it was ignored (a classifier exported, exit 0), 5 was an
     IndexError traceback, 2 1 exported stage2 before stage1, -1 an output named stage-1, and 1 1 failed after the
     trace in torch's "Output names cannot be duplicated". Now the library's check of ``features_only``'s out_indices
-    refuses them, as timm.create_model does, before the export; negative ones are resolved."""
+    refuses them, as timm.create_model does, before the export; negative ones are resolved. (What the export is
+    given is checked here; the export of feature levels itself in tests/test_export.py.)"""
+    seen = {}
+
+    def program(model, example, *args):
+        seen["channels"] = [level.shape[1] for level in model(example)]
+
+    monkeypatch.setattr(export, "export_program", program)
+
+    def convert(program, path, names, *args):
+        seen["names"] = list(names)
+        path.write_bytes(b"onnx")
+
+    monkeypatch.setattr(export, "export_onnx", convert)
     script, output = load_script("export_onnx"), tmp_path / "m.onnx"
     argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--fixed-size", "--no-check", "--output",
             str(output)]  # fmt: skip
@@ -164,6 +201,7 @@ def test_out_indices_are_checked_as_features_only_checks_them(load_script, tmp_p
     assert list(tmp_path.iterdir()) == []
     script.main([*argv, "--features", "--out-indices", "0", "-1"])
     assert "outputs stage0, stage3)" in capsys.readouterr().out
+    assert seen == {"channels": [32, 256], "names": ["stage0", "stage3"]}  # pico's first and last levels
 
 
 @pytest.mark.parametrize("tolerance", ["-1", "0", "nan", "inf"])

@@ -1,0 +1,38 @@
+"""The docs say what the code does: claims a docs tour found wrong, each checked against the code it describes."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+
+import swinlite  # noqa: F401  (registers the swinlite_* models)
+from swinlite.convert import convert_pretrained
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def one_line(path: Path) -> str:
+    """``path``'s text with every run of whitespace made one space, so a sentence reads whole across lines."""
+    return re.sub(r"\s+", " ", path.read_text())
+
+
+def test_readme_pretrained_strict_sentence_matches_the_loader() -> None:
+    model = timm.create_model("swinlite_pico_patch2_window4_32")
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    key = "layers.0.blocks.0.norm1.weight"
+    missing = {k: v for k, v in weights.items() if k != key}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        convert_pretrained(missing, model, strict=False)
+    assert any(key in str(w.message) for w in caught)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        convert_pretrained({**weights, key: torch.full_like(weights[key], float("nan"))}, model, strict=False)
+
+    readme = one_line(ROOT / "README.md")
+    assert "unless you pass timm's `pretrained_strict=False`" not in readme
+    assert "a NaN or infinite one is refused either way" in readme

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import timm
 import torch
 
 import swinlite  # noqa: F401  (registers the swinlite_* models)
+from swinlite.classification.config import Config
 from swinlite.convert import convert_pretrained
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,3 +38,15 @@ def test_readme_pretrained_strict_sentence_matches_the_loader() -> None:
     readme = one_line(ROOT / "README.md")
     assert "unless you pass timm's `pretrained_strict=False`" not in readme
     assert "a NaN or infinite one is refused either way" in readme
+
+
+def config_keys() -> list[str]:
+    """Every ``section.key`` of classification's config, as ``scripts/train.py --print-config`` shows them."""
+    return [f"{section}.{key}" for section, keys in asdict(Config()).items() for key in keys]
+
+
+def test_training_md_names_every_classification_config_key() -> None:
+    text = (ROOT / "docs" / "training.md").read_text()
+    unnamed = [key for key in config_keys() if not re.search(rf"`{re.escape(key)}(?![\w.])", text)]
+    assert not unnamed, f"docs/training.md describes no {unnamed}"
+    assert "`schedule.kind=poly`" in text

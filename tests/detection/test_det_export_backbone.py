@@ -14,6 +14,7 @@ from pico import PICO
 from scriptkit import load_script
 
 from swinlite import onnx_predict
+from swinlite.detection.predictor import load_detector
 from swinlite.io import read_metadata
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -24,9 +25,14 @@ def _levels(path: Path, images: torch.Tensor) -> list[np.ndarray]:
 
 
 def test_fpn_is_recorded_and_checked_at_the_detectors_test_size(trained, tmp_path, capsys):
+    """--fpn on a detection checkpoint: the FPN maps, checked against PyTorch (it was refused: the metadata was read
+    as a classifier's), at the detector's test size, recorded as task fpn with the detector's backbone and
+    normalization. --fixed-size: a third of the time of a range (test_export.py::test_fpn_maps_equal_eager exports
+    one)."""
     _, run = trained
     checkpoint, path = run / "best.safetensors", tmp_path / "fpn.onnx"
-    test_size = read_metadata(checkpoint)["data"]["test_size"]
+    meta = read_metadata(checkpoint)
+    test_size = meta["data"]["test_size"]
     argv = [
         "--checkpoint",
         str(checkpoint),
@@ -40,6 +46,10 @@ def test_fpn_is_recorded_and_checked_at_the_detectors_test_size(trained, tmp_pat
     assert f"at batch 3, {test_size}x{test_size}:" in checks[0], checks
     recorded = onnx_predict.open_model(path).metadata
     assert recorded["preprocessing"]["input_size"] == [3, test_size, test_size]
+    assert (recorded["task"], recorded["model"], recorded["weights"]) == ("fpn", PICO, "raw")
+    assert [recorded["preprocessing"][k] for k in ("mean", "std")] == [meta["data"]["mean"], meta["data"]["std"]]
+    strides = load_detector(checkpoint)[0].backbone.strides
+    assert [o.name for o in ort.InferenceSession(str(path)).get_outputs()] == [f"fpn{i}" for i in range(len(strides))]
 
 
 def test_features_refuses_what_a_run_file_records(trained, tmp_path, capsys):

@@ -164,22 +164,6 @@ def test_images_resized_thinner_than_the_file_serves_are_skipped(exported, tmp_p
     assert [p.name for p in (tmp_path / "out" / "images").iterdir()] == ["00000_square.png"]
 
 
-def test_export_onnx_fpn_exports_the_detectors_backbone(exported, tmp_path):
-    """export_onnx.py --fpn on a detection checkpoint: the FPN maps, checked against PyTorch (it was refused: the
-    metadata was read as a classifier's), recorded as task fpn with the detector's backbone and normalization.
-    --fixed-size: a third of the time of a range (test_export.py::test_fpn_maps_equal_eager exports one)."""
-    _, checkpoint, _ = exported
-    path = tmp_path / "fpn.onnx"
-    argv = ["--checkpoint", str(checkpoint), "--fpn", "--fixed-size", "--size", "64", "64", "--output", str(path)]
-    assert load_script("export_onnx").main(argv) < 1e-4
-    detector, _, meta = load_detector(checkpoint)
-    outputs = [o.name for o in ort.InferenceSession(str(path)).get_outputs()]
-    assert outputs == [f"fpn{i}" for i in range(len(detector.backbone.strides))]
-    recorded = onnx_predict.open_model(path).metadata
-    assert (recorded["task"], recorded["model"], recorded["weights"]) == ("fpn", PICO, "raw")
-    assert [recorded["preprocessing"][k] for k in ("mean", "std")] == [meta["data"]["mean"], meta["data"]["std"]]
-
-
 def test_export_refuses_what_it_cannot_serve(exported):
     _, checkpoint, _ = exported
     detector, _, _ = load_detector(checkpoint)

@@ -184,18 +184,26 @@ def test_reset_classifier(built):
     assert model.get_classifier().weight.dtype == torch.bfloat16
 
 
-@pytest.mark.parametrize("pool", ["avg", "max", "avgmax", "catavgmax", ""])
-def test_head_hidden_size_is_the_pooled_width_as_timms(built, pool):
+POOLS = ["avg", "max", "avgmax", "catavgmax", ""]
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_head_hidden_size_is_the_pooled_width(built, pool):
     """It stayed the stage width (256 on pico) for "catavgmax", whose pooled features are twice as wide: a head sized
     from it did not fit the pre-logits."""
     _, model, x = built
     model = copy.deepcopy(model)
-    theirs = timm.create_model("swin_tiny_patch4_window7_224", global_pool=pool, device="meta")
-    ours = timm.create_model("swinlite_tiny_patch4_window7_224", global_pool=pool, device="meta")
-    assert ours.head_hidden_size == theirs.head_hidden_size
     model.reset_classifier(0, pool)
     pre_logits = model.forward_head(model.forward_features(x), pre_logits=True)
     assert model.head_hidden_size == pre_logits.shape[-1]
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_head_hidden_size_is_timms(pool):
+    """As built with the pooling, and after reset_classifier to it."""
+    theirs = timm.create_model("swin_tiny_patch4_window7_224", global_pool=pool, device="meta")
+    ours = timm.create_model("swinlite_tiny_patch4_window7_224", global_pool=pool, device="meta")
+    assert ours.head_hidden_size == theirs.head_hidden_size
     theirs.reset_classifier(0, pool)
     ours.reset_classifier(0, pool)
     assert ours.head_hidden_size == theirs.head_hidden_size

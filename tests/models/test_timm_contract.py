@@ -22,6 +22,16 @@ RUN = [v for v in VARIANTS if not v.startswith("swinlite_v2_")] + [
     "swinlite_v2_pico_patch2_window4_32",
     "swinlite_v2_tiny_window16_256",
 ]
+# One of each code path of RUN (patch 2 and 4, windows 4, 7 and 12, the continuous bias, V2's clipped window): where
+# the check is of code that runs alike at any width (scripting, recomputation), the wider variants repeat it.
+PATHS = [
+    "swinlite_pico_patch2_window4_32",
+    "swinlite_tiny_patch4_window7_224",
+    "swinlite_tiny_cpb_patch4_window7_224",
+    "swinlite_base_patch4_window12_384",
+    "swinlite_v2_pico_patch2_window4_32",
+    "swinlite_v2_tiny_window16_256",
+]
 # Batch 2 for the small variants, 1 for the big ones (their weights dominate the cost anyway).
 LIGHT = {
     "swinlite_tiny_patch4_window7_224",
@@ -256,6 +266,7 @@ def test_features_only(built):
         torch.testing.assert_close(o, r)
 
 
+@pytest.mark.parametrize("built", PATHS, indirect=True)
 def test_grad_checkpointing_same_outputs_and_grads(built):
     name, model, x = built
     model = copy.deepcopy(model)
@@ -271,6 +282,7 @@ def test_grad_checkpointing_same_outputs_and_grads(built):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("built", PATHS, indirect=True)
 def test_torchscript(built):
     name, model, x = built
     scripted = torch.jit.script(copy.deepcopy(model))

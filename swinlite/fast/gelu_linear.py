@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ..models.checks import autocast_available
+from .first_order import refuse_double_backward
 from .linear_grad import traced_input_grad, traced_linear
 from .row_blocks import autocast_weights, compute_dtype
 
@@ -39,6 +40,7 @@ class _GeluLinear(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, None]:
+        refuse_double_backward()
         h, weight = ctx.saved_tensors
         # one (tokens, hidden) buffer holds gelu(h), then grad @ weight, then grad_h: on CPU each fresh
         # large tensor costs page faults (glibc maps it anew each time)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import torch
 
+from .first_order import refuse_double_backward
 from .row_blocks import onednn_linear
 
 # the input gradient through oneDNN from this many rows: it takes Wᵀ contiguous, a copy of the weight per call, which
@@ -47,6 +48,7 @@ def _linear_grads(
     """The gradients of x [T, in], weight and bias from ``grad`` [T, out] (``ctx``: the saved x and weight,
     ``has_bias``, ``needs_input_grad``): the input gradient by ``input_grad`` (oneDNN), the weight gradient by the
     BLAS."""
+    refuse_double_backward()
     x, weight = ctx.saved_tensors
     grad_x = input_grad(grad, weight) if ctx.needs_input_grad[0] else None  # (T, in)
     grad_weight = grad.t() @ x if ctx.needs_input_grad[1] else None  # (out, in)

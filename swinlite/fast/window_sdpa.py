@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from ..models.swin import window_attn_mask
+from .first_order import refuse_double_backward
 
 _MIN_LOG_PROB = -60.0  # log-probabilities (and mask values) at or below this count as -inf in the training kernel
 
@@ -83,6 +84,7 @@ class _RecomputedWindowAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None, None]:
+        refuse_double_backward()
         qkv, bias, mask, out, lse = ctx.saved_tensors
         BW, N, _, H, hd = qkv.shape
         qkv_c = qkv.permute(2, 0, 3, 1, 4).contiguous()  # (3, B*nW, heads, N, hd): one copy for q, k, v

@@ -26,6 +26,8 @@ gradient to the bias over them in registers before one atomic add per program.
 
 import torch
 
+from .first_order import refuse_double_backward
+
 try:
     import triton
     import triton.language as tl
@@ -284,6 +286,7 @@ if TRITON_AVAILABLE:
         ctx.scale = scale
 
     def _backward(ctx, grad_out: torch.Tensor, _grad_lse: torch.Tensor | None) -> tuple:
+        refuse_double_backward()
         qkv, bias, mask, out, lse = ctx.saved_tensors
         grad_qkv, grad_bias = torch.ops.swinlite.triton_window_attention_backward(
             grad_out, qkv, bias, mask, out, lse, ctx.scale

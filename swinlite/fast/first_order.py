@@ -1,0 +1,25 @@
+"""The fast path's gradient kernels compute first derivatives only: a second-order gradient raises, naming the remedy.
+
+Each backward of :mod:`swinlite.fast` (the GELU recompute, the token gather, the recomputed and the Triton window
+attention, the oneDNN linears) writes its gradients with ops that have no derivative (``out=`` products, in-place
+GELU backward, oneDNN's linear). Autograd runs a backward with grad mode on exactly when it records a graph of the
+gradient (``torch.autograd.grad(..., create_graph=True)``, ``backward(create_graph=True)``), for double backward:
+there each backward calls :func:`refuse_double_backward` first, before torch's own error from an ``out=`` op
+(which names neither swinlite nor the remedy).
+
+- Pinned by: ``tests/fast/test_fast_double_backward.py``.
+"""
+
+import torch
+
+DOUBLE_BACKWARD_ERROR = (
+    "swinlite's fast path computes first derivatives only (create_graph=True asks for second ones): build the model "
+    "with fast=False (timm.create_model(name, fast=False)) for double backward"
+)
+
+
+def refuse_double_backward() -> None:
+    """Raise a RuntimeError naming ``fast=False`` when called from a backward that records its own graph
+    (``create_graph=True``); first-order backward (grad mode off) passes."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(DOUBLE_BACKWARD_ERROR)

@@ -1,11 +1,12 @@
 """The fast path's gradient kernels compute first derivatives only: a second-order gradient raises, naming the remedy.
 
-Each backward of :mod:`swinlite.fast` (the GELU recompute, the token gather, the recomputed and the Triton window
-attention, the oneDNN linears) writes its gradients with ops that have no derivative (``out=`` products, in-place
-GELU backward, oneDNN's linear). Autograd runs a backward with grad mode on exactly when it records a graph of the
-gradient (``torch.autograd.grad(..., create_graph=True)``, ``backward(create_graph=True)``), for double backward:
-there each backward calls :func:`refuse_double_backward` first, before torch's own error from an ``out=`` op
-(which names neither swinlite nor the remedy).
+The backwards of the GELU recompute, the recomputed and the Triton window attention and the oneDNN linears write
+their gradients with ops that have no derivative (``out=`` products, in-place GELU backward, oneDNN's linear); the
+token gather's backward, a gather of the gradient, has one and is left to run. Autograd runs a backward with grad
+mode on exactly when it records a graph of the gradient (``torch.autograd.grad(..., create_graph=True)``,
+``backward(create_graph=True)``), for double backward: there each of those backwards calls
+:func:`refuse_double_backward` first, before torch's own error from an ``out=`` op (which names neither swinlite nor
+the remedy).
 
 - Pinned by: ``tests/fast/test_fast_double_backward.py``.
 """

@@ -50,3 +50,28 @@ def test_training_md_names_every_classification_config_key() -> None:
     unnamed = [key for key in config_keys() if not re.search(rf"`{re.escape(key)}(?![\w.])", text)]
     assert not unnamed, f"docs/training.md describes no {unnamed}"
     assert "`schedule.kind=poly`" in text
+
+
+def paragraph_with(text: str, figure: str) -> str:
+    """The blank-line-separated paragraph of ``text`` (whitespace made one space) that holds ``figure``."""
+    found = [re.sub(r"\s+", " ", p) for p in text.split("\n\n") if figure in re.sub(r"\s+", " ", p)]
+    assert len(found) == 1, f"{figure!r} is in {len(found)} paragraphs"
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    ("figure", "command"),
+    [
+        ("costs 0–0.28 top-1 points", "`scripts/predict.py --onnx`"),
+        ("runs 1.09–1.20× timm compiled", "`scripts/benchmark.py --compile`"),
+        ("On an H200", "`bash benchmarks/gpu_run.sh`"),
+        ("1.19–1.23× in bf16", "`TIMM_FUSED_ATTN=2 python scripts/benchmark.py"),
+    ],
+)
+def test_readme_figures_name_their_commands(figure: str, command: str) -> None:
+    assert command in paragraph_with((ROOT / "README.md").read_text(), figure)
+
+
+def test_training_md_compile_example_names_its_command() -> None:
+    paragraph = paragraph_with((ROOT / "docs" / "training.md").read_text(), "the first step took")
+    assert "`python scripts/train.py train.compile=true" in paragraph

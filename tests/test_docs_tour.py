@@ -14,6 +14,7 @@ import torch
 import swinlite  # noqa: F401  (registers the swinlite_* models)
 from swinlite.classification.config import Config
 from swinlite.convert import convert_pretrained
+from swinlite.fast.first_order import DOUBLE_BACKWARD_ERROR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,3 +76,9 @@ def test_readme_figures_name_their_commands(figure: str, command: str) -> None:
 def test_training_md_compile_example_names_its_command() -> None:
     paragraph = paragraph_with((ROOT / "docs" / "training.md").read_text(), "the first step took")
     assert "`python scripts/train.py train.compile=true" in paragraph
+
+
+def test_models_md_double_backward_sentence_matches_the_error() -> None:
+    assert "fast=False" in DOUBLE_BACKWARD_ERROR
+    sentence = paragraph_with((ROOT / "docs" / "models.md").read_text(), "create_graph=True")
+    assert "raises a RuntimeError saying so and naming `fast=False`" in sentence

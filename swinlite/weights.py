@@ -33,7 +33,7 @@ from .convert import (
     shape_mismatch,
 )
 from .hub import cached_weights, has_weights, pretrained_kwargs
-from .io import holds_ema, holds_resume_ema, read_metadata, read_state_dict, read_weights_bytes
+from .io import holds_ema, holds_resume_ema, read_metadata, read_state_dict
 from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
 from .models.swin import SwinTransformer
 
@@ -333,9 +333,8 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     """
     path = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else None
     source = "checkpoint" if path is None else str(path)
-    data = None if path is None else read_weights_bytes(path)  # read once: its weights, and whether it holds EMA
     if path is not None:
-        checkpoint = read_state_dict(path, stacklevel=3, data=data)  # an EMA warning names the caller's line
+        checkpoint = read_state_dict(path, stacklevel=3)  # an EMA warning names the caller's line
     try:
         state_dict = convert_state_dict(checkpoint, model)
     except ValueError as e:
@@ -345,7 +344,7 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
         state_dict[_FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[_FIRST_CONV])
     load_strict(model, state_dict, source, may_start_fresh=("head.fc.", "out_norms."))
     if path is not None:
-        warn_if_resume_with_ema(path, data, stacklevel=3)
+        warn_if_resume_with_ema(path, stacklevel=3)
 
 
 _FIRST_CONV = "patch_embed.proj.weight"

@@ -14,6 +14,7 @@ folder left behind (:func:`holder_killed`).
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import signal
 import sys
@@ -76,9 +77,11 @@ def run_from_cli(
 
 def holder_killed(out: Path) -> bool:
     """Whether the run's lock on ``out`` (``OUT/.lock``, rank 0's: :class:`~swinlite.lock.OutputLock`) was left by a
-    process that ended without releasing it (killed, or crashed: the OS freed the lock, the file stayed), claimed
-    here (the file removed, as a release removes it) so that one process of the run alone answers True. False where
-    it is held (rank 0 runs on, and says its own hint), or gone (released, or never taken)."""
+    process of this launch that ended without releasing it (killed, or crashed: the OS freed the lock, the file
+    stayed), claimed here (the file removed, as a release removes it) so that one process of the run alone answers
+    True. False where it is held (rank 0 runs on, and says its own hint), gone (released, or never taken), or left by
+    an earlier launch (taken before this process started: rank 0 of this one had not taken it yet, and its next
+    run's note on the dead holder is kept)."""
     path = out / LOCK_FILE
     try:
         fd = os.open(path, os.O_RDWR)
@@ -86,7 +89,8 @@ def holder_killed(out: Path) -> bool:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if os.stat(path).st_ino != os.fstat(fd).st_ino:  # another process claimed it first
+        taken = os.fstat(fd)
+        if os.stat(path).st_ino != taken.st_ino or taken.st_mtime < process_start():  # claimed, or an earlier one
             return False
         path.unlink()
         return True
@@ -94,6 +98,17 @@ def holder_killed(out: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def process_start() -> float:
+    """When this process started (seconds since the epoch, to the second: the kernel's boot time is whole seconds);
+    ``inf`` where ``/proc`` does not say (not Linux), so that no lock is taken for this launch's."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()  # after the command's "(name)"
+        boot = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+    except (OSError, StopIteration):
+        return math.inf
+    return int(boot.split()[1]) + int(fields[19]) / os.sysconf("SC_CLK_TCK") - 1  # starttime; btime rounds down
 
 
 def interrupted(out: Path, word: str = "interrupted") -> str:

@@ -3,6 +3,7 @@ says the last checkpoint is kept and how to continue it, once for the run."""
 
 import os
 import signal
+import time
 
 import pytest
 from enginekit import TASKS, overrides
@@ -51,3 +52,17 @@ def test_rank_1_leaves_the_hint_to_a_rank_0_that_runs_on(held, folder, tmp_path,
     assert terminated_on("1", out, folder, monkeypatch, capsys) == (143, [])
     assert os.path.exists(out / LOCK_FILE) == held
     lock.release()
+
+
+def test_a_lock_left_by_an_earlier_launch_is_not_taken_for_rank_0s(folder, tmp_path, monkeypatch, capsys):
+    """A lock file left by a killed run before this launch, rank 1 ended before rank 0 took the lock (a scancel at
+    start-up): rank 1 said rank 0 had ended without a word beside rank 0's own hint, and removed the file, whose
+    dead holder the next run names."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "resume.pt").write_bytes(b"")
+    (out / LOCK_FILE).write_text("training run (pid 1 on host, started an hour ago)")
+    hour_ago = time.time() - 3600
+    os.utime(out / LOCK_FILE, (hour_ago, hour_ago))
+    assert terminated_on("1", out, folder, monkeypatch, capsys) == (143, [])
+    assert (out / LOCK_FILE).exists()

@@ -766,11 +766,18 @@ def _check_shared(folder: Path, task: str, option: str) -> None:
     script = drawing_script(task)
     own = RECORD if script and record_script(folder) == script else None
     lone = next((name for name in shared if name != own and _held(folder, name)), None)
-    if lone is not None:
+    if lone is None:
+        return
+    writer = record_script(folder) if lone == RECORD else None
+    if writer in {drawing_script(other) for other in OUTPUT_DIR_FILES} - {None}:  # another task's, killed early
         raise ValueError(
-            f"{option} {folder} holds {lone} beside none of {task}'s other outputs: it may be another task's (several "
-            f"tasks write a {lone}, and it records none); move it, or choose another folder"
+            f"{option} {folder} holds {lone} alone, the record of a {writer} run (killed before its first drawing), "
+            f"none of {task}'s outputs; move it, or choose another folder"
         )
+    raise ValueError(
+        f"{option} {folder} holds {lone} beside none of {task}'s other outputs: it may be another task's (several "
+        f"tasks write a {lone}, and it records none); move it, or choose another folder"
+    )
 
 
 def _check_recorded(folder: Path, task: str, option: str) -> None:
@@ -912,7 +919,7 @@ def earlier_outputs(
     if found and not overwrite:
         raise ValueError(
             f"{option} {folder} holds an earlier run's {', '.join(p.name for p in found)}: pass --overwrite to "
-            "replace them, or choose another folder"
+            f"replace {'them' if len(found) > 1 else 'it'}, or choose another folder"
         )
     return found
 

@@ -27,7 +27,7 @@ def _killed_before_first_drawing(out: Path, task: str) -> None:
 @pytest.mark.parametrize("task", TASKS)
 def test_a_rerun_takes_its_killed_runs_lone_record_for_an_earlier_output(tmp_path, task):
     _killed_before_first_drawing(tmp_path, task)
-    with pytest.raises(ValueError, match="holds an earlier run's sources.json: pass --overwrite"):
+    with pytest.raises(ValueError, match="holds an earlier run's sources.json: pass --overwrite to replace it,"):
         files.check_output_dir(task, tmp_path, [], overwrite=False)
     assert files.check_output_dir(task, tmp_path, [], overwrite=True) == [tmp_path / files.RECORD]
 
@@ -45,7 +45,8 @@ def test_another_tasks_lone_record_is_refused(tmp_path, task):
     _killed_before_first_drawing(tmp_path, task)
     other = next(t for t in TASKS if t != task)
     for overwrite in (False, True):
-        with pytest.raises(ValueError, match="holds sources.json beside none of .*: it may be another task's"):
+        said = f"holds sources.json alone, the record of a {TASKS[task]} run .*, none of {other}'s outputs"
+        with pytest.raises(ValueError, match=said):  # it said the record names no task
             files.check_output_dir(other, tmp_path, [], overwrite=overwrite)
     assert (tmp_path / files.RECORD).is_file()
 

@@ -48,7 +48,7 @@ def test_detect_pys_lone_record_is_refused(trained, tmp_path: Path, capsys):
     image = sorted((data / "images" / "validation").glob("*.png"))[0]
     segment = ["--checkpoint", run / "best.safetensors", "--input", image, "--output-dir", out, "--overwrite"]
     assert run_script("segment", segment) == 2
-    assert "holds sources.json beside none of segmentation's other outputs: it may be another task's" in (
+    assert "holds sources.json alone, the record of a detect.py run (killed before its first drawing)" in (
         capsys.readouterr().err
     )
     assert [p.name for p in out.iterdir()] == ["sources.json"]

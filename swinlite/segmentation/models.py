@@ -158,9 +158,15 @@ class UperNet(nn.Module):
 
 
 def build_upernet(
-    cfg: SegModelConfig, num_classes: int, classes: Sequence[str] | None = None, **model_kwargs: Any
+    name_or_cfg: str | SegModelConfig, num_classes: int, classes: Sequence[str] | None = None, **model_kwargs: Any
 ) -> UperNet:
-    """The UperNet ``cfg`` describes on ``cfg.name``, its weights from ``cfg.pretrained``.
+    """The UperNet ``name_or_cfg`` describes, for ``num_classes`` classes: a model name takes the
+    :class:`~.config.SegModelConfig` defaults (head widths, no pretrained weights), as a run's ``model.name`` alone.
+
+    Example::
+
+        model = build_upernet("swinlite_tiny_patch4_window7_224", num_classes=150)
+        model = build_upernet(SegModelConfig(name="swinlite_tiny_patch4_window7_224", head_channels=256), 150)
 
     The backbone is ``timm.create_model(cfg.name, **cfg.kwargs)`` with ``out_norm=True`` unless
     ``model.kwargs.out_norm=false``, all four levels through its ``forward_intermediates``.
@@ -173,8 +179,10 @@ def build_upernet(
     is warned (its classifiers are kept, row i class i of the run), as detection and classification warn.
 
     Raises:
+        TypeError: ``name_or_cfg`` neither a model name nor a SegModelConfig.
         ValueError: weights that do not fit (naming the file and the keys).
     """
+    cfg = _model_config(name_or_cfg)
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     path = pretrained_file(cfg)
     state = read_state_dict(path) if path is not None else None
@@ -201,6 +209,18 @@ def build_upernet(
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     return model
+
+
+def _model_config(name_or_cfg: str | SegModelConfig) -> SegModelConfig:
+    """``name_or_cfg`` as a SegModelConfig: a model name with the defaults, a config as it is."""
+    if isinstance(name_or_cfg, SegModelConfig):
+        return name_or_cfg
+    if isinstance(name_or_cfg, str):
+        return SegModelConfig(name=name_or_cfg)
+    raise TypeError(
+        "build_upernet expects a model name (e.g. 'swinlite_tiny_patch4_window7_224') or a SegModelConfig, "
+        f"got {type(name_or_cfg).__name__}"
+    )
 
 
 def _load_backbone(swin: nn.Module, name: str, path: str, state: dict[str, torch.Tensor]) -> None:

@@ -72,8 +72,10 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.images and args.masks):
         parser.error("give --data-dir, or both --images and --masks")
-    if args.num_workers < 0 or (args.stride and min(args.stride) < 1):
-        parser.error("--num-workers must be at least 0, --stride positive")
+    if args.num_workers < 0:
+        parser.error(f"--num-workers must be at least 0, got {args.num_workers}")
+    if args.stride and min(args.stride) < 1:
+        parser.error(f"--stride must be positive, got {' '.join(map(str, args.stride))}")
     check_test_options(parser, args)
     return args
 

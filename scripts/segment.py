@@ -74,8 +74,10 @@ def parse_args(argv: list[str] | None = None):
     )
     args = parser.parse_args(argv)
     check_onnx_options(parser, args)
-    if not 0 <= args.alpha <= 1 or (args.stride and min(args.stride) < 1):
-        parser.error("--alpha must be in 0..1, --stride positive")
+    if not 0 <= args.alpha <= 1:
+        parser.error(f"--alpha must be in 0..1, got {args.alpha}")
+    if args.stride and min(args.stride) < 1:
+        parser.error(f"--stride must be positive, got {' '.join(map(str, args.stride))}")
     check_test_options(parser, args)
     return args
 

@@ -3,7 +3,10 @@ figures that name the command that measured them (tests/test_readme.py runs the 
 
 from __future__ import annotations
 
+import argparse
 import re
+import subprocess
+import sys
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -11,6 +14,7 @@ from pathlib import Path
 import pytest
 import timm
 import torch
+from scriptkit import SCRIPTS, script_env
 
 import swinlite  # noqa: F401  (registers the swinlite_* models)
 from swinlite.classification.config import Config
@@ -82,3 +86,71 @@ def test_models_md_double_backward_sentence_matches_the_error() -> None:
     assert "fast=False" in DOUBLE_BACKWARD_ERROR
     sentence = paragraph_with((ROOT / "docs" / "models.md").read_text(), "create_graph=True")
     assert "raises a RuntimeError saying so and naming `fast=False`" in sentence
+
+
+def wall_seconds(row: str) -> float:
+    """The wall time of a demo table row, its last cell: ``3 min 24 s``."""
+    minutes, seconds = re.search(r"(\d+) min (\d+) s \|\s*$", row).groups()
+    return 60 * int(minutes) + int(seconds)
+
+
+def test_detection_md_demo_log_is_of_the_row_it_names() -> None:
+    text = (ROOT / "docs" / "detection.md").read_text()
+    intro = paragraph_with(text, "read AP50 35.7 / 55.0 / 65.1")
+    epoch_s = float(re.search(r"epoch 4/4: .*, ([\d.]+) s \(", text).group(1))
+    row = next(line for line in text.splitlines() if line.startswith("|") and "load 9–11" in line)
+    assert "The load 9–11 run" in intro
+    assert wall_seconds(row) >= 4 * epoch_s, f"4 epochs of {epoch_s} s do not fit in the row's wall time: {row}"
+
+
+@pytest.mark.parametrize(
+    ("doc", "figure", "origin"),
+    [
+        ("detection.md", "a score 0.035 apart", "2026-12-05, its script not committed"),
+        ("detection.md", "had not finished after 9", "2026-12-05, its exact command not recorded"),
+        ("detection.md", "FPN maps cast to fp32", "not committed: run 2026-12-05 for commit 4b8b2b8"),
+        ("segmentation.md", "tied 65× as often", "2026-12-05 for commit 895bde9, its script not committed"),
+        ("segmentation.md", "about 1.3 ms a pair", "2026-12-01, its script not committed"),
+    ],
+)
+def test_seg_and_detection_figures_name_their_origin(doc: str, figure: str, origin: str) -> None:
+    assert origin in paragraph_with((ROOT / "docs" / doc).read_text(), figure)
+
+
+def help_text(script: str) -> str:
+    """``python scripts/<script> --help``'s output."""
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS / script), "--help"], capture_output=True, text=True, check=True, env=script_env()
+    ).stdout
+
+
+def help_options(help_: str) -> set[str]:
+    """The ``--options`` of a script's ``--help`` output (its options section)."""
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", help_.split("options:", 1)[1])) - {"--help"}
+
+
+@pytest.mark.parametrize(
+    ("script", "doc"), [("evaluate_detection.py", "detection.md"), ("evaluate_segmentation.py", "segmentation.md")]
+)
+def test_evaluation_docs_name_every_flag_and_split(script: str, doc: str) -> None:
+    help_ = help_text(script)
+    text = one_line(ROOT / "docs" / doc)
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", " ".join(re.findall(r"`[^`]*`", text))))
+    unnamed = sorted(help_options(help_) - named)
+    assert not unnamed, f"docs/{doc} does not name {script}'s {unnamed}"
+    choices, default = re.search(r"--split \{([\w,]+)\}\s+\(default: (\w+)\)", help_).groups()
+    (other,) = set(choices.split(",")) - {default}
+    assert f"`--split {default}` (the default) or `{other}`" in text
+
+
+def test_ema_sentence_matches_ema_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from _cli import ema_weights
+    from safetensors.torch import save_file
+
+    ema = tmp_path / "ema.safetensors"
+    save_file({"w": torch.zeros(1)}, str(ema), metadata={"weights": "ema"})
+    assert ema_weights(argparse.Namespace(checkpoint=ema, ema=True)) == ema
+    assert capsys.readouterr().err == ""
+    for doc in ("detection.md", "segmentation.md"):
+        sentence = "`EMA weights: PATH` when that is another file than `--checkpoint` (nothing is printed for"
+        assert sentence in one_line(ROOT / "docs" / doc)

@@ -22,6 +22,13 @@ holding another script's outputs (visualize.py's, an evaluation's). It may not l
 --size must be at least one patch.
 A run holds a lock on --output (feats/.lock) until it ends: a second run into it is refused at once (the lock of a
 run that was killed is taken over, with a warning).
+
+A detection or segmentation run's weights (train_detection.py's, train_segmentation.py's; --ema: its EMA weights)
+give its Swin backbone's levels as its FPN or UperNet head reads them: through the run's trained per-level norms (a
+note on stderr says so; --no-out-norm: the raw levels, which it never sees), normalized by the run's mean and std, at
+the detector's test size or the segmenter's crop unless --size (as export_onnx.py --features exports them). Such a
+backbone has no classifier: its pooled vector is the spatial mean of its last level as stored (stage3). The file
+records its Swin: --model is refused with it, and --no-out-norm with any other file.
 """
 
 from __future__ import annotations
@@ -61,6 +68,11 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_compile_argument()
+    parser.add_argument(
+        "--no-out-norm",
+        action="store_true",
+        help="a detection or segmentation checkpoint's raw levels, without the run's per-level norms",
+    )
     args = parser.parse_args(argv)
     if args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
@@ -70,15 +82,24 @@ def parse_args(argv: list[str] | None = None):
 
 
 def build_model(args, checkpoint: Path | None):
-    """(model, its name, its weights' SHA-256): from ``checkpoint`` (strictly) or timm's pretrained weights (the file
-    in the Hugging Face cache); swinlite models only. The checkpoint is read once, and its bytes both hashed and
-    loaded: hashing the file again later recorded a file replaced since (a training run's new best.safetensors) in
-    settings.json, beside features of the weights it replaced."""
+    """(model, its name, its weights' SHA-256): from ``checkpoint`` (strictly; a detection or segmentation run's:
+    its backbone, swinlite.features_of_runs) or timm's pretrained weights (the file in the Hugging Face cache);
+    swinlite models only. A classifier's checkpoint is read once, and its bytes both hashed and loaded: hashing the
+    file again later recorded a file replaced since (a training run's new best.safetensors) in settings.json, beside
+    features of the weights it replaced."""
     from swinlite import SwinTransformer
+    from swinlite.features_of_runs import check_run_options, run_levels_model, run_levels_name, run_norms_note, run_task
     from swinlite.hub import cached_weights
     from swinlite.io import file_sha256, read_weights_bytes
     from swinlite.weights import load_model, pretrained_model, read_info
 
+    task = run_task(checkpoint)
+    check_run_options(task, checkpoint, args.model, args.no_out_norm)
+    if task is not None:  # its backbone, which run_backbone reads from the file: hashed first
+        sha256, note = file_sha256(checkpoint), run_norms_note(checkpoint, args.no_out_norm)
+        if note:
+            print(note, file=sys.stderr)
+        return run_levels_model(checkpoint, args.no_out_norm), run_levels_name(checkpoint, args.no_out_norm), sha256
     if checkpoint is None:
         model, name, weights = pretrained_model(args.model, WEIGHTS_HINT), args.model, cached_weights(args.model)
         sha256 = None if weights is None else file_sha256(weights)

@@ -15,6 +15,12 @@ renamed). A folder holding an earlier run's PNGs is refused unless --overwrite, 
 never mixes two runs. Nor does it mix with others': --output is refused where it is a training run's folder (its
 --overwrite would leave plots of the old weights; runs/demo_plots beside it) or holds another script's outputs
 (extract_features.py's, an evaluation's), even with --overwrite.
+
+A detection or segmentation run's weights (--ema: its EMA weights) draw its Swin backbone: features.png shows its
+levels as its FPN or UperNet head reads them, through the run's trained per-level norms (a note on stderr says so;
+--no-out-norm: the raw levels), normalized by the run's mean and std, at the detector's test size or the segmenter's
+crop unless --size (as export_onnx.py --features exports them). --model is refused with such a file, which records
+its Swin, and --no-out-norm with any other.
 """
 
 from __future__ import annotations
@@ -42,6 +48,11 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument("--output", required=True, type=Path, help="folder for the PNG files")
     parser.add_argument("--overwrite", action="store_true", help="replace the PNGs of an earlier run in --output")
+    parser.add_argument(
+        "--no-out-norm",
+        action="store_true",
+        help="--image's levels of a detection or segmentation checkpoint raw, without the run's per-level norms",
+    )
     args = parser.parse_args(argv)
     if args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
@@ -49,9 +60,28 @@ def parse_args(argv: list[str] | None = None):
         parser.error(f"--image {str(args.image)!r} is not a file")
     if args.size and args.image is None:  # the bias maps do not depend on the input size
         parser.error("--size is the input size of --image's feature plot (features.png): pass --image, or drop --size")
+    if args.no_out_norm and args.image is None:  # the bias maps do not depend on the levels' norms
+        parser.error("--no-out-norm chooses the levels of --image's feature plot (features.png): pass --image, or drop "
+                     "--no-out-norm")  # fmt: skip
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {args.size}")
     return args
+
+
+def load_swin(args, checkpoint: Path | None):
+    """The model to draw: a detection or segmentation run's backbone (swinlite.features_of_runs; its note on
+    stderr), a classifier's checkpoint strictly, or timm's pretrained weights of --model."""
+    from swinlite.features_of_runs import check_run_options, run_levels_model, run_norms_note, run_task
+    from swinlite.weights import load_model, pretrained_model
+
+    task = run_task(checkpoint)
+    check_run_options(task, checkpoint, args.model, args.no_out_norm)
+    if task is None:
+        return load_model(checkpoint, args.model) if checkpoint else pretrained_model(args.model, WEIGHTS_HINT)
+    note = run_norms_note(checkpoint, args.no_out_norm) if args.image is not None else None
+    if note:
+        print(note, file=sys.stderr)
+    return run_levels_model(checkpoint, args.no_out_norm)
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
@@ -61,12 +91,12 @@ def main(argv: list[str] | None = None) -> list[Path]:
     from swinlite.images import load_rgb
     from swinlite.io import check_output
     from swinlite.visualize import bias_pngs, features_png, write_pngs
-    from swinlite.weights import check_model_name, load_model, pretrained_model
+    from swinlite.weights import check_model_name
 
     if args.model is not None:
         check_model_name(args.model, "swinlite_*")
     checkpoint = ema_weights(args)
-    model = load_model(checkpoint, args.model) if checkpoint else pretrained_model(args.model, WEIGHTS_HINT)
+    model = load_swin(args, checkpoint)
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"{checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
     if args.size:  # before any work: a size below one patch failed in the forward pass, naming no option

@@ -1,0 +1,78 @@
+"""The Swin of a detection or segmentation run's weights file, as ``scripts/extract_features.py`` and
+``scripts/visualize.py`` read it: its levels as the run's FPN or UperNet head reads them, fed as the run feeds it.
+
+The backbone is :func:`swinlite.export.run_backbone`'s (what ``scripts/export_onnx.py --features`` exports): the
+run's trained per-level norms by default, the raw levels with ``raw_levels``. Its ``pretrained_cfg`` records the
+run's mean and std, and as ``input_size`` the detector's test size or the segmenter's crop. Such a backbone has no
+classifier: its pooled vector (``pretrained_cfg``'s pooling, average) is the spatial mean of its last level as
+returned, through the run's norm or raw as the levels are.
+"""
+
+from __future__ import annotations
+
+import os
+
+from torch import nn
+
+from .convert import recorded_swin
+from .export import RUN_SETTINGS, _run_preprocessing, input_size, run_backbone, run_out_norm
+from .io import read_metadata
+from .models.swin import SwinTransformer
+
+READERS = {"detection": "its FPN", "segmentation": "its UperNet head"}
+
+
+def run_task(checkpoint: str | os.PathLike | None) -> str | None:
+    """``"detection"`` or ``"segmentation"`` for a run's weights file, else None (a classifier's, another layout)."""
+    task = read_metadata(checkpoint).get("task") if checkpoint is not None else None
+    return task if task in RUN_SETTINGS else None
+
+
+def check_run_options(task: str | None, checkpoint: str | os.PathLike | None, model: str | None, raw: bool) -> None:
+    """ValueError for the options a weights file cannot take (``task``: its :func:`run_task`): --model with a run's
+    file, which records its Swin; --no-out-norm (``raw``) with any other, which has no run's per-level norms."""
+    if task is not None and model is not None:
+        raise ValueError(f"--model: not for a {task} checkpoint, which records its Swin; drop --model")
+    if task is None and raw:
+        raise ValueError(
+            f"--no-out-norm leaves out a detection or segmentation run's per-level norms; {checkpoint or model} is no "
+            "such run's weights (its levels are the raw ones already): drop --no-out-norm"
+        )
+
+
+def run_levels_model(checkpoint: str | os.PathLike, raw_levels: bool = False) -> SwinTransformer:
+    """The run's Swin in eval mode, its levels through the run's per-level norms unless ``raw_levels`` (or the run
+    trained none), its ``pretrained_cfg`` giving the run's mean, std and input size.
+
+    Raises:
+        ValueError: the file is no detection or segmentation run's, or does not load.
+    """
+    metadata = read_metadata(checkpoint)
+    model = run_backbone(checkpoint, False if raw_levels else None)
+    if raw_levels or not run_out_norm(metadata):
+        model.norm = nn.Identity()  # the pooled vector is the mean of the last level as returned: raw here
+    size = input_size(model, checkpoint)
+    model.pretrained_cfg = {**model.pretrained_cfg, **_run_preprocessing(metadata), "input_size": (3, *size)}
+    return model
+
+
+def run_levels_name(checkpoint: str | os.PathLike, raw_levels: bool = False) -> str:
+    """What the levels are of, to record beside them: ``"<swin> (detection run's backbone, per-level norms)"`` (or
+    ``raw levels``): features of one file with and without the norms differ, and so do their names."""
+    metadata = read_metadata(checkpoint)
+    levels = "raw levels" if raw_levels or not run_out_norm(metadata) else "per-level norms"
+    return f"{recorded_swin(metadata)} ({metadata['task']} run's backbone, {levels})"
+
+
+def run_norms_note(checkpoint: str | os.PathLike, raw_levels: bool = False) -> str | None:
+    """The note for stderr that the levels of a run's file go through the run's trained per-level norms (as
+    ``export_onnx.py --features`` says it), or None where they do not."""
+    metadata = read_metadata(checkpoint)
+    if raw_levels or not run_out_norm(metadata):
+        return None
+    task = metadata["task"]
+    return (
+        f"note: a {task} checkpoint: its backbone's levels through the run's trained per-level norms, as "
+        f"{READERS[task]} reads them, at its mean, std and input size (--no-out-norm: the raw levels, which it never "
+        "sees)"
+    )

@@ -41,8 +41,10 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.ann and args.images):
         parser.error("give --data-dir, or both --ann and --images")
-    if args.batch_size < 1 or args.num_workers < 0:
-        parser.error("--batch-size must be at least 1, --num-workers at least 0")
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.num_workers < 0:
+        parser.error(f"--num-workers must be at least 0, got {args.num_workers}")
     return args
 
 
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     split = load_split(ann_file, image_dir, masks=masks)
     split = without_thin_images(split, transform.min_size[-1], transform.max_size)
     dataset = CocoDetection(split, categories, build_eval_transform(), evaluation=True)  # checks the categories
-    check_scorable(dataset, args.split)
+    check_scorable(dataset, args.split, "--ann" if args.ann else None)  # the file as the user named it
     truth = scoring_ground_truth(dataset)  # the boxes clipped to their images, as training sees them
     iou_types = ["bbox"]
     if meta["detector"].get("detector") == "maskrcnn":

@@ -72,14 +72,27 @@ def scoring_ground_truth(dataset: CocoDetection) -> COCO:
     return coco
 
 
-def check_scorable(dataset: CocoDetection, split: str) -> None:
+def check_scorable(dataset: CocoDetection, split: str, option: str | None = None) -> None:
     """ValueError when no image of ``dataset`` holds an object to score: COCOeval's AP over none is NaN, which would
-    read as a result (a training run could pick no best weights by it)."""
-    if not any(dataset.objects):
-        raise ValueError(
-            f"the {split} annotations ({dataset.split.ann_file}) hold no object to score on the images kept, only "
-            "iscrowd or empty ones; the AP would be NaN"
-        )
+    read as a result (a training run could pick no best weights by it). The message says why: a file of no
+    annotation, none on the images kept, or only ``iscrowd`` ones and ones with no box area in their image.
+
+    Args:
+        dataset: the split's images and objects.
+        split: "val", "train": the file is "the <split> annotations (<file>)" ...
+        option: ... or, where given, the option the user named the file by ("--ann": "--ann <file>").
+    """
+    if any(dataset.objects):
+        return
+    coco, ann_file = dataset.split.coco, dataset.split.ann_file
+    source = f"{option} {ann_file}" if option else f"the {split} annotations ({ann_file})"
+    if not coco.anns:
+        why = "no annotation at all, so no object to score"
+    elif not any(coco.imgToAnns.get(i) for i in dataset.split.image_ids):
+        why = "no annotation on the images kept (those left out are named in a warning above), so no object to score"
+    else:
+        why = "no object to score on the images kept, only iscrowd or empty ones"
+    raise ValueError(f"{source}: {why}; the AP would be NaN")
 
 
 def check_scored(coco_gt: COCO, image_ids: list[int], left_out: list[LeftOut], split: str) -> None:

@@ -116,7 +116,7 @@ def test_evaluate_detection_on_data_with_nothing_to_score_is_one_error(trained, 
     argv = ["--checkpoint", str(run / "best.safetensors"), "--data-dir", str(data), "--output-dir", str(tmp_path)]
     assert run_script("evaluate_detection", [*argv, "--num-workers", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("error: the val annotations (") and "hold no object to score" in err
+    assert err.startswith("error: the val annotations (") and "no object to score" in err
     assert not (tmp_path / "eval.json").exists()
 
 

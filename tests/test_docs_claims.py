@@ -154,3 +154,14 @@ def test_ema_sentence_matches_ema_weights(tmp_path: Path, capsys: pytest.Capture
     for doc in ("detection.md", "segmentation.md"):
         sentence = "`EMA weights: PATH` when that is another file than `--checkpoint` (nothing is printed for"
         assert sentence in one_line(ROOT / "docs" / doc)
+
+
+def test_segmentation_md_build_upernet_example_runs() -> None:
+    from swinlite.segmentation import build_upernet
+    from swinlite.segmentation.config import SegModelConfig
+
+    text = (ROOT / "docs" / "segmentation.md").read_text()
+    (example,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "build_upernet(" in b]
+    scope = {"build_upernet": build_upernet, "SegModelConfig": SegModelConfig, "torch": torch}
+    exec(example, scope)
+    assert scope["out"].logits.shape == (1, 5, 64, 64) and scope["out"].aux_logits is None

@@ -52,8 +52,12 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument("--overwrite", action="store_true", help="replace this script's earlier outputs in it")
     args = parser.parse_args(argv)
-    if args.batch_size < 1 or args.num_workers < 0 or (args.img_size is not None and args.img_size < 1):
-        parser.error("--batch-size and --img-size must be at least 1, --num-workers at least 0")
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.img_size is not None and args.img_size < 1:
+        parser.error(f"--img-size must be at least 1, got {args.img_size}")
+    if args.num_workers < 0:
+        parser.error(f"--num-workers must be at least 0, got {args.num_workers}")
     if args.compile and args.amp != "none":
         parser.error("--compile runs the model in fp32; drop --amp")
     return args

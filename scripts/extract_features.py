@@ -76,8 +76,12 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
-    if args.batch_size < 1 or args.workers < 0 or (args.size and min(args.size) < 1):
-        parser.error("--batch-size and --size must be positive, --workers non-negative")
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.size and min(args.size) < 1:
+        parser.error(f"--size must be positive, got {' '.join(map(str, args.size))}")
+    if args.workers < 0:
+        parser.error(f"--workers must be at least 0, got {args.workers}")
     return args
 
 

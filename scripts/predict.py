@@ -69,8 +69,12 @@ def parse_args(argv: list[str] | None = None):
         parser.error("pass --checkpoint, --onnx, or --model for a timm model's pretrained weights")
     if args.compile and args.amp != "none":
         parser.error("--compile runs the model in fp32; drop --amp")
-    if args.topk < 1 or (args.batch_size is not None and args.batch_size < 1) or args.num_workers < 0:
-        parser.error("--topk and --batch-size must be at least 1, --num-workers at least 0")
+    if args.topk < 1:
+        parser.error(f"--topk must be at least 1, got {args.topk}")
+    if args.batch_size is not None and args.batch_size < 1:
+        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.num_workers < 0:
+        parser.error(f"--num-workers must be at least 0, got {args.num_workers}")
     if args.onnx is None:  # --onnx: the file may fix its batch (onnx_predict.batch_size)
         args.batch_size = args.batch_size or BATCH_SIZE
     return args

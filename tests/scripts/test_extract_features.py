@@ -145,7 +145,7 @@ def test_files_of_its_names_that_no_extraction_wrote_are_refused(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--model", PICO, "--batch-size", "0"], "must be positive"),
+        (["--model", PICO, "--batch-size", "0"], "--batch-size must be at least 1, got 0"),
         (["--model", PICO, "--dtype", "int8"], "invalid choice"),
     ],
 )

@@ -292,15 +292,10 @@ def note_run_norms(args, metadata: dict) -> None:
     """Say on stderr that --features of a run's file exports its levels through the run's trained per-level norms
     when the user did not choose (--out-norm / --no-out-norm): the levels its FPN or head reads, not timm's raw
     features_only levels, which --features means for other files."""
-    from swinlite.export import run_out_norm
+    from swinlite.export import run_norms_note, run_out_norm
 
     if args.out_norm is None and run_out_norm(metadata):
-        task, reader = metadata["task"], {"detection": "its FPN", "segmentation": "its UperNet head"}[metadata["task"]]
-        print(
-            f"note: --features of a {task} checkpoint: its backbone's levels through the run's trained per-level "
-            f"norms, as {reader} reads them (--no-out-norm: the raw levels, which it never sees)",
-            file=sys.stderr,
-        )
+        print(run_norms_note(metadata, f"--features of a {metadata['task']} checkpoint"), file=sys.stderr)
 
 
 def output_names(args, model) -> list[str]:

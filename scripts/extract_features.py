@@ -92,7 +92,13 @@ def build_model(args, checkpoint: Path | None):
     file again later recorded a file replaced since (a training run's new best.safetensors) in settings.json, beside
     features of the weights it replaced."""
     from swinlite import SwinTransformer
-    from swinlite.features_of_runs import check_run_options, run_levels_model, run_levels_name, run_norms_note, run_task
+    from swinlite.features_of_runs import (
+        check_run_options,
+        run_levels_model,
+        run_levels_name,
+        run_levels_note,
+        run_task,
+    )
     from swinlite.hub import cached_weights
     from swinlite.io import file_sha256, read_weights_bytes
     from swinlite.weights import load_model, pretrained_model, read_info
@@ -100,7 +106,7 @@ def build_model(args, checkpoint: Path | None):
     task = run_task(checkpoint)
     check_run_options(task, checkpoint, args.model, args.no_out_norm)
     if task is not None:  # its backbone, which run_backbone reads from the file: hashed first
-        sha256, note = file_sha256(checkpoint), run_norms_note(checkpoint, args.no_out_norm)
+        sha256, note = file_sha256(checkpoint), run_levels_note(checkpoint, args.no_out_norm)
         if note:
             print(note, file=sys.stderr)
         return run_levels_model(checkpoint, args.no_out_norm), run_levels_name(checkpoint, args.no_out_norm), sha256

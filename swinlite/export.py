@@ -59,6 +59,7 @@ IMAGE_DIMS = ("batch", "channels", "height", "width")  # an image input's dims, 
 QUANTIZATIONS = ("dynamic",)
 TOLERANCE = 1e-4  # the largest |ONNX Runtime - PyTorch| an export's check allows by default (--tolerance)
 RUN_SETTINGS = {"detection": "detector", "segmentation": "segmenter"}  # a run file's task -> its model's settings key
+RUN_READERS = {"detection": "its FPN", "segmentation": "its UperNet head"}  # what reads a run's backbone levels
 
 
 class FeatureExtractor(nn.Module):
@@ -178,7 +179,18 @@ def input_size(model: nn.Module, checkpoint: str | os.PathLike | None) -> tuple[
     return tuple(swin_of(model).pretrained_cfg["input_size"][1:])
 
 
-def _run_preprocessing(recorded: Mapping[str, object]) -> dict[str, object]:
+def run_norms_note(recorded: Mapping[str, object], subject: str) -> str:
+    """The note for stderr that ``subject``, the levels of a detection or segmentation run's file
+    (:func:`run_backbone`'s default), go through the run's trained per-level norms: what its FPN or head reads, not
+    timm's raw ``features_only`` levels."""
+    reader = RUN_READERS[str(recorded["task"])]
+    return (
+        f"note: {subject}: its backbone's levels through the run's trained per-level norms, as {reader} reads them "
+        "(--no-out-norm: the raw levels, which it never sees)"
+    )
+
+
+def run_preprocessing(recorded: Mapping[str, object]) -> dict[str, object]:
     """The normalization of a detection or segmentation run's file (its ``mean`` and ``std``): its backbone's input is
     normalized as the run normalizes."""
     settings = recorded["data"] if recorded["task"] == "detection" else recorded["preprocessing"]
@@ -225,7 +237,7 @@ def export_metadata(
     recorded = read_metadata(checkpoint) if checkpoint is not None else {}
     if recorded.get("task") in RUN_SETTINGS:  # a run's file (read_info refuses it): its backbone, fed as the run does
         name, weights = recorded_swin(recorded), recorded.get("weights", "raw")
-        preprocessing |= _run_preprocessing(recorded)
+        preprocessing |= run_preprocessing(recorded)
     else:
         info = read_info(checkpoint) if checkpoint is not None else None
         name = info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__)

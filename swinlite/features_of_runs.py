@@ -15,11 +15,9 @@ import os
 from torch import nn
 
 from .convert import recorded_swin
-from .export import RUN_SETTINGS, _run_preprocessing, input_size, run_backbone, run_out_norm
+from .export import RUN_SETTINGS, input_size, run_backbone, run_norms_note, run_out_norm, run_preprocessing
 from .io import read_metadata
 from .models.swin import SwinTransformer
-
-READERS = {"detection": "its FPN", "segmentation": "its UperNet head"}
 
 
 def run_task(checkpoint: str | os.PathLike | None) -> str | None:
@@ -52,7 +50,7 @@ def run_levels_model(checkpoint: str | os.PathLike, raw_levels: bool = False) ->
     if raw_levels or not run_out_norm(metadata):
         model.norm = nn.Identity()  # the pooled vector is the mean of the last level as returned: raw here
     size = input_size(model, checkpoint)
-    model.pretrained_cfg = {**model.pretrained_cfg, **_run_preprocessing(metadata), "input_size": (3, *size)}
+    model.pretrained_cfg = {**model.pretrained_cfg, **run_preprocessing(metadata), "input_size": (3, *size)}
     return model
 
 
@@ -64,15 +62,10 @@ def run_levels_name(checkpoint: str | os.PathLike, raw_levels: bool = False) -> 
     return f"{recorded_swin(metadata)} ({metadata['task']} run's backbone, {levels})"
 
 
-def run_norms_note(checkpoint: str | os.PathLike, raw_levels: bool = False) -> str | None:
-    """The note for stderr that the levels of a run's file go through the run's trained per-level norms (as
-    ``export_onnx.py --features`` says it), or None where they do not."""
+def run_levels_note(checkpoint: str | os.PathLike, raw_levels: bool = False) -> str | None:
+    """The note for stderr that the levels of a run's file go through the run's trained per-level norms
+    (:func:`swinlite.export.run_norms_note`, as ``export_onnx.py --features`` says it), or None where they do not."""
     metadata = read_metadata(checkpoint)
     if raw_levels or not run_out_norm(metadata):
         return None
-    task = metadata["task"]
-    return (
-        f"note: a {task} checkpoint: its backbone's levels through the run's trained per-level norms, as "
-        f"{READERS[task]} reads them, at its mean, std and input size (--no-out-norm: the raw levels, which it never "
-        "sees)"
-    )
+    return run_norms_note(metadata, f"a {metadata['task']} checkpoint")

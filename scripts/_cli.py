@@ -404,6 +404,15 @@ def check_test_options(parser: Parser, args: argparse.Namespace) -> None:
                      "drop --stride, or pass --mode slide")  # fmt: skip
 
 
+def check_at_least(parser: argparse.ArgumentParser, args: argparse.Namespace, **lows: int) -> None:
+    """``parser.error`` naming the first option of ``lows`` (``batch_size=1``: ``--batch-size``) given below its
+    least value, and the value given; an option left at None is not given."""
+    for name, low in lows.items():
+        value = getattr(args, name)
+        if value is not None and value < low:
+            parser.error(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
+
+
 def check_onnx_options(
     parser: Parser,
     args: argparse.Namespace,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, ema_weights, run
+from _cli import Parser, check_at_least, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -52,12 +52,7 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument("--overwrite", action="store_true", help="replace this script's earlier outputs in it")
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
-    if args.img_size is not None and args.img_size < 1:
-        parser.error(f"--img-size must be at least 1, got {args.img_size}")
-    if args.num_workers < 0:
-        parser.error(f"--num-workers must be at least 0, got {args.num_workers}")
+    check_at_least(parser, args, batch_size=1, img_size=1, num_workers=0)
     if args.compile and args.amp != "none":
         parser.error("--compile runs the model in fp32; drop --amp")
     return args

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, ema_weights, run
+from _cli import Parser, check_at_least, ema_weights, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -41,10 +41,7 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.ann and args.images):
         parser.error("give --data-dir, or both --ann and --images")
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
-    if args.num_workers < 0:
-        parser.error(f"--num-workers must be at least 0, got {args.num_workers}")
+    check_at_least(parser, args, batch_size=1, num_workers=0)
     return args
 
 

@@ -29,7 +29,7 @@ import math
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_test_options, ema_weights, run
+from _cli import Parser, check_at_least, check_test_options, ema_weights, run
 
 SPLITS = {"validation": "val", "training": "train"}
 
@@ -72,8 +72,7 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.images and args.masks):
         parser.error("give --data-dir, or both --images and --masks")
-    if args.num_workers < 0:
-        parser.error(f"--num-workers must be at least 0, got {args.num_workers}")
+    check_at_least(parser, args, num_workers=0)
     if args.stride and min(args.stride) < 1:
         parser.error(f"--stride must be positive, got {' '.join(map(str, args.stride))}")
     check_test_options(parser, args)

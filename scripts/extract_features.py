@@ -37,7 +37,7 @@ import hashlib
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_size, ema_weights, run
+from _cli import WEIGHTS_HINT, Parser, check_at_least, check_size, ema_weights, run
 
 DTYPES = ("float16", "float32")
 
@@ -76,12 +76,9 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    check_at_least(parser, args, batch_size=1, workers=0)
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {' '.join(map(str, args.size))}")
-    if args.workers < 0:
-        parser.error(f"--workers must be at least 0, got {args.workers}")
     return args
 
 

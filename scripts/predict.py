@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_onnx_options, ema_weights, run
+from _cli import WEIGHTS_HINT, Parser, check_at_least, check_onnx_options, ema_weights, run
 
 BATCH_SIZE = 32  # images per forward pass by default
 
@@ -69,12 +69,7 @@ def parse_args(argv: list[str] | None = None):
         parser.error("pass --checkpoint, --onnx, or --model for a timm model's pretrained weights")
     if args.compile and args.amp != "none":
         parser.error("--compile runs the model in fp32; drop --amp")
-    if args.topk < 1:
-        parser.error(f"--topk must be at least 1, got {args.topk}")
-    if args.batch_size is not None and args.batch_size < 1:
-        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
-    if args.num_workers < 0:
-        parser.error(f"--num-workers must be at least 0, got {args.num_workers}")
+    check_at_least(parser, args, topk=1, batch_size=1, num_workers=0)
     if args.onnx is None:  # --onnx: the file may fix its batch (onnx_predict.batch_size)
         args.batch_size = args.batch_size or BATCH_SIZE
     return args

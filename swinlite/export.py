@@ -152,6 +152,8 @@ def run_backbone(checkpoint: str | os.PathLike, out_norm: bool | None = None) ->
     out_norm = run_out_norm(metadata) if out_norm is None else out_norm
     kwargs = {**metadata[key].get("kwargs", {}), "num_classes": 0, "out_norm": out_norm}
     net = create_for_file(checkpoint, recorded_swin(metadata), **kwargs)
+    if not run_out_norm(metadata):  # nor a final norm: the run's features-only Swin has none (its last level is raw)
+        net.norm = nn.Identity()
     with warnings.catch_warnings():
         if not out_norm:  # the raw levels asked for: the run's norms are left out by choice, not lost
             warnings.filterwarnings("ignore", message="dropping per-level output norms")

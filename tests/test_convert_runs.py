@@ -21,6 +21,7 @@ from swinlite.detection.models import build_detector
 from swinlite.engine.checkpoint import save_weights
 from swinlite.engine.model import create_model
 from swinlite.engine.sections import ModelConfig
+from swinlite.export import run_backbone
 from swinlite.io import read_metadata, read_state_dict
 from swinlite.segmentation.config import SegModelConfig
 from swinlite.segmentation.models import build_upernet
@@ -246,3 +247,15 @@ def test_a_model_that_uses_the_final_norm_refuses_a_run_without_it_saying_why(
         "it starts a detection or segmentation backbone (which does not use the final norm), not this model" in message
     )
     assert "norm.weight, norm.bias" in message  # the keys, named after their cause
+
+
+@pytest.mark.parametrize("task", LAYOUT)
+def test_the_swin_of_a_run_without_output_norms_is_read_for_its_levels(tmp_path, task):
+    """export_onnx.py --features, extract_features.py and visualize.py read a run's Swin through
+    swinlite.export.run_backbone, which refused one trained with model.kwargs.out_norm=false ("it has no final norm
+    (norm.*), which the model uses"), with or without --no-out-norm: it is that Swin, its levels the raw ones."""
+    path = _run_file(tmp_path, task, out_norm=False)
+    want = _swin_without_norms(path, task)
+    for out_norm in (None, False):  # the run's own choice (none), and --no-out-norm
+        got = run_backbone(path, out_norm).state_dict()
+        assert got.keys() == want.keys() and all(torch.equal(got[k], v) for k, v in want.items())

@@ -30,7 +30,7 @@ from ..convert import convert_state_dict, misfit_note, other_classes
 from ..engine.model import pretrained_file
 from ..io import read_metadata, read_state_dict
 from ..models.variants import SwinFeatureBody
-from ..weights import load_checkpoint, load_strict
+from ..weights import check_model_name, load_checkpoint, load_strict
 from .config import SegModelConfig
 from .convert import CLASSIFIERS, convert_upernet
 
@@ -179,10 +179,14 @@ def build_upernet(
     is warned (its classifiers are kept, row i class i of the run), as detection and classification warn.
 
     Raises:
-        TypeError: ``name_or_cfg`` neither a model name nor a SegModelConfig.
-        ValueError: weights that do not fit (naming the file and the keys).
+        TypeError: ``name_or_cfg`` neither a model name nor a SegModelConfig; ``pretrained`` beside a config.
+        ValueError: a name that is no swinlite model; ``num_classes`` below 1; weights that do not fit (naming the
+            file and the keys).
     """
-    cfg = _model_config(name_or_cfg)
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise ValueError(f"build_upernet: num_classes must be a whole number of at least 1, got {num_classes!r}")
+    model_kwargs = dict(model_kwargs)
+    cfg = _model_config(name_or_cfg, model_kwargs)
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     path = pretrained_file(cfg)
     state = read_state_dict(path) if path is not None else None
@@ -211,12 +215,16 @@ def build_upernet(
     return model
 
 
-def _model_config(name_or_cfg: str | SegModelConfig) -> SegModelConfig:
-    """``name_or_cfg`` as a SegModelConfig: a model name with the defaults, a config as it is."""
+def _model_config(name_or_cfg: str | SegModelConfig, model_kwargs: dict[str, Any]) -> SegModelConfig:
+    """``name_or_cfg`` as a SegModelConfig: a swinlite model name with the defaults (``pretrained`` taken from
+    ``model_kwargs``, as ``timm.create_model`` takes it), a config as it is."""
     if isinstance(name_or_cfg, SegModelConfig):
+        if "pretrained" in model_kwargs:
+            raise TypeError("build_upernet: give pretrained in the SegModelConfig (pretrained=True or a file)")
         return name_or_cfg
     if isinstance(name_or_cfg, str):
-        return SegModelConfig(name=name_or_cfg)
+        check_model_name(name_or_cfg, "swinlite_*")  # a UperNet on a Swin: timm's other models have no out_norm
+        return SegModelConfig(name=name_or_cfg, pretrained=model_kwargs.pop("pretrained", False))
     raise TypeError(
         "build_upernet expects a model name (e.g. 'swinlite_tiny_patch4_window7_224') or a SegModelConfig, "
         f"got {type(name_or_cfg).__name__}"

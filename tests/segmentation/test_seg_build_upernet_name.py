@@ -21,3 +21,23 @@ def test_anything_else_is_a_type_error_naming_what_is_expected():
     with pytest.raises(TypeError, match=r"^build_upernet expects a model name \(e\.g\. '.+'\) or a SegModelConfig, "
                                         r"got dict$"):  # fmt: skip
         build_upernet({"name": PICO}, num_classes=5)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "said"),
+    [
+        (("resnet18", 3), {}, ValueError, "unknown model"),  # was: ResNet.__init__() ... unexpected keyword 'out_norm'
+        ((PICO, 0), {}, ValueError, "num_classes must be a whole number of at least 1, got 0"),  # deep in torch
+        ((PICO, "5"), {}, ValueError, "num_classes must be a whole number of at least 1, got '5'"),
+        ((SegModelConfig(name=PICO), 3), {"pretrained": True}, TypeError, "give pretrained in the SegModelConfig"),
+    ],
+)
+def test_a_call_it_cannot_serve_is_refused_first(args, kwargs, error, said):
+    with pytest.raises(error, match=said):
+        build_upernet(*args, **kwargs)
+
+
+def test_pretrained_goes_with_a_name_as_timm_create_model_takes_it():
+    """build_upernet(name, n, pretrained=False) said "create_model() got multiple values for keyword argument
+    'pretrained'"."""
+    assert build_upernet(PICO, 3, pretrained=False).decode_head.classifier.out_channels == 3

@@ -148,5 +148,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             for fixture in item._fixtureinfo.name2fixturedefs.get(name, ()):
                 if fixture.scope == "session" and fixture.baseid.startswith("tests"):
                     parent[root(f"{fixture.baseid}::{name}")] = root(item.nodeid.split("::")[0])
+    groups = {item.nodeid: root(item.nodeid.split("::")[0]) for item in items}
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(root(item.nodeid.split("::")[0])))
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    # The groups a session fixture joins (a trained run, an exported file, and every file reading it) are the
+    # longest: dealt to the workers first, so that the short ones even the workers out at the end instead of one
+    # worker running a long group alone. Within a group the order is the files' own.
+    files: dict[str, set[str]] = {}  # a group's files: how long it runs, roughly
+    for nodeid, group in groups.items():
+        files.setdefault(group, set()).add(nodeid.split("::")[0])
+    position = {group: i for i, group in enumerate(files)}  # the groups in the order they were collected
+    items.sort(key=lambda item: (-len(files[groups[item.nodeid]]), position[groups[item.nodeid]]))

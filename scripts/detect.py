@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     earlier = check_output_dir("detection", out, [args.checkpoint, weights, *args.input, *images], args.overwrite)
     model, categories, meta = load_detector(weights, device)
     model_thresh = meta["detector"].get("score_thresh", DetModelConfig().score_thresh)
-    results, skipped, best, record = [], [], None, DrawingRecord(out, earlier, images)
+    results, skipped, best, record = [], [], None, DrawingRecord(out, earlier, images, "detect.py")
     for index, path, image in decoded(images, skipped):
         pixels = pil_to_tensor(image)  # [3, H, W] uint8
         problem = unprocessable(model, *pixels.shape[1:])
@@ -156,7 +156,7 @@ def detect_onnx(args) -> int:
         problem = onnx_predict.size_problem(model, *size)
         if problem:
             raise ValueError(f"{path}: resized to {size[0]}x{size[1]} (HxW): {problem}")
-    results, skipped, best, record = [], [], None, files.DrawingRecord(out, earlier, images)
+    results, skipped, best, record = [], [], None, files.DrawingRecord(out, earlier, images, "detect.py")
     for index, path, image in files.decoded(images, skipped):
         problem = onnx_predict.too_thin(model, settings, image.height, image.width)
         if problem:

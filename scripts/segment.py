@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             raise ValueError(f"{path}: {problem}")
     normalize, palette = build_eval_transform(info.mean, info.std), info.labels.palette
-    skipped, record = [], DrawingRecord(out, earlier, images)
+    skipped, record = [], DrawingRecord(out, earlier, images, "segment.py")
     for index, path, image in decoded(images, skipped):
         problem = thin_problem(image.height, image.width, test.img_scale, test.ratios, patch_side(model))
         if problem:
@@ -195,7 +195,7 @@ def segment_onnx(args) -> int:
         problem = None if thin[path] else onnx_predict.segment_problem(model, settings, height, width)
         if problem:
             raise ValueError(f"{path}: {problem}")
-    skipped, record = [], files.DrawingRecord(out, earlier, images)
+    skipped, record = [], files.DrawingRecord(out, earlier, images, "segment.py")
     for index, path, image in files.decoded(images, skipped):
         if thin.get(path):
             skipped.append(f"{path}: {thin[path]}")

@@ -711,10 +711,10 @@ def check_output_dir(
     inputs: Iterable[str | os.PathLike | None],
     overwrite: bool,
     option: str = "--output-dir",
-) -> EarlierOutputs:
+) -> list[Path]:
     """Check ``out``, the ``--output-dir`` of a script of ``task`` (:data:`OUTPUT_DIR_FILES`), before any work;
     return what earlier runs of that task's scripts left in it, for the caller to remove (:func:`remove_outputs`)
-    once its own checks have passed (or a :class:`DrawingRecord`, which records its run as ``task``'s).
+    once its own checks have passed (or a :class:`DrawingRecord`).
 
     The run writes its own files, and ``--overwrite`` removes those of the task's other script too
     (evaluate_detection.py's detections.json beside detect.py's drawings of another checkpoint was a mix of two
@@ -741,16 +741,7 @@ def check_output_dir(
     _check_shared(Path(out), task, option)
     _check_numbered(Path(out), names, DRAWINGS, option)
     _check_recorded(Path(out), task, option)
-    return EarlierOutputs(task, earlier_outputs(out, names, overwrite, option))
-
-
-class EarlierOutputs(list[Path]):
-    """What :func:`check_output_dir` returns: the outputs earlier runs of ``task``'s scripts left in its folder, and
-    ``task``, which a :class:`DrawingRecord` given them records its run as (:func:`drawing_script`)."""
-
-    def __init__(self, task: str, paths: Iterable[Path] = ()) -> None:
-        super().__init__(paths)
-        self.task = task
+    return earlier_outputs(out, names, overwrite, option)
 
 
 def _check_shared(folder: Path, task: str, option: str) -> None:
@@ -763,13 +754,12 @@ def _check_shared(folder: Path, task: str, option: str) -> None:
     shared = shared_names(task)
     if any(_held(folder, name) for name in _names(OUTPUT_DIR_FILES[task]) if name not in shared):
         return
-    script = drawing_script(task)
-    own = RECORD if script and record_script(folder) == script else None
+    writer = record_script(folder)
+    own = RECORD if writer is not None and writer == drawing_script(task) else None
     lone = next((name for name in shared if name != own and _held(folder, name)), None)
     if lone is None:
         return
-    writer = record_script(folder) if lone == RECORD else None
-    if writer in {drawing_script(other) for other in OUTPUT_DIR_FILES} - {None}:  # another task's, killed early
+    if lone == RECORD and writer in {drawing_script(other) for other in OUTPUT_DIR_FILES} - {None}:  # killed early
         raise ValueError(
             f"{option} {folder} holds {lone} alone, the record of a {writer} run (killed before its first drawing), "
             f"none of {task}'s outputs; move it, or choose another folder"
@@ -845,20 +835,19 @@ class DrawingRecord:
 
     It is written before the first drawing, naming every drawing the run may write, so that the drawings of a run
     killed before its end are recognizably its (:func:`_check_recorded`): ``--overwrite`` replaces them. That first
-    write also names the script (:data:`RECORD_SCRIPT`, where ``earlier`` is :func:`check_output_dir`'s: of its
-    task), so that a record a run killed before its first drawing left alone is recognizably its script's
-    (:func:`_check_shared`). The script writes it again at its end with those it wrote (:attr:`drawn`).
+    write also names ``script``, the one writing it (:data:`RECORD_SCRIPT`), so that a record a run killed before
+    its first drawing left alone is recognizably its script's (:func:`_check_shared`). The script writes it again at
+    its end with those it wrote (:attr:`drawn`).
     """
 
-    def __init__(self, out: str | os.PathLike, earlier: list[Path], images: Sequence[Path]) -> None:
+    def __init__(self, out: str | os.PathLike, earlier: list[Path], images: Sequence[Path], script: str) -> None:
         """``earlier``: an earlier run's outputs (:func:`check_output_dir`), removed before the first drawing;
         ``images``: the run's inputs, in order."""
         self.path = Path(out) / RECORD
         self.drawn: dict[str, str] = {}
         self._earlier = earlier
-        script = drawing_script(earlier.task) if isinstance(earlier, EarlierOutputs) else None
         self._planned = {numbered_name(index, path): str(path) for index, path in enumerate(images)}
-        self._first = ({RECORD_SCRIPT: script} if script else {}) | self._planned
+        self._first = {RECORD_SCRIPT: script} | self._planned
         self._started = False
 
     def add(self, name: str) -> None:

@@ -18,7 +18,7 @@ IMAGES = [Path("in/a.png"), Path("in/b.png")]
 
 def _killed_before_first_drawing(out: Path, task: str) -> None:
     """A run of ``task``'s drawing script into ``out``, killed after its record's first write, before its drawing."""
-    files.DrawingRecord(out, files.check_output_dir(task, out, [], overwrite=False), IMAGES).add(
+    files.DrawingRecord(out, files.check_output_dir(task, out, [], overwrite=False), IMAGES, TASKS[task]).add(
         files.numbered_name(0, IMAGES[0])
     )
     assert [p.name for p in out.iterdir()] == [files.RECORD]

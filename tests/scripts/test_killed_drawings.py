@@ -25,7 +25,7 @@ KILLED = {
 def _killed_run(out: Path, script: str) -> list[str]:
     """``script``'s run into ``out`` of two images killed after its first drawing(s); the names it left there."""
     _, drawings, _ = KILLED[script]
-    record = files.DrawingRecord(out, [], [Path("in/a.png"), Path("in/b.png")])
+    record = files.DrawingRecord(out, [], [Path("in/a.png"), Path("in/b.png")], script)
     name = files.numbered_name(0, Path("in/a.png"))
     record.add(name)
     for folder in drawings:

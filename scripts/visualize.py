@@ -71,17 +71,17 @@ def parse_args(argv: list[str] | None = None):
 def load_swin(args, checkpoint: Path | None):
     """The model to draw: a detection or segmentation run's backbone (swinlite.features_of_runs; its note on
     stderr), a classifier's checkpoint strictly, or timm's pretrained weights of --model."""
-    from swinlite.features_of_runs import check_run_options, run_levels_model, run_levels_note, run_task
+    from swinlite.features_of_runs import check_run_options, run_levels, run_task
     from swinlite.weights import load_model, pretrained_model
 
     task = run_task(checkpoint)
     check_run_options(task, checkpoint, args.model, args.no_out_norm)
     if task is None:
         return load_model(checkpoint, args.model) if checkpoint else pretrained_model(args.model, WEIGHTS_HINT)
-    note = run_levels_note(checkpoint, args.no_out_norm) if args.image is not None else None
-    if note:
-        print(note, file=sys.stderr)
-    return run_levels_model(checkpoint, args.no_out_norm)
+    levels = run_levels(checkpoint, args.no_out_norm)
+    if levels.note and args.image is not None:  # the bias maps alone show no levels
+        print(levels.note, file=sys.stderr)
+    return levels.model
 
 
 def main(argv: list[str] | None = None) -> list[Path]:

@@ -11,6 +11,7 @@ returned, through the run's norm or raw as the levels are.
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from torch import nn
 
@@ -38,34 +39,31 @@ def check_run_options(task: str | None, checkpoint: str | os.PathLike | None, mo
         )
 
 
-def run_levels_model(checkpoint: str | os.PathLike, raw_levels: bool = False) -> SwinTransformer:
+class RunLevels(NamedTuple):
+    """A run's Swin for its levels (:func:`run_levels`), the name to record beside them, and the note for stderr."""
+
+    model: SwinTransformer
+    name: str
+    note: str | None
+
+
+def run_levels(checkpoint: str | os.PathLike, raw_levels: bool = False) -> RunLevels:
     """The run's Swin in eval mode, its levels through the run's per-level norms unless ``raw_levels`` (or the run
-    trained none), its ``pretrained_cfg`` giving the run's mean, std and input size.
+    trained none), its ``pretrained_cfg`` giving the run's mean, std and input size; what the levels are of, to record
+    beside them (``"<swin> (detection run's backbone, per-level norms)"`` or ``raw levels``: features of one file with
+    and without the norms differ, and so do their names); and, for the norms, the note for stderr
+    (:func:`swinlite.export.run_norms_note`, as ``export_onnx.py --features`` says it).
 
     Raises:
         ValueError: the file is no detection or segmentation run's, or does not load.
     """
     metadata = read_metadata(checkpoint)
+    raw = raw_levels or not run_out_norm(metadata)
     model = run_backbone(checkpoint, False if raw_levels else None)
-    if raw_levels or not run_out_norm(metadata):
+    if raw:
         model.norm = nn.Identity()  # the pooled vector is the mean of the last level as returned: raw here
     size = input_size(model, checkpoint)
     model.pretrained_cfg = {**model.pretrained_cfg, **run_preprocessing(metadata), "input_size": (3, *size)}
-    return model
-
-
-def run_levels_name(checkpoint: str | os.PathLike, raw_levels: bool = False) -> str:
-    """What the levels are of, to record beside them: ``"<swin> (detection run's backbone, per-level norms)"`` (or
-    ``raw levels``): features of one file with and without the norms differ, and so do their names."""
-    metadata = read_metadata(checkpoint)
-    levels = "raw levels" if raw_levels or not run_out_norm(metadata) else "per-level norms"
-    return f"{recorded_swin(metadata)} ({metadata['task']} run's backbone, {levels})"
-
-
-def run_levels_note(checkpoint: str | os.PathLike, raw_levels: bool = False) -> str | None:
-    """The note for stderr that the levels of a run's file go through the run's trained per-level norms
-    (:func:`swinlite.export.run_norms_note`, as ``export_onnx.py --features`` says it), or None where they do not."""
-    metadata = read_metadata(checkpoint)
-    if raw_levels or not run_out_norm(metadata):
-        return None
-    return run_norms_note(metadata, f"a {metadata['task']} checkpoint")
+    task = metadata["task"]
+    name = f"{recorded_swin(metadata)} ({task} run's backbone, {'raw levels' if raw else 'per-level norms'})"
+    return RunLevels(model, name, None if raw else run_norms_note(metadata, f"a {task} checkpoint"))

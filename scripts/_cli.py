@@ -394,11 +394,13 @@ def check_size(size: tuple[int, int], patch: tuple[int, int], name: str) -> None
 def check_test_options(parser: Parser, args: argparse.Namespace) -> None:
     """The test options of ``segment.py`` and ``evaluate_segmentation.py``, as they are parsed: ``--ratios`` must be
     positive finite scales (inf was an OverflowError traceback, nan "cannot convert float NaN to integer"), and
-    ``--stride`` (slide mode's window step) is refused with ``--mode whole``, where it would be ignored (with the
-    whole mode a checkpoint or file records, ``swinlite.seg_views.stride_unused`` refuses it later; this check runs
-    before torch loads, which importing swinlite would do)."""
+    ``--stride`` (slide mode's window step) positive, and refused with ``--mode whole``, where it would be ignored
+    (with the whole mode a checkpoint or file records, ``swinlite.seg_views.stride_unused`` refuses it later; this
+    check runs before torch loads, which importing swinlite would do)."""
     if args.ratios and not all(0 < ratio < math.inf for ratio in args.ratios):
         parser.error(f"--ratios must be positive finite scales of the test size, got {' '.join(map(str, args.ratios))}")
+    if args.stride and min(args.stride) < 1:
+        parser.error(f"--stride must be positive, got {' '.join(map(str, args.stride))}")
     if args.stride and args.mode == "whole":
         parser.error("--stride is the windows' step of --mode slide, and --mode whole predicts each image whole: "
                      "drop --stride, or pass --mode slide")  # fmt: skip

@@ -73,8 +73,6 @@ def parse_args(argv: list[str] | None = None):
     if not args.data_dir and not (args.images and args.masks):
         parser.error("give --data-dir, or both --images and --masks")
     check_at_least(parser, args, num_workers=0)
-    if args.stride and min(args.stride) < 1:
-        parser.error(f"--stride must be positive, got {' '.join(map(str, args.stride))}")
     check_test_options(parser, args)
     return args
 

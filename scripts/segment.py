@@ -76,8 +76,6 @@ def parse_args(argv: list[str] | None = None):
     check_onnx_options(parser, args)
     if not 0 <= args.alpha <= 1:
         parser.error(f"--alpha must be in 0..1, got {args.alpha}")
-    if args.stride and min(args.stride) < 1:
-        parser.error(f"--stride must be positive, got {' '.join(map(str, args.stride))}")
     check_test_options(parser, args)
     return args
 

@@ -16,8 +16,10 @@ their checkpoints map onto this model by renaming (``swinlite.segmentation.conve
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import timm
@@ -35,6 +37,7 @@ from .config import SegModelConfig
 from .convert import CLASSIFIERS, convert_upernet
 
 AUX_LEVEL = 2  # the auxiliary head's level: stage 3 of 4, mmsegmentation's in_index=2
+WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin", ".ckpt")  # a name ending so is a file, not a model
 
 
 def conv_bn_relu(in_channels: int, out_channels: int, kernel_size: int) -> Conv2dNormActivation:
@@ -165,6 +168,8 @@ def build_upernet(
 
     Example::
 
+        from swinlite.segmentation import SegModelConfig, build_upernet
+
         model = build_upernet("swinlite_tiny_patch4_window7_224", num_classes=150)
         model = build_upernet(SegModelConfig(name="swinlite_tiny_patch4_window7_224", head_channels=256), 150)
 
@@ -180,11 +185,13 @@ def build_upernet(
 
     Raises:
         TypeError: ``name_or_cfg`` neither a model name nor a SegModelConfig; ``pretrained`` beside a config.
-        ValueError: a name that is no swinlite model; ``num_classes`` below 1; weights that do not fit (naming the
-            file and the keys).
+        ValueError: a name that is no swinlite model (a file's path: naming the SegModelConfig to give instead);
+            ``num_classes`` below 1; weights that do not fit (naming the file and the keys).
     """
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
         raise ValueError(f"build_upernet: num_classes must be a whole number of at least 1, got {num_classes!r}")
+    if isinstance(name_or_cfg, str):
+        _refuse_a_file(name_or_cfg, num_classes)
     model_kwargs = dict(model_kwargs)
     cfg = _model_config(name_or_cfg, model_kwargs)
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
@@ -228,6 +235,19 @@ def _model_config(name_or_cfg: str | SegModelConfig, model_kwargs: dict[str, Any
     raise TypeError(
         "build_upernet expects a model name (e.g. 'swinlite_tiny_patch4_window7_224') or a SegModelConfig, "
         f"got {type(name_or_cfg).__name__}"
+    )
+
+
+def _refuse_a_file(name: str, num_classes: int) -> None:
+    """ValueError, naming what build_upernet takes instead, when the model name ``name`` is a weights file's path (a
+    path separator, a weights suffix or an existing file): timm's unknown-model error said nothing of files."""
+    if not (Path(name).suffix in WEIGHT_SUFFIXES or "/" in name or os.sep in name or Path(name).is_file()):
+        return
+    raise ValueError(
+        f"build_upernet: {name!r} is a file's path, not a model name; build_upernet expects a swinlite model name "
+        "(e.g. 'swinlite_tiny_patch4_window7_224') or a SegModelConfig, whose pretrained takes a file: "
+        f"build_upernet(SegModelConfig(name='<its swinlite model>', pretrained={name!r}), {num_classes}) "
+        f"(a train_segmentation.py run's file, whole: swinlite.segmentation.predictor.load_segmenter({name!r}))"
     )
 
 

@@ -7,6 +7,7 @@ auxiliary FCN head) · ``inference`` (whole, sliding-window, multi-scale and fli
 model from its checkpoint, draw label maps) · ``demo_data`` · ``task`` (the engine's task).
 """
 
+from .config import SegModelConfig
 from .models import SegOutput, UperNet, build_upernet
 
-__all__ = ["SegOutput", "UperNet", "build_upernet"]
+__all__ = ["SegModelConfig", "SegOutput", "UperNet", "build_upernet"]

@@ -40,6 +40,7 @@ from .models.swin import SwinTransformer
 __all__ = [
     "KINDS",
     "WeightsInfo",
+    "WeightsMismatchError",
     "check_model_name",
     "ema_counterpart",
     "load_checkpoint",
@@ -261,6 +262,11 @@ def state_dict_mismatch(
     return "; ".join(parts) or None
 
 
+class WeightsMismatchError(ValueError):
+    """:func:`load_strict`'s refusal of weights whose keys or shapes do not fit the model (its message names the file
+    and the keys): what a caller that built the model from settings can add a hint about those settings to."""
+
+
 def load_strict(
     net: nn.Module, state: Mapping[str, torch.Tensor], source: str | os.PathLike, may_start_fresh: tuple[str, ...] = ()
 ) -> None:
@@ -275,7 +281,7 @@ def load_strict(
 
     Raises:
         ValueError: naming ``source`` and the keys that are missing, surplus, of another shape, not floating
-            point or not finite.
+            point or not finite; keys or shapes the model's state dict does not have: a :class:`WeightsMismatchError`.
     """
     target = net.state_dict()
     with _shown_if_it_loads():  # the conversion's notes (weights left fresh, ...) do not precede a refusal
@@ -290,7 +296,7 @@ def load_strict(
         if mismatch is not None:
             missing = {k for k in target.keys() - state.keys() if not k.startswith(may_start_fresh)}
             cause = missing_final_norm(missing) if isinstance(net, SwinTransformer) else ""
-            raise ValueError(f"{source} does not fit {type(net).__name__} exactly; {cause}{mismatch}")
+            raise WeightsMismatchError(f"{source} does not fit {type(net).__name__} exactly; {cause}{mismatch}")
         check_weight_values(state, str(source), target)
     net.load_state_dict(state, strict=not may_start_fresh)
 

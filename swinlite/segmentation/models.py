@@ -32,7 +32,7 @@ from ..convert import convert_state_dict, misfit_note, other_classes
 from ..engine.model import pretrained_file
 from ..io import read_metadata, read_state_dict
 from ..models.variants import SwinFeatureBody
-from ..weights import check_model_name, load_checkpoint, load_strict
+from ..weights import WeightsMismatchError, check_model_name, load_checkpoint, load_strict
 from .config import SegModelConfig
 from .convert import CLASSIFIERS, convert_upernet
 
@@ -295,9 +295,7 @@ def _load_upernet(model: UperNet, state: dict[str, torch.Tensor], source: str) -
         warnings.warn(f"{source}: {'; '.join(notes)}", stacklevel=3)
     try:
         load_strict(model, state, source, may_start_fresh=tuple(fresh))
-    except ValueError as e:  # e.g. a backbone of another model.kwargs.out_norm: its keys alone named, no cause
-        if "does not fit" not in str(e):
-            raise
+    except WeightsMismatchError as e:  # e.g. a backbone of another model.kwargs.out_norm: its keys alone named
         raise ValueError(
             f"{e}; an UperNet's weights load whole into an UperNet built alike (model.name, model.head_channels, "
             "model.pool_scales, model.aux_channels, model.kwargs (out_norm included) as the run that wrote them)"

@@ -28,7 +28,8 @@ give its Swin backbone's levels as its FPN or UperNet head reads them: through t
 note on stderr says so; --no-out-norm: the raw levels, which it never sees), normalized by the run's mean and std, at
 the detector's test size or the segmenter's crop unless --size (as export_onnx.py --features exports them). Such a
 backbone has no classifier: its pooled vector is the spatial mean of its last level as stored (stage3). The file
-records its Swin: --model is refused with it, and --no-out-norm with any other file.
+records its Swin: --model is refused with it, and --no-out-norm with any other file. The run's resume.pt, which
+records neither its Swin nor its preprocessing, is refused: give its best.safetensors or last.safetensors.
 """
 
 from __future__ import annotations

@@ -90,16 +90,15 @@ def build_model(args, checkpoint: Path | None):
     file again later recorded a file replaced since (a training run's new best.safetensors) in settings.json, beside
     features of the weights it replaced."""
     from swinlite import SwinTransformer
-    from swinlite.features_of_runs import check_run_options, run_levels, run_task
+    from swinlite.features_of_runs import check_run_options, hashed_run_levels, run_task
     from swinlite.hub import cached_weights
     from swinlite.io import file_sha256, read_weights_bytes
     from swinlite.weights import load_model, pretrained_model, read_info
 
     task = run_task(checkpoint)
     check_run_options(task, checkpoint, args.model, args.no_out_norm)
-    if task is not None:  # its backbone, which run_backbone reads from the file: hashed first
-        sha256 = file_sha256(checkpoint)
-        levels = run_levels(checkpoint, args.no_out_norm)
+    if task is not None:  # its backbone, which run_backbone reads from the file: hashed first, unchanged after
+        levels, sha256 = hashed_run_levels(checkpoint, args.no_out_norm)
         if levels.note:
             print(levels.note, file=sys.stderr)
         return levels.model, levels.name, sha256

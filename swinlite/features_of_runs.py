@@ -21,7 +21,7 @@ from torch import nn
 
 from .convert import recorded_swin
 from .export import RUN_SETTINGS, input_size, run_backbone, run_norms_note, run_out_norm, run_preprocessing
-from .io import read_metadata
+from .io import file_sha256, read_metadata
 from .models.swin import SwinTransformer
 
 
@@ -102,3 +102,26 @@ def run_levels(checkpoint: str | os.PathLike, raw_levels: bool = False) -> RunLe
     task = metadata["task"]
     name = f"{recorded_swin(metadata)} ({task} run's backbone, {'raw levels' if raw else 'per-level norms'})"
     return RunLevels(model, name, None if raw else run_norms_note(metadata, f"a {task} checkpoint"))
+
+
+def hashed_run_levels(checkpoint: str | os.PathLike, raw_levels: bool = False) -> tuple[RunLevels, str]:
+    """:func:`run_levels` and the SHA-256 of the file they were read from, for ``extract_features.py``'s
+    settings.json. :func:`swinlite.export.run_backbone` reads the file by its path, not hashed bytes: the file is
+    hashed first and refused where it changed before the backbone was read (replaced, as a training run replaces its
+    best.safetensors, or written in place), which recorded the hash of weights the features are not of.
+
+    Raises:
+        ValueError: as :func:`run_levels`, or the file changed while it was read.
+    """
+    before = _identity(checkpoint)
+    sha256 = file_sha256(checkpoint)
+    levels = run_levels(checkpoint, raw_levels)
+    if _identity(checkpoint) != before:
+        raise ValueError(f"{checkpoint} changed while it was read (a training run saving it?): rerun once it is saved")
+    return levels, sha256
+
+
+def _identity(path: str | os.PathLike) -> tuple[int, int, int, int]:
+    """What changes when a file is replaced (its inode) or written (its size, modification time)."""
+    stat = os.stat(path)
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns

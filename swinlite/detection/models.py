@@ -57,7 +57,7 @@ from ..convert import RUN_SWIN_PREFIXES, convert_state_dict, first_keys, misfit_
 from ..engine.model import pretrained_file, weights_kwargs
 from ..fpn import SwinFPNBackbone, build_fpn_backbone
 from ..io import read_metadata, read_state_dict
-from ..weights import load_strict
+from ..weights import WeightsMismatchError, load_strict
 from .config import DetModelConfig
 
 _RATIOS = (0.5, 1.0, 2.0)
@@ -303,10 +303,8 @@ def _load_detector(
         )
     try:
         load_strict(model, state, source, may_start_fresh=fresh + start_fresh)
-    except ValueError as e:
-        if "does not fit" not in str(e):
-            raise
-        raise ValueError(
+    except WeightsMismatchError as e:  # another refusal (NaN weights, say) is no matter of settings: as raised
+        raise WeightsMismatchError(
             f"{e}; a detector's weights load whole into a detector built alike (model.detector, model.name, "
             "model.min_level, model.fpn_channels, model.box_head_dim, model.kwargs as the run that wrote them)"
         ) from None

@@ -296,7 +296,7 @@ def _load_upernet(model: UperNet, state: dict[str, torch.Tensor], source: str) -
     try:
         load_strict(model, state, source, may_start_fresh=tuple(fresh))
     except WeightsMismatchError as e:  # e.g. a backbone of another model.kwargs.out_norm: its keys alone named
-        raise ValueError(
+        raise WeightsMismatchError(
             f"{e}; an UperNet's weights load whole into an UperNet built alike (model.name, model.head_channels, "
             "model.pool_scales, model.aux_channels, model.kwargs (out_norm included) as the run that wrote them)"
         ) from None

@@ -17,6 +17,7 @@ from swinlite.engine.checkpoint import save_weights
 from swinlite.engine.model import check_pretrained
 from swinlite.engine.optim import build_optimizer, build_scheduler
 from swinlite.fpn import build_fpn_backbone
+from swinlite.weights import WeightsMismatchError
 
 TINY = dict(embed_dim=16, depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1))  # a reduced-width patch-4 model
 
@@ -297,3 +298,23 @@ def test_under_bf16_autocast_boxes_scores_and_losses_are_fp32(detector):
     for key, value in expected[True].items():  # measured within 1.5% (the samplers draw alike)
         assert amp[True][key].dtype == torch.float32 and torch.isfinite(amp[True][key]), key
         torch.testing.assert_close(amp[True][key], value, rtol=0.05, atol=1e-3, msg=f"train {key}")
+
+
+def test_only_a_misfit_gets_the_hint_on_the_settings_to_match(tmp_path):
+    """The hint was chosen by "does not fit" in the message: a file in a folder so named, refused for its NaN
+    weights, was told to build the detector alike; a misfit's refusal keeps its type (WeightsMismatchError)."""
+    cfg = DetModelConfig(detector="fasterrcnn", name=PICO, fpn_channels=16, box_head_dim=16)
+    state = build_detector(cfg, 2, 32, 32).state_dict()
+    meta = {"task": "detection", "detector": dataclasses.asdict(cfg), "classes": ["square", "bar"]}
+    save_weights(tmp_path / "ok.safetensors", state, meta)
+    state["roi_heads.box_head.fc6.weight"] = torch.full_like(state["roi_heads.box_head.fc6.weight"], torch.nan)
+    (tmp_path / "does not fit").mkdir()
+    save_weights(tmp_path / "does not fit" / "nan.safetensors", state, meta)
+    with pytest.raises(ValueError, match="holds NaN or infinite values") as caught:
+        build_detector(
+            dataclasses.replace(cfg, pretrained=str(tmp_path / "does not fit" / "nan.safetensors")), 2, 32, 32
+        )
+    assert "built alike" not in str(caught.value)
+    wider = dataclasses.replace(cfg, pretrained=str(tmp_path / "ok.safetensors"), box_head_dim=32)
+    with pytest.raises(WeightsMismatchError, match="a detector's weights load whole into a detector built alike"):
+        build_detector(wider, 2, 32, 32)

@@ -49,10 +49,12 @@ OPTIONAL = {
     "pycocotools": "detection",
     "onnx": "export",
     "onnxscript": "export",
+    "onnx_ir": "export",
     "onnxruntime": "export",
 }
 
-PIP_NAMES = {"sklearn": "scikit-learn", "yaml": "PyYAML"}  # pip's name where it is not the import name
+# pip's name where it is not the import name
+PIP_NAMES = {"sklearn": "scikit-learn", "yaml": "PyYAML", "onnx_ir": "onnx-ir"}
 
 # The training scripts: the task each trains and its config class (module, name), to name another task's config key.
 TRAIN_SCRIPTS = {

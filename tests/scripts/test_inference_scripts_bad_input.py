@@ -305,7 +305,7 @@ def test_the_optional_packages_are_pyprojects_extras():
     """``_cli.OPTIONAL`` names, for each package of an extra, that extra (so the hint installs what is missing)."""
     tomllib = pytest.importorskip("tomllib")
     extras = tomllib.loads((SCRIPTS.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    import_names = {"scikit-learn": "sklearn", "PyYAML": "yaml"}
+    import_names = {"scikit-learn": "sklearn", "PyYAML": "yaml", "onnx-ir": "onnx_ir"}
     listed = {}
     for extra in ("train", "detection", "export"):
         for requirement in extras[extra]:

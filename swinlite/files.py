@@ -562,13 +562,14 @@ TENSORBOARD_EVENTS = "events.out.tfevents."  # how the event files a run writes 
 
 def training_run_of(path: Path) -> Path | None:
     """The training run folder that resolved ``path`` is a file of (:data:`RUN_FILES`, any task's :data:`TASK_FILES`,
-    a TensorBoard event file), or None: a file a run writes or reads back there, which no script may replace.
+    the :data:`TASK_RECORD`, a TensorBoard event file), or None: a file a run writes or reads back there, which no
+    script may replace.
 
     A run folder is one :func:`is_training_run` recognises. Other files in a run folder (an evaluation's ``eval.json``)
     are no run's.
     """
     folder, name = path.parent, path.name
-    runs = (*RUN_FILES, *(kept for kept_by_task in TASK_FILES.values() for kept in kept_by_task))
+    runs = (*RUN_FILES, TASK_RECORD, *(kept for kept_by_task in TASK_FILES.values() for kept in kept_by_task))
     if name not in runs and not name.startswith(TENSORBOARD_EVENTS):
         return None
     return folder if is_training_run(folder) else None
@@ -591,6 +592,40 @@ EVALUATIONS_BY_TASK: dict[str, tuple[str, ...]] = {
         ("segmentation", "evaluate_segmentation.py"),
     )
 }
+
+
+# A run's record, in its folder, of the files its task writes there that the tables above do not name (those of a
+# task swinlite does not ship: Task.output_files, Task.evaluation_files): --overwrite of any task removes them
+# (recorded_task_files), as it removes the tables' names; a name no run recorded (the user's file) stays.
+TASK_RECORD = "task_files.json"
+
+
+def unknown_task_files(names: Iterable[str]) -> list[str]:
+    """Those of ``names`` (a task's files) that neither :data:`TASK_FILES` nor :data:`EVALUATIONS_BY_TASK` name."""
+    known = {name for table in (TASK_FILES, EVALUATIONS_BY_TASK) for names_of in table.values() for name in names_of}
+    return [name for name in names if name not in known]
+
+
+def recorded_task_files(folder: str | os.PathLike) -> list[str]:
+    """The file names the :data:`TASK_RECORD` in ``folder`` names (none where it is missing or unreadable); a name
+    that is not a plain file name (a path) is left out: the record names files of its own folder only."""
+    try:
+        record = json.loads((Path(folder) / TASK_RECORD).read_bytes())
+    except (OSError, ValueError):
+        return []
+    names = record.get("files") if isinstance(record, dict) else None
+    if not isinstance(names, list):
+        return []
+    return [name for name in names if isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name]
+
+
+def record_task_files(folder: str | os.PathLike, names: Iterable[str]) -> None:
+    """Write ``names`` as the :data:`TASK_RECORD` of ``folder``, sorted; remove the record where there are none."""
+    names = sorted(set(names))
+    if names:
+        atomic_write_bytes(Path(folder) / TASK_RECORD, json_bytes({"files": names}, indent=1))
+    else:
+        (Path(folder) / TASK_RECORD).unlink(missing_ok=True)
 
 
 def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:

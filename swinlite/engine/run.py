@@ -10,7 +10,18 @@ from typing import Any
 import torch
 
 from ..device import resolve_device
-from ..files import DRAWINGS, RUN_FILES, earlier_outputs, other_task_files, remove_outputs, script_outputs
+from ..files import (
+    DRAWINGS,
+    RUN_FILES,
+    TASK_RECORD,
+    earlier_outputs,
+    other_task_files,
+    record_task_files,
+    recorded_task_files,
+    remove_outputs,
+    script_outputs,
+    unknown_task_files,
+)
 from ..io import atomic_write, check_output
 from ..lock import OutputLock
 from .checkpoint import RESUME_FILE, load_resume, seed_rng, settle_pending, writing
@@ -77,12 +88,14 @@ def run(
         cfg = resolve_normalisation(task, cfg, resume)
         check_weights_fit(task, built_from_resume(cfg) if resume else cfg)  # the data's mean and std resolved
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
-        names = [*RUN_FILES, *task.output_files]  # what a run writes: none may replace an input nor lie in a data dir
+        # what a run writes: none may replace an input nor lie in a data dir
+        names = [*RUN_FILES, TASK_RECORD, *task.output_files]
         check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
         # what --overwrite removes beside the run's files (a drawings folder holding the user's files: refused now)
-        replaced = replaced_outputs(Path(cfg.train.output_dir), overwrite)
-        removed = (*(p.name for p in replaced), *other_task_files(task.name)) if overwrite else ()
-        check_config_file(config, Path(cfg.train.output_dir), (*names, *removed), resume)
+        out = Path(cfg.train.output_dir)
+        replaced = replaced_outputs(out, overwrite)
+        removed = (*(p.name for p in replaced), *replaced_task_files(out, task)) if overwrite else ()
+        check_config_file(config, out, (*names, *removed), resume)
         if resume and overwrite:
             raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
     dist = join(device, cfg.train.dist_timeout, startup_settings(cfg, resume, overwrite))
@@ -98,7 +111,7 @@ def run(
                 trainer.load_resume(out / RESUME_FILE)
         shared.settle()
         if overwrite:  # only now: a problem of the new run's data or model keeps the old run whole
-            remove_replaced_run(out, dist, task.name)
+            remove_replaced_run(out, dist, task)
         if resume:
             log(dist, f"resumed from {out / RESUME_FILE} {trainer.position_note()}")
         try:
@@ -194,6 +207,8 @@ def prepare_output(
             recorded = _check_existing_run(out, task, cfg, resume, overwrite, dist)
             if not resume and not overwrite:
                 _clear_leftovers(out, dist)
+            # before the task writes any file: a run killed while it builds its data has recorded them
+            record_task_files(out, [*recorded_task_files(out), *task_written(task)])
             for stale in out.glob(".*.tmp*"):  # temp files of saves a kill interrupted; the real files are intact
                 stale.unlink()
         except (ValueError, OSError) as e:
@@ -302,20 +317,22 @@ def _check_layer_decay(old: Any, cfg: Any) -> None:
         )
 
 
-def remove_replaced_run(out: Path, dist: DistInfo, task: str) -> None:
+def remove_replaced_run(out: Path, dist: DistInfo, task: type[Task]) -> None:
     """--overwrite, once the new run's data is scanned and its model built (a problem with either, e.g. a val class
     folder that train lacks, left the old run whole): rank 0 removes the old run's files, and what the scripts wrote
     there of the old weights (:func:`replaced_outputs`), before the new run writes any. The task's own files (its
     data scan's cache) are the new run's by then: its scan read the old one only where it still describes the data,
-    else replaced it; another task's (:func:`~swinlite.files.other_task_files`: a classification run's scan under a
-    segmentation run) are removed, as no run of this task reads them."""
+    else replaced it; another task's (:func:`replaced_task_files`: a classification run's scan under a segmentation
+    run, a task swinlite does not ship's files as its run recorded them) are removed, as no run of this task reads
+    them. The folder's :data:`~swinlite.files.TASK_RECORD` then names this run's files alone."""
     problem = None
     if dist.is_main:
         try:
-            _remove(out, (*RUN_FILES, *other_task_files(task)))
+            _remove(out, (*RUN_FILES, *replaced_task_files(out, task)))
             outputs = replaced_outputs(out, overwrite=True)
             shown = ", ".join(p.name + ("/" if p.is_dir() else "") for p in outputs)
             remove_outputs(outputs)
+            record_task_files(out, task_written(task))
             if outputs:  # files the user may have looked at, unlike the run's own
                 log(dist, f"note: removed what scripts wrote in {out} of the replaced run's weights: {shown}")
         except (OSError, ValueError) as e:
@@ -323,6 +340,22 @@ def remove_replaced_run(out: Path, dist: DistInfo, task: str) -> None:
     problem = broadcast_object(problem, dist)
     if problem is not None:
         raise SharedError(problem)
+
+
+def task_written(task: type[Task]) -> list[str]:
+    """The files ``task`` writes in its run folder (its own, its evaluate script's) that swinlite's tables of the
+    shipped tasks' files do not name: what its run records (:data:`~swinlite.files.TASK_RECORD`)."""
+    return unknown_task_files([*task.output_files, *task.evaluation_files])
+
+
+def replaced_task_files(out: Path, task: type[Task]) -> tuple[str, ...]:
+    """What ``--overwrite`` by a run of ``task`` removes of the task files in ``out`` beside the run's own files and
+    the scripts' outputs: the shipped tasks' but ``task``'s (:func:`~swinlite.files.other_task_files`), and those the
+    earlier runs there recorded (:func:`~swinlite.files.recorded_task_files`: a task swinlite does not ship), but
+    ``task``'s own ``output_files``, which are the new run's by then; ``task``'s ``evaluation_files`` describe the
+    replaced weights, and go."""
+    recorded = [*recorded_task_files(out), *task_written(task)]
+    return (*other_task_files(task.name), *(name for name in recorded if name not in task.output_files))
 
 
 def _clear_leftovers(out: Path, dist: DistInfo) -> None:

@@ -131,7 +131,7 @@ def test_overwrite_removes_a_scripts_outputs_only_where_it_wrote_them(tmp_path: 
     for name in files:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text('{"00000_a.png": "a.png"}' if name == "sources.json" else "a file")
-    remove_replaced_run(out, DistInfo(), "classification")
+    remove_replaced_run(out, DistInfo(), TASKS["classification"])
     kept = {name.split("/")[0] for name in files} - {name.rstrip("/") for name in removed}
     assert {p.name for p in out.iterdir()} == kept
     note = f"note: removed what scripts wrote in {out} of the replaced run's weights: "
@@ -148,7 +148,7 @@ def test_overwrite_by_another_task_removes_the_old_tasks_own_files(tmp_path: Pat
     out.mkdir()
     for name in (name for names in TASK_FILES.values() for name in names):
         (out / name).write_text("a task's own file")
-    remove_replaced_run(out, DistInfo(), task)
+    remove_replaced_run(out, DistInfo(), TASKS[task])
     assert sorted(p.name for p in out.iterdir()) == sorted(TASK_FILES[task])
 
 

@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from swinlite import files
+from swinlite.classification import ClassificationTask
 from swinlite.engine.distributed import DistInfo, SharedError
 from swinlite.engine.run import remove_replaced_run
 
@@ -47,7 +48,7 @@ def test_train_overwrite_removes_a_killed_runs_drawings_in_its_folder(tmp_path, 
     out = tmp_path / "run"
     _killed_run(out, script)
     (out / "notes.txt").write_text("the user's own file")
-    remove_replaced_run(out, DistInfo(), "classification")
+    remove_replaced_run(out, DistInfo(), ClassificationTask)
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
     assert f"note: removed what scripts wrote in {out} of the replaced run's weights: " in capsys.readouterr().out
 
@@ -82,5 +83,5 @@ def test_a_users_drawing_in_one_folder_is_refused_not_removed(tmp_path):
     mine.write_bytes(b"the user's")
     said = r"overlays holds drawings no run wrote there \(sources.json beside it names no 00007_mine.png\)"
     with pytest.raises(SharedError, match=said):
-        remove_replaced_run(out, DistInfo(), "classification")
+        remove_replaced_run(out, DistInfo(), ClassificationTask)
     assert mine.read_bytes() == b"the user's" and any((out / "labels").iterdir())

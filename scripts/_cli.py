@@ -10,7 +10,8 @@ parses its arguments first and imports the package afterwards. A script is::
     if __name__ == "__main__":
         sys.exit(run(main))
 
-:func:`run` is the one place that decides what a user sees: user errors (:data:`USER_ERRORS`) and missing
+:func:`run` (``swinlite.script``'s, the one a script outside this repository imports) is the one place that
+decides what a user sees: user errors (:data:`USER_ERRORS`) and missing
 optional packages as one line, Python warnings as ``warning: ...`` lines, paths that are not UTF-8 printed
 with escapes.
 """
@@ -18,20 +19,41 @@ with escapes.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import importlib.util
 import math
-import os
 import sys
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
-# OSError covers missing files, folders that are files, permissions, a full disk: nothing a traceback explains better.
-USER_ERRORS = (ValueError, OSError)
+
+def package_module(name: str) -> ModuleType:
+    """``swinlite.<name>`` for a module that imports the standard library and PyYAML only (``script``,
+    ``engine.config``): the package's once it is loaded, before that its file run alone under a private name
+    (importing it by name runs ``swinlite/__init__.py``, which loads torch and timm, and ``--help`` would wait for
+    them); the rest of the package can be imported afterwards, unlike :func:`import_without_torch`'s."""
+    if f"swinlite.{name}" in sys.modules:
+        return sys.modules[f"swinlite.{name}"]
+    private = "_swinlite_" + name.replace(".", "_")
+    if private not in sys.modules:
+        package = importlib.util.find_spec("swinlite")
+        if package is None:
+            raise ModuleNotFoundError("No module named 'swinlite'", name="swinlite")
+        path = Path(package.origin).parent.joinpath(*name.split(".")).with_suffix(".py")
+        spec = importlib.util.spec_from_file_location(private, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[private] = module  # where dataclasses looks its module up
+        spec.loader.exec_module(module)  # PyYAML missing: run() names the extra
+    return sys.modules[private]
+
+
+# What a user sees of a script's errors and warnings: swinlite.script's, one implementation for every script.
+_script = package_module("script")
+USER_ERRORS, OPTIONAL, TRAIN_SCRIPTS = _script.USER_ERRORS, _script.OPTIONAL, _script.TRAIN_SCRIPTS
+fail, run = _script.fail, _script.run
+
 AMP = ("none", "bf16", "fp16")  # the keys of swinlite.device.AUTOCAST_DTYPES, for --help without torch
 # swinlite.files.IMAGE_EXTENSIONS, the files of a folder the scripts read, for --help without torch (numpy and PIL).
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -39,39 +61,9 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".t
 # How a user of --model NAME alone (its pretrained weights: swinlite.weights.pretrained_model) gets weights otherwise.
 WEIGHTS_HINT = "or pass a local weights file: --model NAME --checkpoint FILE"
 
-# Optional dependencies (pyproject.toml's [project.optional-dependencies]) by import name -> the extra that has them.
-OPTIONAL = {
-    "yaml": "train",
-    "tqdm": "train",
-    "matplotlib": "train",
-    "sklearn": "train",
-    "tensorboard": "train",
-    "pycocotools": "detection",
-    "onnx": "export",
-    "onnxscript": "export",
-    "onnx_ir": "export",
-    "onnxruntime": "export",
-}
-
-# pip's name where it is not the import name
-PIP_NAMES = {"sklearn": "scikit-learn", "yaml": "PyYAML", "onnx_ir": "onnx-ir"}
-
-# The training scripts: the task each trains and its config class (module, name), to name another task's config key.
-TRAIN_SCRIPTS = {
-    "scripts/train.py": ("classification", "swinlite.classification.config", "Config"),
-    "scripts/train_detection.py": ("detection", "swinlite.detection.config", "DetConfig"),
-    "scripts/train_segmentation.py": ("segmentation", "swinlite.segmentation.config", "SegConfig"),
-}
-
 # Each training script's --data-dir dataset -> its task's built-in demo, the data.dataset --data-dir replaces in a
 # --config file (configs/demo.yaml, det_demo.yaml, seg_demo.yaml): any other one the file sets is the user's choice.
 DEMO_DATASETS = {"folder": "digits", "coco": "digits", "ade20k": "shapes"}
-
-
-def fail(message: str) -> NoReturn:
-    """Print ``error: message`` (one line) on stderr and exit with code 2."""
-    print("error: " + " ".join(message.split("\n")), file=sys.stderr)
-    sys.exit(2)
 
 
 class Parser(argparse.ArgumentParser):
@@ -162,123 +154,6 @@ def import_without_torch(name: str) -> ModuleType:
     return importlib.import_module(f"swinlite.{name}")
 
 
-def missing_extra(error: ModuleNotFoundError) -> str | None:
-    """The one-line message for an optional dependency that is not installed, or None for any other module."""
-    package = (error.name or "").split(".")[0]
-    extra = OPTIONAL.get(package)
-    if extra is None:
-        return None
-    install = f'pip install -e ".[{extra}]" (or pip install {PIP_NAMES.get(package, package)})'
-    return f"this script needs the optional package {package!r}: {install}"
-
-
-def other_task_key(error: Exception) -> str | None:
-    """For an unknown config key (``swinlite.engine.config.UnknownKeyError``) that another training script's task
-    has, the message that says so, instead of a "did you mean" among this task's keys (train_detection.py's
-    ``train.label_smoothing`` suggested ``train.best_of``); None for any other error. The package is loaded by then
-    (it raised the error), torch with it."""
-    config = sys.modules.get("swinlite.engine.config")
-    if config is None or not isinstance(error, config.UnknownKeyError):
-        return None
-    this, owners = None, []
-    for script, (task, module, name) in TRAIN_SCRIPTS.items():
-        cls = getattr(importlib.import_module(module), name)
-        if cls is error.config:
-            this = script
-        elif error.key in config.valid_keys(cls()):
-            owners.append((task, script))
-    if this is None or not owners:
-        return None
-    tasks, scripts = " and ".join(t for t, _ in owners), ", ".join(s for _, s in owners)
-    return f"{error.key} is a {tasks} setting ({scripts}); {this} has no such key"
-
-
-def _warning_line(message, category, filename, lineno, line=None) -> str:
-    """A Python warning as one ``warning: ...`` line (no file, line number or source line)."""
-    return "warning: " + " ".join(str(message).split()) + "\n"
-
-
-@contextlib.contextmanager
-def script_output() -> Iterator[None]:
-    """While a script runs: stdout writes file names that are not UTF-8 with escapes (it never fails printing after
-    the work is done), and a warning prints as one ``warning: ...`` line; both as before afterwards."""
-    stdout = sys.stdout
-    errors = stdout.errors if hasattr(stdout, "reconfigure") else None  # a TextIOWrapper, as the console's
-    if errors is not None:
-        stdout.reconfigure(errors="backslashreplace")
-    formatwarning, warnings.formatwarning = warnings.formatwarning, _warning_line
-    try:
-        yield
-    finally:
-        warnings.formatwarning = formatwarning
-        if errors is not None:
-            stdout.reconfigure(errors=errors)
-
-
-def traceback_wanted() -> bool:
-    """Whether ``SWINLITE_TRACEBACK`` asks for the traceback of a user error: any value but empty, ``0``, ``false``,
-    ``no`` or ``off`` (any case)."""
-    return os.environ.get("SWINLITE_TRACEBACK", "").strip().lower() not in ("", "0", "false", "no", "off")
-
-
-def check_one_process() -> None:
-    """Refuse a script that runs on one process started as one of several (``torchrun --nproc_per_node=2``: its
-    ``WORLD_SIZE``): each process ran the whole work and wrote the same files (two summaries, a race on one folder).
-    The message names the environment as the cause: a ``WORLD_SIZE`` left in a plain ``python`` environment (a
-    Kubernetes PyTorchJob pod sets it in every container) refuses it too. Only under ``torchrun`` (which sets
-    ``TORCHELASTIC_RUN_ID``) do the processes but each machine's first (``LOCAL_RANK`` 0) exit with code 2 without a
-    word; a process started by hand always prints its line."""
-    world = os.environ.get("WORLD_SIZE", "1").strip()
-    if not world.isdigit() or int(world) <= 1:
-        return
-    if "TORCHELASTIC_RUN_ID" in os.environ and os.environ.get("LOCAL_RANK", "0").strip() != "0":
-        sys.exit(2)
-    script = Path(sys.argv[0]).name or "this script"
-    fail(f"the environment says this is one of {world} processes (WORLD_SIZE={world}, as torchrun sets it): "
-         f"{script} runs on one: start it with python alone, with WORLD_SIZE unset or 1")  # fmt: skip
-
-
-def run(
-    main: Callable[[list[str] | None], object],
-    argv: list[str] | None = None,
-    passive_threads: bool = True,
-    one_process: bool = False,
-) -> int:
-    """Run a script's ``main``: user errors (:data:`USER_ERRORS`, a missing optional package) print one line and exit
-    with code 2; returns ``main``'s exit code (0 when it returns none).
-
-    Set ``SWINLITE_TRACEBACK=1`` to see the traceback instead (:func:`traceback_wanted`).
-
-    Args:
-        main: the script's ``main(argv)``.
-        argv: its arguments (None: the command line's).
-        passive_threads: idle OpenMP threads sleep instead of spinning (set before torch loads): on shared CPUs
-            spinning threads waste the cores others (and the data loader) need. Off for timing runs.
-        one_process: the script runs on one process: refused first, under ``torchrun`` or a ``WORLD_SIZE`` above 1
-            (:func:`check_one_process`; every script but the training ones, which ``torchrun`` runs on several).
-    """
-    if one_process:
-        check_one_process()
-    if passive_threads:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    with script_output():
-        try:
-            code = main(argv)
-        except ModuleNotFoundError as e:
-            message = missing_extra(e)
-            if message is None or traceback_wanted():
-                raise
-            fail(message)
-        except USER_ERRORS as e:
-            if traceback_wanted():
-                raise
-            fail(other_task_key(e) or str(e))
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
-    return code if isinstance(code, int) else 0
-
-
 def not_empty(expected: str) -> Callable[[str], str]:
     """An argparse ``type`` that refuses an empty value (``--data-dir "$DATA"`` with DATA unset), which the scripts
     took for the option not given: the demo's data and config were used instead, ``.`` as the output folder."""
@@ -312,8 +187,9 @@ def train_overrides(args: argparse.Namespace, dataset: str) -> list[str]:
     """The ``key=value`` overrides the options of :func:`add_train_arguments` stand for, then the user's, which are
     applied last (as ``--help`` says): ``--data-dir`` sets ``data.data_dir``, and ``data.dataset=dataset`` unless
     the ``--config`` file sets a data.dataset other than the task's demo (:data:`DEMO_DATASETS`): ``--data-dir DIR
-    --config configs/demo.yaml`` trains DIR, ``--config`` with ``data.dataset: folder`` keeps folder;
-    ``--output-dir`` sets ``train.output_dir``.
+    --config configs/demo.yaml`` trains DIR, ``--config`` with ``data.dataset: folder`` keeps folder (a ``dataset``
+    of a task of your own has no demo: a data.dataset the file sets is kept); ``--output-dir`` sets
+    ``train.output_dir``.
 
     Raises:
         ValueError: the ``--config`` file cannot be read (missing, not YAML), as loading the config would say.
@@ -321,7 +197,7 @@ def train_overrides(args: argparse.Namespace, dataset: str) -> list[str]:
     options = []
     if args.data_dir:
         options.append(f"data.data_dir={args.data_dir}")
-        if args.config is None or config_dataset(Path(args.config)) in (None, DEMO_DATASETS[dataset]):
+        if args.config is None or config_dataset(Path(args.config)) in (None, DEMO_DATASETS.get(dataset)):
             options.append(f"data.dataset={dataset}")
     if args.output_dir:
         options.append(f"train.output_dir={args.output_dir}")
@@ -329,21 +205,9 @@ def train_overrides(args: argparse.Namespace, dataset: str) -> list[str]:
 
 
 def config_module() -> ModuleType:
-    """``swinlite.engine.config``, the reader and writer of config files: the package's once it is loaded, before
-    that its file run alone (it imports PyYAML and the standard library only; importing it by name runs
-    ``swinlite/__init__.py``, which loads torch and timm, and ``--help`` would wait for them)."""
-    if "swinlite.engine.config" in sys.modules:
-        return sys.modules["swinlite.engine.config"]
-    name = "_swinlite_engine_config"
-    if name not in sys.modules:
-        package = importlib.util.find_spec("swinlite")
-        if package is None:
-            raise ModuleNotFoundError("No module named 'swinlite'", name="swinlite")
-        spec = importlib.util.spec_from_file_location(name, Path(package.origin).parent / "engine" / "config.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # where dataclasses looks its module up
-        spec.loader.exec_module(module)  # PyYAML missing: run() names the extra
-    return sys.modules[name]
+    """``swinlite.engine.config``, the reader and writer of config files (it imports PyYAML and the standard library
+    only), by :func:`package_module`."""
+    return package_module("engine.config")
 
 
 def config_dataset(path: Path) -> object:

@@ -45,8 +45,15 @@ SCRIPTS = {  # what reads each task's checkpoints, named where a script is given
 
 
 def scripts_of(task: object) -> str:
-    """Where a checkpoint of ``task`` (its metadata's) is read: ``"; use scripts/..."``, or ``""`` for no known task."""
-    return f"; use {SCRIPTS[task]}" if isinstance(task, str) and task in SCRIPTS else ""
+    """Where a checkpoint of ``task`` (its metadata's) is read: ``"; use scripts/..."``; for a task of none of
+    :data:`SCRIPTS` (one trained outside swinlite), that swinlite's scripts read those tasks' alone; ``""`` for a
+    file that names no task (None)."""
+    if task is None:
+        return ""
+    if isinstance(task, str) and task in SCRIPTS:
+        return f"; use {SCRIPTS[task]}"
+    known = ", ".join(SCRIPTS)
+    return f"; swinlite's scripts read {known} checkpoints only: read it with the code of the task that wrote it"
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,7 @@ def read_info(path: str | os.PathLike, data: bytes | None = None) -> WeightsInfo
     meta = read_metadata(path, data)
     task = meta.get("task", "classification")
     if task != "classification":
-        use = SCRIPTS.get(task, "the scripts of that task") if isinstance(task, str) else "another script"
-        raise ValueError(f"{path} is a {task} checkpoint, not a classifier's; use {use}")
+        raise ValueError(f"{path} is a {task} checkpoint, not a classifier's{scripts_of(task)}")
     if "model" not in meta and "classes" not in meta:
         return None
     return parse_info(meta, str(path))

@@ -11,55 +11,29 @@ returned, through the run's norm or raw as the levels are.
 from __future__ import annotations
 
 import os
-import zipfile
-from collections.abc import Mapping
-from pathlib import Path
 from typing import NamedTuple
 
-import torch
 from torch import nn
 
 from .convert import recorded_swin
 from .export import RUN_SETTINGS, input_size, run_backbone, run_norms_note, run_out_norm, run_preprocessing
 from .io import file_sha256, read_metadata
 from .models.swin import SwinTransformer
+from .weights import check_not_run_resume
 
 
 def run_task(checkpoint: str | os.PathLike | None) -> str | None:
     """``"detection"`` or ``"segmentation"`` for a run's weights file, else None (a classifier's, another layout).
 
     Raises:
-        ValueError: the file is such a run's resume state (``resume.pt``), which records the run's task but neither its
-            Swin nor how the run fed it (mean, std, size): read with --model, it gave a classifier's raw levels. The
-            message names the run's weights files, which record both.
+        ValueError: the file is such a run's resume state (``resume.pt``), refused as every weights loader refuses it
+            (:func:`swinlite.weights.check_not_run_resume`), before the options are checked against the file.
     """
     if checkpoint is None:
         return None
-    resumed = resume_task(checkpoint)
-    if resumed is not None:
-        folder = Path(checkpoint).parent
-        raise ValueError(
-            f"{checkpoint} is a {resumed} run's resume state, which records neither its Swin nor its preprocessing: "
-            f"give the run's weights, {folder / 'best.safetensors'} or {folder / 'last.safetensors'}"
-        )
+    check_not_run_resume(checkpoint)
     task = read_metadata(checkpoint).get("task")
     return task if task in RUN_SETTINGS else None
-
-
-def resume_task(checkpoint: str | os.PathLike) -> str | None:
-    """The task of a detection or segmentation run's resume state (the engine's ``resume.pt``), else None. Only a
-    zip-format torch file (what ``torch.save`` writes) is opened, with ``weights_only=True`` (no code is unpickled)
-    and mapped (its tensors, the optimizer's included, are not read)."""
-    if not Path(checkpoint).is_file() or not zipfile.is_zipfile(checkpoint):
-        return None
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # zip, pickle and weights-only refusals come in many types: the weights loaders name them
-        return None
-    # keys of swinlite.engine.checkpoint.RESUME_KEYS (the library imports no engine) that no weights file holds
-    if not isinstance(state, Mapping) or not all(key in state for key in ("task", "model", "optimizer")):
-        return None
-    return state["task"] if state["task"] in RUN_SETTINGS else None
 
 
 def check_run_options(task: str | None, checkpoint: str | os.PathLike | None, model: str | None, raw: bool) -> None:

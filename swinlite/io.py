@@ -97,13 +97,8 @@ def _state_dict_keys(checkpoint: Mapping[str, object]) -> list[str]:
 def holds_ema(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a torch training checkpoint holding EMA weights (``state_dict_ema``, ``model_ema``): the
     weights :func:`read_state_dict` gives of it (timm's rule); False for any other file."""
-    if is_safetensors(path):
-        return False
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # not a zip-format torch file: read_state_dict names the problem
-        return False
-    found = _state_dict_keys(checkpoint) if isinstance(checkpoint, Mapping) else []
+    checkpoint = _mapped_torch_file(path)
+    found = _state_dict_keys(checkpoint) if checkpoint is not None else []
     return bool(found) and found[0] in EMA_KEYS  # what unwrap_checkpoint takes
 
 
@@ -112,17 +107,39 @@ def holds_resume_ema(path: str | os.PathLike, data: bytes | None = None) -> bool
     file holding state dicts under ``model`` and ``ema`` (without EMA, its ``ema`` is None). :func:`read_state_dict`
     gives its ``model``; no reader takes its ``ema``. False for any other file (a safetensors file is not read as a
     torch one: its header length would read as a pickle protocol, with torch's warning)."""
-    if _holds_safetensors(Path(path), data):
-        return False
-    try:
-        source = path if data is None else io.BytesIO(data)
-        checkpoint = torch.load(source, map_location="cpu", weights_only=True, mmap=data is None)
-    except Exception:  # no torch file mmap reads: no resume state
-        return False
-    if not isinstance(checkpoint, Mapping):
+    checkpoint = _mapped_torch_file(path, data)
+    if checkpoint is None:
         return False
     parts = [checkpoint.get(key) for key in ("model", "ema")]
     return all(isinstance(part, Mapping) and any(isinstance(v, torch.Tensor) for v in part.values()) for part in parts)
+
+
+def resume_task(path: str | os.PathLike, data: bytes | None = None) -> str | None:
+    """The task a swinlite run's resume state records (the engine's ``resume.pt``; ``data``: its bytes where given),
+    else None: a torch file holding ``task``, ``model`` and ``optimizer``, keys of the engine's resume state
+    (``swinlite.engine.checkpoint.RESUME_KEYS``: the library imports no engine) that no weights file holds."""
+    checkpoint = _mapped_torch_file(path, data)
+    if checkpoint is None or not all(key in checkpoint for key in ("task", "model", "optimizer")):
+        return None
+    task = checkpoint["task"]
+    return task if isinstance(task, str) else None
+
+
+def _mapped_torch_file(path: str | os.PathLike, data: bytes | None = None) -> Mapping[str, object] | None:
+    """What a torch file (its bytes ``data`` where given) holds when that is a mapping, loaded with
+    ``weights_only=True`` (no code is unpickled) and, from a file, mapped (its tensors are not read); None for anything
+    else: no file, a safetensors file (its header length would read as a pickle protocol, with torch's warning), a
+    file torch does not read so. The weights readers name the problems of such files."""
+    if data is None and not Path(path).is_file():
+        return None
+    if _holds_safetensors(Path(path), data):
+        return None
+    try:
+        source = path if data is None else io.BytesIO(data)
+        checkpoint = torch.load(source, map_location="cpu", weights_only=True, mmap=data is None)
+    except Exception:  # zip, pickle and weights-only refusals come in many types
+        return None
+    return checkpoint if isinstance(checkpoint, Mapping) else None
 
 
 def _check_file(path: Path) -> None:

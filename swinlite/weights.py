@@ -33,7 +33,7 @@ from .convert import (
     shape_mismatch,
 )
 from .hub import cached_weights, has_weights, pretrained_kwargs
-from .io import holds_ema, holds_resume_ema, read_metadata, read_state_dict
+from .io import holds_ema, holds_resume_ema, read_metadata, read_state_dict, resume_task
 from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
 from .models.swin import SwinTransformer
 
@@ -42,6 +42,7 @@ __all__ = [
     "WeightsInfo",
     "WeightsMismatchError",
     "check_model_name",
+    "check_not_run_resume",
     "ema_counterpart",
     "load_checkpoint",
     "load_model",
@@ -57,9 +58,16 @@ __all__ = [
 def ema_counterpart(path: str | os.PathLike) -> Path:
     """The EMA weights of the same run and point as ``path``: the file itself when it holds EMA weights (a swinlite
     file recording them, a torch training checkpoint holding ``state_dict_ema`` / ``model_ema``, which reads as them),
-    else ``<stem>_ema.safetensors`` beside it (``ema.safetensors`` for ``last.safetensors``)."""
+    else ``<stem>_ema.safetensors`` beside it (``ema.safetensors`` for ``last.safetensors``).
+
+    Raises:
+        ValueError: no such file; a detection or segmentation run's resume state (:func:`check_not_run_resume`);
+            raw weights without their EMA beside them.
+    """
     path = Path(path)
-    if read_metadata(path).get("weights") == "ema" or holds_ema(path):  # the engine's key, in every task's files
+    recorded = read_metadata(path).get("weights")
+    check_not_run_resume(path)  # before the EMA files: it names the run's weights, which --ema then takes
+    if recorded == "ema" or holds_ema(path):  # the engine's key, in every task's files
         return path
     names = [f"{path.stem}_ema.safetensors"] + (["ema.safetensors"] if path.stem == "last" else [])
     for name in names:
@@ -69,6 +77,22 @@ def ema_counterpart(path: str | os.PathLike) -> Path:
     others = sorted(p.name for p in path.parent.glob("*.safetensors") if _records(p, "ema"))
     hint = f"; EMA files there: {', '.join(others)}" if others else " (trained without train.ema_decay?)"
     raise ValueError(f"--ema: {path} holds raw weights and there is no {' or '.join(names)} beside it{hint}")
+
+
+def check_not_run_resume(path: str | os.PathLike, data: bytes | None = None) -> None:
+    """ValueError for a detection or segmentation run's resume state (its ``resume.pt``; ``data``: its bytes where
+    given) given as weights, naming the run's weights files: it records the run's task but neither its Swin nor how
+    the run fed it (mean, std, size), and read as a classifier's file (with a model name) it gave the raw levels of a
+    classifier's Swin at the classifier's size. A classification run's resume state passes: its ``model`` is the
+    run's classifier (what :func:`~swinlite.io.read_state_dict` gives)."""
+    task = resume_task(path, data)
+    if task is None or task == "classification":
+        return
+    folder = Path(path).parent
+    raise ValueError(
+        f"{path} is a {task} run's resume state, which records neither its Swin nor its preprocessing: "
+        f"give the run's weights, {folder / 'best.safetensors'} or {folder / 'last.safetensors'}"
+    )
 
 
 def warn_if_resume_with_ema(path: str | os.PathLike, data: bytes | None = None, stacklevel: int = 2) -> None:
@@ -170,9 +194,11 @@ def load_model(
         **model_kwargs: further constructor arguments (e.g. ``out_norm=True``); they must not contradict the file.
 
     Raises:
-        ValueError: unreadable file, unknown or contradicting model, or a weight that does not load.
+        ValueError: unreadable file, a detection or segmentation run's resume state (:func:`check_not_run_resume`),
+            unknown or contradicting model, or a weight that does not load.
     """
     info = read_info(path, data)
+    check_not_run_resume(path, data)
     state = read_state_dict(path, stacklevel=3, data=data)  # an EMA warning names the line calling load_model
     if info is None:
         if model is None:

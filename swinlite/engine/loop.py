@@ -100,7 +100,7 @@ def train_one_epoch(
             with autocast(settings):
                 out = step_fn(model, batch)
             if not torch.isfinite(out.loss):
-                parts = ", ".join(f"{k} {float(v):.4g}" for k, v in out.parts.items())
+                parts = ", ".join(f"{k} {part_value(v):.4g}" for k, v in out.parts.items())
                 where = f"training diverged in {desc} at step {epoch_steps(position.batch, accum)}/{steps}"
                 raise TrainingDiverged(f"{where}: the loss is {out.loss.item()}" + (f" ({parts})" if parts else ""))
             scaler.scale(out.loss / _group_size(position.batch, total, accum)).backward()
@@ -110,7 +110,7 @@ def train_one_epoch(
             position.step += 1
             if ema is not None:
                 ema.update(unwrap(model), step=position.step)
-        values = {"train_loss": out.loss.item()} | {k: float(v) for k, v in out.parts.items()}
+        values = {"train_loss": out.loss.item()} | {k: part_value(v) for k, v in out.parts.items()}
         for key, value in values.items():
             position.sums[key] = position.sums.get(key, 0.0) + value * out.size
         position.count += out.size
@@ -130,6 +130,11 @@ def train_one_epoch(
     *totals, count = all_reduce_sum([*(position.sums[k] for k in keys), position.count], dist, settings.device)
     means = {k: v / max(count, 1) for k, v in zip(keys, totals, strict=True)}
     return {"train_loss": means.pop("train_loss", float("nan"))} | means, rate
+
+
+def part_value(part: torch.Tensor | float) -> float:
+    """A :class:`~swinlite.engine.task.StepOutput` part as a number, detached: a task may return one with grad."""
+    return float(part.detach()) if isinstance(part, torch.Tensor) else float(part)
 
 
 def current_lr(optimizer: torch.optim.Optimizer) -> float:

@@ -18,6 +18,17 @@ from .optim import check_optimizer
 from .task import Task
 
 
+def check_task(task: type[Task]) -> None:
+    """ValueError, before anything is read or written, for a task class that leaves abstract methods of :class:`Task`
+    undefined (a missing ``model_for`` was a TypeError traceback once the output folder was locked)."""
+    missing = sorted(getattr(task, "__abstractmethods__", ()))
+    if missing:
+        raise ValueError(
+            f"task {task.__name__} does not define {', '.join(missing)} (abstract methods of swinlite.engine.Task, "
+            "each needed by the run): define them in the class"
+        )
+
+
 def check_run(task: type[Task], cfg) -> None:
     """ValueError for settings that cannot work together, then the model's checks and the task's own (which may build
     the model, on the meta device), the data's existence, and last whether the pretrained weights can be had (which

@@ -40,7 +40,7 @@ from .distributed import (
 )
 from .handshake import checked_alike, join
 from .model import meta_model
-from .preflight import check_run, check_weights_fit, resolve_normalisation
+from .preflight import check_run, check_task, check_weights_fit, resolve_normalisation
 from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
 from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer, as_compared, rooted
@@ -82,6 +82,7 @@ def run(
     # once (a process's own ones by it), and so are the refusals of the checks here (once per machine)
     shared = SharedWarnings(launched())
     with shared, checked_alike(launched()):
+        check_task(task)
         check_values(cfg)
         device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")
         check_run(task, built_from_resume(cfg) if resume else cfg)

@@ -59,9 +59,16 @@ class Task(abc.ABC):
             one (``model.kwargs.in_chans: set by the task (its loaders give RGB images: 3 channels), ...``).
         output_files: files the task keeps in the output folder, written as it builds its datasets (e.g. its data
             scan's cache): ``--overwrite`` removes the old run's files only after that build, so by then these are
-            the new run's (the old ones read where they still hold, else replaced).
+            the new run's (the old ones read where they still hold, else replaced); a run of another task removes
+            them.
         evaluation_files: what the task's evaluate script writes beside the checkpoint by default: they describe
-            the replaced run's weights, so ``--overwrite`` removes them too.
+            the replaced run's weights, so ``--overwrite`` (of any task) removes them too. The names of both that
+            swinlite's tables of its own tasks' files do not hold, the run records in ``task_files.json`` in its
+            folder before the task writes any (:data:`swinlite.files.TASK_RECORD`): that record is what tells a later
+            ``--overwrite`` which files are a run's; a file of another name stays.
+
+    The engine checks a task class before anything is read or written: one that leaves an abstract method
+    undefined is refused, naming it.
     """
 
     name: ClassVar[str]
@@ -128,11 +135,15 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def train_step(self, model: nn.Module, batch: Any) -> StepOutput:
-        """Move a batch to the device, run the model, return the loss (the engine runs it under autocast)."""
+        """Move a batch to the device, run the model, return the loss (the engine runs it under autocast, and
+        detaches the parts for the metrics)."""
 
     @abc.abstractmethod
     def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
-        """``val_*`` metrics of ``model`` over this process's shard, combined over all processes."""
+        """``val_*`` metrics of ``model`` over this process's shard, combined over all processes; they must hold
+        :attr:`metric` (else the run stops, the trained epoch kept to resume, naming the keys returned). The engine
+        calls it with ``model`` in eval mode and under ``torch.no_grad()`` (its mode restored after): the task need
+        not set either."""
 
     @abc.abstractmethod
     def summary(self, row: dict[str, float]) -> str:
@@ -144,8 +155,10 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def weights_metadata(self) -> dict[str, Any]:
-        """What rebuilds the model from a weights file (model name and arguments, classes, preprocessing, ...);
-        the engine adds ``format``, ``task``, ``weights``, ``swinlite``, ``epoch`` and the metric."""
+        """What rebuilds the model from a weights file (model name and arguments, classes, preprocessing, ...), as
+        values JSON holds (Python numbers, not NumPy's: the engine calls it once the model is built, before the first
+        epoch, and refuses one it cannot write); the engine adds ``format``, ``task``, ``weights``, ``swinlite``,
+        ``epoch`` and the metric."""
 
     def state(self) -> dict[str, Any]:
         """What the resume file keeps of the task (e.g. its classes), checked by :meth:`check_resumed`."""

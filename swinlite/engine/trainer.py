@@ -13,8 +13,11 @@ replaces are removed before it (``checkpoint.clear_evaluation``): they describe 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +88,38 @@ def _misfit(path: Path, what: str, reason: str) -> ValueError:
         f"{path} does not fit this run's {what} ({reason}); resume with the run's own settings, or start over with "
         "--overwrite"
     )
+
+
+def score_text(score: float) -> str:
+    """A best score as the log lines print it: two decimals from 1 up (a percent, ``97.50``), else four significant
+    digits (``-0.04623``, ``0.001234``): two decimals printed -0.05 and -0.00 of such small scores."""
+    return f"{score:.2f}" if abs(score) >= 1 else f"{score:.4g}"
+
+
+def check_metadata(task: Task) -> None:
+    """ValueError naming the value of ``task.weights_metadata()`` that JSON cannot hold (a NumPy float), which the
+    weights files' metadata is stored as: said before the first epoch, rather than by a TypeError at its save."""
+    for key, value in task.weights_metadata().items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as e:
+            raise ValueError(
+                f"{type(task).__name__}.weights_metadata() returned {key}={value!r} ({type(value).__name__}), which "
+                f"a weights file's metadata (JSON) cannot hold ({e}); return Python numbers, text, lists and dicts"
+            ) from None
+
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[None]:
+    """``model`` in eval mode (no dropout nor drop-path, BatchNorm's running statistics) and no autograd, for a task's
+    ``evaluate``; its mode as it was after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
 
 
 def best_candidate(scores: dict[str, float], best: float) -> tuple[str, float] | None:
@@ -180,6 +215,7 @@ class Trainer:
         )
         self.batches = batches_per_epoch(self.loaders[0], cfg.train.max_iters, cfg.optim.accum_steps)
         model = self.task.build_model().to(device)
+        check_metadata(self.task)  # before any epoch: the first save wrote it
         self.model = model.to(memory_format=torch.channels_last) if cfg.train.channels_last else model
         self.train_model = nn.parallel.DistributedDataParallel(self.model) if dist.enabled else self.model
         if cfg.train.compile:
@@ -267,7 +303,7 @@ class Trainer:
             return
         metric, state = self.task.metric, self.state
         old = {"best.safetensors": (metric, state.best), "best_ema.safetensors": (f"{metric}_ema", state.best_ema)}
-        scored = {name: f"{key} {score:.2f}" for name, (key, score) in old.items() if score > -math.inf}
+        scored = {name: f"{key} {score_text(score)}" for name, (key, score) in old.items() if score > -math.inf}
         if scored:
             self.log(f"note: the best so far ({', '.join(scored.values())}) was scored on another validation set "
                      f"({', '.join(changed)}), which does not compare with this one: the best restarts, the next "
@@ -458,7 +494,7 @@ class Trainer:
         row |= {"train_img_s": rate * self.dist.world_size}
         if self.ema is not None:
             share_buffers(self.ema.module, self.dist)
-            row |= {f"{k}_ema": v for k, v in self.task.evaluate(self.ema.module, val_loader).items()}
+            row |= {f"{k}_ema": v for k, v in self.scores(self.ema.module, val_loader).items()}
         return row
 
     def evaluate(self, desc: str) -> dict[str, float]:
@@ -467,7 +503,7 @@ class Trainer:
         meet one of theirs)."""
         evaluate_in_step(self.train_model, self.dist)
         try:
-            return self.task.evaluate(self.train_model, self.loaders[1])
+            return self.scores(self.train_model, self.loaders[1])
         except Exception as e:
             if self.dist.enabled and (is_timeout(e) or peer_gone(e)):
                 raise
@@ -483,6 +519,19 @@ class Trainer:
                 f"{failed}; the trained epoch is saved in {self.out / RESUME_FILE}: fix the cause and --resume to "
                 "evaluate it"
             ) from e
+
+    def scores(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
+        """The task's evaluation of ``model`` (in eval mode, without autograd: :func:`evaluating`), checked to hold
+        the task's metric, which picks the best weights."""
+        with evaluating(model):
+            scores = self.task.evaluate(model, loader)
+        if self.task.metric not in scores:
+            returned = ", ".join(map(str, scores)) or "nothing"
+            raise ValueError(
+                f"{type(self.task).__name__}.evaluate() returned no {self.task.metric!r}, the task's metric "
+                f"(Task.metric); it returned {returned}"
+            )
+        return scores
 
     def _best_candidate(self, row: dict[str, float]) -> tuple[str, float] | None:
         """The weights best.safetensors should now hold, by ``train.best_of``, or None when it stays.
@@ -595,7 +644,7 @@ class Trainer:
         row = [] if state.best_epoch is None else state.history[state.best_epoch - 1 : state.best_epoch]
         found = scored_epoch(row, (metric, f"{metric}_ema"), state.best)
         if found is not None:  # the EMA weights' score is named as theirs
-            self.log(f"done: best {found[1]} {state.best:.2f} at epoch {found[0]}")
+            self.log(f"done: best {found[1]} {score_text(state.best)} at epoch {found[0]}")
         files = [("metrics.csv", "metrics"), ("curves.png", "curves"), ("best.safetensors", "best weights")]
         files += [("last.safetensors", "last weights")]
         if self.ema is not None:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+import pytest
 import timm
 import torch
 from enginekit import overrides, script_main
@@ -14,7 +16,9 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from swinlite.engine import RunConfig, StepOutput, Task, run
+from swinlite.engine.cli import run_from_cli
 from swinlite.engine.sections import DataConfig, ModelConfig
+from swinlite.engine.trainer import EvaluationFailed, evaluating, score_text
 
 
 @dataclass
@@ -107,3 +111,76 @@ def test_another_tasks_overwrite_removes_the_new_tasks_files(folder: Path, tmp_p
     held = {p.name for p in out.iterdir()}
     assert not {"eval.json", "errors.csv", "colour_stats.json", "task_files.json"} & held
     assert {"notes.txt", "scan.json.gz", "best.safetensors"} <= held
+
+
+class WrongMetric(ColourTask):
+    metric = "val_mse"
+
+
+def test_a_metric_evaluate_does_not_return_is_named_and_the_epoch_kept(tmp_path: Path):
+    """KeyError: 'val_mse' in trainer._best_candidate after a full epoch, the epoch lost."""
+    with pytest.raises(EvaluationFailed) as e:
+        train(WrongMetric, tmp_path / "out")
+    assert "WrongMetric.evaluate() returned no 'val_mse', the task's metric (Task.metric); it returned val_neg_mse" in (
+        str(e.value)
+    )
+    assert (tmp_path / "out" / "resume.pt").is_file()  # the trained epoch, to --resume
+
+
+class NumpyMetadata(ColourTask):
+    def weights_metadata(self) -> dict[str, Any]:
+        return {"mean": np.float32(0.5)}
+
+
+def test_weights_metadata_json_cannot_hold_is_named_before_training(tmp_path: Path, capsys):
+    """np.float32 in weights_metadata() was a TypeError at the first save, after an epoch."""
+    with pytest.raises(ValueError, match=r"NumpyMetadata.weights_metadata\(\) returned mean=.*\(float32\)"):
+        train(NumpyMetadata, tmp_path / "out")
+    assert "epoch 1/1:" not in capsys.readouterr().out
+
+
+def test_evaluate_runs_in_eval_mode_without_grad_and_train_mode_returns(tmp_path: Path, recwarn):
+    """A task that forgot model.eval() was scored with drop-path on; a part with grad warned at every step."""
+    ColourTask.seen.clear()
+    train(ColourTask, tmp_path / "out", **{"train.epochs": 2, "model.kwargs": "{drop_path_rate: 0.5}"})
+    assert ColourTask.seen == [(False, False), (False, False)]
+    assert not [w for w in recwarn if "requires_grad" in str(w.message)]
+    model = nn.Dropout().train()
+    with evaluating(model):
+        assert not model.training and not torch.is_grad_enabled()
+    assert model.training and torch.is_grad_enabled()
+
+
+# ColourTask as a user wrote it without model_for
+Incomplete = type(
+    "Incomplete", (Task,), {k: v for k, v in vars(ColourTask).items() if k not in ("model_for", "__dict__")}
+)
+
+
+def test_an_incomplete_task_is_refused_before_anything_is_written(tmp_path: Path):
+    """A Task subclass without model_for failed with a raw TypeError traceback after the output folder was locked."""
+    with pytest.raises(ValueError) as e:
+        run_from_cli(Incomplete, None, settings(tmp_path / "out"))
+    assert str(e.value) == (
+        "task Incomplete does not define model_for (abstract methods of swinlite.engine.Task, each needed by the "
+        "run): define them in the class"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "score, text", [(97.5, "97.50"), (-0.04623, "-0.04623"), (-0.0012345, "-0.001234"), (1e-3, "0.001"), (0.0, "0")]
+)
+def test_best_scores_keep_four_significant_digits_when_small(score: float, text: str):
+    """A best of -0.0462 printed -0.05, one near 1e-3 -0.00; percents print as they did."""
+    assert score_text(score) == text
+
+
+class SmallScore(ColourTask):
+    def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
+        return {"val_neg_mse": -0.0462}
+
+
+def test_the_done_line_of_a_small_metric(tmp_path: Path, capsys):
+    train(SmallScore, tmp_path / "out")
+    assert "done: best val_neg_mse -0.0462 at epoch 1\n" in capsys.readouterr().out

@@ -18,7 +18,7 @@ from ..engine.config import check_values
 from ..io import read_metadata, read_state_dict
 from ..metadata import finite_numbers, scripts_of
 from ..predictions import kept_scores
-from ..weights import load_strict
+from ..weights import check_not_run_resume, load_strict
 from .config import DetConfig, DetModelConfig
 from .data import Categories
 from .models import build_detector
@@ -52,6 +52,7 @@ def _read_metadata(path: Path) -> dict[str, Any]:
             f"metadata): {type(e).__name__}: {e}"
         ) from None
     if meta.get("task") != "detection":
+        check_not_run_resume(path)  # a run's resume.pt: name the run's weights files to give
         task = f"its metadata says task {meta['task']!r}" if "task" in meta else "no detector metadata"
         raise ValueError(
             f"{path} is not a detection checkpoint of scripts/train_detection.py ({task}){scripts_of(meta.get('task'))}"

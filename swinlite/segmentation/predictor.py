@@ -21,7 +21,7 @@ from torchvision.utils import draw_segmentation_masks
 from ..engine.config import check_values
 from ..io import read_metadata, read_state_dict
 from ..metadata import finite_numbers, scripts_of
-from ..weights import load_strict
+from ..weights import check_not_run_resume, load_strict
 from .config import SegConfig, SegModelConfig
 from .data import Labels
 from .inference import InferenceSettings
@@ -87,6 +87,7 @@ def read_info(path: Path) -> SegInfo:
     except ValueError as e:
         raise ValueError(f"{e} (expected a segmentation checkpoint of {WRITER})") from None
     if meta.get("task") != "segmentation":
+        check_not_run_resume(path)  # a run's resume.pt: name the run's weights files to give
         task = f"its metadata says task {meta['task']!r}" if "task" in meta else "no segmentation metadata"
         raise ValueError(f"{path} is not a segmentation checkpoint of {WRITER} ({task}){scripts_of(meta.get('task'))}")
     problems = _problems(meta)

@@ -71,6 +71,7 @@ def train_one_epoch(
     Args:
         model: the (possibly DDP-wrapped, possibly compiled) model, in train mode on return.
         step_fn: the task's loss step: ``step_fn(model, batch)`` runs under autocast here.
+        optimizer: a timm ``Lookahead`` one syncs its slow weights into the model at the epoch's last step.
         scheduler: a timm scheduler; ``step_update(n)`` sets the lr for optimizer step ``n``.
         position: where the epoch stands (updated in place): micro-batches done, steps, loss sums.
         total: micro-batches in the whole epoch (the progress display shows its optimizer steps: ``epoch_steps``).
@@ -106,7 +107,7 @@ def train_one_epoch(
             scaler.scale(out.loss / _group_size(position.batch, total, accum)).backward()
         if last_micro:
             scheduler.step_update(position.step)
-            optimizer_step(model, optimizer, scaler, settings.clip_grad)
+            optimizer_step(model, optimizer, scaler, settings.clip_grad, position.batch == total)
             position.step += 1
             if ema is not None:
                 ema.update(unwrap(model), step=position.step)
@@ -143,14 +144,26 @@ def current_lr(optimizer: torch.optim.Optimizer) -> float:
 
 
 def optimizer_step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, clip_grad: float | None
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    clip_grad: float | None,
+    epoch_end: bool = False,
 ) -> None:
-    """Clip the global gradient norm to ``clip_grad`` (if set, after unscaling), step, update the scaler, zero grads."""
+    """Clip the global gradient norm to ``clip_grad`` (if set, after unscaling), step, update the scaler, zero grads.
+
+    At ``epoch_end`` a timm ``Lookahead`` optimizer (``optim.opt=lookahead_*``) syncs its slow weights into the model,
+    as timm's train.py does at the end of each epoch: what is evaluated, saved and resumed are the slow weights. The
+    sync is part of the epoch's last step (a step checkpoint and an uninterrupted run agree), before the grads are
+    zeroed: timm's ``sync_lookahead`` skips a parameter without a gradient.
+    """
     if clip_grad is not None:
         scaler.unscale_(optimizer)
         nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
     scaler.step(optimizer)
     scaler.update()
+    if epoch_end and hasattr(optimizer, "sync_lookahead"):
+        optimizer.sync_lookahead()
     optimizer.zero_grad(set_to_none=True)
 
 

@@ -37,11 +37,20 @@ def check_run(task: type[Task], cfg) -> None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     if cfg.schedule.kind == "step" and not cfg.schedule.decay_epochs:
         raise ValueError("schedule.kind=step needs schedule.decay_epochs, e.g. schedule.decay_epochs=[8,11]")
+    check_decay_epochs(cfg.schedule.decay_epochs)
     check_optimizer(cfg.optim)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))
     task.check_config(cfg)
     task.check_inputs(cfg)
     check_pretrained(cfg.model)
+
+
+def check_decay_epochs(epochs: tuple[float, ...]) -> None:
+    """ValueError for ``schedule.decay_epochs`` out of order: timm's MultiStepLRScheduler bisects them as sorted, so
+    [2,1] applied both decays after epoch 1. A repeated epoch decays twice there, as torch's MultiStepLR does."""
+    if list(epochs) != sorted(epochs):
+        listed = ",".join(f"{e:g}" for e in sorted(epochs))
+        raise ValueError(f"schedule.decay_epochs must be in increasing order: give schedule.decay_epochs=[{listed}]")
 
 
 STAND_IN_CLASSES = ["class 1", "class 2"]  # the data's classes are not known before its scan

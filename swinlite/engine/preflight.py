@@ -38,6 +38,7 @@ def check_run(task: type[Task], cfg) -> None:
     if cfg.schedule.kind == "step" and not cfg.schedule.decay_epochs:
         raise ValueError("schedule.kind=step needs schedule.decay_epochs, e.g. schedule.decay_epochs=[8,11]")
     check_decay_epochs(cfg.schedule.decay_epochs)
+    warn_rising_lr(cfg.optim.lr, cfg.schedule)
     check_optimizer(cfg.optim)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))
     task.check_config(cfg)
@@ -51,6 +52,24 @@ def check_decay_epochs(epochs: tuple[float, ...]) -> None:
     if list(epochs) != sorted(epochs):
         listed = ",".join(f"{e:g}" for e in sorted(epochs))
         raise ValueError(f"schedule.decay_epochs must be in increasing order: give schedule.decay_epochs=[{listed}]")
+
+
+def warn_rising_lr(lr: float, schedule: Any) -> None:
+    """UserWarning for a ``schedule.min_lr`` (cosine, poly) or a ``schedule.warmup_lr`` (with a warm-up) above the peak
+    ``optim.lr``: the "decay" then raises the lr, the warm-up lowers it. Warned of, not refused: timm accepts it, and a
+    timm recipe keeps running. ``optim.lr_base_batch`` scales all three alike, so the settings are compared as given."""
+    if schedule.kind != "step" and schedule.min_lr > lr:
+        warnings.warn(
+            f"schedule.min_lr {schedule.min_lr:g} is above optim.lr {lr:g}: the {schedule.kind} decay raises the lr to "
+            "schedule.min_lr",
+            stacklevel=2,
+        )
+    if schedule.warmup_epochs > 0 and schedule.warmup_lr > lr:
+        warnings.warn(
+            f"schedule.warmup_lr {schedule.warmup_lr:g} is above optim.lr {lr:g}: the warm-up lowers the lr to "
+            "optim.lr",
+            stacklevel=2,
+        )
 
 
 STAND_IN_CLASSES = ["class 1", "class 2"]  # the data's classes are not known before its scan

@@ -3,7 +3,7 @@
 import pytest
 from enginekit import TASKS
 
-from swinlite.engine.preflight import check_decay_epochs, check_run
+from swinlite.engine.preflight import check_decay_epochs, check_run, warn_rising_lr
 
 
 def test_unsorted_decay_epochs_are_refused_with_the_sorted_list():
@@ -17,3 +17,31 @@ def test_unsorted_decay_epochs_are_refused_with_the_sorted_list():
 def test_a_repeated_decay_epoch_is_accepted():
     """[2,2] decays twice after epoch 2 (torch's MultiStepLR does the same): not refused."""
     check_decay_epochs((1.0, 2.0, 2.0))
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        (["schedule.min_lr=0.01"], r"schedule.min_lr 0.01 is above optim.lr 0.001: the cosine decay raises the lr"),
+        (["schedule.kind=poly", "schedule.min_lr=0.01"], r"the poly decay raises the lr to schedule.min_lr"),
+        (["schedule.warmup_epochs=1", "schedule.warmup_lr=0.01"],
+         r"schedule.warmup_lr 0.01 is above optim.lr 0.001: the warm-up lowers the lr to optim.lr"),
+    ],
+)  # fmt: skip
+def test_a_floor_or_warmup_start_above_the_peak_lr_is_warned_of(settings: list[str], said: str):
+    """A min_lr above optim.lr made the cosine "decay" rise, silently (timm accepts it: warned of, not refused); the
+    warning compares the settings as given, optim.lr_base_batch scaling the three alike."""
+    cfg = TASKS["classification"].load_config(None, ["optim.lr=1e-3", "optim.lr_base_batch=512", *settings])
+    with pytest.warns(UserWarning, match=said), pytest.raises(ValueError, match="--data-dir"):
+        check_run(TASKS["classification"], cfg)  # warned of before the first refusal of the data
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [["schedule.min_lr=1e-3", "schedule.warmup_epochs=1", "schedule.warmup_lr=1e-3"],
+     ["schedule.kind=step", "schedule.decay_epochs=[1]", "schedule.min_lr=0.01"],  # step: no floor
+     ["schedule.warmup_epochs=0", "schedule.warmup_lr=0.01"]],  # no warm-up
+)  # fmt: skip
+def test_a_floor_and_warmup_start_at_or_below_the_peak_lr_are_not_warned_of(settings: list[str], recwarn):
+    warn_rising_lr(1e-3, TASKS["classification"].load_config(None, ["optim.lr=1e-3", *settings]).schedule)
+    assert not [w for w in recwarn if "optim.lr" in str(w.message)]

@@ -22,7 +22,8 @@ identically for every task:
   (``checkpoint``, ``trainer``); a failed evaluation keeps the trained epoch;
 - the scripts' error lines and exit codes (``cli``).
 
-The engine imports no task: a new task is a new package with a ``task.py``, and no engine change.
+The engine imports no task: a new task is a :class:`Task` subclass in any package (the shipped ones in
+``swinlite/<task>/``), and no engine change.
 """
 
 from .run import run

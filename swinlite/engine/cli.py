@@ -1,14 +1,14 @@
 """The training scripts' body after their arguments are parsed: load the config, print it or run it.
 
-User errors propagate to the script's runner (``scripts/_cli.py``, the one that turns them into one ``error: ...``
-line and exit code 2; one every process raises alike, ``SharedError``, from rank 0 alone, and a refusal of the checks
-made before the processes join, of the config, the data's folders, the output folder, from each machine's first
-process alone, ``checked_alike``, named by rank where another process alone failed them, ``handshake``); a stalled
-process, and another process's end (killed, or failed), is one line and exit code 1 (the latter with a hint to
-``--resume``), an interrupt (Ctrl-C, exit code 130) or a SIGTERM (``kill``, a scheduler's stop; exit code 143) a hint
-to ``--resume`` (when there is something to resume), on rank 0; where rank 0 was killed (SIGKILL, a crash: it says
-nothing) and ``torchrun`` ended the others by SIGTERM, on the one process that finds rank 0's lock on the output
-folder left behind (:func:`holder_killed`).
+User errors propagate to the script's runner (``swinlite.script.run``, which ``scripts/_cli.py`` re-exports, the one
+that turns them into one ``error: ...`` line and exit code 2; one every process raises alike, ``SharedError``, from rank
+0 alone, and a refusal of the checks made before the processes join, of the config, the data's folders, the output
+folder, from each machine's first process alone, ``checked_alike``, named by rank where another process alone failed
+them, ``handshake``); a stalled process, and another process's end (killed, or failed), is one line and exit code 1 (the
+latter with a hint to ``--resume``), an interrupt (Ctrl-C, exit code 130) or a SIGTERM (``kill``, a scheduler's stop;
+exit code 143) a hint to ``--resume`` (when there is something to resume), on rank 0; where rank 0 was killed (SIGKILL,
+a crash: it says nothing) and ``torchrun`` ended the others by SIGTERM, on the one process that finds rank 0's lock on
+the output folder left behind (:func:`holder_killed`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """What a task gives the run engine: its data, its model, its loss step, its evaluation, its "best" metric.
 
 Everything else of a run (output folder and lock, resume, RNG, AMP, accumulation, clipping, EMA, DDP,
-progress, metrics, weights files) is the engine's. A new task is one file, ``swinlite/<task>/task.py``,
-with a subclass of :class:`Task` and a config (a :class:`~swinlite.engine.sections.RunConfig` subclass).
+progress, metrics, weights files) is the engine's. A new task is a subclass of :class:`Task` and a config (a
+:class:`~swinlite.engine.sections.RunConfig` subclass) in any package; swinlite's own live in
+``swinlite/<task>/task.py``.
 """
 
 from __future__ import annotations

@@ -55,6 +55,8 @@ class Task(abc.ABC):
         name: written into the weights metadata (``task``) and the resume file, e.g. ``"classification"``.
         config: the task's config dataclass (its defaults are the task's recipe).
         metric: the ``evaluate`` key that picks ``best.safetensors`` (higher is better), e.g. ``"val_top1"``.
+        metric_format: how the log lines print the best :attr:`metric` (a format spec): two decimals, as a percent
+            reads (``97.50``); e.g. ``".4g"`` for a small score such as a negated loss (``-0.04623``).
         drop_last: whether the training loader drops the last incomplete batch.
         reserved_kwargs: the ``model.kwargs`` keys set otherwise, each with who sets it, for the error that refuses
             one (``model.kwargs.in_chans: set by the task (its loaders give RGB images: 3 channels), ...``).
@@ -75,6 +77,7 @@ class Task(abc.ABC):
     name: ClassVar[str]
     config: ClassVar[type]
     metric: ClassVar[str]
+    metric_format: ClassVar[str] = ".2f"
     drop_last: ClassVar[bool] = True
     reserved_kwargs: ClassVar[dict[str, str]] = {
         "num_classes": "the task (from the data)",

@@ -90,10 +90,9 @@ def _misfit(path: Path, what: str, reason: str) -> ValueError:
     )
 
 
-def score_text(score: float) -> str:
-    """A best score as the log lines print it: two decimals from 1 up (a percent, ``97.50``), else four significant
-    digits (``-0.04623``, ``0.001234``): two decimals printed -0.05 and -0.00 of such small scores."""
-    return f"{score:.2f}" if abs(score) >= 1 else f"{score:.4g}"
+def score_text(score: float, task: Task) -> str:
+    """A best score as the log lines print it: in the task's :attr:`~swinlite.engine.task.Task.metric_format`."""
+    return format(score, task.metric_format)
 
 
 def check_metadata(task: Task) -> None:
@@ -215,7 +214,6 @@ class Trainer:
         )
         self.batches = batches_per_epoch(self.loaders[0], cfg.train.max_iters, cfg.optim.accum_steps)
         model = self.task.build_model().to(device)
-        check_metadata(self.task)  # before any epoch: the first save wrote it
         self.model = model.to(memory_format=torch.channels_last) if cfg.train.channels_last else model
         self.train_model = nn.parallel.DistributedDataParallel(self.model) if dist.enabled else self.model
         if cfg.train.compile:
@@ -303,7 +301,9 @@ class Trainer:
             return
         metric, state = self.task.metric, self.state
         old = {"best.safetensors": (metric, state.best), "best_ema.safetensors": (f"{metric}_ema", state.best_ema)}
-        scored = {name: f"{key} {score_text(score)}" for name, (key, score) in old.items() if score > -math.inf}
+        scored = {
+            name: f"{key} {score_text(score, self.task)}" for name, (key, score) in old.items() if score > -math.inf
+        }
         if scored:
             self.log(f"note: the best so far ({', '.join(scored.values())}) was scored on another validation set "
                      f"({', '.join(changed)}), which does not compare with this one: the best restarts, the next "
@@ -474,7 +474,7 @@ class Trainer:
         """
         state = self.state
         self.epoch_start = time.perf_counter() - state.seconds
-        train_loader, val_loader = self.loaders
+        train_loader = self.loaders[0]
         train_loader.sampler.set_epoch(state.epoch, start=state.batch * self.cfg.data.batch_size)
         position = EpochPosition(state.batch, state.step, dict(state.sums), state.count)
         desc = f"epoch {state.epoch + 1}/{self.cfg.train.epochs}"
@@ -489,21 +489,21 @@ class Trainer:
         except TrainingDiverged as e:
             raise TrainingDiverged(f"{e}; {self.out} keeps the files of the last good epoch ({ADVICE})") from None
         state.step, state.batch, state.sums, state.count = position.step, position.batch, position.sums, position.count
-        row = {"epoch": state.epoch + 1, **losses, **self.evaluate(desc)}
+        evaluate_in_step(self.train_model, self.dist)
+        row = {"epoch": state.epoch + 1, **losses, **self.evaluate(self.train_model, desc)}
         row |= {"lr": current_lr(self.optimizer), "epoch_time": time.perf_counter() - self.epoch_start}
         row |= {"train_img_s": rate * self.dist.world_size}
         if self.ema is not None:
             share_buffers(self.ema.module, self.dist)
-            row |= {f"{k}_ema": v for k, v in self.scores(self.ema.module, val_loader).items()}
+            row |= {f"{k}_ema": v for k, v in self.evaluate(self.ema.module, f"{desc} (EMA weights)").items()}
         return row
 
-    def evaluate(self, desc: str) -> dict[str, float]:
-        """The task's evaluation of the trained weights; when it fails, the trained epoch is saved first, unless it
-        failed on one process alone (the others wait inside the evaluation's collectives: a save's collective would
-        meet one of theirs)."""
-        evaluate_in_step(self.train_model, self.dist)
+    def evaluate(self, model: nn.Module, desc: str) -> dict[str, float]:
+        """The task's evaluation of ``model`` (the trained weights, or their EMA); when it fails, the trained epoch is
+        saved first, unless it failed on one process alone (the others wait inside the evaluation's collectives: a
+        save's collective would meet one of theirs)."""
         try:
-            return self.scores(self.train_model, self.loaders[1])
+            return self.scores(model, self.loaders[1])
         except Exception as e:
             if self.dist.enabled and (is_timeout(e) or peer_gone(e)):
                 raise
@@ -610,6 +610,7 @@ class Trainer:
             plot_curves(history, curves, self.task.curves(history[-1]))
 
     def fit(self) -> None:
+        check_metadata(self.task)  # before any epoch: the first save wrote it
         state = self.state
         while state.epoch < self.cfg.train.epochs:
             row = self.run_epoch()
@@ -644,7 +645,7 @@ class Trainer:
         row = [] if state.best_epoch is None else state.history[state.best_epoch - 1 : state.best_epoch]
         found = scored_epoch(row, (metric, f"{metric}_ema"), state.best)
         if found is not None:  # the EMA weights' score is named as theirs
-            self.log(f"done: best {found[1]} {score_text(state.best)} at epoch {found[0]}")
+            self.log(f"done: best {found[1]} {score_text(state.best, self.task)} at epoch {found[0]}")
         files = [("metrics.csv", "metrics"), ("curves.png", "curves"), ("best.safetensors", "best weights")]
         files += [("last.safetensors", "last weights")]
         if self.ema is not None:

@@ -127,6 +127,23 @@ def test_a_metric_evaluate_does_not_return_is_named_and_the_epoch_kept(tmp_path:
     assert (tmp_path / "out" / "resume.pt").is_file()  # the trained epoch, to --resume
 
 
+class EmaEvaluationFails(ColourTask):
+    scored: ClassVar[list[nn.Module]] = []
+
+    def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
+        EmaEvaluationFails.scored.append(model)
+        if len(EmaEvaluationFails.scored) == 2:  # the raw weights are scored first, then their EMA
+            raise RuntimeError("the EMA copy cannot be scored")
+        return super().evaluate(model, loader)
+
+
+def test_a_failed_evaluation_of_the_ema_weights_keeps_the_trained_epoch(tmp_path: Path):
+    """Only the raw weights' evaluation saved the trained epoch when it failed: the EMA's stopped the run unsaved."""
+    with pytest.raises(EvaluationFailed, match=r"epoch 1/1 \(EMA weights\) failed \(RuntimeError: the EMA copy"):
+        train(EmaEvaluationFails, tmp_path / "out", **{"train.ema_decay": 0.5})
+    assert (tmp_path / "out" / "resume.pt").is_file()
+
+
 class NumpyMetadata(ColourTask):
     def weights_metadata(self) -> dict[str, Any]:
         return {"mean": np.float32(0.5)}
@@ -168,15 +185,16 @@ def test_an_incomplete_task_is_refused_before_anything_is_written(tmp_path: Path
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(
-    "score, text", [(97.5, "97.50"), (-0.04623, "-0.04623"), (-0.0012345, "-0.001234"), (1e-3, "0.001"), (0.0, "0")]
-)
-def test_best_scores_keep_four_significant_digits_when_small(score: float, text: str):
-    """A best of -0.0462 printed -0.05, one near 1e-3 -0.00; percents print as they did."""
-    assert score_text(score) == text
+@pytest.mark.parametrize(("spec", "score", "text"), [(".2f", 97.5, "97.50"), (".2f", 0.631188, "0.63"),
+                                                    (".2f", 0.0, "0.00"), (".4g", -0.04623, "-0.04623")])  # fmt: skip
+def test_best_scores_print_in_the_tasks_format(spec: str, score: float, text: str):
+    """A best of -0.0462 printed -0.05 (two decimals, as a percent reads): a task gives its metric's format."""
+    assert score_text(score, type("T", (), {"metric_format": spec})) == text
 
 
 class SmallScore(ColourTask):
+    metric_format = ".4g"
+
     def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
         return {"val_neg_mse": -0.0462}
 

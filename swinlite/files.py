@@ -606,26 +606,74 @@ def unknown_task_files(names: Iterable[str]) -> list[str]:
     return [name for name in names if name not in known]
 
 
+def task_record_problem(names: Any) -> str | None:
+    """Why ``names`` is not what a :data:`TASK_RECORD` may name, or None: a sorted list of plain file names of its own
+    folder, none of them a file swinlite names itself (the run engine's :data:`RUN_FILES`, the record, the shipped
+    tasks' :data:`TASK_FILES` and :data:`EVALUATIONS_BY_TASK`, TensorBoard's events, a hidden name such as the
+    output folder's lock), which ``--overwrite`` removes by their tables, or never."""
+    if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
+        return "expected a non-empty list of file names"
+    if names != sorted(set(names)):
+        return "expected its names sorted, each once"
+    for name in names:
+        if not name or "/" in name or "\\" in name or is_hidden(name):  # is_hidden: ".", ".." too
+            return f"{name!r} is not a plain file name of its folder"
+        if name in (*RUN_FILES, TASK_RECORD) or not unknown_task_files([name]) or name.startswith(TENSORBOARD_EVENTS):
+            return f"{name!r} is a file swinlite itself names"
+    return None
+
+
 def recorded_task_files(folder: str | os.PathLike) -> list[str]:
-    """The file names the :data:`TASK_RECORD` in ``folder`` names (none where it is missing or unreadable); a name
-    that is not a plain file name (a path) is left out: the record names files of its own folder only."""
+    """The file names the :data:`TASK_RECORD` in ``folder`` names (none where there is no record).
+
+    Raises:
+        ValueError: the record is not exactly what :func:`record_task_files` writes (a file the user wrote or edited,
+            or copied in: the names it holds are not trusted to be a run's files, which ``--overwrite`` removes).
+    """
+    path = Path(folder) / TASK_RECORD
+    if not os.path.lexists(path):
+        return []
     try:
-        record = json.loads((Path(folder) / TASK_RECORD).read_bytes())
-    except (OSError, ValueError):
-        return []
+        return _task_record(path)
+    except ValueError as e:
+        raise ValueError(
+            f"{path} is no record of a run's task files ({e}); --overwrite would remove the files it names: move it "
+            f"out of {folder}, or pass another --output-dir"
+        ) from None
+
+
+def _task_record(path: Path) -> list[str]:
+    """The names the :data:`TASK_RECORD` ``path`` holds; ValueError saying how it differs from what
+    :func:`record_task_files` writes."""
+    if path.is_symlink() or not path.is_file():
+        raise ValueError("expected a regular file")
+    data = path.read_bytes()
+    try:
+        record = json.loads(data)
+    except ValueError:
+        raise ValueError("expected JSON") from None
     names = record.get("files") if isinstance(record, dict) else None
-    if not isinstance(names, list):
-        return []
-    return [name for name in names if isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name]
+    if problem := task_record_problem(names):
+        raise ValueError(problem)
+    if data != json_bytes({"files": names}, indent=1):
+        raise ValueError('expected {"files": [...]} alone, as swinlite writes it')
+    return names
 
 
 def record_task_files(folder: str | os.PathLike, names: Iterable[str]) -> None:
-    """Write ``names`` as the :data:`TASK_RECORD` of ``folder``, sorted; remove the record where there are none."""
+    """Write ``names`` as the :data:`TASK_RECORD` of ``folder``, sorted; remove the record where there are none.
+
+    Raises:
+        ValueError: ``names`` holds one a record may not name (:func:`task_record_problem`).
+    """
     names = sorted(set(names))
-    if names:
-        atomic_write_bytes(Path(folder) / TASK_RECORD, json_bytes({"files": names}, indent=1))
+    path = Path(folder) / TASK_RECORD
+    if not names:
+        path.unlink(missing_ok=True)
+    elif problem := task_record_problem(names):
+        raise ValueError(f"cannot record the task's files in {path}: {problem}")
     else:
-        (Path(folder) / TASK_RECORD).unlink(missing_ok=True)
+        atomic_write_bytes(path, json_bytes({"files": names}, indent=1))
 
 
 def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:

@@ -239,6 +239,11 @@ def _check_existing_run(
             f"{out} already holds a run's weights ({', '.join(weights)}) but no {RESUME_FILE}, so nothing to resume; "
             "pass --overwrite to replace them, or --output-dir for a new run"
         )
+    elif os.path.lexists(out / TASK_RECORD):  # a run's record of its task's files: a fresh run would keep its names
+        raise ValueError(
+            f"{out} already holds a run's outputs ({TASK_RECORD}: the files its task wrote there); pass --overwrite "
+            "to replace them, or --output-dir for a new run"
+        )
 
 
 def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> Any | None:
@@ -395,9 +400,10 @@ def replaced_outputs(out: Path, overwrite: bool) -> list[Path]:
 
 
 def _remove(out: Path, names: tuple[str, ...]) -> list[str]:
-    """Remove ``names`` and TensorBoard's event files from ``out``; the names of those that were there."""
+    """Remove ``names`` and TensorBoard's event files from ``out``, each where it is a regular file (a folder or a
+    symlink of that name is the user's: kept, and so is the symlink's target); the names of those that were there."""
     found = [out / name for name in names] + sorted(out.glob("events.out.tfevents.*"))
-    found = [path for path in found if path.is_file()]
+    found = [path for path in found if path.is_file() and not path.is_symlink()]
     for path in found:
         path.unlink(missing_ok=True)
     return [path.name for path in found]

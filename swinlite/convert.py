@@ -338,8 +338,9 @@ def convert_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None
 
     With ``model``, nothing loads half: every model weight except a classifier and per-level output norms
     must come from the checkpoint; a bias table of a window shrunk to a smaller stage map is embedded
-    (:func:`embed_shrunk_tables`), exactly, other bias tables of another size are resized to the model's window
-    as timm's Swin resizes them (:func:`resize_rel_pos_bias_table`, with a warning naming them); a classifier of
+    (:func:`embed_shrunk_tables`), exactly, other bias tables of another size are resized as timm's Swin resizes them
+    (:func:`resize_rel_pos_bias_table`, with a warning naming them): to the model's window, or in such a stage to
+    the window timm shrinks it to, then embedded; a classifier of
     another size (its weight or its bias) is dropped whole with a warning, one of the model's size is kept (also
     through timm's loader, which otherwise drops it whenever ``num_classes`` differs from the pretrained tag's); a
     first conv of another channel count is passed on for timm's loader to adapt (``in_chans``).
@@ -393,7 +394,8 @@ def convert_pretrained(checkpoint: Mapping[str, object], model: nn.Module, stric
     """timm's ``pretrained_filter_fn`` for the swinlite variants: :func:`convert_state_dict` of a tag's file (or
     ``pretrained_cfg_overlay``'s) for ``model``; a file in timm's (or the Microsoft release's) layout has the bias
     tables of a model built at another ``img_size`` fitted as timm's pretrained loader fits them
-    (:func:`embed_shrunk_tables` with ``resize_whole``), so that the tag computes what timm's does at that size.
+    (:func:`_resize_shrunk_tables` with ``resize_whole``, warned), so that the tag computes what timm's does at that
+    size.
 
     ``strict=False`` (timm's ``pretrained_strict=False``): model weights the file lacks keep their initial values and
     file keys the model lacks are dropped, each named in a warning, as timm's loader allows them; shapes and values
@@ -575,7 +577,8 @@ def _fit_to_model(
             stacklevel=3,
         )
         state_dict = {k: v for k, v in state_dict.items() if k in target}
-    state_dict = embed_shrunk_tables(state_dict, model, resize_whole=timm_tables)
+    state_dict, shrunk = _resize_shrunk_tables(state_dict, model, resize_whole=timm_tables)
+    state_dict = embed_shrunk_tables(state_dict, model)
     out, resized, dropped = {}, [], []
     head_fits = _classifier_fits(state_dict, target)
     for key, value in state_dict.items():
@@ -584,7 +587,7 @@ def _fit_to_model(
             raise ValueError(f"checkpoint does not fit {name}: {shape_mismatch(key, value.shape, want)}")
         if value.shape != want and key.endswith("rel_pos.table"):  # the model's window may be rectangular
             window = model.get_submodule(key.removesuffix(".table")).window
-            value = resize_rel_pos_bias_table(value, _square_window(value.shape[0]), window)
+            value = resize_rel_pos_bias_table(value, _square_window(key, value.shape[0]), window)
             resized.append(key)
         elif key == _FIRST_CONV and value.shape[0] == want[0] and value.shape[2:] != want[2:]:  # another patch size
             old, patch = tuple(value.shape[2:]), tuple(want[2:])  # resampled as timm does (FlexiViT's pseudo-inverse)
@@ -614,12 +617,8 @@ def _fit_to_model(
             f"checkpoint does not fit {name}: {cause}{counted(len(missing), 'model weight')} missing from it: "
             + first_keys(missing)
         )
-    if resized:
-        warnings.warn(
-            f"resized {len(resized)} relative position bias tables to the model's window "
-            f"{tuple(model.window_size)}: {first_keys(resized, 4)}",
-            stacklevel=3,
-        )
+    if resized or shrunk:
+        warnings.warn(_resized_tables_note(resized, shrunk, model), stacklevel=3)
     fresh = [k for k in fresh if k not in state_dict]  # a classifier dropped above was already named
     if fresh:
         warnings.warn(f"not in the checkpoint, left at their initial values: {first_keys(fresh)}", stacklevel=3)
@@ -628,6 +627,25 @@ def _fit_to_model(
 
 
 _FIRST_CONV = "patch_embed.proj.weight"
+
+
+def _resized_tables_note(resized: list[str], shrunk: list[str], model: nn.Module) -> str:
+    """The warning naming the bias tables resized to the model's window (``resized``) and those resized to the window
+    timm shrinks their stage's to at the model's ``img_size``, then embedded (``shrunk``)."""
+    from .models.swin import shrunk_windows  # the model module imports this one
+
+    window = tuple(model.window_size)
+    note = f"resized {len(resized) + len(shrunk)} relative position bias tables to the model's window {window}"
+    if shrunk:
+        stages = sorted({int(k.split(".")[1]) for k in shrunk})
+        windows = shrunk_windows(window, tuple(model.patch_embed.grid_size), len(model.layers))
+        shown = ", ".join(f"stage {i} {windows[i]}" for i in stages)
+        note += (
+            f", {len(shrunk)} of them as timm's Swin does to the window it shrinks their stage's to at the model's "
+            f"img_size ({shown}), embedded in the model's"
+        )
+    return f"{note}: {first_keys(resized + shrunk, 4)}"
+
 
 _ATTENTION = {  # _attention_kind -> (what it holds, the models that hold it)
     "v1": ("Swin-V1 (relative position bias tables)", "a Swin-V1 model (swinlite_tiny_patch4_window7_224, ...)"),
@@ -741,7 +759,7 @@ def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) ->
     return {k: v for k, v in state_dict.items() if k in target or not k.startswith(optional)}
 
 
-def embed_shrunk_tables(state_dict: StateDict, model: nn.Module, resize_whole: bool = False) -> StateDict:
+def embed_shrunk_tables(state_dict: StateDict, model: nn.Module) -> StateDict:
     """``state_dict`` with each bias table learned for a window shrunk to its stage's map embedded in a table of the
     model's window (:func:`embed_rel_pos_bias_table`); other keys as they are.
 
@@ -750,16 +768,9 @@ def embed_shrunk_tables(state_dict: StateDict, model: nn.Module, resize_whole: b
     6x6 map, a 6x6 window, an 11x11 table. swinlite keeps the model's window and masks the padding, so at that size
     its attention uses the same 11x11 offsets: with the embedded table the stage computes what timm's does,
     with a resized one it would not. The table's window is the one timm gives that stage of a model of this ``img_size``
-    (:func:`~swinlite.models.swin.shrunk_windows`); a table of another size is left to the callers' rules.
-
-    With ``resize_whole`` (a pretrained tag's file, made at the tag's input size, :func:`convert_pretrained`) a table
-    of the model's whole window in such a stage is first resized as timm's pretrained loader resizes it to the shrunk
-    window (:func:`~swinlite.models.swin.table_resized_as_timm`; at 112 the last stage's 13x13 table to 7x7): the tag
-    built at another ``img_size`` then computes what timm's does, as after ``set_input_size``. Other files load as
-    they are: swinlite keeps its window at any size, and a file records no input size to resize from.
+    (:func:`~swinlite.models.swin.shrunk_windows`); a table of another size is left to the callers' rules
+    (:func:`convert_state_dict` first resizes it to that window, as timm's loader does).
     """
-    from .models.swin import table_resized_as_timm  # the model module imports this one
-
     target, window = model.state_dict(), tuple(model.window_size)
     out = dict(state_dict)
     for key, value, stage_window in _tables_timm_shrinks(state_dict, model):
@@ -768,9 +779,32 @@ def embed_shrunk_tables(state_dict: StateDict, model: nn.Module, resize_whole: b
         want = target[key].shape
         if value.shape == (_num_offsets(stage_window), want[1]) and want[0] == _num_offsets(window):
             out[key] = embed_rel_pos_bias_table(value, stage_window, window)
-        elif resize_whole and value.shape == want:
-            out[key] = table_resized_as_timm(value, window, window, stage_window, window)
     return out
+
+
+def _resize_shrunk_tables(state_dict: StateDict, model: nn.Module, resize_whole: bool) -> tuple[StateDict, list[str]]:
+    """``state_dict`` with each bias table of a stage timm shrinks (:func:`_tables_timm_shrinks`) that is of another
+    window resized to the shrunk window, as timm's ``checkpoint_filter_fn`` resizes it for that stage (the 13x13 table
+    of a window-7 file to 9x9 in a window-10 model's last stage at 160, not to the model's 19x19), for
+    :func:`embed_shrunk_tables` to embed; and the keys resized.
+
+    A table of the model's whole window is resized only with ``resize_whole`` (a pretrained tag's file, made at the
+    tag's input size, :func:`convert_pretrained`: at 112 the last stage's 13x13 table to 7x7, so that the tag built at
+    another ``img_size`` computes what timm's does, as after ``set_input_size``); other files load it as it is:
+    swinlite keeps its window at any size, and a file records no input size to resize from.
+    """
+    target, window = model.state_dict(), tuple(model.window_size)
+    out, resized = dict(state_dict), []
+    for key, value, stage_window in _tables_timm_shrinks(state_dict, model):
+        if key not in target or value.ndim != 2 or value.shape[1] != target[key].shape[1]:
+            continue  # another head count: the fitting's error names it
+        whole = value.shape[0] == _num_offsets(window)
+        if value.shape[0] == _num_offsets(stage_window) or (whole and not resize_whole):
+            continue
+        old = window if whole else _square_window(key, value.shape[0])
+        out[key] = resize_rel_pos_bias_table(value, old, stage_window)
+        resized.append(key)
+    return out, resized
 
 
 def crop_shrunk_tables(state_dict: Mapping[str, torch.Tensor], model: nn.Module) -> StateDict:
@@ -897,14 +931,14 @@ def offset_grid(table: torch.Tensor, window: Sequence[int]) -> torch.Tensor:
     return table.T.reshape(table.shape[1], h, w)
 
 
-def _square_window(num_offsets: int) -> tuple[int, int]:
-    """The square window a checkpoint's bias table of ``num_offsets`` rows was learned for (a checkpoint does not
-    record its window; the released ones are square)."""
+def _square_window(key: str, num_offsets: int) -> tuple[int, int]:
+    """The square window a checkpoint's bias table ``key`` of ``num_offsets`` rows was learned for (a checkpoint does
+    not record its window; the released ones are square)."""
     side = math.isqrt(num_offsets)
     if side * side != num_offsets or side % 2 == 0:
         raise ValueError(
-            f"the checkpoint's bias table of {num_offsets} rows is not (2w-1)^2: not a square window's, which is the "
-            "only kind resized (give the model the checkpoint's window)"
+            f"the checkpoint's bias table {key} of {num_offsets} rows is not (2w-1)^2: not a square window's, which "
+            "is the only kind resized (give the model the checkpoint's window)"
         )
     return (side + 1) // 2, (side + 1) // 2
 

@@ -37,7 +37,9 @@ from .config import SegModelConfig
 from .convert import CLASSIFIERS, convert_upernet
 
 AUX_LEVEL = 2  # the auxiliary head's level: stage 3 of 4, mmsegmentation's in_index=2
-WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin", ".ckpt")  # a name ending so is a file, not a model
+# a name ending so (in any case) is a file, not a model: weights (model.pth.tar: .tar), or an exported ONNX model
+WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin", ".ckpt", ".tar")
+ONNX_SUFFIX = ".onnx"
 
 
 def conv_bn_relu(in_channels: int, out_channels: int, kernel_size: int) -> Conv2dNormActivation:
@@ -185,12 +187,12 @@ def build_upernet(
 
     Raises:
         TypeError: ``name_or_cfg`` neither a model name nor a SegModelConfig; ``pretrained`` beside a config.
-        ValueError: a name that is no swinlite model (a file's path: naming the SegModelConfig to give instead);
+        ValueError: a name that is no swinlite model (a file's path, a pathlib.Path too: naming what to give instead);
             ``num_classes`` below 1; weights that do not fit (naming the file and the keys).
     """
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
         raise ValueError(f"build_upernet: num_classes must be a whole number of at least 1, got {num_classes!r}")
-    if isinstance(name_or_cfg, str):
+    if isinstance(name_or_cfg, str | os.PathLike):
         _refuse_a_file(name_or_cfg, num_classes)
     model_kwargs = dict(model_kwargs)
     cfg = _model_config(name_or_cfg, model_kwargs)
@@ -238,16 +240,27 @@ def _model_config(name_or_cfg: str | SegModelConfig, model_kwargs: dict[str, Any
     )
 
 
-def _refuse_a_file(name: str, num_classes: int) -> None:
-    """ValueError, naming what build_upernet takes instead, when the model name ``name`` is a weights file's path (a
-    path separator, a weights suffix or an existing file): timm's unknown-model error said nothing of files."""
-    if not (Path(name).suffix in WEIGHT_SUFFIXES or "/" in name or os.sep in name or Path(name).is_file()):
+def _refuse_a_file(name: str | os.PathLike, num_classes: int) -> None:
+    """ValueError, naming what build_upernet takes instead, when ``name`` is a file's path: an os.PathLike, or a str
+    with a path separator, a weights or ONNX suffix (:data:`WEIGHT_SUFFIXES`, in any case) or naming an existing file.
+    timm's unknown-model error said nothing of files; a pathlib.Path got a TypeError of no hint."""
+    text = os.fsdecode(name)
+    suffix = Path(text).suffix.lower()
+    if suffix == ONNX_SUFFIX:
+        raise ValueError(
+            f"build_upernet: {text!r} is an ONNX file, an exported model, which build_upernet does not load (no model "
+            "name, no weights file); build_upernet expects a swinlite model name (e.g. "
+            "'swinlite_tiny_patch4_window7_224') or a SegModelConfig whose pretrained is the weights file the ONNX "
+            "file was exported from (a train_segmentation.py run's best.safetensors)"
+        )
+    looks_like_a_file = suffix in WEIGHT_SUFFIXES or "/" in text or os.sep in text or Path(text).is_file()
+    if not isinstance(name, os.PathLike) and not looks_like_a_file:
         return
     raise ValueError(
-        f"build_upernet: {name!r} is a file's path, not a model name; build_upernet expects a swinlite model name "
+        f"build_upernet: {text!r} is a file's path, not a model name; build_upernet expects a swinlite model name "
         "(e.g. 'swinlite_tiny_patch4_window7_224') or a SegModelConfig, whose pretrained takes a file: "
-        f"build_upernet(SegModelConfig(name='<its swinlite model>', pretrained={name!r}), {num_classes}) "
-        f"(a train_segmentation.py run's file, whole: swinlite.segmentation.predictor.load_segmenter({name!r}))"
+        f"build_upernet(SegModelConfig(name='<its swinlite model>', pretrained={text!r}), {num_classes}) "
+        f"(a train_segmentation.py run's file, whole: swinlite.segmentation.predictor.load_segmenter({text!r}))"
     )
 
 

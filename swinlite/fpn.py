@@ -17,9 +17,11 @@ from torch import nn
 from torchvision.ops import FeaturePyramidNetwork
 from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
 
+from .convert import convert_state_dict
+from .io import read_state_dict
 from .models.swin import SwinTransformer
 from .models.variants import SwinFeatureBody
-from .weights import load_checkpoint
+from .weights import load_checkpoint, warn_if_resume_with_ema
 
 EXTRA_LEVELS = ("pool", "p6p7")
 
@@ -131,6 +133,20 @@ def build_fpn_backbone(
         model.out_norms[level].requires_grad_(False)  # a gradient (DDP fails on those), same state dict
     body = SwinFeatureBody(model, out_indices=list(out_indices), output_fmt="NCHW")
     if checkpoint is not None:  # into the Swin pruned of the final norm it does not use, which the file need not hold
-        load_checkpoint(body.model, checkpoint)
+        _load_swin(body.model, checkpoint)
     info = body.feature_info
     return SwinFPNBackbone(body, info.channels(), fpn_channels, info.reduction(), extra_levels)
+
+
+def _load_swin(swin: SwinTransformer, checkpoint: str | os.PathLike | Mapping[str, object]) -> None:
+    """``checkpoint`` (a path names itself in the errors) into the features-only ``swin``, strictly, without the
+    checkpoint's classifier: the model has none, and a note on an ImageNet file's would come with every one (as the
+    segmentation backbone loads its file)."""
+    path = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else None
+    state = read_state_dict(path, stacklevel=4) if path is not None else checkpoint
+    try:
+        load_checkpoint(swin, {k: v for k, v in convert_state_dict(state).items() if not k.startswith("head.fc.")})
+    except ValueError as e:
+        raise (e if path is None else ValueError(f"{path}: {e}")) from None
+    if path is not None:
+        warn_if_resume_with_ema(path, stacklevel=4)

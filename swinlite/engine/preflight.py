@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from timm.data import resolve_model_data_config
 
+from ..files import task_record_problem, unknown_task_files
 from .config import apply_overrides, check_values, copy_config, read_yaml
 from .model import check_model, check_pretrained, meta_model
 from .optim import check_optimizer
@@ -20,12 +21,20 @@ from .task import Task
 
 def check_task(task: type[Task]) -> None:
     """ValueError, before anything is read or written, for a task class that leaves abstract methods of :class:`Task`
-    undefined (a missing ``model_for`` was a TypeError traceback once the output folder was locked)."""
+    undefined (a missing ``model_for`` was a TypeError traceback once the output folder was locked), or declares as
+    its files names the run's record of them may not hold (a path, a hidden name, a file of swinlite's own: said
+    only as the record was written, in the locked output folder)."""
     missing = sorted(getattr(task, "__abstractmethods__", ()))
     if missing:
         raise ValueError(
             f"task {task.__name__} does not define {', '.join(missing)} (abstract methods of swinlite.engine.Task, "
             "each needed by the run): define them in the class"
+        )
+    declared = sorted(set(unknown_task_files([*task.output_files, *task.evaluation_files])))
+    if declared and (problem := task_record_problem(declared)):
+        raise ValueError(
+            f"task {task.__name__}'s output_files and evaluation_files: {problem}; name plain files of the output "
+            "folder that swinlite does not write itself"
         )
 
 

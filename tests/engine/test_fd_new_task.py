@@ -185,6 +185,21 @@ def test_an_incomplete_task_is_refused_before_anything_is_written(tmp_path: Path
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("files", "problem"),
+    [
+        (("stats/x.json",), "'stats/x.json' is not a plain file name"),
+        (("config.yaml",), "'config.yaml' is a file swin"),
+    ],
+)
+def test_a_task_declaring_files_no_record_may_hold_is_refused_before_anything_is_written(tmp_path, files, problem):
+    """Such a task was refused as its files' record was written, in the locked output folder."""
+    declared = type("Declared", (ColourTask,), {"evaluation_files": files})
+    with pytest.raises(ValueError, match=f"task Declared's output_files and evaluation_files: {problem}"):
+        run_from_cli(declared, None, settings(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("spec", "score", "text"), [(".2f", 97.5, "97.50"), (".2f", 0.631188, "0.63"),
                                                     (".2f", 0.0, "0.00"), (".4g", -0.04623, "-0.04623")])  # fmt: skip
 def test_best_scores_print_in_the_tasks_format(spec: str, score: float, text: str):

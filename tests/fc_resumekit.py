@@ -1,7 +1,7 @@
 """A detection or segmentation run's resume state (RUN/resume.pt) given to a classifier's script as its weights file:
 refused at once with one line naming the run's weights files (read with --model it went through the classifier path:
-an ONNX file or predictions of the raw levels at the classifier's size, with the model's default mean and std), before
---ema looks for EMA weights beside it. Shared by tests/detection/test_fc_det_resume_scripts.py and
+an ONNX file, predictions, features or drawings of the raw levels at the classifier's size, with the model's default
+mean and std), before --ema looks for EMA weights beside it. Shared by tests/detection/test_fc_det_resume_scripts.py and
 tests/segmentation/test_fc_seg_resume_scripts.py, each over its session's trained run."""
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ CASES = [
     pytest.param(
         "evaluate", ["--ema", "--model", PICO, "--data-dir", "{data}", "--output-dir", "{out}"], id="evaluate-ema"
     ),  # fmt: skip
+    pytest.param("extract_features", ["--input", "{image}", "--no-progress", "--output", "{out}"], id="extract"),
+    pytest.param("extract_features", ["--model", PICO, "--input", "{image}", "--output", "{out}"], id="extract-model"),
+    pytest.param("visualize", ["--image", "{image}", "--output", "{out}"], id="visualize"),
+    pytest.param("visualize", ["--model", PICO, "--image", "{image}", "--output", "{out}"], id="visualize-model"),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from scriptkit import run_script
 
 from swinlite.classification import ClassificationTask
 from swinlite.detection.task import DetectionTask
-from swinlite.engine import Task
+from swinlite.engine import Task, trainer
 from swinlite.segmentation.task import SegmentationTask
 
 TASKS: dict[str, type[Task]] = {
@@ -48,3 +49,18 @@ def script_config(task: str, folder: Path) -> Path:
 def script_main(task: str, argv: list[object]) -> int:
     """The task's training script run in this process as from the command line; returns its exit code."""
     return run_script(SCRIPT[task], argv)
+
+
+def keep_step_checkpoints(monkeypatch: Any, folder: Path) -> list[Path]:
+    """A list that fills, as runs save, with a copy in ``folder`` of each mid-epoch step checkpoint (``stepN.pt``):
+    the files a kill could have left behind."""
+    saves: list[Path] = []
+    save_resume = trainer.save_resume
+
+    def keep_copy(path: Path, state: dict[str, Any]) -> None:
+        save_resume(path, state)
+        if state["batch"]:
+            saves.append(Path(shutil.copy(path, folder / f"step{state['step']}.pt")))
+
+    monkeypatch.setattr(trainer, "save_resume", keep_copy)
+    return saves

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from enginekit import tiny_config
+from enginekit import keep_step_checkpoints, tiny_config
 from timm.optim import Lookahead
 from timm.scheduler import StepLRScheduler
 from torch import nn
 from trainkit import make_folder
 
 from swinlite.classification import ClassificationTask
-from swinlite.engine import run, trainer
+from swinlite.engine import run
 from swinlite.engine.checkpoint import load_resume
 from swinlite.engine.loop import EpochPosition, StepSettings, train_one_epoch
 from swinlite.engine.task import StepOutput
@@ -50,15 +50,7 @@ def test_a_lookahead_run_saves_the_slow_weights_and_resumes_bit_equal(tmp_path: 
     (step 8, past the sync of step 6) ends with the same weights as the uninterrupted run."""
     data = make_folder(tmp_path / "data", per_class=7)  # 21 images: 5 batches of 4, one dropped
     settings = {"train.epochs": 2, "data.batch_size": 4, "optim.opt": "lookahead_adamw", "train.save_every_steps": 2}
-    saves = []
-
-    def keep_copy(path, state):  # the step checkpoints a kill could have left behind
-        save_resume(path, state)
-        if state["batch"]:
-            saves.append(shutil.copy(path, tmp_path / f"step{state['step']}.pt"))
-
-    save_resume = trainer.save_resume
-    monkeypatch.setattr(trainer, "save_resume", keep_copy)
+    saves = keep_step_checkpoints(monkeypatch, tmp_path)
     reference = run(ClassificationTask, tiny_config("classification", data, tmp_path / "ref", **settings))
     assert _slow_weights_saved(reference)
     assert [load_resume(p)["step"] for p in saves] == [2, 4, 6, 8]

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 from detkit import make_quirky_coco
-from enginekit import SCRIPT, TASKS, overrides, script_config, tiny_config
+from enginekit import SCRIPT, TASKS, keep_step_checkpoints, overrides, script_config, tiny_config
 from scriptkit import SCRIPTS, script_env
 from segkit import make_seg_folder
 from trainkit import make_folder
 
-from swinlite.engine import run, trainer
+from swinlite.engine import run
 from swinlite.engine.checkpoint import load_resume
 from swinlite.io import read_state_dict
 
@@ -85,15 +85,7 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(task: str, tmp_path
 def test_resume_from_step_checkpoint_matches_uninterrupted(task: str, tmp_path: Path, monkeypatch, capsys):
     settings, per_class, saved, position, steps = STEPS[task]
     data = DATA[task](tmp_path, per_class)
-    saves = []
-
-    def keep_copy(path, state):  # the step checkpoints a kill could have left behind
-        save_resume(path, state)
-        if state["batch"]:
-            saves.append(shutil.copy(path, tmp_path / f"step{state['step']}.pt"))
-
-    save_resume = trainer.save_resume
-    monkeypatch.setattr(trainer, "save_resume", keep_copy)
+    saves = keep_step_checkpoints(monkeypatch, tmp_path)
     reference = run(TASKS[task], tiny_config(task, data, tmp_path / "ref", **settings))
     assert [load_resume(p)["step"] for p in saves] == saved
     mid_epoch_2 = load_resume(saves[3])

@@ -1,4 +1,4 @@
-"""A segmentation run's resume.pt given to export_onnx.py, predict.py or evaluate.py (tests/fc_resumekit.py)."""
+"""A segmentation run's resume.pt given to a script as its weights file (tests/fc_resumekit.py)."""
 
 from pathlib import Path
 

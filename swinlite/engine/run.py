@@ -206,10 +206,12 @@ def prepare_output(
             if lock.taken_over:
                 log(dist, f"note: {lock.taken_over}")
             recorded = _check_existing_run(out, task, cfg, resume, overwrite, dist)
+            earlier = recorded_task_files(out)  # a record not as the engine writes it: refused before any removal
             if not resume and not overwrite:
                 _clear_leftovers(out, dist)
-            # before the task writes any file: a run killed while it builds its data has recorded them
-            record_task_files(out, [*recorded_task_files(out), *task_written(task)])
+            # before the task writes any file: a run killed while it builds its data has recorded them (a run that
+            # ended before its first save left its record: a fresh run keeps its names, for --overwrite to remove)
+            record_task_files(out, [*earlier, *task_written(task)])
             for stale in out.glob(".*.tmp*"):  # temp files of saves a kill interrupted; the real files are intact
                 stale.unlink()
         except (ValueError, OSError) as e:
@@ -238,11 +240,6 @@ def _check_existing_run(
         raise ValueError(
             f"{out} already holds a run's weights ({', '.join(weights)}) but no {RESUME_FILE}, so nothing to resume; "
             "pass --overwrite to replace them, or --output-dir for a new run"
-        )
-    elif os.path.lexists(out / TASK_RECORD):  # a run's record of its task's files: a fresh run would keep its names
-        raise ValueError(
-            f"{out} already holds a run's outputs ({TASK_RECORD}: the files its task wrote there); pass --overwrite "
-            "to replace them, or --output-dir for a new run"
         )
 
 

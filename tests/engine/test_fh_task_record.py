@@ -12,7 +12,7 @@ from test_fd_new_task import ColourTask, evaluated, train
 from swinlite.files import TASK_RECORD, record_task_files, recorded_task_files
 
 
-def test_a_fresh_run_into_a_folder_holding_a_record_is_refused(folder: Path, tmp_path: Path, capsys):
+def test_a_run_into_a_folder_holding_a_record_not_the_engines_is_refused(folder: Path, tmp_path: Path, capsys):
     """The record was trusted from any source: a fresh classification run rewrote it (keeping "x"), and its
     --overwrite then deleted the user's x."""
     out = tmp_path / "ow2"
@@ -21,7 +21,7 @@ def test_a_fresh_run_into_a_folder_holding_a_record_is_refused(folder: Path, tmp
     (out / "x").write_text("hi")
     tiny = overrides("classification", folder, out, **{"train.epochs": 1})
     assert script_main("classification", tiny) != 0
-    assert "already holds a run's outputs (task_files.json" in capsys.readouterr().err
+    assert "is no record of a run's task files" in capsys.readouterr().err
     assert script_main("classification", ["--overwrite", *tiny]) != 0
     assert "is no record of a run's task files" in capsys.readouterr().err
     assert (out / "x").read_text() == "hi"
@@ -82,3 +82,21 @@ def test_overwrite_removes_a_recorded_name_only_where_it_is_a_regular_file(tmp_p
     train(ColourTask, out, overwrite=True)
     assert (out / "errors.csv").is_symlink() and target.read_text() == "the user's own file"
     assert not (out / "eval.json").exists()
+
+
+class FailsBuildingData(ColourTask):
+    def build_datasets(self):
+        raise ValueError("no data today")
+
+
+def test_a_fresh_run_after_one_that_ended_before_its_first_save_keeps_its_record(tmp_path: Path):
+    """A run ended before its first save left its record (and its files): the next fresh run was refused as into a
+    folder holding a run's outputs, though nothing was saved to resume or replace."""
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="no data today"):
+        train(FailsBuildingData, out)
+    (out / "colour_stats.json").write_text("{}")  # what the task wrote before it failed
+    assert recorded_task_files(out) == ["colour_stats.json", "errors.csv"]  # eval.json: a shipped table's
+    train(ColourTask, out)
+    assert recorded_task_files(out) == ["colour_stats.json", "errors.csv"]  # eval.json: a shipped table's
+    assert (out / "best.safetensors").is_file()

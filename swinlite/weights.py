@@ -84,9 +84,10 @@ def check_not_run_resume(path: str | os.PathLike, data: bytes | None = None) -> 
     given) given as weights, naming the run's weights files: it records the run's task but neither its Swin nor how
     the run fed it (mean, std, size), and read as a classifier's file (with a model name) it gave the raw levels of a
     classifier's Swin at the classifier's size. A classification run's resume state passes: its ``model`` is the
-    run's classifier (what :func:`~swinlite.io.read_state_dict` gives)."""
+    run's classifier (what :func:`~swinlite.io.read_state_dict` gives); so does a task of the user's own, whose model
+    a script reads with ``--model`` as before (its weights files, which name their task, the scripts refuse)."""
     task = resume_task(path, data)
-    if task is None or task == "classification":
+    if task not in ("detection", "segmentation"):  # export.RUN_SETTINGS' tasks, whose files record their Swin
         return
     folder = Path(path).parent
     raise ValueError(

@@ -21,7 +21,8 @@ from .task import Task
 
 def check_task(task: type[Task]) -> None:
     """ValueError, before anything is read or written, for a task class that leaves abstract methods of :class:`Task`
-    undefined (a missing ``model_for`` was a TypeError traceback once the output folder was locked), or declares as
+    undefined (a missing ``model_for`` was a TypeError traceback once the output folder was locked), gives a
+    ``metric_format`` that formats no score (it failed the run's last line, after training), or declares as
     its files names the run's record of them may not hold (a path, a hidden name, a file of swinlite's own: said
     only as the record was written, in the locked output folder)."""
     missing = sorted(getattr(task, "__abstractmethods__", ()))
@@ -30,6 +31,13 @@ def check_task(task: type[Task]) -> None:
             f"task {task.__name__} does not define {', '.join(missing)} (abstract methods of swinlite.engine.Task, "
             "each needed by the run): define them in the class"
         )
+    try:
+        format(0.0, task.metric_format)
+    except (TypeError, ValueError) as e:
+        raise ValueError(
+            f"task {task.__name__}'s metric_format {task.metric_format!r} formats no score ({e}): give a format spec "
+            "such as '.2f' or '.4g'"
+        ) from None
     declared = sorted(set(unknown_task_files([*task.output_files, *task.evaluation_files])))
     if declared and (problem := task_record_problem(declared)):
         raise ValueError(

@@ -19,6 +19,8 @@ from swinlite.engine import RunConfig, StepOutput, Task, run
 from swinlite.engine.cli import run_from_cli
 from swinlite.engine.sections import DataConfig, ModelConfig
 from swinlite.engine.trainer import EvaluationFailed, evaluating, score_text
+from swinlite.io import read_state_dict
+from swinlite.weights import check_not_run_resume
 
 
 @dataclass
@@ -198,6 +200,23 @@ def test_a_task_declaring_files_no_record_may_hold_is_refused_before_anything_is
     with pytest.raises(ValueError, match=f"task Declared's output_files and evaluation_files: {problem}"):
         run_from_cli(declared, None, settings(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+def test_a_metric_format_that_formats_no_score_is_refused_before_anything_is_written(tmp_path: Path):
+    """It failed the run's last line ('Invalid format specifier'), after training and every save."""
+    bad = type("BadFormat", (ColourTask,), {"metric_format": "{:.3f}"})
+    with pytest.raises(ValueError, match=r"^task BadFormat's metric_format '\{:\.3f\}' formats no score \("):
+        run_from_cli(bad, None, settings(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_resume_state_of_a_task_of_your_own_is_read_as_a_models_weights(tmp_path: Path):
+    """83cc7ca refused any task's resume.pt but a classifier's, naming its best.safetensors, which the classifier's
+    scripts refuse next (it names its task): its model was read with --model, and is again."""
+    out = train(ColourTask, tmp_path / "out")
+    check_not_run_resume(out / "resume.pt")
+    state = read_state_dict(out / "resume.pt")
+    assert torch.equal(state["head.fc.weight"], read_state_dict(out / "last.safetensors")["head.fc.weight"])
 
 
 @pytest.mark.parametrize(("spec", "score", "text"), [(".2f", 97.5, "97.50"), (".2f", 0.631188, "0.63"),

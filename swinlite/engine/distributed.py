@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -37,6 +38,8 @@ class DistInfo:
 
 
 _watch_group: Any = None  # the gloo group ``stalled_ranks`` uses, apart from the one that timed out
+_store: Any = None  # this launch attempt's keys in the launch's store, for ``all_answer``
+_answers = 0  # the ``all_answer`` calls this process made
 
 
 class StalledRankError(RuntimeError):
@@ -97,7 +100,7 @@ def init_distributed(device: torch.device, timeout: float, store: dist.Store) ->
         timeout: seconds any collective waits for the other processes.
         store: the launch's rendezvous store (``handshake.launch_store``).
     """
-    global _watch_group
+    global _watch_group, _store
     info = launched()
     if not info.enabled:
         return info
@@ -110,6 +113,7 @@ def init_distributed(device: torch.device, timeout: float, store: dist.Store) ->
     joined = dist.PrefixStore(f"default_pg/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
     dist.init_process_group(backend=backend, timeout=wait, store=joined, rank=info.rank, world_size=info.world_size)
     _watch_group = dist.new_group(backend="gloo", timeout=wait)
+    _store = dist.PrefixStore(f"swinlite/answers/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
     return info
 
 
@@ -141,11 +145,33 @@ def stalled_ranks(info: DistInfo, wait: float = 30.0) -> list[int] | None:
     return []
 
 
-def all_answer(info: DistInfo, wait: float) -> bool:
-    """Whether every process reaches this call within ``wait`` seconds (a monitored barrier on the gloo group
-    :func:`stalled_ranks` uses): False on a process that waited for one busy elsewhere (in a collective of the
-    process group that it will not leave), which must then make no collective."""
-    return not info.enabled or stalled_ranks(info, wait) == []
+def all_answer(info: DistInfo, wait: float, note: str) -> bool:
+    """Whether every process reaches this call within ``wait`` seconds, each posting ``note`` (why it is here) in the
+    launch's store: False on a process that waited for one busy elsewhere (in a collective of the process group that
+    it will not leave), which must then make no collective. Through the store, every process waits ``wait`` seconds at
+    most (a monitored barrier bounds only rank 0's wait: the others waited train.dist_timeout, and so did the busy
+    process, in its collective, for them to end)."""
+    global _answers
+    if not info.enabled:
+        return True
+    _answers += 1
+    keys = [f"answer{_answers}/{rank}" for rank in range(info.world_size)]
+    _store.set(keys[info.rank], note)
+    deadline = time.monotonic() + wait
+    while not _store.check(keys):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def notes_elsewhere(info: DistInfo) -> list[str]:
+    """The notes the other processes posted in :func:`all_answer` calls this process did not make (each
+    ``rank N: ...``): why a collective of this one failed or timed out, where one of them said it."""
+    if not info.enabled or _store is None:
+        return []
+    keys = [f"answer{_answers + 1}/{rank}" for rank in range(info.world_size) if rank != info.rank]
+    return [_store.get(key).decode() for key in keys if _store.check([key])]
 
 
 def evaluate_in_step(model: nn.Module, info: DistInfo) -> None:
@@ -228,7 +254,7 @@ def refused_alike(info: DistInfo) -> Iterator[None]:
 
 
 def cleanup(info: DistInfo) -> None:
-    global _watch_group
+    global _watch_group, _store, _answers
     if info.enabled and dist.is_initialized():
         dist.destroy_process_group()
-    _watch_group = None
+    _watch_group, _store, _answers = None, None, 0

@@ -78,6 +78,11 @@ PATH_KEYS = ("data.data_dir", "train.output_dir", "model.pretrained")  # setting
 PATH_PREFIXES = ("data.train_", VAL_PREFIX)  # a task's own data paths (a tuple there, data.train_sizes, is no path)
 
 
+# seconds a process whose evaluation failed waits for the others' to fail too (all failed: the trained epoch is saved);
+# past it, it failed alone and ends, which ends the others (their evaluation's collective fails as it exits)
+EVALUATED_ALIKE_WAIT = 30.0
+
+
 class EvaluationFailed(ValueError):
     """Evaluation raised after an epoch was trained; the trained epoch is in resume.pt."""
 
@@ -509,7 +514,8 @@ class Trainer:
                 raise
             reason = (str(e).strip().splitlines() or [""])[0]
             failed = f"evaluation after training {desc} failed ({type(e).__name__}: {reason})"
-            if not all_answer(self.dist, min(30.0, self.cfg.train.dist_timeout)):
+            wait = min(EVALUATED_ALIKE_WAIT, self.cfg.train.dist_timeout)
+            if not all_answer(self.dist, wait, f"rank {self.dist.rank}: {failed}"):
                 raise EvaluationFailed(
                     f"rank {self.dist.rank}: {failed} on this process alone, while the others went on evaluating; "
                     "the trained epoch could not be saved: fix the cause and --resume from the last save"

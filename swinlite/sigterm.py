@@ -89,10 +89,10 @@ def _exit_flag() -> ctypes.c_byte:
 
 
 def _unless_broken_off(report: Callable, kind: type[BaseException], error: BaseException, trace: object) -> None:
-    """A loader worker's ``sys.excepthook``: ``report`` all but a ConnectionError. The worker's ``multiprocessing``
-    resource sharer thread hands each batch's shared memory (its file descriptor) to the owner and reports a failed
-    handover through ``sys.excepthook``; an owner that unwinds (a SIGTERM, Ctrl-C) breaks off the handover it was in
-    ("ConnectionResetError: [Errno 104] Connection reset by peer"), and one that fails to receive a batch says so
-    itself."""
-    if not issubclass(kind, ConnectionError):
+    """A loader worker's ``sys.excepthook``: ``report`` all but a ConnectionError or EOFError. The worker's
+    ``multiprocessing`` resource sharer thread hands each batch's shared memory (its file descriptor) to the owner and
+    reports a failed handover through ``sys.excepthook``; an owner that unwinds (a SIGTERM, Ctrl-C) breaks off the
+    handover it was in ("ConnectionResetError: [Errno 104] Connection reset by peer", or an EOFError where it closed
+    the connection before its request), and one that fails to receive a batch says so itself."""
+    if not issubclass(kind, (ConnectionError, EOFError)):
         report(kind, error, trace)

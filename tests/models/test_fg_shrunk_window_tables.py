@@ -9,7 +9,7 @@ import warnings
 import pytest
 import timm
 import torch
-from conftest import random_state_dict
+from weightkit import random_state_dict
 
 from swinlite import load_checkpoint
 from swinlite.detection import build_fpn_backbone

@@ -390,6 +390,13 @@ def to_timm_state_dict(state_dict: Mapping[str, torch.Tensor], model: nn.Module 
     return {_to_timm(k): v for k, v in tables.items()}
 
 
+def backbone_state_dict(checkpoint: Mapping[str, object]) -> StateDict:
+    """:func:`convert_state_dict` of ``checkpoint`` without its classifier (``head.fc``): the weights of a
+    features-only Swin (an FPN's or an UperNet's backbone), which has none; a note on an ImageNet file's classifier
+    would come with every such file."""
+    return {k: v for k, v in convert_state_dict(checkpoint).items() if not k.startswith("head.fc.")}
+
+
 def convert_pretrained(checkpoint: Mapping[str, object], model: nn.Module, strict: bool = True) -> StateDict:
     """timm's ``pretrained_filter_fn`` for the swinlite variants: :func:`convert_state_dict` of a tag's file (or
     ``pretrained_cfg_overlay``'s) for ``model``; a file in timm's (or the Microsoft release's) layout has the bias

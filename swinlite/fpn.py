@@ -17,7 +17,7 @@ from torch import nn
 from torchvision.ops import FeaturePyramidNetwork
 from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
 
-from .convert import convert_state_dict
+from .convert import backbone_state_dict
 from .io import read_state_dict
 from .models.swin import SwinTransformer
 from .models.variants import SwinFeatureBody
@@ -140,12 +140,11 @@ def build_fpn_backbone(
 
 def _load_swin(swin: SwinTransformer, checkpoint: str | os.PathLike | Mapping[str, object]) -> None:
     """``checkpoint`` (a path names itself in the errors) into the features-only ``swin``, strictly, without the
-    checkpoint's classifier: the model has none, and a note on an ImageNet file's would come with every one (as the
-    segmentation backbone loads its file)."""
+    checkpoint's classifier (:func:`~swinlite.convert.backbone_state_dict`, as the segmentation backbone's)."""
     path = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else None
     state = read_state_dict(path, stacklevel=4) if path is not None else checkpoint
     try:
-        load_checkpoint(swin, {k: v for k, v in convert_state_dict(state).items() if not k.startswith("head.fc.")})
+        load_checkpoint(swin, backbone_state_dict(state))
     except ValueError as e:
         raise (e if path is None else ValueError(f"{path}: {e}")) from None
     if path is not None:

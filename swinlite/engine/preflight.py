@@ -38,12 +38,18 @@ def check_task(task: type[Task]) -> None:
             f"task {task.__name__}'s metric_format {task.metric_format!r} formats no score ({e}): give a format spec "
             "such as '.2f' or '.4g'"
         ) from None
-    declared = sorted(set(unknown_task_files([*task.output_files, *task.evaluation_files])))
+    declared = sorted(set(task_written(task)))
     if declared and (problem := task_record_problem(declared)):
         raise ValueError(
             f"task {task.__name__}'s output_files and evaluation_files: {problem}; name plain files of the output "
             "folder that swinlite does not write itself"
         )
+
+
+def task_written(task: type[Task]) -> list[str]:
+    """The files ``task`` writes in its run folder (its own, its evaluate script's) that swinlite's tables of the
+    shipped tasks' files do not name: what its run records (:data:`~swinlite.files.TASK_RECORD`)."""
+    return unknown_task_files([*task.output_files, *task.evaluation_files])
 
 
 def check_run(task: type[Task], cfg) -> None:

@@ -20,7 +20,6 @@ from ..files import (
     recorded_task_files,
     remove_outputs,
     script_outputs,
-    unknown_task_files,
 )
 from ..io import atomic_write, check_output
 from ..lock import OutputLock
@@ -41,7 +40,7 @@ from .distributed import (
 )
 from .handshake import checked_alike, join
 from .model import meta_model
-from .preflight import check_run, check_task, check_weights_fit, resolve_normalisation
+from .preflight import check_run, check_task, check_weights_fit, resolve_normalisation, task_written
 from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
 from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer, as_compared, rooted
@@ -349,12 +348,6 @@ def remove_replaced_run(out: Path, dist: DistInfo, task: type[Task]) -> None:
     problem = broadcast_object(problem, dist)
     if problem is not None:
         raise SharedError(problem)
-
-
-def task_written(task: type[Task]) -> list[str]:
-    """The files ``task`` writes in its run folder (its own, its evaluate script's) that swinlite's tables of the
-    shipped tasks' files do not name: what its run records (:data:`~swinlite.files.TASK_RECORD`)."""
-    return unknown_task_files([*task.output_files, *task.evaluation_files])
 
 
 def replaced_task_files(out: Path, task: type[Task]) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation
 
-from ..convert import convert_state_dict, misfit_note, other_classes
+from ..convert import backbone_state_dict, misfit_note, other_classes
 from ..engine.model import pretrained_file
 from ..io import read_metadata, read_state_dict
 from ..models.variants import SwinFeatureBody
@@ -276,7 +276,7 @@ def _load_backbone(swin: nn.Module, name: str, path: str, state: dict[str, torch
             and the model the file records where it records another.
     """
     try:
-        backbone = {k: v for k, v in convert_state_dict(state).items() if not k.startswith("head.fc.")}
+        backbone = backbone_state_dict(state)
     except ValueError as e:
         raise ValueError(f"model.pretrained {path}: {e}") from None
     try:

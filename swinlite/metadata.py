@@ -107,6 +107,8 @@ def read_info(path: str | os.PathLike, data: bytes | None = None) -> WeightsInfo
 
     ``data``: the file's bytes, read before (:func:`swinlite.io.read_weights_bytes`), read instead of the file.
 
+    A file whose metadata records no task (none, or ``"task": null``) is read as a classifier's or plain weights.
+
     Raises:
         ValueError: an unreadable file; a file of another task (a detector); metadata of the wrong type or
             range (names the file and the key).
@@ -114,8 +116,10 @@ def read_info(path: str | os.PathLike, data: bytes | None = None) -> WeightsInfo
     from .io import read_metadata  # here: the checks below import no torch (the ONNX predictor uses them)
 
     meta = read_metadata(path, data)
-    task = meta.get("task", "classification")
-    if task != "classification":
+    task = meta.get("task")  # null, as absent: a file that records no task (another tool's) is plain weights
+    if task is not None and task != "classification":
+        if not isinstance(task, str) or not task:
+            raise ValueError(f"{path}: metadata task must be a task's name (e.g. 'classification'), got {task!r}")
         raise ValueError(f"{path} is a {task} checkpoint, not a classifier's{scripts_of(task)}")
     if "model" not in meta and "classes" not in meta:
         return None

@@ -240,10 +240,18 @@ def _model_config(name_or_cfg: str | SegModelConfig, model_kwargs: dict[str, Any
     )
 
 
+def _dotted_not_tag(name: str) -> bool:
+    """Whether ``name`` has a dot that is no timm ``'<model>.<pretrained tag>'`` (a tag holds no dot, e.g.
+    ``'swin_tiny_patch4_window7_224.ms_in1k'``): ``model.tar.gz``, ``weights.npz``, files of any suffix."""
+    _, dot, tag = name.partition(".")
+    return bool(dot) and tag not in {pretrained.partition(".")[2] for pretrained in timm.list_pretrained()}
+
+
 def _refuse_a_file(name: str | os.PathLike, num_classes: int) -> None:
     """ValueError, naming what build_upernet takes instead, when ``name`` is a file's path: an os.PathLike, or a str
-    with a path separator, a weights or ONNX suffix (:data:`WEIGHT_SUFFIXES`, in any case) or naming an existing file.
-    timm's unknown-model error said nothing of files; a pathlib.Path got a TypeError of no hint."""
+    with a path separator, a weights or ONNX suffix (:data:`WEIGHT_SUFFIXES`, in any case), a suffix that is no timm
+    pretrained tag (:func:`_dotted_not_tag`) or naming an existing file. timm's unknown-model error said nothing of
+    files; a pathlib.Path got a TypeError of no hint."""
     text = os.fsdecode(name)
     suffix = Path(text).suffix.lower()
     if suffix == ONNX_SUFFIX:
@@ -253,7 +261,9 @@ def _refuse_a_file(name: str | os.PathLike, num_classes: int) -> None:
             "'swinlite_tiny_patch4_window7_224') or a SegModelConfig whose pretrained is the weights file the ONNX "
             "file was exported from (a train_segmentation.py run's best.safetensors)"
         )
-    looks_like_a_file = suffix in WEIGHT_SUFFIXES or "/" in text or os.sep in text or Path(text).is_file()
+    looks_like_a_file = (
+        suffix in WEIGHT_SUFFIXES or "/" in text or os.sep in text or Path(text).is_file() or _dotted_not_tag(text)
+    )
     if not isinstance(name, os.PathLike) and not looks_like_a_file:
         return
     raise ValueError(

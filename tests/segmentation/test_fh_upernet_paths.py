@@ -24,10 +24,15 @@ def test_a_path_object_gets_the_file_hint(name):
         build_upernet(name, 3)
 
 
-@pytest.mark.parametrize("name", ["x.SAFETENSORS", "model.pth.tar", "Last.PTH", "w.Bin"])
+@pytest.mark.parametrize("name", ["x.SAFETENSORS", "model.pth.tar", "Last.PTH", "w.Bin", "model.tar.gz", "weights.npz"])
 def test_weights_suffixes_in_any_case_and_tar_are_files(name):
     with pytest.raises(ValueError, match=rf"^build_upernet: '{name}' is a file's path, not a model name"):
         build_upernet(name, 3)
+
+
+def test_a_pretrained_tag_is_no_suffix():  # built (refused by the fixture only), not taken for a file
+    with pytest.raises(AssertionError, match="built a model before refusing"):
+        build_upernet("swinlite_tiny_patch4_window7_224.ms_in1k", 3)
 
 
 @pytest.mark.parametrize("name", ["best.onnx", Path("export/best.ONNX")])

@@ -58,15 +58,28 @@ def check_run(task: type[Task], cfg) -> None:
     may ask the hub): a mistyped ``--data-dir`` is named before weights are looked for."""
     if cfg.train.best_of == "ema" and cfg.train.ema_decay is None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
-    if cfg.schedule.kind == "step" and not cfg.schedule.decay_epochs:
-        raise ValueError("schedule.kind=step needs schedule.decay_epochs, e.g. schedule.decay_epochs=[8,11]")
-    check_decay_epochs(cfg.schedule.decay_epochs)
+    check_decay_schedule(cfg.schedule)
     warn_rising_lr(cfg.optim.lr, cfg.schedule)
     check_optimizer(cfg.optim)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))
     task.check_config(cfg)
     task.check_inputs(cfg)
     check_pretrained(cfg.model)
+
+
+def check_decay_schedule(schedule: Any) -> None:
+    """A step schedule's ``decay_epochs``: given, in order (:func:`check_decay_epochs`). Another kind ignores them, as
+    timm's cosine and poly schedulers do: a list other than the config's default is warned of as unused, not refused."""
+    if schedule.kind == "step":
+        if not schedule.decay_epochs:
+            raise ValueError("schedule.kind=step needs schedule.decay_epochs, e.g. schedule.decay_epochs=[8,11]")
+        check_decay_epochs(schedule.decay_epochs)
+    elif schedule.decay_epochs and schedule.decay_epochs != type(schedule)().decay_epochs:
+        warnings.warn(
+            f"schedule.decay_epochs is unused: schedule.kind={schedule.kind} decays every step, only "
+            "schedule.kind=step decays at epochs",
+            stacklevel=2,
+        )
 
 
 def check_decay_epochs(epochs: tuple[float, ...]) -> None:

@@ -3,7 +3,7 @@
 import pytest
 from enginekit import TASKS
 
-from swinlite.engine.preflight import check_decay_epochs, check_run, warn_rising_lr
+from swinlite.engine.preflight import check_decay_epochs, check_decay_schedule, check_run, warn_rising_lr
 
 
 def test_unsorted_decay_epochs_are_refused_with_the_sorted_list():
@@ -12,6 +12,20 @@ def test_unsorted_decay_epochs_are_refused_with_the_sorted_list():
     with pytest.raises(ValueError, match=r"^schedule.decay_epochs must be in increasing order: give "
                                          r"schedule.decay_epochs=\[1,1.5,2\]$"):  # fmt: skip
         check_run(TASKS["classification"], cfg)
+
+
+def test_decay_epochs_a_cosine_schedule_ignores_are_warned_of_not_refused():
+    """timm's cosine and poly schedulers ignore milestones: [2,1] was refused though unused; one warning now."""
+    cfg = TASKS["classification"].load_config(None, ["schedule.decay_epochs=[2,1]"])
+    with pytest.warns(UserWarning, match=r"^schedule.decay_epochs is unused: schedule.kind=cosine decays every step"):
+        with pytest.raises(ValueError, match="--data-dir"):  # the data's refusal, after the schedule passed
+            check_run(TASKS["classification"], cfg)
+
+
+@pytest.mark.parametrize("task", ["classification", "detection"])  # detection's default: step at [8,11]
+def test_default_decay_epochs_under_cosine_are_not_warned_of(task: str, recwarn):
+    check_decay_schedule(TASKS[task].load_config(None, ["schedule.kind=cosine"]).schedule)
+    assert not [w for w in recwarn if "decay_epochs" in str(w.message)]
 
 
 def test_a_repeated_decay_epoch_is_accepted():

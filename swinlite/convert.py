@@ -37,11 +37,15 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
+import sys
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import timm
 import torch
 import torch.nn.functional as F
 from timm.layers import resample_patch_embed
@@ -50,6 +54,21 @@ from torch import nn
 
 from .io import StateDict, holds_state_dict, unwrap_checkpoint
 from .wording import counted
+
+# the libraries a conversion's warning passes through on its way from the user's call (timm's pretrained loading,
+# torch's load_state_dict and its pre-hooks)
+_LIBRARY_DIRS = tuple(str(Path(m.__file__).parent) + os.sep for m in (sys.modules[__package__], timm, torch))
+
+
+def _warn_at_caller(message: str) -> None:
+    """``warnings.warn(message)`` naming the first frame outside swinlite, timm and torch: the user's line calling
+    ``convert_state_dict``, ``timm.create_model(..., pretrained=True)`` or ``load_state_dict`` (Python 3.12's
+    ``skip_file_prefixes`` does this, but not on 3.11)."""
+    frame, level = sys._getframe(), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, stacklevel=level if frame is not None else 1)
+
 
 # Buffers some layouts save that swinlite rebuilds itself.
 _DROPPED = ("relative_position_index", "relative_coords_table", "attn_mask")
@@ -579,9 +598,8 @@ def _fit_to_model(
         cause = _other_attention(state_dict, target)
         raise ValueError(f"{cause}{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
     if unmapped:
-        warnings.warn(
-            f"pretrained_strict=False: dropping {len(unmapped)} checkpoint keys {name} lacks: " + first_keys(unmapped),
-            stacklevel=3,
+        _warn_at_caller(
+            f"pretrained_strict=False: dropping {len(unmapped)} checkpoint keys {name} lacks: " + first_keys(unmapped)
         )
         state_dict = {k: v for k, v in state_dict.items() if k in target}
     state_dict, shrunk = _resize_shrunk_tables(state_dict, model, resize_whole=timm_tables)
@@ -599,7 +617,7 @@ def _fit_to_model(
         elif key == _FIRST_CONV and value.shape[0] == want[0] and value.shape[2:] != want[2:]:  # another patch size
             old, patch = tuple(value.shape[2:]), tuple(want[2:])  # resampled as timm does (FlexiViT's pseudo-inverse)
             value = resample_patch_embed(value, list(patch), interpolation="bicubic", antialias=True)
-            warnings.warn(f"resampled {key} from {old} patches to the model's {patch}", stacklevel=3)
+            _warn_at_caller(f"resampled {key} from {old} patches to the model's {patch}")
         elif key.startswith("head.fc.") and not head_fits:
             dropped.append(f"{key} of shape {tuple(value.shape)} (the model's: {tuple(want)})")
             continue
@@ -610,13 +628,12 @@ def _fit_to_model(
             )
         out[key] = value
     if dropped:
-        warnings.warn(f"dropping classifier {', '.join(dropped)}: it starts fresh", stacklevel=3)
+        _warn_at_caller(f"dropping classifier {', '.join(dropped)}: it starts fresh")
     missing, fresh = missing_weights(out, model)
     if missing and not strict:
-        warnings.warn(
+        _warn_at_caller(
             f"pretrained_strict=False: {counted(len(missing), 'model weight')} missing from the checkpoint, left at "
-            f"their initial values: {first_keys(missing)}",
-            stacklevel=3,
+            f"their initial values: {first_keys(missing)}"
         )
     elif missing:
         cause = missing_final_norm(missing, layout)
@@ -625,10 +642,10 @@ def _fit_to_model(
             + first_keys(missing)
         )
     if resized or shrunk:
-        warnings.warn(_resized_tables_note(resized, shrunk, model), stacklevel=3)
+        _warn_at_caller(_resized_tables_note(resized, shrunk, model))
     fresh = [k for k in fresh if k not in state_dict]  # a classifier dropped above was already named
     if fresh:
-        warnings.warn(f"not in the checkpoint, left at their initial values: {first_keys(fresh)}", stacklevel=3)
+        _warn_at_caller(f"not in the checkpoint, left at their initial values: {first_keys(fresh)}")
     _record_classifier_size(out, model)
     return out
 
@@ -755,13 +772,12 @@ def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) ->
         {int(k.split(".")[1]) for k in state_dict if k.startswith("out_norms.") and k not in target}
     )
     if dropped_levels and dropped_levels != levels[-1:]:  # the last level's norm is also the final norm
-        warnings.warn(
+        _warn_at_caller(
             f"dropping per-level output norms of levels {dropped_levels}: build the model with out_norm=True "
-            "to use them",
-            stacklevel=3,
+            "to use them"
         )
     if any(k.startswith("head.fc.") and k not in target for k in state_dict):
-        warnings.warn("dropping the checkpoint's classifier head.fc: the model has none", stacklevel=3)
+        _warn_at_caller("dropping the checkpoint's classifier head.fc: the model has none")
     optional = ("out_norms.", "head.fc.", "norm.")
     return {k: v for k, v in state_dict.items() if k in target or not k.startswith(optional)}
 

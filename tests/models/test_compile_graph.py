@@ -17,10 +17,11 @@ from swinlite.models.swin import SwinBlock, exporting, window_geometry
 
 
 @pytest.mark.parametrize("fast", [True, False])
-@pytest.mark.parametrize("train", [False, True])
-def test_no_graph_breaks(train, fast):
+def test_no_graph_breaks(fast):
+    """In eval mode; in training: test_compiled_training_does_not_ask_whether_autocast_exists (the same model and
+    input, traced with fullgraph=True into one graph)."""
     torch._dynamo.reset()
-    model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).train(train)
+    model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).eval()
     x = torch.randn(2, 3, 36, 28)  # padded windows and shifts at every stage
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -57,7 +58,8 @@ def test_export_is_told_by_the_flag_torch_export_sets(monkeypatch):
 def test_compiled_training_does_not_ask_whether_autocast_exists(monkeypatch, fast):
     """Dynamo before torch 2.14 cannot trace ``torch.amp.is_autocast_available`` (a graph break in every MLP of a
     training step on torch 2.11): made to fail here, a compiled training step still traces into one graph and
-    computes eager's values."""
+    computes eager's values. (So it is test_no_graph_breaks in training mode too: fullgraph=True refuses any graph
+    break, and the recording backend counts the graphs.)"""
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).train()
@@ -68,10 +70,12 @@ def test_compiled_training_does_not_ask_whether_autocast_exists(monkeypatch, fas
     def not_traceable(device_type: str) -> bool:
         raise AssertionError("torch.amp.is_autocast_available called under torch.compile")
 
-    compiled = torch.compile(model, backend="eager", fullgraph=True, dynamic=False)
+    graphs: list[torch.fx.GraphModule] = []
+    compiled = torch.compile(model, backend=_recording(graphs), fullgraph=True, dynamic=False)
     monkeypatch.setattr(torch.amp, "is_autocast_available", not_traceable)
     torch.manual_seed(1)
     torch.testing.assert_close(compiled(x), expected)
+    assert len(graphs) == 1
 
 
 def _blocks_with_a_mask(model: torch.nn.Module, x: torch.Tensor) -> int:

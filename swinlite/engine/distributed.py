@@ -1,9 +1,9 @@
 """Multi-process training under ``torchrun``: process group set-up, metric reduction (warnings: ``rank_warnings``).
 
 Every collective waits at most ``train.dist_timeout`` seconds. When one times out because a process stopped
-progressing (alive but stuck, or stopped), ``stalled_ranks`` asks every process to answer a monitored
-barrier on a separate gloo group, which names the processes that do not answer. One that fails at once because
-another process ended (its connections closed) is told apart by ``peer_gone``.
+progressing (alive but stuck, or stopped), ``stalled_ranks`` asks every process to answer through the launch's store,
+which names the processes that do not answer. One that fails at once because another process ended (its connections
+closed) is told apart by ``peer_gone``.
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ class DistInfo:
         return self.world_size > 1
 
 
-_watch_group: Any = None  # the gloo group ``stalled_ranks`` uses, apart from the one that timed out
-_store: Any = None  # this launch attempt's keys in the launch's store, for ``all_answer``
+_store: Any = None  # this launch attempt's keys in the launch's store, for ``all_answer`` and ``stalled_ranks``
 _answers = 0  # the ``all_answer`` calls this process made
 
 
@@ -100,7 +99,7 @@ def init_distributed(device: torch.device, timeout: float, store: dist.Store) ->
         timeout: seconds any collective waits for the other processes.
         store: the launch's rendezvous store (``handshake.launch_store``).
     """
-    global _watch_group, _store
+    global _store
     info = launched()
     if not info.enabled:
         return info
@@ -112,7 +111,6 @@ def init_distributed(device: torch.device, timeout: float, store: dist.Store) ->
     # (--max-restarts), where a restarted process read the last attempt's addresses and failed to connect
     joined = dist.PrefixStore(f"default_pg/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
     dist.init_process_group(backend=backend, timeout=wait, store=joined, rank=info.rank, world_size=info.world_size)
-    _watch_group = dist.new_group(backend="gloo", timeout=wait)
     _store = dist.PrefixStore(f"swinlite/answers/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
     return info
 
@@ -130,19 +128,25 @@ def peer_gone(error: BaseException) -> str | None:
 
 
 def stalled_ranks(info: DistInfo, wait: float = 30.0) -> list[int] | None:
-    """After a collective timed out: the ranks that do not answer a monitored barrier within ``wait`` seconds.
+    """After a collective timed out: the ranks that do not answer within ``wait`` seconds, through the launch's store
+    (every process waits ``wait`` seconds at most; gloo's monitored barrier bounded only rank 0's wait, the others
+    waited train.dist_timeout). Empty when all answer.
 
-    Empty when all answer. Rank 0 checks every other rank; another rank only learns that the barrier failed
-    (rank 0 stalled, or found a stalled rank), which is None: it cannot tell which.
+    None on a rank other than 0 where rank 0 does not answer, or cannot be reached (it may host the store, and ended
+    after naming the stalled ranks): rank 0 stalled, or is busy (preparing the data), and names the stalled ranks.
     """
+    keys = [f"stalled/{rank}" for rank in range(info.world_size)]
     try:
-        dist.monitored_barrier(group=_watch_group, timeout=timedelta(seconds=wait), wait_all_ranks=True)
-    except RuntimeError as e:
-        if info.rank != 0:
-            return None
-        found = re.search(r"Ranks? ([\d, ]+) failed", str(e))
-        return [int(r) for r in found.group(1).replace(",", " ").split()] if found else []
-    return []
+        _store.set(keys[info.rank], "here")
+        deadline = time.monotonic() + wait
+        while not _store.check(keys) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        silent = [rank for rank, key in enumerate(keys) if not _store.check([key])]
+    except RuntimeError:  # the store is gone with the rank 0 that hosted it (DistStoreError, DistNetworkError)
+        if info.rank == 0:
+            raise
+        return None
+    return None if info.rank != 0 and 0 in silent else silent
 
 
 def all_answer(info: DistInfo, wait: float, note: str) -> bool:
@@ -254,7 +258,7 @@ def refused_alike(info: DistInfo) -> Iterator[None]:
 
 
 def cleanup(info: DistInfo) -> None:
-    global _watch_group, _store, _answers
+    global _store, _answers
     if info.enabled and dist.is_initialized():
         dist.destroy_process_group()
-    _watch_group, _store, _answers = None, None, 0
+    _store, _answers = None, 0

@@ -1,16 +1,14 @@
 """Resume is bit-equal in every task: a run SIGKILLed mid-epoch, or resumed from a step checkpoint inside an epoch,
 ends with the weights (and losses) of the run that was never interrupted."""
 
-import os
 import shutil
-import signal
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from detkit import make_quirky_coco
 from enginekit import TASKS, keep_step_checkpoints, overrides, script_config, script_main, tiny_config
+from forkkit import forked, killed
 from segkit import make_seg_folder
 from trainkit import make_folder
 
@@ -48,41 +46,14 @@ STEPS = {  # settings, images per class, the step checkpoints saved, the 4th's (
 }  # fmt: skip
 
 
-def _kill_after(line_start: str, task: str, argv: list[str]) -> None:
-    """Run ``task``'s training script on ``argv`` (its command-line runner) in a forked child of this process, a
-    process of its own without the seconds a fresh interpreter takes to import torch, and SIGKILL it once it prints a
-    line starting with ``line_start``."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: its output into the pipe; nothing of it may return into pytest
-        code = 1
-        try:
-            os.close(read)
-            os.dup2(write, 1)
-            os.dup2(write, 2)
-            sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)
-            code = script_main(task, argv)
-        finally:
-            os._exit(code if isinstance(code, int) else 1)
-    os.close(write)
-    lines = []
-    with open(read) as output:
-        for line in output:
-            lines.append(line)
-            if line.startswith(line_start):
-                os.kill(pid, signal.SIGKILL)
-                break
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, "".join(lines)
-
-
 @pytest.mark.parametrize("task", list(TASKS))
 def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(task: str, tmp_path: Path):
     settings, per_class, kill_after, steps = SIGKILL[task]
     data = DATA[task](tmp_path, per_class)
     reference = run(TASKS[task], tiny_config(task, data, tmp_path / "ref", **settings))  # one thread, as the script
     argv = ["--config", str(script_config(task, tmp_path)), *overrides(task, data, tmp_path / "run", **settings)]
-    _kill_after(kill_after, task, argv)
+    status, output = forked(lambda: script_main(task, argv), kill_after)  # a process of its own, forked
+    assert killed(status), output
     assert load_resume(tmp_path / "run" / "resume.pt")["epoch"] == 1  # killed inside epoch 2
     resumed = run(TASKS[task], tiny_config(task, data, tmp_path / "run", **settings), resume=True)
     expected, got = read_state_dict(reference / "last.safetensors"), read_state_dict(resumed / "last.safetensors")

@@ -4,22 +4,21 @@ to move it by hand. The record names its script: the rerun takes it for an earli
 it), as a killed run's PNGs (test_segment_killed_run.py)."""
 
 import json
+import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
-from scriptkit import SCRIPTS, run_script, script_env
+from forkkit import forked, killed
+from scriptkit import run_script
 
-# segment.py, its first PNG write killing it (SIGKILL: no handler, no cleanup): after the record, before any drawing.
-KILLED_AT_FIRST_PNG = f"""
-import os, runpy, signal, sys
-from swinlite import files
-files.atomic_write_png = lambda path, image: os.kill(os.getpid(), signal.SIGKILL)
-sys.path.insert(0, {str(SCRIPTS)!r})
-sys.argv = [{str(SCRIPTS / "segment.py")!r}, *sys.argv[1:]]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
+
+def _killed_at_first_png(segment: list[object]) -> int:
+    """segment.py, its first PNG write killing it (SIGKILL: no handler, no cleanup): after the record, before any
+    drawing (in a forked child of this process)."""
+    from swinlite import files
+
+    files.atomic_write_png = lambda path, image: os.kill(os.getpid(), signal.SIGKILL)
+    return run_script("segment", segment)
 
 
 def test_a_rerun_replaces_the_record_its_killed_run_left_alone(trained, tmp_path: Path, capsys):
@@ -27,9 +26,8 @@ def test_a_rerun_replaces_the_record_its_killed_run_left_alone(trained, tmp_path
     images = sorted((data / "images" / "validation").glob("*.png"))[:2]
     out = tmp_path / "out"
     segment = ["--checkpoint", run / "best.safetensors", "--input", *images, "--output-dir", out]
-    argv = [sys.executable, "-c", KILLED_AT_FIRST_PNG, *map(str, segment)]
-    killed = subprocess.run(argv, env=script_env(), capture_output=True, text=True, timeout=300)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    status, output = forked(lambda: _killed_at_first_png(segment))
+    assert killed(status), output
     assert [p.name for p in out.iterdir()] == ["sources.json"]
 
     assert run_script("segment", segment) == 2  # an earlier run's: refused without --overwrite, as any

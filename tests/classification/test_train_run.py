@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
+from scriptkit import run_script
 from trainkit import REPO, script, tiny_config, tiny_overrides, train
 
 from swinlite.classification import ClassificationTask
@@ -66,15 +67,17 @@ def test_weights_and_resume_file(run_dir: Path):
     assert cfg.train.epochs == 2 and cfg.data.img_size == 16
 
 
-def test_evaluate_script_on_trained_weights(run_dir: Path):
+def test_evaluate_script_on_trained_weights(run_dir: Path, capsys):
+    """scripts/evaluate.py in this process (its runner, as from the command line; the run it reads: a script's)."""
     out, data = run_dir / "out", run_dir / "data"
-    result = script("evaluate.py", "--checkpoint", str(out / "best.safetensors"), "--data-dir", str(data),
-                    "--num-workers", "0", "--output-dir", str(run_dir / "eval"))  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    code = run_script("evaluate", ["--checkpoint", out / "best.safetensors", "--data-dir", data, "--num-workers", "0",
+                                   "--output-dir", run_dir / "eval"])  # fmt: skip
+    result = capsys.readouterr()
+    assert code == 0, result.err
     summary = json.loads((run_dir / "eval" / "eval.json").read_text())
     best_top1 = max(float(r["val_top1"]) for r in csv.DictReader(open(out / "metrics.csv")))
     assert summary["top1"] == pytest.approx(best_top1, abs=1e-3)  # same weights, same val images
-    assert len(summary["per_class_top1"]) == 3 and "per-class accuracy" in result.stdout
+    assert len(summary["per_class_top1"]) == 3 and "per-class accuracy" in result.out
     assert (run_dir / "eval" / "confusion_matrix.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -20,9 +20,9 @@ import torch
 from timm.models import get_arch_pretrained_cfgs, split_model_name_tag
 from torch import nn
 
-from ..convert import misfit_note
+from ..convert import convert_state_dict, misfit_note, shape_mismatch
 from ..hub import cached_weights, pretrained_kwargs
-from ..io import check_weights_file, read_metadata
+from ..io import check_weights_file, read_metadata, read_state_dict
 from ..weights import warn_if_resume_with_ema
 from .sections import ModelConfig
 
@@ -151,12 +151,31 @@ def weights_kwargs(cfg: ModelConfig) -> dict[str, Any]:
         raise ValueError(f"model.pretrained=true: {e}") from None
 
 
+def first_conv_misfit(path: str, name: str, kwargs: dict[str, Any]) -> str | None:
+    """What is wrong with the first conv (``patch_embed.proj.weight``) of the weights file ``path`` for the model
+    ``name`` built with ``kwargs``, when their input channels differ and timm's loader cannot adapt them (it adapts
+    3-channel weights to any ``in_chans``): ``"checkpoint does not fit SwinTransformer exactly; shape (file vs
+    model): patch_embed.proj.weight (32, 1, 2, 2) vs (32, 3, 2, 2) (...)"``, as detection's and segmentation's loaders
+    say it; else None (the file's first conv fits, or the file has none)."""
+    key = "patch_embed.proj.weight"
+    model = meta_model(name, kwargs)
+    theirs, ours = convert_state_dict(read_state_dict(path)).get(key), model.state_dict().get(key)
+    if theirs is None or ours is None or theirs.shape[1] in (ours.shape[1], 3):
+        return None
+    return (
+        f"checkpoint does not fit {type(model).__name__} exactly; shape (file vs model): "
+        f"{shape_mismatch(key, theirs.shape, ours.shape)} (weights of {theirs.shape[1]}-channel images: timm adapts "
+        f"3-channel weights to another model.kwargs.in_chans, not these)"
+    )
+
+
 def create_model(cfg: ModelConfig, **task_kwargs: Any) -> nn.Module:
     """``timm.create_model(cfg.name, **cfg.kwargs, **task_kwargs)`` starting from ``cfg.pretrained``'s weights.
 
     Both weight sources go through timm's loader and ``convert_state_dict``: bias tables are resized, a
     classifier of another size starts fresh (warned), a missing backbone weight is a ValueError (naming
-    ``model.pretrained``'s file, and the model it records where another).
+    ``model.pretrained``'s file, and the model it records where another), and so is a first conv of input channels
+    timm's loader cannot adapt to the model's (:func:`first_conv_misfit`).
     """
     path = pretrained_file(cfg)
     try:
@@ -165,6 +184,11 @@ def create_model(cfg: ModelConfig, **task_kwargs: Any) -> nn.Module:
         if path is None:  # segmentation's loaders name it)
             raise
         raise ValueError(f"model.pretrained {path}: {e}{misfit_note(read_metadata(path), cfg.name)}") from None
+    except RuntimeError:  # timm's loader refuses a first conv it cannot adapt with a RuntimeError traceback
+        misfit = None if path is None else first_conv_misfit(path, cfg.name, {**cfg.kwargs, **task_kwargs})
+        if misfit is None:
+            raise
+        raise ValueError(f"model.pretrained {path}: {misfit}") from None
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     return model

@@ -164,8 +164,8 @@ def first_conv_misfit(path: str, name: str, kwargs: dict[str, Any]) -> str | Non
         return None
     return (
         f"checkpoint does not fit {type(model).__name__} exactly; shape (file vs model): "
-        f"{shape_mismatch(key, theirs.shape, ours.shape)} (weights of {theirs.shape[1]}-channel images: timm adapts "
-        f"3-channel weights to another model.kwargs.in_chans, not these)"
+        f"{shape_mismatch(key, theirs.shape, ours.shape)} (weights for {theirs.shape[1]}-channel images; the model "
+        f"takes {ours.shape[1]}: a task's loaders give RGB images)"
     )
 
 

@@ -29,10 +29,3 @@ def test_weights_of_other_channels_are_one_line_naming_the_shapes(channels: int,
     )
     with pytest.raises(ValueError, match=f"^{re.escape(expected)}"):
         check_weights_fit(TASKS["classification"], cfg)
-
-
-def test_weights_of_as_many_channels_as_the_model_load(tmp_path: Path):
-    """A 1-channel file into a model of in_chans=1: timm's loader takes it as it is."""
-    path = _weights_of(1, tmp_path)
-    extra = {"model.pretrained": path, "model.kwargs": "{in_chans: 1}"}
-    check_weights_fit(TASKS["classification"], tiny_config("classification", tmp_path / "d", tmp_path / "o", **extra))

@@ -229,8 +229,10 @@ def export_backbone(args, checkpoint: Path) -> float | None:
     import torch
 
     from swinlite import export
+    from swinlite.inference import check_rgb_model
 
     model = build(args, checkpoint)
+    check_rgb_model(export.swin_of(model), checkpoint)  # the ONNX predictors feed RGB images
     size_range = (args.min_size or export.default_size_range(model)[0], args.max_size or export.MAX_SIZE)
     nominal = example_size(args, export.input_size(model, checkpoint), size_range)
     served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)

@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.device import resolve_device
     from swinlite.extract import OUTPUT_FILES, ExtractionInterrupted, read_sources, run_extraction
     from swinlite.files import check_folder_alone
+    from swinlite.inference import check_rgb_model
     from swinlite.io import check_output
     from swinlite.weights import check_model_name
 
@@ -133,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     check_output(args.output, [args.checkpoint, checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
     check_folder_alone(args.output, "extract_features.py", "features")
     model, name, sha256 = build_model(args, checkpoint)
+    check_rgb_model(model, checkpoint or name)  # before run_extraction writes settings.json
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     check_size(size, model.patch_size, name)
     try:

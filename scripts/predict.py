@@ -77,11 +77,14 @@ def parse_args(argv: list[str] | None = None):
 
 def build_model(args, weights: Path | None):
     """The model from ``weights`` (the checkpoint or its EMA counterpart) or timm's pretrained weights, in eval mode."""
+    from swinlite.inference import check_rgb_model
     from swinlite.weights import load_model, pretrained_model
 
     if weights is None:
         return pretrained_model(args.model, hint=WEIGHTS_HINT)
-    return load_model(weights, args.model)
+    model = load_model(weights, args.model)
+    check_rgb_model(model, weights)
+    return model
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     from swinlite import SwinTransformer
     from swinlite.files import check_folder_alone, earlier_outputs, remove_outputs, unreadable
     from swinlite.images import load_rgb
+    from swinlite.inference import check_rgb_model
     from swinlite.io import check_output
     from swinlite.visualize import bias_pngs, features_png, write_pngs
     from swinlite.weights import check_model_name
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     model = load_swin(args, checkpoint)
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"{checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
+    if args.image is not None:  # before any work: the feature plot feeds it an RGB image
+        check_rgb_model(model, checkpoint or args.model)
     if args.size:  # before any work: a size below one patch failed in the forward pass, naming no option
         check_size(tuple(args.size), model.patch_size, model.pretrained_cfg["architecture"])
     names = [f"bias_stage{i}.png" for i in range(len(model.layers))] + ["features.png"]

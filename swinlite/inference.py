@@ -53,6 +53,21 @@ def batch_too_large(
     )
 
 
+def check_rgb_model(model: nn.Module, source: object) -> None:
+    """ValueError unless ``model`` (read from ``source``, its weights file) takes 3-channel images: the scripts load
+    images as RGB (an alpha never reaches the model), as the ONNX predictor does
+    (:func:`swinlite.onnx_predict.check_channels`). Called once the model is read, before data is scanned or an output
+    written; Python code feeds a model of other channels (``swinlite.load_model``) itself.
+    """
+    size = list(resolve_model_data_config(model)["input_size"])  # [C, H, W]
+    channels = getattr(model, "in_chans", size[0])
+    if channels != 3 or size[0] != 3:
+        raise ValueError(
+            f"{source} holds a model of {channels}-channel images (input_size {size}): the scripts feed RGB images, "
+            "expected [3, H, W]"
+        )
+
+
 def eval_transform(model: nn.Module) -> Callable[[Image.Image], torch.Tensor]:
     """The model's evaluation transform (resize, center crop, normalize) from its ``pretrained_cfg``; in timm's
     "center" crop mode an image too elongated to resize is a ValueError (:func:`swinlite.files.elongation_problem`),

@@ -11,8 +11,9 @@ key                value
 ``model``          timm model name, e.g. ``"swinlite_tiny_patch4_window7_224"``
 ``model_args``     constructor arguments that differ from the variant's defaults, e.g. ``{"num_classes": 2}``
 ``classes``        class names (strings) in output order, as many as the classifier has outputs
-``preprocessing``  timm data config of the evaluation transform: ``input_size`` [3, H, W], ``interpolation``,
-                   ``mean``, ``std``, ``crop_pct`` (in (0, 1]), ``crop_mode``;
+``preprocessing``  timm data config of the evaluation transform: ``input_size`` [C, H, W] (C: ``model_args``'
+                   ``in_chans``, default 3), ``interpolation``, ``mean``, ``std`` (C values each), ``crop_pct``
+                   (in (0, 1]), ``crop_mode``;
                    ``timm.data.create_transform(**preprocessing)`` is the run's val transform
 ``weights``        ``"raw"`` (the trained weights) or ``"ema"`` (their exponential moving average)
 ``swinlite``       the swinlite version that wrote the file
@@ -151,6 +152,8 @@ def parse_info(meta: Mapping[str, Any], source: str) -> WeightsInfo:
     outputs = model_args.get("num_classes", len(classes))
     if outputs != len(classes):
         raise ValueError(f"{source}: metadata names {len(classes)} classes for a classifier of {outputs} outputs")
+    preprocessing = check_preprocessing(preprocessing, f"{source}: preprocessing")
+    _check_channels(model_args, preprocessing, source)
     weights = meta.get("weights", "raw")
     if weights not in KINDS:
         raise ValueError(f"{source}: metadata weights must be one of {', '.join(KINDS)}, got {weights!r}")
@@ -158,11 +161,22 @@ def parse_info(meta: Mapping[str, Any], source: str) -> WeightsInfo:
         model=model,
         model_args=dict(model_args),
         classes=classes,
-        preprocessing=check_preprocessing(preprocessing, f"{source}: preprocessing"),
+        preprocessing=preprocessing,
         weights=weights,
         task="classification",
         extra={k: v for k, v in meta.items() if k not in known},
     )
+
+
+def _check_channels(model_args: Mapping[str, Any], preprocessing: Mapping[str, Any], source: str) -> None:
+    """ValueError unless the preprocessing's channels (``input_size`` [C, H, W], C means and stds: checked before)
+    are the model's ``in_chans`` (timm's default 3 where ``model_args`` records none)."""
+    in_chans, size = model_args.get("in_chans", 3), list(preprocessing["input_size"])
+    if size[0] != in_chans:
+        raise ValueError(
+            f"{source}: metadata preprocessing input_size {size} has {size[0]} channels but model_args in_chans is "
+            f"{in_chans}{'' if 'in_chans' in model_args else ' (the default)'}"
+        )
 
 
 def _class_names(value: Any, source: str) -> list[str]:
@@ -177,7 +191,8 @@ def _class_names(value: Any, source: str) -> list[str]:
 
 
 def check_preprocessing(preprocessing: Any, name: str) -> dict[str, Any]:
-    """A timm data config, checked: ``input_size`` [3, H, W] > 0, 3 means, 3 stds > 0, ``crop_pct`` in (0, 1], ...
+    """A timm data config, checked: ``input_size`` [C, H, W] > 0, C means, C stds > 0, ``crop_pct`` in (0, 1], ...
+    (any C: a file's is checked against its model's ``in_chans``, and the predictors refuse all but 3, RGB).
 
     Args:
         preprocessing: the decoded config.

@@ -21,7 +21,7 @@ from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
 from ..files import EVALUATIONS_BY_TASK
 from ..images import LeftOut, nothing_scored
-from ..inference import eval_resize_shorter
+from ..inference import check_rgb_model, eval_resize_shorter
 from ..io import atomic_write
 from ..weights import load_model, read_info
 from .data import ImageFolderDataset, class_folders, collate, scan_split
@@ -139,6 +139,7 @@ def prepare_evaluation(
     else:
         model = load_model(checkpoint, model_name)
         classes = info.classes
+    check_rgb_model(model, checkpoint)  # before the split's scan: its loader feeds RGB images
     data_config = resolve_model_data_config(model)
     if img_size is not None and img_size != data_config["input_size"][-1]:
         if info is not None:

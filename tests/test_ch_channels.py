@@ -1,0 +1,78 @@
+"""Weights of a model of other than 3 input channels (written from Python: training refuses ``in_chans``): the
+scripts, which feed RGB images, refuse them at once; the metadata's channels agree with the model's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from PIL import Image
+from scriptkit import run_script
+
+from swinlite import load_model
+from swinlite.engine.checkpoint import save_weights
+from swinlite.metadata import weights_metadata
+
+PICO = "swinlite_pico_patch2_window4_32"
+
+
+def preprocessing(channels: int) -> dict:
+    return {"input_size": [channels, 32, 32], "interpolation": "bicubic", "mean": [0.5] * channels,
+            "std": [0.5] * channels, "crop_pct": 1.0, "crop_mode": "center"}  # fmt: skip
+
+
+def weights(path: Path, in_chans: int) -> Path:
+    model = timm.create_model(PICO, in_chans=in_chans, num_classes=2)
+    save_weights(path, model.state_dict(), weights_metadata(PICO, {"in_chans": in_chans, "num_classes": 2}, ["a", "b"],
+                                                            preprocessing(in_chans)))  # fmt: skip
+    return path
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("images")
+    for name in ("a", "b"):
+        (root / "val" / name).mkdir(parents=True)
+        Image.new("RGBA", (40, 40), (200, 10, 10, 128)).save(root / "val" / name / "0.png")
+    return root
+
+
+ARGV = {
+    "predict": lambda w, data, out: ["--checkpoint", w, data / "val", "--output", out / "p.csv"],
+    "evaluate": lambda w, data, out: ["--checkpoint", w, "--data-dir", data, "--output", out],
+    "extract_features": lambda w, data, out: ["--checkpoint", w, "--input", data / "val", "--output", out],
+    "visualize": lambda w, data, out: ["--checkpoint", w, "--image", data / "val" / "a" / "0.png", "--output", out],
+    "export_onnx": lambda w, data, out: ["--checkpoint", w, "--output", out / "m.onnx", "--no-check"],
+}
+
+
+@pytest.mark.parametrize("in_chans", [4, 1])
+@pytest.mark.parametrize("script", ARGV)
+def test_scripts_refuse_weights_of_other_channels_at_once(script, in_chans, images, tmp_path, capsys):
+    path = weights(tmp_path / "w.safetensors", in_chans)
+    out = tmp_path / "out"
+    assert run_script(script, ARGV[script](path, images, out)) == 2
+    expected = f"error: {path} holds a model of {in_chans}-channel images (input_size [{in_chans}, 32, 32]): the " \
+               "scripts feed RGB images, expected [3, H, W]\n"  # fmt: skip
+    assert capsys.readouterr().err.endswith(expected)
+    assert not out.exists()  # no output folder, no settings.json
+
+
+def test_python_still_loads_and_runs_them(tmp_path):
+    model = load_model(weights(tmp_path / "w.safetensors", 4))
+    assert model(torch.zeros(1, 4, 32, 32)).shape == (1, 2)
+    assert model.pretrained_cfg["input_size"] == (4, 32, 32)
+
+
+@pytest.mark.parametrize(
+    ("model_args", "channels", "message"),
+    [
+        ({"in_chans": 1}, 3, r"input_size \[3, 32, 32\] has 3 channels but model_args in_chans is 1$"),
+        ({}, 1, r"input_size \[1, 32, 32\] has 1 channels but model_args in_chans is 3 \(the default\)$"),
+    ],
+)
+def test_metadata_channels_contradicting_in_chans_are_refused(model_args, channels, message):
+    with pytest.raises(ValueError, match=r"^weights metadata: metadata preprocessing " + message):
+        weights_metadata(PICO, model_args | {"num_classes": 2}, ["a", "b"], preprocessing(channels))

@@ -13,8 +13,10 @@ import torch
 from timm.data import resolve_model_data_config
 
 from ..files import task_record_problem, unknown_task_files
+from ..io import read_metadata
+from ..metadata import read_info
 from .config import apply_overrides, check_values, copy_config, read_yaml
-from .model import check_model, check_pretrained, meta_model
+from .model import check_model, check_pretrained, meta_model, pretrained_file
 from .optim import check_optimizer
 from .task import Task
 
@@ -158,17 +160,81 @@ def resolve_normalisation(task: type[Task], cfg: Any, resume: bool = False) -> A
     checked and before anything is written: ``config.yaml``, ``--resume``'s comparison with it, every task's transforms
     and the weights files see values. With ``resume``, an unset key that the run's ``config.yaml`` records (a value the
     key takes) is the run's own: a run started before unset meant the model's keeps what its epochs so far were trained
-    and evaluated with.
+    and evaluated with. A new run whose ``model.pretrained`` is a weights file that records them (a swinlite run's:
+    :func:`pretrained_data`) takes its unset keys from the file, before the model's: the weights go on with the
+    normalisation they were trained with; a value given that differs from the file's is warned of, once.
     """
+    recorded = {} if resume else pretrained_data(cfg)
+    _warn_unlike_record(cfg, recorded)
     unset = [key for key in MODEL_DATA_KEYS if hasattr(cfg.data, key) and getattr(cfg.data, key) is None]
     if not unset:
         return cfg
-    values = _recorded_data(cfg, unset) if resume else {}
+    values = _recorded_data(cfg, unset) if resume else {key: recorded[key] for key in unset if key in recorded}
     values |= _model_data(task, cfg, [key for key in unset if key not in values])
     cfg = copy_config(cfg)
     for key in unset:
         setattr(cfg.data, key, values[key])
     return cfg
+
+
+# where each task's weights files record the data keys they were trained with (a classifier's: read_info's checked
+# preprocessing); a file of no task (another tool's) records none
+_RECORDS = {"detection": "data", "segmentation": "preprocessing"}
+
+
+def pretrained_data(cfg: Any) -> dict[str, Any]:
+    """The data keys of :data:`MODEL_DATA_KEYS` (those ``cfg``'s data section has) that the weights file
+    ``model.pretrained`` names records, as the section holds them: a swinlite classification run's preprocessing
+    (mean, std, crop_pct, interpolation), a detection or segmentation run's mean and std; {} for another file, or
+    ``model.pretrained`` true or false.
+
+    Raises:
+        ValueError: a recorded value the key does not take, or a classifier's metadata that is wrong (naming the
+            file).
+    """
+    path = pretrained_file(cfg.model)
+    if path is None:
+        return {}
+    record = _record_of(path)
+    values = {}
+    for key in (key for key in MODEL_DATA_KEYS if hasattr(cfg.data, key) and key in record):
+        try:
+            values[key] = _taken(cfg, key, record[key])
+        except ValueError as e:
+            raise ValueError(
+                f"model.pretrained {path} records {key} {record[key]!r}, which data.{key} does not take ({e}); "
+                f"set data.{key}"
+            ) from None
+    return values
+
+
+def _record_of(path: str) -> dict[str, Any]:
+    """The data settings the weights file ``path`` records (see :data:`_RECORDS`), {} where it records none."""
+    meta = read_metadata(path)
+    if meta.get("task") in (None, "classification"):
+        info = read_info(path)  # its checks of the record
+        return {} if info is None else info.preprocessing
+    record = meta.get(_RECORDS.get(meta["task"], ""))
+    return {key: record[key] for key in ("mean", "std") if key in record} if isinstance(record, dict) else {}
+
+
+def _warn_unlike_record(cfg: Any, recorded: dict[str, Any]) -> None:
+    """One warning naming the data keys set to other values than the ``model.pretrained`` file records (a fine-tune
+    may change them on purpose; null, they are the file's): given ones, or detection's and segmentation's defaults
+    (ImageNet's statistics)."""
+    given = {key: getattr(cfg.data, key) for key in recorded if getattr(cfg.data, key) is not None}
+    unlike = [f"data.{key}={_shown(value)} (the file's: {_shown(recorded[key])})"
+              for key, value in given.items() if value != recorded[key]]  # fmt: skip
+    if unlike:
+        warnings.warn(
+            f"model.pretrained {cfg.model.pretrained} was trained with other data settings than this run's: "
+            f"{'; '.join(unlike)}; training with this run's (null takes the file's)",
+            stacklevel=3,
+        )
+
+
+def _shown(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _model_data(task: type[Task], cfg: Any, keys: list[str]) -> dict[str, Any]:
@@ -184,7 +250,7 @@ def _model_data(task: type[Task], cfg: Any, keys: list[str]) -> dict[str, Any]:
         try:
             values[key] = _taken(cfg, key, resolved[key])
         except ValueError as e:
-            shown = list(resolved[key]) if isinstance(resolved[key], tuple) else resolved[key]
+            shown = _shown(resolved[key])
             raise ValueError(f"data.{key}: {name}'s pretrained config gives {shown!r} ({e}); set data.{key}") from None
     return values
 

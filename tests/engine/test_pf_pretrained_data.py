@@ -1,0 +1,66 @@
+"""A fine-tune from a swinlite run's own weights file took ImageNet's normalisation (the model's pretrained config),
+not the statistics, crop and interpolation the file records and its weights were trained with, without a word.
+Unset data keys are now the file's; a given one stays (warned of where it differs); a resume keeps its own."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from enginekit import TASKS, tiny_config
+from pico import PICO
+from timm.data import IMAGENET_DEFAULT_MEAN as IMAGENET_MEAN
+from weightkit import random_state_dict
+
+from swinlite.engine.checkpoint import save_weights
+from swinlite.engine.preflight import resolve_normalisation
+from swinlite.metadata import weights_metadata
+
+HALF = (0.5, 0.5, 0.5)
+RECORDED = {"input_size": [3, 32, 32], "interpolation": "bilinear", "mean": list(HALF), "std": list(HALF),
+            "crop_pct": 0.95, "crop_mode": "center"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A classification run's best.safetensors, trained with statistics of 0.5, crop 0.95, bilinear."""
+    path = tmp_path_factory.mktemp("run") / "best.safetensors"
+    state = random_state_dict(PICO, num_classes=2)
+    save_weights(path, state, weights_metadata(PICO, {"num_classes": 2}, ["a", "b"], RECORDED))
+    return path
+
+
+def _resolved(task: str, tmp_path: Path, resume: bool = False, **extra: object) -> Any:
+    cfg = tiny_config(task, tmp_path / "data", tmp_path / "out", **extra)
+    return resolve_normalisation(TASKS[task], cfg, resume).data
+
+
+def test_unset_keys_are_the_files_record(run_weights: Path, tmp_path: Path, recwarn):
+    data = _resolved("classification", tmp_path, **{"model.pretrained": run_weights, "data.crop_pct": None})
+    assert (data.mean, data.std, data.crop_pct, data.interpolation) == (HALF, HALF, 0.95, "bilinear")
+    assert not recwarn.list
+
+
+@pytest.mark.parametrize("task", ["detection", "segmentation"])
+def test_a_backbone_from_a_classification_run_takes_its_statistics_where_null(task, run_weights: Path, tmp_path):
+    """Their mean and std default to ImageNet's (a value, not null): kept, with the warning naming the file's."""
+    data = _resolved(task, tmp_path, **{"model.pretrained": run_weights, "data.mean": None, "data.std": None})
+    assert (data.mean, data.std) == (HALF, HALF)
+    with pytest.warns(UserWarning, match=r"data.mean=\[0.485, 0.456, 0.406\] \(the file's: \[0.5, 0.5, 0.5\]\)"):
+        assert _resolved(task, tmp_path, **{"model.pretrained": run_weights}).mean == IMAGENET_MEAN
+
+
+def test_a_given_key_wins_and_is_warned_of_where_it_differs(run_weights: Path, tmp_path: Path):
+    given = {"model.pretrained": run_weights, "data.mean": "[0.4,0.4,0.4]", "data.crop_pct": 0.95}
+    with pytest.warns(UserWarning) as caught:
+        data = _resolved("classification", tmp_path, **given)
+    assert (data.mean, data.std, data.crop_pct) == ((0.4, 0.4, 0.4), HALF, 0.95)
+    assert [str(w.message) for w in caught] == [
+        f"model.pretrained {run_weights} was trained with other data settings than this run's: "
+        "data.mean=[0.4, 0.4, 0.4] (the file's: [0.5, 0.5, 0.5]); training with this run's (null takes the file's)"
+    ]
+
+
+def test_a_resume_keeps_its_own_settings_not_the_files(run_weights: Path, tmp_path: Path):
+    """Without the key in the run's config.yaml (a run started before unset keys were resolved): the model's."""
+    data = _resolved("classification", tmp_path, resume=True, **{"model.pretrained": run_weights})
+    assert data.mean == IMAGENET_MEAN

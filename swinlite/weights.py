@@ -192,7 +192,9 @@ def load_model(
         num_classes: classifier outputs.
         data: the file's bytes, read before (:func:`swinlite.io.read_weights_bytes`): loaded instead of the file as it
             is now, for a caller that records their hash (``extract_features.py``'s ``settings.json``).
-        **model_kwargs: further constructor arguments (e.g. ``out_norm=True``); they must not contradict the file.
+        **model_kwargs: further constructor arguments (e.g. ``out_norm=True``); they must not contradict the file,
+            but for the training settings of :data:`TRAINING_ONLY` (``drop_path_rate=0.2`` to fine-tune a run's
+            weights at another rate).
 
     Raises:
         ValueError: unreadable file, a detection or segmentation run's resume state (:func:`check_not_run_resume`),
@@ -237,6 +239,11 @@ def create_for_file(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Mod
         raise ValueError(f"{path}: {name} cannot be built with {kwargs}: {type(e).__name__}: {e}") from None
 
 
+# constructor arguments that change neither the weights' shapes nor the eval-mode function (dropout, stochastic
+# depth, which stages train): given to load_model, they may differ from a file's record (fine-tuning at another rate)
+TRAINING_ONLY = ("drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "frozen_stages")
+
+
 def check_agrees(
     path: str | os.PathLike, info: WeightsInfo, model: str | None, num_classes: int | None, kwargs: dict
 ) -> None:
@@ -246,9 +253,12 @@ def check_agrees(
     stored = info.model_args.get("num_classes", len(info.classes))
     if num_classes is not None and num_classes != stored:
         raise ValueError(f"--num-classes {num_classes} contradicts {path}, which has {stored} classes")
-    clash = [k for k in kwargs if k in info.model_args and kwargs[k] != info.model_args[k]]
+    clash = [k for k in kwargs if k in info.model_args and kwargs[k] != info.model_args[k] and k not in TRAINING_ONLY]
     if clash:
-        raise ValueError(f"{', '.join(clash)} contradict {path}: it records {info.model_args}")
+        raise ValueError(
+            f"{', '.join(clash)} contradict {path}: it records {info.model_args} (only training settings, "
+            f"{', '.join(TRAINING_ONLY)}, may differ)"
+        )
 
 
 def _is_swinlite(name: str) -> bool:

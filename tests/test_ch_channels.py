@@ -76,3 +76,25 @@ def test_python_still_loads_and_runs_them(tmp_path):
 def test_metadata_channels_contradicting_in_chans_are_refused(model_args, channels, message):
     with pytest.raises(ValueError, match=r"^weights metadata: metadata preprocessing " + message):
         weights_metadata(PICO, model_args | {"num_classes": 2}, ["a", "b"], preprocessing(channels))
+
+
+@pytest.fixture(scope="module")
+def run_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run's file recording training settings and an architecture argument, as train.py writes model_args."""
+    args = {"drop_path_rate": 0.1, "attn_drop_rate": 0.1, "window_size": 4, "num_classes": 2}
+    model = timm.create_model(PICO, **args)
+    path = tmp_path_factory.mktemp("run") / "best.safetensors"
+    save_weights(path, model.state_dict(), weights_metadata(PICO, args, ["a", "b"], preprocessing(3)))
+    return path
+
+
+def test_training_settings_may_differ_from_the_record(run_weights):
+    """A run's weights reload for fine-tuning at another rate (the file records drop_path_rate 0.1)."""
+    assert isinstance(load_model(run_weights, drop_path_rate=0.0).layers[-1].blocks[-1].drop_path1, torch.nn.Identity)
+    others = {"drop_rate": 0.2, "proj_drop_rate": 0.1, "attn_drop_rate": 0.0, "frozen_stages": 1}
+    assert load_model(run_weights, **others).frozen_stages == 1
+
+
+def test_architecture_contradictions_are_still_refused(run_weights):
+    with pytest.raises(ValueError, match=r"^window_size contradict .*: it records .* \(only training settings, "):
+        load_model(run_weights, window_size=2, drop_path_rate=0.0)

@@ -35,7 +35,8 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--model",
         help="swinlite model name to fit the weights to (resizes bias tables to its window, drops a classifier of "
-        "another size, checks every key); without it the layout is converted as is",
+        "another size, checks every key and shape, the first conv's channels too); without it the layout is converted "
+        "as is",
     )
     parser.add_argument("--num-classes", type=int, help="classifier size of --model (default: the checkpoint's)")
     args = parser.parse_args(argv)
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as e:
         note = misfit_note(metadata, args.model) if args.model else ""  # a run's file records its Swin
         raise ValueError(f"{args.input}: {e}{note}") from None
+    if model is not None:
+        check_first_conv(args.input, state_dict, model)
     written = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
     save_safetensors(args.output, state_dict, written)
     warn_if_resume_with_ema(args.input)
@@ -89,6 +92,23 @@ def main(argv: list[str] | None = None) -> None:
     else:
         kept = f", its metadata kept ({recorded.get('model') or recorded['task']})" if recorded else ""
     print(f"converted {len(state_dict)} tensors from {describe_layout(layout)} -> {args.output}{kept}")
+
+
+def check_first_conv(source: Path, state_dict: dict[str, torch.Tensor], model: nn.Module) -> None:
+    """ValueError unless the converted first conv takes the channels of ``model`` (the one the weights are fitted to):
+    convert_state_dict passes one of another channel count on, for timm's loader to adapt to ``in_chans``, and the
+    output would not load into the model. Refused rather than adapted: this script has no in_chans to adapt it to, and
+    3 channels summed from 1 would be weights of another model than the file's."""
+    from swinlite.convert import shape_mismatch
+
+    key = "patch_embed.proj.weight"
+    shape, want = state_dict[key].shape, model.get_parameter(key).shape
+    if shape[1] != want[1]:
+        raise ValueError(
+            f"{source}: {shape_mismatch(key, shape, want)}: its first conv takes {shape[1]}-channel images, the model "
+            f"{want[1]}; convert it without --model and load it into a model of in_chans={shape[1]} "
+            f"(swinlite.load_model(path, model, in_chans={shape[1]}))"
+        )
 
 
 def described_model(metadata: dict[str, Any]) -> dict[str, Any]:

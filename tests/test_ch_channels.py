@@ -10,6 +10,7 @@ import timm
 import torch
 from PIL import Image
 from scriptkit import run_script
+from weightkit import random_state_dict
 
 from swinlite import load_model
 from swinlite.engine.checkpoint import save_weights
@@ -98,3 +99,19 @@ def test_training_settings_may_differ_from_the_record(run_weights):
 def test_architecture_contradictions_are_still_refused(run_weights):
     with pytest.raises(ValueError, match=r"^window_size contradict .*: it records .* \(only training settings, "):
         load_model(run_weights, window_size=2, drop_path_rate=0.0)
+
+
+@pytest.mark.parametrize("in_chans", [1, 4])
+def test_convert_checkpoint_with_model_refuses_a_first_conv_of_other_channels(in_chans, tmp_path, capsys):
+    """It wrote the file, which then did not load into --model; without --model the first conv passes as it is."""
+    source = tmp_path / "in.pth"
+    torch.save(random_state_dict(PICO, in_chans=in_chans, num_classes=2), source)
+    assert run_script("convert_checkpoint", [source, tmp_path / "out.safetensors", "--model", PICO]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {source}: patch_embed.proj.weight (32, {in_chans}, 2, 2) vs (32, 3, 2, 2): its first conv takes "
+        f"{in_chans}-channel images, the model 3; convert it without --model and load it into a model of "
+        f"in_chans={in_chans} (swinlite.load_model(path, model, in_chans={in_chans}))\n"
+    )
+    assert not (tmp_path / "out.safetensors").exists()
+    assert run_script("convert_checkpoint", [source, tmp_path / "out.safetensors"]) == 0
+    assert load_model(tmp_path / "out.safetensors", PICO, in_chans=in_chans).in_chans == in_chans

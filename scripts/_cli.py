@@ -191,8 +191,9 @@ def train_overrides(args: argparse.Namespace, dataset: str) -> list[str]:
     of a task of your own has no demo: a data.dataset the file sets is kept); ``--output-dir`` sets
     ``train.output_dir``.
 
-    Raises:
-        ValueError: the ``--config`` file cannot be read (missing, not YAML), as loading the config would say.
+    A ``--config`` file that cannot be read (missing, not YAML) is left to loading the config, which refuses it: under
+    a launch of several processes, there the others learn of it (one refused here alone left them waiting
+    train.dist_timeout).
     """
     options = []
     if args.data_dir:
@@ -211,8 +212,13 @@ def config_module() -> ModuleType:
 
 
 def config_dataset(path: Path) -> object:
-    """The ``data.dataset`` a config file sets, as written (None when it sets none), read without torch."""
-    return config_module().read_yaml(path).get("data", {}).get("dataset")
+    """The ``data.dataset`` a config file sets, as written (None when it sets none, or the file cannot be read),
+    read without torch."""
+    try:
+        tree = config_module().read_yaml(path)
+    except ValueError:  # loading the config says why, where the processes of a launch tell each other (checked_alike)
+        return None
+    return tree.get("data", {}).get("dataset")
 
 
 def config_file_lines(path: Path) -> str:

@@ -2,13 +2,16 @@
 ends with the weights (and losses) of the run that was never interrupted."""
 
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from detkit import make_quirky_coco
-from enginekit import TASKS, keep_step_checkpoints, overrides, script_config, script_main, tiny_config
-from forkkit import forked, killed
+from enginekit import SCRIPT, TASKS, keep_step_checkpoints, overrides, script_config, tiny_config
+from scriptkit import SCRIPTS, script_env
 from segkit import make_seg_folder
 from trainkit import make_folder
 
@@ -46,14 +49,28 @@ STEPS = {  # settings, images per class, the step checkpoints saved, the 4th's (
 }  # fmt: skip
 
 
+def _kill_after(line_start: str, argv: list[str]) -> None:
+    """Run the script ``argv`` and SIGKILL it once it prints a line starting with ``line_start``."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=script_env())
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith(line_start):
+                proc.send_signal(signal.SIGKILL)
+                break
+    finally:
+        proc.wait(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, "".join(lines)
+
+
 @pytest.mark.parametrize("task", list(TASKS))
 def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(task: str, tmp_path: Path):
     settings, per_class, kill_after, steps = SIGKILL[task]
     data = DATA[task](tmp_path, per_class)
     reference = run(TASKS[task], tiny_config(task, data, tmp_path / "ref", **settings))  # one thread, as the script
-    argv = ["--config", str(script_config(task, tmp_path)), *overrides(task, data, tmp_path / "run", **settings)]
-    status, output = forked(lambda: script_main(task, argv), kill_after)  # a process of its own, forked
-    assert killed(status), output
+    script = [sys.executable, str(SCRIPTS / f"{SCRIPT[task]}.py"), "--config", str(script_config(task, tmp_path))]
+    _kill_after(kill_after, script + overrides(task, data, tmp_path / "run", **settings))
     assert load_resume(tmp_path / "run" / "resume.pt")["epoch"] == 1  # killed inside epoch 2
     resumed = run(TASKS[task], tiny_config(task, data, tmp_path / "run", **settings), resume=True)
     expected, got = read_state_dict(reference / "last.safetensors"), read_state_dict(resumed / "last.safetensors")

@@ -1,5 +1,9 @@
 """A process of its own for a test's run that must die (SIGKILL) or be killed: a forked child of the test's process,
-without the seconds a fresh interpreter takes to import torch, timm and swinlite again."""
+without the seconds a fresh interpreter takes to import torch, timm and swinlite again.
+
+Not for a run that trains: a backward pass in a forked child fails ("Unable to handle autograd's threading in
+combination with fork-based multiprocessing") once the pytest worker has used autograd's threads, as torch.export
+and torch.compile tests do before it in a full run. File writes and inference (no_grad) are what it serves."""
 
 from __future__ import annotations
 

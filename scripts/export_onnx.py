@@ -150,6 +150,10 @@ def _refuse_ignored_flags(parser: Parser, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> float | None:
     args = parse_args(argv)
+    import onnx  # noqa: F401  (the export extra's packages, named before any weights are read or traced)
+    import onnxruntime  # noqa: F401
+    import onnxscript  # noqa: F401
+
     from swinlite.io import check_output, read_metadata
 
     checkpoint = ema_weights(args)

@@ -186,11 +186,11 @@ def pretrained_data(cfg: Any) -> dict[str, Any]:
     """The data keys of :data:`MODEL_DATA_KEYS` (those ``cfg``'s data section has) that the weights file
     ``model.pretrained`` names records, as the section holds them: a swinlite classification run's preprocessing
     (mean, std, crop_pct, interpolation), a detection or segmentation run's mean and std; {} for another file, or
-    ``model.pretrained`` true or false.
+    ``model.pretrained`` true or false. A recorded value the key does not take (a 1-channel model's one mean) is left
+    out: such weights do not fit the run's model, which :func:`check_weights_fit` says, naming their shapes.
 
     Raises:
-        ValueError: a recorded value the key does not take, or a classifier's metadata that is wrong (naming the
-            file).
+        ValueError: a classifier's metadata that is wrong, or a task that is no name (naming the file).
     """
     path = pretrained_file(cfg.model)
     if path is None:
@@ -198,24 +198,22 @@ def pretrained_data(cfg: Any) -> dict[str, Any]:
     record = _record_of(path)
     values = {}
     for key in (key for key in MODEL_DATA_KEYS if hasattr(cfg.data, key) and key in record):
-        try:
+        with contextlib.suppress(ValueError):
             values[key] = _taken(cfg, key, record[key])
-        except ValueError as e:
-            raise ValueError(
-                f"model.pretrained {path} records {key} {record[key]!r}, which data.{key} does not take ({e}); "
-                f"set data.{key}"
-            ) from None
     return values
 
 
 def _record_of(path: str) -> dict[str, Any]:
     """The data settings the weights file ``path`` records (see :data:`_RECORDS`), {} where it records none."""
     meta = read_metadata(path)
-    if meta.get("task") in (None, "classification"):
-        info = read_info(path)  # its checks of the record
-        return {} if info is None else info.preprocessing
-    record = meta.get(_RECORDS.get(meta["task"], ""))
-    return {key: record[key] for key in ("mean", "std") if key in record} if isinstance(record, dict) else {}
+    task = meta.get("task")
+    if task in _RECORDS:
+        record = meta.get(_RECORDS[task])
+        return {key: record[key] for key in ("mean", "std") if key in record} if isinstance(record, dict) else {}
+    if isinstance(task, str) and task not in ("", "classification"):
+        return {}  # another task's (one written outside swinlite): what it records is its own
+    info = read_info(path)  # a classifier's or no task's: its checks of the record, and of a task that is no name
+    return {} if info is None else info.preprocessing
 
 
 def _warn_unlike_record(cfg: Any, recorded: dict[str, Any]) -> None:

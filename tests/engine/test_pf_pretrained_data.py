@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 from enginekit import TASKS, tiny_config
 from pico import PICO
+from safetensors.torch import save_file
 from timm.data import IMAGENET_DEFAULT_MEAN as IMAGENET_MEAN
 from weightkit import random_state_dict
 
 from swinlite.engine.checkpoint import save_weights
-from swinlite.engine.preflight import resolve_normalisation
+from swinlite.engine.preflight import check_weights_fit, resolve_normalisation
 from swinlite.metadata import weights_metadata
 
 HALF = (0.5, 0.5, 0.5)
@@ -42,11 +43,12 @@ def test_unset_keys_are_the_files_record(run_weights: Path, tmp_path: Path, recw
 
 @pytest.mark.parametrize("task", ["detection", "segmentation"])
 def test_a_backbone_from_a_classification_run_takes_its_statistics_where_null(task, run_weights: Path, tmp_path):
-    """Their mean and std default to ImageNet's (a value, not null): kept, with the warning naming the file's."""
+    """ImageNet's mean given: kept, with the warning naming the file's."""
     data = _resolved(task, tmp_path, **{"model.pretrained": run_weights, "data.mean": None, "data.std": None})
     assert (data.mean, data.std) == (HALF, HALF)
+    imagenet = {"model.pretrained": run_weights, "data.mean": "[0.485,0.456,0.406]"}
     with pytest.warns(UserWarning, match=r"data.mean=\[0.485, 0.456, 0.406\] \(the file's: \[0.5, 0.5, 0.5\]\)"):
-        assert _resolved(task, tmp_path, **{"model.pretrained": run_weights}).mean == IMAGENET_MEAN
+        assert _resolved(task, tmp_path, **imagenet).mean == IMAGENET_MEAN
 
 
 def test_a_given_key_wins_and_is_warned_of_where_it_differs(run_weights: Path, tmp_path: Path):
@@ -64,3 +66,24 @@ def test_a_resume_keeps_its_own_settings_not_the_files(run_weights: Path, tmp_pa
     """Without the key in the run's config.yaml (a run started before unset keys were resolved): the model's."""
     data = _resolved("classification", tmp_path, resume=True, **{"model.pretrained": run_weights})
     assert data.mean == IMAGENET_MEAN
+
+
+def test_a_one_channel_classifiers_record_leaves_the_misfit_to_the_weights_check(tmp_path: Path):
+    """Its one mean is no value data.mean takes: the run said "records mean [0.5] ... set data.mean", which no setting
+    fixed; the weights check names what is wrong, the first conv's shapes."""
+    path = tmp_path / "gray.safetensors"
+    gray = {"input_size": [1, 32, 32], "interpolation": "bicubic", "mean": [0.5], "std": [0.5], "crop_pct": 1.0,
+            "crop_mode": "center"}  # fmt: skip
+    meta = weights_metadata(PICO, {"in_chans": 1, "num_classes": 2}, ["a", "b"], gray)
+    save_weights(path, random_state_dict(PICO, in_chans=1, num_classes=2), meta)
+    cfg = tiny_config("classification", tmp_path / "data", tmp_path / "out", **{"model.pretrained": path})
+    assert resolve_normalisation(TASKS["classification"], cfg).data.mean == IMAGENET_MEAN
+    with pytest.raises(ValueError, match=r"patch_embed.proj.weight \(32, 1, 2, 2\) vs \(32, 3, 2, 2\)"):
+        check_weights_fit(TASKS["classification"], cfg)
+
+
+def test_a_task_that_is_no_name_is_refused_as_load_model_refuses_it(tmp_path: Path):
+    path = tmp_path / "t5.safetensors"
+    save_file(random_state_dict(PICO, num_classes=2), str(path), metadata={"task": "5"})
+    with pytest.raises(ValueError, match="metadata task must be a task's name"):
+        _resolved("classification", tmp_path, **{"model.pretrained": path})

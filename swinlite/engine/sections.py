@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-
 from ..device import AUTOCAST_DTYPES
 from .config import bounded, checked, choice, closest
 
@@ -60,9 +58,10 @@ class DataConfig:
     persistent_workers: bool = True  # keep loader workers alive between epochs (when num_workers > 0)
     prefetch_factor: int = bounded(2, ge=1)  # batches each loader worker prepares ahead
     hflip: float = bounded(0.5, ge=0, le=1)  # horizontal flip probability
-    # of pixels in 0..1; none: the model's pretrained config's (preflight.resolve_normalisation, before the run)
-    mean: tuple[float, float, float] | None = bounded(IMAGENET_DEFAULT_MEAN, ge=0, le=1)
-    std: tuple[float, float, float] | None = bounded(IMAGENET_DEFAULT_STD, gt=0)
+    # of pixels in 0..1; none: the model.pretrained weights file's record, else the model's pretrained config's
+    # (ImageNet's for swinlite models), resolved before the run (preflight.resolve_normalisation)
+    mean: tuple[float, float, float] | None = bounded(None, ge=0, le=1)
+    std: tuple[float, float, float] | None = bounded(None, gt=0)
 
 
 @dataclass

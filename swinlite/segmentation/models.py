@@ -242,9 +242,11 @@ def _model_config(name_or_cfg: str | SegModelConfig, model_kwargs: dict[str, Any
 
 def _dotted_not_tag(name: str) -> bool:
     """Whether ``name`` has a dot that is no timm ``'<model>.<pretrained tag>'`` (a tag holds no dot, e.g.
-    ``'swin_tiny_patch4_window7_224.ms_in1k'``): ``model.tar.gz``, ``weights.npz``, files of any suffix."""
-    _, dot, tag = name.partition(".")
-    return bool(dot) and tag not in {pretrained.partition(".")[2] for pretrained in timm.list_pretrained()}
+    ``'swin_tiny_patch4_window7_224.ms_in1k'``): ``model.tar.gz``, ``weights.npz``, files of any suffix. A model name
+    before the dot is a mistyped tag (``'<model>.ms_in1k_typo'``), no file: the unknown-model error suggests the tag."""
+    model, dot, tag = name.partition(".")
+    known_tags = {pretrained.partition(".")[2] for pretrained in timm.list_pretrained()}
+    return bool(dot) and not timm.is_model(model) and tag not in known_tags
 
 
 def _refuse_a_file(name: str | os.PathLike, num_classes: int) -> None:

@@ -24,9 +24,24 @@ def test_a_path_object_gets_the_file_hint(name):
         build_upernet(name, 3)
 
 
-@pytest.mark.parametrize("name", ["x.SAFETENSORS", "model.pth.tar", "Last.PTH", "w.Bin", "model.tar.gz", "weights.npz"])
+@pytest.mark.parametrize(
+    "name", ["x.SAFETENSORS", "model.pth.tar", "Last.PTH", "w.Bin", "model.tar.gz", "weights.npz", ".safetensors"]
+)
 def test_weights_suffixes_in_any_case_and_tar_are_files(name):
     with pytest.raises(ValueError, match=rf"^build_upernet: '{name}' is a file's path, not a model name"):
+        build_upernet(name, 3)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "swinlite_tiny_patch4_window7_224.ms_in1k_typo",
+        "swinlite_tiny_patch4_window7_224.foo",
+        "swin_tiny_patch4_window7_224.foo",  # timm's model: a swinlite one is suggested
+    ],
+)
+def test_a_mistyped_tag_of_a_model_is_no_file(name):  # was "'...' is a file's path" (since 41f733d)
+    with pytest.raises(ValueError, match=rf"^unknown model .*'{name}'; did you mean swinlite_tiny_patch4_window7_224"):
         build_upernet(name, 3)
 
 

@@ -3,7 +3,8 @@
 Every collective waits at most ``train.dist_timeout`` seconds. When one times out because a process stopped
 progressing (alive but stuck, or stopped), ``stalled_ranks`` asks every process to answer through the launch's store,
 which names the processes that do not answer. One that fails at once because another process ended (its connections
-closed) is told apart by ``peer_gone``.
+closed) is told apart by ``peer_gone``. Every read and write of that store is bounded (``_bounded``): a TCPStore's
+client waits for its host's reply without limit, and a stopped host (SIGSTOP) never replies.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -36,6 +38,10 @@ class DistInfo:
     def enabled(self) -> bool:
         return self.world_size > 1
 
+
+T = TypeVar("T")
+
+STORE_REPLY_WAIT = 10.0  # seconds a store's reads take at most beyond the wait they are given (its replies: ms)
 
 _store: Any = None  # this launch attempt's keys in the launch's store, for ``all_answer`` and ``stalled_ranks``
 _answers = 0  # the ``all_answer`` calls this process made
@@ -127,22 +133,54 @@ def peer_gone(error: BaseException) -> str | None:
     return None if found is None else found.group(0)
 
 
+def _bounded(call: Callable[[], T], wait: float) -> T:
+    """``call()`` (reads and writes of the launch's store), given ``wait`` seconds at most: run in a daemon thread,
+    left behind when it takes longer. A TCPStore's client waits for its host's reply without limit (neither its
+    timeout nor ``set_timeout`` bounds it): a host that is stopped (SIGSTOP), alive and connected, held it forever.
+
+    Raises:
+        TimeoutError: ``call`` did not return within ``wait`` seconds.
+    """
+    result: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(call())
+        except BaseException as e:  # raised again in the calling thread
+            failure.append(e)
+
+    worker = threading.Thread(target=run, name="swinlite-store", daemon=True)
+    worker.start()
+    worker.join(wait)
+    if failure:
+        raise failure[0]
+    if not result:
+        raise TimeoutError(f"the launch's store did not reply within {wait:g} s; is the process hosting it stopped?")
+    return result[0]
+
+
 def stalled_ranks(info: DistInfo, wait: float = 30.0) -> list[int] | None:
     """After a collective timed out: the ranks that do not answer within ``wait`` seconds, through the launch's store
-    (every process waits ``wait`` seconds at most; gloo's monitored barrier bounded only rank 0's wait, the others
-    waited train.dist_timeout). Empty when all answer.
+    (every process waits ``wait`` seconds at most, and ``STORE_REPLY_WAIT`` more for a store that does not reply;
+    gloo's monitored barrier bounded only rank 0's wait, the others waited train.dist_timeout). Empty when all answer.
 
-    None on a rank other than 0 where rank 0 does not answer, or cannot be reached (it may host the store, and ended
-    after naming the stalled ranks): rank 0 stalled, or is busy (preparing the data), and names the stalled ranks.
+    None on a rank other than 0 where rank 0 does not answer, or the store does not reply (rank 0 may host it, and
+    ended after naming the stalled ranks, or is stopped): rank 0 stalled, or is busy (preparing the data), and names
+    the stalled ranks.
     """
     keys = [f"stalled/{rank}" for rank in range(info.world_size)]
-    try:
+
+    def answered() -> list[int]:
         _store.set(keys[info.rank], "here")
         deadline = time.monotonic() + wait
         while not _store.check(keys) and time.monotonic() < deadline:
             time.sleep(0.05)
-        silent = [rank for rank, key in enumerate(keys) if not _store.check([key])]
-    except RuntimeError:  # the store is gone with the rank 0 that hosted it (DistStoreError, DistNetworkError)
+        return [rank for rank, key in enumerate(keys) if not _store.check([key])]
+
+    try:
+        silent = _bounded(answered, wait + STORE_REPLY_WAIT)
+    except (RuntimeError, TimeoutError):  # the store is gone with the rank 0 that hosted it, or does not reply
         if info.rank == 0:
             raise
         return None
@@ -152,30 +190,42 @@ def stalled_ranks(info: DistInfo, wait: float = 30.0) -> list[int] | None:
 def all_answer(info: DistInfo, wait: float, note: str) -> bool:
     """Whether every process reaches this call within ``wait`` seconds, each posting ``note`` (why it is here) in the
     launch's store: False on a process that waited for one busy elsewhere (in a collective of the process group that
-    it will not leave), which must then make no collective. Through the store, every process waits ``wait`` seconds at
-    most (a monitored barrier bounds only rank 0's wait: the others waited train.dist_timeout, and so did the busy
-    process, in its collective, for them to end)."""
+    it will not leave), which must then make no collective; False too where the store does not reply (its host is
+    stopped). Through the store, every process waits ``wait`` seconds at most, and ``STORE_REPLY_WAIT`` more for a
+    store that does not reply (a monitored barrier bounds only rank 0's wait: the others waited train.dist_timeout,
+    and so did the busy process, in its collective, for them to end)."""
     global _answers
     if not info.enabled:
         return True
     _answers += 1
     keys = [f"answer{_answers}/{rank}" for rank in range(info.world_size)]
-    _store.set(keys[info.rank], note)
-    deadline = time.monotonic() + wait
-    while not _store.check(keys):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+
+    def answered() -> bool:
+        _store.set(keys[info.rank], note)
+        deadline = time.monotonic() + wait
+        while not _store.check(keys):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    try:
+        return _bounded(answered, wait + STORE_REPLY_WAIT)
+    except TimeoutError:
+        return False
 
 
 def notes_elsewhere(info: DistInfo) -> list[str]:
     """The notes the other processes posted in :func:`all_answer` calls this process did not make (each
-    ``rank N: ...``): why a collective of this one failed or timed out, where one of them said it."""
+    ``rank N: ...``): why a collective of this one failed or timed out, where one of them said it. None found where the
+    store does not reply within ``STORE_REPLY_WAIT`` seconds (its host is stopped) or is gone."""
     if not info.enabled or _store is None:
         return []
     keys = [f"answer{_answers + 1}/{rank}" for rank in range(info.world_size) if rank != info.rank]
-    return [_store.get(key).decode() for key in keys if _store.check([key])]
+    try:
+        return _bounded(lambda: [_store.get(key).decode() for key in keys if _store.check([key])], STORE_REPLY_WAIT)
+    except (RuntimeError, TimeoutError):
+        return []
 
 
 def evaluate_in_step(model: nn.Module, info: DistInfo) -> None:

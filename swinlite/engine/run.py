@@ -409,7 +409,8 @@ def _stall_error(dist: DistInfo, timeout: float, preparing: bool) -> StalledRank
     """Name the stalled process(es) after a collective timed out on this one. While the run is ``preparing`` its data,
     rank 0 that does not answer is more likely busy than stalled: it alone builds a demo's data and scans the dataset,
     as long as that takes, while the others wait in a collective."""
-    stalled = stalled_ranks(dist, wait=min(30.0, timeout))
+    wait = min(30.0, timeout)
+    stalled = stalled_ranks(dist, wait=wait)
     waited = f"a collective waited train.dist_timeout={timeout:g} s"
     if stalled is None and preparing:
         return StalledRankError(
@@ -418,7 +419,10 @@ def _stall_error(dist: DistInfo, timeout: float, preparing: bool) -> StalledRank
             "is it"
         )
     if stalled is None:
-        return StalledRankError(f"rank {dist.rank}: {waited}; rank 0 names the stalled process, or is it")
+        return StalledRankError(
+            f"rank {dist.rank}: {waited}; rank 0 (or the store it hosts) did not answer within {wait:g} s more: it is "
+            "the stalled process (stopped?), or it names it"
+        )
     if not stalled:
         return StalledRankError(f"rank {dist.rank}: {waited}, yet every process answers now; see the other ranks")
     names = ", ".join(str(r) for r in stalled)

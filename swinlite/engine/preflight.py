@@ -13,7 +13,7 @@ import torch
 from timm.data import resolve_model_data_config
 
 from ..files import task_record_problem, unknown_task_files
-from ..io import read_metadata
+from ..io import read_metadata, resume_task
 from ..metadata import read_info
 from .config import apply_overrides, check_values, copy_config, read_yaml
 from .model import check_model, check_pretrained, meta_model, pretrained_file
@@ -204,8 +204,12 @@ def pretrained_data(cfg: Any) -> dict[str, Any]:
 
 
 def _record_of(path: str) -> dict[str, Any]:
-    """The data settings the weights file ``path`` records (see :data:`_RECORDS`), {} where it records none."""
+    """The data settings the weights file ``path`` records (see :data:`_RECORDS`; a classification run's
+    ``resume.pt``, which loads as its raw weights: the run's ``config.yaml`` beside it), {} where it records none."""
     meta = read_metadata(path)
+    if not meta and resume_task(path) is not None:  # a run's resume.pt: its settings are the config.yaml beside it
+        data = _config_data(Path(path).parent / "config.yaml")
+        return {key: data[key] for key in MODEL_DATA_KEYS if data.get(key) is not None}
     task = meta.get("task")
     if task in _RECORDS:
         record = meta.get(_RECORDS[task])
@@ -255,17 +259,21 @@ def _model_data(task: type[Task], cfg: Any, keys: list[str]) -> dict[str, Any]:
 def _recorded_data(cfg: Any, keys: list[str]) -> dict[str, Any]:
     """The values of ``keys`` in the data section of the run's ``config.yaml`` in ``train.output_dir``, each where it
     records one its key takes; {} without the file (an unreadable one: the resume check names it)."""
-    path = Path(cfg.train.output_dir) / "config.yaml"
+    data = _config_data(Path(cfg.train.output_dir) / "config.yaml")
+    found = {}
+    for key in (key for key in keys if data.get(key) is not None):
+        with contextlib.suppress(ValueError):
+            found[key] = _taken(cfg, key, data[key])
+    return found
+
+
+def _config_data(path: Path) -> dict[str, Any]:
+    """The data section of the run config ``path``; {} without the file, or an unreadable one."""
     try:
         data = read_yaml(path).get("data") if path.is_file() else None
     except (OSError, ValueError):
         return {}
-    found = {}
-    for key in keys:
-        if isinstance(data, dict) and data.get(key) is not None:
-            with contextlib.suppress(ValueError):
-                found[key] = _taken(cfg, key, data[key])
-    return found
+    return data if isinstance(data, dict) else {}
 
 
 def _taken(cfg: Any, key: str, value: Any) -> Any:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from enginekit import TASKS, tiny_config
 from pico import PICO
 from safetensors.torch import save_file
@@ -87,3 +88,15 @@ def test_a_task_that_is_no_name_is_refused_as_load_model_refuses_it(tmp_path: Pa
     save_file(random_state_dict(PICO, num_classes=2), str(path), metadata={"task": "5"})
     with pytest.raises(ValueError, match="metadata task must be a task's name"):
         _resolved("classification", tmp_path, **{"model.pretrained": path})
+
+
+def test_a_runs_resume_file_takes_the_settings_of_the_config_beside_it(tmp_path: Path, recwarn):
+    """A classification run's resume.pt loads as its raw weights: it trained with ImageNet's statistics, without a
+    word, where the run's best.safetensors gave its own."""
+    run = tmp_path / "run"
+    run.mkdir()
+    torch.save({"task": "classification", "model": random_state_dict(PICO, num_classes=2), "optimizer": {}},
+               run / "resume.pt")  # fmt: skip
+    (run / "config.yaml").write_text("data:\n  mean: [0.5, 0.5, 0.5]\n  std: [0.5, 0.5, 0.5]\n  crop_pct: null\n")
+    data = _resolved("classification", tmp_path, **{"model.pretrained": run / "resume.pt"})
+    assert (data.mean, data.std) == (HALF, HALF) and not recwarn.list

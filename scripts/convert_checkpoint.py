@@ -90,7 +90,11 @@ def main(argv: list[str] | None = None) -> None:
                 "segmentation run (model.pretrained), whose backbone does not use one, not a classifier"
             )
     else:
-        kept = f", its metadata kept ({recorded.get('model') or recorded['task']})" if recorded else ""
+        kept = (
+            f", its metadata kept ({recorded.get('model') or recorded.get('task') or 'its classes'})"
+            if recorded
+            else ""
+        )
     print(f"converted {len(state_dict)} tensors from {describe_layout(layout)} -> {args.output}{kept}")
 
 
@@ -116,8 +120,8 @@ def described_model(metadata: dict[str, Any]) -> dict[str, Any]:
     base's such as Hugging Face's {"format": "pt"}): a classifier's model or classes (swinlite.metadata.read_info),
     or another task's (the detection and segmentation loaders). The output keeps it, for predict.py, export_onnx.py
     and the other scripts to read."""
-    task = metadata.get("task", "classification")
-    return metadata if task != "classification" or "model" in metadata or "classes" in metadata else {}
+    classifier = metadata.get("task") in (None, "classification")  # null: no task recorded, as read_info reads it
+    return metadata if not classifier or "model" in metadata or "classes" in metadata else {}
 
 
 def fitting_model(args, recorded: dict[str, Any], checkpoint: dict[str, torch.Tensor]) -> nn.Module | None:
@@ -134,7 +138,7 @@ def fitting_model(args, recorded: dict[str, Any], checkpoint: dict[str, torch.Te
     from swinlite.metadata import parse_info
     from swinlite.weights import check_agrees, check_model_name, classifier_size, create_for_file
 
-    if recorded and recorded.get("task", "classification") == "classification":
+    if recorded and recorded.get("task") in (None, "classification"):
         info = parse_info(recorded, str(args.input))
         check_agrees(args.input, info, args.model, args.num_classes, {})  # the kept metadata describes its model
         name, kwargs = info.model, info.model_args

@@ -1,6 +1,8 @@
 """A fine-tune from a swinlite run's own weights file took ImageNet's normalisation (the model's pretrained config),
 not the statistics, crop and interpolation the file records and its weights were trained with, without a word.
-Unset data keys are now the file's; a given one stays (warned of where it differs); a resume keeps its own."""
+Unset data keys are now the file's; a given one stays (warned of where it differs); a resume keeps its own.
+Detection's and segmentation's data.mean / data.std defaulted to ImageNet's values, so unset could not be told from
+given: they are unset by default now, resolved as classification's are (ImageNet's for a Swin backbone)."""
 
 from pathlib import Path
 from typing import Any
@@ -11,9 +13,11 @@ from enginekit import TASKS, tiny_config
 from pico import PICO
 from safetensors.torch import save_file
 from timm.data import IMAGENET_DEFAULT_MEAN as IMAGENET_MEAN
+from timm.data import IMAGENET_DEFAULT_STD
 from weightkit import random_state_dict
 
 from swinlite.engine.checkpoint import save_weights
+from swinlite.engine.config import config_diff, dump_yaml, to_dict
 from swinlite.engine.preflight import check_weights_fit, resolve_normalisation
 from swinlite.metadata import weights_metadata
 
@@ -100,3 +104,31 @@ def test_a_runs_resume_file_takes_the_settings_of_the_config_beside_it(tmp_path:
     (run / "config.yaml").write_text("data:\n  mean: [0.5, 0.5, 0.5]\n  std: [0.5, 0.5, 0.5]\n  crop_pct: null\n")
     data = _resolved("classification", tmp_path, **{"model.pretrained": run / "resume.pt"})
     assert (data.mean, data.std) == (HALF, HALF) and not recwarn.list
+
+
+def _config(task: str, *overrides: str) -> Any:
+    return TASKS[task].load_config(None, list(overrides))
+
+
+@pytest.mark.parametrize("task", ["detection", "segmentation"])
+def test_defaults_are_unset_and_resolve_to_imagenets(task: str):
+    cfg = _config(task)
+    assert (cfg.data.mean, cfg.data.std) == (None, None)
+    resolved = resolve_normalisation(TASKS[task], cfg).data
+    assert (resolved.mean, resolved.std) == (IMAGENET_MEAN, IMAGENET_DEFAULT_STD)
+
+
+@pytest.mark.parametrize("task", ["detection", "segmentation"])
+def test_a_classification_runs_weights_give_their_statistics_unwarned(task: str, run_weights: Path, recwarn):
+    resolved = resolve_normalisation(TASKS[task], _config(task, f"model.pretrained={run_weights}")).data
+    assert (resolved.mean, resolved.std) == (HALF, HALF)
+    assert not recwarn.list
+
+
+@pytest.mark.parametrize("task", ["detection", "segmentation"])
+def test_a_resume_of_a_run_that_recorded_imagenets_values_finds_no_change(task: str, tmp_path: Path):
+    """A run started when the defaults were ImageNet's values recorded them in config.yaml: a resume compares equal."""
+    old = resolve_normalisation(TASKS[task], _config(task, f"train.output_dir={tmp_path}"))
+    (tmp_path / "config.yaml").write_text(dump_yaml(to_dict(old)))
+    resumed = resolve_normalisation(TASKS[task], _config(task, f"train.output_dir={tmp_path}"), resume=True)
+    assert config_diff(TASKS[task].load_config(tmp_path / "config.yaml"), resumed) == []

@@ -57,10 +57,25 @@ TRAIN_SCRIPTS = {
 }
 
 
+# Seconds a process of a launch that ends before its startup checks waits for each step of telling the others, and
+# the training engine's function (module, name) that tells them, looked up on the way out of such a process alone.
+LAUNCH_WAIT = 5.0
+LAUNCH_TELLER = ("swinlite.engine.handshake", "refuse_before_checks")
+
+
+class UserExit(SystemExit):
+    """:func:`fail`'s exit: code 2, with the line it printed (``message``), for the other processes of a launch."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+
 def fail(message: str) -> NoReturn:
     """Print ``error: message`` (one line) on stderr and exit with code 2."""
-    print("error: " + " ".join(message.split("\n")), file=sys.stderr)
-    sys.exit(2)
+    line = " ".join(message.split("\n"))
+    print("error: " + line, file=sys.stderr)
+    raise UserExit(line)
 
 
 def missing_extra(error: ModuleNotFoundError) -> str | None:
@@ -142,6 +157,35 @@ def check_one_process() -> None:
          f"{script} runs on one: start it with python alone, with WORLD_SIZE unset or 1")  # fmt: skip
 
 
+def exit_message(error: SystemExit) -> str | None:
+    """What a process that exits with ``error`` tells the others of its launch: the line :func:`fail` printed, else
+    its exit code (a parser of one's own printed its message); None for a success (``--help``)."""
+    if isinstance(error, UserExit):
+        return error.message
+    if error.code in (0, None):
+        return None
+    if isinstance(error.code, str):
+        return error.code
+    return f"it exited with code {error.code} before its startup checks (its own output says why)"
+
+
+def tell_launch(message: str | None) -> None:
+    """Where the environment says this is one process of a launch of several (``WORLD_SIZE`` above 1 and
+    ``MASTER_ADDR``: started by hand, or by torchrun) that ends on ``message`` before its startup checks, tell the
+    others through the launch's store (:data:`LAUNCH_TELLER`): started by hand, nothing
+    else ends them, and they waited ``train.dist_timeout`` for it. Bounded (:data:`LAUNCH_WAIT` a step): no store
+    reached, it exits as before. Torch loads here only, on the way out of such a process."""
+    world = os.environ.get("WORLD_SIZE", "1").strip()
+    if message is None or not world.isdigit() or int(world) <= 1 or not os.environ.get("MASTER_ADDR"):
+        return
+    module, name = LAUNCH_TELLER
+    try:
+        tell = getattr(importlib.import_module(module), name)
+    except ImportError:  # no torch: no launch to tell
+        return
+    tell(message, LAUNCH_WAIT)
+
+
 def run(
     main: Callable[[list[str] | None], object],
     argv: list[str] | None = None,
@@ -160,9 +204,24 @@ def run(
             spinning threads waste the cores others (and the data loader) need. Off for timing runs.
         one_process: the script runs on one process: refused first, under ``torchrun`` or a ``WORLD_SIZE`` above 1
             (:func:`check_one_process`; every script but the training ones, which ``torchrun`` runs on several).
+            Else an error that ends a process of a launch before its startup checks is told to the others
+            (:func:`tell_launch`).
     """
     if one_process:
         check_one_process()
+        return _run(main, argv, passive_threads)
+    try:
+        return _run(main, argv, passive_threads)
+    except SystemExit as e:
+        tell_launch(exit_message(e))
+        raise
+    except Exception as e:  # no user error (or SWINLITE_TRACEBACK): its traceback follows
+        tell_launch(f"{type(e).__name__}: {e}")
+        raise
+
+
+def _run(main: Callable[[list[str] | None], object], argv: list[str] | None, passive_threads: bool) -> int:
+    """:func:`run`'s work, without telling a launch."""
     if passive_threads:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with script_output():

@@ -21,10 +21,19 @@ from typing import Any, NoReturn
 import torch
 import torch.distributed as dist
 
-from .distributed import DistInfo, SharedError, StalledRankError, all_gather_object, init_distributed, launched
+from .distributed import (
+    DistInfo,
+    SharedError,
+    StalledRankError,
+    _bounded,
+    all_gather_object,
+    init_distributed,
+    launched,
+)
 
 _POLL = 0.05  # seconds between two looks at the store
 _LINGER = 10.0  # seconds a failed rank 0, which may host the store, waits for the others to have read it
+_posted: str | None = None  # the key of the startup report this process posted: the others know its verdict
 
 
 def launch_store(info: DistInfo, timeout: float) -> dist.Store:
@@ -40,6 +49,14 @@ def _prefix() -> str:
     return f"swinlite/startup/{run_id}/{attempt}"
 
 
+def _post(store: dist.Store, info: DistInfo, report: dict[str, Any]) -> None:
+    """Post this process's startup ``report`` for the others, and remember it did (:func:`refuse_before_checks`)."""
+    global _posted
+    key = f"{_prefix()}/{info.rank}"
+    store.set(key, json.dumps(report, default=str))
+    _posted = key
+
+
 def exchange_reports(store: dist.Store, info: DistInfo, report: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
     """Post this process's ``report`` and wait until every process has posted its own; all of them, by rank.
 
@@ -47,7 +64,7 @@ def exchange_reports(store: dist.Store, info: DistInfo, report: dict[str, Any], 
         StalledRankError: a process did not post within ``timeout`` seconds.
     """
     prefix = _prefix()
-    store.set(f"{prefix}/{info.rank}", json.dumps(report, default=str))
+    _post(store, info, report)
     keys = [f"{prefix}/{rank}" for rank in range(info.world_size)]
     deadline = time.monotonic() + timeout
     while not store.check(keys):
@@ -81,7 +98,7 @@ def refuse_with_peers(info: DistInfo, problem: BaseException, timeout: float) ->
         _say_own(info, problem)
     report = {"problem": str(problem)}
     if not isinstance(problem, (ValueError, OSError)):
-        store.set(f"{_prefix()}/{info.rank}", json.dumps(report))
+        _post(store, info, report)
         raise problem
     try:
         reports = exchange_reports(store, info, report, timeout)
@@ -89,6 +106,23 @@ def refuse_with_peers(info: DistInfo, problem: BaseException, timeout: float) ->
         _say_own(info, problem)
     _linger(store, info)
     startup_verdict(info, reports, problem)
+
+
+def refuse_before_checks(message: str, wait: float) -> None:
+    """This process of a launch ends on ``message`` before its startup checks (a command line argparse refused, a
+    user error of the script before the engine's): tell the others as :func:`refuse_with_peers` does, so that they end
+    at once saying ``rank N failed its startup checks: message`` instead of waiting ``train.dist_timeout`` for it.
+    Each step (reaching the store, the others' reports) waits ``wait`` seconds at most, all of it a bounded time: a
+    store that does not answer leaves it as before. Nothing where this process posted its report already (the
+    handshake told them), or the environment describes no launch; what it would raise, the caller says its own way."""
+    try:
+        info = launched()
+    except ValueError:  # the environment's error: no launch to tell
+        return
+    if not info.enabled or _posted == f"{_prefix()}/{info.rank}":
+        return
+    with contextlib.suppress(Exception):  # this process's own error or the verdict, or no store within the wait
+        _bounded(lambda: refuse_with_peers(info, ValueError(message), wait), 2 * wait + _LINGER)
 
 
 def agree_to_start(info: DistInfo, store: dist.Store, settings: dict[str, Any], timeout: float) -> None:

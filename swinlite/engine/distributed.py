@@ -3,7 +3,7 @@
 Every collective waits at most ``train.dist_timeout`` seconds. When one times out because a process stopped
 progressing (alive but stuck, or stopped), ``stalled_ranks`` asks every process to answer through the launch's store,
 which names the processes that do not answer. One that fails at once because another process ended (its connections
-closed) is told apart by ``peer_gone``. Every read and write of that store is bounded (``_bounded``): a TCPStore's
+closed) is told apart by ``peer_gone``. Every read and write of that store is bounded (``bounded``): a TCPStore's
 client waits for its host's reply without limit, and a stopped host (SIGSTOP) never replies.
 """
 
@@ -133,7 +133,7 @@ def peer_gone(error: BaseException) -> str | None:
     return None if found is None else found.group(0)
 
 
-def _bounded(call: Callable[[], T], wait: float) -> T:
+def bounded(call: Callable[[], T], wait: float) -> T:
     """``call()`` (reads and writes of the launch's store), given ``wait`` seconds at most: run in a daemon thread,
     left behind when it takes longer. A TCPStore's client waits for its host's reply without limit (neither its
     timeout nor ``set_timeout`` bounds it): a host that is stopped (SIGSTOP), alive and connected, held it forever.
@@ -160,6 +160,18 @@ def _bounded(call: Callable[[], T], wait: float) -> T:
     return result[0]
 
 
+def _all_posted(keys: list[str], rank: int, note: str, wait: float) -> bool:
+    """Post ``note`` at this process's key of ``keys`` (``rank``'s) in the launch's store, then wait up to ``wait``
+    seconds for every other key: whether all were posted (unbounded store calls: run it through :func:`bounded`)."""
+    _store.set(keys[rank], note)
+    deadline = time.monotonic() + wait
+    while not _store.check(keys):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def stalled_ranks(info: DistInfo, wait: float = 30.0) -> list[int] | None:
     """After a collective timed out: the ranks that do not answer within ``wait`` seconds, through the launch's store
     (every process waits ``wait`` seconds at most, and ``STORE_REPLY_WAIT`` more for a store that does not reply;
@@ -172,14 +184,12 @@ def stalled_ranks(info: DistInfo, wait: float = 30.0) -> list[int] | None:
     keys = [f"stalled/{rank}" for rank in range(info.world_size)]
 
     def answered() -> list[int]:
-        _store.set(keys[info.rank], "here")
-        deadline = time.monotonic() + wait
-        while not _store.check(keys) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        if _all_posted(keys, info.rank, "here", wait):
+            return []
         return [rank for rank, key in enumerate(keys) if not _store.check([key])]
 
     try:
-        silent = _bounded(answered, wait + STORE_REPLY_WAIT)
+        silent = bounded(answered, wait + STORE_REPLY_WAIT)
     except (RuntimeError, TimeoutError):  # the store is gone with the rank 0 that hosted it, or does not reply
         if info.rank == 0:
             raise
@@ -200,17 +210,8 @@ def all_answer(info: DistInfo, wait: float, note: str) -> bool:
     _answers += 1
     keys = [f"answer{_answers}/{rank}" for rank in range(info.world_size)]
 
-    def answered() -> bool:
-        _store.set(keys[info.rank], note)
-        deadline = time.monotonic() + wait
-        while not _store.check(keys):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
     try:
-        return _bounded(answered, wait + STORE_REPLY_WAIT)
+        return bounded(lambda: _all_posted(keys, info.rank, note, wait), wait + STORE_REPLY_WAIT)
     except TimeoutError:
         return False
 
@@ -223,7 +224,7 @@ def notes_elsewhere(info: DistInfo) -> list[str]:
         return []
     keys = [f"answer{_answers + 1}/{rank}" for rank in range(info.world_size) if rank != info.rank]
     try:
-        return _bounded(lambda: [_store.get(key).decode() for key in keys if _store.check([key])], STORE_REPLY_WAIT)
+        return bounded(lambda: [_store.get(key).decode() for key in keys if _store.check([key])], STORE_REPLY_WAIT)
     except (RuntimeError, TimeoutError):
         return []
 

@@ -25,8 +25,8 @@ from .distributed import (
     DistInfo,
     SharedError,
     StalledRankError,
-    _bounded,
     all_gather_object,
+    bounded,
     init_distributed,
     launched,
 )
@@ -122,7 +122,7 @@ def refuse_before_checks(message: str, wait: float) -> None:
     if not info.enabled or _posted == f"{_prefix()}/{info.rank}":
         return
     with contextlib.suppress(Exception):  # this process's own error or the verdict, or no store within the wait
-        _bounded(lambda: refuse_with_peers(info, ValueError(message), wait), 2 * wait + _LINGER)
+        bounded(lambda: refuse_with_peers(info, ValueError(message), wait), 2 * wait + _LINGER)
 
 
 def agree_to_start(info: DistInfo, store: dist.Store, settings: dict[str, Any], timeout: float) -> None:

@@ -103,14 +103,13 @@ def check_first_conv(source: Path, state_dict: dict[str, torch.Tensor], model: n
     convert_state_dict passes one of another channel count on, for timm's loader to adapt to ``in_chans``, and the
     output would not load into the model. Refused rather than adapted: this script has no in_chans to adapt it to, and
     3 channels summed from 1 would be weights of another model than the file's."""
-    from swinlite.convert import shape_mismatch
+    from swinlite.convert import FIRST_CONV, shape_mismatch
 
-    key = "patch_embed.proj.weight"
-    shape, want = state_dict[key].shape, model.get_parameter(key).shape
+    shape, want = state_dict[FIRST_CONV].shape, model.get_parameter(FIRST_CONV).shape
     if shape[1] != want[1]:
         raise ValueError(
-            f"{source}: {shape_mismatch(key, shape, want)}: its first conv takes {shape[1]}-channel images, the model "
-            f"{want[1]}; convert it without --model and load it into a model of in_chans={shape[1]} "
+            f"{source}: {shape_mismatch(FIRST_CONV, shape, want)}: its first conv takes {shape[1]}-channel images, the "
+            f"model {want[1]}; convert it without --model and load it into a model of in_chans={shape[1]} "
             f"(swinlite.load_model(path, model, in_chans={shape[1]}))"
         )
 

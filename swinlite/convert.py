@@ -70,6 +70,7 @@ def _warn_at_caller(message: str) -> None:
     warnings.warn(message, stacklevel=level if frame is not None else 1)
 
 
+FIRST_CONV = "patch_embed.proj.weight"  # the patch embedding: its input channels are in_chans
 # Buffers some layouts save that swinlite rebuilds itself.
 _DROPPED = ("relative_position_index", "relative_coords_table", "attn_mask")
 # before every key of a state dict saved from a wrapper: (Distributed)DataParallel's, torch.compile's
@@ -614,14 +615,14 @@ def _fit_to_model(
             window = model.get_submodule(key.removesuffix(".table")).window
             value = resize_rel_pos_bias_table(value, _square_window(key, value.shape[0]), window)
             resized.append(key)
-        elif key == _FIRST_CONV and value.shape[0] == want[0] and value.shape[2:] != want[2:]:  # another patch size
+        elif key == FIRST_CONV and value.shape[0] == want[0] and value.shape[2:] != want[2:]:  # another patch size
             old, patch = tuple(value.shape[2:]), tuple(want[2:])  # resampled as timm does (FlexiViT's pseudo-inverse)
             value = resample_patch_embed(value, list(patch), interpolation="bicubic", antialias=True)
             _warn_at_caller(f"resampled {key} from {old} patches to the model's {patch}")
         elif key.startswith("head.fc.") and not head_fits:
             dropped.append(f"{key} of shape {tuple(value.shape)} (the model's: {tuple(want)})")
             continue
-        elif value.shape != want and not (key == _FIRST_CONV and _differs_in_channels_only(value.shape, want)):
+        elif value.shape != want and not (key == FIRST_CONV and _differs_in_channels_only(value.shape, want)):
             raise ValueError(
                 f"checkpoint does not fit {name}: {key} has shape {tuple(value.shape)}, "
                 f"the model expects {tuple(want)} (a checkpoint for another model size?)"
@@ -648,9 +649,6 @@ def _fit_to_model(
         _warn_at_caller(f"not in the checkpoint, left at their initial values: {first_keys(fresh)}")
     _record_classifier_size(out, model)
     return out
-
-
-_FIRST_CONV = "patch_embed.proj.weight"
 
 
 def _resized_tables_note(resized: list[str], shrunk: list[str], model: nn.Module) -> str:

@@ -25,6 +25,7 @@ from timm.models import adapt_input_conv, get_pretrained_cfg_value
 from torch import nn
 
 from .convert import (
+    FIRST_CONV,
     check_weight_values,
     convert_state_dict,
     embed_shrunk_tables,
@@ -382,12 +383,9 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
         state_dict = convert_state_dict(checkpoint, model)
     except ValueError as e:
         raise (e if source == "checkpoint" else _naming(source, e)) from None
-    first_conv = model.get_parameter(_FIRST_CONV)
-    if state_dict[_FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
-        state_dict[_FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[_FIRST_CONV])
+    first_conv = model.get_parameter(FIRST_CONV)
+    if state_dict[FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
+        state_dict[FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[FIRST_CONV])
     load_strict(model, state_dict, source, may_start_fresh=("head.fc.", "out_norms."))
     if path is not None:
         warn_if_resume_with_ema(path, stacklevel=3)
-
-
-_FIRST_CONV = "patch_embed.proj.weight"

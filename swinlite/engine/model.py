@@ -20,7 +20,7 @@ import torch
 from timm.models import get_arch_pretrained_cfgs, split_model_name_tag
 from torch import nn
 
-from ..convert import convert_state_dict, misfit_note, shape_mismatch
+from ..convert import FIRST_CONV, convert_state_dict, misfit_note, shape_mismatch
 from ..hub import cached_weights, pretrained_kwargs
 from ..io import check_weights_file, read_metadata, read_state_dict
 from ..weights import warn_if_resume_with_ema
@@ -157,15 +157,14 @@ def first_conv_misfit(path: str, name: str, kwargs: dict[str, Any]) -> str | Non
     3-channel weights to any ``in_chans``): ``"checkpoint does not fit SwinTransformer exactly; shape (file vs
     model): patch_embed.proj.weight (32, 1, 2, 2) vs (32, 3, 2, 2) (...)"``, as detection's and segmentation's loaders
     say it; else None (the file's first conv fits, or the file has none)."""
-    key = "patch_embed.proj.weight"
     model = meta_model(name, kwargs)
-    theirs, ours = convert_state_dict(read_state_dict(path)).get(key), model.state_dict().get(key)
+    theirs, ours = convert_state_dict(read_state_dict(path)).get(FIRST_CONV), model.state_dict().get(FIRST_CONV)
     if theirs is None or ours is None or theirs.shape[1] in (ours.shape[1], 3):
         return None
     return (
         f"checkpoint does not fit {type(model).__name__} exactly; shape (file vs model): "
-        f"{shape_mismatch(key, theirs.shape, ours.shape)} (weights for {theirs.shape[1]}-channel images; the model "
-        f"takes {ours.shape[1]}: a task's loaders give RGB images)"
+        f"{shape_mismatch(FIRST_CONV, theirs.shape, ours.shape)} (weights for {theirs.shape[1]}-channel images; the "
+        f"model takes {ours.shape[1]}: a task's loaders give RGB images)"
     )
 
 

@@ -140,6 +140,13 @@ def traceback_wanted() -> bool:
     return os.environ.get("SWINLITE_TRACEBACK", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+def _world_size() -> int:
+    """The processes the environment says this one is of (``WORLD_SIZE``, as torchrun sets it): 1 where it is unset or
+    no number (the engine names such a value when it joins)."""
+    world = os.environ.get("WORLD_SIZE", "1").strip()
+    return int(world) if world.isdigit() else 1
+
+
 def check_one_process() -> None:
     """Refuse a script that runs on one process started as one of several (``torchrun --nproc_per_node=2``: its
     ``WORLD_SIZE``): each process ran the whole work and wrote the same files (two summaries, a race on one folder).
@@ -147,8 +154,8 @@ def check_one_process() -> None:
     Kubernetes PyTorchJob pod sets it in every container) refuses it too. Only under ``torchrun`` (which sets
     ``TORCHELASTIC_RUN_ID``) do the processes but each machine's first (``LOCAL_RANK`` 0) exit with code 2 without a
     word; a process started by hand always prints its line."""
-    world = os.environ.get("WORLD_SIZE", "1").strip()
-    if not world.isdigit() or int(world) <= 1:
+    world = _world_size()
+    if world <= 1:
         return
     if "TORCHELASTIC_RUN_ID" in os.environ and os.environ.get("LOCAL_RANK", "0").strip() != "0":
         sys.exit(2)
@@ -175,8 +182,7 @@ def tell_launch(message: str | None) -> None:
     others through the launch's store (:data:`LAUNCH_TELLER`): started by hand, nothing
     else ends them, and they waited ``train.dist_timeout`` for it. Bounded (:data:`LAUNCH_WAIT` a step): no store
     reached, it exits as before. Torch loads here only, on the way out of such a process."""
-    world = os.environ.get("WORLD_SIZE", "1").strip()
-    if message is None or not world.isdigit() or int(world) <= 1 or not os.environ.get("MASTER_ADDR"):
+    if message is None or _world_size() <= 1 or not os.environ.get("MASTER_ADDR"):
         return
     module, name = LAUNCH_TELLER
     try:

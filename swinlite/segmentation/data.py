@@ -15,6 +15,7 @@ labels. ``scan_split`` reads every mask once before anything trains:
 - a mask of another mode (RGB colour masks) or in JPEG, and label values that are neither a class nor
   ``ignore_index`` are errors (one line naming the values and a file): they mean the masks, the classes or the
   ignore index are wrong.
+- two images (``0.jpg`` and ``0.png``) or two masks of one name are an error naming both files.
 """
 
 from __future__ import annotations
@@ -145,26 +146,38 @@ def find_pairs(image_dir: Path, mask_dir: Path) -> tuple[list[Pair], list[tuple[
     """Images with the mask of the same relative name (without suffix); images without one, as skipped.
 
     Raises:
-        ValueError: a missing folder, a folder without images, or two masks for one name.
+        ValueError: a missing folder, a folder without images, or two masks (or two images) for one name.
     """
     check_split_folders(image_dir, mask_dir)
-    masks: dict[Path, Path] = {}
-    for path in (p for p in list_files(mask_dir) if is_image_file(p)):
-        key = path.relative_to(mask_dir).with_suffix("")
-        if key in masks:
-            raise ValueError(f"two masks for one name in {mask_dir}: {masks[key]} and {path}")
-        masks[key] = path
-    images = [p for p in list_files(image_dir) if is_image_file(p)]
+    masks = _by_name(mask_dir, "masks")
+    images = _by_name(image_dir, "images")
     if not images:
         raise ValueError(f"no image files under {image_dir}")
     pairs, missing = [], []
-    for image in images:
-        mask = masks.get(image.relative_to(image_dir).with_suffix(""))
+    for key, image in images.items():
+        mask = masks.get(key)
         if mask is None:
-            missing.append((str(image), f"no mask {image.relative_to(image_dir).with_suffix('.png')} in {mask_dir}"))
+            missing.append((str(image), f"no mask {key.with_suffix('.png')} in {mask_dir}"))
         else:
             pairs.append(Pair(image, mask))
     return pairs, missing
+
+
+def _by_name(folder: Path, what: str) -> dict[Path, Path]:
+    """The image files under ``folder`` by relative name without suffix (what pairs an image with its mask).
+
+    Raises:
+        ValueError: two files of one name (``0.jpg`` and ``0.png``): which of them the other file pairs with is
+            not known, and both would be paired with it.
+    """
+    found: dict[Path, Path] = {}
+    for path in (p for p in list_files(folder) if is_image_file(p)):
+        key = path.relative_to(folder).with_suffix("")
+        if key in found:
+            raise ValueError(f"two {what} for one name in {folder}: {found[key]} and {path} (an image and its mask "
+                             "pair by name without suffix; keep one of them)")  # fmt: skip
+        found[key] = path
+    return found
 
 
 class MaskModeError(ValueError):

@@ -6,8 +6,9 @@ evaluation, and one NaN polygon coordinate makes its rasterizer allocate gigabyt
 therefore checks every record first:
 
 - the file's structure (``images``, ``annotations`` and ``categories`` lists of objects, integer ids, each id
-  once, every annotation's image and category listed, ``bbox`` four numbers, ``file_name``, ``width``,
-  ``height`` and ``name`` present): a ValueError naming the file and the records;
+  once, each ``file_name`` under one image id, every annotation's ``image_id`` and ``category_id`` an integer that
+  the file lists, ``bbox`` four numbers, ``file_name``, ``width``, ``height`` and ``name`` present): a ValueError
+  naming the file and the records;
 - an annotation whose box is not finite is dropped as a whole; of a segmentation, what is not a valid mask of its
   image (polygons of finite numbers, at least 3 points each, within one image size of the image; an RLE of the
   image's size whose counts cover it exactly) is dropped as detectron2 drops it: each invalid polygon alone, the
@@ -78,6 +79,13 @@ def _check_images(path: Path, images: list[dict]) -> None:
             if not _is_int(image.get(key)) or image[key] < 1:
                 bad.append(f"image {image['id']}: {key} {image.get(key)!r}")
     _problems(path, "images without a file_name or a positive integer width and height", bad)
+    ids_of: dict[str, list[int]] = {}
+    for image in images:
+        ids_of.setdefault(image["file_name"], []).append(image["id"])
+    twice = [f"{name!r} under ids {', '.join(map(str, ids))}" for name, ids in ids_of.items() if len(ids) > 1]
+    _problems(
+        path, "file_names listed under more than one image id (each would be trained or scored once per id)", twice
+    )
 
 
 def _check_categories(path: Path, categories: list[dict]) -> None:
@@ -93,8 +101,10 @@ def _check_annotations(path: Path, annotations: list[dict], image_ids: set[int],
     for ann in annotations:
         where = f"annotation {ann['id']}"
         for key, ids, what in (("image_id", image_ids, "an image"), ("category_id", category_ids, "a category")):
-            if not _is_int(ann.get(key)) or ann[key] not in ids:
-                bad.append(f"{where}: {key} {ann.get(key)!r} is not {what} of the file")
+            if not _is_int(ann.get(key)):
+                bad.append(f"{where}: {key} {ann.get(key)!r} is not an integer id")
+            elif ann[key] not in ids:
+                bad.append(f"{where}: {key} {ann[key]!r} is not {what} of the file")
         box = ann.get("bbox")
         if not isinstance(box, list) or len(box) != 4 or not all(map(_is_number, box)):
             bad.append(f"{where}: bbox {box!r} is not [x, y, width, height] (four numbers)")

@@ -53,7 +53,7 @@ def _drop_key(collection: str, index: int, key: str):
         (_set("images", 0, height=0), r"image 1: height 0"),
         (_drop_key("categories", 0, "name"), r"categories without a name: category 3: name None"),
         (_set("images", 0, id="1"), r"images without an integer 'id' \(by position\): image 0: id '1'"),
-        (_set("annotations", 0, image_id="1"), r"annotation 1: image_id '1' is not an image"),
+        (_set("annotations", 0, image_id="1"), r"annotation 1: image_id '1' is not an integer id"),
         (_set("categories", 0, id=3.0), r"category 0: id 3.0"),
         (_set("annotations", 0, iscrowd=2), r"annotation 1: iscrowd 2 is not 0 or 1"),
         (_set("annotations", 0, area="big"), r"annotation 1: area 'big' is not a number"),

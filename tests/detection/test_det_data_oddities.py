@@ -1,0 +1,25 @@
+"""Oddities of hand-made COCO files that the checks once took without a word, or named wrongly."""
+
+from pathlib import Path
+
+import pytest
+from detkit import edit_coco
+
+from swinlite.detection.data import load_split
+
+
+def test_a_file_name_under_two_image_ids_is_an_error_naming_both(coco: Path):
+    """The same picture listed twice (ids 1 and 9) was trained twice an epoch, and val would score it twice."""
+    path = edit_coco(coco, "train", lambda d: d["images"].append(dict(d["images"][0], id=9)))
+    with pytest.raises(
+        ValueError, match=r"1 file_names listed under more than one image id .*'01\.png' under ids 1, 9"
+    ):
+        load_split(path, coco / "train2017")
+
+
+@pytest.mark.parametrize("key", ["category_id", "image_id"])
+def test_a_float_id_is_said_not_to_be_an_integer(coco: Path, key: str):
+    """category_id 7.0 was 'not a category of the file' while category 7 is one."""
+    path = edit_coco(coco, "train", lambda d: d["annotations"][1].update({key: float(d["annotations"][1][key])}))
+    with pytest.raises(ValueError, match=rf"annotation 2: {key} \d\.0 is not an integer id"):
+        load_split(path, coco / "train2017")

@@ -96,6 +96,17 @@ def test_detector_output_becomes_coco_results_with_the_original_ids():
     assert result["segmentation"]["size"] == [10, 12]
 
 
+def test_coco_results_keep_the_model_floats():
+    """Scores rounded to 4 decimals tied close detections (COCOeval's ranking then followed the list order) and
+    boxes rounded to 2 moved the IoUs: AP differed from COCOeval on the model's output by ~0.001 points."""
+    boxes = torch.tensor([[1.0, 2.0, 4.123456, 5.987654], [0.5, 0.25, 3.0, 3.0]])
+    scores = torch.tensor([0.123449, 0.123441])
+    output = {"boxes": boxes, "labels": torch.tensor([1, 1]), "scores": scores}
+    results = to_coco_results(output, image_id=1, categories=Categories([3], ["square"]))
+    assert [r["score"] for r in results] == scores.tolist()
+    assert results[0]["bbox"] == [1.0, 2.0, *(boxes[0, 2:] - boxes[0, :2]).tolist()]
+
+
 def test_missing_area_and_iscrowd_score_as_the_complete_file(coco: Path):
     """A KeyError in COCOeval before (after a whole training epoch)."""
     complete = _gt(coco)

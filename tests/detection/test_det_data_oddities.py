@@ -1,11 +1,12 @@
 """Oddities of hand-made COCO files that the checks once took without a word, or named wrongly."""
 
+import warnings
 from pathlib import Path
 
 import pytest
 from detkit import edit_coco
 
-from swinlite.detection.data import load_split
+from swinlite.detection.data import categories_of, load_split
 
 
 def test_a_file_name_under_two_image_ids_is_an_error_naming_both(coco: Path):
@@ -23,3 +24,28 @@ def test_a_float_id_is_said_not_to_be_an_integer(coco: Path, key: str):
     path = edit_coco(coco, "train", lambda d: d["annotations"][1].update({key: float(d["annotations"][1][key])}))
     with pytest.raises(ValueError, match=rf"annotation 2: {key} \d\.0 is not an integer id"):
         load_split(path, coco / "train2017")
+
+
+def test_categories_never_annotated_are_named_in_one_warning(coco: Path):
+    """A listed category with no non-crowd object (9 has none, 7 only a crowd one and one on a missing image) gave
+    the detector a class it never learns, without a word."""
+
+    def edit(data: dict) -> None:
+        data["categories"].append({"id": 9, "name": "ring"})
+        for ann in data["annotations"]:
+            if ann["category_id"] == 7 and not ann["iscrowd"]:
+                ann["image_id"] = 5  # its file is missing: the image is skipped
+
+    path = edit_coco(coco, "train", edit)
+    with pytest.warns(UserWarning, match=r"2 categories of .*never learns \(category id: name\): 7: 'bar'; 9: 'ring'"):
+        categories = categories_of(load_split(path, coco / "train2017"))
+    assert categories.ids == [3, 7, 9]
+
+
+def test_every_category_annotated_gives_no_warning(coco: Path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        split = load_split(coco / "annotations" / "instances_train2017.json", coco / "train2017")
+        before = len(caught)
+        categories_of(split)
+    assert len(caught) == before

@@ -1,12 +1,12 @@
 """ImageFolder data (``root/train/<class>/*``, ``root/val/<class>/*``) with timm's transforms.
 
 Problems in the folders are found before training starts: a missing root or split, an empty class
-folder, a val class train does not have are ValueErrors. The scan reads each image's header (with
-``data.verify_images`` it decodes every image, as detection and segmentation do); a file PIL cannot identify is
-skipped there, and so is a val image too elongated for the centre crop's resize (a 1x40000 image resized to a
-shorter side of 256 would take 7 GiB); one whose pixel data is broken behind a good header is, without
-``data.verify_images``, named by the loader worker that decodes it (training serves the next image, an evaluation
-leaves it out). Every image is converted to RGB (grayscale, RGBA, palette, CMYK, ...).
+folder, a val class train does not have are ValueErrors; training classes val does not have are named in a warning.
+The scan reads each image's header (with ``data.verify_images`` it decodes every image, as detection and
+segmentation do); a file PIL cannot identify is skipped there, and so is a val image too elongated for the centre
+crop's resize (a 1x40000 image resized to a shorter side of 256 would take 7 GiB); one whose pixel data is broken
+behind a good header is, without ``data.verify_images``, named by the loader worker that decodes it (training serves
+the next image, an evaluation leaves it out). Every image is converted to RGB (grayscale, RGBA, palette, CMYK, ...).
 """
 
 from __future__ import annotations
@@ -359,6 +359,20 @@ def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:
     return train, scan_split(root / "val", train.classes, cfg.verify_images, val_resize_shorter(cfg))
 
 
+def warn_unvalidated(val: Split) -> None:
+    """One warning naming the training classes the val split has no image of: no accuracy is measured for them
+    (``evaluate.py`` gives them none, "nan% (0 images)"). A warning, not an error: a subset may be validated on
+    purpose."""
+    seen = {label for _, label in val.samples}
+    lacked = [name for label, name in enumerate(val.classes) if label not in seen]
+    if lacked:
+        warnings.warn(
+            f"val/ has no image of {len(lacked)} of the {len(val.classes)} training classes: {', '.join(lacked)}; "
+            "no accuracy is measured for them",
+            stacklevel=3,
+        )
+
+
 def val_resize_shorter(cfg: DataConfig) -> int:
     """The shorter side the val transform of :func:`build_transforms` resizes images to (timm's centre crop)."""
     return center_crop_scale((cfg.img_size, cfg.img_size), _setting(cfg, "crop_pct"))
@@ -374,6 +388,7 @@ def build_datasets(
         splits: the result of ``scan_data_dir(cfg)`` when already done (e.g. by rank 0); None: scan now.
     """
     train, val = splits or scan_data_dir(cfg)
+    warn_unvalidated(val)
     train_tf, val_tf = build_transforms(cfg)
     skipped = len(train.skipped) + len(val.skipped)
     val_set = ImageFolderDataset(val.samples, val_tf, val_resize_shorter(cfg), evaluation=True)

@@ -2,12 +2,13 @@
 
 Resumable: an image whose feature file exists and is whole is skipped (Ctrl-C says how many are:
 :class:`ExtractionInterrupted`); images that do not decode are listed in ``failures.txt`` and the run goes on.
-``embeddings.safetensors`` is rebuilt at the end from every whole feature file, in input order. ``settings.json``
-records what the features depend on (model, the weights file's SHA-256, input size, dtype); a rerun with other
-settings into the same folder is refused rather than mixing features, and temporary files of an interrupted run are
-removed. A run holds the output folder's lock (:class:`swinlite.lock.OutputLock`) from before it reads the folder
-until it ends: a second run into it, which passed the settings check as the first had written no features yet, mixed
-two models' features.
+``embeddings.safetensors`` is rebuilt at the end from every whole feature file, in input order; a run with images
+to extract removes the earlier one (and ``failures.txt``) first, so a killed run leaves none rather than one that
+misses its images. ``settings.json`` records what the features depend on (model, the weights file's SHA-256, input
+size, dtype); a rerun with other settings into the same folder is refused rather than mixing features, and temporary
+files of an interrupted run are removed. A run holds the output folder's lock (:class:`swinlite.lock.OutputLock`)
+from before it reads the folder until it ends: a second run into it, which passed the settings check as the first had
+written no features yet, mixed two models' features.
 
 Each feature file also records the image it was made from (:func:`source_record`: the real path, the size and the
 modification time in ns). A folder holding features of any other image (one of another ``--input``, one that is no
@@ -282,6 +283,9 @@ def run_extraction(
             "dtype": str(dtype).removeprefix("torch."),
         }
         record_settings(output, settings)
+        if todo:  # an earlier run's list of vectors and of failures: stale once this run writes features
+            for name in (EMBEDDINGS_FILE, FAILURES_FILE):
+                (output / name).unlink(missing_ok=True)
         cfg = model.pretrained_cfg
         transform = transforms.Compose(
             [

@@ -11,7 +11,15 @@ from pico import PICO
 from PIL import Image
 
 import swinlite.extract
-from swinlite.extract import OUTPUT_FILES, ExtractionInterrupted, output_path, read_sources, run_extraction
+from swinlite.extract import (
+    EMBEDDINGS_FILE,
+    FAILURES_FILE,
+    OUTPUT_FILES,
+    ExtractionInterrupted,
+    output_path,
+    read_sources,
+    run_extraction,
+)
 from swinlite.files import FOLDER_FILES
 from swinlite.lock import OutputLock
 
@@ -90,3 +98,23 @@ def test_ctrl_c_is_resumable_where_a_rerun_loads_the_same_weights(tmp_path: Path
         run_extraction(timm.create_model(PICO), PICO, imgs, tmp_path / "out", (32, 32), batch_size=1,
                        progress=False, checkpoint_sha256=sha256)  # fmt: skip
     assert type(caught.value) is raised and getattr(caught.value, "done", None) == done
+
+
+def test_a_rerun_killed_midway_leaves_no_stale_list_of_vectors(tmp_path: Path, monkeypatch):
+    """The first run's embeddings.safetensors (one image) stayed beside the features of the images added since when
+    the rerun was killed: load_embeddings read one row of two without a word."""
+    imgs, out = tmp_path / "imgs", tmp_path / "out"
+    imgs.mkdir()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(imgs / "a.png")
+    model, sha256 = timm.create_model(PICO), "ab" * 32
+    run_extraction(model, PICO, imgs, out, (32, 32), progress=False, checkpoint_sha256=sha256)
+    assert (out / EMBEDDINGS_FILE).is_file() and (out / FAILURES_FILE).is_file()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(imgs / "b.png")
+
+    def killed(*args) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(swinlite.extract, "save_features", killed)
+    with pytest.raises(ExtractionInterrupted):
+        run_extraction(model, PICO, imgs, out, (32, 32), progress=False, checkpoint_sha256=sha256)
+    assert not (out / EMBEDDINGS_FILE).exists() and not (out / FAILURES_FILE).exists()

@@ -595,8 +595,8 @@ def _fit_to_model(
     name = type(model).__name__
     state_dict = _drop_optional(state_dict, target)
     unmapped = sorted(k for k in state_dict if k not in target)
+    cause = _other_attention(state_dict, target)  # what a refusal below names first: V1 weights into a V2 model, ...
     if unmapped and strict:
-        cause = _other_attention(state_dict, target)
         raise ValueError(f"{cause}{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
     if unmapped:
         _warn_at_caller(
@@ -610,7 +610,7 @@ def _fit_to_model(
     for key, value in state_dict.items():
         want = target[key].shape
         if value.shape != want and key.endswith("rel_pos.table") and value.shape[1:] != want[1:]:
-            raise ValueError(f"checkpoint does not fit {name}: {shape_mismatch(key, value.shape, want)}")
+            raise ValueError(f"checkpoint does not fit {name}: {cause}{shape_mismatch(key, value.shape, want)}")
         if value.shape != want and key.endswith("rel_pos.table"):  # the model's window may be rectangular
             window = model.get_submodule(key.removesuffix(".table")).window
             value = resize_rel_pos_bias_table(value, _square_window(key, value.shape[0]), window)
@@ -623,9 +623,10 @@ def _fit_to_model(
             dropped.append(f"{key} of shape {tuple(value.shape)} (the model's: {tuple(want)})")
             continue
         elif value.shape != want and not (key == FIRST_CONV and _differs_in_channels_only(value.shape, want)):
+            size = "" if cause else " (a checkpoint for another model size?)"
             raise ValueError(
-                f"checkpoint does not fit {name}: {key} has shape {tuple(value.shape)}, "
-                f"the model expects {tuple(want)} (a checkpoint for another model size?)"
+                f"checkpoint does not fit {name}: {cause}{key} has shape {tuple(value.shape)}, "
+                f"the model expects {tuple(want)}{size}"
             )
         out[key] = value
     if dropped:

@@ -9,8 +9,11 @@ original image, as COCO evaluation needs). Every one of these resizes follows on
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
+from torchvision import tv_tensors
+from torchvision.ops import masks_to_boxes
 from torchvision.transforms import v2
 
 from .config import DetDataConfig
@@ -48,11 +51,42 @@ def train_sizes(cfg: DetDataConfig) -> list[int]:
     return list(range(lo, hi + 1, cfg.size_step))
 
 
+def mask_extents(masks: torch.Tensor) -> torch.Tensor:
+    """XYXY boxes [N, 4] of masks [N, H, W]: each mask's pixel extent (pixel ``i`` spans ``[i, i + 1)``), as
+    detectron2's and mmdetection's boxes from masks; an empty mask gets the empty box (0, 0, 0, 0)."""
+    masks = masks.as_subclass(torch.Tensor).bool()
+    boxes = masks_to_boxes(masks) + torch.tensor([0.0, 0.0, 1.0, 1.0])
+    boxes[~masks.flatten(1).any(dim=1)] = 0.0
+    return boxes
+
+
+class BoxesFromMasks(v2.Transform):
+    """Each box set to its mask's extent (:func:`mask_extents`), after a crop that cut objects: the crop only clamps a
+    box, which keeps the object's full extent along the uncut side (detectron2's ``recompute_boxes``, mmdetection's
+    ``RandomCrop(recompute_bbox=True)``). A mask the crop left empty gets an empty box, which
+    ``SanitizeBoundingBoxes`` then drops with its mask and label. A sample without masks passes unchanged."""
+
+    def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+        masks = next((x for x in flat_inputs if isinstance(x, tv_tensors.Mask)), None)
+        return {"extents": None if masks is None else mask_extents(masks)}
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        if params["extents"] is None or not isinstance(inpt, tv_tensors.BoundingBoxes):
+            return inpt
+        boxes = tv_tensors.BoundingBoxes(params["extents"], format="XYXY", canvas_size=inpt.canvas_size)
+        return v2.functional.convert_bounding_box_format(boxes, new_format=inpt.format).to(inpt.dtype)
+
+
 def build_train_transform(cfg: DetDataConfig) -> v2.Transform:
-    """Flip, then multi-scale resize (or large-scale jitter of a ``test_size`` square); drop boxes left empty."""
+    """Flip, then multi-scale resize (or large-scale jitter of a ``test_size`` square, its boxes recomputed from the
+    cropped masks where the sample has masks); drop boxes left empty."""
     if cfg.lsj:
         side = (cfg.test_size, cfg.test_size)
-        resize = [v2.ScaleJitter(side, scale_range=LSJ_SCALES), v2.RandomCrop(side, pad_if_needed=True)]
+        resize = [
+            v2.ScaleJitter(side, scale_range=LSJ_SCALES),
+            v2.RandomCrop(side, pad_if_needed=True),
+            BoxesFromMasks(),
+        ]
     else:
         resize = [v2.RandomShortestSize(train_sizes(cfg), max_size=cfg.max_size)]
     return v2.Compose(

@@ -41,7 +41,7 @@ class DetDataConfig(DataConfig):
     val_images: str | None = None  # None: <data_dir>/val2017
     # training short side drawn from this range (mmdetection's 1x: 800 alone; its 3x: [480, 800]) ...
     train_sizes: tuple[int, int] = span((800, 800), ge=1)
-    size_step: int = bounded(32, ge=1)  # ... in steps of this many pixels
+    size_step: int = bounded(32, ge=1)  # ... in steps of this many pixels (which must divide the span)
     test_size: int = bounded(800, ge=1)  # evaluation short side
     max_size: int = bounded(1333, ge=1)  # long side cap, training and evaluation
     lsj: bool = False  # large-scale jitter (scale 0.1-2.0 of a test_size square, then crop/pad) instead of multi-scale

@@ -40,7 +40,7 @@ from .evaluation import (
     to_coco_results,
 )
 from .models import build_detector
-from .transforms import build_eval_transform, build_train_transform, smallest_train_resize
+from .transforms import build_eval_transform, build_train_transform, size_step_problem, smallest_train_resize
 
 # who sets the model.kwargs keys the Swin backbone's levels take (models._backbone)
 FPN_BACKBONE = "the detector's FPN backbone (swinlite.fpn.build_fpn_backbone takes the Swin's levels as NCHW maps)"
@@ -117,6 +117,8 @@ class DetectionTask(Task):
             raise ValueError(f"model.min_level must be a Swin level, 0..3, got {model.min_level}")
         if cfg.optim.layer_decay is not None:
             raise ValueError("optim.layer_decay is not available for detectors (no timm group_matcher); leave it unset")
+        if (problem := size_step_problem(cfg.data)) is not None:
+            raise ValueError(problem)
         check_demo_paths(
             cfg.data, "digits", ("train_ann", "train_images", "val_ann", "val_images"), "data.dataset=coco"
         )

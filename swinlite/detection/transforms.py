@@ -77,6 +77,20 @@ class BoxesFromMasks(v2.Transform):
         return v2.functional.convert_bounding_box_format(boxes, new_format=inpt.format).to(inpt.dtype)
 
 
+def size_step_problem(cfg: DetDataConfig) -> str | None:
+    """Why ``data.size_step`` cannot be used with ``data.train_sizes``, or None: a step that does not divide the
+    span never draws the range's high end (sizes 56 to 72 in steps of 10: 56, 66)."""
+    lo, hi = cfg.train_sizes
+    step, sizes = cfg.size_step, train_sizes(cfg)
+    if sizes[-1] == hi:
+        return None
+    drawn = ", ".join(map(str, sizes)) if len(sizes) <= 6 else f"{sizes[0]}, {sizes[1]}, ..., {sizes[-1]}"
+    return (
+        f"data.train_sizes=[{lo}, {hi}] with data.size_step={step} never draws {hi} (sizes {drawn}): choose a "
+        f"data.size_step that divides {hi - lo}, or end data.train_sizes at {sizes[-1]} or {sizes[-1] + step}"
+    )
+
+
 def build_train_transform(cfg: DetDataConfig) -> v2.Transform:
     """Flip, then multi-scale resize (or large-scale jitter of a ``test_size`` square, its boxes recomputed from the
     cropped masks where the sample has masks); drop boxes left empty."""

@@ -117,7 +117,7 @@ class DetectionTask(Task):
             raise ValueError(f"model.min_level must be a Swin level, 0..3, got {model.min_level}")
         if cfg.optim.layer_decay is not None:
             raise ValueError("optim.layer_decay is not available for detectors (no timm group_matcher); leave it unset")
-        if (problem := size_step_problem(cfg.data)) is not None:
+        if not cfg.data.lsj and (problem := size_step_problem(cfg.data)) is not None:  # lsj draws no train_sizes
             raise ValueError(problem)
         check_demo_paths(
             cfg.data, "digits", ("train_ann", "train_images", "val_ann", "val_images"), "data.dataset=coco"

@@ -41,3 +41,10 @@ def test_a_dividing_step_passes_and_draws_both_ends(sizes: tuple[int, int], step
     cfg = _config(sizes, step, Path("unused"))
     DetectionTask.check_config(cfg)
     assert train_sizes(cfg.data)[0] == sizes[0] and train_sizes(cfg.data)[-1] == sizes[1]
+
+
+def test_large_scale_jitter_draws_no_train_sizes_and_is_not_refused_for_them():
+    """data.lsj=true crops a test_size square: train_sizes and size_step are unused, and were refused all the same."""
+    cfg = _config((56, 72), 10, Path("unused"))
+    cfg.data.lsj = True
+    DetectionTask.check_config(cfg)

@@ -26,6 +26,7 @@ import contextlib
 import io
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +81,8 @@ def _check_images(path: Path, images: list[dict]) -> None:
                 bad.append(f"image {image['id']}: {key} {image.get(key)!r}")
     _problems(path, "images without a file_name or a positive integer width and height", bad)
     ids_of: dict[str, list[int]] = {}
-    for image in images:
-        ids_of.setdefault(image["file_name"], []).append(image["id"])
+    for image in images:  # the file, however spelled ("./01.png" is "01.png")
+        ids_of.setdefault(os.path.normpath(image["file_name"]), []).append(image["id"])
     twice = [f"{name!r} under ids {', '.join(map(str, ids))}" for name, ids in ids_of.items() if len(ids) > 1]
     _problems(
         path, "file_names listed under more than one image id (each would be trained or scored once per id)", twice

@@ -9,9 +9,11 @@ from detkit import edit_coco
 from swinlite.detection.data import categories_of, load_split
 
 
-def test_a_file_name_under_two_image_ids_is_an_error_naming_both(coco: Path):
-    """The same picture listed twice (ids 1 and 9) was trained twice an epoch, and val would score it twice."""
-    path = edit_coco(coco, "train", lambda d: d["images"].append(dict(d["images"][0], id=9)))
+@pytest.mark.parametrize("spelled", ["01.png", "./01.png"])
+def test_a_file_name_under_two_image_ids_is_an_error_naming_both(coco: Path, spelled: str):
+    """The same picture listed twice (ids 1 and 9) was trained twice an epoch, and val would score it twice; spelled
+    another way ("./01.png"), it still was after the first fix."""
+    path = edit_coco(coco, "train", lambda d: d["images"].append(dict(d["images"][0], id=9, file_name=spelled)))
     with pytest.raises(
         ValueError, match=r"1 file_names listed under more than one image id .*'01\.png' under ids 1, 9"
     ):

@@ -670,13 +670,14 @@ def _resized_tables_note(resized: list[str], shrunk: list[str], model: nn.Module
     return f"{note}: {first_keys(resized + shrunk, 4)}"
 
 
-_ATTENTION = {  # _attention_kind -> (what it holds, the models that hold it)
-    "v1": ("Swin-V1 (relative position bias tables)", "a Swin-V1 model (swinlite_tiny_patch4_window7_224, ...)"),
+_ATTENTION = {  # _attention_kind -> (what it holds, the models that hold it, their names)
+    "v1": ("Swin-V1 (relative position bias tables)", "a Swin-V1 model", "a swinlite_* name without v2"),
     "v1-cpb": (
         "Swin-V1 with a continuous position bias (rel_pos='cpb', no logit_scale)",
-        "a Swin-V1 model built with rel_pos='cpb' (swinlite_tiny_cpb_patch4_window7_224)",
+        "a Swin-V1 model built with rel_pos='cpb'",
+        "swinlite_tiny_cpb_patch4_window7_224",
     ),
-    "v2": ("Swin-V2 (continuous position bias, logit_scale)", "a Swin-V2 model (swinlite_v2_tiny_window8_256, ...)"),
+    "v2": ("Swin-V2 (continuous position bias, logit_scale)", "a Swin-V2 model", "a swinlite_v2_* name"),
 }
 
 
@@ -693,13 +694,17 @@ def _attention_kind(state_dict: Mapping[str, torch.Tensor]) -> str | None:
 
 
 def _other_attention(state_dict: Mapping[str, torch.Tensor], target: Mapping[str, torch.Tensor]) -> str:
-    """``"checkpoint is Swin-V1 (...) and the model Swin-V2 (...): pick a Swin-V1 model (...); "`` when the
-    checkpoint's blocks hold another attention than the model's (``target``, its state dict), else ``""``: the cause
-    of the keys that do not map, which name swinlite's converted keys, not the file's."""
+    """``"checkpoint is Swin-V1 (...) and the model Swin-V2 (...): pick a Swin-V1 model with the checkpoint's
+    embed_dim, 96 (...); "`` when the checkpoint's blocks hold another attention than the model's (``target``, its
+    state dict), else ``""``: the cause of the keys that do not map, which name swinlite's converted keys, not the
+    file's."""
     have, want = _attention_kind(state_dict), _attention_kind(target)
     if have is None or want is None or have == want:
         return ""
-    return f"checkpoint is {_ATTENTION[have][0]} and the model {_ATTENTION[want][0]}: pick {_ATTENTION[have][1]}; "
+    holds, model, names = _ATTENTION[have]
+    first = state_dict.get(FIRST_CONV)  # the checkpoint's width: the hint names a model that fits it, not its kind only
+    width = "" if first is None else f" with the checkpoint's embed_dim, {first.shape[0]}"
+    return f"checkpoint is {holds} and the model {_ATTENTION[want][0]}: pick {model}{width} ({names}); "
 
 
 def missing_final_norm(missing: Collection[str], layout: str = "swinlite") -> str:

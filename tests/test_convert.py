@@ -409,13 +409,13 @@ def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path, capsys, 
     assert not out.exists()
 
 
-V1_FOR_V2 = {  # (timm source, swinlite --model, the cause)
-    "v1_file_v2_model": ("swin_tiny_patch4_window7_224", "swinlite_v2_tiny_window8_256", "is Swin-V1 (relative "
+V1_FOR_V2 = {  # (timm source, swinlite --model, the cause: the hint names the file's width, not a tiny's, 96)
+    "v1_file_v2_model": ("swin_base_patch4_window7_224", "swinlite_v2_tiny_window8_256", "is Swin-V1 (relative "
                          "position bias tables) and the model Swin-V2 (continuous position bias, logit_scale): pick a "
-                         "Swin-V1 model"),
-    "v2_file_v1_model": ("swinv2_tiny_window8_256", "swinlite_tiny_patch4_window7_224", "is Swin-V2 (continuous "
+                         "Swin-V1 model with the checkpoint's embed_dim, 128 (a swinlite_* name without v2)"),
+    "v2_file_v1_model": ("swinv2_base_window8_256", "swinlite_tiny_patch4_window7_224", "is Swin-V2 (continuous "
                          "position bias, logit_scale) and the model Swin-V1 (relative position bias tables): pick a "
-                         "Swin-V2 model"),
+                         "Swin-V2 model with the checkpoint's embed_dim, 128 (a swinlite_v2_* name)"),
 }  # fmt: skip
 
 

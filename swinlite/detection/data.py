@@ -12,8 +12,8 @@ valid mask), are skipped with a warning naming their ids (an invalid polygon alo
 need not be contiguous) become labels 1..K (0 is the background; a file with categories the label mapping lacks is a
 ValueError), ``iscrowd`` objects are left out (COCOeval handles them in evaluation), boxes reaching outside the
 image are clipped and empty ones dropped, each with a warning naming the annotation id; images without objects
-stay, as negatives. ``categories_of`` (the training split's label mapping) warns of the categories without a non-crowd
-object on a kept image: classes the detector never learns.
+stay, as negatives. ``categories_of`` (the training split's label mapping) warns of the categories without a
+training object (non-crowd, its box not empty) on a kept image: classes the detector never learns.
 """
 
 from __future__ import annotations
@@ -238,12 +238,12 @@ def categories_of(split: CocoSplit) -> Categories:
 
 
 def warn_unlearned(split: CocoSplit) -> None:
-    """One warning naming the categories of ``split`` that no non-crowd annotation of its kept images has: the
-    detector gets a class for each that it never learns."""
-    kept = set(split.image_ids)
-    annotated = {a["category_id"] for a in split.coco.anns.values() if not a["iscrowd"] and a["image_id"] in kept}
+    """One warning naming the categories of ``split`` that no training object of its kept images has (a non-crowd
+    annotation whose box is not empty in its image, :func:`_clean_annotations`): the detector gets a class for each
+    that it never learns."""
+    annotated = {o["category_id"] for i in split.image_ids for o in _clean_annotations(split, i)[0]}
     unlearned = [(i, repr(cat["name"])) for i, cat in sorted(split.coco.cats.items()) if i not in annotated]
-    what = "without an object to learn from, no non-crowd annotation on an image kept: the detector gets a class for"
+    what = "without an object to learn from (a non-crowd box left in a kept image): the detector gets a class for"
     _warn_ids(f"categories of {split.ann_file} {what} each that it never learns (category id: name)", unlearned)
 
 

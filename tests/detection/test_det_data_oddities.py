@@ -44,6 +44,22 @@ def test_categories_never_annotated_are_named_in_one_warning(coco: Path):
     assert categories.ids == [3, 7, 9]
 
 
+def test_a_category_whose_every_box_is_empty_or_outside_its_image_is_named(coco: Path):
+    """Its annotations are there but each is dropped when the objects are built (an empty box, one outside the
+    image): the warning counted annotations, and missed it."""
+
+    def edit(data: dict) -> None:
+        sizes = {image["id"]: (image["width"], image["height"]) for image in data["images"]}
+        for ann in data["annotations"]:
+            if ann["category_id"] == 7 and not ann["iscrowd"]:
+                width, height = sizes[ann["image_id"]]
+                ann["bbox"] = [width + 5, height + 5, 4, 4] if ann["id"] % 2 else [2, 2, 0, 4]
+
+    path = edit_coco(coco, "train", edit)
+    with pytest.warns(UserWarning, match=r"1 categories of .*never learns \(category id: name\): 7: 'bar'"):
+        categories_of(load_split(path, coco / "train2017"))
+
+
 def test_every_category_annotated_gives_no_warning(coco: Path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -361,7 +361,7 @@ def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:
 
 def warn_unvalidated(val: Split) -> None:
     """One warning naming the training classes the val split has no image of: no accuracy is measured for them
-    (``evaluate.py`` gives them none, "nan% (0 images)"). A warning, not an error: a subset may be validated on
+    (``evaluate.py`` gives them none, "n/a (0 images)"). A warning, not an error: a subset may be validated on
     purpose."""
     seen = {label for _, label in val.samples}
     lacked = [name for label, name in enumerate(val.classes) if label not in seen]

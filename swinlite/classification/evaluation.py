@@ -206,10 +206,12 @@ def run_evaluation(setup: EvalSetup, device: torch.device, amp_dtype: torch.dtyp
 
 
 def format_report(result: EvalResult, classes: list[str]) -> str:
-    """Overall numbers, then one line per class."""
+    """Overall numbers, then one line per class ("n/a" for a class with no image in the split, whose accuracy is
+    NaN: not measured)."""
     topk = f"top-{result.k} {result.topk:.2f}%  " if result.k > 1 else ""  # one class: top-1 alone, as in training
     lines = [f"top-1 {result.top1:.2f}%  {topk}loss {result.loss:.4f}", "per-class accuracy:"]
     counts = result.confusion.sum(1)
     for name, acc, n in zip(classes, result.per_class_accuracy.tolist(), counts.tolist(), strict=True):
-        lines.append(f"  {name:<20} {acc:6.2f}%  ({int(n)} images)")
+        shown = f"{acc:6.2f}%" if n else f"{'n/a':>7}"
+        lines.append(f"  {name:<20} {shown}  ({int(n)} images)")
     return "\n".join(lines)

@@ -5,9 +5,11 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 
 from swinlite.classification.config import DataConfig
 from swinlite.classification.data import build_datasets
+from swinlite.classification.evaluation import EvalResult, format_report
 
 
 def test_training_classes_val_lacks_are_named_in_one_warning(folder: Path):
@@ -24,3 +26,15 @@ def test_a_val_split_with_every_class_gives_no_warning(folder: Path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         build_datasets(DataConfig(data_dir=str(folder), img_size=16))
+
+
+def test_the_report_says_not_measured_for_a_class_without_images():
+    """evaluate.py printed "nan%" for it."""
+    confusion = torch.tensor([[3, 1, 0], [0, 0, 0], [0, 0, 2]])
+    report = format_report(EvalResult(loss=0.5, top1=83.3, topk=100.0, confusion=confusion, k=3), ["a", "b", "c"])
+    assert "nan" not in report
+    assert report.splitlines()[2:] == [
+        "  a                     75.00%  (4 images)",
+        "  b                        n/a  (0 images)",
+        "  c                    100.00%  (2 images)",
+    ]

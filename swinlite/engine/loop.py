@@ -119,9 +119,11 @@ def train_one_epoch(
         step_images, step_loss = step_images + out.size, step_loss + values["train_loss"] * out.size
         if last_micro:  # the display counts optimizer steps, as the schedule and the checkpoints do; its images are
             # the run's (each process trains as many, in step through DDP's all-reduce: no collective of its own), as
-            # the epoch line's train_img_s; its loss is this process's (rank 0's, the one that shows it)
-            progress.update(epoch_steps(position.batch, accum), step_images * dist.world_size,
-                            step_loss / max(step_images, 1), current_lr(optimizer))  # fmt: skip
+            # the epoch line's train_img_s; its losses are this process's (rank 0's, the one that shows them): the
+            # epoch's running mean, as TensorBoard's, and the step's
+            running = running_loss(position.sums, position.count)
+            progress.update(epoch_steps(position.batch, accum), step_images * dist.world_size, running,
+                            current_lr(optimizer), step_loss / max(step_images, 1))  # fmt: skip
             step_images, step_loss = 0, 0.0
             if on_step is not None:
                 on_step(position)
@@ -131,6 +133,11 @@ def train_one_epoch(
     *totals, count = all_reduce_sum([*(position.sums[k] for k in keys), position.count], dist, settings.device)
     means = {k: v / max(count, 1) for k, v in zip(keys, totals, strict=True)}
     return {"train_loss": means.pop("train_loss", float("nan"))} | means, rate
+
+
+def running_loss(sums: dict[str, float], count: int) -> float:
+    """The mean loss per sample of an epoch whose ``count`` samples summed to ``sums`` (:class:`EpochPosition`'s)."""
+    return sums.get("train_loss", 0.0) / max(count, 1)
 
 
 def part_value(part: torch.Tensor | float) -> float:

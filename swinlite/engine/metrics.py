@@ -19,14 +19,15 @@ def _columns(history: list[dict[str, float]]) -> list[str]:
     return list(dict.fromkeys(key for row in history for key in row))
 
 
-def write_csv(history: list[dict[str, float]], path: str | Path) -> None:
-    """Write all epochs so far, one column per key of any row (empty where a row lacks it)."""
+def write_csv(history: list[dict[str, float | None]], path: str | Path) -> None:
+    """Write all epochs so far, one column per key of any row (empty where a row lacks it, or holds None: a value not
+    measured)."""
     columns = _columns(history)
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in history:
-        writer.writerow({k: _fmt(row[k]) for k in columns if k in row})
+        writer.writerow({k: _fmt(row[k]) for k in columns if row.get(k) is not None})
     atomic_write(path, lambda f: f.write(text.getvalue().encode()))
 
 
@@ -103,13 +104,14 @@ class TensorBoardLog:
         self.writer.add_scalar("train/running_loss", loss, step)
         self.writer.add_scalar("train/lr", lr, step)
 
-    def epoch(self, row: dict[str, float], step: int) -> None:
+    def epoch(self, row: dict[str, float | None], step: int) -> None:
         """An epoch's metrics row (its number as ``epoch/epoch``) at ``step``, the steps done when it ended; flushed
         with every event before it."""
         if self.writer is None:
             self.open()
         for key, value in row.items():
-            self.writer.add_scalar(f"epoch/{key}", value, step)
+            if value is not None:  # not measured (metrics.csv leaves its cell empty)
+                self.writer.add_scalar(f"epoch/{key}", value, step)
         self.flush()
 
     def flush(self) -> None:

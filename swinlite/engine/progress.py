@@ -9,13 +9,14 @@ from tqdm import tqdm
 
 
 class Progress:
-    """Shows loss, learning rate and images/s for one epoch, by optimizer steps.
+    """Shows the epoch's running loss (the step's in brackets), learning rate and images/s, by optimizer steps.
 
     Args:
         total: optimizer steps in the epoch.
         desc: prefix, e.g. ``"epoch 3/30"``.
         enabled: False on non-zero ranks (prints nothing).
-        log_interval: steps between plain lines when stdout is not a terminal.
+        log_interval: steps between plain lines when stdout is not a terminal (at the epoch's steps it divides, and
+            at its last step: where TensorBoard logs too).
         done: steps of the epoch already taken (a run resumed from a step checkpoint).
     """
 
@@ -27,22 +28,36 @@ class Progress:
         self.start = time.perf_counter()
         self.images = 0
 
-    def update(self, step: int, images: int, loss: float, lr: float) -> None:
-        """Record the ``images`` of optimizer step ``step`` (1-based within the epoch; under torchrun every process's),
-        its mean ``loss``."""
+    def update(self, step: int, images: int, loss: float, lr: float, step_loss: float | None = None) -> None:
+        """Record the ``images`` of optimizer step ``step`` (1-based within the epoch; under torchrun every process's):
+        ``loss`` the epoch's running mean so far (per image, as the epoch line's), ``step_loss`` the step's mean (None:
+        not shown)."""
         self.images += images
         if not self.enabled:
             return
         rate = self.images / max(time.perf_counter() - self.start, 1e-9)
+        shown = loss_text(loss, step_loss)
         if self.bar is not None:
-            self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", img_s=f"{rate:.0f}", refresh=False)
+            self.bar.set_postfix(loss=shown, lr=f"{lr:.2e}", img_s=f"{rate:.0f}", refresh=False)
             self.bar.update(1)
-        elif step % self.log_interval == 0 or step == self.total:
-            print(f"{self.desc} step {step}/{self.total} loss {loss:.4f} lr {lr:.2e} {rate:.0f} img/s", flush=True)
+        elif is_logged(step, self.total, self.log_interval):
+            print(f"{self.desc} step {step}/{self.total} loss {shown} lr {lr:.2e} {rate:.0f} img/s", flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def loss_text(loss: float, step_loss: float | None) -> str:
+    """The epoch's running loss, then the last step's in brackets (as timm's train.py shows ``now (avg)``, reversed:
+    the running mean is what the epoch line ends on): ``0.4123 (step 0.3981)``."""
+    return f"{loss:.4f}" if step_loss is None else f"{loss:.4f} (step {step_loss:.4f})"
+
+
+def is_logged(step: int, total: int, log_interval: int) -> bool:
+    """Whether step ``step`` (1-based within an epoch of ``total``) is logged, as a plain progress line and to
+    TensorBoard: every ``log_interval`` steps of the epoch, and its last step."""
+    return step % max(1, log_interval) == 0 or step == total
 
 
 def _tty() -> bool:

@@ -14,6 +14,7 @@ replaces are removed before it (``checkpoint.clear_evaluation``): they describe 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from timm.scheduler.scheduler import Scheduler
 from timm.utils import ModelEmaV3
 from torch import nn
 from tqdm import tqdm
@@ -46,7 +48,7 @@ from .checkpoint import (
     save_weights,
     writing,
 )
-from .config import flatten, to_dict
+from .config import apply_overrides, config_diff, flatten, read_yaml, to_dict
 from .distributed import (
     DistInfo,
     all_answer,
@@ -60,9 +62,18 @@ from .distributed import (
 )
 from .handshake import check_same_data
 from .loaders import batches_per_epoch, build_loaders
-from .loop import EpochPosition, StepSettings, TrainingDiverged, current_lr, epoch_steps, train_one_epoch
+from .loop import (
+    EpochPosition,
+    StepSettings,
+    TrainingDiverged,
+    current_lr,
+    epoch_steps,
+    running_loss,
+    train_one_epoch,
+)
 from .metrics import TensorBoardLog, plot_curves, write_csv
 from .optim import build_optimizer, build_scheduler, lr_scale
+from .progress import is_logged
 from .task import RunContext, Task
 
 WEIGHTS_FILES = ("last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
@@ -72,6 +83,13 @@ BEST_FILES = ("best.safetensors", "best_ema.safetensors")  # written through a p
 # and the step counters some optimizers keep per group (timm's Adan and Lamb, Lookahead)
 GROUP_STATE = ("params", "lr", "step", "lookahead_step")
 ADVICE = "try a lower optim.lr, or optim.clip_grad"
+# the settings the lr schedule is laid out from (its length in steps, warm-up, lrs and decay), and what a schedule that
+# differs from the saved one without any of them changed comes from
+SCHEDULE_SETTINGS = ("train.epochs", "train.max_iters", "data.batch_size", "optim.accum_steps", "optim.lr", "schedule.")
+SCHEDULE_UNKNOWN_CAUSE = (
+    "changed settings, or the run was saved by a swinlite that did not scale schedule.warmup_lr / min_lr with "
+    "optim.lr_base_batch"
+)
 VAL_SET_KEYS = ("data.data_dir", "data.dataset")  # with each "data.val_*" key a task has: what picks its val set
 VAL_PREFIX = "data.val_"  # a task's val set paths (data.val_ann, data.val_images, ...); None: under data.data_dir
 PATH_KEYS = ("data.data_dir", "train.output_dir", "model.pretrained")  # settings that name a path (when text), with
@@ -184,6 +202,27 @@ def scored_epoch(history: list[dict[str, float]], keys: tuple[str, ...], best: f
     return next(((int(r["epoch"]), k) for r in history for k in keys if r.get(k) == best), None)
 
 
+def scheduled_lr(scheduler: Scheduler, state: dict[str, Any], step: int) -> float | None:
+    """The largest lr (over parameter groups) that ``scheduler``'s kind laid out as ``state`` (a ``state_dict()``)
+    sets for optimizer step ``step`` (0-based, as ``step_update`` counts); None for the state of another kind."""
+    if state.keys() != scheduler.state_dict().keys():
+        return None
+    laid_out = copy.copy(scheduler)
+    laid_out.__dict__.update(state)
+    return max(laid_out._get_lr(step))
+
+
+def epoch_line(row: dict[str, float | None], epochs: int, summary: str) -> str:
+    """The line logged at an epoch's end of its metrics ``row`` (``summary``: the task's scores): its rate, or that it
+    was trained before the resume (``train_img_s`` None)."""
+    rate = row["train_img_s"]
+    speed = "trained before the resume" if rate is None else f"{rate:.1f} img/s"
+    return (
+        f"epoch {int(row['epoch'])}/{epochs}: train loss {row['train_loss']:.4f}, {summary}, lr {row['lr']:.2e}, "
+        f"{row['epoch_time']:.1f} s ({speed})"
+    )
+
+
 @dataclass
 class RunState:
     """What changes from epoch to epoch and goes into the resume file."""
@@ -284,6 +323,8 @@ class Trainer:
             saved["epoch"], step, batch, dict(sums), count, seconds, saved["best"], saved["best_ema"], saved["history"]
         )
         self.state.best_epoch = saved["best_epoch"] if "best_epoch" in saved else self._first_best_epoch()
+        if saved["scheduler"] != self.scheduler.state_dict():  # e.g. train.epochs was raised
+            self.log(self._schedule_change(saved))
         if self.state.epoch < self.cfg.train.epochs:  # only where an evaluation follows (nothing is scored else)
             self._restart_best(saved.get("val_set", val_set(self.cfg)))  # (a file from before it was saved: this run's)
         if self.tensorboard is not None:  # drop the events a killed run wrote after this point: those of later steps;
@@ -405,23 +446,45 @@ class Trainer:
         if self.ema is not None and saved["ema"] is None:  # EMA turned on at --resume: it was built from the
             self.ema.set(self.model)  # initial weights, an average of nothing trained; it starts from the resumed ones
             self.log("note: train.ema_decay is new to this run; the EMA starts from the resumed weights")
-        if saved["scheduler"] != self.scheduler.state_dict():  # e.g. train.epochs was raised
-            self.log(self._schedule_change(len(saved["rng"])))
         self.scaler.load_state_dict(saved["scaler"])
 
-    def _schedule_change(self, saved_world: int) -> str:
+    def _schedule_change(self, saved: dict[str, Any]) -> str:
         """What is said of a resumed run's lr schedule that differs from the saved one: recounted for another number
-        of processes (their global batch sets the steps per epoch and the lr's scale), else changed settings."""
+        of processes (their global batch sets the steps per epoch and the lr's scale), else the lr of the first
+        resumed step on either schedule, and the cause: the schedule's settings changed since ``config.yaml``."""
+        saved_world = len(saved["rng"])
         if saved_world != self.dist.world_size:
             now, was = (counted(n, "process", "processes") for n in (self.dist.world_size, saved_world))
             return (
                 f"note: the lr schedule was recounted for {now} (saved with {was}): its steps per epoch and lr scale "
                 "follow this run's global batch; continuing on it"
             )
-        return (
-            "warning: the lr schedule differs from the saved one (changed settings, or the run was saved by a swinlite "
-            "that did not scale schedule.warmup_lr / min_lr with optim.lr_base_batch); continuing on the new one"
-        )
+        old = self._recorded_settings()
+        changed = [] if old is None else config_diff(old, self.cfg)
+        changed = [c for c in changed if c.split(":", 1)[0].startswith(SCHEDULE_SETTINGS)]
+        cause = f"changed {', '.join(changed)}" if changed else SCHEDULE_UNKNOWN_CAUSE
+        message = f"warning: the lr schedule differs from the saved one ({cause}): {self._resumed_lr(saved)}"
+        if old is not None and old.train.epochs < self.cfg.train.epochs:
+            message += "; a raised train.epochs re-lays the schedule over the new total (a warm restart: the lr rises)"
+        return message + "; continuing on the new one"
+
+    def _resumed_lr(self, saved: dict[str, Any]) -> str:
+        """The lr of the first resumed step on this run's schedule and on the saved one (where it is of this run's
+        kind: ``schedule.kind`` changed, it cannot be computed here)."""
+        step, saved_step = self.state.step, saved["step"]
+        new = f"the lr at step {step + 1} is {scheduled_lr(self.scheduler, self.scheduler.state_dict(), step):.2e}"
+        old = scheduled_lr(self.scheduler, saved["scheduler"], saved_step)
+        if old is None:
+            return f"{new} on the new schedule"
+        at = "" if saved_step == step else f" (at its step {saved_step + 1})"
+        return f"{new} on the new schedule, {old:.2e} on the saved one{at}"
+
+    def _recorded_settings(self) -> Any | None:
+        """The settings ``OUT/config.yaml`` records (read before a resume rewrites it), None where it cannot be read."""
+        try:
+            return apply_overrides(type(self.cfg)(), flatten(read_yaml(self.out / "config.yaml")))
+        except ValueError:
+            return None
 
     def position_note(self) -> str:
         """Where a resumed run goes on, numbered as the log numbers epochs and steps (``epoch 2/30 step 4/8``)."""
@@ -443,12 +506,13 @@ class Trainer:
             save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
 
     def _log_step(self) -> None:
-        """TensorBoard's scalars of the step reached, every ``train.log_interval`` steps: this process's running loss
-        of the epoch, the lr."""
+        """TensorBoard's scalars of the step reached, at the steps the progress lines show (``progress.is_logged``:
+        every ``train.log_interval`` steps of the epoch, and its last): this process's running loss of the epoch, the
+        lr."""
         state = self.state
-        if self.tensorboard is not None and state.step % self.cfg.train.log_interval == 0:
-            loss = state.sums["train_loss"] / max(state.count, 1)
-            self.tensorboard.step(state.step, loss, current_lr(self.optimizer))
+        done = epoch_steps(state.batch, self.cfg.optim.accum_steps)
+        if self.tensorboard is not None and is_logged(done, self.steps_per_epoch, self.cfg.train.log_interval):
+            self.tensorboard.step(state.step, running_loss(state.sums, state.count), current_lr(self.optimizer))
 
     def _log_compile_time(self) -> None:
         """train.compile: once, after the run's first step, how long it took: torch.compile compiles the model in it
@@ -474,11 +538,14 @@ class Trainer:
     def run_epoch(self) -> dict[str, float]:
         """Train (from the step checkpoint's position, if any) and evaluate one epoch; return its metrics row.
 
-        Of an epoch resumed from a step checkpoint, ``epoch_time`` is the whole epoch's: the time before the kill
-        (saved in the checkpoint) and this run's; ``train_img_s`` the rate of the images trained since the resume.
+        ``epoch_time`` spans the whole epoch up to its save: training and every evaluation (the raw weights', the
+        EMA's); ``train_img_s`` the training alone. Of an epoch resumed from a step checkpoint, ``epoch_time`` is the
+        whole epoch's: the time before the kill (saved in the checkpoint) and this run's; ``train_img_s`` the rate of
+        the images trained since the resume, absent where the epoch was trained before it (nothing left to train).
         """
         state = self.state
         self.epoch_start = time.perf_counter() - state.seconds
+        trained_before = state.batch >= self.batches  # saved trained, not evaluated: the resume evaluates it alone
         train_loader = self.loaders[0]
         train_loader.sampler.set_epoch(state.epoch, start=state.batch * self.cfg.data.batch_size)
         position = EpochPosition(state.batch, state.step, dict(state.sums), state.count)
@@ -492,16 +559,18 @@ class Trainer:
                 on_step=self._on_step,
             )  # fmt: skip
         except TrainingDiverged as e:
-            raise TrainingDiverged(f"{e}; {self.out} keeps the files of the last good epoch ({ADVICE})") from None
+            raise TrainingDiverged(f"{e}; {self._kept()} ({ADVICE})") from None
         state.step, state.batch, state.sums, state.count = position.step, position.batch, position.sums, position.count
         evaluate_in_step(self.train_model, self.dist)
-        row = {"epoch": state.epoch + 1, **losses, **self.evaluate(self.train_model, desc)}
-        row |= {"lr": current_lr(self.optimizer), "epoch_time": time.perf_counter() - self.epoch_start}
-        row |= {"train_img_s": rate * self.dist.world_size}
+        scores = self.evaluate(self.train_model, desc)
+        ema_scores = {}
         if self.ema is not None:
             share_buffers(self.ema.module, self.dist)
-            row |= {f"{k}_ema": v for k, v in self.evaluate(self.ema.module, f"{desc} (EMA weights)").items()}
-        return row
+            ema_scores = {f"{k}_ema": v for k, v in self.evaluate(self.ema.module, f"{desc} (EMA weights)").items()}
+        row = {"epoch": state.epoch + 1, **losses, **scores, "lr": current_lr(self.optimizer)}
+        row |= {"epoch_time": time.perf_counter() - self.epoch_start}
+        row |= {"train_img_s": None if trained_before else rate * self.dist.world_size}  # None: not measured
+        return row | ema_scores
 
     def evaluate(self, model: nn.Module, desc: str) -> dict[str, float]:
         """The task's evaluation of ``model`` (the trained weights, or their EMA); when it fails, the trained epoch is
@@ -562,9 +631,17 @@ class Trainer:
             if bad:
                 raise TrainingDiverged(
                     f"training diverged in epoch {epoch}: the {what} hold NaN or infinity ({', '.join(bad[:3])}"
-                    f"{', ...' if len(bad) > 3 else ''}); {self.out} keeps the files of the last good epoch "
-                    f"({ADVICE})"
+                    f"{', ...' if len(bad) > 3 else ''}); {self._kept()} ({ADVICE})"
                 )
+
+    def _kept(self) -> str:
+        """What a diverged run leaves to resume from: the last good epoch's files, a step checkpoint of its first
+        epoch, or nothing (no epoch completed; the run's files are removed as it ends)."""
+        if self.state.history:
+            return f"{self.out} keeps the files of the last good epoch"
+        if (self.out / RESUME_FILE).is_file():
+            return f"no epoch completed; {self.out / RESUME_FILE} keeps the last step checkpoint before it"
+        return f"no epoch completed, nothing was saved in {self.out}"
 
     def metadata(self, row: dict[str, float], kind: str) -> dict[str, Any]:
         """The weights files' metadata: the task's, plus the keys every task's files carry."""
@@ -630,11 +707,7 @@ class Trainer:
             per_process = all_gather_object({"rng": rng_state(), "partial": ({}, 0)}, self.dist)
             if self.dist.is_main:
                 self.save(row, best, per_process)
-            self.log(
-                f"epoch {int(row['epoch'])}/{self.cfg.train.epochs}: train loss {row['train_loss']:.4f}, "
-                f"{self.task.summary(row)}, lr {row['lr']:.2e}, {row['epoch_time']:.1f} s "
-                f"({row['train_img_s']:.1f} img/s)"
-            )
+            self.log(epoch_line(row, self.cfg.train.epochs, self.task.summary(row)))
             self._warn_unscored(row)
             barrier(self.dist)
 

@@ -128,7 +128,7 @@ def test_normalisation_is_the_models_written_as_numbers(tmp_path: Path, folder: 
     train(tiny_config(folder, out, **(vit | {"train.epochs": 2})), resume=True)
     printed = capsys.readouterr().out
     assert "changed setting data" not in printed
-    assert "warning: the lr schedule differs from the saved one (changed settings, or" in printed  # epochs 1 -> 2
+    assert "warning: the lr schedule differs from the saved one (changed train.epochs: 1 -> 2)" in printed
     # a run started before unset meant the model's: ImageNet's numbers recorded; its resume switched to 0.5 mid-run
     tree = yaml.safe_load((out / "config.yaml").read_text())
     tree["data"] |= {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}

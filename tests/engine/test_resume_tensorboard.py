@@ -103,6 +103,9 @@ def test_events_of_a_killed_and_resumed_run_are_those_of_one_never_killed(
     got = scalars(out)
     assert sorted(got) == sorted(reference)
     for tag, events in reference.items():
+        if tag == "epoch/train_img_s":  # not measured (not logged) of an epoch trained before a resume evaluated it
+            assert {step for step, _ in got[tag]} <= {step for step, _ in events}, tag
+            continue
         assert [step for step, _ in got[tag]] == [step for step, _ in events], tag
         if tag not in TIMES:
             assert [value for _, value in got[tag]] == pytest.approx([value for _, value in events], rel=1e-5), tag

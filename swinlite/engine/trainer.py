@@ -204,8 +204,9 @@ def scored_epoch(history: list[dict[str, float]], keys: tuple[str, ...], best: f
 
 def scheduled_lr(scheduler: Scheduler, state: dict[str, Any], step: int) -> float | None:
     """The largest lr (over parameter groups) that ``scheduler``'s kind laid out as ``state`` (a ``state_dict()``)
-    sets for optimizer step ``step`` (0-based, as ``step_update`` counts); None for the state of another kind."""
-    if state.keys() != scheduler.state_dict().keys():
+    sets for optimizer step ``step`` (0-based, as ``step_update`` counts); None for the state of another kind, or a
+    timm whose schedulers no longer have ``_get_lr`` (private: a warning's figure must not stop a resume)."""
+    if state.keys() != scheduler.state_dict().keys() or not hasattr(scheduler, "_get_lr"):
         return None
     laid_out = copy.copy(scheduler)
     laid_out.__dict__.update(state)
@@ -472,7 +473,10 @@ class Trainer:
         """The lr of the first resumed step on this run's schedule and on the saved one (where it is of this run's
         kind: ``schedule.kind`` changed, it cannot be computed here)."""
         step, saved_step = self.state.step, saved["step"]
-        new = f"the lr at step {step + 1} is {scheduled_lr(self.scheduler, self.scheduler.state_dict(), step):.2e}"
+        lr = scheduled_lr(self.scheduler, self.scheduler.state_dict(), step)
+        if lr is None:
+            return f"the lr from step {step + 1} follows the new schedule"
+        new = f"the lr at step {step + 1} is {lr:.2e}"
         old = scheduled_lr(self.scheduler, saved["scheduler"], saved_step)
         if old is None:
             return f"{new} on the new schedule"

@@ -464,24 +464,25 @@ class Trainer:
         changed = [] if old is None else config_diff(old, self.cfg)
         changed = [c for c in changed if c.split(":", 1)[0].startswith(SCHEDULE_SETTINGS)]
         cause = f"changed {', '.join(changed)}" if changed else SCHEDULE_UNKNOWN_CAUSE
-        message = f"warning: the lr schedule differs from the saved one ({cause}): {self._resumed_lr(saved)}"
-        if old is not None and old.train.epochs < self.cfg.train.epochs:
+        lrs, rises = self._resumed_lr(saved)
+        message = f"warning: the lr schedule differs from the saved one ({cause}): {lrs}"
+        if old is not None and old.train.epochs < self.cfg.train.epochs and rises:
             message += "; a raised train.epochs re-lays the schedule over the new total (a warm restart: the lr rises)"
         return message + "; continuing on the new one"
 
-    def _resumed_lr(self, saved: dict[str, Any]) -> str:
+    def _resumed_lr(self, saved: dict[str, Any]) -> tuple[str, bool]:
         """The lr of the first resumed step on this run's schedule and on the saved one (where it is of this run's
-        kind: ``schedule.kind`` changed, it cannot be computed here)."""
+        kind: ``schedule.kind`` changed, it cannot be computed here), and whether it rises (unknown: True)."""
         step, saved_step = self.state.step, saved["step"]
         lr = scheduled_lr(self.scheduler, self.scheduler.state_dict(), step)
         if lr is None:
-            return f"the lr from step {step + 1} follows the new schedule"
+            return f"the lr from step {step + 1} follows the new schedule", True
         new = f"the lr at step {step + 1} is {lr:.2e}"
         old = scheduled_lr(self.scheduler, saved["scheduler"], saved_step)
         if old is None:
-            return f"{new} on the new schedule"
+            return f"{new} on the new schedule", True
         at = "" if saved_step == step else f" (at its step {saved_step + 1})"
-        return f"{new} on the new schedule, {old:.2e} on the saved one{at}"
+        return f"{new} on the new schedule, {old:.2e} on the saved one{at}", lr > old
 
     def _recorded_settings(self) -> Any | None:
         """The settings ``OUT/config.yaml`` records (read before a resume rewrites it), None where it cannot be read."""
@@ -563,7 +564,7 @@ class Trainer:
                 on_step=self._on_step,
             )  # fmt: skip
         except TrainingDiverged as e:
-            raise TrainingDiverged(f"{e}; {self._kept()} ({ADVICE})") from None
+            raise self._diverged(e) from None
         state.step, state.batch, state.sums, state.count = position.step, position.batch, position.sums, position.count
         evaluate_in_step(self.train_model, self.dist)
         scores = self.evaluate(self.train_model, desc)
@@ -628,15 +629,20 @@ class Trainer:
         return best_candidate(scores, self.state.best)
 
     def _check_finite(self, epoch: int) -> None:
-        """TrainingDiverged before anything of an epoch whose weights hold NaN or infinity is saved."""
+        """TrainingDiverged before anything of an epoch whose weights hold NaN or infinity is saved (what the run keeps
+        is said by :meth:`_diverged`, once)."""
         models = [("weights", self.model)] + ([("EMA weights", self.ema.module)] if self.ema is not None else [])
         for what, model in models:
             bad = non_finite(model.state_dict())
             if bad:
                 raise TrainingDiverged(
-                    f"training diverged in epoch {epoch}: the {what} hold NaN or infinity ({', '.join(bad[:3])}"
-                    f"{', ...' if len(bad) > 3 else ''}); {self._kept()} ({ADVICE})"
+                    f"training diverged in epoch {epoch}/{self.cfg.train.epochs}: the {what} hold NaN or infinity "
+                    f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
                 )
+
+    def _diverged(self, error: TrainingDiverged) -> TrainingDiverged:
+        """``error`` with what the run keeps (:meth:`_kept`) and the advice."""
+        return TrainingDiverged(f"{error}; {self._kept()} ({ADVICE})")
 
     def _kept(self) -> str:
         """What a diverged run leaves to resume from: the last good epoch's files, a step checkpoint of its first
@@ -701,7 +707,10 @@ class Trainer:
         state = self.state
         while state.epoch < self.cfg.train.epochs:
             row = self.run_epoch()
-            self._check_finite(int(row["epoch"]))
+            try:
+                self._check_finite(int(row["epoch"]))
+            except TrainingDiverged as e:
+                raise self._diverged(e) from None
             state.history.append(row)
             state.epoch += 1
             state.batch, state.sums, state.count, state.seconds = 0, {}, 0, 0.0

@@ -5,6 +5,7 @@ images; the empty-batch and patch-remainder rules say what the model runs on.
 """
 
 import numbers
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -146,8 +147,11 @@ def check_build_args(
             raise ValueError(f"{name} must be in [0, 1), got {rate}")
 
 
-def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int, ordered: bool = False) -> None:
-    """Raise a ValueError naming the allowed values unless ``indices`` selects feature levels.
+def check_feature_indices(
+    indices: int | Sequence[int] | None, num_stages: int, ordered: bool = False
+) -> int | list[int] | None:
+    """``indices`` as Python ints (a sequence of integers of any kind, numpy's or 0-d tensors', as timm's Swin takes
+    them, becomes a list of ints); a ValueError naming the allowed values unless they select feature levels.
 
     Args:
         indices: None (all levels), an int n (the last n levels) or a sequence of level indices, negative ones
@@ -158,16 +162,28 @@ def check_feature_indices(indices: int | Sequence[int] | None, num_stages: int, 
             order, as timm's does, and returns the maps finest first.
     """
     if indices is None:
-        return
+        return None
     if isinstance(indices, int):
         if not 1 <= indices <= num_stages:
             raise ValueError(f"an int selects the last n of {num_stages} levels, n in 1..{num_stages}; got {indices}")
-        return
-    bad = [i for i in indices if not isinstance(i, int) or isinstance(i, bool) or not -num_stages <= i < num_stages]
-    levels = [i % num_stages for i in indices] if not bad else []
-    if bad or len(indices) == 0 or (ordered and levels != sorted(set(levels))):
+        return indices
+    given = list(indices)
+    levels = [_integer(i) for i in given]
+    bad = [i for i, level in zip(given, levels, strict=True) if level is None or not -num_stages <= level < num_stages]
+    if bad or not levels or (ordered and [i % num_stages for i in levels] != sorted({i % num_stages for i in levels})):
         order = ", strictly increasing (each level once, finest first)" if ordered else ""
         raise ValueError(
             f"feature indices must be a non-empty sequence of levels in 0..{num_stages - 1} (or -{num_stages}..-1 "
-            f"from the last){order}, got {tuple(indices)}"
+            f"from the last){order}, got {tuple(given)}"
         )
+    return levels
+
+
+def _integer(value: object) -> int | None:
+    """``value`` as an int where it is an integer of any kind (not a bool, not a float), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None

@@ -1685,7 +1685,7 @@ class SwinTransformer(nn.Module):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got '{output_fmt}'")
         check_image_input(x, self.in_chans, self.patch_size, self.patch_embed.proj.weight.dtype)
         if not torch.jit.is_scripting():
-            check_feature_indices(indices, len(self.layers))
+            indices = check_feature_indices(indices, len(self.layers))
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
         last = len(self.layers) - 1
         num_run = max_index + 1 if stop_early else len(self.layers)
@@ -1708,7 +1708,7 @@ class SwinTransformer(nn.Module):
         self, indices: int | list[int] = 1, prune_norm: bool = False, prune_head: bool = True
     ) -> list[int]:
         """Drop the stages after the last of ``indices`` (and the final norm / head if asked)."""
-        check_feature_indices(indices, len(self.layers))
+        indices = check_feature_indices(indices, len(self.layers))
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
         pruned_end = max_index < len(self.layers) - 1
         self.layers = self.layers[: max_index + 1]

@@ -1,5 +1,8 @@
 """``timm.create_model(..., features_only=True)``: NCHW levels, NHWC option, per-level norms, frozen stages."""
 
+import copy
+
+import numpy as np
 import pytest
 import timm
 import torch
@@ -74,6 +77,21 @@ def test_nhwc_option_and_subset_of_levels():
         whole = timm.create_model(PICO).eval()
         last = whole.forward_intermediates(x, indices=[-1], intermediates_only=True)
         torch.testing.assert_close(last, whole.forward_intermediates(x, indices=[3], intermediates_only=True))
+
+
+def test_indices_of_any_integer_kind_as_timms_swin_takes_them():
+    """A tensor or numpy array of levels was refused ("must be a non-empty sequence of levels"); timm's Swin takes
+    them. A float is still refused (timm's took 1.0 by accident)."""
+    model = timm.create_model(PICO).eval()
+    x = torch.randn(1, 3, 40, 52)
+    with torch.no_grad():
+        want = model.forward_intermediates(x, indices=[1, -1], intermediates_only=True)
+        for given in (torch.tensor([1, -1]), np.array([1, -1]), (np.int64(1), -1)):
+            got = model.forward_intermediates(x, indices=given, intermediates_only=True)
+            assert len(got) == 2 and all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    with pytest.raises(ValueError, match=r"non-empty sequence of levels in 0\.\.3 .*got \(1\.0,\)"):
+        model.forward_intermediates(x, indices=(1.0,))
+    assert copy.deepcopy(model).prune_intermediate_layers(torch.tensor([0, 1])) == [0, 1]
 
 
 def test_per_level_norm_is_a_layer_norm_of_each_level():

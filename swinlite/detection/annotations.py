@@ -6,9 +6,9 @@ evaluation, and one NaN polygon coordinate makes its rasterizer allocate gigabyt
 therefore checks every record first:
 
 - the file's structure (``images``, ``annotations`` and ``categories`` lists of objects, integer ids, each id
-  once, each ``file_name`` under one image id, every annotation's ``image_id`` and ``category_id`` an integer that
-  the file lists, ``bbox`` four numbers, ``file_name``, ``width``, ``height`` and ``name`` present): a ValueError
-  naming the file and the records;
+  once, every annotation's ``image_id`` and ``category_id`` an integer that the file lists, ``bbox`` four numbers,
+  ``file_name``, ``width``, ``height`` and ``name`` present): a ValueError naming the file and the records (that
+  each file_name names another file of the image folder, :func:`check_one_id_per_file` checks with the folder);
 - an annotation whose box is not finite is dropped as a whole; of a segmentation, what is not a valid mask of its
   image (polygons of finite numbers, at least 3 points each, within one image size of the image; an RLE of the
   image's size whose counts cover it exactly) is dropped as detectron2 drops it: each invalid polygon alone, the
@@ -80,12 +80,37 @@ def _check_images(path: Path, images: list[dict]) -> None:
             if not _is_int(image.get(key)) or image[key] < 1:
                 bad.append(f"image {image['id']}: {key} {image.get(key)!r}")
     _problems(path, "images without a file_name or a positive integer width and height", bad)
-    ids_of: dict[str, list[int]] = {}
-    for image in images:  # the file, however spelled ("./01.png" is "01.png")
-        ids_of.setdefault(os.path.normpath(image["file_name"]), []).append(image["id"])
-    twice = [f"{name!r} under ids {', '.join(map(str, ids))}" for name, ids in ids_of.items() if len(ids) > 1]
+
+
+def check_one_id_per_file(path: Path, images: list[dict], image_dir: Path) -> None:
+    """ValueError naming the images (id and ``file_name`` as written) whose ``file_name`` names one file of
+    ``image_dir`` under more than one id, each of which would be trained or scored once per id.
+
+    A file_name is taken as the loader takes it (joined to ``image_dir``: an absolute one stands alone) and compared
+    as the file it names: "./01.png", "../train2017/01.png", an absolute path, or a path through a symlinked folder
+    name one file. Folders are resolved once each (``os.path.realpath``), not every image's path: a file_name that
+    is itself a symlink to another listed file is not resolved.
+    """
+    real_dirs: dict[str, str] = {}
+    names_of: dict[str, dict[str, list[int]]] = {}  # file -> file_name as written -> ids
+    for image in images:
+        folder, base = os.path.split(os.path.join(image_dir, image["file_name"]))
+        if folder not in real_dirs:
+            real_dirs[folder] = os.path.realpath(folder)
+        file = os.path.normpath(os.path.join(real_dirs[folder], base))
+        names_of.setdefault(file, {}).setdefault(image["file_name"], []).append(image["id"])
+    twice = [_spellings(names) for names in names_of.values() if sum(map(len, names.values())) > 1]
     _problems(
-        path, "file_names listed under more than one image id (each would be trained or scored once per id)", twice
+        path,
+        f"files of {image_dir} listed under more than one image id (each would be trained or scored once per id)",
+        twice,
+    )
+
+
+def _spellings(names: dict[str, list[int]]) -> str:
+    """ "'01.png' under ids 1, 9 and './01.png' under id 4": each file_name of one file with its image ids."""
+    return " and ".join(
+        f"{name!r} under id{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}" for name, ids in names.items()
     )
 
 

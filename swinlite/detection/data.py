@@ -1,13 +1,15 @@
 """COCO-format detection data: checked on load, cleaned once, served as tv_tensors.
 
 ``load_split`` reads one annotation file (checked record by record first, see :mod:`.annotations`) and checks it
-against its image folder before training starts: a missing file or folder, a file that does not fit COCO's
-format, a file without categories, or a split left without images is a ValueError, and so is an image folder
-where more of the images found have a size the file does not record (neither upright nor as stored) than the size it
-records: the file and the folder likely do not belong together (another split's or dataset's files of the same
-names); an image whose file is missing, whose header (with ``verify``, whole file) does not decode or whose size
-(EXIF orientation applied) is not the annotation's, and an annotation with a non-finite box (or, for Mask R-CNN, no
-valid mask), are skipped with a warning naming their ids (an invalid polygon alone is dropped, the object kept).
+against its image folder before training starts: a missing file or folder, a file that does not fit COCO's format, a
+file without categories, a file of the image folder listed under two image ids (its file_name spelled alike or not:
+"01.png", "../train2017/01.png", an absolute path), or a split left without images is a ValueError, and so is an
+image folder where more of the images found have a size the file does not record (neither upright nor as stored)
+than the size it records: the file and the folder likely do not belong together (another split's or dataset's files
+of the same names); an image whose file is missing, whose header (with ``verify``, whole file) does not decode or
+whose size (EXIF orientation applied) is not the annotation's, and an annotation with a non-finite box (or, for Mask
+R-CNN, no valid mask), are skipped with a warning naming their ids (an invalid polygon alone is dropped, the object
+kept).
 ``CocoDetection`` then serves ``(image, target)`` pairs as torchvision's detectors take them: category ids (which
 need not be contiguous) become labels 1..K (0 is the background; a file with categories the label mapping lacks is a
 ValueError), ``iscrowd`` objects are left out (COCOeval handles them in evaluation), boxes reaching outside the
@@ -32,7 +34,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
 from ..images import LeftOut, load_rgb, readable_item, split_left_out, unreadable, upright_size
-from .annotations import clip_box, read_coco
+from .annotations import check_one_id_per_file, clip_box, read_coco
 from .config import DetDataConfig
 from .transforms import resize_problem
 
@@ -188,12 +190,14 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: boo
 
     Raises:
         ValueError: a missing annotation file or image folder, a file that does not fit COCO's format, a file
-            without categories, an image folder that likely does not belong to the file (more images found of a
+            without categories, a file of the image folder listed under two image ids (however its file_name
+            spells it), an image folder that likely does not belong to the file (more images found of a
             size the file does not record than of the size it records), or no image left.
     """
     check_split_paths(ann_file, image_dir)
     _warn_other_split(ann_file, image_dir)
     coco, dropped, trimmed = read_coco(ann_file, masks)
+    check_one_id_per_file(ann_file, coco.dataset["images"], image_dir)
     _warn_ids(f"annotations of {ann_file} dropped (annotation id: reason)", dropped)
     _warn_ids(f"annotations of {ann_file} kept without invalid segmentation parts (annotation id: what)", trimmed)
     if not coco.cats:

@@ -1,5 +1,6 @@
 """Oddities of hand-made COCO files that the checks once took without a word, or named wrongly."""
 
+import re
 import warnings
 from pathlib import Path
 
@@ -9,13 +10,27 @@ from detkit import edit_coco
 from swinlite.detection.data import categories_of, load_split
 
 
-@pytest.mark.parametrize("spelled", ["01.png", "./01.png"])
-def test_a_file_name_under_two_image_ids_is_an_error_naming_both(coco: Path, spelled: str):
-    """The same picture listed twice (ids 1 and 9) was trained twice an epoch, and val would score it twice; spelled
-    another way ("./01.png"), it still was after the first fix."""
+def test_a_file_name_under_two_image_ids_is_an_error_naming_both(coco: Path):
+    """The same picture listed twice (ids 1 and 9) was trained twice an epoch, and val would score it twice."""
+    path = edit_coco(coco, "train", lambda d: d["images"].append(dict(d["images"][0], id=9)))
+    with pytest.raises(
+        ValueError, match=r"1 files of .*train2017 listed under more than one image id .*: '01\.png' under ids 1, 9$"
+    ):
+        load_split(path, coco / "train2017")
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    ["./01.png", "../train2017/01.png", "../linked/01.png", "{images}/01.png", "../linked/../train2017/01.png"],
+)
+def test_one_file_spelled_two_ways_under_two_image_ids_is_an_error_naming_both(coco: Path, spelled: str):
+    """Spelled another way (another relative path to it, an absolute path, a path through a symlinked folder), the
+    same picture was still trained twice: names were compared as written (normpath), not as the files they name."""
+    (coco / "linked").symlink_to(coco / "train2017", target_is_directory=True)
+    spelled = spelled.format(images=coco / "train2017")
     path = edit_coco(coco, "train", lambda d: d["images"].append(dict(d["images"][0], id=9, file_name=spelled)))
     with pytest.raises(
-        ValueError, match=r"1 file_names listed under more than one image id .*'01\.png' under ids 1, 9"
+        ValueError, match=rf"1 files of .*: '01\.png' under id 1 and {re.escape(repr(spelled))} under id 9$"
     ):
         load_split(path, coco / "train2017")
 

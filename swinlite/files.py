@@ -553,10 +553,11 @@ def other_task_files(task: str) -> tuple[str, ...]:
 # The run engine's files in a run folder, named here for the output checks, which import no torch (tests/test_io.py
 # keeps them the names the engine writes): its settings, metrics and curves, what it saves (RUN_SAVES: the resume
 # file and the weights) and the pending names of its best weights (RUN_PENDING: engine.checkpoint.pending), which a
-# kill leaves and a resume completes or removes.
+# kill leaves and a resume completes or removes, and the last epoch's end kept while step checkpoints replace the resume
+# file (engine.checkpoint.epoch_end).
 RUN_SAVES = ("resume.pt", "last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
 RUN_PENDING = (".best.safetensors.pending", ".best_ema.safetensors.pending")
-RUN_FILES = ("config.yaml", "metrics.csv", "curves.png", *RUN_SAVES, *RUN_PENDING)
+RUN_FILES = ("config.yaml", "metrics.csv", "curves.png", *RUN_SAVES, *RUN_PENDING, ".resume.pt.epoch")
 TENSORBOARD_EVENTS = "events.out.tfevents."  # how the event files a run writes with train.tensorboard begin
 
 

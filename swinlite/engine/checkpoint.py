@@ -14,6 +14,7 @@ import io
 import json
 import os
 import random
+import shutil
 import zipfile
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -50,6 +51,26 @@ def pending(path: Path) -> Path:
     the resume file that records their epoch is written; then :func:`complete_pending` renames them over ``path``.
     A kill before the resume file leaves ``path`` as the saved history has it."""
     return path.with_name(f".{path.name}.pending")
+
+
+def epoch_end(path: Path) -> Path:
+    """Where the resume file ``path`` (``OUT/resume.pt``) of the last completed epoch's end is kept, as
+    ``OUT/.resume.pt.epoch``, while step checkpoints of the next epoch replace ``path``: a divergence in that epoch
+    puts it back (their weights may already be ruined, yet finite)."""
+    return path.with_name(f".{path.name}.epoch")
+
+
+def keep_linked(path: Path, kept: Path) -> None:
+    """``kept`` made the file ``path`` is now (a hard link: no copy, ``path``'s later atomic replacements leave it),
+    durably; a copy where the filesystem has no hard links. Made before ``path`` is replaced, so it is whole whenever
+    it is needed (a kill mid-copy leaves ``path`` as it was, and the next run makes ``kept`` again)."""
+    with writing(kept):
+        kept.unlink(missing_ok=True)
+        try:
+            os.link(path, kept)
+        except OSError:
+            shutil.copyfile(path, kept)
+        fsync_folder(kept.parent)
 
 
 def complete_pending(path: Path) -> None:

@@ -17,6 +17,7 @@ import contextlib
 import copy
 import json
 import math
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ from .checkpoint import (
     RESUME_FILE,
     clear_evaluation,
     complete_pending,
+    epoch_end,
+    keep_linked,
     load_resume,
     non_finite,
     pending,
@@ -48,7 +51,7 @@ from .checkpoint import (
     save_weights,
     writing,
 )
-from .config import apply_overrides, config_diff, flatten, read_yaml, to_dict
+from .config import apply_overrides, flatten, read_yaml, to_dict
 from .distributed import (
     DistInfo,
     all_answer,
@@ -86,6 +89,7 @@ ADVICE = "try a lower optim.lr, or optim.clip_grad"
 # the settings the lr schedule is laid out from (its length in steps, warm-up, lrs and decay), and what a schedule that
 # differs from the saved one without any of them changed comes from
 SCHEDULE_SETTINGS = ("train.epochs", "train.max_iters", "data.batch_size", "optim.accum_steps", "optim.lr", "schedule.")
+STEPS_SETTINGS = ("train.max_iters", "data.batch_size", "optim.accum_steps")  # those of them the steps per epoch follow
 SCHEDULE_UNKNOWN_CAUSE = (
     "changed settings, or the run was saved by a swinlite that did not scale schedule.warmup_lr / min_lr with "
     "optim.lr_base_batch"
@@ -275,6 +279,10 @@ class Trainer:
         self.epoch_start = time.perf_counter()  # when the epoch in progress began, less ``state.seconds``
         self.compile_pending = cfg.train.compile  # until the first step's time, which compiles the model, is said
         self.compile_start = 0.0  # when this process's first epoch began
+        # the step of the epoch in progress that resume.pt holds a step checkpoint of (None: it holds an epoch's end,
+        # or nothing), and whether the last epoch's end is kept beside it (``checkpoint.epoch_end``)
+        self.checkpoint_step: int | None = None
+        self.epoch_end_kept = False
 
     def log(self, message: str) -> None:
         self.task.ctx.log(message)
@@ -301,6 +309,9 @@ class Trainer:
             "best_epoch": self.state.best_epoch,
             "val_set": val_set(self.cfg),  # what the best scores are of
             "cwd": str(Path.cwd()),  # what the relative paths of config.yaml are relative to
+            # what the schedule was laid out from (config.yaml is rewritten by a resume before it saves anything)
+            "config": flatten(to_dict(self.cfg)),
+            "steps_per_epoch": self.steps_per_epoch,
             "history": self.state.history,
             "rng": [p["rng"] for p in per_process],  # one per process
             "partial": [p["partial"] for p in per_process],  # (loss sums, samples) of the epoch in progress
@@ -316,6 +327,10 @@ class Trainer:
             batch = self._resumed_batch(saved, path)
             self._load_states(saved, path)
         sums, count = saved["partial"][self.dist.rank] if batch else ({}, 0)
+        if saved["batch"]:  # a step checkpoint (of its own micro-batches), even where this run restarts its epoch
+            saved_accum = saved.get("micro_batch", [0, self.cfg.optim.accum_steps])[1]
+            self.checkpoint_step = epoch_steps(saved["batch"], saved_accum)
+            self.epoch_end_kept = epoch_end(path).is_file()
         seconds = saved.get("seconds", 0.0) if batch else 0.0  # (a file from before "seconds" was saved: none)
         # the step this run's schedule counts at the position (another world size or max_iters counts other steps
         # per epoch: the saved step would put the lr elsewhere, past the schedule's end when larger)
@@ -452,7 +467,7 @@ class Trainer:
     def _schedule_change(self, saved: dict[str, Any]) -> str:
         """What is said of a resumed run's lr schedule that differs from the saved one: recounted for another number
         of processes (their global batch sets the steps per epoch and the lr's scale), else the lr of the first
-        resumed step on either schedule, and the cause: the schedule's settings changed since ``config.yaml``."""
+        resumed step on either schedule, and the cause (:meth:`_schedule_cause`)."""
         saved_world = len(saved["rng"])
         if saved_world != self.dist.world_size:
             now, was = (counted(n, "process", "processes") for n in (self.dist.world_size, saved_world))
@@ -460,13 +475,10 @@ class Trainer:
                 f"note: the lr schedule was recounted for {now} (saved with {was}): its steps per epoch and lr scale "
                 "follow this run's global batch; continuing on it"
             )
-        old = self._recorded_settings()
-        changed = [] if old is None else config_diff(old, self.cfg)
-        changed = [c for c in changed if c.split(":", 1)[0].startswith(SCHEDULE_SETTINGS)]
-        cause = f"changed {', '.join(changed)}" if changed else SCHEDULE_UNKNOWN_CAUSE
+        old = self._saved_settings(saved)
         lrs, rises = self._resumed_lr(saved)
-        message = f"warning: the lr schedule differs from the saved one ({cause}): {lrs}"
-        if old is not None and old.train.epochs < self.cfg.train.epochs and rises:
+        message = f"warning: the lr schedule differs from the saved one ({self._schedule_cause(saved, old)}): {lrs}"
+        if old.get("train.epochs", math.inf) < self.cfg.train.epochs and rises:
             message += "; a raised train.epochs re-lays the schedule over the new total (a warm restart: the lr rises)"
         return message + "; continuing on the new one"
 
@@ -484,12 +496,28 @@ class Trainer:
         at = "" if saved_step == step else f" (at its step {saved_step + 1})"
         return f"{new} on the new schedule, {old:.2e} on the saved one{at}", lr > old
 
-    def _recorded_settings(self) -> Any | None:
-        """The settings ``OUT/config.yaml`` records (read before a resume rewrites it), None where it cannot be read."""
+    def _schedule_cause(self, saved: dict[str, Any], old: dict[str, Any]) -> str:
+        """Why the schedule differs from the ``saved`` one: the settings it is laid out from that changed since
+        ``old`` (:meth:`_saved_settings`), and the steps per epoch where they changed without such a setting (the
+        data: images added or removed); :data:`SCHEDULE_UNKNOWN_CAUSE` where neither is found."""
+        now = flatten(to_dict(self.cfg))
+        changed = [k for k in now if k.startswith(SCHEDULE_SETTINGS) and k in old and old[k] != now[k]]
+        causes = [f"changed {', '.join(f'{k}: {old[k]} -> {now[k]}' for k in changed)}"] if changed else []
+        was = saved.get("steps_per_epoch", self.steps_per_epoch)  # (a file from before it was saved: unknown)
+        if was != self.steps_per_epoch and not set(changed) & set(STEPS_SETTINGS):
+            causes.append(f"the steps per epoch changed: {was} -> {self.steps_per_epoch} (the data changed)")
+        return "; ".join(causes) or SCHEDULE_UNKNOWN_CAUSE
+
+    def _saved_settings(self, saved: dict[str, Any]) -> dict[str, Any]:
+        """The settings (flattened) the ``saved`` resume file was written with; of a file from before they were
+        saved, those ``OUT/config.yaml`` records (read before a resume rewrites it: a resume killed or diverged before
+        it saved rewrote it already), {} where it cannot be read."""
+        if "config" in saved:
+            return saved["config"]
         try:
-            return apply_overrides(type(self.cfg)(), flatten(read_yaml(self.out / "config.yaml")))
+            return flatten(to_dict(apply_overrides(type(self.cfg)(), flatten(read_yaml(self.out / "config.yaml")))))
         except ValueError:
-            return None
+            return {}
 
     def position_note(self) -> str:
         """Where a resumed run goes on, numbered as the log numbers epochs and steps (``epoch 2/30 step 4/8``)."""
@@ -503,12 +531,17 @@ class Trainer:
 
     def save_position(self) -> None:
         """Write resume.pt at the current position inside the epoch (every process's RNG state and loss sums)."""
-        state = self.state
+        state, resume = self.state, self.out / RESUME_FILE
         per_process = all_gather_object({"rng": rng_state(), "partial": (dict(state.sums), state.count)}, self.dist)
+        keep = self.checkpoint_step is None and state.epoch > 0  # resume.pt holds the last epoch's end: kept
         if self.dist.is_main:
             if self.tensorboard is not None:  # the events so far are on disk before the file that marks them done
                 self.tensorboard.flush()
-            save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
+            if keep:
+                keep_linked(resume, epoch_end(resume))
+            save_resume(resume, self.resume_state(per_process))
+        self.epoch_end_kept |= keep
+        self.checkpoint_step = epoch_steps(state.batch, self.cfg.optim.accum_steps)
 
     def _log_step(self) -> None:
         """TensorBoard's scalars of the step reached, at the steps the progress lines show (``progress.is_logged``:
@@ -645,13 +678,36 @@ class Trainer:
         return TrainingDiverged(f"{error}; {self._kept()} ({ADVICE})")
 
     def _kept(self) -> str:
-        """What a diverged run leaves to resume from: the last good epoch's files, a step checkpoint of its first
-        epoch, or nothing (no epoch completed; the run's files are removed as it ends)."""
-        if self.state.history:
-            return f"{self.out} keeps the files of the last good epoch"
-        if (self.out / RESUME_FILE).is_file():
-            return f"no epoch completed; {self.out / RESUME_FILE} keeps the last step checkpoint before it"
-        return f"no epoch completed, nothing was saved in {self.out}"
+        """What a diverged run leaves to resume from: the last good epoch's files, a step checkpoint of the diverging
+        epoch (a resume continues from it, and may diverge again), or nothing to resume (no epoch completed; the run's
+        files are removed as it ends; a task's data scan stays for the next run).
+
+        A step checkpoint of the diverging epoch is dropped where the last epoch's end was kept beside it
+        (``checkpoint.epoch_end``): its weights may be ruined while still finite, so resume.pt goes back to the end of
+        the last good epoch, which ``--resume`` with a lower lr continues from."""
+        resume, done, epochs = self.out / RESUME_FILE, len(self.state.history), self.cfg.train.epochs
+        if self.checkpoint_step is None:
+            if done:
+                return f"{self.out} keeps the files of the last good epoch, {done}/{epochs}"
+            return f"no epoch completed, nothing to resume was saved in {self.out}"
+        held = f"step {self.checkpoint_step}/{self.steps_per_epoch} of epoch {self.state.epoch + 1}/{epochs}"
+        if self.epoch_end_kept:
+            if self.dist.is_main:
+                with writing(resume):
+                    os.replace(epoch_end(resume), resume)
+            return (
+                f"{self.out} keeps the files of the last good epoch, {done}/{epochs}, and {resume} is back at its end "
+                f"(the step checkpoint of {held} is dropped: its weights may have been diverging already); --resume "
+                "continues from it"
+            )
+        held = f"{resume} holds {held}, which --resume continues from and may diverge from again"
+        if not done:
+            return f"no epoch completed; {held}; --overwrite starts over"
+        last = self.out / LAST_FILES["raw"]
+        return (
+            f"{held}; {last} holds the last good epoch's weights ({done}/{epochs}): a run in another --output-dir "
+            f"with model.pretrained={last} starts from them"
+        )
 
     def metadata(self, row: dict[str, float], kind: str) -> dict[str, Any]:
         """The weights files' metadata: the task's, plus the keys every task's files carry."""
@@ -679,6 +735,7 @@ class Trainer:
         if self.tensorboard is not None:
             self.tensorboard.epoch(row, self.state.step)
         save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
+        epoch_end(self.out / RESUME_FILE).unlink(missing_ok=True)  # the epoch's step checkpoints are replaced
         for name in bests:
             complete_pending(self.out / name)
 
@@ -720,6 +777,7 @@ class Trainer:
             per_process = all_gather_object({"rng": rng_state(), "partial": ({}, 0)}, self.dist)
             if self.dist.is_main:
                 self.save(row, best, per_process)
+            self.checkpoint_step, self.epoch_end_kept = None, False
             self.log(epoch_line(row, self.cfg.train.epochs, self.task.summary(row)))
             self._warn_unscored(row)
             barrier(self.dist)

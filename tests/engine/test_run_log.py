@@ -2,7 +2,10 @@
 the epoch line and its metrics.csv cells, the lr schedule warning of a resume, the divergence error."""
 
 import csv
+import dataclasses
+import math
 import re
+import shutil
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -108,5 +111,80 @@ def test_a_run_diverged_in_its_first_epoch_says_nothing_was_saved(folder: Path, 
     settings = {"train.epochs": 1, "optim.lr": 1e12, "schedule.warmup_epochs": 0}
     assert script_main("classification", overrides("classification", folder, out, **settings)) == 2
     error = capsys.readouterr().err
-    assert f"no epoch completed, nothing was saved in {out} (try a lower optim.lr" in error, error
+    assert f"no epoch completed, nothing to resume was saved in {out} (try a lower optim.lr" in error, error
     assert "last good epoch" not in error
+    assert (out / "scan.json.gz").is_file()  # the data scan stays for the next run: not "nothing was saved"
+
+
+def _diverging_at(monkeypatch, calls: int) -> None:
+    """The classification task's training loss is NaN from its ``calls``-th step of this process on."""
+    train_step, seen = TASKS["classification"].train_step, []
+
+    def nan_later(self, model, batch):
+        seen.append(1)
+        out = train_step(self, model, batch)
+        return out if len(seen) < calls else dataclasses.replace(out, loss=out.loss * math.nan)
+
+    monkeypatch.setattr(TASKS["classification"], "train_step", nan_later)
+
+
+def test_a_divergence_after_a_step_checkpoint_goes_back_to_the_last_good_epoch(folder, tmp_path, capsys, monkeypatch):
+    """Epoch 2 saved its step 1 (weights ruined but finite), then diverged: the error said the folder kept the last good
+    epoch, yet resume.pt held that step checkpoint, which every --resume diverged from again. Now resume.pt is back at
+    the end of epoch 1, the error says so, and a --resume with sound settings trains on from there."""
+    out = tmp_path / "out"
+    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+    epoch1 = load_resume(out / "resume.pt")
+    capsys.readouterr()
+    _diverging_at(monkeypatch, 2)
+    settings = {"train.epochs": 2, "train.save_every_steps": 1}
+    assert script_main("classification", ["--resume", *overrides("classification", folder, out, **settings)]) == 2
+    error = capsys.readouterr().err
+    assert f"{out} keeps the files of the last good epoch, 1/2, and {out / 'resume.pt'} is back at its end" in error
+    assert "(the step checkpoint of step 1/" in error and "of epoch 2/2 is dropped" in error, error
+    saved = load_resume(out / "resume.pt")
+    assert (saved["epoch"], saved["batch"], saved["step"]) == (1, 0, epoch1["step"])
+    assert not (out / ".resume.pt.epoch").exists()
+    monkeypatch.undo()
+    assert script_main("classification", ["--resume", *overrides("classification", folder, out, **settings)]) == 0
+    assert load_resume(out / "resume.pt")["epoch"] == 2 and not (out / ".resume.pt.epoch").exists()
+
+
+def test_a_divergence_after_a_resumed_step_checkpoint_without_an_epoch_says_what_resume_pt_holds(
+    folder, tmp_path, capsys, monkeypatch
+):
+    """In its first epoch there is no epoch end to go back to: the step checkpoint stays, said as what it is."""
+    out = tmp_path / "out"
+    _diverging_at(monkeypatch, 3)
+    settings = {"train.epochs": 1, "train.save_every_steps": 1}
+    assert script_main("classification", overrides("classification", folder, out, **settings)) == 2
+    error = capsys.readouterr().err
+    held = f"no epoch completed; {out / 'resume.pt'} holds step 2/"
+    assert held in error and "of epoch 1/1, which --resume continues from and may diverge from again" in error, error
+
+
+def test_the_schedule_warning_names_settings_changed_since_the_resume_file(folder, tmp_path, capsys, monkeypatch):
+    """A resume with train.epochs=4 that diverged before saving rewrote config.yaml; the next one compared with it and
+    named no cause. The settings the resume file was saved with are compared now."""
+    out = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 2}))
+    _diverging_at(monkeypatch, 1)
+    with pytest.raises(ValueError, match="training diverged"):
+        run(TASKS["classification"], tiny_config("classification", folder, out, **{"train.epochs": 4}), resume=True)
+    monkeypatch.undo()
+    capsys.readouterr()
+    run(TASKS["classification"], tiny_config("classification", folder, out, **{"train.epochs": 4}), resume=True)
+    warning = next(line for line in capsys.readouterr().out.splitlines() if "the lr schedule differs" in line)
+    assert "(changed train.epochs: 2 -> 4)" in warning, warning
+
+
+def test_the_schedule_warning_names_steps_per_epoch_changed_by_the_data(folder, tmp_path, capsys):
+    """Images added before a --resume with the same settings: the warning gave the cause of changed settings or an
+    old swinlite; it names the steps per epoch now."""
+    cfg = tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 1})
+    run(TASKS["classification"], cfg)
+    for image in sorted((folder / "train").rglob("*.png")):
+        shutil.copy(image, image.with_name(f"more_{image.name}"))
+    capsys.readouterr()
+    run(TASKS["classification"], cfg, resume=True)
+    warning = next(line for line in capsys.readouterr().out.splitlines() if "the lr schedule differs" in line)
+    assert "(the steps per epoch changed: 3 -> 6 (the data changed)): the lr at step 7" in warning, warning

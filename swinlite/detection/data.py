@@ -15,8 +15,8 @@ need not be contiguous) become labels 1..K (0 is the background; a file with cat
 ValueError), ``iscrowd`` objects are left out (COCOeval handles them in evaluation), boxes reaching outside the
 image are clipped and empty ones dropped, each with a warning naming the annotation id; images without objects
 stay, as negatives. ``categories_of`` (the training split's label mapping) warns of the categories without a
-training object (non-crowd, its box at least 1 px at the smallest training resize) on a kept image: classes the
-detector never learns.
+training object (non-crowd, its box at least 1 px in its image) on a kept image: classes the detector never
+learns.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from torchvision import tv_tensors
 from ..images import LeftOut, load_rgb, readable_item, split_left_out, unreadable, upright_size
 from .annotations import check_one_id_per_file, clip_box, read_coco
 from .config import DetDataConfig
-from .transforms import resize_problem, resized_size
+from .transforms import resize_problem
 
 _MAX_LISTED = 10  # ids named in one warning
 _SHOWN_SIZES = 3  # images named in the error of a folder that does not belong to its annotation file
@@ -64,7 +64,6 @@ class CocoSplit:
     image_ids: list[int]
     skipped: list[tuple[int, str]]  # (image id, reason)
     ann_file: Path
-    smallest_resize: tuple[float, float] | None = None  # (short, long) its images are checked to survive
 
     def image_path(self, image_id: int) -> Path:
         """The file of image ``image_id`` (its ``file_name`` in the image folder)."""
@@ -216,8 +215,7 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: boo
 
 def without_thin_images(split: CocoSplit, short: float, long: float) -> CocoSplit:
     """``split`` without the images too thin to resize toward a ``short`` short side with the long side at most
-    ``long`` (:func:`.transforms.resize_problem`), named in one warning; ``(short, long)`` becomes its
-    ``smallest_resize``.
+    ``long`` (:func:`.transforms.resize_problem`), named in one warning.
 
     Raises:
         ValueError: no image is left.
@@ -233,7 +231,7 @@ def without_thin_images(split: CocoSplit, short: float, long: float) -> CocoSpli
         raise ValueError(f"the detector can resize no image of {split.ann_file}: {thin[0][1]}")
     left_out = {i for i, _ in thin}
     kept = [i for i in split.image_ids if i not in left_out]
-    return dataclasses.replace(split, image_ids=kept, skipped=split.skipped + thin, smallest_resize=(short, long))
+    return dataclasses.replace(split, image_ids=kept, skipped=split.skipped + thin)
 
 
 def categories_of(split: CocoSplit) -> Categories:
@@ -246,18 +244,15 @@ def categories_of(split: CocoSplit) -> Categories:
 
 def warn_unlearned(split: CocoSplit) -> None:
     """One warning naming the categories of ``split`` that no learnable object of its kept images has: the detector
-    gets a class for each that it never learns (or, where larger training sizes would keep a box, seldom).
-
-    Learnable: a non-crowd annotation whose box, clipped to its image (:func:`_clean_annotations`), is at least 1 px
-    wide and high at the split's ``smallest_resize`` (the smallest training resize, from :func:`without_thin_images`)
-    or, where that is not set, in the image: the train transform's ``SanitizeBoundingBoxes(min_size=1.0)`` drops a
-    smaller one with its label."""
+    gets a class for each that it never learns. Learnable: a non-crowd annotation whose box, clipped to its image
+    (:func:`_clean_annotations`), is at least 1 px wide and high there. Training resizes seldom shrink a COCO image
+    (800 px short side), and the train transform's ``SanitizeBoundingBoxes(min_size=1.0)`` drops a smaller box with
+    its label; a box of 1 px or more that a smaller training size shrinks below it is still learned at the others."""
     learned = {
-        o["category_id"] for i in split.image_ids for o in _clean_annotations(split, i)[0] if _learnable(split, i, o)
+        o["category_id"] for i in split.image_ids for o in _clean_annotations(split, i)[0] if _at_least_a_pixel(o)
     }
     unlearned = [(i, repr(cat["name"])) for i, cat in sorted(split.coco.cats.items()) if i not in learned]
-    at = "the smallest training resize" if split.smallest_resize else "its image"
-    what = f"without an object to learn from (a non-crowd box in a kept image, at least 1 px at {at})"
+    what = "without an object to learn from (a non-crowd box of at least 1 px in a kept image)"
     _warn_ids(
         f"categories of {split.ann_file} {what}: the detector gets a class for each that it never learns "
         "(category id: name)",
@@ -265,15 +260,10 @@ def warn_unlearned(split: CocoSplit) -> None:
     )
 
 
-def _learnable(split: CocoSplit, image_id: int, obj: dict) -> bool:
-    """Whether the clipped box of ``obj`` stays at least 1 px wide and high (see :func:`warn_unlearned`)."""
-    info = split.coco.imgs[image_id]
-    height, width = info["height"], info["width"]
-    new_height, new_width = (
-        resized_size(height, width, *split.smallest_resize) if split.smallest_resize else (height, width)
-    )
+def _at_least_a_pixel(obj: dict) -> bool:
+    """Whether the clipped box of ``obj`` is at least 1 px wide and high in its image."""
     x1, y1, x2, y2 = obj["box"]
-    return (x2 - x1) * new_width / width >= 1 and (y2 - y1) * new_height / height >= 1
+    return x2 - x1 >= 1 and y2 - y1 >= 1
 
 
 def check_categories(categories: Categories, split: CocoSplit) -> None:

@@ -29,18 +29,12 @@ def resize_problem(height: int, width: int, short: float, long: float) -> str | 
     ``min(short / short side, long / long side)`` and round each side down; a very thin image (say 1 x 4000) would
     become 0 pixels thin, which they refuse.
     """
-    new_height, new_width = resized_size(height, width, short, long)
+    scale = min(short / min(height, width), long / max(height, width))
+    new_height, new_width = math.floor(height * scale), math.floor(width * scale)
     if min(new_height, new_width) >= 1:
         return None
     to = f"short side {short:g}, long side at most {long:g}" if math.isfinite(short) else f"long side {long:g}"
     return f"a {width}x{height} image would be resized to {new_width}x{new_height} ({to}): too thin"
-
-
-def resized_size(height: int, width: int, short: float, long: float) -> tuple[int, int]:
-    """(height, width) torchvision's resizes give a ``height`` x ``width`` image toward a ``short`` short side with
-    its long side at most ``long`` (:func:`resize_problem`); boxes scale with each side."""
-    scale = min(short / min(height, width), long / max(height, width))
-    return math.floor(height * scale), math.floor(width * scale)
 
 
 def smallest_train_resize(cfg: DetDataConfig) -> tuple[float, float]:

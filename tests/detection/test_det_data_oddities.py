@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from detkit import edit_coco
 
-from swinlite.detection.data import categories_of, load_split, without_thin_images
+from swinlite.detection.data import categories_of, load_split
 
 
 def test_a_file_name_under_two_image_ids_is_an_error_naming_both(coco: Path):
@@ -99,19 +99,5 @@ def test_a_category_whose_every_box_is_under_a_pixel_is_named(coco: Path):
     """Boxes of 0.5 px are dropped with their label by SanitizeBoundingBoxes(min_size=1) at every training size:
     the warning counted them as objects to learn."""
     path = edit_coco(coco, "train", _boxes_of_7(0.5))
-    with pytest.warns(UserWarning, match=r"1 categories of .*at least 1 px at its image\): .*7: 'bar'$"):
+    with pytest.warns(UserWarning, match=r"1 categories of .*at least 1 px in a kept image\): .*7: 'bar'$"):
         categories_of(load_split(path, coco / "train2017"))
-
-
-def test_a_category_whose_boxes_the_smallest_training_resize_shrinks_under_a_pixel_is_named(coco: Path):
-    """3 px boxes of 48 px images resized to 8 px (the smallest training resize) become 0.5 px: dropped."""
-    path = edit_coco(coco, "train", _boxes_of_7(3.0))
-    split = load_split(path, coco / "train2017")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        categories_of(without_thin_images(split, 48, 48))  # the image's own size: the boxes stay 3 px
-    assert not [w for w in caught if "categories of" in str(w.message)]
-    with pytest.warns(
-        UserWarning, match=r"1 categories of .*at least 1 px at the smallest training resize\): .*7: 'bar'$"
-    ):
-        categories_of(without_thin_images(split, 8, 8))

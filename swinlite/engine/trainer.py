@@ -674,17 +674,24 @@ class Trainer:
                 )
 
     def _diverged(self, error: TrainingDiverged) -> TrainingDiverged:
-        """``error`` with what the run keeps (:meth:`_kept`) and the advice."""
+        """``error`` with what the run keeps (:meth:`_kept`, after :meth:`_restore_epoch_end`) and the advice."""
+        self._restore_epoch_end()
         return TrainingDiverged(f"{error}; {self._kept()} ({ADVICE})")
+
+    def _restore_epoch_end(self) -> None:
+        """A step checkpoint of the diverging epoch is dropped where the last epoch's end was kept beside it
+        (``checkpoint.epoch_end``): its weights may be ruined while still finite, so resume.pt goes back to the end
+        of the last good epoch, which ``--resume`` with a lower lr continues from."""
+        if self.checkpoint_step is not None and self.epoch_end_kept and self.dist.is_main:
+            resume = self.out / RESUME_FILE
+            with writing(resume):
+                os.replace(epoch_end(resume), resume)
 
     def _kept(self) -> str:
         """What a diverged run leaves to resume from: the last good epoch's files, a step checkpoint of the diverging
         epoch (a resume continues from it, and may diverge again), or nothing to resume (no epoch completed; the run's
-        files are removed as it ends; a task's data scan stays for the next run).
-
-        A step checkpoint of the diverging epoch is dropped where the last epoch's end was kept beside it
-        (``checkpoint.epoch_end``): its weights may be ruined while still finite, so resume.pt goes back to the end of
-        the last good epoch, which ``--resume`` with a lower lr continues from."""
+        files are removed as it ends; a task's data scan stays for the next run); resume.pt back at the last epoch's
+        end where :meth:`_restore_epoch_end` put it there."""
         resume, done, epochs = self.out / RESUME_FILE, len(self.state.history), self.cfg.train.epochs
         if self.checkpoint_step is None:
             if done:
@@ -692,9 +699,6 @@ class Trainer:
             return f"no epoch completed, nothing to resume was saved in {self.out}"
         held = f"step {self.checkpoint_step}/{self.steps_per_epoch} of epoch {self.state.epoch + 1}/{epochs}"
         if self.epoch_end_kept:
-            if self.dist.is_main:
-                with writing(resume):
-                    os.replace(epoch_end(resume), resume)
             return (
                 f"{self.out} keeps the files of the last good epoch, {done}/{epochs}, and {resume} is back at its end "
                 f"(the step checkpoint of {held} is dropped: its weights may have been diverging already); --resume "

@@ -32,12 +32,13 @@ RESUME_KEYS = ("task", "model", "optimizer", "scheduler", "scaler", "ema", "epoc
 
 @contextlib.contextmanager
 def writing(path: str | Path) -> Iterator[None]:
-    """Turn an OSError while ``path`` is written into one ValueError line naming the file."""
+    """Turn an OSError while ``path`` is written into one ValueError line naming the file (left as it was: every
+    write is atomic; what a caller wrote before it is the caller's to say)."""
     try:
         yield
     except OSError as e:
         reason = e.strerror or str(e)
-        raise ValueError(f"cannot write {path}: {reason}; the files already there are left as they were") from None
+        raise ValueError(f"cannot write {path}: {reason}; {Path(path).name} is left as it was") from None
 
 
 def save_weights(path: str | Path, state_dict: Mapping[str, torch.Tensor], metadata: dict[str, Any]) -> None:

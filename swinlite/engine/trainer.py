@@ -731,17 +731,33 @@ class Trainer:
         if best is not None:
             bests["best.safetensors"] = lasts[LAST_FILES[best[0]]]
         clear_evaluation(self.out, [*lasts, *bests], self.task.evaluation_files)  # before any of them is replaced
-        for name, (state_dict, metadata) in lasts.items():
-            save_weights(self.out / name, state_dict, metadata)
-        for name, (state_dict, metadata) in bests.items():
-            save_weights(pending(self.out / name), state_dict, metadata)
-        self._write_metrics()
-        if self.tensorboard is not None:
-            self.tensorboard.epoch(row, self.state.step)
-        save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
+        epoch = f"epoch {int(row['epoch'])}/{self.cfg.train.epochs}"
+        with self._saving(f"{RESUME_FILE} still ends before {epoch}: once there is room, --resume trains it again"):
+            for name, (state_dict, metadata) in lasts.items():
+                save_weights(self.out / name, state_dict, metadata)
+            for name, (state_dict, metadata) in bests.items():
+                save_weights(pending(self.out / name), state_dict, metadata)
+            self._write_metrics()
+            if self.tensorboard is not None:
+                self.tensorboard.epoch(row, self.state.step)
+            save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
         epoch_end(self.out / RESUME_FILE).unlink(missing_ok=True)  # the epoch's step checkpoints are replaced
-        for name in bests:
-            complete_pending(self.out / name)
+        with self._saving(
+            f"{RESUME_FILE} marks {epoch} saved: once there is room, --resume completes its best weights"
+        ):
+            for name in bests:
+                complete_pending(self.out / name)
+
+    @contextlib.contextmanager
+    def _saving(self, resumed: str) -> Iterator[None]:
+        """A save's failure (a full disk) as one error that says where the run's files stand: some of the epoch's
+        may be written (each whole), and ``resumed`` says what ``--resume`` does from there."""
+        try:
+            yield
+        except (OSError, ValueError) as e:  # (checkpoint.writing turns an OSError into a ValueError naming the file)
+            raise ValueError(
+                f"{e}; {self.out} may hold some of this epoch's files already (each whole), and {resumed}"
+            ) from None
 
     def _last_weights(self, row: dict[str, float]) -> dict[str, tuple[dict[str, torch.Tensor], dict[str, Any]]]:
         """last.safetensors (and with EMA scored in ``row``, ema.safetensors): the weights as they are, with the

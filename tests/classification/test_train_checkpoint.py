@@ -57,7 +57,7 @@ def test_crash_between_write_and_rename_keeps_old_file(tmp_path: Path, monkeypat
         raise OSError("simulated crash before rename")
 
     monkeypatch.setattr(swinlite.io.os, "replace", crash)
-    with pytest.raises(ValueError, match=f"cannot write {path}: simulated crash .* left as they were"):
+    with pytest.raises(ValueError, match=f"cannot write {path}: simulated crash .* last.safetensors is left as it was"):
         save_weights(path, {"w": torch.ones(4)}, {})
     assert torch.equal(read_state_dict(path)["w"], torch.zeros(4))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.safetensors"]

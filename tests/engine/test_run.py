@@ -742,3 +742,25 @@ def test_a_loader_worker_reports_all_but_a_handover_the_run_broke_off(capfd):
     assert sorted(int(b) for b in loader) == [0, 1, 2]
     err = capfd.readouterr().err
     assert "ValueError: a real fault" in err and "Connection" not in err and "EOFError" not in err
+
+
+def test_a_full_disk_at_the_resume_file_says_where_the_files_stand(folder: Path, tmp_path: Path, capsys, monkeypatch):
+    """It said "the files already there are left as they were" while last.safetensors and metrics.csv were already
+    an epoch ahead of resume.pt; --resume then trains the epoch again and rewrites them."""
+    out = tmp_path / "out"
+    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+    save_resume = trainer.save_resume
+
+    def full(path, state):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trainer, "save_resume", full)
+    capsys.readouterr()
+    resumed = ["--resume", *overrides("classification", folder, out, **{"train.epochs": 2})]
+    assert script_main("classification", resumed) == 2
+    error = capsys.readouterr().err
+    assert "No space left on device" in error and "left as they were" not in error, error
+    assert "resume.pt still ends before epoch 2/2: once there is room, --resume trains it again" in error, error
+    monkeypatch.setattr(trainer, "save_resume", save_resume)
+    assert script_main("classification", resumed) == 0
+    assert load_resume(out / "resume.pt")["epoch"] == 2

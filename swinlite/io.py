@@ -193,6 +193,9 @@ def read_state_dict(path: str | os.PathLike, stacklevel: int = 2, data: bytes | 
             state = load_file(path) if data is None else load_safetensors_bytes(data)
         else:
             source = path if data is None else io.BytesIO(data)
+            other = _other_format(source)
+            if other is not None:
+                raise ValueError(other)
             checkpoint = torch.load(source, map_location="cpu", weights_only=True)
             if not isinstance(checkpoint, Mapping):
                 raise ValueError(f"it holds a {type(checkpoint).__name__}, not a state dict")
@@ -278,6 +281,43 @@ def _header_metadata(data: bytes) -> dict[str, str]:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else "no detail"
+
+
+def _other_format(source: Path | io.BytesIO) -> str | None:
+    """What a file that is no weights file holds, where it is a format a user may pass by mistake, said before
+    torch.load (whose messages for them print a warning, then advise ``weights_only=False``): a TorchScript archive
+    (``torch.jit.save``: code and constants in its zip) or an ONNX model (protobuf; its first field, ir_version, is
+    the byte 0x08)."""
+    if zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as archive:
+            scripted = any(name.endswith("/constants.pkl") or "/code/" in name for name in archive.namelist())
+        if isinstance(source, io.BytesIO):
+            source.seek(0)
+        if scripted:
+            return (
+                "it is a TorchScript archive (torch.jit.save), a program rather than weights: save its state_dict() "
+                "with torch.save or safetensors"
+            )
+        return None
+    if isinstance(source, io.BytesIO):
+        head = source.getvalue()[:1]
+    else:
+        with source.open("rb") as f:
+            head = f.read(1)
+    return "it is an ONNX model: the scripts take one with --onnx" if head == b"\x08" and _is_onnx(source) else None
+
+
+def _is_onnx(source: Path | io.BytesIO) -> bool:
+    """Whether ``source`` parses as an ONNX model with a graph (onnx is an export extra: False without it)."""
+    try:
+        import onnx
+    except ImportError:
+        return False
+    data = source.getvalue() if isinstance(source, io.BytesIO) else source.read_bytes()
+    try:
+        return bool(onnx.load_from_string(data).graph.node)
+    except Exception:  # protobuf raises its own DecodeError for anything else
+        return False
 
 
 def load_refusal(error: BaseException) -> str:

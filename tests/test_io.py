@@ -135,6 +135,32 @@ def test_weights_files_that_are_broken_are_named(tmp_path: Path):
         read_state_dict(tmp_path / "list.pth")
 
 
+def _torchscript(path: Path) -> None:
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), path)
+
+
+def _onnx(path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    x, y = (onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [1]) for n in "xy")
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(onnx.helper.make_model(graph), path)
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [(_torchscript, "it is a TorchScript archive (torch.jit.save), a program rather than weights"),
+     (_onnx, "it is an ONNX model: the scripts take one with --onnx")],
+)  # fmt: skip
+@pytest.mark.parametrize("read", ["file", "bytes"])
+def test_a_torchscript_or_onnx_file_given_as_weights_says_what_it_is(tmp_path: Path, make, said: str, read: str):
+    """torch.load printed a warning, then called a TorchScript archive a failed unpickling, advising
+    weights_only=False; an ONNX file was 'not a pickle of tensors', without a word of --onnx."""
+    path = tmp_path / "model.pt"
+    make(path)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        read_state_dict(path, data=path.read_bytes() if read == "bytes" else None)
+
+
 @pytest.mark.parametrize(
     "payload, held",
     [

@@ -28,6 +28,7 @@ from .distributed import PeerGoneError, SharedError, StalledRankError, launched
 from .handshake import checked_alike
 from .run import run
 from .task import Task
+from .trainer import home_expanded
 
 
 def run_from_cli(
@@ -45,7 +46,7 @@ def run_from_cli(
     """
     try:
         with checked_alike(launched()):  # under torchrun every process reads the same file and overrides
-            cfg = task.load_config(config, overrides)
+            cfg = home_expanded(task.load_config(config, overrides))
     except SharedError:  # the machine's first process says it
         return 2
     if print_config:

@@ -185,6 +185,14 @@ def names_path(key: str, value: Any) -> bool:
     return isinstance(value, str) and (key in PATH_KEYS or key.startswith(PATH_PREFIXES))
 
 
+def home_expanded(cfg: Any) -> Any:
+    """``cfg`` with a leading ``~`` of each path setting (:func:`names_path`) expanded, as a shell expands it in an
+    argument of its own: ``train.output_dir=~/runs`` reaches the script unexpanded (bash expands ``~`` after ``=``
+    only where the key is a shell name), and made a folder named ``~`` in the working directory."""
+    home = {k: os.path.expanduser(v) for k, v in flatten(to_dict(cfg)).items() if names_path(k, v) and v[:1] == "~"}
+    return apply_overrides(cfg, home) if home else cfg
+
+
 def rooted(settings: dict[str, Any], cwd: str | None) -> dict[str, Any]:
     """Flattened ``settings`` with each relative path (a :func:`as_compared` key's text) joined to ``cwd``, the working
     directory the run was given them in; ``cwd`` None (a resume file from before it was saved): as they are, to be

@@ -20,6 +20,7 @@ import torch
 from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
 from torch.utils.data import Dataset, TensorDataset
 
+from swinlite.classification.task import ClassificationTask
 from swinlite.engine import cli, run, trainer
 from swinlite.engine.checkpoint import load_resume, non_finite, save_resume, set_rng_state
 from swinlite.engine.distributed import DistInfo, SharedError
@@ -764,3 +765,15 @@ def test_a_full_disk_at_the_resume_file_says_where_the_files_stand(folder: Path,
     monkeypatch.setattr(trainer, "save_resume", save_resume)
     assert script_main("classification", resumed) == 0
     assert load_resume(out / "resume.pt")["epoch"] == 2
+
+
+def test_a_home_path_in_a_setting_is_expanded(tmp_path: Path, capsys, monkeypatch):
+    """bash leaves ~ unexpanded after 'train.output_dir=' (a dotted key is no shell name): the run made a folder
+    named '~' in the working directory."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    settings = ["train.output_dir=~/runs/a", "data.data_dir=~/data", "model.name=~notapath"]
+    assert cli.run_from_cli(ClassificationTask, None, settings, print_config=True) == 0
+    printed, home = capsys.readouterr().out, tmp_path / "home"
+    assert f"output_dir: {home / 'runs' / 'a'}" in printed and f"data_dir: {home / 'data'}" in printed, printed
+    assert "name: ~notapath" in printed  # a model name is no path

@@ -23,7 +23,9 @@ import importlib
 import importlib.util
 import math
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
@@ -312,3 +314,37 @@ def check_model_file(path: Path | None, option: str) -> None:
     model is read (into a folder of an earlier run's outputs, a mistyped path asked for ``--overwrite`` first)."""
     if path is not None and not path.exists():
         raise ValueError(f"{option} {path} does not exist")
+
+
+@contextmanager
+def output_lock(folder: Path, script: str, option: str = "--output-dir") -> Iterator[bool]:
+    """Hold ``folder``'s lock (``swinlite.lock.OutputLock``, as training and extract_features.py hold theirs) for the
+    block: enter it before the output folder's checks and leave it after the last file is written. Another run into
+    the folder (a training run, this script or another) is refused, naming it, and changes nothing; a lock left by a
+    run that died is taken over with a warning. A ``folder`` that is a file is not locked: the script's output
+    check refuses it, naming what it expected. A run that wrote nothing leaves none of the folders taking the lock
+    made. Yields whether ``folder`` was made for the run. Loaded without torch (the ``--onnx`` paths import none).
+
+    Raises:
+        ValueError: another run holds the lock (``option`` in the message), or the folder cannot be made.
+    """
+    if folder.exists() and not folder.is_dir():
+        yield False
+        return
+    made = [path for path in (folder, *folder.parents) if not path.exists()]  # what taking the lock creates
+    try:
+        with package_module("lock").OutputLock(folder, f"{script} run", option) as lock:
+            if lock.taken_over:
+                warnings.warn(lock.taken_over, stacklevel=3)
+            yield bool(made)
+    finally:
+        _remove_empty(made)
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) while they are empty: a run that wrote nothing leaves no folder it made."""
+    for folder in folders:
+        if folder.is_dir() and any(folder.iterdir()):
+            return
+        if folder.is_dir():
+            folder.rmdir()

@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_model_file, check_onnx_options, ema_weights, run
+from _cli import Parser, check_model_file, check_onnx_options, ema_weights, output_lock, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -53,8 +53,12 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.onnx is not None:
-        return detect_onnx(args)
+    with output_lock(args.output_dir, "detect.py"):  # from the folder's checks to the last file
+        return detect_onnx(args) if args.onnx is not None else detect_torch(args)
+
+
+def detect_torch(args) -> int:
+    """The --checkpoint path: PyTorch."""
     import torch
     from PIL import Image
     from torchvision.transforms.v2.functional import pil_to_tensor

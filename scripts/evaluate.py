@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_at_least, ema_weights, run
+from _cli import Parser, check_at_least, ema_weights, output_lock, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -89,33 +89,34 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir or checkpoint.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     inputs = [args.checkpoint, checkpoint, args.data_dir / args.split]
-    earlier = check_output_dir("classification", out, inputs, args.overwrite, option)
-    if args.compile:
-        from dataclasses import replace
+    with output_lock(out, "evaluate.py"):  # from the folder's checks to the last file
+        earlier = check_output_dir("classification", out, inputs, args.overwrite, option)
+        if args.compile:
+            from dataclasses import replace
 
-        from swinlite.optimize import FixedBatch
+            from swinlite.optimize import FixedBatch
 
-        first = next((batch[0] for batch in setup.loader if batch[0] is not None), None)  # None: no image read
-        if first is None:
-            raise ValueError(f"no image of {args.data_dir / args.split} could be read")
-        example = first.new_zeros(args.batch_size, *first.shape[1:])  # a full batch: the eval transform's size
-        compiled = FixedBatch(setup.model.eval().to(device), example.to(device))
-        print(compiled.report(), file=sys.stderr)
-        setup = replace(setup, model=compiled)
-    result = run_evaluation(setup, device, amp)
-    summary = {"checkpoint": str(checkpoint)} | evaluated_data(args.data_dir, args.split, args.amp)
-    summary |= {"top1": result.top1}
-    summary |= {f"top{result.k}": result.topk} if result.k > 1 else {}  # top-k of k > 1, as training's columns
-    summary |= {"loss": result.loss}
-    summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
-    summary |= {"images": int(result.confusion.sum())} | left_out_report(setup.skipped, result.left_out)
-    remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
-    atomic_write_bytes(out / "eval.json", json_bytes(summary, indent=2))  # a NaN loss as null
-    print(f"weights: {checkpoint}")
-    print(format_report(result, setup.classes))
-    plot_confusion(result.confusion, setup.classes, out / "confusion_matrix.png")
-    print(f"confusion matrix: {out / 'confusion_matrix.png'}\nsummary:          {out / 'eval.json'}")
-    return 0
+            first = next((batch[0] for batch in setup.loader if batch[0] is not None), None)  # None: no image read
+            if first is None:
+                raise ValueError(f"no image of {args.data_dir / args.split} could be read")
+            example = first.new_zeros(args.batch_size, *first.shape[1:])  # a full batch: the eval transform's size
+            compiled = FixedBatch(setup.model.eval().to(device), example.to(device))
+            print(compiled.report(), file=sys.stderr)
+            setup = replace(setup, model=compiled)
+        result = run_evaluation(setup, device, amp)
+        summary = {"checkpoint": str(checkpoint)} | evaluated_data(args.data_dir, args.split, args.amp)
+        summary |= {"top1": result.top1}
+        summary |= {f"top{result.k}": result.topk} if result.k > 1 else {}  # top-k of k > 1, as training's columns
+        summary |= {"loss": result.loss}
+        summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
+        summary |= {"images": int(result.confusion.sum())} | left_out_report(setup.skipped, result.left_out)
+        remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
+        atomic_write_bytes(out / "eval.json", json_bytes(summary, indent=2))  # a NaN loss as null
+        print(f"weights: {checkpoint}")
+        print(format_report(result, setup.classes))
+        plot_confusion(result.confusion, setup.classes, out / "confusion_matrix.png")
+        print(f"confusion matrix: {out / 'confusion_matrix.png'}\nsummary:          {out / 'eval.json'}")
+        return 0
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_at_least, ema_weights, run
+from _cli import Parser, check_at_least, ema_weights, output_lock, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -85,40 +85,41 @@ def main(argv: list[str] | None = None) -> int:
     out = args.output_dir or weights.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
     inputs = [args.checkpoint, weights, ann_file, image_dir]
-    earlier = check_output_dir("detection", out, inputs, args.overwrite, option)
-    model, categories, meta = load_detector(weights, device)
-    transform = model.transform  # the images it cannot resize are left out, with a warning naming them
-    masks = meta["detector"].get("detector") == "maskrcnn"  # else an object without a valid mask keeps its box
-    split = load_split(ann_file, image_dir, masks=masks)
-    split = without_thin_images(split, transform.min_size[-1], transform.max_size)
-    dataset = CocoDetection(split, categories, build_eval_transform(), evaluation=True)  # checks the categories
-    check_scorable(dataset, args.split, "--ann" if args.ann else None)  # the file as the user named it
-    truth = scoring_ground_truth(dataset)  # the boxes clipped to their images, as training sees them
-    iou_types = ["bbox"]
-    if meta["detector"].get("detector") == "maskrcnn":
-        unmasked = unmasked_objects(truth, split.image_ids)
-        if unmasked:
-            print(f"note: box AP only: {len(unmasked)} objects have no segmentation (ids {unmasked[:10]})",
-                  file=sys.stderr)  # fmt: skip
-        else:
-            iou_types.append("segm")
-    loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=collate)
-    results, left_out = predict(model, loader, categories, StepSettings(device, amp))  # left out: named as read
-    image_ids = scored_ids(split, left_out)
-    check_scored(truth, image_ids, left_out, args.split)  # every image failed to decode: an error, not a NaN report
-    scan = [(split.image_path(i), reason) for i, reason in split.skipped]
-    report = {"checkpoint": str(weights)}
-    report |= evaluated_data(args.data_dir, args.split, args.amp, annotations=ann_file, image_dir=image_dir)
-    report |= {"images": len(image_ids)} | left_out_report(scan, left_out)
-    for iou_type in iou_types:
-        ap = coco_ap(truth, results, image_ids, iou_type)
-        print(f"{iou_type} ({len(image_ids)} images):\n{ap.summary}")
-        report[iou_type] = ap.ap
-    remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
-    atomic_write_bytes(out / "eval.json", json_bytes(report, indent=1))  # COCO's NaN "no object of that size": null
-    atomic_write_bytes(out / "detections.json", json_bytes(results))
-    print(f"wrote {out / 'eval.json'} and {out / 'detections.json'}")
-    return 0
+    with output_lock(out, "evaluate_detection.py"):  # from the folder's checks to the last file
+        earlier = check_output_dir("detection", out, inputs, args.overwrite, option)
+        model, categories, meta = load_detector(weights, device)
+        transform = model.transform  # the images it cannot resize are left out, with a warning naming them
+        masks = meta["detector"].get("detector") == "maskrcnn"  # else an object without a valid mask keeps its box
+        split = load_split(ann_file, image_dir, masks=masks)
+        split = without_thin_images(split, transform.min_size[-1], transform.max_size)
+        dataset = CocoDetection(split, categories, build_eval_transform(), evaluation=True)  # checks the categories
+        check_scorable(dataset, args.split, "--ann" if args.ann else None)  # the file as the user named it
+        truth = scoring_ground_truth(dataset)  # the boxes clipped to their images, as training sees them
+        iou_types = ["bbox"]
+        if meta["detector"].get("detector") == "maskrcnn":
+            unmasked = unmasked_objects(truth, split.image_ids)
+            if unmasked:
+                print(f"note: box AP only: {len(unmasked)} objects have no segmentation (ids {unmasked[:10]})",
+                      file=sys.stderr)  # fmt: skip
+            else:
+                iou_types.append("segm")
+        loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=collate)
+        results, left_out = predict(model, loader, categories, StepSettings(device, amp))  # left out: named as read
+        image_ids = scored_ids(split, left_out)
+        check_scored(truth, image_ids, left_out, args.split)  # every image failed to decode: an error, not a NaN report
+        scan = [(split.image_path(i), reason) for i, reason in split.skipped]
+        report = {"checkpoint": str(weights)}
+        report |= evaluated_data(args.data_dir, args.split, args.amp, annotations=ann_file, image_dir=image_dir)
+        report |= {"images": len(image_ids)} | left_out_report(scan, left_out)
+        for iou_type in iou_types:
+            ap = coco_ap(truth, results, image_ids, iou_type)
+            print(f"{iou_type} ({len(image_ids)} images):\n{ap.summary}")
+            report[iou_type] = ap.ap
+        remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
+        atomic_write_bytes(out / "eval.json", json_bytes(report, indent=1))  # COCO's NaN "no object of that size": null
+        atomic_write_bytes(out / "detections.json", json_bytes(results))
+        print(f"wrote {out / 'eval.json'} and {out / 'detections.json'}")
+        return 0
 
 
 if __name__ == "__main__":

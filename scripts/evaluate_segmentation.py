@@ -29,7 +29,7 @@ import math
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_at_least, check_test_options, ema_weights, run
+from _cli import Parser, check_at_least, check_test_options, ema_weights, output_lock, run
 
 SPLITS = {"validation": "val", "training": "train"}
 
@@ -122,39 +122,44 @@ def main(argv: list[str] | None = None) -> int:
     test = info.test.overridden(args.mode, args.ratios, args.flip, args.stride)  # checked before the data is read
     out = args.output_dir or weights.parent
     option = "--output-dir" if args.output_dir else "the checkpoint's folder (the default --output-dir)"
-    earlier = check_output_dir("segmentation", out, [args.checkpoint, weights, images, masks], args.overwrite, option)
-    split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
-    for path, reason in split.skipped[:10]:
-        print(f"warning: left out {path}: {reason}", file=sys.stderr)
-    if len(split.skipped) > 10:
-        print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
-    too_thin, what = thin_check(model, test), SPLITS[args.split] if not args.masks else "evaluated"
-    split = without_thin_pairs(split, too_thin, images, "raise --ratios")  # named in one warning; none left: an error
-    check_not_too_large(split, large_check(model, test))  # a view too large for memory: an error, first
-    check_labelled(split, what, masks, info.labels.ignore_index)  # training's check: an mIoU of no pixel is NaN
-    dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std),
-                                  evaluation=True, too_thin=too_thin)  # fmt: skip
-    loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)
-    classes = info.labels.classes
-    counts, evaluated, left_out = confusion_of(  # a pair unreadable now: left out
-        model, loader, test, len(classes), info.labels.ignore_index, StepSettings(device, amp)
-    )
-    check_counted(counts, evaluated, left_out, what)  # every image left out as read: an error, not a NaN report
-    result = scores(counts)
-    print(f"{weights} on {evaluated} images of {images} ({test.mode}, ratios {list(test.ratios)}"
-          f"{', flip' if test.flip else ''}):\n{per_class_table(result, classes)}")  # fmt: skip
-    per_class = {c: {"iou": i, "acc": a} for c, i, a in zip(classes, result.iou, result.acc, strict=True)}
-    report = {"checkpoint": str(weights)}
-    report |= evaluated_data(args.data_dir, args.split, args.amp, image_dir=images, mask_dir=masks)
-    report |= {"images": evaluated, "test": test.to_dict(), "miou": result.miou, "macc": result.macc,
-               "aacc": result.aacc, "per_class": per_class}  # fmt: skip
-    report |= left_out_report(split.skipped, left_out)
-    remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
-    atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(report), indent=1, allow_nan=False).encode())
-    atomic_write_bytes(out / "per_class_iou.csv", per_class_csv(result, classes))
-    print(f"mIoU {result.miou:.2f}, mAcc {result.macc:.2f}, aAcc {result.aacc:.2f}; wrote {out / 'eval.json'} and "
-          f"{out / 'per_class_iou.csv'}")  # fmt: skip
-    return 0
+    with output_lock(out, "evaluate_segmentation.py"):  # from the folder's checks to the last file
+        earlier = check_output_dir(
+            "segmentation", out, [args.checkpoint, weights, images, masks], args.overwrite, option
+        )
+        split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
+        for path, reason in split.skipped[:10]:
+            print(f"warning: left out {path}: {reason}", file=sys.stderr)
+        if len(split.skipped) > 10:
+            print(f"warning: and {len(split.skipped) - 10} more images left out", file=sys.stderr)
+        too_thin, what = thin_check(model, test), SPLITS[args.split] if not args.masks else "evaluated"
+        split = without_thin_pairs(
+            split, too_thin, images, "raise --ratios"
+        )  # named in one warning; none left: an error
+        check_not_too_large(split, large_check(model, test))  # a view too large for memory: an error, first
+        check_labelled(split, what, masks, info.labels.ignore_index)  # training's check: an mIoU of no pixel is NaN
+        dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std),
+                                      evaluation=True, too_thin=too_thin)  # fmt: skip
+        loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)
+        classes = info.labels.classes
+        counts, evaluated, left_out = confusion_of(  # a pair unreadable now: left out
+            model, loader, test, len(classes), info.labels.ignore_index, StepSettings(device, amp)
+        )
+        check_counted(counts, evaluated, left_out, what)  # every image left out as read: an error, not a NaN report
+        result = scores(counts)
+        print(f"{weights} on {evaluated} images of {images} ({test.mode}, ratios {list(test.ratios)}"
+              f"{', flip' if test.flip else ''}):\n{per_class_table(result, classes)}")  # fmt: skip
+        per_class = {c: {"iou": i, "acc": a} for c, i, a in zip(classes, result.iou, result.acc, strict=True)}
+        report = {"checkpoint": str(weights)}
+        report |= evaluated_data(args.data_dir, args.split, args.amp, image_dir=images, mask_dir=masks)
+        report |= {"images": evaluated, "test": test.to_dict(), "miou": result.miou, "macc": result.macc,
+                   "aacc": result.aacc, "per_class": per_class}  # fmt: skip
+        report |= left_out_report(split.skipped, left_out)
+        remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
+        atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(report), indent=1, allow_nan=False).encode())
+        atomic_write_bytes(out / "per_class_iou.csv", per_class_csv(result, classes))
+        print(f"mIoU {result.miou:.2f}, mAcc {result.macc:.2f}, aAcc {result.aacc:.2f}; wrote {out / 'eval.json'} and "
+              f"{out / 'per_class_iou.csv'}")  # fmt: skip
+        return 0
 
 
 if __name__ == "__main__":

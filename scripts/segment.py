@@ -37,7 +37,7 @@ import io
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_model_file, check_onnx_options, check_test_options, ema_weights, run
+from _cli import Parser, check_model_file, check_onnx_options, check_test_options, ema_weights, output_lock, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -90,8 +90,12 @@ def _classes_csv(classes, palette) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.onnx is not None:
-        return segment_onnx(args)
+    with output_lock(args.output_dir, "segment.py"):  # from the folder's checks to the last file
+        return segment_onnx(args) if args.onnx is not None else segment_torch(args)
+
+
+def segment_torch(args) -> int:
+    """The --checkpoint path: PyTorch."""
 
     import torch
     from PIL import Image

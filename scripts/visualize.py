@@ -29,7 +29,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_size, ema_weights, run
+from _cli import WEIGHTS_HINT, Parser, check_size, ema_weights, output_lock, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -106,25 +106,33 @@ def main(argv: list[str] | None = None) -> list[Path]:
     if args.size:  # before any work: a size below one patch failed in the forward pass, naming no option
         check_size(tuple(args.size), model.patch_size, model.pretrained_cfg["architecture"])
     names = [f"bias_stage{i}.png" for i in range(len(model.layers))] + ["features.png"]
-    check_output(args.output, [args.checkpoint, checkpoint, args.image], folder=True, names=names)
-    check_folder_alone(args.output, "visualize.py", "plots")
-    # all of an earlier run's PNGs, features.png too when this run draws none: kept, they would pass for this model's
-    stages = sorted(p.name for p in args.output.glob("bias_stage*.png")) if args.output.is_dir() else []
-    earlier = earlier_outputs(args.output, dict.fromkeys([*names, *stages]), args.overwrite, option="--output")
-    image = None
-    if args.image is not None:
+    with output_lock(args.output, "visualize.py", "--output") as new:  # from the folder's checks to the last file
+        check_output(args.output, [args.checkpoint, checkpoint, args.image], folder=True, names=names)
+        check_folder_alone(args.output, "visualize.py", "plots")
+        # all of an earlier run's PNGs, features.png too when this run draws none: kept, they would pass for
+        # this model's
+        stages = sorted(p.name for p in args.output.glob("bias_stage*.png")) if args.output.is_dir() else []
+        earlier = earlier_outputs(args.output, dict.fromkeys([*names, *stages]), args.overwrite, option="--output")
+        image = None
+        if args.image is not None:
+            try:
+                image = load_rgb(args.image)
+            except Exception as e:  # PIL raises many types for broken files; its messages do not name the file
+                raise ValueError(f"--image {args.image}: {unreadable(e)}") from None
+        pngs = bias_pngs(model)  # every picture drawn before the first file is written: a failure leaves nothing
+        if image is not None:
+            size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
+            pngs["features.png"] = features_png(model, image, size)
+        remove_outputs(earlier)
         try:
-            image = load_rgb(args.image)
-        except Exception as e:  # PIL raises many types for broken files; its messages do not name the file
-            raise ValueError(f"--image {args.image}: {unreadable(e)}") from None
-    pngs = bias_pngs(model)  # every picture drawn before the first file is written: a failure leaves nothing
-    if image is not None:
-        size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
-        pngs["features.png"] = features_png(model, image, size)
-    remove_outputs(earlier)
-    paths = write_pngs(pngs, args.output)
-    print("wrote " + ", ".join(str(p) for p in paths))
-    return paths
+            paths = write_pngs(pngs, args.output)
+        except BaseException:
+            if new:  # a failed run leaves no PNG in a folder made for it (output_lock removes the folder)
+                for name in pngs:
+                    (args.output / name).unlink(missing_ok=True)
+            raise
+        print("wrote " + ", ".join(str(p) for p in paths))
+        return paths
 
 
 if __name__ == "__main__":

@@ -124,13 +124,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
             size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
             pngs["features.png"] = features_png(model, image, size)
         remove_outputs(earlier)
-        try:
-            paths = write_pngs(pngs, args.output)
-        except BaseException:
-            if new:  # a failed run leaves no PNG in a folder made for it (output_lock removes the folder)
-                for name in pngs:
-                    (args.output / name).unlink(missing_ok=True)
-            raise
+        paths = write_pngs(pngs, args.output, made=new)  # a failed run leaves no PNG in a folder made for it
         print("wrote " + ", ".join(str(p) for p in paths))
         return paths
 

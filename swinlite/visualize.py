@@ -4,7 +4,6 @@ Every picture is drawn into PNG bytes first and the files are written last (:fun
 image the drawing refuses leaves nothing behind, and a kill mid-write never leaves a truncated PNG under its name.
 """
 
-import contextlib
 import io
 import textwrap
 from collections.abc import Mapping
@@ -134,25 +133,22 @@ def features_png(model: SwinTransformer, image: Image.Image, size: tuple[int, in
     return png_bytes(fig)
 
 
-def write_pngs(pngs: Mapping[str, bytes], folder: Path) -> list[Path]:
+def write_pngs(pngs: Mapping[str, bytes], folder: Path, made: bool) -> list[Path]:
     """Write each PNG (name -> bytes) into ``folder`` atomically; returns their paths.
 
-    A write that fails (a full disk) into a folder this call created removes the files written and the folders, so a
-    failed run does not look like one that drew something; into a folder that was there, the files written so far
-    stay (each whole: they may have replaced an earlier run's, which removing them would not bring back).
+    ``made``: the folder was made for this run (the script's output lock made it, and removes it again when empty). A
+    write that fails (a full disk) into such a folder removes the files written, so a failed run does not look like one
+    that drew something; into a folder that was there, the files written so far stay (each whole: they may have
+    replaced an earlier run's, which removing them would not bring back).
     """
-    created = [p for p in (folder, *folder.parents) if not p.exists()]  # the deepest first
     paths: list[Path] = []
     try:
         for name, data in pngs.items():
             paths.append(folder / name)
             atomic_write_bytes(paths[-1], data)
     except BaseException:
-        if created:
+        if made:
             for path in paths:
                 path.unlink(missing_ok=True)
-            for path in created:
-                with contextlib.suppress(OSError):  # something else wrote into it: it stays
-                    path.rmdir()
         raise
     return paths

@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         collate,
         scan_split,
         split_folders,
+        warn_unmeasured,
         without_thin_pairs,
     )
     from swinlite.segmentation.evaluation import per_class_csv, per_class_table, scores
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # named in one warning; none left: an error
         check_not_too_large(split, large_check(model, test))  # a view too large for memory: an error, first
         check_labelled(split, what, masks, info.labels.ignore_index)  # training's check: an mIoU of no pixel is NaN
+        warn_unmeasured(split, what, masks, info.labels)  # their rows print nan where no pixel is predicted as them
         dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std),
                                       evaluation=True, too_thin=too_thin)  # fmt: skip
         loader = DataLoader(dataset, batch_size=1, num_workers=args.num_workers, collate_fn=collate)

@@ -14,8 +14,10 @@ labels. ``scan_split`` reads every mask once before anything trains:
   a split left without pairs is an error;
 - a mask of another mode (RGB colour masks) or in JPEG, and label values that are neither a class nor
   ``ignore_index`` are errors (one line naming the values and a file): they mean the masks, the classes or the
-  ignore index are wrong.
-- two images (``0.jpg`` and ``0.png``) or two masks of one name are an error naming both files.
+  ignore index are wrong;
+- two images (``0.jpg`` and ``0.png``) or two masks of one name are an error naming both files;
+- a class without a pixel in any mask of a split is named in one warning (:func:`warn_unlearned`,
+  :func:`warn_unmeasured`).
 """
 
 from __future__ import annotations
@@ -116,13 +118,15 @@ def split_folders(cfg: SegDataConfig, split: str, option: str = "--data-dir (dat
 
 @dataclass(frozen=True)
 class Pair:
-    """An image and its mask; after :func:`scan_split`, also the image's upright (height, width) and how many of its
-    mask's pixels carry a class (what :func:`without_thin_pairs` and :func:`check_labelled` judge it by)."""
+    """An image and its mask; after :func:`scan_split`, also the image's upright (height, width), how many of its
+    mask's pixels carry a class (what :func:`without_thin_pairs` and :func:`check_labelled` judge it by) and which
+    classes they are (:func:`warn_unlearned`, :func:`warn_unmeasured`)."""
 
     image: Path
     mask: Path
     size: tuple[int, int] | None = None
     labelled: int = 0
+    classes: tuple[int, ...] = ()  # the class ids (after reduce_zero_label) of at least one pixel
 
 
 @dataclass
@@ -132,6 +136,10 @@ class Split:
     pairs: list[Pair]
     skipped: list[tuple[str, str]] = field(default_factory=list)
     labelled: int = 0
+
+    def classes_present(self) -> set[int]:
+        """The class ids of at least one pixel of a kept pair's mask."""
+        return {c for pair in self.pairs for c in pair.classes}
 
 
 def check_split_folders(image_dir: Path, mask_dir: Path) -> None:
@@ -221,6 +229,7 @@ class _Check:
     problem: str | None = None  # why the pair is skipped
     unknown: tuple[int, ...] = ()  # label values (as stored) that are neither a class nor ignore_index
     labelled: int = 0  # pixels of a class
+    classes: tuple[int, ...] = ()  # the classes of those pixels
     size: tuple[int, int] | None = None  # the image's, upright
 
 
@@ -261,7 +270,8 @@ def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
         mapped = present - 1
     is_class = ~ignored & (mapped >= 0) & (mapped < len(labels.classes))
     unknown = present[~is_class & ~ignored]
-    return _Check(None, tuple(int(v) for v in unknown), int(counts[is_class].sum()), size)
+    classes = tuple(int(c) for c in mapped[is_class])
+    return _Check(None, tuple(int(v) for v in unknown), int(counts[is_class].sum()), classes, size)
 
 
 def warn_skipped(what: str, items: list[tuple[str, str]]) -> None:
@@ -291,7 +301,9 @@ def scan_split(image_dir: Path, mask_dir: Path, labels: Labels, verify: bool = F
             f"{labels.ignore_index}, e.g. {first}; check data.classes, data.ignore_index and data.reduce_zero_label"
         )
     kept = [
-        replace(p, size=c.size, labelled=c.labelled) for p, c in zip(pairs, checks, strict=True) if c.problem is None
+        replace(p, size=c.size, labelled=c.labelled, classes=c.classes)
+        for p, c in zip(pairs, checks, strict=True)
+        if c.problem is None
     ]
     skipped += [(str(p.image), c.problem) for p, c in zip(pairs, checks, strict=True) if c.problem is not None]
     if not kept:
@@ -360,6 +372,38 @@ def warn_mostly_ignored(split: Split, what: str, mask_dir: Path, labels: Labels)
             "(data.dataset=ade20k, what --data-dir trains) ignores 0; your own classes: data.dataset=folder "
             "data.classes=[...]",
             stacklevel=2,
+        )
+
+
+def warn_unlearned(split: Split, mask_dir: Path, labels: Labels) -> None:
+    """One warning naming the classes no pixel of the train ``split``'s masks holds: the model has a class for each
+    that it never learns. A warning, not an error: a subset of the classes may be trained on purpose."""
+    _warn_absent(split, labels, f"train mask ({mask_dir})", "the model never learns them")
+
+
+def warn_unmeasured(split: Split, what: str, mask_dir: Path, labels: Labels) -> None:
+    """One warning naming the classes no pixel of the masks of ``split`` (``what``: "val", "train", "evaluated")
+    holds: no IoU is measured for them (:mod:`.evaluation`). A pixel predicted as one of them still gives it an IoU
+    of 0, which lowers the mIoU; one never predicted has none (NaN), left out of the mean; their accuracy is NaN,
+    left out of mAcc."""
+    _warn_absent(
+        split,
+        labels,
+        f"{what} mask ({mask_dir})",
+        "no IoU is measured for them: a pixel predicted as one gives it IoU 0 in the mIoU; one never predicted is nan, "
+        "left out of the mean (their accuracies are nan, left out of mAcc)",
+    )
+
+
+def _warn_absent(split: Split, labels: Labels, masks: str, consequence: str) -> None:
+    present = split.classes_present()
+    absent = [f"{i}: {name}" for i, name in enumerate(labels.classes) if i not in present]
+    if absent:
+        more = f"; and {len(absent) - _LISTED} more" if len(absent) > _LISTED else ""
+        warnings.warn(
+            f"no {masks} holds a pixel of {len(absent)} of the {len(labels.classes)} classes (id: name): "
+            f"{'; '.join(absent[:_LISTED])}{more}; {consequence}",
+            stacklevel=3,
         )
 
 

@@ -34,6 +34,8 @@ from .data import (
     split_folders,
     warn_mostly_ignored,
     warn_skipped,
+    warn_unlearned,
+    warn_unmeasured,
     without_thin_pairs,
 )
 from .demo_data import build_shape_scenes
@@ -167,6 +169,7 @@ class SegmentationTask(Task):
             warn_skipped(f"{name} images", split.skipped)  # rank 0's scan: the engine shows it once (SharedWarnings)
             check_labelled(split, name, split_folders(data, name)[1], data.ignore_index)
             warn_mostly_ignored(split, name, split_folders(data, name)[1], self.labels)
+        warn_unlearned(train, split_folders(data, "train")[1], self.labels)
         # the val images the test settings cannot predict (a view thinner than the backbone's patch) are left out
         # now, named once, before the loaders fix the split
         too_thin = thin_check(self._model, self.test)
@@ -174,6 +177,7 @@ class SegmentationTask(Task):
         val = without_thin_pairs(val, too_thin, val_images, "raise data.test_ratios or data.img_scale")
         check_not_too_large(val, large_check(self._model, self.test, "data.test_ratios"))  # memory: an error, first
         check_labelled(val, "val", val_masks, data.ignore_index)  # those left hold a class still
+        warn_unmeasured(val, "val", val_masks, self.labels)  # of the pairs scored
         classes = self.labels.classes
         shown = f": {', '.join(classes)}" if len(classes) <= 20 else ""
         self.ctx.log(f"data: {len(train.pairs)} train / {len(val.pairs)} val images, {len(classes)} classes{shown}")

@@ -24,7 +24,7 @@ def spy(name, globals=None, locals=None, fromlist=(), level=0):
 builtins.__import__ = spy
 import swinlite
 import timm
-model = timm.create_model("swinlite_tiny_patch4_window7_224")
+model = timm.create_model("swinlite_pico_patch2_window4_32")  # the registry's path; the smallest to initialize
 print(type(model).__name__)
 print(*seen, sep="\\n")
 print(*sorted(m for m in sys.modules if m.split(".")[0] in {"matplotlib", "sklearn", "pandas"}), sep="\\n")

@@ -89,6 +89,11 @@ def main(argv: list[str] | None = None) -> None:
                 "; it has no final norm (the run trained with model.kwargs.out_norm=false): it starts a detection or "
                 "segmentation run (model.pretrained), whose backbone does not use one, not a classifier"
             )
+    elif layout == "timm-features":  # without --model only: the fit to its model needs the final norm
+        kept = (
+            ": a Swin backbone with no final norm (timm's features_only Swin has none): it starts a detection or "
+            "segmentation run (model.pretrained), whose backbone does not use one, not a classifier"
+        )
     else:
         kept = (
             f", its metadata kept ({recorded.get('model') or recorded.get('task') or 'its classes'})"

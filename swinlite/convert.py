@@ -6,6 +6,8 @@ Supported layouts, detected from the keys:
 - ``swinlite``: this package's own (returned as is).
 - ``timm``: timm's ``swin_transformer`` and ``swin_transformer_v2`` (downsample at the start of a stage,
   ``head.fc.*``; V2's ``attn.cpb_mlp`` is swinlite's ``attn.rel_pos.mlp``).
+- ``timm-features``: the same models built with ``features_only=True`` (timm's ``FeatureListNet``, which flattens
+  ``layers.N`` to ``layers_N`` and holds no final ``norm`` and no ``head``).
 - ``microsoft``: the official release, V1 and V2 (``{"model": ...}``, downsample at the *end* of a stage,
   ``head.*``, persistent ``relative_position_index`` / ``relative_coords_table`` / ``attn_mask`` buffers).
 - ``torchvision``: ``swin_t/s/b`` and ``swin_v2_t/s/b`` (``features.N...``; V2's ``qkv.bias`` becomes
@@ -117,9 +119,10 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
             return layout
     if any(".attn.rel_pos." in k for k in keys):
         return "swinlite"
-    if any(
-        k.startswith("layers.") and (k.endswith("relative_position_bias_table") or ".attn.cpb_mlp." in k) for k in keys
-    ):
+    timm_attention = [k for k in keys if k.endswith("relative_position_bias_table") or ".attn.cpb_mlp." in k]
+    if any(re.match(r"layers_\d+\.", k) for k in timm_attention):  # timm's FeatureListNet: layers.N -> layers_N
+        return "timm-features"
+    if any(k.startswith("layers.") for k in timm_attention):
         # the official release downsamples at the end of stage 0; timm has no layers.0.downsample
         if any(k.startswith("layers.0.downsample.") for k in keys) or "head.weight" in unwrapped:
             return "microsoft"
@@ -184,6 +187,10 @@ def _to_timm(key: str) -> str:
     for theirs, ours in _TIMM_RENAMES:
         key = key.replace(ours, theirs)
     return key
+
+
+def _from_timm_features(key: str) -> str:
+    return _from_timm(re.sub(r"^layers_(\d+)\.", r"layers.\1.", key))
 
 
 def _from_microsoft(key: str) -> str:
@@ -346,9 +353,13 @@ _CONVERTERS: dict[str, Callable[[StateDict], StateDict]] = {
     **{layout: functools.partial(_from_run, prefix=prefix) for layout, prefix in RUN_SWIN_PREFIXES.items()},
 }
 
+# layouts of timm's files (and the release's, which timm loads): timm's loader fits their bias tables
+_TIMM_FILES = ("timm", "timm-features", "microsoft")
+
 _RENAMES: dict[str, Callable[[str], str]] = {
     "swinlite": lambda k: k,
     "timm": _from_timm,
+    "timm-features": _from_timm_features,
     "microsoft": _from_microsoft,
 }
 
@@ -417,7 +428,9 @@ def backbone_state_dict(checkpoint: Mapping[str, object]) -> StateDict:
     return {k: v for k, v in convert_state_dict(checkpoint).items() if not k.startswith("head.fc.")}
 
 
-def convert_pretrained(checkpoint: Mapping[str, object], model: nn.Module, strict: bool = True) -> StateDict:
+def convert_pretrained(
+    checkpoint: Mapping[str, object], model: nn.Module, strict: bool = True, features_only: bool = False
+) -> StateDict:
     """timm's ``pretrained_filter_fn`` for the swinlite variants: :func:`convert_state_dict` of a tag's file (or
     ``pretrained_cfg_overlay``'s) for ``model``; a file in timm's (or the Microsoft release's) layout has the bias
     tables of a model built at another ``img_size`` fitted as timm's pretrained loader fits them
@@ -426,21 +439,35 @@ def convert_pretrained(checkpoint: Mapping[str, object], model: nn.Module, stric
 
     ``strict=False`` (timm's ``pretrained_strict=False``): model weights the file lacks keep their initial values and
     file keys the model lacks are dropped, each named in a warning, as timm's loader allows them; shapes and values
-    are checked as with ``strict=True``."""
-    return _converted(checkpoint, model, timm_tables=True, strict=strict)
+    are checked as with ``strict=True``.
+
+    ``features_only=True`` (timm's, the model to be wrapped for its features): the file need not hold the final norm,
+    which the feature wrapper prunes (a features-only Swin's weights: timm's ``features_only``, a swinlite run's trained
+    with ``model.kwargs.out_norm=false``)."""
+    return _converted(checkpoint, model, timm_tables=True, strict=strict, features_only=features_only)
 
 
 def _converted(
-    checkpoint: Mapping[str, object], model: nn.Module | None, timm_tables: bool = False, strict: bool = True
+    checkpoint: Mapping[str, object],
+    model: nn.Module | None,
+    timm_tables: bool = False,
+    strict: bool = True,
+    features_only: bool = False,
 ) -> StateDict:
     state_dict = unwrap_checkpoint(checkpoint, stacklevel=4)  # the line calling convert_state_dict (convert_pretrained)
-    return _converted_layout(state_dict, detect_layout(state_dict), model, timm_tables, strict)
+    return _converted_layout(state_dict, detect_layout(state_dict), model, timm_tables, strict, features_only)
 
 
 def _converted_layout(
-    state_dict: StateDict, layout: str, model: nn.Module | None, timm_tables: bool = False, strict: bool = True
+    state_dict: StateDict,
+    layout: str,
+    model: nn.Module | None,
+    timm_tables: bool = False,
+    strict: bool = True,
+    features_only: bool = False,
 ) -> StateDict:
-    """A state dict of ``layout`` (unwrapped, detected) in swinlite's layout, fitted to ``model`` where given."""
+    """A state dict of ``layout`` (unwrapped, detected) in swinlite's layout, fitted to ``model`` where given
+    (``features_only``: the model's final norm, which its feature wrapper prunes, need not come from it)."""
     state_dict = without_wrapper_prefix(state_dict)
     if layout in _CONVERTERS:
         out = _CONVERTERS[layout]({k: v for k, v in state_dict.items() if not k.endswith(_DROPPED)})
@@ -450,7 +477,7 @@ def _converted_layout(
     try:
         check_weight_values(out)
         if model is not None:  # timm's loader resizes only its own files' tables (timm's layout, or the release's)
-            out = _fit_to_model(out, model, layout, timm_tables and layout in ("timm", "microsoft"), strict)
+            out = _fit_to_model(out, model, layout, timm_tables and layout in _TIMM_FILES, strict, features_only)
         elif layout != "swinlite" and strict:  # swinlite's own files pass as they are
             _check_swinlite_keys(out, layout)
     except ValueError as e:  # the keys named are the Swin's, without the prefix the file has them behind
@@ -586,11 +613,17 @@ def shape_mismatch(key: str, shape: Sequence[int], want: Sequence[int]) -> str:
 
 
 def _fit_to_model(
-    state_dict: StateDict, model: nn.Module, layout: str, timm_tables: bool, strict: bool = True
+    state_dict: StateDict,
+    model: nn.Module,
+    layout: str,
+    timm_tables: bool,
+    strict: bool = True,
+    features_only: bool = False,
 ) -> StateDict:
     """``state_dict`` (converted from ``layout``) fitted to ``model`` (see :func:`convert_state_dict`); ``timm_tables``:
     a pretrained tag's file, whose bias tables are fitted as timm's loader fits them; ``strict=False``: keys missing on
-    either side are warned about, not refused (:func:`convert_pretrained`)."""
+    either side are warned about, not refused; ``features_only``: a final norm or classifier missing is neither, the
+    model's feature wrapper prunes them (:func:`convert_pretrained`)."""
     target = model.state_dict()
     name = type(model).__name__
     state_dict = _drop_optional(state_dict, target)
@@ -632,6 +665,8 @@ def _fit_to_model(
     if dropped:
         _warn_at_caller(f"dropping classifier {', '.join(dropped)}: it starts fresh")
     missing, fresh = missing_weights(out, model)
+    if features_only:  # left as they are, unnamed: timm's feature wrapper prunes them
+        missing, fresh = ([k for k in keys if not k.startswith(("norm.", "head.fc."))] for keys in (missing, fresh))
     if missing and not strict:
         _warn_at_caller(
             f"pretrained_strict=False: {counted(len(missing), 'model weight')} missing from the checkpoint, left at "
@@ -711,12 +746,14 @@ def missing_final_norm(missing: Collection[str], layout: str = "swinlite") -> st
     """``"it has no final norm (norm.*), which the model uses: ...; "`` when the model weights a checkpoint (of
     ``layout``, converted) lacks, ``missing``, are its final norm's and no others, else ``""``: the cause before the
     keys named. A swinlite detection or segmentation run trained with ``model.kwargs.out_norm=false`` leaves its Swin
-    without one (no last level's output norm stands for it): its weights start a detection or segmentation backbone,
-    which does not use the final norm, never a classifier."""
+    without one (no last level's output norm stands for it), as timm's ``features_only`` Swin saves none: their weights
+    start a detection or segmentation backbone, which does not use the final norm, never a classifier."""
     if set(missing) != {"norm.weight", "norm.bias"}:
         return ""
     if layout in RUN_SWIN_PREFIXES:
         why = "the run that wrote it trained with model.kwargs.out_norm=false, and its Swin has none"
+    elif layout == "timm-features":
+        why = "the file is a timm Swin built with features_only=True (timm's FeatureListNet), which has none"
     else:
         why = "a features-only Swin's weights have none (a swinlite detection or segmentation run's trained with "
         why += "model.kwargs.out_norm=false)"

@@ -88,7 +88,9 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
             SwinTransformer,
             variant,
             pretrained,
-            pretrained_filter_fn=functools.partial(convert_pretrained, strict=bool(strict)),
+            pretrained_filter_fn=functools.partial(
+                convert_pretrained, strict=bool(strict), features_only=bool(kwargs.get("features_only", False))
+            ),
             pretrained_strict=False,  # convert_pretrained checks: with strict, only head.fc / out_norms start fresh
             feature_cfg=feature_cfg,
             **kwargs,

@@ -109,7 +109,8 @@ def test_every_feature_level_equals_eager():
     """The four levels' exported program at sizes of its range (the ONNX conversion of the same ops is checked in
     ONNX Runtime by the classifier's file above and the segmentation file, whose head reads every level)."""
     torch.manual_seed(0)
-    model = FeatureExtractor(build_exportable(PICO, out_norm=True), (0, 1, 2, 3)).eval()
+    # one block per stage (pico's geometry, its widths): the trace's time is its blocks', the levels' wiring the test's
+    model = FeatureExtractor(build_exportable(PICO, out_norm=True, depths=(1, 1, 1, 1)), (0, 1, 2, 3)).eval()
     assert default_size_range(model) == (17, 2048)  # every level at least 2 x 2
     # the four levels' graph fails first at this assumption of level 0: the first level alone traces in 1 s, not 5
     first_level = FeatureExtractor(build_exportable(PICO, out_norm=True), (0,)).eval()
@@ -125,7 +126,7 @@ def test_every_feature_level_equals_eager():
 
 def test_fpn_maps_equal_eager():
     torch.manual_seed(0)
-    backbone = build_fpn_backbone(PICO, out_indices=(1, 2, 3), fpn_channels=16, extra_levels="p6p7")
+    backbone = build_fpn_backbone(PICO, out_indices=(1, 2, 3), fpn_channels=16, extra_levels="p6p7", depths=(1,) * 4)
     model = FPNFeatures(backbone).eval()
     program = export_program(model, torch.randn(2, 3, 80, 96), (65, 512))  # strides up to 64 (p7)
     for size in [(97, 131), (65, 70)]:
@@ -220,7 +221,9 @@ def test_swin_t_geometry_in_one_graph_and_nothing_outside_its_range():
     stages are one window (no shift) and at which they are several, and shifts on in one dimension and off in the
     other, from one exported program; a size outside its range is refused; the eager model keeps no traced tensor."""
     torch.manual_seed(0)
-    narrow = dict(embed_dim=8, depths=(1, 2, 1, 2), num_heads=(1, 1, 1, 1))
+    # the last stage's two blocks (shifted second) hold every case: one window at 224 and (1, 4, 9), several at 250 x
+    # 333, shifts on in one dimension and off in the other at (1, 9, 300) and (3, 300, 9)
+    narrow = dict(embed_dim=8, depths=(1, 1, 1, 2), num_heads=(1, 1, 1, 1))
     model = build_exportable("swinlite_tiny_patch4_window7_224", **narrow)
     program = export_program(model, torch.randn(2, 3, 224, 224), (4, 400))
     for b, h, w in [(1, 224, 224), (2, 97, 131), (1, 250, 333), (1, 4, 9), (1, 9, 300), (3, 300, 9)]:

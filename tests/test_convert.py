@@ -229,7 +229,9 @@ def test_the_ema_warning_names_the_line_that_loads(route, tmp_path: Path):
 @pytest.mark.parametrize(
     ("source", "target", "kwargs", "window", "size"),
     [
-        ("swin_base_patch4_window7_224", "swin_base_patch4_window12_384", SMALL, (12, 12), (384, 384)),
+        # narrower than base (the tables are resized per head, whatever the width): 384's 96, 48, 24, 12 maps are cheap
+        ("swin_base_patch4_window7_224", "swin_base_patch4_window12_384",
+         dict(SMALL, embed_dim=32, num_heads=(1, 2, 4, 8)), (12, 12), (384, 384)),
         # a rectangular window (it was refused: "not (2w-1)^2"), shifted blocks, every stage a whole number of windows
         ("swin_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224",
          dict(depths=(2, 2, 2, 2), window_size=(7, 12), img_size=(224, 384)), (7, 12), (224, 384)),
@@ -240,7 +242,9 @@ def test_window7_checkpoint_into_another_window(source, target, kwargs, window, 
     """Reference: timm's Swin of the target window given the same weights through its own loader's filter
     (``checkpoint_filter_fn``, timm's ``resize_rel_pos_bias_table``); swinlite resized bicubically: other logits."""
     torch.manual_seed(0)
-    weights = timm.create_model(source, **{k: v for k, v in kwargs.items() if k == "depths"}).state_dict()
+    weights = timm.create_model(
+        source, **{k: v for k, v in kwargs.items() if k in ("depths", "embed_dim", "num_heads")}
+    ).state_dict()
     offsets = (2 * window[0] - 1) * (2 * window[1] - 1)
     ref = timm.create_model(target, **kwargs).eval()
     ref.load_state_dict(checkpoint_filter_fn(weights, ref))
@@ -281,9 +285,9 @@ def test_patch4_checkpoint_into_a_patch2_model(tmp_path):
     """The patch embedding is resampled as timm resamples it (it was refused: "another model size?"). Reference: timm's
     Swin given the same file through its own loader."""
     torch.manual_seed(0)
-    kwargs = dict(depths=(2, 2, 2, 2), patch_size=2, img_size=112)  # stages of 56, 28, 14, 7 tokens: whole windows
+    kwargs = dict(depths=(1, 1, 1, 1), patch_size=2, img_size=112)  # stages of 56, 28, 14, 7 tokens: whole windows
     path = tmp_path / "patch4.safetensors"
-    save_file(timm.create_model("swin_tiny_patch4_window7_224", depths=(2, 2, 2, 2)).state_dict(), str(path))
+    save_file(timm.create_model("swin_tiny_patch4_window7_224", depths=(1, 1, 1, 1)).state_dict(), str(path))
     file = dict(pretrained=True, pretrained_cfg_overlay=dict(file=str(path)))
     ref = timm.create_model("swin_tiny_patch4_window7_224", **kwargs, **file).eval()
     with pytest.warns(
@@ -293,7 +297,7 @@ def test_patch4_checkpoint_into_a_patch2_model(tmp_path):
     x = torch.randn(1, 3, 112, 112)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
-    base = timm.create_model("swin_base_patch4_window7_224", depths=(2, 2, 2, 2)).state_dict()  # 128 channels
+    base = timm.create_model("swin_base_patch4_window7_224", depths=(1, 1, 1, 1)).state_dict()  # 128 channels
     with pytest.raises(ValueError, match=r"proj.weight has shape \(128, 3, 4, 4\), the model expects \(96, 3, 2, 2\)"):
         swinlite.convert_state_dict(base, model)  # another width is another model, whatever its patches
 
@@ -336,7 +340,10 @@ def test_half_a_classifier_of_the_models_size_is_an_error(damage, tmp_path):
 def test_timm_pretrained_file_overlay(tmp_path, fmt, capsys, monkeypatch):
     """timm.create_model(..., pretrained=True, pretrained_cfg_overlay=dict(file=...)) converts on the fly."""
     torch.manual_seed(0)
-    ref = torchvision.models.swin_t().eval()
+    # torchvision's swin_t at one block per stage (its key layout is the same in every block): swin_t's widths
+    ref = torchvision.models.swin_transformer.SwinTransformer(
+        patch_size=[4, 4], embed_dim=96, depths=list(SMALL["depths"]), num_heads=[3, 6, 12, 24], window_size=[7, 7]
+    ).eval()
     if fmt == "pth":
         path = tmp_path / "swin_t.pth"
         torch.save(ref.state_dict(), path)  # raw torchvision layout
@@ -346,7 +353,7 @@ def test_timm_pretrained_file_overlay(tmp_path, fmt, capsys, monkeypatch):
         assert _run_script(capsys, monkeypatch, str(tmp_path / "raw.pth"), str(path))[0] == 0
         assert "layers.0.blocks.0.attn.rel_pos.table" in load_file(path)
     model = timm.create_model(
-        "swinlite_tiny_patch4_window7_224", pretrained=True, pretrained_cfg_overlay=dict(file=str(path))
+        "swinlite_tiny_patch4_window7_224", pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **SMALL
     ).eval()
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():

@@ -23,6 +23,10 @@ PAIRS_384 = [
 # (the same code at any depth; tests/models/test_timm_contract.py checks their full depths). Stage 4 holds one
 # window at 224 and at 384, so it has no shifted block to lose.
 REDUCED_DEPTH = (2, 2, 2, 1)
+# The window-12 variants at 384 (stage maps 96, 48, 24, 12: each block costs alike): one block in the first two
+# stages, whose widths and heads their 224 pairs also run with a shifted block; layers[2] keeps its shifted window-12
+# block (a 24x24 map: two windows per side, shifted and masked).
+REDUCED_DEPTH_384 = (1, 1, 2, 1)
 
 
 def _timm_pair(ref_name: str, name: str, **kwargs) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -46,9 +50,12 @@ def test_tiny_matches_timm(tiny_pair):
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize("ref_name,name,size", [(*p, 224) for p in PAIRS_224[1:]] + [(*p, 384) for p in PAIRS_384])
-def test_bigger_variants_match_timm_at_reduced_depth(ref_name, name, size):
-    ref, model = _timm_pair(ref_name, name, depths=REDUCED_DEPTH)
+@pytest.mark.parametrize(
+    "ref_name,name,size,depths",
+    [(*p, 224, REDUCED_DEPTH) for p in PAIRS_224[1:]] + [(*p, 384, REDUCED_DEPTH_384) for p in PAIRS_384],
+)
+def test_bigger_variants_match_timm_at_reduced_depth(ref_name, name, size, depths):
+    ref, model = _timm_pair(ref_name, name, depths=depths)
     x = torch.randn(1, 3, size, size)
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-4)

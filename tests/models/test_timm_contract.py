@@ -373,7 +373,8 @@ def test_torch_jit_trace_warns_which_sizes_the_trace_serves(name):
         with torch.no_grad():
             model(x)
             torch.jit.script(model)(x)
-            torch.export.export(model, (x,))
+            if "_v2_" not in name:  # the warning is the model's (SwinTransformer), whatever its blocks: once suffices
+                torch.export.export(model, (x,))
     assert not [w for w in caught if "torch.jit.trace records" in str(w.message)]
 
 

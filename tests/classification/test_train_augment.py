@@ -18,6 +18,20 @@ CONFIGS = sorted(
     p for p in (Path(__file__).parents[2] / "configs").glob("*.yaml") if not p.name.startswith(("det_", "seg_"))
 )  # det_*, seg_*: tests/detection, tests/segmentation
 DRAWS = 5000
+# what build_transforms reads of the data section for training (img_size: set to 16; crop_pct: evaluation only)
+AUGMENTATION = ("scale", "ratio", "hflip", "color_jitter", "auto_augment", "interpolation", "re_prob", "re_mode",
+                "mean", "std")  # fmt: skip
+
+
+def _augmentations() -> list[list[Path]]:
+    """The shipped configs grouped by their training augmentation (the transform and the settings it is built
+    from): configs of one group draw the very same way, so one run of the draws covers the group."""
+    groups: dict[str, list[Path]] = {}
+    for path in CONFIGS:
+        data = ClassificationTask.load_config(path, ["data.img_size=16"]).data
+        key = repr((build_transforms(data)[0], [getattr(data, name, None) for name in AUGMENTATION]))
+        groups.setdefault(key, []).append(path)
+    return list(groups.values())
 
 
 def test_zero_bit_posterize_is_a_black_image_as_pillow_12_gave():
@@ -37,9 +51,9 @@ def test_timm_posterize_fails_on_zero_bits_with_this_pillow_or_gives_black():
     assert not np.asarray(out).any()
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
-def test_every_config_augmentation_survives_many_draws(config: Path):
-    cfg = ClassificationTask.load_config(config, ["data.img_size=16"])  # the policy's draws do not depend on the size
+@pytest.mark.parametrize("configs", _augmentations(), ids=lambda group: "+".join(p.stem for p in group))
+def test_every_config_augmentation_survives_many_draws(configs: list[Path]):
+    cfg = ClassificationTask.load_config(configs[0], ["data.img_size=16"])  # the policy's draws do not depend on size
     train, _ = build_transforms(cfg.data)
     img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (20, 24, 3), dtype=np.uint8))
     random.seed(0)

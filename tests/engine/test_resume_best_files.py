@@ -4,6 +4,7 @@ last weights, metrics.csv and curves.png a cut save left ahead back to it; an ev
 goes before them."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -119,19 +120,38 @@ def test_pending_weights_are_completed_only_when_the_resume_file_holds_their_epo
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(left)
 
 
+@pytest.fixture(scope="module")
+def first_epoch(tmp_path_factory) -> tuple[Path, Path]:
+    """(data folder, run): a run of epoch 1 of ``SETTINGS``, its evaluations scoring 50, copied by each test."""
+    from trainkit import make_folder
+
+    root = tmp_path_factory.mktemp("first_epoch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            scored([50.0], patch)
+            data = make_folder(root / "data")
+            out = run(TASK, tiny_config("classification", data, root / "run", **SETTINGS | {"train.epochs": 1}))
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    return data, out
+
+
 @pytest.mark.parametrize(
     ("checkpoint_evaluated", "scores", "removed"),
     [("best.safetensors", [50.0, 70.0], True), ("best.safetensors", [50.0, 40.0], False),
      ("last.safetensors", [50.0, 40.0], True)],
 )  # fmt: skip
 def test_a_run_removes_an_evaluation_of_the_weights_it_replaces(
-    checkpoint_evaluated, scores, removed, folder, tmp_path, monkeypatch
+    checkpoint_evaluated, scores, removed, first_epoch, tmp_path, monkeypatch
 ):
     """evaluate.py's eval.json and confusion_matrix.png of best.safetensors stayed beside the better weights of a
     resumed run, nothing telling that they describe the replaced ones. An evaluation of weights the run keeps stays."""
-    out = tmp_path / "run"
-    scored(scores, monkeypatch)
-    run(TASK, tiny_config("classification", folder, out, **SETTINGS | {"train.epochs": 1}))
+    folder, out = first_epoch[0], shutil.copytree(first_epoch[1], tmp_path / "run")  # epoch 1 scored scores[0]
+    assert load_resume(out / "resume.pt")["history"][0]["val_top1"] == scores[0]
+    scored(scores[1:], monkeypatch)
     evaluated(out, checkpoint_evaluated)
     run(TASK, tiny_config("classification", folder, out, **SETTINGS), resume=True)
     assert read_metadata(out / "best.safetensors")["epoch"] == (2 if scores[1] > scores[0] else 1)

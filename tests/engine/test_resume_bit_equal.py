@@ -29,8 +29,8 @@ DATA = {
     "segmentation": lambda root, per_class: make_seg_folder(root / "seg"),  # 6 training images
 }
 SIGKILL = {  # settings, images per class, the log line after which the run is killed, the steps of the whole run
-    "classification": ({"train.epochs": 3, "data.batch_size": 4, "model.kwargs.drop_path_rate": 0.1,
-                        "train.log_interval": 1}, 11, "epoch 2/3 step 2/", 24),  # 33 images: 8 batches, one dropped
+    "classification": ({"train.epochs": 2, "data.batch_size": 4, "model.kwargs.drop_path_rate": 0.1,
+                        "train.log_interval": 1}, 11, "epoch 2/2 step 2/", 16),  # 33 images: 8 batches, one dropped
     "detection": ({"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1,
                    "data.hflip": 0.5}, 0, "epoch 2/2 step 1/", 6),  # 3 batches of 2 per epoch
     "segmentation": ({"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1,

@@ -78,12 +78,28 @@ def test_failed_evaluation_keeps_the_trained_epoch(task: str, tmp_path: Path, re
     assert ref["history"][0][TASKS[task].metric] == got["history"][0][TASKS[task].metric]
 
 
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(data folder, output folder) of one finished 1-epoch classification run, copied by the tests that resume it."""
+    from trainkit import make_folder
+
+    root = tmp_path_factory.mktemp("good_run")
+    data, out = make_folder(root / "data"), root / "out"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
+    try:
+        assert script_main("classification", overrides("classification", data, out, **{"train.epochs": 1})) == 0
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    return data, out
+
+
 # every 1: a step checkpoint after each step (it saved NaN weights before); lr 1e6: the first step's weights are
 # infinite while its loss is not, found by the step checkpoint's check (its error said what the run keeps twice)
 @pytest.mark.parametrize(("every", "lr"), [(0, 1e12), (1, 1e12), (1, 1e6)])
-def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path: Path, capsys, every: int, lr: float):
-    out = tmp_path / "out"
-    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+def test_diverged_run_stops_and_keeps_the_last_good_files(good_run, tmp_path: Path, capsys, every: int, lr: float):
+    folder, out = good_run[0], shutil.copytree(good_run[1], tmp_path / "out")
     good = {name: (out / name).read_bytes() for name in ("last.safetensors", "best.safetensors", "resume.pt")}
     capsys.readouterr()
     settings = {"train.epochs": 3, "optim.lr": lr, "schedule.warmup_epochs": 0, "train.save_every_steps": every}
@@ -95,6 +111,10 @@ def test_diverged_run_stops_and_keeps_the_last_good_files(folder: Path, tmp_path
     assert {name: (out / name).read_bytes() for name in kept} == {name: good[name] for name in kept}
     assert non_finite(read_state_dict(out / "last.safetensors")) == []
     assert non_finite(load_resume(out / "resume.pt")["model"]) == []  # never NaN weights to resume from
+
+
+def test_a_fresh_run_that_diverges_leaves_no_files(folder: Path, tmp_path: Path):
+    """The fresh-run case of the test above (the same for its every parametrization): no weights, no resume file."""
     fresh = tmp_path / "fresh"
     assert script_main("classification", overrides("classification", folder, fresh, **{"optim.lr": 1e12})) == 2
     assert not list(fresh.glob("*.safetensors")) and not (fresh / "resume.pt").exists()
@@ -390,32 +410,53 @@ def test_optimizer_settings_changed_at_resume_are_the_ones_used(folder: Path, tm
     assert all(torch.equal(at_start["state"][i]["exp_avg"], saved["state"][i]["exp_avg"]) for i in saved["state"])
 
 
+@pytest.fixture(scope="module")
+def first_step_checkpoint(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """(data folder, run, step checkpoint): a 1-epoch run saving after every step, and a copy of the step checkpoint
+    that a kill after its first step leaves."""
+    from trainkit import make_folder
+
+    root, saves = tmp_path_factory.mktemp("step1"), []
+    folder, save_resume = make_folder(root / "data"), trainer.save_resume
+
+    def keep_first(path, state):  # the step checkpoint a kill after the first step leaves
+        save_resume(path, state)
+        if state["batch"] and not saves:
+            saves.append(shutil.copy(path, root / "step1.pt"))
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(trainer, "save_resume", keep_first)
+            config = tiny_config("classification", folder, root / "ref", **STEP_CHECKPOINTS)
+            reference = run(TASKS["classification"], config)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    return folder, reference, Path(saves[0])
+
+
+STEP_CHECKPOINTS = {"train.epochs": 1, "train.save_every_steps": 1}
+
+
 @pytest.mark.parametrize(
     ("changed", "steps"),
     [({"data.batch_size": 4}, 6), ({"optim.accum_steps": 2}, 2)],  # 24 images: 6 batches of 4; 3 of 8 in 2 steps
 )
 def test_a_step_checkpoint_resumed_with_another_batch_restarts_its_epoch(
-    changed, steps, folder, tmp_path, capsys, monkeypatch
+    changed, steps, first_step_checkpoint, tmp_path, capsys, monkeypatch
 ):
     """A step checkpoint after batch 1 of 8 images resumed with data.batch_size=4 skipped 4 images (its batch count
     times the new size) and left 4 of the epoch untrained; with optim.accum_steps=2 it counted the saved single
     steps on as pairs, and the run ended at step 3 of a schedule of 2."""
-    task, saves = TASKS["classification"], []
-    settings = {"train.epochs": 1, "train.save_every_steps": 1}
-    save_resume = trainer.save_resume
-
-    def keep_first(path, state):  # the step checkpoint a kill after the first step leaves
-        save_resume(path, state)
-        if state["batch"] and not saves:
-            saves.append(shutil.copy(path, tmp_path / "step1.pt"))
-
-    monkeypatch.setattr(trainer, "save_resume", keep_first)
-    reference = run(task, tiny_config("classification", folder, tmp_path / "ref", **settings))
-    assert (load_resume(saves[0])["batch"], load_resume(saves[0])["step"]) == (1, 1)
+    task, (folder, reference, step1) = TASKS["classification"], first_step_checkpoint
+    settings = STEP_CHECKPOINTS
+    assert (load_resume(step1)["batch"], load_resume(step1)["step"]) == (1, 1)
     out = tmp_path / "run"
     out.mkdir()
     shutil.copy(reference / "config.yaml", out / "config.yaml")
-    shutil.copy(saves[0], out / "resume.pt")
+    shutil.copy(step1, out / "resume.pt")
     images, train_step = [], task.train_step
 
     def counted(self, model, batch):
@@ -745,11 +786,10 @@ def test_a_loader_worker_reports_all_but_a_handover_the_run_broke_off(capfd):
     assert "ValueError: a real fault" in err and "Connection" not in err and "EOFError" not in err
 
 
-def test_a_full_disk_at_the_resume_file_says_where_the_files_stand(folder: Path, tmp_path: Path, capsys, monkeypatch):
+def test_a_full_disk_at_the_resume_file_says_where_the_files_stand(good_run, tmp_path: Path, capsys, monkeypatch):
     """It said "the files already there are left as they were" while last.safetensors and metrics.csv were already
     an epoch ahead of resume.pt; --resume then trains the epoch again and rewrites them."""
-    out = tmp_path / "out"
-    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+    folder, out = good_run[0], shutil.copytree(good_run[1], tmp_path / "out")  # a finished 1-epoch run
     save_resume = trainer.save_resume
 
     def full(path, state):

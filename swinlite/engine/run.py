@@ -24,7 +24,7 @@ from ..files import (
 from ..io import atomic_write, check_output
 from ..lock import OutputLock
 from .checkpoint import RESUME_FILE, load_resume, seed_rng, settle_pending, writing
-from .config import apply_overrides, check_values, config_diff, dump_yaml, flatten, read_yaml, to_dict
+from .config import check_values, config_diff, dump_yaml, flatten, to_dict
 from .distributed import (
     DistInfo,
     PeerGoneError,
@@ -43,7 +43,7 @@ from .model import meta_model
 from .preflight import check_run, check_task, check_weights_fit, resolve_normalisation, task_written
 from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
-from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer, as_compared, rooted
+from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer, as_compared, recorded_config, saved_config
 
 # settings --resume does not warn about: train.output_dir names the folder being resumed, and the model's weights
 # come from its resume file, whatever model.pretrained says (:func:`built_from_resume`)
@@ -250,10 +250,12 @@ def _check_existing_run(
 
 def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> Any | None:
     """--resume, before the data is scanned: ValueError for a resume file of another task, or one whose position this
-    run's ``train.epochs`` ends before; warnings naming the settings changed since ``config.yaml``; ValueError for those
-    the saved optimizer cannot load into. The best weights a kill left pending are completed or removed first
+    run's ``train.epochs`` ends before; warnings naming the settings changed since those the resume file's state was
+    trained with (:func:`~swinlite.engine.trainer.saved_config`); ValueError for those the saved optimizer cannot load
+    into. The best weights a kill left pending are completed or removed first
     (:func:`~swinlite.engine.checkpoint.settle_pending`). Returns the settings ``config.yaml`` records (relative paths
-    joined to the folder the run was given them in), None where it cannot be read (a warning says so)."""
+    joined to the folder the run was given them in), None where they cannot be read (a warning says so where the
+    resume file records no settings of its own to compare with)."""
     path = out / RESUME_FILE
     if not path.is_file():
         raise ValueError(f"--resume: {path} does not exist; nothing to resume")
@@ -261,17 +263,20 @@ def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> A
     settle_pending([out / name for name in BEST_FILES], saved["epoch"], task.evaluation_files)
     _check_epochs(saved["epoch"], saved["batch"], cfg.train.epochs, path)
     try:
-        # its relative paths as they resolved where the run was started (the working directory the file records)
-        old = apply_overrides(type(cfg)(), rooted(flatten(read_yaml(out / "config.yaml")), saved.get("cwd")))
+        old = saved_config(saved, out, type(cfg)())
     except ValueError as e:
-        log(dist, f"warning: the settings of the run cannot be compared with {out / 'config.yaml'}: {e}")
+        source = path if "config" in saved else out / "config.yaml"
+        log(dist, f"warning: the settings of the run cannot be compared with {source}: {e}")
         return None
     for change in config_diff(old, cfg, as_compared):  # a path as it resolves: data/ and ./data are one folder
         if change.split(":", 1)[0] not in NOT_COMPARED_ON_RESUME:
             log(dist, f"warning: resuming with a changed setting {change}")
     _check_layer_decay(old, cfg)
     _check_trained_parameters(task, old, cfg)
-    return old
+    try:  # for the model.pretrained the run started from (:func:`as_recorded`): a resume's state records false
+        return recorded_config(out, saved.get("cwd"), type(cfg)())
+    except ValueError:
+        return None
 
 
 def _check_epochs(done: int, batch: int, epochs: int, path: Path) -> None:

@@ -202,6 +202,31 @@ def rooted(settings: dict[str, Any], cwd: str | None) -> dict[str, Any]:
     return {k: str(Path(cwd) / Path(v).expanduser()) if names_path(k, v) else v for k, v in settings.items()}
 
 
+def recorded_config(out: Path, cwd: str | None, defaults: Any) -> Any:
+    """``defaults`` with the settings ``out/config.yaml`` records, each relative path joined to ``cwd``
+    (:func:`rooted`).
+
+    Raises:
+        ValueError: the file cannot be read, or holds a setting this config does not take.
+    """
+    return apply_overrides(defaults, rooted(flatten(read_yaml(out / "config.yaml")), cwd))
+
+
+def saved_config(saved: dict[str, Any], out: Path, defaults: Any) -> Any:
+    """``defaults`` with the settings the resume file's state ``saved`` was trained with, each relative path joined to
+    the working directory it was saved in: those it records (not ``config.yaml``'s, which a resume killed or diverged
+    before its first save rewrote with settings the state was never trained with); of a file from before it recorded
+    them, those of ``out/config.yaml`` (:func:`recorded_config`). A resumed run's state records
+    ``model.pretrained=false`` (:func:`~swinlite.engine.run.built_from_resume`).
+
+    Raises:
+        ValueError: ``config.yaml`` cannot be read, or a setting is one this config does not take.
+    """
+    if "config" not in saved:
+        return recorded_config(out, saved.get("cwd"), defaults)
+    return apply_overrides(defaults, rooted(saved["config"], saved.get("cwd")))
+
+
 def val_set_changes(saved: dict[str, Any], cfg: Any) -> list[str]:
     """``key: old -> new`` of each :func:`val_set` setting of ``cfg`` that differs from ``saved`` (a resume file's
     record of it; a file from before paths were resolved records them as given, resolved here)."""
@@ -517,13 +542,10 @@ class Trainer:
         return "; ".join(causes) or SCHEDULE_UNKNOWN_CAUSE
 
     def _saved_settings(self, saved: dict[str, Any]) -> dict[str, Any]:
-        """The settings (flattened) the ``saved`` resume file was written with; of a file from before they were
-        saved, those ``OUT/config.yaml`` records (read before a resume rewrites it: a resume killed or diverged before
-        it saved rewrote it already), {} where it cannot be read."""
-        if "config" in saved:
-            return saved["config"]
+        """The settings (flattened) the ``saved`` resume file was written with (:func:`saved_config`), {} where they
+        cannot be read."""
         try:
-            return flatten(to_dict(apply_overrides(type(self.cfg)(), flatten(read_yaml(self.out / "config.yaml")))))
+            return flatten(to_dict(saved_config(saved, self.out, type(self.cfg)())))
         except ValueError:
             return {}
 

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..models.checks import autocast_available
 from ..models.swin import recording_graph
 from .buffered import buffered_relative_attention
 from .skew import relative_attention, relative_logits, relative_values
@@ -82,7 +83,8 @@ class RelPosSelfAttention1d(nn.Module):
         dim: channels C.
         num_heads: attention heads; must divide ``dim``.
         max_len: longest sequence accepted.
-        max_distance: clipping distance D; ``None`` means ``max_len - 1`` (no clipping).
+        max_distance: clipping distance D; ``None``, or any D above ``max_len - 1``, means ``max_len - 1`` (no
+            clipping: no two positions are further apart).
         value_rel: also add ``rel_v`` to the values (Shaw mode only).
         mode: ``"shaw"`` or ``"bias"``.
         method: ``"auto"``, ``"gather"`` or ``"skew"``; bias mode takes only ``"auto"``.
@@ -112,7 +114,7 @@ class RelPosSelfAttention1d(nn.Module):
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.max_len = max_len
-        self.max_distance = max_len - 1 if max_distance is None else max_distance
+        self.max_distance = max_len - 1 if max_distance is None else min(max_distance, max_len - 1)
         self.mode = mode
         self.method = method
         self.q = nn.Linear(dim, dim, bias=qkv_bias, **dd)
@@ -127,6 +129,11 @@ class RelPosSelfAttention1d(nn.Module):
         self.proj = nn.Linear(dim, dim, **dd)
         self.proj_drop = nn.Dropout(proj_drop)
         self.reset_parameters()
+
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set[str]:
+        """The relative position tables (``rel_k``, ``rel_v``, ``rel_bias``), excluded from weight decay as Swin's."""
+        return {n for n, _ in self.named_parameters() if n.startswith(("rel_k.", "rel_v.", "rel_bias."))}
 
     def reset_parameters(self) -> None:
         """The relative embeddings (trunc-normal, std .02, after ``nn.Embedding``'s own init); the linears and the
@@ -143,16 +150,17 @@ class RelPosSelfAttention1d(nn.Module):
         Args:
             x: tokens [B, L, C], L <= max_len.
             key_padding_mask: bool [B, L], True at padding; those keys are never attended.
-            causal: forbid attending to later positions (j > i).
+            causal: forbid attending to later positions (j > i); a bool.
 
         Returns:
             Tokens [B, L, C]. A query whose keys are all masked gets a finite but meaningless output.
 
         Raises:
-            ValueError: for a wrong shape, L outside [1, max_len] or a mask not bool (B, L); in eager only, a
-                ``torch.jit.trace`` of the layer checks nothing (see the class docstring).
+            ValueError: for a wrong shape, L outside [1, max_len], x not of the layer's dtype (outside autocast), a
+                mask not bool (B, L) or ``causal`` not a bool; in eager only, a ``torch.jit.trace`` of the layer
+                checks nothing (see the class docstring).
         """
-        self._check_input(x, key_padding_mask)
+        self._check_input(x, key_padding_mask, causal)
         B, L, C = x.shape
         heads, d = self.num_heads, self.head_dim
         q, k, v = (lin(x).view(B, L, heads, d).transpose(1, 2) for lin in (self.q, self.k, self.v))  # (B, H, L, d)
@@ -175,13 +183,14 @@ class RelPosSelfAttention1d(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, blocked: torch.Tensor | None, p: float
     ) -> torch.Tensor:
         """Attention with the whole (B, H, L, L) relative term: short sequences, bias mode, the value term."""
-        L, d = q.shape[2], self.head_dim
-        bias = self._key_term(q * d**-0.5, L) if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)
+        L = q.shape[2]
+        q = q * self.head_dim**-0.5  # before the products, as the other paths: fp16's q.kᵀ overflowed unscaled
+        bias = self._key_term(q, L) if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)
         if self.rel_v is None:  # SDPA adds the mask to q.kᵀ in fp32 (CPU) and gives a fully masked row zeros
             if blocked is not None:
                 bias = bias.masked_fill(blocked, torch.finfo(bias.dtype).min)
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p)
-        logits = q @ k.transpose(-2, -1) * d**-0.5 + bias  # (B, H, L, L), a fresh tensor
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p, scale=1.0)
+        logits = q @ k.transpose(-2, -1) + bias  # (B, H, L, L), a fresh tensor
         if blocked is not None:  # after the sum, as the buffered kernel: fp16's min plus a logit below -16 is -inf,
             logits.masked_fill_(blocked, torch.finfo(logits.dtype).min)  # and a row of -inf a NaN from softmax
         attn = self.attn_drop(logits.softmax(dim=-1))  # (B, H, L, L)
@@ -224,12 +233,15 @@ class RelPosSelfAttention1d(nn.Module):
         column = table[offsets.clamp(-D, D) + D].T.contiguous()  # (H, 2L-1)
         return column.unfold(1, length, 1).flip(1)[None]  # [h, i, j] = column[h, L-1-i+j]: (1, H, L, L)
 
-    def _check_input(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> None:
+    def _check_input(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool) -> None:
         dim = self.num_heads * self.head_dim
         if x.ndim != 3 or x.shape[-1] != dim:
             raise ValueError(f"expected x of shape (B, L, {dim}), got {tuple(x.shape)}")
         if not 1 <= x.shape[1] <= self.max_len:
             raise ValueError(f"sequence length L={x.shape[1]} must be in [1, max_len={self.max_len}]")
+        check_input_dtype(x, self.q.weight.dtype, "layer")
+        if not isinstance(causal, bool):
+            raise ValueError(f"causal must be a bool, got {causal!r}")
         if key_padding_mask is None:
             return
         if key_padding_mask.shape != x.shape[:2]:
@@ -238,6 +250,22 @@ class RelPosSelfAttention1d(nn.Module):
             )
         if key_padding_mask.dtype != torch.bool:
             raise ValueError(f"key_padding_mask must be a bool tensor (True = padding), got {key_padding_mask.dtype}")
+
+
+def check_input_dtype(x: torch.Tensor, dtype: torch.dtype, owner: str) -> None:
+    """ValueError unless ``x`` is floating-point and of ``dtype`` (under autocast, of any floating dtype it casts: all
+    but float64), worded as Swin's input check (:func:`~swinlite.models.checks.check_image_input`); ``owner`` names
+    the module."""
+    if not x.is_floating_point():
+        raise ValueError(f"expected a floating-point input of the {owner}'s dtype {dtype}, got dtype {x.dtype}")
+    if x.dtype == dtype:
+        return
+    device = x.device.type
+    if x.dtype == torch.float64 or not (autocast_available(device) and torch.is_autocast_enabled(device)):
+        raise ValueError(
+            f"input dtype {x.dtype} differs from the {owner}'s {dtype}: convert one of them (or use autocast, which "
+            "casts all but float64)"
+        )
 
 
 def _compute_dtype(table: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ import torch
 from timm.layers import DropPath, Mlp
 from torch import nn
 
-from .attention import RelPosSelfAttention1d, _check_int
+from .attention import RelPosSelfAttention1d, _check_int, check_input_dtype
 
 
 class RelPosEncoderBlock(nn.Module):
@@ -69,7 +69,7 @@ class RelPosSeqEncoder(nn.Module):
         depth: number of blocks.
         num_heads: attention heads per block.
         max_len: longest sequence accepted.
-        max_distance: clipping distance of the relative positions (None: ``max_len - 1``).
+        max_distance: clipping distance of the relative positions (None, or above ``max_len - 1``: ``max_len - 1``).
         value_rel: add relative embeddings to the values too.
         mode: ``"shaw"`` (relative key/value embeddings) or ``"bias"`` (one scalar per offset and head).
         mlp_ratio: MLP hidden size over ``dim``.
@@ -124,6 +124,11 @@ class RelPosSeqEncoder(nn.Module):
         )
         self.norm = nn.LayerNorm(dim, device=device, dtype=dtype)
 
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set[str]:
+        """Every block's relative position tables (:meth:`RelPosSelfAttention1d.no_weight_decay`), by full name."""
+        return {f"blocks.{i}.attn.{n}" for i, block in enumerate(self.blocks) for n in block.attn.no_weight_decay()}
+
     def forward(
         self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, causal: bool = False
     ) -> torch.Tensor:
@@ -137,7 +142,11 @@ class RelPosSeqEncoder(nn.Module):
 
         Returns:
             Normalised tokens [B, L, C].
+
+        Raises:
+            ValueError: for x not of the encoder's dtype (outside autocast), and as :class:`RelPosSelfAttention1d`.
         """
+        check_input_dtype(x, self.norm.weight.dtype, "encoder")  # before the first LayerNorm's own dtype error
         for block in self.blocks:
             x = block(x, key_padding_mask, causal)
         return self.norm(x)

@@ -3,6 +3,7 @@
 import itertools
 
 import pytest
+import timm.optim
 import torch
 from reference import naive_rel_pos_attention_1d
 
@@ -304,6 +305,33 @@ def test_fully_masked_queries_stay_finite_in_fp16(kwargs, precision, grad):
 
 
 @pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"method": m, "value_rel": v} for m in ("gather", "skew") for v in (False, True)] + [{"mode": "bias"}],
+)
+def test_large_logits_stay_finite_in_fp16(kwargs, grad):
+    """Raw q.k up to 80000 (past fp16's 65504), scaled logits up to 40000: the value term's full-logits path
+    scaled after q.kᵀ, which overflowed to inf (gather, and skew under autograd). Every path scales q first and
+    gives the fp64 loop's output on the fp16 weights."""
+    attn = make(max_distance=2, **kwargs)
+    x = torch.randn(2, 7, DIM, dtype=torch.float64)
+    with torch.no_grad():
+        q, k = attn.q(x).unflatten(-1, (HEADS, -1)), attn.k(x).unflatten(-1, (HEADS, -1))  # (B, L, H, d)
+        scale = (80000 / torch.einsum("bihd,bjhd->bhij", q, k).abs().max()).sqrt()
+        for p in (*attn.q.parameters(), *attn.k.parameters()):
+            p.mul_(scale)
+    half, x = attn.half(), x.half().requires_grad_(grad)
+    with torch.set_grad_enabled(grad):
+        out = half(x)
+    assert torch.isfinite(out).all()
+    if grad:
+        out.float().square().sum().backward()
+        assert torch.isfinite(x.grad).all()
+    expected = naive_rel_pos_attention_1d(half.double(), x.detach().double())
+    torch.testing.assert_close(out.double(), expected, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("grad", [True, False])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(
     "kwargs",
@@ -327,6 +355,8 @@ def test_shapes_and_parameters():
     assert RelPosSelfAttention1d(16, 4, max_len=10).rel_v is None
     assert RelPosSelfAttention1d(16, 4, max_len=10).rel_k.weight.shape == (19, 4)
     assert RelPosSelfAttention1d(16, 4, max_len=10, mode="bias").rel_bias.table.shape == (19, 4)
+    beyond = RelPosSelfAttention1d(16, 4, max_len=10, max_distance=50)  # built 101 rows, 82 never read
+    assert beyond.max_distance == 9 and beyond.rel_k.weight.shape == (19, 4)
     assert attn(torch.randn(3, 10, 16)).shape == (3, 10, 16)
 
 
@@ -340,12 +370,37 @@ def test_bad_input_raises():
         attn(torch.randn(2, 6, 16), torch.zeros(2, 6))
     with pytest.raises(ValueError, match=r"\(B, L, 16\)"):
         attn(torch.randn(2, 6, 15))
+    with pytest.raises(ValueError, match="causal must be a bool, got 'no'"):  # ran causal
+        attn(torch.randn(2, 6, 16), None, "no")
     with pytest.raises(ValueError, match="divisible"):
         RelPosSelfAttention1d(18, 4, max_len=10)
     with pytest.raises(ValueError, match="mode"):
         RelPosSelfAttention1d(16, 4, max_len=10, mode="rope")
     with pytest.raises(ValueError, match="value_rel"):
         RelPosSelfAttention1d(16, 4, max_len=10, mode="bias", value_rel=True)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "message"),
+    [
+        (torch.float64, "input dtype torch.float64 differs from the layer's torch.float32"),
+        (torch.bfloat16, "input dtype torch.bfloat16 differs from the layer's torch.float32"),
+        (torch.long, "expected a floating-point input of the layer's dtype torch.float32, got dtype torch.int64"),
+    ],
+)
+def test_wrong_input_dtype_names_both(dtype, message):
+    """torch's 'mat1 and mat2 must have the same dtype' came from inside the layer; under autocast a dtype it casts is
+    legitimate."""
+    attn = RelPosSelfAttention1d(DIM, HEADS, MAX_LEN)
+    x = torch.ones(2, 5, DIM, dtype=dtype)
+    with pytest.raises(ValueError, match=message):
+        attn(x)
+    with torch.autocast("cpu", dtype=torch.float16):  # casts bf16 to fp16, leaves float64 and long as they are
+        if dtype == torch.bfloat16:
+            assert attn(x).dtype == torch.float16
+        else:
+            with pytest.raises(ValueError, match=message):
+                attn(x)
 
 
 @pytest.mark.parametrize(
@@ -366,6 +421,20 @@ def test_bad_config_names_the_argument(kwargs, message):
     config = {"dim": 8, "num_heads": 2, "max_len": 10} | kwargs
     with pytest.raises(ValueError, match=message):
         RelPosSelfAttention1d(**config)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "tables"),
+    [({"value_rel": True}, {"rel_k.weight", "rel_v.weight"}), ({"mode": "bias"}, {"rel_bias.table"})],
+)
+def test_timm_optimizer_leaves_the_position_tables_undecayed(kwargs, tables):
+    """timm's optimizer factory reads ``no_weight_decay()``: without it the (2D + 1, d) tables, 2-D, were decayed."""
+    attn = RelPosSelfAttention1d(DIM, HEADS, MAX_LEN, **kwargs)
+    assert attn.no_weight_decay() == tables
+    optimizer = timm.optim.create_optimizer_v2(attn, "adamw", weight_decay=0.05)
+    undecayed = {id(p) for g in optimizer.param_groups if g["weight_decay"] == 0 for p in g["params"]}
+    names = {n for n, p in attn.named_parameters() if id(p) in undecayed}
+    assert names == tables | {n for n, p in attn.named_parameters() if p.ndim == 1}  # timm's own: biases
 
 
 def test_bias_mode_takes_the_default_method():

@@ -3,6 +3,7 @@
 from functools import partial
 
 import pytest
+import timm.optim
 import torch
 from torch import nn
 
@@ -59,6 +60,26 @@ def test_padding_and_shapes():
     torch.testing.assert_close(encoder(padded, mask, causal=True)[:, :6], encoder(x, causal=True))
     with pytest.raises(ValueError, match="max_len"):
         encoder(torch.randn(1, 11, 16))
+
+
+def test_wrong_input_dtype_names_both():
+    """A float64 input met the float32 LayerNorm's dtype error; under autocast a bf16 input runs."""
+    encoder = RelPosSeqEncoder(8, depth=1, num_heads=2, max_len=16)
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    with pytest.raises(ValueError, match="input dtype torch.float64 differs from the encoder's torch.float32"):
+        encoder(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert encoder(x.bfloat16()).shape == (2, 5, 8)
+
+
+def test_timm_optimizer_leaves_every_blocks_position_tables_undecayed():
+    """timm's optimizer factory reads ``no_weight_decay()``; the encoder had none and decayed every block's tables."""
+    encoder = RelPosSeqEncoder(8, depth=2, num_heads=2, max_len=16, value_rel=True)
+    tables = {f"blocks.{i}.attn.{t}.weight" for i in range(2) for t in ("rel_k", "rel_v")}
+    assert encoder.no_weight_decay() == tables
+    optimizer = timm.optim.create_optimizer_v2(encoder, "adamw", weight_decay=0.05)
+    undecayed = {id(p) for g in optimizer.param_groups if g["weight_decay"] == 0 for p in g["params"]}
+    assert {n for n, p in encoder.named_parameters() if id(p) in undecayed and p.ndim > 1} == tables
 
 
 def test_fp16_left_padding_keeps_real_positions_finite():

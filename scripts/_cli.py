@@ -69,10 +69,13 @@ DEMO_DATASETS = {"folder": "digits", "coco": "digits", "ade20k": "shapes"}
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the module docstring as description, and its errors as one line (no usage block)."""
+    """argparse with the module docstring as description, and its errors as one line (no usage block). Options are
+    taken whole, never by a prefix: the scripts have both ``--output`` (a file) and ``--output-dir`` (a folder), and
+    ``--output`` to a script of the other was read as it."""
 
     def __init__(self, doc: str | None, **kwargs) -> None:
-        super().__init__(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+        kwargs = {"formatter_class": argparse.RawDescriptionHelpFormatter, "allow_abbrev": False} | kwargs
+        super().__init__(description=doc, **kwargs)
         self._ema = False  # whether add_ema_argument added --ema, which parse_args then checks
 
     def error(self, message: str) -> NoReturn:
@@ -310,10 +313,12 @@ def check_onnx_options(
 
 
 def check_model_file(path: Path | None, option: str) -> None:
-    """A missing ``--checkpoint`` / ``--onnx`` file, said before the output folder's checks, which come before the
-    model is read (into a folder of an earlier run's outputs, a mistyped path asked for ``--overwrite`` first)."""
-    if path is not None and not path.exists():
-        raise ValueError(f"{option} {path} does not exist")
+    """A ``--checkpoint`` / ``--onnx`` path that is missing or not a file (``swinlite.files.check_model_path``), said
+    before the output folder's checks, which come before the model is read (into a folder of an earlier run's outputs, a
+    mistyped path asked for ``--overwrite`` first)."""
+    if path is not None:
+        meant = None if option == "--onnx" else "best.safetensors"  # a run folder's weights; it holds no ONNX file
+        import_without_torch("files").check_model_path(path, option, meant)
 
 
 @contextmanager

@@ -323,6 +323,23 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return _one_per_file(found)
 
 
+def check_model_path(path: str | os.PathLike, what: str, meant: str | None = "best.safetensors") -> None:
+    """ValueError for a model file to read (``what``: ``checkpoint``, ``--onnx``, ...) that is not a file: not there,
+    or a folder; a folder that holds a file named ``meant`` (a training run's weights) is named with it, the file
+    likely meant.
+
+    Raises:
+        ValueError: ``path`` does not exist or is not a file.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{what} {str(path)!r} does not exist")
+    if not path.is_file():
+        inside = path / (meant or "")
+        hint = f" (did you mean {str(inside)!r}?)" if meant and inside.is_file() else ""
+        raise ValueError(f"{what} {str(path)!r} is not a file{hint}")
+
+
 def read_list(path: str | os.PathLike) -> list[Path]:
     """The files a list names, one a line, each as written (:func:`_lines`: only the line ending and a byte order mark
     are removed), so spaces and a leading ``#`` belong to the name; blank lines (nothing but spaces) are skipped. A

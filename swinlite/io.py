@@ -41,6 +41,7 @@ from .files import (  # noqa: F401 (re-exported)
     _umask,
     atomic_write,
     atomic_write_bytes,
+    check_model_path,
     check_output,
     json_bytes,
     printable_path,
@@ -143,10 +144,7 @@ def _mapped_torch_file(path: str | os.PathLike, data: bytes | None = None) -> Ma
 
 
 def _check_file(path: Path) -> None:
-    if not path.exists():
-        raise ValueError(f"checkpoint {str(path)!r} does not exist")
-    if not path.is_file():
-        raise ValueError(f"checkpoint {str(path)!r} is not a file")
+    check_model_path(path, "checkpoint")
     if path.stat().st_size == 0:
         raise ValueError(f"checkpoint {str(path)!r} is empty (0 bytes)")
 
@@ -164,6 +162,15 @@ def _safetensors_head(head: bytes) -> bool:
 def _holds_safetensors(path: Path, data: bytes | None) -> bool:
     """Whether the file at ``path``, or its bytes ``data`` where given, are safetensors."""
     return is_safetensors(path) if data is None else _safetensors_head(data)
+
+
+def _torch_head(path: Path, data: bytes | None) -> bool:
+    """Whether the file at ``path``, or its bytes ``data`` where given, start as a torch file does: a zip archive
+    (``torch.save``'s format) or a pickle of protocol 2 or later (the legacy format)."""
+    if data is None:
+        with open(path, "rb") as f:
+            data = f.read(4)
+    return data[:1] == b"\x80" or data[:4] == b"PK\x03\x04"
 
 
 def read_weights_bytes(path: str | os.PathLike) -> bytes:
@@ -202,9 +209,10 @@ def read_state_dict(path: str | os.PathLike, stacklevel: int = 2, data: bytes | 
             state = unwrap_checkpoint(checkpoint, stacklevel + 1)
     except Exception as e:  # safetensors, pickle and zip readers raise many types for a file that is not theirs
         what = "a damaged (truncated?) safetensors file" if safetensors else "not a weights file"
-        raise ValueError(
-            f"{str(path)!r} is {what} (expected safetensors or a torch checkpoint): {load_refusal(e)}"
-        ) from None
+        # A file of neither format (text, an image) fails in the unpickler, whose error (KeyError: 101) says nothing.
+        foreign = not safetensors and not isinstance(e, ValueError) and not _torch_head(path, data)
+        cause = "" if foreign else f": {load_refusal(e)}"
+        raise ValueError(f"{str(path)!r} is {what} (expected safetensors or a torch checkpoint){cause}") from None
     if not state:
         raise ValueError(f"{str(path)!r} holds no tensors")
     return state
@@ -230,10 +238,10 @@ def check_weights_file(path: str | os.PathLike) -> None:
             raise ValueError(f"{str(path)!r} is a damaged (truncated?) safetensors file: {load_refusal(e)}") from None
         return
     with open(path, "rb") as f:
-        head = f.read(4)
-    if head[:1] == b"\x80":  # a legacy torch file, a pickle (protocol 2+), has no index to check: it is read
+        pickled = f.read(1) == b"\x80"
+    if pickled:  # a legacy torch file, a pickle (protocol 2+), has no index to check: it is read
         read_state_dict(path)
-    elif head != b"PK\x03\x04":  # a zip file's
+    elif not _torch_head(path, None):
         raise ValueError(f"{str(path)!r} is not a weights file (expected safetensors or a torch checkpoint)")
     elif not zipfile.is_zipfile(path):
         raise ValueError(f"{str(path)!r} is a damaged (truncated?) torch checkpoint: its zip directory is missing")

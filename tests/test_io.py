@@ -176,7 +176,10 @@ def test_a_pickle_weights_only_refuses_is_named_without_torchs_advice(tmp_path: 
         path.write_text("model:\n  name: pico\n")  # a run's config.yaml
     else:
         torch.save(payload, path)
-    for read, what in ((read_state_dict, "is not a weights file"), (load_resume, "is not a readable resume file")):
+    reads = [(read_state_dict, "is not a weights file"), (load_resume, "is not a readable resume file")]
+    if payload is None:  # no pickle at all: the weights reader names the formats it expected, no more (test_weights)
+        reads = reads[1:]
+    for read, what in reads:
         with pytest.raises(ValueError, match=f"ckpt.pth'? {what} .*{held}, and only tensors") as error:
             read(path)
         assert "weights_only` set to `False" not in str(error.value) and "\x1b" not in str(error.value)

@@ -36,23 +36,12 @@ from torchvision import tv_tensors
 
 from ..images import LeftOut, load_rgb, readable_item, split_left_out, unreadable, upright_size
 from .annotations import check_one_id_per_file, clip_box, read_coco
+from .categories import Categories
 from .config import DetDataConfig
 from .transforms import resize_problem
 
 _MAX_LISTED = 10  # ids named in one warning
 _SHOWN_SIZES = 3  # images named in the error of a folder that does not belong to its annotation file
-
-
-@dataclass
-class Categories:
-    """The label <-> COCO category mapping: label ``i + 1`` is category ``ids[i]`` named ``names[i]``."""
-
-    ids: list[int]
-    names: list[str]
-    source: str = "the label mapping"  # where the mapping comes from, for messages
-
-    def label_of(self, category_id: int) -> int:
-        return self.ids.index(category_id) + 1
 
 
 @dataclass
@@ -75,17 +64,19 @@ def split_paths(cfg: DetDataConfig, split: str, option: str = "--data-dir (data.
     ``option``: what the caller names ``data_dir`` by, for the error.
 
     Raises:
-        ValueError: ``data_dir``, which a path is taken from, is a file (an archive not yet unpacked), not a folder.
+        ValueError: ``data_dir``, which a path is taken from, is a file (an archive not yet unpacked), not a folder,
+            or does not exist (the digits demo's is made on first use).
     """
     root = Path(cfg.data_dir)
     ann, images = getattr(cfg, f"{split}_ann"), getattr(cfg, f"{split}_images")
-    if not (ann and images) and root.is_file():
+    demo = cfg.dataset == "digits"
+    if not (ann and images) and (root.is_file() or not (demo or root.is_dir())):
         expected = (
             "a folder for the digits demo to write its images and annotations into"
-            if cfg.dataset == "digits"
+            if demo
             else f"a folder in COCO 2017's layout holding annotations/instances_{split}2017.json and {split}2017/"
         )
-        raise ValueError(f"{option} {root} is a file; expected {expected}")
+        raise ValueError(f"{option} {root} {'is a file' if root.is_file() else 'does not exist'}; expected {expected}")
     return (
         Path(ann) if ann else root / "annotations" / f"instances_{split}2017.json",
         Path(images) if images else root / f"{split}2017",

@@ -15,12 +15,13 @@ from torch import nn
 from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
 
 from ..engine.config import check_values
+from ..files import check_model_path
 from ..io import read_metadata, read_state_dict
 from ..metadata import finite_numbers, scripts_of
 from ..predictions import kept_scores
 from ..weights import check_not_run_resume, load_strict
+from .categories import Categories
 from .config import DetConfig, DetModelConfig
-from .data import Categories
 from .models import build_detector
 from .transforms import resize_problem
 
@@ -75,8 +76,7 @@ def load_detector(path: str | Path, device: torch.device | str = "cpu") -> tuple
             floats or do not fit the detector the metadata describes; each naming the file.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"checkpoint {path} does not exist")
+    check_model_path(path, "checkpoint")
     meta = _read_metadata(path)
     categories = Categories(meta["category_ids"], meta["classes"], f"checkpoint {path}")
     known = {f.name for f in dataclasses.fields(DetModelConfig)}

@@ -8,8 +8,6 @@ import io
 import time
 from pathlib import Path
 
-from matplotlib.figure import Figure  # a bare Figure saves with the Agg canvas: no pyplot, no display
-
 from ..io import atomic_write
 
 
@@ -37,6 +35,10 @@ def _fmt(value: float) -> str:
 
 def plot_curves(history: list[dict[str, float]], path: str | Path, metrics: dict[str, str]) -> None:
     """Training losses (total and parts) and validation loss against epoch; ``metrics`` (column: label) beside."""
+    # loaded here: a task's config, predictor and export import the engine and need no [train] extra (engine.run
+    # names a missing matplotlib before a run starts); a bare Figure saves with the Agg canvas: no pyplot, no display
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(10, 4))
     # fixed margins (the titles name what the y axes hold): tight_layout measured every tick label on every epoch
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.12, top=0.92, wspace=0.15)

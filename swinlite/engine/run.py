@@ -78,6 +78,8 @@ def run(
         StalledRankError: multi-process: a collective waited ``train.dist_timeout`` s for a process that stalled.
         PeerGoneError: multi-process: a collective failed because another process ended.
     """
+    import matplotlib  # noqa: F401  (curves.png's, loaded by metrics.plot_curves: a missing [train] extra named now)
+
     # every process checks the same settings, reads the same files, builds the same model: their warnings are shown
     # once (a process's own ones by it), and so are the refusals of the checks here (once per machine)
     shared = SharedWarnings(launched())

@@ -19,6 +19,7 @@ import torch
 from torchvision.utils import draw_segmentation_masks
 
 from ..engine.config import check_values
+from ..files import check_model_path
 from ..io import read_metadata, read_state_dict
 from ..metadata import finite_numbers, scripts_of
 from ..weights import check_not_run_resume, load_strict
@@ -112,8 +113,7 @@ def load_segmenter(path: str | Path, device: torch.device | str = "cpu") -> tupl
             or do not fit the model the metadata describes; each naming the file.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"checkpoint {path} does not exist")
+    check_model_path(path, "checkpoint")
     info = read_info(path)
     known = {f.name for f in dataclasses.fields(SegModelConfig)}
     try:

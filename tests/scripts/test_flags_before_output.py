@@ -32,7 +32,8 @@ def test_evaluate_detection_names_its_data_before_the_output_folder(tmp_path, ca
     argv = ["--checkpoint", tmp_path / "model.file", "--data-dir", root, "--output-dir", out, *overwrite]
     assert run_script("evaluate_detection", argv) == 2
     error = capsys.readouterr().err
-    expected = "is a file; expected a folder" if data == "file" else "instances_val2017.json does not exist"
+    # a missing one was named by the annotation file the layout reads in it
+    expected = "is a file; expected a folder" if data == "file" else f"--data-dir {root} does not exist; expected"
     assert expected in error and "--output-dir" not in error
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
@@ -59,17 +60,25 @@ def test_evaluate_segmentation_names_its_flags_and_data_before_the_output_folder
 @OVERWRITE
 @pytest.mark.parametrize(("script", "earlier"), [("detect", "detections.json"), ("segment", "classes.csv")])
 @pytest.mark.parametrize("flag", ["--checkpoint", "--onnx"])
-def test_detect_and_segment_name_a_missing_model_file_before_the_output_folder(
-    tmp_path, capsys, overwrite, script, earlier, flag
+@pytest.mark.parametrize("given", ["missing", "run_folder"])
+def test_detect_and_segment_name_a_model_path_that_is_no_file_before_the_output_folder(
+    tmp_path, capsys, overwrite, script, earlier, flag, given
 ):
     """detect.py and segment.py read their model after the output folder's checks (a placeholder file stands for it in
-    the tests of those): a missing one is said before them."""
+    the tests of those): a missing one is said before them, and a run's folder (it passed as existing, and reading it
+    said it did not exist) as no file, naming the run's weights where a checkpoint is expected."""
     out = tmp_path / "out"
     before = _earlier(out, earlier, "sources.json")
     (tmp_path / "in").mkdir()
     Image.new("RGB", (8, 8)).save(tmp_path / "in" / "a.png")
-    argv = [flag, tmp_path / "none", "--input", tmp_path / "in", "--output-dir", out, *overwrite]
+    model = tmp_path / ("none" if given == "missing" else "run")
+    if given == "run_folder":
+        model.mkdir()
+        (model / "best.safetensors").write_bytes(b"never read")
+    argv = [flag, model, "--input", tmp_path / "in", "--output-dir", out, *overwrite]
     assert run_script(script, argv) == 2
     error = capsys.readouterr().err
-    assert f"error: {flag} {tmp_path / 'none'} does not exist" in error and "--output-dir" not in error
+    hint = f" (did you mean {str(model / 'best.safetensors')!r}?)" if flag == "--checkpoint" else ""
+    said = "does not exist" if given == "missing" else f"is not a file{hint}"
+    assert error == f"error: {flag} {str(model)!r} {said}\n"
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -276,14 +276,18 @@ def test_eval_json_is_valid_json_when_the_loss_overflows(f, load_script, tmp_pat
 
 
 def test_missing_optional_packages_name_the_extra(f, tmp_path):
-    """After ``pip install -e .`` (no extras): predict.py needs none of them; evaluate.py says which extra it needs."""
-    runs = {
+    """After ``pip install -e .`` (no extras): predict.py needs none of them; evaluate.py says which extra it needs,
+    evaluate_detection.py and train_detection.py the [detection] one (it holds [train]: one round of installs); the
+    modules of detect.py, segment.py and the detector's and segmenter's export load without [train] or [detection]."""
+    runs = {  # one process: the detection scripts first, before another script loaded the modules they share
+        "evaluate_detection": ["--checkpoint", str(f.ckpt), "--data-dir", str(f.data)],
+        "train_detection": ["--output-dir", str(tmp_path / "det")],
         "predict": ["--checkpoint", str(f.ckpt), "--output", str(tmp_path / "p.csv"), "--no-progress", str(f.images)],
         "evaluate": ["--checkpoint", str(f.ckpt), "--data-dir", str(f.data), "--num-workers", "0"],
     }
     code = (
-        "import json, runpy, sys\n"
-        "sys.modules['sklearn'] = sys.modules['matplotlib'] = None  # as if not installed\n"
+        "import importlib, json, runpy, sys\n"
+        "sys.modules.update(dict.fromkeys(['sklearn', 'matplotlib', 'pycocotools']))  # as if not installed\n"
         f"sys.path.insert(0, {str(SCRIPTS)!r})\n"
         "import _cli\n"
         "for name, argv in json.loads(sys.argv[1]).items():\n"
@@ -292,13 +296,21 @@ def test_missing_optional_packages_name_the_extra(f, tmp_path):
         "        _cli.run(main, argv)\n"
         "    except SystemExit as e:\n"
         "        print(name, 'exit', e.code)\n"
+        "for task in ('detection', 'segmentation'):\n"
+        "    for module in ('predictor', 'export'):\n"
+        "        importlib.import_module(f'swinlite.{task}.{module}')\n"
+        "print('imported')\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code, json.dumps(runs)], capture_output=True, text=True, env=script_env()
     )
     assert "predict exit" not in result.stdout and len(_rows(tmp_path / "p.csv")) == 4, result.stderr
-    assert "evaluate exit 2" in result.stdout and "Traceback" not in result.stderr, result.stderr
-    assert result.stderr.count("error:") == 1 and 'pip install -e ".[train]"' in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout.endswith("imported\n"), result.stderr
+    exits = [line for line in result.stdout.splitlines() if " exit " in line]
+    assert exits == ["evaluate_detection exit 2", "train_detection exit 2", "evaluate exit 2"], result.stdout
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 3 and 'pip install -e ".[train]"' in errors[2], result.stderr
+    assert all('pip install -e ".[detection]"' in line for line in errors[:2]), result.stderr
 
 
 def test_the_optional_packages_are_pyprojects_extras():

@@ -93,7 +93,7 @@ def _broken_images(s: SimpleNamespace) -> None:
 TRAIN, EVAL, SEGMENT = "train_segmentation", "evaluate_segmentation", "segment"
 # (id, script, damage, extra arguments ({data}, {out}, {tmp}), message)
 CASES = [
-    ("no_data", TRAIN, None, ["data.data_dir={tmp}/nowhere"], "images/training does not exist"),
+    ("no_data", TRAIN, None, ["data.data_dir={tmp}/nowhere"], "nowhere does not exist; expected a folder in ADE20K"),
     ("no_classes", TRAIN, None, ["data.classes=[]"], "data.dataset=folder needs data.classes"),
     ("classes_of_ade20k", TRAIN, None, ["data.dataset=ade20k"], "data.classes is for data.dataset=folder"),
     # ignored, and config.yaml recorded it: the demo trained its background class, ADE20K reduced its labels anyway
@@ -121,7 +121,7 @@ CASES = [
     ("stride_longer_than_crop", TRAIN, None, ["data.test_stride=[21,33]"],  # crop 32: a gap between windows
      "data.test_stride [21, 33] is longer than data.crop_size [32, 32]: the pixels between the sliding windows would "
      "get no prediction; expected data.test_stride <= data.crop_size in each dimension (height, width), e.g. [21, 21]"),
-    ("missing_checkpoint", EVAL, None, ["--checkpoint", "{tmp}/none.safetensors"], "none.safetensors does not exist"),
+    ("missing_checkpoint", EVAL, None, ["--checkpoint", "{tmp}/none.safetensors"], "none.safetensors' does not exist"),
     ("truncated_checkpoint", EVAL, _truncated, [], "damaged (truncated?) safetensors file"),
     (
         "other_task",

@@ -83,8 +83,8 @@ class RelPosSelfAttention1d(nn.Module):
         dim: channels C.
         num_heads: attention heads; must divide ``dim``.
         max_len: longest sequence accepted.
-        max_distance: clipping distance D; ``None``, or any D above ``max_len - 1``, means ``max_len - 1`` (no
-            clipping: no two positions are further apart).
+        max_distance: clipping distance D; ``None`` means ``max_len - 1`` (no clipping). A D above it builds
+            table rows no offset reads; it is kept as given, so that a state dict saved with it loads.
         value_rel: also add ``rel_v`` to the values (Shaw mode only).
         mode: ``"shaw"`` or ``"bias"``.
         method: ``"auto"``, ``"gather"`` or ``"skew"``; bias mode takes only ``"auto"``.
@@ -114,7 +114,7 @@ class RelPosSelfAttention1d(nn.Module):
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.max_len = max_len
-        self.max_distance = max_len - 1 if max_distance is None else min(max_distance, max_len - 1)
+        self.max_distance = max_len - 1 if max_distance is None else max_distance
         self.mode = mode
         self.method = method
         self.q = nn.Linear(dim, dim, bias=qkv_bias, **dd)

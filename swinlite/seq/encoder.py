@@ -69,7 +69,7 @@ class RelPosSeqEncoder(nn.Module):
         depth: number of blocks.
         num_heads: attention heads per block.
         max_len: longest sequence accepted.
-        max_distance: clipping distance of the relative positions (None, or above ``max_len - 1``: ``max_len - 1``).
+        max_distance: clipping distance of the relative positions (None: ``max_len - 1``).
         value_rel: add relative embeddings to the values too.
         mode: ``"shaw"`` (relative key/value embeddings) or ``"bias"`` (one scalar per offset and head).
         mlp_ratio: MLP hidden size over ``dim``.

@@ -429,7 +429,7 @@ def backbone_state_dict(checkpoint: Mapping[str, object]) -> StateDict:
 
 
 def convert_pretrained(
-    checkpoint: Mapping[str, object], model: nn.Module, strict: bool = True, features_only: bool = False
+    checkpoint: Mapping[str, object], model: nn.Module, strict: bool = True, pruned: tuple[str, ...] = ()
 ) -> StateDict:
     """timm's ``pretrained_filter_fn`` for the swinlite variants: :func:`convert_state_dict` of a tag's file (or
     ``pretrained_cfg_overlay``'s) for ``model``; a file in timm's (or the Microsoft release's) layout has the bias
@@ -441,10 +441,11 @@ def convert_pretrained(
     file keys the model lacks are dropped, each named in a warning, as timm's loader allows them; shapes and values
     are checked as with ``strict=True``.
 
-    ``features_only=True`` (timm's, the model to be wrapped for its features): the file need not hold the final norm,
-    which the feature wrapper prunes (a features-only Swin's weights: timm's ``features_only``, a swinlite run's trained
-    with ``model.kwargs.out_norm=false``)."""
-    return _converted(checkpoint, model, timm_tables=True, strict=strict, features_only=features_only)
+    ``pruned``: the key prefixes of the parts a ``features_only=True`` model's feature wrapper prunes (the final norm,
+    the classifier, the stages after its last level), which the file need not hold (a features-only Swin's weights:
+    timm's ``features_only``, of all stages or of those up to its last ``out_indices``; a swinlite run's trained with
+    ``model.kwargs.out_norm=false``)."""
+    return _converted(checkpoint, model, timm_tables=True, strict=strict, pruned=pruned)
 
 
 def _converted(
@@ -452,10 +453,10 @@ def _converted(
     model: nn.Module | None,
     timm_tables: bool = False,
     strict: bool = True,
-    features_only: bool = False,
+    pruned: tuple[str, ...] = (),
 ) -> StateDict:
     state_dict = unwrap_checkpoint(checkpoint, stacklevel=4)  # the line calling convert_state_dict (convert_pretrained)
-    return _converted_layout(state_dict, detect_layout(state_dict), model, timm_tables, strict, features_only)
+    return _converted_layout(state_dict, detect_layout(state_dict), model, timm_tables, strict, pruned)
 
 
 def _converted_layout(
@@ -464,10 +465,10 @@ def _converted_layout(
     model: nn.Module | None,
     timm_tables: bool = False,
     strict: bool = True,
-    features_only: bool = False,
+    pruned: tuple[str, ...] = (),
 ) -> StateDict:
     """A state dict of ``layout`` (unwrapped, detected) in swinlite's layout, fitted to ``model`` where given
-    (``features_only``: the model's final norm, which its feature wrapper prunes, need not come from it)."""
+    (``pruned``: the key prefixes of what the model's feature wrapper prunes, which need not come from it)."""
     state_dict = without_wrapper_prefix(state_dict)
     if layout in _CONVERTERS:
         out = _CONVERTERS[layout]({k: v for k, v in state_dict.items() if not k.endswith(_DROPPED)})
@@ -477,7 +478,7 @@ def _converted_layout(
     try:
         check_weight_values(out)
         if model is not None:  # timm's loader resizes only its own files' tables (timm's layout, or the release's)
-            out = _fit_to_model(out, model, layout, timm_tables and layout in _TIMM_FILES, strict, features_only)
+            out = _fit_to_model(out, model, layout, timm_tables and layout in _TIMM_FILES, strict, pruned)
         elif layout != "swinlite" and strict:  # swinlite's own files pass as they are
             _check_swinlite_keys(out, layout)
     except ValueError as e:  # the keys named are the Swin's, without the prefix the file has them behind
@@ -618,11 +619,11 @@ def _fit_to_model(
     layout: str,
     timm_tables: bool,
     strict: bool = True,
-    features_only: bool = False,
+    pruned: tuple[str, ...] = (),
 ) -> StateDict:
     """``state_dict`` (converted from ``layout``) fitted to ``model`` (see :func:`convert_state_dict`); ``timm_tables``:
     a pretrained tag's file, whose bias tables are fitted as timm's loader fits them; ``strict=False``: keys missing on
-    either side are warned about, not refused; ``features_only``: a final norm or classifier missing is neither, the
+    either side are warned about, not refused; ``pruned``: model keys of these prefixes missing are neither, the
     model's feature wrapper prunes them (:func:`convert_pretrained`)."""
     target = model.state_dict()
     name = type(model).__name__
@@ -665,8 +666,8 @@ def _fit_to_model(
     if dropped:
         _warn_at_caller(f"dropping classifier {', '.join(dropped)}: it starts fresh")
     missing, fresh = missing_weights(out, model)
-    if features_only:  # left as they are, unnamed: timm's feature wrapper prunes them
-        missing, fresh = ([k for k in keys if not k.startswith(("norm.", "head.fc."))] for keys in (missing, fresh))
+    if pruned:  # left as they are, unnamed: the feature wrapper prunes them
+        missing, fresh = ([k for k in keys if not k.startswith(pruned)] for keys in (missing, fresh))
     if missing and not strict:
         _warn_at_caller(
             f"pretrained_strict=False: {counted(len(missing), 'model weight')} missing from the checkpoint, left at "

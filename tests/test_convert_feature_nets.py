@@ -13,10 +13,10 @@ import swinlite
 SMALL = dict(depths=(1, 1, 1, 1), embed_dim=16, num_heads=(1, 2, 2, 4))
 
 
-def _saved_timm_features(name: str, img_size: int, path: Path) -> torch.nn.Module:
+def _saved_timm_features(name: str, img_size: int, path: Path, **kwargs) -> torch.nn.Module:
     """timm's features-only ``name`` at reduced depth and width with random weights (norms, biases and tables too: a
     weight left at its initial value shows), its state dict saved to ``path``."""
-    timm_net = timm.create_model(name, features_only=True, img_size=img_size, **SMALL).eval()
+    timm_net = timm.create_model(name, features_only=True, img_size=img_size, **SMALL, **kwargs).eval()
     generator = torch.Generator().manual_seed(0)
     state = {k: 0.2 * torch.randn(v.shape, generator=generator) for k, v in timm_net.state_dict().items()}
     timm_net.load_state_dict(state)
@@ -25,15 +25,19 @@ def _saved_timm_features(name: str, img_size: int, path: Path) -> torch.nn.Modul
 
 
 @pytest.mark.parametrize(
-    "timm_name, name, img_size",
+    "timm_name, name, img_size, levels",
     [
-        ("swin_tiny_patch4_window7_224", "swinlite_tiny_patch4_window7_224", 56),  # stages 2, 3: windows shrunk to 4, 2
-        ("swinv2_tiny_window8_256", "swinlite_v2_tiny_window8_256", 32),
+        ("swin_tiny_patch4_window7_224", "swinlite_tiny_patch4_window7_224", 56, {}),  # stages 2, 3: windows 4, 2
+        ("swinv2_tiny_window8_256", "swinlite_v2_tiny_window8_256", 32, {}),
+        # fewer levels: timm's file has no layers_3, which the wrapper prunes from swinlite's model too
+        ("swin_tiny_patch4_window7_224", "swinlite_tiny_patch4_window7_224", 56, dict(out_indices=(0, 1, 2))),
     ],
 )
-def test_features_only_loads_timm_features_only_weights(tmp_path: Path, timm_name: str, name: str, img_size: int):
+def test_features_only_loads_timm_features_only_weights(
+    tmp_path: Path, timm_name: str, name: str, img_size: int, levels: dict
+):
     path = tmp_path / "features.pth"
-    timm_net = _saved_timm_features(timm_name, img_size, path)
+    timm_net = _saved_timm_features(timm_name, img_size, path, **levels)
     assert any(k.startswith("layers_0.blocks.") for k in torch.load(path))  # timm's FeatureListNet's own layout
     assert swinlite.detect_layout(torch.load(path)) == "timm-features"
     model = timm.create_model(
@@ -43,6 +47,7 @@ def test_features_only_loads_timm_features_only_weights(tmp_path: Path, timm_nam
         pretrained=True,
         pretrained_cfg_overlay=dict(file=str(path)),
         **SMALL,
+        **levels,
     ).eval()
     x = torch.randn(1, 3, img_size, img_size, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

@@ -71,7 +71,7 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
     """
     num_stages = len(kwargs.get("depths", (2, 2, 6, 2)))
     out_indices = kwargs.pop("out_indices", tuple(range(num_stages)))
-    check_feature_indices(out_indices, num_stages, ordered=True)
+    levels = check_feature_indices(out_indices, num_stages, ordered=True)  # an int n: the last n levels
     feature_cfg = dict(out_indices=out_indices, feature_cls=SwinFeatureBody)
     if kwargs.get("features_only", False) and "feature_cls" in kwargs:
         feature_cfg["feature_cls"] = _feature_cls(kwargs.pop("feature_cls"))
@@ -81,6 +81,11 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
             raise ValueError(f"output_fmt ('NCHW' or 'NHWC') is an option of features_only=True, got {output_fmt!r}")
         feature_cfg["output_fmt"] = output_fmt
     strict = kwargs.pop("pretrained_strict", True)
+    # what the feature wrapper prunes (the final norm, the classifier, the stages after the last level) need not be in
+    # a pretrained file: timm loads it into the whole model before wrapping
+    last = max(i % num_stages for i in levels) if isinstance(levels, list) else num_stages - 1
+    later = (f"layers.{i}." for i in range(last + 1, num_stages))
+    pruned = ("norm.", "head.fc.", *later) if kwargs.get("features_only", False) else ()
     if pretrained:
         kwargs.update(hub_kwargs(variant, kwargs))  # one quick reachability check, or the cached file
     try:
@@ -88,9 +93,7 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
             SwinTransformer,
             variant,
             pretrained,
-            pretrained_filter_fn=functools.partial(
-                convert_pretrained, strict=bool(strict), features_only=bool(kwargs.get("features_only", False))
-            ),
+            pretrained_filter_fn=functools.partial(convert_pretrained, strict=bool(strict), pruned=pruned),
             pretrained_strict=False,  # convert_pretrained checks: with strict, only head.fc / out_norms start fresh
             feature_cfg=feature_cfg,
             **kwargs,

@@ -42,7 +42,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 ARGV = {
     "predict": lambda w, data, out: ["--checkpoint", w, data / "val", "--output", out / "p.csv"],
-    "evaluate": lambda w, data, out: ["--checkpoint", w, "--data-dir", data, "--output", out],
+    "evaluate": lambda w, data, out: ["--checkpoint", w, "--data-dir", data, "--output-dir", out],
     "extract_features": lambda w, data, out: ["--checkpoint", w, "--input", data / "val", "--output", out],
     "visualize": lambda w, data, out: ["--checkpoint", w, "--image", data / "val" / "a" / "0.png", "--output", out],
     "export_onnx": lambda w, data, out: ["--checkpoint", w, "--output", out / "m.onnx", "--no-check"],

@@ -101,20 +101,18 @@ def split_folders(cfg: SegDataConfig, split: str, option: str = "--data-dir (dat
     ``option``: what the caller names ``data_dir`` by, for the error.
 
     Raises:
-        ValueError: ``data_dir``, which a folder is taken from, is a file (an archive not yet unpacked), not a folder,
-            or does not exist (the shapes demo's is made on first use).
+        ValueError: ``data_dir``, which a folder is taken from, is a file (an archive not yet unpacked), not a folder.
     """
     images, masks = getattr(cfg, f"{split}_images"), getattr(cfg, f"{split}_masks")
     default_images, default_masks = DEFAULT_FOLDERS[split]
     root = Path(cfg.data_dir)
-    demo = cfg.dataset == "shapes"
-    if not (images and masks) and (root.is_file() or not (demo or root.is_dir())):
+    if not (images and masks) and root.is_file():
         expected = (
             "a folder for the shapes demo to write its images and masks into"
-            if demo
+            if cfg.dataset == "shapes"
             else f"a folder in ADE20K's layout holding {default_images}/ and {default_masks}/"
         )
-        raise ValueError(f"{option} {root} {'is a file' if root.is_file() else 'does not exist'}; expected {expected}")
+        raise ValueError(f"{option} {root} is a file; expected {expected}")
     return Path(images) if images else root / default_images, Path(masks) if masks else root / default_masks
 
 

@@ -1,8 +1,6 @@
 """The options every training script takes (scripts/_cli.py's add_train_arguments, train_overrides): an empty one is
 an error, and key=value arguments apply after them, as --help says."""
 
-import re
-
 import pytest
 import yaml
 from scriptkit import run_script
@@ -43,16 +41,6 @@ def test_an_option_is_not_taken_by_its_prefix(script: str, capsys):
     assert run_script(script, ["--print-config", "--output", "X"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unrecognized arguments: --output") and err.count("\n") == 1
-
-
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_a_missing_data_dir_is_named_as_the_option(script: str, tmp_path, capsys):
-    """train_detection.py and train_segmentation.py named the annotation file or the image folder it would hold."""
-    missing = tmp_path / "nope"
-    assert run_script(script, ["--data-dir", missing, "--output-dir", tmp_path / "run"]) == 2
-    err = capsys.readouterr().err
-    assert re.match(rf"error: --data-dir (\(data.data_dir\) )?{re.escape(str(missing))} does not exist", err), err
-    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
 
 
 def test_the_readme_says_to_repeat_the_overrides_on_resume():

@@ -23,6 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from _cli import Parser, run
 
+# what a Swin file without its final norm is for (a classifier refuses it)
+BACKBONE_ONLY = (
+    "it starts a detection or segmentation run (model.pretrained), whose backbone does not use one, not a classifier"
+)
+
 if TYPE_CHECKING:
     import torch
     from torch import nn
@@ -85,15 +90,9 @@ def main(argv: list[str] | None = None) -> None:
         swin = args.model or recorded_swin(metadata) or "Swin"
         kept = f": a {swin} backbone; the run's metadata, which describes its whole model, is not kept"
         if "norm.weight" not in state_dict:  # without --model only: the fit to its model needs the final norm
-            kept += (
-                "; it has no final norm (the run trained with model.kwargs.out_norm=false): it starts a detection or "
-                "segmentation run (model.pretrained), whose backbone does not use one, not a classifier"
-            )
+            kept += f"; it has no final norm (the run trained with model.kwargs.out_norm=false): {BACKBONE_ONLY}"
     elif layout == "timm-features":  # without --model only: the fit to its model needs the final norm
-        kept = (
-            ": a Swin backbone with no final norm (timm's features_only Swin has none): it starts a detection or "
-            "segmentation run (model.pretrained), whose backbone does not use one, not a classifier"
-        )
+        kept = f": a Swin backbone with no final norm (timm's features_only Swin has none): {BACKBONE_ONLY}"
     else:
         kept = (
             f", its metadata kept ({recorded.get('model') or recorded.get('task') or 'its classes'})"

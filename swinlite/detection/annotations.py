@@ -34,14 +34,15 @@ import numpy as np
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 
+from ..wording import listed
+
 _SHOWN = 5  # offending records named in one error
 
 
 def _problems(path: Path, what: str, items: list[str]) -> None:
     """ValueError listing the first few ``items`` when there are any."""
     if items:
-        more = f"; and {len(items) - _SHOWN} more" if len(items) > _SHOWN else ""
-        raise ValueError(f"{path}: {len(items)} {what}: {'; '.join(items[:_SHOWN])}{more}")
+        raise ValueError(f"{path}: {len(items)} {what}: {listed(items, _SHOWN)}")
 
 
 def _is_int(value: Any) -> bool:

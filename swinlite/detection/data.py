@@ -35,6 +35,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
 from ..images import LeftOut, load_rgb, readable_item, split_left_out, unreadable, upright_size
+from ..wording import listed
 from .annotations import check_one_id_per_file, clip_box, read_coco
 from .categories import Categories
 from .config import DetDataConfig
@@ -83,9 +84,8 @@ def split_paths(cfg: DetDataConfig, split: str, option: str = "--data-dir (data.
 
 def _warn_ids(what: str, items: list[tuple[int | str, str]]) -> None:
     if items:
-        listed = "; ".join(f"{i}: {reason}" for i, reason in items[:_MAX_LISTED])
-        more = f"; and {len(items) - _MAX_LISTED} more" if len(items) > _MAX_LISTED else ""
-        warnings.warn(f"{len(items)} {what}: {listed}{more}", stacklevel=3)
+        named = listed([f"{i}: {reason}" for i, reason in items], _MAX_LISTED)
+        warnings.warn(f"{len(items)} {what}: {named}", stacklevel=3)
 
 
 def _image_problem(path: Path, info: dict, verify: bool) -> tuple[str, bool] | None:

@@ -45,6 +45,7 @@ from ..images import (
     unreadable,
     upright_size,
 )
+from ..wording import listed
 from .classes import ADE20K_CLASSES, ADE20K_PALETTE, color_map
 from .config import SegDataConfig
 
@@ -277,9 +278,8 @@ def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
 def warn_skipped(what: str, items: list[tuple[str, str]]) -> None:
     """One warning naming ``items`` (path, reason), the first ten of them."""
     if items:
-        listed = "; ".join(f"{path}: {reason}" for path, reason in items[:_LISTED])
-        more = f"; and {len(items) - _LISTED} more" if len(items) > _LISTED else ""
-        warnings.warn(f"{len(items)} {what} skipped: {listed}{more}", stacklevel=3)
+        named = listed([f"{path}: {reason}" for path, reason in items], _LISTED)
+        warnings.warn(f"{len(items)} {what} skipped: {named}", stacklevel=3)
 
 
 def scan_split(image_dir: Path, mask_dir: Path, labels: Labels, verify: bool = False, workers: int = 1) -> Split:
@@ -399,10 +399,9 @@ def _warn_absent(split: Split, labels: Labels, masks: str, consequence: str) -> 
     present = split.classes_present()
     absent = [f"{i}: {name}" for i, name in enumerate(labels.classes) if i not in present]
     if absent:
-        more = f"; and {len(absent) - _LISTED} more" if len(absent) > _LISTED else ""
         warnings.warn(
             f"no {masks} holds a pixel of {len(absent)} of the {len(labels.classes)} classes (id: name): "
-            f"{'; '.join(absent[:_LISTED])}{more}; {consequence}",
+            f"{listed(absent, _LISTED)}; {consequence}",
             stacklevel=3,
         )
 

@@ -16,20 +16,6 @@ from swinlite.fast.row_blocks import ONEDNN_LINEAR, onednn_linear
 from swinlite.models.swin import SwinBlock, exporting, window_geometry
 
 
-@pytest.mark.parametrize("fast", [True, False])
-def test_no_graph_breaks(fast):
-    """In eval mode; in training: test_compiled_training_does_not_ask_whether_autocast_exists (the same model and
-    input, traced with fullgraph=True into one graph)."""
-    torch._dynamo.reset()
-    model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).eval()
-    x = torch.randn(2, 3, 36, 28)  # padded windows and shifts at every stage
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        explanation = torch._dynamo.explain(model)(x)
-    assert explanation.graph_break_count == 0, [str(r.reason) for r in explanation.break_reasons]
-    assert explanation.graph_count == 1
-
-
 def test_symbolic_sizes_build_the_cut_windows_bias_index_in_the_graph():
     """Under ``torch.compile(dynamic=True)`` a window cut to a small map computes what eager does, without dynamo
     tracing through the eager cache's ``lru_cache`` (a warning). (H and W are static under compile since
@@ -58,8 +44,8 @@ def test_export_is_told_by_the_flag_torch_export_sets(monkeypatch):
 def test_compiled_training_does_not_ask_whether_autocast_exists(monkeypatch, fast):
     """Dynamo before torch 2.14 cannot trace ``torch.amp.is_autocast_available`` (a graph break in every MLP of a
     training step on torch 2.11): made to fail here, a compiled training step still traces into one graph and
-    computes eager's values. (So it is test_no_graph_breaks in training mode too: fullgraph=True refuses any graph
-    break, and the recording backend counts the graphs.)"""
+    computes eager's values. (So it is test_compiled_graph_is_one_graph_taking_masks_and_indices_from_the_cache in
+    training mode too: fullgraph=True refuses any graph break, and the recording backend counts the graphs.)"""
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).train()
@@ -113,9 +99,12 @@ def _recording(graphs: list[torch.fx.GraphModule]) -> Callable:
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_compiled_graph_takes_masks_and_indices_from_the_cache(fast):
-    """On the CPU at static sizes the graph calls the cache's ops instead of building each mask (and each gather
-    index) from an arange, which inductor would recompute inside the kernels reading them on every call."""
+def test_compiled_graph_is_one_graph_taking_masks_and_indices_from_the_cache(fast):
+    """In eval mode the model traces into one graph without a break (fullgraph=True refuses any; training:
+    test_compiled_training_does_not_ask_whether_autocast_exists). On the CPU at static sizes the graph calls the
+    cache's ops instead of building each mask (and each gather index) from an arange, which inductor would recompute
+    inside the kernels reading them on every call. fp32 inference attends as eager does (bf16:
+    test_compiled_cpu_inference_attends_as_eager)."""
     torch._dynamo.reset()
     model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).eval()
     x = torch.randn(2, 3, 36, 28)  # padded windows and shifts at every stage
@@ -123,14 +112,17 @@ def test_compiled_graph_takes_masks_and_indices_from_the_cache(fast):
     backend = _recording(graphs)
 
     with torch.no_grad():
-        out = torch.compile(model, backend=backend, dynamic=False)(x)
+        out = torch.compile(model, backend=backend, fullgraph=True, dynamic=False)(x)
         expected = model(x)
     torch.testing.assert_close(out, expected)
     (graph,) = graphs
-    targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+    calls = [n for n in graph.graph.nodes if n.op == "call_function"]
+    targets = [str(n.target) for n in calls]
     assert targets.count("swinlite.window_mask") == _blocks_with_a_mask(model, x) > 0
     assert targets.count("swinlite.shifted_window_index") == (len(_blocks(model)) if fast else 0)
     assert not [t for t in targets if "masked_fill" in t]  # no mask built in the graph
+    if fast:
+        _assert_attends_as_eager(model, calls, torch.float32)
 
 
 def test_cache_ops_agree_with_their_fake_kernels():
@@ -140,23 +132,29 @@ def test_cache_ops_agree_with_their_fake_kernels():
     torch.library.opcheck(torch.ops.swinlite.shifted_window_index.default, ([8, 12], [4, 4], [2, 2], cpu))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_compiled_cpu_inference_attends_as_eager(dtype):
+def test_compiled_cpu_inference_attends_as_eager():
     """CPU inference attends through SDPA's flash kernel in fp32 and the explicit softmax in bf16 (the flash kernel on
     CPUs with AMX), compiled as in eager mode (the faster one in each: benchmarks/kernels.md, "CPU bf16 inference"),
-    with the cached mask in its dtype."""
+    with the cached mask in its dtype. bf16 here; fp32 in
+    test_compiled_graph_is_one_graph_taking_masks_and_indices_from_the_cache (the same model, fast, in fp32)."""
     torch._dynamo.reset()
+    dtype = torch.bfloat16
     model = timm.create_model("swinlite_pico_patch2_window4_32").eval().to(dtype)
     graphs: list[torch.fx.GraphModule] = []
     backend = _recording(graphs)
 
     with torch.no_grad():
         torch.compile(model, backend=backend, dynamic=False)(torch.randn(2, 3, 36, 28, dtype=dtype))  # masks
-    calls = [n for n in graphs[0].graph.nodes if n.op == "call_function"]
+    _assert_attends_as_eager(model, [n for n in graphs[0].graph.nodes if n.op == "call_function"], dtype)
+
+
+def _assert_attends_as_eager(model: torch.nn.Module, calls: list[torch.fx.Node], dtype: torch.dtype) -> None:
+    """Every block of the graph's ``calls`` attends through SDPA's flash kernel where ``dtype`` takes it on this CPU,
+    with the cache's mask in ``dtype`` (no conversion per call)."""
     flash = sum("scaled_dot_product_attention" in str(n.target) for n in calls)
     assert flash == (len(_blocks(model)) if dtype in blocks.CPU_FLASH_DTYPES else 0)
     masks = [n.meta["example_value"].dtype for n in calls if str(n.target) == "swinlite.window_mask"]
-    assert masks and set(masks) == {dtype}  # the cache's mask in the attention's dtype: no conversion per call
+    assert masks and set(masks) == {dtype}
 
 
 def _one_stage() -> torch.nn.Module:

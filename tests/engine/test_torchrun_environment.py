@@ -15,8 +15,21 @@ from scriptkit import run_script, script_env
 from swinlite.engine.distributed import launched
 
 PROBE = """
+import importlib.util
 import os
+import sys
+import types
+from pathlib import Path
+
 import torch
+
+# swinlite and swinlite.engine as bare packages: the two engine modules the probe runs need torch alone, and the
+# packages' __init__ load timm and the tasks (5 s of CPU a process, four processes)
+root = Path(importlib.util.find_spec("swinlite").origin).parent
+for name, path in (("swinlite", root), ("swinlite.engine", root / "engine")):
+    sys.modules[name] = types.ModuleType(name)
+    sys.modules[name].__path__ = [str(path)]
+
 from swinlite.engine.distributed import all_gather_object
 from swinlite.engine.handshake import join
 

@@ -12,7 +12,6 @@ import timm
 import torch
 from onnxkit import write_classifier
 from pico import PICO
-from scriptkit import load_script as _load_script
 
 from swinlite import export
 from swinlite.export import build_exportable, check_sizes, export_metadata, export_program
@@ -89,21 +88,13 @@ def test_a_range_that_does_not_hold_the_models_size(load_script, initial_weights
     assert sizes[-1] == (40, 40) and len(sizes) == 3 and all(40 <= side <= 48 for size in sizes for side in size)
 
 
-@pytest.fixture(scope="module")
-def pico_export(initial_weights, tmp_path_factory) -> tuple[list[str], Path]:
-    """(the arguments, the file exported with them but --output): the pico model's initial weights at its fixed size,
-    exported and checked once by the script."""
-    argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--fixed-size"]
-    path = tmp_path_factory.mktemp("pico_export") / "m.onnx"
-    assert _load_script("export_onnx").main([*argv, "--output", str(path)]) < 1e-5
-    return argv, path
-
-
 @pytest.fixture
-def exported_again(pico_export, monkeypatch) -> list[str]:
-    """The arguments of ``pico_export``, whose export (the trace and the conversion, seconds) writes its file again:
-    what the script does with the file, the check against PyTorch included, is the script's own."""
-    argv, path = pico_export
+def exported_again(onnx_classifier, monkeypatch) -> list[str]:
+    """The arguments of the session's ``onnx_classifier`` export (conftest.py) but --output, with which its export (the
+    trace and the conversion, seconds) writes that file again: what the script does with the file, the check against
+    PyTorch included, is the script's own."""
+    checkpoint, path = onnx_classifier
+    argv = ["--checkpoint", str(checkpoint), "--max-size", "512"]
     monkeypatch.setattr(export, "export_program", lambda *args: None)
     monkeypatch.setattr(export, "export_onnx", lambda program, target, *args: shutil.copyfile(path, target))
     return argv

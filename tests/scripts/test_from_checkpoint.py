@@ -18,7 +18,7 @@ from torch._dynamo.utils import counters
 from trainkit import make_folder, tiny_config, train
 
 from swinlite.features import load_embeddings
-from swinlite.io import read_state_dict, save_safetensors
+from swinlite.io import read_metadata, read_state_dict, save_safetensors
 from swinlite.weights import load_model, read_info, weights_metadata
 
 
@@ -233,25 +233,34 @@ def test_ema_weights_are_read_from_the_file_or_selected(runs, load_script, tmp_p
 
 def test_export_onnx_from_the_checkpoint_alone_quantized(runs, load_script, tmp_path, capsys):
     """The script's --fixed-size and --quantize paths (fp32 export at one size, dynamic INT8, check, the fp32 file
-    removed) from the checkpoint alone; its any-size fp32 path exports the session's onnx_classifier (conftest.py)."""
+    removed) from the checkpoint alone: the 2-class run's file as train.py wrote it, its model one stage of one block
+    (a short export; the fixed-size graph of the whole pico model against eager: tests/scripts/test_export_onnx.py);
+    its any-size fp32 path exports the session's onnx_classifier (conftest.py)."""
     import onnxruntime as ort
 
     from swinlite.export import onnx_max_abs_error
 
-    path = tmp_path / "m.onnx"
-    argv = ["--checkpoint", str(runs[2] / "best.safetensors"), "--output", str(path), "--quantize", "dynamic"]
+    meta = read_metadata(runs[2] / "best.safetensors")
+    meta["model_args"] |= {"depths": [1], "num_heads": [1]}
+    torch.manual_seed(0)
+    checkpoint = tmp_path / "run" / "best.safetensors"
+    checkpoint.parent.mkdir()
+    save_safetensors(checkpoint, timm.create_model(meta["model"], **meta["model_args"]).state_dict(), meta)
+    path = tmp_path / "out" / "m.onnx"
+    path.parent.mkdir()
+    argv = ["--checkpoint", str(checkpoint), "--output", str(path), "--quantize", "dynamic"]
     error = load_script("export_onnx").main([*argv, "--fixed-size", "--size", "16", "16"])
     printed = capsys.readouterr().out
     assert "H=16, W=16" in printed and printed.count("ONNX Runtime vs PyTorch at batch") == 1
     assert 0 < error < 0.5  # INT8: close, not equal
-    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # no fp32 file left beside it
+    assert [p.name for p in path.parent.iterdir()] == ["m.onnx"]  # no fp32 file left beside it
     props = {p.key: json.loads(p.value) for p in onnx.load(path).metadata_props}
     assert props["classes"] == ["c0", "c1"] and props["weights"] == "raw" and props["quantization"] == "dynamic"
     assert props["preprocessing"]["input_size"] == [3, 16, 16] and props["preprocessing"]["crop_pct"] == 1.0
     assert props["input_sizes"] == {"height": [16, 16], "width": [16, 16]}
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert session.run(None, {"images": torch.randn(1, 3, 16, 16).numpy()})[0].shape == (1, 2)  # the run's classes
-    broken = load_model(runs[2] / "best.safetensors")
+    broken = load_model(checkpoint)
     with torch.no_grad():
         broken.head.fc.bias[0] = float("nan")
     with pytest.raises(ValueError, match="PyTorch outputs hold NaN or inf"):  # NaN once passed `error > tol`

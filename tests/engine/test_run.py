@@ -78,21 +78,32 @@ def test_failed_evaluation_keeps_the_trained_epoch(task: str, tmp_path: Path, re
     assert ref["history"][0][TASKS[task].metric] == got["history"][0][TASKS[task].metric]
 
 
-@pytest.fixture(scope="module")
-def good_run(tmp_path_factory) -> tuple[Path, Path]:
-    """(data folder, output folder) of one finished 1-epoch classification run, copied by the tests that resume it."""
+def _finished_run(root: Path, **settings: object) -> tuple[Path, Path]:
+    """(data folder, output folder) of a finished 1-epoch classification run of scripts/train.py in ``root``."""
     from trainkit import make_folder
 
-    root = tmp_path_factory.mktemp("good_run")
     data, out = make_folder(root / "data"), root / "out"
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
     try:
-        assert script_main("classification", overrides("classification", data, out, **{"train.epochs": 1})) == 0
+        argv = overrides("classification", data, out, **{"train.epochs": 1, **settings})
+        assert script_main("classification", argv) == 0
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
     return data, out
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(data folder, output folder) of one finished 1-epoch classification run, copied by the tests that resume it."""
+    return _finished_run(tmp_path_factory.mktemp("good_run"))
+
+
+@pytest.fixture(scope="module")
+def layer_decay_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(data folder, output folder) of a finished 1-epoch run with optim.layer_decay=0.5, copied by the tests."""
+    return _finished_run(tmp_path_factory.mktemp("layer_decay_run"), **{"optim.layer_decay": 0.5})
 
 
 # every 1: a step checkpoint after each step (it saved NaN weights before); lr 1e6: the first step's weights are
@@ -321,13 +332,13 @@ def test_a_resume_with_other_settings_continues_on_them(folder: Path, tmp_path: 
     assert (out / "curves.png").stat().st_size > 0
 
 
-def test_a_rank_the_saved_run_lacked_draws_a_stream_of_its_own(folder: Path, tmp_path: Path, monkeypatch):
+def test_a_rank_the_saved_run_lacked_draws_a_stream_of_its_own(good_run, tmp_path: Path, monkeypatch):
     """--resume of a 1-process run under 2 processes gave rank 1 rank 0's saved RNG state (2 to 4 paired them): the
     ranks drew the same drop-path masks and mixup lambdas for the rest of the run. Rank 0 still gets its own state
     exactly; a rank without one gets a stream of its own, the same again when the same file is resumed."""
     distributed = importlib.import_module("swinlite.engine.distributed")
     monkeypatch.setattr(distributed, "all_gather_object", lambda obj, info: [obj] * info.world_size)  # no group
-    out = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 1}))
+    folder, out = good_run[0], shutil.copytree(good_run[1], tmp_path / "run")
     saved = load_resume(out / "resume.pt")
     cfg = tiny_config("classification", folder, out, **{"train.epochs": 2})
     resumed = trainer.Trainer(TASKS["classification"], cfg, DistInfo(), torch.device("cpu"), out)
@@ -347,11 +358,11 @@ def test_a_rank_the_saved_run_lacked_draws_a_stream_of_its_own(folder: Path, tmp
 
 
 @pytest.mark.parametrize(("ranks", "said"), [(2, "{path} does not fit"), (1, "rank 1: {path} does not fit")])
-def test_a_resume_file_refused_as_it_loads_is_said_once(ranks, said, folder, tmp_path, monkeypatch):
+def test_a_resume_file_refused_as_it_loads_is_said_once(ranks, said, good_run, tmp_path, monkeypatch):
     """resume.pt refused as it loads, after the data scan ("does not fit this run's model"): under torchrun every
     process printed its error line. Each raises a SharedError now (rank 0 alone says it): rank 0's message, or the
     rank's that refused where rank 0 did not."""
-    out = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 1}))
+    folder, out = good_run[0], shutil.copytree(good_run[1], tmp_path / "run")
     cfg = tiny_config("classification", folder, out, **{"train.epochs": 2, "model.kwargs.mlp_ratio": 2})
     resumed = trainer.Trainer(TASKS["classification"], cfg, DistInfo(), torch.device("cpu"), out)
     resumed.dist = DistInfo(1, 2)  # what load_resume reads of the process's place (no process group)
@@ -364,11 +375,10 @@ def test_a_resume_file_refused_as_it_loads_is_said_once(ranks, said, folder, tmp
         resumed.load_resume(out / "resume.pt")
 
 
-def test_ema_turned_on_at_resume_starts_from_the_resumed_weights(folder: Path, tmp_path: Path, capsys, monkeypatch):
+def test_ema_turned_on_at_resume_starts_from_the_resumed_weights(good_run, tmp_path: Path, capsys, monkeypatch):
     """train.ema_decay set at --resume on a run saved without EMA: the EMA kept the random initial weights it was
     built from (EMA top-1 19 % against the raw weights' 89 % in the demo)."""
-    out, task = tmp_path / "run", TASKS["classification"]
-    run(task, tiny_config("classification", folder, out, **{"train.epochs": 1}))
+    (folder, out), task = (good_run[0], shutil.copytree(good_run[1], tmp_path / "run")), TASKS["classification"]
     trained = load_resume(out / "resume.pt")["model"]
     at_start = {}
 
@@ -382,12 +392,12 @@ def test_ema_turned_on_at_resume_starts_from_the_resumed_weights(folder: Path, t
     assert note in capsys.readouterr().out
 
 
-def test_optimizer_settings_changed_at_resume_are_the_ones_used(folder: Path, tmp_path: Path, monkeypatch):
+def test_optimizer_settings_changed_at_resume_are_the_ones_used(layer_decay_run, tmp_path: Path, monkeypatch):
     """optim.weight_decay, optim.betas and optim.layer_decay changed at --resume were warned about and written to
     config.yaml, but the optimizer's load_state_dict put the saved groups' values back: the run went on with the
     old ones. Now the groups hold the new settings and the saved moments."""
-    out, task = tmp_path / "run", TASKS["classification"]
-    run(task, tiny_config("classification", folder, out, **{"train.epochs": 1, "optim.layer_decay": 0.5}))
+    folder, out = layer_decay_run[0], shutil.copytree(layer_decay_run[1], tmp_path / "run")
+    task = TASKS["classification"]
     saved = load_resume(out / "resume.pt")["optimizer"]
     changed = {"optim.layer_decay": 0.8, "optim.weight_decay": 0.5, "optim.betas": "[0.5,0.9]"}
     cfg = tiny_config("classification", folder, out, **changed)
@@ -476,13 +486,12 @@ def test_a_step_checkpoint_resumed_with_another_batch_restarts_its_epoch(
 
 @pytest.mark.parametrize(("before", "now"), [(None, 0.5), (0.5, None)])
 def test_layer_decay_turned_on_or_off_at_resume_is_refused_before_the_data_scan(
-    before, now, folder, tmp_path, capsys, monkeypatch
+    before, now, good_run, layer_decay_run, tmp_path, capsys, monkeypatch
 ):
     """optim.layer_decay none -> 0.5 at --resume scanned the data, built the model, then failed to load the optimizer
     ("loaded state dict has a different number of parameter groups"), a refusal the docs did not list."""
-    out, task = tmp_path / "run", TASKS["classification"]
-    first = {"train.epochs": 1, "optim.layer_decay": before}
-    assert script_main("classification", overrides("classification", folder, out, **first)) == 0
+    folder, saved = good_run if before is None else layer_decay_run  # a finished 1-epoch run with layer_decay before
+    out, task = shutil.copytree(saved, tmp_path / "run"), TASKS["classification"]
     scans, build_datasets = [], task.build_datasets
 
     def scanned(self):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from enginekit import TASKS, tiny_config
 
 from swinlite.engine import run, trainer
@@ -68,14 +69,38 @@ def scored(scores: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(TASK, "evaluate", evaluate)
 
 
-def test_a_resume_on_another_validation_set_restarts_the_best(folder, tmp_path, capsys, monkeypatch):
+@pytest.fixture(scope="module")
+def scored_90(tmp_path_factory) -> tuple[Path, Path]:
+    """(data folder, run): a finished 1-epoch run whose evaluation scored val_top1 90, copied by the tests that resume
+    it (their own evaluations scored with ``scored``)."""
+    from trainkit import make_folder
+
+    root = tmp_path_factory.mktemp("scored_90")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            scored([90.0], patch)
+            out = run(TASK, config(make_folder(root / "data"), root / "run", **{"train.epochs": 1}))
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    return root / "data", out
+
+
+def resumable(scored_90: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(data folder, a copy of it: another validation set, a copy of the scored_90 run in ``tmp_path``)."""
+    folder, out = scored_90
+    return folder, shutil.copytree(folder, tmp_path / "other"), shutil.copytree(out, tmp_path / "run")
+
+
+def test_a_resume_on_another_validation_set_restarts_the_best(scored_90, tmp_path, capsys, monkeypatch):
     """--resume with another data.data_dir (its val split another set) warned of the changed setting, then compared
     the new set's scores with the old set's best: best.safetensors kept epoch 1's weights (90 on the old set) over
     epoch 2's (50 on the new one). The best restarts on the new set, with a note naming the old score; within the
     new set, a lower score (epoch 3's 40) keeps it."""
-    other, out = shutil.copytree(folder, tmp_path / "other"), tmp_path / "run"
-    scored([90.0, 50.0, 40.0], monkeypatch)
-    run(TASK, config(folder, out, **{"train.epochs": 1}))
+    folder, other, out = resumable(scored_90, tmp_path)  # epoch 1 scored 90
+    scored([50.0, 40.0], monkeypatch)
     capsys.readouterr()
     run(TASK, config(other, out, **{"train.epochs": 3}), resume=True)
     log = capsys.readouterr().out
@@ -89,11 +114,11 @@ def test_a_resume_on_another_validation_set_restarts_the_best(folder, tmp_path, 
     assert load_resume(out / "resume.pt")["best"] == 50.0
 
 
-def test_a_resume_on_the_same_validation_set_keeps_the_best(folder, tmp_path, capsys, monkeypatch):
+def test_a_resume_on_the_same_validation_set_keeps_the_best(scored_90, tmp_path, capsys, monkeypatch):
     """Another setting changed (optim.lr): the best is compared as before."""
-    out = tmp_path / "run"
-    scored([90.0, 50.0], monkeypatch)
-    run(TASK, config(folder, out, **{"train.epochs": 1}))
+    folder, _, out = resumable(scored_90, tmp_path)  # epoch 1 scored 90
+    scored([50.0], monkeypatch)
+    capsys.readouterr()
     run(TASK, config(folder, out, **{"train.epochs": 2, "optim.lr": 1e-4}), resume=True)
     assert "validation set" not in capsys.readouterr().out
     assert read_metadata(out / "best.safetensors")["epoch"] == 1
@@ -176,13 +201,12 @@ def test_the_data_folder_changes_the_validation_set_only_where_it_holds_it(task,
     assert [line.partition(":")[0] for line in differ] == changed
 
 
-def test_the_summary_names_the_epoch_of_the_best_weights_after_a_restart(folder, tmp_path, capsys, monkeypatch):
+def test_the_summary_names_the_epoch_of_the_best_weights_after_a_restart(scored_90, tmp_path, capsys, monkeypatch):
     """After the val set changed, the summary named the first epoch scoring the best score: epoch 1's 90, of the old
     set, while best.safetensors held epoch 3's 90 of the new one. It names epoch 3, and still does after a further
     resume (the epoch is in resume.pt)."""
-    other, out = shutil.copytree(folder, tmp_path / "other"), tmp_path / "run"
-    scored([90.0, 50.0, 90.0, 80.0], monkeypatch)
-    run(TASK, config(folder, out, **{"train.epochs": 1}))
+    _, other, out = resumable(scored_90, tmp_path)  # epoch 1 scored 90
+    scored([50.0, 90.0, 80.0], monkeypatch)
     for epochs in (3, 4):
         capsys.readouterr()
         run(TASK, config(other, out, **{"train.epochs": epochs}), resume=True)
@@ -204,11 +228,9 @@ def test_a_resume_file_without_the_best_epoch_names_the_first_epoch_of_the_best_
     assert "done: best val_top1 90.00 at epoch 2\n" in capsys.readouterr().out
 
 
-def test_a_resume_with_no_epoch_left_keeps_the_best_of_another_validation_set(folder, tmp_path, capsys, monkeypatch):
+def test_a_resume_with_no_epoch_left_keeps_the_best_of_another_validation_set(scored_90, tmp_path, capsys):
     """Nothing is evaluated: no note that the best restarts, and it does not (the summary names it)."""
-    other, out = shutil.copytree(folder, tmp_path / "other"), tmp_path / "run"
-    scored([90.0], monkeypatch)
-    run(TASK, config(folder, out, **{"train.epochs": 1}))
+    _, other, out = resumable(scored_90, tmp_path)  # epoch 1 scored 90
     capsys.readouterr()
     run(TASK, config(other, out, **{"train.epochs": 1}), resume=True)
     log = capsys.readouterr().out

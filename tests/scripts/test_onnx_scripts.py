@@ -8,6 +8,7 @@ import re
 import onnx
 import pytest
 from onnxkit import CLASSES, PREPROCESSING, run_without_torch, write_images
+from onnxmany import run_many_without_torch
 from scriptkit import load_script, run_script
 
 from swinlite.metadata import PREPROCESSING_KEYS
@@ -88,8 +89,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_predict_onnx_bad_input_is_one_line(onnx_classifier, tmp_path, case):
+def test_predict_onnx_bad_input_is_one_line(onnx_classifier, tmp_path):
+    """Each of CASES, run one after another in one torch-free interpreter (onnxmany): exit code 2, its error line
+    alone on stderr, no CSV written."""
     model = str(onnx_classifier[1])
     (tmp_path / "junk.onnx").write_bytes(b"\x89PNG not onnx at all" * 10)
     (tmp_path / "half.onnx").write_bytes(onnx_classifier[1].read_bytes()[:5000])
@@ -100,13 +102,16 @@ def test_predict_onnx_bad_input_is_one_line(onnx_classifier, tmp_path, case):
     (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n")
     (tmp_path / "twice.txt").write_text("cat\ndog\ndog\n")
     images = write_images(tmp_path / "images", SIZES[:1])
-    args, error = CASES[case]
-    args = [a.replace("{m}", model).replace("{r}", str(tmp_path)) for a in args]
-    result = run_without_torch("predict.py", "--onnx", *args, "--output", str(tmp_path / "o.csv"), str(images))
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert re.search(error, lines[0]), lines[0]
+    runs = []
+    for args, _ in CASES.values():
+        args = [a.replace("{m}", model).replace("{r}", str(tmp_path)) for a in args]
+        runs.append(("predict.py", ["--onnx", *args, "--output", tmp_path / "o.csv", images]))
+    results = run_many_without_torch(runs, tmp_path / "results.json")
+    for (case, (_, error)), (code, err) in zip(CASES.items(), results, strict=True):
+        assert code == 2, (case, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (case, err)
+        assert re.search(error, lines[0]), (case, lines[0])
     assert not (tmp_path / "o.csv").exists()
 
 
@@ -129,13 +134,13 @@ def test_predict_onnx_feeds_a_file_of_a_fixed_batch_that_many_images(onnx_classi
     (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n")
     images = write_images(tmp_path / "images", SIZES[:3])
     flags = ["--classes", str(tmp_path / "classes.txt"), "--preprocessing", json.dumps(PREPROCESSING), "--topk", "3"]
-    rows = []
+    runs = []
     for batch in (0, 1, 2):  # 0: left open
         path = _strip_metadata(onnx_classifier[1], tmp_path / f"{batch}.onnx", (batch, 0, 32, 32))
-        result = run_without_torch("predict.py", "--onnx", str(path), *flags, "--output", str(tmp_path / "p.csv"),
-                                   str(images))  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        rows.append(_rows(tmp_path / "p.csv"))
+        runs.append(("predict.py", ["--onnx", path, *flags, "--output", tmp_path / f"p{batch}.csv", images]))
+    for code, err in run_many_without_torch(runs, tmp_path / "results.json"):  # one torch-free interpreter
+        assert code == 0, err
+    rows = [_rows(tmp_path / f"p{batch}.csv") for batch in (0, 1, 2)]
     assert rows[1] == rows[0] and rows[2] == rows[0]
 
 

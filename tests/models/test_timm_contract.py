@@ -14,16 +14,11 @@ from swinlite.models.pretrained import lite_name
 from swinlite.models.swin import SwinV2Block, effective_shift
 
 VARIANTS = timm.list_models("swinlite_*")
-# Every variant goes through the tests on the meta device; these also run forward and backward. The Swin-V2 variants
-# share one code path and differ in widths and windows: the pico one and a window-16 one (a clipped last-stage
-# window) stand for the others (checked against timm's by metadata below; the pretrained windows of the 12toN ones
-# against timm's logits in test_pretrained_v2.py).
-RUN = [v for v in VARIANTS if not v.startswith("swinlite_v2_")] + [
-    "swinlite_v2_pico_patch2_window4_32",
-    "swinlite_v2_tiny_window16_256",
-]
-# One of each code path of RUN (patch 2 and 4, windows 4, 7 and 12, the continuous bias, V2's clipped window): where
-# the check is of code that runs alike at any width (scripting, recomputation), the wider variants repeat it.
+# Every variant goes through the tests on the meta device; one of each code path also runs forward and backward
+# (patch 2 and 4, windows 4, 7 and 12, the continuous bias, V2's clipped window). The other variants run that code
+# with other widths and depths: the Swin-V2 ones are checked against timm's by metadata below (their pretrained
+# windows against timm's logits in test_pretrained_v2.py), the bigger V1 ones against timm's logits at their widths
+# in test_equivalence.py (test_bigger_variants_match_timm_at_reduced_depth), nano as pico at another width.
 PATHS = [
     "swinlite_pico_patch2_window4_32",
     "swinlite_tiny_patch4_window7_224",
@@ -58,7 +53,7 @@ def _input_size(model: torch.nn.Module) -> tuple[int, int]:
     return (16 * model.patch_size[0], 16 * model.patch_size[1])
 
 
-@pytest.fixture(scope="module", params=RUN)
+@pytest.fixture(scope="module", params=PATHS)
 def built(request) -> tuple[str, torch.nn.Module, torch.Tensor]:
     torch.manual_seed(0)
     model = timm.create_model(request.param, **_depth(request.param)).eval()
@@ -197,15 +192,17 @@ def test_reset_classifier(built):
 POOLS = ["avg", "max", "avgmax", "catavgmax", ""]
 
 
-@pytest.mark.parametrize("pool", POOLS)
-def test_head_hidden_size_is_the_pooled_width(built, pool):
+def test_head_hidden_size_is_the_pooled_width(built):
     """It stayed the stage width (256 on pico) for "catavgmax", whose pooled features are twice as wide: a head sized
-    from it did not fit the pre-logits."""
+    from it did not fit the pre-logits. Every pooling, reset in turn on one copy of the model."""
     _, model, x = built
     model = copy.deepcopy(model)
-    model.reset_classifier(0, pool)
-    pre_logits = model.forward_head(model.forward_features(x), pre_logits=True)
-    assert model.head_hidden_size == pre_logits.shape[-1]
+    with torch.no_grad():
+        feats = model.forward_features(x)
+    for pool in POOLS:
+        model.reset_classifier(0, pool)
+        pre_logits = model.forward_head(feats, pre_logits=True)
+        assert model.head_hidden_size == pre_logits.shape[-1], pool
 
 
 @pytest.mark.parametrize("pool", POOLS)
@@ -266,7 +263,6 @@ def test_features_only(built):
         torch.testing.assert_close(o, r)
 
 
-@pytest.mark.parametrize("built", PATHS, indirect=True)
 def test_grad_checkpointing_same_outputs_and_grads(built):
     name, model, x = built
     model = copy.deepcopy(model)
@@ -282,7 +278,6 @@ def test_grad_checkpointing_same_outputs_and_grads(built):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("built", PATHS, indirect=True)
 def test_torchscript(built):
     name, model, x = built
     scripted = torch.jit.script(copy.deepcopy(model))

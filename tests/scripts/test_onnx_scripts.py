@@ -6,7 +6,6 @@ import json
 import re
 
 import onnx
-import pytest
 from onnxkit import CLASSES, PREPROCESSING, run_without_torch, write_images
 from onnxmany import run_many_without_torch
 from scriptkit import load_script, run_script
@@ -151,23 +150,24 @@ def test_the_help_example_of_preprocessing_names_every_key():
     assert sorted(example) == sorted(PREPROCESSING_KEYS) and len(PREPROCESSING_KEYS) == 6
 
 
-@pytest.mark.parametrize("which", ["not_onnx", "classifier"])
-def test_detect_onnx_bad_file_is_one_line(onnx_classifier, tmp_path, which):
-    path = tmp_path / "junk.onnx" if which == "not_onnx" else onnx_classifier[1]
+def test_detect_and_segment_onnx_refusals_are_one_line(onnx_classifier, tmp_path):
+    """detect.py --onnx of a file that is not ONNX, and of a classifier's file: one line, exit 2. ONNX Runtime runs
+    on the CPU here: a --device would be ignored, so detect.py and segment.py refuse it before anything is read. The
+    four runs in one torch-free interpreter (onnxmany); no output folder written."""
     (tmp_path / "junk.onnx").write_bytes(b"nothing like onnx")
     images = write_images(tmp_path / "images", SIZES[:1])
-    result = run_without_torch("detect.py", "--onnx", str(path), "--input", str(images), "--output-dir",
-                               str(tmp_path / "out"))  # fmt: skip
-    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    expected = "is not an ONNX model" if which == "not_onnx" else "is a classification model; export a detection"
-    assert expected in result.stderr and not (tmp_path / "out").exists()
-
-
-@pytest.mark.parametrize("script", ["detect.py", "segment.py"])
-def test_device_does_not_apply_to_onnx(onnx_classifier, tmp_path, script):
-    """ONNX Runtime runs on the CPU here: a --device would be ignored, so it is refused before anything is read."""
-    images = write_images(tmp_path / "images", SIZES[:1])
-    result = run_without_torch(script, "--onnx", str(onnx_classifier[1]), "--device", "cuda", "--input", str(images),
-                               "--output-dir", str(tmp_path / "out"))  # fmt: skip
-    assert result.returncode == 2 and "--device does not apply" in result.stderr, result.stderr
+    out = ["--input", images, "--output-dir", tmp_path / "out"]
+    runs = [
+        ("detect.py", ["--onnx", tmp_path / "junk.onnx", *out]),
+        ("detect.py", ["--onnx", onnx_classifier[1], *out]),
+        ("detect.py", ["--onnx", onnx_classifier[1], "--device", "cuda", *out]),
+        ("segment.py", ["--onnx", onnx_classifier[1], "--device", "cuda", *out]),
+    ]
+    expected = ["is not an ONNX model", "is a classification model; export a detection", "--device does not apply",
+                "--device does not apply"]  # fmt: skip
+    results = run_many_without_torch(runs, tmp_path / "results.json")
+    for (script, _), want, (code, err) in zip(runs, expected, results, strict=True):
+        assert code == 2 and want in err, (script, err)
+    for _, err in results[:2]:
+        assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists()

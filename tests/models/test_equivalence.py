@@ -126,9 +126,10 @@ def test_matches_torchvision_swin_s_and_b_at_reduced_depth(name, embed_dim, head
 
 def test_training_gradients_match_timm():
     """The training path (gathered windows, fused attention with recomputed backward, MLP recompute) has timm's
-    gradients, at every parameter."""
+    gradients, at every parameter. Swin-T's layout narrower (32-channel heads as Swin-T's, one in the first stage):
+    the same code at any width."""
     torch.manual_seed(0)
-    kwargs = dict(depths=(2, 2, 2, 2), drop_path_rate=0.0)
+    kwargs = dict(embed_dim=32, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8), drop_path_rate=0.0)
     ref = timm.create_model("swin_tiny_patch4_window7_224", **kwargs).train()
     model = timm.create_model("swinlite_tiny_patch4_window7_224", **kwargs).train()
     model.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), model))

@@ -4,27 +4,11 @@ it. The busy process now ends with the benchmark whatever ends it, running or pa
 
 import os
 import signal
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-# A benchmark stand-in: the busy-core process started, resumed or left paused, its pid printed, then waiting.
-DRIVER = """
-import sys, time
 from swinbench import contended
-pids = []
-real_kill = contended.os.kill
-contended.os.kill = lambda pid, sig: pids.append(pid) or real_kill(pid, sig)
-with contended.busy_core() as set_busy:
-    set_busy(sys.argv[1] == "busy")
-    print(pids[0], flush=True)
-    time.sleep(120)
-"""
 
 
 def _alive(pid: int) -> bool:
@@ -36,16 +20,40 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _benchmark(busy: bool, write: int) -> None:
+    """A benchmark stand-in in a forked child of this process (no torch import of its own): the busy-core process
+    started, resumed or left paused, its pid written to ``write``, then waiting. SIGTERM ends it as it ends a fresh
+    interpreter (the default action: no unwinding)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    pids = []
+    real_kill = contended.os.kill
+    contended.os.kill = lambda pid, sig: pids.append(pid) or real_kill(pid, sig)
+    with contended.busy_core() as set_busy:
+        set_busy(busy)
+        os.write(write, f"{pids[0]}\n".encode())
+        time.sleep(120)
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads a process's state from /proc")
 @pytest.mark.parametrize(("state", "sig"), [("busy", signal.SIGTERM), ("paused", signal.SIGKILL)])
 def test_the_busy_core_process_ends_with_the_benchmark(state, sig):
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(BENCHMARKS), *sys.path]), "OMP_NUM_THREADS": "1"}
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, state], env=env, stdout=subprocess.PIPE, text=True)
+    read, write = os.pipe()
+    driver = os.fork()
+    if driver == 0:
+        try:
+            os.close(read)
+            _benchmark(state == "busy", write)
+        finally:
+            sys.stderr.flush()
+            os._exit(1)
+    os.close(write)
     try:
-        busy = int(driver.stdout.readline())
+        with open(read) as pipe:
+            busy = int(pipe.readline())
         assert _alive(busy)
-        driver.send_signal(sig)
-        driver.wait(timeout=30)
+        os.kill(driver, sig)
+        _, status = os.waitpid(driver, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == sig
         deadline = time.monotonic() + 5
         while _alive(busy) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -54,5 +62,8 @@ def test_the_busy_core_process_ends_with_the_benchmark(state, sig):
             os.kill(busy, signal.SIGKILL)
         assert not left, f"the {state} busy-core process outlived the benchmark ended by {sig.name}"
     finally:
-        driver.kill()
-        driver.wait()
+        try:
+            os.kill(driver, signal.SIGKILL)
+            os.waitpid(driver, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass

@@ -3,15 +3,13 @@ code 2 (``swinlite.script.run``), and the scripts' tables of the shipped tasks g
 or a "did you mean" among unrelated keys."""
 
 import argparse
-import subprocess
+import runpy
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import _cli
 import pytest
 import torch
-from scriptkit import script_env
 
 from swinlite.engine import RunConfig
 from swinlite.engine.config import load_config
@@ -54,19 +52,19 @@ class ColourConfig(RunConfig):
     """A config of no shipped task."""
 
 
-def _run_outside(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
-    (tmp_path / "train_colours.py").write_text(SCRIPT)
-    return subprocess.run(
-        [sys.executable, "train_colours.py", *argv], cwd=tmp_path, capture_output=True, text=True, env=script_env()
-    )
-
-
-def test_a_script_outside_the_repo_says_a_user_error_in_one_line(tmp_path):
-    """Its run(main) turns the engine's refusal into one error line and exit 2 (a traceback before)."""
-    result = _run_outside(tmp_path, "train.label_smoothing=0.1")
+def test_a_script_outside_the_repo_says_a_user_error_in_one_line(tmp_path, monkeypatch, capsys):
+    """Its run(main) turns the engine's refusal into one error line and exit 2 (a traceback before): the script run
+    in this process as ``python train_colours.py ARGS`` runs it, from its own folder, as ``__main__``."""
+    script = tmp_path / "train_colours.py"
+    script.write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(script), "train.label_smoothing=0.1"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(script), run_name="__main__")
     line = ("error: train.label_smoothing is a classification setting (scripts/train.py); the config "
             "__main__.ColourConfig has no such key")  # fmt: skip
-    assert (result.returncode, result.stderr.splitlines()) == (2, [line]), result.stderr
+    err = capsys.readouterr().err
+    assert (exit_.value.code, err.splitlines()) == (2, [line]), err
 
 
 def test_a_key_of_a_shipped_task_is_named_for_a_config_of_your_own(capsys):

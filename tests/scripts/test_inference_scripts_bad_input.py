@@ -7,8 +7,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,7 +18,7 @@ import torch
 from pico import PICO
 from PIL import Image
 from safetensors.torch import save_file
-from scriptkit import SCRIPTS, script_env
+from scriptkit import SCRIPTS
 
 from swinlite.weights import weights_metadata
 
@@ -273,44 +271,6 @@ def test_eval_json_is_valid_json_when_the_loss_overflows(f, load_script, tmp_pat
     load_script("evaluate").main(["--checkpoint", str(ckpt), "--data-dir", str(f.data), "--num-workers", "0"])
     summary = json.loads((tmp_path / "eval.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
     assert summary["loss"] is None and summary["top1"] == 50.0
-
-
-def test_missing_optional_packages_name_the_extra(f, tmp_path):
-    """After ``pip install -e .`` (no extras): predict.py needs none of them; evaluate.py says which extra it needs,
-    evaluate_detection.py and train_detection.py the [detection] one (it holds [train]: one round of installs); the
-    modules of detect.py, segment.py and the detector's and segmenter's export load without [train] or [detection]."""
-    runs = {  # one process: the detection scripts first, before another script loaded the modules they share
-        "evaluate_detection": ["--checkpoint", str(f.ckpt), "--data-dir", str(f.data)],
-        "train_detection": ["--output-dir", str(tmp_path / "det")],
-        "predict": ["--checkpoint", str(f.ckpt), "--output", str(tmp_path / "p.csv"), "--no-progress", str(f.images)],
-        "evaluate": ["--checkpoint", str(f.ckpt), "--data-dir", str(f.data), "--num-workers", "0"],
-    }
-    code = (
-        "import importlib, json, runpy, sys\n"
-        "sys.modules.update(dict.fromkeys(['sklearn', 'matplotlib', 'pycocotools']))  # as if not installed\n"
-        f"sys.path.insert(0, {str(SCRIPTS)!r})\n"
-        "import _cli\n"
-        "for name, argv in json.loads(sys.argv[1]).items():\n"
-        f"    main = runpy.run_path({str(SCRIPTS)!r} + f'/{{name}}.py')['main']\n"
-        "    try:\n"
-        "        _cli.run(main, argv)\n"
-        "    except SystemExit as e:\n"
-        "        print(name, 'exit', e.code)\n"
-        "for task in ('detection', 'segmentation'):\n"
-        "    for module in ('predictor', 'export'):\n"
-        "        importlib.import_module(f'swinlite.{task}.{module}')\n"
-        "print('imported')\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(runs)], capture_output=True, text=True, env=script_env()
-    )
-    assert "predict exit" not in result.stdout and len(_rows(tmp_path / "p.csv")) == 4, result.stderr
-    assert "Traceback" not in result.stderr and result.stdout.endswith("imported\n"), result.stderr
-    exits = [line for line in result.stdout.splitlines() if " exit " in line]
-    assert exits == ["evaluate_detection exit 2", "train_detection exit 2", "evaluate exit 2"], result.stdout
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 3 and 'pip install -e ".[train]"' in errors[2], result.stderr
-    assert all('pip install -e ".[detection]"' in line for line in errors[:2]), result.stderr
 
 
 def test_the_optional_packages_are_pyprojects_extras():

@@ -15,6 +15,7 @@ from PIL import Image
 from scriptkit import evaluation_inputs, run_script
 from trainkit import make_folder
 
+import swinlite.visualize
 from swinlite import files
 from swinlite.lock import LOCK_FILE, OutputLock
 
@@ -85,7 +86,11 @@ def test_an_evaluation_beside_a_running_trainings_checkpoint_is_refused(tmp_path
     assert "wait for it to finish or choose another --output-dir" in error
 
 
-def test_a_dead_runs_lock_is_taken_over_and_a_finished_run_leaves_none(tmp_path, initial_weights):
+def test_a_dead_runs_lock_is_taken_over_and_a_finished_run_leaves_none(tmp_path, initial_weights, monkeypatch):
+    """visualize.py's runs; the bias maps' drawing (test_visualize.py's) replaced by a stand-in of their files."""
+    monkeypatch.setattr(
+        swinlite.visualize, "bias_pngs", lambda model: {f"bias_stage{i}.png": b"drawn" for i in range(4)}
+    )
     out = tmp_path / "plots"
     out.mkdir()
     (out / LOCK_FILE).write_text("visualize.py run (pid 1 on elsewhere, started 2026-01-01 00:00:00)")

@@ -21,6 +21,12 @@ V2_PICO = "swinlite_v2_pico_patch2_window4_32"
 STAGE_SHAPES = [(1, 1, 7, 7), (1, 2, 7, 7), (2, 4, 7, 7), (1, 8, 7, 7)]  # (blocks, heads, 2*4-1, 2*4-1)
 
 
+def _undrawn_bias_pngs(model) -> dict[str, bytes]:
+    """A stand-in for the bias maps (drawn in test_script_writes_pngs), for the tests of what is around them: each
+    stage's file name and a few bytes."""
+    return {f"bias_stage{i}.png": f"stage {i}".encode() for i in range(len(model.layers))}
+
+
 @pytest.mark.parametrize(
     "name, kwargs, shapes",
     [
@@ -74,9 +80,10 @@ def test_the_input_panel_shows_the_image_the_model_saw(load_script, tmp_path, mo
     Image.fromarray(np.random.default_rng(3).integers(0, 255, (37, 53, 4), dtype=np.uint8)).save(image)  # RGBA
     figures, png_bytes = [], swinlite.visualize.png_bytes
     monkeypatch.setattr(swinlite.visualize, "png_bytes", lambda fig: figures.append(fig) or png_bytes(fig))
+    monkeypatch.setattr(swinlite.visualize, "bias_pngs", _undrawn_bias_pngs)
     argv = ["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--image", str(image), "--size", "97", "131"]
     load_script("visualize").main([*argv, "--output", str(tmp_path / "p")])
-    shown = figures[-1].axes[0]  # features.png's first panel
+    (shown,) = [fig.axes[0] for fig in figures]  # features.png's first panel
     assert shown.get_title() == "input 97x131 (from 37x53)"
     assert shown.images[0].get_array().shape == (97, 131, 3)
 
@@ -123,15 +130,6 @@ def test_a_size_below_one_patch_is_one_error_line_before_any_work(tmp_path, caps
     assert not (tmp_path / "p").exists()
 
 
-def test_script_draws_swin_v2(load_script, tmp_path, initial_weights):
-    """Swin-V2's continuous position bias, drawn as V1's table (refused once: "bias tables need rel_pos='table'")."""
-    argv = ["--model", V2_PICO, "--checkpoint", str(initial_weights(V2_PICO)), "--output", str(tmp_path / "p")]
-    paths = load_script("visualize").main(argv)
-    assert [p.name for p in paths] == [f"bias_stage{i}.png" for i in range(4)]
-    with Image.open(paths[0]) as png:
-        assert png.format == "PNG" and np.asarray(png.convert("L")).std() > 0
-
-
 def _killed_in_the_second_picture(monkeypatch):
     """Figure.savefig writes half of its second PNG and is killed there."""
     from matplotlib.figure import Figure
@@ -164,6 +162,8 @@ def _disk_full_at_the_second_file(monkeypatch):
         write(path, data)
 
     monkeypatch.setattr(swinlite.visualize, "atomic_write_bytes", full)
+    monkeypatch.setattr(swinlite.visualize, "bias_pngs", _undrawn_bias_pngs)  # what is written does not matter
+    monkeypatch.setattr(swinlite.visualize, "features_png", lambda model, image, size: b"features")
     return OSError
 
 
@@ -187,15 +187,23 @@ def test_a_failed_run_leaves_no_folder_and_no_partial_png(load_script, tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["img.png"]
 
 
-def test_a_second_run_into_the_folder_is_refused_or_replaces_every_earlier_png(load_script, tmp_path, initial_weights):
+def test_a_second_run_into_the_folder_is_refused_or_replaces_every_earlier_png(
+    load_script, tmp_path, initial_weights, monkeypatch
+):
     """A second run without --image replaced bias_stage*.png and left the first run's features.png beside them: one
-    folder, two checkpoints."""
+    folder, two checkpoints. The run that replaces them draws Swin-V2's continuous position bias as V1's table
+    (refused once: "bias tables need rel_pos='table'")."""
+    import swinlite.visualize
+
     image = tmp_path / "img.png"
     Image.new("RGB", (24, 16), (200, 30, 30)).save(image)
     out = tmp_path / "p"
     pico = ("--model", PICO, "--checkpoint", initial_weights(PICO))
     v2 = ("--model", V2_PICO, "--checkpoint", initial_weights(V2_PICO))
-    load_script("visualize").main([*map(str, pico), "--image", str(image), "--output", str(out)])
+    with monkeypatch.context() as undrawn:  # the first run's pictures: their names, not their drawing
+        undrawn.setattr(swinlite.visualize, "bias_pngs", _undrawn_bias_pngs)
+        undrawn.setattr(swinlite.visualize, "features_png", lambda model, image, size: b"features")
+        load_script("visualize").main([*map(str, pico), "--image", str(image), "--output", str(out)])
     before = {p: p.read_bytes() for p in out.iterdir()}
     with pytest.raises(ValueError, match=r"--output .*p holds an earlier run's bias_stage0.png, .*features.png: pass "
                                          r"--overwrite"):  # fmt: skip
@@ -203,6 +211,8 @@ def test_a_second_run_into_the_folder_is_refused_or_replaces_every_earlier_png(l
     assert {p: p.read_bytes() for p in out.iterdir()} == before
     paths = load_script("visualize").main([*map(str, v2), "--output", str(out), "--overwrite"])
     assert sorted(out.iterdir()) == sorted(paths) == [out / f"bias_stage{i}.png" for i in range(4)]
+    with Image.open(paths[0]) as png:
+        assert png.format == "PNG" and np.asarray(png.convert("L")).std() > 0
 
 
 def test_an_image_that_does_not_decode_is_named(load_script, tmp_path, initial_weights):

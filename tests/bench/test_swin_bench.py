@@ -5,6 +5,7 @@ import mmap
 
 import pytest
 import torch
+from narrowswin import narrow_swin_t
 from swinbench.rel_pos_1d import run_rel_pos_1d
 from swinbench.report import markdown_table, profile_tables, rel_pos_1d_table, write_json
 from swinbench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark, start_run
@@ -57,7 +58,9 @@ def test_bad_config_is_rejected():
         BenchConfig(batch=0)
 
 
-def test_tiny_run_writes_table_and_json(tmp_path):
+def test_tiny_run_writes_table_and_json(tmp_path, monkeypatch):
+    """Swin-T's layout, narrowed (narrowswin): the run's rows, profiles, table and JSON."""
+    narrow_swin_t(monkeypatch)
     cfg = BenchConfig(
         batch=1, img_size=64, models=("swinlite", "timm"), precisions=("fp32",), warmup=0, repeats=1, profile=True
     )
@@ -106,9 +109,10 @@ def test_cuda_profiles_count_the_gemm_kernels_as_matmuls_and_shorten_template_na
     assert lines[-4].startswith(f"| {ops[0]['op']} | 50.0% |")  # 87 characters: kept whole
 
 
-def test_flops_are_counted_on_timms_model_when_only_swinlite_runs():
+def test_flops_are_counted_on_timms_model_when_only_swinlite_runs(monkeypatch):
     """Where swinlite's fast path runs a private CPU attention kernel the FLOP counter does not see (on every CPU
-    but AVX2 ones), counting on swinlite would undercount."""
+    but AVX2 ones), counting on swinlite would undercount (Swin-T's layout, narrowed: narrowswin)."""
+    narrow_swin_t(monkeypatch)
     counts = []
     for models in (("swinlite",), ("timm",)):
         cfg = BenchConfig(batch=1, img_size=64, models=models, precisions=("fp32",), warmup=0, repeats=1, memory=False)

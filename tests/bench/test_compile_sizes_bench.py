@@ -3,7 +3,7 @@ asserted).
 
 The compilation itself is pinned by tests/test_optimize.py (and torch.compile's train step by
 tests/models/test_compile_graph.py); here optimize_for_inference and torch.compile are replaced by the eager model,
-so these runs take seconds.
+so these runs take seconds, on Swin-T's layout narrowed (narrowswin).
 """
 
 import subprocess
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from narrowswin import narrow_swin_t
 from swinbench import compiled, sizes
 from swinbench.choices import parse_sizes
 from swinbench.sizes import SizesConfig, run_sizes, sizes_table
@@ -21,6 +22,7 @@ from swinlite.optimize import Optimized
 
 
 def test_compile_run_has_eager_and_optimized_rows(monkeypatch):
+    narrow_swin_t(monkeypatch)
     calls = []
 
     def fake_optimize(model, x, check=True):
@@ -45,7 +47,8 @@ def test_compile_run_has_eager_and_optimized_rows(monkeypatch):
     assert table.count("serving: eager (the faster)") == 2
 
 
-def test_compiled_train_run_times_the_compiled_models():
+def test_compiled_train_run_times_the_compiled_models(monkeypatch):
+    narrow_swin_t(monkeypatch)
     compiled_models = []
 
     def fake_compile(model):
@@ -73,7 +76,8 @@ def test_benchmark_refuses_two_runs_at_once():
     assert done.returncode == 2 and "--compile and --compile-train are separate runs" in done.stderr
 
 
-def test_sizes_run_covers_every_task_and_backbone():
+def test_sizes_run_covers_every_task_and_backbone(monkeypatch):
+    narrow_swin_t(monkeypatch)
     cfg = SizesConfig(sizes=((32, 34),), batch=1, warmup=0, repeats=1)  # 34: not a patch multiple, timm pads
     result = run_sizes(cfg, log=lambda _: None)
     assert all(r["size"] == [32, 34] for r in result["rows"])

@@ -1,10 +1,12 @@
 """What the side-by-side report says about the comparison itself: timm's attention path, read from the built model;
 where swinlite and timm compute different functions by design (decided from the geometry); the logit difference in
-each measured precision. Swin-T at 56² and 64², batch 1: nothing is timed."""
+each measured precision. Swin-T at 56² and 64², batch 1 (its layout narrowed where the models run: narrowswin):
+nothing is timed."""
 
 import pytest
 import timm
 import timm.layers.config
+from narrowswin import narrow_swin_t
 from swinbench import swin
 from swinbench.report import markdown_table
 
@@ -64,10 +66,11 @@ def started(img_size: int) -> dict:
     return result
 
 
-def test_report_says_where_the_logits_differ_by_design_and_gives_the_bf16_difference():
+def test_report_says_where_the_logits_differ_by_design_and_gives_the_bf16_difference(monkeypatch):
     """At 64² Swin-T's first two stages pad their windows: the logits differ by 6e-2, which the report printed
     without a word (the build_models docstring said the two compute the same function). At 56² they do not, and
     the fp32 logits agree; the bf16 fast path was never compared."""
+    narrow_swin_t(monkeypatch)
     padded, plain = started(64), started(56)
     assert padded["max_output_difference"]["swinlite"] > 1e-3 and padded["differences_by_design"]
     assert plain["max_output_difference"]["swinlite"] < 1e-5 and plain["differences_by_design"] == []

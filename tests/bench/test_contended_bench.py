@@ -7,6 +7,7 @@ import signal
 import time
 from contextlib import nullcontext
 from dataclasses import asdict
+from functools import partial
 
 import pytest
 import timm
@@ -68,6 +69,7 @@ def test_tiny_contended_run_has_rows_per_condition(monkeypatch):
     monkeypatch.setattr(contended, "PHOTO_SIZE", (40, 60))
     monkeypatch.setattr(contended, "LOADER_BATCHES", 1)
     monkeypatch.setattr(contended, "start_run", small_start)
+    monkeypatch.setattr(contended, "matmul_step", partial(contended.matmul_step, n=256))  # a small ceiling to time
     cfg = BenchConfig(batch=1, img_size=32, models=("swinlite", "timm"), precisions=("fp32",), warmup=0, repeats=1)
     result = contended.run_contended(cfg, log=lambda _: None)
     assert not result["config"]["memory"] and not result["config"]["profile"]  # recorded memory: True, never measured

@@ -1,6 +1,8 @@
 """End-to-end runs on a tiny generated folder: files written, metrics, evaluation of the result."""
 
+import contextlib
 import csv
+import io
 import json
 import shutil
 from pathlib import Path
@@ -10,7 +12,7 @@ import pytest
 import torch
 import yaml
 from scriptkit import run_script
-from trainkit import REPO, script, tiny_config, tiny_overrides, train
+from trainkit import REPO, make_folder, tiny_config, tiny_overrides, train
 
 from swinlite.classification import ClassificationTask
 from swinlite.classification.task import _loss
@@ -20,18 +22,23 @@ from swinlite.io import read_metadata, read_state_dict
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One 2-epoch run of scripts/train.py (as a user would start it), shared by the tests below."""
-    from trainkit import make_folder
-
+    """One 2-epoch run of scripts/train.py through its command-line runner (in this process, its printed lines kept
+    in stdout.txt), shared by the tests below."""
     root = tmp_path_factory.mktemp("run")
     data = make_folder(root / "data")
     demo = str(REPO / "configs" / "demo.yaml")  # --data-dir alone would fine-tune ImageNet Swin-T
-    result = script(
-        "train.py", "--config", demo, "--data-dir", str(data), "--output-dir", str(root / "out"),
-        *tiny_overrides(data, root / "out"),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    (root / "stdout.txt").write_text(result.stdout)
+    argv = ["--config", demo, "--data-dir", data, "--output-dir", root / "out", *tiny_overrides(data, root / "out")]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a module fixture runs before
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            code = run_script("train", argv)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)  # train.deterministic=true switched it on
+    assert code == 0, stderr.getvalue()
+    (root / "stdout.txt").write_text(stdout.getvalue())
     return root
 
 
@@ -141,11 +148,13 @@ def test_normalisation_is_the_models_written_as_numbers(tmp_path: Path, folder: 
     assert read_metadata(out / "last.safetensors")["preprocessing"]["mean"] == [0.485, 0.456, 0.406]
 
 
-def test_pretrained_weights_are_the_starting_point(tmp_path: Path, folder: Path):
-    first = train(tiny_config(folder, tmp_path / "a", **{"train.epochs": 1}))
+def test_pretrained_weights_are_the_starting_point(run_dir: Path, tmp_path: Path):
+    """A run from the module run's weights at lr 0 ends with those very weights."""
+    start = run_dir / "out" / "last.safetensors"
     frozen = {"optim.lr": 0.0, "schedule.warmup_lr": 0.0, "schedule.min_lr": 0.0}  # lr 0: weights cannot move
-    second = train(tiny_config(folder, tmp_path / "b", **frozen, **{"model.pretrained": first / "last.safetensors"}))
-    a, b = read_state_dict(first / "last.safetensors"), read_state_dict(second / "last.safetensors")
+    extra = {"model.pretrained": start, "train.epochs": 1}
+    second = train(tiny_config(run_dir / "data", tmp_path / "b", **frozen, **extra))
+    a, b = read_state_dict(start), read_state_dict(second / "last.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 

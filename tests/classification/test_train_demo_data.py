@@ -20,8 +20,14 @@ def _digest(root: Path) -> str:
     return h.hexdigest()
 
 
-def test_digits_folder_is_deterministic_stratified_and_rgb(tmp_path: Path):
-    a = build_digits(tmp_path / "a")
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One build of the digits folder (32 px), read by the tests below; none of them changes it."""
+    return build_digits(tmp_path_factory.mktemp("digits") / "d")
+
+
+def test_digits_folder_is_deterministic_stratified_and_rgb(digits: Path, tmp_path: Path):
+    a = digits
     b = build_digits(tmp_path / "b")
     assert _digest(a) == _digest(b)  # byte-identical builds
     train, val, classes, skipped = build_datasets(DataConfig(data_dir=str(a), img_size=32))
@@ -36,8 +42,8 @@ def test_digits_folder_is_deterministic_stratified_and_rgb(tmp_path: Path):
     assert not set(map(lambda s: Path(s[0]).name, train.samples)) & set(map(lambda s: Path(s[0]).name, val.samples))
 
 
-def test_existing_build_is_reused_and_foreign_folder_refused(tmp_path: Path):
-    root = build_digits(tmp_path / "d")
+def test_existing_build_is_reused_and_foreign_folder_refused(digits: Path, tmp_path: Path):
+    root = digits
     marker_time = (root / "train").stat().st_mtime
     assert build_digits(root) == root and (root / "train").stat().st_mtime == marker_time
     (tmp_path / "mine").mkdir()
@@ -46,9 +52,9 @@ def test_existing_build_is_reused_and_foreign_folder_refused(tmp_path: Path):
         build_digits(tmp_path / "mine")
 
 
-def test_build_of_another_size_is_refused_before_the_data_is_read(tmp_path: Path):
+def test_build_of_another_size_is_refused_before_the_data_is_read(digits: Path):
     """A run at another data.img_size used the first run's 32 px images without a word (the marker said 32x32)."""
-    root = build_digits(tmp_path / "d")
+    root = digits
     message = r"holds the digits demo built otherwise \(.swinlite_digits: scikit-learn digits, 32x32 RGB, "
     with pytest.raises(ValueError, match=message + r".*not at data.img_size=16 \(scikit-learn digits, 16x16 RGB"):
         build_digits(root, size=16)

@@ -276,10 +276,11 @@ def test_a_safetensors_file_whose_header_reads_as_a_pickle_protocol_loads_withou
     a resume state's EMA, it gave torch's 'Detected pickle protocol' warning for a plain weights file."""
     model = timm.create_model(PICO, num_classes=3)
     path = tmp_path / "w.safetensors"
-    for pad in range(256):  # safetensors pads its header to 8 bytes: some pad gives a low byte of 0x80
-        save_file(model.state_dict(), path, {"pad": "x" * pad})
-        if path.read_bytes()[0] == 0x80:
-            break
+    save_file(model.state_dict(), path, {"pad": ""})
+    header = path.read_bytes()[8 : 8 + int.from_bytes(path.read_bytes()[:8], "little")]
+    bare = len(header.rstrip(b" "))  # safetensors pads its JSON header with spaces to a multiple of 8 bytes
+    pad = next(n for n in range(256) if -(-(bare + n) // 8) * 8 % 256 == 0x80)  # each "x" lengthens the JSON by 1
+    save_file(model.state_dict(), path, {"pad": "x" * pad})
     assert path.read_bytes()[0] == 0x80
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

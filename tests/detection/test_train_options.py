@@ -28,8 +28,26 @@ def _equal(a: Path, b: Path) -> bool:
     return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
 
 
-def test_ema_weights_and_best_of_ema_by_val_map(coco: Path, tmp_path: Path):
-    out = _run(coco, tmp_path / "run", **{"train.ema_decay": 0.5, "train.best_of": "ema"})
+EMA = {"train.ema_decay": 0.5, "train.best_of": "ema", "train.deterministic": True}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> tuple[Path, Path]:
+    """(data, run folder) of a finished deterministic 1-epoch run with EMA weights, the best of them by val_map
+    (``EMA``); read by the EMA and compile tests, copied by the tests that change them."""
+    root = tmp_path_factory.mktemp("finished")
+    coco = make_quirky_coco(root / "coco")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a module fixture runs before
+    try:
+        return coco, _run(coco, root / "run", **EMA)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)  # train.deterministic=true switched it on
+
+
+def test_ema_weights_and_best_of_ema_by_val_map(finished: tuple[Path, Path]):
+    out = finished[1]
     ema, last = read_metadata(out / "ema.safetensors"), read_metadata(out / "last.safetensors")
     assert (ema["task"], ema["weights"], last["weights"]) == ("detection", "ema", "raw")
     assert _equal(out / "best.safetensors", out / "ema.safetensors")  # best_of=ema: the EMA weights
@@ -50,7 +68,7 @@ def test_gradient_accumulation_steps_every_accum_micro_batches(coco: Path, tmp_p
     assert resume["scheduler"]["decay_t"] == [8 * 3 + 1, 11 * 3 + 1]  # decay_epochs 8, 11 counted in those steps
 
 
-def test_compile_wraps_the_detector_and_writes_plain_weights(coco: Path, tmp_path: Path, monkeypatch):
+def test_compile_wraps_the_detector_and_writes_plain_weights(finished: tuple[Path, Path], tmp_path: Path, monkeypatch):
     """train.compile: the engine trains and evaluates through torch.compile's wrapper and saves the plain model.
 
     The wrapper is torch's own OptimizedModule with dynamo disabled: tracing a torchvision detector takes minutes
@@ -62,26 +80,12 @@ def test_compile_wraps_the_detector_and_writes_plain_weights(coco: Path, tmp_pat
         compiled.append(model)
         return OptimizedModule(model, DisableContext())
 
-    settings = {"train.deterministic": True, "train.ema_decay": 0.5}
-    reference = _run(coco, tmp_path / "eager", **settings)
+    coco, reference = finished  # the same settings, eager
     monkeypatch.setattr(torch, "compile", compile_)
-    out = _run(coco, tmp_path / "compiled", **{"train.compile": True}, **settings)
+    out = _run(coco, tmp_path / "compiled", **{"train.compile": True}, **EMA)
     assert len(compiled) == 1 and type(compiled[0]).__name__ == "SwinFasterRCNN"
     for name in ("last.safetensors", "ema.safetensors"):  # the plain keys, and the same training
         assert _equal(reference / name, out / name), name
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> tuple[Path, Path]:
-    """(data, run folder) of a finished 1-epoch run, copied by the tests that change them."""
-    root = tmp_path_factory.mktemp("finished")
-    coco = make_quirky_coco(root / "coco")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a module fixture runs before
-    try:
-        return coco, _run(coco, root / "run")
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _rename(data: dict) -> None:

@@ -2,11 +2,12 @@
 
 import csv
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from detkit import REPO, edit_coco, tiny_overrides
+from detkit import REPO, edit_coco, make_quirky_coco, tiny_overrides
 from PIL import Image
 
 from swinlite.detection.models import build_detector
@@ -31,13 +32,30 @@ LOSSES = {
 }
 
 
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``one_epoch(detector)``: the run folder of one epoch of ``detector`` (Faster R-CNN under bf16 autocast, FCOS
+    with the FPN its GroupNorm needs) on a quirky COCO file of the module, trained by the first test that asks (in
+    that test, under its one_thread fixture) and read by the others; none changes it."""
+    root = tmp_path_factory.mktemp("epochs")
+    coco = make_quirky_coco(root / "coco")
+    runs: dict[str, Path] = {}
+
+    def trained(detector: str) -> Path:
+        if detector not in runs:
+            extra = {"model.detector": detector, "train.amp": "bf16" if detector == "fasterrcnn" else "none"}
+            if detector == "fcos":
+                extra["model.fpn_channels"] = 64  # FCOS's head has GroupNorm(32 groups), and P7 is 1x1 on these images
+            runs[detector] = run(DetectionTask, load_det_config(None, tiny_overrides(coco, root / detector, **extra)))
+        return runs[detector]
+
+    return trained
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those warnings
 @pytest.mark.parametrize("detector", list(LOSSES))
-def test_one_epoch_writes_every_metric_and_checkpoint(coco: Path, tmp_path: Path, detector: str):
-    extra = {"model.detector": detector, "train.amp": "bf16" if detector == "fasterrcnn" else "none"}
-    if detector == "fcos":
-        extra["model.fpn_channels"] = 64  # FCOS's head has GroupNorm(32 groups), and P7 is 1x1 on these images
-    out = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "run", **extra)))
+def test_one_epoch_writes_every_metric_and_checkpoint(one_epoch: Callable[[str], Path], detector: str):
+    out = one_epoch(detector)
     with open(out / "metrics.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     masks = [f"val_mask_{k[4:]}" for k in AP] if detector == "maskrcnn" else []
@@ -67,10 +85,11 @@ def test_a_config_line_makes_the_backbone_swin_v2(coco: Path, tmp_path: Path):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_a_run_starts_from_a_detection_runs_weights(coco: Path, tmp_path: Path):
+def test_a_run_starts_from_a_detection_runs_weights(one_epoch: Callable[[str], Path], coco: Path, tmp_path: Path):
     """model.pretrained=<a detection run>/best.safetensors failed ("116 checkpoint keys did not map onto
-    SwinTransformer"); the whole detector loads now: an epoch at lr 0 ends with the weights it started from."""
-    first = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "first")))
+    SwinTransformer"); the whole detector loads now: an epoch at lr 0 ends with the weights it started from (the
+    Faster R-CNN epoch of test_one_epoch_writes_every_metric_and_checkpoint)."""
+    first = one_epoch("fasterrcnn")
     still = {"model.pretrained": first / "best.safetensors", "optim.lr": 0, "schedule.warmup_lr": 0}
     second = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "second", **still)))
     start, end = read_state_dict(first / "best.safetensors"), read_state_dict(second / "last.safetensors")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -91,9 +92,21 @@ def evaluated(out: Path) -> None:
     (out / "errors.csv").write_text("image,error\n")
 
 
-def test_overwrite_removes_what_the_new_tasks_earlier_run_wrote(tmp_path: Path):
+@pytest.fixture(scope="module")
+def colour_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of one finished ColourTask run, read by the tests below and copied by those that change it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a module fixture runs before
+    try:
+        return train(ColourTask, tmp_path_factory.mktemp("colour") / "out")
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)  # train.deterministic=true switched it on
+
+
+def test_overwrite_removes_what_the_new_tasks_earlier_run_wrote(colour_run: Path, tmp_path: Path):
     """Its own --overwrite removed eval.json but kept errors.csv (Task.evaluation_files): one folder held two runs'."""
-    out = train(ColourTask, tmp_path / "out")
+    out = shutil.copytree(colour_run, tmp_path / "out")
     evaluated(out)
     (out / "notes.txt").write_text("the user's own file")
     train(ColourTask, out, overwrite=True)
@@ -102,10 +115,10 @@ def test_overwrite_removes_what_the_new_tasks_earlier_run_wrote(tmp_path: Path):
     assert {"notes.txt", "colour_stats.json", "best.safetensors"} <= held
 
 
-def test_another_tasks_overwrite_removes_the_new_tasks_files(folder: Path, tmp_path: Path):
+def test_another_tasks_overwrite_removes_the_new_tasks_files(colour_run: Path, folder: Path, tmp_path: Path):
     """scripts/train.py --overwrite into the new task's folder kept colour_stats.json and errors.csv beside the
     classifier's weights; what no run wrote stays."""
-    out = train(ColourTask, tmp_path / "out")
+    out = shutil.copytree(colour_run, tmp_path / "out")
     evaluated(out)
     (out / "notes.txt").write_text("the user's own file")
     tiny = overrides("classification", folder, out, **{"train.epochs": 1})
@@ -210,10 +223,10 @@ def test_a_metric_format_that_formats_no_score_is_refused_before_anything_is_wri
     assert not (tmp_path / "out").exists()
 
 
-def test_the_resume_state_of_a_task_of_your_own_is_read_as_a_models_weights(tmp_path: Path):
+def test_the_resume_state_of_a_task_of_your_own_is_read_as_a_models_weights(colour_run: Path):
     """83cc7ca refused any task's resume.pt but a classifier's, naming its best.safetensors, which the classifier's
     scripts refuse next (it names its task): its model was read with --model, and is again."""
-    out = train(ColourTask, tmp_path / "out")
+    out = colour_run
     check_not_run_resume(out / "resume.pt")
     state = read_state_dict(out / "resume.pt")
     assert torch.equal(state["head.fc.weight"], read_state_dict(out / "last.safetensors")["head.fc.weight"])

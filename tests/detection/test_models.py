@@ -221,7 +221,8 @@ def test_a_faster_rcnns_weights_start_a_mask_rcnn_its_mask_head_fresh(tmp_path, 
 @pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])
 def test_detections_do_not_depend_on_batch_size_or_order(detector):
     """A small first image once fixed the RoI scales a level off; batch padding changed the boxes."""
-    cfg = DetModelConfig(detector=detector, name="swinlite_tiny_patch4_window7_224", fpn_channels=64,
+    width = 64 if detector == "fcos" else 32  # FCOS's GroupNorm of 32 groups needs 2 channels a group on a 1x1 level
+    cfg = DetModelConfig(detector=detector, name="swinlite_tiny_patch4_window7_224", fpn_channels=width,
                          box_head_dim=16, score_thresh=0.0)  # fmt: skip
     torch.manual_seed(0)
     images = [torch.rand(3, h, w) for h, w in [(129, 124), (60, 90), (200, 150), (96, 96)]]
@@ -252,8 +253,8 @@ def test_under_bf16_autocast_boxes_scores_and_losses_are_fp32(detector):
     """With the heads' outputs in bf16 the boxes were bf16 (a 2-px grid past 256 px, 4 px past 512) and the scores
     mostly tied. Now the heads compute in bf16 and return fp32 (the R-CNN predictors compute in fp32), the anchors
     are fp32, and boxes, scores and losses are fp32, close to those of fp32 heads on the same bf16 backbone maps."""
-    cfg = DetModelConfig(detector=detector, name="swinlite_tiny_patch4_window7_224", fpn_channels=64,
-                         box_head_dim=16, score_thresh=0.0)  # fmt: skip
+    cfg = DetModelConfig(detector=detector, name="swinlite_tiny_patch4_window7_224", fpn_channels=32,
+                         box_head_dim=16, score_thresh=0.0)  # fmt: skip  # 32: bf16 convs are slow on CPU
     torch.manual_seed(0)
     model = build_detector(cfg, 2, test_size=300, max_size=400, **TINY)  # patch 4: a quarter of pico's tokens
     if detector == "retinanet":  # its prior init makes every logit -4.6, tied in bf16: spread them as training does
@@ -285,8 +286,8 @@ def test_under_bf16_autocast_boxes_scores_and_losses_are_fp32(detector):
     assert set(found) == set(wanted)
     assert {found[key].dtype for key in ("boxes", "scores")} == {torch.float32}
     boxes = found["boxes"]
-    assert (boxes[boxes > 256] % 2 != 0).sum() >= 10  # bf16 ones all on the grid; measured 26-120 off it
-    # a twin of each reference detection: same label, box within 1 px, score within 1e-2. Measured 94-100 of 100
+    assert (boxes[boxes > 256] % 2 != 0).sum() >= 10  # bf16 ones all on the grid; measured 66-97 off it
+    # a twin of each reference detection: same label, box within 1 px, score within 1e-2. Measured 94-99 of 100
     # (bf16 heads reorder near-tied proposals and candidates; the twins' boxes differed by < 0.05 px, scores < 3e-3)
     twins = 0
     for box, score, label in zip(wanted["boxes"], wanted["scores"], wanted["labels"], strict=True):
@@ -296,7 +297,7 @@ def test_under_bf16_autocast_boxes_scores_and_losses_are_fp32(detector):
         twins += bool(near.any())
     assert len(wanted["boxes"]) == 100 and twins >= 85, twins
     assert set(amp[True]) == set(expected[True])
-    for key, value in expected[True].items():  # measured within 1.5% (the samplers draw alike)
+    for key, value in expected[True].items():  # measured within 0.7% (the samplers draw alike)
         assert amp[True][key].dtype == torch.float32 and torch.isfinite(amp[True][key]), key
         torch.testing.assert_close(amp[True][key], value, rtol=0.05, atol=1e-3, msg=f"train {key}")
 

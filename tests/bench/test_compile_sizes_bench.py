@@ -77,7 +77,13 @@ def test_benchmark_refuses_two_runs_at_once():
 
 
 def test_sizes_run_covers_every_task_and_backbone(monkeypatch):
+    """The FPN rows' torchvision backbone is a ResNet-18 FPN under the ResNet-50 row's name (the rows, not the
+    network, are checked)."""
     narrow_swin_t(monkeypatch)
+    resnet_fpn = sizes.resnet_fpn_backbone
+    monkeypatch.setattr(
+        sizes, "resnet_fpn_backbone", lambda **kwargs: resnet_fpn(**kwargs | {"backbone_name": "resnet18"})
+    )
     cfg = SizesConfig(sizes=((32, 34),), batch=1, warmup=0, repeats=1)  # 34: not a patch multiple, timm pads
     result = run_sizes(cfg, log=lambda _: None)
     assert all(r["size"] == [32, 34] for r in result["rows"])

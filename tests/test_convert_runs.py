@@ -6,6 +6,7 @@ import dataclasses
 import runpy
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,24 @@ def _run_file(tmp_path: Path, task: str, name: str = PICO, **kwargs: object) -> 
     return path
 
 
+@pytest.fixture(scope="module")
+def run_file(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``run_file(task, name=PICO, **kwargs)``: ``_run_file``'s file of those arguments, written once per module (each
+    in a folder of its own) and shared by the tests, which only read it."""
+    root = tmp_path_factory.mktemp("run_files")
+    files: dict[tuple, Path] = {}
+
+    def written(task: str, name: str = PICO, **kwargs: object) -> Path:
+        key = (task, name, tuple(sorted(kwargs.items())))
+        if key not in files:
+            folder = root / str(len(files))
+            folder.mkdir()
+            files[key] = _run_file(folder, task, name, **kwargs)
+        return files[key]
+
+    return written
+
+
 def _swin_in(path: Path, task: str) -> dict[str, torch.Tensor]:
     """The Swin a run's file holds, as a classifier-less Swin's state dict: its features-only Swin has no final norm,
     the last level's output norm stands for it."""
@@ -114,12 +133,12 @@ CASES = [(task, route) for task in LAYOUT for route in ROUTES if route != task] 
 
 
 @pytest.mark.parametrize(("task", "route"), CASES)
-def test_a_runs_swin_loads_as_a_backbone_checkpoint(tmp_path, capsys, monkeypatch, task, route):
+def test_a_runs_swin_loads_as_a_backbone_checkpoint(run_file, tmp_path, capsys, monkeypatch, task, route):
     """A detection run's best.safetensors as a segmentation run's model.pretrained failed ("112 checkpoint keys did
     not map onto SwinTransformer: backbone.body.model.layers.0..."), a segmentation run's as a detector's (and through
     timm, convert_checkpoint.py) on its BatchNorm counts ("weights that are not floating point"), and
     convert_checkpoint.py copied a detector's whole as "the swinlite layout": its Swin loads now, bit for bit."""
-    path = _run_file(tmp_path, task)
+    path = run_file(task)
     assert swinlite.detect_layout(read_state_dict(path)) == LAYOUT[task]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -139,10 +158,10 @@ CONVERTED_AS_IS = ("load_state_dict", "convert_checkpoint")
 @pytest.mark.filterwarnings("ignore:dropping per-level output norms")  # --model's variant has none (tested above)
 @pytest.mark.parametrize("other", ["depth", "model"])
 @pytest.mark.parametrize(("task", "route"), CASES)
-def test_a_runs_swin_of_another_model_is_refused(tmp_path, capsys, monkeypatch, task, route, other):
+def test_a_runs_swin_of_another_model_is_refused(run_file, tmp_path, capsys, monkeypatch, task, route, other):
     """Nothing loads half: a run's Swin of another depth (model.kwargs) or another model is an error naming the file,
     what of it was read and, where the file records it, its model beside the model's; never a half-loaded backbone."""
-    path = _run_file(tmp_path, task, depths=(1, 1, 1, 1)) if other == "depth" else _run_file(tmp_path, task, NANO)
+    path = run_file(task, depths=(1, 1, 1, 1)) if other == "depth" else run_file(task, NANO)
     with pytest.raises(RuntimeError if route in CONVERTED_AS_IS else ValueError) as error:
         _loaded(route, path, tmp_path, capsys, monkeypatch)
     message = " ".join(str(error.value).split())
@@ -160,10 +179,10 @@ def test_a_runs_swin_of_another_model_is_refused(tmp_path, capsys, monkeypatch, 
 
 
 @pytest.mark.parametrize("task", LAYOUT)
-def test_convert_checkpoint_writes_a_runs_swin_without_the_runs_metadata(tmp_path, capsys, monkeypatch, task):
+def test_convert_checkpoint_writes_a_runs_swin_without_the_runs_metadata(run_file, tmp_path, capsys, monkeypatch, task):
     """The output is the Swin alone: its FPN and heads left out, and the run's metadata, which describes them (with it
     detect.py and segment.py took the backbone for a whole detector / UperNet)."""
-    path, out = _run_file(tmp_path, task), tmp_path / "out.safetensors"
+    path, out = run_file(task), tmp_path / "out.safetensors"
     code, printed = _convert(capsys, monkeypatch, str(path), str(out))
     assert code == 0, printed
     assert f"a {PICO} backbone; the run's metadata, which describes its whole model, is not kept" in printed
@@ -173,10 +192,10 @@ def test_convert_checkpoint_writes_a_runs_swin_without_the_runs_metadata(tmp_pat
 
 
 @pytest.mark.parametrize("task", LAYOUT)
-def test_a_classification_run_names_a_file_that_does_not_fit(tmp_path, task):
+def test_a_classification_run_names_a_file_that_does_not_fit(run_file, task):
     """Classification's model.pretrained goes through timm's loader, whose error named neither the file nor the
     model it records, where detection's and segmentation's name both."""
-    path = _run_file(tmp_path, task, NANO)
+    path = run_file(task, NANO)
     with pytest.raises(ValueError) as error:
         create_model(ModelConfig(name=PICO, pretrained=str(path)), num_classes=3)
     message = " ".join(str(error.value).split())
@@ -198,14 +217,14 @@ BACKBONE_CASES += [(task, target, True) for task in LAYOUT for target in LAYOUT]
 
 @pytest.mark.parametrize(("task", "target", "converted"), BACKBONE_CASES)
 def test_a_run_without_output_norms_starts_a_detection_or_segmentation_backbone(
-    tmp_path, capsys, monkeypatch, task, target, converted
+    run_file, tmp_path, capsys, monkeypatch, task, target, converted
 ):
     """A run trained with model.kwargs.out_norm=false has a Swin without a final norm (no last level's output norm
     stands for it): another run's model.pretrained refused it ("2 model weights missing from it: norm.weight,
     norm.bias"), though its features-only backbone prunes the final norm, and convert_checkpoint.py wrote a backbone
     of it that no loader took. Both load now: every weight the backbone uses from the file, bit for bit; the output
     norms the file lacks (the backbone's are on) start fresh, named in a warning."""
-    path = _run_file(tmp_path, task, out_norm=False)
+    path = run_file(task, out_norm=False)
     want = _swin_without_norms(path, task)
     if converted:
         backbone = tmp_path / "backbone.safetensors"
@@ -225,11 +244,11 @@ def test_a_run_without_output_norms_starts_a_detection_or_segmentation_backbone(
 @pytest.mark.parametrize("route", ["classification", "timm_overlay", "convert_checkpoint_model", "load_model"])
 @pytest.mark.parametrize("task", LAYOUT)
 def test_a_model_that_uses_the_final_norm_refuses_a_run_without_it_saying_why(
-    tmp_path, capsys, monkeypatch, task, route
+    run_file, tmp_path, capsys, monkeypatch, task, route
 ):
     """A classifier needs the final norm a run trained with model.kwargs.out_norm=false lacks: still refused, as
     nothing loads half, but with the cause, not a bare "2 model weights missing from it: norm.weight, norm.bias"."""
-    path = _run_file(tmp_path, task, out_norm=False)
+    path = run_file(task, out_norm=False)
     with pytest.raises(ValueError) as error:
         if route == "classification":
             create_model(ModelConfig(name=PICO, pretrained=str(path)), num_classes=3)
@@ -250,11 +269,11 @@ def test_a_model_that_uses_the_final_norm_refuses_a_run_without_it_saying_why(
 
 
 @pytest.mark.parametrize("task", LAYOUT)
-def test_the_swin_of_a_run_without_output_norms_is_read_for_its_levels(tmp_path, task):
+def test_the_swin_of_a_run_without_output_norms_is_read_for_its_levels(run_file, task):
     """export_onnx.py --features, extract_features.py and visualize.py read a run's Swin through
     swinlite.export.run_backbone, which refused one trained with model.kwargs.out_norm=false ("it has no final norm
     (norm.*), which the model uses"), with or without --no-out-norm: it is that Swin, its levels the raw ones."""
-    path = _run_file(tmp_path, task, out_norm=False)
+    path = run_file(task, out_norm=False)
     want = _swin_without_norms(path, task)
     for out_norm in (None, False):  # the run's own choice (none), and --no-out-norm
         got = run_backbone(path, out_norm).state_dict()

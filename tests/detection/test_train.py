@@ -1,20 +1,17 @@
 """One train + eval epoch of each detector on the quirky 6-image COCO file; metrics, checkpoints, errors."""
 
 import csv
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from detkit import REPO, edit_coco, make_quirky_coco, tiny_overrides
+from detkit import REPO, edit_coco, make_quirky_coco, rewrite_checkpoint, tiny_overrides
 from PIL import Image
 
-from swinlite.detection.models import build_detector
 from swinlite.detection.predictor import load_detector
 from swinlite.detection.task import DetectionTask
 from swinlite.engine import run
-from swinlite.engine.checkpoint import save_weights
 from swinlite.engine.config import flatten, to_dict
 from swinlite.engine.preflight import check_run
 from swinlite.hub import hub_repo
@@ -84,28 +81,22 @@ def test_a_config_line_makes_the_backbone_swin_v2(coco: Path, tmp_path: Path):
     assert len(blocks) == 5  # pico depths 1-1-2-1
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
-def test_a_run_starts_from_a_detection_runs_weights(one_epoch: Callable[[str], Path], coco: Path, tmp_path: Path):
+def test_a_run_starts_from_a_detection_runs_weights_and_names_other_class_names(
+    one_epoch: Callable[[str], Path], coco: Path, tmp_path: Path
+):
     """model.pretrained=<a detection run>/best.safetensors failed ("116 checkpoint keys did not map onto
     SwinTransformer"); the whole detector loads now: an epoch at lr 0 ends with the weights it started from (the
-    Faster R-CNN epoch of test_one_epoch_writes_every_metric_and_checkpoint)."""
-    first = one_epoch("fasterrcnn")
-    still = {"model.pretrained": first / "best.safetensors", "optim.lr": 0, "schedule.warmup_lr": 0}
-    second = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "second", **still)))
-    start, end = read_state_dict(first / "best.safetensors"), read_state_dict(second / "last.safetensors")
-    assert start.keys() == end.keys() and all(torch.equal(start[k], end[k]) for k in start)
-
-
-def test_a_run_from_a_detectors_weights_of_other_class_names_warns(coco: Path, tmp_path: Path):
-    """The run gives the detector its classes' names: a file of as many other classes is named with both lists."""
-    cfg = load_det_config(None, tiny_overrides(coco, tmp_path / "unused")).model
-    save_weights(tmp_path / "cats.safetensors", build_detector(cfg, 2, 48, 96).state_dict(),
-                 {"task": "detection", "detector": dataclasses.asdict(cfg), "classes": ["cat", "dog"]})  # fmt: skip
-    overrides = tiny_overrides(coco, tmp_path / "run", **{"model.pretrained": tmp_path / "cats.safetensors"})
+    Faster R-CNN epoch of test_one_epoch_writes_every_metric_and_checkpoint, its file naming other classes). The run
+    gives the detector its classes' names: a file of as many other classes is named with both lists."""
+    first = one_epoch("fasterrcnn") / "best.safetensors"
+    cats = rewrite_checkpoint(first, tmp_path / "cats.safetensors", classes=["cat", "dog"])
+    still = {"model.pretrained": cats, "optim.lr": 0, "schedule.warmup_lr": 0}
     with pytest.warns(UserWarning) as record:  # the file's quirks warn too; test_data checks those warnings
-        run(DetectionTask, load_det_config(None, overrides))
+        second = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "second", **still)))
     assert any("cats.safetensors: its class layers were trained on other classes (cat, dog) than this run's (square, "
                "bar)" in str(w.message) for w in record)  # fmt: skip
+    start, end = read_state_dict(first), read_state_dict(second / "last.safetensors")
+    assert start.keys() == end.keys() and all(torch.equal(start[k], end[k]) for k in start)
 
 
 def test_unknown_key_and_bad_values_are_clear_errors():

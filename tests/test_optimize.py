@@ -17,9 +17,13 @@ def _small_model(depth: int = 1) -> torch.nn.Module:
     return timm.create_model("swinlite_pico_patch2_window4_32", depths=(depth,), num_heads=(1,)).eval()
 
 
-def test_optimized_model_matches_eager_and_compiles_once_per_size(monkeypatch):
+def test_optimized_model_matches_eager_compiles_once_per_size_and_says_eager_past_the_recompile_limit(monkeypatch):
     """The compiled path (served whatever the timing says): eager's outputs, one graph per size, and the weights of
-    the call (inductor's frozen graph read the live tensors it did not fold: an in-place change reached it)."""
+    the call (inductor's frozen graph read the live tensors it did not fold: an in-place change reached it).
+
+    Then each call compiles a copy of the model, and after ``recompile_limit`` compiles (here this test's one) dynamo
+    runs the forward eagerly: the callable said ``path == "compiled"`` (and could be timed the faster of two eager
+    runs) without a graph; it says eager, with a warning, and computes the model's function."""
     torch._dynamo.reset()
     counters.clear()
     monkeypatch.setattr("swinlite.optimize.fastest_now", lambda candidates, *args, **kwargs: "compiled")
@@ -42,6 +46,12 @@ def test_optimized_model_matches_eager_and_compiles_once_per_size(monkeypatch):
         for parameter in model.parameters():
             parameter.mul_(0.5)
     torch.testing.assert_close(fn(y), expected, atol=1e-4, rtol=1e-4)
+    with torch._dynamo.config.patch(recompile_limit=1), pytest.warns(UserWarning, match="recompile_limit"):
+        fn = swinlite.optimize_for_inference(model, x)
+    assert fn.path == "eager"
+    with torch.inference_mode():
+        torch.testing.assert_close(fn(x), model(x))
+    torch._dynamo.reset()
 
 
 def test_a_float64_model_compiles_on_the_cpu(monkeypatch):
@@ -107,23 +117,6 @@ def test_the_faster_path_serves_with_the_weights_of_the_call(monkeypatch, slower
     with torch.no_grad():
         model.head.fc.weight.mul_(2.0)  # the compiled graph froze the old weights; the eager path runs a copy of them
     torch.testing.assert_close(fn(x), expected)
-
-
-def test_past_dynamos_recompile_limit_it_says_it_serves_eager(monkeypatch):
-    """Each call compiles a copy of the model, and after ``recompile_limit`` compiles dynamo runs the forward eagerly:
-    the callable said ``path == "compiled"`` (and could be timed the faster of two eager runs) without a graph."""
-    monkeypatch.setattr("swinlite.optimize.fastest_now", lambda candidates, *args, **kwargs: "compiled")
-    torch._dynamo.reset()
-    x = torch.randn(1, 3, 8, 8)
-    with torch._dynamo.config.patch(recompile_limit=1):
-        assert swinlite.optimize_for_inference(_small_model(), x).path == "compiled"
-        model = _small_model()
-        with pytest.warns(UserWarning, match="recompile_limit"):
-            fn = swinlite.optimize_for_inference(model, x)
-    assert fn.path == "eager"
-    with torch.inference_mode():
-        torch.testing.assert_close(fn(x), model(x))
-    torch._dynamo.reset()
 
 
 def test_model_in_training_mode_is_rejected():

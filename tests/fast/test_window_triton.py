@@ -58,18 +58,18 @@ def test_the_kernels_in_triton_s_interpreter():
         command, cwd=root, env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "9 passed" in result.stdout, result.stdout[-2000:]  # they ran, none skipped
+    assert "7 passed" in result.stdout, result.stdout[-2000:]  # they ran, none skipped
 
 
 @interpreted
-@pytest.mark.parametrize("with_mask", [False, True])
-def test_interpreted_kernel_matches_loop_in_values_and_gradients(with_mask):
+def test_interpreted_kernel_matches_loop_in_values_and_gradients():
+    """Without a mask; with one (-100 between shift regions, -inf on a padded key) the same fp32 kernel is checked
+    against the loop by the non-contiguous and the compiled tests below."""
     torch.manual_seed(0)
     qkv = torch.randn(B * NW, N, 3, H, HD, requires_grad=True)
     bias = torch.randn(H, N, N, requires_grad=True)
-    mask = hand_written_mask(NW, N) if with_mask else None  # -100 between shift regions, -inf on a padded key
     kernel = partial(window_triton.triton_window_attention, batch=B, scale=HD**-0.5)
-    assert_attention_matches_loop(kernel, qkv, bias, mask)
+    assert_attention_matches_loop(kernel, qkv, bias, None)
 
 
 @interpreted
@@ -110,11 +110,12 @@ def test_interpreted_kernel_takes_a_non_contiguous_projection():
 
 
 @interpreted
-@pytest.mark.parametrize("shift", [False, True])
-def test_interpreted_block_through_triton_equals_the_reference_block(monkeypatch, shift):
-    """The Triton kernel as the table's choice for a block (shifted, padded 5x9 -> 8x12), values and gradients."""
+def test_interpreted_block_through_triton_equals_the_reference_block(monkeypatch):
+    """The Triton kernel as the table's choice for a block (shifted, padded 5x9 -> 8x12), values and gradients. The
+    kernel gets the shift and padding mask here; an unshifted padded block hands it a padding mask alone, through
+    the same call (that block's geometry is test_window_flex's and test_fast_block's)."""
     monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "triton")
-    assert_fast_block_matches_reference(shift)
+    assert_fast_block_matches_reference(shift=True)
 
 
 @interpreted

@@ -2,9 +2,11 @@
 its settings are compared and before the data scan), train.epochs or train.max_iters lowered below the point the run
 reached, and model.kwargs that change which parameters are trained (frozen_stages)."""
 
+import shutil
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from enginekit import TASKS, overrides, script_main, tiny_config
 
@@ -18,6 +20,23 @@ FAST = {"train.max_iters": 1, "schedule.warmup_epochs": 0}
 
 class Killed(BaseException):
     """A kill at a chosen point (a BaseException, as KeyboardInterrupt: no ``except Exception`` handles it)."""
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(data folder, run): a finished 2-epoch run of ``FAST``, copied by each test that resumes it."""
+    from trainkit import make_folder
+
+    root = tmp_path_factory.mktemp("finished")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
+    try:
+        data = make_folder(root / "data")
+        out = run(TASK, tiny_config("classification", data, root / "run", **FAST))
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    return data, out
 
 
 @pytest.fixture
@@ -57,11 +76,10 @@ def test_a_folder_of_another_task_is_named_before_its_settings_and_the_data_scan
     assert "warning" not in said and scans == []
 
 
-def test_train_epochs_below_the_epochs_done_is_refused(folder, tmp_path, capsys, scans):
+def test_train_epochs_below_the_epochs_done_is_refused(finished, tmp_path, capsys, scans):
     """--resume train.epochs=1 on a finished 2-epoch run said 'resumed ... after its last epoch (1)' and rewrote
     config.yaml with epochs: 1 beside a metrics.csv of 2 epochs."""
-    out = run(TASK, tiny_config("classification", folder, tmp_path / "run", **FAST))
-    scans.clear()
+    folder, out = finished[0], shutil.copytree(finished[1], tmp_path / "run")
     said = refused(folder, out, capsys, **FAST, **{"train.epochs": 1})
     assert said.startswith(f"error: --resume: train.epochs=1 ends before the point {out / 'resume.pt'} was saved at "
                            "(2 epochs done); resume with train.epochs=2 or more")  # fmt: skip
@@ -95,13 +113,12 @@ def test_train_max_iters_below_the_step_reached_is_refused(folder, tmp_path, cap
     )  # fmt: skip  (reaching the step: its evaluation only)
 
 
-def test_frozen_stages_changed_is_refused_before_the_data_scan(folder, tmp_path, capsys, scans):
+def test_frozen_stages_changed_is_refused_before_the_data_scan(finished, tmp_path, capsys, scans):
     """model.kwargs.frozen_stages changed at --resume (frozen parameters are left out of the optimizer) failed after
     the data scan with 'resume.pt does not fit this run's model or optimizer (loaded state dict contains a parameter
     group that doesn't match the size of optimizer's group)', which named no cause."""
-    out = run(TASK, tiny_config("classification", folder, tmp_path / "run", **FAST, **{"train.epochs": 1}))
-    scans.clear()
-    frozen = {**FAST, "train.epochs": 2, "model.kwargs.frozen_stages": 1}
+    folder, out = finished[0], shutil.copytree(finished[1], tmp_path / "run")  # 2 epochs done
+    frozen = {**FAST, "train.epochs": 3, "model.kwargs.frozen_stages": 1}
     said = refused(folder, out, capsys, **frozen)
     assert said.startswith("error: --resume: the set of trained parameters changed with model.kwargs.frozen_stages "
                            "(frozen parameters are left out of the optimizer)")  # fmt: skip

@@ -23,6 +23,28 @@ from swinlite.engine.task import StepOutput
 from swinlite.engine.trainer import RunState, Trainer
 
 
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(data folder, run): a finished classification run of ``train.epochs=1``, copied by each test that resumes it."""
+    from trainkit import make_folder
+
+    root = tmp_path_factory.mktemp("one_epoch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
+    try:
+        data = make_folder(root / "data")
+        out = run(TASKS["classification"], tiny_config("classification", data, root / "run", **{"train.epochs": 1}))
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    return data, out
+
+
+def copied(one_epoch: tuple[Path, Path], folder: Path) -> tuple[Path, Path]:
+    """(data folder, a copy of the finished 1-epoch run in ``folder``)."""
+    return one_epoch[0], shutil.copytree(one_epoch[1], folder)
+
+
 def test_the_progress_line_shows_the_epoch_s_running_loss_and_the_step_s(capsys, monkeypatch):
     """The progress showed the last step's loss while the epoch line, metrics.csv and TensorBoard give the epoch's
     running mean per image: losses 1, 3, 5 (one image each) now show running 1, 2, 3, each step's in brackets."""
@@ -91,10 +113,10 @@ def test_epoch_time_spans_the_ema_evaluation(folder: Path, tmp_path: Path, monke
         assert float(next(csv.DictReader(f))["epoch_time"]) >= 1.5
 
 
-def test_raising_train_epochs_names_the_lr_on_both_schedules(folder: Path, tmp_path: Path, capsys):
+def test_raising_train_epochs_names_the_lr_on_both_schedules(one_epoch, tmp_path: Path, capsys):
     """A finished 1-epoch run resumed with train.epochs=2: the warning named no cause and no lr; now it names the
     changed setting, the lr of the first resumed step on the new schedule and on the saved one, and the warm restart."""
-    out = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 1}))
+    folder, out = copied(one_epoch, tmp_path / "run")
     steps = load_resume(out / "resume.pt")["step"]
     capsys.readouterr()
     run(TASKS["classification"], tiny_config("classification", folder, out, **{"train.epochs": 2}), resume=True)
@@ -128,12 +150,13 @@ def _diverging_at(monkeypatch, calls: int) -> None:
     monkeypatch.setattr(TASKS["classification"], "train_step", nan_later)
 
 
-def test_a_divergence_after_a_step_checkpoint_goes_back_to_the_last_good_epoch(folder, tmp_path, capsys, monkeypatch):
+def test_a_divergence_after_a_step_checkpoint_goes_back_to_the_last_good_epoch(
+    one_epoch, tmp_path, capsys, monkeypatch
+):
     """Epoch 2 saved its step 1 (weights ruined but finite), then diverged: the error said the folder kept the last good
     epoch, yet resume.pt held that step checkpoint, which every --resume diverged from again. Now resume.pt is back at
     the end of epoch 1, the error says so, and a --resume with sound settings trains on from there."""
-    out = tmp_path / "out"
-    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+    folder, out = copied(one_epoch, tmp_path / "out")
     epoch1 = load_resume(out / "resume.pt")
     capsys.readouterr()
     _diverging_at(monkeypatch, 2)
@@ -163,10 +186,10 @@ def test_a_divergence_after_a_resumed_step_checkpoint_without_an_epoch_says_what
     assert held in error and "of epoch 1/1, which --resume continues from and may diverge from again" in error, error
 
 
-def test_the_schedule_warning_names_settings_changed_since_the_resume_file(folder, tmp_path, capsys, monkeypatch):
+def test_the_schedule_warning_names_settings_changed_since_the_resume_file(one_epoch, tmp_path, capsys, monkeypatch):
     """A resume with train.epochs=4 that diverged before saving rewrote config.yaml; the next one compared with it and
     named no cause. The settings the resume file was saved with are compared now."""
-    out = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 1}))
+    folder, out = copied(one_epoch, tmp_path / "run")
     _diverging_at(monkeypatch, 1)
     with pytest.raises(ValueError, match="training diverged"):
         run(TASKS["classification"], tiny_config("classification", folder, out, **{"train.epochs": 2}), resume=True)

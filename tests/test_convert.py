@@ -157,7 +157,8 @@ def test_to_timm_state_dict_loads_into_timms_swin(name, timm_name, img_size):
     if "pico" in name:
         model, ref = timm.create_model(name), _timm_pico(timm_name, img_size)
     else:
-        model, ref = (timm.create_model(n, depths=(2, 2, 2, 2)) for n in (name, timm_name))
+        narrow = dict(depths=(2, 2, 2, 2), embed_dim=32, num_heads=(1, 2, 4, 8))  # the names do not depend on width
+        model, ref = (timm.create_model(n, **narrow) for n in (name, timm_name))
     model, ref = model.eval(), ref.eval()
     with torch.no_grad():
         for p in model.parameters():  # V2's post-norms start at zero: its blocks would add nothing to the logits
@@ -234,7 +235,8 @@ def test_the_ema_warning_names_the_line_that_loads(route, tmp_path: Path):
          dict(SMALL, embed_dim=32, num_heads=(1, 2, 4, 8)), (12, 12), (384, 384)),
         # a rectangular window (it was refused: "not (2w-1)^2"), shifted blocks, every stage a whole number of windows
         ("swin_tiny_patch4_window7_224", "swin_tiny_patch4_window7_224",
-         dict(depths=(2, 2, 2, 2), window_size=(7, 12), img_size=(224, 384)), (7, 12), (224, 384)),
+         dict(depths=(2, 2, 2, 2), embed_dim=32, num_heads=(1, 2, 4, 8), window_size=(7, 12), img_size=(224, 384)),
+         (7, 12), (224, 384)),
     ],
     ids=["window12", "window7x12"],
 )  # fmt: skip
@@ -426,26 +428,36 @@ V1_FOR_V2 = {  # (timm source, swinlite --model, the cause: the hint names the f
 }  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def v1_for_v2_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each V1_FOR_V2 case's timm source saved as ``t.pth`` (in a folder of its own), once for the three routes."""
+    files = {}
+    for case, (source, _, _) in V1_FOR_V2.items():
+        files[case] = tmp_path_factory.mktemp(case) / "t.pth"
+        torch.save(timm.create_model(source, **SMALL).state_dict(), files[case])
+    return files
+
+
 @pytest.mark.parametrize("case", V1_FOR_V2)
 @pytest.mark.parametrize("route", ["convert_checkpoint", "load_model", "pretrained_strict_false"])
-def test_a_swin_v1_file_for_a_swin_v2_model_says_so(tmp_path, capsys, monkeypatch, case, route):
+def test_a_swin_v1_file_for_a_swin_v2_model_says_so(tmp_path, capsys, monkeypatch, v1_for_v2_files, case, route):
     """It listed only the keys that did not map ("24 checkpoint keys did not map onto SwinTransformer:
     layers.0.blocks.0.attn.qkv.bias, ..."), swinlite's converted names, not the file's, and no cause; timm's
     pretrained_strict=False dropped those keys, then blamed a norm's shape on "another model size"."""
-    source, model, cause = V1_FOR_V2[case]
-    torch.save(timm.create_model(source, **SMALL).state_dict(), tmp_path / "t.pth")
+    _, model, cause = V1_FOR_V2[case]
+    checkpoint = v1_for_v2_files[case]
     if route == "pretrained_strict_false":
         with pytest.raises(ValueError, match=re.escape(f"checkpoint {cause}")) as error:
-            overlay = {"file": str(tmp_path / "t.pth")}
+            overlay = {"file": str(checkpoint)}
             timm.create_model(model, pretrained=True, pretrained_strict=False, pretrained_cfg_overlay=overlay, **SMALL)
         assert "another model size" not in str(error.value)
         return
     if route == "load_model":
         with pytest.raises(ValueError) as error:
-            load_model(tmp_path / "t.pth", model)
+            load_model(checkpoint, model)
         message = str(error.value)
     else:
-        code, message = _run_script(capsys, monkeypatch, str(tmp_path / "t.pth"), str(tmp_path / "x.safetensors"),
+        code, message = _run_script(capsys, monkeypatch, str(checkpoint), str(tmp_path / "x.safetensors"),
                                     "--model", model)  # fmt: skip
         assert code != 0 and not (tmp_path / "x.safetensors").exists()
     assert f"t.pth {cause}" in message or f"t.pth: checkpoint {cause}" in message, message

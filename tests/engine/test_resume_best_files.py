@@ -57,12 +57,9 @@ def assert_follows_history(out: Path) -> None:
     assert not [name for name in PENDING if (out / name).exists()]
 
 
-@pytest.mark.parametrize("before", [True, False])
-def test_a_kill_around_the_resume_file_leaves_best_files_of_the_history(before, folder, tmp_path, capsys, monkeypatch):
-    """Killed after epoch 2's best.safetensors was written but before its resume.pt, a run resumed into an epoch 2
-    that scores lower than epoch 1 ended 'done: best val_top1 50.00 at epoch 1' with best.safetensors (and
-    best_ema.safetensors) holding the killed run's epoch 2."""
-    out = tmp_path / "run"
+def killed_at_epoch_2(out: Path, data: Path, before: bool, patch: pytest.MonkeyPatch) -> None:
+    """A run of ``SETTINGS`` scoring 50 then 70, killed as epoch 2's save writes resume.pt: ``before`` it (its
+    last.safetensors, metrics.csv and pending best weights written) or after it."""
     save_resume = trainer.save_resume
 
     def killed(path, state):
@@ -73,11 +70,43 @@ def test_a_kill_around_the_resume_file_leaves_best_files_of_the_history(before, 
         if at_epoch_2:  # after it: its best weights still pending
             raise Killed
 
-    with monkeypatch.context() as patch:
-        patch.setattr(trainer, "save_resume", killed)
-        scored([50.0, 70.0], patch)
-        with pytest.raises(Killed):
-            run(TASK, tiny_config("classification", folder, out, **SETTINGS))
+    patch.setattr(trainer, "save_resume", killed)
+    scored([50.0, 70.0], patch)
+    with pytest.raises(Killed):
+        run(TASK, tiny_config("classification", data, out, **SETTINGS))
+
+
+@pytest.fixture(scope="module")
+def killed_before_resume_2(tmp_path_factory) -> tuple[Path, Path]:
+    """(data folder, run): ``killed_at_epoch_2`` before its resume.pt, copied by each test."""
+    from trainkit import make_folder
+
+    root = tmp_path_factory.mktemp("killed_before_resume_2")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            data = make_folder(root / "data")
+            killed_at_epoch_2(root / "run", data, True, patch)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    return data, root / "run"
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_a_kill_around_the_resume_file_leaves_best_files_of_the_history(
+    before, killed_before_resume_2, tmp_path, capsys, monkeypatch
+):
+    """Killed after epoch 2's best.safetensors was written but before its resume.pt, a run resumed into an epoch 2
+    that scores lower than epoch 1 ended 'done: best val_top1 50.00 at epoch 1' with best.safetensors (and
+    best_ema.safetensors) holding the killed run's epoch 2."""
+    folder, out = killed_before_resume_2[0], tmp_path / "run"
+    if before:
+        shutil.copytree(killed_before_resume_2[1], out)
+    else:
+        with monkeypatch.context() as patch:
+            killed_at_epoch_2(out, folder, before, patch)
     assert read_metadata(out / "best.safetensors")["epoch"] == 1  # epoch 2's are not there before its resume.pt
     assert [name for name in PENDING if (out / name).exists()] == list(PENDING)
     scored([40.0], monkeypatch)  # epoch 2, trained again, scores lower (another setting, or not deterministic)
@@ -190,12 +219,12 @@ def killed_at_the_last_resume_file(out: Path, settings: dict, data: Path, monkey
     assert read_metadata(out / "last.safetensors")["epoch"] == settings["train.epochs"]
 
 
-def test_a_resume_brings_the_files_a_cut_save_left_back_to_its_point(folder, tmp_path, capsys, monkeypatch):
+def test_a_resume_brings_the_files_a_cut_save_left_back_to_its_point(killed_before_resume_2, tmp_path, capsys):
     """Killed after epoch 2's last.safetensors and metrics.csv, before its resume.pt, and resumed with
     train.epochs=1: 'done: best val_top1 ... at epoch 1' beside last weights of epoch 2 and metrics.csv's epoch-2 row
     (TensorBoard was cut back). They are epoch 1's again, the weights those of resume.pt."""
-    out = tmp_path / "run"
-    killed_at_the_last_resume_file(out, SETTINGS, folder, monkeypatch)
+    folder, out = killed_before_resume_2[0], shutil.copytree(killed_before_resume_2[1], tmp_path / "run")
+    assert read_metadata(out / "last.safetensors")["epoch"] == 2
     capsys.readouterr()
     run(TASK, tiny_config("classification", folder, out, **SETTINGS | {"train.epochs": 1}), resume=True)
     assert " at epoch 1\n" in capsys.readouterr().out  # done: best val_top1 ... at epoch 1

@@ -30,11 +30,12 @@ def image_folder(tmp_path):
     return root
 
 
-@pytest.fixture
-def checkpoint(tmp_path):
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A pico (seed 0, eval mode) and its weights file, shared by the module's tests; none changes either."""
     torch.manual_seed(0)
     model = timm.create_model(PICO).eval()
-    path = tmp_path / "pico.pth"
+    path = tmp_path_factory.mktemp("checkpoint") / "pico.pth"
     torch.save(model.state_dict(), path)
     return model, path
 
@@ -262,7 +263,7 @@ def test_settings_name_the_weights_loaded_though_the_file_is_replaced_after_the_
     and a rerun with the new file skipped every image as already whole."""
     import swinlite.extract
 
-    ckpt = checkpoint[1]
+    ckpt = Path(shutil.copy(checkpoint[1], tmp_path / "pico.pth"))  # this test replaces the file
     loaded = hashlib.sha256(ckpt.read_bytes()).hexdigest()
     torch.manual_seed(1)
     newer = timm.create_model(PICO).state_dict()

@@ -23,10 +23,12 @@ def resume_file(path: Path, ema: bool) -> Path:
 
 
 def warned(task: str, data: Path, out: Path, resume: bool = False, **settings: object) -> list[str]:
-    """The resume-state warnings of a run of ``task`` (one epoch), each time it was given."""
+    """The resume-state warnings of a run of ``task`` (one epoch of one step: the warning comes before training), each
+    time it was given."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # counts each time, not once per line
-        run(TASKS[task], tiny_config(task, data, out, **{"train.epochs": 1, **settings}), resume=resume)
+        cfg = tiny_config(task, data, out, **{"train.epochs": 1, "train.max_iters": 1, **settings})
+        run(TASKS[task], cfg, resume=resume)
     return [str(w.message) for w in caught if SAID in str(w.message)]
 
 

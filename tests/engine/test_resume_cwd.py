@@ -31,14 +31,16 @@ def test_resume_from_another_directory_with_absolute_paths_warns_of_no_change(
 ):
     data = request.getfixturevalue(DATA_FIXTURE[task])
     monkeypatch.chdir(data.parent)
-    run(TASKS[task], tiny_config(task, Path(data.name), Path("runs/k3"), **{"train.epochs": 1}))
+    one_step = {"train.max_iters": 1}  # epochs of one step: the paths are compared before training
+    run(TASKS[task], tiny_config(task, Path(data.name), Path("runs/k3"), **{"train.epochs": 1, **one_step}))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     capsys.readouterr()
     with warnings.catch_warnings(record=True) as caught:  # classification's cached scan named images from the old
         warnings.simplefilter("always")  # directory (data/train/...): each was skipped, not found
-        out = run(TASKS[task], tiny_config(task, data, data.parent / "runs/k3", **{"train.epochs": 2}), resume=True)
+        cfg = tiny_config(task, data, data.parent / "runs/k3", **{"train.epochs": 2, **one_step})
+        out = run(TASKS[task], cfg, resume=True)
     printed = capsys.readouterr().out
     assert changes(printed) == ["train.epochs: 1 -> 2"] and "resumed from" in printed
     assert not [w for w in caught if "No such file" in str(w.message)]
@@ -51,12 +53,14 @@ def test_resume_without_model_pretrained_nor_after_a_killed_resume_warns_of_no_c
     weights = tmp_path / "pico.pth"
     torch.save(timm.create_model("swinlite_pico_patch2_window4_32").state_dict(), weights)
     monkeypatch.chdir(tmp_path)
-    settings = {"train.epochs": 1, "model.pretrained": weights}
+    settings = {"train.epochs": 1, "train.max_iters": 1, "model.pretrained": weights}  # epochs of one step
     run(TASKS["classification"], tiny_config("classification", folder, Path("run"), **settings))
     capsys.readouterr()
 
     def resume(**settings: object) -> str:  # with train.epochs=2 once trained: nothing left, resume.pt stays as saved
-        cfg = tiny_config("classification", folder, Path("run"), **{"train.epochs": 2, **settings})
+        cfg = tiny_config(
+            "classification", folder, Path("run"), **{"train.epochs": 2, "train.max_iters": 1, **settings}
+        )
         run(TASKS["classification"], cfg, resume=True)
         return capsys.readouterr().out
 

@@ -19,6 +19,8 @@ from swinlite import lock
 from swinlite.engine import checkpoint
 from swinlite.engine.checkpoint import RESUME_KEYS
 
+ONE_STEP = {"train.max_iters": 1}  # epochs of one step, in the finished runs and every case: the same checks
+
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> dict[str, Path]:
@@ -37,8 +39,8 @@ def finished(tmp_path_factory) -> dict[str, Path]:
             with (
                 pytest.warns(UserWarning) if task == "detection" else contextlib.nullcontext()
             ):  # the COCO file's quirks
-                assert script_main(task, ["--config", str(script_config(task, root)),
-                                    *overrides(task, data[task], root / task, **{"train.epochs": 1})]) == 0  # fmt: skip
+                settings = overrides(task, data[task], root / task, **{"train.epochs": 1, **ONE_STEP})
+                assert script_main(task, ["--config", str(script_config(task, root)), *settings]) == 0
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
@@ -190,7 +192,7 @@ def test_one_error_line_exit_2_nothing_lost(
         out = tmp_path / "out"
     before = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else {}
     (tmp_path / "file").write_text("a file")
-    argv = ["--config", str(script_config(task, root)), *overrides(task, data, out)]
+    argv = ["--config", str(script_config(task, root)), *overrides(task, data, out, **ONE_STEP)]
     argv += [a.format(file=tmp_path / "file", data=data, inside=INSIDE[task], out=out) for a in args]
     if patch is not None:
         patch(monkeypatch)

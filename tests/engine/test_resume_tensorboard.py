@@ -69,12 +69,18 @@ def kill(point: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict[str, list[tuple[int, float]]]:
-    """The TensorBoard scalars of the run never interrupted."""
+def data(tmp_path_factory) -> Path:
+    """The image folder every run of the module reads (none changes it)."""
     from trainkit import make_folder
 
-    root = tmp_path_factory.mktemp("tensorboard")
-    return scalars(run(TASK, tiny_config("classification", make_folder(root / "data"), root / "ref", **SETTINGS)))
+    return make_folder(tmp_path_factory.mktemp("tensorboard") / "data")
+
+
+@pytest.fixture(scope="module")
+def reference(data, tmp_path_factory) -> dict[str, list[tuple[int, float]]]:
+    """The TensorBoard scalars of the run never interrupted."""
+    out = tmp_path_factory.mktemp("reference") / "run"
+    return scalars(run(TASK, tiny_config("classification", data, out, **SETTINGS)))
 
 
 @pytest.mark.parametrize(
@@ -87,7 +93,7 @@ def reference(tmp_path_factory) -> dict[str, list[tuple[int, float]]]:
     ],
 )
 def test_events_of_a_killed_and_resumed_run_are_those_of_one_never_killed(
-    kills, reference, folder, tmp_path, monkeypatch
+    kills, reference, data, tmp_path, monkeypatch
 ):
     """The purge from the step resumed at dropped that step's own events (logged under the count of steps done);
     epoch rows, logged with the epoch number as their step, shared the axis with the steps (a resume from step 2
@@ -98,8 +104,8 @@ def test_events_of_a_killed_and_resumed_run_are_those_of_one_never_killed(
         with monkeypatch.context() as patch:
             kill(point, patch)
             with pytest.raises((Killed, ValueError)):
-                run(TASK, tiny_config("classification", folder, out, **SETTINGS), resume=bool(resume))
-    run(TASK, tiny_config("classification", folder, out, **SETTINGS), resume=True)
+                run(TASK, tiny_config("classification", data, out, **SETTINGS), resume=bool(resume))
+    run(TASK, tiny_config("classification", data, out, **SETTINGS), resume=True)
     got = scalars(out)
     assert sorted(got) == sorted(reference)
     for tag, events in reference.items():

@@ -48,7 +48,8 @@ def test_a_lookahead_run_saves_the_slow_weights_and_resumes_bit_equal(tmp_path: 
     """optim.opt=lookahead_adamw (k=6): 2 epochs of 5 steps saved the fast weights of step 10, 4 steps past the last
     sync, in last.safetensors. Now they are the slow weights, and a run resumed from its step checkpoint in epoch 2
     (step 8, past the sync of step 6) ends with the same weights as the uninterrupted run."""
-    data = make_folder(tmp_path / "data", per_class=7)  # 21 images: 5 batches of 4, one dropped
+    data = make_folder(tmp_path / "data", per_class=7, splits=("train",))  # 21 images: 5 batches of 4, one dropped
+    make_folder(data, per_class=1, splits=("val",))  # evaluated as before, of fewer images
     settings = {"train.epochs": 2, "data.batch_size": 4, "optim.opt": "lookahead_adamw", "train.save_every_steps": 2}
     saves = keep_step_checkpoints(monkeypatch, tmp_path)
     reference = run(ClassificationTask, tiny_config("classification", data, tmp_path / "ref", **settings))

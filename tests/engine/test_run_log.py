@@ -86,7 +86,7 @@ def test_an_epoch_trained_before_the_resume_has_no_rate(folder: Path, tmp_path: 
         raise KeyError("area")
 
     monkeypatch.setattr(TASKS["classification"], "evaluate", fails)
-    cfg = tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 1})
+    cfg = tiny_config("classification", folder, tmp_path / "run", **{"train.epochs": 1, "train.max_iters": 1})
     with pytest.raises(ValueError, match="fix the cause and --resume"):
         run(TASKS["classification"], cfg)
     monkeypatch.setattr(TASKS["classification"], "evaluate", evaluate)
@@ -107,7 +107,7 @@ def test_epoch_time_spans_the_ema_evaluation(folder: Path, tmp_path: Path, monke
         return scores(self, model, loader)
 
     monkeypatch.setattr(Trainer, "scores", slow_ema)
-    settings = {"train.epochs": 1, "train.ema_decay": 0.9}
+    settings = {"train.epochs": 1, "train.max_iters": 1, "train.ema_decay": 0.9}  # one step: the time is the sleep's
     out = run(TASKS["classification"], tiny_config("classification", folder, tmp_path / "run", **settings))
     with open(out / "metrics.csv") as f:
         assert float(next(csv.DictReader(f))["epoch_time"]) >= 1.5

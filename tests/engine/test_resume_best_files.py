@@ -58,8 +58,10 @@ def assert_follows_history(out: Path) -> None:
 
 
 def killed_at_epoch_2(out: Path, data: Path, before: bool, patch: pytest.MonkeyPatch) -> None:
-    """A run of ``SETTINGS`` scoring 50 then 70, killed as epoch 2's save writes resume.pt: ``before`` it (its
-    last.safetensors, metrics.csv and pending best weights written) or after it."""
+    """A run of ``SETTINGS`` scoring 50 then 70 (70 only where ``out`` holds epoch 1, resumed), killed as epoch 2's
+    save writes resume.pt: ``before`` it (its last.safetensors, metrics.csv and pending best weights written) or after
+    it."""
+    resume = (out / "resume.pt").is_file()
     save_resume = trainer.save_resume
 
     def killed(path, state):
@@ -71,9 +73,9 @@ def killed_at_epoch_2(out: Path, data: Path, before: bool, patch: pytest.MonkeyP
             raise Killed
 
     patch.setattr(trainer, "save_resume", killed)
-    scored([50.0, 70.0], patch)
+    scored([70.0] if resume else [50.0, 70.0], patch)
     with pytest.raises(Killed):
-        run(TASK, tiny_config("classification", data, out, **SETTINGS))
+        run(TASK, tiny_config("classification", data, out, **SETTINGS), resume=resume)
 
 
 @pytest.fixture(scope="module")
@@ -96,15 +98,15 @@ def killed_before_resume_2(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("before", [True, False])
 def test_a_kill_around_the_resume_file_leaves_best_files_of_the_history(
-    before, killed_before_resume_2, tmp_path, capsys, monkeypatch
+    before, killed_before_resume_2, first_epoch, tmp_path, capsys, monkeypatch
 ):
     """Killed after epoch 2's best.safetensors was written but before its resume.pt, a run resumed into an epoch 2
     that scores lower than epoch 1 ended 'done: best val_top1 50.00 at epoch 1' with best.safetensors (and
-    best_ema.safetensors) holding the killed run's epoch 2."""
-    folder, out = killed_before_resume_2[0], tmp_path / "run"
-    if before:
-        shutil.copytree(killed_before_resume_2[1], out)
-    else:
+    best_ema.safetensors) holding the killed run's epoch 2. (Killed after it: the run that trained epoch 2 resumed
+    ``first_epoch``.)"""
+    folder, run_dir = killed_before_resume_2 if before else first_epoch
+    out = shutil.copytree(run_dir, tmp_path / "run")
+    if not before:
         with monkeypatch.context() as patch:
             killed_at_epoch_2(out, folder, before, patch)
     assert read_metadata(out / "best.safetensors")["epoch"] == 1  # epoch 2's are not there before its resume.pt

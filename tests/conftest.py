@@ -106,10 +106,14 @@ def onnx_classifier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
 
 def pytest_configure(config: pytest.Config) -> None:
     """One intra-op thread per pytest-xdist worker (and the scripts it starts): two workers share two cores instead
-    of four threads spinning on them."""
+    of four threads spinning on them. Inductor compiles in the worker's own process too: its pool of compile
+    processes (one per core by default) imports torch in each, which cost more than it saved (on a cold inductor
+    cache, as CI's, the compiling tests took 1.5x the time with it)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
         os.environ["OMP_NUM_THREADS"] = "1"
+        os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+        torch._inductor.config.compile_threads = 1
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the marks

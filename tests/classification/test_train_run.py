@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 from scriptkit import run_script
+from single_thread import one_thread_only
 from trainkit import REPO, make_folder, tiny_config, tiny_overrides, train
 
 from swinlite.classification import ClassificationTask
@@ -29,13 +30,10 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     demo = str(REPO / "configs" / "demo.yaml")  # --data-dir alone would fine-tune ImageNet Swin-T
     argv = ["--config", demo, "--data-dir", data, "--output-dir", root / "out", *tiny_overrides(data, root / "out")]
     stdout, stderr = io.StringIO(), io.StringIO()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a module fixture runs before
     try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        with one_thread_only(), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             code = run_script("train", argv)
     finally:
-        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)  # train.deterministic=true switched it on
     assert code == 0, stderr.getvalue()
     (root / "stdout.txt").write_text(stdout.getvalue())

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 from pycocotools import mask as mask_utils
 from safetensors import safe_open
 from safetensors.torch import save_file
 from scriptkit import run_script
+from single_thread import one_thread_only
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
@@ -139,11 +139,6 @@ def train(root: Path, **overrides: object) -> tuple[Path, Path]:
     (root / "defaults.yaml").write_text("{}\n")
     argv = ["--config", str(root / "defaults.yaml"), "--data-dir", str(coco), "--output-dir", str(root / "run")]
     argv += tiny_overrides(coco, root / "run", **overrides)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a session fixture runs before
-    try:
-        with pytest.warns(UserWarning):  # the file's quirks; test_data checks those
-            assert run_script("train_detection", argv) == 0
-    finally:
-        torch.set_num_threads(threads)
+    with one_thread_only(), pytest.warns(UserWarning):  # the file's quirks; test_data checks those
+        assert run_script("train_detection", argv) == 0
     return coco, root / "run"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from detkit import edit_coco, make_quirky_coco, tiny_overrides
+from single_thread import one_thread_only
 from torch._dynamo.eval_frame import DisableContext, OptimizedModule
 
 from swinlite.detection.task import DetectionTask
@@ -37,12 +38,10 @@ def finished(tmp_path_factory) -> tuple[Path, Path]:
     (``EMA``); read by the EMA and compile tests, copied by the tests that change them."""
     root = tmp_path_factory.mktemp("finished")
     coco = make_quirky_coco(root / "coco")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a module fixture runs before
     try:
-        return coco, _run(coco, root / "run", **EMA)
+        with one_thread_only():
+            return coco, _run(coco, root / "run", **EMA)
     finally:
-        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)  # train.deterministic=true switched it on
 
 

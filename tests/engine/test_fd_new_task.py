@@ -13,6 +13,7 @@ import pytest
 import timm
 import torch
 from enginekit import overrides, script_main
+from single_thread import one_thread_only
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -95,12 +96,10 @@ def evaluated(out: Path) -> None:
 @pytest.fixture(scope="module")
 def colour_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder of one finished ColourTask run, read by the tests below and copied by those that change it."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a module fixture runs before
     try:
-        return train(ColourTask, tmp_path_factory.mktemp("colour") / "out")
+        with one_thread_only():
+            return train(ColourTask, tmp_path_factory.mktemp("colour") / "out")
     finally:
-        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)  # train.deterministic=true switched it on
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from enginekit import TASKS, overrides, script_main, tiny_config
+from single_thread import one_thread_only
 
 from swinlite.engine import checkpoint, run, trainer
 from swinlite.engine.checkpoint import load_resume
@@ -84,14 +85,11 @@ def killed_before_resume_2(tmp_path_factory) -> tuple[Path, Path]:
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("killed_before_resume_2")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
     try:
-        with pytest.MonkeyPatch.context() as patch:
+        with one_thread_only(), pytest.MonkeyPatch.context() as patch:
             data = make_folder(root / "data")
             killed_at_epoch_2(root / "run", data, True, patch)
     finally:
-        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
     return data, root / "run"
 
@@ -157,15 +155,12 @@ def first_epoch(tmp_path_factory) -> tuple[Path, Path]:
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("first_epoch")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
     try:
-        with pytest.MonkeyPatch.context() as patch:
+        with one_thread_only(), pytest.MonkeyPatch.context() as patch:
             scored([50.0], patch)
             data = make_folder(root / "data")
             out = run(TASK, tiny_config("classification", data, root / "run", **SETTINGS | {"train.epochs": 1}))
     finally:
-        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
     return data, out
 

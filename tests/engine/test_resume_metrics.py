@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 from enginekit import TASKS, tiny_config
+from single_thread import one_thread_only
 
 from swinlite.engine import run, trainer
 from swinlite.engine.checkpoint import load_resume, save_resume
@@ -76,14 +77,11 @@ def scored_90(tmp_path_factory) -> tuple[Path, Path]:
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("scored_90")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
     try:
-        with pytest.MonkeyPatch.context() as patch:
+        with one_thread_only(), pytest.MonkeyPatch.context() as patch:
             scored([90.0], patch)
             out = run(TASK, config(make_folder(root / "data"), root / "run", **{"train.epochs": 1}))
     finally:
-        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
     return root / "data", out
 

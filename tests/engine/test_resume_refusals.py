@@ -9,6 +9,7 @@ import pytest
 import torch
 import yaml
 from enginekit import TASKS, overrides, script_main, tiny_config
+from single_thread import one_thread_only
 
 from swinlite.engine import run, trainer
 from swinlite.engine.checkpoint import RESUME_KEYS, load_resume, save_resume
@@ -28,13 +29,11 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("finished")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
     try:
-        data = make_folder(root / "data")
-        out = run(TASK, tiny_config("classification", data, root / "run", **FAST))
+        with one_thread_only():
+            data = make_folder(root / "data")
+            out = run(TASK, tiny_config("classification", data, root / "run", **FAST))
     finally:
-        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
     return data, out
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
+from single_thread import one_thread_only
 from torch.utils.data import Dataset, TensorDataset
 
 from swinlite.classification.task import ClassificationTask
@@ -83,13 +84,11 @@ def _finished_run(root: Path, **settings: object) -> tuple[Path, Path]:
     from trainkit import make_folder
 
     data, out = make_folder(root / "data"), root / "out"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
     try:
-        argv = overrides("classification", data, out, **{"train.epochs": 1, **settings})
-        assert script_main("classification", argv) == 0
+        with one_thread_only():
+            argv = overrides("classification", data, out, **{"train.epochs": 1, **settings})
+            assert script_main("classification", argv) == 0
     finally:
-        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
     return data, out
 
@@ -434,15 +433,12 @@ def first_step_checkpoint(tmp_path_factory) -> tuple[Path, Path, Path]:
         if state["batch"] and not saves:
             saves.append(shutil.copy(path, root / "step1.pt"))
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
     try:
-        with pytest.MonkeyPatch.context() as patch:
+        with one_thread_only(), pytest.MonkeyPatch.context() as patch:
             patch.setattr(trainer, "save_resume", keep_first)
             config = tiny_config("classification", folder, root / "ref", **STEP_CHECKPOINTS)
             reference = run(TASKS["classification"], config)
     finally:
-        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
     return folder, reference, Path(saves[0])
 

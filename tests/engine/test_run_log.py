@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from enginekit import TASKS, overrides, script_main, tiny_config
+from single_thread import one_thread_only
 from timm.scheduler import StepLRScheduler
 from torch import nn
 
@@ -29,13 +30,11 @@ def one_epoch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("one_epoch")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the function-scoped one_thread fixture, which does not wrap a module fixture
     try:
-        data = make_folder(root / "data")
-        out = run(TASKS["classification"], tiny_config("classification", data, root / "run", **{"train.epochs": 1}))
+        with one_thread_only():
+            data = make_folder(root / "data")
+            out = run(TASKS["classification"], tiny_config("classification", data, root / "run", **{"train.epochs": 1}))
     finally:
-        torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
     return data, out
 

@@ -5,10 +5,9 @@ import io
 from pathlib import Path
 
 import pytest
-import torch
 from scriptkit import load_script
 from segkit import make_seg_folder, tiny_overrides
-from single_thread import one_thread  # noqa: F401 (an autouse fixture)
+from single_thread import one_thread, one_thread_only  # noqa: F401 (one_thread: an autouse fixture)
 
 
 @pytest.fixture
@@ -28,13 +27,8 @@ def trained(tmp_path_factory) -> tuple[Path, Path]:
     data = make_seg_folder(root / "data")
     (root / "defaults.yaml").write_text("{}\n")
     argv = ["--config", str(root / "defaults.yaml"), *tiny_overrides(data, root / "run", **SETTINGS)]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the autouse one_thread fixture, which a session fixture runs before
     log = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(log):
-            assert load_script("train_segmentation").main(argv) == 0
-    finally:
-        torch.set_num_threads(threads)
+    with one_thread_only(), contextlib.redirect_stdout(log):
+        assert load_script("train_segmentation").main(argv) == 0
     (root / "stdout.txt").write_text(log.getvalue())
     return data, root / "run"

@@ -24,18 +24,25 @@ CLASSES = ["cat", "dog", "éclair"]
 PREPROCESSING = {"input_size": [3, 32, 32], "interpolation": "bicubic", "mean": [0.5, 0.4, 0.3],
                  "std": [0.2, 0.25, 0.3], "crop_pct": 0.875, "crop_mode": "center"}  # fmt: skip
 
-# A meta-path finder that refuses torch: the script under test runs as `python scripts/x.py ...` would.
-NO_TORCH = """
-import runpy, sys
+# A meta-path finder that refuses torch, for the code of a torch-free interpreter (here and in onnxmany.py).
+REFUSE_TORCH = """
+import sys
 class NoTorch:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("torch", "torchvision", "timm"):
             raise ImportError(f"{name} imported on a torch-free path")
 sys.meta_path.insert(0, NoTorch())
+"""
+# The script under test runs as `python scripts/x.py ...` would, torch refused.
+NO_TORCH = (
+    REFUSE_TORCH
+    + """
+import runpy
 script, sys.argv = sys.argv[1], sys.argv[1:]
 sys.path.insert(0, str(__import__("pathlib").Path(script).parent))
 runpy.run_path(script, run_name="__main__")
 """
+)
 
 
 def write_classifier(path: Path, seed: int = 0) -> Path:

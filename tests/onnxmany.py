@@ -10,16 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from onnxkit import REFUSE_TORCH
 from scriptkit import REPO, script_env
 
 # One run after another, each as `python scripts/x.py ARGV` runs: __main__, its stderr (fd 2) a file of its own.
-DRIVER = """
-import json, os, runpy, sys, tempfile, traceback, warnings
-class NoTorch:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "torchvision", "timm"):
-            raise ImportError(f"{name} imported on a torch-free path")
-sys.meta_path.insert(0, NoTorch())
+DRIVER = (
+    REFUSE_TORCH
+    + """
+import json, os, runpy, tempfile, traceback, warnings
 results, runs = sys.argv[1], json.loads(sys.argv[2])
 sys.path.insert(0, os.path.dirname(runs[0][0]))
 out = []
@@ -46,6 +44,7 @@ for script, argv in runs:
 with open(results, "w") as f:
     json.dump(out, f)
 """
+)
 
 
 def run_many_without_torch(runs: list[tuple[str, list[str]]], results: Path) -> list[tuple[int, str]]:

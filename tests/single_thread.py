@@ -9,13 +9,16 @@ import torch
 
 @contextlib.contextmanager
 def one_thread_only() -> Iterator[None]:
-    """The autouse ``one_thread`` fixture's setting, for the module and session fixtures, which run before it."""
+    """The autouse ``one_thread`` fixture, for the module and session fixtures, which run before it: one intra-op
+    thread, the earlier count restored after, and deterministic algorithms off (runs with train.deterministic=true
+    switch them on)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         yield
     finally:
         torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
 
 
 @pytest.fixture(autouse=True)
@@ -24,4 +27,3 @@ def one_thread():
     from more, a shared CPU loses a lot, and in-process and subprocess runs stay bitwise comparable."""
     with one_thread_only():
         yield
-    torch.use_deterministic_algorithms(False)  # runs with train.deterministic=true switch it on

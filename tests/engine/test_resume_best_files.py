@@ -85,12 +85,9 @@ def killed_before_resume_2(tmp_path_factory) -> tuple[Path, Path]:
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("killed_before_resume_2")
-    try:
-        with one_thread_only(), pytest.MonkeyPatch.context() as patch:
-            data = make_folder(root / "data")
-            killed_at_epoch_2(root / "run", data, True, patch)
-    finally:
-        torch.use_deterministic_algorithms(False)
+    with one_thread_only(), pytest.MonkeyPatch.context() as patch:
+        data = make_folder(root / "data")
+        killed_at_epoch_2(root / "run", data, True, patch)
     return data, root / "run"
 
 
@@ -155,13 +152,10 @@ def first_epoch(tmp_path_factory) -> tuple[Path, Path]:
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("first_epoch")
-    try:
-        with one_thread_only(), pytest.MonkeyPatch.context() as patch:
-            scored([50.0], patch)
-            data = make_folder(root / "data")
-            out = run(TASK, tiny_config("classification", data, root / "run", **SETTINGS | {"train.epochs": 1}))
-    finally:
-        torch.use_deterministic_algorithms(False)
+    with one_thread_only(), pytest.MonkeyPatch.context() as patch:
+        scored([50.0], patch)
+        data = make_folder(root / "data")
+        out = run(TASK, tiny_config("classification", data, root / "run", **SETTINGS | {"train.epochs": 1}))
     return data, out
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from enginekit import TASKS, tiny_config
 from single_thread import one_thread_only
 
@@ -77,12 +76,9 @@ def scored_90(tmp_path_factory) -> tuple[Path, Path]:
     from trainkit import make_folder
 
     root = tmp_path_factory.mktemp("scored_90")
-    try:
-        with one_thread_only(), pytest.MonkeyPatch.context() as patch:
-            scored([90.0], patch)
-            out = run(TASK, config(make_folder(root / "data"), root / "run", **{"train.epochs": 1}))
-    finally:
-        torch.use_deterministic_algorithms(False)
+    with one_thread_only(), pytest.MonkeyPatch.context() as patch:
+        scored([90.0], patch)
+        out = run(TASK, config(make_folder(root / "data"), root / "run", **{"train.epochs": 1}))
     return root / "data", out
 
 

@@ -84,12 +84,9 @@ def _finished_run(root: Path, **settings: object) -> tuple[Path, Path]:
     from trainkit import make_folder
 
     data, out = make_folder(root / "data"), root / "out"
-    try:
-        with one_thread_only():
-            argv = overrides("classification", data, out, **{"train.epochs": 1, **settings})
-            assert script_main("classification", argv) == 0
-    finally:
-        torch.use_deterministic_algorithms(False)
+    with one_thread_only():
+        argv = overrides("classification", data, out, **{"train.epochs": 1, **settings})
+        assert script_main("classification", argv) == 0
     return data, out
 
 
@@ -433,13 +430,10 @@ def first_step_checkpoint(tmp_path_factory) -> tuple[Path, Path, Path]:
         if state["batch"] and not saves:
             saves.append(shutil.copy(path, root / "step1.pt"))
 
-    try:
-        with one_thread_only(), pytest.MonkeyPatch.context() as patch:
-            patch.setattr(trainer, "save_resume", keep_first)
-            config = tiny_config("classification", folder, root / "ref", **STEP_CHECKPOINTS)
-            reference = run(TASKS["classification"], config)
-    finally:
-        torch.use_deterministic_algorithms(False)
+    with one_thread_only(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trainer, "save_resume", keep_first)
+        config = tiny_config("classification", folder, root / "ref", **STEP_CHECKPOINTS)
+        reference = run(TASKS["classification"], config)
     return folder, reference, Path(saves[0])
 
 

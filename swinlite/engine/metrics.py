@@ -38,6 +38,7 @@ def plot_curves(history: list[dict[str, float]], path: str | Path, metrics: dict
     # loaded here: a task's config, predictor and export import the engine and need no [train] extra (engine.run
     # names a missing matplotlib before a run starts); a bare Figure saves with the Agg canvas: no pyplot, no display
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(10, 4))
     # fixed margins (the titles name what the y axes hold): tight_layout measured every tick label on every epoch
@@ -55,9 +56,12 @@ def plot_curves(history: list[dict[str, float]], path: str | Path, metrics: dict
         ax_loss.plot(*curve(key), marker=".", label=key.replace("_loss", ""), linewidth=width)
     for key, label in metrics.items():
         ax_metric.plot(*curve(key), marker=".", label=label)
-    ax_loss.set(xlabel="epoch", title="loss")
-    ax_metric.set(xlabel="epoch", title="validation metrics")
+    # the titles at a fixed height (no search for the tick labels under them) and whole epochs on the x axes
+    ax_loss.set_title("loss", y=1.0)
+    ax_metric.set_title("validation metrics", y=1.0)
     for ax in (ax_loss, ax_metric):
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     buffer = io.BytesIO()

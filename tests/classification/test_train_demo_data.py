@@ -4,7 +4,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from sklearn.datasets import load_digits
 
 from swinlite.classification import ClassificationTask
 from swinlite.classification.config import DataConfig
@@ -38,6 +37,8 @@ def test_digits_folder_is_deterministic_stratified_and_rgb(digits: Path, tmp_pat
     img = Image.open(path)
     assert img.mode == "RGB" and img.size == (32, 32)
     index = int(Path(path).stem)  # files are named by their index in load_digits()
+    from sklearn.datasets import load_digits  # imported here: 1.4 s of every pytest worker's collection otherwise
+
     assert load_digits().target[index] == label
     assert not set(map(lambda s: Path(s[0]).name, train.samples)) & set(map(lambda s: Path(s[0]).name, val.samples))
 

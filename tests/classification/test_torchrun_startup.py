@@ -3,17 +3,15 @@ torchrun), or they run different settings (forked processes: the refusal comes b
 other process waited in the process group's C++ join (deaf to torchrun's SIGTERM) or in its first collective, up to
 train.dist_timeout, and said misleading things."""
 
-import multiprocessing
 import os
-import signal
-import socket
 import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from scriptkit import run_script, script_env
+from rankforks import two_ranks
+from scriptkit import script_env
 from trainkit import REPO, tiny_overrides
 
 TIMEOUT = 120  # train.dist_timeout: the old hang lasted this long (then a SIGKILL 30 s later)
@@ -51,50 +49,14 @@ def test_rank_0_alone_failing_its_checks_ends_both_at_once(tmp_path: Path, folde
     assert str(missing) in line and "rank 0 failed" not in line, line  # rank 0 says its own error, as raised
 
 
-def _script_rank(rank: int, port: int, argv: list[str], log: Path) -> None:
-    """One process of a 2-process launch as torchrun places it (forked: torch is already imported): scripts/train.py
-    with ``argv``, its output into ``log``, its exit code as the process's."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
-    os.environ["MASTER_PORT"] = str(port)
-    output = os.open(log, os.O_WRONLY | os.O_CREAT)
-    os.dup2(output, 1)
-    os.dup2(output, 2)
-    sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)
-    code = 1
-    try:
-        code = run_script("train", argv)
-    finally:
-        sys.stdout.flush()
-        os._exit(code)
-
-
 def test_processes_started_with_different_settings_are_refused_before_training(tmp_path: Path, folder: Path):
     """train.epochs=1 on rank 0, 2 on rank 1: rank 0 finished and rank 1 failed later (different data folders hung
     for train.dist_timeout); each process stepped its own schedule."""
     out = tmp_path / "out"
     overrides = tiny_overrides(folder, out, **{"train.epochs": 1, "train.dist_timeout": TIMEOUT})
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    logs = [tmp_path / f"rank{rank}.log" for rank in range(2)]
-    argvs = [overrides, [*overrides, "train.epochs=2"]]
-    fork = multiprocessing.get_context("fork")
-    procs = [fork.Process(target=_script_rank, args=(r, port, argvs[r], logs[r])) for r in range(2)]
-    start = time.monotonic()
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(timeout=60)
-        seconds = time.monotonic() - start
-    finally:
-        for p in procs:
-            if p.is_alive():
-                os.kill(p.pid, signal.SIGKILL)
-            p.join()
-    said = [log.read_text() for log in logs]
+    codes, said, seconds = two_ranks("train", [overrides, [*overrides, "train.epochs=2"]], tmp_path)
     assert seconds < 60, (seconds, said)
-    assert [p.exitcode for p in procs] == [2, 2], said
+    assert codes == [2, 2], said
     errors = [line for text in said for line in text.splitlines() if "error:" in line]
     assert errors == [
         "error: the processes were started with different settings: train.epochs is 1 on rank 0 and 2 on rank 1; "

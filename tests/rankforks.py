@@ -1,0 +1,64 @@
+"""Two processes of a training script as ``torchrun --nproc_per_node=2`` places them (RANK, WORLD_SIZE, MASTER_ADDR
+and MASTER_PORT in the environment), forked from the test's process: torch, timm and swinlite are imported already.
+
+For a launch refused before training (its startup checks, the handshake): see forkkit for why a forked child must
+not train."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from scriptkit import run_script
+
+
+def _rank(script: str, rank: int, port: int, argv: list[str], cwd: Path | None, log: Path) -> None:
+    """One process: ``scripts/<script>.py`` with ``argv`` in ``cwd``, its output into ``log``, its exit code as the
+    process's."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
+    os.environ["MASTER_PORT"] = str(port)
+    output = os.open(log, os.O_WRONLY | os.O_CREAT)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)
+    code = 1
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        code = run_script(script, argv)
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
+
+
+def two_ranks(
+    script: str, argvs: list[list[str]], logs: Path, cwds: list[Path | None] | None = None, timeout: float = 60
+) -> tuple[list[int], list[str], float]:
+    """Run rank 0 and rank 1 of ``scripts/<script>.py`` (rank r with ``argvs[r]``, in ``cwds[r]`` where given), each
+    waited for up to ``timeout`` s (then SIGKILLed); their exit codes, what each printed (``logs/rank<r>.log``), and
+    the seconds until both ended."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    paths = [logs / f"rank{rank}.log" for rank in range(2)]
+    folders = cwds or [None, None]
+    fork = multiprocessing.get_context("fork")
+    procs = [fork.Process(target=_rank, args=(script, r, port, argvs[r], folders[r], paths[r])) for r in range(2)]
+    start = time.monotonic()
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(timeout=timeout)
+        seconds = time.monotonic() - start
+    finally:
+        for p in procs:
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGKILL)
+            p.join()
+    return [p.exitcode for p in procs], [path.read_text() for path in paths], seconds

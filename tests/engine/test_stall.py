@@ -38,13 +38,15 @@ def _rank(task: str, fault: str, rank: int, port: int, data: Path, out: Path, re
         loop.optimizer_step = lambda *args: time.sleep(600)  # alive, not progressing
     if rank == 1 and fault == "no_val":
         trainer.build_loaders = _no_val_shard(trainer.build_loaders)
-    timeout = 3
+    settings = {"data.batch_size": 2, "train.dist_timeout": 3}
+    if fault != "stall":  # one step an epoch: the evaluations are what these faults concern
+        settings["train.max_iters"] = 1
     if fault == "evaluation_fails":  # rank 1 waited train.dist_timeout for rank 0 (in its evaluation), not the wait
-        timeout, trainer.EVALUATED_ALIKE_WAIT = 60, 1.0
+        settings["train.dist_timeout"], trainer.EVALUATED_ALIKE_WAIT = 60, 1.0
     if rank == 1 and fault == "evaluation_fails":
         TASKS[task].evaluate = _fails
     try:
-        run(TASKS[task], tiny_config(task, data, out, **{"data.batch_size": 2, "train.dist_timeout": timeout}))
+        run(TASKS[task], tiny_config(task, data, out, **settings))
         report.write_text("finished")
     except Exception as e:
         report.write_text(f"{type(e).__name__}: {e}")

@@ -185,8 +185,10 @@ def test_a_compiled_train_step_takes_the_onednn_linears_as_eager_does(monkeypatc
 
     monkeypatch.setattr(linear_grad, "onednn_linear", spy)
     torch._dynamo.reset()
-    model = _one_block().train()  # the linears are those of any block: one, unshifted, keeps inductor's kernels few
-    x = torch.randn(2, 3, 8, 8)  # 4x4 tokens: one window
+    # the linears are those of any block: one block alone, unshifted (no patch embedding, norm or head around it),
+    # keeps inductor's kernels few
+    model = _one_block().layers[0].blocks[0].train()
+    x = torch.randn(2, 4, 4, model.norm1.normalized_shape[0])  # 4x4 tokens: one window
     out = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False)(x)
     out.square().sum().backward()
     compiled, got = list(calls), {name: p.grad for name, p in model.named_parameters()}

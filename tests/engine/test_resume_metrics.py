@@ -130,25 +130,22 @@ def test_the_validation_set_is_the_data_folder_and_the_val_paths_of_each_task(ta
     assert set(trainer.val_set(TASKS[task].config())) == {"data.data_dir", "data.dataset", *keys}
 
 
-@pytest.mark.parametrize(
-    ("first", "then"),
-    [
-        ("data", "data/"),  # a trailing slash
-        ("./data", "data"),
-        ("data", "{tmp}/data"),  # relative, then absolute
-        ("{tmp}/data", "./data/../data"),
-    ],
-)
-def test_one_data_folder_named_two_ways_keeps_the_best(first, then, folder, tmp_path, capsys, monkeypatch):
+# Each resume names the data folder otherwise than the run before it: a trailing slash, ./data then data, relative
+# then absolute, absolute then through ``..``, and back to the plain name.
+SPELLINGS = ["./data", "data", "{tmp}/data", "./data/../data", "data", "data/"]
+
+
+def test_one_data_folder_named_two_ways_keeps_the_best(folder, tmp_path, capsys, monkeypatch):
     """The paths were compared as strings: ``cls`` and ``cls/`` restarted the best, and best.safetensors took epoch 2's
-    worse weights on the very same val set. They compare resolved."""
+    worse weights on the very same val set. They compare resolved: one run resumed under each next spelling (each
+    resume's epoch scored 50 against epoch 1's 90) keeps epoch 1's weights."""
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "run"
-    scored([90.0, 50.0], monkeypatch)
-    run(TASK, config(first.format(tmp=tmp_path), out, **{"train.epochs": 1}))  # as given, not as Path spells it
-    run(TASK, config(then.format(tmp=tmp_path), out, **{"train.epochs": 2}), resume=True)
-    assert "validation set" not in capsys.readouterr().out
-    assert read_metadata(out / "best.safetensors")["epoch"] == 1
+    scored([90.0] + [50.0] * (len(SPELLINGS) - 1), monkeypatch)
+    for epochs, spelling in enumerate(SPELLINGS, 1):  # as given, not as Path spells it
+        run(TASK, config(spelling.format(tmp=tmp_path), out, **{"train.epochs": epochs}), resume=epochs > 1)
+        assert "validation set" not in capsys.readouterr().out, spelling
+        assert read_metadata(out / "best.safetensors")["epoch"] == 1, spelling
 
 
 def val_config(task: str, data_dir: str, **paths: str | None) -> Any:

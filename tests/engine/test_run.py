@@ -58,7 +58,7 @@ def test_accumulated_micro_batches_step_like_the_whole_batch(folder: Path, tmp_p
 @pytest.mark.parametrize("task", list(TASKS))
 def test_failed_evaluation_keeps_the_trained_epoch(task: str, tmp_path: Path, request, monkeypatch):
     data = request.getfixturevalue(DATA_FIXTURE[task])
-    settings = {"train.epochs": 2, "train.deterministic": True}
+    settings = {"train.epochs": 2, "train.deterministic": True, "train.max_iters": 1}  # epochs of one step
     reference = run(TASKS[task], tiny_config(task, data, tmp_path / "ref", **settings))
     evaluate = TASKS[task].evaluate
 
@@ -98,8 +98,10 @@ def good_run(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def layer_decay_run(tmp_path_factory) -> tuple[Path, Path]:
-    """(data folder, output folder) of a finished 1-epoch run with optim.layer_decay=0.5, copied by the tests."""
-    return _finished_run(tmp_path_factory.mktemp("layer_decay_run"), **{"optim.layer_decay": 0.5})
+    """(data folder, output folder) of a finished 1-epoch run with optim.layer_decay=0.5 and train.ema_decay=0.5,
+    copied by the tests."""
+    settings = {"optim.layer_decay": 0.5, "train.ema_decay": 0.5}
+    return _finished_run(tmp_path_factory.mktemp("layer_decay_run"), **settings)
 
 
 # every 1: a step checkpoint after each step (it saved NaN weights before); lr 1e6: the first step's weights are
@@ -213,7 +215,8 @@ def test_overwrite_removes_the_old_run_once_the_new_one_is_known_to_start(folder
     assert script_main("classification", ["--overwrite", *broken]) == 2  # found by the data scan: kept too
     assert sorted(p.name for p in out.iterdir()) == kept
     capsys.readouterr()
-    assert script_main("classification", ["--overwrite", *overrides("classification", folder, out)]) == 0
+    one_epoch = overrides("classification", folder, out, **{"train.epochs": 1})
+    assert script_main("classification", ["--overwrite", *one_epoch]) == 0
     assert f"data: scan read from {out / 'scan.json.gz'}" in capsys.readouterr().out  # the old run's, of this data
     assert sorted(p.name for p in out.iterdir()) == [
         "best.safetensors", "config.yaml", "curves.png", "last.safetensors", "metrics.csv", "notes.txt", "resume.pt",
@@ -226,7 +229,7 @@ def test_overwrite_removes_the_old_run_once_the_new_one_is_known_to_start(folder
         (out / name).unlink()
     for name in ("events.out.tfevents.1.host", "eval.json"):
         (out / name).write_text("a run killed before its first save")
-    assert script_main("classification", overrides("classification", folder, out, **{"train.epochs": 1})) == 0
+    assert script_main("classification", one_epoch) == 0
     printed = capsys.readouterr().out
     note = f"note: {out} held the files of a run that ended before its first save; removed config.yaml, curves.png, "
     assert note + "events.out.tfevents.1.host\n" in printed
@@ -305,17 +308,15 @@ def test_best_of_both_never_picks_a_nan(folder: Path, tmp_path: Path, monkeypatc
     assert (meta["weights"], meta["val_top1"]) == ("ema", 50.0)
 
 
-def test_a_resume_with_other_settings_continues_on_them(folder: Path, tmp_path: Path, capsys):
+def test_a_resume_with_other_settings_continues_on_them(layer_decay_run, tmp_path: Path, capsys):
     """EMA turned off on --resume: metrics.csv and curves.png crashed on the first row's EMA columns (every later
     --resume too); fewer steps per epoch (train.max_iters, or another number of processes): the saved step put the
     lr past the schedule's end."""
-    out = tmp_path / "run"
-    first = {"train.epochs": 1, "train.ema_decay": 0.5}
-    run(TASKS["classification"], tiny_config("classification", folder, out, **first))
+    folder, out = layer_decay_run[0], shutil.copytree(layer_decay_run[1], tmp_path / "run")  # EMA 0.5, 1 epoch
     saved = load_resume(out / "resume.pt")
     assert saved["step"] == 3  # 24 images in batches of 8
     save_resume(out / "resume.pt", saved | {"rng": saved["rng"] * 2, "partial": saved["partial"] * 2})  # 2 processes
-    settings = {"train.epochs": 2, "train.max_iters": 2}  # no EMA; 2 steps an epoch
+    settings = {"train.epochs": 2, "train.max_iters": 2, "optim.layer_decay": 0.5}  # no EMA; 2 steps an epoch
     run(TASKS["classification"], tiny_config("classification", folder, out, **settings), resume=True)
     log = capsys.readouterr().out
     assert f"resumed from {out / 'resume.pt'} at the start of epoch 2/2\n" in log  # was "epoch 1"

@@ -88,6 +88,7 @@ def test_train_max_iters_below_the_step_reached_is_refused(folder, tmp_path, cap
     """--resume train.max_iters=1 from a step checkpoint after step 2 of 3 said 'in epoch 1/2, after step 2/1' and
     trained on with the lr of the saved step, off the new schedule."""
     out, save_resume = tmp_path / "run", trainer.save_resume
+    one_epoch = {"train.epochs": 1, "train.save_every_steps": 1}  # the refusal is of the step, not of the epochs
 
     def killed(path, state):
         save_resume(path, state)
@@ -97,15 +98,12 @@ def test_train_max_iters_below_the_step_reached_is_refused(folder, tmp_path, cap
     with monkeypatch.context() as patch:
         patch.setattr(trainer, "save_resume", killed)
         with pytest.raises(Killed):
-            run(TASK, tiny_config("classification", folder, out, **{"train.save_every_steps": 1}))
-    said = refused(folder, out, capsys, **{"train.save_every_steps": 1, **FAST})
+            run(TASK, tiny_config("classification", folder, out, **one_epoch))
+    said = refused(folder, out, capsys, **one_epoch, **FAST)
     assert said.startswith(f"error: --resume: {out / 'resume.pt'} was saved after step 2 of epoch 1, but this run's "
                            "epochs end after step 1 (train.max_iters=1)")  # fmt: skip
-    run(
-        TASK,
-        tiny_config("classification", folder, out, **{"train.save_every_steps": 1, "train.max_iters": 2}),
-        resume=True,
-    )  # fmt: skip  (reaching the step: its evaluation only)
+    run(TASK, tiny_config("classification", folder, out, **one_epoch, **{"train.max_iters": 2}), resume=True)
+    assert load_resume(out / "resume.pt")["epoch"] == 1  # reaching the step: its evaluation only
 
 
 def test_frozen_stages_changed_is_refused_before_the_data_scan(finished, tmp_path, capsys, scans):

@@ -138,8 +138,8 @@ def test_an_evaluation_whose_every_image_fails_to_decode_is_an_error(runs, load_
 def test_predict_compiled_writes_the_eager_csv(runs, load_script, tmp_path, capsys):
     """--compile, batches of 4 of 19 files (broken.png left out of one, last one of 3): padded, equal to eager."""
     data, info = runs[3].parent / "data3", read_info(runs[3] / "best.safetensors")
-    args = {"num_classes": 3, "depths": [2], "num_heads": [1]}  # one stage: a short compile
-    torch.manual_seed(0)
+    args = {"num_classes": 3, "depths": [1], "num_heads": [1]}  # one block (a shifted one compiled: test_optimize.py)
+    torch.manual_seed(1)  # a seed whose c0 probabilities span near 0 to near 1
     model = timm.create_model(info.model, **args)
     with torch.no_grad():
         model.head.fc.weight.mul_(300)  # logits far apart: probabilities from near 0 to near 1

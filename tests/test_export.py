@@ -116,11 +116,11 @@ def test_every_feature_level_equals_eager():
     first_level = FeatureExtractor(build_exportable(PICO, out_norm=True), (0,)).eval()
     with pytest.raises(ValueError, match=r"assumes Ne\(\(\(s\w+ \+ 1\)//2\), 1\), which fails at s\w+=2"):
         export_program(first_level, torch.randn(2, 3, 40, 56), (2, 512))  # one patch: a 1 x 1 level
-    program = export_program(model, torch.randn(2, 3, 40, 56), (17, 512))
+    graph = export_program(model, torch.randn(2, 3, 40, 56), (17, 512)).module()
     for size in [(97, 131), (250, 333), (17, 512)]:
         x = torch.randn(1, 3, *size)
         with torch.no_grad():
-            for got, want in zip(program.module()(x), model(x), strict=True):
+            for got, want in zip(graph(x), model(x), strict=True):
                 torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -128,11 +128,11 @@ def test_fpn_maps_equal_eager():
     torch.manual_seed(0)
     backbone = build_fpn_backbone(PICO, out_indices=(1, 2, 3), fpn_channels=16, extra_levels="p6p7", depths=(1,) * 4)
     model = FPNFeatures(backbone).eval()
-    program = export_program(model, torch.randn(2, 3, 80, 96), (65, 512))  # strides up to 64 (p7)
+    graph = export_program(model, torch.randn(2, 3, 80, 96), (65, 512)).module()  # strides up to 64 (p7)
     for size in [(97, 131), (65, 70)]:
         x = torch.randn(1, 3, *size)
         with torch.no_grad():
-            for got, want in zip(program.module()(x), model(x), strict=True):
+            for got, want in zip(graph(x), model(x), strict=True):
                 torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -171,11 +171,11 @@ def test_a_range_whose_last_stage_is_one_window_exports():
     in the batch is checked at degree + 1 of them, and the graph serves the range (its ONNX file: the tests above)."""
     # one block per stage (pico's geometry and widths): the trace makes the same assumption about the last stage
     model = build_exportable(PICO, depths=(1, 1, 1, 1))
-    program = export_program(model, torch.randn(2, 3, 32, 32), (32, 64))
+    graph = export_program(model, torch.randn(2, 3, 32, 32), (32, 64)).module()
     with torch.no_grad():
         for batch, height, width in [(5, 64, 64), (3, 33, 64), (1, 64, 32)]:
             x = torch.randn(batch, 3, height, width)
-            torch.testing.assert_close(program.module()(x), model(x), rtol=0, atol=1e-5)
+            torch.testing.assert_close(graph(x), model(x), rtol=0, atol=1e-5)
 
 
 def test_an_equation_polynomial_in_a_size_is_checked_at_degree_plus_one_points():
@@ -204,15 +204,28 @@ def test_adaptive_pooling_to_several_bins_is_refused_at_varying_sizes(pool):
     export_program(nn.AdaptiveAvgPool2d(1).eval(), example, (7, 40))  # a global pool serves every size
 
 
-@pytest.mark.parametrize("bins", [(2, 3), (6, 6)])
-def test_adaptive_average_pooling_modules_export_for_every_size(bins, tmp_path):
+class _TwoPyramidPools(nn.Module):
+    """A strided conv, then its map pooled by two nn.AdaptiveAvgPool2d modules: 2 x 3 and 6 x 6 bins."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, stride=4)
+        self.pools = nn.ModuleList([nn.AdaptiveAvgPool2d((2, 3)), nn.AdaptiveAvgPool2d((6, 6))])
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = self.conv(x)
+        return tuple(pool(y) for pool in self.pools)
+
+
+def test_adaptive_average_pooling_modules_export_for_every_size(tmp_path):
     """nn.AdaptiveAvgPool2d modules (UperNet's pyramid pooling) trace as BinAverage2d: ONNX Runtime equals PyTorch's
-    own pooling at sizes other than the traced one, including maps smaller than the bins; the module is put back."""
+    own pooling at sizes other than the traced one, including maps smaller than the bins; the modules are put back.
+    Both bin shapes in one graph: one export and one conversion."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3, stride=4), nn.AdaptiveAvgPool2d(bins)).eval()
+    model = _TwoPyramidPools().eval()
     program = export_program(model, torch.randn(2, 3, 64, 80), (7, 200))
-    assert type(model[1]) is nn.AdaptiveAvgPool2d
-    path = export_onnx(program, tmp_path / "pool.onnx", ["pooled"])
+    assert [type(pool) for pool in model.pools] == [nn.AdaptiveAvgPool2d] * 2
+    path = export_onnx(program, tmp_path / "pool.onnx", ["pooled_2x3", "pooled_6x6"])
     for size in [(7, 9), (31, 200), (64, 80), (150, 41)]:
         assert onnx_max_abs_error(path, model, torch.randn(2, 3, *size)) < 1e-5
 
@@ -226,13 +239,13 @@ def test_swin_t_geometry_in_one_graph_and_nothing_outside_its_range():
     # 333, shifts on in one dimension and off in the other at (1, 9, 300) and (3, 300, 9)
     narrow = dict(embed_dim=8, depths=(1, 1, 1, 2), num_heads=(1, 1, 1, 1))
     model = build_exportable("swinlite_tiny_patch4_window7_224", **narrow)
-    program = export_program(model, torch.randn(2, 3, 224, 224), (4, 400))
+    graph = export_program(model, torch.randn(2, 3, 224, 224), (4, 400)).module()
     for b, h, w in [(1, 224, 224), (2, 97, 131), (1, 250, 333), (1, 4, 9), (1, 9, 300), (3, 300, 9)]:
         x = torch.randn(b, 3, h, w)
         with torch.no_grad():
-            torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(graph(x), model(x), rtol=1e-5, atol=1e-5)
     with pytest.raises(Exception, match="<= 400"):  # torch.export's own input check names the range
-        program.module()(torch.randn(1, 3, 401, 8))
+        graph(torch.randn(1, 3, 401, 8))
     assert type(model(torch.randn(1, 3, 20, 24))) is torch.Tensor  # no traced tensor left in a cache
 
 
@@ -243,10 +256,11 @@ def test_swin_v2_geometry_in_one_graph():
     model = build_exportable("swinlite_v2_pico_patch2_window4_32")
     program = export_program(model, torch.randn(2, 3, 40, 56), (17, 64))
     assert not [n for n in program.graph.nodes if "scaled_dot_product" in str(n.target)]
+    graph = program.module()
     for b, h, w in [(1, 17, 21), (2, 64, 33)]:  # one window in the last stages, several in the first ones
         x = torch.randn(b, 3, h, w)
         with torch.no_grad():
-            torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(graph(x), model(x), rtol=1e-5, atol=1e-5)
 
 
 def _killed_in_the_check(output: Path) -> int:

@@ -22,13 +22,13 @@ def test_fixed_size_export_matches_eager_at_another_batch():
     torch.manual_seed(0)
     model = build_exportable(PICO)
     size = (36, 44)  # not a window multiple: padding and masks are in the graph
-    program = export_program(model, torch.randn(2, 3, *size), fixed_size=True)
+    graph = export_program(model, torch.randn(2, 3, *size), fixed_size=True).module()
     for batch in (1, 3):
         x = torch.randn(batch, 3, *size)
         with torch.no_grad():
-            torch.testing.assert_close(program.module()(x), model(x), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(graph(x), model(x), rtol=1e-5, atol=1e-5)
     with pytest.raises(Exception, match="36"):  # the size is fixed
-        program.module()(torch.randn(1, 3, 40, 44))
+        graph(torch.randn(1, 3, 40, 44))
 
 
 def test_script_bad_input(load_script, tmp_path, capsys):

@@ -23,7 +23,7 @@ from swinlite.io import read_state_dict
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks
 
 # Per task: the tiny data (classification: 7 images per class), the settings (drop path, crops or sizes, flips, mixup
-# and EMA all draw from the RNGs; a step checkpoint every step or two), the step checkpoints the run saves, the 4th's
+# and EMA all draw from the RNGs; a step checkpoint every step or two), the step checkpoints the run saves, the last's
 # (epoch, batch, epochs done), the steps of the whole run.
 DATA = {
     "classification": lambda root: make_folder(root / "data", per_class=7),  # 21 images: 5 batches of 4, one dropped
@@ -34,12 +34,14 @@ STEPS = {
     "classification": ({"train.epochs": 2, "data.batch_size": 4, "train.save_every_steps": 2, "data.mixup": 0.4,
                         "model.kwargs.drop_path_rate": 0.1, "train.ema_decay": 0.8, "train.log_interval": 1},
                        [2, 4, 6, 8], (1, 3, 1), 10),
-    "detection": ({"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1,
-                   "data.hflip": 0.5, "train.save_every_steps": 1, "train.ema_decay": 0.8},
-                  [1, 2, 4, 5], (1, 2, 1), 6),  # steps 3 and 6 end an epoch
-    "segmentation": ({"train.epochs": 2, "train.deterministic": True, "model.kwargs.drop_path_rate": 0.1,
-                      "data.hflip": 0.5, "train.save_every_steps": 1, "train.ema_decay": 0.8},
-                     [1, 2, 4, 5], (1, 2, 1), 6),  # steps 3 and 6 end an epoch
+    "detection": ({"train.epochs": 2, "train.max_iters": 2, "train.deterministic": True,
+                   "model.kwargs.drop_path_rate": 0.1, "data.hflip": 0.5, "train.save_every_steps": 1,
+                   "train.ema_decay": 0.8},
+                  [1, 3], (1, 1, 1), 4),  # epochs of 2 of the 3 batches: steps 2 and 4 end an epoch
+    "segmentation": ({"train.epochs": 2, "train.max_iters": 2, "train.deterministic": True,
+                      "model.kwargs.drop_path_rate": 0.1, "data.hflip": 0.5, "train.save_every_steps": 1,
+                      "train.ema_decay": 0.8},
+                     [1, 3], (1, 1, 1), 4),  # epochs of 2 of the 3 batches: steps 2 and 4 end an epoch
 }  # fmt: skip
 
 
@@ -101,12 +103,12 @@ def test_resume_from_step_checkpoint_matches_uninterrupted(task: str, reference,
     settings, saved, position, steps = STEPS[task]
     data, expected_run, saves = reference(task)
     assert [load_resume(p)["step"] for p in saves] == saved
-    mid_epoch_2 = load_resume(saves[3])
+    mid_epoch_2 = load_resume(saves[-1])
     assert (mid_epoch_2["epoch"], mid_epoch_2["batch"], len(mid_epoch_2["history"])) == position
     out = tmp_path / "run"  # the folder as a run killed after that step leaves it
     out.mkdir()
     shutil.copy(expected_run / "config.yaml", out / "config.yaml")
-    shutil.copy(saves[3], out / "resume.pt")
+    shutil.copy(saves[-1], out / "resume.pt")
     workers = {"data.num_workers": 2}  # resumed with loader workers: each sample's augmentation is seeded by itself
     capsys.readouterr()
     resumed = run(TASKS[task], tiny_config(task, data, out, **settings, **workers), resume=True)

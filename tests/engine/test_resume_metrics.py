@@ -23,8 +23,9 @@ class Killed(BaseException):
 
 
 def config(data: Path, out: Path, **settings: object) -> Any:
-    """A tiny run without warm-up (of its few steps, a warm-up leaves none to decay: a warning)."""
-    return tiny_config("classification", data, out, **{"schedule.warmup_epochs": 0, **settings})
+    """A tiny run without warm-up (of its few steps, a warm-up leaves none to decay: a warning), of one step an epoch
+    unless ``settings`` say otherwise (the evaluations, scored by ``scored``, are what the tests read)."""
+    return tiny_config("classification", data, out, **{"schedule.warmup_epochs": 0, "train.max_iters": 1, **settings})
 
 
 def metrics(out: Path) -> list[dict[str, str]]:
@@ -37,7 +38,7 @@ def test_an_epoch_resumed_from_a_step_checkpoint_counts_the_time_before_the_kill
     in metrics.csv, unmarked. It is the whole epoch's now, the time before the kill kept in the step checkpoint (as
     Lightning's Timer keeps its elapsed time over a resume); train_img_s stays the rate of the images trained since
     the resume, over their own time."""
-    settings = {"train.epochs": 1, "train.save_every_steps": 1}  # 24 images: 3 steps of 8
+    settings = {"train.epochs": 1, "train.save_every_steps": 1, "train.max_iters": 3}  # 24 images: 3 steps of 8
     out, steps, train_step = tmp_path / "run", [], TASK.train_step
 
     def slow_then_killed(self, model, batch):

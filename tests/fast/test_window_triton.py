@@ -49,11 +49,19 @@ def upstream(out: torch.Tensor) -> torch.Tensor:
     return torch.randn(out.shape, generator=generator).to(out.device, out.dtype)
 
 
+# The interpreter's pytest loads only what its 7 tests use: no xdist or conftest.py (the grouping of workers; one
+# thread comes with the worker's OMP_NUM_THREADS), no cache, and no unraisable-exception plugin, whose gc.collect
+# calls at exit over dynamo's heap cost over a second (it only warns): ~2-3 CPU s less than a full session.
+UNUSED_PLUGINS = ("xdist", "cacheprovider", "unraisableexception", "threadexception")
+UNUSED_PLUGINS += ("hypothesispytest", "benchmark", "anyio")
+LEAN_PYTEST = ["-o", "addopts=", "--noconftest", *(arg for name in UNUSED_PLUGINS for arg in ("-p", f"no:{name}"))]
+
+
 def test_the_kernels_in_triton_s_interpreter():
     if INTERPRETED:
         pytest.skip("this is the interpreter's process")
     root = Path(__file__).parents[2]
-    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", __file__, "-k", "interpreted"]
+    command = [sys.executable, "-m", "pytest", "-q", __file__, "-k", "interpreted", *LEAN_PYTEST]
     result = subprocess.run(
         command, cwd=root, env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600
     )

@@ -99,7 +99,11 @@ def test_registered_variants():
     ],
 )
 def test_paper_architectures(name, embed_dim, depths, heads, window):
-    model = timm.create_model(name, device="meta")
+    """Built as timm's test_models.py builds models, inside ``with torch.device("meta")`` (tests/models/test_build.py
+    builds the other variants so)."""
+    with torch.device("meta"):
+        model = timm.create_model(name)
+    assert all(p.is_meta for p in model.parameters())
     assert model.window_size == (window, window)
     assert [len(stage.blocks) for stage in model.layers] == list(depths)
     assert [stage.blocks[0].attn.num_heads for stage in model.layers] == list(heads)
@@ -115,8 +119,11 @@ def _no_init_on_meta(self: SwinTransformerV2, needs_reset: bool = True) -> None:
 @pytest.mark.parametrize("name", [v for v in VARIANTS if v.startswith("swinlite_v2_") and "pico" not in v])
 def test_v2_architectures_are_timms(name, monkeypatch):
     """Every Swin-V2 variant with a timm counterpart has its structure: widths, depths, heads, per-stage windows
-    and pretrained windows, parameter count (on the meta device)."""
-    ours = timm.create_model(name, device="meta")
+    and pretrained windows, parameter count. Built inside ``with torch.device("meta")``, as timm's test_models.py
+    builds models (tests/models/test_build.py builds the other variants so)."""
+    with torch.device("meta"):
+        ours = timm.create_model(name)
+    assert all(p.is_meta for p in ours.parameters())
     assert all(isinstance(b, SwinV2Block) for stage in ours.layers for b in stage.blocks)
     if "nano" in name:
         return

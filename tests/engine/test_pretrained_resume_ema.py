@@ -9,10 +9,16 @@ import timm
 import torch
 from enginekit import DATA_FIXTURE, TASKS, tiny_config
 
-from swinlite.engine import run
+from swinlite.engine import run, trainer
 
 PICO = "swinlite_pico_patch2_window4_32"
 SAID = "is a run's resume state: its weights are the raw ones"
+
+
+@pytest.fixture(autouse=True)
+def no_curves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs draw no curves.png (a Matplotlib figure, ~0.3 s a run): what is checked are the warnings at load."""
+    monkeypatch.setattr(trainer, "plot_curves", lambda *args: None)
 
 
 def resume_file(path: Path, ema: bool) -> Path:

@@ -10,10 +10,11 @@ import detkit
 import segkit
 import trainkit
 from scriptkit import run_script
+from single_thread import one_thread_only
 
 from swinlite.classification import ClassificationTask
 from swinlite.detection.task import DetectionTask
-from swinlite.engine import Task, trainer
+from swinlite.engine import Task, run, trainer
 from swinlite.segmentation.task import SegmentationTask
 
 TASKS: dict[str, type[Task]] = {
@@ -35,6 +36,20 @@ def tiny_config(task: str, data: Path, out: Path, **extra: object) -> Any:
     """The config the task's script builds from ``overrides`` (classification: on top of configs/demo.yaml)."""
     path = trainkit.REPO / "configs" / "demo.yaml" if task == "classification" else None
     return TASKS[task].load_config(path, overrides(task, data, out, **extra))
+
+
+def finished_run(root: Path, **settings: object) -> tuple[Path, Path]:
+    """(data folder, run folder) under ``root``: a tiny classification run of ``settings`` trained to its end, in one
+    intra-op thread (module fixtures run before the autouse ``one_thread`` fixture)."""
+    with one_thread_only():
+        data = trainkit.make_folder(root / "data")
+        out = run(TASKS["classification"], tiny_config("classification", data, root / "run", **settings))
+    return data, out
+
+
+def copied_run(finished: tuple[Path, Path], folder: Path) -> tuple[Path, Path]:
+    """(data folder, a copy of the run folder at ``folder``): a module fixture's run for a test that changes it."""
+    return finished[0], Path(shutil.copytree(finished[1], folder))
 
 
 def script_config(task: str, folder: Path) -> Path:

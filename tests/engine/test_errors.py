@@ -14,6 +14,7 @@ import torch
 import yaml
 from enginekit import TASKS, overrides, script_config, script_main
 from safetensors.torch import load_file
+from single_thread import one_thread_only
 
 from swinlite import lock
 from swinlite.engine import checkpoint
@@ -32,18 +33,13 @@ def finished(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
     data = {"classification": make_folder(root / "images"), "detection": make_quirky_coco(root / "coco"),
             "segmentation": make_seg_folder(root / "seg")}  # fmt: skip
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread_only():
         for task in TASKS:
             with (
                 pytest.warns(UserWarning) if task == "detection" else contextlib.nullcontext()
             ):  # the COCO file's quirks
                 settings = overrides(task, data[task], root / task, **{"train.epochs": 1, **ONE_STEP})
                 assert script_main(task, ["--config", str(script_config(task, root)), *settings]) == 0
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(False)
     return {"root": root, **{f"{t}_data": d for t, d in data.items()}, **{t: root / t for t in TASKS}}
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from enginekit import TASKS, overrides, script_main, tiny_config
+from enginekit import TASKS, copied_run, overrides, script_main, tiny_config
 from single_thread import one_thread_only
 
 from swinlite.engine import checkpoint, run, trainer
@@ -169,7 +169,7 @@ def test_a_run_removes_an_evaluation_of_the_weights_it_replaces(
 ):
     """evaluate.py's eval.json and confusion_matrix.png of best.safetensors stayed beside the better weights of a
     resumed run, nothing telling that they describe the replaced ones. An evaluation of weights the run keeps stays."""
-    folder, out = first_epoch[0], shutil.copytree(first_epoch[1], tmp_path / "run")  # epoch 1 scored scores[0]
+    folder, out = copied_run(first_epoch, tmp_path / "run")  # epoch 1 scored scores[0]
     assert load_resume(out / "resume.pt")["history"][0]["val_top1"] == scores[0]
     scored(scores[1:], monkeypatch)
     evaluated(out, checkpoint_evaluated)
@@ -214,7 +214,7 @@ def test_a_resume_brings_the_files_a_cut_save_left_back_to_its_point(killed_befo
     """Killed after epoch 2's last.safetensors and metrics.csv, before its resume.pt, and resumed with
     train.epochs=1: 'done: best val_top1 ... at epoch 1' beside last weights of epoch 2 and metrics.csv's epoch-2 row
     (TensorBoard was cut back). They are epoch 1's again, the weights those of resume.pt."""
-    folder, out = killed_before_resume_2[0], shutil.copytree(killed_before_resume_2[1], tmp_path / "run")
+    folder, out = copied_run(killed_before_resume_2, tmp_path / "run")
     assert read_metadata(out / "last.safetensors")["epoch"] == 2
     capsys.readouterr()
     run(TASK, tiny_config("classification", folder, out, **SETTINGS | {"train.epochs": 1}), resume=True)

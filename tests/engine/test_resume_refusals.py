@@ -2,13 +2,11 @@
 its settings are compared and before the data scan), train.epochs or train.max_iters lowered below the point the run
 reached, and model.kwargs that change which parameters are trained (frozen_stages)."""
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
-from enginekit import TASKS, overrides, script_main, tiny_config
-from single_thread import one_thread_only
+from enginekit import TASKS, copied_run, finished_run, overrides, script_main, tiny_config
 
 from swinlite.engine import run, trainer
 from swinlite.engine.checkpoint import RESUME_KEYS, load_resume, save_resume
@@ -25,13 +23,7 @@ class Killed(BaseException):
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(data folder, run): a finished 2-epoch run of ``FAST``, copied by each test that resumes it."""
-    from trainkit import make_folder
-
-    root = tmp_path_factory.mktemp("finished")
-    with one_thread_only():
-        data = make_folder(root / "data")
-        out = run(TASK, tiny_config("classification", data, root / "run", **FAST))
-    return data, out
+    return finished_run(tmp_path_factory.mktemp("finished"), **FAST)
 
 
 @pytest.fixture
@@ -74,7 +66,7 @@ def test_a_folder_of_another_task_is_named_before_its_settings_and_the_data_scan
 def test_train_epochs_below_the_epochs_done_is_refused(finished, tmp_path, capsys, scans):
     """--resume train.epochs=1 on a finished 2-epoch run said 'resumed ... after its last epoch (1)' and rewrote
     config.yaml with epochs: 1 beside a metrics.csv of 2 epochs."""
-    folder, out = finished[0], shutil.copytree(finished[1], tmp_path / "run")
+    folder, out = copied_run(finished, tmp_path / "run")
     said = refused(folder, out, capsys, **FAST, **{"train.epochs": 1})
     assert said.startswith(f"error: --resume: train.epochs=1 ends before the point {out / 'resume.pt'} was saved at "
                            "(2 epochs done); resume with train.epochs=2 or more")  # fmt: skip
@@ -110,7 +102,7 @@ def test_frozen_stages_changed_is_refused_before_the_data_scan(finished, tmp_pat
     """model.kwargs.frozen_stages changed at --resume (frozen parameters are left out of the optimizer) failed after
     the data scan with 'resume.pt does not fit this run's model or optimizer (loaded state dict contains a parameter
     group that doesn't match the size of optimizer's group)', which named no cause."""
-    folder, out = finished[0], shutil.copytree(finished[1], tmp_path / "run")  # 2 epochs done
+    folder, out = copied_run(finished, tmp_path / "run")  # 2 epochs done
     frozen = {**FAST, "train.epochs": 3, "model.kwargs.frozen_stages": 1}
     said = refused(folder, out, capsys, **frozen)
     assert said.startswith("error: --resume: the set of trained parameters changed with model.kwargs.frozen_stages "

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from enginekit import DATA_FIXTURE, TASKS, overrides, script_main, tiny_config
+from enginekit import DATA_FIXTURE, TASKS, copied_run, overrides, script_main, tiny_config
 from single_thread import one_thread_only
 from torch.utils.data import Dataset, TensorDataset
 
@@ -108,7 +108,7 @@ def layer_decay_run(tmp_path_factory) -> tuple[Path, Path]:
 # infinite while its loss is not, found by the step checkpoint's check (its error said what the run keeps twice)
 @pytest.mark.parametrize(("every", "lr"), [(0, 1e12), (1, 1e12), (1, 1e6)])
 def test_diverged_run_stops_and_keeps_the_last_good_files(good_run, tmp_path: Path, capsys, every: int, lr: float):
-    folder, out = good_run[0], shutil.copytree(good_run[1], tmp_path / "out")
+    folder, out = copied_run(good_run, tmp_path / "out")
     good = {name: (out / name).read_bytes() for name in ("last.safetensors", "best.safetensors", "resume.pt")}
     capsys.readouterr()
     settings = {"train.epochs": 3, "optim.lr": lr, "schedule.warmup_epochs": 0, "train.save_every_steps": every}
@@ -312,7 +312,7 @@ def test_a_resume_with_other_settings_continues_on_them(layer_decay_run, tmp_pat
     """EMA turned off on --resume: metrics.csv and curves.png crashed on the first row's EMA columns (every later
     --resume too); fewer steps per epoch (train.max_iters, or another number of processes): the saved step put the
     lr past the schedule's end."""
-    folder, out = layer_decay_run[0], shutil.copytree(layer_decay_run[1], tmp_path / "run")  # EMA 0.5, 1 epoch
+    folder, out = copied_run(layer_decay_run, tmp_path / "run")  # EMA 0.5, 1 epoch
     saved = load_resume(out / "resume.pt")
     assert saved["step"] == 3  # 24 images in batches of 8
     save_resume(out / "resume.pt", saved | {"rng": saved["rng"] * 2, "partial": saved["partial"] * 2})  # 2 processes
@@ -335,7 +335,7 @@ def test_a_rank_the_saved_run_lacked_draws_a_stream_of_its_own(good_run, tmp_pat
     exactly; a rank without one gets a stream of its own, the same again when the same file is resumed."""
     distributed = importlib.import_module("swinlite.engine.distributed")
     monkeypatch.setattr(distributed, "all_gather_object", lambda obj, info: [obj] * info.world_size)  # no group
-    folder, out = good_run[0], shutil.copytree(good_run[1], tmp_path / "run")
+    folder, out = copied_run(good_run, tmp_path / "run")
     saved = load_resume(out / "resume.pt")
     cfg = tiny_config("classification", folder, out, **{"train.epochs": 2})
     resumed = trainer.Trainer(TASKS["classification"], cfg, DistInfo(), torch.device("cpu"), out)
@@ -359,7 +359,7 @@ def test_a_resume_file_refused_as_it_loads_is_said_once(ranks, said, good_run, t
     """resume.pt refused as it loads, after the data scan ("does not fit this run's model"): under torchrun every
     process printed its error line. Each raises a SharedError now (rank 0 alone says it): rank 0's message, or the
     rank's that refused where rank 0 did not."""
-    folder, out = good_run[0], shutil.copytree(good_run[1], tmp_path / "run")
+    folder, out = copied_run(good_run, tmp_path / "run")
     cfg = tiny_config("classification", folder, out, **{"train.epochs": 2, "model.kwargs.mlp_ratio": 2})
     resumed = trainer.Trainer(TASKS["classification"], cfg, DistInfo(), torch.device("cpu"), out)
     resumed.dist = DistInfo(1, 2)  # what load_resume reads of the process's place (no process group)
@@ -375,7 +375,7 @@ def test_a_resume_file_refused_as_it_loads_is_said_once(ranks, said, good_run, t
 def test_ema_turned_on_at_resume_starts_from_the_resumed_weights(good_run, tmp_path: Path, capsys, monkeypatch):
     """train.ema_decay set at --resume on a run saved without EMA: the EMA kept the random initial weights it was
     built from (EMA top-1 19 % against the raw weights' 89 % in the demo)."""
-    (folder, out), task = (good_run[0], shutil.copytree(good_run[1], tmp_path / "run")), TASKS["classification"]
+    (folder, out), task = copied_run(good_run, tmp_path / "run"), TASKS["classification"]
     trained = load_resume(out / "resume.pt")["model"]
     at_start = {}
 
@@ -393,7 +393,7 @@ def test_optimizer_settings_changed_at_resume_are_the_ones_used(layer_decay_run,
     """optim.weight_decay, optim.betas and optim.layer_decay changed at --resume were warned about and written to
     config.yaml, but the optimizer's load_state_dict put the saved groups' values back: the run went on with the
     old ones. Now the groups hold the new settings and the saved moments."""
-    folder, out = layer_decay_run[0], shutil.copytree(layer_decay_run[1], tmp_path / "run")
+    folder, out = copied_run(layer_decay_run, tmp_path / "run")
     task = TASKS["classification"]
     saved = load_resume(out / "resume.pt")["optimizer"]
     changed = {"optim.layer_decay": 0.8, "optim.weight_decay": 0.5, "optim.betas": "[0.5,0.9]"}
@@ -789,7 +789,7 @@ def test_a_loader_worker_reports_all_but_a_handover_the_run_broke_off(capfd):
 def test_a_full_disk_at_the_resume_file_says_where_the_files_stand(good_run, tmp_path: Path, capsys, monkeypatch):
     """It said "the files already there are left as they were" while last.safetensors and metrics.csv were already
     an epoch ahead of resume.pt; --resume then trains the epoch again and rewrites them."""
-    folder, out = good_run[0], shutil.copytree(good_run[1], tmp_path / "out")  # a finished 1-epoch run
+    folder, out = copied_run(good_run, tmp_path / "out")  # a finished 1-epoch run
     save_resume = trainer.save_resume
 
     def full(path, state):

@@ -12,8 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from enginekit import TASKS, overrides, script_main, tiny_config
-from single_thread import one_thread_only
+from enginekit import TASKS, copied_run, finished_run, overrides, script_main, tiny_config
 from timm.scheduler import StepLRScheduler
 from torch import nn
 
@@ -27,18 +26,7 @@ from swinlite.engine.trainer import RunState, Trainer
 @pytest.fixture(scope="module")
 def one_epoch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(data folder, run): a finished classification run of ``train.epochs=1``, copied by each test that resumes it."""
-    from trainkit import make_folder
-
-    root = tmp_path_factory.mktemp("one_epoch")
-    with one_thread_only():
-        data = make_folder(root / "data")
-        out = run(TASKS["classification"], tiny_config("classification", data, root / "run", **{"train.epochs": 1}))
-    return data, out
-
-
-def copied(one_epoch: tuple[Path, Path], folder: Path) -> tuple[Path, Path]:
-    """(data folder, a copy of the finished 1-epoch run in ``folder``)."""
-    return one_epoch[0], shutil.copytree(one_epoch[1], folder)
+    return finished_run(tmp_path_factory.mktemp("one_epoch"), **{"train.epochs": 1})
 
 
 def test_the_progress_line_shows_the_epoch_s_running_loss_and_the_step_s(capsys, monkeypatch):
@@ -112,7 +100,7 @@ def test_epoch_time_spans_the_ema_evaluation(folder: Path, tmp_path: Path, monke
 def test_raising_train_epochs_names_the_lr_on_both_schedules(one_epoch, tmp_path: Path, capsys):
     """A finished 1-epoch run resumed with train.epochs=2: the warning named no cause and no lr; now it names the
     changed setting, the lr of the first resumed step on the new schedule and on the saved one, and the warm restart."""
-    folder, out = copied(one_epoch, tmp_path / "run")
+    folder, out = copied_run(one_epoch, tmp_path / "run")
     steps = load_resume(out / "resume.pt")["step"]
     capsys.readouterr()
     run(TASKS["classification"], tiny_config("classification", folder, out, **{"train.epochs": 2}), resume=True)
@@ -152,7 +140,7 @@ def test_a_divergence_after_a_step_checkpoint_goes_back_to_the_last_good_epoch(
     """Epoch 2 saved its step 1 (weights ruined but finite), then diverged: the error said the folder kept the last good
     epoch, yet resume.pt held that step checkpoint, which every --resume diverged from again. Now resume.pt is back at
     the end of epoch 1, the error says so, and a --resume with sound settings trains on from there."""
-    folder, out = copied(one_epoch, tmp_path / "out")
+    folder, out = copied_run(one_epoch, tmp_path / "out")
     epoch1 = load_resume(out / "resume.pt")
     capsys.readouterr()
     _diverging_at(monkeypatch, 2)
@@ -185,7 +173,7 @@ def test_a_divergence_after_a_resumed_step_checkpoint_without_an_epoch_says_what
 def test_the_schedule_warning_names_settings_changed_since_the_resume_file(one_epoch, tmp_path, capsys, monkeypatch):
     """A resume with train.epochs=4 that diverged before saving rewrote config.yaml; the next one compared with it and
     named no cause. The settings the resume file was saved with are compared now."""
-    folder, out = copied(one_epoch, tmp_path / "run")
+    folder, out = copied_run(one_epoch, tmp_path / "run")
     _diverging_at(monkeypatch, 1)
     with pytest.raises(ValueError, match="training diverged"):
         run(TASKS["classification"], tiny_config("classification", folder, out, **{"train.epochs": 2}), resume=True)

@@ -417,6 +417,15 @@ def relative_position_index(window: Sequence[int], device: torch.device | None =
     return index
 
 
+@functools.lru_cache(maxsize=64)
+def _cpu_relative_position_index(window: tuple[int, ...]) -> torch.Tensor:
+    """:func:`relative_position_index` on the CPU, built once per window: the source the bias modules copy their
+    index buffers from, so that a build on the meta device (whose ops are slow) computes none. Shared: copy it,
+    never write to it."""
+    with torch.inference_mode(False), torch.no_grad():  # a plain tensor, usable inside and outside inference mode
+        return relative_position_index(window, device=torch.device("cpu"))
+
+
 def sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device | None = None) -> torch.Tensor:
     """:func:`relative_position_index` of a smaller 2-D window ``sub`` (Wh' <= Wh, Ww' <= Ww), into the offset table
     of ``window``: every pair's offset keeps its row of the larger table. Long (N', N'), N' = Wh' * Ww'. A ValueError
@@ -481,7 +490,7 @@ class RelativePositionBias(nn.Module):
     def init_non_persistent_buffers(self) -> None:
         """Fill the index buffer; call after ``to_empty()`` when the model was built on the meta device."""
         with torch.no_grad():
-            self.index.copy_(relative_position_index(self.window, device=self.index.device))
+            self.index.copy_(_cpu_relative_position_index(self.window))
 
     def set_window(self, window: Sequence[int], table: torch.Tensor) -> None:
         """Take a new window and its table ((prod(2w - 1), heads)), in place (``SwinTransformer.set_input_size``); a
@@ -496,7 +505,8 @@ class RelativePositionBias(nn.Module):
         self.window = window
         self.num_tokens = math.prod(self.window)
         self.table = nn.Parameter(table.detach().clone(), requires_grad=self.table.requires_grad)
-        self.register_buffer("index", relative_position_index(self.window, device=table.device), persistent=False)
+        index = _cpu_relative_position_index(self.window).to(table.device, copy=True)
+        self.register_buffer("index", index, persistent=False)
 
     def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous: the kernels that add it to the logits read it along
@@ -540,6 +550,14 @@ def log_spaced_relative_coords(
     ]
     coords = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).flatten(0, -2)  # (rows, ndim)
     return torch.sign(coords) * torch.log2(coords.abs() + 1.0) / math.log2(8)
+
+
+@functools.lru_cache(maxsize=64)
+def _cpu_log_spaced_relative_coords(window: tuple[int, ...], pretrained_window: tuple[int, ...] | None) -> torch.Tensor:
+    """:func:`log_spaced_relative_coords` on the CPU, built once per pair, as :func:`_cpu_relative_position_index`
+    (the same values on every device the bias is built on). Shared: copy it, never write to it."""
+    with torch.inference_mode(False), torch.no_grad():
+        return log_spaced_relative_coords(window, pretrained_window, torch.device("cpu"))
 
 
 class ContinuousPositionBias(nn.Module):
@@ -589,9 +607,8 @@ class ContinuousPositionBias(nn.Module):
     def init_non_persistent_buffers(self) -> None:
         """Fill the coordinate and index buffers; call after ``to_empty()`` when built on the meta device."""
         with torch.no_grad():
-            device = self.index.device
-            self.coords.copy_(log_spaced_relative_coords(self.window, self.pretrained_window, device))
-            self.index.copy_(relative_position_index(self.window, device=device))
+            self.coords.copy_(_cpu_log_spaced_relative_coords(self.window, self.pretrained_window))
+            self.index.copy_(_cpu_relative_position_index(self.window))
 
     def set_window(self, window: Sequence[int]) -> None:
         """Take a new window, in place (``SwinTransformer.set_input_size``): the MLP is a function of the offsets, so
@@ -605,8 +622,8 @@ class ContinuousPositionBias(nn.Module):
                 f"is {self.window})"
             )
         device, dtype = self.coords.device, self.coords.dtype
-        coords = log_spaced_relative_coords(window, self.pretrained_window, device).to(dtype)
-        index = relative_position_index(window, device=device)
+        coords = _cpu_log_spaced_relative_coords(window, self.pretrained_window).to(device, dtype, copy=True)
+        index = _cpu_relative_position_index(window).to(device, copy=True)
         self.window = window
         self.num_tokens = math.prod(window)
         self.register_buffer("coords", coords, persistent=False)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +76,31 @@ def _check_tag(name: str) -> None:
 
 def meta_model(name: str, kwargs: dict[str, Any]) -> nn.Module:
     """``timm.create_model(name, **kwargs)`` on the meta device: its structure and configs without memory or weights
-    (0.03 s for Swin-T), for checks made before a run builds the real one."""
+    (0.03 s for Swin-T), for checks made before a run builds the real one. Within :func:`shared_meta_models`, built
+    once per (name, kwargs) and the same model handed to every check, which reads it (or runs it in eval mode)."""
+    shared, key = _SHARED_META_MODELS.get(), (name, repr(kwargs))
+    if shared is not None and key in shared:
+        return shared[key]
     with torch.device("meta"):
-        return timm.create_model(name, **kwargs)
+        model = timm.create_model(name, **kwargs)
+    if shared is not None:
+        shared[key] = model
+    return model
+
+
+# the meta models of the checks under way (shared_meta_models), by (name, repr(kwargs)); None outside them
+_SHARED_META_MODELS: ContextVar[dict[tuple[str, str], nn.Module] | None] = ContextVar("meta_models", default=None)
+
+
+@contextmanager
+def shared_meta_models() -> Iterator[None]:
+    """Within: :func:`meta_model` builds each (name, kwargs) once, for a run's checks, which would build the same
+    model once each (its keywords, the input size, the model's data config)."""
+    token = _SHARED_META_MODELS.set({})
+    try:
+        yield
+    finally:
+        _SHARED_META_MODELS.reset(token)
 
 
 def _check_kwargs(name: str, kwargs: dict[str, Any]) -> None:

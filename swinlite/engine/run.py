@@ -39,7 +39,7 @@ from .distributed import (
     stalled_ranks,
 )
 from .handshake import checked_alike, join
-from .model import meta_model
+from .model import meta_model, shared_meta_models
 from .preflight import check_run, check_task, check_weights_fit, resolve_normalisation, task_written
 from .rank_warnings import SharedWarnings, rank_prefixed
 from .task import Task
@@ -83,7 +83,7 @@ def run(
     # every process checks the same settings, reads the same files, builds the same model: their warnings are shown
     # once (a process's own ones by it), and so are the refusals of the checks here (once per machine)
     shared = SharedWarnings(launched())
-    with shared, checked_alike(launched()):
+    with shared, checked_alike(launched()), shared_meta_models():  # the checks build the model once, on meta
         check_task(task)
         check_values(cfg)
         device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")

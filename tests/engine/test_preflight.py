@@ -6,13 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import timm
 import yaml
-from enginekit import TASKS, tiny_config
+from enginekit import DATA_FIXTURE, TASKS, tiny_config
 from timm.data import IMAGENET_DEFAULT_MEAN as IMAGENET_MEAN
 from timm.data import IMAGENET_DEFAULT_STD as IMAGENET_STD
 from timm.data import resolve_model_data_config
 from trainkit import REPO
 
+from swinlite.engine import run
 from swinlite.engine.model import meta_model
 from swinlite.engine.preflight import resolve_normalisation
 
@@ -101,3 +103,21 @@ def test_a_models_value_its_key_does_not_take_is_one_error(tmp_path: Path, overl
                       **{"model.kwargs.pretrained_cfg_overlay": overlay, "data.crop_pct": "null"})  # fmt: skip
     with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
         resolve_normalisation(TASKS["classification"], cfg)
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_the_checks_before_a_run_build_the_model_once(task: str, tmp_path: Path, monkeypatch, request):
+    """The model's keywords, classification's input size and the model's data config each built it on the meta
+    device: the checks share one build of each (name, kwargs)."""
+    cfg = tiny_config(task, request.getfixturevalue(DATA_FIXTURE[task]), tmp_path / "out")
+    (tmp_path / "out").write_text("")  # refused after the checks: nothing is read or written
+    builds, create = [], timm.create_model
+
+    def counted(name: str, *args: Any, **kwargs: Any) -> Any:
+        builds.append(name)
+        return create(name, *args, **kwargs)
+
+    monkeypatch.setattr(timm, "create_model", counted)
+    with pytest.raises(ValueError, match="out"):
+        run(TASKS[task], cfg)
+    assert builds == [TASKS[task].model_name(cfg)]

@@ -46,12 +46,17 @@ def parse_args(argv: list[str] | None = None) -> object:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from swinlite.detection.task import DetectionTask  # the package loads only now, after the arguments
-    from swinlite.engine.cli import run_from_cli
+    from swinlite.engine.cli import run_from_cli, show_config  # the package loads only now, after the arguments
 
     overrides = train_overrides(args, "coco")
     config = args.config or (COCO_CONFIG if args.data_dir else DEMO_CONFIG)
-    return run_from_cli(DetectionTask, config, overrides, args.resume, args.overwrite, args.print_config)
+    if args.print_config:  # the config alone, without the task's [detection] extra (pycocotools)
+        from swinlite.detection.config import DetConfig
+
+        return show_config(DetConfig, config, overrides)
+    from swinlite.detection.task import DetectionTask
+
+    return run_from_cli(DetectionTask, config, overrides, args.resume, args.overwrite)
 
 
 if __name__ == "__main__":

@@ -19,11 +19,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..lock import LOCK_FILE
 from ..sigterm import Terminated, terminate_as_interrupt
 from .checkpoint import RESUME_FILE
-from .config import dump_yaml, to_dict
+from .config import dump_yaml, load_config, to_dict
 from .distributed import PeerGoneError, SharedError, StalledRankError, launched
 from .handshake import checked_alike
 from .run import run
@@ -44,14 +45,11 @@ def run_from_cli(
     Raises:
         ValueError, OSError: a user error (a setting, the data, the output folder), for the script's runner.
     """
-    try:
-        with checked_alike(launched()):  # under torchrun every process reads the same file and overrides
-            cfg = home_expanded(task.load_config(config, overrides))
-    except SharedError:  # the machine's first process says it
-        return 2
     if print_config:
-        print(dump_yaml(to_dict(cfg)), end="")  # reads back identically as a --config file
-        return 0
+        return show_config(task.config, config, overrides)
+    cfg = _loaded(task.config, config, overrides)
+    if cfg is None:
+        return 2
     try:
         with terminate_as_interrupt():
             run(task, cfg, resume=resume, overwrite=overwrite, config=config)
@@ -74,6 +72,27 @@ def run_from_cli(
             print(interrupted(out, f"{word} as rank 0 ended without a word (killed?)"), file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     return 0
+
+
+def show_config(config: type, path: str | Path, overrides: list[str]) -> int:
+    """``--print-config``: the task's ``config`` dataclass loaded from its defaults, the file at ``path`` and
+    ``overrides``, printed as YAML that reads back identically as a ``--config`` file; returns the exit code. It needs
+    the config class alone, not the task, whose imports may need an extra (detection's pycocotools)."""
+    cfg = _loaded(config, path, overrides)
+    if cfg is None:
+        return 2
+    print(dump_yaml(to_dict(cfg)), end="")
+    return 0
+
+
+def _loaded(config: type, path: str | Path, overrides: list[str]) -> Any | None:
+    """``config`` loaded as :meth:`Task.load_config` loads it, ``~`` expanded; None where the settings were refused,
+    which the machine's first process says (under torchrun every process reads the same file and overrides)."""
+    try:
+        with checked_alike(launched()):
+            return home_expanded(load_config(config(), path, overrides))
+    except SharedError:
+        return None
 
 
 def holder_killed(out: Path) -> bool:

@@ -1,5 +1,7 @@
 """The options every training script takes (scripts/_cli.py's add_train_arguments, train_overrides): an empty one is
-an error, and key=value arguments apply after them, as --help says."""
+an error, key=value arguments apply after them, as --help says, and --print-config needs only the config."""
+
+import sys
 
 import pytest
 import yaml
@@ -41,6 +43,20 @@ def test_an_option_is_not_taken_by_its_prefix(script: str, capsys):
     assert run_script(script, ["--print-config", "--output", "X"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unrecognized arguments: --output") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_print_config_needs_no_extra_of_the_tasks_data(script: str, monkeypatch, capsys):
+    """train_detection.py --print-config failed without pycocotools (the [detection] extra): it imported the task,
+    whose data and evaluation read COCO, to print a config that needs none of it."""
+    for name in ("pycocotools", "pycocotools.coco", "pycocotools.cocoeval", "pycocotools.mask"):
+        monkeypatch.setitem(sys.modules, name, None)  # an import of it fails, as where it is not installed
+    for name in [m for m in sys.modules if m.startswith("swinlite.") and m.endswith(".task")]:
+        package, _, leaf = name.rpartition(".")
+        monkeypatch.setattr(sys.modules[package], leaf, sys.modules[name])  # restored after, as sys.modules' entry
+        monkeypatch.delitem(sys.modules, name)  # imported again if a script imports it, as in a fresh process
+    assert run_script(script, ["--print-config", "train.epochs=3"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["train"]["epochs"] == 3
 
 
 def test_the_readme_says_to_repeat_the_overrides_on_resume():

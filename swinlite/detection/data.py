@@ -65,17 +65,21 @@ def split_paths(cfg: DetDataConfig, split: str, option: str = "--data-dir (data.
     ``option``: what the caller names ``data_dir`` by, for the error.
 
     Raises:
-        ValueError: ``data_dir``, which a path is taken from, is a file (an archive not yet unpacked), not a folder.
+        ValueError: ``data_dir``, which a path is taken from, is a file (an archive not yet unpacked), not a folder,
+            or (but for the digits demo, which writes it) does not exist.
     """
     root = Path(cfg.data_dir)
     ann, images = getattr(cfg, f"{split}_ann"), getattr(cfg, f"{split}_images")
+    demo = cfg.dataset == "digits"
+    expected = (
+        "a folder for the digits demo to write its images and annotations into"
+        if demo
+        else f"a folder in COCO 2017's layout holding annotations/instances_{split}2017.json and {split}2017/"
+    )
     if not (ann and images) and root.is_file():
-        expected = (
-            "a folder for the digits demo to write its images and annotations into"
-            if cfg.dataset == "digits"
-            else f"a folder in COCO 2017's layout holding annotations/instances_{split}2017.json and {split}2017/"
-        )
         raise ValueError(f"{option} {root} is a file; expected {expected}")
+    if not (ann and images or demo or root.exists()):  # named itself, not by a path inside it
+        raise ValueError(f"{option} {root} does not exist; expected {expected}")
     return (
         Path(ann) if ann else root / "annotations" / f"instances_{split}2017.json",
         Path(images) if images else root / f"{split}2017",

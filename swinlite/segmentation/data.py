@@ -102,18 +102,22 @@ def split_folders(cfg: SegDataConfig, split: str, option: str = "--data-dir (dat
     ``option``: what the caller names ``data_dir`` by, for the error.
 
     Raises:
-        ValueError: ``data_dir``, which a folder is taken from, is a file (an archive not yet unpacked), not a folder.
+        ValueError: ``data_dir``, which a folder is taken from, is a file (an archive not yet unpacked), not a folder,
+            or (but for the shapes demo, which writes it) does not exist.
     """
     images, masks = getattr(cfg, f"{split}_images"), getattr(cfg, f"{split}_masks")
     default_images, default_masks = DEFAULT_FOLDERS[split]
     root = Path(cfg.data_dir)
+    demo = cfg.dataset == "shapes"
+    expected = (
+        "a folder for the shapes demo to write its images and masks into"
+        if demo
+        else f"a folder in ADE20K's layout holding {default_images}/ and {default_masks}/"
+    )
     if not (images and masks) and root.is_file():
-        expected = (
-            "a folder for the shapes demo to write its images and masks into"
-            if cfg.dataset == "shapes"
-            else f"a folder in ADE20K's layout holding {default_images}/ and {default_masks}/"
-        )
         raise ValueError(f"{option} {root} is a file; expected {expected}")
+    if not (images and masks or demo or root.exists()):  # named itself, not by a folder inside it
+        raise ValueError(f"{option} {root} does not exist; expected {expected}")
     return Path(images) if images else root / default_images, Path(masks) if masks else root / default_masks
 
 

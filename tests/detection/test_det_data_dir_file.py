@@ -1,5 +1,6 @@
 """--data-dir (data.data_dir) naming a file, say an archive not yet unpacked, is said to be a file where a folder is
-expected, not that a path built from it (FILE/annotations/instances_train2017.json) does not exist."""
+expected, not that a path built from it (FILE/annotations/instances_train2017.json) does not exist; a missing one is
+said to be missing."""
 
 import re
 from pathlib import Path
@@ -11,16 +12,23 @@ from swinlite.detection.config import DetDataConfig
 from swinlite.detection.data import split_paths
 
 SAID = "--data-dir (data.data_dir) {} is a file; expected a folder "  # (the demo's: for it to write into)
-EXPECTED = SAID + "in COCO 2017's layout"
 
 
 @pytest.mark.parametrize("split", ["train", "val"])
-def test_split_paths_of_a_file_data_dir_say_it_is_a_file(tmp_path: Path, split: str):
+@pytest.mark.parametrize("said", ["is a file", "does not exist"])
+def test_split_paths_of_a_file_data_dir_say_it_is_a_file(tmp_path: Path, split: str, said: str):
+    """A missing --data-dir is named too, not as its missing annotation file; the digits demo's is written."""
     archive = tmp_path / "coco.zip"
-    archive.write_bytes(b"PK")
-    expected = f"{EXPECTED.format(archive)} holding annotations/instances_{split}2017.json and {split}2017/"
+    if said == "is a file":
+        archive.write_bytes(b"PK")
+    expected = (
+        f"--data-dir (data.data_dir) {archive} {said}; expected a folder in COCO 2017's layout holding "
+        f"annotations/instances_{split}2017.json and {split}2017/"
+    )
     with pytest.raises(ValueError, match=re.escape(expected)):
         split_paths(DetDataConfig(data_dir=str(archive)), split)
+    if said == "does not exist":
+        assert split_paths(DetDataConfig(data_dir=str(archive), dataset="digits"), split)[1] == archive / f"{split}2017"
     given = {f"{split}_ann": str(tmp_path / "a.json"), f"{split}_images": str(tmp_path / "images")}
     assert split_paths(DetDataConfig(data_dir=str(archive), **given), split)[0] == tmp_path / "a.json"  # unused
 

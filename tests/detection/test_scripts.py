@@ -34,8 +34,8 @@ def test_missing_data_is_one_clear_error(tmp_path: Path, capsys, offline_hub):
     argv = ["--data-dir", str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "run")]
     assert run_script("train_detection", argv) == 2
     assert capsys.readouterr().err.strip() == (
-        f"error: annotation file {tmp_path / 'nowhere/annotations/instances_train2017.json'} does not exist "
-        "(COCO format: images, annotations, categories)"
+        f"error: --data-dir (data.data_dir) {tmp_path / 'nowhere'} does not exist; expected a folder in COCO 2017's "
+        "layout holding annotations/instances_train2017.json and train2017/"
     )
 
 

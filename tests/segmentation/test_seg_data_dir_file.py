@@ -1,5 +1,6 @@
 """--data-dir (data.data_dir) naming a file, say an archive not yet unpacked, is said to be a file where a folder is
-expected, not that a folder built from it (FILE/images/training) does not exist."""
+expected, not that a folder built from it (FILE/images/training) does not exist; a missing one is said to be
+missing."""
 
 import re
 from pathlib import Path
@@ -11,15 +12,20 @@ from swinlite.segmentation.config import SegDataConfig
 from swinlite.segmentation.data import split_folders
 
 SAID = "--data-dir (data.data_dir) {} is a file; expected a folder "  # (the demo's: for it to write into)
-EXPECTED = SAID + "in ADE20K's layout"
 
 
 @pytest.mark.parametrize(("split", "folder"), [("train", "images/training"), ("val", "images/validation")])
-def test_split_folders_of_a_file_data_dir_say_it_is_a_file(tmp_path: Path, split: str, folder: str):
+@pytest.mark.parametrize("said", ["is a file", "does not exist"])
+def test_split_folders_of_a_file_data_dir_say_it_is_a_file(tmp_path: Path, split: str, folder: str, said: str):
+    """A missing --data-dir is named too, not as its missing image folder; the shapes demo's is written."""
     archive = tmp_path / "ade.zip"
-    archive.write_bytes(b"PK")
-    with pytest.raises(ValueError, match=re.escape(f"{EXPECTED.format(archive)} holding {folder}/")):
+    if said == "is a file":
+        archive.write_bytes(b"PK")
+    expected = f"--data-dir (data.data_dir) {archive} {said}; expected a folder in ADE20K's layout holding {folder}/"
+    with pytest.raises(ValueError, match=re.escape(expected)):
         split_folders(SegDataConfig(data_dir=str(archive)), split)
+    if said == "does not exist":
+        assert split_folders(SegDataConfig(data_dir=str(archive), dataset="shapes"), split)[0] == archive / folder
     given = {f"{split}_images": str(tmp_path / "i"), f"{split}_masks": str(tmp_path / "m")}
     assert split_folders(SegDataConfig(data_dir=str(archive), **given), split) == (tmp_path / "i", tmp_path / "m")
 

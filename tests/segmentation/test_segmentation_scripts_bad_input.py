@@ -93,7 +93,7 @@ def _broken_images(s: SimpleNamespace) -> None:
 TRAIN, EVAL, SEGMENT = "train_segmentation", "evaluate_segmentation", "segment"
 # (id, script, damage, extra arguments ({data}, {out}, {tmp}), message)
 CASES = [
-    ("no_data", TRAIN, None, ["data.data_dir={tmp}/nowhere"], "images/training does not exist"),
+    ("no_data", TRAIN, None, ["data.data_dir={tmp}/nowhere"], "nowhere does not exist; expected a folder in ADE20K's"),
     ("no_classes", TRAIN, None, ["data.classes=[]"], "data.dataset=folder needs data.classes"),
     ("classes_of_ade20k", TRAIN, None, ["data.dataset=ade20k"], "data.classes is for data.dataset=folder"),
     # ignored, and config.yaml recorded it: the demo trained its background class, ADE20K reduced its labels anyway

@@ -82,7 +82,8 @@ def parse_args(argv: list[str] | None = None):
         "--out-indices",
         type=int,
         nargs="+",
-        help="levels for --features, strictly increasing, negative ones from the last (default: 0 1 2 3)",
+        help="levels for --features, strictly increasing, negative ones from the last (default: every level of the "
+        "model, all its stages as timm's features_only gives them: 0 1 2 3 for a four-stage Swin)",
     )
     parser.add_argument(
         "--out-norm",
@@ -128,7 +129,6 @@ def parse_args(argv: list[str] | None = None):
     if args.tolerance is not None and (args.no_check or args.quantize):
         why = "--no-check skips the check" if args.no_check else "an INT8 file's check looks for finite outputs only"
         parser.error(f"--tolerance bounds the check of an fp32 file: {why}; drop --tolerance")
-    args.out_indices = args.out_indices or [0, 1, 2, 3]
     return args
 
 
@@ -176,13 +176,17 @@ def published_weights(name: str) -> Path:
     """The file of ``name``'s published pretrained weights (in the Hugging Face cache, fetched if need be): what
     --model NAME alone exports, as --checkpoint FILE would, and as NAME alone means in predict.py, extract_features.py
     and visualize.py; a name without published weights is swinlite.weights.pretrained_model's one error, never an
-    export of random initial weights."""
-    from swinlite.hub import cached_weights
+    export of random initial weights. A cached file is not loaded here: the export builds the model and checks the
+    weights once (Swin-T's were loaded twice); one to download is fetched and loaded by pretrained_model."""
+    from swinlite.hub import cached_weights, has_weights
     from swinlite.weights import check_model_name, pretrained_model
 
     check_model_name(name, "swinlite_*")  # before any download: only swinlite models export
-    pretrained_model(name, WEIGHTS_HINT)  # fetched and loaded to check them, or one error; the export reads the file
-    return cached_weights(name)
+    cached = cached_weights(name) if has_weights(name) else None
+    if cached is None:  # fetched (and loaded, to check them), or one error
+        pretrained_model(name, WEIGHTS_HINT)
+        cached = cached_weights(name)
+    return cached
 
 
 def export(args, checkpoint: Path, task: str | None) -> float | None:

@@ -69,15 +69,17 @@ class FeatureExtractor(nn.Module):
     Args:
         model: the Swin.
         out_indices: levels to return, as ``timm.create_model(..., features_only=True)`` takes them: strictly
-            increasing once negative ones (counted from the last) are resolved; kept resolved.
+            increasing once negative ones (counted from the last) are resolved; kept resolved. None: every level of
+            the model (all its stages, ``features_only``'s default).
 
     Raises:
         ValueError: ``out_indices`` that ``features_only`` refuses, naming the allowed levels.
     """
 
-    def __init__(self, model: SwinTransformer, out_indices: Sequence[int] = (0, 1, 2, 3)) -> None:
+    def __init__(self, model: SwinTransformer, out_indices: Sequence[int] | None = None) -> None:
         super().__init__()
         num_stages = len(model.layers)
+        out_indices = range(num_stages) if out_indices is None else out_indices
         check_feature_indices(out_indices, num_stages, ordered=True)
         self.model = model
         self.out_indices = [i % num_stages for i in out_indices]
@@ -111,10 +113,11 @@ def build_exportable(
     model_name: str | None,
     features: bool = False,
     checkpoint: str | os.PathLike | None = None,
-    out_indices: Sequence[int] = (0, 1, 2, 3),
+    out_indices: Sequence[int] | None = None,
     **model_kwargs: object,
 ) -> nn.Module:
-    """The classifier (``features=False``) or a :class:`FeatureExtractor`, in eval mode.
+    """The classifier (``features=False``) or a :class:`FeatureExtractor` of ``out_indices`` (None: every level of the
+    model, however many stages it has), in eval mode.
 
     With a checkpoint the model is rebuilt by :func:`swinlite.load_model` (strict; a self-describing file
     needs no ``model_name``); without one it has timm's initial weights.

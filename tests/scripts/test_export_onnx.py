@@ -195,6 +195,48 @@ def test_out_indices_are_checked_as_features_only_checks_them(
     assert seen == {"channels": [32, 256], "names": ["stage0", "stage3"]}  # pico's first and last levels
 
 
+def test_features_export_every_level_of_a_swin_with_fewer_stages(load_script, tmp_path, monkeypatch):
+    """--features of a segmentation run whose Swin has two stages (``model.kwargs.depths``) failed with the default
+    levels: "feature indices must be ... in 0..1, got (0, 1, 2, 3)", the default set before the model was read. The
+    default is now every level of the model: outputs stage0 and stage1, at strides 2 and 4. (What the export is given
+    is checked here, as in test_out_indices_are_checked_as_features_only_checks_them: a real export takes 12 s; the
+    export of feature levels itself in tests/test_export.py.)"""
+    import dataclasses
+
+    from swinlite.segmentation.config import SegModelConfig
+    from swinlite.segmentation.models import build_upernet
+
+    seen = {}
+    monkeypatch.setattr(export, "export_program", lambda model, example, *args: seen.update(
+        shapes=[tuple(level.shape) for level in model(example)]))  # fmt: skip
+    monkeypatch.setattr(export, "export_onnx", lambda program, path, names, metadata, *args: seen.update(
+        names=list(names), levels=json.loads(metadata["out_indices"])) or path.write_bytes(b"onnx"))  # fmt: skip
+    cfg = SegModelConfig(name=PICO, head_channels=8, aux_channels=0, pool_scales=(1,), pretrained=False,
+                         kwargs={"depths": (1, 1), "num_heads": (1, 2)})  # fmt: skip
+    meta = {"task": "segmentation", "segmenter": dataclasses.asdict(cfg), "classes": ["x", "y"],
+            "preprocessing": {"mean": [0.5] * 3, "std": [0.25] * 3, "crop_size": [32, 32]}}  # fmt: skip
+    checkpoint, output = tmp_path / "best.safetensors", tmp_path / "levels.onnx"
+    save_safetensors(checkpoint, build_upernet(cfg, 2).state_dict(), meta)
+    load_script("export_onnx").main(["--checkpoint", str(checkpoint), "--features", "--fixed-size", "--no-check",
+                                     "--output", str(output)])  # fmt: skip
+    assert seen == {"shapes": [(2, 32, 16, 16), (2, 64, 8, 8)], "names": ["stage0", "stage1"], "levels": [0, 1]}
+    assert output.read_bytes() == b"onnx"
+
+
+def test_cached_published_weights_are_not_loaded_before_the_export(load_script, offline_hub, monkeypatch):
+    """--model TAG alone, its weights in the cache, built Swin-T twice and converted and checked its weights four
+    times: published_weights loaded them (swinlite.weights.pretrained_model) to check them, then the export loaded
+    the file again. Now it returns the cached file unread, for the export's one load; weights to download are still
+    fetched and loaded by pretrained_model, and a name without any is its one error (tests/scripts/test_model_alone.py,
+    which also checks that what is exported is the file's)."""
+    import swinlite.weights
+
+    tag = "swinlite_tiny_patch4_window7_224.ms_in1k"
+    cached = offline_hub.add(timm.models.get_pretrained_cfg(tag).hf_hub_id, {"w": torch.zeros(1)})
+    monkeypatch.setattr(swinlite.weights, "pretrained_model", lambda *args: pytest.fail("loaded before the export"))
+    assert load_script("export_onnx").published_weights(tag) == cached
+
+
 @pytest.mark.parametrize("tolerance", ["-1", "0", "nan", "inf"])
 def test_a_tolerance_that_is_not_a_positive_number_is_refused_before_the_export(
     tolerance, load_script, tmp_path, capsys
@@ -228,4 +270,4 @@ def test_help_shows_the_defaults(load_script, capsys):
     with pytest.raises(SystemExit):
         load_script("export_onnx").parse_args(["--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "(default: 0 1 2 3)" in shown and "(default: 1e-4)" in shown
+    assert "(default: every level of the model, all its stages" in shown and "(default: 1e-4)" in shown

@@ -594,14 +594,19 @@ def check_weight_values(
         raise ValueError(
             f"{source} holds {len(not_float)} weights that are not floating point: {first_keys(not_float)}"
         )
-    not_finite = [
-        k for k, v in state_dict.items() if v.is_floating_point() and not v.is_meta and not bool(v.isfinite().all())
-    ]
+    not_finite = [k for k, v in state_dict.items() if v.is_floating_point() and not v.is_meta and not _all_finite(v)]
     if not_finite:
         raise ValueError(
             f"{source} holds NaN or infinite values in {len(not_finite)} weights (a diverged run?): "
             + first_keys(not_finite)
         )
+
+
+def _all_finite(value: torch.Tensor) -> bool:
+    """Whether every element of a floating tensor is finite: its sum first (one pass, no mask of its size; NaN or
+    inf never sums to a finite number), each element only where the sum is not finite (NaN or
+    inf in it, or finite values whose sum overflows)."""
+    return bool(value.sum().isfinite()) or bool(value.isfinite().all())
 
 
 def shape_mismatch(key: str, shape: Sequence[int], want: Sequence[int]) -> str:

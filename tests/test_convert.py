@@ -18,6 +18,7 @@ from timm.layers import to_2tuple
 from timm.models.swin_transformer import checkpoint_filter_fn
 
 import swinlite
+from swinlite.convert import check_weight_values
 from swinlite.io import read_metadata, save_safetensors
 from swinlite.weights import load_model, weights_metadata
 
@@ -578,3 +579,20 @@ def test_a_converted_timm_model_of_a_size_with_a_shrunk_window_loads_as_it_is(tm
     with torch.no_grad():
         for model in (plain, loaded):
             torch.testing.assert_close(model(x), source(x), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_weight_values_are_checked_element_by_element(dtype):
+    """check_weight_values sums each tensor first (a NaN or inf never sums to a finite number): finite weights whose
+    sum overflows still pass, and every tensor with a NaN or inf, however placed, is refused, as an element-wise
+    isfinite finds."""
+    big = torch.finfo(dtype).max
+    cases = {"overflow": [big, big, -1.0], "nan": [1.0, float("nan")], "inf": [float("inf"), 2.0],
+             "inf-inf": [float("inf"), float("-inf")], "-inf": [0.0, float("-inf"), big]}  # fmt: skip
+    for name, values in cases.items():
+        weights = {f"{name}.weight": torch.tensor(values, dtype=dtype).repeat(1000)}
+        if bool(weights[f"{name}.weight"].isfinite().all()):
+            check_weight_values(weights)
+        else:
+            with pytest.raises(ValueError, match=rf"holds NaN or infinite values in 1 weights .*: {name}\.weight$"):
+                check_weight_values(weights)

@@ -632,7 +632,7 @@ def _fit_to_model(
     model's feature wrapper prunes them (:func:`convert_pretrained`)."""
     target = model.state_dict()
     name = type(model).__name__
-    state_dict = _drop_optional(state_dict, target)
+    state_dict = _drop_pruned_stages(_drop_optional(state_dict, target), model)
     unmapped = sorted(k for k in state_dict if k not in target)
     cause = _other_attention(state_dict, target)  # what a refusal below names first: V1 weights into a V2 model, ...
     if unmapped and strict:
@@ -827,6 +827,18 @@ def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) ->
         _warn_at_caller("dropping the checkpoint's classifier head.fc: the model has none")
     optional = ("out_norms.", "head.fc.", "norm.")
     return {k: v for k, v in state_dict.items() if k in target or not k.startswith(optional)}
+
+
+def _drop_pruned_stages(state_dict: StateDict, model: nn.Module) -> StateDict:
+    """``state_dict`` without the stages a features-only Swin is pruned of (``prune_intermediate_layers``: those after
+    its last level; its ``feature_info`` keeps every stage it was built with), as timm's ``features_only`` loads a
+    whole model's weights before pruning it: an FPN on levels 0-2 takes an ImageNet file of four stages. Keys of a
+    stage the model was never built with stay, for the strict check to refuse."""
+    layers, info = getattr(model, "layers", None), getattr(model, "feature_info", None)
+    if not isinstance(layers, nn.Sequential) or not isinstance(info, list) or len(layers) >= len(info):
+        return state_dict
+    pruned = tuple(f"layers.{i}." for i in range(len(layers), len(info)))
+    return {k: v for k, v in state_dict.items() if not k.startswith(pruned)}
 
 
 def embed_shrunk_tables(state_dict: StateDict, model: nn.Module) -> StateDict:

@@ -98,8 +98,10 @@ def build_fpn_backbone(
         fpn_channels: FPN width, the backbone's ``out_channels``.
         frozen_stages: -1 trains all; k freezes the patch embedding and the first k stages.
         checkpoint: weights in any layout :func:`swinlite.convert_state_dict` reads (path or state dict),
-            loaded strictly into every weight the backbone uses (not the classifier nor the final norm it is pruned
-            of: a detection or segmentation run's trained with ``out_norm=False`` has none).
+            loaded strictly into every weight the backbone uses (not the classifier, nor the final norm and the
+            stages after the last of ``out_indices`` it is pruned of: a detection or segmentation run's trained with
+            ``out_norm=False`` has no final norm; an ImageNet file's later stages are left out, as timm's
+            ``features_only`` leaves them).
         extra_levels: levels added above the last FPN level: "pool" (Faster/Mask R-CNN) or "p6p7" (RetinaNet,
             FCOS, with ``out_indices=(1, 2, 3)``: P3-P7, the five levels their default anchor generators expect;
             with four Swin levels there are six maps, and torchvision's default anchors fail an assertion).

@@ -126,14 +126,18 @@ def test_retinanet_and_fcos_eval_forward_on_p3_to_p7(detector):
     assert out[0]["boxes"].shape[1] == 4
 
 
-def test_checkpoint_is_loaded_and_checked(tmp_path):
+@pytest.mark.parametrize(("out_indices", "channels"), [((1, 3), [64, 256]), ((0, 2), [32, 128])])
+def test_checkpoint_is_loaded_and_checked(tmp_path, out_indices, channels):
+    """Levels that end before the last stage (0, 2) take a whole model's file, as timm's features_only does: the body
+    is pruned of stage 3, whose weights the file holds (they were refused as keys that did not map)."""
     source = timm.create_model(PICO)
     path = tmp_path / "pico.pth"
     torch.save({"model": source.state_dict()}, path)
-    backbone = build_fpn_backbone(PICO, out_indices=(1, 3), fpn_channels=8, checkpoint=path)
+    backbone = build_fpn_backbone(PICO, out_indices=out_indices, fpn_channels=8, checkpoint=path)
     swin = backbone.body.model
-    torch.testing.assert_close(swin.layers[3].blocks[0].attn.qkv.weight, source.layers[3].blocks[0].attn.qkv.weight)
-    assert backbone.body.feature_info.channels() == [64, 256]
+    assert len(swin.layers) == out_indices[-1] + 1 and backbone.body.feature_info.channels() == channels
+    for got, want in zip(swin.layers, source.layers, strict=False):
+        torch.testing.assert_close(got.blocks[0].attn.qkv.weight, want.blocks[0].attn.qkv.weight, rtol=0, atol=0)
     nano = tmp_path / "nano.pth"
     torch.save(timm.create_model("swinlite_nano_patch2_window4_64").state_dict(), nano)
     with pytest.raises(ValueError, match="did not map onto SwinTransformer"):

@@ -66,15 +66,18 @@ def test_traceable_box_decoding_is_torchvisions(classes):
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
-def _images(coco: Path) -> list[Image.Image]:
-    """The readable val images, and each stretched to another size (the detector resizes those)."""
+def _stretched_images(coco: Path) -> list[Image.Image]:
+    """Each readable val image stretched to two other sizes, odd ones (the detector resizes those by other scales).
+    The images at their own 48x48, the test size (a resize by 1): detect.py --onnx against --checkpoint on them in
+    test_detect_onnx_without_torch_writes_and_draws_the_pytorch_results, and the export's own check (``exported``)
+    at 48x48 to 1e-3 px."""
     images = []
     for path in list_images([coco / "val2017"]):
         try:
             image = load_rgb(path)
         except Exception:  # the corrupt file of the quirky set
             continue
-        images += [image, image.resize((61, 37)), image.resize((40, 70))]
+        images += [image.resize((61, 37)), image.resize((40, 70))]
     return images
 
 
@@ -85,18 +88,19 @@ def _matched(got: tuple[np.ndarray, ...], want: dict[str, torch.Tensor]) -> tupl
 
 
 def test_onnx_runtime_detections_equal_pytorch(exported):
-    """ONNX Runtime's detections are PyTorch's (eager, at one or two threads), all but the few that a tie decides:
-    at most 3 % of an image's detections and 1 % over all. Ties: proposals clipped at the image border can have
-    equal boxes and scores, which PyTorch's and ONNX Runtime's top-k and NMS order differently (a stretched 61x37
-    image of this set keeps a 3.1 px-shifted twin of one border box in each runtime, PyTorch in float64 agreeing
-    with PyTorch in float32); scores 1e-7 apart at the RPN's top-k cut go either way with float rounding (another
-    image's PyTorch detections change when its pixels move by 1e-6). Every other detection agrees to 1e-3 px."""
+    """ONNX Runtime's detections are PyTorch's (eager, at one thread; at two where one leaves a detection without its
+    twin), all but the few that a tie decides: at most 3 % of an image's detections and 1 % over all. Ties:
+    proposals clipped at the image border can have equal boxes and scores, which PyTorch's and ONNX Runtime's top-k
+    and NMS order differently (a stretched 61x37 image of this set keeps a 3.1 px-shifted twin of one border box in
+    each runtime, PyTorch in float64 agreeing with PyTorch in float32); scores 1e-7 apart at the RPN's top-k cut go
+    either way with float rounding (another image's PyTorch detections change when its pixels move by 1e-6). Every
+    other detection agrees to 1e-3 px."""
     coco, checkpoint, path = exported
     detector, _, _ = load_detector(checkpoint)
     model = onnx_predict.open_model(path)
     settings = onnx_predict.detector_settings(model)
     matched = total = 0
-    for image in _images(coco):
+    for image in _stretched_images(coco):
         got = onnx_predict.detect(model, settings, image)
         pixels = torch.from_numpy(np.array(image)).permute(2, 0, 1).float() / 255
         counts = []
@@ -104,6 +108,8 @@ def test_onnx_runtime_detections_equal_pytorch(exported):
             torch.set_num_threads(threads)  # the autouse one_thread fixture restores it
             with torch.no_grad():
                 counts.append(_matched(got, detector([pixels])[0]))
+            if counts[0][0] == counts[0][1]:  # every detection has its twin at one thread
+                break
         image_matched, image_total = max(counts)
         assert image_matched >= 0.97 * image_total, counts
         matched, total = matched + image_matched, total + image_total

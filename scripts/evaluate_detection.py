@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.detection.config import DetDataConfig
     from swinlite.detection.data import (
         CocoDetection,
+        check_data_root,
         check_split_paths,
         collate,
         load_split,
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=str(args.data_dir or "."), **{f"{args.split}_ann": args.ann, f"{args.split}_images": args.images}
     )
     ann_file, image_dir = split_paths(data, args.split, option="--data-dir")
+    check_data_root(data, args.split, option="--data-dir")
     check_split_paths(ann_file, image_dir)  # the data's paths before the output folder (the model is read after it)
     weights = ema_weights(args)
     out = args.output_dir or weights.parent

@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.segmentation.config import SegDataConfig
     from swinlite.segmentation.data import (
         SegmentationDataset,
+        check_data_root,
         check_labelled,
         check_not_too_large,
         check_split_folders,
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
 
     device = resolve_device(args.device)
     amp = autocast_dtype(args.amp, device)
+    given = {f"{SPLITS[args.split]}_images": args.images, f"{SPLITS[args.split]}_masks": args.masks}
+    check_data_root(SegDataConfig(data_dir=str(args.data_dir or "."), **given), SPLITS[args.split], option="--data-dir")
     layout = split_folders(SegDataConfig(data_dir=str(args.data_dir or ".")), SPLITS[args.split], option="--data-dir")
     images, masks = args.images or layout[0], args.masks or layout[1]
     check_split_folders(images, masks)  # the data's folders, the checkpoint and the flags against it: first

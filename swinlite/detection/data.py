@@ -65,25 +65,33 @@ def split_paths(cfg: DetDataConfig, split: str, option: str = "--data-dir (data.
     ``option``: what the caller names ``data_dir`` by, for the error.
 
     Raises:
-        ValueError: ``data_dir``, which a path is taken from, is a file (an archive not yet unpacked), not a folder,
-            or (but for the digits demo, which writes it) does not exist.
+        ValueError: ``data_dir``, which a path is taken from, is a file (an archive not yet unpacked), not a folder.
     """
     root = Path(cfg.data_dir)
     ann, images = getattr(cfg, f"{split}_ann"), getattr(cfg, f"{split}_images")
-    demo = cfg.dataset == "digits"
-    expected = (
-        "a folder for the digits demo to write its images and annotations into"
-        if demo
-        else f"a folder in COCO 2017's layout holding annotations/instances_{split}2017.json and {split}2017/"
-    )
     if not (ann and images) and root.is_file():
-        raise ValueError(f"{option} {root} is a file; expected {expected}")
-    if not (ann and images or demo or root.exists()):  # named itself, not by a path inside it
-        raise ValueError(f"{option} {root} does not exist; expected {expected}")
+        raise ValueError(f"{option} {root} is a file; expected {_expected_root(cfg, split)}")
     return (
         Path(ann) if ann else root / "annotations" / f"instances_{split}2017.json",
         Path(images) if images else root / f"{split}2017",
     )
+
+
+def check_data_root(cfg: DetDataConfig, split: str, option: str = "--data-dir (data.data_dir)") -> None:
+    """ValueError naming ``data_dir`` itself, and the layout, where it does not exist and ``split``'s paths are taken
+    from it (not the first path inside it that is missing); the digits demo writes it. ``option``: as
+    :func:`split_paths`."""
+    root = Path(cfg.data_dir)
+    taken = not (getattr(cfg, f"{split}_ann") and getattr(cfg, f"{split}_images"))
+    if taken and cfg.dataset != "digits" and not root.exists():
+        raise ValueError(f"{option} {root} does not exist; expected {_expected_root(cfg, split)}")
+
+
+def _expected_root(cfg: DetDataConfig, split: str) -> str:
+    """What ``data_dir`` should be, for the errors of :func:`split_paths` and :func:`check_data_root`."""
+    if cfg.dataset == "digits":
+        return "a folder for the digits demo to write its images and annotations into"
+    return f"a folder in COCO 2017's layout holding annotations/instances_{split}2017.json and {split}2017/"
 
 
 def _warn_ids(what: str, items: list[tuple[int | str, str]]) -> None:

@@ -24,6 +24,7 @@ from .data import (
     CocoDetection,
     CocoSplit,
     categories_of,
+    check_data_root,
     check_split_paths,
     collate,
     load_split,
@@ -127,6 +128,7 @@ class DetectionTask(Task):
     def check_inputs(cls, cfg: DetConfig) -> None:
         if cfg.data.dataset == "coco":  # the digits demo is written on first use
             for split in ("train", "val"):
+                check_data_root(cfg.data, split)
                 check_split_paths(*split_paths(cfg.data, split))
 
     @classmethod

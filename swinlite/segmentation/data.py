@@ -102,23 +102,32 @@ def split_folders(cfg: SegDataConfig, split: str, option: str = "--data-dir (dat
     ``option``: what the caller names ``data_dir`` by, for the error.
 
     Raises:
-        ValueError: ``data_dir``, which a folder is taken from, is a file (an archive not yet unpacked), not a folder,
-            or (but for the shapes demo, which writes it) does not exist.
+        ValueError: ``data_dir``, which a folder is taken from, is a file (an archive not yet unpacked), not a folder.
     """
     images, masks = getattr(cfg, f"{split}_images"), getattr(cfg, f"{split}_masks")
     default_images, default_masks = DEFAULT_FOLDERS[split]
     root = Path(cfg.data_dir)
-    demo = cfg.dataset == "shapes"
-    expected = (
-        "a folder for the shapes demo to write its images and masks into"
-        if demo
-        else f"a folder in ADE20K's layout holding {default_images}/ and {default_masks}/"
-    )
     if not (images and masks) and root.is_file():
-        raise ValueError(f"{option} {root} is a file; expected {expected}")
-    if not (images and masks or demo or root.exists()):  # named itself, not by a folder inside it
-        raise ValueError(f"{option} {root} does not exist; expected {expected}")
+        raise ValueError(f"{option} {root} is a file; expected {_expected_root(cfg, split)}")
     return Path(images) if images else root / default_images, Path(masks) if masks else root / default_masks
+
+
+def check_data_root(cfg: SegDataConfig, split: str, option: str = "--data-dir (data.data_dir)") -> None:
+    """ValueError naming ``data_dir`` itself, and the layout, where it does not exist and ``split``'s folders are taken
+    from it (not the first folder inside it that is missing); the shapes demo writes it. ``option``: as
+    :func:`split_folders`."""
+    root = Path(cfg.data_dir)
+    taken = not (getattr(cfg, f"{split}_images") and getattr(cfg, f"{split}_masks"))
+    if taken and cfg.dataset != "shapes" and not root.exists():
+        raise ValueError(f"{option} {root} does not exist; expected {_expected_root(cfg, split)}")
+
+
+def _expected_root(cfg: SegDataConfig, split: str) -> str:
+    """What ``data_dir`` should be, for the errors of :func:`split_folders` and :func:`check_data_root`."""
+    if cfg.dataset == "shapes":
+        return "a folder for the shapes demo to write its images and masks into"
+    default_images, default_masks = DEFAULT_FOLDERS[split]
+    return f"a folder in ADE20K's layout holding {default_images}/ and {default_masks}/"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from .data import (
     Labels,
     SegmentationDataset,
     Split,
+    check_data_root,
     check_labelled,
     check_not_too_large,
     check_split_folders,
@@ -133,6 +134,7 @@ class SegmentationTask(Task):
     def check_inputs(cls, cfg: SegConfig) -> None:
         if cfg.data.dataset != "shapes":  # the demo is written on first use
             for split in ("train", "val"):
+                check_data_root(cfg.data, split)
                 check_split_folders(*split_folders(cfg.data, split))
 
     @classmethod

@@ -32,7 +32,7 @@ def test_evaluate_detection_names_its_data_before_the_output_folder(tmp_path, ca
     argv = ["--checkpoint", tmp_path / "model.file", "--data-dir", root, "--output-dir", out, *overwrite]
     assert run_script("evaluate_detection", argv) == 2
     error = capsys.readouterr().err
-    expected = "is a file; expected a folder" if data == "file" else "instances_val2017.json does not exist"
+    expected = "is a file; expected a folder" if data == "file" else f"{root} does not exist; expected a folder in COCO"
     assert expected in error and "--output-dir" not in error
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 

@@ -35,7 +35,6 @@ USER_ERRORS = (ValueError, OSError)
 # Optional dependencies (pyproject.toml's [project.optional-dependencies]) by import name -> the extra that has them.
 OPTIONAL = {
     "yaml": "train",
-    "tqdm": "train",
     "matplotlib": "train",
     "sklearn": "train",
     "tensorboard": "train",

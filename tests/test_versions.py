@@ -20,5 +20,5 @@ def test_an_older_torch_or_timm_is_named_in_one_import_error():
 
 def test_the_floors_are_pyprojects():
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
-    floors = dict(re.fullmatch(r"([a-z]+)>=([\d.]+)", d).groups() for d in project["dependencies"])
+    floors = dict(re.fullmatch(r"([A-Za-z_]+)>=([\d.]+)", d).groups() for d in project["dependencies"])
     assert {name: floors[name] for name in LOWEST} == {n: ".".join(map(str, v)) for n, v in LOWEST.items()}

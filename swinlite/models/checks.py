@@ -41,7 +41,8 @@ FX_TRACING_TORCHVISION_MODE_HINT = (
 def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int], dtype: torch.dtype) -> None:
     """Raise a ValueError naming the expected input unless ``x`` is a (B, in_chans, H, W) batch of ``dtype``.
 
-    Under autocast the input may be of another floating dtype. TorchScript compiles this check too.
+    Under autocast the input may be of another floating dtype that autocast casts: any but float64, which it leaves
+    as is (torch's own dtype error, deep inside a layer). TorchScript compiles this check too.
     """
     expected = f"a floating-point tensor of shape (B, {in_chans}, H, W) with H >= {patch_size[0]}, W >= {patch_size[1]}"
     if not torch.jit.is_scripting() and not isinstance(x, torch.Tensor):
@@ -67,6 +68,11 @@ def check_image_input(x: torch.Tensor, in_chans: int, patch_size: tuple[int, int
     if not autocast:
         raise ValueError(
             f"input dtype {x.dtype} differs from the model's {dtype}: convert one of them (or use autocast)"
+        )
+    if x.dtype == torch.float64:
+        raise ValueError(
+            f"input dtype {x.dtype} differs from the model's {dtype} and autocast does not cast float64: convert the "
+            f"input (x.float(), or x.to({dtype}))"
         )
 
 

@@ -89,11 +89,22 @@ def test_empty_batch_hooks_see_an_empty_batch(name, fast):
     assert len(seen) == 7 and all(shape[0] == 0 for shape in seen), seen
 
 
-def test_dtype_other_than_the_models_names_both(model):
-    with pytest.raises(ValueError, match=r"input dtype torch.float64 differs from the model's torch.float32"):
-        model(torch.zeros(1, 3, 32, 32, dtype=torch.float64))
+@pytest.mark.parametrize(
+    ("autocast", "advice"),
+    [(False, "convert one of them"), (True, r"autocast does not cast float64: convert the input \(x\.float\(\)")],
+    ids=["plain", "autocast"],
+)
+def test_dtype_other_than_the_models_names_both(model, autocast, advice):
+    """Under autocast a float64 input met torch's own dtype error in the patch embedding: autocast casts every
+    floating dtype but float64."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        with pytest.raises(
+            ValueError, match=r"input dtype torch.float64 differs from the model's torch.float32.*" + advice
+        ):
+            model(torch.zeros(1, 3, 32, 32, dtype=torch.float64))
     with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast mixes dtypes on purpose
-        assert model(torch.zeros(1, 3, 32, 32, dtype=torch.bfloat16)).shape == (1, 10)
+        for dtype in (torch.bfloat16, torch.float16):
+            assert model(torch.zeros(1, 3, 32, 32, dtype=dtype)).shape == (1, 10)
 
 
 def test_scripted_model_keeps_the_input_check(model):

@@ -12,6 +12,8 @@ Sign conventions (both documented once here):
 
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -109,7 +111,9 @@ class RelPosSelfAttention1d(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        _check_config(dim, num_heads, max_len, max_distance, value_rel, mode, method)
+        dim, num_heads, max_len, max_distance = _check_config(
+            dim, num_heads, max_len, max_distance, value_rel, mode, method
+        )
         dd = {"device": device, "dtype": dtype}
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
@@ -294,11 +298,13 @@ def _blocked_pairs(
 
 def _check_config(
     dim: int, num_heads: int, max_len: int, max_distance: int | None, value_rel: bool, mode: str, method: str
-) -> None:
-    for name, value in (("dim", dim), ("num_heads", num_heads), ("max_len", max_len)):
-        _check_int(name, value, 1)
+) -> tuple[int, int, int, int | None]:
+    """ValueError naming the argument; returns ``dim``, ``num_heads``, ``max_len`` and ``max_distance`` as ints."""
+    dim, num_heads, max_len = (
+        _check_int(n, v, 1) for n, v in (("dim", dim), ("num_heads", num_heads), ("max_len", max_len))
+    )
     if max_distance is not None:
-        _check_int("max_distance", max_distance, 0, " or None")
+        max_distance = _check_int("max_distance", max_distance, 0, " or None")
     if dim % num_heads != 0:
         raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
     if mode not in ("shaw", "bias"):
@@ -309,8 +315,16 @@ def _check_config(
         raise ValueError("value_rel=True needs mode='shaw': bias mode has no value embeddings")
     if method != "auto" and mode == "bias":
         raise ValueError(f"method={method!r} applies to mode='shaw': bias mode adds its table to the logits as is")
+    return dim, num_heads, max_len, max_distance
 
 
-def _check_int(name: str, value: object, minimum: int, alternative: str = "") -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+def _check_int(name: str, value: object, minimum: int, alternative: str = "") -> int:
+    """``value`` as a Python int where it is an integer of any kind ``operator.index`` takes (numpy's too: a config
+    read by numpy, ``np.arange``) and at least ``minimum``; a ValueError for a bool, a float or a smaller one."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}{alternative}, got {value!r}")
+    return number

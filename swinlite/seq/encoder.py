@@ -99,7 +99,7 @@ class RelPosSeqEncoder(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        _check_encoder_args(dim, depth, mlp_ratio, drop_path_rate)
+        dim, depth = _check_encoder_args(dim, depth, mlp_ratio, drop_path_rate)
         # plain Python, not torch.linspace: a tensor would be created on the default device (meta, under
         # ``with torch.device("meta")``), where .tolist() fails
         drop_path = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
@@ -155,11 +155,11 @@ class RelPosSeqEncoder(nn.Module):
 _MAX_WIDTH = 2**63  # torch's sizes are int64
 
 
-def _check_encoder_args(dim: int, depth: int, mlp_ratio: float, drop_path_rate: float) -> None:
+def _check_encoder_args(dim: int, depth: int, mlp_ratio: float, drop_path_rate: float) -> tuple[int, int]:
     """ValueError naming the argument, at build time: a negative rate silently turned stochastic depth off and a
-    ratio below 1 / dim built a zero-width MLP. The attention layer checks its own arguments."""
-    _check_int("dim", dim, 1)
-    _check_int("depth", depth, 1)
+    ratio below 1 / dim built a zero-width MLP. Returns ``dim`` and ``depth`` as ints; the attention layer checks
+    its own arguments."""
+    dim, depth = _check_int("dim", dim, 1), _check_int("depth", depth, 1)
     for name, value in (("mlp_ratio", mlp_ratio), ("drop_path_rate", drop_path_rate)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"{name} must be a real number, got {value!r}")
@@ -173,3 +173,4 @@ def _check_encoder_args(dim: int, depth: int, mlp_ratio: float, drop_path_rate: 
         )
     if not 0.0 <= drop_path_rate < 1.0:
         raise ValueError(f"drop_path_rate must be in [0, 1), got {drop_path_rate!r}")
+    return dim, depth

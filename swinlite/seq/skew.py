@@ -59,14 +59,14 @@ def unskew(attn: torch.Tensor) -> torch.Tensor:
 def block_windows(weight: torch.Tensor, max_distance: int, length: int, block: int) -> torch.Tensor:
     """Embeddings of the L + T - 1 offsets each query block needs, (num_blocks, L + T - 1, d).
 
-    Block b (queries bT .. bT + T - 1) needs offsets -(bT + T - 1) .. L - 1 - bT.
+    Block b (queries bT .. bT + T - 1) needs offsets -(bT + T - 1) .. L - 1 - bT. One gather whose index is plain
+    arithmetic in L and T, so that ``torch.compile`` keeps L symbolic: a view by ``unfold`` (step T) made it
+    specialise on every length below T, where T = L.
     """
     num_blocks = -(-length // block)
-    padded = num_blocks * block
-    offsets = torch.arange(-(padded - 1), length, device=weight.device)  # (Lp + L - 1,)
-    table = weight[offsets.clamp(-max_distance, max_distance) + max_distance]  # row m: offset m - (Lp - 1)
-    windows = table.unfold(0, length + block - 1, block)  # (nb, d, L+T-1), window w starts at offset wT - (Lp-1)
-    return windows.flip(0).transpose(1, 2)  # block b is window nb - 1 - b: (nb, L+T-1, d)
+    first = torch.arange(num_blocks, device=weight.device)[:, None] * block + block - 1  # (nb, 1): -offset of column 0
+    offsets = torch.arange(length + block - 1, device=weight.device) - first  # (nb, L+T-1)
+    return weight[offsets.clamp(-max_distance, max_distance) + max_distance]  # (nb, L+T-1, d)
 
 
 def query_blocks(q: torch.Tensor, block: int) -> torch.Tensor:
@@ -194,7 +194,7 @@ def relative_attention(
     """
     B, H, L, d = q.shape
     T = min(block, L)
-    windows = block_windows(weight, max_distance, L, T).transpose(1, 2)  # (nb, d, L+T-1), contiguous
+    windows = block_windows(weight, max_distance, L, T).transpose(1, 2)  # (nb, d, L+T-1)
     k, v = k.contiguous(), v.contiguous()  # SDPA runs faster on these than on strided views
     tracked = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, weight))
     buffer = None if tracked else q.new_empty(B * H * T, L + T - 1)

@@ -2,10 +2,12 @@
 
 import itertools
 
+import numpy as np
 import pytest
 import timm.optim
 import torch
 from reference import naive_rel_pos_attention_1d
+from torch._dynamo.testing import CompileCounter
 
 from swinlite.models.swin import RelativePositionBias
 from swinlite.seq import RelPosSelfAttention1d
@@ -139,6 +141,22 @@ def test_inductor_compiles_the_query_block_kernels_as_eager(value_rel, grad):
     with torch.set_grad_enabled(grad):
         out = torch.compile(attn, backend="inductor", dynamic=False)(x, mask, causal=True)
         torch.testing.assert_close(out, attn(x, mask, causal=True))
+
+
+@pytest.mark.parametrize("grad", [True, False])  # without autograd the value term runs the buffered kernel
+def test_compiled_value_term_serves_new_lengths_without_recompiling(grad):
+    """method="skew" with value_rel: the query-block windows came from ``unfold`` with step T = min(64, L), which
+    torch.compile specialises on, so every new length recompiled (past 8 lengths, eager fallback)."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    attn = RelPosSelfAttention1d(DIM, HEADS, MAX_LEN, max_distance=2, value_rel=True, method="skew").eval()
+    counter = CompileCounter()  # dynamo only, no inductor: counts graphs
+    compiled = torch.compile(attn, backend=counter)
+    with torch.set_grad_enabled(grad):
+        for length in (5, 6, 7, 9):
+            x = torch.randn(2, length, DIM)
+            torch.testing.assert_close(compiled(x), attn(x))
+    assert counter.frame_count <= 2  # the first length static, the second one dynamic for all others
 
 
 def test_long_sequence_gradients_match_naive_loop():
@@ -435,6 +453,17 @@ def test_timm_optimizer_leaves_the_position_tables_undecayed(kwargs, tables):
     undecayed = {id(p) for g in optimizer.param_groups if g["weight_decay"] == 0 for p in g["params"]}
     names = {n for n, p in attn.named_parameters() if id(p) in undecayed}
     assert names == tables | {n for n, p in attn.named_parameters() if p.ndim == 1}  # timm's own: biases
+
+
+def test_numpy_integers_are_taken_as_ints():
+    """np.int64 sizes (a config read by numpy, np.arange) were refused as non-integers; floats and bools still are."""
+    attn = RelPosSelfAttention1d(np.int64(8), np.int32(2), np.arange(11)[10], max_distance=np.uint8(3))
+    sizes = (attn.num_heads, attn.head_dim, attn.max_len, attn.max_distance)
+    assert sizes == (2, 4, 10, 3) and all(type(v) is int for v in sizes)
+    with pytest.raises(ValueError, match=r"max_len must be an int >= 1, got np\.float64\(10\.0\)"):
+        RelPosSelfAttention1d(8, 2, np.float64(10))
+    with pytest.raises(ValueError, match=r"max_len must be an int >= 1, got np\.True_"):
+        RelPosSelfAttention1d(8, 2, np.True_)
 
 
 def test_bias_mode_takes_the_default_method():

@@ -2,6 +2,7 @@
 
 from functools import partial
 
+import numpy as np
 import pytest
 import timm.optim
 import torch
@@ -70,6 +71,15 @@ def test_wrong_input_dtype_names_both():
         encoder(x)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert encoder(x.bfloat16()).shape == (2, 5, 8)
+
+
+def test_numpy_integer_sizes_are_taken_as_ints():
+    """np.int64 sizes were refused as if not integers (dim, depth here; the others by the attention layer)."""
+    encoder = RelPosSeqEncoder(np.int64(8), np.int64(2), np.int64(2), np.int64(16), max_distance=np.int64(3))
+    assert len(encoder.blocks) == 2 and type(encoder.blocks[0].attn.max_len) is int
+    assert encoder(torch.randn(1, 5, 8)).shape == (1, 5, 8)
+    with pytest.raises(ValueError, match=r"depth must be an int >= 1, got 2\.0"):
+        RelPosSeqEncoder(8, 2.0, 2, 16)
 
 
 def test_timm_optimizer_leaves_every_blocks_position_tables_undecayed():

@@ -32,10 +32,10 @@ from typing import NoReturn
 
 
 def package_module(name: str) -> ModuleType:
-    """``swinlite.<name>`` for a module that imports the standard library and PyYAML only (``script``,
-    ``engine.config``): the package's once it is loaded, before that its file run alone under a private name
-    (importing it by name runs ``swinlite/__init__.py``, which loads torch and timm, and ``--help`` would wait for
-    them); the rest of the package can be imported afterwards, unlike :func:`import_without_torch`'s."""
+    """``swinlite.<name>`` for a module that imports no torch (``script``, ``engine.config``: the standard library
+    and PyYAML; ``files``: NumPy and Pillow too): the package's once it is loaded, before that its file run alone under
+    a private name (importing it by name runs ``swinlite/__init__.py``, which loads torch and timm, and ``--help``
+    would wait for them); the rest of the package can be imported afterwards, unlike :func:`import_without_torch`'s."""
     if f"swinlite.{name}" in sys.modules:
         return sys.modules[f"swinlite.{name}"]
     private = "_swinlite_" + name.replace(".", "_")
@@ -312,13 +312,21 @@ def check_onnx_options(
     parser.error(f"--onnx runs the exported file {how}: {named} {verb} not apply{hint}")
 
 
+def files_module() -> ModuleType:
+    """``swinlite.files`` (NumPy and Pillow, no torch) by :func:`package_module`: its checks of the paths a script
+    reads, made right after parsing, before torch loads (a missing path was said after seconds of imports), in the
+    words of the checks that read them later, which stay (a path can vanish in between)."""
+    return package_module("files")
+
+
 def check_model_file(path: Path | None, option: str) -> None:
-    """A ``--checkpoint`` / ``--onnx`` path that is missing or not a file (``swinlite.files.check_model_path``), said
-    before the output folder's checks, which come before the model is read (into a folder of an earlier run's outputs, a
-    mistyped path asked for ``--overwrite`` first)."""
+    """A model file (``--checkpoint``, ``--onnx``; ``option``: what the error names it by, as the script's later check
+    does) that is missing or not a file (``swinlite.files.check_model_path``), said before torch loads and before the
+    output folder's checks, which come before the model is read (into a folder of an earlier run's outputs, a mistyped
+    path asked for ``--overwrite`` first)."""
     if path is not None:
         meant = None if option == "--onnx" else "best.safetensors"  # a run folder's weights; it holds no ONNX file
-        import_without_torch("files").check_model_path(path, option, meant)
+        files_module().check_model_path(path, option, meant)
 
 
 @contextmanager

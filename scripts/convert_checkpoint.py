@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _cli import Parser, run
+from _cli import Parser, check_model_file, run
 
 # what a Swin file without its final norm is for (a classifier refuses it)
 BACKBONE_ONLY = (
@@ -54,6 +54,7 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    check_model_file(args.input, "checkpoint")  # before torch loads; read and checked again later
     import swinlite
     from swinlite.convert import (
         RUN_SWIN_PREFIXES,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_at_least, ema_weights, output_lock, run
+from _cli import Parser, check_at_least, check_model_file, ema_weights, files_module, output_lock, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # the paths read, before torch loads; read and checked again later
+    files_module().check_folder(args.data_dir, "--data-dir", f"a folder holding {args.split}/<class>/*")
+    check_model_file(args.checkpoint, "checkpoint")
 
     from swinlite.classification.evaluation import (
         format_report,

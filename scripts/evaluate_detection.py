@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_at_least, ema_weights, output_lock, run
+from _cli import Parser, check_at_least, check_model_file, ema_weights, output_lock, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -47,6 +47,7 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    check_model_file(args.checkpoint, "checkpoint")  # before torch loads; the data's paths are checked after it
     from torch.utils.data import DataLoader
 
     from swinlite.detection.config import DetDataConfig

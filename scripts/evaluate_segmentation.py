@@ -29,7 +29,7 @@ import math
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_at_least, check_test_options, ema_weights, output_lock, run
+from _cli import Parser, check_at_least, check_model_file, check_test_options, ema_weights, output_lock, run
 
 SPLITS = {"validation": "val", "training": "train"}
 
@@ -88,6 +88,7 @@ def _finite_or_null(value):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    check_model_file(args.checkpoint, "checkpoint")  # before torch loads; the data's paths are checked after it
 
     from torch.utils.data import DataLoader
 

@@ -58,7 +58,7 @@ import math
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, ema_weights, run
+from _cli import WEIGHTS_HINT, Parser, check_model_file, ema_weights, run
 
 QUANTIZATIONS = ("dynamic",)
 
@@ -150,6 +150,7 @@ def _refuse_ignored_flags(parser: Parser, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> float | None:
     args = parse_args(argv)
+    check_model_file(args.checkpoint, "checkpoint")  # before torch loads; read and checked again later
     import onnx  # noqa: F401  (the export extra's packages, named before any weights are read or traced)
     import onnxruntime  # noqa: F401
     import onnxscript  # noqa: F401

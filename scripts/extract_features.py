@@ -38,7 +38,7 @@ import hashlib
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_at_least, check_size, ema_weights, run
+from _cli import WEIGHTS_HINT, Parser, check_at_least, check_model_file, check_size, ema_weights, files_module, run
 
 DTYPES = ("float16", "float32")
 
@@ -116,6 +116,8 @@ def build_model(args, checkpoint: Path | None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    files_module().check_image_source(args.input)  # the paths read, before torch loads; read and checked again later
+    check_model_file(args.checkpoint, "checkpoint")
     import torch
 
     from swinlite.device import resolve_device

@@ -33,7 +33,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_at_least, check_onnx_options, ema_weights, run
+from _cli import (
+    WEIGHTS_HINT,
+    Parser,
+    check_at_least,
+    check_model_file,
+    check_onnx_options,
+    ema_weights,
+    files_module,
+    run,
+)
 
 BATCH_SIZE = 32  # images per forward pass by default
 
@@ -89,6 +98,8 @@ def build_model(args, weights: Path | None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    files_module().check_image_paths(args.paths)  # the paths read, before torch loads; read and checked again later
+    check_model_file(args.checkpoint, "checkpoint")
     if args.onnx is not None:
         return predict_onnx(args)
     from torch.utils.data import DataLoader

@@ -37,7 +37,16 @@ import io
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_model_file, check_onnx_options, check_test_options, ema_weights, output_lock, run
+from _cli import (
+    Parser,
+    check_model_file,
+    check_onnx_options,
+    check_test_options,
+    ema_weights,
+    files_module,
+    output_lock,
+    run,
+)
 
 
 def parse_args(argv: list[str] | None = None):
@@ -90,6 +99,8 @@ def _classes_csv(classes, palette) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    files_module().check_image_paths(args.input)  # the paths read, before torch loads; read and checked again later
+    check_model_file(args.checkpoint or args.onnx, "--checkpoint" if args.onnx is None else "--onnx")
     with output_lock(args.output_dir, "segment.py"):  # from the folder's checks to the last file
         return segment_onnx(args) if args.onnx is not None else segment_torch(args)
 

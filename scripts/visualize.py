@@ -29,7 +29,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_size, ema_weights, output_lock, run
+from _cli import WEIGHTS_HINT, Parser, check_model_file, check_size, ema_weights, output_lock, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -87,6 +87,7 @@ def load_swin(args, checkpoint: Path | None):
 
 def main(argv: list[str] | None = None) -> list[Path]:
     args = parse_args(argv)
+    check_model_file(args.checkpoint, "checkpoint")  # before torch loads; read and checked again later
     from swinlite import SwinTransformer
     from swinlite.files import check_folder_alone, earlier_outputs, remove_outputs, unreadable
     from swinlite.images import load_rgb

@@ -33,7 +33,7 @@ from torchvision import transforms
 from tqdm import tqdm
 
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
-from .files import read_list
+from .files import check_image_source, read_list
 from .images import ImageFiles, is_image_file, list_images
 from .io import atomic_write_bytes, json_bytes, printable_path, read_metadata
 from .lock import OutputLock
@@ -81,10 +81,7 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
     if source.is_file() and not is_image_file(source):
         images = list_images(read_list(source))  # each image once however often (or however spelled) it is listed
         return images, Path(os.path.commonpath([p.parent for p in images]))
-    if not source.exists():
-        raise ValueError(
-            f"input must be an image folder, an image file or a text file of image paths, got {str(source)!r}"
-        )
+    check_image_source(source)
     return list_images([source]), source if source.is_dir() else source.parent
 
 

@@ -317,10 +317,54 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
         elif path.is_file():
             listed = [path]
         else:
-            raise ValueError(f"{str(path)!r} does not exist (expected an image file or a folder of images)")
+            raise ValueError(_no_images_at(path))
         for image in listed:
             found.setdefault(image, os.path.realpath(image))
     return _one_per_file(found)
+
+
+def _no_images_at(path: Path) -> str:
+    """The error for a path of images (:func:`list_images`) that is neither a file nor a folder."""
+    return f"{str(path)!r} does not exist (expected an image file or a folder of images)"
+
+
+def check_image_paths(paths: Iterable[str | os.PathLike]) -> None:
+    """ValueError for the first of ``paths`` that :func:`list_images` would refuse as not there, in its words, without
+    listing the folders: a script's check before it loads torch (list_images checks again as it reads them).
+
+    Raises:
+        ValueError: a path that is neither a file nor a folder.
+    """
+    for path in map(Path, paths):
+        if not (path.is_file() or path.is_dir()):
+            raise ValueError(_no_images_at(path))
+
+
+def check_image_source(source: str | os.PathLike) -> None:
+    """ValueError for a source of images (``extract_features.py --input``: an image folder, an image file, or a text
+    file listing images, whose lines :func:`read_list` checks) that is not there.
+
+    Raises:
+        ValueError: ``source`` does not exist.
+    """
+    if not Path(source).exists():
+        raise ValueError(
+            f"input must be an image folder, an image file or a text file of image paths, got {str(source)!r}"
+        )
+
+
+def check_folder(path: str | os.PathLike, option: str, expected: str) -> None:
+    """ValueError for a folder to read (``option``: ``--data-dir``, ...) that is not one: not there, or a file (an
+    archive not yet unpacked), said with ``expected``, what the folder should hold.
+
+    Raises:
+        ValueError: ``path`` is a file, or does not exist.
+    """
+    path = Path(path)
+    if path.is_file():
+        raise ValueError(f"{option} {path} is a file; expected {expected}")
+    if not path.is_dir():
+        raise ValueError(f"{option} {path} does not exist; expected {expected}")
 
 
 def check_model_path(path: str | os.PathLike, what: str, meant: str | None = "best.safetensors") -> None:

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 
 from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
-from ..files import EVALUATIONS_BY_TASK
+from ..files import EVALUATIONS_BY_TASK, check_folder
 from ..images import LeftOut, nothing_scored
 from ..inference import check_rgb_model, eval_resize_shorter
 from ..io import atomic_write
@@ -120,10 +120,7 @@ def prepare_evaluation(
     on any mismatch.
     """
     data_dir = Path(data_dir)
-    if data_dir.is_file():  # an archive not yet unpacked: it exists
-        raise ValueError(f"--data-dir {data_dir} is a file; expected a folder holding {split}/<class>/*")
-    if not data_dir.is_dir():
-        raise ValueError(f"--data-dir {data_dir} does not exist")
+    check_folder(data_dir, "--data-dir", f"a folder holding {split}/<class>/*")
     info = read_info(checkpoint)
     if info is not None and class_order is not None:
         raise ValueError(f"--class-order is for files that record no class names; {checkpoint} records its classes")

@@ -34,6 +34,7 @@ from pycocotools.coco import COCO
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
+from ..files import check_folder
 from ..images import LeftOut, load_rgb, readable_item, split_left_out, unreadable, upright_size
 from ..wording import listed
 from .annotations import check_one_id_per_file, clip_box, read_coco
@@ -78,13 +79,11 @@ def split_paths(cfg: DetDataConfig, split: str, option: str = "--data-dir (data.
 
 
 def check_data_root(cfg: DetDataConfig, split: str, option: str = "--data-dir (data.data_dir)") -> None:
-    """ValueError naming ``data_dir`` itself, and the layout, where it does not exist and ``split``'s paths are taken
-    from it (not the first path inside it that is missing); the digits demo writes it. ``option``: as
+    """ValueError naming ``data_dir`` itself, and the layout, where it is no folder (missing, or a file) and ``split``'s
+    paths are taken from it (not the first path inside it that is missing); the digits demo writes it. ``option``: as
     :func:`split_paths`."""
-    root = Path(cfg.data_dir)
-    taken = not (getattr(cfg, f"{split}_ann") and getattr(cfg, f"{split}_images"))
-    if taken and cfg.dataset != "digits" and not root.exists():
-        raise ValueError(f"{option} {root} does not exist; expected {_expected_root(cfg, split)}")
+    if not (getattr(cfg, f"{split}_ann") and getattr(cfg, f"{split}_images")) and cfg.dataset != "digits":
+        check_folder(cfg.data_dir, option, _expected_root(cfg, split))
 
 
 def _expected_root(cfg: DetDataConfig, split: str) -> str:

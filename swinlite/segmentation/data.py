@@ -35,6 +35,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
+from ..files import check_folder
 from ..images import (
     LeftOut,
     is_image_file,
@@ -113,13 +114,11 @@ def split_folders(cfg: SegDataConfig, split: str, option: str = "--data-dir (dat
 
 
 def check_data_root(cfg: SegDataConfig, split: str, option: str = "--data-dir (data.data_dir)") -> None:
-    """ValueError naming ``data_dir`` itself, and the layout, where it does not exist and ``split``'s folders are taken
-    from it (not the first folder inside it that is missing); the shapes demo writes it. ``option``: as
-    :func:`split_folders`."""
-    root = Path(cfg.data_dir)
-    taken = not (getattr(cfg, f"{split}_images") and getattr(cfg, f"{split}_masks"))
-    if taken and cfg.dataset != "shapes" and not root.exists():
-        raise ValueError(f"{option} {root} does not exist; expected {_expected_root(cfg, split)}")
+    """ValueError naming ``data_dir`` itself, and the layout, where it is no folder (missing, or a file) and ``split``'s
+    folders are taken from it (not the first folder inside it that is missing); the shapes demo writes it. ``option``:
+    as :func:`split_folders`."""
+    if not (getattr(cfg, f"{split}_images") and getattr(cfg, f"{split}_masks")) and cfg.dataset != "shapes":
+        check_folder(cfg.data_dir, option, _expected_root(cfg, split))
 
 
 def _expected_root(cfg: SegDataConfig, split: str) -> str:

@@ -64,7 +64,11 @@ def parse_args(argv: list[str] | None = None):
     )
     parser.add_argument("--batch-size", type=int, default=16, help="images per forward pass (default: 16)")
     parser.add_argument(
-        "--workers", type=int, default=0, help="image decoding processes (default: 0: in the main process)"
+        "--num-workers",
+        "--workers",  # its first name, kept
+        type=int,
+        default=0,
+        help="image decoding processes, as the other scripts' --num-workers (default: 0: in the main process)",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -77,7 +81,7 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if args.checkpoint is None and args.model is None:
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
-    check_at_least(parser, args, batch_size=1, workers=0)
+    check_at_least(parser, args, batch_size=1, num_workers=0)
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {' '.join(map(str, args.size))}")
     return args
@@ -148,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             size,
             dtype={"float16": torch.float16, "float32": torch.float32}[args.dtype],
             batch_size=args.batch_size,
-            workers=args.workers,
+            workers=args.num_workers,
             device=str(device),
             progress=not args.no_progress,
             checkpoint_sha256=sha256,

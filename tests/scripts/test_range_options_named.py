@@ -17,7 +17,7 @@ from scriptkit import load_script
         ("predict", ["--num-workers", "-1"], "--num-workers must be at least 0, got -1"),
         ("extract_features", ["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
         ("extract_features", ["--size", "32", "0"], "--size must be positive, got 32 0"),
-        ("extract_features", ["--workers", "-1"], "--workers must be at least 0, got -1"),
+        ("extract_features", ["--workers", "-1"], "--num-workers must be at least 0, got -1"),  # its first name
     ],
 )
 def test_an_option_out_of_range_is_named_alone(script, given, said, capsys):

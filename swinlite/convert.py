@@ -634,7 +634,8 @@ def _fit_to_model(
     name = type(model).__name__
     state_dict = _drop_pruned_stages(_drop_optional(state_dict, target), model)
     unmapped = sorted(k for k in state_dict if k not in target)
-    cause = _other_attention(state_dict, target)  # what a refusal below names first: V1 weights into a V2 model, ...
+    # what a refusal below names first: V1 weights into a V2 model, a file of other depths, ...
+    cause = _other_attention(state_dict, target) or _other_depths(state_dict, model, pruned)
     if unmapped and strict:
         raise ValueError(f"{cause}{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
     if unmapped:
@@ -679,7 +680,7 @@ def _fit_to_model(
             f"their initial values: {first_keys(missing)}"
         )
     elif missing:
-        cause = missing_final_norm(missing, layout)
+        cause = missing_final_norm(missing, layout) or cause
         raise ValueError(
             f"checkpoint does not fit {name}: {cause}{counted(len(missing), 'model weight')} missing from it: "
             + first_keys(missing)
@@ -746,6 +747,40 @@ def _other_attention(state_dict: Mapping[str, torch.Tensor], target: Mapping[str
     first = state_dict.get(FIRST_CONV)  # the checkpoint's width: the hint names a model that fits it, not its kind only
     width = "" if first is None else f" with the checkpoint's embed_dim, {first.shape[0]}"
     return f"checkpoint is {holds} and the model {_ATTENTION[want][0]}: pick {model}{width} ({names}); "
+
+
+def _stage_depths(state_dict: Mapping[str, torch.Tensor]) -> list[int]:
+    """The blocks of each stage of a swinlite-layout state dict: one past the highest ``j`` of its
+    ``layers.{i}.blocks.{j}.`` keys (0 for a stage with none), up to its highest ``layers.{i}.``."""
+    depths: dict[int, int] = {}
+    for key in state_dict:
+        if m := re.match(r"^layers\.(\d+)\.(?:blocks\.(\d+)\.)?", key):
+            stage, block = int(m.group(1)), m.group(2)
+            depths[stage] = max(depths.get(stage, 0), 0 if block is None else int(block) + 1)
+    return [depths.get(i, 0) for i in range(max(depths, default=-1) + 1)]
+
+
+def _other_depths(state_dict: Mapping[str, torch.Tensor], model: nn.Module, pruned: tuple[str, ...] = ()) -> str:
+    """``"the checkpoint has 3 stages (depths 2, 2, 6), the model 4 (depths 2, 2, 6, 2): a checkpoint of another
+    model (build it with depths=(2, 2, 6) and num_heads of 3 stages), or a file cut short; "`` when the blocks of
+    the checkpoint's stages (converted to swinlite's layout) are not the model's, else ``""``: the cause of the keys
+    that do not map, or are missing. Only the stages the model keeps are compared where it is pruned of later ones
+    (a features-only Swin: ``feature_info`` longer than ``layers``, or ``pruned`` prefixes of
+    :func:`convert_pretrained`), which a file of more stages, or of those it keeps only, fits."""
+    want = [len(stage.blocks) for stage in model.layers]
+    have = _stage_depths(state_dict)
+    kept = next((i for i in range(len(want)) if f"layers.{i}." in pruned), len(want))
+    if kept < len(want) or len(getattr(model, "feature_info", ())) > len(want):
+        have, want = have[:kept], want[:kept]
+    if not have or have == want:
+        return ""
+    heads = f" and num_heads of {len(have)} stages" if len(have) != len(want) else ""
+    shorter = len(have) <= len(want) and all(h <= w for h, w in zip(have, want, strict=False))
+    return (
+        f"the checkpoint has {counted(len(have), 'stage')} (depths {', '.join(map(str, have))}), the model "
+        f"{len(want)} (depths {', '.join(map(str, want))}): a checkpoint of another model (build it with "
+        f"depths={tuple(have)}{heads}){', or a file cut short' if shorter else ''}; "
+    )
 
 
 def missing_final_norm(missing: Collection[str], layout: str = "swinlite") -> str:

@@ -20,7 +20,7 @@ from timm.models.swin_transformer import checkpoint_filter_fn
 import swinlite
 from swinlite.convert import check_weight_values
 from swinlite.io import read_metadata, save_safetensors
-from swinlite.weights import load_model, weights_metadata
+from swinlite.weights import load_checkpoint, load_model, weights_metadata
 
 SMALL = dict(depths=(1, 1, 1, 1))  # full widths and windows, one block per stage: fast on CPU
 
@@ -408,15 +408,43 @@ def test_convert_script_refuses_num_classes_for_a_file_without_a_classifier(tmp_
     assert "initial values" not in stderr and not out.exists()
 
 
-def test_convert_script_rejects_a_checkpoint_of_another_depth(tmp_path, capsys, monkeypatch):
-    source = timm.create_model("swin_base_patch4_window7_224", **SMALL)
-    torch.save(source.state_dict(), tmp_path / "b.pth")
-    out = tmp_path / "b384.safetensors"
-    code, stderr = _run_script(
-        capsys, monkeypatch, str(tmp_path / "b.pth"), str(out), "--model", "swinlite_base_patch4_window12_384"
-    )
-    assert code != 0 and "missing" in stderr and "layers.0.blocks.1" in stderr
-    assert not out.exists()
+OTHER_DEPTHS = {  # (the file's depths, the stages it keeps, the model's depths, the cause and what follows it)
+    "file_of_3_stages": ((1, 1, 2), 3, (1, 1, 2, 1), "the checkpoint has 3 stages (depths 1, 1, 2), the model 4 "
+                         "(depths 1, 1, 2, 1): a checkpoint of another model (build it with depths=(1, 1, 2) and "
+                         "num_heads of 3 stages), or a file cut short; norm.weight has shape (128,)"),
+    "file_cut_short": ((1, 1, 2, 1), 3, (1, 1, 2, 1), "the checkpoint has 3 stages (depths 1, 1, 2), the model 4 "
+                       "(depths 1, 1, 2, 1): a checkpoint of another model (build it with depths=(1, 1, 2) and "
+                       "num_heads of 3 stages), or a file cut short; 16 model weights missing from it: layers.3."),
+    "model_of_3_stages": ((1, 1, 2, 1), 4, (1, 1, 2), "the checkpoint has 4 stages (depths 1, 1, 2, 1), the model 3 "
+                          "(depths 1, 1, 2): a checkpoint of another model (build it with depths=(1, 1, 2, 1) and "
+                          "num_heads of 4 stages); 16 checkpoint keys did not map onto SwinTransformer: layers.3."),
+    "more_blocks": ((1, 1, 2, 2), 4, (1, 1, 2, 1), "the checkpoint has 4 stages (depths 1, 1, 2, 2), the model 4 "
+                    "(depths 1, 1, 2, 1): a checkpoint of another model (build it with depths=(1, 1, 2, 2)); 13 "
+                    "checkpoint keys did not map onto SwinTransformer: layers.3.blocks.1."),
+}  # fmt: skip
+# the script fits to a registered model: the pico's own depths
+SCRIPT_DEPTHS = [(case, "convert_checkpoint") for case in ("file_of_3_stages", "file_cut_short", "more_blocks")]
+
+
+@pytest.mark.parametrize(("case", "route"), [*((case, "load_checkpoint") for case in OTHER_DEPTHS), *SCRIPT_DEPTHS])
+def test_a_file_of_other_depths_says_so(tmp_path, capsys, monkeypatch, case, route):
+    """It listed only the keys missing ("16 model weights missing from it: layers.3.blocks.0...") or that did not map,
+    swinlite's converted names, not the file's stages; the script's file is timm's layout, counted once converted."""
+    depths, stages, model_depths, cause = OTHER_DEPTHS[case]
+    heads = (1, 2, 4, 8)
+    source = timm.create_model(PICO, depths=depths, num_heads=heads[: len(depths)])
+    state = {k: v for k, v in source.state_dict().items() if not k.startswith(f"layers.{stages}.")}
+    if route == "load_checkpoint":
+        model = timm.create_model(PICO, depths=model_depths, num_heads=heads[: len(model_depths)])
+        with pytest.raises(ValueError) as error:
+            load_checkpoint(model, state)
+        message = str(error.value)
+    else:
+        torch.save(swinlite.to_timm_state_dict(state, source), tmp_path / "t.pth")
+        code, message = _run_script(capsys, monkeypatch, str(tmp_path / "t.pth"), str(tmp_path / "x.safetensors"),
+                                    "--model", PICO)  # fmt: skip
+        assert code != 0 and not (tmp_path / "x.safetensors").exists()
+    assert cause in message, message
 
 
 V1_FOR_V2 = {  # (timm source, swinlite --model, the cause: the hint names the file's width, not a tiny's, 96)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .distributed import DistInfo, all_reduce_sum
+from .distributed import DistInfo, SharedError, all_answer, all_reduce_sum
 from .progress import Progress
 from .task import StepOutput
 
@@ -41,6 +41,20 @@ class EpochPosition:
 
 class TrainingDiverged(ValueError):
     """The loss (or a weight) became NaN or infinite: the run stops before saving anything of it."""
+
+
+class SharedDivergence(TrainingDiverged, SharedError):
+    """Every process diverged at the same point: rank 0 alone says it, every process exits with code 2."""
+
+
+def diverged_alike(message: str, dist: DistInfo, wait: float) -> TrainingDiverged:
+    """The error of a divergence this process met (``message``): said once, rank 0's (:class:`SharedDivergence`),
+    where every process meets one within ``wait`` seconds (the weights they share, or the loss of them, went NaN);
+    else named by this process's rank: its own batch's loss alone, while the others wait in the step's all-reduce and
+    end as it ends, saying its ``message`` (``run``'s ``notes_elsewhere``)."""
+    if all_answer(dist, wait, f"rank {dist.rank}: {message}"):
+        return SharedDivergence(message)
+    return TrainingDiverged(f"rank {dist.rank}: {message}")
 
 
 def autocast(settings: StepSettings) -> contextlib.AbstractContextManager:

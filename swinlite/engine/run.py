@@ -130,10 +130,8 @@ def run(
     except RuntimeError as e:
         reason = peer_gone(e) if dist.enabled else None
         elsewhere = notes_elsewhere(dist) if reason is not None or is_timeout(e) else []
-        if elsewhere:  # another process's evaluation failed alone, while this one waited for it in the evaluation's
-            raise PeerGoneError(
-                f"rank {dist.rank}: the evaluation failed on another process: {'; '.join(elsewhere)}"
-            ) from e
+        if elsewhere:  # another process's evaluation failed (or its loss diverged) alone, while this one waited for it
+            raise PeerGoneError(f"rank {dist.rank}: another process failed: {'; '.join(elsewhere)}") from e
         if reason is not None:  # a ~50-line traceback of gloo's before
             if preparing and dist.is_main:  # the others wait for its data at most train.dist_timeout
                 reason += "; did it time out waiting while this one prepared the data? then raise train.dist_timeout"

@@ -70,6 +70,7 @@ from .loop import (
     StepSettings,
     TrainingDiverged,
     current_lr,
+    diverged_alike,
     epoch_steps,
     running_loss,
     train_one_epoch,
@@ -102,6 +103,7 @@ PATH_PREFIXES = ("data.train_", VAL_PREFIX)  # a task's own data paths (a tuple 
 
 # seconds a process whose evaluation failed waits for the others' to fail too (all failed: the trained epoch is saved);
 # past it, it failed alone and ends, which ends the others (their evaluation's collective fails as it exits)
+# (a diverged process waits as long for the others' divergence: said once, else by its rank)
 EVALUATED_ALIKE_WAIT = 30.0
 
 
@@ -704,9 +706,11 @@ class Trainer:
                 )
 
     def _diverged(self, error: TrainingDiverged) -> TrainingDiverged:
-        """``error`` with what the run keeps (:meth:`_kept`, after :meth:`_restore_epoch_end`) and the advice."""
+        """``error`` with what the run keeps (:meth:`_kept`, after :meth:`_restore_epoch_end`) and the advice; said
+        once where every process diverged alike, else by its rank (:func:`~.loop.diverged_alike`)."""
         self._restore_epoch_end()
-        return TrainingDiverged(f"{error}; {self._kept()} ({ADVICE})")
+        wait = min(EVALUATED_ALIKE_WAIT, self.cfg.train.dist_timeout)
+        return diverged_alike(f"{error}; {self._kept()} ({ADVICE})", self.dist, wait)
 
     def _restore_epoch_end(self) -> None:
         """A step checkpoint of the diverging epoch is dropped where the last epoch's end was kept beside it

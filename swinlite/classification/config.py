@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.config import bounded, choice, span
+from ..engine.config import bounded, choice, per_channel, span
 from ..engine.sections import DataConfig as SharedData
 from ..engine.sections import ModelConfig as SharedModel
 from ..engine.sections import RunConfig, TrainConfig
@@ -45,8 +45,8 @@ class DataConfig(SharedData):
     # none (mean, std, interpolation, crop_pct): the model's pretrained config's, as timm's train.py takes them
     # (ImageNet's for swinlite models, 0.5 for many ViTs; the tag's crop); the run writes the values into config.yaml
     # and the weights files
-    mean: tuple[float, float, float] | None = bounded(None, ge=0, le=1)
-    std: tuple[float, float, float] | None = bounded(None, gt=0)
+    mean: tuple[float, float, float] | None = per_channel(None, ge=0, le=1)
+    std: tuple[float, float, float] | None = per_channel(None, gt=0)
     scale: tuple[float, float] = span((0.08, 1.0), gt=0, le=1)  # RandomResizedCrop area range
     ratio: tuple[float, float] = span((3 / 4, 4 / 3), gt=0)  # timm only warns of one the wrong way round
     color_jitter: float = bounded(0.4, ge=0)

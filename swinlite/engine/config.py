@@ -3,9 +3,9 @@
 A task's config is a dataclass of section dataclasses (``swinlite.engine.sections.RunConfig`` and its
 subclasses). Its defaults are the recipe; a YAML file (``configs/*.yaml``) holds only the keys it changes, and
 the command line changes any key again, e.g. ``train.epochs=12``. Every value is converted to the field's
-declared type and checked against the field's allowed values (:func:`bounded`, :func:`choice`, :func:`checked`); an
-unknown key is a ValueError that names the closest valid key, or the key's new name when it was renamed. A mapping field
-(``model.kwargs``) takes a whole mapping (``model.kwargs={window_size: 12}``) or one entry
+declared type and checked against the field's allowed values (:func:`bounded`, :func:`per_channel`, :func:`choice`,
+:func:`checked`); an unknown key is a ValueError that names the closest valid key, or the key's new name when it was
+renamed. A mapping field (``model.kwargs``) takes a whole mapping (``model.kwargs={window_size: 12}``) or one entry
 (``model.kwargs.window_size=12``). Files and command-line values are read by one YAML loader (:func:`load_yaml`)
 whose numbers are YAML 1.2's core schema, not PyYAML's YAML 1.1: ``017`` is 17, ``1e-1`` a float, ``1:30`` a string.
 """
@@ -159,6 +159,12 @@ def bounded(default: Any, **bounds: float) -> Any:
 def span(default: tuple[float, float], **bounds: float) -> Any:
     """A ``[low, high]`` range field: :func:`bounded` elementwise, and ``low <= high``."""
     return field(default=default, metadata={"bounds": Bounds(**bounds), "span": True})
+
+
+def per_channel(default: tuple[float, ...] | None, **bounds: float) -> Any:
+    """A value per image channel (``data.mean``): :func:`bounded` elementwise; a config file or the command line may
+    give one value for every channel, as timm's ``--mean 0.5`` (:func:`load_config` spreads it)."""
+    return field(default=default, metadata={"bounds": Bounds(**bounds), "per_channel": True})
 
 
 def choice(default: str | None, *choices: str, off: str | None = None) -> Any:
@@ -460,13 +466,39 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return tree
 
 
+def _channel_count(annotation: Any) -> int:
+    """The length of the fixed-length tuple type in ``annotation``: 3 for ``tuple[float, float, float] | None``."""
+    options = (annotation, *typing.get_args(annotation))
+    return next(len(typing.get_args(a)) for a in options if typing.get_origin(a) is tuple)
+
+
+def _spread_channels(cfg: Any, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with a :func:`per_channel` key's one number (``0.5`` or ``[0.5]``) given for every channel
+    (``[0.5, 0.5, 0.5]``), as timm's ``resolve_data_config`` spreads ``--mean 0.5`` over ``in_chans``: the count is
+    the key's tuple length, 3, the channels of every task's model (``model.kwargs.in_chans`` is the task's: RGB). Any
+    other value stays, for :func:`apply_overrides` to convert or refuse as written (``[0.5, 0.5]``)."""
+    spread = dict(overrides)
+    for key, value in overrides.items():
+        section_name, _, name = key.partition(".")
+        section = getattr(cfg, section_name) if section_name in sections(cfg) else None
+        fields = {f.name: f for f in dataclasses.fields(section)} if section is not None else {}
+        if name not in fields or not fields[name].metadata.get("per_channel"):
+            continue  # an unknown key is apply_overrides' to name
+        parsed = _parse(value, Any)
+        one = parsed[0] if isinstance(parsed, list) and len(parsed) == 1 else parsed
+        if _number(one) is not None:
+            spread[key] = [one] * _channel_count(typing.get_type_hints(type(section))[name])
+    return spread
+
+
 def load_config(defaults: Any, path: str | Path | None = None, overrides: list[str] | None = None) -> Any:
-    """``defaults`` (a config dataclass), then the YAML file's overrides, then command-line ``key=value`` ones;
-    every value checked (:func:`check_values`)."""
+    """``defaults`` (a config dataclass), then the YAML file's overrides, then command-line ``key=value`` ones (a
+    per-channel key's one value spread over the channels: :func:`_spread_channels`); every value checked
+    (:func:`check_values`)."""
     cfg = defaults
     if path is not None:
-        cfg = apply_overrides(cfg, flatten(read_yaml(path)))
-    cfg = apply_overrides(cfg, parse_cli_overrides(overrides or []))
+        cfg = apply_overrides(cfg, _spread_channels(cfg, flatten(read_yaml(path))))
+    cfg = apply_overrides(cfg, _spread_channels(cfg, parse_cli_overrides(overrides or [])))
     check_values(cfg)
     return cfg
 

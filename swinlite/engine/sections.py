@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..device import AUTOCAST_DTYPES
-from .config import bounded, checked, choice, closest
+from .config import bounded, checked, choice, closest, per_channel
 
 SCHEDULES = ("cosine", "step", "poly")
 LOOKAHEAD = "lookahead_"  # the prefix by which timm wraps an optimizer in Lookahead (optim.opt=lookahead_adamw)
@@ -60,8 +60,8 @@ class DataConfig:
     hflip: float = bounded(0.5, ge=0, le=1)  # horizontal flip probability
     # of pixels in 0..1; none: the model.pretrained weights file's record, else the model's pretrained config's
     # (ImageNet's for swinlite models), resolved before the run (preflight.resolve_normalisation)
-    mean: tuple[float, float, float] | None = bounded(None, ge=0, le=1)
-    std: tuple[float, float, float] | None = bounded(None, gt=0)
+    mean: tuple[float, float, float] | None = per_channel(None, ge=0, le=1)
+    std: tuple[float, float, float] | None = per_channel(None, gt=0)
 
 
 @dataclass

@@ -120,3 +120,18 @@ def test_a_quoted_number_is_still_a_number_for_a_float_key(tmp_path):
 def test_a_boolean_where_a_choice_or_an_optional_text_belongs_gets_the_fix_that_works(tmp_path, key, value, advice):
     with pytest.raises(ValueError, match=f"^config key '{key}': {re.escape(advice)}"):
         TASKS["classification"].load_config(_file(tmp_path, key, value))
+
+
+@pytest.mark.parametrize("task", ["classification", "detection", "segmentation"])
+@pytest.mark.parametrize("key", ["data.mean", "data.std"])
+def test_one_mean_or_std_value_is_every_channels_and_another_count_is_refused(tmp_path, task: str, key: str):
+    """As timm's --mean 0.5 (resolve_data_config spreads one value over in_chans): the loaded config, so config.yaml
+    and --resume's comparison, holds the 3 values; 2 values or a word are refused as before."""
+    name = key.split(".")[1]
+    for value in ("[0.5]", "0.5"):
+        for config, overrides in ((None, [f"{key}={value}"]), (_file(tmp_path, key, value), [])):
+            assert getattr(TASKS[task].load_config(config, overrides).data, name) == (0.5, 0.5, 0.5)
+    for value in ("[0.5, 0.5]", "[abc]"):
+        message = f"config key '{key}': cannot use '{value}', expected a list of 3 values"
+        with pytest.raises(ValueError, match=re.escape(message)):
+            TASKS[task].load_config(None, [f"{key}={value}"])

@@ -109,8 +109,11 @@ def holds_resume_ema(path: str | os.PathLike, data: bytes | None = None) -> bool
     gives its ``model``; no reader takes its ``ema``. False for any other file (a safetensors file is not read as a
     torch one: its header length would read as a pickle protocol, with torch's warning)."""
     checkpoint = _mapped_torch_file(path, data)
-    if checkpoint is None:
-        return False
+    return checkpoint is not None and resume_ema_in(checkpoint)
+
+
+def resume_ema_in(checkpoint: Mapping[str, object]) -> bool:
+    """:func:`holds_resume_ema` of a file's content read before (:func:`read_checkpoint`)."""
     parts = [checkpoint.get(key) for key in ("model", "ema")]
     return all(isinstance(part, Mapping) and any(isinstance(v, torch.Tensor) for v in part.values()) for part in parts)
 
@@ -120,7 +123,12 @@ def resume_task(path: str | os.PathLike, data: bytes | None = None) -> str | Non
     else None: a torch file holding ``task``, ``model`` and ``optimizer``, keys of the engine's resume state
     (``swinlite.engine.checkpoint.RESUME_KEYS``: the library imports no engine) that no weights file holds."""
     checkpoint = _mapped_torch_file(path, data)
-    if checkpoint is None or not all(key in checkpoint for key in ("task", "model", "optimizer")):
+    return None if checkpoint is None else resume_task_in(checkpoint)
+
+
+def resume_task_in(checkpoint: Mapping[str, object]) -> str | None:
+    """:func:`resume_task` of a file's content read before (:func:`read_checkpoint`)."""
+    if not all(key in checkpoint for key in ("task", "model", "optimizer")):
         return None
     task = checkpoint["task"]
     return task if isinstance(task, str) else None
@@ -191,31 +199,72 @@ def read_state_dict(path: str | os.PathLike, stacklevel: int = 2, data: bytes | 
     a loading function which calls this one). ``data``: the file's bytes, read before (:func:`read_weights_bytes`),
     loaded instead of the file as it is now (``path`` then names them in the messages).
     """
+    return state_dict_in(path, read_checkpoint(path, data), stacklevel + 1)
+
+
+def state_dict_in(path: str | os.PathLike, checkpoint: Mapping[str, object], stacklevel: int = 2) -> StateDict:
+    """:func:`read_state_dict` of a file's content read before (:func:`read_checkpoint`, :func:`read_weights`)."""
+    state = unwrap_checkpoint(checkpoint, stacklevel + 1)
+    if not state:
+        raise ValueError(f"{str(path)!r} holds no tensors")
+    return state
+
+
+def read_checkpoint(path: str | os.PathLike, data: bytes | None = None) -> Mapping[str, object]:
+    """Everything a weights file holds, read once: a safetensors file's tensors, a torch file's mapping as saved (a
+    training checkpoint whole, for :func:`state_dict_in`, :func:`resume_task_in`, :func:`resume_ema_in`).
+    ValueError naming the file as :func:`read_state_dict` does; ``data`` as there."""
     path = Path(path)
     if data is None:
         _check_file(path)
     safetensors = _holds_safetensors(path, data)
     try:
         if safetensors:
-            state = load_file(path) if data is None else load_safetensors_bytes(data)
-        else:
-            source = path if data is None else io.BytesIO(data)
-            other = _other_format(source)
-            if other is not None:
-                raise ValueError(other)
-            checkpoint = torch.load(source, map_location="cpu", weights_only=True)
-            if not isinstance(checkpoint, Mapping):
-                raise ValueError(f"it holds a {type(checkpoint).__name__}, not a state dict")
-            state = unwrap_checkpoint(checkpoint, stacklevel + 1)
+            return load_file(path) if data is None else load_safetensors_bytes(data)
+        return _torch_checkpoint(path if data is None else io.BytesIO(data))
     except Exception as e:  # safetensors, pickle and zip readers raise many types for a file that is not theirs
-        what = "a damaged (truncated?) safetensors file" if safetensors else "not a weights file"
-        # A file of neither format (text, an image) fails in the unpickler, whose error (KeyError: 101) says nothing.
-        foreign = not safetensors and not isinstance(e, ValueError) and not _torch_head(path, data)
-        cause = "" if foreign else f": {load_refusal(e)}"
-        raise ValueError(f"{str(path)!r} is {what} (expected safetensors or a torch checkpoint){cause}") from None
-    if not state:
-        raise ValueError(f"{str(path)!r} holds no tensors")
-    return state
+        raise _unreadable(path, data, safetensors, e) from None
+
+
+def read_weights(path: str | os.PathLike, data: bytes | None = None) -> tuple[dict[str, Any], Mapping[str, object]]:
+    """A weights file's metadata (:func:`read_metadata`) and everything it holds (:func:`read_checkpoint`), from one
+    read of the file; ValueError naming the file as those do. ``data`` as there."""
+    path = Path(path)
+    if data is None:
+        _check_file(path)
+    if data is not None or not is_safetensors(path):  # bytes, or a torch file: its metadata is {}
+        return read_metadata(path, data), read_checkpoint(path, data)
+    try:
+        handle = safe_open(str(path), framework="pt")
+        raw = handle.metadata() or {}
+    except Exception as e:  # safetensors raises its own error type for a damaged header
+        raise _damaged_header(path, e) from None
+    with handle:
+        try:
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+        except Exception as e:  # the reader's own error type
+            raise _unreadable(path, None, True, e) from None
+    return _decoded(raw), tensors
+
+
+def _torch_checkpoint(source: Path | io.BytesIO) -> Mapping[str, object]:
+    """A torch file's content: a mapping, loaded with ``weights_only=True``; ValueError for anything else."""
+    other = _other_format(source)
+    if other is not None:
+        raise ValueError(other)
+    checkpoint = torch.load(source, map_location="cpu", weights_only=True)
+    if not isinstance(checkpoint, Mapping):
+        raise ValueError(f"it holds a {type(checkpoint).__name__}, not a state dict")
+    return checkpoint
+
+
+def _unreadable(path: Path, data: bytes | None, safetensors: bool, error: Exception) -> ValueError:
+    """:func:`read_checkpoint`'s refusal of a file (its bytes ``data`` where given) that ``error`` kept from loading."""
+    what = "a damaged (truncated?) safetensors file" if safetensors else "not a weights file"
+    # A file of neither format (text, an image) fails in the unpickler, whose error (KeyError: 101) says nothing.
+    foreign = not safetensors and not isinstance(error, ValueError) and not _torch_head(path, data)
+    cause = "" if foreign else f": {load_refusal(error)}"
+    return ValueError(f"{str(path)!r} is {what} (expected safetensors or a torch checkpoint){cause}")
 
 
 def check_weights_file(path: str | os.PathLike) -> None:
@@ -265,9 +314,18 @@ def read_metadata(path: str | os.PathLike, data: bytes | None = None) -> dict[st
         else:
             raw = _header_metadata(data)
     except Exception as e:  # safetensors raises its own error type for a damaged header
-        raise ValueError(
-            f"{str(path)!r} is a damaged (truncated?) safetensors file: {type(e).__name__}: {_first_line(e)}"
-        ) from None
+        raise _damaged_header(path, e) from None
+    return _decoded(raw)
+
+
+def _damaged_header(path: Path, error: Exception) -> ValueError:
+    return ValueError(
+        f"{str(path)!r} is a damaged (truncated?) safetensors file: {type(error).__name__}: {_first_line(error)}"
+    )
+
+
+def _decoded(raw: Mapping[str, str]) -> dict[str, Any]:
+    """Safetensors metadata with each value JSON-decoded where it parses (else the string as stored)."""
     meta = {}
     for key, value in raw.items():
         try:

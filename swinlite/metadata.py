@@ -116,7 +116,11 @@ def read_info(path: str | os.PathLike, data: bytes | None = None) -> WeightsInfo
     """
     from .io import read_metadata  # here: the checks below import no torch (the ONNX predictor uses them)
 
-    meta = read_metadata(path, data)
+    return info_in(read_metadata(path, data), path)
+
+
+def info_in(meta: Mapping[str, Any], path: str | os.PathLike) -> WeightsInfo | None:
+    """:func:`read_info` of the metadata of ``path`` read before (:func:`swinlite.io.read_weights`)."""
     task = meta.get("task")  # null, as absent: a file that records no task (another tool's) is plain weights
     if task is not None and task != "classification":
         if not isinstance(task, str) or not task:

@@ -34,8 +34,18 @@ from .convert import (
     shape_mismatch,
 )
 from .hub import cached_weights, has_weights, pretrained_kwargs
-from .io import holds_ema, holds_resume_ema, read_metadata, read_state_dict, resume_task
-from .metadata import KINDS, WeightsInfo, read_info, weights_metadata
+from .io import (
+    holds_ema,
+    holds_resume_ema,
+    read_checkpoint,
+    read_metadata,
+    read_weights,
+    resume_ema_in,
+    resume_task,
+    resume_task_in,
+    state_dict_in,
+)
+from .metadata import KINDS, WeightsInfo, info_in, read_info, weights_metadata
 from .models.swin import SwinTransformer
 
 __all__ = [
@@ -87,7 +97,11 @@ def check_not_run_resume(path: str | os.PathLike, data: bytes | None = None) -> 
     classifier's Swin at the classifier's size. A classification run's resume state passes: its ``model`` is the
     run's classifier (what :func:`~swinlite.io.read_state_dict` gives); so does a task of the user's own, whose model
     a script reads with ``--model`` as before (its weights files, which name their task, the scripts refuse)."""
-    task = resume_task(path, data)
+    _refuse_run_resume(path, resume_task(path, data))
+
+
+def _refuse_run_resume(path: str | os.PathLike, task: str | None) -> None:
+    """:func:`check_not_run_resume` of the task the file's resume state records (None: it is none)."""
     if task not in ("detection", "segmentation"):  # export.RUN_SETTINGS' tasks, whose files record their Swin
         return
     folder = Path(path).parent
@@ -105,12 +119,17 @@ def warn_if_resume_with_ema(path: str | os.PathLike, data: bytes | None = None, 
     for another file, a ``resume.pt`` without EMA included. ``stacklevel``: as :func:`warnings.warn` counts it from
     the caller (2: the caller's line)."""
     if holds_resume_ema(path, data):
-        warnings.warn(
-            f"{path} is a run's resume state: its weights are the raw ones (its 'model'), though it also holds their "
-            "EMA (its 'ema'); for the EMA weights load the run's ema.safetensors (a script's --ema with the run's "
-            "last.safetensors)",
-            stacklevel=stacklevel,
-        )
+        _warn_resume_ema(path, stacklevel + 1)
+
+
+def _warn_resume_ema(path: str | os.PathLike, stacklevel: int) -> None:
+    """:func:`warn_if_resume_with_ema`'s warning, for a file known to hold its raw weights and their EMA."""
+    warnings.warn(
+        f"{path} is a run's resume state: its weights are the raw ones (its 'model'), though it also holds their "
+        "EMA (its 'ema'); for the EMA weights load the run's ema.safetensors (a script's --ema with the run's "
+        "last.safetensors)",
+        stacklevel=stacklevel,
+    )
 
 
 def _records(path: Path, kind: str) -> bool:
@@ -201,9 +220,11 @@ def load_model(
         ValueError: unreadable file, a detection or segmentation run's resume state (:func:`check_not_run_resume`),
             unknown or contradicting model, or a weight that does not load.
     """
-    info = read_info(path, data)
-    check_not_run_resume(path, data)
-    state = read_state_dict(path, stacklevel=3, data=data)  # an EMA warning names the line calling load_model
+    metadata, checkpoint = read_weights(path, data)  # the one read of the file
+    info = info_in(metadata, path)
+    _refuse_run_resume(path, resume_task_in(checkpoint))
+    state = state_dict_in(path, checkpoint, stacklevel=3)  # an EMA warning names the line calling load_model
+    checked = False  # whether a conversion checked the values of ``state`` already
     if info is None:
         if model is None:
             raise ValueError(
@@ -216,6 +237,7 @@ def load_model(
                 num_classes = classifier_size(model, state)
             except ValueError as e:
                 raise _naming(path, e) from None
+            checked = _is_swinlite(model)  # its conversion checked every value, more strictly than loading does
         net = create_for_file(path, model, num_classes=num_classes, **model_kwargs)
     else:
         check_agrees(path, info, model, num_classes, model_kwargs)
@@ -227,8 +249,9 @@ def load_model(
         preprocessing = {k: tuple(v) if isinstance(v, list) else v for k, v in info.preprocessing.items()}
         cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes, "num_classes": len(info.classes)}
         net.pretrained_cfg = net.default_cfg = cfg  # timm keeps default_cfg as an alias
-    load_strict(net, state, path)
-    warn_if_resume_with_ema(path, data, stacklevel=3)  # names the line calling load_model
+    _load(net, state, path, values_checked=checked)
+    if resume_ema_in(checkpoint):
+        _warn_resume_ema(path, stacklevel=3)  # names the line calling load_model
     return net.eval()
 
 
@@ -321,13 +344,26 @@ def load_strict(
         ValueError: naming ``source`` and the keys that are missing, surplus, of another shape, not floating
             point or not finite; keys or shapes the model's state dict does not have: a :class:`WeightsMismatchError`.
     """
+    _load(net, state, source, may_start_fresh)
+
+
+def _load(
+    net: nn.Module,
+    state: Mapping[str, torch.Tensor],
+    source: str | os.PathLike,
+    may_start_fresh: tuple[str, ...] = (),
+    values_checked: bool = False,
+) -> None:
+    """:func:`load_strict`; ``values_checked``: a conversion of ``state`` checked its values (the check of
+    :func:`~swinlite.convert.convert_state_dict`, which refuses more than this one), which are not checked again."""
     target = net.state_dict()
     with _shown_if_it_loads():  # the conversion's notes (weights left fresh, ...) do not precede a refusal
         if isinstance(net, SwinTransformer) and not set(state) <= set(target):
-            try:  # other layouts; bias tables resized to the model's window
+            try:  # other layouts; bias tables resized to the model's window; the values checked there
                 state = convert_state_dict(state, net)
             except ValueError as e:
                 raise _naming(source, e) from None
+            values_checked = True
         elif isinstance(net, SwinTransformer):  # a converted timm model of this img_size: its shrunk windows' tables
             state = embed_shrunk_tables(state, net)
         mismatch = state_dict_mismatch(target, state, may_start_fresh)
@@ -335,7 +371,8 @@ def load_strict(
             missing = {k for k in target.keys() - state.keys() if not k.startswith(may_start_fresh)}
             cause = missing_final_norm(missing) if isinstance(net, SwinTransformer) else ""
             raise WeightsMismatchError(f"{source} does not fit {type(net).__name__} exactly; {cause}{mismatch}")
-        check_weight_values(state, str(source), target)
+        if not values_checked:
+            check_weight_values(state, str(source), target)
     net.load_state_dict(state, strict=not may_start_fresh)
 
 
@@ -377,8 +414,9 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     """
     path = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else None
     source = "checkpoint" if path is None else str(path)
-    if path is not None:
-        checkpoint = read_state_dict(path, stacklevel=3)  # an EMA warning names the caller's line
+    content = None if path is None else read_checkpoint(path)  # the one read of the file
+    if content is not None:
+        checkpoint = state_dict_in(path, content, stacklevel=3)  # an EMA warning names the caller's line
     try:
         state_dict = convert_state_dict(checkpoint, model)
     except ValueError as e:
@@ -386,6 +424,6 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     first_conv = model.get_parameter(FIRST_CONV)
     if state_dict[FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
         state_dict[FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[FIRST_CONV])
-    load_strict(model, state_dict, source, may_start_fresh=("head.fc.", "out_norms."))
-    if path is not None:
-        warn_if_resume_with_ema(path, stacklevel=3)
+    _load(model, state_dict, source, may_start_fresh=("head.fc.", "out_norms."), values_checked=True)
+    if content is not None and resume_ema_in(content):
+        _warn_resume_ema(path, stacklevel=3)

@@ -287,3 +287,40 @@ def test_a_safetensors_file_whose_header_reads_as_a_pickle_protocol_loads_withou
         for data in (None, path.read_bytes()):
             load_model(path, PICO, data=data)
     assert [str(w.message) for w in caught] == []
+
+
+@pytest.mark.parametrize("suffix", [".pth", ".safetensors"])
+@pytest.mark.parametrize("route", ["load_model", "load_checkpoint"])
+def test_a_file_is_read_once_and_its_weights_converted_and_checked_once(trained, tmp_path, monkeypatch, route, suffix):
+    """load_model read a torch file three times (the run's task, the weights, the EMA note) and converted and checked
+    its weights twice; load_checkpoint read one twice and checked its weights twice; load_model opened a safetensors
+    file twice (its metadata, its tensors)."""
+    model, path = trained
+    if suffix == ".pth":
+        path = tmp_path / "w.pth"
+        torch.save(model.state_dict(), path)
+    counts = {"read": 0, "convert": 0, "check": 0}
+
+    def counting(module: object, name: str, what: str) -> None:
+        original = getattr(module, name)
+
+        def counted(*args: object, **kwargs: object) -> object:
+            counts[what] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    counting(torch, "load", "read")
+    for name in ("safe_open", "load_file", "load_safetensors_bytes"):  # whichever of them reads it
+        counting(swinlite.io, name, "read")
+    counting(swinlite.weights, "convert_state_dict", "convert")
+    counting(swinlite.weights, "check_weight_values", "check")
+    counting(swinlite.convert, "check_weight_values", "check")  # the conversion's own
+    if route == "load_model":
+        loaded = load_model(path, PICO if suffix == ".pth" else None)
+    else:
+        loaded = timm.create_model(PICO, num_classes=3)
+        swinlite.load_checkpoint(loaded, path)
+    described = route == "load_model" and suffix == ".safetensors"  # nothing to convert: the file names its model
+    assert counts == {"read": 1, "convert": 0 if described else 1, "check": 1}
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in model.state_dict().items())

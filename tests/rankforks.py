@@ -12,43 +12,20 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from scriptkit import run_script
 
 
-def _rank(script: str, rank: int, port: int, argv: list[str], cwd: Path | None, log: Path) -> None:
-    """One process: ``scripts/<script>.py`` with ``argv`` in ``cwd``, its output into ``log``, its exit code as the
-    process's."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
-    os.environ["MASTER_PORT"] = str(port)
-    output = os.open(log, os.O_WRONLY | os.O_CREAT)
-    os.dup2(output, 1)
-    os.dup2(output, 2)
-    sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)
-    code = 1
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        code = run_script(script, argv)
-    finally:
-        sys.stdout.flush()
-        os._exit(code)
-
-
-def two_ranks(
-    script: str, argvs: list[list[str]], logs: Path, cwds: list[Path | None] | None = None, timeout: float = 60
-) -> tuple[list[int], list[str], float]:
-    """Run rank 0 and rank 1 of ``scripts/<script>.py`` (rank r with ``argvs[r]``, in ``cwds[r]`` where given), each
-    waited for up to ``timeout`` s (then SIGKILLed); their exit codes, what each printed (``logs/rank<r>.log``), and
-    the seconds until both ended."""
+def forked_pair(target: Callable[..., None], args: tuple = (), timeout: float = 60) -> tuple[list[int], float]:
+    """Fork rank 0 and rank 1, each running ``target(rank, port, *args)`` (``port``: a free one, for the launch's
+    store), each waited for up to ``timeout`` s (then SIGKILLed); their exit codes and the seconds until both ended."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    paths = [logs / f"rank{rank}.log" for rank in range(2)]
-    folders = cwds or [None, None]
     fork = multiprocessing.get_context("fork")
-    procs = [fork.Process(target=_rank, args=(script, r, port, argvs[r], folders[r], paths[r])) for r in range(2)]
+    procs = [fork.Process(target=target, args=(rank, port, *args)) for rank in range(2)]
     start = time.monotonic()
     for p in procs:
         p.start()
@@ -61,4 +38,34 @@ def two_ranks(
             if p.is_alive():
                 os.kill(p.pid, signal.SIGKILL)
             p.join()
-    return [p.exitcode for p in procs], [path.read_text() for path in paths], seconds
+    return [p.exitcode for p in procs], seconds
+
+
+def _rank(rank: int, port: int, script: str, argvs: list[list[str]], cwds: list[Path | None], logs: list[Path]) -> None:
+    """One process: ``scripts/<script>.py`` with its ``argvs[rank]`` in its ``cwds[rank]``, its output into its
+    ``logs[rank]``, its exit code as the process's."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
+    os.environ["MASTER_PORT"] = str(port)
+    output = os.open(logs[rank], os.O_WRONLY | os.O_CREAT)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)
+    code = 1
+    try:
+        if cwds[rank] is not None:
+            os.chdir(cwds[rank])
+        code = run_script(script, argvs[rank])
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
+
+
+def two_ranks(
+    script: str, argvs: list[list[str]], logs: Path, cwds: list[Path | None] | None = None, timeout: float = 60
+) -> tuple[list[int], list[str], float]:
+    """Run rank 0 and rank 1 of ``scripts/<script>.py`` (rank r with ``argvs[r]``, in ``cwds[r]`` where given), each
+    waited for up to ``timeout`` s (then SIGKILLed); their exit codes, what each printed (``logs/rank<r>.log``), and
+    the seconds until both ended."""
+    paths = [logs / f"rank{rank}.log" for rank in range(2)]
+    codes, seconds = forked_pair(_rank, (script, argvs, cwds or [None, None], paths), timeout)
+    return codes, [path.read_text() for path in paths], seconds

@@ -3,16 +3,14 @@ report, none trains): every process diverged at the same step printed the same `
 before; now rank 0 says it and the others exit with code 2 quietly. A loss that diverged on one process alone is said
 by that process, named by its rank, and the other finds it in the store to say why it stops."""
 
-import multiprocessing
 import os
-import signal
-import socket
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from rankforks import forked_pair
 
 from swinlite.classification.task import ClassificationTask
 from swinlite.engine import cli, distributed, handshake
@@ -40,7 +38,7 @@ def _diverging_run(info: distributed.DistInfo):
     return run
 
 
-def _rank(rank: int, diverged: list[int], port: int, reports: list[Path]) -> None:
+def _rank(rank: int, port: int, diverged: list[int], reports: list[Path]) -> None:
     """One process: joins the group; one in ``diverged`` reports how the scripts' entry ends, another (rank 0 alone
     in these tests) stays (it hosts the store) until the other has reported, then reports the notes it finds."""
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
@@ -69,20 +67,6 @@ def _rank(rank: int, diverged: list[int], port: int, reports: list[Path]) -> Non
     ],
 )
 def test_a_divergence_is_said_once_or_by_its_rank(diverged: list[int], expected: list[str], tmp_path: Path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    fork = multiprocessing.get_context("fork")
     reports = [tmp_path / f"rank{r}.txt" for r in range(2)]
-    procs = [fork.Process(target=_rank, args=(r, diverged, port, reports)) for r in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(timeout=30)
-    finally:
-        for p in procs:
-            if p.is_alive():
-                os.kill(p.pid, signal.SIGKILL)
-            p.join()
+    forked_pair(_rank, (diverged, reports), timeout=30)
     assert [r.read_text() if r.exists() else "" for r in reports] == expected

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from rankforks import forked_pair
 
 from swinlite.engine import distributed, handshake
 
@@ -20,7 +21,7 @@ WAIT = 0.5
 REPLY_WAIT = 0.2  # a store's reply, in the test of a stopped store host
 
 
-def _rank(rank: int, silent: int | None, port: int, reports: list[Path]) -> None:
+def _rank(rank: int, port: int, silent: int | None, reports: list[Path]) -> None:
     """One process: joins the group, then answers ``stalled_ranks`` unless it is the ``silent`` one, which stays (it
     may host the store) until the other has reported."""
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
@@ -48,22 +49,8 @@ def _rank(rank: int, silent: int | None, port: int, reports: list[Path]) -> None
     ],
 )
 def test_every_rank_waits_at_most_its_wait(silent: int | None, expected: list, tmp_path: Path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    fork = multiprocessing.get_context("fork")
     reports = [tmp_path / f"rank{r}.json" for r in range(2)]
-    procs = [fork.Process(target=_rank, args=(r, silent, port, reports)) for r in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(timeout=30)
-    finally:
-        for p in procs:
-            if p.is_alive():
-                os.kill(p.pid, signal.SIGKILL)
-            p.join()
+    forked_pair(_rank, (silent, reports), timeout=30)
     answered = [json.loads(r.read_text()) if rank != silent else None for rank, r in enumerate(reports)]
     for rank, report in enumerate(answered):
         if report is not None:

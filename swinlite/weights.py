@@ -249,7 +249,7 @@ def load_model(
         preprocessing = {k: tuple(v) if isinstance(v, list) else v for k, v in info.preprocessing.items()}
         cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes, "num_classes": len(info.classes)}
         net.pretrained_cfg = net.default_cfg = cfg  # timm keeps default_cfg as an alias
-    _load(net, state, path, values_checked=checked)
+    load_strict(net, state, path, values_checked=checked)
     if resume_ema_in(checkpoint):
         _warn_resume_ema(path, stacklevel=3)  # names the line calling load_model
     return net.eval()
@@ -329,7 +329,12 @@ class WeightsMismatchError(ValueError):
 
 
 def load_strict(
-    net: nn.Module, state: Mapping[str, torch.Tensor], source: str | os.PathLike, may_start_fresh: tuple[str, ...] = ()
+    net: nn.Module,
+    state: Mapping[str, torch.Tensor],
+    source: str | os.PathLike,
+    may_start_fresh: tuple[str, ...] = (),
+    *,
+    values_checked: bool = False,
 ) -> None:
     """Load ``state`` into ``net``: every model weight from it, every tensor of it into the model, floating weights
     floating and finite. A swinlite model takes any layout :func:`swinlite.convert_state_dict` reads.
@@ -339,23 +344,13 @@ def load_strict(
         state: the weights.
         source: where they come from (the file), for the messages.
         may_start_fresh: prefixes of model weights that may be absent from ``state`` (kept as they are).
+        values_checked: a conversion of ``state`` checked its values already (the check of
+            :func:`~swinlite.convert.convert_state_dict`, which refuses more than this one's): not checked again.
 
     Raises:
         ValueError: naming ``source`` and the keys that are missing, surplus, of another shape, not floating
             point or not finite; keys or shapes the model's state dict does not have: a :class:`WeightsMismatchError`.
     """
-    _load(net, state, source, may_start_fresh)
-
-
-def _load(
-    net: nn.Module,
-    state: Mapping[str, torch.Tensor],
-    source: str | os.PathLike,
-    may_start_fresh: tuple[str, ...] = (),
-    values_checked: bool = False,
-) -> None:
-    """:func:`load_strict`; ``values_checked``: a conversion of ``state`` checked its values (the check of
-    :func:`~swinlite.convert.convert_state_dict`, which refuses more than this one), which are not checked again."""
     target = net.state_dict()
     with _shown_if_it_loads():  # the conversion's notes (weights left fresh, ...) do not precede a refusal
         if isinstance(net, SwinTransformer) and not set(state) <= set(target):
@@ -424,6 +419,6 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     first_conv = model.get_parameter(FIRST_CONV)
     if state_dict[FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
         state_dict[FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[FIRST_CONV])
-    _load(model, state_dict, source, may_start_fresh=("head.fc.", "out_norms."), values_checked=True)
+    load_strict(model, state_dict, source, may_start_fresh=("head.fc.", "out_norms."), values_checked=True)
     if content is not None and resume_ema_in(content):
         _warn_resume_ema(path, stacklevel=3)

@@ -3,21 +3,14 @@
 import pytest
 import timm
 import torch
+from test_timm_contract import PAPER_ARCHITECTURES, V2_WITH_TIMMS
 
 import swinlite  # noqa: F401
 
 VARIANTS = timm.list_models("swinlite_*")
 # Built inside the meta device context at full depth, their structure checked too, in test_timm_contract.py: the
 # paper's Swin-V1 variants (test_paper_architectures) and every Swin-V2 one but pico (test_v2_architectures_are_timms)
-PAPER = {
-    "swinlite_tiny_patch4_window7_224",
-    "swinlite_small_patch4_window7_224",
-    "swinlite_base_patch4_window7_224",
-    "swinlite_large_patch4_window7_224",
-    "swinlite_base_patch4_window12_384",
-    "swinlite_large_patch4_window12_384",
-}
-BUILT_IN_THE_CONTRACT_TESTS = PAPER | {v for v in VARIANTS if v.startswith("swinlite_v2_") and "pico" not in v}
+BUILT_IN_THE_CONTRACT_TESTS = {*PAPER_ARCHITECTURES, *V2_WITH_TIMMS}
 
 
 @pytest.mark.parametrize("name", [v for v in VARIANTS if v not in BUILT_IN_THE_CONTRACT_TESTS])

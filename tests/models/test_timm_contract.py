@@ -68,14 +68,22 @@ def built(request) -> tuple[str, torch.nn.Module, torch.Tensor]:
     return request.param, model, x
 
 
+# the paper's Swin-V1 variants: name -> (embed_dim, depths, heads, window); tests/models/test_build.py leaves them here
+PAPER_ARCHITECTURES = {
+    "swinlite_tiny_patch4_window7_224": (96, (2, 2, 6, 2), (3, 6, 12, 24), 7),
+    "swinlite_small_patch4_window7_224": (96, (2, 2, 18, 2), (3, 6, 12, 24), 7),
+    "swinlite_base_patch4_window7_224": (128, (2, 2, 18, 2), (4, 8, 16, 32), 7),
+    "swinlite_large_patch4_window7_224": (192, (2, 2, 18, 2), (6, 12, 24, 48), 7),
+    "swinlite_base_patch4_window12_384": (128, (2, 2, 18, 2), (4, 8, 16, 32), 12),
+    "swinlite_large_patch4_window12_384": (192, (2, 2, 18, 2), (6, 12, 24, 48), 12),
+}
+
+# the Swin-V2 variants with a timm counterpart (all but pico), whose structure test_v2_architectures_are_timms compares
+V2_WITH_TIMMS = [v for v in VARIANTS if v.startswith("swinlite_v2_") and "pico" not in v]
+
+
 def test_registered_variants():
-    expected = {
-        "swinlite_tiny_patch4_window7_224",
-        "swinlite_small_patch4_window7_224",
-        "swinlite_base_patch4_window7_224",
-        "swinlite_large_patch4_window7_224",
-        "swinlite_base_patch4_window12_384",
-        "swinlite_large_patch4_window12_384",
+    expected = set(PAPER_ARCHITECTURES) | {
         "swinlite_nano_patch2_window4_64",
         "swinlite_pico_patch2_window4_32",
         "swinlite_v2_nano_patch2_window4_64",
@@ -87,17 +95,7 @@ def test_registered_variants():
     )
 
 
-@pytest.mark.parametrize(
-    "name,embed_dim,depths,heads,window",
-    [
-        ("swinlite_tiny_patch4_window7_224", 96, (2, 2, 6, 2), (3, 6, 12, 24), 7),
-        ("swinlite_small_patch4_window7_224", 96, (2, 2, 18, 2), (3, 6, 12, 24), 7),
-        ("swinlite_base_patch4_window7_224", 128, (2, 2, 18, 2), (4, 8, 16, 32), 7),
-        ("swinlite_large_patch4_window7_224", 192, (2, 2, 18, 2), (6, 12, 24, 48), 7),
-        ("swinlite_base_patch4_window12_384", 128, (2, 2, 18, 2), (4, 8, 16, 32), 12),
-        ("swinlite_large_patch4_window12_384", 192, (2, 2, 18, 2), (6, 12, 24, 48), 12),
-    ],
-)
+@pytest.mark.parametrize("name,embed_dim,depths,heads,window", [(n, *a) for n, a in PAPER_ARCHITECTURES.items()])
 def test_paper_architectures(name, embed_dim, depths, heads, window):
     """Built as timm's test_models.py builds models, inside ``with torch.device("meta")`` (tests/models/test_build.py
     builds the other variants so)."""
@@ -116,7 +114,7 @@ def _no_init_on_meta(self: SwinTransformerV2, needs_reset: bool = True) -> None:
     tests compare is built before it."""
 
 
-@pytest.mark.parametrize("name", [v for v in VARIANTS if v.startswith("swinlite_v2_") and "pico" not in v])
+@pytest.mark.parametrize("name", V2_WITH_TIMMS)
 def test_v2_architectures_are_timms(name, monkeypatch):
     """Every Swin-V2 variant with a timm counterpart has its structure: widths, depths, heads, per-stage windows
     and pretrained windows, parameter count. Built inside ``with torch.device("meta")``, as timm's test_models.py

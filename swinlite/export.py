@@ -48,7 +48,7 @@ from .inference import class_names
 from .io import atomic_write_bytes, read_metadata, read_state_dict
 from .models.checks import check_feature_indices
 from .models.swin import SwinTransformer
-from .weights import check_model_name, create_for_file, load_model, load_strict, read_info
+from .weights import check_model_name, create_to_load, load_model, load_strict, read_info
 
 if TYPE_CHECKING:  # onnx comes with the export extra, imported where a file is written or read
     import onnx
@@ -155,7 +155,7 @@ def run_backbone(checkpoint: str | os.PathLike, out_norm: bool | None = None) ->
         raise ValueError(f"{checkpoint} is not a detection or segmentation run's weights file")
     out_norm = run_out_norm(metadata) if out_norm is None else out_norm
     kwargs = {**metadata[key].get("kwargs", {}), "num_classes": 0, "out_norm": out_norm}
-    net = create_for_file(checkpoint, recorded_swin(metadata), **kwargs)
+    net = create_to_load(checkpoint, recorded_swin(metadata), **kwargs)
     if not run_out_norm(metadata):  # nor a final norm: the run's features-only Swin has none (its last level is raw)
         net.norm = nn.Identity()
     with warnings.catch_warnings():

@@ -238,14 +238,14 @@ def load_model(
             except ValueError as e:
                 raise _naming(path, e) from None
             checked = _is_swinlite(model)  # its conversion checked every value, more strictly than loading does
-        net = create_for_file(path, model, num_classes=num_classes, **model_kwargs)
+        net = create_to_load(path, model, num_classes=num_classes, **model_kwargs)
     else:
         check_agrees(path, info, model, num_classes, model_kwargs)
         try:
             check_model_name(info.model)
         except ValueError as e:
             raise ValueError(f"{path} records {e}") from None
-        net = create_for_file(path, info.model, **(info.model_args | model_kwargs))
+        net = create_to_load(path, info.model, **(info.model_args | model_kwargs))
         preprocessing = {k: tuple(v) if isinstance(v, list) else v for k, v in info.preprocessing.items()}
         cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes, "num_classes": len(info.classes)}
         net.pretrained_cfg = net.default_cfg = cfg  # timm keeps default_cfg as an alias
@@ -261,6 +261,27 @@ def create_for_file(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Mod
         return timm.create_model(name, **kwargs)
     except (TypeError, ValueError, AssertionError, RuntimeError) as e:  # timm models reject arguments in many ways
         raise ValueError(f"{path}: {name} cannot be built with {kwargs}: {type(e).__name__}: {e}") from None
+
+
+def create_to_load(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Module:
+    """:func:`create_for_file` for a model whose every weight is then loaded strictly from ``path``: a swinlite model
+    is built on the meta device and allocated on the CPU, its parameters left uninitialised and its non-persistent
+    buffers (the position-bias indices and coordinates) filled, so that the random initialisation a weights file
+    replaces is skipped (most of the time of loading Swin-T's file). Other timm models are built as
+    :func:`create_for_file` builds them.
+
+    Only for a strict load (:func:`load_strict` without ``may_start_fresh``): a weight left out would keep what the
+    memory held.
+    """
+    if not _is_swinlite(name):
+        return create_for_file(path, name, **kwargs)
+    with torch.device("meta"):
+        net = create_for_file(path, name, **kwargs)
+    net.to_empty(device="cpu")
+    for module in net.modules():
+        if module._non_persistent_buffers_set:
+            module.init_non_persistent_buffers()  # swinlite's modules holding such buffers define it (tested)
+    return net
 
 
 # constructor arguments that change neither the weights' shapes nor the eval-mode function (dropout, stochastic

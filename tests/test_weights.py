@@ -95,6 +95,22 @@ def test_raw_files_need_a_model_and_load_in_other_layouts(tmp_path):
         torch.testing.assert_close(model(x), reference(x), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
+def test_a_file_rebuilds_its_model_without_drawing_weights_it_replaces(tmp_path, name):
+    """load_model drew the model's random weights (most of the time of loading Swin-T's file) and replaced every one;
+    it now allocates them empty and fills the position-bias buffers: the same function, the generator left alone."""
+    torch.manual_seed(0)
+    model = timm.create_model(name, num_classes=3).eval()
+    path = tmp_path / "w.safetensors"
+    save_safetensors(path, model.state_dict(), weights_metadata(name, {"num_classes": 3}, ["a", "b", "c"], PRE))
+    generator = torch.get_rng_state()
+    rebuilt = load_model(path)
+    assert torch.equal(torch.get_rng_state(), generator)
+    x = torch.randn(2, 3, 27, 41)  # padded windows: the masks and the bias buffers at work
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(x), model(x), rtol=0, atol=0)
+
+
 def test_files_that_are_not_checkpoints_are_named(tmp_path):
     (tmp_path / "empty.safetensors").write_bytes(b"")
     (tmp_path / "notes.pth").write_text("not a checkpoint")

@@ -19,6 +19,9 @@ def test_builds_on_the_meta_device_context(name):
     with torch.device("meta"):
         model = timm.create_model(name)
     assert all(p.is_meta for p in model.parameters())
+    # load_model builds a file's model so and fills these buffers by the method (swinlite.weights.create_to_load)
+    with_buffers = [m for m in model.modules() if m._non_persistent_buffers_set]
+    assert with_buffers and all(hasattr(m, "init_non_persistent_buffers") for m in with_buffers)
 
 
 @pytest.mark.parametrize("name", ["swinlite_pico_patch2_window4_32", "swinlite_v2_pico_patch2_window4_32"])

@@ -329,6 +329,13 @@ def check_model_file(path: Path | None, option: str) -> None:
         files_module().check_model_path(path, option, meant)
 
 
+def check_drawing_inputs(images: list[Path], checkpoint: Path | None, onnx: Path | None) -> None:
+    """The images and the model file (``--checkpoint``, else ``--onnx``) detect.py and segment.py read: a missing one
+    said before torch loads (each is read and checked again later)."""
+    files_module().check_image_paths(images)
+    check_model_file(checkpoint or onnx, "--checkpoint" if onnx is None else "--onnx")
+
+
 @contextmanager
 def output_lock(folder: Path, script: str, option: str = "--output-dir") -> Iterator[bool]:
     """Hold ``folder``'s lock (``swinlite.lock.OutputLock``, as training and extract_features.py hold theirs) for the

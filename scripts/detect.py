@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_model_file, check_onnx_options, ema_weights, files_module, output_lock, run
+from _cli import Parser, check_drawing_inputs, check_model_file, check_onnx_options, ema_weights, output_lock, run
 
 
 def parse_args(argv: list[str] | None = None):
@@ -53,8 +53,7 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    files_module().check_image_paths(args.input)  # the paths read, before torch loads; read and checked again later
-    check_model_file(args.checkpoint or args.onnx, "--checkpoint" if args.onnx is None else "--onnx")
+    check_drawing_inputs(args.input, args.checkpoint, args.onnx)
     with output_lock(args.output_dir, "detect.py"):  # from the folder's checks to the last file
         return detect_onnx(args) if args.onnx is not None else detect_torch(args)
 

@@ -39,11 +39,11 @@ from pathlib import Path
 
 from _cli import (
     Parser,
+    check_drawing_inputs,
     check_model_file,
     check_onnx_options,
     check_test_options,
     ema_weights,
-    files_module,
     output_lock,
     run,
 )
@@ -99,8 +99,7 @@ def _classes_csv(classes, palette) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    files_module().check_image_paths(args.input)  # the paths read, before torch loads; read and checked again later
-    check_model_file(args.checkpoint or args.onnx, "--checkpoint" if args.onnx is None else "--onnx")
+    check_drawing_inputs(args.input, args.checkpoint, args.onnx)
     with output_lock(args.output_dir, "segment.py"):  # from the folder's checks to the last file
         return segment_onnx(args) if args.onnx is not None else segment_torch(args)
 

@@ -956,6 +956,8 @@ class SwinBlock(nn.Module):
         drop_path: stochastic depth rate of both residual branches.
         rel_pos: ``"table"`` or ``"cpb"``, see :class:`WindowAttention`.
         options: MLP ratio, biases, dropouts, padding mask, norm and activation (:class:`BlockOptions`).
+        attention: the block's attention where a subclass builds its own (:class:`SwinV2Block`: a
+            :class:`WindowAttentionV2`), or None for a :class:`WindowAttention` with ``rel_pos``.
     """
 
     mask_padding: torch.jit.Final[bool]
@@ -971,6 +973,7 @@ class SwinBlock(nn.Module):
         options: BlockOptions = DEFAULT_OPTIONS,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        attention: WindowAttentionFrame | None = None,
     ) -> None:
         super().__init__()
         dd = {"device": device, "dtype": dtype}
@@ -979,7 +982,11 @@ class SwinBlock(nn.Module):
         self.shift: tuple[int, int] = (self.window[0] // 2, self.window[1] // 2) if shift else (0, 0)
         self.mask_padding = o.mask_padding
         self.norm1 = o.norm_layer(dim, **dd)
-        self.attn = WindowAttention(dim, num_heads, self.window, o.qkv_bias, o.attn_drop, o.proj_drop, rel_pos, **dd)
+        if attention is None:
+            attention = WindowAttention(
+                dim, num_heads, self.window, o.qkv_bias, o.attn_drop, o.proj_drop, rel_pos, **dd
+            )
+        self.attn = attention
         self.drop_path1 = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
         self.norm2 = o.norm_layer(dim, **dd)
         hidden = int(dim * o.mlp_ratio)
@@ -1048,11 +1055,11 @@ class SwinV2Block(SwinBlock):
         dtype: torch.dtype | None = None,
     ) -> None:
         dd = {"device": device, "dtype": dtype}
-        super().__init__(dim, num_heads, window, shift, drop_path, options=options, **dd)
         o = options
-        self.attn = WindowAttentionV2(  # in place of SwinBlock's attention
-            dim, num_heads, self.window, o.qkv_bias, o.attn_drop, o.proj_drop, pretrained_window, **dd
+        attention = WindowAttentionV2(
+            dim, num_heads, window, o.qkv_bias, o.attn_drop, o.proj_drop, pretrained_window, **dd
         )
+        super().__init__(dim, num_heads, window, shift, drop_path, options=options, attention=attention, **dd)
         for norm in (self.norm1, self.norm2):
             nn.init.zeros_(norm.weight)
             nn.init.zeros_(norm.bias)

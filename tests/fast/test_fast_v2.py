@@ -61,9 +61,10 @@ BF16_LINEARS = [False, True] if blocks.ONEDNN_BF16 else [False]
 def test_row_blocks_equal_the_reference_block(monkeypatch, rows, dtype, autocast, onednn, amx):
     """CPU inference runs the cosine attention (q·τ/|q| against k/|k|, τ = 100 in one head) and x + norm2(mlp(x))
     (the norm after fc2) in row blocks, fp32 with either library and under bf16 autocast, fed fp32 or bf16. In fp32
-    the output is the reference's; under autocast its distance from the reference's fp32 output is no more than the
-    reference's own under autocast (bf16 logits of cos·τ up to ±100 round by up to 0.25 either way), by the explicit
-    formula or, as on CPUs with AMX (the rule forced either way), SDPA's flash kernel in bf16."""
+    the output is the reference's; under autocast its distance from the reference's fp32 output is the reference's
+    own under autocast (bf16 logits of cos·τ up to ±100 round by up to 0.25 either way) by the explicit formula, and
+    as large on average (its largest value's within 2x) by SDPA's flash kernel in bf16, as on CPUs with AMX (the rule
+    forced either way)."""
     monkeypatch.setattr(blocks, "ROWS_PER_THREAD", rows)
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", onednn)
     monkeypatch.setattr(blocks, "ONEDNN_BF16", onednn)
@@ -94,7 +95,10 @@ def test_row_blocks_equal_the_reference_block(monkeypatch, rows, dtype, autocast
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
         return
     error, reference_error = (t.float().sub(truth).abs() for t in (got, expected))
-    assert error.max() <= 1.1 * reference_error.max() and error.mean() <= 1.1 * reference_error.mean()
+    # the explicit formula rounds as the reference does; SDPA's flash kernel (AMX) at other points: over seeds 0-15 its
+    # mean error was 0.84-1.06x the reference's, its largest (one of 1680 values) 0.62-1.61x
+    largest = 2.0 if amx else 1.1
+    assert error.max() <= largest * reference_error.max() and error.mean() <= 1.1 * reference_error.mean()
     assert 0.0 < reference_error.mean() < 0.05  # bf16 rounding, not another formula
 
 

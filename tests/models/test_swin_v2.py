@@ -7,7 +7,15 @@ import pytest
 import torch
 from reference import naive_v2_block
 
-from swinlite.models.swin import BlockOptions, PatchMergingV2, SwinTransformer, SwinV2Block, stage_windows
+from swinlite.models.swin import (
+    BlockOptions,
+    PatchMergingV2,
+    SwinTransformer,
+    SwinV2Block,
+    WindowAttention,
+    WindowAttentionV2,
+    stage_windows,
+)
 
 
 def _random_v2_block(window, shift, mask_padding, pretrained_window=None) -> SwinV2Block:
@@ -50,6 +58,23 @@ def test_v2_block_starts_as_the_identity():
     block = SwinV2Block(8, 2, (4, 4), shift=True)
     x = torch.randn(1, 6, 9, 8)
     torch.testing.assert_close(block(x), x, rtol=0, atol=0)
+
+
+def test_v2_model_builds_only_v2_attention(monkeypatch):
+    """A V2 block builds its WindowAttentionV2 and nothing else: no V1 attention (a table, random draws) built and
+    thrown away."""
+    built = []
+    v1_init = WindowAttention.__init__
+
+    def counting_init(self, *args, **kwargs) -> None:
+        built.append(type(self))
+        v1_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(WindowAttention, "__init__", counting_init)
+    model = SwinTransformer(img_size=32, window_size=4, embed_dim=8, depths=(2, 1), num_heads=(1, 2), block="v2")
+    attentions = [block.attn for stage in model.layers for block in stage.blocks]
+    assert [type(attn) for attn in attentions] == [WindowAttentionV2] * 3
+    assert built == []
 
 
 def test_v2_patch_merging_reduces_then_normalises():

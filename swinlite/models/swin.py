@@ -454,6 +454,19 @@ def _cached_sub_window_index(window: tuple[int, int], sub: tuple[int, int], devi
         return sub_window_index(window, sub, device).view(-1)
 
 
+def check_filled(filled: bool, index: torch.Tensor, owner: str) -> None:
+    """A RuntimeError for a position bias (``owner``) whose index (and coordinate) buffers hold what memory held: a
+    model built on the meta device and allocated by ``to_empty()``, without ``init_non_persistent_buffers()`` (the
+    buffers are not in its state dict: loading one does not fill them), where the gather would read anything, or an
+    index out of range. ``filled``: the module's flag; ``index``: its index buffer (on the meta device: no values)."""
+    if not filled and not index.is_meta:
+        raise RuntimeError(
+            owner + "'s buffers were never filled: after to_empty() of a model built on the meta device, call "
+            "init_non_persistent_buffers() of every module that has it (as for timm's Swin), or load a weights file "
+            "with swinlite.load_model"
+        )
+
+
 class RelativePositionBias(nn.Module):
     """One learnable scalar per (relative offset, head), gathered into a (heads, N, N) bias.
 
@@ -491,6 +504,7 @@ class RelativePositionBias(nn.Module):
         """Fill the index buffer; call after ``to_empty()`` when the model was built on the meta device."""
         with torch.no_grad():
             self.index.copy_(_cpu_relative_position_index(self.window))
+        self.filled = not self.index.is_meta  # on the meta device nothing is filled: to_empty() leaves memory as is
 
     def set_window(self, window: Sequence[int], table: torch.Tensor) -> None:
         """Take a new window and its table ((prod(2w - 1), heads)), in place (``SwinTransformer.set_input_size``); a
@@ -507,11 +521,13 @@ class RelativePositionBias(nn.Module):
         self.table = nn.Parameter(table.detach().clone(), requires_grad=self.table.requires_grad)
         index = _cpu_relative_position_index(self.window).to(table.device, copy=True)
         self.register_buffer("index", index, persistent=False)
+        self.filled = not index.is_meta
 
     def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous: the kernels that add it to the logits read it along
         the keys (a compiled graph keeps it as a constant in this layout; benchmarks/kernels.md). With ``window``, a
         smaller 2-D window's (its offsets' rows of this table, :func:`sub_window_index`)."""
+        check_filled(self.filled, self.index, "the position bias")
         index, tokens = self.index.view(-1), self.num_tokens
         if window is not None:
             index, tokens = flat_sub_window_index(self.window, window, index.device), window[0] * window[1]
@@ -609,6 +625,7 @@ class ContinuousPositionBias(nn.Module):
         with torch.no_grad():
             self.coords.copy_(_cpu_log_spaced_relative_coords(self.window, self.pretrained_window))
             self.index.copy_(_cpu_relative_position_index(self.window))
+        self.filled = not self.index.is_meta  # on the meta device nothing is filled: to_empty() leaves memory as is
 
     def set_window(self, window: Sequence[int]) -> None:
         """Take a new window, in place (``SwinTransformer.set_input_size``): the MLP is a function of the offsets, so
@@ -628,6 +645,7 @@ class ContinuousPositionBias(nn.Module):
         self.num_tokens = math.prod(window)
         self.register_buffer("coords", coords, persistent=False)
         self.register_buffer("index", index, persistent=False)
+        self.filled = not index.is_meta
 
     def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         """Returns the bias, shape (heads, N, N), contiguous as :class:`RelativePositionBias`'s, values in (0, 16);
@@ -636,6 +654,7 @@ class ContinuousPositionBias(nn.Module):
 
     def offset_table(self) -> torch.Tensor:
         """The MLP of every offset, (rows, heads): the bias's logits, once per row, before :meth:`bias` repeats rows."""
+        check_filled(self.filled, self.index, "the position bias")
         return self.mlp(self.coords)
 
     def bias(self, table: torch.Tensor, window: tuple[int, int] | None = None) -> torch.Tensor:
@@ -644,6 +663,7 @@ class ContinuousPositionBias(nn.Module):
         The sigmoid runs after the gather, on the (heads, N*N) layout, as in timm: an elementwise op's last bit can
         depend on the element's place in the tensor (a vector's tail on AVX-512 CPUs), so only timm's order gives its
         bias bit for bit on every CPU."""
+        check_filled(self.filled, self.index, "the position bias")
         index, tokens = self.index.view(-1), self.num_tokens
         if window is not None:
             index, tokens = flat_sub_window_index(self.window, window, index.device), window[0] * window[1]
@@ -1061,8 +1081,9 @@ class SwinV2Block(SwinBlock):
         )
         super().__init__(dim, num_heads, window, shift, drop_path, options=options, attention=attention, **dd)
         for norm in (self.norm1, self.norm2):
-            nn.init.zeros_(norm.weight)
-            nn.init.zeros_(norm.bias)
+            for affine in (getattr(norm, "weight", None), getattr(norm, "bias", None)):  # a norm may have no bias
+                if affine is not None:
+                    nn.init.zeros_(affine)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, H, W, C]."""
@@ -1362,6 +1383,9 @@ class SwinTransformer(nn.Module):
             (``out_norms.i``, as detection backbones use); without, ``out_norms.i`` are identities.
         frozen_stages: -1 trains everything; k >= 0 freezes the patch embedding and the first k stages
             (with their output norms): no gradients, and eval mode kept across ``.train()``.
+        norm_layer: the class of every norm (patch embedding, blocks, patch merging, output norms): one that
+            normalises the last dimension of its input, built with its width, e.g. ``nn.LayerNorm``; not a name
+            (timm's Swin types it so but does not resolve one either).
         act_layer: the MLPs' activation, a class or a name timm's ``get_act_layer`` knows (``"gelu"``, ``"relu"``).
         block: ``"v1"`` (Swin) or ``"v2"`` (Swin-V2: scaled cosine attention, continuous position bias,
             res-post-norm, patch merging that normalises after the reduction; windows by :func:`stage_windows`).
@@ -1443,6 +1467,11 @@ class SwinTransformer(nn.Module):
         window = model_window(windows, (size[0] // patch[0], size[1] // patch[1]), num_stages)
         if not mlp_ratio > 0:
             raise ValueError(f"mlp_ratio must be positive, got {mlp_ratio}")
+        if isinstance(norm_layer, str):  # timm's Swin types it so, then calls it (a TypeError deep in PatchEmbed)
+            raise ValueError(
+                f"norm_layer must be a norm class that normalises the last dimension (nn.LayerNorm, "
+                f"timm.layers.LayerNorm), not a name: got {norm_layer!r}"
+            )
         if not -1 <= frozen_stages <= len(depths):
             raise ValueError(
                 f"frozen_stages must be in -1..{len(depths)} (-1: none, 0: patch embed, k: patch embed and the first "

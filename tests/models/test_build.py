@@ -33,10 +33,12 @@ def test_a_meta_model_filled_as_timm_fills_one_computes_what_the_model_does(name
     with torch.device("meta"):
         filled = timm.create_model(name)
     filled.to_empty(device="cpu").load_state_dict(model.state_dict())
+    x = torch.randn(2, 3, 27, 41)
+    with pytest.raises(RuntimeError, match="buffers were never filled: after to_empty"):  # they hold what memory held
+        filled.eval()(x)
     for module in filled.modules():
         if hasattr(module, "init_non_persistent_buffers"):
             module.init_non_persistent_buffers()
-    x = torch.randn(2, 3, 27, 41)
     with torch.no_grad():
         torch.testing.assert_close(filled.eval()(x), model(x), rtol=0, atol=0)
 
@@ -71,6 +73,8 @@ def test_builds_on_the_cpu_device_context(name):
         (dict(pretrained_window_sizes=12, block="v2"), "pretrained_window_sizes needs one entry per stage"),
         (dict(pretrained_window_sizes=((4, 4, 4), 0, 0, 0), block="v2"), "each entry is an int or \\(Wh, Ww\\)"),
         (dict(act_layer="nope"), "act_layer must be a class or an activation name timm knows .* got 'nope'"),
+        # timm's Swin types it str | type and calls it: a TypeError inside PatchEmbed
+        (dict(norm_layer="layernorm"), "norm_layer must be a norm class .* not a name: got 'layernorm'"),
         (dict(always_partition=True), "always_partition=True is not available"),
         # a bool built a model of 1-channel stages (embed_dim=True) or failed in torch.empty (num_classes=True); a
         # float was truncated

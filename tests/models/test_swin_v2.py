@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 from reference import naive_v2_block
+from timm.layers import RmsNorm
 
 from swinlite.models.swin import (
     BlockOptions,
@@ -53,9 +54,10 @@ def test_v2_block_equals_naive_loop_at_odd_size_forward_and_backward(shift, mask
     assert gp["attn.logit_scale"][0].item() == 0.0 and gp["attn.logit_scale"][1].item() != 0.0  # the clamp at 100
 
 
-def test_v2_block_starts_as_the_identity():
+@pytest.mark.parametrize("norm", [torch.nn.LayerNorm, RmsNorm])  # RmsNorm: no bias (its init failed on one)
+def test_v2_block_starts_as_the_identity(norm):
     """Both post-norms start at zero (weight and bias), as the reference initialises them."""
-    block = SwinV2Block(8, 2, (4, 4), shift=True)
+    block = SwinV2Block(8, 2, (4, 4), shift=True, options=BlockOptions(norm_layer=norm))
     x = torch.randn(1, 6, 9, 8)
     torch.testing.assert_close(block(x), x, rtol=0, atol=0)
 

@@ -17,10 +17,11 @@ from ..convert import other_classes
 from ..engine.distributed import SharedError, broadcast_object
 from ..engine.model import create_model, meta_model, pretrained_file
 from ..engine.task import RunContext, StepOutput, Task
+from ..engine.val_content import Sample
 from ..files import TASK_FILES
 from ..metadata import read_info, weights_metadata
 from .config import Config
-from .data import Split, build_datasets, check_augment, check_data_dir, collate
+from .data import ImageFolderDataset, Split, build_datasets, check_augment, check_data_dir, collate
 from .demo_data import build_digits, check_digits
 from .evaluation import EVALUATION_FILES, evaluate
 from .scan_cache import cached_scan
@@ -86,6 +87,9 @@ class ClassificationTask(Task):
             f"data: {len(train_ds)} train / {len(val_ds)} val images, {len(self.classes)} classes, {skipped} skipped"
         )
         return train_ds, val_ds
+
+    def val_samples(self, val: ImageFolderDataset) -> list[Sample]:
+        return [(Path(path), self.classes[label]) for path, label in val.samples]
 
     @classmethod
     def model_for(cls, cfg: Config, classes: list[str]) -> nn.Module:

@@ -4,6 +4,7 @@ own losses, COCO box (and mask) mAP; ``val_map`` picks the best weights."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ..engine.loop import SINGLE, StepSettings, autocast
 from ..engine.preflight import check_demo_paths
 from ..engine.rank_warnings import SharedWarnings
 from ..engine.task import RunContext, StepOutput, Task
+from ..engine.val_content import Sample
 from ..images import LeftOut
 from .config import DetConfig
 from .data import (
@@ -166,6 +168,11 @@ class DetectionTask(Task):
         self.ctx.log(f"data: {len(train_ds)} train / {len(self.val_split.image_ids)} val images, "
                      f"{len(self.categories.ids)} classes: {', '.join(self.categories.names)}")  # fmt: skip
         return train_ds, val_ds
+
+    def val_samples(self, val: CocoDetection) -> list[Sample]:
+        """Each val image with the annotation file's content (an object relabelled or moved keeps the file's size)."""
+        annotations = hashlib.sha256(val.split.ann_file.read_bytes()).hexdigest()
+        return [(val.split.image_path(i), annotations) for i in val.split.image_ids]
 
     def collate(self, batch: list[Any]) -> Any:
         return collate(batch)

@@ -19,6 +19,7 @@ from torch.utils.data import Dataset
 
 from .config import load_config
 from .distributed import DistInfo
+from .val_content import Sample
 
 if TYPE_CHECKING:
     from .loop import StepSettings
@@ -121,6 +122,14 @@ class Task(abc.ABC):
     def build_datasets(self) -> tuple[Dataset, Dataset]:
         """Check the data and return (train, val) datasets; ``train[i]`` draws its augmentation from the global
         generators, which the engine seeds per sample (so that resuming anywhere gives the same samples)."""
+
+    def val_samples(self, val: Dataset) -> list[Sample]:
+        """Each sample of ``val`` (the val set :meth:`build_datasets` returned) as what tells it from another: its files
+        (as :class:`~pathlib.Path`: compared by path and size, never read) and its labels, e.g. classification's
+        ``(image, class name)``. ``--resume`` compares their fingerprint with the one the resume file records
+        (:mod:`~swinlite.engine.val_content`): a file removed, added or relabelled restarts the best. Default: none
+        (only the settings that name the set are compared)."""
+        return []
 
     def collate(self, batch: list[Any]) -> Any:
         """Batches of the datasets' samples (default: torch's stacking)."""

@@ -57,6 +57,7 @@ from .distributed import (
     all_answer,
     all_gather_object,
     barrier,
+    broadcast_object,
     evaluate_in_step,
     is_timeout,
     peer_gone,
@@ -79,6 +80,7 @@ from .metrics import TensorBoardLog, plot_curves, write_csv
 from .optim import build_optimizer, build_scheduler, lr_scale
 from .progress import is_logged
 from .task import RunContext, Task
+from .val_content import content_change, fingerprint
 
 WEIGHTS_FILES = ("last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
 LAST_FILES = {"raw": "last.safetensors", "ema": "ema.safetensors"}  # each epoch's weights, of either kind
@@ -293,6 +295,8 @@ class Trainer:
         self.task = task(RunContext(cfg, device, dist, out, self.settings))
         train_ds, val_ds = self.task.build_datasets()
         check_same_data(len(train_ds), len(val_ds), dist)  # before the loaders: their checks depend on the sizes
+        # what the val set holds (rank 0's, so that every process restarts the best alike)
+        self.val_content = broadcast_object(fingerprint(self.task.val_samples(val_ds)) if dist.is_main else None, dist)
         self.loaders = build_loaders(
             train_ds, val_ds, cfg.data, cfg.train.seed, dist, self.task.collate, self.task.drop_last
         )
@@ -343,6 +347,7 @@ class Trainer:
             "best_ema": self.state.best_ema,
             "best_epoch": self.state.best_epoch,
             "val_set": val_set(self.cfg),  # what the best scores are of
+            "val_content": self.val_content,  # and what it held: its samples' files and labels (val_content)
             "cwd": str(Path.cwd()),  # what the relative paths of config.yaml are relative to
             # what the schedule was laid out from (config.yaml is rewritten by a resume before it saves anything)
             "config": flatten(to_dict(self.cfg)),
@@ -377,7 +382,8 @@ class Trainer:
         if saved["scheduler"] != self.scheduler.state_dict():  # e.g. train.epochs was raised
             self.log(self._schedule_change(saved))
         if self.state.epoch < self.cfg.train.epochs:  # only where an evaluation follows (nothing is scored else)
-            self._restart_best(saved.get("val_set", val_set(self.cfg)))  # (a file from before it was saved: this run's)
+            # (a file from before they were saved: this run's settings, its content not compared)
+            self._restart_best(saved.get("val_set", val_set(self.cfg)), saved.get("val_content"))
         if self.tensorboard is not None:  # drop the events a killed run wrote after this point: those of later steps;
             # of an epoch saved trained but not evaluated, its row too, logged at its last step (whose scalars return)
             evaluated = batch < self.batches
@@ -388,12 +394,15 @@ class Trainer:
             self._restore_files()
         resume_rng(saved["rng"], self.dist.rank, self.cfg.train.seed, saved["step"])  # last: the exact state saved
 
-    def _restart_best(self, saved: dict[str, Any]) -> None:
+    def _restart_best(self, saved: dict[str, Any], content: dict[str, Any] | None) -> None:
         """Restart the best scores when this run validates on another set than the one they are of (``saved``, the
-        resume file's :func:`val_set`): a score of the new set is no better or worse than one of the old, yet it
-        replaced best.safetensors when higher, and was passed over when lower. The next evaluation's weights become
-        the best, said in a note naming the old scores."""
+        resume file's :func:`val_set`; ``content``, its fingerprint of the files, :mod:`.val_content`): a score of the
+        new set is no better or worse than one of the old, yet it replaced best.safetensors when higher, and was passed
+        over when lower. The next evaluation's weights become the best, said in a note naming the old scores."""
         changed = val_set_changes(saved, self.cfg)
+        files = content_change(content, self.val_content)
+        if files and not changed:  # (another folder's files differ anyway: its settings say why)
+            changed = [files]
         if not changed:
             return
         metric, state = self.task.metric, self.state

@@ -18,6 +18,7 @@ from ..device import resolve_device
 from ..engine.distributed import DistInfo, SharedError, broadcast_object, launched
 from ..engine.preflight import check_demo_paths
 from ..engine.task import RunContext, StepOutput, Task
+from ..engine.val_content import Sample
 from ..seg_views import stride_problem
 from ..wording import counted
 from .config import SegConfig, SegDataConfig
@@ -189,6 +190,9 @@ class SegmentationTask(Task):
             val.pairs, self.labels, val_transform, evaluation=True, too_thin=too_thin
         )  # an image replaced since the scan: left out as read
         return train_ds, self.val_ds
+
+    def val_samples(self, val: SegmentationDataset) -> list[Sample]:
+        return [(pair.image, pair.mask) for pair in val.pairs]
 
     def collate(self, batch: list[Any]) -> Any:
         return collate(batch)

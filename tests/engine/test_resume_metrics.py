@@ -1,5 +1,5 @@
 """What a resumed run records of its epochs: the time of an epoch resumed from a step checkpoint inside it, and the
-best scores when the resume changed the validation set."""
+best scores when the resume changed the validation set (its settings, or its files)."""
 
 import csv
 import shutil
@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from enginekit import TASKS, tiny_config
+from enginekit import DATA_FIXTURE, TASKS, tiny_config
 from single_thread import one_thread_only
 
 from swinlite.engine import run, trainer
 from swinlite.engine.checkpoint import load_resume, save_resume
+from swinlite.engine.val_content import fingerprint
 from swinlite.io import read_metadata
 
 TASK = TASKS["classification"]
@@ -191,6 +192,71 @@ def test_the_data_folder_changes_the_validation_set_only_where_it_holds_it(task,
     saved = trainer.val_set(val_config(task, str(tmp_path / "old"), **paths))
     differ = trainer.val_set_changes(saved, val_config(task, str(tmp_path / "new"), **paths))
     assert [line.partition(":")[0] for line in differ] == changed
+
+
+def removed(image: Path) -> None:
+    image.unlink()
+
+
+def moved_to_another_class(image: Path) -> None:
+    image.rename(image.parent.parent / "c1" / "moved.png")
+
+
+def rewritten(image: Path) -> None:
+    """The same bytes written again (a copy over it, a ``touch``): another modification time, the same file."""
+    image.write_bytes(image.read_bytes())
+
+
+@pytest.mark.parametrize(
+    ("task", "image", "change", "older_file", "files"),
+    [
+        ("classification", "val/c0/0.png", removed, False, "24 samples then, 23 now"),
+        ("classification", "val/c0/0.png", moved_to_another_class, False, "24 samples then and now, not all the same"),
+        ("classification", "val/c0/0.png", rewritten, False, None),
+        ("classification", "val/c0/0.png", removed, True, None),  # a resume file from before the fingerprint
+        ("detection", "val2017/*", removed, False, "5 samples then, 4 now"),
+        ("segmentation", "images/validation/00.png", removed, False, "6 samples then, 5 now"),
+    ],
+)
+def test_a_resume_after_the_val_files_changed_restarts_the_best(
+    task, image, change, older_file, files, request, tmp_path, capsys
+):
+    """An image removed from the val folder, or moved to another class folder, under the same settings: the best
+    was kept, a score of the old set compared with the new set's (classification even scanned its folders again,
+    saying they changed). It restarts, the note saying the files changed; the same files rewritten do not restart it,
+    nor does a resume file that predates the fingerprint (its settings alone compared, as then)."""
+    data, out = request.getfixturevalue(DATA_FIXTURE[task]), tmp_path / "run"
+    settings = {"train.max_iters": 1, "schedule.warmup_epochs": 0}  # one step an epoch
+    run(TASKS[task], tiny_config(task, data, out, **settings, **{"train.epochs": 1}))
+    if older_file:
+        saved = load_resume(out / "resume.pt")
+        del saved["val_content"]
+        save_resume(out / "resume.pt", saved)
+    change(sorted(data.glob(image))[0])
+    capsys.readouterr()
+    run(TASKS[task], tiny_config(task, data, out, **settings, **{"train.epochs": 2}), resume=True)
+    log = capsys.readouterr().out
+    if files is None:
+        assert "validation set" not in log
+    else:
+        assert f"was scored on another validation set (the validation files changed: {files}), " in log
+        assert read_metadata(out / "best.safetensors")["epoch"] == 2
+
+
+def test_the_val_files_fingerprint_is_of_the_files_as_they_are(tmp_path, monkeypatch):
+    """The samples in any order, their folder named any way, a file rewritten: one fingerprint; a file of another size
+    or another label: another."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "val").mkdir()
+    for name in ("a.png", "b.png"):
+        (tmp_path / "val" / name).write_bytes(b"12345")
+    before = fingerprint([(Path("val/a.png"), "cat"), (Path("val/b.png"), "dog")])
+    (tmp_path / "val" / "a.png").write_bytes(b"12345")
+    assert fingerprint([(tmp_path / "val" / "b.png", "dog"), (Path("./val/x/../a.png"), "cat")]) == before
+    assert fingerprint([(Path("val/a.png"), "dog"), (Path("val/b.png"), "dog")]) != before
+    (tmp_path / "val" / "b.png").write_bytes(b"1234")
+    assert fingerprint([(Path("val/a.png"), "cat"), (Path("val/b.png"), "dog")]) != before
+    assert fingerprint([]) is None
 
 
 def test_the_summary_names_the_epoch_of_the_best_weights_after_a_restart(scored_90, tmp_path, capsys, monkeypatch):

@@ -12,14 +12,15 @@ name without any is an error). Each image is resized whole to --size (bicubic, t
 the maps cover the whole image), not by the classifier's resize and centre crop. Writes feats/features/<relative
 image path>.safetensors per image (read them with swinlite.features.load_features), feats/embeddings.safetensors
 (pooled vectors and the ordered paths: swinlite.features.load_embeddings), feats/failures.txt (images that did not
-decode) and feats/settings.json (model, weights hash, size, dtype). Each feature file records the image it was made
-from (real path, size, modification time). Rerunning over the same input skips images whose feature file is already
-whole and whose image is unchanged (after Ctrl-C too: it says how many are done). A folder holding features of other
-images (another --input, an image removed from it or changed since) or made with other settings is refused before
-anything is written: pass another --output, or delete those features. --output is a folder of its own: not a
-training run's (its --overwrite would leave features of the old weights; runs/demo_features beside it), nor one
-holding another script's outputs (visualize.py's, an evaluation's). It may not lie inside the --input folder, and
---size must be at least one patch.
+decode) and feats/settings.json (model, weights hash, size, dtype). Each feature file records the image it was made from
+(real path, size, SHA-256 of its bytes). Rerunning over the same input skips images whose feature file is already whole
+and whose image is unchanged: the same bytes, whatever its modification time (after Ctrl-C too: it says how many are
+done; each run reads every image once more to hash it). A folder holding features of other images (another --input, an
+image removed from it or whose bytes changed since, even at the same size and time), features written by a swinlite that
+recorded no image hash, or features made with other settings is refused before anything is written: pass another
+--output, or delete those features. --output is a folder of its own: not a training run's (its --overwrite would leave
+features of the old weights; runs/demo_features beside it), nor one holding another script's outputs (visualize.py's, an
+evaluation's). It may not lie inside the --input folder, and --size must be at least one patch.
 A run holds a lock on --output (feats/.lock) until it ends: a second run into it is refused at once (the lock of a
 run that was killed is taken over, with a warning).
 

@@ -11,9 +11,9 @@ from before it reads the folder until it ends: a second run into it, which passe
 written no features yet, mixed two models' features.
 
 Each feature file also records the image it was made from (:func:`source_record`: the real path, the size and the
-modification time in ns). A folder holding features of any other image (one of another ``--input``, one that is no
-longer among the input's images, or one that changed since) is refused before anything is written: skipping would
-keep another image's features under this image's name, and extracting beside them would mix two inputs.
+SHA-256 of its bytes). A folder holding features of any other image (one of another ``--input``, one that is no
+longer among the input's images, or one whose bytes changed since) is refused before anything is written: skipping
+would keep another image's features under this image's name, and extracting beside them would mix two inputs.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from tqdm import tqdm
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
 from .files import check_image_source, read_list
 from .images import ImageFiles, is_image_file, list_images
-from .io import atomic_write_bytes, json_bytes, printable_path, read_metadata
+from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path, read_metadata
 from .lock import OutputLock
 from .models.swin import SwinTransformer
 from .optimize import FixedBatch
@@ -157,16 +157,15 @@ def _earlier_settings(output: Path, settings: dict[str, object]) -> dict[str, ob
 
 
 def source_record(image: Path) -> dict[str, object] | None:
-    """What identifies the image a feature file is made from: its real path, size and modification time (ns).
+    """What identifies the image a feature file is made from: its real path, size and the SHA-256 of its bytes.
 
-    Size and mtime rather than a content hash: a stat costs nothing, where hashing would read every image again on
-    each resume. An image replaced or edited in place gets a new mtime; only a replacement of the same size that
-    carries the old file's exact mtime (to the nanosecond) goes unseen. None for a file that cannot be read (its
-    decode fails and is listed in ``failures.txt``).
+    Its bytes rather than its modification time: a replacement of the same size that keeps the old file's time
+    (``cp -p``, ``rsync -t``, ``tar x``; fixed-size formats such as BMP make equal sizes common) was skipped with the
+    old image's features, where an image touched but not changed is the same image. Each run reads every image once
+    more for it. None for a file that cannot be read (its decode fails and is listed in ``failures.txt``).
     """
     try:
-        stat = image.stat()
-        return {"path": str(image.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        return {"path": str(image.resolve()), "size": image.stat().st_size, "sha256": file_sha256(image)}
     except OSError:
         return None
 
@@ -210,14 +209,14 @@ def _other_source(
         return None
     meta, current = read_metadata(path), records[expected[path]]
     stored = meta.get(SOURCE_KEY)
-    if not isinstance(stored, dict):
-        return f"was made from {meta['source']} by an older swinlite, which did not record the image's size and time"
+    if not isinstance(stored, dict) or "sha256" not in stored:  # none, or {path, size, mtime_ns}: the image's time
+        return f"was made from {meta['source']} by an older swinlite, which did not record the image's content hash"
     if current is None:
         return f"was made from {stored['path']}, which can no longer be read"
     if stored["path"] != current["path"]:
         return f"was made from {stored['path']}, not from this run's image {current['path']}"
     if stored != current:
-        return f"was made from {stored['path']}, which has changed since (its size or modification time differ)"
+        return f"was made from {stored['path']}, which has changed since (its bytes differ)"
     return None
 
 

@@ -43,6 +43,8 @@ INTERPOLATIONS = {
     "lanczos": Image.Resampling.LANCZOS,
 }
 DEFAULT_CROP_PCT = 0.875  # timm's, when a config has none
+# what runs each task's ONNX file, named where another task's is given (the evaluation scripts read checkpoints only)
+ONNX_SCRIPTS = {"detection": "scripts/detect.py --onnx", "segmentation": "scripts/segment.py --onnx"}
 
 
 @dataclass(frozen=True)
@@ -240,9 +242,10 @@ def classifier_settings(
 
 
 def check_classifier(model: OnnxModel) -> None:
-    """ValueError naming the task of a file recorded as another task's (no record: taken as a classifier's)."""
+    """ValueError naming the task of a file recorded as another task's (no record: taken as a classifier's), and the
+    script that runs it (:data:`ONNX_SCRIPTS`)."""
     if model.task not in (None, "classification"):
-        runs = {"detection": "; detect() runs it", "segmentation": "; segment_scores() runs it"}.get(model.task, "")
+        runs = f"; use {ONNX_SCRIPTS[model.task]}" if model.task in ONNX_SCRIPTS else ""
         raise ValueError(f"{model.path} is a {model.task} model, not a classifier{runs}")
 
 
@@ -440,7 +443,7 @@ def resize_problem(settings: DetectorSettings, height: int, width: int) -> str |
     if min(new_height, new_width) >= 1:
         return None
     return (
-        f"a {width}x{height} image would be resized to {new_width}x{new_height} (test size {settings.test_size}, "
+        f"a {height}x{width} (HxW) image would be resized to {new_height}x{new_width} (test size {settings.test_size}, "
         f"max size {settings.max_size}): too thin"
     )
 
@@ -467,7 +470,7 @@ def _thin_problem(
     if small is None:
         return None
     return (
-        f"a {width}x{height} image would be {change} to {small[1]}x{small[0]}, thinner than {model.path.name} "
+        f"a {height}x{width} (HxW) image would be {change} to {small[0]}x{small[1]}, thinner than {model.path.name} "
         f"takes (height from {low_h}, width from {low_w}; no {kind} export takes less): too thin"
     )
 

@@ -46,7 +46,7 @@ def thin_problem(
     for ratio in ratios:
         h, w = rescaled_size(height, width, [int(side * ratio) for side in img_scale])
         if min(h, w) < min_side:
-            return (f"a {width}x{height} image would be rescaled to {w}x{h} (ratio {ratio}), thinner than the "
+            return (f"a {height}x{width} (HxW) image would be rescaled to {h}x{w} (ratio {ratio}), thinner than the "
                     f"backbone's {min_side}-pixel patch: too thin")  # fmt: skip
     return None
 
@@ -74,9 +74,9 @@ def large_problem(
         h, w = rescaled_size(height, width, [int(side * ratio) for side in img_scale])
         need = view_bytes(h, w, num_classes)
         if need > VIEW_MEMORY_BUDGET:
-            return (f"a {width}x{height} image would be rescaled to {w}x{h} (ratio {ratio}), whose prediction holds "
-                    f"{need / 2**30:.1f} GiB at that size (float32: the logits of {num_classes} classes twice, the "
-                    f"windows' count, the image and its mirror), more than the {VIEW_MEMORY_BUDGET // 2**30} GiB a "
+            return (f"a {height}x{width} (HxW) image would be rescaled to {h}x{w} (ratio {ratio}), whose prediction "
+                    f"holds {need / 2**30:.1f} GiB at that size (float32: the logits of {num_classes} classes twice, "
+                    f"the windows' count, the image and its mirror), more than the {VIEW_MEMORY_BUDGET // 2**30} GiB a "
                     f"view may take: lower {option}")  # fmt: skip
     return None
 

@@ -188,12 +188,20 @@ def test_classify_an_empty_batch_gives_no_rows(onnx_classifier, batch):
 
 def test_classify_refuses_a_file_of_another_task(onnx_classifier):
     """classify ran a segmenter's file and returned its [1, 5, 32, 32] logits "softmaxed" over the classes; a file
-    that records no task is taken as a classifier's, as classifier_settings takes it."""
+    that records no task is taken as a classifier's, as classifier_settings takes it. The refusal names the script
+    that runs the file, as the PyTorch path does (it named a Python function: "segment_scores() runs it")."""
     model = onnx_predict.open_model(onnx_classifier[1])
     images = np.zeros((1, 3, 32, 32), np.float32)
     segmenter = dataclasses.replace(model, metadata=model.metadata | {"task": "segmentation"})
-    with pytest.raises(ValueError, match=r"model\.onnx is a segmentation model, not a classifier; segment_scores\(\) "):
+    with pytest.raises(
+        ValueError, match=r"model\.onnx is a segmentation model, not a classifier; use scripts/segment\.py --onnx$"
+    ):
         onnx_predict.classify(segmenter, images)
+    detector = dataclasses.replace(model, metadata=model.metadata | {"task": "detection"})
+    with pytest.raises(
+        ValueError, match=r"model\.onnx is a detection model, not a classifier; use scripts/detect\.py --onnx$"
+    ):
+        onnx_predict.classify(detector, images)
     with pytest.raises(ValueError, match=r"model\.onnx is a segmentation model, not a classifier"):
         onnx_predict.classifier_settings(segmenter)
     unrecorded = dataclasses.replace(model, metadata={k: v for k, v in model.metadata.items() if k != "task"})
@@ -245,7 +253,7 @@ def test_a_view_too_large_for_memory_is_refused_in_either_mode(mode):
         mode=mode, crop_size=(32, 32), stride=(21, 21), ratios=(1000.0,), flip=False,
     )  # fmt: skip
     problem = onnx_predict.segment_problem(None, settings, 40, 48)  # no model: refused before it is asked
-    assert problem.startswith("a 48x40 image would be rescaled to 57600x48000 (ratio 1000.0)"), problem
+    assert problem.startswith("a 40x48 (HxW) image would be rescaled to 48000x57600 (ratio 1000.0)"), problem
     assert problem.endswith("more than the 4 GiB a view may take: lower --ratios"), problem
 
 
@@ -276,11 +284,12 @@ def test_an_image_that_is_not_rgb_is_refused_naming_its_mode(function, mode):
 
 def test_detect_names_a_thin_image_in_one_order():
     """It said "resized to 12x128 (HxW): a 200x20 image would be resized to 128x12": H x W, then W x H, in one
-    sentence. The thin problem alone, as detect.py --onnx names a skipped image: W x H throughout."""
+    sentence; then W x H where every other message gives H x W. The thin problem alone, as detect.py --onnx names a
+    skipped image: H x W throughout."""
     model = onnx_predict.OnnxModel(Path("d.onnx"), None, {"task": "detection"}, "image", 3, ((33, 128), (33, 128)))
     with pytest.raises(ValueError) as refused:
         onnx_predict.detect(model, DETECTOR, _image(20, 200))
     assert str(refused.value) == (
-        "a 200x20 image would be resized to 128x12, thinner than d.onnx takes (height from 33, width from 33; no "
+        "a 20x200 (HxW) image would be resized to 12x128, thinner than d.onnx takes (height from 33, width from 33; no "
         "detector export takes less): too thin"
     )

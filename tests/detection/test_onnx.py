@@ -162,8 +162,10 @@ def test_images_resized_thinner_than_the_file_serves_are_skipped(exported, tmp_p
     result = run_without_torch("detect.py", "--onnx", str(path), "--input", str(folder), "--output-dir",
                                str(tmp_path / "out"), "--score-thresh", "0")  # fmt: skip
     assert result.returncode == 0, result.stderr
-    thin = "thin.png: a 400x40 image would be resized to 96x9, thinner than d.onnx takes (height from 33, width from 33"
-    assert f"warning: skipped {tmp_path / 'in' / thin}; no detector export takes less): too thin" in result.stderr
+    thin = "a 40x400 (HxW) image would be resized to 9x96, thinner than d.onnx takes (height from 33, width from 33"
+    assert f"warning: skipped {tmp_path / 'in' / 'thin.png'}: {thin}; no detector export takes less): too thin" in (
+        result.stderr
+    )
     assert "square.png" not in result.stderr and "on 1 images" in result.stdout
     detected = json.loads((tmp_path / "out" / "detections.json").read_text())
     assert {Path(e["image"]).name for e in detected} <= {"square.png"}

@@ -12,6 +12,7 @@ import timm
 import torch
 from pico import PICO
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 from scriptkit import run_script
 from torchvision.transforms import functional as TF
 
@@ -206,6 +207,20 @@ def _an_image_replaced_in_place(image_folder, tmp_path):
     return image_folder, "which has changed since"
 
 
+def _an_image_replaced_keeping_its_size_and_time(image_folder, tmp_path):
+    """Another image padded to the old file's byte count (a PNG text chunk), its time set back: as ``cp -p`` of
+    another BMP of the same size leaves it. Skipped before, with the old image's features."""
+    path = image_folder / "cat" / "a.png"
+    old, stat = path.read_bytes(), path.stat()
+    Image.new("RGB", (40, 30), (10, 200, 30)).save(path)
+    info = PngInfo()
+    info.add_text("p", "x" * (len(old) - path.stat().st_size - 14))  # a tEXt chunk: 12 bytes + key + NUL + text
+    Image.new("RGB", (40, 30), (10, 200, 30)).save(path, pnginfo=info)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.read_bytes() != old and (path.stat().st_size, path.stat().st_mtime_ns) == (len(old), stat.st_mtime_ns)
+    return image_folder, "which has changed since (its bytes differ)"
+
+
 def _an_image_removed(image_folder, tmp_path):
     (image_folder / "dog" / "c.png").unlink()
     return image_folder, f"c.png.safetensors was made from {image_folder / 'dog' / 'c.png'}, which is not among"
@@ -216,6 +231,7 @@ OTHER_INPUTS = {
     "a_folder_sharing_one_name": _a_folder_sharing_one_name,
     "a_folder_sharing_no_name": _a_folder_sharing_no_name,
     "an_image_replaced_in_place": _an_image_replaced_in_place,
+    "an_image_replaced_keeping_its_size_and_time": _an_image_replaced_keeping_its_size_and_time,
     "an_image_removed": _an_image_removed,
 }
 
@@ -283,16 +299,32 @@ def test_settings_name_the_weights_loaded_though_the_file_is_replaced_after_the_
         _run(load_script, *args)
 
 
-def test_features_of_an_older_swinlite_are_refused_as_uncheckable(load_script, image_folder, checkpoint, tmp_path):
-    """Written before feature files recorded their image's size and time: whether the image is unchanged cannot be
-    told, so they are not skipped as if it were."""
+def test_an_image_touched_but_not_changed_is_skipped(load_script, image_folder, checkpoint, tmp_path, capsys):
+    """An image is unchanged by its bytes, not its time: a touched one (a later modification time) was refused as
+    changed since."""
+    out = tmp_path / "out"
+    args = ("--model", PICO, "--checkpoint", checkpoint[1], "--output", out, "--input", image_folder)
+    _run(load_script, *args)
+    for image in image_folder.rglob("*.*"):
+        os.utime(image, ns=(image.stat().st_atime_ns, image.stat().st_mtime_ns + 10**10))
+    _run(load_script, *args)
+    assert "written 0, skipped (already whole) 3, failed 1" in capsys.readouterr().out.splitlines()[-2]
+
+
+@pytest.mark.parametrize("record", [None, "size_and_time"])
+def test_features_of_an_older_swinlite_are_refused_as_uncheckable(
+    load_script, image_folder, checkpoint, tmp_path, record
+):
+    """Written before feature files recorded their image's content hash (no record; or its size and time, which a
+    copy keeping both passes): whether the image is unchanged cannot be told, so they are not skipped as if it were."""
     out = tmp_path / "out"
     args = ("--model", PICO, "--checkpoint", checkpoint[1], "--output", out, "--input", image_folder)
     _run(load_script, *args)
     path = out / "features" / "cat" / "a.png.safetensors"
-    features = load_features(path)
-    save_features(path, features)  # the old writer: no source_file in the metadata
-    with pytest.raises(ValueError, match="by an older swinlite, which did not record the image's size and time"):
+    features, image = load_features(path), image_folder / "cat" / "a.png"
+    old = {"path": str(image), "size": image.stat().st_size, "mtime_ns": image.stat().st_mtime_ns}
+    save_features(path, features, None if record is None else {"source_file": old})  # the old writers
+    with pytest.raises(ValueError, match="by an older swinlite, which did not record the image's content hash"):
         _run(load_script, *args)
 
 

@@ -116,9 +116,9 @@ DOCS_RATIOS = (0.5, 0.75, 1.0, 1.25, 1.5, 1.75)  # docs/segmentation.md's multi-
     [
         ((2048, 512), (48, 120), DOCS_RATIOS, 150, None),  # ADE20K: views up to 2240x896, 2.3 GiB
         ((2048, 1024), (1024, 2048), DOCS_RATIOS, 19, None),  # Cityscapes-style: up to 3584x1792, 1.1 GiB
-        ((2048, 512), (40, 48), (100.0,), 150, "a 48x40 image would be rescaled to 61440x51200 (ratio 100.0), whose "
-         "prediction holds 3597.7 GiB at that size (float32: the logits of 150 classes twice, the windows' count, the "
-         "image and its mirror), more than the 4 GiB a view may take: lower --ratios"),
+        ((2048, 512), (40, 48), (100.0,), 150, "a 40x48 (HxW) image would be rescaled to 51200x61440 (ratio 100.0), "
+         "whose prediction holds 3597.7 GiB at that size (float32: the logits of 150 classes twice, the windows' "
+         "count, the image and its mirror), more than the 4 GiB a view may take: lower --ratios"),
     ],
 )  # fmt: skip
 def test_a_view_is_refused_by_the_memory_its_full_size_tensors_take(img_scale, size, ratios, classes, refused):
@@ -142,7 +142,7 @@ def test_an_image_with_a_view_thinner_than_the_patch_is_left_out_of_the_scores(t
     normalize, labels = build_eval_transform((0.5,) * 3, (0.5,) * 3), Labels(tuple("abcd"), ((0, 0, 0),) * 4)
     dataset = SegmentationDataset(pairs, labels, normalize, evaluation=True, too_thin=thin_check(model, test))
     loader = DataLoader(dataset, batch_size=2, collate_fn=collate)
-    thin = f"pair {pairs[0].image}, {pairs[0].mask} left out of the evaluation: a 60x1 image would be rescaled"
+    thin = f"pair {pairs[0].image}, {pairs[0].mask} left out of the evaluation: a 1x60 (HxW) image would be rescaled"
     with pytest.warns(UserWarning, match=re.escape(thin)):
         counts, counted, left_out = confusion_of(model, loader, test, 4, 255, settings)
     assert counted == 1 and counts.sum() == 20 * 30 and model.seen == [(20, 30)]

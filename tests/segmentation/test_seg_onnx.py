@@ -96,7 +96,7 @@ def test_segment_onnx_writes_what_the_checkpoint_writes(exported, tmp_path):
     )
     result = run_without_torch("segment.py", "--onnx", str(path), *common, "--output-dir", str(tmp_path / "onnx"))
     assert result.returncode == 0, result.stderr
-    thin = "a 600x1 image would be rescaled to 64x1, thinner than seg.onnx takes (height from 5, width from 5; no"
+    thin = "a 1x600 (HxW) image would be rescaled to 1x64, thinner than seg.onnx takes (height from 5, width from 5; no"
     assert f"warning: skipped {folder / 'thin.png'}: {thin} segmenter export takes less): too thin" in result.stderr
     written = sorted(p.relative_to(tmp_path / "pt") for p in (tmp_path / "pt").rglob("*.png"))
     assert len(written) == 12 and written == sorted(

@@ -97,7 +97,7 @@ def test_segment_writes_palette_label_maps_and_overlays(trained, tmp_path: Path,
     argv = ["--checkpoint", str(run / "last.safetensors"), "--input", str(tmp_path / "in"), "--output-dir",
             str(tmp_path / "out")]  # fmt: skip
     assert load_script("segment").main(argv) == 0
-    assert "thin.png: a 600x1 image would be rescaled to 64x1 (ratio 1.0), thinner than the backbone's 2-pixel " \
+    assert "thin.png: a 1x600 (HxW) image would be rescaled to 1x64 (ratio 1.0), thinner than the backbone's 2-pixel " \
            "patch: too thin" in capsys.readouterr().err  # fmt: skip
     assert sorted(p.name for p in (tmp_path / "out" / "labels").iterdir()) == ["00000_a.png", "00003_thin20.png"]
     with Image.open(tmp_path / "out" / "labels" / "00000_a.png") as labels:  # index 1, broken.png, is skipped

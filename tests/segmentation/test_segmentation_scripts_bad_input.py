@@ -150,8 +150,8 @@ CASES = [
      "evaluation after training epoch 1/1 failed (ValueError: no val image could be scored: all 6 were left out"),
     ("segment_output_in_input", SEGMENT, None, ["--output-dir", "{data}/out"], "lies inside the input folder"),
     # a view of 38400x32000: --ratios 100 (3840x3200) was killed for memory (a traceback under a ulimit)
-    *[(f"{script}_views_too_large", script, None, ["--ratios", "1000"], "00.png: a 48x40 image would be rescaled to "
-       "38400x32000 (ratio 1000.0), whose prediction holds 59.5 GiB at that size (float32: the logits of 3 classes "
+    *[(f"{script}_views_too_large", script, None, ["--ratios", "1000"], "00.png: a 40x48 (HxW) image would be rescaled "
+       "to 32000x38400 (ratio 1000.0), whose prediction holds 59.5 GiB at that size (float32: the logits of 3 classes "
        "twice, the windows' count, the image and its mirror), more than the 4 GiB a view may take") for script in
       (EVAL, SEGMENT)],
     ("train_val_views_too_large", TRAIN, None, ["data.test_ratios=[1000]"],
@@ -316,7 +316,7 @@ def test_thin_val_images_are_left_out_before_the_loaders_and_their_labels_no_lon
     with pytest.warns(UserWarning, match=r"^1 images of .*validation too thin for the test settings skipped: .*thin"):
         kept = without_thin_pairs(split, too_thin, images, "raise data.test_ratios")
     assert [p.image.name for p in kept.pairs] == ["00.png", "01.png", "02.png"]
-    assert kept.skipped == [(str(thin), "a 600x1 image would be rescaled to 64x1 (ratio 1.0), thinner than the "
+    assert kept.skipped == [(str(thin), "a 1x600 (HxW) image would be rescaled to 1x64 (ratio 1.0), thinner than the "
                                         "backbone's 2-pixel patch: too thin")]  # fmt: skip
     assert kept.labelled == split.labelled - 600
     for path in (masks / f"{n:02d}.png" for n in range(3)):  # the thin image's mask holds the only class pixels

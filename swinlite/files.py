@@ -128,7 +128,7 @@ def elongation_problem(height: int, width: int, shorter: int) -> str | None:
     if short > 0 and pixels <= MAX_RESIZED_PIXELS:
         return None
     return (
-        f"a {width}x{height} image is too elongated: resizing its shorter side to {shorter} for the centre crop "
+        f"a {height}x{width} (HxW) image is too elongated: resizing its shorter side to {shorter} for the centre crop "
         f"would make {pixels} pixels (at most {MAX_RESIZED_PIXELS})"
     )
 

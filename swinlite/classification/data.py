@@ -67,7 +67,7 @@ def image_problem(path: str, shorter: int | None = None, decode: bool = False) -
     except Exception as e:  # PIL raises many exception types for bad files
         return unreadable(e)  # the loader's words for an image it cannot decode
     if width <= 0 or height <= 0:
-        return f"image size {width}x{height}"
+        return f"image size {height}x{width} (HxW)"
     return None if shorter is None else elongation_problem(height, width, shorter)
 
 

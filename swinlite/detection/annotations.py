@@ -203,7 +203,7 @@ def _polygon_problem(polygon: Any, height: int, width: int) -> str | None:
     if not ((points >= (-width, -height)) & (points <= (2 * width, 2 * height))).all():  # False for NaN too
         if not np.isfinite(xy).all():
             return f"polygon with a non-finite coordinate {str(polygon)[:60]}"
-        return f"polygon reaching far outside the {width}x{height} image"
+        return f"polygon reaching far outside the {height}x{width} (HxW) image"
     return None
 
 

@@ -302,13 +302,12 @@ def _clean_annotations(split: CocoSplit, image_id: int) -> tuple[list[dict], lis
             continue
         x, y, w, h = ann["bbox"]
         box = clip_box(ann["bbox"], width, height)
+        image = f"image {image_id} of {height}x{width} (HxW)"
         if box is None:
-            problems.append((ann["id"], f"empty box {ann['bbox']} in image {image_id} of {width}x{height} (skipped)"))
+            problems.append((ann["id"], f"empty box {ann['bbox']} in {image} (skipped)"))
         else:
             if (x < -1 or y < -1 or x + w > width + 1 or y + h > height + 1) and w > 0 and h > 0:
-                problems.append(
-                    (ann["id"], f"box {ann['bbox']} outside image {image_id} of {width}x{height} (clipped)")
-                )
+                problems.append((ann["id"], f"box {ann['bbox']} outside {image} (clipped)"))
             kept.append(dict(ann, box=box))
     return kept, problems
 

@@ -34,7 +34,7 @@ def resize_problem(height: int, width: int, short: float, long: float) -> str | 
     if min(new_height, new_width) >= 1:
         return None
     to = f"short side {short:g}, long side at most {long:g}" if math.isfinite(short) else f"long side {long:g}"
-    return f"a {width}x{height} image would be resized to {new_width}x{new_height} ({to}): too thin"
+    return f"a {height}x{width} (HxW) image would be resized to {new_height}x{new_width} ({to}): too thin"
 
 
 def smallest_train_resize(cfg: DetDataConfig) -> tuple[float, float]:

@@ -200,7 +200,8 @@ def test_val_image_too_elongated_for_the_centre_crop_is_skipped_and_named(folder
     with pytest.warns(UserWarning) as record:
         (train, val), _, _ = cached_scan(cfg, out)
     (message,) = [str(w.message) for w in record]
-    assert message.startswith(f"skipping {folder / 'val' / 'c1' / 'needle.png'}: a 1200000x1 image is too elongated")
+    needle = folder / "val" / "c1" / "needle.png"
+    assert message.startswith(f"skipping {needle}: a 1x1200000 (HxW) image is too elongated")
     assert (str(folder / "train" / "c1" / "needle.png"), 1) in train.samples
     assert [path for path, _ in val.skipped] == [str(folder / "val" / "c1" / "needle.png")]
     assert not cached_scan(DataConfig(data_dir=str(folder), img_size=4, crop_pct=1.0), out)[1]  # another resize

@@ -88,7 +88,7 @@ def test_non_finite_boxes_and_invalid_masks_are_dropped_with_their_reasons(coco:
     reasons = dict(dropped) | dict(trimmed)
     assert sorted(reasons) == [1, 2, 3, 4, 5, 6] and dict(dropped)[1] == "box [nan, 4.0, 16.0, 16.0] is not finite"
     assert "non-finite coordinate" in reasons[2] and "polygon of 5 numbers" in reasons[3]
-    assert "segmentation is str" in reasons[5] and "far outside the 48x48 image" in reasons[6]
+    assert "segmentation is str" in reasons[5] and "far outside the 48x48 (HxW) image" in reasons[6]
     assert f"RLE counts cover {SIZE * (SIZE - 1)} pixels with runs >= 0, not the image's {SIZE * SIZE}" in reasons[4]
     if masks:  # Mask R-CNN trains on the mask: the object goes
         assert sorted(coco_gt.anns) == [7] and trimmed == []

@@ -171,11 +171,11 @@ def test_images_too_thin_to_resize_are_left_out_of_training_and_evaluation_with_
         out = run(DetectionTask, load_det_config(None, tiny_overrides(coco, tmp_path / "run")))
     left_out = sorted(str(w.message) for w in record if "left out (image id" in str(w.message))
     assert left_out == [
-        f"1 images of {coco / 'annotations' / 'instances_train2017.json'} left out (image id: reason): 3: a 400x1 "
-        "image would be resized to 96x0 "
+        f"1 images of {coco / 'annotations' / 'instances_train2017.json'} left out (image id: reason): 3: a 1x400 "
+        "(HxW) image would be resized to 0x96 "
         "(short side 40, long side at most 96): too thin",
-        f"1 images of {coco / 'annotations' / 'instances_val2017.json'} left out (image id: reason): 3: a 1x400 "
-        "image would be resized to 0x96 "
+        f"1 images of {coco / 'annotations' / 'instances_val2017.json'} left out (image id: reason): 3: a 400x1 "
+        "(HxW) image would be resized to 96x0 "
         "(short side 48, long side at most 96): too thin",
     ]
     assert (out / "best.safetensors").is_file()

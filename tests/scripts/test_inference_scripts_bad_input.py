@@ -245,7 +245,7 @@ def test_images_of_1x4000_and_4000x1(f, load_script, tmp_path, capsys, monkeypat
                                  *(str(folder / n) for n in ("wide.png", "tall.png", "needle.png"))])  # fmt: skip
     rows = _rows(tmp_path / "p.csv")
     assert [Path(r["path"]).name for r in rows] == ["wide.png", "tall.png"]
-    assert "needle.png: a 1200000x1 image is too elongated" in capsys.readouterr().err
+    assert "needle.png: a 1x1200000 (HxW) image is too elongated" in capsys.readouterr().err
     assert all(math.isfinite(float(r["prob"])) for r in rows)
     load_script("extract_features").main(["--checkpoint", str(f.ckpt), "--input", str(folder), "--output",
                                           str(tmp_path / "feats"), "--no-progress"])  # fmt: skip
@@ -260,7 +260,9 @@ def test_evaluate_skips_and_names_a_val_image_too_elongated_for_its_resize(f, lo
     shutil.copytree(f.data, tmp_path / "data")
     needle = tmp_path / "data" / "val" / "a" / "needle.png"
     Image.fromarray(np.zeros((1, 1_200_000, 3), dtype=np.uint8)).save(needle)
-    with pytest.warns(UserWarning, match=f"skipping {re.escape(str(needle))}: a 1200000x1 image is too elongated"):
+    with pytest.warns(
+        UserWarning, match=f"skipping {re.escape(str(needle))}: a 1x1200000 \\(HxW\\) image is too elongated"
+    ):
         load_script("evaluate").main(["--checkpoint", str(f.ckpt), "--data-dir", str(tmp_path / "data"),
                                       "--num-workers", "0", "--output-dir", str(tmp_path / "ev")])  # fmt: skip
     assert re.search(r"^  a +[\d.]+%  \(2 images\)$", capsys.readouterr().out, re.MULTILINE)  # the needle left out

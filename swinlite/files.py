@@ -32,6 +32,7 @@ image reads the same and an output is checked the same with or without torch.
 from __future__ import annotations
 
 import codecs
+import glob
 import json
 import math
 import os
@@ -886,7 +887,17 @@ def check_output_dir(
     _check_shared(Path(out), task, option)
     _check_numbered(Path(out), names, DRAWINGS, option)
     _check_recorded(Path(out), task, option)
-    return earlier_outputs(out, names, overwrite, option)
+    return [*earlier_outputs(out, names, overwrite, option), *_interrupted_writes(Path(out), names)]
+
+
+def _interrupted_writes(folder: Path, names: list[str]) -> list[Path]:
+    """The temporary files of :func:`atomic_write` a kill left in ``folder``: of the outputs ``names``, and any in the
+    drawings folders among them (hidden, so not an earlier run's output that refuses the folder: a run killed before
+    its first drawing was whole left ``labels/`` holding one, which ``--overwrite`` then kept). Removed with the
+    earlier outputs, before the run's first write."""
+    temps = [p for name in names for p in folder.glob(f".{glob.escape(name)}.tmp*")]
+    drawings = [folder / name for name in names if name in DRAWINGS and (folder / name).is_dir()]
+    return [*temps, *(p for d in drawings for p in d.glob(".*.tmp*"))]
 
 
 def _check_shared(folder: Path, task: str, option: str) -> None:

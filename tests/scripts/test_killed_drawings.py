@@ -85,3 +85,19 @@ def test_a_users_drawing_in_one_folder_is_refused_not_removed(tmp_path):
     with pytest.raises(SharedError, match=said):
         remove_replaced_run(out, DistInfo(), ClassificationTask)
     assert mine.read_bytes() == b"the user's" and any((out / "labels").iterdir())
+
+
+@pytest.mark.parametrize("script", KILLED)
+def test_writes_a_kill_broke_off_are_removed_before_the_next_runs_first(tmp_path, script):
+    """A run killed while it wrote its first drawing left labels/ holding only atomic_write's hidden temporary file:
+    not an earlier run's output (hidden), so --overwrite kept it and the next run wrote beside it. Such files go with
+    the earlier outputs, before the first write; a hidden file of the user's (.DS_Store) stays."""
+    task, drawings, _ = KILLED[script]
+    for folder in drawings:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / ".00000_a.png.tmpq1w2e3").write_bytes(b"")
+    (tmp_path / ".sources.json.tmpz9y8").write_bytes(b"")
+    (tmp_path / drawings[0] / ".DS_Store").write_bytes(b"")
+    record = files.DrawingRecord(tmp_path, files.check_output_dir(task, tmp_path, [], False), [Path("a.png")], script)
+    record.add(files.numbered_name(0, Path("a.png")))
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob(".*")) == [f"{drawings[0]}/.DS_Store"]

@@ -243,7 +243,8 @@ def export_metadata(
     recorded = read_metadata(checkpoint) if checkpoint is not None else {}
     if recorded.get("task") in RUN_SETTINGS:  # a run's file (read_info refuses it): its backbone, fed as the run does
         name, weights = recorded_swin(recorded), recorded.get("weights", "raw")
-        preprocessing |= run_preprocessing(recorded)
+        # its normalization alone: the run resizes as its task does, not as timm's transform would (bicubic, crop_pct)
+        preprocessing = {"input_size": preprocessing["input_size"], **run_preprocessing(recorded)}
     else:
         info = read_info(checkpoint) if checkpoint is not None else None
         name = info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__)

@@ -48,6 +48,7 @@ def test_fpn_is_recorded_and_checked_at_the_detectors_test_size(trained, tmp_pat
     assert recorded["preprocessing"]["input_size"] == [3, test_size, test_size]
     assert (recorded["task"], recorded["model"], recorded["weights"]) == ("fpn", PICO, "raw")
     assert [recorded["preprocessing"][k] for k in ("mean", "std")] == [meta["data"]["mean"], meta["data"]["std"]]
+    assert set(recorded["preprocessing"]) == {"input_size", "mean", "std"}  # not timm's bicubic crop: the detector's
     strides = load_detector(checkpoint)[0].backbone.strides
     assert [o.name for o in ort.InferenceSession(str(path)).get_outputs()] == [f"fpn{i}" for i in range(len(strides))]
 

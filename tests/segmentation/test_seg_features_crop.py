@@ -47,6 +47,7 @@ def test_features_of_a_segmentation_checkpoint_are_at_its_crop_through_its_norms
     assert [recorded["preprocessing"][k] for k in ("mean", "std")] == [
         meta["preprocessing"][k] for k in ("mean", "std")
     ]
+    assert set(recorded["preprocessing"]) == {"input_size", "mean", "std"}  # not timm's bicubic crop: the segmenter's
     images = torch.randn(2, 3, *crop)
     with torch.no_grad():
         body = load_segmenter(checkpoint, "cpu")[0].backbone(images)  # the levels the UperNet head reads

@@ -191,8 +191,8 @@ def check_rgb(image: Image.Image) -> None:
         raise ValueError(f"expected an RGB PIL image (swinlite.files.load_rgb(path)), got {type(image).__name__}")
     if image.mode != "RGB":
         raise ValueError(
-            f"expected an RGB image, got a {image.width}x{image.height} image of mode {image.mode}: read files with "
-            'swinlite.files.load_rgb(path), or convert an 8-bit image with image.convert("RGB")'
+            f"expected an RGB image, got a {image.height}x{image.width} (HxW) image of mode {image.mode}: read files "
+            'with swinlite.files.load_rgb(path), or convert an 8-bit image with image.convert("RGB")'
         )
 
 

@@ -275,7 +275,7 @@ def test_an_image_that_is_not_rgb_is_refused_naming_its_mode(function, mode):
     """Each failed with numpy's or ONNX Runtime's words ("operands could not be broadcast together with shapes
     (32,32) (3,)", "axes don't match array", "Got: 4 Expected: 3"); not converted: 16-bit and float pixels need
     load_rgb's scaling, which convert("RGB") does not apply."""
-    error = rf"^expected an RGB image, got a 20x16 image of mode {mode}: read files with swinlite\.files\.load_rgb\("
+    error = rf"^expected an RGB image, got a 16x20 \(HxW\) image of mode {mode}: read files with swinlite\.files\.load"
     with pytest.raises(ValueError, match=error):
         TAKES_RGB[function](Image.new(mode, (20, 16)))
     with pytest.raises(ValueError, match=r"^expected an RGB PIL image .*, got ndarray$"):

@@ -79,7 +79,7 @@ def test_an_elongated_val_image_replaced_after_the_scan_is_left_out_and_named_wh
     Image.fromarray(np.zeros((1, 1_200_000, 3), dtype=np.uint8)).save(needle)
     index = [path for path, _ in val_ds.samples].index(str(needle))
     assert skipped == 0
-    with pytest.warns(UserWarning, match=r"1\.png left out of the evaluation: a 1200000x1 image is too elong"):
+    with pytest.warns(UserWarning, match=r"1\.png left out of the evaluation: a 1x1200000 \(HxW\) image is too elong"):
         left = val_ds[index]
     assert isinstance(left, LeftOut) and (left.index, left.path) == (index, str(needle))
     images, labels, left_out = collate([val_ds[index - 1], left, val_ds[(index + 1) % len(val_ds)]])

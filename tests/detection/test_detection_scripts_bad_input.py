@@ -279,8 +279,8 @@ def test_evaluation_leaves_out_an_image_too_thin_for_the_detector(setup, capsys)
     Image.fromarray(np.zeros((1, 4000, 3), np.uint8)).save(setup.coco / "val2017" / "03.png")  # the negative image
     edit_coco(setup.coco, "val", lambda d: d["images"][2].update(width=4000, height=1))
     file = re.escape(str(setup.coco / "annotations" / "instances_val2017.json"))
-    left_out = rf"1 images of {file} left out \(image id: reason\): 3: a 4000x1 image would be resized"
-    with pytest.warns(UserWarning, match=left_out + " to 96x0"):
+    left_out = rf"1 images of {file} left out \(image id: reason\): 3: a 1x4000 \(HxW\) image would be resized"
+    with pytest.warns(UserWarning, match=left_out + " to 0x96"):
         code, _, err = _run(E, _evaluate(setup), capsys)
     assert code == 0, err
     assert json.loads((setup.out / "eval.json").read_text())["images"] == 3  # nor 05.png (missing), 06.png (cut off)

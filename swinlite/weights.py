@@ -265,10 +265,10 @@ def create_for_file(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Mod
 
 def create_to_load(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Module:
     """:func:`create_for_file` for a model whose every weight is then loaded strictly from ``path``: a swinlite model
-    is built on the meta device and allocated on the CPU, its parameters left uninitialised and its non-persistent
-    buffers (the position-bias indices and coordinates) filled, so that the random initialisation a weights file
-    replaces is skipped (most of the time of loading Swin-T's file). Other timm models are built as
-    :func:`create_for_file` builds them.
+    is built on the meta device and allocated on the CPU (or the ``device`` given), its parameters left uninitialised
+    and its non-persistent buffers (the position-bias indices and coordinates) filled, so that the random
+    initialisation a weights file replaces is skipped (most of the time of loading Swin-T's file). Other timm models
+    are built as :func:`create_for_file` builds them.
 
     Only for a strict load (:func:`load_strict` without ``may_start_fresh``): a weight left out would keep what the
     memory held.
@@ -276,8 +276,8 @@ def create_to_load(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Modu
     if not _is_swinlite(name):
         return create_for_file(path, name, **kwargs)
     with torch.device("meta"):
-        net = create_for_file(path, name, **kwargs)
-    net.to_empty(device="cpu")
+        net = create_for_file(path, name, **{**kwargs, "device": "meta"})
+    net.to_empty(device=kwargs.get("device") or "cpu")  # where create_model would have built it
     for module in net.modules():
         if module._non_persistent_buffers_set:
             module.init_non_persistent_buffers()  # swinlite's modules holding such buffers define it (tested)

@@ -635,7 +635,7 @@ def _fit_to_model(
     state_dict = _drop_pruned_stages(_drop_optional(state_dict, target), model)
     unmapped = sorted(k for k in state_dict if k not in target)
     # what a refusal below names first: V1 weights into a V2 model, a file of other depths, ...
-    cause = _other_attention(state_dict, target) or _other_depths(state_dict, model, pruned)
+    cause = _other_attention(state_dict, target) or other_architecture(state_dict, model, pruned)
     if unmapped and strict:
         raise ValueError(f"{cause}{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
     if unmapped:
@@ -781,6 +781,19 @@ def _other_depths(state_dict: Mapping[str, torch.Tensor], model: nn.Module, prun
         f"{len(want)} (depths {', '.join(map(str, want))}): a checkpoint of another model (build it with "
         f"depths={tuple(have)}{heads}){', or a file cut short' if shorter else ''}; "
     )
+
+
+def other_architecture(state_dict: Mapping[str, torch.Tensor], model: nn.Module, pruned: tuple[str, ...] = ()) -> str:
+    """The cause, said before the keys, of a swinlite-layout ``state_dict`` that does not fit ``model`` for being
+    another model's: another width (``"the checkpoint's embed_dim is 32 (patch_embed.proj.weight), the model's 48:
+    ...; "``), else other depths (:func:`_other_depths`), else ``""``."""
+    weight, want = state_dict.get(FIRST_CONV), model.state_dict().get(FIRST_CONV)
+    if weight is not None and want is not None and weight.ndim == want.ndim and weight.shape[0] != want.shape[0]:
+        return (
+            f"the checkpoint's embed_dim is {weight.shape[0]} ({FIRST_CONV}), the model's {want.shape[0]}: a "
+            f"checkpoint of another model (build one with embed_dim={weight.shape[0]}); "
+        )
+    return _other_depths(state_dict, model, pruned)
 
 
 def missing_final_norm(missing: Collection[str], layout: str = "swinlite") -> str:

@@ -31,6 +31,7 @@ from .convert import (
     embed_shrunk_tables,
     first_keys,
     missing_final_norm,
+    other_architecture,
     shape_mismatch,
 )
 from .hub import cached_weights, has_weights, pretrained_kwargs
@@ -385,7 +386,11 @@ def load_strict(
         mismatch = state_dict_mismatch(target, state, may_start_fresh)
         if mismatch is not None:
             missing = {k for k in target.keys() - state.keys() if not k.startswith(may_start_fresh)}
-            cause = missing_final_norm(missing) if isinstance(net, SwinTransformer) else ""
+            cause = (
+                other_architecture(state, net) or missing_final_norm(missing)
+                if isinstance(net, SwinTransformer)
+                else ""
+            )
             raise WeightsMismatchError(f"{source} does not fit {type(net).__name__} exactly; {cause}{mismatch}")
         if not values_checked:
             check_weight_values(state, str(source), target)

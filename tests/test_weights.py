@@ -111,6 +111,19 @@ def test_a_file_rebuilds_its_model_without_drawing_weights_it_replaces(tmp_path,
         torch.testing.assert_close(rebuilt(x), model(x), rtol=0, atol=0)
 
 
+def test_a_file_of_another_width_says_so_before_the_keys(trained, tmp_path):
+    """A pico's file given as a nano's listed 40 missing keys and shape mismatches without a word on why (a file of
+    other depths said so, one of another width did not)."""
+    model, _ = trained
+    torch.save(model.state_dict(), tmp_path / "pico.pth")
+    with pytest.raises(
+        ValueError,
+        match=r"exactly; the checkpoint's embed_dim is 32 \(patch_embed.proj.weight\), "
+        r"the model's 48: a checkpoint of another model \(build one with embed_dim=32\); missing",
+    ):
+        load_model(tmp_path / "pico.pth", "swinlite_nano_patch2_window4_64", num_classes=3)
+
+
 def test_files_that_are_not_checkpoints_are_named(tmp_path):
     (tmp_path / "empty.safetensors").write_bytes(b"")
     (tmp_path / "notes.pth").write_text("not a checkpoint")

@@ -58,6 +58,8 @@ def save_features(path: Path, features: ImageFeatures, extra: dict[str, object] 
 def load_features(path: str | os.PathLike) -> ImageFeatures:
     """Read a per-image feature file; ValueError when it is not one."""
     path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{str(path)!r} is not a file: give one of extract_features.py's OUT/features/*.safetensors")
     if not is_complete_feature_file(path):
         raise ValueError(f"{str(path)!r} is not a complete swinlite feature file (stage maps, pooled and metadata)")
     tensors = load_file(path)
@@ -106,6 +108,13 @@ def save_embeddings(path: Path, embeddings: torch.Tensor, paths: list[str]) -> N
 
 
 def load_embeddings(path: str | os.PathLike) -> tuple[torch.Tensor, list[str]]:
-    """Read ``embeddings.safetensors``: (vectors [N, C], the N image paths in the same order)."""
+    """Read ``embeddings.safetensors`` (extract_features.py's ``OUT/embeddings.safetensors``): (vectors [N, C], the N
+    image paths in the same order); ValueError when ``path`` is not such a file."""
+    header = _read_header(Path(path)) if Path(path).is_file() else None
+    if header is None or "embeddings" not in header or "paths" not in (header.get("__metadata__") or {}):
+        raise ValueError(
+            f"{str(path)!r} is not a complete swinlite embeddings file: give extract_features.py's "
+            "OUT/embeddings.safetensors"
+        )
     with safe_open(path, "pt") as f:
         return f.get_tensor("embeddings"), json.loads(f.metadata()["paths"])

@@ -55,6 +55,20 @@ def test_truncated_or_foreign_files_are_not_whole(tmp_path):
         load_features(path)
     save_embeddings(tmp_path / "e.safetensors", torch.zeros(1, 4), ["x"])  # valid safetensors, not features
     assert not is_complete_feature_file(tmp_path / "e.safetensors")
+    with pytest.raises(ValueError, match="missing.safetensors' is not a file: give one of extract_features.py's OUT/"):
+        load_features(tmp_path / "missing.safetensors")  # said "not a complete swinlite feature file"
+
+
+@pytest.mark.parametrize("given", ["folder", "features file", "truncated"])
+def test_what_is_not_an_embeddings_file_is_named(tmp_path, given):
+    """The output folder (the docs said "path") gave safetensors' "No such device (os error 19)", a feature file
+    "File does not contain tensor embeddings"."""
+    path = {"folder": tmp_path, "features file": tmp_path / "a.safetensors", "truncated": tmp_path / "e.safetensors"}
+    save_features(tmp_path / "a.safetensors", _features())
+    save_embeddings(tmp_path / "e.safetensors", torch.zeros(2, 4), ["x", "y"])
+    (tmp_path / "e.safetensors").write_bytes((tmp_path / "e.safetensors").read_bytes()[:-4])
+    with pytest.raises(ValueError, match="is not a complete swinlite embeddings file: give extract_features.py's OUT/"):
+        load_embeddings(path[given])
 
 
 def test_embeddings_round_trip_and_mismatch(tmp_path):

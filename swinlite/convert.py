@@ -787,8 +787,8 @@ def other_architecture(state_dict: Mapping[str, torch.Tensor], model: nn.Module,
     """The cause, said before the keys, of a swinlite-layout ``state_dict`` that does not fit ``model`` for being
     another model's: another width (``"the checkpoint's embed_dim is 32 (patch_embed.proj.weight), the model's 48:
     ...; "``), else other depths (:func:`_other_depths`), else ``""``."""
-    weight, want = state_dict.get(FIRST_CONV), model.state_dict().get(FIRST_CONV)
-    if weight is not None and want is not None and weight.ndim == want.ndim and weight.shape[0] != want.shape[0]:
+    weight, want = state_dict.get(FIRST_CONV), model.patch_embed.proj.weight
+    if weight is not None and weight.ndim == want.ndim and weight.shape[0] != want.shape[0]:
         return (
             f"the checkpoint's embed_dim is {weight.shape[0]} ({FIRST_CONV}), the model's {want.shape[0]}: a "
             f"checkpoint of another model (build one with embed_dim={weight.shape[0]}); "

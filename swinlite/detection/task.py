@@ -4,7 +4,6 @@ own losses, COCO box (and mask) mAP; ``val_map`` picks the best weights."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from ..engine.rank_warnings import SharedWarnings
 from ..engine.task import RunContext, StepOutput, Task
 from ..engine.val_content import Sample
 from ..images import LeftOut
+from ..io import file_sha256
 from .config import DetConfig
 from .data import (
     Categories,
@@ -171,7 +171,7 @@ class DetectionTask(Task):
 
     def val_samples(self, val: CocoDetection) -> list[Sample]:
         """Each val image with the annotation file's content (an object relabelled or moved keeps the file's size)."""
-        annotations = hashlib.sha256(val.split.ann_file.read_bytes()).hexdigest()
+        annotations = file_sha256(val.split.ann_file)
         return [(val.split.image_path(i), annotations) for i in val.split.image_ids]
 
     def collate(self, batch: list[Any]) -> Any:

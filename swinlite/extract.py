@@ -33,7 +33,7 @@ from torchvision import transforms
 from tqdm import tqdm
 
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
-from .files import check_image_source, read_list
+from .files import check_image_source, interrupted_writes, read_list
 from .images import ImageFiles, is_image_file, list_images
 from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path, read_metadata
 from .lock import OutputLock
@@ -125,7 +125,7 @@ def record_settings(output: Path, settings: dict[str, object]) -> None:
                 f"{output} holds features of a model with random initial weights, which a rerun cannot reproduce; "
                 "pass --checkpoint, another --output, or delete it"
             )
-    for stale in output.rglob(".*.tmp*") if output.is_dir() else ():
+    for stale in interrupted_writes(output, recursive=True):
         stale.unlink()  # temp files of writes an interrupted run left; the real files are intact
     atomic_write_bytes(path, json_bytes(settings, indent=2))
 

@@ -895,9 +895,11 @@ def _interrupted_writes(folder: Path, names: list[str]) -> list[Path]:
     drawings folders among them (hidden, so not an earlier run's output that refuses the folder: a run killed before
     its first drawing was whole left ``labels/`` holding one, which ``--overwrite`` then kept). Removed with the
     earlier outputs, before the run's first write."""
-    temps = [p for name in names for p in folder.glob(f".{glob.escape(name)}.tmp*")]
-    drawings = [folder / name for name in names if name in DRAWINGS and (folder / name).is_dir()]
-    return [*temps, *(p for d in drawings for p in d.glob(".*.tmp*"))]
+    drawings = [folder / name for name in names if name in DRAWINGS]
+    return [
+        *(p for name in names for p in interrupted_writes(folder, name)),
+        *(p for d in drawings for p in interrupted_writes(d)),
+    ]
 
 
 def _check_shared(folder: Path, task: str, option: str) -> None:
@@ -1120,6 +1122,14 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
             raise OSError(e.errno, e.strerror, str(path)) from e
         raise
     fsync_folder(path.parent)  # make the rename itself durable
+
+
+def interrupted_writes(folder: Path, name: str | None = None, recursive: bool = False) -> list[Path]:
+    """The temporary files :func:`atomic_write` left in ``folder`` (``recursive``: and below it) where a kill broke
+    off its write, of the file ``name`` or of any: ``.<name>.tmp*``, never needed again (the file under its name is
+    whole). None in a folder that does not exist."""
+    pattern = f".{glob.escape(name) if name is not None else '*'}.tmp*"
+    return sorted(folder.rglob(pattern) if recursive else folder.glob(pattern))
 
 
 def fsync_folder(folder: str | os.PathLike) -> None:

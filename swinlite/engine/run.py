@@ -15,6 +15,7 @@ from ..files import (
     RUN_FILES,
     TASK_RECORD,
     earlier_outputs,
+    interrupted_writes,
     other_task_files,
     record_task_files,
     recorded_task_files,
@@ -217,7 +218,7 @@ def prepare_output(
             # before the task writes any file: a run killed while it builds its data has recorded them (a run that
             # ended before its first save left its record: a fresh run keeps its names, for --overwrite to remove)
             record_task_files(out, [*earlier, *task_written(task)])
-            for stale in out.glob(".*.tmp*"):  # temp files of saves a kill interrupted; the real files are intact
+            for stale in interrupted_writes(out):  # temp files of saves a kill interrupted; the real files are whole
                 stale.unlink()
         except (ValueError, OSError) as e:
             lock.release()

@@ -17,14 +17,33 @@ from trainkit import REPO, tiny_overrides
 TIMEOUT = 120  # train.dist_timeout: the old hang lasted this long (then a SIGKILL 30 s later)
 
 
-def _torchrun(
-    tmp_path: Path, overrides: list[str], rank: int, extra: list[str], delay: float = 0.0
-) -> tuple[subprocess.CompletedProcess, float]:
-    """Run train.py on 2 processes, ``rank`` with the ``extra`` overrides added, and started ``delay`` s late; the
-    result and its wall time."""
+# Rank 0 under torchrun: its imports alongside rank 1's, then scripts/train.py (as `python scripts/train.py ARGS`
+# runs it) only once rank 1 has posted its startup report, i.e. waits in the join (a fixed delay of 8 s before).
+LATE = """
+import os
+import runpy
+import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the script's runner sets it before torch loads
+import swinlite.classification  # noqa: F401
+from swinlite.engine.distributed import launched
+from swinlite.engine.handshake import _prefix, launch_store
+
+launch_store(launched(), 60.0).wait([f"{_prefix()}/1"])  # rank 1 passed its checks: it waits for rank 0's report
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _torchrun(tmp_path: Path, overrides: list[str], extra: list[str]) -> tuple[subprocess.CompletedProcess, float]:
+    """Run train.py on 2 processes, rank 0 with the ``extra`` overrides added, and started once rank 1 waits in the
+    join; the result and its wall time."""
+    (tmp_path / "late.py").write_text(LATE)
     wrapper = tmp_path / "wrap.sh"
     quoted = " ".join(f"'{item}'" for item in extra)
-    wrapper.write_text(f'#!/bin/sh\nif [ "$RANK" = {rank} ]; then sleep {delay}; exec "$@" {quoted}; fi\nexec "$@"\n')
+    late = f"{sys.executable} {tmp_path / 'late.py'}"
+    wrapper.write_text(f'#!/bin/sh\nif [ "$RANK" = 0 ]; then shift; exec {late} "$@" {quoted}; fi\nexec "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--no-python",
            str(wrapper), sys.executable, str(REPO / "scripts" / "train.py"), *overrides]  # fmt: skip
@@ -38,12 +57,13 @@ def _errors(result: subprocess.CompletedProcess) -> list[str]:
 
 
 def test_rank_0_alone_failing_its_checks_ends_both_at_once(tmp_path: Path, folder: Path):
-    """Rank 0's data folder missing (rank 1's found), rank 0 started late: rank 1, in the join by then, hung there,
-    deaf to torchrun's SIGTERM, and was SIGKILLed 30 s later (before, bounded only by train.dist_timeout)."""
+    """Rank 0's data folder missing (rank 1's found), rank 0's script started once rank 1 waits in the join: rank 1
+    hung there, deaf to torchrun's SIGTERM, and was SIGKILLed 30 s later (before, bounded only by
+    train.dist_timeout)."""
     missing = tmp_path / "nowhere"
     overrides = tiny_overrides(folder, tmp_path / "out", **{"train.epochs": 1, "train.dist_timeout": TIMEOUT})
-    result, seconds = _torchrun(tmp_path, overrides, 0, [f"data.data_dir={missing}"], delay=8)
-    assert seconds < 45, (seconds, result.stderr)  # 8 s late, then at once; ~63 s before (the SIGKILL's 30 s wait)
+    result, seconds = _torchrun(tmp_path, overrides, [f"data.data_dir={missing}"])
+    assert seconds < 45, (seconds, result.stderr)  # at once; ~63 s before (the SIGKILL's 30 s wait)
     assert "exitcode  : 2" in result.stderr and "SIGKILL" not in result.stderr, result.stderr
     (line,) = _errors(result)
     assert str(missing) in line and "rank 0 failed" not in line, line  # rank 0 says its own error, as raised

@@ -618,6 +618,44 @@ def shape_mismatch(key: str, shape: Sequence[int], want: Sequence[int]) -> str:
     return f"{key} {tuple(shape)} vs {tuple(want)}"
 
 
+def state_dict_mismatch(
+    target: Mapping[str, torch.Tensor],
+    state: Mapping[str, torch.Tensor],
+    may_start_fresh: tuple[str, ...] = (),
+    limit: int = 8,
+) -> str | None:
+    """What keeps ``state`` (a file's) from loading exactly into a model whose state dict is ``target``, naming the
+    first ``limit`` keys of each kind (missing, surplus, of another shape); None when it fits.
+
+    Args:
+        may_start_fresh: prefixes of model weights that may be absent from ``state``.
+    """
+    problems = {
+        "missing from the file": [k for k in target if k not in state and not k.startswith(may_start_fresh)],
+        "not in the model": [k for k in state if k not in target],
+        "shape (file vs model)": [
+            shape_mismatch(k, state[k].shape, v.shape)
+            for k, v in target.items()
+            if k in state and state[k].shape != v.shape
+        ],
+    }
+    parts = [f"{what}: {first_keys(keys, limit)}" for what, keys in problems.items() if keys]
+    return "; ".join(parts) or None
+
+
+def check_loads_whole(model: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
+    """Before a strict ``load_state_dict`` of ``state_dict`` (swinlite's layout, converted) into ``model``: a
+    RuntimeError, torch's for a state dict that does not fit, naming the cause first (another attention, width or
+    depths), where any key is missing, surplus or of another shape. torch raises it only after it loaded every key
+    that fits, which leaves the model half overwritten."""
+    mismatch = state_dict_mismatch(model.state_dict(), state_dict)
+    if mismatch is not None:
+        cause = _other_attention(state_dict, model.state_dict()) or other_architecture(state_dict, model)
+        raise RuntimeError(
+            f"Error(s) in loading state_dict for {type(model).__name__} (nothing loaded): {cause}{mismatch}"
+        )
+
+
 def _fit_to_model(
     state_dict: StateDict,
     model: nn.Module,

@@ -29,10 +29,9 @@ from .convert import (
     check_weight_values,
     convert_state_dict,
     embed_shrunk_tables,
-    first_keys,
     missing_final_norm,
     other_architecture,
-    shape_mismatch,
+    state_dict_mismatch,
 )
 from .hub import cached_weights, has_weights, pretrained_kwargs
 from .io import (
@@ -318,31 +317,6 @@ def classifier_size(model: str, state: dict[str, torch.Tensor]) -> int:
     classifier = get_pretrained_cfg_value(model, "classifier") or "head.fc"
     weight = state.get(f"{classifier}.weight")
     return 0 if weight is None else int(weight.shape[0])
-
-
-def state_dict_mismatch(
-    target: Mapping[str, torch.Tensor],
-    state: Mapping[str, torch.Tensor],
-    may_start_fresh: tuple[str, ...] = (),
-    limit: int = 8,
-) -> str | None:
-    """What keeps ``state`` (a file's) from loading exactly into a model whose state dict is ``target``, naming the
-    first ``limit`` keys of each kind (missing, surplus, of another shape); None when it fits.
-
-    Args:
-        may_start_fresh: prefixes of model weights that may be absent from ``state``.
-    """
-    problems = {
-        "missing from the file": [k for k in target if k not in state and not k.startswith(may_start_fresh)],
-        "not in the model": [k for k in state if k not in target],
-        "shape (file vs model)": [
-            shape_mismatch(k, state[k].shape, v.shape)
-            for k, v in target.items()
-            if k in state and state[k].shape != v.shape
-        ],
-    }
-    parts = [f"{what}: {first_keys(keys, limit)}" for what, keys in problems.items() if keys]
-    return "; ".join(parts) or None
 
 
 class WeightsMismatchError(ValueError):

@@ -123,9 +123,9 @@ def test_load_state_dict_takes_a_microsoft_release_file(tmp_path, name, timm_nam
 )
 def test_load_state_dict_takes_a_files_state_dict_of_no_swin_layout(wrap):
     """A file's state dict was taken out only when its layout was known: a classifier alone in a file loaded nothing
-    with strict=False (``unexpected_keys=['model']``) where the classifier alone loads; with strict=True torch names
-    the model's keys the file lacks, not the file's keys. The keys of a model holding a swinlite model as ``model``
-    are no file: they stay as they are."""
+    with strict=False (``unexpected_keys=['model']``) where the classifier alone loads; with strict=True the refusal
+    names the model's keys the file lacks, not the file's keys, before anything loads. The keys of a model holding a
+    swinlite model as ``model`` are no file: they stay as they are."""
     torch.manual_seed(0)
     head = {k: v for k, v in timm.create_model(PICO).state_dict().items() if k.startswith("head.")}
     expected = timm.create_model(PICO).load_state_dict(head, strict=False)
@@ -133,11 +133,31 @@ def test_load_state_dict_takes_a_files_state_dict_of_no_swin_layout(wrap):
     loaded = model.load_state_dict(wrap(head), strict=False)
     assert (loaded.missing_keys, loaded.unexpected_keys) == (expected.missing_keys, [])
     torch.testing.assert_close(model.head.fc.weight, head["head.fc.weight"])
-    with pytest.raises(RuntimeError, match=r"Missing key\(s\)") as refused:
+    with pytest.raises(RuntimeError, match=r"\(nothing loaded\): missing from the file: patch_embed") as refused:
         model.load_state_dict(wrap(head))
-    assert "Unexpected" not in str(refused.value)
+    assert "not in the model" not in str(refused.value)
     held = {f"model.{k}": v for k, v in head.items()}
     assert model.load_state_dict(held, strict=False).unexpected_keys == list(held)
+
+
+@pytest.mark.parametrize(
+    ("source", "cause"),
+    [
+        (lambda: timm.create_model("swinlite_v2_pico_patch2_window4_32"), "checkpoint is Swin-V2"),  # swinlite's layout
+        (lambda: timm.create_model("swinv2_tiny_window8_256", embed_dim=32, depths=(1,) * 4), "checkpoint is Swin-V2"),
+        (lambda: timm.create_model(PICO, embed_dim=48), "the checkpoint's embed_dim is 48"),
+    ],
+    ids=["swinlite-v2", "timm-v2", "other-width"],
+)
+def test_a_strict_load_state_dict_that_does_not_fit_loads_nothing(source, cause):
+    """A V2 model's state dict (swinlite's or timm's layout) or another width's into a V1 pico: torch's RuntimeError
+    naming the cause, before anything loads; torch alone loaded the keys that fit first (56 of the pico's tensors
+    overwritten by a V2 pico's)."""
+    model = timm.create_model(PICO)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(RuntimeError, match=rf"\(nothing loaded\): {cause}"):
+        model.load_state_dict(source().state_dict())
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
 @pytest.mark.parametrize(

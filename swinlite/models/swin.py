@@ -42,6 +42,7 @@ from torch import nn
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..convert import (
+    check_loads_whole,
     convert_when_loaded,
     crop_rel_pos_bias_table,
     embed_rel_pos_bias_table,
@@ -1375,8 +1376,8 @@ class SwinTransformer(nn.Module):
         proj_drop_rate: dropout after attention projections and in MLPs.
         attn_drop_rate: dropout on attention weights.
         drop_path_rate: stochastic depth, rising linearly from 0 over the blocks to this value.
-        rel_pos: V1 blocks' relative position bias: ``"table"`` (Swin) or ``"cpb"`` (Swin-V2 continuous position
-            bias); V2 blocks always use the continuous position bias.
+        rel_pos: V1 blocks' relative position bias: ``"table"`` (Swin, what None gives) or ``"cpb"`` (Swin-V2
+            continuous position bias); V2 blocks always use their continuous position bias (a value is refused).
         mask_padding: pad the image to a patch multiple and mask padded tokens in windows; False reproduces
             torchvision at any size (the remainder past the last whole patch is dropped, padded tokens attend).
         out_norm: a LayerNorm on each feature level returned by ``forward_intermediates``
@@ -1415,7 +1416,7 @@ class SwinTransformer(nn.Module):
         proj_drop_rate: float = 0.0,
         attn_drop_rate: float = 0.0,
         drop_path_rate: float = 0.1,
-        rel_pos: str = "table",
+        rel_pos: str | None = None,
         mask_padding: bool = True,
         out_norm: bool = False,
         frozen_stages: int = -1,
@@ -1521,7 +1522,7 @@ class SwinTransformer(nn.Module):
                     downsample=i > 0,
                     drop_path=drop_path[first : first + depth],
                     block=block,
-                    rel_pos=rel_pos,
+                    rel_pos=rel_pos or "table",
                     pretrained_window=pretrained_windows[i],
                     options=options,
                     **dd,
@@ -1683,11 +1684,15 @@ class SwinTransformer(nn.Module):
         (:func:`swinlite.convert.convert_when_loaded`, also the pre-hook of any other route). Keys the conversion does
         not know are a ValueError naming them, before anything loads, with ``strict=True``; with ``strict=False`` they
         come back in ``unexpected_keys``, as torch and timm's Swin return them (torch calls a pre-hook with
-        ``strict=True`` whatever it was given, so the conversion is made here, where ``strict`` is known)."""
+        ``strict=True`` whatever it was given, so the conversion is made here, where ``strict`` is known). With
+        ``strict=True`` a converted state dict that does not fit is torch's RuntimeError before anything loads, its
+        cause named (:func:`swinlite.convert.check_loads_whole`), not after torch loaded the keys that fit."""
         converted = OrderedDict(state_dict)
         if (metadata := getattr(state_dict, "_metadata", None)) is not None:
             converted._metadata = metadata  # torch's version records, which load_state_dict reads
         convert_when_loaded(self, converted, "", None, strict)
+        if strict:
+            check_loads_whole(self, converted)
         return super().load_state_dict(converted, strict=strict, assign=assign)
 
     @torch.jit.ignore
@@ -1845,7 +1850,7 @@ def compile_at_image_size(x: torch.Tensor) -> None:
 
 
 def _pretrained_windows(
-    block: str, rel_pos: str, sizes: Sequence[int | tuple[int, int] | None] | None, num_stages: int
+    block: str, rel_pos: str | None, sizes: Sequence[int | tuple[int, int] | None] | None, num_stages: int
 ) -> list[tuple[int, int] | None]:
     """Each stage's pre-training window from ``pretrained_window_sizes`` (None: the stage's own), checked."""
     if block not in BLOCK_TYPES:
@@ -1854,8 +1859,10 @@ def _pretrained_windows(
         if sizes is not None:
             raise ValueError("pretrained_window_sizes is an option of V2 blocks (block='v2')")
         return [None] * num_stages
-    if rel_pos != "table":
-        raise ValueError(f"rel_pos is an option of V1 blocks (V2 blocks always use the CPB), got {rel_pos!r}")
+    if rel_pos is not None:  # "table" too: a V2 block would silently use its CPB in place of the table asked for
+        raise ValueError(
+            f"rel_pos is an option of V1 blocks (V2 blocks always use the CPB: leave rel_pos unset), got {rel_pos!r}"
+        )
     if sizes is None:
         return [None] * num_stages
     if not isinstance(sizes, Sequence) or isinstance(sizes, str):

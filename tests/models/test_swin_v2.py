@@ -104,6 +104,7 @@ def test_stage_windows():
         (dict(block="v3"), "block must be one of v1, v2"),
         (dict(pretrained_window_sizes=(4, 4, 4, 4)), "an option of V2 blocks"),
         (dict(block="v2", rel_pos="cpb"), "rel_pos is an option of V1 blocks"),
+        (dict(block="v2", rel_pos="table"), "rel_pos is an option of V1 blocks"),  # was ignored: the V2 CPB served
         (dict(block="v2", pretrained_window_sizes=(4, 4)), "one entry per stage"),
         (dict(block="v2", pretrained_window_sizes=(4, -1, 0, 0)), ">= 0"),
     ],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 
 import torch
 
@@ -78,6 +79,10 @@ def autocast_dtype(name: str, device: torch.device, option: str = "--amp") -> to
     Raises:
         ValueError: fp16 off CUDA (CPU autocast computes in bf16; fp16 would need a gradient scaler and CUDA's
             kernels), or a name that is not a key of :data:`AUTOCAST_DTYPES`.
+
+    Warns:
+        UserWarning: bf16 on a CPU for which oneDNN has no bfloat16 kernels (x86 without AVX-512): emulated there,
+            several times slower than no autocast (docs/training.md, ``train.amp``).
     """
 
     def setting(value: str) -> str:  # as the user writes it: "--amp bf16", "train.amp=bf16"
@@ -87,6 +92,13 @@ def autocast_dtype(name: str, device: torch.device, option: str = "--amp") -> to
         raise ValueError(f"{setting(name)} is not an autocast dtype; valid: {', '.join(AUTOCAST_DTYPES)}")
     if name == "fp16" and device.type != "cuda":
         raise ValueError(f"{setting('fp16')} needs CUDA; use {setting('bf16')} on {device.type}")
+    if name == "bf16" and device.type == "cpu" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        warnings.warn(
+            f"{setting('bf16')} on a CPU without bfloat16 kernels (no AVX-512: "
+            f"{torch.backends.cpu.get_cpu_capability()}): bfloat16 is emulated here, several times slower than "
+            f"{setting('none')} (docs/training.md, train.amp)",
+            stacklevel=2,
+        )
     return AUTOCAST_DTYPES[name]
 
 

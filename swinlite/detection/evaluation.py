@@ -53,7 +53,10 @@ def scoring_ground_truth(dataset: CocoDetection) -> COCO:
     with a warning) and the split's ``iscrowd`` regions as they are (detections on them count neither way).
 
     The file's own boxes would count an object outside its image as a miss whatever the detector does, and a box
-    reaching outside it as unmatched by a detection of its visible part.
+    reaching outside it as unmatched by a detection of its visible part. The objects are numbered 1, 2, ... (the
+    file's id kept as ``file_id``, which messages name): COCOeval records a detection's match by its object's id,
+    0 meaning none, so an object of id 0 (0-based ids are common in exports) counted its detection a false positive
+    and itself a miss.
     """
     split = dataset.split
     objects = [
@@ -67,7 +70,7 @@ def scoring_ground_truth(dataset: CocoDetection) -> COCO:
     coco.dataset = {
         "images": [split.coco.imgs[i] for i in split.image_ids],
         "categories": list(split.coco.cats.values()),
-        "annotations": objects + crowds,
+        "annotations": [ann | {"id": n, "file_id": ann["id"]} for n, ann in enumerate(objects + crowds, start=1)],
     }
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
         coco.createIndex()
@@ -114,9 +117,9 @@ def check_scored(coco_gt: COCO, image_ids: list[int], left_out: list[LeftOut], s
 
 
 def unmasked_objects(coco_gt: COCO, image_ids: list[int]) -> list[int]:
-    """Ids of the ground-truth objects of ``image_ids`` without a segmentation: mask AP needs one on every object
-    (COCOeval compares masks, crowd regions included)."""
-    return [ann["id"] for i in image_ids for ann in coco_gt.imgToAnns.get(i, []) if "segmentation" not in ann]
+    """The file's ids of the ground-truth objects of ``image_ids`` without a segmentation: mask AP needs one on every
+    object (COCOeval compares masks, crowd regions included)."""
+    return [ann["file_id"] for i in image_ids for ann in coco_gt.imgToAnns.get(i, []) if "segmentation" not in ann]
 
 
 @dataclass

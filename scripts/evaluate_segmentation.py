@@ -40,8 +40,8 @@ def parse_args(argv: list[str] | None = None):
     parser.add_ema_argument()
     parser.add_argument("--data-dir", type=Path, help="ADE20K layout: images/<split>/, annotations/<split>/")
     parser.add_argument("--split", default="validation", choices=tuple(SPLITS), help="(default: %(default)s)")
-    parser.add_argument("--images", type=Path, help="image folder (instead of the --data-dir layout)")
-    parser.add_argument("--masks", type=Path, help="mask folder, the images' names (instead of the layout)")
+    parser.add_argument("--images", type=Path, help="image folder (with --masks, instead of --data-dir)")
+    parser.add_argument("--masks", type=Path, help="mask folder, the images' names (with --images)")
     parser.add_argument(
         "--mode", choices=("whole", "slide"), help="whole image or sliding windows (default: the run's)"
     )
@@ -72,6 +72,12 @@ def parse_args(argv: list[str] | None = None):
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.images and args.masks):
         parser.error("give --data-dir, or both --images and --masks")
+    if args.data_dir and (args.images or args.masks):  # pairs of one folder and the layout's other, by name
+        given = " and ".join(o for o, v in (("--images", args.images), ("--masks", args.masks)) if v)
+        parser.error(
+            f"--data-dir and {given} were given: --images and --masks replace the --data-dir layout (its split's "
+            "images and masks, which eval.json then records as read); give --data-dir, or both --images and --masks"
+        )
     check_at_least(parser, args, num_workers=0)
     check_test_options(parser, args)
     return args
@@ -117,10 +123,11 @@ def main(argv: list[str] | None = None) -> int:
 
     device = resolve_device(args.device)
     amp = autocast_dtype(args.amp, device)
-    given = {f"{SPLITS[args.split]}_images": args.images, f"{SPLITS[args.split]}_masks": args.masks}
-    check_data_root(SegDataConfig(data_dir=str(args.data_dir or "."), **given), SPLITS[args.split], option="--data-dir")
-    layout = split_folders(SegDataConfig(data_dir=str(args.data_dir or ".")), SPLITS[args.split], option="--data-dir")
-    images, masks = args.images or layout[0], args.masks or layout[1]
+    images, masks = args.images, args.masks
+    if args.data_dir:  # else --images and --masks (parse_args)
+        layout = SegDataConfig(data_dir=str(args.data_dir))
+        check_data_root(layout, SPLITS[args.split], option="--data-dir")
+        images, masks = split_folders(layout, SPLITS[args.split], option="--data-dir")
     check_split_folders(images, masks)  # the data's folders, the checkpoint and the flags against it: first
     weights = ema_weights(args)
     model, info = load_segmenter(weights, device)

@@ -121,6 +121,9 @@ CASES = [
     ("stride_longer_than_crop", TRAIN, None, ["data.test_stride=[21,33]"],  # crop 32: a gap between windows
      "data.test_stride [21, 33] is longer than data.crop_size [32, 32]: the pixels between the sliding windows would "
      "get no prediction; expected data.test_stride <= data.crop_size in each dimension (height, width), e.g. [21, 21]"),
+    # training images scored against the layout's val masks of the same names, eval.json recording split validation
+    ("eval_images_and_data_dir", EVAL, None, ["--images", "{data}/images/training"],
+     "--data-dir and --images were given: --images and --masks replace the --data-dir layout"),
     ("missing_checkpoint", EVAL, None, ["--checkpoint", "{tmp}/none.safetensors"], "none.safetensors' does not exist"),
     ("truncated_checkpoint", EVAL, _truncated, [], "damaged (truncated?) safetensors file"),
     (

@@ -64,7 +64,7 @@ def _records(path: Path, data: Any, key: str) -> list[dict]:
 def _check_ids(path: Path, records: list[dict], what: str) -> None:
     """Every record has an integer ``id``, each id once."""
     bad = [f"{what} {i}: id {r.get('id')!r}" for i, r in enumerate(records) if not _is_int(r.get("id"))]
-    _problems(path, f"{what}s without an integer 'id' (by position)", bad)
+    _problems(path, f"{'categories' if what == 'category' else what + 's'} without an integer 'id' (by position)", bad)
     seen: dict[int, int] = {}
     for r in records:
         seen[r["id"]] = seen.get(r["id"], 0) + 1

@@ -134,7 +134,7 @@ def _size_problem(path: Path, size: tuple[int, int], info: dict) -> str | None:
         return None
     turned = _stored_size(path) != size
     why = " after its EXIF orientation (boxes are read on the upright image, as load_rgb gives it)" if turned else ""
-    return f"the file is {size[1]}x{size[0]}{why} but its annotation says {info['width']}x{info['height']}"
+    return f"the file is {size[0]}x{size[1]} (HxW){why} but its annotation says {info['height']}x{info['width']}"
 
 
 def _scan_images(coco: COCO, image_dir: Path, verify: bool) -> tuple[list[int], list[tuple[int, str]], list[int]]:
@@ -247,7 +247,14 @@ def categories_of(split: CocoSplit) -> Categories:
     names those without an object to learn (:func:`warn_unlearned`)."""
     ids = sorted(split.coco.cats)
     warn_unlearned(split)
-    return Categories(ids, [split.coco.cats[i]["name"] for i in ids], f"the annotations {split.ann_file}")
+    names = [split.coco.cats[i]["name"] for i in ids]
+    shared = {n: [i for i, m in zip(ids, names, strict=True) if m == n] for n in names if names.count(n) > 1}
+    _warn_ids(
+        f"names of categories of {split.ann_file} given to more than one id: the checkpoint's class names, detect.py's "
+        "drawings and detections.json's category names cannot tell them apart (name: ids)",
+        [(repr(n), ", ".join(map(str, i))) for n, i in shared.items()],
+    )
+    return Categories(ids, names, f"the annotations {split.ann_file}")
 
 
 def warn_unlearned(split: CocoSplit) -> None:

@@ -26,14 +26,14 @@ def test_a_folder_of_images_of_other_sizes_is_refused_naming_the_file_folder_and
     message = str(caught.value)
     assert f"the annotation file {ann} and the image folder {folder} likely do not belong together" in message
     assert "4 of the 5 images found have a size the file does not record" in message
-    assert f"1 ({folder / '01.png'}): the file is 40x32 but its annotation says {SIZE}x{SIZE}" in message
+    assert f"1 ({folder / '01.png'}): the file is 32x40 (HxW) but its annotation says {SIZE}x{SIZE}" in message
     assert "1 the size it records" in message
 
 
 def test_a_few_images_of_other_sizes_are_skipped_with_a_warning_not_refused(coco: Path):
     folder = coco / "val2017"
     _resave(folder, [1, 2], (40, 32))  # as many as the images of the recorded size (3, 4)
-    with pytest.warns(UserWarning, match=re.escape(f"1 ({folder / '01.png'}): the file is 40x32")):
+    with pytest.warns(UserWarning, match=re.escape(f"1 ({folder / '01.png'}): the file is 32x40 (HxW)")):
         split = load_split(coco / "annotations" / "instances_val2017.json", folder)
     assert split.image_ids == [3, 4, 6]
 

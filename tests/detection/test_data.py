@@ -2,6 +2,7 @@
 
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -38,9 +39,9 @@ def test_missing_unreadable_and_wrongly_sized_images_are_skipped_with_their_ids(
     split, message = _train_split(coco)
     assert split.image_ids == [1, 6]
     assert f"3 ({folder / '03.png'}): unreadable (" in message
-    assert f"2 ({folder / '02.png'}): the file is 40x48 but its annotation says 48x48" in message
-    assert f"4 ({folder / '04.png'}): the file is 40x48 after its EXIF orientation" in message
-    assert "its annotation says 48x40" in message
+    assert f"2 ({folder / '02.png'}): the file is 48x40 (HxW) but its annotation says 48x48" in message
+    assert f"4 ({folder / '04.png'}): the file is 48x40 (HxW) after its EXIF orientation" in message
+    assert "its annotation says 40x48" in message
     split, message = _train_split(coco, verify=True)  # every file decoded
     assert split.image_ids == [1]
     assert f"6 ({folder / '06.png'}): unreadable (OSError: image file is truncated" in message
@@ -169,6 +170,19 @@ def test_data_must_use_the_label_mappings_categories_by_id_and_name(coco: Path):
     edit_coco(coco, "val", only_squares)
     with pytest.warns(UserWarning):
         assert len(CocoDetection(_val_split(coco), categories)) == 5
+
+
+def test_a_category_name_given_to_two_ids_is_named_in_a_warning(coco: Path):
+    """Two ids named 'square' trained as two classes that the checkpoint's names, detect.py's drawings and its
+    detections.json named alike, without a word."""
+    edit_coco(coco, "train", lambda d: d["categories"][1].update(name="square"))
+    train, _ = _train_split(coco)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        categories = categories_of(train)
+    said = [str(w.message) for w in caught if "more than one id" in str(w.message)]
+    assert len(said) == 1 and said[0].endswith("(name: ids): 'square': 3, 7"), said
+    assert categories.names == ["square", "square"]
 
 
 def test_mask_rcnn_data_needs_a_segmentation_on_every_object(coco: Path):

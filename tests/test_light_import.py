@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Runs in a fresh interpreter. timm and torch import yaml and tqdm themselves, so a spy on ``import`` records
 # which swinlite module imports what, rather than looking only at sys.modules.
 PROBE = """
-import builtins, sys
+import builtins, os, sys
 heavy = {"matplotlib", "sklearn", "yaml", "tqdm", "pandas"}
 seen, real_import = [], builtins.__import__
 
@@ -31,6 +31,8 @@ print(*sorted(m for m in sys.modules if m.split(".")[0] in {"matplotlib", "sklea
 apps = ("swinlite.engine", "swinlite.classification", "swinlite.detection", "swinlite.segmentation", "swinlite.fpn")
 compiler = ("swinlite.optimize", "torch._inductor.compile_fx")  # optimize_for_inference imports them when called
 print(*sorted(m for m in sys.modules if m.startswith((*apps, "swinlite.seq", "swinlite.visualize", *compiler))))
+sys.stdout.flush()
+os._exit(0)  # what it loaded is printed: not the second of tearing torch and timm down
 """
 
 

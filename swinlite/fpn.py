@@ -131,9 +131,7 @@ def build_fpn_backbone(
             f"out_indices must be levels in 0..{num_stages - 1}, strictly increasing (each level once, finest "
             f"first), got {tuple(out_indices)}"
         )
-    for level in set(range(num_stages)) - set(out_indices):  # its output norm is never used: no parameter without
-        model.out_norms[level].requires_grad_(False)  # a gradient (DDP fails on those), same state dict
-    body = SwinFeatureBody(model, out_indices=list(out_indices), output_fmt="NCHW")
+    body = SwinFeatureBody(model, out_indices=list(out_indices), output_fmt="NCHW")  # unused out_norms frozen
     if checkpoint is not None:  # into the Swin pruned of the final norm it does not use, which the file need not hold
         _load_swin(body.model, checkpoint)
     info = body.feature_info

@@ -17,7 +17,8 @@ from urllib.error import URLError
 from huggingface_hub.errors import LocalEntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
-from timm.models._features import FeatureDictNet, FeatureGetterNet, FeatureListNet
+from timm.models._features import FeatureDictNet, FeatureGetterNet, FeatureListNet, feature_take_indices
+from torch import nn
 
 from ..convert import convert_pretrained
 from ..fast import accelerate
@@ -28,7 +29,16 @@ from .swin import SwinTransformer
 
 class SwinFeatureBody(FeatureGetterNet):
     """timm's feature getter around a Swin (``features_only=True``), with gradient checkpointing forwarded to the
-    Swin (timm's FeatureListNet has ``set_grad_checkpointing``; its getter does not)."""
+    Swin (timm's FeatureListNet has ``set_grad_checkpointing``; its getter does not). The output norms
+    (``out_norm=True``) of the levels it does not return are frozen, the state dict the same: a parameter that gets
+    no gradient fails DistributedDataParallel's second step (timm's Swin has none)."""
+
+    def __init__(self, model: nn.Module, *args: Any, **kwargs: Any) -> None:
+        super().__init__(model, *args, **kwargs)
+        returned, _ = feature_take_indices(len(self.model.layers), self.out_indices)
+        for level, norm in enumerate(self.model.out_norms):
+            if level not in returned:
+                norm.requires_grad_(False)
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         self.model.set_grad_checkpointing(enable)

@@ -125,6 +125,20 @@ def test_frozen_stages_have_no_grads_and_stay_in_eval_mode():
 
 
 @pytest.mark.parametrize(
+    "kwargs", [dict(out_indices=(1, 2)), dict(out_indices=(-2,)), dict(frozen_stages=1, out_indices=(2, 3))]
+)
+def test_every_trainable_parameter_gets_a_gradient(kwargs):
+    """A level's output norm whose level is not returned got no gradient: DistributedDataParallel's second step
+    failed ("Expected to have finished reduction in the prior iteration"); timm's Swin has no such parameter. Frozen
+    as the FPN backbone freezes them, the state dict the same."""
+    model = timm.create_model(PICO, features_only=True, out_norm=True, **kwargs).train()
+    sum(level.mean() for level in model(torch.randn(2, 3, 40, 36))).backward()
+    assert [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None] == []
+    norms = [n for n in model.state_dict() if n.startswith("model.out_norms.")]
+    assert len(norms) == 2 * len(model.model.layers)  # each kept stage's weight and bias
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         (dict(out_indices=(0, 4)), r"levels in 0\.\.3"),

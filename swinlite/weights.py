@@ -405,8 +405,13 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
         checkpoint: a file path or an already loaded (training) checkpoint / state dict.
 
     Raises:
-        ValueError: the checkpoint is unreadable, of an unknown layout or does not fit the model (names the keys).
+        ValueError: ``model`` is no swinlite Swin (a features-only wrapper: its ``model`` is), or the checkpoint is
+            unreadable, of an unknown layout or does not fit the model (names the keys).
     """
+    if not isinstance(model, SwinTransformer):
+        inner = isinstance(getattr(model, "model", None), SwinTransformer)
+        hint = f"pass its Swin, {type(model).__name__}.model" if inner else "build one with timm.create_model"
+        raise ValueError(f"load_checkpoint loads a swinlite SwinTransformer, got a {type(model).__name__}: {hint}")
     path = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else None
     source = "checkpoint" if path is None else str(path)
     content = None if path is None else read_checkpoint(path)  # the one read of the file

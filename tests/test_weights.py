@@ -76,6 +76,24 @@ def test_flags_that_contradict_the_file_are_errors(trained):
     assert load_model(path, PICO, num_classes=3).num_classes == 3  # agreeing flags are fine
 
 
+@pytest.mark.parametrize(
+    ("model", "hint"),
+    [
+        (lambda: timm.create_model(PICO, features_only=True), "pass its Swin, SwinFeatureBody.model"),
+        (lambda: torch.nn.Linear(2, 2), "build one with timm.create_model"),
+    ],
+    ids=["features_only", "other"],
+)
+def test_load_checkpoint_into_what_is_no_swin_says_what_to_pass(model, hint):
+    """A features-only wrapper warned of a dropped classifier, then raised AttributeError ('SwinFeatureBody' object
+    has no attribute 'patch_embed') from the mismatch message."""
+    state = timm.create_model(PICO).state_dict()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no note before the refusal
+        with pytest.raises(ValueError, match=f"load_checkpoint loads a swinlite SwinTransformer, got a .*: {hint}"):
+            swinlite.load_checkpoint(model(), state)
+
+
 def test_raw_files_need_a_model_and_load_in_other_layouts(tmp_path):
     torch.manual_seed(0)
     reference = timm.create_model("swin_tiny_patch4_window7_224", num_classes=4, embed_dim=24, depths=(1, 1, 1, 1),

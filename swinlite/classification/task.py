@@ -151,8 +151,8 @@ class ClassificationTask(Task):
         if saved != self.classes:
             gone, new = sorted(set(saved) - set(self.classes)), sorted(set(self.classes) - set(saved))
             changes = "; ".join(part for part in (
-                f"class folders gone: {', '.join(gone)}" if gone else "",
-                f"new class folders: {', '.join(new)}" if new else "",
+                f"class folders gone: {', '.join(map(repr, gone))}" if gone else "",  # quoted: a name may hold ", "
+                f"new class folders: {', '.join(map(repr, new))}" if new else "",
             ) if part) or "the classes are in another order"  # fmt: skip
             raise ValueError(f"{path}: the run trained on other classes than {self.cfg.data.data_dir} now has "
                              f"({changes}); restore them, or start over with --overwrite")  # fmt: skip

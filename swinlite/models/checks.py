@@ -22,11 +22,12 @@ def autocast_available(device_type: str) -> bool:
 
 
 FX_TRACING_HINT = (
-    "torch.fx traces swinlite's models with timm's leaf modules and functions, which keep the input checks and the "
-    "blocks (their padding and shifts depend on the input's size) as single nodes: use timm's "
-    "timm.models.create_feature_extractor or features_only=True, or pass torchvision's create_feature_extractor "
-    "tracer_kwargs={'leaf_modules': timm.layers.get_notrace_modules(), "
-    "'autowrap_functions': timm.layers.get_notrace_functions()}"
+    "torch.fx traces a swinlite model (the SwinTransformer itself: timm's functions are kept whole only in the traced "
+    "module's own forward, not in a features_only wrapper's) with timm's leaf modules and functions, which keep the "
+    "input checks and the blocks (their padding and shifts depend on the input's size) as single nodes: use timm's "
+    "timm.models.create_feature_extractor, or features_only=True (feature_cls='fx' for a traced graph), or pass "
+    "torchvision's create_feature_extractor tracer_kwargs={'leaf_modules': timm.layers.get_notrace_modules(), "
+    "'autowrap_functions': timm.layers.get_notrace_functions()} with the SwinTransformer as the model"
 )
 # what FX_TRACING_HINT adds for torchvision's tracer: its create_feature_extractor and get_graph_node_names call
 # train() on the model they are given before tracing and restore the mode only when the trace succeeds. swinlite

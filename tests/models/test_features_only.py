@@ -124,6 +124,28 @@ def test_frozen_stages_have_no_grads_and_stay_in_eval_mode():
     assert not swin.layers[1].training
 
 
+def test_torch_fx_of_a_features_only_model_names_the_way_that_traces():
+    """torchvision's tracer with timm's leaves on a features-only model was refused with a hint to pass timm's leaves
+    or use features_only=True, both done: timm's functions are kept whole only in the traced module's own forward.
+    The hint now says so and names feature_cls='fx', which traces."""
+    from torchvision.models.feature_extraction import get_graph_node_names
+
+    leaves = {
+        "leaf_modules": timm.layers.get_notrace_modules(),
+        "autowrap_functions": timm.layers.get_notrace_functions(),
+    }
+    with pytest.raises(TypeError, match=r"not in a features_only wrapper's.*feature_cls='fx' for a traced graph"):
+        get_graph_node_names(timm.create_model(PICO, features_only=True), tracer_kwargs=leaves)
+    torch.manual_seed(0)
+    getter = timm.create_model(PICO, features_only=True, output_fmt="NHWC").eval()
+    torch.manual_seed(0)  # the same weights
+    traced = timm.create_model(PICO, features_only=True, feature_cls="fx").eval()
+    x = torch.randn(1, 3, 40, 52)
+    with torch.no_grad():
+        for got, want in zip(traced(x), getter(x), strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize(
     "kwargs", [dict(out_indices=(1, 2)), dict(out_indices=(-2,)), dict(frozen_stages=1, out_indices=(2, 3))]
 )

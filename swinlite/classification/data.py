@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import unicodedata
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +130,7 @@ def scan_split(
     verify: bool = False,
     shorter: int | None = None,
     classes_of: str = "the training split",
+    apart: Sequence[Path] = (),
 ) -> Split:
     """List ``split_dir/<class>/**/<image>``; ValueError for anything that would fail training later.
 
@@ -140,6 +142,8 @@ def scan_split(
             those that fail are skipped.
         shorter: for a split evaluated by a centre crop, the shorter side its resize makes: an image too elongated
             for it is skipped too (the resize would take gigabytes).
+        apart: the data's other split folders: a linked folder or file into one is skipped with a warning, as one
+            into another class's folder (val images under a train class trained on what val then scores).
     """
     folders = class_folders(split_dir)
     classes = folders if classes is None else classes
@@ -150,7 +154,7 @@ def scan_split(
             + normalisation_note(unknown, classes, classes_of)
         )
     listed = {  # a linked folder that loops, or leads into another class's folder, is skipped with a warning
-        name: [str(p) for p in list_files(split_dir / name, [split_dir / o for o in folders if o != name])]
+        name: [str(p) for p in list_files(split_dir / name, [*(split_dir / o for o in folders if o != name), *apart])]
         for name in folders
     }
     _one_class_per_file(listed)
@@ -355,8 +359,9 @@ def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:
     """Check and list ``cfg.data_dir``'s train and val splits (val indexed by train's classes)."""
     root = Path(cfg.data_dir)
     check_data_dir(root)
-    train = scan_split(root / "train", verify=cfg.verify_images)
-    return train, scan_split(root / "val", train.classes, cfg.verify_images, val_resize_shorter(cfg))
+    train = scan_split(root / "train", verify=cfg.verify_images, apart=[root / "val"])
+    val = scan_split(root / "val", train.classes, cfg.verify_images, val_resize_shorter(cfg), apart=[root / "train"])
+    return train, val
 
 
 def warn_unvalidated(val: Split) -> None:

@@ -147,7 +147,10 @@ def prepare_evaluation(
         data_config["input_size"] = (3, img_size, img_size)
     transform = create_transform(**data_config, is_training=False)
     source = "the training split" if info is None else str(checkpoint)  # the classes the model was trained on
-    scanned = scan_split(data_dir / split, classes, shorter=eval_resize_shorter(data_config), classes_of=source)
+    others = [data_dir / s for s in ("train", "val") if s != split]  # a link into another split is not this one's
+    scanned = scan_split(
+        data_dir / split, classes, shorter=eval_resize_shorter(data_config), classes_of=source, apart=others
+    )
     dataset = ImageFolderDataset(scanned.samples, transform, evaluation=True)
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate)
     return EvalSetup(model, loader, classes, scanned.skipped, split, data_config["input_size"][-1])

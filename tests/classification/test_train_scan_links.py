@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from trainkit import make_folder
 
-from swinlite.classification.data import scan_split
+from swinlite.classification.config import DataConfig
+from swinlite.classification.data import scan_data_dir, scan_split
 
 
 def test_a_file_linked_into_a_class_folder_is_not_counted_again(folder: Path):
@@ -46,3 +47,19 @@ def test_a_file_outside_linked_from_two_class_folders_keeps_one_label(folder: Pa
     ]
     assert (str(train / "c1" / "ext_a.png"), 1) in split.samples
     assert all(path != str(train / "c2" / "ext_b.png") for path, _ in split.samples)
+
+
+def test_a_link_into_the_other_split_is_skipped(folder: Path):
+    """A linked folder in a train class leading into val trained val's images under that class, the val split then
+    scoring them (evaluate.py --split train counted them too), without a word: only links into the split's own other
+    class folders were skipped."""
+    train, val = folder / "train", folder / "val"
+    (train / "c1" / "to_val").symlink_to(val)
+    (val / "c0" / "from_train.png").symlink_to(train / "c2" / "0.png")
+    with pytest.warns(UserWarning) as record:
+        scanned_train, scanned_val = scan_data_dir(DataConfig(data_dir=str(folder)))
+    said = [str(w.message) for w in record]
+    assert f"skipping linked folder {train / 'c1' / 'to_val'} -> {os.path.realpath(val)}: the folder " in said[0]
+    assert any(m.startswith(f"skipping linked file {val / 'c0' / 'from_train.png'}") for m in said), said
+    assert not any("to_val" in path for path, _ in scanned_train.samples)
+    assert not any("from_train" in path for path, _ in scanned_val.samples)

@@ -1522,7 +1522,7 @@ class SwinTransformer(nn.Module):
                     downsample=i > 0,
                     drop_path=drop_path[first : first + depth],
                     block=block,
-                    rel_pos=rel_pos or "table",
+                    rel_pos="table" if rel_pos is None else rel_pos,
                     pretrained_window=pretrained_windows[i],
                     options=options,
                     **dd,

@@ -78,6 +78,8 @@ def _check_images(path: Path, images: list[dict]) -> None:
         if not isinstance(image.get("file_name"), str) or not image["file_name"]:
             bad.append(f"image {image['id']}: file_name {image.get('file_name')!r}")
         for key in ("width", "height"):
+            if type(image.get(key)) is float and image[key].is_integer():  # 64.0, as some exporters write: taken
+                image[key] = int(image[key])  # as pycocotools and torchvision take it
             if not _is_int(image.get(key)) or image[key] < 1:
                 bad.append(f"image {image['id']}: {key} {image.get(key)!r}")
     _problems(path, "images without a file_name or a positive integer width and height", bad)

@@ -54,6 +54,7 @@ def _drop_key(collection: str, index: int, key: str):
         (_drop_key("images", 0, "file_name"), r"image 1: file_name None"),
         (_drop_key("images", 0, "width"), r"image 1: width None"),
         (_set("images", 0, height=0), r"image 1: height 0"),
+        (_set("images", 0, width=47.5), r"image 1: width 47.5"),  # 48.0 is taken (the next test)
         (_drop_key("categories", 0, "name"), r"categories without a name: category 3: name None"),
         (_set("images", 0, id="1"), r"images without an integer 'id' \(by position\): image 0: id '1'"),
         (_set("annotations", 0, image_id="1"), r"annotation 1: image_id '1' is not an integer id"),
@@ -69,6 +70,14 @@ def test_a_file_that_does_not_fit_coco_is_one_error_naming_the_records(coco: Pat
     with pytest.raises(ValueError, match=message) as error:
         load_split(path, coco / "val2017")
     assert str(error.value).startswith(str(path))
+
+
+def test_a_width_and_height_written_as_whole_floats_are_read_as_pycocotools_reads_them(coco: Path):
+    """'width': 48.0 (some exporters' JSON) was refused as not a positive integer; pycocotools and torchvision take
+    it. Read as the integer."""
+    path = edit_coco(coco, "val", lambda d: [image.update(width=48.0, height=48.0) for image in d["images"]])
+    split = load_split(path, coco / "val2017")
+    assert {(type(image["width"]), image["height"]) for image in split.coco.imgs.values()} == {(int, 48)}
 
 
 @pytest.mark.parametrize("masks", [True, False], ids=["mask-detector", "box-detector"])

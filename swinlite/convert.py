@@ -648,9 +648,10 @@ def check_loads_whole(model: nn.Module, state_dict: Mapping[str, torch.Tensor]) 
     RuntimeError, torch's for a state dict that does not fit, naming the cause first (another attention, width or
     depths), where any key is missing, surplus or of another shape. torch raises it only after it loaded every key
     that fits, which leaves the model half overwritten."""
-    mismatch = state_dict_mismatch(model.state_dict(), state_dict)
+    target = model.state_dict()
+    mismatch = state_dict_mismatch(target, state_dict)
     if mismatch is not None:
-        cause = _other_attention(state_dict, model.state_dict()) or other_architecture(state_dict, model)
+        cause = other_architecture(state_dict, model, target)
         raise RuntimeError(
             f"Error(s) in loading state_dict for {type(model).__name__} (nothing loaded): {cause}{mismatch}"
         )
@@ -673,7 +674,7 @@ def _fit_to_model(
     state_dict = _drop_pruned_stages(_drop_optional(state_dict, target), model)
     unmapped = sorted(k for k in state_dict if k not in target)
     # what a refusal below names first: V1 weights into a V2 model, a file of other depths, ...
-    cause = _other_attention(state_dict, target) or other_architecture(state_dict, model, pruned)
+    cause = other_architecture(state_dict, model, target, pruned)
     if unmapped and strict:
         raise ValueError(f"{cause}{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
     if unmapped:
@@ -821,10 +822,18 @@ def _other_depths(state_dict: Mapping[str, torch.Tensor], model: nn.Module, prun
     )
 
 
-def other_architecture(state_dict: Mapping[str, torch.Tensor], model: nn.Module, pruned: tuple[str, ...] = ()) -> str:
-    """The cause, said before the keys, of a swinlite-layout ``state_dict`` that does not fit ``model`` for being
-    another model's: another width (``"the checkpoint's embed_dim is 32 (patch_embed.proj.weight), the model's 48:
+def other_architecture(
+    state_dict: Mapping[str, torch.Tensor],
+    model: nn.Module,
+    target: Mapping[str, torch.Tensor],
+    pruned: tuple[str, ...] = (),
+) -> str:
+    """The cause, said before the keys, of a swinlite-layout ``state_dict`` that does not fit ``model`` (``target``:
+    its state dict) for being another model's: another attention (:func:`_other_attention`: V1 weights into a V2
+    model, ...), else another width (``"the checkpoint's embed_dim is 32 (patch_embed.proj.weight), the model's 48:
     ...; "``), else other depths (:func:`_other_depths`), else ``""``."""
+    if attention := _other_attention(state_dict, target):
+        return attention
     weight, want = state_dict.get(FIRST_CONV), model.patch_embed.proj.weight
     if weight is not None and weight.ndim == want.ndim and weight.shape[0] != want.shape[0]:
         return (

@@ -1127,7 +1127,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
 def interrupted_writes(folder: Path, name: str | None = None, recursive: bool = False) -> list[Path]:
     """The temporary files :func:`atomic_write` left in ``folder`` (``recursive``: and below it) where a kill broke
     off its write, of the file ``name`` or of any: ``.<name>.tmp*``, never needed again (the file under its name is
-    whole). None in a folder that does not exist."""
+    whole). An empty list for a folder that does not exist."""
     pattern = f".{glob.escape(name) if name is not None else '*'}.tmp*"
     return sorted(folder.rglob(pattern) if recursive else folder.glob(pattern))
 

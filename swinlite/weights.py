@@ -361,7 +361,7 @@ def load_strict(
         if mismatch is not None:
             missing = {k for k in target.keys() - state.keys() if not k.startswith(may_start_fresh)}
             cause = (
-                other_architecture(state, net) or missing_final_norm(missing)
+                other_architecture(state, net, target) or missing_final_norm(missing)
                 if isinstance(net, SwinTransformer)
                 else ""
             )

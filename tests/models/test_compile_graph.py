@@ -48,7 +48,7 @@ def test_compiled_training_does_not_ask_whether_autocast_exists(monkeypatch, fas
     training mode too: fullgraph=True refuses any graph break, and the recording backend counts the graphs.)"""
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).train()
+    model = _two_stages(fast=fast).train()
     x = torch.randn(2, 3, 36, 28)
     torch.manual_seed(1)
     expected = model(x)
@@ -106,8 +106,8 @@ def test_compiled_graph_is_one_graph_taking_masks_and_indices_from_the_cache(fas
     inside the kernels reading them on every call. fp32 inference attends as eager does (bf16:
     test_compiled_cpu_inference_attends_as_eager)."""
     torch._dynamo.reset()
-    model = timm.create_model("swinlite_pico_patch2_window4_32", fast=fast).eval()
-    x = torch.randn(2, 3, 36, 28)  # padded windows and shifts at every stage
+    model = _two_stages(fast=fast).eval()
+    x = torch.randn(2, 3, 36, 28)  # padded windows at every stage, a shift in the second
     graphs: list[torch.fx.GraphModule] = []
     backend = _recording(graphs)
 
@@ -139,7 +139,7 @@ def test_compiled_cpu_inference_attends_as_eager():
     test_compiled_graph_is_one_graph_taking_masks_and_indices_from_the_cache (the same model, fast, in fp32)."""
     torch._dynamo.reset()
     dtype = torch.bfloat16
-    model = timm.create_model("swinlite_pico_patch2_window4_32").eval().to(dtype)
+    model = _two_stages().eval().to(dtype)
     graphs: list[torch.fx.GraphModule] = []
     backend = _recording(graphs)
 
@@ -155,6 +155,12 @@ def _assert_attends_as_eager(model: torch.nn.Module, calls: list[torch.fx.Node],
     assert flash == (len(_blocks(model)) if dtype in blocks.CPU_FLASH_DTYPES else 0)
     masks = [n.meta["example_value"].dtype for n in calls if str(n.target) == "swinlite.window_mask"]
     assert masks and set(masks) == {dtype}
+
+
+def _two_stages(**kwargs) -> torch.nn.Module:
+    # the pico model cut to two stages (an unshifted block, a patch merging, an unshifted and a shifted block): all
+    # its kinds of module, from the patch embedding to the head, and 3 blocks for dynamo to trace instead of 5
+    return timm.create_model("swinlite_pico_patch2_window4_32", depths=(1, 2), num_heads=(1, 2), **kwargs)
 
 
 def _one_stage() -> torch.nn.Module:

@@ -30,8 +30,8 @@ def scalars(out: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def kill(point: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the next run end at ``point``: ``step 6`` (inside the run's sixth step, the fifth one's events written),
-    ``before resume.pt 2`` / ``after resume.pt 2`` (epoch 2's save at the epoch's end), ``evaluation 2``
+    """Make the next run end at ``point``: ``step 2`` (inside the second step this run trains, the first one's events
+    written), ``before resume.pt 2`` / ``after resume.pt 2`` (epoch 2's save at the epoch's end), ``evaluation 2``
     (epoch 2's evaluation fails: the trained epoch is saved, to be evaluated on resume)."""
     what, _, at = point.rpartition(" ")
     if what == "step":
@@ -86,9 +86,13 @@ def reference(data, tmp_path_factory) -> dict[str, list[tuple[int, float]]]:
 @pytest.mark.parametrize(
     "kills",
     [
-        ["step 6"],  # step 5's events written after epoch 2's resume.pt (step 4): the purge drops them, not step 4's
-        ["before resume.pt 2"],  # epoch 2's row written, its resume.pt not: dropped, the epoch trained again
-        ["after resume.pt 2"],  # epoch 2's resume.pt written: its row must have been, the run goes on at epoch 3
+        # one run killed at each point in turn: the leftovers of each kill are for the next resume's purge to drop or
+        # keep, and the later purges (from later steps) do not reach them
+        [
+            "before resume.pt 2",  # epoch 2's row written, its resume.pt not: dropped, the epoch trained again
+            "after resume.pt 2",  # epoch 2's resume.pt written: its row must have been, the run goes on at epoch 3
+            "step 2",  # the run's step 6: step 5's events written after resume.pt (step 4): dropped, not step 4's
+        ],
         ["evaluation 2", "before resume.pt 2"],  # epoch 2 saved trained, then evaluated, row written, killed
     ],
 )

@@ -123,11 +123,13 @@ def main(argv: list[str] | None = None) -> int:
 
     device = resolve_device(args.device)
     amp = autocast_dtype(args.amp, device)
-    images, masks = args.images, args.masks
-    if args.data_dir:  # else --images and --masks (parse_args)
+    images, masks, apart = args.images, args.masks, ()
+    if args.data_dir:  # else --images and --masks (parse_args), with no other split to keep apart
         layout = SegDataConfig(data_dir=str(args.data_dir))
         check_data_root(layout, SPLITS[args.split], option="--data-dir")
         images, masks = split_folders(layout, SPLITS[args.split], option="--data-dir")
+        other = next(s for s in SPLITS.values() if s != SPLITS[args.split])
+        apart = split_folders(layout, other, option="--data-dir")  # a link into it: the other split's images scored
     check_split_folders(images, masks)  # the data's folders, the checkpoint and the flags against it: first
     weights = ema_weights(args)
     model, info = load_segmenter(weights, device)
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         earlier = check_output_dir(
             "segmentation", out, [args.checkpoint, weights, images, masks], args.overwrite, option
         )
-        split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1))
+        split = scan_split(images, masks, info.labels, workers=max(args.num_workers, 1), apart=apart)
         for path, reason in split.skipped[:10]:
             print(f"warning: left out {path}: {reason}", file=sys.stderr)
         if len(split.skipped) > 10:

@@ -192,7 +192,9 @@ def is_hidden(name: str) -> bool:
     return name.startswith(".")
 
 
-def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] | None = None) -> list[Path]:
+def list_files(
+    folder: str | os.PathLike, others: Iterable[str | os.PathLike] | None = None, *, every_name: bool = False
+) -> list[Path]:
     """Files under ``folder`` (recursive), sorted, hidden names (:func:`is_hidden`) left out.
 
     Linked folders are followed, each real folder once. Two kinds of link are skipped, with a warning naming
@@ -201,15 +203,17 @@ def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] | 
     apart (e.g. the other class folders of a split: their files are theirs, not this folder's).
 
     Given ``others`` (a caller that counts files, as a split counts its class folders' images), linked files are
-    checked too, and each file is listed once (:func:`list_images`' rule): a link to a file in one of ``others`` is
-    skipped with a warning, and so is a link to a file this folder lists under its own name (a path whose last part
-    is no link), which keeps that name; links to one file found nowhere else are listed once, by the first. Without
-    ``others`` every name is listed, links to one file included (a caller that pairs files by name, as segmentation
-    pairs images and masks: one mask file may serve several images through links).
+    checked too: a link to a file in one of ``others`` is skipped with a warning. Each file is then listed once
+    (:func:`list_images`' rule): a link to a file this folder lists under its own name (a path whose last part is no
+    link) is skipped with a warning, and the file keeps that name; links to one file found nowhere else are listed
+    once, by the first. Without ``others``, or with ``every_name``, every name is listed, links to one file included
+    (a caller that pairs files by name, as segmentation pairs images and masks: one mask file may serve several
+    images through links).
 
     Args:
         folder: the folder to list.
         others: the folders the caller lists besides ``folder`` (none: an empty list); None: list every name.
+        every_name: with ``others``, keep them apart but list every name, not each file once.
     """
     root = os.path.realpath(folder)
     apart = [real for real in map(os.path.realpath, others or ()) if not _inside(root, real)]  # not folder's parents
@@ -238,7 +242,7 @@ def list_files(folder: str | os.PathLike, others: Iterable[str | os.PathLike] | 
             else:
                 warnings.warn(f"skipping linked file {path} -> {real}: the folder {other}, listed apart", stacklevel=2)
     listed = dict(sorted(files.items()))
-    return list(listed) if others is None else _one_per_file(listed)
+    return list(listed) if others is None or every_name else _one_per_file(listed)
 
 
 def _apart(real: str, root: str, apart: list[str]) -> str | None:

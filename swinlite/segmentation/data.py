@@ -16,6 +16,8 @@ labels. ``scan_split`` reads every mask once before anything trains:
   ``ignore_index`` are errors (one line naming the values and a file): they mean the masks, the classes or the
   ignore index are wrong;
 - two images (``0.jpg`` and ``0.png``) or two masks of one name are an error naming both files;
+- a linked folder or file that leads into the other split's image or mask folder is skipped, with a warning naming
+  the link and its target (training on validation images, or scoring training images, would go unnoticed);
 - a class without a pixel in any mask of a split is named in one warning (:func:`warn_unlearned`,
   :func:`warn_unmeasured`).
 """
@@ -23,7 +25,7 @@ labels. ``scan_split`` reads every mask once before anything trains:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -163,15 +165,16 @@ def check_split_folders(image_dir: Path, mask_dir: Path) -> None:
                              "annotations/<split>/*.png of the same names)")  # fmt: skip
 
 
-def find_pairs(image_dir: Path, mask_dir: Path) -> tuple[list[Pair], list[tuple[str, str]]]:
+def find_pairs(image_dir: Path, mask_dir: Path, apart: Sequence[Path] = ()) -> tuple[list[Pair], list[tuple[str, str]]]:
     """Images with the mask of the same relative name (without suffix); images without one, as skipped.
+    ``apart``: the other split's folders, which a link in either folder may not lead into (:func:`_by_name`).
 
     Raises:
         ValueError: a missing folder, a folder without images, or two masks (or two images) for one name.
     """
     check_split_folders(image_dir, mask_dir)
-    masks = _by_name(mask_dir, "masks")
-    images = _by_name(image_dir, "images")
+    masks = _by_name(mask_dir, "masks", apart)
+    images = _by_name(image_dir, "images", apart)
     if not images:
         raise ValueError(f"no image files under {image_dir}")
     pairs, missing = [], []
@@ -184,15 +187,18 @@ def find_pairs(image_dir: Path, mask_dir: Path) -> tuple[list[Pair], list[tuple[
     return pairs, missing
 
 
-def _by_name(folder: Path, what: str) -> dict[Path, Path]:
+def _by_name(folder: Path, what: str, apart: Sequence[Path]) -> dict[Path, Path]:
     """The image files under ``folder`` by relative name without suffix (what pairs an image with its mask).
+
+    A linked folder or file into one of ``apart`` is skipped with a warning naming it (:func:`list_files`); every
+    name is listed, links to one file included (one mask file may serve several images through links).
 
     Raises:
         ValueError: two files of one name (``0.jpg`` and ``0.png``): which of them the other file pairs with is
             not known, and both would be paired with it.
     """
     found: dict[Path, Path] = {}
-    for path in (p for p in list_files(folder) if is_image_file(p)):
+    for path in (p for p in list_files(folder, apart, every_name=True) if is_image_file(p)):
         key = path.relative_to(folder).with_suffix("")
         if key in found:
             raise ValueError(f"two {what} for one name in {folder}: {found[key]} and {path} (an image and its mask "
@@ -294,13 +300,22 @@ def warn_skipped(what: str, items: list[tuple[str, str]]) -> None:
         warnings.warn(f"{len(items)} {what} skipped: {named}", stacklevel=3)
 
 
-def scan_split(image_dir: Path, mask_dir: Path, labels: Labels, verify: bool = False, workers: int = 1) -> Split:
+def scan_split(
+    image_dir: Path,
+    mask_dir: Path,
+    labels: Labels,
+    verify: bool = False,
+    workers: int = 1,
+    apart: Sequence[Path] = (),
+) -> Split:
     """Pair and check one split: every mask decoded once (``workers`` threads), every image's size read.
+    ``apart``: the other split's image and mask folders, which no link of this split's may lead into (its images
+    would be trained on or scored as this split's).
 
     Raises:
         ValueError: see the module docstring; each names a folder or a file.
     """
-    pairs, skipped = find_pairs(image_dir, mask_dir)
+    pairs, skipped = find_pairs(image_dir, mask_dir, apart)
     with ThreadPoolExecutor(max(1, workers)) as pool:
         checks = list(pool.map(lambda p: _check_pair(p, labels, verify), pairs))
     unknown = sorted({v for c in checks for v in c.unknown})

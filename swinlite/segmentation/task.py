@@ -151,10 +151,11 @@ class SegmentationTask(Task):
                 if cfg.data.dataset == "shapes":
                     build_shape_scenes(cfg.data.data_dir)
                 workers, splits = max(cfg.data.num_workers, 1), []
-                for split in ("train", "val"):
+                for split, other in (("train", "val"), ("val", "train")):
                     images, masks = split_folders(cfg.data, split)
+                    apart = split_folders(cfg.data, other)  # a link into the other split: val images trained on
                     ctx.log(f"data: reading every mask of {masks} once ({counted(workers, 'thread')})")
-                    splits.append(scan_split(images, masks, self.labels, cfg.data.verify_images, workers))
+                    splits.append(scan_split(images, masks, self.labels, cfg.data.verify_images, workers, apart))
                 found = tuple(splits)
             except ValueError as e:
                 found = str(e)

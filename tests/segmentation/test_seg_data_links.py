@@ -1,9 +1,15 @@
 """Segmentation's pairing and linked files: images and masks are paired by name, links included."""
 
 import os
+import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
-from swinlite.segmentation.data import find_pairs
+from PIL import Image
+
+from swinlite.engine.distributed import DistInfo
+from swinlite.segmentation.data import find_pairs, labels_of
+from swinlite.segmentation.task import SegmentationTask
 
 
 def test_one_mask_file_linked_under_several_names_serves_each_image(tmp_path: Path):
@@ -19,3 +25,51 @@ def test_one_mask_file_linked_under_several_names_serves_each_image(tmp_path: Pa
     pairs, missing = find_pairs(images, masks)
     assert [(p.image.name, p.mask.name) for p in pairs] == [("0.jpg", "0.png"), ("1.jpg", "1.png"), ("2.jpg", "2.png")]
     assert missing == []
+
+
+def _ade_folder(root: Path) -> Path:
+    """ADE20K's layout with 8x8 images and masks: training 0 and 1, validation 2; every name used below has a mask,
+    so a linked image that is listed pairs (the old scan kept it)."""
+    for split, names in (("training", ("0", "1", "v", "w")), ("validation", ("2", "t"))):
+        for folder in (root / "images" / split, root / "annotations" / split):
+            folder.mkdir(parents=True)
+        for name in names:
+            if name.isdigit():
+                Image.new("RGB", (8, 8)).save(root / "images" / split / f"{name}.png")
+            if name != "w":
+                Image.new("L", (8, 8)).save(root / "annotations" / split / f"{name}.png")
+    (root / "annotations" / "training" / "more").mkdir()
+    Image.new("L", (8, 8)).save(root / "annotations" / "training" / "more" / "2.png")
+    return root
+
+
+def test_a_link_into_the_other_split_is_skipped_naming_it(tmp_path: Path):
+    """``images/training/`` holding a linked folder and a linked file into ``images/validation/`` trained on val
+    images (and a val link into training scored training images), silently: each is skipped with a warning naming
+    the link and its target. A training mask linked into the val masks is skipped too (the image has no mask)."""
+    data = _ade_folder(tmp_path / "data")
+    images, masks = data / "images", data / "annotations"
+    os.symlink("../validation", images / "training" / "more")  # more/2.png: a val image
+    os.symlink("../validation/2.png", images / "training" / "v.png")
+    os.symlink("../training/0.png", images / "validation" / "t.png")
+    Image.new("RGB", (8, 8)).save(images / "training" / "w.png")
+    os.symlink("../validation/2.png", masks / "training" / "w.png")
+    overrides = ["data.dataset=folder", "data.classes=[a,b]", f"data.data_dir={data}", f"train.output_dir={tmp_path}"]
+    task = object.__new__(SegmentationTask)  # _scan reads the settings, the labels and the context only
+    task.cfg = SegmentationTask.load_config(None, overrides)
+    task.labels = labels_of(task.cfg.data)
+    task.ctx = SimpleNamespace(dist=DistInfo(), log=lambda message: None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train, val = task._scan()
+    said = "\n".join(str(w.message) for w in caught)
+    assert [p.image.name for p in train.pairs] == ["0.png", "1.png"]
+    assert train.skipped == [(str(images / "training" / "w.png"), f"no mask w.png in {masks / 'training'}")]
+    assert [p.image.name for p in val.pairs] == ["2.png"]
+    for link, target in (
+        (images / "training" / "more", images / "validation"),
+        (images / "training" / "v.png", images / "validation" / "2.png"),
+        (images / "validation" / "t.png", images / "training" / "0.png"),
+        (masks / "training" / "w.png", masks / "validation" / "2.png"),
+    ):
+        assert f"{link} -> {target.resolve()}: the folder" in said

@@ -175,10 +175,10 @@ def test_images_resized_thinner_than_the_file_serves_are_skipped(exported, tmp_p
 def test_export_refuses_what_it_cannot_serve():
     """A range down to 1 px, where the coarsest level is one cell: refused after the trace, for a Faster R-CNN whose
     FPN reads the last Swin level alone (two levels with the pool level: a smaller graph than the run's Mask R-CNN, the
-    same assumption); a RetinaNet whose P7 stride leaves the example one cell, before it; a model of no exported
-    kind."""
+    same assumption; one Swin block a stage); a RetinaNet whose P7 stride leaves the example one cell, before it; a
+    model of no exported kind."""
     faster = DetModelConfig(name=PICO, detector="fasterrcnn", fpn_channels=16, min_level=3)
-    detector = build_detector(faster, 2, 48, 96).eval()
+    detector = build_detector(faster, 2, 48, 96, depths=(1, 1, 1, 1)).eval()
     example = resize(torch.rand(3, 48, 60), 48, 96)
     with pytest.raises(ValueError, match=r"fails at s\w+=1: it would compute another function there"):
         export_program(detector, example, (1, 96))  # a map of one cell at the coarsest level: traced otherwise
@@ -223,10 +223,10 @@ def test_detectors_exported_equal_pytorch(kind, runtime, tmp_path):
     ONNX Runtime; Faster R-CNN's and RetinaNet's in the exported program, whose ONNX ops Mask R-CNN's file (the
     ``exported`` fixture: Faster R-CNN's graph and a mask head) and FCOS's convert: two ONNX conversions less. The
     FPN starts two Swin levels above the default (three levels, not five: a smaller graph to trace and convert, the
-    same per-level code)."""
+    same per-level code), on a Swin of one block a stage (pico's third stage has two: the same blocks, one fewer)."""
     torch.manual_seed(0)
     config = DetModelConfig(name=PICO, detector=kind, fpn_channels=32, min_level=2 if kind == "fasterrcnn" else 3)
-    detector = build_detector(config, 2, 96, 128).eval()
+    detector = build_detector(config, 2, 96, 128, depths=(1, 1, 1, 1)).eval()  # one block a stage: a smaller graph
     scored = detector.roi_heads if kind == "fasterrcnn" else detector  # where the score threshold is kept
     if kind != "fasterrcnn":
         with torch.no_grad():

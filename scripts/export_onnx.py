@@ -17,8 +17,9 @@ are computed in the graph from the input's size, and the export is refused if th
 fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx with an error naming the
 range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW; --out-norm: through the per-level norms
 of weights that hold them, a detection or segmentation backbone's; an ImageNet checkpoint has none; a detection or
-segmentation checkpoint with --features exports its backbone's levels as its FPN or head reads them, through the
-run's trained per-level norms unless --no-out-norm (a note on stderr says so), converted on load as
+segmentation checkpoint with --features exports its backbone's levels as its FPN or head reads them (a RetinaNet's
+or FCOS's stage1..stage3), through the run's trained per-level norms unless --no-out-norm (a note on stderr says so;
+--no-out-norm: every raw level, or the --out-indices given), converted on load as
 convert_checkpoint.py converts it, normalized by its run's mean and std, at the detector's test size or the
 segmenter's crop); with --fpn (a
 detection checkpoint) the FPN maps "fpn0".."fpn<n>" (input normalized by the detector's mean and std, which the
@@ -83,7 +84,8 @@ def parse_args(argv: list[str] | None = None):
         type=int,
         nargs="+",
         help="levels for --features, strictly increasing, negative ones from the last (default: every level of the "
-        "model, all its stages as timm's features_only gives them: 0 1 2 3 for a four-stage Swin)",
+        "model, all its stages as timm's features_only gives them: 0 1 2 3 for a four-stage Swin; of a detection or "
+        "segmentation checkpoint through its norms, the levels its FPN or head reads: 1 2 3 for RetinaNet, FCOS)",
     )
     parser.add_argument(
         "--out-norm",
@@ -273,7 +275,7 @@ def example_size(args, model_size: tuple[int, int], size_range: tuple[int, int])
 
 def build(args, checkpoint: Path):
     """The module to export, in eval mode."""
-    from swinlite.export import RUN_SETTINGS, FeatureExtractor, FPNFeatures, build_exportable, run_backbone
+    from swinlite.export import RUN_SETTINGS, FPNFeatures, build_exportable, run_features
     from swinlite.io import read_metadata
 
     if args.fpn:
@@ -287,7 +289,7 @@ def build(args, checkpoint: Path):
     try:  # a refused load shows none of its notes (swinlite.weights.load_strict): the refusal is one line
         if metadata.get("task") in RUN_SETTINGS:  # --features: a run's Swin, converted on load
             note_run_norms(args, metadata)
-            return FeatureExtractor(run_backbone(checkpoint, args.out_norm), args.out_indices).eval()
+            return run_features(checkpoint, args.out_norm, args.out_indices)
         return build_exportable(args.model, args.features, checkpoint, args.out_indices, **kwargs)
     except ValueError as e:  # fresh norms would export other features than the file's: refused by the strict load
         if args.out_norm and "out_norms." in str(e):

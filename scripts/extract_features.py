@@ -26,7 +26,8 @@ run that was killed is taken over, with a warning).
 
 A detection or segmentation run's weights (train_detection.py's, train_segmentation.py's; --ema: its EMA weights)
 give its Swin backbone's levels as its FPN or UperNet head reads them: through the run's trained per-level norms (a
-note on stderr says so; --no-out-norm: the raw levels, which it never sees), normalized by the run's mean and std, at
+note on stderr says so), those it reads (a RetinaNet's or FCOS's stage1..stage3; --no-out-norm: every raw level,
+which it never sees), normalized by the run's mean and std, at
 the detector's test size or the segmenter's crop unless --size (as export_onnx.py --features exports them). Such a
 backbone has no classifier: its pooled vector is the spatial mean of its last level as stored (stage3). The file
 records its Swin: --model is refused with it, and --no-out-norm with any other file. The run's resume.pt, which
@@ -89,8 +90,9 @@ def parse_args(argv: list[str] | None = None):
 
 
 def build_model(args, checkpoint: Path | None):
-    """(model, its name, its weights' SHA-256): from ``checkpoint`` (strictly; a detection or segmentation run's:
-    its backbone, swinlite.features_of_runs) or timm's pretrained weights (the file in the Hugging Face cache);
+    """(model, its name, its weights' SHA-256, the levels to store: None for every level): from ``checkpoint``
+    (strictly; a detection or segmentation run's: its backbone and the levels its FPN or head reads,
+    swinlite.features_of_runs) or timm's pretrained weights (the file in the Hugging Face cache);
     swinlite models only. A classifier's checkpoint is read once, and its bytes both hashed and loaded: hashing the
     file again later recorded a file replaced since (a training run's new best.safetensors) in settings.json, beside
     features of the weights it replaced."""
@@ -106,7 +108,7 @@ def build_model(args, checkpoint: Path | None):
         levels, sha256 = hashed_run_levels(checkpoint, args.no_out_norm)
         if levels.note:
             print(levels.note, file=sys.stderr)
-        return levels.model, levels.name, sha256
+        return levels.model, levels.name, sha256, levels.levels
     if checkpoint is None:
         model, name, weights = pretrained_model(args.model, WEIGHTS_HINT), args.model, cached_weights(args.model)
         sha256 = None if weights is None else file_sha256(weights)
@@ -116,7 +118,7 @@ def build_model(args, checkpoint: Path | None):
         name, sha256 = info.model if info else args.model, hashlib.sha256(data).hexdigest()
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"feature extraction needs a swinlite model (swinlite_*), got {name}")
-    return model, name, sha256
+    return model, name, sha256, None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     checkpoint = ema_weights(args)
     check_output(args.output, [args.checkpoint, checkpoint, args.input, *images], folder=True, names=OUTPUT_FILES)
     check_folder_alone(args.output, "extract_features.py", "features")
-    model, name, sha256 = build_model(args, checkpoint)
+    model, name, sha256, levels = build_model(args, checkpoint)
     check_rgb_model(model, checkpoint or name)  # before run_extraction writes settings.json
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     check_size(size, model.patch_size, name)
@@ -159,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint_sha256=sha256,
             compile=args.compile,
             report=lambda line: print(line, file=sys.stderr, flush=True),
+            levels=levels,
         )
     except ExtractionInterrupted as e:  # what a rerun continues from; a plain Ctrl-C is the runner's "interrupted"
         print(e, file=sys.stderr)

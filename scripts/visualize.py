@@ -70,19 +70,21 @@ def parse_args(argv: list[str] | None = None):
 
 
 def load_swin(args, checkpoint: Path | None):
-    """The model to draw: a detection or segmentation run's backbone (swinlite.features_of_runs; its note on
-    stderr), a classifier's checkpoint strictly, or timm's pretrained weights of --model."""
+    """(the model to draw, the levels of its feature plot: None for every level): a detection or segmentation run's
+    backbone (swinlite.features_of_runs: the levels its FPN or head reads; its note on stderr), a classifier's
+    checkpoint strictly, or timm's pretrained weights of --model."""
     from swinlite.features_of_runs import check_run_options, run_levels, run_task
     from swinlite.weights import load_model, pretrained_model
 
     task = run_task(checkpoint)
     check_run_options(task, checkpoint, args.model, args.no_out_norm)
     if task is None:
-        return load_model(checkpoint, args.model) if checkpoint else pretrained_model(args.model, WEIGHTS_HINT)
+        model = load_model(checkpoint, args.model) if checkpoint else pretrained_model(args.model, WEIGHTS_HINT)
+        return model, None
     levels = run_levels(checkpoint, args.no_out_norm)
     if levels.note and args.image is not None:  # the bias maps alone show no levels
         print(levels.note, file=sys.stderr)
-    return levels.model
+    return levels.model, levels.levels
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     if args.model is not None:
         check_model_name(args.model, "swinlite_*")
     checkpoint = ema_weights(args)
-    model = load_swin(args, checkpoint)
+    model, levels = load_swin(args, checkpoint)
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"{checkpoint} holds a {type(model).__name__}; visualize.py draws swinlite models")
     if args.image is not None:  # before any work: the feature plot feeds it an RGB image
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
         pngs = bias_pngs(model)  # every picture drawn before the first file is written: a failure leaves nothing
         if image is not None:
             size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
-            pngs["features.png"] = features_png(model, image, size)
+            pngs["features.png"] = features_png(model, image, size, levels)
         remove_outputs(earlier)
         paths = write_pngs(pngs, args.output, made=new)  # a failed run leaves no PNG in a folder made for it
         print("wrote " + ", ".join(str(p) for p in paths))

@@ -165,6 +165,49 @@ def run_backbone(checkpoint: str | os.PathLike, out_norm: bool | None = None) ->
     return net.eval()
 
 
+def run_features(
+    checkpoint: str | os.PathLike, out_norm: bool | None = None, out_indices: Sequence[int] | None = None
+) -> FeatureExtractor:
+    """A :class:`FeatureExtractor` of a detection or segmentation run's Swin (:func:`run_backbone`'s, ``out_norm``
+    as it takes it), in eval mode: through the run's norms, the levels its FPN or head reads (:func:`read_levels`)
+    unless ``out_indices`` names some of them; raw, every level unless ``out_indices`` names others.
+
+    Raises:
+        ValueError: as :func:`run_backbone`; ``out_indices`` that ``features_only`` refuses, or through the run's
+            norms a level its FPN or head never reads (:func:`check_read_levels`).
+    """
+    metadata = read_metadata(checkpoint)
+    model = run_backbone(checkpoint, out_norm)
+    if not (run_out_norm(metadata) if out_norm is None else out_norm):
+        return FeatureExtractor(model, out_indices).eval()
+    read = read_levels(metadata, len(model.layers))
+    extractor = FeatureExtractor(model, read if out_indices is None else out_indices)
+    check_read_levels(metadata, extractor.out_indices, read)
+    return extractor.eval()
+
+
+def read_levels(metadata: Mapping[str, object], num_stages: int) -> list[int]:
+    """The Swin levels a detection or segmentation run's FPN or head reads, through its per-level norms (the others'
+    norms were never trained): ``min_level``..last where its settings record ``min_level`` (a detection run's, its
+    default resolved; files of earlier versions record it only where the run set it), else every level (UperNet reads
+    all four; an earlier detection file that left it unset does not say which its FPN reads)."""
+    first = metadata[RUN_SETTINGS[str(metadata["task"])]].get("min_level")
+    return list(range(first or 0, num_stages))
+
+
+def check_read_levels(metadata: Mapping[str, object], levels: Sequence[int], read: Sequence[int]) -> None:
+    """ValueError for a level of ``levels`` (resolved) that the run's FPN or head does not read (``read``): its
+    per-level norm was never trained (the run froze it at weight 1, bias 0)."""
+    unread = [level for level in levels if level not in read]
+    if unread:
+        reader = RUN_READERS[str(metadata["task"])]
+        raise ValueError(
+            f"level {unread[0]} of a {metadata['task']} run's backbone through its per-level norms: {reader} reads "
+            f"levels {', '.join(map(str, read))}, and level {unread[0]}'s norm was never trained; ask for those "
+            "levels, or --no-out-norm for the raw levels (any of them)"
+        )
+
+
 def run_out_norm(metadata: Mapping[str, object]) -> bool:
     """Whether a detection or segmentation run's backbone passes its levels through per-level norms: on unless the
     run set ``model.kwargs.out_norm=false`` (as ``swinlite.detection.models`` and ``swinlite.segmentation.models``

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,6 +234,7 @@ def run_extraction(
     checkpoint_sha256: str | None = None,
     compile: bool = False,
     report: Callable[[str], None] | None = None,
+    levels: Sequence[int] | None = None,
 ) -> ExtractionSummary:
     """Write per-image feature files, ``embeddings.safetensors`` and ``failures.txt`` under ``output``, holding its
     lock (:class:`swinlite.lock.OutputLock`) throughout; a lock left by a run that died is taken over, with a warning.
@@ -256,6 +257,8 @@ def run_extraction(
             images; smaller batches are padded to it).
         report: called with :meth:`~swinlite.optimize.FixedBatch.report`'s line once the model is compiled (what
             serves, how long building it took), before the first image.
+        levels: the levels to store (``stage<i>``), increasing; None: every level (a run's backbone: those its FPN
+            reads, :func:`swinlite.features_of_runs.run_levels`).
 
     Raises:
         ValueError: another run holds ``output``'s lock, or ``output`` holds features of other images
@@ -297,8 +300,9 @@ def run_extraction(
             collate_fn=list,
         )
         model = model.eval().to(device)
-        strides = tuple(info["reduction"] for info in model.feature_info)
-        net: nn.Module = _Features(model).eval()
+        levels = list(range(len(model.feature_info))) if levels is None else list(levels)
+        strides = tuple(model.feature_info[i]["reduction"] for i in levels)
+        net: nn.Module = _Features(model, levels).eval()
         if compile and todo:
             net = FixedBatch(net, torch.zeros(min(batch_size, len(todo)), 3, *input_size, device=device))
             if report is not None:
@@ -313,7 +317,7 @@ def run_extraction(
                     printable_path(f"{images[todo[item.index]]}\t{item.error}") for item in batch if item.error
                 ]
                 if good:
-                    maps, pooled = _forward(net, torch.stack([item.image for item in good]).to(device), dtype)
+                    maps, pooled = _forward(net, torch.stack([item.image for item in good]).to(device), dtype, levels)
                     for b, item in enumerate(good):
                         i = todo[item.index]
                         features = ImageFeatures(
@@ -333,22 +337,28 @@ def run_extraction(
 
 
 class _Features(nn.Module):
-    """images [B, 3, H, W] -> (stage maps [[B, C0, H0, W0], ...], pooled [B, C]): one module, so it can be compiled."""
+    """images [B, 3, H, W] -> (maps of ``levels`` [[B, C_i, H_i, W_i], ...], pooled [B, C]): one module, so it can be
+    compiled."""
 
-    def __init__(self, model: SwinTransformer) -> None:
+    def __init__(self, model: SwinTransformer, levels: list[int]) -> None:
         super().__init__()
         self.model = model
+        self.levels = levels
 
     def forward(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        final, maps = self.model.forward_intermediates(x)
+        final, maps = self.model.forward_intermediates(x, self.levels)
         return maps, self.model.forward_head(final, pre_logits=True)
 
 
-def _forward(net: nn.Module, x: torch.Tensor, dtype: torch.dtype) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
-    """images [B, 3, H, W] -> (per image {"stage0": [C0, H0, W0], ...} in ``dtype`` on the CPU, pooled [B, C] fp32)."""
+def _forward(
+    net: nn.Module, x: torch.Tensor, dtype: torch.dtype, levels: list[int]
+) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
+    """images [B, 3, H, W] -> (per image {"stage<i>": [C_i, H_i, W_i], ...} of ``levels`` in ``dtype`` on the CPU,
+    pooled [B, C] fp32)."""
     with torch.inference_mode():
         maps, pooled = net(x)
-    per_image = [{f"stage{level}": m[b].to("cpu", dtype) for level, m in enumerate(maps)} for b in range(x.shape[0])]
+    named = list(zip(levels, maps, strict=True))
+    per_image = [{f"stage{level}": m[b].to("cpu", dtype) for level, m in named} for b in range(x.shape[0])]
     return per_image, pooled.to("cpu", torch.float32)
 
 

@@ -1,6 +1,7 @@
 """Feature files: per-image multi-scale maps and one embeddings file, as safetensors.
 
-Per image: tensors ``stage0..stageN`` ([C_i, H_i, W_i], NCHW without the batch axis) and ``pooled``
+Per image: tensors ``stage0..stageN`` ([C_i, H_i, W_i], NCHW without the batch axis; a detection run's backbone the
+levels its FPN reads, ``stage1..stage3`` for a RetinaNet's) and ``pooled``
 ([C], fp32), with metadata ``source``, ``original_size`` (H, W), ``input_size`` (H, W), ``strides``,
 ``model`` (JSON strings in the safetensors header; ``scripts/extract_features.py`` adds ``source_file``, the
 image's real path, size and modification time). ``embeddings.safetensors`` holds ``embeddings``
@@ -91,12 +92,14 @@ def _read_header(path: Path) -> dict | None:
 
 
 def is_complete_feature_file(path: Path) -> bool:
-    """True when ``path`` is a whole feature file: all bytes present, stage maps, pooled and metadata."""
+    """True when ``path`` is a whole feature file: all bytes present, stage maps (``stage0`` on, or a run's backbone's
+    levels its FPN reads: ``stage1`` on for a RetinaNet's), pooled and metadata."""
     header = _read_header(path)
     if header is None:
         return False
     metadata = header.get("__metadata__") or {}
-    return "stage0" in header and "pooled" in header and all(k in metadata for k in METADATA_KEYS)
+    stages = any(key.startswith("stage") for key in header)
+    return stages and "pooled" in header and all(k in metadata for k in METADATA_KEYS)
 
 
 def save_embeddings(path: Path, embeddings: torch.Tensor, paths: list[str]) -> None:

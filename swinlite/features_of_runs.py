@@ -16,7 +16,15 @@ from typing import NamedTuple
 from torch import nn
 
 from .convert import recorded_swin
-from .export import RUN_SETTINGS, input_size, run_backbone, run_norms_note, run_out_norm, run_preprocessing
+from .export import (
+    RUN_SETTINGS,
+    input_size,
+    read_levels,
+    run_backbone,
+    run_norms_note,
+    run_out_norm,
+    run_preprocessing,
+)
 from .io import file_sha256, read_metadata
 from .models.swin import SwinTransformer
 from .weights import check_not_run_resume
@@ -49,19 +57,23 @@ def check_run_options(task: str | None, checkpoint: str | os.PathLike | None, mo
 
 
 class RunLevels(NamedTuple):
-    """A run's Swin for its levels (:func:`run_levels`), the name to record beside them, and the note for stderr."""
+    """A run's Swin for its levels (:func:`run_levels`), the levels to give, the name to record beside them, and the
+    note for stderr."""
 
     model: SwinTransformer
+    levels: list[int]
     name: str
     note: str | None
 
 
 def run_levels(checkpoint: str | os.PathLike, raw_levels: bool = False) -> RunLevels:
     """The run's Swin in eval mode, its levels through the run's per-level norms unless ``raw_levels`` (or the run
-    trained none), its ``pretrained_cfg`` giving the run's mean, std and input size; what the levels are of, to record
-    beside them (``"<swin> (detection run's backbone, per-level norms)"`` or ``raw levels``: features of one file with
-    and without the norms differ, and so do their names); and, for the norms, the note for stderr
-    (:func:`swinlite.export.run_norms_note`, as ``export_onnx.py --features`` says it).
+    trained none), its ``pretrained_cfg`` giving the run's mean, std and input size; the levels to give, through the
+    norms those its FPN or head reads (:func:`swinlite.export.read_levels`: a RetinaNet's 1..3), raw every level; what
+    the levels are of, to record beside them (``"<swin> (detection run's backbone, per-level norms)"``, with
+    ``", stage1..stage3"`` where not every level, or ``raw levels``: features of one file with and without the norms
+    differ, and so do their names); and, for the norms, the note for stderr (:func:`swinlite.export.run_norms_note`,
+    as ``export_onnx.py --features`` says it).
 
     Raises:
         ValueError: the file is no detection or segmentation run's, or does not load.
@@ -73,9 +85,12 @@ def run_levels(checkpoint: str | os.PathLike, raw_levels: bool = False) -> RunLe
         model.norm = nn.Identity()  # the pooled vector is the mean of the last level as returned: raw here
     size = input_size(model, checkpoint)
     model.pretrained_cfg = {**model.pretrained_cfg, **run_preprocessing(metadata), "input_size": (3, *size)}
+    every = list(range(len(model.layers)))
+    levels = every if raw else read_levels(metadata, len(every))
+    some = "" if levels == every else f", stage{levels[0]}..stage{levels[-1]}"
     task = metadata["task"]
-    name = f"{recorded_swin(metadata)} ({task} run's backbone, {'raw levels' if raw else 'per-level norms'})"
-    return RunLevels(model, name, None if raw else run_norms_note(metadata, f"a {task} checkpoint"))
+    name = f"{recorded_swin(metadata)} ({task} run's backbone, {'raw levels' if raw else 'per-level norms'}{some})"
+    return RunLevels(model, levels, name, None if raw else run_norms_note(metadata, f"a {task} checkpoint"))
 
 
 def hashed_run_levels(checkpoint: str | os.PathLike, raw_levels: bool = False) -> tuple[RunLevels, str]:

@@ -105,26 +105,30 @@ def model_input(image: Image.Image, size: tuple[int, int]) -> Image.Image:
     return image.convert("RGB").resize((size[1], size[0]), Image.Resampling.BICUBIC)
 
 
-def feature_means(model: SwinTransformer, image: Image.Image) -> list[torch.Tensor]:
-    """Channel mean of every feature level [H_i, W_i] for ``image`` as it is (:func:`model_input`'s)."""
+def feature_means(model: SwinTransformer, image: Image.Image, levels: list[int] | None = None) -> list[torch.Tensor]:
+    """Channel mean of each feature level [H_i, W_i] of ``levels`` (None: every level) for ``image`` as it is
+    (:func:`model_input`'s)."""
     cfg = model.pretrained_cfg
     x = TF.normalize(TF.to_tensor(image), cfg["mean"], cfg["std"])[None]  # (1, 3, H, W)
     with torch.no_grad():
-        levels = model.eval().forward_intermediates(x, intermediates_only=True)
-    return [level[0].mean(dim=0) for level in levels]
+        maps = model.eval().forward_intermediates(x, levels, intermediates_only=True)
+    return [level[0].mean(dim=0) for level in maps]
 
 
-def features_png(model: SwinTransformer, image: Image.Image, size: tuple[int, int]) -> bytes:
+def features_png(
+    model: SwinTransformer, image: Image.Image, size: tuple[int, int], levels: list[int] | None = None
+) -> bytes:
     """``image`` resized to ``size`` (H, W), as the model sees it, and the channel mean of each feature level side
-    by side, as PNG bytes."""
+    by side (``levels``; None: every level), as PNG bytes."""
     seen = model_input(image, size)
-    means = feature_means(model, seen)
+    levels = list(range(len(model.feature_info))) if levels is None else levels
+    means = feature_means(model, seen, levels)
     fig = Figure(figsize=(3 * (len(means) + 1), 3.2), layout="tight")
     axes = fig.subplots(1, len(means) + 1)
     axes[0].imshow(seen)
     original = "" if seen.size == image.size else f" (from {image.height}x{image.width})"
     axes[0].set_title(f"input {seen.height}x{seen.width}{original}", fontsize=9)
-    for ax, mean, info in zip(axes[1:], means, model.feature_info, strict=True):
+    for ax, mean, info in zip(axes[1:], means, [model.feature_info[i] for i in levels], strict=True):
         ax.imshow(mean.numpy(), cmap="viridis")
         ax.set_title(f"{info['module']}: stride {info['reduction']}, {info['num_chs']} ch", fontsize=9)
     for ax in axes:

@@ -189,6 +189,14 @@ class SwinFCOS(OneImageAtATime, FCOS):
     pass
 
 
+def min_level(cfg: DetModelConfig) -> int:
+    """The first Swin level the detector's FPN reads (it reads ``min_level``..3): ``model.min_level``, or where unset
+    0 for the two-stage detectors (Faster and Mask R-CNN) and 1 for RetinaNet and FCOS."""
+    if cfg.min_level is not None:
+        return cfg.min_level
+    return 0 if cfg.detector in ("fasterrcnn", "maskrcnn") else 1
+
+
 def _backbone(
     cfg: DetModelConfig,
     swin_state: Mapping[str, torch.Tensor] | None,
@@ -201,7 +209,6 @@ def _backbone(
     the tag's as in every task (none for a whole detector's file, loaded later)."""
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     two_stage = cfg.detector in ("fasterrcnn", "maskrcnn")
-    min_level = (0 if two_stage else 1) if cfg.min_level is None else cfg.min_level
     path = pretrained_file(cfg)
     if path is None:
         weights = weights_kwargs(cfg)
@@ -212,7 +219,7 @@ def _backbone(
     try:
         backbone = build_fpn_backbone(
             cfg.name,
-            out_indices=tuple(range(min_level, 4)),
+            out_indices=tuple(range(min_level(cfg), 4)),
             fpn_channels=cfg.fpn_channels,
             extra_levels="pool" if two_stage else "p6p7",
             **weights,

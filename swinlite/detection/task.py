@@ -42,7 +42,7 @@ from .evaluation import (
     scoring_ground_truth,
     to_coco_results,
 )
-from .models import build_detector
+from .models import build_detector, min_level
 from .transforms import build_eval_transform, build_train_transform, size_step_problem, smallest_train_resize
 
 # who sets the model.kwargs keys the Swin backbone's levels take (models._backbone)
@@ -216,8 +216,11 @@ class DetectionTask(Task):
         return {key: f"{label} (%)" for key, label in names.items() if key in row}
 
     def weights_metadata(self) -> dict[str, Any]:
-        """What ``detect.py`` and ``evaluate_detection.py`` need to rebuild the detector from a weights file."""
-        model = dataclasses.asdict(self.cfg.model) | {"pretrained": False, "grad_checkpointing": False}
+        """What ``detect.py`` and ``evaluate_detection.py`` need to rebuild the detector from a weights file; its
+        ``min_level`` resolved (the same detector), for the library to read which Swin levels the FPN reads
+        (:func:`swinlite.export.read_levels`: the others' per-level norms were never trained)."""
+        resolved = {"pretrained": False, "grad_checkpointing": False, "min_level": min_level(self.cfg.model)}
+        model = dataclasses.asdict(self.cfg.model) | resolved
         data = {k: getattr(self.cfg.data, k) for k in ("test_size", "max_size", "mean", "std")}
         return {"detector": model, "data": data, "classes": self.categories.names, "category_ids": self.categories.ids}
 

@@ -163,7 +163,7 @@ def _disk_full_at_the_second_file(monkeypatch):
 
     monkeypatch.setattr(swinlite.visualize, "atomic_write_bytes", full)
     monkeypatch.setattr(swinlite.visualize, "bias_pngs", _undrawn_bias_pngs)  # what is written does not matter
-    monkeypatch.setattr(swinlite.visualize, "features_png", lambda model, image, size: b"features")
+    monkeypatch.setattr(swinlite.visualize, "features_png", lambda model, image, size, levels: b"features")
     return OSError
 
 
@@ -202,7 +202,7 @@ def test_a_second_run_into_the_folder_is_refused_or_replaces_every_earlier_png(
     v2 = ("--model", V2_PICO, "--checkpoint", initial_weights(V2_PICO))
     with monkeypatch.context() as undrawn:  # the first run's pictures: their names, not their drawing
         undrawn.setattr(swinlite.visualize, "bias_pngs", _undrawn_bias_pngs)
-        undrawn.setattr(swinlite.visualize, "features_png", lambda model, image, size: b"features")
+        undrawn.setattr(swinlite.visualize, "features_png", lambda model, image, size, levels: b"features")
         load_script("visualize").main([*map(str, pico), "--image", str(image), "--output", str(out)])
     before = {p: p.read_bytes() for p in out.iterdir()}
     with pytest.raises(ValueError, match=r"--output .*p holds an earlier run's bias_stage0.png, .*features.png: pass "

@@ -63,24 +63,23 @@ def test_metadata_names_the_sizes_and_the_classes(onnx_classifier):
     assert [d.dim_param != "" for d in graph_input] == [True, False, True, True]  # batch, 3, H, W
 
 
-def test_the_file_names_its_dynamic_dims(onnx_classifier, tmp_path):
+def test_the_file_names_its_dynamic_dims(onnx_classifier, pools_file):
     """The dims were named after torch.export's symbols (images ['s77', 3, 's53', 's0'], logits ['s77', 3], a map's
     height '((s53 + 1)//2)'); the file names them batch, height and width wherever they appear and computes what it
-    computed (the classifier's file: test_one_file_equals_eager_at_every_size)."""
+    computed (the classifier's file: test_one_file_equals_eager_at_every_size; the pools' file, whose first output is
+    a strided conv's map: test_adaptive_average_pooling_modules_export_for_every_size at four sizes)."""
     session = ort.InferenceSession(str(onnx_classifier[1]), providers=["CPUExecutionProvider"])
     assert session.get_inputs()[0].shape == ["batch", 3, "height", "width"]
     assert session.get_outputs()[0].shape == ["batch", 3]
-    model = nn.Sequential(nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.ReLU()).eval()  # maps of (size + 1) // 2
-    path = export_onnx(export_program(model, torch.randn(2, 3, 16, 20), (7, 64)), tmp_path / "conv.onnx", ["maps"])
+    model, path = pools_file  # maps of (size - 3) // 4 + 1 first
     batch, channels, height, width = ort.InferenceSession(str(path)).get_outputs()[0].shape
     assert (batch, channels) == ("batch", 4) and "height" in height and "width" in width
     graph = onnx.load(path).graph
-    assert graph.value_info  # the conv's output, inside the graph
+    assert graph.value_info  # the conv's output and the pools' bin matrices, inside the graph
     values = [*graph.input, *graph.output, *graph.value_info]
     dims = [d.dim_param for v in values for d in v.type.tensor_type.shape.dim if d.dim_param]
     assert not [d for d in dims if re.search(r"\bs\d+\b", d)]  # no symbol of torch.export's left
-    for size in [(7, 9), (64, 33)]:
-        assert onnx_max_abs_error(path, model, torch.randn(3, 3, *size)) < 1e-5
+    assert onnx_max_abs_error(path, model, torch.randn(3, 3, 64, 33)) < 1e-5
 
 
 @pytest.mark.parametrize("nominal,size_range", [((32, 32), (2, 512)), ((32, 32), (32, 512)), ((48, 48), (40, 48)),
@@ -105,19 +104,31 @@ def test_a_features_file_records_its_levels():
     assert meta["task"] == "features" and meta["out_indices"] == [1, 3] and "classes" not in meta
 
 
-def test_every_feature_level_equals_eager():
-    """The four levels' exported program at sizes of its range (the ONNX conversion of the same ops is checked in
-    ONNX Runtime by the classifier's file above and the segmentation file, whose head reads every level)."""
+@pytest.fixture(scope="module")
+def three_levels() -> tuple[FeatureExtractor, nn.Module]:
+    """(pico's first three stages, one block each, as a FeatureExtractor of its three levels; its program exported for
+    heights and widths 9..32, unlifted), read by the level and one-window-range tests below, which never change it.
+    One export (a block's trace is the cost): every level of a Swin and a last stage that is one window over the range
+    (stride 8, at most 4 x 4 tokens) are the same trace."""
     torch.manual_seed(0)
-    # one block per stage (pico's geometry, its widths): the trace's time is its blocks', the levels' wiring the test's
-    model = FeatureExtractor(build_exportable(PICO, out_norm=True, depths=(1, 1, 1, 1)), (0, 1, 2, 3)).eval()
-    assert default_size_range(model) == (17, 2048)  # every level at least 2 x 2
-    # the four levels' graph fails first at this assumption of level 0: the first level alone traces in 1 s, not 5
+    model = FeatureExtractor(build_exportable(PICO, out_norm=True, depths=(1, 1, 1), num_heads=(1, 2, 4)), (0, 1, 2))
+    return model.eval(), export_program(model, torch.randn(2, 3, 32, 32), (9, 32)).module()
+
+
+def test_every_feature_level_equals_eager(three_levels):
+    """The levels' exported program at sizes of its range (the ONNX conversion of the same ops is checked in ONNX
+    Runtime by the classifier's file above and the segmentation file, whose head reads every level)."""
+    # every level of a Swin of three stages, one block each (pico's geometry, its widths): the trace's time is its
+    # blocks', the levels' wiring the test's
+    model, graph = three_levels
+    assert default_size_range(model) == (9, 2048)  # every level at least 2 x 2
+    # a range from one patch fails first at this assumption of level 0: the first level alone traces in 1 s
     first_level = FeatureExtractor(build_exportable(PICO, out_norm=True), (0,)).eval()
     with pytest.raises(ValueError, match=r"assumes Ne\(\(\(s\w+ \+ 1\)//2\), 1\), which fails at s\w+=2"):
         export_program(first_level, torch.randn(2, 3, 40, 56), (2, 512))  # one patch: a 1 x 1 level
-    graph = export_program(model, torch.randn(2, 3, 40, 56), (17, 512)).module()
-    for size in [(97, 131), (17, 512)]:  # padding at every level; the range's ends, one window and several
+    # the range's ends (padding at every level: 5, 3 and 2 tokens at 9); 10 x 27: padding at every level, levels 0 and
+    # 1 one window high and several wide
+    for size in [(9, 32), (10, 27)]:
         x = torch.randn(1, 3, *size)
         with torch.no_grad():
             for got, want in zip(graph(x), model(x), strict=True):
@@ -126,15 +137,15 @@ def test_every_feature_level_equals_eager():
 
 def test_fpn_maps_equal_eager():
     torch.manual_seed(0)
-    # pico's first three stages, one block each (the FPN's wiring is the test's: laterals, top-down, p6 and p7 made
-    # from the last level; a fourth stage traced twice as long), its last two levels in the FPN
+    # pico's first two stages, one block each, both levels in the FPN (the FPN's wiring is the test's: laterals,
+    # top-down, p6 and p7 made from the last level; each stage more is a block more to trace)
     backbone = build_fpn_backbone(
-        PICO, out_indices=(1, 2), fpn_channels=16, extra_levels="p6p7", depths=(1,) * 3, num_heads=(1, 2, 4)
+        PICO, out_indices=(0, 1), fpn_channels=16, extra_levels="p6p7", depths=(1, 1), num_heads=(1, 2)
     )
     model = FPNFeatures(backbone).eval()
-    assert default_size_range(model) == (33, 2048)  # p7 at stride 32 at least 2 x 2
-    graph = export_program(model, torch.randn(2, 3, 80, 96), (33, 512)).module()  # strides up to 32 (p7)
-    for size in [(97, 131), (33, 70)]:
+    assert default_size_range(model) == (17, 2048)  # p7 at stride 16 at least 2 x 2
+    graph = export_program(model, torch.randn(2, 3, 80, 96), (17, 512)).module()  # strides up to 16 (p7)
+    for size in [(97, 131), (17, 70)]:
         x = torch.randn(1, 3, *size)
         with torch.no_grad():
             for got, want in zip(graph(x), model(x), strict=True):
@@ -170,19 +181,19 @@ def test_bad_export_arguments():
         export_program(model, torch.randn(2, 3, 32, 32), (1, 64))
 
 
-def test_a_range_whose_last_stage_is_one_window_exports():
+def test_a_range_whose_last_stage_is_one_window_exports(three_levels):
     """At 32..64 pico's last stage is one window: the graph assumes ``batch * windows == batch`` over the sizes and
     all 65536 batch sizes, too many to check one by one (refused, as was Swin-T's 100..224); an equation polynomial
     in the batch is checked at degree + 1 of them, and the graph serves the range (its ONNX file: the tests above).
-    Pico's first three stages, one block each, at 9..32 (its last stage, at stride 8, one window): the trace makes
-    the same assumption, over 24 x 24 sizes and 65536 batches (37.7M points, above the 20M checked one by one), in
-    half the time of four stages at 32..64."""
-    model = build_exportable(PICO, depths=(1, 1, 1), num_heads=(1, 2, 4))
-    graph = export_program(model, torch.randn(2, 3, 32, 32), (9, 32)).module()
+    Pico's first three stages, one block each, at 9..32 (its last stage, at stride 8, one window; the three_levels
+    fixture's export, its levels the graph's outputs): the trace makes the same assumption, over 24 x 24 sizes and
+    65536 batches (37.7M points, above the 20M checked one by one), in half the time of four stages at 32..64."""
+    model, graph = three_levels
     with torch.no_grad():
         for batch, height, width in [(5, 32, 32), (3, 10, 32), (1, 32, 9)]:
             x = torch.randn(batch, 3, height, width)
-            torch.testing.assert_close(graph(x), model(x), rtol=0, atol=1e-5)
+            for got, want in zip(graph(x), model(x), strict=True):
+                torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
 
 
 def test_an_equation_polynomial_in_a_size_is_checked_at_degree_plus_one_points():
@@ -212,7 +223,8 @@ def test_adaptive_pooling_to_several_bins_is_refused_at_varying_sizes(pool):
 
 
 class _TwoPyramidPools(nn.Module):
-    """A strided conv, then its map pooled by two nn.AdaptiveAvgPool2d modules: 2 x 3 and 6 x 6 bins."""
+    """A strided conv, then its map (an output too) pooled by two nn.AdaptiveAvgPool2d modules: 2 x 3 and 6 x 6
+    bins."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -221,18 +233,26 @@ class _TwoPyramidPools(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         y = self.conv(x)
-        return tuple(pool(y) for pool in self.pools)
+        return y, *(pool(y) for pool in self.pools)
 
 
-def test_adaptive_average_pooling_modules_export_for_every_size(tmp_path):
-    """nn.AdaptiveAvgPool2d modules (UperNet's pyramid pooling) trace as BinAverage2d: ONNX Runtime equals PyTorch's
-    own pooling at sizes other than the traced one, including maps smaller than the bins; the modules are put back.
-    Both bin shapes in one graph: one export and one conversion."""
+@pytest.fixture(scope="module")
+def pools_file(tmp_path_factory) -> tuple[_TwoPyramidPools, Path]:
+    """(a _TwoPyramidPools, its ONNX file for heights and widths 7..200): one export and one conversion for the pooling
+    and dim-naming tests, which never change either."""
     torch.manual_seed(0)
     model = _TwoPyramidPools().eval()
     program = export_program(model, torch.randn(2, 3, 64, 80), (7, 200))
+    path = tmp_path_factory.mktemp("pools") / "pool.onnx"
+    return model, export_onnx(program, path, ["maps", "pooled_2x3", "pooled_6x6"])
+
+
+def test_adaptive_average_pooling_modules_export_for_every_size(pools_file):
+    """nn.AdaptiveAvgPool2d modules (UperNet's pyramid pooling) trace as BinAverage2d: ONNX Runtime equals PyTorch's
+    own pooling at sizes other than the traced one, including maps smaller than the bins; the modules are put back.
+    Both bin shapes in one graph: one export and one conversion."""
+    model, path = pools_file
     assert [type(pool) for pool in model.pools] == [nn.AdaptiveAvgPool2d] * 2
-    path = export_onnx(program, tmp_path / "pool.onnx", ["pooled_2x3", "pooled_6x6"])
     for size in [(7, 9), (31, 200), (64, 80), (150, 41)]:
         assert onnx_max_abs_error(path, model, torch.randn(2, 3, *size)) < 1e-5
 
@@ -260,13 +280,14 @@ def test_swin_v2_geometry_in_one_graph():
     """The V2 fast block defers to the reference's in-graph window geometry and attention formula while exporting, as
     V1's does (through SDPA, torch 2.11's trace assumed more than one window per batch in the last stage)."""
     torch.manual_seed(0)
-    # pico's first three stages (the third's two blocks, shifted second): at 17..64 the last stage is one window at
-    # the smallest sizes and several at the largest, with and without its shift; a fourth stage traced 40 % longer
-    model = build_exportable("swinlite_v2_pico_patch2_window4_32", depths=(1, 1, 2), num_heads=(1, 2, 4))
-    program = export_program(model, torch.randn(2, 3, 40, 56), (17, 64))
+    # pico's first two stages (the second's two blocks, shifted second, after a V2 patch merging): at 9..64 the last
+    # stage is one window at the smallest sizes and several at the largest, with and without its shift; each stage
+    # more is a block more to trace
+    model = build_exportable("swinlite_v2_pico_patch2_window4_32", depths=(1, 2), num_heads=(1, 2))
+    program = export_program(model, torch.randn(2, 3, 40, 56), (9, 64))
     assert not [n for n in program.graph.nodes if "scaled_dot_product" in str(n.target)]
     graph = program.module()
-    for b, h, w in [(1, 17, 21), (2, 64, 33)]:  # one window in the last stages, several in the first ones
+    for b, h, w in [(1, 9, 14), (2, 64, 33)]:  # one window in the last stage (3 x 4 tokens), several (16 x 9)
         x = torch.randn(b, 3, h, w)
         with torch.no_grad():
             torch.testing.assert_close(graph(x), model(x), rtol=1e-5, atol=1e-5)
@@ -318,7 +339,8 @@ def test_the_fp32_model_a_quantization_starts_from_is_hidden(tmp_path, monkeypat
         seen.append((source, sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))))
         raise RuntimeError("killed during the quantization")
 
-    with monkeypatch.context() as patched:
+    with monkeypatch.context() as patched:  # the fp32 file's place is the check: its bytes need no conversion
+        patched.setattr(export, "export_onnx", lambda program, path, *args: path.write_bytes(b"fp32") and path)
         patched.setattr(export, "quantize_dynamic", crashing_quantization)
         with pytest.raises(RuntimeError, match="killed during the quantization"):
             write_onnx(program, output, ["flat"], {}, "dynamic")

@@ -181,10 +181,17 @@ def checked(default: Any, problem: Callable[[Any], str | None]) -> Any:
 
 
 def closest(word: str, options: Iterable[str], cutoff: float = 0.5) -> str | None:
-    """The option most like ``word`` (:func:`difflib.get_close_matches`), for an error's "did you mean"; None when
-    none is close enough."""
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=cutoff)
-    return close[0] if close else None
+    """The option most like ``word``, for an error's "did you mean": the one option ``word`` begins (a key cut short,
+    ``train.ema_d`` for ``train.ema_decay``), else the most like it (:func:`difflib.get_close_matches`) of those it
+    begins, else of all; None when none is close enough. A dotted key begins only keys of its own section."""
+    options = list(options)
+    completions = [o for o in options if o.startswith(word)]
+    if len(completions) == 1:
+        return completions[0]
+    for pool in (completions, options):
+        if close := difflib.get_close_matches(word, pool, n=1, cutoff=cutoff):
+            return close[0]
+    return None
 
 
 def sections(cfg: Any) -> list[str]:

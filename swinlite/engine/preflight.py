@@ -60,6 +60,8 @@ def check_run(task: type[Task], cfg) -> None:
     may ask the hub): a mistyped ``--data-dir`` is named before weights are looked for."""
     if cfg.train.best_of == "ema" and cfg.train.ema_decay is None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
+    if cfg.train.ema_warmup and cfg.train.ema_decay is None:
+        raise ValueError("train.ema_warmup=true needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     check_decay_schedule(cfg.schedule)
     warn_rising_lr(cfg.optim.lr, cfg.schedule)
     check_optimizer(cfg.optim)

@@ -99,6 +99,7 @@ class TrainConfig:
     log_interval: int = bounded(50, ge=1)  # steps between plain progress lines when stdout is not a terminal
     max_iters: int | None = bounded(None, ge=1)  # at most this many optimizer steps per epoch (quick trials)
     ema_decay: float | None = bounded(None, ge=0, lt=1)  # keep and evaluate an EMA of the weights, e.g. 0.9998
+    ema_warmup: bool = False  # timm's EMA warm-up: decay 1 - step^(-2/3) up to ema_decay (short fine-tunes)
     best_of: str = choice("both", "raw", "ema", "both")  # best.safetensors: raw or EMA weights by the task's metric
     save_every_steps: int = bounded(0, ge=0)  # also write resume.pt every N optimizer steps (0: epoch ends only)
     compile: bool = False  # torch.compile the model for training and evaluation

@@ -265,6 +265,13 @@ def epoch_line(row: dict[str, float | None], epochs: int, summary: str) -> str:
     )
 
 
+def build_ema(model: nn.Module, decay: float | None, warmup: bool) -> ModelEmaV3 | None:
+    """timm's EMA of ``model`` at ``decay`` (None: no EMA). ``warmup``: timm's warm-up, the decay at optimizer step
+    ``n`` of the run (``loop.train_one_epoch`` passes the run's count, a resume's included) ``1 - n ** (-2/3)`` up to
+    ``decay``: without it 0.9998 keeps ~80 % of the initial weights after 1200 steps (0.9998 ** 1200 ≈ 0.79)."""
+    return None if decay is None else ModelEmaV3(model, decay=decay, use_warmup=warmup)
+
+
 @dataclass
 class RunState:
     """What changes from epoch to epoch and goes into the resume file."""
@@ -313,7 +320,7 @@ class Trainer:
         scale = lr_scale(cfg.optim, global_batch)
         self.scheduler = build_scheduler(self.optimizer, cfg.schedule, cfg.train.epochs, self.steps_per_epoch, scale)
         self.scaler = torch.amp.GradScaler(device.type, enabled=amp is torch.float16)
-        self.ema = None if cfg.train.ema_decay is None else ModelEmaV3(self.model, decay=cfg.train.ema_decay)
+        self.ema = build_ema(self.model, cfg.train.ema_decay, cfg.train.ema_warmup)
         self.tensorboard = TensorBoardLog(out) if cfg.train.tensorboard and dist.is_main else None
         self.epoch_start = time.perf_counter()  # when the epoch in progress began, less ``state.seconds``
         self.compile_pending = cfg.train.compile  # until the first step's time, which compiles the model, is said

@@ -78,11 +78,16 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
         (image paths, the root that output names are made relative to: the folder, the image's folder or the
         listed images' common folder).
     """
-    if source.is_file() and not is_image_file(source):
+    if is_list(source):
         images = list_images(read_list(source))  # each image once however often (or however spelled) it is listed
         return images, Path(os.path.commonpath([p.parent for p in images]))
     check_image_source(source)
     return list_images([source]), source if source.is_dir() else source.parent
+
+
+def is_list(source: Path) -> bool:
+    """Whether ``--input`` ``source`` is a list of images (:func:`read_sources`): a file without an image extension."""
+    return source.is_file() and not is_image_file(source)
 
 
 def output_path(image: Path, root: Path, output: Path) -> Path:
@@ -170,7 +175,9 @@ def source_record(image: Path) -> dict[str, object] | None:
         return None
 
 
-def check_features(output: Path, outputs: list[Path], records: list[dict[str, object] | None]) -> list[int]:
+def check_features(
+    output: Path, outputs: list[Path], records: list[dict[str, object] | None], root: Path, listed: bool
+) -> list[int]:
     """The indices of the images to extract (no whole feature file yet), after checking the folder's features.
 
     Args:
@@ -178,13 +185,17 @@ def check_features(output: Path, outputs: list[Path], records: list[dict[str, ob
         outputs: each image's feature file (:func:`output_path`).
         records: each image's :func:`source_record`, taken before it is decoded: an image changed between the two
             is caught by the next run instead of being recorded as unchanged.
+        root: the folder output names are relative to (:func:`read_sources`).
+        listed: whether the images are a list's (:func:`is_list`).
 
     Raises:
         ValueError: ``output/features`` holds a feature file of another image than the one this run would write
-            there, or of no image of this run; naming the first, its source, and the ways out.
+            there, or of no image of this run; naming the first, its source, and the ways out. One of an image of
+            this run under another name (:func:`_check_names`) says why the names differ.
     """
     expected = {out: i for i, out in enumerate(outputs)}
     whole = {p: is_complete_feature_file(p) for p in sorted((output / "features").rglob("*.safetensors"))}
+    _check_names(output, [p for p, ok in whole.items() if ok and p not in expected], outputs, records, root, listed)
     problems = [(p, why) for p, ok in whole.items() if (why := _other_source(p, ok, expected, records))]
     if problems:
         path, why = problems[0]
@@ -194,6 +205,41 @@ def check_features(output: Path, outputs: list[Path], records: list[dict[str, ob
             "feature files (or the folder) to extract these images there"
         )
     return [i for i, out in enumerate(outputs) if not whole.get(out, False)]
+
+
+def _check_names(
+    output: Path,
+    unnamed: list[Path],
+    outputs: list[Path],
+    records: list[dict[str, object] | None],
+    root: Path,
+    listed: bool,
+) -> None:
+    """ValueError where a whole feature file of no name of this run (``unnamed``) was made from one of this run's
+    images (its recorded real path): the folder the names are relative to moved (a list's common folder with the
+    images listed, or another --input folder), which a refusal as "not among the images" did not say."""
+    index = {record["path"]: i for i, record in enumerate(records) if record is not None}
+    for path in unnamed:
+        meta = read_metadata(path)
+        stored = meta.get(SOURCE_KEY)
+        i = index.get(stored.get("path")) if isinstance(stored, dict) else None
+        if i is None:
+            continue
+        name = printable_path(path.relative_to(output / "features")).removesuffix(".safetensors")
+        source = printable_path(meta["source"])
+        old = source.removesuffix(name).rstrip(os.sep) or os.sep if source.endswith(os.sep + name) else None
+        made = f" (the folder was made with {old})" if old else ""
+        if listed:
+            rule = "the names of a list's images are relative to the listed images' common folder"
+            keep = f"list the images so that their common folder stays {old or 'the one it was'}"
+        else:
+            rule = "the names of --input's images are relative to its folder (an image's: its folder)"
+            keep = f"give --input {old}" if old else "give the --input the folder was made with"
+        raise ValueError(
+            f"{output} holds features of this --input's images under other names ({path} was made from {source}, "
+            f"which this run names {outputs[i]}): {rule}, which is now {printable_path(root)}{made}; pass another "
+            f"--output, or {keep}"
+        )
 
 
 def _other_source(
@@ -263,7 +309,8 @@ def run_extraction(
     Raises:
         ValueError: another run holds ``output``'s lock, or ``output`` holds features of other images
             (:func:`check_features`) or features made with other settings (:func:`record_settings`); nothing is
-            written then.
+            written then. Or ``dtype`` is float16 and an image's map holds values beyond its range (±65504), which
+            it would store as inf: raised before that image's batch is written (the files written before stay).
         ExtractionInterrupted: Ctrl-C while images are extracted, where a rerun continues (``checkpoint_sha256``
             given); a plain KeyboardInterrupt otherwise.
     """
@@ -274,7 +321,8 @@ def run_extraction(
         images, root = read_sources(source)
         outputs = [output_path(p, root, output) for p in images]
         records = [source_record(p) for p in images]
-        todo = check_features(output, outputs, records)  # before settings.json is written: a refusal changes nothing
+        # before settings.json is written: a refusal changes nothing
+        todo = check_features(output, outputs, records, root, is_list(source))
         settings = {
             "model": model_name,
             "checkpoint_sha256": checkpoint_sha256,
@@ -317,7 +365,12 @@ def run_extraction(
                     printable_path(f"{images[todo[item.index]]}\t{item.error}") for item in batch if item.error
                 ]
                 if good:
-                    maps, pooled = _forward(net, torch.stack([item.image for item in good]).to(device), dtype, levels)
+                    x = torch.stack([item.image for item in good]).to(device)  # [B, 3, H, W]
+                    try:
+                        maps, pooled = _forward(net, x, dtype, levels)
+                    except _Float16Overflow as e:  # before this batch's files: those written before stay whole
+                        image, holds = images[todo[good[e.index].index]], len(images) - len(todo) + saved > 0
+                        raise _overflow_error(image, e, output, holds) from None
                     for b, item in enumerate(good):
                         i = todo[item.index]
                         features = ImageFeatures(
@@ -354,12 +407,53 @@ def _forward(
     net: nn.Module, x: torch.Tensor, dtype: torch.dtype, levels: list[int]
 ) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
     """images [B, 3, H, W] -> (per image {"stage<i>": [C_i, H_i, W_i], ...} of ``levels`` in ``dtype`` on the CPU,
-    pooled [B, C] fp32)."""
+    pooled [B, C] fp32).
+
+    Raises:
+        _Float16Overflow: ``dtype`` is float16 and a map holds finite values beyond its range, which it stores as
+            inf. Values the model itself gave as inf or NaN are stored as they are, as float32 stores them.
+    """
     with torch.inference_mode():
         maps, pooled = net(x)
-    named = list(zip(levels, maps, strict=True))
-    per_image = [{f"stage{level}": m[b].to("cpu", dtype) for level, m in named} for b in range(x.shape[0])]
+    stored = [m.to("cpu", dtype) for m in maps]  # [B, C_i, H_i, W_i] each
+    if dtype == torch.float16:
+        for level, m, s in zip(levels, maps, stored, strict=True):
+            if not torch.isfinite(s).all():  # one check a level per batch; which image: only on failure
+                _check_float16(m.float().cpu(), s, level)
+    per_image = [{f"stage{level}": s[b] for level, s in zip(levels, stored, strict=True)} for b in range(x.shape[0])]
     return per_image, pooled.to("cpu", torch.float32)
+
+
+class _Float16Overflow(ValueError):
+    """A stage map of image ``index`` of a batch holds finite values beyond float16's range (the largest
+    ``largest``)."""
+
+    def __init__(self, index: int, level: int, largest: float) -> None:
+        super().__init__(f"image {index} of the batch: stage{level} reaches {largest:.3g}, beyond float16's range")
+        self.index, self.level, self.largest = index, level, largest
+
+
+def _check_float16(m: torch.Tensor, s: torch.Tensor, level: int) -> None:
+    """_Float16Overflow where ``s`` (float16 [B, C, H, W]) is inf where ``m`` (its float32 source) is finite."""
+    overflow = torch.isfinite(m) & ~torch.isfinite(s)  # [B, C, H, W]
+    if overflow.any():
+        b = int(overflow.flatten(1).any(1).nonzero()[0, 0])
+        raise _Float16Overflow(b, level, float(m[b][torch.isfinite(m[b])].abs().max()))
+
+
+def _overflow_error(image: Path, e: _Float16Overflow, output: Path, holds_features: bool) -> ValueError:
+    """The refusal of ``--dtype float16`` for ``image``; its way out follows :func:`record_settings`: a float32
+    rerun into a folder that holds float16 features is refused as other settings."""
+    way_out = (
+        f"rerun with --dtype float32 and another --output ({output} keeps the float16 features of the images before "
+        "it, and a rerun with other settings into it is refused)"
+        if holds_features
+        else f"rerun with --dtype float32 (into {output} too: it holds no features yet)"
+    )
+    return ValueError(
+        f"{printable_path(image)}: its stage{e.level} map reaches {e.largest:.3g}, beyond float16's range "
+        f"(±65504), and --dtype float16 would store it as inf; {way_out}"
+    )
 
 
 def _write_embeddings(images: list[Path], outputs: list[Path], output: Path) -> None:

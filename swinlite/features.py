@@ -4,9 +4,10 @@ Per image: tensors ``stage0..stageN`` ([C_i, H_i, W_i], NCHW without the batch a
 levels its FPN reads, ``stage1..stage3`` for a RetinaNet's) and ``pooled``
 ([C], fp32), with metadata ``source``, ``original_size`` (H, W), ``input_size`` (H, W), ``strides``,
 ``model`` (JSON strings in the safetensors header; ``scripts/extract_features.py`` adds ``source_file``, the
-image's real path, size and modification time). ``embeddings.safetensors`` holds ``embeddings``
-([N, C]) and, in its metadata, the ordered ``paths``. Every file is written to a temporary file,
-fsynced and renamed over the target, so a crash never leaves a half-written file under the final name.
+image's real path, size and the SHA-256 of its bytes: :func:`swinlite.extract.source_record`).
+``embeddings.safetensors`` holds ``embeddings`` ([N, C]) and, in its metadata, the ordered ``paths``. Every file is
+written to a temporary file, fsynced and renamed over the target, so a crash never leaves a half-written file under the
+final name.
 """
 
 import json

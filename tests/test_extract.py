@@ -1,5 +1,6 @@
-"""swinlite.extract: a list of image paths names each image as a folder input does; one run per output folder; its
-output names are those the output checks know; Ctrl-C says whether a rerun continues."""
+"""swinlite.extract: a list of image paths names each image as a folder input does, and a rerun whose names moved says
+why; one run per output folder; its output names are those the output checks know; Ctrl-C says whether a rerun
+continues; float16 refuses maps beyond its range."""
 
 import os
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import timm
+import torch
 from pico import PICO
 from PIL import Image
 
@@ -20,6 +22,7 @@ from swinlite.extract import (
     read_sources,
     run_extraction,
 )
+from swinlite.features import load_features
 from swinlite.files import FOLDER_FILES
 from swinlite.lock import OutputLock
 
@@ -118,3 +121,62 @@ def test_a_rerun_killed_midway_leaves_no_stale_list_of_vectors(tmp_path: Path, m
     with pytest.raises(ExtractionInterrupted):
         run_extraction(model, PICO, imgs, out, (32, 32), progress=False, checkpoint_sha256=sha256)
     assert not (out / EMBEDDINGS_FILE).exists() and not (out / FAILURES_FILE).exists()
+
+
+def test_float16_refuses_maps_beyond_its_range_before_writing_them(tmp_path: Path):
+    """A map beyond float16's range (65504; here a pico's patch norm scaled by 1e5) was stored as inf, exit 0: an
+    index built on it broken without a word. Refused naming the image, its level and the way out, which follows the
+    settings rule: a float32 rerun into a folder of float16 features is refused. The model's own NaN is stored as
+    float32 stores it."""
+    imgs, out, fresh = tmp_path / "imgs", tmp_path / "out", tmp_path / "fresh"
+    imgs.mkdir()
+    Image.fromarray(np.full((8, 8, 3), 90, np.uint8)).save(imgs / "a.png")
+    plain, scaled, sha256 = timm.create_model(PICO), timm.create_model(PICO), "ab" * 32
+    scaled.load_state_dict(plain.state_dict())
+    torch.nn.init.constant_(scaled.patch_embed.norm.weight, 1e5)
+
+    def extract(model, output: Path, dtype: torch.dtype) -> int:
+        return run_extraction(
+            model, PICO, imgs, output, (32, 32), dtype, progress=False, checkpoint_sha256=sha256
+        ).written
+
+    assert extract(plain, out, torch.float16) == 1
+    Image.fromarray(np.full((8, 8, 3), 30, np.uint8)).save(imgs / "b.png")
+    before = {p: p.read_bytes() for p in (out / "features").rglob("*")}
+    overflow = f"{imgs / 'b.png'}: its stage0 map reaches .*, beyond float16's range \\(±65504\\), and --dtype float16"
+    with pytest.raises(ValueError, match=f"{overflow} would store it as inf; rerun with --dtype float32 and another "):
+        extract(scaled, out, torch.float16)
+    assert {p: p.read_bytes() for p in (out / "features").rglob("*")} == before  # a's kept, b's not written
+    with pytest.raises(ValueError, match="holds features made with other settings"):  # as the refusal says
+        extract(scaled, out, torch.float32)
+    with pytest.raises(ValueError, match=f"{imgs / 'a.png'}: .*float32 \\(into {fresh} too: it holds no features"):
+        extract(scaled, fresh, torch.float16)
+    assert extract(scaled, fresh, torch.float32) == 2
+    stage0 = load_features(fresh / "features" / "b.png.safetensors").maps["stage0"]
+    assert stage0.isfinite().all() and stage0.abs().max() > 65504
+    torch.nn.init.constant_(scaled.patch_embed.norm.weight, float("nan"))
+    assert extract(scaled, tmp_path / "nan", torch.float16) == 2
+    assert load_features(tmp_path / "nan" / "features" / "a.png.safetensors").maps["stage0"].isnan().all()
+
+
+def test_a_grown_list_into_the_same_folder_says_its_names_moved(tmp_path: Path):
+    """A list's names are relative to its images' common folder: listing imgs/b/x.png beside imgs/a/x.png moved it
+    from imgs/a to imgs, and a.x.png's features from features/x.png... to features/a/x.png...; the refusal said
+    imgs/a/x.png was "not among the images of this --input" (its line 1)."""
+    imgs, out = tmp_path / "imgs", tmp_path / "out"
+    for name in ("a", "b"):
+        (imgs / name).mkdir(parents=True)
+        Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(imgs / name / "x.png")
+    (tmp_path / "l1.txt").write_text("imgs/a/x.png\n")
+    (tmp_path / "l2.txt").write_text("imgs/a/x.png\nimgs/b/x.png\n")
+    model = timm.create_model(PICO)
+    run_extraction(model, PICO, tmp_path / "l1.txt", out, (32, 32), progress=False, checkpoint_sha256="ab" * 32)
+    moved = (
+        f"({out / 'features' / 'x.png.safetensors'} was made from {imgs / 'a' / 'x.png'}, which this run names "
+        f"{out / 'features' / 'a' / 'x.png.safetensors'}): the names of a list's images are relative to the listed "
+        f"images' common folder, which is now {imgs} (the folder was made with {imgs / 'a'}); pass another --output, "
+        "or list the images so that their common folder stays"
+    )
+    with pytest.raises(ValueError, match="holds features of this --input's images under other names") as refused:
+        run_extraction(model, PICO, tmp_path / "l2.txt", out, (32, 32), progress=False, checkpoint_sha256="ab" * 32)
+    assert moved in str(refused.value)

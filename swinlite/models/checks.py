@@ -157,8 +157,9 @@ def check_build_args(
 def check_feature_indices(
     indices: int | Sequence[int] | None, num_stages: int, ordered: bool = False
 ) -> int | list[int] | None:
-    """``indices`` as Python ints (a sequence of integers of any kind, numpy's or 0-d tensors', as timm's Swin takes
-    them, becomes a list of ints); a ValueError naming the allowed values unless they select feature levels.
+    """``indices`` as Python ints (a count or a sequence of integers of any kind, numpy's or 0-d tensors', as timm's
+    Swin takes them, becomes an int or a list of ints); a ValueError naming the allowed values unless they select
+    feature levels (a float, a bool: timm's Swin fails on a lone one with a TypeError).
 
     Args:
         indices: None (all levels), an int n (the last n levels) or a sequence of level indices, negative ones
@@ -170,11 +171,15 @@ def check_feature_indices(
     """
     if indices is None:
         return None
-    if isinstance(indices, int):
-        if not 1 <= indices <= num_stages:
-            raise ValueError(f"an int selects the last n of {num_stages} levels, n in 1..{num_stages}; got {indices}")
-        return indices
-    given = list(indices)
+    try:
+        given = list(indices)
+    except TypeError:  # one value (a 0-d tensor too): the count n, an integer of any kind
+        count = _integer(indices)
+        if count is None or not 1 <= count <= num_stages:
+            raise ValueError(
+                f"an int selects the last n of {num_stages} levels, n in 1..{num_stages}; got {indices!r}"
+            ) from None
+        return count
     levels = [_integer(i) for i in given]
     bad = [i for i, level in zip(given, levels, strict=True) if level is None or not -num_stages <= level < num_stages]
     if bad or not levels or (ordered and [i % num_stages for i in levels] != sorted({i % num_stages for i in levels})):

@@ -81,7 +81,9 @@ def test_nhwc_option_and_subset_of_levels():
 
 def test_indices_of_any_integer_kind_as_timms_swin_takes_them():
     """A tensor or numpy array of levels was refused ("must be a non-empty sequence of levels"); timm's Swin takes
-    them. A float is still refused (timm's took 1.0 by accident)."""
+    them. A count of any integer kind is the last n levels (numpy's or a 0-d tensor's count was a TypeError, "not
+    iterable"). A float is still refused (timm's took 1.0 by accident), alone too (a TypeError, as timm's Swin
+    gives), and a bool."""
     model = timm.create_model(PICO).eval()
     x = torch.randn(1, 3, 40, 52)
     with torch.no_grad():
@@ -89,8 +91,17 @@ def test_indices_of_any_integer_kind_as_timms_swin_takes_them():
         for given in (torch.tensor([1, -1]), np.array([1, -1]), (np.int64(1), -1)):
             got = model.forward_intermediates(x, indices=given, intermediates_only=True)
             assert len(got) == 2 and all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+        last_two = model.forward_intermediates(x, indices=2, intermediates_only=True)
+        for count in (np.int64(2), torch.tensor(2)):
+            got = model.forward_intermediates(x, indices=count, intermediates_only=True)
+            assert len(got) == 2 and all(torch.equal(a, b) for a, b in zip(got, last_two, strict=True))
     with pytest.raises(ValueError, match=r"non-empty sequence of levels in 0\.\.3 .*got \(1\.0,\)"):
         model.forward_intermediates(x, indices=(1.0,))
+    for scalar in (2.0, True, torch.tensor(2.0)):
+        with pytest.raises(ValueError, match=r"^an int selects the last n of 4 levels, n in 1\.\.4; got "):
+            model.forward_intermediates(x, indices=scalar)
+    with pytest.raises(ValueError, match="an int selects the last n"):
+        copy.deepcopy(model).prune_intermediate_layers(1.0)
     assert copy.deepcopy(model).prune_intermediate_layers(torch.tensor([0, 1])) == [0, 1]
 
 

@@ -320,7 +320,9 @@ def _clean_annotations(split: CocoSplit, image_id: int) -> tuple[list[dict], lis
 
 
 class CocoDetection(Dataset):
-    """``(image [3, H, W] float in 0..1, target)`` pairs from a checked split.
+    """``(image [3, H, W], target)`` pairs from a checked split: the image as read (a ``tv_tensors.Image``, uint8
+    0..255), float in 0..1 after ``transform`` (:func:`~swinlite.detection.transforms.build_train_transform`,
+    ``build_eval_transform``).
 
     ``target`` holds ``boxes`` [N, 4] (xyxy pixels), ``labels`` [N] (1..K), ``image_id`` and, with
     ``masks=True``, ``masks`` [N, H, W] (uint8, from polygons or RLE).

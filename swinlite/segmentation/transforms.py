@@ -132,7 +132,8 @@ def photometric_distortion() -> v2.Transform:
 
 def build_train_transform(cfg: SegDataConfig, ignore_index: int) -> v2.Transform:
     """Rescale, crop, flip, distort colours, normalise, pad: images [3, h, w] float and masks [h, w] int64 of
-    ``data.crop_size``."""
+    ``data.crop_size``. ``data.mean`` and ``data.std`` resolved (the task fills them in where unset: the weights
+    file's record, else ImageNet's)."""
     steps = [
         RandomRescale(cfg.img_scale, cfg.ratio_range),
         CatMaxRandomCrop(cfg.crop_size, cfg.cat_max_ratio, ignore_index),

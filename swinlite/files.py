@@ -193,7 +193,11 @@ def is_hidden(name: str) -> bool:
 
 
 def list_files(
-    folder: str | os.PathLike, others: Iterable[str | os.PathLike] | None = None, *, every_name: bool = False
+    folder: str | os.PathLike,
+    others: Iterable[str | os.PathLike] | None = None,
+    *,
+    every_name: bool = False,
+    skipped: list[str] | None = None,
 ) -> list[Path]:
     """Files under ``folder`` (recursive), sorted, hidden names (:func:`is_hidden`) left out.
 
@@ -214,6 +218,7 @@ def list_files(
         folder: the folder to list.
         others: the folders the caller lists besides ``folder`` (none: an empty list); None: list every name.
         every_name: with ``others``, keep them apart but list every name, not each file once.
+        skipped: where given, each skipped link's warning is added to it too (for a caller that counts them).
     """
     root = os.path.realpath(folder)
     apart = [real for real in map(os.path.realpath, others or ()) if not _inside(root, real)]  # not folder's parents
@@ -228,7 +233,7 @@ def list_files(
             other = _apart(real, root, apart)
             if _inside(parent_real, real) or _inside(root, real) or other is not None:
                 why = f"the folder {other}, listed apart" if other else "a loop back to an enclosing folder"
-                warnings.warn(f"skipping linked folder {path} -> {real}: {why}", stacklevel=2)
+                _skip_link(f"skipping linked folder {path} -> {real}: {why}", skipped, stacklevel=2)
             elif real not in seen:  # a folder reached through another link already is listed once
                 seen.add(real)
                 keep.append(name)
@@ -240,9 +245,17 @@ def list_files(
             if other is None:
                 files[path] = real
             else:
-                warnings.warn(f"skipping linked file {path} -> {real}: the folder {other}, listed apart", stacklevel=2)
+                _skip_link(f"skipping linked file {path} -> {real}: the folder {other}, listed apart", skipped, 2)
     listed = dict(sorted(files.items()))
-    return list(listed) if others is None or every_name else _one_per_file(listed)
+    return list(listed) if others is None or every_name else _one_per_file(listed, skipped)
+
+
+def _skip_link(message: str, skipped: list[str] | None, stacklevel: int) -> None:
+    """Warn ``message``, a link skipped (``stacklevel`` as the caller would give :func:`warnings.warn`); add it to
+    ``skipped`` where given."""
+    warnings.warn(message, stacklevel=stacklevel + 1)
+    if skipped is not None:
+        skipped.append(message)
 
 
 def _apart(real: str, root: str, apart: list[str]) -> str | None:
@@ -250,12 +263,12 @@ def _apart(real: str, root: str, apart: list[str]) -> str | None:
     return next((o for o in apart if _inside(real, o) and not _inside(real, root)), None)
 
 
-def _one_per_file(reals: dict[Path, str]) -> list[Path]:
+def _one_per_file(reals: dict[Path, str], skipped: list[str] | None = None) -> list[Path]:
     """The paths of ``reals`` (path -> its real path), in their order, each file (real path) once.
 
     A file is named by the first path that reaches it whose last part is no symbolic link (its own name); a link to
-    it is then skipped with a warning naming the link and its target. Links to a file reached by no other path are
-    kept, the first of them.
+    it is then skipped with a warning naming the link and its target (added to ``skipped`` too, where given). Links
+    to a file reached by no other path are kept, the first of them.
     """
     reaching: dict[str, list[Path]] = {}  # real path -> the paths that reach it
     for path, real in reals.items():
@@ -265,20 +278,19 @@ def _one_per_file(reals: dict[Path, str]) -> list[Path]:
         links = [p for p in paths if p.is_symlink()] if len(paths) > 1 else []
         own = [p for p in paths if p not in links]
         for link in links if own else ():
-            warnings.warn(
-                f"skipping linked file {link} -> {real}: the same file as {own[0]}, listed under its own name",
-                stacklevel=3,
-            )
+            message = f"skipping linked file {link} -> {real}: the same file as {own[0]}, listed under its own name"
+            _skip_link(message, skipped, stacklevel=3)
         kept.add((own or paths)[0])
     return [p for p in reals if p in kept]
 
 
-def folders_apart(folders: Iterable[str | os.PathLike]) -> list[Path]:
+def folders_apart(folders: Iterable[str | os.PathLike], skipped: list[str] | None = None) -> list[Path]:
     """``folders``, listed apart (e.g. the class folders of a split), without the linked ones that lead into another.
 
     A link whose real path is another kept folder, or lies inside one, would list that folder's files a second time
     (under a second class): it is skipped with :func:`list_files`'s warning, as a link inside a folder is. Folders
     that are no links are kept first; links are kept in the order given, each unless it leads into one kept before.
+    A skipped link's warning is added to ``skipped`` too, where given.
     """
     folders = [Path(f) for f in folders]
     kept = {f: os.path.realpath(f) for f in folders if not f.is_symlink()}
@@ -288,7 +300,7 @@ def folders_apart(folders: Iterable[str | os.PathLike]) -> list[Path]:
         if other is None:
             kept[link] = real
         else:
-            warnings.warn(f"skipping linked folder {link} -> {real}: the folder {other}, listed apart", stacklevel=2)
+            _skip_link(f"skipping linked folder {link} -> {real}: the folder {other}, listed apart", skipped, 2)
     return [f for f in folders if f in kept]
 
 

@@ -17,7 +17,7 @@ import os
 import unicodedata
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -84,16 +84,18 @@ def _check_images(paths: list[str], shorter: int | None, decode: bool) -> list[s
 
 @dataclass
 class Split:
-    """A scanned split: ``samples`` of (path, class index) and what was skipped, with reasons."""
+    """A scanned split: ``samples`` of (path, class index), the files skipped, with reasons, and the warnings of the
+    links skipped (into another class folder or split, or to a file listed already: :func:`scan_split`)."""
 
     samples: list[tuple[str, int]]
     classes: list[str]
     skipped: list[tuple[str, str]]
+    links: list[str] = field(default_factory=list)
 
 
-def class_folders(split_dir: Path) -> list[str]:
+def class_folders(split_dir: Path, links: list[str] | None = None) -> list[str]:
     """The class folders of ``split_dir``, sorted, hidden ones left out, and so is a link to another class folder (or
-    into one: no class of its own, skipped with a warning); nothing under them is read.
+    into one: no class of its own, skipped with a warning, added to ``links`` where given); nothing under them is read.
 
     Raises:
         ValueError: ``split_dir`` is no folder, or holds no class folder.
@@ -103,13 +105,13 @@ def class_folders(split_dir: Path) -> list[str]:
     found = sorted(p for p in split_dir.iterdir() if p.is_dir() and not is_hidden(p.name))
     if not found:
         raise ValueError(f"{split_dir} holds no class folders: expected {split_dir}/<class>/<image files>")
-    return [p.name for p in folders_apart(found)]
+    return [p.name for p in folders_apart(found, links)]
 
 
-def _one_class_per_file(listed: dict[str, list[str]]) -> None:
-    """Keep each real file in the first class (in ``listed``'s order) that lists it; skip it, with a warning, in the
-    others: links from two class folders to one file outside them put one image under two labels. (A link into
-    another class's folder, or to a file of its own folder, :func:`list_files` skips already.)"""
+def _one_class_per_file(listed: dict[str, list[str]], links: list[str]) -> None:
+    """Keep each real file in the first class (in ``listed``'s order) that lists it; skip it, with a warning (added to
+    ``links``), in the others: links from two class folders to one file outside them put one image under two labels.
+    (A link into another class's folder, or to a file of its own folder, :func:`list_files` skips already.)"""
     first: dict[str, str] = {}  # real path -> the path that listed it first
     for name, files in listed.items():
         kept = []
@@ -119,8 +121,9 @@ def _one_class_per_file(listed: dict[str, list[str]]) -> None:
             if other == path:
                 kept.append(path)
             else:
-                warnings.warn(f"skipping linked file {path} -> {real}: the same file as {other}, in another class "
-                              "folder", stacklevel=3)  # fmt: skip
+                message = f"skipping linked file {path} -> {real}: the same file as {other}, in another class folder"
+                warnings.warn(message, stacklevel=3)
+                links.append(message)
         listed[name] = kept
 
 
@@ -145,7 +148,8 @@ def scan_split(
         apart: the data's other split folders: a linked folder or file into one is skipped with a warning, as one
             into another class's folder (val images under a train class trained on what val then scores).
     """
-    folders = class_folders(split_dir)
+    links: list[str] = []  # the warnings of links skipped, counted with the files skipped
+    folders = class_folders(split_dir, links)
     classes = folders if classes is None else classes
     unknown = sorted(set(folders) - set(classes))
     if unknown:
@@ -153,11 +157,11 @@ def scan_split(
             f"{split_dir} has classes {classes_of} does not have: {', '.join(unknown)}"
             + normalisation_note(unknown, classes, classes_of)
         )
-    listed = {  # a linked folder that loops, or leads into another class's folder, is skipped with a warning
-        name: [str(p) for p in list_files(split_dir / name, [*(split_dir / o for o in folders if o != name), *apart])]
-        for name in folders
-    }
-    _one_class_per_file(listed)
+    listed: dict[str, list[str]] = {}  # a linked folder that loops, or leads into another class's, is skipped
+    for name in folders:
+        others = [*(split_dir / o for o in folders if o != name), *apart]
+        listed[name] = [str(p) for p in list_files(split_dir / name, others, skipped=links)]
+    _one_class_per_file(listed, links)
     images = [p for files in listed.values() for p in files if is_image_file(p)]
     problems = dict(zip(images, _check_images(images, shorter, verify), strict=True))
     samples, skipped = [], []
@@ -173,7 +177,7 @@ def scan_split(
             raise ValueError(f"class folder {split_dir / name} has no readable images ({', '.join(IMAGE_EXTENSIONS)})")
     for path, reason in skipped:
         warnings.warn(f"skipping {path}: {reason}", stacklevel=2)
-    return Split(samples, classes, skipped)
+    return Split(samples, classes, skipped, links)
 
 
 def normalisation_note(unknown: list[str], classes: list[str], classes_of: str) -> str:
@@ -386,7 +390,7 @@ def val_resize_shorter(cfg: DataConfig) -> int:
 def build_datasets(
     cfg: DataConfig, splits: tuple[Split, Split] | None = None
 ) -> tuple[ImageFolderDataset, ImageFolderDataset, list[str], int]:
-    """Train and val datasets, the class names and the skipped-file count.
+    """Train and val datasets, the class names and the count of the files and links the scan skipped.
 
     Args:
         cfg: data settings.
@@ -395,6 +399,6 @@ def build_datasets(
     train, val = splits or scan_data_dir(cfg)
     warn_unvalidated(val)
     train_tf, val_tf = build_transforms(cfg)
-    skipped = len(train.skipped) + len(val.skipped)
+    skipped = sum(len(split.skipped) + len(split.links) for split in (train, val))
     val_set = ImageFolderDataset(val.samples, val_tf, val_resize_shorter(cfg), evaluation=True)
     return ImageFolderDataset(train.samples, train_tf), val_set, train.classes, skipped

@@ -23,8 +23,9 @@ from .config import DataConfig
 from .data import Split, image_problem, scan_data_dir, val_resize_shorter
 
 (CACHE_FILE,) = TASK_FILES["classification"]  # scan.json.gz
-_VERSION = 6  # another version's cache is scanned again (in 3, verify_images=true read headers only; in 4,
-# a file linked from two class folders was listed in both; in 5, paths were as scanned from the working directory)
+_VERSION = 7  # another version's cache is scanned again (in 3, verify_images=true read headers only; in 4,
+# a file linked from two class folders was listed in both; in 5, paths were as scanned from the working directory;
+# in 6, the links skipped were not kept)
 
 
 def _fingerprint(cfg: DataConfig) -> dict[str, Any]:
@@ -71,12 +72,13 @@ def _encode(split: Split, root: str) -> dict[str, Any]:
     (``root`` named another way) finds its images."""
     samples = [(os.path.relpath(path, root), label) for path, label in split.samples]
     skipped = [(os.path.relpath(path, root), reason) for path, reason in split.skipped]
-    return {"samples": samples, "classes": split.classes, "skipped": skipped}
+    return {"samples": samples, "classes": split.classes, "skipped": skipped, "links": split.links}
 
 
 def _decode(tree: dict[str, Any], root: str) -> Split:
     samples = [(os.path.join(root, path), label) for path, label in tree["samples"]]
-    return Split(samples, tree["classes"], [(os.path.join(root, path), reason) for path, reason in tree["skipped"]])
+    skipped = [(os.path.join(root, path), reason) for path, reason in tree["skipped"]]
+    return Split(samples, tree["classes"], skipped, tree["links"])
 
 
 def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, str | None]:
@@ -99,6 +101,8 @@ def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, 
                 splits = _decode(tree["train"], cfg.data_dir), _decode(tree["val"], cfg.data_dir)
                 changed = _changed_skip(cfg, splits)
                 if changed is None:
+                    for link in splits[0].links + splits[1].links:  # the scan's warnings, as it gave them
+                        warnings.warn(link, stacklevel=2)
                     for path_, reason in splits[0].skipped + splits[1].skipped:
                         warnings.warn(f"skipping {path_}: {reason}", stacklevel=2)
                     return splits, True, f"scan read from {path} (the class folders are unchanged)"

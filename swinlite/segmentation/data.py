@@ -24,6 +24,7 @@ labels. ``scan_split`` reads every mask once before anything trains:
 
 from __future__ import annotations
 
+import glob
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,7 @@ from torchvision.transforms.v2.functional import pil_to_tensor
 
 from ..files import check_folder
 from ..images import (
+    IMAGE_EXTENSIONS,
     LeftOut,
     is_image_file,
     list_files,
@@ -181,10 +183,22 @@ def find_pairs(image_dir: Path, mask_dir: Path, apart: Sequence[Path] = ()) -> t
     for key, image in images.items():
         mask = masks.get(key)
         if mask is None:
-            missing.append((str(image), f"no mask {key.with_suffix('.png')} in {mask_dir}"))
+            missing.append((str(image), _no_mask(key, mask_dir)))
         else:
             pairs.append(Pair(image, mask))
     return pairs, missing
+
+
+def _no_mask(key: Path, mask_dir: Path) -> str:
+    """Why the image of relative name ``key`` (without suffix) is skipped: no mask of that name, and the file of that
+    name that is there but not read as a mask (its extension no image file's: ``a.gif``), where there is one."""
+    there = sorted(p.name for p in (mask_dir / key.parent).glob(f"{glob.escape(key.name)}.*")
+                   if p.stem == key.name and p.is_file() and not is_image_file(p))  # fmt: skip
+    missing = f"no mask {key.with_suffix('.png')} in {mask_dir}"
+    if not there:
+        return missing
+    read = ", ".join(IMAGE_EXTENSIONS)
+    return f"{missing} ({there[0]} is there: masks are read from {read} files only; save it as PNG)"
 
 
 def _by_name(folder: Path, what: str, apart: Sequence[Path]) -> dict[Path, Path]:

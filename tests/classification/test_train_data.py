@@ -43,11 +43,13 @@ def test_corrupt_and_non_image_files_skipped_with_named_warning(folder: Path):
     bad.write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
     note = folder / "train" / "c0" / "notes.txt"
     note.write_text("hello")
+    link = folder / "train" / "c2" / "from_c0.png"  # into another class folder: skipped, and counted (it was not)
+    link.symlink_to(folder / "train" / "c0" / "0.png")
     with pytest.warns(UserWarning) as record:
         train_ds, val_ds, classes, skipped = build_datasets(DataConfig(data_dir=str(folder), img_size=16))
     messages = " ".join(str(w.message) for w in record)
-    assert str(bad) in messages and str(note) in messages
-    assert skipped == 2 and len(train_ds) == 24 and len(val_ds) == 24 and classes == ["c0", "c1", "c2"]
+    assert str(bad) in messages and str(note) in messages and f"skipping linked file {link}" in messages
+    assert skipped == 3 and len(train_ds) == 24 and len(val_ds) == 24 and classes == ["c0", "c1", "c2"]
     image, label = train_ds[0]
     assert image.shape == (3, 16, 16) and label == 0
 

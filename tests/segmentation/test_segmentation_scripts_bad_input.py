@@ -289,14 +289,17 @@ def test_sources_json_names_the_image_of_each_label_map(setup, monkeypatch, caps
 
 def test_pairs_that_do_not_fit_are_skipped_and_named(tmp_path: Path):
     data = make_seg_folder(tmp_path / "data")
-    _mask(SimpleNamespace(data=data), n=1).unlink()  # an image without its mask
+    gone = _mask(SimpleNamespace(data=data), n=1)  # an image without its mask: saved as GIF, which is not read
+    Image.open(gone).save(gone.with_suffix(".gif"))
+    gone.unlink()
     Image.fromarray(np.zeros((20, 20), dtype=np.uint8)).save(_mask(SimpleNamespace(data=data), n=2))  # another size
     (data / "annotations" / "training" / "extra.png").write_bytes(_mask(SimpleNamespace(data=data), n=3).read_bytes())
     cfg = SegmentationTask.load_config(None, tiny_overrides(data, tmp_path / "run"))
     split = scan_split(*split_folders(cfg.data, "train"), labels_of(cfg.data))
     assert [p.image.name for p in split.pairs] == ["00.png", "03.png", "04.png", "05.png"]
     reasons = dict(split.skipped)
-    assert reasons[str(data / "images" / "training" / "01.png")].startswith("no mask 01.png in ")
+    said = f"no mask 01.png in {data / 'annotations' / 'training'} (01.gif is there: masks are read from .jpg, "
+    assert reasons[str(data / "images" / "training" / "01.png")].startswith(said)  # it named no 01.gif
     assert reasons[str(data / "images" / "training" / "02.png")].endswith("is 20x20, the image 48x40")
     from swinlite.engine import run
 

@@ -141,7 +141,7 @@ def startup_verdict(info: DistInfo, reports: list[dict[str, Any]], own: BaseExce
 
     The first process of each machine (local rank 0) raises its own error (``own``), else a ValueError naming the
     first failed rank and its message, or the first setting that differs; every other process a :class:`SharedError`
-    it does not say. Every process exits with code 2.
+    it does not say. Each exits with code 2, unless torchrun ended it first (SIGTERM) once another exited.
     """
     if own is not None:
         _say_own(info, own)

@@ -16,15 +16,7 @@ from typing import NamedTuple
 from torch import nn
 
 from .convert import recorded_swin
-from .export import (
-    RUN_SETTINGS,
-    input_size,
-    read_levels,
-    run_backbone,
-    run_norms_note,
-    run_out_norm,
-    run_preprocessing,
-)
+from .export import RUN_SETTINGS, input_size, run_features, run_norms_note, run_out_norm, run_preprocessing
 from .io import file_sha256, read_metadata
 from .models.swin import SwinTransformer
 from .weights import check_not_run_resume
@@ -69,7 +61,7 @@ class RunLevels(NamedTuple):
 def run_levels(checkpoint: str | os.PathLike, raw_levels: bool = False) -> RunLevels:
     """The run's Swin in eval mode, its levels through the run's per-level norms unless ``raw_levels`` (or the run
     trained none), its ``pretrained_cfg`` giving the run's mean, std and input size; the levels to give, through the
-    norms those its FPN or head reads (:func:`swinlite.export.read_levels`: a RetinaNet's 1..3), raw every level; what
+    norms those its FPN or head reads (:func:`swinlite.export.run_features`: a RetinaNet's 1..3), raw every level; what
     the levels are of, to record beside them (``"<swin> (detection run's backbone, per-level norms)"``, with
     ``", stage1..stage3"`` where not every level, or ``raw levels``: features of one file with and without the norms
     differ, and so do their names); and, for the norms, the note for stderr (:func:`swinlite.export.run_norms_note`,
@@ -80,14 +72,13 @@ def run_levels(checkpoint: str | os.PathLike, raw_levels: bool = False) -> RunLe
     """
     metadata = read_metadata(checkpoint)
     raw = raw_levels or not run_out_norm(metadata)
-    model = run_backbone(checkpoint, False if raw_levels else None)
+    features = run_features(checkpoint, False if raw_levels else None)  # its levels: export_onnx.py --features's
+    model, levels = features.model, features.out_indices
     if raw:
         model.norm = nn.Identity()  # the pooled vector is the mean of the last level as returned: raw here
     size = input_size(model, checkpoint)
     model.pretrained_cfg = {**model.pretrained_cfg, **run_preprocessing(metadata), "input_size": (3, *size)}
-    every = list(range(len(model.layers)))
-    levels = every if raw else read_levels(metadata, len(every))
-    some = "" if levels == every else f", stage{levels[0]}..stage{levels[-1]}"
+    some = "" if len(levels) == len(model.layers) else f", stage{levels[0]}..stage{levels[-1]}"
     task = metadata["task"]
     name = f"{recorded_swin(metadata)} ({task} run's backbone, {'raw levels' if raw else 'per-level norms'}{some})"
     return RunLevels(model, levels, name, None if raw else run_norms_note(metadata, f"a {task} checkpoint"))

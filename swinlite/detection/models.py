@@ -69,6 +69,7 @@ CLASS_LAYERS = (
     "head.classification_head.cls_logits.",
 )
 MASK_LAYERS = ("roi_heads.mask_head.", "roi_heads.mask_predictor.")  # what Mask R-CNN adds to Faster R-CNN
+TWO_STAGE = ("fasterrcnn", "maskrcnn")  # the R-CNNs: region proposals, their FPN from level 0 and a pool level
 
 
 def anchor_generator(detector: str, strides: Sequence[int], anchor_scale: float = 8.0) -> AnchorGenerator:
@@ -194,7 +195,7 @@ def min_level(cfg: DetModelConfig) -> int:
     0 for the two-stage detectors (Faster and Mask R-CNN) and 1 for RetinaNet and FCOS."""
     if cfg.min_level is not None:
         return cfg.min_level
-    return 0 if cfg.detector in ("fasterrcnn", "maskrcnn") else 1
+    return 0 if cfg.detector in TWO_STAGE else 1
 
 
 def _backbone(
@@ -208,7 +209,7 @@ def _backbone(
     ``model.pretrained``'s file, whose own state dict ``file_state`` is, for the error of one that does not fit), else
     the tag's as in every task (none for a whole detector's file, loaded later)."""
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
-    two_stage = cfg.detector in ("fasterrcnn", "maskrcnn")
+    two_stage = cfg.detector in TWO_STAGE
     path = pretrained_file(cfg)
     if path is None:
         weights = weights_kwargs(cfg)

@@ -31,7 +31,8 @@ def _epilog() -> str:
         ADE20K_CONFIG,
         "swinlite/segmentation/config.py (mmsegmentation's recipe) and swinlite/engine/sections.py",
         "data.test_mode=slide, data.test_ratios=[0.5,0.75,1.0,1.25,1.5,1.75] data.test_flip=true,\n"
-        "model.aux_weight=0, train.ema_decay=0.9998, train.amp=bf16, train.save_every_steps=N.",
+        "model.aux_weight=0, train.ema_decay=0.9998 train.ema_warmup=true (0.9998 without warm-up: long runs only),\n"
+        "train.amp=bf16, train.save_every_steps=N.",
     )
 
 

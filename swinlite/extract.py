@@ -309,8 +309,9 @@ def run_extraction(
     Raises:
         ValueError: another run holds ``output``'s lock, or ``output`` holds features of other images
             (:func:`check_features`) or features made with other settings (:func:`record_settings`); nothing is
-            written then. Or ``dtype`` is float16 and an image's map holds values beyond its range (±65504), which
-            it would store as inf: raised before that image's batch is written (the files written before stay).
+            written then. Or an image's map holds values the model itself gave as inf or NaN (broken weights; any
+            ``dtype``), or ``dtype`` is float16 and it holds finite values beyond its range (±65504), which it would
+            store as inf: raised before that image's batch is written (the files written before stay).
         ExtractionInterrupted: Ctrl-C while images are extracted, where a rerun continues (``checkpoint_sha256``
             given); a plain KeyboardInterrupt otherwise.
     """
@@ -368,9 +369,11 @@ def run_extraction(
                     x = torch.stack([item.image for item in good]).to(device)  # [B, 3, H, W]
                     try:
                         maps, pooled = _forward(net, x, dtype, levels)
-                    except _Float16Overflow as e:  # before this batch's files: those written before stay whole
+                    except (_ModelNonFinite, _Float16Overflow) as e:  # before this batch's files: earlier ones stay
                         image, holds = images[todo[good[e.index].index]], len(images) - len(todo) + saved > 0
-                        raise _overflow_error(image, e, output, holds) from None
+                        if isinstance(e, _Float16Overflow):
+                            raise _overflow_error(image, e, output, holds) from None
+                        raise _non_finite_error(image, e, output, holds, checkpoint_sha256) from None
                     for b, item in enumerate(good):
                         i = todo[item.index]
                         features = ImageFeatures(
@@ -410,18 +413,27 @@ def _forward(
     pooled [B, C] fp32).
 
     Raises:
+        _ModelNonFinite: a map holds values the model itself gave as inf or NaN (any ``dtype``).
         _Float16Overflow: ``dtype`` is float16 and a map holds finite values beyond its range, which it stores as
-            inf. Values the model itself gave as inf or NaN are stored as they are, as float32 stores them.
+            inf.
     """
     with torch.inference_mode():
         maps, pooled = net(x)
     stored = [m.to("cpu", dtype) for m in maps]  # [B, C_i, H_i, W_i] each
-    if dtype == torch.float16:
-        for level, m, s in zip(levels, maps, stored, strict=True):
-            if not torch.isfinite(s).all():  # one check a level per batch; which image: only on failure
-                _check_float16(m.float().cpu(), s, level)
+    for level, m, s in zip(levels, maps, stored, strict=True):
+        if not torch.isfinite(s).all():  # one check a level per batch; which image and why: only on failure
+            _check_map(m.float().cpu(), s, level)
     per_image = [{f"stage{level}": s[b] for level, s in zip(levels, stored, strict=True)} for b in range(x.shape[0])]
     return per_image, pooled.to("cpu", torch.float32)
+
+
+class _ModelNonFinite(ValueError):
+    """A stage map of image ``index`` of a batch holds values the model itself gave as inf or NaN (``found``: how
+    many of each)."""
+
+    def __init__(self, index: int, level: int, found: str) -> None:
+        super().__init__(f"image {index} of the batch: stage{level} holds {found} from the model")
+        self.index, self.level, self.found = index, level, found
 
 
 class _Float16Overflow(ValueError):
@@ -433,26 +445,48 @@ class _Float16Overflow(ValueError):
         self.index, self.level, self.largest = index, level, largest
 
 
-def _check_float16(m: torch.Tensor, s: torch.Tensor, level: int) -> None:
-    """_Float16Overflow where ``s`` (float16 [B, C, H, W]) is inf where ``m`` (its float32 source) is finite."""
-    overflow = torch.isfinite(m) & ~torch.isfinite(s)  # [B, C, H, W]
-    if overflow.any():
-        b = int(overflow.flatten(1).any(1).nonzero()[0, 0])
-        raise _Float16Overflow(b, level, float(m[b][torch.isfinite(m[b])].abs().max()))
+def _check_map(m: torch.Tensor, s: torch.Tensor, level: int) -> None:
+    """Why ``s`` (the stored [B, C, H, W] map) is not finite: _ModelNonFinite where ``m`` (its float32 source) is
+    not, the first such image of the batch (a float32 rerun would not help it); else _Float16Overflow, the first
+    image that float16 turned to inf."""
+    bad = ~torch.isfinite(m)  # [B, C, H, W]
+    if bad.any():
+        b = int(bad.flatten(1).any(1).nonzero()[0, 0])
+        nan, inf = int(m[b].isnan().sum()), int(m[b].isinf().sum())
+        raise _ModelNonFinite(b, level, " and ".join(f"{n} {kind}" for n, kind in ((nan, "NaN"), (inf, "inf")) if n))
+    overflow = ~torch.isfinite(s)  # [B, C, H, W]: finite in float32, so beyond float16's range
+    b = int(overflow.flatten(1).any(1).nonzero()[0, 0])
+    raise _Float16Overflow(b, level, float(m[b].abs().max()))
+
+
+def _rerun_hint(change: str, output: Path, holds_features: bool) -> str:
+    """The way out of a refused batch, by :func:`record_settings`' rule: a rerun with other settings into a folder
+    that holds features is refused, so it takes another --output there."""
+    if holds_features:
+        return (
+            f"rerun with {change} and another --output ({output} keeps the features of the images before it, and a "
+            "rerun with other settings into it is refused)"
+        )
+    return f"rerun with {change} (into {output} too: it holds no features yet)"
 
 
 def _overflow_error(image: Path, e: _Float16Overflow, output: Path, holds_features: bool) -> ValueError:
-    """The refusal of ``--dtype float16`` for ``image``; its way out follows :func:`record_settings`: a float32
-    rerun into a folder that holds float16 features is refused as other settings."""
-    way_out = (
-        f"rerun with --dtype float32 and another --output ({output} keeps the float16 features of the images before "
-        "it, and a rerun with other settings into it is refused)"
-        if holds_features
-        else f"rerun with --dtype float32 (into {output} too: it holds no features yet)"
-    )
+    """The refusal of ``--dtype float16`` for ``image``."""
     return ValueError(
         f"{printable_path(image)}: its stage{e.level} map reaches {e.largest:.3g}, beyond float16's range "
-        f"(±65504), and --dtype float16 would store it as inf; {way_out}"
+        f"(±65504), and --dtype float16 would store it as inf; {_rerun_hint('--dtype float32', output, holds_features)}"
+    )
+
+
+def _non_finite_error(
+    image: Path, e: _ModelNonFinite, output: Path, holds_features: bool, checkpoint_sha256: str | None
+) -> ValueError:
+    """The refusal of the model's own inf or NaN for ``image``: its weights are broken, whatever ``--dtype``."""
+    weights = f"the checkpoint of SHA-256 {checkpoint_sha256}" if checkpoint_sha256 else "random initial weights"
+    return ValueError(
+        f"{printable_path(image)}: its stage{e.level} map holds {e.found} values, which the model itself gave, at any "
+        f"--dtype: its weights ({weights}) are broken, by a training run that diverged, say; "
+        f"{_rerun_hint('weights that give finite features', output, holds_features)}"
     )
 
 

@@ -1,6 +1,6 @@
 """swinlite.extract: a list of image paths names each image as a folder input does, and a rerun whose names moved says
 why; one run per output folder; its output names are those the output checks know; Ctrl-C says whether a rerun
-continues; float16 refuses maps beyond its range."""
+continues; maps float16 stores as inf and the model's own inf or NaN are refused."""
 
 import os
 from pathlib import Path
@@ -123,40 +123,57 @@ def test_a_rerun_killed_midway_leaves_no_stale_list_of_vectors(tmp_path: Path, m
     assert not (out / EMBEDDINGS_FILE).exists() and not (out / FAILURES_FILE).exists()
 
 
-def test_float16_refuses_maps_beyond_its_range_before_writing_them(tmp_path: Path):
-    """A map beyond float16's range (65504; here a pico's patch norm scaled by 1e5) was stored as inf, exit 0: an
-    index built on it broken without a word. Refused naming the image, its level and the way out, which follows the
-    settings rule: a float32 rerun into a folder of float16 features is refused. The model's own NaN is stored as
-    float32 stores it."""
+BEYOND_FLOAT16 = "map reaches .*, beyond float16's range \\(±65504\\), and --dtype float16 would store it as inf"
+MODELS_OWN = (
+    "map holds {} values, which the model itself gave, at any --dtype: its weights \\(the checkpoint of SHA-256 ab"
+)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "weight", "value", "refusal", "way_out"),
+    [
+        (torch.float16, "patch_embed.norm.weight", 1e5, BEYOND_FLOAT16, "--dtype float32"),
+        (torch.float16, "patch_embed.norm.weight", float("nan"), MODELS_OWN.format("8192 NaN"), "weights that give "),
+        (torch.float32, "patch_embed.norm.weight", float("nan"), MODELS_OWN.format("8192 NaN"), "weights that give "),
+        (torch.float32, "layers.0.blocks.0.mlp.fc2.bias", float("inf"), MODELS_OWN.format("8192 inf"), "weights that "),
+    ],
+    ids=["float16-overflow", "float16-nan", "float32-nan", "float32-inf"],
+)
+def test_maps_beyond_the_dtype_or_not_finite_are_refused_before_writing_them(
+    tmp_path: Path, dtype: torch.dtype, weight: str, value: float, refusal: str, way_out: str
+):
+    """A map beyond float16's range (65504; here a pico's patch norm scaled by 1e5) was stored as inf, and the model's
+    own NaN or inf (broken weights) was stored as it was, at any dtype; exit 0 both: an index built on them broken
+    without a word. Refused naming the image, its level (all 32 x 16 x 16 values of a pico's stage0) and the way out,
+    which follows the settings rule: a rerun with another dtype or other weights into a folder of features is
+    refused."""
     imgs, out, fresh = tmp_path / "imgs", tmp_path / "out", tmp_path / "fresh"
     imgs.mkdir()
     Image.fromarray(np.full((8, 8, 3), 90, np.uint8)).save(imgs / "a.png")
-    plain, scaled, sha256 = timm.create_model(PICO), timm.create_model(PICO), "ab" * 32
-    scaled.load_state_dict(plain.state_dict())
-    torch.nn.init.constant_(scaled.patch_embed.norm.weight, 1e5)
+    plain, broken = timm.create_model(PICO), timm.create_model(PICO)
+    broken.load_state_dict(plain.state_dict())
+    torch.nn.init.constant_(broken.get_parameter(weight), value)
+    overflow = refusal == BEYOND_FLOAT16  # its way out: float32, with the same weights; else other weights
+    fixed, fixed_dtype, fixed_sha256 = (broken, torch.float32, "ab" * 32) if overflow else (plain, dtype, "cd" * 32)
 
-    def extract(model, output: Path, dtype: torch.dtype) -> int:
+    def extract(model, output: Path, dtype: torch.dtype, sha256: str = "ab" * 32) -> int:
         return run_extraction(
             model, PICO, imgs, output, (32, 32), dtype, progress=False, checkpoint_sha256=sha256
         ).written
 
-    assert extract(plain, out, torch.float16) == 1
+    assert extract(plain, out, dtype) == 1
     Image.fromarray(np.full((8, 8, 3), 30, np.uint8)).save(imgs / "b.png")
     before = {p: p.read_bytes() for p in (out / "features").rglob("*")}
-    overflow = f"{imgs / 'b.png'}: its stage0 map reaches .*, beyond float16's range \\(±65504\\), and --dtype float16"
-    with pytest.raises(ValueError, match=f"{overflow} would store it as inf; rerun with --dtype float32 and another "):
-        extract(scaled, out, torch.float16)
+    with pytest.raises(ValueError, match=f"{imgs / 'b.png'}: its stage0 {refusal}.*; rerun with {way_out}.*another "):
+        extract(broken, out, dtype)
     assert {p: p.read_bytes() for p in (out / "features").rglob("*")} == before  # a's kept, b's not written
     with pytest.raises(ValueError, match="holds features made with other settings"):  # as the refusal says
-        extract(scaled, out, torch.float32)
-    with pytest.raises(ValueError, match=f"{imgs / 'a.png'}: .*float32 \\(into {fresh} too: it holds no features"):
-        extract(scaled, fresh, torch.float16)
-    assert extract(scaled, fresh, torch.float32) == 2
+        extract(fixed, out, fixed_dtype, fixed_sha256)
+    with pytest.raises(ValueError, match=f"{imgs / 'a.png'}: .*{way_out}.* \\(into {fresh} too: it holds no features"):
+        extract(broken, fresh, dtype)
+    assert extract(fixed, fresh, fixed_dtype, fixed_sha256) == 2
     stage0 = load_features(fresh / "features" / "b.png.safetensors").maps["stage0"]
-    assert stage0.isfinite().all() and stage0.abs().max() > 65504
-    torch.nn.init.constant_(scaled.patch_embed.norm.weight, float("nan"))
-    assert extract(scaled, tmp_path / "nan", torch.float16) == 2
-    assert load_features(tmp_path / "nan" / "features" / "a.png.safetensors").maps["stage0"].isnan().all()
+    assert stage0.isfinite().all() and (stage0.abs().max() > 65504) == overflow
 
 
 def test_a_grown_list_into_the_same_folder_says_its_names_moved(tmp_path: Path):

@@ -130,24 +130,44 @@ def photometric_distortion() -> v2.Transform:
     ])  # fmt: skip
 
 
+def normalize(mean: Sequence[float] | None, std: Sequence[float] | None) -> v2.Normalize:
+    """``v2.Normalize`` of ``data.mean`` and ``data.std``, resolved.
+
+    Raises:
+        ValueError: either is unset (None), as a fresh config's are: a run resolves them before it builds its
+            transforms (:func:`swinlite.engine.preflight.resolve_normalisation`), where torchvision's Normalize
+            failed with a TypeError.
+    """
+    unset = [f"data.{name}" for name, value in (("mean", mean), ("std", std)) if value is None]
+    if unset:
+        raise ValueError(
+            f"{' and '.join(unset)} {'is' if len(unset) == 1 else 'are'} unset (None), which the transforms cannot "
+            "normalise with: resolve the config as a run does, cfg = swinlite.engine.preflight.resolve_normalisation("
+            "SegmentationTask, cfg) (the model.pretrained weights file's record, else the model's pretrained "
+            "config's), or set them"
+        )
+    return v2.Normalize(list(mean), list(std))
+
+
 def build_train_transform(cfg: SegDataConfig, ignore_index: int) -> v2.Transform:
     """Rescale, crop, flip, distort colours, normalise, pad: images [3, h, w] float and masks [h, w] int64 of
-    ``data.crop_size``. ``data.mean`` and ``data.std`` resolved (the task fills them in where unset: the weights
-    file's record, else ImageNet's)."""
+    ``data.crop_size``. ``data.mean`` and ``data.std`` resolved (:func:`normalize`: the task fills them in where
+    unset, from the weights file's record, else the model's)."""
     steps = [
         RandomRescale(cfg.img_scale, cfg.ratio_range),
         CatMaxRandomCrop(cfg.crop_size, cfg.cat_max_ratio, ignore_index),
         v2.RandomHorizontalFlip(cfg.hflip),
         *([photometric_distortion()] if cfg.photometric else []),
         v2.ToDtype(torch.float32, scale=True),
-        v2.Normalize(cfg.mean, cfg.std),
+        normalize(cfg.mean, cfg.std),
         PadTo(cfg.crop_size, ignore_index),
         v2.ToPureTensor(),
     ]
     return v2.Compose(steps)
 
 
-def build_eval_transform(mean: Sequence[float], std: Sequence[float]) -> v2.Transform:
+def build_eval_transform(mean: Sequence[float] | None, std: Sequence[float] | None) -> v2.Transform:
     """Normalised images at their own size (inference resizes them, see ``swinlite.segmentation.inference``) and
-    their masks as they are: the metrics are computed at each image's own size."""
-    return v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.Normalize(list(mean), list(std)), v2.ToPureTensor()])
+    their masks as they are: the metrics are computed at each image's own size. ``mean`` and ``std``: resolved
+    ``data.mean`` and ``data.std`` (:func:`normalize`)."""
+    return v2.Compose([v2.ToDtype(torch.float32, scale=True), normalize(mean, std), v2.ToPureTensor()])

@@ -21,6 +21,7 @@ def test_help_lists_what_applies_without_importing_torch():
     assert "with --data-dir, without --config: configs/finetune_imagefolder.yaml" in result.stdout
     assert "model.name = swinlite_tiny_patch4_window7_224.ms_in1k" in result.stdout
     assert "model.name = swinlite_pico_patch2_window4_32" in result.stdout  # the demo's
+    assert "train.ema_decay=0.9998 train.ema_warmup=true" in result.stdout  # 0.9998 without it: long runs only
 
 
 def test_unknown_config_key_is_one_line_and_exit_2(capsys):

@@ -26,6 +26,7 @@ def test_help_says_which_file_applies_and_what_shows_every_key(capsys):
     assert "--print-config shows every key as it will apply to your command" in " ".join(text.split())
     assert "with --data-dir, without --config: configs/det_coco_fasterrcnn_swin_tiny_1x.yaml" in text
     assert "without --data-dir and --config: configs/det_demo.yaml" in text
+    assert "train.ema_decay=0.9998 train.ema_warmup=true" in text  # 0.9998 without it: long runs only
 
 
 def test_missing_data_is_one_clear_error(tmp_path: Path, capsys, offline_hub):

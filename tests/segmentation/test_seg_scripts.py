@@ -126,6 +126,7 @@ def test_help_imports_neither_torch_nor_timm():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=script_env())
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("usage:") == 3 and "data.test_mode=slide" in result.stdout and "--alpha" in result.stdout
+    assert "train.ema_decay=0.9998 train.ema_warmup=true" in result.stdout  # 0.9998 without it: long runs only
 
 
 def test_a_segmentation_checkpoint_points_classifier_tools_to_the_segmentation_scripts(trained):

@@ -1,19 +1,24 @@
 """The training transforms keep image and mask aligned (a mask drawn from the image itself still matches it after
-every geometric step), rescale as mmcv does, crop with cat_max_ratio, pad the mask with ignore_index."""
+every geometric step), rescale as mmcv does, crop with cat_max_ratio, pad the mask with ignore_index; unset mean and
+std are refused, naming how a run resolves them."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from pico import PICO
 from segkit import COLORS, scene
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
+from swinlite.engine.preflight import resolve_normalisation
 from swinlite.seg_views import rescaled_size
 from swinlite.segmentation.config import SegDataConfig
+from swinlite.segmentation.task import SegmentationTask
 from swinlite.segmentation.transforms import (
     CatMaxRandomCrop,
     RandomRescale,
+    build_eval_transform,
     build_train_transform,
     photometric_distortion,
 )
@@ -58,6 +63,28 @@ def test_mask_follows_every_geometric_step(img_scale, ratio_range, block):
         assert (mask[padded] == IGNORE).all()
     flipped_image_only = v2.functional.horizontal_flip(image)  # the check sees a misalignment
     assert _misaligned(flipped_image_only, mask)[1] > 0
+
+
+@pytest.mark.parametrize(
+    "build",
+    [lambda data: build_train_transform(data, IGNORE), lambda data: build_eval_transform(data.mean, data.std)],
+    ids=["train", "eval"],
+)
+def test_unset_mean_and_std_are_refused_naming_how_a_run_resolves_them(build):
+    """A fresh config's data.mean and data.std are None (a run resolves them before building its transforms): built
+    by hand from it, the transforms failed inside torchvision's Normalize with a TypeError. The way named works."""
+    cfg = SegmentationTask.load_config(None, [f"model.name={PICO}"])
+    resolve = "resolve_normalisation\\(SegmentationTask, cfg\\)"
+    with pytest.raises(ValueError, match=f"^data.mean and data.std are unset \\(None\\).*{resolve}"):
+        build(cfg.data)
+    cfg.data.std = STD
+    with pytest.raises(ValueError, match="^data.mean is unset \\(None\\)"):
+        build(cfg.data)
+    cfg.data.std = None
+    normalize = [
+        t for t in build(resolve_normalisation(SegmentationTask, cfg).data).transforms if isinstance(t, v2.Normalize)
+    ]
+    assert [(n.mean, n.std) for n in normalize] == [(list(MEAN), list(STD))]  # the pico's: ImageNet's
 
 
 def test_photometric_distortion_changes_the_image_never_the_mask():

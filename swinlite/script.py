@@ -24,6 +24,7 @@ import contextlib
 import importlib
 import os
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -60,6 +61,10 @@ TRAIN_SCRIPTS = {
 # the training engine's function (module, name) that tells them, looked up on the way out of such a process alone.
 LAUNCH_WAIT = 5.0
 LAUNCH_TELLER = ("swinlite.engine.handshake", "refuse_before_checks")
+
+# Seconds a process of a torchrun launch whose error another process says waits for torchrun to end it (then it exits
+# as before): that one says it, exits, and torchrun ends the rest by SIGTERM (its monitor looks every 0.1 s).
+SAID_ELSEWHERE_WAIT = 30.0
 
 
 class UserExit(SystemExit):
@@ -146,18 +151,32 @@ def _world_size() -> int:
     return int(world) if world.isdigit() else 1
 
 
+def said_elsewhere() -> int:
+    """The exit code (2) of a process that ends on an error another process of its launch says (each machine's first,
+    or rank 0), returned under ``torchrun`` (``TORCHELASTIC_RUN_ID`` set) only after :data:`SAID_ELSEWHERE_WAIT`
+    seconds, in which torchrun ends it (SIGTERM) once that process said the error and exited. Exiting at once, this
+    process was the launch's first failure: torchrun ended the others by SIGTERM, the one to say the error maybe before
+    it said it (no message at all), and its summary named this quiet one as the root cause. Call it where SIGTERM ends
+    the process as by default (outside :func:`swinlite.sigterm.terminate_as_interrupt`'s block): it ends without a
+    word. Processes started by hand (no torchrun to end them) return at once."""
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        time.sleep(SAID_ELSEWHERE_WAIT)
+    return 2
+
+
 def check_one_process() -> None:
     """Refuse a script that runs on one process started as one of several (``torchrun --nproc_per_node=2``: its
     ``WORLD_SIZE``): each process ran the whole work and wrote the same files (two summaries, a race on one folder).
     The message names the environment as the cause: a ``WORLD_SIZE`` left in a plain ``python`` environment (a
     Kubernetes PyTorchJob pod sets it in every container) refuses it too. Only under ``torchrun`` (which sets
-    ``TORCHELASTIC_RUN_ID``) do the processes but each machine's first (``LOCAL_RANK`` 0) exit with code 2 without a
-    word; a process started by hand always prints its line."""
+    ``TORCHELASTIC_RUN_ID``) do the processes but each machine's first (``LOCAL_RANK`` 0) say nothing: they wait for
+    torchrun to end them once that one said it (:func:`said_elsewhere`); a process started by hand always prints its
+    line."""
     world = _world_size()
     if world <= 1:
         return
     if "TORCHELASTIC_RUN_ID" in os.environ and os.environ.get("LOCAL_RANK", "0").strip() != "0":
-        sys.exit(2)
+        sys.exit(said_elsewhere())
     script = Path(sys.argv[0]).name or "this script"
     fail(f"the environment says this is one of {world} processes (WORLD_SIZE={world}, as torchrun sets it): "
          f"{script} runs on one: start it with python alone, with WORLD_SIZE unset or 1")  # fmt: skip

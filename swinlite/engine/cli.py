@@ -4,11 +4,13 @@ User errors propagate to the script's runner (``swinlite.script.run``, which ``s
 that turns them into one ``error: ...`` line and exit code 2; one every process raises alike, ``SharedError``, from rank
 0 alone, and a refusal of the checks made before the processes join, of the config, the data's folders, the output
 folder, from each machine's first process alone, ``checked_alike``, named by rank where another process alone failed
-them, ``handshake``); a stalled process, and another process's end (killed, or failed), is one line and exit code 1 (the
-latter with a hint to ``--resume``), an interrupt (Ctrl-C, exit code 130) or a SIGTERM (``kill``, a scheduler's stop;
-exit code 143) a hint to ``--resume`` (when there is something to resume), on rank 0; where rank 0 was killed (SIGKILL,
-a crash: it says nothing) and ``torchrun`` ended the others by SIGTERM, on the one process that finds rank 0's lock on
-the output folder left behind (:func:`holder_killed`).
+them, ``handshake``; under ``torchrun`` the processes that do not say it wait for torchrun to end them once the one that
+says it exited, ``said_elsewhere``, so that its line is printed and torchrun names it first); a stalled process, and
+another process's end (killed, or failed), is one line and exit code 1 (the latter with a hint to ``--resume``), an
+interrupt (Ctrl-C, exit code 130) or a SIGTERM (``kill``, a scheduler's stop; exit code 143) a hint to ``--resume``
+(when there is something to resume), on rank 0; where rank 0 was killed (SIGKILL, a crash: it says nothing) and
+``torchrun`` ended the others by SIGTERM, on the one process that finds rank 0's lock on the output folder left behind
+(:func:`holder_killed`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..lock import LOCK_FILE
+from ..script import said_elsewhere
 from ..sigterm import Terminated, terminate_as_interrupt
 from .checkpoint import RESUME_FILE
 from .config import dump_yaml, load_config, to_dict
@@ -49,14 +52,14 @@ def run_from_cli(
         return show_config(task.config, config, overrides)
     cfg = _loaded(task.config, config, overrides)
     if cfg is None:
-        return 2
+        return said_elsewhere()
     try:
         with terminate_as_interrupt():
             run(task, cfg, resume=resume, overwrite=overwrite, config=config)
     except SharedError:
         if launched().is_main:  # every process raised it alike (under torchrun, once per process before)
             raise
-        return 2
+        return said_elsewhere()
     except StalledRankError as e:
         print("error: " + " ".join(str(e).split()), file=sys.stderr)
         return 1
@@ -80,7 +83,7 @@ def show_config(config: type, path: str | Path, overrides: list[str]) -> int:
     the config class alone, not the task, whose imports may need an extra (detection's pycocotools)."""
     cfg = _loaded(config, path, overrides)
     if cfg is None:
-        return 2
+        return said_elsewhere()
     print(dump_yaml(to_dict(cfg)), end="")
     return 0
 

@@ -141,7 +141,9 @@ def startup_verdict(info: DistInfo, reports: list[dict[str, Any]], own: BaseExce
 
     The first process of each machine (local rank 0) raises its own error (``own``), else a ValueError naming the
     first failed rank and its message, or the first setting that differs; every other process a :class:`SharedError`
-    it does not say. Each exits with code 2, unless torchrun ended it first (SIGTERM) once another exited.
+    it does not say. The first process of each machine exits with code 2; the others, under torchrun, wait for
+    torchrun to end them (SIGTERM) once it did (``swinlite.script.said_elsewhere``), so that its line is printed and
+    torchrun's summary names it as the first failure; started by hand, they exit with code 2 at once.
     """
     if own is not None:
         _say_own(info, own)

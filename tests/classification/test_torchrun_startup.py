@@ -18,16 +18,22 @@ TIMEOUT = 120  # train.dist_timeout: the old hang lasted this long (then a SIGKI
 
 
 # Rank 0 under torchrun: its imports alongside rank 1's, then scripts/train.py (as `python scripts/train.py ARGS`
-# runs it) only once rank 1 has posted its startup report, i.e. waits in the join (a fixed delay of 8 s before).
+# runs it) only once rank 1 has posted its startup report, i.e. waits in the join (a fixed delay of 8 s before); a
+# rank 0 slow to say its error (2 s), as one on a busy machine may be.
 LATE = """
 import os
 import runpy
 import sys
+import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the script's runner sets it before torch loads
 import swinlite.classification  # noqa: F401
+import swinlite.script
 from swinlite.engine.distributed import launched
 from swinlite.engine.handshake import _prefix, launch_store
+
+say = swinlite.script.fail
+swinlite.script.fail = lambda message: (time.sleep(2.0), say(message))
 
 launch_store(launched(), 60.0).wait([f"{_prefix()}/1"])  # rank 1 passed its checks: it waits for rank 0's report
 sys.argv = sys.argv[1:]
@@ -56,6 +62,11 @@ def _errors(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stderr.splitlines() if "error:" in line]
 
 
+def _field(summary: str, name: str) -> str:
+    """A field's value in torchrun's failure summary (``  rank      : 0 (local_rank: 0)``), its first in ``summary``."""
+    return next(line.split(":", 1)[1].strip() for line in summary.splitlines() if line.split(":")[0].strip() == name)
+
+
 def test_rank_0_alone_failing_its_checks_ends_both_at_once(tmp_path: Path, folder: Path):
     """Rank 0's data folder missing (rank 1's found), rank 0's script started once rank 1 waits in the join: rank 1
     hung there, deaf to torchrun's SIGTERM, and was SIGKILLed 30 s later (before, bounded only by
@@ -64,9 +75,13 @@ def test_rank_0_alone_failing_its_checks_ends_both_at_once(tmp_path: Path, folde
     overrides = tiny_overrides(folder, tmp_path / "out", **{"train.epochs": 1, "train.dist_timeout": TIMEOUT})
     result, seconds = _torchrun(tmp_path, overrides, [f"data.data_dir={missing}"])
     assert seconds < 45, (seconds, result.stderr)  # at once; ~63 s before (the SIGKILL's 30 s wait)
-    assert "exitcode  : 2" in result.stderr and "SIGKILL" not in result.stderr, result.stderr
+    assert "SIGKILL" not in result.stderr, result.stderr
     (line,) = _errors(result)
     assert str(missing) in line and "rank 0 failed" not in line, line  # rank 0 says its own error, as raised
+    # rank 1 waits for torchrun's SIGTERM: rank 0, which says the error, is the first to exit (rank 1 exited 2 at
+    # once before: torchrun ended rank 0, here before it said the error, and named rank 1 as the root cause)
+    root = result.stderr.split("Root Cause (first observed failure):")[1]
+    assert _field(root, "rank") == "0 (local_rank: 0)" and _field(root, "exitcode").split()[0] == "2", result.stderr
 
 
 def test_processes_started_with_different_settings_are_refused_before_training(tmp_path: Path, folder: Path):

@@ -1,29 +1,36 @@
 """The scripts that run on one process, started under torchrun (torchrun --nproc_per_node=2 scripts/evaluate.py ...),
 ran the whole work once per process, each writing the same files (two summaries, a race on one folder). They are
 refused first, the environment named as the cause: under torchrun (TORCHELASTIC_RUN_ID set) said once, by each
-machine's first process (LOCAL_RANK 0), the others exit 2 without a word; a process started by hand in an environment
-with a leftover WORLD_SIZE (a Kubernetes PyTorchJob pod) always says it, whatever its LOCAL_RANK. The training scripts
-are torchrun's (tests/engine)."""
+machine's first process (LOCAL_RANK 0), the others wait without a word for torchrun to end them; a process started by
+hand in an environment with a leftover WORLD_SIZE (a Kubernetes PyTorchJob pod) always says it, whatever its
+LOCAL_RANK. The training scripts are torchrun's (tests/engine)."""
 
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from scriptkit import SCRIPTS, script_env
 
+from swinlite import script as runner
+
 ONE_PROCESS = ["evaluate", "evaluate_detection", "evaluate_segmentation", "predict", "detect", "segment",
                "extract_features", "export_onnx", "visualize", "benchmark", "convert_checkpoint"]  # fmt: skip
 TORCHRUN_ENV = ("TORCHELASTIC_RUN_ID", "WORLD_SIZE", "RANK", "LOCAL_RANK")  # set by each test, never inherited
+TORCHRUN = {"TORCHELASTIC_RUN_ID": "none", "WORLD_SIZE": "2"}  # a process of torchrun --nproc_per_node=2
+
+
+def _command(script: str) -> list[str]:
+    return [sys.executable, str(SCRIPTS / f"{script}.py"), "--help"]
+
+
+def _env(**env: str) -> dict[str, str]:
+    return {k: v for k, v in script_env().items() if k not in TORCHRUN_ENV} | env
 
 
 def _run(script: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPTS / f"{script}.py"), "--help"],
-        env={k: v for k, v in script_env().items() if k not in TORCHRUN_ENV} | env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return subprocess.run(_command(script), env=_env(**env), capture_output=True, text=True, timeout=120)
 
 
 def _expected(script: str) -> str:
@@ -33,11 +40,35 @@ def _expected(script: str) -> str:
 
 @pytest.mark.parametrize("script", ONE_PROCESS)
 def test_a_one_process_script_under_torchrun_is_refused_once(script):
-    torchrun = {"TORCHELASTIC_RUN_ID": "none", "WORLD_SIZE": "2"}
-    first = _run(script, RANK="0", LOCAL_RANK="0", **torchrun)
+    first = _run(script, RANK="0", LOCAL_RANK="0", **TORCHRUN)
     assert (first.returncode, first.stdout, first.stderr) == (2, "", _expected(script))
-    other = _run(script, RANK="1", LOCAL_RANK="1", **torchrun)
-    assert (other.returncode, other.stdout, other.stderr) == (2, "", "")
+
+
+def test_the_other_processes_under_torchrun_wait_for_its_sigterm_and_end_without_a_word():
+    """LOCAL_RANK 1 exited 2 at once: torchrun then ended local rank 0 (SIGTERM), maybe before it said the error,
+    and named this quiet process as the root cause. It waits now, until torchrun's SIGTERM once local rank 0 exited."""
+    start = time.monotonic()
+    _run("predict", RANK="0", LOCAL_RANK="0", **TORCHRUN)
+    alone = time.monotonic() - start  # a process's start, refusal and exit
+    other = subprocess.Popen(_command("predict"), env=_env(RANK="1", LOCAL_RANK="1", **TORCHRUN), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    with pytest.raises(subprocess.TimeoutExpired):
+        other.wait(timeout=alone + 2)
+    other.send_signal(signal.SIGTERM)  # torchrun's, once local rank 0 exited
+    out, err = other.communicate(timeout=30)
+    assert (other.returncode, out, err) == (-signal.SIGTERM, "", "")
+
+
+@pytest.mark.parametrize("torchrun", [True, False])
+def test_a_process_whose_error_another_says_waits_under_torchrun_alone(monkeypatch, torchrun: bool):
+    """Processes started by hand (the tests' forked ranks) have no torchrun to end them: they exit at once."""
+    monkeypatch.setattr(runner, "SAID_ELSEWHERE_WAIT", 0.5)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    if torchrun:
+        monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    start = time.monotonic()
+    assert runner.said_elsewhere() == 2
+    assert (time.monotonic() - start >= 0.5) == torchrun
 
 
 @pytest.mark.parametrize("script", ["predict", "evaluate"])

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from swinlite.device import resolve_device
     from swinlite.extract import OUTPUT_FILES, ExtractionInterrupted, read_sources, run_extraction
-    from swinlite.files import check_folder_alone
+    from swinlite.files import check_folder_alone, printable_path
     from swinlite.inference import check_rgb_model
     from swinlite.io import check_output
     from swinlite.weights import check_model_name
@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     check_rgb_model(model, checkpoint or name)  # before run_extraction writes settings.json
     size = tuple(args.size) if args.size else tuple(model.pretrained_cfg["input_size"][1:])
     check_size(size, model.patch_size, name)
+    # what the weights are (sha256 is the file's: the checkpoint's, or timm's cached pretrained one), for messages
+    weights = f"the checkpoint {printable_path(checkpoint)}" if checkpoint else f"timm's pretrained weights of {name}"
     try:
         summary = run_extraction(
             model,
@@ -159,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             device=str(device),
             progress=not args.no_progress,
             checkpoint_sha256=sha256,
+            weights=weights,
             compile=args.compile,
             report=lambda line: print(line, file=sys.stderr, flush=True),
             levels=levels,

@@ -278,6 +278,7 @@ def run_extraction(
     device: str = "cpu",
     progress: bool = True,
     checkpoint_sha256: str | None = None,
+    weights: str | None = None,
     compile: bool = False,
     report: Callable[[str], None] | None = None,
     levels: Sequence[int] | None = None,
@@ -299,6 +300,9 @@ def run_extraction(
         checkpoint_sha256: the SHA-256 of the weights the model was loaded from, for ``settings.json`` (None: random
             initial weights). Of the bytes loaded, not of the file read again here: a file replaced since the load
             (a training run writing a new best.safetensors) would name weights the features were not made with.
+        weights: where the weights come from, for messages (``"the checkpoint runs/a/best.safetensors"``,
+            ``"timm's pretrained weights of NAME"``); None: named by ``checkpoint_sha256`` alone, or random initial
+            weights where that is None.
         compile: run the model through :class:`swinlite.optimize.FixedBatch` (compiled once for ``batch_size``
             images; smaller batches are padded to it).
         report: called with :meth:`~swinlite.optimize.FixedBatch.report`'s line once the model is compiled (what
@@ -309,9 +313,10 @@ def run_extraction(
     Raises:
         ValueError: another run holds ``output``'s lock, or ``output`` holds features of other images
             (:func:`check_features`) or features made with other settings (:func:`record_settings`); nothing is
-            written then. Or an image's map holds values the model itself gave as inf or NaN (broken weights; any
-            ``dtype``), or ``dtype`` is float16 and it holds finite values beyond its range (±65504), which it would
-            store as inf: raised before that image's batch is written (the files written before stay).
+            written then. Or an image's map or pooled vector holds values the model itself gave as inf or NaN
+            (broken weights; any ``dtype``), or ``dtype`` is float16 and a map holds finite values beyond its range
+            (±65504), which it would store as inf: raised before that image's batch is written (the files written
+            before stay).
         ExtractionInterrupted: Ctrl-C while images are extracted, where a rerun continues (``checkpoint_sha256``
             given); a plain KeyboardInterrupt otherwise.
     """
@@ -373,7 +378,8 @@ def run_extraction(
                         image, holds = images[todo[good[e.index].index]], len(images) - len(todo) + saved > 0
                         if isinstance(e, _Float16Overflow):
                             raise _overflow_error(image, e, output, holds) from None
-                        raise _non_finite_error(image, e, output, holds, checkpoint_sha256) from None
+                        named = _weights_named(weights, checkpoint_sha256)
+                        raise _non_finite_error(image, e, output, holds, named) from None
                     for b, item in enumerate(good):
                         i = todo[item.index]
                         features = ImageFeatures(
@@ -413,7 +419,8 @@ def _forward(
     pooled [B, C] fp32).
 
     Raises:
-        _ModelNonFinite: a map holds values the model itself gave as inf or NaN (any ``dtype``).
+        _ModelNonFinite: a map or the pooled vector holds values the model itself gave as inf or NaN (any
+            ``dtype``).
         _Float16Overflow: ``dtype`` is float16 and a map holds finite values beyond its range, which it stores as
             inf.
     """
@@ -423,17 +430,20 @@ def _forward(
     for level, m, s in zip(levels, maps, stored, strict=True):
         if not torch.isfinite(s).all():  # one check a level per batch; which image and why: only on failure
             _check_map(m.float().cpu(), s, level)
+    pooled = pooled.to("cpu", torch.float32)  # [B, C]: through model.norm, which the maps never pass
+    if not torch.isfinite(pooled).all():
+        _check_finite(pooled, "pooled vector (its embedding)")
     per_image = [{f"stage{level}": s[b] for level, s in zip(levels, stored, strict=True)} for b in range(x.shape[0])]
-    return per_image, pooled.to("cpu", torch.float32)
+    return per_image, pooled
 
 
 class _ModelNonFinite(ValueError):
-    """A stage map of image ``index`` of a batch holds values the model itself gave as inf or NaN (``found``: how
-    many of each)."""
+    """``what`` of image ``index`` of a batch (its stage map, its pooled vector) holds values the model itself gave
+    as inf or NaN (``found``: how many of each)."""
 
-    def __init__(self, index: int, level: int, found: str) -> None:
-        super().__init__(f"image {index} of the batch: stage{level} holds {found} from the model")
-        self.index, self.level, self.found = index, level, found
+    def __init__(self, index: int, what: str, found: str) -> None:
+        super().__init__(f"image {index} of the batch: its {what} holds {found} from the model")
+        self.index, self.what, self.found = index, what, found
 
 
 class _Float16Overflow(ValueError):
@@ -445,15 +455,20 @@ class _Float16Overflow(ValueError):
         self.index, self.level, self.largest = index, level, largest
 
 
+def _check_finite(m: torch.Tensor, what: str) -> None:
+    """_ModelNonFinite for the first image of the batch whose ``what`` in ``m`` ([B, ...] float32) is not finite."""
+    bad = ~torch.isfinite(m)  # [B, ...]
+    if bad.any():
+        b = int(bad.flatten(1).any(1).nonzero()[0, 0])
+        nan, inf = int(m[b].isnan().sum()), int(m[b].isinf().sum())
+        raise _ModelNonFinite(b, what, " and ".join(f"{n} {kind}" for n, kind in ((nan, "NaN"), (inf, "inf")) if n))
+
+
 def _check_map(m: torch.Tensor, s: torch.Tensor, level: int) -> None:
     """Why ``s`` (the stored [B, C, H, W] map) is not finite: _ModelNonFinite where ``m`` (its float32 source) is
     not, the first such image of the batch (a float32 rerun would not help it); else _Float16Overflow, the first
     image that float16 turned to inf."""
-    bad = ~torch.isfinite(m)  # [B, C, H, W]
-    if bad.any():
-        b = int(bad.flatten(1).any(1).nonzero()[0, 0])
-        nan, inf = int(m[b].isnan().sum()), int(m[b].isinf().sum())
-        raise _ModelNonFinite(b, level, " and ".join(f"{n} {kind}" for n, kind in ((nan, "NaN"), (inf, "inf")) if n))
+    _check_finite(m, f"stage{level} map")
     overflow = ~torch.isfinite(s)  # [B, C, H, W]: finite in float32, so beyond float16's range
     b = int(overflow.flatten(1).any(1).nonzero()[0, 0])
     raise _Float16Overflow(b, level, float(m[b].abs().max()))
@@ -478,13 +493,18 @@ def _overflow_error(image: Path, e: _Float16Overflow, output: Path, holds_featur
     )
 
 
-def _non_finite_error(
-    image: Path, e: _ModelNonFinite, output: Path, holds_features: bool, checkpoint_sha256: str | None
-) -> ValueError:
-    """The refusal of the model's own inf or NaN for ``image``: its weights are broken, whatever ``--dtype``."""
-    weights = f"the checkpoint of SHA-256 {checkpoint_sha256}" if checkpoint_sha256 else "random initial weights"
+def _weights_named(weights: str | None, sha256: str | None) -> str:
+    """The weights as messages name them: ``weights`` (where they come from) with their SHA-256 where known."""
+    if weights is None:
+        return f"the weights of SHA-256 {sha256}" if sha256 else "random initial weights"
+    return f"{weights}, SHA-256 {sha256}" if sha256 else weights
+
+
+def _non_finite_error(image: Path, e: _ModelNonFinite, output: Path, holds_features: bool, weights: str) -> ValueError:
+    """The refusal of the model's own inf or NaN for ``image``: its ``weights`` (:func:`_weights_named`) are broken,
+    whatever ``--dtype``."""
     return ValueError(
-        f"{printable_path(image)}: its stage{e.level} map holds {e.found} values, which the model itself gave, at any "
+        f"{printable_path(image)}: its {e.what} holds {e.found} values, which the model itself gave, at any "
         f"--dtype: its weights ({weights}) are broken, by a training run that diverged, say; "
         f"{_rerun_hint('weights that give finite features', output, holds_features)}"
     )

@@ -1,11 +1,12 @@
 """The Swin of a detection or segmentation run's weights file, as ``scripts/extract_features.py`` and
 ``scripts/visualize.py`` read it: its levels as the run's FPN or UperNet head reads them, fed as the run feeds it.
 
-The backbone is :func:`swinlite.export.run_backbone`'s (what ``scripts/export_onnx.py --features`` exports): the
-run's trained per-level norms by default, the raw levels with ``raw_levels``. Its ``pretrained_cfg`` records the
-run's mean and std, and as ``input_size`` the detector's test size or the segmenter's crop. Such a backbone has no
-classifier: its pooled vector (``pretrained_cfg``'s pooling, average) is the spatial mean of its last level as
-returned, through the run's norm or raw as the levels are.
+The backbone and its levels are :func:`swinlite.export.run_features`' (what ``scripts/export_onnx.py --features``
+exports, the one place that decides a run's levels): the run's trained per-level norms and the levels its FPN or head
+reads by default, every raw level with ``raw_levels``. Its ``pretrained_cfg`` records the run's mean and std, and
+as ``input_size`` the detector's test size or the segmenter's crop. Such a backbone has no classifier: its pooled
+vector (``pretrained_cfg``'s pooling, average) is the spatial mean of its last level as returned, through the run's
+norm or raw as the levels are.
 """
 
 from __future__ import annotations

@@ -123,30 +123,36 @@ def test_a_rerun_killed_midway_leaves_no_stale_list_of_vectors(tmp_path: Path, m
     assert not (out / EMBEDDINGS_FILE).exists() and not (out / FAILURES_FILE).exists()
 
 
-BEYOND_FLOAT16 = "map reaches .*, beyond float16's range \\(±65504\\), and --dtype float16 would store it as inf"
-MODELS_OWN = (
-    "map holds {} values, which the model itself gave, at any --dtype: its weights \\(the checkpoint of SHA-256 ab"
-)
+BEYOND_FLOAT16 = "stage0 map reaches .*, beyond float16's range \\(±65504\\), and --dtype float16 would store it as inf"
+MODELS_OWN = "{} holds {} values, which the model itself gave, at any --dtype: its weights \\({} abab"
+CHECKPOINT = "the checkpoint w.safetensors"  # as extract_features.py names the weights it was given
+PRETRAINED = f"timm's pretrained weights of {PICO}"  # and those of --model alone (the SHA-256: timm's cached file)
 
 
 @pytest.mark.parametrize(
-    ("dtype", "weight", "value", "refusal", "way_out"),
+    ("dtype", "weight", "value", "weights", "refusal", "way_out"),
     [
-        (torch.float16, "patch_embed.norm.weight", 1e5, BEYOND_FLOAT16, "--dtype float32"),
-        (torch.float16, "patch_embed.norm.weight", float("nan"), MODELS_OWN.format("8192 NaN"), "weights that give "),
-        (torch.float32, "patch_embed.norm.weight", float("nan"), MODELS_OWN.format("8192 NaN"), "weights that give "),
-        (torch.float32, "layers.0.blocks.0.mlp.fc2.bias", float("inf"), MODELS_OWN.format("8192 inf"), "weights that "),
+        (torch.float16, "patch_embed.norm.weight", 1e5, CHECKPOINT, BEYOND_FLOAT16, "--dtype float32"),
+        (torch.float16, "patch_embed.norm.weight", float("nan"), CHECKPOINT,
+         MODELS_OWN.format("stage0 map", "8192 NaN", f"{CHECKPOINT}, SHA-256"), "weights that give "),
+        (torch.float32, "patch_embed.norm.weight", float("nan"), PRETRAINED,
+         MODELS_OWN.format("stage0 map", "8192 NaN", f"{PRETRAINED}, SHA-256"), "weights that give "),
+        (torch.float32, "layers.0.blocks.0.mlp.fc2.bias", float("inf"), None,
+         MODELS_OWN.format("stage0 map", "8192 inf", "the weights of SHA-256"), "weights that "),
+        (torch.float16, "norm.weight", float("nan"), CHECKPOINT,
+         MODELS_OWN.format("pooled vector \\(its embedding\\)", "256 NaN", f"{CHECKPOINT}, SHA-256"), "weights that "),
     ],
-    ids=["float16-overflow", "float16-nan", "float32-nan", "float32-inf"],
-)
+    ids=["float16-overflow", "float16-nan", "float32-nan", "float32-inf", "pooled-nan"],
+)  # fmt: skip
 def test_maps_beyond_the_dtype_or_not_finite_are_refused_before_writing_them(
-    tmp_path: Path, dtype: torch.dtype, weight: str, value: float, refusal: str, way_out: str
+    tmp_path: Path, dtype: torch.dtype, weight: str, value: float, weights: str | None, refusal: str, way_out: str
 ):
     """A map beyond float16's range (65504; here a pico's patch norm scaled by 1e5) was stored as inf, and the model's
-    own NaN or inf (broken weights) was stored as it was, at any dtype; exit 0 both: an index built on them broken
-    without a word. Refused naming the image, its level (all 32 x 16 x 16 values of a pico's stage0) and the way out,
-    which follows the settings rule: a rerun with another dtype or other weights into a folder of features is
-    refused."""
+    own NaN or inf (broken weights) was stored as it was, at any dtype, the pooled vector's too (through the final norm,
+    which no stage map passes); exit 0 both: an index built on them broken without a word. Refused naming the image,
+    its level (all 32 x 16 x 16 values of a pico's stage0) or its pooled vector (all 256), the weights as the script
+    names them (a "checkpoint" of --model's pretrained weights before) and the way out, which follows the settings
+    rule: a rerun with another dtype or other weights into a folder of features is refused."""
     imgs, out, fresh = tmp_path / "imgs", tmp_path / "out", tmp_path / "fresh"
     imgs.mkdir()
     Image.fromarray(np.full((8, 8, 3), 90, np.uint8)).save(imgs / "a.png")
@@ -158,13 +164,13 @@ def test_maps_beyond_the_dtype_or_not_finite_are_refused_before_writing_them(
 
     def extract(model, output: Path, dtype: torch.dtype, sha256: str = "ab" * 32) -> int:
         return run_extraction(
-            model, PICO, imgs, output, (32, 32), dtype, progress=False, checkpoint_sha256=sha256
+            model, PICO, imgs, output, (32, 32), dtype, progress=False, checkpoint_sha256=sha256, weights=weights
         ).written
 
     assert extract(plain, out, dtype) == 1
     Image.fromarray(np.full((8, 8, 3), 30, np.uint8)).save(imgs / "b.png")
     before = {p: p.read_bytes() for p in (out / "features").rglob("*")}
-    with pytest.raises(ValueError, match=f"{imgs / 'b.png'}: its stage0 {refusal}.*; rerun with {way_out}.*another "):
+    with pytest.raises(ValueError, match=f"{imgs / 'b.png'}: its {refusal}.*; rerun with {way_out}.*another "):
         extract(broken, out, dtype)
     assert {p: p.read_bytes() for p in (out / "features").rglob("*")} == before  # a's kept, b's not written
     with pytest.raises(ValueError, match="holds features made with other settings"):  # as the refusal says

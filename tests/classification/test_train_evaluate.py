@@ -114,9 +114,11 @@ def test_the_classes_of_a_file_without_class_names_are_the_training_folders_unre
 
 def test_the_scan_and_the_loader_name_an_unreadable_image_in_the_same_words(tmp_path: Path):
     """eval.json's "skipped" gave a file the scan dropped as "UnidentifiedImageError: cannot identify ...", one the
-    loader dropped as "unreadable (OSError: image file is truncated ...)"."""
+    loader dropped as "unreadable (OSError: image file is truncated ...)"; a link into the train split, skipped with a
+    warning (and counted in training's data: line), was missing from it."""
     data = make_folder(tmp_path / "data", classes=3, per_class=2)
     (garbage := data / "val" / "c1" / "garbage.png").write_bytes(b"not a png")
+    (link := data / "val" / "c0" / "t.png").symlink_to("../../train/c0/0.png")
     cut = data / "val" / "c2" / "0.png"
     cut.write_bytes(cut.read_bytes()[:100])  # the header reads: the loader finds it
     save_safetensors(tmp_path / "named.safetensors", timm.create_model(PICO, num_classes=3).state_dict(),
@@ -125,7 +127,9 @@ def test_the_scan_and_the_loader_name_an_unreadable_image_in_the_same_words(tmp_
         setup = prepare_evaluation(tmp_path / "named.safetensors", data, num_workers=0)
     with pytest.warns(UserWarning, match=f"{cut} left out of the evaluation: unreadable"):
         result = run_evaluation(setup, torch.device("cpu"))
-    ((path, reason),) = setup.skipped
+    (path, reason), into_train = setup.skipped
     assert path == str(garbage) and reason.startswith("unreadable (UnidentifiedImageError: cannot identify image")
+    train = (data / "train").resolve()
+    assert into_train == (str(link), f"linked file -> {train / 'c0' / '0.png'}: the folder {train}, listed apart")
     (item,) = result.left_out
     assert item.path == str(cut) and item.reason.startswith("unreadable (OSError: ")

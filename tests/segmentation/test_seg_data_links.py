@@ -1,14 +1,25 @@
-"""Segmentation's pairing and linked files: images and masks are paired by name, links included."""
+"""Segmentation's pairing and linked files: images and masks are paired by name, links included; a link into the
+other split is skipped by training's scan and by evaluate_segmentation.py --data-dir's."""
 
+import dataclasses
+import json
 import os
+import re
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+from pico import PICO
 from PIL import Image
+from scriptkit import run_script
 
+from swinlite.engine.checkpoint import save_weights
 from swinlite.engine.distributed import DistInfo
+from swinlite.segmentation.config import SegModelConfig
 from swinlite.segmentation.data import find_pairs, labels_of
+from swinlite.segmentation.inference import InferenceSettings
+from swinlite.segmentation.models import build_upernet
 from swinlite.segmentation.task import SegmentationTask
 
 
@@ -73,3 +84,20 @@ def test_a_link_into_the_other_split_is_skipped_naming_it(tmp_path: Path):
         (masks / "training" / "w.png", masks / "validation" / "2.png"),
     ):
         assert f"{link} -> {target.resolve()}: the folder" in said
+
+
+def test_evaluate_segmentation_data_dir_skips_a_link_into_the_other_split(tmp_path: Path):
+    """evaluate_segmentation.py --data-dir scored training images linked into validation (t.png -> training's 0.png)
+    as validation images: the script's own scan keeps the other split apart, the link skipped with a warning."""
+    data = _ade_folder(tmp_path / "data")
+    os.symlink("../training/0.png", data / "images" / "validation" / "t.png")
+    cfg = SegModelConfig(name=PICO, head_channels=8, aux_channels=8, pool_scales=(1, 2), pretrained=False)
+    preprocessing = {"mean": [0.5] * 3, "std": [0.25] * 3, **InferenceSettings(img_scale=(32, 32)).to_dict()}
+    meta = {"segmenter": dataclasses.asdict(cfg), "classes": ["x", "y"], "palette": [[0, 0, 0]] * 2,
+            "ignore_index": 255, "reduce_zero_label": False, "preprocessing": preprocessing}  # fmt: skip
+    save_weights(tmp_path / "best.safetensors", build_upernet(cfg, 2).state_dict(), {"task": "segmentation", **meta})
+    argv = ["--checkpoint", tmp_path / "best.safetensors", "--data-dir", data, "--num-workers", "0", "--device", "cpu"]
+    link, target = data / "images" / "validation" / "t.png", data / "images" / "training" / "0.png"
+    with pytest.warns(UserWarning, match=re.escape(f"{link} -> {target.resolve()}: the folder")):
+        assert run_script("evaluate_segmentation", argv) == 0
+    assert json.loads((tmp_path / "eval.json").read_text())["images"] == 1  # 2.png alone

@@ -68,7 +68,7 @@ def paragraph_with(text: str, figure: str) -> str:
     ("figure", "command"),
     [
         ("costs 0–0.28 top-1 points", "`scripts/predict.py --onnx`"),
-        ("runs 1.09–1.20× timm compiled", "`scripts/benchmark.py --compile`"),
+        ("runs 1.06–1.20× timm compiled", "`scripts/benchmark.py --compile`"),
         ("On an H200", "`bash benchmarks/gpu_run.sh`"),
         ("1.19–1.23× in bf16", "`TIMM_FUSED_ATTN=2 python scripts/benchmark.py"),
     ],

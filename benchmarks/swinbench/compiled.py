@@ -36,6 +36,7 @@ from .swin import (
     start_run,
     time_rows,
 )
+from .timing import paired_ratio
 
 SUFFIX = "+optimized"
 
@@ -85,11 +86,12 @@ def run_compile_benchmark(
 
 
 def _add_ratio_vs_timm_optimized(rows: list[Row]) -> None:
+    """Note each row's speed ratio to optimised timm of the same rounds (:func:`~swinbench.timing.paired_ratio`)."""
     reference = next((r for r in rows if r.model == "timm" + SUFFIX), None)
     if reference is None:
         return
     for row in rows:
-        row.notes.append(f"{row.images_per_s / reference.images_per_s:.2f}× timm{SUFFIX}")
+        row.notes.append(f"{paired_ratio(reference.round_seconds, row.round_seconds):.2f}× timm{SUFFIX}")
 
 
 def warm_start_seconds(cfg: BenchConfig, name: str) -> tuple[float, float]:

@@ -12,13 +12,13 @@ Variants, per case (batch, H, W):
 - ``timm ORT fixed``: timm's Swin-T (the same weights) exported at the case's fixed batch and size, in ONNX
   Runtime.
 
-Each case times its variants interleaved (a round runs each once) after warm-up: the medians, and the spread of each
-speed ratio over the rounds. ONNX Runtime gets as many threads as torch, and its sessions do not spin-wait after a
-run (``session.intra_op.allow_spinning`` 0): with spinning on, the threads of the session timed just before keep the
-cores busy while the next one runs (on 2 cores, ONNX Runtime fp32 at 224² batch 1 took 69 ms alone, 92–100 ms
-interleaved with a second session; 76–79 ms either way without spinning). The result also holds each variant's largest
-|logit difference| from eager and the check of the any-size file against eager at the issue's sizes (logits and
-every feature level of a features export).
+Each case times its variants interleaved (a round runs each once) after warm-up: the medians, each speed ratio as the
+median of its per-round ratios, and their spread. ONNX Runtime gets as many threads as torch, and its sessions do not
+spin-wait after a run (``session.intra_op.allow_spinning`` 0): with spinning on, the threads of the session timed just
+before keep the cores busy while the next one runs (on 2 cores, ONNX Runtime fp32 at 224² batch 1 took 69 ms alone,
+92–100 ms interleaved with a second session; 76–79 ms either way without spinning). The result also holds each
+variant's largest |logit difference| from eager and the check of the any-size file against eager at the issue's sizes
+(logits and every feature level of a features export).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from swinlite.weights import load_checkpoint
 
 from .report import _load, spread
 from .swin import machine_info
-from .timing import interleaved_seconds, ratio_range
+from .timing import interleaved_seconds, paired_ratio, ratio_range
 
 MODEL = "swinlite_tiny_patch4_window7_224"
 TIMM = "swin_tiny_patch4_window7_224"
@@ -143,7 +143,7 @@ def time_case(model, sessions, x: torch.Tensor, warmup: int, repeats: int, log) 
                 variant=name,
                 ms=1000 * statistics.median(seconds),
                 round_seconds=seconds,
-                vs_ort_fp32=statistics.median(reference) / statistics.median(seconds),
+                vs_ort_fp32=paired_ratio(reference, seconds),
                 vs_ort_fp32_range=list(ratio_range(reference, seconds)),
                 max_diff=float(np.abs(np.asarray(out) - eager_out.numpy()).max()),
             )
@@ -176,7 +176,8 @@ def deploy_table(result: dict[str, Any]) -> str:
     lines = [
         f"{cfg['model']} inference on {machine['cpu']}, {machine['threads']} threads (torch and ONNX Runtime); "
         f"torch {machine['torch']}, timm {machine['timm']}. Median of {cfg['repeats']} interleaved rounds after "
-        f"{cfg['warmup']} warm-up; spread: the lowest and highest per-round ratio. Load average before/after: "
+        f"{cfg['warmup']} warm-up; × ORT fp32: the median of the per-round ratios; spread: their lowest and highest. "
+        "Load average before/after: "
         f"{_load(machine['load_average_before'])} / {_load(machine.get('load_average_after'))}. Files: fp32 "
         f"{result['file_mb']['any']:.0f} MB, INT8 {result['file_mb']['int8']:.0f} MB. timm's Swin-T has the same "
         "weights; at 800x1344 it computes another function (its shift wraps across the padding).",

@@ -9,6 +9,7 @@ is far above the noise), so no figure here is extrapolated.
 from __future__ import annotations
 
 import os
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 from swinlite.seq import RelPosSelfAttention1d
 
 from .swin import machine_info
-from .timing import interleaved_median_seconds, median_seconds
+from .timing import interleaved_seconds, median_seconds, paired_ratio
 
 
 def _qkv(attn: RelPosSelfAttention1d, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -71,7 +72,8 @@ def run_rel_pos_1d(
     Returns:
         dict with ``config`` (the arguments), ``machine`` (versions, threads, load average before and
         after) and ``rows``: one dict per formulation with ``name``, ``seq_len``, ``ms`` (median
-        milliseconds), ``vs_plain`` (time over plain attention) and ``note``.
+        milliseconds), ``vs_plain`` (time over plain attention: the median of the per-round ratios; for the double
+        loop, timed apart, the ratio of the medians) and ``note``.
     """
     if min(seq_len, dim, num_heads, batch, loop_check_len, repeats) < 1 or warmup < 0:
         raise ValueError(
@@ -93,10 +95,11 @@ def run_rel_pos_1d(
     for kwargs in variants.values():
         attn = RelPosSelfAttention1d(dim, num_heads, seq_len, **(kwargs or {})).eval()
         fns.append(_no_grad(lambda a=attn: plain_attention(a, x)) if kwargs is None else _no_grad(lambda a=attn: a(x)))
-    seconds = interleaved_median_seconds(fns, warmup=warmup, repeats=repeats)
+    times = interleaved_seconds(fns, warmup=warmup, repeats=repeats)
+    seconds = [statistics.median(t) for t in times]
     rows = [
-        dict(name=name, seq_len=seq_len, ms=1e3 * s, vs_plain=s / seconds[0], note="")
-        for name, s in zip(variants, seconds, strict=True)
+        dict(name=name, seq_len=seq_len, ms=1e3 * s, vs_plain=paired_ratio(t, times[0]), note="")
+        for name, s, t in zip(variants, seconds, times, strict=True)
     ]
     rows.append(_loop_row(dim, num_heads, batch, seq_len, loop_check_len, seconds))
     machine["load_average_after"] = os.getloadavg()

@@ -29,9 +29,10 @@ def markdown_table(result: dict[str, Any]) -> str:
         f"({machine['gpu'] or cpu_description(machine)}, {machine['threads']} threads); torch {machine['torch']}, "
         f"timm {machine['timm']}, torchvision {machine['torchvision']}."
         + (f" timm attention: {result['timm_attention']}." if result.get("timm_attention") else ""),
-        f"Median of {cfg['repeats']} runs {order} after {cfg['warmup']} warm-up; spread: the lowest and highest "
-        "ratio to timm over those rounds. Matmul ceiling (GFLOP/s, a 2048³ matmul timed in the same rounds): "
-        f"{ceilings}. GFLOP per image: {gflop}. Max |logit difference| from timm: {diffs}. "
+        f"Median of {cfg['repeats']} runs {order} after {cfg['warmup']} warm-up; × timm: the median of the "
+        "per-round ratios to timm (× timm fp32 of a bf16 row: the ratio of the medians, timed in other rounds); "
+        "spread: the lowest and highest per-round ratio. Matmul ceiling (GFLOP/s, a 2048³ matmul timed in the same "
+        f"rounds): {ceilings}. GFLOP per image: {gflop}. Max |logit difference| from timm: {diffs}. "
         f"Load average before/after: {_load(machine['load_average_before'])} / "
         f"{_load(machine.get('load_average_after'))}.",
     ]

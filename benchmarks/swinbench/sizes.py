@@ -38,7 +38,7 @@ from .swin import (
     step_profile,
     timm_attention,
 )
-from .timing import interleaved_seconds, ratio_range
+from .timing import interleaved_seconds, paired_ratio, ratio_range
 
 
 @dataclass
@@ -167,11 +167,13 @@ def _measure(
 
 
 def _add_ratios(rows: list[dict]) -> None:
+    """Ratios to timm at the same size and task, timed in the same interleaved rounds: speed, the median of the
+    per-round ratios (:func:`swinbench.timing.paired_ratio`), its spread, and memory; None for the FPN backbones."""
     timm_rows = {(tuple(r["size"]), r["task"]): r for r in rows if r["model"] == "timm"}
     for row in rows:
         ref = timm_rows.get((tuple(row["size"]), row["task"]))
         same_family = ref is not None and row["model"] in ("swinlite", "timm")
-        row["speed_vs_timm"] = row["images_per_s"] / ref["images_per_s"] if same_family else None
+        row["speed_vs_timm"] = paired_ratio(ref["round_seconds"], row["round_seconds"]) if same_family else None
         row["speed_vs_timm_range"] = (
             list(ratio_range(ref["round_seconds"], row["round_seconds"])) if same_family else None
         )
@@ -198,8 +200,8 @@ def sizes_table(result: dict[str, Any]) -> str:
         f"Swin-{cfg['size']} batch {cfg['batch']}, fp32, device {cfg['device']} ({machine['gpu'] or machine['cpu']}, "
         f"{machine['threads']} threads); torch {machine['torch']}, timm {machine['timm']}, torchvision "
         f"{machine['torchvision']}; timm attention: {result['timm_attention']}. Median of {cfg['repeats']} "
-        f"interleaved runs after {cfg['warmup']} warm-up; spread: the lowest and highest ratio to timm over those "
-        "rounds. "
+        f"interleaved runs after {cfg['warmup']} warm-up; × timm: the median of the per-round ratios to timm; "
+        "spread: the lowest and highest. "
         f"Load average before/after: {load}."
         + ("".join(f" Kernel chosen by measurement: {c}." for c in result.get("kernel_choices", []))),
         "",

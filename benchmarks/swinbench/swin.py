@@ -37,7 +37,7 @@ from swinlite.fast import measured
 from swinlite.models.swin import pad_to_window, stage_maps
 
 from .choices import MIN_IMG_SIZE, MODELS, PRECISIONS, SIZES, TASKS  # noqa: F401  (re-exported)
-from .timing import FaultCounted, interleaved_seconds, ratio_range
+from .timing import FaultCounted, interleaved_seconds, paired_ratio, ratio_range
 
 
 @dataclass
@@ -404,18 +404,28 @@ def time_rows(
 
 
 def add_ratios(rows: list[Row]) -> None:
-    """Fill speed and memory ratios against timm's row of the same task and condition (same precision, and fp32)."""
+    """Fill speed and memory ratios against timm's row of the same task and condition (same precision, and fp32).
+
+    timm of the same precision ran in the same interleaved rounds: ``speed_vs_timm`` is the median of the per-round
+    ratios (:func:`swinbench.timing.paired_ratio`), the ratio of the medians only for rows without rounds. timm's
+    fp32 row of a bf16 row ran in other rounds (its own :func:`time_rows` call): ``speed_vs_timm_fp32`` is then the
+    ratio of the medians.
+    """
     timm_rows = {(r.task, r.precision, r.condition): r for r in rows if r.model == "timm"}
     for row in rows:
         same = timm_rows.get((row.task, row.precision, row.condition))
         fp32 = timm_rows.get((row.task, "fp32", row.condition))
         if same is not None:
-            row.speed_vs_timm = row.images_per_s / same.images_per_s
             if row.round_seconds and same.round_seconds:
+                row.speed_vs_timm = paired_ratio(same.round_seconds, row.round_seconds)
                 row.speed_vs_timm_range = list(ratio_range(same.round_seconds, row.round_seconds))
+            else:
+                row.speed_vs_timm = row.images_per_s / same.images_per_s
             if row.peak_mb is not None and same.peak_mb:
                 row.memory_vs_timm = row.peak_mb / same.peak_mb
-        if fp32 is not None:
+        if fp32 is not None and fp32 is same:  # an fp32 row: the same rounds
+            row.speed_vs_timm_fp32 = row.speed_vs_timm
+        elif fp32 is not None:
             row.speed_vs_timm_fp32 = row.images_per_s / fp32.images_per_s
 
 

@@ -84,10 +84,13 @@ def interleaved_median_seconds(fns: Sequence[Callable[[], object]], warmup: int 
 
 
 def interleaved_line(steps: Mapping[str, Callable[[], object]], warmup: int, repeats: int, reference: str) -> str:
-    """The :func:`interleaved_median_seconds` of named callables as one line, "name 12 ms (1.20x timm), ...": each
-    as a speed ratio to the one named ``reference``."""
-    median = dict(zip(steps, interleaved_median_seconds(list(steps.values()), warmup, repeats), strict=True))
-    return ", ".join(f"{n} {s * 1e3:.0f} ms ({median[reference] / s:.2f}x {reference})" for n, s in median.items())
+    """The median :func:`interleaved_seconds` of named callables as one line, "name 12 ms (1.20x timm), ...": each
+    with its :func:`paired_ratio` to the one named ``reference``."""
+    times = dict(zip(steps, interleaved_seconds(list(steps.values()), warmup, repeats), strict=True))
+    return ", ".join(
+        f"{n} {statistics.median(t) * 1e3:.0f} ms ({paired_ratio(times[reference], t):.2f}x {reference})"
+        for n, t in times.items()
+    )
 
 
 def line_with_setting(
@@ -116,9 +119,29 @@ def line_with_setting(
         setattr(target, name, original)
 
 
+def round_ratios(reference: Sequence[float], times: Sequence[float]) -> list[float]:
+    """Per-round speed ratios ``reference[r] / times[r]`` of two callables timed in the same interleaved rounds."""
+    if len(reference) != len(times) or not times:
+        raise ValueError(
+            f"expected the seconds of the same rounds, at least one: got {len(reference)} and {len(times)} rounds"
+        )
+    return [a / b for a, b in zip(reference, times, strict=True)]
+
+
+def paired_ratio(reference: Sequence[float], times: Sequence[float]) -> float:
+    """Speed ratio of two callables timed in the same interleaved rounds: the median of :func:`round_ratios`.
+
+    Each round's two timings share that round's load, so a burst that slows one of them shows as one outlying round
+    here, where the ratio of the two medians can pair a slow round of one with a quiet round of the other (rounds
+    39/61/67/434/370 ms against 34/37/607/430/390 ms: medians 5.8x, per round 0.99x). Its spread is
+    :func:`ratio_range`. Callables timed in different rounds have no pairs: compare their medians.
+    """
+    return statistics.median(round_ratios(reference, times))
+
+
 def ratio_range(reference: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
     """Smallest and largest per-round speed ratio ``reference[r] / times[r]`` (rounds of one interleaved run)."""
-    ratios = [a / b for a, b in zip(reference, times, strict=True)]
+    ratios = round_ratios(reference, times)
     return min(ratios), max(ratios)
 
 

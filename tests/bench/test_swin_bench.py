@@ -2,6 +2,7 @@
 
 import json
 import mmap
+import statistics
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ from narrowswin import narrow_swin_t
 from swinbench.rel_pos_1d import run_rel_pos_1d
 from swinbench.report import markdown_table, profile_tables, rel_pos_1d_table, write_json
 from swinbench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark, start_run
-from swinbench.timing import FaultCounted
+from swinbench.timing import FaultCounted, paired_ratio
 
 
 def test_peak_memory_counts_live_tensors_at_the_worst_moment():
@@ -39,16 +40,38 @@ def test_page_faults_of_each_call_are_counted():
     assert counted.median(1) == counted.faults[1] and counted.median(2, per=2) == sum(counted.faults) / 4
 
 
+def _row(task: str, precision: str, model: str, rounds: list[float], **kwargs) -> Row:
+    s = statistics.median(rounds)
+    return Row(task, precision, model, s, 1 / s, 0.5, round_seconds=rounds, **kwargs)
+
+
 def test_ratios_are_against_timm_of_the_same_task():
     rows = [
-        Row("train", "fp32", "timm", 1.0, 4.0, 0.5, peak_mb=100.0, round_seconds=[1.2, 1.0, 0.9]),
-        Row("train", "fp32", "swinlite", 0.8, 5.0, 0.6, peak_mb=80.0, round_seconds=[0.8, 1.0, 0.6]),
-        Row("train", "bf16", "swinlite", 0.5, 8.0, 0.1),
+        _row("train", "fp32", "timm", [1.2, 1.0, 0.9], peak_mb=100.0),
+        _row("train", "fp32", "swinlite", [0.8, 1.0, 0.6], peak_mb=80.0),  # medians: 1.25x
+        Row("train", "bf16", "swinlite", 0.5, 2.0, 0.1),
+        # under load (a burst in round 3 for timm, in rounds 4-5 for both): medians 5.8x, per round 0.99x
+        _row("inference", "bf16", "timm", [0.034, 0.037, 0.607, 0.430, 0.390]),
+        _row("inference", "bf16", "swinlite", [0.039, 0.061, 0.067, 0.434, 0.370]),
+        _row("inference", "fp32", "timm", [0.100]),
+        Row("inference", "fp32", "swinlite", 0.050, 20.0, 0.5),  # no rounds: the ratio of the medians
     ]
     add_ratios(rows)
-    assert rows[1].speed_vs_timm == pytest.approx(1.25) and rows[1].memory_vs_timm == pytest.approx(0.8)
+    per_round = [a / b for a, b in zip(rows[3].round_seconds, rows[4].round_seconds, strict=True)]
+    assert rows[1].speed_vs_timm == pytest.approx(1.5) and rows[1].memory_vs_timm == pytest.approx(0.8)
     assert rows[1].speed_vs_timm_range == pytest.approx([1.0, 1.5])  # per round: 1.5, 1.0, 1.5
-    assert rows[2].speed_vs_timm is None and rows[2].speed_vs_timm_fp32 == pytest.approx(2.0)
+    assert rows[1].speed_vs_timm_fp32 == rows[1].speed_vs_timm  # fp32 timm: the same rounds
+    assert rows[2].speed_vs_timm is None and rows[2].speed_vs_timm_fp32 == pytest.approx(2.0)  # other rounds: medians
+    assert rows[4].speed_vs_timm == pytest.approx(statistics.median(per_round)) == pytest.approx(0.99, abs=0.01)
+    assert rows[4].speed_vs_timm_range == pytest.approx([min(per_round), max(per_round)])
+    assert rows[4].speed_vs_timm_fp32 == pytest.approx(0.100 / 0.067)  # against timm fp32 100 ms: medians
+    assert rows[6].speed_vs_timm == pytest.approx(2.0) and rows[6].speed_vs_timm_range is None
+
+
+def test_paired_ratio_needs_the_same_rounds():
+    assert paired_ratio([2.0, 3.0, 30.0], [1.0, 3.0, 1.0]) == 2.0
+    with pytest.raises(ValueError, match="same rounds.*got 3 and 2"):
+        paired_ratio([2.0, 3.0, 30.0], [1.0, 3.0])
 
 
 def test_bad_config_is_rejected():

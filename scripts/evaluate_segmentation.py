@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         report |= evaluated_data(args.data_dir, args.split, args.amp, image_dir=images, mask_dir=masks)
         report |= {"images": evaluated, "test": test.to_dict(), "miou": result.miou, "macc": result.macc,
                    "aacc": result.aacc, "per_class": per_class}  # fmt: skip
-        report |= left_out_report(split.skipped, left_out)
+        links = [(link.path, link.reason) for link in split.links]  # the links the scan skipped, as evaluate.py's
+        report |= left_out_report([*split.skipped, *links], left_out)
         remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
         atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(report), indent=1, allow_nan=False).encode())
         atomic_write_bytes(out / "per_class_iou.csv", per_class_csv(result, classes))

@@ -42,8 +42,9 @@ import tempfile
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -192,12 +193,34 @@ def is_hidden(name: str) -> bool:
     return name.startswith(".")
 
 
+@dataclass(frozen=True)
+class SkippedLink:
+    """A symbolic link a listing skipped: ``path``, the link as listed; ``kind``, what it leads to; ``target``, its
+    real path; ``why``, e.g. ``"a loop back to an enclosing folder"`` or ``"the folder F, listed apart"``."""
+
+    path: str
+    kind: Literal["file", "folder"]
+    target: str
+    why: str
+
+    @property
+    def message(self) -> str:
+        """The warning that names it: ``skipping linked file|folder PATH -> TARGET: WHY``."""
+        return f"skipping linked {self.kind} {self.path} -> {self.target}: {self.why}"
+
+    @property
+    def reason(self) -> str:
+        """Why it was left out, as ``eval.json``'s ``skipped`` gives it beside the path: ``linked file -> TARGET:
+        WHY``."""
+        return f"linked {self.kind} -> {self.target}: {self.why}"
+
+
 def list_files(
     folder: str | os.PathLike,
     others: Iterable[str | os.PathLike] | None = None,
     *,
     every_name: bool = False,
-    skipped: list[str] | None = None,
+    skipped: list[SkippedLink] | None = None,
 ) -> list[Path]:
     """Files under ``folder`` (recursive), sorted, hidden names (:func:`is_hidden`) left out.
 
@@ -218,7 +241,7 @@ def list_files(
         folder: the folder to list.
         others: the folders the caller lists besides ``folder`` (none: an empty list); None: list every name.
         every_name: with ``others``, keep them apart but list every name, not each file once.
-        skipped: where given, each skipped link's warning is added to it too (for a caller that counts them).
+        skipped: where given, each skipped link is added to it too (for a caller that counts or names them).
     """
     root = os.path.realpath(folder)
     apart = [real for real in map(os.path.realpath, others or ()) if not _inside(root, real)]  # not folder's parents
@@ -233,7 +256,7 @@ def list_files(
             other = _apart(real, root, apart)
             if _inside(parent_real, real) or _inside(root, real) or other is not None:
                 why = f"the folder {other}, listed apart" if other else "a loop back to an enclosing folder"
-                _skip_link(f"skipping linked folder {path} -> {real}: {why}", skipped, stacklevel=2)
+                _skip_link(SkippedLink(path, "folder", real, why), skipped, stacklevel=2)
             elif real not in seen:  # a folder reached through another link already is listed once
                 seen.add(real)
                 keep.append(name)
@@ -245,17 +268,17 @@ def list_files(
             if other is None:
                 files[path] = real
             else:
-                _skip_link(f"skipping linked file {path} -> {real}: the folder {other}, listed apart", skipped, 2)
+                _skip_link(SkippedLink(str(path), "file", real, f"the folder {other}, listed apart"), skipped, 2)
     listed = dict(sorted(files.items()))
     return list(listed) if others is None or every_name else _one_per_file(listed, skipped)
 
 
-def _skip_link(message: str, skipped: list[str] | None, stacklevel: int) -> None:
-    """Warn ``message``, a link skipped (``stacklevel`` as the caller would give :func:`warnings.warn`); add it to
-    ``skipped`` where given."""
-    warnings.warn(message, stacklevel=stacklevel + 1)
+def _skip_link(link: SkippedLink, skipped: list[SkippedLink] | None, stacklevel: int) -> None:
+    """Warn ``link``'s message (``stacklevel`` as the caller would give :func:`warnings.warn`); add it to ``skipped``
+    where given."""
+    warnings.warn(link.message, stacklevel=stacklevel + 1)
     if skipped is not None:
-        skipped.append(message)
+        skipped.append(link)
 
 
 def _apart(real: str, root: str, apart: list[str]) -> str | None:
@@ -263,7 +286,7 @@ def _apart(real: str, root: str, apart: list[str]) -> str | None:
     return next((o for o in apart if _inside(real, o) and not _inside(real, root)), None)
 
 
-def _one_per_file(reals: dict[Path, str], skipped: list[str] | None = None) -> list[Path]:
+def _one_per_file(reals: dict[Path, str], skipped: list[SkippedLink] | None = None) -> list[Path]:
     """The paths of ``reals`` (path -> its real path), in their order, each file (real path) once.
 
     A file is named by the first path that reaches it whose last part is no symbolic link (its own name); a link to
@@ -278,19 +301,19 @@ def _one_per_file(reals: dict[Path, str], skipped: list[str] | None = None) -> l
         links = [p for p in paths if p.is_symlink()] if len(paths) > 1 else []
         own = [p for p in paths if p not in links]
         for link in links if own else ():
-            message = f"skipping linked file {link} -> {real}: the same file as {own[0]}, listed under its own name"
-            _skip_link(message, skipped, stacklevel=3)
+            why = f"the same file as {own[0]}, listed under its own name"
+            _skip_link(SkippedLink(str(link), "file", real, why), skipped, stacklevel=3)
         kept.add((own or paths)[0])
     return [p for p in reals if p in kept]
 
 
-def folders_apart(folders: Iterable[str | os.PathLike], skipped: list[str] | None = None) -> list[Path]:
+def folders_apart(folders: Iterable[str | os.PathLike], skipped: list[SkippedLink] | None = None) -> list[Path]:
     """``folders``, listed apart (e.g. the class folders of a split), without the linked ones that lead into another.
 
     A link whose real path is another kept folder, or lies inside one, would list that folder's files a second time
     (under a second class): it is skipped with :func:`list_files`'s warning, as a link inside a folder is. Folders
     that are no links are kept first; links are kept in the order given, each unless it leads into one kept before.
-    A skipped link's warning is added to ``skipped`` too, where given.
+    A skipped link is added to ``skipped`` too, where given.
     """
     folders = [Path(f) for f in folders]
     kept = {f: os.path.realpath(f) for f in folders if not f.is_symlink()}
@@ -300,7 +323,7 @@ def folders_apart(folders: Iterable[str | os.PathLike], skipped: list[str] | Non
         if other is None:
             kept[link] = real
         else:
-            _skip_link(f"skipping linked folder {link} -> {real}: the folder {other}, listed apart", skipped, 2)
+            _skip_link(SkippedLink(str(link), "folder", real, f"the folder {other}, listed apart"), skipped, 2)
     return [f for f in folders if f in kept]
 
 

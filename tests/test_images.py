@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 from torchvision.transforms import functional as TF
 
-from swinlite.files import read_list, read_names
+from swinlite.files import SkippedLink, read_list, read_names
 from swinlite.images import IMAGE_EXTENSIONS, ImageFiles, list_files, list_images, load_rgb, upright_size
 
 
@@ -186,8 +186,9 @@ def test_a_file_keeps_its_own_name_over_a_link_to_it_listed_too(tmp_path: Path):
 
 def test_a_file_linked_from_a_class_folder_is_counted_in_its_own_class_only(tmp_path: Path):
     """``others`` given (a split's class folders): a file link into another class folder put one image under two
-    labels, a link to a file of the same folder counted it twice; both are skipped with a warning. Without
-    ``others`` every name is listed (segmentation pairs images and masks by name: one mask may serve many)."""
+    labels, a link to a file of the same folder counted it twice; both are skipped with a warning, and given to the
+    caller as records (``skipped``) that say it word for word. Without ``others`` every name is listed (segmentation
+    pairs images and masks by name: one mask may serve many)."""
     for rel in ["red/000.png", "red/001.png", "green/000.png", "outside/x.png"]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(b"")
@@ -196,9 +197,13 @@ def test_a_file_linked_from_a_class_folder_is_counted_in_its_own_class_only(tmp_
     os.symlink(red / "000.png", red / "000_alias.png")
     os.symlink(outside / "x.png", red / "x.png")  # outside the class folders: kept
     os.symlink(outside / "x.png", red / "y.png")  # the same outside file again: listed once, by the first link
+    links: list[SkippedLink] = []
     with pytest.warns(UserWarning) as record:
-        assert list_files(green, [red]) == [green / "000.png"]
-        assert list_files(red, [green]) == [red / "000.png", red / "001.png", red / "x.png"]
+        assert list_files(green, [red], skipped=links) == [green / "000.png"]
+        assert list_files(red, [green], skipped=links) == [red / "000.png", red / "001.png", red / "x.png"]
+    why = f"the folder {os.path.realpath(red)}, listed apart"
+    assert links[0] == SkippedLink(str(green / "from_red.png"), "file", os.path.realpath(red / "001.png"), why)
+    assert [link.message for link in links] == _linked_file_warnings(record)
     assert _linked_file_warnings(record) == [
         f"skipping linked file {green / 'from_red.png'} -> {os.path.realpath(red / '001.png')}: the folder "
         f"{os.path.realpath(red)}, listed apart",

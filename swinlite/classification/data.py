@@ -26,7 +26,7 @@ from timm.data import DEFAULT_CROP_PCT, create_transform
 from timm.data.auto_augment import AugmentOp
 from torch.utils.data import Dataset, default_collate
 
-from ..files import center_crop_scale, elongation_problem, is_hidden, upright_size
+from ..files import SkippedLink, center_crop_scale, elongation_problem, is_hidden, upright_size
 from ..images import (
     IMAGE_EXTENSIONS,
     LeftOut,
@@ -84,16 +84,16 @@ def _check_images(paths: list[str], shorter: int | None, decode: bool) -> list[s
 
 @dataclass
 class Split:
-    """A scanned split: ``samples`` of (path, class index), the files skipped, with reasons, and the warnings of the
-    links skipped (into another class folder or split, or to a file listed already: :func:`scan_split`)."""
+    """A scanned split: ``samples`` of (path, class index), the files skipped, with reasons, and the links skipped
+    (into another class folder or split, or to a file listed already: :func:`scan_split`)."""
 
     samples: list[tuple[str, int]]
     classes: list[str]
     skipped: list[tuple[str, str]]
-    links: list[str] = field(default_factory=list)
+    links: list[SkippedLink] = field(default_factory=list)
 
 
-def class_folders(split_dir: Path, links: list[str] | None = None) -> list[str]:
+def class_folders(split_dir: Path, links: list[SkippedLink] | None = None) -> list[str]:
     """The class folders of ``split_dir``, sorted, hidden ones left out, and so is a link to another class folder (or
     into one: no class of its own, skipped with a warning, added to ``links`` where given); nothing under them is read.
 
@@ -108,7 +108,7 @@ def class_folders(split_dir: Path, links: list[str] | None = None) -> list[str]:
     return [p.name for p in folders_apart(found, links)]
 
 
-def _one_class_per_file(listed: dict[str, list[str]], links: list[str]) -> None:
+def _one_class_per_file(listed: dict[str, list[str]], links: list[SkippedLink]) -> None:
     """Keep each real file in the first class (in ``listed``'s order) that lists it; skip it, with a warning (added to
     ``links``), in the others: links from two class folders to one file outside them put one image under two labels.
     (A link into another class's folder, or to a file of its own folder, :func:`list_files` skips already.)"""
@@ -121,9 +121,9 @@ def _one_class_per_file(listed: dict[str, list[str]], links: list[str]) -> None:
             if other == path:
                 kept.append(path)
             else:
-                message = f"skipping linked file {path} -> {real}: the same file as {other}, in another class folder"
-                warnings.warn(message, stacklevel=3)
-                links.append(message)
+                link = SkippedLink(path, "file", real, f"the same file as {other}, in another class folder")
+                warnings.warn(link.message, stacklevel=3)
+                links.append(link)
         listed[name] = kept
 
 
@@ -148,7 +148,7 @@ def scan_split(
         apart: the data's other split folders: a linked folder or file into one is skipped with a warning, as one
             into another class's folder (val images under a train class trained on what val then scores).
     """
-    links: list[str] = []  # the warnings of links skipped, counted with the files skipped
+    links: list[SkippedLink] = []  # counted with the files skipped
     folders = class_folders(split_dir, links)
     classes = folders if classes is None else classes
     unknown = sorted(set(folders) - set(classes))

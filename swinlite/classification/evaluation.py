@@ -153,16 +153,8 @@ def prepare_evaluation(
     )
     dataset = ImageFolderDataset(scanned.samples, transform, evaluation=True)
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate)
-    skipped = [*scanned.skipped, *map(_skipped_link, scanned.links)]  # the links too, as training's data: line counts
-    return EvalSetup(model, loader, classes, skipped, split, data_config["input_size"][-1])
-
-
-def _skipped_link(warning: str) -> tuple[str, str]:
-    """(path, reason) of a link a scan skipped, from its warning (``skipping linked file|folder PATH -> REAL: WHY``,
-    :func:`swinlite.files.list_files`; ``PATH`` up to the first ``" -> "``)."""
-    kind, rest = warning.removeprefix("skipping linked ").split(" ", 1)
-    path, _, target = rest.partition(" -> ")
-    return path, f"linked {kind} -> {target}"
+    links = [(link.path, link.reason) for link in scanned.links]  # as training's data: line counts them
+    return EvalSetup(model, loader, classes, [*scanned.skipped, *links], split, data_config["input_size"][-1])
 
 
 def folder_classes(split_dir: Path, order: str | None, checkpoint: str | Path) -> list[str]:

@@ -9,6 +9,7 @@ Anything else rescans; an unreadable cache is rescanned and replaced, with a not
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -16,16 +17,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..files import TASK_FILES, is_hidden
+from ..files import TASK_FILES, SkippedLink, is_hidden
 from ..images import is_image_file
 from ..io import atomic_write
 from .config import DataConfig
 from .data import Split, image_problem, scan_data_dir, val_resize_shorter
 
 (CACHE_FILE,) = TASK_FILES["classification"]  # scan.json.gz
-_VERSION = 7  # another version's cache is scanned again (in 3, verify_images=true read headers only; in 4,
+_VERSION = 8  # another version's cache is scanned again (in 3, verify_images=true read headers only; in 4,
 # a file linked from two class folders was listed in both; in 5, paths were as scanned from the working directory;
-# in 6, the links skipped were not kept)
+# in 6, the links skipped were not kept; in 7, they were kept as their warnings)
 
 
 def _fingerprint(cfg: DataConfig) -> dict[str, Any]:
@@ -72,13 +73,14 @@ def _encode(split: Split, root: str) -> dict[str, Any]:
     (``root`` named another way) finds its images."""
     samples = [(os.path.relpath(path, root), label) for path, label in split.samples]
     skipped = [(os.path.relpath(path, root), reason) for path, reason in split.skipped]
-    return {"samples": samples, "classes": split.classes, "skipped": skipped, "links": split.links}
+    links = [dataclasses.asdict(link) for link in split.links]  # as the scan named them
+    return {"samples": samples, "classes": split.classes, "skipped": skipped, "links": links}
 
 
 def _decode(tree: dict[str, Any], root: str) -> Split:
     samples = [(os.path.join(root, path), label) for path, label in tree["samples"]]
     skipped = [(os.path.join(root, path), reason) for path, reason in tree["skipped"]]
-    return Split(samples, tree["classes"], skipped, tree["links"])
+    return Split(samples, tree["classes"], skipped, [SkippedLink(**link) for link in tree["links"]])
 
 
 def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, str | None]:
@@ -102,7 +104,7 @@ def cached_scan(cfg: DataConfig, out: Path) -> tuple[tuple[Split, Split], bool, 
                 changed = _changed_skip(cfg, splits)
                 if changed is None:
                     for link in splits[0].links + splits[1].links:  # the scan's warnings, as it gave them
-                        warnings.warn(link, stacklevel=2)
+                        warnings.warn(link.message, stacklevel=2)
                     for path_, reason in splits[0].skipped + splits[1].skipped:
                         warnings.warn(f"skipping {path_}: {reason}", stacklevel=2)
                     return splits, True, f"scan read from {path} (the class folders are unchanged)"

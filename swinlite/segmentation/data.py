@@ -38,7 +38,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
-from ..files import check_folder
+from ..files import SkippedLink, check_folder
 from ..images import (
     IMAGE_EXTENSIONS,
     LeftOut,
@@ -148,11 +148,13 @@ class Pair:
 
 @dataclass
 class Split:
-    """The pairs kept, those skipped (path, reason), and how many pixels carry a class."""
+    """The pairs kept, those skipped (path, reason), how many pixels carry a class, and the links the scan skipped
+    (into the other split, or a loop: :func:`find_pairs`)."""
 
     pairs: list[Pair]
     skipped: list[tuple[str, str]] = field(default_factory=list)
     labelled: int = 0
+    links: list[SkippedLink] = field(default_factory=list)
 
     def classes_present(self) -> set[int]:
         """The class ids of at least one pixel of a kept pair's mask."""
@@ -167,16 +169,19 @@ def check_split_folders(image_dir: Path, mask_dir: Path) -> None:
                              "annotations/<split>/*.png of the same names)")  # fmt: skip
 
 
-def find_pairs(image_dir: Path, mask_dir: Path, apart: Sequence[Path] = ()) -> tuple[list[Pair], list[tuple[str, str]]]:
+def find_pairs(
+    image_dir: Path, mask_dir: Path, apart: Sequence[Path] = (), links: list[SkippedLink] | None = None
+) -> tuple[list[Pair], list[tuple[str, str]]]:
     """Images with the mask of the same relative name (without suffix); images without one, as skipped.
-    ``apart``: the other split's folders, which a link in either folder may not lead into (:func:`_by_name`).
+    ``apart``: the other split's folders, which a link in either folder may not lead into (:func:`_by_name`); the
+    links skipped, in either folder, are added to ``links`` where given.
 
     Raises:
         ValueError: a missing folder, a folder without images, or two masks (or two images) for one name.
     """
     check_split_folders(image_dir, mask_dir)
-    masks = _by_name(mask_dir, "masks", apart)
-    images = _by_name(image_dir, "images", apart)
+    masks = _by_name(mask_dir, "masks", apart, links)
+    images = _by_name(image_dir, "images", apart, links)
     if not images:
         raise ValueError(f"no image files under {image_dir}")
     pairs, missing = [], []
@@ -201,18 +206,19 @@ def _no_mask(key: Path, mask_dir: Path) -> str:
     return f"{missing} ({there[0]} is there: masks are read from {read} files only; save it as PNG)"
 
 
-def _by_name(folder: Path, what: str, apart: Sequence[Path]) -> dict[Path, Path]:
+def _by_name(folder: Path, what: str, apart: Sequence[Path], links: list[SkippedLink] | None) -> dict[Path, Path]:
     """The image files under ``folder`` by relative name without suffix (what pairs an image with its mask).
 
-    A linked folder or file into one of ``apart`` is skipped with a warning naming it (:func:`list_files`); every
-    name is listed, links to one file included (one mask file may serve several images through links).
+    A linked folder or file into one of ``apart`` is skipped with a warning naming it (:func:`list_files`), and added
+    to ``links`` where given; every name is listed, links to one file included (one mask file may serve several
+    images through links).
 
     Raises:
         ValueError: two files of one name (``0.jpg`` and ``0.png``): which of them the other file pairs with is
             not known, and both would be paired with it.
     """
     found: dict[Path, Path] = {}
-    for path in (p for p in list_files(folder, apart, every_name=True) if is_image_file(p)):
+    for path in (p for p in list_files(folder, apart, every_name=True, skipped=links) if is_image_file(p)):
         key = path.relative_to(folder).with_suffix("")
         if key in found:
             raise ValueError(f"two {what} for one name in {folder}: {found[key]} and {path} (an image and its mask "
@@ -329,7 +335,8 @@ def scan_split(
     Raises:
         ValueError: see the module docstring; each names a folder or a file.
     """
-    pairs, skipped = find_pairs(image_dir, mask_dir, apart)
+    links: list[SkippedLink] = []
+    pairs, skipped = find_pairs(image_dir, mask_dir, apart, links)
     with ThreadPoolExecutor(max(1, workers)) as pool:
         checks = list(pool.map(lambda p: _check_pair(p, labels, verify), pairs))
     unknown = sorted({v for c in checks for v in c.unknown})
@@ -350,7 +357,7 @@ def scan_split(
     if not kept:
         raise ValueError(f"no image of {image_dir} has a usable mask in {mask_dir} ({len(skipped)} skipped, "
                          f"e.g. {skipped[0][0]}: {skipped[0][1]})")  # fmt: skip
-    return Split(kept, skipped, sum(c.labelled for c in checks))
+    return Split(kept, skipped, sum(c.labelled for c in checks), links)
 
 
 def without_thin_pairs(split: Split, too_thin: Callable[[int, int], str | None], image_dir: Path, hint: str) -> Split:
@@ -371,8 +378,8 @@ def without_thin_pairs(split: Split, too_thin: Callable[[int, int], str | None],
     named = [(str(pair.image), problem) for pair, problem in thin]
     warn_skipped(f"images of {image_dir} too thin for the test settings", named)
     gone = {pair.image for pair, _ in thin}
-    return Split([p for p in split.pairs if p.image not in gone], split.skipped + named,
-                 split.labelled - sum(pair.labelled for pair, _ in thin))  # fmt: skip
+    return replace(split, pairs=[p for p in split.pairs if p.image not in gone], skipped=split.skipped + named,
+                   labelled=split.labelled - sum(pair.labelled for pair, _ in thin))  # fmt: skip
 
 
 def check_not_too_large(split: Split, too_large: Callable[[int, int], str | None]) -> None:

@@ -112,13 +112,15 @@ def test_the_classes_of_a_file_without_class_names_are_the_training_folders_unre
     assert setup.classes == ["c0", "c1", "c2"] and len(setup.loader.dataset) == 3
 
 
-def test_the_scan_and_the_loader_name_an_unreadable_image_in_the_same_words(tmp_path: Path):
+@pytest.mark.parametrize("name", ["t.png", "t -> u.png"])
+def test_the_scan_and_the_loader_name_an_unreadable_image_in_the_same_words(tmp_path: Path, name: str):
     """eval.json's "skipped" gave a file the scan dropped as "UnidentifiedImageError: cannot identify ...", one the
     loader dropped as "unreadable (OSError: image file is truncated ...)"; a link into the train split, skipped with a
-    warning (and counted in training's data: line), was missing from it."""
+    warning (and counted in training's data: line), was missing from it, then named by its warning read back (a link
+    named ``t -> u.png`` cut to ``t``)."""
     data = make_folder(tmp_path / "data", classes=3, per_class=2)
     (garbage := data / "val" / "c1" / "garbage.png").write_bytes(b"not a png")
-    (link := data / "val" / "c0" / "t.png").symlink_to("../../train/c0/0.png")
+    (link := data / "val" / "c0" / name).symlink_to("../../train/c0/0.png")
     cut = data / "val" / "c2" / "0.png"
     cut.write_bytes(cut.read_bytes()[:100])  # the header reads: the loader finds it
     save_safetensors(tmp_path / "named.safetensors", timm.create_model(PICO, num_classes=3).state_dict(),

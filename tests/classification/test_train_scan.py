@@ -49,12 +49,16 @@ def test_scan_cached_in_the_output_folder_until_a_class_folder_changes(folder: P
     cfg = DataConfig(data_dir=str(folder))
     out = tmp_path / "out"
     (bad := folder / "val" / "c1" / "bad.png").write_bytes(b"nope")
-    with pytest.warns(UserWarning, match=f"skipping {bad}"):
+    (link := folder / "val" / "c0" / "t -> u.png").symlink_to(folder / "train" / "c1" / "0.png")  # into train
+    with pytest.warns(UserWarning) as record:
         first, from_cache, _ = cached_scan(cfg, out)
     assert not from_cache and (out / CACHE_FILE).is_file()
-    with pytest.warns(UserWarning, match=f"skipping {bad}"):  # still named on a rerun
+    said = [str(w.message) for w in record]
+    assert [link.message for link in first[1].links] == [m for m in said if m.startswith("skipping linked")]
+    assert first[1].links[0].path == str(link) and any(m.startswith(f"skipping {bad}: ") for m in said)
+    with pytest.warns(UserWarning) as record:  # still named on a rerun, the link too
         again, from_cache, _ = cached_scan(cfg, out)
-    assert from_cache and again == first
+    assert from_cache and again == first and [str(w.message) for w in record] == said
     (folder / "train" / "c0" / "0.png").rename(folder / "train" / "c0" / "moved.png")
     os.utime(folder / "train" / "c0", ns=(1, 1))  # the rename's new folder time may equal the old one to the ns
     with pytest.warns(UserWarning):

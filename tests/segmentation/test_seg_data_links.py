@@ -88,7 +88,8 @@ def test_a_link_into_the_other_split_is_skipped_naming_it(tmp_path: Path):
 
 def test_evaluate_segmentation_data_dir_skips_a_link_into_the_other_split(tmp_path: Path):
     """evaluate_segmentation.py --data-dir scored training images linked into validation (t.png -> training's 0.png)
-    as validation images: the script's own scan keeps the other split apart, the link skipped with a warning."""
+    as validation images: the script's own scan keeps the other split apart, the link skipped with a warning, and
+    named in eval.json's ``skipped`` (left out of it before), as evaluate.py's."""
     data = _ade_folder(tmp_path / "data")
     os.symlink("../training/0.png", data / "images" / "validation" / "t.png")
     cfg = SegModelConfig(name=PICO, head_channels=8, aux_channels=8, pool_scales=(1, 2), pretrained=False)
@@ -100,4 +101,7 @@ def test_evaluate_segmentation_data_dir_skips_a_link_into_the_other_split(tmp_pa
     link, target = data / "images" / "validation" / "t.png", data / "images" / "training" / "0.png"
     with pytest.warns(UserWarning, match=re.escape(f"{link} -> {target.resolve()}: the folder")):
         assert run_script("evaluate_segmentation", argv) == 0
-    assert json.loads((tmp_path / "eval.json").read_text())["images"] == 1  # 2.png alone
+    report = json.loads((tmp_path / "eval.json").read_text())
+    assert report["images"] == 1  # 2.png alone
+    why = f"the folder {(data / 'images' / 'training').resolve()}, listed apart"
+    assert report["skipped"] == [{"path": str(link), "reason": f"linked file -> {target.resolve()}: {why}"}]

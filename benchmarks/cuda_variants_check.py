@@ -51,12 +51,16 @@ def with_gather(step: Callable[[], None], gather: Callable[..., torch.Tensor]) -
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--device", default="cuda", help="cuda[:i] or cpu (default: %(default)s)")
     parser.add_argument("--batches", default="1,64", help="comma-separated batch sizes (default: %(default)s)")
     parser.add_argument("--img-size", type=int, default=224)
     parser.add_argument("--repeats", type=int, default=11, help="interleaved rounds; the median counts")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():  # was a traceback from the first model moved there
+        print(f"error: --device {args.device} needs CUDA, and torch.cuda.is_available() is False here; on the CPU: "
+              "--device cpu", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
     torch.manual_seed(0)
     reference = timm.create_model("swin_tiny_patch4_window7_224", img_size=args.img_size, drop_path_rate=0.0)
     lite = timm.create_model("swinlite_tiny_patch4_window7_224", img_size=args.img_size, drop_path_rate=0.0)

@@ -20,9 +20,10 @@
 # The first call of each attention shape times the candidate kernels, compiling FlexAttention's and Triton's
 # (swinlite/fast/measured.py): most of a part's time. Each part runs under its own limit, cut to what is left of
 # BUDGET_S; a part with less than a minute left is skipped (skipped.txt), one that fails or runs out of time is named
-# in failed.txt. Writes <name>.md (table), <name>.json and <name>.log (progress, errors) per part into $OUT, and
-# gpu.txt (GPU, versions). With PACK=<file.tgz> the folder is also packed into that one file after each part, so a
-# run stopped midway still hands back what it finished, in one file:
+# in failed.txt. Writes <name>.md (table), <name>.json and <name>.log (progress, errors) per part into $OUT (a part
+# that fails leaves no empty table), and gpu.txt (GPU, versions); refuses to start where torch has no CUDA. With
+# PACK=<file.tgz> the folder is also packed into that one file after each part, so a run stopped midway still hands
+# back what it finished, in one file:
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh                                  # everything, in this order
 #   OUT=/tmp/gpu PACK=/tmp/gpu.tgz bash benchmarks/gpu_run.sh cuda_checks cuda_tiny_b64   # only those, packed
 # Needs torch >= 2.11 with CUDA, torchvision and timm >= 1.0.31 (pyproject.toml); with an older timm or none it
@@ -37,6 +38,11 @@ for name in "$@"; do
 done
 ONLY=" $* "  # the names to run; all when none is given
 wanted() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }
+cuda=$(python -c "import torch; print(torch.cuda.is_available())" 2>&1 | tail -n 1)
+if [ "$cuda" != True ]; then  # every part would fail, and a CPU run of them is benchmarks/cpu_run.sh's
+    echo "error: gpu_run.sh needs CUDA: torch.cuda.is_available() gave '$cuda', expected True" >&2
+    exit 2
+fi
 OUT=${OUT:-benchmarks/gpu}
 BUDGET_S=${BUDGET_S:-540}
 PACK=${PACK:-}
@@ -72,8 +78,12 @@ run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang canno
     local start=$SECONDS
     local command=(python scripts/benchmark.py --device cuda "$@" --json "$OUT/$name.json")
     [[ "${1:-}" == benchmarks/*.py ]] && command=(python "$@")  # a check script: its own arguments
-    timeout -k 10 "$limit" "${command[@]}" > "$OUT/$name.md" 2> "$OUT/$name.log" ||
-        echo "$name: exit $? (see $OUT/$name.log)" | tee -a "$OUT/failed.txt"
+    local code=0
+    timeout -k 10 "$limit" "${command[@]}" > "$OUT/$name.md" 2> "$OUT/$name.log" || code=$?
+    if [ "$code" -ne 0 ]; then
+        echo "$name: exit $code (see $OUT/$name.log)" | tee -a "$OUT/failed.txt"
+        [ -s "$OUT/$name.md" ] || rm -f "$OUT/$name.md"  # no empty table; a check script's lines so far are kept
+    fi
     echo "$name: $((SECONDS - start)) s"
     pack
 }

@@ -30,6 +30,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
@@ -101,7 +102,12 @@ def _parser() -> Parser:
     p.add_argument("--device", type=_device, help="cpu or cuda[:i] (default: cpu)")
     p.add_argument("--models", type=_csv(MODELS), help="subset of swinlite,timm,torchvision (default: all)")
     p.add_argument("--tasks", type=_csv(TASKS), help="subset of inference,train (default: both)")
-    p.add_argument("--precisions", type=_csv(PRECISIONS), help="subset of fp32,bf16 (autocast) (default: both)")
+    p.add_argument(
+        "--precisions",
+        type=_csv(PRECISIONS),
+        help="subset of fp32,bf16 (autocast) (default: both; fp32 alone on a CPU without bf16 units, which emulates "
+        "bf16)",
+    )
     p.add_argument(
         "--compile", action="store_true", help="fp32 inference, eager and through swinlite.optimize_for_inference"
     )
@@ -125,7 +131,11 @@ def _parser() -> Parser:
         help="--contended: seed of the rounds' random orders, to replay a run (default: drawn for each run; the JSON "
         "records it as config.order_seed)",
     )
-    p.add_argument("--threads", type=int, help="torch threads (default: torch's, one per core)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads, at most the cores this process may use (default: torch's, one per core)",
+    )
     p.add_argument(
         "--sizes",
         nargs="?",
@@ -168,8 +178,9 @@ def _parser() -> Parser:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The arguments, checked and resolved for the chosen run: ``args.run`` names it ("" for the side-by-side run); the
-    options it does not take are None. Values that need torch to judge (a GPU that is not there) are checked by the
-    run's config, also before anything is built."""
+    options it does not take are None; --threads and --contended are checked against the cores this process may use,
+    and a CPU run's default precisions leave out bf16 where the CPU emulates it. Values that need torch to judge (a GPU
+    that is not there) are checked by the run's config, also before anything is built."""
     p = _parser()
     args = p.parse_args(argv)
     # --sizes= (an empty list) is a --sizes run too, refused below as --sizes 0 is
@@ -187,6 +198,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.sizes is not None and (not args.sizes or min(min(size) for size in args.sizes) < MIN_IMG_SIZE):
         got = ",".join(f"{h}x{w}" for h, w in args.sizes)
         p.error(f"--sizes must be a non-empty list of N or HxW with N, H, W >= {MIN_IMG_SIZE}, got {got!r}")
+    _check_cores(p, args)
     _resolve_defaults(args)
     return args
 
@@ -194,17 +206,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _resolve_defaults(args: argparse.Namespace) -> None:
     """Fill the options the chosen run takes and the user left out with their defaults for that run."""
     sizes = args.run == "sizes"
-    defaults = dict(size="tiny", device="cpu", models=MODELS, tasks=TASKS, precisions=PRECISIONS)
+    defaults = dict(size="tiny", device="cpu", models=MODELS, tasks=TASKS)
     defaults |= dict(no_memory=False, profile=False, no_warm_start=False, batch=2 if sizes else 8)
     for name in RUN_OPTIONS[args.run]:
         if name in defaults and getattr(args, name) is None:
             setattr(args, name, defaults[name])
     if "img_size" in RUN_OPTIONS[args.run] and args.img_size is None:
         args.img_size = IMG_SIZES[args.size]
+    if "precisions" in RUN_OPTIONS[args.run]:
+        args.precisions = _cpu_precisions(args.precisions) if args.device == "cpu" else args.precisions or PRECISIONS
     if args.warmup is None:
         args.warmup = 1 if sizes else 2
     if args.repeats is None:
         args.repeats = 3 if sizes else 15 if args.run == "contended" else 7
+
+
+def _cpu_precisions(given: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The precisions to time on the CPU: the ``given`` ones, else both where the CPU has bf16 units and fp32 alone
+    where it emulates bf16 (a 2048³ matmul took 115 s on an AVX2 EPYC, and its % of the emulated matmul ceiling reads
+    above 100 %). oneDNN's check decides, as for ``--amp bf16`` (swinlite.device) and benchmarks/cpu_run.sh."""
+    import torch  # after the argument errors: those come before torch loads
+
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return given or PRECISIONS
+    if given is None:
+        _log("note: bf16 left out: this CPU has no bf16 units (oneDNN emulates bf16, minutes per case); "
+             "--precisions fp32,bf16 times it anyway")  # fmt: skip
+        return ("fp32",)
+    if "bf16" in given:
+        _log("warning: bf16 on a CPU without bf16 units is emulated: slow, and its % of matmul ceiling means little")
+    return given
+
+
+def _check_cores(p: Parser, args: argparse.Namespace) -> None:
+    """Refuse what the cores this process may use (its affinity: ``taskset`` narrows it) cannot run as asked: more
+    ``--threads`` than cores (the JSON would record threads that shared cores), and ``--contended`` on one core (its
+    "one core kept busy" would be the core the benchmark runs on)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # Linux: affinity
+    if args.threads is not None and args.threads > cores:
+        p.error(f"--threads {args.threads} is more than the {cores} cores this process may use")
+    if args.run == "contended" and cores < 2:
+        p.error(
+            f"--contended needs at least 2 cores (one kept busy, one for the benchmark); this process may use {cores}"
+        )
 
 
 def _log(msg: str) -> None:

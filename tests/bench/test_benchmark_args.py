@@ -85,6 +85,9 @@ BAD = [
     (["--rel-pos-1d", "--size", "small"], "--size does not apply to --rel-pos-1d"),
     (["--rel-pos-1d", "--batch", "2"], "--batch does not apply to --rel-pos-1d"),
     (["--no-warm-start"], "--no-warm-start does not apply to the side-by-side run (no run option)"),
+    # ran and recorded "threads": 99 on a 2-core machine
+    (["--threads", "100000"], "--threads 100000 is more than the "),
+    (["--rel-pos-1d", "--threads", "100000"], "--threads 100000 is more than the "),
 ]
 
 
@@ -137,6 +140,48 @@ def test_each_run_gets_what_it_takes(argv, expected, no_run, tmp_path):
     assert {name: getattr(cfg, name) for name in expected} == expected
 
 
+@pytest.mark.parametrize(
+    ("argv", "cores", "message"),
+    [
+        # a second process kept the only core busy, the one the benchmark ran on (taskset -c 0), without a word
+        (
+            ["--contended"],
+            {0},
+            "--contended needs at least 2 cores (one kept busy, one for the benchmark); this process",
+        ),
+        (["--threads", "3"], {0, 1}, "--threads 3 is more than the 2 cores this process may use"),
+    ],
+    ids=["contended on one core", "threads above the cores"],
+)
+def test_runs_the_cores_cannot_hold_are_refused(argv, cores, message, monkeypatch, no_run, tmp_path, capsys):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: cores, raising=False)
+    code = run_script("benchmark", [*argv, "--json", tmp_path / "out.json"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    assert not no_run
+
+
+@pytest.mark.parametrize(
+    ("argv", "units", "precisions", "said"),
+    [
+        # on an AVX2 CPU the default timed emulated bf16 too: 9 minutes at batch 1, 32², "204 % of matmul ceiling"
+        ([], False, ("fp32",), "note: bf16 left out: this CPU has no bf16 units"),
+        (["--compile-train"], False, ("fp32",), "note: bf16 left out"),
+        (["--precisions", "fp32,bf16"], False, ("fp32", "bf16"), "warning: bf16 on a CPU without bf16 units"),
+        (["--precisions", "bf16"], True, ("bf16",), ""),
+        ([], True, ("fp32", "bf16"), ""),
+    ],
+    ids=["default, emulated", "compile-train default, emulated", "asked, emulated", "asked, units", "default, units"],
+)
+def test_cpu_precisions_follow_its_bf16_units(argv, units, precisions, said, monkeypatch, no_run, tmp_path, capsys):
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: units)
+    with pytest.raises(RuntimeError, match="the benchmark started"):
+        load_script("benchmark").main([*argv, "--json", str(tmp_path / "out.json")])
+    (cfg,) = no_run
+    err = capsys.readouterr().err
+    assert cfg.precisions == precisions and err.startswith(said) and err.count("\n") == bool(said), err
+
+
 @pytest.mark.parametrize(("argv", "seed"), [([], None), (["--seed", "7"], 7)])
 def test_contended_gets_the_seed_of_its_orders(argv, seed, monkeypatch, tmp_path):
     """None: the run draws one (and records it)."""
@@ -170,13 +215,13 @@ def quoted_commands(text: str) -> list[list[str]]:
 
 def shell_commands(script: Path, tmp_path: Path) -> list[list[str]]:
     """The arguments a benchmarks/*.sh script passes to scripts/benchmark.py, recorded by running it with a stand-in
-    ``python`` that only writes down its arguments (and prints fp32,bf16 for a ``-c`` query)."""
+    ``python`` that only writes down its arguments (and answers a ``-c`` query: True for CUDA, else fp32,bf16)."""
     bin_dir, log = tmp_path / "bin", tmp_path / "calls.txt"
     bin_dir.mkdir(exist_ok=True)
     stub = bin_dir / "python"
     stub.write_text(
         '#!/bin/sh\nfor a in "$@"; do printf "%s\\t" "$a"; done >> "$CALLS"; echo >> "$CALLS"\n'
-        '[ "$1" = "-c" ] && echo fp32,bf16\nexit 0\n'
+        'case "$1 $2" in "-c "*cuda.is_available*) echo True;; "-c "*) echo fp32,bf16;; esac\nexit 0\n'
     )
     stub.chmod(0o755)
     env = os.environ | dict(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", PYTHON=str(stub), CALLS=str(log),
@@ -191,7 +236,9 @@ def _quoting_files() -> list[Path]:
 
 
 @pytest.mark.parametrize("source", [*_quoting_files(), REPO / SCRIPT], ids=lambda p: p.name)
-def test_every_quoted_command_is_accepted(source: Path, tmp_path) -> None:
+def test_every_quoted_command_is_accepted(source: Path, tmp_path, monkeypatch) -> None:
+    # the commands' --threads 2 and --contended need 2 cores, which the machines they name have
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
     if source.suffix == ".sh":
         if shutil.which("bash") is None or not Path("/proc/loadavg").is_file():
             pytest.skip("runs the script under bash, which reads /proc/loadavg")

@@ -7,6 +7,7 @@ import logging
 import math
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from timm.optim import create_optimizer_v2, get_optimizer_info, param_groups_weight_decay
@@ -56,8 +57,32 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, global_batch: int) -> to
         common["betas"] = tuple(cfg.betas)
     if cfg.layer_decay is not None:
         return create_optimizer_v2(model, layer_decay=cfg.layer_decay, filter_bias_and_bn=True, **common)
-    groups = param_groups_weight_decay(model, cfg.weight_decay, no_weight_decay_list=no_weight_decay_names(model))
-    return create_optimizer_v2(groups, **common)
+    return create_optimizer_v2(weight_decay_groups(model, cfg.weight_decay), **common)
+
+
+def weight_decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """timm's parameter groups (:func:`param_groups_weight_decay`: norms, biases and ``no_weight_decay()`` names at
+    0, the rest at ``weight_decay``), two whatever ``weight_decay`` is: timm puts every parameter in one group at 0,
+    which a ``--resume`` that changes ``optim.weight_decay`` to or from 0 could not load the saved groups into. A group
+    at 0 updates as the parameters would in no group of weight decay (AdamW's ``1 - lr * 0``, SGD's skipped term)."""
+    groups = param_groups_weight_decay(model, 1.0, no_weight_decay_list=no_weight_decay_names(model))  # 1: any non-0
+    return [group | {"weight_decay": group["weight_decay"] * weight_decay} for group in groups]  # 0 or weight_decay
+
+
+def regrouped(saved: dict[str, Any], model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """``saved`` (an optimizer's ``state_dict()``) laid out in ``optimizer``'s groups where it holds its parameters in
+    one group at weight decay 0: timm's one group (every trained parameter in ``model``'s order), which swinlite saved
+    at ``optim.weight_decay=0`` before :func:`weight_decay_groups`; else ``saved`` as it is."""
+    trained = [p for p in model.parameters() if p.requires_grad]
+    laid_out = optimizer.state_dict()["param_groups"]  # numbers its parameters 0, 1, ... group after group
+    number = {id(p): n for n, p in enumerate(p for group in optimizer.param_groups for p in group["params"])}
+    first, *others = saved["param_groups"]
+    same = len(first["params"]) == len(trained) and {id(p) for p in trained} == number.keys()
+    if others or len(laid_out) == 1 or first["weight_decay"] != 0 or not same:
+        return saved
+    renumbered = dict(zip(first["params"], (number[id(p)] for p in trained), strict=True))
+    state = {renumbered[n]: s for n, s in saved["state"].items()}
+    return {"state": state, "param_groups": [first | {"params": group["params"]} for group in laid_out]}
 
 
 def check_optimizer(cfg: OptimConfig) -> None:

@@ -77,7 +77,7 @@ from .loop import (
     train_one_epoch,
 )
 from .metrics import TensorBoardLog, plot_curves, write_csv
-from .optim import build_optimizer, build_scheduler, lr_scale
+from .optim import build_optimizer, build_scheduler, lr_scale, regrouped
 from .progress import is_logged
 from .task import RunContext, Task
 from .val_content import content_change, fingerprint
@@ -492,7 +492,8 @@ class Trainer:
         mismatch = state_dict_mismatch(self.model.state_dict(), saved["model"], limit=3)
         if mismatch is not None:  # torch's own message names no key on its first line
             raise _misfit(path, "model", mismatch)
-        trained = [len(g["params"]) for g in saved["optimizer"]["param_groups"]]
+        optimizer = regrouped(saved["optimizer"], self.model, self.optimizer)
+        trained = [len(g["params"]) for g in optimizer["param_groups"]]
         trains = [len(g["params"]) for g in self.optimizer.param_groups]
         if trained != trains:  # torch's own message names no cause
             reason = f"it trains {sum(trained)} parameter tensors in {len(trained)} groups, this run {sum(trains)} in "
@@ -503,17 +504,20 @@ class Trainer:
         configured = [{k: v for k, v in g.items() if k not in GROUP_STATE} for g in self.optimizer.param_groups]
         try:
             self.model.load_state_dict(saved["model"])
-            self.optimizer.load_state_dict(saved["optimizer"])
+            self.optimizer.load_state_dict(optimizer)
             for group, settings in zip(self.optimizer.param_groups, configured, strict=True):
                 group.update(settings)
             if self.ema is not None and saved["ema"] is not None:
                 self.ema.load_state_dict(saved["ema"])
+            if saved["scaler"]:  # (a disabled scaler, train.amp other than fp16, ignores it)
+                self.scaler.load_state_dict(saved["scaler"])
         except (RuntimeError, ValueError, KeyError) as e:
             raise _misfit(path, "model or optimizer", str(e).strip().splitlines()[0][:300]) from None
         if self.ema is not None and saved["ema"] is None:  # EMA turned on at --resume: it was built from the
             self.ema.set(self.model)  # initial weights, an average of nothing trained; it starts from the resumed ones
             self.log("note: train.ema_decay is new to this run; the EMA starts from the resumed weights")
-        self.scaler.load_state_dict(saved["scaler"])
+        if self.scaler.is_enabled() and not saved["scaler"]:  # saved by a disabled scaler: train.amp none or bf16
+            self.log("note: train.amp=fp16 is new to this run; its loss scale starts afresh")
 
     def _schedule_change(self, saved: dict[str, Any]) -> str:
         """What is said of a resumed run's lr schedule that differs from the saved one: recounted for another number
@@ -863,7 +867,9 @@ class Trainer:
         """The best score and where every file is."""
         metric, state = self.task.metric, self.state
         row = [] if state.best_epoch is None else state.history[state.best_epoch - 1 : state.best_epoch]
-        found = scored_epoch(row, (metric, f"{metric}_ema"), state.best)
+        keys = (metric, f"{metric}_ema")  # on a tie the weights best_of chose first: the raw ones but with ema
+        keys = keys[::-1] if self.cfg.train.best_of == "ema" and self.ema is not None else keys
+        found = scored_epoch(row, keys, state.best)
         if found is not None:  # the EMA weights' score is named as theirs
             self.log(f"done: best {found[1]} {score_text(state.best, self.task)} at epoch {found[0]}")
         files = [("metrics.csv", "metrics"), ("curves.png", "curves"), ("best.safetensors", "best weights")]

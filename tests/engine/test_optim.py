@@ -1,9 +1,12 @@
 """The shared optimizer and schedule: ``schedule.kind=poly`` (mmsegmentation's poly with a linear warm-up) and
 ``optim.betas``, for every task."""
 
+import copy
+
 import pytest
 import torch
 from enginekit import TASKS
+from timm.optim import create_optimizer_v2
 
 from swinlite.classification import ClassificationTask
 from swinlite.engine.optim import build_optimizer, build_scheduler, check_optimizer, lr_scale
@@ -138,3 +141,26 @@ def test_nesterov_sgd_without_momentum_is_refused_before_any_data(opt: str, refu
     else:
         check_optimizer(cfg.optim)
         build_optimizer(torch.nn.Linear(2, 2), cfg.optim, global_batch=cfg.data.batch_size)
+
+
+@pytest.mark.parametrize("decay", [0.0, 0.05])
+# lamb clips by the grad norm of all groups, summed in their order: the float's last bits differ
+@pytest.mark.parametrize(("opt", "atol"), [("adamw", 0.0), ("momentum", 0.0), ("sgd", 0.0), ("lamb", 1e-6)])
+def test_the_weight_decay_groups_are_two_and_train_as_timm_s(opt: str, atol: float, decay: float):
+    """optim.weight_decay=0 gave timm's one group, 0.05 two: a --resume that changed it to or from 0 was refused.
+    The groups are two at 0 too, and three steps update the weights as timm's own optimizer does."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+    cfg = ClassificationTask.load_config(None, [f"optim.opt={opt}", f"optim.weight_decay={decay}", "optim.lr=0.1"])
+    ours, theirs = model, copy.deepcopy(model)
+    optimizer = build_optimizer(ours, cfg.optim, global_batch=cfg.optim.lr_base_batch or 1)
+    reference = create_optimizer_v2(theirs, opt=opt, lr=optimizer.defaults["lr"], weight_decay=decay, momentum=0.9)
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [0.0, decay]
+    for _ in range(3):
+        x = torch.randn(5, 4)
+        for net, optim in ((ours, optimizer), (theirs, reference)):
+            optim.zero_grad()
+            net(x).square().sum().backward()
+            optim.step()
+    for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=atol)

@@ -19,11 +19,12 @@ import pytest
 import torch
 from enginekit import DATA_FIXTURE, TASKS, copied_run, overrides, script_main, tiny_config
 from single_thread import one_thread_only
+from timm.optim import param_groups_weight_decay
 from torch.utils.data import Dataset, TensorDataset
 from trainkit import make_folder
 
 from swinlite.classification.task import ClassificationTask
-from swinlite.engine import cli, run, trainer
+from swinlite.engine import cli, optim, run, trainer
 from swinlite.engine.checkpoint import load_resume, non_finite, save_resume, set_rng_state
 from swinlite.engine.distributed import DistInfo, SharedError
 from swinlite.engine.loaders import build_loaders
@@ -104,6 +105,24 @@ def layer_decay_run(tmp_path_factory) -> tuple[Path, Path]:
     copied by the tests."""
     settings = {"optim.layer_decay": 0.5, "train.ema_decay": 0.5}
     return _finished_run(tmp_path_factory.mktemp("layer_decay_run"), **settings)
+
+
+@pytest.fixture(scope="module")
+def zero_decay_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(data folder, output folder) of a finished 1-epoch run with optim.weight_decay=0."""
+    return _finished_run(tmp_path_factory.mktemp("zero_decay_run"), **{"optim.weight_decay": 0.0})
+
+
+@pytest.fixture(scope="module")
+def one_group_run(tmp_path_factory) -> tuple[Path, Path]:
+    """zero_decay_run as swinlite saved it before it kept two groups at weight decay 0: in timm's one group."""
+
+    def one_group(model: torch.nn.Module, decay: float) -> list[dict]:
+        return param_groups_weight_decay(model, decay, no_weight_decay_list=optim.no_weight_decay_names(model))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(optim, "weight_decay_groups", one_group)
+        return _finished_run(tmp_path_factory.mktemp("one_group_run"), **{"optim.weight_decay": 0.0})
 
 
 # every 1: a step checkpoint after each step (it saved NaN weights before); lr 1e6: the first step's weights are
@@ -295,19 +314,32 @@ def test_a_metric_that_is_nan_is_a_warning_and_no_best_file_is_listed(folder, tm
     assert listed and all(path.is_file() for path in listed), listed
 
 
-def test_best_of_both_never_picks_a_nan(folder: Path, tmp_path: Path, monkeypatch):
-    """train.best_of=both with the raw weights' metric NaN ignored the EMA weights' number: no best.safetensors."""
+@pytest.mark.parametrize(
+    ("best_of", "raw", "weights", "named"),
+    [
+        ("both", math.nan, "ema", "val_top1_ema"),
+        ("ema", 50.0, "ema", "val_top1_ema"),
+        ("both", 50.0, "raw", "val_top1"),
+    ],
+)
+def test_best_of_picks_and_names_the_weights_it_chose(
+    best_of, raw, weights, named, folder, tmp_path, capsys, monkeypatch
+):
+    """train.best_of=both with the raw weights' metric NaN ignored the EMA weights' number: no best.safetensors.
+    train.best_of=ema with the raw and EMA scores tied ended 'done: best val_top1 50.00' though the file held the EMA
+    weights; both picks the raw weights on a tie."""
     task, calls = TASKS["classification"], []
 
     def evaluate(self, model, loader):  # the raw weights first, then the EMA weights
         calls.append("ema" if len(calls) % 2 else "raw")
-        return {"val_loss": 1.0, "val_top1": math.nan if calls[-1] == "raw" else 50.0}
+        return {"val_loss": 1.0, "val_top1": raw if calls[-1] == "raw" else 50.0}
 
     monkeypatch.setattr(task, "evaluate", evaluate)
-    settings = {"train.epochs": 1, "train.ema_decay": 0.5, "train.best_of": "both"}
+    settings = {"train.epochs": 1, "train.ema_decay": 0.5, "train.best_of": best_of}
     out = run(task, tiny_config("classification", folder, tmp_path / "out", **settings))
     meta = read_metadata(out / "best.safetensors")
-    assert (meta["weights"], meta["val_top1"]) == ("ema", 50.0)
+    assert (meta["weights"], meta["val_top1"]) == (weights, 50.0)
+    assert f"done: best {named} 50.00 at epoch 1\n" in capsys.readouterr().out
 
 
 def test_a_resume_with_other_settings_continues_on_them(layer_decay_run, tmp_path: Path, capsys):
@@ -391,32 +423,84 @@ def test_ema_turned_on_at_resume_starts_from_the_resumed_weights(good_run, tmp_p
     assert note in capsys.readouterr().out
 
 
-def test_optimizer_settings_changed_at_resume_are_the_ones_used(layer_decay_run, tmp_path: Path, monkeypatch):
+@pytest.mark.parametrize(
+    ("saved_scale", "fp16", "scale"), [(None, True, 65536.0), (8.0, True, 8.0), (8.0, False, None)]
+)
+def test_train_amp_changed_at_resume_is_taken(saved_scale, fp16, scale, good_run, tmp_path, capsys, monkeypatch):
+    """train.amp=fp16 at --resume of a run saved with none or bf16 crashed with a traceback: GradScaler refuses the
+    empty state a disabled one saved. Its loss scale starts afresh now, with a note; a saved fp16 scale is taken by an
+    fp16 run and left by another (fp16 is CUDA's alone: an fp16 run is one whose scaler is enabled)."""
+    (folder, out), task = copied_run(good_run, tmp_path / "run"), TASKS["classification"]
+    if saved_scale is not None:
+        saved = load_resume(out / "resume.pt")
+        save_resume(
+            out / "resume.pt", saved | {"scaler": torch.amp.GradScaler("cpu", init_scale=saved_scale).state_dict()}
+        )
+    if fp16:
+        monkeypatch.setattr(trainer, "autocast_dtype", lambda *args, **kwargs: torch.float16)
+    at_start = {}
+
+    def fit(self):  # the scaler the resumed run trains with
+        at_start["scale"] = self.scaler.get_scale() if self.scaler.is_enabled() else None
+
+    monkeypatch.setattr(trainer.Trainer, "fit", fit)
+    run(task, tiny_config("classification", folder, out), resume=True)
+    assert at_start["scale"] == scale
+    note = "note: train.amp=fp16 is new to this run; its loss scale starts afresh\n"
+    assert (note in capsys.readouterr().out) == (saved_scale is None)
+
+
+@pytest.mark.parametrize(
+    ("saved_run", "changed", "decays"),
+    [
+        (
+            "layer_decay_run",
+            {"optim.layer_decay": 0.8, "optim.weight_decay": 0.5, "optim.betas": "[0.5,0.9]"},
+            {0, 0.5},
+        ),
+        ("good_run", {"optim.weight_decay": 0.0}, {0.0}),
+        ("zero_decay_run", {"optim.weight_decay": 0.05}, {0.0, 0.05}),
+        ("one_group_run", {"optim.weight_decay": 0.05}, {0.0, 0.05}),
+        ("one_group_run", {"optim.weight_decay": 0.0}, {0.0}),
+    ],
+)
+def test_optimizer_settings_changed_at_resume_are_the_ones_used(
+    saved_run, changed, decays, tmp_path: Path, request, monkeypatch
+):
     """optim.weight_decay, optim.betas and optim.layer_decay changed at --resume were warned about and written to
     config.yaml, but the optimizer's load_state_dict put the saved groups' values back: the run went on with the
-    old ones. Now the groups hold the new settings and the saved moments."""
-    folder, out = copied_run(layer_decay_run, tmp_path / "run")
+    old ones. Now the groups hold the new settings and the saved moments. optim.weight_decay changed to or from 0 was
+    refused after the data scan (timm's groups: one at 0, two else); a file saved in that one group is taken."""
+    folder, out = copied_run(request.getfixturevalue(saved_run), tmp_path / "run")
     task = TASKS["classification"]
     saved = load_resume(out / "resume.pt")["optimizer"]
-    changed = {"optim.layer_decay": 0.8, "optim.weight_decay": 0.5, "optim.betas": "[0.5,0.9]"}
+    assert (len(saved["param_groups"]) == 1) == (saved_run == "one_group_run")
     cfg = tiny_config("classification", folder, out, **changed)
     at_start = {}
 
     def fit(self):  # the optimizer the resumed run trains with, and one built afresh from the new settings
         settings = ("betas", "weight_decay", "lr_scale", "eps")
-        at_start["got"] = [{k: g[k] for k in settings} for g in self.optimizer.param_groups]
+        at_start["got"] = [{k: g.get(k) for k in settings} for g in self.optimizer.param_groups]
         fresh = build_optimizer(self.model, cfg.optim, global_batch=cfg.data.batch_size)
-        at_start["fresh"] = [{k: g[k] for k in settings} for g in fresh.param_groups]
-        at_start["state"] = self.optimizer.state_dict()["state"]
+        at_start["fresh"] = [{k: g.get(k) for k in settings} for g in fresh.param_groups]
+        names = {id(p): name for name, p in self.model.named_parameters()}
+        at_start["state"] = {names[id(p)]: s["exp_avg"] for p, s in self.optimizer.state.items()}
+        at_start["order"] = [names[id(p)] for g in self.optimizer.param_groups for p in g["params"]]  # its numbers
+        at_start["model_order"] = [name for name, p in self.model.named_parameters() if p.requires_grad]
 
     monkeypatch.setattr(trainer.Trainer, "fit", fit)
     run(task, cfg, resume=True)
     got = at_start["got"]
-    assert got == at_start["fresh"]
-    assert {g["betas"] for g in got} == {(0.5, 0.9)} and {g["weight_decay"] for g in got} == {0.0, 0.5}
-    assert [g["lr_scale"] for g in got] != [g["lr_scale"] for g in saved["param_groups"]]  # 0.8 ** depth, not 0.5
-    assert at_start["state"].keys() == saved["state"].keys()
-    assert all(torch.equal(at_start["state"][i]["exp_avg"], saved["state"][i]["exp_avg"]) for i in saved["state"])
+    assert got == at_start["fresh"] and len(got) > 1
+    assert {g["weight_decay"] for g in got} == decays
+    if saved_run == "layer_decay_run":
+        assert {g["betas"] for g in got} == {(0.5, 0.9)}
+        assert [g["lr_scale"] for g in got] != [g["lr_scale"] for g in saved["param_groups"]]  # 0.8 ** depth, not 0.5
+    # the saved moments by parameter name: timm's one group numbers the parameters in the model's order
+    order = at_start["model_order"] if len(saved["param_groups"]) == 1 else at_start["order"]
+    moments = {order[i]: s["exp_avg"] for i, s in saved["state"].items()}
+    assert at_start["state"].keys() == moments.keys()
+    assert all(torch.equal(at_start["state"][name], moments[name]) for name in moments)
 
 
 @pytest.fixture(scope="module")

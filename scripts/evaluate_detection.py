@@ -6,7 +6,8 @@ COCO results), beside the checkpoint unless --output-dir; a folder holding an ea
 or of detect.py; checked after the data's paths) is refused unless --overwrite, which removes them all; one holding
 another task's or extract_features.py's / visualize.py's outputs is refused either way. The data's categories must
 be the checkpoint's (the same ids and names; it may list fewer). Mask R-CNN on data without a segmentation on every
-object gives box AP only, with a note.
+object gives box AP only, with a note; an object whose segmentation is invalid counts in box AP as in pycocotools' on
+the file, and mask AP ignores it as an iscrowd region over its box, with a warning.
 An image that is missing, does not decode or is not the size its annotation says is left out of the AP and named.
 Data without an object to score (none, or only iscrowd or empty ones) is an error: its AP would be NaN; so is an
 evaluation that scores no image (every one left out, e.g. none decodes) or none with an object.
@@ -92,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         earlier = check_output_dir("detection", out, inputs, args.overwrite, option)
         model, categories, meta = load_detector(weights, device)
         transform = model.transform  # the images it cannot resize are left out, with a warning naming them
-        masks = meta["detector"].get("detector") == "maskrcnn"  # else an object without a valid mask keeps its box
-        split = load_split(ann_file, image_dir, masks=masks)
+        split = load_split(ann_file, image_dir)  # every object of the file, as pycocotools scores it (any detector)
         split = without_thin_images(split, transform.min_size[-1], transform.max_size)
         dataset = CocoDetection(split, categories, build_eval_transform(), evaluation=True)  # checks the categories
         check_scorable(dataset, args.split, "--ann" if args.ann else None)  # the file as the user named it

@@ -13,8 +13,10 @@ therefore checks every record first:
   image (polygons of finite numbers, at least 3 points each, within one image size of the image; an RLE of the
   image's size whose counts cover it exactly) is dropped as detectron2 drops it: each invalid polygon alone, the
   object kept while a valid polygon remains; a segmentation left with none (or an invalid RLE) takes the object
-  with it when the detector trains on masks, and only itself for a box detector (which needs the box alone: its
-  AP is then pycocotools' on the file as it is); each returned with the reason, for a warning;
+  with it when the detector trains on masks, and only itself otherwise: a box detector needs the box alone, and
+  evaluation (of any detector) scores every object the file holds, so that box AP is pycocotools' on the file as
+  it is; the object keeps the reason as ``mask_problem`` (mask AP ignores it, see
+  :func:`~.evaluation.coco_ap`); each returned with the reason, for a warning;
 - ``iscrowd`` defaults to 0 and ``area`` to the mask's area (without a mask, the area of the box clipped to its
   image, the box training learns and evaluation scores: :func:`clip_box`), as in COCO's files; an ``area`` the
   file gives is COCO's and stays; an empty or null ``segmentation`` means none (box-only data).
@@ -235,7 +237,8 @@ def _invalid_part(ann: dict, image: dict, masks: bool) -> tuple[bool, str] | Non
 
     A non-finite box takes the object with it. Invalid polygons go one by one (detectron2's rule); a segmentation
     left with no valid polygon, or an invalid RLE, takes the object with it when ``masks`` (Mask R-CNN trains on the
-    mask), else only itself (a box detector trains on, and is scored by, the box alone).
+    mask), else only itself, its reason kept as ``mask_problem`` (a box detector trains on the box alone; evaluation
+    scores the box and ignores the object for mask AP).
     """
     if not all(math.isfinite(v) for v in ann["bbox"]):
         return True, f"box {ann['bbox']} is not finite"
@@ -261,7 +264,8 @@ def _invalid_part(ann: dict, image: dict, masks: bool) -> tuple[bool, str] | Non
     if masks:
         return True, f"segmentation: {problem}"
     del ann["segmentation"]
-    return False, f"segmentation dropped, the box kept (a box detector needs no mask): {problem}"
+    ann["mask_problem"] = problem
+    return False, f"segmentation dropped, the box kept (box training and box AP need no mask): {problem}"
 
 
 def read_coco(path: Path, masks: bool = False) -> tuple[COCO, list[tuple[int, str]], list[tuple[int, str]]]:
@@ -269,8 +273,10 @@ def read_coco(path: Path, masks: bool = False) -> tuple[COCO, list[tuple[int, st
 
     Args:
         path: the file.
-        masks: the objects are for a detector that needs their masks (Mask R-CNN): an object left without a valid
-            polygon (or with an invalid RLE) is dropped; else its box is kept, without the segmentation.
+        masks: the objects are for training a detector on their masks (Mask R-CNN): an object left without a valid
+            polygon (or with an invalid RLE) is dropped; else its box is kept, without the segmentation and with
+            ``mask_problem`` (why). Evaluation reads the file with ``masks=False`` whatever the detector: pycocotools
+            scores every object of the file.
 
     Returns:
         (pycocotools' index of the checked file, the annotations dropped as (annotation id, reason), the annotations

@@ -117,9 +117,41 @@ def check_scored(coco_gt: COCO, image_ids: list[int], left_out: list[LeftOut], s
 
 
 def unmasked_objects(coco_gt: COCO, image_ids: list[int]) -> list[int]:
-    """The file's ids of the ground-truth objects of ``image_ids`` without a segmentation: mask AP needs one on every
-    object (COCOeval compares masks, crowd regions included)."""
-    return [ann["file_id"] for i in image_ids for ann in coco_gt.imgToAnns.get(i, []) if "segmentation" not in ann]
+    """The file's ids of the ground-truth objects of ``image_ids`` without a segmentation in the file: mask AP needs
+    one on every object (COCOeval compares masks, crowd regions included). An object whose segmentation was invalid
+    is not one of them (:func:`coco_ap` ignores it for mask AP)."""
+    objects = [ann for i in image_ids for ann in coco_gt.imgToAnns.get(i, [])]
+    return [ann["file_id"] for ann in objects if "segmentation" not in ann and "mask_problem" not in ann]
+
+
+def _invalid_masks_as_crowds(coco_gt: COCO, image_ids: list[int]) -> COCO:
+    """``coco_gt`` for mask AP: each object of ``image_ids`` whose segmentation was invalid (``mask_problem``, see
+    :func:`~.annotations.read_coco`) as an ``iscrowd`` region over its box, named in one warning. COCOeval counts a
+    detection on a crowd region neither way and the region itself never as a miss: the object is ignored, not
+    scored against a mask it does not have (a false positive for a right detection), nor left out (its detection
+    then a false positive too). pycocotools on the file would rasterize the invalid polygon: a 2-point one as a box
+    of other coordinates, a NaN one with gigabytes."""
+    invalid = [ann for i in image_ids for ann in coco_gt.imgToAnns.get(i, []) if "mask_problem" in ann]
+    if not invalid:
+        return coco_gt
+    named = ", ".join(f"{ann['file_id']}: {ann['mask_problem']}" for ann in invalid[:5])
+    warnings.warn(
+        f"mask AP ignores {len(invalid)} objects whose segmentation is invalid, as iscrowd regions over their boxes "
+        f"(box AP scores them) (annotation id: why): {named}",
+        stacklevel=3,
+    )
+    crowds = {ann["id"]: ann | {"iscrowd": 1, "segmentation": [_box_polygon(ann["bbox"])]} for ann in invalid}
+    coco = COCO()
+    coco.dataset = coco_gt.dataset | {"annotations": [crowds.get(a["id"], a) for a in coco_gt.dataset["annotations"]]}
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
+        coco.createIndex()
+    return coco
+
+
+def _box_polygon(bbox: list[float]) -> list[float]:
+    """A COCO box (x, y, w, h) as a polygon of its 4 corners."""
+    x, y, w, h = bbox
+    return [x, y, x + w, y, x + w, y + h, x, y + h]
 
 
 @dataclass
@@ -143,13 +175,16 @@ def coco_ap(coco_gt: COCO, results: list[dict], image_ids: list[int], iou_type: 
             than it is; detectron2 drops the box for the same reason).
         image_ids: the images evaluated (detections on no others).
         iou_type: "bbox" or "segm"; "segm" on ground truth with objects that lack a segmentation gives NaN
-            with a warning (``unmasked_objects``), so that a training run keeps its epoch.
+            with a warning (``unmasked_objects``), so that a training run keeps its epoch; objects whose
+            segmentation was invalid are ignored, with a warning (:func:`_invalid_masks_as_crowds`).
     """
     unmasked = unmasked_objects(coco_gt, image_ids) if iou_type == "segm" else []
     if unmasked:
         note = f"mask AP not computed: {len(unmasked)} objects have no segmentation (annotation ids {unmasked[:10]})"
         warnings.warn(note, stacklevel=2)
         return CocoAP(dict.fromkeys(AP_NAMES, math.nan), note)
+    if iou_type == "segm":
+        coco_gt = _invalid_masks_as_crowds(coco_gt, image_ids)
     if not results:  # pycocotools cannot load no results: every object is missed
         return CocoAP(_all_missed(coco_gt, image_ids, iou_type), "no detections")
     printed = io.StringIO()

@@ -143,9 +143,10 @@ class DetectionTask(Task):
         if cfg.data.dataset == "digits" and dist.is_main:
             build_digit_scenes(cfg.data.data_dir)
         barrier(dist)
-        masks = cfg.model.detector == "maskrcnn"  # else an object without a valid mask keeps its box
+        masks = cfg.model.detector == "maskrcnn"  # Mask R-CNN trains on no object without a valid mask ...
         train_split = load_split(*split_paths(cfg.data, "train"), verify=cfg.data.verify_images, masks=masks)
-        val_split = load_split(*split_paths(cfg.data, "val"), verify=cfg.data.verify_images, masks=masks)
+        # ... but its box AP scores every object of the file, as pycocotools does (mask AP ignores those: coco_ap)
+        val_split = load_split(*split_paths(cfg.data, "val"), verify=cfg.data.verify_images)
         # images too thin for the train transform's smallest resize, or for the detector's in evaluation, left out
         train_split = without_thin_images(train_split, *smallest_train_resize(cfg.data))
         val_split = without_thin_images(val_split, cfg.data.test_size, cfg.data.max_size)

@@ -67,7 +67,8 @@ _LISTED = 10  # files named in one warning
 @dataclass(frozen=True)
 class Labels:
     """What the label values mean: class ``i`` is ``classes[i]`` drawn in ``palette[i]``; ``ignore_index`` is no
-    class; with ``reduce_zero_label`` a file's 0 becomes ``ignore_index`` and every other value ``v`` is ``v - 1``."""
+    class; with ``reduce_zero_label`` a file's 0 becomes ``ignore_index`` and every other value ``v`` is ``v - 1``,
+    before ``ignore_index`` is applied (:func:`to_labels`)."""
 
     classes: tuple[str, ...]
     palette: tuple[tuple[int, int, int], ...]
@@ -96,8 +97,12 @@ def labels_of(cfg: SegDataConfig) -> Labels:
                 f"data.reduce_zero_label={str(cfg.reduce_zero_label).lower()} is for data.dataset=folder; "
                 f"{cfg.dataset} reads its labels its own way (reduce_zero_label={str(reduce).lower()}): drop it"
             )
-    if cfg.ignore_index < len(classes):
-        raise ValueError(f"data.ignore_index={cfg.ignore_index} is a class label (0..{len(classes) - 1})")
+    if cfg.ignore_index < len(classes):  # a label, after the zero label's reduction: to_labels
+        stored = f", stored as 1..{len(classes)} with data.reduce_zero_label=true" if reduce else ""
+        raise ValueError(
+            f"data.ignore_index={cfg.ignore_index} is a class label (0..{len(classes) - 1}{stored}); expected "
+            f"{len(classes)} or more"
+        )
     palette = ADE20K_PALETTE if cfg.dataset == "ade20k" else tuple(color_map(len(classes)))
     return Labels(classes, palette, cfg.ignore_index, reduce)
 
@@ -253,14 +258,25 @@ def open_mask(path: Path) -> np.ndarray:
         return np.asarray(mask).astype(np.uint8) if mask.mode == "1" else np.asarray(mask)
 
 
-def read_labels(path: Path, labels: Labels) -> np.ndarray:
-    """The labels a model trains on: [H, W] int64, the file's values with the zero label reduced if asked."""
-    values = open_mask(path).astype(np.int64)
+def to_labels(values: np.ndarray, labels: Labels) -> np.ndarray:
+    """The labels of a mask's stored ``values`` (int64, any shape), where each pixel is a class 0..K-1, or ignored
+    where it equals ``ignore_index``: the values themselves, or with ``reduce_zero_label`` mmsegmentation's reduction
+    (``label[label == 0] = 255; label = label - 1; label[label == 254] = 255``): 0 and 255 (its ignore value, when no
+    class is stored as 255: fewer than 255 classes) become ``ignore_index``, any other ``v`` is ``v - 1``.
+
+    ``ignore_index`` applies to the labels, as mmsegmentation applies it after the reduction: with ``reduce_zero_label``
+    the stored value ``ignore_index + 1`` is ignored and ``ignore_index`` itself is class ``ignore_index - 1``
+    (reading stored values against it lost the last class with ``ignore_index`` equal to the class count)."""
     if not labels.reduce_zero_label:
         return values
     out = values - 1
-    out[(values == 0) | (values == labels.ignore_index)] = labels.ignore_index
+    out[(values == 0) | ((values == 255) & (len(labels.classes) < 255))] = labels.ignore_index
     return out
+
+
+def read_labels(path: Path, labels: Labels) -> np.ndarray:
+    """The labels a model trains on and is scored against: [H, W] int64, :func:`to_labels` of the file's values."""
+    return to_labels(open_mask(path).astype(np.int64), labels)
 
 
 @dataclass
@@ -302,11 +318,8 @@ def _check_pair(pair: Pair, labels: Labels, verify: bool) -> _Check:
         counts = counts[present]
     else:
         present, counts = np.unique(values, return_counts=True)
-    ignored = present == labels.ignore_index  # as stored: ignore_index + 1 is not ignored under reduce_zero_label
-    mapped = present
-    if labels.reduce_zero_label:
-        ignored |= present == 0
-        mapped = present - 1
+    mapped = to_labels(present.astype(np.int64), labels)  # as read_labels maps them
+    ignored = mapped == labels.ignore_index
     is_class = ~ignored & (mapped >= 0) & (mapped < len(labels.classes))
     unknown = present[~is_class & ~ignored]
     classes = tuple(int(c) for c in mapped[is_class])
@@ -342,7 +355,8 @@ def scan_split(
     unknown = sorted({v for c in checks for v in c.unknown})
     if unknown:
         first = next(p.mask for p, c in zip(pairs, checks, strict=True) if c.unknown)
-        reduced = " (as stored: 0 and ignore_index are ignored, v is class v - 1)" if labels.reduce_zero_label else ""
+        ignored = [0, 255, labels.ignore_index + 1] if len(labels.classes) < 255 else [0, labels.ignore_index + 1]
+        reduced = f" (as stored: {ignored} are ignored, v is class v - 1)" if labels.reduce_zero_label else ""
         raise ValueError(
             f"{sum(bool(c.unknown) for c in checks)} masks of {mask_dir} hold label values {unknown[:_LISTED]}"
             f"{reduced} that are neither one of the {len(labels.classes)} classes nor ignore_index "

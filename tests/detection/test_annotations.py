@@ -129,7 +129,7 @@ def test_an_invalid_polygon_is_dropped_alone(coco: Path, masks: bool):
         assert f"1 annotations of {path} dropped (annotation id: reason): 2: segmentation: " in warned
     else:
         assert "segmentation" not in split.coco.anns[2] and split.coco.anns[2]["bbox"] == [26.0, 8.0, 8.0, 30.0]
-        assert "2: segmentation dropped, the box kept (a box detector needs no mask): polygon of 4" in warned
+        assert "2: segmentation dropped, the box kept (box training and box AP need no mask): polygon of 4" in warned
 
 
 def test_missing_area_and_iscrowd_get_cocos_defaults(coco: Path):

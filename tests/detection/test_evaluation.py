@@ -4,6 +4,7 @@ import contextlib
 import copy
 import dataclasses
 import io
+import json
 import math
 from pathlib import Path
 
@@ -12,9 +13,12 @@ import pytest
 import torch
 from detkit import edit_coco
 
-from swinlite.detection.config import DetDataConfig
+from swinlite.detection.config import DetConfig, DetDataConfig
 from swinlite.detection.data import Categories, CocoDetection, CocoSplit, categories_of, load_split, split_paths
 from swinlite.detection.evaluation import coco_ap, scoring_ground_truth, to_coco_results, unmasked_objects
+from swinlite.detection.task import DetectionTask
+from swinlite.engine.distributed import DistInfo
+from swinlite.engine.task import RunContext
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
 
@@ -228,3 +232,54 @@ def test_box_ap_on_a_file_with_invalid_polygons_is_pycocotools_own(coco: Path):
     assert 0 < ours["map"] < 100
     assert list(ours.values()) == pytest.approx([100 * s if s >= 0 else math.nan for s in evaluator.stats[:6]],
                                                 nan_ok=True)  # fmt: skip
+
+
+def _pycocotools_on_the_file(path: Path, results: list[dict], image_ids: list[int]) -> list[float]:
+    """COCOeval's box AP, AP50, ... in percent (NaN for its -1), run directly on the annotation file."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        direct = COCO(str(path))
+        evaluator = COCOeval(direct, direct.loadRes(copy.deepcopy(results)), "bbox")
+        evaluator.params.imgIds = image_ids
+        evaluator.evaluate()
+        evaluator.accumulate()
+        evaluator.summarize()
+    return [100 * s if s >= 0 else math.nan for s in evaluator.stats[:6]]
+
+
+@pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn"])
+def test_an_object_with_an_invalid_mask_is_scored_in_box_ap_whatever_the_detector(tmp_path: Path, detector: str):
+    """Mask R-CNN's evaluation read the val file as its training does, without the objects whose mask is invalid
+    (here object 2's only polygon has 2 points): the right detection of object 2 was a false positive, box AP 50
+    where pycocotools on the file, and a Faster R-CNN evaluation of it, give 100. Its mask AP ignores the object,
+    as an iscrowd region over its box: neither a miss nor a false positive."""
+    from PIL import Image
+
+    (tmp_path / "img").mkdir()
+    Image.new("RGB", (40, 30)).save(tmp_path / "img" / "0.png")
+    anns = [{"id": 1, "image_id": 0, "category_id": 1, "bbox": [2, 3, 10, 8], "area": 80, "iscrowd": 0,
+             "segmentation": [[2, 3, 12, 3, 12, 11, 2, 11]]},
+            {"id": 2, "image_id": 0, "category_id": 1, "bbox": [20, 10, 15, 12], "area": 180, "iscrowd": 0,
+             "segmentation": [[20, 10, 35, 10]]}]  # fmt: skip
+    images = [{"id": 0, "file_name": "0.png", "width": 40, "height": 30}]
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"images": images, "annotations": anns, "categories": [{"id": 1, "name": "a"}]}))
+    files = {f"{split}_{key}": str(value) for split in ("train", "val") for key, value in [("ann", path),
+             ("images", tmp_path / "img")]}  # fmt: skip
+    cfg = DetConfig(data=DetDataConfig(**files))
+    cfg.model.detector = detector
+    task = DetectionTask(RunContext(cfg, torch.device("cpu"), DistInfo(), tmp_path, None))
+    task.build_datasets()
+    masks = torch.zeros(2, 1, 30, 40)
+    masks[0, 0, 3:11, 2:12], masks[1, 0, 10:22, 20:35] = 1.0, 1.0  # object 1's mask; object 2's box
+    output = {"boxes": torch.tensor([[2.0, 3, 12, 11], [20, 10, 35, 22]]), "labels": torch.tensor([1, 1]),
+              "scores": torch.tensor([0.8, 0.9]), "masks": masks}  # fmt: skip
+    results = to_coco_results(output, 0, task.categories)
+    box = coco_ap(task.val_truth, results, [0]).ap
+    assert list(box.values()) == pytest.approx(_pycocotools_on_the_file(path, results, [0]), nan_ok=True)
+    assert box["map"] == pytest.approx(100.0)
+    with pytest.warns(UserWarning, match=r"mask AP ignores 1 objects whose segmentation is invalid.*: 2: polygon of 4"):
+        mask = coco_ap(task.val_truth, results, [0], "segm").ap
+    assert mask["map"] == pytest.approx(100.0)

@@ -9,7 +9,16 @@ import pytest
 from PIL import Image
 
 from swinlite.segmentation.config import SegDataConfig
-from swinlite.segmentation.data import Labels, Split, find_pairs, labels_of, scan_split, warn_unlearned, warn_unmeasured
+from swinlite.segmentation.data import (
+    Labels,
+    Split,
+    find_pairs,
+    labels_of,
+    read_labels,
+    scan_split,
+    warn_unlearned,
+    warn_unmeasured,
+)
 
 
 def test_two_images_of_one_name_are_an_error_naming_both(seg_folder: Path):
@@ -44,6 +53,39 @@ def _split_of_labels(root: Path, values: list[int], labels: Labels = LABELS) -> 
 
 
 REDUCED = labels_of(SegDataConfig(dataset="folder", classes=["road", "car", "bus"], reduce_zero_label=True))
+
+
+def _mmsegmentation_labels(stored: np.ndarray, ignore_index: int) -> np.ndarray:
+    """mmsegmentation's ``reduce_zero_label`` (``LoadAnnotations`` on uint8 masks), its 255 then written as
+    ``ignore_index``: a reduced label equal to ``ignore_index`` is ignored as well (its losses and metrics compare
+    ``ignore_index`` with the reduced labels)."""
+    label = stored.astype(np.uint8)
+    label[label == 0] = 255
+    label = label - 1
+    label[label == 254] = 255
+    return np.where(label == 255, ignore_index, label).astype(np.int64)
+
+
+@pytest.mark.parametrize(
+    ("ignore_index", "stored"),
+    [(3, [[0, 1, 2, 3], [3, 3, 2, 1], [4, 255, 4, 1]]), (255, [[0, 1, 2, 3], [3, 3, 2, 1], [0, 255, 255, 1]])],
+    ids=["ignore_index-the-class-count", "ignore_index-255"],
+)
+def test_reduce_zero_label_reads_masks_as_mmsegmentation(tmp_path: Path, ignore_index: int, stored: list[list[int]]):
+    """ignore_index was compared with the stored values: with ignore_index 3, the class count, every pixel of the last
+    class (stored 3) was ignored, without an error or a warning, and the stored 4 (the label 3) was an unknown value.
+    mmsegmentation reduces first and applies ignore_index to the reduced labels."""
+    labels = labels_of(
+        SegDataConfig(dataset="folder", classes=["a", "b", "c"], ignore_index=ignore_index, reduce_zero_label=True)
+    )
+    (tmp_path / "images").mkdir()
+    (tmp_path / "masks").mkdir()
+    Image.new("RGB", (4, 3)).save(tmp_path / "images" / "x.png")
+    Image.fromarray(np.array(stored, np.uint8)).save(tmp_path / "masks" / "x.png")
+    expected = _mmsegmentation_labels(np.array(stored), ignore_index)
+    assert np.array_equal(read_labels(tmp_path / "masks" / "x.png", labels), expected)
+    split = scan_split(tmp_path / "images", tmp_path / "masks", labels)
+    assert split.classes_present() == {0, 1, 2} and split.labelled == np.count_nonzero(expected != ignore_index)
 
 
 @pytest.mark.parametrize(

@@ -109,9 +109,9 @@ CASES = [
     # its edges' compression noise was read as labels of other classes (15 % of a 10-class mask's pixels)
     ("jpeg_mask", TRAIN, _lossy_mask(".jpg", quality=95), [], "is a JPEG file, whose lossy compression changes"),
     ("jpeg_tiff_mask", TRAIN, _lossy_mask(".tif", compression="jpeg"), [], "is a TIFF file (JPEG-compressed), whose"),
-    # stored ignore_index + 1 was ignored under reduce_zero_label (v - 1 = ignore_index)
-    ("ignore_plus_one", TRAIN, None, ["data.reduce_zero_label=true", "data.ignore_index=254"],  # the masks hold 255
-     "hold label values [255] (as stored: 0 and ignore_index are ignored, v is class v - 1) that are neither"),
+    # ignore_index applies to the labels after the zero label's reduction: 1 is class 1, stored 2
+    ("ignore_is_a_reduced_class", TRAIN, None, ["data.reduce_zero_label=true", "data.ignore_index=1"],
+     "data.ignore_index=1 is a class label (0..2, stored as 1..3 with data.reduce_zero_label=true); expected 3 or"),
     ("unknown_labels", TRAIN, None, ["data.classes=[background,red]"], "hold label values [2] that are neither"),
     ("no_masks", TRAIN, _no_masks, [], "has a usable mask"),
     ("val_all_ignored", TRAIN, _all_ignored, [], "hold no pixel of a class, only ignore_index 255"),

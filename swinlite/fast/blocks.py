@@ -79,6 +79,7 @@ import torch
 import torch.nn.functional as F
 from timm.layers import GELU, Mlp, register_notrace_module
 from torch import nn
+from torch.nn.modules import module as torch_module
 
 from ..models.swin import (
     SwinBlock,
@@ -512,33 +513,78 @@ class FastLinear(nn.Linear):
         return fast_linear(x, self.weight, self.bias)
 
 
+def unhooked(*modules: nn.Module) -> bool:
+    """Whether a fast path may skip the calls of ``modules``, as far as hooks go: none of them has a forward or
+    backward hook or pre-hook, and no global module hook is set (``register_module_forward_hook`` and kin), which
+    every call would run. Hooks are registered after the build, so the fast modules check on every call; dict reads,
+    which ``torch.compile`` traces as guards."""
+    if (
+        torch_module._global_forward_hooks
+        or torch_module._global_forward_pre_hooks
+        or torch_module._global_backward_hooks
+        or torch_module._global_backward_pre_hooks
+    ):
+        return False
+    for module in modules:
+        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks:
+            return False
+    return True
+
+
+def children(module: nn.Module, *names: str) -> list[nn.Module]:
+    """``module``'s children ``names``, each a dict read: ``module.name`` goes through ``nn.Module.__getattr__``,
+    which costs more than the rest of a check that runs on every call (:meth:`GatheredWindowsBlock.as_built`)."""
+    modules = module._modules
+    return [modules[name] for name in names]
+
+
+def fast_linear_class(module: nn.Module) -> bool:
+    """Whether ``module`` is of a class whose call the fast paths may replace by reading its weight and bias:
+    ``nn.Linear`` or :class:`FastLinear` exactly (a subclass, an adapter's, may add to its forward)."""
+    return type(module) is FastLinear or type(module) is nn.Linear
+
+
+def exact_gelu(act: nn.Module) -> bool:
+    """Whether ``act`` is an exact GELU of a class the fused kernels compute: timm's ``GELU`` (``act_layer="gelu"``,
+    ``F.gelu``) or torch's ``nn.GELU()`` without the tanh approximation; exactly those classes."""
+    return type(act) is GELU or (type(act) is nn.GELU and act.approximate == "none")
+
+
 class FastMlp(Mlp):
     """timm's ``Mlp`` whose fc2(gelu(h)) recomputes the GELU in backward instead of storing it.
 
     With exact GELU, no norm and no dropout between the layers (``recompute_act``), fc2(gelu(h)) runs in
-    :func:`~swinlite.fast.gelu_linear.gelu_linear`; outputs and gradients are those of the plain composition,
-    which runs in every other case.
+    :func:`~swinlite.fast.gelu_linear.gelu_linear`, while its layers are as built (:meth:`as_built`, checked on
+    each call); outputs and gradients are those of the plain composition, which runs in every other case.
     """
 
-    exact_gelu: bool
     recompute_act: bool
 
     def init_fast(self) -> None:
         """Construction-time decisions, made by :func:`swinlite.fast.accelerate` after the class swap."""
-        torch_exact = isinstance(self.act, nn.GELU) and self.act.approximate == "none"
-        self.exact_gelu = (
-            (torch_exact or isinstance(self.act, GELU))  # timm's GELU (act_layer="gelu") is F.gelu, exact
-            and isinstance(self.norm, nn.Identity)
-            and isinstance(self.fc1, nn.Linear)
-        )
-        self.recompute_act = self.exact_gelu and self.drop1.p == 0.0
+        self.recompute_act = self.layers_fuse() and self.drop1.p == 0.0
+
+    @torch.jit.unused
+    def layers_fuse(self) -> bool:
+        """Whether the layers are of the classes the fused paths compute: linears (:func:`fast_linear_class`), an
+        exact GELU between them (:func:`exact_gelu`) and no norm."""
+        fc1, act, norm, fc2 = children(self, "fc1", "act", "norm", "fc2")
+        return exact_gelu(act) and type(norm) is nn.Identity and fast_linear_class(fc1) and fast_linear_class(fc2)
+
+    @torch.jit.unused
+    def as_built(self) -> bool:
+        """Whether fc2(gelu(h)) may run fused, reading fc2's weights and skipping the calls of act, norm, drop1 and
+        fc2: the layers still of the classes it computes (:meth:`layers_fuse`; a user may replace one after the
+        build, e.g. by an adapter) and none of the skipped ones hooked (:func:`unhooked`)."""
+        return self.layers_fuse() and unhooked(*children(self, "act", "norm", "drop1", "fc2"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., dim] -> [..., dim]."""
         h = self.fc1(x)  # (..., hidden)
         recompute = self.recompute_act
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            recompute = recompute and not recording_graph()  # a recording takes the reference's composition
+            # a recording takes the reference's composition, as does a replaced or hooked layer
+            recompute = recompute and not recording_graph() and self.as_built()
         if recompute:
             onednn = False
             if not torch.jit.is_scripting():  # TorchScript skips this branch
@@ -553,7 +599,8 @@ class FastMlp(Mlp):
         """x + self(norm(x)), or with ``post_norm`` x + norm(self(x)) (Swin-V2), for CPU inference in row blocks
         (:func:`~swinlite.fast.row_blocks.mlp_rows`).
 
-        Needs exact GELU (``exact_gelu``) and inactive dropout. x: [..., dim], contiguous.
+        Needs the block's layers as built (:meth:`GatheredWindowsBlock.as_built`) and inactive dropout.
+        x: [..., dim], contiguous.
         """
         weights = (self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias)
         return mlp_rows(x, norm, *weights, plan, post_norm=post_norm)
@@ -642,14 +689,36 @@ class FastWindowAttention(DispatchedAttention, WindowAttention):
 class GatheredWindowsBlock(SwinBlock):
     """``SwinBlock._attn`` with shift + partition (and merge + reverse shift) as one token gather each way: the frame
     the fast V1 and V2 blocks share (:class:`FastSwinBlock`, :class:`~swinlite.fast.v2.FastSwinV2Block`). A block
-    runs its attention on the windows through :meth:`_attend_windows`."""
+    runs its attention on the windows through :meth:`_attend_windows`; a subclass names the attention class it was
+    written for as ``fast_attention``.
+
+    Its fast paths run while the block is as built (:meth:`as_built`, checked on each call): otherwise, a module
+    replaced or hooked since the build, the block runs as the reference does, calling each of its modules."""
+
+    @torch.jit.unused
+    def as_built(self) -> bool:
+        """Whether the fast paths may run: every module whose call they skip or whose input they change is of the
+        class they were written for and unhooked (:func:`unhooked`). The row blocks read the
+        attention's and the MLP's linears' weights and call ``norm2`` on rows of tokens; the gather hands the
+        attention windows cut to a small map (:meth:`_attention_window`). A few attribute reads, on each call."""
+        attn, mlp, norm2, drop_path1, drop_path2 = children(self, "attn", "mlp", "norm2", "drop_path1", "drop_path2")
+        if type(attn) is not self.fast_attention or type(mlp) is not FastMlp or not mlp.as_built():
+            return False
+        qkv, proj, proj_drop = children(attn, "qkv", "proj", "proj_drop")
+        if not (fast_linear_class(qkv) and fast_linear_class(proj)):
+            return False
+        fc1, drop2 = children(mlp, "fc1", "drop2")
+        return unhooked(attn, qkv, proj, proj_drop, mlp, fc1, drop2, norm2, drop_path1, drop_path2)
 
     def _attn(self, x: torch.Tensor, plan: RowBlocks | None = None) -> torch.Tensor:
-        """x normalised map [B, H, W, C] -> attention output [B, H, W, C]; ``plan``: row blocks (CPU inference)."""
+        """x normalised map [B, H, W, C] -> attention output [B, H, W, C]; ``plan``: row blocks (CPU inference;
+        given only where the block is as built)."""
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
             if exporting():  # symbolic sizes: the geometry and the gathers are built in the graph
                 return exported_shifted_window_attention(self, x)
             if torch.jit.is_tracing():  # the reference's roll + partition: the gather index is cached per size
+                return SwinBlock._attn(self, x)
+            if plan is None and not self.as_built():  # a module replaced or hooked: the reference's windows
                 return SwinBlock._attn(self, x)
         B, H, W, C = x.shape
         dtype = x.dtype  # the mask's: the attention's, under autocast its dtype (the row blocks take it in x's)
@@ -676,9 +745,9 @@ class GatheredWindowsBlock(SwinBlock):
 
     @torch.jit.unused
     def _row_blocks(self, x: torch.Tensor) -> RowBlocks | None:
-        """How this block runs in row blocks for its input ``x`` (:func:`row_blocks_for`; the MLP's need exact GELU),
-        or None."""
-        return row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.mlp.exact_gelu else None
+        """How this block runs in row blocks for its input ``x`` (:func:`row_blocks_for`; the block as built), or
+        None."""
+        return row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.as_built() else None
 
     @torch.jit.unused
     def _attention_window(self, height: int, width: int) -> tuple[int, int]:
@@ -709,6 +778,8 @@ class GatheredWindowsBlock(SwinBlock):
 class FastSwinBlock(GatheredWindowsBlock):
     """:class:`~swinlite.models.swin.SwinBlock` with shift + partition as one gather, and row blocks for CPU
     inference; its ``attn`` and ``mlp`` are :class:`FastWindowAttention` and :class:`FastMlp`."""
+
+    fast_attention = FastWindowAttention
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, H, W, C]."""

@@ -204,6 +204,8 @@ class FastSwinV2Block(SwinV2Block, GatheredWindowsBlock):
     (:class:`~swinlite.fast.blocks.GatheredWindowsBlock`'s ``_attn``), and its attention and MLP in row blocks for
     CPU inference."""
 
+    fast_attention = FastWindowAttentionV2
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, H, W, C] -> [B, H, W, C], res-post-norm as ``SwinV2Block.forward``."""
         if not torch.jit.is_scripting():  # TorchScript skips this branch

@@ -130,7 +130,7 @@ def check_build_args(
         dims: channels per stage.
         depths: blocks per stage.
         num_heads: attention heads per stage.
-        sizes: integer arguments that must be positive (``num_classes`` may be 0), by name.
+        sizes: integer arguments that must be positive, by name.
         rates: probabilities in [0, 1), by name.
     """
     for name, values in (("depths", depths), ("num_heads", num_heads)):
@@ -147,11 +147,18 @@ def check_build_args(
         if heads < 1 or dim % heads:
             raise ValueError(f"stage {i}: {dim} channels cannot be split into num_heads={heads} heads")
     for name, value in sizes.items():
-        if value < (0 if name == "num_classes" else 1):
-            raise ValueError(f"{name} must be {'>= 0' if name == 'num_classes' else 'positive'}, got {value}")
+        if value < 1:
+            raise ValueError(f"{name} must be positive, got {value}")
     for name, rate in rates.items():
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"{name} must be in [0, 1), got {rate}")
+
+
+def check_num_classes(num_classes: object) -> None:
+    """ValueError unless ``num_classes`` is an int >= 0 (0: no classifier), as the model is built and in
+    ``reset_classifier`` (timm's takes -1 there, for a head that is an ``Identity``, as 0 gives)."""
+    if not is_int(num_classes) or num_classes < 0:
+        raise ValueError(f"num_classes must be an int >= 0 (0: no classifier), got {num_classes!r}")
 
 
 def check_feature_indices(

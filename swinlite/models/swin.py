@@ -53,6 +53,7 @@ from .checks import (
     check_build_args,
     check_feature_indices,
     check_image_input,
+    check_num_classes,
     crop_to_patches,
     first_images,
     is_int,
@@ -1444,6 +1445,7 @@ class SwinTransformer(nn.Module):
         patch, windows = tuple(to_2tuple(patch_size)), window_entries(window_size, num_stages)
         if len(patch) != 2 or not all(is_int(v) for v in patch):
             raise ValueError(f"patch_size must be an int or (h, w), got {patch}")
+        check_num_classes(num_classes)
         check_build_args(
             dims,
             depths,
@@ -1451,7 +1453,6 @@ class SwinTransformer(nn.Module):
             sizes=dict(
                 embed_dim=embed_dim,
                 in_chans=in_chans,
-                num_classes=num_classes,
                 patch_size=min(patch),
                 window_size=min(min(w) for w in windows),
             ),
@@ -1620,7 +1621,8 @@ class SwinTransformer(nn.Module):
             ValueError, before anything changes: a window specification timm refuses, or a window or window ratio
             that is not an int (2.5, True: timm takes them); a patch size that is not positive, or an ``img_size``
             smaller than one patch; ``always_partition=True`` (timm's padded tokens then take part in attention,
-            swinlite masks them); windows that differ between stages (swinlite keeps one window).
+            swinlite masks them); per-stage windows that no one window gives at the new size, each cut to its
+            stage's map (swinlite keeps one window: :func:`model_window`, the rule ``create_model`` applies).
         """
         from timm.models._input import update_model_input_size
         from timm.models.swin_transformer import calc_stage_window_sizes, resolve_window_args
@@ -1645,8 +1647,7 @@ class SwinTransformer(nn.Module):
         windows = calc_stage_window_sizes(
             grid, self._ref_window_sizes, self._ref_grid_size, window_size=window_size, window_ratio=window_ratio
         )
-        if len(set(windows)) != 1:
-            raise ValueError(f"swinlite keeps one window for every stage, got {[tuple(w) for w in windows]}")
+        window = model_window([tuple(w) for w in windows], grid, num_stages)  # the create-time rule
         old_grid = tuple(self.patch_embed.grid_size)
         self.patch_embed.set_input_size(img_size=size, patch_size=patch)
         self.patch_size = patch
@@ -1654,7 +1655,7 @@ class SwinTransformer(nn.Module):
             info["reduction"] = patch[0] * 2**i
         if window_size is not None or window_ratio is not None:  # an explicit window: the new reference
             self._ref_window_sizes, self._ref_grid_size = tuple(windows), grid
-        self._set_windows(tuple(windows[0]), grid, old_grid)
+        self._set_windows(window, grid, old_grid)
         update_model_input_size(
             self, size, patch_size=None if patch_size is None else patch, window_size=self.window_size
         )
@@ -1700,22 +1701,26 @@ class SwinTransformer(nn.Module):
         return self.head.fc
 
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
-        """New classifier of ``num_classes`` outputs (0: none) on the model's device and dtype, in its training mode."""
-        self.num_classes = num_classes
-        if global_pool is not None:
-            self.global_pool = global_pool
+        """New classifier of ``num_classes`` outputs (0: none) on the model's device and dtype, in its training mode.
+
+        Checked before anything changes: a bad ``num_classes`` (a ValueError) or pooling (timm's error) leaves the
+        model as it was."""
+        check_num_classes(num_classes)
+        pool = self.global_pool if global_pool is None else global_pool
         ref = self.patch_embed.proj.weight
-        # a new head rather than ClassifierHead.reset, whose in_features/device arguments older timm lacks
-        self.head = ClassifierHead(
+        # a new head rather than ClassifierHead.reset, whose in_features/device arguments older timm lacks; built
+        # first, so that an unknown pooling leaves the model unchanged
+        head = ClassifierHead(
             self.num_features,
             num_classes,
-            pool_type=self.global_pool,
+            pool_type=pool,
             drop_rate=self.head.drop.p,
             input_fmt="NHWC",
             device=ref.device,
             dtype=ref.dtype,
         ).train(self.training)
-        self.head_hidden_size = self.head.num_features
+        self.num_classes, self.global_pool, self.head = num_classes, pool, head
+        self.head_hidden_size = head.num_features
 
     def forward_intermediates(
         self,

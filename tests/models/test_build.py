@@ -104,7 +104,7 @@ def test_timms_act_layer_name_and_always_partition_are_taken(name, act_name, act
         for p in named.parameters():  # V2's post-norms start at zero: its blocks would add nothing to the logits
             p.add_(torch.randn_like(p), alpha=0.02)
     by_class.load_state_dict(named.state_dict())
-    assert named.layers[0].blocks[0].mlp.exact_gelu == (act_name == "gelu")
+    assert named.layers[0].blocks[0].mlp.layers_fuse() == (act_name == "gelu")
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         torch.testing.assert_close(named(x), by_class(x), rtol=0, atol=0)

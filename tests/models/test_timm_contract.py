@@ -207,6 +207,15 @@ def test_reset_classifier(built):
     assert unpooled.ndim == 4 and unpooled.shape[-1] == model.num_features
     model.to(torch.bfloat16).reset_classifier(5, "avg")
     assert model.get_classifier().weight.dtype == torch.bfloat16
+    # refused before anything changes (the pooling stayed "tokn" and every later call failed), -1 as at build time
+    for bad, match in (((5, "tokn"), "tokn"), ((-1,), "num_classes must be an int >= 0")):
+        with pytest.raises((ValueError, AssertionError), match=match):  # timm's head asserts on the pooling
+            model.reset_classifier(*bad)
+        assert model.global_pool == "avg" and model.num_classes == 5 and model.get_classifier().out_features == 5
+    with pytest.raises(ValueError, match="num_classes must be an int >= 0"):
+        timm.create_model(name, num_classes=-1, device="meta")
+    model.reset_classifier(7)
+    assert model.get_classifier().out_features == 7
 
 
 POOLS = ["avg", "max", "avgmax", "catavgmax", ""]
@@ -527,12 +536,22 @@ _SET_SIZE_MODEL = dict(img_size=64, embed_dim=16, depths=(1, 1, 2, 1), num_heads
         dict(img_size=96),  # windows scale with the grid: 6, the last stage's 3x3 map shrinks it in timm
         dict(img_size=(64, 96)),  # (4, 6)
         dict(img_size=128, window_size=8),  # an explicit window
+        dict(img_size=128, window_size=[8, 8, 8, 4]),  # one window per stage: 8, cut to the last stage's 4x4 map
         dict(window_ratio=4),  # the grid over the window
         dict(img_size=64),  # the current size: nothing changes
         dict(patch_size=2),  # the projection resampled by timm; the 32x32 grid scales the windows to 8
         dict(img_size=96, patch_size=(8, 4)),  # a 12x24 grid, (3, 6) windows
     ],
-    ids=["img_size", "rectangular", "window_size", "window_ratio", "no-op", "patch_size", "rectangular-patch"],
+    ids=[
+        "img_size",
+        "rectangular",
+        "window_size",
+        "window_per_stage",
+        "window_ratio",
+        "no-op",
+        "patch_size",
+        "rectangular-patch",
+    ],
 )
 def test_set_input_size_computes_what_timms_swin_computes_after_the_same_call(v2, call):
     """timm's set_input_size on both models (same weights): the same windows, tables resized by timm's function and
@@ -625,7 +644,7 @@ def test_set_input_size_is_recorded_so_that_timm_rebuilds_the_model(v2, call):
         (dict(window_size=(4, 4, 4)), "Expected 4 stage window sizes"),
         (dict(window_ratio=0), "Window ratios must be positive"),
         (dict(window_size=(4, 0)), "Window sizes must be positive"),
-        (dict(window_size=[4, 4, 6, 2]), "one window for every stage"),
+        (dict(window_size=[4, 4, 2, 2]), "swinlite keeps one window"),  # [4, 4, 6, 2]: 4, cut to the maps
         (dict(img_size=2), r"img_size must be \(H, W\), each at least the patch"),
         (dict(img_size=64, patch_size=128), r"img_size must be \(H, W\), each at least the patch \(128, 128\)"),
         (dict(patch_size=0), r"patch_size must be a positive int or \(h, w\)"),

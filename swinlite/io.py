@@ -17,6 +17,7 @@ re-exported here.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import io
 import json
@@ -145,7 +146,7 @@ def _mapped_torch_file(path: str | os.PathLike, data: bytes | None = None) -> Ma
         return None
     try:
         source = path if data is None else io.BytesIO(data)
-        checkpoint = torch.load(source, map_location="cpu", weights_only=True, mmap=data is None)
+        checkpoint = _load_torch(source, mmap=data is None)
     except Exception:  # zip, pickle and weights-only refusals come in many types
         return None
     return checkpoint if isinstance(checkpoint, Mapping) else None
@@ -247,12 +248,19 @@ def read_weights(path: str | os.PathLike, data: bytes | None = None) -> tuple[di
     return _decoded(raw), tensors
 
 
+def _load_torch(source: Path | str | os.PathLike | io.BytesIO, mmap: bool = False) -> object:
+    """``torch.load(source, weights_only=True)`` onto the CPU, with ``argparse.Namespace`` allowed, as timm's loader
+    allows it: timm's ``train.py`` saves its arguments as one beside ``state_dict`` and ``state_dict_ema``."""
+    with torch.serialization.safe_globals([argparse.Namespace]):
+        return torch.load(source, map_location="cpu", weights_only=True, mmap=mmap)
+
+
 def _torch_checkpoint(source: Path | io.BytesIO) -> Mapping[str, object]:
     """A torch file's content: a mapping, loaded with ``weights_only=True``; ValueError for anything else."""
     other = _other_format(source)
     if other is not None:
         raise ValueError(other)
-    checkpoint = torch.load(source, map_location="cpu", weights_only=True)
+    checkpoint = _load_torch(source)
     if not isinstance(checkpoint, Mapping):
         raise ValueError(f"it holds a {type(checkpoint).__name__}, not a state dict")
     return checkpoint

@@ -298,12 +298,22 @@ def check_agrees(
     stored = info.model_args.get("num_classes", len(info.classes))
     if num_classes is not None and num_classes != stored:
         raise ValueError(f"--num-classes {num_classes} contradicts {path}, which has {stored} classes")
-    clash = [k for k in kwargs if k in info.model_args and kwargs[k] != info.model_args[k] and k not in TRAINING_ONLY]
+    recorded = info.model_args  # as JSON decodes it: a tuple given is a list there
+    clash = [k for k in kwargs if k in recorded and _as_json(kwargs[k]) != recorded[k] and k not in TRAINING_ONLY]
     if clash:
         raise ValueError(
             f"{', '.join(clash)} contradict {path}: it records {info.model_args} (only training settings, "
             f"{', '.join(TRAINING_ONLY)}, may differ)"
         )
+
+
+def _as_json(value: object) -> object:
+    """``value`` as a JSON round trip gives it back for the comparisons with a file's record: tuples as lists."""
+    if isinstance(value, (tuple, list)):
+        return [_as_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_json(v) for k, v in value.items()}
+    return value
 
 
 def _is_swinlite(name: str) -> bool:

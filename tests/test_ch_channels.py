@@ -101,6 +101,19 @@ def test_architecture_contradictions_are_still_refused(run_weights):
         load_model(run_weights, window_size=2, drop_path_rate=0.0)
 
 
+def test_a_tuple_the_file_records_as_a_list_agrees(tmp_path: Path):
+    """The record is JSON: depths=(1, 1, 2, 1) given, the same as the file records, was refused as a contradiction of
+    [1, 1, 2, 1]."""
+    args = {"num_classes": 2, "depths": (1, 1, 2, 1)}
+    path = tmp_path / "best.safetensors"
+    save_weights(
+        path, timm.create_model(PICO, **args).state_dict(), weights_metadata(PICO, args, ["a", "b"], preprocessing(3))
+    )
+    assert load_model(path, depths=(1, 1, 2, 1)).num_classes == 2
+    with pytest.raises(ValueError, match=r"^depths contradict "):
+        load_model(path, depths=(1, 1, 1, 1))
+
+
 @pytest.mark.parametrize("in_chans", [1, 4])
 def test_convert_checkpoint_with_model_refuses_a_first_conv_of_other_channels(in_chans, tmp_path, capsys):
     """It wrote the file, which then did not load into --model; without --model the first conv passes as it is."""

@@ -1,5 +1,6 @@
 """Checkpoint conversion: layouts, window resizing, classifier handling, timm's pretrained loading, the script."""
 
+import argparse
 import re
 import runpy
 import sys
@@ -202,13 +203,14 @@ def test_to_timm_state_dict_refuses_what_timm_has_no_model_for():
 
 @pytest.mark.parametrize("route", ["load_checkpoint", "convert_state_dict", "checkpoint_path", "pretrained_file"])
 def test_a_training_checkpoint_with_ema_weights_loads_them_on_every_route(tmp_path, route):
-    """timm's train.py saves ``{"state_dict": raw, "state_dict_ema": ema}``; timm loads the EMA weights. swinlite's
-    own routes took the raw ones, timm's routes the EMA ones: the same file, other weights, silently.
-    Reference: timm's Swin given the file by ``checkpoint_path``."""
+    """timm's train.py saves ``{"state_dict": raw, "state_dict_ema": ema, "args": Namespace}``; timm loads the EMA
+    weights. swinlite's own routes took the raw ones, timm's routes the EMA ones: the same file, other weights,
+    silently; and swinlite's readers refused the file as 'not a weights file' for its argparse.Namespace, which
+    timm's loader allows. Reference: timm's Swin given the file by ``checkpoint_path``."""
     narrow = dict(SMALL, embed_dim=16, num_heads=(1, 1, 1, 1), num_classes=5)
     raw, ema = (timm.create_model("swin_tiny_patch4_window7_224", **narrow).state_dict() for _ in range(2))
     path = tmp_path / "train.pth"
-    torch.save({"epoch": 3, "state_dict": raw, "state_dict_ema": ema}, path)
+    torch.save({"epoch": 3, "state_dict": raw, "state_dict_ema": ema, "args": argparse.Namespace(lr=0.1)}, path)
     ref = timm.create_model("swin_tiny_patch4_window7_224", checkpoint_path=str(path), **narrow).eval()
     lite = "swinlite_tiny_patch4_window7_224"
     both = r"holds EMA weights \(state_dict_ema\) and raw ones \(state_dict\): loading the EMA weights"
@@ -222,7 +224,8 @@ def test_a_training_checkpoint_with_ema_weights_loads_them_on_every_route(tmp_pa
             if route == "load_checkpoint":
                 swinlite.load_checkpoint(model, path)
             else:
-                model.load_state_dict(swinlite.convert_state_dict(torch.load(path, weights_only=True)))
+                with torch.serialization.safe_globals([argparse.Namespace]):  # as timm's loader allows it
+                    model.load_state_dict(swinlite.convert_state_dict(torch.load(path, weights_only=True)))
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
         torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-5)

@@ -1,6 +1,6 @@
 """swinlite.io: the one weights reader, the one output check every writer makes, escaped file names, strict JSON."""
 
-import argparse
+import datetime
 import json
 import math
 import os
@@ -164,7 +164,7 @@ def test_a_torchscript_or_onnx_file_given_as_weights_says_what_it_is(tmp_path: P
 @pytest.mark.parametrize(
     "payload, held",
     [
-        ({"model": {"w": torch.ones(1)}, "args": argparse.Namespace(lr=0.1)}, "it pickles argparse.Namespace"),
+        ({"model": {"w": torch.ones(1)}, "day": datetime.date(2026, 1, 1)}, "it pickles datetime.date"),
         (None, "it is not a pickle of tensors"),  # a text file
     ],
 )

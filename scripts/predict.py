@@ -7,9 +7,10 @@ Examples:
     python scripts/predict.py --onnx demo.onnx --output preds.csv data/digits/val   # ONNX Runtime, no torch
 
 PATH arguments are images or folders of images (which files of a folder are read: PATH below). Files that do not
-decode are skipped and named on stderr. The CSV (UTF-8) has the columns path, class, prob, then class_2, prob_2, ...
-up to --topk; bytes of a file name that are not UTF-8 are written as \xNN, and a
-backslash as \x5c (two files never print as one path). --output must not be one of the inputs (the checkpoint, an
+decode, and images too elongated for the centre crop's resize, are skipped and named on stderr (--onnx too). The CSV
+(UTF-8) has the columns path, class, prob, then class_2, prob_2, ... up to --topk, the classes ranked by their logits
+(equal ones: the lower index first); bytes of a file name that are not UTF-8 are written as \xNN, and a backslash as
+\x5c (two files never print as one path). --output must not be one of the inputs (the checkpoint, an
 image); it is written whole once every image is labelled, replacing a file there. Preprocessing is the run's
 evaluation transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1. With
 --model alone the timm model's pretrained weights are used (ImageNet class names from timm's ImageNetInfo); --model
@@ -186,11 +187,16 @@ def predict_onnx(args) -> int:
     topk = clamp_topk(args.topk, classes)
     predictions, skipped = [], []
     for start in range(0, len(paths), batch_size):
-        decoded = list(files.decoded(paths[start : start + batch_size], skipped))
-        good = [path for _, path, _ in decoded]
-        batch = [onnx_predict.preprocess(image, preprocessing) for _, _, image in decoded]
+        good, batch = [], []
+        for _, path, image in files.decoded(paths[start : start + batch_size], skipped):
+            try:
+                batch.append(onnx_predict.preprocess(image, preprocessing))  # [3, H, W]
+            except ValueError as e:  # too elongated to resize: skipped, as swinlite.images.ImageFiles skips it
+                skipped.append(f"{path}: {e}")
+                continue
+            good.append(path)
         if good:
-            indices, probs = onnx_predict.top_k(onnx_predict.classify(model, np.stack(batch)), topk)
+            indices, probs = onnx_predict.top_k(onnx_predict.class_logits(model, np.stack(batch)), topk)
             predictions += [Prediction(p, i, q) for p, i, q in zip(good, indices.tolist(), probs.tolist(), strict=True)]
     return finish(predictions, skipped, classes, topk, args.output, len(paths))
 

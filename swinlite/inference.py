@@ -124,7 +124,8 @@ def predict(
     """Yield (number of files done, a prediction or ``"path: why it was skipped"``) per file, in order.
 
     ``loader`` batches :class:`swinlite.images.ImageFiles` items with ``collate_fn=list``; ``amp`` is the autocast
-    dtype (``swinlite.device.autocast_dtype``; None: full precision), the probabilities are computed in fp32.
+    dtype (``swinlite.device.autocast_dtype``; None: full precision); the classes are ranked and their probabilities
+    computed in fp32 (:func:`top_k`).
     """
     paths = loader.dataset.paths
     model = model.eval().to(device)
@@ -135,12 +136,23 @@ def predict(
         if good:
             with torch.inference_mode(), torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                 logits = model(torch.stack([item.image for item in good]).to(device))  # [B, classes]
-                probs = logits.float().softmax(dim=1)
-            best = probs.topk(topk, dim=1)
+            indices, probs = top_k(logits, topk)  # [B, k] each
             for row, item in enumerate(good):
-                results[item.index] = Prediction(
-                    paths[item.index], best.indices[row].tolist(), best.values[row].tolist()
-                )
+                results[item.index] = Prediction(paths[item.index], indices[row].tolist(), probs[row].tolist())
         for item in batch:
             done += 1
             yield done, results[item.index]
+
+
+def top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits [B, classes] -> (indices, probabilities) [B, k] of the ``k`` best classes, best first.
+
+    Ranked by the fp32 logits, equal ones to the lower index (a stable sort): softmax keeps the order of distinct
+    logits, but rounds a confident model's runner-ups to the same probability (often 0), which ``probs.topk`` then
+    ordered arbitrarily (on the CPU ``torch.full((1, 4), 0.25).topk(4)`` gives 2, 3, 0, 1). The probabilities are the
+    fp32 softmax. :func:`swinlite.onnx_predict.top_k` is the same rule in NumPy (tests/test_onnx_predict.py pins them
+    together).
+    """
+    logits = logits.float()
+    order = logits.sort(dim=1, descending=True, stable=True).indices[:, :k]  # [B, k]
+    return order, logits.softmax(dim=1).gather(1, order)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from .files import elongation_problem
+from .files import center_crop_scale, elongation_problem
 from .metadata import PREPROCESSING_KEYS, check_preprocessing
 from .seg_views import TEST_MODES, large_problem, slide_windows, stride_problem, stride_unused, test_views
 from .wording import counted
@@ -319,7 +319,7 @@ def preprocess(image: Image.Image, preprocessing: dict[str, Any]) -> np.ndarray:
     elif mode == "border":
         image = _resize(image, _keep_ratio((image.height, image.width), scale, 1.0), interpolation)
         fill = tuple(round(255 * m) for m in mean)
-    elif (problem := elongation_problem(image.height, image.width, max(scale))) is not None:
+    elif problem := elongation_problem(image.height, image.width, center_crop_scale((height, width), crop_pct)):
         raise ValueError(problem)
     elif scale[0] == scale[1]:
         image = _resize(image, _resized((image.height, image.width), scale[0]), interpolation)
@@ -352,8 +352,13 @@ def batch_size(model: OnnxModel, given: int | None, default: int) -> int:
 
 
 def classify(model: OnnxModel, images: np.ndarray) -> np.ndarray:
-    """Class probabilities [B, classes] (softmax in float32) of preprocessed images [B, C, H, W]; an empty batch
-    (B = 0) gives [0, classes].
+    """Class probabilities [B, classes] (:func:`softmax` of :func:`class_logits`) of preprocessed images
+    [B, C, H, W]; an empty batch (B = 0) gives [0, classes]. Raises as :func:`class_logits`."""
+    return softmax(class_logits(model, images))
+
+
+def class_logits(model: OnnxModel, images: np.ndarray) -> np.ndarray:
+    """Logits [B, classes] (float32) of preprocessed images [B, C, H, W]; an empty batch (B = 0) gives [0, classes].
 
     A graph of a fixed batch (:attr:`OnnxModel.batch`) is fed that many at a time, the last ones padded with zeros
     whose outputs are dropped (ONNX Runtime refuses any other batch).
@@ -375,7 +380,12 @@ def classify(model: OnnxModel, images: np.ndarray) -> np.ndarray:
         padded = np.concatenate([images, np.zeros((count - len(images), *images.shape[1:]), np.float32)])
         runs = [model.session.run(None, {model.input_name: padded[i : i + batch]})[0] for i in range(0, count, batch)]
         logits = np.concatenate(runs)
-    logits = logits[: len(images)].astype(np.float32)
+    return logits[: len(images)].astype(np.float32)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """logits [B, classes] -> probabilities [B, classes], in float32."""
+    logits = logits.astype(np.float32)
     exp = np.exp(logits - logits.max(axis=1, keepdims=True))
     return exp / exp.sum(axis=1, keepdims=True)
 
@@ -397,10 +407,13 @@ def check_images(model: OnnxModel, images: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(images, dtype=np.float32)
 
 
-def top_k(probs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(indices, probabilities) [B, k] of the k largest, best first; ties to the lower index, as ``torch.topk``."""
-    order = np.argsort(-probs, axis=1, kind="stable")[:, :k]
-    return order, np.take_along_axis(probs, order, axis=1)
+def top_k(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """logits [B, classes] -> (indices, probabilities) [B, k] of the ``k`` best classes, best first: ranked by the
+    float32 logits, equal ones to the lower index (a stable sort), the probabilities their :func:`softmax`; the rule
+    of :func:`swinlite.inference.top_k` (why: there), which ranks the PyTorch path's."""
+    logits = logits.astype(np.float32)
+    order = np.argsort(-logits, axis=1, kind="stable")[:, :k]  # [B, k]
+    return order, np.take_along_axis(softmax(logits), order, axis=1)
 
 
 # --- detection --------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import sympy
+import timm
 import torch
 import torch.nn.functional as F
 from pico import PICO
@@ -36,6 +37,7 @@ from swinlite.export import (
     write_onnx,
 )
 from swinlite.fpn import build_fpn_backbone
+from swinlite.models.swin import padded_size, stage_maps
 
 # (batch, H, W): one patch; one window at every stage (no shift anywhere); not patch multiples; the issue's sizes
 # that a patch-2 model takes on a CPU in a test
@@ -84,9 +86,9 @@ def test_the_file_names_its_dynamic_dims(onnx_classifier, pools_file):
 
 @pytest.mark.parametrize("nominal,size_range", [((32, 32), (2, 512)), ((32, 32), (32, 512)), ((48, 48), (40, 48)),
                                                 ((2, 2), (2, 3)), ((3, 3), (2, 3))])  # fmt: skip
-def test_the_check_runs_three_sizes_the_smallest_at_batch_2(nominal, size_range, monkeypatch):
-    """A model's size that was the range's smallest was dropped as a duplicate: two sizes were checked, at batches 3
-    and 1, where the docs promise three with the smallest at batch 2."""
+def test_the_check_runs_three_sizes_the_smallest_at_batch_1(nominal, size_range, monkeypatch):
+    """A model's size that was the range's smallest was dropped as a duplicate: two sizes were checked, where the docs
+    promise three, the smallest last (at batch 1, since the second runs at batch 2: the test below)."""
     low, high = size_range
     sizes = check_sizes(nominal, size_range)
     assert len(set(sizes)) == 3 and all(low <= side <= high for size in sizes for side in size)
@@ -94,7 +96,37 @@ def test_the_check_runs_three_sizes_the_smallest_at_batch_2(nominal, size_range,
     runs = []
     monkeypatch.setattr(export, "onnx_max_abs_error", lambda path, model, x: runs.append(tuple(x.shape)) or 0.0)
     check_onnx(Path("m.onnx"), nn.Identity(), sizes)
-    assert runs[2] == (2, 3, low, low) and [b for b, *_ in runs] == [3, 1, 2]
+    assert runs[2] == (1, 3, low, low) and [b for b, *_ in runs] == [3, 2, 1]
+
+
+def _stages(model: nn.Module, height: int, width: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(map, window) of each stage of a Swin fed a ``height`` x ``width`` image (padded, or cropped, to patches)."""
+    sides = zip((height, width), model.patch_size, strict=True)
+    grid = tuple((side + p - 1) // p if model.mask_padding else side // p for side, p in sides)
+    windows = [stage.blocks[0].window for stage in model.layers]
+    return list(zip(stage_maps(grid, len(windows)), windows, strict=True))
+
+
+@pytest.mark.parametrize("name", timm.list_models("swinlite_*"))
+def test_the_check_runs_a_padded_size_shifted_along_one_side_at_batch_2(name, monkeypatch):
+    """Swin-T's check ran 224x224 at batch 3, 253x339 at batch 1, 4x4 at batch 2: no map padded to several windows at
+    a batch above 1 (a padding mask broadcast wrongly over the batch passed it), and no stage one window along one
+    side and several along the other (whose blocks shift along the other only)."""
+    with torch.device("meta"):
+        model = timm.create_model(name)
+    sizes = check_sizes(tuple(model.pretrained_cfg["input_size"][1:]), default_size_range(model))
+    runs = []
+    monkeypatch.setattr(export, "onnx_max_abs_error", lambda path, model, x: runs.append(tuple(x.shape)) or 0.0)
+    check_onnx(Path("m.onnx"), nn.Identity(), sizes)
+
+    def covered(batch: int, height: int, width: int) -> bool:
+        stages = _stages(model, height, width)
+        (first, window), padded = stages[0], padded_size(*stages[0])
+        several = padded[0] > window[0] or padded[1] > window[1]
+        one_sided = any((h <= wh) != (w <= ww) for (h, w), (wh, ww) in stages)
+        return batch > 1 and padded != first and several and one_sided
+
+    assert any(covered(batch, height, width) for batch, _, height, width in runs), (runs, _stages(model, *runs[1][2:]))
 
 
 def test_a_features_file_records_its_levels():

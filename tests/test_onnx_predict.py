@@ -13,7 +13,7 @@ from PIL import Image
 from timm.data import create_transform
 from torchvision.utils import draw_bounding_boxes
 
-from swinlite import onnx_predict
+from swinlite import inference, onnx_predict
 
 
 def _image(height: int, width: int, seed: int = 0) -> Image.Image:
@@ -89,13 +89,24 @@ def test_draw_boxes_equals_torchvision():
     np.testing.assert_array_equal(got, want.permute(1, 2, 0).numpy())
 
 
-def test_top_k_equals_torch_topk_with_ties():
-    probs = np.array([[0.1, 0.4, 0.4, 0.1], [0.25, 0.25, 0.25, 0.25]], dtype=np.float32)
-    indices, values = onnx_predict.top_k(probs, 3)
-    want = torch.from_numpy(probs).topk(3, dim=1)
-    np.testing.assert_array_equal(values, want.values.numpy())
-    assert set(map(tuple, indices.tolist())) <= {(1, 2, 0), (1, 2, 3), (0, 1, 2)}  # tied values: any order torch has
-    assert indices.tolist()[0][:2] == [1, 2]
+@pytest.mark.parametrize(
+    "logits",
+    [
+        [[40.0, -75.0, -76.0, -77.0, -78.0, -79.0]],  # confident: the fp32 softmax rounds every runner-up to 0
+        [[0.5, 2.0, 2.0, 0.5], [1.0, 1.0, 1.0, 1.0], [-0.0, 0.0, 3.0, -1.0]],  # equal logits
+    ],
+)
+def test_both_paths_rank_by_the_logits_ties_to_the_lower_index(logits):
+    """The PyTorch path ranked the probabilities with topk (0, 4, 3, 5 for the first row: its runner-up lost), the
+    ONNX path with a stable sort (0, 1, 2, 3), whose docstring said "as torch.topk"; torch orders ties arbitrarily."""
+    logits = np.array(logits, dtype=np.float32)
+    want = [sorted(range(len(row)), key=lambda i, row=row: (-row[i], i))[:4] for row in logits.tolist()]
+    onnx_indices, onnx_probs = onnx_predict.top_k(logits, 4)
+    torch_indices, torch_probs = inference.top_k(torch.from_numpy(logits), 4)
+    assert onnx_indices.tolist() == torch_indices.tolist() == want
+    reference = torch.from_numpy(logits).softmax(dim=1).gather(1, torch.tensor(want))
+    np.testing.assert_allclose(onnx_probs, reference.numpy(), rtol=0, atol=1e-7)
+    np.testing.assert_allclose(torch_probs.numpy(), reference.numpy(), rtol=0, atol=1e-7)
 
 
 @pytest.mark.parametrize(

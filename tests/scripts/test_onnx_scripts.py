@@ -8,6 +8,7 @@ import re
 import onnx
 from onnxkit import CLASSES, PREPROCESSING, run_without_torch, write_images
 from onnxmany import run_many_without_torch
+from PIL import Image
 from scriptkit import load_script, run_script
 
 from swinlite.metadata import PREPROCESSING_KEYS
@@ -21,17 +22,22 @@ def _rows(path):
 
 
 def test_predict_onnx_writes_the_pytorch_csv_without_torch(onnx_classifier, tmp_path, capsys):
+    """Both paths skip, in the same words, a broken file and an image too elongated for the centre crop's resize
+    (--onnx stopped the run at the latter: exit 2, no CSV)."""
     checkpoint, model = onnx_classifier
     images = write_images(tmp_path / "images", SIZES)
     (images / "broken.png").write_bytes(b"not a png")
+    Image.new("RGB", (210_000, 1)).save(images / "long.png")  # 36 x 7560000 pixels once resized for the 32x32 crop
     got = run_without_torch("predict.py", "--onnx", str(model), "--topk", "2", "--output", str(tmp_path / "o.csv"),
                             str(images))  # fmt: skip
     assert got.returncode == 0, got.stderr
     skipped = [line for line in got.stderr.splitlines() if line.startswith("warning: skipped ")]  # as detect.py
-    assert len(skipped) == 1 and f"{images / 'broken.png'}: unreadable (UnidentifiedImageError" in skipped[0]
+    assert len(skipped) == 2 and f"{images / 'broken.png'}: unreadable (UnidentifiedImageError" in skipped[0]
+    assert skipped[1].startswith(f"warning: skipped {images / 'long.png'}: a 1x210000 (HxW) image is too elongated")
+    assert f"{len(SIZES)} images labelled (top-2), 2 skipped" in got.stdout
     want = ["--checkpoint", checkpoint, "--topk", "2", "--no-progress", "--output", tmp_path / "t.csv", images]
     assert run_script("predict", want) == 0
-    assert skipped[0] in capsys.readouterr().err.splitlines()  # the same words with and without --onnx
+    assert set(skipped) <= set(capsys.readouterr().err.splitlines())  # the same words with and without --onnx
     onnx_rows, torch_rows = _rows(tmp_path / "o.csv"), _rows(tmp_path / "t.csv")
     assert len(onnx_rows) == len(SIZES) + 1 and onnx_rows[0] == ["path", "class", "prob", "class_2", "prob_2"]
     for a, b in zip(onnx_rows[1:], torch_rows[1:], strict=True):

@@ -307,17 +307,31 @@ def _one_per_file(reals: dict[Path, str], skipped: list[SkippedLink] | None = No
     return [p for p in reals if p in kept]
 
 
-def folders_apart(folders: Iterable[str | os.PathLike], skipped: list[SkippedLink] | None = None) -> list[Path]:
-    """``folders``, listed apart (e.g. the class folders of a split), without the linked ones that lead into another.
+def folders_apart(
+    folders: Iterable[str | os.PathLike],
+    skipped: list[SkippedLink] | None = None,
+    apart: Iterable[str | os.PathLike] = (),
+) -> list[Path]:
+    """``folders``, listed apart (e.g. the class folders of a split), without the linked ones that lead into another
+    or that share files with one of ``apart`` (e.g. the data's other split: :func:`overlap`).
 
     A link whose real path is another kept folder, or lies inside one, would list that folder's files a second time
-    (under a second class): it is skipped with :func:`list_files`'s warning, as a link inside a folder is. Folders
-    that are no links are kept first; links are kept in the order given, each unless it leads into one kept before.
-    A skipped link is added to ``skipped`` too, where given.
+    (under a second class): it is skipped with :func:`list_files`'s warning, as a link inside a folder is; so is a
+    folder of ``folders`` whose real path lies in one of ``apart``, or holds one (a val class folder linked to train's
+    scored training images). Folders that are no links are kept first; links are kept in the order given, each unless
+    it leads into one kept before. A skipped link is added to ``skipped`` too, where given.
     """
-    folders = [Path(f) for f in folders]
-    kept = {f: os.path.realpath(f) for f in folders if not f.is_symlink()}
-    for link in (f for f in folders if f.is_symlink()):
+    folders, apart = [Path(f) for f in folders], list(apart)
+    own = []
+    for folder in folders:
+        other = overlap(folder, apart)
+        if other is None:
+            own.append(folder)
+        else:
+            why = f"the folder {os.path.realpath(other)}, listed apart"
+            _skip_link(SkippedLink(str(folder), "folder", os.path.realpath(folder), why), skipped, 2)
+    kept = {f: os.path.realpath(f) for f in own if not f.is_symlink()}
+    for link in (f for f in own if f.is_symlink()):
         real = os.path.realpath(link)
         other = next((o for o in kept.values() if _inside(real, o)), None)
         if other is None:
@@ -325,6 +339,35 @@ def folders_apart(folders: Iterable[str | os.PathLike], skipped: list[SkippedLin
         else:
             _skip_link(SkippedLink(str(link), "folder", real, f"the folder {other}, listed apart"), skipped, 2)
     return [f for f in folders if f in kept]
+
+
+def overlap(folder: str | os.PathLike, others: Iterable[str | os.PathLike]) -> Path | None:
+    """The first of ``others`` that ``folder`` shares files with once symbolic links are followed (the real path of
+    one is the other's or lies in it: a split folder, or one of its class folders, linked into the other split), or
+    None."""
+    real = os.path.realpath(folder)
+    for other in map(Path, others):
+        other_real = os.path.realpath(other)
+        if _inside(real, other_real) or _inside(other_real, real):
+            return other
+    return None
+
+
+def check_apart(folder: Path, apart: Iterable[str | os.PathLike]) -> None:
+    """ValueError where the split folder ``folder`` shares files with one of ``apart`` (the other split's folders)
+    once symbolic links are followed (:func:`overlap`): a val/ linked to train/ scored training images, without a
+    word (skipping each of its folders instead would leave none, and say why only in warnings).
+
+    Raises:
+        ValueError: naming both folders and their real paths.
+    """
+    other = overlap(folder, apart)
+    if other is not None:
+        raise ValueError(
+            f"{folder} and {other} share their files once symbolic links are followed (real paths "
+            f"{os.path.realpath(folder)} and {os.path.realpath(other)}): each split needs files of its own (scores "
+            "of training images say nothing of unseen ones)"
+        )
 
 
 def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:

@@ -26,7 +26,7 @@ from timm.data import DEFAULT_CROP_PCT, create_transform
 from timm.data.auto_augment import AugmentOp
 from torch.utils.data import Dataset, default_collate
 
-from ..files import SkippedLink, center_crop_scale, elongation_problem, is_hidden, upright_size
+from ..files import SkippedLink, center_crop_scale, check_apart, elongation_problem, is_hidden, upright_size
 from ..images import (
     IMAGE_EXTENSIONS,
     LeftOut,
@@ -93,19 +93,22 @@ class Split:
     links: list[SkippedLink] = field(default_factory=list)
 
 
-def class_folders(split_dir: Path, links: list[SkippedLink] | None = None) -> list[str]:
+def class_folders(split_dir: Path, links: list[SkippedLink] | None = None, apart: Sequence[Path] = ()) -> list[str]:
     """The class folders of ``split_dir``, sorted, hidden ones left out, and so is a link to another class folder (or
-    into one: no class of its own, skipped with a warning, added to ``links`` where given); nothing under them is read.
+    into one: no class of its own) or into one of ``apart`` (the other split: its images), each skipped with a warning
+    and added to ``links`` where given; nothing under them is read.
 
     Raises:
-        ValueError: ``split_dir`` is no folder, or holds no class folder.
+        ValueError: ``split_dir`` is no folder, shares files with one of ``apart`` once links are followed (a val/
+            linked to train/ holds no image of its own: every class folder would be skipped), or holds no class folder.
     """
     if not split_dir.is_dir():
         raise ValueError(f"missing split folder {split_dir}: expected {split_dir}/<class>/<image files>")
+    check_apart(split_dir, apart)
     found = sorted(p for p in split_dir.iterdir() if p.is_dir() and not is_hidden(p.name))
     if not found:
         raise ValueError(f"{split_dir} holds no class folders: expected {split_dir}/<class>/<image files>")
-    return [p.name for p in folders_apart(found, links)]
+    return [p.name for p in folders_apart(found, links, apart)]
 
 
 def _one_class_per_file(listed: dict[str, list[str]], links: list[SkippedLink]) -> None:
@@ -149,7 +152,7 @@ def scan_split(
             into another class's folder (val images under a train class trained on what val then scores).
     """
     links: list[SkippedLink] = []  # counted with the files skipped
-    folders = class_folders(split_dir, links)
+    folders = class_folders(split_dir, links, apart)
     classes = folders if classes is None else classes
     unknown = sorted(set(folders) - set(classes))
     if unknown:
@@ -164,7 +167,7 @@ def scan_split(
     _one_class_per_file(listed, links)
     images = [p for files in listed.values() for p in files if is_image_file(p)]
     problems = dict(zip(images, _check_images(images, shorter, verify), strict=True))
-    samples, skipped = [], []
+    samples, skipped, empty = [], [], []
     for name, files in listed.items():
         label, count = classes.index(name), len(samples)
         for path in files:
@@ -174,9 +177,11 @@ def scan_split(
             else:
                 skipped.append((path, reason))
         if len(samples) == count:
-            raise ValueError(f"class folder {split_dir / name} has no readable images ({', '.join(IMAGE_EXTENSIONS)})")
-    for path, reason in skipped:
+            empty.append(name)
+    for path, reason in skipped:  # before the error for an empty class folder: they say why it is empty
         warnings.warn(f"skipping {path}: {reason}", stacklevel=2)
+    if empty:
+        raise ValueError(f"class folder {split_dir / empty[0]} has no readable images ({', '.join(IMAGE_EXTENSIONS)})")
     return Split(samples, classes, skipped, links)
 
 
@@ -284,11 +289,13 @@ def _setting(cfg: DataConfig, key: str) -> str | float:
     return UNRESOLVED[key] if value is None else value
 
 
-def check_augment(cfg: DataConfig) -> None:
+def check_augment(cfg: DataConfig, inherited: tuple[str, str] | None = None) -> None:
     """ValueError, before any data is read, for a ``data.auto_augment`` timm's parser refuses (its assertion came
     after the data scan) or would read in part (:func:`skipped_section`), or a ``data.interpolation`` its rotations
-    and shears do not take (PIL refuses it in the first one drawn; unset, the model's is bicubic or bilinear, as every
-    timm pretrained config's)."""
+    and shears do not take (PIL refuses it in the first one drawn). ``inherited``: (value, where it comes from) of an
+    unset ``data.interpolation`` that the run takes from a ``model.pretrained`` file's record
+    (``swinlite.engine.preflight.inherited_setting``), checked as a value given; unset otherwise, the model's is
+    bicubic or bilinear, as every timm pretrained config's."""
     if not cfg.auto_augment:
         return
     try:
@@ -301,10 +308,13 @@ def check_augment(cfg: DataConfig) -> None:
             f"data.auto_augment={cfg.auto_augment} is not a policy timm knows{f' ({reason})' if reason else ''}; e.g. "
             "rand-m9-mstd0.5-inc1 (RandAugment), augmix-m5 (AugMix), original (AutoAugment), or none"
         )
-    if cfg.interpolation not in (None, *AFFINE_INTERPOLATIONS):
+    interpolation, source = (cfg.interpolation, "") if inherited is None else inherited
+    source = f" (unset: {source})" if source else ""
+    if interpolation not in (None, *AFFINE_INTERPOLATIONS):
         raise ValueError(
-            f"data.interpolation={cfg.interpolation} does not go with data.auto_augment (its rotations and shears "
-            f"take {', '.join(AFFINE_INTERPOLATIONS)}); choose one of those, or data.auto_augment=none"
+            f"data.interpolation={interpolation}{source} does not go with data.auto_augment={cfg.auto_augment} (its "
+            f"rotations and shears take {', '.join(AFFINE_INTERPOLATIONS)}); set data.interpolation to one of those, "
+            "or data.auto_augment=none"
         )
 
 

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 
 from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
-from ..files import EVALUATIONS_BY_TASK, check_folder
+from ..files import EVALUATIONS_BY_TASK, check_folder, printable_path
 from ..images import LeftOut, nothing_scored
 from ..inference import check_rgb_model, eval_resize_shorter
 from ..io import atomic_write
@@ -35,14 +35,14 @@ class EvalResult:
     loss: float
     top1: float  # percent
     topk: float  # percent, top-k with k = min(5, classes) (equal to top1 for one class)
-    confusion: torch.Tensor  # [true class, predicted class] counts
+    confusion: torch.Tensor  # [true class, predicted class] counts, int64
     k: int = 5  # the k of ``topk``: min(5, classes)
     left_out: list[LeftOut] = field(default_factory=list)  # the images the loader could not read, not scored
 
     @property
     def per_class_accuracy(self) -> torch.Tensor:
         """Percent correct for each true class (NaN where the class has no images)."""
-        return 100.0 * self.confusion.diag() / self.confusion.sum(1)
+        return 100.0 * self.confusion.diag().double() / self.confusion.sum(1)
 
 
 @torch.no_grad()
@@ -65,7 +65,8 @@ def evaluate(
     model.eval()
     k = min(5, num_classes)
     loss_sum, top1, topk, count = 0.0, 0.0, 0.0, 0
-    confusion = torch.zeros(num_classes, num_classes, dtype=torch.float64, device=settings.device)
+    # [true, predicted] counts: exact, on the CPU (MPS has no float64, nor accumulates every integer type)
+    confusion = torch.zeros(num_classes, num_classes, dtype=torch.int64)
     left_out: list[LeftOut] = []
     for images, targets, left in loader:
         left_out += left
@@ -83,14 +84,17 @@ def evaluate(
         top1 += (best[:, 0] == targets).sum().item()
         topk += (best == targets[:, None]).any(1).sum().item()
         count += len(targets)
-        confusion.index_put_((targets, best[:, 0]), torch.ones_like(targets, dtype=torch.float64), accumulate=True)
+        counted = (targets.cpu(), best[:, 0].cpu())  # the .item() calls above waited for the batch already
+        confusion.index_put_(counted, torch.ones_like(counted[0]), accumulate=True)
     loss_sum, top1, topk, count = all_reduce_sum([loss_sum, top1, topk, count], dist, settings.device)
-    if dist.enabled:
-        torch.distributed.all_reduce(confusion)
+    if dist.enabled:  # summed on the run's device (NCCL reduces CUDA tensors only)
+        summed = confusion.to(settings.device)
+        torch.distributed.all_reduce(summed)
+        confusion = summed.cpu()
     left_out = [item for part in all_gather_object(left_out, dist) for item in part]
     if count == 0:
         raise nothing_scored(0, left_out, split, "image", "top-1")
-    return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion.cpu(), k, left_out)
+    return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion, k, left_out)
 
 
 @dataclass
@@ -180,15 +184,18 @@ def folder_classes(split_dir: Path, order: str | None, checkpoint: str | Path) -
 
 
 def plot_confusion(confusion: torch.Tensor, classes: list[str], path: str | Path) -> None:
-    """Row-normalized confusion matrix (true class down, predicted across); counts shown for <= 20 classes."""
-    rows = confusion / confusion.sum(1, keepdim=True).clamp(min=1)
+    """Row-normalized confusion matrix (true class down, predicted across); counts shown for <= 20 classes. A class
+    name that is not UTF-8 (a folder name's bytes) is shown with ``\\xNN`` escapes
+    (:func:`~swinlite.files.printable_path`: matplotlib cannot draw the bytes)."""
+    rows = confusion.double() / confusion.sum(1, keepdim=True).clamp(min=1)
     size = max(4.0, min(20.0, 0.45 * len(classes) + 2))
     fig = Figure(figsize=(size, size))
     ax = fig.subplots()
     ax.imshow(rows.numpy(), cmap="Blues", vmin=0, vmax=1)
     if len(classes) <= 20:
         ticks = range(len(classes))
-        ax.set(xticks=ticks, yticks=ticks, xticklabels=classes, yticklabels=classes)
+        names = [printable_path(name) for name in classes]
+        ax.set(xticks=ticks, yticks=ticks, xticklabels=names, yticklabels=names)
         for i in ticks:
             for j in ticks:
                 count = int(confusion[i, j])

@@ -16,6 +16,7 @@ from torch import nn
 from ..convert import other_classes
 from ..engine.distributed import SharedError, broadcast_object
 from ..engine.model import create_model, meta_model, pretrained_file
+from ..engine.preflight import inherited_setting
 from ..engine.task import RunContext, StepOutput, Task
 from ..engine.val_content import Sample
 from ..files import TASK_FILES
@@ -47,7 +48,7 @@ class ClassificationTask(Task):
     def check_config(cls, cfg: Config) -> None:
         if _mixes(cfg) and cfg.data.batch_size % 2:
             raise ValueError(f"mixup/cutmix need an even data.batch_size, got {cfg.data.batch_size}")
-        check_augment(cfg.data)
+        check_augment(cfg.data, inherited_setting(cfg, "interpolation") if cfg.data.auto_augment else None)
         check_input_size(cfg)
 
     @classmethod

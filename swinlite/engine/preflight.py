@@ -205,6 +205,20 @@ def pretrained_data(cfg: Any) -> dict[str, Any]:
     return values
 
 
+def inherited_setting(cfg: Any, key: str) -> tuple[Any, str] | None:
+    """(value, where it comes from) of the data key ``key`` where it is unset and the ``model.pretrained`` weights
+    file records it (:func:`pretrained_data`: what :func:`resolve_normalisation` gives a new run), for a task's check
+    of the value the run will use, before the model and weights are checked; None otherwise, or where the file does
+    not read (:func:`~swinlite.engine.model.check_pretrained` names it next)."""
+    if getattr(cfg.data, key) is not None:
+        return None
+    try:
+        value = pretrained_data(cfg).get(key)
+    except (OSError, ValueError):
+        return None
+    return None if value is None else (value, f"recorded by model.pretrained {cfg.model.pretrained}")
+
+
 def _record_of(path: str) -> dict[str, Any]:
     """The data settings the weights file ``path`` records (see :data:`_RECORDS`; a classification run's
     ``resume.pt``, which loads as its raw weights: the run's ``config.yaml`` beside it), {} where it records none."""

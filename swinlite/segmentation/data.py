@@ -38,7 +38,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
-from ..files import SkippedLink, check_folder
+from ..files import SkippedLink, check_apart, check_folder
 from ..images import (
     IMAGE_EXTENSIONS,
     LeftOut,
@@ -182,9 +182,12 @@ def find_pairs(
     links skipped, in either folder, are added to ``links`` where given.
 
     Raises:
-        ValueError: a missing folder, a folder without images, or two masks (or two images) for one name.
+        ValueError: a missing folder, an image folder that shares files with one of ``apart``
+            (:func:`~swinlite.files.check_apart`: the other split's images; one mask folder may serve both splits,
+            pairing by name), a folder without images, or two masks (or two images) for one name.
     """
     check_split_folders(image_dir, mask_dir)
+    check_apart(image_dir, apart)
     masks = _by_name(mask_dir, "masks", apart, links)
     images = _by_name(image_dir, "images", apart, links)
     if not images:

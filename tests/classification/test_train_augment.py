@@ -6,13 +6,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from pico import PICO
 from PIL import Image
 from timm.data.auto_augment import posterize as timm_posterize
+from weightkit import random_state_dict
 
 from swinlite.classification import ClassificationTask
 from swinlite.classification.config import INTERPOLATIONS
 from swinlite.classification.data import build_transforms, posterize
-from swinlite.metadata import check_preprocessing
+from swinlite.engine.checkpoint import save_weights
+from swinlite.metadata import check_preprocessing, weights_metadata
 
 CONFIGS = sorted(
     p for p in (Path(__file__).parents[2] / "configs").glob("*.yaml") if not p.name.startswith(("det_", "seg_"))
@@ -81,6 +84,23 @@ def test_every_interpolation_the_config_takes_transforms_and_goes_into_a_weights
     for transform in build_transforms(cfg.data):
         assert all(transform(img).shape == (3, 16, 16) for _ in range(50))
     assert check_preprocessing({"input_size": [3, 16, 16], "interpolation": interpolation}, "best.safetensors")
+
+
+def test_lanczos_inherited_from_the_pretrained_file_is_refused_with_auto_augment(tmp_path: Path):
+    """data.interpolation unset takes the model.pretrained run's lanczos: checked only as given, it passed, and PIL
+    refused the first rotation drawn, after the data scan, naming no key."""
+    weights = tmp_path / "last.safetensors"
+    recorded = {"input_size": [3, 32, 32], "interpolation": "lanczos", "mean": [0.5] * 3, "std": [0.5] * 3,
+                "crop_pct": 0.9, "crop_mode": "center"}  # fmt: skip
+    meta = weights_metadata(PICO, {"num_classes": 2}, ["a", "b"], recorded)
+    save_weights(weights, random_state_dict(PICO, num_classes=2), meta)
+    overrides = [f"model.pretrained={weights}", "data.auto_augment=rand-m9-mstd0.5-inc1"]
+    cfg = ClassificationTask.load_config(None, overrides)
+    unset = rf"data.interpolation=lanczos \(unset: recorded by model.pretrained {weights}\) does not go with "
+    with pytest.raises(ValueError, match=unset + "data.auto_augment=rand-m9-mstd0.5-inc1"):
+        ClassificationTask.check_config(cfg)
+    ClassificationTask.check_config(ClassificationTask.load_config(None, [*overrides, "data.interpolation=bicubic"]))
+    ClassificationTask.check_config(ClassificationTask.load_config(None, [*overrides[:1], "data.auto_augment=none"]))
 
 
 @pytest.mark.parametrize("mode", ["pixel", "const"])

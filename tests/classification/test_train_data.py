@@ -127,10 +127,14 @@ def test_data_faults_are_clear_errors(tmp_path: Path, fault: str, message: str):
     elif fault == "unicode_twin_val_class":  # as macOS writes the name (NFD), the other split as typed (NFC)
         (root / "train" / "c0").rename(root / "train" / unicodedata.normalize("NFC", "café"))
         (root / "val" / "c0").rename(root / "val" / unicodedata.normalize("NFD", "café"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         with pytest.raises(ValueError, match=message):
             build_datasets(DataConfig(data_dir=str(root)))
+    if fault == "only_corrupt":  # why each file was skipped: the error came before those warnings, which were lost
+        said = [str(w.message) for w in caught]
+        for path in sorted((root / "train" / "c2").iterdir()):
+            assert f"skipping {path}: unreadable (UnidentifiedImageError: " in "\n".join(said), said
 
 
 def test_transforms_follow_config(folder: Path):

@@ -2,6 +2,7 @@
 report."""
 
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -37,8 +38,17 @@ def test_timm_checkpoint_matches_timm_model(tmp_path: Path):
     assert result.loss == pytest.approx(torch.nn.functional.cross_entropy(logits, targets).item(), abs=1e-5)
     assert result.top1 == pytest.approx(100 * (logits.argmax(1) == targets).float().mean().item())
     assert result.confusion.sum() == len(targets) == 6
+    # counted in int64 (float64 was a TypeError on MPS, which has none), as a naive loop counts
+    expected = torch.zeros(3, 3, dtype=torch.int64)
+    for true, predicted in zip(targets.tolist(), logits.argmax(1).tolist(), strict=True):
+        expected[true, predicted] += 1
+    assert result.confusion.dtype == torch.int64 and torch.equal(result.confusion, expected)
+    per_class = [100 * expected[c, c].item() / expected[c].sum().item() for c in range(3)]
+    assert result.per_class_accuracy.dtype == torch.float64 and result.per_class_accuracy.tolist() == per_class
     assert "per-class accuracy" in format_report(result, setup.classes)
-    plot_confusion(result.confusion, setup.classes, tmp_path / "cm.png")
+    # a class folder named by bytes that are not UTF-8 (caf\xe9): matplotlib's traceback after eval.json, no PNG
+    classes = [os.fsdecode(b"caf\xe9"), *setup.classes[1:]]
+    plot_confusion(result.confusion, classes, tmp_path / "cm.png")
     assert (tmp_path / "cm.png").read_bytes()[:4] == b"\x89PNG"
 
 

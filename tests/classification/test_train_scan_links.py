@@ -1,6 +1,7 @@
 """The ImageFolder scan and linked files: each image under its own class folder's label, once."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,33 @@ def test_a_link_into_the_other_split_is_skipped(folder: Path):
     assert any(m.startswith(f"skipping linked file {val / 'c0' / 'from_train.png'}") for m in said), said
     assert not any("to_val" in path for path, _ in scanned_train.samples)
     assert not any("from_train" in path for path, _ in scanned_val.samples)
+
+
+def test_a_val_class_folder_linked_into_train_is_skipped(folder: Path):
+    """A val class folder that is a link to train's (``ln -s ../train/c0 val/c0``) scored training images as val's,
+    without a word: the folders kept apart left out train/, which holds the class folder's own real path."""
+    train, val = folder / "train", folder / "val"
+    shutil.rmtree(val / "c0")
+    (val / "c0").symlink_to(train / "c0")
+    with pytest.warns(UserWarning) as record:
+        _, scanned_val = scan_data_dir(DataConfig(data_dir=str(folder)))
+    message = (
+        f"skipping linked folder {val / 'c0'} -> {os.path.realpath(train / 'c0')}: the folder "
+        f"{os.path.realpath(train)}, listed apart"
+    )
+    assert message in [str(w.message) for w in record]
+    assert [link.message for link in scanned_val.links] == [message]
+    assert {label for _, label in scanned_val.samples} == {1, 2}
+    assert not any(os.path.realpath(path).startswith(os.path.realpath(train)) for path, _ in scanned_val.samples)
+
+
+@pytest.mark.parametrize("linked", ["val", "train"])
+def test_a_split_folder_linked_to_the_other_is_refused(folder: Path, linked: str):
+    """``ln -s train val`` scored the 24 training images as the val split, without a word: a split that shares its
+    files with the other is refused, naming both."""
+    other = "train" if linked == "val" else "val"
+    shutil.rmtree(folder / linked)
+    (folder / linked).symlink_to(other)
+    real = os.path.realpath(folder / other)
+    with pytest.raises(ValueError, match=rf"share their files once symbolic links are followed \(real paths {real} "):
+        scan_data_dir(DataConfig(data_dir=str(folder)))

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -105,3 +106,18 @@ def test_evaluate_segmentation_data_dir_skips_a_link_into_the_other_split(tmp_pa
     assert report["images"] == 1  # 2.png alone
     why = f"the folder {(data / 'images' / 'training').resolve()}, listed apart"
     assert report["skipped"] == [{"path": str(link), "reason": f"linked file -> {target.resolve()}: {why}"}]
+
+
+def test_a_split_folder_linked_to_the_other_is_refused(tmp_path: Path):
+    """``images/validation`` and ``annotations/validation`` linked to the training folders paired and scored the
+    training images as val's, without a word: a split folder that shares its files with the other split's is
+    refused, naming both."""
+    data = _ade_folder(tmp_path / "data")
+    for kind in ("images", "annotations"):
+        shutil.rmtree(data / kind / "validation")
+        (data / kind / "validation").symlink_to("training")
+    images, masks = data / "images", data / "annotations"
+    real = os.path.realpath(images / "training")
+    with pytest.raises(ValueError, match=rf"^{images / 'validation'} and {images / 'training'} share their files .*"
+                                         rf"\(real paths {real} and {real}\)"):  # fmt: skip
+        find_pairs(images / "validation", masks / "validation", apart=[images / "training", masks / "training"])

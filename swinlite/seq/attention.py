@@ -191,6 +191,8 @@ class RelPosSelfAttention1d(nn.Module):
         q = q * self.head_dim**-0.5  # before the products, as the other paths: fp16's q.kᵀ overflowed unscaled
         bias = self._key_term(q, L) if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)
         if self.rel_v is None:  # SDPA adds the mask to q.kᵀ in fp32 (CPU) and gives a fully masked row zeros
+            if torch.onnx.is_in_onnx_export():  # no backward in ONNX; torch's exporter fails on a mask needing grad
+                bias = bias.detach()
             if blocked is not None:
                 bias = bias.masked_fill(blocked, torch.finfo(bias.dtype).min)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p, scale=1.0)
@@ -227,10 +229,12 @@ class RelPosSelfAttention1d(nn.Module):
         Each head's bias is a Toeplitz matrix: row i reads the per-offset column backwards from offset
         i. It is built as sliding windows over one column per head, flipped (a single copy, no (L, L)
         index). Contiguous and 4-D on purpose: on CPU, ``scaled_dot_product_attention`` copies a
-        strided mask and takes a slow path for a 3-D one.
+        strided mask and takes a slow path for a 3-D one. A recorded or compiled graph gathers instead, with the
+        same result, so that it serves every length.
         """
         D, table = self.max_distance, self.rel_bias.table
-        if recording_graph():  # a gather: unfold's graph holds for the recorded length only
+        # unfold's graph holds for one length: torch.compile specialised L on it, a graph per length
+        if recording_graph() or torch.compiler.is_compiling():
             rows = 2 * D - relative_distance_index(length, D, table.device)  # clamp(i - j, -D, D) + D: (L, L)
             return table[rows].permute(2, 0, 1).contiguous()[None]  # (1, H, L, L)
         offsets = torch.arange(length - 1, -length, -1, device=table.device)  # entry n: i - j = L-1-n
@@ -248,6 +252,11 @@ class RelPosSelfAttention1d(nn.Module):
             raise ValueError(f"causal must be a bool, got {causal!r}")
         if key_padding_mask is None:
             return
+        if not isinstance(key_padding_mask, torch.Tensor):
+            raise ValueError(
+                f"key_padding_mask must be a bool tensor of shape (B, L) = {tuple(x.shape[:2])}, "
+                f"got {type(key_padding_mask).__name__}"
+            )
         if key_padding_mask.shape != x.shape[:2]:
             raise ValueError(
                 f"key_padding_mask must have shape (B, L) = {tuple(x.shape[:2])}, got {tuple(key_padding_mask.shape)}"

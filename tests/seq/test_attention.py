@@ -144,12 +144,14 @@ def test_inductor_compiles_the_query_block_kernels_as_eager(value_rel, grad):
 
 
 @pytest.mark.parametrize("grad", [True, False])  # without autograd the value term runs the buffered kernel
-def test_compiled_value_term_serves_new_lengths_without_recompiling(grad):
-    """method="skew" with value_rel: the query-block windows came from ``unfold`` with step T = min(64, L), which
-    torch.compile specialises on, so every new length recompiled (past 8 lengths, eager fallback)."""
+@pytest.mark.parametrize("kwargs", [dict(value_rel=True, method="skew"), dict(mode="bias")])
+def test_compiled_layer_serves_new_lengths_without_recompiling(kwargs, grad):
+    """method="skew" with value_rel: the query-block windows came from ``unfold`` with step T = min(64, L), and bias
+    mode built its (L, L) bias by ``unfold`` of size L; torch.compile specialised on both, so every new length
+    recompiled (past 8 lengths, eager fallback)."""
     torch._dynamo.reset()
     torch.manual_seed(0)
-    attn = RelPosSelfAttention1d(DIM, HEADS, MAX_LEN, max_distance=2, value_rel=True, method="skew").eval()
+    attn = RelPosSelfAttention1d(DIM, HEADS, MAX_LEN, max_distance=2, **kwargs).eval()
     counter = CompileCounter()  # dynamo only, no inductor: counts graphs
     compiled = torch.compile(attn, backend=counter)
     with torch.set_grad_enabled(grad):
@@ -220,6 +222,26 @@ def test_export_with_a_dynamic_length(kwargs):
     for length in (2, 150):
         x, mask = torch.randn(2, length, DIM), padding_mask(2, length)
         torch.testing.assert_close(exported(x, mask, causal=True), attn(x, mask, causal=True))
+
+
+@pytest.mark.filterwarnings("ignore:# The axis name")  # torch's exporter on the one dynamic dimension named twice
+@pytest.mark.parametrize("kwargs", [{"method": "skew"}, {"mode": "bias"}])  # the two that hand SDPA a mask
+def test_onnx_export_with_a_dynamic_length_matches_onnxruntime(kwargs, tmp_path):
+    """torch.onnx.export (the dynamo exporter) failed with torch's ConversionError on an SDPA mask that needs grad
+    (the key term, bias mode); the layer detaches it while exporting to ONNX, which has no backward."""
+    ort = pytest.importorskip("onnxruntime")
+    torch.manual_seed(0)
+    attn = RelPosSelfAttention1d(DIM, HEADS, 150, max_distance=5, **kwargs).eval()
+    length = torch.export.Dim("L", max=150)
+    path = tmp_path / "attn.onnx"
+    args = (torch.randn(2, 70, DIM), padding_mask(2, 70))
+    shapes = {"x": {1: length}, "key_padding_mask": {1: length}}
+    torch.onnx.export(attn, args, path, input_names=["x", "key_padding_mask"], dynamic_shapes=shapes, verbose=False)
+    session = ort.InferenceSession(path)
+    for length in (3, 150):
+        x, mask = torch.randn(2, length, DIM), padding_mask(2, length)
+        (out,) = session.run(None, {"x": x.numpy(), "key_padding_mask": mask.numpy()})
+        torch.testing.assert_close(torch.from_numpy(out), attn(x, mask).detach())
 
 
 @pytest.mark.parametrize("max_distance", [None, 3])
@@ -386,6 +408,8 @@ def test_bad_input_raises():
         attn(torch.randn(2, 6, 16), torch.zeros(2, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="bool"):
         attn(torch.randn(2, 6, 16), torch.zeros(2, 6))
+    with pytest.raises(ValueError, match=r"bool tensor of shape \(B, L\) = \(1, 2\), got list"):  # AttributeError
+        attn(torch.randn(1, 2, 16), [[False, True]])
     with pytest.raises(ValueError, match=r"\(B, L, 16\)"):
         attn(torch.randn(2, 6, 15))
     with pytest.raises(ValueError, match="causal must be a bool, got 'no'"):  # ran causal

@@ -63,7 +63,7 @@ def test_builds_on_the_cpu_device_context(name):
         (dict(mlp_ratio=0.0), "mlp_ratio must be positive"),
         (dict(window_size=0), "window_size must be positive"),
         (dict(patch_size=0), "patch_size must be positive"),
-        (dict(num_classes=-1), "num_classes must be >= 0"),
+        (dict(num_classes=-1), "num_classes must be an int >= 0"),
         (dict(embed_dim=0), "embed_dim must be positive"),
         # under one patch: V1 built a 0x0 grid (set_input_size then divided by zero), V2 named its window (0, 0)
         (dict(img_size=1), r"img_size must be an int or \(H, W\), each at least the patch \(2, 2\), got 1"),

@@ -43,8 +43,9 @@ T = TypeVar("T")
 
 STORE_REPLY_WAIT = 10.0  # seconds a store's reads take at most beyond the wait they are given (its replies: ms)
 
-_store: Any = None  # this launch attempt's keys in the launch's store, for ``all_answer`` and ``stalled_ranks``
+_store: Any = None  # this run's keys in the launch's store (``run_keys``), for ``all_answer`` and ``stalled_ranks``
 _answers = 0  # the ``all_answer`` calls this process made
+_runs = 0  # the ``run`` calls this process ended: every process of a sweep makes as many (``run_keys``)
 
 
 class StalledRankError(RuntimeError):
@@ -94,6 +95,20 @@ def _environ_int(name: str, default: str) -> int:
         raise ValueError(f"the environment sets {name}={value!r}: expected a whole number, as torchrun sets") from None
 
 
+def run_keys() -> str:
+    """The part of this run's keys in the launch's store that tells them from an earlier one's: the launch attempt
+    (``torchrun --max-restarts`` keeps its agent's store across restarts, where a restarted process read the last
+    attempt's addresses and failed to connect) and the ``run`` calls this process ended (a sweep calls ``run`` again
+    in the same processes: the next read the last one's startup reports as its own)."""
+    return f"{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/run{_runs}"
+
+
+def run_ended() -> None:
+    """After each ``run``, however it ended: the next one in this process uses keys of its own (:func:`run_keys`)."""
+    global _runs
+    _runs += 1
+
+
 def init_distributed(device: torch.device, timeout: float, store: dist.Store) -> DistInfo:
     """Join the process group ``torchrun`` describes in the environment (nccl on CUDA, gloo on CPU), through the
     launch's rendezvous ``store``, where the processes met already (``handshake.join``).
@@ -113,11 +128,9 @@ def init_distributed(device: torch.device, timeout: float, store: dist.Store) ->
         torch.cuda.set_device(device)
     wait = timedelta(seconds=timeout)
     backend = "nccl" if device.type == "cuda" else "gloo"
-    # init_process_group's own prefix, of this launch attempt: torchrun's agent keeps its store across restarts
-    # (--max-restarts), where a restarted process read the last attempt's addresses and failed to connect
-    joined = dist.PrefixStore(f"default_pg/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+    joined = dist.PrefixStore(f"default_pg/attempt_{run_keys()}", store)  # init_process_group's own, of this run
     dist.init_process_group(backend=backend, timeout=wait, store=joined, rank=info.rank, world_size=info.world_size)
-    _store = dist.PrefixStore(f"swinlite/answers/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+    _store = dist.PrefixStore(f"swinlite/answers/{run_keys()}", store)
     return info
 
 
@@ -292,7 +305,8 @@ def refused_alike(info: DistInfo) -> Iterator[None]:
     model): a ValueError raised in the block is said once. Every process then raises a :class:`SharedError` (rank 0
     alone says it) with rank 0's message, or, where rank 0 had none, the first other rank's, prefixed ``rank N:``;
     they stop together, rather than the others waiting at their next collective for one that ended. A collective:
-    every process must enter the block; what it runs makes none."""
+    every process must enter the block; what it runs makes none after a ValueError one process may raise alone (a
+    task's data scan, rank 0's alone, broadcast with its refusal, comes before the checks of what each one read)."""
     if not info.enabled:
         yield
         return

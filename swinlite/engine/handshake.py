@@ -29,11 +29,12 @@ from .distributed import (
     bounded,
     init_distributed,
     launched,
+    run_keys,
 )
 
 _POLL = 0.05  # seconds between two looks at the store
 _LINGER = 10.0  # seconds a failed rank 0, which may host the store, waits for the others to have read it
-_posted: str | None = None  # the key of the startup report this process posted: the others know its verdict
+_posted: str | None = None  # the key of the startup report this process posted last (its run's: ``_prefix``)
 
 
 def launch_store(info: DistInfo, timeout: float) -> dist.Store:
@@ -44,9 +45,9 @@ def launch_store(info: DistInfo, timeout: float) -> dist.Store:
 
 
 def _prefix() -> str:
-    """Keys of this launch attempt: a restart by ``torchrun --max-restarts`` finds none of the last attempt's."""
-    run_id, attempt = os.environ.get("TORCHELASTIC_RUN_ID", "none"), os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    return f"swinlite/startup/{run_id}/{attempt}"
+    """Keys of this launch attempt and run (:func:`~swinlite.engine.distributed.run_keys`): a restart by ``torchrun
+    --max-restarts``, or a sweep's next ``run``, finds none of the last one's."""
+    return f"swinlite/startup/{os.environ.get('TORCHELASTIC_RUN_ID', 'none')}/{run_keys()}"
 
 
 def _post(store: dist.Store, info: DistInfo, report: dict[str, Any]) -> None:

@@ -54,6 +54,7 @@ from .checkpoint import (
 from .config import apply_overrides, flatten, read_yaml, to_dict
 from .distributed import (
     DistInfo,
+    SharedError,
     all_answer,
     all_gather_object,
     barrier,
@@ -111,6 +112,11 @@ EVALUATED_ALIKE_WAIT = 30.0
 
 class EvaluationFailed(ValueError):
     """Evaluation raised after an epoch was trained; the trained epoch is in resume.pt."""
+
+
+class SharedEvaluationFailure(EvaluationFailed, SharedError):
+    """Every process's evaluation failed after the same trained epoch, which rank 0 saved: rank 0 alone says it, every
+    process exits with code 2."""
 
 
 def _misfit(path: Path, what: str, reason: str) -> ValueError:
@@ -300,7 +306,8 @@ class Trainer:
             device, amp, cfg.optim.accum_steps, cfg.optim.clip_grad, cfg.train.log_interval, cfg.train.channels_last
         )
         self.task = task(RunContext(cfg, device, dist, out, self.settings))
-        train_ds, val_ds = self.task.build_datasets()
+        with refused_alike(dist):  # every process checks the data it read alike: its refusal is said once
+            train_ds, val_ds = self.task.build_datasets()
         check_same_data(len(train_ds), len(val_ds), dist)  # before the loaders: their checks depend on the sizes
         # what the val set holds (rank 0's, so that every process restarts the best alike)
         self.val_content = broadcast_object(fingerprint(self.task.val_samples(val_ds)) if dist.is_main else None, dist)
@@ -665,7 +672,9 @@ class Trainer:
     def evaluate(self, model: nn.Module, desc: str) -> dict[str, float]:
         """The task's evaluation of ``model`` (the trained weights, or their EMA); when it fails, the trained epoch is
         saved first, unless it failed on one process alone (the others wait inside the evaluation's collectives: a
-        save's collective would meet one of theirs)."""
+        save's collective would meet one of theirs). Failed on every process, it is said once, rank 0's
+        (:class:`SharedEvaluationFailure`), once rank 0 wrote the save: a process that ended before, torchrun ended
+        rank 0 in the middle of writing it."""
         try:
             return self.scores(model, self.loaders[1])
         except Exception as e:
@@ -680,7 +689,8 @@ class Trainer:
                     "the trained epoch could not be saved: fix the cause and --resume from the last save"
                 ) from e
             self.save_position()
-            raise EvaluationFailed(
+            barrier(self.dist)  # within train.dist_timeout, as every collective
+            raise SharedEvaluationFailure(
                 f"{failed}; the trained epoch is saved in {self.out / RESUME_FILE}: fix the cause and --resume to "
                 "evaluate it"
             ) from e

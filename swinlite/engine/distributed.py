@@ -313,6 +313,8 @@ def refused_alike(info: DistInfo) -> Iterator[None]:
     problem: ValueError | None = None
     try:
         yield
+    except SharedError:  # raised alike by every process already (a broadcast refusal): nothing to gather
+        raise
     except ValueError as e:
         problem = e
     said = all_gather_object(None if problem is None else str(problem), info)

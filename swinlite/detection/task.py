@@ -12,7 +12,7 @@ from pycocotools.coco import COCO
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..engine.distributed import DistInfo, all_gather_object, barrier
+from ..engine.distributed import DistInfo, SharedError, all_gather_object, broadcast_object
 from ..engine.loop import SINGLE, StepSettings, autocast
 from ..engine.preflight import check_demo_paths
 from ..engine.rank_warnings import SharedWarnings
@@ -140,9 +140,15 @@ class DetectionTask(Task):
     def _load_splits(self) -> tuple[CocoSplit, CocoSplit, Categories]:
         """Rank 0 builds the demo data if asked; every rank then reads and checks both annotation files."""
         cfg, dist = self.cfg, self.ctx.dist
+        problem: str | None = None
         if cfg.data.dataset == "digits" and dist.is_main:
-            build_digit_scenes(cfg.data.data_dir)
-        barrier(dist)
+            try:
+                build_digit_scenes(cfg.data.data_dir)
+            except ValueError as e:
+                problem = str(e)
+        problem = broadcast_object(problem, dist)  # the others wait for the demo here
+        if problem is not None:  # rank 0's problem, every process raises it: said once
+            raise SharedError(problem)
         masks = cfg.model.detector == "maskrcnn"  # Mask R-CNN trains on no object without a valid mask ...
         train_split = load_split(*split_paths(cfg.data, "train"), verify=cfg.data.verify_images, masks=masks)
         # ... but its box AP scores every object of the file, as pycocotools does (mask AP ignores those: coco_ap)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .distributed import DistInfo, SharedError, all_answer, all_reduce_sum
+from .distributed import DistInfo, SharedError, all_answer, all_gather_object, all_reduce_sum
 from .progress import Progress
 from .task import StepOutput
 
@@ -143,10 +143,26 @@ def train_one_epoch(
                 on_step(position)
     progress.close()
     rate = seen / max(time.perf_counter() - start, 1e-9)
-    keys = sorted(position.sums)
+    keys = agreed_parts(sorted(position.sums), dist)
     *totals, count = all_reduce_sum([*(position.sums[k] for k in keys), position.count], dist, settings.device)
     means = {k: v / max(count, 1) for k, v in zip(keys, totals, strict=True)}
     return {"train_loss": means.pop("train_loss", float("nan"))} | means, rate
+
+
+def agreed_parts(keys: list[str], dist: DistInfo) -> list[str]:
+    """``keys`` (this process's summed losses of the epoch: ``train_loss`` and the task's
+    :attr:`~swinlite.engine.task.StepOutput.parts`), checked to be every process's: the epoch's all-reduce sums them
+    position by position. Where they differ, a :class:`SharedError` naming each process's (every process compares
+    the same lists): unchecked, lists of different lengths waited ``train.dist_timeout`` in the all-reduce, and lists
+    of equal lengths summed different losses together."""
+    per_process = all_gather_object(keys, dist)
+    if any(other != keys for other in per_process):
+        found = "; ".join(f"rank {rank}: {', '.join(names) or 'none'}" for rank, names in enumerate(per_process))
+        raise SharedError(
+            f"the processes' training losses have different parts ({found}): expected the same on every process; "
+            "the task's train_step must return StepOutput.parts with the same keys on every process"
+        )
+    return keys
 
 
 def running_loss(sums: dict[str, float], count: int) -> float:

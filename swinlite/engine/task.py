@@ -27,7 +27,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class StepOutput:
-    """One micro-batch's training loss (a scalar to minimise), its named parts for the metrics, and its size."""
+    """One micro-batch's training loss (a scalar to minimise), its named parts for the metrics, and its size.
+
+    Under torchrun the epoch's means are summed over the processes part by part: every process's ``parts`` must name
+    the same keys (the run stops naming each process's where they differ).
+    """
 
     loss: torch.Tensor
     size: int  # samples in the micro-batch: the loss is averaged over epochs by it
@@ -149,7 +153,7 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def train_step(self, model: nn.Module, batch: Any) -> StepOutput:
         """Move a batch to the device, run the model, return the loss (the engine runs it under autocast, and
-        detaches the parts for the metrics)."""
+        detaches the parts for the metrics). Its :attr:`StepOutput.parts` must have the same keys on every process."""
 
     @abc.abstractmethod
     def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:

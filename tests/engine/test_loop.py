@@ -43,6 +43,7 @@ def test_the_progress_line_shows_the_run_s_images_per_second(capsys, monkeypatch
     clock = iter(range(10))
     monkeypatch.setattr(progress, "time", SimpleNamespace(perf_counter=lambda: float(next(clock))))  # a step a second
     monkeypatch.setattr(loop, "all_reduce_sum", lambda values, dist, device: values)  # no process group
+    monkeypatch.setattr(loop, "all_gather_object", lambda obj, dist: [obj] * dist.world_size)
     model = nn.Linear(1, 1, bias=False)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     train_one_epoch(

@@ -45,7 +45,8 @@ STORE_REPLY_WAIT = 10.0  # seconds a store's reads take at most beyond the wait 
 
 _store: Any = None  # this run's keys in the launch's store (``run_keys``), for ``all_answer`` and ``stalled_ranks``
 _answers = 0  # the ``all_answer`` calls this process made
-_runs = 0  # the ``run`` calls this process ended: every process of a sweep makes as many (``run_keys``)
+_runs = 0  # the ``run`` calls this process made before its current one: every process of a sweep alike (``run_keys``)
+_started = False  # whether this process started a ``run``
 
 
 class StalledRankError(RuntimeError):
@@ -98,15 +99,19 @@ def _environ_int(name: str, default: str) -> int:
 def run_keys() -> str:
     """The part of this run's keys in the launch's store that tells them from an earlier one's: the launch attempt
     (``torchrun --max-restarts`` keeps its agent's store across restarts, where a restarted process read the last
-    attempt's addresses and failed to connect) and the ``run`` calls this process ended (a sweep calls ``run`` again
-    in the same processes: the next read the last one's startup reports as its own)."""
+    attempt's addresses and failed to connect) and the ``run`` calls this process made before (a sweep calls ``run``
+    again in the same processes: the next read the last one's startup reports as its own)."""
     return f"{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/run{_runs}"
 
 
-def run_ended() -> None:
-    """After each ``run``, however it ended: the next one in this process uses keys of its own (:func:`run_keys`)."""
-    global _runs
-    _runs += 1
+def run_started() -> None:
+    """At the start of each ``run``: a sweep's next run in this process uses keys of its own (:func:`run_keys`). The
+    keys move at the next run's start, not at a run's end: an error after a run, on the process's way out, is still
+    that run's (its startup report posted: nothing is posted under another run's keys)."""
+    global _runs, _started
+    if _started:
+        _runs += 1
+    _started = True
 
 
 def init_distributed(device: torch.device, timeout: float, store: dist.Store) -> DistInfo:

@@ -37,7 +37,7 @@ from .distributed import (
     launched,
     notes_elsewhere,
     peer_gone,
-    run_ended,
+    run_started,
     stalled_ranks,
 )
 from .handshake import checked_alike, join
@@ -80,14 +80,7 @@ def run(
         StalledRankError: multi-process: a collective waited ``train.dist_timeout`` s for a process that stalled.
         PeerGoneError: multi-process: a collective failed because another process ended.
     """
-    try:
-        return _run_once(task, cfg, resume, overwrite, config)
-    finally:
-        run_ended()  # a sweep's next run in these processes meets the others' under keys of its own
-
-
-def _run_once(task: type[Task], cfg: Any, resume: bool, overwrite: bool, config: str | Path | None) -> Path:
-    """The body of :func:`run`."""
+    run_started()  # a sweep's next run in these processes meets the others' under keys of its own
     import matplotlib  # noqa: F401  (curves.png's, loaded by metrics.plot_curves: a missing [train] extra named now)
 
     # every process checks the same settings, reads the same files, builds the same model: their warnings are shown

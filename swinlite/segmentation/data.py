@@ -25,6 +25,7 @@ labels. ``scan_split`` reads every mask once before anything trains:
 from __future__ import annotations
 
 import glob
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,7 +39,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
-from ..files import SkippedLink, check_apart, check_folder
+from ..files import SkippedLink, check_folder, overlap
 from ..images import (
     IMAGE_EXTENSIONS,
     LeftOut,
@@ -182,12 +183,11 @@ def find_pairs(
     links skipped, in either folder, are added to ``links`` where given.
 
     Raises:
-        ValueError: a missing folder, an image folder that shares files with one of ``apart``
-            (:func:`~swinlite.files.check_apart`: the other split's images; one mask folder may serve both splits,
-            pairing by name), a folder without images, or two masks (or two images) for one name.
+        ValueError: a missing folder, image and mask folders that both share files with ``apart``
+            (:func:`_check_pairs_apart`), a folder without images, or two masks (or two images) for one name.
     """
     check_split_folders(image_dir, mask_dir)
-    check_apart(image_dir, apart)
+    _check_pairs_apart(image_dir, mask_dir, apart)
     masks = _by_name(mask_dir, "masks", apart, links)
     images = _by_name(image_dir, "images", apart, links)
     if not images:
@@ -212,6 +212,21 @@ def _no_mask(key: Path, mask_dir: Path) -> str:
         return missing
     read = ", ".join(IMAGE_EXTENSIONS)
     return f"{missing} ({there[0]} is there: masks are read from {read} files only; save it as PNG)"
+
+
+def _check_pairs_apart(image_dir: Path, mask_dir: Path, apart: Sequence[Path]) -> None:
+    """ValueError where the image folder and the mask folder both share their files with folders of ``apart`` (the
+    other split's) once symbolic links are followed: the pairs would be the other split's (``images/validation`` and
+    ``annotations/validation`` linked to the training folders scored training images as val's). One of the two alone
+    may be shared: one image folder with a mask folder per split (VOC's ``JPEGImages``), or one mask folder for both."""
+    images, masks = overlap(image_dir, apart), overlap(mask_dir, apart)
+    if images is not None and masks is not None:
+        real = ", ".join(os.path.realpath(p) for p in (image_dir, mask_dir, images, masks))
+        raise ValueError(
+            f"{image_dir} and {mask_dir} share their files with {images} and {masks} once symbolic links are followed "
+            f"(real paths {real}): each split needs pairs of its own (scores of training images say nothing of "
+            "unseen ones)"
+        )
 
 
 def _by_name(folder: Path, what: str, apart: Sequence[Path], links: list[SkippedLink] | None) -> dict[Path, Path]:

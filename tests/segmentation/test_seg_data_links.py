@@ -110,14 +110,18 @@ def test_evaluate_segmentation_data_dir_skips_a_link_into_the_other_split(tmp_pa
 
 def test_a_split_folder_linked_to_the_other_is_refused(tmp_path: Path):
     """``images/validation`` and ``annotations/validation`` linked to the training folders paired and scored the
-    training images as val's, without a word: a split folder that shares its files with the other split's is
-    refused, naming both."""
+    training images as val's, without a word: image and mask folders that both share their files with the other
+    split's are refused, naming them. One image folder with a mask folder per split (VOC) pairs as before."""
     data = _ade_folder(tmp_path / "data")
     for kind in ("images", "annotations"):
         shutil.rmtree(data / kind / "validation")
         (data / kind / "validation").symlink_to("training")
     images, masks = data / "images", data / "annotations"
     real = os.path.realpath(images / "training")
-    with pytest.raises(ValueError, match=rf"^{images / 'validation'} and {images / 'training'} share their files .*"
-                                         rf"\(real paths {real} and {real}\)"):  # fmt: skip
+    with pytest.raises(ValueError, match=rf"^{images / 'validation'} and {masks / 'validation'} share their files "
+                                         rf"with {images / 'training'} and .*\(real paths {real}, "):  # fmt: skip
         find_pairs(images / "validation", masks / "validation", apart=[images / "training", masks / "training"])
+    (masks / "validation").unlink()
+    shutil.copytree(masks / "training", masks / "validation")  # the images shared, a mask folder of its own
+    pairs, _ = find_pairs(images / "validation", masks / "validation", apart=[images / "training", masks / "training"])
+    assert len(pairs) == len(find_pairs(images / "training", masks / "training")[0])

@@ -33,8 +33,8 @@ FAST_MODULES: dict[type[nn.Module], type[nn.Module]] = {
 def accelerate(model: nn.Module) -> nn.Module:
     """Swap the modules of ``model`` (itself included) that have a fast subclass for it, in place.
 
-    After the swap a fast class may make construction-time decisions in ``init_fast()`` (e.g.
-    :meth:`FastMlp.init_fast`). Parameters, buffers, hooks and training mode are untouched.
+    After the swap a fast class may make construction-time decisions in ``init_fast()``. Parameters, buffers,
+    hooks and training mode are untouched.
 
     Returns:
         ``model``, for chaining.

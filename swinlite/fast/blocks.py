@@ -62,10 +62,10 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   computes bf16 (:data:`ONEDNN_BF16`); everywhere else ``F.linear`` (compiled: inductor picks the kernels). Eager
   inference under autocast (CPU or GPU, no autograd) takes the weights from copies kept in autocast's dtype
   (:func:`~swinlite.fast.row_blocks.autocast_weights`): converted once, not in every autocast region.
-- GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without dropout or norm between fc1 and
-  fc2 (``FastMlp.recompute_act``; otherwise plain). The gather and the recompute need autograd only for their
-  backward: without gradients they run their plain forward. TorchScript cannot script autograd Functions, so it
-  runs their plain forward with autograd's backward.
+- GELU recompute: :mod:`swinlite.fast.gelu_linear`, for an exact GELU without active dropout or norm between fc1
+  and fc2 (``FastMlp.recomputes``, checked on each call; otherwise plain). The gather and the recompute need
+  autograd only for their backward: without gradients they run their plain forward. TorchScript cannot script
+  autograd Functions, so it runs their plain forward with autograd's backward.
 
 Why each choice holds, with the measurements: ``benchmarks/kernels.md``.
 """
@@ -77,7 +77,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
-from timm.layers import GELU, Mlp, register_notrace_module
+from timm.layers import GELU, DropPath, Mlp, register_notrace_module
 from torch import nn
 from torch.nn.modules import module as torch_module
 
@@ -538,6 +538,19 @@ def children(module: nn.Module, *names: str) -> list[nn.Module]:
     return [modules[name] for name in names]
 
 
+def passes_through(module: nn.Module) -> bool:
+    """Whether a fast path may skip the call of the dropout-like ``module`` (a block's ``drop_path1``/``2``, the
+    attention's ``proj_drop``, the MLP's ``drop1``/``2``): it is of a class the blocks build there, exactly
+    ``nn.Identity``, ``nn.Dropout`` or timm's ``DropPath``, and inactive on this call (in eval, or with
+    probability 0). A user may replace one or set its ``p`` after the build: read on each call, dict reads."""
+    cls = type(module)
+    if cls is nn.Identity:
+        return True
+    if cls is nn.Dropout:
+        return not module.training or module.p == 0.0
+    return cls is DropPath and (not module.training or module.drop_prob == 0.0)
+
+
 def fast_linear_class(module: nn.Module) -> bool:
     """Whether ``module`` is of a class whose call the fast paths may replace by reading its weight and bias:
     ``nn.Linear`` or :class:`FastLinear` exactly (a subclass, an adapter's, may add to its forward)."""
@@ -553,16 +566,12 @@ def exact_gelu(act: nn.Module) -> bool:
 class FastMlp(Mlp):
     """timm's ``Mlp`` whose fc2(gelu(h)) recomputes the GELU in backward instead of storing it.
 
-    With exact GELU, no norm and no dropout between the layers (``recompute_act``), fc2(gelu(h)) runs in
-    :func:`~swinlite.fast.gelu_linear.gelu_linear`, while its layers are as built (:meth:`as_built`, checked on
-    each call); outputs and gradients are those of the plain composition, which runs in every other case.
+    With exact GELU, no norm and no active dropout between the layers, fc2(gelu(h)) runs in
+    :func:`~swinlite.fast.gelu_linear.gelu_linear` (:meth:`recomputes`, checked on each call; ``recompute_act``
+    False turns it off); outputs and gradients are those of the plain composition, which runs in every other case.
     """
 
-    recompute_act: bool
-
-    def init_fast(self) -> None:
-        """Construction-time decisions, made by :func:`swinlite.fast.accelerate` after the class swap."""
-        self.recompute_act = self.layers_fuse() and self.drop1.p == 0.0
+    recompute_act: bool = True
 
     @torch.jit.unused
     def layers_fuse(self) -> bool:
@@ -578,13 +587,19 @@ class FastMlp(Mlp):
         build, e.g. by an adapter) and none of the skipped ones hooked (:func:`unhooked`)."""
         return self.layers_fuse() and unhooked(*children(self, "act", "norm", "drop1", "fc2"))
 
+    @torch.jit.unused
+    def recomputes(self) -> bool:
+        """Whether fc2(gelu(h)) runs fused on this call: the layers as built (:meth:`as_built`) and drop1 inactive
+        (:func:`passes_through`; in training, a model built with dropout, or given it since, runs it)."""
+        return self.recompute_act and self.as_built() and passes_through(self._modules["drop1"])
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., dim] -> [..., dim]."""
         h = self.fc1(x)  # (..., hidden)
-        recompute = self.recompute_act
+        recompute = False  # TorchScript: the plain composition (a scripted gelu_linear is that composition)
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            # a recording takes the reference's composition, as does a replaced or hooked layer
-            recompute = recompute and not recording_graph() and self.as_built()
+            # a recording takes the reference's composition, as does a replaced or hooked layer, or active drop1
+            recompute = not recording_graph() and self.recomputes()
         if recompute:
             onednn = False
             if not torch.jit.is_scripting():  # TorchScript skips this branch
@@ -599,7 +614,8 @@ class FastMlp(Mlp):
         """x + self(norm(x)), or with ``post_norm`` x + norm(self(x)) (Swin-V2), for CPU inference in row blocks
         (:func:`~swinlite.fast.row_blocks.mlp_rows`).
 
-        Needs the block's layers as built (:meth:`GatheredWindowsBlock.as_built`) and inactive dropout.
+        Needs the block's layers as built (:meth:`GatheredWindowsBlock.as_built`) and its dropouts inactive
+        (:meth:`GatheredWindowsBlock.dropouts_pass_through`).
         x: [..., dim], contiguous.
         """
         weights = (self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias)
@@ -710,6 +726,15 @@ class GatheredWindowsBlock(SwinBlock):
         fc1, drop2 = children(mlp, "fc1", "drop2")
         return unhooked(attn, qkv, proj, proj_drop, mlp, fc1, drop2, norm2, drop_path1, drop_path2)
 
+    @torch.jit.unused
+    def dropouts_pass_through(self) -> bool:
+        """Whether the row blocks may skip the dropouts' calls (:func:`passes_through`): in eval, dropout of any
+        rate is off; a module of another class put at one is called, by the reference's path."""
+        drop_path1, drop_path2 = children(self, "drop_path1", "drop_path2")
+        proj_drop = self._modules["attn"]._modules["proj_drop"]
+        drop1, drop2 = children(self._modules["mlp"], "drop1", "drop2")
+        return all(map(passes_through, (proj_drop, drop1, drop2, drop_path1, drop_path2)))
+
     def _attn(self, x: torch.Tensor, plan: RowBlocks | None = None) -> torch.Tensor:
         """x normalised map [B, H, W, C] -> attention output [B, H, W, C]; ``plan``: row blocks (CPU inference;
         given only where the block is as built)."""
@@ -747,7 +772,9 @@ class GatheredWindowsBlock(SwinBlock):
     def _row_blocks(self, x: torch.Tensor) -> RowBlocks | None:
         """How this block runs in row blocks for its input ``x`` (:func:`row_blocks_for`; the block as built), or
         None."""
-        return row_blocks_for(self.training, x, self.mlp.fc1.out_features) if self.as_built() else None
+        if not (self.as_built() and self.dropouts_pass_through()):
+            return None
+        return row_blocks_for(self.training, x, self.mlp.fc1.out_features)
 
     @torch.jit.unused
     def _attention_window(self, height: int, width: int) -> tuple[int, int]:

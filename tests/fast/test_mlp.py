@@ -66,4 +66,4 @@ def test_float64_under_autocast_stays_float64_as_timms():
 
 @pytest.mark.parametrize("drop,act", [(0.1, torch.nn.GELU), (0.0, torch.nn.ReLU)])
 def test_other_settings_take_the_plain_path(drop, act):
-    assert not accelerate(TimmMlp(8, 32, act_layer=act, drop=drop)).recompute_act
+    assert not accelerate(TimmMlp(8, 32, act_layer=act, drop=drop)).recomputes()  # in training

@@ -196,3 +196,65 @@ def test_quantize_dynamic_takes_effect_on_a_reference_model():
     assert linears[0] == linears[1] == 0
     assert not torch.allclose(out, float_logits, atol=1e-4)
     torch.testing.assert_close(out, expected, rtol=1e-3, atol=1e-3)
+
+
+class Doubled(nn.Module):
+    """Not a dropout: scales its input by 2."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 2 * x
+
+
+def _drop1_replaced(mlp: nn.Module) -> None:
+    mlp.drop1 = nn.Dropout(0.5)
+
+
+def _drop1_p_set(mlp: nn.Module) -> None:
+    mlp.drop1.p = 0.5
+
+
+@pytest.mark.parametrize("change", [_drop1_replaced, _drop1_p_set], ids=["replaced", "p_set"])
+def test_a_drop1_made_active_after_the_build_takes_effect_in_training(change):
+    """The GELU recompute skipped drop1, decided at build by its p: a drop1 replaced by ``nn.Dropout(0.5)`` or its p
+    set to 0.5 after the build was never applied in training (two calls gave the same output)."""
+    fast, reference = _pair()
+    for model in (fast, reference):
+        for block in _blocks(model):
+            change(block.mlp)
+    x = torch.randn(2, 3, 64, 64)
+    outs = []
+    for model in (fast, reference):
+        torch.manual_seed(2)
+        outs.append([_run(model, x, "train") for _ in range(2)])
+    (out, again), (expected, expected_again) = outs
+    assert not torch.allclose(expected, expected_again)  # the reference drops at random
+    assert not torch.allclose(out, again)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)  # the same draws
+
+
+@pytest.mark.parametrize("path", ["attn.proj_drop", "mlp.drop1", "mlp.drop2", "drop_path1", "drop_path2"])
+def test_a_module_not_a_dropout_at_a_dropout_takes_effect_in_eval(path):
+    """The row blocks skip the dropouts (inactive in eval), checked for hooks only: a module of another class put
+    there was skipped too."""
+    fast, reference = _pair()
+    x = torch.randn(2, 3, 64, 64)
+    plain = _run(reference, x, "eval_no_grad")
+    for model in (fast, reference):
+        _replace(model, path, lambda _: Doubled())
+    out, expected = _run(fast, x, "eval_no_grad"), _run(reference, x, "eval_no_grad")
+    assert not torch.allclose(expected, plain, atol=1e-2)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_model_built_with_dropout_keeps_its_fast_paths(monkeypatch):
+    """Dropout is inactive in eval: the row blocks run; in training the gather runs (dropout called, not skipped)."""
+    from swinlite.fast.blocks import FastMlp
+
+    torch.manual_seed(0)
+    fast = timm.create_model(TINY, **{**SMALL, "drop_path_rate": 0.1, "proj_drop_rate": 0.1})
+    calls = []
+    method = FastMlp.forward_row_blocks
+    monkeypatch.setattr(FastMlp, "forward_row_blocks", lambda self, *a, **k: calls.append(1) or method(self, *a, **k))
+    _run(fast, torch.randn(1, 3, 64, 64), "eval_no_grad")
+    assert len(calls) == len(_blocks(fast))
+    assert all(block.as_built() for block in _blocks(fast.train()))

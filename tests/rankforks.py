@@ -18,6 +18,22 @@ from pathlib import Path
 from scriptkit import run_script
 
 
+def report_and_exit(reports: list[Path], rank: int, said: str, wait: float = 30) -> None:
+    """End a forked rank of :func:`forked_pair`: write its report (``reports[rank]``), stay until every later rank has
+    written its own (rank 0 hosts the launch's store: leaving first would cut the others off), at most ``wait``
+    seconds, and exit without Python's teardown."""
+    reports[rank].write_text(said)
+    stay_until_reported(reports, rank, wait)
+    os._exit(0)
+
+
+def stay_until_reported(reports: list[Path], rank: int, wait: float = 30) -> None:
+    """Wait until every rank after ``rank`` has written its report (``reports``), at most ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while not all(r.exists() for r in reports[rank + 1 :]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def forked_pair(target: Callable[..., None], args: tuple = (), timeout: float = 60) -> tuple[list[int], float]:
     """Fork rank 0 and rank 1, each running ``target(rank, port, *args)`` (``port``: a free one, for the launch's
     store), each waited for up to ``timeout`` s (then SIGKILLed); their exit codes and the seconds until both ended."""

@@ -4,13 +4,12 @@ check's gather (``refused_alike``) while the other waited in the barrier after t
 now rank 0's error is every process's, said once."""
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 import torch
 from detkit import tiny_overrides
-from rankforks import forked_pair
+from rankforks import forked_pair, report_and_exit
 
 from swinlite.detection import task
 from swinlite.detection.task import DetectionTask
@@ -33,11 +32,7 @@ def _rank(rank: int, port: int, overrides: list[str], reports: list[Path]) -> No
         said = f"exit {cli.run_from_cli(DetectionTask, None, overrides)}"
     except Exception as e:
         said = f"{type(e).__name__}: {e}"
-    reports[rank].write_text(said)
-    deadline = time.monotonic() + 30
-    while not all(r.exists() for r in reports[rank + 1 :]) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the store's host stays until every other process is done with it
-    os._exit(0)
+    report_and_exit(reports, rank, said)
 
 
 def test_a_failed_demo_build_on_rank_0_stops_every_process_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -4,13 +4,12 @@ before; now rank 0 says it and the others exit with code 2 quietly. A loss that 
 by that process, named by its rank, and the other finds it in the store to say why it stops."""
 
 import os
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
-from rankforks import forked_pair
+from rankforks import forked_pair, stay_until_reported
 
 from swinlite.classification.task import ClassificationTask
 from swinlite.engine import cli, distributed, handshake
@@ -51,9 +50,7 @@ def _rank(rank: int, port: int, diverged: list[int], reports: list[Path]) -> Non
             reports[rank].write_text(f"exit {cli.run_from_cli(ClassificationTask, None, [])}")
         except Exception as e:
             reports[rank].write_text(f"{type(e).__name__}: {e}")
-    deadline = time.monotonic() + 30
-    while not all(r.exists() for r in reports[rank + 1 :]) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the store's host stays until every other process is done with it
+    stay_until_reported(reports, rank)  # the store's host stays until every other process is done with it
     if rank not in diverged:
         reports[rank].write_text("; ".join(distributed.notes_elsewhere(info)))
     os._exit(0)

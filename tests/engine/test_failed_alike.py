@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from rankforks import forked_pair
+from rankforks import forked_pair, report_and_exit
 
 from swinlite.classification.task import ClassificationTask
 from swinlite.engine import cli, distributed, handshake
@@ -80,11 +80,7 @@ def _rank(rank: int, port: int, case: str, out: Path, refusing: list[int], repor
     if rank and case == "evaluation":
         resume = out / RESUME_FILE
         said += f"; {RESUME_FILE}: {resume.read_text() if resume.exists() else 'missing'}"
-    reports[rank].write_text(said)
-    deadline = time.monotonic() + 30
-    while not all(r.exists() for r in reports[rank + 1 :]) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the store's host stays until every other process is done with it
-    os._exit(0)
+    report_and_exit(reports, rank, said)
 
 
 def test_an_evaluation_failed_everywhere_is_said_once_after_the_save(tmp_path: Path):

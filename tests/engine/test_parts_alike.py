@@ -4,12 +4,11 @@ waited train.dist_timeout (30 min by default) before, and one of equal lengths s
 every process stops at once, naming each one's parts."""
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from rankforks import forked_pair
+from rankforks import forked_pair, report_and_exit
 from timm.scheduler import StepLRScheduler
 from torch import nn
 
@@ -42,11 +41,7 @@ def _rank(rank: int, port: int, parts: list[list[str]], reports: list[Path]) -> 
         said = f"losses {sorted(losses)}"
     except Exception as e:
         said = f"{type(e).__name__}: {str(e).splitlines()[0]}"
-    reports[rank].write_text(said)
-    deadline = time.monotonic() + 30
-    while not all(r.exists() for r in reports[rank + 1 :]) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the store's host stays until every other process is done with it
-    os._exit(0)
+    report_and_exit(reports, rank, said)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from rankforks import forked_pair
+from rankforks import forked_pair, report_and_exit
 
 from swinlite.engine import distributed, handshake
 
@@ -37,11 +37,7 @@ def _rank(rank: int, port: int, reports: list[Path]) -> None:
             said.append("joined")
         except Exception as e:
             said.append(f"{type(e).__name__}: {e}")
-    reports[rank].write_text("; ".join(said))
-    deadline = time.monotonic() + 30
-    while not all(r.exists() for r in reports[rank + 1 :]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os._exit(0)
+    report_and_exit(reports, rank, "; ".join(said))
 
 
 def test_a_sweeps_next_run_reads_its_own_startup_reports(tmp_path: Path):

@@ -24,6 +24,7 @@ from pathlib import Path
 import timm
 import torch
 
+from swinlite.device import cpu_computes_bf16
 from swinlite.fast.blocks import row_blocks_for
 from swinlite.fast.row_blocks import RowBlocks
 
@@ -131,7 +132,7 @@ def main() -> None:
         parser.error(f"--batch and --rounds must be at least 1, got {args.batch} and {args.rounds}")
     if args.size < 224 or args.size % 224:
         parser.error(f"--size must be a multiple of 224 (32 x the window of 7: no padding), got {args.size}")
-    if args.precision == "bf16" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if args.precision == "bf16" and not cpu_computes_bf16():
         parser.error(  # emulated: a 2048³ ceiling matmul took a minute (0.3 GFLOP/s), and the shares read 4850 %
             "--precision bf16 needs a CPU that computes bf16 (AVX-512 BF16 or AMX); this one emulates it, so its "
             "ceiling means nothing"

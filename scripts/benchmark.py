@@ -224,10 +224,11 @@ def _resolve_defaults(args: argparse.Namespace) -> None:
 def _cpu_precisions(given: tuple[str, ...] | None) -> tuple[str, ...]:
     """The precisions to time on the CPU: the ``given`` ones, else both where the CPU has bf16 units and fp32 alone
     where it emulates bf16 (a 2048³ matmul took 115 s on an AVX2 EPYC, and its % of the emulated matmul ceiling reads
-    above 100 %). oneDNN's check decides, as for ``--amp bf16`` (swinlite.device) and benchmarks/cpu_run.sh."""
-    import torch  # after the argument errors: those come before torch loads
+    above 100 %). ``swinlite.device.cpu_computes_bf16`` decides, as for ``--amp bf16`` (benchmarks/cpu_run.sh: the same
+    oneDNN check)."""
+    from swinlite.device import cpu_computes_bf16  # after the argument errors: those come before torch loads
 
-    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if cpu_computes_bf16():
         return given or PRECISIONS
     if given is None:
         _log("note: bf16 left out: this CPU has no bf16 units (oneDNN emulates bf16, minutes per case); "

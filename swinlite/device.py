@@ -13,6 +13,12 @@ import torch
 AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU computes bfloat16 (oneDNN's check: AVX-512 or AMX); elsewhere bfloat16 is emulated, several
+    times slower than float32."""
+    return torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
 def available_devices() -> list[str]:
     """The device names this machine accepts: ``auto``, ``cpu``, then ``cuda``, ``cuda:0``, ... and ``mps``."""
     names = ["auto", "cpu"]
@@ -92,7 +98,7 @@ def autocast_dtype(name: str, device: torch.device, option: str = "--amp") -> to
         raise ValueError(f"{setting(name)} is not an autocast dtype; valid: {', '.join(AUTOCAST_DTYPES)}")
     if name == "fp16" and device.type != "cuda":
         raise ValueError(f"{setting('fp16')} needs CUDA; use {setting('bf16')} on {device.type}")
-    if name == "bf16" and device.type == "cpu" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if name == "bf16" and device.type == "cpu" and not cpu_computes_bf16():
         warnings.warn(
             f"{setting('bf16')} on a CPU without bfloat16 kernels (no AVX-512: "
             f"{torch.backends.cpu.get_cpu_capability()}): bfloat16 is emulated here, several times slower than "

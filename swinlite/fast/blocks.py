@@ -81,6 +81,7 @@ from timm.layers import GELU, DropPath, Mlp, register_notrace_module
 from torch import nn
 from torch.nn.modules import module as torch_module
 
+from ..device import cpu_computes_bf16
 from ..models.swin import (
     SwinBlock,
     WindowAttention,
@@ -157,7 +158,7 @@ ONEDNN_FP32_ON_THIS_CPU: bool = (
 # than ``addmm``: where oneDNN computes in bf16 (AVX-512 or AMX), which also serves PyTorch's bf16 ``addmm``, but
 # through a bias copied into the output and the weight reordered on every call (benchmarks/kernels.md, "bf16 linear
 # layers of the row blocks")
-ONEDNN_BF16: bool = ONEDNN_LINEAR and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+ONEDNN_BF16: bool = ONEDNN_LINEAR and cpu_computes_bf16()
 
 
 def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: bool, dropout: bool) -> str:

@@ -20,8 +20,9 @@
 # The first call of each attention shape times the candidate kernels, compiling FlexAttention's and Triton's
 # (swinlite/fast/measured.py): most of a part's time. Each part runs under its own limit, cut to what is left of
 # BUDGET_S; a part with less than a minute left is skipped (skipped.txt), one that fails or runs out of time is named
-# in failed.txt. Writes <name>.md (table), <name>.json and <name>.log (progress, errors) per part into $OUT (a part
-# that fails leaves no empty table), and gpu.txt (GPU, versions); refuses to start where torch has no CUDA. With
+# in failed.txt (the script then exits 1, after the other parts). Writes <name>.md (table), <name>.json and
+# <name>.log (progress, errors) per part into $OUT (a part that fails leaves no empty table), and gpu.txt (GPU,
+# versions); refuses to start where torch has no CUDA. With
 # PACK=<file.tgz> the folder is also packed into that one file after each part, so a run stopped midway still hands
 # back what it finished, in one file:
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh                                  # everything, in this order
@@ -110,3 +111,4 @@ run cuda_tiny_b64_compile 210 --compile --no-warm-start --models swinlite,timm -
 run cuda_v2_tiny_b1 90 --size v2_tiny --batch 1 --models swinlite,timm --warmup 3 --repeats 11 --profile
 run cuda_tiny_b64_compile_train 300 --compile-train --models swinlite,timm --batch 64 --warmup 3 --repeats 11
 pack  # skipped.txt too
+[ ! -s "$OUT/failed.txt" ] || { echo "gpu_run.sh: parts failed:" >&2; cat "$OUT/failed.txt" >&2; exit 1; }

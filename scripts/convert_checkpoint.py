@@ -39,9 +39,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("output", type=Path, help="where to write swinlite weights (.safetensors)")
     parser.add_argument(
         "--model",
-        help="swinlite model name to fit the weights to (resizes bias tables to its window, drops a classifier of "
-        "another size, checks every key and shape, the first conv's channels too); without it the layout is converted "
-        "as is",
+        help="swinlite model name to fit the weights to (resizes bias tables to its window, checks every key and "
+        "shape, the first conv's channels too; keeps the checkpoint's classifier, dropped only where --num-classes "
+        "asks for another size); without it the layout is converted as is",
     )
     parser.add_argument("--num-classes", type=int, help="classifier size of --model (default: the checkpoint's)")
     args = parser.parse_args(argv)

@@ -10,12 +10,16 @@ Supported layouts, detected from the keys:
   ``layers.N`` to ``layers_N`` and holds no final ``norm`` and no ``head``).
 - ``microsoft``: the official release, V1 and V2 (``{"model": ...}``, downsample at the *end* of a stage,
   ``head.*``, persistent ``relative_position_index`` / ``relative_coords_table`` / ``attn_mask`` buffers).
+- ``microsoft-backbone``: the checkpoints of its detection and segmentation repos (Swin-Transformer-Object-Detection,
+  Swin-Transformer-Semantic-Segmentation: mmdet 2 / mmseg 0.x), the release's keys behind ``backbone.``, per-level
+  ``norm0..3``, no final ``norm``; necks and heads dropped, as mmdet's.
 - ``torchvision``: ``swin_t/s/b`` and ``swin_v2_t/s/b`` (``features.N...``; V2's ``qkv.bias`` becomes
   ``q_bias`` and ``v_bias``: torchvision zeroes its key part in every forward).
 - ``mmdet``: mmdet / mmpretrain ``SwinTransformer`` (``backbone.stages.i.blocks.j.attn.w_msa.*``,
   ``ffn.layers.*``, ``patch_embed.projection``, per-level ``norm0..3``; downsample at the end of a
-  stage, in ``nn.Unfold`` channel order). Keys outside ``backbone.`` (necks, detection heads) are
-  dropped, except an mmpretrain classifier ``head.fc``.
+  stage, in ``nn.Unfold`` channel order) and mmpretrain's ``SwinTransformerV2`` (``attn.w_msa.cpb_mlp``,
+  ``logit_scale``, ``q_bias`` / ``v_bias``; downsample at the start of a stage, its norm after the reduction). Keys
+  outside ``backbone.`` (necks, detection heads) are dropped, except an mmpretrain classifier ``head.fc``.
 - ``huggingface``: transformers ``SwinModel`` / ``SwinForImageClassification`` (``swin.`` prefix,
   separate ``query``/``key``/``value``) and ``SwinBackbone`` (``hidden_states_norms.stageN``), as saved
   by transformers 4 or held in memory by transformers 5 (``attention.q_proj``/``k_proj``/``v_proj``/``o_proj``,
@@ -25,11 +29,11 @@ Supported layouts, detected from the keys:
   ``backbone.body.model.`` / ``backbone.model.`` (:data:`RUN_SWIN_PREFIXES`); the FPN and heads are dropped, as
   mmdet's necks and heads are.
 
-Per-level output norms (mmdet ``normI``, Hugging Face ``hidden_states_norms``) map to ``out_norms.I``
-(models built with ``out_norm=True``); the last level's also becomes the final ``norm`` (that of a swinlite run's
-features-only Swin too, which has none). A checkpoint without one (a run trained with ``model.kwargs.out_norm=false``)
-loads into a features-only Swin, pruned of the final norm it does not use (detection's and segmentation's backbones);
-a model that uses it refuses it, saying so (:func:`missing_final_norm`).
+Per-level output norms (mmdet's and Microsoft's detection repos' ``normI``, Hugging Face ``hidden_states_norms``) map
+to ``out_norms.I`` (models built with ``out_norm=True``); the last level's also becomes the final ``norm`` (that of a
+swinlite run's features-only Swin too, which has none). A checkpoint without one (a run trained with
+``model.kwargs.out_norm=false``) loads into a features-only Swin, pruned of the final norm it does not use (detection's
+and segmentation's backbones); a model that uses it refuses it, saying so (:func:`missing_final_norm`).
 
 Any layout may come as saved from a ``DistributedDataParallel`` / ``DataParallel`` or ``torch.compile`` wrapper,
 every key behind ``module.`` or ``_orig_mod.`` (:func:`without_wrapper_prefix`).
@@ -122,6 +126,11 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
     timm_attention = [k for k in keys if k.endswith("relative_position_bias_table") or ".attn.cpb_mlp." in k]
     if any(re.match(r"layers_\d+\.", k) for k in timm_attention):  # timm's FeatureListNet: layers.N -> layers_N
         return "timm-features"
+    # the release's detection and segmentation repos: its keys behind backbone., downsample at the end of stage 0
+    if any(k.startswith("backbone.layers.") for k in timm_attention) and any(
+        k.startswith("backbone.layers.0.downsample.") for k in keys
+    ):
+        return "microsoft-backbone"
     if any(k.startswith("layers.") for k in timm_attention):
         # the official release downsamples at the end of stage 0; timm has no layers.0.downsample
         if any(k.startswith("layers.0.downsample.") for k in keys) or "head.weight" in unwrapped:
@@ -129,8 +138,9 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
         return "timm"
     removed = " (behind a wrapper's prefix, removed)" if keys != list(state_dict) else ""
     raise ValueError(
-        "unknown checkpoint layout: expected a swinlite, timm, Microsoft, torchvision, mmdet/mmpretrain or "
-        "Hugging Face Swin state dict, or a swinlite detection or segmentation run's weights; "
+        "unknown checkpoint layout: expected a swinlite, timm, Microsoft (its release's, or its detection and "
+        "segmentation repos'), torchvision, mmdet/mmpretrain or Hugging Face Swin state dict, or a swinlite detection "
+        "or segmentation run's weights; "
         f"got keys{removed}: {first_keys(keys, 12)}"
     )
 
@@ -199,6 +209,14 @@ def _from_microsoft(key: str) -> str:
     return _from_timm(key)
 
 
+def _from_microsoft_state(state_dict: StateDict) -> StateDict:
+    """The release's keys renamed (:func:`_from_microsoft`); those of its detection and segmentation repos' backbones
+    taken from behind ``backbone.`` (necks and heads dropped), their per-level norms ``normI`` -> ``out_norms.I``."""
+    state_dict, norms = _split_level_norms(_backbone(state_dict))
+    last = _last_stage(list(state_dict), r"^layers\.(\d+)\.")
+    return _with_out_norms({_from_microsoft(k): v for k, v in state_dict.items()}, norms, last)
+
+
 def _from_torchvision(key: str) -> str:
     key = key.replace("features.0.0.", "patch_embed.proj.").replace("features.0.2.", "patch_embed.norm.")
     m = re.match(r"^features\.(\d+)\.(.*)$", key)
@@ -251,24 +269,45 @@ def _with_out_norms(out: StateDict, norms: dict[int, dict[str, torch.Tensor]], l
     return out
 
 
-def _from_mmdet(state_dict: StateDict) -> StateDict:
-    if any(k.startswith("backbone.") for k in state_dict):
-        keep = {k.removeprefix("backbone."): v for k, v in state_dict.items() if k.startswith("backbone.")}
-        keep.update({k: v for k, v in state_dict.items() if k.startswith("head.fc.")})  # mmpretrain classifier
-        state_dict = keep
-    last = _last_stage(list(state_dict), r"^stages\.(\d+)\.")
-    out, norms = {}, {}
+def _backbone(state_dict: StateDict) -> StateDict:
+    """The keys behind an mmdet / mmseg model's ``backbone.``, without it, and an mmpretrain classifier's ``head.fc``:
+    necks and heads dropped. A state dict with no ``backbone.`` key (a classifier's, a bare backbone's) as it is."""
+    if not any(k.startswith("backbone.") for k in state_dict):
+        return state_dict
+    keep = {k.removeprefix("backbone."): v for k, v in state_dict.items() if k.startswith("backbone.")}
+    keep.update({k: v for k, v in state_dict.items() if k.startswith("head.fc.")})  # mmpretrain classifier
+    return keep
+
+
+def _split_level_norms(state_dict: StateDict) -> tuple[StateDict, dict[int, dict[str, torch.Tensor]]]:
+    """(``state_dict`` without its per-level output norms ``normI.*``, those norms' weights by level)."""
+    rest, norms = {}, {}
     for key, value in state_dict.items():
         if m := re.match(r"^norm(\d+)\.(weight|bias)$", key):
             norms.setdefault(int(m.group(1)), {})[m.group(2)] = value
-            continue
+        else:
+            rest[key] = value
+    return rest, norms
+
+
+def _from_mmdet(state_dict: StateDict) -> StateDict:
+    state_dict, norms = _split_level_norms(_backbone(state_dict))
+    last = _last_stage(list(state_dict), r"^stages\.(\d+)\.")
+    # Swin-V1 (mmdet's, mmpretrain's) merges at the end of a stage; mmpretrain's Swin-V2 at the start, as swinlite
+    merged_into = 1 if any(k.startswith("stages.0.downsample.") for k in state_dict) else 0
+    out = {}
+    for key, value in state_dict.items():
         if m := re.match(r"^stages\.(\d+)\.downsample\.(.*)$", key):
-            out[f"layers.{int(m.group(1)) + 1}.downsample.{m.group(2)}"] = _unfold_to_block_order(value)
+            # the reduction's 4C inputs are in unfold order, and so is a norm before it (V1); V2's norm comes after
+            # it, over its 2C outputs
+            reduction = state_dict.get(f"stages.{m.group(1)}.downsample.reduction.weight")
+            if reduction is None or value.shape[-1] == reduction.shape[-1]:
+                value = _unfold_to_block_order(value)
+            out[f"layers.{int(m.group(1)) + merged_into}.downsample.{m.group(2)}"] = value
             continue
         key = key.replace("patch_embed.projection.", "patch_embed.proj.")
         key = re.sub(r"^stages\.(\d+)\.blocks\.", r"layers.\1.blocks.", key)
-        key = key.replace(".attn.w_msa.relative_position_bias_table", ".attn.rel_pos.table")
-        key = key.replace(".attn.w_msa.", ".attn.")
+        key = _from_timm(key.replace(".attn.w_msa.", ".attn."))  # V1's bias table, V2's cpb_mlp: timm's names
         key = key.replace(".ffn.layers.0.0.", ".mlp.fc1.").replace(".ffn.layers.1.", ".mlp.fc2.")
         out[key] = value
     return _with_out_norms(out, norms, last)
@@ -347,6 +386,8 @@ def _from_run(state_dict: StateDict, prefix: str) -> StateDict:
 
 
 _CONVERTERS: dict[str, Callable[[StateDict], StateDict]] = {
+    "microsoft": _from_microsoft_state,
+    "microsoft-backbone": _from_microsoft_state,
     "mmdet": _from_mmdet,
     "huggingface": _from_huggingface,
     "torchvision": _from_torchvision_state,
@@ -360,7 +401,6 @@ _RENAMES: dict[str, Callable[[str], str]] = {
     "swinlite": lambda k: k,
     "timm": _from_timm,
     "timm-features": _from_timm_features,
-    "microsoft": _from_microsoft,
 }
 
 
@@ -845,16 +885,17 @@ def other_architecture(
 
 def missing_final_norm(missing: Collection[str], layout: str = "swinlite") -> str:
     """``"it has no final norm (norm.*), which the model uses: ...; "`` when the model weights a checkpoint (of
-    ``layout``, converted) lacks, ``missing``, are its final norm's and no others, else ``""``: the cause before the
-    keys named. A swinlite detection or segmentation run trained with ``model.kwargs.out_norm=false`` leaves its Swin
-    without one (no last level's output norm stands for it), as timm's ``features_only`` Swin saves none: their weights
-    start a detection or segmentation backbone, which does not use the final norm, never a classifier."""
+    ``layout``, converted now, or before: a converted file's metadata records it) lacks, ``missing``, are its final
+    norm's and no others, else ``""``: the cause before the keys named. A swinlite detection or segmentation run
+    trained with ``model.kwargs.out_norm=false`` leaves its Swin without one (no last level's output norm stands for
+    it), as timm's ``features_only`` Swin saves none: their weights start a detection or segmentation backbone, which
+    does not use the final norm, never a classifier."""
     if set(missing) != {"norm.weight", "norm.bias"}:
         return ""
     if layout in RUN_SWIN_PREFIXES:
         why = "the run that wrote it trained with model.kwargs.out_norm=false, and its Swin has none"
     elif layout == "timm-features":
-        why = "the file is a timm Swin built with features_only=True (timm's FeatureListNet), which has none"
+        why = "its weights are a timm Swin's built with features_only=True (timm's FeatureListNet), which has none"
     else:
         why = "a features-only Swin's weights have none (a swinlite detection or segmentation run's trained with "
         why += "model.kwargs.out_norm=false)"

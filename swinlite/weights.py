@@ -249,7 +249,9 @@ def load_model(
         preprocessing = {k: tuple(v) if isinstance(v, list) else v for k, v in info.preprocessing.items()}
         cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes, "num_classes": len(info.classes)}
         net.pretrained_cfg = net.default_cfg = cfg  # timm keeps default_cfg as an alias
-    load_strict(net, state, path, values_checked=checked)
+    converted_from = metadata.get("layout")  # scripts/convert_checkpoint.py records the layout it converted
+    layout = converted_from if isinstance(converted_from, str) else "swinlite"
+    load_strict(net, state, path, values_checked=checked, layout=layout)
     if resume_ema_in(checkpoint):
         _warn_resume_ema(path, stacklevel=3)  # names the line calling load_model
     return net.eval()
@@ -341,6 +343,7 @@ def load_strict(
     may_start_fresh: tuple[str, ...] = (),
     *,
     values_checked: bool = False,
+    layout: str = "swinlite",
 ) -> None:
     """Load ``state`` into ``net``: every model weight from it, every tensor of it into the model, floating weights
     floating and finite. A swinlite model takes any layout :func:`swinlite.convert_state_dict` reads.
@@ -352,6 +355,8 @@ def load_strict(
         may_start_fresh: prefixes of model weights that may be absent from ``state`` (kept as they are).
         values_checked: a conversion of ``state`` checked its values already (the check of
             :func:`~swinlite.convert.convert_state_dict`, which refuses more than this one's): not checked again.
+        layout: the layout ``state`` was converted from (a converted file's metadata records it), which a refusal
+            of weights without the final norm names as their source (:func:`~swinlite.convert.missing_final_norm`).
 
     Raises:
         ValueError: naming ``source`` and the keys that are missing, surplus, of another shape, not floating
@@ -371,7 +376,7 @@ def load_strict(
         if mismatch is not None:
             missing = {k for k in target.keys() - state.keys() if not k.startswith(may_start_fresh)}
             cause = (
-                other_architecture(state, net, target) or missing_final_norm(missing)
+                other_architecture(state, net, target) or missing_final_norm(missing, layout)
                 if isinstance(net, SwinTransformer)
                 else ""
             )

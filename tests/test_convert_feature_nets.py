@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import timm
 import torch
+from scriptkit import run_script
 
 import swinlite
 
@@ -57,9 +58,11 @@ def test_features_only_loads_timm_features_only_weights(
 
 
 def test_classifier_refuses_timm_features_only_weights(tmp_path: Path):
+    """Also once converted (convert_checkpoint.py records the layout): that file was said to be "a features-only
+    Swin's weights (a swinlite detection or segmentation run's trained with model.kwargs.out_norm=false)"."""
     path = tmp_path / "features.pth"
     _saved_timm_features("swin_tiny_patch4_window7_224", 56, path)
-    cause = r"no final norm \(norm\.\*\).*timm Swin built with features_only=True"
+    cause = r"no final norm \(norm\.\*\).*timm Swin's built with features_only=True"
     with pytest.raises(ValueError, match=cause):
         timm.create_model(
             "swinlite_tiny_patch4_window7_224",
@@ -70,3 +73,7 @@ def test_classifier_refuses_timm_features_only_weights(tmp_path: Path):
         )
     with pytest.raises(ValueError, match=cause):
         swinlite.load_checkpoint(timm.create_model("swinlite_tiny_patch4_window7_224", img_size=56, **SMALL), path)
+    converted = tmp_path / "features.safetensors"
+    assert run_script("convert_checkpoint", [path, converted]) == 0
+    with pytest.raises(ValueError, match=cause):  # extract_features.py --checkpoint, predict.py, ... read it so
+        swinlite.load_model(converted, "swinlite_tiny_patch4_window7_224", img_size=56, **SMALL)

@@ -5,7 +5,9 @@ layout             backbone                                     heads
 =================  ===========================================  ==============================================
 ``swinlite``       ``backbone.model.*`` (swinlite's Swin)       ``decode_head.*``, ``auxiliary_head.*``
 ``mmseg``          ``backbone.*`` (mmseg's Swin: ``stages``,    ConvModules ``<name>.conv`` / ``<name>.bn``,
-                   ``w_msa``, ``norm0..3``)                     classifiers ``conv_seg``
+                   ``w_msa``, ``norm0..3``; or Microsoft's      classifiers ``conv_seg``
+                   Swin-Transformer-Semantic-Segmentation's:
+                   the release's keys, ``norm0..3``)
 ``huggingface``    ``backbone.*`` (``SwinBackbone``:            ``<name>.conv`` / ``<name>.batch_norm``,
                    ``embeddings``, ``encoder``,                 classifiers ``classifier``
                    ``hidden_states_norms.stageN``)

@@ -11,45 +11,46 @@ Examples:
     python scripts/export_onnx.py --checkpoint runs/det_demo/best.safetensors --output det_demo.onnx
     python scripts/export_onnx.py --checkpoint runs/seg_demo/best.safetensors --output seg_demo.onnx
 
-Input "images" [batch, 3, H, W] with a dynamic batch and H, W anywhere in --min-size..--max-size (default: one patch
-to 2048; --fixed-size exports the --size only, one file per size as before). The window padding, shifts and masks
-are computed in the graph from the input's size, and the export is refused if the traced graph assumes anything that
-fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx with an error naming the
-range. Outputs: "logits" [batch, classes]; with --features "stage<i>" (NCHW; --out-norm: through the per-level norms
-of weights that hold them, a detection or segmentation backbone's; an ImageNet checkpoint has none; a detection or
-segmentation checkpoint with --features exports its backbone's levels as its FPN or head reads them (a RetinaNet's
-or FCOS's stage1..stage3), through the run's trained per-level norms unless --no-out-norm (a note on stderr says so;
---no-out-norm: every raw level, or the --out-indices given), converted on load as
-convert_checkpoint.py converts it, normalized by its run's mean and std, at the detector's test size or the
-segmenter's crop); with --fpn (a
-detection checkpoint) the FPN maps "fpn0".."fpn<n>" (input normalized by the detector's mean and std, which the
-metadata's preprocessing records). A detection checkpoint alone exports the whole detector (Faster
-R-CNN, Mask R-CNN, RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1, resized by the detector's
-rule; h and w from one pixel more than its coarsest stride to its max size, --min-size/--max-size do not apply) and
-"original_size" [2] (int64), outputs "boxes" [N, 4] (x1, y1, x2, y2 in the original image), "scores" [N], "labels"
-[N] (1-based class index) and for Mask R-CNN "masks" [N, 1, 28, 28] (within each box); scripts/detect.py --onnx runs
-it (docs/deployment.md). A segmentation checkpoint exports its UperNet: input "images" [batch, 3, H, W] normalised
-(H and W from one pixel more than the coarsest stride to --max-size, by default 2048 or its test settings' longest
-side if larger), output "logits" [batch, classes, H, W]; scripts/segment.py --onnx runs it with the checkpoint's
-classes, palette and test settings (rescale, windows, flips).
+Input "images" [batch, 3, H, W] with a dynamic batch and H, W anywhere in --min-size..--max-size (default: one patch,
+for --features and --fpn one pixel more than the coarsest level's stride, to 2048; --fixed-size exports the --size only,
+one file per size as before). The window padding, shifts and masks are computed in the graph from the input's size, and
+the export is refused if the traced graph assumes anything that fails at some size of the range; sizes outside it are
+refused by scripts/predict.py --onnx with an error naming the range. Outputs: "logits" [batch, classes]; with --features
+"stage<i>" (NCHW; --out-norm: through the per-level norms of weights that hold them, a detection or segmentation
+backbone's; an ImageNet checkpoint has none; a detection or segmentation checkpoint with --features exports its
+backbone's levels as its FPN or head reads them (a RetinaNet's or FCOS's stage1..stage3), through the run's trained
+per-level norms unless --no-out-norm (a note on stderr says so; --no-out-norm: every raw level, or the --out-indices
+given), converted on load as convert_checkpoint.py converts it, normalized by its run's mean and std, at the detector's
+test size or the segmenter's crop); with --fpn (a detection checkpoint) the FPN maps "fpn0".."fpn<n>" (input normalized
+by the detector's mean and std, which the metadata's preprocessing records). A detection checkpoint alone exports the
+whole detector (Faster R-CNN, Mask R-CNN, RetinaNet or FCOS; one image per call): inputs "image" [3, h, w] (0..1,
+resized by the detector's rule; h and w from one pixel more than its coarsest stride to its max size,
+--min-size/--max-size do not apply) and "original_size" [2] (int64), outputs "boxes" [N, 4] (x1, y1, x2, y2 in the
+original image), "scores" [N], "labels" [N] (1-based class index) and for Mask R-CNN "masks" [N, 1, 28, 28] (within each
+box); scripts/detect.py --onnx runs it (docs/deployment.md). A segmentation checkpoint exports its UperNet: input
+"images" [batch, 3, H, W] normalised (H and W from one pixel more than the coarsest stride to --max-size, by default
+2048 or its test settings' longest side if larger), output "logits" [batch, classes, H, W]; scripts/segment.py --onnx
+runs it with the checkpoint's classes, palette and test settings (rescale, windows, flips).
 
-Weights written by scripts/train.py, train_detection.py or train_segmentation.py need no --model: the model, its
-classes and preprocessing (for a detector: category ids and names, test and max size, mean, std; for a segmenter:
-its palette, mean, std and test settings) come from the file (--ema: the run's EMA weights) and go into the ONNX
-model's metadata_props (JSON values, with "task" and "input_sizes"; --features adds "out_indices", the levels it
-holds). Other layouts need --model; --model alone exports the model's published pretrained weights (timm's file, as
-with --checkpoint FILE; as in predict.py, a name without any is an error). The graph is taken with torch.export
-(non-strict) and converted by torch.onnx's dynamo exporter; the file names its input's dynamic dims "batch",
-"height" and "width". The check (skip with --no-check) runs the file in ONNX Runtime at three sizes of the range
-(--size, else the model's size brought into the range, at batch 3; a larger one with other remainders, at batch 1;
-the smallest, at batch 2; where the first is the smallest, another size takes its place; --fixed-size: its size at
-batch 3) and compares it with PyTorch: NaN or inf fails, and so does a difference above --tolerance. A detector's
-check pairs its detections by label, score and box instead (docs/deployment.md) and an INT8 file's looks for finite
-outputs only: --tolerance is refused for those, as with --no-check. The file is written and checked under a hidden
-name beside --output and renamed to --output once it passes, replacing a file of that name (--overwrite is for the
-scripts' output folders): a file that fails its check, or an export killed before the end, leaves --output as it was
-(an earlier file is kept). --quantize dynamic writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the
-linear layers and the attention products) instead (checked for finite outputs; its accuracy: docs/deployment.md).
+Weights written by scripts/train.py, train_detection.py or train_segmentation.py need no --model: the model, its classes
+and preprocessing (for a detector: category ids and names, test and max size, mean, std; for a segmenter: its palette,
+mean, std and test settings) come from the file (--ema: the run's EMA weights) and go into the ONNX model's
+metadata_props (JSON values, with "task", "input_sizes" and "swinlite", the exporting version; --features adds
+"out_indices", the levels it holds, and "out_norm", whether they pass through per-level norms). Other layouts need
+--model; --model alone exports the model's published pretrained weights (timm's file, as with --checkpoint FILE; as in
+predict.py, a name without any is an error). The graph is taken with torch.export (non-strict) and converted by
+torch.onnx's dynamo exporter; the file names its input's dynamic dims "batch", "height" and "width". The check (skip
+with --no-check) runs the file in ONNX Runtime at three sizes of the range (--size, else the model's size brought into
+the range, at batch 3; one of other remainders, 7/8 of its height and 3/2 of its width (224x224: 197x339), at batch 2;
+the range's smallest at batch 1; where the first is the smallest, it runs at batch 1 and the second transposed joins
+them, or a corner of the range where sizes cut to it coincide; --fixed-size: its size at batch 3) and compares it with
+PyTorch: NaN or inf fails, and so does a difference above --tolerance. A detector's check pairs its detections by label,
+score and box instead (docs/deployment.md) and an INT8 file's looks for finite outputs only: --tolerance is refused for
+those, as with --no-check. The file is written and checked under a hidden name beside --output and renamed to --output
+once it passes, replacing a file of that name (--overwrite is for the scripts' output folders): a file that fails its
+check, or an export killed before the end, leaves --output as it was (an earlier file is kept). --quantize dynamic
+writes ONNX Runtime's dynamic INT8 quantization of every MatMul (the linear layers and the attention products) instead
+(checked for finite outputs; its accuracy: docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from pathlib import Path
 from _cli import WEIGHTS_HINT, Parser, check_model_file, ema_weights, run
 
 QUANTIZATIONS = ("dynamic",)
+MAX_SIZE = 2048  # swinlite.export.MAX_SIZE, --max-size's default, for parsing without torch
 
 
 def parse_args(argv: list[str] | None = None):
@@ -93,10 +95,24 @@ def parse_args(argv: list[str] | None = None):
         help="with --features: per-level LayerNorms (default: on for a detection or segmentation checkpoint, its "
         "trained ones, as its FPN or head reads the levels; off otherwise; --no-out-norm: the raw levels)",
     )
-    parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="example size (default: the model's)")
-    parser.add_argument("--min-size", type=int, help="smallest height and width served (default: one patch)")
     parser.add_argument(
-        "--max-size", type=int, help="largest height and width served (default: 2048, or a segmenter's test size)"
+        "--size",
+        type=int,
+        nargs=2,
+        metavar=("H", "W"),
+        help="example size, traced and checked at (default: the model's; for --features or --fpn of a detection or "
+        "segmentation checkpoint the detector's test_size or the segmenter's crop_size)",
+    )
+    parser.add_argument(
+        "--min-size",
+        type=int,
+        help="smallest height and width served (default: one patch; for --features, --fpn and a segmenter one pixel "
+        "more than the coarsest level's stride)",
+    )
+    parser.add_argument(
+        "--max-size",
+        type=int,
+        help=f"largest height and width served (default: {MAX_SIZE}, or a segmenter's test size if larger)",
     )
     parser.add_argument("--fixed-size", action="store_true", help="serve --size only (one file per size)")
     parser.add_argument("--quantize", choices=QUANTIZATIONS, help="dynamic: every MatMul in INT8 (ONNX Runtime)")
@@ -112,10 +128,17 @@ def parse_args(argv: list[str] | None = None):
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {args.size}")
-    if args.min_size is not None and not 1 <= args.min_size < (args.max_size or args.min_size + 1):
+    if args.max_size is not None and args.max_size < 1:
+        parser.error(f"--max-size must be positive, got {args.max_size}")
+    if args.min_size is not None and args.max_size is None and args.min_size >= MAX_SIZE:
         parser.error(
-            f"--min-size must be in 1..--max-size ({args.max_size or 'its default'}) and below it, got "
-            f"{args.min_size} (one size: --fixed-size --size H W)"
+            f"--min-size {args.min_size} is not below --max-size's default ({MAX_SIZE}; a segmenter's test size if "
+            "larger): pass a --max-size above it"
+        )
+    if args.min_size is not None and not 1 <= args.min_size < (args.max_size or MAX_SIZE):
+        parser.error(
+            f"--min-size must be in 1..--max-size ({args.max_size or MAX_SIZE}) and below it, got {args.min_size} "
+            "(one size: --fixed-size --size H W)"
         )
     if args.fixed_size and (args.min_size is not None or args.max_size is not None):
         parser.error("--fixed-size serves --size only: --min-size and --max-size set a range, drop them or it")
@@ -244,7 +267,8 @@ def export_backbone(args, checkpoint: Path) -> float | None:
 
     model = build(args, checkpoint)
     check_rgb_model(export.swin_of(model), checkpoint)  # the ONNX predictors feed RGB images
-    size_range = (args.min_size or export.default_size_range(model)[0], args.max_size or export.MAX_SIZE)
+    low, high = export.default_size_range(model)
+    size_range = (low if args.min_size is None else args.min_size, high if args.max_size is None else args.max_size)
     nominal = example_size(args, export.input_size(model, checkpoint), size_range)
     served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)
     metadata = export.export_metadata(model, checkpoint, served)  # before the export: a headless classifier refused

@@ -270,16 +270,15 @@ def export_metadata(
     """What a deployment needs besides the graph, as JSON strings: task (``classification``, ``features``,
     ``fpn``), model, preprocessing, the input sizes the graph serves and the smallest any export of the model serves
     (``smallest_size``: :func:`default_size_range`'s, below which ``--min-size`` is refused), weights kind, swinlite
-    version, the class names of a classifier, and the levels of a feature extractor (``out_indices``, resolved:
-    output ``stage<i>`` is level i).
+    versions (:func:`versions`), the class names of a classifier, and of a feature extractor its levels
+    (``out_indices``, resolved: output ``stage<i>`` is level i) and whether they pass through per-level norms
+    (``out_norm``: a run's trained ones by default, none with ``--no-out-norm``).
 
     Args:
         model: the exported module.
         checkpoint: the weights file it was loaded from, or None.
         sizes: ((min height, max height), (min width, max width)) the graph serves.
     """
-    from . import __version__
-
     base = swin_of(model)
     task = "fpn" if isinstance(model, FPNFeatures) else "features" if isinstance(model, FeatureExtractor) else None
     preprocessing = resolve_model_data_config(base)
@@ -303,13 +302,24 @@ def export_metadata(
         "input_sizes": {"height": list(sizes[0]), "width": list(sizes[1])},
         "smallest_size": default_size_range(model)[0],
         "weights": weights,
-        "swinlite": __version__,
+        **versions(recorded),
     }
     if task is None:
         meta["classes"] = class_names(base)
     elif task == "features":
         meta["out_indices"] = model.out_indices
+        meta["out_norm"] = not all(isinstance(norm, nn.Identity) for norm in base.out_norms)
     return {k: json.dumps(v) for k, v in meta.items()}
+
+
+def versions(recorded: Mapping[str, object]) -> dict[str, object]:
+    """The swinlite versions every export records: ``swinlite``, the one that exported the file; and
+    ``checkpoint_swinlite``, the one that wrote its checkpoint (``recorded``, the checkpoint's metadata: the version
+    that trained it, or converted it), where the checkpoint records one."""
+    from . import __version__
+
+    written = recorded.get("swinlite")
+    return {"swinlite": __version__} | ({} if written is None else {"checkpoint_swinlite": written})
 
 
 @contextmanager

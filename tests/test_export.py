@@ -16,9 +16,11 @@ import sympy
 import timm
 import torch
 import torch.nn.functional as F
+from onnxkit import write_classifier
 from pico import PICO
 from torch import nn
 
+import swinlite
 from swinlite import export
 from swinlite.export import (
     FeatureExtractor,
@@ -37,6 +39,7 @@ from swinlite.export import (
     write_onnx,
 )
 from swinlite.fpn import build_fpn_backbone
+from swinlite.io import read_metadata, read_state_dict, save_safetensors
 from swinlite.models.swin import padded_size, stage_maps
 
 # (batch, H, W): one patch; one window at every stage (no shift anywhere); not patch multiples; the issue's sizes
@@ -129,11 +132,28 @@ def test_the_check_runs_a_padded_size_shifted_along_one_side_at_batch_2(name, mo
     assert any(covered(batch, height, width) for batch, _, height, width in runs), (runs, _stages(model, *runs[1][2:]))
 
 
-def test_a_features_file_records_its_levels():
-    """A --features file recorded no levels (task "features"): its output names were the only trace of them."""
-    model = FeatureExtractor(build_exportable(PICO), (1, -1))
-    meta = {k: json.loads(v) for k, v in export_metadata(model, None, ((17, 64), (17, 64))).items()}
+def _metadata(model: nn.Module, checkpoint: Path | None = None) -> dict[str, object]:
+    return {k: json.loads(v) for k, v in export_metadata(model, checkpoint, ((17, 64), (17, 64))).items()}
+
+
+@pytest.mark.parametrize("out_norm", [False, True])
+def test_a_features_file_records_its_levels(out_norm):
+    """A --features file recorded no levels (task "features"): its output names were the only trace of them; nor
+    whether they pass through per-level norms (a run's --features and --features --no-out-norm recorded the same)."""
+    meta = _metadata(FeatureExtractor(build_exportable(PICO, out_norm=out_norm), (1, -1)))
     assert meta["task"] == "features" and meta["out_indices"] == [1, 3] and "classes" not in meta
+    assert meta["out_norm"] is out_norm
+
+
+def test_an_export_records_the_version_that_exported_it(tmp_path):
+    """A backbone's file recorded the exporting version as "swinlite", a detector's or segmenter's the version that
+    trained its checkpoint: each records the exporting one, and the checkpoint's as "checkpoint_swinlite" (the
+    segmenter's: segmentation/test_seg_onnx.py)."""
+    checkpoint = write_classifier(tmp_path / "c.safetensors")
+    save_safetensors(checkpoint, read_state_dict(checkpoint), read_metadata(checkpoint) | {"swinlite": "0.0.1"})
+    meta = _metadata(build_exportable(None, checkpoint=checkpoint), checkpoint)
+    assert (meta["swinlite"], meta["checkpoint_swinlite"]) == (swinlite.__version__, "0.0.1")
+    assert "checkpoint_swinlite" not in _metadata(build_exportable(PICO))  # no checkpoint: timm's initial weights
 
 
 @pytest.fixture(scope="module")

@@ -221,7 +221,7 @@ def export_detector(checkpoint: Path, output: Path, quantize: str | None = None,
         "data": {k: data[k] for k in ("test_size", "max_size", "mean", "std")},
         "input_sizes": {"height": list(size_range), "width": list(size_range)},
         "weights": meta.get("weights", "raw"),
-        "swinlite": meta.get("swinlite"),
+        **export.versions(meta),
     }
     outputs = outputs_of(detector)
     with export.checked_output(output) as path:  # renamed to output once its check passes

@@ -82,7 +82,7 @@ def export_segmenter(
         "preprocessing": info.metadata["preprocessing"],
         "input_sizes": {"height": [low, high], "width": [low, high]},
         "weights": info.metadata.get("weights", "raw"),
-        "swinlite": info.metadata.get("swinlite"),
+        **export.versions(info.metadata),
     }
     sizes = export.check_sizes(clamped, (low, high))
     with export.checked_output(output) as path:  # renamed to output once its check passes

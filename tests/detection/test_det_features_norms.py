@@ -13,7 +13,7 @@ import torch
 from pico import PICO
 from scriptkit import load_script
 
-from swinlite import export
+from swinlite import __version__, export
 from swinlite.detection.predictor import load_detector
 from swinlite.io import read_metadata
 
@@ -64,6 +64,9 @@ def test_features_of_a_detection_checkpoint_default_to_what_its_fpn_reads(traine
     with torch.no_grad():
         raw = given[0](images)
     assert max((r - t).abs().max() for r, t in zip(raw, body, strict=True)) > 1e-2
+    # --features and --features --no-out-norm recorded the same metadata: whether the norms apply is recorded now
+    assert (recorded["out_norm"], converted[1][1]["out_norm"]) == (True, False)
+    assert (recorded["swinlite"], recorded["checkpoint_swinlite"]) == (__version__, meta["swinlite"])
 
 
 def test_no_out_norm_is_refused_for_the_whole_detector(trained, tmp_path, capsys):

@@ -272,3 +272,9 @@ def test_help_shows_the_defaults(load_script, capsys):
         load_script("export_onnx").parse_args(["--help"])
     shown = " ".join(capsys.readouterr().out.split())
     assert "(default: every level of the model, all its stages" in shown and "(default: 1e-4)" in shown
+    # it said "one patch" for --features (its range started one pixel above the coarsest stride), "the model's" size
+    # for a run's (its test or crop size), and batches 1 and 2 swapped (tests/test_export.py runs check_onnx)
+    assert "(default: one patch; for --features, --fpn and a segmenter one pixel more than the coarsest" in shown
+    assert "the detector's test_size or the segmenter's crop_size" in shown
+    assert "3/2 of its width (224x224: 197x339), at batch 2; the range's smallest at batch 1" in shown
+    assert load_script("export_onnx").MAX_SIZE == export.MAX_SIZE  # named for parsing without torch

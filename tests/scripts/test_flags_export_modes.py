@@ -31,7 +31,8 @@ def test_a_flag_the_export_ignores_is_one_error(tmp_path, capsys, argv, error):
 @pytest.mark.parametrize(
     "argv",
     [["--checkpoint", "c.safetensors", "--features", "--no-out-norm"], ["--model", PICO, "--features", "--out-norm"],
-     ["--checkpoint", "d.safetensors", "--fpn"], ["--model", PICO, "--num-classes", "3"]],
+     ["--checkpoint", "d.safetensors", "--fpn"], ["--model", PICO, "--num-classes", "3"],
+     ["--model", PICO, "--min-size", "3000", "--max-size", "4000"]],  # above --max-size's default, given one
 )  # fmt: skip
 def test_the_flags_an_export_takes_still_parse(argv):
     args = load_script("export_onnx").parse_args([*argv, "--output", "m.onnx"])

@@ -96,6 +96,11 @@ CASES = {
     "predict_output_is_a_folder": ("predict", "--checkpoint {ckpt} --output {r} {images}", "is a folder"),
     "predict_output_under_a_file": ("predict", "--checkpoint {ckpt} --output {r}/a_file/p.csv {images}", "is a file"),
     "export_output_is_the_checkpoint": ("export_onnx", "--checkpoint {ckpt} --output {ckpt}", "would replace"),
+    "export_max_size_0": ("export_onnx", "--checkpoint {ckpt} --output {r}/m.onnx --max-size 0",  # read as 2048
+                          "--max-size must be positive, got 0"),
+    "export_min_size_above_the_default_max": (  # failed after the model was read: "got 3000..2048"
+        "export_onnx", "--checkpoint {ckpt} --output {r}/m.onnx --min-size 3000",
+        "--min-size 3000 is not below --max-size's default (2048"),
     "convert_output_is_the_input": ("convert_checkpoint", "{ckpt} {ckpt}", "would replace the input"),
     "extract_output_is_a_file": ("extract_features", "--checkpoint {ckpt} --input {images} --output {r}/a_file",
                                  "is a file; expected a folder"),

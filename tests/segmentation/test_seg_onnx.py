@@ -148,6 +148,42 @@ def test_segment_onnx_refuses_what_the_file_cannot_serve(exported, tmp_path):
     assert repaired.flip and not onnx_predict.segmenter_settings(gaps, flip=False).flip  # --no-flip turns it off
 
 
+def _stub_segmenter(monkeypatch, metadata: dict) -> None:
+    """A segmenter whose checkpoint records ``metadata``, exported without a trace or a conversion: its file is
+    b"new"."""
+    from swinlite import export
+    from swinlite.segmentation import export as seg_export
+
+    model = torch.nn.Module()
+    model.backbone = type("B", (), {"feature_info": type("F", (), {"reduction": lambda: [4, 8, 16, 32]})})
+    labels = type("L", (), {"classes": ["a"], "palette": [(0, 0, 0)]})
+    info = type("I", (), {"test": type("T", (), {"crop_size": (32, 32)}), "labels": labels,
+                          "metadata": {"segmenter": {}, "preprocessing": {}, **metadata}})  # fmt: skip
+    monkeypatch.setattr(seg_export, "load_segmenter", lambda checkpoint: (model, info))
+    monkeypatch.setattr(export, "export_program", lambda *args: None)
+    monkeypatch.setattr(export, "write_onnx", lambda program, path, *args: path.write_bytes(b"new"))
+
+
+def test_a_segmenter_file_records_the_version_that_exported_it(tmp_path, monkeypatch):
+    """It recorded as "swinlite" the version that trained its checkpoint (null where the checkpoint has none), a
+    backbone's file the version that exported it: each records the exporting one, the checkpoint's as
+    "checkpoint_swinlite"."""
+    from swinlite import __version__, export
+    from swinlite.segmentation import export as seg_export
+
+    _stub_segmenter(monkeypatch, {"swinlite": "0.0.1"})
+    written = []  # the metadata of the file written
+
+    def write(program, path, names, metadata, *args):
+        written.append(metadata)
+        path.write_bytes(b"new")
+
+    monkeypatch.setattr(export, "write_onnx", write)
+    seg_export.export_segmenter(Path("seg.safetensors"), tmp_path / "s.onnx", (None, 64), check=False)
+    meta = {k: json.loads(v) for k, v in written[0].items()}
+    assert (meta["swinlite"], meta["checkpoint_swinlite"]) == (__version__, "0.0.1")
+
+
 def test_a_segmenter_file_is_checked_before_it_becomes_the_output(tmp_path, monkeypatch):
     """export_segmenter wrote its file at the output and checked it there: a refused file took the place of a good
     earlier one (then was removed, the earlier one lost), and a kill during the check left it there unchecked. Now
@@ -156,14 +192,7 @@ def test_a_segmenter_file_is_checked_before_it_becomes_the_output(tmp_path, monk
     from swinlite import export
     from swinlite.segmentation import export as seg_export
 
-    model = torch.nn.Module()
-    model.backbone = type("B", (), {"feature_info": type("F", (), {"reduction": lambda: [4, 8, 16, 32]})})
-    labels = type("L", (), {"classes": ["a"], "palette": [(0, 0, 0)]})
-    info = type("I", (), {"test": type("T", (), {"crop_size": (32, 32)}), "labels": labels,
-                          "metadata": {"segmenter": {}, "preprocessing": {}}})  # fmt: skip
-    monkeypatch.setattr(seg_export, "load_segmenter", lambda checkpoint: (model, info))
-    monkeypatch.setattr(export, "export_program", lambda *args: None)
-    monkeypatch.setattr(export, "write_onnx", lambda program, path, *args: path.write_bytes(b"new"))
+    _stub_segmenter(monkeypatch, {})
     output = tmp_path / "s.onnx"
     assert_checked_before_output(
         output,

@@ -46,8 +46,10 @@ from ..convert import (
     convert_when_loaded,
     crop_rel_pos_bias_table,
     embed_rel_pos_bias_table,
+    first_keys,
     resize_rel_pos_bias_table,
 )
+from ..wording import counted
 from .checks import (
     at_least_one_image,
     check_build_args,
@@ -1322,34 +1324,57 @@ def stage_windows(block: str, window: tuple[int, int], grid: tuple[int, int], nu
     return shrunk_windows(window, grid, num_stages)
 
 
-def table_resized_as_timm(
-    table: torch.Tensor,
-    window: tuple[int, int],
-    before: tuple[int, int],
-    after: tuple[int, int],
-    new_window: tuple[int, int],
-) -> torch.Tensor:
-    """A V1 bias table of ``window``, changed as timm's Swin changes the stage's table in ``set_input_size``, for
-    swinlite's ``new_window``.
+def held_window(table: torch.Tensor, window: tuple[int, int], timm_window: tuple[int, int]) -> tuple[int, int]:
+    """The window whose offsets a V1 bias table of ``window`` holds: ``timm_window`` (timm's window of its stage,
+    :func:`shrunk_windows`) where every other offset's bias is exactly zero, the table of a timm model of that window
+    embedded (:func:`~swinlite.convert.embed_shrunk_tables`); else the whole ``window`` (a table swinlite learned or
+    ran on a larger map, or one with no values, on the meta device).
 
-    timm's table is the centre of swinlite's (:func:`~swinlite.convert.crop_rel_pos_bias_table`): the offsets of
-    timm's window ``before`` (``window`` shrunk to the stage's map, :func:`shrunk_windows`). It is resized by timm's
-    ``resize_rel_pos_bias_table`` to timm's new window ``after`` (``new_window`` shrunk to the new map) and embedded
-    in a table of ``new_window``: the offsets it lacks meet only masked padding at that size.
+    A record of what was loaded would not see a state dict converted before ``load_state_dict`` (a pretrained tag's,
+    :func:`~swinlite.convert.convert_pretrained`) nor a table trained since; the zeros are what the table holds now.
+    Offsets that meet only padding at the model's size get no gradient where it is masked (``mask_padding``), so they
+    stay zero while the model trains at that size.
 
     Args:
         table: bias table ((2Wh - 1) * (2Ww - 1), heads) of ``window``.
         window: the table's window.
-        before: timm's window of the stage before the call.
-        after: timm's window of the stage after it.
+        timm_window: timm's window of the table's stage, no larger than ``window``.
+    """
+    if timm_window == window or table.is_meta:
+        return window
+    centre = crop_rel_pos_bias_table(table, window, timm_window)
+    return timm_window if torch.equal(embed_rel_pos_bias_table(centre, timm_window, window), table) else window
+
+
+def table_resized_as_timm(
+    table: torch.Tensor,
+    window: tuple[int, int],
+    held: tuple[int, int],
+    after: tuple[int, int],
+    new_window: tuple[int, int],
+) -> torch.Tensor:
+    """A V1 bias table of ``window``, changed as timm's Swin changes a stage's table in ``set_input_size``, for
+    swinlite's ``new_window``.
+
+    The table's offsets are those of ``held`` (:func:`held_window`), its centre
+    (:func:`~swinlite.convert.crop_rel_pos_bias_table`: exact, the rest is zero): timm's table where the model holds
+    timm's weights, else the whole table. They are resized by timm's ``resize_rel_pos_bias_table`` to timm's new
+    window ``after`` (``new_window`` shrunk to the new map) and embedded in a table of ``new_window``: the offsets it
+    lacks meet only masked padding at that size.
+
+    Args:
+        table: bias table ((2Wh - 1) * (2Ww - 1), heads) of ``window``.
+        window: the table's window.
+        held: the window whose offsets the table holds.
+        after: timm's window of the stage after the call.
         new_window: swinlite's window of the stage after it.
 
     Returns:
         Table ((2Wh' - 1) * (2Ww' - 1), heads) of ``new_window``, detached.
     """
-    table = crop_rel_pos_bias_table(table.detach(), window, before)  # timm's table
-    if after != before:
-        table = resize_rel_pos_bias_table(table, before, after)
+    table = crop_rel_pos_bias_table(table.detach(), window, held)
+    if after != held:
+        table = resize_rel_pos_bias_table(table, held, after)
     return embed_rel_pos_bias_table(table, after, new_window)
 
 
@@ -1572,6 +1597,11 @@ class SwinTransformer(nn.Module):
 
     @torch.jit.ignore
     def group_matcher(self, coarse: bool = False) -> dict[str, Any]:
+        """timm's parameter groups: the stem, then each stage (coarse) or each block, a stage's downsample with its
+        first block, then the final norm. An output norm ``out_norms.i`` joins stage i's last group, so that it
+        adds no layer to layer-wise LR decay (``timm.optim.param_groups_layer_decay``): a model with them decays
+        every shared parameter as one without."""
+        out_norms = [(rf"^out_norms\.{i}\.", (i, len(stage.blocks) - 1)) for i, stage in enumerate(self.layers)]
         return dict(
             stem=r"^patch_embed",
             blocks=r"^(?:layers|out_norms)\.(\d+)"
@@ -1579,7 +1609,7 @@ class SwinTransformer(nn.Module):
             else [
                 (r"^layers\.(\d+)\.downsample", (0,)),
                 (r"^layers\.(\d+)\.blocks\.(\d+)", None),
-                (r"^out_norms\.(\d+)", (99998,)),
+                *out_norms,
                 (r"^norm", (99999,)),
             ],
         )
@@ -1608,11 +1638,13 @@ class SwinTransformer(nn.Module):
         ``resample_patch_embed`` (through its ``PatchEmbed.set_input_size``). V1 bias tables are resized with timm's
         ``resize_rel_pos_bias_table`` to the window timm gives each stage (shrunk to a smaller map), then embedded in
         a table of swinlite's window, which masks padding where timm shrinks
-        (:func:`swinlite.convert.embed_rel_pos_bias_table`: exact). Swin-V2's continuous bias is a function of the
-        window: its coordinates are rebuilt. Any input size still works; the windows and the recorded size change
-        (recorded for ``timm.models.get_model_args`` as the ``img_size``, ``patch_size`` and one ``window_size`` a
-        rebuilt model takes). The logits are timm's wherever each stage's map is a multiple of its window or smaller
-        than it (elsewhere timm's padded tokens attend, see docs/models.md).
+        (:func:`swinlite.convert.embed_rel_pos_bias_table`: exact). A V1 table that holds more than timm's table of its
+        stage (:func:`held_window`: learned on a larger map) stays as it is while its stage keeps its window, and is
+        resized whole for a new one; a warning names every table whose biases are resized. Swin-V2's continuous bias
+        is a function of the window: its coordinates are rebuilt. Any input size still works; the windows and the
+        recorded size change (recorded for ``timm.models.get_model_args`` as the ``img_size``, ``patch_size`` and one
+        ``window_size`` a rebuilt model takes). The logits are timm's wherever each stage's map is a multiple of its
+        window or smaller than it (elsewhere timm's padded tokens attend, see docs/models.md).
 
         ``always_partition``: None or False is timm's default, a window shrunk to a smaller map (swinlite: the
         padding masked, the same attention); True is refused.
@@ -1655,30 +1687,44 @@ class SwinTransformer(nn.Module):
             info["reduction"] = patch[0] * 2**i
         if window_size is not None or window_ratio is not None:  # an explicit window: the new reference
             self._ref_window_sizes, self._ref_grid_size = tuple(windows), grid
-        self._set_windows(window, grid, old_grid)
+        if resized := self._set_windows(window, grid, old_grid):
+            warnings.warn(
+                f"set_input_size resized {counted(len(resized), 'relative position bias table')} to the new windows "
+                f"with timm's resize_rel_pos_bias_table (their learned biases interpolated): {first_keys(resized, 4)}",
+                stacklevel=2,
+            )
         update_model_input_size(
             self, size, patch_size=None if patch_size is None else patch, window_size=self.window_size
         )
 
-    def _set_windows(self, window: tuple[int, int], grid: tuple[int, int], old_grid: tuple[int, int]) -> None:
-        """Give every block ``window`` (V2: shrunk to its map at ``grid``); a V1 table changes as timm's table of the
-        stage does from its window at ``old_grid`` to the new one, and stays as it is where neither changes."""
+    def _set_windows(self, window: tuple[int, int], grid: tuple[int, int], old_grid: tuple[int, int]) -> list[str]:
+        """Give every block ``window`` (V2: shrunk to its map at ``grid``); a V1 table that holds timm's table of the
+        stage (:func:`held_window`) changes as timm's does from its window at ``old_grid`` to the new one, and stays as
+        it is where neither changes; one that holds more (no timm model's) stays as it is while swinlite's window does,
+        else is resized whole. Returns the keys of the tables whose values were resized."""
         num_stages = len(self.layers)
         v2 = isinstance(self.layers[0].blocks[0], SwinV2Block)
         timm_old = shrunk_windows(self.window_size, old_grid, num_stages)  # the windows timm's model has had ...
         timm_new = shrunk_windows(window, grid, num_stages)  # ... and gets
         block_windows = stage_windows("v2" if v2 else "v1", window, grid, num_stages)
         self.window_size = window
-        for stage, stage_window, before, after in zip(self.layers, block_windows, timm_old, timm_new, strict=True):
+        resized = []
+        stages = zip(self.layers, block_windows, timm_old, timm_new, strict=True)
+        for i, (stage, stage_window, before, after) in enumerate(stages):
             for j, block in enumerate(stage.blocks):
                 rel_pos = block.attn.rel_pos
                 if not isinstance(rel_pos, RelativePositionBias):
                     rel_pos.set_window(stage_window)
                 elif after != before or stage_window != rel_pos.window:
-                    table = table_resized_as_timm(rel_pos.table, rel_pos.window, before, after, stage_window)
-                    rel_pos.set_window(stage_window, table)
+                    held = held_window(rel_pos.table.detach(), rel_pos.window, before)
+                    if held == before or stage_window != rel_pos.window:
+                        table = table_resized_as_timm(rel_pos.table, rel_pos.window, held, after, stage_window)
+                        rel_pos.set_window(stage_window, table)
+                        if held != after:  # the biases interpolated, not only cut or embedded
+                            resized.append(f"layers.{i}.blocks.{j}.attn.rel_pos.table")
                 block.window = stage_window
                 block.shift = (stage_window[0] // 2, stage_window[1] // 2) if j % 2 else (0, 0)
+        return resized
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """torch's ``load_state_dict``, a state dict of any layout converted first
@@ -1776,6 +1822,7 @@ class SwinTransformer(nn.Module):
         pruned_end = max_index < len(self.layers) - 1
         self.layers = self.layers[: max_index + 1]
         self.out_norms = self.out_norms[: max_index + 1]
+        self._ref_window_sizes = self._ref_window_sizes[: max_index + 1]  # what set_input_size scales, per stage
         if prune_norm or pruned_end:
             self.norm = nn.Identity()
         if pruned_end:

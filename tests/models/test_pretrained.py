@@ -121,8 +121,9 @@ def test_features_only(reduced_tiny):
 @pytest.mark.parametrize("route", ["built_at_384", "set_input_size"])
 def test_window12_at_384_from_a_window7_tag_gives_timms_logits(reduced_tiny, route):
     """Every bias table is resized as timm's Swin resizes it (timm's ``resize_rel_pos_bias_table``, in its
-    ``checkpoint_filter_fn`` and its ``set_input_size``), whichever way the model gets its 12x12 windows; nothing else
-    changes. The tag built at 384 resized bicubically: 2.6e-3 off timm's logits where ``set_input_size`` was not.
+    ``checkpoint_filter_fn`` and its ``set_input_size``), whichever way the model gets its 12x12 windows, and named in
+    a warning either way; nothing else changes. The tag built at 384 resized bicubically: 2.6e-3 off timm's logits
+    where ``set_input_size`` was not.
     Reference: timm's Swin built the same way from the same file."""
     theirs = timm.create_model(TINY_FT, pretrained=True, window_size=12, img_size=384, **REDUCED)
     if route == "built_at_384":
@@ -132,7 +133,8 @@ def test_window12_at_384_from_a_window7_tag_gives_timms_logits(reduced_tiny, rou
             ours = timm.create_model(LITE_TINY, pretrained=True, window_size=12, img_size=384, **REDUCED)
     else:
         ours = timm.create_model(LITE_TINY, pretrained=True, **REDUCED)
-        ours.set_input_size(img_size=384)
+        with pytest.warns(UserWarning, match="set_input_size resized 5 relative position bias tables"):
+            ours.set_input_size(img_size=384)
     assert ours.layers[0].blocks[0].attn.rel_pos.table.shape[0] == 23 * 23
     torch.testing.assert_close(_logits(ours, 384), _logits(theirs, 384), rtol=0, atol=1e-6)
     loaded = ours.state_dict()

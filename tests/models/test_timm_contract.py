@@ -6,9 +6,11 @@ import warnings
 import pytest
 import timm
 import torch
+from pico import PICO
 from timm.layers import _fx, to_2tuple
 from timm.models import group_parameters
 from timm.models.swin_transformer_v2 import SwinTransformerV2
+from timm.optim import param_groups_layer_decay
 
 import swinlite
 from swinlite.models.pretrained import lite_name
@@ -525,6 +527,22 @@ def test_no_weight_decay_and_group_matcher(built):
         assert len(groups) >= min_groups
 
 
+def test_out_norms_add_no_layer_to_layer_wise_lr_decay():
+    """Each output norm out_norms.i joins stage i's last group: timm's layer decay gives every shared parameter the
+    scale it has without them (each counted as a layer, they took the stem's from 0.254 to 0.167)."""
+    options = dict(embed_dim=32, num_heads=(1, 2, 4, 8), device="meta")
+    scales = []
+    for out_norm in (False, True):
+        model = timm.create_model("swinlite_tiny_patch4_window7_224", out_norm=out_norm, **options)
+        groups = param_groups_layer_decay(model, weight_decay=0.05, layer_decay=0.9)
+        by_param = {id(p): group["lr_scale"] for group in groups for p in group["params"]}
+        scales.append({name: by_param[id(p)] for name, p in model.named_parameters()})
+    without, with_norms = scales
+    assert without == {k: v for k, v in with_norms.items() if not k.startswith("out_norms.")}
+    assert with_norms["out_norms.3.weight"] == with_norms["layers.3.blocks.1.norm1.weight"] == 0.9
+    assert with_norms["out_norms.0.bias"] == with_norms["layers.0.blocks.1.norm2.bias"]
+
+
 TINY = "swinlite_tiny_patch4_window7_224"
 _SET_SIZE_MODEL = dict(img_size=64, embed_dim=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), window_size=4)
 
@@ -595,6 +613,83 @@ def test_set_input_size_at_the_current_size_changes_nothing(block):
         model.set_input_size(**call)
         after = model.state_dict()
         assert after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in before), call
+
+
+def _learned_everywhere(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with weights of a model trained at larger inputs than its img_size: every bias table's offsets,
+    also those that meet only padding at that size (the last stage's 2x2 map in a 4x4 window), learned."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(0, 3.0 if name.endswith("rel_pos.table") else 0.2)
+    return model
+
+
+def test_set_input_size_keeps_a_table_whose_window_stays():
+    """The last stage's whole 7x7 table, learned: set_input_size to the same window at a size where timm's window
+    grows to it (2x2 -> 4x4) kept only timm's 3x3 centre, resized it back to 7x7 and changed the features at 64
+    (by 0.16); built at 64 and given the state dict, the model keeps it. Now every tensor stays, silently."""
+    model = _learned_everywhere(timm.create_model(PICO).eval())
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        expected = model.forward_intermediates(x, intermediates_only=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.set_input_size(img_size=64, window_size=4)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    with torch.no_grad():
+        for ours, theirs in zip(model.forward_intermediates(x, intermediates_only=True), expected, strict=True):
+            assert torch.equal(ours, theirs)
+
+
+def test_set_input_size_resizes_a_learned_table_whole_as_the_loader_does():
+    """A new window (4 -> 8 at 64): the last stage's whole learned table is resized from itself, not from timm's
+    3x3 centre, so the model holds what one built at the new size holds after converting the same state dict; the
+    tables resized are named in a warning, as the loader names them (the last stage's, embedded exactly, is not)."""
+    model = _learned_everywhere(timm.create_model(PICO).eval())
+    built = timm.create_model(PICO, img_size=64, window_size=8)
+    with pytest.warns(UserWarning, match="resized 4 relative position bias tables"):
+        built.load_state_dict(swinlite.convert_state_dict(model.state_dict(), built))
+    with pytest.warns(
+        UserWarning, match=r"set_input_size resized 4 relative position bias tables .*: layers\.0\."
+    ) as w:
+        model.set_input_size(img_size=64, window_size=8)
+    assert "layers.3." not in str(w[0].message)
+    expected = built.state_dict()
+    assert all(torch.equal(v, expected[k]) for k, v in model.state_dict().items())
+
+
+@pytest.mark.parametrize(
+    "v2,call",
+    [(False, dict(img_size=96)), (True, dict(img_size=96)), (False, dict(img_size=128, window_size=8))],
+    ids=["v1", "v2", "v1-window"],
+)
+def test_set_input_size_after_pruning_computes_what_timms_pruned_swin_computes(v2, call):
+    """Pruned of its last stage (prune_intermediate_layers, or features_only's model), the model kept a reference
+    window for each stage it was built with: set_input_size raised (zip()'s ValueError, timm's AssertionError
+    "Expected 4 stage window sizes"). Now it computes what timm's pruned Swin does after the same call."""
+    names = (
+        ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256") if v2 else (TINY, "swin_tiny_patch4_window7_224")
+    )
+    torch.manual_seed(0)
+    reference = timm.create_model(names[1], drop_path_rate=0.0, **_SET_SIZE_MODEL).eval()
+    model = timm.create_model(names[0], **_SET_SIZE_MODEL).eval()
+    model.load_state_dict(reference.state_dict())
+    feats = timm.create_model(names[0], features_only=True, out_indices=(0, 1, 2), **_SET_SIZE_MODEL).eval()
+    for pruned in (reference, model):
+        pruned.prune_intermediate_layers([0, 1, 2])
+    feats.model.load_state_dict(model.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the resized tables' warning
+        for pruned in (reference, model, feats.model):
+            pruned.set_input_size(**call)
+    x = torch.randn(1, 3, call["img_size"], call["img_size"])
+    with torch.no_grad():
+        expected = reference.forward_intermediates(x, intermediates_only=True)
+        for maps in (model.forward_intermediates(x, intermediates_only=True), feats(x)):
+            for ours, theirs in zip(maps, expected, strict=True):
+                torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])

@@ -1042,15 +1042,18 @@ def _tables_timm_shrinks(
 ) -> Iterator[tuple[str, torch.Tensor, tuple[int, int]]]:
     """(key, table, window) of each V1 bias table of ``state_dict`` in a stage of ``model`` whose map at the model's
     nominal input size is smaller than its window, with the window timm gives that stage
-    (:func:`~swinlite.models.swin.shrunk_windows`)."""
+    (:func:`~swinlite.models.swin.shrunk_windows`). Tables of stages the model lacks (pruned of them,
+    ``prune_intermediate_layers``, or built with fewer) are none of these: they load nowhere, and
+    ``load_state_dict`` names them as keys the model does not have."""
     from .models.swin import shrunk_windows  # the model module imports this one
 
     window = tuple(model.window_size)
     shrunk = shrunk_windows(window, tuple(model.patch_embed.grid_size), len(model.layers))
     for key, value in state_dict.items():
         m = re.match(r"^layers\.(\d+)\.blocks\.\d+\.attn\.rel_pos\.table$", key)
-        if m is not None and shrunk[int(m.group(1))] != window:
-            yield key, value, shrunk[int(m.group(1))]
+        stage = int(m.group(1)) if m is not None else len(shrunk)
+        if stage < len(shrunk) and shrunk[stage] != window:
+            yield key, value, shrunk[stage]
 
 
 def _num_offsets(window: Sequence[int]) -> int:

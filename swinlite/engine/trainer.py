@@ -502,10 +502,20 @@ class Trainer:
         optimizer = regrouped(saved["optimizer"], self.model, self.optimizer)
         trained = [len(g["params"]) for g in optimizer["param_groups"]]
         trains = [len(g["params"]) for g in self.optimizer.param_groups]
-        if trained != trains:  # torch's own message names no cause
+        if sum(trained) != sum(trains):  # torch's own message names no cause
             reason = f"it trains {sum(trained)} parameter tensors in {len(trained)} groups, this run {sum(trains)} in "
             raise _misfit(path, "optimizer", reason + f"{len(trains)}: the set of trained parameters changed, e.g. by "
                           "model.kwargs.frozen_stages")  # fmt: skip
+        if trained != trains:  # the same parameters grouped otherwise: no setting of this run's changes it back
+            other = " of other sizes" if len(trained) == len(trains) else ""
+            raise ValueError(
+                f"{path} does not fit this run's optimizer (it groups the {sum(trains)} parameter tensors it trains in "
+                f"{len(trained)} groups, this run in {len(trains)}{other}: the code that saved it, its swinlite or "
+                "timm version, forms the parameter groups otherwise (with optim.layer_decay they follow the model's "
+                "group_matcher), and the file records no parameter names to regroup the saved state by); resume with "
+                f"that version, start a new run from its weights (model.pretrained={path}: a fresh optimizer and lr "
+                "schedule), or start over with --overwrite"
+            )
         # the optimizer's state (moments) is the saved one, its hyperparameters the config's: load_state_dict takes the
         # saved groups' weight decay, betas, layer decay's lr_scale ... (the config may have changed them)
         configured = [{k: v for k, v in g.items() if k not in GROUP_STATE} for g in self.optimizer.param_groups]

@@ -1,6 +1,7 @@
 """What --resume refuses, each with one error line and before anything is written: a folder of another task (before
 its settings are compared and before the data scan), train.epochs or train.max_iters lowered below the point the run
-reached, and model.kwargs that change which parameters are trained (frozen_stages)."""
+reached, model.kwargs that change which parameters are trained (frozen_stages), and a resume file whose optimizer
+groups them otherwise."""
 
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from enginekit import TASKS, copied_run, finished_run, overrides, script_main, t
 from swinlite.engine import run, trainer
 from swinlite.engine.checkpoint import RESUME_KEYS, load_resume, save_resume
 from swinlite.engine.config import dump_yaml, to_dict
+from swinlite.models.swin import SwinTransformer
 
 TASK = TASKS["classification"]
 FAST = {"train.max_iters": 1, "schedule.warmup_epochs": 0}
@@ -117,3 +119,23 @@ def test_frozen_stages_changed_is_refused_before_the_data_scan(finished, tmp_pat
     said = refused(folder, out, capsys, **frozen)
     assert said.startswith(f"error: {out / 'resume.pt'} does not fit this run's optimizer (it trains ")
     assert "the set of trained parameters changed, e.g. by model.kwargs.frozen_stages" in said
+
+
+def test_parameters_grouped_otherwise_are_refused_naming_the_cause(folder, tmp_path, capsys, monkeypatch):
+    """A resume file whose optimizer groups the same parameters otherwise (saved by a swinlite whose group_matcher gave
+    each out_norms.i a layer-decay layer of its own, 18 groups of pico's, now 14) was refused as 'the set of trained
+    parameters changed, e.g. by model.kwargs.frozen_stages', telling to resume with the run's own settings: it was."""
+    settings = {**FAST, "optim.layer_decay": 0.5, "model.kwargs.out_norm": True}
+
+    def old_group_matcher(self, coarse=False):  # out_norms.i after stage i, in a layer of its own
+        blocks = [(r"^layers\.(\d+)\.downsample", (0,)), (r"^layers\.(\d+)\.blocks\.(\d+)", None)]
+        return dict(stem=r"^patch_embed", blocks=[*blocks, (r"^out_norms\.(\d+)", (99998,)), (r"^norm", (99999,))])
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SwinTransformer, "group_matcher", old_group_matcher)
+        out = run(TASK, tiny_config("classification", folder, tmp_path / "run", **settings, **{"train.epochs": 1}))
+    said = refused(folder, out, capsys, **settings, **{"train.epochs": 2})
+    assert said.startswith(f"error: {out / 'resume.pt'} does not fit this run's optimizer (it groups the 90 parameter "
+                           "tensors it trains in 18 groups, this run in 14: the code that saved it, its swinlite or "
+                           "timm version, forms the parameter groups otherwise")  # fmt: skip
+    assert f"start a new run from its weights (model.pretrained={out / 'resume.pt'}: " in said

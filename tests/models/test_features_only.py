@@ -105,6 +105,33 @@ def test_indices_of_any_integer_kind_as_timms_swin_takes_them():
     assert copy.deepcopy(model).prune_intermediate_layers(torch.tensor([0, 1])) == [0, 1]
 
 
+def test_whole_models_weights_load_into_a_pruned_model_as_into_timms(tmp_path):
+    """A whole model's state dict into a model pruned of stages 2 and 3 (features_only's ``.model``,
+    ``prune_intermediate_layers``) was an IndexError, with strict=False too: the bias table of stage 3, whose window
+    shrinks to its 2x2 map at 32x32, was looked up among the kept stages' windows. Now as into timm's pruned Swin:
+    strict=False loads the kept stages exactly and returns the rest (pruned stages, final norm, classifier) as
+    unexpected; strict=True names them, loading nothing. timm's pretrained route drops them, as timm's does."""
+    full = timm.create_model(PICO)
+    whole = full.state_dict()
+    by_timm = timm.create_model(PICO)
+    by_timm.prune_intermediate_layers([0, 1])
+    for model in (timm.create_model(PICO, features_only=True, out_indices=(0, 1)).model, by_timm):
+        before = copy.deepcopy(model.state_dict())
+        with pytest.raises(RuntimeError, match=r"\(nothing loaded\): not in the model: layers\.2\.downsample\."):
+            model.load_state_dict(whole)
+        assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+        missing, unexpected = model.load_state_dict(whole, strict=False)
+        assert missing == [] and sorted(unexpected) == sorted(whole.keys() - model.state_dict().keys())
+        assert all(k.startswith(("layers.2.", "layers.3.", "norm.", "head.fc.")) for k in unexpected)
+        assert all(torch.equal(v, whole[k]) for k, v in model.state_dict().items())
+    torch.save(whole, tmp_path / "pico.pth")
+    overlay = dict(file=str(tmp_path / "pico.pth"))
+    pretrained = timm.create_model(
+        PICO, features_only=True, out_indices=(0, 1), pretrained=True, pretrained_cfg_overlay=overlay
+    )
+    assert all(torch.equal(v, whole[k]) for k, v in pretrained.model.state_dict().items())
+
+
 def test_per_level_norm_is_a_layer_norm_of_each_level():
     plain = timm.create_model(PICO, features_only=True).eval()
     normed = timm.create_model(PICO, features_only=True, out_norm=True).eval()

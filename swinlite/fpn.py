@@ -7,9 +7,10 @@ level as the two-stage detectors use, or ``"p6"``, ``"p7"`` as RetinaNet and FCO
 """
 
 import os
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import timm
 import torch
@@ -17,20 +18,24 @@ from torch import nn
 from torchvision.ops import FeaturePyramidNetwork
 from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
 
-from .convert import backbone_state_dict
-from .io import read_state_dict
+from .convert import backbone_state_dict, state_dict_mismatch, without_wrapper_prefix
+from .io import read_state_dict, unwrap_checkpoint
+from .models.checks import as_int
 from .models.swin import SwinTransformer
 from .models.variants import SwinFeatureBody
-from .weights import load_checkpoint, warn_if_resume_with_ema
+from .weights import load_checkpoint, load_strict, warn_if_resume_with_ema
 
 EXTRA_LEVELS = ("pool", "p6p7")
+# where a torchvision detector on the backbone (a swinlite detection run's too) keeps the FPN's weights
+FPN_PREFIX = "backbone.fpn."
 
 
 class SwinFPNBackbone(nn.Module):
     """Swin feature levels -> FPN.
 
     Args:
-        body: a features-only Swin returning a list of NCHW maps.
+        body: a features-only Swin returning a list of NCHW maps (one that records another ``output_fmt`` is a
+            ValueError here, a map of other channels than ``in_channels`` one in ``forward``).
         in_channels: channels of each returned level.
         fpn_channels: channels of every FPN output.
         strides: stride of each returned level in input pixels; by default the body's own
@@ -38,6 +43,9 @@ class SwinFPNBackbone(nn.Module):
         extra_levels: "pool" (one max-pooled level) or "p6p7" (two strided convs on the last FPN level; for
             RetinaNet / FCOS on three body levels, P3-P5: see :func:`build_fpn_backbone`).
     """
+
+    # the errors' advice; a class constant, which TorchScript reads (not a global str)
+    NCHW_EXPECTED: Final[str] = "NCHW maps expected (timm features_only with output_fmt='NCHW', feature_cls='getter')"
 
     def __init__(
         self,
@@ -50,8 +58,14 @@ class SwinFPNBackbone(nn.Module):
         super().__init__()
         if extra_levels not in EXTRA_LEVELS:
             raise ValueError(f"extra_levels must be one of {', '.join(EXTRA_LEVELS)}, got {extra_levels!r}")
+        output_fmt = getattr(body, "output_fmt", "NCHW")  # timm's feature wrappers record it (a str Enum, Format)
+        if output_fmt != "NCHW":
+            raise ValueError(
+                f"the body records output_fmt={getattr(output_fmt, 'value', output_fmt)!r}: {self.NCHW_EXPECTED}"
+            )
         extra = LastLevelMaxPool() if extra_levels == "pool" else LastLevelP6P7(fpn_channels, fpn_channels)
         self.body = body
+        self.in_channels = list(in_channels)
         self.fpn = FeaturePyramidNetwork(list(in_channels), fpn_channels, extra_blocks=extra)
         self.out_channels = fpn_channels
         if strides is None:
@@ -70,8 +84,15 @@ class SwinFPNBackbone(nn.Module):
         maps = self.body(x)
         if not torch.jit.isinstance(maps, list[torch.Tensor]):  # (refines the body's Union for TorchScript too)
             raise TypeError("the body must return a list of NCHW maps, finest first")
+        if len(maps) != len(self.in_channels):
+            raise ValueError(f"the body returned {len(maps)} maps, expected {len(self.in_channels)} (one per level)")
         levels: dict[str, torch.Tensor] = OrderedDict()
         for i, level in enumerate(maps):
+            if level.dim() != 4 or level.shape[1] != self.in_channels[i]:  # an NHWC map failed in the FPN's conv
+                raise ValueError(
+                    f"the body's map {i} has shape {list(level.shape)}, not [B, {self.in_channels[i]}, H, W]: "
+                    + self.NCHW_EXPECTED
+                )
             levels[str(i)] = level
         return self.fpn(levels)
 
@@ -98,10 +119,14 @@ def build_fpn_backbone(
         fpn_channels: FPN width, the backbone's ``out_channels``.
         frozen_stages: -1 trains all; k freezes the patch embedding and the first k stages.
         checkpoint: weights in any layout :func:`swinlite.convert_state_dict` reads (path or state dict),
-            loaded strictly into every weight the backbone uses (not the classifier, nor the final norm and the
+            loaded strictly into every weight the Swin uses (not the classifier, nor the final norm and the
             stages after the last of ``out_indices`` it is pruned of: a detection or segmentation run's trained with
             ``out_norm=False`` has no final norm; an ImageNet file's later stages are left out, as timm's
-            ``features_only`` leaves them).
+            ``features_only`` leaves them). The FPN loads strictly too from the file's FPN weights
+            (``backbone.fpn.*``: a torchvision detector's state dict on such a backbone, a swinlite detection run's
+            file) where they fit it exactly (the same ``out_indices``, ``fpn_channels`` and ``extra_levels``); FPN
+            weights that do not fit are left out with a warning naming the keys, as a classifier of another size is,
+            and a file without any (a Swin's) leaves the FPN at its initial values.
         extra_levels: levels added above the last FPN level: "pool" (Faster/Mask R-CNN) or "p6p7" (RetinaNet,
             FCOS, with ``out_indices=(1, 2, 3)``: P3-P7, the five levels their default anchor generators expect;
             with four Swin levels there are six maps, and torchvision's default anchors fail an assertion).
@@ -121,31 +146,44 @@ def build_fpn_backbone(
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"expected {model_name} to build a SwinTransformer, got {type(model).__name__}")
     num_stages = len(model.layers)
-    indices = list(out_indices)
+    indices = [as_int(i) for i in out_indices]  # numpy's integers too (np.arange), as timm's features_only takes them
     if (
-        not indices
-        or any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < num_stages for i in indices)
-        or indices != sorted(set(indices))
+        not indices or any(i is None or not 0 <= i < num_stages for i in indices) or indices != sorted(set(indices))
     ):  # the body returns the levels finest first, each once: the FPN's in_channels and strides follow this order
         raise ValueError(
             f"out_indices must be levels in 0..{num_stages - 1}, strictly increasing (each level once, finest "
             f"first), got {tuple(out_indices)}"
         )
-    body = SwinFeatureBody(model, out_indices=list(out_indices), output_fmt="NCHW")  # unused out_norms frozen
-    if checkpoint is not None:  # into the Swin pruned of the final norm it does not use, which the file need not hold
-        _load_swin(body.model, checkpoint)
+    body = SwinFeatureBody(model, out_indices=indices, output_fmt="NCHW")  # unused out_norms frozen
     info = body.feature_info
-    return SwinFPNBackbone(body, info.channels(), fpn_channels, info.reduction(), extra_levels)
+    backbone = SwinFPNBackbone(body, info.channels(), fpn_channels, info.reduction(), extra_levels)
+    if checkpoint is not None:
+        _load_weights(backbone, checkpoint)
+    return backbone
 
 
-def _load_swin(swin: SwinTransformer, checkpoint: str | os.PathLike | Mapping[str, object]) -> None:
-    """``checkpoint`` (a path names itself in the errors) into the features-only ``swin``, strictly, without the
-    checkpoint's classifier (:func:`~swinlite.convert.backbone_state_dict`, as the segmentation backbone's)."""
+def _load_weights(backbone: SwinFPNBackbone, checkpoint: str | os.PathLike | Mapping[str, object]) -> None:
+    """``checkpoint`` (a path names itself in the errors) into ``backbone``: into its features-only Swin strictly,
+    pruned of the final norm it does not use, which the file need not hold, without the checkpoint's classifier
+    (:func:`~swinlite.convert.backbone_state_dict`, as the segmentation backbone's); into its FPN the file's FPN
+    weights, strictly, where they fit it exactly, else none, with a warning (:func:`build_fpn_backbone`)."""
     path = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else None
-    state = read_state_dict(path, stacklevel=4) if path is not None else checkpoint
+    # an EMA warning names the user's line calling build_fpn_backbone
+    state = read_state_dict(path, stacklevel=4) if path is not None else unwrap_checkpoint(checkpoint, stacklevel=4)
     try:
-        load_checkpoint(swin, backbone_state_dict(state))
+        load_checkpoint(backbone.body.model, backbone_state_dict(state))
     except ValueError as e:
         raise (e if path is None else ValueError(f"{path}: {e}")) from None
+    fpn = {k.removeprefix(FPN_PREFIX): v for k, v in without_wrapper_prefix(state).items() if k.startswith(FPN_PREFIX)}
+    source = "checkpoint" if path is None else str(path)
+    mismatch = state_dict_mismatch(backbone.fpn.state_dict(), fpn) if fpn else None
+    if mismatch is not None:  # another fpn_channels, other levels or extra levels: dropped whole, as a classifier
+        warnings.warn(
+            f"{source}: its FPN weights ({FPN_PREFIX}*) do not fit this backbone's FPN (out_indices, fpn_channels or "
+            f"extra_levels differ from the one that saved them); the FPN starts fresh: {mismatch}",
+            stacklevel=3,
+        )
+    elif fpn:
+        load_strict(backbone.fpn, fpn, source)
     if path is not None:
         warn_if_resume_with_ema(path, stacklevel=4)

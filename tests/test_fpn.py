@@ -1,5 +1,6 @@
 """swinlite.fpn: swinlite + FPN as the backbone of torchvision's detectors, on synthetic images and boxes."""
 
+import numpy as np
 import pytest
 import timm
 import torch
@@ -144,10 +145,28 @@ def test_checkpoint_is_loaded_and_checked(tmp_path, out_indices, channels):
         build_fpn_backbone(PICO, checkpoint=nano)
 
 
+def test_a_detectors_fpn_weights_load_where_they_fit(tmp_path):
+    """A torchvision detector's file (backbone.body.model.*, backbone.fpn.*, heads) gave its Swin and, silently, a
+    fresh FPN: other maps. An FPN of another width does not fit: the Swin loads, the FPN starts fresh, warned."""
+    torch.manual_seed(0)
+    backbone = build_fpn_backbone(PICO, fpn_channels=8).eval()
+    path = tmp_path / "faster_rcnn.pth"
+    torch.save(FasterRCNN(backbone, num_classes=3, **SIZES).state_dict(), path)
+    rebuilt, x = build_fpn_backbone(PICO, fpn_channels=8, checkpoint=path).eval(), torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        for got, want in zip(rebuilt(x).values(), backbone(x).values(), strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    fits = r"its FPN weights \(backbone\.fpn\.\*\) do not fit .*; the FPN starts fresh: shape \(file vs model\): "
+    with pytest.warns(UserWarning, match=fits + r"inner_blocks\.0\.0\.weight \(8, 32, 1, 1\) vs \(16, 32, 1, 1\)"):
+        wider = build_fpn_backbone(PICO, fpn_channels=16, checkpoint=path)
+    torch.testing.assert_close(wider.body.model.state_dict(), backbone.body.model.state_dict(), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         (dict(out_indices=(0, 4)), r"out_indices must be levels in 0\.\.3"),
+        (dict(out_indices=(True, 2)), r"out_indices must be levels in 0\.\.3, .*got \(True, 2\)$"),
         (dict(out_indices=()), r"out_indices must be levels in 0\.\.3"),
         # (2, 1) failed only in forward (a channel RuntimeError in the FPN); (1, 1, 2) returned 3 maps, strides said 4
         (dict(out_indices=(2, 1)), r"out_indices must be levels in 0\.\.3, strictly increasing .*got \(2, 1\)$"),
@@ -158,6 +177,30 @@ def test_checkpoint_is_loaded_and_checked(tmp_path, out_indices, channels):
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         build_fpn_backbone(PICO, **kwargs)
+
+
+def test_numpy_out_indices_are_levels():
+    """np.arange(1, 4) was refused as not levels in 0..3, where timm's features_only takes it."""
+    backbone = build_fpn_backbone(PICO, out_indices=np.arange(1, 4), fpn_channels=8)
+    assert backbone.strides == [4, 8, 16, 32] and backbone.body.feature_info.channels() == [64, 128, 256]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(output_fmt="NHWC"), r"the body records output_fmt='NHWC': "),
+        # timm's hook wrapper records NCHW but returns the stages' NHWC maps: a conv's channel error in the FPN
+        (
+            dict(feature_cls="hook", output_fmt="NCHW"),
+            r"the body's map 0 has shape \[1, 16, 16, 32\], not \[B, 32, H, W\]: ",
+        ),
+    ],
+)
+def test_an_nhwc_body_is_refused(kwargs, message):
+    body = timm.create_model(PICO, features_only=True, **kwargs)
+    advice = r"NCHW maps expected \(timm features_only with output_fmt='NCHW', feature_cls='getter'\)$"
+    with pytest.raises(ValueError, match=message + advice):
+        SwinFPNBackbone(body, body.feature_info.channels(), 16)(torch.randn(1, 3, 32, 32))
 
 
 def test_not_a_swinlite_model():

@@ -181,13 +181,13 @@ def check_feature_indices(
     try:
         given = list(indices)
     except TypeError:  # one value (a 0-d tensor too): the count n, an integer of any kind
-        count = _integer(indices)
+        count = as_int(indices)
         if count is None or not 1 <= count <= num_stages:
             raise ValueError(
                 f"an int selects the last n of {num_stages} levels, n in 1..{num_stages}; got {indices!r}"
             ) from None
         return count
-    levels = [_integer(i) for i in given]
+    levels = [as_int(i) for i in given]
     bad = [i for i, level in zip(given, levels, strict=True) if level is None or not -num_stages <= level < num_stages]
     if bad or not levels or (ordered and [i % num_stages for i in levels] != sorted({i % num_stages for i in levels})):
         order = ", strictly increasing (each level once, finest first)" if ordered else ""
@@ -198,8 +198,9 @@ def check_feature_indices(
     return levels
 
 
-def _integer(value: object) -> int | None:
-    """``value`` as an int where it is an integer of any kind (not a bool, not a float), else None."""
+def as_int(value: object) -> int | None:
+    """``value`` as a Python int where it is an integer of any kind ``operator.index`` takes (numpy's too: a config
+    read by numpy, ``np.arange``), else None (a bool, a float)."""
     if isinstance(value, bool):
         return None
     try:

@@ -12,13 +12,11 @@ Sign conventions (both documented once here):
 
 from __future__ import annotations
 
-import operator
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..models.checks import autocast_available
+from ..models.checks import as_int, autocast_available
 from ..models.swin import recording_graph
 from .buffered import buffered_relative_attention
 from .skew import relative_attention, relative_logits, relative_values
@@ -193,9 +191,12 @@ class RelPosSelfAttention1d(nn.Module):
         if self.rel_v is None:  # SDPA adds the mask to q.kᵀ in fp32 (CPU) and gives a fully masked row zeros
             if torch.onnx.is_in_onnx_export():  # no backward in ONNX; torch's exporter fails on a mask needing grad
                 bias = bias.detach()
+            # filled in the mask's dtype: bias mode's fp32 table under autocast, filled with fp32's min, became -inf in
+            # fp16 / bf16, and a fully masked row of -inf may give NaN on CUDA (its memory-efficient kernel)
+            bias = bias.to(q.dtype)
             if blocked is not None:
                 bias = bias.masked_fill(blocked, torch.finfo(bias.dtype).min)
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p, scale=1.0)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p, scale=1.0)
         logits = q @ k.transpose(-2, -1) + bias  # (B, H, L, L), a fresh tensor
         if blocked is not None:  # after the sum, as the buffered kernel: fp16's min plus a logit below -16 is -inf,
             logits.masked_fill_(blocked, torch.finfo(logits.dtype).min)  # and a row of -inf a NaN from softmax
@@ -328,12 +329,9 @@ def _check_config(
 
 
 def _check_int(name: str, value: object, minimum: int, alternative: str = "") -> int:
-    """``value`` as a Python int where it is an integer of any kind ``operator.index`` takes (numpy's too: a config
-    read by numpy, ``np.arange``) and at least ``minimum``; a ValueError for a bool, a float or a smaller one."""
-    try:
-        number = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        number = None
+    """``value`` as a Python int where it is an integer of any kind (:func:`~swinlite.models.checks.as_int`) and at
+    least ``minimum``; a ValueError for a bool, a float or a smaller one."""
+    number = as_int(value)
     if number is None or number < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}{alternative}, got {value!r}")
     return number

@@ -344,6 +344,27 @@ def test_fully_masked_queries_stay_finite_in_fp16(kwargs, precision, grad):
         assert all(torch.isfinite(t.grad).all() for t in (inputs, *half.parameters()))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_bias_mode_hands_sdpa_a_finite_mask_under_autocast(dtype, monkeypatch):
+    """Bias mode's fp32 table was filled with fp32's min, then cast to autocast's dtype: -inf at every masked key,
+    which CPU's SDPA takes, but CUDA's memory-efficient kernel may turn a fully masked row of it into NaN."""
+    masks, sdpa = [], torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, attn_mask, **kwargs):
+        masks.append(attn_mask)
+        return sdpa(*args, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    attn = RelPosSelfAttention1d(DIM, HEADS, MAX_LEN, mode="bias")
+    x, mask = torch.randn(2, 6, DIM), torch.zeros(2, 6, dtype=torch.bool)
+    mask[0] = True  # the first item all padding
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+        out = attn(x, mask)
+    (bias,) = masks
+    assert bias.dtype == dtype and torch.isfinite(bias).all()
+    assert torch.isfinite(out).all()
+
+
 @pytest.mark.parametrize("grad", [True, False])
 @pytest.mark.parametrize(
     "kwargs",

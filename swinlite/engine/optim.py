@@ -69,10 +69,40 @@ def weight_decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str,
     return [group | {"weight_decay": group["weight_decay"] * weight_decay} for group in groups]  # 0 or weight_decay
 
 
+def group_names(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[list[str]]:
+    """The names of ``optimizer``'s parameters, group after group, as ``model.named_parameters()`` gives them: what
+    :func:`regrouped_by_name` lays a saved state out by. ``model``: the bare model the optimizer is built from (not its
+    DDP or ``torch.compile`` wrapper, which would prefix ``module.`` or ``_orig_mod.``)."""
+    names = {id(p): name for name, p in model.named_parameters()}
+    return [[names[id(p)] for p in group["params"]] for group in optimizer.param_groups]
+
+
+def regrouped_by_name(
+    saved: dict[str, Any], saved_names: list[list[str]], optimizer: torch.optim.Optimizer, names: list[list[str]]
+) -> dict[str, Any]:
+    """``saved`` (an optimizer's ``state_dict()``, whose groups held the parameters ``saved_names``) laid out in
+    ``optimizer``'s groups, which hold the same parameters as ``names`` (:func:`group_names`), grouped and ordered
+    as they may be: each parameter's state is its own saved one. A group's settings are those of the saved group that
+    held its first parameter (the lr the scheduler sets before each step, the step counters some optimizers keep per
+    group, alike in every group; an empty group keeps its own)."""
+    held: dict[str, tuple[int, dict[str, Any]]] = {}  # name: (its number in saved, its saved group)
+    for group, group_of_names in zip(saved["param_groups"], saved_names, strict=True):
+        held |= {name: (n, group) for n, name in zip(group["params"], group_of_names, strict=True)}
+    laid_out = optimizer.state_dict()["param_groups"]  # numbers its parameters 0, 1, ... group after group
+    numbers = [held[name][0] for group in names for name in group]  # in saved, of this numbering's parameters
+    state = {n: saved["state"][old] for n, old in enumerate(numbers) if old in saved["state"]}
+    groups = [
+        (held[ns[0]][1] if ns else group) | {"params": group["params"]}
+        for group, ns in zip(laid_out, names, strict=True)
+    ]
+    return {"state": state, "param_groups": groups}
+
+
 def regrouped(saved: dict[str, Any], model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """``saved`` (an optimizer's ``state_dict()``) laid out in ``optimizer``'s groups where it holds its parameters in
-    one group at weight decay 0: timm's one group (every trained parameter in ``model``'s order), which swinlite saved
-    at ``optim.weight_decay=0`` before :func:`weight_decay_groups`; else ``saved`` as it is."""
+    """``saved`` (an optimizer's ``state_dict()``, of a resume file that records no parameter names to lay it out by:
+    :func:`regrouped_by_name`) laid out in ``optimizer``'s groups where it holds its parameters in one group at weight
+    decay 0: timm's one group (every trained parameter in ``model``'s order), which swinlite saved at
+    ``optim.weight_decay=0`` before :func:`weight_decay_groups`; else ``saved`` as it is."""
     trained = [p for p in model.parameters() if p.requires_grad]
     laid_out = optimizer.state_dict()["param_groups"]  # numbers its parameters 0, 1, ... group after group
     number = {id(p): n for n, p in enumerate(p for group in optimizer.param_groups for p in group["params"])}

@@ -31,6 +31,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .. import __version__
+from ..convert import first_keys
 from ..device import autocast_dtype, load_compiler_quietly
 from ..io import read_metadata
 from ..metadata import FORMAT
@@ -78,7 +79,7 @@ from .loop import (
     train_one_epoch,
 )
 from .metrics import TensorBoardLog, plot_curves, write_csv
-from .optim import build_optimizer, build_scheduler, lr_scale, regrouped
+from .optim import build_optimizer, build_scheduler, group_names, lr_scale, regrouped, regrouped_by_name
 from .progress import is_logged
 from .task import RunContext, Task
 from .val_content import content_change, fingerprint
@@ -347,6 +348,7 @@ class Trainer:
             "task_state": self.task.state(),
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            "param_names": group_names(self.model, self.optimizer),  # what --resume regroups the optimizer's state by
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
             "ema": None if self.ema is None else self.ema.state_dict(),
@@ -499,23 +501,7 @@ class Trainer:
         mismatch = state_dict_mismatch(self.model.state_dict(), saved["model"], limit=3)
         if mismatch is not None:  # torch's own message names no key on its first line
             raise _misfit(path, "model", mismatch)
-        optimizer = regrouped(saved["optimizer"], self.model, self.optimizer)
-        trained = [len(g["params"]) for g in optimizer["param_groups"]]
-        trains = [len(g["params"]) for g in self.optimizer.param_groups]
-        if sum(trained) != sum(trains):  # torch's own message names no cause
-            reason = f"it trains {sum(trained)} parameter tensors in {len(trained)} groups, this run {sum(trains)} in "
-            raise _misfit(path, "optimizer", reason + f"{len(trains)}: the set of trained parameters changed, e.g. by "
-                          "model.kwargs.frozen_stages")  # fmt: skip
-        if trained != trains:  # the same parameters grouped otherwise: no setting of this run's changes it back
-            other = " of other sizes" if len(trained) == len(trains) else ""
-            raise ValueError(
-                f"{path} does not fit this run's optimizer (it groups the {sum(trains)} parameter tensors it trains in "
-                f"{len(trained)} groups, this run in {len(trains)}{other}: the code that saved it, its swinlite or "
-                "timm version, forms the parameter groups otherwise (with optim.layer_decay they follow the model's "
-                "group_matcher), and the file records no parameter names to regroup the saved state by); resume with "
-                f"that version, start a new run from its weights (model.pretrained={path}: a fresh optimizer and lr "
-                "schedule), or start over with --overwrite"
-            )
+        optimizer = self._saved_optimizer(saved, path)
         # the optimizer's state (moments) is the saved one, its hyperparameters the config's: load_state_dict takes the
         # saved groups' weight decay, betas, layer decay's lr_scale ... (the config may have changed them)
         configured = [{k: v for k, v in g.items() if k not in GROUP_STATE} for g in self.optimizer.param_groups]
@@ -535,6 +521,46 @@ class Trainer:
             self.log("note: train.ema_decay is new to this run; the EMA starts from the resumed weights")
         if self.scaler.is_enabled() and not saved["scaler"]:  # saved by a disabled scaler: train.amp none or bf16
             self.log("note: train.amp=fp16 is new to this run; its loss scale starts afresh")
+
+    def _saved_optimizer(self, saved: dict[str, Any], path: Path) -> dict[str, Any]:
+        """The saved optimizer state laid out in this run's parameter groups, by parameter name where the file records
+        them (:func:`regrouped_by_name`: the groups may differ), else as it was saved (:func:`regrouped`); ValueError
+        naming ``path`` where it trains other parameters, or groups them otherwise without names to regroup by."""
+        saved_names = saved.get("param_names")  # None: a file from before they were saved
+        if saved_names is not None:
+            names = group_names(self.model, self.optimizer)
+            self._check_trained(saved_names, names, path)
+            return regrouped_by_name(saved["optimizer"], saved_names, self.optimizer, names)
+        optimizer = regrouped(saved["optimizer"], self.model, self.optimizer)
+        trained = [len(g["params"]) for g in optimizer["param_groups"]]
+        trains = [len(g["params"]) for g in self.optimizer.param_groups]
+        if sum(trained) != sum(trains):  # torch's own message names no cause
+            reason = f"it trains {sum(trained)} parameter tensors in {len(trained)} groups, this run {sum(trains)} in "
+            raise _misfit(path, "optimizer", reason + f"{len(trains)}: the set of trained parameters changed, e.g. by "
+                          "model.kwargs.frozen_stages")  # fmt: skip
+        if trained != trains:  # the same parameters grouped otherwise: no setting of this run's changes it back
+            other = " of other sizes" if len(trained) == len(trains) else ""
+            raise ValueError(
+                f"{path} does not fit this run's optimizer (it groups the {sum(trains)} parameter tensors it trains in "
+                f"{len(trained)} groups, this run in {len(trains)}{other}: the code that saved it, its swinlite or "
+                "timm version, forms the parameter groups otherwise (with optim.layer_decay they follow the model's "
+                "group_matcher), and the file records no parameter names to regroup the saved state by); resume with "
+                f"that version, start a new run from its weights (model.pretrained={path}: a fresh optimizer and lr "
+                "schedule), or start over with --overwrite"
+            )
+        return optimizer
+
+    def _check_trained(self, saved_names: list[list[str]], names: list[list[str]], path: Path) -> None:
+        """ValueError naming ``path`` and the first parameters that differ where the saved optimizer trains other
+        parameters (``saved_names``, its groups') than this run's (``names``)."""
+        trained, trains = ({n for group in groups for n in group} for groups in (saved_names, names))
+        if trained == trains:
+            return
+        alone = {"trained by it alone": trained - trains, "by this run alone": trains - trained}
+        order = [name for name, _ in self.model.named_parameters()]  # every one of them (the model's weights loaded)
+        named = [f"{what}: {first_keys([n for n in order if n in only], 3)}" for what, only in alone.items() if only]
+        reason = f"it trains {len(trained)} parameter tensors, this run {len(trains)}: the set of trained parameters "
+        raise _misfit(path, "optimizer", reason + f"changed, e.g. by model.kwargs.frozen_stages; {'; '.join(named)}")
 
     def _schedule_change(self, saved: dict[str, Any]) -> str:
         """What is said of a resumed run's lr schedule that differs from the saved one: recounted for another number

@@ -82,6 +82,8 @@ def test_compile_wraps_the_detector_and_writes_plain_weights(finished: tuple[Pat
     assert len(compiled) == 1 and type(compiled[0]).__name__ == "SwinFasterRCNN"
     for name in ("last.safetensors", "ema.safetensors"):  # the plain keys, and the same training
         assert _equal(reference / name, out / name), name
+    names = [load_resume(run / "resume.pt")["param_names"] for run in (reference, out)]  # what --resume regroups by
+    assert names[0] == names[1] and names[0][0][0].startswith("backbone.")  # the plain model's, as eager
 
 
 def _rename(data: dict) -> None:

@@ -1,17 +1,20 @@
 """What --resume refuses, each with one error line and before anything is written: a folder of another task (before
 its settings are compared and before the data scan), train.epochs or train.max_iters lowered below the point the run
 reached, model.kwargs that change which parameters are trained (frozen_stages), and a resume file whose optimizer
-groups them otherwise."""
+groups them otherwise without their names (one with names is regrouped by them)."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from enginekit import TASKS, copied_run, finished_run, overrides, script_main, tiny_config
 
-from swinlite.engine import run, trainer
+from swinlite.engine import optim, run, trainer
 from swinlite.engine.checkpoint import RESUME_KEYS, load_resume, save_resume
 from swinlite.engine.config import dump_yaml, to_dict
+from swinlite.engine.optim import build_optimizer, group_names, weight_decay_groups
 from swinlite.models.swin import SwinTransformer
 
 TASK = TASKS["classification"]
@@ -119,22 +122,84 @@ def test_frozen_stages_changed_is_refused_before_the_data_scan(finished, tmp_pat
     said = refused(folder, out, capsys, **frozen)
     assert said.startswith(f"error: {out / 'resume.pt'} does not fit this run's optimizer (it trains ")
     assert "the set of trained parameters changed, e.g. by model.kwargs.frozen_stages" in said
+    assert "; trained by it alone: patch_embed.proj.weight, patch_embed.proj.bias, " in said  # its parameter names
 
 
-def test_parameters_grouped_otherwise_are_refused_naming_the_cause(folder, tmp_path, capsys, monkeypatch):
-    """A resume file whose optimizer groups the same parameters otherwise (saved by a swinlite whose group_matcher gave
-    each out_norms.i a layer-decay layer of its own, 18 groups of pico's, now 14) was refused as 'the set of trained
-    parameters changed, e.g. by model.kwargs.frozen_stages', telling to resume with the run's own settings: it was."""
-    settings = {**FAST, "optim.layer_decay": 0.5, "model.kwargs.out_norm": True}
+def old_group_matcher(self, coarse=False):  # out_norms.i after stage i, in a layer of its own
+    blocks = [(r"^layers\.(\d+)\.downsample", (0,)), (r"^layers\.(\d+)\.blocks\.(\d+)", None)]
+    return dict(stem=r"^patch_embed", blocks=[*blocks, (r"^out_norms\.(\d+)", (99998,)), (r"^norm", (99999,))])
 
-    def old_group_matcher(self, coarse=False):  # out_norms.i after stage i, in a layer of its own
-        blocks = [(r"^layers\.(\d+)\.downsample", (0,)), (r"^layers\.(\d+)\.blocks\.(\d+)", None)]
-        return dict(stem=r"^patch_embed", blocks=[*blocks, (r"^out_norms\.(\d+)", (99998,)), (r"^norm", (99999,))])
 
-    with monkeypatch.context() as patch:
-        patch.setattr(SwinTransformer, "group_matcher", old_group_matcher)
-        out = run(TASK, tiny_config("classification", folder, tmp_path / "run", **settings, **{"train.epochs": 1}))
-    said = refused(folder, out, capsys, **settings, **{"train.epochs": 2})
+def swapped_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """The weight decay groups of today's sizes, each group's first parameter in the other, each in reverse order."""
+    low, high = weight_decay_groups(model, weight_decay)
+    (low["params"][0], high["params"][0]) = (high["params"][0], low["params"][0])
+    return [low | {"params": low["params"][::-1]}, high | {"params": high["params"][::-1]}]
+
+
+# parameter groups a swinlite or timm version may form otherwise: (what it patches, the settings that use it)
+GROUPINGS = {
+    "out_norms apart": (  # 18 groups of pico's, now 14
+        (SwinTransformer, "group_matcher", old_group_matcher),
+        {"optim.layer_decay": 0.5, "model.kwargs.out_norm": True},
+    ),
+    # the same sizes: loaded by position, each parameter took another's moments, or failed at the first step
+    "same sizes, swapped": ((optim, "weight_decay_groups", swapped_groups), {}),
+}
+
+
+@pytest.fixture(scope="module")
+def grouped(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Path, Path]]:
+    """(data folder, run) of a finished 1-epoch run saved with one of ``GROUPINGS``, made once, copied by each test."""
+    runs = {}
+
+    def finished(grouping: str) -> tuple[Path, Path]:
+        if grouping not in runs:
+            patch, settings = GROUPINGS[grouping]
+            with pytest.MonkeyPatch.context() as patched:
+                patched.setattr(*patch)
+                root = tmp_path_factory.mktemp("grouped")
+                runs[grouping] = finished_run(root, **FAST, **settings, **{"train.epochs": 1})  # resumed for a second
+        return runs[grouping]
+
+    return finished
+
+
+@pytest.mark.parametrize("grouping", GROUPINGS)
+def test_parameters_grouped_otherwise_resume_each_with_its_own_state(grouped, tmp_path, monkeypatch, grouping):
+    """A resume file whose optimizer groups the same parameters otherwise was refused where the group sizes differ
+    ("it groups the 90 parameter tensors it trains in 18 groups, this run in 14"), and where they do not, loaded each
+    saved moment into the parameter at its position: another's. The file names its parameters: each parameter's state
+    is its own, in this run's groups (the config's)."""
+    folder, out = copied_run(grouped(grouping), tmp_path / "run")
+    saved = load_resume(out / "resume.pt")
+    held = zip(saved["optimizer"]["param_groups"], saved["param_names"], strict=True)
+    numbers = {name: n for group, names in held for n, name in zip(group["params"], names, strict=True)}
+    state = saved["optimizer"]["state"]
+    moments = {name: state[n]["exp_avg"] for name, n in numbers.items() if n in state}  # (no gradient: no state)
+    cfg = tiny_config("classification", folder, out, **FAST, **GROUPINGS[grouping][1], **{"train.epochs": 2})
+    at_start = {}
+
+    def fit(self):  # this run's groups, those of an optimizer built afresh, and each parameter's state
+        at_start["groups"] = group_names(self.model, self.optimizer)
+        at_start["fresh"] = group_names(self.model, build_optimizer(self.model, cfg.optim, global_batch=1))
+        names = {id(p): name for name, p in self.model.named_parameters()}
+        at_start["state"] = {names[id(p)]: s["exp_avg"] for p, s in self.optimizer.state.items()}
+
+    monkeypatch.setattr(trainer.Trainer, "fit", fit)
+    run(TASK, cfg, resume=True)
+    assert at_start["groups"] == at_start["fresh"] != saved["param_names"]
+    assert at_start["state"].keys() == moments.keys()
+    assert all(torch.equal(at_start["state"][name], moments[name]) for name in moments)
+
+
+def test_a_file_without_parameter_names_grouped_otherwise_is_refused_naming_the_cause(grouped, tmp_path, capsys):
+    """A resume file from before the parameter names were saved whose optimizer groups the same parameters otherwise
+    was refused as 'the set of trained parameters changed, e.g. by model.kwargs.frozen_stages', telling to resume with
+    the run's own settings: it was. (Its state cannot be regrouped: it is numbered by position.)"""
+    folder, out = copied_run(grouped("out_norms apart"), tmp_path / "run")
+    save_resume(out / "resume.pt", {k: v for k, v in load_resume(out / "resume.pt").items() if k != "param_names"})
+    said = refused(folder, out, capsys, **FAST, **GROUPINGS["out_norms apart"][1], **{"train.epochs": 2})
     assert said.startswith(f"error: {out / 'resume.pt'} does not fit this run's optimizer (it groups the 90 parameter "
                            "tensors it trains in 18 groups, this run in 14: the code that saved it, its swinlite or "
                            "timm version, forms the parameter groups otherwise")  # fmt: skip

@@ -1,5 +1,6 @@
 """Two processes of a training script as ``torchrun --nproc_per_node=2`` places them (RANK, WORLD_SIZE, MASTER_ADDR
 and MASTER_PORT in the environment), forked from the test's process: torch, timm and swinlite are imported already.
+And torchrun itself, its agent forked from the test's process (:func:`torchrun`), its processes fresh ones.
 
 For a launch refused before training (its startup checks, the handshake): see forkkit for why a forked child must
 not train."""
@@ -10,12 +11,13 @@ import multiprocessing
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from scriptkit import run_script
+from scriptkit import run_script, script_env
 
 
 def report_and_exit(reports: list[Path], rank: int, said: str, wait: float = 30) -> None:
@@ -85,3 +87,34 @@ def two_ranks(
     paths = [logs / f"rank{rank}.log" for rank in range(2)]
     codes, seconds = forked_pair(_rank, (script, argvs, cwds or [None, None], paths), timeout)
     return codes, [path.read_text() for path in paths], seconds
+
+
+def _agent(args: list[str], out: Path, err: Path) -> None:
+    """torchrun's agent in a forked process: its output (and its processes') into ``out`` and ``err``, the scripts'
+    environment, then torchrun's ``main``; its exception, a failed launch's summary, is printed as from the command
+    line (multiprocessing prints it; exit code 1)."""
+    for fd, path in ((1, out), (2, err)):
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # torch's loggers write to sys.stderr as it is when they do
+    os.environ.update(script_env())
+    from torch.distributed import run
+
+    run.main(args)
+
+
+def torchrun(args: list[str], logs: Path, timeout: float) -> subprocess.CompletedProcess:
+    """``torchrun ARGS`` in the scripts' environment (``scriptkit.script_env``), as ``subprocess.run`` gives it: exit
+    code, stdout and stderr (through ``logs/torchrun.{out,err}``); past ``timeout`` s the agent is SIGKILLed and
+    ``subprocess.TimeoutExpired`` raised. The agent (torchrun's ``main``, which trains nothing) is forked from the
+    test's process, where torch is imported already: ``python -m torch.distributed.run`` spends 2 s or more of each
+    launch importing it. The processes it starts are fresh interpreters, as torchrun starts them."""
+    out, err = logs / "torchrun.out", logs / "torchrun.err"
+    agent = multiprocessing.get_context("fork").Process(target=_agent, args=(args, out, err))
+    agent.start()
+    agent.join(timeout)
+    if agent.exitcode is None:
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.join()
+        raise subprocess.TimeoutExpired(["torchrun", *args], timeout)
+    return subprocess.CompletedProcess(["torchrun", *args], agent.exitcode, out.read_text(), err.read_text())

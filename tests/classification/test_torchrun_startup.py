@@ -10,8 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from rankforks import two_ranks
-from scriptkit import script_env
+from rankforks import torchrun, two_ranks
 from trainkit import REPO, tiny_overrides
 
 TIMEOUT = 120  # train.dist_timeout: the old hang lasted this long (then a SIGKILL 30 s later)
@@ -51,10 +50,10 @@ def _torchrun(tmp_path: Path, overrides: list[str], extra: list[str]) -> tuple[s
     late = f"{sys.executable} {tmp_path / 'late.py'}"
     wrapper.write_text(f'#!/bin/sh\nif [ "$RANK" = 0 ]; then shift; exec {late} "$@" {quoted}; fi\nexec "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--no-python",
-           str(wrapper), sys.executable, str(REPO / "scripts" / "train.py"), *overrides]  # fmt: skip
+    args = ["--standalone", "--nproc_per_node=2", "--no-python", str(wrapper), sys.executable,
+            str(REPO / "scripts" / "train.py"), *overrides]  # fmt: skip
     start = time.monotonic()
-    result = subprocess.run(cmd, capture_output=True, text=True, env=script_env(), timeout=240)
+    result = torchrun(args, tmp_path, timeout=240)
     return result, time.monotonic() - start
 
 

@@ -5,12 +5,11 @@ torchrun's agent keeps its rendezvous store across restarts: the restarted proce
 read the dead attempt's addresses and failed to connect (gloo's connectFullMesh), then hung deaf to SIGTERM. A
 WORLD_SIZE left from another launch, without RANK, ended in a KeyError traceback."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from scriptkit import run_script, script_env
+from rankforks import torchrun
+from scriptkit import run_script
 
 from swinlite.engine.distributed import launched
 
@@ -45,11 +44,10 @@ os._exit(0)  # not the second of torch's interpreter teardown: the processes' en
 
 def test_a_restarted_group_joins_afresh(tmp_path: Path):
     (tmp_path / "probe.py").write_text(PROBE)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--max-restarts=1",
-           "--monitor-interval=0.2", str(tmp_path / "probe.py")]  # fmt: skip
-    result = subprocess.run(cmd, capture_output=True, text=True, env=script_env(), timeout=180)
+    restarts = ["--max-restarts=1", "--monitor-interval=0.2"]
+    result = torchrun(["--standalone", "--nproc_per_node=2", *restarts, str(tmp_path / "probe.py")], tmp_path, 180)
     assert result.returncode == 0, result.stderr[-3000:]
-    for rank in (0, 1):  # the two processes print into one pipe: their lines may interleave
+    for rank in (0, 1):  # the two processes print into one file: their lines may interleave
         assert result.stdout.count(f"rank {rank} attempt 1 sees [0, 1]") == 1, result.stdout
     assert "attempt 0 sees" not in result.stdout, result.stdout
 

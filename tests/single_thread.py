@@ -10,15 +10,13 @@ import torch
 @contextlib.contextmanager
 def one_thread_only() -> Iterator[None]:
     """The autouse ``one_thread`` fixture, for the module and session fixtures, which run before it: one intra-op
-    thread, the earlier count restored after, and deterministic algorithms off (runs with train.deterministic=true
-    switch them on)."""
+    thread, the earlier count restored after."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         yield
     finally:
         torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(False)
 
 
 @pytest.fixture(autouse=True)

@@ -58,6 +58,8 @@ def log(dist: DistInfo, message: str) -> None:
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:
+    """Seed every RNG; ``deterministic``: torch's deterministic algorithms on, for this run (:func:`run` restores the
+    setting it found at its end: a sweep's next run in the same process, or the caller's code, does not inherit it)."""
     seed_rng(seed)
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -106,6 +108,7 @@ def run(
             raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
     dist = join(device, cfg.train.dist_timeout, startup_settings(cfg, resume, overwrite))
     lock, trainer, preparing = None, None, False
+    found = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
     try:
         out, lock, recorded = prepare_output(cfg, task, resume, overwrite, dist)
         seed_everything(cfg.train.seed + dist.rank, cfg.train.deterministic)
@@ -148,6 +151,7 @@ def run(
         if lock is not None:
             lock.release()
         cleanup(dist)
+        torch.use_deterministic_algorithms(found[0], warn_only=found[1])  # train.deterministic was this run's
     return out
 
 

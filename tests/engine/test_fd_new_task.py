@@ -100,6 +100,12 @@ def colour_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return train(ColourTask, tmp_path_factory.mktemp("colour") / "out")
 
 
+def test_a_run_leaves_torchs_deterministic_setting_as_it_found_it(tmp_path: Path):
+    """train.deterministic=true is the run's: a sweep's next run in the process (or the caller's code) had it on."""
+    train(ColourTask, tmp_path / "out")  # train.deterministic=true
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
 def test_overwrite_removes_what_the_new_tasks_earlier_run_wrote(colour_run: Path, tmp_path: Path):
     """Its own --overwrite removed eval.json but kept errors.csv (Task.evaluation_files): one folder held two runs'."""
     out = shutil.copytree(colour_run, tmp_path / "out")

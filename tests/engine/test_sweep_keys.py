@@ -111,7 +111,7 @@ def test_a_sweep_under_torchrun_trains_each_run_with_ddp(tmp_path: Path, coco: P
         "train.epochs": 1,
         "schedule.warmup_epochs": 3,  # longer than the run: a warning on every rank
     }
-    runs = [  # detection first: classification's train.deterministic=true stays on after its run (seed_everything)
+    runs = [  # one after the other in the same processes: a sweep
         (SCRIPT["detection"], overrides("detection", coco, det, **unused_level)),
         (SCRIPT["classification"], overrides("classification", folder, cls, **bn_ema)),
     ]

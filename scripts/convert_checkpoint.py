@@ -89,9 +89,15 @@ def main(argv: list[str] | None = None) -> None:
     warn_if_resume_with_ema(args.input)
     if layout in RUN_SWIN_PREFIXES:
         swin = args.model or recorded_swin(metadata) or "Swin"
-        kept = f": a {swin} backbone; the run's metadata, which describes its whole model, is not kept"
+        kept = f": a {swin} backbone"
+        if metadata:  # a run's file (a bare backbone's state dict records none)
+            kept += "; the run's metadata, which describes its whole model, is not kept"
         if "norm.weight" not in state_dict:  # without --model only: the fit to its model needs the final norm
-            kept += f"; it has no final norm (the run trained with model.kwargs.out_norm=false): {BACKBONE_ONLY}"
+            if layout == "swinlite-fpn-backbone":
+                why = "the backbone was built with out_norm=False"
+            else:
+                why = "the run trained with model.kwargs.out_norm=false"
+            kept += f"; it has no final norm ({why}): {BACKBONE_ONLY}"
     elif layout == "timm-features":  # without --model only: the fit to its model needs the final norm
         kept = f": a Swin backbone with no final norm (timm's features_only Swin has none): {BACKBONE_ONLY}"
     else:

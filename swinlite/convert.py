@@ -28,6 +28,9 @@ Supported layouts, detected from the keys:
   (``scripts/train_detection.py``'s, ``train_segmentation.py``'s): their Swin, in swinlite's layout behind
   ``backbone.body.model.`` / ``backbone.model.`` (:data:`RUN_SWIN_PREFIXES`); the FPN and heads are dropped, as
   mmdet's necks and heads are.
+- ``swinlite-fpn-backbone``: a :class:`~swinlite.fpn.SwinFPNBackbone`'s own state dict (``build_fpn_backbone(...)``
+  saved alone): its Swin behind ``body.model.``; the FPN (``fpn.*``) is dropped here, and loaded by
+  :func:`~swinlite.fpn.build_fpn_backbone`.
 
 Per-level output norms (mmdet's and Microsoft's detection repos' ``normI``, Hugging Face ``hidden_states_norms``) map
 to ``out_norms.I`` (models built with ``out_norm=True``); the last level's also becomes the final ``norm`` (that of a
@@ -81,9 +84,13 @@ FIRST_CONV = "patch_embed.proj.weight"  # the patch embedding: its input channel
 _DROPPED = ("relative_position_index", "relative_coords_table", "attn_mask")
 # before every key of a state dict saved from a wrapper: (Distributed)DataParallel's, torch.compile's
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
-# layout -> where the weights of a swinlite detection / segmentation run hold their Swin (a features-only one: per-level
-# output norms, no final norm, no classifier); every other key is the run's FPN and heads
-RUN_SWIN_PREFIXES = {"swinlite-detection": "backbone.body.model.", "swinlite-segmentation": "backbone.model."}
+# layout -> where the weights of a swinlite detection / segmentation run, or of a bare SwinFPNBackbone, hold their Swin
+# (a features-only one: per-level output norms, no final norm, no classifier); every other key is the FPN and heads
+RUN_SWIN_PREFIXES = {
+    "swinlite-detection": "backbone.body.model.",
+    "swinlite-segmentation": "backbone.model.",
+    "swinlite-fpn-backbone": "body.model.",
+}
 
 
 def without_wrapper_prefix(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
@@ -573,15 +580,22 @@ def misfit_note(metadata: Mapping[str, Any], name: str, state_dict: Mapping[str,
     return "".join(f"; {note}" for note in notes)
 
 
+# a layout of RUN_SWIN_PREFIXES -> (whose weights its files are, what of them is not the Swin), for messages
+_SWIN_HOLDERS = {
+    "swinlite-detection": ("a swinlite detection run's weights", "its FPN and heads"),
+    "swinlite-segmentation": ("a swinlite segmentation run's weights", "its heads"),
+    "swinlite-fpn-backbone": ("a swinlite SwinFPNBackbone's state dict", "its FPN"),
+}
+
+
 def describe_layout(layout: str) -> str:
-    """``layout`` (:func:`detect_layout`'s name) for messages: ``"the timm layout"``; for a swinlite run's weights, what
-    of them is read (``"the Swin of a swinlite detection run's weights (backbone.body.model.*, its FPN and heads left
-    out)"``)."""
+    """``layout`` (:func:`detect_layout`'s name) for messages: ``"the timm layout"``; for a swinlite run's weights (a
+    bare FPN backbone's), what of them is read (``"the Swin of a swinlite detection run's weights
+    (backbone.body.model.*, its FPN and heads left out)"``)."""
     if layout not in RUN_SWIN_PREFIXES:
         return f"the {layout} layout"
-    task = layout.removeprefix("swinlite-")
-    rest = "its FPN and heads" if task == "detection" else "its heads"
-    return f"the Swin of a swinlite {task} run's weights ({RUN_SWIN_PREFIXES[layout]}*, {rest} left out)"
+    whose, rest = _SWIN_HOLDERS[layout]
+    return f"the Swin of {whose} ({RUN_SWIN_PREFIXES[layout]}*, {rest} left out)"
 
 
 def _check_swinlite_keys(state_dict: Mapping[str, torch.Tensor], layout: str) -> None:
@@ -892,7 +906,9 @@ def missing_final_norm(missing: Collection[str], layout: str = "swinlite") -> st
     does not use the final norm, never a classifier."""
     if set(missing) != {"norm.weight", "norm.bias"}:
         return ""
-    if layout in RUN_SWIN_PREFIXES:
+    if layout == "swinlite-fpn-backbone":
+        why = "the backbone that saved it was built with out_norm=False, and its Swin has none"
+    elif layout in RUN_SWIN_PREFIXES:
         why = "the run that wrote it trained with model.kwargs.out_norm=false, and its Swin has none"
     elif layout == "timm-features":
         why = "its weights are a timm Swin's built with features_only=True (timm's FeatureListNet), which has none"

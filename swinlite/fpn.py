@@ -18,7 +18,7 @@ from torch import nn
 from torchvision.ops import FeaturePyramidNetwork
 from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
 
-from .convert import backbone_state_dict, state_dict_mismatch, without_wrapper_prefix
+from .convert import backbone_state_dict, detect_layout, state_dict_mismatch, without_wrapper_prefix
 from .io import read_state_dict, unwrap_checkpoint
 from .models.checks import as_int
 from .models.swin import SwinTransformer
@@ -26,8 +26,9 @@ from .models.variants import SwinFeatureBody
 from .weights import load_checkpoint, load_strict, warn_if_resume_with_ema
 
 EXTRA_LEVELS = ("pool", "p6p7")
-# where a torchvision detector on the backbone (a swinlite detection run's too) keeps the FPN's weights
-FPN_PREFIX = "backbone.fpn."
+# the layout of a file's Swin (convert.detect_layout) -> where the file keeps the FPN's weights: a torchvision detector
+# on the backbone (a swinlite detection run's too), and the backbone's own state dict
+FPN_PREFIXES = {"swinlite-detection": "backbone.fpn.", "swinlite-fpn-backbone": "fpn."}
 
 
 class SwinFPNBackbone(nn.Module):
@@ -124,9 +125,10 @@ def build_fpn_backbone(
             ``out_norm=False`` has no final norm; an ImageNet file's later stages are left out, as timm's
             ``features_only`` leaves them). The FPN loads strictly too from the file's FPN weights
             (``backbone.fpn.*``: a torchvision detector's state dict on such a backbone, a swinlite detection run's
-            file) where they fit it exactly (the same ``out_indices``, ``fpn_channels`` and ``extra_levels``); FPN
-            weights that do not fit are left out with a warning naming the keys, as a classifier of another size is,
-            and a file without any (a Swin's) leaves the FPN at its initial values.
+            file; ``fpn.*``: the backbone's own state dict, its Swin under ``body.model.*``) where they fit it
+            exactly (the same ``out_indices``, ``fpn_channels`` and ``extra_levels``); FPN weights that do not fit
+            are left out with a warning naming the keys, as a classifier of another size is, and a file without any
+            (a Swin's) leaves the FPN at its initial values.
         extra_levels: levels added above the last FPN level: "pool" (Faster/Mask R-CNN) or "p6p7" (RetinaNet,
             FCOS, with ``out_indices=(1, 2, 3)``: P3-P7, the five levels their default anchor generators expect;
             with four Swin levels there are six maps, and torchvision's default anchors fail an assertion).
@@ -174,12 +176,14 @@ def _load_weights(backbone: SwinFPNBackbone, checkpoint: str | os.PathLike | Map
         load_checkpoint(backbone.body.model, backbone_state_dict(state))
     except ValueError as e:
         raise (e if path is None else ValueError(f"{path}: {e}")) from None
-    fpn = {k.removeprefix(FPN_PREFIX): v for k, v in without_wrapper_prefix(state).items() if k.startswith(FPN_PREFIX)}
+    prefix = FPN_PREFIXES.get(detect_layout(state))  # None: a file of no FPN (a Swin's, mmdetection's)
+    unwrapped = without_wrapper_prefix(state) if prefix is not None else {}
+    fpn = {k.removeprefix(prefix): v for k, v in unwrapped.items() if k.startswith(prefix)}
     source = "checkpoint" if path is None else str(path)
     mismatch = state_dict_mismatch(backbone.fpn.state_dict(), fpn) if fpn else None
     if mismatch is not None:  # another fpn_channels, other levels or extra levels: dropped whole, as a classifier
         warnings.warn(
-            f"{source}: its FPN weights ({FPN_PREFIX}*) do not fit this backbone's FPN (out_indices, fpn_channels or "
+            f"{source}: its FPN weights ({prefix}*) do not fit this backbone's FPN (out_indices, fpn_channels or "
             f"extra_levels differ from the one that saved them); the FPN starts fresh: {mismatch}",
             stacklevel=3,
         )

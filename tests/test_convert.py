@@ -20,6 +20,7 @@ from timm.models.swin_transformer import checkpoint_filter_fn
 
 import swinlite
 from swinlite.convert import check_weight_values
+from swinlite.fpn import build_fpn_backbone
 from swinlite.io import read_metadata, save_safetensors
 from swinlite.weights import load_checkpoint, load_model, weights_metadata
 
@@ -42,6 +43,16 @@ def test_detects_v2_layouts():
         assert swinlite.detect_layout(torchvision.models.swin_v2_t().state_dict()) == "torchvision"
     model = timm.create_model("swinlite_v2_pico_patch2_window4_32", device="meta")
     assert swinlite.detect_layout(model.state_dict()) == "swinlite"
+
+
+def test_a_bare_fpn_backbones_state_dict_gives_its_swin():
+    """build_fpn_backbone(...).state_dict() (body.model.*, fpn.*) was read as swinlite's layout, its keys passed on as
+    they were: no Swin's; now its Swin, the FPN left out (build_fpn_backbone loads that: test_fpn.py)."""
+    backbone = build_fpn_backbone(PICO, fpn_channels=8)
+    assert swinlite.detect_layout(backbone.state_dict()) == "swinlite-fpn-backbone"
+    swin = backbone.body.model.state_dict()
+    converted = swinlite.convert_state_dict(backbone.state_dict())
+    assert converted.keys() == swin.keys() and all(torch.equal(v, swin[k]) for k, v in converted.items())
 
 
 def test_unknown_layout_lists_keys():

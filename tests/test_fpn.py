@@ -145,18 +145,21 @@ def test_checkpoint_is_loaded_and_checked(tmp_path, out_indices, channels):
         build_fpn_backbone(PICO, checkpoint=nano)
 
 
-def test_a_detectors_fpn_weights_load_where_they_fit(tmp_path):
+@pytest.mark.parametrize(("saved", "fpn_prefix"), [("detector", r"backbone\.fpn\."), ("backbone", r"fpn\.")])
+def test_a_detectors_fpn_weights_load_where_they_fit(tmp_path, saved, fpn_prefix):
     """A torchvision detector's file (backbone.body.model.*, backbone.fpn.*, heads) gave its Swin and, silently, a
-    fresh FPN: other maps. An FPN of another width does not fit: the Swin loads, the FPN starts fresh, warned."""
+    fresh FPN: other maps; the backbone's own state dict (body.model.*, fpn.*) was refused ("94 checkpoint keys did not
+    map onto SwinTransformer"). An FPN of another width does not fit: the Swin loads, the FPN starts fresh, warned."""
     torch.manual_seed(0)
     backbone = build_fpn_backbone(PICO, fpn_channels=8).eval()
-    path = tmp_path / "faster_rcnn.pth"
-    torch.save(FasterRCNN(backbone, num_classes=3, **SIZES).state_dict(), path)
+    path = tmp_path / f"{saved}.pth"
+    model = FasterRCNN(backbone, num_classes=3, **SIZES) if saved == "detector" else backbone
+    torch.save(model.state_dict(), path)
     rebuilt, x = build_fpn_backbone(PICO, fpn_channels=8, checkpoint=path).eval(), torch.randn(1, 3, 32, 32)
     with torch.no_grad():
         for got, want in zip(rebuilt(x).values(), backbone(x).values(), strict=True):
             torch.testing.assert_close(got, want, rtol=0, atol=0)
-    fits = r"its FPN weights \(backbone\.fpn\.\*\) do not fit .*; the FPN starts fresh: shape \(file vs model\): "
+    fits = rf"its FPN weights \({fpn_prefix}\*\) do not fit .*; the FPN starts fresh: shape \(file vs model\): "
     with pytest.warns(UserWarning, match=fits + r"inner_blocks\.0\.0\.weight \(8, 32, 1, 1\) vs \(16, 32, 1, 1\)"):
         wider = build_fpn_backbone(PICO, fpn_channels=16, checkpoint=path)
     torch.testing.assert_close(wider.body.model.state_dict(), backbone.body.model.state_dict(), rtol=0, atol=0)

@@ -87,22 +87,32 @@ def _check_images(path: Path, images: list[dict]) -> None:
     _problems(path, "images without a file_name or a positive integer width and height", bad)
 
 
+def files_named(image_dir: Path, file_names: list[str]) -> list[str]:
+    """The file each of ``file_names`` names, as the loader takes it (joined to ``image_dir``: an absolute one stands
+    alone), its folders' symbolic links followed: "./01.png", "../train2017/01.png", an absolute path, or a path
+    through a symlinked folder give one path. Folders are resolved once each (``os.path.realpath``), not every
+    image's path: a file_name that is itself a symlink is not resolved."""
+    root = os.fspath(image_dir)
+    real_dirs: dict[str, str] = {}
+    files: list[str] = []
+    for name in file_names:
+        folder, base = os.path.split(os.path.join(root, name))
+        if folder not in real_dirs:
+            real_dirs[folder] = os.path.realpath(folder)
+        files.append(os.path.normpath(os.path.join(real_dirs[folder], base)))
+    return files
+
+
 def check_one_id_per_file(path: Path, images: list[dict], image_dir: Path) -> None:
     """ValueError naming the images (id and ``file_name`` as written) whose ``file_name`` names one file of
     ``image_dir`` under more than one id, each of which would be trained or scored once per id.
 
-    A file_name is taken as the loader takes it (joined to ``image_dir``: an absolute one stands alone) and compared
-    as the file it names: "./01.png", "../train2017/01.png", an absolute path, or a path through a symlinked folder
-    name one file. Folders are resolved once each (``os.path.realpath``), not every image's path: a file_name that
-    is itself a symlink to another listed file is not resolved.
+    A file_name is compared as the file it names (:func:`files_named`: however it is spelled; a file_name that is
+    itself a symlink to another listed file is not resolved).
     """
-    real_dirs: dict[str, str] = {}
     names_of: dict[str, dict[str, list[int]]] = {}  # file -> file_name as written -> ids
-    for image in images:
-        folder, base = os.path.split(os.path.join(image_dir, image["file_name"]))
-        if folder not in real_dirs:
-            real_dirs[folder] = os.path.realpath(folder)
-        file = os.path.normpath(os.path.join(real_dirs[folder], base))
+    files = files_named(image_dir, [image["file_name"] for image in images])
+    for image, file in zip(images, files, strict=True):
         names_of.setdefault(file, {}).setdefault(image["file_name"], []).append(image["id"])
     twice = [_spellings(names) for names in names_of.values() if sum(map(len, names.values())) > 1]
     _problems(

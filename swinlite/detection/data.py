@@ -9,7 +9,9 @@ than the size it records: the file and the folder likely do not belong together 
 of the same names); an image whose file is missing, whose header (with ``verify``, whole file) does not decode or
 whose size (EXIF orientation applied) is not the annotation's, and an annotation with a non-finite box (or, for Mask
 R-CNN, no valid mask), are skipped with a warning naming their ids (an invalid polygon alone is dropped, the object
-kept).
+kept). The two splits are kept apart: ``check_own_annotations`` refuses a val split that reads the training
+annotation file, before either is read, and ``check_splits_apart`` one that holds any training image (the same file
+once symbolic links are followed), naming how many and the first few.
 ``CocoDetection`` then serves ``(image, target)`` pairs as torchvision's detectors take them: category ids (which
 need not be contiguous) become labels 1..K (0 is the background; a file with categories the label mapping lacks is a
 ValueError), ``iscrowd`` objects are left out (COCOeval handles them in evaluation), boxes reaching outside the
@@ -22,6 +24,7 @@ learns.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -37,13 +40,14 @@ from torchvision import tv_tensors
 from ..files import check_folder
 from ..images import LeftOut, load_rgb, readable_item, split_left_out, unreadable, upright_size
 from ..wording import listed
-from .annotations import check_one_id_per_file, clip_box, read_coco
+from .annotations import check_one_id_per_file, clip_box, files_named, read_coco
 from .categories import Categories
 from .config import DetDataConfig
 from .transforms import resize_problem
 
 _MAX_LISTED = 10  # ids named in one warning
 _SHOWN_SIZES = 3  # images named in the error of a folder that does not belong to its annotation file
+_SHOWN_SHARED = 5  # val images named in the error of splits that share images
 
 
 @dataclass
@@ -219,6 +223,48 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: boo
     if not kept:
         raise ValueError(f"no image of {ann_file} was found in {image_dir}; nothing to train or evaluate on")
     return split
+
+
+def check_own_annotations(train_ann: Path, val_ann: Path) -> None:
+    """ValueError where the val split reads the training split's annotation file (the same file once symbolic links
+    are followed), whatever the image folders: its images are the training images, or the folder holds other images
+    than the file was made for. Checked before either file is read."""
+    real = os.path.realpath(val_ann)
+    if os.path.realpath(train_ann) == real:
+        spelled = f"{train_ann}; " if train_ann != val_ann else ""
+        raise ValueError(
+            f"the val annotation file {val_ann} is the training one ({spelled}real path {real}): each split needs "
+            "images of its own (scores of training images say nothing of unseen ones); give data.val_ann a file of "
+            "other images"
+        )
+
+
+def _real_files(split: CocoSplit) -> list[str]:
+    """The real path of each kept image of ``split`` (in ``image_ids``' order): its folders' symbolic links followed
+    (:func:`.annotations.files_named`), and its own where the file is one."""
+    files = files_named(split.image_dir, [split.coco.imgs[i]["file_name"] for i in split.image_ids])
+    return [os.path.realpath(file) if os.path.islink(file) else file for file in files]
+
+
+def check_splits_apart(train: CocoSplit, val: CocoSplit) -> None:
+    """ValueError where kept images of the val split are kept images of the training split: the same files once
+    symbolic links are followed (the same image folder and ``file_name``, a folder or a file linked to the other
+    split's), whatever the image ids. Training's val mAP would be measured on images it trained on, without a word.
+
+    Raises:
+        ValueError: naming how many and the first few (val image id and file).
+    """
+    trained = set(_real_files(train))
+    shared = [i for i, file in zip(val.image_ids, _real_files(val), strict=True) if file in trained]
+    if shared:
+        named = listed([f"{i} ({val.image_path(i)})" for i in shared], _SHOWN_SHARED)
+        raise ValueError(
+            f"{len(shared)} of the {len(val.image_ids)} val images of {val.ann_file} are training images of "
+            f"{train.ann_file} (images in {train.image_dir}) once symbolic links are followed (val image id (file): "
+            f"{named}): each split needs images of its own (scores of training images say nothing of unseen ones); "
+            "leave them out of one of the two annotation files, or give val an image folder of its own "
+            "(data.val_images)"
+        )
 
 
 def without_thin_images(split: CocoSplit, short: float, long: float) -> CocoSplit:

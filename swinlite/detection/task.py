@@ -27,7 +27,9 @@ from .data import (
     CocoSplit,
     categories_of,
     check_data_root,
+    check_own_annotations,
     check_split_paths,
+    check_splits_apart,
     collate,
     load_split,
     split_paths,
@@ -138,7 +140,8 @@ class DetectionTask(Task):
         return [*split_paths(cfg.data, "train"), *split_paths(cfg.data, "val")]
 
     def _load_splits(self) -> tuple[CocoSplit, CocoSplit, Categories]:
-        """Rank 0 builds the demo data if asked; every rank then reads and checks both annotation files."""
+        """Rank 0 builds the demo data if asked; every rank then reads and checks both annotation files, and that
+        the splits share no image (a refusal each rank meets alike: the engine's ``refused_alike`` says it once)."""
         cfg, dist = self.cfg, self.ctx.dist
         problem: str | None = None
         if cfg.data.dataset == "digits" and dist.is_main:
@@ -149,13 +152,16 @@ class DetectionTask(Task):
         problem = broadcast_object(problem, dist)  # the others wait for the demo here
         if problem is not None:  # rank 0's problem, every process raises it: said once
             raise SharedError(problem)
+        train_paths, val_paths = split_paths(cfg.data, "train"), split_paths(cfg.data, "val")
+        check_own_annotations(train_paths[0], val_paths[0])
         masks = cfg.model.detector == "maskrcnn"  # Mask R-CNN trains on no object without a valid mask ...
-        train_split = load_split(*split_paths(cfg.data, "train"), verify=cfg.data.verify_images, masks=masks)
+        train_split = load_split(*train_paths, verify=cfg.data.verify_images, masks=masks)
         # ... but its box AP scores every object of the file, as pycocotools does (mask AP ignores those: coco_ap)
-        val_split = load_split(*split_paths(cfg.data, "val"), verify=cfg.data.verify_images)
+        val_split = load_split(*val_paths, verify=cfg.data.verify_images)
         # images too thin for the train transform's smallest resize, or for the detector's in evaluation, left out
         train_split = without_thin_images(train_split, *smallest_train_resize(cfg.data))
         val_split = without_thin_images(val_split, cfg.data.test_size, cfg.data.max_size)
+        check_splits_apart(train_split, val_split)
         categories = categories_of(train_split)
         unknown = sorted(set(val_split.coco.cats) - set(categories.ids))
         if unknown:

@@ -5,9 +5,14 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 from detkit import edit_coco
 
+from swinlite.detection.config import DetConfig, DetDataConfig
 from swinlite.detection.data import categories_of, load_split
+from swinlite.detection.task import DetectionTask
+from swinlite.engine.distributed import DistInfo
+from swinlite.engine.task import RunContext
 
 
 def test_a_file_name_under_two_image_ids_is_an_error_naming_both(coco: Path):
@@ -101,3 +106,64 @@ def test_a_category_whose_every_box_is_under_a_pixel_is_named(coco: Path):
     path = edit_coco(coco, "train", _boxes_of_7(0.5))
     with pytest.warns(UserWarning, match=r"1 categories of .*at least 1 px in a kept image\): .*7: 'bar'$"):
         categories_of(load_split(path, coco / "train2017"))
+
+
+def _same_annotation_file(coco: Path) -> dict[str, Path]:
+    return {"val_ann": coco / "annotations" / "instances_train2017.json", "val_images": coco / "train2017"}
+
+
+def _linked_annotation_file(coco: Path) -> dict[str, Path]:
+    """A link to the training file, read with val's images (other files of the same names)."""
+    (coco / "linked.json").symlink_to(coco / "annotations" / "instances_train2017.json")
+    return {"val_ann": coco / "linked.json"}
+
+
+def _one_training_image_listed(coco: Path) -> dict[str, Path]:
+    edit_coco(coco, "val", lambda d: d["images"].append(dict(d["images"][1], id=9, file_name="../train2017/02.png")))
+    return {}
+
+
+def _val_folder_linked_to_trains(coco: Path) -> dict[str, Path]:
+    (coco / "linked").symlink_to(coco / "train2017", target_is_directory=True)
+    return {"val_images": coco / "linked"}
+
+
+def _val_image_linked_to_a_training_image(coco: Path) -> dict[str, Path]:
+    (coco / "val2017" / "01.png").unlink()
+    (coco / "val2017" / "01.png").symlink_to(coco / "train2017" / "01.png")
+    return {}
+
+
+def _copies_of_the_training_images(coco: Path) -> dict[str, Path]:
+    """The quirky data's val split as it is: copies of the training images, other files (accepted)."""
+    return {}
+
+
+ONE_FILE = r"the val annotation file .* is the training one"
+SHARED = r" val images of .*instances_val2017\.json are training images of .*instances_train2017\.json "
+# how the val split is set up -> the refusal (None: accepted)
+VAL_SPLITS = {
+    _same_annotation_file: ONE_FILE + r" \(real path .*train2017\.json\): each split needs images of its own",
+    _linked_annotation_file: ONE_FILE + r" \(.*instances_train2017\.json; real path .*train2017\.json\)",
+    _one_training_image_listed: "1 of the 6" + SHARED + r".*file\): 9 \(.*val2017/\.\./train2017/02\.png\)\): ",
+    _val_folder_linked_to_trains: "5 of the 5" + SHARED + r".*: 1 \(.*linked/01\.png\); .*; 6 \(.*/06\.png\)\)",
+    _val_image_linked_to_a_training_image: "1 of the 5" + SHARED + r".*: 1 \(.*val2017/01\.png\)\): each split",
+    _copies_of_the_training_images: None,
+}
+
+
+@pytest.mark.parametrize("val", VAL_SPLITS, ids=lambda val: val.__name__.strip("_"))
+def test_a_val_split_of_training_images_is_refused_before_training(coco: Path, val):
+    """Val pointed at the training annotations, or listing training images (the same files once symbolic links are
+    followed), gave mAP on training images without a word; classification and segmentation refused such splits."""
+    refusal = VAL_SPLITS[val]
+    paths = {key: str(path) for key, path in val(coco).items()}
+    cfg = DetConfig(data=DetDataConfig(data_dir=str(coco), **paths))
+    task = DetectionTask(RunContext(cfg, torch.device("cpu"), DistInfo(), coco, None))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the quirky file's missing image
+        if refusal is None:
+            task.build_datasets()
+            return
+        with pytest.raises(ValueError, match=refusal):
+            task.build_datasets()

@@ -257,17 +257,18 @@ def test_an_object_with_an_invalid_mask_is_scored_in_box_ap_whatever_the_detecto
     as an iscrowd region over its box: neither a miss nor a false positive."""
     from PIL import Image
 
-    (tmp_path / "img").mkdir()
-    Image.new("RGB", (40, 30)).save(tmp_path / "img" / "0.png")
     anns = [{"id": 1, "image_id": 0, "category_id": 1, "bbox": [2, 3, 10, 8], "area": 80, "iscrowd": 0,
              "segmentation": [[2, 3, 12, 3, 12, 11, 2, 11]]},
             {"id": 2, "image_id": 0, "category_id": 1, "bbox": [20, 10, 15, 12], "area": 180, "iscrowd": 0,
              "segmentation": [[20, 10, 35, 10]]}]  # fmt: skip
     images = [{"id": 0, "file_name": "0.png", "width": 40, "height": 30}]
-    path = tmp_path / "a.json"
-    path.write_text(json.dumps({"images": images, "annotations": anns, "categories": [{"id": 1, "name": "a"}]}))
-    files = {f"{split}_{key}": str(value) for split in ("train", "val") for key, value in [("ann", path),
-             ("images", tmp_path / "img")]}  # fmt: skip
+    files = {}
+    for split in ("train", "val"):  # files of its own each: a val split of training images is refused
+        (tmp_path / split).mkdir()
+        Image.new("RGB", (40, 30)).save(tmp_path / split / "0.png")
+        path = tmp_path / f"{split}.json"  # the val file, last
+        path.write_text(json.dumps({"images": images, "annotations": anns, "categories": [{"id": 1, "name": "a"}]}))
+        files |= {f"{split}_ann": str(path), f"{split}_images": str(tmp_path / split)}
     cfg = DetConfig(data=DetDataConfig(**files))
     cfg.model.detector = detector
     task = DetectionTask(RunContext(cfg, torch.device("cpu"), DistInfo(), tmp_path, None))

@@ -100,10 +100,11 @@ class Parser(argparse.ArgumentParser):
 
     def add_images_argument(self, *names: str, **kwargs) -> None:
         """The images a script reads, as ``swinlite.files.list_images`` lists them, with a help that says which files
-        of a folder that is (:data:`IMAGE_EXTENSIONS`)."""
+        of a folder that is (:data:`IMAGE_EXTENSIONS`); each a path (:func:`user_path`)."""
         self.add_argument(
             *names,
             nargs="+",
+            type=user_path("an image or a folder of images"),
             help=f"images and folders of images; a folder gives its image files ({' '.join(IMAGE_EXTENSIONS)}, any "
             "case; searched recursively), a file named explicitly is read whatever its extension",
             **kwargs,
@@ -159,27 +160,35 @@ def import_without_torch(name: str) -> ModuleType:
     return importlib.import_module(f"swinlite.{name}")
 
 
-def not_empty(expected: str) -> Callable[[str], str]:
-    """An argparse ``type`` that refuses an empty value (``--data-dir "$DATA"`` with DATA unset), which the scripts
-    took for the option not given: the demo's data and config were used instead, ``.`` as the output folder."""
+def user_path(expected: str) -> Callable[[str], Path]:
+    """The argparse ``type`` of every path option. An empty value is refused (``--data-dir "$DATA"`` with DATA unset):
+    the scripts took it for the option not given (the demo's data and config were used instead) or for ``.`` (the
+    output folder). A leading ``~`` is expanded as a shell expands it in an argument of its own: ``--output-dir=~/x``
+    reaches the script unexpanded (bash expands ``~`` after ``=`` only where the text before it is a shell name), and
+    made a folder named ``~`` in the working directory."""
 
-    def check(value: str) -> str:
+    def parse(value: str) -> Path:
         if not value.strip():
             raise argparse.ArgumentTypeError(f"empty; expected {expected}")
-        return value
+        try:
+            return Path(value).expanduser()
+        except RuntimeError:  # ~name of no user, or no home folder to expand ~ to
+            raise argparse.ArgumentTypeError(
+                f"{value!r}: no home folder found for its ~; expected {expected}"
+            ) from None
 
-    return check
+    return parse
 
 
 def add_train_arguments(parser: Parser, config_help: str, data_help: str) -> None:
     """The options every training script takes: ``--config``, ``--data-dir``, ``--output-dir``, ``--resume``,
     ``--overwrite``, ``--print-config`` and ``key=value`` overrides (parse with ``parse_intermixed_args``); an empty
-    ``--config``, ``--data-dir`` or ``--output-dir`` is an error."""
-    parser.add_argument("--config", type=not_empty("a YAML file"), help=config_help)
-    parser.add_argument("--data-dir", type=not_empty("a dataset folder"), help=data_help)
+    ``--config``, ``--data-dir`` or ``--output-dir`` is an error, a leading ``~`` expanded (:func:`user_path`)."""
+    parser.add_argument("--config", type=user_path("a YAML file"), help=config_help)
+    parser.add_argument("--data-dir", type=user_path("a dataset folder"), help=data_help)
     parser.add_argument(
         "--output-dir",
-        type=not_empty("a folder for the run"),
+        type=user_path("a folder for the run"),
         help="where metrics, curves and checkpoints go (sets train.output_dir)",
     )
     parser.add_argument("--resume", action="store_true", help="continue the run in the output dir from resume.pt")
@@ -203,7 +212,7 @@ def train_overrides(args: argparse.Namespace, dataset: str) -> list[str]:
     options = []
     if args.data_dir:
         options.append(f"data.data_dir={args.data_dir}")
-        if args.config is None or config_dataset(Path(args.config)) in (None, DEMO_DATASETS.get(dataset)):
+        if args.config is None or config_dataset(args.config) in (None, DEMO_DATASETS.get(dataset)):
             options.append(f"data.dataset={dataset}")
     if args.output_dir:
         options.append(f"train.output_dir={args.output_dir}")

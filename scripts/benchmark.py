@@ -36,7 +36,7 @@ import signal
 import sys
 from pathlib import Path
 
-from _cli import Parser, run
+from _cli import Parser, run, user_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # benchmark code sits beside its results
 
@@ -169,6 +169,7 @@ def _parser() -> Parser:
     )
     p.add_argument(
         "--json",
+        type=user_path("a JSON file"),
         default="benchmarks/benchmark.json",
         help="output JSON path; an existing file is replaced, atomically (default: benchmarks/benchmark.json, relative "
         "to the current folder)",

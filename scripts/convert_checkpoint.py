@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _cli import Parser, check_model_file, run
+from _cli import Parser, check_model_file, run, user_path
 
 # what a Swin file without its final norm is for (a classifier refuses it)
 BACKBONE_ONLY = (
@@ -35,8 +35,14 @@ if TYPE_CHECKING:
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("input", type=Path, help="checkpoint to convert (.pth/.pt/.bin torch file or .safetensors)")
-    parser.add_argument("output", type=Path, help="where to write swinlite weights (.safetensors)")
+    parser.add_argument(
+        "input",
+        type=user_path("a checkpoint file"),
+        help="checkpoint to convert (.pth/.pt/.bin torch file or .safetensors)",
+    )
+    parser.add_argument(
+        "output", type=user_path("a .safetensors file"), help="where to write swinlite weights (.safetensors)"
+    )
     parser.add_argument(
         "--model",
         help="swinlite model name to fit the weights to (resizes bias tables to its window, checks every key and "

@@ -27,17 +27,33 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import Parser, check_drawing_inputs, check_model_file, check_onnx_options, ema_weights, output_lock, run
+from _cli import (
+    Parser,
+    check_drawing_inputs,
+    check_model_file,
+    check_onnx_options,
+    ema_weights,
+    output_lock,
+    run,
+    user_path,
+)
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", type=Path, help="best.safetensors or last.safetensors")
-    source.add_argument("--onnx", type=Path, help="a detector exported by scripts/export_onnx.py (ONNX Runtime)")
+    source.add_argument("--checkpoint", type=user_path("a weights file"), help="best.safetensors or last.safetensors")
+    source.add_argument(
+        "--onnx", type=user_path("an ONNX file"), help="a detector exported by scripts/export_onnx.py (ONNX Runtime)"
+    )
     parser.add_ema_argument()
-    parser.add_images_argument("--input", required=True, type=Path)
-    parser.add_argument("--output-dir", required=True, type=Path, help="for detections.json and images/")
+    parser.add_images_argument("--input", required=True)
+    parser.add_argument(
+        "--output-dir",
+        required=True,
+        type=user_path("a folder for the outputs"),
+        help="for detections.json and images/",
+    )
     parser.add_argument("--score-thresh", type=float, default=0.5, help="lowest score kept (default: %(default)s)")
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
     parser.add_amp_argument()

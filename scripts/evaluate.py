@@ -18,15 +18,18 @@ Examples:
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from _cli import Parser, check_at_least, check_model_file, ema_weights, files_module, output_lock, run
+from _cli import Parser, check_at_least, check_model_file, ema_weights, files_module, output_lock, run, user_path
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("--checkpoint", required=True, type=Path, help=".safetensors, .pt or .pth weights file")
-    parser.add_argument("--data-dir", required=True, type=Path, help="dataset root holding <split>/<class>/*")
+    parser.add_argument(
+        "--checkpoint", required=True, type=user_path("a weights file"), help=".safetensors, .pt or .pth weights file"
+    )
+    parser.add_argument(
+        "--data-dir", required=True, type=user_path("a dataset folder"), help="dataset root holding <split>/<class>/*"
+    )
     parser.add_ema_argument()
     parser.add_argument("--model", help="timm model name, for files that do not record theirs")
     parser.add_argument("--split", default="val", help="sub-folder of --data-dir to evaluate (default: %(default)s)")
@@ -48,7 +51,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_amp_argument()
     parser.add_compile_argument("; fp32 only (no --amp)")
     parser.add_argument(
-        "--output-dir", type=Path, help="for eval.json and confusion_matrix.png (default: the checkpoint's folder)"
+        "--output-dir",
+        type=user_path("a folder for the outputs"),
+        help="for eval.json and confusion_matrix.png (default: the checkpoint's folder)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace this script's earlier outputs in it")
     args = parser.parse_args(argv)

@@ -16,32 +16,50 @@ evaluation that scores no image (every one left out, e.g. none decodes) or none 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from _cli import Parser, check_at_least, check_model_file, ema_weights, output_lock, run
+from _cli import Parser, check_at_least, check_model_file, ema_weights, output_lock, run, user_path
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("--checkpoint", required=True, type=Path, help="best.safetensors or last.safetensors")
+    parser.add_argument(
+        "--checkpoint", required=True, type=user_path("a weights file"), help="best.safetensors or last.safetensors"
+    )
     parser.add_ema_argument()
     parser.add_argument(
-        "--data-dir", type=Path, help="COCO 2017 layout: annotations/instances_<split>2017.json, <split>2017/"
+        "--data-dir",
+        type=user_path("a dataset folder"),
+        help="COCO 2017 layout: annotations/instances_<split>2017.json, <split>2017/",
     )
     parser.add_argument("--split", default="val", choices=("train", "val"), help="(default: %(default)s)")
-    parser.add_argument("--ann", type=Path, help="annotation file (instead of the --data-dir layout)")
-    parser.add_argument("--images", type=Path, help="image folder (instead of the --data-dir layout)")
+    parser.add_argument(
+        "--ann", type=user_path("an annotation file"), help="annotation file (with --images, instead of --data-dir)"
+    )
+    parser.add_argument(
+        "--images", type=user_path("an image folder"), help="image folder (with --ann, instead of --data-dir)"
+    )
     parser.add_argument("--batch-size", type=int, default=4, help="(default: %(default)s)")
     parser.add_argument("--num-workers", type=int, default=2, help="(default: %(default)s)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_amp_argument()
-    parser.add_argument("--output-dir", type=Path, help="for eval.json and detections.json (default: the checkpoint's)")
+    parser.add_argument(
+        "--output-dir",
+        type=user_path("a folder for the outputs"),
+        help="for eval.json and detections.json (default: the checkpoint's)",
+    )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace evaluate_detection.py's and detect.py's earlier outputs in it"
     )
     args = parser.parse_args(argv)
     if not args.data_dir and not (args.ann and args.images):
         parser.error("give --data-dir, or both --ann and --images")
+    if args.data_dir and (args.ann or args.images):  # the layout's annotations paired by file name with other images
+        given = " and ".join(o for o, v in (("--ann", args.ann), ("--images", args.images)) if v)
+        parser.error(
+            f"--data-dir and {given} were given: --ann and --images replace the --data-dir layout (its split's "
+            "annotation file and image folder, which eval.json then records as read); give --data-dir, or both --ann "
+            "and --images"
+        )
     check_at_least(parser, args, batch_size=1, num_workers=0)
     return args
 

@@ -27,21 +27,30 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 
-from _cli import Parser, check_at_least, check_model_file, check_test_options, ema_weights, output_lock, run
+from _cli import Parser, check_at_least, check_model_file, check_test_options, ema_weights, output_lock, run, user_path
 
 SPLITS = {"validation": "val", "training": "train"}
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("--checkpoint", required=True, type=Path, help="best.safetensors or last.safetensors")
+    parser.add_argument(
+        "--checkpoint", required=True, type=user_path("a weights file"), help="best.safetensors or last.safetensors"
+    )
     parser.add_ema_argument()
-    parser.add_argument("--data-dir", type=Path, help="ADE20K layout: images/<split>/, annotations/<split>/")
-    parser.add_argument("--split", default="validation", choices=tuple(SPLITS), help="(default: %(default)s)")
-    parser.add_argument("--images", type=Path, help="image folder (with --masks, instead of --data-dir)")
-    parser.add_argument("--masks", type=Path, help="mask folder, the images' names (with --images)")
+    parser.add_argument(
+        "--data-dir", type=user_path("a dataset folder"), help="ADE20K layout: images/<split>/, annotations/<split>/"
+    )
+    parser.add_argument(
+        "--split", choices=tuple(SPLITS), help="the --data-dir layout's split to evaluate (default: validation)"
+    )
+    parser.add_argument(
+        "--images", type=user_path("an image folder"), help="image folder (with --masks, instead of --data-dir)"
+    )
+    parser.add_argument(
+        "--masks", type=user_path("a mask folder"), help="mask folder, the images' names (with --images)"
+    )
     parser.add_argument(
         "--mode", choices=("whole", "slide"), help="whole image or sliding windows (default: the run's)"
     )
@@ -62,7 +71,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_amp_argument()
     parser.add_argument(
-        "--output-dir", type=Path, help="for eval.json and per_class_iou.csv (default: the checkpoint's)"
+        "--output-dir",
+        type=user_path("a folder for the outputs"),
+        help="for eval.json and per_class_iou.csv (default: the checkpoint's)",
     )
     parser.add_argument(
         "--overwrite",
@@ -78,6 +89,12 @@ def parse_args(argv: list[str] | None = None):
             f"--data-dir and {given} were given: --images and --masks replace the --data-dir layout (its split's "
             "images and masks, which eval.json then records as read); give --data-dir, or both --images and --masks"
         )
+    if args.split and not args.data_dir:  # else accepted, ignored, and eval.json recorded split null
+        parser.error(
+            f"--split {args.split} picks a split of the --data-dir layout, and --images and --masks name the folders "
+            "themselves: drop --split, or give --data-dir"
+        )
+    args.split = args.split or "validation" if args.data_dir else None
     check_at_least(parser, args, num_workers=0)
     check_test_options(parser, args)
     return args

@@ -60,7 +60,7 @@ import math
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_model_file, ema_weights, run
+from _cli import WEIGHTS_HINT, Parser, check_model_file, ema_weights, run, user_path
 
 QUANTIZATIONS = ("dynamic",)
 MAX_SIZE = 2048  # swinlite.export.MAX_SIZE, --max-size's default, for parsing without torch
@@ -68,12 +68,16 @@ MAX_SIZE = 2048  # swinlite.export.MAX_SIZE, --max-size's default, for parsing w
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train*.py, or any layout)")
+    parser.add_argument(
+        "--checkpoint",
+        type=user_path("a weights file"),
+        help="weights file (written by scripts/train*.py, or any layout)",
+    )
     parser.add_argument(
         "--model", help="swinlite model name: for files that do not record theirs; alone, its pretrained weights"
     )
     parser.add_ema_argument()
-    parser.add_argument("--output", required=True, type=Path, help="the .onnx file to write")
+    parser.add_argument("--output", required=True, type=user_path("an .onnx file"), help="the .onnx file to write")
     parser.add_argument(
         "--features",
         action="store_true",

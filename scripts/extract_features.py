@@ -40,14 +40,28 @@ import hashlib
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_at_least, check_model_file, check_size, ema_weights, files_module, run
+from _cli import (
+    WEIGHTS_HINT,
+    Parser,
+    check_at_least,
+    check_model_file,
+    check_size,
+    ema_weights,
+    files_module,
+    run,
+    user_path,
+)
 
 DTYPES = ("float16", "float32")
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
+    parser.add_argument(
+        "--checkpoint",
+        type=user_path("a weights file"),
+        help="weights file (written by scripts/train.py, or any layout)",
+    )
     parser.add_ema_argument()
     parser.add_argument(
         "--model", help="swinlite model name: for files that do not record theirs; alone, its pretrained weights"
@@ -55,11 +69,11 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--input",
         required=True,
-        type=Path,
+        type=user_path("an image folder, an image file or a text file of paths"),
         help="image folder (searched recursively), one image file, or a text file of paths, one a line (a relative "
         "one: from the list's folder); a file is an image by its extension",
     )
-    parser.add_argument("--output", required=True, type=Path, help="output folder")
+    parser.add_argument("--output", required=True, type=user_path("a folder for the features"), help="output folder")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="model input size (default: the model's)")
     parser.add_argument(
         "--dtype", choices=DTYPES, default="float32", help="dtype of the stored stage maps (default: float32)"

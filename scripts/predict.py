@@ -43,6 +43,7 @@ from _cli import (
     ema_weights,
     files_module,
     run,
+    user_path,
 )
 
 BATCH_SIZE = 32  # images per forward pass by default
@@ -51,13 +52,23 @@ BATCH_SIZE = 32  # images per forward pass by default
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
     parser.add_images_argument("paths", metavar="PATH")
-    parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
+    parser.add_argument(
+        "--checkpoint",
+        type=user_path("a weights file"),
+        help="weights file (written by scripts/train.py, or any layout)",
+    )
     parser.add_argument("--model", help="timm model name: pretrained weights alone, or the model of a raw --checkpoint")
     parser.add_ema_argument()
-    parser.add_argument("--onnx", type=Path, help="an exported .onnx file, run in ONNX Runtime (no torch)")
-    parser.add_argument("--classes", type=Path, help="--onnx: class names, one per line (default: the file's)")
+    parser.add_argument(
+        "--onnx", type=user_path("an ONNX file"), help="an exported .onnx file, run in ONNX Runtime (no torch)"
+    )
+    parser.add_argument(
+        "--classes",
+        type=user_path("a text file of class names"),
+        help="--onnx: class names, one per line (default: the file's)",
+    )
     parser.add_argument("--preprocessing", help="--onnx: timm data config as JSON (default: the file's)")
-    parser.add_argument("--output", required=True, type=Path, help="CSV file to write")
+    parser.add_argument("--output", required=True, type=user_path("a CSV file"), help="CSV file to write")
     parser.add_argument("--topk", type=int, default=1, help="classes per image (default: 1; at most the classes)")
     parser.add_argument(
         "--batch-size", type=int, help=f"images per forward pass (default: {BATCH_SIZE}; --onnx: a file's fixed batch)"

@@ -29,17 +29,21 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _cli import WEIGHTS_HINT, Parser, check_model_file, check_size, ema_weights, output_lock, run
+from _cli import WEIGHTS_HINT, Parser, check_model_file, check_size, ema_weights, output_lock, run, user_path
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    parser.add_argument("--checkpoint", type=Path, help="weights file (written by scripts/train.py, or any layout)")
+    parser.add_argument(
+        "--checkpoint",
+        type=user_path("a weights file"),
+        help="weights file (written by scripts/train.py, or any layout)",
+    )
     parser.add_ema_argument()
     parser.add_argument(
         "--model", help="swinlite model name: for files that do not record theirs; alone, its pretrained weights"
     )
-    parser.add_argument("--image", type=Path, help="an image for the feature-level plot")
+    parser.add_argument("--image", type=user_path("an image"), help="an image for the feature-level plot")
     parser.add_argument(
         "--size",
         type=int,
@@ -47,7 +51,9 @@ def parse_args(argv: list[str] | None = None):
         metavar=("H", "W"),
         help="--image's input size, at least one patch (default: the model's)",
     )
-    parser.add_argument("--output", required=True, type=Path, help="folder for the PNG files")
+    parser.add_argument(
+        "--output", required=True, type=user_path("a folder for the PNG files"), help="folder for the PNG files"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace the PNGs of an earlier run in --output")
     parser.add_argument(
         "--no-out-norm",

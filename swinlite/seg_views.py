@@ -87,14 +87,22 @@ def default_stride(crop: Sequence[int]) -> tuple[int, int]:
     return max(round(2 * crop[0] / 3), 1), max(round(2 * crop[1] / 3), 1)
 
 
-def stride_unused(stride: Sequence[int] | None, mode: str, recorder: str | None) -> str | None:
+def stride_unused(
+    stride: Sequence[int] | None,
+    mode: str,
+    recorder: str | None,
+    stride_name: str = "--stride",
+    slide: str = "pass --mode slide",
+) -> str | None:
     """Why a given window ``stride`` would be ignored, or None: the test ``mode`` predicts each image whole.
-    ``recorder`` names what recorded that mode (the checkpoint, an ONNX file), None where the user gave it."""
+    ``recorder`` names what recorded that mode (the checkpoint, an ONNX file), None where the user gave it;
+    ``stride_name`` names the stride as the user gave it and ``slide`` says how to ask for slide mode (the scripts'
+    options, or a training config's ``data.test_stride`` and ``set data.test_mode=slide``)."""
     if not stride or mode != "whole":
         return None
     whole = "the test mode is whole" if recorder is None else f"{recorder} records test mode whole"
-    return (f"--stride is the windows' step of slide mode, and {whole} (each image predicted whole): drop --stride, "
-            "or pass --mode slide")  # fmt: skip
+    return (f"{stride_name} is the windows' step of slide mode, and {whole} (each image predicted whole): drop "
+            f"{stride_name}, or {slide}")  # fmt: skip
 
 
 def stride_problem(

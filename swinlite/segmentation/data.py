@@ -79,12 +79,20 @@ class Labels:
 
 def labels_of(cfg: SegDataConfig) -> Labels:
     """The label meaning of ``cfg.dataset``: ADE20K's 150 classes (zero label reduced), the demo's 5, or
-    ``data.classes``. ValueError when ``data.classes`` is missing for a folder or given for the others, and for a
-    ``data.reduce_zero_label`` that contradicts ADE20K's or the demo's own."""
+    ``data.classes``. ValueError when ``data.classes`` is missing (or names one class) for a folder or given for the
+    others, and for a ``data.reduce_zero_label`` that contradicts ADE20K's or the demo's own."""
     if cfg.dataset == "folder":
-        if len(cfg.classes) < 2:
+        if not cfg.classes:
             raise ValueError("data.dataset=folder needs data.classes, the name of each label value, e.g. "
                              "data.classes=[background,road,car]")  # fmt: skip
+        if len(cfg.classes) == 1:  # the background left out, or a class of every pixel
+            background = (
+                f"the background (label 0) counts as one: name it too, e.g. data.classes=[background,{cfg.classes[0]}]"
+            )
+            reduced = "with data.reduce_zero_label=true label 0 is ignored, and the labels 1, 2, ... each need a name"
+            zero = reduced if cfg.reduce_zero_label else background
+            raise ValueError(f"data.classes names 1 class ({cfg.classes[0]}); expected at least 2, the name of each "
+                             f"label value: {zero}")  # fmt: skip
         duplicates = sorted({c for c in cfg.classes if cfg.classes.count(c) > 1})
         if duplicates:
             raise ValueError(f"data.classes names {', '.join(duplicates)} more than once")

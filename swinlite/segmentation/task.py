@@ -19,7 +19,7 @@ from ..engine.distributed import DistInfo, SharedError, broadcast_object, launch
 from ..engine.preflight import check_demo_paths
 from ..engine.task import RunContext, StepOutput, Task
 from ..engine.val_content import Sample
-from ..seg_views import stride_problem
+from ..seg_views import stride_problem, stride_unused
 from ..wording import counted
 from .config import SegConfig, SegDataConfig
 from .data import (
@@ -115,6 +115,9 @@ class SegmentationTask(Task):
             )
         _warn_if_every_crop_is_padded(cfg.data)
         stride = cfg.data.test_stride  # None: 2/3 of the crop, which always fits
+        unused = stride_unused(stride, cfg.data.test_mode, None, "data.test_stride", "set data.test_mode=slide")
+        if unused:  # ignored, while config.yaml and the checkpoint's preprocessing recorded it
+            raise ValueError(unused)
         problem = stride and stride_problem(cfg.data.crop_size, stride, "data.crop_size", "data.test_stride")
         if problem:
             raise ValueError(f"{problem} (unset: 2/3 of data.crop_size)")

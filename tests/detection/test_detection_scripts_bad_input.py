@@ -209,6 +209,22 @@ CASES = {  # test id: (script, setup, argv, message in the error line)
         "does not exist (expected an image file or a folder of images)",
     ),
     "E-no-data": (E, _nothing, lambda s: _evaluate(s)[:2], "give --data-dir, or both --ann and --images"),
+    # the train split's annotations paired by file name with the val images: 5 "missing" images, and an mAP
+    "E-data-dir-and-images": (
+        E,
+        _nothing,
+        lambda s: _evaluate(s, "--split", "train", "--images", s.coco / "val2017"),
+        "--data-dir and --images were given: --ann and --images replace the --data-dir layout",
+    ),
+    "E-data-dir-and-ann": (
+        E,
+        _nothing,
+        lambda s: _evaluate(s, "--ann", s.coco / "annotations" / "instances_val2017.json"),
+        "--data-dir and --ann were given: ",
+    ),
+    # an empty argument (--output-dir "$OUT", OUT unset): the current folder before
+    "E-empty-output-dir": (E, _nothing, lambda s: _evaluate(s, "--output-dir", ""), "argument --output-dir: empty"),
+    "D-empty-output-dir": (D, _nothing, lambda s: _detect(s, "--output-dir", ""), "argument --output-dir: empty"),
     "E-unknown-split": (
         E,
         _nothing,

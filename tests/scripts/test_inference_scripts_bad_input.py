@@ -152,6 +152,12 @@ CASES = {
                            "{r}/m.onnx", "no classes to label; for its features use scripts/extract_features.py"),
     "detection_checkpoint_to_predict": ("predict", "--checkpoint {r}/detector.safetensors --output {r}/p.csv {images}",
                                         "is a detection checkpoint, not a classifier's; use scripts/detect.py"),
+    # '' is an empty argument (--output-dir "$OUT", OUT unset): the current folder before, as for --output-dir .
+    "evaluate_output_dir_empty": ("evaluate", "--checkpoint {ckpt} --data-dir {data} --output-dir ''",
+                                  "argument --output-dir: empty; expected a folder for the outputs"),
+    "predict_image_path_empty": ("predict", "--checkpoint {ckpt} --output {r}/p.csv ''",
+                                 "argument PATH: empty; expected an image or a folder of images"),
+    "convert_output_empty": ("convert_checkpoint", "{ckpt} ''", "argument output: empty; expected a .safetensors file"),
 }  # fmt: skip
 
 
@@ -160,10 +166,42 @@ def test_bad_input_is_one_error_line_and_exit_2(f, load_script, capsys, case):
     name, argv, message = CASES[case]
     before = {p: p.read_bytes() for p in f.root.rglob("*") if p.is_file() and not p.is_symlink()}
     words = {"r": f.root, "ckpt": f.ckpt, "data": f.data, "images": f.images}
-    code, err = _run(load_script, capsys, name, argv.format(**words).split())
+    code, err = _run(load_script, capsys, name, ["" if a == "''" else a for a in argv.format(**words).split()])
     assert code == 2 and err.count("error:") == 1 and "Traceback" not in err and message in err, err
     after = {p: p.read_bytes() for p in f.root.rglob("*") if p.is_file() and not p.is_symlink()}
     assert after == before  # nothing written, nothing replaced
+
+
+# Every script's path options as --option=~/NAME, where the shell leaves the ~ (after a =; a quoted argument too)
+TILDE = {
+    "evaluate": ["--checkpoint=~/c", "--data-dir=~/d", "--output-dir=~/o"],
+    "evaluate_detection": ["--checkpoint=~/c", "--ann=~/a", "--images=~/i", "--output-dir=~/o"],
+    "evaluate_segmentation": ["--checkpoint=~/c", "--images=~/i", "--masks=~/m", "--output-dir=~/o"],
+    "predict": ["--onnx=~/n", "--classes=~/k", "--output=~/o", "~/i"],
+    "detect": ["--checkpoint=~/c", "--input", "~/i", "--output-dir=~/o"],
+    "segment": ["--onnx=~/n", "--input", "~/i", "--output-dir=~/o"],
+    "extract_features": ["--checkpoint=~/c", "--input=~/i", "--output=~/o"],
+    "visualize": ["--checkpoint=~/c", "--image=~/i", "--output=~/o"],
+    "export_onnx": ["--checkpoint=~/c", "--output=~/o"],
+    "convert_checkpoint": ["~/c", "~/o.safetensors"],
+    "benchmark": ["--json=~/o"],
+    **{
+        script: ["--config=~/c", "--data-dir=~/d", "--output-dir=~/o"]
+        for script in ("train", "train_detection", "train_segmentation")
+    },
+}
+
+
+@pytest.mark.parametrize("script", TILDE)
+def test_a_leading_tilde_is_the_home_folder(script, load_script, monkeypatch, tmp_path):
+    """``--output-dir=~/x`` made ./~/x/ (a later ``rm -r ~...`` to clean it up is dangerous), ``train.py
+    --config=~/c.yaml`` said the file does not exist; an empty path is refused (CASES)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "i").touch()  # visualize.py's --image must be a file
+    args = vars(load_script(script).parse_args(TILDE[script]))
+    values = [v for value in args.values() for v in (value if isinstance(value, list) else [value])]
+    names = sorted(argument.split("~/")[1] for argument in TILDE[script] if "~/" in argument)
+    assert sorted(v for v in values if isinstance(v, Path)) == [tmp_path / name for name in names]
 
 
 def test_pretrained_weights_behind_an_unreachable_hub_fail_fast(load_script, capsys, monkeypatch, tmp_path):

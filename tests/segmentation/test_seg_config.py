@@ -1,5 +1,7 @@
 """Segmentation's config: its defaults work with every optimizer the engine takes."""
 
+import re
+
 import pytest
 import torch
 
@@ -32,6 +34,17 @@ def test_a_batch_of_one_is_refused_where_batchnorm_is_not_synced(world, monkeypa
     cfg = SegmentationTask.load_config(None, ["data.batch_size=1", "train.device=cpu"])
     with pytest.raises(ValueError, match="the heads' BatchNorm needs at least 2 images per step and process"):
         SegmentationTask.check_config(cfg)
+
+
+def test_a_stride_is_refused_with_whole_mode():
+    """data.test_stride with data.test_mode=whole (the default) was ignored: whole images validated, the stride
+    recorded in config.yaml and the checkpoint's preprocessing (the evaluate scripts refuse --stride with it)."""
+    stride = ["data.test_stride=[16,16]", "train.device=cpu"]
+    SegmentationTask.check_config(SegmentationTask.load_config(None, [*stride, "data.test_mode=slide"]))
+    refused = ("data.test_stride is the windows' step of slide mode, and the test mode is whole (each image predicted "
+               "whole): drop data.test_stride, or set data.test_mode=slide")  # fmt: skip
+    with pytest.raises(ValueError, match=re.escape(refused)):
+        SegmentationTask.check_config(SegmentationTask.load_config(None, stride))
 
 
 def test_batchnorm_is_synced_under_torchrun_on_cuda_alone():

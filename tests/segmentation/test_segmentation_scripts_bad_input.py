@@ -95,6 +95,11 @@ TRAIN, EVAL, SEGMENT = "train_segmentation", "evaluate_segmentation", "segment"
 CASES = [
     ("no_data", TRAIN, None, ["data.data_dir={tmp}/nowhere"], "nowhere does not exist; expected a folder in ADE20K's"),
     ("no_classes", TRAIN, None, ["data.classes=[]"], "data.dataset=folder needs data.classes"),
+    # said data.classes was missing
+    ("one_class", TRAIN, None, ["data.classes=[a]"], "data.classes names 1 class (a); expected at least 2, the name of "
+     "each label value: the background (label 0) counts as one: name it too, e.g. data.classes=[background,a]"),
+    ("one_class_reduced", TRAIN, None, ["data.classes=[a]", "data.reduce_zero_label=true"],
+     "expected at least 2, the name of each label value: with data.reduce_zero_label=true label 0 is ignored"),
     ("classes_of_ade20k", TRAIN, None, ["data.dataset=ade20k"], "data.classes is for data.dataset=folder"),
     # ignored, and config.yaml recorded it: the demo trained its background class, ADE20K reduced its labels anyway
     ("reduce_of_the_demo", TRAIN, None, ["data.dataset=shapes", "data.classes=[]", "data.reduce_zero_label=true"],
@@ -118,7 +123,7 @@ CASES = [
     ("ratio_range", TRAIN, None, ["data.ratio_range=[2,1]"], "data.ratio_range must be [low, high]"),
     ("batch_of_one", TRAIN, None, ["data.batch_size=1"], "the heads' BatchNorm needs at least 2 images"),
     ("not_swinlite", TRAIN, None, ["model.name=resnet18"], "must be a swinlite model"),
-    ("stride_longer_than_crop", TRAIN, None, ["data.test_stride=[21,33]"],  # crop 32: a gap between windows
+    ("stride_longer_than_crop", TRAIN, None, ["data.test_stride=[21,33]", "data.test_mode=slide"],  # crop 32: gaps
      "data.test_stride [21, 33] is longer than data.crop_size [32, 32]: the pixels between the sliding windows would "
      "get no prediction; expected data.test_stride <= data.crop_size in each dimension (height, width), e.g. [21, 21]"),
     # training images scored against the layout's val masks of the same names, eval.json recording split validation
@@ -138,6 +143,9 @@ CASES = [
     ("bad_test_mode", EVAL, _metadata(preprocessing={"mean": [0.5] * 3, "std": [0.2] * 3, "mode": "tiles"}), [],
      "test mode must be one of whole, slide"),
     ("output_in_input", EVAL, None, ["--output-dir", "{data}/images/validation/out"], "lies inside the input folder"),
+    # an empty argument (--output-dir "$OUT", OUT unset): the current folder before
+    *[(f"{script}_output_dir_empty", script, None, ["--output-dir", ""], "argument --output-dir: empty; expected a "
+       "folder for the outputs") for script in (EVAL, SEGMENT)],
     ("eval_unknown_labels", EVAL, _label(7), [], "hold label values [7] that are neither"),
     # mIoU nan, an eval.json of nulls and exit 0 before, where training refused the same masks (val_all_ignored)
     ("eval_val_all_ignored", EVAL, _all_ignored, [],

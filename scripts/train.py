@@ -26,7 +26,8 @@ def _epilog() -> str:
         FOLDER_CONFIG,
         "swinlite/classification/config.py and swinlite/engine/sections.py",
         "train.ema_decay=0.9998 train.ema_warmup=true (0.9998 without warm-up: long runs only),\n"
-        "model.kwargs.drop_path_rate=0.2, model.kwargs={window_size: 12, img_size: 384}, train.best_of=raw|ema|both,\n"
+        "model.kwargs.drop_path_rate=0.2, model.kwargs.window_size=12 model.kwargs.img_size=384 (each sets one entry;\n"
+        "model.kwargs={...} replaces the whole mapping, {} clears it), train.best_of=raw|ema|both,\n"
         "train.save_every_steps=N, train.compile=true, train.channels_last=true, train.tensorboard=true,\n"
         "train.amp=bf16.",
     )

@@ -1,13 +1,20 @@
 """ARCHITECTURE.md against the code it describes: the fast path's dispatch table is the one in the docstring of
 swinlite/fast/blocks.py (it said so, with other rows: no torch.export row, no AVX2 rule), the package map names every
-module at the top of the library, and the scripts' last line is the one it quotes."""
+module at the top of the library, the scripts' last line is the one it quotes, and its config vocabulary names every
+key of every task's config."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import swinlite.fast.blocks
+from swinlite.classification.config import Config
+from swinlite.detection.config import DetConfig
+from swinlite.engine.config import sections
+from swinlite.engine.sections import RunConfig
+from swinlite.segmentation.config import SegConfig
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHITECTURE = (REPO / "ARCHITECTURE.md").read_text()
@@ -55,3 +62,19 @@ def test_the_scripts_end_as_it_says():
     for script in sorted((REPO / "scripts").glob("[!_]*.py")):
         text = script.read_text()
         assert "from _cli import" in text and re.search(r"\n    sys\.exit\(run\(main[,)]", text), script.name
+
+
+def test_the_config_vocabulary_names_every_key():
+    """The table of shared keys, section by section, left out train.ema_warmup; the paragraph after it names each
+    task's own keys."""
+    block = ARCHITECTURE.split("## One config vocabulary", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| (.*) \|$", block, re.MULTILINE))
+    adds = block.split("Classification adds", 1)[1]
+    base = RunConfig()
+    for section in sections(base):
+        shared = [f.name for f in dataclasses.fields(getattr(base, section))]
+        assert [key for key in shared if f"`{key}`" not in rows[section]] == [], section
+        for config in (Config(), DetConfig(), SegConfig()):
+            own = [f.name for f in dataclasses.fields(getattr(config, section)) if f.name not in shared]
+            unnamed = [key for key in own if f"`{key}`" not in adds and f"`{section}.{key}`" not in adds]
+            assert unnamed == [], f"{type(config).__name__}.{section}"

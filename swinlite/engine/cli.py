@@ -30,6 +30,7 @@ from .checkpoint import RESUME_FILE
 from .config import dump_yaml, load_config, to_dict
 from .distributed import PeerGoneError, SharedError, StalledRankError, launched
 from .handshake import checked_alike
+from .rank_warnings import SharedWarnings
 from .run import run
 from .task import Task
 from .trainer import home_expanded
@@ -90,9 +91,10 @@ def show_config(config: type, path: str | Path, overrides: list[str]) -> int:
 
 def _loaded(config: type, path: str | Path, overrides: list[str]) -> Any | None:
     """``config`` loaded as :meth:`Task.load_config` loads it, ``~`` expanded; None where the settings were refused,
-    which the machine's first process says (under torchrun every process reads the same file and overrides)."""
+    which the machine's first process says (under torchrun every process reads the same file and overrides, and
+    rank 0 alone shows what they warn of)."""
     try:
-        with checked_alike(launched()):
+        with SharedWarnings(launched()), checked_alike(launched()):
             return home_expanded(load_config(config(), path, overrides))
     except SharedError:
         return None

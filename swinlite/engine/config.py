@@ -5,9 +5,10 @@ subclasses). Its defaults are the recipe; a YAML file (``configs/*.yaml``) holds
 the command line changes any key again, e.g. ``train.epochs=12``. Every value is converted to the field's
 declared type and checked against the field's allowed values (:func:`bounded`, :func:`per_channel`, :func:`choice`,
 :func:`checked`); an unknown key is a ValueError that names the closest valid key, or the key's new name when it was
-renamed. A mapping field (``model.kwargs``) takes a whole mapping (``model.kwargs={window_size: 12}``) or one entry
-(``model.kwargs.window_size=12``). Files and command-line values are read by one YAML loader (:func:`load_yaml`)
-whose numbers are YAML 1.2's core schema, not PyYAML's YAML 1.1: ``017`` is 17, ``1e-1`` a float, ``1:30`` a string.
+renamed. A mapping field (``model.kwargs``) takes a whole mapping (``model.kwargs={window_size: 12}``), which replaces
+the one before (a warning names the entries it drops), or one entry (``model.kwargs.window_size=12``). Files and
+command-line values are read by one YAML loader (:func:`load_yaml`) whose numbers are YAML 1.2's core schema, not
+PyYAML's YAML 1.1: ``017`` is 17, ``1e-1`` a float, ``1:30`` a string.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 import re
 import types
 import typing
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,12 +214,36 @@ class UnknownKeyError(ValueError):
         self.key, self.config = key, config
 
 
+# other tools' names of a key, read as swinlite's for "did you mean" (a hyphen, timm's --weight-decay, as "_")
+_SYNONYMS = {"learning_rate": "lr", "wd": "weight_decay"}
+
+
+def _closest_key(key: str, cfg: Any) -> str | None:
+    """The valid key most like ``key``, for "did you mean": a key of any section whose name is the part after the
+    section (all of a bare key, ``lr``; a synonym of :data:`_SYNONYMS` read as swinlite's name), else the closest of
+    its own section's keys, else of every key's name (a bare key), else of every dotted key (:func:`closest`). The
+    whole dotted key alone suggested 'optim.clip_grad' for ``optim.learning_rate``, and no key for ``lr``."""
+    keys = valid_keys(cfg)
+    section, dot, name = key.partition(".") if "." in key else ("", "", key)
+    name = name.replace("-", "_")
+    name = _SYNONYMS.get(name, name)
+    by_name = {k.partition(".")[2]: k for k in reversed(keys)}  # a name in two sections: the first section's
+    if name in by_name:
+        return by_name[name]
+    own = [k for k in keys if k.startswith(f"{section}.")]
+    if own and (close := closest(f"{section}.{name}", own)):
+        return close
+    if not dot and (close := closest(name, by_name)):
+        return by_name[close]
+    return closest(key, keys)
+
+
 def _unknown_key(key: str, cfg: Any) -> ValueError:
     renamed = getattr(cfg, "renamed", {})
     old = next((k for k in renamed if key == k or key.startswith(f"{k}.")), None)
     if old is not None:
         return ValueError(f"config key '{key}' is now '{renamed[old]}'")
-    close = closest(key, valid_keys(cfg))
+    close = _closest_key(key, cfg)
     hint = f"; did you mean '{close}'?" if close else f"; valid keys: {', '.join(valid_keys(cfg))}"
     return UnknownKeyError(f"unknown config key '{key}'{hint}", key, type(cfg))
 
@@ -445,10 +471,11 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """A config file's mapping of sections; ValueError naming the file for a missing one, a folder, text that is not
-    UTF-8, invalid YAML (the problem and its line and column; a key given twice), no YAML at all (empty, or comments
-    only: the wrong file, one not yet saved; a run began on the code's defaults without a word, where ``{}`` says
-    so) or another shape."""
+    """A config file's mapping of sections, a section of no keys (``train:``, its keys commented out: null) an empty
+    one, as OmegaConf reads it; ValueError naming the file for a missing one, a folder, text that is not UTF-8,
+    invalid YAML (the problem and its line and column; a key given twice), no YAML at all (empty, or comments only:
+    the wrong file, one not yet saved; a run began on the code's defaults without a word, where ``{}`` says so) or
+    another shape (naming a section that is no mapping)."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"config file {path} is a folder; expected a YAML file")
@@ -468,8 +495,15 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
             f"config file {path} holds no settings (it is empty or only comments); expected a mapping of sections, "
             "e.g. 'train: {epochs: 10}', or '{}' for the defaults"
         )
-    if not isinstance(tree, dict) or not all(isinstance(v, dict) for v in tree.values()):
+    if not isinstance(tree, dict):
         raise ValueError(f"config file {path} must hold a mapping of sections, e.g. 'train: {{epochs: 10}}'")
+    tree = {name: {} if keys is None else keys for name, keys in tree.items()}  # "train:", its keys commented out
+    for name, keys in tree.items():
+        if not isinstance(keys, dict):
+            raise ValueError(
+                f"config file {path}: section '{name}' holds {keys!r}, expected a mapping of its keys, e.g. "
+                "'train: {epochs: 10}'"
+            )
     return tree
 
 
@@ -504,10 +538,42 @@ def load_config(defaults: Any, path: str | Path | None = None, overrides: list[s
     (:func:`check_values`)."""
     cfg = defaults
     if path is not None:
-        cfg = apply_overrides(cfg, _spread_channels(cfg, flatten(read_yaml(path))))
-    cfg = apply_overrides(cfg, _spread_channels(cfg, parse_cli_overrides(overrides or [])))
-    check_values(cfg)
-    return cfg
+        tree = read_yaml(path)
+        _check_sections(tree, cfg, path)
+        cfg = apply_overrides(cfg, _spread_channels(cfg, flatten(tree)))
+    given = _spread_channels(cfg, parse_cli_overrides(overrides or []))
+    loaded = apply_overrides(cfg, given)
+    check_values(loaded)
+    _warn_dropped_entries(cfg, loaded, given)
+    return loaded
+
+
+def _check_sections(tree: dict[str, Any], cfg: Any, path: str | Path) -> None:
+    """ValueError naming a section of the config file ``path`` (``tree``) that ``cfg`` does not have and whose keys
+    would not name it (an empty one: ``trian:``, its keys commented out, was read as no settings)."""
+    unknown = next((name for name, keys in tree.items() if not keys and name not in sections(cfg)), None)
+    if unknown is not None:
+        close = closest(str(unknown), sections(cfg))
+        hint = f"did you mean '{close}'?" if close else f"sections: {', '.join(sections(cfg))}"
+        raise ValueError(f"config file {path}: unknown section '{unknown}'; {hint}")
+
+
+def _warn_dropped_entries(before: Any, after: Any, overrides: dict[str, Any]) -> None:
+    """UserWarning naming the entries of a mapping key (``model.kwargs``) that the config file (or the defaults) set and
+    a command-line ``key={...}`` dropped: it replaces the whole mapping (a fine-tune's ``drop_path_rate`` was gone
+    without a word), where ``key.entry=value`` sets one entry; ``key={}`` clears it, on purpose."""
+    for key, value in overrides.items():
+        section, _, name = key.partition(".")
+        old = getattr(getattr(before, section), name, None)  # None for one entry (name "kwargs.window_size")
+        if not isinstance(old, dict) or _parse(value, Any) == {}:
+            continue
+        new = getattr(getattr(after, section), name)
+        if dropped := [f"{entry}={flow_yaml(v)}" for entry, v in old.items() if entry not in new]:
+            warnings.warn(
+                f"{key}={value} replaces the whole mapping, dropping {', '.join(dropped)} of the config; "
+                f"{key}.KEY=VALUE sets one entry and keeps the others",
+                stacklevel=3,
+            )
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

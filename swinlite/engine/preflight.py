@@ -63,6 +63,7 @@ def check_run(task: type[Task], cfg) -> None:
     if cfg.train.ema_warmup and cfg.train.ema_decay is None:
         raise ValueError("train.ema_warmup=true needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     check_decay_schedule(cfg.schedule)
+    warn_unused_schedule(cfg.schedule)
     warn_rising_lr(cfg.optim.lr, cfg.schedule)
     check_optimizer(cfg.optim)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))
@@ -72,16 +73,32 @@ def check_run(task: type[Task], cfg) -> None:
 
 
 def check_decay_schedule(schedule: Any) -> None:
-    """A step schedule's ``decay_epochs``: given, in order (:func:`check_decay_epochs`). Another kind ignores them, as
-    timm's cosine and poly schedulers do: a list other than the config's default is warned of as unused, not refused."""
+    """A step schedule's ``decay_epochs``: given, in order (:func:`check_decay_epochs`)."""
     if schedule.kind == "step":
         if not schedule.decay_epochs:
             raise ValueError("schedule.kind=step needs schedule.decay_epochs, e.g. schedule.decay_epochs=[8,11]")
         check_decay_epochs(schedule.decay_epochs)
-    elif schedule.decay_epochs and schedule.decay_epochs != type(schedule)().decay_epochs:
+
+
+# the schedule settings each schedule.kind reads (swinlite.engine.optim.build_scheduler), as timm's schedulers do
+SCHEDULE_READS = {
+    "cosine": ("warmup_epochs", "warmup_lr", "min_lr"),
+    "poly": ("warmup_epochs", "warmup_lr", "min_lr", "power"),
+    "step": ("warmup_epochs", "warmup_lr", "decay_epochs", "decay_rate"),
+}
+
+
+def warn_unused_schedule(schedule: Any) -> None:
+    """One UserWarning per schedule setting that ``schedule.kind`` does not read (:data:`SCHEDULE_READS`) and that
+    differs from the task's default: warned of, not refused (a recipe may keep another kind's settings), but a
+    ``min_lr`` given to a step schedule, or ``decay_epochs`` to a cosine one, changed nothing without a word."""
+    default = type(schedule)()
+    for name in dict.fromkeys(name for names in SCHEDULE_READS.values() for name in names):  # each once, in order
+        if name in SCHEDULE_READS[schedule.kind] or getattr(schedule, name) == getattr(default, name):
+            continue
+        readers = " or ".join(kind for kind, names in SCHEDULE_READS.items() if name in names)
         warnings.warn(
-            f"schedule.decay_epochs is unused: schedule.kind={schedule.kind} decays every step, only "
-            "schedule.kind=step decays at epochs",
+            f"schedule.{name} is unused: schedule.kind={schedule.kind} does not read it, only schedule.kind={readers}",
             stacklevel=2,
         )
 

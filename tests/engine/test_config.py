@@ -12,6 +12,7 @@ import yaml
 from enginekit import DATA_FIXTURE, TASKS, script_config, script_main
 from trainkit import REPO
 
+from swinlite.engine.cli import show_config
 from swinlite.engine.config import check_values, read_yaml, to_dict
 from swinlite.engine.run import write_config
 from swinlite.engine.sections import RunConfig
@@ -194,6 +195,11 @@ def test_pretrained_is_a_boolean_or_a_file_and_stays_one_in_config_yaml(task: st
         ("train.ema_w=true", "unknown config key 'train.ema_w'; did you mean 'train.ema_warmup'?"),
         ("train.save=1", "unknown config key 'train.save'; did you mean 'train.save_every_steps'?"),
         ("model.name.x=1", "unknown config key 'model.name.x'"),
+        # the key's name in its section, or in any (a bare key); another tool's name as swinlite's (was clip_grad)
+        ("optim.learning_rate=1", "unknown config key 'optim.learning_rate'; did you mean 'optim.lr'?"),
+        ("lr=1", "unknown config key 'lr'; did you mean 'optim.lr'?$"),  # listed every valid key
+        ("train.lr=1", "unknown config key 'train.lr'; did you mean 'optim.lr'?"),
+        ("optim.weight-decay=0", "unknown config key 'optim.weight-decay'; did you mean 'optim.weight_decay'?"),
     ],
 )
 @pytest.mark.parametrize("task", list(TASKS))
@@ -209,6 +215,36 @@ def test_model_kwargs_whole_or_one_entry(task: str):
     assert TASKS[task].config().model.kwargs == {}  # the defaults were not mutated
     with pytest.raises(ValueError, match="model.kwargs': cannot use '12', expected a mapping"):
         TASKS[task].load_config(None, ["model.kwargs=12"])
+
+
+def test_a_whole_model_kwargs_names_the_entries_it_drops_and_one_entry_keeps_them(tmp_path, recwarn):
+    """``model.kwargs={window_size: 12, img_size: 384}``, as train.py's help suggested, dropped the fine-tune recipe's
+    drop_path_rate without a word; ``model.kwargs.KEY=VALUE`` keeps it, ``{}`` clears it on purpose."""
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  kwargs: {drop_path_rate: 0.1}\n")
+    load = TASKS["classification"].load_config
+    one_by_one = load(path, ["model.kwargs.window_size=12", "model.kwargs.img_size=384"]).model.kwargs
+    assert one_by_one == {"drop_path_rate": 0.1, "window_size": 12, "img_size": 384}
+    assert load(path, ["model.kwargs={}"]).model.kwargs == {} and len(recwarn) == 0
+    with pytest.warns(
+        UserWarning,
+        match=r"^model.kwargs=\{window_size: 12\} replaces the whole mapping, dropping "
+        r"drop_path_rate=0.1 of the config; model.kwargs.KEY=VALUE sets one entry",
+    ):
+        assert load(path, ["model.kwargs={window_size: 12}"]).model.kwargs == {"window_size": 12}
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_warning_of_the_settings_is_shown_by_rank_0_alone(rank: int, tmp_path, monkeypatch, capsys, recwarn):
+    """Every process of a torchrun launch loads the same settings: each showed the same warning."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", str(rank))
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  kwargs: {drop_path_rate: 0.1}\n")
+    assert show_config(TASKS["classification"].config, path, ["model.kwargs={window_size: 12}"]) == 0
+    assert [str(w.message).split(",")[0] for w in recwarn] == ["model.kwargs={window_size: 12} replaces the whole "
+                                                               "mapping"] * (rank == 0)  # fmt: skip
+    assert capsys.readouterr().err == ""
 
 
 REAL_DATA = {  # the config each script takes with --data-dir and without --config, and the dataset it sets

@@ -79,6 +79,26 @@ def test_an_empty_value_of_another_shape_is_no_mapping_of_sections(tmp_path, tex
         _load(tmp_path, text)
 
 
+def test_a_section_of_no_keys_is_an_empty_one(tmp_path):
+    """A section whose keys are all commented out is null: it was 'must hold a mapping of sections', naming none."""
+    cfg = _load(tmp_path, "train:\n#  epochs: 3\noptim:\n  lr: 0.1\n")
+    assert cfg.optim.lr == 0.1 and cfg.train == TASKS["classification"].config().train
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("trian:\n#  epochs: 3\n", "unknown section 'trian'; did you mean 'train'?"),  # empty: it named no key
+        ("trian: {}\n", "unknown section 'trian'; did you mean 'train'?"),
+        ("train: 3\n", "section 'train' holds 3, expected a mapping of its keys, e.g. 'train: {epochs: 10}'"),
+        ("epochs: 3\n", "section 'epochs' holds 3, expected a mapping of its keys"),
+    ],
+)
+def test_a_section_that_is_unknown_or_no_mapping_is_named(tmp_path, text: str, message: str):
+    with pytest.raises(ValueError, match=rf"^config file \S+c.yaml: {re.escape(message)}"):
+        _load(tmp_path, text)
+
+
 def test_a_folder_given_as_the_config_file_is_called_a_folder(tmp_path, capsys):
     """It was 'does not exist'."""
     assert script_main("classification", ["--config", f"{tmp_path}/", "--print-config"]) == 2

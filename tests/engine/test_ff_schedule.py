@@ -3,7 +3,13 @@
 import pytest
 from enginekit import TASKS
 
-from swinlite.engine.preflight import check_decay_epochs, check_decay_schedule, check_run, warn_rising_lr
+from swinlite.engine.preflight import (
+    SCHEDULE_READS,
+    check_decay_epochs,
+    check_run,
+    warn_rising_lr,
+    warn_unused_schedule,
+)
 
 
 def test_unsorted_decay_epochs_are_refused_with_the_sorted_list():
@@ -17,15 +23,37 @@ def test_unsorted_decay_epochs_are_refused_with_the_sorted_list():
 def test_decay_epochs_a_cosine_schedule_ignores_are_warned_of_not_refused():
     """timm's cosine and poly schedulers ignore milestones: [2,1] was refused though unused; one warning now."""
     cfg = TASKS["classification"].load_config(None, ["schedule.decay_epochs=[2,1]"])
-    with pytest.warns(UserWarning, match=r"^schedule.decay_epochs is unused: schedule.kind=cosine decays every step"):
+    with pytest.warns(UserWarning, match=r"^schedule.decay_epochs is unused: schedule.kind=cosine does not read it, "
+                                         r"only schedule.kind=step$"):  # fmt: skip
         with pytest.raises(ValueError, match="--data-dir"):  # the data's refusal, after the schedule passed
             check_run(TASKS["classification"], cfg)
 
 
-@pytest.mark.parametrize("task", ["classification", "detection"])  # detection's default: step at [8,11]
-def test_default_decay_epochs_under_cosine_are_not_warned_of(task: str, recwarn):
-    check_decay_schedule(TASKS[task].load_config(None, ["schedule.kind=cosine"]).schedule)
-    assert not [w for w in recwarn if "decay_epochs" in str(w.message)]
+@pytest.mark.parametrize(
+    ("settings", "unused", "readers"),
+    [
+        (["schedule.kind=step", "schedule.decay_epochs=[1]", "schedule.min_lr=0.5"], "min_lr", "cosine or poly"),
+        (["schedule.kind=step", "schedule.decay_epochs=[1]", "schedule.power=3"], "power", "poly"),
+        (["schedule.power=3"], "power", "poly"),
+        (["schedule.decay_rate=0.5"], "decay_rate", "step"),
+        (["schedule.kind=poly", "schedule.decay_rate=0.5"], "decay_rate", "step"),
+        (["schedule.kind=poly", "schedule.decay_epochs=[1]"], "decay_epochs", "step"),
+    ],
+)
+def test_a_schedule_setting_the_kind_does_not_read_is_warned_of(settings: list[str], unused: str, readers: str):
+    """Only decay_epochs was: a step schedule's min_lr 250 times optim.lr, a cosine's power, said nothing."""
+    schedule = TASKS["classification"].load_config(None, settings).schedule
+    with pytest.warns(UserWarning) as record:
+        warn_unused_schedule(schedule)
+    said = f"schedule.{unused} is unused: schedule.kind={schedule.kind} does not read it, only schedule.kind={readers}"
+    assert [str(w.message) for w in record] == [said]
+
+
+@pytest.mark.parametrize("kind", SCHEDULE_READS)
+@pytest.mark.parametrize("task", list(TASKS))  # detection's default: step at [8,11]; segmentation's poly
+def test_a_tasks_default_schedule_settings_are_not_warned_of_under_any_kind(task: str, kind: str, recwarn):
+    warn_unused_schedule(TASKS[task].load_config(None, [f"schedule.kind={kind}"]).schedule)
+    assert len(recwarn) == 0
 
 
 def test_a_repeated_decay_epoch_is_accepted():

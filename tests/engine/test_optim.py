@@ -10,7 +10,7 @@ from timm.optim import create_optimizer_v2
 
 from swinlite.classification import ClassificationTask
 from swinlite.engine.optim import build_optimizer, build_scheduler, check_optimizer, lr_scale
-from swinlite.engine.preflight import check_run
+from swinlite.engine.preflight import SCHEDULE_READS, check_run
 
 
 def _lrs(cfg, epochs: int, steps_per_epoch: int) -> list[float]:
@@ -21,6 +21,21 @@ def _lrs(cfg, epochs: int, steps_per_epoch: int) -> list[float]:
         scheduler.step_update(step)
         lrs.append(optimizer.param_groups[0]["lr"])
     return lrs
+
+
+OTHER_VALUE = {"warmup_epochs": "1", "warmup_lr": "1e-4", "min_lr": "1e-4", "power": "3", "decay_epochs": "[1]",
+               "decay_rate": "0.5"}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", SCHEDULE_READS)
+@pytest.mark.parametrize("name", OTHER_VALUE)
+def test_the_table_of_schedule_settings_read_is_build_schedulers(kind: str, name: str):
+    """preflight's SCHEDULE_READS, which warns of a setting a kind does not read: another value changes the lrs of a
+    kind exactly where the table says the kind reads it."""
+    settings = ["optim.lr=1e-3", f"schedule.kind={kind}", "schedule.warmup_epochs=0.5", "schedule.decay_epochs=[2]"]
+    cfg = ClassificationTask.load_config(None, settings)
+    other = ClassificationTask.load_config(None, [*settings, f"schedule.{name}={OTHER_VALUE[name]}"])
+    assert (_lrs(cfg, 3, 4) != _lrs(other, 3, 4)) == (name in SCHEDULE_READS[kind])
 
 
 @pytest.mark.parametrize("power", [1.0, 0.9])

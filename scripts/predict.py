@@ -10,13 +10,13 @@ PATH arguments are images or folders of images (which files of a folder are read
 decode, and images too elongated for the centre crop's resize, are skipped and named on stderr (--onnx too). The CSV
 (UTF-8) has the columns path, class, prob, then class_2, prob_2, ... up to --topk, the classes ranked by their logits
 (equal ones: the lower index first); bytes of a file name that are not UTF-8 are written as \xNN, and a backslash as
-\x5c (two files never print as one path). --output must not be one of the inputs (the checkpoint, an
-image); it is written whole once every image is labelled, replacing a file there. Preprocessing is the run's
-evaluation transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1. With
---model alone the timm model's pretrained weights are used (ImageNet class names from timm's ImageNetInfo); --model
-with --checkpoint reads a file of another layout (official, timm, torchvision, ...). --amp bf16 (fp16: CUDA only)
-runs the model under autocast, as evaluate.py --amp (the probabilities within bf16's rounding of fp32's); the summary
-line names it (not with --onnx or --compile).
+\x5c (two files never print as one path). --output must end in .csv and must not be one of the inputs (the
+checkpoint, an image); it is written whole once every image is labelled, replacing a file there. Preprocessing is the
+run's evaluation transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1.
+With --model alone the timm model's pretrained weights are used (ImageNet class names from timm's ImageNetInfo);
+--model with --checkpoint reads a file of another layout (official, timm, torchvision, ...). --amp bf16 (fp16: CUDA
+only) runs the model under autocast, as evaluate.py --amp (the probabilities within bf16's rounding of fp32's); the
+summary line names it (not with --onnx or --compile).
 
 --onnx FILE runs a file of scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is not
 imported): the classes and preprocessing come from the file's metadata, the preprocessing is timm's evaluation
@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None = None):
         help="--onnx: class names, one per line (default: the file's)",
     )
     parser.add_argument("--preprocessing", help="--onnx: timm data config as JSON (default: the file's)")
-    parser.add_argument("--output", required=True, type=user_path("a CSV file"), help="CSV file to write")
+    parser.add_argument("--output", required=True, type=user_path("a .csv file"), help="CSV file to write (.csv)")
     parser.add_argument("--topk", type=int, default=1, help="classes per image (default: 1; at most the classes)")
     parser.add_argument(
         "--batch-size", type=int, help=f"images per forward pass (default: {BATCH_SIZE}; --onnx: a file's fixed batch)"
@@ -81,6 +81,8 @@ def parse_args(argv: list[str] | None = None):
     parser.add_amp_argument()
     parser.add_compile_argument("; fp32 only (no --amp)")
     args = parser.parse_args(argv)
+    if args.output.suffix.lower() != ".csv":  # a CSV under another name (preds.json) misleads its reader
+        parser.error(f"--output must end in .csv (predict.py writes CSV), got {args.output}")
     others = [("--checkpoint", args.checkpoint), ("--model", args.model), ("--compile", args.compile),
               ("--num-workers", args.num_workers)]  # fmt: skip
     check_onnx_options(parser, args, others, "alone")

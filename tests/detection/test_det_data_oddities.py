@@ -108,6 +108,32 @@ def test_a_category_whose_every_box_is_under_a_pixel_is_named(coco: Path):
         categories_of(load_split(path, coco / "train2017"))
 
 
+@pytest.mark.parametrize("detector", ["maskrcnn", "fasterrcnn"])
+def test_a_category_whose_every_mask_is_invalid_is_named_for_mask_rcnn_alone(coco: Path, detector: str):
+    """Mask R-CNN trains on no object without a valid mask (its box AP still scores them): a category whose every
+    object has an invalid polygon is one it never learns; a box detector learns it from the boxes."""
+
+    def edit(data: dict) -> None:
+        for ann in data["annotations"]:
+            if ann["category_id"] == 7 and not ann["iscrowd"]:
+                ann["segmentation"] = [[1.0, 1.0, 2.0, 2.0]]  # 2 points
+
+    edit_coco(coco, "train", edit)
+    cfg = DetConfig(data=DetDataConfig(data_dir=str(coco)))
+    cfg.model.detector = detector
+    task = DetectionTask(RunContext(cfg, torch.device("cpu"), DistInfo(), coco, None))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task.build_datasets()
+    unlearned = [str(w.message) for w in caught if "never learns" in str(w.message)]
+    named = (
+        f"1 categories of {coco}/annotations/instances_train2017.json without an object to learn from (a non-crowd "
+        "box of at least 1 px in a kept image): the detector gets a class for each that it never learns (category "
+        "id: name): 7: 'bar'"
+    )
+    assert unlearned == ([named] if detector == "maskrcnn" else [])
+
+
 def _same_annotation_file(coco: Path) -> dict[str, Path]:
     return {"val_ann": coco / "annotations" / "instances_train2017.json", "val_images": coco / "train2017"}
 

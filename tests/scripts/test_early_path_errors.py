@@ -14,9 +14,9 @@ HEAVY = ("torch", "timm", "torchvision", "swinlite")  # swinlite.files loads by 
 
 # script -> argv ({m}: missing, {f}: a file, {d}: a folder of images, {o}: the output) and the error the script gives
 CASES = {
-    "predict-image": ("predict", "--checkpoint {f} --output {o} {d} {m}",
+    "predict-image": ("predict", "--checkpoint {f} --output {o}.csv {d} {m}",
                       "'{m}' does not exist (expected an image file or a folder of images)"),
-    "predict-checkpoint": ("predict", "--checkpoint {m} --output {o} {d}", "checkpoint '{m}' does not exist"),
+    "predict-checkpoint": ("predict", "--checkpoint {m} --output {o}.csv {d}", "checkpoint '{m}' does not exist"),
     "extract_features-input": ("extract_features", "--checkpoint {f} --input {m} --output {o}",
                                "input must be an image folder, an image file or a text file of image paths, got '{m}'"),
     "extract_features-checkpoint": ("extract_features", "--checkpoint {d} --input {d} --output {o}",

@@ -74,7 +74,8 @@ def f(tmp_path_factory) -> SimpleNamespace:
     (root / "a_file").write_text("not a folder")
     (root / "v").mkdir()  # visualize.py's folder: a bias_stage0.png would refuse the evaluations there
     Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(root / "v" / "bias_stage0.png")
-    os.symlink(ns.ckpt, root / "link.safetensors")
+    os.symlink(ns.ckpt, root / "link.csv")
+    (root / "folder.csv").mkdir()
     return ns
 
 
@@ -87,13 +88,17 @@ def _run(load_script, capsys, name: str, argv: list[str]) -> tuple[int, str]:
 
 # (script, arguments with {r}: the fixture's folder, {ckpt}, {data}, {images}; words the error line must hold)
 CASES = {
-    "predict_output_is_the_checkpoint": ("predict", "--checkpoint {ckpt} --output {ckpt} {images}", "would replace"),
+    # a CSV written under any name: preds.json held CSV (the checkpoint and an image: refused by their names too)
+    "predict_output_json": ("predict", "--checkpoint {ckpt} --output {r}/p.json {images}",
+                            "--output must end in .csv (predict.py writes CSV), got"),
+    "predict_output_is_the_checkpoint": ("predict", "--checkpoint {ckpt} --output {ckpt} {images}", "end in .csv"),
     "predict_output_is_a_link_to_it": (
-        "predict", "--checkpoint {ckpt} --output {r}/link.safetensors {images}", "would replace the input"),
-    "predict_output_replaces_an_image": ("predict", "--checkpoint {ckpt} --output {images}/a/0.png {images}", "0.png"),
+        "predict", "--checkpoint {ckpt} --output {r}/link.csv {images}", "would replace the input"),
+    "predict_output_replaces_an_image": ("predict", "--checkpoint {ckpt} --output {images}/a/0.png {images}",
+                                         "end in .csv (predict.py writes CSV), got "),
     "predict_output_in_the_image_folder": ("predict", "--checkpoint {ckpt} --output {images}/p.csv {images}",
                                            "lies inside the input folder"),
-    "predict_output_is_a_folder": ("predict", "--checkpoint {ckpt} --output {r} {images}", "is a folder"),
+    "predict_output_is_a_folder": ("predict", "--checkpoint {ckpt} --output {r}/folder.csv {images}", "is a folder"),
     "predict_output_under_a_file": ("predict", "--checkpoint {ckpt} --output {r}/a_file/p.csv {images}", "is a file"),
     "export_output_is_the_checkpoint": ("export_onnx", "--checkpoint {ckpt} --output {ckpt}", "would replace"),
     "export_max_size_0": ("export_onnx", "--checkpoint {ckpt} --output {r}/m.onnx --max-size 0",  # read as 2048
@@ -177,7 +182,7 @@ TILDE = {
     "evaluate": ["--checkpoint=~/c", "--data-dir=~/d", "--output-dir=~/o"],
     "evaluate_detection": ["--checkpoint=~/c", "--ann=~/a", "--images=~/i", "--output-dir=~/o"],
     "evaluate_segmentation": ["--checkpoint=~/c", "--images=~/i", "--masks=~/m", "--output-dir=~/o"],
-    "predict": ["--onnx=~/n", "--classes=~/k", "--output=~/o", "~/i"],
+    "predict": ["--onnx=~/n", "--classes=~/k", "--output=~/o.csv", "~/i"],
     "detect": ["--checkpoint=~/c", "--input", "~/i", "--output-dir=~/o"],
     "segment": ["--onnx=~/n", "--input", "~/i", "--output-dir=~/o"],
     "extract_features": ["--checkpoint=~/c", "--input=~/i", "--output=~/o"],

@@ -1,6 +1,7 @@
 """No script writes its output file over a file of a training run in the run's folder: ``predict.py --checkpoint
-RUN/best.safetensors --output RUN/resume.pt`` wrote its CSV over the run's resume file. Each is refused before any
-work, so placeholders stand for the run's files, the model and the ONNX file."""
+RUN/best.safetensors --output RUN/resume.pt`` wrote its CSV over the run's resume file (predict.py now writes only
+a .csv name). Each is refused before any work, so placeholders stand for the run's files, the model and the ONNX
+file."""
 
 import os
 from pathlib import Path
@@ -12,11 +13,12 @@ from scriptkit import run_script
 
 # (script, its arguments with {out} for the output, a file of the run it is given as {out})
 CASES = [
-    ("predict", ["--checkpoint", "{run}/best.safetensors", "--output", "{out}", "{images}"], "resume.pt"),
-    ("predict", ["--onnx", "{run}/model.onnx", "--output", "{out}", "{images}"], "config.yaml"),
     ("predict", ["--checkpoint", "{run}/best.safetensors", "--output", "{out}", "{images}"], "metrics.csv"),
-    ("predict", ["--checkpoint", "{run}/best.safetensors", "--output", "{out}", "{images}"], "scan.json.gz"),
-    ("predict", ["--checkpoint", "{run}/best.safetensors", "--output", "{out}", "{images}"],
+    ("predict", ["--onnx", "{run}/model.onnx", "--output", "{out}", "{images}"], "metrics.csv"),  # its only .csv
+    ("export_onnx", ["--checkpoint", "{run}/best.safetensors", "--output", "{out}"], "resume.pt"),
+    ("export_onnx", ["--checkpoint", "{run}/best.safetensors", "--output", "{out}"], "config.yaml"),
+    ("export_onnx", ["--checkpoint", "{run}/best.safetensors", "--output", "{out}"], "scan.json.gz"),
+    ("export_onnx", ["--checkpoint", "{run}/best.safetensors", "--output", "{out}"],
      "events.out.tfevents.1700000000.host.1.0"),
     ("export_onnx", ["--checkpoint", "{run}/best.safetensors", "--output", "{out}"], "ema.safetensors"),
     ("export_onnx", ["--checkpoint", "{run}/best.safetensors", "--output", "{out}"], "curves.png"),

@@ -1,19 +1,19 @@
 """mIoU, mAcc, aAcc and per-class IoU of a segmentation checkpoint of scripts/train_segmentation.py on label maps.
 
-Prints the per-class table and writes OUT/eval.json (mIoU, mAcc, aAcc and each class's IoU and accuracy in percent,
-null where a class is absent; and the data, split and --amp evaluated) and OUT/per_class_iou.csv, beside the
-checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this script, or of segment.py; checked
-after the data's folders, the checkpoint and the flags against it) is refused unless --overwrite, which removes them
-all; one holding another task's or extract_features.py's / visualize.py's outputs is refused either way. The data:
---data-dir in ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split validation or training), or
---images and --masks folders. Masks are read as the checkpoint's run read them (classes, ignore_index,
-reduce_zero_label); images and masks that do not pair up are named and left out, and so are images with a view
-thinner than the backbone's patch at the test scales (one warning); label values outside the classes are an error, as
-are an image with a view whose full-size tensors would take more than 4 GiB (as segment.py refuses it: --ratios 100
-took all the memory), masks without a pixel of a class, no image the test scales can predict and no pixel scored
-(every image failing to decode): an mIoU of nothing would be NaN. The counts are summed over the whole split, as
-mmsegmentation does. Prediction follows the checkpoint's test settings unless --mode, --ratios, --flip / --no-flip
-or --stride.
+Prints the per-class table and writes OUT/eval.json (mIoU, mAcc, aAcc and each class's IoU and accuracy in percent, null
+where a class is absent; and the data, split and --amp evaluated) and OUT/per_class_iou.csv, beside the checkpoint
+unless --output-dir; a folder holding an earlier run's outputs (of this script, or of segment.py; checked after the
+data's folders, the checkpoint and the flags against it) is refused unless --overwrite, which removes them all; one
+holding another task's or extract_features.py's / visualize.py's outputs is refused either way. The data: --data-dir in
+ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split validation or training), or --images and --masks
+folders. Masks are read as the checkpoint's run read them (classes, ignore_index, reduce_zero_label); images and masks
+that do not pair up are named and left out, and so are images with a view thinner than the backbone's patch at the test
+scales (one warning); label values outside the classes are an error, as are an image whose prediction would take more
+than 4 GiB (a view's full-size tensors beside the class scores at the image's own size, as segment.py refuses it:
+--ratios 100, or a 6000x8000 photo of 150 classes, took all the memory), masks without a pixel of a class, no image the
+test scales can predict and no pixel scored (every image failing to decode): an mIoU of nothing would be NaN. The counts
+are summed over the whole split, as mmsegmentation does. Prediction follows the checkpoint's test settings unless
+--mode, --ratios, --flip / --no-flip or --stride.
 
 Examples:
     python scripts/evaluate_segmentation.py --checkpoint runs/seg_demo/best.safetensors --data-dir data/seg_shapes
@@ -43,7 +43,9 @@ def parse_args(argv: list[str] | None = None):
         "--data-dir", type=user_path("a dataset folder"), help="ADE20K layout: images/<split>/, annotations/<split>/"
     )
     parser.add_argument(
-        "--split", choices=tuple(SPLITS), help="the --data-dir layout's split to evaluate (default: validation)"
+        "--split",
+        choices=tuple(SPLITS),
+        help="(default: validation) of the --data-dir layout; not with --images, --masks",
     )
     parser.add_argument(
         "--images", type=user_path("an image folder"), help="image folder (with --masks, instead of --data-dir)"
@@ -94,7 +96,8 @@ def parse_args(argv: list[str] | None = None):
             f"--split {args.split} picks a split of the --data-dir layout, and --images and --masks name the folders "
             "themselves: drop --split, or give --data-dir"
         )
-    args.split = args.split or "validation" if args.data_dir else None
+    if args.data_dir:
+        args.split = args.split or "validation"
     check_at_least(parser, args, num_workers=0)
     check_test_options(parser, args)
     return args

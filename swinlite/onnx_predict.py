@@ -506,13 +506,17 @@ def _linear_weights(size: int, new_size: int) -> tuple[np.ndarray, np.ndarray, n
 
 def bilinear_resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """image [C, H, W] float32 -> [C, h, w]: ``torch.nn.functional.interpolate(mode="bilinear",
-    align_corners=False)`` on CPU: the same weights, sums within float32 rounding."""
+    align_corners=False)`` on CPU: the same weights, sums within float32 rounding. One channel at a time, so that
+    the temporaries at the new size are one channel's (a segmenter's logits of 150 classes at a photo's size)."""
     r0, r1, wr0, wr1 = _linear_weights(image.shape[1], size[0])
     c0, c1, wc0, wc1 = _linear_weights(image.shape[2], size[1])
-    top, bottom = image[:, r0], image[:, r1]  # [C, h, W]
-    top = wc0 * top[:, :, c0] + wc1 * top[:, :, c1]  # [C, h, w]
-    bottom = wc0 * bottom[:, :, c0] + wc1 * bottom[:, :, c1]
-    return wr0[:, None] * top + wr1[:, None] * bottom
+    resized = np.empty((image.shape[0], *size), dtype=np.result_type(image, np.float32))  # [C, h, w]
+    for out, plane in zip(resized, image, strict=True):
+        top, bottom = plane[r0], plane[r1]  # [h, W]
+        top = wc0 * top[:, c0] + wc1 * top[:, c1]  # [h, w]
+        bottom = wc0 * bottom[:, c0] + wc1 * bottom[:, c1]
+        out[...] = wr0[:, None] * top + wr1[:, None] * bottom
+    return resized
 
 
 def detect(
@@ -654,10 +658,11 @@ def segment_too_thin(model: OnnxModel, settings: SegmenterSettings, height: int,
 
 
 def segment_problem(model: OnnxModel, settings: SegmenterSettings, height: int, width: int) -> str | None:
-    """Why the graph cannot serve every view (or window) of a ``height`` x ``width`` image, or None: a view whose
-    full-size arrays would take more memory than a view may (:func:`~swinlite.seg_views.large_problem`, the PyTorch
-    path's rule: the slide mode's windows fit the file's range however large the view), or a size out of that range."""
-    problem = large_problem(height, width, settings.img_scale, settings.ratios, len(settings.classes))
+    """Why the graph cannot serve every view (or window) of a ``height`` x ``width`` image, or None: a prediction
+    whose arrays would take more memory than an image's may (a view's at its full size beside the scores at the
+    image's own size: :func:`~swinlite.seg_views.large_problem`, the PyTorch path's rule: the slide mode's windows
+    fit the file's range however large the view), or a size out of that range."""
+    problem = large_problem(height, width, settings.img_scale, settings.ratios, settings.flip, len(settings.classes))
     if problem:
         return problem
     for size in segment_sizes(settings, height, width):
@@ -714,10 +719,28 @@ def _slide_logits(model: OnnxModel, image: np.ndarray, settings: SegmenterSettin
     return total / count
 
 
+def _view_scores(
+    model: OnnxModel, settings: SegmenterSettings, pixels: np.ndarray, size: tuple[int, int], flip: bool, softmax: bool
+) -> np.ndarray:
+    """Scores [K, H, W] of one view of normalised ``pixels`` [3, H, W], back at their own size: its logits, or with
+    ``softmax`` their softmax (computed in place: one map of the K classes at the image's size)."""
+    height, width = pixels.shape[1:]
+    x = pixels if size == (height, width) else antialiased_resize(pixels, size)
+    x = x[:, :, ::-1] if flip else x
+    logits = _slide_logits(model, x, settings) if settings.mode == "slide" else _logits(model, x)
+    logits = bilinear_resize(np.ascontiguousarray(logits[:, :, ::-1] if flip else logits), (height, width))
+    if softmax:
+        logits -= logits.max(axis=0, keepdims=True)
+        np.exp(logits, out=logits)
+        logits /= logits.sum(axis=0, keepdims=True)
+    return logits
+
+
 def segment_scores(model: OnnxModel, settings: SegmenterSettings, image: Image.Image) -> np.ndarray:
     """Per-class scores [K, H, W] of an RGB image at its own size, as
     :func:`swinlite.segmentation.inference.predict_scores` computes them: logits for one view, the mean softmax over
-    several. ``argmax(0)`` is the label map.
+    several, added into the first view's as they come (at most two maps of the K classes at the image's size).
+    ``argmax(0)`` is the label map.
 
     Raises:
         ValueError: an image that is not RGB (:func:`check_rgb`), or whose views or windows lie outside the sizes the
@@ -728,20 +751,12 @@ def segment_scores(model: OnnxModel, settings: SegmenterSettings, image: Image.I
     if problem:
         raise ValueError(problem)
     pixels = normalize(image, settings.mean, settings.std)  # [3, H, W]
-    height, width = pixels.shape[1:]
-    views = test_views(height, width, settings.img_scale, settings.ratios, settings.flip)
-    total = None
-    for size, flip in views:
-        x = pixels if size == (height, width) else antialiased_resize(pixels, size)
-        x = x[:, :, ::-1] if flip else x
-        logits = _slide_logits(model, x, settings) if settings.mode == "slide" else _logits(model, x)
-        logits = np.ascontiguousarray(logits[:, :, ::-1] if flip else logits)
-        logits = bilinear_resize(logits, (height, width))
-        if len(views) > 1:
-            exp = np.exp(logits - logits.max(axis=0, keepdims=True))
-            logits = exp / exp.sum(axis=0, keepdims=True)
-        total = logits if total is None else total + logits
-    return total / np.float32(len(views))
+    views = test_views(*pixels.shape[1:], settings.img_scale, settings.ratios, settings.flip)
+    total = _view_scores(model, settings, pixels, *views[0], softmax=len(views) > 1)
+    for size, flip in views[1:]:
+        total += _view_scores(model, settings, pixels, size, flip, softmax=True)
+    total /= np.float32(len(views))
+    return total
 
 
 def draw_labels(image: Image.Image, labels: np.ndarray, palette: Sequence[Sequence[int]], alpha: float) -> Image.Image:

@@ -6,8 +6,9 @@ definition of them.
 - :func:`test_views`: one rescaled size per test ratio, each also mirrored with ``flip`` (mmsegmentation's
   ``aug_test``);
 - :func:`thin_problem`: an image with a view thinner than the backbone's patch (predicted by no model);
-- :func:`large_problem`: an image with a view whose full-size tensors in prediction (:func:`view_bytes`; PyTorch's
-  or the ONNX path's NumPy arrays) take more than :data:`VIEW_MEMORY_BUDGET`;
+- :func:`large_problem`: an image whose prediction (PyTorch's tensors or the ONNX path's NumPy arrays) would take
+  more than :data:`MEMORY_BUDGET`: a view's at its full size (:func:`view_bytes`) beside the scores at the image's own
+  size (:func:`image_bytes`);
 - :func:`slide_windows`: the windows of sliding-window prediction (mmsegmentation's ``slide_inference``), every
   ``stride`` pixels: :func:`default_stride` unless set, at most the window (:func:`stride_problem`), given only for
   slide mode (:func:`stride_unused`).
@@ -15,10 +16,11 @@ definition of them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 TEST_MODES = ("whole", "slide")  # the whole image at once, or sliding windows of the crop size
-VIEW_MEMORY_BUDGET = 4 * 2**30  # bytes a view's full-size tensors (view_bytes) may take, in PyTorch or ONNX prediction
+MEMORY_BUDGET = 4 * 2**30  # bytes an image's prediction (view_bytes + image_bytes) may take, in PyTorch or ONNX
 
 
 def rescaled_size(height: int, width: int, scale: Sequence[float]) -> tuple[int, int]:
@@ -59,26 +61,51 @@ def view_bytes(height: int, width: int, num_classes: int) -> int:
     return 4 * height * width * (2 * num_classes + 1 + 2 * 3)
 
 
+def image_bytes(height: int, width: int, num_classes: int, views: int) -> int:
+    """Bytes prediction of a ``height`` x ``width`` image through ``views`` views holds at the image's own size, where
+    the scores are counted (``predict_scores``, ``segment_scores``): one float32 map of the ``num_classes`` scores
+    for one view, two for several (their running sum and the view being added), the normalised image (3 float32
+    channels) and its label map (int64). No ratio makes them smaller."""
+    return 4 * height * width * ((1 if views == 1 else 2) * num_classes + 3 + 2)
+
+
 def large_problem(
     height: int,
     width: int,
     img_scale: Sequence[int],
     ratios: Sequence[float],
+    flip: bool,
     num_classes: int,
     option: str = "--ratios",
 ) -> str | None:
-    """Why a ``height`` x ``width`` image has a view (:func:`test_views`) whose full-size tensors (:func:`view_bytes`)
-    would take more than :data:`VIEW_MEMORY_BUDGET` (``--ratios 100`` on a 48x40 image took all the memory), or
-    None; the message says to lower ``option``, where the ratios come from."""
-    for ratio in ratios:
-        h, w = rescaled_size(height, width, [int(side * ratio) for side in img_scale])
-        need = view_bytes(h, w, num_classes)
-        if need > VIEW_MEMORY_BUDGET:
-            return (f"a {height}x{width} (HxW) image would be rescaled to {h}x{w} (ratio {ratio}), whose prediction "
-                    f"holds {need / 2**30:.1f} GiB at that size (float32: the logits of {num_classes} classes twice, "
-                    f"the windows' count, the image and its mirror), more than the {VIEW_MEMORY_BUDGET // 2**30} GiB a "
-                    f"view may take: lower {option}")  # fmt: skip
-    return None
+    """Why predicting a ``height`` x ``width`` image would take more than :data:`MEMORY_BUDGET`, or None: its largest
+    view's full-size tensors (:func:`view_bytes`; ``--ratios 100`` on a 48x40 image took all the memory) beside the
+    scores at the image's own size (:func:`image_bytes`; a 6000x8000 photo's 150 classes took 27 GiB at one view).
+    The message says to lower ``option`` (where the ratios come from) where the views are at fault, and to downscale
+    the image (to the size that fits beside its largest view) where its own size is."""
+    views = len(ratios) * (2 if flip else 1)  # test_views
+    sizes = [(rescaled_size(height, width, [int(side * r) for side in img_scale]), r) for r in ratios]
+    (h, w), ratio = max(sizes, key=lambda size: size[0][0] * size[0][1])
+    view, own = view_bytes(h, w, num_classes), image_bytes(height, width, num_classes, views)
+    if view + own <= MEMORY_BUDGET:
+        return None
+    budget, gib = MEMORY_BUDGET // 2**30, 1 / 2**30
+    scores = f"the scores of {num_classes} classes {'once' if views == 1 else 'twice'}, the image and its labels"
+    downscale = "downscale the image"
+    if view < MEMORY_BUDGET:  # the size that fits beside the view: the views' sizes depend on the aspect ratio alone
+        factor = math.sqrt((MEMORY_BUDGET - view) / own)
+        downscale += f" to at most {int(height * factor)}x{int(width * factor)} (HxW; its mask too, nearest-neighbour)"
+    if own < MEMORY_BUDGET:  # smaller views make it fit
+        fits = f"lower {option}" + (f", or {downscale}" if view < MEMORY_BUDGET else "")
+        return (f"a {height}x{width} (HxW) image would be rescaled to {h}x{w} (ratio {ratio}), whose prediction "
+                f"holds {view * gib:.1f} GiB at that size (float32: the logits of {num_classes} classes twice, the "
+                f"windows' count, the image and its mirror) and {own * gib:.1f} GiB at the image's own size "
+                f"({scores}), more than the {budget} GiB an image's prediction may take: {fits}")  # fmt: skip
+    fits = downscale if view < MEMORY_BUDGET else f"{downscale} and lower {option}"
+    return (f"a {height}x{width} (HxW) image's prediction holds {own * gib:.1f} GiB at the image's own size, where it "
+            f"is scored (float32: {scores}), and {view * gib:.1f} GiB at its {h}x{w} view (ratio {ratio}), more than "
+            f"the {budget} GiB an image's prediction may take, whatever {option}: the image is too large for "
+            f"{num_classes} classes at full resolution; {fits}")  # fmt: skip
 
 
 def default_stride(crop: Sequence[int]) -> tuple[int, int]:

@@ -265,13 +265,24 @@ def test_a_view_too_large_for_memory_is_refused_in_either_mode(mode):
     )  # fmt: skip
     problem = onnx_predict.segment_problem(None, settings, 40, 48)  # no model: refused before it is asked
     assert problem.startswith("a 40x48 (HxW) image would be rescaled to 48000x57600 (ratio 1000.0)"), problem
-    assert problem.endswith("more than the 4 GiB a view may take: lower --ratios"), problem
+    assert problem.endswith("more than the 4 GiB an image's prediction may take: lower --ratios"), problem
 
 
 SEGMENTER = onnx_predict.SegmenterSettings(
     classes=["a", "b"], palette=[(0, 0, 0)] * 2, mean=(0.5,) * 3, std=(0.2,) * 3, img_scale=(64, 48), mode="whole",
     crop_size=(32, 32), stride=(21, 21), ratios=(1.0,), flip=False,
 )  # fmt: skip
+
+
+def test_a_photo_too_large_for_its_classes_at_full_size_is_refused():
+    """A 6000x8000 photo at one 48x64 view passed the views' check, then its 150 classes' scores at the photo's size
+    took 27 GiB: the rule counts them too, as the PyTorch path's does (one function)."""
+    settings = dataclasses.replace(SEGMENTER, classes=[str(k) for k in range(150)], palette=[(0, 0, 0)] * 150)
+    problem = onnx_predict.segment_problem(None, settings, 6000, 8000)  # no model: refused before it is asked
+    assert problem.startswith("a 6000x8000 (HxW) image's prediction holds 27.7 GiB at the image's own size"), problem
+    assert "the image is too large for 150 classes at full resolution; downscale the image to at most" in problem
+
+
 DETECTOR = onnx_predict.DetectorSettings(category_ids=[1, 2], names=["a", "b"], test_size=128, max_size=128)
 TAKES_RGB = {  # no model: the image is refused before it is asked
     "preprocess": lambda image: onnx_predict.preprocess(image, {"input_size": (3, 32, 32)}),

@@ -104,10 +104,26 @@ def slide_logits(model: nn.Module, images: torch.Tensor, crop: Sequence[int], st
     return total / count
 
 
+def _view_scores(
+    model: nn.Module, images: torch.Tensor, size: tuple[int, int], flip: bool, test: InferenceSettings, softmax: bool
+) -> torch.Tensor:
+    """Scores [B, K, H, W] of one view (:func:`~swinlite.seg_views.test_views`) of ``images`` [B, 3, H, W], back at
+    their own size: its logits, or with ``softmax`` their softmax (computed in place: one map of the K classes at the
+    images' size, as :func:`~swinlite.seg_views.image_bytes` counts them)."""
+    height, width = images.shape[2:]
+    x = images if size == (height, width) else F.interpolate(images, size, mode="bilinear", antialias=True)
+    x = x.flip(-1) if flip else x
+    logits = slide_logits(model, x, test.crop_size, test.stride) if test.mode == "slide" else model(x).logits
+    logits = logits.float().flip(-1) if flip else logits.float()
+    logits = F.interpolate(logits, (height, width), mode="bilinear", align_corners=False)
+    return torch.softmax(logits, 1, out=logits) if softmax else logits
+
+
 @torch.no_grad()
 def predict_scores(model: nn.Module, images: torch.Tensor, test: InferenceSettings) -> torch.Tensor:
     """Per-class scores [B, K, H, W] of normalised ``images`` [B, 3, H, W] at their own size: logits for one view,
-    the mean softmax over several (scales x flips). ``argmax(1)`` is the prediction.
+    the mean softmax over several (scales x flips). ``argmax(1)`` is the prediction. Each view's scores are added
+    into the first's as they come, so that at most two maps of the K classes are held at the images' size.
 
     Raises:
         ValueError: ``images`` not a batch [B, 3, H, W] (one image [3, H, W] is ``images[None]``).
@@ -117,18 +133,11 @@ def predict_scores(model: nn.Module, images: torch.Tensor, test: InferenceSettin
             f"predict_scores takes a batch of images [B, 3, H, W], got a {images.dim()}-D tensor of shape "
             f"{list(images.shape)} (one image [3, H, W]: pass images[None])"
         )
-    height, width = images.shape[2:]
-    views = test_views(height, width, test.img_scale, test.ratios, test.flip)
-    total = None
-    for size, flip in views:
-        x = images if size == (height, width) else F.interpolate(images, size, mode="bilinear", antialias=True)
-        x = x.flip(-1) if flip else x
-        logits = slide_logits(model, x, test.crop_size, test.stride) if test.mode == "slide" else model(x).logits
-        logits = logits.float().flip(-1) if flip else logits.float()
-        logits = F.interpolate(logits, (height, width), mode="bilinear", align_corners=False)
-        score = logits.softmax(1) if len(views) > 1 else logits
-        total = score if total is None else total + score
-    return total / len(views)
+    views = test_views(*images.shape[2:], test.img_scale, test.ratios, test.flip)
+    total = _view_scores(model, images, *views[0], test, softmax=len(views) > 1)
+    for size, flip in views[1:]:
+        total += _view_scores(model, images, size, flip, test, softmax=True)
+    return total.div_(len(views))
 
 
 def patch_side(model: nn.Module) -> int:
@@ -147,13 +156,19 @@ def thin_check(model: nn.Module, test: InferenceSettings) -> Callable[[int, int]
 def large_check(
     model: nn.Module, test: InferenceSettings, option: str = "--ratios"
 ) -> Callable[[int, int], str | None]:
-    """``(height, width) -> why`` ``test`` would predict an image of that size with ``model`` through a view whose
-    full-size tensors take more memory than :data:`~swinlite.seg_views.VIEW_MEMORY_BUDGET`
-    (:func:`~swinlite.seg_views.large_problem`; ``option``: where the ratios come from), or None. ``segment.py``,
-    ``evaluate_segmentation.py`` and training's val split refuse such an image before any work (``--ratios 100``
-    took all the memory); ``segment.py --onnx`` applies the same rule."""
+    """``(height, width) -> why`` ``test`` would predict an image of that size with ``model`` through more memory
+    than :data:`~swinlite.seg_views.MEMORY_BUDGET` (a view's full-size tensors beside the scores at the image's own
+    size: :func:`~swinlite.seg_views.large_problem`; ``option``: where the ratios come from), or None.
+    ``segment.py``, ``evaluate_segmentation.py`` and training's val split refuse such an image before any work
+    (``--ratios 100`` took all the memory, and so did a 6000x8000 photo of 150 classes); ``segment.py --onnx``
+    applies the same rule."""
     return functools.partial(
-        large_problem, img_scale=test.img_scale, ratios=test.ratios, num_classes=model.num_classes, option=option
+        large_problem,
+        img_scale=test.img_scale,
+        ratios=test.ratios,
+        flip=test.flip,
+        num_classes=model.num_classes,
+        option=option,
     )
 
 

@@ -118,14 +118,36 @@ DOCS_RATIOS = (0.5, 0.75, 1.0, 1.25, 1.5, 1.75)  # docs/segmentation.md's multi-
         ((2048, 1024), (1024, 2048), DOCS_RATIOS, 19, None),  # Cityscapes-style: up to 3584x1792, 1.1 GiB
         ((2048, 512), (40, 48), (100.0,), 150, "a 40x48 (HxW) image would be rescaled to 51200x61440 (ratio 100.0), "
          "whose prediction holds 3597.7 GiB at that size (float32: the logits of 150 classes twice, the windows' "
-         "count, the image and its mirror), more than the 4 GiB a view may take: lower --ratios"),
+         "count, the image and its mirror) and 0.0 GiB at the image's own size (the scores of 150 classes twice, the "
+         "image and its labels), more than the 4 GiB an image's prediction may take: lower --ratios"),
+        ((2048, 512), (1200, 1600), (1.0,), 150, None),  # a photo at two views: 2.6 GiB (4.3 before the running sum)
+        # accepted before: only the views counted; the scores at the image's size took 27 GiB (one view) or 107 (two)
+        ((2048, 512), (6000, 8000), (1.0,), 150, "a 6000x8000 (HxW) image's prediction holds 54.5 GiB at the image's "
+         "own size, where it is scored (float32: the scores of 150 classes twice, the image and its labels), and 0.4 "
+         "GiB at its 512x683 view (ratio 1.0), more than the 4 GiB an image's prediction may take, whatever --ratios: "
+         "the image is too large for 150 classes at full resolution; downscale the image to at most 1541x2055 (HxW; "
+         "its mask too, nearest-neighbour)"),
+        ((2048, 512), (1600, 1600), (1.0, 2.0), 150, "a 1600x1600 (HxW) image would be rescaled to 1024x1024 (ratio "
+         "2.0), whose prediction holds 1.2 GiB at that size (float32: the logits of 150 classes twice, the windows' "
+         "count, the image and its mirror) and 2.9 GiB at the image's own size (the scores of 150 classes twice, the "
+         "image and its labels), more than the 4 GiB an image's prediction may take: lower --ratios, or downscale the "
+         "image to at most 1570x1570 (HxW; its mask too, nearest-neighbour)"),
     ],
 )  # fmt: skip
-def test_a_view_is_refused_by_the_memory_its_full_size_tensors_take(img_scale, size, ratios, classes, refused):
+def test_a_prediction_is_refused_by_the_memory_it_takes(img_scale, size, ratios, classes, refused):
     """The check refused the first two (a view over 2048 pixels a side, the ONNX export's range): the scripts stopped
-    ordinary multi-scale evaluations; what is refused is a view that would take all the memory."""
+    ordinary multi-scale evaluations; what is refused is a prediction that would take all the memory: a view's
+    tensors at its full size, beside the scores of every class at the image's own size."""
     test = InferenceSettings(img_scale=img_scale, ratios=ratios, flip=True)
     assert large_check(SimpleNamespace(num_classes=classes), test)(*size) == refused
+
+
+@pytest.mark.parametrize(("size", "ratios", "flip"), [((6000, 8000), (1.0,), False), ((1600, 1600), (1.0, 2.0), True)])
+def test_the_size_a_refusal_suggests_is_accepted(size, ratios, flip):
+    test = InferenceSettings(img_scale=(2048, 512), ratios=ratios, flip=flip)
+    check = large_check(SimpleNamespace(num_classes=150), test)
+    height, width = map(int, re.search(r"to at most (\d+)x(\d+)", check(*size)).groups())
+    assert check(height, width) is None and check(height + 1, width + 1) is not None
 
 
 def test_an_image_with_a_view_thinner_than_the_patch_is_left_out_of_the_scores(tmp_path: Path):

@@ -163,11 +163,12 @@ CASES = [
     # a view of 38400x32000: --ratios 100 (3840x3200) was killed for memory (a traceback under a ulimit)
     *[(f"{script}_views_too_large", script, None, ["--ratios", "1000"], "00.png: a 40x48 (HxW) image would be rescaled "
        "to 32000x38400 (ratio 1000.0), whose prediction holds 59.5 GiB at that size (float32: the logits of 3 classes "
-       "twice, the windows' count, the image and its mirror), more than the 4 GiB a view may take") for script in
+       "twice, the windows' count, the image and its mirror) and 0.0 GiB at the image's own size") for script in
       (EVAL, SEGMENT)],
     ("train_val_views_too_large", TRAIN, None, ["data.test_ratios=[1000]"],
      "(ratio 1000.0), whose prediction holds 59.5 GiB at that size (float32: the logits of 3 classes twice, the "
-     "windows' count, the image and its mirror), more than the 4 GiB a view may take: lower data.test_ratios"),
+     "windows' count, the image and its mirror) and 0.0 GiB at the image's own size (the scores of 3 classes once, "
+     "the image and its labels), more than the 4 GiB an image's prediction may take: lower data.test_ratios"),
     ("segment_nothing_readable", SEGMENT, _broken_images, ["--input", "{tmp}/broken"], "none of the 1 images"),
     ("segment_missing_input", SEGMENT, None, ["--input", "{tmp}/nowhere"], "nowhere' does not exist"),
     ("segment_slide_with_gaps", SEGMENT,  # a run's before data.test_stride was checked: 341 with crops of 32
@@ -203,6 +204,16 @@ def test_one_error_line_exit_2_nothing_written(script, damage, extra, message, s
     assert code == 2 and len(errors) == 1 and message in errors[0], err
     assert err.rstrip().splitlines()[-1] == errors[0] and "Traceback" not in err
     assert not setup.out.exists() or not any(setup.out.rglob("*.safetensors")) and not any(setup.out.rglob("*.png"))
+
+
+def test_eval_split_with_images_and_masks_is_refused_as_parsed(capsys):
+    """--split training with --images and --masks was accepted and ignored: exit 0, eval.json recording split null
+    (as --data-dir beside them is refused: eval_images_and_data_dir)."""
+    argv = ["--checkpoint", "best.safetensors", "--images", "img", "--masks", "ann", "--split", "training"]
+    assert run_script(EVAL, argv) == 2
+    assert capsys.readouterr().err.startswith("error: --split training picks a split of the --data-dir layout, and "
+                                              "--images and --masks name the folders themselves: drop --split, or "
+                                              "give --data-dir (see ")  # fmt: skip
 
 
 def test_stride_repairs_a_checkpoint_whose_slide_windows_leave_gaps(setup, monkeypatch, capsys):

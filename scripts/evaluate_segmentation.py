@@ -9,11 +9,11 @@ ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split validation
 folders. Masks are read as the checkpoint's run read them (classes, ignore_index, reduce_zero_label); images and masks
 that do not pair up are named and left out, and so are images with a view thinner than the backbone's patch at the test
 scales (one warning); label values outside the classes are an error, as are an image whose prediction would take more
-than 4 GiB (a view's full-size tensors beside the class scores at the image's own size, as segment.py refuses it:
---ratios 100, or a 6000x8000 photo of 150 classes, took all the memory), masks without a pixel of a class, no image the
-test scales can predict and no pixel scored (every image failing to decode): an mIoU of nothing would be NaN. The counts
-are summed over the whole split, as mmsegmentation does. Prediction follows the checkpoint's test settings unless
---mode, --ratios, --flip / --no-flip or --stride.
+than half the machine's memory, 4 GiB at least (a view's full-size tensors beside the class scores at the image's own
+size, as segment.py refuses it: --ratios 100, or a 6000x8000 photo of 150 classes, took all the memory), masks without
+a pixel of a class, no image the test scales can predict and no pixel scored (every image failing to decode): an mIoU of
+nothing would be NaN. The counts are summed over the whole split, as mmsegmentation does. Prediction follows the
+checkpoint's test settings unless --mode, --ratios, --flip / --no-flip or --stride.
 
 Examples:
     python scripts/evaluate_segmentation.py --checkpoint runs/seg_demo/best.safetensors --data-dir data/seg_shapes

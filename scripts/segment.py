@@ -12,9 +12,10 @@ lie inside an input folder (its PNGs would be read as input next time), nor an i
 refused unless --overwrite, which removes them all once this run has its first label map to write (a run that writes
 nothing leaves them): OUT then holds this run's alone; one holding another task's or extract_features.py's /
 visualize.py's outputs is refused either way. Unreadable images are named and skipped; if none is left that is an error.
-An image whose prediction would take more than 4 GiB (a view's tensors at its full size beside every class's scores at
-the image's own size: docs/segmentation.md) is an error before any work (--ratios 100 took all the memory, and so did a
-6000x8000 photo of 150 classes: the message gives the size to downscale it to). --amp bf16 (fp16: CUDA only) runs the
+An image whose prediction would take more than half the machine's memory, 4 GiB at least (a view's tensors at its full
+size beside every class's scores at the image's own size: docs/segmentation.md) is an error before any work (--ratios
+100 took all the memory, and so did a 6000x8000 photo of 150 classes: the message gives the size to downscale it to, and
+the budget). --amp bf16 (fp16: CUDA only) runs the
 model under autocast, as evaluate_segmentation.py --amp (the logits are upsampled in fp32); the summary line names it.
 
 

@@ -7,8 +7,8 @@ definition of them.
   ``aug_test``);
 - :func:`thin_problem`: an image with a view thinner than the backbone's patch (predicted by no model);
 - :func:`large_problem`: an image whose prediction (PyTorch's tensors or the ONNX path's NumPy arrays) would take
-  more than :data:`MEMORY_BUDGET`: a view's at its full size (:func:`view_bytes`) beside the scores at the image's own
-  size (:func:`image_bytes`);
+  more than :func:`memory_budget` (half the machine's memory, at least 4 GiB): a view's at its full size
+  (:func:`view_bytes`) beside the scores at the image's own size (:func:`image_bytes`);
 - :func:`slide_windows`: the windows of sliding-window prediction (mmsegmentation's ``slide_inference``), every
   ``stride`` pixels: :func:`default_stride` unless set, at most the window (:func:`stride_problem`), given only for
   slide mode (:func:`stride_unused`).
@@ -16,11 +16,27 @@ definition of them.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 from collections.abc import Sequence
 
 TEST_MODES = ("whole", "slide")  # the whole image at once, or sliding windows of the crop size
-MEMORY_BUDGET = 4 * 2**30  # bytes an image's prediction (view_bytes + image_bytes) may take, in PyTorch or ONNX
+MIN_MEMORY_BUDGET = 4 * 2**30  # the bytes memory_budget allows on any machine
+
+
+@functools.cache
+def memory_budget() -> int:
+    """Bytes an image's prediction (:func:`view_bytes` + :func:`image_bytes`, in PyTorch or ONNX) may take here: half
+    the machine's physical memory, at least :data:`MIN_MEMORY_BUDGET`; that alone where the memory is unknown
+    (``os.sysconf`` is Linux's and macOS's, not Windows'). A fixed 4 GiB refused a 12-megapixel photo of 150 classes
+    (6.9 GiB at one view), which runs on a 16 GiB machine; 4 GiB was meant to refuse absurd views (``--ratios 100``
+    took all the memory), which half of any machine's memory still refuses."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no os.sysconf (Windows), or no such name
+        return MIN_MEMORY_BUDGET
+    return max(MIN_MEMORY_BUDGET, physical // 2)
 
 
 def rescaled_size(height: int, width: int, scale: Sequence[float]) -> tuple[int, int]:
@@ -78,34 +94,38 @@ def large_problem(
     num_classes: int,
     option: str = "--ratios",
 ) -> str | None:
-    """Why predicting a ``height`` x ``width`` image would take more than :data:`MEMORY_BUDGET`, or None: its largest
+    """Why predicting a ``height`` x ``width`` image would take more than :func:`memory_budget`, or None: its largest
     view's full-size tensors (:func:`view_bytes`; ``--ratios 100`` on a 48x40 image took all the memory) beside the
     scores at the image's own size (:func:`image_bytes`; a 6000x8000 photo's 150 classes took 27 GiB at one view).
-    The message says to lower ``option`` (where the ratios come from) where the views are at fault, and to downscale
-    the image (to the size that fits beside its largest view) where its own size is."""
+    The message names the budget, says to lower ``option`` (where the ratios come from) where the views are at fault,
+    and to downscale the image (to the size that fits beside its largest view) where its own size is."""
     views = len(ratios) * (2 if flip else 1)  # test_views
     sizes = [(rescaled_size(height, width, [int(side * r) for side in img_scale]), r) for r in ratios]
     (h, w), ratio = max(sizes, key=lambda size: size[0][0] * size[0][1])
     view, own = view_bytes(h, w, num_classes), image_bytes(height, width, num_classes, views)
-    if view + own <= MEMORY_BUDGET:
+    budget = memory_budget()  # looked up at each call, so that tests can set it
+    if view + own <= budget:
         return None
-    budget, gib = MEMORY_BUDGET // 2**30, 1 / 2**30
+    gib = 1 / 2**30
+    limit = f"the {f'{budget * gib:.1f}'.removesuffix('.0')} GiB an image's prediction may take"
+    if budget > MIN_MEMORY_BUDGET:
+        limit += " here (half this machine's memory)"
     scores = f"the scores of {num_classes} classes {'once' if views == 1 else 'twice'}, the image and its labels"
     downscale = "downscale the image"
-    if view < MEMORY_BUDGET:  # the size that fits beside the view: the views' sizes depend on the aspect ratio alone
-        factor = math.sqrt((MEMORY_BUDGET - view) / own)
+    if view < budget:  # the size that fits beside the view: the views' sizes depend on the aspect ratio alone
+        factor = math.sqrt((budget - view) / own)
         downscale += f" to at most {int(height * factor)}x{int(width * factor)} (HxW; its mask too, nearest-neighbour)"
-    if own < MEMORY_BUDGET:  # smaller views make it fit
-        fits = f"lower {option}" + (f", or {downscale}" if view < MEMORY_BUDGET else "")
+    if own < budget:  # smaller views make it fit
+        fits = f"lower {option}" + (f", or {downscale}" if view < budget else "")
         return (f"a {height}x{width} (HxW) image would be rescaled to {h}x{w} (ratio {ratio}), whose prediction "
                 f"holds {view * gib:.1f} GiB at that size (float32: the logits of {num_classes} classes twice, the "
                 f"windows' count, the image and its mirror) and {own * gib:.1f} GiB at the image's own size "
-                f"({scores}), more than the {budget} GiB an image's prediction may take: {fits}")  # fmt: skip
-    fits = downscale if view < MEMORY_BUDGET else f"{downscale} and lower {option}"
+                f"({scores}), more than {limit}: {fits}")  # fmt: skip
+    fits = downscale if view < budget else f"{downscale} and lower {option}"
     return (f"a {height}x{width} (HxW) image's prediction holds {own * gib:.1f} GiB at the image's own size, where it "
             f"is scored (float32: {scores}), and {view * gib:.1f} GiB at its {h}x{w} view (ratio {ratio}), more than "
-            f"the {budget} GiB an image's prediction may take, whatever {option}: the image is too large for "
-            f"{num_classes} classes at full resolution; {fits}")  # fmt: skip
+            f"{limit}, whatever {option}: the image is too large for {num_classes} classes at full "
+            f"resolution; {fits}")  # fmt: skip
 
 
 def default_stride(crop: Sequence[int]) -> tuple[int, int]:

@@ -13,7 +13,7 @@ from PIL import Image
 from timm.data import create_transform
 from torchvision.utils import draw_bounding_boxes
 
-from swinlite import inference, onnx_predict
+from swinlite import inference, onnx_predict, seg_views
 
 
 def _image(height: int, width: int, seed: int = 0) -> Image.Image:
@@ -255,7 +255,7 @@ def test_bad_preprocessing_names_where_it_came_from(onnx_classifier, flag, metad
 
 
 @pytest.mark.parametrize("mode", ["whole", "slide"])
-def test_a_view_too_large_for_memory_is_refused_in_either_mode(mode):
+def test_a_view_too_large_for_memory_is_refused_in_either_mode(mode, monkeypatch):
     """--ratios 1000 on a 48x40 image: the PyTorch paths refused its 38400x32000 views for the memory they take, the
     --onnx path only checked what the graph is fed, so in slide mode (windows within the file's range) it went on to
     allocate the view's arrays; now both paths apply the one rule, before the model is read."""
@@ -263,6 +263,7 @@ def test_a_view_too_large_for_memory_is_refused_in_either_mode(mode):
         classes=["a", "b", "c"], palette=[(0, 0, 0)] * 3, mean=(0.5,) * 3, std=(0.2,) * 3, img_scale=(64, 48),
         mode=mode, crop_size=(32, 32), stride=(21, 21), ratios=(1000.0,), flip=False,
     )  # fmt: skip
+    monkeypatch.setattr(seg_views, "memory_budget", lambda: 4 * 2**30)  # the least on any machine: this message
     problem = onnx_predict.segment_problem(None, settings, 40, 48)  # no model: refused before it is asked
     assert problem.startswith("a 40x48 (HxW) image would be rescaled to 48000x57600 (ratio 1000.0)"), problem
     assert problem.endswith("more than the 4 GiB an image's prediction may take: lower --ratios"), problem
@@ -274,12 +275,15 @@ SEGMENTER = onnx_predict.SegmenterSettings(
 )  # fmt: skip
 
 
-def test_a_photo_too_large_for_its_classes_at_full_size_is_refused():
+def test_a_photo_too_large_for_its_classes_at_full_size_is_refused(monkeypatch):
     """A 6000x8000 photo at one 48x64 view passed the views' check, then its 150 classes' scores at the photo's size
-    took 27 GiB: the rule counts them too, as the PyTorch path's does (one function)."""
+    took 27 GiB: the rule counts them too, as the PyTorch path's does (one function), against the same budget."""
+    monkeypatch.setattr(seg_views, "memory_budget", lambda: 16 * 2**30)  # a 32 GiB machine's
     settings = dataclasses.replace(SEGMENTER, classes=[str(k) for k in range(150)], palette=[(0, 0, 0)] * 150)
     problem = onnx_predict.segment_problem(None, settings, 6000, 8000)  # no model: refused before it is asked
     assert problem.startswith("a 6000x8000 (HxW) image's prediction holds 27.7 GiB at the image's own size"), problem
+    limit = "more than the 16 GiB an image's prediction may take here (half this machine's memory)"
+    assert f"{limit}, whatever --ratios: the image is too large for 150 classes at full resolution; " in problem
     assert "the image is too large for 150 classes at full resolution; downscale the image to at most" in problem
 
 

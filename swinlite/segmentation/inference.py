@@ -157,7 +157,7 @@ def large_check(
     model: nn.Module, test: InferenceSettings, option: str = "--ratios"
 ) -> Callable[[int, int], str | None]:
     """``(height, width) -> why`` ``test`` would predict an image of that size with ``model`` through more memory
-    than :data:`~swinlite.seg_views.MEMORY_BUDGET` (a view's full-size tensors beside the scores at the image's own
+    than :func:`~swinlite.seg_views.memory_budget` (a view's full-size tensors beside the scores at the image's own
     size: :func:`~swinlite.seg_views.large_problem`; ``option``: where the ratios come from), or None.
     ``segment.py``, ``evaluate_segmentation.py`` and training's val split refuse such an image before any work
     (``--ratios 100`` took all the memory, and so did a 6000x8000 photo of 150 classes); ``segment.py --onnx``

@@ -12,6 +12,7 @@ from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader
 
+from swinlite import seg_views
 from swinlite.engine.loop import StepSettings
 from swinlite.seg_views import slide_windows
 from swinlite.segmentation.config import SegDataConfig
@@ -111,6 +112,12 @@ def test_the_test_size_follows_img_scale_in_either_orientation():
 DOCS_RATIOS = (0.5, 0.75, 1.0, 1.25, 1.5, 1.75)  # docs/segmentation.md's multi-scale test (with --flip)
 
 
+@pytest.fixture
+def four_gib(monkeypatch) -> None:
+    """The budget of a machine of at most 8 GiB (the least on any), whatever this one's memory."""
+    monkeypatch.setattr(seg_views, "memory_budget", lambda: 4 * 2**30)
+
+
 @pytest.mark.parametrize(
     ("img_scale", "size", "ratios", "classes", "refused"),
     [
@@ -134,7 +141,7 @@ DOCS_RATIOS = (0.5, 0.75, 1.0, 1.25, 1.5, 1.75)  # docs/segmentation.md's multi-
          "image to at most 1570x1570 (HxW; its mask too, nearest-neighbour)"),
     ],
 )  # fmt: skip
-def test_a_prediction_is_refused_by_the_memory_it_takes(img_scale, size, ratios, classes, refused):
+def test_a_prediction_is_refused_by_the_memory_it_takes(img_scale, size, ratios, classes, refused, four_gib):
     """The check refused the first two (a view over 2048 pixels a side, the ONNX export's range): the scripts stopped
     ordinary multi-scale evaluations; what is refused is a prediction that would take all the memory: a view's
     tensors at its full size, beside the scores of every class at the image's own size."""
@@ -143,11 +150,47 @@ def test_a_prediction_is_refused_by_the_memory_it_takes(img_scale, size, ratios,
 
 
 @pytest.mark.parametrize(("size", "ratios", "flip"), [((6000, 8000), (1.0,), False), ((1600, 1600), (1.0, 2.0), True)])
-def test_the_size_a_refusal_suggests_is_accepted(size, ratios, flip):
+def test_the_size_a_refusal_suggests_is_accepted(size, ratios, flip, four_gib):
     test = InferenceSettings(img_scale=(2048, 512), ratios=ratios, flip=flip)
     check = large_check(SimpleNamespace(num_classes=150), test)
     height, width = map(int, re.search(r"to at most (\d+)x(\d+)", check(*size)).groups())
     assert check(height, width) is None and check(height + 1, width + 1) is not None
+
+
+@pytest.mark.parametrize(("budget", "refused"), [(8, False), (4, True)])
+def test_a_phone_photo_of_150_classes_fits_a_16_gib_machine(budget, refused, monkeypatch):
+    """A fixed 4 GiB refused an ADE20K model on a 12-megapixel photo (3000x4000: 6.9 GiB at its own size, 0.4 at its
+    one view) on every machine, though it runs on one of 16 GiB, whose budget is half of it (8 GiB)."""
+    monkeypatch.setattr(seg_views, "memory_budget", lambda: budget * 2**30)
+    check = large_check(SimpleNamespace(num_classes=150), InferenceSettings(img_scale=(2048, 512), flip=False))
+    problem = check(3000, 4000)
+    assert (problem is not None) == refused, problem
+    if refused:
+        assert problem.startswith("a 3000x4000 (HxW) image's prediction holds 6.9 GiB at the image's own size"), problem
+        assert "0.4 GiB at its 512x683 view (ratio 1.0), more than the 4 GiB an image's prediction may take" in problem
+
+
+@pytest.mark.parametrize(
+    ("page", "pages", "budget"),
+    [
+        (4096, 4 * 2**20, 8 * 2**30),  # 16 GiB: half of it
+        (16384, 6 * 2**16, 4 * 2**30),  # 6 GiB (pages of 16 KiB, as Apple silicon's): no less than 4 GiB
+        (None, None, 4 * 2**30),  # no os.sysconf (Windows): 4 GiB
+    ],
+)
+def test_the_budget_is_half_the_machines_memory_and_4_gib_at_least(page, pages, budget, monkeypatch):
+    if page is None:
+        monkeypatch.delattr(seg_views.os, "sysconf")
+    else:
+        monkeypatch.setattr(seg_views.os, "sysconf", {"SC_PAGE_SIZE": page, "SC_PHYS_PAGES": pages}.__getitem__)
+    assert seg_views.memory_budget.__wrapped__() == budget  # uncached: the cached value is this machine's
+
+
+def test_a_refusal_names_where_its_budget_comes_from(monkeypatch):
+    monkeypatch.setattr(seg_views, "memory_budget", lambda: 12 * 2**30)  # a 24 GiB machine
+    problem = large_check(SimpleNamespace(num_classes=150), InferenceSettings(img_scale=(2048, 512)))(6000, 8000)
+    limit = "more than the 12 GiB an image's prediction may take here (half this machine's memory)"
+    assert f", {limit}, whatever --ratios: the image is too large for 150 classes at full resolution; " in problem
 
 
 def test_an_image_with_a_view_thinner_than_the_patch_is_left_out_of_the_scores(tmp_path: Path):

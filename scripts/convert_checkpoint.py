@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         describe_layout,
         detect_layout,
         misfit_note,
+        no_final_norm_cause,
         recorded_swin,
     )
     from swinlite.io import check_output, read_metadata, read_state_dict, save_safetensors
@@ -98,20 +99,16 @@ def main(argv: list[str] | None = None) -> None:
         kept = f": a {swin} backbone"
         if metadata:  # a run's file (a bare backbone's state dict records none)
             kept += "; the run's metadata, which describes its whole model, is not kept"
-        if "norm.weight" not in state_dict:  # without --model only: the fit to its model needs the final norm
-            if layout == "swinlite-fpn-backbone":
-                why = "the backbone was built with out_norm=False"
-            else:
-                why = "the run trained with model.kwargs.out_norm=false"
-            kept += f"; it has no final norm ({why}): {BACKBONE_ONLY}"
-    elif layout == "timm-features":  # without --model only: the fit to its model needs the final norm
-        kept = f": a Swin backbone with no final norm (timm's features_only Swin has none): {BACKBONE_ONLY}"
+    elif layout == "timm-features":
+        kept = ": a Swin backbone"
     else:
         kept = (
             f", its metadata kept ({recorded.get('model') or recorded.get('task') or 'its classes'})"
             if recorded
             else ""
         )
+    if "norm.weight" not in state_dict:  # without --model only: the fit to its model needs the final norm
+        kept += f"; it has no final norm: {no_final_norm_cause(layout)}; {BACKBONE_ONLY}"
     print(f"converted {len(state_dict)} tensors from {describe_layout(layout)} -> {args.output}{kept}")
 
 

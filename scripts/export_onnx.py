@@ -132,18 +132,6 @@ def parse_args(argv: list[str] | None = None):
         parser.error("pass --checkpoint (weights written by scripts/train.py need nothing else) or --model")
     if args.size and min(args.size) < 1:
         parser.error(f"--size must be positive, got {args.size}")
-    if args.max_size is not None and args.max_size < 1:
-        parser.error(f"--max-size must be positive, got {args.max_size}")
-    if args.min_size is not None and args.max_size is None and args.min_size >= MAX_SIZE:
-        parser.error(
-            f"--min-size {args.min_size} is not below --max-size's default ({MAX_SIZE}; a segmenter's test size if "
-            "larger): pass a --max-size above it"
-        )
-    if args.min_size is not None and not 1 <= args.min_size < (args.max_size or MAX_SIZE):
-        parser.error(
-            f"--min-size must be in 1..--max-size ({args.max_size or MAX_SIZE}) and below it, got {args.min_size} "
-            "(one size: --fixed-size --size H W)"
-        )
     if args.fixed_size and (args.min_size is not None or args.max_size is not None):
         parser.error("--fixed-size serves --size only: --min-size and --max-size set a range, drop them or it")
     if args.fpn and args.checkpoint is None:
@@ -188,9 +176,8 @@ def main(argv: list[str] | None = None) -> float | None:
 
     checkpoint = ema_weights(args)
     check_output(args.output, [args.checkpoint, checkpoint])
-    if checkpoint is None:
-        checkpoint = published_weights(args.model)
-    task = read_metadata(checkpoint).get("task")
+    # (--model alone: its published weights, an ImageNet classifier's, fetched once every option is checked)
+    task = None if checkpoint is None else read_metadata(checkpoint).get("task")
     if args.fpn and task != "detection":
         what = f"a {task} checkpoint" if task else "not one"
         raise ValueError(f"--fpn exports the FPN backbone of a detection checkpoint; {checkpoint} is {what}")
@@ -199,7 +186,8 @@ def main(argv: list[str] | None = None) -> float | None:
         _refuse_run_features_flags(args, task)
     elif whole is not None and not args.fpn:
         _refuse_backbone_flags(args, task, whole)
-    return export(args, checkpoint, task)
+    _check_size_options(args)  # after a detector's refusal of them: a size error would advise them to its user
+    return export(args, checkpoint or published_weights(args.model), task)
 
 
 def published_weights(name: str) -> Path:
@@ -252,6 +240,21 @@ def _refuse_backbone_flags(args, task: str, whole: str) -> None:
         )
 
 
+def _check_size_options(args) -> None:
+    """ValueError for a --min-size or --max-size below 1, or a --min-size not below the --max-size given. A --min-size
+    not below the default largest size is refused where the export knows it (``swinlite.export.served_range``: 2048,
+    a segmenter's test size if larger)."""
+    if args.max_size is not None and args.max_size < 1:
+        raise ValueError(f"--max-size must be positive, got {args.max_size}")
+    if args.min_size is not None and args.min_size < 1:
+        raise ValueError(f"--min-size must be positive, got {args.min_size}")
+    if args.min_size is not None and args.max_size is not None and args.min_size >= args.max_size:
+        raise ValueError(
+            f"--min-size must be in 1..--max-size ({args.max_size}) and below it, got {args.min_size} (one size: "
+            "--fixed-size --size H W)"
+        )
+
+
 def _refuse_run_features_flags(args, task: str) -> None:
     """ValueError naming the options that contradict ``--features`` of a run's file: its file records its Swin (the
     backbone's levels have no classifier)."""
@@ -271,8 +274,7 @@ def export_backbone(args, checkpoint: Path) -> float | None:
 
     model = build(args, checkpoint)
     check_rgb_model(export.swin_of(model), checkpoint)  # the ONNX predictors feed RGB images
-    low, high = export.default_size_range(model)
-    size_range = (low if args.min_size is None else args.min_size, high if args.max_size is None else args.max_size)
+    size_range = export.served_range(export.default_size_range(model), args.min_size, args.max_size)
     nominal = example_size(args, export.input_size(model, checkpoint), size_range)
     served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)
     metadata = export.export_metadata(model, checkpoint, served)  # before the export: a headless classifier refused

@@ -35,8 +35,9 @@ Supported layouts, detected from the keys:
 Per-level output norms (mmdet's and Microsoft's detection repos' ``normI``, Hugging Face ``hidden_states_norms``) map
 to ``out_norms.I`` (models built with ``out_norm=True``); the last level's also becomes the final ``norm`` (that of a
 swinlite run's features-only Swin too, which has none). A checkpoint without one (a run trained with
-``model.kwargs.out_norm=false``) loads into a features-only Swin, pruned of the final norm it does not use (detection's
-and segmentation's backbones); a model that uses it refuses it, saying so (:func:`missing_final_norm`).
+``model.kwargs.out_norm=false``, a backbone saved without its last stage's norm) loads into a features-only Swin,
+pruned of the final norm it does not use (detection's and segmentation's backbones); a model that uses it refuses it,
+saying why (:func:`missing_final_norm`).
 
 Any layout may come as saved from a ``DistributedDataParallel`` / ``DataParallel`` or ``torch.compile`` wrapper,
 every key behind ``module.`` or ``_orig_mod.`` (:func:`without_wrapper_prefix`).
@@ -900,24 +901,37 @@ def other_architecture(
 def missing_final_norm(missing: Collection[str], layout: str = "swinlite") -> str:
     """``"it has no final norm (norm.*), which the model uses: ...; "`` when the model weights a checkpoint (of
     ``layout``, converted now, or before: a converted file's metadata records it) lacks, ``missing``, are its final
-    norm's and no others, else ``""``: the cause before the keys named. A swinlite detection or segmentation run
-    trained with ``model.kwargs.out_norm=false`` leaves its Swin without one (no last level's output norm stands for
-    it), as timm's ``features_only`` Swin saves none: their weights start a detection or segmentation backbone, which
-    does not use the final norm, never a classifier."""
+    norm's and no others, else ``""``: the cause (:func:`no_final_norm_cause`) before the keys named. Such weights
+    start a detection or segmentation backbone, which does not use the final norm, never a classifier."""
     if set(missing) != {"norm.weight", "norm.bias"}:
         return ""
-    if layout == "swinlite-fpn-backbone":
-        why = "the backbone that saved it was built with out_norm=False, and its Swin has none"
-    elif layout in RUN_SWIN_PREFIXES:
-        why = "the run that wrote it trained with model.kwargs.out_norm=false, and its Swin has none"
-    elif layout == "timm-features":
-        why = "its weights are a timm Swin's built with features_only=True (timm's FeatureListNet), which has none"
-    else:
-        why = "a features-only Swin's weights have none (a swinlite detection or segmentation run's trained with "
-        why += "model.kwargs.out_norm=false)"
     return (
-        f"it has no final norm (norm.*), which the model uses: {why}; it starts a detection or segmentation backbone "
-        "(which does not use the final norm), not this model; "
+        f"it has no final norm (norm.*), which the model uses: {no_final_norm_cause(layout)}; it starts a detection "
+        "or segmentation backbone (which does not use the final norm), not this model; "
+    )
+
+
+def no_final_norm_cause(layout: str) -> str:
+    """Why a checkpoint of ``layout`` has no final norm (``norm.*``), for :func:`missing_final_norm` and
+    ``scripts/convert_checkpoint.py``'s note: a swinlite detection or segmentation run trained with
+    ``model.kwargs.out_norm=false`` leaves its Swin without one (no last level's output norm stands for it), as timm's
+    ``features_only`` Swin saves none, and an mmdet / mmseg / mmpretrain or Microsoft detection and segmentation repo
+    backbone has only its levels' norms (the last one's stands for it), none for a level it does not output."""
+    if layout == "swinlite-fpn-backbone":
+        return "the backbone that saved it was built with out_norm=False, and its Swin has none"
+    if layout in RUN_SWIN_PREFIXES:
+        return "the run that wrote it trained with model.kwargs.out_norm=false, and its Swin has none"
+    if layout == "timm-features":
+        return "its weights are a timm Swin's built with features_only=True (timm's FeatureListNet), which has none"
+    if layout in ("mmdet", "microsoft-backbone"):
+        whose = "an mmdet, mmseg or mmpretrain" if layout == "mmdet" else "a Microsoft detection or segmentation repo's"
+        return (
+            f"its weights are {whose} Swin backbone's, saved without its last stage's output norm, which stands for "
+            "it (out_indices without the last stage)"
+        )
+    return (
+        "a features-only Swin's weights have none (a swinlite detection or segmentation run's trained with "
+        "model.kwargs.out_norm=false)"
     )
 
 

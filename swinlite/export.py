@@ -257,6 +257,23 @@ def default_size_range(model: nn.Module) -> tuple[int, int]:
     return smallest_input(model), MAX_SIZE
 
 
+def served_range(default: tuple[int, int], min_size: int | None, max_size: int | None) -> tuple[int, int]:
+    """(smallest, largest) height and width an export serves: ``min_size`` and ``max_size`` (``--min-size``,
+    ``--max-size``) where given, else ``default``'s (:func:`default_size_range`; a segmenter's
+    :func:`~swinlite.segmentation.export.served_sizes`, whose largest may pass :data:`MAX_SIZE`).
+
+    Raises:
+        ValueError: a ``min_size`` not below ``default``'s largest without a ``max_size``, naming that default.
+    """
+    low, high = default
+    if min_size is not None and max_size is None and min_size >= high:
+        raise ValueError(
+            f"--min-size {min_size} is not below the largest size this export serves by default ({high}, "
+            "--max-size's default): pass a --max-size above it"
+        )
+    return (low if min_size is None else min_size), (high if max_size is None else max_size)
+
+
 def smallest_input(model: nn.Module) -> int:
     """The smallest height and width ``model`` takes: one patch of its Swin (1 without one). The eager model refuses
     a smaller image, but the trace records no assertion for that check (:func:`symbolic_sizes` takes every size as

@@ -230,7 +230,8 @@ def test_a_run_without_output_norms_starts_a_detection_or_segmentation_backbone(
         backbone = tmp_path / "backbone.safetensors"
         code, printed = _convert(capsys, monkeypatch, str(path), str(backbone))
         assert code == 0, printed
-        assert "; it has no final norm (the run trained with model.kwargs.out_norm=false): it starts a" in printed
+        cause = "the run that wrote it trained with model.kwargs.out_norm=false, and its Swin has none"
+        assert f"; it has no final norm: {cause}; it starts a detection or segmentation run" in printed
         path = backbone
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -58,8 +58,9 @@ def log(dist: DistInfo, message: str) -> None:
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:
-    """Seed every RNG; ``deterministic``: torch's deterministic algorithms on, for this run (:func:`run` restores the
-    setting it found at its end: a sweep's next run in the same process, or the caller's code, does not inherit it)."""
+    """Seed every RNG; ``deterministic``: torch's deterministic algorithms on and cuDNN's benchmark off, for this run
+    (:func:`run` restores the settings it found at its end: a sweep's next run in the same process, or the caller's
+    code, does not inherit them)."""
     seed_rng(seed)
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -108,7 +109,12 @@ def run(
             raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
     dist = join(device, cfg.train.dist_timeout, startup_settings(cfg, resume, overwrite))
     lock, trainer, preparing = None, None, False
-    found = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    # (deterministic algorithms, their warn_only, cuDNN's benchmark): what seed_everything changes for this run
+    found = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.benchmark,
+    )
     try:
         out, lock, recorded = prepare_output(cfg, task, resume, overwrite, dist)
         seed_everything(cfg.train.seed + dist.rank, cfg.train.deterministic)
@@ -152,6 +158,7 @@ def run(
             lock.release()
         cleanup(dist)
         torch.use_deterministic_algorithms(found[0], warn_only=found[1])  # train.deterministic was this run's
+        torch.backends.cudnn.benchmark = found[2]
     return out
 
 
@@ -278,7 +285,8 @@ def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> A
     for change in config_diff(old, cfg, as_compared):  # a path as it resolves: data/ and ./data are one folder
         if change.split(":", 1)[0] not in NOT_COMPARED_ON_RESUME:
             log(dist, f"warning: resuming with a changed setting {change}")
-    _check_layer_decay(old, cfg)
+    if "param_names" not in saved:  # a file from before they were saved: its state cannot be regrouped by name
+        _check_layer_decay(old, cfg, path)
     _check_trained_parameters(task, old, cfg)
     try:  # for the model.pretrained the run started from (:func:`as_recorded`): a resume's state records false
         return recorded_config(out, saved.get("cwd"), type(cfg)())
@@ -323,17 +331,20 @@ def _check_trained_parameters(task: type[Task], old: Any, cfg: Any) -> None:
         )
 
 
-def _check_layer_decay(old: Any, cfg: Any) -> None:
-    """ValueError for ``optim.layer_decay`` turned on or off at ``--resume``: the saved optimizer's parameter groups
-    (one per layer and decay, or two) cannot load into this run's; said here, before the data is scanned, rather
-    than by the optimizer's load after it."""
+def _check_layer_decay(old: Any, cfg: Any, path: Path) -> None:
+    """ValueError for ``optim.layer_decay`` turned on or off at ``--resume`` of a resume file (``path``) that records
+    no parameter names (saved by a swinlite from before them): its optimizer's parameter groups (one per layer and
+    decay, or two) cannot be laid out in this run's, its state being numbered by position; said here, before the data
+    is scanned, rather than by the optimizer's load after it. A file with names is regrouped by them."""
     before, now = old.optim.layer_decay, cfg.optim.layer_decay
     if (before is None) != (now is None):
         name = lambda value: "none" if value is None else f"{value:g}"  # noqa: E731 (as the command line takes it)
         raise ValueError(
             f"--resume: optim.layer_decay was {name(before)}, now {name(now)}: the saved optimizer's parameter groups "
-            f"(those {'without' if before is None else 'of'} layer decay) do not fit this run's; resume with "
-            f"optim.layer_decay={name(before)}, or start over with --overwrite"
+            f"(those {'without' if before is None else 'of'} layer decay) do not fit this run's, and {path} records "
+            "no parameter names to regroup its state by (saved by an older swinlite); resume with "
+            f"optim.layer_decay={name(before)}, start a new run from its weights (model.pretrained={path}: a fresh "
+            "optimizer and lr schedule), or start over with --overwrite"
         )
 
 

@@ -503,13 +503,16 @@ class Trainer:
             raise _misfit(path, "model", mismatch)
         optimizer = self._saved_optimizer(saved, path)
         # the optimizer's state (moments) is the saved one, its hyperparameters the config's: load_state_dict takes the
-        # saved groups' weight decay, betas, layer decay's lr_scale ... (the config may have changed them)
-        configured = [{k: v for k, v in g.items() if k not in GROUP_STATE} for g in self.optimizer.param_groups]
+        # saved groups' weight decay, betas, layer decay's lr_scale ... (the config may have changed them, or dropped
+        # them: a group of layer decay resumed without it kept its lr_scale, which timm's scheduler multiplies lr by)
+        configured = [dict(g) for g in self.optimizer.param_groups]  # (load_state_dict replaces the groups)
         try:
             self.model.load_state_dict(saved["model"])
             self.optimizer.load_state_dict(optimizer)
-            for group, settings in zip(self.optimizer.param_groups, configured, strict=True):
-                group.update(settings)
+            for group, built in zip(self.optimizer.param_groups, configured, strict=True):
+                resumed = built | {k: group[k] for k in GROUP_STATE if k in group}  # nothing else of the saved group
+                group.clear()
+                group.update(resumed)
             if self.ema is not None and saved["ema"] is not None:
                 self.ema.load_state_dict(saved["ema"])
             if saved["scaler"]:  # (a disabled scaler, train.amp other than fp16, ignores it)

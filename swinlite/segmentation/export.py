@@ -38,15 +38,13 @@ class SegmenterLogits(nn.Module):
         return self.model(images).logits
 
 
-def served_sizes(model: UperNet, test: InferenceSettings, max_size: int | None = None) -> tuple[int, int]:
-    """(smallest, largest) height and width the export serves: from one pixel more than the coarsest level's stride
-    (no map of a single cell, as :func:`swinlite.export.default_size_range`) to ``max_size``, by default the larger
-    of :data:`swinlite.export.MAX_SIZE` and the longest side the checkpoint's own test settings feed the model."""
+def served_sizes(model: UperNet, test: InferenceSettings) -> tuple[int, int]:
+    """(smallest, largest) height and width the export serves by default: from one pixel more than the coarsest
+    level's stride (no map of a single cell, as :func:`swinlite.export.default_size_range`) to the larger of
+    :data:`swinlite.export.MAX_SIZE` and the longest side the checkpoint's own test settings feed the model."""
     low = model.backbone.feature_info.reduction()[-1] + 1
-    if max_size is None:
-        longest = max(int(max(test.img_scale) * ratio) for ratio in test.ratios)  # rescaled_size's long-side limit
-        max_size = max(export.MAX_SIZE, longest, *test.crop_size)
-    return low, max_size
+    longest = max(int(max(test.img_scale) * ratio) for ratio in test.ratios)  # rescaled_size's long-side limit
+    return low, max(export.MAX_SIZE, longest, *test.crop_size)
 
 
 def export_segmenter(
@@ -64,12 +62,12 @@ def export_segmenter(
     leaves ``output`` as it was.
 
     Raises:
-        ValueError: a checkpoint that is not a segmenter's (:func:`load_segmenter`); an empty range; a check above
+        ValueError: a checkpoint that is not a segmenter's (:func:`load_segmenter`); a minimum not below the default
+            maximum without a maximum given (:func:`swinlite.export.served_range`), an empty range; a check above
             ``tolerance`` (INT8: only finite logits).
     """
     model, info = load_segmenter(checkpoint)
-    low, high = served_sizes(model, info.test, size_range[1])
-    low = size_range[0] or low
+    low, high = export.served_range(served_sizes(model, info.test), *size_range)
     graph = SegmenterLogits(model).eval()
     nominal = tuple(info.test.crop_size)
     clamped = tuple(min(max(side, low), high) for side in nominal)

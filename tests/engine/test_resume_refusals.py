@@ -1,7 +1,8 @@
 """What --resume refuses, each with one error line and before anything is written: a folder of another task (before
 its settings are compared and before the data scan), train.epochs or train.max_iters lowered below the point the run
 reached, model.kwargs that change which parameters are trained (frozen_stages), and a resume file whose optimizer
-groups them otherwise without their names (one with names is regrouped by them)."""
+groups them otherwise without their names (one with names is regrouped by them, optim.layer_decay turned on or off
+included)."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -165,30 +166,52 @@ def grouped(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[P
     return finished
 
 
-@pytest.mark.parametrize("grouping", GROUPINGS)
-def test_parameters_grouped_otherwise_resume_each_with_its_own_state(grouped, tmp_path, monkeypatch, grouping):
+# optim.layer_decay turned off (14 groups of layer decay -> 2 of weight decay) and on at --resume: it was refused; the
+# groups of layer decay resumed without it kept their lr_scale (of 0.0156 ...), which timm's scheduler multiplies lr by
+LAYER_DECAY_SWITCHED = [
+    ("out_norms apart", {"optim.layer_decay": None}),
+    ("same sizes, swapped", {"optim.layer_decay": 0.5}),
+]
+
+
+def hyperparameters(groups: list[dict]) -> list[dict]:
+    """Each group's settings but those the run sets: lr and initial_lr (the scheduler's), the state (GROUP_STATE)."""
+    return [{k: v for k, v in g.items() if k not in (*trainer.GROUP_STATE, "initial_lr")} for g in groups]
+
+
+@pytest.mark.parametrize(
+    ("grouping", "changed"),
+    [*((grouping, {}) for grouping in GROUPINGS), *LAYER_DECAY_SWITCHED],
+    ids=[*GROUPINGS, "layer decay turned off", "layer decay turned on"],
+)
+def test_parameters_grouped_otherwise_resume_each_with_its_own_state(grouped, tmp_path, monkeypatch, grouping, changed):
     """A resume file whose optimizer groups the same parameters otherwise was refused where the group sizes differ
     ("it groups the 90 parameter tensors it trains in 18 groups, this run in 14"), and where they do not, loaded each
     saved moment into the parameter at its position: another's. The file names its parameters: each parameter's state
-    is its own, in this run's groups (the config's)."""
+    is its own, in this run's groups, whose settings are those of an optimizer built afresh (no key of the saved
+    groups' left, e.g. layer decay's lr_scale)."""
     folder, out = copied_run(grouped(grouping), tmp_path / "run")
     saved = load_resume(out / "resume.pt")
     held = zip(saved["optimizer"]["param_groups"], saved["param_names"], strict=True)
     numbers = {name: n for group, names in held for n, name in zip(group["params"], names, strict=True)}
     state = saved["optimizer"]["state"]
     moments = {name: state[n]["exp_avg"] for name, n in numbers.items() if n in state}  # (no gradient: no state)
-    cfg = tiny_config("classification", folder, out, **FAST, **GROUPINGS[grouping][1], **{"train.epochs": 2})
+    settings = GROUPINGS[grouping][1] | changed | {"train.epochs": 2}
+    cfg = tiny_config("classification", folder, out, **FAST, **settings)
     at_start = {}
 
     def fit(self):  # this run's groups, those of an optimizer built afresh, and each parameter's state
-        at_start["groups"] = group_names(self.model, self.optimizer)
-        at_start["fresh"] = group_names(self.model, build_optimizer(self.model, cfg.optim, global_batch=1))
+        fresh = build_optimizer(self.model, cfg.optim, global_batch=1)
+        at_start["groups"], at_start["fresh"] = group_names(self.model, self.optimizer), group_names(self.model, fresh)
+        at_start["settings"] = hyperparameters(self.optimizer.param_groups)
+        at_start["fresh settings"] = hyperparameters(fresh.param_groups)
         names = {id(p): name for name, p in self.model.named_parameters()}
         at_start["state"] = {names[id(p)]: s["exp_avg"] for p, s in self.optimizer.state.items()}
 
     monkeypatch.setattr(trainer.Trainer, "fit", fit)
     run(TASK, cfg, resume=True)
     assert at_start["groups"] == at_start["fresh"] != saved["param_names"]
+    assert at_start["settings"] == at_start["fresh settings"]
     assert at_start["state"].keys() == moments.keys()
     assert all(torch.equal(at_start["state"][name], moments[name]) for name in moments)
 

@@ -565,13 +565,16 @@ def test_a_step_checkpoint_resumed_with_another_batch_restarts_its_epoch(
 
 
 @pytest.mark.parametrize(("before", "now"), [(None, 0.5), (0.5, None)])
-def test_layer_decay_turned_on_or_off_at_resume_is_refused_before_the_data_scan(
+def test_layer_decay_turned_on_or_off_at_resume_of_a_file_without_names_is_refused_before_the_data_scan(
     before, now, good_run, layer_decay_run, tmp_path, capsys, monkeypatch
 ):
     """optim.layer_decay none -> 0.5 at --resume scanned the data, built the model, then failed to load the optimizer
-    ("loaded state dict has a different number of parameter groups"), a refusal the docs did not list."""
+    ("loaded state dict has a different number of parameter groups"), a refusal the docs did not list. Only a resume
+    file that records no parameter names (from before they were saved) is refused: one with them is regrouped by them
+    (test_resume_refusals)."""
     folder, saved = good_run if before is None else layer_decay_run  # a finished 1-epoch run with layer_decay before
     out, task = shutil.copytree(saved, tmp_path / "run"), TASKS["classification"]
+    save_resume(out / "resume.pt", {k: v for k, v in load_resume(out / "resume.pt").items() if k != "param_names"})
     scans, build_datasets = [], task.build_datasets
 
     def scanned(self):
@@ -586,6 +589,7 @@ def test_layer_decay_turned_on_or_off_at_resume_is_refused_before_the_data_scan(
     error = capsys.readouterr().err.strip().splitlines()
     said = f"error: --resume: optim.layer_decay was {name(before)}, now {name(now)}: the saved optimizer's parameter"
     assert len(error) == 1 and error[0].startswith(said)
+    assert f"and {out / 'resume.pt'} records no parameter names to regroup its state by" in error[0]
     assert scans == [] and not (out / ".lock").exists()
     assert load_resume(out / "resume.pt")["epoch"] == 1
 

@@ -37,10 +37,9 @@ def test_script_bad_input(load_script, tmp_path, capsys):
     with pytest.raises(ValueError, match=r"unknown model \(expected swinlite_\*\) 'swin_tiny_patch4_window7_224'"):
         script.main(["--model", "swin_tiny_patch4_window7_224", "--output", str(tmp_path / "m.onnx")])
     for low in (99, 64):  # 64 = 64: an AssertionError traceback from torch.export.Dim before
-        with pytest.raises(SystemExit):
+        with pytest.raises(ValueError, match=rf"^--min-size must be in 1..--max-size \(64\) and below it, got {low}"):
             script.main(["--model", PICO, "--output", str(tmp_path / "m.onnx"), "--min-size", str(low), "--max-size",
                          "64"])  # fmt: skip
-        assert f"--min-size must be in 1..--max-size (64) and below it, got {low}" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # the range was ignored without a word
         script.main(["--model", PICO, "--fixed-size", "--max-size", "64", "--output", str(tmp_path / "m.onnx")])
     assert "--fixed-size serves --size only: --min-size and --max-size set a range" in capsys.readouterr().err
@@ -265,6 +264,32 @@ def test_a_tolerance_that_bounds_no_check_is_refused(other, load_script, tmp_pat
             load_script("export_onnx").main([*argv, *other])
         assert "error: --tolerance bounds the check of an fp32 file: " in capsys.readouterr().err
     assert not (tmp_path / "m.onnx").exists()
+
+
+@pytest.mark.parametrize("sizes", [["--min-size", "3000"], ["--max-size", "0"]])
+def test_a_detection_checkpoint_refuses_the_size_options_before_their_values(sizes, load_script, tmp_path):
+    """--min-size 3000 or --max-size 0 with a detection checkpoint was refused as the arguments were read, as a size
+    to fix ("pass a --max-size above it"), though a whole detector takes neither option: its sizes follow its resize."""
+    save_safetensors(tmp_path / "det.safetensors", {"w": torch.zeros(1)}, {"task": "detection"})
+    argv = ["--checkpoint", str(tmp_path / "det.safetensors"), "--output", str(tmp_path / "m.onnx"), *sizes]
+    with pytest.raises(ValueError, match=rf"^{sizes[0]}: not for a detection checkpoint, which exports its whole"):
+        load_script("export_onnx").main(argv)
+
+
+def test_a_min_size_is_checked_against_the_exports_own_default_max(segmenter_file, tmp_path):
+    """--min-size 2100 without --max-size was refused as the arguments were read, being above a fixed 2048, though a
+    segmenter serves up to its test settings' longest side by default (ADE20K's multi-scale test: 3584); the default
+    of the export at hand is named."""
+    from swinlite.segmentation.export import export_segmenter, served_sizes
+    from swinlite.segmentation.inference import InferenceSettings
+    from swinlite.segmentation.predictor import load_segmenter
+
+    default = served_sizes(load_segmenter(segmenter_file)[0], InferenceSettings(ratios=(0.5, 1.75)))
+    assert default[1] == 3584 and export.served_range(default, 2100, None) == (2100, 3584)
+    said = r"^--min-size 3000 is not below the largest size this export serves by default \(2048, --max-size's"
+    with pytest.raises(ValueError, match=said):  # its own test settings: whole images of 2048 at most
+        export_segmenter(segmenter_file, tmp_path / "s.onnx", (3000, None))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_help_shows_the_defaults(load_script, capsys):

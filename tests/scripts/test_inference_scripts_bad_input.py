@@ -103,9 +103,10 @@ CASES = {
     "export_output_is_the_checkpoint": ("export_onnx", "--checkpoint {ckpt} --output {ckpt}", "would replace"),
     "export_max_size_0": ("export_onnx", "--checkpoint {ckpt} --output {r}/m.onnx --max-size 0",  # read as 2048
                           "--max-size must be positive, got 0"),
-    "export_min_size_above_the_default_max": (  # failed after the model was read: "got 3000..2048"
+    "export_min_size_above_the_default_max": (  # failed as the export began: "got 3000..2048"
         "export_onnx", "--checkpoint {ckpt} --output {r}/m.onnx --min-size 3000",
-        "--min-size 3000 is not below --max-size's default (2048"),
+        "--min-size 3000 is not below the largest size this export serves by default (2048, --max-size's default): "
+        "pass a --max-size above it"),
     "convert_output_is_the_input": ("convert_checkpoint", "{ckpt} {ckpt}", "would replace the input"),
     "extract_output_is_a_file": ("extract_features", "--checkpoint {ckpt} --input {images} --output {r}/a_file",
                                  "is a file; expected a folder"),

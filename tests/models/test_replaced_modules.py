@@ -19,13 +19,15 @@ BLOCK_MODULES = ["attn", "attn.qkv", "attn.proj", "mlp", "mlp.fc1", "mlp.act", "
 
 
 class LoraLinear(nn.Linear):
-    """loralib's style: the linear's own forward plus a low-rank term."""
+    """loralib's style: the linear's own forward plus a low-rank term (factors of scale 0.2: they change the logits,
+    and the gradients stay well conditioned; at 0.5 small entries of fp32 gradients differed by cancellation between
+    CPUs' kernels, AVX-512 against AVX2)."""
 
     def __init__(self, base: nn.Linear, rank: int = 2) -> None:
         super().__init__(base.in_features, base.out_features, bias=base.bias is not None)
         self.load_state_dict(base.state_dict())
-        self.lora_a = nn.Parameter(torch.randn(rank, base.in_features) * 0.5)
-        self.lora_b = nn.Parameter(torch.randn(base.out_features, rank) * 0.5)
+        self.lora_a = nn.Parameter(torch.randn(rank, base.in_features) * 0.2)
+        self.lora_b = nn.Parameter(torch.randn(base.out_features, rank) * 0.2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(x) + x @ self.lora_a.T @ self.lora_b.T
@@ -37,8 +39,8 @@ class Wrapped(nn.Module):
     def __init__(self, base: nn.Linear, rank: int = 2) -> None:
         super().__init__()
         self.base_layer = base
-        self.lora_a = nn.Parameter(torch.randn(rank, base.in_features) * 0.5)
-        self.lora_b = nn.Parameter(torch.randn(base.out_features, rank) * 0.5)
+        self.lora_a = nn.Parameter(torch.randn(rank, base.in_features) * 0.2)
+        self.lora_b = nn.Parameter(torch.randn(base.out_features, rank) * 0.2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.base_layer(x) + x @ self.lora_a.T @ self.lora_b.T

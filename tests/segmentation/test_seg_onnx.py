@@ -157,7 +157,8 @@ def _stub_segmenter(monkeypatch, metadata: dict) -> None:
     model = torch.nn.Module()
     model.backbone = type("B", (), {"feature_info": type("F", (), {"reduction": lambda: [4, 8, 16, 32]})})
     labels = type("L", (), {"classes": ["a"], "palette": [(0, 0, 0)]})
-    info = type("I", (), {"test": type("T", (), {"crop_size": (32, 32)}), "labels": labels,
+    test = type("T", (), {"crop_size": (32, 32), "img_scale": (32, 32), "ratios": (1.0,)})
+    info = type("I", (), {"test": test, "labels": labels,
                           "metadata": {"segmenter": {}, "preprocessing": {}, **metadata}})  # fmt: skip
     monkeypatch.setattr(seg_export, "load_segmenter", lambda checkpoint: (model, info))
     monkeypatch.setattr(export, "export_program", lambda *args: None)

@@ -53,7 +53,12 @@ def test_views(
     """(rescaled size, mirrored) of each view of a ``height`` x ``width`` image: ``img_scale`` times each ratio,
     each unmirrored, then mirrored with ``flip``."""
     flips = (False, True) if flip else (False,)
-    return [(rescaled_size(height, width, [int(side * r) for side in img_scale]), f) for r in ratios for f in flips]
+    return [(view_size(height, width, img_scale, r), f) for r in ratios for f in flips]
+
+
+def view_size(height: int, width: int, img_scale: Sequence[int], ratio: float) -> tuple[int, int]:
+    """The size of a ``height`` x ``width`` image's view at ``ratio``: rescaled to ``img_scale`` times it."""
+    return rescaled_size(height, width, [int(side * ratio) for side in img_scale])
 
 
 def thin_problem(
@@ -62,7 +67,7 @@ def thin_problem(
     """Why a ``height`` x ``width`` image has a view (:func:`test_views`) thinner than ``min_side`` pixels (the
     backbone's patch: no thinner input is defined), or None."""
     for ratio in ratios:
-        h, w = rescaled_size(height, width, [int(side * ratio) for side in img_scale])
+        h, w = view_size(height, width, img_scale, ratio)
         if min(h, w) < min_side:
             return (f"a {height}x{width} (HxW) image would be rescaled to {h}x{w} (ratio {ratio}), thinner than the "
                     f"backbone's {min_side}-pixel patch: too thin")  # fmt: skip
@@ -99,8 +104,8 @@ def large_problem(
     scores at the image's own size (:func:`image_bytes`; a 6000x8000 photo's 150 classes took 27 GiB at one view).
     The message names the budget, says to lower ``option`` (where the ratios come from) where the views are at fault,
     and to downscale the image (to the size that fits beside its largest view) where its own size is."""
-    views = len(ratios) * (2 if flip else 1)  # test_views
-    sizes = [(rescaled_size(height, width, [int(side * r) for side in img_scale]), r) for r in ratios]
+    views = len(test_views(height, width, img_scale, ratios, flip))
+    sizes = [(view_size(height, width, img_scale, r), r) for r in ratios]
     (h, w), ratio = max(sizes, key=lambda size: size[0][0] * size[0][1])
     view, own = view_bytes(h, w, num_classes), image_bytes(height, width, num_classes, views)
     budget = memory_budget()  # looked up at each call, so that tests can set it

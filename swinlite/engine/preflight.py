@@ -91,8 +91,15 @@ SCHEDULE_READS = {
 def warn_unused_schedule(schedule: Any) -> None:
     """One UserWarning per schedule setting that ``schedule.kind`` does not read (:data:`SCHEDULE_READS`) and that
     differs from the task's default: warned of, not refused (a recipe may keep another kind's settings), but a
-    ``min_lr`` given to a step schedule, or ``decay_epochs`` to a cosine one, changed nothing without a word."""
+    ``min_lr`` given to a step schedule, or ``decay_epochs`` to a cosine one, changed nothing without a word. So is a
+    ``warmup_lr`` without a warm-up (``warmup_epochs=0``): every kind reads it only during one."""
     default = type(schedule)()
+    if schedule.warmup_epochs == 0 and schedule.warmup_lr != default.warmup_lr:
+        warnings.warn(
+            "schedule.warmup_lr is unused: schedule.warmup_epochs=0 (no warm-up); give schedule.warmup_epochs to warm "
+            "up from it",
+            stacklevel=2,
+        )
     for name in dict.fromkeys(name for names in SCHEDULE_READS.values() for name in names):  # each once, in order
         if name in SCHEDULE_READS[schedule.kind] or getattr(schedule, name) == getattr(default, name):
             continue

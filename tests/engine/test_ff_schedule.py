@@ -38,14 +38,20 @@ def test_decay_epochs_a_cosine_schedule_ignores_are_warned_of_not_refused():
         (["schedule.decay_rate=0.5"], "decay_rate", "step"),
         (["schedule.kind=poly", "schedule.decay_rate=0.5"], "decay_rate", "step"),
         (["schedule.kind=poly", "schedule.decay_epochs=[1]"], "decay_epochs", "step"),
+        (["schedule.warmup_epochs=0", "schedule.warmup_lr=0.01"], "warmup_lr", None),
+        (["schedule.kind=step", "schedule.decay_epochs=[1]", "schedule.warmup_lr=0.01"], "warmup_lr", None),
     ],
 )
-def test_a_schedule_setting_the_kind_does_not_read_is_warned_of(settings: list[str], unused: str, readers: str):
-    """Only decay_epochs was: a step schedule's min_lr 250 times optim.lr, a cosine's power, said nothing."""
+def test_a_schedule_setting_the_kind_does_not_read_is_warned_of(settings: list[str], unused: str, readers: str | None):
+    """Only decay_epochs was: a step schedule's min_lr 250 times optim.lr, a cosine's power, a warmup_lr without a
+    warm-up (every kind reads it only during one), said nothing."""
     schedule = TASKS["classification"].load_config(None, settings).schedule
     with pytest.warns(UserWarning) as record:
         warn_unused_schedule(schedule)
     said = f"schedule.{unused} is unused: schedule.kind={schedule.kind} does not read it, only schedule.kind={readers}"
+    if readers is None:
+        said = "schedule.warmup_lr is unused: schedule.warmup_epochs=0 (no warm-up); give schedule.warmup_epochs to " \
+            "warm up from it"  # fmt: skip
     assert [str(w.message) for w in record] == [said]
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One prepared CPU benchmark run for the tables of issue 24, about 20 minutes on a quiet 2-core machine.
+# One prepared CPU benchmark run for the tables of issue 24, about 22 minutes on a quiet 2-core machine with
+# BUDGET_S=2400 (17 without the compiled train step, which the default budget may skip).
 # Swin-T at 224², swinlite against timm, side by side in one process (scripts/benchmark.py); the most needed first:
 #   cpu_tiny_b8_contended_1..3  batch 8, fp32 and bf16 autocast, inference and train step, in random-order rounds:
 #                               quiet, one core kept busy by a second process, and (inference) fed by a 2-worker
@@ -17,8 +18,8 @@
 # committed files as they were); progress and errors go to <name>.log in a temporary folder named at the start.
 # Refuses to start on a busy machine (1-minute load average at or above MAX_LOAD, default 1.5). BUDGET_S (default
 # 1500) bounds the whole: a run whose time limit would end past it is skipped, and said so.
-#   bash benchmarks/cpu_run.sh                  # OUT=benchmarks
-#   OUT=/tmp/cpu BUDGET_S=780 bash benchmarks/cpu_run.sh
+#   OUT=/tmp/bench BUDGET_S=2400 bash benchmarks/cpu_run.sh   # every run, tables in /tmp/bench (the README's)
+#   bash benchmarks/cpu_run.sh                                # OUT=benchmarks: replaces the committed tables
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-benchmarks}

@@ -98,6 +98,27 @@ class Parser(argparse.ArgumentParser):
         self.add_argument("--ema", action="store_true", help="use the run's EMA weights (the file beside --checkpoint)")
         self._ema = True
 
+    def add_predictor_arguments(self, exported: str, outputs: str) -> None:
+        """A training run's predictor (detect.py, segment.py): ``--checkpoint`` or ``--onnx`` (``exported``: what
+        scripts/export_onnx.py wrote), ``--ema``, ``--input`` images, ``--output-dir`` (``outputs``: what it holds),
+        ``--device`` and ``--amp``; ``--onnx`` with the torch-only ones is refused by :func:`check_onnx_options`."""
+        source = self.add_mutually_exclusive_group(required=True)
+        source.add_argument(
+            "--checkpoint", type=user_path("a weights file"), help="best.safetensors or last.safetensors"
+        )
+        source.add_argument(
+            "--onnx",
+            type=user_path("an ONNX file"),
+            help=f"{exported} exported by scripts/export_onnx.py (ONNX Runtime)",
+        )
+        self.add_ema_argument()
+        self.add_images_argument("--input", required=True)
+        self.add_argument(
+            "--output-dir", required=True, type=user_path("a folder for the outputs"), help=f"for {outputs}"
+        )
+        self.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
+        self.add_amp_argument()
+
     def add_images_argument(self, *names: str, **kwargs) -> None:
         """The images a script reads, as ``swinlite.files.list_images`` lists them, with a help that says which files
         of a folder that is (:data:`IMAGE_EXTENSIONS`); each a path (:func:`user_path`)."""

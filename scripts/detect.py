@@ -35,28 +35,13 @@ from _cli import (
     ema_weights,
     output_lock,
     run,
-    user_path,
 )
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", type=user_path("a weights file"), help="best.safetensors or last.safetensors")
-    source.add_argument(
-        "--onnx", type=user_path("an ONNX file"), help="a detector exported by scripts/export_onnx.py (ONNX Runtime)"
-    )
-    parser.add_ema_argument()
-    parser.add_images_argument("--input", required=True)
-    parser.add_argument(
-        "--output-dir",
-        required=True,
-        type=user_path("a folder for the outputs"),
-        help="for detections.json and images/",
-    )
+    parser.add_predictor_arguments("a detector", "detections.json and images/")
     parser.add_argument("--score-thresh", type=float, default=0.5, help="lowest score kept (default: %(default)s)")
-    parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
-    parser.add_amp_argument()
     parser.add_argument(
         "--overwrite", action="store_true", help="replace detect.py's and evaluate_detection.py's earlier outputs"
     )

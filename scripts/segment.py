@@ -48,25 +48,12 @@ from _cli import (
     ema_weights,
     output_lock,
     run,
-    user_path,
 )
 
 
 def parse_args(argv: list[str] | None = None):
     parser = Parser(__doc__)
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", type=user_path("a weights file"), help="best.safetensors or last.safetensors")
-    source.add_argument(
-        "--onnx", type=user_path("an ONNX file"), help="a segmenter exported by scripts/export_onnx.py (ONNX Runtime)"
-    )
-    parser.add_ema_argument()
-    parser.add_images_argument("--input", required=True)
-    parser.add_argument(
-        "--output-dir",
-        required=True,
-        type=user_path("a folder for the outputs"),
-        help="for labels/, overlays/ and classes.csv",
-    )
+    parser.add_predictor_arguments("a segmenter", "labels/, overlays/ and classes.csv")
     parser.add_argument(
         "--mode", choices=("whole", "slide"), help="whole image or sliding windows (default: the run's)"
     )
@@ -86,8 +73,6 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--alpha", type=float, default=0.5, help="opacity of the overlay colours (default: %(default)s)"
     )
-    parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ... (default: auto; not with --onnx)")
-    parser.add_amp_argument()
     parser.add_argument(
         "--overwrite", action="store_true", help="replace segment.py's and evaluate_segmentation.py's earlier outputs"
     )

@@ -67,13 +67,15 @@ __all__ = [
 
 
 def ema_counterpart(path: str | os.PathLike) -> Path:
-    """The EMA weights of the same run and point as ``path``: the file itself when it holds EMA weights (a swinlite
-    file recording them, a torch training checkpoint holding ``state_dict_ema`` / ``model_ema``, which reads as them),
-    else ``<stem>_ema.safetensors`` beside it (``ema.safetensors`` for ``last.safetensors``).
+    """The EMA weights of the same run as ``path``: the file itself when it holds EMA weights (a swinlite file
+    recording them, a torch training checkpoint holding ``state_dict_ema`` / ``model_ema``, which reads as them), else
+    ``<stem>_ema.safetensors`` beside it (``best_ema.safetensors``: the best EMA epoch, which may be another than
+    best.safetensors'), or ``ema.safetensors`` for ``last.safetensors``: the EMA of the same epoch.
 
     Raises:
         ValueError: no such file; a detection or segmentation run's resume state (:func:`check_not_run_resume`);
-            raw weights without their EMA beside them.
+            raw weights without their EMA beside them; an ``ema.safetensors`` of another epoch than the
+            ``last.safetensors`` it is the EMA of (a run resumed with ``train.ema_decay`` off went on without it).
     """
     path = Path(path)
     recorded = read_metadata(path).get("weights")
@@ -84,10 +86,23 @@ def ema_counterpart(path: str | os.PathLike) -> Path:
     for name in names:
         candidate = path.with_name(name)
         if candidate.is_file():
+            if name == "ema.safetensors":
+                _check_same_epoch(path, candidate)
             return candidate
     others = sorted(p.name for p in path.parent.glob("*.safetensors") if _records(p, "ema"))
     hint = f"; EMA files there: {', '.join(others)}" if others else " (trained without train.ema_decay?)"
     raise ValueError(f"--ema: {path} holds raw weights and there is no {' or '.join(names)} beside it{hint}")
+
+
+def _check_same_epoch(last: Path, ema: Path) -> None:
+    """ValueError where ``ema`` (ema.safetensors) records another epoch than ``last`` (last.safetensors): the EMA of
+    an earlier epoch, which ``--ema`` gave as the last one's."""
+    epochs = [read_metadata(p).get("epoch") for p in (last, ema)]
+    if None not in epochs and epochs[0] != epochs[1]:
+        raise ValueError(
+            f"--ema: {ema} holds the EMA weights of epoch {epochs[1]}, {last} those of epoch {epochs[0]} (the run went "
+            f"on without train.ema_decay?): give {ema} itself for epoch {epochs[1]}'s EMA weights"
+        )
 
 
 def check_not_run_resume(path: str | os.PathLike, data: bytes | None = None) -> None:

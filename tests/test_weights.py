@@ -170,6 +170,15 @@ def test_ema_counterpart(trained, tmp_path):
     assert ema_counterpart(tmp_path / "ema.safetensors") == tmp_path / "ema.safetensors"
     with pytest.raises(ValueError, match="--ema: .* holds raw weights .*trained without train.ema_decay"):
         ema_counterpart(path)
+    # a run resumed with train.ema_decay off wrote last.safetensors of epoch 4 beside epoch 3's ema.safetensors,
+    # which --ema gave as the last epoch's EMA; best_ema.safetensors is the best EMA epoch, which may differ
+    for name, epoch in [("last.safetensors", 4), ("ema.safetensors", 3), ("best.safetensors", 4)]:
+        kind = "ema" if "ema" in name else "raw"
+        save_safetensors(tmp_path / name, model.state_dict(), meta | {"weights": kind, "epoch": epoch})
+    stale = r"^--ema: .*ema.safetensors holds the EMA weights of epoch 3, .*last.safetensors those of epoch 4 .*"
+    with pytest.raises(ValueError, match=stale + r": give .*ema.safetensors itself"):
+        ema_counterpart(tmp_path / "last.safetensors")
+    assert ema_counterpart(tmp_path / "best.safetensors") == tmp_path / "best_ema.safetensors"
 
 
 def test_written_files_get_the_umask_mode(tmp_path):

@@ -56,11 +56,17 @@ def check_model(cfg: ModelConfig, reserved: Mapping[str, str], name: str | None 
         hint = f"did you mean '{close[0]}'?" if close else "e.g. swinlite_pico_patch2_window4_32"
         raise ValueError(f"model.name {name!r} is not a timm model; {hint}")
     _check_tag(name)
-    set_by = {"pretrained": "model.pretrained", **reserved}
-    for key in cfg.kwargs:
-        if key in set_by:
-            raise ValueError(f"model.kwargs.{key}: set by {set_by[key]}, not by model.kwargs")
+    check_reserved(cfg.kwargs, {"pretrained": "model.pretrained", **reserved})
     _check_kwargs(name, cfg.kwargs)
+
+
+def check_reserved(kwargs: Mapping[str, Any], set_by: Mapping[str, str], given: str = "model.kwargs") -> None:
+    """ValueError for the first keyword of ``kwargs`` that ``set_by`` holds, naming who sets it instead (its value):
+    ``{given}.{key}: set by {who}, not by {given}``, where ``given`` names what the keywords came in
+    (``model.kwargs``; ``model_kwargs``, a builder's ``**model_kwargs``)."""
+    key = next((k for k in kwargs if k in set_by), None)
+    if key is not None:
+        raise ValueError(f"{given}.{key}: set by {set_by[key]}, not by {given}")
 
 
 def _check_tag(name: str) -> None:

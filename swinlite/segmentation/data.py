@@ -5,16 +5,16 @@ Layout (ADE20K's, for every dataset; ``data.train_images`` ... point anywhere el
     <data_dir>/images/training/<name>.jpg       <data_dir>/annotations/training/<name>.png
     <data_dir>/images/validation/<name>.jpg     <data_dir>/annotations/validation/<name>.png
 
-A mask is a PNG (or any losslessly stored image file; JPEG and JPEG-compressed TIFF are refused) of the
-same relative name as its image, palette (``P``) or grayscale (``L``, 16-bit ``I;16``), whose pixel values are the
-labels. ``scan_split`` reads every mask once before anything trains:
+A mask is a PNG (or any losslessly stored image file; JPEG and JPEG-compressed TIFF are refused, and WebP, which
+Pillow reads as colour) of the same relative name as its image, palette (``P``) or grayscale (``L``, 16-bit ``I;16``),
+whose pixel values are the labels. ``scan_split`` reads every mask once before anything trains:
 
 - an image without a mask, an unreadable image or mask, and a mask whose size differs from its image's after the
   image's EXIF orientation (masks are read against the upright image) are skipped, each named in one warning line;
   a split left without pairs is an error;
-- a mask of another mode (RGB colour masks) or in JPEG, and label values that are neither a class nor
-  ``ignore_index`` are errors (one line naming the values and a file): they mean the masks, the classes or the
-  ignore index are wrong;
+- a mask of another mode (RGB colour masks; a grayscale one stored as RGB or with an alpha channel) or in JPEG or
+  WebP, and label values that are neither a class nor ``ignore_index`` are errors (one line naming the values and a
+  file): they mean the masks, the classes or the ignore index are wrong;
 - two images (``0.jpg`` and ``0.png``) or two masks of one name are an error naming both files;
 - a linked folder or file that leads into the other split's image or mask folder is skipped, with a warning naming
   the link and its target (training on validation images, or scoring training images, would go unnoticed);
@@ -174,6 +174,11 @@ class Split:
         """The class ids of at least one pixel of a kept pair's mask."""
         return {c for pair in self.pairs for c in pair.classes}
 
+    def pixels(self) -> int:
+        """The pixels of the kept pairs' masks (after :func:`scan_split`, which records their sizes); those that do not
+        carry a class (:attr:`labelled`) are ignored: a value of neither kind is the scan's error."""
+        return sum(pair.size[0] * pair.size[1] for pair in self.pairs if pair.size)
+
 
 def check_split_folders(image_dir: Path, mask_dir: Path) -> None:
     """ValueError naming a missing image or mask folder and the layout."""
@@ -266,7 +271,8 @@ def open_mask(path: Path) -> np.ndarray:
     """The label values of a mask file as stored, [H, W] (uint8, uint16 or int32).
 
     Raises:
-        MaskModeError: a colour (or other non-label) image.
+        MaskModeError: a colour (or other non-label) image, a lossy or WebP file; the message says which, and what
+            to save instead (:func:`_not_a_label_map`).
     """
     with Image.open(path) as mask:
         lossy = mask.format in LOSSY_FORMATS or (mask.format == "TIFF" and mask.info.get("compression") in LOSSY_TIFF)
@@ -277,11 +283,34 @@ def open_mask(path: Path) -> np.ndarray:
                 "losslessly (PNG)"
             )
         if mask.mode not in MASK_MODES:
-            raise MaskModeError(
-                f"mask {path} is a {mask.mode} image; a mask is a palette (P) or grayscale (L, I;16) image whose pixel "
-                "values are the labels (convert colour-coded masks to label values first)"
-            )
+            raise MaskModeError(f"mask {path} {_not_a_label_map(mask)}")
         return np.asarray(mask).astype(np.uint8) if mask.mode == "1" else np.asarray(mask)
+
+
+def _not_a_label_map(mask: Image.Image) -> str:
+    """What the open ``mask`` file of a mode not in :data:`MASK_MODES` is instead, and what to do: a WebP file (Pillow
+    decodes every WebP, lossless ones too, as RGB or RGBA), a label map with an alpha channel (``LA``, ``PA``: GIMP's
+    and Photoshop's exports), a grayscale one stored as RGB (its R, G and B equal everywhere), or a colour image."""
+    label_map = "a mask is a palette (P) or grayscale (L, I;16) image whose pixel values are the labels"
+    if mask.format == "WEBP":
+        return (
+            f"is a WebP file, which Pillow reads as {mask.mode} (a lossless grayscale one too), not as label values: "
+            "WebP masks are not supported; save masks as PNG"
+        )
+    if mask.mode in ("LA", "PA"):
+        kept = mask.mode[0]
+        return (
+            f"is a {'grayscale' if kept == 'L' else 'palette'} (label) image with an alpha channel ({mask.mode}); "
+            f'{label_map}: save it without its alpha channel as PNG, e.g. Image.open(path).convert("{kept}").save(...)'
+        )
+    if mask.mode in ("RGB", "RGBA"):
+        rgb = np.asarray(mask)[..., :3]  # [H, W, 3]
+        if (rgb == rgb[..., :1]).all():
+            return (
+                f"is a grayscale (label) image stored as {mask.mode} (its R, G and B are equal everywhere); "
+                f'{label_map}: save it as an L PNG, e.g. Image.open(path).convert("L").save(...)'
+            )
+    return f"is a {mask.mode} image; {label_map} (convert colour-coded masks to label values first)"
 
 
 def to_labels(values: np.ndarray, labels: Labels) -> np.ndarray:
@@ -298,6 +327,14 @@ def to_labels(values: np.ndarray, labels: Labels) -> np.ndarray:
     out = values - 1
     out[(values == 0) | ((values == 255) & (len(labels.classes) < 255))] = labels.ignore_index
     return out
+
+
+def ignored_values(labels: Labels) -> list[int]:
+    """The stored values :func:`to_labels` makes ``ignore_index``: itself, or with ``reduce_zero_label`` 0, 255 (with
+    fewer than 255 classes) and ``ignore_index + 1``."""
+    if not labels.reduce_zero_label:
+        return [labels.ignore_index]
+    return sorted({0, labels.ignore_index + 1} | ({255} if len(labels.classes) < 255 else set()))
 
 
 def read_labels(path: Path, labels: Labels) -> np.ndarray:
@@ -381,8 +418,9 @@ def scan_split(
     unknown = sorted({v for c in checks for v in c.unknown})
     if unknown:
         first = next(p.mask for p, c in zip(pairs, checks, strict=True) if c.unknown)
-        ignored = [0, 255, labels.ignore_index + 1] if len(labels.classes) < 255 else [0, labels.ignore_index + 1]
-        reduced = f" (as stored: {ignored} are ignored, v is class v - 1)" if labels.reduce_zero_label else ""
+        reduced = (
+            f" (as stored: {ignored_values(labels)} are ignored, v is class v - 1)" if labels.reduce_zero_label else ""
+        )
         raise ValueError(
             f"{sum(bool(c.unknown) for c in checks)} masks of {mask_dir} hold label values {unknown[:_LISTED]}"
             f"{reduced} that are neither one of the {len(labels.classes)} classes nor ignore_index "
@@ -450,7 +488,7 @@ def warn_mostly_ignored(split: Split, what: str, mask_dir: Path, labels: Labels)
     read by another dataset's rules, as the user's own masks trained as ADE20K's (``--data-dir`` picks
     ``data.dataset=ade20k``), whose 0 is ignored: their background, most of the pixels, went unlearnt without a word.
     ADE20K itself labels most of its pixels."""
-    total = sum(pair.size[0] * pair.size[1] for pair in split.pairs if pair.size)
+    total = split.pixels()
     if total and split.labelled < MOSTLY_IGNORED * total:
         ignored = f"ignore_index {labels.ignore_index}" + (" and 0 (data.reduce_zero_label)" if labels.reduce_zero_label
                                                           else "")  # fmt: skip
@@ -489,9 +527,31 @@ def _warn_absent(split: Split, labels: Labels, masks: str, consequence: str) -> 
     if absent:
         warnings.warn(
             f"no {masks} holds a pixel of {len(absent)} of the {len(labels.classes)} classes (id: name): "
-            f"{listed(absent, _LISTED)}; {consequence}",
+            f"{listed(absent, _LISTED)}; {consequence}{_ignored_note(split, labels)}",
             stacklevel=3,
         )
+
+
+def _ignored_note(split: Split, labels: Labels) -> str:
+    """The share of ``split``'s mask pixels that are ignored, for the warning of classes without a pixel: the absent
+    classes' pixels may be stored as the ignored value, as binary masks saved as 0/255 store their foreground, which
+    ``ignore_index`` 255 (the default) ignores. Without ``reduce_zero_label`` the ignored pixels are those stored as
+    ``ignore_index``, and the note says how to store them; with it, which stored values they are."""
+    total = split.pixels()
+    ignored = total - split.labelled
+    if not ignored:
+        return ""
+    share = f"{100 * ignored / total:.1f}% of the masks' pixels"
+    if labels.reduce_zero_label:
+        return (
+            f"; {share} are ignored, stored as {ignored_values(labels)} (data.reduce_zero_label=true: any other "
+            "stored value v is class v - 1)"
+        )
+    binary = " (binary masks saved as 0/255 store their foreground as 255: store it as 1)"
+    return (
+        f"; {share} are ignore_index {labels.ignore_index}, no class: if the missing classes' pixels are among them, "
+        f"store each as its class id{binary if labels.ignore_index == 255 else ''}"
+    )
 
 
 class SegmentationDataset(Dataset):

@@ -29,7 +29,7 @@ from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation
 
 from ..convert import backbone_state_dict, misfit_note, other_classes
-from ..engine.model import pretrained_file
+from ..engine.model import check_reserved, pretrained_file
 from ..io import read_metadata, read_state_dict
 from ..models.variants import SwinFeatureBody
 from ..weights import WeightsMismatchError, check_model_name, load_checkpoint, load_strict
@@ -37,6 +37,9 @@ from .config import SegModelConfig
 from .convert import CLASSIFIERS, convert_upernet
 
 AUX_LEVEL = 2  # the auxiliary head's level: stage 3 of 4, mmsegmentation's in_index=2
+# the Swin's keywords build_upernet sets, for EVERY_LEVEL: refused in its model_kwargs and a run's model.kwargs
+LEVEL_KWARGS = ("features_only", "out_indices", "output_fmt")
+EVERY_LEVEL = "UperNet takes every Swin level, as NCHW maps"
 # a name ending so (in any case) is a file, not a model: weights (model.pth.tar: .tar), or an exported ONNX model
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin", ".ckpt", ".tar")
 ONNX_SUFFIX = ".onnx"
@@ -188,7 +191,8 @@ def build_upernet(
     Raises:
         TypeError: ``name_or_cfg`` neither a model name nor a SegModelConfig; ``pretrained`` beside a config.
         ValueError: a name that is no swinlite model (a file's path, a pathlib.Path too: naming what to give instead);
-            ``num_classes`` below 1; weights that do not fit (naming the file and the keys).
+            ``num_classes`` below 1; a keyword build_upernet sets itself (:data:`LEVEL_KWARGS`, ``num_classes``) in
+            ``model_kwargs`` or the config's ``kwargs``; weights that do not fit (naming the file and the keys).
     """
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
         raise ValueError(f"build_upernet: num_classes must be a whole number of at least 1, got {num_classes!r}")
@@ -196,6 +200,12 @@ def build_upernet(
         _refuse_a_file(name_or_cfg, num_classes)
     model_kwargs = dict(model_kwargs)
     cfg = _model_config(name_or_cfg, model_kwargs)
+    set_by = {
+        "num_classes": "build_upernet's num_classes",
+        **dict.fromkeys(LEVEL_KWARGS, f"build_upernet ({EVERY_LEVEL})"),
+    }
+    check_reserved(cfg.kwargs, set_by)
+    check_reserved(model_kwargs, set_by, "model_kwargs")
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     path = pretrained_file(cfg)
     state = read_state_dict(path) if path is not None else None

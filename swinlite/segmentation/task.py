@@ -43,10 +43,8 @@ from .data import (
 from .demo_data import build_shape_scenes
 from .evaluation import EVALUATION_FILES, per_class_table, scores
 from .inference import InferenceSettings, check_counted, confusion_of, large_check, thin_check
-from .models import build_upernet
+from .models import EVERY_LEVEL, LEVEL_KWARGS, build_upernet
 from .transforms import build_eval_transform, build_train_transform
-
-EVERY_LEVEL = "the task (UperNet takes every Swin level, as NCHW maps: models.build_upernet)"  # who sets these kwargs
 
 
 def seg_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int) -> torch.Tensor:
@@ -90,9 +88,7 @@ class SegmentationTask(Task):
     metric = "val_miou"
     reserved_kwargs = Task.reserved_kwargs | {
         "num_classes": "the task (UperNet's classes are the data's)",
-        "features_only": EVERY_LEVEL,
-        "out_indices": EVERY_LEVEL,
-        "output_fmt": EVERY_LEVEL,
+        **dict.fromkeys(LEVEL_KWARGS, f"the task ({EVERY_LEVEL}: models.build_upernet)"),
     }
     evaluation_files = EVALUATION_FILES
 

@@ -30,8 +30,15 @@ def test_anything_else_is_a_type_error_naming_what_is_expected():
         ((PICO, 0), {}, ValueError, "num_classes must be a whole number of at least 1, got 0"),  # deep in torch
         ((PICO, "5"), {}, ValueError, "num_classes must be a whole number of at least 1, got '5'"),
         ((SegModelConfig(name=PICO), 3), {"pretrained": True}, TypeError, "give pretrained in the SegModelConfig"),
+        # ignored: all four levels still used; features_only=True: AttributeError 'SwinFeatureBody' ... 'layers'
+        ((PICO, 5), {"out_indices": (1, 2, 3)}, ValueError, r"^model_kwargs\.out_indices: set by build_upernet "
+         r"\(UperNet takes every Swin level, as NCHW maps\), not by model_kwargs$"),
+        ((PICO, 5), {"features_only": True}, ValueError, r"^model_kwargs\.features_only: set by build_upernet \("),
+        ((PICO, 5), {"output_fmt": "NHWC"}, ValueError, r"^model_kwargs\.output_fmt: set by build_upernet \("),
+        ((SegModelConfig(name=PICO, kwargs={"num_classes": 3}), 5), {}, ValueError,  # timm's unused classifier
+         r"^model\.kwargs\.num_classes: set by build_upernet's num_classes, not by model\.kwargs$"),
     ],
-)
+)  # fmt: skip
 def test_a_call_it_cannot_serve_is_refused_first(args, kwargs, error, said):
     with pytest.raises(error, match=said):
         build_upernet(*args, **kwargs)

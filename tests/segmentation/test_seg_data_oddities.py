@@ -11,6 +11,7 @@ from PIL import Image
 from swinlite.segmentation.config import SegDataConfig
 from swinlite.segmentation.data import (
     Labels,
+    Pair,
     Split,
     find_pairs,
     labels_of,
@@ -88,30 +89,58 @@ def test_reduce_zero_label_reads_masks_as_mmsegmentation(tmp_path: Path, ignore_
     assert split.classes_present() == {0, 1, 2} and split.labelled == np.count_nonzero(expected != ignore_index)
 
 
+IGNORED_255 = (
+    "; 25.0% of the masks' pixels are ignore_index 255, no class: if the missing classes' pixels are among them, store "
+    "each as its class id (binary masks saved as 0/255 store their foreground as 255: store it as 1)"
+)
+BINARY = labels_of(SegDataConfig(dataset="folder", classes=["background", "object"]))
+
+
 @pytest.mark.parametrize(
-    ("labels", "values", "absent", "warn"),
+    ("labels", "values", "absent", "warn", "note"),
     [
-        (LABELS, [0, 1], "2: car; the model never learns them", warn_unlearned),
-        (REDUCED, [0, 1, 2], "2: bus; the model never learns them", warn_unlearned),  # 0 ignored
+        (LABELS, [0, 1], "2: car; the model never learns them", warn_unlearned, IGNORED_255),
+        (
+            REDUCED,
+            [0, 1, 2],
+            "2: bus; the model never learns them",
+            warn_unlearned,
+            "; 50.0% of the masks' pixels are ignored, stored as [0, 255, 256] (data.reduce_zero_label=true: any "
+            "other stored value v is class v - 1)",  # the 0 masks and the rows of 255
+        ),
         (
             LABELS,
             [0, 2],
             "1: road; no IoU is measured for them: a pixel predicted as one gives it IoU 0 in the mIoU",
             lambda split, *args: warn_unmeasured(split, "val", *args),
+            IGNORED_255,
         ),
+        # masks of 0 and 255 (the object): "no train mask holds a pixel of 1: object" read as nonsense to their user
+        (BINARY, [0], "1: object; the model never learns them", warn_unlearned, IGNORED_255),
     ],
-    ids=["train", "train-reduce_zero_label", "val"],
+    ids=["train", "train-reduce_zero_label", "val", "binary-0-255"],
 )
 def test_a_class_without_a_pixel_is_named(
-    tmp_path: Path, labels: Labels, values: list[int], absent: str, warn: Callable
+    tmp_path: Path, labels: Labels, values: list[int], absent: str, warn: Callable, note: str
 ):
     """A class in no train mask was never learnt, one in no val mask never scored (its IoU 0 in the mIoU when
-    predicted), without a word."""
+    predicted), without a word. The share of ignored pixels follows, with the likely cause: binary masks saved as
+    0/255, whose foreground the default ignore_index 255 ignores."""
     split = _split_of_labels(tmp_path, values, labels)
+    classes = len(labels.classes)
     with pytest.warns(
-        UserWarning, match=rf"no \w+ mask \(.*masks\) holds a pixel of 1 of the 3 classes \(id: name\): {absent}"
-    ):
+        UserWarning,
+        match=rf"no \w+ mask \(.*masks\) holds a pixel of 1 of the {classes} classes \(id: name\): {absent}",
+    ) as record:
         warn(split, tmp_path / "masks", labels)
+    assert str(record[0].message).endswith(note)
+
+
+def test_no_ignored_share_is_told_where_no_pixel_is_ignored():
+    split = Split([Pair(Path("0.png"), Path("0.png"), (4, 4), 16, (0, 1))], labelled=16)
+    with pytest.warns(UserWarning) as record:
+        warn_unlearned(split, Path("masks"), LABELS)
+    assert str(record[0].message).endswith("2: car; the model never learns them")
 
 
 def test_no_class_warning_when_every_class_has_a_pixel(tmp_path: Path):

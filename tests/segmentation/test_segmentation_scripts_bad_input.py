@@ -62,7 +62,16 @@ def _label(value: int) -> Callable[[SimpleNamespace], None]:
     return write
 
 
-def _lossy_mask(suffix: str, **options: object) -> Callable[[SimpleNamespace], None]:
+def _label_map_as(mode: str) -> Callable[[SimpleNamespace], None]:
+    """The first train mask's label values saved in ``mode``: a grayscale image stored as RGB, or with alpha (LA)."""
+
+    def save(s: SimpleNamespace) -> None:
+        Image.fromarray(np.asarray(Image.open(_mask(s))), mode="L").convert(mode).save(_mask(s))
+
+    return save
+
+
+def _mask_saved_as(suffix: str, **options: object) -> Callable[[SimpleNamespace], None]:
     def save(s: SimpleNamespace) -> None:
         Image.open(_mask(s)).convert("L").save(_mask(s).with_suffix(suffix), **options)
         _mask(s).unlink()
@@ -111,10 +120,22 @@ CASES = [
     # the demo was written into data_dir, then these folders were read with its five shape classes
     ("own_folders_with_the_demo", TRAIN, None, ["data.dataset=shapes", "data.train_images={data}/images/training"],
      "data.train_images points at your own data, but data.dataset=shapes trains the built-in demo"),
-    ("rgb_mask", TRAIN, _rgb_mask, [], "is a RGB image; a mask is a palette (P) or grayscale"),
+    ("rgb_mask", TRAIN, _rgb_mask, [], "is a RGB image; a mask is a palette (P) or grayscale (L, I;16) image whose "
+     "pixel values are the labels (convert colour-coded masks to label values first)"),
+    # a label map saved as RGB (R=G=B) or with alpha (GIMP's exports), a WebP file (always decoded as RGB): each was
+    # told to convert its colour-coded masks
+    ("gray_rgb_mask", TRAIN, _label_map_as("RGB"), [], "is a grayscale (label) image stored as RGB (its R, G and B "
+     "are equal everywhere); a mask is a palette (P) or grayscale (L, I;16) image whose pixel values are the labels: "
+     'save it as an L PNG, e.g. Image.open(path).convert("L").save(...)'),
+    ("la_mask", TRAIN, _label_map_as("LA"), [], "is a grayscale (label) image with an alpha channel (LA); a mask is "
+     'a palette (P) or grayscale (L, I;16) image whose pixel values are the labels: save it without its alpha channel '
+     'as PNG, e.g. Image.open(path).convert("L").save(...)'),
+    ("webp_mask", TRAIN, _mask_saved_as(".webp", lossless=True), [], "is a WebP file, which Pillow reads as RGB (a "
+     "lossless grayscale one too), not as label values: WebP masks are not supported; save masks as PNG"),
     # its edges' compression noise was read as labels of other classes (15 % of a 10-class mask's pixels)
-    ("jpeg_mask", TRAIN, _lossy_mask(".jpg", quality=95), [], "is a JPEG file, whose lossy compression changes"),
-    ("jpeg_tiff_mask", TRAIN, _lossy_mask(".tif", compression="jpeg"), [], "is a TIFF file (JPEG-compressed), whose"),
+    ("jpeg_mask", TRAIN, _mask_saved_as(".jpg", quality=95), [], "is a JPEG file, whose lossy compression changes"),
+    ("jpeg_tiff_mask", TRAIN, _mask_saved_as(".tif", compression="jpeg"), [],
+     "is a TIFF file (JPEG-compressed), whose"),
     # ignore_index applies to the labels after the zero label's reduction: 1 is class 1, stored 2
     ("ignore_is_a_reduced_class", TRAIN, None, ["data.reduce_zero_label=true", "data.ignore_index=1"],
      "data.ignore_index=1 is a class label (0..2, stored as 1..3 with data.reduce_zero_label=true); expected 3 or"),

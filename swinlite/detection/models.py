@@ -54,7 +54,7 @@ from torchvision.ops import MultiScaleRoIAlign
 from torchvision.ops.poolers import initLevelMapper
 
 from ..convert import RUN_SWIN_PREFIXES, convert_state_dict, first_keys, misfit_note, other_classes, shape_mismatch
-from ..engine.model import pretrained_file, weights_kwargs
+from ..engine.model import check_reserved, pretrained_file, weights_kwargs
 from ..fpn import SwinFPNBackbone, build_fpn_backbone
 from ..io import read_metadata, read_state_dict
 from ..weights import WeightsMismatchError, load_strict
@@ -70,6 +70,14 @@ CLASS_LAYERS = (
 )
 MASK_LAYERS = ("roi_heads.mask_head.", "roi_heads.mask_predictor.")  # what Mask R-CNN adds to Faster R-CNN
 TWO_STAGE = ("fasterrcnn", "maskrcnn")  # the R-CNNs: region proposals, their FPN from level 0 and a pool level
+# the Swin's keywords the detector sets (_backbone), each with who sets it: refused in model.kwargs and model_kwargs
+FPN_BACKBONE = "the detector's FPN backbone (swinlite.fpn.build_fpn_backbone takes the Swin's levels as NCHW maps)"
+LEVEL_KWARGS = {
+    "out_indices": "model.min_level (the FPN takes the Swin levels min_level..3; unset, 0 for fasterrcnn and maskrcnn, "
+    "1 for retinanet and fcos)",
+    "features_only": FPN_BACKBONE,
+    "output_fmt": FPN_BACKBONE,
+}
 
 
 def anchor_generator(detector: str, strides: Sequence[int], anchor_scale: float = 8.0) -> AnchorGenerator:
@@ -339,8 +347,12 @@ def build_detector(
     those of other class names, named in a warning, load as they are: :func:`_load_detector`).
 
     Raises:
-        ValueError: weights that do not fit (naming the file and the keys).
+        ValueError: a keyword the detector sets itself (:data:`LEVEL_KWARGS`, ``num_classes``) in ``model_kwargs`` or
+            ``cfg.kwargs``; weights that do not fit (naming the file and the keys).
     """
+    set_by = {"num_classes": "build_detector's num_classes", **LEVEL_KWARGS}
+    check_reserved(cfg.kwargs, set_by)
+    check_reserved(model_kwargs, set_by, "model_kwargs")
     path = pretrained_file(cfg)
     state = read_state_dict(path) if path is not None else None
     swin_state, detector_state = _pretrained_state(state, path) if state is not None else (None, None)

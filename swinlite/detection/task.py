@@ -44,15 +44,8 @@ from .evaluation import (
     scoring_ground_truth,
     to_coco_results,
 )
-from .models import build_detector, min_level
+from .models import LEVEL_KWARGS, build_detector, min_level
 from .transforms import build_eval_transform, build_train_transform, size_step_problem, smallest_train_resize
-
-# who sets the model.kwargs keys the Swin backbone's levels take (models._backbone)
-FPN_BACKBONE = "the detector's FPN backbone (swinlite.fpn.build_fpn_backbone takes the Swin's levels as NCHW maps)"
-MIN_LEVEL = (
-    "model.min_level (the FPN takes the Swin levels min_level..3; unset, 0 for fasterrcnn and maskrcnn, 1 for "
-    "retinanet and fcos)"
-)
 
 
 def loss_column(name: str) -> str:
@@ -96,9 +89,7 @@ class DetectionTask(Task):
     drop_last = False
     reserved_kwargs = Task.reserved_kwargs | {
         "num_classes": "the task (the detector's classes are the training annotations' categories)",
-        "out_indices": MIN_LEVEL,
-        "features_only": FPN_BACKBONE,
-        "output_fmt": FPN_BACKBONE,
+        **LEVEL_KWARGS,
     }
     evaluation_files = EVALUATION_FILES
 

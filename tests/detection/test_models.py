@@ -320,3 +320,18 @@ def test_only_a_misfit_gets_the_hint_on_the_settings_to_match(tmp_path):
     wider = dataclasses.replace(cfg, pretrained=str(tmp_path / "ok.safetensors"), box_head_dim=32)
     with pytest.raises(WeightsMismatchError, match="a detector's weights load whole into a detector built alike"):
         build_detector(wider, 2, 32, 32)
+
+
+@pytest.mark.parametrize(
+    ("config", "kwargs", "said"),
+    [
+        ({}, {"out_indices": (1, 2, 3)}, r"^model_kwargs\.out_indices: set by model\.min_level \("),  # was a TypeError
+        ({}, {"features_only": True}, r"^model_kwargs\.features_only: set by the detector's FPN backbone \("),
+        ({}, {"output_fmt": "NHWC"}, r"^model_kwargs\.output_fmt: set by the detector's FPN backbone \("),
+        ({"num_classes": 4}, {}, r"^model\.kwargs\.num_classes: set by build_detector's num_classes, not by model\."),
+    ],
+)
+def test_a_keyword_the_detector_sets_is_refused_as_training_refuses_it(config, kwargs, said):
+    """build_detector(..., out_indices=...) said "got multiple values for keyword argument 'out_indices'"."""
+    with pytest.raises(ValueError, match=said):
+        build_detector(DetModelConfig(name=PICO, fpn_channels=16, kwargs=config), 3, 64, 128, **kwargs)

@@ -38,7 +38,11 @@ class Kept:
     Any ``torch.optim.Optimizer``'s step makes every value again, whichever parameters it updated (timm's optimizers
     included): the fused ones (``fused=True``) change parameters in place without bumping their version counters.
     The storage is known by a weak reference, not its address: ``model.half().float()`` gives each weight a new
-    storage under the same version counter, often where the allocator freed the old one.
+    storage under the same version counter, often where the allocator freed the old one. A value of a tensor alone
+    is kept for its storage (``t.untyped_storage()`` as the owner), not the tensor: a weak reference to a parameter
+    makes ``torch.utils.swap_tensors`` refuse it (``load_state_dict`` or ``.to()`` with
+    ``torch.__future__.set_swap_module_params_on_conversion(True)``); the key then holds each tensor's shape, strides
+    and dtype too, as views of one storage share its owner.
 
     Not seen: a change made in place through ``.data`` (``p.data.copy_(w)``), or into another tensor the parameter's
     memory is a view of (``torch.nn.utils.vector_to_parameters``'s vector), which PyTorch does not count in the
@@ -59,7 +63,7 @@ class Kept:
     ) -> torch.Tensor:
         if any(t.is_inference() for t in tensors):  # made in inference mode: no version counter, so computed per call
             return compute()
-        key = (extra, _optimizer_steps, *((t._version, t.data_ptr()) for t in tensors))
+        key = (extra, _optimizer_steps, *((t._version, t.data_ptr(), t.shape, t.stride(), t.dtype) for t in tensors))
         entry = self._entries.get(owner)  # (key, the storages' weak references, value)
         if entry is None or entry[0] != key or any(ref.expired() for ref in entry[1]):
             # a live storage holds its address, so an unexpired one at the same address is the same storage; a plain

@@ -121,7 +121,7 @@ def _add_linear_into(
     out.addmm_(x, weight.t())
 
 
-_CASTS = Kept()  # tensor -> its copy in another dtype (and layout)
+_CASTS = Kept()  # a tensor's storage -> the tensor's copy in another dtype (and layout)
 
 
 def _cast(t: torch.Tensor | None, dtype: torch.dtype, pack: bool = False) -> torch.Tensor | None:
@@ -138,7 +138,7 @@ def _cast(t: torch.Tensor | None, dtype: torch.dtype, pack: bool = False) -> tor
             copy = torch.ops.mkldnn._reorder_linear_weight(copy)  # (out, in), oneDNN's layout
         return copy
 
-    return _CASTS.get(t, (t,), (dtype, pack), convert)
+    return _CASTS.get(t.untyped_storage(), (t,), (dtype, pack), convert)  # no weak reference to t: swap_tensors
 
 
 def autocast_applies(x: torch.Tensor) -> bool:

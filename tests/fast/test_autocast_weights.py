@@ -138,3 +138,34 @@ def test_a_model_built_in_inference_mode_runs_computing_per_call(name):
                 got, again, expected = built(x), built(x), plain(x)
             torch.testing.assert_close(got, expected, rtol=0, atol=0)
             torch.testing.assert_close(again, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
+def test_after_autocast_inference_the_parameters_can_be_swapped(name):
+    """The kept copies were keyed by weak references to the parameters, and torch.utils.swap_tensors refuses a
+    tensor with one: after one bf16 inference call, load_state_dict and .to() with swapping on (PyTorch's coming
+    default) raised "Couldn't swap FastLinear.weight". Views of one storage keep their own copies."""
+    torch.manual_seed(0)
+    model = timm.create_model(name).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        before = model(x)
+    fresh = timm.create_model(name).eval()
+    swapping = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        model.load_state_dict(fresh.state_dict())
+        model.to(torch.float64).to(torch.float32)
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(swapping)
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        after, expected = model(x), fresh(x)
+    assert not torch.equal(after, before)
+    torch.testing.assert_close(after, expected, rtol=0, atol=0)
+    weight = torch.randn(16, 8)
+    for view in (weight, weight[:8], weight[:, :4]):  # views at one address, of one storage: not one kept copy
+        layer = accelerate(torch.nn.Linear(view.shape[1], view.shape[0], bias=False))
+        layer.weight = torch.nn.Parameter(view)
+        x = torch.randn(3, view.shape[1])
+        with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+            torch.testing.assert_close(layer(x), torch.nn.functional.linear(x, view), rtol=0, atol=0)

@@ -262,8 +262,11 @@ def _record_of(path: str) -> dict[str, Any]:
 
 def _warn_unlike_record(cfg: Any, recorded: dict[str, Any]) -> None:
     """One warning naming the data keys set to other values than the ``model.pretrained`` file records (a fine-tune
-    may change them on purpose; null, they are the file's)."""
-    given = {key: getattr(cfg.data, key) for key in recorded if getattr(cfg.data, key) is not None}
+    may change them on purpose; null, they are the file's). Not ``crop_pct``: the evaluation's crop, which the
+    weights were not trained with (a fine-tune at 384 evaluates uncropped from weights a 0.875 crop scored)."""
+    given = {
+        key: getattr(cfg.data, key) for key in recorded if key != "crop_pct" and getattr(cfg.data, key) is not None
+    }
     unlike = [f"data.{key}={_shown(value)} (the file's: {_shown(recorded[key])})"
               for key, value in given.items() if value != recorded[key]]  # fmt: skip
     if unlike:

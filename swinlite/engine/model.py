@@ -28,6 +28,12 @@ from ..io import check_weights_file, read_metadata, read_state_dict
 from ..weights import warn_if_resume_with_ema
 from .sections import ModelConfig
 
+# timm's keywords that say where pretrained weights come from: in model.kwargs they bypassed model.pretrained's
+# checks and loading (a file given so raised "got multiple values", its weights checked against another head)
+WEIGHTS_KWARGS = {
+    key: "model.pretrained (model.pretrained=PATH loads a local weights file of any layout)"
+    for key in ("pretrained_cfg", "pretrained_cfg_overlay", "checkpoint_path")
+}
 _OFFLINE_HINT = (
     "or pass model.pretrained=PATH for a local weights file (any layout), model.pretrained=false to train from scratch"
 )
@@ -46,8 +52,8 @@ def check_model(cfg: ModelConfig, reserved: Mapping[str, str], name: str | None 
     Args:
         cfg: the model section.
         reserved: the keys set otherwise, refused in ``model.kwargs``, each with who sets it, the error's reason
-            (:attr:`swinlite.engine.task.Task.reserved_kwargs`); ``pretrained`` is ``model.pretrained``'s in every
-            task.
+            (:attr:`swinlite.engine.task.Task.reserved_kwargs`); ``pretrained`` and timm's other weights keywords
+            (:data:`WEIGHTS_KWARGS`) are ``model.pretrained``'s in every task.
         name: the model that takes ``model.kwargs`` (default ``cfg.name``).
     """
     name = name or cfg.name
@@ -56,7 +62,7 @@ def check_model(cfg: ModelConfig, reserved: Mapping[str, str], name: str | None 
         hint = f"did you mean '{close[0]}'?" if close else "e.g. swinlite_pico_patch2_window4_32"
         raise ValueError(f"model.name {name!r} is not a timm model; {hint}")
     _check_tag(name)
-    check_reserved(cfg.kwargs, {"pretrained": "model.pretrained", **reserved})
+    check_reserved(cfg.kwargs, {"pretrained": "model.pretrained", **WEIGHTS_KWARGS, **reserved})
     _check_kwargs(name, cfg.kwargs)
 
 

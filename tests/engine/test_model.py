@@ -61,6 +61,12 @@ def test_kwargs_checked_against_the_model_before_any_data_is_read(task: str, kwa
                                                          "models.build_upernet)"),
         ("segmentation", "model.kwargs.features_only=true", "the task (UperNet takes every Swin level"),
         ("segmentation", "model.kwargs.output_fmt=NHWC", "the task (UperNet takes every Swin level"),
+        # "got multiple values for keyword argument 'pretrained_cfg_overlay'" with model.pretrained=PATH; offline
+        # with model.pretrained=true, "not in the local cache" though a file was given
+        ("classification", "model.kwargs.pretrained_cfg_overlay={file: w.pth}", "model.pretrained (model.pretrained="
+                           "PATH loads a local weights file of any layout)"),
+        ("detection", "model.kwargs.checkpoint_path=w.pth", "model.pretrained (model.pretrained=PATH"),
+        ("segmentation", "model.kwargs.pretrained_cfg={}", "model.pretrained (model.pretrained=PATH"),
     ],
 )  # fmt: skip
 def test_a_reserved_kwarg_is_refused_naming_who_sets_it_in_its_task(task: str, kwargs: str, reason: str, tmp_path):

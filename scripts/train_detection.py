@@ -28,7 +28,8 @@ def _epilog() -> str:
         (DEMO_CONFIG, "the digits demo"),
         COCO_CONFIG,
         "swinlite/detection/config.py (mmdetection's Swin-T 1x recipe) and swinlite/engine/sections.py",
-        "model.detector=maskrcnn, train.epochs=24, train.save_every_steps=N,\n"
+        "model.detector=maskrcnn, train.epochs=24 schedule.decay_epochs=[16,22] (mmdetection's 2x; the decay\n"
+        "epochs stay 8 and 11 otherwise), train.save_every_steps=N,\n"
         "train.ema_decay=0.9998 train.ema_warmup=true (0.9998 without warm-up: long runs only).",
     )
 

@@ -58,7 +58,7 @@ class DetScheduleConfig(ScheduleConfig):
     warmup_epochs: float = bounded(0.14, ge=0)  # about 1,000 steps of 16 COCO images
     warmup_lr: float = bounded(1e-7, ge=0)
     min_lr: float = bounded(0.0, ge=0)
-    decay_epochs: tuple[float, ...] = bounded((8, 11), ge=0)
+    decay_epochs: tuple[float, ...] = bounded((8.0, 11.0), ge=0)  # floats, as a config file read back gives them
 
 
 @dataclass

@@ -67,3 +67,13 @@ def test_the_readme_says_to_repeat_the_overrides_on_resume():
     readme, training = ((REPO / name).read_text() for name in ("README.md", "docs/training.md"))
     assert "repeat the overrides the run was started with" in " ".join(training.split())
     assert "`--resume` does not remember the run's options and overrides: repeat them" in " ".join(readme.split())
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_printed_config_given_back_prints_the_same(script: str, tmp_path, capsys):
+    """detection's default decay_epochs (8, 11) printed as 8 and 11, read back as floats and printed 8.0, 11.0."""
+    assert run_script(script, ["--print-config"]) == 0
+    printed = capsys.readouterr().out
+    (tmp_path / "config.yaml").write_text(printed)
+    assert run_script(script, ["--print-config", "--config", str(tmp_path / "config.yaml")]) == 0
+    assert capsys.readouterr().out == printed

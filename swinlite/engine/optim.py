@@ -175,6 +175,14 @@ def build_scheduler(
             "never decays there",
             stacklevel=2,
         )
+    elif cfg.decay_epochs and max(cfg.decay_epochs) < epochs / 2:  # a longer run that kept a shorter one's epochs
+        last = max(cfg.decay_epochs)
+        warnings.warn(
+            f"schedule.decay_epochs end at epoch {last:g} of {run}: its last {epochs - last:g} epochs, more than half, "
+            f"run at the decayed lr; move them with train.epochs (e.g. mmdetection's 2x: train.epochs=24 "
+            "schedule.decay_epochs=[16,22])",
+            stacklevel=2,
+        )
     # timm decays once t + 1 reaches a milestone; +1 so that the first step of epoch e + 1 runs at the lower lr
     milestones = [_whole_steps(e * steps_per_epoch) + 1 for e in cfg.decay_epochs]
     return MultiStepLRScheduler(optimizer, decay_t=milestones, decay_rate=cfg.decay_rate, warmup_prefix=False, **common)

@@ -117,6 +117,19 @@ def test_decay_epochs_beyond_the_run_are_one_warning(recwarn):
     assert not [w for w in recwarn if "decay_epochs" in str(w.message)]
 
 
+def test_decay_epochs_that_end_before_half_the_run_are_one_warning(recwarn):
+    """train.epochs=24 with the 1x schedule's decay_epochs [8,11] (train_detection.py's --help suggested the epochs
+    alone) ran epochs 12-24 at 1/100 of the lr without a word."""
+    cfg = TASKS["detection"].load_config(None, ["schedule.warmup_epochs=0"])
+    said = r"^schedule.decay_epochs end at epoch 11 of the run \(24 epochs of 2 steps\): its last 13 epochs, more"
+    with pytest.warns(UserWarning, match=said + r" than half, run at the decayed lr; move them"):
+        _lrs(cfg, 24, 2)
+    recwarn.clear()
+    _lrs(cfg, 12, 2)  # the 1x schedule itself, and mmdetection's 2x
+    _lrs(TASKS["detection"].load_config(None, ["schedule.warmup_epochs=0", "schedule.decay_epochs=[16,22]"]), 24, 2)
+    assert not [w for w in recwarn if "decay_epochs" in str(w.message)]
+
+
 @pytest.mark.parametrize("kind", ["cosine", "poly", "step"])
 def test_warmup_and_floor_scale_with_the_global_batch_as_the_lr(kind: str):
     """optim.lr_base_batch scales schedule.warmup_lr and schedule.min_lr as optim.lr, as the Swin recipe does: at

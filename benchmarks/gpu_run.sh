@@ -21,10 +21,10 @@
 # (swinlite/fast/measured.py): most of a part's time. Each part runs under its own limit, cut to what is left of
 # BUDGET_S; a part with less than a minute left is skipped (skipped.txt), one that fails or runs out of time is named
 # in failed.txt (the script then exits 1, after the other parts). Writes <name>.md (table), <name>.json and
-# <name>.log (progress, errors) per part into $OUT (a part that fails leaves no empty table), and gpu.txt (GPU,
-# versions); refuses to start where torch has no CUDA. With
-# PACK=<file.tgz> the folder is also packed into that one file after each part, so a run stopped midway still hands
-# back what it finished, in one file:
+# <name>.log (progress, errors) per part into $OUT (a part that fails leaves no empty table and no JSON; a part run
+# or skipped removes its files of an earlier run in that $OUT first), and gpu.txt (GPU, versions); refuses to start
+# where torch has no CUDA. With PACK=<file.tgz> the folder is also packed into that one file after each part, so a
+# run stopped midway still hands back what it finished, in one file:
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh                                  # everything, in this order
 #   OUT=/tmp/gpu PACK=/tmp/gpu.tgz bash benchmarks/gpu_run.sh cuda_checks cuda_tiny_b64   # only those, packed
 # Needs torch >= 2.11 with CUDA, torchvision and timm >= 1.0.31 (pyproject.toml); with an older timm or none it
@@ -74,6 +74,7 @@ pack
 run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang cannot eat the others' time
     wanted "$1" || return 0
     local name=$1 limit
+    rm -f "$OUT/$name".{md,json,log}  # an earlier run's, in an $OUT used before: packed as this run's otherwise
     limit=$(limit_for "$1" "$2") || return 0
     shift 2
     local start=$SECONDS
@@ -92,6 +93,7 @@ run() {  # run NAME SECONDS ARGS...: one benchmark, bounded so that a hang canno
 checks() {  # the Triton kernels as this GPU compiles them, against the per-window loop (pytest, if installed)
     wanted cuda_checks || return 0
     local limit
+    rm -f "$OUT/cuda_checks.log"  # an earlier run's
     limit=$(limit_for cuda_checks 120) || return 0
     if ! python -c "import pytest" 2>/dev/null; then
         echo "pytest is not installed: kernel checks skipped" > "$OUT/cuda_checks.log"

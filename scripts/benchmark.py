@@ -54,6 +54,7 @@ from swinbench.choices import (  # noqa: E402
     options_of,
     parse_sizes,
     run_name,
+    unpadded_sizes_error,
 )
 
 RUNS = tuple(run for run in RUN_OPTIONS if run)  # the options that choose a run other than the side-by-side one
@@ -141,7 +142,8 @@ def _parser() -> Parser:
         nargs="?",
         const=",".join(f"{h}x{w}" for h, w in DEFAULT_SIZES),
         type=_sizes,
-        help="time swinlite and timm at these sizes, N or HxW (default list: %(const)s)",
+        help="time swinlite and timm at these sizes, N or HxW (default list: %(const)s); with --size v2_tiny each "
+        "side a multiple of 4 (timm's Swin V2 does not pad to whole patches)",
     )
     p.add_argument("--warmup", type=int, help="untimed runs per model and case (default: 2; 1 with --sizes)")
     p.add_argument(
@@ -150,7 +152,10 @@ def _parser() -> Parser:
         help="timed runs per model and case; median (default: 7; 3 with --sizes, 15 with --contended)",
     )
     p.add_argument(
-        "--no-memory", action="store_true", default=None, help="skip the peak-memory measurement of train steps"
+        "--no-memory",
+        action="store_true",
+        default=None,
+        help="skip the peak-memory measurement: of the train steps (with --sizes, of the inference steps too)",
     )
     p.add_argument(
         "--profile",
@@ -201,6 +206,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--sizes must be a non-empty list of N or HxW with N, H, W >= {MIN_IMG_SIZE}, got {got!r}")
     _check_cores(p, args)
     _resolve_defaults(args)
+    if args.sizes is not None and (why := unpadded_sizes_error(args.size, args.sizes)):
+        p.error(why)
     return args
 
 

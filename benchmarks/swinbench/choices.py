@@ -12,6 +12,7 @@ SIZES: dict[str, tuple[str, str, str]] = {
 # square input size of each size's models when --img-size is not given
 IMG_SIZES: dict[str, int] = {"tiny": 224, "small": 224, "base": 224, "v2_tiny": 256}
 MIN_IMG_SIZE = 32  # the smallest input side benchmarked: one token in the last stage
+PATCH = 4  # the patch side of every size's models
 MODELS = ("swinlite", "timm", "torchvision")
 TASKS = ("inference", "train")
 PRECISIONS = ("fp32", "bf16")
@@ -61,6 +62,21 @@ def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
         h, w = int(parts[0]), int(parts[-1])
         sizes.append((h, w))
     return tuple(dict.fromkeys(sizes))
+
+
+def unpadded_sizes_error(size: str, sizes: tuple[tuple[int, int], ...]) -> str | None:
+    """Why ``--sizes`` cannot time timm's model of ``size`` at ``sizes``, or None: timm's Swin V2 takes no patch
+    embedding that pads (``swinbench.sizes.build_timm`` gives the V1 models one), so its sides must be patch
+    multiples."""
+    timm_name = SIZES[size][1]
+    bad = [(h, w) for h, w in sizes if h % PATCH or w % PATCH]
+    if not timm_name.startswith("swinv2") or not bad:
+        return None
+    rounded = ", ".join(f"{-(-h // PATCH) * PATCH}x{-(-w // PATCH) * PATCH}" for h, w in bad)
+    return (
+        f"--size {size}: timm's {timm_name} does not pad its input to whole {PATCH}-px patches, so every --sizes side "
+        f"must be a multiple of {PATCH}; got {', '.join(f'{h}x{w}' for h, w in bad)} (e.g. {rounded} instead)"
+    )
 
 
 def parse_modes(text: str, modes: tuple[str, ...]) -> list[str]:

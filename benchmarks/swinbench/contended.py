@@ -166,9 +166,9 @@ def _rows(
 
 
 def _predict_pass(model: nn.Module, loader: DataLoader, precision: str) -> None:
-    with torch.autocast("cpu", torch.bfloat16, enabled=precision == "bf16"):
-        for _ in predict(model, loader, topk=5, device=torch.device("cpu")):
-            pass
+    amp = torch.bfloat16 if precision == "bf16" else None  # predict opens its own autocast: an outer one is undone
+    for _ in predict(model, loader, topk=5, device=torch.device("cpu"), amp=amp):
+        pass
 
 
 @contextmanager

@@ -3,7 +3,8 @@
 At each size (H×W) swinlite and timm are built fresh for that size and timed alternately (median after warm-up),
 for inference and for a train step; the peak memory of each step is measured as in :mod:`swinbench.swin`.
 timm is given its fastest set-up at each size: ``img_size=(H, W)`` (attention masks built once) where H and W are
-patch multiples, else ``strict_img_size=False`` with a patch embedding that pads (``dynamic_img_pad=True``).
+patch multiples, else ``strict_img_size=False`` with a patch embedding that pads (``dynamic_img_pad=True``; timm's
+Swin V2 takes none, so its sizes must be patch multiples: :func:`swinbench.choices.unpadded_sizes_error`).
 At the largest size the swinlite Swin-T + FPN detection backbone (:func:`swinlite.fpn.build_fpn_backbone`)
 is timed next to torchvision's ResNet-50 FPN backbone (all layers trainable, frozen batch norm), and the operators
 that take the time in swinlite's and timm's inference are profiled.
@@ -25,7 +26,7 @@ from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
 
 from swinlite.fpn import build_fpn_backbone
 
-from .choices import DEFAULT_SIZES, MIN_IMG_SIZE
+from .choices import DEFAULT_SIZES, MIN_IMG_SIZE, PATCH, unpadded_sizes_error
 from .report import profile_tables, spread
 from .swin import (
     SIZES,
@@ -62,6 +63,8 @@ class SizesConfig:
             raise ValueError(f"size must be one of {tuple(SIZES)}, got {self.size!r}")
         if not self.sizes or any(h < MIN_IMG_SIZE or w < MIN_IMG_SIZE for h, w in self.sizes):
             raise ValueError(f"sizes must be a non-empty list of (H, W) with H, W >= {MIN_IMG_SIZE}, got {self.sizes}")
+        if why := unpadded_sizes_error(self.size, self.sizes):
+            raise ValueError(why)
         if self.batch < 1 or self.warmup < 0 or self.repeats < 1:
             raise ValueError(
                 f"expected batch >= 1, warmup >= 0, repeats >= 1; got {self.batch}, {self.warmup}, {self.repeats}"
@@ -69,7 +72,7 @@ class SizesConfig:
         check_device(self.device)
 
 
-def build_timm(name: str, size: tuple[int, int], patch: int = 4) -> nn.Module:
+def build_timm(name: str, size: tuple[int, int], patch: int = PATCH) -> nn.Module:
     """timm's Swin at ``size`` (H, W): fixed masks where H, W are patch multiples, else dynamic size and padding."""
     if size[0] % patch == 0 and size[1] % patch == 0:
         return timm.create_model(name, drop_path_rate=0.0, img_size=size)

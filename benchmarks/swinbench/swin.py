@@ -1,8 +1,9 @@
 """Side-by-side benchmark of swinlite, timm and torchvision Swin models of one size, in one process.
 
-Every model gets the same weights (timm's random init, converted), the same input and the same
-step. The models of one task are timed alternately (A, B, C, A, B, C, ...) so that load from other
-processes hits them alike; each figure is the median over the repeats after a warm-up.
+swinlite gets timm's weights (its random init, converted) and torchvision keeps its own random weights (speed does
+not depend on their values); every model gets the same input and the same step. The models of one task are timed
+alternately (A, B, C, A, B, C, ...) so that load from other processes hits them alike; each figure is the median over
+the repeats after a warm-up.
 
 Peak memory of a train step is the highest total of bytes held by PyTorch's allocator during one
 step (forward, loss, backward, SGD update), above what was held before it: on CUDA from
@@ -255,7 +256,11 @@ def make_step(
 
 
 def peak_memory_bytes(step: Callable[[], None], device: str) -> int:
-    """Peak bytes held by PyTorch's allocator during ``step()`` above the level before it (module docstring)."""
+    """Peak bytes held by PyTorch's allocator during ``step()`` above the level before it (module docstring).
+
+    On the CPU it overstates the peak of a step that frees memory allocated before it: the profiler records no free of
+    an allocation it did not see (the Swin steps measured here free only what they allocate: their events sum to 0).
+    """
     if device.startswith("cuda"):
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()

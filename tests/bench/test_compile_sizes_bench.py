@@ -123,6 +123,10 @@ def test_sizes_parse_and_bad_config():
         parse_sizes("224x")
     with pytest.raises(ValueError, match="sizes"):
         SizesConfig(sizes=((16, 224),))
+    # timm's Swin V2 was built with a padding patch embedding it does not take: a TypeError after the sizes before
+    SizesConfig(size="v2_tiny", sizes=((32, 36),))
+    with pytest.raises(ValueError, match="multiple of 4; got 34x34 "):
+        SizesConfig(size="v2_tiny", sizes=((32, 32), (34, 34)))
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="cuda"):
             SizesConfig(device="cuda")

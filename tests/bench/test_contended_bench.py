@@ -91,6 +91,20 @@ def test_tiny_contended_run_has_rows_per_condition(monkeypatch):
         contended.run_contended(BenchConfig(models=("timm",)))
 
 
+def test_loader_pass_runs_the_model_in_its_precision(monkeypatch):
+    """The loader rows labelled bf16 ran in fp32: the pass wrapped predict() in a bf16 autocast, which predict's own
+    autocast (given no ``amp``) switched off."""
+    monkeypatch.setattr(contended, "PHOTO_SIZE", (40, 60))
+    monkeypatch.setattr(contended, "LOADER_BATCHES", 1)
+    model = timm.create_model("swinlite_pico_patch2_window4_32")
+    seen = []  # (autocast on, logits dtype) per forward
+    model.register_forward_hook(lambda module, args, out: seen.append((torch.is_autocast_enabled("cpu"), out.dtype)))
+    with contended.photo_loader(model, 1, 32) as loader:
+        contended._predict_pass(model, loader, "bf16")
+        contended._predict_pass(model, loader, "fp32")
+    assert seen == [(True, torch.bfloat16), (False, torch.float32)]
+
+
 @pytest.fixture
 def orders(monkeypatch) -> list[list]:
     """run_contended with nothing heavy (no models, busy process, photos or steps that do work); each block's order of

@@ -111,8 +111,6 @@ class DetectionTask(Task):
             raise ValueError(f"model.name must be a swinlite model (swinlite_*) for detection, got {model.name!r}")
         if model.min_level is not None and model.min_level > 3:
             raise ValueError(f"model.min_level must be a Swin level, 0..3, got {model.min_level}")
-        if cfg.optim.layer_decay is not None:
-            raise ValueError("optim.layer_decay is not available for detectors (no timm group_matcher); leave it unset")
         if not cfg.data.lsj and (problem := size_step_problem(cfg.data)) is not None:  # lsj draws no train_sizes
             raise ValueError(problem)
         check_demo_paths(

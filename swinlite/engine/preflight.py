@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 from timm.data import resolve_model_data_config
+from torch import nn
 
 from ..files import task_record_problem, unknown_task_files
 from ..io import read_metadata, resume_task
@@ -56,8 +57,9 @@ def task_written(task: type[Task]) -> list[str]:
 
 def check_run(task: type[Task], cfg) -> None:
     """ValueError for settings that cannot work together, then the model's checks and the task's own (which may build
-    the model, on the meta device), the data's existence, and last whether the pretrained weights can be had (which
-    may ask the hub): a mistyped ``--data-dir`` is named before weights are looked for."""
+    the model, on the meta device), ``optim.layer_decay``'s (:func:`check_layer_decay`), the data's existence, and
+    last whether the pretrained weights can be had (which may ask the hub): a mistyped ``--data-dir`` is named before
+    weights are looked for."""
     if cfg.train.best_of == "ema" and cfg.train.ema_decay is None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     if cfg.train.ema_warmup and cfg.train.ema_decay is None:
@@ -68,6 +70,7 @@ def check_run(task: type[Task], cfg) -> None:
     check_optimizer(cfg.optim)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))
     task.check_config(cfg)
+    check_layer_decay(task, cfg)
     task.check_inputs(cfg)
     check_pretrained(cfg.model)
 
@@ -149,15 +152,38 @@ def check_weights_fit(task: type[Task], cfg: Any) -> None:
     with stand-in classes, the weights read and fitted as the run's build fits them, without their memory. They were
     refused only after the data scan, which was wasted and left its cache in the output folder. What the build warns
     of (a classifier of another size starting fresh) is left to the run's, which knows the classes."""
-    if cfg.model.pretrained is False:
+    if cfg.model.pretrained is not False:
+        _stand_in_model(task, cfg)
+
+
+def check_layer_decay(task: type[Task], cfg: Any) -> None:
+    """ValueError, before any data is read, for ``optim.layer_decay`` where the task's model (built on the meta device,
+    without its weights) has no timm ``group_matcher`` to order its layers by (detection's, segmentation's, a
+    contributor's model that wraps a timm one): timm's optimizer factory said only "Layer-wise lr decay has no effect"
+    in a log line, after the data scan, and the run trained without it."""
+    if cfg.optim.layer_decay is None:
         return
+    unweighted = copy_config(cfg)
+    unweighted.model.pretrained = False  # the model's structure, not its weights (check_pretrained's, last)
+    model = _stand_in_model(task, resolve_normalisation(task, unweighted))  # a detector's build takes the data's mean
+    if model is not None and not hasattr(model, "group_matcher"):
+        raise ValueError(
+            f"optim.layer_decay is not available for {task.name}: its model ({type(model).__name__}) has no timm "
+            "group_matcher to order its layers by; leave optim.layer_decay unset (or give the model a group_matcher)"
+        )
+
+
+def _stand_in_model(task: type[Task], cfg: Any) -> nn.Module | None:
+    """The task's model (:meth:`~swinlite.engine.task.Task.model_for`) built on the meta device with stand-in classes,
+    its warnings silenced; None where the meta device itself fails it (left to the run's build)."""
     with torch.device("meta"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            task.model_for(cfg, STAND_IN_CLASSES)
+            return task.model_for(cfg, STAND_IN_CLASSES)
         except (RuntimeError, NotImplementedError) as e:
-            if not _META_FAILURE.search(str(e)):  # a failure of the meta device itself is left to the run's build
+            if not _META_FAILURE.search(str(e)):
                 raise
+    return None
 
 
 def check_demo_paths(data: Any, demo: str, keys: tuple[str, ...], instead: str) -> None:
@@ -203,15 +229,16 @@ def resolve_normalisation(task: type[Task], cfg: Any, resume: bool = False) -> A
     return cfg
 
 
-# where each task's weights files record the data keys they were trained with (a classifier's: read_info's checked
-# preprocessing); a file of no task (another tool's) records none
-_RECORDS = {"detection": "data", "segmentation": "preprocessing"}
+# where the weights file of a run of any task but classification records the mean and std it was trained with
+# (Task.weights_metadata), in the first of these that holds them: detection's data, segmentation's preprocessing, a
+# contributor's task's either; a classifier's are read_info's checked preprocessing; a file of no task records none
+_RECORDS = ("data", "preprocessing")
 
 
 def pretrained_data(cfg: Any) -> dict[str, Any]:
     """The data keys of :data:`MODEL_DATA_KEYS` (those ``cfg``'s data section has) that the weights file
     ``model.pretrained`` names records, as the section holds them: a swinlite classification run's preprocessing
-    (mean, std, crop_pct, interpolation), a detection or segmentation run's mean and std; {} for another file, or
+    (mean, std, crop_pct, interpolation), another task's run's mean and std (:data:`_RECORDS`); {} for another file, or
     ``model.pretrained`` true or false. A recorded value the key does not take (a 1-channel model's one mean) is left
     out: such weights do not fit the run's model, which :func:`check_weights_fit` says, naming their shapes.
 
@@ -251,11 +278,11 @@ def _record_of(path: str) -> dict[str, Any]:
         data = _config_data(Path(path).parent / "config.yaml")
         return {key: data[key] for key in MODEL_DATA_KEYS if data.get(key) is not None}
     task = meta.get("task")
-    if task in _RECORDS:
-        record = meta.get(_RECORDS[task])
-        return {key: record[key] for key in ("mean", "std") if key in record} if isinstance(record, dict) else {}
-    if isinstance(task, str) and task not in ("", "classification"):
-        return {}  # another task's (one written outside swinlite): what it records is its own
+    if isinstance(task, str) and task not in ("", "classification"):  # any other task's, a contributor's too
+        records = [record for name in _RECORDS if isinstance(record := meta.get(name), dict)]
+        return {
+            key: next(r[key] for r in records if key in r) for key in ("mean", "std") if any(key in r for r in records)
+        }
     info = read_info(path)  # a classifier's or no task's: its checks of the record, and of a task that is no name
     return {} if info is None else info.preprocessing
 

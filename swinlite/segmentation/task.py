@@ -105,10 +105,6 @@ class SegmentationTask(Task):
             raise ValueError(
                 f"model.name must be a swinlite model (swinlite_*) for segmentation, got {cfg.model.name!r}"
             )
-        if cfg.optim.layer_decay is not None:
-            raise ValueError(
-                "optim.layer_decay is not available for segmentation (no timm group_matcher); leave it unset"
-            )
         _warn_if_every_crop_is_padded(cfg.data)
         stride = cfg.data.test_stride  # None: 2/3 of the crop, which always fits
         unused = stride_unused(stride, cfg.data.test_mode, None, "data.test_stride", "set data.test_mode=slide")

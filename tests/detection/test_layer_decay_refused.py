@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from swinlite.detection.task import DetectionTask
+from swinlite.engine.preflight import check_run
 from swinlite.segmentation.task import SegmentationTask
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -16,7 +17,7 @@ def test_the_task_refuses_layer_decay_and_its_doc_says_so(task: type, doc: str):
     users met ("optim.layer_decay is not available for segmentation")."""
     cfg = task.load_config(None, ["optim.layer_decay=0.9"])
     with pytest.raises(ValueError, match="optim.layer_decay is not available"):
-        task.check_config(cfg)
+        check_run(task, cfg)
     lines = [line for line in (DOCS / doc).read_text().splitlines() if "`optim.layer_decay`" in line]
     assert any("refused" in line for line in lines), f"{doc} does not say optim.layer_decay is refused"
 

@@ -10,7 +10,7 @@ from timm.optim import create_optimizer_v2
 
 from swinlite.classification import ClassificationTask
 from swinlite.engine.optim import build_optimizer, build_scheduler, check_optimizer, lr_scale
-from swinlite.engine.preflight import SCHEDULE_READS, check_run
+from swinlite.engine.preflight import SCHEDULE_READS, check_layer_decay, check_run
 
 
 def _lrs(cfg, epochs: int, steps_per_epoch: int) -> list[float]:
@@ -192,3 +192,27 @@ def test_the_weight_decay_groups_are_two_and_train_as_timm_s(opt: str, atol: flo
             optim.step()
     for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=0.0, atol=atol)
+
+
+class WrappedClassification(ClassificationTask):
+    """A contributor's task whose model wraps a timm model, as a regression head around a backbone does."""
+
+    name = "wrapped"
+
+    @classmethod
+    def model_for(cls, cfg, classes: list[str]) -> torch.nn.Module:
+        return torch.nn.Sequential(super().model_for(cfg, classes))
+
+
+@pytest.mark.parametrize("task", [WrappedClassification, TASKS["detection"], TASKS["segmentation"]])
+def test_layer_decay_is_refused_before_the_data_where_the_tasks_model_has_no_group_matcher(task):
+    """Detection and segmentation each refused it in their own check; a fourth task's model without a group_matcher
+    got timm's log line "Layer-wise lr decay has no effect" after the data scan, and trained without it."""
+    cfg = task.load_config(None, ["optim.layer_decay=0.9", "data.data_dir=/no/such/folder"])
+    with pytest.raises(ValueError, match=f"optim.layer_decay is not available for {task.name}: its model .* has no"):
+        check_run(task, cfg)  # before the missing data folder is named
+    check_layer_decay(task, task.load_config(None, []))  # unset: nothing built
+
+
+def test_layer_decay_passes_for_a_timm_model_of_a_task_of_its_own():
+    check_layer_decay(ClassificationTask, ClassificationTask.load_config(None, ["optim.layer_decay=0.9"]))

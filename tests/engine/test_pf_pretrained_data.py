@@ -108,6 +108,17 @@ def test_a_runs_resume_file_takes_the_settings_of_the_config_beside_it(tmp_path:
     assert (data.mean, data.std) == (HALF, HALF) and not recwarn.list
 
 
+@pytest.mark.parametrize("record", ["data", "preprocessing"])
+@pytest.mark.parametrize("task", ["classification", "segmentation"])
+def test_a_contributors_task_records_its_statistics_as_the_shipped_tasks_do(task, record, tmp_path: Path, recwarn):
+    """A run of a task swinlite does not ship (here "brightness") records them under data or preprocessing, as
+    detection's and segmentation's do: the tasks' names were a table, and such weights gave ImageNet's, unwarned."""
+    path = tmp_path / "bright.safetensors"
+    save_weights(path, random_state_dict(PICO), {"task": "brightness", record: {"mean": list(HALF), "std": [0.25] * 3}})
+    data = _resolved(task, tmp_path, **{"model.pretrained": path, "data.mean": None, "data.std": None})
+    assert (data.mean, data.std) == (HALF, (0.25, 0.25, 0.25)) and not recwarn.list
+
+
 def _config(task: str, *overrides: str) -> Any:
     return TASKS[task].load_config(None, list(overrides))
 

@@ -35,7 +35,8 @@ class StepOutput:
 
     loss: torch.Tensor
     size: int  # samples in the micro-batch: the loss is averaged over epochs by it
-    parts: dict[str, torch.Tensor | float] = field(default_factory=dict)  # e.g. {"loss_classifier": ...}
+    # e.g. {"loss_classifier": ...}: curves.png draws the parts named loss_* beside train_loss and val_loss
+    parts: dict[str, torch.Tensor | float] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,32 +143,56 @@ class Task(abc.ABC):
     @classmethod
     @abc.abstractmethod
     def model_for(cls, cfg: Any, classes: list[str]) -> nn.Module:
-        """The task's model as ``cfg`` describes it for ``classes``, ``model.pretrained``'s weights loaded: what
-        :meth:`build_model` returns, and what the engine builds on the meta device with stand-in classes before any
-        data is read, so that weights that do not fit are refused before the data scan."""
+        """The task's model as ``cfg`` describes it for ``classes``: what :meth:`build_model` returns, and what the
+        engine builds on the meta device with stand-in classes (``preflight.STAND_IN_CLASSES``) before any data is
+        read, so that weights that do not fit are refused before the data scan; a task without classes ignores them.
+
+        Its Swin must be built through :func:`swinlite.engine.model.create_model` (the model, or its backbone): it
+        loads ``model.pretrained``'s weights and applies ``model.kwargs`` and ``model.grad_checkpointing``. A model
+        of plain ``timm.create_model`` trains from random weights while ``config.yaml`` records the file (swinlite's
+        detection and segmentation builders apply the same settings themselves)."""
 
     @abc.abstractmethod
     def build_model(self) -> nn.Module:
-        """The model to train (on the CPU; the engine moves and wraps it); pretrained weights loaded."""
+        """The model to train (on the CPU; the engine moves and wraps it), e.g. ``self.model_for(self.cfg, classes)``;
+        pretrained weights loaded (through :func:`~swinlite.engine.model.create_model`, as :meth:`model_for` says).
+        With ``model.grad_checkpointing`` the engine calls its ``set_grad_checkpointing(True)``; a model without one
+        is refused unless a module inside checkpoints already (a backbone of ``create_model``)."""
 
     @abc.abstractmethod
     def train_step(self, model: nn.Module, batch: Any) -> StepOutput:
         """Move a batch to the device, run the model, return the loss (the engine runs it under autocast, and
-        detaches the parts for the metrics). Its :attr:`StepOutput.parts` must have the same keys on every process."""
+        detaches the parts for the metrics). Its :attr:`StepOutput.parts` must have the same keys on every process,
+        none named ``train_loss`` (the engine's column of the loss).
+
+        ``model`` may be wrapped (``DistributedDataParallel`` under torchrun, ``torch.compile``): call only
+        ``model(...)``, and put anything else (``forward_head``, ...) in the model's ``forward``. The engine converts
+        the model to channels-last with ``train.channels_last``; the batch is the task's to convert
+        (``self.ctx.settings.channels_last``), as the shipped tasks do."""
 
     @abc.abstractmethod
     def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
-        """``val_*`` metrics of ``model`` over this process's shard, combined over all processes; they must hold
-        :attr:`metric` (else the run stops, the trained epoch kept to resume, naming the keys returned). The engine
-        calls it with ``model`` in eval mode and under ``torch.no_grad()`` (its mode restored after): the task need
-        not set either."""
+        """``val_*`` metrics of ``model`` over this process's shard, combined over all processes (e.g. by
+        :func:`~swinlite.engine.distributed.all_reduce_sum`), as real numbers (Python's, NumPy's or 0-d tensors: taken
+        as floats); they must hold :attr:`metric`. :attr:`metric` missing, a value that is no number, a key of an
+        engine column (``epoch``, ``lr``, ``train_loss``, ``loss_*``, ...) or, under torchrun, a value that differs
+        between processes (not combined) stops the run, naming it, the trained epoch kept to resume. ``curves.png``
+        draws a ``val_loss`` beside the training losses.
+
+        The engine calls it with ``model`` in eval mode and under ``torch.no_grad()`` (its mode restored after): the
+        task need not set either. ``model`` may be wrapped, as :meth:`train_step`'s: call only ``model(...)``. The
+        engine does not autocast it (only :meth:`train_step`): run the model under
+        ``swinlite.engine.loop.autocast(self.ctx.settings)``, and convert the batch with
+        ``self.ctx.settings.channels_last``, as classification's evaluation does (``classification/evaluation.py``)."""
 
     @abc.abstractmethod
     def summary(self, row: dict[str, float]) -> str:
         """The epoch line's metrics part, e.g. ``"val loss 0.1, top-1 97.50%"`` (EMA columns end in ``_ema``)."""
 
     def curves(self, row: dict[str, float]) -> dict[str, str]:
-        """Columns drawn on the metric panel of ``curves.png``, with their labels."""
+        """Columns drawn on the metric panel of ``curves.png``, with their labels (its loss panel draws
+        ``train_loss``, the :attr:`StepOutput.parts` named ``loss_*`` and a ``val_loss`` that :meth:`evaluate`
+        returns)."""
         return {self.metric: self.metric}
 
     @abc.abstractmethod

@@ -17,6 +17,7 @@ import contextlib
 import copy
 import json
 import math
+import numbers
 import os
 import time
 from collections.abc import Iterator
@@ -105,6 +106,11 @@ PATH_KEYS = ("data.data_dir", "train.output_dir", "model.pretrained")  # setting
 PATH_PREFIXES = ("data.train_", VAL_PREFIX)  # a task's own data paths (a tuple there, data.train_sizes, is no path)
 
 
+# the columns of a metrics row that are the engine's, which an evaluate key of the same name would replace (besides the
+# training loss's parts, ``loss_*``)
+ENGINE_COLUMNS = ("epoch", "train_loss", "lr", "epoch_time", "train_img_s")
+
+
 # seconds a process whose evaluation failed waits for the others' to fail too (all failed: the trained epoch is saved);
 # past it, it failed alone and ends, which ends the others (their evaluation's collective fails as it exits)
 # (a diverged process waits as long for the others' divergence: said once, else by its rank)
@@ -144,6 +150,62 @@ def check_metadata(task: Task) -> None:
                 f"{type(task).__name__}.weights_metadata() returned {key}={value!r} ({type(value).__name__}), which "
                 f"a weights file's metadata (JSON) cannot hold ({e}); return Python numbers, text, lists and dicts"
             ) from None
+
+
+def with_grad_checkpointing(model: nn.Module) -> None:
+    """``model.grad_checkpointing=true`` on a task's ``model``: its ``set_grad_checkpointing(True)`` (again, where
+    :func:`~swinlite.engine.model.create_model` built it so), so that a model built with plain ``timm.create_model``
+    is checkpointed too (it trained without, silently). A model without the method passes where one of its modules
+    checkpoints already (its backbone, built through ``create_model``), else is refused: a ValueError naming it."""
+    if hasattr(model, "set_grad_checkpointing"):
+        model.set_grad_checkpointing(True)
+    elif not any(getattr(m, "grad_checkpointing", False) is True for m in model.modules()):
+        raise ValueError(
+            f"model.grad_checkpointing=true, but the task's model ({type(model).__name__}) has no "
+            "set_grad_checkpointing and none of its modules checkpoints: build its Swin through "
+            "swinlite.engine.model.create_model, or give the model a set_grad_checkpointing that forwards to it"
+        )
+
+
+def as_score(key: str, value: Any, evaluate: str) -> float:
+    """The score ``key`` a task's evaluate returned (``evaluate``: its name, ``BrightnessTask.evaluate()``) as a float:
+    a Python or NumPy real number, or a 0-d tensor of one (a tensor failed the first save: the weights' metadata is
+    JSON).
+
+    Raises:
+        ValueError: any other value, or a key that is one of the engine's columns (:data:`ENGINE_COLUMNS`, ``loss_*``),
+            which it would replace in the metrics.
+    """
+    if key in ENGINE_COLUMNS or key.startswith("loss_"):
+        raise ValueError(
+            f"{evaluate} returned {key!r}, a column of the engine's metrics ({', '.join(ENGINE_COLUMNS)}, and the "
+            "training loss's parts loss_*): name its metrics val_*"
+        )
+    number = value.item() if isinstance(value, torch.Tensor) and value.ndim == 0 else value
+    if not isinstance(number, numbers.Real):
+        raise ValueError(
+            f"{evaluate} returned {key}={value!r} ({type(value).__name__}): expected a real number (a Python or NumPy "
+            "number, or a 0-d tensor)"
+        )
+    return float(number)
+
+
+def check_reduced(per_process: list[dict[str, float]], evaluate: str) -> None:
+    """ValueError naming each process's value of the first score that differs between them (``per_process``: each
+    one's scores, by rank): ``evaluate`` scored its own shard of the val set, and the run kept rank 0's. Compared
+    exactly: a value all-reduced is the same on every process (NaN equals NaN)."""
+
+    def same(a: float | None, b: float | None) -> bool:
+        return a == b or (a is not None and b is not None and math.isnan(a) and math.isnan(b))
+
+    for key in dict.fromkeys(key for scores in per_process for key in scores):  # (None: a process returned none)
+        values = [scores.get(key) for scores in per_process]
+        if not all(same(v, values[0]) for v in values):
+            each = ", ".join(f"{v!r} on rank {rank}" for rank, v in enumerate(values))
+            raise ValueError(
+                f"{evaluate} must reduce its metrics over processes: {key} is {each}; combine each process's sums "
+                "before returning (swinlite.engine.distributed.all_reduce_sum)"
+            )
 
 
 @contextlib.contextmanager
@@ -310,13 +372,17 @@ class Trainer:
         with refused_alike(dist):  # every process checks the data it read alike: its refusal is said once
             train_ds, val_ds = self.task.build_datasets()
         check_same_data(len(train_ds), len(val_ds), dist)  # before the loaders: their checks depend on the sizes
-        # what the val set holds (rank 0's, so that every process restarts the best alike)
-        self.val_content = broadcast_object(fingerprint(self.task.val_samples(val_ds)) if dist.is_main else None, dist)
+        with refused_alike(dist):  # what the val set holds (rank 0's, so that every process restarts the best alike)
+            content = fingerprint(self.task.val_samples(val_ds)) if dist.is_main else None
+        self.val_content = broadcast_object(content, dist)
         self.loaders = build_loaders(
             train_ds, val_ds, cfg.data, cfg.train.seed, dist, self.task.collate, self.task.drop_last
         )
         self.batches = batches_per_epoch(self.loaders[0], cfg.train.max_iters, cfg.optim.accum_steps)
         model = self.task.build_model().to(device)
+        if cfg.model.grad_checkpointing:
+            with refused_alike(dist):  # every process built the same model: its refusal is said once
+                with_grad_checkpointing(model)
         self.model = model.to(memory_format=torch.channels_last) if cfg.train.channels_last else model
         self.train_model = nn.parallel.DistributedDataParallel(self.model) if dist.enabled else self.model
         if cfg.train.compile:
@@ -736,15 +802,18 @@ class Trainer:
 
     def scores(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
         """The task's evaluation of ``model`` (in eval mode, without autograd: :func:`evaluating`), checked to hold
-        the task's metric, which picks the best weights."""
+        the task's metric, which picks the best weights, each score as a float (:func:`as_score`), and under torchrun
+        the same on every process (:func:`check_reduced`: every process raises alike)."""
         with evaluating(model):
-            scores = self.task.evaluate(model, loader)
-        if self.task.metric not in scores:
-            returned = ", ".join(map(str, scores)) or "nothing"
+            returned = self.task.evaluate(model, loader)
+        evaluate = f"{type(self.task).__name__}.evaluate()"
+        if self.task.metric not in returned:
+            keys = ", ".join(map(str, returned)) or "nothing"
             raise ValueError(
-                f"{type(self.task).__name__}.evaluate() returned no {self.task.metric!r}, the task's metric "
-                f"(Task.metric); it returned {returned}"
+                f"{evaluate} returned no {self.task.metric!r}, the task's metric (Task.metric); it returned {keys}"
             )
+        scores = {key: as_score(key, value, evaluate) for key, value in returned.items()}
+        check_reduced(all_gather_object(scores, self.dist), evaluate)  # (within train.dist_timeout, as every one)
         return scores
 
     def _best_candidate(self, row: dict[str, float]) -> tuple[str, float] | None:

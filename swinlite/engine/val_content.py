@@ -3,7 +3,7 @@
 The settings that name the set (:func:`~swinlite.engine.trainer.val_set`) stay the same when its files change: an
 image removed from ``DIR/val/``, added, or moved to another class folder. The run records a fingerprint of the set
 as the task built it (:meth:`~swinlite.engine.task.Task.val_samples`): each file by its path and size (one stat, no
-image read: a copy or ``touch`` keeps it), each label as it is.
+image read: a copy or ``touch`` keeps it), each label as it is (a NumPy or 0-d tensor number as the Python one).
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from ..wording import counted
 
 Sample = tuple[Path | str | int, ...]  # a sample's files (Path) and labels, e.g. (image, class name)
@@ -21,11 +24,15 @@ Sample = tuple[Path | str | int, ...]  # a sample's files (Path) and labels, e.g
 
 def fingerprint(samples: list[Sample]) -> dict[str, Any] | None:
     """``{"samples": count, "digest": sha256 hex}`` of ``samples``, in any order; None for none (a task that gives
-    none: only the settings are compared)."""
+    none: only the settings are compared).
+
+    Raises:
+        ValueError: a label JSON cannot hold (:func:`_number`).
+    """
     if not samples:
         return None
     folders: dict[str, str] = {}  # folder as given -> resolved: one realpath per folder, not per file
-    rows = sorted(json.dumps([_identity(part, folders) for part in sample]) for sample in samples)
+    rows = sorted(json.dumps([_identity(part, folders) for part in sample], default=_number) for sample in samples)
     return {"samples": len(rows), "digest": hashlib.sha256("\n".join(rows).encode()).hexdigest()}
 
 
@@ -44,6 +51,17 @@ def _identity(part: Path | str | int, folders: dict[str, str]) -> Any:
     except OSError:
         size = None
     return [path, size]
+
+
+def _number(label: Any) -> Any:
+    """A label JSON does not hold as it is: a NumPy number or a 0-d array or tensor as its Python number (a label
+    kept as ``np.int64`` failed the run's start with a TypeError); ValueError for anything else."""
+    if isinstance(label, np.generic | np.ndarray | torch.Tensor) and label.ndim == 0:
+        return label.item()
+    raise ValueError(
+        f"Task.val_samples() returned a sample holding {label!r} ({type(label).__name__}): expected its files as "
+        "pathlib.Path and its labels as text or numbers (or lists of them)"
+    )
 
 
 def content_change(saved: dict[str, Any] | None, now: dict[str, Any] | None) -> str | None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -13,15 +17,20 @@ import pytest
 import timm
 import torch
 from enginekit import overrides, script_main
+from rankforks import forked_pair, report_and_exit
 from single_thread import one_thread_only
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from swinlite.engine import RunConfig, StepOutput, Task, run
+from swinlite.detection.config import DetModelConfig
+from swinlite.detection.models import build_detector
+from swinlite.engine import RunConfig, StepOutput, Task, distributed, handshake, run
 from swinlite.engine.cli import run_from_cli
+from swinlite.engine.distributed import DistInfo
+from swinlite.engine.model import create_model
 from swinlite.engine.sections import DataConfig, ModelConfig
-from swinlite.engine.trainer import EvaluationFailed, evaluating, score_text
-from swinlite.io import read_state_dict
+from swinlite.engine.trainer import EvaluationFailed, Trainer, evaluating, score_text
+from swinlite.io import read_metadata, read_state_dict
 from swinlite.weights import check_not_run_resume
 
 
@@ -52,7 +61,7 @@ class ColourTask(Task):
 
     @classmethod
     def model_for(cls, cfg: Any, classes: list[str]) -> nn.Module:
-        return timm.create_model(cfg.model.name, num_classes=3, **cfg.model.kwargs)
+        return create_model(cfg.model, num_classes=3)  # model.pretrained, model.kwargs, grad checkpointing
 
     def build_datasets(self) -> tuple[TensorDataset, TensorDataset]:
         (self.ctx.out / "colour_stats.json").write_text(json.dumps({"mean": 0.5}))
@@ -151,6 +160,127 @@ def test_a_metric_evaluate_does_not_return_is_named_and_the_epoch_kept(tmp_path:
         str(e.value)
     )
     assert (tmp_path / "out" / "resume.pt").is_file()  # the trained epoch, to --resume
+
+
+class Returning(ColourTask):
+    """Its evaluate returns ``returns(val_neg_mse)`` (:func:`returning` makes one per test)."""
+
+    returns: ClassVar[Callable[[float], dict[str, Any]]]
+
+    def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, Any]:
+        return type(self).returns(super().evaluate(model, loader)["val_neg_mse"])
+
+
+def returning(scores: Callable[[float], dict[str, Any]]) -> type[Task]:
+    return type("Returning", (Returning,), {"returns": staticmethod(scores)})
+
+
+@pytest.mark.parametrize("kind", [torch.tensor, np.float32, np.int64])
+def test_scores_held_as_tensors_or_numpy_numbers_are_taken_as_floats(kind: Callable[[float], Any], tmp_path: Path):
+    """0-d tensors and NumPy numbers failed the first save (the weights' metadata is JSON) after the epoch trained."""
+    train(returning(lambda score: {"val_neg_mse": kind(score)}), tmp_path / "out")
+    assert type(read_metadata(tmp_path / "out" / "best.safetensors")["val_neg_mse"]) is float
+
+
+@pytest.mark.parametrize(
+    ("scores", "said"),
+    [
+        (lambda score: {"val_neg_mse": torch.tensor([score])}, r"val_neg_mse=tensor\(\[-[\d.]+\]\) \(Tensor\): expec"),
+        (lambda score: {"val_neg_mse": score, "lr": 0.1}, r"returned 'lr', a column of the engine's metrics \(epoch"),
+    ],
+    ids=["1-d tensor", "lr"],
+)
+def test_a_score_that_is_no_number_or_an_engine_column_is_named_and_the_epoch_kept(scores, said, tmp_path: Path):
+    """A 1-element tensor failed the first save with a TypeError, the epoch lost; an ``lr`` was replaced silently."""
+    with pytest.raises(EvaluationFailed, match=said):
+        train(returning(scores), tmp_path / "out")
+    assert (tmp_path / "out" / "resume.pt").is_file()
+
+
+class Unreduced(ColourTask):
+    """Each process's score of its own shard, as an evaluate that does not all-reduce its sums returns it."""
+
+    shards: ClassVar[list[float]] = []  # by rank
+
+    def evaluate(self, model: nn.Module, loader: torch.utils.data.DataLoader) -> dict[str, float]:
+        return {"val_neg_mse": self.shards[self.ctx.dist.rank]}
+
+
+def _scoring_rank(rank: int, port: int, shards: list[float], reports: list[Path]) -> None:
+    """One process: joins the group and reports the trainer's scores of Unreduced's evaluation, or its error."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
+    os.environ["MASTER_PORT"] = str(port)
+    info = distributed.launched()
+    distributed.init_distributed(torch.device("cpu"), 10.0, handshake.launch_store(info, 10.0))
+    Unreduced.shards = shards
+    trainer = SimpleNamespace(task=Unreduced(SimpleNamespace(cfg=None, dist=info)), dist=info)
+    try:
+        said = f"scores {Trainer.scores(trainer, nn.Identity(), None)}"
+    except ValueError as e:
+        said = str(e)
+    report_and_exit(reports, rank, said)
+
+
+@pytest.mark.parametrize(
+    ("shards", "said"),
+    [
+        (
+            [-0.105, -0.124],
+            "Unreduced.evaluate() must reduce its metrics over processes: val_neg_mse is -0.105 on rank 0, -0.124 on "
+            "rank 1; combine each process's sums before returning (swinlite.engine.distributed.all_reduce_sum)",
+        ),
+        ([math.nan, math.nan], "scores {'val_neg_mse': nan}"),  # all-reduced: the same everywhere, NaN too
+    ],
+    ids=["differ", "nan"],
+)
+def test_scores_that_differ_between_processes_stop_every_one_alike(shards: list[float], said: str, tmp_path: Path):
+    """Each process kept its own shard's score: rank 0's went into metrics.csv and picked its best weights, while
+    rank 1 picked by its own. Every process raises the same error now (an evaluation failed on every process: the
+    trained epoch is saved, rank 0 alone says it)."""
+    reports = [tmp_path / f"rank{r}.txt" for r in range(2)]
+    forked_pair(_scoring_rank, (shards, reports), timeout=30)
+    assert [r.read_text() if r.exists() else "" for r in reports] == [said, said]
+
+
+class Head(nn.Module):
+    """A task's own model around a Swin, without set_grad_checkpointing."""
+
+    def __init__(self, swin: nn.Module) -> None:
+        super().__init__()
+        self.swin = swin
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.swin(x)
+
+
+def built(build: Callable[[Any], nn.Module]) -> type[Task]:
+    """ColourTask with the model ``build(cfg)``."""
+    return type("Built", (ColourTask,), {"model_for": classmethod(lambda cls, cfg, classes: build(cfg))})
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda cfg: timm.create_model(cfg.model.name, num_classes=3),  # the engine applies it
+        lambda cfg: Head(create_model(cfg.model, num_classes=3)),  # create_model applied it to the Swin inside
+        lambda cfg: build_detector(DetModelConfig(cfg.model.name, grad_checkpointing=True), 3, 32, 32),  # its body
+    ],
+    ids=["timm.create_model", "create_model inside", "detector"],
+)
+def test_grad_checkpointing_reaches_a_model_built_without_create_model(build: Callable, tmp_path: Path):
+    """model.grad_checkpointing=true was ignored silently where the task built its model with timm.create_model."""
+    task = built(build)
+    cfg = task.load_config(None, settings(tmp_path, **{"model.grad_checkpointing": True}))
+    model = Trainer(task, cfg, DistInfo(), torch.device("cpu"), tmp_path).model
+    stages = [m for m in model.modules() if hasattr(m, "grad_checkpointing")]
+    assert stages and all(stage.grad_checkpointing for stage in stages)
+
+
+def test_grad_checkpointing_of_a_model_that_cannot_is_refused(tmp_path: Path):
+    task = built(lambda cfg: Head(timm.create_model(cfg.model.name, num_classes=3)))
+    cfg = task.load_config(None, settings(tmp_path, **{"model.grad_checkpointing": True}))
+    with pytest.raises(ValueError, match=r"^model.grad_checkpointing=true, but the task's model \(Head\) has no set_"):
+        Trainer(task, cfg, DistInfo(), torch.device("cpu"), tmp_path)
 
 
 class EmaEvaluationFails(ColourTask):

@@ -7,7 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
 from enginekit import DATA_FIXTURE, TASKS, tiny_config
 from single_thread import one_thread_only
 
@@ -265,6 +267,16 @@ def test_the_val_files_fingerprint_is_of_the_files_as_they_are(tmp_path, monkeyp
     (tmp_path / "val" / "b.png").write_bytes(b"1234")
     assert fingerprint([(Path("val/a.png"), "cat"), (Path("val/b.png"), "dog")]) != before
     assert fingerprint([]) is None
+
+
+def test_val_labels_held_as_numpy_numbers_or_tensors_are_their_numbers():
+    """A label held as np.int64 or a 0-d tensor failed the run's start: 'Object of type int64 is not JSON
+    serializable'; any other value JSON cannot hold is named."""
+    plain = fingerprint([(Path("a.png"), 3, 0.5)])
+    assert fingerprint([(Path("a.png"), np.int64(3), np.float32(0.5))]) == plain
+    assert fingerprint([(Path("a.png"), torch.tensor(3), torch.tensor(0.5))]) == plain
+    with pytest.raises(ValueError, match=r"^Task.val_samples\(\) returned a sample holding tensor\(\[3\]\) \(Tensor\)"):
+        fingerprint([(Path("a.png"), torch.tensor([3]))])
 
 
 def test_the_summary_names_the_epoch_of_the_best_weights_after_a_restart(scored_90, tmp_path, capsys, monkeypatch):

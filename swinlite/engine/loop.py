@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from .distributed import DistInfo, SharedError, all_answer, all_gather_object, all_reduce_sum
+from .metrics import ENGINE_COLUMNS
 from .progress import Progress
 from .task import StepOutput
 
@@ -114,6 +115,8 @@ def train_one_epoch(
         with sync:
             with autocast(settings):
                 out = step_fn(model, batch)
+            if not seen:  # the parts' names, at the first micro-batch
+                check_parts(out.parts)
             if not torch.isfinite(out.loss):
                 parts = ", ".join(f"{k} {part_value(v):.4g}" for k, v in out.parts.items())
                 where = f"training diverged in {desc} at step {epoch_steps(position.batch, accum)}/{steps}"
@@ -147,6 +150,18 @@ def train_one_epoch(
     *totals, count = all_reduce_sum([*(position.sums[k] for k in keys), position.count], dist, settings.device)
     means = {k: v / max(count, 1) for k, v in zip(keys, totals, strict=True)}
     return {"train_loss": means.pop("train_loss", float("nan"))} | means, rate
+
+
+def check_parts(parts: dict[str, torch.Tensor | float]) -> None:
+    """ValueError for a :attr:`~swinlite.engine.task.StepOutput.parts` key that is a column of the engine's metrics
+    (:data:`~swinlite.engine.metrics.ENGINE_COLUMNS`): the part replaced the training loss (or the epoch, its lr,
+    time or rate) in metrics.csv, silently."""
+    taken = next((key for key in parts if key in ENGINE_COLUMNS), None)
+    if taken is not None:
+        raise ValueError(
+            f"the task's train_step returned StepOutput.parts[{taken!r}], a column of the engine's metrics "
+            f"({', '.join(ENGINE_COLUMNS)}) that it would replace: name the training loss's parts loss_*"
+        )
 
 
 def agreed_parts(keys: list[str], dist: DistInfo) -> list[str]:

@@ -10,6 +10,10 @@ from pathlib import Path
 
 from ..io import atomic_write
 
+# the engine's columns of a metrics row, which a task's evaluate key or training loss part of the same name would
+# replace (each refused; an evaluate key is refused the parts' names, ``loss_*``, too)
+ENGINE_COLUMNS = ("epoch", "train_loss", "lr", "epoch_time", "train_img_s")
+
 
 def _columns(history: list[dict[str, float]]) -> list[str]:
     """Every key of the rows, in the order they first appear (a run resumed with EMA on or off gains or loses

@@ -227,3 +227,19 @@ def create_model(cfg: ModelConfig, **task_kwargs: Any) -> nn.Module:
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     return model
+
+
+def with_grad_checkpointing(model: nn.Module) -> None:
+    """``model.grad_checkpointing=true`` on a task's ``model``: its ``set_grad_checkpointing(True)`` (again, where
+    :func:`create_model` built it so), so that a model built with plain ``timm.create_model`` is checkpointed too (it
+    trained without, silently). A model without the method passes where one of its modules checkpoints already (its
+    backbone, built through ``create_model``), else is refused: a ValueError naming it (said first of the model built
+    on the meta device, before any data is read: :func:`~swinlite.engine.preflight.check_grad_checkpointing`)."""
+    if hasattr(model, "set_grad_checkpointing"):
+        model.set_grad_checkpointing(True)
+    elif not any(getattr(m, "grad_checkpointing", False) is True for m in model.modules()):
+        raise ValueError(
+            f"model.grad_checkpointing=true, but the task's model ({type(model).__name__}) has no "
+            "set_grad_checkpointing and none of its modules checkpoints: build its Swin through "
+            "swinlite.engine.model.create_model, or give the model a set_grad_checkpointing that forwards to it"
+        )

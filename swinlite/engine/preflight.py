@@ -17,7 +17,7 @@ from ..files import task_record_problem, unknown_task_files
 from ..io import read_metadata, resume_task
 from ..metadata import read_info
 from .config import apply_overrides, check_values, copy_config, read_yaml
-from .model import check_model, check_pretrained, meta_model, pretrained_file
+from .model import check_model, check_pretrained, meta_model, pretrained_file, with_grad_checkpointing
 from .optim import check_optimizer
 from .task import Task
 
@@ -57,9 +57,10 @@ def task_written(task: type[Task]) -> list[str]:
 
 def check_run(task: type[Task], cfg) -> None:
     """ValueError for settings that cannot work together, then the model's checks and the task's own (which may build
-    the model, on the meta device), ``optim.layer_decay``'s (:func:`check_layer_decay`), the data's existence, and
-    last whether the pretrained weights can be had (which may ask the hub): a mistyped ``--data-dir`` is named before
-    weights are looked for."""
+    the model, on the meta device), ``optim.layer_decay``'s (:func:`check_layer_decay`) and
+    ``model.grad_checkpointing``'s (:func:`check_grad_checkpointing`), the data's existence, and last whether the
+    pretrained weights can be had (which may ask the hub): a mistyped ``--data-dir`` is named before weights are
+    looked for."""
     if cfg.train.best_of == "ema" and cfg.train.ema_decay is None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     if cfg.train.ema_warmup and cfg.train.ema_decay is None:
@@ -71,6 +72,7 @@ def check_run(task: type[Task], cfg) -> None:
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))
     task.check_config(cfg)
     check_layer_decay(task, cfg)
+    check_grad_checkpointing(task, cfg)
     task.check_inputs(cfg)
     check_pretrained(cfg.model)
 
@@ -163,14 +165,33 @@ def check_layer_decay(task: type[Task], cfg: Any) -> None:
     in a log line, after the data scan, and the run trained without it."""
     if cfg.optim.layer_decay is None:
         return
-    unweighted = copy_config(cfg)
-    unweighted.model.pretrained = False  # the model's structure, not its weights (check_pretrained's, last)
-    model = _stand_in_model(task, resolve_normalisation(task, unweighted))  # a detector's build takes the data's mean
+    model = _unweighted_model(task, cfg)
     if model is not None and not hasattr(model, "group_matcher"):
         raise ValueError(
             f"optim.layer_decay is not available for {task.name}: its model ({type(model).__name__}) has no timm "
             "group_matcher to order its layers by; leave optim.layer_decay unset (or give the model a group_matcher)"
         )
+
+
+def check_grad_checkpointing(task: type[Task], cfg: Any) -> None:
+    """ValueError, before any data is read, for ``model.grad_checkpointing=true`` where the task's model (built on the
+    meta device, without its weights) can neither be set to checkpoint nor holds a module that does
+    (:func:`~swinlite.engine.model.with_grad_checkpointing`, which the run applies to its model): it was refused only
+    as the run built its model, after the data scan."""
+    if not cfg.model.grad_checkpointing:
+        return
+    model = _unweighted_model(task, cfg)
+    if model is not None:
+        with_grad_checkpointing(model)
+
+
+def _unweighted_model(task: type[Task], cfg: Any) -> nn.Module | None:
+    """:func:`_stand_in_model` of the model's structure, not its weights (``model.pretrained``'s are
+    :func:`~swinlite.engine.model.check_pretrained`'s, last), the data's mean and std resolved (a detector's build
+    takes them)."""
+    unweighted = copy_config(cfg)
+    unweighted.model.pretrained = False
+    return _stand_in_model(task, resolve_normalisation(task, unweighted))
 
 
 def _stand_in_model(task: type[Task], cfg: Any) -> nn.Module | None:

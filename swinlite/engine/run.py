@@ -263,8 +263,9 @@ def _check_existing_run(
 
 
 def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> Any | None:
-    """--resume, before the data is scanned: ValueError for a resume file of another task, or one whose position this
-    run's ``train.epochs`` ends before; warnings naming the settings changed since those the resume file's state was
+    """--resume, before the data is scanned: ValueError for a resume file of another task, another dataset
+    (:func:`_check_same_dataset`, before any file of the run is written), or one whose position this run's
+    ``train.epochs`` ends before; warnings naming the settings changed since those the resume file's state was
     trained with (:func:`~swinlite.engine.trainer.saved_config`); ValueError for those the saved optimizer cannot load
     into. The best weights a kill left pending are completed or removed first
     (:func:`~swinlite.engine.checkpoint.settle_pending`). Returns the settings ``config.yaml`` records (relative paths
@@ -274,13 +275,17 @@ def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> A
     if not path.is_file():
         raise ValueError(f"--resume: {path} does not exist; nothing to resume")
     saved = load_resume(path, task.name, mmap=True)  # the task first: another task's settings do not compare
+    try:
+        old, unreadable = saved_config(saved, out, type(cfg)()), None
+    except ValueError as e:
+        old, unreadable = None, e
+    if old is not None:  # before settle_pending writes any file of the run
+        _check_same_dataset(old, cfg, out)
     settle_pending([out / name for name in BEST_FILES], saved["epoch"], task.evaluation_files)
     _check_epochs(saved["epoch"], saved["batch"], cfg.train.epochs, path)
-    try:
-        old = saved_config(saved, out, type(cfg)())
-    except ValueError as e:
+    if old is None:
         source = path if "config" in saved else out / "config.yaml"
-        log(dist, f"warning: the settings of the run cannot be compared with {source}: {e}")
+        log(dist, f"warning: the settings of the run cannot be compared with {source}: {unreadable}")
         return None
     for change in config_diff(old, cfg, as_compared):  # a path as it resolves: data/ and ./data are one folder
         if change.split(":", 1)[0] not in NOT_COMPARED_ON_RESUME:
@@ -292,6 +297,24 @@ def _check_resumable(out: Path, task: type[Task], cfg: Any, dist: DistInfo) -> A
         return recorded_config(out, saved.get("cwd"), type(cfg)())
     except ValueError:
         return None
+
+
+def _check_same_dataset(old: Any, cfg: Any, out: Path) -> None:
+    """ValueError for a ``--resume`` whose ``data.dataset`` and ``data.data_dir`` both differ from those the run in
+    ``out`` trained with (``old``): another dataset altogether, most often the demo a training script falls back to
+    when ``--resume`` is given without the options the run was started with. That built the demo's data in the
+    working directory, scanned it over the run's scan, warned of some 25 changed settings and only then refused its
+    classes. Either changed alone is taken (another validation set, the data moved)."""
+    before, now = old.data, cfg.data
+    moved = as_compared("data.data_dir", before.data_dir) != as_compared("data.data_dir", now.data_dir)  # resolved
+    if before.dataset == now.dataset or not moved:
+        return
+    raise ValueError(
+        f"--resume: the run in {out} trained on {before.data_dir} (data.dataset={before.dataset}), this command on "
+        f"{now.data_dir} (data.dataset={now.dataset}); --resume does not remember the options a run was started with: "
+        f"repeat them ({out / 'config.yaml'} records them: data.dataset={before.dataset} "
+        f"data.data_dir={before.data_dir}, ...), or choose another --output-dir for a new run"
+    )
 
 
 def _check_epochs(done: int, batch: int, epochs: int, path: Path) -> None:

@@ -79,7 +79,8 @@ from .loop import (
     running_loss,
     train_one_epoch,
 )
-from .metrics import TensorBoardLog, plot_curves, write_csv
+from .metrics import ENGINE_COLUMNS, TensorBoardLog, plot_curves, write_csv
+from .model import with_grad_checkpointing
 from .optim import build_optimizer, build_scheduler, group_names, lr_scale, regrouped, regrouped_by_name
 from .progress import is_logged
 from .task import RunContext, Task
@@ -104,11 +105,6 @@ VAL_SET_KEYS = ("data.data_dir", "data.dataset")  # with each "data.val_*" key a
 VAL_PREFIX = "data.val_"  # a task's val set paths (data.val_ann, data.val_images, ...); None: under data.data_dir
 PATH_KEYS = ("data.data_dir", "train.output_dir", "model.pretrained")  # settings that name a path (when text), with
 PATH_PREFIXES = ("data.train_", VAL_PREFIX)  # a task's own data paths (a tuple there, data.train_sizes, is no path)
-
-
-# the columns of a metrics row that are the engine's, which an evaluate key of the same name would replace (besides the
-# training loss's parts, ``loss_*``)
-ENGINE_COLUMNS = ("epoch", "train_loss", "lr", "epoch_time", "train_img_s")
 
 
 # seconds a process whose evaluation failed waits for the others' to fail too (all failed: the trained epoch is saved);
@@ -150,21 +146,6 @@ def check_metadata(task: Task) -> None:
                 f"{type(task).__name__}.weights_metadata() returned {key}={value!r} ({type(value).__name__}), which "
                 f"a weights file's metadata (JSON) cannot hold ({e}); return Python numbers, text, lists and dicts"
             ) from None
-
-
-def with_grad_checkpointing(model: nn.Module) -> None:
-    """``model.grad_checkpointing=true`` on a task's ``model``: its ``set_grad_checkpointing(True)`` (again, where
-    :func:`~swinlite.engine.model.create_model` built it so), so that a model built with plain ``timm.create_model``
-    is checkpointed too (it trained without, silently). A model without the method passes where one of its modules
-    checkpoints already (its backbone, built through ``create_model``), else is refused: a ValueError naming it."""
-    if hasattr(model, "set_grad_checkpointing"):
-        model.set_grad_checkpointing(True)
-    elif not any(getattr(m, "grad_checkpointing", False) is True for m in model.modules()):
-        raise ValueError(
-            f"model.grad_checkpointing=true, but the task's model ({type(model).__name__}) has no "
-            "set_grad_checkpointing and none of its modules checkpoints: build its Swin through "
-            "swinlite.engine.model.create_model, or give the model a set_grad_checkpointing that forwards to it"
-        )
 
 
 def as_score(key: str, value: Any, evaluate: str) -> float:

@@ -276,11 +276,29 @@ def test_grad_checkpointing_reaches_a_model_built_without_create_model(build: Ca
     assert stages and all(stage.grad_checkpointing for stage in stages)
 
 
-def test_grad_checkpointing_of_a_model_that_cannot_is_refused(tmp_path: Path):
+def test_grad_checkpointing_of_a_model_that_cannot_is_refused_before_the_data_is_read(tmp_path: Path):
+    """The run refused it only as it built its model, after the data scan."""
     task = built(lambda cfg: Head(timm.create_model(cfg.model.name, num_classes=3)))
+    refusal = r"^model.grad_checkpointing=true, but the task's model \(Head\) has no set_"
     cfg = task.load_config(None, settings(tmp_path, **{"model.grad_checkpointing": True}))
-    with pytest.raises(ValueError, match=r"^model.grad_checkpointing=true, but the task's model \(Head\) has no set_"):
+    with pytest.raises(ValueError, match=refusal):
         Trainer(task, cfg, DistInfo(), torch.device("cpu"), tmp_path)
+    unread = type("Unread", (task,), {"build_datasets": lambda self: pytest.fail("the data was read")})
+    with pytest.raises(ValueError, match=refusal):
+        train(unread, tmp_path / "out", **{"model.grad_checkpointing": True})
+    assert not (tmp_path / "out").exists()
+
+
+class LossPart(ColourTask):
+    def train_step(self, model: nn.Module, batch: Any) -> StepOutput:
+        out = super().train_step(model, batch)
+        return StepOutput(out.loss, out.size, {"train_loss": out.loss.detach() * 0})
+
+
+def test_a_loss_part_named_as_an_engine_column_is_refused(tmp_path: Path):
+    """A part named train_loss replaced the training loss in metrics.csv, silently."""
+    with pytest.raises(ValueError, match=r"^the task's train_step returned StepOutput.parts\['train_loss'\], a column"):
+        train(LossPart, tmp_path / "out")
 
 
 class EmaEvaluationFails(ColourTask):

@@ -69,6 +69,27 @@ def test_a_folder_of_another_task_is_named_before_its_settings_and_the_data_scan
     assert "warning" not in said and scans == []
 
 
+def test_a_resume_without_the_runs_options_is_refused_before_the_demo_is_built(finished, tmp_path, monkeypatch, capsys,
+                                                                               scans):  # fmt: skip
+    """--resume --output-dir alone (no --data-dir: the script's demo config) built the digits demo in the working
+    directory, scanned it over the run's scan.json.gz, warned of ~25 changed settings and only then refused the
+    classes (data.data_dir changed alone is taken: test_resume_metrics)."""
+    folder, out = copied_run(finished, tmp_path / "run")
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")  # where data/digits would be built
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert script_main("classification", ["--resume", "--output-dir", out]) == 2
+    printed = capsys.readouterr()
+    assert printed.err.strip() == (
+        f"error: --resume: the run in {out} trained on {folder} (data.dataset=folder), this command on data/digits "
+        "(data.dataset=digits); --resume does not remember the options a run was started with: repeat them "
+        f"({out / 'config.yaml'} records them: data.dataset=folder data.data_dir={folder}, ...), or choose another "
+        "--output-dir for a new run"
+    )
+    assert "warning" not in printed.out and scans == [] and not Path("data").exists()
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_train_epochs_below_the_epochs_done_is_refused(finished, tmp_path, capsys, scans):
     """--resume train.epochs=1 on a finished 2-epoch run said 'resumed ... after its last epoch (1)' and rewrote
     config.yaml with epochs: 1 beside a metrics.csv of 2 epochs."""

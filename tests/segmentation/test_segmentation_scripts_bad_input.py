@@ -71,9 +71,9 @@ def _label_map_as(mode: str) -> Callable[[SimpleNamespace], None]:
     return save
 
 
-def _mask_saved_as(suffix: str, **options: object) -> Callable[[SimpleNamespace], None]:
+def _mask_saved_as(suffix: str, mode: str = "L", **options: object) -> Callable[[SimpleNamespace], None]:
     def save(s: SimpleNamespace) -> None:
-        Image.open(_mask(s)).convert("L").save(_mask(s).with_suffix(suffix), **options)
+        Image.open(_mask(s)).convert("L").convert(mode).save(_mask(s).with_suffix(suffix), **options)
         _mask(s).unlink()
 
     return save
@@ -136,6 +136,10 @@ CASES = [
     ("jpeg_mask", TRAIN, _mask_saved_as(".jpg", quality=95), [], "is a JPEG file, whose lossy compression changes"),
     ("jpeg_tiff_mask", TRAIN, _mask_saved_as(".tif", compression="jpeg"), [],
      "is a TIFF file (JPEG-compressed), whose"),
+    # a float TIFF (F) was told to convert its colour-coded masks
+    ("float_mask", TRAIN, _mask_saved_as(".tif", "F"), [], "is a mask of floats (F); a mask is a palette (P) or "
+     "grayscale (L, I;16) image whose pixel values are the labels: save integer label values, e.g. as an L or I;16 "
+     "PNG"),
     # ignore_index applies to the labels after the zero label's reduction: 1 is class 1, stored 2
     ("ignore_is_a_reduced_class", TRAIN, None, ["data.reduce_zero_label=true", "data.ignore_index=1"],
      "data.ignore_index=1 is a class label (0..2, stored as 1..3 with data.reduce_zero_label=true); expected 3 or"),

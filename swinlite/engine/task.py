@@ -163,7 +163,7 @@ class Task(abc.ABC):
     def train_step(self, model: nn.Module, batch: Any) -> StepOutput:
         """Move a batch to the device, run the model, return the loss (the engine runs it under autocast, and
         detaches the parts for the metrics). Its :attr:`StepOutput.parts` must have the same keys on every process,
-        none named ``train_loss`` (the engine's column of the loss).
+        none named as an engine column (``train_loss``, ``lr``, ``epoch``, ...: refused, the run stops).
 
         ``model`` may be wrapped (``DistributedDataParallel`` under torchrun, ``torch.compile``): call only
         ``model(...)``, and put anything else (``forward_head``, ...) in the model's ``forward``. The engine converts

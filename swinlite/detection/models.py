@@ -72,7 +72,7 @@ MASK_LAYERS = ("roi_heads.mask_head.", "roi_heads.mask_predictor.")  # what Mask
 TWO_STAGE = ("fasterrcnn", "maskrcnn")  # the R-CNNs: region proposals, their FPN from level 0 and a pool level
 # the Swin's keywords the detector sets (_backbone), each with who sets it: refused in model.kwargs and model_kwargs
 FPN_BACKBONE = "the detector's FPN backbone (swinlite.fpn.build_fpn_backbone takes the Swin's levels as NCHW maps)"
-LEVEL_KWARGS = {
+SWIN_SET_BY = {
     "out_indices": "model.min_level (the FPN takes the Swin levels min_level..3; unset, 0 for fasterrcnn and maskrcnn, "
     "1 for retinanet and fcos)",
     "features_only": FPN_BACKBONE,
@@ -347,12 +347,18 @@ def build_detector(
     those of other class names, named in a warning, load as they are: :func:`_load_detector`).
 
     Raises:
-        ValueError: a keyword the detector sets itself (:data:`LEVEL_KWARGS`, ``num_classes``) in ``model_kwargs`` or
-            ``cfg.kwargs``; weights that do not fit (naming the file and the keys).
+        ValueError: a keyword the detector sets itself (:data:`SWIN_SET_BY`, ``pretrained``; ``num_classes`` in
+            ``cfg.kwargs``, the FPN's in ``model_kwargs``); weights that do not fit (naming the file and the keys).
     """
-    set_by = {"num_classes": "build_detector's num_classes", **LEVEL_KWARGS}
-    check_reserved(cfg.kwargs, set_by)
-    check_reserved(model_kwargs, set_by, "model_kwargs")
+    set_by = {"pretrained": "the config's pretrained (DetModelConfig.pretrained)", **SWIN_SET_BY}
+    check_reserved(cfg.kwargs, {"num_classes": "build_detector's num_classes", **set_by})
+    fpn = {
+        "fpn_channels": "the config (DetModelConfig.fpn_channels)",
+        "min_level": "the config (DetModelConfig.min_level)",
+        "extra_levels": "the detector (p6p7 for retinanet and fcos, pool for the R-CNNs)",
+        "checkpoint": set_by["pretrained"],
+    }
+    check_reserved(model_kwargs, set_by | fpn, "model_kwargs")
     path = pretrained_file(cfg)
     state = read_state_dict(path) if path is not None else None
     swin_state, detector_state = _pretrained_state(state, path) if state is not None else (None, None)

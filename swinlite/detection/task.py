@@ -44,7 +44,7 @@ from .evaluation import (
     scoring_ground_truth,
     to_coco_results,
 )
-from .models import LEVEL_KWARGS, build_detector, min_level
+from .models import SWIN_SET_BY, build_detector, min_level
 from .transforms import build_eval_transform, build_train_transform, size_step_problem, smallest_train_resize
 
 
@@ -89,7 +89,7 @@ class DetectionTask(Task):
     drop_last = False
     reserved_kwargs = Task.reserved_kwargs | {
         "num_classes": "the task (the detector's classes are the training annotations' categories)",
-        **LEVEL_KWARGS,
+        **SWIN_SET_BY,
     }
     evaluation_files = EVALUATION_FILES
 

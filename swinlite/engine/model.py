@@ -32,7 +32,7 @@ from .sections import ModelConfig
 # checks and loading (a file given so raised "got multiple values", its weights checked against another head)
 WEIGHTS_KWARGS = {
     key: "model.pretrained (model.pretrained=PATH loads a local weights file of any layout)"
-    for key in ("pretrained_cfg", "pretrained_cfg_overlay", "checkpoint_path")
+    for key in ("pretrained_cfg", "pretrained_cfg_overlay", "checkpoint_path", "cache_dir")
 }
 _OFFLINE_HINT = (
     "or pass model.pretrained=PATH for a local weights file (any layout), model.pretrained=false to train from scratch"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from timm.scheduler.scheduler import Scheduler
 from timm.utils import ModelEmaV3
@@ -162,7 +163,7 @@ def as_score(key: str, value: Any, evaluate: str) -> float:
             f"{evaluate} returned {key!r}, a column of the engine's metrics ({', '.join(ENGINE_COLUMNS)}, and the "
             "training loss's parts loss_*): name its metrics val_*"
         )
-    number = value.item() if isinstance(value, torch.Tensor) and value.ndim == 0 else value
+    number = value.item() if isinstance(value, torch.Tensor | np.ndarray | np.generic) and value.ndim == 0 else value
     if not isinstance(number, numbers.Real):
         raise ValueError(
             f"{evaluate} returned {key}={value!r} ({type(value).__name__}): expected a real number (a Python or NumPy "

@@ -289,8 +289,8 @@ def open_mask(path: Path) -> np.ndarray:
 
 def _not_a_label_map(mask: Image.Image) -> str:
     """What the open ``mask`` file of a mode not in :data:`MASK_MODES` is instead, and what to do: a WebP file (Pillow
-    decodes every WebP, lossless ones too, as RGB or RGBA), a label map with an alpha channel (``LA``, ``PA``: GIMP's
-    and Photoshop's exports), a grayscale one stored as RGB (its R, G and B equal everywhere), a mask of floats
+    decodes every WebP, lossless ones too, as RGB or RGBA), a label map with an alpha channel (``LA``, as image editors
+    export one; ``PA``), a grayscale one stored as RGB (its R, G and B equal everywhere), a mask of floats
     (``F``: a 32-bit float TIFF), or a colour image."""
     label_map = "a mask is a palette (P) or grayscale (L, I;16) image whose pixel values are the labels"
     if mask.format == "WEBP":
@@ -307,9 +307,12 @@ def _not_a_label_map(mask: Image.Image) -> str:
     if mask.mode in ("RGB", "RGBA"):
         rgb = np.asarray(mask)[..., :3]  # [H, W, 3]
         if (rgb == rgb[..., :1]).all():
+            binary = set(np.unique(rgb[..., 0]).tolist()) == {0, 255}
+            object_as_1 = "; its values are 0 and 255: store the object as 1 (255 is the default ignore_index)"
             return (
                 f"is a grayscale (label) image stored as {mask.mode} (its R, G and B are equal everywhere); "
                 f'{label_map}: save it as an L PNG, e.g. Image.open(path).convert("L").save(...)'
+                f"{object_as_1 if binary else ''}"
             )
     if mask.mode == "F":
         return f"is a mask of floats (F); {label_map}: save integer label values, e.g. as an L or I;16 PNG"

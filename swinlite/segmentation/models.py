@@ -191,8 +191,8 @@ def build_upernet(
     Raises:
         TypeError: ``name_or_cfg`` neither a model name nor a SegModelConfig; ``pretrained`` beside a config.
         ValueError: a name that is no swinlite model (a file's path, a pathlib.Path too: naming what to give instead);
-            ``num_classes`` below 1; a keyword build_upernet sets itself (:data:`LEVEL_KWARGS`, ``num_classes``) in
-            ``model_kwargs`` or the config's ``kwargs``; weights that do not fit (naming the file and the keys).
+            ``num_classes`` below 1; a keyword build_upernet sets itself (:data:`LEVEL_KWARGS`; in the config's
+            ``kwargs`` also ``num_classes`` and ``pretrained``); weights that do not fit (naming the file and the keys).
     """
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
         raise ValueError(f"build_upernet: num_classes must be a whole number of at least 1, got {num_classes!r}")
@@ -200,12 +200,10 @@ def build_upernet(
         _refuse_a_file(name_or_cfg, num_classes)
     model_kwargs = dict(model_kwargs)
     cfg = _model_config(name_or_cfg, model_kwargs)
-    set_by = {
-        "num_classes": "build_upernet's num_classes",
-        **dict.fromkeys(LEVEL_KWARGS, f"build_upernet ({EVERY_LEVEL})"),
-    }
-    check_reserved(cfg.kwargs, set_by)
-    check_reserved(model_kwargs, set_by, "model_kwargs")
+    levels = dict.fromkeys(LEVEL_KWARGS, f"build_upernet ({EVERY_LEVEL})")
+    pretrained = {"pretrained": "the config's pretrained (SegModelConfig.pretrained)"}
+    check_reserved(cfg.kwargs, {"num_classes": "build_upernet's num_classes", **pretrained, **levels})
+    check_reserved(model_kwargs, levels, "model_kwargs")  # (pretrained: taken with a name, refused with a config)
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     path = pretrained_file(cfg)
     state = read_state_dict(path) if path is not None else None

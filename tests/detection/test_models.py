@@ -329,6 +329,10 @@ def test_only_a_misfit_gets_the_hint_on_the_settings_to_match(tmp_path):
         ({}, {"features_only": True}, r"^model_kwargs\.features_only: set by the detector's FPN backbone \("),
         ({}, {"output_fmt": "NHWC"}, r"^model_kwargs\.output_fmt: set by the detector's FPN backbone \("),
         ({"num_classes": 4}, {}, r"^model\.kwargs\.num_classes: set by build_detector's num_classes, not by model\."),
+        # the next three: "got multiple values for keyword argument"
+        ({"pretrained": True}, {}, r"^model\.kwargs\.pretrained: set by the config's pretrained \(DetModelConfig"),
+        ({}, {"fpn_channels": 8}, r"^model_kwargs\.fpn_channels: set by the config \(DetModelConfig\.fpn_channels\)"),
+        ({}, {"pretrained": False}, r"^model_kwargs\.pretrained: set by the config's pretrained"),
     ],
 )
 def test_a_keyword_the_detector_sets_is_refused_as_training_refuses_it(config, kwargs, said):

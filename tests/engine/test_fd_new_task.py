@@ -175,7 +175,7 @@ def returning(scores: Callable[[float], dict[str, Any]]) -> type[Task]:
     return type("Returning", (Returning,), {"returns": staticmethod(scores)})
 
 
-@pytest.mark.parametrize("kind", [torch.tensor, np.float32, np.int64])
+@pytest.mark.parametrize("kind", [torch.tensor, np.float32, np.int64, np.array])  # np.array(0.5): 0-d, was refused
 def test_scores_held_as_tensors_or_numpy_numbers_are_taken_as_floats(kind: Callable[[float], Any], tmp_path: Path):
     """0-d tensors and NumPy numbers failed the first save (the weights' metadata is JSON) after the epoch trained."""
     train(returning(lambda score: {"val_neg_mse": kind(score)}), tmp_path / "out")

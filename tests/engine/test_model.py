@@ -67,6 +67,7 @@ def test_kwargs_checked_against_the_model_before_any_data_is_read(task: str, kwa
                            "PATH loads a local weights file of any layout)"),
         ("detection", "model.kwargs.checkpoint_path=w.pth", "model.pretrained (model.pretrained=PATH"),
         ("segmentation", "model.kwargs.pretrained_cfg={}", "model.pretrained (model.pretrained=PATH"),
+        ("classification", "model.kwargs.cache_dir=/tmp/w", "model.pretrained (model.pretrained=PATH"),
     ],
 )  # fmt: skip
 def test_a_reserved_kwarg_is_refused_naming_who_sets_it_in_its_task(task: str, kwargs: str, reason: str, tmp_path):

@@ -37,6 +37,8 @@ def test_anything_else_is_a_type_error_naming_what_is_expected():
         ((PICO, 5), {"output_fmt": "NHWC"}, ValueError, r"^model_kwargs\.output_fmt: set by build_upernet \("),
         ((SegModelConfig(name=PICO, kwargs={"num_classes": 3}), 5), {}, ValueError,  # timm's unused classifier
          r"^model\.kwargs\.num_classes: set by build_upernet's num_classes, not by model\.kwargs$"),
+        ((SegModelConfig(name=PICO, kwargs={"pretrained": False}), 5), {}, ValueError,  # "got multiple values"
+         r"^model\.kwargs\.pretrained: set by the config's pretrained \(SegModelConfig\.pretrained\)"),
     ],
 )  # fmt: skip
 def test_a_call_it_cannot_serve_is_refused_first(args, kwargs, error, said):

@@ -71,6 +71,12 @@ def _label_map_as(mode: str) -> Callable[[SimpleNamespace], None]:
     return save
 
 
+def _binary_as_rgb(s: SimpleNamespace) -> None:
+    """The first train mask as a black and white RGB image: 0 and 255 (a binary mask's object as 255)."""
+    labels = np.asarray(Image.open(_mask(s)))
+    Image.fromarray(np.where(labels > 0, 255, 0).astype(np.uint8), mode="L").convert("RGB").save(_mask(s))
+
+
 def _mask_saved_as(suffix: str, mode: str = "L", **options: object) -> Callable[[SimpleNamespace], None]:
     def save(s: SimpleNamespace) -> None:
         Image.open(_mask(s)).convert("L").convert(mode).save(_mask(s).with_suffix(suffix), **options)
@@ -127,6 +133,8 @@ CASES = [
     ("gray_rgb_mask", TRAIN, _label_map_as("RGB"), [], "is a grayscale (label) image stored as RGB (its R, G and B "
      "are equal everywhere); a mask is a palette (P) or grayscale (L, I;16) image whose pixel values are the labels: "
      'save it as an L PNG, e.g. Image.open(path).convert("L").save(...)'),
+    ("binary_rgb_mask", TRAIN, _binary_as_rgb, [], 'Image.open(path).convert("L").save(...); its values are 0 and '
+     "255: store the object as 1 (255 is the default ignore_index)"),  # convert("L") alone: the object ignored
     ("la_mask", TRAIN, _label_map_as("LA"), [], "is a grayscale (label) image with an alpha channel (LA); a mask is "
      'a palette (P) or grayscale (L, I;16) image whose pixel values are the labels: save it without its alpha channel '
      'as PNG, e.g. Image.open(path).convert("L").save(...)'),

@@ -477,7 +477,11 @@ def backbone_state_dict(checkpoint: Mapping[str, object]) -> StateDict:
 
 
 def convert_pretrained(
-    checkpoint: Mapping[str, object], model: nn.Module, strict: bool = True, pruned: tuple[str, ...] = ()
+    checkpoint: Mapping[str, object],
+    model: nn.Module,
+    strict: bool = True,
+    pruned: tuple[str, ...] = (),
+    new_classifier: bool = True,
 ) -> StateDict:
     """timm's ``pretrained_filter_fn`` for the swinlite variants: :func:`convert_state_dict` of a tag's file (or
     ``pretrained_cfg_overlay``'s) for ``model``; a file in timm's (or the Microsoft release's) layout has the bias
@@ -492,8 +496,12 @@ def convert_pretrained(
     ``pruned``: the key prefixes of the parts a ``features_only=True`` model's feature wrapper prunes (the final norm,
     the classifier, the stages after its last level), which the file need not hold (a features-only Swin's weights:
     timm's ``features_only``, of all stages or of those up to its last ``out_indices``; a swinlite run's trained with
-    ``model.kwargs.out_norm=false``)."""
-    return _converted(checkpoint, model, timm_tables=True, strict=strict, pruned=pruned)
+    ``model.kwargs.out_norm=false``).
+
+    ``new_classifier``: whether the caller asked for its classifier (``num_classes`` given): a file's classifier of
+    another size then starts fresh, with a warning; without, it is refused as timm refuses it (a 10-class file under a
+    1000-class tag gave random logits under a "pretrained" model)."""
+    return _converted(checkpoint, model, timm_tables=True, strict=strict, pruned=pruned, new_classifier=new_classifier)
 
 
 def _converted(
@@ -502,9 +510,10 @@ def _converted(
     timm_tables: bool = False,
     strict: bool = True,
     pruned: tuple[str, ...] = (),
+    new_classifier: bool = True,
 ) -> StateDict:
     state_dict = unwrap_checkpoint(checkpoint, stacklevel=4)  # the line calling convert_state_dict (convert_pretrained)
-    return _converted_layout(state_dict, detect_layout(state_dict), model, timm_tables, strict, pruned)
+    return _converted_layout(state_dict, detect_layout(state_dict), model, timm_tables, strict, pruned, new_classifier)
 
 
 def _converted_layout(
@@ -514,9 +523,11 @@ def _converted_layout(
     timm_tables: bool = False,
     strict: bool = True,
     pruned: tuple[str, ...] = (),
+    new_classifier: bool = True,
 ) -> StateDict:
     """A state dict of ``layout`` (unwrapped, detected) in swinlite's layout, fitted to ``model`` where given
-    (``pruned``: the key prefixes of what the model's feature wrapper prunes, which need not come from it)."""
+    (``pruned``: the key prefixes of what the model's feature wrapper prunes, which need not come from it;
+    ``new_classifier``: :func:`convert_pretrained`'s)."""
     state_dict = without_wrapper_prefix(state_dict)
     if layout in _CONVERTERS:
         out = _CONVERTERS[layout]({k: v for k, v in state_dict.items() if not k.endswith(_DROPPED)})
@@ -526,7 +537,8 @@ def _converted_layout(
     try:
         check_weight_values(out)
         if model is not None:  # timm's loader resizes only its own files' tables (timm's layout, or the release's)
-            out = _fit_to_model(out, model, layout, timm_tables and layout in _TIMM_FILES, strict, pruned)
+            tables = timm_tables and layout in _TIMM_FILES
+            out = _fit_to_model(out, model, layout, tables, strict, pruned, new_classifier)
         elif layout != "swinlite" and strict:  # swinlite's own files pass as they are
             _check_swinlite_keys(out, layout)
     except ValueError as e:  # the keys named are the Swin's, without the prefix the file has them behind
@@ -719,11 +731,13 @@ def _fit_to_model(
     timm_tables: bool,
     strict: bool = True,
     pruned: tuple[str, ...] = (),
+    new_classifier: bool = True,
 ) -> StateDict:
     """``state_dict`` (converted from ``layout``) fitted to ``model`` (see :func:`convert_state_dict`); ``timm_tables``:
     a pretrained tag's file, whose bias tables are fitted as timm's loader fits them; ``strict=False``: keys missing on
     either side are warned about, not refused; ``pruned``: model keys of these prefixes missing are neither, the
-    model's feature wrapper prunes them (:func:`convert_pretrained`)."""
+    model's feature wrapper prunes them; ``new_classifier=False``: a classifier of another size is refused, not dropped
+    (:func:`convert_pretrained`)."""
     target = model.state_dict()
     name = type(model).__name__
     state_dict = _drop_pruned_stages(_drop_optional(state_dict, target), model)
@@ -754,6 +768,12 @@ def _fit_to_model(
             value = resample_patch_embed(value, list(patch), interpolation="bicubic", antialias=True)
             _warn_at_caller(f"resampled {key} from {old} patches to the model's {patch}")
         elif key.startswith("head.fc.") and not head_fits:
+            if not new_classifier and "head.fc." not in pruned:  # the caller asked for the tag's classifier
+                raise ValueError(
+                    f"checkpoint does not fit {name}: its classifier {key} has shape {tuple(value.shape)}, the model's "
+                    f"{tuple(want)}: pass num_classes={value.shape[0]} for the file's classifier (or another "
+                    "num_classes for a new one, which starts fresh)"
+                )
             dropped.append(f"{key} of shape {tuple(value.shape)} (the model's: {tuple(want)})")
             continue
         elif value.shape != want and not (key == FIRST_CONV and _differs_in_channels_only(value.shape, want)):

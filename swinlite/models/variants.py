@@ -103,7 +103,9 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
             SwinTransformer,
             variant,
             pretrained,
-            pretrained_filter_fn=functools.partial(convert_pretrained, strict=bool(strict), pruned=pruned),
+            pretrained_filter_fn=functools.partial(
+                convert_pretrained, strict=bool(strict), pruned=pruned, new_classifier="num_classes" in kwargs
+            ),
             pretrained_strict=False,  # convert_pretrained checks: with strict, only head.fc / out_norms start fresh
             feature_cfg=feature_cfg,
             **kwargs,

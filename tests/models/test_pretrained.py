@@ -101,6 +101,20 @@ def test_new_classifier_and_no_classifier(reduced_tiny):
         torch.testing.assert_close(pooled(x), expected, rtol=0, atol=1e-5)
 
 
+def test_a_file_of_another_classifier_is_refused_unless_num_classes_asks_for_one(tmp_path):
+    """timm refuses a 10-class file under a 1000-class tag when num_classes is not given; swinlite dropped its
+    classifier with a warning: a "pretrained" model of random logits (a 22k file in a 1k cache gave the same)."""
+    path = tmp_path / "ft10.pth"
+    torch.save(timm.create_model("swin_tiny_patch4_window7_224", num_classes=10, **REDUCED).state_dict(), path)
+    file = dict(pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **REDUCED)
+    with pytest.raises(ValueError, match=r"its classifier head\.fc\.weight has shape \(10, 256\), the model's "
+                                         r"\(1000, 256\): pass num_classes=10 for the file's classifier"):  # fmt: skip
+        timm.create_model("swinlite_tiny_patch4_window7_224", **file)
+    assert timm.create_model("swinlite_tiny_patch4_window7_224", num_classes=10, **file).num_classes == 10
+    with pytest.warns(UserWarning, match="dropping classifier head.fc"):  # asked for: a new one, fresh
+        assert timm.create_model("swinlite_tiny_patch4_window7_224", num_classes=5, **file).num_classes == 5
+
+
 @pytest.mark.parametrize("in_chans", [1, 4])
 def test_in_chans_adapts_the_first_conv_as_timm_does(reduced_tiny, in_chans):
     theirs = timm.create_model(TINY_FT, pretrained=True, in_chans=in_chans, **REDUCED)

@@ -9,11 +9,13 @@ model, so they cannot drift from timm. One naming rule maps a timm architecture 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from timm.models import get_arch_pretrained_cfgs, resolve_pretrained_cfg, split_model_name_tag
 
-from ..hub import pretrained_kwargs
+from ..hub import cached_weights, pretrained_kwargs
+from ..io import check_weights_file
 
 # timm architecture prefix -> swinlite's
 _PREFIXES = (("swinv2_", "swinlite_v2_"), ("swin_", "swinlite_"))
@@ -75,6 +77,24 @@ def hub_kwargs(variant: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         return pretrained_kwargs(name, hint=_local_ways(variant, kwargs))
     except ValueError as e:
         raise WeightsUnavailableError(str(e)) from None
+
+
+def check_weights_source(variant: str, kwargs: dict[str, Any]) -> None:
+    """ValueError naming a pretrained weights file that cannot be read whole (:func:`swinlite.io.check_weights_file`):
+    ``pretrained_cfg_overlay``'s ``file`` (a typo gave timm's FileNotFoundError with no message, a text file
+    "KeyError: 101"), or the tag's file in the local Hugging Face cache (a truncated download gave the safetensors
+    reader's "incomplete metadata", naming no file), with what to do."""
+    overlay, tag = kwargs.get("pretrained_cfg_overlay"), kwargs.get("pretrained_cfg")
+    file = overlay.get("file") if isinstance(overlay, dict) else None
+    cached = cached_weights(f"{variant}.{tag}" if tag else variant) if tag is None or isinstance(tag, str) else None
+    source = file or cached
+    if source is None:
+        return
+    try:
+        check_weights_file(source)
+    except ValueError as e:
+        again = "; delete it to download it again" if cached is not None and Path(source) == cached else ""
+        raise ValueError(f"the pretrained weights of {variant}: {e}{again}") from None
 
 
 def unavailable_error(variant: str, kwargs: dict[str, Any], cause: Exception) -> WeightsUnavailableError:

@@ -23,7 +23,7 @@ from torch import nn
 from ..convert import convert_pretrained
 from ..fast import accelerate
 from .checks import check_feature_indices
-from .pretrained import hub_kwargs, timm_tags, unavailable_error
+from .pretrained import check_weights_source, hub_kwargs, timm_tags, unavailable_error
 from .swin import SwinTransformer
 
 
@@ -98,6 +98,7 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
     pruned = ("norm.", "head.fc.", *later) if kwargs.get("features_only", False) else ()
     if pretrained:
         kwargs.update(hub_kwargs(variant, kwargs))  # one quick reachability check, or the cached file
+        check_weights_source(variant, kwargs)  # a file cut short or mistyped, named before timm reads it
     try:
         model = build_model_with_cfg(
             SwinTransformer,

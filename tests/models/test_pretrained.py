@@ -16,6 +16,7 @@ from timm.models import get_arch_pretrained_cfgs, get_pretrained_cfg
 
 import swinlite
 from swinlite.detection import build_fpn_backbone
+from swinlite.hub import cached_weights
 from swinlite.models.pretrained import WeightsUnavailableError, lite_name
 
 TIMM_ARCHS = [
@@ -113,6 +114,23 @@ def test_a_file_of_another_classifier_is_refused_unless_num_classes_asks_for_one
     assert timm.create_model("swinlite_tiny_patch4_window7_224", num_classes=10, **file).num_classes == 10
     with pytest.warns(UserWarning, match="dropping classifier head.fc"):  # asked for: a new one, fresh
         assert timm.create_model("swinlite_tiny_patch4_window7_224", num_classes=5, **file).num_classes == 5
+
+
+def test_a_weights_file_that_cannot_be_read_is_named_before_timm_reads_it(offline_hub, tmp_path):
+    """A mistyped overlay file gave timm's FileNotFoundError with no message; a cached download cut short, the
+    safetensors reader's "incomplete metadata" naming no file."""
+    typo = dict(pretrained=True, pretrained_cfg_overlay=dict(file=str(tmp_path / "typo.pth")), **REDUCED)
+    with pytest.raises(ValueError, match=r"^the pretrained weights of swinlite_tiny_patch4_window7_224: .*typo\.pth"):
+        timm.create_model("swinlite_tiny_patch4_window7_224", **typo)
+    offline_hub.add_timm(TINY_FT, **REDUCED)
+    cached = cached_weights(LITE_TINY)
+    whole = cached.read_bytes()  # the module's cache: restored for its other tests
+    cached.write_bytes(whole[: len(whole) // 2])
+    try:
+        with pytest.raises(ValueError, match=r"damaged \(truncated\?\) safetensors file.*; delete it to download"):
+            timm.create_model(LITE_TINY, pretrained=True, **REDUCED)
+    finally:
+        cached.write_bytes(whole)
 
 
 @pytest.mark.parametrize("in_chans", [1, 4])

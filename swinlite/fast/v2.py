@@ -47,6 +47,7 @@ of :mod:`swinlite.fast.blocks`):
 import torch
 import torch.nn.functional as F
 from timm.layers import register_notrace_module
+from torch import nn
 
 from ..models.swin import (
     ContinuousPositionBias,
@@ -57,7 +58,14 @@ from ..models.swin import (
     cosine_window_attention,
     window_attn_mask,
 )
-from .blocks import DispatchedAttention, GatheredWindowsBlock, fast_linear, fastest_attention
+from .blocks import (
+    DispatchedAttention,
+    GatheredWindowsBlock,
+    fast_linear,
+    fast_linear_class,
+    fastest_attention,
+    unhooked,
+)
 from .kept import Kept, keeps_values
 from .row_blocks import RowBlocks, compute_dtype, window_attention_rows
 
@@ -76,15 +84,30 @@ class FastContinuousPositionBias(ContinuousPositionBias):
 
     def forward(self, window: tuple[int, int] | None = None) -> torch.Tensor:
         if not torch.jit.is_scripting():  # TorchScript skips this branch
-            if keeps_values(self.coords.device):
+            if keeps_values(self.coords.device) and mlp_as_built(self):
                 return self.bias(kept_offset_table(self), window)
         return self.bias(self.offset_table(), window)
 
 
 @torch.jit.unused
+def mlp_as_built(bias: ContinuousPositionBias) -> bool:
+    """Whether the offset table is a function of the MLP's parameters and the coordinates alone, which
+    :func:`kept_offset_table` keys it on: the MLP as built, linears (:func:`~swinlite.fast.blocks.fast_linear_class`)
+    around a ReLU, and none of its modules hooked (:func:`~swinlite.fast.blocks.unhooked`). A module replaced or
+    hooked after the build may compute anything from the same parameters. Dict reads, on each call."""
+    mlp = bias._modules["mlp"]
+    if type(mlp) is not nn.Sequential or len(mlp._modules) != 3:
+        return False
+    first, act, second = mlp._modules.values()
+    built = fast_linear_class(first) and type(act) is nn.ReLU and fast_linear_class(second)
+    return built and unhooked(mlp, first, act, second)
+
+
+@torch.jit.unused
 def kept_offset_table(bias: ContinuousPositionBias) -> torch.Tensor:
     """``bias.offset_table()``, computed once while its weights, coordinates and the dtype its MLP computes in stay
-    as they are (:class:`~swinlite.fast.kept.Kept`). Call where :func:`~swinlite.fast.kept.keeps_values`."""
+    as they are (:class:`~swinlite.fast.kept.Kept`). Call where :func:`~swinlite.fast.kept.keeps_values` and
+    :func:`mlp_as_built`."""
     dtype = compute_dtype(bias.coords)  # the MLP's linears compute in autocast's dtype, where it is on
     return _TABLES.get(bias, (*bias.mlp.parameters(), bias.coords), dtype, bias.offset_table)
 

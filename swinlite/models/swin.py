@@ -108,8 +108,18 @@ def effective_shift(padded: tuple[int, int], window: tuple[int, int], shift: tup
 
 @torch.jit.unused
 def _symbolic_shift(padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int]) -> tuple[int, int]:
-    """:func:`effective_shift` for symbolic sizes: ``torch.sym_ite(c, a, b)`` is ``a if c else b`` in the graph."""
-    return torch.sym_ite(padded[0] > window[0], shift[0], 0), torch.sym_ite(padded[1] > window[1], shift[1], 0)
+    """:func:`effective_shift` for symbolic sizes: ``torch.sym_ite(c, a, b)`` is ``a if c else b`` in the graph. A
+    size known at export (a plain bool ``c``) takes Python's conditional: dynamo's strict export refuses ``sym_ite``
+    of a bool."""
+    return _sym_if(padded[0] > window[0], shift[0], 0), _sym_if(padded[1] > window[1], shift[1], 0)
+
+
+@torch.jit.unused
+def _sym_if(condition: bool | torch.SymBool, a: int, b: int) -> int | torch.SymInt:
+    """``a if condition else b``, in the graph (``torch.sym_ite``) where ``condition`` is symbolic."""
+    if isinstance(condition, bool):
+        return a if condition else b
+    return torch.sym_ite(condition, a, b)
 
 
 def stage_geometry_text(size: tuple[int, int], window: tuple[int, int], shift: tuple[int, int]) -> str:
@@ -458,11 +468,30 @@ def _cached_sub_window_index(window: tuple[int, int], sub: tuple[int, int], devi
         return sub_window_index(window, sub, device).view(-1)
 
 
-def check_filled(filled: bool, index: torch.Tensor, owner: str) -> None:
+def filled_buffer(buffer: torch.Tensor, values: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``buffer`` with ``values`` copied in, or, where it is on the meta device and ``device`` (its module's weights')
+    is not, a copy of ``values`` on ``device``: ``load_state_dict(..., assign=True)`` of a model built on the meta
+    device takes the weights from the state dict and leaves the buffers it does not hold on the meta device, where
+    ``copy_`` writes nothing."""
+    if buffer.is_meta and device.type != "meta":
+        return values.to(device, buffer.dtype, copy=True)
+    with torch.no_grad():
+        return buffer.copy_(values)
+
+
+def check_filled(filled: bool, index: torch.Tensor, weights: torch.Tensor, owner: str) -> None:
     """A RuntimeError for a position bias (``owner``) whose index (and coordinate) buffers hold what memory held: a
     model built on the meta device and allocated by ``to_empty()``, without ``init_non_persistent_buffers()`` (the
     buffers are not in its state dict: loading one does not fill them), where the gather would read anything, or an
-    index out of range. ``filled``: the module's flag; ``index``: its index buffer (on the meta device: no values)."""
+    index out of range; or that are still on the meta device beside ``weights`` that are not (loaded by
+    ``load_state_dict(..., assign=True)``), where a gather returns memory as it is. ``filled``: the module's flag;
+    ``index``: its index buffer (on the meta device: no values); ``weights``: its table, or a weight of its MLP."""
+    if index.is_meta and not weights.is_meta:
+        raise RuntimeError(
+            f"{owner}'s buffers are on the meta device, its weights on {weights.device}: after "
+            "load_state_dict(..., assign=True) of a model built on the meta device, call "
+            "init_non_persistent_buffers() of every module that has it (it makes them on the weights' device)"
+        )
     if not filled and not index.is_meta:
         raise RuntimeError(
             owner + "'s buffers were never filled: after to_empty() of a model built on the meta device, call "
@@ -505,9 +534,9 @@ class RelativePositionBias(nn.Module):
         self.init_non_persistent_buffers()
 
     def init_non_persistent_buffers(self) -> None:
-        """Fill the index buffer; call after ``to_empty()`` when the model was built on the meta device."""
-        with torch.no_grad():
-            self.index.copy_(_cpu_relative_position_index(self.window))
+        """Fill the index buffer; call after ``to_empty()`` or ``load_state_dict(..., assign=True)`` when the model was
+        built on the meta device (:func:`filled_buffer`: on the table's device)."""
+        self.index = filled_buffer(self.index, _cpu_relative_position_index(self.window), self.table.device)
         self.filled = not self.index.is_meta  # on the meta device nothing is filled: to_empty() leaves memory as is
 
     def set_window(self, window: Sequence[int], table: torch.Tensor) -> None:
@@ -531,7 +560,7 @@ class RelativePositionBias(nn.Module):
         """Returns the bias, shape (heads, N, N), contiguous: the kernels that add it to the logits read it along
         the keys (a compiled graph keeps it as a constant in this layout; benchmarks/kernels.md). With ``window``, a
         smaller 2-D window's (its offsets' rows of this table, :func:`sub_window_index`)."""
-        check_filled(self.filled, self.index, "the position bias")
+        check_filled(self.filled, self.index, self.table, "the position bias")
         index, tokens = self.index.view(-1), self.num_tokens
         if window is not None:
             index, tokens = flat_sub_window_index(self.window, window, index.device), window[0] * window[1]
@@ -625,10 +654,12 @@ class ContinuousPositionBias(nn.Module):
         self.init_non_persistent_buffers()
 
     def init_non_persistent_buffers(self) -> None:
-        """Fill the coordinate and index buffers; call after ``to_empty()`` when built on the meta device."""
-        with torch.no_grad():
-            self.coords.copy_(_cpu_log_spaced_relative_coords(self.window, self.pretrained_window))
-            self.index.copy_(_cpu_relative_position_index(self.window))
+        """Fill the coordinate and index buffers; call after ``to_empty()`` or ``load_state_dict(..., assign=True)``
+        when built on the meta device (:func:`filled_buffer`: on the MLP's device)."""
+        device = next(self.mlp.parameters()).device
+        coords = _cpu_log_spaced_relative_coords(self.window, self.pretrained_window)
+        self.coords = filled_buffer(self.coords, coords, device)
+        self.index = filled_buffer(self.index, _cpu_relative_position_index(self.window), device)
         self.filled = not self.index.is_meta  # on the meta device nothing is filled: to_empty() leaves memory as is
 
     def set_window(self, window: Sequence[int]) -> None:
@@ -658,7 +689,7 @@ class ContinuousPositionBias(nn.Module):
 
     def offset_table(self) -> torch.Tensor:
         """The MLP of every offset, (rows, heads): the bias's logits, once per row, before :meth:`bias` repeats rows."""
-        check_filled(self.filled, self.index, "the position bias")
+        check_filled(self.filled, self.index, self.mlp[0].weight, "the position bias")
         return self.mlp(self.coords)
 
     def bias(self, table: torch.Tensor, window: tuple[int, int] | None = None) -> torch.Tensor:
@@ -667,7 +698,7 @@ class ContinuousPositionBias(nn.Module):
         The sigmoid runs after the gather, on the (heads, N*N) layout, as in timm: an elementwise op's last bit can
         depend on the element's place in the tensor (a vector's tail on AVX-512 CPUs), so only timm's order gives its
         bias bit for bit on every CPU."""
-        check_filled(self.filled, self.index, "the position bias")
+        check_filled(self.filled, self.index, table, "the position bias")
         index, tokens = self.index.view(-1), self.num_tokens
         if window is not None:
             index, tokens = flat_sub_window_index(self.window, window, index.device), window[0] * window[1]

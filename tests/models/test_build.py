@@ -43,6 +43,27 @@ def test_a_meta_model_filled_as_timm_fills_one_computes_what_the_model_does(name
         torch.testing.assert_close(filled.eval()(x), model(x), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("name", ["swinlite_pico_patch2_window4_32", "swinlite_v2_pico_patch2_window4_32"])
+def test_a_meta_model_loaded_with_assign_is_refused_until_its_buffers_are_made(name, fast):
+    """``load_state_dict(..., assign=True)`` (PyTorch's low-memory recipe) leaves the non-persistent buffers on the
+    meta device: V1's gather of a CPU table by a meta index returned what memory held (NaN, or 0.1 off), and
+    ``init_non_persistent_buffers()`` copied into the meta buffers, which writes nothing."""
+    torch.manual_seed(0)
+    model = timm.create_model(name, fast=fast).eval()
+    with torch.device("meta"):
+        loaded = timm.create_model(name, fast=fast)
+    loaded.load_state_dict(model.state_dict(), assign=True)
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        with pytest.raises(RuntimeError, match=r"on the meta device, its weights on cpu: .* init_non_persistent_buf"):
+            loaded.eval()(x)
+        for module in loaded.modules():
+            if hasattr(module, "init_non_persistent_buffers"):
+                module.init_non_persistent_buffers()
+        torch.testing.assert_close(loaded(x), model(x), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_builds_on_the_cpu_device_context(name):
     with torch.device("cpu"):

@@ -40,6 +40,18 @@ def test_export_is_told_by_the_flag_torch_export_sets(monkeypatch):
     assert exporting()
 
 
+@pytest.mark.parametrize("name", ["swinlite_pico_patch2_window4_32", "swinlite_v2_pico_patch2_window4_32"])
+def test_strict_export_at_a_static_size_equals_eager(name):
+    """Dynamo's strict export refused ``torch.sym_ite`` of the plain bool a static size gives the shift's choice
+    ("Unsupported torch.* op returned non-Tensor"), for every model."""
+    torch.manual_seed(0)
+    model = timm.create_model(name, depths=(2,), num_heads=(1,)).eval()  # W-MSA, then SW-MSA
+    x = torch.randn(2, 3, 32, 32)
+    exported = torch.export.export(model, (x,), strict=True).module()
+    with torch.no_grad():
+        torch.testing.assert_close(exported(x), model(x))
+
+
 @pytest.mark.parametrize("fast", [True, False])
 def test_compiled_training_does_not_ask_whether_autocast_exists(monkeypatch, fast):
     """Dynamo before torch 2.14 cannot trace ``torch.amp.is_autocast_available`` (a graph break in every MLP of a

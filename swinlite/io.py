@@ -275,11 +275,12 @@ def _unreadable(path: Path, data: bytes | None, safetensors: bool, error: Except
     return ValueError(f"{str(path)!r} is {what} (expected safetensors or a torch checkpoint){cause}")
 
 
-def check_weights_file(path: str | os.PathLike) -> None:
+def check_weights_file(path: str | os.PathLike, read_legacy: bool = True) -> None:
     """ValueError for a weights file that cannot be read whole, found without reading its tensors (the safetensors
-    header against the file's size, a torch file's zip directory; a legacy torch file, which has neither, is read):
-    a download cut short is named before a run scans its data or clears its output folder. Whether its tensors fit a
-    model is the loader's to say.
+    header against the file's size, a torch file's zip directory; a legacy torch file, which has neither, is read,
+    unless ``read_legacy=False``: then it passes unread, for a caller whose loader reads it next): a download cut
+    short is named before a run scans its data or clears its output folder. Whether its tensors fit a model is the
+    loader's to say.
 
     Raises:
         ValueError: a missing or empty file, a damaged safetensors file, a zip-format torch file without its
@@ -297,7 +298,8 @@ def check_weights_file(path: str | os.PathLike) -> None:
     with open(path, "rb") as f:
         pickled = f.read(1) == b"\x80"
     if pickled:  # a legacy torch file, a pickle (protocol 2+), has no index to check: it is read
-        read_state_dict(path)
+        if read_legacy:
+            read_state_dict(path)
     elif not _torch_head(path, None):
         raise ValueError(f"{str(path)!r} is not a weights file (expected safetensors or a torch checkpoint)")
     elif not zipfile.is_zipfile(path):

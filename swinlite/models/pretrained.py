@@ -80,18 +80,24 @@ def hub_kwargs(variant: str, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_weights_source(variant: str, kwargs: dict[str, Any]) -> None:
-    """ValueError naming a pretrained weights file that cannot be read whole (:func:`swinlite.io.check_weights_file`):
-    ``pretrained_cfg_overlay``'s ``file`` (a typo gave timm's FileNotFoundError with no message, a text file
-    "KeyError: 101"), or the tag's file in the local Hugging Face cache (a truncated download gave the safetensors
-    reader's "incomplete metadata", naming no file), with what to do."""
+    """ValueError naming a pretrained weights file that cannot be read whole (:func:`swinlite.io.check_weights_file`,
+    a legacy torch file passing unread): ``pretrained_cfg_overlay``'s ``file`` (a typo gave timm's FileNotFoundError
+    with no message, a text file "KeyError: 101"), or, where the weights come from the tag's hub repo in the default
+    cache (as :func:`hub_kwargs` decides), the tag's cached file (a truncated download gave the safetensors reader's
+    "incomplete metadata", naming no file), with what to do."""
     overlay, tag = kwargs.get("pretrained_cfg_overlay"), kwargs.get("pretrained_cfg")
-    file = overlay.get("file") if isinstance(overlay, dict) else None
-    cached = cached_weights(f"{variant}.{tag}" if tag else variant) if tag is None or isinstance(tag, str) else None
-    source = file or cached
+    if overlay:  # another source (a file, a repo, a URL): only a file is known here
+        file = overlay.get("file") if isinstance(overlay, dict) else None
+        cached = cached_weights(f"{variant}.{tag}" if tag else variant) if isinstance(tag, str | None) else None
+        source = file
+    elif kwargs.get("cache_dir") or not (tag is None or isinstance(tag, str)):
+        return  # another cache, or a cfg object: timm's to read
+    else:
+        source = cached = cached_weights(f"{variant}.{tag}" if tag else variant)
     if source is None:
         return
     try:
-        check_weights_file(source)
+        check_weights_file(source, read_legacy=False)
     except ValueError as e:
         again = "; delete it to download it again" if cached is not None and Path(source) == cached else ""
         raise ValueError(f"the pretrained weights of {variant}: {e}{again}") from None

@@ -129,6 +129,10 @@ def test_a_weights_file_that_cannot_be_read_is_named_before_timm_reads_it(offlin
     try:
         with pytest.raises(ValueError, match=r"damaged \(truncated\?\) safetensors file.*; delete it to download"):
             timm.create_model(LITE_TINY, pretrained=True, **REDUCED)
+        other = dict(pretrained_cfg_overlay=dict(hf_hub_id="someone/else"))  # another source: the cache not blamed
+        with pytest.raises(Exception) as raised:
+            timm.create_model(LITE_TINY, pretrained=True, **other, **REDUCED)
+        assert "damaged" not in str(raised.value) and "someone/else" in str(raised.value)
     finally:
         cached.write_bytes(whole)
 

@@ -79,7 +79,6 @@ import torch
 import torch.nn.functional as F
 from timm.layers import GELU, DropPath, Mlp, register_notrace_module
 from torch import nn
-from torch.nn.modules import module as torch_module
 
 from ..device import cpu_computes_bf16
 from ..models.swin import (
@@ -89,6 +88,7 @@ from ..models.swin import (
     exporting,
     non_negative_remainder,
     recording_graph,
+    unhooked,
     window_attention,
     window_geometry,
     window_order,
@@ -512,24 +512,6 @@ class FastLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., in] -> [..., out]."""
         return fast_linear(x, self.weight, self.bias)
-
-
-def unhooked(*modules: nn.Module) -> bool:
-    """Whether a fast path may skip the calls of ``modules``, as far as hooks go: none of them has a forward or
-    backward hook or pre-hook, and no global module hook is set (``register_module_forward_hook`` and kin), which
-    every call would run. Hooks are registered after the build, so the fast modules check on every call; dict reads,
-    which ``torch.compile`` traces as guards."""
-    if (
-        torch_module._global_forward_hooks
-        or torch_module._global_forward_pre_hooks
-        or torch_module._global_backward_hooks
-        or torch_module._global_backward_pre_hooks
-    ):
-        return False
-    for module in modules:
-        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks:
-            return False
-    return True
 
 
 def children(module: nn.Module, *names: str) -> list[nn.Module]:

@@ -169,10 +169,15 @@ class FastWindowAttentionV2(DispatchedAttention, WindowAttentionV2):
     :class:`~swinlite.fast.blocks.FastLinear`'s (V2 adds its own bias to that projection)."""
 
     def project_qkv(self, x: torch.Tensor) -> torch.Tensor:
-        """Window tokens [..., C] -> q, k, v [..., 3C], as ``WindowAttentionV2.project_qkv``."""
+        """Window tokens [..., C] -> q, k, v [..., 3C], as ``WindowAttentionV2.project_qkv``: by ``qkv``'s weight
+        while it is a linear of the class built (:func:`~swinlite.fast.blocks.fast_linear_class`), unhooked; else by
+        its call (``called_qkv``)."""
         if not torch.jit.is_scripting():  # TorchScript skips this branch
+            qkv = self._modules["qkv"]
+            if not (fast_linear_class(qkv) and unhooked(qkv)):
+                return self.called_qkv(x)
             if keeps_values(x.device):
-                return fast_linear(x, self.qkv.weight, kept_qkv_bias(self, compute_dtype(x)))
+                return fast_linear(x, qkv.weight, kept_qkv_bias(self, compute_dtype(x)))
         return fast_linear(x, self.qkv.weight, self.merged_qkv_bias())
 
     def _run(

@@ -40,6 +40,7 @@ from timm.models import checkpoint_seq
 from timm.models._features import feature_take_indices
 from torch import nn
 from torch.fx.experimental.symbolic_shapes import statically_known_true
+from torch.nn.modules import module as torch_module
 
 from ..convert import (
     check_loads_whole,
@@ -768,6 +769,24 @@ def window_attention(
     return attn @ v
 
 
+def unhooked(*modules: nn.Module) -> bool:
+    """Whether a path may skip the calls of ``modules`` (the fast paths, Swin-V2's projection reading ``qkv``'s
+    weight), as far as hooks go: none of them has a forward or backward hook or pre-hook, and no global module hook
+    is set (``register_module_forward_hook`` and kin), which every call would run. Hooks are registered after the
+    build, so the modules check on every call; dict reads, which ``torch.compile`` traces as guards."""
+    if (
+        torch_module._global_forward_hooks
+        or torch_module._global_forward_pre_hooks
+        or torch_module._global_backward_hooks
+        or torch_module._global_backward_pre_hooks
+    ):
+        return False
+    for module in modules:
+        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks:
+            return False
+    return True
+
+
 class WindowAttentionFrame(nn.Module):
     """What both window attentions do around their formula: project to q, k, v, attend with the position bias and
     the block's mask in the projections' dtype, merge the heads and project out. :class:`WindowAttention` and
@@ -949,8 +968,22 @@ class WindowAttentionV2(WindowAttentionFrame):
         self.proj_drop = nn.Dropout(proj_drop)
 
     def project_qkv(self, x: torch.Tensor) -> torch.Tensor:
-        """Window tokens [..., C] -> q, k, v [..., 3C], with the q and v biases and no key bias."""
+        """Window tokens [..., C] -> q, k, v [..., 3C], with the q and v biases and no key bias: by ``qkv``'s weight
+        while it is the ``nn.Linear`` built, unhooked (:func:`unhooked`), as timm's SwinV2 computes it; else by its
+        call (:meth:`called_qkv`)."""
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            qkv = self._modules["qkv"]
+            if type(qkv) is not nn.Linear or not unhooked(qkv):
+                return self.called_qkv(x)
         return F.linear(x, self.qkv.weight, self.merged_qkv_bias())
+
+    @torch.jit.unused
+    def called_qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """``qkv(x)`` plus the merged bias, in its output's dtype: the projection of a ``qkv`` replaced or hooked
+        after the build (an adapter, pruning, a quantized layer, forward hooks), whose call must run."""
+        qkv = self.qkv(x)  # [..., 3C]
+        bias = self.merged_qkv_bias()
+        return qkv if bias is None else qkv + bias.to(qkv.dtype)
 
     def merged_qkv_bias(self) -> torch.Tensor | None:
         """The q, k, v projection's bias [3C]: the q bias, zeros (no key bias), the v bias; or None."""

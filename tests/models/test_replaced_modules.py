@@ -9,6 +9,7 @@ import pytest
 import timm
 import torch
 from torch import nn
+from torch.nn.utils import prune
 
 import swinlite  # noqa: F401  (registers the swinlite models with timm)
 
@@ -259,3 +260,131 @@ def test_a_model_built_with_dropout_keeps_its_fast_paths(monkeypatch):
     _run(fast, torch.randn(1, 3, 64, 64), "eval_no_grad")
     assert len(calls) == len(_blocks(fast))
     assert all(block.as_built() for block in _blocks(fast.train()))
+
+
+# --- Swin-V2's attn.qkv: its q, k, v projection adds the merged q, v bias to the call of the (bias-free) qkv ------
+
+V2_PICO = "swinlite_v2_pico_patch2_window4_32"
+V2_X = (2, 3, 32, 32)
+
+
+def _v2(fast: bool) -> nn.Module:
+    """The Swin-V2 pico, fast or ``fast=False``, with the same weights either way; its q and v biases (built zero)
+    random, so that the merged bias counts, and its post-norms' weights (built zero) 1, so that attention counts."""
+    torch.manual_seed(0)
+    reference = timm.create_model(V2_PICO, fast=False)
+    with torch.no_grad():
+        for block in _blocks(reference):
+            block.attn.q_bias.normal_(std=0.1)
+            block.attn.v_bias.normal_(std=0.1)
+            block.norm1.weight.fill_(1.0)
+    if not fast:
+        return reference
+    model = timm.create_model(V2_PICO)
+    model.load_state_dict(reference.state_dict())
+    return model
+
+
+def _set_qkv_weights(model: nn.Module, weights: list[torch.Tensor]) -> nn.Module:
+    """``model`` with every block's attn.qkv weight set to ``weights`` (in block order): the hand-made reference."""
+    with torch.no_grad():
+        for block, weight in zip(_blocks(model), weights, strict=True):
+            block.attn.qkv.weight.copy_(weight)
+    return model
+
+
+@pytest.mark.parametrize("mode", ["eval_no_grad", "train"])
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+def test_v2_qkv_forward_hooks_fire_and_take_effect(fast, mode):
+    """Both paths read V2's attn.qkv weight: a forward hook on it never fired. One scaling its output channels by
+    ``scale`` gives the model whose qkv weights' rows are so scaled (the merged bias is added after the call); not
+    one factor for all: the cosine attention and the post-norm would cancel it."""
+    model = _v2(fast)
+    scales = [torch.linspace(0.5, 1.5, b.attn.qkv.out_features) for b in _blocks(model)]  # [3C] each
+    weights = [s[:, None] * b.attn.qkv.weight for s, b in zip(scales, _blocks(model), strict=True)]
+    expected_model = _set_qkv_weights(copy.deepcopy(model), weights)
+    x = torch.randn(*V2_X)
+    plain = _run(model, x, mode).detach()
+    calls = []
+    for block, scale in zip(_blocks(model), scales, strict=True):
+        block.attn.qkv.register_forward_hook(lambda module, args, out, s=scale: calls.append(1) or out * s)
+    out, expected = _run(model, x, mode), _run(expected_model, x, mode)
+    assert len(calls) == len(_blocks(model))
+    assert not torch.allclose(out, plain, atol=1e-3)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["eval_no_grad", "train"])
+@pytest.mark.parametrize("adapter", [LoraLinear, WrappedWithWeight])
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+def test_v2_qkv_adapters_take_effect(fast, adapter, mode):
+    """A LoRA adapter on V2's attn.qkv (a subclass of ``nn.Linear``, or a wrapper exposing the base's weight) was
+    ignored on both paths, its weight read: the model computes as one whose qkv weight is W + B·A, and its factors
+    get gradients."""
+    model = _v2(fast)
+    expected_model = copy.deepcopy(model)
+    x = torch.randn(*V2_X)
+    plain = _run(model, x, mode).detach()
+    torch.manual_seed(1)
+    _replace(model, "attn.qkv", adapter)
+    adapters = [block.attn.qkv for block in _blocks(model)]
+    _set_qkv_weights(expected_model, [a.weight + a.lora_b @ a.lora_a for a in adapters])
+    out, expected = _run(model, x, mode), _run(expected_model, x, mode)
+    assert not torch.allclose(out, plain, atol=1e-3)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    if mode == "train":
+        out.square().sum().backward()
+        assert all(a.lora_b.grad is not None and a.lora_b.grad.abs().sum() > 0 for a in adapters)
+
+
+@pytest.mark.parametrize("mode", ["eval_no_grad", "train"])
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+def test_v2_qkv_pruning_takes_effect(fast, mode):
+    """``torch.nn.utils.prune`` on V2's attn.qkv: its forward pre-hook computes the weight from ``weight_orig`` and
+    the mask on each call, which the paths that read the weight skipped: after ``weight_orig`` changed (as an
+    optimizer step changes it) they computed with the stale weight. The model computes as one with the effective
+    (masked) weight."""
+    model = _v2(fast)
+    expected_model = copy.deepcopy(model)
+    for block in _blocks(model):
+        prune.l1_unstructured(block.attn.qkv, "weight", amount=0.5)
+        with torch.no_grad():
+            block.attn.qkv.weight_orig.mul_(1.5)
+    qkvs = [block.attn.qkv for block in _blocks(model)]
+    _set_qkv_weights(expected_model, [qkv.weight_orig * qkv.weight_mask for qkv in qkvs])
+    x = torch.randn(*V2_X)
+    torch.testing.assert_close(_run(model, x, mode), _run(expected_model, x, mode), rtol=1e-4, atol=1e-4)
+
+
+def test_quantize_dynamic_takes_effect_on_a_v2_reference_model():
+    """docs/models.md: ``quantize_dynamic(model, {nn.Linear})`` quantizes a V2 model built with ``fast=False`` too
+    (it failed: "linear(): argument 'weight' must be Tensor, not method", the quantized qkv's weight read): timm's
+    SwinV2 of the same weights, quantized the same way and calling its qkv (``qkv_bias_separate``), to the V1
+    test's tolerance."""
+    if not {"fbgemm", "x86"} & set(torch.backends.quantized.supported_engines):
+        pytest.skip("no quantized CPU engine")
+    from timm.models.swin_transformer_v2 import SwinTransformerV2
+
+    torch.manual_seed(0)
+    timms = SwinTransformerV2(
+        img_size=32, patch_size=2, embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), window_size=4
+    ).eval()
+    timms.reset_classifier(10)
+    for block in _blocks(timms):
+        block.attn.qkv_bias_separate = True  # timm's SwinV2 then calls its qkv, and adds the merged bias after
+        with torch.no_grad():
+            block.attn.q_bias.normal_(std=0.1)
+            block.attn.v_bias.normal_(std=0.1)
+            block.norm1.weight.fill_(1.0)  # built zero: the attention would not count
+    ours = timm.create_model(V2_PICO, fast=False).eval()
+    ours.load_state_dict(timms.state_dict())
+    x = torch.randn(*V2_X)
+    with torch.no_grad():
+        float_logits = ours(x)
+        torch.testing.assert_close(timms(x), float_logits, rtol=1e-5, atol=1e-5)
+        quantized = [torch.ao.quantization.quantize_dynamic(copy.deepcopy(m), {nn.Linear}) for m in (ours, timms)]
+        out, expected = (m(x) for m in quantized)
+    linears = [sum(type(m) is nn.Linear for m in q.modules()) for q in quantized]
+    assert linears[0] == linears[1] == 0
+    assert not torch.allclose(out, float_logits, atol=1e-4)
+    torch.testing.assert_close(out, expected, rtol=1e-3, atol=1e-3)

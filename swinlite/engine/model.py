@@ -234,7 +234,7 @@ def with_grad_checkpointing(model: nn.Module) -> None:
     :func:`create_model` built it so), so that a model built with plain ``timm.create_model`` is checkpointed too (it
     trained without, silently). A model without the method passes where one of its modules checkpoints already (its
     backbone, built through ``create_model``), else is refused: a ValueError naming it (said first of the model built
-    on the meta device, before any data is read: :func:`~swinlite.engine.preflight.check_grad_checkpointing`)."""
+    on the meta device, before any data is read: :func:`~swinlite.engine.preflight.check_model_structure`)."""
     if hasattr(model, "set_grad_checkpointing"):
         model.set_grad_checkpointing(True)
     elif not any(getattr(m, "grad_checkpointing", False) is True for m in model.modules()):

@@ -57,10 +57,9 @@ def task_written(task: type[Task]) -> list[str]:
 
 def check_run(task: type[Task], cfg) -> None:
     """ValueError for settings that cannot work together, then the model's checks and the task's own (which may build
-    the model, on the meta device), ``optim.layer_decay``'s (:func:`check_layer_decay`) and
-    ``model.grad_checkpointing``'s (:func:`check_grad_checkpointing`), the data's existence, and last whether the
-    pretrained weights can be had (which may ask the hub): a mistyped ``--data-dir`` is named before weights are
-    looked for."""
+    the model, on the meta device), ``optim.layer_decay``'s and ``model.grad_checkpointing``'s
+    (:func:`check_model_structure`), the data's existence, and last whether the pretrained weights can be had (which
+    may ask the hub): a mistyped ``--data-dir`` is named before weights are looked for."""
     if cfg.train.best_of == "ema" and cfg.train.ema_decay is None:
         raise ValueError("train.best_of=ema needs train.ema_decay (e.g. train.ema_decay=0.9998)")
     if cfg.train.ema_warmup and cfg.train.ema_decay is None:
@@ -71,8 +70,7 @@ def check_run(task: type[Task], cfg) -> None:
     check_optimizer(cfg.optim)
     check_model(cfg.model, task.reserved_kwargs, task.model_name(cfg))
     task.check_config(cfg)
-    check_layer_decay(task, cfg)
-    check_grad_checkpointing(task, cfg)
+    check_model_structure(task, cfg)
     task.check_inputs(cfg)
     check_pretrained(cfg.model)
 
@@ -158,30 +156,25 @@ def check_weights_fit(task: type[Task], cfg: Any) -> None:
         _stand_in_model(task, cfg)
 
 
-def check_layer_decay(task: type[Task], cfg: Any) -> None:
-    """ValueError, before any data is read, for ``optim.layer_decay`` where the task's model (built on the meta device,
-    without its weights) has no timm ``group_matcher`` to order its layers by (detection's, segmentation's, a
-    contributor's model that wraps a timm one): timm's optimizer factory said only "Layer-wise lr decay has no effect"
-    in a log line, after the data scan, and the run trained without it."""
-    if cfg.optim.layer_decay is None:
+def check_model_structure(task: type[Task], cfg: Any) -> None:
+    """ValueError, before any data is read, for a setting the task's model cannot serve, that model built once on the
+    meta device without its weights, and only where such a setting is on: ``optim.layer_decay`` where it has no timm
+    ``group_matcher`` to order its layers by (detection's, segmentation's, a contributor's model that wraps a timm
+    one: timm's optimizer factory said only "Layer-wise lr decay has no effect" in a log line, after the data scan,
+    and the run trained without it); ``model.grad_checkpointing=true`` where it can neither be set to checkpoint nor
+    holds a module that does (:func:`~swinlite.engine.model.with_grad_checkpointing`, which the run applies to its
+    model: it was refused only as the run built its model, after the data scan)."""
+    if cfg.optim.layer_decay is None and not cfg.model.grad_checkpointing:
         return
     model = _unweighted_model(task, cfg)
-    if model is not None and not hasattr(model, "group_matcher"):
+    if model is None:
+        return
+    if cfg.optim.layer_decay is not None and not hasattr(model, "group_matcher"):
         raise ValueError(
             f"optim.layer_decay is not available for {task.name}: its model ({type(model).__name__}) has no timm "
             "group_matcher to order its layers by; leave optim.layer_decay unset (or give the model a group_matcher)"
         )
-
-
-def check_grad_checkpointing(task: type[Task], cfg: Any) -> None:
-    """ValueError, before any data is read, for ``model.grad_checkpointing=true`` where the task's model (built on the
-    meta device, without its weights) can neither be set to checkpoint nor holds a module that does
-    (:func:`~swinlite.engine.model.with_grad_checkpointing`, which the run applies to its model): it was refused only
-    as the run built its model, after the data scan."""
-    if not cfg.model.grad_checkpointing:
-        return
-    model = _unweighted_model(task, cfg)
-    if model is not None:
+    if cfg.model.grad_checkpointing:
         with_grad_checkpointing(model)
 
 

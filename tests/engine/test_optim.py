@@ -10,7 +10,7 @@ from timm.optim import create_optimizer_v2
 
 from swinlite.classification import ClassificationTask
 from swinlite.engine.optim import build_optimizer, build_scheduler, check_optimizer, lr_scale
-from swinlite.engine.preflight import SCHEDULE_READS, check_layer_decay, check_run
+from swinlite.engine.preflight import SCHEDULE_READS, check_model_structure, check_run
 
 
 def _lrs(cfg, epochs: int, steps_per_epoch: int) -> list[float]:
@@ -211,8 +211,8 @@ def test_layer_decay_is_refused_before_the_data_where_the_tasks_model_has_no_gro
     cfg = task.load_config(None, ["optim.layer_decay=0.9", "data.data_dir=/no/such/folder"])
     with pytest.raises(ValueError, match=f"optim.layer_decay is not available for {task.name}: its model .* has no"):
         check_run(task, cfg)  # before the missing data folder is named
-    check_layer_decay(task, task.load_config(None, []))  # unset: nothing built
+    check_model_structure(task, task.load_config(None, []))  # unset: nothing built
 
 
 def test_layer_decay_passes_for_a_timm_model_of_a_task_of_its_own():
-    check_layer_decay(ClassificationTask, ClassificationTask.load_config(None, ["optim.layer_decay=0.9"]))
+    check_model_structure(ClassificationTask, ClassificationTask.load_config(None, ["optim.layer_decay=0.9"]))

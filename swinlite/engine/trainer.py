@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from timm.scheduler.scheduler import Scheduler
 from timm.utils import ModelEmaV3
@@ -85,7 +84,7 @@ from .model import with_grad_checkpointing
 from .optim import build_optimizer, build_scheduler, group_names, lr_scale, regrouped, regrouped_by_name
 from .progress import is_logged
 from .task import RunContext, Task
-from .val_content import content_change, fingerprint
+from .val_content import as_python, content_change, fingerprint
 
 WEIGHTS_FILES = ("last.safetensors", "best.safetensors", "ema.safetensors", "best_ema.safetensors")
 LAST_FILES = {"raw": "last.safetensors", "ema": "ema.safetensors"}  # each epoch's weights, of either kind
@@ -163,7 +162,7 @@ def as_score(key: str, value: Any, evaluate: str) -> float:
             f"{evaluate} returned {key!r}, a column of the engine's metrics ({', '.join(ENGINE_COLUMNS)}, and the "
             "training loss's parts loss_*): name its metrics val_*"
         )
-    number = value.item() if isinstance(value, torch.Tensor | np.ndarray | np.generic) and value.ndim == 0 else value
+    number = as_python(value)
     if not isinstance(number, numbers.Real):
         raise ValueError(
             f"{evaluate} returned {key}={value!r} ({type(value).__name__}): expected a real number (a Python or NumPy "

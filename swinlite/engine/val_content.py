@@ -53,11 +53,19 @@ def _identity(part: Path | str | int, folders: dict[str, str]) -> Any:
     return [path, size]
 
 
+def as_python(value: Any) -> Any:
+    """``value`` as Python holds it: a NumPy number or a 0-d array or tensor as its Python number (``.item()``); any
+    other value as it is. A task's labels (here) and evaluation scores (the trainer's) come in any of these."""
+    if isinstance(value, np.generic | np.ndarray | torch.Tensor) and value.ndim == 0:
+        return value.item()
+    return value
+
+
 def _number(label: Any) -> Any:
     """A label JSON does not hold as it is: a NumPy number or a 0-d array or tensor as its Python number (a label
-    kept as ``np.int64`` failed the run's start with a TypeError); ValueError for anything else."""
-    if isinstance(label, np.generic | np.ndarray | torch.Tensor) and label.ndim == 0:
-        return label.item()
+    kept as ``np.int64`` failed the run's start with a TypeError, :func:`as_python`); ValueError for anything else."""
+    if (number := as_python(label)) is not label:
+        return number
     raise ValueError(
         f"Task.val_samples() returned a sample holding {label!r} ({type(label).__name__}): expected its files as "
         "pathlib.Path and its labels as text or numbers (or lists of them)"

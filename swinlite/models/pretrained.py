@@ -86,14 +86,12 @@ def check_weights_source(variant: str, kwargs: dict[str, Any]) -> None:
     cache (as :func:`hub_kwargs` decides), the tag's cached file (a truncated download gave the safetensors reader's
     "incomplete metadata", naming no file), with what to do."""
     overlay, tag = kwargs.get("pretrained_cfg_overlay"), kwargs.get("pretrained_cfg")
+    # the tag's file in the default cache (a cfg object names no tag); hub_kwargs may have made it the overlay's file
+    cached = cached_weights(f"{variant}.{tag}" if tag else variant) if isinstance(tag, str | None) else None
     if overlay:  # another source (a file, a repo, a URL): only a file is known here
-        file = overlay.get("file") if isinstance(overlay, dict) else None
-        cached = cached_weights(f"{variant}.{tag}" if tag else variant) if isinstance(tag, str | None) else None
-        source = file
-    elif kwargs.get("cache_dir") or not (tag is None or isinstance(tag, str)):
-        return  # another cache, or a cfg object: timm's to read
-    else:
-        source = cached = cached_weights(f"{variant}.{tag}" if tag else variant)
+        source = overlay.get("file") if isinstance(overlay, dict) else None
+    else:  # another cache (cache_dir) is timm's to read
+        source = None if kwargs.get("cache_dir") else cached
     if source is None:
         return
     try:

@@ -232,7 +232,6 @@ def swinlite_nano_patch2_window4_64(pretrained: bool = False, **kwargs: Any) -> 
         depths=(2, 2, 2, 2),
         num_heads=(2, 4, 8, 16),
         window_size=4,
-        num_classes=10,
         drop_path_rate=0.1,
     )
     return _create("swinlite_nano_patch2_window4_64", pretrained, **dict(args, **kwargs))
@@ -248,7 +247,6 @@ def swinlite_pico_patch2_window4_32(pretrained: bool = False, **kwargs: Any) -> 
         depths=(1, 1, 2, 1),
         num_heads=(1, 2, 4, 8),
         window_size=4,
-        num_classes=10,
         drop_path_rate=0.0,
     )
     return _create("swinlite_pico_patch2_window4_32", pretrained, **dict(args, **kwargs))
@@ -350,7 +348,7 @@ def swinlite_v2_large_window12to24_192to384(pretrained: bool = False, **kwargs: 
 def swinlite_v2_nano_patch2_window4_64(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
     """Swin-V2 of swinlite_nano_patch2_window4_64's size, for CPU work on 64x64 images."""
     args = dict(img_size=64, patch_size=2, embed_dim=48, depths=(2, 2, 2, 2), num_heads=(2, 4, 8, 16))
-    args.update(block="v2", window_size=4, num_classes=10, drop_path_rate=0.1)
+    args.update(block="v2", window_size=4, drop_path_rate=0.1)
     return _create_v2("swinlite_v2_nano_patch2_window4_64", pretrained, kwargs, **args)
 
 
@@ -358,5 +356,5 @@ def swinlite_v2_nano_patch2_window4_64(pretrained: bool = False, **kwargs: Any) 
 def swinlite_v2_pico_patch2_window4_32(pretrained: bool = False, **kwargs: Any) -> SwinTransformer:
     """Swin-V2 of swinlite_pico_patch2_window4_32's size, for the tests (the last stage's window is 2x2)."""
     args = dict(img_size=32, patch_size=2, embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))
-    args.update(block="v2", window_size=4, num_classes=10, drop_path_rate=0.0)
+    args.update(block="v2", window_size=4, drop_path_rate=0.0)
     return _create_v2("swinlite_v2_pico_patch2_window4_32", pretrained, kwargs, **args)

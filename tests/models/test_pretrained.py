@@ -116,6 +116,19 @@ def test_a_file_of_another_classifier_is_refused_unless_num_classes_asks_for_one
         assert timm.create_model("swinlite_tiny_patch4_window7_224", num_classes=5, **file).num_classes == 5
 
 
+@pytest.mark.parametrize("name", ["swinlite_pico_patch2_window4_32", "swinlite_v2_pico_patch2_window4_32"])
+def test_the_small_models_refuse_a_file_of_another_classifier_too(tmp_path, name):
+    """Their 10 classes come from the tag's cfg, not from a num_classes the model function passes (which read as
+    asked for and dropped a 5-class file's classifier with a warning)."""
+    path = tmp_path / "ft5.pth"
+    torch.save(timm.create_model(name, num_classes=5).state_dict(), path)
+    file = dict(pretrained=True, pretrained_cfg_overlay=dict(file=str(path)))
+    assert timm.create_model(name).num_classes == 10
+    with pytest.raises(ValueError, match=r"pass num_classes=5 for the file's classifier"):
+        timm.create_model(name, **file)
+    assert timm.create_model(name, num_classes=5, **file).num_classes == 5
+
+
 def test_a_weights_file_that_cannot_be_read_is_named_before_timm_reads_it(offline_hub, tmp_path):
     """A mistyped overlay file gave timm's FileNotFoundError with no message; a cached download cut short, the
     safetensors reader's "incomplete metadata" naming no file."""

@@ -21,7 +21,7 @@ from ..engine.distributed import DistInfo, all_gather_object, all_reduce_sum
 from ..engine.loop import SINGLE, StepSettings, autocast
 from ..files import EVALUATIONS_BY_TASK, check_folder, printable_path
 from ..images import LeftOut, nothing_scored
-from ..inference import check_rgb_model, eval_resize_shorter
+from ..inference import check_rgb_model, eval_resize_shorter, top_k
 from ..io import atomic_write
 from ..weights import load_model, read_info
 from .data import ImageFolderDataset, class_folders, collate, scan_split
@@ -80,7 +80,7 @@ def evaluate(
             logits = model(images)
         logits = logits.float()
         loss_sum += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
-        best = logits.topk(k, dim=1).indices  # [B, k]
+        best = top_k(logits, k)[0]  # [B, k]; ties to the lower class, as predict.py ranks them
         top1 += (best[:, 0] == targets).sum().item()
         topk += (best == targets[:, None]).any(1).sum().item()
         count += len(targets)

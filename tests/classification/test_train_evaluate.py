@@ -14,7 +14,14 @@ from scriptkit import run_script
 from timm.models.swin_transformer import SwinTransformer as TimmSwin
 from trainkit import make_folder
 
-from swinlite.classification.evaluation import format_report, plot_confusion, prepare_evaluation, run_evaluation
+from swinlite.classification.evaluation import (
+    evaluate,
+    format_report,
+    plot_confusion,
+    prepare_evaluation,
+    run_evaluation,
+)
+from swinlite.engine.loop import StepSettings
 from swinlite.io import save_safetensors
 from swinlite.metadata import weights_metadata
 
@@ -145,3 +152,15 @@ def test_the_scan_and_the_loader_name_an_unreadable_image_in_the_same_words(tmp_
     assert into_train == (str(link), f"linked file -> {train / 'c0' / '0.png'}: the folder {train}, listed apart")
     (item,) = result.left_out
     assert item.path == str(cut) and item.reason.startswith("unreadable (OSError: ")
+
+
+def test_equal_logits_score_the_class_predict_ranks_first():
+    """A fresh or zeroed head ties every class: top-1 counts the lower class, as predict.py's top_k ranks it
+    (logits.topk gave class 8 of 10 on the CPU, so evaluate and predict disagreed on the same images)."""
+    loader = [(torch.zeros(2, 3, 8, 8), torch.tensor([0, 8]), [])]
+    head = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 10))
+    torch.nn.init.zeros_(head[1].weight)
+    torch.nn.init.zeros_(head[1].bias)
+    result = evaluate(head, loader, 10, StepSettings(torch.device("cpu")))
+    assert result.top1 == 50.0
+    assert result.confusion[0, 0] == 1 and result.confusion[8, 0] == 1

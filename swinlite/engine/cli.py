@@ -61,11 +61,8 @@ def run_from_cli(
         if launched().is_main:  # every process raised it alike (under torchrun, once per process before)
             raise
         return said_elsewhere()
-    except StalledRankError as e:
-        print("error: " + " ".join(str(e).split()), file=sys.stderr)
-        return 1
-    except PeerGoneError as e:  # each process left says it: the one that ended may be rank 0
-        print("error: " + interrupted(Path(cfg.train.output_dir), str(e)), file=sys.stderr)
+    except (StalledRankError, PeerGoneError) as e:  # each process left says it: the one that ended may be rank 0
+        print("error: " + interrupted(Path(cfg.train.output_dir), " ".join(str(e).split())), file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
         word = "terminated" if isinstance(e, Terminated) else "interrupted"

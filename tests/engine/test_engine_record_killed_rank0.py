@@ -66,3 +66,23 @@ def test_a_lock_left_by_an_earlier_launch_is_not_taken_for_rank_0s(folder, tmp_p
     os.utime(out / LOCK_FILE, (hour_ago, hour_ago))
     assert terminated_on("1", out, folder, monkeypatch, capsys) == (143, [])
     assert (out / LOCK_FILE).exists()
+
+
+@pytest.mark.parametrize("saved", [True, False])
+def test_a_stalled_rank_error_says_how_to_continue(saved, folder, tmp_path, monkeypatch, capsys):
+    """Rank 0 names the stalled rank, and (as for every other end of a run) the resume file or that none was saved
+    yet: it said the rank alone."""
+
+    def stalled(*args, **kwargs):
+        raise cli.StalledRankError("rank 1 stopped progressing (a collective waited train.dist_timeout=15 s for it)")
+
+    out = tmp_path / "out"
+    out.mkdir()
+    if saved:
+        (out / "resume.pt").write_bytes(b"")
+    monkeypatch.setattr(cli, "run", stalled)
+    assert cli.run_from_cli(TASKS["classification"], None, overrides("classification", folder, out)) == 1
+    hint = f"continue from {out}/resume.pt with --resume" if saved else "before the first save; nothing to resume"
+    err = capsys.readouterr().err
+    assert err.startswith("error: rank 1 stopped progressing (a collective waited train.dist_timeout=15 s for it)")
+    assert hint in err

@@ -2,7 +2,8 @@
 
 Writes OUT/detections.json (COCO results with the image path and the category name added: one entry per box scoring at
 least --score-thresh, box as [x, y, width, height] in pixels), OUT/images/<n>_<name>.png with the same boxes (and, for
-Mask R-CNN, masks) drawn (n: the image's place among the inputs, from 0), and OUT/sources.json, which maps each
+Mask R-CNN, masks in their class's colour) drawn (n: the image's place among the inputs, from 0; a name beyond the
+filesystem's 255 bytes is cut, ending in ~ and a hash of the whole), and OUT/sources.json, which maps each
 drawing's file name to the image it was drawn from (written before the first drawing, naming every drawing the run may
 write, and at the end those it wrote: a run killed in between leaves drawings --overwrite replaces). The detector itself
 keeps at most model.detections_per_img boxes an image (default 100) scoring at least model.score_thresh (default 0.05),
@@ -174,11 +175,10 @@ def detect_onnx(args) -> int:
         best = best_score(best, scores.tolist())
         keep = [i for i, kept in enumerate(predictions.kept_scores(scores.tolist(), args.score_thresh)) if kept]
         texts = [f"{settings.names[labels[i] - 1]} {scores[i]:.2f}" for i in keep]
-        drawn = image
-        if masks is not None and keep:  # as draw_detections: masks above 0.5, alpha 0.4, then the boxes
+        pasted = None
+        if masks is not None and keep:  # as draw_detections: masks above 0.5
             pasted = onnx_predict.paste_masks(masks[keep], boxes[keep], image.height, image.width) > 0.5
-            drawn = onnx_predict.draw_masks(image, pasted, alpha=0.4)
-        drawn = onnx_predict.draw_boxes(drawn, boxes[keep], texts)
+        drawn = onnx_predict.draw_detections(image, boxes[keep], labels[keep], texts, pasted)
         name = files.numbered_name(index, path)
         record.add(name)
         files.atomic_write_png(out / "images" / name, drawn)

@@ -10,7 +10,8 @@ Weights written by scripts/train.py need no --model (the model and its normaliza
 layouts need --model; --model alone extracts with the model's published pretrained weights (timm's, as predict.py; a
 name without any is an error). Each image is resized whole to --size (bicubic, the aspect ratio not kept, no crop:
 the maps cover the whole image), not by the classifier's resize and centre crop. Writes feats/features/<relative
-image path>.safetensors per image (read them with swinlite.features.load_features), feats/embeddings.safetensors
+image path>.safetensors per image (a name beyond the filesystem's 255 bytes cut, ending in ~ and a hash of the whole;
+read them with swinlite.features.load_features: each names its image), feats/embeddings.safetensors
 (pooled vectors and the ordered paths: swinlite.features.load_embeddings), feats/failures.txt (images that did not
 decode) and feats/settings.json (model, weights hash, size, dtype). Each feature file records the image it was made from
 (real path, size, SHA-256 of its bytes). Rerunning over the same input skips images whose feature file is already whole
@@ -30,8 +31,8 @@ note on stderr says so), those it reads (a RetinaNet's or FCOS's stage1..stage3;
 which it never sees), normalized by the run's mean and std, at
 the detector's test size or the segmenter's crop unless --size (as export_onnx.py --features exports them). Such a
 backbone has no classifier: its pooled vector is the spatial mean of its last level as stored (stage3). The file
-records its Swin: --model is refused with it, and --no-out-norm with any other file. The run's resume.pt, which
-records neither its Swin nor its preprocessing, is refused: give its best.safetensors or last.safetensors.
+records its Swin: --model is refused with it, and --no-out-norm with any other file. A run's resume.pt (any task's)
+is its resume state, not its weights, and is refused: give its best.safetensors or last.safetensors.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def parse_args(argv: list[str] | None = None):
         required=True,
         type=user_path("an image folder, an image file or a text file of paths"),
         help="image folder (searched recursively), one image file, or a text file of paths, one a line (a relative "
-        "one: from the list's folder); a file is an image by its extension",
+        "one: from the list's folder); a file is an image by its extension, or where Pillow opens it as one (.gif)",
     )
     parser.add_argument("--output", required=True, type=user_path("a folder for the features"), help="output folder")
     parser.add_argument("--size", type=int, nargs=2, metavar=("H", "W"), help="model input size (default: the model's)")

@@ -3,7 +3,8 @@
 For each image (files and folders, recursive) writes OUT/labels/<n>_<name>.png, the class of every pixel at the image's
 own size as a palette PNG (its pixel values are the class indices, its colours the classes'; 16-bit grayscale beyond 256
 classes), and OUT/overlays/<n>_<name>.png, the image with each class painted over it at --alpha (n: the image's place
-among the inputs, from 0); OUT/classes.csv lists index, class and colour, and OUT/sources.json maps each PNG's file name
+among the inputs, from 0; a name beyond the filesystem's 255 bytes is cut, ending in ~ and a hash of the whole);
+OUT/classes.csv lists index, class and colour, and OUT/sources.json maps each PNG's file name
 to the image it was made from (written before the first PNG, naming every PNG the run may write, and at the end those it
 wrote: a run killed in between leaves PNGs --overwrite replaces). Everything comes from the checkpoint: classes,
 palette, normalisation and test settings (--mode, --ratios, --flip / --no-flip, --stride change the latter). OUT may not

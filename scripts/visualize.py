@@ -20,8 +20,8 @@ A detection or segmentation run's weights (--ema: its EMA weights) draw its Swin
 levels as its FPN or UperNet head reads them, through the run's trained per-level norms (a note on stderr says so;
 --no-out-norm: the raw levels), normalized by the run's mean and std, at the detector's test size or the segmenter's
 crop unless --size (as export_onnx.py --features exports them). --model is refused with such a file, which records
-its Swin, and --no-out-norm with any other. The run's resume.pt, which records neither its Swin nor its
-preprocessing, is refused: give its best.safetensors or last.safetensors.
+its Swin, and --no-out-norm with any other. A run's resume.pt (any task's) is its resume state, not its weights,
+and is refused: give its best.safetensors or last.safetensors.
 """
 
 from __future__ import annotations

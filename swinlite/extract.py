@@ -33,7 +33,7 @@ from torchvision import transforms
 from tqdm import tqdm
 
 from .features import ImageFeatures, is_complete_feature_file, save_embeddings, save_features
-from .files import check_image_source, interrupted_writes, read_list
+from .files import check_image_source, fitting_name, interrupted_writes, opens_as_image, read_list
 from .images import ImageFiles, is_image_file, list_images
 from .io import atomic_write_bytes, file_sha256, json_bytes, printable_path, read_metadata
 from .lock import OutputLock
@@ -68,7 +68,8 @@ class ExtractionInterrupted(KeyboardInterrupt):
 def read_sources(source: Path) -> tuple[list[Path], Path]:
     """Images of a folder or one image file (:func:`swinlite.images.list_images`, as ``predict.py`` reads them), or of
     a text file (:func:`swinlite.files.read_list`: one path a line, as written; relative to it): a file with an image
-    extension (:func:`swinlite.images.is_image_file`) is an image, any other a list.
+    extension (:func:`swinlite.images.is_image_file`) or that Pillow opens as one (a ``.gif``:
+    :func:`swinlite.files.opens_as_image`) is an image, any other a list.
 
     A listed path keeps its name as listed, made absolute (``..`` removed as written; a link is not resolved to its
     target's name, as a folder's files are not); each image is listed once, by :func:`swinlite.images.list_images`'
@@ -86,8 +87,9 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
 
 
 def is_list(source: Path) -> bool:
-    """Whether ``--input`` ``source`` is a list of images (:func:`read_sources`): a file without an image extension."""
-    return source.is_file() and not is_image_file(source)
+    """Whether ``--input`` ``source`` is a list of images (:func:`read_sources`): a file without an image extension
+    that Pillow does not open as an image either."""
+    return source.is_file() and not is_image_file(source) and not opens_as_image(source)
 
 
 def output_path(image: Path, root: Path, output: Path) -> Path:
@@ -95,9 +97,12 @@ def output_path(image: Path, root: Path, output: Path) -> Path:
 
     Bytes of a name that are not UTF-8 are written as ``\\xNN``, and a backslash as ``\\x5c``
     (:func:`swinlite.files.printable_path`): safetensors and most tools read UTF-8 paths only, and two images never
-    share a feature file.
+    share a feature file. A name that would exceed the filesystem's 255 bytes is cut, with a hash of the whole name
+    (:func:`swinlite.files.fitting_name`); the file records its image (``source``) as every feature file does.
     """
-    return output / "features" / f"{printable_path(image.relative_to(root))}.safetensors"
+    relative = Path(printable_path(image.relative_to(root)))
+    folders = [fitting_name(part) for part in relative.parent.parts]  # \xNN escapes may lengthen a folder's
+    return output.joinpath("features", *folders, fitting_name(relative.name, ".safetensors"))
 
 
 def record_settings(output: Path, settings: dict[str, object]) -> None:

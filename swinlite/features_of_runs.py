@@ -27,8 +27,9 @@ def run_task(checkpoint: str | os.PathLike | None) -> str | None:
     """``"detection"`` or ``"segmentation"`` for a run's weights file, else None (a classifier's, another layout).
 
     Raises:
-        ValueError: the file is such a run's resume state (``resume.pt``), refused as every weights loader refuses it
-            (:func:`swinlite.weights.check_not_run_resume`), before the options are checked against the file.
+        ValueError: the file is a swinlite run's resume state (``resume.pt``), refused as every weights loader
+            refuses it (:func:`swinlite.weights.check_not_run_resume`), before the options are checked against the
+            file.
     """
     if checkpoint is None:
         return None

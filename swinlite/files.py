@@ -6,7 +6,8 @@ them) and the torch-free deployment path (:mod:`swinlite.onnx_predict`) reads an
 image reads the same and an output is checked the same with or without torch.
 
 - an image file is one whose extension (any case) is in :data:`IMAGE_EXTENSIONS`, torchvision's
-  ``ImageFolder`` list (``tests/test_images.py`` keeps the two equal);
+  ``ImageFolder`` list (``tests/test_images.py`` keeps the two equal); one named explicitly is an image whatever its
+  extension, where Pillow opens it (:func:`opens_as_image`: a ``.gif`` given to ``extract_features.py`` is no list);
 - :func:`load_rgb` decodes it as 8-bit RGB, upright (EXIF orientation), with high-bit-depth and float
   pixels scaled, not clipped (see its docstring for the rules);
 - :func:`list_images` expands folders to their image files (:func:`list_files`: recursive, sorted, hidden
@@ -17,6 +18,8 @@ image reads the same and an output is checked the same with or without torch.
 - :func:`read_list` and :func:`read_names`: a text file of paths, or of names, one a line, read by one rule
   (:func:`_lines`);
 - :func:`label_image`: a segmentation label map as a palette (or 16-bit) PNG image;
+- :func:`fitting_name`: an output's name (a drawing's, a feature file's, a temporary file's) cut, with a hash of the
+  whole, to the 255 bytes a filesystem takes;
 - :func:`json_bytes`: the one JSON writer of the files users read: strict JSON, NaN as null;
 - :func:`check_output`: no output replaces an input or holds one, no output file is a training run's
   (:func:`training_run_of`), and the output can be written where it is asked for; :func:`earlier_outputs`: an
@@ -33,6 +36,8 @@ from __future__ import annotations
 
 import codecs
 import glob
+import hashlib
+import itertools
 import json
 import math
 import os
@@ -55,6 +60,19 @@ IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".
 def is_image_file(path: str | os.PathLike) -> bool:
     """Whether ``path`` has an image extension (``.JPG`` and ``.png`` alike)."""
     return str(path).lower().endswith(IMAGE_EXTENSIONS)
+
+
+def opens_as_image(path: str | os.PathLike) -> bool:
+    """Whether Pillow takes the file ``path`` for an image by its content (its header: nothing is decoded), whatever
+    its extension: a ``.gif`` or ``.jfif`` named explicitly, which :func:`list_images` keeps and :func:`load_rgb`
+    reads."""
+    try:
+        Image.open(path).close()
+    except Image.DecompressionBombError:
+        return True  # an image, too large to decode: its reader says so
+    except (OSError, ValueError):  # not an image (PIL.UnidentifiedImageError is an OSError)
+        return False
+    return True
 
 
 def _int_to_uint8(pixels: np.ndarray, path: str | os.PathLike) -> np.ndarray:
@@ -474,11 +492,18 @@ def read_list(path: str | os.PathLike) -> list[Path]:
     bytes that are not UTF-8 are kept (:func:`os.fsdecode`).
 
     Raises:
-        ValueError: the list names nothing, or a path that is not a file (the first named, with why: not there, or a
-            folder): every image would fail, and the run exit 0.
+        ValueError: the list holds a NUL byte, which no path holds (a binary file: an image Pillow cannot open), names
+            nothing, or names a path that is not a file (the first named, with why: not there, or a folder): every
+            image would fail, and the run exit 0.
     """
     source = Path(path)
-    lines = [os.fsdecode(line) for line in _lines(source)]
+    raw = _lines(source)
+    if any(b"\0" in line for line in raw):
+        raise ValueError(
+            f"{str(source)!r} is not a text list of paths (it holds NUL bytes, which no path holds): an image "
+            "Pillow cannot open? convert it to PNG or JPEG"
+        )
+    lines = [os.fsdecode(line) for line in raw]
     paths = [Path(os.path.abspath(source.parent / line)) for line in lines if line.strip()]
     if not paths:
         raise ValueError(f"the list {str(source)!r} names no images (expected one path per line)")
@@ -528,6 +553,23 @@ def printable_path(path: str | os.PathLike) -> str:
     unchanged. The rule of every output that records image paths as text (feature file names, predict.py's CSV,
     failures.txt, warnings); JSON outputs keep the exact name (its escapes are JSON's)."""
     return os.fsencode(path).replace(b"\\", b"\\x5c").decode("utf-8", errors="backslashreplace")
+
+
+NAME_MAX = 255  # the bytes of a file name ext4, XFS, Btrfs and APFS take ([Errno 36] File name too long beyond)
+
+
+def fitting_name(stem: str, suffix: str = "", limit: int = NAME_MAX) -> str:
+    """``stem + suffix``, or, where its bytes (:func:`os.fsencode`) exceed ``limit``, ``stem`` cut at a character
+    followed by ``~`` and the first 16 hex digits of the SHA-256 of the whole ``stem`` before ``suffix``: a name the
+    filesystem takes, the same for the same ``stem``, and another for another (two cut alike differ in the hash's 64
+    bits)."""
+    name = stem + suffix
+    if len(os.fsencode(name)) <= limit:
+        return name
+    digest = hashlib.sha256(os.fsencode(stem)).hexdigest()[:16]
+    room = limit - len(os.fsencode(suffix)) - 1 - len(digest)  # the bytes of stem kept
+    kept = sum(size <= room for size in itertools.accumulate(len(os.fsencode(c)) for c in stem))
+    return f"{stem[:kept]}~{digest}{suffix}"
 
 
 def label_image(labels: np.ndarray, palette: Sequence[Sequence[int]]) -> Image.Image:
@@ -654,8 +696,9 @@ NUMBERED = re.compile(r"\d{5,}_.*\.png", re.DOTALL)  # numbered_name's (the temp
 
 def numbered_name(index: int, path: str | os.PathLike) -> str:
     """The file name ``detect.py`` and ``segment.py`` give what they draw of the ``index``-th image (0-based) at
-    ``path``: ``<index, 5 digits>_<name without its extension>.png`` (their ``sources.json`` maps it back)."""
-    return f"{index:05d}_{Path(path).stem}.png"
+    ``path``: ``<index, 5 digits>_<name without its extension>.png``, cut to :data:`NAME_MAX` bytes where longer
+    (:func:`fitting_name`; their ``sources.json`` maps it back)."""
+    return fitting_name(f"{index:05d}_{Path(path).stem}", ".png")
 
 
 def _visible(folder: Path) -> list[Path]:
@@ -1181,8 +1224,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     """Fill a temporary file beside ``path`` through ``write(file)``, fsync it, rename it over ``path``.
 
     A kill at any moment leaves either the previous file or the complete new one under ``path``; a
-    kill mid-write leaves a ``.<name>.tmp*`` file beside it, which the next write does not need. A failed write
-    (a full disk) removes the temporary file and raises an OSError that names ``path``.
+    kill mid-write leaves a ``.<name>.tmp*`` file beside it (:func:`_temporary_prefix`), which the next write does not
+    need. A failed write (a full disk) removes the temporary file and raises an OSError that names ``path``.
 
     Args:
         path: destination; its folder is created if missing.
@@ -1190,7 +1233,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path.name), dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -1206,11 +1249,19 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     fsync_folder(path.parent)  # make the rename itself durable
 
 
+def _temporary_prefix(name: str) -> str:
+    """How the name of :func:`atomic_write`'s temporary file of the file ``name`` begins: ``.<name>.tmp``, ``name`` cut
+    (:func:`fitting_name`) where the whole, with the 8 random characters :func:`tempfile.mkstemp` adds, would exceed
+    :data:`NAME_MAX` bytes (a file whose name fitted failed with [Errno 36] File name too long: its temporary file's
+    did not)."""
+    return "." + fitting_name(name, ".tmp", NAME_MAX - len(".") - 8)
+
+
 def interrupted_writes(folder: Path, name: str | None = None, recursive: bool = False) -> list[Path]:
     """The temporary files :func:`atomic_write` left in ``folder`` (``recursive``: and below it) where a kill broke
-    off its write, of the file ``name`` or of any: ``.<name>.tmp*``, never needed again (the file under its name is
-    whole). An empty list for a folder that does not exist."""
-    pattern = f".{glob.escape(name) if name is not None else '*'}.tmp*"
+    off its write, of the file ``name`` (:func:`_temporary_prefix`) or of any: ``.<name>.tmp*``, never needed again
+    (the file under its name is whole). An empty list for a folder that does not exist."""
+    pattern = f"{glob.escape(_temporary_prefix(name))}*" if name is not None else ".*.tmp*"
     return sorted(folder.rglob(pattern) if recursive else folder.glob(pattern))
 
 

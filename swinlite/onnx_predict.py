@@ -8,10 +8,11 @@ segmenter. What each task does around its graph is PyTorch's, in NumPy, to the l
 (``tests/test_onnx_predict.py`` and the tasks' ONNX tests check each against torch, torchvision or timm): timm's
 evaluation transform (:func:`preprocess`), the detector's resize (:func:`bilinear_resize`), Mask R-CNN's mask
 pasting (:func:`paste_masks`), the segmenter's antialiased rescale (:func:`antialiased_resize`), its windows, flips
-and averaging (:func:`segment_scores`), and torchvision's drawings (:func:`draw_boxes`, :func:`draw_masks`).
+and averaging (:func:`segment_scores`), and torchvision's drawings (:func:`draw_detections`, :func:`draw_boxes`,
+:func:`draw_masks`).
 
-This module, :mod:`swinlite.files`, :mod:`swinlite.metadata` and :mod:`swinlite.seg_views` import no torch, but
-``import swinlite.x`` runs ``swinlite/__init__.py``, which does: the scripts load them through
+This module, :mod:`swinlite.files`, :mod:`swinlite.metadata`, :mod:`swinlite.seg_views` and :mod:`swinlite.colours`
+import no torch, but ``import swinlite.x`` runs ``swinlite/__init__.py``, which does: the scripts load them through
 ``_cli.import_without_torch``.
 """
 
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from .colours import label_colour
 from .files import center_crop_scale, elongation_problem
 from .metadata import PREPROCESSING_KEYS, check_preprocessing
 from .seg_views import TEST_MODES, large_problem, slide_windows, stride_problem, stride_unused, test_views
@@ -564,6 +566,17 @@ def paste_masks(masks: np.ndarray, boxes: np.ndarray, height: int, width: int) -
     return pasted
 
 
+def draw_detections(
+    image: Image.Image, boxes: np.ndarray, labels: np.ndarray, texts: list[str], masks: np.ndarray | None = None
+) -> Image.Image:
+    """``image`` with the detections kept drawn as :func:`swinlite.detection.predictor.draw_detections` draws them:
+    ``masks`` [N, H, W] (bool; None: a detector without masks) each in the colour of its class of ``labels`` [N]
+    (:func:`swinlite.colours.label_colour`) at alpha 0.4, then ``boxes`` [N, 4] with their ``texts``."""
+    if masks is not None:
+        image = draw_masks(image, masks, 0.4, [label_colour(int(label)) for label in labels])
+    return draw_boxes(image, boxes, texts)
+
+
 def draw_boxes(image: Image.Image, boxes: np.ndarray, texts: list[str]) -> Image.Image:
     """A copy of ``image`` with ``boxes`` [N, 4] in red, 2 px, each with its text: torchvision's
     ``draw_bounding_boxes(image, boxes, texts, colors="red", width=2)``, pixel for pixel."""
@@ -766,11 +779,11 @@ def draw_labels(image: Image.Image, labels: np.ndarray, palette: Sequence[Sequen
     return draw_masks(image, labels[None] == present[:, None, None], alpha, np.asarray(palette)[present])
 
 
-def draw_masks(image: Image.Image, masks: np.ndarray, alpha: float, colours: np.ndarray | None = None) -> Image.Image:
-    """``image`` with each of ``masks`` [N, H, W] (bool) painted in its colour at ``alpha``, black where two overlap:
-    torchvision's ``draw_segmentation_masks``, pixel for pixel; ``colours`` [N, 3], by default torchvision's."""
-    if colours is None:
-        colours = (np.arange(len(masks))[:, None] * np.array([2**25 - 1, 2**15 - 1, 2**21 - 1])) % 255
+def draw_masks(
+    image: Image.Image, masks: np.ndarray, alpha: float, colours: np.ndarray | Sequence[Sequence[int]]
+) -> Image.Image:
+    """``image`` with each of ``masks`` [N, H, W] (bool) painted in its colour of ``colours`` [N, 3] at ``alpha``, black
+    where two overlap: torchvision's ``draw_segmentation_masks`` with ``colors``, pixel for pixel."""
     pixels = np.asarray(image, dtype=np.uint8)  # [H, W, 3]
     painted = pixels.copy()
     for mask, colour in zip(masks, np.asarray(colours, dtype=np.uint8), strict=True):

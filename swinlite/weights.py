@@ -73,8 +73,8 @@ def ema_counterpart(path: str | os.PathLike) -> Path:
     best.safetensors'), or ``ema.safetensors`` for ``last.safetensors``: the EMA of the same epoch.
 
     Raises:
-        ValueError: no such file; a detection or segmentation run's resume state (:func:`check_not_run_resume`);
-            raw weights without their EMA beside them; an ``ema.safetensors`` of another epoch than the
+        ValueError: no such file; a swinlite run's resume state (:func:`check_not_run_resume`); raw weights without
+            their EMA beside them; an ``ema.safetensors`` of another epoch than the
             ``last.safetensors`` it is the EMA of (a run resumed with ``train.ema_decay`` off went on without it).
     """
     path = Path(path)
@@ -106,22 +106,23 @@ def _check_same_epoch(last: Path, ema: Path) -> None:
 
 
 def check_not_run_resume(path: str | os.PathLike, data: bytes | None = None) -> None:
-    """ValueError for a detection or segmentation run's resume state (its ``resume.pt``; ``data``: its bytes where
-    given) given as weights, naming the run's weights files: it records the run's task but neither its Swin nor how
-    the run fed it (mean, std, size), and read as a classifier's file (with a model name) it gave the raw levels of a
-    classifier's Swin at the classifier's size. A classification run's resume state passes: its ``model`` is the
-    run's classifier (what :func:`~swinlite.io.read_state_dict` gives); so does a task of the user's own, whose model
-    a script reads with ``--model`` as before (its weights files, which name their task, the scripts refuse)."""
+    """ValueError for a classification, detection or segmentation run's resume state (its ``resume.pt``; ``data``: its
+    bytes where given) given as weights, naming the run's weights files, which record its model, classes and
+    preprocessing: read with a model name, a classification run's gave its classifier at the model's default size
+    and without its class names, a detection or segmentation run's the raw levels of a classifier's Swin. A task of
+    the user's own passes, whose model a script reads with ``--model`` as before (its weights files, which name their
+    task, the scripts refuse). ``model.pretrained`` takes any run's resume state, with the run's ``config.yaml``: it
+    does not check here."""
     _refuse_run_resume(path, resume_task(path, data))
 
 
 def _refuse_run_resume(path: str | os.PathLike, task: str | None) -> None:
     """:func:`check_not_run_resume` of the task the file's resume state records (None: it is none)."""
-    if task not in ("detection", "segmentation"):  # export.RUN_SETTINGS' tasks, whose files record their Swin
+    if task not in ("classification", "detection", "segmentation"):  # swinlite's tasks, whose runs write weights
         return
     folder = Path(path).parent
     raise ValueError(
-        f"{path} is a {task} run's resume state, which records neither its Swin nor its preprocessing: "
+        f"{path} is a {task} run's resume state, not its weights (which record its model and preprocessing): "
         f"give the run's weights, {folder / 'best.safetensors'} or {folder / 'last.safetensors'}"
     )
 
@@ -218,7 +219,8 @@ def load_model(
     required and ``num_classes`` defaults to the file's classifier (0, no classifier, when it has none).
 
     The model's ``pretrained_cfg`` carries the file's preprocessing and class names (``label_names``),
-    so ``timm.data.resolve_model_data_config(model)`` gives its evaluation transform. A run's ``resume.pt`` gives its
+    so ``timm.data.resolve_model_data_config(model)`` gives its evaluation transform. A swinlite run's ``resume.pt``
+    is refused, naming the run's weights (:func:`check_not_run_resume`); that of a task of the user's own gives its
     raw weights, with a warning where it also holds their EMA (:func:`warn_if_resume_with_ema`).
 
     Args:
@@ -232,8 +234,8 @@ def load_model(
             weights at another rate).
 
     Raises:
-        ValueError: unreadable file, a detection or segmentation run's resume state (:func:`check_not_run_resume`),
-            unknown or contradicting model, or a weight that does not load.
+        ValueError: unreadable file, a swinlite run's resume state (:func:`check_not_run_resume`), unknown or
+            contradicting model, or a weight that does not load.
     """
     metadata, checkpoint = read_weights(path, data)  # the one read of the file
     info = info_in(metadata, path)
@@ -244,7 +246,7 @@ def load_model(
         if model is None:
             raise ValueError(
                 f"{path} does not record its model; pass --model (load_model's model=), its timm name, or use the "
-                "weights a training run writes, which record it (best.safetensors, last.safetensors; not resume.pt)"
+                "weights a training run writes, which record it (best.safetensors, last.safetensors)"
             )
         check_model_name(model)
         if num_classes is None:

@@ -45,8 +45,8 @@ def check_resume_refused(run: Path, image: Path, task: str, tmp_path: Path, caps
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     expected = (
-        f"error: {run / 'resume.pt'} is a {task} run's resume state, which records neither its Swin nor its "
-        f"preprocessing: give the run's weights, {run / 'best.safetensors'} or {run / 'last.safetensors'}"
+        f"error: {run / 'resume.pt'} is a {task} run's resume state, not its weights (which record its model and "
+        f"preprocessing): give the run's weights, {run / 'best.safetensors'} or {run / 'last.safetensors'}"
     )
     assert errors == [expected], err
     assert "out_norm=True" not in err and "resume_ema.safetensors" not in err

@@ -76,6 +76,35 @@ def test_a_run_into_a_folder_another_run_holds_is_refused_before_writing(tmp_pat
     assert not (out / ".lock").exists()
 
 
+def test_images_of_long_names_get_feature_files_of_their_own(tmp_path: Path):
+    """An image named with 78 CJK characters (234 bytes) stopped the run with [Errno 36] File name too long, and every
+    rerun at the same image: the temporary file of its features, ``.<name>.safetensors.tmpXXXXXXXX``, outgrew the
+    filesystem's 255 bytes. A feature file's name that would outgrow them is cut with a hash of the whole, so that two
+    cut alike stay two; each records its image."""
+    imgs, out = tmp_path / "imgs", tmp_path / "out"
+    imgs.mkdir()
+    names = [f"{'写' * 78}.png", f"{'写' * 83}a.png", f"{'写' * 83}b.png"]  # 238 and 254 bytes
+    for name in names:
+        Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(imgs / name)
+    assert run_extraction(timm.create_model(PICO), PICO, imgs, out, (32, 32), progress=False).written == 3
+    made = {load_features(p).source: p.name for p in (out / "features").iterdir()}
+    assert sorted(made) == sorted(str(imgs / name) for name in names)
+    assert made[str(imgs / names[0])] == f"{names[0]}.safetensors"  # 250 bytes: kept
+    assert all(len(os.fsencode(name)) <= 255 for name in made.values())
+
+
+def test_an_image_file_of_another_extension_is_an_image_and_a_binary_file_no_list(tmp_path: Path):
+    """--input anim.gif was read as a list of paths: "the list 'anim.gif' names 1 paths that are not image files, e.g.
+    'GIF87a(...'". A file Pillow opens is an image, as predict.py takes it; one it cannot open (a .heic) is no list
+    either, as it holds NUL bytes, which no path holds."""
+    gif, heic = tmp_path / "anim.gif", tmp_path / "photo.heic"
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(gif)
+    heic.write_bytes(b"\x00\x00\x00\x18ftypheic")  # how a HEIC file begins
+    assert read_sources(gif) == ([gif], tmp_path)
+    with pytest.raises(ValueError, match=f"^'{heic}' is not a text list of paths \\(it holds NUL bytes, which no path"):
+        read_sources(heic)
+
+
 def test_the_output_checks_know_the_names_an_extraction_writes():
     assert FOLDER_FILES["extract_features.py"] == OUTPUT_FILES
 

@@ -190,6 +190,25 @@ def test_printable_path_escapes_bytes_that_are_not_utf8():
     assert printable_path("/x/café.png") == "/x/café.png"
 
 
+def test_output_names_and_their_temporary_files_fit_the_filesystems_255_bytes(tmp_path: Path):
+    """An image named with 78 CJK characters (234 bytes) crashed detect.py and segment.py with [Errno 36] File name
+    too long: the temporary file of its drawing, ``.00002_<name>.png.tmpXXXXXXXX``, outgrew the name. A temporary
+    file's name is cut to fit, and interrupted_writes still finds it by its file's name; a drawing's name beyond 255
+    bytes is cut too, with a hash of the whole, so that two names cut alike stay two."""
+    fits = files.numbered_name(2, f"in/{'写' * 78}.png")
+    assert fits == f"00002_{'写' * 78}.png"  # 244 bytes: kept
+    cut = [files.numbered_name(3, f"in/{'写' * 83}{end}.png") for end in "ab"]  # 260 bytes, alike but for one
+    assert cut[0] != cut[1] and all(len(os.fsencode(n)) <= 255 and files.NUMBERED.fullmatch(n) for n in cut)
+    for name in (fits, *cut):
+        files.atomic_write_bytes(tmp_path / name, b"")
+        during: list[Path] = []  # its temporary file, while it is written
+        files.atomic_write(
+            tmp_path / name, lambda f, name=name, found=during: found.extend(files.interrupted_writes(tmp_path, name))
+        )
+        assert len(during) == 1 and during[0].name.startswith(".")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fits, *cut])
+
+
 def test_json_bytes_is_strict_json_with_non_finite_numbers_as_null():
     value = {"ap": {"small": math.nan, "large": 41.5}, "loss": math.inf, "rows": [(-math.inf, 1), "NaN"], "n": 3}
 

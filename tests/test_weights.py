@@ -284,17 +284,17 @@ def test_a_truncated_file_in_the_hub_cache_is_named(offline_hub):
         pretrained_model(tag)
 
 
-def _resume_file(path: Path, model: torch.nn.Module, ema: bool) -> Path:
-    """A classification run's resume.pt as the engine writes it (Trainer.resume_state): its model, and where trained
-    with train.ema_decay the state of its EMA (timm's ModelEmaV3, the engine's), here weights apart from the model's."""
+def _resume_file(path: Path, model: torch.nn.Module, ema: bool, task: str = "classification") -> Path:
+    """A ``task`` run's resume.pt as the engine writes it (Trainer.resume_state): its model, and where trained with
+    train.ema_decay the state of its EMA (timm's ModelEmaV3, the engine's), here weights apart from the model's."""
     averaged = {k: v + 1 for k, v in ModelEmaV3(model, decay=0.5).state_dict().items()} if ema else None
-    save_resume(path, {"task": "classification", "model": model.state_dict(), "ema": averaged, "epoch": 1})
+    save_resume(path, {"task": task, "model": model.state_dict(), "optimizer": {}, "ema": averaged, "epoch": 1})
     return path
 
 
 def _read_as_weights(route: str, path: Path, tmp_path: Path) -> dict[str, torch.Tensor]:
     """The weights a 3-class pico gets of the file ``path`` by ``route``."""
-    if route == "load_model":  # what every classification script's --checkpoint (with --model) reads it by
+    if route == "load_model":  # what every classifier's script's --checkpoint (with --model) reads it by
         return load_model(path, PICO).state_dict()
     if route == "load_checkpoint":
         model = timm.create_model(PICO, num_classes=3)
@@ -309,9 +309,9 @@ def _read_as_weights(route: str, path: Path, tmp_path: Path) -> dict[str, torch.
 def test_a_resume_file_gives_its_raw_weights_saying_so_where_it_holds_their_ema(trained, tmp_path, route, ema):
     """A run's resume.pt read as weights gives its raw weights, as before: said once where it also holds their EMA,
     which a user who trained with EMA may have expected (they were given without a word); nothing said for a
-    resume.pt without EMA."""
+    resume.pt without EMA. load_model reads a task's of the user's own so (it refuses swinlite's tasks')."""
     model, _ = trained
-    path = _resume_file(tmp_path / "resume.pt", model, ema)
+    path = _resume_file(tmp_path / "resume.pt", model, ema, "brightness" if route == "load_model" else "classification")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         loaded = _read_as_weights(route, path, tmp_path)
@@ -325,6 +325,25 @@ def test_a_resume_file_gives_its_raw_weights_saying_so_where_it_holds_their_ema(
         assert all(w.filename == __file__ for w in caught)
     assert loaded.keys() == model.state_dict().keys()
     assert all(torch.equal(loaded[k], v) for k, v in model.state_dict().items())  # the raw weights
+
+
+@pytest.mark.parametrize("model", [PICO, None])
+def test_a_classification_runs_resume_file_is_refused_naming_its_weights(trained, tmp_path, model):
+    """predict.py --checkpoint RUN/resume.pt --model NAME classified with the run's weights at the model's default size
+    (32 px, where the run trained at 16) and without its class names ("0", not "c0"), without a word; without --model
+    it said the file "does not record its model", which its settings do. Refused as a detection or segmentation run's
+    is, naming the run's weights files, which record the model, classes and preprocessing; --ema too."""
+    path = _resume_file(tmp_path / "resume.pt", trained[0], ema=True)
+    said = (
+        f"{path} is a classification run's resume state, not its weights (which record its model and preprocessing): "
+        f"give the run's weights, {tmp_path / 'best.safetensors'} or {tmp_path / 'last.safetensors'}"
+    )
+    with pytest.raises(ValueError) as refused:
+        load_model(path, model)
+    assert str(refused.value) == said
+    with pytest.raises(ValueError) as refused:
+        ema_counterpart(path)
+    assert str(refused.value) == said
 
 
 def test_a_safetensors_file_whose_header_reads_as_a_pickle_protocol_loads_without_a_word(tmp_path):

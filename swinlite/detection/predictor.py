@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torchvision.utils import draw_bounding_boxes, draw_segmentation_masks
 
+from ..colours import label_colour
 from ..engine.config import check_values
 from ..files import check_model_path
 from ..io import read_metadata, read_state_dict
@@ -100,13 +101,16 @@ def unprocessable(model: nn.Module, height: int, width: int) -> str | None:
 def draw_detections(
     image: torch.Tensor, prediction: dict[str, torch.Tensor], categories: Categories, score_thresh: float
 ) -> torch.Tensor:
-    """``image`` [3, H, W] uint8 with the boxes (and masks) scoring at least ``score_thresh`` drawn on it."""
+    """``image`` [3, H, W] uint8 with the boxes (red) and masks (each in its class's colour,
+    :func:`swinlite.colours.label_colour`: never torchvision's default, whose first is black) scoring at least
+    ``score_thresh`` drawn on it."""
     keep = torch.tensor(kept_scores(prediction["scores"].tolist(), score_thresh), dtype=torch.bool)
     if not keep.any():
         return image
     if "masks" in prediction:
         masks = prediction["masks"][keep][:, 0] > 0.5  # [N, H, W]
-        image = draw_segmentation_masks(image, masks, alpha=0.4)
+        colours = [label_colour(label) for label in prediction["labels"][keep].tolist()]
+        image = draw_segmentation_masks(image, masks, alpha=0.4, colors=colours)
     labels = [
         f"{categories.names[label - 1]} {score:.2f}"
         for label, score in zip(prediction["labels"][keep].tolist(), prediction["scores"][keep].tolist(), strict=True)

@@ -1,5 +1,5 @@
-"""Class names and colours: ADE20K's 150 classes with the benchmark's colour table, and a colour map for any other
-number of classes.
+"""Class names and colours: ADE20K's 150 classes with the benchmark's colour table (other data's colours:
+:func:`swinlite.colours.color_map`).
 
 ADE20K (SceneParsing, Zhou et al. 2017) labels 150 classes 1..150 and 0 for "other"; with ``reduce_zero_label`` the
 model's class ``i`` is the file's label ``i + 1``. The names are the benchmark's (``objectInfo150``), the colours its
@@ -312,19 +312,3 @@ ADE20K_PALETTE = (
     (102, 255, 0),
     (92, 0, 255),
 )
-
-
-def color_map(count: int) -> list[tuple[int, int, int]]:
-    """PASCAL VOC's colour map: colour ``i`` spreads the bits of ``i`` over the high bits of R, G and B (0 is black),
-    so neighbouring labels get distinct colours. Defined for any ``count`` (it repeats after 2^24 entries)."""
-    colors = []
-    for label in range(count):
-        r = g = b = 0
-        code = label
-        for bit in range(7, -1, -1):
-            r |= (code & 1) << bit
-            g |= ((code >> 1) & 1) << bit
-            b |= ((code >> 2) & 1) << bit
-            code >>= 3
-        colors.append((r, g, b))
-    return colors

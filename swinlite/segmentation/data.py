@@ -39,6 +39,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
+from ..colours import color_map
 from ..files import SkippedLink, check_folder, overlap
 from ..images import (
     IMAGE_EXTENSIONS,
@@ -52,7 +53,7 @@ from ..images import (
     upright_size,
 )
 from ..wording import listed
-from .classes import ADE20K_CLASSES, ADE20K_PALETTE, color_map
+from .classes import ADE20K_CLASSES, ADE20K_PALETTE
 from .config import SegDataConfig
 
 MASK_MODES = ("P", "L", "1", "I;16", "I;16L", "I;16B", "I")  # label maps: one integer per pixel

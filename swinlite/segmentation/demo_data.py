@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from ..colours import color_map
 from ..io import build_folder_once
-from .classes import color_map
 from .data import SHAPES_CLASSES
 
 _MARKER = ".swinlite_shapes"

@@ -209,9 +209,10 @@ def test_draw_masks_equals_torchvision():
     image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8))
     masks = np.zeros((3, 30, 40), dtype=bool)
     masks[0, 2:20, 3:30], masks[1, 10:28, 20:39], masks[2, 0:5, 0:5] = True, True, True  # 0 and 1 overlap
+    colours = [(128, 0, 0), (0, 128, 0), (255, 214, 0)]
     want = draw_segmentation_masks(torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1),
-                                   torch.from_numpy(masks), alpha=0.4)  # fmt: skip
-    got = np.asarray(onnx_predict.draw_masks(image, masks, alpha=0.4))
+                                   torch.from_numpy(masks), alpha=0.4, colors=colours)  # fmt: skip
+    got = np.asarray(onnx_predict.draw_masks(image, masks, 0.4, colours))
     np.testing.assert_array_equal(got, want.permute(1, 2, 0).numpy())
 
 

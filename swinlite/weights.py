@@ -319,11 +319,55 @@ def check_agrees(
         raise ValueError(f"--num-classes {num_classes} contradicts {path}, which has {stored} classes")
     recorded = info.model_args  # as JSON decodes it: a tuple given is a list there
     clash = [k for k in kwargs if k in recorded and _as_json(kwargs[k]) != recorded[k] and k not in TRAINING_ONLY]
+    clash += _changed_by_unrecorded(path, info, kwargs)
     if clash:
         raise ValueError(
-            f"{', '.join(clash)} contradict {path}: it records {info.model_args} (only training settings, "
-            f"{', '.join(TRAINING_ONLY)}, may differ)"
+            f"{', '.join(clash)} contradict {path}: it records {info.model_args}, the rest the model's defaults "
+            f"(only training settings, {', '.join(TRAINING_ONLY)}, may differ)"
         )
+
+
+def _changed_by_unrecorded(path: str | os.PathLike, info: WeightsInfo, kwargs: dict) -> list[str]:
+    """The arguments of ``kwargs`` the file does not record (its model was built with their defaults) that build
+    another model than the file's (:func:`_structure`, on the meta device): ``mask_padding=False`` or a V2's
+    ``img_size`` load every weight, yet compute something else. One that builds the same model passes (the
+    default's own value; a V1's ``img_size``), and so does one that changes the weights the model holds
+    (``out_norm=True``): the strict load names them."""
+    unrecorded = {k: v for k, v in kwargs.items() if k not in info.model_args and k not in TRAINING_ONLY}
+    if not unrecorded:
+        return []
+    with torch.device("meta"):
+        built = create_for_file(path, info.model, **info.model_args)
+        changed = []
+        for key, value in unrecorded.items():
+            other = create_for_file(path, info.model, **info.model_args, **{key: value})
+            if _weight_shapes(other) == _weight_shapes(built) and _structure(other) != _structure(built):
+                changed.append(key)
+    return changed
+
+
+def _weight_shapes(model: nn.Module) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+# attributes that do not change what a model computes: its mode, and the input size it was built for, which an
+# any-size model's forward does not read (a V1's img_size changes these alone; a V2's changes its windows too)
+_NOT_COMPUTED = frozenset({"training", "img_size", "grid_size", "num_patches", "_ref_grid_size"})
+
+
+def _structure(model: nn.Module) -> list[tuple[str, str, dict[str, object], dict[str, tuple[int, ...]]]]:
+    """Each module's name, class, plain settings (its attributes that are numbers, strings, tuples or None) and
+    tensors' shapes (its non-persistent buffers' too): what a constructor argument changes in the model."""
+    plain = (bool, int, float, str, tuple, type(None))
+    return [
+        (
+            name,
+            type(module).__qualname__,
+            {k: v for k, v in vars(module).items() if isinstance(v, plain) and k not in _NOT_COMPUTED},
+            {k: tuple(t.shape) for k, t in [*module._parameters.items(), *module._buffers.items()] if t is not None},
+        )
+        for name, module in model.named_modules()
+    ]
 
 
 def _as_json(value: object) -> object:

@@ -101,6 +101,31 @@ def test_architecture_contradictions_are_still_refused(run_weights):
         load_model(run_weights, window_size=2, drop_path_rate=0.0)
 
 
+@pytest.mark.parametrize(
+    ("name", "setting", "refused"),
+    [
+        (PICO, {"mask_padding": False}, True),  # every weight loads, the logits differ (by up to 3.6 on the demo)
+        (PICO, {"act_layer": "relu"}, True),
+        (PICO, {"mask_padding": True, "img_size": 64}, False),  # the default; a V1 computes alike at any img_size
+        ("swinlite_v2_pico_patch2_window4_32", {"img_size": 64}, True),  # its last stage's window grows to 4
+    ],
+)
+def test_a_setting_the_file_does_not_record_may_not_build_another_model(tmp_path, name, setting, refused):
+    """The file records the settings its run gave (num_classes); it was built with the model's defaults for the
+    rest, and a setting that builds another model was accepted silently."""
+    args = {"num_classes": 2}
+    path = tmp_path / "best.safetensors"
+    model = timm.create_model(name, **args)
+    save_weights(path, model.state_dict(), weights_metadata(name, args, ["a", "b"], preprocessing(3)))
+    if refused:
+        said = rf"^{next(iter(setting))} contradict .*: it records \{{'num_classes': 2\}}, the rest the model's "
+        with pytest.raises(ValueError, match=said):
+            load_model(path, **setting)
+    else:
+        x = torch.randn(1, 3, 24, 40)
+        torch.testing.assert_close(load_model(path, **setting)(x), model.eval()(x), rtol=0, atol=0)
+
+
 def test_a_tuple_the_file_records_as_a_list_agrees(tmp_path: Path):
     """The record is JSON: depths=(1, 1, 2, 1) given, the same as the file records, was refused as a contradiction of
     [1, 1, 2, 1]."""

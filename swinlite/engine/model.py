@@ -26,7 +26,7 @@ from ..convert import FIRST_CONV, convert_state_dict, misfit_note, shape_mismatc
 from ..hub import cached_weights, pretrained_kwargs
 from ..io import check_weights_file, read_metadata, read_state_dict
 from ..weights import warn_if_resume_with_ema
-from .sections import ModelConfig
+from .sections import ModelConfig, pretrained_problem
 
 # timm's keywords that say where pretrained weights come from: in model.kwargs they bypassed model.pretrained's
 # checks and loading (a file given so raised "got multiple values", its weights checked against another head)
@@ -138,8 +138,8 @@ def check_pretrained(cfg: ModelConfig) -> None:
     without them in the cache (the cache is looked in once; the hub asked, once and quickly, whether it answers only
     when they are not there). A file that is a run's resume.pt trained with EMA is warned of: its raw weights load
     (:func:`~swinlite.weights.warn_if_resume_with_ema`), in every task, as every script warns."""
-    if cfg.pretrained == "timm":
-        raise ValueError("model.pretrained=timm is now model.pretrained=true (the weights of model.name's tag)")
+    if why := pretrained_problem(cfg.pretrained):  # a config built in Python, which no config check saw
+        raise ValueError(f"model.pretrained {why}")
     path = pretrained_file(cfg)
     if path is not None:
         if not Path(path).is_file():

@@ -40,10 +40,16 @@ def optimizer_problem(opt: str) -> str | None:
     return f"{opt!r} is not a timm optimizer; {hint}"
 
 
+def pretrained_problem(pretrained: bool | str) -> str | None:
+    """Why ``model.pretrained`` cannot be used (for :func:`~swinlite.engine.config.checked`): its retired value."""
+    return "'timm' is now true (the weights of model.name's tag)" if pretrained == "timm" else None
+
+
 @dataclass
 class ModelConfig:
     name: str = "swinlite_tiny_patch4_window7_224"  # timm model name, with a pretrained tag if wanted (.ms_in1k)
-    pretrained: bool | str = False  # true: the name's pretrained tag's weights; false; or a weights file (any layout)
+    # true: the name's pretrained tag's weights; false; or a weights file (any layout)
+    pretrained: bool | str = checked(False, pretrained_problem)
     kwargs: dict[str, Any] = field(default_factory=dict)  # timm.create_model keywords, e.g. {window_size: 12}
     grad_checkpointing: bool = False  # recompute activations in the backward pass (less memory)
 

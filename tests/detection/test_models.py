@@ -118,7 +118,7 @@ def test_backbone_starts_from_classification_weights(tmp_path):
     torch.testing.assert_close(swin.layers[2].blocks[1].attn.qkv.weight, source.layers[2].blocks[1].attn.qkv.weight)
     with pytest.raises(ValueError, match="nope.pth' is not a file"):
         check_pretrained(DetModelConfig(name=PICO, pretrained=str(tmp_path / "nope.pth")))
-    with pytest.raises(ValueError, match="model.pretrained=timm is now model.pretrained=true"):
+    with pytest.raises(ValueError, match="model.pretrained 'timm' is now true"):
         check_pretrained(DetModelConfig(name=PICO, pretrained="timm"))
 
 

@@ -189,6 +189,7 @@ def test_pretrained_is_a_boolean_or_a_file_and_stays_one_in_config_yaml(task: st
         ("model.drop_path_rate=0.1", "config key 'model.drop_path_rate' is now 'model.kwargs.drop_path_rate'"),
         ("schedule.warmup_iters=10", "config key 'schedule.warmup_iters' is now 'schedule.warmup_epochs"),
         ("model.out_norm=false", "config key 'model.out_norm' is now 'model.kwargs.out_norm'"),
+        ("model.pretrained=timm", "model.pretrained 'timm' is now true"),  # at the run's start alone (--print-config)
         ("optim.lrr=1", "unknown config key 'optim.lrr'; did you mean 'optim.lr'?"),
         # a key cut short names a key it begins (difflib alone: train.amp, train.seed)
         ("train.ema=0.9", "unknown config key 'train.ema'; did you mean 'train.ema_decay'?"),

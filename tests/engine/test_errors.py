@@ -131,7 +131,7 @@ CASES = [
     ("kwargs_typo", TASKS, ["model.kwargs.windw_size=2"], None, None, "did you mean 'window_size'?"),
     ("data_before_weights", TASKS, ["data.data_dir={file}.nowhere", "model.pretrained={file}.none"], None, None,
      "file.nowhere"),  # a mistyped --data-dir was named after the weights (fetched first when online)
-    ("pretrained_timm", TASKS, ["model.pretrained=timm"], None, None, "pretrained=timm is now model.pretrained=true"),
+    ("pretrained_timm", TASKS, ["model.pretrained=timm"], None, None, "model.pretrained 'timm' is now true"),
     ("output_is_file", TASKS, ["train.output_dir={file}"], None, None, "is a file; expected a folder"),
     ("output_in_the_data", TASKS, ["train.output_dir={data}/{inside}/run"], "keep", None,
      "lies inside the input folder"),  # its curves.png was read as a training image by the next run

@@ -92,17 +92,32 @@ def size_step_problem(cfg: DetDataConfig) -> str | None:
 
 
 def build_train_transform(cfg: DetDataConfig) -> v2.Transform:
-    """Flip, then multi-scale resize (or large-scale jitter of a ``test_size`` square, its boxes recomputed from the
-    cropped masks where the sample has masks); drop boxes left empty."""
+    """Flip, then multi-scale resize (or large-scale jitter of a ``test_size`` square, padded with the mean colour,
+    ``cfg.mean``, as the detector pads its batches, its boxes recomputed from the cropped masks where the sample has
+    masks); drop boxes left empty.
+
+    The resizes are not antialiased, as the detector's own resize in evaluation and prediction is not (torchvision's
+    ``GeneralizedRCNNTransform``, and the ONNX path's :func:`swinlite.onnx_predict.bilinear_resize`): a shrunk image
+    looks the same to the model in training and at test time (torchvision's default, antialiased, blurred the
+    training images alone).
+
+    Raises:
+        ValueError: ``cfg.lsj`` with ``cfg.mean`` not resolved (None), which the pad colour needs.
+    """
     if cfg.lsj:
+        if cfg.mean is None:
+            raise ValueError(
+                "data.lsj pads with data.mean, which is None: give the mean the run resolves (the model's)"
+            )
         side = (cfg.test_size, cfg.test_size)
+        mean = tuple(round(255 * m) for m in cfg.mean)  # the uint8 image's mean colour: 0 once normalised
         resize = [
-            v2.ScaleJitter(side, scale_range=LSJ_SCALES),
-            v2.RandomCrop(side, pad_if_needed=True),
+            v2.ScaleJitter(side, scale_range=LSJ_SCALES, antialias=False),
+            v2.RandomCrop(side, pad_if_needed=True, fill={tv_tensors.Image: mean, "others": 0}),  # masks: no object
             BoxesFromMasks(),
         ]
     else:
-        resize = [v2.RandomShortestSize(train_sizes(cfg), max_size=cfg.max_size)]
+        resize = [v2.RandomShortestSize(train_sizes(cfg), max_size=cfg.max_size, antialias=False)]
     return v2.Compose(
         [
             v2.RandomHorizontalFlip(cfg.hflip),

@@ -136,7 +136,7 @@ def test_large_scale_jitter_gives_a_test_size_square_with_boxes_and_masks_togeth
     split, _ = _train_split(coco)
     with pytest.warns(UserWarning):
         dataset = CocoDetection(split, categories_of(split), masks=True)
-    dataset.transform = build_train_transform(DetDataConfig(lsj=True, test_size=64, hflip=0.0))
+    dataset.transform = build_train_transform(DetDataConfig(lsj=True, test_size=64, hflip=0.0, mean=(0.5,) * 3))
     torch.manual_seed(0)
     for _ in range(3):
         image, target = dataset[0]
@@ -199,7 +199,7 @@ def test_mask_rcnn_data_needs_a_segmentation_on_every_object(coco: Path):
 @pytest.mark.parametrize("lsj", [False, True])
 def test_the_resize_rule_is_what_the_train_transforms_refuse_at_their_smallest_draw(lsj: bool):
     """A 1 x 4000 training image crashed the train transform's resize in a loader worker."""
-    cfg = DetDataConfig(train_sizes=(40, 56), size_step=8, test_size=48, max_size=96, lsj=lsj)
+    cfg = DetDataConfig(train_sizes=(40, 56), size_step=8, test_size=48, max_size=96, lsj=lsj, mean=(0.5,) * 3)
     short, long = smallest_train_resize(cfg)
     resize = build_train_transform(cfg).transforms[1]  # RandomShortestSize, or ScaleJitter
     if lsj:
@@ -213,6 +213,25 @@ def test_the_resize_rule_is_what_the_train_transforms_refuse_at_their_smallest_d
         except RuntimeError:
             refused = True
         assert (resize_problem(height, width, short, long) is not None) == refused, (height, width)
+
+
+def test_training_resizes_as_the_detector_does_and_lsj_pads_with_the_mean():
+    """A shrunk training image was antialiased (torchvision's default) where the detector's own resize in evaluation
+    is not; large-scale jitter padded with black (-2.1 once normalised) where the detector pads with the mean."""
+    image = torch.randint(0, 256, (3, 96, 128), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    resize = build_train_transform(DetDataConfig()).transforms[1]
+    resize.min_size, resize.max_size = [24], 1000
+    resized = resize(tv_tensors.Image(image)).float()
+    theirs = torch.nn.functional.interpolate(image[None].float(), size=resized.shape[-2:], mode="bilinear")[0]
+    torch.testing.assert_close(resized, theirs.round(), rtol=0, atol=1.0)
+    transform = build_train_transform(DetDataConfig(lsj=True, test_size=48, hflip=0.0, mean=(0.2, 0.4, 0.6)))
+    transform.transforms[1].scale_range = (0.5, 0.5)  # a 24 px image in the 48 px square
+    boxes = tv_tensors.BoundingBoxes(torch.tensor([[0.0, 0, 8, 8]]), format="XYXY", canvas_size=(64, 64))
+    padded, _ = transform(
+        tv_tensors.Image(torch.full((3, 64, 64), 200, dtype=torch.uint8)), {"boxes": boxes, "labels": torch.tensor([1])}
+    )
+    pad = (padded * 255).round().flatten(1).unique(dim=1).tolist()
+    assert pad == [[51.0, 200.0], [102.0, 200.0], [153.0, 200.0]]  # the mean colour and the image's
 
 
 def test_the_default_train_resize_is_mmdetections_1x_single_scale():

@@ -38,7 +38,7 @@ def _sample(masks: bool) -> tuple[tv_tensors.Image, dict[str, torch.Tensor]]:
 
 def _lsj_at_scale_one():
     """The lsj train transform with the jitter fixed at scale 1 (the 64 px image stays 64 px) and no flip."""
-    transform = build_train_transform(DetDataConfig(lsj=True, test_size=32, hflip=0.0))
+    transform = build_train_transform(DetDataConfig(lsj=True, test_size=32, hflip=0.0, mean=(0.5,) * 3))
     transform.transforms[1].scale_range = (2.0, 2.0)  # 2 x the 32 px square: 64 px
     return transform
 

@@ -43,7 +43,7 @@ class DetDataConfig(DataConfig):
     train_sizes: tuple[int, int] = span((800, 800), ge=1)
     size_step: int = bounded(32, ge=1)  # ... in steps of this many pixels (which must divide the span)
     test_size: int = bounded(800, ge=1)  # evaluation short side
-    max_size: int = bounded(1333, ge=1)  # long side cap, training and evaluation
+    max_size: int = bounded(1333, ge=1)  # long side cap, training (but with lsj: its square) and evaluation
     lsj: bool = False  # large-scale jitter (scale 0.1-2.0 of a test_size square, then crop/pad) instead of multi-scale
 
 

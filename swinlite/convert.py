@@ -458,13 +458,21 @@ def to_timm_state_dict(state_dict: Mapping[str, torch.Tensor], model: nn.Module 
         A new state dict (tensors are shared, not copied, except cut tables).
 
     Raises:
-        ValueError: a state dict of another layout, or one of V1 blocks with a continuous position bias
-            (``rel_pos="cpb"``), which timm's Swin does not have.
+        ValueError: a state dict of another layout, or one holding what timm's Swin does not have: V1 blocks with
+            a continuous position bias (``rel_pos="cpb"``), or per-level output norms (``out_norms.i`` of
+            ``out_norm=True``, every detection and segmentation backbone's), which are refused rather than dropped:
+            they are trained weights, and without them the feature maps change.
     """
     if (layout := detect_layout(state_dict)) != "swinlite":
         raise ValueError(f"expected a swinlite model's state dict, got one in {layout}'s layout")
     if _attention_kind(state_dict) == "v1-cpb":
         raise ValueError("V1 blocks with a continuous position bias (rel_pos='cpb'): timm's Swin has no such model")
+    if out_norms := [k for k in state_dict if k.startswith("out_norms.")]:
+        raise ValueError(
+            f"per-level output norms ({first_keys(out_norms, 4)}, out_norm=True): timm's Swin has none; convert a "
+            "model built with out_norm=False, or leave the out_norms.* keys out of the state dict knowingly (timm's "
+            "feature maps are then the un-normalised stage outputs)"
+        )
     tables = state_dict if model is None else crop_shrunk_tables(state_dict, model)  # copied by the renames
     return {_to_timm(k): v for k, v in tables.items()}
 

@@ -210,6 +210,10 @@ def test_to_timm_state_dict_refuses_what_timm_has_no_model_for():
     cpb = timm.create_model(PICO, rel_pos="cpb").state_dict()
     with pytest.raises(ValueError, match=r"V1 blocks with a continuous position bias \(rel_pos='cpb'\)"):
         swinlite.to_timm_state_dict(cpb)
+    # every detection / segmentation backbone's output norms: timm's strict load named out_norms.0.weight unexpected
+    normed = timm.create_model("swinlite_v2_pico_patch2_window4_32", out_norm=True)
+    with pytest.raises(ValueError, match=r"per-level output norms \(out_norms\.0\.weight, .*out_norm=True\)"):
+        swinlite.to_timm_state_dict(normed.state_dict(), normed)
 
 
 @pytest.mark.parametrize("route", ["load_checkpoint", "convert_state_dict", "checkpoint_path", "pretrained_file"])

@@ -959,13 +959,21 @@ class WindowAttentionV2(WindowAttentionFrame):
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.qkv = nn.Linear(dim, 3 * dim, bias=False, **dd)
-        self.q_bias = nn.Parameter(torch.zeros(dim, **dd)) if qkv_bias else None
-        self.v_bias = nn.Parameter(torch.zeros(dim, **dd)) if qkv_bias else None
-        self.logit_scale = nn.Parameter(torch.full((num_heads, 1, 1), math.log(10.0), **dd))  # log τ
+        self.q_bias = nn.Parameter(torch.empty(dim, **dd)) if qkv_bias else None
+        self.v_bias = nn.Parameter(torch.empty(dim, **dd)) if qkv_bias else None
+        self.logit_scale = nn.Parameter(torch.empty((num_heads, 1, 1), **dd))  # log τ
         self.rel_pos = ContinuousPositionBias(window, num_heads, pretrained_window, **dd)
         self.attn_drop = nn.Dropout(attn_drop)
         self.proj = nn.Linear(dim, dim, **dd)
         self.proj_drop = nn.Dropout(proj_drop)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """τ = 10 in every head (log τ = log 10) and zero q and v biases, as the reference initialises them."""
+        nn.init.constant_(self.logit_scale, math.log(10.0))
+        if self.q_bias is not None and self.v_bias is not None:
+            nn.init.zeros_(self.q_bias)
+            nn.init.zeros_(self.v_bias)
 
     def project_qkv(self, x: torch.Tensor) -> torch.Tensor:
         """Window tokens [..., C] -> q, k, v [..., 3C], with the q and v biases and no key bias: by ``qkv``'s weight
@@ -1148,6 +1156,12 @@ class SwinV2Block(SwinBlock):
             dim, num_heads, window, o.qkv_bias, o.attn_drop, o.proj_drop, pretrained_window, **dd
         )
         super().__init__(dim, num_heads, window, shift, drop_path, options=options, attention=attention, **dd)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The block's own initialisation, over its norms' own: the norms that end its branches start at zero (weight
+        and bias), so that the block starts as the identity. ``SwinTransformer.init_weights`` calls it after the
+        norms' ``reset_parameters()`` (``Module.apply`` reaches a module after its children)."""
         for norm in (self.norm1, self.norm2):
             for affine in (getattr(norm, "weight", None), getattr(norm, "bias", None)):  # a norm may have no bias
                 if affine is not None:
@@ -1531,7 +1545,7 @@ class SwinTransformer(nn.Module):
         num_stages = len(depths)
         pretrained_windows = _pretrained_windows(block, rel_pos, pretrained_window_sizes, num_stages)
         dims = [int(embed_dim * 2**i) for i in range(num_stages)]
-        patch, windows = tuple(to_2tuple(patch_size)), window_entries(window_size, num_stages)
+        patch, entries = tuple(to_2tuple(patch_size)), window_entries(window_size, num_stages)
         if len(patch) != 2 or not all(is_int(v) for v in patch):
             raise ValueError(f"patch_size must be an int or (h, w), got {patch}")
         check_num_classes(num_classes)
@@ -1543,7 +1557,7 @@ class SwinTransformer(nn.Module):
                 embed_dim=embed_dim,
                 in_chans=in_chans,
                 patch_size=min(patch),
-                window_size=min(min(w) for w in windows),
+                window_size=min(min(w) for w in entries),
             ),
             rates=dict(
                 drop_rate=drop_rate,
@@ -1555,7 +1569,7 @@ class SwinTransformer(nn.Module):
         size = tuple(to_2tuple(img_size))
         if len(size) != 2 or not all(is_int(v) and v >= p for v, p in zip(size, patch, strict=True)):
             raise ValueError(f"img_size must be an int or (H, W), each at least the patch {patch}, got {img_size}")
-        window = model_window(windows, (size[0] // patch[0], size[1] // patch[1]), num_stages)
+        window = model_window(entries, (size[0] // patch[0], size[1] // patch[1]), num_stages)
         if not mlp_ratio > 0:
             raise ValueError(f"mlp_ratio must be positive, got {mlp_ratio}")
         if isinstance(norm_layer, str):  # timm's Swin types it so, then calls it (a TypeError deep in PatchEmbed)
@@ -1626,12 +1640,28 @@ class SwinTransformer(nn.Module):
             self.num_features, num_classes, pool_type=global_pool, drop_rate=drop_rate, input_fmt="NHWC", **dd
         )
         self.head_hidden_size = self.head.num_features  # the pooled width: 2 x num_features for "catavgmax"
-        self.apply(_init_weights)
+        self.init_weights(needs_reset=False)  # the modules initialised themselves as they were built
         self.frozen_stages = frozen_stages
         self._freeze()
-        # what set_input_size scales with the patch grid (timm's reference windows and grid)
-        self._ref_window_sizes = tuple([window] * num_stages)
+        # what set_input_size scales with the patch grid: timm's reference windows (a per-stage list as given, each
+        # entry scaled on its own; one window for every stage) and grid
+        self._ref_window_sizes = tuple(entries if len(entries) > 1 else entries * num_stages)
         self._ref_grid_size = tuple(self.patch_embed.grid_size)
+
+    def init_weights(self, needs_reset: bool = True) -> None:
+        """timm's ``init_weights``: the constructor's initialisation, e.g. for a model built on the meta device and
+        allocated by ``to_empty()``, whose memory holds anything. Linear weights truncated normal (std 0.02), their
+        biases zero (:func:`_init_weights`); with ``needs_reset``, first every other module's own initialisation
+        (:func:`_reset_module`): the patch embedding's conv, the norms (V2's post-norms at zero), V1's bias tables,
+        V2's logit scales (log 10) and q, v biases, and the position biases' index and coordinate buffers.
+
+        Args:
+            needs_reset: reset the modules other than linears too; the constructor passes False, its modules having
+                initialised themselves as they were built.
+        """
+        if needs_reset:
+            self.apply(_reset_module)
+        self.apply(_init_weights)
 
     def _frozen_modules(self) -> list[nn.Module]:
         if self.frozen_stages < 0:
@@ -1696,7 +1726,8 @@ class SwinTransformer(nn.Module):
         what timm's Swin (V1 or V2) computes after the same call with the same weights.
 
         With ``img_size`` (or ``patch_size``) alone every stage's window scales with the patch grid (the
-        window-to-grid ratio of the size the model was built at, or of the last explicit window, is kept);
+        window-to-grid ratio of the size the model was built at, or of the last explicit window, is kept, per stage
+        where that was a list, as timm keeps it);
         ``window_size`` (an int, (h, w), or one per stage) or ``window_ratio`` (the patch grid over the window) set it;
         a call at the current size changes nothing. A new ``patch_size`` resamples the patch projection with timm's
         ``resample_patch_embed`` (through its ``PatchEmbed.set_input_size``). V1 bias tables are resized with timm's
@@ -2026,3 +2057,15 @@ def _init_weights(module: nn.Module) -> None:
         nn.init.trunc_normal_(module.weight, std=0.02)
         if module.bias is not None:
             nn.init.zeros_(module.bias)
+
+
+def _reset_module(module: nn.Module) -> None:
+    """A module's initialisation as its constructor gives it, other than a linear's (:func:`_init_weights`), as timm's
+    Swin-V2 ``init_weights`` resets it: its ``reset_parameters()`` (a :class:`RelativePositionBias`'s fills its index
+    too), else its non-persistent buffers (:class:`ContinuousPositionBias`, whose parameters are its MLP's linears)."""
+    if isinstance(module, nn.Linear):
+        return
+    if hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+    elif hasattr(module, "init_non_persistent_buffers"):
+        module.init_non_persistent_buffers()

@@ -1,5 +1,7 @@
 """Building: every variant under a default-device context; bad construction arguments fail at build time."""
 
+import math
+
 import pytest
 import timm
 import torch
@@ -41,6 +43,45 @@ def test_a_meta_model_filled_as_timm_fills_one_computes_what_the_model_does(name
             module.init_non_persistent_buffers()
     with torch.no_grad():
         torch.testing.assert_close(filled.eval()(x), model(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ["swinlite_pico_patch2_window4_32", "swinlite_v2_pico_patch2_window4_32"])
+def test_init_weights_after_to_empty_initialises_as_the_constructor(name):
+    """timm's meta-device route, ``to_empty()`` then ``init_weights()`` (an AttributeError: swinlite had none): every
+    tensor filled whatever memory held (NaN here), as a built model's ``init_weights()`` fills it from the same seed;
+    the constructor's constants (V2's log τ = log 10 and post-norms at zero, norms at one, zero biases, the buffers),
+    its random weights of the constructor's spread; a finite forward."""
+    torch.manual_seed(0)
+    options = dict(out_norm=True)
+    built = timm.create_model(name, **options).eval()
+    constructed = {**dict(built.named_parameters()), **{k: b.clone() for k, b in built.named_buffers()}}
+    with torch.device("meta"):
+        model = timm.create_model(name, **options).eval()
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for t in (*model.parameters(), *model.buffers()):
+            t.fill_(float("nan") if t.is_floating_point() else -1)
+    torch.manual_seed(1)
+    model.init_weights()
+    buffers = dict(model.named_buffers())
+    for key, value in (*model.named_parameters(), *buffers.items()):
+        want = constructed[key]
+        if key in buffers or bool((want == want.flatten()[0]).all()):  # made, or constant
+            torch.testing.assert_close(value, want, rtol=0, atol=0, msg=key)
+        else:  # drawn
+            assert 0.67 < value.std() / want.std() < 1.5, key
+    if "v2" in name:
+        block = model.layers[0].blocks[0]
+        assert torch.equal(block.attn.logit_scale, torch.full_like(block.attn.logit_scale, math.log(10.0)))
+        assert not block.norm1.weight.any() and not block.norm2.bias.any()
+    torch.manual_seed(1)
+    built.init_weights()
+    torch.testing.assert_close(dict(model.state_dict()), dict(built.state_dict()), rtol=0, atol=0)
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        out = model(x)
+        torch.testing.assert_close(out, built(x), rtol=0, atol=0)
+    assert torch.isfinite(out).all()
 
 
 @pytest.mark.parametrize("fast", [True, False])

@@ -697,7 +697,10 @@ def test_set_input_size_after_pruning_computes_what_timms_pruned_swin_computes(v
 def test_window_size_per_stage_builds_timms_model(v2, windows):
     """timm's window_size per stage (maps 16, 8, 4, 2 at 64): where one window gives those windows (each cut to a
     smaller map, as timm cuts it) swinlite builds that model, with timm's logits and a state dict that loads; any
-    other list is refused naming the windows one window gives (it was refused whatever the entries)."""
+    other list is refused naming the windows one window gives (it was refused whatever the entries). set_input_size
+    then scales each stage's window from the list, as timm does: at 96 timm's logits; at 80, where a list that cuts
+    the last stage scales to 10, 10, 5, 2 (5, 5, 5, 2) on maps 20, 10, 5, 3, refused as one window cannot give them
+    (scaled from the first entry in every stage, swinlite's last window was 3, its logits not timm's)."""
     names = (
         ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256") if v2 else (TINY, "swin_tiny_patch4_window7_224")
     )
@@ -714,6 +717,16 @@ def test_window_size_per_stage_builds_timms_model(v2, windows):
         torch.testing.assert_close(rebuilt(x), model(x))
     with pytest.raises(ValueError, match=r"window_size per stage: .* \(here window_size=4 gives \[\(4, 4\), \(4, 4\)"):
         timm.create_model(names[0], **dict(options, window_size=[4, 4, 2, 2]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the resized tables' warning
+        reference.set_input_size(img_size=96)
+        model.set_input_size(img_size=96)
+        x = torch.randn(1, 3, 96, 96)
+        with torch.no_grad():
+            torch.testing.assert_close(model(x), reference(x), rtol=1e-5, atol=1e-5)
+        if to_2tuple(windows[-1]) != to_2tuple(windows[0]):
+            with pytest.raises(ValueError, match="window_size per stage: swinlite keeps one window"):
+                model.set_input_size(img_size=80)
 
 
 @pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])

@@ -388,7 +388,10 @@ def remove_replaced_run(out: Path, dist: DistInfo, task: type[Task]) -> None:
             remove_outputs(outputs)
             record_task_files(out, task_written(task))
             if outputs:  # files the user may have looked at, unlike the run's own
-                log(dist, f"note: removed what scripts wrote in {out} of the replaced run's weights: {shown}")
+                log(
+                    dist,
+                    f"note: removed what scripts wrote in {out}, which --overwrite clears with the old run: {shown}",
+                )
         except (OSError, ValueError) as e:
             problem = f"output folder {out} cannot be used: {e}"
     problem = broadcast_object(problem, dist)

@@ -190,7 +190,7 @@ def test_overwrite_removes_a_scripts_outputs_only_where_it_wrote_them(tmp_path: 
     remove_replaced_run(out, DistInfo(), TASKS["classification"])
     kept = {name.split("/")[0] for name in files} - {name.rstrip("/") for name in removed}
     assert {p.name for p in out.iterdir()} == kept
-    note = f"note: removed what scripts wrote in {out} of the replaced run's weights: "
+    note = f"note: removed what scripts wrote in {out}, which --overwrite clears with the old run: "
     lines = [line.removeprefix(note) for line in capsys.readouterr().out.splitlines() if line.startswith(note)]
     assert sorted(", ".join(lines).split(", ")) == sorted(removed) if removed else lines == []
 

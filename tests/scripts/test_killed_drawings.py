@@ -50,7 +50,10 @@ def test_train_overwrite_removes_a_killed_runs_drawings_in_its_folder(tmp_path, 
     (out / "notes.txt").write_text("the user's own file")
     remove_replaced_run(out, DistInfo(), ClassificationTask)
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
-    assert f"note: removed what scripts wrote in {out} of the replaced run's weights: " in capsys.readouterr().out
+    assert (
+        f"note: removed what scripts wrote in {out}, which --overwrite clears with the old run: "
+        in capsys.readouterr().out
+    )
 
 
 @pytest.mark.parametrize("script", KILLED)

@@ -239,6 +239,7 @@ def list_files(
     *,
     every_name: bool = False,
     skipped: list[SkippedLink] | None = None,
+    unlisted: list[tuple[str, str]] | None = None,
 ) -> list[Path]:
     """Files under ``folder`` (recursive), sorted, hidden names (:func:`is_hidden`) left out.
 
@@ -255,17 +256,23 @@ def list_files(
     (a caller that pairs files by name, as segmentation pairs images and masks: one mask file may serve several
     images through links).
 
+    A folder that cannot be listed (no read permission; ``folder`` itself included) is skipped with a warning,
+    ``skipping PATH: unreadable (PermissionError: ...)``, in the words of a file that does not read (its images
+    were left out without a word).
+
     Args:
         folder: the folder to list.
         others: the folders the caller lists besides ``folder`` (none: an empty list); None: list every name.
         every_name: with ``others``, keep them apart but list every name, not each file once.
         skipped: where given, each skipped link is added to it too (for a caller that counts or names them).
+        unlisted: where given, (path, reason) of each folder that could not be listed is added to it too.
     """
     root = os.path.realpath(folder)
     apart = [real for real in map(os.path.realpath, others or ()) if not _inside(root, real)]  # not folder's parents
     files: dict[Path, str] = {}  # path -> its real path
     seen = {root}
-    for parent, dirs, names in os.walk(folder, followlinks=True):
+    errors: list[OSError] = []  # of the folders that do not list
+    for parent, dirs, names in os.walk(folder, followlinks=True, onerror=errors.append):
         parent_real = os.path.realpath(parent)
         keep = []
         for name in sorted(d for d in dirs if not is_hidden(d)):
@@ -287,8 +294,19 @@ def list_files(
                 files[path] = real
             else:
                 _skip_link(SkippedLink(str(path), "file", real, f"the folder {other}, listed apart"), skipped, 2)
+    for error in errors:
+        _skip_unlisted(error, unlisted)
     listed = dict(sorted(files.items()))
     return list(listed) if others is None or every_name else _one_per_file(listed, skipped)
+
+
+def _skip_unlisted(error: OSError, unlisted: list[tuple[str, str]] | None) -> None:
+    """Warn, for :func:`list_files`' caller, that the folder :func:`os.walk`'s ``error`` names cannot be listed, as a
+    scan names a file that does not read (:func:`unreadable`); add (path, reason) to ``unlisted`` where given."""
+    path, reason = str(error.filename), unreadable(error)
+    warnings.warn(f"skipping {path}: {reason}", stacklevel=3)
+    if unlisted is not None:
+        unlisted.append((path, reason))
 
 
 def _skip_link(link: SkippedLink, skipped: list[SkippedLink] | None, stacklevel: int) -> None:

@@ -1,7 +1,10 @@
 """ImageFolder data (``root/train/<class>/*``, ``root/val/<class>/*``) with timm's transforms.
 
 Problems in the folders are found before training starts: a missing root or split, an empty class
-folder, a val class train does not have are ValueErrors; training classes val does not have are named in a warning.
+folder, a val class train does not have, a link in a split folder to nothing (a class on a disk not mounted) are
+ValueErrors; training classes val does not have are named in a warning, and so are the things the scan skips: an
+image file in a split folder itself (no class), a folder it cannot list, a link into the other split, a file both
+splits link to (train's).
 The scan reads each image's header (with ``data.verify_images`` it decodes every image, as detection and
 segmentation do); a file PIL cannot identify is skipped there, and so is a val image too elongated for the centre
 crop's resize (a 1x40000 image resized to a shorter side of 256 would take 7 GiB); one whose pixel data is broken
@@ -16,7 +19,7 @@ import multiprocessing
 import os
 import unicodedata
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,28 +96,52 @@ class Split:
     links: list[SkippedLink] = field(default_factory=list)
 
 
-def class_folders(split_dir: Path, links: list[SkippedLink] | None = None, apart: Sequence[Path] = ()) -> list[str]:
-    """The class folders of ``split_dir``, sorted, hidden ones left out, and so is a link to another class folder (or
-    into one: no class of its own) or into one of ``apart`` (the other split: its images), each skipped with a warning
-    and added to ``links`` where given; nothing under them is read.
+def class_folders(
+    split_dir: Path,
+    links: list[SkippedLink] | None = None,
+    apart: Sequence[Path] = (),
+    skipped: list[tuple[str, str]] | None = None,
+) -> list[str]:
+    """The class folders of ``split_dir``, sorted (Python's sort of the names, torchvision's ImageFolder's: ``B``
+    before ``a``, ``c10`` before ``c2``), hidden ones left out, and so is a link to another class folder (or into
+    one: no class of its own) or into one of ``apart`` (the other split: its images), each skipped with a warning
+    and added to ``links`` where given; nothing under them is read. An image file in ``split_dir`` itself has no
+    class: given ``skipped`` (a scan's), it is named in a warning and (path, reason) added to it.
 
     Raises:
         ValueError: ``split_dir`` is no folder, shares files with one of ``apart`` once links are followed (a val/
-            linked to train/ holds no image of its own: every class folder would be skipped), or holds no class folder.
+            linked to train/ holds no image of its own: every class folder would be skipped), holds a link whose
+            target is missing (a class folder on a disk not mounted: left out, the classifier would have a class
+            fewer, without a word), or holds no class folder.
     """
     if not split_dir.is_dir():
         raise ValueError(f"missing split folder {split_dir}: expected {split_dir}/<class>/<image files>")
     check_apart(split_dir, apart)
-    found = sorted(p for p in split_dir.iterdir() if p.is_dir() and not is_hidden(p.name))
+    entries = sorted(p for p in split_dir.iterdir() if not is_hidden(p.name))
+    broken = next((p for p in entries if p.is_symlink() and not p.exists()), None)
+    if broken is not None:
+        raise ValueError(
+            f"{broken} is a symbolic link to {os.readlink(broken)}, which does not exist (a disk not mounted?): the "
+            "class it holds would be left out; restore its target, or remove the link"
+        )
+    for path in (p for p in entries if skipped is not None and p.is_file() and is_image_file(p)):
+        reason = f"an image in no class folder (expected {split_dir}/<class>/<image files>)"
+        warnings.warn(f"skipping {path}: {reason}", stacklevel=2)
+        skipped.append((str(path), reason))
+    found = [p for p in entries if p.is_dir()]
     if not found:
         raise ValueError(f"{split_dir} holds no class folders: expected {split_dir}/<class>/<image files>")
     return [p.name for p in folders_apart(found, links, apart)]
 
 
-def _one_class_per_file(listed: dict[str, list[str]], links: list[SkippedLink]) -> None:
+def _one_class_per_file(listed: dict[str, list[str]], links: list[SkippedLink]) -> dict[str, str]:
     """Keep each real file in the first class (in ``listed``'s order) that lists it; skip it, with a warning (added to
     ``links``), in the others: links from two class folders to one file outside them put one image under two labels.
-    (A link into another class's folder, or to a file of its own folder, :func:`list_files` skips already.)"""
+    (A link into another class's folder, or to a file of its own folder, :func:`list_files` skips already.)
+
+    Returns:
+        the real path of each file kept -> its path.
+    """
     first: dict[str, str] = {}  # real path -> the path that listed it first
     for name, files in listed.items():
         kept = []
@@ -128,6 +155,41 @@ def _one_class_per_file(listed: dict[str, list[str]], links: list[SkippedLink]) 
                 warnings.warn(link.message, stacklevel=3)
                 links.append(link)
         listed[name] = kept
+    return first
+
+
+def _not_trained(
+    listed: dict[str, list[str]],
+    reals: dict[str, str],
+    split_dir: Path,
+    trained: Iterable[str],
+    links: list[SkippedLink],
+) -> set[str]:
+    """Leave out of ``listed`` each file the training split lists too (``trained``, its files' paths), with a warning
+    (added to ``links``): train/ and val/ linked to one store of images outside them (a folder of each, or a file)
+    scored training images. ``reals``: the real path of each of ``listed``'s files -> its path. Only a file reached
+    through links outside ``split_dir`` can be one: ``trained`` is read (each file's real path) only where there is
+    one. (A link into train/ :func:`class_folders` and :func:`list_files` skip already.)
+
+    Returns:
+        the classes of ``listed`` left without an image file: all were the training split's.
+    """
+    root = os.path.realpath(split_dir)
+    outside = {real: path for real, path in reals.items() if not Path(real).is_relative_to(root)}
+    if not outside:
+        return set()
+    taken = {outside[real]: (real, path) for path in trained if (real := os.path.realpath(path)) in outside}
+    emptied = set()
+    for name, files in listed.items():
+        for path in (p for p in files if p in taken):
+            real, other = taken[path]
+            link = SkippedLink(path, "file", real, f"the same file as {other}, in the training split")
+            warnings.warn(link.message, stacklevel=3)
+            links.append(link)
+        listed[name] = [p for p in files if p not in taken]
+        if len(listed[name]) < len(files) and not any(map(is_image_file, listed[name])):
+            emptied.add(name)
+    return emptied
 
 
 def scan_split(
@@ -137,6 +199,7 @@ def scan_split(
     shorter: int | None = None,
     classes_of: str = "the training split",
     apart: Sequence[Path] = (),
+    trained: Iterable[str] = (),
 ) -> Split:
     """List ``split_dir/<class>/**/<image>``; ValueError for anything that would fail training later.
 
@@ -150,9 +213,14 @@ def scan_split(
             for it is skipped too (the resize would take gigabytes).
         apart: the data's other split folders: a linked folder or file into one is skipped with a warning, as one
             into another class's folder (val images under a train class trained on what val then scores).
+        trained: for val, the paths of the training split's files: a file of this split that is one of them (both
+            splits linked to one file, or folder, outside them) is skipped with a warning too, as a link into
+            ``apart`` is; a class folder all of whose files are train's is then no error, a class val lacks. Read
+            only where this split reaches a file outside its folder.
     """
     links: list[SkippedLink] = []  # counted with the files skipped
-    folders = class_folders(split_dir, links, apart)
+    skipped: list[tuple[str, str]] = []  # each warned as found: before the error for an empty class folder (its why)
+    folders = class_folders(split_dir, links, apart, skipped)
     classes = folders if classes is None else classes
     unknown = sorted(set(folders) - set(classes))
     if unknown:
@@ -163,11 +231,11 @@ def scan_split(
     listed: dict[str, list[str]] = {}  # a linked folder that loops, or leads into another class's, is skipped
     for name in folders:
         others = [*(split_dir / o for o in folders if o != name), *apart]
-        listed[name] = [str(p) for p in list_files(split_dir / name, others, skipped=links)]
-    _one_class_per_file(listed, links)
+        listed[name] = [str(p) for p in list_files(split_dir / name, others, skipped=links, unlisted=skipped)]
+    of_train = _not_trained(listed, _one_class_per_file(listed, links), split_dir, trained, links)
     images = [p for files in listed.values() for p in files if is_image_file(p)]
     problems = dict(zip(images, _check_images(images, shorter, verify), strict=True))
-    samples, skipped, empty = [], [], []
+    samples, empty = [], []
     for name, files in listed.items():
         label, count = classes.index(name), len(samples)
         for path in files:
@@ -175,13 +243,15 @@ def scan_split(
             if reason is None:
                 samples.append((path, label))
             else:
+                warnings.warn(f"skipping {path}: {reason}", stacklevel=2)
                 skipped.append((path, reason))
-        if len(samples) == count:
+        if len(samples) == count and name not in of_train:  # a class folder of train's images: one val lacks
             empty.append(name)
-    for path, reason in skipped:  # before the error for an empty class folder: they say why it is empty
-        warnings.warn(f"skipping {path}: {reason}", stacklevel=2)
     if empty:
-        raise ValueError(f"class folder {split_dir / empty[0]} has no readable images ({', '.join(IMAGE_EXTENSIONS)})")
+        folder = split_dir / empty[0]
+        unlisted = dict(skipped).get(str(folder))  # the class folder itself could not be listed
+        problem = f"is {unlisted}" if unlisted else f"has no readable images ({', '.join(IMAGE_EXTENSIONS)})"
+        raise ValueError(f"class folder {folder} {problem}")
     return Split(samples, classes, skipped, links)
 
 
@@ -370,12 +440,30 @@ def check_data_dir(root: Path, demo: bool = False) -> None:
 
 
 def scan_data_dir(cfg: DataConfig) -> tuple[Split, Split]:
-    """Check and list ``cfg.data_dir``'s train and val splits (val indexed by train's classes)."""
+    """Check and list ``cfg.data_dir``'s train and val splits (val indexed by train's classes, and kept apart from
+    every file train lists: a file both reach through links is train's)."""
     root = Path(cfg.data_dir)
     check_data_dir(root)
     train = scan_split(root / "train", verify=cfg.verify_images, apart=[root / "val"])
-    val = scan_split(root / "val", train.classes, cfg.verify_images, val_resize_shorter(cfg), apart=[root / "train"])
+    val = scan_split(
+        root / "val",
+        train.classes,
+        cfg.verify_images,
+        val_resize_shorter(cfg),
+        apart=[root / "train"],
+        trained=[path for path, _ in train.samples],
+    )
     return train, val
+
+
+def training_files(train_dir: Path) -> Iterator[str]:
+    """The paths of the files under ``train_dir`` (:func:`list_files`; what it skips not named: the training split's
+    own scan names it; none where there is no ``train_dir``), listed when first iterated: ``trained`` of
+    :func:`scan_split` for a split scanned without train's scan at hand (``evaluate.py``'s)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        files = list_files(train_dir)
+    yield from map(str, files)
 
 
 def warn_unvalidated(val: Split) -> None:

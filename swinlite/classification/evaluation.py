@@ -24,7 +24,7 @@ from ..images import LeftOut, nothing_scored
 from ..inference import check_rgb_model, eval_resize_shorter, top_k
 from ..io import atomic_write
 from ..weights import load_model, read_info
-from .data import ImageFolderDataset, class_folders, collate, scan_split
+from .data import ImageFolderDataset, class_folders, collate, scan_split, training_files
 
 # what scripts/evaluate.py writes, beside the checkpoint unless --output-dir
 EVALUATION_FILES = EVALUATIONS_BY_TASK["classification"]
@@ -153,7 +153,12 @@ def prepare_evaluation(
     source = "the training split" if info is None else str(checkpoint)  # the classes the model was trained on
     others = [data_dir / s for s in ("train", "val") if s != split]  # a link into another split is not this one's
     scanned = scan_split(
-        data_dir / split, classes, shorter=eval_resize_shorter(data_config), classes_of=source, apart=others
+        data_dir / split,
+        classes,
+        shorter=eval_resize_shorter(data_config),
+        classes_of=source,
+        apart=others,
+        trained=training_files(data_dir / "train") if split != "train" else (),  # as the run's scan of val/ has it
     )
     dataset = ImageFolderDataset(scanned.samples, transform, evaluation=True)
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate)

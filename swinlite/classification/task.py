@@ -22,7 +22,7 @@ from ..engine.val_content import Sample
 from ..files import TASK_FILES
 from ..metadata import read_info, weights_metadata
 from .config import Config
-from .data import ImageFolderDataset, Split, build_datasets, check_augment, check_data_dir, collate
+from .data import ImageFolderDataset, Split, build_datasets, check_augment, check_data_dir, collate, normalisation_note
 from .demo_data import build_digits, check_digits
 from .evaluation import EVALUATION_FILES, evaluate
 from .scan_cache import cached_scan
@@ -155,8 +155,9 @@ class ClassificationTask(Task):
                 f"class folders gone: {', '.join(map(repr, gone))}" if gone else "",  # quoted: a name may hold ", "
                 f"new class folders: {', '.join(map(repr, new))}" if new else "",
             ) if part) or "the classes are in another order"  # fmt: skip
+            note = normalisation_note(new, gone, "the run")  # two names that look the same
             raise ValueError(f"{path}: the run trained on other classes than {self.cfg.data.data_dir} now has "
-                             f"({changes}); restore them, or start over with --overwrite")  # fmt: skip
+                             f"({changes}){note}; restore them, or start over with --overwrite")  # fmt: skip
 
 
 def check_input_size(cfg: Config) -> None:

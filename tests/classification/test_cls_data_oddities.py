@@ -1,8 +1,10 @@
 """Oddities of hand-made ImageFolder trees that the scan once took without a word."""
 
 import shutil
+import unicodedata
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -10,6 +12,7 @@ import torch
 from swinlite.classification.config import DataConfig
 from swinlite.classification.data import build_datasets
 from swinlite.classification.evaluation import EvalResult, format_report
+from swinlite.classification.task import ClassificationTask
 
 
 def test_training_classes_val_lacks_are_named_in_one_warning(folder: Path):
@@ -38,3 +41,16 @@ def test_the_report_says_not_measured_for_a_class_without_images():
         "  b                        n/a  (0 images)",
         "  c                    100.00%  (2 images)",
     ]
+
+
+def test_resuming_with_a_class_renamed_by_its_unicode_form_says_so():
+    """--resume said "class folders gone: 'café'; new class folders: 'café'", two names that look the same; the note
+    the val-vs-train check gives says they differ in Unicode normalisation."""
+    nfc, nfd = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
+    task = object.__new__(ClassificationTask)  # check_resumed reads the classes and data.data_dir only
+    task.classes, task.cfg = [nfd, "tea"], SimpleNamespace(data=SimpleNamespace(data_dir="data"))
+    with pytest.raises(ValueError) as raised:
+        task.check_resumed({"classes": [nfc, "tea"]}, Path("resume.pt"))
+    message = str(raised.value)
+    assert f"(class folders gone: '{nfc}'; new class folders: '{nfd}') (this folder's name {nfd} is NFD" in message
+    assert "the names differ only in Unicode normalisation, NFC vs NFD" in message

@@ -15,13 +15,23 @@ from swinlite.classification.scan_cache import cached_scan
 def test_the_cached_scan_finds_its_images_from_another_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
+    """So does an image it skipped: its reason quoted its path as first scanned (PIL's "cannot identify image file
+    'data/...'"), so the recheck read otherwise, and the scan was done again, "bad.png, which the scan skipped, reads
+    otherwise"."""
     data = make_folder(tmp_path / "data")
+    (data / "val" / "c1" / "bad.png").write_bytes(b"nope")
     (tmp_path / "out").mkdir()
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path)
-    scanned, cached, _ = cached_scan(DataConfig(data_dir="data"), Path("out"))
+    with pytest.warns(UserWarning, match="skipping data/val/c1/bad.png: unreadable"):
+        scanned, cached, _ = cached_scan(DataConfig(data_dir="data"), Path("out"))
     assert not cached
     monkeypatch.chdir(tmp_path / "elsewhere")
-    (train, val), cached, _ = cached_scan(DataConfig(data_dir=str(data)), tmp_path / "out")
-    assert cached and len(train.samples) == len(scanned[0].samples) and val.samples
+    bad = data / "val" / "c1" / "bad.png"
+    reason = f"unreadable (UnidentifiedImageError: cannot identify image file {str(bad)!r})"  # as a scan now names it
+    with pytest.warns(UserWarning) as record:
+        (train, val), cached, note = cached_scan(DataConfig(data_dir=str(data)), tmp_path / "out")
+    assert cached, note
+    assert [str(w.message) for w in record] == [f"skipping {bad}: {reason}"] and val.skipped == [(str(bad), reason)]
+    assert len(train.samples) == len(scanned[0].samples) and val.samples
     assert all(os.path.isfile(path) for path, _ in train.samples + val.samples)

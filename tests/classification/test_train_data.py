@@ -102,6 +102,8 @@ def test_an_elongated_val_image_replaced_after_the_scan_is_left_out_and_named_wh
         ("unknown_val_class", "classes the training split does not have: zebra"),
         # said only that val had a class train lacked, naming what looked like train's own class
         ("unicode_twin_val_class", "the names differ only in Unicode normalisation, NFC vs NFD"),
+        # a class on a disk not mounted was left out without a word: a classifier of one class fewer
+        ("broken_class_link", r"train/zebra is a symbolic link to /nonexistent/zebra, which does not exist \(a disk"),
     ],
 )
 def test_data_faults_are_clear_errors(tmp_path: Path, fault: str, message: str):
@@ -127,6 +129,8 @@ def test_data_faults_are_clear_errors(tmp_path: Path, fault: str, message: str):
     elif fault == "unicode_twin_val_class":  # as macOS writes the name (NFD), the other split as typed (NFC)
         (root / "train" / "c0").rename(root / "train" / unicodedata.normalize("NFC", "café"))
         (root / "val" / "c0").rename(root / "val" / unicodedata.normalize("NFD", "café"))
+    elif fault == "broken_class_link":
+        (root / "train" / "zebra").symlink_to("/nonexistent/zebra")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(ValueError, match=message):

@@ -154,6 +154,22 @@ def test_the_scan_and_the_loader_name_an_unreadable_image_in_the_same_words(tmp_
     assert item.path == str(cut) and item.reason.startswith("unreadable (OSError: ")
 
 
+def test_a_val_image_train_links_to_too_is_left_out_as_in_training(tmp_path: Path):
+    """A store of images linked into both splits: evaluate.py scored a training image as val's (so did training's
+    scan); it leaves it out, named in eval.json's "skipped", and reads train/ only where val links out of itself."""
+    data = make_folder(tmp_path / "data", classes=3, per_class=2)
+    store = make_folder(tmp_path / "store", classes=1, per_class=1, splits=("s",)) / "s" / "c0" / "0.png"
+    (data / "train" / "c1" / "s.png").symlink_to(store)
+    (link := data / "val" / "c2" / "s.png").symlink_to(store)
+    save_safetensors(tmp_path / "named.safetensors", timm.create_model(PICO, num_classes=3).state_dict(),
+                     weights_metadata(PICO, {"num_classes": 3}, ["c0", "c1", "c2"], PRE))  # fmt: skip
+    why = f"the same file as {data / 'train' / 'c1' / 's.png'}, in the training split"
+    with pytest.warns(UserWarning, match=f"skipping linked file {link} -> .*: {why}"):
+        setup = prepare_evaluation(tmp_path / "named.safetensors", data, num_workers=0)
+    assert setup.skipped == [(str(link), f"linked file -> {os.path.realpath(store)}: {why}")]
+    assert len(setup.loader.dataset) == 6
+
+
 def test_equal_logits_score_the_class_predict_ranks_first():
     """A fresh or zeroed head ties every class: top-1 counts the lower class, as predict.py's top_k ranks it
     (logits.topk gave class 8 of 10 on the CPU, so evaluate and predict disagreed on the same images)."""

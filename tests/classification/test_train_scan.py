@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,25 @@ def test_scan_cached_in_the_output_folder_until_a_class_folder_changes(folder: P
     assert not from_cache and (str(folder / "train" / "c0" / "moved.png"), 0) in third[0].samples
 
 
+@pytest.mark.parametrize("change", ["add", "remove", "rename"])
+def test_a_file_changed_under_a_folder_time_kept_is_scanned_again(folder: Path, tmp_path: Path, change: str):
+    """The cache keyed on folder times alone: a file added, removed or renamed where the folder's time was kept (a
+    copy that keeps times, a mount that has none) went unseen: the new image untrained, a removed one read."""
+    cfg, out, c1 = DataConfig(data_dir=str(folder)), tmp_path / "out", folder / "train" / "c1"
+    cached_scan(cfg, out)
+    times = os.stat(c1).st_atime_ns, os.stat(c1).st_mtime_ns
+    if change == "add":
+        shutil.copy(c1 / "0.png", c1 / "new.png")
+    elif change == "remove":
+        (c1 / "0.png").unlink()
+    else:
+        (c1 / "0.png").rename(c1 / "renamed.png")
+    os.utime(c1, ns=times)
+    (train, _), from_cache, note = cached_scan(cfg, out)
+    assert not from_cache and note.startswith("the data folders changed since")
+    assert sorted(path for path, _ in train.samples) == sorted(str(p) for p in folder.glob("train/*/*.png"))
+
+
 def test_an_image_repaired_in_place_is_scanned_again(folder: Path, tmp_path: Path):
     """The cache keyed on folder times alone: an image repaired in place (its folder's time unchanged) stayed out,
     still named with its old error, run after run."""
@@ -83,6 +103,66 @@ def test_an_image_repaired_in_place_is_scanned_again(folder: Path, tmp_path: Pat
     assert not from_cache and note.startswith(f"{bad}, which the scan skipped, reads otherwise since")
     assert (str(bad), 1) in val.samples and val.skipped == []
     assert cached_scan(cfg, out)[1]  # the new scan is cached
+
+
+def _unlistable(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """``folder`` refuses to be listed, as one without read permission does (a test run as root reads any folder)."""
+    scandir = os.scandir
+
+    def refusing(path: str = ".") -> Iterator[os.DirEntry[str]]:  # what os.walk lists each folder with
+        if os.fspath(path) == str(folder):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+
+
+def test_a_folder_that_does_not_list_is_skipped_and_named(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A subfolder without read permission was left out without a word (its images untrained); it is named and
+    counted as a file that does not read is, from the cache too, which rescans once it lists. A class folder that does
+    not list said it "has no readable images"."""
+    sub = folder / "train" / "c1" / "sub"
+    sub.mkdir()
+    shutil.copy(folder / "train" / "c1" / "0.png", sub / "a.png")
+    _unlistable(monkeypatch, sub)
+    cfg, out = DataConfig(data_dir=str(folder)), tmp_path / "out"
+    reason = f"unreadable (PermissionError: [Errno 13] Permission denied: '{sub}')"
+    for cached in (False, True):
+        with pytest.warns(UserWarning) as record:
+            (train, _), from_cache, _ = cached_scan(cfg, out)
+        assert from_cache == cached and train.skipped == [(str(sub), reason)]
+        assert [str(w.message) for w in record] == [f"skipping {sub}: {reason}"]
+    monkeypatch.undo()
+    (train, _), from_cache, note = cached_scan(cfg, out)
+    assert not from_cache and note.startswith("the data folders changed") and (str(sub / "a.png"), 1) in train.samples
+    _unlistable(monkeypatch, folder / "train" / "c2")
+    with pytest.warns(UserWarning, match="c2: unreadable"):  # said before the error
+        with pytest.raises(ValueError, match=r"class folder .*c2 is unreadable \(PermissionError: \[Errno 13\]"):
+            scan_split(folder / "train")
+
+
+def test_an_image_in_no_class_folder_is_skipped_and_named(folder: Path, tmp_path: Path):
+    """An image file in train/ or val/ itself (no class folder) was left out without a word; a cache of the scan that
+    names it is used (it is not rechecked as an image that did not read)."""
+    for split in ("train", "val"):
+        shutil.copy(folder / split / "c0" / "0.png", folder / split / "loose.png")
+    (folder / "train" / "notes.txt").write_text("not an image: no word")
+    cfg, out = DataConfig(data_dir=str(folder)), tmp_path / "out"
+    said = [
+        f"skipping {folder / split / 'loose.png'}: an image in no class folder (expected {folder / split}/<class>/"
+        "<image files>)"
+        for split in ("train", "val")
+    ]
+    for cached in (False, True):
+        with pytest.warns(UserWarning) as record:
+            (train, val), from_cache, note = cached_scan(cfg, out)
+        assert from_cache == cached, note
+        assert [str(w.message) for w in record] == said
+        assert [path for path, _ in train.skipped + val.skipped] == [
+            str(folder / s / "loose.png") for s in ("train", "val")
+        ]
 
 
 def _cut(folder: Path) -> Path:

@@ -94,3 +94,27 @@ def test_a_split_folder_linked_to_the_other_is_refused(folder: Path, linked: str
     real = os.path.realpath(folder / other)
     with pytest.raises(ValueError, match=rf"share their files once symbolic links are followed \(real paths {real} "):
         scan_data_dir(DataConfig(data_dir=str(folder)))
+
+
+def test_a_store_linked_into_both_splits_is_the_training_split_s(folder: Path):
+    """Datasets of links into one image store: a class folder of each split linked to one store folder, or a file of
+    each to one store file, scored training images as val's, without a word (only a link into the other split's
+    folder was caught). Val leaves them out, each named; a val class of train's images alone is one val lacks."""
+    train, val = folder / "train", folder / "val"
+    store = make_folder(folder.parent / "store", classes=2, per_class=2, splits=("s",)) / "s"
+    for split in (train, val):
+        shutil.rmtree(split / "c1")
+        (split / "c1").symlink_to(store / "c0")
+    (train / "c2" / "x.png").symlink_to(store / "c1" / "0.png")
+    (val / "c0" / "x.png").symlink_to(store / "c1" / "0.png")  # under another label in val
+    with pytest.warns(UserWarning) as record:
+        scanned_train, scanned_val = scan_data_dir(DataConfig(data_dir=str(folder)))
+    shared = [(val / "c0" / "x.png", store / "c1" / "0.png", train / "c2" / "x.png")]
+    shared += [(val / "c1" / f"{n}.png", store / "c0" / f"{n}.png", train / "c1" / f"{n}.png") for n in (0, 1)]
+    messages = [
+        f"skipping linked file {path} -> {os.path.realpath(real)}: the same file as {other}, in the training split"
+        for path, real, other in shared
+    ]
+    assert [link.message for link in scanned_val.links] == messages == [str(w.message) for w in record]
+    assert len(scanned_train.samples) == 2 * 8 + 2 + 1
+    assert sorted({label for _, label in scanned_val.samples}) == [0, 2] and len(scanned_val.samples) == 16

@@ -318,8 +318,12 @@ def _skip_link(link: SkippedLink, skipped: list[SkippedLink] | None, stacklevel:
 
 
 def _apart(real: str, root: str, apart: list[str]) -> str | None:
-    """The folder of ``apart`` that real path ``real`` lies in, where it does not lie in ``root`` too; or None."""
-    return next((o for o in apart if _inside(real, o) and not _inside(real, root)), None)
+    """The folder of ``apart`` that real path ``real`` lies in, where it does not lie in ``root`` too; or None. A file
+    in ``root`` (every file but a link's) is decided before ``apart`` is searched: a scan of N class folders each listed
+    apart from the others searched N of them for every file."""
+    if _inside(real, root):
+        return None
+    return next((o for o in apart if _inside(real, o)), None)
 
 
 def _one_per_file(reals: dict[Path, str], skipped: list[SkippedLink] | None = None) -> list[Path]:

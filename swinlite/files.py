@@ -410,7 +410,7 @@ def check_apart(folder: Path, apart: Iterable[str | os.PathLike]) -> None:
         )
 
 
-def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
+def list_images(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     """Files as given, and the image files under the folders given (:func:`list_files`: recursive, sorted, hidden
     names left out, a linked folder that loops or leads into another folder given skipped with a warning).
 
@@ -425,10 +425,13 @@ def list_images(paths: Iterable[str | os.PathLike]) -> list[Path]:
     the link and its target, as a link into another folder given is (were the link kept, the file's own name would
     get no output). A link to a file listed by no other path is kept under the link's name, the first such link.
 
+    One path, not in a list (``list_images("photos")``), is read as the list of it (a string was iterated as its
+    characters: ``'p' does not exist``, and ``"/data"``'s first, ``'/'``, listed the whole disk).
+
     Raises:
         ValueError: a path that does not exist, or a folder without image files.
     """
-    paths = [Path(p) for p in paths]
+    paths = _path_list(paths)
     folders = [p for p in paths if p.is_dir()]
     found: dict[Path, str] = {}  # path -> its real path
     for path in paths:
@@ -451,16 +454,23 @@ def _no_images_at(path: Path) -> str:
     return f"{str(path)!r} does not exist (expected an image file or a folder of images)"
 
 
-def check_image_paths(paths: Iterable[str | os.PathLike]) -> None:
+def check_image_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> None:
     """ValueError for the first of ``paths`` that :func:`list_images` would refuse as not there, in its words, without
     listing the folders: a script's check before it loads torch (list_images checks again as it reads them).
 
     Raises:
         ValueError: a path that is neither a file nor a folder.
     """
-    for path in map(Path, paths):
+    for path in _path_list(paths):
         if not (path.is_file() or path.is_dir()):
             raise ValueError(_no_images_at(path))
+
+
+def _path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """``paths`` as Paths, one path (a string, bytes or a path object, itself no list) as the list of it."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    return [Path(os.fsdecode(p)) for p in paths]
 
 
 def check_image_source(source: str | os.PathLike) -> None:

@@ -151,6 +151,8 @@ def test_overlapping_inputs_list_each_image_once_by_the_path_that_reached_it_fir
     assert list_images([tmp_path / "alias", nest])[0] == tmp_path / "alias" / "a.png"  # no file link: the first path
     assert list_images([nest, tmp_path / "hard.png"]) == [*whole, tmp_path / "hard.png"]
     assert list_images([sub / "c.png", sub / "c.png"]) == [sub / "c.png"]
+    # one path, not in a list: a string was read as its characters ("/..."'s first, "/", listed the whole disk)
+    assert list_images(str(nest)) == list_images(nest) == list_images(os.fsencode(nest)) == whole
 
 
 def _linked_file_warnings(record: pytest.WarningsRecorder) -> list[str]:

@@ -1013,9 +1013,16 @@ def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) ->
         {int(k.split(".")[1]) for k in state_dict if k.startswith("out_norms.") and k not in target}
     )
     if dropped_levels and dropped_levels != levels[-1:]:  # the last level's norm is also the final norm
+        last = f"out_norms.{levels[-1]}.weight"
+        final = (
+            last in state_dict
+            and "norm.weight" in state_dict
+            and torch.equal(state_dict[last], state_dict["norm.weight"])
+        )
+        kept = f" (level {levels[-1]}'s loads as the final norm)" if final and levels[-1] in dropped_levels else ""
+        shown = [level for level in dropped_levels if not (kept and level == levels[-1])]
         _warn_at_caller(
-            f"dropping per-level output norms of levels {dropped_levels}: build the model with out_norm=True "
-            "to use them"
+            f"dropping per-level output norms of levels {shown}{kept}: build the model with out_norm=True to use them"
         )
     if any(k.startswith("head.fc.") and k not in target for k in state_dict):
         _warn_at_caller("dropping the checkpoint's classifier head.fc: the model has none")
@@ -1161,23 +1168,25 @@ def crop_rel_pos_bias_table(table: torch.Tensor, old_window: Sequence[int], new_
 
 
 def resize_rel_pos_bias_table(
-    table: torch.Tensor, old_window: Sequence[int], new_window: Sequence[int]
+    table: torch.Tensor, old_window: int | Sequence[int], new_window: int | Sequence[int]
 ) -> torch.Tensor:
     """Resize a 2-D Swin bias table with timm's ``resize_rel_pos_bias_table``: the one resize of the library (a
     pretrained or converted file for another window, ``set_input_size``), timm's Swin's own, so that a resized model
-    computes what timm's computes with the same weights.
+    computes what timm's computes with the same weights. 2-D windows only, as timm's (a ValueError for a 1-D or 3-D
+    ``RelativePositionBias``'s).
 
     timm's resize (from Microsoft's BEiT) places the old offsets on a geometric progression and interpolates the
     new offsets between them (linearly without SciPy), not on an evenly stretched grid.
 
     Args:
         table: bias table, shape ((2Wh - 1) * (2Ww - 1), heads).
-        old_window: window the table was learned for, (Wh, Ww).
-        new_window: window to resize to.
+        old_window: window the table was learned for, (Wh, Ww); an int ``w``: ``(w, w)``, as the model takes it.
+        new_window: window to resize to, the same way.
 
     Returns:
         Table of shape ((2Wh' - 1) * (2Ww' - 1), heads), same dtype as ``table``.
     """
+    old_window, new_window = _window_2d(old_window), _window_2d(new_window)
     offset_grid(table, old_window)  # checks the table's shape
     old, new = _grid_size(old_window), _grid_size(new_window)
     if old == new:
@@ -1194,9 +1203,25 @@ def _grid_to_window(grid: tuple[int, int]) -> tuple[int, int]:
     return (grid[0] + 1) // 2, (grid[1] + 1) // 2
 
 
-def _grid_size(window: Sequence[int]) -> tuple[int, int]:
-    """(2Wh - 1, 2Ww - 1): the relative offsets of a (Wh, Ww) window."""
-    return 2 * int(window[0]) - 1, 2 * int(window[1]) - 1
+def _grid_size(window: int | Sequence[int]) -> tuple[int, int]:
+    """(2Wh - 1, 2Ww - 1): the relative offsets of a (Wh, Ww) window (:func:`_window_2d`)."""
+    height, width = _window_2d(window)
+    return 2 * height - 1, 2 * width - 1
+
+
+def _window_2d(window: int | Sequence[int]) -> tuple[int, int]:
+    """A bias table's window as (Wh, Ww), an int ``w`` as ``(w, w)``
+    (:func:`~swinlite.models.swin.check_window`'s rule); a ValueError for one of other than two axes: the tables
+    these functions resize, crop and embed are 2-D Swin's."""
+    from .models.swin import check_window  # the model module imports this one
+
+    checked = check_window(window)
+    if len(checked) != 2:
+        raise ValueError(
+            f"window {checked} has {counted(len(checked), 'axis', 'axes')}: bias tables are resized, cropped and "
+            "embedded for 2-D windows only, (Wh, Ww) or an int w for (w, w)"
+        )
+    return checked
 
 
 def offset_grid(table: torch.Tensor, window: Sequence[int]) -> torch.Tensor:

@@ -65,7 +65,7 @@ class ExtractionInterrupted(KeyboardInterrupt):
         self.done = done
 
 
-def read_sources(source: Path) -> tuple[list[Path], Path]:
+def read_sources(source: str | os.PathLike) -> tuple[list[Path], Path]:
     """Images of a folder or one image file (:func:`swinlite.images.list_images`, as ``predict.py`` reads them), or of
     a text file (:func:`swinlite.files.read_list`: one path a line, as written; relative to it): a file with an image
     extension (:func:`swinlite.images.is_image_file`) or that Pillow opens as one (a ``.gif``:
@@ -79,6 +79,7 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
         (image paths, the root that output names are made relative to: the folder, the image's folder or the
         listed images' common folder).
     """
+    source = Path(source)
     if is_list(source):
         images = list_images(read_list(source))  # each image once however often (or however spelled) it is listed
         return images, Path(os.path.commonpath([p.parent for p in images]))
@@ -86,9 +87,10 @@ def read_sources(source: Path) -> tuple[list[Path], Path]:
     return list_images([source]), source if source.is_dir() else source.parent
 
 
-def is_list(source: Path) -> bool:
+def is_list(source: str | os.PathLike) -> bool:
     """Whether ``--input`` ``source`` is a list of images (:func:`read_sources`): a file without an image extension
     that Pillow does not open as an image either."""
+    source = Path(source)
     return source.is_file() and not is_image_file(source) and not opens_as_image(source)
 
 
@@ -274,8 +276,8 @@ def _other_source(
 def run_extraction(
     model: SwinTransformer,
     model_name: str,
-    source: Path,
-    output: Path,
+    source: str | os.PathLike,
+    output: str | os.PathLike,
     input_size: tuple[int, int],
     dtype: torch.dtype = torch.float32,
     batch_size: int = 16,
@@ -325,7 +327,7 @@ def run_extraction(
         ExtractionInterrupted: Ctrl-C while images are extracted, where a rerun continues (``checkpoint_sha256``
             given); a plain KeyboardInterrupt otherwise.
     """
-    input_size = (int(input_size[0]), int(input_size[1]))
+    source, output, input_size = Path(source), Path(output), (int(input_size[0]), int(input_size[1]))
     with OutputLock(output, "feature extraction", "--output") as lock:
         if lock.taken_over:
             warnings.warn(lock.taken_over, stacklevel=2)

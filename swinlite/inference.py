@@ -8,6 +8,7 @@ top-1.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable, Iterator
@@ -125,23 +126,41 @@ def predict(
 
     ``loader`` batches :class:`swinlite.images.ImageFiles` items with ``collate_fn=list``; ``amp`` is the autocast
     dtype (``swinlite.device.autocast_dtype``; None: full precision); the classes are ranked and their probabilities
-    computed in fp32 (:func:`top_k`).
+    computed in fp32 (:func:`top_k`). ``model`` is moved to ``device`` (``model.to(device)``: it stays there) and runs
+    in eval mode (:func:`eval_mode`: each of its modules is back in its own mode once the iteration ends, or the
+    generator is closed).
     """
     paths = loader.dataset.paths
-    model = model.eval().to(device)
+    model.to(device)
     done = 0
-    for batch in loader:
-        good: list[ImageItem] = [item for item in batch if item.image is not None]
-        results: dict[int, Prediction | str] = {it.index: f"{paths[it.index]}: {it.error}" for it in batch if it.error}
-        if good:
-            with torch.inference_mode(), torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                logits = model(torch.stack([item.image for item in good]).to(device))  # [B, classes]
-            indices, probs = top_k(logits, topk)  # [B, k] each
-            for row, item in enumerate(good):
-                results[item.index] = Prediction(paths[item.index], indices[row].tolist(), probs[row].tolist())
-        for item in batch:
-            done += 1
-            yield done, results[item.index]
+    with eval_mode(model):
+        for batch in loader:
+            good: list[ImageItem] = [item for item in batch if item.image is not None]
+            results: dict[int, Prediction | str] = {
+                it.index: f"{paths[it.index]}: {it.error}" for it in batch if it.error
+            }
+            if good:
+                with torch.inference_mode(), torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                    logits = model(torch.stack([item.image for item in good]).to(device))  # [B, classes]
+                indices, probs = top_k(logits, topk)  # [B, k] each
+                for row, item in enumerate(good):
+                    results[item.index] = Prediction(paths[item.index], indices[row].tolist(), probs[row].tolist())
+            for item in batch:
+                done += 1
+                yield done, results[item.index]
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """``model`` in eval mode inside; after, each of its modules back in the mode it was in (a training model's
+    frozen stages, which it keeps in eval mode, too): the library's inference leaves a caller's model as it was."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
 
 
 def top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -82,14 +82,23 @@ def fail(message: str) -> NoReturn:
     raise UserExit(line)
 
 
-def missing_extra(error: ModuleNotFoundError) -> str | None:
-    """The one-line message for an optional dependency that is not installed, or None for any other module."""
+def missing_extra(error: ModuleNotFoundError, user: str = "this script") -> str | None:
+    """The one-line message for an optional dependency that is not installed (``user`` needs it), or None for any
+    other module."""
     package = (error.name or "").split(".")[0]
     extra = OPTIONAL.get(package)
     if extra is None:
         return None
     install = f'pip install -e ".[{extra}]" (or pip install {PIP_NAMES.get(package, package)})'
-    return f"this script needs the optional package {package!r}: {install}"
+    return f"{user} needs the optional package {package!r}: {install}"
+
+
+def extra_error(error: ModuleNotFoundError, user: str) -> ModuleNotFoundError:
+    """``error`` as a module of the library that ``user`` names raises it to a Python user: with
+    :func:`missing_extra`'s message where an extra holds the package, and its ``name`` (a script names the extra as
+    before); ``error`` itself for any other module."""
+    message = missing_extra(error, user)
+    return error if message is None else ModuleNotFoundError(message, name=error.name)
 
 
 def other_task_key(error: Exception) -> str | None:

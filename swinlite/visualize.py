@@ -10,15 +10,21 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure  # drawn on the Agg canvas: no pyplot, no display
-from matplotlib.text import Text
 from PIL import Image
 from torch import nn
 from torchvision.transforms import functional as TF
 
 from .files import atomic_write_bytes
+from .inference import eval_mode
 from .models.swin import ContinuousPositionBias, SwinTransformer
+from .script import extra_error
+
+try:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure  # drawn on the Agg canvas: no pyplot, no display
+    from matplotlib.text import Text
+except ModuleNotFoundError as e:  # the [train] extra's, named to a Python user as the scripts name it
+    raise extra_error(e, "swinlite.visualize") from None
 
 
 def offset_grid(rel_pos: nn.Module) -> torch.Tensor:
@@ -107,11 +113,12 @@ def model_input(image: Image.Image, size: tuple[int, int]) -> Image.Image:
 
 def feature_means(model: SwinTransformer, image: Image.Image, levels: list[int] | None = None) -> list[torch.Tensor]:
     """Channel mean of each feature level [H_i, W_i] of ``levels`` (None: every level) for ``image`` as it is
-    (:func:`model_input`'s)."""
+    (:func:`model_input`'s), by the model in eval mode (:func:`swinlite.inference.eval_mode`: its modules' modes as
+    they were after)."""
     cfg = model.pretrained_cfg
     x = TF.normalize(TF.to_tensor(image), cfg["mean"], cfg["std"])[None]  # (1, 3, H, W)
-    with torch.no_grad():
-        maps = model.eval().forward_intermediates(x, levels, intermediates_only=True)
+    with torch.no_grad(), eval_mode(model):
+        maps = model.forward_intermediates(x, levels, intermediates_only=True)
     return [level[0].mean(dim=0) for level in maps]
 
 

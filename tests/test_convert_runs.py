@@ -144,7 +144,10 @@ def test_a_runs_swin_loads_as_a_backbone_checkpoint(run_file, tmp_path, capsys, 
         warnings.simplefilter("always")
         loaded = _loaded(route, path, tmp_path, capsys, monkeypatch)
     # no note on a classifier neither model has; --model's plain variant has no output norms, which it drops
-    dropped = "dropping per-level output norms of levels [0, 1, 2, 3]: build the model with out_norm=True to use them"
+    dropped = (  # the last level's norm, the run's final norm, loads as the model's: it was listed as dropped
+        "dropping per-level output norms of levels [0, 1, 2] (level 3's loads as the final norm): build the model "
+        "with out_norm=True to use them"
+    )
     assert [str(w.message) for w in caught] == ([dropped] if route == "convert_checkpoint_model" else [])
     want = _swin_in(path, task)
     blocks = {k for k in want if k.startswith(("patch_embed.", "layers."))}

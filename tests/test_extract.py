@@ -76,6 +76,16 @@ def test_a_run_into_a_folder_another_run_holds_is_refused_before_writing(tmp_pat
     assert not (out / ".lock").exists()
 
 
+def test_source_and_output_may_be_str(tmp_path: Path):
+    """A str source was "'str' object has no attribute 'is_file'", a str output "... no attribute 'joinpath'"."""
+    imgs, out = tmp_path / "imgs", tmp_path / "out"
+    imgs.mkdir()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(imgs / "a.png")
+    assert read_sources(str(imgs)) == ([imgs / "a.png"], imgs)
+    assert run_extraction(timm.create_model(PICO), PICO, str(imgs), str(out), (32, 32), progress=False).written == 1
+    assert load_features(out / "features" / "a.png.safetensors").source == str(imgs / "a.png")
+
+
 def test_images_of_long_names_get_feature_files_of_their_own(tmp_path: Path):
     """An image named with 78 CJK characters (234 bytes) stopped the run with [Errno 36] File name too long, and every
     rerun at the same image: the temporary file of its features, ``.<name>.safetensors.tmpXXXXXXXX``, outgrew the

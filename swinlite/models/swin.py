@@ -398,15 +398,17 @@ def _(
 # swinlite.seq uses the same index and table for 1-D sequences.
 
 
-def check_window(window: Sequence[int], name: str = "window") -> tuple[int, ...]:
-    """``window`` as a tuple of ints; a ValueError naming ``name`` unless it is a non-empty sequence of positive
-    ints (a float is refused, not truncated; a bool is no size)."""
+def check_window(window: int | Sequence[int], name: str = "window") -> tuple[int, ...]:
+    """``window`` as a tuple of ints, an int ``w`` as ``(w, w)`` (timm's ``to_2tuple``, as the model takes its
+    window); a ValueError naming ``name`` unless it is a non-empty sequence of positive ints (a float is refused, not
+    truncated; a bool is no size)."""
+    window = to_2tuple(window)
     if len(window) == 0 or not all(is_int(w) and w >= 1 for w in window):
-        raise ValueError(f"{name} must be a non-empty sequence of positive ints, got {tuple(window)}")
+        raise ValueError(f"{name} must be a non-empty sequence of positive ints, got {window}")
     return tuple(int(w) for w in window)
 
 
-def relative_position_index(window: Sequence[int], device: torch.device | None = None) -> torch.Tensor:
+def relative_position_index(window: int | Sequence[int], device: torch.device | None = None) -> torch.Tensor:
     """Index of every pair's coordinate offset into a table of prod(2w - 1) rows.
 
     Tokens are numbered in row-major order over the window. For the pair (i, j) the offset is
@@ -416,13 +418,13 @@ def relative_position_index(window: Sequence[int], device: torch.device | None =
     Two pairs get the same index if and only if they have the same offset.
 
     Args:
-        window: window size per axis, e.g. ``(7,)``, ``(7, 7)`` or ``(2, 7, 7)``.
+        window: window size per axis, e.g. ``(7,)``, ``(7, 7)`` or ``(2, 7, 7)`` (an int ``w``: ``(w, w)``).
         device: where to build the index.
 
     Returns:
         Long tensor of shape (N, N) with N = prod(window).
     """
-    check_window(window)
+    window = check_window(window)
     axes = [torch.arange(int(w), device=device) for w in window]
     coords = torch.stack(torch.meshgrid(*axes, indexing="ij")).flatten(1)  # (D, N)
     offsets = coords[:, :, None] - coords[:, None, :]  # (D, N, N)
@@ -508,13 +510,13 @@ class RelativePositionBias(nn.Module):
     ``num_heads`` columns, as in Swin. It works for 1-D windows (sequences) as well as 2-D and 3-D.
 
     Args:
-        window: window size per axis.
+        window: window size per axis (an int ``w``: the 2-D window ``(w, w)``).
         num_heads: number of attention heads.
     """
 
     def __init__(
         self,
-        window: Sequence[int],
+        window: int | Sequence[int],
         num_heads: int,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -540,7 +542,7 @@ class RelativePositionBias(nn.Module):
         self.index = filled_buffer(self.index, _cpu_relative_position_index(self.window), self.table.device)
         self.filled = not self.index.is_meta  # on the meta device nothing is filled: to_empty() leaves memory as is
 
-    def set_window(self, window: Sequence[int], table: torch.Tensor) -> None:
+    def set_window(self, window: int | Sequence[int], table: torch.Tensor) -> None:
         """Take a new window and its table ((prod(2w - 1), heads)), in place (``SwinTransformer.set_input_size``); a
         ValueError before anything changes unless the window is positive ints, and the table of its shape."""
         window = check_window(window)
@@ -619,17 +621,18 @@ class ContinuousPositionBias(nn.Module):
     coordinates rather than a table, it extends to other window sizes without resizing.
 
     Args:
-        window: window size per axis.
+        window: window size per axis (an int ``w``: the 2-D window ``(w, w)``).
         num_heads: number of attention heads.
-        pretrained_window: window the MLP was trained at (Swin-V2 transfer), or None (timm's 0) for ``window``.
+        pretrained_window: window the MLP was trained at (Swin-V2 transfer; an int as ``window``), or None (timm's
+            0) for ``window``.
         hidden: width of the MLP.
     """
 
     def __init__(
         self,
-        window: Sequence[int],
+        window: int | Sequence[int],
         num_heads: int,
-        pretrained_window: Sequence[int] | None = None,
+        pretrained_window: int | Sequence[int] | None = None,
         hidden: int = 512,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -663,7 +666,7 @@ class ContinuousPositionBias(nn.Module):
         self.index = filled_buffer(self.index, _cpu_relative_position_index(self.window), device)
         self.filled = not self.index.is_meta  # on the meta device nothing is filled: to_empty() leaves memory as is
 
-    def set_window(self, window: Sequence[int]) -> None:
+    def set_window(self, window: int | Sequence[int]) -> None:
         """Take a new window, in place (``SwinTransformer.set_input_size``): the MLP is a function of the offsets, so
         only the coordinates and the index change (normalised by ``pretrained_window``, else by the new window). A
         window that is not positive, or has another number of axes than the MLP takes coordinates, is a ValueError

@@ -6,9 +6,10 @@ import warnings
 import pytest
 import torch
 from timm.layers import resize_rel_pos_bias_table as timm_resize
+from timm.layers import to_2tuple
 
 from swinlite.convert import resize_rel_pos_bias_table
-from swinlite.models.swin import RelativePositionBias
+from swinlite.models.swin import RelativePositionBias, relative_position_index
 
 
 @pytest.mark.parametrize("window", [(5,), (3, 4), (2, 2, 3)])
@@ -95,10 +96,24 @@ def test_a_window_of_no_positive_ints_is_refused_at_construction(window):
         RelativePositionBias(window, 2)
 
 
-@pytest.mark.parametrize(("old", "new"), [((7, 7), (12, 12)), ((12, 12), (7, 7)), ((4, 4), (4, 4))])
-def test_resize_matches_timm(old, new):
+def test_an_int_window_is_the_square_window_as_the_model_takes_it():
+    """``RelativePositionBias(7, 2)`` was "TypeError: object of type 'int' has no len()" (timm's takes an int)."""
     torch.manual_seed(0)
-    table = torch.randn((2 * old[0] - 1) * (2 * old[1] - 1), 4)
+    square = RelativePositionBias((3, 3), 2)
+    torch.manual_seed(0)
+    rpb = RelativePositionBias(3, 2)
+    assert rpb.window == (3, 3) and torch.equal(rpb(), square())
+    rpb.set_window(2, torch.zeros(9, 2))
+    assert rpb.window == (2, 2) and rpb().shape == (2, 4, 4)
+    assert torch.equal(relative_position_index(3), relative_position_index((3, 3)))
+
+
+@pytest.mark.parametrize(("old", "new"), [((7, 7), (12, 12)), ((12, 12), (7, 7)), ((4, 4), (4, 4)), (7, 12)])
+def test_resize_matches_timm(old, new):
+    """An int window is the square one, as the model takes it (it was "'int' object is not subscriptable")."""
+    torch.manual_seed(0)
+    table = torch.randn((2 * to_2tuple(old)[0] - 1) * (2 * to_2tuple(old)[1] - 1), 4)
+    new = to_2tuple(new)
     new_rows = (2 * new[0] - 1) * (2 * new[1] - 1)
     expected = timm_resize(table, new, (new_rows, 4))  # a square table's window, inferred as timm's Swin loader does
     with warnings.catch_warnings():  # timm's interpolation warns of its indexing and a copy: not the user's concern
@@ -112,3 +127,8 @@ def test_resize_keeps_a_constant_table_and_rejects_bad_shapes():
     torch.testing.assert_close(resize_rel_pos_bias_table(table, (7, 7), (4, 6)), torch.full((7 * 11, 2), 0.5))
     with pytest.raises(ValueError, match="does not fit window"):
         resize_rel_pos_bias_table(torch.zeros(10, 2), (7, 7), (12, 12))
+    # a 1-D RelativePositionBias's table was an IndexError (tuple index out of range), a 3-D one's "does not fit"
+    only_2d = r" ax[ie]s: bias tables are resized, cropped and embedded for 2-D windows only"
+    for old, new in [((7,), (12,)), ((2, 3, 3), (2, 4, 4))]:
+        with pytest.raises(ValueError, match=only_2d):
+            resize_rel_pos_bias_table(RelativePositionBias(old, 2).table.detach(), old, new)

@@ -89,6 +89,17 @@ def test_set_window_refuses_a_bad_window_before_changing_anything(window, messag
     assert cpb().shape == (2, 15, 15)
 
 
+def test_an_int_window_is_the_square_window_as_the_model_takes_it():
+    """``ContinuousPositionBias(7, 2)`` was "TypeError: object of type 'int' has no len()" (timm's takes an int)."""
+    torch.manual_seed(0)
+    square = ContinuousPositionBias((3, 3), 2, pretrained_window=(4, 4))
+    torch.manual_seed(0)
+    cpb = ContinuousPositionBias(3, 2, pretrained_window=4)
+    assert (cpb.window, cpb.pretrained_window) == ((3, 3), (4, 4)) and torch.equal(cpb(), square())
+    cpb.set_window(2)
+    assert cpb.window == (2, 2) and cpb().shape == (2, 4, 4)
+
+
 @pytest.mark.parametrize("pretrained", [(0, 0), (-3, 4), (0, 12)])
 def test_pretrained_window_must_be_positive(pretrained):
     """timm's pretrained_window_size 0 means the window itself (None here; the model's pretrained_window_sizes

@@ -65,7 +65,9 @@ def test_missing_optional_packages_are_one_line_naming_the_extra(tmp_path: Path,
     - without scikit-learn, matplotlib and pycocotools: predict.py needs none of them; evaluate.py says which extra it
       needs, evaluate_detection.py and train_detection.py the [detection] one (it holds [train]: one round of
       installs); the modules of detect.py, segment.py and the detector's and segmenter's export load without [train]
-      or [detection]. The detection scripts run first, before another script loaded the modules they share.
+      or [detection], and so do the classification package, its config and data (it imported its task, whose
+      evaluation draws with matplotlib). The detection scripts run first, before another script loaded the modules
+      they share.
     - without scikit-learn, pycocotools and onnx: train.py trains (no scikit-learn needed) but its digits demo needs
       scikit-learn, train_detection.py needs pycocotools, export_onnx.py onnx (refused before the weights are read or
       traced)."""
@@ -80,7 +82,7 @@ def test_missing_optional_packages_are_one_line_naming_the_extra(tmp_path: Path,
     ]  # fmt: skip
     modules = [
         f"swinlite.{task}.{module}" for task in ("detection", "segmentation") for module in ("predictor", "export")
-    ]
+    ] + ["swinlite.classification", "swinlite.classification.data"]  # (its task's evaluation draws: loaded on use)
     runs = [
         ("train", ["--config", str(REPO / "configs" / "demo.yaml"), "--data-dir", str(folder),
                    *tiny_overrides(folder, tmp_path / "run", **{"train.epochs": 1})]),  # no scikit-learn needed

@@ -66,10 +66,14 @@ def test_a_narrow_grids_title_lies_within_its_figure(name, stage):
 
 
 def test_feature_means_are_channel_means_of_each_level():
-    model = timm.create_model(PICO).eval()
+    """A model in training mode came back in eval mode; each module is back in its own (a frozen stage in eval)."""
+    model = timm.create_model(PICO, frozen_stages=1)  # training mode, its first stage kept in eval mode
+    modes, seen = [m.training for m in model.modules()], []
+    model.layers[1].register_forward_pre_hook(lambda module, args: seen.append(module.training))
     image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (30, 50, 3), dtype=np.uint8))
     means = feature_means(model, image)
     assert [tuple(m.shape) for m in means] == [(15, 25), (8, 13), (4, 7), (2, 4)]
+    assert seen == [False] and [m.training for m in model.modules()] == modes
 
 
 def test_the_input_panel_shows_the_image_the_model_saw(load_script, tmp_path, monkeypatch, initial_weights):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import glob
+import importlib
 import itertools
 import json
 import logging
@@ -38,6 +39,7 @@ import timm
 import torch
 import torch.fx.experimental._config as fx_config
 from timm.data import resolve_model_data_config
+from timm.models._features import feature_take_indices
 from torch import nn
 from torch.nn.modules.utils import _pair
 
@@ -48,6 +50,7 @@ from .inference import class_names
 from .io import atomic_write_bytes, read_metadata, read_state_dict
 from .models.checks import check_feature_indices
 from .models.swin import SwinTransformer
+from .script import extra_error
 from .weights import check_model_name, create_to_load, load_model, load_strict, read_info
 
 if TYPE_CHECKING:  # onnx comes with the export extra, imported where a file is written or read
@@ -61,6 +64,9 @@ QUANTIZATIONS = ("dynamic",)
 TOLERANCE = 1e-4  # the largest |ONNX Runtime - PyTorch| an export's check allows by default (--tolerance)
 RUN_SETTINGS = {"detection": "detector", "segmentation": "segmenter"}  # a run file's task -> its model's settings key
 RUN_READERS = {"detection": "its FPN", "segmentation": "its UperNet head"}  # what reads a run's backbone levels
+# the [export] extra's packages that writing an ONNX file imports (torch.onnx's exporter, simplify), and running one
+WRITES_ONNX = ("onnx", "onnxscript", "onnx_ir")
+RUNS_ONNX = ("onnxruntime",)
 
 
 class FeatureExtractor(nn.Module):
@@ -68,21 +74,21 @@ class FeatureExtractor(nn.Module):
 
     Args:
         model: the Swin.
-        out_indices: levels to return, as ``timm.create_model(..., features_only=True)`` takes them: strictly
-            increasing once negative ones (counted from the last) are resolved; kept resolved. None: every level of
-            the model (all its stages, ``features_only``'s default).
+        out_indices: levels to return, as ``timm.create_model(..., features_only=True)`` takes them: an int n, the
+            last n levels; or levels strictly increasing once negative ones (counted from the last) are resolved
+            (integers of any kind: numpy's, 0-d tensors); kept resolved, as Python ints. None: every level of the
+            model (all its stages, ``features_only``'s default).
 
     Raises:
         ValueError: ``out_indices`` that ``features_only`` refuses, naming the allowed levels.
     """
 
-    def __init__(self, model: SwinTransformer, out_indices: Sequence[int] | None = None) -> None:
+    def __init__(self, model: SwinTransformer, out_indices: int | Sequence[int] | None = None) -> None:
         super().__init__()
         num_stages = len(model.layers)
-        out_indices = range(num_stages) if out_indices is None else out_indices
-        check_feature_indices(out_indices, num_stages, ordered=True)
+        levels = check_feature_indices(out_indices, num_stages, ordered=True)  # Python ints: a count, or a list
         self.model = model
-        self.out_indices = [i % num_stages for i in out_indices]
+        self.out_indices, _ = feature_take_indices(num_stages, levels)  # timm's rule: None all, n the last n
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """images [B, 3, H, W] -> (level maps [B, C_i, H/s_i, W/s_i], ...)."""
@@ -113,7 +119,7 @@ def build_exportable(
     model_name: str | None,
     features: bool = False,
     checkpoint: str | os.PathLike | None = None,
-    out_indices: Sequence[int] | None = None,
+    out_indices: int | Sequence[int] | None = None,
     **model_kwargs: object,
 ) -> nn.Module:
     """The classifier (``features=False``) or a :class:`FeatureExtractor` of ``out_indices`` (None: every level of the
@@ -166,7 +172,7 @@ def run_backbone(checkpoint: str | os.PathLike, out_norm: bool | None = None) ->
 
 
 def run_features(
-    checkpoint: str | os.PathLike, out_norm: bool | None = None, out_indices: Sequence[int] | None = None
+    checkpoint: str | os.PathLike, out_norm: bool | None = None, out_indices: int | Sequence[int] | None = None
 ) -> FeatureExtractor:
     """A :class:`FeatureExtractor` of a detection or segmentation run's Swin (:func:`run_backbone`'s, ``out_norm``
     as it takes it), in eval mode: through the run's norms, the levels its FPN or head reads (:func:`read_levels`)
@@ -339,6 +345,54 @@ def versions(recorded: Mapping[str, object]) -> dict[str, object]:
     return {"swinlite": __version__} | ({} if written is None else {"checkpoint_swinlite": written})
 
 
+def check_eval_mode(model: nn.Module, user: str) -> None:
+    """ValueError, in :func:`swinlite.optimize_for_inference`'s words, unless ``model`` and every module in it are in
+    eval mode (``timm.create_model`` returns a model in training mode): traced in training mode, dropout and
+    stochastic depth are random operations of the graph, whose outputs change at every call. ``user``: the caller."""
+    name = next((name for name, module in model.named_modules() if module.training), None)
+    if name is not None:
+        where = f" (its {name} is in training mode)" if name else ""
+        raise ValueError(f"{user} expects a model in eval mode{where}; call model.eval() first")
+
+
+def check_traced_in_eval_mode(program: torch.export.ExportedProgram, user: str) -> None:
+    """ValueError where ``program`` draws random numbers (its ops tagged ``nondeterministic_seeded``, but dropout
+    traced with ``train=False``, which draws none): dropout or stochastic depth of a model traced in training mode
+    (:func:`check_eval_mode`), which an ONNX file would run at every call; in any graph of the program (a
+    higher-order op's too). ``user``: the caller."""
+    graphs = [module.graph for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)]
+    drawn = sorted({str(node.target) for graph in graphs for node in graph.nodes if _draws_random(node)})
+    if drawn:
+        raise ValueError(
+            f"{user} expects a program traced in eval mode; this one draws random numbers ({', '.join(drawn)}: "
+            "dropout or stochastic depth in training mode): export the model after model.eval() (export_program "
+            "refuses one in training mode)"
+        )
+
+
+def _draws_random(node: torch.fx.Node) -> bool:
+    """Whether the graph node ``node`` draws random numbers: an op tagged ``nondeterministic_seeded`` that takes no
+    ``train`` argument, or takes one not False (``aten.dropout(x, p, train)``)."""
+    if torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ()):
+        return False
+    names = [argument.name for argument in node.target._schema.arguments]
+    if "train" not in names:
+        return True
+    index = names.index("train")
+    return (node.args[index] if len(node.args) > index else node.kwargs.get("train", True)) is not False
+
+
+def require_extra(user: str, *packages: str) -> None:
+    """Import ``packages``, optional dependencies (the ``[export]`` extra's), before ``user``, a function of this
+    module, starts its work: one not installed is a ModuleNotFoundError naming the extra to install
+    (:func:`swinlite.script.extra_error`, the scripts' words)."""
+    for package in packages:
+        try:
+            importlib.import_module(package)
+        except ModuleNotFoundError as e:
+            raise extra_error(e, f"swinlite.export.{user}") from None
+
+
 @contextmanager
 def _inference_graph(model: nn.Module) -> Iterator[None]:
     """Trace an inference graph: eval mode is the caller's; no gradients, parameters need no grad."""
@@ -415,17 +469,18 @@ def export_program(
     """``torch.export.export`` with a symbolic batch and, unless ``fixed_size``, symbolic height and width.
 
     Args:
-        model: in eval mode; fast blocks export their windows as one gather each way and the reference attention
-            (same function).
+        model: in eval mode, every module of it (:func:`check_eval_mode`); fast blocks export their windows as one
+            gather each way and the reference attention (same function).
         example: images [B >= 2, C, H, W] to trace with (B = 1 would fix the batch); H and W in the range.
         size_range: (min, max) of the height and of the width; default :func:`default_size_range`.
         fixed_size: fix H and W to the example's (one file per size; the batch stays dynamic).
 
     Raises:
-        ValueError: an example of the wrong shape or outside the range; an empty range, or one that starts below
-            one patch (:func:`smallest_input`); a graph that assumes something that does not hold at some size of
-            the range (:func:`check_assumptions`).
+        ValueError: a model (or a module in it) in training mode; an example of the wrong shape or outside the range;
+            an empty range, or one that starts below one patch (:func:`smallest_input`); a graph that assumes
+            something that does not hold at some size of the range (:func:`check_assumptions`).
     """
+    check_eval_mode(model, "export_program")
     if example.ndim != 4 or example.shape[0] < 2:
         raise ValueError(
             f"example must be an image batch [B >= 2, C, H, W] (B=1 would fix the batch), got {tuple(example.shape)}"
@@ -533,7 +588,13 @@ def export_onnx(
 
     Symbolic sizes stay symbolic, named after what they are (:func:`name_dims`). ``metadata`` goes into the model's
     ``metadata_props`` (ONNX Runtime: ``session.get_modelmeta().custom_metadata_map``).
+
+    Raises:
+        ModuleNotFoundError: the ``[export]`` extra is not installed (:func:`require_extra`).
+        ValueError: a program traced in training mode (:func:`check_traced_in_eval_mode`).
     """
+    require_extra("export_onnx", *WRITES_ONNX)
+    check_traced_in_eval_mode(program, "export_onnx")
     with symbolic_sizes():
         onnx_program = torch.onnx.export(
             program, input_names=list(input_names), output_names=list(output_names), verbose=False, optimize=False
@@ -621,7 +682,12 @@ def quantize_dynamic(source: Path, target: Path) -> Path:
 
     ONNX Runtime's default leaves the products of two activations in fp32; quantizing them too is what makes the
     file 1.7x faster than fp32 at batch 1 instead of 1.4-1.5x (docs/deployment.md). ONNX Runtime's own output goes
-    to a :func:`scratch_folder` beside ``target`` (a visible ``tmp*/int8.onnx`` a kill left there before)."""
+    to a :func:`scratch_folder` beside ``target`` (a visible ``tmp*/int8.onnx`` a kill left there before).
+
+    Raises:
+        ModuleNotFoundError: the ``[export]`` extra is not installed (:func:`require_extra`).
+    """
+    require_extra("quantize_dynamic", "onnx", *RUNS_ONNX)
     import onnx
     from onnxruntime.quantization import QuantType
     from onnxruntime.quantization import quantize_dynamic as ort_quantize_dynamic
@@ -669,8 +735,10 @@ def onnx_max_abs_error(path: Path, model: nn.Module, images: torch.Tensor) -> fl
     """Largest |ONNX Runtime - PyTorch| over all outputs for ``images``.
 
     Raises:
+        ModuleNotFoundError: the ``[export]`` extra is not installed (:func:`require_extra`).
         ValueError: an output of either holds NaN or inf (a comparison with NaN would pass any tolerance).
     """
+    require_extra("onnx_max_abs_error", *RUNS_ONNX)
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -699,9 +767,14 @@ def write_onnx(
     there, never under a name a script would take for a model, and the next export to ``path`` removes it).
 
     ``path`` is written without a check: an export that checks its file writes it at :func:`checked_output`'s path.
+
+    Raises:
+        ModuleNotFoundError: the ``[export]`` extra is not installed (:func:`require_extra`): nothing written.
+        ValueError: another ``quantize``; a program traced in training mode (:func:`export_onnx`'s check).
     """
     if quantize not in (None, *QUANTIZATIONS):
         raise ValueError(f"quantize must be one of {', '.join(QUANTIZATIONS)} or None, got {quantize!r}")
+    require_extra("write_onnx", *WRITES_ONNX, *(RUNS_ONNX if quantize else ()))
     if not quantize:
         return export_onnx(program, path, output_names, metadata, input_names)
     with scratch_folder(path) as folder:

@@ -33,11 +33,11 @@ from .convert import (
     other_architecture,
     state_dict_mismatch,
 )
+from .fast import FAST_MODULES
 from .hub import cached_weights, has_weights, pretrained_kwargs
 from .io import (
     holds_ema,
     holds_resume_ema,
-    read_checkpoint,
     read_metadata,
     read_weights,
     resume_ema_in,
@@ -46,6 +46,7 @@ from .io import (
     state_dict_in,
 )
 from .metadata import KINDS, WeightsInfo, info_in, read_info, weights_metadata
+from .models.pretrained import lite_name
 from .models.swin import SwinTransformer
 
 __all__ = [
@@ -231,12 +232,20 @@ def load_model(
             is now, for a caller that records their hash (``extract_features.py``'s ``settings.json``).
         **model_kwargs: further constructor arguments (e.g. ``out_norm=True``); they must not contradict the file,
             but for the training settings of :data:`TRAINING_ONLY` (``drop_path_rate=0.2`` to fine-tune a run's
-            weights at another rate).
+            weights at another rate). Not ``features_only``: the file holds the whole model, whose levels
+            ``swinlite.export.FeatureExtractor(load_model(path), out_indices)`` returns.
 
     Raises:
-        ValueError: unreadable file, a swinlite run's resume state (:func:`check_not_run_resume`), unknown or
-            contradicting model, or a weight that does not load.
+        ValueError: ``features_only``; unreadable file, a swinlite run's resume state (:func:`check_not_run_resume`),
+            unknown or contradicting model, or a weight that does not load.
     """
+    if model_kwargs.get("features_only"):
+        raise ValueError(
+            f"load_model rebuilds the model {path} holds, not a features_only wrapper of it: for its feature levels "
+            "use swinlite.export.FeatureExtractor(load_model(path), out_indices) (out_indices as features_only takes "
+            "them), or timm.create_model(name, features_only=True, pretrained=True, "
+            "pretrained_cfg_overlay=dict(file=path), **the model_args the file records)"
+        )
     metadata, checkpoint = read_weights(path, data)  # the one read of the file
     info = info_in(metadata, path)
     _refuse_run_resume(path, resume_task_in(checkpoint))
@@ -370,6 +379,55 @@ def _structure(model: nn.Module) -> list[tuple[str, str, dict[str, object], dict
     ]
 
 
+def _settings(model: nn.Module) -> dict[tuple[str, ...], object]:
+    """:func:`_structure` as one entry per fact: (module, ``"class"``), (module, ``"attr"``, name) and (module,
+    ``"shape"``, tensor name), each to its value."""
+    facts: dict[tuple[str, ...], object] = {}
+    for name, cls, attrs, shapes in _structure(model):
+        facts[(name, "class")] = cls
+        facts |= {(name, "attr", k): v for k, v in attrs.items()}
+        facts |= {(name, "shape", k): v for k, v in shapes.items()}
+    return facts
+
+
+_ABSENT = object()  # a fact one model has and another has not
+
+
+def _ignored_settings(model: nn.Module, metadata: Mapping[str, Any], path: str | os.PathLike) -> list[str]:
+    """``key=value`` for each constructor argument a self-describing file records (its ``model_args``) that
+    ``model`` was built without: one that makes the file's model compute something else (:func:`_structure`, on the
+    meta device) where ``model`` holds what the argument's default builds. Not a training setting
+    (:data:`TRAINING_ONLY`), ``fast`` (the reference is built as fast as ``model`` is), nor an argument that changes
+    the weights' shapes (the classifier's ``num_classes``, ``out_norm``, ``in_chans``: :func:`load_checkpoint`'s own
+    rules). Only the facts that the argument changes are compared, so that what the user chose otherwise (another
+    ``drop_path_rate``, gradient checkpointing, a ``features_only`` wrapper's pruned stages, a third value of the
+    argument) passes. Nothing for a file that records no swinlite model (plain weights, a run's of another task)."""
+    if metadata.get("task") not in (None, "classification"):
+        return []
+    info = info_in(metadata, path)
+    if info is None or not _is_swinlite(info.model):
+        return []
+    recorded = [k for k in info.model_args if k not in (*TRAINING_ONLY, "num_classes", "fast")]
+    if not recorded:
+        return []
+    fast = any(type(module) in FAST_MODULES.values() for module in model.modules())
+    args = {**info.model_args, "fast": fast}
+    given, ignored = _settings(model), []
+    with torch.device("meta"):
+        built = create_for_file(path, info.model, **args)
+        theirs = _settings(built)
+        for key in recorded:
+            default = create_for_file(path, info.model, **{k: v for k, v in args.items() if k != key})
+            if _weight_shapes(default) != _weight_shapes(built):
+                continue
+            defaults = _settings(default)
+            changed = [f for f in theirs.keys() | defaults.keys() if theirs.get(f, _ABSENT) != defaults.get(f, _ABSENT)]
+            compared = [f for f in changed if f in given]
+            if compared and all(given[f] == defaults.get(f, _ABSENT) for f in compared):
+                ignored.append(f"{key}={info.model_args[key]!r}")
+    return ignored
+
+
 def _as_json(value: object) -> object:
     """``value`` as a JSON round trip gives it back for the comparisons with a file's record: tuples as lists."""
     if isinstance(value, (tuple, list)):
@@ -472,7 +530,10 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     """Load a Swin checkpoint of any supported layout into ``model``, strictly.
 
     Only a classifier of another size and per-level output norms the checkpoint lacks (an ImageNet
-    checkpoint for a detection backbone) may stay at their initial values; both warn.
+    checkpoint for a detection backbone) may stay at their initial values; both warn. A self-describing file whose
+    recorded ``model_args`` make its model compute something else than ``model``, which was built without them
+    (``mask_padding=False``, ``act_layer="relu"``: every weight loads), is loaded too, with a warning naming them
+    (:func:`_ignored_settings`); :func:`load_model` rebuilds the file's own model.
 
     Args:
         model: a swinlite ``SwinTransformer`` (not a ``features_only`` wrapper); the Swin inside one (its ``model``),
@@ -481,16 +542,16 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
         checkpoint: a file path or an already loaded (training) checkpoint / state dict.
 
     Raises:
-        ValueError: ``model`` is no swinlite Swin (a features-only wrapper: its ``model`` is), or the checkpoint is
-            unreadable, of an unknown layout or does not fit the model (names the keys).
+        ValueError: ``model`` is no swinlite Swin (a features-only wrapper: its ``model`` is; timm's own Swin: its
+            swinlite counterpart is), or the checkpoint is unreadable, of an unknown layout or does not fit the model
+            (names the keys).
     """
     if not isinstance(model, SwinTransformer):
-        inner = isinstance(getattr(model, "model", None), SwinTransformer)
-        hint = f"pass its Swin, {type(model).__name__}.model" if inner else "build one with timm.create_model"
-        raise ValueError(f"load_checkpoint loads a swinlite SwinTransformer, got a {type(model).__name__}: {hint}")
+        raise ValueError(_not_swinlite(model))
     path = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else None
     source = "checkpoint" if path is None else str(path)
-    content = None if path is None else read_checkpoint(path)  # the one read of the file
+    metadata, content = ({}, None) if path is None else read_weights(path)  # the one read of the file
+    ignored = _ignored_settings(model, metadata, source)
     if content is not None:
         checkpoint = state_dict_in(path, content, stacklevel=3)  # an EMA warning names the caller's line
     try:
@@ -501,5 +562,35 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     if state_dict[FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
         state_dict[FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[FIRST_CONV])
     load_strict(model, state_dict, source, may_start_fresh=("head.fc.", "out_norms."), values_checked=True)
+    if ignored:
+        warnings.warn(
+            f"{source} records its {metadata['model']} built with {', '.join(ignored)}, the model without: the "
+            "weights are loaded into the model as it is, which computes something else than the file's; build the "
+            f"model with them, or rebuild the file's own with swinlite.load_model({source!r})",
+            stacklevel=2,
+        )
     if content is not None and resume_ema_in(content):
         _warn_resume_ema(path, stacklevel=3)
+
+
+def _not_swinlite(model: nn.Module) -> str:
+    """:func:`load_checkpoint`'s refusal of ``model``, no swinlite Swin, its class named with its module (timm's Swin
+    is a ``SwinTransformer`` too), and what to give instead: a wrapper's Swin, swinlite's counterpart of timm's Swin
+    (:func:`~swinlite.models.pretrained.lite_name`), else a ``swinlite_*`` model."""
+    cls = type(model)
+    cfg = getattr(model, "pretrained_cfg", None)
+    architecture = cfg.get("architecture") if isinstance(cfg, Mapping) else None
+    try:
+        counterpart = lite_name(architecture) if isinstance(architecture, str) else None
+    except ValueError:  # not a timm Swin
+        counterpart = None
+    if isinstance(getattr(model, "model", None), SwinTransformer):
+        hint = f"pass its Swin, {cls.__name__}.model"
+    elif counterpart is not None and timm.is_model(counterpart):
+        hint = f"build swinlite's counterpart of {architecture}, timm.create_model({counterpart!r})"
+    else:
+        hint = "build one with timm.create_model('swinlite_...') (timm.list_models('swinlite_*'))"
+    return (
+        f"load_checkpoint loads a swinlite SwinTransformer ({SwinTransformer.__module__}.SwinTransformer), got a "
+        f"{cls.__module__}.{cls.__qualname__}: {hint}"
+    )

@@ -7,8 +7,10 @@ import logging
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
@@ -145,6 +147,17 @@ def test_a_features_file_records_its_levels(out_norm):
     assert meta["out_norm"] is out_norm
 
 
+@pytest.mark.parametrize(
+    ("given", "levels"), [(2, [2, 3]), (None, [0, 1, 2, 3]), ((np.int64(1), torch.tensor(-1)), [1, 3])]
+)
+def test_a_feature_extractor_takes_levels_as_features_only_takes_them(given, levels):
+    """An int n (timm's last n levels) was a TypeError; numpy's and 0-d tensors' levels were kept as given."""
+    extractor = FeatureExtractor(build_exportable(PICO), given)
+    assert extractor.out_indices == levels and all(type(level) is int for level in extractor.out_indices)
+    kwargs = {} if given is None else {"out_indices": given}
+    assert tuple(levels) == timm.create_model(PICO, features_only=True, **kwargs).feature_info.out_indices
+
+
 def test_an_export_records_the_version_that_exported_it(tmp_path):
     """A backbone's file recorded the exporting version as "swinlite", a detector's or segmenter's the version that
     trained its checkpoint: each records the exporting one, and the checkpoint's as "checkpoint_swinlite" (the
@@ -231,6 +244,47 @@ def test_bad_export_arguments():
     # below one patch: the eager model refuses such an image, but the trace asserted nothing and the export went on
     with pytest.raises(ValueError, match="starts at 1, below one patch: the model takes images from 2 pixels"):
         export_program(model, torch.randn(2, 3, 32, 32), (1, 64))
+    # in training mode (timm.create_model's), or a module of it: its dropout and stochastic depth were traced, a graph
+    # whose outputs changed at every call (0.19 with drop_rate=drop_path_rate=0.3)
+    with pytest.raises(ValueError, match=r"^export_program expects a model in eval mode; call model.eval\(\) first$"):
+        export_program(timm.create_model(PICO), torch.randn(2, 3, 32, 32))
+    model.layers[1].train()
+    with pytest.raises(ValueError, match=r"in eval mode \(its layers.1 is in training mode\); call model.eval\(\)"):
+        export_program(model, torch.randn(2, 3, 32, 32))
+    model.eval()
+
+
+def test_a_program_traced_in_training_mode_is_not_converted(tmp_path):
+    """torch.export's own program of a model in training mode became an ONNX file that drew its dropout at every
+    call; one traced in eval mode, whose dropout draws nothing, converts (every export of this file's tests)."""
+    program = torch.export.export(nn.Dropout(0.5), (torch.randn(2, 3),))
+    said = r"^export_onnx expects a program traced in eval mode; this one draws random numbers \(aten.dropout.default"
+    for convert in (export_onnx, write_onnx):
+        with pytest.raises(ValueError, match=said):
+            convert(program, tmp_path / "dropout.onnx", ["y"], {})
+    assert not list(tmp_path.iterdir())
+    export.check_traced_in_eval_mode(torch.export.export(nn.Dropout(0.5).eval(), (torch.randn(2, 3),)), "export_onnx")
+
+
+@pytest.mark.parametrize("missing", ["onnx", "onnxscript", "onnxruntime"])
+def test_a_function_of_the_export_extra_without_it_names_it(missing, tmp_path, monkeypatch):
+    """Without the [export] extra these functions raised a bare ModuleNotFoundError (No module named 'onnx'); the
+    scripts alone named the extra. Each names it as they do, before it writes anything."""
+    program = torch.export.export(nn.Flatten(1).eval(), (torch.randn(2, 3, 4, 5),))
+    monkeypatch.setitem(sys.modules, missing, None)  # an import of it fails as for a package not installed
+    calls = {
+        "export_onnx": lambda: export_onnx(program, tmp_path / "f.onnx", ["flat"]),
+        "write_onnx": lambda: write_onnx(program, tmp_path / "f.onnx", ["flat"], {}, "dynamic"),
+        "quantize_dynamic": lambda: quantize_dynamic(tmp_path / "f.onnx", tmp_path / "int8.onnx"),
+        "onnx_max_abs_error": lambda: onnx_max_abs_error(tmp_path / "f.onnx", nn.Flatten(1), torch.randn(2, 3, 4, 5)),
+    }
+    needs = {"onnx": ["export_onnx", "write_onnx", "quantize_dynamic"], "onnxscript": ["export_onnx", "write_onnx"]}
+    for name in needs.get(missing, ["write_onnx", "quantize_dynamic", "onnx_max_abs_error"]):
+        said = f"swinlite.export.{name} needs the optional package '{missing}': pip install -e \".[export]\""
+        with pytest.raises(ModuleNotFoundError, match=re.escape(said)) as raised:
+            calls[name]()
+        assert raised.value.name == missing  # a script's run() names the extra from it
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_range_whose_last_stage_is_one_window_exports(three_levels):

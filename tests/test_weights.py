@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -74,24 +75,79 @@ def test_flags_that_contradict_the_file_are_errors(trained):
     with pytest.raises(ValueError, match="--num-classes 10 contradicts .* which has 3 classes"):
         load_model(path, num_classes=10)
     assert load_model(path, PICO, num_classes=3).num_classes == 3  # agreeing flags are fine
+    # a features_only wrapper: its keys (model.*) were all "missing from the file", which holds them unprefixed
+    said = r"not a features_only wrapper of it: .* swinlite.export.FeatureExtractor\(load_model\(path\), out_indices\)"
+    with pytest.raises(ValueError, match=said):
+        load_model(path, features_only=True)
 
 
 @pytest.mark.parametrize(
-    ("model", "hint"),
+    ("model", "got", "hint"),
     [
-        (lambda: timm.create_model(PICO, features_only=True), "pass its Swin, SwinFeatureBody.model"),
-        (lambda: torch.nn.Linear(2, 2), "build one with timm.create_model"),
+        (
+            lambda: timm.create_model(PICO, features_only=True),
+            "swinlite.models.variants.SwinFeatureBody",
+            "pass its Swin, SwinFeatureBody.model",
+        ),
+        (
+            lambda: timm.create_model("swin_tiny_patch4_window7_224", embed_dim=8, depths=(1,) * 4, num_heads=(1,) * 4),
+            "timm.models.swin_transformer.SwinTransformer",
+            "build swinlite's counterpart of swin_tiny_patch4_window7_224, "
+            "timm.create_model('swinlite_tiny_patch4_window7_224')",
+        ),
+        (
+            lambda: torch.nn.Linear(2, 2),
+            "torch.nn.modules.linear.Linear",
+            "build one with timm.create_model('swinlite_...') (timm.list_models('swinlite_*'))",
+        ),
     ],
-    ids=["features_only", "other"],
+    ids=["features_only", "timm_swin", "other"],
 )
-def test_load_checkpoint_into_what_is_no_swin_says_what_to_pass(model, hint):
+def test_load_checkpoint_into_what_is_no_swin_says_what_to_pass(model, got, hint):
     """A features-only wrapper warned of a dropped classifier, then raised AttributeError ('SwinFeatureBody' object
-    has no attribute 'patch_embed') from the mismatch message."""
+    has no attribute 'patch_embed') from the mismatch message; timm's Swin was "a SwinTransformer", as swinlite's."""
     state = timm.create_model(PICO).state_dict()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no note before the refusal
-        with pytest.raises(ValueError, match=f"load_checkpoint loads a swinlite SwinTransformer, got a .*: {hint}"):
+        with pytest.raises(ValueError) as refused:
             swinlite.load_checkpoint(model(), state)
+    swin = "swinlite.models.swin.SwinTransformer"
+    assert str(refused.value) == f"load_checkpoint loads a swinlite SwinTransformer ({swin}), got a {got}: {hint}"
+
+
+@pytest.mark.parametrize(
+    ("recorded", "ignored"),
+    [
+        ({"mask_padding": False}, "mask_padding=False"),
+        ({"act_layer": "relu", "drop_path_rate": 0.3}, "act_layer='relu'"),
+        ({"mask_padding": True, "img_size": 48, "drop_path_rate": 0.3}, None),  # defaults, V1's size, training
+    ],
+    ids=["mask_padding", "act_layer", "defaults"],
+)
+def test_load_checkpoint_warns_of_settings_the_file_records_and_the_model_lacks(tmp_path, recorded, ignored):
+    """A file of a model built with mask_padding=False (or act_layer='relu') loaded every weight into a plain
+    timm.create_model(PICO, num_classes=3), which computed other logits (by 0.021, 0.080 at 36x44), without a word
+    (load_model rebuilds the file's model). What the user chose otherwise is no such setting: training settings, the
+    reference path, a features_only wrapper's Swin."""
+    torch.manual_seed(0)
+    path = tmp_path / "w.safetensors"
+    meta = weights_metadata(PICO, {"num_classes": 3, **recorded}, ["cat", "dog", "eel"], PRE)
+    save_safetensors(path, timm.create_model(PICO, num_classes=3, **recorded).state_dict(), meta)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        swinlite.load_checkpoint(timm.create_model(PICO, num_classes=3), path)
+    said = f"{path} records its {PICO} built with {ignored}, the model without: the weights are loaded into the model"
+    assert [str(w.message)[: len(said)] for w in caught] == ([said] if ignored else [])
+    assert all(w.filename == __file__ for w in caught)  # the line that called load_checkpoint
+    built = {**recorded, "drop_path_rate": 0.1}
+    for model in (
+        timm.create_model(PICO, num_classes=3, **built, fast=False),
+        timm.create_model(PICO, features_only=True, out_indices=(0, 1), **built).model,
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            warnings.filterwarnings("ignore", re.escape("dropping the checkpoint's classifier head.fc: the model has"))
+            swinlite.load_checkpoint(model, path)
 
 
 def test_raw_files_need_a_model_and_load_in_other_layouts(tmp_path):

@@ -372,14 +372,21 @@ def check_traced_in_eval_mode(program: torch.export.ExportedProgram, user: str) 
 
 def _draws_random(node: torch.fx.Node) -> bool:
     """Whether the graph node ``node`` draws random numbers: an op tagged ``nondeterministic_seeded`` that takes no
-    ``train`` argument, or takes one not False (``aten.dropout(x, p, train)``)."""
+    ``train`` nor ``dropout_p`` argument, or a ``train`` not False (``aten.dropout(x, p, train)``), or a ``dropout_p``
+    not 0 (``aten.scaled_dot_product_attention``, which an eval-mode model traces with 0)."""
     if torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ()):
         return False
     names = [argument.name for argument in node.target._schema.arguments]
-    if "train" not in names:
-        return True
-    index = names.index("train")
-    return (node.args[index] if len(node.args) > index else node.kwargs.get("train", True)) is not False
+
+    def argument(name: str, default: object) -> object:
+        index = names.index(name)
+        return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
+
+    if "train" in names:
+        return argument("train", True) is not False
+    if "dropout_p" in names:
+        return argument("dropout_p", 0.0) != 0
+    return True
 
 
 def require_extra(user: str, *packages: str) -> None:

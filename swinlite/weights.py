@@ -342,7 +342,7 @@ def _changed_by_unrecorded(path: str | os.PathLike, info: WeightsInfo, kwargs: d
     ``img_size`` load every weight, yet compute something else. One that builds the same model passes (the
     default's own value; a V1's ``img_size``), and so does one that changes the weights the model holds
     (``out_norm=True``): the strict load names them."""
-    unrecorded = {k: v for k, v in kwargs.items() if k not in info.model_args and k not in TRAINING_ONLY}
+    unrecorded = {k: v for k, v in kwargs.items() if k not in info.model_args and k not in (*TRAINING_ONLY, *WHERE_RUN)}
     if not unrecorded:
         return []
     with torch.device("meta"):
@@ -359,9 +359,15 @@ def _weight_shapes(model: nn.Module) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
-# attributes that do not change what a model computes: its mode, and the input size it was built for, which an
-# any-size model's forward does not read (a V1's img_size changes these alone; a V2's changes its windows too)
-_NOT_COMPUTED = frozenset({"training", "img_size", "grid_size", "num_patches", "_ref_grid_size"})
+# constructor arguments that choose where and how the model runs, not what it computes: the fast path (the same
+# function), the device and dtype it is built on
+WHERE_RUN = ("fast", "device", "dtype")
+# attributes that do not change what a model computes: its mode, whether its position-bias buffers are filled yet
+# (a model built on a device: not on the meta device), and the input size it was built for and the reference windows
+# set_input_size scales, which an any-size model's forward does not read (a V1's img_size changes these alone; a
+# V2's changes its windows too)
+_NOT_COMPUTED = frozenset({"training", "filled", "img_size", "grid_size", "num_patches", "_ref_grid_size",
+                           "_ref_window_sizes"})  # fmt: skip
 
 
 def _structure(model: nn.Module) -> list[tuple[str, str, dict[str, object], dict[str, tuple[int, ...]]]]:
@@ -372,11 +378,18 @@ def _structure(model: nn.Module) -> list[tuple[str, str, dict[str, object], dict
         (
             name,
             type(module).__qualname__,
-            {k: v for k, v in vars(module).items() if isinstance(v, plain) and k not in _NOT_COMPUTED},
+            {k: v for k, v in vars(module).items() if isinstance(v, plain) and k not in _NOT_COMPUTED}
+            | _exact_gelu(module),
             {k: tuple(t.shape) for k, t in [*module._parameters.items(), *module._buffers.items()] if t is not None},
         )
         for name, module in model.named_modules()
     ]
+
+
+def _exact_gelu(module: nn.Module) -> dict[str, object]:
+    """``approximate="none"`` for a GELU without the attribute (timm's, which ``act_layer="gelu"`` builds, computes
+    torch's exact GELU, whose attribute it is): one entry for the same function."""
+    return {"approximate": "none"} if type(module).__name__ == "GELU" and not hasattr(module, "approximate") else {}
 
 
 def _settings(model: nn.Module) -> dict[tuple[str, ...], object]:

@@ -264,6 +264,20 @@ def test_a_program_traced_in_training_mode_is_not_converted(tmp_path):
             convert(program, tmp_path / "dropout.onnx", ["y"], {})
     assert not list(tmp_path.iterdir())
     export.check_traced_in_eval_mode(torch.export.export(nn.Dropout(0.5).eval(), (torch.randn(2, 3),)), "export_onnx")
+    # attention through SDPA (tagged as seeded for its dropout) draws nothing at dropout_p 0: it was refused
+    for p, draws in ((0.0, False), (0.5, True)):
+        attend = torch.export.export(_Attend(p), (torch.randn(1, 2, 4, 8),))
+        [node] = [n for n in attend.graph.nodes if n.op == "call_function"]
+        assert export._draws_random(node) is draws
+
+
+class _Attend(nn.Module):
+    def __init__(self, dropout_p: float) -> None:
+        super().__init__()
+        self.dropout_p = dropout_p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.scaled_dot_product_attention(x, x, x, dropout_p=self.dropout_p)
 
 
 @pytest.mark.parametrize("missing", ["onnx", "onnxscript", "onnxruntime"])

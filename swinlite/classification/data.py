@@ -121,8 +121,9 @@ def class_folders(
     broken = next((p for p in entries if p.is_symlink() and not p.exists()), None)
     if broken is not None:
         raise ValueError(
-            f"{broken} is a symbolic link to {os.readlink(broken)}, which does not exist (a disk not mounted?): the "
-            "class it holds would be left out; restore its target, or remove the link"
+            f"{broken} is a symbolic link to {os.readlink(broken)}, which does not exist (a disk not mounted?): a "
+            "class folder it leads to would be left out, the classifier a class short; restore its target, or remove "
+            "the link"
         )
     for path in (p for p in entries if skipped is not None and p.is_file() and is_image_file(p)):
         reason = f"an image in no class folder (expected {split_dir}/<class>/<image files>)"

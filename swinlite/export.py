@@ -50,6 +50,7 @@ from .inference import class_names
 from .io import atomic_write_bytes, read_metadata, read_state_dict
 from .models.checks import check_feature_indices
 from .models.swin import SwinTransformer
+from .optimize import check_eval_mode
 from .script import extra_error
 from .weights import check_model_name, create_to_load, load_model, load_strict, read_info
 
@@ -345,21 +346,11 @@ def versions(recorded: Mapping[str, object]) -> dict[str, object]:
     return {"swinlite": __version__} | ({} if written is None else {"checkpoint_swinlite": written})
 
 
-def check_eval_mode(model: nn.Module, user: str) -> None:
-    """ValueError, in :func:`swinlite.optimize_for_inference`'s words, unless ``model`` and every module in it are in
-    eval mode (``timm.create_model`` returns a model in training mode): traced in training mode, dropout and
-    stochastic depth are random operations of the graph, whose outputs change at every call. ``user``: the caller."""
-    name = next((name for name, module in model.named_modules() if module.training), None)
-    if name is not None:
-        where = f" (its {name} is in training mode)" if name else ""
-        raise ValueError(f"{user} expects a model in eval mode{where}; call model.eval() first")
-
-
 def check_traced_in_eval_mode(program: torch.export.ExportedProgram, user: str) -> None:
     """ValueError where ``program`` draws random numbers (its ops tagged ``nondeterministic_seeded``, but dropout
     traced with ``train=False``, which draws none): dropout or stochastic depth of a model traced in training mode
-    (:func:`check_eval_mode`), which an ONNX file would run at every call; in any graph of the program (a
-    higher-order op's too). ``user``: the caller."""
+    (:func:`~swinlite.optimize.check_eval_mode`), which an ONNX file would run at every call; in any graph of the
+    program (a higher-order op's too). ``user``: the caller."""
     graphs = [module.graph for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)]
     drawn = sorted({str(node.target) for graph in graphs for node in graph.nodes if _draws_random(node)})
     if drawn:
@@ -476,8 +467,8 @@ def export_program(
     """``torch.export.export`` with a symbolic batch and, unless ``fixed_size``, symbolic height and width.
 
     Args:
-        model: in eval mode, every module of it (:func:`check_eval_mode`); fast blocks export their windows as one
-            gather each way and the reference attention (same function).
+        model: in eval mode, every module of it (:func:`~swinlite.optimize.check_eval_mode`); fast blocks export their
+            windows as one gather each way and the reference attention (same function).
         example: images [B >= 2, C, H, W] to trace with (B = 1 would fix the batch); H and W in the range.
         size_range: (min, max) of the height and of the width; default :func:`default_size_range`.
         fixed_size: fix H and W to the example's (one file per size; the batch stays dynamic).

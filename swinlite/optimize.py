@@ -86,11 +86,10 @@ def optimize_for_inference(
         (compiling, checking, timing the two).
 
     Raises:
-        ValueError: ``model`` is in training mode.
+        ValueError: ``model``, or a module of it, is in training mode.
         RuntimeError: ``check`` found the compiled output differs from eager beyond the tolerance.
     """
-    if model.training:
-        raise ValueError("optimize_for_inference expects a model in eval mode; call model.eval() first")
+    check_eval_mode(model, "optimize_for_inference")  # a module of it in training mode passed the model's own flag
     start = time.perf_counter()
     import torch._inductor.config  # noqa: F401  (loaded here: ``import swinlite`` stays light)
 
@@ -227,3 +226,13 @@ class FixedBatch(nn.Module):
             "eager": "the eager model serves (it ran the example faster, or nothing was compiled)",
         }[self._compiled.path]
         return f"--compile: built for batches of {self.batch_size} in {self._compiled.seconds:.0f} s; {served}"
+
+
+def check_eval_mode(model: nn.Module, user: str) -> None:
+    """ValueError unless ``model`` and every module in it are in eval mode (``timm.create_model`` returns a model in
+    training mode): traced in training mode, dropout and stochastic depth are random operations of the graph, whose
+    outputs change at every call. ``user``: the caller (:func:`optimize_for_inference`, the export functions)."""
+    name = next((name for name, module in model.named_modules() if module.training), None)
+    if name is not None:
+        where = f" (its {name} is in training mode)" if name else ""
+        raise ValueError(f"{user} expects a model in eval mode{where}; call model.eval() first")

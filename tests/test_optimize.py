@@ -123,6 +123,10 @@ def test_the_faster_path_serves_with_the_weights_of_the_call(monkeypatch, slower
 def test_model_in_training_mode_is_rejected():
     with pytest.raises(ValueError, match="eval"):
         swinlite.optimize_for_inference(_small_model().train(), torch.randn(1, 3, 8, 8))
+    model = _small_model().eval()
+    model.layers[0].train()  # the model's own flag says eval: a compiled graph of its dropout passed
+    with pytest.raises(ValueError, match=r"eval mode \(its layers\.0 is in training mode\)"):
+        swinlite.optimize_for_inference(model, torch.randn(1, 3, 8, 8))
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ from PIL import Image, ImageDraw, ImageFont
 from .colours import label_colour
 from .files import center_crop_scale, elongation_problem
 from .metadata import PREPROCESSING_KEYS, check_preprocessing
+from .script import extra_error
 from .seg_views import TEST_MODES, large_problem, slide_windows, stride_problem, stride_unused, test_views
 from .wording import counted
 
@@ -95,8 +96,13 @@ def open_model(path: str | os.PathLike) -> OnnxModel:
     Raises:
         ValueError: a missing file or a folder, a file that is not ONNX or is truncated, recorded input sizes that are
             not ``{"height": [min, max], "width": [min, max]}``; each naming the file.
+        ModuleNotFoundError: ONNX Runtime is not installed, naming the extra that holds it
+            (:func:`swinlite.script.extra_error`).
     """
-    import onnxruntime as ort
+    try:
+        import onnxruntime as ort
+    except ModuleNotFoundError as e:
+        raise extra_error(e, "swinlite.onnx_predict.open_model") from None
 
     path = Path(path)
     if path.is_dir():

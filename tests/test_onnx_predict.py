@@ -3,6 +3,7 @@ torchvision's box drawing, torch.topk; and its checks of a file and an input."""
 
 import dataclasses
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -121,6 +122,15 @@ def test_open_model_refuses_a_file_that_is_not_onnx(tmp_path, content, error):
         onnx_predict.open_model(path)
     with pytest.raises(ValueError, match="does not exist"):
         onnx_predict.open_model(tmp_path / "missing.onnx")
+
+
+def test_open_model_without_onnx_runtime_names_the_extra(tmp_path, monkeypatch):
+    """A Python user's call was a bare "No module named 'onnxruntime'"; the scripts alone named the extra."""
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
+    with pytest.raises(ModuleNotFoundError, match=r"^swinlite\.onnx_predict\.open_model needs the optional package "
+                                                  r"'onnxruntime': pip install -e \"\.\[") as caught:  # fmt: skip
+        onnx_predict.open_model(tmp_path / "m.onnx")
+    assert caught.value.name == "onnxruntime"  # what the scripts name the extra by
 
 
 def test_inputs_outside_the_file_are_refused(onnx_classifier):

@@ -126,7 +126,7 @@ def class_folders(
             "the link"
         )
     for path in (p for p in entries if skipped is not None and p.is_file() and is_image_file(p)):
-        reason = f"an image in no class folder (expected {split_dir}/<class>/<image files>)"
+        reason = f"an image in no class folder (expected {split_dir.name}/<class>/<image files>)"  # cached: no path
         warnings.warn(f"skipping {path}: {reason}", stacklevel=2)
         skipped.append((str(path), reason))
     found = [p for p in entries if p.is_dir()]

@@ -151,8 +151,7 @@ def test_an_image_in_no_class_folder_is_skipped_and_named(folder: Path, tmp_path
     (folder / "train" / "notes.txt").write_text("not an image: no word")
     cfg, out = DataConfig(data_dir=str(folder)), tmp_path / "out"
     said = [
-        f"skipping {folder / split / 'loose.png'}: an image in no class folder (expected {folder / split}/<class>/"
-        "<image files>)"
+        f"skipping {folder / split / 'loose.png'}: an image in no class folder (expected {split}/<class>/<image files>)"
         for split in ("train", "val")
     ]
     for cached in (False, True):

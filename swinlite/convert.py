@@ -1141,7 +1141,9 @@ def embed_rel_pos_bias_table(table: torch.Tensor, old_window: Sequence[int], new
     grid = offset_grid(table, old_window)  # (heads, 2Wh-1, 2Ww-1)
     (old_h, old_w), (new_h, new_w) = grid.shape[1:], _grid_size(new_window)
     if new_h < old_h or new_w < old_w:
-        raise ValueError(f"window {tuple(new_window)} is smaller than the table's {tuple(old_window)}: resize it")
+        raise ValueError(
+            f"window {_window_2d(new_window)} is smaller than the table's {_window_2d(old_window)}: resize it"
+        )
     pad_h, pad_w = (new_h - old_h) // 2, (new_w - old_w) // 2
     grid = F.pad(grid, (pad_w, pad_w, pad_h, pad_h))  # (heads, 2Wh'-1, 2Ww'-1), offset (0, 0) still central
     return grid.flatten(1).T.contiguous()  # (rows, heads)
@@ -1162,7 +1164,9 @@ def crop_rel_pos_bias_table(table: torch.Tensor, old_window: Sequence[int], new_
     grid = offset_grid(table, old_window)  # (heads, 2Wh-1, 2Ww-1)
     (old_h, old_w), (new_h, new_w) = grid.shape[1:], _grid_size(new_window)
     if new_h > old_h or new_w > old_w:
-        raise ValueError(f"window {tuple(new_window)} is larger than the table's {tuple(old_window)}: embed it")
+        raise ValueError(
+            f"window {_window_2d(new_window)} is larger than the table's {_window_2d(old_window)}: embed it"
+        )
     top, left = (old_h - new_h) // 2, (old_w - new_w) // 2  # offset (0, 0) stays central
     return grid[:, top : top + new_h, left : left + new_w].flatten(1).T.contiguous()  # (rows, heads)
 
@@ -1230,7 +1234,7 @@ def offset_grid(table: torch.Tensor, window: Sequence[int]) -> torch.Tensor:
     h, w = _grid_size(window)
     if table.ndim != 2 or table.shape[0] != h * w:
         raise ValueError(
-            f"table of shape {tuple(table.shape)} does not fit window {tuple(window)}: expected ({h * w}, heads)"
+            f"table of shape {tuple(table.shape)} does not fit window {_window_2d(window)}: expected ({h * w}, heads)"
         )
     return table.T.reshape(table.shape[1], h, w)
 

@@ -8,7 +8,12 @@ import torch
 from timm.layers import resize_rel_pos_bias_table as timm_resize
 from timm.layers import to_2tuple
 
-from swinlite.convert import resize_rel_pos_bias_table
+from swinlite.convert import (
+    crop_rel_pos_bias_table,
+    embed_rel_pos_bias_table,
+    offset_grid,
+    resize_rel_pos_bias_table,
+)
 from swinlite.models.swin import RelativePositionBias, relative_position_index
 
 
@@ -127,6 +132,13 @@ def test_resize_keeps_a_constant_table_and_rejects_bad_shapes():
     torch.testing.assert_close(resize_rel_pos_bias_table(table, (7, 7), (4, 6)), torch.full((7 * 11, 2), 0.5))
     with pytest.raises(ValueError, match="does not fit window"):
         resize_rel_pos_bias_table(torch.zeros(10, 2), (7, 7), (12, 12))
+    # int windows, as the model takes them: these refusals were a TypeError ('int' object is not iterable)
+    with pytest.raises(ValueError, match=r"^table of shape \(10, 2\) does not fit window \(7, 7\)"):
+        offset_grid(torch.zeros(10, 2), 7)
+    with pytest.raises(ValueError, match=r"^window \(3, 3\) is smaller than the table's \(7, 7\): resize it"):
+        embed_rel_pos_bias_table(table, 7, 3)
+    with pytest.raises(ValueError, match=r"^window \(9, 9\) is larger than the table's \(7, 7\): embed it"):
+        crop_rel_pos_bias_table(table, 7, 9)
     # a 1-D RelativePositionBias's table was an IndexError (tuple index out of range), a 3-D one's "does not fit"
     only_2d = r" ax[ie]s: bias tables are resized, cropped and embedded for 2-D windows only"
     for old, new in [((7,), (12,)), ((2, 3, 3), (2, 4, 4))]:

@@ -338,7 +338,7 @@ def check_agrees(
 
 def _changed_by_unrecorded(path: str | os.PathLike, info: WeightsInfo, kwargs: dict) -> list[str]:
     """The arguments of ``kwargs`` the file does not record (its model was built with their defaults) that build
-    another model than the file's (:func:`_structure`, on the meta device): ``mask_padding=False`` or a V2's
+    another model than the file's (:func:`_difference`, on the meta device): ``mask_padding=False`` or a V2's
     ``img_size`` load every weight, yet compute something else. One that builds the same model passes (the
     default's own value; a V1's ``img_size``), and so does one that changes the weights the model holds
     (``out_norm=True``): the strict load names them."""
@@ -347,16 +347,11 @@ def _changed_by_unrecorded(path: str | os.PathLike, info: WeightsInfo, kwargs: d
         return []
     with torch.device("meta"):
         built = create_for_file(path, info.model, **info.model_args)
-        changed = []
-        for key, value in unrecorded.items():
-            other = create_for_file(path, info.model, **info.model_args, **{key: value})
-            if _weight_shapes(other) == _weight_shapes(built) and _structure(other) != _structure(built):
-                changed.append(key)
-    return changed
-
-
-def _weight_shapes(model: nn.Module) -> dict[str, tuple[int, ...]]:
-    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+        return [
+            key
+            for key, value in unrecorded.items()
+            if _difference(built, create_for_file(path, info.model, **info.model_args, **{key: value}))
+        ]
 
 
 # constructor arguments that choose where and how the model runs, not what it computes: the fast path (the same
@@ -368,22 +363,22 @@ WHERE_RUN = ("fast", "device", "dtype")
 # V2's changes its windows too)
 _NOT_COMPUTED = frozenset({"training", "filled", "img_size", "grid_size", "num_patches", "_ref_grid_size",
                            "_ref_window_sizes"})  # fmt: skip
+_ABSENT = object()  # a fact one model has and another has not
 
 
-def _structure(model: nn.Module) -> list[tuple[str, str, dict[str, object], dict[str, tuple[int, ...]]]]:
-    """Each module's name, class, plain settings (its attributes that are numbers, strings, tuples or None) and
-    tensors' shapes (its non-persistent buffers' too): what a constructor argument changes in the model."""
+def _settings(model: nn.Module) -> dict[tuple[str, ...], object]:
+    """What a constructor argument changes in ``model``, one entry per fact: each module's class (module,
+    ``"class"``), plain settings (module, ``"attr"``, name: its attributes that are numbers, strings, tuples or None,
+    but :data:`_NOT_COMPUTED`) and tensors' shapes (module, ``"shape"``, name: its non-persistent buffers' too)."""
     plain = (bool, int, float, str, tuple, type(None))
-    return [
-        (
-            name,
-            type(module).__qualname__,
-            {k: v for k, v in vars(module).items() if isinstance(v, plain) and k not in _NOT_COMPUTED}
-            | _exact_gelu(module),
-            {k: tuple(t.shape) for k, t in [*module._parameters.items(), *module._buffers.items()] if t is not None},
-        )
-        for name, module in model.named_modules()
-    ]
+    facts: dict[tuple[str, ...], object] = {}
+    for name, module in model.named_modules():
+        facts[(name, "class")] = type(module).__qualname__
+        attrs = {k: v for k, v in vars(module).items() if isinstance(v, plain) and k not in _NOT_COMPUTED}
+        facts |= {(name, "attr", k): v for k, v in (attrs | _exact_gelu(module)).items()}
+        tensors = [*module._parameters.items(), *module._buffers.items()]
+        facts |= {(name, "shape", k): tuple(t.shape) for k, t in tensors if t is not None}
+    return facts
 
 
 def _exact_gelu(module: nn.Module) -> dict[str, object]:
@@ -392,24 +387,21 @@ def _exact_gelu(module: nn.Module) -> dict[str, object]:
     return {"approximate": "none"} if type(module).__name__ == "GELU" and not hasattr(module, "approximate") else {}
 
 
-def _settings(model: nn.Module) -> dict[tuple[str, ...], object]:
-    """:func:`_structure` as one entry per fact: (module, ``"class"``), (module, ``"attr"``, name) and (module,
-    ``"shape"``, tensor name), each to its value."""
-    facts: dict[tuple[str, ...], object] = {}
-    for name, cls, attrs, shapes in _structure(model):
-        facts[(name, "class")] = cls
-        facts |= {(name, "attr", k): v for k, v in attrs.items()}
-        facts |= {(name, "shape", k): v for k, v in shapes.items()}
-    return facts
-
-
-_ABSENT = object()  # a fact one model has and another has not
+def _difference(base: nn.Module, other: nn.Module) -> dict[tuple[str, ...], object] | None:
+    """The facts (:func:`_settings`) in which ``other`` differs from ``base``, each to ``base``'s value (:data:`_ABSENT`
+    where ``base`` has no such fact); None where the shapes of their weights differ (what the strict load names)."""
+    if {k: v.shape for k, v in base.state_dict().items()} != {k: v.shape for k, v in other.state_dict().items()}:
+        return None
+    ours, theirs = _settings(base), _settings(other)
+    return {
+        f: ours.get(f, _ABSENT) for f in ours.keys() | theirs.keys() if ours.get(f, _ABSENT) != theirs.get(f, _ABSENT)
+    }
 
 
 def _ignored_settings(model: nn.Module, metadata: Mapping[str, Any], path: str | os.PathLike) -> list[str]:
     """``key=value`` for each constructor argument a self-describing file records (its ``model_args``) that
-    ``model`` was built without: one that makes the file's model compute something else (:func:`_structure`, on the
-    meta device) where ``model`` holds what the argument's default builds. Not a training setting
+    ``model`` was built without: one that makes the file's model compute something else (:func:`_difference`, on
+    the meta device) where ``model`` holds what the argument's default builds. Not a training setting
     (:data:`TRAINING_ONLY`), ``fast`` (the reference is built as fast as ``model`` is), nor an argument that changes
     the weights' shapes (the classifier's ``num_classes``, ``out_norm``, ``in_chans``: :func:`load_checkpoint`'s own
     rules). Only the facts that the argument changes are compared, so that what the user chose otherwise (another
@@ -428,15 +420,11 @@ def _ignored_settings(model: nn.Module, metadata: Mapping[str, Any], path: str |
     given, ignored = _settings(model), []
     with torch.device("meta"):
         built = create_for_file(path, info.model, **args)
-        theirs = _settings(built)
         for key in recorded:
             default = create_for_file(path, info.model, **{k: v for k, v in args.items() if k != key})
-            if _weight_shapes(default) != _weight_shapes(built):
-                continue
-            defaults = _settings(default)
-            changed = [f for f in theirs.keys() | defaults.keys() if theirs.get(f, _ABSENT) != defaults.get(f, _ABSENT)]
-            compared = [f for f in changed if f in given]
-            if compared and all(given[f] == defaults.get(f, _ABSENT) for f in compared):
+            changed = _difference(default, built) or {}  # the default's value of each fact the argument changes
+            compared = {f: v for f, v in changed.items() if f in given}
+            if compared and all(given[f] == v for f, v in compared.items()):
                 ignored.append(f"{key}={info.model_args[key]!r}")
     return ignored
 

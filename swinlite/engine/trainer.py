@@ -34,6 +34,7 @@ from tqdm import tqdm
 from .. import __version__
 from ..convert import first_keys
 from ..device import autocast_dtype, load_compiler_quietly
+from ..inference import eval_mode
 from ..io import read_metadata
 from ..metadata import FORMAT
 from ..weights import state_dict_mismatch
@@ -192,14 +193,9 @@ def check_reduced(per_process: list[dict[str, float]], evaluate: str) -> None:
 @contextlib.contextmanager
 def evaluating(model: nn.Module) -> Iterator[None]:
     """``model`` in eval mode (no dropout nor drop-path, BatchNorm's running statistics) and no autograd, for a task's
-    ``evaluate``; its mode as it was after."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was_training)
+    ``evaluate``; each of its modules in its own mode as it was after (:func:`~swinlite.inference.eval_mode`)."""
+    with eval_mode(model), torch.no_grad():
+        yield
 
 
 def best_candidate(scores: dict[str, float], best: float) -> tuple[str, float] | None:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import ExifTags, Image, ImageFile, ImageOps, TiffImagePlugin
 
 IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
@@ -153,22 +153,72 @@ def elongation_problem(height: int, width: int, shorter: int) -> str | None:
     )
 
 
-def upright_size(path: str | os.PathLike, decode: bool = False) -> tuple[int, int]:
-    """(height, width) of an image as :func:`load_rgb` gives it (EXIF orientation applied), from its header, or with
-    ``decode`` from the decoded image (which also finds a file whose pixel data is broken).
+_SIDES_TURNED = (5, 6, 7, 8)  # EXIF orientations that swap an image's height and width
+_PNG_TEXT_CHUNKS = (b"tEXt", b"zTXt", b"iTXt")
+_PNG_ORIENTATION_TEXT = (b"XML:com.adobe.xmp\0", b"Raw profile type exif\0")  # keywords Pillow reads EXIF from
+
+
+def _stored(image: ImageFile.ImageFile) -> tuple[int, int]:
+    """(height, width) of the open ``image``'s pixels as its file stores them, before its EXIF orientation: a TIFF's
+    tags (Pillow gives a TIFF its upright size at open, and turns its pixels as it loads them), any other's size."""
+    if isinstance(image, TiffImagePlugin.TiffImageFile):
+        return image.tag_v2[TiffImagePlugin.IMAGELENGTH], image.tag_v2[TiffImagePlugin.IMAGEWIDTH]
+    return image.height, image.width
+
+
+def _png_orientation_after_pixels(file: IO[bytes]) -> bool:
+    """Whether the PNG ``file`` holds a chunk Pillow may read an EXIF orientation from (eXIf; text of XMP or of
+    ImageMagick's raw EXIF) after its pixel data, which Pillow reads only when it decodes the pixels. Only the chunks'
+    headers and text keywords are read."""
+    file.seek(8)  # past the PNG signature
+    pixels = False
+    while len(header := file.read(8)) == 8:  # length, type
+        length, kind, start = int.from_bytes(header[:4], "big"), header[4:], file.tell()
+        if pixels and kind == b"eXIf":
+            return True
+        if pixels and kind in _PNG_TEXT_CHUNKS and file.read(min(length, 80)).startswith(_PNG_ORIENTATION_TEXT):
+            return True
+        pixels = pixels or kind == b"IDAT"
+        file.seek(start + length + 4)  # past the data and the CRC
+    return False
+
+
+def _orientation(image: ImageFile.ImageFile) -> int | None:
+    """The EXIF orientation (1 to 8) :func:`load_rgb` turns the open ``image``'s stored pixels by (read, as
+    ``ImageOps.exif_transpose`` and Pillow's TIFF loader read it, from the EXIF, else the XMP ``tiff:Orientation``),
+    from the header; None where a PNG may hold it after its pixel data, read only by decoding."""
+    if image.format == "PNG" and _png_orientation_after_pixels(image.fp):
+        return None
+    # Image.getexif: a PngImageFile's own decodes the whole image (5 ms for 640x480) to look after the pixels
+    return Image.Image.getexif(image).get(ExifTags.Base.Orientation, 1)
+
+
+def stored_size(path: str | os.PathLike) -> tuple[int, int]:
+    """(height, width) of an image as its file stores it, before its EXIF orientation, from its header.
 
     Raises:
         PIL's errors for files that are not images.
     """
-    if decode:
-        width, height = load_rgb(path).size
-        return height, width
     with Image.open(path) as image:
-        width, height = image.size
-        # PIL's getexif decodes a whole PNG to look for EXIF after the pixels (5 ms for 640x480): the header's is read
-        exif = image.getexif() if image.format != "PNG" or "exif" in image.info else {}
-        turned = exif.get(0x0112, 1) in (5, 6, 7, 8)  # EXIF orientations that swap the sides
-    return (width, height) if turned else (height, width)
+        return _stored(image)
+
+
+def upright_size(path: str | os.PathLike, decode: bool = False) -> tuple[int, int]:
+    """(height, width) of an image as :func:`load_rgb` gives it (EXIF orientation applied), from its header, or with
+    ``decode`` from the decoded image (which also finds a file whose pixel data is broken). A PNG holding EXIF or XMP
+    after its pixel data is decoded either way: only decoding reads them.
+
+    Raises:
+        PIL's errors for files that are not images.
+    """
+    if not decode:
+        with Image.open(path) as image:
+            height, width = _stored(image)
+            orientation = _orientation(image)
+        if orientation is not None:
+            return (width, height) if orientation in _SIDES_TURNED else (height, width)
+    width, height = load_rgb(path).size
+    return height, width
 
 
 def decoded(paths: Sequence[Path], skipped: list[str]) -> Iterator[tuple[int, Path, Image.Image]]:

@@ -2,15 +2,16 @@
 image-files dataset."""
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from PIL import Image, PngImagePlugin
 from torchvision.transforms import functional as TF
 
-from swinlite.files import SkippedLink, read_list, read_names
+from swinlite.files import SkippedLink, read_list, read_names, stored_size
 from swinlite.images import IMAGE_EXTENSIONS, ImageFiles, list_files, list_images, load_rgb, upright_size
 
 
@@ -59,6 +60,62 @@ def test_upright_size_reads_the_header_and_with_decode_the_whole_file(tmp_path: 
     assert upright_size(tmp_path / "cut.png") == (30, 50) == upright_size(tmp_path / "full.png", decode=True)
     with pytest.raises(OSError, match="truncated"):
         upright_size(tmp_path / "cut.png", decode=True)
+
+
+_XMP_6 = '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:Description tiff:Orientation="6"/></x:xmpmeta>'
+
+
+def _exif(orientation: int) -> Image.Exif:
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    return exif
+
+
+def _after_pixels(png: bytes, kind: bytes) -> bytes:
+    """``png`` with its ``kind`` chunk moved after the pixel data, before IEND (Pillow writes it before)."""
+    start = png.index(kind) - 4  # the chunk's length
+    end = start + 12 + int.from_bytes(png[start : start + 4], "big")  # length, type, data, CRC
+    chunk, rest = png[start:end], png[:start] + png[end:]
+    iend = rest.index(b"IEND") - 4
+    return rest[:iend] + chunk + rest[iend:]
+
+
+def _xmp_png(path: Path, image: Image.Image) -> None:
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", _XMP_6)
+    image.save(path, pnginfo=info)
+
+
+def _moved(write: Callable[[Path, Image.Image], None], kind: bytes) -> Callable[[Path, Image.Image], None]:
+    def moved(path: Path, image: Image.Image) -> None:
+        write(path, image)
+        path.write_bytes(_after_pixels(path.read_bytes(), kind))
+
+    return moved
+
+
+_ORIENTED: dict[str, Callable[[Path, Image.Image], None]] = {  # file name: writer, orientation 6 but o3.jpg's
+    "o3.jpg": lambda p, i: i.save(p, exif=_exif(3)),
+    "o6.jpg": lambda p, i: i.save(p, exif=_exif(6)),
+    "exif.png": lambda p, i: i.save(p, exif=_exif(6)),
+    "xmp.png": _xmp_png,  # tiff:Orientation in an iTXt chunk, no EXIF
+    "exif_after.png": _moved(lambda p, i: i.save(p, exif=_exif(6)), b"eXIf"),
+    "xmp_after.png": _moved(_xmp_png, b"iTXt"),
+    "o6.tif": lambda p, i: i.save(p, exif=_exif(6)),  # Pillow gives a TIFF its upright size at open
+    "lzw.tif": lambda p, i: i.save(p, exif=_exif(6), compression="tiff_lzw"),  # decoded by libtiff
+    "o6.webp": lambda p, i: i.save(p, exif=_exif(6), lossless=True),
+}
+
+
+@pytest.mark.parametrize("name", list(_ORIENTED))
+def test_upright_size_is_the_size_load_rgb_gives(tmp_path: Path, name: str):
+    """The header's size turned by the orientation load_rgb applies, wherever a format keeps it: a TIFF's was
+    turned twice, a PNG's in XMP or after the pixels not at all."""
+    path = tmp_path / name
+    _ORIENTED[name](path, Image.fromarray(np.zeros((40, 24, 3), np.uint8)))  # stored 40x24 (HxW)
+    upright = (40, 24) if name == "o3.jpg" else (24, 40)  # orientation 3 turns it by 180 degrees
+    assert stored_size(path) == (40, 24)
+    assert upright_size(path) == upright_size(path, decode=True) == load_rgb(path).size[::-1] == upright
 
 
 def test_float_image_in_0_1_is_scaled_not_read_as_black(tmp_path: Path):

@@ -32,12 +32,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
 from pycocotools.coco import COCO
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
-from ..files import check_folder
+from ..files import check_folder, stored_size
 from ..images import LeftOut, load_rgb, readable_item, split_left_out, unreadable, upright_size
 from ..wording import listed
 from .annotations import check_one_id_per_file, clip_box, files_named, read_coco
@@ -123,20 +122,14 @@ def _image_problem(path: Path, info: dict, verify: bool) -> tuple[str, bool] | N
     except Exception as e:  # PIL raises many exception types for bad files
         return unreadable(e), False
     problem = _size_problem(path, size, info)
-    return None if problem is None else (problem, _stored_size(path) != (info["height"], info["width"]))
-
-
-def _stored_size(path: Path) -> tuple[int, int]:
-    """(height, width) of an image as its file stores it, before its EXIF orientation, from its header."""
-    with Image.open(path) as image:
-        return image.height, image.width
+    return None if problem is None else (problem, stored_size(path) != (info["height"], info["width"]))
 
 
 def _size_problem(path: Path, size: tuple[int, int], info: dict) -> str | None:
     """Why an image of (height, width) ``size`` does not fit its annotation ``info``, or None."""
     if size == (info["height"], info["width"]):
         return None
-    turned = _stored_size(path) != size
+    turned = stored_size(path) != size
     why = " after its EXIF orientation (boxes are read on the upright image, as load_rgb gives it)" if turned else ""
     return f"the file is {size[0]}x{size[1]} (HxW){why} but its annotation says {info['height']}x{info['width']}"
 

@@ -40,7 +40,7 @@ from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
 from ..colours import color_map
-from ..files import SkippedLink, check_folder, overlap
+from ..files import SkippedLink, check_folder, overlap, stored_size
 from ..images import (
     IMAGE_EXTENSIONS,
     LeftOut,
@@ -60,6 +60,8 @@ MASK_MODES = ("P", "L", "1", "I;16", "I;16L", "I;16B", "I")  # label maps: one i
 # their compression turns a label edge into a band of other label values; TIFFs are judged by their compression
 LOSSY_FORMATS = ("JPEG", "MPO")
 LOSSY_TIFF = ("jpeg", "tiff_jpeg")
+# a 2- or 4-bit grayscale PNG (its rawmode): Pillow reads it as L, scaled to 0..255, a stored v as v * step
+_PNG_GRAY_STEPS = {"L;2": 85, "L;4": 17}
 DEFAULT_FOLDERS = {"train": ("images/training", "annotations/training"),
                    "val": ("images/validation", "annotations/validation")}  # fmt: skip
 SHAPES_CLASSES = ("background", "circle", "square", "triangle", "cross")  # the demo's (.demo_data)
@@ -285,7 +287,11 @@ def open_mask(path: Path) -> np.ndarray:
             )
         if mask.mode not in MASK_MODES:
             raise MaskModeError(f"mask {path} {_not_a_label_map(mask)}")
-        return np.asarray(mask).astype(np.uint8) if mask.mode == "1" else np.asarray(mask)
+        step = _PNG_GRAY_STEPS.get(mask.tile[0].args) if mask.format == "PNG" else None  # read before decoding
+        values = np.asarray(mask)  # [H, W]
+        if mask.mode == "1":
+            return values.astype(np.uint8)
+        return values if step is None else values // step  # exact: Pillow reads a stored v as v * step
 
 
 def _not_a_label_map(mask: Image.Image) -> str:
@@ -360,11 +366,9 @@ class _Check:
 
 def _image_size(path: Path, size: tuple[int, int]) -> str:
     """``"the image WxH"`` for the image ``path`` of upright (height, width) ``size``, saying so where its EXIF
-    orientation turns it: ``Image.open(path).size``, its stored size, is the other way round."""
-    with Image.open(path) as image:
-        stored = image.size  # (width, height)
+    orientation turns it: its stored size (:func:`stored_size`) is the other way round."""
     shown = f"the image {size[1]}x{size[0]}"
-    if stored == (size[1], size[0]):
+    if stored_size(path) == size:
         return shown
     return f"{shown} after its EXIF orientation (masks are read against the upright image, as load_rgb gives it)"
 

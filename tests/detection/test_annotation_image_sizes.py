@@ -13,9 +13,11 @@ from swinlite.detection.data import load_split
 from swinlite.detection.demo_data import build_digit_scenes
 
 
-def _resave(folder: Path, ids: list[int], size: tuple[int, int], exif: Image.Exif | None = None) -> None:
+def _resave(
+    folder: Path, ids: list[int], size: tuple[int, int], exif: Image.Exif | None = None, suffix: str = ".png"
+) -> None:
     for i in ids:
-        Image.new("RGB", size).save(folder / f"{i:02d}.png", exif=exif or Image.Exif())
+        Image.new("RGB", size).save(folder / f"{i:02d}{suffix}", exif=exif or Image.Exif())
 
 
 def test_a_folder_of_images_of_other_sizes_is_refused_naming_the_file_folder_and_sizes(coco: Path):
@@ -38,12 +40,19 @@ def test_a_few_images_of_other_sizes_are_skipped_with_a_warning_not_refused(coco
     assert split.image_ids == [3, 4, 6]
 
 
-def test_images_turned_by_their_exif_orientation_are_not_taken_for_another_folders(coco: Path):
-    """Stored at the recorded size, upright another: a file of these images, skipped one by one as before."""
+@pytest.mark.parametrize("suffix", [".png", ".tif"])
+def test_images_turned_by_their_exif_orientation_are_not_taken_for_another_folders(coco: Path, suffix: str):
+    """Stored at the recorded size, upright another: a file of these images, skipped one by one as before. (A TIFF,
+    which Pillow opens at its upright size, was taken at the recorded size, its boxes read on the turned image.)"""
     folder, exif = coco / "val2017", Image.Exif()
     exif[0x0112] = 6  # turned 90 degrees: 48x40 as stored and recorded, 40x48 upright (as load_rgb reads it)
-    _resave(folder, [1, 2, 3], (SIZE, SIZE - 8), exif)
-    edit_coco(coco, "val", lambda c: [image.update(height=SIZE - 8) for image in c["images"][:3]])
+    _resave(folder, [1, 2, 3], (SIZE, SIZE - 8), exif, suffix)
+
+    def record_as_stored(coco_file: dict) -> None:
+        for image in coco_file["images"][:3]:
+            image.update(height=SIZE - 8, file_name=f"{image['id']:02d}{suffix}")
+
+    edit_coco(coco, "val", record_as_stored)
     _resave(folder, [4], (SIZE, SIZE - 8))  # not turned: 48x40 stored, 48x48 recorded, as many as 6 of 48x48
     with pytest.warns(UserWarning, match="after its EXIF orientation"):
         split = load_split(coco / "annotations" / "instances_val2017.json", folder)

@@ -15,6 +15,7 @@ from swinlite.segmentation.data import (
     Split,
     find_pairs,
     labels_of,
+    open_mask,
     read_labels,
     scan_split,
     warn_unlearned,
@@ -87,6 +88,18 @@ def test_reduce_zero_label_reads_masks_as_mmsegmentation(tmp_path: Path, ignore_
     assert np.array_equal(read_labels(tmp_path / "masks" / "x.png", labels), expected)
     split = scan_split(tmp_path / "images", tmp_path / "masks", labels)
     assert split.classes_present() == {0, 1, 2} and split.labelled == np.count_nonzero(expected != ignore_index)
+
+
+@pytest.mark.parametrize("bits", [2, 4])
+def test_a_2_or_4_bit_grayscale_png_mask_reads_its_stored_labels(tmp_path: Path, bits: int):
+    """Pillow reads such a mask as L scaled to 0..255: label 1 of a 4-bit file read 17, label 3 of a 2-bit one 255
+    (the default ignore_index), valid class ids with 35 classes or more, without a word."""
+    stored = np.arange(2**bits, dtype=np.uint8).reshape(2, -1)  # every value the file can hold
+    Image.fromarray(stored).save(tmp_path / "mask.png", bits=bits)  # (H, W) uint8: L
+    with Image.open(tmp_path / "mask.png") as mask:
+        assert mask.mode == "L" and mask.tile[0].args == f"L;{bits}"  # really stored with this bit depth
+    values = open_mask(tmp_path / "mask.png")
+    assert values.dtype == np.uint8 and np.array_equal(values, stored)
 
 
 IGNORED_255 = (

@@ -30,19 +30,21 @@ def test_an_unreadable_image_or_mask_is_named_in_the_loaders_words(tmp_path: Pat
     assert reasons[str(images / "02.png")].startswith(f"mask {masks / '02.png'}: unreadable (UnidentifiedImageError")
 
 
-def test_a_mask_drawn_on_the_stored_orientation_names_the_upright_size(tmp_path: Path):
+@pytest.mark.parametrize("suffix", [".jpg", ".tif"])
+def test_a_mask_drawn_on_the_stored_orientation_names_the_upright_size(tmp_path: Path, suffix: str):
     """A photo stored 64x48 with EXIF orientation 6 (upright 48x64) and its mask drawn 64x48: "the image 48x64" read
-    as a mistake, as anyone's Image.open(...).size gives 64x48 for both."""
+    as a mistake, as anyone's Image.open(...).size gives 64x48 for both (a TIFF's, 48x64: it was paired with the mask,
+    read on the turned image)."""
     data = make_seg_folder(tmp_path / "data")
     images, masks = data / "images" / "training", data / "annotations" / "training"
     exif = Image.Exif()
     exif[0x0112] = 6  # turned 90 degrees
     (images / "00.png").unlink()
-    Image.new("RGB", (64, 48)).save(images / "00.jpg", exif=exif)
+    Image.new("RGB", (64, 48)).save(images / f"00{suffix}", exif=exif)
     Image.fromarray(np.zeros((48, 64), np.uint8), mode="L").save(masks / "00.png")
     Image.fromarray(np.zeros((20, 20), np.uint8), mode="L").save(masks / "01.png")  # an image stored upright
     reasons = dict(_scan(data, tmp_path).skipped)
-    assert reasons[str(images / "00.jpg")] == (
+    assert reasons[str(images / f"00{suffix}")] == (
         f"mask {masks / '00.png'} is 64x48, the image 48x64 after its EXIF orientation (masks are read against the "
         "upright image, as load_rgb gives it)"
     )

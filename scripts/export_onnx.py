@@ -12,10 +12,11 @@ Examples:
     python scripts/export_onnx.py --checkpoint runs/seg_demo/best.safetensors --output seg_demo.onnx
 
 Input "images" [batch, 3, H, W] with a dynamic batch and H, W anywhere in --min-size..--max-size (default: one patch,
-for --features and --fpn one pixel more than the coarsest level's stride, to 2048; --fixed-size exports the --size only,
-one file per size as before). The window padding, shifts and masks are computed in the graph from the input's size, and
-the export is refused if the traced graph assumes anything that fails at some size of the range; sizes outside it are
-refused by scripts/predict.py --onnx with an error naming the range. Outputs: "logits" [batch, classes]; with --features
+for --features and --fpn one pixel more than the coarsest level's stride, to 2048; a --min-size below that default is
+refused before the export, naming it; --fixed-size exports the --size only, one file per size as before). The window
+padding, shifts and masks are computed in the graph from the input's size, and the export is refused if the traced
+graph assumes anything that fails at some size of the range; sizes outside it are refused by scripts/predict.py --onnx
+with an error naming the range. Outputs: "logits" [batch, classes]; with --features
 "stage<i>" (NCHW; --out-norm: through the per-level norms of weights that hold them, a detection or segmentation
 backbone's; an ImageNet checkpoint has none; a detection or segmentation checkpoint with --features exports its
 backbone's levels as its FPN or head reads them (a RetinaNet's or FCOS's stage1..stage3), through the run's trained
@@ -110,8 +111,8 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--min-size",
         type=int,
-        help="smallest height and width served (default: one patch; for --features, --fpn and a segmenter one pixel "
-        "more than the coarsest level's stride)",
+        help="smallest height and width served (default, and the least it takes: one patch; for --features, --fpn "
+        "and a segmenter one pixel more than the coarsest level's stride)",
     )
     parser.add_argument(
         "--max-size",
@@ -242,8 +243,9 @@ def _refuse_backbone_flags(args, task: str, whole: str) -> None:
 
 def _check_size_options(args) -> None:
     """ValueError for a --min-size or --max-size below 1, or a --min-size not below the --max-size given. A --min-size
-    not below the default largest size is refused where the export knows it (``swinlite.export.served_range``: 2048,
-    a segmenter's test size if larger)."""
+    below the default smallest size or not below the default largest is refused where the export knows them
+    (``swinlite.export.served_range``: one patch or one pixel above the coarsest stride; 2048, a segmenter's test size
+    if larger)."""
     if args.max_size is not None and args.max_size < 1:
         raise ValueError(f"--max-size must be positive, got {args.max_size}")
     if args.min_size is not None and args.min_size < 1:
@@ -274,7 +276,8 @@ def export_backbone(args, checkpoint: Path) -> float | None:
 
     model = build(args, checkpoint)
     check_rgb_model(export.swin_of(model), checkpoint)  # the ONNX predictors feed RGB images
-    size_range = export.served_range(export.default_size_range(model), args.min_size, args.max_size)
+    maps = isinstance(model, export.FeatureExtractor | export.FPNFeatures)  # else a classifier: from one patch
+    size_range = export.served_range(export.default_size_range(model), args.min_size, args.max_size, maps=maps)
     nominal = example_size(args, export.input_size(model, checkpoint), size_range)
     served = ((nominal[0],) * 2, (nominal[1],) * 2) if args.fixed_size else (size_range, size_range)
     metadata = export.export_metadata(model, checkpoint, served)  # before the export: a headless classifier refused

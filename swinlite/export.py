@@ -264,15 +264,26 @@ def default_size_range(model: nn.Module) -> tuple[int, int]:
     return smallest_input(model), MAX_SIZE
 
 
-def served_range(default: tuple[int, int], min_size: int | None, max_size: int | None) -> tuple[int, int]:
+def served_range(default: tuple[int, int], min_size: int | None, max_size: int | None, maps: bool) -> tuple[int, int]:
     """(smallest, largest) height and width an export serves: ``min_size`` and ``max_size`` (``--min-size``,
     ``--max-size``) where given, else ``default``'s (:func:`default_size_range`; a segmenter's
     :func:`~swinlite.segmentation.export.served_sizes`, whose largest may pass :data:`MAX_SIZE`).
 
+    Args:
+        maps: whether the export's smallest size is one pixel more than its coarsest map's stride (feature maps, an
+            FPN's, a segmenter's head's), else one patch (a classifier).
+
     Raises:
-        ValueError: a ``min_size`` not below ``default``'s largest without a ``max_size``, naming that default.
+        ValueError: a ``min_size`` below ``default``'s smallest, naming it (before the trace: a map of one cell made
+            :func:`check_assumptions` refuse the traced graph in a line of symbolic sizes); a ``min_size`` not below
+            ``default``'s largest without a ``max_size``, naming that default.
     """
     low, high = default
+    if min_size is not None and min_size < low:
+        why = f"a map of more than one cell at its coarsest level, stride {low - 1}" if maps else "one patch"
+        raise ValueError(
+            f"--min-size {min_size} is below the smallest size this export serves, {low} ({why}): use --min-size {low}"
+        )
     if min_size is not None and max_size is None and min_size >= high:
         raise ValueError(
             f"--min-size {min_size} is not below the largest size this export serves by default ({high}, "

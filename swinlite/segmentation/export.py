@@ -62,12 +62,13 @@ def export_segmenter(
     leaves ``output`` as it was.
 
     Raises:
-        ValueError: a checkpoint that is not a segmenter's (:func:`load_segmenter`); a minimum not below the default
-            maximum without a maximum given (:func:`swinlite.export.served_range`), an empty range; a check above
-            ``tolerance`` (INT8: only finite logits).
+        ValueError: a checkpoint that is not a segmenter's (:func:`load_segmenter`); before the trace, a minimum below
+            :func:`served_sizes`' smallest, or not below the default maximum without a maximum given
+            (:func:`swinlite.export.served_range`), an empty range; a check above ``tolerance`` (INT8: only finite
+            logits).
     """
     model, info = load_segmenter(checkpoint)
-    low, high = export.served_range(served_sizes(model, info.test), *size_range)
+    low, high = export.served_range(served_sizes(model, info.test), *size_range, maps=True)
     graph = SegmenterLogits(model).eval()
     nominal = tuple(info.test.crop_size)
     clamped = tuple(min(max(side, low), high) for side in nominal)

@@ -5,11 +5,13 @@
     images [B, 3, H, W] ── Swin (features_only, out_norm) ──> levels 0..3 [B, C_i, H/s_i, W/s_i]
     level 3 ── pyramid pooling (1, 2, 3, 6 cells) ── concat ── 3x3 ──┐ top
     levels 0..2 ── 1x1 lateral ── + upsampled level above ── 3x3 ────┤ (FPN, top-down)
-    all four, upsampled to level 0 ── concat ── 3x3 fusion ── dropout ── 1x1 classifier ── upsample ── [B, K, H, W]
-    level 2 ── 3x3 ── dropout ── 1x1 classifier ── upsample (auxiliary head, training only)
+    all four, upsampled to level 0 ── concat ── 3x3 fusion ── dropout ── 1x1 classifier ── upsample, crop ─ [B, K, H, W]
+    level 2 ── 3x3 ── dropout ── 1x1 classifier ── upsample, crop (auxiliary head, training only)
 
 Every convolution but the classifiers is conv (no bias) + BatchNorm + ReLU (torchvision's ``Conv2dNormActivation``);
-upsampling is bilinear with ``align_corners=False``. Module names follow mmsegmentation's and Hugging Face's
+upsampling is bilinear with ``align_corners=False``. The logits are upsampled to the input padded as the backbone pads
+it, then cropped (:func:`upsample_to_input`): mmsegmentation and Hugging Face resize straight to the input, the same
+logits at sizes that are patch multiples. Module names follow mmsegmentation's and Hugging Face's
 (``decode_head.psp_modules``, ``lateral_convs``, ``fpn_convs``, ``fpn_bottleneck``, ``auxiliary_head.convs``), so
 their checkpoints map onto this model by renaming (``swinlite.segmentation.convert``).
 """
@@ -51,6 +53,23 @@ def conv_bn_relu(in_channels: int, out_channels: int, kernel_size: int) -> Conv2
 
 def upsample(x: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
     return F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=False)
+
+
+def upsample_to_input(logits: torch.Tensor, stride: Sequence[int], size: Sequence[int]) -> torch.Tensor:
+    """A level's logits [B, K, h, w], its cells ``stride`` (height, width) pixels apart -> [B, K, *size] at the
+    input's pixels.
+
+    Cell (i, j) covers input pixels [i * sh, (i + 1) * sh) x [j * sw, (j + 1) * sw): the backbone pads the input on
+    the bottom and right to whole patches (or, with ``mask_padding=False``, drops the remainder past the last whole
+    patch). Upsampled to the h * sh x w * sw pixels the cells cover and cropped to ``size``, each prediction stays
+    over its own pixels. Resized straight to ``size`` (mmsegmentation's and Hugging Face's way), the
+    padding is squeezed into the image and an odd size's predictions shift toward the top-left by up to half a patch;
+    at patch multiples the two agree (to rounding)."""
+    h, w = logits.shape[2:]
+    # one more cell, a copy of the last: the pixels a cropping backbone dropped (fewer than a patch) take the last
+    # cell's values, as interpolation gives past the last centre; a padding backbone's crop drops it again
+    logits = F.pad(logits, (0, 1, 0, 1), mode="replicate")  # [B, K, h + 1, w + 1]
+    return upsample(logits, ((h + 1) * stride[0], (w + 1) * stride[1]))[..., : size[0], : size[1]]  # [B, K, H, W]
 
 
 class UperNetHead(nn.Module):
@@ -154,11 +173,18 @@ class UperNet(nn.Module):
         """images [B, 3, H, W] (normalised) -> :class:`SegOutput` with fp32 logits at [H, W] (also under autocast)."""
         levels = self.backbone(images)
         # fp32 before the upsampling: under autocast the bf16 interpolation tied a pixel's top classes 65x as often
-        logits = upsample(self.decode_head(levels).float(), images.shape[2:])
+        logits = upsample_to_input(self.decode_head(levels).float(), self.level_stride(0), images.shape[2:])
         aux = None
         if self.training and self.auxiliary_head is not None:
-            aux = upsample(self.auxiliary_head(levels[AUX_LEVEL]).float(), images.shape[2:])
+            aux_logits = self.auxiliary_head(levels[AUX_LEVEL]).float()
+            aux = upsample_to_input(aux_logits, self.level_stride(AUX_LEVEL), images.shape[2:])
         return SegOutput(logits, aux)
+
+    def level_stride(self, level: int) -> tuple[int, int]:
+        """(height, width) input pixels between the cells of ``level``: the Swin's patch, doubled by each merge (its
+        ``feature_info`` reduction is the height's alone; a patch may be h x w)."""
+        ph, pw = self.backbone.model.patch_size
+        return ph * 2**level, pw * 2**level
 
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         """Recompute the backbone's stage activations in the backward pass."""

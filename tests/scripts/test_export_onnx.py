@@ -3,6 +3,7 @@ export for every size is tested in tests/test_export.py."""
 
 import json
 import os
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -285,10 +286,37 @@ def test_a_min_size_is_checked_against_the_exports_own_default_max(segmenter_fil
     from swinlite.segmentation.predictor import load_segmenter
 
     default = served_sizes(load_segmenter(segmenter_file)[0], InferenceSettings(ratios=(0.5, 1.75)))
-    assert default[1] == 3584 and export.served_range(default, 2100, None) == (2100, 3584)
+    assert default[1] == 3584 and export.served_range(default, 2100, None, maps=True) == (2100, 3584)
     said = r"^--min-size 3000 is not below the largest size this export serves by default \(2048, --max-size's"
     with pytest.raises(ValueError, match=said):  # its own test settings: whole images of 2048 at most
         export_segmenter(segmenter_file, tmp_path / "s.onnx", (3000, None))
+    assert list(tmp_path.iterdir()) == []
+
+
+MAPS = "a map of more than one cell at its coarsest level, stride"
+
+
+@pytest.mark.parametrize(
+    ("source", "min_size", "smallest"),
+    [
+        (["--checkpoint", "SEGMENTER"], 5, f"17 ({MAPS} 16)"),
+        (["--checkpoint", "SEGMENTER", "--features"], 5, f"17 ({MAPS} 16)"),
+        (["--checkpoint", "SEGMENTER", "--features", "--out-indices", "0"], 2, f"3 ({MAPS} 2)"),
+        (["--model", PICO, "--checkpoint", "CLASSIFIER"], 1, "2 (one patch)"),
+    ],
+    ids=["segmenter", "features", "first_level", "classifier"],
+)  # fmt: skip
+def test_a_min_size_below_the_smallest_served_is_refused_before_the_trace(
+    load_script, segmenter_file, initial_weights, tmp_path, source, min_size, smallest
+):
+    """--min-size 5 --max-size 100 of a segmenter (or --features) traced for 40 s, then failed with "the exported graph
+    assumes Ne((((((((s54 + 1)//2)) + 1)//2)) + 1)//2), 1), which fails at s54=5": a symbolic name and no usable
+    minimum. The smallest size served is known before the trace: named, with the --min-size to use."""
+    files = {"SEGMENTER": str(segmenter_file), "CLASSIFIER": str(initial_weights(PICO))}
+    argv = [files.get(arg, arg) for arg in source] + ["--output", str(tmp_path / "m.onnx"), "--max-size", "100"]
+    said = rf"^--min-size {min_size} is below the smallest size this export serves, {re.escape(smallest)}: use "
+    with pytest.raises(ValueError, match=rf"{said}--min-size {smallest.split()[0]}$"):
+        load_script("export_onnx").main([*argv, "--min-size", str(min_size)])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -299,7 +327,7 @@ def test_help_shows_the_defaults(load_script, capsys):
     assert "(default: every level of the model, all its stages" in shown and "(default: 1e-4)" in shown
     # it said "one patch" for --features (its range started one pixel above the coarsest stride), "the model's" size
     # for a run's (its test or crop size), and batches 1 and 2 swapped (tests/test_export.py runs check_onnx)
-    assert "(default: one patch; for --features, --fpn and a segmenter one pixel more than the coarsest" in shown
+    assert "(default, and the least it takes: one patch; for --features, --fpn and a segmenter one pixel more" in shown
     assert "the detector's test_size or the segmenter's crop_size" in shown
     assert "3/2 of its width (224x224: 197x339), at batch 2; the range's smallest at batch 1" in shown
     assert load_script("export_onnx").MAX_SIZE == export.MAX_SIZE  # named for parsing without torch

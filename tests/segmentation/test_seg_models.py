@@ -17,7 +17,7 @@ from test_convert_mmdet_hf import to_mmdet
 from swinlite.io import read_state_dict, save_safetensors
 from swinlite.segmentation.config import SegModelConfig
 from swinlite.segmentation.convert import convert_upernet, upernet_layout
-from swinlite.segmentation.models import build_upernet, upsample
+from swinlite.segmentation.models import AUX_LEVEL, build_upernet, upsample_to_input
 from swinlite.weights import load_strict
 
 HEAD = dict(head_channels=16, aux_channels=8, pool_scales=(1, 2, 3, 6))
@@ -111,7 +111,50 @@ def test_logits_at_the_input_size_and_the_auxiliary_head_in_training_only(name):
         logits = model.eval()(x).logits
         head = model.decode_head(model.backbone(x))
     assert head.dtype == torch.bfloat16 and logits.dtype == torch.float32
-    torch.testing.assert_close(logits, upsample(head.float(), x.shape[2:]), rtol=0, atol=0)
+    want = upsample_to_input(head.float(), model.level_stride(0), x.shape[2:])
+    torch.testing.assert_close(logits, want, rtol=0, atol=0)
+
+
+class CellCentres(torch.nn.Module):
+    """A stand-in head: logits [B, 2, h, w] that are each cell's centre in input pixels, x then y, for cells
+    ``stride`` (height, width) pixels apart; it reads level 0 of the levels (the UperNet head's input) or the one level
+    it is given."""
+
+    def __init__(self, stride: tuple[int, int]) -> None:
+        super().__init__()
+        self.stride = stride
+
+    def forward(self, levels: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
+        level = levels if isinstance(levels, torch.Tensor) else levels[0]
+        h, w = level.shape[2:]
+        rows, cols = ((torch.arange(n) + 0.5) * stride for n, stride in zip((h, w), self.stride, strict=True))
+        return torch.stack(torch.meshgrid(cols, rows, indexing="xy")).expand(len(level), 2, h, w)
+
+
+@pytest.mark.parametrize(
+    ("size", "kwargs"),
+    [((37, 45), {}), ((32, 32), {}), ((37, 45), {"mask_padding": False}), ((37, 45), {"patch_size": (2, 4)})],
+    ids=["odd", "patch_multiple", "cropping_backbone", "patch_2x4"],
+)
+def test_each_pixel_gets_the_prediction_of_the_cell_over_it(size: tuple[int, int], kwargs: dict):
+    """Logits resized straight to an odd input squeezed the backbone's padding into it, every pixel's prediction
+    moved toward the top-left (the head's x-centres 0.5 px off mid-image at patch 2, 1.5 px at patch 4 and W=65);
+    with mask_padding=False (the remainder past the last patch dropped) the pixels past the last cell take its values;
+    a 2x4 patch has cells twice as far apart across as down. A pixel's logit here is the centre of the cell over it,
+    clamped to the first and last centres."""
+    model = build_upernet(SegModelConfig(name=PICO, kwargs=kwargs, **HEAD), 2).train()
+    model.decode_head, model.auxiliary_head = (CellCentres(model.level_stride(i)) for i in (0, AUX_LEVEL))
+    x = torch.zeros(1, 3, *size)
+    with torch.no_grad():
+        out, levels = model(x), model.backbone(x)
+    for logits, i in ((out.logits, 0), (out.aux_logits, AUX_LEVEL)):
+        (sh, sw), (h, w) = model.level_stride(i), levels[i].shape[2:]
+
+        def centres(pixels: int, cells: int, stride: int) -> torch.Tensor:
+            return (torch.arange(pixels) + 0.5).clamp(stride / 2, (cells - 0.5) * stride)
+
+        torch.testing.assert_close(logits[0, 0, 0], centres(size[1], w, sw), rtol=0, atol=1e-4)  # x along a row
+        torch.testing.assert_close(logits[0, 1, :, 0], centres(size[0], h, sh), rtol=0, atol=1e-4)  # y down a column
 
 
 def test_grad_checkpointing_gives_the_same_gradients():

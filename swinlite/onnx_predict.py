@@ -172,18 +172,18 @@ def size_problem(model: OnnxModel, height: int, width: int) -> str | None:
 def smallest_export(model: OnnxModel) -> tuple[int, int] | None:
     """(height, width) below which no export of the file's model serves an image, where the file tells, else None.
 
-    A detector's or segmenter's smallest size is its file's (one pixel above the coarsest stride: they take no
-    ``--min-size``). A classifier's or feature extractor's is recorded by ``scripts/export_onnx.py``
-    (``smallest_size``: one patch, or one pixel above the coarsest stride of the maps; it refuses a ``--min-size``
-    below it); a file without the record (an older swinlite's, another exporter's) does not tell.
+    A detector's smallest size is its file's (one pixel above the coarsest stride: it takes no ``--min-size``). The
+    others' is recorded by ``scripts/export_onnx.py`` (``smallest_size``: one patch, or one pixel above the coarsest
+    stride of the maps; it refuses a ``--min-size`` below it); a file without the record (an older swinlite's,
+    another exporter's) does not tell, but for a segmenter's, whose smallest size is taken to be its file's.
     """
     if model.sizes is None:
         return None
     (low_h, _), (low_w, _) = model.sizes
-    if model.task in ("detection", "segmentation"):
-        return low_h, low_w
     smallest = model.metadata.get("smallest_size")
-    return (smallest, smallest) if isinstance(smallest, int) and not isinstance(smallest, bool) else None
+    if model.task != "detection" and isinstance(smallest, int) and not isinstance(smallest, bool):
+        return smallest, smallest
+    return (low_h, low_w) if model.task in ("detection", "segmentation") else None
 
 
 def check_channels(model: OnnxModel) -> None:
@@ -483,10 +483,11 @@ def _thin_problem(
     model: OnnxModel, sizes: list[tuple[int, int]], height: int, width: int, change: str, kind: str
 ) -> str | None:
     """Why a ``height`` x ``width`` image fed to the graph at ``sizes`` (H, W) is to be skipped: one of them thinner
-    than the file's smallest size, which no ``kind`` export lowers; None if none is (or the file records no sizes)."""
-    if model.sizes is None:
+    than no ``kind`` export serves (:func:`smallest_export`); None if none is (or the file records no sizes)."""
+    smallest = smallest_export(model)
+    if smallest is None:
         return None
-    (low_h, _), (low_w, _) = model.sizes
+    low_h, low_w = smallest
     small = next(((h, w) for h, w in sizes if h < low_h or w < low_w), None)
     if small is None:
         return None
@@ -671,8 +672,8 @@ def segment_sizes(settings: SegmenterSettings, height: int, width: int) -> list[
 
 def segment_too_thin(model: OnnxModel, settings: SegmenterSettings, height: int, width: int) -> str | None:
     """Why a ``height`` x ``width`` image is to be skipped, not refused, or None: a view (or window) thinner than the
-    file takes (no segmenter export takes less: it starts one pixel above the coarsest stride), as the PyTorch path
-    skips an image with a view thinner than the patch."""
+    smallest segmenter export takes (one pixel above the coarsest stride), as the PyTorch path skips an image with a
+    view thinner than the patch."""
     return _thin_problem(model, segment_sizes(settings, height, width), height, width, "rescaled", "segmenter")
 
 

@@ -154,12 +154,14 @@ def test_inputs_outside_the_file_are_refused(onnx_classifier):
         ("segmentation", None, 17, (40, 9),
          r"^40x9 \(HxW\) is smaller than model\.onnx takes \(height from 17, width from 17; no segmenter export "
          r"takes less\)$"),
+        # a segmenter exported with --min-size 40 said "no segmenter export takes less" of a 20-pixel side
+        ("segmentation", 17, 40, (40, 20), r"\(export again with scripts/export_onnx\.py --min-size, which goes no "),
     ],
-    ids=["below_one_patch", "above_one_patch", "not_recorded", "segmenter"],
+    ids=["below_one_patch", "above_one_patch", "not_recorded", "segmenter", "segmenter_min_size"],
 )  # fmt: skip
 def test_min_size_is_advised_only_where_an_export_serves_the_size(onnx_classifier, task, smallest, low, size, problem):
     """A 40x1 input to a file of a patch-2 model advised "export again with scripts/export_onnx.py --min-size", which
-    refuses a --min-size below one patch; a segmenter's file takes no --min-size at all. Where the file records the
+    refuses a --min-size below one patch. Where the file records the
     smallest size any export serves (export_onnx.py's files do), a size below it is named as such; where a re-export
     can serve it, or the file does not tell (an older one), --min-size is the advice."""
     model_file = onnx_predict.open_model(onnx_classifier[1])

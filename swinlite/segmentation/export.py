@@ -68,7 +68,8 @@ def export_segmenter(
             logits).
     """
     model, info = load_segmenter(checkpoint)
-    low, high = export.served_range(served_sizes(model, info.test), *size_range, maps=True)
+    default = served_sizes(model, info.test)
+    low, high = export.served_range(default, *size_range, maps=True)
     graph = SegmenterLogits(model).eval()
     nominal = tuple(info.test.crop_size)
     clamped = tuple(min(max(side, low), high) for side in nominal)
@@ -80,6 +81,7 @@ def export_segmenter(
         "palette": [list(c) for c in info.labels.palette],
         "preprocessing": info.metadata["preprocessing"],
         "input_sizes": {"height": [low, high], "width": [low, high]},
+        "smallest_size": default[0],  # what a --min-size goes down to: an image between it and low is no thin one
         "weights": info.metadata.get("weights", "raw"),
         **export.versions(info.metadata),
     }

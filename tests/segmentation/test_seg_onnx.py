@@ -63,6 +63,7 @@ def test_the_file_records_what_segment_needs(exported):
     assert meta["palette"] == [list(c) for c in info.labels.palette]
     assert meta["preprocessing"] == info.metadata["preprocessing"]
     assert meta["input_sizes"] == {"height": [5, 2048], "width": [5, 2048]}  # two stages: coarsest stride 4
+    assert meta["smallest_size"] == 5  # what a --min-size goes down to: no segmenter export serves less
 
 
 @pytest.mark.parametrize("views", VIEWS.values(), ids=VIEWS.keys())

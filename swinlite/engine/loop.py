@@ -106,6 +106,9 @@ def train_one_epoch(
     steps = epoch_steps(total, accum)
     progress = Progress(steps, desc, dist.is_main, settings.log_interval, done=epoch_steps(position.batch, accum))
     seen, start, step_images, step_loss = 0, time.perf_counter(), 0, 0.0
+    # a second-order optimizer (timm's adahessian) differentiates the gradients: they keep their graph, as in timm's
+    # train.py (a Lookahead around it says so too)
+    create_graph = getattr(optimizer, "is_second_order", False)
     for batch in loader:
         if position.batch >= total:  # train.max_iters: the epoch ends early
             break
@@ -121,7 +124,7 @@ def train_one_epoch(
                 parts = ", ".join(f"{k} {part_value(v):.4g}" for k, v in out.parts.items())
                 where = f"training diverged in {desc} at step {epoch_steps(position.batch, accum)}/{steps}"
                 raise TrainingDiverged(f"{where}: the loss is {out.loss.item()}" + (f" ({parts})" if parts else ""))
-            scaler.scale(out.loss / _group_size(position.batch, total, accum)).backward()
+            scaler.scale(out.loss / _group_size(position.batch, total, accum)).backward(create_graph=create_graph)
         if last_micro:
             scheduler.step_update(position.step)
             optimizer_step(model, optimizer, scaler, settings.clip_grad, position.batch == total)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import math
 import warnings
@@ -10,13 +11,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from timm.optim import create_optimizer_v2, get_optimizer_info, param_groups_weight_decay
+from timm.optim import (
+    OptimInfo,
+    create_optimizer_v2,
+    get_optimizer_info,
+    list_optimizers,
+    param_groups_layer_decay,
+    param_groups_weight_decay,
+)
 from timm.scheduler import CosineLRScheduler, MultiStepLRScheduler, PolyLRScheduler
 from timm.scheduler.scheduler import Scheduler
 from torch import nn
 
 from ..wording import counted
 from .sections import OptimConfig, ScheduleConfig, optimizer_name
+
+CUDA_PACKAGES = ("apex", "bitsandbytes")  # their optimizers run on CUDA alone (timm asserts it as it builds one)
 
 
 def no_weight_decay_names(model: nn.Module) -> set[str]:
@@ -43,6 +53,20 @@ def lr_scale(cfg: OptimConfig, global_batch: int) -> float:
     return 1.0 if cfg.lr_base_batch is None else global_batch / cfg.lr_base_batch
 
 
+def warn_long_accumulation(cfg: OptimConfig, batches: int) -> None:
+    """A UserWarning where ``optim.accum_steps`` exceeds the ``batches`` micro-batches of an epoch (per process): each
+    optimizer step then averages the epoch's ``batches``, not ``accum_steps``, while ``optim.lr_base_batch`` scales the
+    lr for ``accum_steps`` of them (:func:`lr_scale`), as timm's train.py does: a larger lr than any step's batch."""
+    if cfg.accum_steps <= batches:
+        return
+    scaled = f", yet optim.lr_base_batch scales the lr for {cfg.accum_steps}" if cfg.lr_base_batch is not None else ""
+    warnings.warn(
+        f"optim.accum_steps={cfg.accum_steps} exceeds the {counted(batches, 'micro-batch', 'micro-batches')} of an "
+        f"epoch (per process): every optimizer step averages {batches}{scaled}; set optim.accum_steps={batches}",
+        stacklevel=2,
+    )
+
+
 def build_optimizer(model: nn.Module, cfg: OptimConfig, global_batch: int) -> torch.optim.Optimizer:
     """timm optimizer; no weight decay on norms, biases (anything 1-D) and ``no_weight_decay()`` names; layer-wise
     lr decay through the model's ``group_matcher`` when ``layer_decay`` is set. Frozen parameters are left out.
@@ -56,8 +80,19 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, global_batch: int) -> to
     if cfg.betas is not None:
         common["betas"] = tuple(cfg.betas)
     if cfg.layer_decay is not None:
-        return create_optimizer_v2(model, layer_decay=cfg.layer_decay, filter_bias_and_bn=True, **common)
+        return create_optimizer_v2(layer_decay_groups(model, cfg.weight_decay, cfg.layer_decay), **common)
     return create_optimizer_v2(weight_decay_groups(model, cfg.weight_decay), **common)
+
+
+def layer_decay_groups(model: nn.Module, weight_decay: float, layer_decay: float) -> list[dict[str, Any]]:
+    """timm's parameter groups of layer-wise lr decay (:func:`param_groups_layer_decay`, layers by the model's
+    ``group_matcher``), with no weight decay on norms, biases and every module's ``no_weight_decay()`` names
+    (:func:`no_weight_decay_names`): timm's ``create_optimizer_v2(model, layer_decay=...)`` reads the model's own
+    only, so a Swin inside a task's model (``backbone.``) had weight decay on its relative position tables."""
+    no_decay = no_weight_decay_names(model)
+    return param_groups_layer_decay(
+        model, weight_decay=weight_decay, no_weight_decay_list=no_decay, layer_decay=layer_decay
+    )
 
 
 def weight_decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -116,11 +151,20 @@ def regrouped(saved: dict[str, Any], model: nn.Module, optimizer: torch.optim.Op
 
 
 def check_optimizer(cfg: OptimConfig) -> None:
-    """ValueError for ``optim.betas`` the optimizer does not take: none at all (SGD), or another count; and for a
+    """ValueError for ``optim.betas`` the optimizer does not take: none at all (SGD), or another count; for a
     Nesterov SGD (timm's ``sgd``, ``nesterov``) without momentum, which torch refuses only when the optimizer is built,
-    after the data scan. The name is known to be timm's (the config check,
+    after the data scan; and for an optimizer this machine cannot build (:func:`missing_need`), which timm said only
+    then, in a traceback. The name is known to be timm's (the config check,
     :func:`swinlite.engine.sections.optimizer_problem`); a ``lookahead_`` one is judged by the optimizer it wraps."""
-    info = get_optimizer_info(optimizer_name(cfg.opt))
+    name = optimizer_name(cfg.opt)
+    info = get_optimizer_info(name)
+    missing = missing_need(info)
+    if missing is not None:
+        plain = name.removeprefix("fused").removeprefix("bnb").removesuffix("8bit")  # fusedadamw: adamw
+        other = cfg.opt.lower().removesuffix(name) + (plain if plain in list_optimizers() else "adamw")
+        raise ValueError(
+            f"optim.opt={cfg.opt} ({info.description}) needs {missing}; pick another, e.g. optim.opt={other}"
+        )
     if (info.defaults or {}).get("nesterov") and cfg.momentum == 0:
         raise ValueError(
             f"optim.opt={cfg.opt} is timm's Nesterov SGD, which needs optim.momentum > 0; for plain SGD set "
@@ -132,6 +176,31 @@ def check_optimizer(cfg: OptimConfig) -> None:
         raise ValueError(f"optim.betas: optim.opt={cfg.opt} takes no betas; leave optim.betas unset")
     if len(cfg.betas) != info.num_betas:
         raise ValueError(f"optim.betas: {cfg.opt} takes {info.num_betas} betas, got {list(cfg.betas)}")
+
+
+def check_loss_scaling(cfg: OptimConfig, amp: torch.dtype | None) -> None:
+    """ValueError for a second-order optimizer (timm's ``adahessian``) under ``train.amp=fp16`` (``amp``, the autocast
+    dtype): it differentiates the gradients' graph, which holds the loss scale that the scaler divides out of the
+    gradients alone, so its Hessian came out that many times (65536 at first) too large and its steps as much too
+    small, without a word (timm's train.py does the same)."""
+    if amp is torch.float16 and get_optimizer_info(optimizer_name(cfg.opt)).second_order:
+        raise ValueError(
+            f"optim.opt={cfg.opt} is second order, which train.amp=fp16's loss scaling would skew (the Hessian it "
+            "takes keeps the scale the gradients are rid of); use train.amp=bf16 or none"
+        )
+
+
+def missing_need(info: OptimInfo) -> str | None:
+    """What the timm optimizer ``info`` needs that this machine lacks, or None: CUDA for timm's APEX (``fused*``) and
+    bitsandbytes (``bnb*``) ones, the package of one that timm imports only as it builds it."""
+    if not isinstance(info.opt_class, str):  # a class timm imported with itself
+        return None
+    package = info.opt_class.split(".")[0]
+    if package in CUDA_PACKAGES and not torch.cuda.is_available():
+        return f"CUDA ({package}'s), which this machine lacks"
+    if importlib.util.find_spec(package) is None:
+        return f"the package {package}, which is not installed"
+    return None
 
 
 def build_scheduler(

@@ -82,7 +82,16 @@ from .loop import (
 )
 from .metrics import ENGINE_COLUMNS, TensorBoardLog, plot_curves, write_csv
 from .model import with_grad_checkpointing
-from .optim import build_optimizer, build_scheduler, group_names, lr_scale, regrouped, regrouped_by_name
+from .optim import (
+    build_optimizer,
+    build_scheduler,
+    check_loss_scaling,
+    group_names,
+    lr_scale,
+    regrouped,
+    regrouped_by_name,
+    warn_long_accumulation,
+)
 from .progress import is_logged
 from .task import RunContext, Task
 from .val_content import as_python, content_change, fingerprint
@@ -97,6 +106,7 @@ ADVICE = "try a lower optim.lr, or optim.clip_grad"
 # the settings the lr schedule is laid out from (its length in steps, warm-up, lrs and decay), and what a schedule that
 # differs from the saved one without any of them changed comes from
 SCHEDULE_SETTINGS = ("train.epochs", "train.max_iters", "data.batch_size", "optim.accum_steps", "optim.lr", "schedule.")
+PER_GROUP = ("base_values", "warmup_steps")  # what a timm scheduler's state holds one value of per parameter group
 STEPS_SETTINGS = ("train.max_iters", "data.batch_size", "optim.accum_steps")  # those of them the steps per epoch follow
 SCHEDULE_UNKNOWN_CAUSE = (
     "changed settings, or the run was saved by a swinlite that did not scale schedule.warmup_lr / min_lr with "
@@ -289,6 +299,14 @@ def scored_epoch(history: list[dict[str, float]], keys: tuple[str, ...], best: f
     return next(((int(r["epoch"]), k) for r in history for k in keys if r.get(k) == best), None)
 
 
+def schedule_of(state: dict[str, Any]) -> dict[str, Any]:
+    """A timm scheduler's ``state_dict()`` as the schedule it lays out, whatever the number of parameter groups it
+    sets: its lists of one value per group (:data:`PER_GROUP`) cut to their distinct values (every group starts from
+    ``optim.lr``; layer decay scales a group's lr by its ``lr_scale`` as the scheduler sets it). Compared whole, the
+    groups that ``optim.layer_decay`` turned on or off at ``--resume`` read as a changed schedule."""
+    return {k: list(dict.fromkeys(v)) if k in PER_GROUP else v for k, v in state.items()}
+
+
 def scheduled_lr(scheduler: Scheduler, state: dict[str, Any], step: int) -> float | None:
     """The largest lr (over parameter groups) that ``scheduler``'s kind laid out as ``state`` (a ``state_dict()``)
     sets for optimizer step ``step`` (0-based, as ``step_update`` counts); None for the state of another kind, or a
@@ -341,6 +359,7 @@ class Trainer:
 
     def __init__(self, task: type[Task], cfg: Any, dist: DistInfo, device: torch.device, out: Path) -> None:
         amp = autocast_dtype(cfg.train.amp, device, option="train.amp")
+        check_loss_scaling(cfg.optim, amp)
         self.cfg, self.dist, self.out, self.state = cfg, dist, out, RunState()
         self.settings = StepSettings(
             device, amp, cfg.optim.accum_steps, cfg.optim.clip_grad, cfg.train.log_interval, cfg.train.channels_last
@@ -356,6 +375,7 @@ class Trainer:
             train_ds, val_ds, cfg.data, cfg.train.seed, dist, self.task.collate, self.task.drop_last
         )
         self.batches = batches_per_epoch(self.loaders[0], cfg.train.max_iters, cfg.optim.accum_steps)
+        warn_long_accumulation(cfg.optim, self.batches)
         model = self.task.build_model().to(device)
         if cfg.model.grad_checkpointing:
             with refused_alike(dist):  # every process built the same model: its refusal is said once
@@ -438,7 +458,8 @@ class Trainer:
             saved["epoch"], step, batch, dict(sums), count, seconds, saved["best"], saved["best_ema"], saved["history"]
         )
         self.state.best_epoch = saved["best_epoch"] if "best_epoch" in saved else self._first_best_epoch()
-        if saved["scheduler"] != self.scheduler.state_dict():  # e.g. train.epochs was raised
+        # e.g. a raised train.epochs (not the parameter groups alone)
+        if schedule_of(saved["scheduler"]) != schedule_of(self.scheduler.state_dict()):
             self.log(self._schedule_change(saved))
         if self.state.epoch < self.cfg.train.epochs:  # only where an evaluation follows (nothing is scored else)
             # (a file from before they were saved: this run's settings, its content not compared)

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from timm.optim import create_optimizer_v2
 from timm.scheduler import StepLRScheduler
 from torch import nn
 
@@ -34,6 +35,30 @@ def test_every_optimizer_step_averages_its_micro_batches(micro_batches: int, acc
     assert weights == [-float(n) for n in range(1, steps + 1)]
     shown = [line.split(" loss")[0] for line in capsys.readouterr().out.splitlines()]
     assert shown == [f"train step {n}/{steps}" for n in range(1, steps + 1)]  # optimizer steps, not micro-batches
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")  # the grads are reset to None
+@pytest.mark.parametrize("accum_steps", [1, 2])
+def test_a_second_order_optimizer_takes_its_step(accum_steps: int):
+    """optim.opt=adahessian passed the config check, then failed its first step ("element 0 of tensors does not
+    require grad"): its Hessian differentiates the gradients, which need their graph (``backward(create_graph=True)``,
+    as timm's train.py gives it). The step matches adahessian's on the averaged loss (w's one Hessian entry takes
+    no random sign)."""
+    models = [nn.Linear(1, 1, bias=False) for _ in range(2)]
+    for model in models:
+        nn.init.ones_(model.weight)
+    model, reference = models
+    optimizer, expected = (create_optimizer_v2(m, opt="adahessian", lr=0.1) for m in models)
+    batches = [torch.full((1, 1), 1.0), torch.full((1, 1), 2.0)][:accum_steps]
+    train_one_epoch(
+        model, batches, lambda m, x: StepOutput(m(x).square().sum(), 1), optimizer,
+        StepLRScheduler(optimizer, decay_t=1000, t_in_epochs=False), EpochPosition(),
+        StepSettings(torch.device("cpu"), accum_steps=accum_steps), total=accum_steps,
+        scaler=torch.amp.GradScaler("cpu", enabled=False),
+    )  # fmt: skip
+    (sum(reference(x).square().sum() for x in batches) / accum_steps).backward(create_graph=True)
+    expected.step()
+    assert model.weight.item() == pytest.approx(reference.weight.item()) and model.weight.item() != 1.0
 
 
 def test_the_progress_line_shows_the_run_s_images_per_second(capsys, monkeypatch):

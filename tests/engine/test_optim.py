@@ -2,15 +2,26 @@
 ``optim.betas``, for every task."""
 
 import copy
+import importlib.util
 
 import pytest
+import timm
 import torch
 from enginekit import TASKS
+from pico import PICO
 from timm.optim import create_optimizer_v2
 
 from swinlite.classification import ClassificationTask
-from swinlite.engine.optim import build_optimizer, build_scheduler, check_optimizer, lr_scale
+from swinlite.engine.optim import (
+    build_optimizer,
+    build_scheduler,
+    check_loss_scaling,
+    check_optimizer,
+    lr_scale,
+    warn_long_accumulation,
+)
 from swinlite.engine.preflight import SCHEDULE_READS, check_model_structure, check_run
+from swinlite.engine.sections import OptimConfig
 
 
 def _lrs(cfg, epochs: int, steps_per_epoch: int) -> list[float]:
@@ -216,3 +227,77 @@ def test_layer_decay_is_refused_before_the_data_where_the_tasks_model_has_no_gro
 
 def test_layer_decay_passes_for_a_timm_model_of_a_task_of_its_own():
     check_model_structure(ClassificationTask, ClassificationTask.load_config(None, ["optim.layer_decay=0.9"]))
+
+
+class Backboned(torch.nn.Module):
+    """A custom task's model: a Swin under ``backbone.`` and a head, layered for layer decay by its group_matcher."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.backbone = timm.create_model(name, num_classes=0)
+        self.head = torch.nn.Linear(self.backbone.num_features, 3)
+
+    def group_matcher(self, coarse: bool = False) -> dict:
+        return dict(stem=r"^backbone\.patch_embed", blocks=r"^backbone\.layers\.(\d+)")
+
+
+@pytest.mark.parametrize("name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
+def test_layer_decay_spares_a_nested_swin_s_no_weight_decay_parameters(name: str):
+    """With optim.layer_decay, timm's optimizer factory read the model's own no_weight_decay() alone: a Swin nested
+    under backbone. had weight decay on its relative position tables (V2: logit_scale, the CPB MLP's weights), which
+    it spares without layer decay. Both now decay the same parameters: weights of 2 dims or more, none of those."""
+    model = Backboned(name)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = []
+    for layer_decay in (None, 0.9):
+        optimizer = build_optimizer(model, OptimConfig(layer_decay=layer_decay), global_batch=8)
+        decayed.append({names[id(p)] for g in optimizer.param_groups if g["weight_decay"] for p in g["params"]})
+    spared = model.backbone.no_weight_decay()
+    assert decayed[1] == decayed[0] and not {f"backbone.{n}" for n in spared} & decayed[1] and spared
+    assert all(dict(model.named_parameters())[n].ndim > 1 for n in decayed[1])
+
+
+@pytest.mark.parametrize("opt", ["fusedadamw", "bnbadamw8bit", "lookahead_fusedsgd"])
+def test_an_optimizer_this_machine_cannot_build_is_refused_before_any_data(opt: str, monkeypatch):
+    """timm's APEX (fused*) and bitsandbytes (bnb*) optimizers passed the config check and ended the run in "CUDA
+    required for ..." (an AssertionError traceback) after the data scan where there is no CUDA; where there is, a
+    missing package raised timm's ImportError as late."""
+    cfg = ClassificationTask.load_config(None, [f"optim.opt={opt}", "data.data_dir=/no/such/folder"])
+    plain = {"fusedadamw": "adamw", "bnbadamw8bit": "adamw", "lookahead_fusedsgd": "lookahead_sgd"}[opt]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=rf"optim.opt={opt} \(.*\) needs CUDA .* e.g. optim.opt={plain}$"):
+        check_run(ClassificationTask, cfg)
+    package = "apex" if "fused" in opt else "bitsandbytes"
+    if importlib.util.find_spec(package) is None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        with pytest.raises(ValueError, match=f"needs the package {package}, which is not installed"):
+            check_optimizer(cfg.optim)
+
+
+@pytest.mark.parametrize(("opt", "amp", "refused"), [
+    ("adahessian", torch.float16, True), ("lookahead_adahessian", torch.float16, True),
+    ("adahessian", torch.bfloat16, False), ("adamw", torch.float16, False),
+])  # fmt: skip
+def test_a_second_order_optimizer_is_refused_under_fp16_loss_scaling(opt: str, amp: torch.dtype, refused: bool):
+    """adahessian's Hessian, taken through the scaled loss's graph, kept the loss scale the scaler divides out of the
+    gradients: its steps came out 65536 times too small under train.amp=fp16."""
+    cfg = OptimConfig(opt=opt)
+    if refused:
+        with pytest.raises(ValueError, match=f"optim.opt={opt} is second order, .* use train.amp=bf16 or none"):
+            check_loss_scaling(cfg, amp)
+    else:
+        check_loss_scaling(cfg, amp)
+
+
+@pytest.mark.parametrize(("accum_steps", "base", "said"), [
+    (4, 8, "optim.accum_steps=4 exceeds the 3 micro-batches of an epoch (per process): every optimizer step averages "
+           "3, yet optim.lr_base_batch scales the lr for 4; set optim.accum_steps=3"),
+    (4, None, "optim.accum_steps=4 exceeds the 3 micro-batches of an epoch (per process): every optimizer step "
+              "averages 3; set optim.accum_steps=3"),
+    (3, 8, None),
+])  # fmt: skip
+def test_accumulation_beyond_the_epoch_is_one_warning(accum_steps: int, base: int | None, said: str | None, recwarn):
+    """24 images in batches of 8 with optim.accum_steps=4: every step averaged 3 micro-batches at the lr that
+    optim.lr_base_batch scales for 4 (4e-3 where 3 would take 3e-3), without a word."""
+    warn_long_accumulation(OptimConfig(accum_steps=accum_steps, lr_base_batch=base), batches=3)
+    assert [str(w.message) for w in recwarn] == ([said] if said else [])

@@ -184,6 +184,18 @@ def test_the_schedule_warning_names_settings_changed_since_the_resume_file(one_e
     assert "(changed train.epochs: 1 -> 2)" in warning, warning
 
 
+def test_layer_decay_turned_on_at_resume_changes_no_schedule(one_epoch, tmp_path, capsys):
+    """optim.layer_decay turned on at --resume, the schedule alike, warned "the lr schedule differs from the saved one
+    (changed settings, or the run was saved by a swinlite that did not scale ...)" with the same lr on both: the
+    scheduler's state holds a value per parameter group (2 of weight decay, now 14 of layer decay)."""
+    folder, out = copied_run(one_epoch, tmp_path / "run")
+    capsys.readouterr()
+    settings = {"train.epochs": 1, "optim.layer_decay": 0.5}
+    run(TASKS["classification"], tiny_config("classification", folder, out, **settings), resume=True)
+    log = capsys.readouterr().out
+    assert "changed setting optim.layer_decay: None -> 0.5" in log and "the lr schedule differs" not in log, log
+
+
 def test_the_schedule_warning_names_steps_per_epoch_changed_by_the_data(folder, tmp_path, capsys):
     """Images added before a --resume with the same settings: the warning gave the cause of changed settings or an
     old swinlite; it names the steps per epoch now."""

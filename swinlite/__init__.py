@@ -4,7 +4,7 @@ from typing import Any
 
 from . import versions  # noqa: F401  (first: an older torch or timm is refused before anything registers with them)
 from .convert import convert_state_dict, detect_layout, to_timm_state_dict
-from .models import SwinTransformer
+from .models import SwinTransformer, clear_caches
 from .weights import load_checkpoint, load_model
 
 __version__ = "0.1.0"
@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 __all__ = [
     "SwinTransformer",
     "__version__",
+    "clear_caches",
     "convert_state_dict",
     "detect_layout",
     "load_checkpoint",

@@ -58,9 +58,9 @@ def log(dist: DistInfo, message: str) -> None:
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:
-    """Seed every RNG; ``deterministic``: torch's deterministic algorithms on and cuDNN's benchmark off, for this run
-    (:func:`run` restores the settings it found at its end: a sweep's next run in the same process, or the caller's
-    code, does not inherit them)."""
+    """Seed every RNG; ``deterministic``: torch's deterministic algorithms on, cuDNN's benchmark off and cuBLAS's
+    workspace (``CUBLAS_WORKSPACE_CONFIG``, unless set) fixed, for this run (:func:`run` restores the settings it found
+    at its end: a sweep's next run in the same process, or the caller's code, does not inherit them)."""
     seed_rng(seed)
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -109,11 +109,12 @@ def run(
             raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
     dist = join(device, cfg.train.dist_timeout, startup_settings(cfg, resume, overwrite))
     lock, trainer, preparing = None, None, False
-    # (deterministic algorithms, their warn_only, cuDNN's benchmark): what seed_everything changes for this run
+    # (deterministic algorithms, their warn_only, cuDNN's benchmark, cuBLAS's workspace): what seed_everything changes
     found = (
         torch.are_deterministic_algorithms_enabled(),
         torch.is_deterministic_algorithms_warn_only_enabled(),
         torch.backends.cudnn.benchmark,
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
     )
     try:
         out, lock, recorded = prepare_output(cfg, task, resume, overwrite, dist)
@@ -159,6 +160,10 @@ def run(
         cleanup(dist)
         torch.use_deterministic_algorithms(found[0], warn_only=found[1])  # train.deterministic was this run's
         torch.backends.cudnn.benchmark = found[2]
+        if found[3] is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = found[3]
     return out
 
 

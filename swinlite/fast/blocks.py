@@ -93,6 +93,7 @@ from ..models.swin import (
     window_geometry,
     window_order,
 )
+from ..models.tensor_cache import MiB, tensor_cache
 from . import measured, window_flex, window_sdpa, window_triton
 from .gelu_linear import gelu_linear
 from .linear_grad import onednn_linear_with_grad, traced_linear
@@ -328,12 +329,10 @@ def shifted_window_index(
     return index, inverse
 
 
-@functools.lru_cache(maxsize=64)
-def _cached_shifted_window_index(
-    padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    with torch.inference_mode(False), torch.no_grad():  # plain tensors, usable inside and outside inference mode
-        return shifted_window_index(padded, window, shift, device)
+# 64 MiB here and for the batch's rows: a Swin-T's blocks take 2.8 MiB at 800x1333 (0.13 MiB at 224x224), as much
+# again per image of the batch, so batch 16 at 800x1333 or 256 at 224x224 stays: docs/performance.md, "Memory kept
+# across input sizes"
+_cached_shifted_window_index = tensor_cache(max_bytes=64 * MiB)(shifted_window_index)
 
 
 def window_index(
@@ -363,13 +362,12 @@ def batch_rows(index: torch.Tensor, batch: int, length: int) -> torch.Tensor:
     return ((torch.arange(batch, device=index.device) * length).unsqueeze(1) + index).view(-1)
 
 
-@functools.lru_cache(maxsize=64)
+@tensor_cache(max_bytes=64 * MiB)
 def _cached_batch_window_index(
     padded: tuple[int, int], window: tuple[int, int], shift: tuple[int, int], device: torch.device, batch: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     index, inverse = _cached_shifted_window_index(padded, window, shift, device)
-    with torch.inference_mode(False), torch.no_grad():  # plain tensors, usable inside and outside inference mode
-        return batch_rows(index, batch, index.shape[0]), batch_rows(inverse, batch, index.shape[0])
+    return batch_rows(index, batch, index.shape[0]), batch_rows(inverse, batch, index.shape[0])
 
 
 @torch.jit.unused

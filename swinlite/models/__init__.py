@@ -2,6 +2,7 @@
 
 :mod:`.swin` is the reference model, in paper order; :mod:`.variants` registers the variants and applies the
 fast path (:mod:`swinlite.fast`); the relative position encodings (:mod:`.swin`) are shared with :mod:`swinlite.seq`.
+:func:`clear_caches` empties the caches of window masks, gather indices and position indices (:mod:`.tensor_cache`).
 """
 
 from . import variants
@@ -19,6 +20,7 @@ from .swin import (
     WindowAttentionV2,
     relative_position_index,
 )
+from .tensor_cache import clear_caches
 
 __all__ = [
     "BlockOptions",
@@ -32,6 +34,7 @@ __all__ = [
     "SwinV2Block",
     "WindowAttention",
     "WindowAttentionV2",
+    "clear_caches",
     "relative_position_index",
     "variants",
 ]

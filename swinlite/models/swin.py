@@ -18,7 +18,6 @@ H x W map, Hp x Wp padded map, Wh x Ww window, nW windows per image, N = Wh*Ww t
 """
 
 import dataclasses
-import functools
 import math
 import warnings
 from collections import OrderedDict
@@ -62,6 +61,7 @@ from .checks import (
     is_int,
     pad_to_patches,
 )
+from .tensor_cache import MiB, tensor_cache
 
 # --- window geometry -------------------------------------------------------------------------------------------
 # A map of size (H, W) is padded bottom/right with zeros to (Hp, Wp), multiples of the window, *before* the
@@ -299,17 +299,9 @@ def build_window_geometry(
     return WindowGeometry(padded, shift, mask)
 
 
-@functools.lru_cache(maxsize=64)
-def _cached_window_geometry(
-    size: tuple[int, int],
-    window: tuple[int, int],
-    shift: tuple[int, int],
-    mask_padding: bool,
-    device: torch.device,
-    dtype: torch.dtype = torch.float32,
-) -> WindowGeometry:
-    with torch.inference_mode(False), torch.no_grad():  # plain tensors, usable inside and outside inference mode
-        return build_window_geometry(size, window, shift, mask_padding, device, dtype)
+# 128 MiB: the masks of every block of a Swin-B with 12x12 windows at 800x1333 (103 MiB in fp32), or of a Swin-T
+# at three such sizes (34 MiB each; at 224x224 0.8 MiB): docs/performance.md, "Memory kept across input sizes"
+_cached_window_geometry = tensor_cache(max_bytes=128 * MiB)(build_window_geometry)
 
 
 def window_geometry(
@@ -320,7 +312,8 @@ def window_geometry(
     device: torch.device,
     dtype: torch.dtype = torch.float32,
 ) -> WindowGeometry:
-    """:func:`build_window_geometry`, built once per (size, window, shift, mask_padding, device, dtype) and shared.
+    """:func:`build_window_geometry`, built once per (size, window, shift, mask_padding, device, dtype) and shared, in a
+    cache bounded in bytes (:mod:`.tensor_cache`; :func:`~swinlite.models.clear_caches` empties it).
 
     ``dtype``: of the mask, the attention's (a block passes its input's): a mask in another dtype would be converted
     on every call, inside the softmax kernel of a compiled graph.
@@ -434,13 +427,12 @@ def relative_position_index(window: int | Sequence[int], device: torch.device | 
     return index
 
 
-@functools.lru_cache(maxsize=64)
+@tensor_cache(max_bytes=16 * MiB)
 def _cpu_relative_position_index(window: tuple[int, ...]) -> torch.Tensor:
     """:func:`relative_position_index` on the CPU, built once per window: the source the bias modules copy their
     index buffers from, so that a build on the meta device (whose ops are slow) computes none. Shared: copy it,
     never write to it."""
-    with torch.inference_mode(False), torch.no_grad():  # a plain tensor, usable inside and outside inference mode
-        return relative_position_index(window, device=torch.device("cpu"))
+    return relative_position_index(window, device=torch.device("cpu"))
 
 
 def sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device | None = None) -> torch.Tensor:
@@ -465,10 +457,9 @@ def flat_sub_window_index(window: tuple[int, int], sub: tuple[int, int], device:
     return _cached_sub_window_index(window, sub, device)
 
 
-@functools.lru_cache(maxsize=64)
+@tensor_cache(max_bytes=16 * MiB)
 def _cached_sub_window_index(window: tuple[int, int], sub: tuple[int, int], device: torch.device) -> torch.Tensor:
-    with torch.inference_mode(False), torch.no_grad():  # a plain tensor, usable inside and outside inference mode
-        return sub_window_index(window, sub, device).view(-1)
+    return sub_window_index(window, sub, device).view(-1)
 
 
 def filled_buffer(buffer: torch.Tensor, values: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -604,12 +595,11 @@ def log_spaced_relative_coords(
     return torch.sign(coords) * torch.log2(coords.abs() + 1.0) / math.log2(8)
 
 
-@functools.lru_cache(maxsize=64)
+@tensor_cache(max_bytes=16 * MiB)
 def _cpu_log_spaced_relative_coords(window: tuple[int, ...], pretrained_window: tuple[int, ...] | None) -> torch.Tensor:
     """:func:`log_spaced_relative_coords` on the CPU, built once per pair, as :func:`_cpu_relative_position_index`
     (the same values on every device the bias is built on). Shared: copy it, never write to it."""
-    with torch.inference_mode(False), torch.no_grad():
-        return log_spaced_relative_coords(window, pretrained_window, torch.device("cpu"))
+    return log_spaced_relative_coords(window, pretrained_window, torch.device("cpu"))
 
 
 class ContinuousPositionBias(nn.Module):

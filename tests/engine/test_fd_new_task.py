@@ -109,16 +109,18 @@ def colour_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return train(ColourTask, tmp_path_factory.mktemp("colour") / "out")
 
 
-def test_a_run_leaves_torchs_deterministic_settings_as_it_found_them(tmp_path: Path):
+def test_a_run_leaves_torchs_deterministic_settings_as_it_found_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """train.deterministic=true is the run's: a sweep's next run in the process (or the caller's code) had
-    deterministic algorithms on, and cuDNN's benchmark off. Each comes back as found: here the other way round
-    (deterministic algorithms on but warn_only, the benchmark on)."""
+    deterministic algorithms on, cuDNN's benchmark off and CUBLAS_WORKSPACE_CONFIG set. Each comes back as found: here
+    the other way round (deterministic algorithms on but warn_only, the benchmark on, the variable unset)."""
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.benchmark = True
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     try:
         train(ColourTask, tmp_path / "out")  # train.deterministic=true: errors, not warnings, and no benchmark
         found = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
         assert found == (True, True) and torch.backends.cudnn.benchmark
+        assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
     finally:  # torch's defaults, for the tests after this one
         torch.use_deterministic_algorithms(False)
         torch.backends.cudnn.benchmark = False

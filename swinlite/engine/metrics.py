@@ -91,7 +91,7 @@ class TensorBoardLog:
         except ImportError:
             raise ValueError(
                 "train.tensorboard=true needs the tensorboard package: pip install tensorboard "
-                "(or pip install swinlite[train])"
+                '(or, in a checkout, pip install -e ".[train]")'
             ) from None
         self.folder, self.summary_writer, self.writer = Path(folder), SummaryWriter, None
 

@@ -31,6 +31,9 @@ Supported layouts, detected from the keys:
 - ``swinlite-fpn-backbone``: a :class:`~swinlite.fpn.SwinFPNBackbone`'s own state dict (``build_fpn_backbone(...)``
   saved alone): its Swin behind ``body.model.``; the FPN (``fpn.*``) is dropped here, and loaded by
   :func:`~swinlite.fpn.build_fpn_backbone`.
+- ``swinlite-features``: a swinlite model built with ``features_only=True`` (:class:`~swinlite.models.variants.
+  SwinFeatureBody`) saved alone: its Swin behind ``model.`` (no final norm, no classifier; output norms only where
+  built with ``out_norm=True``).
 
 Per-level output norms (mmdet's and Microsoft's detection repos' ``normI``, Hugging Face ``hidden_states_norms``) map
 to ``out_norms.I`` (models built with ``out_norm=True``); the last level's also becomes the final ``norm`` (that of a
@@ -85,12 +88,15 @@ FIRST_CONV = "patch_embed.proj.weight"  # the patch embedding: its input channel
 _DROPPED = ("relative_position_index", "relative_coords_table", "attn_mask")
 # before every key of a state dict saved from a wrapper: (Distributed)DataParallel's, torch.compile's
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
-# layout -> where the weights of a swinlite detection / segmentation run, or of a bare SwinFPNBackbone, hold their Swin
-# (a features-only one: per-level output norms, no final norm, no classifier); every other key is the FPN and heads
+# layout -> where the weights of a swinlite detection / segmentation run, of a bare SwinFPNBackbone or of a bare
+# features_only model hold their Swin (a features-only one: no final norm, no classifier); every other key is the FPN
+# and heads. Read where the Swin's stages follow the prefix: a Swin checkpoint's own keys never start with one
+# (the Microsoft release's "model" is a key of the file holding the state dict, unwrapped before)
 RUN_SWIN_PREFIXES = {
     "swinlite-detection": "backbone.body.model.",
     "swinlite-segmentation": "backbone.model.",
     "swinlite-fpn-backbone": "body.model.",
+    "swinlite-features": "model.",
 }
 
 
@@ -127,7 +133,7 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
     if any(k.startswith("features.0.0.") for k in keys):
         return "torchvision"
     for layout, prefix in RUN_SWIN_PREFIXES.items():  # before swinlite's: its keys, behind the prefix
-        if any(k.startswith(prefix) and ".attn.rel_pos." in k for k in keys):
+        if any(k.startswith(f"{prefix}layers.") and ".attn.rel_pos." in k for k in keys):
             return layout
     if any(".attn.rel_pos." in k for k in keys):
         return "swinlite"
@@ -147,8 +153,8 @@ def detect_layout(state_dict: Mapping[str, torch.Tensor]) -> str:
     removed = " (behind a wrapper's prefix, removed)" if keys != list(state_dict) else ""
     raise ValueError(
         "unknown checkpoint layout: expected a swinlite, timm, Microsoft (its release's, or its detection and "
-        "segmentation repos'), torchvision, mmdet/mmpretrain or Hugging Face Swin state dict, or a swinlite detection "
-        "or segmentation run's weights; "
+        "segmentation repos'), torchvision, mmdet/mmpretrain or Hugging Face Swin state dict, a swinlite detection "
+        "or segmentation run's weights, or a swinlite SwinFPNBackbone's or features_only model's state dict; "
         f"got keys{removed}: {first_keys(keys, 12)}"
     )
 
@@ -601,11 +607,12 @@ def misfit_note(metadata: Mapping[str, Any], name: str, state_dict: Mapping[str,
     return "".join(f"; {note}" for note in notes)
 
 
-# a layout of RUN_SWIN_PREFIXES -> (whose weights its files are, what of them is not the Swin), for messages
-_SWIN_HOLDERS = {
+# a layout of RUN_SWIN_PREFIXES -> (whose weights its files are, what of them is not the Swin, if any), for messages
+_SWIN_HOLDERS: dict[str, tuple[str, str | None]] = {
     "swinlite-detection": ("a swinlite detection run's weights", "its FPN and heads"),
     "swinlite-segmentation": ("a swinlite segmentation run's weights", "its heads"),
     "swinlite-fpn-backbone": ("a swinlite SwinFPNBackbone's state dict", "its FPN"),
+    "swinlite-features": ("a swinlite features_only model's state dict", None),
 }
 
 
@@ -616,7 +623,8 @@ def describe_layout(layout: str) -> str:
     if layout not in RUN_SWIN_PREFIXES:
         return f"the {layout} layout"
     whose, rest = _SWIN_HOLDERS[layout]
-    return f"the Swin of {whose} ({RUN_SWIN_PREFIXES[layout]}*, {rest} left out)"
+    left_out = f", {rest} left out" if rest is not None else ""
+    return f"the Swin of {whose} ({RUN_SWIN_PREFIXES[layout]}*{left_out})"
 
 
 def _check_swinlite_keys(state_dict: Mapping[str, torch.Tensor], layout: str) -> None:
@@ -947,6 +955,8 @@ def no_final_norm_cause(layout: str) -> str:
     backbone has only its levels' norms (the last one's stands for it), none for a level it does not output."""
     if layout == "swinlite-fpn-backbone":
         return "the backbone that saved it was built with out_norm=False, and its Swin has none"
+    if layout == "swinlite-features":
+        return "the features_only model that saved it was built with out_norm=False (the default), and has none"
     if layout in RUN_SWIN_PREFIXES:
         return "the run that wrote it trained with model.kwargs.out_norm=false, and its Swin has none"
     if layout == "timm-features":
@@ -1014,8 +1024,9 @@ def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) ->
     )
     if dropped_levels and dropped_levels != levels[-1:]:  # the last level's norm is also the final norm
         last = f"out_norms.{levels[-1]}.weight"
-        final = (
-            last in state_dict
+        final = (  # a features-only Swin has no final norm (detection's, segmentation's): the last level's is lost too
+            "norm.weight" in target
+            and last in state_dict
             and "norm.weight" in state_dict
             and torch.equal(state_dict[last], state_dict["norm.weight"])
         )

@@ -399,33 +399,43 @@ def _difference(base: nn.Module, other: nn.Module) -> dict[tuple[str, ...], obje
 
 
 def _ignored_settings(model: nn.Module, metadata: Mapping[str, Any], path: str | os.PathLike) -> list[str]:
-    """``key=value`` for each constructor argument a self-describing file records (its ``model_args``) that
-    ``model`` was built without: one that makes the file's model compute something else (:func:`_difference`, on
-    the meta device) where ``model`` holds what the argument's default builds. Not a training setting
-    (:data:`TRAINING_ONLY`), ``fast`` (the reference is built as fast as ``model`` is), nor an argument that changes
-    the weights' shapes (the classifier's ``num_classes``, ``out_norm``, ``in_chans``: :func:`load_checkpoint`'s own
-    rules). Only the facts that the argument changes are compared, so that what the user chose otherwise (another
-    ``drop_path_rate``, gradient checkpointing, a ``features_only`` wrapper's pruned stages, a third value of the
-    argument) passes. Nothing for a file that records no swinlite model (plain weights, a run's of another task)."""
+    """:func:`ignored_settings` of a self-describing classifier's file (its ``model_args``), as ``key=value``. Nothing
+    for a file that records no model (plain weights) or a run's of another task."""
     if metadata.get("task") not in (None, "classification"):
         return []
     info = info_in(metadata, path)
-    if info is None or not _is_swinlite(info.model):
+    if info is None:
         return []
-    recorded = [k for k in info.model_args if k not in (*TRAINING_ONLY, "num_classes", "fast")]
+    return [f"{key}={value!r}" for key, value in ignored_settings(model, info.model, info.model_args, path).items()]
+
+
+def ignored_settings(
+    model: nn.Module, name: str, model_args: Mapping[str, Any], path: str | os.PathLike
+) -> dict[str, Any]:
+    """Each constructor argument that a swinlite file (``path``) records for its model ``name`` (``model_args``) and
+    that ``model`` was built without, with its recorded value: one that makes the file's model compute something else
+    (:func:`_difference`, on the meta device) where ``model`` holds what the argument's default builds. Not a training
+    setting (:data:`TRAINING_ONLY`), ``fast`` (the reference is built as fast as ``model`` is), nor an argument that
+    changes the weights' shapes (the classifier's ``num_classes``, ``out_norm``, ``in_chans``: the load's own rules).
+    Only the facts that the argument changes are compared, so that what the user chose otherwise (another
+    ``drop_path_rate``, gradient checkpointing, a ``features_only`` wrapper's pruned stages, a third value of the
+    argument) passes. Nothing for a model ``name`` that is no swinlite one."""
+    if not _is_swinlite(name):
+        return {}
+    recorded = [k for k in model_args if k not in (*TRAINING_ONLY, "num_classes", "fast")]
     if not recorded:
-        return []
+        return {}
     fast = any(type(module) in FAST_MODULES.values() for module in model.modules())
-    args = {**info.model_args, "fast": fast}
-    given, ignored = _settings(model), []
+    args = {**model_args, "fast": fast}
+    given, ignored = _settings(model), {}
     with torch.device("meta"):
-        built = create_for_file(path, info.model, **args)
+        built = create_for_file(path, name, **args)
         for key in recorded:
-            default = create_for_file(path, info.model, **{k: v for k, v in args.items() if k != key})
+            default = create_for_file(path, name, **{k: v for k, v in args.items() if k != key})
             changed = _difference(default, built) or {}  # the default's value of each fact the argument changes
             compared = {f: v for f, v in changed.items() if f in given}
             if compared and all(given[f] == v for f, v in compared.items()):
-                ignored.append(f"{key}={info.model_args[key]!r}")
+                ignored[key] = model_args[key]
     return ignored
 
 

@@ -55,6 +55,25 @@ def test_a_bare_fpn_backbones_state_dict_gives_its_swin():
     assert converted.keys() == swin.keys() and all(torch.equal(v, swin[k]) for k, v in converted.items())
 
 
+@pytest.mark.parametrize("out_norm", [False, True])
+def test_a_bare_features_only_models_state_dict_gives_its_swin(out_norm):
+    """timm.create_model(name, features_only=True).state_dict() (model.*) was read as swinlite's layout: as any
+    task's model.pretrained, "86 checkpoint keys did not map onto SwinTransformer: model.layers.0...". Now its Swin,
+    which a plain Swin loads strictly (with output norms, the last level's stands for the final norm)."""
+    features = timm.create_model(PICO, features_only=True, out_norm=out_norm)
+    generator = torch.Generator().manual_seed(0)  # random norms too: a norm from another level shows
+    features.load_state_dict({k: torch.randn(v.shape, generator=generator) for k, v in features.state_dict().items()})
+    assert swinlite.detect_layout(features.state_dict()) == "swinlite-features"
+    swin = features.model.state_dict()
+    if out_norm:
+        swin |= {"norm.weight": swin["out_norms.3.weight"], "norm.bias": swin["out_norms.3.bias"]}
+    converted = swinlite.convert_state_dict(features.state_dict())
+    assert converted.keys() == swin.keys() and all(torch.equal(v, swin[k]) for k, v in converted.items())
+    plain = timm.create_model(PICO, num_classes=0, out_norm=out_norm)
+    plain.load_state_dict(converted, strict=out_norm)  # without output norms: no final norm either
+    assert all(torch.equal(plain.state_dict()[k], v) for k, v in converted.items())
+
+
 def test_unknown_layout_lists_keys():
     with pytest.raises(ValueError, match="unknown checkpoint layout.*conv1.weight"):
         swinlite.convert_state_dict({"conv1.weight": torch.zeros(1), "fc.bias": torch.zeros(1)})

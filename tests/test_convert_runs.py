@@ -94,13 +94,18 @@ def _swin_in(path: Path, task: str) -> dict[str, torch.Tensor]:
     return swin | {"norm.weight": swin["out_norms.3.weight"], "norm.bias": swin["out_norms.3.bias"]}
 
 
+def _task_model(task: str, path: Path, name: str = PICO, **kwargs: object) -> torch.nn.Module:
+    """The detector / UperNet on the Swin ``name`` (``model.kwargs``: ``kwargs``) a ``task`` run builds from
+    ``model.pretrained=path``."""
+    if task == "detection":
+        return build_detector(DetModelConfig(name=name, pretrained=str(path), kwargs=kwargs, **DET), 2, 32, 32)
+    return build_upernet(SegModelConfig(name=name, pretrained=str(path), kwargs=kwargs, **SEG), 3)
+
+
 def _loaded(route: str, path: Path, tmp_path: Path, capsys, monkeypatch, name: str = PICO) -> dict[str, torch.Tensor]:
     """The Swin weights a model of ``name`` holds after loading ``path`` by ``route``."""
-    if route == "segmentation":
-        return build_upernet(SegModelConfig(name=name, pretrained=str(path), **SEG), 3).backbone.model.state_dict()
-    if route == "detection":
-        detector = build_detector(DetModelConfig(name=name, pretrained=str(path), **DET), 2, 32, 32)
-        return detector.backbone.body.model.state_dict()
+    if route in LAYOUT:
+        return _task_model(route, path, name).get_submodule(PREFIX[route].removesuffix(".")).state_dict()
     if route == "timm_overlay":
         overlay = dict(file=str(path))
         return timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay, out_norm=True,
@@ -152,6 +157,32 @@ def test_a_runs_swin_loads_as_a_backbone_checkpoint(run_file, tmp_path, capsys, 
     want = _swin_in(path, task)
     blocks = {k for k in want if k.startswith(("patch_embed.", "layers."))}
     assert blocks <= loaded.keys() and all(torch.equal(v, want[k]) for k, v in loaded.items()), route
+
+
+@pytest.mark.parametrize("wrapper", ["module.", "_orig_mod."])
+@pytest.mark.parametrize("task", LAYOUT)
+def test_a_runs_weights_saved_from_a_wrapper_load_whole(run_file, tmp_path, task, wrapper):
+    """A detector's or UperNet's state dict saved from a DDP or torch.compile wrapper (module. / _orig_mod. before
+    every key) was taken for a Swin checkpoint: its Swin loaded, its FPN and heads started fresh, with no warning.
+    It loads whole now, as the file without the prefix does."""
+    state = read_state_dict(run_file(task))
+    path = tmp_path / "wrapped.pth"
+    torch.save({wrapper + k: v for k, v in state.items()}, path)
+    loaded = _task_model(task, path).state_dict()
+    assert loaded.keys() == state.keys() and all(torch.equal(loaded[k], v) for k, v in state.items())
+
+
+@pytest.mark.parametrize("task", LAYOUT)
+def test_a_backbone_without_output_norms_names_every_level_it_drops(run_file, task):
+    """A backbone built with model.kwargs.out_norm=false from another run's file was told "levels [0, 1, 2] (level 3's
+    loads as the final norm)", but its features-only Swin has no final norm: level 3's is dropped too. (A model with a
+    final norm takes level 3's as it: test_a_runs_swin_loads_as_a_backbone_checkpoint.)"""
+    target = next(other for other in LAYOUT if other != task)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _task_model(target, run_file(task), out_norm=False)
+    dropped = "dropping per-level output norms of levels [0, 1, 2, 3]: build the model with out_norm=True to use them"
+    assert [str(w.message) for w in caught] == [dropped]
 
 
 # routes that convert the layout alone (no model to fit): the model's strict load_state_dict refuses what does not fit

@@ -53,8 +53,16 @@ from torchvision.models.detection.retinanet import RetinaNetHead
 from torchvision.ops import MultiScaleRoIAlign
 from torchvision.ops.poolers import initLevelMapper
 
-from ..convert import RUN_SWIN_PREFIXES, convert_state_dict, first_keys, misfit_note, other_classes, shape_mismatch
-from ..engine.model import check_reserved, pretrained_file, weights_kwargs
+from ..convert import (
+    RUN_SWIN_PREFIXES,
+    convert_state_dict,
+    first_keys,
+    misfit_note,
+    other_classes,
+    shape_mismatch,
+    without_wrapper_prefix,
+)
+from ..engine.model import check_reserved, load_leniently, pretrained_file, weights_kwargs
 from ..fpn import SwinFPNBackbone, build_fpn_backbone
 from ..io import read_metadata, read_state_dict
 from ..weights import WeightsMismatchError, load_strict
@@ -215,14 +223,18 @@ def _backbone(
     """The Swin + FPN the detector ``cfg`` describes; ``model.kwargs`` (and ``model_kwargs``) go to the Swin, whose
     output norms are on unless ``model.kwargs.out_norm=false``. Its weights: ``swin_state`` (those of
     ``model.pretrained``'s file, whose own state dict ``file_state`` is, for the error of one that does not fit), else
-    the tag's as in every task (none for a whole detector's file, loaded later)."""
+    the tag's as in every task (none for a whole detector's file, loaded later); ``swin_state`` loads strictly, or
+    with ``model.kwargs.pretrained_strict=false`` as a classifier's Swin loads then (:func:`load_leniently`)."""
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     two_stage = cfg.detector in TWO_STAGE
     path = pretrained_file(cfg)
+    lenient = swin_state is not None and not kwargs.get("pretrained_strict", True)
     if path is None:
         weights = weights_kwargs(cfg)
     elif swin_state is None:
         weights = {"pretrained": False}
+    elif lenient:  # loaded below, no classifier either
+        weights = {"num_classes": 0}
     else:  # loaded strictly into the whole Swin; no classifier on either side: the detector has none
         weights = {"checkpoint": swin_state, "num_classes": 0}
     try:
@@ -234,6 +246,8 @@ def _backbone(
             **weights,
             **kwargs,
         )
+        if lenient:
+            load_leniently(backbone.body.model, swin_state)
     except ValueError as e:
         if swin_state is None:
             raise
@@ -250,12 +264,14 @@ def _pretrained_state(
     """(Swin weights, whole detector weights) in ``state``, read from the file ``model.pretrained`` names (``path``),
     one of them None.
 
-    A swinlite detector's own file (``scripts/train_detection.py``'s) gives the whole detector; any other file a Swin
-    in any layout swinlite converts (a segmentation run's weights: their Swin), in swinlite's, without its classifier:
-    the detector has none, and a classifier in the file, or its absence, would be noted with a warning of no use here.
+    A swinlite detector's own file (``scripts/train_detection.py``'s, or its state dict saved from a DDP or
+    ``torch.compile`` wrapper: without the wrapper's prefix) gives the whole detector; any other file a Swin in any
+    layout swinlite converts (a segmentation run's weights: their Swin), in swinlite's, without its classifier: the
+    detector has none, and a classifier in the file, or its absence, would be noted with a warning of no use here.
     """
-    if any(key.startswith(DETECTOR_SWIN) for key in state):
-        return None, state
+    unwrapped = without_wrapper_prefix(state)
+    if any(key.startswith(DETECTOR_SWIN) for key in unwrapped):
+        return None, unwrapped
     try:
         swin = convert_state_dict(state)
     except ValueError as e:

@@ -4,13 +4,15 @@
 weights), ``false`` or a weights file in any layout ``swinlite.convert_state_dict`` reads; ``model.kwargs``
 passes keywords to the model's constructor through ``timm.create_model`` (``window_size``, ``img_size``,
 ``drop_path_rate``, ...). Pretrained weights go through timm's loader and ``convert_state_dict``, so relative
-position bias tables are resized to the configured window.
+position bias tables are resized to the configured window; a file is read by its content, whatever its suffix, as
+every task reads it (:func:`swinlite.io.read_state_dict`).
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -19,13 +21,14 @@ from typing import Any
 
 import timm
 import torch
-from timm.models import get_arch_pretrained_cfgs, split_model_name_tag
+from timm.models import clean_state_dict, get_arch_pretrained_cfgs, split_model_name_tag
 from torch import nn
 
-from ..convert import FIRST_CONV, convert_state_dict, misfit_note, shape_mismatch
+from ..convert import FIRST_CONV, convert_pretrained, convert_state_dict, misfit_note, recorded_swin, shape_mismatch
 from ..hub import cached_weights, pretrained_kwargs
 from ..io import check_weights_file, read_metadata, read_state_dict
-from ..weights import warn_if_resume_with_ema
+from ..weights import ignored_settings, load_strict, warn_if_resume_with_ema
+from .config import flow_yaml
 from .sections import ModelConfig, pretrained_problem
 
 # timm's keywords that say where pretrained weights come from: in model.kwargs they bypassed model.pretrained's
@@ -137,7 +140,8 @@ def check_pretrained(cfg: ModelConfig) -> None:
     """ValueError for pretrained weights that cannot be had: no tag, no file, a cut download in the cache, or offline
     without them in the cache (the cache is looked in once; the hub asked, once and quickly, whether it answers only
     when they are not there). A file that is a run's resume.pt trained with EMA is warned of: its raw weights load
-    (:func:`~swinlite.weights.warn_if_resume_with_ema`), in every task, as every script warns."""
+    (:func:`~swinlite.weights.warn_if_resume_with_ema`), in every task, as every script warns; so is a swinlite file
+    whose recorded model settings ``model.kwargs`` leaves out (:func:`warn_unkept_settings`)."""
     if why := pretrained_problem(cfg.pretrained):  # a config built in Python, which no config check saw
         raise ValueError(f"model.pretrained {why}")
     path = pretrained_file(cfg)
@@ -148,6 +152,7 @@ def check_pretrained(cfg: ModelConfig) -> None:
         # every task's loader takes a resume.pt's raw weights, silently where it also holds their EMA: said here once
         # for all of them (a --resume builds without model.pretrained: no warning)
         warn_if_resume_with_ema(path, stacklevel=3)
+        warn_unkept_settings(cfg, path)
         return
     if not cfg.pretrained:
         return
@@ -168,17 +173,46 @@ def check_pretrained(cfg: ModelConfig) -> None:
                          "download it again") from None  # fmt: skip
 
 
+def warn_unkept_settings(cfg: ModelConfig, path: str) -> None:
+    """UserWarning naming the model settings that the swinlite weights file ``path`` records (a classifier's
+    ``model_args``, a detection or segmentation run's ``model.kwargs``) and ``model.kwargs`` leaves out, where the
+    model then computes something else than the file's (``mask_padding=false``; not a training setting such as
+    ``drop_path_rate``, nor one that changes the weights' shapes, which the load names:
+    :func:`~swinlite.weights.ignored_settings`, as :func:`swinlite.load_checkpoint` warns), with the
+    ``model.kwargs`` that keep them. Every weight loads into the model without them: said before the data is read.
+    Nothing for a file of another model (the load names it) or that records none."""
+    metadata = read_metadata(path)
+    name, settings = recorded_swin(metadata), metadata.get("detector", metadata.get("segmenter"))
+    recorded = settings.get("kwargs") if isinstance(settings, Mapping) else metadata.get("model_args")
+    if name is None or not isinstance(recorded, Mapping) or name.split(".")[0] != cfg.name.split(".")[0]:
+        return
+    model = meta_model(cfg.name, cfg.kwargs)
+    unkept = {k: v for k, v in ignored_settings(model, name, recorded, path).items() if k not in cfg.kwargs}
+    if unkept:
+        shown = [f"{key}={flow_yaml(value)}" for key, value in unkept.items()]
+        warnings.warn(
+            f"model.pretrained {path} records its {name} built with {', '.join(shown)}, which model.kwargs leaves "
+            "out: its weights load into a model that computes something else than theirs; keep "
+            f"{'it' if len(shown) == 1 else 'them'} with {' '.join(f'model.kwargs.{s}' for s in shown)}",
+            stacklevel=3,
+        )
+
+
 def weights_kwargs(cfg: ModelConfig) -> dict[str, Any]:
     """Keywords of ``timm.create_model`` that load ``model.pretrained``'s weights: ``pretrained`` and, for a file or
-    for hub weights read from the local cache while the hub does not answer, ``pretrained_cfg_overlay``.
+    for hub weights read from the local cache while the hub does not answer, ``pretrained_cfg_overlay``. A file's
+    weights are read here by their content (:func:`~swinlite.io.read_state_dict`: a timm training checkpoint's EMA
+    weights, with its warning), as every task reads them: timm's loader decides the format by the file's suffix (a
+    safetensors file named ``w.bin`` was read as a pickle).
 
     Raises:
         ValueError: ``true`` with weights neither cached nor downloadable (one quick check of the hub, no retries:
             :func:`swinlite.hub.pretrained_kwargs`), naming the hub repo and this config's ways around.
     """
     path = pretrained_file(cfg)
-    if path is not None:
-        return {"pretrained": True, "pretrained_cfg_overlay": {"file": path}}
+    if path is not None:  # the module. and _orig_mod. of a wrapper dropped, as timm's loader drops them
+        state = clean_state_dict(read_state_dict(path, stacklevel=4))  # an EMA warning names create_model's caller
+        return {"pretrained": True, "pretrained_cfg_overlay": {"state_dict": state}}
     if not cfg.pretrained:
         return {"pretrained": False}
     try:
@@ -212,9 +246,9 @@ def create_model(cfg: ModelConfig, **task_kwargs: Any) -> nn.Module:
     ``model.pretrained``'s file, and the model it records where another), and so is a first conv of input channels
     timm's loader cannot adapt to the model's (:func:`first_conv_misfit`).
     """
-    path = pretrained_file(cfg)
+    path, weights = pretrained_file(cfg), weights_kwargs(cfg)
     try:
-        model = timm.create_model(cfg.name, **cfg.kwargs, **task_kwargs, **weights_kwargs(cfg))
+        model = timm.create_model(cfg.name, **cfg.kwargs, **task_kwargs, **weights)
     except ValueError as e:  # a file that does not fit: named, with the model it records (as detection's and
         if path is None:  # segmentation's loaders name it)
             raise
@@ -224,9 +258,27 @@ def create_model(cfg: ModelConfig, **task_kwargs: Any) -> nn.Module:
         if misfit is None:
             raise
         raise ValueError(f"model.pretrained {path}: {misfit}") from None
+    for module in model.modules():  # timm keeps a copy of the file's state dict in the pretrained_cfg it was given
+        if isinstance(loaded := getattr(module, "pretrained_cfg", None), dict):  # (a feature wrapper's too)
+            loaded.pop("state_dict", None)
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     return model
+
+
+def load_leniently(swin: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
+    """``model.kwargs.pretrained_strict=false`` for a ``model.pretrained`` file loaded into a detection or segmentation
+    model's features-only Swin ``swin`` (a classifier's goes through timm's loader, which takes the keyword itself):
+    ``state``, a Swin's weights in any layout swinlite reads, fitted as that loader fits them
+    (:func:`~swinlite.convert.convert_pretrained` with ``strict=False``): weights the file lacks keep their initial
+    values and keys the model lacks are dropped, each named in a warning; shapes and values are checked as strictly.
+
+    Raises:
+        ValueError: weights of another shape (naming the keys), or a layout swinlite does not read.
+    """
+    fitted = convert_pretrained(state, swin, strict=False)
+    fresh = tuple(key for key in swin.state_dict() if key not in fitted)  # named in convert_pretrained's warning
+    load_strict(swin, fitted, "checkpoint", may_start_fresh=fresh, values_checked=True)
 
 
 def with_grad_checkpointing(model: nn.Module) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 import torch
 
-from ..convert import convert_state_dict
+from ..convert import convert_state_dict, without_wrapper_prefix
 from ..io import unwrap_checkpoint
 
 HEADS = ("decode_head.", "auxiliary_head.")
@@ -32,8 +32,9 @@ CLASSIFIERS = tuple(f"{head}classifier.{p}" for head in HEADS for p in ("weight"
 
 
 def upernet_layout(state_dict: Mapping[str, torch.Tensor]) -> str | None:
-    """``"swinlite"``, ``"mmseg"`` or ``"huggingface"`` for an UperNet state dict; None for one without heads."""
-    keys = list(state_dict)
+    """``"swinlite"``, ``"mmseg"`` or ``"huggingface"`` for an UperNet state dict (behind a wrapper's ``module.`` /
+    ``_orig_mod.`` too: :func:`~swinlite.convert.without_wrapper_prefix`); None for one without heads."""
+    keys = list(without_wrapper_prefix(state_dict))
     if not any(k.startswith("decode_head.") for k in keys):
         return None
     if any(k.startswith("backbone.model.") for k in keys):
@@ -50,15 +51,16 @@ def _head_key(key: str) -> str:
 
 
 def convert_upernet(checkpoint: Mapping[str, object]) -> dict[str, torch.Tensor] | None:
-    """An UperNet checkpoint (state dict or training checkpoint) in swinlite's layout; None when it has no heads.
+    """An UperNet checkpoint (state dict or training checkpoint, its keys maybe behind a wrapper's ``module.`` /
+    ``_orig_mod.``) in swinlite's layout; None when it has no heads.
 
     Raises:
         ValueError: a backbone the library's converter does not know, or weights that are not finite.
     """
-    state = unwrap_checkpoint(checkpoint)
+    state = without_wrapper_prefix(unwrap_checkpoint(checkpoint))
     layout = upernet_layout(state)
     if layout is None or layout == "swinlite":
-        return None if layout is None else dict(state)
+        return None if layout is None else state
     backbone = {k.removeprefix("backbone."): v for k, v in state.items() if k.startswith("backbone.")}
     # the features-only model has no final norm (the last level's output norm stands for it) and no classifier
     swin = {k: v for k, v in convert_state_dict(backbone).items() if not k.startswith(("norm.", "head."))}

@@ -31,7 +31,7 @@ from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation
 
 from ..convert import backbone_state_dict, misfit_note, other_classes
-from ..engine.model import check_reserved, pretrained_file
+from ..engine.model import check_reserved, load_leniently, pretrained_file
 from ..io import read_metadata, read_state_dict
 from ..models.variants import SwinFeatureBody
 from ..weights import WeightsMismatchError, check_model_name, load_checkpoint, load_strict
@@ -241,7 +241,7 @@ def build_upernet(
         swin = timm.create_model(cfg.name, pretrained=cfg.pretrained is True, **kwargs)
     body = SwinFeatureBody(swin, out_indices=list(range(len(swin.feature_info))), output_fmt="NCHW")
     if backbone_file:  # into the features-only Swin, pruned of the final norm it does not use
-        _load_backbone(body.model, cfg.name, path, state)
+        _load_backbone(body.model, cfg.name, path, state, strict=kwargs.get("pretrained_strict", True))
     aux = cfg.aux_channels if cfg.aux_weight > 0 else 0
     model = UperNet(body, num_classes, cfg.head_channels, cfg.pool_scales, aux, cfg.dropout)
     if upernet_state is not None:
@@ -310,12 +310,13 @@ def _refuse_a_file(name: str | os.PathLike, num_classes: int) -> None:
     )
 
 
-def _load_backbone(swin: nn.Module, name: str, path: str, state: dict[str, torch.Tensor]) -> None:
+def _load_backbone(swin: nn.Module, name: str, path: str, state: dict[str, torch.Tensor], strict: bool = True) -> None:
     """The weights of ``model.pretrained``'s backbone checkpoint (``state``, read from ``path``; any layout swinlite
     reads, a detection run's weights too) into the features-only Swin ``name`` (``swin``), strictly: every weight it
     uses, so not the final norm it is pruned of (a run's Swin trained with ``model.kwargs.out_norm=false`` has none).
     No classifier on either side: the features-only model has none, and a note on the file's, or on its absence, would
-    be of no use here.
+    be of no use here. ``strict=False`` (``model.kwargs.pretrained_strict=false``): as a classifier's Swin loads then
+    (:func:`~swinlite.engine.model.load_leniently`).
 
     Raises:
         ValueError: a layout swinlite does not read, or weights that do not fit, naming ``model.pretrained``, the file
@@ -326,7 +327,10 @@ def _load_backbone(swin: nn.Module, name: str, path: str, state: dict[str, torch
     except ValueError as e:
         raise ValueError(f"model.pretrained {path}: {e}") from None
     try:
-        load_checkpoint(swin, backbone)
+        if strict:
+            load_checkpoint(swin, backbone)
+        else:
+            load_leniently(swin, backbone)
     except ValueError as e:  # the keys named are the converted ones: what the file is
         raise ValueError(f"model.pretrained {path}: {e}{misfit_note(read_metadata(path), name, state)}") from None
 

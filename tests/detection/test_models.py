@@ -147,6 +147,11 @@ def test_a_backbone_checkpoint_starts_the_detector_without_a_note_on_classifiers
     message = f"model.pretrained {tmp_path / 'incomplete.pth'}: checkpoint does not fit SwinTransformer: 1 model"
     with pytest.raises(ValueError, match=f"^{message} weight missing from it: layers.2.blocks.1.attn.qkv.weight$"):
         build_detector(cfg, 2, 32, 32)
+    cfg.kwargs = {"pretrained_strict": False}  # was ignored (still refused); loads now as in classification
+    with pytest.warns(UserWarning, match="pretrained_strict=False: 1 model weight missing from the checkpoint, left at "
+                                         "their initial values: layers.2.blocks.1.attn.qkv.weight$"):  # fmt: skip
+        swin = build_detector(cfg, 2, 32, 32).backbone.body.model
+    torch.testing.assert_close(swin.layers[2].blocks[0].attn.qkv.weight, source.layers[2].blocks[0].attn.qkv.weight)
 
 
 @pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])

@@ -1,14 +1,18 @@
 """model.kwargs: any keyword of the model's constructor, checked before any data is read, in every task; a window-7
 tag fine-tuned with 12x12 windows at 384 loads the tag's weights with its bias tables resized; pretrained weights
-that cannot be had are one line at once."""
+that cannot be had are one line at once; a ``model.pretrained`` file is read by its content, and the model settings
+it records are warned of where ``model.kwargs`` leaves them out."""
 
 import re
 import time
+import warnings
 from pathlib import Path
 
 import pytest
+import timm
 import torch
 from enginekit import TASKS, overrides, script_config, script_main, tiny_config
+from pico import PICO
 from timm.layers import resize_rel_pos_bias_table
 
 from swinlite import hub
@@ -17,6 +21,7 @@ from swinlite.engine import run
 from swinlite.engine.model import check_pretrained, create_model
 from swinlite.engine.preflight import check_run
 from swinlite.engine.sections import ModelConfig
+from swinlite.io import save_safetensors
 from swinlite.segmentation.models import build_upernet
 
 
@@ -145,3 +150,73 @@ def test_unreachable_hub_is_one_line_naming_the_scripts_options_before_any_data(
     assert "127.0.0.1:9 did not answer" in lines[0]
     assert "model.pretrained=PATH" in lines[0] and "model.pretrained=false" in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "record"),
+    [
+        ("classification", {"task": "classification", "model": PICO, "classes": ["a", "b"],
+                            "model_args": {"mask_padding": False, "drop_path_rate": 0.3, "num_classes": 2}}),
+        ("detection", {"task": "detection", "detector": {"name": PICO, "kwargs": {"mask_padding": False,
+                                                                                  "drop_path_rate": 0.3}}}),
+        ("segmentation", {"task": "segmentation", "segmenter": {"name": PICO, "kwargs": {"mask_padding": False,
+                                                                                         "drop_path_rate": 0.3}}}),
+    ],
+)  # fmt: skip
+def test_model_settings_a_pretrained_file_records_are_warned_of_where_model_kwargs_lack_them(task, record, tmp_path):
+    """A run's file trained with model.kwargs.mask_padding=false started a run without it silently, in every task:
+    every weight loads, into a model that computes something else (logits 0.05 off). A training setting
+    (drop_path_rate) is not named; kept, or given another value, the setting is not warned of."""
+    path = tmp_path / "best.safetensors"  # the check reads the record alone: one tensor will do
+    save_safetensors(path, {"w": torch.zeros(1)}, record)
+    cfg = tiny_config(task, tmp_path / "data", tmp_path / "out", **{"model.pretrained": str(path)})
+    with pytest.warns(UserWarning) as caught:
+        check_pretrained(cfg.model)
+    assert [str(w.message) for w in caught] == [
+        f"model.pretrained {path} records its {PICO} built with mask_padding=false, which model.kwargs leaves out: its "
+        "weights load into a model that computes something else than theirs; keep it with "
+        "model.kwargs.mask_padding=false"
+    ]
+    for value in ("false", "true"):
+        kept = tiny_config(task, tmp_path / "data", tmp_path / "out",
+                           **{"model.pretrained": str(path), "model.kwargs.mask_padding": value})  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            check_pretrained(kept.model)
+
+
+@pytest.mark.parametrize("name", ["w.bin", "w.safetensors"])
+@pytest.mark.parametrize("safetensors", [True, False])
+def test_a_pretrained_file_is_read_by_its_content_whatever_its_suffix(name, safetensors, tmp_path):
+    """timm's loader read a file by its suffix: a safetensors file named w.bin was "weights_only=True blocked loading
+    ... retry with weights_only=False" (a traceback advising unsafe loading of a file that is no pickle), as the other
+    tasks read it (swinlite.io.read_state_dict). A torch file named .safetensors is torch.load's own misreading (it
+    dispatches on the suffix): a ValueError naming the file, as in the other tasks, not the reader's raw error."""
+    source, path = timm.create_model(PICO), tmp_path / name
+    if safetensors:
+        save_safetensors(path, source.state_dict())
+    else:
+        torch.save(source.state_dict(), path)
+    cfg = ModelConfig(name=PICO, pretrained=str(path))
+    check_pretrained(cfg)
+    if not safetensors and name.endswith(".safetensors"):
+        with pytest.raises(ValueError, match=f"^'{re.escape(str(path))}' is not a weights file"):
+            create_model(cfg, num_classes=10)
+        return
+    model = create_model(cfg, num_classes=10)
+    pairs = zip(model.state_dict().values(), source.state_dict().values(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+    assert "state_dict" not in model.pretrained_cfg  # timm's copy of the file's weights is not kept
+
+
+def test_a_timm_training_checkpoint_gives_its_ema_weights_with_the_warning_of_every_task(tmp_path):
+    """Classification took the EMA weights of timm's train.py checkpoint silently; detection and segmentation warn
+    (swinlite.io.unwrap_checkpoint), and so does it now."""
+    raw, ema = timm.create_model(PICO).state_dict(), timm.create_model(PICO).state_dict()
+    torch.save({"epoch": 3, "state_dict": raw, "state_dict_ema": ema}, tmp_path / "model_best.pth.tar")
+    cfg = ModelConfig(name=PICO, pretrained=str(tmp_path / "model_best.pth.tar"))
+    check_pretrained(cfg)
+    with pytest.warns(UserWarning, match=re.escape("the checkpoint holds EMA weights (state_dict_ema) and raw ones")):
+        model = create_model(cfg, num_classes=10)
+    qkv = "layers.1.blocks.0.attn.qkv.weight"
+    assert torch.equal(model.state_dict()[qkv], ema[qkv]) and not torch.equal(raw[qkv], ema[qkv])

@@ -181,6 +181,15 @@ def test_pretrained_backbone_file_or_whole_upernet_file(tmp_path):
         model = build_upernet(SegModelConfig(name=PICO, pretrained=str(tmp_path / "cls.safetensors"), **HEAD), 3)
     block = "layers.2.blocks.1.attn.qkv.weight"
     assert torch.equal(model.backbone.model.get_parameter(block), classifier.get_parameter(block))
+    save_safetensors(tmp_path / "part.safetensors", {k: v for k, v in classifier.state_dict().items() if k != block})
+    part = SegModelConfig(name=PICO, pretrained=str(tmp_path / "part.safetensors"), **HEAD)
+    with pytest.raises(ValueError, match=f"1 model weight missing from it: {block}$"):
+        build_upernet(part, 3)
+    part.kwargs = {"pretrained_strict": False}  # was ignored (still refused); loads now as in classification
+    missing = f"pretrained_strict=False: 1 model weight missing .* values: {block}$"
+    with pytest.warns(UserWarning, match="out_norms"), pytest.warns(UserWarning, match=missing):
+        lenient = build_upernet(part, 3).backbone.model
+    assert torch.equal(lenient.layers[2].blocks[0].attn.qkv.weight, classifier.layers[2].blocks[0].attn.qkv.weight)
     trained = _randomized(build_upernet(SegModelConfig(name=PICO, **HEAD), 3))
     save_safetensors(tmp_path / "seg.safetensors", trained.state_dict())
     with warnings.catch_warnings():

@@ -250,8 +250,13 @@ def read_weights(path: str | os.PathLike, data: bytes | None = None) -> tuple[di
 
 def _load_torch(source: Path | str | os.PathLike | io.BytesIO, mmap: bool = False) -> object:
     """``torch.load(source, weights_only=True)`` onto the CPU, with ``argparse.Namespace`` allowed, as timm's loader
-    allows it: timm's ``train.py`` saves its arguments as one beside ``state_dict`` and ``state_dict_ema``."""
+    allows it: timm's ``train.py`` saves its arguments as one beside ``state_dict`` and ``state_dict_ema``. A path
+    named ``*.safetensors`` (a torch file, as its content says) is read through an open file, without ``mmap``:
+    ``torch.load`` hands such a path to the safetensors reader."""
     with torch.serialization.safe_globals([argparse.Namespace]):
+        if isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".safetensors"):
+            with open(source, "rb") as file:
+                return torch.load(file, map_location="cpu", weights_only=True)
         return torch.load(source, map_location="cpu", weights_only=True, mmap=mmap)
 
 

@@ -4,6 +4,7 @@ figures that name the command that measured them (tests/test_readme.py runs the 
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import subprocess
 import sys
@@ -17,9 +18,11 @@ import torch
 from scriptkit import SCRIPTS, script_env
 
 import swinlite  # noqa: F401  (registers the swinlite_* models)
+from swinlite import seq
 from swinlite.classification.config import Config
 from swinlite.convert import convert_pretrained
 from swinlite.fast.first_order import DOUBLE_BACKWARD_ERROR
+from swinlite.models import swin
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -179,3 +182,15 @@ def test_segmentation_md_build_upernet_example_runs() -> None:
     scope = {"build_upernet": build_upernet, "SegModelConfig": SegModelConfig, "torch": torch}
     exec(example, scope)
     assert scope["out"].logits.shape == (1, 5, 64, 64) and scope["out"].aux_logits is None
+
+
+@pytest.mark.parametrize(
+    "name", ["RelativePositionBias", "ContinuousPositionBias", "RelPosSelfAttention1d", "RelPosSeqEncoder"]
+)
+def test_models_md_signatures_name_the_real_parameters(name: str) -> None:
+    """docs/models.md wrote ``RelPosSelfAttention1d(dim, heads, max_len, ...)``: ``heads=8`` was a TypeError, the
+    parameter being ``num_heads``. Every parameter a documented call names is the class's."""
+    parameters = inspect.signature(getattr(seq, name, None) or getattr(swin, name)).parameters
+    calls = re.findall(rf"`(?:swinlite\.seq\.)?{name}\(([^`]*)\)", one_line(ROOT / "docs" / "models.md"))
+    names = {p.split("=")[0].strip() for call in calls for p in call.split(",") if re.fullmatch(r"\s*[a-z_]+(=.*)?", p)}
+    assert calls and names - {"..."} <= set(parameters), names - set(parameters)

@@ -48,6 +48,7 @@ from torchvision.ops import poolers
 
 from .. import export
 from ..models.checks import pad_to_patches
+from ..optimize import check_eval_mode
 from .models import SwinFasterRCNN, SwinFCOS, SwinMaskRCNN, SwinRetinaNet
 from .predictor import load_detector
 
@@ -173,12 +174,15 @@ def export_program(
     """``torch.export`` of :class:`DetectorGraph` with a symbolic image size in ``size_range`` (resized images).
 
     Raises:
-        ValueError: not one of :data:`EXPORTED`; an example no larger than the coarsest level's stride; a graph that
-            assumes something that fails at some size of the range.
+        ValueError: not one of :data:`EXPORTED`; a module of it in training mode
+            (:func:`~swinlite.optimize.check_eval_mode`, as the classifier's export refuses it: it was put in eval mode
+            here, left so); an example no larger than the coarsest level's stride; a graph that assumes something that
+            fails at some size of the range.
     """
     name = type(detector).__name__
     if type(detector) not in EXPORTED:
         raise ValueError(f"only Faster R-CNN, Mask R-CNN, RetinaNet and FCOS export to ONNX, got {name}")
+    check_eval_mode(detector, "swinlite.detection.export.export_program")
     stride = detector.backbone.strides[-1]
     if min(example.shape[-2:]) <= stride:  # a map of one cell there: the trace cannot serve both
         h, w = example.shape[-2:]

@@ -187,6 +187,11 @@ def test_export_refuses_what_it_cannot_serve():
         export_program(retinanet, example, (65, 96))  # P7's stride: test_size 48 leaves it one cell
     with pytest.raises(ValueError, match="only Faster R-CNN, Mask R-CNN, RetinaNet and FCOS export to ONNX, got Id"):
         export_program(torch.nn.Identity(), example, (33, 96))
+    # a detector in training mode was put in eval mode by the export itself (and left so), where the classifier's
+    # export refuses one: refused alike, before the trace
+    with pytest.raises(ValueError, match=r"export_program expects a model in eval mode; call model\.eval\(\) first"):
+        export_program(retinanet.train(), example, (65, 96))
+    assert retinanet.training
 
 
 @pytest.mark.parametrize("size", [28, 14])

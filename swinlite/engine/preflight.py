@@ -11,14 +11,17 @@ from typing import Any
 
 import torch
 from timm.data import resolve_model_data_config
+from timm.optim import get_optimizer_info
 from torch import nn
 
+from ..fast import FAST_MODULES
 from ..files import task_record_problem, unknown_task_files
 from ..io import read_metadata, resume_task
 from ..metadata import read_info
 from .config import apply_overrides, check_values, copy_config, read_yaml
 from .model import check_model, check_pretrained, meta_model, pretrained_file, with_grad_checkpointing
 from .optim import check_optimizer
+from .sections import optimizer_name
 from .task import Task
 
 
@@ -163,12 +166,20 @@ def check_model_structure(task: type[Task], cfg: Any) -> None:
     one: timm's optimizer factory said only "Layer-wise lr decay has no effect" in a log line, after the data scan,
     and the run trained without it); ``model.grad_checkpointing=true`` where it can neither be set to checkpoint nor
     holds a module that does (:func:`~swinlite.engine.model.with_grad_checkpointing`, which the run applies to its
-    model: it was refused only as the run built its model, after the data scan)."""
-    if cfg.optim.layer_decay is None and not cfg.model.grad_checkpointing:
+    model: it was refused only as the run built its model, after the data scan); a second-order ``optim.opt``
+    (``adahessian``) where the model holds swinlite's fast modules, which compute first derivatives only (the first
+    step failed, after the data scan)."""
+    second_order = get_optimizer_info(optimizer_name(cfg.optim.opt)).second_order  # a known name: check_optimizer's
+    if cfg.optim.layer_decay is None and not cfg.model.grad_checkpointing and not second_order:
         return
     model = _unweighted_model(task, cfg)
     if model is None:
         return
+    if second_order and any(type(module) in FAST_MODULES.values() for module in model.modules()):
+        raise ValueError(
+            f"optim.opt={cfg.optim.opt} is second order (its Hessian differentiates the gradients), which swinlite's "
+            "fast path does not compute: set model.kwargs.fast=false"
+        )
     if cfg.optim.layer_decay is not None and not hasattr(model, "group_matcher"):
         raise ValueError(
             f"optim.layer_decay is not available for {task.name}: its model ({type(model).__name__}) has no timm "

@@ -274,6 +274,17 @@ def test_an_optimizer_this_machine_cannot_build_is_refused_before_any_data(opt: 
             check_optimizer(cfg.optim)
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_second_order_optimizer_needs_the_reference_path_before_any_data(fast: bool):
+    """adahessian on a swinlite model's fast path (first derivatives only) failed its first step, after the data
+    scan; refused before it, naming model.kwargs.fast=false, with which the checks go on to the data."""
+    overrides = [f"model.name={PICO}", "optim.opt=adahessian", "data.data_dir=/no/such/folder"]
+    cfg = ClassificationTask.load_config(None, [*overrides, f"model.kwargs.fast={fast}"])
+    error = r"optim.opt=adahessian is second order .* set model.kwargs.fast=false$" if fast else "/no/such/folder"
+    with pytest.raises(ValueError, match=error):
+        check_run(ClassificationTask, cfg)
+
+
 @pytest.mark.parametrize(("opt", "amp", "refused"), [
     ("adahessian", torch.float16, True), ("lookahead_adahessian", torch.float16, True),
     ("adahessian", torch.bfloat16, False), ("adamw", torch.float16, False),

@@ -5,6 +5,7 @@ import pytest
 import timm
 import torch
 from pico import PICO
+from timm.models._features import FeatureHookNet
 from torchvision.models.detection import FCOS, FasterRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
@@ -189,18 +190,23 @@ def test_numpy_out_indices_are_levels():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("make_body", "message"),
     [
-        (dict(output_fmt="NHWC"), r"the body records output_fmt='NHWC': "),
-        # timm's hook wrapper records NCHW but returns the stages' NHWC maps: a conv's channel error in the FPN
         (
-            dict(feature_cls="hook", output_fmt="NCHW"),
+            lambda: timm.create_model(PICO, features_only=True, output_fmt="NHWC"),
+            r"the body records output_fmt='NHWC': ",
+        ),
+        # timm's hook wrapper given output_fmt='NCHW' records it but returns the stages' NHWC maps (swinlite's builder
+        # refuses the pair; timm's class takes it): a conv's channel error in the FPN
+        (
+            lambda: FeatureHookNet(timm.create_model(PICO), out_indices=(0, 1, 2, 3), output_fmt="NCHW"),
             r"the body's map 0 has shape \[1, 16, 16, 32\], not \[B, 32, H, W\]: ",
         ),
     ],
+    ids=["records-nhwc", "hook-records-nchw"],
 )
-def test_an_nhwc_body_is_refused(kwargs, message):
-    body = timm.create_model(PICO, features_only=True, **kwargs)
+def test_an_nhwc_body_is_refused(make_body, message):
+    body = make_body()
     advice = r"NCHW maps expected \(timm features_only with output_fmt='NCHW', feature_cls='getter'\)$"
     with pytest.raises(ValueError, match=message + advice):
         SwinFPNBackbone(body, body.feature_info.channels(), 16)(torch.randn(1, 3, 32, 32))

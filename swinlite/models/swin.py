@@ -1403,8 +1403,9 @@ def held_window(table: torch.Tensor, window: tuple[int, int], timm_window: tuple
 
     A record of what was loaded would not see a state dict converted before ``load_state_dict`` (a pretrained tag's,
     :func:`~swinlite.convert.convert_pretrained`) nor a table trained since; the zeros are what the table holds now.
-    Offsets that meet only padding at the model's size get no gradient where it is masked (``mask_padding``), so they
-    stay zero while the model trains at that size.
+    Offsets that meet only padding at the model's size get no gradient where it is masked (``mask_padding``): the
+    model initialises them to zero (``SwinTransformer.init_weights``), so they stay zero while it trains at that
+    size, and a table learned from scratch there holds timm's window too.
 
     Args:
         table: bias table ((2Wh - 1) * (2Ww - 1), heads) of ``window``.
@@ -1583,6 +1584,7 @@ class SwinTransformer(nn.Module):
         self.output_fmt = "NHWC"
         self.patch_size: tuple[int, int] = patch
         self.window_size: tuple[int, int] = window
+        self.embed_dim = dims[0]  # timm's attribute: the first stage's width
         self.num_features = dims[-1]
 
         self.patch_embed = PatchEmbed(
@@ -1625,7 +1627,7 @@ class SwinTransformer(nn.Module):
                     **dd,
                 )
             )
-            self.feature_info.append(dict(num_chs=dims[i], reduction=self.patch_size[0] * 2**i, module=f"layers.{i}"))
+            self.feature_info.append(dict(num_chs=dims[i], reduction=max(self.patch_size) * 2**i, module=f"layers.{i}"))
         self.layers = nn.Sequential(*stages)
         self.out_norms = nn.ModuleList([norm_layer(d, **dd) if out_norm else nn.Identity() for d in dims])
         self.norm = norm_layer(self.num_features, **dd)
@@ -1646,7 +1648,8 @@ class SwinTransformer(nn.Module):
         allocated by ``to_empty()``, whose memory holds anything. Linear weights truncated normal (std 0.02), their
         biases zero (:func:`_init_weights`); with ``needs_reset``, first every other module's own initialisation
         (:func:`_reset_module`): the patch embedding's conv, the norms (V2's post-norms at zero), V1's bias tables,
-        V2's logit scales (log 10) and q, v biases, and the position biases' index and coordinate buffers.
+        V2's logit scales (log 10) and q, v biases, and the position biases' index and coordinate buffers. Then the V1
+        tables' offsets that meet only masked padding at the nominal size are zero (:meth:`_zero_unused_offsets`).
 
         Args:
             needs_reset: reset the modules other than linears too; the constructor passes False, its modules having
@@ -1655,6 +1658,24 @@ class SwinTransformer(nn.Module):
         if needs_reset:
             self.apply(_reset_module)
         self.apply(_init_weights)
+        self._zero_unused_offsets()
+
+    def _zero_unused_offsets(self) -> None:
+        """Zero every V1 bias table's offsets outside the window its stage uses at the nominal size (timm's window,
+        :func:`shrunk_windows`: the stage's map where that is smaller than the window). With ``mask_padding`` they meet
+        only masked padding there, get no gradient and stay zero while the model trains at that size, so the table
+        holds timm's table of its stage (:func:`held_window`) and ``set_input_size`` changes it as timm's (random
+        draws there were resized with the learned centre). Without ``mask_padding`` padded tokens attend: every offset
+        is used, and kept."""
+        if not self.mask_padding:
+            return
+        used = shrunk_windows(self.window_size, tuple(self.patch_embed.grid_size), len(self.layers))
+        for stage, window in zip(self.layers, used, strict=True):
+            for rel_pos in (m for m in stage.modules() if isinstance(m, RelativePositionBias)):
+                if rel_pos.window != window:
+                    with torch.no_grad():
+                        centre = crop_rel_pos_bias_table(rel_pos.table, rel_pos.window, window)
+                        rel_pos.table.copy_(embed_rel_pos_bias_table(centre, window, rel_pos.window))
 
     def _frozen_modules(self) -> list[nn.Module]:
         if self.frozen_stages < 0:
@@ -1772,7 +1793,7 @@ class SwinTransformer(nn.Module):
         self.patch_embed.set_input_size(img_size=size, patch_size=patch)
         self.patch_size = patch
         for i, info in enumerate(self.feature_info):
-            info["reduction"] = patch[0] * 2**i
+            info["reduction"] = max(patch) * 2**i  # timm's: the patch's longer side
         if window_size is not None or window_ratio is not None:  # an explicit window: the new reference
             self._ref_window_sizes, self._ref_grid_size = tuple(windows), grid
         if resized := self._set_windows(window, grid, old_grid):

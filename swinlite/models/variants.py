@@ -17,7 +17,14 @@ from urllib.error import URLError
 from huggingface_hub.errors import LocalEntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
-from timm.models._features import FeatureDictNet, FeatureGetterNet, FeatureListNet, feature_take_indices
+from timm.models._features import (
+    FeatureDictNet,
+    FeatureGetterNet,
+    FeatureHookNet,
+    FeatureListNet,
+    feature_take_indices,
+)
+from timm.models._features_fx import FeatureGraphNet
 from torch import nn
 
 from ..convert import convert_pretrained
@@ -44,17 +51,31 @@ class SwinFeatureBody(FeatureGetterNet):
         self.model.set_grad_checkpointing(enable)
 
 
+class SwinFeatureHooks(FeatureHookNet):
+    """timm's hook feature net around a Swin (``feature_cls="hook"``), with gradient checkpointing forwarded to the
+    Swin: timm's holds the whole model as one module, ``body``, its first and last, which it never checkpoints (its
+    ``set_grad_checkpointing`` was accepted and did nothing)."""
+
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        self.body.set_grad_checkpointing(enable)
+
+
 # timm's feature_cls values that run the Swin as it is (timm's FeatureListNet / FeatureDictNet call its children one
 # by one, skipping the input check, the padding to whole patches and the per-level out_norms of forward_intermediates)
 FEATURE_CLASSES = ("getter", "hook", "fx")
 
 
 def _feature_cls(feature_cls: Any) -> Any:
-    """timm's ``feature_cls`` for a Swin: ``"getter"`` (the default) is :class:`SwinFeatureBody`; ``"hook"``, ``"fx"``
-    and other classes go to timm; ``"list"`` / ``"dict"`` are a ValueError naming the supported values."""
+    """timm's ``feature_cls`` for a Swin: ``"getter"`` (the default) is :class:`SwinFeatureBody`, ``"hook"`` (timm
+    takes any name holding it) :class:`SwinFeatureHooks`, ``"fx"`` timm's FeatureGraphNet; other classes go to timm;
+    ``"list"`` / ``"dict"`` are a ValueError naming the supported values."""
     name = feature_cls.lower() if isinstance(feature_cls, str) else None
     if name == "getter" or feature_cls is FeatureGetterNet:
         return SwinFeatureBody
+    if (name is not None and "hook" in name) or feature_cls is FeatureHookNet:
+        return SwinFeatureHooks
+    if name == "fx":
+        return FeatureGraphNet
     if name in ("list", "dict") or feature_cls in (FeatureListNet, FeatureDictNet):
         raise ValueError(
             f"feature_cls={feature_cls!r} is not supported by swinlite models: timm's FeatureListNet / FeatureDictNet "
@@ -74,7 +95,8 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
     lacks, each named in a warning (:func:`~swinlite.convert.convert_pretrained`).
 
     Feature options: ``out_indices`` (levels in 0..num_stages-1, or negative from the last), ``output_fmt``
-    ("NCHW" default or "NHWC"), plus the model's own ``out_norm`` and ``frozen_stages``.
+    ("NCHW" default or "NHWC"; "NHWC" alone with ``feature_cls`` "hook" or "fx"), plus the model's own ``out_norm``
+    and ``frozen_stages``.
 
     Raises:
         WeightsUnavailableError: ``pretrained=True`` and the weights are neither cached nor downloadable.
@@ -89,6 +111,14 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
         output_fmt = kwargs.pop("output_fmt")
         if not kwargs.get("features_only", False) or output_fmt not in ("NCHW", "NHWC"):
             raise ValueError(f"output_fmt ('NCHW' or 'NHWC') is an option of features_only=True, got {output_fmt!r}")
+        feature_cls = feature_cfg["feature_cls"]
+        # timm's hook and fx nets return the stage outputs as they run (NHWC): they record output_fmt, permute nothing
+        if feature_cls in (SwinFeatureHooks, FeatureGraphNet) and output_fmt != "NHWC":
+            shown = "hook" if feature_cls is SwinFeatureHooks else "fx"
+            raise ValueError(
+                f"output_fmt={output_fmt!r} with feature_cls={shown!r}: timm's {shown} feature net returns the stage "
+                "outputs as they run, NHWC (output_fmt='NHWC' or none); feature_cls='getter' (the default) gives NCHW"
+            )
         feature_cfg["output_fmt"] = output_fmt
     strict = kwargs.pop("pretrained_strict", True)
     # what the feature wrapper prunes (the final norm, the classifier, the stages after the last level) need not be in

@@ -214,6 +214,9 @@ def test_every_trainable_parameter_gets_a_gradient(kwargs):
         # timm's FeatureListNet / FeatureDictNet failed with "Return layers ... are not present in model"
         (dict(feature_cls="list"), r"feature_cls='list' is not supported .*one of 'getter', 'hook', 'fx'"),
         (dict(feature_cls="dict"), r"feature_cls='dict' is not supported .*one of 'getter', 'hook', 'fx'"),
+        # timm's hook and fx nets ignored it and returned NHWC maps
+        (dict(feature_cls="hook", output_fmt="NCHW"), r"output_fmt='NCHW' with feature_cls='hook': .* NHWC"),
+        (dict(feature_cls="fx", output_fmt="NCHW"), r"output_fmt='NCHW' with feature_cls='fx': .* NHWC"),
     ],
 )
 def test_bad_feature_options(kwargs, message):
@@ -226,12 +229,21 @@ def test_output_fmt_needs_features_only():
         timm.create_model(PICO, output_fmt="NHWC")
 
 
-@pytest.mark.parametrize("feature_cls", [None, "getter"])  # an explicit "getter" gave timm's plain getter
-def test_grad_checkpointing_of_a_features_only_model_gives_the_same_gradients(feature_cls):
-    """timm's feature getter has no set_grad_checkpointing (its FeatureListNet has): ours forwards it to the Swin."""
+# an explicit "getter" gave timm's plain getter; "hook" timm's hook net, which runs the Swin as one module, never
+# checkpointed: set_grad_checkpointing was accepted and did nothing
+@pytest.mark.parametrize("feature_cls", [None, "getter", "hook"])
+def test_grad_checkpointing_of_a_features_only_model_gives_the_same_gradients(feature_cls, monkeypatch):
+    """timm's feature getter has no set_grad_checkpointing (its FeatureListNet has): ours forwards it to the Swin,
+    whose blocks are then checkpointed, one call each."""
     kwargs = {} if feature_cls is None else {"feature_cls": feature_cls}
     model = timm.create_model(PICO, features_only=True, out_indices=(1, 3), **kwargs)
+    swin = model.body if feature_cls == "hook" else model.model
     x = torch.randn(2, 3, 32, 32)
+    checkpointed = []
+    checkpoint = torch.utils.checkpoint.checkpoint
+    monkeypatch.setattr(
+        torch.utils.checkpoint, "checkpoint", lambda *a, **k: checkpointed.append(1) or checkpoint(*a, **k)
+    )
 
     def grads() -> list[torch.Tensor]:
         model.zero_grad()
@@ -239,7 +251,9 @@ def test_grad_checkpointing_of_a_features_only_model_gives_the_same_gradients(fe
         return [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
     plain = grads()
+    assert not checkpointed
     model.set_grad_checkpointing(True)
-    assert all(stage.grad_checkpointing for stage in model.model.layers)
+    assert all(stage.grad_checkpointing for stage in swin.layers)
     for a, b in zip(plain, grads(), strict=True):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    assert len(checkpointed) == sum(len(stage.blocks) for stage in swin.layers)

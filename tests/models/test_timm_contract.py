@@ -134,7 +134,7 @@ def test_v2_architectures_are_timms(name, monkeypatch):
         assert a.blocks[0].window == tuple(b.blocks[0].window_size)
         pretrained = b.blocks[0].attn.pretrained_window_size
         assert a.blocks[0].attn.rel_pos.pretrained_window == (None if pretrained == (0, 0) else pretrained)
-    assert ours.feature_info == theirs.feature_info
+    assert ours.feature_info == theirs.feature_info and ours.embed_dim == theirs.embed_dim
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
 
 
@@ -152,8 +152,9 @@ def test_attributes_and_pretrained_cfg(name):
     assert model.in_chans == 3 and model.output_fmt == "NHWC"
     assert model.num_features == model.head_hidden_size == model.feature_info[-1]["num_chs"]
     assert len(model.feature_info) == len(model.layers)
+    assert model.embed_dim == model.feature_info[0]["num_chs"]
     for i, info in enumerate(model.feature_info):
-        assert info["module"] == f"layers.{i}" and info["reduction"] == model.patch_size[0] * 2**i
+        assert info["module"] == f"layers.{i}" and info["reduction"] == max(model.patch_size) * 2**i
         model.get_submodule(info["module"])
     model.get_submodule(cfg["first_conv"])
     assert model.get_classifier() is model.get_submodule(cfg["classifier"])
@@ -602,10 +603,58 @@ def test_set_input_size_computes_what_timms_swin_computes_after_the_same_call(v2
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
+def test_embed_dim_and_feature_info_of_a_non_square_patch_are_timms(v2, monkeypatch):
+    """``embed_dim`` was missing (an AttributeError; timm's Swin has it, the first stage's width); feature_info's
+    reduction of a non-square patch took its height, [2, 4, ...] where timm's takes the longer side, [4, 8, ...]: as
+    built and after set_input_size. On the meta device (shapes only)."""
+    monkeypatch.setattr(SwinTransformerV2, "init_weights", _no_init_on_meta)
+    names = (
+        ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256") if v2 else (TINY, "swin_tiny_patch4_window7_224")
+    )
+    options = dict(_SET_SIZE_MODEL, patch_size=(2, 4), device="meta")
+    model, reference = (timm.create_model(name, **options) for name in names)
+    assert model.embed_dim == reference.embed_dim == 16
+    assert [info["reduction"] for info in model.feature_info] == [4, 8, 16, 32]
+    assert model.feature_info == reference.feature_info
+    for m in (model, reference):
+        m.set_input_size(img_size=(64, 128), patch_size=(4, 8))
+    assert model.feature_info == reference.feature_info
+
+
+def test_set_input_size_after_training_where_a_map_is_smaller_than_the_window_computes_timms():
+    """pico trained from scratch at 32 px: the last stage's 2x2 map meets only the 3x3 centre of its 4x4 window's
+    table (timm's table of that stage); the offsets around it were random draws that never get a gradient, which
+    set_input_size(64) resized with the centre (logits 2e-4 off timm's). They are zero as built and as init_weights
+    draws the weights again, so they stay zero in training and the call computes what timm's Swin computes."""
+    torch.manual_seed(0)
+    model = timm.create_model(PICO)
+    ring = torch.ones(7, 7, dtype=torch.bool)  # the offsets of the 4x4 window outside the 2x2 map's 3x3
+    ring[2:5, 2:5] = False
+    for redrawn in (False, True):
+        if redrawn:
+            model.init_weights()
+        for block in model.layers[3].blocks:
+            offsets = block.attn.rel_pos.table.detach().view(7, 7, -1)  # (2Wh - 1, 2Ww - 1, heads)
+            assert not offsets[ring].any() and offsets[~ring].all(), redrawn
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.train()(torch.randn(2, 3, 32, 32)).square().mean().backward()
+    optimizer.step()
+    args = dict(img_size=32, patch_size=2, embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), window_size=4)
+    reference = timm.create_model("swin_tiny_patch4_window7_224", num_classes=10, **args).eval()
+    reference.load_state_dict(swinlite.to_timm_state_dict(model.state_dict(), model))
+    with pytest.warns(UserWarning, match="resized 5 relative position bias tables"):  # windows 4 -> 8; 2x2 -> 4x4
+        model.eval().set_input_size(img_size=64)
+    reference.set_input_size(img_size=64)
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), reference(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("block", ["v1", "v2"])
 def test_set_input_size_at_the_current_size_changes_nothing(block):
-    """A model of swinlite's own initialisation (the last stage's table full, where timm's window would shrink to
-    its 2x2 map): a call at the current size leaves every tensor as it was, so a larger input computes as before."""
+    """A model of swinlite's own initialisation (V1: the last stage's 2x2 map in a 4x4 window): a call at the current
+    size leaves every tensor as it was, so a larger input computes as before."""
     torch.manual_seed(0)
     model = timm.create_model(TINY, block=block, **_SET_SIZE_MODEL).eval()
     before = {k: v.clone() for k, v in model.state_dict().items()}

@@ -18,7 +18,8 @@ Pinned by: ``tests/fast/test_measured.py`` (the fastest of candidates that take 
 
 import statistics
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from contextlib import contextmanager
 
 import torch
 
@@ -49,11 +50,23 @@ def fastest(
         return choice
     if not can_measure(device):
         return default
-    choice = fastest_now(candidates, device, repeats)
+    with _apart_from_the_caller(device):
+        choice = fastest_now(candidates, device, repeats)
     if choice is None:
         return default
     CHOICES[key] = choice
     return choice
+
+
+@contextmanager
+def _apart_from_the_caller(device: torch.device) -> Iterator[None]:
+    """The timing trials as no part of the caller's computation: the tensors their forwards save for their backwards
+    not seen by saved-tensor hooks around the call (gradient checkpointing's, which counted them in the first forward
+    and not in its recomputation, where the choice is made: "A different number of tensors was saved"), and the
+    random draws of their dropout undone (the caller's next draws as without the trials)."""
+    devices = [torch.cuda.current_device() if device.index is None else device.index] if device.type == "cuda" else []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t), torch.random.fork_rng(devices):
+        yield
 
 
 def fastest_now(candidates: Mapping[str, Callable[[], object]], device: torch.device, repeats: int = 3) -> str | None:

@@ -1313,7 +1313,9 @@ class SwinStage(nn.Module):
         # an empty batch: the blocks run one blank image, cut off again, so the stage's output is empty too
         x = at_least_one_image(x)
         if self.grad_checkpointing and not torch.jit.is_scripting():
-            x = checkpoint_seq(self.blocks, x)
+            # non-reentrant whatever timm's global says: the reentrant one leaves a stage whose input needs no
+            # gradient (after frozen_stages=0's patch embedding) without its parameters' gradients
+            x = checkpoint_seq(self.blocks, x, use_reentrant=False)
         else:
             x = self.blocks(x)
         return first_images(x, batch)

@@ -4,7 +4,9 @@ the dispatch table ("fastest") runs it inside a fast attention layer, here on CP
 import time
 
 import pytest
+import timm
 import torch
+from pico import PICO
 
 from swinlite.fast import accelerate, blocks, measured, v2
 from swinlite.models.swin import WindowAttention, WindowAttentionV2
@@ -85,6 +87,25 @@ def test_fastest_row_runs_the_measured_kernel_and_computes_the_reference(monkeyp
         torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
     ((key, choice),) = measured.CHOICES.items()
     assert choice in ("explicit", "sdpa") and key[-2] == grad  # timed with its backward when training
+
+
+@pytest.mark.parametrize("name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
+def test_a_first_step_under_gradient_checkpointing_equals_the_plain_one(monkeypatch, name):
+    """CUDA's "fastest" row times its kernels, each with a backward, on the first call of a shape: inside a
+    checkpointed stage the trials' saved tensors were counted in the forward and not in the recomputation (the choice
+    made by then): "A different number of tensors was saved during the original forward and recomputation"; their
+    dropout draws shifted the caller's. Simulated on the CPU."""
+    monkeypatch.setattr(blocks, "select_attention_kernel", lambda *args: "fastest")
+    monkeypatch.setattr(blocks, "CUDA_CANDIDATES", ("explicit", "sdpa"))
+    grads = []
+    for checkpointing in (False, True):
+        measured.CHOICES.clear()  # each run's first step times the kernels
+        torch.manual_seed(0)
+        model = timm.create_model(name, num_classes=3, attn_drop_rate=0.3).train()
+        model.set_grad_checkpointing(checkpointing)
+        model(torch.randn(2, 3, 32, 32)).logsumexp(1).sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-6)
 
 
 class _DoubledGradient(torch.autograd.Function):

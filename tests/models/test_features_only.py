@@ -162,6 +162,17 @@ def test_frozen_stages_have_no_grads_and_stay_in_eval_mode():
     assert not swin.layers[1].training
 
 
+def test_checkpointing_behind_frozen_patch_embedding_trains_the_first_stage(monkeypatch):
+    """With timm's reentrant checkpointing on (timm.layers.set_reentrant_ckpt(True)) and frozen_stages=0, stage 0's
+    input needs no gradient, and reentrant checkpointing gave its 13 parameters none: the stages checkpoint without
+    reentry whatever timm's global says."""
+    monkeypatch.setattr(timm.layers.config, "_USE_REENTRANT_CKPT", True)  # set_reentrant_ckpt(True), undone after
+    model = timm.create_model(PICO, frozen_stages=0).train()
+    model.set_grad_checkpointing(True)
+    model(torch.randn(2, 3, 32, 32)).sum().backward()
+    assert all(p.grad is not None for p in model.layers[0].parameters())
+
+
 def test_torch_fx_of_a_features_only_model_names_the_way_that_traces():
     """torchvision's tracer with timm's leaves on a features-only model was refused with a hint to pass timm's leaves
     or use features_only=True, both done: timm's functions are kept whole only in the traced module's own forward.

@@ -135,6 +135,14 @@ def resume_task_in(checkpoint: Mapping[str, object]) -> str | None:
     return task if isinstance(task, str) else None
 
 
+def mapped_state_dict(path: str | os.PathLike, stacklevel: int = 2) -> StateDict | None:
+    """:func:`read_state_dict` of a torch file, its tensors mapped from the file, not read (a training checkpoint's
+    EMA weights taken with :func:`unwrap_checkpoint`'s warning, ``stacklevel`` as there); None for a file torch does
+    not map (a safetensors file, a legacy torch file), which :func:`read_state_dict` reads."""
+    checkpoint = _mapped_torch_file(path)
+    return None if checkpoint is None else unwrap_checkpoint(checkpoint, stacklevel + 1)
+
+
 def _mapped_torch_file(path: str | os.PathLike, data: bytes | None = None) -> Mapping[str, object] | None:
     """What a torch file (its bytes ``data`` where given) holds when that is a mapping, loaded with
     ``weights_only=True`` (no code is unpickled) and, from a file, mapped (its tensors are not read); None for anything

@@ -26,7 +26,7 @@ from torch import nn
 
 from ..convert import FIRST_CONV, convert_pretrained, convert_state_dict, misfit_note, recorded_swin, shape_mismatch
 from ..hub import cached_weights, pretrained_kwargs
-from ..io import check_weights_file, read_metadata, read_state_dict
+from ..io import check_weights_file, is_safetensors, mapped_state_dict, read_metadata, read_state_dict
 from ..weights import ignored_settings, load_strict, warn_if_resume_with_ema
 from .config import flow_yaml
 from .sections import ModelConfig, pretrained_problem
@@ -187,7 +187,11 @@ def warn_unkept_settings(cfg: ModelConfig, path: str) -> None:
     if name is None or not isinstance(recorded, Mapping) or name.split(".")[0] != cfg.name.split(".")[0]:
         return
     model = meta_model(cfg.name, cfg.kwargs)
-    unkept = {k: v for k, v in ignored_settings(model, name, recorded, path).items() if k not in cfg.kwargs}
+    try:
+        ignored = ignored_settings(model, name, recorded, path)
+    except ValueError:  # a record this swinlite cannot build (another version's argument): the load names what matters
+        return
+    unkept = {k: v for k, v in ignored.items() if k not in cfg.kwargs}
     if unkept:
         shown = [f"{key}={flow_yaml(value)}" for key, value in unkept.items()]
         warnings.warn(
@@ -210,9 +214,13 @@ def weights_kwargs(cfg: ModelConfig) -> dict[str, Any]:
             :func:`swinlite.hub.pretrained_kwargs`), naming the hub repo and this config's ways around.
     """
     path = pretrained_file(cfg)
+    if path is not None and is_safetensors(path) and path.endswith(".safetensors"):
+        return {"pretrained": True, "pretrained_cfg_overlay": {"file": path}}  # timm's loader reads it as it is
     if path is not None:  # the module. and _orig_mod. of a wrapper dropped, as timm's loader drops them
-        state = clean_state_dict(read_state_dict(path, stacklevel=4))  # an EMA warning names create_model's caller
-        return {"pretrained": True, "pretrained_cfg_overlay": {"state_dict": state}}
+        # timm's builder deep-copies a state dict it is given: a torch file's tensors are mapped, so that copy is the
+        # one read of them (a misnamed safetensors file, or a legacy torch file, is read and copied once more)
+        state = mapped_state_dict(path, stacklevel=4) or read_state_dict(path, stacklevel=4)  # EMA: warned of
+        return {"pretrained": True, "pretrained_cfg_overlay": {"state_dict": clean_state_dict(state)}}
     if not cfg.pretrained:
         return {"pretrained": False}
     try:

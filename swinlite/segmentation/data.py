@@ -287,7 +287,8 @@ def open_mask(path: Path) -> np.ndarray:
             )
         if mask.mode not in MASK_MODES:
             raise MaskModeError(f"mask {path} {_not_a_label_map(mask)}")
-        step = _PNG_GRAY_STEPS.get(mask.tile[0].args) if mask.format == "PNG" else None  # read before decoding
+        # read before decoding; [3]: the rawmode, a plain tuple's item before Pillow 11 (no .args)
+        step = _PNG_GRAY_STEPS.get(mask.tile[0][3]) if mask.format == "PNG" else None
         values = np.asarray(mask)  # [H, W]
         if mask.mode == "1":
             return values.astype(np.uint8)

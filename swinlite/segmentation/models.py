@@ -182,7 +182,7 @@ class UperNet(nn.Module):
 
     def level_stride(self, level: int) -> tuple[int, int]:
         """(height, width) input pixels between the cells of ``level``: the Swin's patch, doubled by each merge (its
-        ``feature_info`` reduction is the height's alone; a patch may be h x w)."""
+        ``feature_info`` reduction is one number, the patch's longer side, timm's; a patch may be h x w)."""
         ph, pw = self.backbone.model.patch_size
         return ph * 2**level, pw * 2**level
 

@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             split, too_thin, images, "raise --ratios"
         )  # named in one warning; none left: an error
         check_not_too_large(split, large_check(model, test))  # a view too large for memory: an error, first
-        check_labelled(split, what, masks, info.labels.ignore_index)  # training's check: an mIoU of no pixel is NaN
+        check_labelled(split, what, masks, info.labels)  # training's check: an mIoU of no pixel is NaN
         warn_unmeasured(split, what, masks, info.labels)  # their rows print nan where no pixel is predicted as them
         dataset = SegmentationDataset(split.pairs, info.labels, build_eval_transform(info.mean, info.std),
                                       evaluation=True, too_thin=too_thin)  # fmt: skip

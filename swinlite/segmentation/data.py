@@ -111,9 +111,10 @@ def labels_of(cfg: SegDataConfig) -> Labels:
             )
     if cfg.ignore_index < len(classes):  # a label, after the zero label's reduction: to_labels
         stored = f", stored as 1..{len(classes)} with data.reduce_zero_label=true" if reduce else ""
+        zero = "; to ignore the stored value 0, set data.reduce_zero_label=true (class i stored as i + 1)"
         raise ValueError(
             f"data.ignore_index={cfg.ignore_index} is a class label (0..{len(classes) - 1}{stored}); expected "
-            f"{len(classes)} or more"
+            f"{len(classes)} or more{zero if cfg.ignore_index == 0 and not reduce else ''}"
         )
     palette = ADE20K_PALETTE if cfg.dataset == "ade20k" else tuple(color_map(len(classes)))
     return Labels(classes, palette, cfg.ignore_index, reduce)
@@ -482,14 +483,16 @@ def check_not_too_large(split: Split, too_large: Callable[[int, int], str | None
         raise ValueError(f"{large[0].image}: {large[1]}")
 
 
-def check_labelled(split: Split, what: str, mask_dir: Path, ignore_index: int) -> None:
-    """ValueError when no mask of ``split`` holds a pixel of a class: every pixel ``ignore_index``, no confusion count
-    to score (the mIoU would be NaN, which picks no best weights) nor, in training, to learn from. The one check of
-    training (``what``: "train", "val") and ``scripts/evaluate_segmentation.py``."""
+def check_labelled(split: Split, what: str, mask_dir: Path, labels: Labels) -> None:
+    """ValueError when no mask of ``split`` holds a pixel of a class: every pixel ignored, no confusion count to score
+    (the mIoU would be NaN, which picks no best weights) nor, in training, to learn from; named by the stored values
+    ignored (:func:`ignored_values`: with ``reduce_zero_label`` 0 too, which "only ignore_index 255" did not say). The
+    one check of training (``what``: "train", "val") and ``scripts/evaluate_segmentation.py``."""
     if split.labelled == 0:
         kept = " (the pairs kept)" if split.skipped else ""
-        raise ValueError(f"the {what} masks ({mask_dir}){kept} hold no pixel of a class, only ignore_index "
-                         f"{ignore_index}")  # fmt: skip
+        why = (f"stored values {ignored_values(labels)}, which data.reduce_zero_label=true ignores"
+               if labels.reduce_zero_label else f"ignore_index {labels.ignore_index}")  # fmt: skip
+        raise ValueError(f"the {what} masks ({mask_dir}){kept} hold no pixel of a class, only {why}")
 
 
 MOSTLY_IGNORED = 0.5  # below this share of pixels holding a class, a training split's labels are likely misread

@@ -166,7 +166,7 @@ class SegmentationTask(Task):
         train, val = self._scan()
         for split, name in ((train, "train"), (val, "val")):
             warn_skipped(f"{name} images", split.skipped)  # rank 0's scan: the engine shows it once (SharedWarnings)
-            check_labelled(split, name, split_folders(data, name)[1], data.ignore_index)
+            check_labelled(split, name, split_folders(data, name)[1], self.labels)
             warn_mostly_ignored(split, name, split_folders(data, name)[1], self.labels)
         warn_unlearned(train, split_folders(data, "train")[1], self.labels)
         # the val images the test settings cannot predict (a view thinner than the backbone's patch) are left out
@@ -175,7 +175,7 @@ class SegmentationTask(Task):
         val_images, val_masks = split_folders(data, "val")
         val = without_thin_pairs(val, too_thin, val_images, "raise data.test_ratios or data.img_scale")
         check_not_too_large(val, large_check(self._model, self.test, "data.test_ratios"))  # memory: an error, first
-        check_labelled(val, "val", val_masks, data.ignore_index)  # those left hold a class still
+        check_labelled(val, "val", val_masks, self.labels)  # those left hold a class still
         warn_unmeasured(val, "val", val_masks, self.labels)  # of the pairs scored
         classes = self.labels.classes
         shown = f": {', '.join(classes)}" if len(classes) <= 20 else ""

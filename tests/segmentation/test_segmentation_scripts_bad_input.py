@@ -3,6 +3,7 @@ Pairs that do not fit (a missing mask, a mask of another size) are skipped and n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable
@@ -123,6 +124,9 @@ CASES = [
     ("reduce_of_ade20k", TRAIN, None, ["data.dataset=ade20k", "data.classes=[]", "data.reduce_zero_label=false"],
      "data.reduce_zero_label=false is for data.dataset=folder; ade20k reads its labels its own way"),
     ("ignore_is_a_class", TRAIN, None, ["data.ignore_index=2"], "data.ignore_index=2 is a class label"),
+    # void stored as 0 (ADE-style, Cityscapes' labelIds): refused without the setting that ignores it
+    ("ignore_is_zero", TRAIN, None, ["data.ignore_index=0"], "expected 3 or more; to ignore the stored value 0, set "
+     "data.reduce_zero_label=true (class i stored as i + 1)"),
     # the demo was written into data_dir, then these folders were read with its five shape classes
     ("own_folders_with_the_demo", TRAIN, None, ["data.dataset=shapes", "data.train_images={data}/images/training"],
      "data.train_images points at your own data, but data.dataset=shapes trains the built-in demo"),
@@ -382,8 +386,12 @@ def test_thin_val_images_are_left_out_before_the_loaders_and_their_labels_no_lon
     for path in (masks / f"{n:02d}.png" for n in range(3)):  # the thin image's mask holds the only class pixels
         Image.fromarray(np.full((40, 48), 255, np.uint8), mode="L").save(path)
     split = scan_split(images, masks, labels)
-    check_labelled(split, "val", masks, labels.ignore_index)  # its thin image's pixels count before it is left out
+    check_labelled(split, "val", masks, labels)  # its thin image's pixels count before it is left out
     with pytest.warns(UserWarning, match="too thin"):
         kept = without_thin_pairs(split, too_thin, images, "raise data.test_ratios")
     with pytest.raises(ValueError, match=r"^the val masks \(.*\) \(the pairs kept\) hold no pixel of a class"):
-        check_labelled(kept, "val", masks, labels.ignore_index)
+        check_labelled(kept, "val", masks, labels)
+    # with reduce_zero_label the stored 0 is ignored too: "only ignore_index 255" of masks of 0s pointed elsewhere
+    reduced = dataclasses.replace(labels, reduce_zero_label=True)
+    with pytest.raises(ValueError, match=r"only stored values \[0, 255, 256\], which data.reduce_zero_label=true "):
+        check_labelled(dataclasses.replace(kept, labelled=0), "val", masks, reduced)

@@ -1,9 +1,10 @@
 """Run a detection checkpoint of scripts/train_detection.py on images or folders of images.
 
-Writes OUT/detections.json (COCO results with the image path and the category name added: one entry per box scoring at
-least --score-thresh, box as [x, y, width, height] in pixels), OUT/images/<n>_<name>.png with the same boxes (and, for
-Mask R-CNN, masks in their class's colour) drawn (n: the image's place among the inputs, from 0; a name beyond the
-filesystem's 255 bytes is cut, ending in ~ and a hash of the whole), and OUT/sources.json, which maps each
+Writes OUT/detections.json (one entry per box scoring at least --score-thresh: {image: its path, category_id,
+category: its name, bbox: [x, y, width, height] in pixels, score}; COCO-style boxes keyed by image path, not COCO's
+results format: no image_id, and no masks, which are drawn, not listed), OUT/images/<n>_<name>.png with the same boxes
+(and, for Mask R-CNN, masks in their class's colour) drawn (n: the image's place among the inputs, from 0; a name
+beyond the filesystem's 255 bytes is cut, ending in ~ and a hash of the whole), and OUT/sources.json, which maps each
 drawing's file name to the image it was drawn from (written before the first drawing, naming every drawing the run may
 write, and at the end those it wrote: a run killed in between leaves drawings --overwrite replaces). The detector itself
 keeps at most model.detections_per_img boxes an image (default 100) scoring at least model.score_thresh (default 0.05),

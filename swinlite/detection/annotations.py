@@ -130,6 +130,9 @@ def _spellings(names: dict[str, list[int]]) -> str:
 
 
 def _check_categories(path: Path, categories: list[dict]) -> None:
+    """Said before the annotations' references to them (with none listed, each annotation's would be named)."""
+    if not categories:
+        raise ValueError(f"{path} has no categories; COCO files list them under 'categories'")
     _check_ids(path, categories, "category")
     bad = [f"category {c['id']}: name {c.get('name')!r}" for c in categories if not isinstance(c.get("name"), str)]
     _problems(path, "categories without a name", bad)
@@ -293,7 +296,8 @@ def read_coco(path: Path, masks: bool = False) -> tuple[COCO, list[tuple[int, st
         kept without an invalid part of their segmentation as (annotation id, what went and why))
 
     Raises:
-        ValueError: a file that is not JSON or does not fit COCO's format, naming it and the records.
+        ValueError: a file that is not JSON, does not fit COCO's format (naming it and the records) or lists no
+            category.
     """
     try:
         data = json.loads(path.read_bytes())

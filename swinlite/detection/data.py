@@ -98,10 +98,16 @@ def check_data_root(cfg: DetDataConfig, split: str, option: str = "--data-dir (d
 
 
 def _expected_root(cfg: DetDataConfig, split: str) -> str:
-    """What ``data_dir`` should be, for the errors of :func:`split_paths` and :func:`check_data_root`."""
+    """What ``data_dir`` should be, for the errors of :func:`split_paths` and :func:`check_data_root`: where one of
+    ``split``'s two paths is set, the other, read from ``data_dir``, is named by its key (the one a user forgot)."""
     if cfg.dataset == "digits":
         return "a folder for the digits demo to write its images and annotations into"
-    return f"a folder in COCO 2017's layout holding annotations/instances_{split}2017.json and {split}2017/"
+    layout = {"ann": f"annotations/instances_{split}2017.json", "images": f"{split}2017/"}
+    unset = [key for key in layout if not getattr(cfg, f"{split}_{key}")]
+    if len(unset) == 1:
+        key, path = f"data.{split}_{unset[0]}", layout[unset[0]]
+        return f"a folder holding {path}: {key} is not set, so it is read from data.data_dir/{path}; set {key}"
+    return f"a folder in COCO 2017's layout holding {layout['ann']} and {layout['images']}"
 
 
 def _warn_ids(what: str, items: list[tuple[int | str, str]]) -> None:
@@ -206,8 +212,6 @@ def load_split(ann_file: Path, image_dir: Path, verify: bool = False, masks: boo
     check_one_id_per_file(ann_file, coco.dataset["images"], image_dir)
     _warn_ids(f"annotations of {ann_file} dropped (annotation id: reason)", dropped)
     _warn_ids(f"annotations of {ann_file} kept without invalid segmentation parts (annotation id: what)", trimmed)
-    if not coco.cats:
-        raise ValueError(f"{ann_file} has no categories; COCO files list them under 'categories'")
     kept, skipped, foreign = _scan_images(coco, image_dir, verify)
     split = CocoSplit(coco, image_dir, kept, skipped, ann_file)
     _check_belong_together(split, foreign)
@@ -293,7 +297,7 @@ def categories_of(split: CocoSplit) -> Categories:
         "drawings and detections.json's category names cannot tell them apart (name: ids)",
         [(repr(n), ", ".join(map(str, i))) for n, i in shared.items()],
     )
-    return Categories(ids, names, f"the annotations {split.ann_file}")
+    return Categories(ids, names, f"the training annotation file {split.ann_file}")
 
 
 def warn_unlearned(split: CocoSplit) -> None:

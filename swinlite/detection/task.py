@@ -26,6 +26,7 @@ from .data import (
     CocoDetection,
     CocoSplit,
     categories_of,
+    check_categories,
     check_data_root,
     check_own_annotations,
     check_split_paths,
@@ -152,9 +153,7 @@ class DetectionTask(Task):
         val_split = without_thin_images(val_split, cfg.data.test_size, cfg.data.max_size)
         check_splits_apart(train_split, val_split)
         categories = categories_of(train_split)
-        unknown = sorted(set(val_split.coco.cats) - set(categories.ids))
-        if unknown:
-            raise ValueError(f"the val annotations have category ids the training annotations lack: {unknown}")
+        check_categories(categories, val_split)  # names both files, and the val ids with their names
         return train_split, val_split, categories
 
     def build_datasets(self) -> tuple[CocoDetection, CocoDetection]:

@@ -117,6 +117,7 @@ def test_flip_and_resize_move_boxes_and_masks_together(coco: Path):
         ),
         (lambda root: (root / "train2017").rename(root / "elsewhere"), "image folder .* does not exist"),
         (lambda root: _rewrite(root, categories=[], annotations=[]), "has no categories"),
+        (lambda root: _rewrite(root, categories=[]), "has no categories; COCO files list them under 'categories'$"),
         (lambda root: _rewrite(root, images=[], annotations=[]), "no image of .* was found"),
         (lambda root: (root / "annotations" / "instances_train2017.json").write_text("{"), "is not a COCO annotation"),
     ],
@@ -157,8 +158,8 @@ def test_data_must_use_the_label_mappings_categories_by_id_and_name(coco: Path):
     categories = categories_of(train)
     edit_coco(coco, "val", lambda d: d["categories"][1].update(name="cat"))
     message = (
-        r"instances_val2017.json has categories \(id name\) that the annotations .*instances_train2017.json lacks: "
-        r"7 'cat' \(there 'bar'\); it has 3 'square', 7 'bar'"
+        r"instances_val2017.json has categories \(id name\) that the training annotation file "
+        r".*instances_train2017.json lacks: 7 'cat' \(there 'bar'\); it has 3 'square', 7 'bar'"
     )
     with pytest.raises(ValueError, match=message):
         CocoDetection(_val_split(coco), categories)

@@ -147,7 +147,8 @@ def _own_files_under_the_demo(coco: Path) -> dict[str, object]:
         (_val_without_objects, r"the val annotations \(.*instances_val2017.json\): no annotation at all, so no "
          r"object to score; the AP would be NaN"),
         (_val_only_crowds, r"\): no object to score on the images kept, only iscrowd or empty ones; the AP would be"),
-        (_val_category_training_lacks, r"the val annotations have category ids the training annotations lack: \[9\]"),
+        (_val_category_training_lacks, r"instances_val2017.json has categories \(id name\) that the training "
+         r"annotation file .*instances_train2017.json lacks: 9 'cat'; it has 3 'square', 7 'bar'$"),
         (_own_files_under_the_demo, r"^data.train_ann points at your own data, but data.dataset=digits trains the "
          r"built-in demo \(written into data.data_dir .*det_digits\); set data.dataset=coco to train on your files$"),
     ],

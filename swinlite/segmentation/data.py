@@ -144,11 +144,17 @@ def check_data_root(cfg: SegDataConfig, split: str, option: str = "--data-dir (d
 
 
 def _expected_root(cfg: SegDataConfig, split: str) -> str:
-    """What ``data_dir`` should be, for the errors of :func:`split_folders` and :func:`check_data_root`."""
+    """What ``data_dir`` should be, for the errors of :func:`split_folders` and :func:`check_data_root`: where one of
+    ``split``'s two folders is set, the other, read from ``data_dir``, is named by its key (the one a user forgot), as
+    detection's errors name it."""
     if cfg.dataset == "shapes":
         return "a folder for the shapes demo to write its images and masks into"
-    default_images, default_masks = DEFAULT_FOLDERS[split]
-    return f"a folder in ADE20K's layout holding {default_images}/ and {default_masks}/"
+    layout = dict(zip(("images", "masks"), DEFAULT_FOLDERS[split], strict=True))
+    unset = [key for key in layout if not getattr(cfg, f"{split}_{key}")]
+    if len(unset) == 1:
+        key, path = f"data.{split}_{unset[0]}", layout[unset[0]]
+        return f"a folder holding {path}/: {key} is not set, so it is read from data.data_dir/{path}/; set {key}"
+    return f"a folder in ADE20K's layout holding {layout['images']}/ and {layout['masks']}/"
 
 
 @dataclass(frozen=True)

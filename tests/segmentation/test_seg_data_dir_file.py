@@ -9,7 +9,7 @@ import pytest
 from scriptkit import run_script
 
 from swinlite.segmentation.config import SegDataConfig
-from swinlite.segmentation.data import check_data_root, split_folders
+from swinlite.segmentation.data import DEFAULT_FOLDERS, check_data_root, split_folders
 
 SAID = "--data-dir (data.data_dir) {} is a file; expected a folder "  # (the demo's: for it to write into)
 
@@ -24,10 +24,16 @@ def test_split_folders_of_a_file_data_dir_say_it_is_a_file(tmp_path: Path, split
     expected = f"--data-dir (data.data_dir) {archive} {said}; expected a folder in ADE20K's layout holding {folder}/"
     with pytest.raises(ValueError, match=re.escape(expected)):
         (split_folders if said == "is a file" else check_data_root)(SegDataConfig(data_dir=str(archive)), split)
+    check = split_folders if said == "is a file" else check_data_root
     if said == "does not exist":
         check_data_root(SegDataConfig(data_dir=str(archive), dataset="shapes"), split)  # the demo writes it
     given = {f"{split}_images": str(tmp_path / "i"), f"{split}_masks": str(tmp_path / "m")}
     assert split_folders(SegDataConfig(data_dir=str(archive), **given), split) == (tmp_path / "i", tmp_path / "m")
+    for key, default in zip(("images", "masks"), DEFAULT_FOLDERS[split], strict=True):  # the other set: this key named
+        one = {k: v for k, v in given.items() if not k.endswith(key)}
+        unset = f"data.{split}_{key} is not set, so it is read from data.data_dir/{default}/; set data.{split}_{key}"
+        with pytest.raises(ValueError, match=re.escape(f"{said}; expected a folder holding {default}/: {unset}")):
+            check(SegDataConfig(data_dir=str(archive), **one), split)
 
 
 @pytest.mark.parametrize("argv", [["--data-dir", "{archive}"], ["data.data_dir={archive}"]], ids=["ade20k", "demo"])

@@ -169,6 +169,16 @@ def test_an_export_records_the_version_that_exported_it(tmp_path):
     assert "checkpoint_swinlite" not in _metadata(build_exportable(PICO))  # no checkpoint: timm's initial weights
 
 
+@pytest.mark.parametrize("ema", [True, False])
+def test_a_timm_training_checkpoint_records_the_weights_it_exports(tmp_path, ema):
+    """A timm training checkpoint holding state_dict and state_dict_ema exports its EMA weights (timm's rule, with a
+    warning), yet its metadata said "weights": "raw"."""
+    state = timm.create_model(PICO).state_dict()
+    checkpoint = tmp_path / "model_best.pth.tar"
+    torch.save({"state_dict": state, **({"state_dict_ema": state} if ema else {})}, checkpoint)
+    assert _metadata(build_exportable(PICO), checkpoint)["weights"] == ("ema" if ema else "raw")
+
+
 @pytest.fixture(scope="module")
 def three_levels() -> tuple[FeatureExtractor, nn.Module]:
     """(pico's first three stages, one block each, as a FeatureExtractor of its three levels; its program exported for

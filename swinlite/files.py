@@ -46,7 +46,7 @@ import shutil
 import tempfile
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -534,6 +534,17 @@ def check_image_source(source: str | os.PathLike) -> None:
         raise ValueError(
             f"input must be an image folder, an image file or a text file of image paths, got {str(source)!r}"
         )
+
+
+def expected_data_dir(cfg: Any, split: str, layout: Mapping[str, str], dataset: str) -> str:
+    """What ``data_dir`` should be (:func:`check_folder`'s ``expected``) where ``split``'s paths come from it: each
+    ``data.{split}_{key}`` of ``layout`` left unset is read from ``data_dir/layout[key]``. Where one of them is set,
+    the other is named by its key (the one a user forgot); else the folder is one in ``dataset``'s layout."""
+    unset = [key for key in layout if not getattr(cfg, f"{split}_{key}")]
+    if len(unset) == 1:
+        key, path = f"data.{split}_{unset[0]}", layout[unset[0]]
+        return f"a folder holding {path}: {key} is not set, so it is read from data.data_dir/{path}; set {key}"
+    return f"a folder in {dataset}'s layout holding {' and '.join(layout.values())}"
 
 
 def check_folder(path: str | os.PathLike, option: str, expected: str) -> None:

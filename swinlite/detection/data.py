@@ -36,7 +36,7 @@ from pycocotools.coco import COCO
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
-from ..files import check_folder, stored_size
+from ..files import check_folder, expected_data_dir, stored_size
 from ..images import LeftOut, load_rgb, readable_item, split_left_out, unreadable, upright_size
 from ..wording import listed
 from .annotations import check_one_id_per_file, clip_box, files_named, read_coco
@@ -98,16 +98,12 @@ def check_data_root(cfg: DetDataConfig, split: str, option: str = "--data-dir (d
 
 
 def _expected_root(cfg: DetDataConfig, split: str) -> str:
-    """What ``data_dir`` should be, for the errors of :func:`split_paths` and :func:`check_data_root`: where one of
-    ``split``'s two paths is set, the other, read from ``data_dir``, is named by its key (the one a user forgot)."""
+    """What ``data_dir`` should be, for the errors of :func:`split_paths` and :func:`check_data_root`
+    (:func:`~swinlite.files.expected_data_dir`: an unset path of the two named by its key)."""
     if cfg.dataset == "digits":
         return "a folder for the digits demo to write its images and annotations into"
     layout = {"ann": f"annotations/instances_{split}2017.json", "images": f"{split}2017/"}
-    unset = [key for key in layout if not getattr(cfg, f"{split}_{key}")]
-    if len(unset) == 1:
-        key, path = f"data.{split}_{unset[0]}", layout[unset[0]]
-        return f"a folder holding {path}: {key} is not set, so it is read from data.data_dir/{path}; set {key}"
-    return f"a folder in COCO 2017's layout holding {layout['ann']} and {layout['images']}"
+    return expected_data_dir(cfg, split, layout, "COCO 2017")
 
 
 def _warn_ids(what: str, items: list[tuple[int | str, str]]) -> None:

@@ -40,7 +40,7 @@ from torchvision import tv_tensors
 from torchvision.transforms.v2.functional import pil_to_tensor
 
 from ..colours import color_map
-from ..files import SkippedLink, check_folder, overlap, stored_size
+from ..files import SkippedLink, check_folder, expected_data_dir, overlap, stored_size
 from ..images import (
     IMAGE_EXTENSIONS,
     LeftOut,
@@ -144,17 +144,12 @@ def check_data_root(cfg: SegDataConfig, split: str, option: str = "--data-dir (d
 
 
 def _expected_root(cfg: SegDataConfig, split: str) -> str:
-    """What ``data_dir`` should be, for the errors of :func:`split_folders` and :func:`check_data_root`: where one of
-    ``split``'s two folders is set, the other, read from ``data_dir``, is named by its key (the one a user forgot), as
-    detection's errors name it."""
+    """What ``data_dir`` should be, for the errors of :func:`split_folders` and :func:`check_data_root`
+    (:func:`~swinlite.files.expected_data_dir`: an unset folder of the two named by its key)."""
     if cfg.dataset == "shapes":
         return "a folder for the shapes demo to write its images and masks into"
-    layout = dict(zip(("images", "masks"), DEFAULT_FOLDERS[split], strict=True))
-    unset = [key for key in layout if not getattr(cfg, f"{split}_{key}")]
-    if len(unset) == 1:
-        key, path = f"data.{split}_{unset[0]}", layout[unset[0]]
-        return f"a folder holding {path}/: {key} is not set, so it is read from data.data_dir/{path}/; set {key}"
-    return f"a folder in ADE20K's layout holding {layout['images']}/ and {layout['masks']}/"
+    layout = {key: f"{folder}/" for key, folder in zip(("images", "masks"), DEFAULT_FOLDERS[split], strict=True)}
+    return expected_data_dir(cfg, split, layout, "ADE20K")
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,14 @@
 """COCO mAP of a detection checkpoint of scripts/train_detection.py on COCO-format data.
 
 Prints pycocotools' summary (box AP, and mask AP for Mask R-CNN) and writes OUT/eval.json (the AP values in percent;
-null for an object size the data has none of; and the data, split and --amp evaluated) and OUT/detections.json (the
-COCO results), beside the checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this script,
-or of detect.py; checked after the data's paths) is refused unless --overwrite, which removes them all; one holding
-another task's or extract_features.py's / visualize.py's outputs is refused either way. The data's categories must
-be the checkpoint's (the same ids and names; it may list fewer). Mask R-CNN on data without a segmentation on every
-object gives box AP only, with a note; an object whose segmentation is invalid counts in box AP as in pycocotools' on
-the file, and mask AP ignores it as an iscrowd region over its box, with a warning.
+null for an object size the data has none of; and the checkpoint, its kind of weights (ema or raw), the data, split and
+--amp evaluated) and OUT/detections.json (the COCO results), beside the checkpoint unless --output-dir; a folder holding
+an earlier run's outputs (of this script, or of detect.py; checked after the data's paths) is refused unless
+--overwrite, which removes them all; one holding another task's or extract_features.py's / visualize.py's outputs is
+refused either way. The data's categories must be the checkpoint's (the same ids and names; it may list fewer). Mask
+R-CNN on data without a segmentation on every object gives box AP only, with a note; an object whose segmentation is
+invalid counts in box AP as in pycocotools' on the file, and mask AP ignores it as an iscrowd region over its box, with
+a warning.
 An image that is missing, does not decode or is not the size its annotation says is left out of the AP and named.
 Data without an object to score (none, or only iscrowd or empty ones) is an error: its AP would be NaN; so is an
 evaluation that scores no image (every one left out, e.g. none decodes) or none with an object.
@@ -129,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         image_ids = scored_ids(split, left_out)
         check_scored(truth, image_ids, left_out, args.split)  # every image failed to decode: an error, not a NaN report
         scan = [(split.image_path(i), reason) for i, reason in split.skipped]
-        report = {"checkpoint": str(weights)}
-        report |= evaluated_data(args.data_dir, args.split, args.amp, annotations=ann_file, image_dir=image_dir)
+        report = evaluated_data(weights, args.data_dir, args.split, args.amp, annotations=ann_file, image_dir=image_dir)
         report |= {"images": len(image_ids)} | left_out_report(scan, left_out)
         for iou_type in iou_types:
             ap = coco_ap(truth, results, image_ids, iou_type)

@@ -1,19 +1,20 @@
 """mIoU, mAcc, aAcc and per-class IoU of a segmentation checkpoint of scripts/train_segmentation.py on label maps.
 
 Prints the per-class table and writes OUT/eval.json (mIoU, mAcc, aAcc and each class's IoU and accuracy in percent, null
-where a class is absent; and the data, split and --amp evaluated) and OUT/per_class_iou.csv, beside the checkpoint
-unless --output-dir; a folder holding an earlier run's outputs (of this script, or of segment.py; checked after the
-data's folders, the checkpoint and the flags against it) is refused unless --overwrite, which removes them all; one
-holding another task's or extract_features.py's / visualize.py's outputs is refused either way. The data: --data-dir in
-ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split validation or training), or --images and --masks
-folders. Masks are read as the checkpoint's run read them (classes, ignore_index, reduce_zero_label); images and masks
-that do not pair up are named and left out, and so are images with a view thinner than the backbone's patch at the test
-scales (one warning); label values outside the classes are an error, as are an image whose prediction would take more
-than half the machine's memory, 4 GiB at least (a view's full-size tensors beside the class scores at the image's own
-size, as segment.py refuses it: --ratios 100, or a 6000x8000 photo of 150 classes, took all the memory), masks without
-a pixel of a class, no image the test scales can predict and no pixel scored (every image failing to decode): an mIoU of
-nothing would be NaN. The counts are summed over the whole split, as mmsegmentation does. Prediction follows the
-checkpoint's test settings unless --mode, --ratios, --flip / --no-flip or --stride.
+where a class is absent; and the checkpoint, its kind of weights (ema or raw), the data, split and --amp evaluated) and
+OUT/per_class_iou.csv, beside the checkpoint unless --output-dir; a folder holding an earlier run's outputs (of this
+script, or of segment.py; checked after the data's folders, the checkpoint and the flags against it) is refused unless
+--overwrite, which removes them all; one holding another task's or extract_features.py's / visualize.py's outputs is
+refused either way. The data: --data-dir in ADE20K's layout (images/<split>/*, annotations/<split>/*.png, --split
+validation or training), or --images and --masks folders. Masks are read as the checkpoint's run read them (classes,
+ignore_index, reduce_zero_label); images and masks that do not pair up are named and left out, and so are images with a
+view thinner than the backbone's patch at the test scales (one warning); label values outside the classes are an error,
+as are an image whose prediction would take more than half the machine's memory, 4 GiB at least (a view's full-size
+tensors beside the class scores at the image's own size, as segment.py refuses it: --ratios 100, or a 6000x8000 photo of
+150 classes, took all the memory), masks without a pixel of a class, no image the test scales can predict and no pixel
+scored (every image failing to decode): an mIoU of nothing would be NaN. The counts are summed over the whole split, as
+mmsegmentation does. Prediction follows the checkpoint's test settings unless --mode, --ratios, --flip / --no-flip or
+--stride.
 
 Examples:
     python scripts/evaluate_segmentation.py --checkpoint runs/seg_demo/best.safetensors --data-dir data/seg_shapes
@@ -184,8 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{weights} on {evaluated} images of {images} ({test.mode}, ratios {list(test.ratios)}"
               f"{', flip' if test.flip else ''}):\n{per_class_table(result, classes)}")  # fmt: skip
         per_class = {c: {"iou": i, "acc": a} for c, i, a in zip(classes, result.iou, result.acc, strict=True)}
-        report = {"checkpoint": str(weights)}
-        report |= evaluated_data(args.data_dir, args.split, args.amp, image_dir=images, mask_dir=masks)
+        report = evaluated_data(weights, args.data_dir, args.split, args.amp, image_dir=images, mask_dir=masks)
         report |= {"images": evaluated, "test": test.to_dict(), "miou": result.miou, "macc": result.macc,
                    "aacc": result.aacc, "per_class": per_class}  # fmt: skip
         links = [(link.path, link.reason) for link in split.links]  # the links the scan skipped, as evaluate.py's

@@ -11,8 +11,8 @@ layouts need --model; --model alone extracts with the model's published pretrain
 name without any is an error). Each image is resized whole to --size (bicubic, the aspect ratio not kept, no crop:
 the maps cover the whole image), not by the classifier's resize and centre crop. Writes feats/features/<relative
 image path>.safetensors per image (a name beyond the filesystem's 255 bytes cut, ending in ~ and a hash of the whole;
-read them with swinlite.features.load_features: each names its image), feats/embeddings.safetensors
-(pooled vectors and the ordered paths: swinlite.features.load_embeddings), feats/failures.txt (images that did not
+read them with swinlite.features.load_features: each names its image), feats/embeddings.safetensors (pooled vectors and
+the ordered paths, each its file's source: swinlite.features.load_embeddings), feats/failures.txt (images that did not
 decode) and feats/settings.json (model, weights hash, size, dtype). Each feature file records the image it was made from
 (real path, size, SHA-256 of its bytes). Rerunning over the same input skips images whose feature file is already whole
 and whose image is unchanged: the same bytes, whatever its modification time (after Ctrl-C too: it says how many are

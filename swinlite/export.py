@@ -47,7 +47,7 @@ from .convert import recorded_swin
 from .files import fsync_folder
 from .fpn import SwinFPNBackbone
 from .inference import class_names
-from .io import atomic_write_bytes, holds_ema, read_metadata, read_state_dict
+from .io import atomic_write_bytes, read_metadata, read_state_dict, weights_kind
 from .models.checks import check_feature_indices
 from .models.swin import SwinTransformer
 from .optimize import check_eval_mode
@@ -327,8 +327,7 @@ def export_metadata(
         name = info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__)
         # a file without swinlite's record: its EMA weights where it holds them (a timm training checkpoint's, which
         # every reader takes, as timm's loader does)
-        kind = "ema" if checkpoint is not None and holds_ema(checkpoint) else "raw"
-        weights = info.weights if info else ("none" if checkpoint is None else kind)
+        weights = info.weights if info else ("none" if checkpoint is None else weights_kind(checkpoint))
     # the size to feed it (input_size), brought within the sizes served (a fixed size, a range that does not hold it)
     size = input_size(model, checkpoint)
     served = [min(max(side, low), high) for side, (low, high) in zip(size, sizes, strict=True)]

@@ -401,7 +401,7 @@ def run_extraction(
             raise ExtractionInterrupted(len(images) - len(todo) + saved) from None
         bar.close()
         atomic_write_bytes(output / FAILURES_FILE, "".join(f"{line}\n" for line in failures).encode())
-        _write_embeddings(images, outputs, output)
+        _write_embeddings(outputs, output)
     return ExtractionSummary(written=len(todo) - len(failures), skipped=len(images) - len(todo), failed=len(failures))
 
 
@@ -517,12 +517,16 @@ def _non_finite_error(image: Path, e: _ModelNonFinite, output: Path, holds_featu
     )
 
 
-def _write_embeddings(images: list[Path], outputs: list[Path], output: Path) -> None:
-    done = [(str(p), out) for p, out in zip(images, outputs, strict=True) if is_complete_feature_file(out)]
+def _write_embeddings(outputs: list[Path], output: Path) -> None:
+    """``embeddings.safetensors`` of the whole feature files of ``outputs``, in their order, each row's path the
+    ``source`` its file records: the spelling of ``--input`` of the run that wrote it (a resume may spell it
+    otherwise), so the rows join to the files by path."""
+    done = [out for out in outputs if is_complete_feature_file(out)]
     if not done:
         return
-    vectors = []
-    for _, out in done:
+    vectors, paths = [], []
+    for out in done:
         with safe_open(out, "pt") as f:
-            vectors.append(f.get_tensor("pooled"))
-    save_embeddings(output / EMBEDDINGS_FILE, torch.stack(vectors), [p for p, _ in done])
+            vectors.append(f.get_tensor("pooled"))  # [C]
+            paths.append(json.loads(f.metadata()["source"]))
+    save_embeddings(output / EMBEDDINGS_FILE, torch.stack(vectors), paths)

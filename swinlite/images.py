@@ -34,6 +34,7 @@ from .files import (
     unreadable,
     upright_size,
 )
+from .io import weights_kind
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -143,11 +144,16 @@ def nothing_scored(scored: int, left_out: list[LeftOut], split: str, lacking: st
     return ValueError(f"the {scored} {split} images scored hold no {lacking}{named}; the {metric} would be NaN")
 
 
-def evaluated_data(data_dir: str | Path | None, split: str, amp: str, **folders: str | Path) -> dict[str, object]:
-    """``eval.json``'s record of what was evaluated, one layout for the three tasks' scripts: ``data_dir`` and
-    ``split`` (both null when the data's folders were given one by one), the folders read (``folders``: key -> path)
-    and ``amp``, the autocast dtype (``none``, ``bf16``, ``fp16``)."""
-    record: dict[str, object] = {"data_dir": None if data_dir is None else str(data_dir)}
+def evaluated_data(
+    checkpoint: Path, data_dir: str | Path | None, split: str, amp: str, **folders: str | Path
+) -> dict[str, object]:
+    """``eval.json``'s record of what was evaluated, one layout for the three tasks' scripts: the weights file read
+    (``checkpoint``) and the kind of weights it gave (``weights``: ``ema`` or ``raw``,
+    :func:`~swinlite.io.weights_kind`; a timm training checkpoint holding both gives its EMA ones, with ``--ema`` or
+    without), ``data_dir`` and ``split`` (both null when the data's folders were given one by one), the folders read
+    (``folders``: key -> path) and ``amp``, the autocast dtype (``none``, ``bf16``, ``fp16``)."""
+    record: dict[str, object] = {"checkpoint": str(checkpoint), "weights": weights_kind(checkpoint)}
+    record["data_dir"] = None if data_dir is None else str(data_dir)
     record["split"] = None if data_dir is None else split
     return record | {key: str(path) for key, path in folders.items()} | {"amp": amp}
 

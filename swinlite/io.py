@@ -104,6 +104,13 @@ def holds_ema(path: str | os.PathLike) -> bool:
     return bool(found) and found[0] in EMA_KEYS  # what unwrap_checkpoint takes
 
 
+def weights_kind(path: str | os.PathLike) -> str:
+    """The kind of weights :func:`read_state_dict` gives of ``path``: ``"ema"`` where it records ``"weights": "ema"``
+    (a swinlite weights file) or is a torch training checkpoint holding EMA weights (:func:`holds_ema`), else
+    ``"raw"``. What an exported ONNX file's metadata and an evaluation's ``eval.json`` record as ``weights``."""
+    return "ema" if read_metadata(path).get("weights") == "ema" or holds_ema(path) else "raw"
+
+
 def holds_resume_ema(path: str | os.PathLike, data: bytes | None = None) -> bool:
     """Whether ``path`` (its bytes ``data`` where given) is a swinlite run's resume state trained with EMA: a torch
     file holding state dicts under ``model`` and ``ema`` (without EMA, its ``ema`` is None). :func:`read_state_dict`

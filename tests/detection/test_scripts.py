@@ -146,4 +146,5 @@ def test_ema_reads_the_ema_file_beside_the_checkpoint(trained, tmp_path: Path, c
     err = capsys.readouterr().err
     assert f"EMA weights: {ema}\n" in err and err.count("EMA weights: ") == 1  # named, as predict.py names it
     if script == "evaluate_detection":
-        assert json.loads((tmp_path / "out1" / "eval.json").read_text())["checkpoint"] == str(ema)
+        reports = [json.loads((tmp_path / f"out{n}" / "eval.json").read_text()) for n in (0, 1)]
+        assert [(r["checkpoint"], r["weights"]) for r in reports] == [(str(checkpoint), "raw"), (str(ema), "ema")]

@@ -259,7 +259,9 @@ def test_a_resume_with_another_spelling_of_the_input_skips_the_finished_files(
     load_script, image_folder, checkpoint, tmp_path, capsys, monkeypatch
 ):
     """The image a feature file was made from is compared by its real path: a relative --input, or one through a
-    link, names the same images."""
+    link, names the same images. Each embeddings row names its image as its feature file does (the spelling of the
+    run that wrote it): the rebuilt list named every image as the resume spelled --input, so the rows of the files
+    kept matched no file's ``source``."""
     out = tmp_path / "out"
     args = ("--model", PICO, "--checkpoint", checkpoint[1], "--output", out)
     _run(load_script, *args, "--input", image_folder)
@@ -269,6 +271,9 @@ def test_a_resume_with_another_spelling_of_the_input_skips_the_finished_files(
     _run(load_script, *args, "--input", "link")
     assert "written 1, skipped (already whole) 2, failed 1" in capsys.readouterr().out[-200:]
     assert load_features(out / "features" / "dog" / "c.png.safetensors").source == str(Path("link") / "dog" / "c.png")
+    sources = [load_features(path).source for path in sorted((out / "features").rglob("*.safetensors"))]
+    assert load_embeddings(out / "embeddings.safetensors")[1] == sources
+    assert sources[0] == str(image_folder / "cat" / "a.png")  # the first run's spelling, kept
 
 
 def test_settings_name_the_weights_loaded_though_the_file_is_replaced_after_the_load(

@@ -85,7 +85,8 @@ def test_predict_and_evaluate_reproduce_the_run_top1(runs, load_script, tmp_path
                                   "--num-workers", "0", "--output-dir", str(tmp_path)])  # fmt: skip
     out = capsys.readouterr().out
     assert "top-3" in out and "top-5" not in out
-    assert json.loads((tmp_path / "eval.json").read_text())["top1"] == pytest.approx(top1, abs=1e-9)
+    report = json.loads((tmp_path / "eval.json").read_text())
+    assert report["top1"] == pytest.approx(top1, abs=1e-9) and report["weights"] == "raw"
 
 
 def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(runs, load_script, tmp_path):
@@ -209,9 +210,11 @@ def test_ema_weights_are_read_from_the_file_or_selected(runs, load_script, tmp_p
     assert f"EMA weights: {run / 'best_ema.safetensors'}" in capsys.readouterr().err
     rows, top1 = _accuracy(csv_path)
     assert {r["class"] for r in rows} == {"c2"} and top1 == pytest.approx(100 / 3)
-    load_script("evaluate").main(["--checkpoint", str(run / "best_ema.safetensors"), "--data-dir", str(data),
+    load_script("evaluate").main(["--checkpoint", str(run / "best.safetensors"), "--ema", "--data-dir", str(data),
                                   "--num-workers", "0", "--output-dir", str(tmp_path)])  # fmt: skip
-    assert json.loads((tmp_path / "eval.json").read_text())["top1"] == pytest.approx(top1)
+    report = json.loads((tmp_path / "eval.json").read_text())
+    assert report["top1"] == pytest.approx(top1) and report["checkpoint"] == str(run / "best_ema.safetensors")
+    assert report["weights"] == "ema"  # the kind evaluated, which eval.json did not record
     feats = ["--input", str(data / "val" / "c0"), "--output", str(tmp_path / "feats"), "--no-progress"]
     load_script("extract_features").main(["--checkpoint", str(run / "best.safetensors"), "--ema", *feats])
     ema_sha256 = hashlib.sha256((run / "best_ema.safetensors").read_bytes()).hexdigest()
@@ -228,6 +231,11 @@ def test_ema_weights_are_read_from_the_file_or_selected(runs, load_script, tmp_p
         load_script("predict").main(["--checkpoint", str(tmp_path / "t.pth.tar"), "--model", info.model, "--ema",
                                      "--output", str(timm_csv), "--no-progress", str(data / "val")])  # fmt: skip
     assert {r["class"] for r in _accuracy(timm_csv)[0]} == {"2"}  # the EMA head's (no names in a torch file)
+    with pytest.warns(UserWarning, match="holds EMA weights"):  # eval.json named the file alone: the same either way
+        load_script("evaluate").main(["--checkpoint", str(tmp_path / "t.pth.tar"), "--model", info.model, "--ema",
+                                      "--data-dir", str(data), "--num-workers", "0", "--output-dir", str(tmp_path),
+                                      "--overwrite"])  # fmt: skip
+    assert json.loads((tmp_path / "eval.json").read_text())["weights"] == "ema"
 
 
 def test_export_onnx_from_the_checkpoint_alone_quantized(runs, load_script, tmp_path, capsys):

@@ -32,7 +32,8 @@ def test_evaluate_scores_the_split_as_the_run_did(trained, tmp_path: Path, capsy
     assert [r["class"] for r in rows] == list(CLASSES)
     assert np.nanmean([float(r["iou"] or "nan") for r in rows]) == pytest.approx(report["miou"], abs=1e-4)
     folders = {"image_dir": str(data / "images" / "validation"), "mask_dir": str(data / "annotations" / "validation")}
-    assert report | {"data_dir": str(data), "split": "validation", "amp": "none"} | folders == report  # recorded
+    recorded = {"weights": "raw", "data_dir": str(data), "split": "validation", "amp": "none"}
+    assert report | recorded | folders == report  # recorded
     argv += ["--mode", "slide", "--ratios", "1.0", "1.5", "--flip"]  # the options run and are recorded
     with pytest.raises(ValueError, match="holds an earlier run's eval.json, per_class_iou.csv: pass --overwrite"):
         load_script("evaluate_segmentation").main([*argv, "--num-workers", "0"])
@@ -171,5 +172,5 @@ def test_ema_reads_the_ema_file_beside_the_checkpoint(trained, tmp_path: Path, c
         assert len(labels) == 6 and all((label == len(CLASSES) - 1).all() for label in labels)
     else:
         report = json.loads((out / "eval.json").read_text())
-        assert report["checkpoint"] == str(ema)
+        assert report["checkpoint"] == str(ema) and report["weights"] == "ema"
         assert [report["per_class"][c]["acc"] for c in CLASSES] == [0.0, 0.0, 100.0]

@@ -31,7 +31,8 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   bf16; the recomputed kernel too, in bf16), for CPU inference in a dtype not in :data:`CPU_FLASH_DTYPES` (bf16
   where the CPU has no AMX: there the CPU flash kernel is the slower one, eager and compiled), and for fp32 training
   on CPUs whose widest vector unit PyTorch uses is AVX2 (:data:`RECOMPUTED_ON_THIS_CPU`): there the recomputed
-  kernel's CPU flash forward is the slower one.
+  kernel's CPU flash forward is the slower one. Its weights go through the attention's ``attn_drop`` where that is
+  replaced or hooked (:func:`~swinlite.models.swin.kernel_dropout`), on every row of the table.
   Fixed rules rather than a timing, so that a resumed run picks what the interrupted one picked.
 - sdpa: :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
 - recomputed: :func:`~swinlite.fast.window_sdpa.recomputed_window_attention` (needs the private CPU
@@ -169,7 +170,7 @@ def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: boo
         device_type: device of the projections, e.g. ``"cpu"``, ``"cuda"``.
         dtype: dtype of the projections (autocast already applied).
         bias_grad: a gradient flows to the relative position bias.
-        dropout: attention dropout is active (training with ``attn_drop > 0``).
+        dropout: attention dropout is active (``attn_drop`` in training mode with ``p > 0``).
 
     Returns:
         ``"explicit"``, ``"sdpa"``, ``"recomputed"``, or ``"fastest"``: the fastest of :data:`CUDA_CANDIDATES`
@@ -521,8 +522,8 @@ def children(module: nn.Module, *names: str) -> list[nn.Module]:
 
 def passes_through(module: nn.Module) -> bool:
     """Whether a fast path may skip the call of the dropout-like ``module`` (a block's ``drop_path1``/``2``, the
-    attention's ``proj_drop``, the MLP's ``drop1``/``2``): it is of a class the blocks build there, exactly
-    ``nn.Identity``, ``nn.Dropout`` or timm's ``DropPath``, and inactive on this call (in eval, or with
+    attention's ``attn_drop`` and ``proj_drop``, the MLP's ``drop1``/``2``): it is of a class the blocks build there,
+    exactly ``nn.Identity``, ``nn.Dropout`` or timm's ``DropPath``, and inactive on this call (in eval, or with
     probability 0). A user may replace one or set its ``p`` after the build: read on each call, dict reads."""
     cls = type(module)
     if cls is nn.Identity:
@@ -604,17 +605,20 @@ class FastMlp(Mlp):
 
 
 class DispatchedAttention:
-    """The ``attend`` of the fast window attentions, V1's (:class:`FastWindowAttention`) and Swin-V2's
+    """The ``attend_at_rate`` of the fast window attentions, V1's (:class:`FastWindowAttention`) and Swin-V2's
     (:class:`~swinlite.fast.v2.FastWindowAttentionV2`): while exporting the reference's (its class comes after this
     one in the bases; ONNX has no fused kernel to gain from), else the subclass's ``_run`` of the kernel
-    :func:`select_attention_kernel` picks, ``"fastest"`` resolved by its ``_fastest``."""
+    :func:`select_attention_kernel` picks, ``"fastest"`` resolved by its ``_fastest``. The reference's ``attend``
+    calls it with ``attn_drop``'s rate, or calls ``attn_drop`` on the explicit weights where it is replaced or hooked
+    (:func:`~swinlite.models.swin.kernel_dropout`)."""
 
-    def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
-        """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as the reference class's ``attend``."""
+    def attend_at_rate(
+        self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, dropout_p: float
+    ) -> torch.Tensor:
+        """qkv (B*nW, N, 3, heads, hd) -> (B*nW, heads, N, hd), as the reference class's ``attend_at_rate``."""
         if not torch.jit.is_scripting():  # (a block TorchScript skips)
             if recording_graph():
-                return super().attend(qkv, bias, mask, batch)
-        dropout_p = self.attn_drop.p if self.training else 0.0
+                return super().attend_at_rate(qkv, bias, mask, batch, dropout_p)
         kernel = select_attention_kernel(qkv.device.type, qkv.dtype, bias.requires_grad, dropout_p > 0.0)
         if kernel == "fastest":
             kernel = self._fastest(qkv, bias, mask, batch, dropout_p)
@@ -696,25 +700,27 @@ class GatheredWindowsBlock(SwinBlock):
     def as_built(self) -> bool:
         """Whether the fast paths may run: every module whose call they skip or whose input they change is of the
         class they were written for and unhooked (:func:`unhooked`). The row blocks read the
-        attention's and the MLP's linears' weights and call ``norm2`` on rows of tokens; the gather hands the
-        attention windows cut to a small map (:meth:`_attention_window`). A few attribute reads, on each call."""
+        attention's and the MLP's linears' weights, skip the attention's dropouts and call ``norm2`` on rows of
+        tokens; the gather hands the attention windows cut to a small map (:meth:`_attention_window`). A few attribute
+        reads, on each call."""
         attn, mlp, norm2, drop_path1, drop_path2 = children(self, "attn", "mlp", "norm2", "drop_path1", "drop_path2")
         if type(attn) is not self.fast_attention or type(mlp) is not FastMlp or not mlp.as_built():
             return False
-        qkv, proj, proj_drop = children(attn, "qkv", "proj", "proj_drop")
+        qkv, proj, attn_drop, proj_drop = children(attn, "qkv", "proj", "attn_drop", "proj_drop")
         if not (fast_linear_class(qkv) and fast_linear_class(proj)):
             return False
         fc1, drop2 = children(mlp, "fc1", "drop2")
-        return unhooked(attn, qkv, proj, proj_drop, mlp, fc1, drop2, norm2, drop_path1, drop_path2)
+        return unhooked(attn, qkv, proj, attn_drop, proj_drop, mlp, fc1, drop2, norm2, drop_path1, drop_path2)
 
     @torch.jit.unused
     def dropouts_pass_through(self) -> bool:
-        """Whether the row blocks may skip the dropouts' calls (:func:`passes_through`): in eval, dropout of any
-        rate is off; a module of another class put at one is called, by the reference's path."""
+        """Whether the row blocks may skip the dropouts' calls (:func:`passes_through`): a dropout in eval mode, its
+        own (MC dropout puts the dropouts of a model in eval in training), is off at any rate; a module of another
+        class put at one is called, by the reference's path."""
         drop_path1, drop_path2 = children(self, "drop_path1", "drop_path2")
-        proj_drop = self._modules["attn"]._modules["proj_drop"]
+        attn_drop, proj_drop = children(self._modules["attn"], "attn_drop", "proj_drop")
         drop1, drop2 = children(self._modules["mlp"], "drop1", "drop2")
-        return all(map(passes_through, (proj_drop, drop1, drop2, drop_path1, drop_path2)))
+        return all(map(passes_through, (attn_drop, proj_drop, drop1, drop2, drop_path1, drop_path2)))
 
     def _attn(self, x: torch.Tensor, plan: RowBlocks | None = None) -> torch.Tensor:
         """x normalised map [B, H, W, C] -> attention output [B, H, W, C]; ``plan``: row blocks (CPU inference;

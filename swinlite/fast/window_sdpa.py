@@ -87,7 +87,10 @@ class _RecomputedWindowAttention(torch.autograd.Function):
         refuse_double_backward()
         qkv, bias, mask, out, lse = ctx.saved_tensors
         BW, N, _, H, hd = qkv.shape
-        qkv_c = qkv.permute(2, 0, 3, 1, 4).contiguous()  # (3, B*nW, heads, N, hd): one copy for q, k, v
+        # (3, B*nW, heads, N, hd): one copy for q, k, v, written in place below. A clone: .contiguous() returns the
+        # saved qkv itself where its permuted view is contiguous (one window of one token), which a second backward
+        # through the graph (retain_graph=True) reads
+        qkv_c = qkv.permute(2, 0, 3, 1, 4).clone(memory_format=torch.contiguous_format)
         qkv_c[0].mul_(ctx.scale)  # pre-scaled q: S and dK need no further scaling
         q, k, v = qkv_c.view(3, BW * H, N, hd).unbind(0)  # 3 x (B*nW*heads, N, hd)
         d_out = grad_out.reshape(BW * H, N, hd)  # (B*nW*heads, N, hd)

@@ -737,10 +737,10 @@ def add_window_attn_mask(attn: torch.Tensor, bias: torch.Tensor, mask: torch.Ten
     return (attn.view(batch, mask.shape[0], heads, n, n) + (bias + mask.unsqueeze(1))).view(windows, heads, n, n)
 
 
-def window_attention(
-    qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, scale: float, dropout_p: float
-) -> torch.Tensor:
-    """softmax(QKᵀ·scale + bias + mask)·V per window and head, written out.
+def window_attention_weights(
+    qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(QKᵀ·scale + bias + mask) per window and head, the attention weights before dropout, and V.
 
     Args:
         qkv: projections (B*nW, N, 3, heads, hd).
@@ -748,15 +748,29 @@ def window_attention(
         mask: additive shift/padding mask (nW, N, N) or None; window w of every image gets ``mask[w]``.
         batch: B.
         scale: logit scale, hd ** -0.5.
+
+    Returns:
+        The weights (B*nW, heads, N, N) and V (B*nW, heads, N, hd).
+    """
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
+    attn = (q * scale) @ k.transpose(-2, -1)  # (B*nW, heads, N, N)
+    attn = add_window_attn_mask(attn, bias, mask, batch)
+    return attn.softmax(dim=-1), v
+
+
+def window_attention(
+    qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, scale: float, dropout_p: float
+) -> torch.Tensor:
+    """softmax(QKᵀ·scale + bias + mask)·V per window and head, written out (:func:`window_attention_weights`).
+
+    Args:
+        qkv, bias, mask, batch, scale: as :func:`window_attention_weights`.
         dropout_p: dropout on the attention weights.
 
     Returns:
         (B*nW, heads, N, hd).
     """
-    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
-    attn = (q * scale) @ k.transpose(-2, -1)  # (B*nW, heads, N, N)
-    attn = add_window_attn_mask(attn, bias, mask, batch)
-    attn = attn.softmax(dim=-1)
+    attn, v = window_attention_weights(qkv, bias, mask, batch, scale)  # (B*nW, heads, N, N), (B*nW, heads, N, hd)
     if dropout_p > 0.0:
         attn = F.dropout(attn, dropout_p)
     return attn @ v
@@ -780,11 +794,22 @@ def unhooked(*modules: nn.Module) -> bool:
     return True
 
 
+def kernel_dropout(attn_drop: nn.Module) -> float | None:
+    """The rate at which a kernel drops the attention weights in place of calling ``attn_drop``: while it is the
+    ``nn.Dropout`` built, unhooked (:func:`unhooked`), its ``p`` when it is in training mode, by its own flag (MC
+    dropout turns the dropouts of a model in eval on), else 0; None for a module replaced or hooked after the build,
+    whose call must run on the weights, as timm's Swin calls it. Dict reads, on each call."""
+    if type(attn_drop) is not nn.Dropout or not unhooked(attn_drop):
+        return None
+    return attn_drop.p if attn_drop.training else 0.0
+
+
 class WindowAttentionFrame(nn.Module):
     """What both window attentions do around their formula: project to q, k, v, attend with the position bias and
-    the block's mask in the projections' dtype, merge the heads and project out. :class:`WindowAttention` and
-    :class:`WindowAttentionV2` supply :meth:`project_qkv` and :meth:`attend`, and the modules ``rel_pos``, ``proj``
-    and ``proj_drop``."""
+    the block's mask in the projections' dtype, the weights dropped by ``attn_drop`` (:meth:`attend`), merge the heads
+    and project out. :class:`WindowAttention` and :class:`WindowAttentionV2` supply :meth:`project_qkv`,
+    :meth:`attention_weights` and :meth:`attend_at_rate`, and the modules ``rel_pos``, ``attn_drop``, ``proj`` and
+    ``proj_drop``."""
 
     num_heads: int
     head_dim: int
@@ -815,7 +840,29 @@ class WindowAttentionFrame(nn.Module):
         raise NotImplementedError
 
     def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
-        """qkv (B*nW, N, 3, heads, hd), bias (heads, N, N), mask (nW, N, N) or None -> (B*nW, heads, N, hd)."""
+        """qkv (B*nW, N, 3, heads, hd), bias (heads, N, N), mask (nW, N, N) or None -> (B*nW, heads, N, hd): the
+        formula with ``attn_drop``'s rate (:meth:`attend_at_rate`, :func:`kernel_dropout`); where ``attn_drop``'s call
+        must run (replaced or hooked), the weights (:meth:`attention_weights`) through it. TorchScript reads the rate
+        from the ``nn.Dropout`` and its mode."""
+        if not torch.jit.is_scripting():  # TorchScript skips this branch
+            dropout_p = kernel_dropout(self._modules["attn_drop"])
+            if dropout_p is None:
+                attn, v = self.attention_weights(qkv, bias, mask, batch)  # (B*nW, heads, N, N), (B*nW, heads, N, hd)
+                return self.attn_drop(attn) @ v
+            return self.attend_at_rate(qkv, bias, mask, batch, dropout_p)
+        return self.attend_at_rate(qkv, bias, mask, batch, self.attn_drop.p if self.attn_drop.training else 0.0)
+
+    def attention_weights(
+        self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """qkv, bias, mask as :meth:`attend` -> the attention weights (B*nW, heads, N, N) before dropout, and V
+        (B*nW, heads, N, hd)."""
+        raise NotImplementedError
+
+    def attend_at_rate(
+        self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, dropout_p: float
+    ) -> torch.Tensor:
+        """:meth:`attend` with the attention weights dropped at rate ``dropout_p``."""
         raise NotImplementedError
 
 
@@ -866,9 +913,17 @@ class WindowAttention(WindowAttentionFrame):
         """Window tokens [..., C] -> q, k, v [..., 3C]."""
         return self.qkv(x)
 
-    def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
-        """:func:`window_attention` with this layer's scale and dropout (the fast path swaps its kernels in here)."""
-        return window_attention(qkv, bias, mask, batch, self.scale, self.attn_drop.p if self.training else 0.0)
+    def attention_weights(
+        self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`window_attention_weights` with this layer's scale."""
+        return window_attention_weights(qkv, bias, mask, batch, self.scale)
+
+    def attend_at_rate(
+        self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, dropout_p: float
+    ) -> torch.Tensor:
+        """:func:`window_attention` with this layer's scale (the fast path swaps its kernels in here)."""
+        return window_attention(qkv, bias, mask, batch, self.scale, dropout_p)
 
 
 def cosine_eps(dtype: torch.dtype) -> float:
@@ -882,6 +937,30 @@ def cosine_tau(logit_scale: torch.Tensor) -> torch.Tensor:
     return torch.clamp(logit_scale, max=math.log(100.0)).exp()
 
 
+def cosine_window_attention_weights(
+    qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, logit_scale: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Swin-V2's scaled cosine attention weights, softmax(cos(Q, K)·τ + bias + mask) per window and head, before
+    dropout, and V.
+
+    Args:
+        qkv: projections (B*nW, N, 3, heads, hd).
+        bias: continuous position bias (heads, N, N).
+        mask: additive shift/padding mask (nW, N, N) or None; window w of every image gets ``mask[w]``.
+        batch: B.
+        logit_scale: learned log τ per head (heads, 1, 1); τ = exp(min(logit_scale, log 100)).
+
+    Returns:
+        The weights (B*nW, heads, N, N) and V (B*nW, heads, N, hd).
+    """
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
+    eps = cosine_eps(q.dtype)
+    attn = F.normalize(q, dim=-1, eps=eps) @ F.normalize(k, dim=-1, eps=eps).transpose(-2, -1)  # (B*nW, heads, N, N)
+    attn = attn * cosine_tau(logit_scale)  # τ per head, at most 100
+    attn = add_window_attn_mask(attn, bias, mask, batch)
+    return attn.softmax(dim=-1), v
+
+
 def cosine_window_attention(
     qkv: torch.Tensor,
     bias: torch.Tensor,
@@ -890,25 +969,17 @@ def cosine_window_attention(
     logit_scale: torch.Tensor,
     dropout_p: float,
 ) -> torch.Tensor:
-    """Swin-V2's scaled cosine attention, softmax(cos(Q, K)·τ + bias + mask)·V per window and head, written out.
+    """Swin-V2's scaled cosine attention, softmax(cos(Q, K)·τ + bias + mask)·V per window and head, written out
+    (:func:`cosine_window_attention_weights`).
 
     Args:
-        qkv: projections (B*nW, N, 3, heads, hd).
-        bias: continuous position bias (heads, N, N).
-        mask: additive shift/padding mask (nW, N, N) or None; window w of every image gets ``mask[w]``.
-        batch: B.
-        logit_scale: learned log τ per head (heads, 1, 1); τ = exp(min(logit_scale, log 100)).
+        qkv, bias, mask, batch, logit_scale: as :func:`cosine_window_attention_weights`.
         dropout_p: dropout on the attention weights.
 
     Returns:
         (B*nW, heads, N, hd).
     """
-    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B*nW, heads, N, hd)
-    eps = cosine_eps(q.dtype)
-    attn = F.normalize(q, dim=-1, eps=eps) @ F.normalize(k, dim=-1, eps=eps).transpose(-2, -1)  # (B*nW, heads, N, N)
-    attn = attn * cosine_tau(logit_scale)  # τ per head, at most 100
-    attn = add_window_attn_mask(attn, bias, mask, batch)
-    attn = attn.softmax(dim=-1)
+    attn, v = cosine_window_attention_weights(qkv, bias, mask, batch, logit_scale)  # (B*nW, heads, N, N), (.., hd)
     if dropout_p > 0.0:
         attn = F.dropout(attn, dropout_p)
     return attn @ v
@@ -992,9 +1063,16 @@ class WindowAttentionV2(WindowAttentionFrame):
             return torch.cat((self.q_bias, torch.zeros_like(self.q_bias), self.v_bias))
         return None
 
-    def attend(self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int) -> torch.Tensor:
-        """:func:`cosine_window_attention` with this layer's scale and dropout (a fast path swaps its kernels in)."""
-        dropout_p = self.attn_drop.p if self.training else 0.0
+    def attention_weights(
+        self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`cosine_window_attention_weights` with this layer's log τ."""
+        return cosine_window_attention_weights(qkv, bias, mask, batch, self.logit_scale)
+
+    def attend_at_rate(
+        self, qkv: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor | None, batch: int, dropout_p: float
+    ) -> torch.Tensor:
+        """:func:`cosine_window_attention` with this layer's log τ (a fast path swaps its kernels in here)."""
         return cosine_window_attention(qkv, bias, mask, batch, self.logit_scale, dropout_p)
 
 
@@ -1645,18 +1723,33 @@ class SwinTransformer(nn.Module):
         self._ref_window_sizes = tuple(entries if len(entries) > 1 else entries * num_stages)
         self._ref_grid_size = tuple(self.patch_embed.grid_size)
 
-    def init_weights(self, needs_reset: bool = True) -> None:
-        """timm's ``init_weights``: the constructor's initialisation, e.g. for a model built on the meta device and
-        allocated by ``to_empty()``, whose memory holds anything. Linear weights truncated normal (std 0.02), their
-        biases zero (:func:`_init_weights`); with ``needs_reset``, first every other module's own initialisation
-        (:func:`_reset_module`): the patch embedding's conv, the norms (V2's post-norms at zero), V1's bias tables,
-        V2's logit scales (log 10) and q, v biases, and the position biases' index and coordinate buffers. Then the V1
-        tables' offsets that meet only masked padding at the nominal size are zero (:meth:`_zero_unused_offsets`).
+    def init_weights(self, mode: str | bool = "", needs_reset: bool = True) -> None:
+        """timm's ``init_weights``, called as on timm's Swin, ``init_weights(mode, needs_reset)``, or as on timm's
+        Swin-V2, ``init_weights(needs_reset)`` (a bool first). The constructor's initialisation, e.g. for a model
+        built on the meta device and allocated by ``to_empty()``, whose memory holds anything. Linear weights truncated
+        normal (std 0.02), their biases zero (:func:`_init_weights`); with ``needs_reset``, first every other module's
+        own initialisation (:func:`_reset_module`): the patch embedding's conv, the norms (V2's post-norms at zero),
+        V1's bias tables, V2's logit scales (log 10) and q, v biases, and the position biases' index and coordinate
+        buffers. Then the V1 tables' offsets that meet only masked padding at the nominal size are zero
+        (:meth:`_zero_unused_offsets`).
 
         Args:
+            mode: timm's Swin initialisation mode, ``""`` (its default, which swinlite implements); a bool is timm's
+                Swin-V2 first argument, ``needs_reset``.
             needs_reset: reset the modules other than linears too; the constructor passes False, its modules having
                 initialised themselves as they were built.
+
+        Raises:
+            ValueError: for a mode other than ``""``: timm's others (``"jax"``, ``"jax_nlhb"``, ``"moco"``,
+                ``"reset"``) are not implemented.
         """
+        if isinstance(mode, bool):  # timm's Swin-V2 signature: init_weights(needs_reset)
+            mode, needs_reset = "", mode
+        if mode != "":
+            raise ValueError(
+                f"init_weights: mode must be '' (timm's default initialisation, which swinlite implements), got "
+                f"{mode!r}; timm's other modes 'jax', 'jax_nlhb', 'moco' and 'reset' are not implemented"
+            )
         if needs_reset:
             self.apply(_reset_module)
         self.apply(_init_weights)

@@ -8,7 +8,7 @@ import pytest
 import timm
 import torch
 
-from swinlite.fast import window_triton
+from swinlite.fast import blocks, window_triton
 from swinlite.fast.first_order import DOUBLE_BACKWARD_ERROR
 from swinlite.fast.gelu_linear import gelu_linear
 from swinlite.fast.linear_grad import onednn_linear_with_grad
@@ -37,6 +37,27 @@ def test_the_reference_model_runs_double_backward():
     _input_gradient_with_graph(model).square().sum().backward()
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(g.isfinite().all() for g in grads)
+
+
+@pytest.mark.skipif(not CPU_FLASH_WITH_LSE, reason="no CPU flash op with its log-sum-exp")
+def test_a_second_backward_through_one_graph_gives_the_reference_gradients(monkeypatch):
+    """``backward(retain_graph=True)`` then ``backward()`` again at batch 1 with a 1x1 last stage map (one window of
+    one token): the recomputed attention's backward wrote into the qkv it saved (``.contiguous()`` returned that
+    already contiguous view, not a copy), and the second backward raised "modified by an inplace operation"."""
+    monkeypatch.setattr(blocks, "RECOMPUTED_ON_THIS_CPU", True)  # the recomputed kernel on an AVX2 CPU too
+    torch.manual_seed(0)
+    fast, reference = timm.create_model(NAME).train(), timm.create_model(NAME, fast=False).train()
+    reference.load_state_dict(fast.state_dict())
+    x = torch.randn(1, 3, 16, 16)  # stage maps 8, 4, 2, 1
+    grads = []
+    for model in (fast, reference):
+        loss = model(x).square().sum()
+        loss.backward(retain_graph=True)
+        first = [p.grad.clone() for p in model.parameters()]
+        loss.backward()
+        grads.append(first + [p.grad for p in model.parameters()])  # the second accumulates twice the first
+    for ours, theirs in zip(*grads, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
 
 
 def _gelu_linear(onednn: bool) -> tuple[torch.Tensor, torch.Tensor]:

@@ -50,7 +50,9 @@ def test_init_weights_after_to_empty_initialises_as_the_constructor(name):
     """timm's meta-device route, ``to_empty()`` then ``init_weights()`` (an AttributeError: swinlite had none): every
     tensor filled whatever memory held (NaN here), as a built model's ``init_weights()`` fills it from the same seed;
     the constructor's constants (V2's log τ = log 10 and post-norms at zero, norms at one, zero biases, the buffers),
-    its random weights of the constructor's spread; a finite forward."""
+    its random weights of the constructor's spread; a finite forward. Called with timm's positional arguments: V1's
+    mode ``init_weights("")``, which swinlite took as ``needs_reset`` and, falsy, reset the linears alone; V2's
+    ``init_weights(True)``, its ``needs_reset``."""
     torch.manual_seed(0)
     options = dict(out_norm=True)
     built = timm.create_model(name, **options).eval()
@@ -62,7 +64,7 @@ def test_init_weights_after_to_empty_initialises_as_the_constructor(name):
         for t in (*model.parameters(), *model.buffers()):
             t.fill_(float("nan") if t.is_floating_point() else -1)
     torch.manual_seed(1)
-    model.init_weights()
+    model.init_weights(True if "v2" in name else "")  # timm's Swin-V2 init_weights(needs_reset), Swin's (mode)
     buffers = dict(model.named_buffers())
     for key, value in (*model.named_parameters(), *buffers.items()):
         want = constructed[key]
@@ -82,6 +84,14 @@ def test_init_weights_after_to_empty_initialises_as_the_constructor(name):
         out = model(x)
         torch.testing.assert_close(out, built(x), rtol=0, atol=0)
     assert torch.isfinite(out).all()
+
+
+def test_init_weights_refuses_a_mode_it_does_not_implement():
+    """timm's Swin modes other than its default ``''`` were accepted and ignored (timm asserts on an unknown one)."""
+    model = timm.create_model("swinlite_pico_patch2_window4_32", fast=False)
+    for mode in ("jax", "moco", "bogus", None):
+        with pytest.raises(ValueError, match=f"mode must be '' .*got {mode!r}; timm's other modes 'jax'"):
+            model.init_weights(mode)
 
 
 @pytest.mark.parametrize("fast", [True, False])

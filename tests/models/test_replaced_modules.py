@@ -386,3 +386,61 @@ def test_quantize_dynamic_takes_effect_on_a_v2_reference_model():
     with torch.no_grad():
         torch.testing.assert_close(timms(x), ours(x), rtol=1e-5, atol=1e-5)
     _quantizes_as_timms(ours, timms, x)
+
+
+# --- attn.attn_drop: called on the attention weights, as timm's Swin calls it, or its rate read by its own mode ----
+
+PICO = "swinlite_pico_patch2_window4_32"
+PICO_X = (1, 3, 16, 16)
+
+
+def _attention_dropout_model(name: str, fast: bool) -> nn.Module:
+    """A pico model, V1 or V2, built with ``attn_drop_rate=0.5`` and no other dropout; V2's post-norms' weights
+    (built zero) 1, so that its attention counts."""
+    torch.manual_seed(0)
+    model = timm.create_model(name, fast=fast, attn_drop_rate=0.5)
+    if name == V2_PICO:
+        with torch.no_grad():
+            for block in _blocks(model):
+                block.norm1.weight.fill_(1.0)
+    return model
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+@pytest.mark.parametrize("name", [PICO, V2_PICO], ids=["v1", "v2"])
+def test_attn_drop_drops_by_its_own_mode(name, fast):
+    """The rate was read while the attention module trained, whatever attn_drop's mode: MC dropout (the model in
+    eval, its ``nn.Dropout`` modules in training) drew no attention dropout, and a model in training with its
+    attn_drops in eval still dropped."""
+    model = _attention_dropout_model(name, fast)
+    x = torch.randn(*PICO_X)
+    expected = _run(model, x, "eval_no_grad")
+    for module in model.modules():
+        if type(module) is nn.Dropout:
+            module.train()
+    with torch.no_grad():
+        assert not torch.allclose(model(x), model(x))
+    model.train()
+    for block in _blocks(model):
+        block.attn.attn_drop.eval()
+    out, again = model(x), model(x)
+    torch.testing.assert_close(out, again, rtol=0, atol=0)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+@pytest.mark.parametrize("name", [PICO, V2_PICO], ids=["v1", "v2"])
+def test_a_hooked_or_replaced_attn_drop_is_called(name, fast):
+    """attn_drop was never called, only its ``p`` read: a forward hook on it never fired, and ``nn.Identity()`` in
+    its place raised AttributeError ('p') in training. The hook sees the weights [B*nW, heads, N, N], as timm's."""
+    model = _attention_dropout_model(name, fast)
+    x = torch.randn(*PICO_X)
+    expected = _run(model, x, "eval_no_grad")
+    calls = _record_hooks(model, ["attn.attn_drop"])
+    heads = [block.attn.num_heads for block in _blocks(model)]
+    for mode in ("eval_no_grad", "train"):
+        calls.clear()
+        _run(model, x, mode)
+        assert [(shape[1], shape[2] == shape[3]) for _, shape, _ in calls] == [(h, True) for h in heads]
+    _replace(model, "attn.attn_drop", lambda _: nn.Identity())
+    torch.testing.assert_close(_run(model, x, "train"), expected, rtol=1e-4, atol=1e-4)

@@ -10,9 +10,12 @@ keeps its metadata (model, classes, preprocessing), so predict.py, export_onnx.p
 as they read the input; its weights are checked against the model it records, which --model and --num-classes must not
 contradict. A detection or segmentation run's file gives its Swin, a backbone (its FPN and heads left out, and the run's
 metadata, which describes them; trained with model.kwargs.out_norm=false, it has no final norm, and starts detection and
-segmentation runs alone, whose backbones do not use one). resume.pt is a resume state that records no metadata: its
-conversion holds its raw weights only (a warning says so where it also holds their EMA); convert best.safetensors,
-last.safetensors or ema.safetensors instead.
+segmentation runs alone, whose backbones do not use one): the output records that Swin's model and its model.kwargs but
+for training settings (as model and model_args, a V2's window_size and pretrained_window_sizes, which its weights do not
+hold, among them; with --model, that model as built by default), and ema where the run's file holds EMA weights, for
+model.pretrained, swinlite.load_model and swinlite.load_checkpoint to build or check the model. resume.pt is a
+resume state that records no metadata: its conversion holds its raw weights only (a warning says so where it also
+holds their EMA); convert best.safetensors, last.safetensors or ema.safetensors instead.
 """
 
 from __future__ import annotations
@@ -69,9 +72,9 @@ def main(argv: list[str] | None = None) -> None:
         detect_layout,
         misfit_note,
         no_final_norm_cause,
-        recorded_swin,
     )
     from swinlite.io import check_output, read_metadata, read_state_dict, save_safetensors
+    from swinlite.metadata import is_backbone_record
     from swinlite.weights import warn_if_resume_with_ema
 
     check_output(args.output, [args.input], option="output")
@@ -80,10 +83,11 @@ def main(argv: list[str] | None = None) -> None:
         layout = detect_layout(checkpoint)
     except ValueError as e:
         raise ValueError(f"{args.input}: {e}") from None
-    # a detection or segmentation run's file gives its Swin: a backbone, which its metadata does not describe
+    # a detection or segmentation run's file gives its Swin: a backbone, which the run's metadata does not describe
     metadata = read_metadata(args.input)
-    recorded = {} if layout in RUN_SWIN_PREFIXES else described_model(metadata)
-    model = fitting_model(args, recorded, checkpoint)
+    backbone = layout in RUN_SWIN_PREFIXES or is_backbone_record(metadata)
+    recorded = backbone_record(metadata, args.model) if backbone else described_model(metadata)
+    model = fitting_model(args, {} if backbone else recorded, checkpoint)
     try:  # with a model: every model weight but a new classifier / detection norms must come from the file
         state_dict = convert_state_dict(checkpoint, model)
     except ValueError as e:
@@ -94,11 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     written = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
     save_safetensors(args.output, state_dict, written)
     warn_if_resume_with_ema(args.input)
-    if layout in RUN_SWIN_PREFIXES:
-        swin = args.model or recorded_swin(metadata) or "Swin"
-        kept = f": a {swin} backbone"
-        if metadata:  # a run's file (a bare backbone's state dict records none)
-            kept += "; the run's metadata, which describes its whole model, is not kept"
+    if backbone:
+        kept = f": a {recorded.get('model', 'Swin')} backbone{backbone_note(metadata, recorded, args.model)}"
     elif layout == "timm-features":
         kept = ": a Swin backbone"
     else:
@@ -126,6 +127,49 @@ def check_first_conv(source: Path, state_dict: dict[str, torch.Tensor], model: n
             f"model {want[1]}; convert it without --model and load it into a model of in_chans={shape[1]} "
             f"(swinlite.load_model(path, model, in_chans={shape[1]}))"
         )
+
+
+def backbone_record(metadata: dict[str, Any], fitted_to: str | None) -> dict[str, Any]:
+    """What the output of a backbone (a detection or segmentation run's Swin, or a backbone's file: ``metadata`` is
+    the input's) records of its model, as :mod:`swinlite.metadata` describes a backbone's file: the Swin the input
+    records, with its constructor arguments but for training settings (a V2's windows, which its weights do not
+    hold), or, fitted to ``fitted_to`` (--model), that model as built by default; no classifier; and the kind of its
+    weights (``ema``: a run's ema.safetensors). {} where the input records no Swin (a run's state dict saved bare)."""
+    from swinlite.convert import recorded_swin, recorded_swin_kwargs
+    from swinlite.metadata import KINDS
+    from swinlite.weights import TRAINING_ONLY
+
+    name = fitted_to or recorded_swin(metadata)
+    if name is None:
+        return {}
+    kwargs = {} if fitted_to else recorded_swin_kwargs(metadata) or {}
+    model_args = {k: v for k, v in kwargs.items() if k not in (*TRAINING_ONLY, "num_classes")} | {"num_classes": 0}
+    kind = metadata.get("weights")
+    return {"model": name, "model_args": model_args} | ({"weights": kind} if kind in KINDS else {})
+
+
+def backbone_note(metadata: dict[str, Any], recorded: dict[str, Any], fitted_to: str | None) -> str:
+    """What the output of a backbone keeps of the input's metadata (``recorded``: :func:`backbone_record`'s), for the
+    line the script prints: the settings its model is recorded with, those of the run's that --model (``fitted_to``)
+    leaves out, and that the run's metadata, which describes its whole model, is not kept."""
+    from swinlite.convert import recorded_swin_kwargs
+    from swinlite.engine.config import flow_yaml
+    from swinlite.weights import TRAINING_ONLY
+
+    def shown(kwargs: dict[str, Any]) -> str:
+        return ", ".join(f"{k}={flow_yaml(v)}" for k, v in kwargs.items() if k not in (*TRAINING_ONLY, "num_classes"))
+
+    if not recorded:
+        return ""
+    settings = shown(recorded["model_args"])
+    note = f"; its model recorded ({'built with ' + settings if settings else 'built by default'}"
+    note += f", {recorded['weights']} weights)" if "weights" in recorded else ")"
+    unkept = shown(recorded_swin_kwargs(metadata) or {}) if fitted_to else ""
+    if unkept:
+        note += f"; fitted to --model as built by default, without the input's {unkept}"
+    if "task" in metadata:  # a run's file (a backbone's records its model alone)
+        note += "; the rest of the run's metadata, which describes its whole model, is not kept"
+    return note
 
 
 def described_model(metadata: dict[str, Any]) -> dict[str, Any]:

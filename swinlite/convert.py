@@ -73,7 +73,7 @@ from .wording import counted
 _LIBRARY_DIRS = tuple(str(Path(m.__file__).parent) + os.sep for m in (sys.modules[__package__], timm, torch))
 
 
-def _warn_at_caller(message: str) -> None:
+def warn_at_caller(message: str) -> None:
     """``warnings.warn(message)`` naming the first frame outside swinlite, timm and torch: the user's line calling
     ``convert_state_dict``, ``timm.create_model(..., pretrained=True)`` or ``load_state_dict`` (Python 3.12's
     ``skip_file_prefixes`` does this, but not on 3.11)."""
@@ -563,12 +563,21 @@ def _converted_layout(
 
 
 def recorded_swin(metadata: Mapping[str, Any]) -> str | None:
-    """The Swin a swinlite weights file's metadata (:func:`~swinlite.io.read_metadata`) names: a classifier's
-    ``model``, a detection or segmentation run's ``model.name`` (its ``detector`` / ``segmenter`` settings); None
-    where it names none (another code base's file, a converted one)."""
+    """The Swin a swinlite weights file's metadata (:func:`~swinlite.io.read_metadata`) names: a classifier's (or a
+    converted backbone's) ``model``, a detection or segmentation run's ``model.name`` (its ``detector`` /
+    ``segmenter`` settings); None where it names none (another code base's file)."""
     settings = metadata.get("detector", metadata.get("segmenter"))
     name = settings.get("name") if isinstance(settings, Mapping) else metadata.get("model")
     return name if isinstance(name, str) and name else None
+
+
+def recorded_swin_kwargs(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The constructor arguments of the Swin :func:`recorded_swin` names, as the file records them: a classifier's (or
+    a converted backbone's) ``model_args``, a detection or segmentation run's ``model.kwargs`` (its ``detector`` /
+    ``segmenter`` settings' ``kwargs``); None where it records none."""
+    settings = metadata.get("detector", metadata.get("segmenter"))
+    kwargs = settings.get("kwargs") if isinstance(settings, Mapping) else metadata.get("model_args")
+    return dict(kwargs) if isinstance(kwargs, Mapping) else None
 
 
 def other_classes(recorded: object, classes: Sequence[str]) -> str | None:
@@ -763,7 +772,7 @@ def _fit_to_model(
     if unmapped and strict:
         raise ValueError(f"{cause}{len(unmapped)} checkpoint keys did not map onto {name}: {first_keys(unmapped)}")
     if unmapped:
-        _warn_at_caller(
+        warn_at_caller(
             f"pretrained_strict=False: dropping {len(unmapped)} checkpoint keys {name} lacks: " + first_keys(unmapped)
         )
         state_dict = {k: v for k, v in state_dict.items() if k in target}
@@ -782,7 +791,7 @@ def _fit_to_model(
         elif key == FIRST_CONV and value.shape[0] == want[0] and value.shape[2:] != want[2:]:  # another patch size
             old, patch = tuple(value.shape[2:]), tuple(want[2:])  # resampled as timm does (FlexiViT's pseudo-inverse)
             value = resample_patch_embed(value, list(patch), interpolation="bicubic", antialias=True)
-            _warn_at_caller(f"resampled {key} from {old} patches to the model's {patch}")
+            warn_at_caller(f"resampled {key} from {old} patches to the model's {patch}")
         elif key.startswith("head.fc.") and not head_fits:
             if not new_classifier and "head.fc." not in pruned:  # the caller asked for the tag's classifier
                 raise ValueError(
@@ -800,12 +809,12 @@ def _fit_to_model(
             )
         out[key] = value
     if dropped:
-        _warn_at_caller(f"dropping classifier {', '.join(dropped)}: it starts fresh")
+        warn_at_caller(f"dropping classifier {', '.join(dropped)}: it starts fresh")
     missing, fresh = missing_weights(out, model)
     if pruned:  # left as they are, unnamed: the feature wrapper prunes them
         missing, fresh = ([k for k in keys if not k.startswith(pruned)] for keys in (missing, fresh))
     if missing and not strict:
-        _warn_at_caller(
+        warn_at_caller(
             f"pretrained_strict=False: {counted(len(missing), 'model weight')} missing from the checkpoint, left at "
             f"their initial values: {first_keys(missing)}"
         )
@@ -816,10 +825,10 @@ def _fit_to_model(
             + first_keys(missing)
         )
     if resized or shrunk:
-        _warn_at_caller(_resized_tables_note(resized, shrunk, model))
+        warn_at_caller(_resized_tables_note(resized, shrunk, model))
     fresh = [k for k in fresh if k not in state_dict]  # a classifier dropped above was already named
     if fresh:
-        _warn_at_caller(f"not in the checkpoint, left at their initial values: {first_keys(fresh)}")
+        warn_at_caller(f"not in the checkpoint, left at their initial values: {first_keys(fresh)}")
     _record_classifier_size(out, model)
     return out
 
@@ -1032,11 +1041,11 @@ def _drop_optional(state_dict: StateDict, target: Mapping[str, torch.Tensor]) ->
         )
         kept = f" (level {levels[-1]}'s loads as the final norm)" if final and levels[-1] in dropped_levels else ""
         shown = [level for level in dropped_levels if not (kept and level == levels[-1])]
-        _warn_at_caller(
+        warn_at_caller(
             f"dropping per-level output norms of levels {shown}{kept}: build the model with out_norm=True to use them"
         )
     if any(k.startswith("head.fc.") and k not in target for k in state_dict):
-        _warn_at_caller("dropping the checkpoint's classifier head.fc: the model has none")
+        warn_at_caller("dropping the checkpoint's classifier head.fc: the model has none")
     optional = ("out_norms.", "head.fc.", "norm.")
     return {k: v for k, v in state_dict.items() if k in target or not k.startswith(optional)}
 

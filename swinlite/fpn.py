@@ -23,7 +23,7 @@ from .io import read_state_dict, unwrap_checkpoint
 from .models.checks import as_int
 from .models.swin import SwinTransformer
 from .models.variants import SwinFeatureBody
-from .weights import load_checkpoint, load_strict, warn_if_resume_with_ema
+from .weights import load_checkpoint, load_strict, warn_if_resume_with_ema, warn_ignored_settings
 
 EXTRA_LEVELS = ("pool", "p6p7")
 # the layout of a file's Swin (convert.detect_layout) -> where the file keeps the FPN's weights: a torchvision detector
@@ -176,6 +176,8 @@ def _load_weights(backbone: SwinFPNBackbone, checkpoint: str | os.PathLike | Map
         load_checkpoint(backbone.body.model, backbone_state_dict(state))
     except ValueError as e:
         raise (e if path is None else ValueError(f"{path}: {e}")) from None
+    if path is not None:  # the Swin settings the file records and the model was built without (a V2's windows)
+        warn_ignored_settings(backbone.body.model, path)
     prefix = FPN_PREFIXES.get(detect_layout(state))  # None: a file of no FPN (a Swin's, mmdetection's)
     unwrapped = without_wrapper_prefix(state) if prefix is not None else {}
     fpn = {k.removeprefix(prefix): v for k, v in unwrapped.items() if k.startswith(prefix)}

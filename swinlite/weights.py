@@ -16,6 +16,7 @@ import fnmatch
 import os
 import warnings
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,10 @@ from .convert import (
     embed_shrunk_tables,
     missing_final_norm,
     other_architecture,
+    recorded_swin,
+    recorded_swin_kwargs,
     state_dict_mismatch,
+    warn_at_caller,
 )
 from .fast import FAST_MODULES
 from .hub import cached_weights, has_weights, pretrained_kwargs
@@ -215,9 +219,11 @@ def load_model(
     """Rebuild the model a weights file holds and load every weight strictly; returns it in eval mode.
 
     For a self-describing file (see :mod:`swinlite.metadata`) the file alone decides the model: ``model``
-    and ``num_classes`` may be given but must agree with it. For other files (any layout
+    and ``num_classes`` may be given but must agree with it. A backbone's file (``convert_checkpoint.py``'s of a
+    detection or segmentation run) gives the model it records, built with the settings it records (a V2's windows)
+    unless ``model_kwargs`` give others; ``model``, where given, must be that one. For other files (any layout
     :func:`swinlite.convert_state_dict` reads, or a plain state dict of any timm model) ``model`` is
-    required and ``num_classes`` defaults to the file's classifier (0, no classifier, when it has none).
+    required. ``num_classes`` defaults to the file's classifier (0, no classifier, when it has none).
 
     The model's ``pretrained_cfg`` carries the file's preprocessing and class names (``label_names``),
     so ``timm.data.resolve_model_data_config(model)`` gives its evaluation transform. A swinlite run's ``resume.pt``
@@ -252,6 +258,7 @@ def load_model(
     state = state_dict_in(path, checkpoint, stacklevel=3)  # an EMA warning names the line calling load_model
     checked = False  # whether a conversion checked the values of ``state`` already
     if info is None:
+        model, settings = _backbone_model(path, metadata, model)
         if model is None:
             raise ValueError(
                 f"{path} does not record its model; pass --model (load_model's model=), its timm name, or use the "
@@ -264,7 +271,7 @@ def load_model(
             except ValueError as e:
                 raise _naming(path, e) from None
             checked = _is_swinlite(model)  # its conversion checked every value, more strictly than loading does
-        net = create_to_load(path, model, num_classes=num_classes, **model_kwargs)
+        net = create_to_load(path, model, num_classes=num_classes, **(settings | model_kwargs))
     else:
         check_agrees(path, info, model, num_classes, model_kwargs)
         try:
@@ -281,6 +288,25 @@ def load_model(
     if resume_ema_in(checkpoint):
         _warn_resume_ema(path, stacklevel=3)  # names the line calling load_model
     return net.eval()
+
+
+def _backbone_model(
+    path: str | os.PathLike, metadata: Mapping[str, Any], model: str | None
+) -> tuple[str | None, dict[str, Any]]:
+    """(model name, constructor arguments but ``num_classes``) of a file :func:`load_model` reads as plain weights:
+    those a backbone's file records (:mod:`swinlite.metadata`: a V2's windows, which its weights do not hold), where
+    ``model`` is None or the same; ``model`` and none for a file that records no model.
+
+    Raises:
+        ValueError: a ``model`` other than the one the backbone's file records.
+    """
+    recorded = recorded_swin(metadata)
+    if recorded is None:
+        return model, {}
+    if model is not None and model.split(".")[0] != recorded.split(".")[0]:
+        raise ValueError(f"--model {model} contradicts {path}, which holds a {recorded}; drop --model")
+    settings = {k: v for k, v in (recorded_swin_kwargs(metadata) or {}).items() if k != "num_classes"}
+    return model or recorded, settings
 
 
 def create_for_file(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Module:
@@ -399,14 +425,69 @@ def _difference(base: nn.Module, other: nn.Module) -> dict[tuple[str, ...], obje
 
 
 def _ignored_settings(model: nn.Module, metadata: Mapping[str, Any], path: str | os.PathLike) -> list[str]:
-    """:func:`ignored_settings` of a self-describing classifier's file (its ``model_args``), as ``key=value``. Nothing
-    for a file that records no model (plain weights) or a run's of another task."""
-    if metadata.get("task") not in (None, "classification"):
+    """:func:`ignored_settings` of the settings a swinlite file records for its Swin (``metadata``, the file's: a
+    classifier's or a backbone's ``model_args``, a detection or segmentation run's ``model.kwargs``), as
+    ``key=value``. Nothing for a file that records none (plain weights), or settings this swinlite cannot build
+    (another version's argument: the load names what matters).
+
+    Raises:
+        ValueError: a classifier's metadata that is wrong (:func:`~swinlite.metadata.info_in`).
+    """
+    if metadata.get("task") in (None, "classification"):
+        info_in(metadata, path)  # a classifier's record refused where wrong, as every reader refuses it
+    name, recorded = recorded_swin(metadata), recorded_swin_kwargs(metadata)
+    if name is None or recorded is None:
         return []
-    info = info_in(metadata, path)
-    if info is None:
+    try:
+        ignored = ignored_settings(model, name, recorded, path)
+    except ValueError:
         return []
-    return [f"{key}={value!r}" for key, value in ignored_settings(model, info.model, info.model_args, path).items()]
+    return [f"{key}={value!r}" for key, value in ignored.items()]
+
+
+# within a run (swinlite.engine.run), whose checks warned of the settings its model.pretrained file records and
+# model.kwargs leaves out before the data was read: the loads of that file into its model do not say them again
+_RUN_CHECKED: ContextVar[bool] = ContextVar("pretrained_checked", default=False)
+
+
+@contextlib.contextmanager
+def pretrained_checked() -> Iterator[None]:
+    """Within: a run, whose checks warned of its ``model.pretrained`` file's unkept settings: the loads of that file
+    into its model (:func:`warn_ignored_settings`, the task builders') do not say them again."""
+    token = _RUN_CHECKED.set(True)
+    try:
+        yield
+    finally:
+        _RUN_CHECKED.reset(token)
+
+
+def in_checked_run() -> bool:
+    """Whether within :func:`pretrained_checked`."""
+    return _RUN_CHECKED.get()
+
+
+def warn_ignored_settings(model: nn.Module, path: str | os.PathLike) -> None:
+    """:func:`load_checkpoint`'s warning, for a route that loaded the weights of the swinlite file ``path`` into
+    ``model`` otherwise (``build_fpn_backbone(..., checkpoint=path)``, ``pretrained_cfg_overlay=dict(file=path)``):
+    the settings the file records for its Swin that ``model`` was built without, where they change what it computes.
+    Nothing within a run (:func:`pretrained_checked`)."""
+    if not in_checked_run():
+        metadata = read_metadata(path)
+        _warn_ignored(path, metadata, _ignored_settings(model, metadata, path))
+
+
+def _warn_ignored(path: str | os.PathLike, metadata: Mapping[str, Any], ignored: list[str]) -> None:
+    """The warning of :func:`load_checkpoint` naming the settings ``ignored`` (:func:`_ignored_settings`), if any,
+    at the user's line, with how to keep them: build the model with them, or where the file's own model is one
+    :func:`load_model` rebuilds (a classifier's, a backbone's), rebuild it."""
+    if not ignored:
+        return
+    rebuilt = f", or rebuild the file's own with swinlite.load_model({str(path)!r})"
+    warn_at_caller(
+        f"{path} records its {recorded_swin(metadata)} built with {', '.join(ignored)}, the model without: the "
+        "weights are loaded into the model as it is, which computes something else than the file's; build the "
+        f"model with them{rebuilt if metadata.get('task') in (None, 'classification') else ''}"
+    )
 
 
 def ignored_settings(
@@ -541,10 +622,12 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     """Load a Swin checkpoint of any supported layout into ``model``, strictly.
 
     Only a classifier of another size and per-level output norms the checkpoint lacks (an ImageNet
-    checkpoint for a detection backbone) may stay at their initial values; both warn. A self-describing file whose
-    recorded ``model_args`` make its model compute something else than ``model``, which was built without them
-    (``mask_padding=False``, ``act_layer="relu"``: every weight loads), is loaded too, with a warning naming them
-    (:func:`_ignored_settings`); :func:`load_model` rebuilds the file's own model.
+    checkpoint for a detection backbone) may stay at their initial values; both warn. A swinlite file whose recorded
+    settings of its Swin (a classifier's or a backbone's ``model_args``, a detection or segmentation run's
+    ``model.kwargs``) make it compute something else than ``model``, which was built without them
+    (``mask_padding=False``, ``act_layer="relu"``, a V2's ``window_size``: every weight loads), is loaded too, with a
+    warning naming them (:func:`_ignored_settings`); :func:`load_model` rebuilds a classifier's or a backbone's own
+    model.
 
     Args:
         model: a swinlite ``SwinTransformer`` (not a ``features_only`` wrapper); the Swin inside one (its ``model``),
@@ -573,13 +656,7 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     if state_dict[FIRST_CONV].shape != first_conv.shape:  # another in_chans: adapted as timm does
         state_dict[FIRST_CONV] = adapt_input_conv(first_conv.shape[1], state_dict[FIRST_CONV])
     load_strict(model, state_dict, source, may_start_fresh=("head.fc.", "out_norms."), values_checked=True)
-    if ignored:
-        warnings.warn(
-            f"{source} records its {metadata['model']} built with {', '.join(ignored)}, the model without: the "
-            "weights are loaded into the model as it is, which computes something else than the file's; build the "
-            f"model with them, or rebuild the file's own with swinlite.load_model({source!r})",
-            stacklevel=2,
-        )
+    _warn_ignored(source, metadata, ignored)
     if content is not None and resume_ema_in(content):
         _warn_resume_ema(path, stacklevel=3)
 

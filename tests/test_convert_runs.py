@@ -23,9 +23,12 @@ from swinlite.engine.checkpoint import save_weights
 from swinlite.engine.model import create_model
 from swinlite.engine.sections import ModelConfig
 from swinlite.export import run_backbone
+from swinlite.fpn import build_fpn_backbone
 from swinlite.io import read_metadata, read_state_dict
+from swinlite.metadata import read_info
 from swinlite.segmentation.config import SegModelConfig
 from swinlite.segmentation.models import build_upernet
+from swinlite.weights import pretrained_checked
 
 NANO = "swinlite_nano_patch2_window4_64"
 DET = dict(detector="fasterrcnn", fpn_channels=16, box_head_dim=16)
@@ -215,14 +218,90 @@ def test_a_runs_swin_of_another_model_is_refused(run_file, tmp_path, capsys, mon
 @pytest.mark.parametrize("task", LAYOUT)
 def test_convert_checkpoint_writes_a_runs_swin_without_the_runs_metadata(run_file, tmp_path, capsys, monkeypatch, task):
     """The output is the Swin alone: its FPN and heads left out, and the run's metadata, which describes them (with it
-    detect.py and segment.py took the backbone for a whole detector / UperNet)."""
+    detect.py and segment.py took the backbone for a whole detector / UperNet), but for the Swin's model, which it
+    records as a backbone's file does (no classifier)."""
     path, out = run_file(task), tmp_path / "out.safetensors"
     code, printed = _convert(capsys, monkeypatch, str(path), str(out))
     assert code == 0, printed
-    assert f"a {PICO} backbone; the run's metadata, which describes its whole model, is not kept" in printed
+    kept = f"a {PICO} backbone; its model recorded (built by default); the rest of the run's metadata, which describes"
+    assert kept in printed
     meta = read_metadata(out)
-    assert meta.pop("source") == str(path) and meta == {"layout": LAYOUT[task], "swinlite": swinlite.__version__}
+    assert meta.pop("source") == str(path)
+    assert meta == {"layout": LAYOUT[task], "swinlite": swinlite.__version__, "model": PICO,
+                    "model_args": {"num_classes": 0}}  # fmt: skip
     assert load_file(out).keys() == _swin_in(path, task).keys()
+    assert read_info(out) is None  # no classifier's record: plain weights to the classifier's scripts
+
+
+V2 = "swinlite_v2_pico_patch2_window4_32"
+WINDOWS = {"window_size": 8, "pretrained_window_sizes": (4, 4, 4, 2)}  # a V2's: its weights do not hold them
+SHOWN = "window_size=8, pretrained_window_sizes=[4, 4, 4, 2]"
+
+
+def _v2_run(run_file: Callable[..., Path]) -> Path:
+    """A detection run's file on a V2 Swin trained with WINDOWS (and a training setting)."""
+    return run_file("detection", V2, drop_path_rate=0.1, **WINDOWS)
+
+
+def _unkept(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The warnings of ``caught`` that name a V2 file's windows the model was built without, from this file's line."""
+    said = [w for w in caught if "records its" in str(w.message)]
+    assert all(f"records its {V2} built with {SHOWN}" in str(w.message) and w.filename == __file__ for w in said)
+    return [str(w.message) for w in said]
+
+
+@pytest.mark.filterwarnings("ignore:dropping per-level output norms")
+def test_convert_checkpoint_keeps_the_swin_settings_of_a_run(run_file, tmp_path, capsys, monkeypatch):
+    """A V2 run trained with model.kwargs.window_size=8 gave a backbone that recorded nothing (its position-bias
+    coordinates are no weights): model.pretrained=out.safetensors built the default window, computing something else,
+    without a word; an EMA file's read as raw. It records the Swin's model and settings now, but training ones, and the
+    kind of its weights: load_model rebuilds that Swin, load_checkpoint warns of the windows a model lacks."""
+    path, out = tmp_path / "ema.safetensors", tmp_path / "out.safetensors"
+    run = _v2_run(run_file)
+    save_weights(path, read_state_dict(run), read_metadata(run) | {"weights": "ema"})
+    code, printed = _convert(capsys, monkeypatch, str(path), str(out))
+    assert code == 0, printed
+    assert f"a {V2} backbone; its model recorded (built with {SHOWN}, ema weights); the rest of the run's" in printed
+    meta = read_metadata(out)
+    assert meta["model"] == V2 and meta["weights"] == "ema"
+    assert meta["model_args"] == {"window_size": 8, "pretrained_window_sizes": [4, 4, 4, 2], "num_classes": 0}
+    model = swinlite.load_model(out)  # rebuilt as recorded
+    assert model.layers[0].blocks[0].window == (8, 8) and model.num_classes == 0
+    with pytest.raises(ValueError, match=f"^--model {PICO} contradicts {out}, which holds a {V2}; drop --model$"):
+        swinlite.load_model(out, PICO)
+    for kwargs in ({}, WINDOWS):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            swinlite.load_checkpoint(timm.create_model(V2, num_classes=0, out_norm=True, **kwargs), out)
+        assert len(_unkept(caught)) == (not kwargs)
+
+
+@pytest.mark.filterwarnings("ignore:dropping per-level output norms")
+@pytest.mark.filterwarnings("ignore:.*its FPN weights")  # the test's FPN is of another width
+@pytest.mark.parametrize("route", ["load_checkpoint", "fpn", "timm_overlay", "segmentation", "detection"])
+def test_a_v2_runs_windows_a_model_leaves_out_are_warned_of(run_file, route):
+    """A V2 detection run's file loaded its Swin into a model of the default window without a word on these routes
+    (model.pretrained of a run warns): it computed something else. Warned of now, naming the windows; within a run
+    not again (its checks said it before the data was read)."""
+    path = _v2_run(run_file)
+
+    def load() -> None:
+        if route == "load_checkpoint":
+            swinlite.load_checkpoint(timm.create_model(V2, num_classes=0, out_norm=True), path)
+        elif route == "fpn":
+            build_fpn_backbone(V2, checkpoint=path, fpn_channels=8)
+        elif route == "timm_overlay":  # a classification run's model.pretrained takes this route
+            timm.create_model(V2, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), num_classes=0)
+        else:
+            _task_model(route, path, V2)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load()
+        if route not in ("load_checkpoint", "fpn"):  # a run's routes
+            with pretrained_checked():
+                load()
+    assert len(_unkept(caught)) == 1
 
 
 @pytest.mark.parametrize("task", LAYOUT)

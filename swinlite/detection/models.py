@@ -62,7 +62,7 @@ from ..convert import (
     shape_mismatch,
     without_wrapper_prefix,
 )
-from ..engine.model import check_reserved, load_leniently, pretrained_file, weights_kwargs
+from ..engine.model import check_reserved, load_leniently, pretrained_file, warn_unkept_in_build, weights_kwargs
 from ..fpn import SwinFPNBackbone, build_fpn_backbone
 from ..io import read_metadata, read_state_dict
 from ..weights import WeightsMismatchError, load_strict
@@ -382,6 +382,7 @@ def build_detector(
     model = _detector(cfg, backbone, num_classes, test_size, max_size, mean, std)
     if detector_state is not None:
         _load_detector(model, cfg, num_classes, detector_state, path, classes)
+    warn_unkept_in_build(cfg)  # the file's Swin settings cfg.kwargs leaves out (a V2's windows), but in a run
     return model
 
 

@@ -24,10 +24,18 @@ import torch
 from timm.models import clean_state_dict, get_arch_pretrained_cfgs, split_model_name_tag
 from torch import nn
 
-from ..convert import FIRST_CONV, convert_pretrained, convert_state_dict, misfit_note, recorded_swin, shape_mismatch
+from ..convert import (
+    FIRST_CONV,
+    convert_pretrained,
+    convert_state_dict,
+    misfit_note,
+    recorded_swin,
+    recorded_swin_kwargs,
+    shape_mismatch,
+)
 from ..hub import cached_weights, pretrained_kwargs
 from ..io import check_weights_file, is_safetensors, mapped_state_dict, read_metadata, read_state_dict
-from ..weights import ignored_settings, load_strict, warn_if_resume_with_ema
+from ..weights import ignored_settings, in_checked_run, load_strict, warn_if_resume_with_ema
 from .config import flow_yaml
 from .sections import ModelConfig, pretrained_problem
 
@@ -173,18 +181,29 @@ def check_pretrained(cfg: ModelConfig) -> None:
                          "download it again") from None  # fmt: skip
 
 
-def warn_unkept_settings(cfg: ModelConfig, path: str) -> None:
-    """UserWarning naming the model settings that the swinlite weights file ``path`` records (a classifier's
-    ``model_args``, a detection or segmentation run's ``model.kwargs``) and ``model.kwargs`` leaves out, where the
+def warn_unkept_in_build(cfg: ModelConfig) -> None:
+    """:func:`warn_unkept_settings` of ``model.pretrained``'s file for a task's builder (``build_upernet``,
+    ``build_detector``) called alone, the warning naming the line that called it; nothing within a run
+    (:func:`~swinlite.weights.pretrained_checked`), whose checks (:func:`check_pretrained`) said it before the data
+    was read."""
+    path = pretrained_file(cfg)
+    if path is not None and not in_checked_run():
+        warn_unkept_settings(cfg, path, stacklevel=4)
+
+
+def warn_unkept_settings(cfg: ModelConfig, path: str, stacklevel: int = 3) -> None:
+    """UserWarning naming the model settings that the swinlite weights file ``path`` records (a classifier's or a
+    converted backbone's ``model_args``, a detection or segmentation run's ``model.kwargs``:
+    :func:`~swinlite.convert.recorded_swin_kwargs`) and ``model.kwargs`` leaves out, where the
     model then computes something else than the file's (``mask_padding=false``; not a training setting such as
     ``drop_path_rate``, nor one that changes the weights' shapes, which the load names:
     :func:`~swinlite.weights.ignored_settings`, as :func:`swinlite.load_checkpoint` warns), with the
     ``model.kwargs`` that keep them. Every weight loads into the model without them: said before the data is read.
-    Nothing for a file of another model (the load names it) or that records none."""
+    Nothing for a file of another model (the load names it) or that records none. ``stacklevel``: as
+    :func:`warnings.warn` counts it here (3: the line calling the caller)."""
     metadata = read_metadata(path)
-    name, settings = recorded_swin(metadata), metadata.get("detector", metadata.get("segmenter"))
-    recorded = settings.get("kwargs") if isinstance(settings, Mapping) else metadata.get("model_args")
-    if name is None or not isinstance(recorded, Mapping) or name.split(".")[0] != cfg.name.split(".")[0]:
+    name, recorded = recorded_swin(metadata), recorded_swin_kwargs(metadata)
+    if name is None or recorded is None or name.split(".")[0] != cfg.name.split(".")[0]:
         return
     model = meta_model(cfg.name, cfg.kwargs)
     try:
@@ -198,7 +217,7 @@ def warn_unkept_settings(cfg: ModelConfig, path: str) -> None:
             f"model.pretrained {path} records its {name} built with {', '.join(shown)}, which model.kwargs leaves "
             "out: its weights load into a model that computes something else than theirs; keep "
             f"{'it' if len(shown) == 1 else 'them'} with {' '.join(f'model.kwargs.{s}' for s in shown)}",
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
 
 

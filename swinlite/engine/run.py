@@ -24,6 +24,7 @@ from ..files import (
 )
 from ..io import atomic_write, check_output
 from ..lock import OutputLock
+from ..weights import pretrained_checked
 from .checkpoint import RESUME_FILE, load_resume, seed_rng, settle_pending, writing
 from .config import check_values, config_diff, dump_yaml, flatten, to_dict
 from .distributed import (
@@ -89,7 +90,8 @@ def run(
     # every process checks the same settings, reads the same files, builds the same model: their warnings are shown
     # once (a process's own ones by it), and so are the refusals of the checks here (once per machine)
     shared = SharedWarnings(launched())
-    with shared, checked_alike(launched()), shared_meta_models():  # the checks build the model once, on meta
+    # (the checks build the model once, on meta; they warn of model.pretrained's unkept settings, the builds not again)
+    with shared, checked_alike(launched()), shared_meta_models(), pretrained_checked():
         check_task(task)
         check_values(cfg)
         device = resolve_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", "0")), option="train.device")
@@ -119,7 +121,7 @@ def run(
     try:
         out, lock, recorded = prepare_output(cfg, task, resume, overwrite, dist)
         seed_everything(cfg.train.seed + dist.rank, cfg.train.deterministic)
-        with shared:
+        with shared, pretrained_checked():
             preparing = True  # the data (rank 0 alone builds a demo's and scans it; the others wait) and the model
             trainer = Trainer(task, built_from_resume(cfg) if resume else cfg, dist, device, out)
             preparing = False

@@ -143,7 +143,22 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
         )
     except (LocalEntryNotFoundError, URLError) as e:  # not cached, and offline or no network
         raise unavailable_error(variant, kwargs, e) from e
-    return accelerate(model) if fast else model
+    model = accelerate(model) if fast else model
+    if pretrained:
+        _warn_unkept(model, kwargs.get("pretrained_cfg_overlay"))
+    return model
+
+
+def _warn_unkept(model: nn.Module, overlay: object) -> None:
+    """The settings that the swinlite file ``pretrained_cfg_overlay`` names (``overlay``) records for its Swin and
+    ``model`` was built without, where they change what it computes (a V2's windows, which its weights do not hold):
+    warned of, as :func:`swinlite.load_checkpoint` warns (:func:`~swinlite.weights.warn_ignored_settings`)."""
+    source = overlay.get("file") if isinstance(overlay, dict) else None
+    if source is None:
+        return
+    from ..weights import warn_ignored_settings  # here: swinlite.weights imports this package
+
+    warn_ignored_settings(next((m for m in model.modules() if isinstance(m, SwinTransformer)), model), source)
 
 
 def _cfg(input_size: int = 224, pool: int = 7, **kwargs: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation
 
 from ..convert import backbone_state_dict, misfit_note, other_classes
-from ..engine.model import check_reserved, load_leniently, pretrained_file
+from ..engine.model import check_reserved, load_leniently, pretrained_file, warn_unkept_in_build
 from ..io import read_metadata, read_state_dict
 from ..models.variants import SwinFeatureBody
 from ..weights import WeightsMismatchError, check_model_name, load_checkpoint, load_strict
@@ -253,6 +253,7 @@ def build_upernet(
                 "row i now class i of the data",
                 stacklevel=2,
             )
+    warn_unkept_in_build(cfg)  # the file's Swin settings cfg.kwargs leaves out (a V2's windows), but in a run
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     return model

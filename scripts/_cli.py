@@ -213,7 +213,11 @@ def add_train_arguments(parser: Parser, config_help: str, data_help: str) -> Non
         help="where metrics, curves and checkpoints go (sets train.output_dir)",
     )
     parser.add_argument("--resume", action="store_true", help="continue the run in the output dir from resume.pt")
-    parser.add_argument("--overwrite", action="store_true", help="start over in an output dir that holds a run")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start over in an output dir that holds a run, or scripts' results of other weights (eval.json, ...)",
+    )
     parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, applied last")
 

@@ -26,7 +26,8 @@ image reads the same and an output is checked the same with or without torch.
   earlier run's outputs are replaced only with ``--overwrite``, files no run wrote never; :func:`check_output_dir`:
   both, for the scripts of a task, which share an ``--output-dir`` (:data:`OUTPUT_DIR_FILES`);
   :func:`check_folder_alone`: a folder of its own for a script's ``--output`` (:data:`FOLDER_FILES`), neither a
-  training run's (:func:`is_training_run`) nor holding another script's outputs;
+  training run's (:func:`is_training_run`) nor holding another script's outputs; :func:`outputs_without_run`: the
+  results of other weights that a new training run's folder is refused for;
 - :func:`atomic_write` (:func:`atomic_write_bytes`, :func:`atomic_write_png`): a reader only ever sees the old file or
   the complete new one. Files get the mode any tool's output gets, 0666 less the umask (0644 with the usual umask
   022), not the 0600 of the temporary file they are written as.
@@ -849,11 +850,16 @@ def training_run_of(path: Path) -> Path | None:
     A run folder is one :func:`is_training_run` recognises. Other files in a run folder (an evaluation's ``eval.json``)
     are no run's.
     """
-    folder, name = path.parent, path.name
-    runs = (*RUN_FILES, TASK_RECORD, *(kept for kept_by_task in TASK_FILES.values() for kept in kept_by_task))
-    if name not in runs and not name.startswith(TENSORBOARD_EVENTS):
+    if not is_run_file(path.name):
         return None
-    return folder if is_training_run(folder) else None
+    return path.parent if is_training_run(path.parent) else None
+
+
+def is_run_file(name: str) -> bool:
+    """Whether ``name`` is the name of a file a training run writes or reads back in its folder: the engine's
+    (:data:`RUN_FILES`, a TensorBoard event file), any task's (:data:`TASK_FILES`), the :data:`TASK_RECORD`."""
+    runs = (*RUN_FILES, TASK_RECORD, *(kept for kept_by_task in TASK_FILES.values() for kept in kept_by_task))
+    return name in runs or name.startswith(TENSORBOARD_EVENTS)
 
 
 def is_training_run(folder: Path) -> bool:
@@ -971,6 +977,18 @@ def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:
             if any(name in DRAWINGS for name in written) and _whole(folder, written):
                 names += written
     return tuple(dict.fromkeys(names))
+
+
+def outputs_without_run(folder: str | os.PathLike) -> list[str]:
+    """What scripts wrote into ``folder`` (:func:`script_outputs`: an evaluation's results, drawings) where it holds
+    no file of a training run (:func:`is_run_file`): results of weights that are not there (``evaluate.py
+    --checkpoint A/best.safetensors --output-dir F``), which a new run in ``folder`` would leave beside its own
+    weights. Empty where there is a run's file: an evaluation of the folder's own weights, or one a run killed before
+    its first save left beside its ``config.yaml``."""
+    folder = Path(folder)
+    if not folder.is_dir() or any(is_run_file(path.name) and path.is_file() for path in folder.iterdir()):
+        return []
+    return _present(folder, script_outputs(folder))
 
 
 def _whole(folder: Path, written: tuple[str, ...]) -> bool:

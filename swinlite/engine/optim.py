@@ -151,11 +151,13 @@ def regrouped(saved: dict[str, Any], model: nn.Module, optimizer: torch.optim.Op
 
 
 def check_optimizer(cfg: OptimConfig) -> None:
-    """ValueError for ``optim.betas`` the optimizer does not take: none at all (SGD), or another count; for a
-    Nesterov SGD (timm's ``sgd``, ``nesterov``) without momentum, which torch refuses only when the optimizer is built,
-    after the data scan; and for an optimizer this machine cannot build (:func:`missing_need`), which timm said only
-    then, in a traceback. The name is known to be timm's (the config check,
-    :func:`swinlite.engine.sections.optimizer_problem`); a ``lookahead_`` one is judged by the optimizer it wraps."""
+    """ValueError for ``optim.betas`` the optimizer does not take: none at all (SGD), or another count; for an
+    ``optim.momentum`` other than the config's default given to an optimizer that takes none (AdamW: timm dropped it
+    without a word; the default, which every ``config.yaml`` records, is left unused); for a Nesterov SGD (timm's
+    ``sgd``, ``nesterov``) without momentum, which torch refuses only when the optimizer is built, after the data
+    scan; and for an optimizer this machine cannot build (:func:`missing_need`), which timm said only then, in a
+    traceback. The name is known to be timm's (the config check, :func:`swinlite.engine.sections.optimizer_problem`);
+    a ``lookahead_`` one is judged by the optimizer it wraps."""
     name = optimizer_name(cfg.opt)
     info = get_optimizer_info(name)
     missing = missing_need(info)
@@ -164,6 +166,12 @@ def check_optimizer(cfg: OptimConfig) -> None:
         other = cfg.opt.lower().removesuffix(name) + (plain if plain in list_optimizers() else "adamw")
         raise ValueError(
             f"optim.opt={cfg.opt} ({info.description}) needs {missing}; pick another, e.g. optim.opt={other}"
+        )
+    default = type(cfg)().momentum
+    if not info.has_momentum and cfg.momentum != default:
+        raise ValueError(
+            f"optim.momentum: optim.opt={cfg.opt} takes no momentum (timm's SGD family does: momentum, sgd, nesterov; "
+            f"also rmsprop, lars, ...); leave optim.momentum at its default {default:g}"
         )
     if (info.defaults or {}).get("nesterov") and cfg.momentum == 0:
         raise ValueError(

@@ -17,6 +17,7 @@ from ..files import (
     earlier_outputs,
     interrupted_writes,
     other_task_files,
+    outputs_without_run,
     record_task_files,
     recorded_task_files,
     remove_outputs,
@@ -252,7 +253,9 @@ def prepare_output(
 def _check_existing_run(
     out: Path, task: type[Task], cfg: Any, resume: bool, overwrite: bool, dist: DistInfo
 ) -> Any | None:
-    """With ``resume``, the settings the run's ``config.yaml`` records (:func:`_check_resumable`); else None."""
+    """With ``resume``, the settings the run's ``config.yaml`` records (:func:`_check_resumable`); else None. A fresh
+    run (without ``overwrite``) is refused a folder that holds a run's resume file or weights, or no run but what a
+    script wrote of other weights (:func:`~swinlite.files.outputs_without_run`)."""
     if resume:
         return _check_resumable(out, task, cfg, dist)
     if overwrite:
@@ -266,6 +269,11 @@ def _check_existing_run(
         raise ValueError(
             f"{out} already holds a run's weights ({', '.join(weights)}) but no {RESUME_FILE}, so nothing to resume; "
             "pass --overwrite to replace them, or --output-dir for a new run"
+        )
+    elif results := outputs_without_run(out):  # evaluate.py --checkpoint A/best.safetensors --output-dir F
+        raise ValueError(
+            f"{out} holds what a script wrote of other weights ({', '.join(results)}) and no run: the new run's "
+            "weights would lie beside them; pass --overwrite to remove them, or --output-dir for a new run"
         )
 
 

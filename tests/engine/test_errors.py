@@ -101,6 +101,19 @@ def _cut_legacy_weights(out: Path) -> None:
     (out.parent / "cut.pth").write_bytes(data[: len(data) // 2])
 
 
+def _results_alone(*names: str) -> Callable[[Path], None]:
+    """The run's files gone, ``names`` (an evaluate script's results of other weights) in their place:
+    ``evaluate.py --checkpoint A/best.safetensors --output-dir F``."""
+
+    def write(out: Path) -> None:
+        for path in out.iterdir():
+            path.unlink()
+        for name in names:
+            (out / name).write_text("of other weights")
+
+    return write
+
+
 def _disk_full(monkeypatch: pytest.MonkeyPatch) -> None:
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -152,6 +165,13 @@ CASES = [
     ("overwrite_bad_data", ["segmentation"], ["--overwrite"], _val_images_removed, None, "no image files under"),
     ("weights_without_resume", ["classification"], [], lambda out: (out / "resume.pt").unlink(), None,
      "but no resume.pt, so nothing to resume; pass --overwrite"),  # a fresh run replaced the weights
+    # a fresh run mixed into a folder of another run's evaluation: its eval.json beside the new weights
+    ("results_alone", ["classification"], [], _results_alone("eval.json", "confusion_matrix.png"), None,
+     "holds what a script wrote of other weights (eval.json, confusion_matrix.png) and no run"),
+    ("results_alone", ["detection"], [], _results_alone("eval.json", "detections.json"), None,
+     "(eval.json, detections.json) and no run: the new run's weights would lie beside them; pass --overwrite"),
+    ("results_alone", ["segmentation"], [], _results_alone("eval.json", "per_class_iou.csv"), None,
+     "(eval.json, per_class_iou.csv) and no run"),
     ("truncated_resume", TASKS, ["--resume"], _truncate, None, "resume.pt is not a readable resume file"),
     ("empty_resume", TASKS, ["--resume"], lambda out: (out / "resume.pt").write_bytes(b""), None,
      "resume.pt is not a readable resume file"),

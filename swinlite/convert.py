@@ -513,8 +513,9 @@ def convert_pretrained(
     ``model.kwargs.out_norm=false``).
 
     ``new_classifier``: whether the caller asked for its classifier (``num_classes`` given): a file's classifier of
-    another size then starts fresh, with a warning; without, it is refused as timm refuses it (a 10-class file under a
-    1000-class tag gave random logits under a "pretrained" model)."""
+    another size, or none, then starts fresh, with a warning; without, it is refused as timm refuses it (a 10-class
+    file under a 1000-class tag, or a backbone's file without one, gave random logits under a "pretrained" model);
+    ``strict=False`` lets a file without one load, warned."""
     return _converted(checkpoint, model, timm_tables=True, strict=strict, pruned=pruned, new_classifier=new_classifier)
 
 
@@ -761,8 +762,8 @@ def _fit_to_model(
     """``state_dict`` (converted from ``layout``) fitted to ``model`` (see :func:`convert_state_dict`); ``timm_tables``:
     a pretrained tag's file, whose bias tables are fitted as timm's loader fits them; ``strict=False``: keys missing on
     either side are warned about, not refused; ``pruned``: model keys of these prefixes missing are neither, the
-    model's feature wrapper prunes them; ``new_classifier=False``: a classifier of another size is refused, not dropped
-    (:func:`convert_pretrained`)."""
+    model's feature wrapper prunes them; ``new_classifier=False``: a classifier of another size is refused, not dropped,
+    and with ``strict`` so is a file that holds none (:func:`convert_pretrained`)."""
     target = model.state_dict()
     name = type(model).__name__
     state_dict = _drop_pruned_stages(_drop_optional(state_dict, target), model)
@@ -824,6 +825,8 @@ def _fit_to_model(
             f"checkpoint does not fit {name}: {cause}{counted(len(missing), 'model weight')} missing from it: "
             + first_keys(missing)
         )
+    if strict and not new_classifier and any(k.startswith("head.fc.") for k in fresh):  # the tag's, from the file
+        raise _no_classifier(model)
     if resized or shrunk:
         warn_at_caller(_resized_tables_note(resized, shrunk, model))
     fresh = [k for k in fresh if k not in state_dict]  # a classifier dropped above was already named
@@ -831,6 +834,19 @@ def _fit_to_model(
         warn_at_caller(f"not in the checkpoint, left at their initial values: {first_keys(fresh)}")
     _record_classifier_size(out, model)
     return out
+
+
+def _no_classifier(model: nn.Module) -> ValueError:
+    """The refusal of a file that holds no classifier (a backbone's, a detection run's) loaded as the classifier of the
+    model's pretrained cfg (no ``num_classes`` asked for): its fresh classifier gave random logits under a
+    "pretrained" model, where timm's loader refuses the missing keys."""
+    cfg = getattr(model, "pretrained_cfg", None)
+    file = cfg.get("file") if isinstance(cfg, dict) else None
+    return ValueError(
+        f"checkpoint does not fit {type(model).__name__}: {file or 'it'} holds no classifier (head.fc) for the "
+        f"model's {model.num_classes} classes: pass num_classes=0 for features (a backbone), or num_classes=N for a "
+        "new classifier to train, which starts fresh"
+    )
 
 
 def _resized_tables_note(resized: list[str], shrunk: list[str], model: nn.Module) -> str:

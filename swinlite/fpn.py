@@ -133,17 +133,23 @@ def build_fpn_backbone(
             FCOS, with ``out_indices=(1, 2, 3)``: P3-P7, the five levels their default anchor generators expect;
             with four Swin levels there are six maps, and torchvision's default anchors fail an assertion).
         **model_kwargs: passed to ``timm.create_model`` (e.g. ``pretrained=True``, ``out_norm=True``,
-            ``drop_path_rate``).
+            ``drop_path_rate``); with ``pretrained`` the Swin is built without a classifier (``num_classes=0``
+            unless given), which the backbone prunes: a backbone's file (``pretrained_cfg_overlay``) holds none.
 
     Returns:
         The backbone; ``torchvision.models.detection.FasterRCNN(backbone, num_classes=...)`` takes it.
 
     Raises:
-        ValueError: bad ``out_indices`` / ``frozen_stages`` / ``extra_levels`` (naming the allowed values), or
-            a checkpoint that does not fit ``model_name``.
+        ValueError: bad ``out_indices`` / ``fpn_channels`` / ``frozen_stages`` / ``extra_levels`` (naming the
+            allowed values), or a checkpoint that does not fit ``model_name``.
     """
     if not model_name.startswith("swinlite_"):
         raise ValueError(f"model_name must be a registered swinlite model (swinlite_*), got {model_name!r}")
+    channels = as_int(fpn_channels)  # numpy's integers too; not a bool or a float
+    if channels is None or channels < 1:
+        raise ValueError(f"fpn_channels must be a whole number of at least 1, got {fpn_channels!r}")
+    if model_kwargs.get("pretrained"):  # its classifier is pruned: none to load (a backbone's file holds none)
+        model_kwargs.setdefault("num_classes", 0)
     model = timm.create_model(model_name, frozen_stages=frozen_stages, **model_kwargs)
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"expected {model_name} to build a SwinTransformer, got {type(model).__name__}")
@@ -158,7 +164,7 @@ def build_fpn_backbone(
         )
     body = SwinFeatureBody(model, out_indices=indices, output_fmt="NCHW")  # unused out_norms frozen
     info = body.feature_info
-    backbone = SwinFPNBackbone(body, info.channels(), fpn_channels, info.reduction(), extra_levels)
+    backbone = SwinFPNBackbone(body, info.channels(), channels, info.reduction(), extra_levels)
     if checkpoint is not None:
         _load_weights(backbone, checkpoint)
     return backbone

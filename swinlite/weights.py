@@ -621,8 +621,10 @@ def _naming(source: str | os.PathLike, error: ValueError) -> ValueError:
 def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[str, object]) -> None:
     """Load a Swin checkpoint of any supported layout into ``model``, strictly.
 
-    Only a classifier of another size and per-level output norms the checkpoint lacks (an ImageNet
-    checkpoint for a detection backbone) may stay at their initial values; both warn. A swinlite file whose recorded
+    Only the classifier, where the checkpoint's is of another size or absent (the model's is the one its caller
+    built: unlike ``pretrained=True`` without ``num_classes``, which refuses a file without the tag's), and per-level
+    output norms the checkpoint lacks (an ImageNet checkpoint for a detection backbone) may stay at their initial
+    values; both warn. A swinlite file whose recorded
     settings of its Swin (a classifier's or a backbone's ``model_args``, a detection or segmentation run's
     ``model.kwargs``) make it compute something else than ``model``, which was built without them
     (``mask_padding=False``, ``act_layer="relu"``, a V2's ``window_size``: every weight loads), is loaded too, with a

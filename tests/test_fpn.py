@@ -176,6 +176,11 @@ def test_a_detectors_fpn_weights_load_where_they_fit(tmp_path, saved, fpn_prefix
         (dict(out_indices=(2, 1)), r"out_indices must be levels in 0\.\.3, strictly increasing .*got \(2, 1\)$"),
         (dict(out_indices=(1, 1, 2)), r"strictly increasing \(each level once, finest first\), got \(1, 1, 2\)$"),
         (dict(frozen_stages=5), r"frozen_stages must be in -1\.\.4"),
+        # each failed in forward deep in torchvision, or at the build with an unrelated message
+        *[
+            (dict(fpn_channels=bad), rf"fpn_channels must be a whole number of at least 1, got {shown}$")
+            for bad, shown in [(0, "0"), (-5, "-5"), (2.5, r"2\.5"), ("8", "'8'"), (True, "True")]
+        ],
     ],
 )
 def test_bad_arguments(kwargs, message):

@@ -90,9 +90,10 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
     """Build a variant, accelerated unless ``fast=False``; with ``features_only=True`` timm wraps it in a
     :class:`SwinFeatureBody` (accelerated as well).
 
-    ``pretrained_strict`` (timm's, default True): True keeps swinlite's checks (only a classifier and per-level output
-    norms may start fresh); False lets backbone weights the file lacks start fresh, and drops file keys the model
-    lacks, each named in a warning (:func:`~swinlite.convert.convert_pretrained`).
+    ``pretrained_strict`` (timm's, default True): True keeps swinlite's checks (only per-level output norms and a
+    classifier asked for with ``num_classes`` may start fresh: without it, a file whose classifier is of another size
+    or absent is refused); False lets any weights the file lacks start fresh, and drops file keys the model lacks,
+    each named in a warning (:func:`~swinlite.convert.convert_pretrained`).
 
     Feature options: ``out_indices`` (levels in 0..num_stages-1, or negative from the last), ``output_fmt``
     ("NCHW" default or "NHWC"; "NHWC" alone with ``feature_cls`` "hook" or "fx"), plus the model's own ``out_norm``

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..models.checks import as_int, autocast_available
-from ..models.swin import recording_graph
+from ..models.swin import kernel_dropout, recording_graph
 from .buffered import buffered_relative_attention
 from .skew import relative_attention, relative_logits, relative_values
 
@@ -89,7 +89,10 @@ class RelPosSelfAttention1d(nn.Module):
         mode: ``"shaw"`` or ``"bias"``.
         method: ``"auto"``, ``"gather"`` or ``"skew"``; bias mode takes only ``"auto"``.
         qkv_bias: learn biases for q, k, v.
-        attn_drop: dropout on attention weights.
+        attn_drop: dropout on attention weights: the ``attn_drop`` module's rate while it is in training mode, by
+            its own flag (MC dropout: the layer in eval, its ``nn.Dropout`` modules in training), as Swin's attention
+            drops them (:func:`~swinlite.models.swin.kernel_dropout`); a module replaced or hooked after the build is
+            called on the whole (B, H, L, L) weights.
         proj_drop: dropout after the output projection.
     """
 
@@ -167,8 +170,10 @@ class RelPosSelfAttention1d(nn.Module):
         heads, d = self.num_heads, self.head_dim
         q, k, v = (lin(x).view(B, L, heads, d).transpose(1, 2) for lin in (self.q, self.k, self.v))  # (B, H, L, d)
         blocked = _blocked_pairs(L, key_padding_mask, causal, x.device)  # (B or 1, 1, L, L) bool or None
-        p = self.attn_drop.p if self.training else 0.0
-        if self.mode == "bias" or self._use_gather(L):
+        # attn_drop's rate by its own mode (MC dropout: the model in eval, its nn.Dropout modules in training); None
+        # where it is replaced or hooked: it is called on the whole (B, H, L, L) weights, as Swin's attention calls it
+        p = kernel_dropout(self.attn_drop)
+        if p is None or self.mode == "bias" or self._use_gather(L):
             out = self._attend_full(q, k, v, blocked, p)  # (B, H, L, d)
         elif self.rel_v is None:  # skewed relative logits per query block, straight into SDPA
             rel_k = _compute_dtype(self.rel_k.weight, q)
@@ -182,13 +187,16 @@ class RelPosSelfAttention1d(nn.Module):
         return self.proj_drop(self.proj(out))
 
     def _attend_full(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, blocked: torch.Tensor | None, p: float
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, blocked: torch.Tensor | None, p: float | None
     ) -> torch.Tensor:
-        """Attention with the whole (B, H, L, L) relative term: short sequences, bias mode, the value term."""
+        """Attention with the whole (B, H, L, L) relative term: short sequences, bias mode, the value term; the
+        weights dropped at rate ``p``, or, for ``p=None`` (:func:`~swinlite.models.swin.kernel_dropout`), written out
+        and passed through ``attn_drop``."""
         L = q.shape[2]
         q = q * self.head_dim**-0.5  # before the products, as the other paths: fp16's q.kᵀ overflowed unscaled
         bias = self._key_term(q, L) if self.mode == "shaw" else self._scalar_bias(L)  # (.., H, L, L)
-        if self.rel_v is None:  # SDPA adds the mask to q.kᵀ in fp32 (CPU) and gives a fully masked row zeros
+        if self.rel_v is None and p is not None:  # SDPA, at attn_drop's rate: it adds the mask to q.kᵀ in fp32
+            # (CPU) and gives a fully masked row zeros
             if torch.onnx.is_in_onnx_export():  # no backward in ONNX; torch's exporter fails on a mask needing grad
                 bias = bias.detach()
             # filled in the mask's dtype: bias mode's fp32 table under autocast, filled with fp32's min, became -inf in
@@ -201,7 +209,8 @@ class RelPosSelfAttention1d(nn.Module):
         if blocked is not None:  # after the sum, as the buffered kernel: fp16's min plus a logit below -16 is -inf,
             logits.masked_fill_(blocked, torch.finfo(logits.dtype).min)  # and a row of -inf a NaN from softmax
         attn = self.attn_drop(logits.softmax(dim=-1))  # (B, H, L, L)
-        return attn @ v + self._value_term(attn, L)  # (B, H, L, d)
+        out = attn @ v  # (B, H, L, d)
+        return out if self.rel_v is None else out + self._value_term(attn, L)
 
     def _use_gather(self, length: int) -> bool:
         """Whether the Shaw terms gather an (L, L, d) table: for ``method="gather"``, for ``"auto"`` while that table

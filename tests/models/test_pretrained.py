@@ -5,6 +5,8 @@ uses a full-size Swin-T file; the others use a reduced-width file of the same ta
 code path) so that they take well under a second each.
 """
 
+import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -127,6 +129,48 @@ def test_the_small_models_refuse_a_file_of_another_classifier_too(tmp_path, name
     with pytest.raises(ValueError, match=r"pass num_classes=5 for the file's classifier"):
         timm.create_model(name, **file)
     assert timm.create_model(name, num_classes=5, **file).num_classes == 5
+
+
+@pytest.fixture(scope="module")
+def pico_backbone(tmp_path_factory) -> tuple[torch.nn.Module, Path]:
+    """A pico Swin without classifier and its weights file, as a detection run's converted backbone holds them."""
+    source, path = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=0), tmp_path_factory.mktemp("w")
+    _save_lite(source, path / "backbone.safetensors")
+    return source, path / "backbone.safetensors"
+
+
+@pytest.mark.parametrize(
+    ("build", "kwargs", "head"),
+    [
+        ("timm", {}, "refused"),  # the tag's 10-class classifier, which the file lacks
+        ("timm", {"num_classes": 10}, "fresh"),  # asked for, of the tag's size too: a new classifier to train
+        ("timm", {"pretrained_strict": False}, "fresh"),  # timm's lenient load
+        ("timm", {"num_classes": 0}, "none"),
+        ("timm", {"features_only": True}, "none"),
+        ("fpn", {}, "none"),  # build_fpn_backbone prunes the classifier
+    ],
+)
+def test_a_file_without_a_classifier_is_refused_unless_num_classes_asks_for_one(pico_backbone, build, kwargs, head):
+    """A file without a classifier (a detection run's backbone, converted) under the 10-class cfg built a "pretrained"
+    model whose classifier kept its initial values, warned only, where timm's loader refuses the missing keys (a
+    resnet file without fc.*). num_classes=10 is what a training run on 10 classes passes."""
+    name, (source, path) = "swinlite_pico_patch2_window4_32", pico_backbone
+    file = dict(pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **kwargs)
+    if head == "refused":
+        message = (
+            rf"{re.escape(str(path))} holds no classifier \(head\.fc\) for the model's 10 classes: pass num_classes=0 "
+            r"for features \(a backbone\), or num_classes=N for a new classifier to train, which starts fresh$"
+        )
+        with pytest.raises(ValueError, match=message):
+            timm.create_model(name, **file)
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = build_fpn_backbone(name, **file).body.model if build == "fpn" else timm.create_model(name, **file)
+    fresh = [w for w in caught if "left at their initial values: head.fc.weight, head.fc.bias" in str(w.message)]
+    assert len(fresh) == (head == "fresh")
+    swin = model.model if kwargs.get("features_only") else model
+    torch.testing.assert_close(swin.layers[3].blocks[0].attn.qkv.weight, source.layers[3].blocks[0].attn.qkv.weight)
 
 
 def test_a_weights_file_that_cannot_be_read_is_named_before_timm_reads_it(offline_hub, tmp_path):

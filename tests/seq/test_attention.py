@@ -191,6 +191,29 @@ def test_attention_dropout_reaches_both_terms(grad, value_rel):
     assert not torch.allclose(attn.eval()(x), out)
 
 
+@pytest.mark.parametrize("grad", [True, False])  # without autograd, Shaw's value term takes the buffered kernel
+@pytest.mark.parametrize("kwargs", [{"method": "gather"}, {"method": "skew"}, {"method": "skew", "value_rel": True},
+                                    {"mode": "bias"}])  # fmt: skip
+def test_attention_dropout_follows_the_attn_drop_module(kwargs, grad):
+    """The rate was read from the layer's training flag, as Swin's was: MC dropout (the layer in eval, its nn.Dropout
+    in training) dropped nothing, attn_drop.eval() in a layer in training was ignored, a replaced attn_drop
+    (nn.Identity) raised AttributeError 'p' and a hook on it never ran. Now by kernel_dropout, as Swin's attention."""
+    attn, x = make(**kwargs), torch.randn(2, 7, DIM, dtype=torch.float64)
+    attn.attn_drop.p = 0.5
+    with torch.set_grad_enabled(grad):
+        plain = attn.eval()(x)
+        attn.attn_drop.train()  # MC dropout
+        assert not torch.allclose(attn(x), attn(x))
+        attn.train().attn_drop.eval()
+        torch.testing.assert_close(attn(x), plain)
+        attn.attn_drop = torch.nn.Identity()
+        torch.testing.assert_close(attn(x), plain)
+        calls = []
+        attn.attn_drop.register_forward_hook(lambda module, args, out: calls.append(out.shape))
+        torch.testing.assert_close(attn(x), plain)
+    assert calls == [(2, HEADS, 7, 7)]
+
+
 RECORDED = [{"method": "skew"}, {"method": "skew", "value_rel": True}, {"mode": "bias"}]
 
 

@@ -25,10 +25,11 @@ def build_loaders(
     """Train loader (shuffled per epoch via ``loader.sampler.set_epoch(epoch, start)``) and val loader.
 
     Each process sees its own shard; val shards do not overlap or pad, so summed metrics are exact. Each training
-    sample's augmentation is seeded by (seed, epoch, index) (``SeededDataset``). Workers persist across epochs
-    (``cfg.persistent_workers``) and prefetch ``cfg.prefetch_factor`` batches each; the loaders draw their worker
-    seeds from their own generator, never from the training process's. A worker leaves a SIGTERM to the training
-    process (:func:`swinlite.sigterm.loader_worker_init`).
+    sample's augmentation is seeded by (seed, epoch, index), and a repeat that pads the shards by its copy number
+    too (``SeededDataset``). Workers persist across epochs (``cfg.persistent_workers``) and prefetch
+    ``cfg.prefetch_factor`` batches each; the loaders draw their worker seeds from their own generator, never from
+    the training process's. A worker leaves a SIGTERM to the training process
+    (:func:`swinlite.sigterm.loader_worker_init`).
 
     Raises:
         ValueError: fewer training samples than one batch per process (``drop_last``) or than processes; fewer

@@ -422,6 +422,7 @@ class Trainer:
             # counts the time before a kill (not the time between it and the resume)
             "seconds": time.perf_counter() - self.epoch_start if self.state.batch else 0.0,
             "micro_batch": [self.cfg.data.batch_size, self.cfg.optim.accum_steps],  # what ``batch`` counts
+            "order": self.loaders[0].sampler.order,  # what the order ``batch`` is in is shuffled from
             "best": self.state.best,
             "best_ema": self.state.best_ema,
             "best_epoch": self.state.best_epoch,
@@ -538,16 +539,11 @@ class Trainer:
             if batch:
                 self.log("warning: the step checkpoint's epoch restarts from its beginning")
                 batch = 0
-        # a step checkpoint's position counts micro-batches of its data.batch_size, grouped by its optim.accum_steps
-        # into steps: another size would skip other images, another grouping shift the steps. The epoch restarts,
-        # as with another number of processes: its first images are trained on twice, but each one at least once,
-        # and the schedule's step is this run's count. (A file from before "micro_batch" was saved: taken as same.)
-        micro_batch = [self.cfg.data.batch_size, self.cfg.optim.accum_steps]
-        if batch and saved.get("micro_batch", micro_batch) != micro_batch:
-            size, accum = saved["micro_batch"]
-            self.log(f"warning: the step checkpoint's epoch restarts from its beginning (its position counts batches "
-                     f"of data.batch_size={size} with optim.accum_steps={accum}, this run's {micro_batch[0]} with "
-                     f"{micro_batch[1]})")  # fmt: skip
+        # the epoch restarts, as with another number of processes: its first images are trained on twice, but each
+        # one at least once, and the schedule's step is this run's count
+        moved = self._moved_position(saved) if batch else None
+        if moved is not None:
+            self.log(f"warning: the step checkpoint's epoch restarts from its beginning ({moved})")
             batch = 0
         if batch > self.batches:  # a lowered train.max_iters (or fewer images) ends the epoch before the position
             accum, limit = self.cfg.optim.accum_steps, self.cfg.train.max_iters
@@ -558,6 +554,27 @@ class Trainer:
                 "saved step, or start over with --overwrite"
             )
         return batch
+
+    def _moved_position(self, saved: dict[str, Any]) -> str | None:
+        """Why a step checkpoint's position is not the same one in this run's epoch, None where it is. It counts
+        micro-batches of its data.batch_size, grouped by its optim.accum_steps into steps: another size would skip
+        other images, another grouping shift the steps. It counts them in the order its train.seed shuffled its
+        training split into: another seed or split size shuffles another order, of which it would skip other images
+        (and train some twice). (A file from before "micro_batch" was saved: taken as same; from before "order" was,
+        unknown: the split may have changed.)"""
+        micro_batch = [self.cfg.data.batch_size, self.cfg.optim.accum_steps]
+        if saved.get("micro_batch", micro_batch) != micro_batch:
+            size, accum = saved["micro_batch"]
+            return (f"its position counts batches of data.batch_size={size} with optim.accum_steps={accum}, this "
+                    f"run's {micro_batch[0]} with {micro_batch[1]}")  # fmt: skip
+        if "order" not in saved:
+            return "the file, from an older swinlite, does not record the order of the training split it counts in"
+        order = self.loaders[0].sampler.order
+        if saved["order"] != order:
+            (seed, samples), (now_seed, now_samples) = saved["order"], order
+            return (f"its position is in an order of {samples} training samples shuffled by train.seed={seed}, this "
+                    f"run's of {now_samples} by train.seed={now_seed}")  # fmt: skip
+        return None
 
     def _load_states(self, saved: dict[str, Any], path: Path) -> None:
         """Load the saved model, optimizer, EMA and scaler states; ValueError naming ``path`` for those that do not

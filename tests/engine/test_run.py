@@ -1,6 +1,7 @@
 """The engine's run of any task: gradient accumulation, a failed evaluation that keeps the trained epoch, a
 diverged run that keeps the last good files, --overwrite that removes the old run once the new one can start."""
 
+import hashlib
 import importlib
 import math
 import multiprocessing
@@ -531,15 +532,26 @@ STEP_CHECKPOINTS = {"train.epochs": 1, "train.save_every_steps": 1}
 
 
 @pytest.mark.parametrize(
-    ("changed", "steps"),
-    [({"data.batch_size": 4}, 6), ({"optim.accum_steps": 2}, 2)],  # 24 images: 6 batches of 4; 3 of 8 in 2 steps
-)
-def test_a_step_checkpoint_resumed_with_another_batch_restarts_its_epoch(
-    changed, steps, first_step_checkpoint, tmp_path, capsys, monkeypatch
+    ("changed", "tweak", "steps", "why"),
+    [  # 24 images: 6 batches of 4; 3 of 8 in 2 steps
+        ({"data.batch_size": 4}, None, 6, "its position counts batches of data.batch_size=8 with optim.accum_steps=1, "
+         "this run's 4 with 1"),
+        ({"optim.accum_steps": 2}, None, 2, "its position counts batches "),
+        ({"train.seed": 1}, None, 3, "its position is in an order of 24 training samples shuffled by train.seed=0, "
+         "this run's of 24 by train.seed=1"),
+        ({}, "image added", 3, "its position is in an order of 24 training samples shuffled by train.seed=0, "
+         "this run's of 25 by train.seed=0"),  # 25 images: the last one dropped
+        ({}, "older file", 3, "the file, from an older swinlite, does not record the order of the training split"),
+    ],
+)  # fmt: skip
+def test_a_step_checkpoint_resumed_with_another_batch_or_order_restarts_its_epoch(
+    changed, tweak, steps, why, first_step_checkpoint, tmp_path, capsys, monkeypatch
 ):
     """A step checkpoint after batch 1 of 8 images resumed with data.batch_size=4 skipped 4 images (its batch count
     times the new size) and left 4 of the epoch untrained; with optim.accum_steps=2 it counted the saved single
-    steps on as pairs, and the run ended at step 3 of a schedule of 2."""
+    steps on as pairs, and the run ended at step 3 of a schedule of 2. With another train.seed or an image added to
+    the training split it skipped the first 8 images of another order: some were trained twice, others never. A file
+    from before the order was saved cannot tell whether it changed."""
     task, (folder, reference, step1) = TASKS["classification"], first_step_checkpoint
     settings = STEP_CHECKPOINTS
     assert (load_resume(step1)["batch"], load_resume(step1)["step"]) == (1, 1)
@@ -547,6 +559,11 @@ def test_a_step_checkpoint_resumed_with_another_batch_restarts_its_epoch(
     out.mkdir()
     shutil.copy(reference / "config.yaml", out / "config.yaml")
     shutil.copy(step1, out / "resume.pt")
+    if tweak == "image added":
+        folder = shutil.copytree(folder, tmp_path / "data")
+        shutil.copy(folder / "train" / "c0" / "0.png", folder / "train" / "c0" / "copy.png")
+    if tweak == "older file":
+        save_resume(out / "resume.pt", {k: v for k, v in load_resume(step1).items() if k != "order"})
     images, train_step = [], task.train_step
 
     def counted(self, model, batch):
@@ -558,7 +575,7 @@ def test_a_step_checkpoint_resumed_with_another_batch_restarts_its_epoch(
     capsys.readouterr()
     run(task, tiny_config("classification", folder, out, **settings, **changed), resume=True)
     printed = capsys.readouterr().out
-    assert "warning: the step checkpoint's epoch restarts from its beginning (its position counts batches " in printed
+    assert f"warning: the step checkpoint's epoch restarts from its beginning ({why}" in printed
     assert f"resumed from {out / 'resume.pt'} at the start of epoch 1/1\n" in printed
     assert sum(images) == 24  # the whole epoch
     assert load_resume(out / "resume.pt")["step"] == steps
@@ -801,6 +818,38 @@ def test_splits_too_small_for_the_processes_are_refused(train: int, val: int, dr
     with pytest.raises(ValueError, match=re.escape(message)):
         build_loaders(split(train), split(val), DataConfig(batch_size=2), 0, DistInfo(0, 2), drop_last=drop_last)
     build_loaders(split(4), split(2), DataConfig(batch_size=2), 0, DistInfo(0, 2), drop_last=drop_last)
+
+
+class _Draws(Dataset):
+    """Five samples, each its index and a draw of torch's global generator (as an augmentation draws)."""
+
+    def __len__(self) -> int:
+        return 5
+
+    def __getitem__(self, index: int) -> tuple[int, float]:
+        return index, torch.rand(()).item()
+
+
+def _drawn(dist: DistInfo, start: int = 0) -> list[tuple[int, float]]:
+    """The samples of ``dist``'s shard of epoch 1 of ``_Draws`` seeded with 7, from its ``start``-th on."""
+    train, _ = build_loaders(_Draws(), _Draws(), DataConfig(batch_size=1), 7, dist)
+    train.sampler.set_epoch(1, start)
+    return [train.dataset[key] for key in train.sampler]
+
+
+def test_a_sample_that_pads_the_shards_draws_afresh():
+    """2 processes over 5 samples: DistributedSampler pads rank 1's shard with rank 0's first sample, which both drew
+    with one seed, that of (seed, epoch, index): the same crop, flip and jitter (in every epoch of a detection run,
+    which keeps partial batches). The repeat now draws afresh; the first occurrences draw as one process does, and a
+    run without padding as before."""
+    single, (rank0, rank1) = _drawn(DistInfo()), (_drawn(DistInfo(rank, 2)) for rank in (0, 1))
+    for index, x in single:  # the seed of (seed, epoch, index), as ever
+        seed = int.from_bytes(hashlib.blake2b(f"7,1,{index}".encode(), digest_size=4).digest(), "little")
+        assert x == torch.rand((), generator=torch.Generator().manual_seed(seed)).item()
+    assert sorted(rank0 + rank1[:-1]) == sorted(single)
+    (index, x), (repeated, repeat) = rank0[0], rank1[-1]
+    assert repeated == index and repeat != x
+    assert _drawn(DistInfo(1, 2), start=2) == rank1[2:]  # resumed inside the epoch: the same draws
 
 
 def test_a_loader_worker_leaves_the_first_sigterm_to_the_run():

@@ -4,10 +4,13 @@ Examples:
     python scripts/convert_checkpoint.py swin_tiny_patch4_window7_224.pth swin_t.safetensors
     python scripts/convert_checkpoint.py swin_b_224.pth swin_b_384.safetensors --model swinlite_base_patch4_window12_384
 
-Keys saved behind a DistributedDataParallel / DataParallel wrapper's "module." are read without it. A classifier's
-weights file written by swinlite's training (best.safetensors, last.safetensors, ema.safetensors, best_ema.safetensors)
-keeps its metadata (model, classes, preprocessing), so predict.py, export_onnx.py and the other scripts read the output
-as they read the input; its weights are checked against the model it records, which --model and --num-classes must not
+Keys saved behind a DistributedDataParallel / DataParallel wrapper's "module." are read without it. A file fitted to
+--model (a timm, Microsoft or torchvision checkpoint) records that model: model, and model_args with num_classes, the
+output's classifier's outputs (0 where it holds none), so predict.py, evaluate.py, export_onnx.py, extract_features.py
+and swinlite.load_model read it without --model (its classes unnamed, as the input's). A classifier's weights file
+written by swinlite's training (best.safetensors, last.safetensors, ema.safetensors, best_ema.safetensors) keeps its
+metadata (model, classes, preprocessing), so predict.py, export_onnx.py and the other scripts read the output as they
+read the input; its weights are checked against the model it records, which --model and --num-classes must not
 contradict. A detection or segmentation run's file gives its Swin, a backbone (its FPN and heads left out, and the run's
 metadata, which describes them; trained with model.kwargs.out_norm=false, it has no final norm, and starts detection and
 segmentation runs alone, whose backbones do not use one): the output records that Swin's model and its model.kwargs but
@@ -50,7 +53,8 @@ def parse_args(argv: list[str] | None = None):
         "--model",
         help="swinlite model name to fit the weights to (resizes bias tables to its window, checks every key and "
         "shape, the first conv's channels too; keeps the checkpoint's classifier, dropped only where --num-classes "
-        "asks for another size); without it the layout is converted as is",
+        "asks for another size), and records it in the output, for the scripts to read without --model; without it "
+        "the layout is converted as is",
     )
     parser.add_argument("--num-classes", type=int, help="classifier size of --model (default: the checkpoint's)")
     args = parser.parse_args(argv)
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         no_final_norm_cause,
     )
     from swinlite.io import check_output, read_metadata, read_state_dict, save_safetensors
-    from swinlite.metadata import is_backbone_record
+    from swinlite.metadata import is_model_record
     from swinlite.weights import warn_if_resume_with_ema
 
     check_output(args.output, [args.input], option="output")
@@ -83,11 +87,12 @@ def main(argv: list[str] | None = None) -> None:
         layout = detect_layout(checkpoint)
     except ValueError as e:
         raise ValueError(f"{args.input}: {e}") from None
-    # a detection or segmentation run's file gives its Swin: a backbone, which the run's metadata does not describe
+    # a detection or segmentation run's file gives its Swin (a backbone), which the run's metadata does not describe;
+    # such a file's conversion, or one fitted to --model, records its model alone (swinlite.metadata.is_model_record)
     metadata = read_metadata(args.input)
-    backbone = layout in RUN_SWIN_PREFIXES or is_backbone_record(metadata)
-    recorded = backbone_record(metadata, args.model) if backbone else described_model(metadata)
-    model = fitting_model(args, {} if backbone else recorded, checkpoint)
+    bare = layout in RUN_SWIN_PREFIXES or is_model_record(metadata)
+    described = {} if bare else described_model(metadata)
+    model = fitting_model(args, described, checkpoint)
     try:  # with a model: every model weight but a new classifier / detection norms must come from the file
         state_dict = convert_state_dict(checkpoint, model)
     except ValueError as e:
@@ -95,17 +100,20 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"{args.input}: {e}{note}") from None
     if model is not None:
         check_first_conv(args.input, state_dict, model)
+    recorded = described or (model_record(metadata, args.model, state_dict) if bare or args.model else {})
     written = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
     save_safetensors(args.output, state_dict, written)
     warn_if_resume_with_ema(args.input)
-    if backbone:
-        kept = f": a {recorded.get('model', 'Swin')} backbone{backbone_note(metadata, recorded, args.model)}"
-    elif layout == "timm-features":
+    if recorded and not described:
+        outputs = recorded["model_args"]["num_classes"]
+        what = "backbone" if outputs == 0 else f"classifier of {outputs} unnamed classes"
+        kept = f": a {recorded['model']} {what}{model_note(metadata, recorded, args.model)}"
+    elif bare or layout == "timm-features":
         kept = ": a Swin backbone"
     else:
         kept = (
-            f", its metadata kept ({recorded.get('model') or recorded.get('task') or 'its classes'})"
-            if recorded
+            f", its metadata kept ({described.get('model') or described.get('task') or 'its classes'})"
+            if described
             else ""
         )
     if "norm.weight" not in state_dict:  # without --model only: the fit to its model needs the final norm
@@ -129,12 +137,15 @@ def check_first_conv(source: Path, state_dict: dict[str, torch.Tensor], model: n
         )
 
 
-def backbone_record(metadata: dict[str, Any], fitted_to: str | None) -> dict[str, Any]:
-    """What the output of a backbone (a detection or segmentation run's Swin, or a backbone's file: ``metadata`` is
-    the input's) records of its model, as :mod:`swinlite.metadata` describes a backbone's file: the Swin the input
-    records, with its constructor arguments but for training settings (a V2's windows, which its weights do not
-    hold), or, fitted to ``fitted_to`` (--model), that model as built by default; no classifier; and the kind of its
-    weights (``ema``: a run's ema.safetensors). {} where the input records no Swin (a run's state dict saved bare)."""
+def model_record(
+    metadata: dict[str, Any], fitted_to: str | None, state_dict: dict[str, torch.Tensor]
+) -> dict[str, Any]:
+    """What an output that records its model alone (:func:`swinlite.metadata.is_model_record`) records of it:
+    ``fitted_to`` (--model) as built by default, else the Swin the input records (a detection or segmentation run's,
+    another model record's: ``metadata`` is the input's), with its constructor arguments but for training settings (a
+    V2's windows, which its weights do not hold); ``num_classes``, the outputs of the classifier ``state_dict`` (the
+    output's) holds (0: none, a backbone's); and the kind of its weights (``ema``: a run's ema.safetensors). {} where
+    neither names a model (a run's state dict saved bare)."""
     from swinlite.convert import recorded_swin, recorded_swin_kwargs
     from swinlite.metadata import KINDS
     from swinlite.weights import TRAINING_ONLY
@@ -143,15 +154,19 @@ def backbone_record(metadata: dict[str, Any], fitted_to: str | None) -> dict[str
     if name is None:
         return {}
     kwargs = {} if fitted_to else recorded_swin_kwargs(metadata) or {}
-    model_args = {k: v for k, v in kwargs.items() if k not in (*TRAINING_ONLY, "num_classes")} | {"num_classes": 0}
+    classifier = state_dict.get("head.fc.weight")  # [num_classes, C]
+    outputs = 0 if classifier is None else int(classifier.shape[0])
+    model_args = {k: v for k, v in kwargs.items() if k not in (*TRAINING_ONLY, "num_classes")}
     kind = metadata.get("weights")
-    return {"model": name, "model_args": model_args} | ({"weights": kind} if kind in KINDS else {})
+    record = {"model": name, "model_args": model_args | {"num_classes": outputs}}
+    return record | ({"weights": kind} if kind in KINDS else {})
 
 
-def backbone_note(metadata: dict[str, Any], recorded: dict[str, Any], fitted_to: str | None) -> str:
-    """What the output of a backbone keeps of the input's metadata (``recorded``: :func:`backbone_record`'s), for the
-    line the script prints: the settings its model is recorded with, those of the run's that --model (``fitted_to``)
-    leaves out, and that the run's metadata, which describes its whole model, is not kept."""
+def model_note(metadata: dict[str, Any], recorded: dict[str, Any], fitted_to: str | None) -> str:
+    """What an output that records its model alone keeps of the input's metadata (``recorded``:
+    :func:`model_record`'s), for the line the script prints: the settings its model is recorded with, those of the
+    run's that --model (``fitted_to``) leaves out, and that the run's metadata, which describes its whole model, is
+    not kept."""
     from swinlite.convert import recorded_swin_kwargs
     from swinlite.engine.config import flow_yaml
     from swinlite.weights import TRAINING_ONLY
@@ -159,8 +174,6 @@ def backbone_note(metadata: dict[str, Any], recorded: dict[str, Any], fitted_to:
     def shown(kwargs: dict[str, Any]) -> str:
         return ", ".join(f"{k}={flow_yaml(v)}" for k, v in kwargs.items() if k not in (*TRAINING_ONLY, "num_classes"))
 
-    if not recorded:
-        return ""
     settings = shown(recorded["model_args"])
     note = f"; its model recorded ({'built with ' + settings if settings else 'built by default'}"
     note += f", {recorded['weights']} weights)" if "weights" in recorded else ")"

@@ -2,9 +2,9 @@
 
 Weights written by scripts/train.py need nothing else: the model, classes and preprocessing are read
 from the file, and a flag that contradicts it is an error (before the output folder is checked). swinlite, timm,
-official Microsoft or torchvision Swin checkpoints are read too: pass --model for those, and --class-order where
-their class folders order otherwise sorted than naturally (which order the outputs follow depends on the code that
-trained them).
+official Microsoft or torchvision Swin checkpoints are read too: pass --model for those (not for one that
+convert_checkpoint.py --model converted: it records its model), and --class-order where their class folders order
+otherwise sorted than naturally (which order the outputs follow depends on the code that trained them).
 Loading is strict. eval.json records the checkpoint, the kind of weights it gave (ema or raw), --data-dir, --split and
 --amp with the numbers; a folder holding an earlier run's outputs (this script's eval.json and confusion_matrix.png) is
 refused unless --overwrite, which removes them all; one holding another task's or extract_features.py's / visualize.py's
@@ -36,8 +36,9 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--img-size",
         type=int,
-        help="input size, for files that do not record theirs; refused where a batch would take over 4 GiB in the "
-        "model's first stage (lower --batch-size then)",
+        help="input size, for files that do not record theirs; a batch (of this size or the file's own) whose first "
+        "stage alone would need more than the device's memory (a CUDA device's, else the machine's; half as much under "
+        "--amp) is refused before any batch: lower the size or --batch-size",
     )
     parser.add_argument(
         "--class-order",

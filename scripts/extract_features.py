@@ -6,12 +6,13 @@ Examples:
     python scripts/extract_features.py --model swinlite_tiny_patch4_window7_224 --checkpoint swin_t.pth \
         --input images/ --output feats/ --size 224 224 --dtype float16 --batch-size 32
 
-Weights written by scripts/train.py need no --model (the model and its normalization come from the file); other
-layouts need --model; --model alone extracts with the model's published pretrained weights (timm's, as predict.py; a
-name without any is an error). Each image is resized whole to --size (bicubic, the aspect ratio not kept, no crop:
-the maps cover the whole image), not by the classifier's resize and centre crop. Writes feats/features/<relative
-image path>.safetensors per image (a name beyond the filesystem's 255 bytes cut, ending in ~ and a hash of the whole;
-read them with swinlite.features.load_features: each names its image), feats/embeddings.safetensors (pooled vectors and
+Weights written by scripts/train.py need no --model (the model and its normalization come from the file); other layouts
+need --model (but for one that convert_checkpoint.py --model converted: it records it); --model alone extracts with the
+model's published pretrained weights (timm's, as predict.py; a name without any is an error). Each image is resized
+whole to --size (bicubic, the aspect ratio not kept, no crop: the maps cover the whole image), not by the classifier's
+resize and centre crop. Writes feats/features/<relative image path>.safetensors per image (a name beyond the
+filesystem's 255 bytes cut, ending in ~ and a hash of the whole; read them with swinlite.features.load_features: each
+names its image), feats/embeddings.safetensors (pooled vectors and
 the ordered paths, each its file's source: swinlite.features.load_embeddings), feats/failures.txt (images that did not
 decode) and feats/settings.json (model, weights hash, size, dtype). Each feature file records the image it was made from
 (real path, size, SHA-256 of its bytes). Rerunning over the same input skips images whose feature file is already whole

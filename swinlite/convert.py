@@ -565,7 +565,7 @@ def _converted_layout(
 
 def recorded_swin(metadata: Mapping[str, Any]) -> str | None:
     """The Swin a swinlite weights file's metadata (:func:`~swinlite.io.read_metadata`) names: a classifier's (or a
-    converted backbone's) ``model``, a detection or segmentation run's ``model.name`` (its ``detector`` /
+    model record's) ``model``, a detection or segmentation run's ``model.name`` (its ``detector`` /
     ``segmenter`` settings); None where it names none (another code base's file)."""
     settings = metadata.get("detector", metadata.get("segmenter"))
     name = settings.get("name") if isinstance(settings, Mapping) else metadata.get("model")
@@ -574,7 +574,7 @@ def recorded_swin(metadata: Mapping[str, Any]) -> str | None:
 
 def recorded_swin_kwargs(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     """The constructor arguments of the Swin :func:`recorded_swin` names, as the file records them: a classifier's (or
-    a converted backbone's) ``model_args``, a detection or segmentation run's ``model.kwargs`` (its ``detector`` /
+    a model record's) ``model_args``, a detection or segmentation run's ``model.kwargs`` (its ``detector`` /
     ``segmenter`` settings' ``kwargs``); None where it records none."""
     settings = metadata.get("detector", metadata.get("segmenter"))
     kwargs = settings.get("kwargs") if isinstance(settings, Mapping) else metadata.get("model_args")

@@ -24,11 +24,13 @@ key                value
 A value of the wrong type or range is a ValueError naming the file and the key, when written
 (:func:`weights_metadata`) and when read (:func:`read_info`): a file never loads as a silently different model.
 
-A backbone's file (``scripts/convert_checkpoint.py``'s of a detection or segmentation run: its Swin) records no task,
-no classes and no preprocessing: its ``model``, its ``model_args`` (the run's ``model.kwargs`` but for training
-settings, with ``"num_classes": 0``: it has no classifier), and ``weights``. :func:`read_info` reads it as plain
-weights (None); :func:`swinlite.load_model` builds the model it records, and the other loaders warn of its settings
-a model was built without (:func:`swinlite.load_checkpoint`, ``model.pretrained``).
+A model record (:func:`is_model_record`: ``scripts/convert_checkpoint.py``'s output fitted to ``--model``, or a
+backbone's file, its conversion of a detection or segmentation run's Swin) records no task, no classes and no
+preprocessing: its ``model``, its ``model_args`` (a run's ``model.kwargs`` but for training settings; none for
+``--model``, built by default) with ``num_classes`` its classifier's outputs (0 for a backbone, which has none;
+unnamed classes otherwise), and ``weights``. :func:`read_info` reads it as plain weights (None);
+:func:`swinlite.load_model` builds the model it records, and the other loaders warn of its settings a model was
+built without (:func:`swinlite.load_checkpoint`, ``model.pretrained``).
 """
 
 from __future__ import annotations
@@ -132,17 +134,19 @@ def info_in(meta: Mapping[str, Any], path: str | os.PathLike) -> WeightsInfo | N
         if not isinstance(task, str) or not task:
             raise ValueError(f"{path}: metadata task must be a task's name (e.g. 'classification'), got {task!r}")
         raise ValueError(f"{path} is a {task} checkpoint, not a classifier's{scripts_of(task)}")
-    if ("model" not in meta and "classes" not in meta) or is_backbone_record(meta):
+    if ("model" not in meta and "classes" not in meta) or is_model_record(meta):
         return None
     return parse_info(meta, str(path))
 
 
-def is_backbone_record(meta: Mapping[str, Any]) -> bool:
-    """Whether ``meta`` (a file's) records a backbone (see the module docstring): a model, no task and no classes,
-    and ``model_args`` that give it no classifier (``"num_classes": 0``)."""
+def is_model_record(meta: Mapping[str, Any]) -> bool:
+    """Whether ``meta`` (a file's) records its model alone (see the module docstring): a model, no task and no
+    classes, and ``model_args`` that size its classifier (``num_classes``: 0, a backbone's, none; else that many
+    unnamed outputs)."""
     model_args = meta.get("model_args")
     bare = "model" in meta and meta.get("task") is None and "classes" not in meta
-    return bare and isinstance(model_args, dict) and model_args.get("num_classes") == 0
+    outputs = model_args.get("num_classes") if isinstance(model_args, dict) else None
+    return bare and _is_int(outputs) and outputs >= 0
 
 
 def parse_info(meta: Mapping[str, Any], source: str) -> WeightsInfo:

@@ -219,9 +219,10 @@ def load_model(
     """Rebuild the model a weights file holds and load every weight strictly; returns it in eval mode.
 
     For a self-describing file (see :mod:`swinlite.metadata`) the file alone decides the model: ``model``
-    and ``num_classes`` may be given but must agree with it. A backbone's file (``convert_checkpoint.py``'s of a
-    detection or segmentation run) gives the model it records, built with the settings it records (a V2's windows)
-    unless ``model_kwargs`` give others; ``model``, where given, must be that one. For other files (any layout
+    and ``num_classes`` may be given but must agree with it. A model record (:func:`~swinlite.metadata.is_model_record`:
+    ``convert_checkpoint.py``'s output fitted to ``--model``, or of a detection or segmentation run) gives the model it
+    records, built with the settings it records (a V2's windows) unless ``model_kwargs`` give others, and the file's
+    classifier, its classes unnamed; ``model``, where given, must be that one. For other files (any layout
     :func:`swinlite.convert_state_dict` reads, or a plain state dict of any timm model) ``model`` is
     required. ``num_classes`` defaults to the file's classifier (0, no classifier, when it has none).
 
@@ -258,11 +259,12 @@ def load_model(
     state = state_dict_in(path, checkpoint, stacklevel=3)  # an EMA warning names the line calling load_model
     checked = False  # whether a conversion checked the values of ``state`` already
     if info is None:
-        model, settings = _backbone_model(path, metadata, model)
+        model, settings = _recorded_model(path, metadata, model)
         if model is None:
             raise ValueError(
-                f"{path} does not record its model; pass --model (load_model's model=), its timm name, or use the "
-                "weights a training run writes, which record it (best.safetensors, last.safetensors)"
+                f"{path} does not record its model; pass --model (load_model's model=), its timm name, or use weights "
+                "that record it: a training run's (best.safetensors, last.safetensors), or the file converted once by "
+                "scripts/convert_checkpoint.py --model NAME"
             )
         check_model_name(model)
         if num_classes is None:
@@ -290,15 +292,15 @@ def load_model(
     return net.eval()
 
 
-def _backbone_model(
+def _recorded_model(
     path: str | os.PathLike, metadata: Mapping[str, Any], model: str | None
 ) -> tuple[str | None, dict[str, Any]]:
     """(model name, constructor arguments but ``num_classes``) of a file :func:`load_model` reads as plain weights:
-    those a backbone's file records (:mod:`swinlite.metadata`: a V2's windows, which its weights do not hold), where
+    those a model record holds (:mod:`swinlite.metadata`: a V2's windows, which its weights do not hold), where
     ``model`` is None or the same; ``model`` and none for a file that records no model.
 
     Raises:
-        ValueError: a ``model`` other than the one the backbone's file records.
+        ValueError: a ``model`` other than the one the file records.
     """
     recorded = recorded_swin(metadata)
     if recorded is None:
@@ -426,7 +428,7 @@ def _difference(base: nn.Module, other: nn.Module) -> dict[tuple[str, ...], obje
 
 def _ignored_settings(model: nn.Module, metadata: Mapping[str, Any], path: str | os.PathLike) -> list[str]:
     """:func:`ignored_settings` of the settings a swinlite file records for its Swin (``metadata``, the file's: a
-    classifier's or a backbone's ``model_args``, a detection or segmentation run's ``model.kwargs``), as
+    classifier's or a model record's ``model_args``, a detection or segmentation run's ``model.kwargs``), as
     ``key=value``. Nothing for a file that records none (plain weights), or settings this swinlite cannot build
     (another version's argument: the load names what matters).
 
@@ -479,7 +481,7 @@ def warn_ignored_settings(model: nn.Module, path: str | os.PathLike) -> None:
 def _warn_ignored(path: str | os.PathLike, metadata: Mapping[str, Any], ignored: list[str]) -> None:
     """The warning of :func:`load_checkpoint` naming the settings ``ignored`` (:func:`_ignored_settings`), if any,
     at the user's line, with how to keep them: build the model with them, or where the file's own model is one
-    :func:`load_model` rebuilds (a classifier's, a backbone's), rebuild it."""
+    :func:`load_model` rebuilds (a classifier's, a model record's), rebuild it."""
     if not ignored:
         return
     rebuilt = f", or rebuild the file's own with swinlite.load_model({str(path)!r})"
@@ -625,10 +627,10 @@ def load_checkpoint(model: nn.Module, checkpoint: str | os.PathLike | Mapping[st
     built: unlike ``pretrained=True`` without ``num_classes``, which refuses a file without the tag's), and per-level
     output norms the checkpoint lacks (an ImageNet checkpoint for a detection backbone) may stay at their initial
     values; both warn. A swinlite file whose recorded
-    settings of its Swin (a classifier's or a backbone's ``model_args``, a detection or segmentation run's
+    settings of its Swin (a classifier's or a model record's ``model_args``, a detection or segmentation run's
     ``model.kwargs``) make it compute something else than ``model``, which was built without them
     (``mask_padding=False``, ``act_layer="relu"``, a V2's ``window_size``: every weight loads), is loaded too, with a
-    warning naming them (:func:`_ignored_settings`); :func:`load_model` rebuilds a classifier's or a backbone's own
+    warning naming them (:func:`_ignored_settings`); :func:`load_model` rebuilds a classifier's or a model record's own
     model.
 
     Args:

@@ -12,9 +12,10 @@ import timm
 import torch
 import torchvision
 from pico import PICO
+from PIL import Image
 from reference import as_microsoft_release
 from safetensors.torch import load_file, save_file
-from scriptkit import SCRIPTS  # importing it puts scripts/ on sys.path, where the scripts find _cli
+from scriptkit import SCRIPTS, load_script  # importing it puts scripts/ on sys.path, where the scripts find _cli
 from timm.layers import to_2tuple
 from timm.models.swin_transformer import checkpoint_filter_fn
 
@@ -22,8 +23,10 @@ import swinlite
 from swinlite.convert import check_weight_values
 from swinlite.fpn import build_fpn_backbone
 from swinlite.io import read_metadata, save_safetensors
+from swinlite.metadata import read_info
 from swinlite.weights import load_checkpoint, load_model, weights_metadata
 
+NANO = "swinlite_nano_patch2_window4_64"
 SMALL = dict(depths=(1, 1, 1, 1))  # full widths and windows, one block per stage: fast on CPU
 
 
@@ -617,6 +620,31 @@ def test_convert_script_reads_a_ddp_checkpoint(tmp_path, capsys, monkeypatch, la
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         torch.testing.assert_close(model.eval()(x), source.eval()(x), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("classes", [10, 0])
+def test_convert_script_records_the_model_it_fits_to(tmp_path, capsys, monkeypatch, classes):
+    """A timm checkpoint fitted to --model recorded only its layout: predict.py, evaluate.py and load_model asked for
+    --model again. The output records the model and its classifier's size (0: none), read as plain weights, so every
+    reader rebuilds it alone, as the input loads with --model; another --model is refused."""
+    torch.manual_seed(0)
+    state = {k: v for k, v in _timm_pico().state_dict().items() if classes or not k.startswith("head.fc.")}
+    torch.save(state, tmp_path / "timm.pth")
+    out = tmp_path / "out.safetensors"
+    code, stderr = _run_script(capsys, monkeypatch, str(tmp_path / "timm.pth"), str(out), "--model", PICO)
+    assert code == 0, stderr
+    assert read_metadata(out)["model_args"] == {"num_classes": classes} and read_info(out) is None
+    x = torch.randn(1, 3, 64, 64)
+    torch.testing.assert_close(load_model(out)(x), load_model(tmp_path / "timm.pth", PICO)(x), rtol=0, atol=0)
+    with pytest.raises(ValueError, match=f"^--model {NANO} contradicts {out}, which holds a {PICO}; drop --model$"):
+        load_model(out, NANO)
+    if classes:  # predict.py: the same predictions without --model
+        Image.new("RGB", (40, 30), (200, 90, 30)).save(tmp_path / "a.png")
+        for name, flags in (("out", ["--checkpoint", str(out)]), ("in", ["--checkpoint", str(tmp_path / "timm.pth"),
+                                                                          "--model", PICO])):  # fmt: skip
+            argv = [*flags, "--topk", "3", "--no-progress", "--output", str(tmp_path / f"{name}.csv")]
+            assert load_script("predict").main([*argv, str(tmp_path / "a.png")]) == 0
+        assert (tmp_path / "out.csv").read_text() == (tmp_path / "in.csv").read_text()
 
 
 @pytest.mark.parametrize("prefix", ["module.", "_orig_mod."])

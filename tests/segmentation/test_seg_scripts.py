@@ -108,7 +108,10 @@ def test_segment_writes_palette_label_maps_and_overlays(trained, tmp_path: Path,
     with Image.open(tmp_path / "out" / "overlays" / "00000_a.png") as overlay:
         assert overlay.mode == "RGB" and overlay.size == (48, 40)
     with open(tmp_path / "out" / "classes.csv", newline="") as f:
-        assert [r["class"] for r in csv.DictReader(f)] == list(CLASSES)
+        rows = list(csv.DictReader(f))
+    assert [r["class"] for r in rows] == list(CLASSES)
+    doc = " ".join((SCRIPTS.parent / "docs" / "segmentation.md").read_text().split())
+    assert f"`seg/classes.csv` (columns `{','.join(rows[0])}`:" in doc  # the header a run writes
     assert len(COLORS) == len(CLASSES)
 
 

@@ -29,6 +29,8 @@ def test_epochs_write_every_metric_and_a_self_describing_checkpoint(trained):
     with open(out / "metrics.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == COLUMNS and len(rows) == 2
+    doc = " ".join((REPO / "docs" / "segmentation.md").read_text().split())
+    assert f"`{', '.join(COLUMNS[:10])}`" in doc  # the columns in the order a run writes them
     for row in rows:
         assert all(0 <= float(row[k]) <= 100 for k in COLUMNS if k.startswith("val_"))
         total = float(row["loss_decode"]) + 0.4 * float(row["loss_aux"])

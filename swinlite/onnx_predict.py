@@ -476,7 +476,7 @@ def too_thin(model: OnnxModel, settings: DetectorSettings, height: int, width: i
     problem = resize_problem(settings, height, width)
     if problem:
         return problem
-    return _thin_problem(model, [resized_size(settings, height, width)], height, width, "resized", "detector")
+    return _thin_problem(model, [resized_size(settings, height, width)], height, width, "resized to", "detector")
 
 
 def _thin_problem(
@@ -492,7 +492,7 @@ def _thin_problem(
     if small is None:
         return None
     return (
-        f"a {height}x{width} (HxW) image would be {change} to {small[0]}x{small[1]}, thinner than {model.path.name} "
+        f"a {height}x{width} (HxW) image would be {change} {small[0]}x{small[1]}, thinner than {model.path.name} "
         f"takes (height from {low_h}, width from {low_w}; no {kind} export takes less): too thin"
     )
 
@@ -673,8 +673,9 @@ def segment_sizes(settings: SegmenterSettings, height: int, width: int) -> list[
 def segment_too_thin(model: OnnxModel, settings: SegmenterSettings, height: int, width: int) -> str | None:
     """Why a ``height`` x ``width`` image is to be skipped, not refused, or None: a view (or window) thinner than the
     smallest segmenter export takes (one pixel above the coarsest stride), as the PyTorch path skips an image with a
-    view thinner than the patch."""
-    return _thin_problem(model, segment_sizes(settings, height, width), height, width, "rescaled", "segmenter")
+    view thinner than the patch. In slide mode the sizes fed are windows of the rescaled views, and named so."""
+    change = "rescaled and cut into windows, one of" if settings.mode == "slide" else "rescaled to"
+    return _thin_problem(model, segment_sizes(settings, height, width), height, width, change, "segmenter")
 
 
 def segment_problem(model: OnnxModel, settings: SegmenterSettings, height: int, width: int) -> str | None:
@@ -688,7 +689,8 @@ def segment_problem(model: OnnxModel, settings: SegmenterSettings, height: int, 
     for size in segment_sizes(settings, height, width):
         problem = size_problem(model, *size)
         if problem:
-            return f"rescaled by the test settings, {problem}"
+            cut = " and cut into slide windows" if settings.mode == "slide" else ""
+            return f"rescaled by the test settings{cut}, {problem}"
     return None
 
 

@@ -287,6 +287,19 @@ SEGMENTER = onnx_predict.SegmenterSettings(
 )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("mode", "fed"), [("whole", "rescaled to 16x48"), ("slide", "rescaled and cut into windows, one of 16x32")]
+)
+def test_an_image_too_thin_for_the_file_names_what_the_graph_is_fed(mode, fed):
+    """A 30x90 image at ratio 0.75 is rescaled to 16x48, cut in slide mode into 16x32 windows: the skip named the
+    window as the image's rescaled size."""
+    settings = dataclasses.replace(SEGMENTER, img_scale=(64, 32), mode=mode, ratios=(0.75,))
+    model = type("Model", (), {"sizes": ((17, 256), (17, 256)), "metadata": {"smallest_size": 17}})()
+    model.task, model.path = "segmentation", Path("seg.onnx")
+    problem = onnx_predict.segment_too_thin(model, settings, 30, 90)
+    assert problem.startswith(f"a 30x90 (HxW) image would be {fed}, thinner than seg.onnx takes"), problem
+
+
 def test_a_photo_too_large_for_its_classes_at_full_size_is_refused(monkeypatch):
     """A 6000x8000 photo at one 48x64 view passed the views' check, then its 150 classes' scores at the photo's size
     took 27 GiB: the rule counts them too, as the PyTorch path's does (one function), against the same budget."""

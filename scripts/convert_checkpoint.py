@@ -4,7 +4,9 @@ Examples:
     python scripts/convert_checkpoint.py swin_tiny_patch4_window7_224.pth swin_t.safetensors
     python scripts/convert_checkpoint.py swin_b_224.pth swin_b_384.safetensors --model swinlite_base_patch4_window12_384
 
-Keys saved behind a DistributedDataParallel / DataParallel wrapper's "module." are read without it. A file fitted to
+Keys saved behind a DistributedDataParallel / DataParallel wrapper's "module." are read without it. A timm training
+checkpoint holding EMA weights (state_dict_ema) gives them, as timm's loader does, and the output records
+"weights": "ema". A file fitted to
 --model (a timm, Microsoft or torchvision checkpoint) records that model: model, and model_args with num_classes, the
 output's classifier's outputs (0 where it holds none), so predict.py, evaluate.py, export_onnx.py, extract_features.py
 and swinlite.load_model read it without --model (its classes unnamed, as the input's). A classifier's weights file
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         misfit_note,
         no_final_norm_cause,
     )
-    from swinlite.io import check_output, read_metadata, read_state_dict, save_safetensors
+    from swinlite.io import check_output, read_metadata, read_state_dict, save_safetensors, weights_kind
     from swinlite.metadata import is_model_record
     from swinlite.weights import warn_if_resume_with_ema
 
@@ -101,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     if model is not None:
         check_first_conv(args.input, state_dict, model)
     recorded = described or (model_record(metadata, args.model, state_dict) if bare or args.model else {})
+    if weights_kind(args.input) == "ema":  # a timm training checkpoint's EMA weights, which it converts: said so
+        recorded |= {"weights": "ema"}
     written = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
     save_safetensors(args.output, state_dict, written)
     warn_if_resume_with_ema(args.input)

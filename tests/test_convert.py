@@ -22,7 +22,7 @@ from timm.models.swin_transformer import checkpoint_filter_fn
 import swinlite
 from swinlite.convert import check_weight_values
 from swinlite.fpn import build_fpn_backbone
-from swinlite.io import read_metadata, save_safetensors
+from swinlite.io import read_metadata, save_safetensors, weights_kind
 from swinlite.metadata import read_info
 from swinlite.weights import load_checkpoint, load_model, weights_metadata
 
@@ -645,6 +645,12 @@ def test_convert_script_records_the_model_it_fits_to(tmp_path, capsys, monkeypat
             argv = [*flags, "--topk", "3", "--no-progress", "--output", str(tmp_path / f"{name}.csv")]
             assert load_script("predict").main([*argv, str(tmp_path / "a.png")]) == 0
         assert (tmp_path / "out.csv").read_text() == (tmp_path / "in.csv").read_text()
+    # a timm training checkpoint's EMA weights, which it converts, are recorded as such (they read as raw)
+    torch.save({"state_dict": _timm_pico().state_dict(), "state_dict_ema": state}, tmp_path / "train.pth.tar")
+    ema = tmp_path / "ema.safetensors"
+    assert _run_script(capsys, monkeypatch, str(tmp_path / "train.pth.tar"), str(ema), "--model", PICO)[0] == 0
+    assert read_metadata(ema)["weights"] == "ema" and weights_kind(ema) == "ema"
+    torch.testing.assert_close(load_model(ema)(x), load_model(out)(x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("prefix", ["module.", "_orig_mod."])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -35,12 +36,12 @@ def build_loaders(
         ValueError: fewer training samples than one batch per process (``drop_last``) or than processes; fewer
             validation samples than processes.
     """
-    need = cfg.batch_size * dist.world_size if drop_last else dist.world_size
-    if len(train_ds) < need:  # every process builds the same datasets: rank 0 alone says it
+    shard = math.ceil(len(train_ds) / dist.world_size)  # a process's samples, the sampler's padding repeats included
+    if len(train_ds) < dist.world_size or (drop_last and shard < cfg.batch_size):  # rank 0 alone says it
         raise SharedError(
             f"the training split has {len(train_ds)} samples, fewer than "
-            + (f"one batch (data.batch_size={cfg.batch_size} x {dist.world_size} processes)" if drop_last else
-               f"{dist.world_size} processes")
+            + (f"one batch a process (data.batch_size={cfg.batch_size}; each of {dist.world_size} processes gets "
+               f"{shard})" if drop_last else f"{dist.world_size} processes")
         )  # fmt: skip
     if len(val_ds) < dist.world_size:  # a process without a val sample would evaluate nothing
         raise SharedError(

@@ -807,7 +807,8 @@ def test_a_process_forked_under_the_sigterm_handler_ends_as_by_default(capfd):
 @pytest.mark.parametrize(
     ("train", "val", "drop_last", "message"),
     [
-        (3, 4, True, "the training split has 3 samples, fewer than one batch (data.batch_size=2 x 2 processes)"),
+        # 3 samples are 2 a process with the sampler's padding repeat: one batch each (refused before)
+        (2, 4, True, "the training split has 2 samples, fewer than one batch a process (data.batch_size=2; each of 2"),
         (1, 4, False, "the training split has 1 samples, fewer than 2 processes"),
         # a process evaluated nothing: the processes went out of step and waited train.dist_timeout
         (4, 1, True, "the validation split has 1 samples, fewer than 2 processes"),
@@ -817,7 +818,7 @@ def test_splits_too_small_for_the_processes_are_refused(train: int, val: int, dr
     split = lambda n: TensorDataset(torch.arange(float(n)))  # noqa: E731
     with pytest.raises(ValueError, match=re.escape(message)):
         build_loaders(split(train), split(val), DataConfig(batch_size=2), 0, DistInfo(0, 2), drop_last=drop_last)
-    build_loaders(split(4), split(2), DataConfig(batch_size=2), 0, DistInfo(0, 2), drop_last=drop_last)
+    build_loaders(split(3), split(2), DataConfig(batch_size=2), 0, DistInfo(0, 2), drop_last=drop_last)
 
 
 class _Draws(Dataset):

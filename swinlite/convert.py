@@ -483,11 +483,24 @@ def to_timm_state_dict(state_dict: Mapping[str, torch.Tensor], model: nn.Module 
     return {_to_timm(k): v for k, v in tables.items()}
 
 
-def backbone_state_dict(checkpoint: Mapping[str, object]) -> StateDict:
+def backbone_state_dict(checkpoint: Mapping[str, object], model: nn.Module | None = None) -> StateDict:
     """:func:`convert_state_dict` of ``checkpoint`` without its classifier (``head.fc``): the weights of a
     features-only Swin (an FPN's or an UperNet's backbone), which has none; a note on an ImageNet file's classifier
-    would come with every such file."""
-    return {k: v for k, v in convert_state_dict(checkpoint).items() if not k.startswith("head.fc.")}
+    would come with every such file.
+
+    With ``model``, the features-only Swin they load into as a ``model.pretrained`` file (detection's, segmentation's,
+    ``build_fpn_backbone(checkpoint=...)``'s): a file in timm's (or the release's) layout has the
+    bias tables of the stages timm shrinks at the model's ``img_size`` fitted as :func:`convert_pretrained` fits them
+    (a table of the model's whole window too, warned), so that every task's ``model.pretrained`` loads the weights a
+    classifier's does; its loader (:func:`~swinlite.load_checkpoint`) then embeds them."""
+    state_dict = unwrap_checkpoint(checkpoint, stacklevel=3)  # the line calling backbone_state_dict
+    layout = detect_layout(state_dict)
+    out = _converted_layout(state_dict, layout, None)
+    if model is not None and layout in _TIMM_FILES:
+        out, shrunk = _resize_shrunk_tables(out, model, resize_whole=True)
+        if shrunk:
+            warn_at_caller(_resized_tables_note([], shrunk, model))
+    return {k: v for k, v in out.items() if not k.startswith("head.fc.")}
 
 
 def convert_pretrained(

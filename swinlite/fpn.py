@@ -128,7 +128,12 @@ def build_fpn_backbone(
             file; ``fpn.*``: the backbone's own state dict, its Swin under ``body.model.*``) where they fit it
             exactly (the same ``out_indices``, ``fpn_channels`` and ``extra_levels``); FPN weights that do not fit
             are left out with a warning naming the keys, as a classifier of another size is, and a file without any
-            (a Swin's) leaves the FPN at its initial values.
+            (a Swin's) leaves the FPN at its initial values. The Swin's bias tables load as a ``model.pretrained``
+            file's do in every task (detection's loads its Swin alike): by timm's pretrained loader's rule
+            (:func:`~swinlite.convert.convert_pretrained`), so a file in timm's (or the release's) layout has the
+            table of the model's whole window in a stage timm shrinks at ``img_size`` (window 7 at 112: the last
+            stage's 4x4) resized to that stage's window, as ``pretrained_cfg_overlay`` resizes it, where
+            :func:`swinlite.load_checkpoint` keeps it whole.
         extra_levels: levels added above the last FPN level: "pool" (Faster/Mask R-CNN) or "p6p7" (RetinaNet,
             FCOS, with ``out_indices=(1, 2, 3)``: P3-P7, the five levels their default anchor generators expect;
             with four Swin levels there are six maps, and torchvision's default anchors fail an assertion).
@@ -172,14 +177,15 @@ def build_fpn_backbone(
 
 def _load_weights(backbone: SwinFPNBackbone, checkpoint: str | os.PathLike | Mapping[str, object]) -> None:
     """``checkpoint`` (a path names itself in the errors) into ``backbone``: into its features-only Swin strictly,
-    pruned of the final norm it does not use, which the file need not hold, without the checkpoint's classifier
-    (:func:`~swinlite.convert.backbone_state_dict`, as the segmentation backbone's); into its FPN the file's FPN
-    weights, strictly, where they fit it exactly, else none, with a warning (:func:`build_fpn_backbone`)."""
+    pruned of the final norm it does not use, which the file need not hold, without the checkpoint's classifier and
+    with its bias tables fitted as a ``model.pretrained`` file's (:func:`~swinlite.convert.backbone_state_dict`, as
+    the segmentation backbone's); into its FPN the file's FPN weights, strictly, where they fit it exactly, else none,
+    with a warning (:func:`build_fpn_backbone`)."""
     path = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else None
     # an EMA warning names the user's line calling build_fpn_backbone
     state = read_state_dict(path, stacklevel=4) if path is not None else unwrap_checkpoint(checkpoint, stacklevel=4)
     try:
-        load_checkpoint(backbone.body.model, backbone_state_dict(state))
+        load_checkpoint(backbone.body.model, backbone_state_dict(state, backbone.body.model))
     except ValueError as e:
         raise (e if path is None else ValueError(f"{path}: {e}")) from None
     if path is not None:  # the Swin settings the file records and the model was built without (a V2's windows)

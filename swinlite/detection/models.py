@@ -55,6 +55,7 @@ from torchvision.ops.poolers import initLevelMapper
 
 from ..convert import (
     RUN_SWIN_PREFIXES,
+    backbone_state_dict,
     convert_state_dict,
     first_keys,
     misfit_note,
@@ -65,7 +66,7 @@ from ..convert import (
 from ..engine.model import check_reserved, load_leniently, pretrained_file, warn_unkept_in_build, weights_kwargs
 from ..fpn import SwinFPNBackbone, build_fpn_backbone
 from ..io import read_metadata, read_state_dict
-from ..weights import WeightsMismatchError, load_strict
+from ..weights import WeightsMismatchError, load_checkpoint, load_strict
 from .config import DetModelConfig
 
 _RATIOS = (0.5, 1.0, 2.0)
@@ -215,28 +216,23 @@ def min_level(cfg: DetModelConfig) -> int:
 
 
 def _backbone(
-    cfg: DetModelConfig,
-    swin_state: Mapping[str, torch.Tensor] | None,
-    file_state: Mapping[str, torch.Tensor] | None,
-    **model_kwargs: Any,
+    cfg: DetModelConfig, swin_state: Mapping[str, torch.Tensor] | None, **model_kwargs: Any
 ) -> SwinFPNBackbone:
     """The Swin + FPN the detector ``cfg`` describes; ``model.kwargs`` (and ``model_kwargs``) go to the Swin, whose
-    output norms are on unless ``model.kwargs.out_norm=false``. Its weights: ``swin_state`` (those of
-    ``model.pretrained``'s file, whose own state dict ``file_state`` is, for the error of one that does not fit), else
-    the tag's as in every task (none for a whole detector's file, loaded later); ``swin_state`` loads strictly, or
-    with ``model.kwargs.pretrained_strict=false`` as a classifier's Swin loads then (:func:`load_leniently`)."""
+    output norms are on unless ``model.kwargs.out_norm=false``. Its weights: ``swin_state`` (``model.pretrained``'s
+    file's state dict, a Swin's in any layout: its Swin alone, the FPN starts fresh), fitted as every task's
+    ``model.pretrained`` (:func:`~swinlite.convert.backbone_state_dict`), else the tag's as in every task (none for a
+    whole detector's file, loaded later); ``swin_state`` loads strictly, or with
+    ``model.kwargs.pretrained_strict=false`` as a classifier's Swin loads then (:func:`load_leniently`)."""
     kwargs = {"out_norm": True, **cfg.kwargs, **model_kwargs}
     two_stage = cfg.detector in TWO_STAGE
     path = pretrained_file(cfg)
-    lenient = swin_state is not None and not kwargs.get("pretrained_strict", True)
     if path is None:
         weights = weights_kwargs(cfg)
     elif swin_state is None:
         weights = {"pretrained": False}
-    elif lenient:  # loaded below, no classifier either
+    else:  # loaded below; no classifier on either side: the detector has none
         weights = {"num_classes": 0}
-    else:  # loaded strictly into the whole Swin; no classifier on either side: the detector has none
-        weights = {"checkpoint": swin_state, "num_classes": 0}
     try:
         backbone = build_fpn_backbone(
             cfg.name,
@@ -246,12 +242,17 @@ def _backbone(
             **weights,
             **kwargs,
         )
-        if lenient:
-            load_leniently(backbone.body.model, swin_state)
+        if swin_state is not None:
+            swin = backbone.body.model
+            fitted = backbone_state_dict(swin_state, swin)
+            if kwargs.get("pretrained_strict", True):
+                load_checkpoint(swin, fitted)
+            else:
+                load_leniently(swin, fitted)
     except ValueError as e:
         if swin_state is None:
             raise
-        note = misfit_note(read_metadata(path), cfg.name, file_state)  # the keys named are the converted ones
+        note = misfit_note(read_metadata(path), cfg.name, swin_state)  # the keys named are the converted ones
         raise ValueError(f"model.pretrained {path}: {e}{note}") from None
     if cfg.grad_checkpointing:
         backbone.set_grad_checkpointing(True)
@@ -265,18 +266,18 @@ def _pretrained_state(
     one of them None.
 
     A swinlite detector's own file (``scripts/train_detection.py``'s, or its state dict saved from a DDP or
-    ``torch.compile`` wrapper: without the wrapper's prefix) gives the whole detector; any other file a Swin in any
-    layout swinlite converts (a segmentation run's weights: their Swin), in swinlite's, without its classifier: the
-    detector has none, and a classifier in the file, or its absence, would be noted with a warning of no use here.
+    ``torch.compile`` wrapper: without the wrapper's prefix) gives the whole detector; any other file is a Swin's in
+    any layout swinlite converts (a segmentation run's weights: their Swin), given as it is (:func:`_backbone` fits
+    it to the model built), its layout checked here, before any model is built.
     """
     unwrapped = without_wrapper_prefix(state)
     if any(key.startswith(DETECTOR_SWIN) for key in unwrapped):
         return None, unwrapped
     try:
-        swin = convert_state_dict(state)
+        convert_state_dict(state)  # a layout swinlite does not read is refused before the model is built
     except ValueError as e:
         raise ValueError(f"model.pretrained {path}: {e}") from None
-    return {k: v for k, v in swin.items() if not k.startswith("head.fc.")}, None
+    return state, None
 
 
 def _load_detector(
@@ -378,7 +379,7 @@ def build_detector(
     path = pretrained_file(cfg)
     state = read_state_dict(path) if path is not None else None
     swin_state, detector_state = _pretrained_state(state, path) if state is not None else (None, None)
-    backbone = _backbone(cfg, swin_state, state, **model_kwargs)
+    backbone = _backbone(cfg, swin_state, **model_kwargs)
     model = _detector(cfg, backbone, num_classes, test_size, max_size, mean, std)
     if detector_state is not None:
         _load_detector(model, cfg, num_classes, detector_state, path, classes)

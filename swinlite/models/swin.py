@@ -1431,7 +1431,9 @@ def window_entries(
     return [(int(h), int(w)) for h, w in entries]
 
 
-def model_window(entries: list[tuple[int, int]], grid: tuple[int, int], num_stages: int) -> tuple[int, int]:
+def model_window(
+    entries: list[tuple[int, int]], grid: tuple[int, int], num_stages: int, ratios: tuple[int, ...] | None = None
+) -> tuple[int, int]:
     """The model's one window (Wh, Ww) from :func:`window_entries`: the first, where the entries are the windows one
     window gives. timm shrinks each stage's window to a smaller map at the nominal size (:func:`shrunk_windows`), so
     a per-stage list builds the model of its first window wherever their shrunk windows agree: every stage the same,
@@ -1441,16 +1443,20 @@ def model_window(entries: list[tuple[int, int]], grid: tuple[int, int], num_stag
         entries: one window, or one per stage.
         grid: patches per side at the nominal input size.
         num_stages: number of stages.
+        ratios: the window ratios the entries come from (``set_input_size``'s ``window_ratio``: the patch grid over
+            each), which a refusal names; None: the entries are a ``window_size``'s.
     """
     window = entries[0]
     if len(entries) > 1:
         given = [(min(w[0], h), min(w[1], v)) for w, (h, v) in zip(entries, stage_maps(grid, num_stages), strict=True)]
         if given != shrunk_windows(window, grid, num_stages):
             one = window[0] if window[0] == window[1] else window
+            source = "window_size" if ratios is None else "window_ratio"
+            got = "got" if ratios is None else f"got window_ratio={ratios}, which at the patch grid {grid} gives"
             raise ValueError(
-                "window_size per stage: swinlite keeps one window, so it builds the stages' windows one window gives "
+                f"{source} per stage: swinlite keeps one window, so it builds the stages' windows one window gives "
                 f"at img_size: the same in every stage, or each cut to a smaller stage map (here window_size={one} "
-                f"gives {shrunk_windows(window, grid, num_stages)}); got {tuple(entries)}"
+                f"gives {shrunk_windows(window, grid, num_stages)}); {got} {tuple(entries)}"
             )
     return window
 
@@ -1883,7 +1889,7 @@ class SwinTransformer(nn.Module):
         windows = calc_stage_window_sizes(
             grid, self._ref_window_sizes, self._ref_grid_size, window_size=window_size, window_ratio=window_ratio
         )
-        window = model_window([tuple(w) for w in windows], grid, num_stages)  # the create-time rule
+        window = model_window([tuple(w) for w in windows], grid, num_stages, window_ratio)  # the create-time rule
         old_grid = tuple(self.patch_embed.grid_size)
         self.patch_embed.set_input_size(img_size=size, patch_size=patch)
         self.patch_size = patch

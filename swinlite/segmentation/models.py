@@ -316,7 +316,9 @@ def _load_backbone(swin: nn.Module, name: str, path: str, state: dict[str, torch
     reads, a detection run's weights too) into the features-only Swin ``name`` (``swin``), strictly: every weight it
     uses, so not the final norm it is pruned of (a run's Swin trained with ``model.kwargs.out_norm=false`` has none).
     No classifier on either side: the features-only model has none, and a note on the file's, or on its absence, would
-    be of no use here. ``strict=False`` (``model.kwargs.pretrained_strict=false``): as a classifier's Swin loads then
+    be of no use here. Its bias tables are fitted as every task's ``model.pretrained`` fits them, by timm's pretrained
+    loader's rule (:func:`~swinlite.convert.backbone_state_dict`). ``strict=False``
+    (``model.kwargs.pretrained_strict=false``): as a classifier's Swin loads then
     (:func:`~swinlite.engine.model.load_leniently`).
 
     Raises:
@@ -324,7 +326,7 @@ def _load_backbone(swin: nn.Module, name: str, path: str, state: dict[str, torch
             and the model the file records where it records another.
     """
     try:
-        backbone = backbone_state_dict(state)
+        backbone = backbone_state_dict(state, swin)  # bias tables fitted as every task's model.pretrained
     except ValueError as e:
         raise ValueError(f"model.pretrained {path}: {e}") from None
     try:

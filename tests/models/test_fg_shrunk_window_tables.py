@@ -12,7 +12,11 @@ import torch
 from weightkit import random_state_dict
 
 from swinlite import load_checkpoint
+from swinlite.classification.config import ModelConfig
 from swinlite.detection import build_fpn_backbone
+from swinlite.detection.config import DetModelConfig
+from swinlite.detection.models import build_detector
+from swinlite.engine.model import create_model
 from swinlite.models.swin import SwinTransformer
 from swinlite.segmentation import SegModelConfig, build_upernet
 
@@ -83,6 +87,32 @@ def test_every_route_loads_the_tables_the_timm_checked_one_does(window7_file, si
         want = reference.state_dict()
         for key, value in tables.items():
             torch.testing.assert_close(value, want[key], rtol=0, atol=0, msg=key)
+
+
+def test_every_tasks_model_pretrained_fits_a_whole_window_table_as_timms_pretrained_loader(window7_file):
+    """A window-7 file into a window-7 model at 112, where timm shrinks the last stage's window to 4x4: classification's
+    model.pretrained (timm's pretrained loader) resized that stage's 13x13 table to 7x7, detection's and
+    segmentation's kept the file's 13x13, so the same file and model.kwargs gave other weights by task. One rule:
+    timm's loader's; a direct load keeps the file's table."""
+    kwargs = dict(img_size=112, **REDUCED)
+    path, key = str(window7_file), "layers.3.blocks.0.attn.rel_pos.table"
+    want = _overlay(LITE, window7_file, 112, 7).state_dict()[key]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the resized tables; the checkpoint's output norms and classifier
+        routes = {
+            "classification": create_model(ModelConfig(name=LITE, pretrained=path, kwargs=kwargs)),
+            "detection": build_detector(
+                DetModelConfig(name=LITE, pretrained=path, kwargs=kwargs, fpn_channels=8, box_head_dim=8), 2, 112, 112
+            ).backbone.body.model,
+            "segmentation": build_upernet(SegModelConfig(name=LITE, pretrained=path, kwargs=kwargs), 3).backbone.model,
+            "build_fpn_backbone": build_fpn_backbone(LITE, checkpoint=path, fpn_channels=8, **kwargs).body.model,
+        }
+    for route, model in routes.items():
+        torch.testing.assert_close(model.state_dict()[key], want, rtol=0, atol=0, msg=route)
+    model = timm.create_model(LITE, **kwargs)
+    load_checkpoint(model, path)  # the file's table, whole: swinlite keeps the window
+    file_table = torch.load(window7_file)["layers.3.blocks.0.attn.relative_position_bias_table"]
+    torch.testing.assert_close(model.state_dict()[key], file_table, rtol=0, atol=0)
 
 
 def test_a_tag_at_a_size_where_timm_shrinks_a_window_names_the_tables_it_resizes(offline_hub):

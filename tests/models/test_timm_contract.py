@@ -802,6 +802,8 @@ def test_set_input_size_is_recorded_so_that_timm_rebuilds_the_model(v2, call):
         (dict(window_ratio=0), "Window ratios must be positive"),
         (dict(window_size=(4, 0)), "Window sizes must be positive"),
         (dict(window_size=[4, 4, 2, 2]), "swinlite keeps one window"),  # [4, 4, 6, 2]: 4, cut to the maps
+        # windows from the ratios (the 16x16 patch grid over each): named, not a window_size never given
+        (dict(window_ratio=[4, 8, 4, 4]), r"^window_ratio per stage: .*ratio=\(4, 8, 4, 4\), .*\(2, 2\), \(4, 4\)"),
         (dict(img_size=2), r"img_size must be \(H, W\), each at least the patch"),
         (dict(img_size=64, patch_size=128), r"img_size must be \(H, W\), each at least the patch \(128, 128\)"),
         (dict(patch_size=0), r"patch_size must be a positive int or \(h, w\)"),

@@ -119,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         summary |= {"loss": result.loss}
         summary |= {"classes": setup.classes, "per_class_top1": result.per_class_accuracy.tolist()}
         summary |= {"images": int(result.confusion.sum())} | left_out_report(setup.skipped, result.left_out)
-        remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
-        atomic_write_bytes(out / "eval.json", json_bytes(summary, indent=2))  # a NaN loss as null
         print(f"weights: {checkpoint}")
         print(format_report(result, setup.classes))
+        remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
         plot_confusion(result.confusion, setup.classes, out / "confusion_matrix.png")
+        atomic_write_bytes(out / "eval.json", json_bytes(summary, indent=2))  # last: a finished evaluation
         print(f"confusion matrix: {out / 'confusion_matrix.png'}\nsummary:          {out / 'eval.json'}")
         return 0
 

@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{iou_type} ({len(image_ids)} images):\n{ap.summary}")
             report[iou_type] = ap.ap
         remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
-        atomic_write_bytes(out / "eval.json", json_bytes(report, indent=1))  # COCO's NaN "no object of that size": null
         atomic_write_bytes(out / "detections.json", json_bytes(results))
+        atomic_write_bytes(out / "eval.json", json_bytes(report, indent=1))  # last: a finished evaluation (NaN: null)
         print(f"wrote {out / 'eval.json'} and {out / 'detections.json'}")
         return 0
 

@@ -191,8 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         links = [(link.path, link.reason) for link in split.links]  # the links the scan skipped, as evaluate.py's
         report |= left_out_report([*split.skipped, *links], left_out)
         remove_outputs(earlier)  # only now: a failed evaluation leaves them as they were
-        atomic_write_bytes(out / "eval.json", json.dumps(_finite_or_null(report), indent=1, allow_nan=False).encode())
         atomic_write_bytes(out / "per_class_iou.csv", per_class_csv(result, classes))
+        finished = json.dumps(_finite_or_null(report), indent=1, allow_nan=False).encode()
+        atomic_write_bytes(out / "eval.json", finished)  # last: a finished evaluation
         print(f"mIoU {result.miou:.2f}, mAcc {result.macc:.2f}, aAcc {result.aacc:.2f}; wrote {out / 'eval.json'} and "
               f"{out / 'per_class_iou.csv'}")  # fmt: skip
         return 0

@@ -1336,13 +1336,16 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
 
     A kill at any moment leaves either the previous file or the complete new one under ``path``; a
     kill mid-write leaves a ``.<name>.tmp*`` file beside it (:func:`_temporary_prefix`), which the next write does not
-    need. A failed write (a full disk) removes the temporary file and raises an OSError that names ``path``.
+    need. A failed write (a full disk) removes the temporary file and raises an OSError that names ``path``. A ``path``
+    that is a symlink stays one: the file it points to is replaced, beside it (on its filesystem, in the folder
+    :func:`check_output` checked, which resolves it), as a shell's ``>`` would (the link was replaced by a regular
+    file, and its target kept its old content).
 
     Args:
         path: destination; its folder is created if missing.
         write: fills the open binary file it is given.
     """
-    path = Path(path)
+    given, path = path, Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path.name), dir=path.parent)
     try:
@@ -1355,7 +1358,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(e, OSError) and e.errno is not None and e.filename is None:  # a full disk names no file
-            raise OSError(e.errno, e.strerror, str(path)) from e
+            raise OSError(e.errno, e.strerror, str(given)) from e
         raise
     fsync_folder(path.parent)  # make the rename itself durable
 

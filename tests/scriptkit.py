@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 import sys
@@ -66,3 +67,20 @@ def interrupt_second_png(monkeypatch) -> None:
         write(path, image)
 
     monkeypatch.setattr(files, "atomic_write_png", interrupted)
+
+
+def disk_full_after_first_file(monkeypatch, folder: Path) -> None:
+    """The disk fills once a script has written its first file in ``folder``: every later write of one there fails
+    with ENOSPC, naming no file, as a full disk's does (``atomic_write``'s rename, which each of its writers makes;
+    hidden files, a lock's, are left to write)."""
+    replace, written = os.replace, []
+
+    def full(src, dst, *args, **kwargs) -> None:
+        dst = Path(dst)
+        if dst.resolve().parent == folder.resolve() and not dst.name.startswith("."):
+            if written:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            written.append(dst)
+        replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", full)

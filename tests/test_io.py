@@ -209,6 +209,20 @@ def test_output_names_and_their_temporary_files_fit_the_filesystems_255_bytes(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fits, *cut])
 
 
+def test_a_symlinked_output_stays_a_link_and_its_target_gets_the_new_bytes(tmp_path: Path):
+    """predict.py --output run/p.csv, a link to real/p.csv, replaced the link by a regular file and left its target's
+    old content; the write now goes where check_output looks, the resolved path (the temporary file beside the target,
+    on its filesystem)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "run").mkdir()
+    (target := tmp_path / "real" / "p.csv").write_text("old")
+    (link := tmp_path / "run" / "p.csv").symlink_to(target)
+    check_output(link, [])
+    files.atomic_write_bytes(link, b"new")
+    assert link.is_symlink() and link.resolve() == target and target.read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["p.csv", "p.csv", "real", "run"]  # no temporary file
+
+
 def test_json_bytes_is_strict_json_with_non_finite_numbers_as_null():
     value = {"ap": {"small": math.nan, "large": 41.5}, "loss": math.inf, "rows": [(-math.inf, 1), "NaN"], "n": 3}
 

@@ -405,7 +405,7 @@ def remove_replaced_run(out: Path, dist: DistInfo, task: type[Task]) -> None:
             if outputs:  # files the user may have looked at, unlike the run's own
                 log(
                     dist,
-                    f"note: removed what scripts wrote in {out}, which --overwrite clears with the old run: {shown}",
+                    f"note: removed what scripts wrote in {out}, which --overwrite clears with any old run: {shown}",
                 )
         except (OSError, ValueError) as e:
             problem = f"output folder {out} cannot be used: {e}"

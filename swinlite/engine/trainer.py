@@ -919,7 +919,7 @@ class Trainer:
             bests["best.safetensors"] = lasts[LAST_FILES[best[0]]]
         clear_evaluation(self.out, [*lasts, *bests], self.task.evaluation_files)  # before any of them is replaced
         epoch = f"epoch {int(row['epoch'])}/{self.cfg.train.epochs}"
-        with self._saving(f"{RESUME_FILE} still ends before {epoch}: once there is room, --resume trains it again"):
+        with self._saving(self._before_resume(epoch)):
             for name, (state_dict, metadata) in lasts.items():
                 save_weights(self.out / name, state_dict, metadata)
             for name, (state_dict, metadata) in bests.items():
@@ -930,21 +930,39 @@ class Trainer:
             save_resume(self.out / RESUME_FILE, self.resume_state(per_process))
         epoch_end(self.out / RESUME_FILE).unlink(missing_ok=True)  # the epoch's step checkpoints are replaced
         with self._saving(
-            f"{RESUME_FILE} marks {epoch} saved: once there is room, --resume completes its best weights"
+            self._partly_saved(
+                f"{RESUME_FILE} marks {epoch} saved: once there is room, --resume completes its best weights"
+            )
         ):
             for name in bests:
                 complete_pending(self.out / name)
 
     @contextlib.contextmanager
-    def _saving(self, resumed: str) -> Iterator[None]:
-        """A save's failure (a full disk) as one error that says where the run's files stand: some of the epoch's
-        may be written (each whole), and ``resumed`` says what ``--resume`` does from there."""
+    def _saving(self, stands: str) -> Iterator[None]:
+        """A save's failure (a full disk) as one error that says where the run's files stand and what to run once
+        there is room (``stands``)."""
         try:
             yield
         except (OSError, ValueError) as e:  # (checkpoint.writing turns an OSError into a ValueError naming the file)
-            raise ValueError(
-                f"{e}; {self.out} may hold some of this epoch's files already (each whole), and {resumed}"
-            ) from None
+            raise ValueError(f"{e}; {stands}") from None
+
+    def _before_resume(self, epoch: str) -> str:
+        """Where the run's files stand when the save of ``epoch`` fails before its resume file: an earlier resume file
+        (an epoch's or a step checkpoint's) still ends before it, or, at the run's first save, there is none: what
+        the save wrote is removed as the run ends (``run.remove_unsaved``), and ``--resume`` is refused."""
+        if (self.out / RESUME_FILE).is_file():
+            return self._partly_saved(
+                f"{RESUME_FILE} still ends before {epoch}: once there is room, --resume trains it again"
+            )
+        return (
+            f"nothing to resume is saved in {self.out} (what {epoch} wrote there is removed as the run ends): once "
+            "there is room, run the same command again, without --resume"
+        )
+
+    def _partly_saved(self, resumed: str) -> str:
+        """Where the files of a save that failed after the run's first stand: some of the epoch's may be written (each
+        whole), and ``resumed`` says what ``--resume`` does from there."""
+        return f"{self.out} may hold some of this epoch's files already (each whole), and {resumed}"
 
     def _last_weights(self, row: dict[str, float]) -> dict[str, tuple[dict[str, torch.Tensor], dict[str, Any]]]:
         """last.safetensors (and with EMA scored in ``row``, ema.safetensors): the weights as they are, with the

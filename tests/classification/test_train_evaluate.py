@@ -10,7 +10,7 @@ import pytest
 import timm
 import torch
 from pico import PICO
-from scriptkit import run_script
+from scriptkit import disk_full_after_first_file, run_script
 from timm.models.swin_transformer import SwinTransformer as TimmSwin
 from trainkit import make_folder
 
@@ -84,6 +84,22 @@ def test_one_class_model_reports_top1_alone(tmp_path: Path, capsys):
     assert capsys.readouterr().out.splitlines()[1].startswith("top-1 100.00%  loss ")
     report = json.loads((tmp_path / "eval.json").read_text())
     assert [k for k in report if k.startswith("top")] == ["top1"] and report["top1"] == 100.0
+
+
+def test_a_full_disk_leaves_no_lone_eval_json_and_overwrite_reruns(tmp_path: Path, monkeypatch, capsys):
+    """eval.json was written first: a full disk before confusion_matrix.png left it alone, which refused every rerun,
+    --overwrite's too ("holds eval.json beside none of classification's other outputs"). It is written last now."""
+    data = make_folder(tmp_path / "data", classes=1, per_class=1, splits=("val",))
+    save_safetensors(tmp_path / "one.safetensors", timm.create_model(PICO, num_classes=1).state_dict(),
+                     weights_metadata(PICO, {"num_classes": 1}, ["c0"], PRE))  # fmt: skip
+    argv = ["--checkpoint", tmp_path / "one.safetensors", "--data-dir", data, "--num-workers", "0"]
+    with monkeypatch.context() as full:
+        disk_full_after_first_file(full, tmp_path)
+        assert run_script("evaluate", argv) == 2
+    assert f"error: [Errno 28] No space left on device: '{tmp_path / 'eval.json'}'" in capsys.readouterr().err
+    assert not (tmp_path / "eval.json").exists() and (tmp_path / "confusion_matrix.png").is_file()
+    assert run_script("evaluate", [*argv, "--overwrite"]) == 0
+    assert json.loads((tmp_path / "eval.json").read_text())["top1"] == 100.0
 
 
 def test_a_file_without_class_names_needs_the_class_order_where_the_orders_differ(tmp_path: Path, capsys):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 from detkit import edit_coco
-from scriptkit import run_script
+from scriptkit import disk_full_after_first_file, run_script
 
 from swinlite.hub import hub_repo
 
@@ -55,6 +55,16 @@ def test_evaluate_detection_writes_box_and_mask_ap(trained, tmp_path: Path, caps
     detections = json.loads((tmp_path / "detections.json").read_text())
     fields = {"image_id", "category_id", "bbox", "score", "segmentation"}  # COCO's results: none of loadRes' fields
     assert detections and all(set(d) == fields for d in detections)
+
+
+def test_a_full_disk_before_the_last_file_leaves_no_eval_json(trained, tmp_path: Path, monkeypatch):
+    """eval.json was written first: alone after a full disk, it refused every rerun, --overwrite's too. It is written
+    last now, and detections.json alone is this task's (--overwrite replaces it: test_output_dir_other_tasks.py)."""
+    coco, run = trained
+    argv = ["--checkpoint", run / "best.safetensors", "--data-dir", coco, "--output-dir", tmp_path, "--num-workers=0"]
+    disk_full_after_first_file(monkeypatch, tmp_path)
+    assert run_script("evaluate_detection", argv) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["detections.json"]
 
 
 def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tmp_path: Path):

@@ -191,7 +191,7 @@ def test_overwrite_removes_a_scripts_outputs_only_where_it_wrote_them(tmp_path: 
     remove_replaced_run(out, DistInfo(), TASKS["classification"])
     kept = {name.split("/")[0] for name in files} - {name.rstrip("/") for name in removed}
     assert {p.name for p in out.iterdir()} == kept
-    note = f"note: removed what scripts wrote in {out}, which --overwrite clears with the old run: "
+    note = f"note: removed what scripts wrote in {out}, which --overwrite clears with any old run: "
     lines = [line.removeprefix(note) for line in capsys.readouterr().out.splitlines() if line.startswith(note)]
     assert sorted(", ".join(lines).split(", ")) == sorted(removed) if removed else lines == []
 
@@ -948,6 +948,26 @@ def test_a_full_disk_at_the_resume_file_says_where_the_files_stand(good_run, tmp
     monkeypatch.setattr(trainer, "save_resume", save_resume)
     assert script_main("classification", resumed) == 0
     assert load_resume(out / "resume.pt")["epoch"] == 2
+
+
+def test_a_full_disk_at_the_first_save_says_to_run_again(good_run, tmp_path: Path, capsys, monkeypatch):
+    """It said "resume.pt still ends before epoch 1/1: once there is room, --resume trains it again", but the run
+    removes what its first save wrote as it ends (run.remove_unsaved): --resume said resume.pt does not exist."""
+    fresh = overrides("classification", good_run[0], tmp_path / "out", **{"train.epochs": 1})
+
+    def full(path, state):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(trainer, "save_resume", full)
+        assert script_main("classification", fresh) == 2
+    error = capsys.readouterr().err
+    assert "No space left on device" in error and "--resume trains it again" not in error, error
+    assert (
+        f"nothing to resume is saved in {tmp_path / 'out'} (what epoch 1/1 wrote there is removed as the run ends): "
+        "once there is room, run the same command again, without --resume"
+    ) in error, error
+    assert script_main("classification", fresh) == 0  # as it says
 
 
 def test_a_home_path_in_a_setting_is_expanded(tmp_path: Path, capsys, monkeypatch):

@@ -51,7 +51,7 @@ def test_train_overwrite_removes_a_killed_runs_drawings_in_its_folder(tmp_path, 
     remove_replaced_run(out, DistInfo(), ClassificationTask)
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
     assert (
-        f"note: removed what scripts wrote in {out}, which --overwrite clears with the old run: "
+        f"note: removed what scripts wrote in {out}, which --overwrite clears with any old run: "
         in capsys.readouterr().out
     )
 

@@ -77,6 +77,15 @@ def test_a_lone_eval_json_is_refused_not_removed(tmp_path, task):
     assert (tmp_path / "eval.json").read_text() == "{}\n"
 
 
+@pytest.mark.parametrize("script", [script for script in SCRIPTS if "eval.json" in _outputs(script)])
+def test_overwrite_replaces_what_a_full_disk_left_before_eval_json(tmp_path, script):
+    """An evaluate script writes eval.json last: a full disk (or a kill) before it leaves its other file alone, which
+    is its task's, and --overwrite replaces it (a lone eval.json, written first, refused every rerun)."""
+    (first,) = (name for name in _outputs(script) if name != "eval.json")
+    _write(tmp_path, [first])
+    assert files.check_output_dir(SCRIPTS[script], tmp_path, [], overwrite=True) == [tmp_path / first]
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_overwrite_removes_the_same_tasks_outputs_whole(tmp_path, script):
     _write(tmp_path, _outputs(script))

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from scriptkit import SCRIPTS, load_script, script_env
+from scriptkit import SCRIPTS, disk_full_after_first_file, load_script, script_env
 from segkit import CLASSES, COLORS
 
 from swinlite.io import read_metadata
@@ -40,6 +40,17 @@ def test_evaluate_scores_the_split_as_the_run_did(trained, tmp_path: Path, capsy
     assert load_script("evaluate_segmentation").main([*argv, "--num-workers", "0", "--overwrite"]) == 0
     report = json.loads((tmp_path / "eval.json").read_text())
     assert report["test"]["mode"] == "slide" and report["test"]["ratios"] == [1.0, 1.5] and report["test"]["flip"]
+
+
+def test_a_full_disk_before_the_last_file_leaves_no_eval_json(trained, tmp_path: Path, monkeypatch):
+    """eval.json was written first: alone after a full disk, it refused every rerun, --overwrite's too. It is written
+    last now, and per_class_iou.csv alone is this task's (--overwrite replaces it: test_output_dir_other_tasks.py)."""
+    data, run = trained
+    argv = ["--checkpoint", str(run / "best.safetensors"), "--data-dir", str(data), "--output-dir", str(tmp_path)]
+    disk_full_after_first_file(monkeypatch, tmp_path)
+    with pytest.raises(OSError, match="No space left on device"):
+        load_script("evaluate_segmentation").main([*argv, "--num-workers", "0"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["per_class_iou.csv"]
 
 
 def test_an_image_that_does_not_decode_is_left_out_of_the_evaluation(trained, tmp_path: Path):

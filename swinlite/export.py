@@ -856,13 +856,14 @@ def checked_output(path: str | os.PathLike) -> Iterator[Path]:
 
     Writing at ``path`` and checking it there (earlier versions) left a file that failed its check under ``path``
     until it was removed, the earlier good file already lost, and a kill during the check left it there for
-    ``predict.py --onnx`` to use.
+    ``predict.py --onnx`` to use. A symlinked ``path`` keeps its link and its target gets the file, as
+    :func:`swinlite.io.atomic_write` writes (the link was replaced by a file, the target kept its old one).
 
     Raises:
         ValueError: the block's, with a note that ``path`` was not written when the block had written its file
             (its check refused it).
     """
-    path = Path(path)
+    path = Path(os.path.realpath(path))  # a symlinked output: its target gets the file, the link stays
     with scratch_folder(path) as folder:
         staged = folder / path.name
         try:

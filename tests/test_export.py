@@ -458,6 +458,17 @@ def test_a_kill_during_the_check_leaves_the_output_and_a_hidden_folder_the_next_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
 
 
+def test_a_symlinked_output_stays_a_link_and_its_target_gets_the_export(tmp_path):
+    """export_onnx.py --output LINK replaced the link by a file; its target kept the earlier export."""
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "m.onnx"
+    target.write_bytes(b"an earlier export")
+    (tmp_path / "m.onnx").symlink_to(target)
+    with checked_output(tmp_path / "m.onnx") as path:
+        path.write_bytes(b"checked")
+    assert (tmp_path / "m.onnx").is_symlink() and target.read_bytes() == b"checked"
+
+
 def test_the_fp32_model_a_quantization_starts_from_is_hidden(tmp_path, monkeypatch):
     """write_onnx(quantize="dynamic") wrote the fp32 model to ``<stem>.fp32.tmp.onnx`` beside the output, a fixed
     name ONNX Runtime runs, and a kill during the quantization left it there. Now it lies in a hidden folder of this

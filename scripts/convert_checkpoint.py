@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     written = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
     save_safetensors(args.output, state_dict, written)
     warn_if_resume_with_ema(args.input)
-    if recorded and not described:
+    if "model" in recorded and not described:
         outputs = recorded["model_args"]["num_classes"]
         what = "backbone" if outputs == 0 else f"classifier of {outputs} unnamed classes"
         kept = f": a {recorded['model']} {what}{model_note(metadata, recorded, args.model)}"
@@ -152,7 +152,7 @@ def model_record(
     neither names a model (a run's state dict saved bare)."""
     from swinlite.convert import recorded_swin, recorded_swin_kwargs
     from swinlite.metadata import KINDS
-    from swinlite.weights import TRAINING_ONLY
+    from swinlite.weights import LOADING_ONLY, TRAINING_ONLY
 
     name = fitted_to or recorded_swin(metadata)
     if name is None:
@@ -160,7 +160,7 @@ def model_record(
     kwargs = {} if fitted_to else recorded_swin_kwargs(metadata) or {}
     classifier = state_dict.get("head.fc.weight")  # [num_classes, C]
     outputs = 0 if classifier is None else int(classifier.shape[0])
-    model_args = {k: v for k, v in kwargs.items() if k not in (*TRAINING_ONLY, "num_classes")}
+    model_args = {k: v for k, v in kwargs.items() if k not in (*TRAINING_ONLY, *LOADING_ONLY, "num_classes")}
     kind = metadata.get("weights")
     record = {"model": name, "model_args": model_args | {"num_classes": outputs}}
     return record | ({"weights": kind} if kind in KINDS else {})
@@ -173,10 +173,12 @@ def model_note(metadata: dict[str, Any], recorded: dict[str, Any], fitted_to: st
     not kept."""
     from swinlite.convert import recorded_swin_kwargs
     from swinlite.engine.config import flow_yaml
-    from swinlite.weights import TRAINING_ONLY
+    from swinlite.weights import LOADING_ONLY, TRAINING_ONLY
 
     def shown(kwargs: dict[str, Any]) -> str:
-        return ", ".join(f"{k}={flow_yaml(v)}" for k, v in kwargs.items() if k not in (*TRAINING_ONLY, "num_classes"))
+        return ", ".join(
+            f"{k}={flow_yaml(v)}" for k, v in kwargs.items() if k not in (*TRAINING_ONLY, *LOADING_ONLY, "num_classes")
+        )
 
     settings = shown(recorded["model_args"])
     note = f"; its model recorded ({'built with ' + settings if settings else 'built by default'}"

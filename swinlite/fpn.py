@@ -153,9 +153,11 @@ def build_fpn_backbone(
     channels = as_int(fpn_channels)  # numpy's integers too; not a bool or a float
     if channels is None or channels < 1:
         raise ValueError(f"fpn_channels must be a whole number of at least 1, got {fpn_channels!r}")
-    if model_kwargs.get("pretrained"):  # its classifier is pruned: none to load (a backbone's file holds none)
-        model_kwargs.setdefault("num_classes", 0)
-    model = timm.create_model(model_name, frozen_stages=frozen_stages, **model_kwargs)
+    with warnings.catch_warnings():
+        if model_kwargs.get("pretrained"):  # its classifier is pruned: none to load (a backbone's file holds none)
+            model_kwargs.setdefault("num_classes", 0)
+            warnings.filterwarnings("ignore", "dropping the checkpoint's classifier head.fc")  # a tag's: unused here
+        model = timm.create_model(model_name, frozen_stages=frozen_stages, **model_kwargs)
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"expected {model_name} to build a SwinTransformer, got {type(model).__name__}")
     num_stages = len(model.layers)

@@ -343,6 +343,8 @@ def create_to_load(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Modu
 # constructor arguments that change neither the weights' shapes nor the eval-mode function (dropout, stochastic
 # depth, which stages train): given to load_model, they may differ from a file's record (fine-tuning at another rate)
 TRAINING_ONLY = ("drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "frozen_stages")
+# how a file's weights load into the model (model.kwargs.pretrained_strict), not what the model computes
+LOADING_ONLY = ("pretrained_strict",)
 
 
 def check_agrees(

@@ -650,6 +650,9 @@ def test_convert_script_records_the_model_it_fits_to(tmp_path, capsys, monkeypat
     ema = tmp_path / "ema.safetensors"
     assert _run_script(capsys, monkeypatch, str(tmp_path / "train.pth.tar"), str(ema), "--model", PICO)[0] == 0
     assert read_metadata(ema)["weights"] == "ema" and weights_kind(ema) == "ema"
+    plain = tmp_path / "plain.safetensors"  # without --model: no model record, the kind still (a KeyError after it)
+    assert _run_script(capsys, monkeypatch, str(tmp_path / "train.pth.tar"), str(plain))[0] == 0
+    assert read_metadata(plain)["weights"] == "ema" and "model" not in read_metadata(plain)
     torch.testing.assert_close(load_model(ema)(x), load_model(out)(x), rtol=0, atol=0)
 
 

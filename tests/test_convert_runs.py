@@ -392,3 +392,13 @@ def test_the_swin_of_a_run_without_output_norms_is_read_for_its_levels(run_file,
     for out_norm in (None, False):  # the run's own choice (none), and --no-out-norm
         got = run_backbone(path, out_norm).state_dict()
         assert got.keys() == want.keys() and all(torch.equal(got[k], v) for k, v in want.items())
+
+
+def test_a_runs_loading_option_is_no_setting_of_its_converted_model():
+    """A run's ``model.kwargs.pretrained_strict`` (how its file loaded) was recorded as a setting of the converted
+    backbone's model and printed as one ("built with pretrained_strict=false")."""
+    script = runpy.run_path(str(SCRIPTS / "convert_checkpoint.py"))
+    run = {"detector": {"name": PICO, "kwargs": {"pretrained_strict": False, "mask_padding": False}}}
+    recorded = script["model_record"](run, None, {})
+    assert recorded == {"model": PICO, "model_args": {"mask_padding": False, "num_classes": 0}}
+    assert "pretrained_strict" not in script["model_note"](run, recorded, None)

@@ -173,6 +173,18 @@ def test_a_file_without_a_classifier_is_refused_unless_num_classes_asks_for_one(
     torch.testing.assert_close(swin.layers[3].blocks[0].attn.qkv.weight, source.layers[3].blocks[0].attn.qkv.weight)
 
 
+def test_build_fpn_backbone_prunes_a_files_classifier_silently(tmp_path):
+    """A detection run from a tag (a file with a classifier) warned "dropping the checkpoint's classifier" on every
+    build once build_fpn_backbone built its Swin headless: the FPN never uses a classifier."""
+    name = "swinlite_pico_patch2_window4_32"
+    _save_lite(timm.create_model(name), tmp_path / "classifier.safetensors")
+    file = dict(pretrained=True, pretrained_cfg_overlay=dict(file=str(tmp_path / "classifier.safetensors")))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build_fpn_backbone(name, **file)
+    assert not [w for w in caught if "classifier" in str(w.message)], [str(w.message) for w in caught]
+
+
 def test_a_weights_file_that_cannot_be_read_is_named_before_timm_reads_it(offline_hub, tmp_path):
     """A mistyped overlay file gave timm's FileNotFoundError with no message; a cached download cut short, the
     safetensors reader's "incomplete metadata" naming no file."""

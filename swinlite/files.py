@@ -44,6 +44,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import warnings
 from collections import Counter
@@ -733,7 +734,7 @@ def check_output(
         ValueError: one line naming ``option``: an output would replace an input or lie inside an input
             folder, or an input lies inside an output folder; ``path`` is a folder where a file is expected or a
             file where a folder is expected; a file ``path`` is a file of a training run; the nearest existing
-            folder above it is a file or cannot be written.
+            folder above it is a file or cannot be written; a folder of ``names`` in it cannot be written.
     """
     given = Path(path)
     out = given.resolve()
@@ -769,8 +770,11 @@ def check_output(
         existing = existing.parent
     if not existing.is_dir():
         raise ValueError(f"{option} {given}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"{option} {given}: no permission to write in {existing}")
+    # the folders of ``names`` already there too: one that cannot be written (read-only drawings or features) failed
+    # only after the work, naming a bare file, with --overwrite's removal of the earlier outputs begun
+    for target in [existing, *(path for path in written if folder and path.is_dir())]:
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise ValueError(f"{option} {given}: no permission to write in {target}")
 
 
 def _cleared_by(input_paths: list[Path], written: list[Path]) -> Path | None:
@@ -1308,10 +1312,19 @@ def earlier_outputs(
 
 
 def remove_outputs(paths: Iterable[Path]) -> None:
-    """Remove the files and folders ``paths`` (an earlier run's outputs: :func:`earlier_outputs`)."""
+    """Remove the files and folders ``paths`` (an earlier run's outputs: :func:`earlier_outputs`); an OSError names
+    the file it failed at in full (``shutil.rmtree``'s names it as in its folder: ``00007_000008.png``)."""
+
+    def failed(function: Callable[..., Any], name: str, error: OSError | tuple[type, OSError, Any]) -> None:
+        error = error if isinstance(error, OSError) else error[1]  # onerror's sys.exc_info() (Python 3.11)
+        raise OSError(error.errno, error.strerror, name) from error
+
     for path in paths:
         if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
+            if sys.version_info >= (3, 12):
+                shutil.rmtree(path, onexc=failed)
+            else:  # onerror: deprecated from 3.12 on
+                shutil.rmtree(path, onerror=failed)
         else:
             path.unlink(missing_ok=True)
 

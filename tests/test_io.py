@@ -36,12 +36,17 @@ def tree(tmp_path: Path, monkeypatch) -> Path:
     (tmp_path / "a_file").write_text("x")
     os.symlink(tmp_path / "ckpt.pth", tmp_path / "link")
     os.link(tmp_path / "ckpt.pth", tmp_path / "hard")
-    (locked := tmp_path / "locked").mkdir(mode=0o555)
-    access = os.access
-    if os.geteuid() == 0:  # root may write anywhere: os.access answers for locked/ as for any other user
-        monkeypatch.setattr(os, "access", lambda p, m: access(p, m) and not (Path(p) == locked and m & os.W_OK))
+    read_only(tmp_path / "locked", monkeypatch)
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+def read_only(folder: Path, monkeypatch) -> None:
+    """Make ``folder`` (created) read-only, as os.access answers for it."""
+    folder.mkdir(mode=0o555, parents=True)
+    access = os.access
+    if os.geteuid() == 0:  # root may write anywhere: os.access answers for the folder as for any other user
+        monkeypatch.setattr(os, "access", lambda p, m: access(p, m) and not (Path(p) == folder and m & os.W_OK))
 
 
 @pytest.mark.parametrize(
@@ -108,6 +113,38 @@ def test_an_evaluation_writes_its_results_beside_the_runs_files(tmp_path, task):
     for name in A_RUN:
         (tmp_path / name).write_bytes(b"x")
     assert files.check_output_dir(task, tmp_path, [tmp_path / "best.safetensors"], overwrite=False) == []
+
+
+@pytest.mark.parametrize(
+    ("task", "folder"),
+    [("detection", "images"), ("segmentation", "labels"), ("segmentation", "overlays"), ("features", "features")],
+)
+def test_a_read_only_folder_a_script_writes_into_is_refused_before_any_work(tmp_path, monkeypatch, task, folder):
+    """Only the output folder's permission was checked: detect.py --overwrite with a read-only images/ failed after
+    the work, "Permission denied: '00007_000008.png'", its detections.json already removed; extract_features.py with a
+    read-only features/ named a temporary file."""
+    from swinlite.extract import OUTPUT_FILES
+
+    read_only(tmp_path / "out" / folder, monkeypatch)
+    message = f"--output-dir {tmp_path / 'out'}: no permission to write in {tmp_path / 'out' / folder}"
+    with pytest.raises(ValueError, match=re.escape(message) + "$"):
+        if task == "features":  # extract_features.py's check
+            check_output(tmp_path / "out", [], option="--output-dir", folder=True, names=OUTPUT_FILES)
+        else:
+            files.check_output_dir(task, tmp_path / "out", [], overwrite=True)
+
+
+def test_a_removal_that_fails_names_the_file_in_full(tmp_path, monkeypatch):
+    """shutil.rmtree's error named the file as in its folder: "Permission denied: '00007_000008.png'"."""
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "00007_000008.png").write_bytes(b"png")
+
+    def denied(path, *args, **kwargs) -> None:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(os, "unlink", denied)
+    with pytest.raises(PermissionError, match=re.escape(f"'{tmp_path / 'images' / '00007_000008.png'}'")):
+        files.remove_outputs([tmp_path / "images"])
 
 
 @pytest.mark.parametrize("name", [*files.RUN_FILES, "scan.json.gz", "events.out.tfevents.1700000000.host.1.0"])

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from ..io import atomic_write
+from .checkpoint import writing
 
 # the engine's columns of a metrics row, which a task's evaluate key or training loss part of the same name would
 # replace (each refused; an evaluate key is refused the parts' names, ``loss_*``, too)
@@ -94,6 +95,9 @@ class TensorBoardLog:
                 '(or, in a checkout, pip install -e ".[train]")'
             ) from None
         self.folder, self.summary_writer, self.writer = Path(folder), SummaryWriter, None
+        # the writer's file as its errors name it: its writes fail in a thread of TensorBoard's (a full disk), which
+        # the next call of this process raises again, naming no file
+        self.events = self.folder / "events.out.tfevents.*"
 
     def open(self, purge_step: int | None = None) -> None:
         """Open the run's event file; ``purge_step``: on resume, the first step not done: TensorBoard drops the events
@@ -105,30 +109,35 @@ class TensorBoardLog:
         steps were then purged as out of order. The file is opened in a second no file of the folder names."""
         while any(self.folder.glob(f"events.out.tfevents.{int(time.time()):010d}.*")):
             time.sleep(0.05)
-        self.writer = self.summary_writer(log_dir=str(self.folder), purge_step=purge_step)
+        with writing(self.events):
+            self.writer = self.summary_writer(log_dir=str(self.folder), purge_step=purge_step)
 
     def step(self, step: int, loss: float, lr: float) -> None:
         """The running loss and the lr after ``step`` optimizer steps."""
         if self.writer is None:
             self.open()
-        self.writer.add_scalar("train/running_loss", loss, step)
-        self.writer.add_scalar("train/lr", lr, step)
+        with writing(self.events):
+            self.writer.add_scalar("train/running_loss", loss, step)
+            self.writer.add_scalar("train/lr", lr, step)
 
     def epoch(self, row: dict[str, float | None], step: int) -> None:
         """An epoch's metrics row (its number as ``epoch/epoch``) at ``step``, the steps done when it ended; flushed
         with every event before it."""
         if self.writer is None:
             self.open()
-        for key, value in row.items():
-            if value is not None:  # not measured (metrics.csv leaves its cell empty)
-                self.writer.add_scalar(f"epoch/{key}", value, step)
+        with writing(self.events):
+            for key, value in row.items():
+                if value is not None:  # not measured (metrics.csv leaves its cell empty)
+                    self.writer.add_scalar(f"epoch/{key}", value, step)
         self.flush()
 
     def flush(self) -> None:
         """Write the events so far to the file (before a resume file marks them done)."""
         if self.writer is not None:
-            self.writer.flush()
+            with writing(self.events):
+                self.writer.flush()
 
     def close(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            with writing(self.events):
+                self.writer.close()

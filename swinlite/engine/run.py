@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +157,12 @@ def run(
             raise _stall_error(dist, cfg.train.dist_timeout, preparing) from e
         raise
     finally:
+        ending, unclosed = sys.exc_info()[1], None  # the error that ends the run, if one does
         if trainer is not None and trainer.tensorboard is not None:
-            trainer.tensorboard.close()
+            try:
+                trainer.tensorboard.close()
+            except ValueError as e:  # its last events not written (a full disk): raised once the rest is undone
+                unclosed = e
         if lock is not None:
             lock.release()
         cleanup(dist)
@@ -167,6 +172,8 @@ def run(
             os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
         else:
             os.environ["CUBLAS_WORKSPACE_CONFIG"] = found[3]
+        if unclosed is not None and ending is None:  # else the error that ends the run is said: TensorBoard raises a
+            raise unclosed  # full disk's again as it closes, and that error says what to run once there is room
     return out
 
 

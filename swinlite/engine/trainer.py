@@ -714,11 +714,12 @@ class Trainer:
         per_process = all_gather_object({"rng": rng_state(), "partial": (dict(state.sums), state.count)}, self.dist)
         keep = self.checkpoint_step is None and state.epoch > 0  # resume.pt holds the last epoch's end: kept
         if self.dist.is_main:
-            if self.tensorboard is not None:  # the events so far are on disk before the file that marks them done
-                self.tensorboard.flush()
-            if keep:
-                keep_linked(resume, epoch_end(resume))
-            save_resume(resume, self.resume_state(per_process))
+            with self._saving(self._before_resume(f"epoch {state.epoch + 1}/{self.cfg.train.epochs}")):
+                if self.tensorboard is not None:  # the events so far are on disk before the file that marks them done
+                    self.tensorboard.flush()
+                if keep:
+                    keep_linked(resume, epoch_end(resume))
+                save_resume(resume, self.resume_state(per_process))
         self.epoch_end_kept |= keep
         self.checkpoint_step = epoch_steps(state.batch, self.cfg.optim.accum_steps)
 
@@ -729,7 +730,8 @@ class Trainer:
         state = self.state
         done = epoch_steps(state.batch, self.cfg.optim.accum_steps)
         if self.tensorboard is not None and is_logged(done, self.steps_per_epoch, self.cfg.train.log_interval):
-            self.tensorboard.step(state.step, running_loss(state.sums, state.count), current_lr(self.optimizer))
+            with self._saving(self._before_resume(f"epoch {state.epoch + 1}/{self.cfg.train.epochs}")):
+                self.tensorboard.step(state.step, running_loss(state.sums, state.count), current_lr(self.optimizer))
 
     def _log_compile_time(self) -> None:
         """train.compile: once, after the run's first step, how long it took: torch.compile compiles the model in it

@@ -970,6 +970,35 @@ def test_a_full_disk_at_the_first_save_says_to_run_again(good_run, tmp_path: Pat
     assert script_main("classification", fresh) == 0  # as it says
 
 
+@pytest.mark.parametrize(
+    "failing, settings",
+    [("add_scalar", {}), ("flush", {"train.save_every_steps": 1})],  # a step's scalars; before a step checkpoint
+)
+def test_a_full_disk_at_the_tensorboard_events_says_where_the_files_stand(
+    good_run, tmp_path: Path, capsys, monkeypatch, failing: str, settings: dict
+):
+    """TensorBoard's writer thread meets the full disk; the next call of the run raises its OSError again, naming no
+    file: the run ended with "error: [Errno 28] No space left on device", without the file or what to run once there is
+    room (and closing the writer as the run ends raises it once more)."""
+    summary_writer = pytest.importorskip("torch.utils.tensorboard").SummaryWriter
+    folder, out = copied_run(good_run, tmp_path / "out")  # a finished 1-epoch run
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    resumed = ["--resume", *overrides("classification", folder, out, **{"train.epochs": 2, "train.tensorboard": True,
+                                                                         **settings})]  # fmt: skip
+    with monkeypatch.context() as patched:
+        for name in (failing, "close"):
+            patched.setattr(summary_writer, name, full)
+        capsys.readouterr()
+        assert script_main("classification", resumed) == 2
+    error = capsys.readouterr().err
+    assert f"cannot write {out / 'events.out.tfevents.*'}: No space left on device" in error, error
+    assert "resume.pt still ends before epoch 2/2: once there is room, --resume trains it again" in error, error
+    assert script_main("classification", resumed) == 0  # as it says
+
+
 def test_a_home_path_in_a_setting_is_expanded(tmp_path: Path, capsys, monkeypatch):
     """bash leaves ~ unexpanded after 'train.output_dir=' (a dotted key is no shell name): the run made a folder
     named '~' in the working directory."""

@@ -1,6 +1,7 @@
 """What a training run prints and records of each epoch: the progress lines' loss and the steps they are logged at,
 the epoch line and its metrics.csv cells, the lr schedule warning of a resume, the divergence error."""
 
+import contextlib
 import csv
 import dataclasses
 import math
@@ -51,9 +52,10 @@ def test_tensorboard_logs_at_the_steps_the_progress_lines_show():
     logged = []
     fake = SimpleNamespace(
         state=RunState(sums={"train_loss": 2.0}, count=1), steps_per_epoch=7,
-        cfg=SimpleNamespace(train=SimpleNamespace(log_interval=3), optim=SimpleNamespace(accum_steps=1)),
+        cfg=SimpleNamespace(train=SimpleNamespace(log_interval=3, epochs=2), optim=SimpleNamespace(accum_steps=1)),
         optimizer=torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1),
         tensorboard=SimpleNamespace(step=lambda step, loss, lr: logged.append(step)),
+        _saving=lambda stands: contextlib.nullcontext(), _before_resume=str,
     )  # fmt: skip
     for batch in range(1, 8):  # epoch 2
         fake.state.step, fake.state.batch = 7 + batch, batch

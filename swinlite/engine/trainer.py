@@ -560,8 +560,8 @@ class Trainer:
         micro-batches of its data.batch_size, grouped by its optim.accum_steps into steps: another size would skip
         other images, another grouping shift the steps. It counts them in the order its train.seed shuffled its
         training split into: another seed or split size shuffles another order, of which it would skip other images
-        (and train some twice). (A file from before "micro_batch" was saved: taken as same; from before "order" was,
-        unknown: the split may have changed.)"""
+        (and train some twice). A file from before "order" was saved (an older swinlite's, "micro_batch" missing
+        too where older still) records no order: its epoch restarts, the split may have changed."""
         micro_batch = [self.cfg.data.batch_size, self.cfg.optim.accum_steps]
         if saved.get("micro_batch", micro_batch) != micro_batch:
             size, accum = saved["micro_batch"]

@@ -101,8 +101,8 @@ def clear_evaluation(folder: Path, replaced: Collection[str], files: tuple[str, 
     """Remove an evaluate script's results from ``folder`` (``files``: ``eval.json`` and what it writes beside it)
     before the weights files ``replaced`` there are replaced, when they describe one of them: ``eval.json`` names
     the checkpoint it evaluated by its path as typed, an absolute one compared as the file it is, a relative one
-    (from wherever the script ran) by its file name. Removed first, so that a kill in between never leaves them
-    beside the new weights."""
+    (from wherever the script ran), or an absolute one no longer there (the run folder moved or renamed since), by its
+    file name. Removed first, so that a kill in between never leaves them beside the new weights."""
     try:
         described = json.loads((folder / "eval.json").read_bytes())["checkpoint"]
     except (OSError, ValueError, KeyError, TypeError):  # none, or not a record of a checkpoint: nothing of the run's
@@ -110,7 +110,7 @@ def clear_evaluation(folder: Path, replaced: Collection[str], files: tuple[str, 
     if not isinstance(described, str):
         return
     path = Path(described)
-    if path.is_absolute() and path.parent.resolve() != folder.resolve():  # another folder's weights of that name
+    if path.is_absolute() and path.exists() and path.parent.resolve() != folder.resolve():  # another folder's weights
         return
     if path.name in replaced:
         for name in files:

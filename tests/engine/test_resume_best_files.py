@@ -181,14 +181,17 @@ def test_a_run_removes_an_evaluation_of_the_weights_it_replaces(
 @pytest.mark.parametrize(
     ("described", "removed"),
     [("runs/x/best.safetensors", True), ("{folder}/best.safetensors", True), ("{other}/best.safetensors", False),
-     ("{folder}/ema.safetensors", False)],
+     ("{folder}/ema.safetensors", False), ("{moved}/best.safetensors", True)],
 )  # fmt: skip
 def test_an_evaluation_is_removed_only_of_the_weights_replaced(described, removed, tmp_path):
     """An eval.json of another folder's best.safetensors (an absolute path, its name alike) was removed from the run's
-    folder as one of the run's; a relative path (from wherever evaluate.py ran) is told by its name."""
+    folder as one of the run's; a relative path (from wherever evaluate.py ran) is told by its name, and so is an
+    absolute one no longer there: the run folder moved since (`mv runs/a runs/b`), it was kept beside new weights."""
     folder = tmp_path / "run"
     folder.mkdir()
-    path = described.format(folder=folder, other=tmp_path / "other")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "best.safetensors").write_bytes(b"another folder's weights")
+    path = described.format(folder=folder, other=tmp_path / "other", moved=tmp_path / "before_the_move")
     (folder / "eval.json").write_text(json.dumps({"checkpoint": path}))
     checkpoint.clear_evaluation(folder, ["best.safetensors"], ("eval.json",))
     assert (folder / "eval.json").exists() == (not removed)

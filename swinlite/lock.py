@@ -64,6 +64,10 @@ class OutputLock:
             folder.mkdir(parents=True, exist_ok=True)
             while True:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                if os.fstat(fd).st_nlink > 1:  # a hard-link copy's (cp -al): the lock of another folder too
+                    os.close(fd)
+                    self.path.unlink(missing_ok=True)  # this folder's name of it only: a file of its own instead
+                    continue
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:

@@ -107,3 +107,22 @@ def test_a_dead_runs_lock_is_taken_over_and_a_finished_run_leaves_none(tmp_path,
 def test_a_lock_file_is_no_output_to_the_folders_checks(tmp_path, task):
     (tmp_path / LOCK_FILE).write_text("detect.py run (pid 1 on elsewhere, started 2026-01-01 00:00:00)")
     assert files.check_output_dir(task, tmp_path, [], overwrite=False) == []
+
+
+def test_a_hard_link_copy_of_a_folder_has_a_lock_of_its_own(tmp_path):
+    """`cp -al runs/a runs/b` of a killed run shares its .lock: b's run locked a's file, refused a's resume while it
+    ran ("in use by another training run") and left its own record in a's folder."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / LOCK_FILE).write_text("training run (pid 1 on host, started earlier)")  # a killed run's, left behind
+    os.link(a / LOCK_FILE, b / LOCK_FILE)
+    copy = OutputLock(b, "training run", "--output-dir")
+    copy.acquire()
+    try:
+        original = OutputLock(a, "training run", "--output-dir")
+        original.acquire()  # not refused: the copy holds a file of its own
+        original.release()
+        assert copy.stale is None  # the copy's lock is new, not a's record taken over
+    finally:
+        copy.release()

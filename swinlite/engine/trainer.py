@@ -468,7 +468,8 @@ class Trainer:
         if self.tensorboard is not None:  # drop the events a killed run wrote after this point: those of later steps;
             # of an epoch saved trained but not evaluated, its row too, logged at its last step (whose scalars return)
             evaluated = batch < self.batches
-            self.tensorboard.open(purge_step=step + 1 if evaluated else step)
+            with self._saving(self._before_resume(f"epoch {self.state.epoch + 1}/{self.cfg.train.epochs}")):
+                self.tensorboard.open(purge_step=step + 1 if evaluated else step)  # a full disk: as a save's
             if not evaluated:
                 self._log_step()
         if self.dist.is_main:

@@ -152,7 +152,6 @@ def model_record(
     neither names a model (a run's state dict saved bare)."""
     from swinlite.convert import recorded_swin, recorded_swin_kwargs
     from swinlite.metadata import KINDS
-    from swinlite.weights import LOADING_ONLY, TRAINING_ONLY
 
     name = fitted_to or recorded_swin(metadata)
     if name is None:
@@ -160,10 +159,18 @@ def model_record(
     kwargs = {} if fitted_to else recorded_swin_kwargs(metadata) or {}
     classifier = state_dict.get("head.fc.weight")  # [num_classes, C]
     outputs = 0 if classifier is None else int(classifier.shape[0])
-    model_args = {k: v for k, v in kwargs.items() if k not in (*TRAINING_ONLY, *LOADING_ONLY, "num_classes")}
+    model_args = model_settings(kwargs)
     kind = metadata.get("weights")
     record = {"model": name, "model_args": model_args | {"num_classes": outputs}}
     return record | ({"weights": kind} if kind in KINDS else {})
+
+
+def model_settings(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The constructor arguments of ``kwargs`` (a model's, as a file records them) that set what the model computes: not
+    a training setting, nor how a file loads into it, nor its classifier's size (the converted file's own)."""
+    from swinlite.weights import LOADING_ONLY, TRAINING_ONLY
+
+    return {k: v for k, v in kwargs.items() if k not in (*TRAINING_ONLY, *LOADING_ONLY, "num_classes")}
 
 
 def model_note(metadata: dict[str, Any], recorded: dict[str, Any], fitted_to: str | None) -> str:
@@ -173,12 +180,9 @@ def model_note(metadata: dict[str, Any], recorded: dict[str, Any], fitted_to: st
     not kept."""
     from swinlite.convert import recorded_swin_kwargs
     from swinlite.engine.config import flow_yaml
-    from swinlite.weights import LOADING_ONLY, TRAINING_ONLY
 
     def shown(kwargs: dict[str, Any]) -> str:
-        return ", ".join(
-            f"{k}={flow_yaml(v)}" for k, v in kwargs.items() if k not in (*TRAINING_ONLY, *LOADING_ONLY, "num_classes")
-        )
+        return ", ".join(f"{k}={flow_yaml(v)}" for k, v in model_settings(kwargs).items())
 
     settings = shown(recorded["model_args"])
     note = f"; its model recorded ({'built with ' + settings if settings else 'built by default'}"

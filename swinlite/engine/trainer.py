@@ -468,7 +468,7 @@ class Trainer:
         if self.tensorboard is not None:  # drop the events a killed run wrote after this point: those of later steps;
             # of an epoch saved trained but not evaluated, its row too, logged at its last step (whose scalars return)
             evaluated = batch < self.batches
-            with self._saving(self._before_resume(f"epoch {self.state.epoch + 1}/{self.cfg.train.epochs}")):
+            with self._saving_in_epoch():
                 self.tensorboard.open(purge_step=step + 1 if evaluated else step)  # a full disk: as a save's
             if not evaluated:
                 self._log_step()
@@ -715,7 +715,7 @@ class Trainer:
         per_process = all_gather_object({"rng": rng_state(), "partial": (dict(state.sums), state.count)}, self.dist)
         keep = self.checkpoint_step is None and state.epoch > 0  # resume.pt holds the last epoch's end: kept
         if self.dist.is_main:
-            with self._saving(self._before_resume(f"epoch {state.epoch + 1}/{self.cfg.train.epochs}")):
+            with self._saving_in_epoch():
                 if self.tensorboard is not None:  # the events so far are on disk before the file that marks them done
                     self.tensorboard.flush()
                 if keep:
@@ -731,7 +731,7 @@ class Trainer:
         state = self.state
         done = epoch_steps(state.batch, self.cfg.optim.accum_steps)
         if self.tensorboard is not None and is_logged(done, self.steps_per_epoch, self.cfg.train.log_interval):
-            with self._saving(self._before_resume(f"epoch {state.epoch + 1}/{self.cfg.train.epochs}")):
+            with self._saving_in_epoch():
                 self.tensorboard.step(state.step, running_loss(state.sums, state.count), current_lr(self.optimizer))
 
     def _log_compile_time(self) -> None:
@@ -948,6 +948,11 @@ class Trainer:
             yield
         except (OSError, ValueError) as e:  # (checkpoint.writing turns an OSError into a ValueError naming the file)
             raise ValueError(f"{e}; {stands}") from None
+
+    def _saving_in_epoch(self) -> contextlib.AbstractContextManager[None]:
+        """:meth:`_saving` of a write within the epoch the run is in (an event, a step checkpoint), before its resume
+        file (:meth:`_before_resume`)."""
+        return self._saving(self._before_resume(f"epoch {self.state.epoch + 1}/{self.cfg.train.epochs}"))
 
     def _before_resume(self, epoch: str) -> str:
         """Where the run's files stand when the save of ``epoch`` fails before its resume file: an earlier resume file

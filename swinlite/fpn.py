@@ -31,6 +31,15 @@ EXTRA_LEVELS = ("pool", "p6p7")
 FPN_PREFIXES = {"swinlite-detection": "backbone.fpn.", "swinlite-fpn-backbone": "fpn."}
 
 
+def _fpn_channels(value: object) -> int:
+    """``value`` as the FPN's width: a whole number (numpy's too; not a bool or a float) of at least 1, else a
+    ValueError (torchvision's FPN failed in forward, or at the build with an unrelated message)."""
+    channels = as_int(value)
+    if channels is None or channels < 1:
+        raise ValueError(f"fpn_channels must be a whole number of at least 1, got {value!r}")
+    return channels
+
+
 class SwinFPNBackbone(nn.Module):
     """Swin feature levels -> FPN.
 
@@ -57,6 +66,7 @@ class SwinFPNBackbone(nn.Module):
         extra_levels: str = "pool",
     ) -> None:
         super().__init__()
+        fpn_channels = _fpn_channels(fpn_channels)
         if extra_levels not in EXTRA_LEVELS:
             raise ValueError(f"extra_levels must be one of {', '.join(EXTRA_LEVELS)}, got {extra_levels!r}")
         output_fmt = getattr(body, "output_fmt", "NCHW")  # timm's feature wrappers record it (a str Enum, Format)
@@ -150,9 +160,7 @@ def build_fpn_backbone(
     """
     if not model_name.startswith("swinlite_"):
         raise ValueError(f"model_name must be a registered swinlite model (swinlite_*), got {model_name!r}")
-    channels = as_int(fpn_channels)  # numpy's integers too; not a bool or a float
-    if channels is None or channels < 1:
-        raise ValueError(f"fpn_channels must be a whole number of at least 1, got {fpn_channels!r}")
+    channels = _fpn_channels(fpn_channels)  # before the model is built
     with warnings.catch_warnings():
         if model_kwargs.get("pretrained"):  # its classifier is pruned: none to load (a backbone's file holds none)
             model_kwargs.setdefault("num_classes", 0)

@@ -188,6 +188,14 @@ def test_bad_arguments(kwargs, message):
         build_fpn_backbone(PICO, **kwargs)
 
 
+@pytest.mark.parametrize(("bad", "shown"), [(0, "0"), (-5, "-5"), (2.5, r"2\.5"), (True, "True")])
+def test_the_class_checks_its_fpn_channels(bad, shown):
+    """SwinFPNBackbone built directly took them: 0 built, -5 failed in torchvision's conv, 2.5 with a TypeError."""
+    body = timm.create_model(PICO, features_only=True)
+    with pytest.raises(ValueError, match=rf"fpn_channels must be a whole number of at least 1, got {shown}$"):
+        SwinFPNBackbone(body, body.feature_info.channels(), bad)
+
+
 def test_numpy_out_indices_are_levels():
     """np.arange(1, 4) was refused as not levels in 0..3, where timm's features_only takes it."""
     backbone = build_fpn_backbone(PICO, out_indices=np.arange(1, 4), fpn_channels=8)

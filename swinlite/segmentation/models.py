@@ -217,11 +217,16 @@ def build_upernet(
     Raises:
         TypeError: ``name_or_cfg`` neither a model name nor a SegModelConfig; ``pretrained`` beside a config.
         ValueError: a name that is no swinlite model (a file's path, a pathlib.Path too: naming what to give instead);
-            ``num_classes`` below 1; a keyword build_upernet sets itself (:data:`LEVEL_KWARGS`; in the config's
-            ``kwargs`` also ``num_classes`` and ``pretrained``); weights that do not fit (naming the file and the keys).
+            ``num_classes`` below 1, or ``classes`` of another length; a keyword build_upernet sets itself
+            (:data:`LEVEL_KWARGS`; in the config's ``kwargs`` also ``num_classes`` and ``pretrained``); weights that do
+            not fit (naming the file and the keys).
     """
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
         raise ValueError(f"build_upernet: num_classes must be a whole number of at least 1, got {num_classes!r}")
+    if classes is not None and len(classes) != num_classes:
+        raise ValueError(
+            f"build_upernet: {len(classes)} class names (classes) for num_classes={num_classes}: one name per class"
+        )
     if isinstance(name_or_cfg, str | os.PathLike):
         _refuse_a_file(name_or_cfg, num_classes)
     model_kwargs = dict(model_kwargs)

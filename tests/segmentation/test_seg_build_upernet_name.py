@@ -29,6 +29,8 @@ def test_anything_else_is_a_type_error_naming_what_is_expected():
         (("resnet18", 3), {}, ValueError, "unknown model"),  # was: ResNet.__init__() ... unexpected keyword 'out_norm'
         ((PICO, 0), {}, ValueError, "num_classes must be a whole number of at least 1, got 0"),  # deep in torch
         ((PICO, "5"), {}, ValueError, "num_classes must be a whole number of at least 1, got '5'"),
+        # taken: the names only compared with a file's, where one is loaded
+        ((PICO, 3, ["a", "b"]), {}, ValueError, r"2 class names \(classes\) for num_classes=3: one name"),
         ((SegModelConfig(name=PICO), 3), {"pretrained": True}, TypeError, "give pretrained in the SegModelConfig"),
         # ignored: all four levels still used; features_only=True: AttributeError 'SwinFeatureBody' ... 'layers'
         ((PICO, 5), {"out_indices": (1, 2, 3)}, ValueError, r"^model_kwargs\.out_indices: set by build_upernet "

@@ -303,7 +303,7 @@ def run_extraction(
         batch_size: images per forward pass.
         workers: DataLoader worker processes decoding images.
         device: where the model runs.
-        progress: show a tqdm progress bar.
+        progress: show a tqdm progress bar where stderr is a terminal (none into a log file).
         checkpoint_sha256: the SHA-256 of the weights the model was loaded from, for ``settings.json`` (None: random
             initial weights). Of the bytes loaded, not of the file read again here: a file replaced since the load
             (a training run writing a new best.safetensors) would name weights the features were not made with.
@@ -370,7 +370,7 @@ def run_extraction(
                 report(net.report())
         failures: list[str] = []
         saved = 0  # feature files this run wrote
-        bar = tqdm(total=len(todo), unit="img", disable=not progress, desc="extract")
+        bar = tqdm(total=len(todo), unit="img", disable=None if progress else True, desc="extract")  # None: a tty
         try:
             for batch in loader:
                 good = [item for item in batch if item.image is not None]

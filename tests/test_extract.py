@@ -86,6 +86,15 @@ def test_source_and_output_may_be_str(tmp_path: Path):
     assert load_features(out / "features" / "a.png.safetensors").source == str(imgs / "a.png")
 
 
+def test_no_progress_bar_into_a_log(tmp_path: Path, capsys: pytest.CaptureFixture):
+    """``extract_features.py ... > log.txt 2>&1`` filled the log with the bar's redraws, one long line of them."""
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(imgs / "a.png")
+    assert run_extraction(timm.create_model(PICO), PICO, imgs, tmp_path / "out", (32, 32)).written == 1
+    assert "extract" not in capsys.readouterr().err  # pytest's captured stderr is no terminal
+
+
 def test_images_of_long_names_get_feature_files_of_their_own(tmp_path: Path):
     """An image named with 78 CJK characters (234 bytes) stopped the run with [Errno 36] File name too long, and every
     rerun at the same image: the temporary file of its features, ``.<name>.safetensors.tmpXXXXXXXX``, outgrew the

@@ -15,8 +15,8 @@ class Progress:
         total: optimizer steps in the epoch.
         desc: prefix, e.g. ``"epoch 3/30"``.
         enabled: False on non-zero ranks (prints nothing).
-        log_interval: steps between plain lines when stdout is not a terminal (at the epoch's steps it divides, and
-            at its last step: where TensorBoard logs too).
+        log_interval: steps between plain lines when stdout or stderr is not a terminal (at the epoch's steps it
+            divides, and at its last step: where TensorBoard logs too).
         done: steps of the epoch already taken (a run resumed from a step checkpoint).
     """
 
@@ -61,4 +61,6 @@ def is_logged(step: int, total: int, log_interval: int) -> bool:
 
 
 def _tty() -> bool:
-    return sys.stdout.isatty()
+    """Whether the bar is shown: stdout (the plain lines' stream) and stderr (tqdm's) both terminals; either one
+    redirected (``> out.log``, ``2> err.log``) gives plain lines, none of the bar's redraws in the file."""
+    return sys.stdout.isatty() and sys.stderr.isatty()

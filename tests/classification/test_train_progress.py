@@ -29,6 +29,15 @@ def test_tqdm_bar_on_a_terminal(capsys: pytest.CaptureFixture, monkeypatch: pyte
     assert capsys.readouterr().out == ""  # the bar draws on stderr; stdout stays clean
 
 
+@pytest.mark.parametrize(("stdout", "stderr", "bar"), [(True, True, True), (True, False, False), (False, True, False)])
+def test_the_bar_needs_both_streams_on_a_terminal(monkeypatch: pytest.MonkeyPatch, stdout, stderr, bar):
+    """``2> err.log`` in a terminal: the bar's redraws went into err.log (tqdm draws on stderr; stdout was checked)
+    and the terminal showed no progress."""
+    monkeypatch.setattr(progress.sys.stdout, "isatty", lambda: stdout)
+    monkeypatch.setattr(progress.sys.stderr, "isatty", lambda: stderr)
+    assert progress._tty() is bar
+
+
 def test_silent_on_other_ranks(capsys: pytest.CaptureFixture):
     bar = Progress(total=2, desc="x", enabled=False, log_interval=1)
     bar.update(1, 4, 1.0, 1e-3)

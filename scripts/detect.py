@@ -75,7 +75,7 @@ def detect_torch(args) -> int:
     from swinlite.predictions import detection_entries
 
     out = args.output_dir
-    device = resolve_device(args.device or "auto")
+    device = resolve_device("auto" if args.device is None else args.device)  # not --device ""
     amp = StepSettings(device, autocast_dtype(args.amp, device))
     images = list_images(args.input)
     check_model_file(args.checkpoint, "--checkpoint")  # before the folder; the model is read after it

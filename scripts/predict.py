@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     from swinlite.images import ImageFiles, list_images
     from swinlite.io import check_output
 
-    device = resolve_device(args.device or "auto")
+    device = resolve_device("auto" if args.device is None else args.device)  # not --device ""
     amp = autocast_dtype(args.amp, device)
     files = list_images(args.paths)
     weights = ema_weights(args)

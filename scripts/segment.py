@@ -124,7 +124,7 @@ def segment_torch(args) -> int:
     from swinlite.segmentation.transforms import build_eval_transform
 
     out = args.output_dir
-    device = resolve_device(args.device or "auto")
+    device = resolve_device("auto" if args.device is None else args.device)  # not --device ""
     amp = StepSettings(device, autocast_dtype(args.amp, device))
     images = list_images(args.input)
     check_model_file(args.checkpoint, "--checkpoint")  # before the folder; the model is read after it

@@ -123,6 +123,9 @@ CASES = {
                                         "inside the input folder"),
     "predict_device_gpu0": ("predict", "--checkpoint {ckpt} --device gpu0 --output {r}/p.csv {images}",
                             "'gpu0' is not a device; valid here: auto, cpu"),
+    # --device "$DEV" with DEV unset ran on the auto device, where evaluate.py refused it
+    "predict_device_empty": ("predict", "--checkpoint {ckpt} --device '' --output {r}/p.csv {images}",
+                             "--device '' is not a device; valid here: auto, cpu"),
     "evaluate_device_gpu0": ("evaluate", "--checkpoint {ckpt} --data-dir {data} --device gpu0", "valid here"),
     "extract_device_gpu0": ("extract_features", "--checkpoint {ckpt} --input {images} --output {r}/o --device gpu0",
                             "valid here"),

@@ -207,6 +207,12 @@ def check_features(
     if problems:
         path, why = problems[0]
         others = f"; and {len(problems) - 1} more" if len(problems) > 1 else ""
+        if all(why.endswith(_UNCHECKABLE) for _, why in problems):  # perhaps of these very images: it cannot be told
+            raise ValueError(
+                f"{output} holds features that cannot be checked against these images ({path} {why}{others}): "
+                "delete those feature files (or the folder) to extract these images there again (the same weights "
+                "give the same features), or pass another --output"
+            )
         raise ValueError(
             f"{output} holds features of other images ({path} {why}{others}): pass another --output, or delete those "
             "feature files (or the folder) to extract these images there"
@@ -249,6 +255,9 @@ def _check_names(
         )
 
 
+_UNCHECKABLE = "by an older swinlite, which did not record the image's content hash"
+
+
 def _other_source(
     path: Path, whole: bool, expected: dict[Path, int], records: list[dict[str, object] | None]
 ) -> str | None:
@@ -263,7 +272,7 @@ def _other_source(
     meta, current = read_metadata(path), records[expected[path]]
     stored = meta.get(SOURCE_KEY)
     if not isinstance(stored, dict) or "sha256" not in stored:  # none, or {path, size, mtime_ns}: the image's time
-        return f"was made from {meta['source']} by an older swinlite, which did not record the image's content hash"
+        return f"was made from {meta['source']} {_UNCHECKABLE}"
     if current is None:
         return f"was made from {stored['path']}, which can no longer be read"
     if stored["path"] != current["path"]:

@@ -17,8 +17,10 @@ contradict. A detection or segmentation run's file gives its Swin, a backbone (i
 metadata, which describes them; trained with model.kwargs.out_norm=false, it has no final norm, and starts detection and
 segmentation runs alone, whose backbones do not use one): the output records that Swin's model and its model.kwargs but
 for training settings (as model and model_args, a V2's window_size and pretrained_window_sizes, which its weights do not
-hold, among them; with --model, that model as built by default), and ema where the run's file holds EMA weights, for
-model.pretrained, swinlite.load_model and swinlite.load_checkpoint to build or check the model. resume.pt is a
+hold, among them; with --model, that model as built by default), ema where the run's file holds EMA weights, and the
+mean and std the run normalized its input with (its backbone was trained on them: model.pretrained takes them, and
+swinlite.load_model gives them in the model's pretrained_cfg), for model.pretrained, swinlite.load_model and
+swinlite.load_checkpoint to build or check the model. resume.pt is a
 resume state that records no metadata: its conversion holds its raw weights only (a warning says so where it also
 holds their EMA); convert best.safetensors, last.safetensors or ema.safetensors instead.
 """
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"{args.input}: {e}{note}") from None
     if model is not None:
         check_first_conv(args.input, state_dict, model)
-    recorded = described or (model_record(metadata, args.model, state_dict) if bare or args.model else {})
+    recorded = described or (model_record(args.input, metadata, args.model, state_dict) if bare or args.model else {})
     if weights_kind(args.input) == "ema":  # a timm training checkpoint's EMA weights, which it converts: said so
         recorded |= {"weights": "ema"}
     written = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
@@ -142,16 +144,22 @@ def check_first_conv(source: Path, state_dict: dict[str, torch.Tensor], model: n
 
 
 def model_record(
-    metadata: dict[str, Any], fitted_to: str | None, state_dict: dict[str, torch.Tensor]
+    source: Path, metadata: dict[str, Any], fitted_to: str | None, state_dict: dict[str, torch.Tensor]
 ) -> dict[str, Any]:
     """What an output that records its model alone (:func:`swinlite.metadata.is_model_record`) records of it:
-    ``fitted_to`` (--model) as built by default, else the Swin the input records (a detection or segmentation run's,
-    another model record's: ``metadata`` is the input's), with its constructor arguments but for training settings (a
-    V2's windows, which its weights do not hold); ``num_classes``, the outputs of the classifier ``state_dict`` (the
-    output's) holds (0: none, a backbone's); and the kind of its weights (``ema``: a run's ema.safetensors). {} where
-    neither names a model (a run's state dict saved bare)."""
+    ``fitted_to`` (--model) as built by default, else the Swin the input (``source``, whose metadata is ``metadata``:
+    a detection or segmentation run's file, another model record) records, with its constructor arguments but for
+    training settings (a V2's windows, which its weights do not hold); ``num_classes``, the outputs of the classifier
+    ``state_dict`` (the output's) holds (0: none, a backbone's); the kind of its weights (``ema``: a run's
+    ema.safetensors); and as ``preprocessing`` the mean and std the input records (a run's, which its backbone was
+    trained on inputs normalized with: :func:`swinlite.metadata.recorded_preprocessing`). {} where neither names a
+    model (a run's state dict saved bare).
+
+    Raises:
+        ValueError: a recorded mean or std that is no list of numbers.
+    """
     from swinlite.convert import recorded_swin, recorded_swin_kwargs
-    from swinlite.metadata import KINDS
+    from swinlite.metadata import KINDS, recorded_preprocessing
 
     name = fitted_to or recorded_swin(metadata)
     if name is None:
@@ -160,9 +168,10 @@ def model_record(
     classifier = state_dict.get("head.fc.weight")  # [num_classes, C]
     outputs = 0 if classifier is None else int(classifier.shape[0])
     model_args = model_settings(kwargs)
-    kind = metadata.get("weights")
+    kind, normalization = metadata.get("weights"), recorded_preprocessing(metadata, source)
     record = {"model": name, "model_args": model_args | {"num_classes": outputs}}
-    return record | ({"weights": kind} if kind in KINDS else {})
+    record |= {"weights": kind} if kind in KINDS else {}
+    return record | ({"preprocessing": normalization} if normalization else {})
 
 
 def model_settings(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -176,20 +185,22 @@ def model_settings(kwargs: dict[str, Any]) -> dict[str, Any]:
 def model_note(metadata: dict[str, Any], recorded: dict[str, Any], fitted_to: str | None) -> str:
     """What an output that records its model alone keeps of the input's metadata (``recorded``:
     :func:`model_record`'s), for the line the script prints: the settings its model is recorded with, those of the
-    run's that --model (``fitted_to``) leaves out, and that the run's metadata, which describes its whole model, is
-    not kept."""
+    run's that --model (``fitted_to``) leaves out, the mean and std it keeps, and that the rest of the run's metadata,
+    which describes its whole model, is not kept."""
     from swinlite.convert import recorded_swin_kwargs
     from swinlite.engine.config import flow_yaml
 
-    def shown(kwargs: dict[str, Any]) -> str:
-        return ", ".join(f"{k}={flow_yaml(v)}" for k, v in model_settings(kwargs).items())
+    def shown(values: dict[str, Any]) -> str:
+        return ", ".join(f"{k}={flow_yaml(v)}" for k, v in values.items())
 
-    settings = shown(recorded["model_args"])
+    settings = shown(model_settings(recorded["model_args"]))
     note = f"; its model recorded ({'built with ' + settings if settings else 'built by default'}"
     note += f", {recorded['weights']} weights)" if "weights" in recorded else ")"
-    unkept = shown(recorded_swin_kwargs(metadata) or {}) if fitted_to else ""
+    unkept = shown(model_settings(recorded_swin_kwargs(metadata) or {})) if fitted_to else ""
     if unkept:
         note += f"; fitted to --model as built by default, without the input's {unkept}"
+    if "preprocessing" in recorded:
+        note += f"; its normalization kept ({shown(recorded['preprocessing'])})"
     if "task" in metadata:  # a run's file (a backbone's records its model alone)
         note += "; the rest of the run's metadata, which describes its whole model, is not kept"
     return note

@@ -39,6 +39,7 @@ import timm
 import torch
 import torch.fx.experimental._config as fx_config
 from timm.data import resolve_model_data_config
+from timm.models._builder import pretrained_cfg_for_features
 from timm.models._features import feature_take_indices
 from torch import nn
 from torch.nn.modules.utils import _pair
@@ -71,7 +72,10 @@ RUNS_ONNX = ("onnxruntime",)
 
 
 class FeatureExtractor(nn.Module):
-    """A Swin's NCHW feature levels as a tuple (export-friendly ``features_only``).
+    """A Swin's NCHW feature levels as a tuple (export-friendly ``features_only``). Its ``pretrained_cfg`` is the
+    Swin's, as timm's features_only wrapper keeps it (its classifier's keys left out), so
+    ``timm.data.resolve_model_data_config(extractor)`` gives the Swin's data config (a run's file's, through
+    :func:`swinlite.load_model`), not timm's defaults.
 
     Args:
         model: the Swin.
@@ -90,6 +94,13 @@ class FeatureExtractor(nn.Module):
         levels = check_feature_indices(out_indices, num_stages, ordered=True)  # Python ints: a count, or a list
         self.model = model
         self.out_indices, _ = feature_take_indices(num_stages, levels)  # timm's rule: None all, n the last n
+
+    @property
+    def pretrained_cfg(self) -> dict[str, object]:
+        """The Swin's, read when asked: a change of the Swin's (a run's preprocessing set after) shows."""
+        return pretrained_cfg_for_features(self.model.pretrained_cfg)
+
+    default_cfg = pretrained_cfg  # timm keeps default_cfg as an alias
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """images [B, 3, H, W] -> (level maps [B, C_i, H/s_i, W/s_i], ...)."""

@@ -25,12 +25,14 @@ A value of the wrong type or range is a ValueError naming the file and the key, 
 (:func:`weights_metadata`) and when read (:func:`read_info`): a file never loads as a silently different model.
 
 A model record (:func:`is_model_record`: ``scripts/convert_checkpoint.py``'s output fitted to ``--model``, or a
-backbone's file, its conversion of a detection or segmentation run's Swin) records no task, no classes and no
-preprocessing: its ``model``, its ``model_args`` (a run's ``model.kwargs`` but for training settings; none for
-``--model``, built by default) with ``num_classes`` its classifier's outputs (0 for a backbone, which has none;
-unnamed classes otherwise), and ``weights``. :func:`read_info` reads it as plain weights (None);
-:func:`swinlite.load_model` builds the model it records, and the other loaders warn of its settings a model was
-built without (:func:`swinlite.load_checkpoint`, ``model.pretrained``).
+backbone's file, its conversion of a detection or segmentation run's Swin) records no task and no classes: its
+``model``, its ``model_args`` (a run's ``model.kwargs`` but for training settings; none for ``--model``, built by
+default) with ``num_classes`` its classifier's outputs (0 for a backbone, which has none; unnamed classes otherwise),
+``weights``, and, converted from a run, ``preprocessing``: the ``mean`` and ``std`` the run normalized its input with
+(the run resizes as its task does: no size, crop or interpolation). :func:`read_info` reads it as plain weights
+(None); :func:`swinlite.load_model` builds the model it records, its ``pretrained_cfg`` giving that mean and std
+(:func:`recorded_preprocessing`), and the other loaders warn of its settings a model was built without
+(:func:`swinlite.load_checkpoint`, ``model.pretrained``).
 """
 
 from __future__ import annotations
@@ -147,6 +149,49 @@ def is_model_record(meta: Mapping[str, Any]) -> bool:
     bare = "model" in meta and meta.get("task") is None and "classes" not in meta
     outputs = model_args.get("num_classes") if isinstance(model_args, dict) else None
     return bare and _is_int(outputs) and outputs >= 0
+
+
+# where the weights file of a run of any task but classification records the mean and std it was trained with
+# (Task.weights_metadata), in the first of these that holds them: detection's data, segmentation's preprocessing, a
+# contributor's task's either (a model record converted from such a run keeps them as its preprocessing)
+RUN_RECORDS = ("data", "preprocessing")
+
+
+def recorded_preprocessing(meta: Mapping[str, Any], source: str | os.PathLike) -> dict[str, Any]:
+    """The data config a swinlite weights file (``meta``: its metadata) records for its model's input, as JSON decodes
+    it (lists): a classifier's preprocessing (:func:`info_in`'s, checked); the ``mean`` and ``std`` a run of another
+    task (detection, segmentation, a task of the user's own: :data:`RUN_RECORDS`) normalized its input with, or that a
+    model record converted from such a run keeps (its ``preprocessing``); {} for a file that records none (plain
+    weights, a model record fitted to ``--model``).
+
+    Raises:
+        ValueError: a classifier's metadata that is wrong, a task that is no name (:func:`info_in`); a mean or std that
+            is no list of finite numbers (stds positive; a model record's: one per channel of its ``in_chans``).
+    """
+    task = meta.get("task")
+    if isinstance(task, str) and task not in ("", "classification"):  # any other task's run, a contributor's too
+        return _normalization([meta.get(name) for name in RUN_RECORDS], None, source)
+    info = info_in(meta, source)  # a classifier's or no task's: its checks, and those of a task that is no name
+    if info is not None:
+        return info.preprocessing
+    if not is_model_record(meta):
+        return {}
+    return _normalization([meta.get("preprocessing")], meta["model_args"].get("in_chans", 3), source)
+
+
+def _normalization(records: list[Any], channels: int | None, source: str | os.PathLike) -> dict[str, Any]:
+    """The ``mean`` and ``std`` of the first of ``records`` (a file's metadata values) that holds each, checked:
+    lists of ``channels`` finite numbers (None: any number but none), stds positive."""
+    found: dict[str, Any] = {}
+    for record in (record for record in records if isinstance(record, dict)):
+        found |= {key: record[key] for key in ("mean", "std") if key in record and key not in found}
+    for key, values in found.items():
+        count = channels or (len(values) if isinstance(values, list) else 0)
+        if not (count and finite_numbers(values, count)) or (key == "std" and min(values) <= 0):
+            numbers = "positive finite numbers" if key == "std" else "finite numbers"
+            expected = f"{channels} {numbers} (its model's in_chans)" if channels else f"a list of {numbers}"
+            raise ValueError(f"{source}: its recorded {key} must be {expected}, got {values!r:.80}")
+    return found
 
 
 def parse_info(meta: Mapping[str, Any], source: str) -> WeightsInfo:

@@ -49,7 +49,7 @@ from .io import (
     resume_task_in,
     state_dict_in,
 )
-from .metadata import KINDS, WeightsInfo, info_in, read_info, weights_metadata
+from .metadata import KINDS, WeightsInfo, info_in, read_info, recorded_preprocessing, weights_metadata
 from .models.pretrained import lite_name
 from .models.swin import SwinTransformer
 
@@ -226,8 +226,9 @@ def load_model(
     :func:`swinlite.convert_state_dict` reads, or a plain state dict of any timm model) ``model`` is
     required. ``num_classes`` defaults to the file's classifier (0, no classifier, when it has none).
 
-    The model's ``pretrained_cfg`` carries the file's preprocessing and class names (``label_names``),
-    so ``timm.data.resolve_model_data_config(model)`` gives its evaluation transform. A swinlite run's ``resume.pt``
+    The model's ``pretrained_cfg`` carries the file's preprocessing (a model record's: the mean and std of the run it
+    was converted from) and class names (``label_names``), so ``timm.data.resolve_model_data_config(model)`` gives its
+    evaluation transform. A swinlite run's ``resume.pt``
     is refused, naming the run's weights (:func:`check_not_run_resume`); that of a task of the user's own gives its
     raw weights, with a warning where it also holds their EMA (:func:`warn_if_resume_with_ema`).
 
@@ -274,6 +275,7 @@ def load_model(
                 raise _naming(path, e) from None
             checked = _is_swinlite(model)  # its conversion checked every value, more strictly than loading does
         net = create_to_load(path, model, num_classes=num_classes, **(settings | model_kwargs))
+        set_preprocessing(net, recorded_preprocessing(metadata, path))  # a model record's: its run's mean and std
     else:
         check_agrees(path, info, model, num_classes, model_kwargs)
         try:
@@ -281,15 +283,22 @@ def load_model(
         except ValueError as e:
             raise ValueError(f"{path} records {e}") from None
         net = create_to_load(path, info.model, **(info.model_args | model_kwargs))
-        preprocessing = {k: tuple(v) if isinstance(v, list) else v for k, v in info.preprocessing.items()}
-        cfg = {**net.pretrained_cfg, **preprocessing, "label_names": info.classes, "num_classes": len(info.classes)}
-        net.pretrained_cfg = net.default_cfg = cfg  # timm keeps default_cfg as an alias
+        set_preprocessing(net, info.preprocessing, label_names=info.classes, num_classes=len(info.classes))
     converted_from = metadata.get("layout")  # scripts/convert_checkpoint.py records the layout it converted
     layout = converted_from if isinstance(converted_from, str) else "swinlite"
     load_strict(net, state, path, values_checked=checked, layout=layout)
     if resume_ema_in(checkpoint):
         _warn_resume_ema(path, stacklevel=3)  # names the line calling load_model
     return net.eval()
+
+
+def set_preprocessing(net: nn.Module, preprocessing: Mapping[str, Any], **cfg: Any) -> None:
+    """Give ``net`` (a model, or timm's features_only wrapper of one) the ``preprocessing`` a weights file records
+    (:func:`~swinlite.metadata.recorded_preprocessing`: JSON's lists, held as tuples as timm's configs hold them) and
+    ``cfg`` in its ``pretrained_cfg``, over the variant's, so that ``timm.data.resolve_model_data_config(net)`` gives
+    the file's evaluation transform."""
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in preprocessing.items()}
+    net.pretrained_cfg = net.default_cfg = {**net.pretrained_cfg, **values, **cfg}  # timm keeps default_cfg as an alias
 
 
 def _recorded_model(

@@ -35,6 +35,7 @@ DET = dict(detector="fasterrcnn", fpn_channels=16, box_head_dim=16)
 SEG = dict(head_channels=8, aux_channels=8, pool_scales=(1, 2))
 LAYOUT = {"detection": "swinlite-detection", "segmentation": "swinlite-segmentation"}
 PREFIX = {"detection": "backbone.body.model.", "segmentation": "backbone.model."}  # where each run's model has its Swin
+NORMALIZATION = {"mean": [0.3, 0.4, 0.5], "std": [0.1, 0.2, 0.3]}  # what each run's file records it normalized with
 
 
 def _randomized(state: dict[str, torch.Tensor], seed: int = 0) -> dict[str, torch.Tensor]:
@@ -59,14 +60,17 @@ def _convert(capsys, monkeypatch, *args: str) -> tuple[int, str]:
 
 def _run_file(tmp_path: Path, task: str, name: str = PICO, **kwargs: object) -> Path:
     """The weights file a ``task`` run on the Swin ``name`` writes (``best.safetensors``: its model's whole state
-    dict, randomized, and the metadata the run records that the loaders read)."""
+    dict, randomized, and the metadata the run records that the loaders read: its mean and std NORMALIZATION, where
+    each task records them)."""
     path = tmp_path / f"{task}-{name}.safetensors"
     if task == "detection":
         cfg = DetModelConfig(name=name, kwargs=dict(kwargs), **DET)
         model, meta = build_detector(cfg, 2, 32, 32), {"detector": dataclasses.asdict(cfg), "classes": ["a", "b"]}
+        meta["data"] = {"test_size": 32, "max_size": 32, **NORMALIZATION}
     else:
         cfg = SegModelConfig(name=name, kwargs=dict(kwargs), **SEG)
         model, meta = build_upernet(cfg, 3), {"segmenter": dataclasses.asdict(cfg), "classes": ["x", "y", "z"]}
+        meta["preprocessing"] = {**NORMALIZATION, "crop_size": [32, 32]}
     save_weights(path, _randomized(model.state_dict()), {"task": task, **meta})
     return path
 
@@ -219,18 +223,24 @@ def test_a_runs_swin_of_another_model_is_refused(run_file, tmp_path, capsys, mon
 def test_convert_checkpoint_writes_a_runs_swin_without_the_runs_metadata(run_file, tmp_path, capsys, monkeypatch, task):
     """The output is the Swin alone: its FPN and heads left out, and the run's metadata, which describes them (with it
     detect.py and segment.py took the backbone for a whole detector / UperNet), but for the Swin's model, which it
-    records as a backbone's file does (no classifier)."""
+    records as a backbone's file does (no classifier), and the run's mean and std: without them load_model (so
+    export_onnx.py, extract_features.py) and model.pretrained gave ImageNet's, not those the Swin was trained with."""
     path, out = run_file(task), tmp_path / "out.safetensors"
     code, printed = _convert(capsys, monkeypatch, str(path), str(out))
     assert code == 0, printed
-    kept = f"a {PICO} backbone; its model recorded (built by default); the rest of the run's metadata, which describes"
+    kept = (f"a {PICO} backbone; its model recorded (built by default); its normalization kept (mean=[0.3, 0.4, 0.5], "
+            "std=[0.1, 0.2, 0.3]); the rest of the run's metadata, which describes")  # fmt: skip
     assert kept in printed
     meta = read_metadata(out)
     assert meta.pop("source") == str(path)
     assert meta == {"layout": LAYOUT[task], "swinlite": swinlite.__version__, "model": PICO,
-                    "model_args": {"num_classes": 0}}  # fmt: skip
+                    "model_args": {"num_classes": 0}, "preprocessing": NORMALIZATION}  # fmt: skip
     assert load_file(out).keys() == _swin_in(path, task).keys()
     assert read_info(out) is None  # no classifier's record: plain weights to the classifier's scripts
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the output norms load_model's model drops
+        config = timm.data.resolve_model_data_config(swinlite.load_model(out))
+    assert (config["mean"], config["std"]) == ((0.3, 0.4, 0.5), (0.1, 0.2, 0.3))
 
 
 V2 = "swinlite_v2_pico_patch2_window4_32"
@@ -261,7 +271,8 @@ def test_convert_checkpoint_keeps_the_swin_settings_of_a_run(run_file, tmp_path,
     save_weights(path, read_state_dict(run), read_metadata(run) | {"weights": "ema"})
     code, printed = _convert(capsys, monkeypatch, str(path), str(out))
     assert code == 0, printed
-    assert f"a {V2} backbone; its model recorded (built with {SHOWN}, ema weights); the rest of the run's" in printed
+    kept = f"a {V2} backbone; its model recorded (built with {SHOWN}, ema weights); its normalization kept (mean="
+    assert kept in printed
     meta = read_metadata(out)
     assert meta["model"] == V2 and meta["weights"] == "ema"
     assert meta["model_args"] == {"window_size": 8, "pretrained_window_sizes": [4, 4, 4, 2], "num_classes": 0}
@@ -399,6 +410,6 @@ def test_a_runs_loading_option_is_no_setting_of_its_converted_model():
     backbone's model and printed as one ("built with pretrained_strict=false")."""
     script = runpy.run_path(str(SCRIPTS / "convert_checkpoint.py"))
     run = {"detector": {"name": PICO, "kwargs": {"pretrained_strict": False, "mask_padding": False}}}
-    recorded = script["model_record"](run, None, {})
+    recorded = script["model_record"](Path("run.safetensors"), run, None, {})
     assert recorded == {"model": PICO, "model_args": {"mask_padding": False, "num_classes": 0}}
     assert "pretrained_strict" not in script["model_note"](run, recorded, None)

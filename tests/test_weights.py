@@ -16,6 +16,7 @@ from timm.utils import ModelEmaV3
 
 import swinlite
 from swinlite.engine.checkpoint import save_resume
+from swinlite.export import FeatureExtractor
 from swinlite.io import read_state_dict, save_safetensors
 from swinlite.weights import ema_counterpart, load_model, pretrained_model, read_info, weights_metadata
 
@@ -50,6 +51,30 @@ def test_metadata_round_trip_and_strict_rebuild(trained):
     x = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
         torch.testing.assert_close(rebuilt(x), model(x), rtol=0, atol=0)
+
+
+OVERLAY_ROUTES = {  # how a user gets the file's model, or its feature levels, besides load_model (docs/deployment.md)
+    "feature_extractor": lambda path: FeatureExtractor(load_model(path), 2),
+    "overlay": lambda path: timm.create_model(PICO, num_classes=3, pretrained=True,
+                                              pretrained_cfg_overlay=dict(file=str(path))),
+    "overlay_features_only": lambda path: timm.create_model(PICO, num_classes=3, features_only=True, pretrained=True,
+                                                            pretrained_cfg_overlay=dict(file=str(path))),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("route", OVERLAY_ROUTES)
+def test_the_files_data_config_reaches_its_feature_levels_and_the_overlay_route(trained, route):
+    """FeatureExtractor (no pretrained_cfg) resolved to timm's defaults (224, bicubic, ImageNet's statistics, 0.875),
+    pretrained_cfg_overlay=dict(file=...) to the variant's (32, bicubic, ImageNet's), not the file's preprocessing."""
+    config = timm.data.resolve_model_data_config(OVERLAY_ROUTES[route](trained[1]))
+    assert config == {k: tuple(v) if isinstance(v, list) else v for k, v in PRE.items()}
+
+
+def test_a_key_the_overlay_sets_itself_stays(trained):
+    overlay = dict(file=str(trained[1]), mean=(0.1, 0.2, 0.3))
+    model = timm.create_model(PICO, num_classes=3, features_only=True, pretrained=True, pretrained_cfg_overlay=overlay)
+    for net in (model, model.model):  # timm's wrapper and the Swin it holds
+        assert (net.pretrained_cfg["mean"], net.pretrained_cfg["std"]) == ((0.1, 0.2, 0.3), (0.25,) * 3)
 
 
 def test_a_weight_that_does_not_load_is_an_error(trained, tmp_path):
@@ -308,6 +333,24 @@ def test_metadata_of_the_wrong_type_or_range_is_an_error_naming_the_file(trained
         load_model(path)
     with pytest.raises(ValueError, match=message):
         weights_metadata(**{k: v for k, v in (META | change).items() if k != "format"}, format=change.get("format", 1))
+
+
+@pytest.mark.parametrize(
+    ("normalization", "message"),
+    [
+        ({"mean": [0.5], "std": [0.25] * 3}, r"mean must be 3 finite numbers \(its model's in_chans\), got \[0.5\]"),
+        ({"mean": [0.5] * 3, "std": [0.25, 0, 0.25]}, "std must be 3 positive finite numbers"),
+        ({"mean": "0.5", "std": [0.25] * 3}, "mean must be 3 finite numbers"),
+    ],
+)
+def test_a_model_records_wrong_normalization_is_an_error(trained, tmp_path, normalization, message):
+    """The mean and std convert_checkpoint.py keeps of a run (a model record's preprocessing) go into the model's
+    pretrained_cfg: a wrong one is refused, naming the file, as a classifier's is."""
+    path = tmp_path / "record.safetensors"
+    record = {"model": PICO, "model_args": {"num_classes": 3}, "preprocessing": normalization}
+    save_safetensors(path, trained[0].state_dict(), record)
+    with pytest.raises(ValueError, match=f"record.safetensors: its recorded {message}"):
+        load_model(path)
 
 
 def test_a_detection_checkpoint_says_which_script_reads_it(tmp_path):

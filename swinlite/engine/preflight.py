@@ -17,7 +17,7 @@ from torch import nn
 from ..fast import FAST_MODULES
 from ..files import task_record_problem, unknown_task_files
 from ..io import read_metadata, resume_task
-from ..metadata import read_info
+from ..metadata import recorded_preprocessing
 from .config import apply_overrides, check_values, copy_config, read_yaml
 from .model import check_model, check_pretrained, meta_model, pretrained_file, with_grad_checkpointing
 from .optim import check_optimizer
@@ -254,21 +254,17 @@ def resolve_normalisation(task: type[Task], cfg: Any, resume: bool = False) -> A
     return cfg
 
 
-# where the weights file of a run of any task but classification records the mean and std it was trained with
-# (Task.weights_metadata), in the first of these that holds them: detection's data, segmentation's preprocessing, a
-# contributor's task's either; a classifier's are read_info's checked preprocessing; a file of no task records none
-_RECORDS = ("data", "preprocessing")
-
-
 def pretrained_data(cfg: Any) -> dict[str, Any]:
     """The data keys of :data:`MODEL_DATA_KEYS` (those ``cfg``'s data section has) that the weights file
     ``model.pretrained`` names records, as the section holds them: a swinlite classification run's preprocessing
-    (mean, std, crop_pct, interpolation), another task's run's mean and std (:data:`_RECORDS`); {} for another file, or
-    ``model.pretrained`` true or false. A recorded value the key does not take (a 1-channel model's one mean) is left
+    (mean, std, crop_pct, interpolation), another task's run's mean and std, or those a backbone converted from such a
+    run keeps (:func:`~swinlite.metadata.recorded_preprocessing`); {} for another file, or ``model.pretrained`` true or
+    false. A recorded value the key does not take (a 1-channel model's one mean) is left
     out: such weights do not fit the run's model, which :func:`check_weights_fit` says, naming their shapes.
 
     Raises:
-        ValueError: a classifier's metadata that is wrong, or a task that is no name (naming the file).
+        ValueError: a classifier's metadata that is wrong, a task that is no name, a recorded mean or std that is no
+            list of numbers (naming the file).
     """
     path = pretrained_file(cfg.model)
     if path is None:
@@ -296,20 +292,14 @@ def inherited_setting(cfg: Any, key: str) -> tuple[Any, str] | None:
 
 
 def _record_of(path: str) -> dict[str, Any]:
-    """The data settings the weights file ``path`` records (see :data:`_RECORDS`; a classification run's
-    ``resume.pt``, which loads as its raw weights: the run's ``config.yaml`` beside it), {} where it records none."""
+    """The data settings the weights file ``path`` records (:func:`~swinlite.metadata.recorded_preprocessing`; a
+    classification run's ``resume.pt``, which loads as its raw weights: the run's ``config.yaml`` beside it), {} where
+    it records none."""
     meta = read_metadata(path)
     if not meta and resume_task(path) is not None:  # a run's resume.pt: its settings are the config.yaml beside it
         data = _config_data(Path(path).parent / "config.yaml")
         return {key: data[key] for key in MODEL_DATA_KEYS if data.get(key) is not None}
-    task = meta.get("task")
-    if isinstance(task, str) and task not in ("", "classification"):  # any other task's, a contributor's too
-        records = [record for name in _RECORDS if isinstance(record := meta.get(name), dict)]
-        return {
-            key: next(r[key] for r in records if key in r) for key in ("mean", "std") if any(key in r for r in records)
-        }
-    info = read_info(path)  # a classifier's or no task's: its checks of the record, and of a task that is no name
-    return {} if info is None else info.preprocessing
+    return recorded_preprocessing(meta, path)
 
 
 def _warn_unlike_record(cfg: Any, recorded: dict[str, Any]) -> None:

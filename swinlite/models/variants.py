@@ -29,6 +29,8 @@ from torch import nn
 
 from ..convert import convert_pretrained
 from ..fast import accelerate
+from ..io import read_metadata
+from ..metadata import recorded_preprocessing
 from .checks import check_feature_indices
 from .pretrained import check_weights_source, hub_kwargs, timm_tags, unavailable_error
 from .swin import SwinTransformer
@@ -145,21 +147,41 @@ def _create(variant: str, pretrained: bool = False, fast: bool = True, **kwargs:
     except (LocalEntryNotFoundError, URLError) as e:  # not cached, and offline or no network
         raise unavailable_error(variant, kwargs, e) from e
     model = accelerate(model) if fast else model
-    if pretrained:
-        _warn_unkept(model, kwargs.get("pretrained_cfg_overlay"))
+    overlay = kwargs.get("pretrained_cfg_overlay")
+    if pretrained and isinstance(overlay, dict) and overlay.get("file") is not None:
+        _warn_unkept(model, overlay["file"])
+        _take_preprocessing(model, overlay)
     return model
 
 
-def _warn_unkept(model: nn.Module, overlay: object) -> None:
-    """The settings that the swinlite file ``pretrained_cfg_overlay`` names (``overlay``) records for its Swin and
-    ``model`` was built without, where they change what it computes (a V2's windows, which its weights do not hold):
-    warned of, as :func:`swinlite.load_checkpoint` warns (:func:`~swinlite.weights.warn_ignored_settings`)."""
-    source = overlay.get("file") if isinstance(overlay, dict) else None
-    if source is None:
-        return
+def _swin_in(model: nn.Module) -> nn.Module:
+    """The Swin of ``model``: itself, or the one timm's features_only wrapper holds."""
+    return next((m for m in model.modules() if isinstance(m, SwinTransformer)), model)
+
+
+def _warn_unkept(model: nn.Module, source: str) -> None:
+    """The settings that the swinlite file ``source`` (``pretrained_cfg_overlay``'s) records for its Swin and ``model``
+    was built without, where they change what it computes (a V2's windows, which its weights do not hold): warned of,
+    as :func:`swinlite.load_checkpoint` warns (:func:`~swinlite.weights.warn_ignored_settings`)."""
     from ..weights import warn_ignored_settings  # here: swinlite.weights imports this package
 
-    warn_ignored_settings(next((m for m in model.modules() if isinstance(m, SwinTransformer)), model), source)
+    warn_ignored_settings(_swin_in(model), source)
+
+
+def _take_preprocessing(model: nn.Module, overlay: dict[str, Any]) -> None:
+    """The data config that the swinlite file ``overlay["file"]`` records (a classification run's preprocessing, the
+    mean and std of another task's run or of a backbone converted from one:
+    :func:`~swinlite.metadata.recorded_preprocessing`) in the ``pretrained_cfg`` of ``model`` (and of the Swin a
+    features_only wrapper holds), as :func:`swinlite.load_model` gives it, but for the keys ``overlay`` sets itself:
+    ``timm.data.resolve_model_data_config(model)`` gives the transform the weights were trained and evaluated with,
+    not the variant's."""
+    from ..weights import set_preprocessing  # here: swinlite.weights imports this package
+
+    source = overlay["file"]
+    recorded = recorded_preprocessing(read_metadata(source), source)
+    kept = {key: value for key, value in recorded.items() if key not in overlay}
+    for net in {model, _swin_in(model)}:  # the model itself once where it is the Swin
+        set_preprocessing(net, kept)
 
 
 def _cfg(input_size: int = 224, pool: int = 7, **kwargs: Any) -> dict[str, Any]:

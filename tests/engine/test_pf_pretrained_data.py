@@ -119,6 +119,17 @@ def test_a_contributors_task_records_its_statistics_as_the_shipped_tasks_do(task
     assert (data.mean, data.std) == (HALF, (0.25, 0.25, 0.25)) and not recwarn.list
 
 
+@pytest.mark.parametrize("task", ["classification", "segmentation"])
+def test_a_backbone_converted_from_a_run_gives_the_runs_statistics(task: str, tmp_path: Path, recwarn):
+    """convert_checkpoint.py's backbone of a detection or segmentation run (a model record) recorded no mean and std: a
+    run started from it took ImageNet's where started from the run's own file it took the run's."""
+    path = tmp_path / "backbone.safetensors"
+    record = {"model": PICO, "model_args": {"num_classes": 0}, "preprocessing": {"mean": list(HALF), "std": [0.25] * 3}}
+    save_weights(path, random_state_dict(PICO, num_classes=0), record)
+    data = _resolved(task, tmp_path, **{"model.pretrained": path, "data.mean": None, "data.std": None})
+    assert (data.mean, data.std) == (HALF, (0.25, 0.25, 0.25)) and not recwarn.list
+
+
 def _config(task: str, *overrides: str) -> Any:
     return TASKS[task].load_config(None, list(overrides))
 

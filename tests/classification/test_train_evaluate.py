@@ -196,3 +196,19 @@ def test_equal_logits_score_the_class_predict_ranks_first():
     result = evaluate(head, loader, 10, StepSettings(torch.device("cpu")))
     assert result.top1 == 50.0
     assert result.confusion[0, 0] == 1 and result.confusion[8, 0] == 1
+
+
+def test_top1_and_top5_count_the_targets_a_naive_ranking_counts():
+    """8 classes, random logits, each target the class ranked (i mod 8)-th for image i, in two batches: top-1 counts
+    the 2 of 16 ranked first, top-5 the 10 ranked in the first five (top-6 would count 12), as timm's accuracy does."""
+    torch.manual_seed(0)
+    head = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 8))
+    images = torch.randn(16, 3, 4, 4)
+    with torch.no_grad():
+        logits = head(images)
+    targets = logits.argsort(1, descending=True)[torch.arange(16), torch.arange(16) % 8]
+    loader = [(images[:8], targets[:8], []), (images[8:], targets[8:], [])]
+    result = evaluate(head, loader, 8, StepSettings(torch.device("cpu")))
+    top1, top5 = timm.utils.accuracy(logits, targets, topk=(1, 5))
+    assert result.k == 5 and [result.top1, result.topk] == pytest.approx([top1.item(), top5.item()])
+    assert (result.top1, result.topk) == (12.5, 62.5)

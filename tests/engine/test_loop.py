@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from timm.optim import create_optimizer_v2
-from timm.scheduler import StepLRScheduler
+from timm.scheduler import CosineLRScheduler, StepLRScheduler
 from torch import nn
 
 from swinlite.engine import loop, progress
@@ -35,6 +35,32 @@ def test_every_optimizer_step_averages_its_micro_batches(micro_batches: int, acc
     assert weights == [-float(n) for n in range(1, steps + 1)]
     shown = [line.split(" loss")[0] for line in capsys.readouterr().out.splitlines()]
     assert shown == [f"train step {n}/{steps}" for n in range(1, steps + 1)]  # optimizer steps, not micro-batches
+
+
+@pytest.mark.parametrize("accum_steps", [1, 2])
+def test_optimizer_step_n_runs_at_the_lr_the_schedule_gives_step_n(accum_steps: int):
+    """A warm-up from lr 0 over 4 steps: the n-th optimizer step (from 0) runs at the lr of timm's scheduler after
+    ``step_update(n)``, 0, 0.25, 0.5, 0.75 (one step ahead, 0.25 ... 1.0, the warm-up skipped its lr 0). A loss of w
+    has gradient 1: SGD's step moves w by -lr."""
+    model = nn.Linear(1, 1, bias=False)
+    nn.init.zeros_(model.weight)
+    optimizers = [torch.optim.SGD(model.parameters(), lr=1.0), torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)]
+    scheduler, by_hand = (
+        CosineLRScheduler(o, t_initial=8, warmup_t=4, warmup_lr_init=0.0, t_in_epochs=False) for o in optimizers
+    )
+    weights = [0.0]
+    train_one_epoch(
+        model, [torch.ones(1, 1)] * (4 * accum_steps), lambda m, x: StepOutput(m(x).sum(), 1), optimizers[0],
+        scheduler, EpochPosition(), StepSettings(torch.device("cpu"), accum_steps=accum_steps), total=4 * accum_steps,
+        scaler=torch.amp.GradScaler("cpu", enabled=False), on_step=lambda p: weights.append(model.weight.item()),
+    )  # fmt: skip
+    ran_at = [weights[n] - weights[n + 1] for n in range(4)]
+    expected = []
+    for n in range(4):  # the scheduler stepped by hand
+        by_hand.step_update(n)
+        expected.append(optimizers[1].param_groups[0]["lr"])
+    assert expected == [0.0, 0.25, 0.5, 0.75]
+    assert ran_at == pytest.approx(expected)
 
 
 @pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")  # the grads are reset to None

@@ -11,9 +11,10 @@ from swinlite.fast import accelerate, blocks
 from swinlite.models.swin import BlockOptions, SwinBlock, window_geometry
 
 
-def block_pair(shift: bool, mask_padding: bool, rel_pos: str) -> tuple[SwinBlock, SwinBlock]:
+def block_pair(shift: bool, mask_padding: bool, rel_pos: str, drop_path: float = 0.0) -> tuple[SwinBlock, SwinBlock]:
     torch.manual_seed(0)
-    reference = SwinBlock(8, 2, (4, 4), shift=shift, rel_pos=rel_pos, options=BlockOptions(mask_padding=mask_padding))
+    options = BlockOptions(mask_padding=mask_padding)
+    reference = SwinBlock(8, 2, (4, 4), shift=shift, drop_path=drop_path, rel_pos=rel_pos, options=options)
     return accelerate(copy.deepcopy(reference)), reference
 
 
@@ -32,6 +33,21 @@ def test_fast_path_equals_reference_path(size, shift, mask_padding, rel_pos, tra
     if not train:
         with torch.no_grad():
             torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
+
+
+def test_fast_path_drops_the_branches_the_reference_path_drops():
+    """Stochastic depth in training: from the same random state the fast block drops the residual branches of the
+    samples the reference block drops (values and gradients); from another state, others."""
+    fast, reference = (b.train() for b in block_pair(shift=True, mask_padding=True, rel_pos="table", drop_path=0.5))
+    x, grad = torch.randn(8, 5, 9, 8), torch.randn(8, 5, 9, 8)
+    results = []
+    for block in (fast, reference):
+        torch.manual_seed(1)
+        results.append(values_and_gradients(block, x, grad))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    torch.manual_seed(2)
+    assert not torch.allclose(fast(x), results[0][0])  # the drops depend on the random state: stochastic depth ran
 
 
 @pytest.mark.parametrize("shift", [False, True])

@@ -15,11 +15,11 @@ from swinlite.fast import FastSwinV2Block, FastWindowAttentionV2, accelerate, bl
 from swinlite.models.swin import BlockOptions, ContinuousPositionBias, SwinV2Block
 
 
-def block_pair(shift: bool, mask_padding: bool) -> tuple[SwinV2Block, SwinV2Block]:
+def block_pair(shift: bool, mask_padding: bool, drop_path: float = 0.0) -> tuple[SwinV2Block, SwinV2Block]:
     """(fast, reference) V2 blocks with every weight random (the post-norms start at zero otherwise)."""
     torch.manual_seed(0)
     options = BlockOptions(mask_padding=mask_padding)
-    reference = SwinV2Block(8, 2, (4, 4), shift=shift, pretrained_window=(3, 3), options=options)
+    reference = SwinV2Block(8, 2, (4, 4), shift=shift, drop_path=drop_path, pretrained_window=(3, 3), options=options)
     with torch.no_grad():
         for name, p in reference.named_parameters():
             p.copy_(torch.randn_like(p) * 0.3 + ("norm" in name and name.endswith("weight")))
@@ -45,6 +45,22 @@ def test_fast_v2_block_equals_reference_block(monkeypatch, size, shift, mask_pad
     if not train:
         with torch.no_grad():
             torch.testing.assert_close(fast(x), reference(x), rtol=1e-5, atol=1e-5)
+
+
+def test_fast_v2_block_drops_the_branches_the_reference_block_drops(monkeypatch):
+    """Stochastic depth in training: from the same random state the fast V2 block drops the residual branches of the
+    samples the reference block drops (values and gradients); from another state, others."""
+    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)  # as above: the reference's linears
+    fast, reference = (b.train() for b in block_pair(shift=True, mask_padding=True, drop_path=0.5))
+    x, grad = torch.randn(8, 5, 9, 8), torch.randn(8, 5, 9, 8)
+    results = []
+    for block in (fast, reference):
+        torch.manual_seed(1)
+        results.append(values_and_gradients(block, x, grad))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    torch.manual_seed(2)
+    assert not torch.allclose(fast(x), results[0][0])  # the drops depend on the random state: stochastic depth ran
 
 
 # linears of CPU inference: addmm, or oneDNN (fp32: where PyTorch has it; bf16: where this CPU computes bf16 in it)

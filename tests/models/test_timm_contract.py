@@ -778,6 +778,23 @@ def test_window_size_per_stage_builds_timms_model(v2, windows):
                 model.set_input_size(img_size=80)
 
 
+def _drop_path_rates(model: torch.nn.Module) -> list[float]:
+    """Both residual branches' stochastic-depth rates, block by block (0 for an identity, as both build a rate 0)."""
+    branches = [(b.drop_path1, b.drop_path2) for stage in model.layers for b in stage.blocks]
+    return [getattr(branch, "drop_prob", 0.0) for pair in branches for branch in pair]
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
+def test_stochastic_depth_rises_over_the_blocks_as_timms(v2):
+    """drop_path_rate rises linearly from 0 at the first block to the rate at the last, across the stages, as in
+    timm's Swin (one rate in every block passed every other test)."""
+    v1_names = (TINY, "swin_tiny_patch4_window7_224")
+    names = ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256") if v2 else v1_names
+    ours, theirs = (timm.create_model(name, **dict(_SET_SIZE_MODEL, drop_path_rate=0.3)) for name in names)
+    assert _drop_path_rates(ours) == pytest.approx(_drop_path_rates(theirs))
+    assert _drop_path_rates(ours)[::2] == pytest.approx([0.0, 0.075, 0.15, 0.225, 0.3])  # depths (1, 1, 2, 1)
+
+
 @pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
 @pytest.mark.parametrize("call", [dict(img_size=96), dict(img_size=(64, 96), patch_size=2)], ids=["size", "patch"])
 def test_set_input_size_is_recorded_so_that_timm_rebuilds_the_model(v2, call):

@@ -67,6 +67,20 @@ def warn_long_accumulation(cfg: OptimConfig, batches: int) -> None:
     )
 
 
+def warn_short_batch(cfg: OptimConfig, batch_size: int, shard: int) -> None:
+    """A UserWarning where ``data.batch_size`` exceeds the ``shard`` training samples a process gets (a task that keeps
+    the last incomplete batch, detection's; the others refuse it: :func:`~swinlite.engine.loaders.build_loaders`):
+    every micro-batch then holds ``shard`` images, while ``optim.lr_base_batch`` scales the lr for ``batch_size``."""
+    if batch_size <= shard or cfg.lr_base_batch is None:
+        return
+    warnings.warn(
+        f"data.batch_size={batch_size} exceeds the {counted(shard, 'training sample')} a process gets: every "
+        f"micro-batch holds {shard}, yet optim.lr_base_batch scales the lr for {batch_size}; "
+        f"set data.batch_size={shard}",
+        stacklevel=2,
+    )
+
+
 def build_optimizer(model: nn.Module, cfg: OptimConfig, global_batch: int) -> torch.optim.Optimizer:
     """timm optimizer; no weight decay on norms, biases (anything 1-D) and ``no_weight_decay()`` names; layer-wise
     lr decay through the model's ``group_matcher`` when ``layer_decay`` is set. Frozen parameters are left out.

@@ -91,6 +91,7 @@ from .optim import (
     regrouped,
     regrouped_by_name,
     warn_long_accumulation,
+    warn_short_batch,
 )
 from .progress import is_logged
 from .task import RunContext, Task
@@ -376,6 +377,7 @@ class Trainer:
         )
         self.batches = batches_per_epoch(self.loaders[0], cfg.train.max_iters, cfg.optim.accum_steps)
         warn_long_accumulation(cfg.optim, self.batches)
+        warn_short_batch(cfg.optim, cfg.data.batch_size, math.ceil(len(train_ds) / dist.world_size))
         model = self.task.build_model().to(device)
         if cfg.model.grad_checkpointing:
             with refused_alike(dist):  # every process built the same model: its refusal is said once

@@ -19,6 +19,7 @@ from swinlite.engine.optim import (
     check_optimizer,
     lr_scale,
     warn_long_accumulation,
+    warn_short_batch,
 )
 from swinlite.engine.preflight import SCHEDULE_READS, check_model_structure, check_run
 from swinlite.engine.sections import OptimConfig
@@ -322,4 +323,17 @@ def test_accumulation_beyond_the_epoch_is_one_warning(accum_steps: int, base: in
     """24 images in batches of 8 with optim.accum_steps=4: every step averaged 3 micro-batches at the lr that
     optim.lr_base_batch scales for 4 (4e-3 where 3 would take 3e-3), without a word."""
     warn_long_accumulation(OptimConfig(accum_steps=accum_steps, lr_base_batch=base), batches=3)
+    assert [str(w.message) for w in recwarn] == ([said] if said else [])
+
+
+@pytest.mark.parametrize(("batch_size", "base", "said"), [
+    (16, 16, "data.batch_size=16 exceeds the 8 training samples a process gets: every micro-batch holds 8, yet "
+             "optim.lr_base_batch scales the lr for 16; set data.batch_size=8"),
+    (16, None, None),  # the lr as set, whatever the batch
+    (8, 16, None),
+])  # fmt: skip
+def test_a_batch_beyond_the_shard_is_one_warning(batch_size: int, base: int | None, said: str | None, recwarn):
+    """Detection (which keeps the last incomplete batch) on 8 images with data.batch_size=16: each step took 8 images
+    at the lr optim.lr_base_batch scales for 16, twice the lr per image, without a word."""
+    warn_short_batch(OptimConfig(lr_base_batch=base), batch_size, shard=8)
     assert [str(w.message) for w in recwarn] == ([said] if said else [])

@@ -23,7 +23,9 @@ Supported layouts, detected from the keys:
 - ``huggingface``: transformers ``SwinModel`` / ``SwinForImageClassification`` (``swin.`` prefix,
   separate ``query``/``key``/``value``) and ``SwinBackbone`` (``hidden_states_norms.stageN``), as saved
   by transformers 4 or held in memory by transformers 5 (``attention.q_proj``/``k_proj``/``v_proj``/``o_proj``,
-  ``mlp.fc1``/``fc2``: the renames of its own ``conversion_mapping``).
+  ``mlp.fc1``/``fc2``: the renames of its own ``conversion_mapping``). A ``SwinBackbone`` (an UperNet's too) runs its
+  Swin with ``always_partition=True``: it keeps the shift in a stage whose map fits one window, which swinlite drops,
+  so those levels differ from its ``feature_maps`` (a warning says so: :data:`SWIN_BACKBONE_NOTE`).
 - ``swinlite-detection`` / ``swinlite-segmentation``: the weights of a swinlite detection or segmentation run
   (``scripts/train_detection.py``'s, ``train_segmentation.py``'s): their Swin, in swinlite's layout behind
   ``backbone.body.model.`` / ``backbone.model.`` (:data:`RUN_SWIN_PREFIXES`); the FPN and heads are dropped, as
@@ -42,8 +44,14 @@ swinlite run's features-only Swin too, which has none). A checkpoint without one
 pruned of the final norm it does not use (detection's and segmentation's backbones); a model that uses it refuses it,
 saying why (:func:`missing_final_norm`).
 
+A Swin-V2 file's own coordinates (``relative_coords_table``: the release's, torchvision's, mmpretrain's) state the
+window it was trained at and the one they were normalised by: swinlite builds its own, and where a conversion is for a
+model whose coordinates differ, a warning names the ``window_size`` and ``pretrained_window_sizes`` the file implies
+(:func:`_other_coords_note`).
+
 Any layout may come as saved from a ``DistributedDataParallel`` / ``DataParallel`` or ``torch.compile`` wrapper,
-every key behind ``module.`` or ``_orig_mod.`` (:func:`without_wrapper_prefix`).
+every key behind ``module.`` or ``_orig_mod.``, or from a ``torch.optim.swa_utils.AveragedModel`` (EMA weights, as
+torchvision's reference ``train.py`` saves them: ``n_averaged`` beside ``module.*``) (:func:`without_wrapper_prefix`).
 """
 
 from __future__ import annotations
@@ -85,9 +93,16 @@ def warn_at_caller(message: str) -> None:
 
 FIRST_CONV = "patch_embed.proj.weight"  # the patch embedding: its input channels are in_chans
 # Buffers some layouts save that swinlite rebuilds itself.
-_DROPPED = ("relative_position_index", "relative_coords_table", "attn_mask")
+_DROPPED = ("relative_position_index", "attn_mask")
+# a Swin-V2 block's coordinates, as the Microsoft release, torchvision and mmpretrain save them ((1, 2Wh-1, 2Ww-1, 2),
+# renamed with the block's keys): swinlite builds its own (rel_pos.coords), but compares them first, for they record
+# the window the file was trained at and the one its coordinates were normalised by (:func:`_other_coords_note`)
+COORDS_TABLE = "attn.relative_coords_table"
 # before every key of a state dict saved from a wrapper: (Distributed)DataParallel's, torch.compile's
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+# the one key torch.optim.swa_utils.AveragedModel's state dict holds beside its module's (behind module.): the count
+# of models it averaged
+AVERAGED_COUNT = "n_averaged"
 # layout -> where the weights of a swinlite detection / segmentation run, of a bare SwinFPNBackbone or of a bare
 # features_only model hold their Swin (a features-only one: no final norm, no classifier); every other key is the FPN
 # and heads. Read where the Swin's stages follow the prefix: a Swin checkpoint's own keys never start with one
@@ -105,10 +120,16 @@ def without_wrapper_prefix(state_dict: Mapping[str, torch.Tensor]) -> StateDict:
     ``_orig_mod.`` a ``torch.compile`` wrapper, puts before every key (a training script of another code base that
     saved the wrapper, not the model; both nest, in either order).
 
+    An ``AveragedModel``'s (``torch.optim.swa_utils``: torchvision's reference ``train.py`` saves its ``--model-ema``
+    weights so, as ``model_ema``) is one such wrapper: its module's keys behind ``module.``, beside its count
+    ``n_averaged`` (:data:`AVERAGED_COUNT`), which is dropped, also where timm's loader removed the prefix before.
+
     Only a prefix every key has is removed: a state dict where some keys lack it is no wrapper's, and stays as it
     is (for the key checks to name).
     """
     unwrapped = dict(state_dict)
+    if len(unwrapped) > 1:  # no Swin layout has the key: an AveragedModel's module beside it
+        unwrapped.pop(AVERAGED_COUNT, None)
     while unwrapped and (
         prefix := next((p for p in WRAPPER_PREFIXES if all(k.startswith(p) for k in unwrapped)), None)
     ):
@@ -191,7 +212,7 @@ def convert_when_loaded(
         if layout == "swinlite":
             swinlite = without_wrapper_prefix(unwrapped)  # a wrapper's prefix removed, as _converted removes it
         else:
-            swinlite = _converted_layout(unwrapped, layout, None, strict=strict)
+            swinlite = _converted_layout(unwrapped, layout, None, strict=strict, compared_with=model)
         converted = embed_shrunk_tables(swinlite, model)
     state_dict.clear()
     state_dict.update(converted)
@@ -358,7 +379,19 @@ def _hf4_key(key: str) -> str:
     return key
 
 
+# what converting a SwinBackbone's file (its hidden_states_norms) warns: where its feature maps and swinlite's differ
+SWIN_BACKBONE_NOTE = (
+    "a Hugging Face SwinBackbone's weights (hidden_states_norms): transformers' SwinBackbone runs its Swin with "
+    "always_partition=True, which keeps the shifted windows of a stage whose map is no larger than its window (the "
+    "7x7 last stage of a window-7 model at 224), where swinlite (as timm, Microsoft's Swin and transformers' "
+    "SwinModel) drops the shift: the feature maps of such stages (the last level or levels) differ from "
+    "SwinBackbone's feature_maps, the others match"
+)
+
+
 def _from_huggingface(state_dict: StateDict) -> StateDict:
+    """A Hugging Face Swin's state dict (:data:`_HF_BLOCK_RENAMES`); a SwinBackbone's per-level norms
+    ``hidden_states_norms.stageN`` become ``out_norms.N-1``, with a warning (:data:`SWIN_BACKBONE_NOTE`)."""
     state_dict = {_hf4_key(k.removeprefix("swin.")): v for k, v in state_dict.items()}
     last = _last_stage(list(state_dict), r"^encoder\.layers\.(\d+)\.")
     out, norms = {}, {}
@@ -383,6 +416,8 @@ def _from_huggingface(state_dict: StateDict) -> StateDict:
             key = key.replace("embeddings.norm.", "patch_embed.norm.")
             key = re.sub(r"^layernorm\.", "norm.", key)
             out[re.sub(r"^classifier\.", "head.fc.", key)] = value
+    if norms:
+        warn_at_caller(SWIN_BACKBONE_NOTE)
     return _with_out_norms(out, norms, last)
 
 
@@ -495,7 +530,7 @@ def backbone_state_dict(checkpoint: Mapping[str, object], model: nn.Module | Non
     classifier's does; its loader (:func:`~swinlite.load_checkpoint`) then embeds them."""
     state_dict = unwrap_checkpoint(checkpoint, stacklevel=3)  # the line calling backbone_state_dict
     layout = detect_layout(state_dict)
-    out = _converted_layout(state_dict, layout, None)
+    out = _converted_layout(state_dict, layout, None, compared_with=model)
     if model is not None and layout in _TIMM_FILES:
         out, shrunk = _resize_shrunk_tables(out, model, resize_whole=True)
         if shrunk:
@@ -552,16 +587,20 @@ def _converted_layout(
     strict: bool = True,
     pruned: tuple[str, ...] = (),
     new_classifier: bool = True,
+    compared_with: nn.Module | None = None,
 ) -> StateDict:
     """A state dict of ``layout`` (unwrapped, detected) in swinlite's layout, fitted to ``model`` where given
     (``pruned``: the key prefixes of what the model's feature wrapper prunes, which need not come from it;
-    ``new_classifier``: :func:`convert_pretrained`'s)."""
-    state_dict = without_wrapper_prefix(state_dict)
+    ``new_classifier``: :func:`convert_pretrained`'s). A V2 file's coordinates are compared with those of ``model``,
+    or of ``compared_with`` (the model a conversion not fitted here is loaded into), with a warning where they
+    differ (:func:`_other_coords_note`)."""
+    kept = {k: v for k, v in without_wrapper_prefix(state_dict).items() if not k.endswith(_DROPPED)}
     if layout in _CONVERTERS:
-        out = _CONVERTERS[layout]({k: v for k, v in state_dict.items() if not k.endswith(_DROPPED)})
+        out = _CONVERTERS[layout](kept)
     else:
         rename = _RENAMES[layout]
-        out = {rename(k): v for k, v in state_dict.items() if not k.endswith(_DROPPED)}
+        out = {rename(k): v for k, v in kept.items()}
+    coords = {k: out.pop(k) for k in [k for k in out if k.endswith(COORDS_TABLE)]}
     try:
         check_weight_values(out)
         if model is not None:  # timm's loader resizes only its own files' tables (timm's layout, or the release's)
@@ -573,6 +612,9 @@ def _converted_layout(
         if layout not in RUN_SWIN_PREFIXES:
             raise
         raise ValueError(f"{e}; the file was read as {describe_layout(layout)}") from None
+    compared = model if model is not None else compared_with
+    if compared is not None and (note := _other_coords_note(coords, compared)) is not None:
+        warn_at_caller(note)
     return out
 
 
@@ -878,6 +920,99 @@ def _resized_tables_note(resized: list[str], shrunk: list[str], model: nn.Module
             f"img_size ({shown}), embedded in the model's"
         )
     return f"{note}: {first_keys(resized + shrunk, 4)}"
+
+
+def _other_coords_note(tables: Mapping[str, torch.Tensor], model: nn.Module) -> str | None:
+    """The warning for a Swin-V2 file whose blocks' saved coordinates (``tables``: each ``relative_coords_table`` by
+    its swinlite key, :data:`COORDS_TABLE`) are not those ``model``'s blocks build (their window's, normalised by
+    their pretrained window); None where they are, or where the model has no such block (V1 blocks, a stage it lacks:
+    the fitting names those keys). The offsets both windows hold are compared: a stage whose window the model shrinks
+    to its map (as the release and timm do) sees the file's coordinates there.
+
+    It names the ``window_size`` and ``pretrained_window_sizes`` the file implies (:func:`_coords_window`), the
+    model's, and what to pass. The weights load all the same, as a V1 table of another window loads resized: the
+    position bias MLP is a function of the coordinates, and a model of another window may be what the user wants
+    (fine-tuning at a larger one); the warning says that it then sees other coordinates than in training.
+    """
+    from .models.swin import ContinuousPositionBias  # the model module imports this one
+
+    theirs: dict[int, tuple[tuple[int, int], tuple[int, int]] | None] = {}  # stage -> (window, normalised by)
+    ours: dict[int, tuple[int, int] | None] = {}  # stage -> the model's pretrained window
+    differ = set()
+    for key, table in sorted(tables.items()):
+        try:
+            rel_pos = model.get_submodule(key.removesuffix(COORDS_TABLE) + "attn.rel_pos")
+        except AttributeError:
+            continue
+        if not isinstance(rel_pos, ContinuousPositionBias) or len(rel_pos.window) != 2:
+            continue
+        stage = int(key.split(".")[1])
+        ours.setdefault(stage, rel_pos.pretrained_window)
+        implied = _coords_window(table)
+        theirs.setdefault(stage, implied)
+        if implied is None or not _same_coords(table, implied[0], rel_pos):
+            differ.add(stage)
+    if not differ:
+        return None
+    stages = f"stage{'s' if len(differ) > 1 else ''} {', '.join(map(str, sorted(differ)))}"
+    head = f"the checkpoint's Swin-V2 coordinates (relative_coords_table) are not the model's in {stages}"
+    tail = "the weights load, their position bias evaluated at the model's coordinates"
+    if any(theirs[s] is None for s in differ):
+        return f"{head}: they are no window's log-spaced offsets swinlite builds; {tail}"
+    implied = [theirs[s] for s in sorted(theirs)]
+    window = tuple(max(w[i] for w, _ in implied) for i in range(2))  # stages the release shrinks have smaller ones
+    sizes = tuple(_as_arg(norm) for _, norm in implied)
+    model_window = tuple(model.window_size)
+    pretrained = [ours[s] for s in sorted(ours)]
+    model_sizes = None if all(p is None for p in pretrained) else tuple(_as_arg(p or (0, 0)) for p in pretrained)
+    if window != model_window:
+        advice = (
+            f"window_size={_as_arg(window)} (a swinlite_v2_*_window{window[0]}_* variant) to compute what it was "
+            f"trained to, or pretrained_window_sizes={sizes} to run it at window {_as_arg(model_window)} with its "
+            "coordinates (Swin-V2's transfer to a larger window)"
+        )
+    else:
+        advice = f"pretrained_window_sizes={sizes} for its coordinates"
+    return (
+        f"{head}: the file implies window_size={_as_arg(window)} and pretrained_window_sizes={sizes} (the windows its "
+        f"coordinates were normalised by), the model has window_size={_as_arg(model_window)} and "
+        f"pretrained_window_sizes={model_sizes}; {tail}: build it with {advice}"
+    )
+
+
+def _coords_window(table: torch.Tensor) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """(window, the window its offsets were normalised by: timm's ``pretrained_window_size``, or the window itself) of
+    a Swin-V2 block's saved coordinates (1, 2Wh - 1, 2Ww - 1, 2), None where no such pair builds them. The window is
+    the table's shape; the other comes from the largest value per axis, ``v = log2(8 (w - 1) / (p - 1) + 1) / log2(8)``
+    (:func:`~swinlite.models.swin.log_spaced_relative_coords`), so ``p = 1 + 8 (w - 1) / (8^v - 1)``."""
+    from .models.swin import log_spaced_relative_coords  # the model module imports this one
+
+    if table.ndim != 4 or (table.shape[0], table.shape[3]) != (1, 2) or any(g % 2 == 0 for g in table.shape[1:3]):
+        return None
+    window = ((table.shape[1] + 1) // 2, (table.shape[2] + 1) // 2)
+    coords = table.reshape(-1, 2).float()  # (rows, 2), rows as the model's
+    largest = coords.abs().amax(0).tolist()  # per axis: the offset w - 1, normalised and log-spaced
+    norm = tuple(w if v <= 0 else round(1 + 8 * (w - 1) / (8**v - 1)) for w, v in zip(window, largest, strict=True))
+    if not torch.allclose(log_spaced_relative_coords(window, norm), coords, rtol=0, atol=1e-5):
+        return None
+    return window, (norm[0], norm[1])
+
+
+def _same_coords(table: torch.Tensor, window: tuple[int, int], rel_pos: nn.Module) -> bool:
+    """Whether a file's coordinates ``table`` of ``window`` are those of the model's block (``rel_pos``, a
+    :class:`~swinlite.models.swin.ContinuousPositionBias`) at every offset both windows hold."""
+    from .models.swin import log_spaced_relative_coords  # the model module imports this one
+
+    common = tuple(min(a, b) for a, b in zip(window, rel_pos.window, strict=True))
+    model = log_spaced_relative_coords(rel_pos.window, rel_pos.pretrained_window)  # (rows, 2)
+    mine = crop_rel_pos_bias_table(model, rel_pos.window, common)  # the coordinates as a 2-column "table"
+    file = crop_rel_pos_bias_table(table.reshape(-1, 2).float(), window, common)
+    return torch.allclose(file, mine, rtol=0, atol=1e-5)
+
+
+def _as_arg(window: Sequence[int]) -> int | tuple[int, ...]:
+    """A window as a model argument gives it: ``w`` for ``(w, w)``."""
+    return window[0] if len(set(window)) == 1 else tuple(window)
 
 
 _ATTENTION = {  # _attention_kind -> (what it holds, the models that hold it, their names)

@@ -257,28 +257,29 @@ def naive_rel_pos_attention_1d(
 
 
 def as_microsoft_release(
-    timm_state: Mapping[str, torch.Tensor], window: int | None = None
+    timm_state: Mapping[str, torch.Tensor], window: int | None = None, coords: Mapping[str, torch.Tensor] | None = None
 ) -> dict[str, dict[str, torch.Tensor]]:
     """timm's Swin or Swin-V2 state dict as the official release saves it: downsample at the end of a stage, ``head.*``,
     the state dict under ``"model"``.
 
     With ``window``, also the buffers the release saves and the converters drop by name, zeros of that window's
     shapes (N = window²): every block's ``relative_position_index`` (N, N), a shifted (odd) block's ``attn_mask``
-    (1, N, N), a V2 block's ``relative_coords_table`` (1, 2w - 1, 2w - 1, 2).
+    (1, N, N). ``coords``: the buffers of the timm Swin-V2 (``dict(model.named_buffers())``), whose blocks'
+    ``relative_coords_table`` (1, 2w - 1, 2w - 1, 2; the release's own, which swinlite compares with its model's) the
+    file holds too.
     """
     out = {}
     for key, value in timm_state.items():
         key = re.sub(r"^layers\.(\d+)\.downsample", lambda m: f"layers.{int(m.group(1)) - 1}.downsample", key)
         out[key.replace("head.fc.", "head.")] = value
+    out |= {k: v for k, v in (coords or {}).items() if k.endswith(".attn.relative_coords_table")}
     if window is None:
         return {"model": out}
-    n, side = window * window, 2 * window - 1
+    n = window * window
     for key in timm_state:
         if m := re.match(r"^(layers\.\d+\.blocks\.(\d+)\.)attn\.(relative_position_bias_table|logit_scale)$", key):
             block = m.group(1)
             out[block + "attn.relative_position_index"] = torch.zeros(n, n, dtype=torch.long)
             if int(m.group(2)) % 2 == 1:
                 out[block + "attn_mask"] = torch.zeros(1, n, n)
-            if m.group(3) == "logit_scale":
-                out[block + "attn.relative_coords_table"] = torch.zeros(1, side, side, 2)
     return {"model": out}

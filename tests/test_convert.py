@@ -6,6 +6,7 @@ import runpy
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import timm
@@ -18,6 +19,7 @@ from safetensors.torch import load_file, save_file
 from scriptkit import SCRIPTS, load_script  # importing it puts scripts/ on sys.path, where the scripts find _cli
 from timm.layers import to_2tuple
 from timm.models.swin_transformer import checkpoint_filter_fn
+from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 import swinlite
 from swinlite.convert import check_weight_values
@@ -150,6 +152,48 @@ def test_load_state_dict_takes_a_microsoft_release_file(tmp_path, name, timm_nam
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("route", ["load_model", "load_state_dict"])
+@pytest.mark.parametrize(
+    ("file_kwargs", "model_kwargs", "note"),
+    [
+        ({}, {}, None),  # the release's coordinates are the model's: silent
+        (dict(pretrained_window_sizes=(2,) * 4), dict(pretrained_window_sizes=(2,) * 4), None),
+        # another window (torchvision's swin_v2_t into a window-16 model): the last stage's, shrunk to 4, agrees
+        ({}, dict(window_size=8), r"in stages 0, 1, 2: the file implies window_size=4 and pretrained_window_sizes="
+         r"\(4, 4, 4, 4\) .* the model has window_size=8 and pretrained_window_sizes=None; .* build it with "
+         r"window_size=4 .*, or pretrained_window_sizes=\(4, 4, 4, 4\) to run it at window 8"),
+        # coordinates normalised by another window (a release file fine-tuned from it)
+        (dict(pretrained_window_sizes=(2,) * 4), {}, r"in stages 0, 1, 2, 3: the file implies window_size=4 and "
+         r"pretrained_window_sizes=\(2, 2, 2, 2\) .* build it with pretrained_window_sizes=\(2, 2, 2, 2\) for its"),
+    ],
+    ids=["same", "same-pretrained-window", "other-window", "other-pretrained-window"],
+)  # fmt: skip
+def test_a_swin_v2_files_coordinates_of_other_windows_are_named(tmp_path, file_kwargs, model_kwargs, note, route):
+    """A V2 file's relative_coords_table (the release's, torchvision's) states the window it was trained at and the one
+    its coordinates were normalised by: it was dropped silently, and the model used its own (the tour: a release
+    file fine-tuned from window 8 loaded without pretrained_window_sizes, features 0.115 off timm's). Reference:
+    timm's Swin-V2 whose weights and coordinates the file holds; one warning per load, not one per block."""
+    torch.manual_seed(0)
+    ref = _timm_pico("swinv2_tiny_window8_256", **file_kwargs).eval()
+    with torch.no_grad():
+        for p in ref.parameters():  # V2's post-norms start at zero: its blocks would add nothing to the logits
+            p.add_(torch.randn_like(p), alpha=0.5)
+    torch.save(as_microsoft_release(ref.state_dict(), window=4, coords=dict(ref.named_buffers())), tmp_path / "v2.pth")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if route == "load_model":
+            model = load_model(tmp_path / "v2.pth", "swinlite_v2_pico_patch2_window4_32", img_size=64, **model_kwargs)
+        else:
+            model = timm.create_model("swinlite_v2_pico_patch2_window4_32", img_size=64, **model_kwargs)
+            model.load_state_dict(torch.load(tmp_path / "v2.pth", weights_only=True))
+    notes = [str(w.message) for w in caught if "relative_coords_table" in str(w.message)]
+    assert len(notes) == (note is not None) and all(re.search(note, n) for n in notes), notes
+    if note is None:  # the model computes what the file was trained to
+        x = torch.randn(1, 3, 64, 64)
+        with torch.no_grad():
+            torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-4)
+
+
 @pytest.mark.parametrize(
     "wrap",
     [lambda state: {"model": state}, lambda state: {"state_dict": state, "epoch": 3}],
@@ -266,6 +310,42 @@ def test_a_training_checkpoint_with_ema_weights_loads_them_on_every_route(tmp_pa
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
         torch.testing.assert_close(model.eval()(x), ref(x), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("route", ["load_model", "convert_state_dict", "checkpoint_path", "pretrained_file"])
+def test_a_torchvision_training_checkpoint_with_ema_weights_loads_them(tmp_path, route):
+    """torchvision's reference train.py saves its --model-ema weights as an AveragedModel's state dict under model_ema
+    (``n_averaged`` beside ``module.*``): every route refused the file, as an unknown layout (a prefix that one key
+    lacks is no wrapper's) or, where timm's loader removed ``module.``, for its integer n_averaged. Reference: the
+    AveragedModel's module."""
+    torch.manual_seed(0)
+    raw = torchvision.models.swin_transformer.SwinTransformer(
+        patch_size=[4, 4], embed_dim=16, depths=[1] * 4, num_heads=[1] * 4, window_size=[7, 7], num_classes=5
+    )
+    ema = torch.optim.swa_utils.AveragedModel(raw, multi_avg_fn=get_ema_multi_avg_fn(0.99), use_buffers=True)
+    with torch.no_grad():
+        for p in ema.module.parameters():
+            p.add_(torch.randn_like(p), alpha=0.02)  # the EMA weights, not the raw ones
+    path = tmp_path / "checkpoint.pth"
+    torch.save({"model": raw.state_dict(), "model_ema": ema.state_dict(), "args": argparse.Namespace(lr=0.5)}, path)
+    narrow = dict(SMALL, embed_dim=16, num_heads=(1, 1, 1, 1), num_classes=5)
+    lite = "swinlite_tiny_patch4_window7_224"
+    both = r"holds EMA weights \(model_ema\) and raw ones \(model\): loading the EMA weights"
+    if route == "checkpoint_path":
+        model = timm.create_model(lite, checkpoint_path=str(path), **narrow)
+    elif route == "pretrained_file":
+        model = timm.create_model(lite, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **narrow)
+    else:
+        with pytest.warns(UserWarning, match=both):
+            if route == "load_model":
+                model = load_model(path, lite, **narrow)
+            else:
+                model = timm.create_model(lite, **narrow)
+                with torch.serialization.safe_globals([argparse.Namespace]):
+                    model.load_state_dict(swinlite.convert_state_dict(torch.load(path, weights_only=True)))
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(x), ema.module.eval()(x), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("route", ["load_state_dict", "convert_state_dict", "load_checkpoint", "load_model"])
@@ -599,10 +679,10 @@ def test_convert_script_refuses_flags_that_contradict_the_recorded_model(tmp_pat
     assert code == 2 and message in stderr and not out.exists(), stderr
 
 
-def _timm_pico(arch: str = "swin_tiny_patch4_window7_224", img_size: int = 64) -> torch.nn.Module:
+def _timm_pico(arch: str = "swin_tiny_patch4_window7_224", img_size: int = 64, **kwargs: Any) -> torch.nn.Module:
     """timm's Swin (or Swin-V2, ``arch``) at swinlite pico's sizes (img 64: no window clamped to a smaller last map)."""
-    return timm.create_model(arch, patch_size=2, embed_dim=32, depths=(1, 1, 2, 1),
-                             num_heads=(1, 2, 4, 8), window_size=4, img_size=img_size, num_classes=10)  # fmt: skip
+    return timm.create_model(arch, patch_size=2, embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8),
+                             window_size=4, img_size=img_size, num_classes=10, **kwargs)  # fmt: skip
 
 
 @pytest.mark.parametrize("layout, flags", [("swinlite", []), ("timm", ["--model", PICO])])

@@ -112,7 +112,7 @@ def test_official_layout_file_by_release_url(window16, tmp_path, monkeypatch):
     url = get_pretrained_cfg(WINDOW16).url
     checkpoints = tmp_path / "hub" / "checkpoints"
     checkpoints.mkdir(parents=True)
-    release = as_microsoft_release(window16.state_dict(), window=8)
+    release = as_microsoft_release(window16.state_dict(), window=8, coords=dict(window16.named_buffers()))
     assert swinlite.detect_layout(release["model"]) == "microsoft"
     torch.save(release, checkpoints / url.rsplit("/", 1)[1])
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))

@@ -319,6 +319,9 @@ META = {"model": PICO, "model_args": {"num_classes": 3}, "classes": ["cat", "dog
         ({"preprocessing": PRE | {"crop_pct": 1.5}}, "preprocessing crop_pct must be"),
         ({"preprocessing": PRE | {"input_size": [3, 0, 16]}}, "preprocessing input_size must be"),
         ({"preprocessing": PRE | {"std": [0.2, 0.0, 0.2]}}, "preprocessing std must be positive"),
+        # every prediction NaN, without an error
+        ({"preprocessing": PRE | {"mean": [float("nan"), 0.5, 0.5]}}, "preprocessing mean must be 3 finite numbers"),
+        ({"preprocessing": PRE | {"std": [0.2, float("inf"), 0.2]}}, "preprocessing std must be 3 finite numbers"),
         ({"weights": "best"}, "weights must be one of raw, ema"),
         ({"format": 2}, "metadata format 2 is not 1"),
     ],

@@ -48,6 +48,7 @@ def test_unknown_key_in_yaml(tmp_path: Path):
         ("train.epochs=ten", "train.epochs.*expected an integer"),
         ("train.epochs=2.5", "train.epochs.*expected an integer"),
         ("train.deterministic=maybe", "expected true or false"),
+        ("train.deterministic=1", "expected true or false"),  # an int is no bool: config.yaml held the number
         ("data.scale=0.5", "data.scale.*list of 2 values"),
         ("epochs", "not of the form section.key=value"),
     ],

@@ -206,6 +206,18 @@ def test_a_weights_file_that_cannot_be_read_is_named_before_timm_reads_it(offlin
         cached.write_bytes(whole)
 
 
+def test_a_torch_checkpoint_cut_short_is_named_before_timm_reads_it(tmp_path):
+    """Only cut safetensors files were tried; a .pth cut short gave timm's "PytorchStreamReader failed reading zip
+    archive" without the check (and a training run's model.pretrained, after the data scan)."""
+    name = "swinlite_pico_patch2_window4_32"
+    torch.save(timm.create_model(name).state_dict(), tmp_path / "whole.pth")
+    whole = (tmp_path / "whole.pth").read_bytes()
+    (tmp_path / "cut.pth").write_bytes(whole[: len(whole) // 2])
+    cut = dict(pretrained=True, pretrained_cfg_overlay=dict(file=str(tmp_path / "cut.pth")))
+    with pytest.raises(ValueError, match=r"cut\.pth' is a damaged \(truncated\?\) torch checkpoint"):
+        timm.create_model(name, **cut)
+
+
 @pytest.mark.parametrize("in_chans", [1, 4])
 def test_in_chans_adapts_the_first_conv_as_timm_does(reduced_tiny, in_chans):
     theirs = timm.create_model(TINY_FT, pretrained=True, in_chans=in_chans, **REDUCED)

@@ -3,7 +3,8 @@
 Weights written by scripts/train.py need nothing else: the model, classes and preprocessing are read
 from the file, and a flag that contradicts it is an error (before the output folder is checked). swinlite, timm,
 official Microsoft or torchvision Swin checkpoints are read too: pass --model for those (not for one that
-convert_checkpoint.py --model converted: it records its model), and --class-order where their class folders order
+convert_checkpoint.py --model converted: it records its model; nor for the model.safetensors of a folder timm's
+save_for_hf wrote: its config.json does), and --class-order where their class folders order
 otherwise sorted than naturally (which order the outputs follow depends on the code that trained them).
 Loading is strict. eval.json records the checkpoint, the kind of weights it gave (ema or raw), --data-dir, --split and
 --amp with the numbers; a folder holding an earlier run's outputs (this script's eval.json and confusion_matrix.png) is

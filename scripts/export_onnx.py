@@ -38,9 +38,10 @@ and preprocessing (for a detector: category ids and names, test and max size, me
 mean, std and test settings) come from the file (--ema: the run's EMA weights) and go into the ONNX model's
 metadata_props (JSON values, with "task", "input_sizes" and "swinlite", the exporting version; --features adds
 "out_indices", the levels it holds, and "out_norm", whether they pass through per-level norms). Other layouts need
---model, but for a file convert_checkpoint.py --model converted (it records its model); --model alone exports the
-model's published pretrained weights (timm's file, as with --checkpoint FILE; as in
-predict.py, a name without any is an error). The graph is taken with torch.export (non-strict) and converted by
+--model, but for a file convert_checkpoint.py --model converted (it records its model) and the model.safetensors of a
+folder timm's save_for_hf wrote (its config.json records it); --model alone exports the model's published pretrained
+weights (timm's file, as with --checkpoint FILE; as in predict.py, a name without any is an error). The graph is
+taken with torch.export (non-strict) and converted by
 torch.onnx's dynamo exporter; the file names its input's dynamic dims "batch", "height" and "width". The check (skip
 with --no-check) runs the file in ONNX Runtime at three sizes of the range (--size, else the model's size brought into
 the range, at batch 3; one of other remainders, 7/8 of its height and 3/2 of its width (224x224: 197x339), at batch 2;

@@ -7,8 +7,9 @@ Examples:
         --input images/ --output feats/ --size 224 224 --dtype float16 --batch-size 32
 
 Weights written by scripts/train.py need no --model (the model and its normalization come from the file); other layouts
-need --model (but for one that convert_checkpoint.py --model converted: it records it); --model alone extracts with the
-model's published pretrained weights (timm's, as predict.py; a name without any is an error). Each image is resized
+need --model (but for one that convert_checkpoint.py --model converted: it records it; and the model.safetensors of a
+folder timm's save_for_hf wrote: its config.json does); --model alone extracts with the model's published pretrained
+weights (timm's, as predict.py; a name without any is an error). Each image is resized
 whole to --size (bicubic, the aspect ratio not kept, no crop: the maps cover the whole image), not by the classifier's
 resize and centre crop. Writes feats/features/<relative image path>.safetensors per image (a name beyond the
 filesystem's 255 bytes cut, ending in ~ and a hash of the whole; read them with swinlite.features.load_features: each

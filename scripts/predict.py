@@ -15,9 +15,10 @@ checkpoint, an image); it is written whole once every image is labelled, replaci
 run's evaluation transform, recorded in the checkpoint, so predictions on the run's val folder score its val top-1.
 With --model alone the timm model's pretrained weights are used (ImageNet class names from timm's ImageNetInfo); --model
 with --checkpoint reads a file of another layout (official, timm, torchvision, ...; one that convert_checkpoint.py
---model converted records its model, and needs no --model). --amp bf16 (fp16: CUDA only) runs the model under autocast,
-as evaluate.py --amp (the probabilities within bf16's rounding of fp32's); the summary line names it (not with --onnx or
---compile).
+--model converted records its model, and needs no --model, as the model.safetensors of a folder timm's save_for_hf
+wrote, whose config.json records its model, preprocessing and classes). --amp bf16 (fp16: CUDA only) runs the model
+under autocast, as evaluate.py --amp (the probabilities within bf16's rounding of fp32's); the summary line names it
+(not with --onnx or --compile).
 
 --onnx FILE runs a file of scripts/export_onnx.py in ONNX Runtime with NumPy and Pillow only (torch is not
 imported): the classes and preprocessing come from the file's metadata, the preprocessing is timm's evaluation

@@ -6,8 +6,9 @@ Examples:
         --image cat.jpg --output plots/
 
 Weights written by scripts/train.py need no --model; other layouts do (but for one that convert_checkpoint.py --model
-converted: it records its model); --model alone draws the model's published pretrained weights (timm's, as predict.py; a
-name without any is an error). Writes plots/bias_stage{i}.png
+converted: it records its model; and the model.safetensors of a folder timm's save_for_hf wrote: its config.json does);
+--model alone draws the model's published pretrained weights (timm's, as predict.py; a name without any is an error).
+Writes plots/bias_stage{i}.png
 (per stage a grid of heat maps, blocks down, heads across; entry (dy, dx) is the bias between tokens
 that far apart: Swin's learned table, or Swin-V2's continuous position bias 16*sigmoid(MLP(dy, dx)))
 and, with --image, plots/features.png (the image resized to --size, as the model sees it, and each level's channel

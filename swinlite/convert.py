@@ -73,7 +73,7 @@ from timm.layers import resample_patch_embed
 from timm.layers import resize_rel_pos_bias_table as timm_resize_rel_pos_bias_table
 from torch import nn
 
-from .io import StateDict, holds_state_dict, unwrap_checkpoint
+from .io import StateDict, check_not_resume_state, holds_state_dict, resume_task_in, unwrap_checkpoint
 from .wording import counted
 
 # the libraries a conversion's warning passes through on its way from the user's call (timm's pretrained loading,
@@ -187,7 +187,9 @@ def convert_when_loaded(
     layout (timm's, Microsoft's, ...) is converted in place before it is loaded, and one of any layout has the
     tables of a window shrunk to its stage's map embedded (a timm model of this ``img_size``, converted). A file
     that holds the state dict (the Microsoft release's ``{"model": ...}``, a training checkpoint) gives it by
-    :func:`~swinlite.io.unwrap_checkpoint`'s rule, as every other loading path does.
+    :func:`~swinlite.io.unwrap_checkpoint`'s rule, as every other loading path does; a swinlite run's whole resume
+    state (its ``resume.pt``, which ``timm.models.resume_checkpoint`` gives whole) is a ValueError naming the run's
+    weights (:func:`~swinlite.io.check_not_resume_state`), as every other route refuses it.
 
     ``timm.create_model(name, checkpoint_path=...)`` loads the file with a plain ``model.load_state_dict``, which
     timm's own Swin passes with its own files; other routes convert with :func:`convert_state_dict`. Keys are converted
@@ -201,6 +203,9 @@ def convert_when_loaded(
     """
     if prefix:
         return
+    # timm's resume_checkpoint gives a file without "state_dict" whole: a run's resume.pt is refused, not its "model"
+    # loaded alone, its optimizer and epoch dropped without a word
+    check_not_resume_state(resume_task_in(state_dict), "the state dict")
     unwrapped = unwrap_checkpoint(state_dict, stacklevel=4)  # an EMA warning names the line of load_state_dict's call
     try:
         layout = detect_layout(unwrapped)

@@ -142,6 +142,27 @@ def resume_task_in(checkpoint: Mapping[str, object]) -> str | None:
     return task if isinstance(task, str) else None
 
 
+# swinlite's tasks, whose runs write their weights (which record the model, classes and preprocessing) beside their
+# resume state
+RUN_TASKS = ("classification", "detection", "segmentation")
+
+
+def check_not_resume_state(task: str | None, source: str, folder: Path | None = None) -> None:
+    """ValueError for a swinlite run's resume state (``task``: what :func:`resume_task_in` gives of it, None: none)
+    read as weights, naming the run's weights files, in ``folder`` where known; ``source``: what the weights came as
+    (the file, "the state dict"). A task of the user's own passes: its resume state gives its raw weights."""
+    if task not in RUN_TASKS:
+        return
+    if folder is None:
+        weights = "best.safetensors or last.safetensors in its folder (scripts/train.py --resume resumes the run)"
+    else:
+        weights = f"{folder / 'best.safetensors'} or {folder / 'last.safetensors'}"
+    raise ValueError(
+        f"{source} is a {task} run's resume state, not its weights (which record its model and preprocessing): "
+        f"give the run's weights, {weights}"
+    )
+
+
 def mapped_state_dict(path: str | os.PathLike, stacklevel: int = 2) -> StateDict | None:
     """:func:`read_state_dict` of a torch file, its tensors mapped from the file, not read (a training checkpoint's
     EMA weights taken with :func:`unwrap_checkpoint`'s warning, ``stacklevel`` as there); None for a file torch does

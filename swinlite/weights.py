@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import fnmatch
+import json
 import os
 import warnings
 from collections.abc import Iterator, Mapping
@@ -23,6 +24,7 @@ from typing import Any
 import timm
 import torch
 from timm.models import adapt_input_conv, get_pretrained_cfg_value
+from timm.models._hub import load_model_config_from_path
 from torch import nn
 
 from .convert import (
@@ -40,6 +42,7 @@ from .convert import (
 from .fast import FAST_MODULES
 from .hub import cached_weights, has_weights, pretrained_kwargs
 from .io import (
+    check_not_resume_state,
     holds_ema,
     holds_resume_ema,
     read_metadata,
@@ -118,18 +121,7 @@ def check_not_run_resume(path: str | os.PathLike, data: bytes | None = None) -> 
     the user's own passes, whose model a script reads with ``--model`` as before (its weights files, which name their
     task, the scripts refuse). ``model.pretrained`` takes any run's resume state, with the run's ``config.yaml``: it
     does not check here."""
-    _refuse_run_resume(path, resume_task(path, data))
-
-
-def _refuse_run_resume(path: str | os.PathLike, task: str | None) -> None:
-    """:func:`check_not_run_resume` of the task the file's resume state records (None: it is none)."""
-    if task not in ("classification", "detection", "segmentation"):  # swinlite's tasks, whose runs write weights
-        return
-    folder = Path(path).parent
-    raise ValueError(
-        f"{path} is a {task} run's resume state, not its weights (which record its model and preprocessing): "
-        f"give the run's weights, {folder / 'best.safetensors'} or {folder / 'last.safetensors'}"
-    )
+    check_not_resume_state(resume_task(path, data), str(path), Path(path).parent)
 
 
 def warn_if_resume_with_ema(path: str | os.PathLike, data: bytes | None = None, stacklevel: int = 2) -> None:
@@ -163,8 +155,19 @@ def _records(path: Path, kind: str) -> bool:
 def check_model_name(name: str, pattern: str = "*") -> None:
     """ValueError with a "did you mean" when ``name`` is not a timm model matching ``pattern``.
 
-    A name with a pretrained tag (``arch.tag``) must be one timm lists with weights.
+    A name with a pretrained tag (``arch.tag``) must be one timm lists with weights. A name of timm's model sources
+    (``hf-hub:``, ``local-dir:``: a model ``timm.models.save_for_hf`` saved) is refused, naming the folder's weights
+    file to give instead (:func:`model_source`).
     """
+    source = model_source(name)
+    if source is not None:
+        download = " (an hf-hub: repo's folder: huggingface_hub.snapshot_download)" if source == "hf-hub" else ""
+        raise ValueError(
+            f"{name!r}: swinlite's scripts take no {source}: model names (timm.create_model's); a folder that "
+            f"timm.models.save_for_hf wrote{download} is read as weights: give its weights file, --checkpoint "
+            "FOLDER/model.safetensors (swinlite.load_model(FOLDER)), and no --model: its config.json gives the model, "
+            "its settings, preprocessing and class names"
+        )
     tagged = "." in name
     if fnmatch.fnmatch(name, pattern) and (
         name in timm.list_models(name, pretrained=True) if tagged else timm.is_model(name)
@@ -175,6 +178,14 @@ def check_model_name(name: str, pattern: str = "*") -> None:
     hint = f"; did you mean {close[0]}?" if close else f" (see timm.list_models({pattern!r}))"
     what = "timm model" if pattern == "*" else f"model (expected {pattern})"
     raise ValueError(f"unknown {what} {name!r}{hint}")
+
+
+def model_source(name: str) -> str | None:
+    """The source of a timm model name that names one (``hf-hub:REPO``, ``local-dir:FOLDER``, as
+    ``timm.create_model`` reads them: a model ``timm.models.save_for_hf`` saved), else None."""
+    source, colon, _ = name.partition(":")
+    source = source.lower().replace("_", "-")  # timm's alias hf_hub
+    return source if colon and source in ("hf-hub", "local-dir") else None
 
 
 def pretrained_model(name: str, hint: str = "") -> nn.Module:
@@ -222,9 +233,12 @@ def load_model(
     and ``num_classes`` may be given but must agree with it. A model record (:func:`~swinlite.metadata.is_model_record`:
     ``convert_checkpoint.py``'s output fitted to ``--model``, or of a detection or segmentation run) gives the model it
     records, built with the settings it records (a V2's windows) unless ``model_kwargs`` give others, and the file's
-    classifier, its classes unnamed; ``model``, where given, must be that one. For other files (any layout
-    :func:`swinlite.convert_state_dict` reads, or a plain state dict of any timm model) ``model`` is
-    required. ``num_classes`` defaults to the file's classifier (0, no classifier, when it has none).
+    classifier, its classes unnamed; ``model``, where given, must be that one. So does a folder that
+    ``timm.models.save_for_hf`` wrote, or its weights file (a ``config.json`` of timm's beside it, :func:`timm_config`):
+    the model its ``architecture`` names, built with its ``model_args``, its ``pretrained_cfg`` (preprocessing and
+    class names) given to the model. For other files (any layout :func:`swinlite.convert_state_dict` reads, or a plain
+    state dict of any timm model) ``model`` is required. ``num_classes`` defaults to the file's classifier (0, no
+    classifier, when it has none).
 
     The model's ``pretrained_cfg`` carries the file's preprocessing (a model record's: the mean and std of the run it
     was converted from) and class names (``label_names``), so ``timm.data.resolve_model_data_config(model)`` gives its
@@ -233,7 +247,7 @@ def load_model(
     raw weights, with a warning where it also holds their EMA (:func:`warn_if_resume_with_ema`).
 
     Args:
-        path: the weights file.
+        path: the weights file, or a folder ``timm.models.save_for_hf`` wrote (:func:`timm_folder_weights`).
         model: timm model name.
         num_classes: classifier outputs.
         data: the file's bytes, read before (:func:`swinlite.io.read_weights_bytes`): loaded instead of the file as it
@@ -254,13 +268,14 @@ def load_model(
             "them), or timm.create_model(name, features_only=True, pretrained=True, "
             "pretrained_cfg_overlay=dict(file=path), **the model_args the file records)"
         )
+    path = timm_folder_weights(path)
     metadata, checkpoint = read_weights(path, data)  # the one read of the file
     info = info_in(metadata, path)
-    _refuse_run_resume(path, resume_task_in(checkpoint))
+    check_not_resume_state(resume_task_in(checkpoint), str(path), path.parent)
     state = state_dict_in(path, checkpoint, stacklevel=3)  # an EMA warning names the line calling load_model
     checked = False  # whether a conversion checked the values of ``state`` already
     if info is None:
-        model, settings = _recorded_model(path, metadata, model)
+        model, settings, cfg = _recorded_model(path, metadata, model)
         if model is None:
             raise ValueError(
                 f"{path} does not record its model; pass --model (load_model's model=), its timm name, or use weights "
@@ -275,7 +290,7 @@ def load_model(
                 raise _naming(path, e) from None
             checked = _is_swinlite(model)  # its conversion checked every value, more strictly than loading does
         net = create_to_load(path, model, num_classes=num_classes, **(settings | model_kwargs))
-        set_preprocessing(net, recorded_preprocessing(metadata, path))  # a model record's: its run's mean and std
+        set_preprocessing(net, cfg)  # a model record's: its run's mean and std; timm's config.json: its pretrained_cfg
     else:
         check_agrees(path, info, model, num_classes, model_kwargs)
         try:
@@ -296,28 +311,94 @@ def set_preprocessing(net: nn.Module, preprocessing: Mapping[str, Any], **cfg: A
     """Give ``net`` (a model, or timm's features_only wrapper of one) the ``preprocessing`` a weights file records
     (:func:`~swinlite.metadata.recorded_preprocessing`: JSON's lists, held as tuples as timm's configs hold them) and
     ``cfg`` in its ``pretrained_cfg``, over the variant's, so that ``timm.data.resolve_model_data_config(net)`` gives
-    the file's evaluation transform."""
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in preprocessing.items()}
+    the file's evaluation transform. Class names (``label_names``) stay a list, as timm and :func:`load_model` hold
+    them."""
+    values = {k: tuple(v) if isinstance(v, list) and k != "label_names" else v for k, v in preprocessing.items()}
     net.pretrained_cfg = net.default_cfg = {**net.pretrained_cfg, **values, **cfg}  # timm keeps default_cfg as an alias
 
 
 def _recorded_model(
     path: str | os.PathLike, metadata: Mapping[str, Any], model: str | None
-) -> tuple[str | None, dict[str, Any]]:
-    """(model name, constructor arguments but ``num_classes``) of a file :func:`load_model` reads as plain weights:
-    those a model record holds (:mod:`swinlite.metadata`: a V2's windows, which its weights do not hold), where
+) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """(model name, constructor arguments but ``num_classes``, ``pretrained_cfg`` entries) of a file :func:`load_model`
+    reads as plain weights: those a model record holds (:mod:`swinlite.metadata`: a V2's windows, which its weights do
+    not hold; the mean and std of its run), else those of timm's ``config.json`` beside it (:func:`timm_config`), where
     ``model`` is None or the same; ``model`` and none for a file that records no model.
 
     Raises:
-        ValueError: a ``model`` other than the one the file records.
+        ValueError: a ``model`` other than the one the file (or its ``config.json``) records.
     """
     recorded = recorded_swin(metadata)
-    if recorded is None:
-        return model, {}
+    if recorded is not None:
+        settings, cfg = recorded_swin_kwargs(metadata) or {}, recorded_preprocessing(metadata, path)
+        where = f"{path}, which holds"
+    elif (config := timm_config(path)) is not None:
+        recorded, settings, cfg = config
+        where = f"{Path(path).with_name('config.json')}, which records"
+    else:
+        return model, {}, {}
     if model is not None and model.split(".")[0] != recorded.split(".")[0]:
-        raise ValueError(f"--model {model} contradicts {path}, which holds a {recorded}; drop --model")
-    settings = {k: v for k, v in (recorded_swin_kwargs(metadata) or {}).items() if k != "num_classes"}
-    return model or recorded, settings
+        raise ValueError(f"--model {model} contradicts {where} a {recorded}; drop --model")
+    return model or recorded, {k: v for k, v in settings.items() if k != "num_classes"}, cfg
+
+
+# the weights files timm's save_for_hf writes beside its config.json, in the order timm's local-dir: reader takes them
+TIMM_FOLDER_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+
+
+def timm_folder_weights(path: str | os.PathLike) -> Path:
+    """The weights file of a folder that ``timm.models.save_for_hf`` wrote (a ``config.json`` of timm's,
+    :func:`timm_config`): the first of :data:`TIMM_FOLDER_WEIGHTS` in it; ``path`` itself for anything else (a file;
+    another folder, which the reader refuses as no file).
+
+    Raises:
+        ValueError: such a folder without its weights.
+    """
+    path = Path(path)
+    if not path.is_dir() or timm_config(path / "config.json") is None:
+        return path
+    found = next((path / name for name in TIMM_FOLDER_WEIGHTS if (path / name).is_file()), None)
+    if found is None:
+        raise ValueError(
+            f"{path} holds timm's config.json but not its weights (expected {' or '.join(TIMM_FOLDER_WEIGHTS)}, "
+            "as timm.models.save_for_hf writes them)"
+        )
+    return found
+
+
+def timm_config(path: str | os.PathLike) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+    """(``architecture``, ``model_args``, ``pretrained_cfg``) that the ``config.json`` beside the weights file ``path``
+    records where ``timm.models.save_for_hf`` wrote it (an ``architecture`` and a ``pretrained_cfg`` or
+    ``model_args``), read as timm's ``local-dir:`` reads it (the class names and ``num_classes`` it keeps at its top
+    level in the ``pretrained_cfg``; where timm found the folder, ``file`` and ``source``, left out). None without a
+    ``config.json`` there, or with another tool's (transformers' names its ``architectures``; one that is no JSON).
+    ``path`` may be any file of the folder (its ``config.json`` itself).
+
+    Raises:
+        ValueError: timm's ``config.json`` that timm cannot read, or that names no timm model.
+    """
+    config = Path(path).with_name("config.json")
+    if not config.is_file():
+        return None
+    try:
+        recorded = json.loads(config.read_bytes())
+    except (OSError, ValueError):  # another tool's file (timm writes JSON): the weights are read without it
+        return None
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("architecture"), str):
+        return None
+    if "pretrained_cfg" not in recorded and "model_args" not in recorded:
+        return None
+    try:
+        pretrained_cfg, architecture, model_args = load_model_config_from_path(config.parent)
+        model_args = dict(model_args)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:  # a malformed entry fails timm's reader anyhow
+        raise ValueError(f"{config} is not timm's config as save_for_hf writes it: {type(e).__name__}: {e}") from None
+    try:
+        check_model_name(architecture)
+    except ValueError as e:
+        raise ValueError(f"{config} records {e}") from None
+    cfg = {k: v for k, v in pretrained_cfg.items() if k not in ("file", "source")}
+    return architecture, model_args, cfg
 
 
 def create_for_file(path: str | os.PathLike, name: str, **kwargs: Any) -> nn.Module:

@@ -17,6 +17,7 @@ from timm.utils import ModelEmaV3
 import swinlite
 from swinlite.engine.checkpoint import save_resume
 from swinlite.export import FeatureExtractor
+from swinlite.files import check_model_path
 from swinlite.io import read_state_dict, save_safetensors
 from swinlite.weights import ema_counterpart, load_model, pretrained_model, read_info, weights_metadata
 
@@ -65,9 +66,16 @@ OVERLAY_ROUTES = {  # how a user gets the file's model, or its feature levels, b
 @pytest.mark.parametrize("route", OVERLAY_ROUTES)
 def test_the_files_data_config_reaches_its_feature_levels_and_the_overlay_route(trained, route):
     """FeatureExtractor (no pretrained_cfg) resolved to timm's defaults (224, bicubic, ImageNet's statistics, 0.875),
-    pretrained_cfg_overlay=dict(file=...) to the variant's (32, bicubic, ImageNet's), not the file's preprocessing."""
-    config = timm.data.resolve_model_data_config(OVERLAY_ROUTES[route](trained[1]))
+    pretrained_cfg_overlay=dict(file=...) to the variant's (32, bicubic, ImageNet's), not the file's preprocessing.
+    The overlay's classifier had no class names (load_model's has them); its features_only wrapper, and the Swin inside,
+    have no classifier: no names."""
+    model = OVERLAY_ROUTES[route](trained[1])
+    config = timm.data.resolve_model_data_config(model)
     assert config == {k: tuple(v) if isinstance(v, list) else v for k, v in PRE.items()}
+    if route == "overlay":
+        assert (model.pretrained_cfg["label_names"], model.pretrained_cfg["num_classes"]) == (["cat", "dog", "eel"], 3)
+    elif route == "overlay_features_only":  # timm's wrapper and the Swin it holds
+        assert model.pretrained_cfg.get("label_names") is model.model.pretrained_cfg.get("label_names") is None
 
 
 def test_a_key_the_overlay_sets_itself_stays(trained):
@@ -192,6 +200,40 @@ def test_raw_files_need_a_model_and_load_in_other_layouts(tmp_path):
     with torch.no_grad():
         assert model.num_classes == 4
         torch.testing.assert_close(model(x), reference(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_folder_timms_save_for_hf_wrote_rebuilds_its_model(tmp_path):
+    """load_model(folder) was "not a file", its model.safetensors "does not record its model", and that file with
+    --model the variant ran with its defaults (window 4, masked padding, ImageNet's statistics, unnamed classes) without
+    a word: 46 of 360 top-1 differed. config.json's architecture, model_args and pretrained_cfg rebuild it; a --model
+    that contradicts it and timm's hf-hub: / local-dir: names are refused."""
+    torch.manual_seed(0)
+    v2 = "swinlite_v2_pico_patch2_window4_32"
+    model = timm.create_model(v2, num_classes=3, window_size=2, mask_padding=False).eval()
+    with torch.no_grad():
+        for weight in model.parameters():  # V2's post-norms start at zero: each block the identity
+            weight.add_(0.2 * torch.randn_like(weight))
+    model.pretrained_cfg = {**model.pretrained_cfg, "mean": (0.5,) * 3, "std": (0.25,) * 3, "crop_pct": 0.75,
+                            "label_names": ["cat", "dog", "eel"], "num_classes": 3}  # fmt: skip
+    timm.models.save_for_hf(model, tmp_path / "shared", safe_serialization=True)
+    x = torch.randn(2, 3, 36, 36)  # 9x9 maps in stage 2: padded, where mask_padding counts
+    for path, name in ((tmp_path / "shared", None), (tmp_path / "shared" / "model.safetensors", v2)):
+        rebuilt = load_model(path, name)
+        with torch.no_grad():
+            torch.testing.assert_close(rebuilt(x), model(x), rtol=0, atol=0)
+        config = timm.data.resolve_model_data_config(rebuilt)
+        assert (config["mean"], config["std"], config["crop_pct"]) == ((0.5,) * 3, (0.25,) * 3, 0.75)
+        assert rebuilt.pretrained_cfg["label_names"] == ["cat", "dog", "eel"]
+    with pytest.raises(ValueError, match=f"--model {PICO} contradicts .*config.json, which records a {v2}; drop"):
+        load_model(tmp_path / "shared", PICO)
+    with pytest.raises(ValueError, match=re.escape(f"is not a file (did you mean {str(path)!r}?)")):
+        check_model_path(tmp_path / "shared", "--checkpoint")  # the scripts' --checkpoint FOLDER
+    (tmp_path / "shared" / "config.json").write_text('{"architecture": "swinlite_nope", "model_args": {}}')
+    with pytest.raises(ValueError, match="shared/config.json records unknown timm model 'swinlite_nope'"):
+        load_model(tmp_path / "shared")
+    for name in ("hf-hub:me/shared", f"local-dir:{tmp_path / 'shared'}"):  # predict.py --model NAME
+        with pytest.raises(ValueError, match=r"no (hf-hub|local-dir): model names .* --checkpoint FOLDER/model"):
+            pretrained_model(name)
 
 
 @pytest.mark.parametrize("name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
@@ -446,6 +488,13 @@ def test_a_classification_runs_resume_file_is_refused_naming_its_weights(trained
     with pytest.raises(ValueError) as refused:
         ema_counterpart(path)
     assert str(refused.value) == said
+    # timm's resume_checkpoint gives a file without "state_dict" to load_state_dict whole: its "model" was loaded
+    # alone and the optimizer and epoch dropped without a word (a task of the user's own still gives its "model")
+    net = timm.create_model(PICO, num_classes=3)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="^the state dict is a classification run's resume state, not its weights"):
+        timm.models.resume_checkpoint(net, str(path), optimizer)
+    net.load_state_dict(torch.load(path, weights_only=True) | {"task": "brightness"})
 
 
 def test_a_safetensors_file_whose_header_reads_as_a_pickle_protocol_loads_without_a_word(tmp_path):

@@ -35,7 +35,14 @@ from ..convert import (
 )
 from ..hub import cached_weights, pretrained_kwargs
 from ..io import check_weights_file, is_safetensors, mapped_state_dict, read_metadata, read_state_dict
-from ..weights import ignored_settings, in_checked_run, load_strict, warn_if_resume_with_ema
+from ..weights import (
+    ignored_settings,
+    in_checked_run,
+    load_strict,
+    model_source,
+    timm_config,
+    warn_if_resume_with_ema,
+)
 from .config import flow_yaml
 from .sections import ModelConfig, pretrained_problem
 
@@ -56,7 +63,8 @@ def pretrained_file(cfg: ModelConfig) -> str | None:
 
 
 def check_model(cfg: ModelConfig, reserved: Mapping[str, str], name: str | None = None) -> None:
-    """ValueError, before any data is read, for a model section that cannot work: an unknown model name, or a
+    """ValueError, before any data is read, for a model section that cannot work: an unknown model name (one of timm's
+    sources too, ``hf-hub:`` / ``local-dir:``, said with what to set instead), or a
     ``model.kwargs`` key its constructor does not take (naming the closest one) or a value it refuses. Whether the
     pretrained weights can be had is :func:`check_pretrained`'s.
 
@@ -68,6 +76,14 @@ def check_model(cfg: ModelConfig, reserved: Mapping[str, str], name: str | None 
         name: the model that takes ``model.kwargs`` (default ``cfg.name``).
     """
     name = name or cfg.name
+    source = model_source(name)
+    if source is not None:  # timm.create_model's names of a model save_for_hf saved: no registered model to check
+        raise ValueError(
+            f"model.name {name!r}: a run takes timm's registered model names, not {source}: ones; for the weights of a "
+            "folder that timm.models.save_for_hf wrote, set model.name to the architecture its config.json records, "
+            "model.kwargs to its model_args but num_classes, and model.pretrained to its model.safetensors "
+            "(docs/models.md)"
+        )
     if not timm.is_model(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=1, cutoff=0.6)
         hint = f"did you mean '{close[0]}'?" if close else "e.g. swinlite_pico_patch2_window4_32"
@@ -194,7 +210,8 @@ def warn_unkept_in_build(cfg: ModelConfig) -> None:
 def warn_unkept_settings(cfg: ModelConfig, path: str, stacklevel: int = 3) -> None:
     """UserWarning naming the model settings that the swinlite weights file ``path`` records (a classifier's or a
     converted backbone's ``model_args``, a detection or segmentation run's ``model.kwargs``:
-    :func:`~swinlite.convert.recorded_swin_kwargs`) and ``model.kwargs`` leaves out, where the
+    :func:`~swinlite.convert.recorded_swin_kwargs`; a plain file's, the ``model_args`` of timm's ``config.json`` beside
+    it: :func:`~swinlite.weights.timm_config`) and ``model.kwargs`` leaves out, where the
     model then computes something else than the file's (``mask_padding=false``; not a training setting such as
     ``drop_path_rate``, nor one that changes the weights' shapes, which the load names:
     :func:`~swinlite.weights.ignored_settings`, as :func:`swinlite.load_checkpoint` warns), with the
@@ -203,6 +220,8 @@ def warn_unkept_settings(cfg: ModelConfig, path: str, stacklevel: int = 3) -> No
     :func:`warnings.warn` counts it here (3: the line calling the caller)."""
     metadata = read_metadata(path)
     name, recorded = recorded_swin(metadata), recorded_swin_kwargs(metadata)
+    if name is None and (config := timm_config(path)) is not None:  # a folder timm.models.save_for_hf wrote
+        name, recorded, _ = config
     if name is None or recorded is None or name.split(".")[0] != cfg.name.split(".")[0]:
         return
     model = meta_model(cfg.name, cfg.kwargs)

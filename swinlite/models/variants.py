@@ -30,7 +30,7 @@ from torch import nn
 from ..convert import convert_pretrained
 from ..fast import accelerate
 from ..io import read_metadata
-from ..metadata import recorded_preprocessing
+from ..metadata import info_in, recorded_preprocessing
 from .checks import check_feature_indices
 from .pretrained import check_weights_source, hub_kwargs, timm_tags, unavailable_error
 from .swin import SwinTransformer
@@ -171,17 +171,26 @@ def _warn_unkept(model: nn.Module, source: str) -> None:
 def _take_preprocessing(model: nn.Module, overlay: dict[str, Any]) -> None:
     """The data config that the swinlite file ``overlay["file"]`` records (a classification run's preprocessing, the
     mean and std of another task's run or of a backbone converted from one:
-    :func:`~swinlite.metadata.recorded_preprocessing`) in the ``pretrained_cfg`` of ``model`` (and of the Swin a
-    features_only wrapper holds), as :func:`swinlite.load_model` gives it, but for the keys ``overlay`` sets itself:
+    :func:`~swinlite.metadata.recorded_preprocessing`), and a classifier's class names (``label_names``, with
+    ``num_classes``) where ``model``'s classifier has as many outputs, in the ``pretrained_cfg`` of ``model`` (and of
+    the Swin a features_only wrapper holds, less the class names: neither has a classifier), as
+    :func:`swinlite.load_model` gives them, but for the keys ``overlay`` sets itself:
     ``timm.data.resolve_model_data_config(model)`` gives the transform the weights were trained and evaluated with,
     not the variant's."""
     from ..weights import set_preprocessing  # here: swinlite.weights imports this package
 
     source = overlay["file"]
-    recorded = recorded_preprocessing(read_metadata(source), source)
+    metadata = read_metadata(source)
+    recorded = recorded_preprocessing(metadata, source)
     kept = {key: value for key, value in recorded.items() if key not in overlay}
+    info = info_in(metadata, source) if metadata.get("task") in (None, "classification") else None
+    classes = info.classes if info is not None else []
     for net in {model, _swin_in(model)}:  # the model itself once where it is the Swin
-        set_preprocessing(net, kept)
+        # a classifier of the file's classes gets their names; a features_only wrapper and its Swin have no classifier
+        # (timm's pretrained_cfg_for_features drops num_classes)
+        named = bool(classes) and getattr(net, "num_classes", None) == len(classes)
+        labels = {"label_names": classes, "num_classes": len(classes)} if named else {}
+        set_preprocessing(net, kept, **{key: value for key, value in labels.items() if key not in overlay})
 
 
 def _cfg(input_size: int = 224, pool: int = 7, **kwargs: Any) -> dict[str, Any]:

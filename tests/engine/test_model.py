@@ -3,6 +3,7 @@ tag fine-tuned with 12x12 windows at 384 loads the tag's weights with its bias t
 that cannot be had are one line at once; a ``model.pretrained`` file is read by its content, and the model settings
 it records are warned of where ``model.kwargs`` leaves them out."""
 
+import json
 import re
 import time
 import warnings
@@ -39,6 +40,10 @@ from swinlite.segmentation.models import build_upernet
          "swinlite_pico_patch2_window4_32 has no pretrained tag 'ms_in1k'; it has none: drop the tag"),
         ("model.name=swinlite_v2_tiny_window8_256.ms_in22k", "swinlite_v2_tiny_window8_256 has no pretrained tag "
                                                             "'ms_in22k'; its tags: ms_in1k"),
+        # timm.create_model's name of a save_for_hf folder: "is not a timm model", and no way named
+        ("model.name=hf-hub:me/shared", "model.name 'hf-hub:me/shared': a run takes timm's registered model names, "
+                                        "not hf-hub: ones; for the weights of a folder that timm.models.save_for_hf "
+                                        "wrote, set model.name to the architecture its config.json records"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("task", list(TASKS))
@@ -190,6 +195,18 @@ def test_model_settings_a_pretrained_file_records_are_warned_of_where_model_kwar
     save_safetensors(path, {"w": torch.zeros(1)}, record)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        check_pretrained(cfg.model)
+
+
+def test_model_settings_the_config_json_of_timms_save_for_hf_records_are_warned_of(tmp_path):
+    """model.pretrained=FOLDER/model.safetensors of a folder timm.models.save_for_hf wrote started a run of the
+    variant's defaults silently: its config.json, not the file, records the model's settings."""
+    path = tmp_path / "model.safetensors"  # the check reads the record alone: one tensor will do
+    save_safetensors(path, {"w": torch.zeros(1)})
+    config = {"architecture": PICO, "model_args": {"mask_padding": False, "num_classes": 2}, "pretrained_cfg": {}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    cfg = tiny_config("classification", tmp_path / "data", tmp_path / "out", **{"model.pretrained": str(path)})
+    with pytest.warns(UserWarning, match=f"{path} records its {PICO} built with mask_padding=false, which"):
         check_pretrained(cfg.model)
 
 

@@ -20,7 +20,11 @@ for training settings (as model and model_args, a V2's window_size and pretraine
 hold, among them; with --model, that model as built by default), ema where the run's file holds EMA weights, and the
 mean and std the run normalized its input with (its backbone was trained on them: model.pretrained takes them, and
 swinlite.load_model gives them in the model's pretrained_cfg), for model.pretrained, swinlite.load_model and
-swinlite.load_checkpoint to build or check the model. resume.pt is a
+swinlite.load_checkpoint to build or check the model. A run's file of a task swinlite does not ship (a
+swinlite.engine.Task of your own) keeps its metadata whole, its task too, so the scripts and swinlite.load_model refuse
+the output as they refuse the input ("a <task> checkpoint"): read it with the task's own code, or its Swin (at the top
+level of its model) through swinlite.load_checkpoint, timm.create_model(..., pretrained_cfg_overlay=dict(file=...))
+or model.pretrained. resume.pt is a
 resume state that records no metadata: its conversion holds its raw weights only (a warning says so where it also
 holds their EMA); convert best.safetensors, last.safetensors or ema.safetensors instead.
 """

@@ -153,8 +153,23 @@ def is_model_record(meta: Mapping[str, Any]) -> bool:
 
 # where the weights file of a run of any task but classification records the mean and std it was trained with
 # (Task.weights_metadata), in the first of these that holds them: detection's data, segmentation's preprocessing, a
-# contributor's task's either (a model record converted from such a run keeps them as its preprocessing)
+# contributor's task's either, else the run's that the engine adds as preprocessing (with_normalization); a model record
+# converted from such a run keeps them as its preprocessing
 RUN_RECORDS = ("data", "preprocessing")
+
+
+def with_normalization(meta: dict[str, Any], normalization: Mapping[str, list[float]]) -> dict[str, Any]:
+    """``meta`` (a run's weights metadata, as its task returned it) with those of ``normalization`` (the run's
+    resolved ``mean`` and ``std``) that none of its :data:`RUN_RECORDS` holds added under its ``preprocessing`` (made
+    where it has none): what :func:`recorded_preprocessing` reads, so a run started from the file (``model.pretrained``)
+    takes the normalisation its weights were trained with, as it does from a shipped task's file, which records both
+    (returned as it is). A ``preprocessing`` that is no dict is the task's own: ``meta`` is returned as it is."""
+    records = [record for record in (meta.get(name) for name in RUN_RECORDS) if isinstance(record, dict)]
+    missing = {key: values for key, values in normalization.items() if not any(key in record for record in records)}
+    preprocessing = meta.get("preprocessing", {})
+    if not missing or not isinstance(preprocessing, dict):
+        return meta
+    return meta | {"preprocessing": preprocessing | missing}
 
 
 def recorded_preprocessing(meta: Mapping[str, Any], source: str | os.PathLike) -> dict[str, Any]:

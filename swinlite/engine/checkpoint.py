@@ -98,16 +98,15 @@ def settle_pending(paths: Iterable[Path], epochs_done: int, evaluation: tuple[st
 
 
 def clear_evaluation(folder: Path, replaced: Collection[str], files: tuple[str, ...]) -> None:
-    """Remove an evaluate script's results from ``folder`` (``files``: ``eval.json`` and what it writes beside it)
-    before the weights files ``replaced`` there are replaced, when they describe one of them: ``eval.json`` names
-    the checkpoint it evaluated by its path as typed, an absolute one compared as the file it is, a relative one
-    (from wherever the script ran), or an absolute one no longer there (the run folder moved or renamed since), by its
-    file name. Removed first, so that a kill in between never leaves them beside the new weights."""
-    try:
-        described = json.loads((folder / "eval.json").read_bytes())["checkpoint"]
-    except (OSError, ValueError, KeyError, TypeError):  # none, or not a record of a checkpoint: nothing of the run's
-        return
-    if not isinstance(described, str):
+    """Remove an evaluate script's results from ``folder`` (``files``: the task's ``evaluation_files``) before the
+    weights files ``replaced`` there are replaced, when they describe one of them. Their record is the first of
+    ``files`` that holds a JSON object with a ``"checkpoint"`` (:func:`evaluated_checkpoint`: the shipped scripts'
+    ``eval.json``, a task's own ``reg_eval.json`` alike), which names the checkpoint evaluated by its path as typed, an
+    absolute one compared as the file it is, a relative one (from wherever the script ran), or an absolute one no
+    longer there (the run folder moved or renamed since), by its file name. Removed first, so that a kill in between
+    never leaves them beside the new weights."""
+    described = next(filter(None, (evaluated_checkpoint(folder / name) for name in files)), None)
+    if described is None:  # no record of a checkpoint: nothing of the run's
         return
     path = Path(described)
     if path.is_absolute() and path.exists() and path.parent.resolve() != folder.resolve():  # another folder's weights
@@ -115,6 +114,16 @@ def clear_evaluation(folder: Path, replaced: Collection[str], files: tuple[str, 
     if path.name in replaced:
         for name in files:
             (folder / name).unlink(missing_ok=True)
+
+
+def evaluated_checkpoint(path: Path) -> str | None:
+    """The ``"checkpoint"`` the JSON object in ``path`` records (an evaluation's record of the weights it read:
+    :func:`swinlite.images.evaluated_data`), None where there is none (no file, another file, another object)."""
+    try:
+        described = json.loads(path.read_bytes())["checkpoint"]
+    except (OSError, ValueError, KeyError, TypeError):  # none, or not a record of a checkpoint
+        return None
+    return described if isinstance(described, str) else None
 
 
 def non_finite(state_dict: Mapping[str, torch.Tensor]) -> list[str]:
@@ -156,7 +165,9 @@ def load_resume(path: str | Path, task: str | None = None, mmap: bool = False) -
     if missing:
         raise ValueError(f"{path} is not a resume file of this version of swinlite (lacks {', '.join(missing)})")
     if state["task"] != task:
-        raise ValueError(f"{path} holds a {state['task']} run, not a {task} run; choose its own --output-dir")
+        raise ValueError(
+            f"{path} holds a {state['task']} run, not a {task} run; choose its own --output-dir (train.output_dir)"
+        )
     return state
 
 

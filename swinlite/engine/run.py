@@ -53,6 +53,8 @@ from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer, as_compared, recorded_c
 # settings --resume does not warn about: train.output_dir names the folder being resumed, and the model's weights
 # come from its resume file, whatever model.pretrained says (:func:`built_from_resume`)
 NOT_COMPARED_ON_RESUME = ("train.output_dir", "model.pretrained")
+# the output folder as the messages name it: the shipped scripts' option, then the key a script of your own sets
+OUTPUT_DIR = "--output-dir (train.output_dir)"
 
 
 def log(dist: DistInfo, message: str) -> None:
@@ -103,7 +105,7 @@ def run(
         inputs = [*task.inputs(cfg), *([cfg.model.pretrained] if isinstance(cfg.model.pretrained, str) else [])]
         # what a run writes: none may replace an input nor lie in a data dir
         names = [*RUN_FILES, TASK_RECORD, *task.output_files]
-        check_output(cfg.train.output_dir, inputs, option="--output-dir", folder=True, names=names)
+        check_output(cfg.train.output_dir, inputs, option=OUTPUT_DIR, folder=True, names=names)
         # what --overwrite removes beside the run's files (a drawings folder holding the user's files: refused now)
         out = Path(cfg.train.output_dir)
         replaced = replaced_outputs(out, overwrite)
@@ -210,7 +212,7 @@ def check_config_file(config: str | Path | None, out: Path, names: tuple[str, ..
     for name in names:
         if (out / name).is_file() and os.path.samefile(config, out / name):
             what = "the file the run writes its settings to" if name == "config.yaml" else "a file the run replaces"
-            raise ValueError(f"--config {config} is {what}: keep your config elsewhere or choose another --output-dir")
+            raise ValueError(f"--config {config} is {what}: keep your config elsewhere or choose another {OUTPUT_DIR}")
 
 
 def write_config(path: Path, cfg: Any) -> None:
@@ -234,7 +236,7 @@ def prepare_output(
     out = Path(cfg.train.output_dir)
     lock, problem, recorded = None, None, None
     if dist.is_main:
-        lock = OutputLock(out, "training run", "--output-dir")
+        lock = OutputLock(out, "training run", OUTPUT_DIR)
         try:
             lock.acquire()
             if lock.taken_over:
@@ -270,17 +272,17 @@ def _check_existing_run(
     elif (out / RESUME_FILE).is_file():
         raise ValueError(
             f"{out} already holds a run; pass --resume to continue it, --overwrite to replace it, "
-            "or --output-dir for a new one"
+            f"or {OUTPUT_DIR} for a new one"
         )
     elif weights := [name for name in WEIGHTS_FILES if (out / name).is_file()]:  # a fresh run would replace them
         raise ValueError(
             f"{out} already holds a run's weights ({', '.join(weights)}) but no {RESUME_FILE}, so nothing to resume; "
-            "pass --overwrite to replace them, or --output-dir for a new run"
+            f"pass --overwrite to replace them, or {OUTPUT_DIR} for a new run"
         )
     elif results := outputs_without_run(out):  # evaluate.py --checkpoint A/best.safetensors --output-dir F
         raise ValueError(
             f"{out} holds what a script wrote of other weights ({', '.join(results)}) and no run: the new run's "
-            "weights would lie beside them; pass --overwrite to remove them, or --output-dir for a new run"
+            f"weights would lie beside them; pass --overwrite to remove them, or {OUTPUT_DIR} for a new run"
         )
 
 
@@ -335,7 +337,7 @@ def _check_same_dataset(old: Any, cfg: Any, out: Path) -> None:
         f"--resume: the run in {out} trained on {before.data_dir} (data.dataset={before.dataset}), this command on "
         f"{now.data_dir} (data.dataset={now.dataset}); --resume does not remember the options a run was started with: "
         f"repeat them ({out / 'config.yaml'} records them: data.dataset={before.dataset} "
-        f"data.data_dir={before.data_dir}, ...), or choose another --output-dir for a new run"
+        f"data.data_dir={before.data_dir}, ...), or choose another {OUTPUT_DIR} for a new run"
     )
 
 

@@ -71,7 +71,12 @@ class Task(abc.ABC):
             the new run's (the old ones read where they still hold, else replaced); a run of another task removes
             them.
         evaluation_files: what the task's evaluate script writes beside the checkpoint by default: they describe
-            the replaced run's weights, so ``--overwrite`` (of any task) removes them too. The names of both that
+            the replaced run's weights, so ``--overwrite`` (of any task) removes them too. The first of them that holds
+            a JSON object with a ``"checkpoint"``, the path of the weights file evaluated (as the shipped scripts'
+            ``eval.json``: :func:`swinlite.images.evaluated_data`; a task's own ``reg_eval.json`` alike), is their
+            record: a run removes them all before it replaces the weights file it names
+            (:func:`~swinlite.engine.checkpoint.clear_evaluation`); without such a record they stay beside new
+            weights. The names of both that
             swinlite's tables of its own tasks' files do not hold, the run records in ``task_files.json`` in its
             folder before the task writes any (:data:`swinlite.files.TASK_RECORD`): that record is what tells a later
             ``--overwrite`` which files are a run's; a file of another name stays.
@@ -150,7 +155,16 @@ class Task(abc.ABC):
         Its Swin must be built through :func:`swinlite.engine.model.create_model` (the model, or its backbone): it
         loads ``model.pretrained``'s weights and applies ``model.kwargs`` and ``model.grad_checkpointing``. A model
         of plain ``timm.create_model`` trains from random weights while ``config.yaml`` records the file (swinlite's
-        detection and segmentation builders apply the same settings themselves)."""
+        detection and segmentation builders apply the same settings themselves).
+
+        ``model.pretrained`` reads a Swin's weights at the top level of a file, or behind a shipped task's prefix
+        (:data:`swinlite.convert.RUN_SWIN_PREFIXES`): a model holding its Swin under a name of its own
+        (``self.backbone = create_model(...)``) writes files that start no model with ``model.pretrained``, its own
+        task's neither (refused: "checkpoint keys did not map onto SwinTransformer"). Keep the Swin at the top level
+        (the model is the Swin, its classifier the task's output: ``create_model(cfg.model, num_classes=1)``), or load
+        such a file in :meth:`build_model` from a config key of the task's own, ``model.pretrained`` false: the whole
+        model (``model.load_state_dict(swinlite.io.read_state_dict(path))``), or its Swin alone (its keys, the prefix
+        removed, through :func:`swinlite.load_checkpoint`); ``--resume`` continues the run itself."""
 
     @abc.abstractmethod
     def build_model(self) -> nn.Module:
@@ -200,7 +214,13 @@ class Task(abc.ABC):
         """What rebuilds the model from a weights file (model name and arguments, classes, preprocessing, ...), as
         values JSON holds (Python numbers, not NumPy's: the engine calls it once the model is built, before the first
         epoch, and refuses one it cannot write); the engine adds ``format``, ``task``, ``weights``, ``swinlite``,
-        ``epoch`` and the metric."""
+        ``epoch`` and the metric.
+
+        The data's ``mean`` and ``std`` are read under ``data`` or ``preprocessing`` (a dict holding them, e.g.
+        ``{"preprocessing": {"mean": [...], "std": [...], ...}}``: :data:`swinlite.metadata.RUN_RECORDS`), by a run
+        started from the file with ``model.pretrained``, which takes them where its own are unset: where neither
+        records one, the engine adds the run's resolved ``data.mean`` / ``data.std`` under ``preprocessing``
+        (:func:`swinlite.metadata.with_normalization`)."""
 
     def state(self) -> dict[str, Any]:
         """What the resume file keeps of the task (e.g. its classes), checked by :meth:`check_resumed`."""

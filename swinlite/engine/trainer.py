@@ -36,7 +36,7 @@ from ..convert import first_keys
 from ..device import autocast_dtype, load_compiler_quietly
 from ..inference import eval_mode
 from ..io import read_metadata
-from ..metadata import FORMAT
+from ..metadata import FORMAT, with_normalization
 from ..weights import state_dict_mismatch
 from ..wording import counted
 from .checkpoint import (
@@ -906,10 +906,13 @@ class Trainer:
         )
 
     def metadata(self, row: dict[str, float], kind: str) -> dict[str, Any]:
-        """The weights files' metadata: the task's, plus the keys every task's files carry."""
+        """The weights files' metadata: the task's (with the run's mean and std where it records neither:
+        :func:`~swinlite.metadata.with_normalization`), plus the keys every task's files carry."""
         metric = self.task.metric if kind == "raw" else f"{self.task.metric}_ema"
         common = {"format": FORMAT, "task": self.task.name, "weights": kind, "swinlite": __version__}
-        return self.task.weights_metadata() | common | {"epoch": int(row["epoch"]), self.task.metric: row[metric]}
+        data = self.cfg.data  # its mean and std resolved (preflight.resolve_normalisation)
+        task = with_normalization(self.task.weights_metadata(), {"mean": list(data.mean), "std": list(data.std)})
+        return task | common | {"epoch": int(row["epoch"]), self.task.metric: row[metric]}
 
     def save(self, row: dict[str, float], best: tuple[str, float] | None, per_process: list[dict[str, Any]]) -> None:
         """Weights, metrics, curves, the TensorBoard row, then the resume file (it marks the epoch done), and last the

@@ -176,7 +176,8 @@ CASES = [
     ("empty_resume", TASKS, ["--resume"], lambda out: (out / "resume.pt").write_bytes(b""), None,
      "resume.pt is not a readable resume file"),
     ("pickle_resume", TASKS, ["--resume"], _pickle_payload, None, "resume.pt is not a readable resume file"),
-    ("other_task_resume", TASKS, ["--resume"], "other_task", None, "run; choose its own --output-dir"),
+    ("other_task_resume", TASKS, ["--resume"], "other_task", None,
+     "run; choose its own --output-dir (train.output_dir)"),
     ("class_removed", ["classification"], ["--resume"], _remove_class, None, "class folders gone: 'c2'"),
     # trained on: a warning, and the labels shifted by one under the saved classifier (val mIoU 39 -> 10)
     ("labels_reread", ["segmentation"], ["--resume", "data.reduce_zero_label=true"], "keep", None,

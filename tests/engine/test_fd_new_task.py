@@ -28,6 +28,7 @@ from swinlite.engine import RunConfig, StepOutput, Task, distributed, handshake,
 from swinlite.engine.cli import run_from_cli
 from swinlite.engine.distributed import DistInfo
 from swinlite.engine.model import create_model
+from swinlite.engine.preflight import pretrained_data
 from swinlite.engine.sections import DataConfig, ModelConfig
 from swinlite.engine.trainer import EvaluationFailed, Trainer, evaluating, score_text
 from swinlite.io import read_metadata, read_state_dict
@@ -102,11 +103,23 @@ def evaluated(out: Path) -> None:
     (out / "errors.csv").write_text("image,error\n")
 
 
+NORMALIZATION = {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}  # colour_run's data.mean and data.std
+
+
 @pytest.fixture(scope="module")
 def colour_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder of one finished ColourTask run, read by the tests below and copied by those that change it."""
+    """The folder of one finished ColourTask run (its own mean and std), read by the tests below and copied by those
+    that change it."""
+    normalization = {f"data.{key}": values for key, values in NORMALIZATION.items()}
     with one_thread_only():
-        return train(ColourTask, tmp_path_factory.mktemp("colour") / "out")
+        return train(ColourTask, tmp_path_factory.mktemp("colour") / "out", **normalization)
+
+
+def test_a_run_started_from_the_weights_of_a_task_of_your_own_takes_their_mean_and_std(colour_run: Path):
+    """model.pretrained=<its best.safetensors> normalised with ImageNet's, silently: its weights_metadata records no
+    mean and std (its resume.pt gave them, from the config.yaml beside it)."""
+    cfg = ColourTask.load_config(None, [f"model.pretrained={colour_run / 'best.safetensors'}"])
+    assert {key: list(values) for key, values in pretrained_data(cfg).items()} == NORMALIZATION
 
 
 def test_a_run_leaves_torchs_deterministic_settings_as_it_found_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -197,6 +197,16 @@ def test_an_evaluation_is_removed_only_of_the_weights_replaced(described, remove
     assert (folder / "eval.json").exists() == (not removed)
 
 
+@pytest.mark.parametrize("files", [("reg_eval.json", "reg_errors.csv"), ("reg_errors.csv", "reg_eval.json")])
+def test_a_task_of_your_owns_evaluation_record_is_read_as_eval_json(files: tuple[str, ...], tmp_path: Path):
+    """A task's evaluate script recording its checkpoint in reg_eval.json (Task.evaluation_files): its results stayed
+    beside the weights that replaced those they describe, for only an eval.json was read."""
+    (tmp_path / "reg_eval.json").write_text(json.dumps({"checkpoint": str(tmp_path / "best.safetensors")}))
+    (tmp_path / "reg_errors.csv").write_text("image,error\n")
+    checkpoint.clear_evaluation(tmp_path, ["best.safetensors"], files)
+    assert not [name for name in files if (tmp_path / name).exists()]
+
+
 def killed_at_the_last_resume_file(out: Path, settings: dict, data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run killed as its last epoch's save writes resume.pt: last.safetensors, metrics.csv ... are written."""
     save_resume = trainer.save_resume

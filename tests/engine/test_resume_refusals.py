@@ -84,7 +84,7 @@ def test_a_resume_without_the_runs_options_is_refused_before_the_demo_is_built(f
         f"error: --resume: the run in {out} trained on {folder} (data.dataset=folder), this command on data/digits "
         "(data.dataset=digits); --resume does not remember the options a run was started with: repeat them "
         f"({out / 'config.yaml'} records them: data.dataset=folder data.data_dir={folder}, ...), or choose another "
-        "--output-dir for a new run"
+        "--output-dir (train.output_dir) for a new run"
     )
     assert "warning" not in printed.out and scans == [] and not Path("data").exists()
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

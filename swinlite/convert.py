@@ -945,6 +945,8 @@ def _other_coords_note(tables: Mapping[str, torch.Tensor], model: nn.Module) -> 
     ours: dict[int, tuple[int, int] | None] = {}  # stage -> the model's pretrained window
     differ = set()
     for key, table in sorted(tables.items()):
+        if table.is_meta:  # a state dict of shapes alone (a model built on the meta device): no values to compare
+            continue
         try:
             rel_pos = model.get_submodule(key.removesuffix(COORDS_TABLE) + "attn.rel_pos")
         except AttributeError:

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -258,6 +259,28 @@ def test_a_symlinked_output_stays_a_link_and_its_target_gets_the_new_bytes(tmp_p
     files.atomic_write_bytes(link, b"new")
     assert link.is_symlink() and link.resolve() == target and target.read_bytes() == b"new"
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["p.csv", "p.csv", "real", "run"]  # no temporary file
+
+
+def test_atomic_write_syncs_the_data_before_the_rename_and_the_folder_after(tmp_path: Path, monkeypatch):
+    """A rename can reach the disk before the data it names: a power cut would leave an empty file under the name
+    (an empty best.safetensors). The filled temporary file is synced, then renamed, then its folder synced."""
+    calls: list[str] = []
+    fsync, replace = os.fsync, os.replace
+
+    def recorded_fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        calls.append("fsync folder" if stat.S_ISDIR(st.st_mode) else f"fsync {st.st_size} bytes")
+        fsync(fd)
+
+    def recorded_replace(src: str, dst: str) -> None:
+        calls.append(f"replace -> {Path(dst).name}")
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    monkeypatch.setattr(os, "replace", recorded_replace)
+    files.atomic_write_bytes(tmp_path / "a.bin", b"abc")
+    assert calls == ["fsync 3 bytes", "replace -> a.bin", "fsync folder"]
+    assert (tmp_path / "a.bin").read_bytes() == b"abc"
 
 
 def test_json_bytes_is_strict_json_with_non_finite_numbers_as_null():

@@ -32,8 +32,9 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c['input_size'][1]}x{c['input_size'][2]}")
-@pytest.mark.parametrize("size", [(333, 250), (31, 97), (224, 224), (20, 20)])
+@pytest.mark.parametrize("size", [(333, 250), (31, 97), (224, 224), (20, 20), (300, 401)])
 def test_preprocess_equals_timms_eval_transform(config, size):
+    """(300, 401): centre crops whose margins end in .5 px (224 of 331 px wide: 53.5), which torchvision rounds."""
     config = config | {"mean": (0.5, 0.4, 0.3), "std": (0.2, 0.25, 0.3)}
     image = _image(*size)
     want = create_transform(**config, is_training=False)(image).numpy()

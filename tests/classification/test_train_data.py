@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torchvision
 from PIL import Image
 from trainkit import make_folder
 
@@ -61,6 +62,15 @@ def test_file_broken_after_scan_is_replaced_not_fatal(folder: Path):
     with pytest.warns(UserWarning, match=f"{split.samples[0][0]} skipped: unreadable"):
         img, label = dataset[0]
     assert img.mode == "RGB" and label == split.samples[1][1]
+
+
+def test_class_folders_are_in_torchvisions_image_folder_order(tmp_path: Path):
+    """Python's sort of the names, case and all (B before a, c10 before c2), as torchvision's ImageFolder gives a
+    classifier's classes: a case-blind sort numbered the same folders otherwise."""
+    for name in ("a", "B", "c10", "c2"):
+        _save(tmp_path / "train" / name / "0.png", "RGB")
+    reference = torchvision.datasets.ImageFolder(tmp_path / "train").classes
+    assert scan_split(tmp_path / "train").classes == reference == ["B", "a", "c10", "c2"]
 
 
 def test_val_uses_train_class_indices(tmp_path: Path):

@@ -1,5 +1,5 @@
 """scripts/evaluate.py's core on a checkpoint in timm's layout, checked against timm's own model; the script's
-report."""
+report; two processes' scores equal one process's."""
 
 import json
 import os
@@ -10,6 +10,7 @@ import pytest
 import timm
 import torch
 from pico import PICO
+from rankforks import forked_pair, report_and_exit
 from scriptkit import disk_full_after_first_file, run_script
 from timm.models.swin_transformer import SwinTransformer as TimmSwin
 from trainkit import make_folder
@@ -21,6 +22,7 @@ from swinlite.classification.evaluation import (
     prepare_evaluation,
     run_evaluation,
 )
+from swinlite.engine.distributed import DistInfo
 from swinlite.engine.loop import StepSettings
 from swinlite.io import save_safetensors
 from swinlite.metadata import weights_metadata
@@ -198,17 +200,49 @@ def test_equal_logits_score_the_class_predict_ranks_first():
     assert result.confusion[0, 0] == 1 and result.confusion[8, 0] == 1
 
 
-def test_top1_and_top5_count_the_targets_a_naive_ranking_counts():
-    """8 classes, random logits, each target the class ranked (i mod 8)-th for image i, in two batches: top-1 counts
-    the 2 of 16 ranked first, top-5 the 10 ranked in the first five (top-6 would count 12), as timm's accuracy does."""
+def _ranked() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """(a head of 8 classes, 16 images [16, 3, 4, 4], their targets): image i's target is the class the head ranks
+    (i mod 8)-th for it, so 2 of the 16 are ranked first and 10 in the first five."""
     torch.manual_seed(0)
     head = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 8))
     images = torch.randn(16, 3, 4, 4)
     with torch.no_grad():
         logits = head(images)
-    targets = logits.argsort(1, descending=True)[torch.arange(16), torch.arange(16) % 8]
+    return head, images, logits.argsort(1, descending=True)[torch.arange(16), torch.arange(16) % 8]
+
+
+def test_top1_and_top5_count_the_targets_a_naive_ranking_counts():
+    """8 classes, random logits, each target the class ranked (i mod 8)-th for image i, in two batches: top-1 counts
+    the 2 of 16 ranked first, top-5 the 10 ranked in the first five (top-6 would count 12), as timm's accuracy does."""
+    head, images, targets = _ranked()
+    with torch.no_grad():
+        logits = head(images)
     loader = [(images[:8], targets[:8], []), (images[8:], targets[8:], [])]
     result = evaluate(head, loader, 8, StepSettings(torch.device("cpu")))
     top1, top5 = timm.utils.accuracy(logits, targets, topk=(1, 5))
     assert result.k == 5 and [result.top1, result.topk] == pytest.approx([top1.item(), top5.item()])
     assert (result.top1, result.topk) == (12.5, 62.5)
+
+
+def _evaluating_rank(rank: int, port: int, reports: list[Path]) -> None:
+    """One of two processes (gloo): evaluates its shard of :func:`_ranked`'s images, rank 0 the first 11 (2 batches)
+    and rank 1 the other 5, and reports the result."""
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    head, images, targets = _ranked()
+    shard = [slice(0, 6), slice(6, 11)] if rank == 0 else [slice(11, 16)]
+    loader = [(images[part], targets[part], []) for part in shard]
+    result = evaluate(head, loader, 8, StepSettings(torch.device("cpu")), DistInfo(rank, 2))
+    report_and_exit(reports, rank, json.dumps([result.loss, result.top1, result.topk, result.confusion.tolist()]))
+
+
+def test_two_processes_score_their_shards_as_one_process_scores_them_all(tmp_path: Path):
+    """Each process's sums and counts are all-reduced before dividing (a count left per process scored 2 of 11 as
+    top-1 18.2 % on rank 0, not 2 of 16 = 12.5 %); uneven shards, as the last batch of a split leaves them."""
+    reports = [tmp_path / f"rank{r}.txt" for r in range(2)]
+    forked_pair(_evaluating_rank, (reports,), timeout=30)
+    head, images, targets = _ranked()
+    one = evaluate(head, [(images, targets, [])], 8, StepSettings(torch.device("cpu")))
+    for report in reports:
+        loss, top1, topk, confusion = json.loads(report.read_text())
+        assert loss == pytest.approx(one.loss, rel=1e-6) and (top1, topk) == (one.top1, one.topk) == (12.5, 62.5)
+        assert confusion == one.confusion.tolist()

@@ -8,16 +8,20 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 import yaml
 from scriptkit import run_script
 from single_thread import one_thread_only
+from timm.data import Mixup
 from trainkit import REPO, make_folder, tiny_config, tiny_overrides, train
 
 from swinlite.classification import ClassificationTask
 from swinlite.classification.task import _loss
 from swinlite.engine.checkpoint import load_resume, save_resume
+from swinlite.engine.distributed import DistInfo
+from swinlite.engine.task import RunContext
 from swinlite.io import read_metadata, read_state_dict
 
 
@@ -196,3 +200,22 @@ def test_the_training_loss_is_fp32_under_bf16_autocast(mixup: bool, smoothing: f
         logits = model(images)  # the same bf16 logits, their loss taken in fp32 by hand
     assert loss.dtype == torch.float32
     torch.testing.assert_close(loss, _loss(mixup, smoothing)(logits.float(), targets), rtol=1e-6, atol=0)
+
+
+def test_train_label_smoothing_smooths_the_labels_with_and_without_mixup(tmp_path: Path):
+    """Without mixup the loss is torch's cross-entropy of labels smoothed by 0.1 (not the plain one); with it, the
+    mixed targets are smoothed as timm's Mixup smooths them (the soft-target loss smooths nothing itself)."""
+    torch.manual_seed(0)
+    logits, labels = torch.randn(4, 3), torch.tensor([0, 1, 2, 0])
+    smoothed = torch.nn.functional.cross_entropy(logits, labels, label_smoothing=0.1)
+    assert not torch.isclose(smoothed, torch.nn.functional.cross_entropy(logits, labels))
+    torch.testing.assert_close(_loss(False, 0.1)(logits, labels), smoothed)
+    data = make_folder(tmp_path / "data", classes=3, per_class=1)
+    cfg = tiny_config(data, tmp_path / "out", **{"data.mixup": 0.8, "train.label_smoothing": 0.1})
+    task = ClassificationTask(RunContext(cfg, torch.device("cpu"), DistInfo(), tmp_path, None))
+    task.build_datasets()
+    images, mixed = torch.randn(4, 3, 16, 16), []
+    for mixup in (task.mixup, Mixup(mixup_alpha=0.8, cutmix_alpha=0.0, label_smoothing=0.1, num_classes=3)):
+        np.random.seed(0)  # Mixup draws its lambda from numpy
+        mixed.append(mixup(images.clone(), labels)[1])  # [B, classes]
+    torch.testing.assert_close(mixed[0], mixed[1], rtol=0, atol=0)

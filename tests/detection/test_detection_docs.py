@@ -12,6 +12,7 @@ from scriptkit import REPO, run_script
 import swinlite  # noqa: F401 (registers the models)
 from swinlite.detection import build_fpn_backbone
 from swinlite.detection.config import DetConfig
+from swinlite.detection.task import DetectionTask
 from swinlite.engine.config import flatten, to_dict
 
 DOC = " ".join((REPO / "docs" / "detection.md").read_text().split())
@@ -28,6 +29,11 @@ def test_the_schedule_row_names_every_kind():
     kind = next(f for f in dataclasses.fields(DetConfig().schedule) if f.name == "kind")
     meaning = DOC.split("| `schedule.kind`", 1)[1].split("|")[1]
     assert all(f"`{choice}`" in meaning for choice in kind.metadata["choices"])
+
+
+def test_best_weights_are_picked_by_the_metric_the_doc_names():
+    """COCO's AP over IoU 0.5:0.95, not AP50: the detection task's metric is the doc's."""
+    assert "`best.safetensors` (by `val_map`)" in DOC and DetectionTask.metric == "val_map"
 
 
 def test_frozen_stages_1_freezes_the_first_out_norm_as_the_doc_says():

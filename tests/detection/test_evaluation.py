@@ -1,4 +1,5 @@
-"""COCO AP through pycocotools: 100 on hand-made perfect predictions, lower on shifted boxes; result format."""
+"""COCO AP through pycocotools: 100 on hand-made perfect predictions, lower on shifted boxes; result format; the
+results two processes gather."""
 
 import contextlib
 import copy
@@ -12,13 +13,16 @@ import numpy as np
 import pytest
 import torch
 from detkit import edit_coco
+from rankforks import forked_pair, report_and_exit
 
 from swinlite.detection.config import DetConfig, DetDataConfig
 from swinlite.detection.data import Categories, CocoDetection, CocoSplit, categories_of, load_split, split_paths
 from swinlite.detection.evaluation import coco_ap, scoring_ground_truth, to_coco_results, unmasked_objects
-from swinlite.detection.task import DetectionTask
+from swinlite.detection.task import DetectionTask, predict
 from swinlite.engine.distributed import DistInfo
+from swinlite.engine.loop import SINGLE, StepSettings
 from swinlite.engine.task import RunContext
+from swinlite.images import LeftOut
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the file's quirks warn; test_data checks those
 
@@ -55,6 +59,18 @@ def test_perfect_predictions_score_100_and_shifted_ones_less(coco: Path):
     shifted = coco_ap(split.coco, _predictions(split, 3.0), split.image_ids).ap
     assert 0 < shifted["map"] < 90 and shifted["map75"] < shifted["map50"]
     assert coco_ap(split.coco, [], split.image_ids).ap["map"] == 0.0
+
+
+def test_a_detection_on_a_crowd_region_counts_neither_way(coco: Path):
+    """COCOeval ignores a detection matched to an ``iscrowd`` region: scored against the split's crowd regions too,
+    every object found exactly plus the crowd region of image 2 (category 7, as objects 2 and 6) still scores 100."""
+    split = _gt(coco)
+    file = load_split(*split_paths(DetDataConfig(data_dir=str(coco)), "val")).coco
+    on_crowds = [{"image_id": ann["image_id"], "category_id": ann["category_id"], "bbox": ann["bbox"], "score": 1.0}
+                 for ann in file.anns.values() if ann["iscrowd"]]  # fmt: skip
+    assert len(on_crowds) == 1
+    found = coco_ap(split.coco, _predictions(split, 0.0) + on_crowds, split.image_ids).ap
+    assert found["map"] == pytest.approx(100.0) and found["map50"] == pytest.approx(100.0)
 
 
 def test_a_detector_of_what_training_sees_scores_100_whatever_boxes_reach_outside_the_image(coco: Path):
@@ -284,3 +300,38 @@ def test_an_object_with_an_invalid_mask_is_scored_in_box_ap_whatever_the_detecto
     with pytest.warns(UserWarning, match=r"mask AP ignores 1 objects whose segmentation is invalid.*: 2: polygon of 4"):
         mask = coco_ap(task.val_truth, results, [0], "segm").ap
     assert mask["map"] == pytest.approx(100.0)
+
+
+class OneBoxEach(torch.nn.Module):
+    """A detector finding one box per image, at the value of its first pixel."""
+
+    def forward(self, images: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+        return [{"boxes": image[0, 0, 0] + torch.tensor([[0.0, 0.0, 4.0, 2.0]]), "labels": torch.tensor([1]),
+                 "scores": torch.tensor([0.5])} for image in images]  # fmt: skip
+
+
+Batch = tuple[list[int], list[LeftOut]]  # image ids, the images left out
+SHARDS: list[list[Batch]] = [[([1, 2], [])], [([3], [LeftOut(3, "gone.png", "unreadable")])]]  # rank 0's, rank 1's
+
+
+def _predicted(batches: list[Batch], dist: DistInfo = SINGLE) -> tuple[list[dict], list[LeftOut]]:
+    """predict over ``batches`` (each image's pixels its id)."""
+    loader = [([torch.full((3, 8, 8), float(i)) for i in ids], [{"image_id": i} for i in ids], left)
+              for ids, left in batches]  # fmt: skip
+    return predict(OneBoxEach(), loader, Categories([3], ["square"]), StepSettings(torch.device("cpu")), dist)
+
+
+def _predicting_rank(rank: int, port: int, reports: list[Path]) -> None:
+    """One of two processes (gloo): predicts its shard of ``SHARDS`` and reports the results."""
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    report_and_exit(reports, rank, json.dumps(_predicted(SHARDS[rank], DistInfo(rank, 2))))
+
+
+def test_two_processes_gather_every_shards_results_and_left_out_images(tmp_path: Path):
+    """Every process scores all the results and names every image left out, as one process predicting all."""
+    reports = [tmp_path / f"rank{r}.txt" for r in range(2)]
+    forked_pair(_predicting_rank, (reports,), timeout=30)
+    results, left_out = _predicted(SHARDS[0] + SHARDS[1])
+    assert [r["image_id"] for r in results] == [1, 2, 3] and len(left_out) == 1
+    for report in reports:
+        assert json.loads(report.read_text()) == json.loads(json.dumps([results, left_out]))

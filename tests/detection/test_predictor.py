@@ -21,6 +21,7 @@ def test_the_drawing_shows_exactly_the_boxes_the_json_lists():
     categories = Categories([3], ["square"])
     entries = detection_entries("a.png", boxes, [1, 1, 1], scores, categories.ids, categories.names, 0.5)
     assert [e["score"] for e in entries] == [0.5, 0.7]
+    assert [e["bbox"] for e in entries] == [[2.0, 2.0, 8.0, 8.0], [2.0, 50.0, 8.0, 8.0]]  # COCO's [x, y, w, h]
     image = torch.zeros(3, 64, 32, dtype=torch.uint8)
     prediction = {"boxes": torch.from_numpy(boxes), "labels": torch.ones(3, dtype=torch.int64),
                   "scores": torch.tensor(scores)}  # fmt: skip

@@ -12,15 +12,22 @@ TINY = "swinlite_v2_tiny_window8_256"
 REDUCED_DEPTH = (2, 2, 2, 1)
 
 
-@pytest.fixture(scope="module")
-def torchvision_tiny_pair() -> tuple[torch.nn.Module, torch.nn.Module]:
-    """torchvision's swin_v2_t (post-norms away from 1) and swinlite's V2-T (padding unmasked) with its weights."""
-    torch.manual_seed(0)
-    ref = torchvision.models.swin_v2_t().eval()
+def _away_from_init(ref: torch.nn.Module) -> None:
+    """Moves the parameters torchvision initialises to constants (norms, logit scales and every bias: all zero,
+    qkv's too) off them, so that a conversion mapping one onto another (q's bias onto v's) changes the function."""
     with torch.no_grad():
         for name, p in ref.named_parameters():
-            if "norm" in name or "logit_scale" in name:
+            if "norm" in name or "logit_scale" in name or name.endswith("bias"):
                 p.add_(0.2 * torch.randn_like(p))
+
+
+@pytest.fixture(scope="module")
+def torchvision_tiny_pair() -> tuple[torch.nn.Module, torch.nn.Module]:
+    """torchvision's swin_v2_t (its constant-initialised parameters randomised) and swinlite's V2-T (padding
+    unmasked) with its weights."""
+    torch.manual_seed(0)
+    ref = torchvision.models.swin_v2_t().eval()
+    _away_from_init(ref)
     state = ref.state_dict()
     assert swinlite.detect_layout(state) == "torchvision"
     model = timm.create_model(TINY, mask_padding=False).eval()
@@ -73,6 +80,7 @@ def test_matches_torchvision_swin_v2_b_at_reduced_depth():
         block=torchvision.models.swin_transformer.SwinTransformerBlockV2,
         downsample_layer=torchvision.models.swin_transformer.PatchMergingV2,
     ).eval()
+    _away_from_init(ref)
     model = timm.create_model("swinlite_v2_base_window8_256", depths=REDUCED_DEPTH, mask_padding=False).eval()
     model.load_state_dict(swinlite.convert_state_dict(ref.state_dict(), model))
     x = torch.randn(1, 3, 128, 128)  # the last stage's 4x4 map pads to a window

@@ -1,7 +1,9 @@
 """Test-time prediction: sliding windows placed and averaged as mmsegmentation places them, several scales and the
 mirrored image averaged, everything back at the image's own size. A per-pixel model (a 1x1 convolution) gives the
-same scores whole or by windows, and mirrored or not: the windows' bookkeeping is all that is tested."""
+same scores whole or by windows, and mirrored or not: the windows' bookkeeping is all that is tested. Two processes
+count their shards as one process counts them all."""
 
+import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -9,11 +11,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 from PIL import Image
+from rankforks import forked_pair, report_and_exit
 from torch import nn
 from torch.utils.data import DataLoader
 
 from swinlite import seg_views
-from swinlite.engine.loop import StepSettings
+from swinlite.engine.distributed import DistInfo
+from swinlite.engine.loop import SINGLE, StepSettings
+from swinlite.images import LeftOut
 from swinlite.seg_views import slide_windows
 from swinlite.segmentation.config import SegDataConfig
 from swinlite.segmentation.data import Labels, Pair, SegmentationDataset, collate
@@ -212,3 +217,40 @@ def test_an_image_with_a_view_thinner_than_the_patch_is_left_out_of_the_scores(t
         counts, counted, left_out = confusion_of(model, loader, test, 4, 255, settings)
     assert counted == 1 and counts.sum() == 20 * 30 and model.seen == [(20, 30)]
     assert [(item.index, item.path) for item in left_out] == [(0, str(pairs[0].image))]
+
+
+def _pointwise_pairs() -> tuple[Pointwise, torch.Tensor, torch.Tensor]:
+    """A Pointwise model, 5 images [5, 3, 6, 8] and their masks [5, 6, 8] of 4 classes, row 0 ignored (seeded)."""
+    torch.manual_seed(0)
+    model, images, masks = Pointwise(), torch.randn(5, 3, 6, 8), torch.randint(0, 4, (5, 6, 8))
+    masks[:, 0] = 255
+    return model, images, masks
+
+
+GONE = LeftOut(5, "gone.png", "unreadable")  # an image rank 1's shard left out
+
+
+def _counted(model: nn.Module, loader: list, dist: DistInfo = SINGLE) -> tuple[torch.Tensor, int, list[LeftOut]]:
+    """confusion_of over 4 classes (255 ignored), each image whole at its own size."""
+    return confusion_of(model, loader, InferenceSettings((8, 6)), 4, 255, StepSettings(torch.device("cpu")), dist)
+
+
+def _counting_rank(rank: int, port: int, reports: list[Path]) -> None:
+    """One of two processes (gloo): counts its shard of :func:`_pointwise_pairs`, rank 0 3 pairs, rank 1 2 and
+    ``GONE``, and reports the counts."""
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    model, images, masks = _pointwise_pairs()
+    loader = [(images[:3], masks[:3], [])] if rank == 0 else [(images[3:], masks[3:], [GONE])]
+    counts, counted, left_out = _counted(model, loader, DistInfo(rank, 2))
+    report_and_exit(reports, rank, json.dumps([counts.tolist(), counted, left_out]))
+
+
+def test_two_processes_count_their_shards_as_one_process_counts_them_all(tmp_path: Path):
+    """The confusion counts, the images counted and those left out are every process's, summed and gathered."""
+    reports = [tmp_path / f"rank{r}.txt" for r in range(2)]
+    forked_pair(_counting_rank, (reports,), timeout=30)
+    model, images, masks = _pointwise_pairs()
+    counts, counted, left_out = _counted(model, [(images, masks, [GONE])])
+    assert counted == 5 and counts.sum() == 5 * 5 * 8 and left_out == [GONE]
+    for report in reports:
+        assert json.loads(report.read_text()) == [counts.tolist(), 5, [list(GONE)]]

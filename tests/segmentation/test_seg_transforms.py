@@ -87,6 +87,20 @@ def test_unset_mean_and_std_are_refused_naming_how_a_run_resolves_them(build):
     assert [(n.mean, n.std) for n in normalize] == [(list(MEAN), list(STD))]  # the pico's: ImageNet's
 
 
+@pytest.mark.parametrize("hflip", [0.0, 1.0])
+def test_data_hflip_is_the_flip_probability_of_image_and_mask_together(hflip: float):
+    """No resize, crop or pad (the scale and crop are the image's): 0 never flips, 1 always flips, both alike."""
+    cfg = SegDataConfig(img_scale=(48, 40), ratio_range=(1.0, 1.0), crop_size=(40, 48), hflip=hflip, photometric=False)
+    cfg.mean, cfg.std = MEAN, STD
+    transform = build_train_transform(cfg, IGNORE)
+    for seed in range(8):
+        torch.manual_seed(seed)
+        image, mask = _sample(seed)
+        out_image, out_mask = transform(image, mask)
+        checked, wrong = _misaligned(out_image, out_mask)
+        assert torch.equal(out_mask, mask.flip(-1) if hflip else mask) and checked > 100 and wrong == 0
+
+
 def test_photometric_distortion_changes_the_image_never_the_mask():
     image, mask = _sample(0)
     changed = 0
@@ -117,6 +131,17 @@ def test_rescale_follows_mmcv(size, scale, expected):
     assert out_image.shape[1:] == out_mask.shape == expected
 
 
+def test_rescale_draws_its_ratio_from_ratio_range():
+    """At ratio r of (64, 32) a 32x64 image becomes about 32r x 64r: over draws from (0.5, 2.0) its height ranges
+    over 16-64, the aspect kept."""
+    image, mask = tv_tensors.Image(torch.zeros(3, 32, 64, dtype=torch.uint8)), tv_tensors.Mask(torch.zeros(32, 64))
+    torch.manual_seed(0)
+    sizes = [tuple(RandomRescale((64, 32), (0.5, 2.0))(image, mask)[1].shape) for _ in range(16)]
+    heights = [height for height, _ in sizes]
+    assert all(16 <= height <= 64 and abs(width - 2 * height) <= 1 for height, width in sizes), sizes
+    assert min(heights) < 24 and max(heights) > 48, heights
+
+
 def test_crop_redraws_until_no_class_covers_more_than_cat_max_ratio():
     labels = torch.zeros(48, 48, dtype=torch.int64)
     labels[:, 32:] = 1  # a third of class 1: 40 % of the 24x24 crops hold both classes in balance
@@ -133,3 +158,16 @@ def test_crop_redraws_until_no_class_covers_more_than_cat_max_ratio():
     # a side shorter than the crop: all of it
     small = CatMaxRandomCrop((32, 32), 0.75)(tv_tensors.Image(image[:, :20]), tv_tensors.Mask(mask[:20]))
     assert small[0].shape == (3, 20, 32) and small[1].shape == (20, 32)
+
+
+def test_crop_balance_counts_the_labelled_pixels_alone():
+    """Ignored pixels are no class: a crop of ignored pixels beside one class (counted as two classes in balance, 14
+    of these 24 crops held a single class) is redrawn."""
+    labels = torch.full((48, 48), IGNORE, dtype=torch.int64)
+    labels[:, 20:34], labels[:, 34:] = 0, 1
+    mask, image = tv_tensors.Mask(labels), tv_tensors.Image(torch.zeros(3, 48, 48, dtype=torch.uint8))
+    torch.manual_seed(0)
+    for _ in range(24):
+        crop = CatMaxRandomCrop((24, 24), 0.75, IGNORE)(image, mask)[1]
+        counts = torch.bincount(crop[crop != IGNORE], minlength=2)
+        assert counts.min() > 0 and counts.max() / counts.sum() < 0.75, counts

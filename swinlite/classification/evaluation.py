@@ -23,7 +23,7 @@ from ..files import EVALUATIONS_BY_TASK, check_folder, printable_path
 from ..images import LeftOut, nothing_scored
 from ..inference import check_rgb_model, eval_resize_shorter, top_k
 from ..io import atomic_write
-from ..weights import load_model, read_info
+from ..weights import load_model, read_info, timm_config
 from .data import ImageFolderDataset, class_folders, collate, scan_split, training_files
 
 # what scripts/evaluate.py writes, beside the checkpoint unless --output-dir
@@ -97,6 +97,14 @@ def evaluate(
     return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion, k, left_out)
 
 
+def _config_classes(checkpoint: str | Path) -> list[str] | None:
+    """The class names of the weights file of a folder ``timm.models.save_for_hf`` wrote (its ``config.json``'s
+    ``label_names``, which :func:`swinlite.load_model` gives the model), None for any other file."""
+    config = timm_config(checkpoint)
+    names = config[2].get("label_names") if config is not None else None
+    return list(names) if isinstance(names, list | tuple) and names else None
+
+
 @dataclass
 class EvalSetup:
     model: torch.nn.Module
@@ -119,16 +127,18 @@ def prepare_evaluation(
 ) -> EvalSetup:
     """Rebuild the checkpoint's model strictly (:func:`swinlite.load_model`) and build the split's loader.
 
-    A self-describing file brings its classes and evaluation transform; for other files the classes are
+    A self-describing file (a swinlite run's, or the weights of a folder ``timm.models.save_for_hf`` wrote) brings its
+    classes and evaluation transform; for other files the classes are
     the data folder's (in ``class_order``: :func:`folder_classes`) and the transform the model's default. ValueError
     on any mismatch.
     """
     data_dir = Path(data_dir)
     check_folder(data_dir, "--data-dir", f"a folder holding {split}/<class>/*")
     info = read_info(checkpoint)
-    if info is not None and class_order is not None:
+    recorded = info.classes if info is not None else _config_classes(checkpoint)
+    if recorded is not None and class_order is not None:
         raise ValueError(f"--class-order is for files that record no class names; {checkpoint} records its classes")
-    if info is None:
+    if recorded is None:
         source = data_dir / "train" if (data_dir / "train").is_dir() else data_dir / split
         classes = folder_classes(source, class_order, checkpoint)
         model = load_model(checkpoint, model_name)
@@ -139,7 +149,7 @@ def prepare_evaluation(
             raise ValueError(f"{checkpoint} classifies {outputs} classes but {data_dir} has {len(classes)}")
     else:
         model = load_model(checkpoint, model_name)
-        classes = info.classes
+        classes = recorded
     check_rgb_model(model, checkpoint)  # before the split's scan: its loader feeds RGB images
     data_config = resolve_model_data_config(model)
     if img_size is not None and img_size != data_config["input_size"][-1]:

@@ -104,6 +104,20 @@ def test_a_full_disk_leaves_no_lone_eval_json_and_overwrite_reruns(tmp_path: Pat
     assert json.loads((tmp_path / "eval.json").read_text())["top1"] == 100.0
 
 
+def test_a_save_for_hf_folders_class_names_map_the_class_folders(tmp_path: Path):
+    """Its config.json's label_names were ignored: the class folders were scored in sorted order against outputs the
+    file names otherwise (cat and dog swapped: 33 % where predict.py labelled every image right)."""
+    data = make_folder(tmp_path / "data", classes=2, per_class=1, splits=("val",))  # c0, c1
+    model = timm.create_model(PICO, num_classes=2)
+    model.pretrained_cfg = {**model.pretrained_cfg, "label_names": ["c1", "c0"], "num_classes": 2}
+    timm.models.save_for_hf(model, tmp_path / "shared", safe_serialization=True)
+    setup = prepare_evaluation(tmp_path / "shared" / "model.safetensors", data, num_workers=0)
+    assert setup.classes == ["c1", "c0"]
+    assert {Path(path).parent.name: label for path, label in setup.loader.dataset.samples} == {"c1": 0, "c0": 1}
+    with pytest.raises(ValueError, match="--class-order is for files that record no class names"):
+        prepare_evaluation(tmp_path / "shared" / "model.safetensors", data, class_order="sorted")
+
+
 def test_a_file_without_class_names_needs_the_class_order_where_the_orders_differ(tmp_path: Path, capsys):
     """Its outputs were mapped to the class folders sorted (torchvision's ImageFolder: c1, c10, c2) without a word,
     while timm's train.py orders them naturally (c1, c2, c10): the same weights scored 87.5 % or 45.8 %."""

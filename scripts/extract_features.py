@@ -132,7 +132,9 @@ def build_model(args, checkpoint: Path | None):
     else:
         data = read_weights_bytes(checkpoint)
         model, info = load_model(checkpoint, args.model, data=data), read_info(checkpoint, data)
-        name, sha256 = info.model if info else args.model, hashlib.sha256(data).hexdigest()
+        # the model the file records (a run's, a converted one's, a save_for_hf folder's config.json), else --model
+        name = info.model if info else args.model or model.pretrained_cfg.get("architecture")
+        sha256 = hashlib.sha256(data).hexdigest()
     if not isinstance(model, SwinTransformer):
         raise ValueError(f"feature extraction needs a swinlite model (swinlite_*), got {name}")
     return model, name, sha256, None

@@ -305,6 +305,15 @@ def test_settings_name_the_weights_loaded_though_the_file_is_replaced_after_the_
         _run(load_script, *args)
 
 
+def test_a_save_for_hf_folders_weights_name_their_model(load_script, image_folder, checkpoint, tmp_path):
+    """Its model comes from its config.json, with no --model: settings.json recorded "model": null."""
+    timm.models.save_for_hf(checkpoint[0], tmp_path / "shared", safe_serialization=True)
+    out = tmp_path / "out"
+    weights = tmp_path / "shared" / "model.safetensors"
+    _run(load_script, "--checkpoint", weights, "--input", image_folder, "--output", out)
+    assert json.loads((out / "settings.json").read_text())["model"].startswith(PICO)
+
+
 def test_an_image_touched_but_not_changed_is_skipped(load_script, image_folder, checkpoint, tmp_path, capsys):
     """An image is unchanged by its bytes, not its time: a touched one (a later modification time) was refused as
     changed since."""

@@ -26,7 +26,9 @@ the output as they refuse the input ("a <task> checkpoint"): read it with the ta
 level of its model) through swinlite.load_checkpoint, timm.create_model(..., pretrained_cfg_overlay=dict(file=...))
 or model.pretrained. resume.pt is a
 resume state that records no metadata: its conversion holds its raw weights only (a warning says so where it also
-holds their EMA); convert best.safetensors, last.safetensors or ema.safetensors instead.
+holds their EMA); convert best.safetensors, last.safetensors or ema.safetensors instead. The weights of a swinlite
+model's folder that timm's save_for_hf wrote need no conversion, and are refused: the scripts read them as they are,
+with their config.json (a timm Swin's folder converts as any timm file).
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     from swinlite.weights import warn_if_resume_with_ema
 
     check_output(args.output, [args.input], option="output")
+    check_not_shared(args.input)
     checkpoint = read_state_dict(args.input)
     try:
         layout = detect_layout(checkpoint)
@@ -129,6 +132,23 @@ def main(argv: list[str] | None = None) -> None:
     if "norm.weight" not in state_dict:  # without --model only: the fit to its model needs the final norm
         kept += f"; it has no final norm: {no_final_norm_cause(layout)}; {BACKBONE_ONLY}"
     print(f"converted {len(state_dict)} tensors from {describe_layout(layout)} -> {args.output}{kept}")
+
+
+def check_not_shared(source: Path) -> None:
+    """ValueError for the weights of a swinlite model's folder that ``timm.models.save_for_hf`` wrote: already in
+    swinlite's layout, read as they are (:func:`swinlite.load_model`, every script's --checkpoint) with the model,
+    settings, preprocessing and class names of its config.json, which a converted file would not keep (its conversion
+    recorded none of them: a V2 of other windows loaded at the variant's). A timm model's folder (a hub snapshot of
+    timm's Swin) converts as any timm file."""
+    from swinlite.weights import timm_config
+
+    config = timm_config(source)
+    if config is not None and config[0].startswith("swinlite_"):
+        raise ValueError(
+            f"{source} needs no conversion: it is the weights of a folder timm's save_for_hf wrote, which "
+            "swinlite.load_model and every script's --checkpoint read as they are, with its config.json's model "
+            f"({config[0]}), settings, preprocessing and class names (a converted file would keep none of them)"
+        )
 
 
 def check_first_conv(source: Path, state_dict: dict[str, torch.Tensor], model: nn.Module) -> None:

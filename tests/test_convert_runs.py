@@ -413,3 +413,17 @@ def test_a_runs_loading_option_is_no_setting_of_its_converted_model():
     recorded = script["model_record"](Path("run.safetensors"), run, None, {})
     assert recorded == {"model": PICO, "model_args": {"mask_padding": False, "num_classes": 0}}
     assert "pretrained_strict" not in script["model_note"](run, recorded, None)
+
+
+def test_a_save_for_hf_folders_swinlite_weights_need_no_conversion(tmp_path, capsys, monkeypatch):
+    """Converted, they recorded nothing of the config.json beside them (model, settings, preprocessing, classes): a V2
+    of window 2 loaded at the variant's window 4, 0.6 off. A timm Swin's folder converts as any timm file."""
+    timm.models.save_for_hf(timm.create_model(PICO), tmp_path / "lite", safe_serialization=True)
+    code, printed = _convert(
+        capsys, monkeypatch, str(tmp_path / "lite" / "model.safetensors"), str(tmp_path / "o.safetensors")
+    )
+    assert code == 2 and "needs no conversion: it is the weights of a folder timm's save_for_hf wrote" in printed
+    reference = timm.create_model("swin_tiny_patch4_window7_224", depths=(1, 1, 1, 1), embed_dim=16, num_heads=(1,) * 4)
+    timm.models.save_for_hf(reference, tmp_path / "timm", safe_serialization=True)
+    weights, out = str(tmp_path / "timm" / "model.safetensors"), str(tmp_path / "converted.safetensors")
+    assert _convert(capsys, monkeypatch, weights, out)[0] == 0

@@ -49,6 +49,7 @@ from .files import fsync_folder
 from .fpn import SwinFPNBackbone
 from .inference import class_names
 from .io import atomic_write_bytes, read_metadata, read_state_dict, weights_kind
+from .metadata import recorded_preprocessing
 from .models.checks import check_feature_indices
 from .models.swin import SwinTransformer
 from .optimize import check_eval_mode
@@ -97,8 +98,12 @@ class FeatureExtractor(nn.Module):
 
     @property
     def pretrained_cfg(self) -> dict[str, object]:
-        """The Swin's, read when asked: a change of the Swin's (a run's preprocessing set after) shows."""
-        return pretrained_cfg_for_features(self.model.pretrained_cfg)
+        """The Swin's, read when asked: a change of the Swin's (a run's preprocessing set after) shows; less its
+        classifier's entries (timm's ``pretrained_cfg_for_features``) and class names: the levels have no classifier,
+        as timm's features_only wrapper of a file's model has none."""
+        cfg = pretrained_cfg_for_features(self.model.pretrained_cfg)
+        cfg.pop("label_names", None)
+        return cfg
 
     default_cfg = pretrained_cfg  # timm keeps default_cfg as an alias
 
@@ -257,13 +262,6 @@ def run_norms_note(recorded: Mapping[str, object], subject: str) -> str:
     )
 
 
-def run_preprocessing(recorded: Mapping[str, object]) -> dict[str, object]:
-    """The normalization of a detection or segmentation run's file (its ``mean`` and ``std``): its backbone's input is
-    normalized as the run normalizes."""
-    settings = recorded["data"] if recorded["task"] == "detection" else recorded["preprocessing"]
-    return {k: settings[k] for k in ("mean", "std")}
-
-
 def default_size_range(model: nn.Module) -> tuple[int, int]:
     """(smallest, largest) height and width of an export by default, up to :data:`MAX_SIZE`: from one patch for a
     classifier; for feature maps, one more pixel than the coarsest output's stride, so that no output map is a single
@@ -332,7 +330,7 @@ def export_metadata(
     if recorded.get("task") in RUN_SETTINGS:  # a run's file (read_info refuses it): its backbone, fed as the run does
         name, weights = recorded_swin(recorded), recorded.get("weights", "raw")
         # its normalization alone: the run resizes as its task does, not as timm's transform would (bicubic, crop_pct)
-        preprocessing = {"input_size": preprocessing["input_size"], **run_preprocessing(recorded)}
+        preprocessing = {"input_size": preprocessing["input_size"], **recorded_preprocessing(recorded, checkpoint)}
     else:
         info = read_info(checkpoint) if checkpoint is not None else None
         name = info.model if info else base.pretrained_cfg.get("architecture", type(base).__name__)

@@ -17,8 +17,9 @@ from typing import NamedTuple
 from torch import nn
 
 from .convert import recorded_swin
-from .export import RUN_SETTINGS, input_size, run_features, run_norms_note, run_out_norm, run_preprocessing
+from .export import RUN_SETTINGS, input_size, run_features, run_norms_note, run_out_norm
 from .io import file_sha256, read_metadata
+from .metadata import recorded_preprocessing
 from .models.swin import SwinTransformer
 from .weights import check_not_run_resume
 
@@ -79,7 +80,8 @@ def run_levels(checkpoint: str | os.PathLike, raw_levels: bool = False) -> RunLe
     if raw:
         model.norm = nn.Identity()  # the pooled vector is the mean of the last level as returned: raw here
     size = input_size(model, checkpoint)
-    model.pretrained_cfg = {**model.pretrained_cfg, **run_preprocessing(metadata), "input_size": (3, *size)}
+    run_cfg = recorded_preprocessing(metadata, checkpoint)  # the run's mean and std
+    model.pretrained_cfg = {**model.pretrained_cfg, **run_cfg, "input_size": (3, *size)}
     some = "" if len(levels) == len(model.layers) else f", stage{levels[0]}..stage{levels[-1]}"
     task = metadata["task"]
     name = f"{recorded_swin(metadata)} ({task} run's backbone, {'raw levels' if raw else 'per-level norms'}{some})"

@@ -563,10 +563,15 @@ def check_folder(path: str | os.PathLike, option: str, expected: str) -> None:
         raise ValueError(f"{option} {path} does not exist; expected {expected}")
 
 
+# the weights files timm's save_for_hf writes beside its config.json, in the order timm's local-dir: reader takes them
+# (save_for_hf's default, safe_serialization=False, writes pytorch_model.bin)
+TIMM_FOLDER_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+
+
 def check_model_path(path: str | os.PathLike, what: str, meant: str | None = "best.safetensors") -> None:
     """ValueError for a model file to read (``what``: ``checkpoint``, ``--onnx``, ...) that is not a file: not there,
-    or a folder; a folder that holds a file named ``meant`` (a training run's weights), or else the
-    ``model.safetensors`` of a folder ``timm.models.save_for_hf`` wrote, is named with it, the file likely meant.
+    or a folder; a folder that holds a file named ``meant`` (a training run's weights), or else the weights file of a
+    folder ``timm.models.save_for_hf`` wrote (:data:`TIMM_FOLDER_WEIGHTS`), is named with it, the file likely meant.
 
     Raises:
         ValueError: ``path`` does not exist or is not a file.
@@ -575,7 +580,8 @@ def check_model_path(path: str | os.PathLike, what: str, meant: str | None = "be
     if not path.exists():
         raise ValueError(f"{what} {str(path)!r} does not exist")
     if not path.is_file():
-        inside = next((path / name for name in (meant, "model.safetensors") if meant and (path / name).is_file()), None)
+        names = (meant, *TIMM_FOLDER_WEIGHTS) if meant else ()
+        inside = next((path / name for name in names if (path / name).is_file()), None)
         hint = f" (did you mean {str(inside)!r}?)" if inside is not None else ""
         raise ValueError(f"{what} {str(path)!r} is not a file{hint}")
 

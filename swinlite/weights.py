@@ -40,6 +40,7 @@ from .convert import (
     warn_at_caller,
 )
 from .fast import FAST_MODULES
+from .files import TIMM_FOLDER_WEIGHTS
 from .hub import cached_weights, has_weights, pretrained_kwargs
 from .io import (
     check_not_resume_state,
@@ -165,8 +166,8 @@ def check_model_name(name: str, pattern: str = "*") -> None:
         raise ValueError(
             f"{name!r}: swinlite's scripts take no {source}: model names (timm.create_model's); a folder that "
             f"timm.models.save_for_hf wrote{download} is read as weights: give its weights file, --checkpoint "
-            "FOLDER/model.safetensors (swinlite.load_model(FOLDER)), and no --model: its config.json gives the model, "
-            "its settings, preprocessing and class names"
+            f"{' or '.join(f'FOLDER/{n}' for n in TIMM_FOLDER_WEIGHTS)} (swinlite.load_model(FOLDER)), and no "
+            "--model: its config.json gives the model, its settings, preprocessing and class names"
         )
     tagged = "." in name
     if fnmatch.fnmatch(name, pattern) and (
@@ -234,7 +235,8 @@ def load_model(
     ``convert_checkpoint.py``'s output fitted to ``--model``, or of a detection or segmentation run) gives the model it
     records, built with the settings it records (a V2's windows) unless ``model_kwargs`` give others, and the file's
     classifier, its classes unnamed; ``model``, where given, must be that one. So does a folder that
-    ``timm.models.save_for_hf`` wrote, or its weights file (a ``config.json`` of timm's beside it, :func:`timm_config`):
+    ``timm.models.save_for_hf`` wrote, or its weights file (``model.safetensors`` or ``pytorch_model.bin`` with timm's
+    ``config.json`` beside it, :func:`timm_config`; not another file in that folder):
     the model its ``architecture`` names, built with its ``model_args``, its ``pretrained_cfg`` (preprocessing and
     class names) given to the model. For other files (any layout :func:`swinlite.convert_state_dict` reads, or a plain
     state dict of any timm model) ``model`` is required. ``num_classes`` defaults to the file's classifier (0, no
@@ -342,10 +344,6 @@ def _recorded_model(
     return model or recorded, {k: v for k, v in settings.items() if k != "num_classes"}, cfg
 
 
-# the weights files timm's save_for_hf writes beside its config.json, in the order timm's local-dir: reader takes them
-TIMM_FOLDER_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
-
-
 def timm_folder_weights(path: str | os.PathLike) -> Path:
     """The weights file of a folder that ``timm.models.save_for_hf`` wrote (a ``config.json`` of timm's,
     :func:`timm_config`): the first of :data:`TIMM_FOLDER_WEIGHTS` in it; ``path`` itself for anything else (a file;
@@ -355,7 +353,7 @@ def timm_folder_weights(path: str | os.PathLike) -> Path:
         ValueError: such a folder without its weights.
     """
     path = Path(path)
-    if not path.is_dir() or timm_config(path / "config.json") is None:
+    if not path.is_dir() or timm_config(path) is None:
         return path
     found = next((path / name for name in TIMM_FOLDER_WEIGHTS if (path / name).is_file()), None)
     if found is None:
@@ -372,12 +370,16 @@ def timm_config(path: str | os.PathLike) -> tuple[str, dict[str, Any], dict[str,
     ``model_args``), read as timm's ``local-dir:`` reads it (the class names and ``num_classes`` it keeps at its top
     level in the ``pretrained_cfg``; where timm found the folder, ``file`` and ``source``, left out). None without a
     ``config.json`` there, or with another tool's (transformers' names its ``architectures``; one that is no JSON).
-    ``path`` may be any file of the folder (its ``config.json`` itself).
+    ``path``: the folder, or its weights file (one of :data:`TIMM_FOLDER_WEIGHTS`); None for any other file beside
+    the ``config.json`` (``other.pth`` of another model: the config does not describe it).
 
     Raises:
         ValueError: timm's ``config.json`` that timm cannot read, or that names no timm model.
     """
-    config = Path(path).with_name("config.json")
+    path = Path(path)
+    if not path.is_dir() and path.name not in TIMM_FOLDER_WEIGHTS:
+        return None
+    config = path / "config.json" if path.is_dir() else path.with_name("config.json")
     if not config.is_file():
         return None
     try:

@@ -152,33 +152,48 @@ def test_load_state_dict_takes_a_microsoft_release_file(tmp_path, name, timm_nam
         torch.testing.assert_close(model(x), ref(x), rtol=0, atol=1e-5)
 
 
+NAN = float("nan")
+
+
 @pytest.mark.parametrize("route", ["load_model", "load_state_dict"])
 @pytest.mark.parametrize(
-    ("file_kwargs", "model_kwargs", "note"),
+    ("file_kwargs", "model_kwargs", "saved", "note"),
     [
-        ({}, {}, None),  # the release's coordinates are the model's: silent
-        (dict(pretrained_window_sizes=(2,) * 4), dict(pretrained_window_sizes=(2,) * 4), None),
+        ({}, {}, None, None),  # the release's coordinates are the model's: silent
+        (dict(pretrained_window_sizes=(2,) * 4), dict(pretrained_window_sizes=(2,) * 4), None, None),
         # another window (torchvision's swin_v2_t into a window-16 model): the last stage's, shrunk to 4, agrees
-        ({}, dict(window_size=8), r"in stages 0, 1, 2: the file implies window_size=4 and pretrained_window_sizes="
-         r"\(4, 4, 4, 4\) .* the model has window_size=8 and pretrained_window_sizes=None; .* build it with "
-         r"window_size=4 .*, or pretrained_window_sizes=\(4, 4, 4, 4\) to run it at window 8"),
+        ({}, dict(window_size=8), None, r"in stages 0, 1, 2: the file implies window_size=4 and "
+         r"pretrained_window_sizes=\(4, 4, 4, 4\) .* the model has window_size=8 and pretrained_window_sizes=None; "
+         r".* build it with window_size=4 .*, or pretrained_window_sizes=\(4, 4, 4, 4\) to run it at window 8"),
         # coordinates normalised by another window (a release file fine-tuned from it)
-        (dict(pretrained_window_sizes=(2,) * 4), {}, r"in stages 0, 1, 2, 3: the file implies window_size=4 and "
+        (dict(pretrained_window_sizes=(2,) * 4), {}, None, r"in stages 0, 1, 2, 3: the file implies window_size=4 and "
          r"pretrained_window_sizes=\(2, 2, 2, 2\) .* build it with pretrained_window_sizes=\(2, 2, 2, 2\) for its"),
+        # saved in half precision (a state dict cast with .half()): its rounding (1e-3, 8e-3) is no other window
+        ({}, {}, lambda key, table: table.half(), None),
+        ({}, {}, lambda key, table: table.bfloat16(), None),
+        # NaN was "cannot convert float NaN to integer"; a window of 1 (0/0 in torchvision's formula) says nothing
+        ({}, {}, lambda key, table: table.fill_(NAN) if key.startswith("layers.0.") else table,
+         r"in stage 0: they are no window's log-spaced offsets"),
+        ({}, {}, lambda key, table: torch.full((1, 1, 1, 2), NAN) if key.startswith("layers.3.") else table, None),
     ],
-    ids=["same", "same-pretrained-window", "other-window", "other-pretrained-window"],
+    ids=["same", "same-pretrained-window", "other-window", "other-pretrained-window", "fp16", "bf16", "nan",
+         "window-1-nan"],
 )  # fmt: skip
-def test_a_swin_v2_files_coordinates_of_other_windows_are_named(tmp_path, file_kwargs, model_kwargs, note, route):
+def test_a_swin_v2_files_coordinates_of_other_windows_are_named(
+    tmp_path, file_kwargs, model_kwargs, saved, note, route
+):
     """A V2 file's relative_coords_table (the release's, torchvision's) states the window it was trained at and the one
     its coordinates were normalised by: it was dropped silently, and the model used its own (the tour: a release
     file fine-tuned from window 8 loaded without pretrained_window_sizes, features 0.115 off timm's). Reference:
-    timm's Swin-V2 whose weights and coordinates the file holds; one warning per load, not one per block."""
+    timm's Swin-V2 whose weights and coordinates the file holds; one warning per load, not one per block. ``saved``:
+    what the file holds of each block's coordinates instead (key, timm's table -> table)."""
     torch.manual_seed(0)
     ref = _timm_pico("swinv2_tiny_window8_256", **file_kwargs).eval()
     with torch.no_grad():
         for p in ref.parameters():  # V2's post-norms start at zero: its blocks would add nothing to the logits
             p.add_(torch.randn_like(p), alpha=0.5)
-    torch.save(as_microsoft_release(ref.state_dict(), window=4, coords=dict(ref.named_buffers())), tmp_path / "v2.pth")
+    coords = {k: v if saved is None else saved(k, v.clone()) for k, v in ref.named_buffers() if "coords_table" in k}
+    torch.save(as_microsoft_release(ref.state_dict(), window=4, coords=coords), tmp_path / "v2.pth")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if route == "load_model":

@@ -76,6 +76,8 @@ def test_the_files_data_config_reaches_its_feature_levels_and_the_overlay_route(
         assert (model.pretrained_cfg["label_names"], model.pretrained_cfg["num_classes"]) == (["cat", "dog", "eel"], 3)
     elif route == "overlay_features_only":  # timm's wrapper and the Swin it holds
         assert model.pretrained_cfg.get("label_names") is model.model.pretrained_cfg.get("label_names") is None
+    else:  # the Swin of load_model's classifier keeps its names; its levels have no classifier, as timm's wrapper
+        assert "label_names" not in model.pretrained_cfg and model.model.pretrained_cfg["label_names"]
 
 
 def test_a_key_the_overlay_sets_itself_stays(trained):
@@ -202,11 +204,13 @@ def test_raw_files_need_a_model_and_load_in_other_layouts(tmp_path):
         torch.testing.assert_close(model(x), reference(x), rtol=1e-4, atol=1e-4)
 
 
-def test_a_folder_timms_save_for_hf_wrote_rebuilds_its_model(tmp_path):
+@pytest.mark.parametrize("weights", ["model.safetensors", "pytorch_model.bin"])  # the latter: save_for_hf's default
+def test_a_folder_timms_save_for_hf_wrote_rebuilds_its_model(tmp_path, weights):
     """load_model(folder) was "not a file", its model.safetensors "does not record its model", and that file with
     --model the variant ran with its defaults (window 4, masked padding, ImageNet's statistics, unnamed classes) without
     a word: 46 of 360 top-1 differed. config.json's architecture, model_args and pretrained_cfg rebuild it; a --model
-    that contradicts it and timm's hf-hub: / local-dir: names are refused."""
+    that contradicts it and timm's hf-hub: / local-dir: names are refused. Another file in the folder is no file
+    config.json describes: other.pth of another model was refused as contradicting it, or took its class names."""
     torch.manual_seed(0)
     v2 = "swinlite_v2_pico_patch2_window4_32"
     model = timm.create_model(v2, num_classes=3, window_size=2, mask_padding=False).eval()
@@ -215,9 +219,9 @@ def test_a_folder_timms_save_for_hf_wrote_rebuilds_its_model(tmp_path):
             weight.add_(0.2 * torch.randn_like(weight))
     model.pretrained_cfg = {**model.pretrained_cfg, "mean": (0.5,) * 3, "std": (0.25,) * 3, "crop_pct": 0.75,
                             "label_names": ["cat", "dog", "eel"], "num_classes": 3}  # fmt: skip
-    timm.models.save_for_hf(model, tmp_path / "shared", safe_serialization=True)
+    timm.models.save_for_hf(model, tmp_path / "shared", safe_serialization=weights == "model.safetensors")
     x = torch.randn(2, 3, 36, 36)  # 9x9 maps in stage 2: padded, where mask_padding counts
-    for path, name in ((tmp_path / "shared", None), (tmp_path / "shared" / "model.safetensors", v2)):
+    for path, name in ((tmp_path / "shared", None), (tmp_path / "shared" / weights, v2)):
         rebuilt = load_model(path, name)
         with torch.no_grad():
             torch.testing.assert_close(rebuilt(x), model(x), rtol=0, atol=0)
@@ -228,6 +232,9 @@ def test_a_folder_timms_save_for_hf_wrote_rebuilds_its_model(tmp_path):
         load_model(tmp_path / "shared", PICO)
     with pytest.raises(ValueError, match=re.escape(f"is not a file (did you mean {str(path)!r}?)")):
         check_model_path(tmp_path / "shared", "--checkpoint")  # the scripts' --checkpoint FOLDER
+    torch.save(timm.create_model(PICO, num_classes=5).state_dict(), tmp_path / "shared" / "other.pth")
+    other = load_model(tmp_path / "shared" / "other.pth", PICO)
+    assert other.num_classes == 5 and "label_names" not in other.pretrained_cfg
     (tmp_path / "shared" / "config.json").write_text('{"architecture": "swinlite_nope", "model_args": {}}')
     with pytest.raises(ValueError, match="shared/config.json records unknown timm model 'swinlite_nope'"):
         load_model(tmp_path / "shared")

@@ -27,6 +27,8 @@ from ..files import fsync_folder
 from ..io import atomic_write, load_refusal, read_metadata, save_safetensors
 
 RESUME_FILE = "resume.pt"
+# the output folder as the messages name it: the shipped scripts' option, then the key a script of your own sets
+OUTPUT_DIR = "--output-dir (train.output_dir)"
 RESUME_KEYS = ("task", "model", "optimizer", "scheduler", "scaler", "ema", "epoch", "step", "batch", "history", "rng")
 
 
@@ -100,12 +102,12 @@ def settle_pending(paths: Iterable[Path], epochs_done: int, evaluation: tuple[st
 def clear_evaluation(folder: Path, replaced: Collection[str], files: tuple[str, ...]) -> None:
     """Remove an evaluate script's results from ``folder`` (``files``: the task's ``evaluation_files``) before the
     weights files ``replaced`` there are replaced, when they describe one of them. Their record is the first of
-    ``files`` that holds a JSON object with a ``"checkpoint"`` (:func:`evaluated_checkpoint`: the shipped scripts'
-    ``eval.json``, a task's own ``reg_eval.json`` alike), which names the checkpoint evaluated by its path as typed, an
-    absolute one compared as the file it is, a relative one (from wherever the script ran), or an absolute one no
-    longer there (the run folder moved or renamed since), by its file name. Removed first, so that a kill in between
-    never leaves them beside the new weights."""
-    described = next(filter(None, (evaluated_checkpoint(folder / name) for name in files)), None)
+    ``files``, a JSON object with a ``"checkpoint"`` (:func:`evaluated_checkpoint`: the shipped scripts' ``eval.json``,
+    a task's own ``reg_eval.json`` alike; the others, which may be large, such as ``detections.json``, are not read),
+    which names the checkpoint evaluated by its path as typed, an absolute one compared as the file it is, a relative
+    one (from wherever the script ran), or an absolute one no longer there (the run folder moved or renamed since), by
+    its file name. Removed first, so that a kill in between never leaves them beside the new weights."""
+    described = evaluated_checkpoint(folder / files[0]) if files else None
     if described is None:  # no record of a checkpoint: nothing of the run's
         return
     path = Path(described)
@@ -165,9 +167,7 @@ def load_resume(path: str | Path, task: str | None = None, mmap: bool = False) -
     if missing:
         raise ValueError(f"{path} is not a resume file of this version of swinlite (lacks {', '.join(missing)})")
     if state["task"] != task:
-        raise ValueError(
-            f"{path} holds a {state['task']} run, not a {task} run; choose its own --output-dir (train.output_dir)"
-        )
+        raise ValueError(f"{path} holds a {state['task']} run, not a {task} run; choose its own {OUTPUT_DIR}")
     return state
 
 

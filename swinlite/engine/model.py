@@ -81,8 +81,8 @@ def check_model(cfg: ModelConfig, reserved: Mapping[str, str], name: str | None 
         raise ValueError(
             f"model.name {name!r}: a run takes timm's registered model names, not {source}: ones; for the weights of a "
             "folder that timm.models.save_for_hf wrote, set model.name to the architecture its config.json records, "
-            "model.kwargs to its model_args but num_classes, and model.pretrained to its model.safetensors "
-            "(docs/models.md)"
+            "model.kwargs to its model_args but num_classes, and model.pretrained to its weights file "
+            "(model.safetensors or pytorch_model.bin; docs/models.md)"
         )
     if not timm.is_model(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=1, cutoff=0.6)

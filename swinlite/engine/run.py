@@ -27,7 +27,7 @@ from ..files import (
 from ..io import atomic_write, check_output
 from ..lock import OutputLock
 from ..weights import pretrained_checked
-from .checkpoint import RESUME_FILE, load_resume, seed_rng, settle_pending, writing
+from .checkpoint import OUTPUT_DIR, RESUME_FILE, load_resume, seed_rng, settle_pending, writing
 from .config import check_values, config_diff, dump_yaml, flatten, to_dict
 from .distributed import (
     DistInfo,
@@ -53,8 +53,6 @@ from .trainer import BEST_FILES, WEIGHTS_FILES, Trainer, as_compared, recorded_c
 # settings --resume does not warn about: train.output_dir names the folder being resumed, and the model's weights
 # come from its resume file, whatever model.pretrained says (:func:`built_from_resume`)
 NOT_COMPARED_ON_RESUME = ("train.output_dir", "model.pretrained")
-# the output folder as the messages name it: the shipped scripts' option, then the key a script of your own sets
-OUTPUT_DIR = "--output-dir (train.output_dir)"
 
 
 def log(dist: DistInfo, message: str) -> None:

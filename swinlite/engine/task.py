@@ -71,12 +71,12 @@ class Task(abc.ABC):
             the new run's (the old ones read where they still hold, else replaced); a run of another task removes
             them.
         evaluation_files: what the task's evaluate script writes beside the checkpoint by default: they describe
-            the replaced run's weights, so ``--overwrite`` (of any task) removes them too. The first of them that holds
-            a JSON object with a ``"checkpoint"``, the path of the weights file evaluated (as the shipped scripts'
+            the replaced run's weights, so ``--overwrite`` (of any task) removes them too. The first of them, a JSON
+            object with a ``"checkpoint"``, the path of the weights file evaluated (as the shipped scripts'
             ``eval.json``: :func:`swinlite.images.evaluated_data`; a task's own ``reg_eval.json`` alike), is their
             record: a run removes them all before it replaces the weights file it names
-            (:func:`~swinlite.engine.checkpoint.clear_evaluation`); without such a record they stay beside new
-            weights. The names of both that
+            (:func:`~swinlite.engine.checkpoint.clear_evaluation`, which reads the first file alone); without such a
+            record first they stay beside new weights. The names of both that
             swinlite's tables of its own tasks' files do not hold, the run records in ``task_files.json`` in its
             folder before the task writes any (:data:`swinlite.files.TASK_RECORD`): that record is what tells a later
             ``--overwrite`` which files are a run's; a file of another name stays.

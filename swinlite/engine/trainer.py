@@ -40,6 +40,7 @@ from ..metadata import FORMAT, with_normalization
 from ..weights import state_dict_mismatch
 from ..wording import counted
 from .checkpoint import (
+    OUTPUT_DIR,
     RESUME_FILE,
     clear_evaluation,
     complete_pending,
@@ -901,7 +902,7 @@ class Trainer:
             return f"no epoch completed; {held}; --overwrite starts over"
         last = self.out / LAST_FILES["raw"]
         return (
-            f"{held}; {last} holds the last good epoch's weights ({done}/{epochs}): a run in another --output-dir "
+            f"{held}; {last} holds the last good epoch's weights ({done}/{epochs}): a run in another {OUTPUT_DIR} "
             f"with model.pretrained={last} starts from them"
         )
 

@@ -334,14 +334,21 @@ def _recorded_model(
     if recorded is not None:
         settings, cfg = recorded_swin_kwargs(metadata) or {}, recorded_preprocessing(metadata, path)
         where = f"{path}, which holds"
-    elif (config := timm_config(path)) is not None:
+    elif (config := timm_config(path)) is not None and (model is None or describes(config[0], model)):
         recorded, settings, cfg = config
         where = f"{Path(path).with_name('config.json')}, which records"
-    else:
+    else:  # no record; or timm's config.json of timm's own model (a hub snapshot of its Swin), converted into --model
         return model, {}, {}
     if model is not None and model.split(".")[0] != recorded.split(".")[0]:
         raise ValueError(f"--model {model} contradicts {where} a {recorded}; drop --model")
     return model or recorded, {k: v for k, v in settings.items() if k != "num_classes"}, cfg
+
+
+def describes(recorded: str, model: str) -> bool:
+    """Whether a folder's config.json recording the model ``recorded`` describes the one ``--model`` names: the same
+    model, or another swinlite model (which ``--model`` contradicts); timm's own model (a hub snapshot of timm's Swin,
+    say) does not describe a ``--model`` of another name, whose layout its weights are converted from, as any file's."""
+    return recorded.split(".")[0] == model.split(".")[0] or recorded.startswith("swinlite_")
 
 
 def timm_folder_weights(path: str | os.PathLike) -> Path:

@@ -243,6 +243,19 @@ def test_a_folder_timms_save_for_hf_wrote_rebuilds_its_model(tmp_path, weights):
             pretrained_model(name)
 
 
+def test_a_hub_snapshot_of_timms_swin_converts_into_a_swinlite_model(tmp_path):
+    """A snapshot_download of a timm repo (model.safetensors beside timm's config.json naming timm's Swin) with
+    --model swinlite_* was refused as contradicting config.json: timm's own model is converted, as any timm file."""
+    small = dict(depths=(1, 1, 1, 1), embed_dim=16, num_heads=(1, 1, 1, 1))
+    torch.manual_seed(0)
+    reference = timm.create_model("swin_tiny_patch4_window7_224", **small).eval()
+    timm.models.save_for_hf(reference, tmp_path / "snapshot", safe_serialization=True)
+    lite = load_model(tmp_path / "snapshot" / "model.safetensors", "swinlite_tiny_patch4_window7_224", **small)
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        torch.testing.assert_close(lite(x), reference(x), rtol=0, atol=1e-4)
+
+
 @pytest.mark.parametrize("name", [PICO, "swinlite_v2_pico_patch2_window4_32"])
 def test_a_file_rebuilds_its_model_without_drawing_weights_it_replaces(tmp_path, name):
     """load_model drew the model's random weights (most of the time of loading Swin-T's file) and replaced every one;

@@ -23,7 +23,7 @@ from ..files import EVALUATIONS_BY_TASK, check_folder, printable_path
 from ..images import LeftOut, nothing_scored
 from ..inference import check_rgb_model, eval_resize_shorter, top_k
 from ..io import atomic_write
-from ..weights import load_model, read_info, timm_config
+from ..weights import describes, load_model, read_info, timm_config
 from .data import ImageFolderDataset, class_folders, collate, scan_split, training_files
 
 # what scripts/evaluate.py writes, beside the checkpoint unless --output-dir
@@ -97,11 +97,14 @@ def evaluate(
     return EvalResult(loss_sum / count, 100.0 * top1 / count, 100.0 * topk / count, confusion, k, left_out)
 
 
-def _config_classes(checkpoint: str | Path) -> list[str] | None:
+def _config_classes(checkpoint: str | Path, model_name: str | None) -> list[str] | None:
     """The class names of the weights file of a folder ``timm.models.save_for_hf`` wrote (its ``config.json``'s
-    ``label_names``, which :func:`swinlite.load_model` gives the model), None for any other file."""
+    ``label_names``, which :func:`swinlite.load_model` gives the model it describes: :func:`describes`), None for any
+    other file."""
     config = timm_config(checkpoint)
-    names = config[2].get("label_names") if config is not None else None
+    if config is None or (model_name is not None and not describes(config[0], model_name)):
+        return None
+    names = config[2].get("label_names")
     return list(names) if isinstance(names, list | tuple) and names else None
 
 
@@ -135,7 +138,7 @@ def prepare_evaluation(
     data_dir = Path(data_dir)
     check_folder(data_dir, "--data-dir", f"a folder holding {split}/<class>/*")
     info = read_info(checkpoint)
-    recorded = info.classes if info is not None else _config_classes(checkpoint)
+    recorded = info.classes if info is not None else _config_classes(checkpoint, model_name)
     if recorded is not None and class_order is not None:
         raise ValueError(f"--class-order is for files that record no class names; {checkpoint} records its classes")
     if recorded is None:

@@ -95,17 +95,31 @@ class FeatureExtractor(nn.Module):
         levels = check_feature_indices(out_indices, num_stages, ordered=True)  # Python ints: a count, or a list
         self.model = model
         self.out_indices, _ = feature_take_indices(num_stages, levels)  # timm's rule: None all, n the last n
+        self._set_cfg: dict[str, object] | None = None  # one given to the extractor itself
 
     @property
     def pretrained_cfg(self) -> dict[str, object]:
         """The Swin's, read when asked: a change of the Swin's (a run's preprocessing set after) shows; less its
         classifier's entries (timm's ``pretrained_cfg_for_features``) and class names: the levels have no classifier,
-        as timm's features_only wrapper of a file's model has none."""
+        as timm's features_only wrapper of a file's model has none. One set on the extractor is kept instead."""
+        if self._set_cfg is not None:
+            return self._set_cfg
         cfg = pretrained_cfg_for_features(self.model.pretrained_cfg)
         cfg.pop("label_names", None)
         return cfg
 
-    default_cfg = pretrained_cfg  # timm keeps default_cfg as an alias
+    @pretrained_cfg.setter
+    def pretrained_cfg(self, cfg: dict[str, object]) -> None:
+        self._set_cfg = dict(cfg)
+
+    @property
+    def default_cfg(self) -> dict[str, object]:
+        """timm's alias of :attr:`pretrained_cfg`."""
+        return self.pretrained_cfg
+
+    @default_cfg.setter
+    def default_cfg(self, cfg: dict[str, object]) -> None:
+        self.pretrained_cfg = cfg
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """images [B, 3, H, W] -> (level maps [B, C_i, H/s_i, W/s_i], ...)."""

@@ -78,6 +78,8 @@ def test_the_files_data_config_reaches_its_feature_levels_and_the_overlay_route(
         assert model.pretrained_cfg.get("label_names") is model.model.pretrained_cfg.get("label_names") is None
     else:  # the Swin of load_model's classifier keeps its names; its levels have no classifier, as timm's wrapper
         assert "label_names" not in model.pretrained_cfg and model.model.pretrained_cfg["label_names"]
+        model.default_cfg = {**model.pretrained_cfg, "mean": (0.1, 0.2, 0.3)}  # set as on any timm model: it was
+        assert timm.data.resolve_model_data_config(model)["mean"] == (0.1, 0.2, 0.3)  # "no setter" (a property)
 
 
 def test_a_key_the_overlay_sets_itself_stays(trained):

@@ -337,6 +337,10 @@ def _recorded_model(
     elif (config := timm_config(path)) is not None and (model is None or describes(config[0], model)):
         recorded, settings, cfg = config
         where = f"{Path(path).with_name('config.json')}, which records"
+        try:
+            check_model_name(recorded)
+        except ValueError as e:
+            raise ValueError(f"{Path(path).with_name('config.json')} records {e}") from None
     else:  # no record; or timm's config.json of timm's own model (a hub snapshot of its Swin), converted into --model
         return model, {}, {}
     if model is not None and model.split(".")[0] != recorded.split(".")[0]:
@@ -381,7 +385,8 @@ def timm_config(path: str | os.PathLike) -> tuple[str, dict[str, Any], dict[str,
     the ``config.json`` (``other.pth`` of another model: the config does not describe it).
 
     Raises:
-        ValueError: timm's ``config.json`` that timm cannot read, or that names no timm model.
+        ValueError: timm's ``config.json`` that timm cannot read (one naming a model this timm does not know is read:
+            :func:`load_model` refuses it where it describes the model it builds).
     """
     path = Path(path)
     if not path.is_dir() and path.name not in TIMM_FOLDER_WEIGHTS:
@@ -402,10 +407,6 @@ def timm_config(path: str | os.PathLike) -> tuple[str, dict[str, Any], dict[str,
         model_args = dict(model_args)
     except (KeyError, TypeError, AttributeError, ValueError) as e:  # a malformed entry fails timm's reader anyhow
         raise ValueError(f"{config} is not timm's config as save_for_hf writes it: {type(e).__name__}: {e}") from None
-    try:
-        check_model_name(architecture)
-    except ValueError as e:
-        raise ValueError(f"{config} records {e}") from None
     cfg = {k: v for k, v in pretrained_cfg.items() if k not in ("file", "source")}
     return architecture, model_args, cfg
 

@@ -240,6 +240,8 @@ def test_a_folder_timms_save_for_hf_wrote_rebuilds_its_model(tmp_path, weights):
     (tmp_path / "shared" / "config.json").write_text('{"architecture": "swinlite_nope", "model_args": {}}')
     with pytest.raises(ValueError, match="shared/config.json records unknown timm model 'swinlite_nope'"):
         load_model(tmp_path / "shared")
+    (tmp_path / "shared" / "config.json").write_text('{"architecture": "newer_timm_net", "model_args": {}}')
+    assert load_model(tmp_path / "shared" / weights, v2).num_classes == 3  # a model this timm lacks: its weights
     for name in ("hf-hub:me/shared", f"local-dir:{tmp_path / 'shared'}"):  # predict.py --model NAME
         with pytest.raises(ValueError, match=r"no (hf-hub|local-dir): model names .* --checkpoint FOLDER/model"):
             pretrained_model(name)

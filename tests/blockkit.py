@@ -29,3 +29,17 @@ def assert_fast_block_matches_reference(shift: bool, tol: float = 1e-5) -> None:
     x, grad = torch.randn(2, 5, 9, 8), torch.randn(2, 5, 9, 8)
     for a, b in zip(values_and_gradients(fast, x, grad), values_and_gradients(reference, x, grad), strict=True):
         torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+def assert_same_drops(fast: nn.Module, reference: nn.Module) -> None:
+    """Stochastic depth in training (both blocks in train mode): from the same random state the fast block drops the
+    residual branches of the samples the reference block drops (values and gradients); from another state, others."""
+    x, grad = torch.randn(8, 5, 9, 8), torch.randn(8, 5, 9, 8)
+    results = []
+    for block in (fast, reference):
+        torch.manual_seed(1)
+        results.append(values_and_gradients(block, x, grad))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    torch.manual_seed(2)
+    assert not torch.allclose(fast(x), results[0][0])  # the drops depend on the random state: stochastic depth ran

@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         convert_state_dict,
         describe_layout,
         detect_layout,
+        implied_v2_windows,
         misfit_note,
         no_final_norm_cause,
     )
@@ -128,6 +129,12 @@ def main(argv: list[str] | None = None) -> None:
             f", its metadata kept ({described.get('model') or described.get('task') or 'its classes'})"
             if described
             else ""
+        )
+    coords = implied_v2_windows(checkpoint) if model is None else None
+    if coords is not None:  # fitted to --model, they were compared with its own (a warning where they differ)
+        kept += (
+            f"; its Swin-V2 coordinates (relative_coords_table: {coords}) are not kept: load it into a model of "
+            "those windows and pretrained_window_sizes"
         )
     if "norm.weight" not in state_dict:  # without --model only: the fit to its model needs the final norm
         kept += f"; it has no final norm: {no_final_norm_cause(layout)}; {BACKBONE_ONLY}"

@@ -989,6 +989,20 @@ def _other_coords_note(tables: Mapping[str, torch.Tensor], model: nn.Module) -> 
     )
 
 
+def implied_v2_windows(state_dict: Mapping[str, torch.Tensor]) -> str | None:
+    """What the Swin-V2 coordinates a file saves (``relative_coords_table``, any layout's key) imply, for a conversion
+    not fitted to a model, which keeps them nowhere: the windows and the windows their offsets were normalised by
+    (``pretrained_window_sizes``), e.g. "windows 16 normalised by 8"; None for a file that saves none (or none that
+    any window builds)."""
+    implied = {found for k, v in state_dict.items() if k.endswith("relative_coords_table") and v.numel() > 2
+               if (found := _coords_window(v)) is not None}  # fmt: skip
+    if not implied:
+        return None
+    windows = ", ".join(sorted({str(_as_arg(window)) for window, _ in implied}))
+    normalised = ", ".join(sorted({str(_as_arg(norm)) for _, norm in implied}))
+    return f"windows {windows} normalised by {normalised}"
+
+
 def _coords_window(table: torch.Tensor) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """(window, the window its offsets were normalised by: timm's ``pretrained_window_size``, or the window itself) of
     a Swin-V2 block's saved coordinates (1, 2Wh - 1, 2Ww - 1, 2), None where no such pair builds them. The window is

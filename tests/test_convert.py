@@ -532,6 +532,23 @@ def _run_script(capsys, monkeypatch, *args: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("file_kwargs", "said"),
+    [({}, "windows 4 normalised by 4"), (dict(pretrained_window_sizes=(2,) * 4), "windows 4 normalised by 2")],
+)
+def test_convert_script_says_a_v2_files_windows_it_does_not_keep(tmp_path, capsys, monkeypatch, file_kwargs, said):
+    """Converted without --model, a release V2 file's coordinates (the windows it was trained at and normalised by)
+    were dropped without a word: a later load into a model of other windows had nothing to compare."""
+    ref = _timm_pico("swinv2_tiny_window8_256", **file_kwargs)
+    torch.save(as_microsoft_release(ref.state_dict(), window=4, coords=dict(ref.named_buffers())), tmp_path / "v2.pth")
+    argv = ["convert_checkpoint.py", str(tmp_path / "v2.pth"), str(tmp_path / "o.safetensors")]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit, match="^0$"):
+        runpy.run_path(str(SCRIPTS / "convert_checkpoint.py"), run_name="__main__")
+    printed = capsys.readouterr().out
+    assert f"its Swin-V2 coordinates (relative_coords_table: {said}" in printed and "are not kept" in printed
+
+
 @pytest.mark.parametrize(("flags", "classes"), [(["--num-classes", "3"], 0), ([], 5)])
 def test_convert_script_fits_to_model(tmp_path, capsys, monkeypatch, flags, classes):
     """Without --num-classes the checkpoint's 5-class head is kept (it was sized 1000 and dropped, "as its help said,

@@ -10,7 +10,8 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 from swinlite.images import ImageFiles
-from swinlite.inference import eval_transform, predict
+from swinlite.inference import class_names, eval_transform, predict
+from swinlite.predictions import Prediction, write_csv
 
 
 def test_predict_leaves_a_training_model_in_training_mode(tmp_path: Path):
@@ -26,3 +27,22 @@ def test_predict_leaves_a_training_model_in_training_mode(tmp_path: Path):
     ((done, prediction),) = list(predict(model, loader, 2, torch.device("cpu")))
     assert done == 1 and len(prediction.indices) == 2 and seen == [False]
     assert [m.training for m in model.modules()] == modes
+
+
+def test_class_names_are_the_recorded_ones_of_the_heads_size_else_indices():
+    """Names of another count than the head's outputs (ImageNet's beside a head reset to 3) are not the classes."""
+    model = timm.create_model(PICO, num_classes=3)
+    assert class_names(model) == ["0", "1", "2"]
+    model.pretrained_cfg = {**model.pretrained_cfg, "label_names": ["a", "b"]}
+    assert class_names(model) == ["0", "1", "2"]
+    model.pretrained_cfg = {**model.pretrained_cfg, "label_names": ["a", "b", "c"]}
+    assert class_names(model) == ["a", "b", "c"]
+
+
+def test_the_csv_writes_six_decimals_of_each_probability(tmp_path: Path):
+    """predict.py's and its ONNX path's CSVs both come from write_csv: their comparison could not see its precision."""
+    write_csv([Prediction(Path("x.png"), [1, 0], [0.1234567, 0.5])], ["a", "b"], 2, tmp_path / "p.csv")
+    assert (tmp_path / "p.csv").read_text().splitlines() == [
+        "path,class,prob,class_2,prob_2",
+        "x.png,b,0.123457,a,0.500000",
+    ]

@@ -96,6 +96,8 @@ def test_draw_boxes_equals_torchvision():
     [
         [[40.0, -75.0, -76.0, -77.0, -78.0, -79.0]],  # confident: the fp32 softmax rounds every runner-up to 0
         [[0.5, 2.0, 2.0, 0.5], [1.0, 1.0, 1.0, 1.0], [-0.0, 0.0, 3.0, -1.0]],  # equal logits
+        [[0.0] * 5 + [1.0] + [0.0] * 34],  # 39 tied: an unstable sort's order shows from about 40 classes on
+        [[1000.0, 0.0, -1000.0, 0.0]],  # exp overflows without the max taken out first
     ],
 )
 def test_both_paths_rank_by_the_logits_ties_to_the_lower_index(logits):

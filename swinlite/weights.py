@@ -334,7 +334,7 @@ def _recorded_model(
     if recorded is not None:
         settings, cfg = recorded_swin_kwargs(metadata) or {}, recorded_preprocessing(metadata, path)
         where = f"{path}, which holds"
-    elif (config := timm_config(path)) is not None and (model is None or describes(config[0], model)):
+    elif (config := described_config(path, model)) is not None:
         recorded, settings, cfg = config
         where = f"{Path(path).with_name('config.json')}, which records"
         try:
@@ -346,6 +346,13 @@ def _recorded_model(
     if model is not None and model.split(".")[0] != recorded.split(".")[0]:
         raise ValueError(f"--model {model} contradicts {where} a {recorded}; drop --model")
     return model or recorded, {k: v for k, v in settings.items() if k != "num_classes"}, cfg
+
+
+def described_config(path: str | os.PathLike, model: str | None) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+    """:func:`timm_config` of ``path`` where it describes the model ``model`` names (:func:`describes`; any, without
+    one): what :func:`load_model` builds the model from, and evaluate reads the class names of."""
+    config = timm_config(path)
+    return config if config is not None and (model is None or describes(config[0], model)) else None
 
 
 def describes(recorded: str, model: str) -> bool:

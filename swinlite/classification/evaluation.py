@@ -23,7 +23,7 @@ from ..files import EVALUATIONS_BY_TASK, check_folder, printable_path
 from ..images import LeftOut, nothing_scored
 from ..inference import check_rgb_model, eval_resize_shorter, top_k
 from ..io import atomic_write
-from ..weights import describes, load_model, read_info, timm_config
+from ..weights import described_config, load_model, read_info
 from .data import ImageFolderDataset, class_folders, collate, scan_split, training_files
 
 # what scripts/evaluate.py writes, beside the checkpoint unless --output-dir
@@ -99,10 +99,10 @@ def evaluate(
 
 def _config_classes(checkpoint: str | Path, model_name: str | None) -> list[str] | None:
     """The class names of the weights file of a folder ``timm.models.save_for_hf`` wrote (its ``config.json``'s
-    ``label_names``, which :func:`swinlite.load_model` gives the model it describes: :func:`describes`), None for any
-    other file."""
-    config = timm_config(checkpoint)
-    if config is None or (model_name is not None and not describes(config[0], model_name)):
+    ``label_names``, which :func:`swinlite.load_model` gives the model it describes:
+    :func:`~swinlite.weights.described_config`), None for any other file."""
+    config = described_config(checkpoint, model_name)
+    if config is None:
         return None
     names = config[2].get("label_names")
     return list(names) if isinstance(names, list | tuple) and names else None

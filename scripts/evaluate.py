@@ -6,10 +6,10 @@ official Microsoft or torchvision Swin checkpoints are read too: pass --model fo
 convert_checkpoint.py --model converted: it records its model; nor for the model.safetensors of a folder timm's
 save_for_hf wrote: its config.json does), and --class-order where their class folders order
 otherwise sorted than naturally (which order the outputs follow depends on the code that trained them).
-Loading is strict. eval.json records the checkpoint, the kind of weights it gave (ema or raw), --data-dir, --split and
---amp with the numbers; a folder holding an earlier run's outputs (this script's eval.json and confusion_matrix.png) is
-refused unless --overwrite, which removes them all; one holding another task's or extract_features.py's / visualize.py's
-outputs is refused either way (--overwrite never removes them).
+Loading is strict. eval.json records the checkpoint, the kind of weights it gave (ema or raw), --data-dir, --split,
+--amp and --compile with the numbers; a folder holding an earlier run's outputs (this script's eval.json and
+confusion_matrix.png) is refused unless --overwrite, which removes them all; one holding another task's or
+extract_features.py's / visualize.py's outputs is refused either way (--overwrite never removes them).
 
 Examples:
     python scripts/evaluate.py --checkpoint runs/demo/best.safetensors --data-dir data/digits
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             print(compiled.report(), file=sys.stderr)
             setup = replace(setup, model=compiled)
         result = run_evaluation(setup, device, amp)
-        summary = evaluated_data(checkpoint, args.data_dir, args.split, args.amp)
+        summary = evaluated_data(checkpoint, args.data_dir, args.split, args.amp) | {"compile": args.compile}
         summary |= {"top1": result.top1}
         summary |= {f"top{result.k}": result.topk} if result.k > 1 else {}  # top-k of k > 1, as training's columns
         summary |= {"loss": result.loss}

@@ -22,10 +22,16 @@ TIMEOUT = 3.0  # seconds the reachability check waits
 
 def hub_repo(name: str) -> str | None:
     """The Hugging Face hub repo timm loads ``name``'s pretrained weights from (None: a file, a URL, or none)."""
+    hub_id = _hub_id(name)
+    return None if hub_id is None else hub_id.partition("@")[0]
+
+
+def _hub_id(name: str) -> str | None:
+    """``name``'s hub id as timm reads it, ``repo`` or ``repo@revision`` (None: a file, a URL, or none)."""
     cfg = _pretrained_cfg(name)
     if cfg is None or not cfg.hf_hub_id or cfg.file:
         return None
-    return cfg.hf_hub_id.split("@")[0]
+    return cfg.hf_hub_id
 
 
 def has_weights(name: str) -> bool:
@@ -41,10 +47,11 @@ def _pretrained_cfg(name: str) -> PretrainedCfg | None:
 
 
 def cached_weights(name: str) -> Path | None:
-    """The file of ``name``'s pretrained weights in the local Hugging Face cache, or None."""
-    repo_id = hub_repo(name)
+    """The file of ``name``'s pretrained weights in the local Hugging Face cache (of the revision its hub id names,
+    ``repo@revision``, as timm reads it; else the default branch's), or None."""
+    repo_id, _, revision = (_hub_id(name) or "").partition("@")  # timm's hf_split: no "@", the default branch
     for filename in HUB_FILES if repo_id else ():
-        found = try_to_load_from_cache(repo_id, filename)
+        found = try_to_load_from_cache(repo_id, filename, revision=revision or None)
         if isinstance(found, str):
             return Path(found)
     return None

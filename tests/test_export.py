@@ -158,6 +158,22 @@ def test_a_feature_extractor_takes_levels_as_features_only_takes_them(given, lev
     assert tuple(levels) == timm.create_model(PICO, features_only=True, **kwargs).feature_info.out_indices
 
 
+def test_a_feature_extractor_gives_its_levels_shallowest_first():
+    """Level i is stage i's map, NCHW, in out_indices' order (pico: strides 2, 4, 16 and 32, 64, 256 channels for
+    levels 0, 1, 3), each the stage's output walked by hand; only a script's test pinned the order."""
+    torch.manual_seed(0)
+    extractor = FeatureExtractor(build_exportable(PICO), (0, 1, 3))
+    x = torch.randn(1, 3, 32, 48)
+    with torch.no_grad():
+        levels, h, maps = extractor(x), extractor.model.patch_embed(x), []
+        for stage in extractor.model.layers:
+            h = stage(h)  # [B, H_i, W_i, C_i]
+            maps.append(h.permute(0, 3, 1, 2))  # [B, C_i, H_i, W_i]
+    assert [level.shape for level in levels] == [(1, 32, 16, 24), (1, 64, 8, 12), (1, 256, 2, 3)]
+    for got, want in zip(levels, [maps[0], maps[1], maps[3]], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_an_export_records_the_version_that_exported_it(tmp_path):
     """A backbone's file recorded the exporting version as "swinlite", a detector's or segmenter's the version that
     trained its checkpoint: each records the exporting one, and the checkpoint's as "checkpoint_swinlite" (the

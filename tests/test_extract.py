@@ -1,7 +1,9 @@
 """swinlite.extract: a list of image paths names each image as a folder input does, and a rerun whose names moved says
 why; one run per output folder; its output names are those the output checks know; Ctrl-C says whether a rerun
-continues; maps float16 stores as inf and the model's own inf or NaN are refused."""
+continues; maps float16 stores as inf and the model's own inf or NaN are refused; float16 rounds the maps alone; a
+feature file records the SHA-256 of its image's bytes."""
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from swinlite.extract import (
     EMBEDDINGS_FILE,
     FAILURES_FILE,
     OUTPUT_FILES,
+    SOURCE_KEY,
     ExtractionInterrupted,
     output_path,
     read_sources,
@@ -24,6 +27,7 @@ from swinlite.extract import (
 )
 from swinlite.features import load_features
 from swinlite.files import FOLDER_FILES
+from swinlite.io import read_metadata
 from swinlite.lock import OutputLock
 
 
@@ -251,3 +255,35 @@ def test_a_grown_list_into_the_same_folder_says_its_names_moved(tmp_path: Path):
     with pytest.raises(ValueError, match="holds features of this --input's images under other names") as refused:
         run_extraction(model, PICO, tmp_path / "l2.txt", out, (32, 32), progress=False, checkpoint_sha256="ab" * 32)
     assert moved in str(refused.value)
+
+
+def test_float16_rounds_the_stored_maps_and_not_the_pooled_vector(tmp_path: Path):
+    """``dtype`` is the stored maps' alone: the pooled vector stays fp32, as the float32 run gives it (a vector rounded
+    through float16 and back, off by up to 5e-4 at values near 1, passed: only its dtype was checked)."""
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (8, 8, 3), np.uint8)).save(imgs / "a.png")
+    torch.manual_seed(0)
+    model = timm.create_model(PICO)
+    made = {}
+    for dtype in (torch.float32, torch.float16):
+        run_extraction(model, PICO, imgs, tmp_path / str(dtype), (32, 32), dtype, progress=False)
+        made[dtype] = load_features(tmp_path / str(dtype) / "features" / "a.png.safetensors")
+    full, half = made[torch.float32], made[torch.float16]
+    torch.testing.assert_close(half.pooled, full.pooled, rtol=1e-6, atol=1e-6)  # dtype float32 checked too
+    assert not torch.equal(full.pooled, full.pooled.half().float())  # more than float16's 11 significant bits
+    assert half.maps.keys() == full.maps.keys()
+    assert all(torch.equal(half.maps[name], m.half()) for name, m in full.maps.items())
+
+
+def test_a_feature_file_records_the_sha256_of_its_images_bytes(tmp_path: Path):
+    """The record a rerun checks an image against (its real path, size and the SHA-256 of its bytes): a hash cut short,
+    or of the path instead of the bytes, was written and compared alike, so no rerun test saw it."""
+    imgs, out = tmp_path / "imgs", tmp_path / "out"
+    (imgs / "sub").mkdir(parents=True)
+    image = imgs / "sub" / "a.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (8, 8, 3), np.uint8)).save(image)
+    run_extraction(timm.create_model(PICO), PICO, imgs, out, (32, 32), progress=False)
+    recorded = read_metadata(out / "features" / "sub" / "a.png.safetensors")[SOURCE_KEY]
+    sha256 = hashlib.sha256(image.read_bytes()).hexdigest()
+    assert recorded == {"path": str(image.resolve()), "size": image.stat().st_size, "sha256": sha256}

@@ -7,9 +7,13 @@ folder in the Hugging Face layout (``tests/conftest.py``'s ``no_network``), with
 
 import time
 
+import huggingface_hub.constants
 import pytest
 import timm
 import torch
+from safetensors.torch import save_file
+from timm.models._registry import _model_pretrained_cfgs
+from weightkit import random_state_dict
 
 from swinlite.hub import cached_weights, hub_unreachable, pretrained_kwargs
 from swinlite.models.pretrained import WeightsUnavailableError
@@ -20,6 +24,8 @@ TIMM_TAG = "swin_tiny_patch4_window7_224.ms_in22k_ft_in1k"
 V2_ABSENT = "swinlite_v2_small_window8_256.ms_in1k"
 V2_TAG = "swinlite_v2_tiny_window8_256.ms_in1k"
 V2_TIMM_TAG = "swinv2_tiny_window8_256.ms_in1k"
+AT_REVISION = "swinlite_tiny_patch4_window7_224.ms_in1k"  # its hub id given an @revision below; cached by that test
+TIMM_AT_REVISION = "swin_tiny_patch4_window7_224.ms_in1k"
 REDUCED = dict(embed_dim=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))
 
 
@@ -77,3 +83,23 @@ def test_create_model_without_network_loads_the_cached_weights_at_once(no_networ
     x = torch.randn(1, 3, 256, 256)
     with torch.no_grad():
         torch.testing.assert_close(model.eval()(x), reference.eval()(x), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("offline", [True, False], ids=["HF_HUB_OFFLINE", "hub-unreachable"])
+def test_a_hub_id_at_a_revision_loads_that_revisions_cached_weights(no_network, monkeypatch, offline):
+    """timm reads a hub id ``repo@revision`` as that revision of the repo (its ``hf_split``): a cache whose refs/main
+    and refs/v2 name two snapshots gives the v2 one for ``repo@v2``, whether timm finds it (HF_HUB_OFFLINE=1) or
+    swinlite does (the hub unreachable: the file it hands timm). No registered tag has a revision today: one is
+    given it here."""
+    repo = timm.models.get_pretrained_cfg(TIMM_AT_REVISION).hf_hub_id
+    main = no_network.add(repo, random_state_dict(TIMM_AT_REVISION, 0, **REDUCED))  # .../snapshots/<commit>/<file>
+    v2, commit = random_state_dict(TIMM_AT_REVISION, 1, **REDUCED), "b" * 40
+    (main.parents[1] / commit).mkdir(exist_ok=True)
+    save_file({k: v.contiguous() for k, v in v2.items()}, main.parents[1] / commit / main.name)
+    (main.parents[2] / "refs" / "v2").write_text(commit)
+    monkeypatch.setattr(_model_pretrained_cfgs[AT_REVISION], "hf_hub_id", f"{repo}@v2")
+    if offline:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    model = timm.create_model(AT_REVISION, pretrained=True, **REDUCED)
+    assert torch.equal(model.patch_embed.proj.weight, v2["patch_embed.proj.weight"])  # main's is seed 0's

@@ -1,16 +1,19 @@
-"""swinlite.inference.predict runs the model in eval mode and leaves each of its modules in the mode it was in."""
+"""swinlite.inference.predict runs the model in eval mode and leaves each of its modules in the mode it was in; the
+shorter side the evaluation transform resizes to is timm's."""
 
 from pathlib import Path
 
 import numpy as np
+import pytest
 import timm
 import torch
 from pico import PICO
 from PIL import Image
+from timm.data import create_transform
 from torch.utils.data import DataLoader
 
 from swinlite.images import ImageFiles
-from swinlite.inference import class_names, eval_transform, predict
+from swinlite.inference import class_names, eval_resize_shorter, eval_transform, predict
 from swinlite.predictions import Prediction, write_csv
 
 
@@ -27,6 +30,27 @@ def test_predict_leaves_a_training_model_in_training_mode(tmp_path: Path):
     ((done, prediction),) = list(predict(model, loader, 2, torch.device("cpu")))
     assert done == 1 and len(prediction.indices) == 2 and seen == [False]
     assert [m.training for m in model.modules()] == modes
+
+
+@pytest.mark.parametrize(
+    ("config", "shorter"),
+    [
+        ({"input_size": (3, 224, 224), "crop_pct": 0.875}, 256),
+        ({"input_size": (3, 224, 224), "crop_pct": 0.9}, 248),  # floor(248.9)
+        ({"input_size": (3, 224, 224), "crop_pct": 1.0}, 224),
+        ({"input_size": (3, 224, 224), "crop_pct": None, "crop_mode": None}, 256),  # timm's defaults: 0.875, center
+        ({"input_size": (3, 224, 320), "crop_pct": 0.875}, 365),  # floor(320 / 0.875) beside 256: the larger
+        ({"input_size": (3, 224, 224), "crop_pct": 0.9, "crop_mode": "squash"}, None),
+        ({"input_size": (3, 224, 224), "crop_pct": 0.9, "crop_mode": "border"}, None),
+    ],
+)
+def test_the_evaluation_resize_is_timms(config: dict, shorter: int | None):
+    """The shorter side timm's evaluation transform resizes a square image to (the largest any image gets, where the
+    input size is not square), which the elongation check bounds; None where the aspect ratio is not kept."""
+    assert eval_resize_shorter(config) == shorter
+    if shorter is not None:
+        resize = create_transform(**config, is_training=False).transforms[0]  # before the centre crop
+        assert min(resize(Image.new("RGB", (8, 8))).size) == shorter
 
 
 def test_class_names_are_the_recorded_ones_of_the_heads_size_else_indices():

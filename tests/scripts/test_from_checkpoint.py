@@ -190,7 +190,9 @@ def test_evaluate_and_extract_compiled_report_it_and_write_what_eager_writes(
         assert err.count("--compile: built for batches of 4 in ") == (2 if flags else 0)
         assert ("the compiled graph serves" in err) == bool(flags)
         embeddings = load_embeddings(out / "feats" / "embeddings.safetensors")[0]
-        results[bool(flags)] = json.loads((out / "eval.json").read_text())["per_class_top1"], embeddings
+        report = json.loads((out / "eval.json").read_text())
+        assert (report["amp"], report["compile"]) == ("none", bool(flags))  # how it ran: it recorded --amp alone
+        results[bool(flags)] = report["per_class_top1"], embeddings
     assert results[True][0] == results[False][0]
     torch.testing.assert_close(results[True][1], results[False][1])
 

@@ -192,7 +192,7 @@ def op_profile(model: nn.Module, x: torch.Tensor, row_limit: int = 10) -> dict[s
         with torch.inference_mode():
             model(x)
 
-    return step_profile(forward, x.is_cuda, row_limit)
+    return step_profile(forward, str(x.device), row_limit)
 
 
 def sizes_table(result: dict[str, Any]) -> str:

@@ -261,13 +261,13 @@ def peak_memory_bytes(step: Callable[[], None], device: str) -> int:
     On the CPU it overstates the peak of a step that frees memory allocated before it: the profiler records no free of
     an allocation it did not see (the Swin steps measured here free only what they allocate: their events sum to 0).
     """
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
+    if device.startswith("cuda"):  # that GPU's counters, not the current one's (nothing calls set_device)
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
         step()
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() - base
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - base
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
@@ -278,13 +278,14 @@ def peak_memory_bytes(step: Callable[[], None], device: str) -> int:
     return peak
 
 
-def step_profile(step: Callable[[], object], cuda: bool, row_limit: int = 12) -> dict[str, Any]:
+def step_profile(step: Callable[[], object], device: str, row_limit: int = 12) -> dict[str, Any]:
     """One call of ``step`` (after a warm-up call), profiled: ``ops``, the operators (on CUDA the kernels) that take
     the most self time (name, share of the total, ms, calls); ``calls``, how many ran (on CUDA: kernel launches);
     ``self_ms``, their self time in all; ``wall_ms``, one unprofiled call's wall time. On CUDA self over wall is the
     share of the step the device is busy: well below 1, the step waits on the CPU's launches."""
+    cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]
-    run = _synced(step, "cuda" if cuda else "cpu")
+    run = _synced(step, device)
     run()  # warm-up: caches, first-call allocation
     start = time.perf_counter()
     run()
@@ -308,7 +309,7 @@ def _synced(fn: Callable[[], object], device: str) -> Callable[[], object]:
 
     def run() -> None:
         fn()
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)  # the GPU that runs fn, not the current one (nothing calls set_device)
 
     return run
 
@@ -377,7 +378,7 @@ def _measure(
         add_peak_memory(rows, steps, cfg.device)
     if cfg.profile:
         for name, step in steps.items():
-            result.setdefault("profile", {})[f"{task} {precision} {name}"] = step_profile(step, x.is_cuda)
+            result.setdefault("profile", {})[f"{task} {precision} {name}"] = step_profile(step, cfg.device)
     return rows
 
 

@@ -15,6 +15,7 @@ device, dtype, dropout, grad mode, threads): :func:`select_attention_kernel`, :f
 | CPU fp32 train, attention dropout    | gather, inverse backward | explicit                        | GELU recompute |
 | CPU bf16 (autocast) train            | gather, inverse backward | explicit                        | GELU recompute |
 | CUDA, fp32 or bf16                   | gather, inverse backward | fastest of ``CUDA_CANDIDATES``  | as on the CPU  |
+| CUDA, deterministic algorithms       | gather, inverse backward | explicit                        | as on the CPU  |
 | TorchScript (``torch.jit.script``)   | gather, plain backward   | sdpa; CPU train: explicit       | plain          |
 | ``torch.compile``                    | as in eager mode (*)     | as in eager mode                | as in eager    |
 | ``torch.export`` (symbolic sizes)    | gather, index in graph   | explicit                        | plain          |
@@ -33,7 +34,9 @@ takes the gather index and the mask from the cache through an op (:func:`window_
   on CPUs whose widest vector unit PyTorch uses is AVX2 (:data:`RECOMPUTED_ON_THIS_CPU`): there the recomputed
   kernel's CPU flash forward is the slower one. Its weights go through the attention's ``attn_drop`` where that is
   replaced or hooked (:func:`~swinlite.models.swin.kernel_dropout`), on every row of the table.
-  Fixed rules rather than a timing, so that a resumed run picks what the interrupted one picked.
+  Fixed rules rather than a timing, so that a resumed run picks what the interrupted one picked; for the same reason
+  CUDA runs it under deterministic algorithms (``train.deterministic``), where "fastest" would time a choice that
+  ``resume.pt`` does not keep and another run or rank can make otherwise (explicit and sdpa differ in the last bits).
 - sdpa: :func:`~swinlite.fast.window_sdpa.sdpa_window_attention`.
 - recomputed: :func:`~swinlite.fast.window_sdpa.recomputed_window_attention` (needs the private CPU
   flash op, :data:`~swinlite.fast.window_sdpa.CPU_FLASH_WITH_LSE`; without it: explicit).
@@ -174,10 +177,14 @@ def select_attention_kernel(device_type: str, dtype: torch.dtype, bias_grad: boo
 
     Returns:
         ``"explicit"``, ``"sdpa"``, ``"recomputed"``, or ``"fastest"``: the fastest of :data:`CUDA_CANDIDATES`
-        for the call's shapes, timed once (:mod:`swinlite.fast.measured`).
+        for the call's shapes, timed once (:mod:`swinlite.fast.measured`): CUDA without deterministic algorithms.
     """
     if device_type == "cuda":
-        return "sdpa" if torch.jit.is_scripting() else "fastest"
+        if not torch.jit.is_scripting():  # (a branch TorchScript skips: nothing is timed there)
+            # a timing's choice is not in resume.pt and can differ between runs and ranks: under deterministic
+            # algorithms the reference's formula, whose ops all have deterministic CUDA kernels
+            return "explicit" if torch.are_deterministic_algorithms_enabled() else "fastest"
+        return "sdpa"
     if device_type != "cpu":
         return "sdpa"
     if not bias_grad:

@@ -21,8 +21,10 @@ gradient to the bias over them in registers before one atomic add per program.
   against the per-window loop of ``tests/reference.py``, values and gradients of qkv and the bias, with and without a
   shift/padding mask, in fp32 and fp16 (the interpreter's ``tl.dot`` cannot take bf16; bf16 runs the same code), and
   a shifted, padded block through it against the reference block, and the op under ``torch.compile(fullgraph=True)``;
-  and each kernel compiled to an sm_90 cubin.
+  and each kernel compiled to an sm_90 cubin; launched with the tensors' GPU current (a stand-in kernel).
 """
+
+import contextlib
 
 import torch
 
@@ -204,10 +206,14 @@ if TRITON_AVAILABLE:
         pair = real[:, None] & real[None, :]
         tl.atomic_add(grad_bias + h * N * N + tokens[:, None] * N + tokens[None, :], bias_grad, mask=pair)
 
-    def _launch(kernel, grid: tuple[int, int], *args, **meta) -> None:
-        """``kernel[grid](*args, **meta)``; a kernel that does not build or fit on this GPU leaves the timing."""
+    def _launch(kernel, grid: tuple[int, int], device: torch.device, *args, **meta) -> None:
+        """``kernel[grid](*args, **meta)`` on ``device``, its tensors' GPU: Triton launches on the current device's
+        stream, another GPU's where they are on ``cuda:1`` and nothing called ``set_device`` (on the CPU, Triton's
+        interpreter, as it is). A kernel that does not build or fit on this GPU leaves the timing."""
+        on_device = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
         try:
-            kernel[grid](*args, **meta)
+            with on_device:
+                kernel[grid](*args, **meta)
         except TritonError as error:
             raise NotImplementedError(f"the Triton window attention does not run here: {error}") from error
 
@@ -238,8 +244,8 @@ if TRITON_AVAILABLE:
         num_windows = mask.shape[0] if has_mask else 1
         strides = qkv.stride()[:3]
         _launch(
-            _forward_kernel, (windows, heads), qkv, bias, mask, out, lse, *strides, num_windows, heads, scale,
-            HAS_MASK=has_mask, **_sizes(qkv),
+            _forward_kernel, (windows, heads), qkv.device, qkv, bias, mask, out, lse, *strides, num_windows, heads,
+            scale, HAS_MASK=has_mask, **_sizes(qkv),
         )  # fmt: skip
         return out, lse
 
@@ -270,8 +276,8 @@ if TRITON_AVAILABLE:
         strides = qkv.stride()[:3]
         grid = (heads, triton.cdiv(windows, WINDOWS_PER_PROGRAM))
         _launch(
-            _backward_kernel, grid, qkv, bias, mask, out, lse, grad_out, grad_qkv, grad_bias, *strides, num_windows,
-            windows, heads, scale, WINDOWS=WINDOWS_PER_PROGRAM, HAS_MASK=has_mask, **_sizes(qkv),
+            _backward_kernel, grid, qkv.device, qkv, bias, mask, out, lse, grad_out, grad_qkv, grad_bias, *strides,
+            num_windows, windows, heads, scale, WINDOWS=WINDOWS_PER_PROGRAM, HAS_MASK=has_mask, **_sizes(qkv),
         )  # fmt: skip
         return grad_qkv, grad_bias.to(bias.dtype)
 

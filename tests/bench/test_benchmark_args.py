@@ -219,8 +219,14 @@ def quoted_commands(text: str) -> list[list[str]]:
 
 
 def shell_commands(script: Path, tmp_path: Path) -> list[list[str]]:
-    """The arguments a benchmarks/*.sh script passes to scripts/benchmark.py, recorded by running it with a stand-in
-    ``python`` that only writes down its arguments (and answers a ``-c`` query: True for CUDA, else fp32,bf16)."""
+    """The arguments a benchmarks/*.sh script passes to scripts/benchmark.py (:func:`python_calls`)."""
+    return [call[call.index(SCRIPT) + 1 :] for call in python_calls(script, tmp_path) if SCRIPT in call]
+
+
+def python_calls(script: Path, tmp_path: Path) -> list[list[str]]:
+    """The arguments of every ``python`` a benchmarks/*.sh script runs, in order, recorded by running it with a
+    stand-in ``python`` that only writes down its arguments (and answers a ``-c`` query: True for CUDA, else
+    fp32,bf16)."""
     bin_dir, log = tmp_path / "bin", tmp_path / "calls.txt"
     bin_dir.mkdir(exist_ok=True)
     stub = bin_dir / "python"
@@ -232,8 +238,7 @@ def shell_commands(script: Path, tmp_path: Path) -> list[list[str]]:
     env = os.environ | dict(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", PYTHON=str(stub), CALLS=str(log),
                             OUT=str(tmp_path / "out"), TMPDIR=str(tmp_path), MAX_LOAD="1000")  # fmt: skip
     subprocess.run(["bash", str(script)], env=env, capture_output=True, timeout=60, check=True)
-    calls = [line.rstrip("\t").split("\t") for line in log.read_text().splitlines()]
-    return [call[call.index(SCRIPT) + 1 :] for call in calls if SCRIPT in call]
+    return [line.rstrip("\t").split("\t") for line in log.read_text().splitlines()]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="runs gpu_run.sh")
@@ -252,6 +257,30 @@ def test_gpu_run_packs_no_json_of_an_earlier_run_for_a_part_that_fails(tmp_path)
     assert done.returncode == 1 and "cuda_tiny_b1: exit 1" in done.stdout, done.stderr
     with tarfile.open(pack) as packed:
         assert "./cuda_tiny_b1.json" not in packed.getnames() and not (out / "cuda_tiny_b1.json").exists()
+
+
+GPU_TABLE_PARTS = ["cuda_tiny_b64", "cuda_tiny_b1", "cuda_sizes", "cuda_tiny_b64_compile"]  # performance.md's table
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="runs gpu_run.sh")
+def test_gpu_run_runs_the_cuda_table_s_parts_first_within_the_budget(tmp_path) -> None:
+    """The kernel checks and the variants ran first, and their limits with the table's first ones (630 s) passed the
+    default budget of 540 s: sizes and compiled were skipped unless the earlier parts ended well under their limits."""
+    script = REPO / "benchmarks" / "gpu_run.sh"
+
+    def part(call: list[str]) -> str | None:
+        if "--json" in call:
+            return Path(call[call.index("--json") + 1]).stem
+        if call[:2] == ["-m", "pytest"]:
+            return "cuda_checks"
+        return "cuda_variants" if "benchmarks/cuda_variants_check.py" in call else None
+
+    parts = [name for name in map(part, python_calls(script, tmp_path)) if name]
+    assert parts[:6] == [*GPU_TABLE_PARTS, "cuda_checks", "cuda_variants"], parts
+    text = script.read_text()
+    limits = dict(re.findall(r"^run (\w+) (\d+) ", text, re.MULTILINE))
+    budget = int(re.search(r"BUDGET_S=\$\{BUDGET_S:-(\d+)\}", text).group(1))
+    assert sum(int(limits[name]) for name in GPU_TABLE_PARTS) <= budget - 30  # 30 s for the setup before them
 
 
 def _quoting_files() -> list[Path]:

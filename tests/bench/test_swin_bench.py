@@ -9,7 +9,7 @@ import torch
 from narrowswin import narrow_swin_t
 from swinbench.rel_pos_1d import run_rel_pos_1d
 from swinbench.report import markdown_table, profile_tables, rel_pos_1d_table, write_json
-from swinbench.swin import BenchConfig, Row, add_ratios, peak_memory_bytes, run_benchmark, start_run
+from swinbench.swin import BenchConfig, Row, _synced, add_ratios, peak_memory_bytes, run_benchmark, start_run
 from swinbench.timing import FaultCounted, paired_ratio
 
 
@@ -23,6 +23,17 @@ def test_peak_memory_counts_live_tensors_at_the_worst_moment():
 
     peak = peak_memory_bytes(step, "cpu")
     assert 12 * 2**20 <= peak < 12.1 * 2**20
+
+
+def test_cuda_timing_and_memory_read_the_requested_gpu(monkeypatch):
+    """--device cuda:1: the syncs and memory counters are those of GPU 1, not the current device (GPU 0; nothing
+    calls set_device). torch.cuda's functions are replaced by ones that record the device they are given."""
+    calls = []
+    for name in ("synchronize", "memory_allocated", "reset_peak_memory_stats", "max_memory_allocated"):
+        monkeypatch.setattr(torch.cuda, name, lambda device=None, name=name: calls.append((name, device)) or 0)
+    _synced(lambda: None, "cuda:1")()
+    peak_memory_bytes(lambda: None, "cuda:1")
+    assert len(calls) == 6 and {device for _, device in calls} == {"cuda:1"}
 
 
 def test_page_faults_of_each_call_are_counted():

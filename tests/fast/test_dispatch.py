@@ -40,6 +40,23 @@ def test_dispatch_table(device, dtype, bias_grad, dropout, expected):
     assert select_attention_kernel(device, dtype, bias_grad, dropout) == expected
 
 
+@pytest.fixture
+def deterministic_algorithms():
+    """torch's deterministic algorithms on for the test (``train.deterministic``), the previous setting after."""
+    previous = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
+
+
+@pytest.mark.parametrize("dtype,bias_grad,dropout", [(BF16, False, False), (F32, True, False), (BF16, True, True)])
+def test_deterministic_cuda_runs_a_fixed_kernel(deterministic_algorithms, dtype, bias_grad, dropout):
+    """Under deterministic algorithms CUDA does not time its kernel (a choice resume.pt does not keep, which another
+    run or rank can make otherwise): the explicit formula, as on the CPU rows that train; the CPU rows unchanged."""
+    assert select_attention_kernel("cuda", dtype, bias_grad, dropout) == "explicit"
+    assert select_attention_kernel("cpu", F32, True, False) == "recomputed"
+
+
 @pytest.mark.parametrize("device,grad", [("cpu", True), ("cpu", False), ("meta", True)])
 def test_fast_false_is_the_reference_everywhere(monkeypatch, device, grad):
     """fast=False (the first row): the reference layer makes no kernel choice; it runs the explicit formula

@@ -7,6 +7,7 @@ interpreted tests run in a fresh process started with ``TRITON_INTERPRET=1`` by 
 they are skipped. The interpreter's ``tl.dot`` is wrong in bf16 (it reads the bits as another type), so the
 reduced-precision path is tested in fp16, which takes the same code."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -179,6 +180,26 @@ def test_kernels_build_for_an_h200_without_one(kernel, dtype):
     source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": sizes["num_warps"]})
     assert compiled.asm["cubin"] and compiled.metadata.shared <= 227 * 1024
+
+
+@pytest.mark.parametrize("device,current", [("cuda:1", [torch.device("cuda:1")]), ("cpu", [])])
+def test_kernels_launch_on_their_tensors_gpu(monkeypatch, device, current):
+    """Triton launches on the current device's stream: for tensors on cuda:1 (nothing called set_device) cuda:1 is
+    made current around the launch; on the CPU (the interpreter) no device is switched. torch.cuda.device and the
+    kernel are stand-ins that record which device is current."""
+    devices = []
+
+    @contextlib.contextmanager
+    def cuda_device(gpu: torch.device):
+        devices.append(gpu)
+        yield
+        devices.pop()
+
+    monkeypatch.setattr(torch.cuda, "device", cuda_device)
+    launches = []
+    kernel = {(3, 1): lambda *args, **meta: launches.append((list(devices), args, meta))}  # kernel[grid](...)
+    window_triton._launch(kernel, (3, 1), torch.device(device), "qkv", N=6)
+    assert launches == [(current, ("qkv",), {"N": 6})] and not devices
 
 
 @pytest.mark.skipif(INTERPRETED or not torch.cuda.is_available(), reason="needs a GPU (benchmarks/gpu_run.sh runs it)")

@@ -35,16 +35,17 @@ def resolve_device(name: str, local_rank: int = 0, option: str = "--device") -> 
     Args:
         name: ``"auto"`` (this process's GPU when there is one, else the CPU), ``"cpu"``, ``"cuda"``,
             ``"cuda:N"`` or ``"mps"``.
-        local_rank: the GPU of ``"auto"`` and ``"cuda"`` (the process's rank on its machine under torchrun).
+        local_rank: the GPU of ``"auto"`` and ``"cuda"`` (the process's rank on its machine under torchrun,
+            ``LOCAL_RANK``).
         option: how the user gave ``name`` (``--device``, ``train.device``), for the error message.
 
     Raises:
         ValueError: one line naming the devices valid here, for a name torch does not know (``gpu0``) or a
-            device this machine lacks.
+            device this machine lacks (``cuda:3``, or ``auto`` / ``cuda`` with a ``local_rank`` past its GPUs).
     """
     valid = ", ".join(available_devices())
     if name == "auto":
-        return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+        return _local_gpu(local_rank, f"{option} {name}", valid) if torch.cuda.is_available() else torch.device("cpu")
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError):
@@ -53,7 +54,7 @@ def resolve_device(name: str, local_rank: int = 0, option: str = "--device") -> 
         return device
     if device.type == "cuda" and torch.cuda.is_available():
         if device.index is None:
-            return torch.device("cuda", local_rank)
+            return _local_gpu(local_rank, f"{option} {name}", valid)
         if device.index < torch.cuda.device_count():
             return device
         raise ValueError(f"{option} {name}: this machine has {torch.cuda.device_count()} CUDA devices; valid: {valid}")
@@ -61,6 +62,25 @@ def resolve_device(name: str, local_rank: int = 0, option: str = "--device") -> 
         return device
     what = "CUDA" if device.type == "cuda" else device.type
     raise ValueError(f"{option} {name}: {what} is not available here; valid here: {valid}")
+
+
+def _local_gpu(local_rank: int, setting: str, valid: str) -> torch.device:
+    """The GPU of the process of rank ``local_rank`` on this machine, for ``setting`` (``train.device auto``).
+
+    Raises:
+        ValueError: this machine has no GPU of that index (torchrun started more processes than it has GPUs, or
+            ``CUDA_VISIBLE_DEVICES`` hides the others from each process): torch's "invalid device ordinal" before.
+    """
+    count = torch.cuda.device_count()
+    if 0 <= local_rank < count:
+        return torch.device("cuda", local_rank)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    seen = "CUDA_VISIBLE_DEVICES unset" if visible is None else f"CUDA_VISIBLE_DEVICES={visible!r}"
+    raise ValueError(
+        f"{setting}: this process's LOCAL_RANK={local_rank} takes GPU {local_rank}, and it sees {count} CUDA devices "
+        f"({seen}): start at most {count} processes per machine (torchrun --nproc_per_node), and give each process "
+        f"every GPU in CUDA_VISIBLE_DEVICES (the process of LOCAL_RANK n takes the nth); valid here: {valid}"
+    )
 
 
 def device_memory(device: torch.device) -> int | None:

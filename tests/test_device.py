@@ -36,6 +36,27 @@ def test_a_device_this_machine_lacks_is_one_line_naming_the_valid_ones(name, mes
     assert text.startswith(message) and "\n" not in text and ", ".join(available_devices()) in text
 
 
+@pytest.mark.parametrize("name", ["auto", "cuda"])
+@pytest.mark.parametrize("visible", [None, "3"])
+def test_a_local_rank_past_this_machines_gpus_is_one_line_naming_it(name, visible, monkeypatch):
+    """torchrun --nproc_per_node=4 on 2 GPUs (or one GPU per process through CUDA_VISIBLE_DEVICES): auto and cuda
+    gave LOCAL_RANK=3 cuda:3, and the run died in torch.cuda.set_device with "invalid device ordinal"."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert resolve_device(name, local_rank=1) == torch.device("cuda", 1)
+    with pytest.raises(ValueError) as info:
+        resolve_device(name, local_rank=3, option="train.device")
+    text = str(info.value)
+    seen = "CUDA_VISIBLE_DEVICES unset" if visible is None else "CUDA_VISIBLE_DEVICES='3'"
+    assert text.startswith(f"train.device {name}: this process's LOCAL_RANK=3 takes GPU 3, and it sees 2 CUDA devices "
+                           f"({seen}): start at most 2 processes per machine"), text  # fmt: skip
+    assert "\n" not in text and text.endswith("valid here: auto, cpu, cuda, cuda:0, cuda:1")
+
+
 def test_the_option_is_named_as_the_user_gave_it():
     with pytest.raises(ValueError, match="train.device 'gpu0' is not a device"):
         resolve_device("gpu0", option="train.device")

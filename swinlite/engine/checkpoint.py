@@ -171,8 +171,10 @@ def load_resume(path: str | Path, task: str | None = None, mmap: bool = False) -
     return state
 
 
-def rng_state() -> dict[str, torch.Tensor]:
-    """Python, NumPy and torch (CPU and CUDA) generator states, as tensors."""
+def rng_state(device: torch.device) -> dict[str, torch.Tensor]:
+    """Python, NumPy and torch generator states, as tensors: the CPU's, and for a CUDA ``device`` (the one this process
+    computes on) that GPU's alone, no other's: a run resumed where fewer GPUs are visible has none of theirs to set,
+    and a CPU run on a GPU machine makes no CUDA context."""
     version, py_state, gauss = random.getstate()
     kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
     state = {
@@ -182,21 +184,35 @@ def rng_state() -> dict[str, torch.Tensor]:
         "numpy_extra": torch.tensor([np_pos, np_has_gauss, np_gauss], dtype=torch.float64),
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.stack(torch.cuda.get_rng_state_all())
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
     return state
 
 
-def set_rng_state(state: dict[str, torch.Tensor]) -> None:
-    """Restore what ``rng_state`` returned."""
+def cuda_rng_state(state: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor | None:
+    """The state of the CUDA ``device``'s generator that ``state`` (:func:`rng_state`'s) holds: its device's [S], or,
+    saved by an older swinlite, which kept every visible GPU's [N, S], the row of ``device``'s index; None where it
+    holds none for it (saved on the CPU; fewer GPUs visible than that index) or ``device`` is not a CUDA device."""
+    saved = state.get("cuda")
+    if saved is None or device.type != "cuda":
+        return None
+    if saved.dim() == 1:
+        return saved
+    return saved[device.index] if device.index < len(saved) else None
+
+
+def set_rng_state(state: dict[str, torch.Tensor], device: torch.device) -> None:
+    """Restore what ``rng_state`` returned, its CUDA state onto ``device`` where it holds one for it
+    (:func:`cuda_rng_state`; none: that generator is left as it is)."""
     py = state["python"].tolist()
     gauss = state["python_gauss"].item()
     random.setstate((py[0], tuple(py[1:]), None if gauss != gauss else gauss))
     pos, has_gauss, np_gauss = state["numpy_extra"].tolist()
     np.random.set_state(("MT19937", state["numpy"].numpy().astype(np.uint32), int(pos), int(has_gauss), np_gauss))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(list(state["cuda"]))
+    cuda = cuda_rng_state(state, device)
+    if cuda is not None:
+        torch.cuda.set_rng_state(cuda, device)
 
 
 def seed_rng(seed: int) -> None:
@@ -210,9 +226,9 @@ def seed_rng(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def resume_rng(saved: list[dict[str, torch.Tensor]], rank: int, seed: int, step: int) -> None:
+def resume_rng(saved: list[dict[str, torch.Tensor]], rank: int, seed: int, step: int, device: torch.device) -> None:
     """Set this process's generators as a resumed run goes on; ``saved`` holds one :func:`rng_state` per process of
-    the saved run, ``step`` its optimizer steps, ``seed`` is ``train.seed``.
+    the saved run, ``step`` its optimizer steps, ``seed`` is ``train.seed``, ``device`` this process's device.
 
     A rank the saved run had gets its own state back exactly: a resume with as many processes goes on bitwise as
     the uninterrupted run. A rank it lacked (resumed with more processes) is seeded by
@@ -220,9 +236,14 @@ def resume_rng(saved: list[dict[str, torch.Tensor]], rank: int, seed: int, step:
     it drew that rank's drop-path masks and mixup lambdas for the rest of the run. The rank sets it apart from the
     other processes' streams; the step from the one it drew at another point of the run (``seed + rank``, a fresh
     run's, is where it began, when it was there before a resume with fewer processes left it out); the same file
-    resumed again seeds it alike, so the resumed run is as reproducible as a fresh one.
+    resumed again seeds it alike, so the resumed run is as reproducible as a fresh one. So are the CUDA generators of
+    a rank whose state holds none for its CUDA ``device`` (:func:`cuda_rng_state`: saved on the CPU, or by an older
+    swinlite where fewer GPUs were visible), its other generators restored.
     """
-    if rank < len(saved):
-        set_rng_state(saved[rank])
-    else:
-        seed_rng(int(np.random.SeedSequence(seed, spawn_key=(rank, step)).generate_state(1)[0]))
+    fresh = int(np.random.SeedSequence(seed, spawn_key=(rank, step)).generate_state(1)[0])
+    if rank >= len(saved):
+        seed_rng(fresh)
+        return
+    set_rng_state(saved[rank], device)
+    if device.type == "cuda" and cuda_rng_state(saved[rank], device) is None:
+        torch.cuda.manual_seed_all(fresh)  # as seed_rng's torch.manual_seed seeds them

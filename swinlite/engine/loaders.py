@@ -20,6 +20,7 @@ def build_loaders(
     cfg: DataConfig,
     seed: int,
     dist: DistInfo,
+    device: torch.device,
     collate: Callable | None = None,
     drop_last: bool = True,
 ) -> tuple[DataLoader, DataLoader]:
@@ -29,7 +30,8 @@ def build_loaders(
     sample's augmentation is seeded by (seed, epoch, index), and a repeat that pads the shards by its copy number
     too (``SeededDataset``). Workers persist across epochs (``cfg.persistent_workers``) and prefetch
     ``cfg.prefetch_factor`` batches each; the loaders draw their worker seeds from their own generator, never from
-    the training process's. A worker leaves a SIGTERM to the training process
+    the training process's. Batches are pinned for a CUDA ``device`` alone (the run's: a CPU run on a GPU machine
+    makes no CUDA context). A worker leaves a SIGTERM to the training process
     (:func:`swinlite.sigterm.loader_worker_init`).
 
     Raises:
@@ -54,7 +56,7 @@ def build_loaders(
         batch_size=cfg.batch_size,
         num_workers=cfg.num_workers,
         collate_fn=collate,
-        pin_memory=torch.cuda.is_available(),
+        pin_memory=device.type == "cuda",
         persistent_workers=workers and cfg.persistent_workers,
         prefetch_factor=cfg.prefetch_factor if workers else None,
         generator=torch.Generator().manual_seed(seed),

@@ -374,7 +374,7 @@ class Trainer:
             content = fingerprint(self.task.val_samples(val_ds)) if dist.is_main else None
         self.val_content = broadcast_object(content, dist)
         self.loaders = build_loaders(
-            train_ds, val_ds, cfg.data, cfg.train.seed, dist, self.task.collate, self.task.drop_last
+            train_ds, val_ds, cfg.data, cfg.train.seed, dist, device, self.task.collate, self.task.drop_last
         )
         self.batches = batches_per_epoch(self.loaders[0], cfg.train.max_iters, cfg.optim.accum_steps)
         warn_long_accumulation(cfg.optim, self.batches)
@@ -477,7 +477,8 @@ class Trainer:
                 self._log_step()
         if self.dist.is_main:
             self._restore_files()
-        resume_rng(saved["rng"], self.dist.rank, self.cfg.train.seed, saved["step"])  # last: the exact state saved
+        # last: the exact state saved
+        resume_rng(saved["rng"], self.dist.rank, self.cfg.train.seed, saved["step"], self.settings.device)
 
     def _restart_best(self, saved: dict[str, Any], content: dict[str, Any] | None) -> None:
         """Restart the best scores when this run validates on another set than the one they are of (``saved``, the
@@ -715,7 +716,8 @@ class Trainer:
     def save_position(self) -> None:
         """Write resume.pt at the current position inside the epoch (every process's RNG state and loss sums)."""
         state, resume = self.state, self.out / RESUME_FILE
-        per_process = all_gather_object({"rng": rng_state(), "partial": (dict(state.sums), state.count)}, self.dist)
+        rng = rng_state(self.settings.device)
+        per_process = all_gather_object({"rng": rng, "partial": (dict(state.sums), state.count)}, self.dist)
         keep = self.checkpoint_step is None and state.epoch > 0  # resume.pt holds the last epoch's end: kept
         if self.dist.is_main:
             with self._saving_in_epoch():
@@ -1013,7 +1015,7 @@ class Trainer:
             best = self._best_candidate(row)
             if best is not None:
                 state.best, state.best_epoch = best[1], state.epoch
-            per_process = all_gather_object({"rng": rng_state(), "partial": ({}, 0)}, self.dist)
+            per_process = all_gather_object({"rng": rng_state(self.settings.device), "partial": ({}, 0)}, self.dist)
             if self.dist.is_main:
                 self.save(row, best, per_process)
             self.checkpoint_step, self.epoch_end_kept = None, False

@@ -122,6 +122,13 @@ class SegmentationTask(Task):
                 "data.batch_size=1: the heads' BatchNorm needs at least 2 images per step and process (under torchrun "
                 "on GPUs SyncBatchNorm pools every process's; not on the CPU)"
             )
+        if cfg.train.deterministic and device.type == "cuda":  # else torch raises at the first step
+            raise ValueError(
+                f"train.deterministic=true on {device}: torch has no deterministic CUDA kernel for the per-pixel "
+                "cross-entropy (nll_loss2d, summed) nor for the backward of UperNet's adaptive average pooling "
+                "(adaptive_avg_pool2d_backward_cuda) and bilinear upsampling (upsample_bilinear2d_backward_out_cuda); "
+                "set train.deterministic=false on CUDA, or train deterministically on the CPU (train.device=cpu)"
+            )
         folders = ("train_images", "train_masks", "val_images", "val_masks")
         check_demo_paths(cfg.data, "shapes", folders, "data.dataset=folder with data.classes (or ade20k)")
         labels_of(cfg.data)

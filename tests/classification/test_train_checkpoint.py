@@ -26,11 +26,11 @@ def test_weights_round_trip_with_metadata(tmp_path: Path):
 def test_rng_states_round_trip_through_weights_only_file(tmp_path: Path):
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
     random.gauss(0, 1), np.random.normal()  # leave cached gaussians in the states
-    save_resume(tmp_path / "r.pt", {"rng": [rng_state()], "epoch": 4})
+    save_resume(tmp_path / "r.pt", {"rng": [rng_state(torch.device("cpu"))], "epoch": 4})
     expected = (random.random(), random.gauss(0, 1), np.random.normal(), np.random.rand(), torch.rand(3))
     random.seed(9), np.random.seed(9), torch.manual_seed(9)
     saved = load_resume(tmp_path / "r.pt")  # weights_only=True
-    set_rng_state(saved["rng"][0])
+    set_rng_state(saved["rng"][0], torch.device("cpu"))
     got = (random.random(), random.gauss(0, 1), np.random.normal(), np.random.rand(), torch.rand(3))
     assert got[:4] == expected[:4] and torch.equal(got[4], expected[4]) and saved["epoch"] == 4
 

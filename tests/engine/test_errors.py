@@ -132,6 +132,11 @@ def _read_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lock.os, "open", refuse)
 
 
+def _one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+
+
 # (id, tasks, extra arguments, how the existing run is damaged (None: a new output folder), patch, message)
 CASES = [
     ("ema_decay", TASKS, ["train.ema_decay=1.5"], None, None, "train.ema_decay=1.5 is out of range"),
@@ -141,6 +146,9 @@ CASES = [
     ("crop_pct", ["classification"], ["data.crop_pct=0"], None, None, "expected 0 < data.crop_pct <= 1"),
     ("device", TASKS, ["train.device=gpu0"], None, None, "train.device 'gpu0' is not a device; valid here: auto, cpu"),
     ("device_absent", TASKS, ["train.device=cuda:99"], None, None, "train.device cuda:99: "),
+    # the first training step raised torch's RuntimeError (no deterministic CUDA kernel of nll_loss2d, ...)
+    ("deterministic_cuda", ["segmentation"], ["train.device=cuda", "train.deterministic=true"], None, _one_gpu,
+     "train.deterministic=true on cuda:0: torch has no deterministic CUDA kernel"),
     ("kwargs_typo", TASKS, ["model.kwargs.windw_size=2"], None, None, "did you mean 'window_size'?"),
     ("data_before_weights", TASKS, ["data.data_dir={file}.nowhere", "model.pretrained={file}.none"], None, None,
      "file.nowhere"),  # a mistyped --data-dir was named after the weights (fetched first when online)

@@ -36,6 +36,7 @@ from swinlite.files import TASK_FILES
 from swinlite.io import read_metadata, read_state_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the COCO file's quirks warn; tests/detection checks
+CPU = torch.device("cpu")
 
 
 def _equal(a: dict, b: dict) -> bool:
@@ -383,7 +384,7 @@ def test_a_rank_the_saved_run_lacked_draws_a_stream_of_its_own(good_run, tmp_pat
         resumed.load_resume(out / "resume.pt")
         return [*torch.rand(3).tolist(), float(np.random.rand()), random.random()]
 
-    set_rng_state(saved["rng"][0])
+    set_rng_state(saved["rng"][0], CPU)
     rank0 = [*torch.rand(3).tolist(), float(np.random.rand()), random.random()]
     assert draws(0, 2) == rank0
     rank1 = draws(1, 2)
@@ -817,8 +818,18 @@ def test_a_process_forked_under_the_sigterm_handler_ends_as_by_default(capfd):
 def test_splits_too_small_for_the_processes_are_refused(train: int, val: int, drop_last: bool, message: str):
     split = lambda n: TensorDataset(torch.arange(float(n)))  # noqa: E731
     with pytest.raises(ValueError, match=re.escape(message)):
-        build_loaders(split(train), split(val), DataConfig(batch_size=2), 0, DistInfo(0, 2), drop_last=drop_last)
-    build_loaders(split(3), split(2), DataConfig(batch_size=2), 0, DistInfo(0, 2), drop_last=drop_last)
+        build_loaders(split(train), split(val), DataConfig(batch_size=2), 0, DistInfo(0, 2), CPU, drop_last=drop_last)
+    build_loaders(split(3), split(2), DataConfig(batch_size=2), 0, DistInfo(0, 2), CPU, drop_last=drop_last)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:1"])
+def test_batches_are_pinned_for_a_cuda_run_alone(device: str, monkeypatch):
+    """Batches were pinned wherever CUDA exists: a train.device=cpu run made a CUDA context (an error on a busy or
+    exclusive-process GPU) to page-lock memory no GPU reads."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    data = TensorDataset(torch.arange(4.0))
+    loaders = build_loaders(data, data, DataConfig(batch_size=2), 0, DistInfo(), torch.device(device))
+    assert [loader.pin_memory for loader in loaders] == [device != "cpu"] * 2
 
 
 class _Draws(Dataset):
@@ -833,7 +844,7 @@ class _Draws(Dataset):
 
 def _drawn(dist: DistInfo, start: int = 0) -> list[tuple[int, float]]:
     """The samples of ``dist``'s shard of epoch 1 of ``_Draws`` seeded with 7, from its ``start``-th on."""
-    train, _ = build_loaders(_Draws(), _Draws(), DataConfig(batch_size=1), 7, dist)
+    train, _ = build_loaders(_Draws(), _Draws(), DataConfig(batch_size=1), 7, dist, CPU)
     train.sampler.set_epoch(1, start)
     return [train.dataset[key] for key in train.sampler]
 
@@ -860,7 +871,7 @@ def test_a_loader_worker_leaves_the_first_sigterm_to_the_run():
     SIGTERM, serves on and ends when its loader shuts it down; a second one ends it, as by default."""
     data = TensorDataset(torch.arange(8.0))
     cfg = DataConfig(batch_size=2, num_workers=1, persistent_workers=False)
-    train, _ = build_loaders(data, data, cfg, seed=0, dist=DistInfo())
+    train, _ = build_loaders(data, data, cfg, seed=0, dist=DistInfo(), device=CPU)
     batches = iter(train)
     next(batches)  # the worker has started
     (worker,) = batches._workers
@@ -891,7 +902,7 @@ from swinlite.engine.loaders import build_loaders
 from swinlite.engine.sections import DataConfig
 data = TensorDataset(torch.arange(8.0))
 cfg = DataConfig(batch_size=2, num_workers=2, persistent_workers=True)
-train, _ = build_loaders(data, data, cfg, 0, DistInfo())
+train, _ = build_loaders(data, data, cfg, 0, DistInfo(), torch.device("cpu"))
 print(len(list(train)))
 """
 
@@ -923,7 +934,7 @@ def test_a_loader_worker_reports_all_but_a_handover_the_run_broke_off(capfd):
     thread printed a traceback ending "ConnectionResetError: [Errno 104] Connection reset by peer", or "EOFError" where
     the run closed the connection before its request (scripts/benchmark.py --contended, SIGTERM to its group)."""
     cfg = DataConfig(batch_size=1, num_workers=1, persistent_workers=False)
-    loader, _ = build_loaders(_Reports(), _Reports(), cfg, seed=0, dist=DistInfo())
+    loader, _ = build_loaders(_Reports(), _Reports(), cfg, seed=0, dist=DistInfo(), device=CPU)
     assert sorted(int(b) for b in loader) == [0, 1, 2]
     err = capfd.readouterr().err
     assert "ValueError: a real fault" in err and "Connection" not in err and "EOFError" not in err

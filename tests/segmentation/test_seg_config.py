@@ -36,6 +36,26 @@ def test_a_batch_of_one_is_refused_where_batchnorm_is_not_synced(world, monkeypa
         SegmentationTask.check_config(cfg)
 
 
+@pytest.mark.parametrize(("device", "deterministic"), [("cuda", True), ("auto", True), ("cpu", True), ("cuda", False)])
+def test_deterministic_algorithms_on_cuda_are_refused_before_any_data(device, deterministic, monkeypatch):
+    """train.deterministic=true on CUDA crashed the first training step: nll_loss2d (summed) and the backwards of
+    UperNet's adaptive average pooling and bilinear upsampling have no deterministic CUDA kernel. On the CPU, or with
+    train.deterministic=false, the check passes."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    cfg = SegmentationTask.load_config(None, [f"train.device={device}", f"train.deterministic={deterministic}"])
+    if device == "cpu" or not deterministic:
+        SegmentationTask.check_config(cfg)
+        return
+    refused = ("train.deterministic=true on cuda:0: torch has no deterministic CUDA kernel for the per-pixel "
+               "cross-entropy (nll_loss2d, summed) nor for the backward of UperNet's adaptive average")  # fmt: skip
+    with pytest.raises(ValueError, match=re.escape(refused)) as info:
+        SegmentationTask.check_config(cfg)
+    assert str(info.value).endswith("set train.deterministic=false on CUDA, or train deterministically on the CPU "
+                                    "(train.device=cpu)")  # fmt: skip
+
+
 def test_a_stride_is_refused_with_whole_mode():
     """data.test_stride with data.test_mode=whole (the default) was ignored: whole images validated, the stride
     recorded in config.yaml and the checkpoint's preprocessing (the evaluate scripts refuse --stride with it)."""

@@ -218,7 +218,11 @@ def add_train_arguments(parser: Parser, config_help: str, data_help: str) -> Non
         action="store_true",
         help="start over in an output dir that holds a run, or scripts' results of other weights (eval.json, ...)",
     )
-    parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print a new run's config as YAML and exit (not with --resume: OUT/config.yaml holds the run's)",
+    )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, applied last")
 
 

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_config:  # the config alone, without the task's [detection] extra (pycocotools)
         from swinlite.detection.config import DetConfig
 
-        return show_config(DetConfig, config, overrides)
+        return show_config(DetConfig, config, overrides, args.resume, args.overwrite)
     from swinlite.detection.task import DetectionTask
 
     return run_from_cli(DetectionTask, config, overrides, args.resume, args.overwrite)

@@ -16,7 +16,7 @@ from torch import nn
 from ..convert import other_classes
 from ..engine.distributed import SharedError, broadcast_object
 from ..engine.model import create_model, meta_model, pretrained_file
-from ..engine.preflight import inherited_setting
+from ..engine.preflight import inherited_setting, warn_unused
 from ..engine.task import RunContext, StepOutput, Task
 from ..engine.val_content import Sample
 from ..files import TASK_FILES
@@ -49,6 +49,8 @@ class ClassificationTask(Task):
         if _mixes(cfg) and cfg.data.batch_size % 2:
             raise ValueError(f"mixup/cutmix need an even data.batch_size, got {cfg.data.batch_size}")
         check_augment(cfg.data, inherited_setting(cfg, "interpolation") if cfg.data.auto_augment else None)
+        if cfg.data.re_prob == 0:  # timm's transform erases nothing, in no mode
+            warn_unused(cfg.data, "data", {"re_mode": "data.re_prob=0 (no random erasing)"})
         check_input_size(cfg)
 
     @classmethod

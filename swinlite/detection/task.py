@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from ..engine.distributed import DistInfo, SharedError, all_gather_object, broadcast_object
 from ..engine.loop import SINGLE, StepSettings, autocast
-from ..engine.preflight import check_demo_paths
+from ..engine.preflight import check_demo_paths, warn_unused
 from ..engine.rank_warnings import SharedWarnings
 from ..engine.task import RunContext, StepOutput, Task
 from ..engine.val_content import Sample
@@ -45,7 +45,7 @@ from .evaluation import (
     scoring_ground_truth,
     to_coco_results,
 )
-from .models import SWIN_SET_BY, build_detector, min_level
+from .models import SWIN_SET_BY, TWO_STAGE, build_detector, min_level
 from .transforms import build_eval_transform, build_train_transform, size_step_problem, smallest_train_resize
 
 
@@ -83,6 +83,19 @@ def scored_ids(split: CocoSplit, left_out: list[LeftOut]) -> list[int]:
     return [i for i in split.image_ids if i not in gone]
 
 
+def unread_settings(detector: str) -> dict[str, str]:
+    """The ``model`` settings ``detector`` does not read (:func:`~swinlite.detection.models.build_detector`), each
+    with why: the R-CNN heads' and samplers' without region proposals, the anchors' scale where FCOS sizes its anchors
+    by each level's stride alone."""
+    unread: dict[str, str] = {}
+    if detector not in TWO_STAGE:
+        why = f"model.detector={detector} does not read it, only model.detector={' or '.join(TWO_STAGE)}"
+        unread |= dict.fromkeys(("box_head_dim", "rpn_batch_size_per_image", "box_batch_size_per_image"), why)
+    if detector == "fcos":
+        unread["anchor_scale"] = "model.detector=fcos sizes its anchors by each level's stride alone"
+    return unread
+
+
 class DetectionTask(Task):
     name = "detection"
     config = DetConfig
@@ -114,6 +127,7 @@ class DetectionTask(Task):
             raise ValueError(f"model.min_level must be a Swin level, 0..3, got {model.min_level}")
         if not cfg.data.lsj and (problem := size_step_problem(cfg.data)) is not None:  # lsj draws no train_sizes
             raise ValueError(problem)
+        warn_unused(model, "model", unread_settings(model.detector))
         check_demo_paths(
             cfg.data, "digits", ("train_ann", "train_images", "val_ann", "val_images"), "data.dataset=coco"
         )

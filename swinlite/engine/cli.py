@@ -20,6 +20,7 @@ import math
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from .config import dump_yaml, load_config, to_dict
 from .distributed import PeerGoneError, SharedError, StalledRankError, launched
 from .handshake import checked_alike
 from .rank_warnings import SharedWarnings
-from .run import run
+from .run import check_resume_or_overwrite, run
 from .task import Task
 from .trainer import home_expanded
 
@@ -50,7 +51,7 @@ def run_from_cli(
         ValueError, OSError: a user error (a setting, the data, the output folder), for the script's runner.
     """
     if print_config:
-        return show_config(task.config, config, overrides)
+        return show_config(task.config, config, overrides, resume, overwrite)
     cfg = _loaded(task.config, config, overrides)
     if cfg is None:
         return said_elsewhere()
@@ -75,24 +76,50 @@ def run_from_cli(
     return 0
 
 
-def show_config(config: type, path: str | Path, overrides: list[str]) -> int:
+def show_config(
+    config: type, path: str | Path, overrides: list[str], resume: bool = False, overwrite: bool = False
+) -> int:
     """``--print-config``: the task's ``config`` dataclass loaded from its defaults, the file at ``path`` and
     ``overrides``, printed as YAML that reads back identically as a ``--config`` file; returns the exit code. It needs
-    the config class alone, not the task, whose imports may need an extra (detection's pycocotools)."""
-    cfg = _loaded(config, path, overrides)
+    the config class alone, not the task, whose imports may need an extra (detection's pycocotools). ``resume`` and
+    ``overwrite`` are the options the run would be given: refused together, as the run refuses them, and ``resume``
+    alone too (:func:`check_printable`).
+
+    Raises:
+        ValueError: the settings, or ``resume``.
+    """
+    cfg = _loaded(config, path, overrides, lambda cfg: check_printable(cfg, resume, overwrite))
     if cfg is None:
         return said_elsewhere()
     print(dump_yaml(to_dict(cfg)), end="")
     return 0
 
 
-def _loaded(config: type, path: str | Path, overrides: list[str]) -> Any | None:
-    """``config`` loaded as :meth:`Task.load_config` loads it, ``~`` expanded; None where the settings were refused,
-    which the machine's first process says (under torchrun every process reads the same file and overrides, and
-    rank 0 alone shows what they warn of)."""
+def check_printable(cfg: Any, resume: bool, overwrite: bool) -> None:
+    """ValueError for ``--print-config`` with ``--resume`` and ``--overwrite`` (:func:`check_resume_or_overwrite`), and
+    with ``--resume``: it printed a new run's settings as if they were the resumed run's, whose unset ``data.mean``
+    and such are those its ``OUT/config.yaml`` records (:func:`~swinlite.engine.preflight.resolve_normalisation`)."""
+    check_resume_or_overwrite(resume, overwrite)
+    if resume:
+        recorded = Path(cfg.train.output_dir) / "config.yaml"
+        raise ValueError(
+            f"--print-config prints a new run's settings, not a resumed one's: {recorded} holds those the run resumes "
+            "with (--resume warns of each setting this command changes)"
+        )
+
+
+def _loaded(
+    config: type, path: str | Path, overrides: list[str], check: Callable[[Any], None] | None = None
+) -> Any | None:
+    """``config`` loaded as :meth:`Task.load_config` loads it, ``~`` expanded, then given to ``check``; None where the
+    settings (or ``check``) were refused, which the machine's first process says (under torchrun every process reads
+    the same file and overrides, and rank 0 alone shows what they warn of)."""
     try:
         with SharedWarnings(launched()), checked_alike(launched()):
-            return home_expanded(load_config(config(), path, overrides))
+            cfg = home_expanded(load_config(config(), path, overrides))
+            if check is not None:
+                check(cfg)
+            return cfg
     except SharedError:
         return None
 

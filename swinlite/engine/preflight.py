@@ -96,24 +96,30 @@ SCHEDULE_READS = {
 
 def warn_unused_schedule(schedule: Any) -> None:
     """One UserWarning per schedule setting that ``schedule.kind`` does not read (:data:`SCHEDULE_READS`) and that
-    differs from the task's default: warned of, not refused (a recipe may keep another kind's settings), but a
-    ``min_lr`` given to a step schedule, or ``decay_epochs`` to a cosine one, changed nothing without a word. So is a
-    ``warmup_lr`` without a warm-up (``warmup_epochs=0``): every kind reads it only during one."""
-    default = type(schedule)()
-    if schedule.warmup_epochs == 0 and schedule.warmup_lr != default.warmup_lr:
-        warnings.warn(
-            "schedule.warmup_lr is unused: schedule.warmup_epochs=0 (no warm-up); give schedule.warmup_epochs to warm "
-            "up from it",
-            stacklevel=2,
-        )
+    differs from the task's default (:func:`warn_unused`): a ``min_lr`` given to a step schedule, or ``decay_epochs``
+    to a cosine one, changed nothing without a word. So is a ``warmup_lr`` without a warm-up (``warmup_epochs=0``):
+    every kind reads it only during one."""
+    unused: dict[str, str] = {}
+    if schedule.warmup_epochs == 0:
+        unused["warmup_lr"] = "schedule.warmup_epochs=0 (no warm-up); give schedule.warmup_epochs to warm up from it"
     for name in dict.fromkeys(name for names in SCHEDULE_READS.values() for name in names):  # each once, in order
-        if name in SCHEDULE_READS[schedule.kind] or getattr(schedule, name) == getattr(default, name):
-            continue
-        readers = " or ".join(kind for kind, names in SCHEDULE_READS.items() if name in names)
-        warnings.warn(
-            f"schedule.{name} is unused: schedule.kind={schedule.kind} does not read it, only schedule.kind={readers}",
-            stacklevel=2,
-        )
+        if name not in SCHEDULE_READS[schedule.kind]:
+            readers = " or ".join(kind for kind, names in SCHEDULE_READS.items() if name in names)
+            unused[name] = f"schedule.kind={schedule.kind} does not read it, only schedule.kind={readers}"
+    warn_unused(schedule, "schedule", unused)
+
+
+def warn_unused(section: Any, prefix: str, unused: dict[str, str]) -> None:
+    """One UserWarning per setting of the config ``section`` (named ``prefix``: ``model``, ``data``) that another
+    setting leaves unused (``unused``: its name -> what leaves it unused) and that differs from its default (the
+    section's dataclass field's, the task's): warned of, not refused (a recipe may keep the settings of another
+    choice), but the run's ``config.yaml`` records it as if it were used. A task's :meth:`Task.check_config` names
+    its own (the R-CNN heads' widths under RetinaNet, an auxiliary head's width without one); the run shows each once
+    (rank 0)."""
+    default = type(section)()
+    for name, why in unused.items():
+        if getattr(section, name) != getattr(default, name):
+            warnings.warn(f"{prefix}.{name} is unused: {why}", stacklevel=2)
 
 
 def check_decay_epochs(epochs: tuple[float, ...]) -> None:

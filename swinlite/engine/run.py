@@ -109,8 +109,7 @@ def run(
         replaced = replaced_outputs(out, overwrite)
         removed = (*(p.name for p in replaced), *replaced_task_files(out, task)) if overwrite else ()
         check_config_file(config, out, (*names, *removed), resume)
-        if resume and overwrite:
-            raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
+        check_resume_or_overwrite(resume, overwrite)
     dist = join(device, cfg.train.dist_timeout, startup_settings(cfg, resume, overwrite))
     lock, trainer, preparing = None, None, False
     # (deterministic algorithms, their warn_only, cuDNN's benchmark, cuBLAS's workspace): what seed_everything changes
@@ -180,6 +179,13 @@ def run(
 def startup_settings(cfg: Any, resume: bool, overwrite: bool) -> dict[str, Any]:
     """What every process of a run must be started with alike: the resolved settings and the flags."""
     return {**flatten(to_dict(cfg)), "--resume": resume, "--overwrite": overwrite}
+
+
+def check_resume_or_overwrite(resume: bool, overwrite: bool) -> None:
+    """ValueError for ``--resume`` with ``--overwrite``: the one continues the run in the output folder, the other
+    replaces it."""
+    if resume and overwrite:
+        raise ValueError("--resume continues the run in the output folder and --overwrite replaces it; pass one")
 
 
 def built_from_resume(cfg: Any) -> Any:

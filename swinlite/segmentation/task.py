@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 
 from ..device import resolve_device
 from ..engine.distributed import DistInfo, SharedError, broadcast_object, launched
-from ..engine.preflight import check_demo_paths
+from ..engine.preflight import check_demo_paths, warn_unused
 from ..engine.task import RunContext, StepOutput, Task
 from ..engine.val_content import Sample
 from ..seg_views import stride_problem, stride_unused
@@ -106,6 +106,8 @@ class SegmentationTask(Task):
                 f"model.name must be a swinlite model (swinlite_*) for segmentation, got {cfg.model.name!r}"
             )
         _warn_if_every_crop_is_padded(cfg.data)
+        if cfg.model.aux_weight == 0:  # models.build_upernet builds no auxiliary head
+            warn_unused(cfg.model, "model", {"aux_channels": "model.aux_weight=0 (no auxiliary head)"})
         stride = cfg.data.test_stride  # None: 2/3 of the crop, which always fits
         unused = stride_unused(stride, cfg.data.test_mode, None, "data.test_stride", "set data.test_mode=slide")
         if unused:  # ignored, while config.yaml and the checkpoint's preprocessing recorded it

@@ -113,3 +113,15 @@ def test_random_erasing_fills_as_data_re_mode_says(mode):
     assert erasing.mode == mode and erasing.probability == 1.0
     default = build_transforms(ClassificationTask.load_config(None, ["data.re_prob=0.25"]).data)[0]
     assert [t.mode for t in default.transforms if type(t).__name__ == "RandomErasing"] == ["pixel"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "unused"),
+    [(["data.re_mode=const"], True), (["data.re_mode=const", "data.re_prob=0.25"], False), (["data.re_prob=0"], False)],
+)
+def test_a_fill_without_random_erasing_is_warned_of(settings: list[str], unused: bool, recwarn):
+    """data.re_mode=const with data.re_prob=0 (the default) erased nothing, without a word (timm adds random erasing
+    only with a probability above 0), and config.yaml recorded the mode as if used."""
+    ClassificationTask.check_config(ClassificationTask.load_config(None, [f"model.name={PICO}", *settings]))
+    said = [str(w.message) for w in recwarn]
+    assert said == (["data.re_mode is unused: data.re_prob=0 (no random erasing)"] if unused else [])

@@ -209,9 +209,35 @@ def test_a_validation_that_scores_nothing_stops_the_run_with_the_epoch_kept(coco
     assert (tmp_path / "run" / "resume.pt").is_file() and not (tmp_path / "run" / "best.safetensors").exists()
 
 
+RCNN_ONLY = ["box_head_dim", "rpn_batch_size_per_image", "box_batch_size_per_image"]
+
+
+@pytest.mark.parametrize(
+    ("detector", "unused"),
+    [("fasterrcnn", []), ("maskrcnn", []), ("retinanet", RCNN_ONLY), ("fcos", [*RCNN_ONLY, "anchor_scale"])],
+)
+def test_model_settings_the_detector_does_not_read_are_warned_of(detector: str, unused: list[str], recwarn):
+    """model.box_head_dim and the R-CNN samplers' sizes under retinanet or fcos, model.anchor_scale under fcos (its
+    anchors are the strides) trained without a word, and config.yaml recorded them as if used."""
+    settings = {"box_head_dim": 7, "rpn_batch_size_per_image": 1, "box_batch_size_per_image": 1, "anchor_scale": 4}
+    overrides = [f"model.detector={detector}", "model.fpn_channels=64"]  # 64: FCOS's GroupNorm
+    overrides += [f"model.{key}={value}" for key, value in settings.items()]
+    DetectionTask.check_config(load_det_config(None, overrides))
+    said = [str(w.message) for w in recwarn]
+    assert [m.split(" is unused: ")[0] for m in said] == [f"model.{name}" for name in unused], said
+    if unused:
+        why = f"model.detector={detector} does not read it, only model.detector=fasterrcnn or maskrcnn"
+        assert said[0] == f"model.box_head_dim is unused: {why}"
+    if detector == "fcos":
+        fcos = "model.detector=fcos sizes its anchors by each level's stride alone"
+        assert said[-1] == f"model.anchor_scale is unused: {fcos}"
+    DetectionTask.check_config(load_det_config(None, overrides[:2]))  # the defaults: no warning
+    assert len(recwarn) == len(said)
+
+
 @pytest.mark.parametrize("path", sorted((REPO / "configs").glob("det_*.yaml")), ids=lambda p: p.name)
 def test_shipped_detection_configs_load_and_pass_the_checks(
-    path: Path, offline_hub, stub_inputs, tmp_path, monkeypatch
+    path: Path, offline_hub, stub_inputs, tmp_path, monkeypatch, recwarn
 ):
     cfg = load_det_config(path)
     monkeypatch.chdir(tmp_path)  # the config's data paths, relative to the repository's root, stubbed here
@@ -219,4 +245,5 @@ def test_shipped_detection_configs_load_and_pass_the_checks(
     if cfg.model.pretrained is True:  # the tag's weights in the (offline) cache: what the preflight looks for
         offline_hub.add(hub_repo(cfg.model.name), {"placeholder": torch.zeros(1)})
     check_run(DetectionTask, cfg)
+    assert not [str(w.message) for w in recwarn if " is unused: " in str(w.message)]  # its settings, its detector's
     assert load_det_config(None, [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items()]) == cfg

@@ -59,6 +59,27 @@ def test_print_config_needs_no_extra_of_the_tasks_data(script: str, monkeypatch,
     assert yaml.safe_load(capsys.readouterr().out)["train"]["epochs"] == 3
 
 
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--resume", "--overwrite"], "--resume continues the run in the output folder and --overwrite replaces it; "
+                                      "pass one"),
+        (["--resume"], "--print-config prints a new run's settings, not a resumed one's: {out} holds those the run "
+                       "resumes with"),
+    ],
+    ids=["resume-overwrite", "resume"],
+)  # fmt: skip
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_print_config_refuses_what_it_cannot_show(script: str, options: list[str], said: str, tmp_path, capsys):
+    """--print-config --resume printed a new run's settings (data.mean: null), while the resume takes the run's own
+    from its config.yaml; with --overwrite too, which a run refuses ("pass one"). A new run's, --overwrite's, prints."""
+    assert run_script(script, ["--print-config", "--output-dir", str(tmp_path), *options]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: " + said.format(out=tmp_path / "config.yaml")) and err.count("\n") == 1, err
+    assert run_script(script, ["--print-config", "--output-dir", str(tmp_path), "--overwrite"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["train"]["output_dir"] == str(tmp_path)
+
+
 def test_the_readme_says_to_repeat_the_overrides_on_resume():
     """It said '--resume takes the overrides the run was started with', as if they were remembered: they are not
     (resuming without data.data_dir=... warns, then trains on the demo's data), as docs/training.md says."""

@@ -67,6 +67,19 @@ def test_a_stride_is_refused_with_whole_mode():
         SegmentationTask.check_config(SegmentationTask.load_config(None, stride))
 
 
+@pytest.mark.parametrize(
+    ("settings", "unused"),
+    [(["model.aux_weight=0", "model.aux_channels=32"], True), (["model.aux_channels=32"], False),
+     (["model.aux_weight=0"], False)],
+)  # fmt: skip
+def test_an_auxiliary_width_without_an_auxiliary_head_is_warned_of(settings: list[str], unused: bool, recwarn):
+    """model.aux_channels with model.aux_weight=0 (no auxiliary head is built) changed nothing, without a word, and
+    config.yaml recorded it as if used."""
+    SegmentationTask.check_config(SegmentationTask.load_config(None, [*settings, "train.device=cpu"]))
+    said = [str(w.message) for w in recwarn]
+    assert said == (["model.aux_channels is unused: model.aux_weight=0 (no auxiliary head)"] if unused else [])
+
+
 def test_batchnorm_is_synced_under_torchrun_on_cuda_alone():
     """The one rule the batch size check and build_model share."""
     assert syncs_batchnorm(DistInfo(0, 2), torch.device("cuda", 0))

@@ -62,7 +62,7 @@ def test_loss_averages_over_every_pixel_ignored_ones_counting_zero():
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs").glob("seg_*.yaml")), ids=lambda p: p.name)
 def test_shipped_segmentation_configs_load_and_pass_the_checks(
-    path: Path, offline_hub, stub_inputs, tmp_path, monkeypatch
+    path: Path, offline_hub, stub_inputs, tmp_path, monkeypatch, recwarn
 ):
     cfg = SegmentationTask.load_config(path)
     monkeypatch.chdir(tmp_path)  # the config's data paths, relative to the repository's root, stubbed here
@@ -70,6 +70,7 @@ def test_shipped_segmentation_configs_load_and_pass_the_checks(
     if cfg.model.pretrained is True:  # the tag's weights in the (offline) cache: what the preflight looks for
         offline_hub.add(hub_repo(cfg.model.name), {"placeholder": torch.zeros(1)})
     check_run(SegmentationTask, cfg)
+    assert not [str(w.message) for w in recwarn if " is unused: " in str(w.message)]
     assert SegmentationTask.load_config(None, [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items()]) == cfg
 
 

@@ -21,11 +21,21 @@ from ..engine.task import RunContext, StepOutput, Task
 from ..engine.val_content import Sample
 from ..files import TASK_FILES
 from ..metadata import read_info, weights_metadata
-from .config import Config
+from .config import Config, DataConfig
 from .data import ImageFolderDataset, Split, build_datasets, check_augment, check_data_dir, collate, normalisation_note
 from .demo_data import build_digits, check_digits
 from .evaluation import EVALUATION_FILES, evaluate
 from .scan_cache import cached_scan
+
+
+def _unused_augment(data: DataConfig) -> dict[str, str]:
+    """The augmentation settings timm's training transform leaves out, each with why: the fill of a random erasing
+    that never runs, the colour jitter that an auto-augment policy replaces (with its colour ops: not a 3-Augment
+    policy, whose name holds ``3a``, which keeps it)."""
+    unused = {"re_mode": "data.re_prob=0 (no random erasing)"} if data.re_prob == 0 else {}
+    if data.auto_augment and "3a" not in data.auto_augment:
+        unused["color_jitter"] = f"data.auto_augment={data.auto_augment} leaves it out (its colour ops take its place)"
+    return unused
 
 
 class ClassificationTask(Task):
@@ -49,8 +59,7 @@ class ClassificationTask(Task):
         if _mixes(cfg) and cfg.data.batch_size % 2:
             raise ValueError(f"mixup/cutmix need an even data.batch_size, got {cfg.data.batch_size}")
         check_augment(cfg.data, inherited_setting(cfg, "interpolation") if cfg.data.auto_augment else None)
-        if cfg.data.re_prob == 0:  # timm's transform erases nothing, in no mode
-            warn_unused(cfg.data, "data", {"re_mode": "data.re_prob=0 (no random erasing)"})
+        warn_unused(cfg.data, "data", _unused_augment(cfg.data))
         check_input_size(cfg)
 
     @classmethod

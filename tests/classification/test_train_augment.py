@@ -117,11 +117,25 @@ def test_random_erasing_fills_as_data_re_mode_says(mode):
 
 @pytest.mark.parametrize(
     ("settings", "unused"),
-    [(["data.re_mode=const"], True), (["data.re_mode=const", "data.re_prob=0.25"], False), (["data.re_prob=0"], False)],
+    [
+        (["data.re_mode=const"], "data.re_mode is unused: data.re_prob=0 (no random erasing)"),
+        (["data.re_mode=const", "data.re_prob=0.25"], None),
+        (["data.re_prob=0"], None),
+        (
+            ["data.color_jitter=0.2", "data.auto_augment=rand-m9-mstd0.5"],
+            "data.color_jitter is unused: data.auto_augment=rand-m9-mstd0.5 leaves it out (its colour ops take its "
+            "place)",
+        ),
+        (["data.color_jitter=0.2", "data.auto_augment=rand-m9-mstd0.5-t3a"], None),  # a 3-Augment policy keeps it
+        (["data.auto_augment=rand-m9-mstd0.5"], None),  # the default jitter
+    ],
 )
-def test_a_fill_without_random_erasing_is_warned_of(settings: list[str], unused: bool, recwarn):
-    """data.re_mode=const with data.re_prob=0 (the default) erased nothing, without a word (timm adds random erasing
-    only with a probability above 0), and config.yaml recorded the mode as if used."""
-    ClassificationTask.check_config(ClassificationTask.load_config(None, [f"model.name={PICO}", *settings]))
-    said = [str(w.message) for w in recwarn]
-    assert said == (["data.re_mode is unused: data.re_prob=0 (no random erasing)"] if unused else [])
+def test_augmentation_settings_timm_leaves_out_are_warned_of(settings: list[str], unused: str | None, recwarn):
+    """data.re_mode=const with data.re_prob=0 (the default) erased nothing, and data.color_jitter under a policy that
+    is no 3-Augment one jittered nothing, without a word (timm's transform leaves them out), while config.yaml recorded
+    them as if used."""
+    cfg = ClassificationTask.load_config(None, [f"model.name={PICO}", "data.img_size=16", *settings])
+    ClassificationTask.check_config(cfg)
+    assert [str(w.message) for w in recwarn] == ([unused] if unused else [])
+    kinds = [type(t).__name__ for t in build_transforms(cfg.data)[0].transforms]
+    assert ("ColorJitter" in kinds) == (cfg.data.auto_augment is None or "3a" in cfg.data.auto_augment)

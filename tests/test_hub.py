@@ -41,6 +41,14 @@ def test_unreachable_hub_and_nothing_cached_is_one_line_at_once(no_network):
     assert message.endswith("; or pass --checkpoint FILE")
 
 
+def test_offline_and_nothing_cached_is_one_line_naming_hf_hub_offline(no_network, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ValueError, match=r"^the pretrained weights of .* cannot be downloaded: HF_HUB_OFFLINE is set; "
+                                         r"run once with network access .*; or pass --checkpoint FILE$"):  # fmt: skip
+        pretrained_kwargs(ABSENT, hint="or pass --checkpoint FILE")
+
+
 def test_unreachable_hub_with_cached_weights_loads_them_without_retrying(no_network):
     state = no_network.add_timm(TIMM_TAG, **REDUCED)
     kwargs = pretrained_kwargs(TAG)

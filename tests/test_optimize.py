@@ -120,6 +120,16 @@ def test_the_faster_path_serves_with_the_weights_of_the_call(monkeypatch, slower
     torch.testing.assert_close(fn(x), expected)
 
 
+def test_a_compiled_graph_that_differs_from_eager_is_refused(monkeypatch):
+    """(torch.compile replaced by a copy of the model one off from it: what is tested is the check, not inductor.)"""
+    model, x = _small_model(), torch.randn(2, 3, 8, 8)
+    off = copy.deepcopy(model)
+    monkeypatch.setattr(torch, "compile", lambda m, **kwargs: _counted(lambda images: off(images) + 1))
+    with pytest.raises(RuntimeError, match=r"^the compiled model's output differs from eager beyond 0.0001: "):
+        swinlite.optimize_for_inference(model, x)
+    assert swinlite.optimize_for_inference(model, x, check=False).path in ("compiled", "eager")
+
+
 def test_model_in_training_mode_is_rejected():
     with pytest.raises(ValueError, match="eval"):
         swinlite.optimize_for_inference(_small_model().train(), torch.randn(1, 3, 8, 8))

@@ -49,6 +49,7 @@ def test_metadata_round_trip_and_strict_rebuild(trained):
     config = timm.data.resolve_model_data_config(rebuilt)
     assert config["input_size"] == (3, 16, 16) and config["interpolation"] == "bilinear"
     assert config["mean"] == (0.5,) * 3 and rebuilt.pretrained_cfg["label_names"] == ["cat", "dog", "eel"]
+    assert rebuilt.pretrained_cfg["num_classes"] == 3  # the file's, not the variant's
     x = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
         torch.testing.assert_close(rebuilt(x), model(x), rtol=0, atol=0)
@@ -230,6 +231,7 @@ def test_a_folder_timms_save_for_hf_wrote_rebuilds_its_model(tmp_path, weights):
         config = timm.data.resolve_model_data_config(rebuilt)
         assert (config["mean"], config["std"], config["crop_pct"]) == ((0.5,) * 3, (0.25,) * 3, 0.75)
         assert rebuilt.pretrained_cfg["label_names"] == ["cat", "dog", "eel"]
+        assert "file" not in rebuilt.pretrained_cfg and "source" not in rebuilt.pretrained_cfg  # where timm read it
     with pytest.raises(ValueError, match=f"--model {PICO} contradicts .*config.json, which records a {v2}; drop"):
         load_model(tmp_path / "shared", PICO)
     with pytest.raises(ValueError, match=re.escape(f"is not a file (did you mean {str(path)!r}?)")):

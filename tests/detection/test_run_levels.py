@@ -4,6 +4,8 @@ per-level norms, level 0 through a norm its FPN never reads (frozen at weight 1,
 reads them". The detection task now records its ``min_level`` resolved, and a run's file gives the levels its FPN
 reads, through its norms; a level it does not read is refused there, and any is given raw (``--no-out-norm``)."""
 
+import os
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,22 +16,26 @@ from pico import PICO
 from PIL import Image
 from scriptkit import load_script
 
-from swinlite import __version__
+from swinlite import __version__, features_of_runs
 from swinlite.detection.categories import Categories
 from swinlite.detection.config import DetConfig, DetDataConfig, DetModelConfig
 from swinlite.detection.predictor import load_detector
 from swinlite.detection.task import DetectionTask
 from swinlite.export import run_features
 from swinlite.features import load_features
-from swinlite.features_of_runs import run_levels
+from swinlite.features_of_runs import hashed_run_levels, run_levels
 from swinlite.io import read_metadata, save_safetensors
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-def _run_file(folder: Path, detector: str, min_level: int | None) -> tuple[Path, torch.nn.Module]:
-    """A detector's weights file as a run writes it (the task's metadata and the engine's keys), random weights."""
-    model_cfg = DetModelConfig(name=PICO, detector=detector, fpn_channels=32, min_level=min_level)
+def _run_file(
+    folder: Path, detector: str, min_level: int | None, out_norm: bool = True
+) -> tuple[Path, torch.nn.Module]:
+    """A detector's weights file as a run writes it (the task's metadata and the engine's keys), random weights;
+    ``out_norm=False``: a run that trained no per-level norms."""
+    kwargs = {} if out_norm else {"out_norm": False}
+    model_cfg = DetModelConfig(name=PICO, detector=detector, fpn_channels=32, min_level=min_level, kwargs=kwargs)
     cfg = DetConfig(
         model=model_cfg, data=DetDataConfig(test_size=40, max_size=64, mean=[0.4, 0.45, 0.5], std=[0.2, 0.25, 0.3])
     )
@@ -63,6 +69,39 @@ def test_a_run_file_gives_the_levels_its_fpn_reads(tmp_path, detector, min_level
     assert run_features(path, False).out_indices == [0, 1, 2, 3]  # raw: every level, as timm's features_only
     levels = run_levels(path)
     assert levels.levels == read and ("stage1..stage3" in levels.name) == (read == [1, 2, 3])
+    cfg = levels.model.pretrained_cfg  # extract_features.py and visualize.py normalise with it: the run's statistics
+    assert (tuple(cfg["mean"]), tuple(cfg["std"])) == ((0.4, 0.45, 0.5), (0.2, 0.25, 0.3))
+
+
+@pytest.mark.parametrize(
+    ("out_norm", "raw_levels", "raw"), [(True, False, False), (True, True, True), (False, False, True)]
+)
+def test_the_pooled_vector_is_the_mean_of_the_last_level_as_given(tmp_path, out_norm, raw_levels, raw):
+    """Through the run's norms or raw as the levels are (raw: the final norm left out), and named so: a run that
+    trained no per-level norms (``kwargs: {out_norm: false}``) gives raw levels, with no note about norms."""
+    path, _ = _run_file(tmp_path, "fasterrcnn", None, out_norm)
+    levels = run_levels(path, raw_levels)
+    assert levels.name.endswith("raw levels)" if raw else "per-level norms)") and (levels.note is None) == raw
+    with torch.no_grad():  # as extract_features.py computes them
+        final, maps = levels.model.forward_intermediates(torch.randn(2, 3, 40, 56), levels.levels)
+        pooled = levels.model.forward_head(final, pre_logits=True)
+    torch.testing.assert_close(pooled, maps[-1].mean(dim=(2, 3)))
+
+
+def test_a_file_replaced_while_it_was_read_is_refused(tmp_path, monkeypatch):
+    """The SHA-256 recorded beside the features would be of other weights than theirs."""
+    path, _ = _run_file(tmp_path, "retinanet", None)
+    read = features_of_runs.run_levels
+
+    def read_then_saved_again(checkpoint, raw_levels=False):
+        levels = read(checkpoint, raw_levels)
+        shutil.copy(checkpoint, tmp_path / "saving")  # a training run replacing its best.safetensors
+        os.replace(tmp_path / "saving", checkpoint)
+        return levels
+
+    monkeypatch.setattr(features_of_runs, "run_levels", read_then_saved_again)
+    with pytest.raises(ValueError, match=r"retinanet.safetensors changed while it was read \(a training run"):
+        hashed_run_levels(path)
 
 
 def test_an_unread_level_is_refused_through_the_norms_and_given_raw(tmp_path):

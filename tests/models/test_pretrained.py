@@ -19,7 +19,7 @@ from timm.models import get_arch_pretrained_cfgs, get_pretrained_cfg
 import swinlite
 from swinlite.detection import build_fpn_backbone
 from swinlite.hub import cached_weights
-from swinlite.models.pretrained import WeightsUnavailableError, lite_name
+from swinlite.models.pretrained import WeightsUnavailableError, check_weights_source, lite_name
 
 TIMM_ARCHS = [
     "swin_tiny_patch4_window7_224",
@@ -202,6 +202,8 @@ def test_a_weights_file_that_cannot_be_read_is_named_before_timm_reads_it(offlin
         with pytest.raises(Exception) as raised:
             timm.create_model(LITE_TINY, pretrained=True, **other, **REDUCED)
         assert "damaged" not in str(raised.value) and "someone/else" in str(raised.value)
+        variant, tag = LITE_TINY.split(".")
+        check_weights_source(variant, {"pretrained_cfg": tag, "cache_dir": str(tmp_path)})  # timm reads that cache
     finally:
         cached.write_bytes(whole)
 

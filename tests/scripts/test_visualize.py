@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import timm
 import torch
+import torchvision.transforms.functional as TF
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from pico import PICO
 from PIL import Image
@@ -65,15 +66,30 @@ def test_a_narrow_grids_title_lies_within_its_figure(name, stage):
         assert ax.title.get_window_extent(renderer).y1 <= box.y0
 
 
+def test_a_signed_tables_colours_are_centred_on_zero():
+    tables = bias_tables(timm.create_model(PICO))[0]  # (blocks, heads, 7, 7), not symmetric about 0
+    vmax = float(tables.abs().max())
+    fig = bias_figure(tables, 0, continuous=False)
+    assert {ax.images[0].get_clim() for ax in fig.axes[:-1]} == {(-vmax, vmax)}  # each heat map's; then the bar
+
+
 def test_feature_means_are_channel_means_of_each_level():
-    """A model in training mode came back in eval mode; each module is back in its own (a frozen stage in eval)."""
+    """The image normalised with the model's own mean and std. A model in training mode came back in eval mode; each
+    module is back in its own (a frozen stage in eval)."""
     model = timm.create_model(PICO, frozen_stages=1)  # training mode, its first stage kept in eval mode
+    mean, std = (0.2, 0.3, 0.4), (0.1, 0.2, 0.3)
+    model.pretrained_cfg = {**model.pretrained_cfg, "mean": mean, "std": std}
     modes, seen = [m.training for m in model.modules()], []
     model.layers[1].register_forward_pre_hook(lambda module, args: seen.append(module.training))
     image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (30, 50, 3), dtype=np.uint8))
     means = feature_means(model, image)
     assert [tuple(m.shape) for m in means] == [(15, 25), (8, 13), (4, 7), (2, 4)]
     assert seen == [False] and [m.training for m in model.modules()] == modes
+    x = (TF.to_tensor(image) - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]  # (3, H, W)
+    with torch.no_grad():
+        levels = model.eval().forward_intermediates(x[None], intermediates_only=True)
+    for got, level in zip(means, levels, strict=True):
+        torch.testing.assert_close(got, level[0].mean(dim=0))
 
 
 def test_the_input_panel_shows_the_image_the_model_saw(load_script, tmp_path, monkeypatch, initial_weights):
@@ -189,6 +205,19 @@ def test_a_failed_run_leaves_no_folder_and_no_partial_png(load_script, tmp_path,
         load_script("visualize").main(["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--image",
                                        str(image), "--output", str(tmp_path / "o" / "p"), *size])  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["img.png"]
+
+
+def test_a_failed_write_into_a_folder_that_was_there_keeps_the_pngs_written(
+    load_script, tmp_path, monkeypatch, initial_weights
+):
+    """The whole PNGs written before the disk filled stay (they may have replaced an earlier run's, which removing
+    them would not bring back); the one it failed on is not there in part."""
+    out = tmp_path / "p"
+    out.mkdir()
+    with pytest.raises(_disk_full_at_the_second_file(monkeypatch)):
+        load_script("visualize").main(["--model", PICO, "--checkpoint", str(initial_weights(PICO)), "--output",
+                                       str(out)])  # fmt: skip
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == {"bias_stage0.png": b"stage 0"}
 
 
 def test_a_second_run_into_the_folder_is_refused_or_replaces_every_earlier_png(

@@ -62,12 +62,14 @@ def test_slide_covers_every_pixel_and_averages_the_overlaps(size, windows):
 
 @pytest.mark.parametrize(
     ("size", "stride"),
-    [((64, 256), None), ((64, 200), (43, 43)), ((200, 64), (64, 1)), ((40, 30), None), ((100, 48), (50, 20))],
-)
+    [((64, 256), None), ((64, 200), (43, 43)), ((200, 64), (64, 1)), ((40, 30), None), ((100, 48), (50, 20)),
+     ((108, 64), None), ((64, 108), None)],  # 108 - 64 = 43 + 1: one pixel past a whole step, a window of its own
+)  # fmt: skip
 def test_every_pixel_gets_a_window_and_the_default_stride_follows_the_crop(size, stride):
     """The windows of 64 x 64 crops counted over each pixel with a plain loop: none is left out, for a side longer or
     shorter than the crop. Unset, the stride is 2/3 of the crop (43; ADE20K's 341 for 512 as before): a fixed 341
-    left columns 64-191 of a 64 x 256 image to no window, labelled 0 (class 0) without a word."""
+    left columns 64-191 of a 64 x 256 image to no window, labelled 0 (class 0) without a word. A side one pixel past
+    a whole number of steps (ADE20K's 854 = 512 + 341 + 1) needs one window more, flush with the border."""
     test = InferenceSettings.of(SegDataConfig(crop_size=(64, 64), test_stride=stride, test_mode="slide"))
     assert test.stride == (stride or (43, 43)) and InferenceSettings.of(SegDataConfig()).stride == (341, 341)
     count = torch.zeros(size, dtype=torch.int64)

@@ -12,7 +12,7 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 from swinlite.engine.preflight import resolve_normalisation
-from swinlite.seg_views import rescaled_size
+from swinlite.seg_views import rescaled_size, view_size
 from swinlite.segmentation.config import SegDataConfig
 from swinlite.segmentation.task import SegmentationTask
 from swinlite.segmentation.transforms import (
@@ -129,6 +129,14 @@ def test_rescale_follows_mmcv(size, scale, expected):
     mask = tv_tensors.Mask(torch.zeros(size, dtype=torch.int64))
     out_image, out_mask = RandomRescale(scale, (1.0, 1.0))(image, mask)
     assert out_image.shape[1:] == out_mask.shape == expected
+
+
+def test_a_test_view_truncates_the_scale_times_its_ratio_as_mmseg():
+    """mmseg's MultiScaleFlipAug scales img_scale by a test ratio with int(), then mmcv's rescale_size fits the image:
+    0.6 of (2048, 512) is (1228, 307), not (1229, 307), and the long side limits a 500x4000 image."""
+    scale = [int(side * 0.6) for side in (2048, 512)]  # mmseg's img_scale at the ratio
+    factor = min(max(scale) / 4000, min(scale) / 500)  # mmcv's rescale_size of a 500x4000 (HxW) image
+    assert view_size(500, 4000, (2048, 512), 0.6) == (int(500 * factor + 0.5), int(4000 * factor + 0.5)) == (154, 1228)
 
 
 def test_rescale_draws_its_ratio_from_ratio_range():

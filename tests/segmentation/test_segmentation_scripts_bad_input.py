@@ -382,6 +382,7 @@ def test_thin_val_images_are_left_out_before_the_loaders_and_their_labels_no_lon
     assert [p.image.name for p in kept.pairs] == ["00.png", "01.png", "02.png"]
     assert kept.skipped == [(str(thin), "a 1x600 (HxW) image would be rescaled to 1x64 (ratio 1.0), thinner than the "
                                         "backbone's 2-pixel patch: too thin")]  # fmt: skip
+    assert too_thin(2, 64) is None  # rescaled to 2x64: exactly one patch thin, which the backbone takes
     assert kept.labelled == split.labelled - 600
     for path in (masks / f"{n:02d}.png" for n in range(3)):  # the thin image's mask holds the only class pixels
         Image.fromarray(np.full((40, 48), 255, np.uint8), mode="L").save(path)

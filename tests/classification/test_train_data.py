@@ -7,11 +7,19 @@ import numpy as np
 import pytest
 import torch
 import torchvision
+import torchvision.transforms as T
 from PIL import Image
 from trainkit import make_folder
 
 from swinlite.classification.config import DataConfig
-from swinlite.classification.data import ImageFolderDataset, build_datasets, collate, load_rgb, scan_split
+from swinlite.classification.data import (
+    ImageFolderDataset,
+    build_datasets,
+    build_transforms,
+    collate,
+    load_rgb,
+    scan_split,
+)
 from swinlite.images import LeftOut
 
 
@@ -156,3 +164,21 @@ def test_transforms_follow_config(folder: Path):
     x, _ = val_ds[0]
     assert x.shape == (3, 24, 24) and x.dtype == torch.float32
     assert abs(float(x.mean())) < 3  # normalized
+
+
+@pytest.mark.parametrize("hflip", [0.0, 0.3])
+def test_transforms_take_every_setting_of_the_config(hflip: float):
+    """Mean and std, the eval crop_pct, the interpolation, the crop scale and hflip each left at timm's default went
+    unseen: only the output's shape and range were checked."""
+    cfg = DataConfig(img_size=32, crop_pct=0.5, mean=(0.5,) * 3, std=(0.25,) * 3, interpolation="bicubic",
+                     hflip=hflip, scale=(0.9, 1.0))  # fmt: skip
+    train, evaluation = build_transforms(cfg)
+    bicubic = T.InterpolationMode.BICUBIC
+    reference = T.Compose([T.Resize(64, bicubic), T.CenterCrop(32), T.ToTensor(), T.Normalize((0.5,) * 3, (0.25,) * 3)])
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 48, 3), dtype=np.uint8))
+    torch.testing.assert_close(evaluation(image), reference(image))  # resized to 32 / crop_pct = 64 first
+    crop, *rest = train.transforms
+    assert (crop.size, crop.scale, crop.interpolation) == ((32, 32), (0.9, 1.0), bicubic)
+    (normalize,) = [t for t in rest if isinstance(t, T.Normalize)]
+    assert (normalize.mean.tolist(), normalize.std.tolist()) == ([0.5] * 3, [0.25] * 3)
+    assert [t.p for t in rest if isinstance(t, T.RandomHorizontalFlip)] == ([hflip] if hflip else [])

@@ -86,6 +86,19 @@ def test_a_file_changed_under_a_folder_time_kept_is_scanned_again(folder: Path, 
     assert sorted(path for path, _ in train.samples) == sorted(str(p) for p in folder.glob("train/*/*.png"))
 
 
+def test_a_larger_val_resize_is_scanned_again(folder: Path, tmp_path: Path):
+    """The cache keyed on the val resize: a 1x5000 val image kept by a shorter side of 128 (82 M pixels) is too
+    elongated at 256 (328 M); no skipped image reads otherwise to tell."""
+    Image.fromarray(np.zeros((1, 5000), np.uint8)).save(thin := folder / "val" / "c1" / "thin.png")
+    out = tmp_path / "out"
+    (_, val), _, _ = cached_scan(DataConfig(data_dir=str(folder), img_size=128, crop_pct=1.0), out)
+    assert (str(thin), 1) in val.samples
+    with pytest.warns(UserWarning, match=re.escape(f"skipping {thin}: a 1x5000 (HxW) image is too elongated")):
+        (_, val), from_cache, note = cached_scan(DataConfig(data_dir=str(folder), img_size=256, crop_pct=1.0), out)
+    assert not from_cache and note.startswith("the val resize changed")
+    assert [path for path, _ in val.skipped] == [str(thin)]
+
+
 def test_an_image_repaired_in_place_is_scanned_again(folder: Path, tmp_path: Path):
     """The cache keyed on folder times alone: an image repaired in place (its folder's time unchanged) stayed out,
     still named with its old error, run after run."""

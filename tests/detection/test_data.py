@@ -15,7 +15,12 @@ from torchvision.ops import masks_to_boxes
 from swinlite.detection import data
 from swinlite.detection.config import DetDataConfig
 from swinlite.detection.data import CocoDetection, categories_of, load_split, split_paths
-from swinlite.detection.transforms import build_train_transform, resize_problem, smallest_train_resize
+from swinlite.detection.transforms import (
+    build_eval_transform,
+    build_train_transform,
+    resize_problem,
+    smallest_train_resize,
+)
 from swinlite.images import LeftOut
 
 
@@ -96,16 +101,31 @@ def test_an_image_broken_after_the_scan_is_replaced_in_training_and_left_out_in_
     assert isinstance(left, LeftOut) and (left.index, Path(left.path).name) == (4, "06.png")
 
 
-def test_flip_and_resize_move_boxes_and_masks_together(coco: Path):
+@pytest.mark.parametrize("width", [SIZE, 64])  # a wide image: a box's canvas (height, width) read the other way round
+def test_flip_and_resize_move_boxes_and_masks_together(coco: Path, width: int):
+    Image.new("RGB", (width, SIZE)).save(coco / "train2017" / "01.png")
+    edit_coco(coco, "train", lambda c: c["images"][0].update(width=width))
     split, _ = _train_split(coco)
     with pytest.warns(UserWarning):
         dataset = CocoDetection(split, categories_of(split), masks=True)
     dataset.transform = build_train_transform(DetDataConfig(hflip=1.0, train_sizes=(96, 96)))
     image, target = dataset[0]
-    assert image.shape == (3, 96, 96) and image.dtype == torch.float32
-    # flipped horizontally and scaled x2: the 4..20 square goes to 96 - 40 .. 96 - 8
-    torch.testing.assert_close(target["boxes"][0], torch.tensor([56.0, 8.0, 88.0, 40.0]))
+    assert image.shape == (3, 96, 2 * width) and image.dtype == torch.float32
+    # flipped horizontally (x -> width - x) and scaled x2: the 4..20 square goes to 2 * (width - 20) .. 2 * (width - 4)
+    torch.testing.assert_close(target["boxes"][0], torch.tensor([2 * width - 40.0, 8.0, 2 * width - 8.0, 40.0]))
     torch.testing.assert_close(masks_to_boxes(target["masks"]) + torch.tensor([0, 0, 1, 1]), target["boxes"])
+
+
+def test_collate_keeps_each_target_with_its_image(coco: Path):
+    split, _ = _train_split(coco)
+    with pytest.warns(UserWarning):
+        dataset = CocoDetection(split, categories_of(split), evaluation=True)
+    with pytest.warns(UserWarning, match="left out of the evaluation"):
+        items = [dataset[0], dataset[4], dataset[1]]  # image ids 1, 6 (unreadable), 2
+    images, targets, left_out = data.collate(items)
+    assert [image is item[0] for image, item in zip(images, items[::2], strict=True)] == [True, True]
+    assert [target["image_id"] for target in targets] == [1, 2] and [item.index for item in left_out] == [4]
+    torch.testing.assert_close(targets[1]["boxes"], torch.tensor([[20.0, 20.0, 38.0, 38.0]]))  # image 2's object
 
 
 @pytest.mark.parametrize(
@@ -233,6 +253,13 @@ def test_training_resizes_as_the_detector_does_and_lsj_pads_with_the_mean():
     )
     pad = (padded * 255).round().flatten(1).unique(dim=1).tolist()
     assert pad == [[51.0, 200.0], [102.0, 200.0], [153.0, 200.0]]  # the mean colour and the image's
+
+
+def test_evaluation_images_are_scaled_to_0_1_as_training_images_are():
+    image = torch.tensor([0, 51, 255], dtype=torch.uint8).expand(3, 2, 3)
+    evaluated = build_eval_transform()(tv_tensors.Image(image))
+    assert type(evaluated) is torch.Tensor and evaluated.dtype == torch.float32
+    torch.testing.assert_close(evaluated, torch.tensor([0.0, 0.2, 1.0]).expand(3, 2, 3))
 
 
 def test_the_default_train_resize_is_mmdetections_1x_single_scale():

@@ -74,3 +74,19 @@ def test_lsj_boxes_of_a_sample_without_masks_are_only_clamped(seed: int):
     kept = (shifted[:, 2] - shifted[:, 0] >= 1) & (shifted[:, 3] - shifted[:, 1] >= 1)
     torch.testing.assert_close(target["boxes"], shifted[kept])
     assert target["labels"].tolist() == torch.tensor([1, 2, 3])[kept].tolist()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_lsj_pads_masks_with_no_object(seed: int):
+    """The jitter shrinks the 64 px image to 32 px, which the crop pads (a random margin, the mean colour) to the 64 px
+    square: the masks are padded with 0, each object's box its scaled mask's extent moved by that margin."""
+    transform = build_train_transform(DetDataConfig(lsj=True, test_size=64, hflip=0.0, mean=(0.5,) * 3))
+    transform.transforms[1].scale_range = (0.5, 0.5)  # a 32 px image: the 32 px margins around it fit every crop
+    torch.manual_seed(seed)
+    image, target = transform(*_sample(masks=True))
+    top, left = (image[2] == 0).nonzero().min(dim=0).values.tolist()  # the image's channel 2 is 0, the margin's 0.5
+    expected = torch.zeros(3, 64, 64, dtype=torch.uint8)
+    expected[:, top : top + 32, left : left + 32] = _masks()[:, ::2, ::2]  # nearest neighbour: pixel 2i of 64
+    torch.testing.assert_close(target["masks"], expected)
+    boxes = torch.tensor([[0.0, 0, 24, 24], [28, 28, 32, 32], [10, 10, 22, 22]])  # the masks' extents at 32 px
+    torch.testing.assert_close(target["boxes"], boxes + torch.tensor([left, top, left, top]))

@@ -21,7 +21,7 @@ import torch
 from enginekit import DATA_FIXTURE, TASKS, copied_run, overrides, script_main, tiny_config
 from single_thread import one_thread_only
 from timm.optim import param_groups_weight_decay
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import Dataset, DistributedSampler, TensorDataset
 from trainkit import make_folder
 
 from swinlite.classification.task import ClassificationTask
@@ -31,6 +31,7 @@ from swinlite.engine.distributed import DistInfo, SharedError
 from swinlite.engine.loaders import build_loaders
 from swinlite.engine.optim import build_optimizer
 from swinlite.engine.run import remove_replaced_run
+from swinlite.engine.sampling import EpochSampler
 from swinlite.engine.sections import DataConfig
 from swinlite.files import TASK_FILES
 from swinlite.io import read_metadata, read_state_dict
@@ -822,6 +823,22 @@ def test_splits_too_small_for_the_processes_are_refused(train: int, val: int, dr
     build_loaders(split(3), split(2), DataConfig(batch_size=2), 0, DistInfo(0, 2), CPU, drop_last=drop_last)
 
 
+def test_val_shards_of_the_processes_split_the_validation_set():
+    """Each process evaluates its own share, none twice: summed metrics count every sample once."""
+    data = TensorDataset(torch.arange(5))
+    cfg = DataConfig(batch_size=2, num_workers=0)
+    shards = [build_loaders(data, data, cfg, 0, DistInfo(rank, 2), CPU)[1] for rank in (0, 1)]
+    assert [torch.cat([batch for (batch,) in val]).tolist() for val in shards] == [[0, 2, 4], [1, 3]]
+
+
+@pytest.mark.parametrize(("drop_last", "sizes"), [(True, [2, 2]), (False, [2, 2, 1])])
+def test_a_partial_last_batch_is_kept_unless_dropped(drop_last: bool, sizes: list[int]):
+    """Detection keeps partial batches (drop_last=False); classification and segmentation drop them."""
+    data, cfg = TensorDataset(torch.arange(5)), DataConfig(batch_size=2, num_workers=0)
+    train, _ = build_loaders(data, data, cfg, 0, DistInfo(), CPU, drop_last=drop_last)
+    assert [len(batch) for (batch,) in train] == sizes
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda:1"])
 def test_batches_are_pinned_for_a_cuda_run_alone(device: str, monkeypatch):
     """Batches were pinned wherever CUDA exists: a train.device=cpu run made a CUDA context (an error on a busy or
@@ -862,6 +879,20 @@ def test_a_sample_that_pads_the_shards_draws_afresh():
     (index, x), (repeated, repeat) = rank0[0], rank1[-1]
     assert repeated == index and repeat != x
     assert _drawn(DistInfo(1, 2), start=2) == rank1[2:]  # resumed inside the epoch: the same draws
+
+
+def test_each_epoch_is_distributed_samplers_own_shuffle_of_that_epoch():
+    sampler = EpochSampler(list(range(8)), num_replicas=1, rank=0, seed=0)
+    reference = DistributedSampler(list(range(8)), num_replicas=1, rank=0, seed=0)
+    orders = []
+    for epoch in (0, 1, 0):
+        sampler.set_epoch(epoch)
+        reference.set_epoch(epoch)
+        keys = list(sampler)
+        assert keys == [(epoch, index, 0) for index in reference]
+        orders.append([index for _, index, _ in keys])
+    assert sorted(orders[0]) == sorted(orders[1]) == list(range(8))
+    assert orders[0] != orders[1] and orders[2] == orders[0]  # reshuffled per epoch, the same for the same epoch
 
 
 def test_a_loader_worker_leaves_the_first_sigterm_to_the_run():

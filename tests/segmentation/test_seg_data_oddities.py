@@ -1,4 +1,5 @@
-"""Oddities of hand-made label-map folders that the scan once took without a word."""
+"""Oddities of hand-made label-map folders that the scan once took without a word, and pairs that the loading,
+collating and transforms must keep together."""
 
 import warnings
 from collections.abc import Callable
@@ -6,13 +7,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
+from torchvision import tv_tensors
 
+from swinlite.images import LeftOut
 from swinlite.segmentation.config import SegDataConfig
 from swinlite.segmentation.data import (
     Labels,
     Pair,
+    SegmentationDataset,
     Split,
+    collate,
     find_pairs,
     labels_of,
     open_mask,
@@ -21,6 +27,7 @@ from swinlite.segmentation.data import (
     warn_unlearned,
     warn_unmeasured,
 )
+from swinlite.segmentation.transforms import PadTo, RandomRescale
 
 
 def test_two_images_of_one_name_are_an_error_naming_both(seg_folder: Path):
@@ -100,6 +107,63 @@ def test_a_2_or_4_bit_grayscale_png_mask_reads_its_stored_labels(tmp_path: Path,
         assert mask.mode == "L" and mask.tile[0].args == f"L;{bits}"  # really stored with this bit depth
     values = open_mask(tmp_path / "mask.png")
     assert values.dtype == np.uint8 and np.array_equal(values, stored)
+
+
+def test_a_bilevel_png_mask_reads_labels_0_and_1(tmp_path: Path):
+    """Pillow reads a mode 1 file as booleans: its labels are 0 and 1, never 255 (the default ignore_index)."""
+    stored = np.array([[0, 1, 1, 0], [1, 0, 0, 1]], dtype=bool)
+    Image.fromarray(stored).save(tmp_path / "mask.png")
+    with Image.open(tmp_path / "mask.png") as mask:
+        assert mask.mode == "1"
+    values = open_mask(tmp_path / "mask.png")
+    assert values.dtype == np.uint8 and values.tolist() == [[0, 1, 1, 0], [1, 0, 0, 1]]
+
+
+def _pair(root: Path, name: str, grey: int, label: int, mask_size: tuple[int, int] = (4, 5)) -> Pair:
+    """A 4x5 (HxW) image of one ``grey`` and its mask of one ``label``, ``mask_size`` (height, width)."""
+    Image.new("RGB", (5, 4), (grey,) * 3).save(image := root / f"{name}.png")
+    Image.fromarray(np.full(mask_size, label, np.uint8)).save(mask := root / f"{name}_mask.png")
+    return Pair(image, mask)
+
+
+def test_a_pair_whose_mask_changed_size_after_the_scan_is_replaced_in_training_and_left_out_in_evaluation(
+    tmp_path: Path,
+):
+    """The segmentation counterpart of detection's image broken after the scan: a mask replaced by one of another size
+    gave a pair whose image and mask disagree."""
+    pairs = [_pair(tmp_path, "0", 10, 1, mask_size=(3, 5)), _pair(tmp_path, "1", 20, 2)]
+    with pytest.warns(UserWarning, match=r"0\.png, .*0_mask\.png skipped: the image is 5x4, the mask 5x3$"):
+        image, mask = SegmentationDataset(pairs, LABELS)[0]
+    assert (int(image[0, 0, 0]), mask.unique().tolist()) == (20, [2])  # the next pair, whole
+    with pytest.warns(UserWarning, match=r"0\.png, .*0_mask\.png left out of the evaluation: the image is 5x4"):
+        left = SegmentationDataset(pairs, LABELS, evaluation=True)[0]  # scoring another pair in its place is wrong
+    assert isinstance(left, LeftOut) and (left.index, left.path) == (0, str(pairs[0].image))
+
+
+def test_collate_keeps_each_mask_with_its_image(tmp_path: Path):
+    dataset = SegmentationDataset([_pair(tmp_path, str(n), 10 * n, n) for n in range(3)], LABELS)
+    images, masks, left_out = collate([dataset[0], LeftOut(1, "1.png", "unreadable"), dataset[2]])
+    assert images.shape == (2, 3, 4, 5) and masks.shape == (2, 4, 5) and [item.index for item in left_out] == [1]
+    assert images[:, 0, 0, 0].tolist() == [0, 20] and masks[:, 0, 0].tolist() == [0, 2]
+
+
+def test_pad_to_pads_at_the_bottom_and_right_the_mask_with_ignore_index():
+    image = tv_tensors.Image(torch.full((3, 2, 3), 7, dtype=torch.uint8))
+    mask = tv_tensors.Mask(torch.tensor([[0, 1, 2], [2, 1, 0]]))
+    padded_image, padded_mask = PadTo((4, 5), ignore_index=9)(image, mask)
+    expected_image, expected_mask = torch.zeros(3, 4, 5, dtype=torch.uint8), torch.full((4, 5), 9)
+    expected_image[:, :2, :3], expected_mask[:2, :3] = 7, mask
+    assert torch.equal(padded_image, expected_image) and torch.equal(padded_mask, expected_mask)
+
+
+def test_a_rescaled_mask_holds_only_the_labels_it_held():
+    """Resized by nearest neighbour: a bilinear resize, rounded, made labels between two neighbours' (1 and 2 between
+    0 and 3)."""
+    mask = tv_tensors.Mask(torch.tensor([[0, 3, 3, 255, 0, 0], [0, 0, 3, 255, 255, 3], [3, 3, 0, 0, 255, 0], [0] * 6]))
+    image = tv_tensors.Image(torch.zeros(3, 4, 6, dtype=torch.uint8))
+    _, rescaled = RandomRescale((15, 10), (1.0, 1.0))(image, mask)  # x 2.5: min(15 / 6, 10 / 4)
+    nearest = torch.nn.functional.interpolate(mask[None, None].float(), size=(10, 15), mode="nearest")[0, 0].long()
+    assert torch.equal(rescaled, nearest) and rescaled.unique().tolist() == [0, 3, 255]
 
 
 IGNORED_255 = (

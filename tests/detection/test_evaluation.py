@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from detkit import edit_coco
+from pycocotools import mask as mask_utils
 from rankforks import forked_pair, report_and_exit
 
 from swinlite.detection.config import DetConfig, DetDataConfig
@@ -59,6 +60,16 @@ def test_perfect_predictions_score_100_and_shifted_ones_less(coco: Path):
     shifted = coco_ap(split.coco, _predictions(split, 3.0), split.image_ids).ap
     assert 0 < shifted["map"] < 90 and shifted["map75"] < shifted["map50"]
     assert coco_ap(split.coco, [], split.image_ids).ap["map"] == 0.0
+
+
+def test_only_the_images_given_are_scored(coco: Path):
+    """The objects of the ground truth's other images (left out of the prediction) are no misses: both objects of
+    image 1 found exactly score 100 on image 1. Scored on every image, one of category 3's three objects and one of
+    category 7's two are found: precision 1 up to recall 1/3 and 1/2, 34 and 51 of COCOeval's 101 recall points."""
+    split = _gt(coco)
+    on_image_1 = [result for result in _predictions(split, 0.0) if result["image_id"] == 1]
+    assert len(on_image_1) == 2 and coco_ap(split.coco, on_image_1, [1]).ap["map"] == pytest.approx(100.0)
+    assert coco_ap(split.coco, on_image_1, split.image_ids).ap["map"] == pytest.approx(100 * (34 + 51) / 2 / 101)
 
 
 def test_a_detection_on_a_crowd_region_counts_neither_way(coco: Path):
@@ -129,6 +140,18 @@ def test_detector_output_becomes_coco_results_with_the_original_ids():
     assert result["image_id"] == 42 and result["category_id"] == 7 and result["score"] == pytest.approx(0.8)
     assert result["bbox"] == [3.0, 2.0, 6.0, 3.0]  # xywh
     assert result["segmentation"]["size"] == [10, 12]
+
+
+def test_a_masks_pixels_of_probability_above_one_half_are_its_segmentation():
+    masks = torch.zeros(3, 1, 10, 12)
+    masks[:, 0, 2:5, 3:9] = torch.tensor([0.3, 0.5, 0.7])[:, None, None]  # [3, 3, 6]
+    output = {"boxes": torch.tensor([[3.0, 2.0, 9.0, 5.0]] * 3), "labels": torch.tensor([1, 1, 1]),
+              "scores": torch.tensor([0.8, 0.7, 0.6]), "masks": masks}  # fmt: skip
+    results = to_coco_results(output, image_id=1, categories=Categories([3], ["square"]))
+    expected = np.zeros((3, 10, 12), dtype=np.uint8)
+    expected[2, 2:5, 3:9] = 1  # 0.3 and 0.5: empty
+    decoded = mask_utils.decode([result["segmentation"] for result in results])  # [H, W, 3]
+    np.testing.assert_array_equal(decoded.transpose(2, 0, 1), expected)
 
 
 def test_coco_results_keep_the_model_floats():

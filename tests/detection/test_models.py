@@ -48,6 +48,26 @@ def test_anchors_follow_backbone_strides(detector, name, strides, sizes):
     assert generator.sizes == tuple(sizes)
 
 
+@pytest.mark.parametrize("detector", ["fasterrcnn", "maskrcnn", "retinanet", "fcos"])
+def test_the_settings_reach_the_torchvision_detector(detector):
+    """Each setting of build_detector and model.* that the detector holds, none at its default (one replaced by its
+    default in the code passed every other test): the normalisation, test sizes, kept detections, the R-CNNs'
+    samplers, and the Swin's output norms off."""
+    two_stage = detector in ("fasterrcnn", "maskrcnn")
+    samplers = dict(rpn_batch_size_per_image=8, box_batch_size_per_image=16) if two_stage else {}
+    cfg = DetModelConfig(detector=detector, name=PICO, fpn_channels=32, box_head_dim=8, score_thresh=0.3,
+                         detections_per_img=7, kwargs={"out_norm": False}, **samplers)  # fmt: skip
+    model = build_detector(cfg, 2, test_size=48, max_size=80, mean=(0.5, 0.4, 0.3), std=(0.25, 0.2, 0.1))
+    assert (model.transform.image_mean, model.transform.image_std) == ([0.5, 0.4, 0.3], [0.25, 0.2, 0.1])
+    assert (model.transform.min_size, model.transform.max_size) == ((48,), 80)
+    assert all(isinstance(norm, torch.nn.Identity) for norm in model.backbone.body.model.out_norms)
+    heads = model.roi_heads if two_stage else model
+    assert (heads.score_thresh, heads.detections_per_img) == (0.3, 7)
+    if two_stage:
+        assert model.rpn.fg_bg_sampler.batch_size_per_image == 8
+        assert model.roi_heads.fg_bg_sampler.batch_size_per_image == 16
+
+
 @pytest.mark.parametrize("name", [PICO, "swinlite_tiny_cpb_patch4_window7_224"])
 def test_no_weight_decay_groups_by_parameter_name(name):
     kwargs = TINY if "tiny" in name else {}

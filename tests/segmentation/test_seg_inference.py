@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.nn.functional as F
 from PIL import Image
 from rankforks import forked_pair, report_and_exit
 from torch import nn
@@ -98,6 +99,18 @@ def test_scales_and_flips_are_averaged_at_the_images_size():
     torch.testing.assert_close(flipped, model.conv(x).softmax(1))  # mirrored back: the same softmax, averaged
     assert model.seen == [(40, 48)] * 3 + [(20, 24), (20, 24), (40, 48), (40, 48)]  # each ratio, and mirrored
     assert scales.shape == (1, 4, 40, 48) and torch.allclose(scales.sum(1), torch.ones(1, 40, 48))  # mean softmax
+
+
+def test_a_view_at_half_size_is_downscaled_with_antialiasing_and_its_logits_resized_back_bilinearly():
+    """The views above are at the image's own size, which neither resize touches."""
+    torch.manual_seed(0)
+    model, x = Pointwise(), torch.randn(1, 3, 40, 48)
+    with torch.no_grad():
+        half = predict_scores(model, x, InferenceSettings(img_scale=(24, 20)))
+        view = F.interpolate(x, (20, 24), mode="bilinear", antialias=True)  # not every other pixel
+        expected = F.interpolate(model.conv(view), (40, 48), mode="bilinear", align_corners=False)
+    assert model.seen == [(20, 24)]
+    torch.testing.assert_close(half, expected)
 
 
 def test_an_image_without_its_batch_axis_is_a_clear_error():

@@ -115,6 +115,16 @@ def test_logits_at_the_input_size_and_the_auxiliary_head_in_training_only(name):
     torch.testing.assert_close(logits, want, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize(("dropout", "pool_scales"), [(0.0, (1, 2)), (0.3, (3,))])
+def test_the_heads_dropout_and_pool_scales_are_the_configs(dropout: float, pool_scales: tuple[int, ...]):
+    head = dict(HEAD, pool_scales=pool_scales)
+    model = build_upernet(SegModelConfig(name=PICO, dropout=dropout, **head), 3).eval()
+    assert model.decode_head.dropout.p == model.auxiliary_head.dropout.p == dropout  # before each classifier
+    top = model.backbone(torch.zeros(1, 3, 32, 32))[-1]  # [1, C, 2, 2]
+    grids = [tuple(pool(top).shape[2:]) for pool in model.decode_head.psp_modules]
+    assert grids == [(scale, scale) for scale in pool_scales]
+
+
 class CellCentres(torch.nn.Module):
     """A stand-in head: logits [B, 2, h, w] that are each cell's centre in input pixels, x then y, for cells
     ``stride`` (height, width) pixels apart; it reads level 0 of the levels (the UperNet head's input) or the one level

@@ -10,11 +10,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from pico import PICO
 from PIL import Image
 from scriptkit import SCRIPTS, disk_full_after_first_file, load_script, script_env
 from segkit import CLASSES, COLORS
 
-from swinlite.io import read_metadata
+from swinlite.io import read_metadata, save_safetensors
+from swinlite.segmentation import predictor
+from swinlite.segmentation.data import Labels
+from swinlite.segmentation.inference import InferenceSettings
 
 
 def test_evaluate_scores_the_split_as_the_run_did(trained, tmp_path: Path, capsys):
@@ -151,6 +156,20 @@ def test_a_segmentation_checkpoint_points_classifier_tools_to_the_segmentation_s
         read_info(trained[1] / "best.safetensors")
 
 
+def test_the_checkpoints_labels_and_every_test_setting_are_read_as_recorded(tmp_path: Path):
+    """reduce_zero_label and each test setting, none at its default (read as false, or the ratios as (1.0,), passed
+    every other test)."""
+    pre = {"mean": [0.4, 0.5, 0.6], "std": [0.1, 0.2, 0.3], "img_scale": [96, 48], "mode": "slide",
+           "crop_size": [32, 40], "stride": [16, 20], "ratios": [0.5, 1.0], "flip": True}  # fmt: skip
+    meta = {"task": "segmentation", "segmenter": {"name": PICO}, "classes": ["a", "b"], "ignore_index": 255,
+            "palette": [[0, 0, 0], [9, 9, 9]], "reduce_zero_label": True, "preprocessing": pre}  # fmt: skip
+    save_safetensors(tmp_path / "seg.safetensors", {"x": torch.zeros(1)}, meta)
+    info = predictor.read_info(tmp_path / "seg.safetensors")
+    assert info.labels == Labels(("a", "b"), ((0, 0, 0), (9, 9, 9)), 255, reduce_zero_label=True)
+    assert (info.mean, info.std) == ((0.4, 0.5, 0.6), (0.1, 0.2, 0.3))
+    assert info.test == InferenceSettings((96, 48), "slide", (32, 40), (16, 20), (0.5, 1.0), flip=True)
+
+
 def test_ema_selects_the_runs_ema_file_for_a_segmentation_checkpoint(trained):
     """--ema (export_onnx.py, ...) finds a segmentation run's EMA weights by the engine's own metadata key."""
     from swinlite.weights import ema_counterpart
@@ -165,7 +184,7 @@ def test_ema_selects_the_runs_ema_file_for_a_segmentation_checkpoint(trained):
 def test_ema_reads_the_ema_file_beside_the_checkpoint(trained, tmp_path: Path, capsys, script: str):
     """--ema, as predict.py's and evaluate.py's (users passed best_ema.safetensors themselves): EMA weights beside the
     checkpoint whose classifier gives every pixel the last class (its bias raised) label every pixel so."""
-    from swinlite.io import read_state_dict, save_safetensors
+    from swinlite.io import read_state_dict
 
     data, run = trained
     checkpoint = tmp_path / "run" / "best.safetensors"

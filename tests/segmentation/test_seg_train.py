@@ -13,10 +13,14 @@ from scriptkit import load_script
 from segkit import CLASSES, REPO, tiny_overrides
 
 from swinlite.engine.config import flatten, to_dict
+from swinlite.engine.distributed import DistInfo
+from swinlite.engine.loop import StepSettings
 from swinlite.engine.preflight import check_run
+from swinlite.engine.task import RunContext
 from swinlite.hub import hub_repo
 from swinlite.io import read_metadata
 from swinlite.segmentation import task
+from swinlite.segmentation.models import SegOutput
 from swinlite.segmentation.predictor import load_segmenter
 from swinlite.segmentation.task import SegmentationTask, seg_loss
 
@@ -58,6 +62,22 @@ def test_loss_averages_over_every_pixel_ignored_ones_counting_zero():
     expected = per_pixel.masked_fill(target == 255, 0).sum() / target.numel()
     torch.testing.assert_close(seg_loss(logits, target, 255), expected)
     assert seg_loss(logits, torch.full_like(target, 255), 255) == 0  # all ignored: zero, not NaN
+
+
+@pytest.mark.parametrize("aux_weight", [1.0, 0.25])
+def test_the_loss_is_the_decode_heads_plus_aux_weight_times_the_auxiliary_heads(aux_weight: float, tmp_path: Path):
+    """Any model.aux_weight, not only the default 0.4 of the trained run's metrics.csv."""
+    torch.manual_seed(0)
+    logits, aux_logits = torch.randn(2, 2, 3, 4, 5).unbind()  # [B, K, H, W] each
+    masks = torch.randint(0, 3, (2, 4, 5))  # no pixel ignored: each loss is the mean cross-entropy
+    cfg = SegmentationTask.load_config(None, [f"model.aux_weight={aux_weight}"])
+    cpu = torch.device("cpu")
+    seg_task = SegmentationTask(RunContext(cfg, cpu, DistInfo(), tmp_path, StepSettings(cpu)))
+    out = seg_task.train_step(lambda images: SegOutput(logits, aux_logits), (torch.zeros(2, 3, 4, 5), masks))
+    decode = torch.nn.functional.cross_entropy(logits, masks)
+    aux = torch.nn.functional.cross_entropy(aux_logits, masks)
+    torch.testing.assert_close(out.loss, decode + aux_weight * aux)
+    torch.testing.assert_close(out.parts, {"loss_decode": decode, "loss_aux": aux})
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs").glob("seg_*.yaml")), ids=lambda p: p.name)

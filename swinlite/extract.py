@@ -2,13 +2,15 @@
 
 Resumable: an image whose feature file exists and is whole is skipped (Ctrl-C says how many are:
 :class:`ExtractionInterrupted`); images that do not decode are listed in ``failures.txt`` and the run goes on.
-``embeddings.safetensors`` is rebuilt at the end from every whole feature file, in input order; a run with images
-to extract removes the earlier one (and ``failures.txt``) first, so a killed run leaves none rather than one that
-misses its images. ``settings.json`` records what the features depend on (model, the weights file's SHA-256, input
-size, dtype); a rerun with other settings into the same folder is refused rather than mixing features, and temporary
-files of an interrupted run are removed. A run holds the output folder's lock (:class:`swinlite.lock.OutputLock`)
-from before it reads the folder until it ends: a second run into it, which passed the settings check as the first had
-written no features yet, mixed two models' features.
+``embeddings.safetensors`` is rebuilt at the end from every whole feature file, in input order, and ``failures.txt``
+written after it: a folder holding ``failures.txt`` holds a completed run's. A run with images to extract removes
+both first, so a run killed before its end leaves neither, rather than one that misses its images (killed between
+the two writes: the embeddings, whole, which a rerun writes again with ``failures.txt``). ``settings.json`` records
+what the features depend on (model, the weights file's SHA-256, input size, dtype); a rerun with other settings into
+the same folder is refused rather than mixing features, and temporary files of an interrupted run are removed. A run
+holds the output folder's lock (:class:`swinlite.lock.OutputLock`) from before it reads the folder until it ends: a
+second run into it, which passed the settings check as the first had written no features yet, mixed two models'
+features.
 
 Each feature file also records the image it was made from (:func:`source_record`: the real path, the size and the
 SHA-256 of its bytes). A folder holding features of any other image (one of another ``--input``, one that is no
@@ -333,8 +335,8 @@ def run_extraction(
             (broken weights; any ``dtype``), or ``dtype`` is float16 and a map holds finite values beyond its range
             (±65504), which it would store as inf: raised before that image's batch is written (the files written
             before stay).
-        ExtractionInterrupted: Ctrl-C while images are extracted, where a rerun continues (``checkpoint_sha256``
-            given); a plain KeyboardInterrupt otherwise.
+        ExtractionInterrupted: Ctrl-C while images are extracted or the last files written, where a rerun
+            continues (``checkpoint_sha256`` given); a plain KeyboardInterrupt otherwise.
     """
     source, output, input_size = Path(source), Path(output), (int(input_size[0]), int(input_size[1]))
     with OutputLock(output, "feature extraction", "--output") as lock:
@@ -404,13 +406,13 @@ def run_extraction(
                         save_features(outputs[i], features, {SOURCE_KEY: records[i]})
                         saved += 1
                 bar.update(len(batch))
-        except KeyboardInterrupt:
+            bar.close()
+            _write_embeddings(outputs, output)  # failures.txt last: a folder holding it holds a completed run's
+            atomic_write_bytes(output / FAILURES_FILE, "".join(f"{line}\n" for line in failures).encode())
+        except KeyboardInterrupt:  # the last writes too: their rerun skips every image done, and writes both again
             if checkpoint_sha256 is None:  # record_settings refuses the rerun: random weights cannot be had again
                 raise
             raise ExtractionInterrupted(len(images) - len(todo) + saved) from None
-        bar.close()
-        atomic_write_bytes(output / FAILURES_FILE, "".join(f"{line}\n" for line in failures).encode())
-        _write_embeddings(outputs, output)
     return ExtractionSummary(written=len(todo) - len(failures), skipped=len(images) - len(todo), failed=len(failures))
 
 

@@ -1317,15 +1317,32 @@ def earlier_outputs(
     return found
 
 
+def removal_order(paths: Iterable[Path]) -> list[Path]:
+    """``paths`` (an earlier run's outputs) in the order :func:`remove_outputs` removes them, so that a kill between two
+    removals leaves what the rerun's :func:`check_output_dir` takes for its task's, as it took the whole: first a name
+    several tasks write that only the others beside it make a task's (``eval.json``: :func:`_check_shared`), then the
+    drawings (:data:`DRAWINGS`), which the :data:`RECORD` beside them makes a run's (:func:`_check_recorded`), then the
+    record, which the task's own names beside it make the task's, and those last. Removed in the order of
+    :data:`OUTPUT_DIR_FILES`, a kill left ``evaluate_detection.py``'s ``eval.json``, or ``detect.py``'s record of a
+    finished run (which names no script), alone: refused by every later run, ``--overwrite`` too."""
+    shared = {name for task in OUTPUT_DIR_FILES for name in shared_names(task)} - {RECORD}
+
+    def rank(path: Path) -> int:
+        return 0 if path.name in shared else 1 if path.name in DRAWINGS else 2 if path.name == RECORD else 3
+
+    return sorted(paths, key=rank)
+
+
 def remove_outputs(paths: Iterable[Path]) -> None:
-    """Remove the files and folders ``paths`` (an earlier run's outputs: :func:`earlier_outputs`); an OSError names
-    the file it failed at in full (``shutil.rmtree``'s names it as in its folder: ``00007_000008.png``)."""
+    """Remove the files and folders ``paths`` (an earlier run's outputs: :func:`earlier_outputs`), in
+    :func:`removal_order`; an OSError names the file it failed at in full (``shutil.rmtree``'s names it as in its
+    folder: ``00007_000008.png``)."""
 
     def failed(function: Callable[..., Any], name: str, error: OSError | tuple[type, OSError, Any]) -> None:
         error = error if isinstance(error, OSError) else error[1]  # onerror's sys.exc_info() (Python 3.11)
         raise OSError(error.errno, error.strerror, name) from error
 
-    for path in paths:
+    for path in removal_order(paths):
         if path.is_dir() and not path.is_symlink():
             if sys.version_info >= (3, 12):
                 shutil.rmtree(path, onexc=failed)

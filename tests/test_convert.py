@@ -556,10 +556,12 @@ def test_convert_script_fits_to_model(tmp_path, capsys, monkeypatch, flags, clas
     source = timm.create_model("swinlite_pico_patch2_window4_32", num_classes=5).eval()
     torch.save({"model": source.state_dict()}, tmp_path / "p.pth")
     out = tmp_path / "p3.safetensors"
+    (tmp_path / ".p3.safetensors.tmpab12cd34").write_bytes(b"a write a kill broke off")  # stayed, one per kill
     code, stderr = _run_script(
         capsys, monkeypatch, str(tmp_path / "p.pth"), str(out), "--model", "swinlite_pico_patch2_window4_32", *flags
     )
     assert code == 0, stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.pth", "p3.safetensors"]
     weights = load_file(out)
     assert ("head.fc.weight" in weights) == bool(classes) and "layers.3.blocks.0.attn.rel_pos.table" in weights
     if classes:

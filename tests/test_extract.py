@@ -175,6 +175,30 @@ def test_a_rerun_killed_midway_leaves_no_stale_list_of_vectors(tmp_path: Path, m
     assert not (out / EMBEDDINGS_FILE).exists() and not (out / FAILURES_FILE).exists()
 
 
+def test_ctrl_c_in_the_last_writes_leaves_no_failures_txt_and_says_a_rerun_continues(tmp_path: Path, monkeypatch):
+    """failures.txt was written before the embeddings: a kill between the two left it alone, which the docs said no
+    killed run leaves, and Ctrl-C there said a plain "interrupted". failures.txt, last, marks a completed run."""
+    imgs, out = tmp_path / "imgs", tmp_path / "out"
+    imgs.mkdir()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(imgs / "a.png")
+    model, sha256 = timm.create_model(PICO), "ab" * 32
+    write = swinlite.extract.atomic_write_bytes
+
+    def killed_at_failures(path: Path, data: bytes) -> None:
+        if path.name == FAILURES_FILE:
+            raise KeyboardInterrupt
+        write(path, data)
+
+    monkeypatch.setattr(swinlite.extract, "atomic_write_bytes", killed_at_failures)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run_extraction(model, PICO, imgs, out, (32, 32), progress=False, checkpoint_sha256=sha256)
+    assert str(caught.value) == "interrupted; rerun the same command to continue (the 1 image done is kept)"
+    assert (out / EMBEDDINGS_FILE).is_file() and not (out / FAILURES_FILE).exists()
+    monkeypatch.undo()
+    summary = run_extraction(model, PICO, imgs, out, (32, 32), progress=False, checkpoint_sha256=sha256)
+    assert summary.skipped == 1 and (out / EMBEDDINGS_FILE).is_file() and (out / FAILURES_FILE).is_file()
+
+
 BEYOND_FLOAT16 = "stage0 map reaches .*, beyond float16's range \\(±65504\\), and --dtype float16 would store it as inf"
 MODELS_OWN = "{} holds {} values, which the model itself gave, at any --dtype: its weights \\({} abab"
 CHECKPOINT = "the checkpoint w.safetensors"  # as extract_features.py names the weights it was given

@@ -64,8 +64,11 @@ def test_class_names_are_the_recorded_ones_of_the_heads_size_else_indices():
 
 
 def test_the_csv_writes_six_decimals_of_each_probability(tmp_path: Path):
-    """predict.py's and its ONNX path's CSVs both come from write_csv: their comparison could not see its precision."""
+    """predict.py's and its ONNX path's CSVs both come from write_csv: their comparison could not see its precision.
+    The temporary file of a write a kill broke off stayed beside the CSV, one more per kill."""
+    (tmp_path / ".p.csv.tmpab12cd34").write_text("path,class")
     write_csv([Prediction(Path("x.png"), [1, 0], [0.1234567, 0.5])], ["a", "b"], 2, tmp_path / "p.csv")
+    assert [p.name for p in tmp_path.iterdir()] == ["p.csv"]
     assert (tmp_path / "p.csv").read_text().splitlines() == [
         "path,class,prob,class_2,prob_2",
         "x.png,b,0.123457,a,0.500000",

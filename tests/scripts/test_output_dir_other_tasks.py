@@ -95,6 +95,27 @@ def test_overwrite_removes_the_same_tasks_outputs_whole(tmp_path, script):
     assert sorted(p.name for p in earlier) == sorted(_outputs(script))
 
 
+KILLED = {"detect.py": ("images", files.RECORD), "segment.py": ("labels", "overlays", files.RECORD)}  # before its end
+LEFT = {script: _outputs(script) for script in SCRIPTS} | {f"killed {script}": KILLED[script] for script in KILLED}
+PREFIXES = [(left, removed) for left, names in LEFT.items() for removed in range(len(names) + 1)]
+
+
+@pytest.mark.parametrize(("left", "removed"), PREFIXES, ids=[f"{left}-{removed}" for left, removed in PREFIXES])
+def test_overwrite_killed_while_removing_leaves_what_the_rerun_removes(tmp_path, left, removed):
+    """--overwrite removes an earlier run's outputs one by one (files.remove_outputs): a kill after the first
+    ``removed`` left evaluate_detection.py's eval.json, or detect.py's finished record (naming no script), alone,
+    which every later run refused, --overwrite too. A run killed before its end left its first record, naming it."""
+    script = left.removeprefix("killed ")
+    _write(tmp_path, LEFT[left])
+    if left != script:  # files.DrawingRecord's first write
+        record = {files.RECORD_SCRIPT: script, files.numbered_name(0, "a.png"): "a.png"}
+        (tmp_path / files.RECORD).write_bytes(files.json_bytes(record))
+    earlier = files.check_output_dir(SCRIPTS[script], tmp_path, [], overwrite=True)
+    files.remove_outputs(files.removal_order(earlier)[:removed])
+    files.remove_outputs(files.check_output_dir(SCRIPTS[script], tmp_path, [], overwrite=True))
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("task", files.OUTPUT_DIR_FILES)
 def test_an_evaluation_beside_a_training_runs_checkpoint_is_fine(tmp_path, task):
     """The evaluate scripts write beside the checkpoint by default: a run's own files are no script's outputs."""

@@ -16,7 +16,7 @@ from pico import PICO
 from PIL import Image
 from scriptkit import run_script
 
-from swinlite.visualize import bias_figure, bias_tables, feature_means
+from swinlite.visualize import bias_figure, bias_tables, feature_means, write_pngs
 
 V2_PICO = "swinlite_v2_pico_patch2_window4_32"
 STAGE_SHAPES = [(1, 1, 7, 7), (1, 2, 7, 7), (2, 4, 7, 7), (1, 8, 7, 7)]  # (blocks, heads, 2*4-1, 2*4-1)
@@ -120,6 +120,14 @@ def test_script_writes_pngs(load_script, tmp_path):
         with Image.open(p) as png:
             assert png.format == "PNG" and png.width > 100 and png.height > 100
             assert np.asarray(png.convert("L")).std() > 0  # not a blank canvas
+
+
+def test_the_temporary_file_of_a_write_a_kill_broke_off_goes_with_the_next(tmp_path):
+    """It stayed beside bias_stage0.png, one more per kill; another name's is not this run's to remove."""
+    (tmp_path / ".bias_stage0.png.tmpab12cd34").write_bytes(b"half a PNG")
+    (tmp_path / ".notes.txt.tmpab12cd34").write_bytes(b"the user's")
+    assert write_pngs({"bias_stage0.png": b"stage 0"}, tmp_path, made=False) == [tmp_path / "bias_stage0.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".notes.txt.tmpab12cd34", "bias_stage0.png"]
 
 
 def test_script_bad_input(load_script, tmp_path, capsys):

@@ -166,6 +166,24 @@ def test_inference_keeps_the_continuous_bias_table_between_calls(monkeypatch):
     assert _mlp_runs(fast) == 1 and fast().requires_grad  # autograd: computed, gradients reach the MLP
 
 
+def test_a_weight_given_a_new_storage_at_the_old_address_makes_the_table_again(monkeypatch):
+    """``.data =`` (as ``model.half().float()`` does) gives a weight a new storage under its version counter, often at
+    the address the allocator freed: same version and address, other values. Here the new storage is laid where the
+    old one was, one buffer's memory; the table kept for the old one was served (3.8 off)."""
+    monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)
+    torch.manual_seed(0)
+    ref = ContinuousPositionBias((4, 4), 2)
+    fast = accelerate(copy.deepcopy(ref))
+    weight = ref.mlp[0].weight
+    memory = bytearray(weight.numel() * weight.element_size())  # the address of every storage below
+    with torch.no_grad():
+        for sign in (1.0, -1.0):
+            weight.mul_(sign)
+            torch.frombuffer(memory, dtype=weight.dtype).copy_(weight.flatten())
+            fast.mlp[0].weight.data = torch.frombuffer(memory, dtype=weight.dtype).view(weight.shape)  # a new storage
+            torch.testing.assert_close(fast(), ref(), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -194,8 +212,9 @@ def test_a_hooked_or_replaced_bias_mlp_is_not_served_its_kept_table(monkeypatch,
 @pytest.mark.parametrize("autocast", [False, True])
 def test_inference_keeps_the_merged_qkv_bias_between_calls(monkeypatch, rows, autocast):
     """Without autograd the q, zero and v biases are concatenated (and converted) once, not in every call; the
-    block's output stays the reference's, and a changed q bias is taken. The linears take the reference's library
-    and bf16 the reference's explicit formula (oneDNN's bf16 and the flash kernel of CPUs with AMX round otherwise:
+    block's output stays the reference's, and a changed q bias is taken, as is a changed v bias alone (a merged bias
+    kept while q's alone was unchanged: 3.4 off). The linears take the reference's library and bf16 the reference's
+    explicit formula (oneDNN's bf16 and the flash kernel of CPUs with AMX round otherwise:
     test_row_blocks_equal_the_reference_block bounds them)."""
     monkeypatch.setattr(blocks, "ONEDNN_FP32_ON_THIS_CPU", False)
     monkeypatch.setattr(blocks, "ONEDNN_BF16", False)
@@ -207,7 +226,9 @@ def test_inference_keeps_the_merged_qkv_bias_between_calls(monkeypatch, rows, au
     x = torch.randn(2, 5, 9, 8)
     context = (lambda: torch.autocast("cpu", torch.bfloat16)) if autocast else contextlib.nullcontext
     with torch.no_grad():
-        for _ in range(2):
+        for changed in ("", "q_bias", "v_bias"):
+            for block in (fast, reference) if changed else ():
+                getattr(block.attn, changed).add_(0.5)  # an in-place change: this step's bias is a new one
             with context():
                 fast(x)
                 with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -215,5 +236,3 @@ def test_inference_keeps_the_merged_qkv_bias_between_calls(monkeypatch, rows, au
                 expected = reference(x)
             torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
             assert not [e for e in prof.key_averages() if e.key == "aten::cat"]  # merged before the timed call
-            for block in (fast, reference):
-                block.attn.q_bias.add_(0.5)  # an in-place change: the next step's bias is a new one

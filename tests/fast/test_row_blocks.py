@@ -217,3 +217,23 @@ def test_row_blocks_attend_through_flash_in_fp32_and_the_explicit_softmax_in_bf1
     assert blocks.select_attention_kernel("cpu", dtype, False, False) == (
         "sdpa" if set(used) == {"flash"} else "explicit"
     )
+
+
+def test_the_explicit_bf16_attention_adds_bias_and_mask_in_fp32():
+    """The explicit softmax adds the fp32 bias and mask in fp32, as timm's Swin under autocast does; rounded to bf16
+    first, a bias in [8, 16) moves by up to 1/32 (probabilities 4.5% off, half of them by more than a bf16 step).
+    q = k = 0 and v = the token (one-hot), so the attention returns its probabilities, softmax(0 + bias + mask),
+    rounded to bf16 once."""
+    torch.manual_seed(0)
+    B, nW, N = 2, 2, 16  # one head of 16 channels, 4x4 windows
+    eye = torch.eye(N)
+    windows = eye.expand(B, nW, N, N).contiguous()  # (B, nW, N, C): token i of each window is e_i
+    qkv_weight = torch.cat((torch.zeros(2 * N, N), eye))  # (3C, C): q = k = 0, v = the token
+    bias = 8 + 8 * torch.rand(1, N, N)  # (heads, N, N), off bf16's steps of 1/16 there
+    mask = torch.zeros(nW, N, N)
+    mask[1, :, N // 2 :] = -100.0  # the second window's last 8 keys: padding
+    plan = RowBlocks(rows=4096, dtype=torch.bfloat16, flash=False, map_bytes=1 << 20, onednn=False)
+    with torch.no_grad():
+        out = row_blocks.window_attention_rows(windows, qkv_weight, None, eye, None, bias, mask, 0.25, plan)
+    expected = (bias + mask).softmax(-1).bfloat16().expand(B, nW, N, N)  # (B, nW, N, N): timm's formula
+    torch.testing.assert_close(out, expected, rtol=2**-7, atol=0)  # a bf16 step

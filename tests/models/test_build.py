@@ -5,6 +5,7 @@ import math
 import pytest
 import timm
 import torch
+from pico import PICO
 from test_timm_contract import PAPER_ARCHITECTURES, V2_WITH_TIMMS
 
 import swinlite  # noqa: F401
@@ -84,6 +85,18 @@ def test_init_weights_after_to_empty_initialises_as_the_constructor(name):
         out = model(x)
         torch.testing.assert_close(out, built(x), rtol=0, atol=0)
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("mask_padding", [True, False])
+def test_a_table_starts_at_zero_only_at_the_offsets_masked_padding_leaves_unused(mask_padding):
+    """docs/models.md: pico's last stage holds its 2x2 map in a 4x4 window; with ``mask_padding`` the table's offsets
+    outside the map's 3x3 centre meet only masked padding and start at zero (40 of 49, in each of 8 heads); without
+    it padded tokens attend, every offset is used and drawn, none zero (they were zeroed either way). The other
+    stages' maps fill their windows."""
+    torch.manual_seed(0)
+    model = timm.create_model(PICO, mask_padding=mask_padding)
+    zeros = [int((block.attn.rel_pos.table == 0).sum()) for stage in model.layers for block in stage.blocks]
+    assert zeros == [0, 0, 0, 0, 40 * 8 if mask_padding else 0]
 
 
 def test_init_weights_refuses_a_mode_it_does_not_implement():

@@ -546,41 +546,54 @@ def test_out_norms_add_no_layer_to_layer_wise_lr_decay():
 
 TINY = "swinlite_tiny_patch4_window7_224"
 _SET_SIZE_MODEL = dict(img_size=64, embed_dim=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), window_size=4)
+# timm's set_input_size calls, by id
+_SET_SIZE_CALLS = {
+    "img_size": dict(img_size=96),  # windows scale with the grid: 6, the last stage's 3x3 map shrinks it in timm
+    "rectangular": dict(img_size=(64, 96)),  # (4, 6)
+    "window_size": dict(img_size=128, window_size=8),  # an explicit window
+    "window_per_stage": dict(img_size=128, window_size=[8, 8, 8, 4]),  # one per stage: 8, cut to the last 4x4 map
+    "window_ratio": dict(window_ratio=4),  # the grid over the window
+    "no-op": dict(img_size=64),  # the current size: nothing changes
+    "patch_size": dict(patch_size=2),  # the projection resampled by timm; the 32x32 grid scales the windows to 8
+    "rectangular-patch": dict(img_size=96, patch_size=(8, 4)),  # a 12x24 grid, (3, 6) windows
+}
+# a Swin-V2 fine-tuned at windows 4 (2 in the last stage) from position biases pre-trained at 3 (and 2)
+_FINE_TUNED = dict(pretrained_window_sizes=(3, 3, 3, 2))
 
 
-@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
+def _off_constant_init(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` (timm's Swin) with the parameters timm starts at or near a constant moved off it, seeded: V2's
+    post-norms start at zero (a V2 block built fresh is the identity, whatever its windows, coordinates and τ), its
+    continuous bias's MLP at std 0.02 (a bias of about 8 at every offset), log τ at log 10 (kept near it), every
+    bias at zero."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name or "cpb_mlp" in name or name.endswith(("bias", "logit_scale")):
+                p.add_(0.2 * torch.randn(p.shape, generator=generator))
+    return model
+
+
 @pytest.mark.parametrize(
-    "call",
+    "v2,options,call",
     [
-        dict(img_size=96),  # windows scale with the grid: 6, the last stage's 3x3 map shrinks it in timm
-        dict(img_size=(64, 96)),  # (4, 6)
-        dict(img_size=128, window_size=8),  # an explicit window
-        dict(img_size=128, window_size=[8, 8, 8, 4]),  # one window per stage: 8, cut to the last stage's 4x4 map
-        dict(window_ratio=4),  # the grid over the window
-        dict(img_size=64),  # the current size: nothing changes
-        dict(patch_size=2),  # the projection resampled by timm; the 32x32 grid scales the windows to 8
-        dict(img_size=96, patch_size=(8, 4)),  # a 12x24 grid, (3, 6) windows
-    ],
-    ids=[
-        "img_size",
-        "rectangular",
-        "window_size",
-        "window_per_stage",
-        "window_ratio",
-        "no-op",
-        "patch_size",
-        "rectangular-patch",
-    ],
+        pytest.param(v2, {}, call, id=f"{name}-v{1 + v2}")
+        for v2 in (False, True)
+        for name, call in _SET_SIZE_CALLS.items()
+    ]
+    + [pytest.param(True, _FINE_TUNED, _SET_SIZE_CALLS["window_size"], id="window_size-v2-pretrained")],
 )
-def test_set_input_size_computes_what_timms_swin_computes_after_the_same_call(v2, call):
+def test_set_input_size_computes_what_timms_swin_computes_after_the_same_call(v2, options, call):
     """timm's set_input_size on both models (same weights): the same windows, tables resized by timm's function and
-    embedded where timm shrinks a window, V2's coordinates rebuilt, the patch projection resampled by timm's function;
-    logits in eval and train mode, a gradient, the stage maps, fast path."""
+    embedded where timm shrinks a window, V2's coordinates rebuilt (normalised by the pre-training windows of a V2
+    fine-tuned from smaller ones), the patch projection resampled by timm's function; logits in eval and train mode,
+    a gradient, the stage maps, fast path. timm's constant-initialised parameters randomised: V2's zero post-norms
+    made every V2 case pass whatever the windows, coordinates or τ."""
     v1_names = (TINY, "swin_tiny_patch4_window7_224")
     names = ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256") if v2 else v1_names
     torch.manual_seed(0)
-    reference = timm.create_model(names[1], drop_path_rate=0.0, **_SET_SIZE_MODEL)
-    model = timm.create_model(names[0], drop_path_rate=0.0, **_SET_SIZE_MODEL)
+    reference = _off_constant_init(timm.create_model(names[1], drop_path_rate=0.0, **_SET_SIZE_MODEL, **options))
+    model = timm.create_model(names[0], drop_path_rate=0.0, **_SET_SIZE_MODEL, **options)
     model.load_state_dict(reference.state_dict())
     model.set_input_size(**call)
     reference.set_input_size(**call)
@@ -722,7 +735,7 @@ def test_set_input_size_after_pruning_computes_what_timms_pruned_swin_computes(v
         ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256") if v2 else (TINY, "swin_tiny_patch4_window7_224")
     )
     torch.manual_seed(0)
-    reference = timm.create_model(names[1], drop_path_rate=0.0, **_SET_SIZE_MODEL).eval()
+    reference = _off_constant_init(timm.create_model(names[1], drop_path_rate=0.0, **_SET_SIZE_MODEL)).eval()
     model = timm.create_model(names[0], **_SET_SIZE_MODEL).eval()
     model.load_state_dict(reference.state_dict())
     feats = timm.create_model(names[0], features_only=True, out_indices=(0, 1, 2), **_SET_SIZE_MODEL).eval()
@@ -755,7 +768,7 @@ def test_window_size_per_stage_builds_timms_model(v2, windows):
     )
     options = dict(_SET_SIZE_MODEL, window_size=windows, drop_path_rate=0.0)
     torch.manual_seed(0)
-    reference = timm.create_model(names[1], **options).eval()
+    reference = _off_constant_init(timm.create_model(names[1], **options)).eval()
     model = timm.create_model(names[0], **options).eval()
     model.load_state_dict(reference.state_dict())
     rebuilt = timm.create_model(names[0], **timm.models.get_model_args(model)).eval()
@@ -778,21 +791,32 @@ def test_window_size_per_stage_builds_timms_model(v2, windows):
                 model.set_input_size(img_size=80)
 
 
+def _drop_paths(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """Both residual branches' stochastic depth, block by block."""
+    return [branch for stage in model.layers for b in stage.blocks for branch in (b.drop_path1, b.drop_path2)]
+
+
 def _drop_path_rates(model: torch.nn.Module) -> list[float]:
     """Both residual branches' stochastic-depth rates, block by block (0 for an identity, as both build a rate 0)."""
-    branches = [(b.drop_path1, b.drop_path2) for stage in model.layers for b in stage.blocks]
-    return [getattr(branch, "drop_prob", 0.0) for pair in branches for branch in pair]
+    return [getattr(branch, "drop_prob", 0.0) for branch in _drop_paths(model)]
 
 
 @pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
 def test_stochastic_depth_rises_over_the_blocks_as_timms(v2):
     """drop_path_rate rises linearly from 0 at the first block to the rate at the last, across the stages, as in
-    timm's Swin (one rate in every block passed every other test)."""
+    timm's Swin (one rate in every block passed every other test). In training each branch drops whole samples and
+    scales the kept ones by 1 / keep, as timm's (unscaled, the expected branch fell to keep times its value)."""
     v1_names = (TINY, "swin_tiny_patch4_window7_224")
     names = ("swinlite_v2_tiny_window8_256", "swinv2_tiny_window8_256") if v2 else v1_names
-    ours, theirs = (timm.create_model(name, **dict(_SET_SIZE_MODEL, drop_path_rate=0.3)) for name in names)
+    ours, theirs = (timm.create_model(name, **dict(_SET_SIZE_MODEL, drop_path_rate=0.3)).train() for name in names)
     assert _drop_path_rates(ours) == pytest.approx(_drop_path_rates(theirs))
     assert _drop_path_rates(ours)[::2] == pytest.approx([0.0, 0.075, 0.15, 0.225, 0.3])  # depths (1, 1, 2, 1)
+    x = torch.ones(64, 2, 2, 16)  # (B, H, W, C): a branch's output
+    for mine, timms in zip(_drop_paths(ours), _drop_paths(theirs), strict=True):
+        torch.manual_seed(0)
+        dropped = mine(x)
+        torch.manual_seed(0)
+        torch.testing.assert_close(dropped, timms(x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])

@@ -257,7 +257,7 @@ def load_model(
         **model_kwargs: further constructor arguments (e.g. ``out_norm=True``); they must not contradict the file,
             but for the training settings of :data:`TRAINING_ONLY` (``drop_path_rate=0.2`` to fine-tune a run's
             weights at another rate). Not ``features_only``: the file holds the whole model, whose levels
-            ``swinlite.export.FeatureExtractor(load_model(path), out_indices)`` returns.
+            ``FeatureExtractor(load_model(path), out_indices)`` returns (``swinlite.export``'s).
 
     Raises:
         ValueError: ``features_only``; unreadable file, a swinlite run's resume state (:func:`check_not_run_resume`),
@@ -266,8 +266,8 @@ def load_model(
     if model_kwargs.get("features_only"):
         raise ValueError(
             f"load_model rebuilds the model {path} holds, not a features_only wrapper of it: for its feature levels "
-            "use swinlite.export.FeatureExtractor(load_model(path), out_indices) (out_indices as features_only takes "
-            "them), or timm.create_model(name, features_only=True, pretrained=True, "
+            "use FeatureExtractor(load_model(path), out_indices) (from swinlite.export import FeatureExtractor; "
+            "out_indices as features_only takes them), or timm.create_model(name, features_only=True, pretrained=True, "
             "pretrained_cfg_overlay=dict(file=path), **the model_args the file records)"
         )
     path = timm_folder_weights(path)

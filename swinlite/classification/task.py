@@ -33,7 +33,7 @@ def _unused_augment(data: DataConfig) -> dict[str, str]:
     that never runs, the colour jitter that an auto-augment policy replaces (with its colour ops: not a 3-Augment
     policy, whose name holds ``3a``, which keeps it)."""
     unused = {"re_mode": "data.re_prob=0 (no random erasing)"} if data.re_prob == 0 else {}
-    if data.auto_augment and "3a" not in data.auto_augment:
+    if data.color_jitter and data.auto_augment and "3a" not in data.auto_augment:  # 0: no jitter either way
         unused["color_jitter"] = f"data.auto_augment={data.auto_augment} leaves it out (its colour ops take its place)"
     return unused
 

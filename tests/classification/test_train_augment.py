@@ -128,6 +128,7 @@ def test_random_erasing_fills_as_data_re_mode_says(mode):
         ),
         (["data.color_jitter=0.2", "data.auto_augment=rand-m9-mstd0.5-t3a"], None),  # a 3-Augment policy keeps it
         (["data.auto_augment=rand-m9-mstd0.5"], None),  # the default jitter
+        (["data.color_jitter=0", "data.auto_augment=rand-m9-mstd0.5"], None),  # none: the same without the policy
     ],
 )
 def test_augmentation_settings_timm_leaves_out_are_warned_of(settings: list[str], unused: str | None, recwarn):

@@ -132,9 +132,9 @@ def test_the_pretrained_check_looks_for_the_cached_weights_once(offline_hub, mon
     say whether weights not cached can be downloaded), then for its check of a cut download."""
     offline_hub.add_timm("swin_tiny_patch4_window7_224.ms_in1k")
     looked, lookup = [], hub.try_to_load_from_cache
-    monkeypatch.setattr(hub, "try_to_load_from_cache", lambda *args: looked.append(args) or lookup(*args))
+    monkeypatch.setattr(hub, "try_to_load_from_cache", lambda *a, **kw: looked.append((a, kw)) or lookup(*a, **kw))
     check_pretrained(ModelConfig(name="swinlite_tiny_patch4_window7_224.ms_in1k", pretrained=True))
-    assert looked == [("timm/swin_tiny_patch4_window7_224.ms_in1k", "model.safetensors")]
+    assert looked == [(("timm/swin_tiny_patch4_window7_224.ms_in1k", "model.safetensors"), {"revision": None})]
 
 
 @pytest.mark.parametrize("task", list(TASKS))

@@ -36,6 +36,7 @@ image reads the same and an output is checked the same with or without torch.
 from __future__ import annotations
 
 import codecs
+import fcntl
 import glob
 import hashlib
 import itertools
@@ -1385,6 +1386,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path.name), dir=path.parent)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held while it is written: interrupted_writes leaves a live write's file alone
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -1410,9 +1412,27 @@ def _temporary_prefix(name: str) -> str:
 def interrupted_writes(folder: Path, name: str | None = None, recursive: bool = False) -> list[Path]:
     """The temporary files :func:`atomic_write` left in ``folder`` (``recursive``: and below it) where a kill broke
     off its write, of the file ``name`` (:func:`_temporary_prefix`) or of any: ``.<name>.tmp*``, never needed again
-    (the file under its name is whole). An empty list for a folder that does not exist."""
+    (the file under its name is whole). Not one another process is writing now (:func:`_abandoned`): a second
+    ``predict.py`` into the same CSV removed the first one's, which then failed. An empty list for a folder that does
+    not exist."""
     pattern = f"{glob.escape(_temporary_prefix(name))}*" if name is not None else ".*.tmp*"
-    return sorted(folder.rglob(pattern) if recursive else folder.glob(pattern))
+    return sorted(p for p in (folder.rglob(pattern) if recursive else folder.glob(pattern)) if _abandoned(p))
+
+
+def _abandoned(path: Path) -> bool:
+    """Whether no write holds the temporary file ``path`` (:func:`atomic_write` holds its ``flock`` while it writes;
+    the system releases it when the writer ends in any way, a kill too). False for a file gone meanwhile."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def fsync_folder(folder: str | os.PathLike) -> None:

@@ -1,12 +1,14 @@
 """swinlite.io: the one weights reader, the one output check every writer makes, escaped file names, strict JSON."""
 
 import datetime
+import fcntl
 import json
 import math
 import os
 import re
 import stat
 from pathlib import Path
+from typing import IO
 
 import pytest
 import torch
@@ -25,6 +27,7 @@ from swinlite.io import (
     read_weights_bytes,
     save_safetensors,
 )
+from swinlite.predictions import Prediction, write_csv
 
 
 @pytest.fixture
@@ -239,12 +242,31 @@ def test_output_names_and_their_temporary_files_fit_the_filesystems_255_bytes(tm
     assert cut[0] != cut[1] and all(len(os.fsencode(n)) <= 255 and files.NUMBERED.fullmatch(n) for n in cut)
     for name in (fits, *cut):
         files.atomic_write_bytes(tmp_path / name, b"")
-        during: list[Path] = []  # its temporary file, while it is written
-        files.atomic_write(
-            tmp_path / name, lambda f, name=name, found=during: found.extend(files.interrupted_writes(tmp_path, name))
-        )
+        during: list[Path] = []  # its temporary file, once its writer's lock is gone (as a killed writer's)
+
+        def killed(f: IO[bytes], name: str = name, found: list[Path] = during) -> None:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            found.extend(files.interrupted_writes(tmp_path, name))
+
+        files.atomic_write(tmp_path / name, killed)
         assert len(during) == 1 and during[0].name.startswith(".")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fits, *cut])
+
+
+def test_the_temporary_file_of_a_write_under_way_is_no_interrupted_one(tmp_path: Path):
+    """A second predict.py writing the same CSV removed the first one's temporary file mid-write, which then failed
+    with [Errno 2] naming a hidden file: a write holds its temporary file's lock, and a file locked is left alone."""
+    seen: list[list[Path]] = []
+
+    def second_run_meanwhile(f: IO[bytes]) -> None:
+        seen.append(files.interrupted_writes(tmp_path, "p.csv"))
+        write_csv([Prediction(Path("b.png"), [0], [1.0])], ["x"], 1, tmp_path / "p.csv")  # removes abandoned ones
+        f.write(b"first")
+
+    files.atomic_write(tmp_path / "p.csv", second_run_meanwhile)
+    assert seen == [[]] and (tmp_path / "p.csv").read_bytes() == b"first"
+    (abandoned := tmp_path / ".p.csv.tmpabcdefgh").write_bytes(b"")  # no lock: a killed write's
+    assert files.interrupted_writes(tmp_path, "p.csv") == [abandoned]
 
 
 def test_a_symlinked_output_stays_a_link_and_its_target_gets_the_new_bytes(tmp_path: Path):

@@ -12,6 +12,7 @@ of :mod:`swinlite.fast.blocks`):
 | CPU eval without autograd, eager    | gather                   | row blocks                 | row blocks     |
 | CPU train                           | gather, inverse backward | explicit                   | GELU recompute |
 | CUDA, eval or train                 | gather (inverse backward)| fastest: explicit or sdpa  | as on the CPU  |
+| CUDA, deterministic algorithms      | gather (inverse backward)| explicit                   | as on the CPU  |
 | ``torch.export`` (symbolic sizes)   | gather, index in graph   | explicit                   | plain          |
 
 (*) On the CPU in bf16: explicit, as V1's, except on CPUs with AMX (:data:`~swinlite.fast.blocks.CPU_FLASH_DTYPES`).

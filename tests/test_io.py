@@ -1,6 +1,7 @@
 """swinlite.io: the one weights reader, the one output check every writer makes, escaped file names, strict JSON."""
 
 import datetime
+import errno
 import fcntl
 import json
 import math
@@ -348,3 +349,16 @@ def test_the_readers_given_a_files_bytes_read_those_not_the_file(tmp_path: Path)
     assert read_metadata(path, data) == {} and list(read_state_dict(path, data=data)) == ["c"]
     with pytest.raises(ValueError, match="is empty"):
         read_weights_bytes(path)
+
+
+def test_a_filesystem_without_locks_writes_and_finds_temporary_files_by_name(tmp_path: Path, monkeypatch):
+    """flock fails with ENOLCK on some network filesystems: every write failed there; it writes as before locks, and a
+    temporary file is taken by its name alone."""
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(files.fcntl, "flock", no_locks)
+    files.atomic_write_bytes(tmp_path / "p.csv", b"x")
+    (left := tmp_path / ".p.csv.tmpabcdefgh").write_bytes(b"")
+    assert (tmp_path / "p.csv").read_bytes() == b"x" and files.interrupted_writes(tmp_path, "p.csv") == [left]

@@ -33,7 +33,6 @@ with their config.json (a timm Swin's folder converts as any timm file).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         misfit_note,
         no_final_norm_cause,
     )
-    from swinlite.files import interrupted_writes
+    from swinlite.files import remove_interrupted_writes
     from swinlite.io import check_output, read_metadata, read_state_dict, save_safetensors, weights_kind
     from swinlite.metadata import is_model_record
     from swinlite.weights import warn_if_resume_with_ema
@@ -118,9 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     if weights_kind(args.input) == "ema":  # a timm training checkpoint's EMA weights, which it converts: said so
         recorded |= {"weights": "ema"}
     written = recorded | {"source": str(args.input), "layout": layout, "swinlite": swinlite.__version__}
-    real = Path(os.path.realpath(args.output))  # save_safetensors writes beside the file a link names
-    for stale in interrupted_writes(real.parent, real.name):  # of a killed run's write: its size, one per kill
-        stale.unlink(missing_ok=True)
+    remove_interrupted_writes(args.output)  # of a killed run's write (save_safetensors writes atomically)
     save_safetensors(args.output, state_dict, written)
     warn_if_resume_with_ema(args.input)
     if "model" in recorded and not described:

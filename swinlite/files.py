@@ -980,7 +980,8 @@ def script_outputs(folder: str | os.PathLike) -> tuple[str, ...]:
     its weights, which a run replacing it removes (``--overwrite``), whichever task's it was. Every evaluate
     script's; a drawing script's (``detect.py``'s, ``segment.py``'s: those with :data:`DRAWINGS`) all together, and
     only where :func:`_whole` finds its run there (its drawings named by the ``sources.json`` beside them, as
-    :func:`check_output_dir` tells a run's drawings, a killed run's too): a ``classes.csv``, ``sources.json`` or
+    :func:`check_output_dir` tells a run's drawings, a killed run's too; with its drawings removed, its other files
+    beside its record, as a removal killed after the drawings left them): a ``classes.csv``, ``sources.json`` or
     ``images/`` alone, or the user's ``images/`` beside ``segment.py``'s files, is the user's."""
     folder = Path(folder)
     names = [name for names in EVALUATIONS_BY_TASK.values() for name in names]
@@ -1007,15 +1008,27 @@ def _whole(folder: Path, written: tuple[str, ...]) -> bool:
     """Whether ``folder`` holds a run of the script that writes ``written``. A drawing script's (one with
     :data:`DRAWINGS`) where it holds drawings is there when the :data:`RECORD` beside them names every file of one of
     its drawings folders (the rule of :func:`_check_recorded`: a run killed after its first drawing left no other
-    file, and is one), else when each of its files and an (empty) drawings folder are; another script's when each of
-    its files is."""
+    file, and is one), else when each of its files and an (empty) drawings folder or its record
+    (:func:`_drawing_record`) are: a kill between :func:`remove_outputs`' removal of the drawings and of the record
+    left the record and the other files, which ``train.py --overwrite`` then kept, and every script refused; another
+    script's when each of its files is."""
     drawings = [name for name in written if name in DRAWINGS]
     drawn = [folder / name for name in drawings if _held(folder, name)]
     if drawn:
         named = recorded_names(folder)
         return any(not _unrecorded(path, named) for path in drawn)
-    folder_made = not drawings or any((folder / name).is_dir() for name in drawings)
-    return folder_made and all((folder / name).is_file() for name in written if name not in DRAWINGS)
+    made = not drawings or any((folder / name).is_dir() for name in drawings) or _drawing_record(folder, written)
+    return made and all((folder / name).is_file() for name in written if name not in DRAWINGS)
+
+
+def _drawing_record(folder: Path, written: tuple[str, ...]) -> bool:
+    """Whether the :data:`RECORD` in ``folder`` is one that a run of the drawing script writing ``written`` wrote
+    (:class:`DrawingRecord`): its keys drawings' file names (:data:`NUMBERED`) and :data:`RECORD_SCRIPT` alone, which,
+    where there, names that script (a finished run's record names none)."""
+    record = _record(folder)
+    scripts = [script for scripts in OUTPUT_DIR_FILES.values() for script, names in scripts.items() if names == written]
+    keys_drawn = all(key == RECORD_SCRIPT or NUMBERED.fullmatch(key) for key in record)
+    return bool(record) and keys_drawn and record.get(RECORD_SCRIPT) in (None, *scripts)
 
 
 def _present(folder: Path, patterns: Iterable[str]) -> list[str]:
@@ -1437,6 +1450,15 @@ def _abandoned(path: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def remove_interrupted_writes(path: str | os.PathLike) -> None:
+    """Remove the temporary files of writes of ``path`` that a kill broke off (:func:`interrupted_writes`): a killed
+    run left one of the file's size beside it per kill. Where ``path`` is a symlink, those beside the file it names,
+    where :func:`atomic_write` writes."""
+    real = Path(os.path.realpath(path))
+    for stale in interrupted_writes(real.parent, real.name):
+        stale.unlink(missing_ok=True)
 
 
 def fsync_folder(folder: str | os.PathLike) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .files import atomic_write_bytes, interrupted_writes, printable_path
+from .files import atomic_write_bytes, printable_path, remove_interrupted_writes
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,8 @@ def write_csv(predictions: list[Prediction], classes: list[str], topk: int, path
 
     A file name that is not valid UTF-8 is written with its odd bytes as ``\\xNN`` escapes, and a backslash as
     ``\\x5c`` (:func:`swinlite.files.printable_path`): the CSV stays valid UTF-8 for every reader, one path per file.
-    The temporary files of its writes a kill broke off (:func:`swinlite.files.interrupted_writes`) are removed first:
-    a killed predict.py left them beside it.
+    The temporary files of its writes a kill broke off are removed first
+    (:func:`swinlite.files.remove_interrupted_writes`): a killed predict.py left them beside it.
     """
     header = ["path", "class", "prob"]
     for k in range(2, topk + 1):
@@ -45,9 +45,7 @@ def write_csv(predictions: list[Prediction], classes: list[str], topk: int, path
         for index, prob in zip(p.indices, p.probs, strict=True):
             row += [classes[index], f"{prob:.6f}"]
         writer.writerow(row)
-    real = Path(os.path.realpath(path))  # atomic_write writes beside the file a link names
-    for stale in interrupted_writes(real.parent, real.name):
-        stale.unlink(missing_ok=True)
+    remove_interrupted_writes(path)
     atomic_write_bytes(path, text.getvalue().encode())
 
 

@@ -14,7 +14,7 @@ from PIL import Image
 from torch import nn
 from torchvision.transforms import functional as TF
 
-from .files import atomic_write_bytes, interrupted_writes
+from .files import atomic_write_bytes, remove_interrupted_writes
 from .inference import eval_mode
 from .models.swin import ContinuousPositionBias, SwinTransformer
 from .script import extra_error
@@ -151,10 +151,10 @@ def write_pngs(pngs: Mapping[str, bytes], folder: Path, made: bool) -> list[Path
     write that fails (a full disk) into such a folder removes the files written, so a failed run does not look like one
     that drew something; into a folder that was there, the files written so far stay (each whole: they may have
     replaced an earlier run's, which removing them would not bring back). The temporary files of writes of these
-    names a kill broke off (:func:`swinlite.files.interrupted_writes`) are removed first.
+    names a kill broke off (:func:`swinlite.files.remove_interrupted_writes`) are removed first.
     """
-    for stale in (path for name in pngs for path in interrupted_writes(folder, name)):
-        stale.unlink(missing_ok=True)
+    for name in pngs:
+        remove_interrupted_writes(folder / name)
     paths: list[Path] = []
     try:
         for name, data in pngs.items():

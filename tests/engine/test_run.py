@@ -160,7 +160,7 @@ def test_a_fresh_run_that_diverges_leaves_no_files(folder: Path, tmp_path: Path)
     ("files", "removed"),
     [
         (["classes.csv", "images/00000_holiday.png", "notes.txt"], []),
-        (["sources.json", "classes.csv"], []),
+        (["sources.json", "classes.csv"], ["classes.csv", "sources.json"]),
         (["sources.json", "classes.csv", "labels/00000_a.png"], ["classes.csv", "labels/", "sources.json"]),
         (
             ["sources.json", "classes.csv", "overlays/00000_a.png", "images/mine.jpg"],
@@ -173,7 +173,7 @@ def test_a_fresh_run_that_diverges_leaves_no_files(folder: Path, tmp_path: Path)
     ],
     ids=[
         "no_list",
-        "no_drawings",
+        "segment_drawings_removed",
         "segment",
         "segment_beside_user_images",
         "detect_killed",
@@ -185,7 +185,8 @@ def test_a_fresh_run_that_diverges_leaves_no_files(folder: Path, tmp_path: Path)
 def test_overwrite_removes_a_scripts_outputs_only_where_it_wrote_them(tmp_path: Path, capsys, files, removed):
     """--overwrite removed every name any task's scripts write: a user's classes.csv, sources.json or images/ in the
     folder too. A drawing script's files go where the sources.json beside its drawings names them (a killed run's
-    too), named in a note."""
+    too), or, its drawings gone (a kill while --overwrite removed them), where that record is beside its other files,
+    named in a note."""
     out = tmp_path / "out"
     for name in files:
         (out / name).parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from swinlite import files
+from swinlite.engine.run import replaced_outputs
 
 SCRIPTS = {script: task for task, scripts in files.OUTPUT_DIR_FILES.items() for script in scripts}
 CROSS = [(script, task) for script, theirs in SCRIPTS.items() for task in files.OUTPUT_DIR_FILES if task != theirs]
@@ -114,6 +115,42 @@ def test_overwrite_killed_while_removing_leaves_what_the_rerun_removes(tmp_path,
     files.remove_outputs(files.removal_order(earlier)[:removed])
     files.remove_outputs(files.check_output_dir(SCRIPTS[script], tmp_path, [], overwrite=True))
     assert not any(tmp_path.iterdir())
+
+
+RUN = ("config.yaml", "metrics.csv", "best.safetensors", "resume.pt")  # a training run's own files
+TRAINED = {  # what a drawing task's scripts write, each name once
+    task: tuple(dict.fromkeys(name for written in scripts.values() for name in written))
+    for task, scripts in files.OUTPUT_DIR_FILES.items()
+    if files.drawing_script(task)
+}
+RUN_PREFIXES = [(task, removed) for task, names in TRAINED.items() for removed in range(len(names) + 1)]
+
+
+@pytest.mark.parametrize(("task", "removed"), RUN_PREFIXES, ids=[f"{task}-{removed}" for task, removed in RUN_PREFIXES])
+def test_train_overwrite_killed_while_removing_leaves_what_the_rerun_removes(tmp_path, task, removed):
+    """train.py --overwrite removes what detect.py or segment.py and the task's evaluation left in the run folder
+    (engine.run.replaced_outputs): a kill after the drawings were removed left the finished record beside the
+    script's other files, which the rerun kept (no drawings folder: the user's), and every script refused after."""
+    _write(tmp_path, (*RUN, *TRAINED[task]))
+    earlier = replaced_outputs(tmp_path, overwrite=True)
+    assert sorted(p.name for p in earlier) == sorted(TRAINED[task])
+    files.remove_outputs(files.removal_order(earlier)[:removed])
+    files.remove_outputs(replaced_outputs(tmp_path, overwrite=True))
+    left = {p.name for p in tmp_path.iterdir()} - set(RUN)
+    assert left <= {"classes.csv"}  # a name of segment.py's alone (its record removed) is kept as the user's
+    for other in files.OUTPUT_DIR_FILES:
+        files.check_output_dir(other, tmp_path, [], overwrite=True)
+
+
+@pytest.mark.parametrize(
+    "record", [{"train": "a.png"}, {files.RECORD_SCRIPT: "detect.py", files.numbered_name(0, "a.png"): "a.png"}]
+)
+def test_train_overwrite_keeps_a_sources_json_that_is_no_record_of_the_files_beside_it(tmp_path, record):
+    """Beside segment.py's classes.csv, a sources.json whose keys are no drawings' names (the user's), or one that
+    names detect.py as its writer, is no record of segment.py's run: train.py --overwrite keeps both files."""
+    _write(tmp_path, (*RUN, "classes.csv"))
+    (tmp_path / files.RECORD).write_bytes(files.json_bytes(record))
+    assert replaced_outputs(tmp_path, overwrite=True) == []
 
 
 @pytest.mark.parametrize("task", files.OUTPUT_DIR_FILES)
